@@ -1,0 +1,52 @@
+"""Options shared by every command that reads a project or loads capabilities."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+FLAVORS = ("gsd", "msd", "ferrox")
+
+
+def add_project_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--project",
+        default=".",
+        metavar="DIR",
+        help="project folder holding .planning/ and .looprail/ (default: current directory)",
+    )
+    parser.add_argument(
+        "--capabilities",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a first-party capability set (folders of <id>/capability.json); repeatable, "
+        "searched before LOOPRAIL_CAPABILITIES and the overlays",
+    )
+
+
+def add_flavor_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--flavor",
+        choices=FLAVORS,
+        default="gsd",
+        help="host flavor: skill-id prefix, host tool name, onError vocabulary (default: gsd)",
+    )
+
+
+def group(sub, name: str, help_text: str):
+    """A command group (`looprail NAME SUBCOMMAND`) whose bare form prints its help."""
+    parser = sub.add_parser(name, help=help_text, description=help_text)
+    parser.set_defaults(group_parser=parser, handler=None)
+    return parser, parser.add_subparsers(dest=f"{name}_command", metavar="SUBCOMMAND")
+
+
+def print_json(value: Any) -> None:
+    """Compact, key-order-preserving JSON on one line (what hosts parse)."""
+    sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
+
+
+def warn(message: str) -> None:
+    print(f"looprail: warning: {message}", file=sys.stderr)

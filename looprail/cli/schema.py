@@ -1,0 +1,32 @@
+"""`looprail schema capability|hooks`: JSON Schemas for editors."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from looprail.cli._common import group
+
+
+def register(sub) -> None:
+    _, cmds = group(sub, "schema", "print a JSON Schema (for editors and tools)")
+    p = cmds.add_parser("capability", help="JSON Schema of capability.json")
+    p.set_defaults(handler=_capability)
+    p = cmds.add_parser("hooks", help="JSON Schema of hooks.json (native hooks)")
+    p.set_defaults(handler=_hooks)
+
+
+def _capability(args) -> int:
+    from looprail.hooks.manifest import capability_json_schema
+
+    json.dump(capability_json_schema(), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+def _hooks(args) -> int:
+    from looprail.hooks.native.config import hooks_json_schema
+
+    json.dump(hooks_json_schema(), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
