@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
-from typing import Any
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs milliseconds on the render-hooks start path
+    from pathlib import Path
+    from typing import Any
 
 # Keys that must never resolve, whatever the file says (prototype-pollution parity).
 FORBIDDEN_SEGMENTS = frozenset({"__proto__", "constructor", "prototype"})
@@ -18,8 +22,8 @@ FORBIDDEN_SEGMENTS = frozenset({"__proto__", "constructor", "prototype"})
 _MISSING = object()
 
 
-def config_path(project: str | Path) -> Path:
-    return Path(project) / ".planning" / "config.json"
+def config_path(project: str | Path) -> str:
+    return os.path.join(os.fspath(project), ".planning", "config.json")
 
 
 def load_project_config(project: str | Path) -> tuple[dict[str, Any] | None, list[str]]:
@@ -29,7 +33,8 @@ def load_project_config(project: str | Path) -> tuple[dict[str, Any] | None, lis
     """
     path = config_path(project)
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as fh:
+            raw = fh.read()
     except FileNotFoundError:
         return None, []
     except OSError as exc:
@@ -88,3 +93,75 @@ def js_truthy(value: Any) -> bool:
     if isinstance(value, str):
         return value != ""
     return True  # dict, list: objects are truthy in JS
+
+
+# Settings the host loop itself reads (GSD core and looprail's own). A config key that is neither
+# one of these nor declared by a capability is probably a typo, so it gets a warning.
+KNOWN_SETTINGS = frozenset(
+    {
+        "mode",
+        "granularity",
+        "depth",
+        "model_profile",
+        "model_overrides",
+        "commit_docs",
+        "search_gitignored",
+        "parallelization",
+        "brave_search",
+        "firecrawl",
+        "exa_search",
+        "git",
+        "planning",
+        "hooks",
+        "agent_skills",
+        "response_language",
+        "resolve_model_ids",
+        "context_window",
+        "phase_naming",
+        "project_code",
+        "gates",
+        "safety",
+        "statusline",
+        "features",
+        "workstreams",
+        "looprail",
+        "workflow.inline_plan_threshold",
+        "workflow.auto_advance",
+        "workflow.verifier",
+        "workflow.plan_check",
+        "workflow.node_repair",
+        "workflow.node_repair_budget",
+        "workflow.discuss_mode",
+        "workflow.skip_discuss",
+        "workflow.text_mode",
+        "workflow.research_before_questions",
+        "workflow.subagent_timeout",
+        "workflow.use_worktrees",
+        "workflow.max_discuss_passes",
+        "workflow._auto_chain_active",
+    }
+)
+
+
+def unknown_keys(config: dict[str, Any], declared: Any) -> list[str]:
+    """Leaf keys of `config` (dotted) that no capability declares and no known setting covers."""
+    out: list[str] = []
+
+    def known(dotted: str) -> bool:
+        if dotted in declared or dotted in KNOWN_SETTINGS:
+            return True
+        parts = dotted.split(".")
+        return any(".".join(parts[:i]) in KNOWN_SETTINGS for i in range(1, len(parts)))
+
+    def walk(node: dict[str, Any], prefix: str) -> None:
+        for key, value in node.items():
+            dotted = f"{prefix}{key}"
+            if known(dotted):
+                continue
+            if isinstance(value, dict) and value:
+                walk(value, dotted + ".")  # report the leaf, which names the typo
+            else:
+                out.append(dotted)
+
+    walk(config, "")
+    return out

@@ -4,8 +4,6 @@ it without a traceback and exits non-zero."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 
 class LooprailError(Exception):
     """Base of every error looprail raises on purpose (bad input, refused work)."""
@@ -19,13 +17,29 @@ class UsageError(LooprailError):
     exit_code = 2
 
 
-@dataclass(frozen=True)
 class Issue:
-    """One validation problem: where (file + JSON path) and why."""
+    """One validation problem: where (file + JSON path) and why. (A plain class rather than a
+    dataclass: this module is on the CLI start path, and dataclasses costs ~10 ms to import.)"""
 
-    file: str
-    path: str
-    reason: str
+    __slots__ = ("file", "path", "reason")
+
+    def __init__(self, file: str, path: str, reason: str):
+        self.file = file
+        self.path = path
+        self.reason = reason
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Issue) and (self.file, self.path, self.reason) == (
+            other.file,
+            other.path,
+            other.reason,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.file, self.path, self.reason))
+
+    def __repr__(self) -> str:
+        return f"Issue({self.file!r}, {self.path!r}, {self.reason!r})"
 
     def __str__(self) -> str:
         where = f"{self.file}: {self.path}" if self.path else self.file

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
 
 FLAVORS = ("gsd", "msd", "ferrox")
 

@@ -1,7 +1,114 @@
-"""`looprail` commands: (not yet wired)."""
+"""`looprail check predicate`: evaluate one gate predicate and print its verdict.
+
+Exit 0 whenever a verdict was delivered, `block: true` included ("blocked" is never an exit
+code); 69 when the check could not look (no shell, unreadable artifact); 1 for a malformed
+predicate; 2 for a bad command line. The failure reason is one line on stderr.
+"""
 
 from __future__ import annotations
 
+from looprail.cli._common import add_project_options, group
+
 
 def register(sub) -> None:
-    """Add this group's commands to the top-level subparsers."""
+    _, cmds = group(sub, "check", "evaluate gate checks")
+    p = cmds.add_parser(
+        "predicate",
+        help="evaluate a check.predicate and print {block, message}",
+        description="Evaluate a gate's check.predicate (JSON, passed as one argument) and print "
+        "{block, message}. Exit 0 for any delivered verdict, non-zero when the check itself "
+        "failed (the gate's onError decides what that means).",
+    )
+    p.add_argument("--predicate", required=True, metavar="JSON", help="the predicate object")
+    p.add_argument(
+        "--phase",
+        "--phase-number",
+        dest="phase",
+        default="",
+        metavar="N",
+        help="phase number: exported as PHASE_NUMBER and used to find the phase folder",
+    )
+    p.add_argument(
+        "--phase-dir",
+        metavar="DIR",
+        help="the phase folder (relative to --project); default: .planning/phases/<NN>-*",
+    )
+    p.add_argument("--phase-req-ids", default="", metavar="IDS", help="exported as PHASE_REQ_IDS")
+    p.add_argument("--raw", action="store_true", help="print JSON only (the default output)")
+    add_project_options(p)
+    p.set_defaults(handler=_predicate)
+
+
+def _predicate(args) -> int:
+    from pathlib import Path
+
+    from looprail.cli._common import print_json, warn
+    from looprail.config import load_project_config
+    from looprail.errors import UsageError
+    from looprail.hooks.checks import (
+        CheckContext,
+        CheckError,
+        CheckFailedError,
+        evaluate_predicate_json,
+    )
+
+    project = Path(args.project).resolve()
+    if not project.is_dir():
+        raise UsageError(f"--project: {project} is not a directory")
+    if args.phase_dir:
+        phase_dir: Path | None = Path(args.phase_dir)
+        resolved = phase_dir if phase_dir.is_absolute() else project / phase_dir
+        if not resolved.is_dir():
+            raise UsageError(f"--phase-dir: {resolved} is not a directory")
+    else:
+        phase_dir = find_phase_dir(project, args.phase) if args.phase else None
+    config, warnings = load_project_config(project)
+    for message in warnings:
+        warn(message)
+    ctx = CheckContext(
+        project=project,
+        phase_number=args.phase,
+        phase_dir=phase_dir,
+        config=config,
+        phase_req_ids=args.phase_req_ids,
+    )
+    result = evaluate_predicate_json(args.predicate, ctx)
+    if isinstance(result, CheckError):
+        raise CheckFailedError(result)
+    print_json(result.to_json())
+    return 0
+
+
+def find_phase_dir(project, phase: str):
+    """The one `.planning/phases/<NN>-<slug>` folder of `phase` (`1`, `01`, `02.1`, or a folder
+    name), None when there is none. Several matches are a usage error."""
+    import re
+    from pathlib import Path
+
+    from looprail.errors import UsageError
+
+    if not re.fullmatch(r"[0-9]+(?:\.[0-9]+)*|[0-9][A-Za-z0-9._-]*", phase):
+        raise UsageError(f"--phase: {phase!r} is not a phase number")
+    phases = Path(project).resolve() / ".planning" / "phases"
+    try:
+        names = sorted(e.name for e in phases.iterdir() if e.is_dir())
+    except OSError:
+        return None
+    if phase in names:
+        return phases / phase
+
+    def canonical(token: str) -> str:
+        head, _, rest = token.partition(".")
+        return str(int(head)) + (f".{rest}" if rest else "")
+
+    if not re.fullmatch(r"[0-9]+(?:\.[0-9]+)*", phase):
+        return None
+    want = canonical(phase)
+    found = []
+    for name in names:
+        match = re.match(r"([0-9]+(?:\.[0-9]+)*)-", name)
+        if match and canonical(match.group(1)) == want:
+            found.append(name)
+    if len(found) > 1:
+        raise UsageError(f"--phase: {phase!r} matches several folders: {', '.join(found)}")
+    return phases / found[0] if found else None

@@ -1,7 +1,69 @@
-"""`looprail` commands: (not yet wired)."""
+"""`looprail loop render-hooks`: the envelope of active hooks at one point.
+
+This is the hot path hosts call many times per loop: only the cached compiled registry and the
+pure resolver are loaded here (no pydantic, networkx, graphviz or statemachine on a cache hit).
+"""
 
 from __future__ import annotations
 
+import json
+import sys
+
+from looprail.cli._common import add_flavor_option, add_project_options, group, warn
+
 
 def register(sub) -> None:
-    """Add this group's commands to the top-level subparsers."""
+    _, cmds = group(sub, "loop", "resolve loop hooks (the dispatch contract)")
+    p = cmds.add_parser(
+        "render-hooks",
+        help="print the active hooks at one of the 12 points",
+        description="Resolve the active hooks at POINT and print the envelope "
+        "{point, activeHooks, rendered, warnings?}. Points: discuss:pre, discuss:post, plan:pre, "
+        "plan:post, execute:pre, execute:wave:pre, execute:wave:post, execute:post, verify:pre, "
+        "verify:post, ship:pre, ship:post.",
+    )
+    p.add_argument("point", help="one of the 12 loop points")
+    p.add_argument("--raw", action="store_true", help="print the JSON envelope (for hosts)")
+    p.add_argument(
+        "--active-cap",
+        metavar="CAP_ID",
+        help="print only true/false: does CAP_ID have an active hook at POINT?",
+    )
+    p.add_argument(
+        "--strict", action="store_true", help="exit non-zero when the envelope carries warnings"
+    )
+    add_project_options(p)
+    add_flavor_option(p)
+    p.set_defaults(handler=render_hooks)
+
+
+def render_hooks(args) -> int:
+    from looprail.config import load_project_config
+    from looprail.hooks.compiled import load_compiled
+    from looprail.hooks.resolve import InvalidPointError, active_cap, check_point, resolve
+
+    try:
+        check_point(args.point)
+    except InvalidPointError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    compiled = load_compiled(args.project, args.capabilities)
+    config, config_warnings = load_project_config(args.project)
+    for w in config_warnings:
+        warn(w)
+    if config is not None:
+        from looprail.config import unknown_keys
+
+        for key in unknown_keys(config, compiled["defaults"]):
+            warn(f".planning/config.json: key {key!r} is not declared by any capability or setting")
+    if args.active_cap is not None:
+        print("true" if active_cap(compiled, config, args.point, args.active_cap) else "false")
+        return 0
+    envelope = resolve(compiled, config, args.point)
+    for w in envelope.get("warnings", ()):
+        warn(w)
+    if args.raw:
+        sys.stdout.write(json.dumps(envelope, ensure_ascii=False, indent=2) + "\n")
+    else:
+        sys.stdout.write(envelope["rendered"] + "\n")
+    return 1 if args.strict and envelope.get("warnings") else 0

@@ -1,7 +1,109 @@
-"""`looprail` commands: (not yet wired)."""
+"""`looprail phase ...`: what a project's `.planning/phases/` holds.
+
+looprail phase list [--raw]
+looprail phase plan-index N [--raw]
+"""
 
 from __future__ import annotations
+
+import argparse
+
+from looprail.cli._common import group, print_json, warn
 
 
 def register(sub) -> None:
     """Add this group's commands to the top-level subparsers."""
+    _, commands = group(sub, "phase", "inspect the phases and plans under .planning/phases/")
+
+    index = commands.add_parser(
+        "plan-index",
+        help="a phase's plans, their waves (from depends_on) and what is still to do",
+        description="A phase's plans, their effective waves (from depends_on), which plans "
+        "have no SUMMARY yet, and which waves must run sequentially because plans share a "
+        "files_modified entry.",
+    )
+    index.add_argument("phase", metavar="N", help="phase number: 1, 01, 2.1, ...")
+    _add_common(index)
+    index.set_defaults(handler=_plan_index)
+
+    listing = commands.add_parser("list", help="the phase folders found, in phase order")
+    _add_common(listing)
+    listing.set_defaults(handler=_list)
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--raw", action="store_true", help="print JSON (what hosts parse)")
+    parser.add_argument(
+        "--project",
+        default=".",
+        metavar="DIR",
+        help="project folder holding .planning/ (default: current directory)",
+    )
+
+
+def _plan_index(args: argparse.Namespace) -> int:
+    from looprail.plans import load_phase, plan_index
+
+    phase = load_phase(args.project, args.phase)
+    index = plan_index(args.project, phase)
+    if args.raw:
+        print_json(index)
+        return 0
+    _print_index(index)
+    for message in index["warnings"]:
+        warn(message)
+    return 0
+
+
+def _print_index(index: dict) -> None:
+    plans = index["plans"]
+    done = sum(1 for p in plans if p["has_summary"])
+    print(f"Phase {index['phase']} ({index['phase_dir']}): {len(plans)} plans, {done} done")
+    if not plans:
+        return
+    rows = [("wave", "plan", "tasks", "done", "depends on", "objective")]
+    for plan in sorted(plans, key=lambda p: (p["wave"], p["id"])):
+        rows.append(
+            (
+                str(plan["wave"]),
+                plan["id"],
+                str(plan["task_count"]),
+                "yes" if plan["has_summary"] else "no",
+                ", ".join(plan["depends_on"]) or "-",
+                plan["objective"] or "",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        print("  ".join([*cells, row[-1]]).rstrip())
+    for wave, files in index["sequential_waves"].items():
+        print(f"wave {wave} runs sequentially: plans share {', '.join(files)}")
+
+
+def _list(args: argparse.Namespace) -> int:
+    from looprail.plans import list_phases
+
+    phases = list_phases(args.project)
+    if args.raw:
+        print_json(
+            [
+                {"phase": p.number, "slug": p.slug, "phase_dir": _relative(p.dir, args.project)}
+                for p in phases
+            ]
+        )
+        return 0
+    if not phases:
+        print("no phases under .planning/phases/")
+    for p in phases:
+        print(f"{p.number:>6}  {_relative(p.dir, args.project)}")
+    return 0
+
+
+def _relative(path, project: str) -> str:
+    from pathlib import Path
+
+    try:
+        return Path(path).resolve().relative_to(Path(project).resolve()).as_posix()
+    except ValueError:
+        return str(path)

@@ -1,7 +1,89 @@
-"""`looprail` commands: (not yet wired)."""
+"""`looprail task resolve-content`: the `execute:task` content resolver, with a binding exit code.
+
+Exit 0 and one JSON line for the four results (`{"resolved": false}`, `no-resolver`, `empty`,
+`resolved` with content); 1 with a one-line reason for an ambiguous prefix or a resolver that
+failed, timed out or printed something unusable (a hard halt for the caller, never a
+fallback); 2 for usage errors (missing option, plan outside the project or missing, no task with
+that tracker-id).
+"""
 
 from __future__ import annotations
 
+from looprail.cli._common import add_project_options, group
+
 
 def register(sub) -> None:
-    """Add this group's commands to the top-level subparsers."""
+    _, cmds = group(sub, "task", "per-task operations of the execute step")
+    p = cmds.add_parser(
+        "resolve-content",
+        help="resolve a task's content from its tracker (taskContentResolver)",
+        description="Resolve the content of the task with --task-id (its tracker-id) in --plan "
+        "through the one capability whose taskContentResolver.trackerPrefix matches.",
+    )
+    # Not `required=True`: argparse would print a two-line usage error; ours is one line.
+    p.add_argument("--plan", metavar="PATH", help="the PLAN.md (relative to --project)")
+    p.add_argument("--task-id", metavar="TRACKER_ID", help="the task's tracker-id attribute")
+    p.add_argument("--raw", action="store_true", help="print JSON only (the default output)")
+    add_project_options(p)
+    p.set_defaults(handler=_resolve_content)
+
+
+def _resolve_content(args) -> int:
+    from pathlib import Path
+
+    from looprail.cli._common import print_json, warn
+    from looprail.config import load_project_config
+    from looprail.errors import UsageError
+    from looprail.hooks.registry import load_registry
+    from looprail.hooks.task_content import resolve_task_content, unloadable_resolvers
+
+    if not args.plan:
+        raise UsageError("task resolve-content: --plan is required")
+    if not args.task_id:
+        raise UsageError("task resolve-content: --task-id is required")
+    project = Path(args.project).resolve()
+    if not project.is_dir():
+        raise UsageError(f"--project: {project} is not a directory")
+    plan = _plan_inside(project, args.plan)
+    _require_task(plan, args.task_id, project)
+
+    config, warnings = load_project_config(project)
+    registry = load_registry(project, args.capabilities, config=config)
+    for message in [*warnings, *registry.warnings]:
+        warn(message)
+    result = resolve_task_content(
+        args.task_id,
+        registry.task_content_resolvers(),
+        cwd=project,
+        unloadable=unloadable_resolvers(registry.failed),
+    )
+    print_json(result.to_json())
+    return 0
+
+
+def _plan_inside(project, given: str):
+    """The plan's real path, refusing anything (symlinks and `..` included) outside `project`."""
+    from pathlib import Path
+
+    from looprail.errors import UsageError
+
+    raw = Path(given)
+    real = (raw if raw.is_absolute() else project / raw).resolve()
+    if not real.is_relative_to(project):
+        raise UsageError(f"--plan: {given} is outside the project {project}")
+    if not real.is_file():
+        raise UsageError(f"--plan: {given} does not exist")
+    return real
+
+
+def _require_task(plan, tracker_id: str, project) -> None:
+    from looprail.errors import UsageError
+    from looprail.plans.planfile import read_plan
+    from looprail.runtime.process import escape_untrusted
+
+    shown = str(plan.relative_to(project))
+    parsed = read_plan(plan, display=shown)
+    if not any(task.tracker_id == tracker_id for task in parsed.tasks):
+        raise UsageError(
+            f"{shown}: no task with tracker-id '{escape_untrusted(tracker_id)}' in the plan"
+        )

@@ -1,1 +1,80 @@
-"""Runtimes: where the loop's work (skills, agents, commands, checks, role work) is executed."""
+"""Runtimes: where the loop's work (skills, agents, commands, checks, role work) is executed.
+
+`Runtime` is the protocol the state machine calls; `LocalRuntime` (executables under
+`.looprail/`) is the default, `ScriptedRuntime` serves tests. Names are imported lazily so that
+`looprail.runtime.process` stays cheap to import.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "Runtime": "base",
+    "DispatchContext": "base",
+    "Outcome": "base",
+    "Request": "base",
+    "TaskWork": "base",
+    "EXIT_UNAVAILABLE": "base",
+    "PHASE_ROLES": "base",
+    "TASK_ROLE": "base",
+    "spawn_banner": "base",
+    "LocalRuntime": "local",
+    "Timeouts": "local",
+    "ScriptedRuntime": "scripted",
+    "Call": "scripted",
+    "make_executor": "executors",
+    "run_all": "executors",
+    "Settled": "executors",
+    "InlineExecutor": "executors",
+}
+
+__all__ = [
+    "EXIT_UNAVAILABLE",
+    "PHASE_ROLES",
+    "TASK_ROLE",
+    "Call",
+    "DispatchContext",
+    "InlineExecutor",
+    "LocalRuntime",
+    "Outcome",
+    "Request",
+    "Runtime",
+    "ScriptedRuntime",
+    "Settled",
+    "TaskWork",
+    "Timeouts",
+    "make_executor",
+    "run_all",
+    "spawn_banner",
+]
+
+if TYPE_CHECKING:
+    from looprail.runtime.base import (
+        EXIT_UNAVAILABLE,
+        PHASE_ROLES,
+        TASK_ROLE,
+        DispatchContext,
+        Outcome,
+        Request,
+        Runtime,
+        TaskWork,
+        spawn_banner,
+    )
+    from looprail.runtime.executors import InlineExecutor, Settled, make_executor, run_all
+    from looprail.runtime.local import LocalRuntime, Timeouts
+    from looprail.runtime.scripted import Call, ScriptedRuntime
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'looprail.runtime' has no attribute {name!r}")
+    value = getattr(import_module(f"looprail.runtime.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

@@ -6,6 +6,7 @@ declared `command`)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -56,6 +57,16 @@ def _reader(stream, sink: bytearray, cap: int, flag: list[bool]) -> None:
         if len(chunk) > max(room, 0):
             flag[0] = True  # keep draining so the child never blocks on a full pipe
     stream.close()
+
+
+def _writer(stream, data: bytes) -> None:
+    try:
+        stream.write(data)
+    except (BrokenPipeError, OSError):
+        pass  # the child need not read its input
+    finally:
+        with contextlib.suppress(OSError):
+            stream.close()
 
 
 def run_bounded(
@@ -109,15 +120,12 @@ def run_bounded(
         t.daemon = True
         t.start()
     if data is not None:
-        try:
-            proc.stdin.write(data)
-        except (BrokenPipeError, OSError):
-            pass  # the child need not read its input
-        finally:
-            try:
-                proc.stdin.close()
-            except OSError:
-                pass
+        # Written from a thread: a child that never reads a large stdin must not block us
+        # past the timeout (the pipe buffer is only ~64 KiB).
+        writer = threading.Thread(target=_writer, args=(proc.stdin, data))
+        writer.daemon = True
+        writer.start()
+        readers.append(writer)
     timed_out = False
     try:
         proc.wait(timeout=timeout_s)

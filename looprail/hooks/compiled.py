@@ -1,0 +1,167 @@
+"""The compiled registry on the `render-hooks` hot path: find it in the on-disk cache or build it.
+
+Only `os` and `json` here (no pathlib, dataclasses, typing, pydantic): a host calls
+`render-hooks` many times per loop and process start-up is most of its cost. The cache entry
+records the stat signature (mtime, ctime, size, inode) of every folder, manifest and fragment it
+was built from; any difference rebuilds it. Writing is atomic (temp file + rename), and a cache
+that cannot be read or written only costs speed, never correctness.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
+    from collections.abc import Mapping, Sequence
+    from typing import Any
+
+FIRST_PARTY = "first-party"
+GLOBAL = "global"
+PROJECT = "project"
+# Bump whenever the compiled form or the rules that produce it change.
+CACHE_FORMAT = "looprail-registry-4"
+
+
+def looprail_home(env: Mapping[str, str] | None = None) -> str:
+    """`~/.looprail` (or `$LOOPRAIL_HOME`): global overlay, native hooks, consent store."""
+    env = os.environ if env is None else env
+    if env.get("LOOPRAIL_HOME"):
+        return env["LOOPRAIL_HOME"]
+    return os.path.join(env.get("HOME") or os.path.expanduser("~"), ".looprail")
+
+
+def root_specs(
+    project: Any,
+    capability_dirs: Sequence[Any] = (),
+    *,
+    env: Mapping[str, str] | None = None,
+    home: Any = None,
+) -> list[tuple[str, str]]:
+    """The capability search path, in trust order: (folder, origin)."""
+    env = os.environ if env is None else env
+    specs = [(os.fspath(d), FIRST_PARTY) for d in capability_dirs]
+    specs += [(d, FIRST_PARTY) for d in env.get("LOOPRAIL_CAPABILITIES", "").split(os.pathsep) if d]
+    global_home = os.fspath(home) if home is not None else looprail_home(env)
+    specs.append((os.path.join(global_home, "capabilities"), GLOBAL))
+    specs.append((os.path.join(os.fspath(project), ".looprail", "capabilities"), PROJECT))
+    return specs
+
+
+def capability_folders(root: str) -> list[str]:
+    try:
+        with os.scandir(root) as it:
+            entries = [e for e in it if not e.name.startswith(".") and e.is_dir()]
+    except OSError:
+        return []
+    return [e.path for e in sorted(entries, key=lambda e: e.name)]
+
+
+def _sig(path: str) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino]
+
+
+def _dependencies(specs: list[tuple[str, str]]) -> dict[str, list[int] | None]:
+    deps: dict[str, list[int] | None] = {}
+    for root, _ in specs:
+        deps[root] = _sig(root)
+        for folder in capability_folders(root):
+            deps[folder] = _sig(folder)
+            manifest = os.path.join(folder, "capability.json")
+            deps[manifest] = _sig(manifest)
+    return deps
+
+
+def cache_dir(env: Mapping[str, str]) -> str:
+    if env.get("LOOPRAIL_CACHE_DIR"):
+        return env["LOOPRAIL_CACHE_DIR"]
+    base = env.get("XDG_CACHE_HOME") or os.path.join(
+        env.get("HOME") or os.path.expanduser("~"), ".cache"
+    )
+    return os.path.join(base, "looprail")
+
+
+def load_compiled(
+    project: Any,
+    capability_dirs: Sequence[Any] = (),
+    *,
+    env: Mapping[str, str] | None = None,
+    home: Any = None,
+    use_cache: bool = True,
+) -> dict[str, Any]:
+    """The compiled registry (see `registry.compile_registry`), cached when nothing changed.
+
+    Activation by `activationKey` is not baked in: it depends on config, which the resolver
+    reads per call. Only merge, validation, ordering and fragment materialisation are cached."""
+    env = os.environ if env is None else env
+    specs = root_specs(project, capability_dirs, env=env, home=home)
+    specs = [(os.path.abspath(p), origin) for p, origin in specs]
+    if env.get("LOOPRAIL_NO_CACHE"):
+        use_cache = False
+    key = json.dumps([CACHE_FORMAT, specs])
+    cache_file = os.path.join(cache_dir(env), f"registry-{zlib.crc32(key.encode()):08x}.json")
+    deps = _dependencies(specs)
+    if use_cache:
+        cached = _read(cache_file, key, deps)
+        if cached is not None:
+            return cached
+    from pathlib import Path
+
+    from looprail.hooks.registry import (
+        Root,
+        compile_registry,
+        fragment_dependencies,
+        load_registry,
+    )
+
+    registry = load_registry(project, roots=[Root(Path(p), o) for p, o in specs], config=None)
+    compiled = compile_registry(registry)
+    if use_cache:
+        for path in fragment_dependencies(registry):
+            deps[path] = _sig(path)
+        _write(cache_file, {"key": key, "deps": deps, "compiled": compiled})
+    return compiled
+
+
+def _read(cache_file: str, key: str, deps: dict[str, list[int] | None]) -> dict[str, Any] | None:
+    try:
+        with open(cache_file, "rb") as fh:
+            blob = json.loads(fh.read())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(blob, dict) or blob.get("key") != key:
+        return None
+    stored = blob.get("deps")
+    if not isinstance(stored, dict):
+        return None
+    for path, sig in deps.items():
+        if stored.get(path, "absent") != sig:
+            return None
+    for path, sig in stored.items():
+        if path not in deps and _sig(path) != sig:
+            return None
+    compiled = blob.get("compiled")
+    return compiled if isinstance(compiled, dict) else None
+
+
+def _write(cache_file: str, blob: dict[str, Any]) -> None:
+    import tempfile
+
+    try:
+        os.makedirs(os.path.dirname(cache_file), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(cache_file), prefix=".registry-")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(blob, fh, ensure_ascii=False)
+            os.replace(tmp, cache_file)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:
+        pass  # a cache that cannot be written only costs speed

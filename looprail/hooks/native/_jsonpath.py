@@ -1,0 +1,18 @@
+"""JSON paths for error messages, spelled like the rest of looprail: `$.local["my-hook"].event`."""
+
+from __future__ import annotations
+
+import json
+import re
+
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def member(path: str, key: str) -> str:
+    """`path` extended by an object member."""
+    return f"{path}.{key}" if _PLAIN.fullmatch(key) else f"{path}[{json.dumps(key)}]"
+
+
+def item(path: str, index: int) -> str:
+    """`path` extended by an array index."""
+    return f"{path}[{index}]"

@@ -1,0 +1,534 @@
+"""The capability registry: load an ordered list of capability folders, merge them
+(first-party wins), validate the merged set, and compile it into plain per-point data.
+
+Two products:
+- `load_registry(...) -> Registry`: the validated pydantic models (for `capability validate`,
+  `list`, the task-content resolver, audit, lint).
+- `load_compiled(...) -> dict`: the plain-JSON compilation the resolver reads. It is cached on
+  disk, keyed by the exact stat of every manifest, fragment and folder it was built from, so the
+  `render-hooks` hot path never imports pydantic when nothing changed.
+
+Search order (first wins on id collisions): `--capabilities DIR…`, then `LOOPRAIL_CAPABILITIES`
+(os.pathsep-separated) — both first-party — then the global overlay `~/.looprail/capabilities`,
+then the project overlay `<project>/.looprail/capabilities`. An invalid capability is never
+fatal for the loop: it is recorded as failed with its issues (and, if it declared gates, the
+points where a gate could not be evaluated — fail open, loudly).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from looprail.errors import Issue
+from looprail.hooks import compiled
+from looprail.hooks.compiled import FIRST_PARTY, GLOBAL, PROJECT
+
+
+@dataclass(frozen=True)
+class Root:
+    """One folder of capability folders, with where it sits in the trust order."""
+
+    path: Path
+    origin: str  # first-party | global | project
+
+
+@dataclass
+class LoadedCapability:
+    manifest: Any  # looprail.hooks.manifest.Capability
+    data: dict[str, Any]  # the manifest JSON with fragments materialised
+    source: Path
+    origin: str
+    active: bool = True
+    inactive_reason: str | None = None
+
+
+@dataclass
+class FailedCapability:
+    id: str
+    file: str
+    origin: str
+    issues: list[Issue]
+    gate_points: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Registry:
+    """The merged, validated capability set."""
+
+    capabilities: dict[str, LoadedCapability]
+    failed: list[FailedCapability]
+    warnings: list[str]
+    roots: list[Root]
+
+    def task_content_resolvers(self) -> list[tuple[str, Any]]:
+        """(cap id, TaskContentResolver) of every loaded feature capability that declares one."""
+        return [
+            (cid, lc.manifest.taskContentResolver)
+            for cid, lc in self.capabilities.items()
+            if lc.manifest.taskContentResolver is not None
+        ]
+
+    @property
+    def issues(self) -> list[Issue]:
+        return [i for f in self.failed for i in f.issues]
+
+
+def looprail_home(env: Mapping[str, str] | None = None) -> Path:
+    """`~/.looprail` (or `$LOOPRAIL_HOME`): global overlay, native hooks, consent store."""
+    return Path(compiled.looprail_home(env))
+
+
+def search_roots(
+    project: str | Path,
+    capability_dirs: Sequence[str | Path] = (),
+    *,
+    env: Mapping[str, str] | None = None,
+    home: Path | None = None,
+) -> list[Root]:
+    specs = compiled.root_specs(project, capability_dirs, env=env, home=home)
+    return [Root(Path(path), origin) for path, origin in specs]
+
+
+def _capability_folders(root: Path) -> list[Path]:
+    return [Path(p) for p in compiled.capability_folders(str(root))]
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_registry(
+    project: str | Path,
+    capability_dirs: Sequence[str | Path] = (),
+    *,
+    env: Mapping[str, str] | None = None,
+    home: Path | None = None,
+    config: Mapping[str, Any] | None = None,
+    roots: Sequence[Root] | None = None,
+) -> Registry:
+    """Load, validate and merge every capability on the search path. Never raises for bad
+    manifests: they are returned in `failed` with every issue."""
+    from looprail.hooks.manifest import validate_manifest
+
+    roots = (
+        list(roots)
+        if roots is not None
+        else search_roots(project, capability_dirs, env=env, home=home)
+    )
+    failed: list[FailedCapability] = []
+    warnings: list[str] = []
+    candidates: list[LoadedCapability] = []
+    for root in roots:
+        if root.origin == FIRST_PARTY and not root.path.is_dir():
+            warnings.append(f"{root.path}: capability folder does not exist")
+            continue
+        for folder in _capability_folders(root.path):
+            manifest_path = folder / "capability.json"
+            if not manifest_path.is_file():
+                continue
+            file = str(manifest_path)
+            try:
+                raw = manifest_path.read_bytes()
+            except OSError as exc:
+                failed.append(
+                    FailedCapability(folder.name, file, root.origin, [Issue(file, "$", str(exc))])
+                )
+                continue
+            cap, data, issues = validate_manifest(raw, file, folder)
+            if root.origin != FIRST_PARTY and cap is not None:
+                for prefix in _reserved_prefixes():
+                    if cap.id.startswith(prefix):
+                        issues = [
+                            Issue(file, "$.id", f"prefix {prefix!r} is reserved for first-party")
+                        ]
+                        cap = None
+                        break
+            if cap is None:
+                failed.append(
+                    FailedCapability(folder.name, file, root.origin, issues, _gate_points(raw))
+                )
+                continue
+            candidates.append(LoadedCapability(cap, data, folder, root.origin))
+    accepted = _merge(candidates, failed, warnings)
+    registry = Registry(accepted, failed, warnings, list(roots))
+    _check_points(registry)
+    apply_activation(registry, config)
+    return registry
+
+
+def _reserved_prefixes() -> tuple[str, ...]:
+    from looprail.hooks.manifest import RESERVED_PREFIXES
+
+    return RESERVED_PREFIXES
+
+
+def _gate_points(raw: bytes) -> list[str]:
+    """Points where a (failed) manifest declared gates, read as leniently as possible."""
+    try:
+        data = json.loads(raw)
+        gates = data.get("gates") if isinstance(data, dict) else None
+        return sorted(
+            {
+                g["point"]
+                for g in gates or ()
+                if isinstance(g, dict) and isinstance(g.get("point"), str)
+            }
+        )
+    except (ValueError, TypeError, RecursionError):
+        return []
+
+
+def _fail(lc: LoadedCapability, failed: list[FailedCapability], path: str, reason: str) -> None:
+    failed.append(
+        FailedCapability(
+            lc.manifest.id,
+            str(lc.source / "capability.json"),
+            lc.origin,
+            [Issue(str(lc.source / "capability.json"), path, reason)],
+            sorted({g.point for g in lc.manifest.gates or ()}),
+        )
+    )
+
+
+def _merge(
+    candidates: list[LoadedCapability], failed: list[FailedCapability], warnings: list[str]
+) -> dict[str, LoadedCapability]:
+    accepted: dict[str, LoadedCapability] = {}
+    owners: dict[tuple[str, str], str] = {}
+    for lc in candidates:
+        m = lc.manifest
+        if m.id in accepted:
+            first = accepted[m.id]
+            warnings.append(
+                f"{lc.source}: capability {m.id!r} is shadowed by the one in {first.source} "
+                f"({first.origin} wins)"
+            )
+            continue
+        claims = [("skill", s, f"$.skills[{i}]") for i, s in enumerate(m.skills or ())]
+        claims += [("agent", a, f"$.agents[{i}]") for i, a in enumerate(m.agents or ())]
+        claims += [("config key", k, f"$.config[{json.dumps(k)}]") for k in (m.config or {})]
+        claims += [
+            ("command family", c.family, f"$.commands[{i}].family")
+            for i, c in enumerate(m.commands or ())
+        ]
+        if m.taskContentResolver is not None:
+            claims.append(
+                (
+                    "trackerPrefix",
+                    m.taskContentResolver.trackerPrefix,
+                    "$.taskContentResolver.trackerPrefix",
+                )
+            )
+        if m.reviewer is not None:
+            claims.append(("reviewer slug", m.reviewer.slug, "$.reviewer.slug"))
+        clash = next(((k, v, p) for k, v, p in claims if (k, v) in owners), None)
+        if clash:
+            kind, value, path = clash
+            _fail(
+                lc,
+                failed,
+                path,
+                f"{kind} {value!r} is already owned by capability {owners[(kind, value)]!r}",
+            )
+            continue
+        for kind, value, _ in claims:
+            owners[(kind, value)] = m.id
+        accepted[m.id] = lc
+    _check_requires(accepted, failed)
+    return accepted
+
+
+_TIER_RANK = {"core": 0, "standard": 1, "full": 2}
+
+
+def _check_requires(accepted: dict[str, LoadedCapability], failed: list[FailedCapability]) -> None:
+    changed = True
+    while changed:  # dropping one capability can break another's `requires`
+        changed = False
+        for cid in list(accepted):
+            lc = accepted[cid]
+            m = lc.manifest
+            for i, req in enumerate(m.requires):
+                target = accepted.get(req)
+                reason = None
+                if target is None:
+                    reason = f"requires {req!r}, which is not loaded"
+                elif _TIER_RANK[target.manifest.tier] > _TIER_RANK[m.tier]:
+                    reason = (
+                        f"tier {m.tier!r} may not require {req!r} of tier {target.manifest.tier!r}"
+                    )
+                if reason:
+                    _fail(lc, failed, f"$.requires[{i}]", reason)
+                    del accepted[cid]
+                    changed = True
+                    break
+            else:
+                rc = m.runtimeCompat
+                for group in ("supported", "unsupported"):
+                    for i, rid in enumerate(getattr(rc, group) if rc else ()):
+                        t = accepted.get(rid)
+                        if rid != "*" and t is not None and t.manifest.role != "runtime":
+                            _fail(
+                                lc,
+                                failed,
+                                f"$.runtimeCompat.{group}[{i}]",
+                                f"{rid!r} is not a runtime capability",
+                            )
+                            del accepted[cid]
+                            changed = True
+                            break
+                    if changed:
+                        break
+            if changed:
+                break
+    cycle = _find_cycle({cid: lc.manifest.requires for cid, lc in accepted.items()})
+    while cycle:
+        victim = accepted.pop(cycle[-1])
+        _fail(victim, failed, "$.requires", "requires cycle: " + " -> ".join([*cycle, cycle[0]]))
+        cycle = _find_cycle({cid: lc.manifest.requires for cid, lc in accepted.items()})
+
+
+def _find_cycle(graph: Mapping[str, Iterable[str]]) -> list[str] | None:
+    color: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n: str) -> list[str] | None:
+        color[n] = 1
+        stack.append(n)
+        for m in graph.get(n, ()):
+            if m not in graph:
+                continue
+            if color.get(m) == 1:
+                return stack[stack.index(m) :]
+            if color.get(m) is None:
+                found = visit(m)
+                if found:
+                    return found
+        stack.pop()
+        color[n] = 2
+        return None
+
+    for n in sorted(graph):
+        if color.get(n) is None:
+            found = visit(n)
+            if found:
+                return found
+    return None
+
+
+# --------------------------------------------------------------------------- per point
+
+
+def _entries(registry: Registry, point: str, group: str) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for cid in sorted(registry.capabilities):
+        for entry in registry.capabilities[cid].data.get(group) or ():
+            if entry.get("point") == point:
+                out.append((cid, entry))
+    return out
+
+
+def order_entries(entries: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+    """Kahn's topological sort on produces→consumes, ties broken by capId.
+
+    The ready queue starts sorted by capId; entries that become ready later are appended in
+    the order they are released (FIFO, not re-sorted). This is the reference's behaviour and the
+    conformance goldens pin it (`ui` before `pattern-mapper` at plan:pre)."""
+    n = len(entries)
+    order = sorted(range(n), key=lambda i: entries[i][0])
+    succ: dict[int, list[int]] = {i: [] for i in range(n)}
+    indeg = [0] * n
+    for a in order:
+        produced = set(entries[a][1].get("produces") or ())
+        for b in order:
+            if a != b and produced & set(entries[b][1].get("consumes") or ()):
+                succ[a].append(b)
+                indeg[b] += 1
+    queue = [i for i in order if indeg[i] == 0]
+    out: list[int] = []
+    head = 0
+    while head < len(queue):
+        i = queue[head]
+        head += 1
+        out.append(i)
+        for j in succ[i]:
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                queue.append(j)
+    if len(out) != n:
+        stuck = sorted({entries[i][0] for i in range(n) if i not in set(out)})
+        raise _OrderCycle(stuck)
+    return [entries[i] for i in out]
+
+
+class _OrderCycle(Exception):
+    def __init__(self, cap_ids: list[str]):
+        super().__init__(", ".join(cap_ids))
+        self.cap_ids = cap_ids
+
+
+def _check_points(registry: Registry) -> None:
+    """Duplicate producers and produces/consumes cycles at one point. The offending capability
+    that was loaded last (an overlay before first-party) is dropped, and the check repeats."""
+    from looprail.points import POINTS
+
+    rank = {FIRST_PARTY: 0, GLOBAL: 1, PROJECT: 2}
+    while True:
+        problem = None
+        for point in POINTS:
+            for group in ("steps", "contributions"):
+                entries = _entries(registry, point, group)
+                producers: dict[str, str] = {}
+                for cid, e in entries:
+                    for art in e.get("produces") or ():
+                        if art in producers and producers[art] != cid:
+                            problem = (
+                                [producers[art], cid],
+                                f"$.{group}",
+                                f"{art!r} at {point} is also produced by {producers[art]!r}",
+                            )
+                            break
+                        producers[art] = cid
+                    if problem:
+                        break
+                if problem:
+                    break
+                try:
+                    order_entries(entries)
+                except _OrderCycle as exc:
+                    problem = (
+                        exc.cap_ids,
+                        f"$.{group}",
+                        f"produces/consumes cycle at {point} among {', '.join(exc.cap_ids)}",
+                    )
+                    break
+            if problem:
+                break
+        if problem is None:
+            return
+        ids, path, reason = problem
+        victim_id = max(ids, key=lambda c: (rank[registry.capabilities[c].origin], ids.index(c)))
+        victim = registry.capabilities.pop(victim_id)
+        _fail(victim, registry.failed, path, reason)
+
+
+def apply_activation(registry: Registry, config: Mapping[str, Any] | None) -> None:
+    """Set `active` from each capability's `activationKey` (consent is applied by `trust`)."""
+    from looprail.config import js_truthy
+
+    schema = config_schema_of(registry)
+    for lc in registry.capabilities.values():
+        key = lc.manifest.activationKey
+        if key and not js_truthy(resolve_key(key, config, schema)):
+            lc.active = False
+            lc.inactive_reason = f"activationKey {key!r} is not truthy"
+
+
+def config_schema_of(registry: Registry) -> dict[str, Any]:
+    """Declared defaults of every federated config key: {key: default}."""
+    return {
+        k: spec.default
+        for lc in registry.capabilities.values()
+        for k, spec in (lc.manifest.config or {}).items()
+    }
+
+
+def resolve_key(key: str, config: Mapping[str, Any] | None, defaults: Mapping[str, Any]) -> Any:
+    """`when` precedence: the project's config.json, then the declared default, else false."""
+    from looprail.config import MISSING, lookup
+
+    value = lookup(dict(config) if config else None, key)
+    if value is not MISSING:
+        return value
+    return defaults.get(key, False)
+
+
+# --------------------------------------------------------------------------- compilation
+
+
+_STEP_FIELDS = ("ref", "fragment", "when", "produces", "consumes", "onError")
+_CONTRIBUTION_FIELDS = ("into", "fragment", "when", "produces", "consumes", "onError")
+_GATE_FIELDS = ("when", "check", "blocking", "onError")
+_ONLY_IF_NON_EMPTY = ("produces", "consumes")
+
+
+def _project(cid: str, kind: str, entry: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    """The envelope form of one declaration: capId, kind, then only the fields present."""
+    hook: dict[str, Any] = {"capId": cid, "kind": kind}
+    for f in fields:
+        if f not in entry:
+            continue
+        if f in _ONLY_IF_NON_EMPTY and not entry[f]:
+            continue
+        hook[f] = entry[f]
+    return hook
+
+
+def compile_registry(registry: Registry) -> dict[str, Any]:
+    """Plain-JSON form of the merged registry: what the resolver needs and nothing else."""
+    from looprail.points import POINTS
+
+    caps = {
+        cid: {
+            "role": lc.manifest.role,
+            "origin": lc.origin,
+            "source": str(lc.source),
+            "active": lc.active,
+            "activationKey": lc.manifest.activationKey,
+            "inactiveReason": lc.inactive_reason,
+        }
+        for cid, lc in registry.capabilities.items()
+    }
+    points: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for point in POINTS:
+        steps = []
+        for cid, e in order_entries(_entries(registry, point, "steps")):
+            hook = _project(cid, "step", e, _STEP_FIELDS)
+            if e.get("supportsReviewerLanes") is True:
+                hook["supportsReviewerLanes"] = True
+            if "pointFrom" in e:
+                hook["$pointFrom"] = e["pointFrom"]
+            steps.append(hook)
+        contributions = []
+        for cid, e in order_entries(_entries(registry, point, "contributions")):
+            hook = _project(cid, "contribution", e, _CONTRIBUTION_FIELDS)
+            if e.get("configValues"):
+                hook["configValues"] = dict(e["configValues"])
+            contributions.append(hook)
+        gates = [
+            _project(cid, "gate", e, _GATE_FIELDS)
+            for cid, e in sorted(_entries(registry, point, "gates"), key=lambda ce: ce[0])
+        ]
+        points[point] = {"steps": steps, "contributions": contributions, "gates": gates}
+    return {
+        "caps": caps,
+        "defaults": config_schema_of(registry),
+        "points": points,
+        "failed": [
+            {
+                "id": f.id,
+                "file": f.file,
+                "origin": f.origin,
+                "issues": [str(i) for i in f.issues],
+                "gatePoints": f.gate_points,
+            }
+            for f in registry.failed
+        ],
+        "warnings": list(registry.warnings),
+    }
+
+
+def fragment_dependencies(registry: Registry) -> list[str]:
+    """Fragment files the compilation read (the cache watches them)."""
+    out = []
+    for lc in registry.capabilities.values():
+        for group in ("steps", "contributions"):
+            for e in lc.data.get(group) or ():
+                frag = e.get("fragment")
+                if isinstance(frag, dict) and "path" in frag:
+                    p = (lc.source / frag["path"]).resolve()
+                    out += [str(p), str(p.parent)]
+    return out

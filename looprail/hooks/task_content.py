@@ -1,0 +1,309 @@
+"""`execute:task`: resolve one task's content from an external tracker (`taskContentResolver`).
+
+A task's `tracker-id` (`beads:GSD-42`) is split on its first `:` into a prefix and an id; the one
+active capability whose `taskContentResolver.trackerPrefix` equals the prefix is asked, as a
+bounded argv subprocess with no shell, for the task's content as a JSON object on stdout.
+
+There are exactly four results (`TaskContentResult`), and every other outcome raises
+`TaskContentError`, which the loop treats as a hard halt. There is deliberately no fallback: a
+resolver that failed must never look like "no resolver", or an executor would work from stale
+inline PLAN.md content believing it current. Only `empty` (the resolver ran and had no
+description) sends the caller back to the inline plan.
+
+| result                     | JSON                                                    |
+|----------------------------|---------------------------------------------------------|
+| no `:`, empty prefix or id | `{"resolved": false}`                                   |
+| no resolver for the prefix | `{"resolved": false, "reason": "no-resolver"}`          |
+| blank/absent description   | `{"resolved": false, "reason": "empty"}`                |
+| description present        | `{"resolved": true, "content": {action, verify,`        |
+|                            | `acceptanceCriteria, readFirst, done}}`                 |
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from looprail.errors import LooprailError
+from looprail.runtime.process import escape_untrusted, run_bounded, tail
+
+ID_PLACEHOLDER = "{{id}}"
+MAX_TIMEOUT_MS = 120_000
+STDERR_TAIL_CHARS = 2000
+STDOUT_SAMPLE_CHARS = 200
+
+
+# ── the resolver declaration, as much of it as this module reads ────────────────────────────
+
+
+class _Invoke(Protocol):
+    binary: str
+    args: Sequence[str]
+    timeoutMs: int
+
+
+class ResolverLike(Protocol):
+    """`manifest.TaskContentResolver` or anything with the same attributes."""
+
+    trackerPrefix: str
+    invoke: _Invoke
+
+
+# ── results ──────────────────────────────────────────────────────────────────────────────────
+
+
+class ResolvedContent(BaseModel):
+    """The task content a resolver delivered, under the PLAN.md task element names."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    action: str
+    verify: str = ""
+    acceptanceCriteria: list[str] = []
+    readFirst: list[str] = []
+    done: str = ""
+
+
+class TaskContentResult(BaseModel):
+    """One of the four non-failing outcomes; `to_json()` is the exact CLI output."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    resolved: bool
+    reason: Literal["no-resolver", "empty"] | None = None
+    content: ResolvedContent | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TaskContentResult:
+        if self.resolved != (self.content is not None):
+            raise ValueError("content is present exactly when resolved is true")
+        if self.resolved and self.reason is not None:
+            raise ValueError("a resolved result has no reason")
+        return self
+
+    @property
+    def outcome(self) -> Literal["not-applicable", "no-resolver", "empty", "resolved"]:
+        if self.resolved:
+            return "resolved"
+        return self.reason or "not-applicable"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"resolved": self.resolved}
+        if self.reason is not None:
+            out["reason"] = self.reason
+        if self.content is not None:
+            out["content"] = self.content.model_dump()
+        return out
+
+
+NOT_APPLICABLE = TaskContentResult(resolved=False)
+NO_RESOLVER = TaskContentResult(resolved=False, reason="no-resolver")
+EMPTY = TaskContentResult(resolved=False, reason="empty")
+
+
+class TaskContentError(LooprailError):
+    """Task content could not be resolved: a hard halt, never a fallback to the inline plan.
+
+    `str()` is one line naming the tracker-id, the prefix, the capability and the reason, with
+    the resolver's stderr tail escaped (it is untrusted text)."""
+
+    def __init__(
+        self,
+        tracker_id: str,
+        prefix: str,
+        cap_ids: Sequence[str],
+        reason: str,
+        stderr_tail: str = "",
+    ):
+        self.tracker_id = tracker_id
+        self.prefix = prefix
+        self.cap_ids = list(cap_ids)
+        self.reason = reason
+        self.stderr_tail = stderr_tail
+        caps = ", ".join(escape_untrusted(c) for c in self.cap_ids) or "none"
+        label = "capability" if len(self.cap_ids) == 1 else "capabilities"
+        message = (
+            f"task content for tracker-id '{escape_untrusted(tracker_id)}' "
+            f"(prefix '{escape_untrusted(prefix)}', {label} {caps}): {reason}"
+        )
+        if stderr_tail.strip():
+            message += f"; stderr: {escape_untrusted(stderr_tail.strip())}"
+        super().__init__(message)
+
+
+# ── pure steps ───────────────────────────────────────────────────────────────────────────────
+
+
+def split_tracker_id(tracker_id: str) -> tuple[str, str] | None:
+    """`(prefix, id)` split on the first `:` (`beads:issue:GSD-1` → `beads`, `issue:GSD-1`), or
+    None when there is no `:` or either side is empty."""
+    if not isinstance(tracker_id, str):
+        return None
+    prefix, sep, ident = tracker_id.partition(":")
+    if not sep or not prefix or not ident:
+        return None
+    return prefix, ident
+
+
+def find_resolvers(
+    prefix: str, resolvers: Sequence[tuple[str, ResolverLike]]
+) -> list[tuple[str, ResolverLike]]:
+    """Every `(cap_id, resolver)` declaring `prefix`, in the given order."""
+    return [(cap_id, r) for cap_id, r in resolvers if r.trackerPrefix == prefix]
+
+
+def build_argv(invoke: _Invoke, ident: str) -> list[str]:
+    """`[binary, *args]` with every element that is exactly `{{id}}` replaced by `ident`;
+    `{{id}}` inside a longer element is left alone (no templating, no shell)."""
+    return [invoke.binary, *(ident if a == ID_PLACEHOLDER else a for a in invoke.args)]
+
+
+def content_from_output(stdout: str) -> ResolvedContent | str | None:
+    """Map a resolver's stdout to content, `None` for an empty description, or a reason (str)
+    why the output is malformed."""
+    if not stdout.strip():
+        return "stdout is empty (expected a JSON object)"
+    try:
+        body = json.loads(stdout)
+    except json.JSONDecodeError as exc:
+        return f"stdout is not valid JSON ({exc.msg}) (sample: {_sample(stdout)})"
+    if not isinstance(body, dict):
+        return f"stdout is JSON {_type_name(body)}, not an object (sample: {_sample(stdout)})"
+    fields: dict[str, Any] = {}
+    for source, target in (("description", "action"), ("verify", "verify"), ("done", "done")):
+        value = body.get(source)
+        if value is None:  # absent or null: the optional default
+            value = ""
+        if not isinstance(value, str):
+            return f"field {source!r} must be a string, got {_type_name(value)}"
+        fields[target] = value
+    for source, target in (
+        ("acceptance_criteria", "acceptanceCriteria"),
+        ("read_first", "readFirst"),
+    ):
+        value = body.get(source)
+        if value is None:
+            value = []
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            return f"field {source!r} must be an array of strings"
+        fields[target] = value
+    if not fields["action"].strip():
+        return None
+    return ResolvedContent(**fields)
+
+
+# ── the one effect: run the resolver ─────────────────────────────────────────────────────────
+
+
+def resolve_task_content(
+    tracker_id: str,
+    resolvers: Sequence[tuple[str, ResolverLike]],
+    *,
+    cwd: Path,
+    unloadable: Sequence[tuple[str, str, str]] = (),
+) -> TaskContentResult:
+    """Resolve `tracker_id` with the matching resolver among `(cap_id, resolver)` pairs,
+    running it in `cwd` (the project). Raises `TaskContentError` for an ambiguous prefix and
+    for any resolver failure.
+
+    `unloadable` lists `(cap_id, trackerPrefix, reason)` of capabilities that declare a
+    resolver but failed to load (see `unloadable_resolvers`): a task whose prefix one of them
+    claims halts instead of quietly becoming `no-resolver`.
+    """
+    split = split_tracker_id(tracker_id)
+    if split is None:
+        return NOT_APPLICABLE
+    prefix, ident = split
+    broken = [(cap_id, reason) for cap_id, p, reason in unloadable if p == prefix]
+    if broken:
+        reason = broken[0][1]
+        raise TaskContentError(
+            tracker_id,
+            prefix,
+            [c for c, _ in broken],
+            f"the capability declaring this trackerPrefix failed to load: {reason}",
+        )
+    matches = find_resolvers(prefix, resolvers)
+    if not matches:
+        return NO_RESOLVER
+    cap_ids = [cap_id for cap_id, _ in matches]
+    if len(matches) > 1:
+        raise TaskContentError(
+            tracker_id,
+            prefix,
+            cap_ids,
+            f"ambiguous: {len(matches)} capabilities declare this trackerPrefix; refusing to pick",
+        )
+    cap_id, resolver = matches[0]
+    invoke = resolver.invoke
+
+    def fail(reason: str, stderr: str = "") -> TaskContentError:
+        return TaskContentError(
+            tracker_id, prefix, [cap_id], reason, tail(stderr, STDERR_TAIL_CHARS)
+        )
+
+    timeout_ms = invoke.timeoutMs
+    if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int):
+        raise fail("invoke.timeoutMs must be an integer")
+    if not 0 < timeout_ms <= MAX_TIMEOUT_MS:
+        raise fail(f"invoke.timeoutMs must be between 1 and {MAX_TIMEOUT_MS}")
+    if not isinstance(invoke.binary, str) or not invoke.binary.strip():
+        raise fail("invoke.binary is empty")
+    argv = build_argv(invoke, ident)
+    binary = escape_untrusted(invoke.binary)
+    result = run_bounded(argv, timeout_s=timeout_ms / 1000, cwd=cwd)
+    if result.spawn_error:
+        raise fail(f"resolver '{binary}' could not start: {result.spawn_error}")
+    if result.timed_out:
+        raise fail(f"resolver '{binary}' timed out after {timeout_ms}ms", result.stderr)
+    if result.exit_code != 0:
+        code = result.exit_code
+        how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited {code}"
+        raise fail(f"resolver '{binary}' {how}", result.stderr)
+    content = content_from_output(result.stdout)
+    if isinstance(content, str):
+        raise fail(f"resolver '{binary}' produced malformed output: {content}")
+    if content is None:
+        return EMPTY
+    return TaskContentResult(resolved=True, content=content)
+
+
+def unloadable_resolvers(failed: Sequence[Any]) -> list[tuple[str, str, str]]:
+    """`(cap_id, trackerPrefix, first issue)` for each failed capability (a registry's
+    `FailedCapability`: `.id`, `.file`, `.issues`) whose manifest still names a trackerPrefix."""
+    out: list[tuple[str, str, str]] = []
+    for cap in failed:
+        try:
+            body = json.loads(Path(cap.file).read_bytes())
+        except (OSError, ValueError, RecursionError):
+            continue
+        declared = body.get("taskContentResolver") if isinstance(body, dict) else None
+        prefix = declared.get("trackerPrefix") if isinstance(declared, dict) else None
+        if isinstance(prefix, str) and prefix:
+            reason = str(cap.issues[0]) if cap.issues else "invalid manifest"
+            out.append((cap.id, prefix, escape_untrusted(reason)))
+    return out
+
+
+def _sample(text: str) -> str:
+    return escape_untrusted(text[:STDOUT_SAMPLE_CHARS])
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, str):
+        return "string"
+    return type(value).__name__

@@ -1,0 +1,229 @@
+"""A project's phases: `.planning/phases/<NN-slug>/` and what is in it.
+
+`01-setup` is phase 1 (also asked for as `01`), `02.1-hotfix` is phase 2.1. Inside a phase folder
+looprail reads `{phase}-{plan}-PLAN.md` files, notices a plan's `{phase}-{plan}-SUMMARY.md` (the
+plan is done), and the phase artifacts `CONTEXT.md` / `NN-CONTEXT.md`, `*VERIFICATION.md` and
+`*UAT.md`. Reading is the only effect here; `plan_index` is pure over a loaded `Phase`.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, computed_field
+
+from looprail.config import load_project_config
+from looprail.errors import PlanError
+from looprail.plans.planfile import Plan, plan_id_from_filename, read_plan
+from looprail.plans.waves import canonical_plan_id, resolve_dependencies
+
+PHASES_DIR = Path(".planning") / "phases"
+
+_PHASE_DIR = re.compile(r"(?P<token>\d+[A-Za-z]?(?:\.\d+)*)(?:-(?P<slug>.*))?")
+
+
+class PhaseDir(BaseModel):
+    """A phase folder, before anything inside it is read."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    number: str  # normalized: "1", "2.1", "12A"
+    token: str  # as in the folder name: "01", "02.1"
+    slug: str
+    dir: Path
+
+
+class Phase(PhaseDir):
+    """A phase folder with its plans parsed (in file-name order, `depends_on` resolved to plan
+    ids of this phase) and its artifacts located."""
+
+    plans: list[Plan]
+    context_path: Path | None = None
+    verification_path: Path | None = None
+    uat_path: Path | None = None
+    config: dict[str, Any] | None = None  # `.planning/config.json`, None when absent or invalid
+    warnings: list[str] = []
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def has_context(self) -> bool:
+        return self.context_path is not None
+
+    def plan(self, plan_id: str) -> Plan:
+        for plan in self.plans:
+            if plan.id == plan_id:
+                return plan
+        raise PlanError(f"{self.dir}: no plan {plan_id!r} in phase {self.number}")
+
+    @property
+    def incomplete(self) -> list[str]:
+        return [plan.id for plan in self.plans if not plan.has_summary]
+
+
+def normalize_phase_number(token: str) -> str | None:
+    """`01` → `1`, `02.1` → `2.1`, `12a` → `12A`; None when `token` is not a phase number."""
+    match = re.fullmatch(r"(\d+)([A-Za-z]?)((?:\.\d+)*)", token.strip())
+    if match is None:
+        return None
+    main, letter, decimals = match.groups()
+    rest = "".join(f".{int(part)}" for part in decimals.split(".")[1:])
+    return f"{int(main)}{letter.upper()}{rest}"
+
+
+def _sort_key(number: str) -> tuple[int, str, tuple[int, ...]]:
+    match = re.fullmatch(r"(\d+)([A-Z]?)((?:\.\d+)*)", number)
+    assert match is not None  # numbers come from normalize_phase_number
+    main, letter, decimals = match.groups()
+    return int(main), letter, tuple(int(p) for p in decimals.split(".")[1:])
+
+
+def list_phases(project: str | Path) -> list[PhaseDir]:
+    """Every phase folder under `.planning/phases/`, in phase order. Folders whose name does not
+    start with a phase number are not phases and are skipped."""
+    root = Path(project) / PHASES_DIR
+    if not root.is_dir():
+        return []
+    found: list[PhaseDir] = []
+    for entry in root.iterdir():
+        match = _PHASE_DIR.fullmatch(entry.name)
+        if match is None or not entry.is_dir():
+            continue
+        number = normalize_phase_number(match.group("token"))
+        assert number is not None
+        found.append(
+            PhaseDir(
+                number=number, token=match.group("token"), slug=match.group("slug") or "", dir=entry
+            )
+        )
+    return sorted(found, key=lambda p: (_sort_key(p.number), p.dir.name))
+
+
+def find_phase(project: str | Path, phase: str) -> PhaseDir:
+    """The one folder of phase `phase` (`1`, `01`, `2.1`, ...). PlanError when there is none (the
+    message lists the phases found) or more than one."""
+    phases = list_phases(project)
+    wanted = normalize_phase_number(str(phase))
+    matches = [p for p in phases if p.number == wanted]
+    if not matches:
+        where = PHASES_DIR.as_posix()
+        if not (Path(project) / PHASES_DIR).is_dir():
+            raise PlanError(f"{where}: phase {phase} not found: no {where}/ folder in {project}")
+        found = ", ".join(p.number for p in phases) or "none"
+        raise PlanError(f"{where}: phase {phase} not found (phases found: {found})")
+    if len(matches) > 1:
+        names = ", ".join(p.dir.name for p in matches)
+        raise PlanError(f"{PHASES_DIR.as_posix()}: phase {phase} is ambiguous: {names}")
+    return matches[0]
+
+
+def load_phase(project: str | Path, phase: str) -> Phase:
+    """Find phase `phase` and read it: plans parsed, summaries matched, dependencies resolved,
+    artifacts located. Raises PlanError (one line) for any invalid plan or dependency."""
+    project = Path(project).resolve()
+    located = find_phase(project, phase)
+    config, warnings = load_project_config(project)
+    names = sorted(entry.name for entry in located.dir.iterdir() if entry.is_file())
+
+    summaries = {
+        canonical_plan_id(name.removesuffix("-SUMMARY.md")): located.dir / name
+        for name in names
+        if name.endswith("-SUMMARY.md")
+    }
+    plans: list[Plan] = []
+    for name in names:
+        plan_id = plan_id_from_filename(name)
+        if plan_id is None:
+            if "PLAN" in name and name.endswith(".md") and "-PLAN-OUTLINE" not in name:
+                warnings.append(
+                    f"{_relative(located.dir / name, project)}: looks like a plan but is not "
+                    f"named {{phase}}-{{plan}}-PLAN.md; skipped"
+                )
+            continue
+        path = located.dir / name
+        plan = read_plan(path, display=_relative(path, project))
+        summary = summaries.get(canonical_plan_id(plan_id))
+        plans.append(
+            plan.model_copy(update={"has_summary": summary is not None, "summary_path": summary})
+        )
+        warnings.extend(_plan_warnings(plan, project))
+
+    return Phase(
+        number=located.number,
+        token=located.token,
+        slug=located.slug,
+        dir=located.dir,
+        plans=resolve_dependencies(plans, root=project),
+        context_path=_artifact(located.dir, names, "CONTEXT.md"),
+        verification_path=_artifact(located.dir, names, "VERIFICATION.md"),
+        uat_path=_artifact(located.dir, names, "UAT.md"),
+        config=config,
+        warnings=warnings,
+    )
+
+
+def plan_index(project: str | Path, phase: Phase) -> dict[str, Any]:
+    """The `phase plan-index` view of a loaded phase (the shape of the reference's
+    `phase-plan-index`, plus `declared_wave` and `sequential_waves`). Raises PlanError for a
+    dependency cycle."""
+    from looprail.plans.waves import compute_waves
+
+    project = Path(project).resolve()
+    waves = compute_waves(phase.plans, root=project)
+    return {
+        "phase": phase.number,
+        "phase_dir": _relative(phase.dir, project),
+        "plans": [
+            {
+                "id": plan.id,
+                "wave": waves.effective_wave[plan.id],
+                "declared_wave": plan.wave,
+                "depends_on": plan.depends_on,
+                "autonomous": plan.autonomous,
+                "objective": plan.objective_line,
+                "files_modified": plan.files_modified,
+                "task_count": plan.task_count,
+                "has_summary": plan.has_summary,
+            }
+            for plan in phase.plans
+        ],
+        "waves": {str(wave.number): wave.plan_ids for wave in waves.waves},
+        "incomplete": phase.incomplete,
+        "has_checkpoints": any(not p.autonomous or p.has_checkpoints for p in phase.plans),
+        "sequential_waves": {
+            str(wave.number): wave.overlap_files for wave in waves.waves if not wave.parallel_safe
+        },
+        "warnings": [*phase.warnings, *waves.warnings],
+    }
+
+
+def _artifact(directory: Path, names: list[str], suffix: str) -> Path | None:
+    """`SUFFIX` itself, else the first `*-SUFFIX` / `*SUFFIX` in name order."""
+    if suffix in names:
+        return directory / suffix
+    return next((directory / n for n in names if n.endswith(suffix)), None)
+
+
+def _relative(path: Path, project: Path) -> str:
+    try:
+        return path.relative_to(project).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _plan_warnings(plan: Plan, project: Path) -> list[str]:
+    """Contradictions worth saying that do not stop anything: a `plan:` number that is not the
+    file name's (the file name wins), checkpoint tasks in a plan marked autonomous."""
+    where = _relative(plan.path, project)
+    warnings: list[str] = []
+    match = re.fullmatch(r".+-(\d+)", plan.id)
+    declared = plan.plan
+    if match and declared and declared.isdigit() and int(declared) != int(match.group(1)):
+        warnings.append(
+            f"{where}: frontmatter plan: {declared} disagrees with the file name "
+            f"(plan {match.group(1)}); using {plan.id}"
+        )
+    if plan.autonomous and plan.has_checkpoints:
+        warnings.append(f"{where}: has checkpoint tasks but autonomous is not false")
+    return warnings

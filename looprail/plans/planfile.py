@@ -1,0 +1,550 @@
+"""PLAN.md: YAML frontmatter plus an XML-ish body, parsed into `Plan` and `Task` values.
+
+The body is not XML. Task text is markdown that may hold `<`, `&`, code fences and arbitrary
+tags, so instead of an XML parser a small scanner walks the *top level* of each region: it finds
+an opening tag, jumps to its matching close and carries on after it, so whatever sits inside an
+element (code, prose, nested tags) is kept verbatim and never mistaken for structure. Code
+fences, inline code spans and HTML comments are blanked out of the copy the scanner looks at,
+which is why a `<task>` written inside backticks is text, not a task.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar, Literal, get_args
+
+import yaml
+from pydantic import BaseModel, ConfigDict, computed_field
+
+from looprail.errors import PlanError
+
+TaskType = Literal[
+    "auto",
+    "tdd",
+    "tracer",
+    "checkpoint:human-verify",
+    "checkpoint:decision",
+    "checkpoint:human-action",
+]
+TaskGate = Literal["blocking", "blocking-human"]
+PlanType = Literal["execute", "tdd"]
+
+TASK_TYPES: tuple[str, ...] = get_args(TaskType)
+TASK_GATES: tuple[str, ...] = get_args(TaskGate)
+PLAN_TYPES: tuple[str, ...] = get_args(PlanType)
+
+# Child elements of <task> that get a typed field; any other child lands in `Task.extra`.
+_TASK_CHILDREN = ("name", "files", "read_first", "action", "verify", "acceptance_criteria", "done")
+# Body sections of a plan that are kept (raw text, outer blank lines and indentation removed).
+_SECTIONS = (
+    "objective",
+    "execution_context",
+    "context",
+    "verification",
+    "success_criteria",
+    "output",
+)
+# Frontmatter keys with a typed field on `Plan`; the rest are kept in `Plan.extra`.
+_KNOWN_KEYS = (
+    "phase",
+    "plan",
+    "type",
+    "wave",
+    "depends_on",
+    "files_modified",
+    "autonomous",
+    "requirements",
+    "user_setup",
+    "must_haves",
+)
+
+
+class Task(BaseModel):
+    """One `<task>` of a plan, in document order."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str  # "<plan-id>/T<index>", stable while the plan's task order is
+    index: int  # 1-based
+    line: int  # where the <task> tag opens in the file
+    type: TaskType
+    gate: TaskGate | None = None
+    tdd: bool = False
+    tracker_id: str | None = None
+    attributes: dict[str, str] = {}  # every attribute as written, known or not
+    name: str | None = None
+    files: list[str] = []
+    read_first: list[str] = []
+    action: str | None = None
+    verify: str | None = None
+    acceptance_criteria: str | None = None
+    done: str | None = None
+    extra: dict[str, str] = {}  # other children: <what-built>, <resume-signal>, <options>, ...
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def is_checkpoint(self) -> bool:
+        return self.type.startswith("checkpoint:")
+
+
+class Plan(BaseModel):
+    """One `{phase}-{plan}-PLAN.md`. `wave` is the *declared* wave; the effective one comes from
+    `looprail.plans.waves.compute_waves`. `depends_on` holds plan ids of the phase once the plan
+    was loaded through `load_phase` (as written when parsed on its own)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    path: Path
+    phase: str | None = None  # frontmatter `phase` as written (GSD writes the folder name)
+    plan: str | None = None
+    type: PlanType = "execute"
+    wave: int | None = None
+    depends_on: list[str] = []
+    files_modified: list[str] = []
+    autonomous: bool = True
+    requirements: list[str] = []
+    user_setup: Any = None
+    must_haves: dict[str, Any] | None = None
+    extra: dict[str, Any] = {}  # frontmatter keys looprail does not interpret (GSD has more)
+    objective: str | None = None
+    execution_context: str | None = None
+    context: str | None = None
+    tasks: list[Task] = []
+    verification: str | None = None
+    success_criteria: str | None = None
+    output: str | None = None
+    has_summary: bool = False
+    summary_path: Path | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def task_count(self) -> int:
+        return len(self.tasks)
+
+    @property
+    def has_checkpoints(self) -> bool:
+        return any(task.is_checkpoint for task in self.tasks)
+
+    @property
+    def objective_line(self) -> str | None:
+        """The first non-blank line of `<objective>` (what an index shows)."""
+        for line in (self.objective or "").splitlines():
+            if line.strip():
+                return line.strip()
+        return None
+
+
+def plan_id_from_filename(name: str) -> str | None:
+    """`01-02-PLAN.md` → `01-02`; None for anything that is not a `*-PLAN.md`."""
+    match = re.fullmatch(r"(.+)-PLAN\.md", name)
+    return match.group(1) if match else None
+
+
+def read_plan(path: str | Path, *, display: str | None = None) -> Plan:
+    """Read and parse one PLAN.md. `display` is how errors name the file (default: the path)."""
+    path = Path(path)
+    where = display or str(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise PlanError(f"{where}: cannot read ({exc.strerror or exc})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise PlanError(f"{where}: not UTF-8 text") from None
+    return parse_plan(text, path=path, display=where)
+
+
+def parse_plan(
+    text: str, *, path: str | Path, plan_id: str | None = None, display: str | None = None
+) -> Plan:
+    """Parse PLAN.md text (pure). The plan id defaults to the file name without `-PLAN.md`."""
+    path = Path(path)
+    where = display or str(path)
+    plan_id = plan_id or plan_id_from_filename(path.name) or path.stem
+    text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    doc = _Doc(text, where)
+
+    fm_text, fm_first_line, body_start = _split_frontmatter(doc)
+    data, key_lines = _load_yaml(fm_text, fm_first_line, where)
+    fields = _frontmatter_fields(data, key_lines, fm_first_line, where)
+
+    sections, task_elements = _scan_body(doc, body_start)
+    tasks = [_make_task(doc, plan_id, i, element) for i, element in enumerate(task_elements, 1)]
+    return Plan(id=plan_id, path=path, tasks=tasks, **fields, **sections)
+
+
+# --- document and scanner -------------------------------------------------------------------
+
+
+class _Doc:
+    """The plan text, a copy with code and comments blanked out for tag search, and line lookup."""
+
+    def __init__(self, text: str, where: str):
+        self.text = text
+        self.where = where
+        self.scan = _mask_code(text)
+        self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def line(self, offset: int) -> int:
+        return bisect.bisect_right(self._line_starts, offset)
+
+    def fail(self, offset: int | None, reason: str) -> PlanError:
+        if offset is None:
+            return PlanError(f"{self.where}: {reason}")
+        return PlanError(f"{self.where}:{self.line(offset)}: {reason}")
+
+
+class _Element:
+    """A scanned `<name attrs>inner</name>`: offsets into the document."""
+
+    def __init__(self, name: str, attrs: str, start: int, inner_start: int, inner_end: int):
+        self.name = name
+        self.attrs = attrs
+        self.start = start
+        self.inner_start = inner_start
+        self.inner_end = inner_end
+
+
+_FENCE_OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})", re.M)
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)([^\n]+?)(?<!`)\1(?!`)")
+_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_OPEN_TAG = re.compile(r"<([A-Za-z][\w:-]*)(\s[^<>]*)?>")
+
+
+def _blank(match: re.Match[str]) -> str:
+    return re.sub(r"[^\n]", " ", match.group(0))
+
+
+def _mask_code(text: str) -> str:
+    """Same length and line structure as `text`, with fenced blocks, inline code spans and HTML
+    comments replaced by spaces. An unterminated fence is left as text."""
+    out = list(text)
+    pos = 0
+    while match := _FENCE_OPEN.search(text, pos):
+        fence = match.group(1)
+        close = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.M)
+        line_end = text.find("\n", match.end())
+        closing = close.search(text, line_end + 1) if line_end != -1 else None
+        if closing is None:
+            pos = match.end()
+            continue
+        for i in range(match.start(), closing.end()):
+            if out[i] != "\n":
+                out[i] = " "
+        pos = closing.end()
+    masked = "".join(out)
+    masked = _COMMENT.sub(_blank, masked)
+    return _CODE_SPAN.sub(_blank, masked)
+
+
+def _elements(
+    doc: _Doc, start: int, end: int, required: tuple[str, ...], context: str
+) -> Iterator[_Element]:
+    """Top-level elements between `start` and `end`. An element named in `required` must be
+    closed (else PlanError); any other unclosed tag is treated as text."""
+    pos = start
+    while match := _OPEN_TAG.search(doc.scan, pos, end):
+        name = match.group(1)
+        close = re.compile(rf"</{re.escape(name)}\s*>")
+        closing = close.search(doc.scan, match.end(), end)
+        if name == "task" and closing is not None:
+            # A second <task> before this one's </task> means this one was never closed.
+            nxt = re.compile(r"<task(\s[^<>]*)?>").search(doc.scan, match.end(), closing.start())
+            if nxt is not None:
+                raise doc.fail(
+                    match.start(),
+                    f"<task> has no </task> before the next <task> (line {doc.line(nxt.start())})",
+                )
+        if closing is None:
+            if name in required:
+                raise doc.fail(match.start(), f"<{name}> has no </{name}> {context}")
+            pos = match.end()
+            continue
+        yield _Element(name, match.group(2) or "", match.start(), match.end(), closing.start())
+        pos = closing.end()
+
+
+def _split_frontmatter(doc: _Doc) -> tuple[str, int, int]:
+    """(frontmatter text, its first line number, offset where the body starts)."""
+    text = doc.text
+    first_end = text.find("\n")
+    first = text if first_end == -1 else text[:first_end]
+    if first.rstrip() != "---":
+        raise doc.fail(0, "missing YAML frontmatter: the first line must be '---'")
+    closing = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.M).search(text, first_end + 1)
+    if first_end == -1 or closing is None:
+        raise doc.fail(0, "unterminated frontmatter: no closing '---' line")
+    return text[first_end + 1 : closing.start()], 2, closing.end()
+
+
+def _scan_body(doc: _Doc, body_start: int) -> tuple[dict[str, str | None], list[_Element]]:
+    sections: dict[str, str | None] = {}
+    tasks: list[_Element] = []
+    seen_tasks_section = False
+    wanted = (*_SECTIONS, "tasks", "task")
+    for element in _elements(doc, body_start, len(doc.text), wanted, "in the plan body"):
+        if element.name == "tasks":
+            if seen_tasks_section:
+                raise doc.fail(element.start, "a second <tasks> section")
+            seen_tasks_section = True
+            inside = "inside <tasks>"
+            for child in _elements(doc, element.inner_start, element.inner_end, ("task",), inside):
+                if child.name == "task":
+                    tasks.append(child)
+        elif element.name == "task":  # tolerated: tasks written without a <tasks> wrapper
+            tasks.append(element)
+        elif element.name in _SECTIONS:
+            if element.name in sections:
+                raise doc.fail(element.start, f"a second <{element.name}> section")
+            sections[element.name] = _clean(doc.text[element.inner_start : element.inner_end])
+    return sections, tasks
+
+
+# --- tasks ----------------------------------------------------------------------------------
+
+_ATTR = re.compile(r"""([A-Za-z_][\w:.-]*)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'=<>`]+)))?""")
+
+
+def _parse_attributes(doc: _Doc, element: _Element) -> dict[str, str]:
+    attrs: dict[str, str] = {}
+    text = element.attrs
+    pos = 0
+    while pos < len(text):
+        if text[pos].isspace():
+            pos += 1
+            continue
+        match = _ATTR.match(text, pos)
+        if match is None:
+            raise doc.fail(
+                element.start, f"<task> has a malformed attribute list: {text.strip()!r}"
+            )
+        key = match.group(1)
+        value = next((g for g in match.groups()[1:] if g is not None), "")
+        if key in attrs:
+            raise doc.fail(element.start, f"<task> repeats the attribute {key!r}")
+        attrs[key] = value
+        pos = match.end()
+    return attrs
+
+
+def _make_task(doc: _Doc, plan_id: str, index: int, element: _Element) -> Task:
+    attrs = _parse_attributes(doc, element)
+    task_type = attrs.get("type", "auto")
+    if task_type not in TASK_TYPES:
+        raise doc.fail(
+            element.start,
+            f"<task> has unknown type {task_type!r} (expected one of: {', '.join(TASK_TYPES)})",
+        )
+    gate = attrs.get("gate")
+    if gate is not None and gate not in TASK_GATES:
+        raise doc.fail(
+            element.start,
+            f"<task> has unknown gate {gate!r} (expected one of: {', '.join(TASK_GATES)})",
+        )
+    tdd_raw = attrs.get("tdd")
+    if tdd_raw is not None and tdd_raw.lower() not in ("true", "false", ""):
+        raise doc.fail(
+            element.start, f"<task> attribute tdd must be true or false, got {tdd_raw!r}"
+        )
+
+    fields: dict[str, Any] = {}
+    extra: dict[str, str] = {}
+    inside = f"inside the <task> at line {doc.line(element.start)}"
+    for child in _elements(doc, element.inner_start, element.inner_end, _TASK_CHILDREN, inside):
+        value = _clean(doc.text[child.inner_start : child.inner_end])
+        if child.name in fields or child.name in extra:
+            raise doc.fail(child.start, f"<task> has a second <{child.name}>")
+        if child.name in ("files", "read_first"):
+            fields[child.name] = split_paths(value)
+        elif child.name in _TASK_CHILDREN:
+            fields[child.name] = value
+        else:
+            extra[child.name] = value
+
+    return Task(
+        id=f"{plan_id}/T{index}",
+        index=index,
+        line=doc.line(element.start),
+        type=task_type,  # type: ignore[arg-type]
+        gate=gate,  # type: ignore[arg-type]
+        tdd=tdd_raw is not None and tdd_raw.lower() in ("true", ""),
+        tracker_id=attrs.get("tracker-id"),
+        attributes=attrs,
+        extra=extra,
+        **fields,
+    )
+
+
+def _clean(raw: str) -> str:
+    """Element text without the blank lines around it and without its common indentation. Text
+    that starts on the tag's own line is kept as is and the following lines are dedented."""
+    lines = raw.split("\n")
+    starts_inline = bool(lines[0].strip())
+    first = lines.pop(0).strip() if starts_inline else None
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    while lines and not lines[-1].strip():
+        lines.pop()
+    rest = textwrap.dedent("\n".join(lines)).rstrip()
+    if first is None:
+        return rest
+    return f"{first}\n{rest}" if rest else first
+
+
+def split_paths(text: str) -> list[str]:
+    """A `<files>`/`<read_first>` list: one path per line or comma-separated, with `- ` bullets
+    removed. A backticked span is the path (`- \\`src/a.py\\` (the handler)` → `src/a.py`)."""
+    paths: list[str] = []
+    for line in text.splitlines():
+        line = re.sub(r"^\s*(?:[-*+]|\d+[.)])\s+", "", line).strip()
+        if not line:
+            continue
+        spans = re.findall(r"`([^`]+)`", line)
+        items = spans if spans else line.split(",")
+        for item in items:
+            item = item.strip().strip("`").strip()
+            if item and item not in paths:
+                paths.append(item)
+    return paths
+
+
+# --- frontmatter ----------------------------------------------------------------------------
+
+
+class _PlanYamlLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate keys and keeps zero-padded numbers as strings: plan and
+    phase ids are written `01`, and YAML 1.1 would read that as the octal integer 1."""
+
+    yaml_implicit_resolvers: ClassVar[dict[Any, list[Any]]] = {
+        first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:int"]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                key = self.construct_scalar(key_node)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r}", key_node.start_mark
+                    )
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+_PlanYamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:0|[1-9][0-9_]*)$"), list("-+0123456789")
+)
+
+
+def _load_yaml(text: str, first_line: int, where: str) -> tuple[Any, dict[str, int]]:
+    loader = _PlanYamlLoader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        reason = " ".join((exc.problem or exc.context or "invalid YAML").split())
+        line = f":{first_line + mark.line}" if mark is not None else ""
+        raise PlanError(f"{where}{line}: invalid YAML frontmatter: {reason}") from None
+    except yaml.YAMLError as exc:
+        raise PlanError(f"{where}: invalid YAML frontmatter: {exc}") from None
+    finally:
+        loader.dispose()
+    key_lines: dict[str, int] = {}
+    if isinstance(node, yaml.MappingNode):
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                key_lines[key_node.value] = first_line + key_node.start_mark.line
+    return data, key_lines
+
+
+def _frontmatter_fields(
+    data: Any, key_lines: dict[str, int], first_line: int, where: str
+) -> dict[str, Any]:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        kind = type(data).__name__
+        raise PlanError(f"{where}:{first_line}: frontmatter must be a YAML mapping, got a {kind}")
+
+    def fail(key: str, reason: str) -> PlanError:
+        return PlanError(f"{where}:{key_lines.get(key, first_line)}: {key}: {reason}")
+
+    def text_or_none(key: str) -> str | None:
+        value = data.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise fail(key, f"must be a string, got {_describe(value)}")
+        return str(value)
+
+    def string_list(key: str, example: str) -> list[str]:
+        value = data.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise fail(key, f"must be a list of strings such as {example}, got {_describe(value)}")
+        for i, item in enumerate(value):
+            if not isinstance(item, str) or not item.strip():
+                raise fail(
+                    key,
+                    f"item {i} must be a non-empty string such as {example} (quote it), "
+                    f"got {_describe(item)}",
+                )
+        return [item.strip() for item in value]
+
+    fields: dict[str, Any] = {"phase": text_or_none("phase"), "plan": text_or_none("plan")}
+
+    plan_type = data.get("type", "execute")
+    if plan_type not in PLAN_TYPES:
+        raise fail("type", f"must be one of {', '.join(PLAN_TYPES)}, got {_describe(plan_type)}")
+    fields["type"] = plan_type
+
+    wave = data.get("wave")
+    if isinstance(wave, str) and re.fullmatch(r"\d+", wave.strip()):
+        wave = int(wave)  # `wave: 01` stays a string in our loader
+    if wave is not None and (isinstance(wave, bool) or not isinstance(wave, int) or wave < 0):
+        raise fail("wave", f"must be a non-negative integer, got {_describe(wave)}")
+    fields["wave"] = wave
+
+    fields["depends_on"] = string_list("depends_on", '"01" or "01-01"')
+    fields["files_modified"] = string_list("files_modified", '"src/app.py"')
+    fields["requirements"] = string_list("requirements", '"AUTH-01"')
+
+    autonomous = data.get("autonomous", True)
+    if autonomous is None:
+        autonomous = True
+    if not isinstance(autonomous, bool):
+        raise fail("autonomous", f"must be true or false, got {_describe(autonomous)}")
+    fields["autonomous"] = autonomous
+
+    must_haves = data.get("must_haves")
+    if must_haves is not None and not isinstance(must_haves, dict):
+        raise fail(
+            "must_haves",
+            f"must be a mapping (truths, artifacts, key_links), got {_describe(must_haves)}",
+        )
+    fields["must_haves"] = must_haves
+    fields["user_setup"] = data.get("user_setup")
+    fields["extra"] = {str(k): v for k, v in data.items() if k not in _KNOWN_KEYS}
+    return fields
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 40 else repr(value[:37] + "...")
+    return f"a {type(value).__name__}"

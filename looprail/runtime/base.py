@@ -1,0 +1,426 @@
+"""The `Runtime` protocol: the one seam between the state machine and the work it dispatches.
+
+The machine decides *what* runs (which skill, agent, command, check, role work, task); a runtime
+decides *how* (local executables, an agent CLI, a script in a test). Every call is bounded and
+returns a typed `Outcome`; a failing unit of work is a failed `Outcome`, never an exception.
+Runtimes raise only for programming errors (a malformed call).
+
+This module also owns what every runtime shares: the request each unit of work receives
+(`Request`, serialised as the JSON documented in docs/runtime.md), the verdict shape check, the
+liveness banner, and the per-step role-context book.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+Flavor = Literal["gsd", "msd", "ferrox"]
+RequestKind = Literal[
+    "skill", "agent", "command", "query", "verdict", "phase", "task", "message", "compact"
+]
+
+PROTOCOL_VERSION = 1
+EXIT_UNAVAILABLE = 69  # "could not look": an error of the check itself, never a verdict
+TASK_ROLE = "executor"
+SESSION_NAME = "session"  # the name native-hook messages and compactions are addressed to
+# Who does each step's main work. Data, so a LoopSpec can name other roles.
+PHASE_ROLES: Mapping[str, str] = {
+    "discuss": "orchestrator",
+    "plan": "planner",
+    "verify": "verifier",
+    "ship": "orchestrator",
+}
+
+
+def spawn_banner(agent: str) -> str:
+    """The canonical liveness line printed before any agent is spawned (seeds/000)."""
+    return (
+        f"◆ Spawning {agent}... (runs in a subagent — no output until it returns; "
+        "expected, not a freeze)"
+    )
+
+
+def step_of(point: str) -> str:
+    """The loop step a point belongs to: `execute:wave:pre` → `execute`."""
+    return point.split(":", 1)[0]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class DispatchContext(_Frozen):
+    """Where a unit of work runs: the project, the phase, and the hook that asked for it."""
+
+    project: Path
+    phase_number: str
+    phase_dir: Path | None = None
+    point: str | None = None
+    cap_id: str | None = None
+    flavor: Flavor = "gsd"
+    plan_id: str | None = None
+    task_id: str | None = None
+    wave: int | None = None
+    # A host tool (`gsd_run`, …) that receives commands and queries instead of
+    # `.looprail/commands` / `.looprail/checks`; None uses the runtime's own setting.
+    host_tool: str | None = None
+    # Overrides the runtime's per-kind default when set.
+    timeout_s: float | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("phase_number")
+    @classmethod
+    def _phase_number_present(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("phase_number must not be empty")
+        return value
+
+    @field_validator("phase_dir")
+    @classmethod
+    def _phase_dir_absolute(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_absolute():
+            raise ValueError(f"phase_dir must be absolute, got {value}")
+        return value
+
+    @field_validator("timeout_s")
+    @classmethod
+    def _timeout_positive(cls, value: float | None) -> float | None:
+        if value is not None and not value > 0:
+            raise ValueError(f"timeout_s must be positive, got {value}")
+        return value
+
+    @property
+    def step(self) -> str | None:
+        return step_of(self.point) if self.point else None
+
+
+class Outcome(_Frozen):
+    """What one unit of work did. `ok` is the only thing a caller must read; `detail` is one
+    line saying why it failed (empty when it did not)."""
+
+    ok: bool
+    exit_code: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    duration_s: float = 0.0
+    data: dict[str, Any] | None = None  # stdout parsed, when stdout is one JSON object
+    detail: str = ""
+    timed_out: bool = False
+    unavailable: bool = False  # exit 69: the unit could not look
+    truncated: bool = False  # output went past the runtime's cap and was cut
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Outcome:
+        if self.ok and (self.timed_out or self.unavailable or self.detail):
+            raise ValueError("an ok Outcome cannot be timed out, unavailable or carry a detail")
+        if not self.ok and not self.detail:
+            raise ValueError("a failed Outcome must say why in `detail`")
+        if "\n" in self.detail:
+            raise ValueError("`detail` is one line")
+        if (self.exit_code == EXIT_UNAVAILABLE) != self.unavailable:
+            raise ValueError(f"`unavailable` is exactly `exit_code == {EXIT_UNAVAILABLE}`")
+        return self
+
+    @classmethod
+    def succeeded(
+        cls, stdout: str | None = None, *, data: Mapping[str, Any] | None = None, **extra: Any
+    ) -> Outcome:
+        """An ok outcome. Given `data` only, stdout is its JSON (so both always agree)."""
+        if stdout is None:
+            stdout = json.dumps(dict(data)) if data is not None else ""
+        if data is None:
+            data = parse_json_object(stdout)
+        return cls(ok=True, exit_code=0, stdout=stdout, data=data, **extra)
+
+    @classmethod
+    def failed(cls, detail: str, *, exit_code: int | None = None, **extra: Any) -> Outcome:
+        """A failed outcome; `exit_code` 69 marks it unavailable."""
+        data = extra.pop("data", None)
+        if data is None and extra.get("stdout"):
+            data = parse_json_object(extra["stdout"])
+        return cls(
+            ok=False,
+            exit_code=exit_code,
+            detail=" ".join(detail.split()) or "failed",
+            unavailable=exit_code == EXIT_UNAVAILABLE,
+            data=data,
+            **extra,
+        )
+
+
+def parse_json_object(text: str) -> dict[str, Any] | None:
+    """`text` as a JSON object, or None when it is empty, not JSON, or not an object."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def verdict_problem(outcome: Outcome) -> str | None:
+    """Why an exit-0 outcome does not carry a `{block, message}` verdict, or None if it does."""
+    if not outcome.stdout.strip():
+        return "printed no verdict (stdout is empty)"
+    if outcome.truncated:
+        return "printed more than the output cap; the verdict was cut"
+    data = outcome.data
+    if data is None:
+        return "stdout is not a JSON object"
+    if not isinstance(data.get("block"), bool):
+        return 'verdict has no boolean "block"'
+    if "message" in data and not isinstance(data["message"], str):
+        return 'verdict "message" is not a string'
+    return None
+
+
+def require_verdict(outcome: Outcome, label: str) -> Outcome:
+    """A check that exited 0 without a usable verdict is an error of the check itself."""
+    if not outcome.ok:
+        return outcome
+    problem = verdict_problem(outcome)
+    if problem is None:
+        return outcome
+    return outcome.model_copy(update={"ok": False, "detail": f"{label} {problem}"})
+
+
+class _Camel(BaseModel):
+    """Python names in code, camelCase in the JSON a unit of work reads."""
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
+    )
+
+
+class TaskWork(_Camel):
+    """One task of a plan, with its content already final (inline PLAN.md or tracker-resolved)."""
+
+    plan_id: str
+    task_id: str
+    index: int
+    name: str
+    type: str = "auto"
+    files: tuple[str, ...] = ()
+    read_first: tuple[str, ...] = ()
+    action: str = ""
+    verify: str = ""
+    acceptance_criteria: tuple[str, ...] = ()
+    done: str = ""
+    tracker_id: str | None = None
+    resolved_by_tracker: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.plan_id}/{self.task_id}"
+
+
+class PhaseRef(_Camel):
+    number: str
+    dir: str | None
+
+
+class VerdictAsk(_Camel):
+    ref: str
+    prompt: str = ""
+
+
+class MessageAsk(_Camel):
+    text: str
+    send_as: str
+    delivery: str
+    trigger_turn: bool
+
+
+# Keys present only for the kinds that use them (absent, not null, elsewhere).
+_KIND_SPECIFIC = ("role", "step", "words", "role_context", "task", "verdict", "message")
+
+
+class Request(_Camel):
+    """What one unit of work is asked to do; the JSON on an executable's stdin (docs/runtime.md).
+    Scripted outcomes in tests receive the same value."""
+
+    protocol: int = PROTOCOL_VERSION
+    kind: RequestKind
+    name: str
+    project: str
+    point: str | None
+    cap_id: str | None
+    flavor: Flavor
+    phase: PhaseRef
+    plan_id: str | None = None
+    task_id: str | None = None
+    wave: int | None = None
+    role: str | None = None
+    step: str | None = None
+    words: tuple[str, ...] | None = None
+    role_context: dict[str, tuple[str, ...]] | None = None
+    task: TaskWork | None = None
+    verdict: VerdictAsk | None = None
+    message: MessageAsk | None = None
+    instructions: str | None = None
+
+    def to_json(self) -> str:
+        body = self.model_dump(mode="json", by_alias=True)
+        for key in _KIND_SPECIFIC:
+            alias = to_camel(key)
+            if body.get(alias) is None:
+                body.pop(alias, None)
+        if self.kind != "compact":
+            body.pop("instructions", None)
+        return json.dumps(body, ensure_ascii=False, sort_keys=False)
+
+
+def build_request(kind: RequestKind, name: str, ctx: DispatchContext, **extra: Any) -> Request:
+    """The request for one unit of work: the context's common fields, then kind-specific ones
+    (which may override `plan_id`/`task_id`/`wave`)."""
+    fields: dict[str, Any] = {
+        "kind": kind,
+        "name": name,
+        "project": str(ctx.project),
+        "point": ctx.point,
+        "cap_id": ctx.cap_id,
+        "flavor": ctx.flavor,
+        "phase": PhaseRef(
+            number=ctx.phase_number, dir=str(ctx.phase_dir) if ctx.phase_dir else None
+        ),
+        "plan_id": ctx.plan_id,
+        "task_id": ctx.task_id,
+        "wave": ctx.wave,
+    }
+    fields.update(extra)
+    return Request(**fields)
+
+
+class RoleContextBook:
+    """Contribution fragments queued per role, scoped to one (phase, step).
+
+    A fragment delivered at any point of a step (`plan:pre`, `execute:wave:pre`, …) is handed
+    verbatim, in delivery order, to every later piece of that role's work in the same step, and
+    dropped when the loop moves to another step or phase. The same text delivered twice for one
+    role in one step is kept once (a wave-level contribution is re-dispatched at every wave).
+    Thread-safe: the tasks of a wave read it in parallel.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._scope: tuple[str, str] | None = None
+        self._texts: dict[str, list[str]] = {}
+
+    def deliver(self, role: str, text: str, ctx: DispatchContext) -> None:
+        """Queue `text` for `role` in the step of `ctx.point`."""
+        if not role:
+            raise ValueError("deliver_context needs a role")
+        if ctx.point is None:
+            raise ValueError("deliver_context needs ctx.point (the contribution's point)")
+        with self._lock:
+            self._enter(ctx.phase_number, step_of(ctx.point))
+            texts = self._texts.setdefault(role, [])
+            if text not in texts:
+                texts.append(text)
+
+    def for_role(self, role: str, step: str, ctx: DispatchContext) -> tuple[str, ...]:
+        """Everything queued for `role` in this phase's `step`, in delivery order."""
+        with self._lock:
+            self._enter(ctx.phase_number, step)
+            return tuple(self._texts.get(role, ()))
+
+    def _enter(self, phase: str, step: str) -> None:
+        if self._scope != (phase, step):
+            self._scope = (phase, step)
+            self._texts = {}
+
+
+_SEND_AS = ("custom", "user")
+_DELIVERIES = ("steer", "followUp", "nextTurn")
+
+
+def message_ask(text: str, *, send_as: str, delivery: str, trigger_turn: bool) -> MessageAsk:
+    """A message Action's delivery, checked (an invalid combination is a caller's bug). A user
+    message always starts a turn, whatever `trigger_turn` says."""
+    if send_as not in _SEND_AS:
+        raise ValueError(f"send_as must be one of {_SEND_AS}, got {send_as!r}")
+    if delivery not in _DELIVERIES:
+        raise ValueError(f"delivery must be one of {_DELIVERIES}, got {delivery!r}")
+    if send_as == "user" and delivery == "nextTurn":
+        raise ValueError("a user message cannot use delivery nextTurn")
+    if delivery == "nextTurn" and trigger_turn:
+        raise ValueError("delivery nextTurn cannot trigger a turn")
+    return MessageAsk(text=text, send_as=send_as, delivery=delivery, trigger_turn=trigger_turn)
+
+
+def verdict_ask(agent_verdict: Mapping[str, Any]) -> VerdictAsk | str:
+    """An `agentVerdict` check as a typed ask, or one line saying why it is unusable."""
+    ref, prompt = agent_verdict.get("ref"), agent_verdict.get("prompt", "")
+    if not isinstance(ref, str) or not ref:
+        return 'agentVerdict has no "ref" naming an agent'
+    if not isinstance(prompt, str):
+        return f'agentVerdict "prompt" for {ref!r} is not a string'
+    return VerdictAsk(ref=ref, prompt=prompt)
+
+
+def checked_words(words: Sequence[str]) -> tuple[str, ...]:
+    """`words` (a command or query split on spaces) as a tuple; anything else is a caller's bug."""
+    if isinstance(words, str):
+        raise TypeError("words is a sequence of words (the command split on spaces), not a str")
+    words = tuple(words)
+    if not words or not all(isinstance(w, str) for w in words):
+        raise ValueError(f"words must be a non-empty sequence of strings, got {words!r}")
+    return words
+
+
+@runtime_checkable
+class Runtime(Protocol):
+    """What the state machine calls. Every method is bounded (timeout + output cap) and returns
+    an `Outcome`; a failing unit of work is `Outcome(ok=False, detail=...)`, never an exception.
+    """
+
+    def run_skill(self, skill_id: str, ctx: DispatchContext) -> Outcome:
+        """Run a skill step; `skill_id` is already prefixed with the flavor (`gsd-foo`)."""
+        ...
+
+    def spawn_agent(self, agent: str, ctx: DispatchContext) -> Outcome:
+        """Spawn an agent step, after printing the liveness banner."""
+        ...
+
+    def run_command(self, words: Sequence[str], ctx: DispatchContext) -> Outcome:
+        """Run a grammar-checked `ref.command` (split on spaces) with `--phase <N> --raw`."""
+        ...
+
+    def run_query_check(self, words: Sequence[str], ctx: DispatchContext) -> Outcome:
+        """Run a gate's `check.query`; ok means a `{block, message}` verdict is in `data`."""
+        ...
+
+    def ask_verdict(self, agent_verdict: Mapping[str, Any], ctx: DispatchContext) -> Outcome:
+        """Ask an agent for an advisory `agentVerdict` (`{ref, prompt}`)."""
+        ...
+
+    def do_phase_work(self, role: str, step: str, ctx: DispatchContext) -> Outcome:
+        """The step's main work by a role agent (orchestrator, planner, verifier)."""
+        ...
+
+    def execute_task(self, task: TaskWork, ctx: DispatchContext) -> Outcome:
+        """The executor role runs one task."""
+        ...
+
+    def deliver_context(self, role: str, text: str, ctx: DispatchContext) -> None:
+        """Queue a contribution fragment, verbatim, into `role`'s context for this step."""
+        ...
+
+    def deliver_message(
+        self, text: str, *, send_as: str, delivery: str, trigger_turn: bool, ctx: DispatchContext
+    ) -> Outcome:
+        """Deliver a native-hook message to the agent session."""
+        ...
+
+    def compact(self, instructions: str | None, ctx: DispatchContext) -> Outcome:
+        """Ask the agent session to compact its context."""
+        ...

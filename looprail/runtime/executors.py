@@ -1,0 +1,88 @@
+"""The concurrency seam: how the plans of a wave (and any other independent work) run at once.
+
+`make_executor(jobs)` gives a `concurrent.futures.Executor`: a thread pool, or with `jobs=1` an
+inline executor that runs each function at `submit`, so a test sees one deterministic order.
+`run_all` runs functions on it and returns every result in submission order; one failure never
+cancels or hides its siblings.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class InlineExecutor(Executor):
+    """Runs each submitted function immediately, in the caller's thread."""
+
+    def __init__(self) -> None:
+        self._shutdown = False
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        with self._lock:
+            if self._shutdown:
+                raise RuntimeError("cannot schedule new work after shutdown")
+        future: Future[T] = Future()
+        future.set_running_or_notify_cancel()
+        try:
+            result = fn(*args, **kwargs)
+        except Exception as exc:  # delivered through the future, like a pool would
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._lock:
+            self._shutdown = True
+
+
+def make_executor(jobs: int) -> Executor:
+    """A thread pool of `jobs` workers; `jobs=1` runs everything inline, in order."""
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
+    if jobs == 1:
+        return InlineExecutor()
+    return ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="looprail")
+
+
+@dataclass(frozen=True)
+class Settled(Generic[T]):
+    """How one function ended: its value, or the exception it raised."""
+
+    value: T | None = None
+    error: Exception | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def unwrap(self) -> T:
+        """The value, or re-raise the function's exception."""
+        if self.error is not None:
+            raise self.error
+        return self.value  # type: ignore[return-value]
+
+
+def run_all(executor: Executor, fns: Iterable[Callable[[], T]]) -> list[Settled[T]]:
+    """Run every function on `executor` and wait for all of them. Results come back in
+    submission order; an exception in one is captured in its `Settled`, never raised here and
+    never cancelling the others."""
+    futures = [executor.submit(fn) for fn in fns]
+    wait(futures)
+    settled: list[Settled[T]] = []
+    for future in futures:
+        error = future.exception()
+        if error is None:
+            settled.append(Settled(value=future.result()))
+        elif isinstance(error, Exception):
+            settled.append(Settled(error=error))
+        else:  # KeyboardInterrupt and friends are not a unit of work failing
+            raise error
+    return settled

@@ -1,0 +1,360 @@
+"""The embedded default runtime: executables under `<project>/.looprail/`.
+
+Each unit of work is one bounded process: the request JSON on stdin, `LOOPRAIL_*` variables in
+the environment, cwd = the project, and its exit code as the outcome (0 ok, 69 could not look,
+anything else failed). Layout and protocol: docs/runtime.md.
+
+Names come from manifests, which may be third-party, so a name is only ever a plain file name
+inside its folder, and the file it resolves to (symlinks followed) must stay inside `.looprail/`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from looprail.runtime.base import (
+    EXIT_UNAVAILABLE,
+    SESSION_NAME,
+    TASK_ROLE,
+    DispatchContext,
+    Outcome,
+    Request,
+    RequestKind,
+    RoleContextBook,
+    TaskWork,
+    build_request,
+    checked_words,
+    message_ask,
+    require_verdict,
+    spawn_banner,
+    verdict_ask,
+)
+from looprail.runtime.process import (
+    DEFAULT_OUTPUT_CAP,
+    ProcessResult,
+    escape_untrusted,
+    run_bounded,
+)
+
+LOOPRAIL_DIR = ".looprail"
+
+# A plain file name: no path separator, no leading "-" (option) or "." (hidden, "..").
+_PLAIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:+@-]*$")
+
+
+def _stderr_progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+class Timeouts(BaseModel):
+    """Default seconds per kind of work; a `DispatchContext.timeout_s` overrides them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    skill: float = Field(1800, gt=0)
+    agent: float = Field(3600, gt=0)
+    command: float = Field(600, gt=0)
+    query: float = Field(120, gt=0)
+    verdict: float = Field(600, gt=0)
+    phase: float = Field(3600, gt=0)
+    task: float = Field(3600, gt=0)
+    message: float = Field(60, gt=0)
+    compact: float = Field(600, gt=0)
+
+    def for_kind(self, kind: RequestKind) -> float:
+        return float(getattr(self, kind))
+
+
+class LocalRuntime:
+    """Runs skills, agents, checks, commands and role work as executables under `.looprail/`.
+
+    With `host_tool` (e.g. `gsd_run`), step commands and query checks go to that tool instead,
+    as the host contract spells them: `<tool> <words> --phase <N> --raw` and
+    `<tool> check <words> <N> --raw`.
+    """
+
+    def __init__(
+        self,
+        project: str | Path,
+        *,
+        host_tool: str | None = None,
+        timeouts: Timeouts | None = None,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+        progress: Callable[[str], None] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        if output_cap <= 0:
+            raise ValueError(f"output_cap must be positive, got {output_cap}")
+        self.project = Path(project).resolve()
+        self.root = self.project / LOOPRAIL_DIR
+        self.host_tool = host_tool
+        self.timeouts = timeouts or Timeouts()
+        self.output_cap = output_cap
+        self.progress = progress or _stderr_progress
+        self.env = dict(env or {})
+        self._context = RoleContextBook()
+
+    def __repr__(self) -> str:
+        return f"LocalRuntime({str(self.project)!r}, host_tool={self.host_tool!r})"
+
+    # -- steps ----------------------------------------------------------------------------
+
+    def run_skill(self, skill_id: str, ctx: DispatchContext) -> Outcome:
+        self._check_ctx(ctx)
+        request = build_request("skill", skill_id, ctx)
+        return self._run_executable("skills", skill_id, [], request, ctx)
+
+    def spawn_agent(self, agent: str, ctx: DispatchContext) -> Outcome:
+        self._check_ctx(ctx)
+        request = build_request("agent", agent, ctx)
+        return self._run_executable("agents", agent, [], request, ctx, banner=agent)
+
+    def run_command(self, words: Sequence[str], ctx: DispatchContext) -> Outcome:
+        self._check_ctx(ctx)
+        words = checked_words(words)
+        request = build_request("command", " ".join(words), ctx, words=words)
+        refused = _refuse_words(words)
+        if refused:
+            return Outcome.failed(f"refused command {' '.join(words)!r}: {refused}")
+        tail = ["--phase", ctx.phase_number, "--raw"]
+        host = ctx.host_tool or self.host_tool
+        if host:
+            label = f"{host} {' '.join(words)}"
+            return self._run_host_tool(host, [*words, *tail], label, request, ctx)
+        return self._run_executable("commands", words[0], [*words[1:], *tail], request, ctx)
+
+    # -- checks ---------------------------------------------------------------------------
+
+    def run_query_check(self, words: Sequence[str], ctx: DispatchContext) -> Outcome:
+        self._check_ctx(ctx)
+        words = checked_words(words)
+        request = build_request("query", " ".join(words), ctx, words=words)
+        refused = _refuse_words(words)
+        if refused:
+            return Outcome.failed(f"refused query {' '.join(words)!r}: {refused}")
+        host = ctx.host_tool or self.host_tool
+        if host:
+            argv = ["check", *words, ctx.phase_number, "--raw"]
+            label = f"{host} check {' '.join(words)}"
+            outcome = self._run_host_tool(host, argv, label, request, ctx)
+        else:
+            argv = [*words[1:], ctx.phase_number]
+            outcome = self._run_executable("checks", words[0], argv, request, ctx)
+            label = f".looprail/checks/{words[0]}"
+        return require_verdict(outcome, label)
+
+    def ask_verdict(self, agent_verdict: Mapping[str, Any], ctx: DispatchContext) -> Outcome:
+        self._check_ctx(ctx)
+        ask = verdict_ask(agent_verdict)
+        if isinstance(ask, str):
+            return Outcome.failed(ask)
+        request = build_request("verdict", ask.ref, ctx, verdict=ask)
+        outcome = self._run_executable("agents", ask.ref, [], request, ctx, banner=ask.ref)
+        return require_verdict(outcome, f".looprail/agents/{ask.ref}")
+
+    # -- role work ------------------------------------------------------------------------
+
+    def do_phase_work(self, role: str, step: str, ctx: DispatchContext) -> Outcome:
+        self._check_ctx(ctx)
+        if not step:
+            raise ValueError("do_phase_work needs a step")
+        texts = self._context.for_role(role, step, ctx)
+        request = build_request(
+            "phase", step, ctx, role=role, step=step, role_context={role: texts}
+        )
+        return self._run_executable("agents", role, [], request, ctx, banner=role)
+
+    def execute_task(self, task: TaskWork, ctx: DispatchContext) -> Outcome:
+        self._check_ctx(ctx)
+        texts = self._context.for_role(TASK_ROLE, "execute", ctx)
+        request = build_request(
+            "task",
+            task.key,
+            ctx,
+            plan_id=task.plan_id,
+            task_id=task.task_id,
+            role=TASK_ROLE,
+            step="execute",
+            role_context={TASK_ROLE: texts},
+            task=task,
+        )
+        banner = f"{TASK_ROLE} ({task.key})"
+        return self._run_executable("agents", TASK_ROLE, [], request, ctx, banner=banner)
+
+    def deliver_context(self, role: str, text: str, ctx: DispatchContext) -> None:
+        self._check_ctx(ctx)
+        self._context.deliver(role, text, ctx)
+
+    # -- the agent session (native-hook Actions) ------------------------------------------
+
+    def deliver_message(
+        self, text: str, *, send_as: str, delivery: str, trigger_turn: bool, ctx: DispatchContext
+    ) -> Outcome:
+        self._check_ctx(ctx)
+        message = message_ask(text, send_as=send_as, delivery=delivery, trigger_turn=trigger_turn)
+        request = build_request("message", SESSION_NAME, ctx, message=message)
+        return self._run_executable(None, SESSION_NAME, [], request, ctx)
+
+    def compact(self, instructions: str | None, ctx: DispatchContext) -> Outcome:
+        self._check_ctx(ctx)
+        request = build_request("compact", SESSION_NAME, ctx, instructions=instructions)
+        return self._run_executable(None, SESSION_NAME, [], request, ctx)
+
+    # -- the edge -------------------------------------------------------------------------
+
+    def _check_ctx(self, ctx: DispatchContext) -> None:
+        if Path(ctx.project).resolve() != self.project:
+            raise ValueError(f"context is for project {ctx.project}, runtime for {self.project}")
+
+    def locate(self, folder: str | None, name: str) -> Path | str:
+        """The executable `.looprail/<folder>/<name>`, or one line saying why there is none."""
+        where = f"{LOOPRAIL_DIR}/{folder}/" if folder else f"{LOOPRAIL_DIR}/"
+        label = f"{where}{name}"
+        if not _PLAIN_NAME.match(name) or ".." in name:
+            return (
+                f"refused name {escape_untrusted(name)!r} under {where}: "
+                'not a plain file name (no "/", "..", or leading "-" or ".")'
+            )
+        path = self.root / folder / name if folder else self.root / name
+        if not os.path.lexists(path):
+            return f"no executable {label}"
+        real = path.resolve()
+        if not real.is_relative_to(self.root.resolve()):
+            return f"{label} resolves outside {LOOPRAIL_DIR}/ (to {real}); refused"
+        if not real.exists():
+            return f"no executable {label} (dangling symlink)"
+        if not real.is_file():
+            return f"{label} is not a file"
+        if not os.access(real, os.X_OK):
+            return f"{label} is not executable (chmod +x {label})"
+        return real
+
+    def _run_executable(
+        self,
+        folder: str | None,
+        name: str,
+        args: Sequence[str],
+        request: Request,
+        ctx: DispatchContext,
+        *,
+        banner: str | None = None,
+    ) -> Outcome:
+        found = self.locate(folder, name)
+        if isinstance(found, str):
+            return Outcome.failed(found)
+        if banner is not None:
+            self.progress(spawn_banner(banner))
+        label = f"{LOOPRAIL_DIR}/{folder}/{name}" if folder else f"{LOOPRAIL_DIR}/{name}"
+        return self._spawn([str(found), *args], label, request, ctx, send_request=True)
+
+    def _run_host_tool(
+        self, host: str, args: Sequence[str], label: str, request: Request, ctx: DispatchContext
+    ) -> Outcome:
+        env = self._environment(request, ctx)
+        tool = shutil.which(host, path=env.get("PATH"))
+        if tool is None:
+            return Outcome.failed(f"host tool {host} not found on PATH")
+        # A host tool has its own stdin conventions; it gets the request only via LOOPRAIL_*.
+        return self._spawn([tool, *args], label, request, ctx, send_request=False, env=env)
+
+    def _spawn(
+        self,
+        argv: Sequence[str],
+        label: str,
+        request: Request,
+        ctx: DispatchContext,
+        *,
+        send_request: bool,
+        env: Mapping[str, str] | None = None,
+    ) -> Outcome:
+        timeout_s = ctx.timeout_s or self.timeouts.for_kind(request.kind)
+        result = run_bounded(
+            argv,
+            timeout_s=timeout_s,
+            stdin=request.to_json() if send_request else None,
+            cwd=self.project,
+            env=env if env is not None else self._environment(request, ctx),
+            output_cap=self.output_cap,
+        )
+        return outcome_of(result, label, timeout_s)
+
+    def _environment(self, request: Request, ctx: DispatchContext) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.env)
+        env.update(ctx.env)
+        # Always set, possibly empty: a nested run must never inherit a stale value.
+        env.update(
+            {
+                "LOOPRAIL_PROJECT": str(self.project),
+                "LOOPRAIL_PHASE": ctx.phase_number,
+                "LOOPRAIL_PHASE_DIR": str(ctx.phase_dir) if ctx.phase_dir else "",
+                "LOOPRAIL_POINT": ctx.point or "",
+                "LOOPRAIL_KIND": request.kind,
+                "LOOPRAIL_NAME": request.name,
+                "LOOPRAIL_CAP_ID": ctx.cap_id or "",
+                "LOOPRAIL_FLAVOR": ctx.flavor,
+                "LOOPRAIL_PLAN_ID": request.plan_id or "",
+                "LOOPRAIL_TASK_ID": request.task_id or "",
+                "LOOPRAIL_WAVE": "" if request.wave is None else str(request.wave),
+            }
+        )
+        return env
+
+
+def outcome_of(result: ProcessResult, label: str, timeout_s: float) -> Outcome:
+    """Map a finished process to an `Outcome`: exit 0 ok, 69 unavailable, the rest failed."""
+    common: dict[str, Any] = {
+        "stdout": result.stdout,
+        "stderr": result.stderr,
+        "duration_s": result.duration_s,
+        "truncated": result.truncated,
+    }
+    if result.spawn_error:
+        return Outcome.failed(f"could not start {label}: {result.spawn_error}", **common)
+    if result.timed_out:
+        return Outcome.failed(
+            f"{label} timed out after {timeout_s:g}s and was killed", timed_out=True, **common
+        )
+    code = result.exit_code
+    if code == 0:
+        return Outcome.succeeded(**common)
+    if code is not None and code < 0:
+        why = f"was killed by {_signal_name(-code)}"
+    elif code == EXIT_UNAVAILABLE:
+        why = f"exited {code} (unavailable: could not look)"
+    else:
+        why = f"exited {code}"
+    last = _last_line(result.stderr)
+    return Outcome.failed(f"{label} {why}{': ' + last if last else ''}", exit_code=code, **common)
+
+
+def _refuse_words(words: Sequence[str]) -> str | None:
+    """Defence in depth behind the manifest grammar: no option-looking, empty or spaced word."""
+    for word in words:
+        if not word or word.startswith("-") or any(ch.isspace() or ord(ch) < 0x20 for ch in word):
+            return f"word {escape_untrusted(word)!r} is not a plain word"
+    return None
+
+
+def _last_line(text: str, limit: int = 300) -> str:
+    for line in reversed(text.splitlines()):
+        if line.strip():
+            line = escape_untrusted(line.strip())
+            return line if len(line) <= limit else line[: limit - 1] + "…"
+    return ""
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

@@ -1,0 +1,280 @@
+"""A runtime for tests: outcomes come from a script, and every call is recorded in order.
+
+    rt = ScriptedRuntime({
+        ("query", "ui plan-gate"): Outcome.succeeded(data={"block": True, "message": "no UI-SPEC"}),
+        ("skill", "gsd-lint"): Outcome.failed("lint crashed", exit_code=2),
+        ("task", "01-01/T2"): [Outcome.failed("flaky"), Outcome.succeeded()],  # then ok
+        ("phase", "plan"): lambda request: write_plans(request),
+    })
+
+Keys are `(kind, name)`; `(kind, "*")` matches every call of that kind. Names per kind: skill →
+the skill id, agent → the agent, command/query → the words joined by spaces, verdict → the
+agentVerdict `ref`, phase → the step, task → `<plan id>/<task id>`, message/compact → `session`.
+Unscripted calls succeed (queries and verdicts with `{"block": false, "message": ""}`).
+Queries and verdicts go through the same verdict-shape check as `LocalRuntime`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from looprail.runtime.base import (
+    SESSION_NAME,
+    TASK_ROLE,
+    DispatchContext,
+    Outcome,
+    Request,
+    RequestKind,
+    RoleContextBook,
+    TaskWork,
+    build_request,
+    checked_words,
+    message_ask,
+    require_verdict,
+    spawn_banner,
+    step_of,
+    verdict_ask,
+)
+
+CallKind = RequestKind | Literal["context"]
+CallKey = tuple[str, str]
+Responder = Outcome | Callable[[Request], Outcome]
+# One responder, or a list consumed one per call (the last one repeats).
+ScriptValue = Responder | Sequence[Responder]
+Effect = Callable[[Request], None]
+
+WILDCARD = "*"
+_NO_BLOCK = {"block": False, "message": ""}
+
+
+class Call(BaseModel):
+    """One call the runtime received, with what it answered (None for `deliver_context`, or
+    while the call is still running)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: CallKind
+    name: str
+    point: str | None = None
+    cap_id: str | None = None
+    plan_id: str | None = None
+    task_id: str | None = None
+    wave: int | None = None
+    role: str | None = None
+    step: str | None = None
+    words: tuple[str, ...] | None = None
+    text: str | None = None  # a delivered context fragment or message
+    role_context: dict[str, tuple[str, ...]] = {}
+    request: Request | None = None
+    outcome: Outcome | None = None
+
+    @property
+    def key(self) -> CallKey:
+        return (self.kind, self.name)
+
+
+class ScriptedRuntime:
+    """Implements `Runtime` from a script; thread-safe (a wave's tasks may call in parallel)."""
+
+    def __init__(
+        self,
+        script: Mapping[CallKey, ScriptValue] | None = None,
+        *,
+        effects: Mapping[CallKey, Effect] | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        self._lock = threading.Lock()
+        self._script: dict[CallKey, ScriptValue] = {}
+        self._effects: dict[CallKey, Effect] = dict(effects or {})
+        self._served: dict[CallKey, int] = {}
+        self._calls: list[Call] = []
+        self._banners: list[str] = []
+        self._progress = progress
+        self._context = RoleContextBook()
+        for key, value in (script or {}).items():
+            self.script(key, value)
+
+    # -- scripting and inspection -----------------------------------------------------------
+
+    def script(self, key: CallKey, value: ScriptValue) -> None:
+        """Set (or replace) what calls matching `key` answer."""
+        if isinstance(value, Sequence) and not value:
+            raise ValueError(f"script for {key} is an empty list")
+        with self._lock:
+            self._script[key] = value
+            self._served.pop(key, None)
+
+    def effect(self, key: CallKey, fn: Effect) -> None:
+        """Run `fn(request)` on every call matching `key`, before its outcome is chosen."""
+        with self._lock:
+            self._effects[key] = fn
+
+    @property
+    def calls(self) -> list[Call]:
+        """Every call so far, in the order they were made (a snapshot)."""
+        with self._lock:
+            return list(self._calls)
+
+    @property
+    def banners(self) -> list[str]:
+        """The liveness banners printed, in order."""
+        with self._lock:
+            return list(self._banners)
+
+    def calls_of(self, kind: CallKind) -> list[Call]:
+        return [c for c in self.calls if c.kind == kind]
+
+    def names(self, kind: CallKind | None = None) -> list[str]:
+        return [c.name for c in self.calls if kind is None or c.kind == kind]
+
+    # -- the Runtime protocol ---------------------------------------------------------------
+
+    def run_skill(self, skill_id: str, ctx: DispatchContext) -> Outcome:
+        return self._answer(build_request("skill", skill_id, ctx))
+
+    def spawn_agent(self, agent: str, ctx: DispatchContext) -> Outcome:
+        self._banner(agent)
+        return self._answer(build_request("agent", agent, ctx))
+
+    def run_command(self, words: Sequence[str], ctx: DispatchContext) -> Outcome:
+        words = checked_words(words)
+        return self._answer(build_request("command", " ".join(words), ctx, words=words))
+
+    def run_query_check(self, words: Sequence[str], ctx: DispatchContext) -> Outcome:
+        words = checked_words(words)
+        name = " ".join(words)
+        outcome = self._answer(build_request("query", name, ctx, words=words))
+        return require_verdict(outcome, f"scripted query {name!r}")
+
+    def ask_verdict(self, agent_verdict: Mapping[str, Any], ctx: DispatchContext) -> Outcome:
+        ask = verdict_ask(agent_verdict)
+        if isinstance(ask, str):
+            return Outcome.failed(ask)
+        self._banner(ask.ref)
+        outcome = self._answer(build_request("verdict", ask.ref, ctx, verdict=ask))
+        return require_verdict(outcome, f"scripted verdict {ask.ref!r}")
+
+    def do_phase_work(self, role: str, step: str, ctx: DispatchContext) -> Outcome:
+        if not step:
+            raise ValueError("do_phase_work needs a step")
+        texts = self._context.for_role(role, step, ctx)
+        self._banner(role)
+        request = build_request(
+            "phase", step, ctx, role=role, step=step, role_context={role: texts}
+        )
+        return self._answer(request)
+
+    def execute_task(self, task: TaskWork, ctx: DispatchContext) -> Outcome:
+        texts = self._context.for_role(TASK_ROLE, "execute", ctx)
+        self._banner(f"{TASK_ROLE} ({task.key})")
+        request = build_request(
+            "task",
+            task.key,
+            ctx,
+            plan_id=task.plan_id,
+            task_id=task.task_id,
+            role=TASK_ROLE,
+            step="execute",
+            role_context={TASK_ROLE: texts},
+            task=task,
+        )
+        return self._answer(request)
+
+    def deliver_context(self, role: str, text: str, ctx: DispatchContext) -> None:
+        self._context.deliver(role, text, ctx)
+        call = Call(
+            kind="context",
+            name=role,
+            point=ctx.point,
+            cap_id=ctx.cap_id,
+            plan_id=ctx.plan_id,
+            task_id=ctx.task_id,
+            wave=ctx.wave,
+            role=role,
+            step=step_of(ctx.point) if ctx.point else None,
+            text=text,
+        )
+        with self._lock:
+            self._calls.append(call)
+
+    def deliver_message(
+        self, text: str, *, send_as: str, delivery: str, trigger_turn: bool, ctx: DispatchContext
+    ) -> Outcome:
+        message = message_ask(text, send_as=send_as, delivery=delivery, trigger_turn=trigger_turn)
+        return self._answer(build_request("message", SESSION_NAME, ctx, message=message))
+
+    def compact(self, instructions: str | None, ctx: DispatchContext) -> Outcome:
+        request = build_request("compact", SESSION_NAME, ctx, instructions=instructions)
+        return self._answer(request)
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _banner(self, agent: str) -> None:
+        line = spawn_banner(agent)
+        with self._lock:
+            self._banners.append(line)
+        if self._progress is not None:
+            self._progress(line)
+
+    def _answer(self, request: Request) -> Outcome:
+        key: CallKey = (request.kind, request.name)
+        call = Call(
+            kind=request.kind,
+            name=request.name,
+            point=request.point,
+            cap_id=request.cap_id,
+            plan_id=request.plan_id,
+            task_id=request.task_id,
+            wave=request.wave,
+            role=request.role,
+            step=request.step,
+            words=request.words,
+            text=request.message.text if request.message else None,
+            role_context=request.role_context or {},
+            request=request,
+        )
+        with self._lock:
+            index = len(self._calls)
+            self._calls.append(call)  # recorded at the start: the order calls were made
+            effect = self._lookup(self._effects, key)
+            responder = self._next_responder(key)
+        # Effects and responders run unlocked: they may be slow or wait on each other.
+        if effect is not None:
+            effect(request)
+        outcome = self._respond(responder, request)
+        with self._lock:
+            self._calls[index] = call.model_copy(update={"outcome": outcome})
+        return outcome
+
+    @staticmethod
+    def _lookup(table: Mapping[CallKey, Any], key: CallKey) -> Any:
+        if key in table:
+            return table[key]
+        return table.get((key[0], WILDCARD))
+
+    def _next_responder(self, key: CallKey) -> Responder | None:
+        matched = key if key in self._script else (key[0], WILDCARD)
+        value = self._script.get(matched)
+        if value is None or isinstance(value, Outcome) or callable(value):
+            return value
+        served = self._served.get(matched, 0)
+        self._served[matched] = served + 1
+        return value[min(served, len(value) - 1)]
+
+    @staticmethod
+    def _respond(responder: Responder | None, request: Request) -> Outcome:
+        if responder is None:
+            if request.kind in ("query", "verdict"):
+                return Outcome.succeeded(data=_NO_BLOCK)
+            return Outcome.succeeded()
+        outcome = responder if isinstance(responder, Outcome) else responder(request)
+        if not isinstance(outcome, Outcome):
+            raise TypeError(
+                f"scripted responder for {(request.kind, request.name)} returned "
+                f"{type(outcome).__name__}, not an Outcome"
+            )
+        return outcome

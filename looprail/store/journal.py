@@ -1,0 +1,753 @@
+"""The run journal: one SQLite database per project at `<project>/.looprail/journal.sqlite`.
+
+Three tables: `runs` (one row per run: phase, status, the machine configuration), `events`
+(append-only, ordered by `seq`) and `tasks` (one row per task per run, with its attempt count).
+Every write is one `BEGIN IMMEDIATE … COMMIT` with `synchronous=FULL` in WAL mode, so a state
+change, its task row and its event commit together or not at all, and a commit survives a crash
+of the process or the machine. Task execution is at-least-once (an in-flight task is run again
+after a crash, with `attempt` + 1); recording is exactly-once.
+
+A file at the journal path that is not a looprail journal, is corrupt, or was written by a newer
+looprail is refused with a one-line `JournalError`, never overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from looprail.errors import LooprailError
+from looprail.store.inputs import diff_inputs
+from looprail.store.models import (
+    FINAL_STATUSES,
+    RESUMABLE_STATUSES,
+    EventRecord,
+    EventRow,
+    PlannedTask,
+    RunRow,
+    TaskRow,
+    TaskUpdate,
+)
+
+APPLICATION_ID = "looprail-journal"
+JOURNAL_NAME = "journal.sqlite"
+BUSY_TIMEOUT_MS = 10_000
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+# Migrations: MIGRATIONS[n] takes the schema from version n to n + 1. Each runs in one
+# transaction together with the `user_version` bump. Append only; never edit a released step.
+MIGRATIONS: list[tuple[str, ...]] = [
+    (
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        f"INSERT INTO meta (key, value) VALUES ('application_id', '{APPLICATION_ID}')",
+        """CREATE TABLE runs (
+            id TEXT PRIMARY KEY,
+            phase TEXT NOT NULL,
+            status TEXT NOT NULL
+                CHECK (status IN ('running', 'halted', 'shipped', 'failed', 'paused')),
+            started_at TEXT NOT NULL,
+            ended_at TEXT,
+            state TEXT NOT NULL DEFAULT '[]',
+            machine_config TEXT NOT NULL DEFAULT '{}',
+            inputs_digest TEXT NOT NULL DEFAULT '{}',
+            pid INTEGER,
+            host TEXT,
+            halt_reason TEXT
+        )""",
+        "CREATE INDEX runs_by_phase ON runs (phase, started_at)",
+        """CREATE TABLE events (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            run_id TEXT NOT NULL REFERENCES runs (id),
+            ts TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            point TEXT,
+            wave INTEGER,
+            plan_id TEXT,
+            task_id TEXT,
+            cap_id TEXT,
+            hook_kind TEXT,
+            outcome TEXT,
+            duration_ms INTEGER,
+            message TEXT,
+            data TEXT NOT NULL DEFAULT '{}'
+        )""",
+        "CREATE INDEX events_by_run ON events (run_id, seq)",
+        """CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+            BEGIN SELECT RAISE(ABORT, 'events are append-only'); END""",
+        """CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+            BEGIN SELECT RAISE(ABORT, 'events are append-only'); END""",
+        """CREATE TABLE tasks (
+            run_id TEXT NOT NULL REFERENCES runs (id),
+            task_key TEXT NOT NULL,
+            plan_id TEXT,
+            wave INTEGER,
+            status TEXT NOT NULL CHECK (status IN ('pending', 'running', 'done', 'failed')),
+            attempt INTEGER NOT NULL DEFAULT 0,
+            started_at TEXT,
+            ended_at TEXT,
+            PRIMARY KEY (run_id, task_key)
+        )""",
+    ),
+]
+
+
+class JournalError(LooprailError):
+    """The journal file cannot be used as it is (foreign, corrupt, newer, busy, unwritable), or
+    a request names a run or task it does not hold."""
+
+
+class NoJournalError(JournalError):
+    """The project has no journal yet (opened with `create=False`)."""
+
+
+def journal_path(project: str | Path) -> Path:
+    return Path(project) / ".looprail" / JOURNAL_NAME
+
+
+def schema_version() -> int:
+    """The schema version this code writes (the number of migrations)."""
+    return len(MIGRATIONS)
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """A ULID: 48-bit millisecond time + 80 random bits, Crockford base32, so ids sort by start."""
+    moment = now or datetime.now(UTC)
+    value = (int(moment.timestamp() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
+    alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+    return "".join(alphabet[(value >> shift) & 31] for shift in range(125, -1, -5))
+
+
+def iso_utc(moment: datetime) -> str:
+    """`2026-05-09T07:35:25.123Z`: fixed width, so text order is time order."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Journal:
+    """A project's run journal. Open with `Journal.open(project)`; use as a context manager or
+    call `close()`. Safe to share between threads (one connection behind a lock); other
+    processes may read it at the same time (WAL)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path, clock: Callable[[], datetime]):
+        self._conn = conn
+        self._mutex = threading.RLock()
+        self._depth = 0
+        self._clock = clock
+        self.path = path
+
+    # -- opening -----------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        project: str | Path,
+        *,
+        create: bool = True,
+        clock: Callable[[], datetime] | None = None,
+    ) -> Journal:
+        """Open (and with `create`, create or migrate) the project's journal.
+
+        Raises `NoJournalError` when there is none and `create` is false, and `JournalError` for
+        a foreign, corrupt or newer file."""
+        path = journal_path(project)
+        if not path.exists():
+            if not create:
+                raise NoJournalError(f"{path}: no journal yet (no run has been recorded)")
+            path.parent.mkdir(parents=True, exist_ok=True)
+        _check_header(path)
+        try:
+            conn = sqlite3.connect(
+                path,
+                isolation_level=None,  # explicit BEGIN IMMEDIATE … COMMIT only
+                check_same_thread=False,  # guarded by Journal._mutex
+                timeout=BUSY_TIMEOUT_MS / 1000,
+            )
+        except sqlite3.Error as exc:
+            raise JournalError(f"{path}: cannot open the journal ({exc})") from None
+        try:
+            _prepare(conn, path)
+        except BaseException:
+            conn.close()
+            raise
+        conn.row_factory = sqlite3.Row
+        return cls(conn, path, clock or (lambda: datetime.now(UTC)))
+
+    def close(self) -> None:
+        with self._mutex:
+            self._conn.close()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def pragma(self, name: str) -> Any:
+        """The current value of a connection pragma (`journal_mode`, `synchronous`, …)."""
+        if not name.isidentifier():
+            raise ValueError(f"not a pragma name: {name!r}")
+        with self._mutex:
+            return self._sql(f"PRAGMA {name}").fetchone()[0]
+
+    # -- transactions ------------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Group writes: everything inside commits together or not at all. Nests (an inner block
+        is a savepoint); every write method already runs in one, so this is only for callers
+        that tie several writes to one step (e.g. a machine transition and its hook events)."""
+        with self._mutex:
+            outer = self._depth == 0
+            savepoint = f"sp{self._depth}"
+            self._sql("BEGIN IMMEDIATE" if outer else f"SAVEPOINT {savepoint}")
+            self._depth += 1
+            try:
+                yield
+            except BaseException:
+                self._depth -= 1
+                if outer:
+                    self._rollback()
+                else:
+                    self._sql(f"ROLLBACK TO {savepoint}")
+                    self._sql(f"RELEASE {savepoint}")
+                raise
+            self._depth -= 1
+            if not outer:
+                self._sql(f"RELEASE {savepoint}")
+                return
+            try:
+                self._sql("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+
+    # -- runs --------------------------------------------------------------------------------
+
+    def start_run(
+        self,
+        phase: str,
+        *,
+        state: Sequence[str] = (),
+        machine_config: Mapping[str, Any] | None = None,
+        inputs_digest: Mapping[str, str] | None = None,
+        run_id: str | None = None,
+    ) -> str:
+        """Create a `running` run owned by this process, journal `run_started`, return its id."""
+        now = self._clock()
+        run_id = run_id or new_run_id(now)
+        config = dict(machine_config or {})
+        with self.transaction():
+            self._sql(
+                "INSERT INTO runs (id, phase, status, started_at, state, machine_config, "
+                "inputs_digest, pid, host) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    str(phase),
+                    iso_utc(now),
+                    _dumps(list(state)),
+                    _dumps(config),
+                    _dumps(dict(sorted((inputs_digest or {}).items()))),
+                    os.getpid(),
+                    socket.gethostname(),
+                ),
+            )
+            self._insert_event(
+                run_id,
+                iso_utc(now),
+                EventRecord(
+                    kind="run_started",
+                    data={"phase": str(phase), "state": list(state), "machine_config": config},
+                ),
+            )
+        return run_id
+
+    def resume_run(self, run_id: str, *, inputs_digest: Mapping[str, str] | None = None) -> RunRow:
+        """Take over a resumable run: this process becomes its owner, status goes back to
+        `running`, and `run_resumed` records the previous owner, the tasks that were in flight
+        (they will run again: at-least-once) and, when `inputs_digest` is given, which inputs
+        changed (the new digest is stored)."""
+        with self.transaction():
+            run = self._require_run(run_id)
+            if run.status in FINAL_STATUSES:
+                raise JournalError(
+                    f"{self.path}: run {run_id} already {run.status}; nothing to resume"
+                )
+            in_flight = [t.task_key for t in self.tasks(run_id) if t.status == "running"]
+            data: dict[str, Any] = {
+                "previous_status": run.status,
+                "previous_pid": run.pid,
+                "previous_host": run.host,
+                "in_flight": in_flight,
+            }
+            digest = run.inputs_digest
+            if inputs_digest is not None:
+                digest = dict(sorted(inputs_digest.items()))
+                data["inputs_changed"] = diff_inputs(run.inputs_digest, digest)
+            now = iso_utc(self._clock())
+            self._sql(
+                "UPDATE runs SET status = 'running', ended_at = NULL, halt_reason = NULL, "
+                "pid = ?, host = ?, inputs_digest = ? WHERE id = ?",
+                (os.getpid(), socket.gethostname(), _dumps(digest), run_id),
+            )
+            self._insert_event(run_id, now, EventRecord(kind="run_resumed", data=data))
+            return self._require_run(run_id)
+
+    def finish_run(
+        self,
+        run_id: str,
+        status: Literal["shipped", "failed", "halted", "paused"],
+        reason: str | None = None,
+    ) -> None:
+        """End (or pause) a run and journal `run_finished` with the status as its outcome.
+        `reason` is kept as the run's `halt_reason`."""
+        if status not in ("shipped", "failed", "halted", "paused"):
+            raise ValueError(f"not a finishing status: {status!r}")
+        with self.transaction():
+            self._require_run(run_id)
+            now = iso_utc(self._clock())
+            self._sql(
+                "UPDATE runs SET status = ?, ended_at = ?, halt_reason = ? WHERE id = ?",
+                (status, now, reason, run_id),
+            )
+            self._insert_event(
+                run_id, now, EventRecord(kind="run_finished", outcome=status, message=reason)
+            )
+
+    # -- events and tasks --------------------------------------------------------------------
+
+    def record(
+        self,
+        run_id: str,
+        event: EventRecord,
+        *,
+        state: Sequence[str] | None = None,
+        task_update: TaskUpdate | None = None,
+    ) -> int:
+        """Append `event`; with `state`, also store the machine configuration; with
+        `task_update`, also change that task row. All in one transaction. Returns the event's
+        `seq`. With a task update, unset `task_id`/`plan_id`/`wave` come from the task row and
+        `data["attempt"]` is the row's attempt."""
+        seq, _ = self._record(run_id, event, state=state, task_update=task_update)
+        return seq
+
+    def task_started(
+        self,
+        run_id: str,
+        task_key: str,
+        *,
+        plan_id: str | None = None,
+        wave: int | None = None,
+        message: str | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Start an attempt of a task and journal `task_started`. Returns the attempt number
+        (1 on a first run; more when a failed task is retried or an in-flight one re-run).
+        A task that is already `done` is refused: finished tasks never run again."""
+        _, row = self._record(
+            run_id,
+            EventRecord(kind="task_started", message=message, data=dict(data or {})),
+            task_update=TaskUpdate(task_key=task_key, status="running", plan_id=plan_id, wave=wave),
+        )
+        assert row is not None
+        return row.attempt
+
+    def task_finished(
+        self,
+        run_id: str,
+        task_key: str,
+        *,
+        status: Literal["done", "failed"] = "done",
+        duration_ms: int | None = None,
+        message: str | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> TaskRow:
+        """End the task's current attempt and journal `task_finished` (outcome = status). The
+        duration defaults to the time since the attempt started."""
+        if status not in ("done", "failed"):
+            raise ValueError(f"not a finishing task status: {status!r}")
+        _, row = self._record(
+            run_id,
+            EventRecord(
+                kind="task_finished",
+                outcome=status,
+                duration_ms=duration_ms,
+                message=message,
+                data=dict(data or {}),
+            ),
+            task_update=TaskUpdate(task_key=task_key, status=status),
+        )
+        assert row is not None
+        return row
+
+    def wave_started(
+        self,
+        run_id: str,
+        wave: int,
+        tasks: Iterable[PlannedTask | tuple[str, str | None]] = (),
+        *,
+        message: str | None = None,
+    ) -> int:
+        """Journal `wave_started` and register the wave's tasks as `pending` in the same
+        transaction. Registering is idempotent: rows that exist (a resumed wave) are kept."""
+        planned = [PlannedTask(*task) for task in tasks]
+        plans = list(dict.fromkeys(t.plan_id for t in planned if t.plan_id is not None))
+        event = EventRecord(
+            kind="wave_started",
+            wave=wave,
+            message=message,
+            data={"plans": plans, "tasks": [t.task_key for t in planned]},
+        )
+        with self.transaction():
+            self._require_run(run_id)
+            for task in planned:
+                self._sql(
+                    "INSERT OR IGNORE INTO tasks (run_id, task_key, plan_id, wave, status) "
+                    "VALUES (?, ?, ?, ?, 'pending')",
+                    (run_id, task.task_key, task.plan_id, wave),
+                )
+            return self._insert_event(run_id, iso_utc(self._clock()), event)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def get_run(self, run_id: str) -> RunRow | None:
+        with self._mutex:
+            row = self._sql("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return _run_row(row) if row else None
+
+    def find_run(self, ref: str) -> RunRow:
+        """A run by its id or a unique prefix of it (case-insensitive)."""
+        exact = self.get_run(ref)
+        if exact is not None:
+            return exact
+        pattern = ref.upper().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        with self._mutex:
+            rows = self._sql(
+                "SELECT * FROM runs WHERE upper(id) LIKE ? ESCAPE '\\' ORDER BY started_at, id",
+                (pattern + "%",),
+            ).fetchall()
+        if not ref or not rows:
+            raise JournalError(f"{self.path}: no run {ref!r} (`looprail history` lists them)")
+        if len(rows) > 1:
+            listed = ", ".join(row["id"] for row in rows[:3]) + (", …" if len(rows) > 3 else "")
+            raise JournalError(
+                f"{self.path}: run prefix {ref!r} matches {len(rows)} runs ({listed}); "
+                "give more characters"
+            )
+        return _run_row(rows[0])
+
+    def runs(self) -> list[RunRow]:
+        """Every run, oldest first."""
+        with self._mutex:
+            rows = self._sql("SELECT * FROM runs ORDER BY started_at, id").fetchall()
+        return [_run_row(row) for row in rows]
+
+    def latest_run(self) -> RunRow | None:
+        with self._mutex:
+            row = self._sql("SELECT * FROM runs ORDER BY started_at DESC, id DESC").fetchone()
+        return _run_row(row) if row else None
+
+    def unfinished_run(self, phase: str | None = None) -> RunRow | None:
+        """The latest run (of `phase`, when given) that can be resumed: status `running` (its
+        process may have died), `paused` or `halted`."""
+        marks = ", ".join("?" * len(RESUMABLE_STATUSES))
+        sql = f"SELECT * FROM runs WHERE status IN ({marks})"
+        params: list[Any] = list(RESUMABLE_STATUSES)
+        if phase is not None:
+            sql += " AND phase = ?"
+            params.append(str(phase))
+        with self._mutex:
+            row = self._sql(sql + " ORDER BY started_at DESC, id DESC", params).fetchone()
+        return _run_row(row) if row else None
+
+    def events(self, run_id: str, *, kinds: Iterable[str] | None = None) -> list[EventRow]:
+        """The run's events in the order they were recorded (optionally only some kinds)."""
+        sql, params = "SELECT * FROM events WHERE run_id = ?", [run_id]
+        if kinds is not None:
+            wanted = list(kinds)
+            sql += f" AND kind IN ({', '.join('?' * len(wanted))})"
+            params.extend(wanted)
+        with self._mutex:
+            rows = self._sql(sql + " ORDER BY seq", params).fetchall()
+        return [_event_row(row) for row in rows]
+
+    def tasks(self, run_id: str) -> list[TaskRow]:
+        """The run's task rows by wave, then in the order they were first registered."""
+        with self._mutex:
+            rows = self._sql(
+                "SELECT * FROM tasks WHERE run_id = ? ORDER BY wave IS NULL, wave, rowid",
+                (run_id,),
+            ).fetchall()
+        return [TaskRow(**dict(row)) for row in rows]
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _record(
+        self,
+        run_id: str,
+        event: EventRecord,
+        *,
+        state: Sequence[str] | None = None,
+        task_update: TaskUpdate | None = None,
+    ) -> tuple[int, TaskRow | None]:
+        state_json = _dumps(list(state)) if state is not None else None
+        with self.transaction():
+            self._require_run(run_id)
+            now = iso_utc(self._clock())
+            if state_json is not None:
+                self._sql("UPDATE runs SET state = ? WHERE id = ?", (state_json, run_id))
+            row = None
+            if task_update is not None:
+                row, before = self._apply_task_update(run_id, task_update, now)
+                event = _annotate_task_event(event, row, before)
+            return self._insert_event(run_id, now, event), row
+
+    def _apply_task_update(
+        self, run_id: str, update: TaskUpdate, now: str
+    ) -> tuple[TaskRow, TaskRow | None]:
+        before = self._task(run_id, update.task_key)
+        if update.status == "running":
+            if before is not None and before.status == "done":
+                raise JournalError(
+                    f"{self.path}: task {update.task_key} of run {run_id} is already done; "
+                    "finished tasks are not run again"
+                )
+            self._sql(
+                "INSERT INTO tasks (run_id, task_key, plan_id, wave, status, attempt, started_at) "
+                "VALUES (?, ?, ?, ?, 'running', 1, ?) "
+                "ON CONFLICT (run_id, task_key) DO UPDATE SET status = 'running', "
+                "attempt = attempt + 1, started_at = excluded.started_at, ended_at = NULL, "
+                "plan_id = coalesce(excluded.plan_id, plan_id), "
+                "wave = coalesce(excluded.wave, wave)",
+                (run_id, update.task_key, update.plan_id, update.wave, now),
+            )
+        else:
+            ended_at = now if update.status in ("done", "failed") else None
+            self._sql(
+                "INSERT INTO tasks (run_id, task_key, plan_id, wave, status, attempt, ended_at) "
+                "VALUES (?, ?, ?, ?, ?, 0, ?) "
+                "ON CONFLICT (run_id, task_key) DO UPDATE SET status = excluded.status, "
+                "ended_at = excluded.ended_at, "
+                "plan_id = coalesce(excluded.plan_id, plan_id), "
+                "wave = coalesce(excluded.wave, wave)",
+                (run_id, update.task_key, update.plan_id, update.wave, update.status, ended_at),
+            )
+        after = self._task(run_id, update.task_key)
+        assert after is not None
+        return after, before
+
+    def _task(self, run_id: str, task_key: str) -> TaskRow | None:
+        row = self._sql(
+            "SELECT * FROM tasks WHERE run_id = ? AND task_key = ?", (run_id, task_key)
+        ).fetchone()
+        return TaskRow(**dict(row)) if row else None
+
+    def _require_run(self, run_id: str) -> RunRow:
+        row = self._sql("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise JournalError(f"{self.path}: no run {run_id!r}")
+        return _run_row(row)
+
+    def _insert_event(self, run_id: str, ts: str, event: EventRecord) -> int:
+        cursor = self._sql(
+            "INSERT INTO events (run_id, ts, kind, point, wave, plan_id, task_id, cap_id, "
+            "hook_kind, outcome, duration_ms, message, data) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run_id,
+                ts,
+                event.kind,
+                event.point,
+                event.wave,
+                event.plan_id,
+                event.task_id,
+                event.cap_id,
+                event.hook_kind,
+                event.outcome,
+                event.duration_ms,
+                event.message,
+                _dumps(event.data),
+            ),
+        )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    def _rollback(self) -> None:
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
+
+    def _sql(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        try:
+            return self._conn.execute(sql, params)
+        except sqlite3.DatabaseError as exc:
+            raise _translate(self.path, exc) from None
+
+
+# -- opening, identifying, migrating ---------------------------------------------------------
+
+
+def _check_header(path: Path) -> None:
+    """Refuse a non-empty file that is not SQLite before SQLite touches it."""
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(len(_SQLITE_MAGIC))
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise JournalError(f"{path}: cannot read the journal ({exc.strerror})") from None
+    if header and header != _SQLITE_MAGIC:
+        raise JournalError(
+            f"{path}: is corrupt (not an SQLite database: wrong file header); "
+            "move it aside to start a new journal"
+        )
+
+
+def _prepare(conn: sqlite3.Connection, path: Path) -> None:
+    """Pragmas, identification, integrity check, migrations."""
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA synchronous = FULL")
+        version = _identify(conn, path)
+        # Only now that the file is known to be ours (or empty) may it be changed.
+        conn.execute("PRAGMA journal_mode = WAL")
+        problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
+        if problems != ["ok"]:
+            raise JournalError(
+                f"{path}: is corrupt ({problems[0]}); move it aside to start a new journal"
+            )
+        if version < schema_version():
+            _migrate(conn, path)
+    except sqlite3.DatabaseError as exc:
+        raise _translate(path, exc) from None
+
+
+def _identify(conn: sqlite3.Connection, path: Path) -> int:
+    """The file's schema version: 0 for an empty database, else it must carry our meta row."""
+    tables = [
+        row[0]
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+            "ORDER BY name"
+        )
+    ]
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+
+    def foreign(why: str) -> JournalError:
+        return JournalError(f"{path}: not a looprail journal ({why}); refusing to touch it")
+
+    if not tables:
+        if version == 0:
+            return 0
+        raise foreign(f"schema version {version} but no tables")
+    if "meta" not in tables:
+        shown = ", ".join(tables[:5]) + (", …" if len(tables) > 5 else "")
+        raise foreign(f"it holds tables {shown} and no meta table")
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'application_id'").fetchone()
+    except sqlite3.OperationalError as exc:
+        raise foreign(f"its meta table has another shape: {exc}") from None
+    if row is None or row[0] != APPLICATION_ID:
+        raise foreign("no application id" if row is None else f"application id {row[0]!r}")
+    if version > schema_version():
+        raise JournalError(
+            f"{path}: journal schema version {version} is newer than this looprail understands "
+            f"({schema_version()}); upgrade looprail to use it"
+        )
+    if version < 1:
+        raise JournalError(
+            f"{path}: is corrupt (meta table present but schema version {version}); "
+            "move it aside to start a new journal"
+        )
+    return version
+
+
+def _migrate(conn: sqlite3.Connection, path: Path) -> None:
+    while True:
+        conn.execute("BEGIN IMMEDIATE")
+        # Re-read inside the write lock: another process may have migrated meanwhile.
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version >= schema_version():
+            conn.execute("COMMIT")
+            return
+        try:
+            for statement in MIGRATIONS[version]:
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {version + 1}")
+            conn.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            conn.execute("ROLLBACK")
+            if exc.sqlite_errorname in _FILE_ERRORS:
+                raise
+            raise JournalError(
+                f"{path}: migrating the journal to schema version {version + 1} failed ({exc}); "
+                f"it is left at version {version}"
+            ) from None
+
+
+_FILE_ERRORS = frozenset(
+    {"SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_FULL"}
+)
+
+
+def _translate(path: Path, exc: sqlite3.DatabaseError) -> Exception:
+    """SQLite failures a person can act on become one-line JournalErrors; bugs stay bugs."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if name in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or name.startswith("SQLITE_CORRUPT"):
+        return JournalError(f"{path}: is corrupt ({exc}); move it aside to start a new journal")
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return JournalError(
+            f"{path}: the journal stayed locked by another process for "
+            f"{BUSY_TIMEOUT_MS // 1000}s ({exc})"
+        )
+    if name == "SQLITE_FULL":
+        return JournalError(f"{path}: cannot write the journal: the disk is full")
+    if name.startswith(("SQLITE_IOERR", "SQLITE_CANTOPEN", "SQLITE_READONLY", "SQLITE_PERM")):
+        return JournalError(f"{path}: cannot use the journal ({exc})")
+    return exc
+
+
+# -- rows ------------------------------------------------------------------------------------
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _run_row(row: sqlite3.Row) -> RunRow:
+    values = dict(row)
+    for column in ("state", "machine_config", "inputs_digest"):
+        values[column] = json.loads(values[column])
+    return RunRow(**values)
+
+
+def _event_row(row: sqlite3.Row) -> EventRow:
+    values = dict(row)
+    values["data"] = json.loads(values["data"])
+    return EventRow(**values)
+
+
+def _annotate_task_event(event: EventRecord, row: TaskRow, before: TaskRow | None) -> EventRecord:
+    """An event written with a task update carries the task's coordinates and the attempt it
+    belongs to (and, on a start, what the row was), so the journal alone shows a re-run."""
+    data = dict(event.data)
+    data.setdefault("attempt", row.attempt)
+    if event.kind == "task_started" and before is not None:
+        data.setdefault("previous_status", before.status)
+    update: dict[str, Any] = {
+        "data": data,
+        "task_id": event.task_id or row.task_key,
+        "plan_id": event.plan_id or row.plan_id,
+        "wave": event.wave if event.wave is not None else row.wave,
+    }
+    if event.kind == "task_finished" and event.duration_ms is None and row.started_at:
+        started = datetime.fromisoformat(row.started_at)
+        ended = datetime.fromisoformat(row.ended_at or row.started_at)
+        update["duration_ms"] = max(0, round((ended - started).total_seconds() * 1000))
+    return event.model_copy(update=update)

@@ -1,0 +1,171 @@
+"""One run at a time per project: an exclusive `flock` on `<project>/.looprail/run.lock`.
+
+The kernel drops a `flock` when its holder dies, however it dies, so a lock left by a crashed or
+killed run is simply acquired again; there is no pid guessing and no stale-lock timeout. The file
+only carries who holds it (`{"pid", "run_id", "started_at", "host"}`) so a refusal can name the
+holder. It is written in place and never replaced or deleted: the lock lives on the inode, and a
+new file at the same path would be a second, independent lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from looprail.errors import LooprailError
+
+LOCK_NAME = "run.lock"
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    """Who holds (or last held) a project's run lock."""
+
+    pid: int
+    run_id: str | None
+    started_at: str
+    host: str
+
+    def describe(self) -> str:
+        run = f"run {self.run_id}" if self.run_id else "no run id yet"
+        return f"pid {self.pid} on {self.host}, {run}, started {self.started_at}"
+
+
+class LockedError(LooprailError):
+    """Another live process is running this project's loop."""
+
+    def __init__(self, path: Path, holder: LockInfo | None):
+        self.path = path
+        self.holder = holder
+        who = holder.describe() if holder else "holder details not written yet"
+        super().__init__(
+            f"{path}: another looprail run holds this project ({who}); "
+            "wait for it to finish or stop that process"
+        )
+
+
+def lock_path(project: str | Path) -> Path:
+    return Path(project) / ".looprail" / LOCK_NAME
+
+
+class RunLock:
+    """`with RunLock(project, run_id=...) as lock:` holds the project's run lock for the block.
+
+    Raises `LockedError` (naming the holder) when a live process has it. `previous` is what a
+    holder that died without releasing left behind (None after a clean release), so a caller can
+    say it took over from a dead run. `set_run_id` records the run once it has an id."""
+
+    def __init__(self, project: str | Path, *, run_id: str | None = None):
+        self.path = lock_path(project)
+        self.previous: LockInfo | None = None
+        self._run_id = run_id
+        self._fd: int | None = None
+        self._info: LockInfo | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    @property
+    def info(self) -> LockInfo | None:
+        return self._info
+
+    def acquire(self) -> RunLock:
+        if self._fd is not None:
+            raise RuntimeError("this RunLock is already held")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # os.open fds are not inherited by child processes (PEP 446), so a step or agent this
+        # run spawns cannot keep the lock alive after the run itself has died.
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_info(fd)
+            os.close(fd)
+            raise LockedError(self.path, holder) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        self.previous = _read_info(fd)
+        self._info = LockInfo(
+            pid=os.getpid(),
+            run_id=self._run_id,
+            started_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+            host=socket.gethostname(),
+        )
+        self._write(self._info)
+        return self
+
+    def set_run_id(self, run_id: str) -> None:
+        """Name the run holding the lock (once `Journal.start_run` has created it)."""
+        if self._fd is None or self._info is None:
+            raise RuntimeError("set_run_id needs the lock to be held")
+        self._run_id = run_id
+        self._info = LockInfo(**{**asdict(self._info), "run_id": run_id})
+        self._write(self._info)
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            os.ftruncate(fd, 0)  # a cleanly released lock names nobody
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            self._info = None
+
+    def __enter__(self) -> RunLock:
+        return self.acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+    def _write(self, info: LockInfo) -> None:
+        assert self._fd is not None
+        payload = (json.dumps(asdict(info)) + "\n").encode()
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, payload, 0)
+        os.fsync(self._fd)
+
+
+def lock_holder(project: str | Path) -> LockInfo | None:
+    """Who holds the project's run lock right now, or None when no live process does. Only
+    probes (a shared, non-blocking flock released at once); never takes the lock over."""
+    path = lock_path(project)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            # Held, but the holder has not written its record yet: pid 0 says "unknown".
+            return _read_info(fd) or LockInfo(pid=0, run_id=None, started_at="?", host="?")
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def _read_info(fd: int) -> LockInfo | None:
+    """The holder record, or None when empty or unreadable (a holder between lock and write)."""
+    with contextlib.suppress(OSError, ValueError, TypeError, KeyError, AttributeError):
+        raw = os.pread(fd, 4096, 0)
+        if raw.strip():
+            value = json.loads(raw)
+            return LockInfo(
+                pid=int(value["pid"]),
+                run_id=value.get("run_id"),
+                started_at=str(value.get("started_at", "?")),
+                host=str(value.get("host", "?")),
+            )
+    return None

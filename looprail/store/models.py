@@ -1,0 +1,117 @@
+"""The journal's data shapes: what callers append (`EventRecord`, `TaskUpdate`, `PlannedTask`)
+and what they read back (`RunRow`, `EventRow`, `TaskRow`). Plain values, no database here."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NamedTuple, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+
+EventKind = Literal[
+    "run_started",
+    "run_resumed",
+    "transition",
+    "point",
+    "hook",
+    "gate_verdict",
+    "resolver",
+    "task_started",
+    "task_finished",
+    "wave_started",
+    "wave_finished",
+    "warning",
+    "halted",
+    "run_finished",
+    "native_hook",
+]
+EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
+
+HookKind = Literal["step", "contribution", "gate", "native"]
+RunStatus = Literal["running", "halted", "shipped", "failed", "paused"]
+TaskStatus = Literal["pending", "running", "done", "failed"]
+
+# A run in one of these can be resumed; `shipped` and `failed` are final.
+RESUMABLE_STATUSES: tuple[str, ...] = ("running", "paused", "halted")
+FINAL_STATUSES: tuple[str, ...] = ("shipped", "failed")
+
+
+class EventRecord(BaseModel):
+    """One journal entry as a caller writes it. The columns are the facts a report filters on;
+    everything else goes in `data` (JSON). Which fields each kind uses is in docs/journal.md."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: EventKind
+    point: str | None = None
+    wave: int | None = None
+    plan_id: str | None = None
+    task_id: str | None = None
+    cap_id: str | None = None
+    hook_kind: HookKind | None = None
+    outcome: str | None = None
+    duration_ms: int | None = Field(default=None, ge=0)
+    message: str | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class EventRow(EventRecord):
+    """An event as stored: the record plus its position (`seq`), run and UTC timestamp."""
+
+    seq: int
+    run_id: str
+    ts: str
+
+
+class TaskUpdate(BaseModel):
+    """A change to one task row, applied in the same transaction as its event.
+
+    `running` starts an attempt (attempt + 1, even when the row was already `running`: that is
+    an in-flight task re-run after a crash); `done`/`failed` end it; `pending` (re)queues it.
+    `plan_id`/`wave` of None keep what the row already has."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    task_key: str = Field(min_length=1)
+    status: TaskStatus
+    plan_id: str | None = None
+    wave: int | None = None
+
+
+class PlannedTask(NamedTuple):
+    """A task known at wave start, registered as `pending` (idempotently) by `wave_started`."""
+
+    task_key: str
+    plan_id: str | None = None
+
+
+class RunRow(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    phase: str
+    status: RunStatus
+    started_at: str
+    ended_at: str | None
+    state: list[str]
+    machine_config: dict[str, Any]
+    inputs_digest: dict[str, str]
+    pid: int | None
+    host: str | None
+    halt_reason: str | None
+
+    @property
+    def resumable(self) -> bool:
+        return self.status in RESUMABLE_STATUSES
+
+
+class TaskRow(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run_id: str
+    task_key: str
+    plan_id: str | None
+    wave: int | None
+    status: TaskStatus
+    attempt: int
+    started_at: str | None
+    ended_at: str | None

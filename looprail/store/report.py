@@ -1,0 +1,518 @@
+"""The execution report of one run, built from the journal alone: what ran, in which order, how
+it ended. `build_report` gathers it (a pure fold over the journal's rows); its JSON form
+(`report.model_dump(mode="json")`) is stable and versioned by `reportVersion` (docs/journal.md);
+`render_report_text` is the same facts for people."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from looprail.store.journal import Journal
+from looprail.store.models import EventRow, RunRow, TaskRow
+
+REPORT_VERSION = 1
+
+
+class _Out(BaseModel):
+    """Part of the stable report: field names are the JSON keys, in this order."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TaskCounts(_Out):
+    pending: int = 0
+    running: int = 0
+    done: int = 0
+    failed: int = 0
+
+
+class RunHeader(_Out):
+    id: str
+    phase: str
+    status: str
+    startedAt: str
+    endedAt: str | None
+    durationMs: int | None
+    haltReason: str | None
+    state: list[str]
+    pid: int | None
+    host: str | None
+    machineConfig: dict[str, Any]
+    tasks: TaskCounts
+
+
+class TransitionRow(_Out):
+    seq: int
+    ts: str
+    source: str | None
+    target: str | None
+    event: str | None
+
+
+class HookRow(_Out):
+    seq: int
+    ts: str
+    wave: int | None
+    kind: str | None
+    capId: str | None
+    outcome: str | None
+    durationMs: int | None
+    message: str | None
+
+
+class VerdictRow(_Out):
+    seq: int
+    ts: str
+    wave: int | None
+    capId: str | None
+    outcome: str | None
+    message: str | None
+
+
+class PointReport(_Out):
+    point: str
+    dispatches: int
+    hooks: list[HookRow]
+    verdicts: list[VerdictRow]
+
+
+class ResolverRow(_Out):
+    seq: int
+    trackerId: str | None
+    capId: str | None
+    outcome: str | None
+    durationMs: int | None
+    message: str | None
+
+
+class TaskReport(_Out):
+    key: str
+    planId: str | None
+    wave: int | None
+    status: str
+    attempts: int
+    startedAt: str | None
+    endedAt: str | None
+    durationMs: int | None
+    resolver: ResolverRow | None
+
+
+class PlanReport(_Out):
+    planId: str | None
+    tasks: list[TaskReport]
+
+
+class WaveReport(_Out):
+    wave: int | None
+    startedAt: str | None
+    endedAt: str | None
+    durationMs: int | None
+    outcome: str | None
+    plans: list[PlanReport]
+
+
+class NativeHookRow(_Out):
+    seq: int
+    ts: str
+    capId: str | None
+    outcome: str | None
+    durationMs: int | None
+    message: str | None
+    data: dict[str, Any]
+
+
+class NoteRow(_Out):
+    """A warning or a halt: where it happened and what was said."""
+
+    seq: int
+    ts: str
+    point: str | None
+    capId: str | None
+    taskId: str | None
+    message: str | None
+
+
+class ResumeRow(_Out):
+    seq: int
+    ts: str
+    previousStatus: str | None
+    previousPid: int | None
+    inFlight: list[str]
+    inputsChanged: list[str]
+
+
+class RunReport(_Out):
+    reportVersion: Literal[1] = REPORT_VERSION
+    run: RunHeader
+    transitions: list[TransitionRow]
+    points: list[PointReport]
+    waves: list[WaveReport]
+    nativeHooks: list[NativeHookRow]
+    warnings: list[NoteRow]
+    halts: list[NoteRow]
+    resumes: list[ResumeRow]
+
+
+def build_report(journal: Journal, run_id: str) -> RunReport:
+    """The report of run `run_id` (an exact id; use `journal.find_run` for prefixes)."""
+    run = journal.get_run(run_id)
+    if run is None:
+        run = journal.find_run(run_id)
+    return report_from_rows(run, journal.events(run.id), journal.tasks(run.id))
+
+
+def report_from_rows(run: RunRow, events: list[EventRow], tasks: list[TaskRow]) -> RunReport:
+    """The pure part of `build_report`: a fold over the run's rows."""
+    return RunReport(
+        run=run_header(run, tasks),
+        transitions=[
+            TransitionRow(
+                seq=e.seq,
+                ts=e.ts,
+                source=_str(e.data.get("source")),
+                target=_str(e.data.get("target")),
+                event=_str(e.data.get("event")),
+            )
+            for e in events
+            if e.kind == "transition"
+        ],
+        points=_points(events),
+        waves=_waves(events, tasks),
+        nativeHooks=[
+            NativeHookRow(
+                seq=e.seq,
+                ts=e.ts,
+                capId=e.cap_id,
+                outcome=e.outcome,
+                durationMs=e.duration_ms,
+                message=e.message,
+                data=e.data,
+            )
+            for e in events
+            if e.kind == "native_hook"
+        ],
+        warnings=[_note(e) for e in events if e.kind == "warning"],
+        halts=[_note(e) for e in events if e.kind == "halted"],
+        resumes=[
+            ResumeRow(
+                seq=e.seq,
+                ts=e.ts,
+                previousStatus=_str(e.data.get("previous_status")),
+                previousPid=e.data.get("previous_pid"),
+                inFlight=list(e.data.get("in_flight", [])),
+                inputsChanged=list(e.data.get("inputs_changed", [])),
+            )
+            for e in events
+            if e.kind == "run_resumed"
+        ],
+    )
+
+
+def run_header(run: RunRow, tasks: Iterable[TaskRow]) -> RunHeader:
+    counts = {"pending": 0, "running": 0, "done": 0, "failed": 0}
+    for task in tasks:
+        counts[task.status] += 1
+    return RunHeader(
+        id=run.id,
+        phase=run.phase,
+        status=run.status,
+        startedAt=run.started_at,
+        endedAt=run.ended_at,
+        durationMs=_duration(run.started_at, run.ended_at),
+        haltReason=run.halt_reason,
+        state=run.state,
+        pid=run.pid,
+        host=run.host,
+        machineConfig=run.machine_config,
+        tasks=TaskCounts(**counts),
+    )
+
+
+def _points(events: list[EventRow]) -> list[PointReport]:
+    order: list[str] = []
+    dispatches: dict[str, int] = {}
+    hooks: dict[str, list[HookRow]] = {}
+    verdicts: dict[str, list[VerdictRow]] = {}
+    for e in events:
+        if e.kind not in ("point", "hook", "gate_verdict") or e.point is None:
+            continue
+        if e.point not in dispatches:
+            order.append(e.point)
+            dispatches[e.point], hooks[e.point], verdicts[e.point] = 0, [], []
+        if e.kind == "point":
+            dispatches[e.point] += 1
+        elif e.kind == "hook":
+            hooks[e.point].append(
+                HookRow(
+                    seq=e.seq,
+                    ts=e.ts,
+                    wave=e.wave,
+                    kind=e.hook_kind,
+                    capId=e.cap_id,
+                    outcome=e.outcome,
+                    durationMs=e.duration_ms,
+                    message=e.message,
+                )
+            )
+        else:
+            verdicts[e.point].append(
+                VerdictRow(
+                    seq=e.seq,
+                    ts=e.ts,
+                    wave=e.wave,
+                    capId=e.cap_id,
+                    outcome=e.outcome,
+                    message=e.message,
+                )
+            )
+    return [
+        PointReport(point=p, dispatches=dispatches[p], hooks=hooks[p], verdicts=verdicts[p])
+        for p in order
+    ]
+
+
+def _waves(events: list[EventRow], tasks: list[TaskRow]) -> list[WaveReport]:
+    started: dict[int | None, EventRow] = {}
+    finished: dict[int | None, EventRow] = {}
+    for e in events:
+        if e.kind == "wave_started":
+            started.setdefault(e.wave, e)
+        elif e.kind == "wave_finished":
+            finished[e.wave] = e  # a wave re-finished after a resume: the last word counts
+    resolvers = {e.task_id: e for e in events if e.kind == "resolver" and e.task_id}
+
+    plan_order: dict[int | None, list[str | None]] = {}
+    for wave, event in started.items():
+        plan_order[wave] = list(event.data.get("plans", []))
+    by_plan: dict[tuple[int | None, str | None], list[TaskReport]] = {}
+    for task in tasks:
+        plans = plan_order.setdefault(task.wave, [])
+        if task.plan_id not in plans:
+            plans.append(task.plan_id)
+        by_plan.setdefault((task.wave, task.plan_id), []).append(
+            _task_report(task, resolvers.get(task.task_key))
+        )
+
+    waves = []
+    for wave in sorted(plan_order, key=lambda w: (w is None, w or 0)):
+        begin, end = started.get(wave), finished.get(wave)
+        duration = end.duration_ms if end and end.duration_ms is not None else None
+        if duration is None and begin and end:
+            duration = _duration(begin.ts, end.ts)
+        waves.append(
+            WaveReport(
+                wave=wave,
+                startedAt=begin.ts if begin else None,
+                endedAt=end.ts if end else None,
+                durationMs=duration,
+                outcome=end.outcome if end else None,
+                plans=[
+                    PlanReport(planId=plan, tasks=by_plan.get((wave, plan), []))
+                    for plan in plan_order[wave]
+                ],
+            )
+        )
+    return waves
+
+
+def _task_report(task: TaskRow, resolver: EventRow | None) -> TaskReport:
+    return TaskReport(
+        key=task.task_key,
+        planId=task.plan_id,
+        wave=task.wave,
+        status=task.status,
+        attempts=task.attempt,
+        startedAt=task.started_at,
+        endedAt=task.ended_at,
+        durationMs=_duration(task.started_at, task.ended_at),
+        resolver=None
+        if resolver is None
+        else ResolverRow(
+            seq=resolver.seq,
+            trackerId=_str(resolver.data.get("tracker_id")),
+            capId=resolver.cap_id,
+            outcome=resolver.outcome,
+            durationMs=resolver.duration_ms,
+            message=resolver.message,
+        ),
+    )
+
+
+def _note(e: EventRow) -> NoteRow:
+    return NoteRow(
+        seq=e.seq, ts=e.ts, point=e.point, capId=e.cap_id, taskId=e.task_id, message=e.message
+    )
+
+
+def _duration(start: str | None, end: str | None) -> int | None:
+    if not start or not end:
+        return None
+    delta = datetime.fromisoformat(end) - datetime.fromisoformat(start)
+    return max(0, round(delta.total_seconds() * 1000))
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+# -- text ------------------------------------------------------------------------------------
+
+_MARKS = {
+    "ok": "✓",
+    "done": "✓",
+    "pass": "✓",
+    "shipped": "✓",
+    "failed": "✗",
+    "blocked": "✗",
+    "block": "✗",
+    "halted": "✗",
+    "warned": "!",
+    "advisory": "!",
+    "skipped": "-",
+    "running": "…",
+    "pending": "·",
+}
+
+
+def format_duration(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    if ms < 1000:
+        return f"{ms}ms"
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def render_report_text(report: RunReport) -> str:
+    """The report for a terminal: one header, then only the sections that have rows."""
+    run = report.run
+    counts = run.tasks
+    lines = [
+        f"Run {run.id} · phase {run.phase} · {run.status}",
+        f"  started {run.startedAt}"
+        + (
+            f" · ended {run.endedAt} · took {format_duration(run.durationMs)}"
+            if run.endedAt
+            else ""
+        ),
+        f"  state: {', '.join(run.state) or '-'}",
+    ]
+    if run.haltReason:
+        lines.append(f"  reason: {run.haltReason}")
+    lines.append(
+        f"  tasks: {counts.done} done, {counts.failed} failed, {counts.running} running, "
+        f"{counts.pending} pending"
+    )
+
+    if report.transitions:
+        lines += ["", "Transitions"]
+        lines += [
+            f"  {t.source or '?'} → {t.target or '?'}" + (f"  ({t.event})" if t.event else "")
+            for t in report.transitions
+        ]
+    if report.points:
+        lines += ["", "Points"]
+        for point in report.points:
+            plural = "es" if point.dispatches != 1 else ""
+            lines.append(f"  {point.point}  ({point.dispatches} dispatch{plural})")
+            for hook in point.hooks:
+                lines.append(
+                    "    "
+                    + _columns(
+                        _mark(hook.outcome),
+                        f"{hook.kind or '?':<12}",
+                        f"{hook.capId or '-':<24}",
+                        f"{hook.outcome or '-':<9}",
+                        f"{format_duration(hook.durationMs):>7}",
+                        _wave_label(hook.wave),
+                        hook.message,
+                    )
+                )
+            for verdict in point.verdicts:
+                lines.append(
+                    "    "
+                    + _columns(
+                        _mark(verdict.outcome),
+                        f"{'verdict':<12}",
+                        f"{verdict.capId or '-':<24}",
+                        f"{verdict.outcome or '-':<9}",
+                        " " * 7,  # the duration column of hook rows
+                        verdict.message,
+                    )
+                )
+    if report.waves:
+        lines += ["", "Waves"]
+        for wave in report.waves:
+            label = "no wave" if wave.wave is None else f"wave {wave.wave}"
+            lines.append(
+                "  " + _columns(label, wave.outcome or "", format_duration(wave.durationMs))
+            )
+            for plan in wave.plans:
+                lines.append(f"    plan {plan.planId or '-'}")
+                for task in plan.tasks:
+                    tries = f"attempt{'s' if task.attempts != 1 else ''} {task.attempts}"
+                    lines.append(
+                        "      "
+                        + _columns(
+                            _mark(task.status),
+                            f"{task.key:<20}",
+                            f"{task.status:<8}",
+                            tries,
+                            format_duration(task.durationMs),
+                            f"tracker {task.resolver.trackerId} {task.resolver.outcome or ''}"
+                            if task.resolver
+                            else None,
+                        )
+                    )
+    if report.nativeHooks:
+        lines += ["", "Native hooks"]
+        for row in report.nativeHooks:
+            lines.append(
+                "  "
+                + _columns(
+                    _mark(row.outcome),
+                    f"{row.capId or '-':<24}",
+                    f"{row.outcome or '-':<9}",
+                    f"{format_duration(row.durationMs):>7}",
+                    row.message,
+                )
+            )
+    for title, notes in (("Warnings", report.warnings), ("Halts", report.halts)):
+        if notes:
+            lines += ["", title]
+            for note in notes:
+                where = " ".join(x for x in (note.point, note.capId, note.taskId) if x)
+                lines.append(f"  {where + ': ' if where else ''}{note.message or ''}".rstrip())
+    if report.resumes:
+        lines += ["", "Resumes"]
+        for resume in report.resumes:
+            parts = [f"  {resume.ts} from {resume.previousStatus or '?'}"]
+            if resume.previousPid:
+                parts.append(f"(pid {resume.previousPid})")
+            if resume.inFlight:
+                parts.append(f"re-running {', '.join(resume.inFlight)}")
+            lines.append(" ".join(parts))
+            lines += [f"    {change}" for change in resume.inputsChanged]
+    return "\n".join(lines) + "\n"
+
+
+def _mark(outcome: str | None) -> str:
+    return _MARKS.get(outcome or "", "?")
+
+
+def _wave_label(wave: int | None) -> str | None:
+    return None if wave is None else f"wave {wave}"
+
+
+def _columns(*cells: str | None) -> str:
+    return "  ".join(cell for cell in cells if cell).rstrip()

@@ -1,0 +1,528 @@
+"""Gate check evaluation: predicate kinds with real processes and files, the query grammar, and
+the verdict/error split of the two-step contract."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from looprail.hooks.checks import (
+    COMMAND_GRAMMAR,
+    EXIT_UNAVAILABLE,
+    CheckContext,
+    CheckError,
+    Verdict,
+    evaluate_check,
+    evaluate_predicate,
+    evaluate_predicate_json,
+    json_equal,
+    read_frontmatter,
+    validate_query,
+)
+from looprail.runtime.base import DispatchContext, Outcome
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / ".planning" / "phases" / "01-setup").mkdir(parents=True)
+    return tmp_path
+
+
+@pytest.fixture
+def ctx(project: Path) -> CheckContext:
+    return CheckContext(
+        project=project,
+        phase_number="01",
+        phase_dir=Path(".planning/phases/01-setup"),
+        config={"workflow": {"security_enforcement": True, "level": 2}, "flat.key": "x"},
+        phase_req_ids="REQ-1,REQ-2",
+    )
+
+
+def predicate(ctx: CheckContext, **fields: Any):
+    return evaluate_check({"predicate": fields}, ctx)
+
+
+class FakeRuntime:
+    """Records every call; answers with a fixed Outcome."""
+
+    def __init__(self, outcome: Outcome | None = None):
+        self.outcome = outcome or Outcome.succeeded(data={"block": False, "message": "fine"})
+        self.calls: list[tuple[str, Any, Any]] = []
+
+    def run_query_check(self, words, ctx):
+        self.calls.append(("query", list(words), ctx))
+        return self.outcome
+
+    def ask_verdict(self, agent_verdict, ctx):
+        self.calls.append(("verdict", dict(agent_verdict), ctx))
+        return self.outcome
+
+
+# ── command-exit-zero ─────────────────────────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize("code", [1, 2, 127])
+def test_command_exit_zero_non_zero_blocks_with_the_code(ctx, code):
+    result = predicate(ctx, kind="command-exit-zero", command=f"echo why >&2; exit {code}")
+    assert isinstance(result, Verdict)
+    assert result.block is True
+    assert result.message == f"command exited {code}: why"
+    assert result.details == {"kind": "command-exit-zero", "exitCode": code}
+
+
+def test_command_exit_zero_exit_zero_passes(ctx):
+    result = predicate(ctx, kind="command-exit-zero", command="true")
+    assert result == Verdict(
+        False, "command exited 0", {"kind": "command-exit-zero", "exitCode": 0}
+    )
+
+
+def test_command_not_found_is_a_block_not_an_error(ctx):
+    result = predicate(ctx, kind="command-exit-zero", command="no-such-command-looprail-x")
+    assert isinstance(result, Verdict) and result.block
+    assert result.message.startswith("command exited 127")
+
+
+def test_command_exit_zero_timeout_blocks(ctx):
+    result = predicate(ctx, kind="command-exit-zero", command="sleep 20", timeout=0.3)
+    assert isinstance(result, Verdict) and result.block
+    assert result.message == "command timed out after 0.3s"
+    assert result.details["timedOut"] is True
+
+
+def test_command_runs_in_the_project(ctx, project):
+    result = predicate(ctx, kind="command-exit-zero", command="pwd > where.txt")
+    assert result.block is False
+    assert Path((project / "where.txt").read_text().strip()).resolve() == project.resolve()
+
+
+def test_phase_values_arrive_as_environment_variables(ctx, project):
+    command = 'printf "%s|%s|%s" "${PHASE_NUMBER}" "$PHASE_DIR" "${PHASE_REQ_IDS}" > env.txt'
+    assert predicate(ctx, kind="command-exit-zero", command=command).block is False
+    number, phase_dir, req_ids = (project / "env.txt").read_text().split("|")
+    assert number == "01"
+    assert Path(phase_dir) == project / ".planning/phases/01-setup"
+    assert req_ids == "REQ-1,REQ-2"
+
+
+def test_phase_values_are_never_spliced_into_the_command(project):
+    hostile = "'; touch SENTINEL; echo '"
+    ctx = CheckContext(
+        project=project,
+        phase_number='1"; touch SENTINEL2; echo "',
+        phase_dir=None,
+        config=None,
+        phase_req_ids=hostile,
+    )
+    command = (
+        'echo ${PHASE_REQ_IDS} > req.txt; echo "${PHASE_NUMBER}" > num.txt; '
+        "echo '${PHASE_NUMBER}' > literal.txt"
+    )
+    assert predicate(ctx, kind="command-exit-zero", command=command).block is False
+    assert not (project / "SENTINEL").exists()
+    assert not (project / "SENTINEL2").exists()
+    assert (project / "req.txt").read_text().strip() == hostile.strip()
+    assert (project / "num.txt").read_text().strip() == ctx.phase_number
+    # The command text is not rewritten: a single-quoted placeholder stays literal.
+    assert (project / "literal.txt").read_text().strip() == "${PHASE_NUMBER}"
+
+
+def test_a_command_that_cannot_start_is_an_error(tmp_path):
+    ctx = CheckContext(project=tmp_path / "missing", phase_number="1")
+    result = evaluate_predicate({"kind": "command-exit-zero", "command": "true"}, ctx)
+    assert isinstance(result, CheckError)
+    assert result.unavailable is True
+    assert result.reason.startswith("could not start the command")
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ({}, "'command' must be a non-empty string (missing)"),
+        ({"command": ""}, "'command' must be a non-empty string (string)"),
+        ({"command": ["ls"]}, "'command' must be a non-empty string (array)"),
+        ({"command": "x" * 4097}, "'command' is longer than 4096 characters"),
+        ({"command": "true", "timeout": 0}, "'timeout' must be a positive number of seconds"),
+        ({"command": "true", "timeout": "5"}, "'timeout' must be a positive number of seconds"),
+        ({"command": "true", "timeout": True}, "'timeout' must be a positive number of seconds"),
+    ],
+)
+def test_malformed_command_predicate_is_an_error(ctx, project, fields, reason):
+    result = predicate(ctx, kind="command-exit-zero", **fields)
+    assert result == CheckError(f"check.predicate (command-exit-zero): {reason}")
+
+
+# ── unknown and malformed predicates ──────────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ({"kind": "command-exists", "command": "ls"}, "unknown kind 'command-exists'"),
+        ({"command": "true"}, "check.predicate.kind must be a non-empty string"),
+        ({"kind": 3}, "check.predicate.kind must be a non-empty string"),
+        ([], "check.predicate must be an object, got array"),
+        (None, "check.predicate must be an object, got null"),
+    ],
+)
+def test_unknown_or_malformed_predicate_is_an_error_never_a_pass(ctx, value, reason):
+    result = evaluate_check({"predicate": value}, ctx)
+    assert isinstance(result, CheckError)
+    assert reason in result.reason
+    assert result.unavailable is False
+
+
+def test_predicate_json_text(ctx):
+    assert evaluate_predicate_json('{"kind": "artifact-exists", "artifact": "x"}', ctx).block
+    assert "not valid JSON" in evaluate_predicate_json("{kind:", ctx).reason
+    assert evaluate_predicate_json("[1]", ctx).reason.endswith("got array")
+    assert evaluate_predicate('{"kind": "config-equals", "key": "k", "equals": 1}', ctx).block
+
+
+# ── artifact-exists ───────────────────────────────────────────────────────────────────────────
+
+
+def test_artifact_exists_in_the_phase_dir_then_the_project_root(ctx, project):
+    phase_dir = project / ".planning/phases/01-setup"
+    assert predicate(ctx, kind="artifact-exists", artifact="CONTEXT.md").block is True
+    (project / "CONTEXT.md").write_text("root")
+    found = predicate(ctx, kind="artifact-exists", artifact="CONTEXT.md")
+    assert found.block is False and str(project / "CONTEXT.md") in found.message
+    (phase_dir / "01-CONTEXT.md").write_text("phase")
+    found = predicate(ctx, kind="artifact-exists", artifact="CONTEXT.md")
+    assert found.block is False and "01-CONTEXT.md" in found.message
+
+
+def test_artifact_exists_nested_path_and_missing_message(ctx, project):
+    (project / "docs").mkdir()
+    (project / "docs" / "API.md").write_text("x")
+    assert predicate(ctx, kind="artifact-exists", artifact="docs/API.md").block is False
+    missing = predicate(ctx, kind="artifact-exists", artifact="docs/NONE.md")
+    assert missing.block is True
+    assert missing.message.startswith("artifact docs/NONE.md not found in ")
+    assert missing.details == {"kind": "artifact-exists", "artifactNotFound": True}
+
+
+@pytest.mark.parametrize("artifact", ["/etc/passwd", "../outside.md", "a/../../b", "a\\b", ""])
+def test_artifact_paths_must_stay_relative(ctx, artifact):
+    result = predicate(ctx, kind="artifact-exists", artifact=artifact)
+    assert isinstance(result, CheckError)
+    assert "'artifact'" in result.reason
+
+
+# ── artifact-frontmatter-equals ───────────────────────────────────────────────────────────────
+
+
+def write_security(project: Path, text: str, name: str = "01-SECURITY.md") -> None:
+    (project / ".planning/phases/01-setup" / name).write_text(text)
+
+
+SECURITY = {
+    "kind": "artifact-frontmatter-equals",
+    "artifact": "SECURITY.md",
+    "field": "threats_open",
+}
+
+
+def test_frontmatter_match_passes_with_json_equal_numbers(ctx, project):
+    write_security(project, "---\nthreats_open: 0\n---\n# Security\n")
+    result = predicate(ctx, **SECURITY, equals=0)
+    assert result == Verdict(
+        False,
+        'frontmatter field "threats_open" matches expected value (0)',
+        {"kind": "artifact-frontmatter-equals", "match": True},
+    )
+    assert predicate(ctx, **SECURITY, equals=0.0).block is False
+
+
+def test_frontmatter_mismatch_blocks(ctx, project):
+    write_security(project, "---\nthreats_open: 2\n---\n")
+    result = predicate(ctx, **SECURITY, equals=0)
+    assert result.block is True
+    assert result.message == 'frontmatter field "threats_open" in 01-SECURITY.md is 2, expected 0'
+    assert result.details["actual"] == 2
+
+
+def test_frontmatter_missing_artifact_blocks(ctx):
+    result = predicate(ctx, **SECURITY, equals=0)
+    assert result.block is True
+    assert result.details == {"kind": "artifact-frontmatter-equals", "artifactNotFound": True}
+
+
+def test_frontmatter_only_looks_in_the_phase_dir(ctx, project):
+    (project / "SECURITY.md").write_text("---\nthreats_open: 0\n---\n")
+    assert predicate(ctx, **SECURITY, equals=0).block is True
+
+
+def test_frontmatter_exact_name_and_project_root_without_phase(project):
+    (project / "SECURITY.md").write_text("---\nthreats_open: 0\n---\n")
+    ctx = CheckContext(project=project, phase_number="")
+    assert predicate(ctx, **SECURITY, equals=0).block is False
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("# no frontmatter\n", 'field "threats_open" is absent'),
+        ("---\nother: 1\n---\n", 'field "threats_open" is absent'),
+        ("---\nthreats_open: [unclosed\n---\n", "frontmatter is not valid YAML"),
+        ("---\nthreats_open: 0\n", "frontmatter is not closed"),
+        ("---\n- a list\n---\n", "frontmatter is not a mapping"),
+        ('---\nthreats_open: "0"\n---\n', 'is "0", expected 0'),
+        ("---\nthreats_open: false\n---\n", "is false, expected 0"),
+    ],
+)
+def test_frontmatter_problems_fail_closed(ctx, project, text, needle):
+    write_security(project, text)
+    result = predicate(ctx, **SECURITY, equals=0)
+    assert isinstance(result, Verdict) and result.block is True
+    assert needle in result.message
+
+
+def test_frontmatter_values_compare_as_json(ctx, project):
+    write_security(
+        project,
+        "---\nok: true\nwhen: 2024-05-01\nlist: [a, 1]\nnested: {a: 1}\nthreats_open: 0\n---\n",
+    )
+    base = {"kind": "artifact-frontmatter-equals", "artifact": "SECURITY.md"}
+    assert predicate(ctx, **base, field="ok", equals=True).block is False
+    assert predicate(ctx, **base, field="ok", equals=1).block is True
+    assert predicate(ctx, **base, field="when", equals="2024-05-01").block is False
+    assert predicate(ctx, **base, field="list", equals=["a", 1]).block is False
+    assert predicate(ctx, **base, field="nested", equals={"a": 1}).block is False
+    assert predicate(ctx, **base, field="nested.a", equals=1).block is False
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"artifact": "SECURITY.md", "field": "x"},
+        {"artifact": "SECURITY.md", "equals": 0},
+        {"field": "x", "equals": 0},
+        {"artifact": 5, "field": "x", "equals": 0},
+    ],
+)
+def test_malformed_frontmatter_predicate_is_an_error(ctx, fields):
+    assert isinstance(predicate(ctx, kind="artifact-frontmatter-equals", **fields), CheckError)
+
+
+def test_frontmatter_prefers_exact_then_first_prefixed(ctx, project):
+    write_security(project, "---\nthreats_open: 1\n---\n", "02-SECURITY.md")
+    write_security(project, "---\nthreats_open: 0\n---\n", "01-SECURITY.md")
+    write_security(project, "---\nthreats_open: 5\n---\n", "OLD-SECURITY.md")  # not a phase prefix
+    assert predicate(ctx, **SECURITY, equals=0).block is False
+    write_security(project, "---\nthreats_open: 3\n---\n", "SECURITY.md")
+    assert "is 3" in predicate(ctx, **SECURITY, equals=0).message
+
+
+def test_read_frontmatter():
+    assert read_frontmatter("---\na: 1\n---\nbody") == {"a": 1}
+    assert read_frontmatter("\ufeff---\na: 1\n...\n") == {"a": 1}
+    assert read_frontmatter("---\n---\n") == {}
+    assert read_frontmatter("body") == {}
+
+
+# ── config-equals ─────────────────────────────────────────────────────────────────────────────
+
+
+def test_config_equals(ctx):
+    on = {"kind": "config-equals", "key": "workflow.security_enforcement"}
+    assert predicate(ctx, **on, equals=True).block is False
+    assert predicate(ctx, **on, equals=False).block is True
+    assert predicate(ctx, kind="config-equals", key="workflow.level", equals=2.0).block is False
+    assert predicate(ctx, kind="config-equals", key="flat.key", equals="x").block is False
+    missing = predicate(ctx, kind="config-equals", key="workflow.absent", equals=False)
+    assert missing.block is True
+    assert missing.message == "config key workflow.absent is not set, expected false"
+    assert isinstance(predicate(ctx, kind="config-equals", key="k"), CheckError)
+    assert isinstance(predicate(ctx, kind="config-equals", equals=1), CheckError)
+
+
+def test_config_equals_without_a_config_blocks(project):
+    ctx = CheckContext(project=project, phase_number="1", config=None)
+    assert predicate(ctx, kind="config-equals", key="a", equals=None).block is True
+
+
+def test_json_equal():
+    assert json_equal(0, 0.0) and json_equal(None, None) and json_equal({"a": [1]}, {"a": [1.0]})
+    assert not json_equal(True, 1) and not json_equal(0, False) and not json_equal("0", 0)
+    assert not json_equal(None, 0) and not json_equal([1], [1, 2]) and not json_equal({}, [])
+
+
+# ── check shape ───────────────────────────────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        {},
+        {"query": "a", "predicate": {"kind": "config-equals"}},
+        {"message": "only a message"},
+    ],
+)
+def test_a_check_needs_exactly_one_shape(ctx, check):
+    runtime = FakeRuntime()
+    result = evaluate_check(check, ctx, runtime)
+    assert isinstance(result, CheckError)
+    assert "exactly one of query, predicate, agentVerdict" in result.reason
+    assert runtime.calls == []
+
+
+def test_manifest_check_model_is_accepted(ctx):
+    from looprail.hooks.manifest import Check
+
+    check = Check(predicate={"kind": "config-equals", "key": "workflow.level", "equals": 2})
+    assert evaluate_check(check, ctx).block is False
+
+
+# ── query: grammar first, then the runtime ────────────────────────────────────────────────────
+
+REFUSED = [
+    "ui.plan-gate",  # real first-party queries use dots: DESIGN.md refuses them too
+    "verify.codebase-drift",
+    "verify 'x'",
+    'verify "x"',
+    "verify; rm -rf /",
+    "verify `id`",
+    "verify $(id)",
+    "verify\nid",
+    "verify\n",
+    "-verify",
+    "verify -x",
+    "Verify",
+    "verify  drift",
+    " verify",
+    "verify ",
+    "",
+    "9verify",
+    "vérify",
+]
+
+
+@pytest.mark.parametrize("query", REFUSED)
+def test_refused_queries_never_reach_the_runtime(ctx, query):
+    runtime = FakeRuntime()
+    result = evaluate_check({"query": query}, ctx, runtime)
+    assert isinstance(result, CheckError)
+    assert result.reason.startswith(
+        "check.query fails the grammar ^[a-z][a-z0-9-]*( [a-z][a-z0-9-]*)*$"
+    )
+    assert "\n" not in result.reason
+    assert runtime.calls == []
+    assert validate_query(query) is False
+
+
+@pytest.mark.parametrize("value", [None, 5, ["verify"], {"q": 1}])
+def test_non_string_queries_are_refused(ctx, value):
+    runtime = FakeRuntime()
+    result = evaluate_check({"query": value}, ctx, runtime)
+    assert isinstance(result, CheckError)
+    assert result.reason.startswith("check.query must be a string")
+    assert runtime.calls == []
+
+
+def test_a_valid_query_goes_to_the_runtime_as_words(ctx, project):
+    runtime = FakeRuntime()
+    result = evaluate_check({"query": "verify schema-drift"}, ctx, runtime)
+    assert result == Verdict(False, "fine")
+    [(kind, words, dispatch)] = runtime.calls
+    assert (kind, words) == ("query", ["verify", "schema-drift"])
+    assert isinstance(dispatch, DispatchContext)
+    assert dispatch.phase_number == "01"
+    assert dispatch.phase_dir == project / ".planning/phases/01-setup"
+
+
+def test_the_callers_dispatch_context_is_passed_through(ctx, project):
+    runtime = FakeRuntime()
+    mine = DispatchContext(project=project, phase_number="7", point="ship:pre", cap_id="sec")
+    evaluate_check({"query": "a"}, ctx, runtime, runtime_ctx=mine)
+    assert runtime.calls[0][2] is mine
+
+
+def test_command_grammar_is_anchored_at_the_very_end():
+    assert COMMAND_GRAMMAR.match("a b-c d9")
+    assert COMMAND_GRAMMAR.match("a\n") is None
+    assert COMMAND_GRAMMAR.search("x; a") is None
+
+
+def test_query_without_runtime_is_an_error(ctx):
+    assert evaluate_check({"query": "a"}, ctx).unavailable is True
+
+
+# ── the verdict/error split ───────────────────────────────────────────────────────────────────
+
+
+def outcome_result(ctx, outcome: Outcome):
+    return evaluate_check({"query": "verify drift"}, ctx, FakeRuntime(outcome))
+
+
+def test_exit_69_is_could_not_look_even_with_json(ctx):
+    outcome = Outcome.failed("no index", exit_code=EXIT_UNAVAILABLE, stdout='{"block": false}')
+    result = outcome_result(ctx, outcome)
+    assert isinstance(result, CheckError)
+    assert result.unavailable is True
+    assert "could not look" in result.reason and "no index" in result.reason
+
+
+def test_a_failed_check_is_an_error_not_a_block(ctx):
+    result = outcome_result(ctx, Outcome.failed("exited 1", exit_code=1, stdout='{"block": true}'))
+    assert result == CheckError("check.query 'verify drift' failed (exit 1): exited 1")
+
+
+def test_a_timed_out_check_is_an_error(ctx):
+    result = outcome_result(ctx, Outcome.failed("timed out after 30s", timed_out=True))
+    assert isinstance(result, CheckError) and "no exit code" in result.reason
+
+
+@pytest.mark.parametrize(
+    ("stdout", "problem"),
+    [
+        ("", "printed no verdict"),
+        ("   \n", "printed no verdict"),
+        ("not json", "not a JSON object"),
+        ("[true]", "not a JSON object"),
+        ('{"message": "m"}', 'no boolean "block"'),
+        ('{"block": "true"}', 'no boolean "block"'),
+        ('{"block": 1}', 'no boolean "block"'),
+        ('{"block": true, "message": 3}', '"message" is not a string'),
+    ],
+)
+def test_exit_zero_without_a_usable_verdict_is_an_error(ctx, stdout, problem):
+    result = outcome_result(ctx, Outcome.succeeded(stdout))
+    assert isinstance(result, CheckError)
+    assert problem in result.reason
+    assert result.unavailable is False
+
+
+def test_block_true_is_a_delivered_verdict(ctx):
+    out = Outcome.succeeded(data={"block": True, "message": "UI gaps", "action_required": "fix"})
+    result = outcome_result(ctx, out)
+    assert result == Verdict(True, "UI gaps", {"action_required": "fix"})
+    assert result.to_json() == {"block": True, "message": "UI gaps"}
+
+
+def test_message_defaults_to_empty(ctx):
+    assert outcome_result(ctx, Outcome.succeeded('{"block": false}')) == Verdict(False, "")
+
+
+# ── agentVerdict ──────────────────────────────────────────────────────────────────────────────
+
+
+def test_agent_verdict_asks_the_runtime(ctx):
+    runtime = FakeRuntime(Outcome.succeeded(json.dumps({"block": True, "message": "looks off"})))
+    spec = {"ref": "reviewer", "prompt": "Is the plan coherent?"}
+    result = evaluate_check({"agentVerdict": spec}, ctx, runtime)
+    assert result == Verdict(True, "looks off")
+    assert runtime.calls[0][:2] == ("verdict", spec)
+
+
+def test_agent_verdict_errors(ctx):
+    runtime = FakeRuntime(Outcome.succeeded(""))
+    assert isinstance(evaluate_check({"agentVerdict": {"ref": "r"}}, ctx, runtime), CheckError)
+    runtime = FakeRuntime()
+    assert isinstance(evaluate_check({"agentVerdict": "r"}, ctx, runtime), CheckError)
+    assert len(runtime.calls) == 0

@@ -1,0 +1,289 @@
+"""The resolver: activeness (`when` precedence, JS truthiness, activationKey, pointFrom),
+ordering (topological with capId tie-break; steps → contributions → gates), projection and
+the rendered markdown."""
+
+from __future__ import annotations
+
+import pytest
+
+from looprail.hooks.compiled import load_compiled
+from looprail.hooks.resolve import InvalidPointError, render, resolve
+from tests.conftest import feature, write_capability, write_config
+
+
+def step(skill, **kw):
+    base = {
+        "point": "plan:pre",
+        "ref": {"skill": skill},
+        "produces": [],
+        "consumes": [],
+        "onError": "skip",
+    }
+    base.update(kw)
+    return base
+
+
+def compiled_of(tmp_path, *manifests, files=None):
+    root = tmp_path / "caps"
+    for m in manifests:
+        write_capability(root, m, files=(files or {}).get(m["id"]))
+    return load_compiled(tmp_path / "project", [root], use_cache=False)
+
+
+def ids(env):
+    return [(h["capId"], h["kind"]) for h in env["activeHooks"]]
+
+
+def test_unknown_point_lists_the_twelve(tmp_path):
+    c = compiled_of(tmp_path)
+    with pytest.raises(InvalidPointError) as exc:
+        resolve(c, None, "execute:task")
+    assert "Valid points: discuss:pre, discuss:post, plan:pre" in str(exc.value)
+
+
+def test_empty_point_envelope(tmp_path):
+    env = resolve(compiled_of(tmp_path), None, "ship:post")
+    assert env == {
+        "point": "ship:post",
+        "activeHooks": [],
+        "rendered": "_No active hooks at ship:post._",
+    }
+
+
+CFG = {"k.on": {"type": "boolean", "default": True}, "k.off": {"type": "boolean", "default": False}}
+
+
+@pytest.mark.parametrize(
+    "when, config, active",
+    [
+        (None, None, True),
+        ("k.on", None, True),  # declared default true
+        ("k.off", None, False),  # declared default false
+        ("k.off", {"k": {"off": True}}, True),  # config overrides the default
+        ("k.on", {"k": {"on": False}}, False),
+        ("k.on", {"k": {"on": 0}}, False),  # JS truthiness
+        ("k.on", {"k": {"on": ""}}, False),
+        ("k.off", {"k": {"off": "false"}}, True),  # a non-empty string is truthy
+        ("k.off", {"k": {"off": []}}, True),  # an empty array is truthy in JS
+        ("k.off", {"k": {"off": {}}}, True),
+        ("k.on", {"k": {"on": None}}, False),
+        ("k.off", {"k.off": True}, True),  # a literal dotted key
+        ("k.off", {"k": True}, False),  # not an object on the way: falls back to default
+    ],
+)
+def test_when_precedence_and_truthiness(tmp_path, when, config, active):
+    s = step("s") if when is None else step("s", when=when)
+    c = compiled_of(tmp_path, feature("cap", skills=["s"], config=CFG, steps=[s]))
+    assert bool(resolve(c, config, "plan:pre")["activeHooks"]) is active
+
+
+def test_prototype_segments_never_resolve(tmp_path):
+    cfg = {"k.on": {"type": "boolean", "default": False}}
+    c = compiled_of(
+        tmp_path, feature("cap", skills=["s"], config=cfg, steps=[step("s", when="k.on")])
+    )
+    assert resolve(c, {"__proto__": {"k": {"on": True}}}, "plan:pre")["activeHooks"] == []
+
+
+def test_activation_key_gates_the_whole_capability(tmp_path):
+    cfg = {"x.enabled": {"type": "boolean", "default": False}}
+    c = compiled_of(
+        tmp_path,
+        feature("cap", skills=["s"], config=cfg, activationKey="x.enabled", steps=[step("s")]),
+    )
+    assert resolve(c, None, "plan:pre")["activeHooks"] == []
+    assert ids(resolve(c, {"x": {"enabled": True}}, "plan:pre")) == [("cap", "step")]
+
+
+def test_point_from(tmp_path):
+    cfg = {"x.point": {"type": "string", "default": "plan:post"}}
+    c = compiled_of(
+        tmp_path, feature("cap", skills=["s"], config=cfg, steps=[step("s", pointFrom="x.point")])
+    )
+    assert resolve(c, None, "plan:pre")["activeHooks"] == []
+    assert len(resolve(c, {"x": {"point": "plan:pre"}}, "plan:pre")["activeHooks"]) == 1
+
+
+def test_order_steps_contributions_gates_and_topology(tmp_path):
+    gate = {"point": "plan:pre", "check": {"query": "q"}, "blocking": False, "onError": "skip"}
+    con = {
+        "point": "plan:pre",
+        "into": "planner",
+        "fragment": {"inline": "F"},
+        "produces": [],
+        "consumes": [],
+    }
+    c = compiled_of(
+        tmp_path,
+        feature("aaa", skills=["a"], steps=[step("a", consumes=["B.md"])], gates=[gate]),
+        feature("bbb", skills=["b"], steps=[step("b", produces=["B.md"])], contributions=[con]),
+        feature("ccc", skills=["c"], steps=[step("c")], gates=[gate]),
+    )
+    assert ids(resolve(c, None, "plan:pre")) == [
+        ("bbb", "step"),
+        ("ccc", "step"),
+        ("aaa", "step"),  # aaa waits for B.md
+        ("bbb", "contribution"),
+        ("aaa", "gate"),
+        ("ccc", "gate"),
+    ]
+
+
+def test_released_entries_queue_fifo_not_resorted(tmp_path):
+    """The reference's Kahn queue: `zzz` (ready at start) stays before `mmm` (released later)."""
+    c = compiled_of(
+        tmp_path,
+        feature("aaa", skills=["a"], steps=[step("a", produces=["A"])]),
+        feature("mmm", skills=["m"], steps=[step("m", consumes=["A"])]),
+        feature("zzz", skills=["z"], steps=[step("z")]),
+    )
+    assert [h["capId"] for h in resolve(c, None, "plan:pre")["activeHooks"]] == [
+        "aaa",
+        "zzz",
+        "mmm",
+    ]
+
+
+def test_projection_only_present_fields(tmp_path):
+    cfg = {"w.x": {"type": "boolean", "default": True}, "w.level": {"type": "number", "default": 2}}
+    con = {
+        "point": "plan:pre",
+        "into": "planner",
+        "fragment": {"inline": "F"},
+        "produces": [],
+        "consumes": ["C"],
+        "configValues": {"level": "w.level", "ghost": "w.nothing"},
+    }
+    c = compiled_of(
+        tmp_path,
+        feature(
+            "cap",
+            skills=["s"],
+            config=cfg,
+            contributions=[con],
+            steps=[step("s", when="w.x", supportsReviewerLanes=True)],
+        ),
+    )
+    hooks = resolve(c, {"w": {"level": 3}}, "plan:pre")["activeHooks"]
+    assert hooks[0] == {
+        "capId": "cap",
+        "kind": "step",
+        "ref": {"skill": "s"},
+        "when": "w.x",
+        "onError": "skip",
+        "supportsReviewerLanes": True,
+    }
+    assert hooks[1] == {
+        "capId": "cap",
+        "kind": "contribution",
+        "into": "planner",
+        "fragment": {"inline": "F"},
+        "consumes": ["C"],
+        "configValues": {"level": 3},
+    }
+
+
+def test_render_format():
+    hooks = [
+        {
+            "capId": "a",
+            "kind": "step",
+            "ref": {"skill": "s"},
+            "produces": ["P"],
+            "when": "w",
+            "onError": "skip",
+        },
+        {"capId": "b", "kind": "step", "ref": {"command": "x y"}, "fragment": {"inline": "body\n"}},
+        {"capId": "c", "kind": "step", "ref": {"agent": "ag"}, "fragment": {"path": "f.md"}},
+        {
+            "capId": "d",
+            "kind": "contribution",
+            "into": "planner",
+            "fragment": {"inline": "T"},
+            "consumes": ["C"],
+        },
+        {
+            "capId": "e",
+            "kind": "gate",
+            "check": {"query": "q"},
+            "blocking": True,
+            "onError": "halt",
+            "when": "k",
+        },
+    ]
+    assert render("plan:pre", hooks) == (
+        "### Step 1: skill:s (a)\n- produces: P\n- when: `w`\n- onError: skip\n\n"
+        '### Step 2: {"command":"x y"} (b)\n\nbody\n\n\n'
+        "### Step 3: agent:ag (c)\n\n_Step fragment path is declared but not rendered by loop-resolver: f.md_\n\n"
+        '<contribution from="d" into="planner">\nT\n- consumes: C\n</contribution>\n\n'
+        '**Gate** (e): check={"query":"q"}, blocking=true, onError=halt\n- when: `k`'
+    )
+
+
+def test_failed_overlay_with_gate_fails_open_with_warning(tmp_path):
+    project = tmp_path / "project"
+    bad = feature(
+        "third",
+        gates=[{"point": "ship:pre", "check": {"query": "q"}, "blocking": True, "onError": "oops"}],
+    )
+    write_capability(project / ".looprail" / "capabilities", bad)
+    c = load_compiled(project, [], use_cache=False)
+    env = resolve(c, None, "ship:pre")
+    assert env["activeHooks"] == []
+    assert "third" in env["warnings"][0] and "not evaluated" in env["warnings"][0]
+    assert "warnings" not in resolve(c, None, "ship:post")
+
+
+def test_first_party_wins_over_overlay(tmp_path):
+    project = tmp_path / "project"
+    write_capability(tmp_path / "fp", feature("cap", skills=["s"], steps=[step("s")]))
+    write_capability(
+        project / ".looprail" / "capabilities", feature("cap", skills=["t"], steps=[step("t")])
+    )
+    c = load_compiled(project, [tmp_path / "fp"], use_cache=False)
+    assert resolve(c, None, "plan:pre")["activeHooks"][0]["ref"] == {"skill": "s"}
+
+
+def test_cache_is_invalidated_by_manifest_and_fragment_changes(tmp_path):
+    root = tmp_path / "caps"
+    con = {
+        "point": "plan:pre",
+        "into": "planner",
+        "fragment": {"path": "f.md"},
+        "produces": [],
+        "consumes": [],
+    }
+    d = write_capability(root, feature("cap", contributions=[con]), files={"f.md": "one"})
+    project = tmp_path / "project"
+    first = load_compiled(project, [root])
+    assert resolve(first, None, "plan:pre")["activeHooks"][0]["fragment"]["inline"] == "one"
+    (d / "f.md").write_text("two, longer")
+    assert (
+        resolve(load_compiled(project, [root]), None, "plan:pre")["activeHooks"][0]["fragment"][
+            "inline"
+        ]
+        == "two, longer"
+    )
+    write_capability(root, feature("new", skills=["n"], steps=[step("n")]))
+    assert [
+        h["capId"] for h in resolve(load_compiled(project, [root]), None, "plan:pre")["activeHooks"]
+    ] == ["new", "cap"]
+
+
+def test_cache_hit_returns_same_result(tmp_path):
+    root = tmp_path / "caps"
+    write_capability(root, feature("cap", skills=["s"], steps=[step("s")]))
+    a = load_compiled(tmp_path, [root])
+    b = load_compiled(tmp_path, [root])
+    assert a == b
+
+
+def test_malformed_config_is_absent_with_one_warning(tmp_path):
+    from looprail.config import load_project_config
+
+    write_config(tmp_path, "{not json")
+    cfg, warnings = load_project_config(tmp_path)
+    assert cfg is None and len(warnings) == 1 and "not valid JSON" in warnings[0]
+    write_config(tmp_path, "[1, 2]")
+    cfg, warnings = load_project_config(tmp_path)
+    assert cfg is None and "not a JSON object" in warnings[0]
