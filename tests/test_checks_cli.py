@@ -142,8 +142,9 @@ def test_usage_errors(project):
     assert "--phase-dir" in missing_dir.stderr
     (project / ".planning" / "phases" / "1-dup").mkdir()
     ambiguous = looprail(project, "--predicate", "{}", "--phase", "1")
-    assert ambiguous.returncode == 2
-    assert "matches several folders: 01-setup, 1-dup" in ambiguous.stderr
+    assert ambiguous.returncode == 1
+    assert "phase 1 is ambiguous: 01-setup, 1-dup" in ambiguous.stderr
+    assert looprail(project, "--predicate", "{}", "--phase", "one").returncode == 2
 
 
 def test_unavailable_maps_to_exit_69():

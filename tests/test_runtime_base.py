@@ -169,3 +169,16 @@ def test_verdict_ask() -> None:
     assert verdict_ask({"ref": "a"}).prompt == ""
     assert verdict_ask({"prompt": "p"}) == 'agentVerdict has no "ref" naming an agent'
     assert "not a string" in verdict_ask({"ref": "a", "prompt": 3})
+
+
+def test_a_verdict_given_as_data_needs_no_stdout() -> None:
+    outcome = Outcome(ok=True, exit_code=0, data={"block": True, "message": "m"})
+    assert require_verdict(outcome, "x") is outcome
+    empty = Outcome(ok=True, exit_code=0)
+    assert require_verdict(empty, "x").detail == "x printed no verdict (stdout is empty)"
+
+
+def test_an_ok_outcome_has_exit_code_zero_or_none() -> None:
+    with pytest.raises(ValidationError, match="exit code 3"):
+        Outcome(ok=True, exit_code=3)
+    assert Outcome(ok=True).exit_code is None

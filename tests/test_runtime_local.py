@@ -551,3 +551,13 @@ def test_context_for_another_project_is_a_programming_error(
 ) -> None:
     with pytest.raises(ValueError, match="project"):
         runtime.run_skill("gsd-foo", make_ctx(tmp_path / "other"))
+
+
+def test_a_relative_project_is_reported_absolute(
+    project: Path, runtime: LocalRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_exe(project / ".looprail/skills/gsd-foo", RECORDER)
+    monkeypatch.chdir(project.parent)
+    ctx = make_ctx(Path(project.name), phase_dir=None)
+    assert runtime.run_skill("gsd-foo", ctx).ok
+    assert read_request(project)["project"] == str(project.resolve())

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from looprail.store import Journal, JournalError, journal_path, schema_version
-from looprail.store import journal as journal_module
+from looprail.store import schema as schema_module
 
 
 def make_path(tmp_path):
@@ -42,7 +42,7 @@ def test_a_newer_migration_is_applied_to_an_existing_journal(tmp_path, monkeypat
         "ALTER TABLE tasks ADD COLUMN note TEXT",
         "CREATE INDEX tasks_by_status ON tasks(status)",
     )
-    monkeypatch.setattr(journal_module, "MIGRATIONS", [*journal_module.MIGRATIONS, extra])
+    monkeypatch.setattr(schema_module, "MIGRATIONS", [*schema_module.MIGRATIONS, extra])
     with Journal.open(tmp_path) as journal:
         assert journal.pragma("user_version") == 2
         run = journal.get_run(run_id)
@@ -58,7 +58,7 @@ def test_a_failing_migration_leaves_the_journal_at_its_old_version(tmp_path, mon
     with Journal.open(tmp_path) as journal:
         journal.start_run("01")
     broken = ("ALTER TABLE tasks ADD COLUMN note TEXT", "THIS IS NOT SQL")
-    monkeypatch.setattr(journal_module, "MIGRATIONS", [*journal_module.MIGRATIONS, broken])
+    monkeypatch.setattr(schema_module, "MIGRATIONS", [*schema_module.MIGRATIONS, broken])
     with pytest.raises(JournalError) as exc:
         Journal.open(tmp_path)
     message = assert_one_line(exc)

@@ -34,7 +34,21 @@ _GROUPS = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+# Top-level commands that live in a group module under another name.
+_COMMAND_MODULE = {
+    "status": "journal",
+    "history": "journal",
+    "report": "journal",
+    "resume": "run",
+    "review-lane": "review_lane",
+    "trust": "trust",
+    "revoke": "trust",
+}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or (with `only`) just the one command group argv names: a host calls
+    `loop render-hooks` many times per loop, and building every subparser costs milliseconds."""
     parser = argparse.ArgumentParser(
         prog="looprail",
         description="Declarative state-machine orchestrator for the discuss → plan → execute → "
@@ -44,13 +58,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser.add_argument("--version", action="version", version=f"looprail {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in _GROUPS:
+    for name in _GROUPS if only is None else (only,):
         importlib.import_module(f"looprail.cli.{name}").register(sub)
     return parser
 
 
+def _group_of(argv: Sequence[str]) -> str | None:
+    if not argv or argv[0].startswith("-"):
+        return None
+    name = _COMMAND_MODULE.get(argv[0], argv[0].replace("-", "_"))
+    return name if name in _GROUPS else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_group_of(argv))
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)
     if handler is None:

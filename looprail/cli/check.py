@@ -80,35 +80,14 @@ def _predicate(args) -> int:
 
 
 def find_phase_dir(project, phase: str):
-    """The one `.planning/phases/<NN>-<slug>` folder of `phase` (`1`, `01`, `02.1`, or a folder
-    name), None when there is none. Several matches are a usage error."""
-    import re
-    from pathlib import Path
-
+    """The folder of phase `phase` (`1`, `01`, `2.1`), None when the project has none; several
+    folders for one phase are an error."""
     from looprail.errors import UsageError
+    from looprail.plans.phase import find_phase, list_phases, normalize_phase_number
 
-    if not re.fullmatch(r"[0-9]+(?:\.[0-9]+)*|[0-9][A-Za-z0-9._-]*", phase):
+    wanted = normalize_phase_number(phase)
+    if wanted is None:
         raise UsageError(f"--phase: {phase!r} is not a phase number")
-    phases = Path(project).resolve() / ".planning" / "phases"
-    try:
-        names = sorted(e.name for e in phases.iterdir() if e.is_dir())
-    except OSError:
+    if not any(p.number == wanted for p in list_phases(project)):
         return None
-    if phase in names:
-        return phases / phase
-
-    def canonical(token: str) -> str:
-        head, _, rest = token.partition(".")
-        return str(int(head)) + (f".{rest}" if rest else "")
-
-    if not re.fullmatch(r"[0-9]+(?:\.[0-9]+)*", phase):
-        return None
-    want = canonical(phase)
-    found = []
-    for name in names:
-        match = re.match(r"([0-9]+(?:\.[0-9]+)*)-", name)
-        if match and canonical(match.group(1)) == want:
-            found.append(name)
-    if len(found) > 1:
-        raise UsageError(f"--phase: {phase!r} matches several folders: {', '.join(found)}")
-    return phases / found[0] if found else None
+    return find_phase(project, phase).dir

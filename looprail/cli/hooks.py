@@ -1,7 +1,241 @@
-"""`looprail` commands: (not yet wired)."""
+"""`looprail hooks validate|list`: native hooks files (global and project hooks.json)."""
 
 from __future__ import annotations
 
+import argparse
+import sys
+from pathlib import Path
+
+from looprail.cli._common import group, print_json, warn
+
 
 def register(sub) -> None:
-    """Add this group's commands to the top-level subparsers."""
+    _, cmds = group(sub, "hooks", "native hooks (hooks.json): validate files, list effective hooks")
+
+    p = cmds.add_parser(
+        "validate",
+        help="validate hooks files; every problem with its file and JSON path",
+        description="Validate native hooks files. Without FILE: the global file "
+        "($LOOPRAIL_HOME/hooks.json or ~/.looprail/hooks.json) and the project's "
+        ".looprail/hooks.json, those that exist. Exit 1 when any file has a problem.",
+    )
+    p.add_argument("files", nargs="*", metavar="FILE", help="hooks files to validate")
+    p.add_argument("--project", default=".", metavar="DIR", help="project folder (default: .)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(handler=_validate)
+
+    p = cmds.add_parser(
+        "list",
+        help="the effective native hooks with their source",
+        description="List the merged native hooks of a project: global then project entries "
+        "(a project entry replaces the global one of the same reference), whether each "
+        "is enabled and why.",
+    )
+    p.add_argument("--project", default=".", metavar="DIR", help="project folder (default: .)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(handler=_list)
+
+
+# --------------------------------------------------------------------------- validate
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from looprail.hooks.native.config import (
+        HooksFile,
+        check_across_files,
+        global_hooks_path,
+        project_hooks_path,
+        read_hooks_file,
+    )
+
+    global_path = global_hooks_path()
+    files: tuple[HooksFile, ...]
+    if args.files:
+        # An explicit file gets the project rules unless it is the global file itself.
+        files = tuple(
+            read_hooks_file(path, scope="global" if _same(path, global_path) else "project")
+            for path in map(Path, args.files)
+        )
+        files = tuple(_missing_as_invalid(f) if f.status == "missing" else f for f in files)
+    else:
+        found = [
+            read_hooks_file(global_path, scope="global"),
+            read_hooks_file(project_hooks_path(args.project), scope="project"),
+        ]
+        if _same(global_path, project_hooks_path(args.project)):
+            found = found[:1]
+        files = check_across_files(tuple(f for f in found if f.status != "missing"))
+        if not files and not args.json:
+            print(
+                f"looprail: no native hooks files ({global_path}, "
+                f"{project_hooks_path(args.project)})",
+                file=sys.stderr,
+            )
+
+    valid = all(f.status == "valid" for f in files)
+    if args.json:
+        print_json(
+            {
+                "valid": valid,
+                "files": [
+                    {
+                        "file": str(f.path),
+                        "scope": f.scope,
+                        "valid": f.status == "valid",
+                        "hooks": len(f.hooks),
+                        "presets": len(f.presets),
+                        "errors": [{"path": i.path, "reason": i.reason} for i in f.issues],
+                    }
+                    for f in files
+                ],
+            }
+        )
+        return 0 if valid else 1
+    for f in files:
+        if f.status == "valid":
+            print(
+                f"{f.path}: ok ({_count(len(f.hooks), 'hook')}, {_count(len(f.presets), 'preset')})"
+            )
+        for issue in f.issues:
+            print(f"looprail: error: {issue}", file=sys.stderr)
+    if not valid:
+        problems = sum(len(f.issues) for f in files)
+        bad = sum(1 for f in files if f.status != "valid")
+        print(
+            f"looprail: {_count(problems, 'problem')} in {_count(bad, 'file')}; "
+            "an invalid file activates none of its hooks",
+            file=sys.stderr,
+        )
+    return 0 if valid else 1
+
+
+def _missing_as_invalid(hooks_file):
+    from dataclasses import replace
+
+    from looprail.errors import Issue
+
+    issue = Issue(str(hooks_file.path), "$", "cannot read (no such file)")
+    return replace(hooks_file, status="invalid", issues=(issue,))
+
+
+# --------------------------------------------------------------------------- list
+
+
+def _list(args: argparse.Namespace) -> int:
+    from looprail.hooks.native.config import (
+        load_native_hooks,
+        project_hooks_path,
+        read_hooks_file,
+    )
+
+    project = Path(args.project)
+    trusted = _project_trusted(project)
+    hooks = load_native_hooks(project, trusted=bool(trusted))
+    for message in hooks.warnings:
+        warn(message)
+
+    rows = []
+    for entry in hooks.catalog:
+        rows.append(_entry_row(entry, hooks.enabled_via.get(entry.ref), active=True))
+    # Show what an untrusted project file would add, marked inactive, so nothing is silent.
+    untrusted = next((f for f in hooks.files if f.status == "untrusted"), None)
+    if untrusted is not None:
+        shadow = read_hooks_file(project_hooks_path(project), scope="project")
+        rows += [_entry_row(e, None, active=False) for e in shadow.entries]
+
+    if args.json:
+        print_json(
+            {
+                "project": str(project),
+                "projectTrusted": trusted,
+                "files": [
+                    {"file": str(f.path), "scope": f.scope, "status": f.status} for f in hooks.files
+                ],
+                "entries": rows,
+            }
+        )
+        return 0
+
+    for f in hooks.files:
+        if f.status != "missing":
+            print(f"# {f.scope}: {f.path} ({f.status})")
+    if not rows:
+        print("no native hooks")
+        return 0
+    header = ("REF", "KIND", "EVENT", "SOURCE", "ENABLED", "ACTION")
+    table = [
+        (
+            r["ref"],
+            r["kind"],
+            r.get("event") or "-",
+            r["source"],
+            r["enabled"],
+            r.get("action") or "-",
+        )
+        for r in rows
+    ]
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *table, strict=True)]
+    for line in (header, *table):
+        print("  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+    return 0
+
+
+def _entry_row(entry, via: str | None, *, active: bool) -> dict:
+    from looprail.hooks.native.config import NativeHook
+
+    if not active:
+        enabled = "no (project not trusted)"
+    elif entry.kind == "preset":
+        enabled = "yes" if entry.default else "no"
+    elif via is None:
+        enabled = "no"
+    elif via in ("default", "enabled"):
+        enabled = "yes"
+    else:
+        enabled = f"via {via}"
+    row = {
+        "ref": entry.ref,
+        "kind": entry.kind,
+        "source": entry.scope,
+        "file": str(entry.file),
+        "enabled": enabled,
+        "description": entry.description,
+    }
+    if isinstance(entry, NativeHook):
+        row["event"] = entry.event
+        row["action"] = entry.action.type if entry.action else None
+    else:
+        row["preset"] = list(entry.refs)
+    return row
+
+
+def _project_trusted(project: Path) -> bool | None:
+    """Ask the trust store whether the project is trusted; None when looprail has none yet.
+
+    The trust store is its own module; until it is wired here an untrusted answer is assumed,
+    which only ever hides project hooks (never runs an unapproved one)."""
+    try:
+        from looprail import trust  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    check = getattr(trust, "is_trusted", None)
+    if not callable(check):
+        return None
+    try:
+        return bool(check(project))
+    except Exception:
+        return None
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except OSError:
+        return False
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"

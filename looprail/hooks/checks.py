@@ -307,11 +307,8 @@ def _command_exit_zero(predicate: Mapping[str, Any], ctx: CheckContext) -> Check
     # environment, so a value carrying a quote or `;` stays data and cannot become syntax.
     phase_dir = ctx.resolved_phase_dir()
     env = dict(os.environ if ctx.env is None else ctx.env)
-    env.update(
-        PHASE_NUMBER=ctx.phase_number,
-        PHASE_DIR=str(phase_dir) if phase_dir is not None else "",
-        PHASE_REQ_IDS=ctx.phase_req_ids,
-    )
+    values = (ctx.phase_number, str(phase_dir) if phase_dir else "", ctx.phase_req_ids)
+    env.update(zip(INTERPOLATED_VARS, values, strict=True))
     result = run_bounded(command, shell=True, timeout_s=timeout_s, cwd=ctx.project, env=env)
     if result.spawn_error:
         return CheckError(f"could not start the command: {result.spawn_error}", unavailable=True)

@@ -218,16 +218,15 @@ def resolve_task_content(
     if split is None:
         return NOT_APPLICABLE
     prefix, ident = split
+    matches = find_resolvers(prefix, resolvers)
     broken = [(cap_id, reason) for cap_id, p, reason in unloadable if p == prefix]
     if broken:
-        reason = broken[0][1]
         raise TaskContentError(
             tracker_id,
             prefix,
-            [c for c, _ in broken],
-            f"the capability declaring this trackerPrefix failed to load: {reason}",
+            [c for c, _ in broken] + [c for c, _ in matches],
+            f"a capability declaring this trackerPrefix failed to load: {broken[0][1]}",
         )
-    matches = find_resolvers(prefix, resolvers)
     if not matches:
         return NO_RESOLVER
     cap_ids = [cap_id for cap_id, _ in matches]

@@ -120,6 +120,8 @@ class Outcome(_Frozen):
     def _consistent(self) -> Outcome:
         if self.ok and (self.timed_out or self.unavailable or self.detail):
             raise ValueError("an ok Outcome cannot be timed out, unavailable or carry a detail")
+        if self.ok and self.exit_code not in (0, None):
+            raise ValueError(f"an ok Outcome cannot have exit code {self.exit_code}")
         if not self.ok and not self.detail:
             raise ValueError("a failed Outcome must say why in `detail`")
         if "\n" in self.detail:
@@ -162,19 +164,19 @@ def parse_json_object(text: str) -> dict[str, Any] | None:
         return None
     try:
         value = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # JSONDecodeError, or an int too long to convert
         return None
     return value if isinstance(value, dict) else None
 
 
 def verdict_problem(outcome: Outcome) -> str | None:
     """Why an exit-0 outcome does not carry a `{block, message}` verdict, or None if it does."""
-    if not outcome.stdout.strip():
-        return "printed no verdict (stdout is empty)"
-    if outcome.truncated:
-        return "printed more than the output cap; the verdict was cut"
     data = outcome.data
     if data is None:
+        if outcome.truncated:
+            return "printed more than the output cap; the verdict was cut"
+        if not outcome.stdout.strip():
+            return "printed no verdict (stdout is empty)"
         return "stdout is not a JSON object"
     if not isinstance(data.get("block"), bool):
         return 'verdict has no boolean "block"'

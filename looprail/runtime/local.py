@@ -109,17 +109,17 @@ class LocalRuntime:
     # -- steps ----------------------------------------------------------------------------
 
     def run_skill(self, skill_id: str, ctx: DispatchContext) -> Outcome:
-        self._check_ctx(ctx)
+        ctx = self._own(ctx)
         request = build_request("skill", skill_id, ctx)
         return self._run_executable("skills", skill_id, [], request, ctx)
 
     def spawn_agent(self, agent: str, ctx: DispatchContext) -> Outcome:
-        self._check_ctx(ctx)
+        ctx = self._own(ctx)
         request = build_request("agent", agent, ctx)
         return self._run_executable("agents", agent, [], request, ctx, banner=agent)
 
     def run_command(self, words: Sequence[str], ctx: DispatchContext) -> Outcome:
-        self._check_ctx(ctx)
+        ctx = self._own(ctx)
         words = checked_words(words)
         request = build_request("command", " ".join(words), ctx, words=words)
         refused = _refuse_words(words)
@@ -135,7 +135,7 @@ class LocalRuntime:
     # -- checks ---------------------------------------------------------------------------
 
     def run_query_check(self, words: Sequence[str], ctx: DispatchContext) -> Outcome:
-        self._check_ctx(ctx)
+        ctx = self._own(ctx)
         words = checked_words(words)
         request = build_request("query", " ".join(words), ctx, words=words)
         refused = _refuse_words(words)
@@ -153,7 +153,7 @@ class LocalRuntime:
         return require_verdict(outcome, label)
 
     def ask_verdict(self, agent_verdict: Mapping[str, Any], ctx: DispatchContext) -> Outcome:
-        self._check_ctx(ctx)
+        ctx = self._own(ctx)
         ask = verdict_ask(agent_verdict)
         if isinstance(ask, str):
             return Outcome.failed(ask)
@@ -164,7 +164,7 @@ class LocalRuntime:
     # -- role work ------------------------------------------------------------------------
 
     def do_phase_work(self, role: str, step: str, ctx: DispatchContext) -> Outcome:
-        self._check_ctx(ctx)
+        ctx = self._own(ctx)
         if not step:
             raise ValueError("do_phase_work needs a step")
         texts = self._context.for_role(role, step, ctx)
@@ -174,7 +174,7 @@ class LocalRuntime:
         return self._run_executable("agents", role, [], request, ctx, banner=role)
 
     def execute_task(self, task: TaskWork, ctx: DispatchContext) -> Outcome:
-        self._check_ctx(ctx)
+        ctx = self._own(ctx)
         texts = self._context.for_role(TASK_ROLE, "execute", ctx)
         request = build_request(
             "task",
@@ -191,7 +191,7 @@ class LocalRuntime:
         return self._run_executable("agents", TASK_ROLE, [], request, ctx, banner=banner)
 
     def deliver_context(self, role: str, text: str, ctx: DispatchContext) -> None:
-        self._check_ctx(ctx)
+        ctx = self._own(ctx)
         self._context.deliver(role, text, ctx)
 
     # -- the agent session (native-hook Actions) ------------------------------------------
@@ -199,21 +199,26 @@ class LocalRuntime:
     def deliver_message(
         self, text: str, *, send_as: str, delivery: str, trigger_turn: bool, ctx: DispatchContext
     ) -> Outcome:
-        self._check_ctx(ctx)
+        ctx = self._own(ctx)
         message = message_ask(text, send_as=send_as, delivery=delivery, trigger_turn=trigger_turn)
         request = build_request("message", SESSION_NAME, ctx, message=message)
         return self._run_executable(None, SESSION_NAME, [], request, ctx)
 
     def compact(self, instructions: str | None, ctx: DispatchContext) -> Outcome:
-        self._check_ctx(ctx)
+        ctx = self._own(ctx)
         request = build_request("compact", SESSION_NAME, ctx, instructions=instructions)
         return self._run_executable(None, SESSION_NAME, [], request, ctx)
 
     # -- the edge -------------------------------------------------------------------------
 
-    def _check_ctx(self, ctx: DispatchContext) -> None:
+    def _own(self, ctx: DispatchContext) -> DispatchContext:
+        """`ctx` with the project spelled as this runtime's absolute path (requests and
+        `LOOPRAIL_PROJECT` agree); a context for another project is a caller's bug."""
+        if ctx.project == self.project:
+            return ctx
         if Path(ctx.project).resolve() != self.project:
             raise ValueError(f"context is for project {ctx.project}, runtime for {self.project}")
+        return ctx.model_copy(update={"project": self.project})
 
     def locate(self, folder: str | None, name: str) -> Path | str:
         """The executable `.looprail/<folder>/<name>`, or one line saying why there is none."""

@@ -10,14 +10,7 @@ docs/journal.md describes the schema, the event kinds and the report's JSON form
 """
 
 from looprail.store.inputs import diff_inputs, digest_inputs
-from looprail.store.journal import (
-    Journal,
-    JournalError,
-    NoJournalError,
-    journal_path,
-    new_run_id,
-    schema_version,
-)
+from looprail.store.journal import Journal, journal_path, new_run_id
 from looprail.store.lock import LockedError, LockInfo, RunLock, lock_holder, lock_path
 from looprail.store.models import (
     EVENT_KINDS,
@@ -35,6 +28,7 @@ from looprail.store.models import (
     TaskUpdate,
 )
 from looprail.store.report import RunReport, build_report, render_report_text
+from looprail.store.schema import JournalError, NoJournalError, schema_version
 
 __all__ = [
     "EVENT_KINDS",

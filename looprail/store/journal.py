@@ -24,7 +24,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from looprail.errors import LooprailError
+from pydantic import BaseModel
+
 from looprail.store.inputs import diff_inputs
 from looprail.store.models import (
     FINAL_STATUSES,
@@ -36,85 +37,20 @@ from looprail.store.models import (
     TaskRow,
     TaskUpdate,
 )
+from looprail.store.schema import (
+    BUSY_TIMEOUT_MS,
+    JournalError,
+    NoJournalError,
+    check_header,
+    prepare,
+    translate,
+)
 
-APPLICATION_ID = "looprail-journal"
 JOURNAL_NAME = "journal.sqlite"
-BUSY_TIMEOUT_MS = 10_000
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-
-# Migrations: MIGRATIONS[n] takes the schema from version n to n + 1. Each runs in one
-# transaction together with the `user_version` bump. Append only; never edit a released step.
-MIGRATIONS: list[tuple[str, ...]] = [
-    (
-        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-        f"INSERT INTO meta (key, value) VALUES ('application_id', '{APPLICATION_ID}')",
-        """CREATE TABLE runs (
-            id TEXT PRIMARY KEY,
-            phase TEXT NOT NULL,
-            status TEXT NOT NULL
-                CHECK (status IN ('running', 'halted', 'shipped', 'failed', 'paused')),
-            started_at TEXT NOT NULL,
-            ended_at TEXT,
-            state TEXT NOT NULL DEFAULT '[]',
-            machine_config TEXT NOT NULL DEFAULT '{}',
-            inputs_digest TEXT NOT NULL DEFAULT '{}',
-            pid INTEGER,
-            host TEXT,
-            halt_reason TEXT
-        )""",
-        "CREATE INDEX runs_by_phase ON runs (phase, started_at)",
-        """CREATE TABLE events (
-            seq INTEGER PRIMARY KEY AUTOINCREMENT,
-            run_id TEXT NOT NULL REFERENCES runs (id),
-            ts TEXT NOT NULL,
-            kind TEXT NOT NULL,
-            point TEXT,
-            wave INTEGER,
-            plan_id TEXT,
-            task_id TEXT,
-            cap_id TEXT,
-            hook_kind TEXT,
-            outcome TEXT,
-            duration_ms INTEGER,
-            message TEXT,
-            data TEXT NOT NULL DEFAULT '{}'
-        )""",
-        "CREATE INDEX events_by_run ON events (run_id, seq)",
-        """CREATE TRIGGER events_no_update BEFORE UPDATE ON events
-            BEGIN SELECT RAISE(ABORT, 'events are append-only'); END""",
-        """CREATE TRIGGER events_no_delete BEFORE DELETE ON events
-            BEGIN SELECT RAISE(ABORT, 'events are append-only'); END""",
-        """CREATE TABLE tasks (
-            run_id TEXT NOT NULL REFERENCES runs (id),
-            task_key TEXT NOT NULL,
-            plan_id TEXT,
-            wave INTEGER,
-            status TEXT NOT NULL CHECK (status IN ('pending', 'running', 'done', 'failed')),
-            attempt INTEGER NOT NULL DEFAULT 0,
-            started_at TEXT,
-            ended_at TEXT,
-            PRIMARY KEY (run_id, task_key)
-        )""",
-    ),
-]
-
-
-class JournalError(LooprailError):
-    """The journal file cannot be used as it is (foreign, corrupt, newer, busy, unwritable), or
-    a request names a run or task it does not hold."""
-
-
-class NoJournalError(JournalError):
-    """The project has no journal yet (opened with `create=False`)."""
 
 
 def journal_path(project: str | Path) -> Path:
     return Path(project) / ".looprail" / JOURNAL_NAME
-
-
-def schema_version() -> int:
-    """The schema version this code writes (the number of migrations)."""
-    return len(MIGRATIONS)
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -161,7 +97,7 @@ class Journal:
             if not create:
                 raise NoJournalError(f"{path}: no journal yet (no run has been recorded)")
             path.parent.mkdir(parents=True, exist_ok=True)
-        _check_header(path)
+        check_header(path)
         try:
             conn = sqlite3.connect(
                 path,
@@ -172,7 +108,7 @@ class Journal:
         except sqlite3.Error as exc:
             raise JournalError(f"{path}: cannot open the journal ({exc})") from None
         try:
-            _prepare(conn, path)
+            prepare(conn, path)
         except BaseException:
             conn.close()
             raise
@@ -484,7 +420,7 @@ class Journal:
                 "SELECT * FROM tasks WHERE run_id = ? ORDER BY wave IS NULL, wave, rowid",
                 (run_id,),
             ).fetchall()
-        return [TaskRow(**dict(row)) for row in rows]
+        return [_task_row(row) for row in rows]
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -546,7 +482,7 @@ class Journal:
         row = self._sql(
             "SELECT * FROM tasks WHERE run_id = ? AND task_key = ?", (run_id, task_key)
         ).fetchone()
-        return TaskRow(**dict(row)) if row else None
+        return _task_row(row) if row else None
 
     def _require_run(self, run_id: str) -> RunRow:
         row = self._sql("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
@@ -586,131 +522,7 @@ class Journal:
         try:
             return self._conn.execute(sql, params)
         except sqlite3.DatabaseError as exc:
-            raise _translate(self.path, exc) from None
-
-
-# -- opening, identifying, migrating ---------------------------------------------------------
-
-
-def _check_header(path: Path) -> None:
-    """Refuse a non-empty file that is not SQLite before SQLite touches it."""
-    try:
-        with path.open("rb") as handle:
-            header = handle.read(len(_SQLITE_MAGIC))
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise JournalError(f"{path}: cannot read the journal ({exc.strerror})") from None
-    if header and header != _SQLITE_MAGIC:
-        raise JournalError(
-            f"{path}: is corrupt (not an SQLite database: wrong file header); "
-            "move it aside to start a new journal"
-        )
-
-
-def _prepare(conn: sqlite3.Connection, path: Path) -> None:
-    """Pragmas, identification, integrity check, migrations."""
-    try:
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA synchronous = FULL")
-        version = _identify(conn, path)
-        # Only now that the file is known to be ours (or empty) may it be changed.
-        conn.execute("PRAGMA journal_mode = WAL")
-        problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
-        if problems != ["ok"]:
-            raise JournalError(
-                f"{path}: is corrupt ({problems[0]}); move it aside to start a new journal"
-            )
-        if version < schema_version():
-            _migrate(conn, path)
-    except sqlite3.DatabaseError as exc:
-        raise _translate(path, exc) from None
-
-
-def _identify(conn: sqlite3.Connection, path: Path) -> int:
-    """The file's schema version: 0 for an empty database, else it must carry our meta row."""
-    tables = [
-        row[0]
-        for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-            "ORDER BY name"
-        )
-    ]
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-
-    def foreign(why: str) -> JournalError:
-        return JournalError(f"{path}: not a looprail journal ({why}); refusing to touch it")
-
-    if not tables:
-        if version == 0:
-            return 0
-        raise foreign(f"schema version {version} but no tables")
-    if "meta" not in tables:
-        shown = ", ".join(tables[:5]) + (", …" if len(tables) > 5 else "")
-        raise foreign(f"it holds tables {shown} and no meta table")
-    try:
-        row = conn.execute("SELECT value FROM meta WHERE key = 'application_id'").fetchone()
-    except sqlite3.OperationalError as exc:
-        raise foreign(f"its meta table has another shape: {exc}") from None
-    if row is None or row[0] != APPLICATION_ID:
-        raise foreign("no application id" if row is None else f"application id {row[0]!r}")
-    if version > schema_version():
-        raise JournalError(
-            f"{path}: journal schema version {version} is newer than this looprail understands "
-            f"({schema_version()}); upgrade looprail to use it"
-        )
-    if version < 1:
-        raise JournalError(
-            f"{path}: is corrupt (meta table present but schema version {version}); "
-            "move it aside to start a new journal"
-        )
-    return version
-
-
-def _migrate(conn: sqlite3.Connection, path: Path) -> None:
-    while True:
-        conn.execute("BEGIN IMMEDIATE")
-        # Re-read inside the write lock: another process may have migrated meanwhile.
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version >= schema_version():
-            conn.execute("COMMIT")
-            return
-        try:
-            for statement in MIGRATIONS[version]:
-                conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {version + 1}")
-            conn.execute("COMMIT")
-        except sqlite3.DatabaseError as exc:
-            conn.execute("ROLLBACK")
-            if exc.sqlite_errorname in _FILE_ERRORS:
-                raise
-            raise JournalError(
-                f"{path}: migrating the journal to schema version {version + 1} failed ({exc}); "
-                f"it is left at version {version}"
-            ) from None
-
-
-_FILE_ERRORS = frozenset(
-    {"SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_FULL"}
-)
-
-
-def _translate(path: Path, exc: sqlite3.DatabaseError) -> Exception:
-    """SQLite failures a person can act on become one-line JournalErrors; bugs stay bugs."""
-    name = getattr(exc, "sqlite_errorname", "") or ""
-    if name in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or name.startswith("SQLITE_CORRUPT"):
-        return JournalError(f"{path}: is corrupt ({exc}); move it aside to start a new journal")
-    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
-        return JournalError(
-            f"{path}: the journal stayed locked by another process for "
-            f"{BUSY_TIMEOUT_MS // 1000}s ({exc})"
-        )
-    if name == "SQLITE_FULL":
-        return JournalError(f"{path}: cannot write the journal: the disk is full")
-    if name.startswith(("SQLITE_IOERR", "SQLITE_CANTOPEN", "SQLITE_READONLY", "SQLITE_PERM")):
-        return JournalError(f"{path}: cannot use the journal ({exc})")
-    return exc
+            raise translate(self.path, exc) from None
 
 
 # -- rows ------------------------------------------------------------------------------------
@@ -720,17 +532,27 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def _columns(row: sqlite3.Row, model: type[BaseModel]) -> dict[str, Any]:
+    """The row's values for the model's fields (a column added by a later migration is not a
+    field of an older model)."""
+    return {name: row[name] for name in model.model_fields}
+
+
 def _run_row(row: sqlite3.Row) -> RunRow:
-    values = dict(row)
+    values = _columns(row, RunRow)
     for column in ("state", "machine_config", "inputs_digest"):
         values[column] = json.loads(values[column])
     return RunRow(**values)
 
 
 def _event_row(row: sqlite3.Row) -> EventRow:
-    values = dict(row)
+    values = _columns(row, EventRow)
     values["data"] = json.loads(values["data"])
     return EventRow(**values)
+
+
+def _task_row(row: sqlite3.Row) -> TaskRow:
+    return TaskRow(**_columns(row, TaskRow))
 
 
 def _annotate_task_event(event: EventRecord, row: TaskRow, before: TaskRow | None) -> EventRecord:

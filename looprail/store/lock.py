@@ -14,6 +14,7 @@ import fcntl
 import json
 import os
 import socket
+import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -84,7 +85,7 @@ class RunLock:
         # run spawns cannot keep the lock alive after the run itself has died.
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _flock_exclusive(fd)
         except BlockingIOError:
             holder = _read_info(fd)
             os.close(fd)
@@ -154,6 +155,18 @@ def lock_holder(project: str | Path) -> LockInfo | None:
         return None
     finally:
         os.close(fd)
+
+
+def _flock_exclusive(fd: int) -> None:
+    """Take the lock without waiting for a run, but ride out a `lock_holder` probe, which holds
+    a shared lock for microseconds: only a lock still held after ~0.2 s means a live run."""
+    for pause in (0.02, 0.05, 0.1):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            time.sleep(pause)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
 def _read_info(fd: int) -> LockInfo | None:

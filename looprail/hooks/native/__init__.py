@@ -1,0 +1,84 @@
+"""Native hooks: HooKit-style hooks a user writes in `hooks.json`, with owned Actions.
+
+    hooks = load_native_hooks(project, trusted=is_trusted)      # never raises for a bad file
+    engine = NativeHookEngine(hooks, run_id=run_id)               # one per run (loop guard)
+    evaluation = engine.evaluate("task_call", task_candidate(...))
+    if evaluation.blocked: ...                                     # frozen before any Action
+    engine.deliver(evaluation.effects, sink)                       # best-effort
+
+Modules: `events` (catalog, candidates, environment), `filters` (matching), `actions` (Action
+variants, validation, selection), `config` (files, merge, validation, schema), `engine`
+(evaluation, Effects, delivery), `report` (execution report rows).
+"""
+
+from looprail.hooks.native.actions import (
+    ActionRequest,
+    Compact,
+    EmitCustomEvent,
+    Interrupt,
+    Message,
+    OwnedAction,
+    Shutdown,
+)
+from looprail.hooks.native.config import (
+    HooksFile,
+    NativeHook,
+    NativeHookSet,
+    Preset,
+    global_hooks_path,
+    hooks_json_schema,
+    load_native_hooks,
+    looprail_home,
+    project_hooks_path,
+    read_hooks_file,
+)
+from looprail.hooks.native.engine import (
+    DeliveryRecord,
+    Effect,
+    EffectSink,
+    EventEvaluation,
+    HookResult,
+    NativeHookEngine,
+)
+from looprail.hooks.native.events import (
+    EVENT_NAMES,
+    EVENTS,
+    loop_settled_candidate,
+    point_candidate,
+    task_candidate,
+)
+from looprail.hooks.native.report import ReportRow, render_row, summarize
+
+__all__ = [
+    "EVENTS",
+    "EVENT_NAMES",
+    "ActionRequest",
+    "Compact",
+    "DeliveryRecord",
+    "Effect",
+    "EffectSink",
+    "EmitCustomEvent",
+    "EventEvaluation",
+    "HookResult",
+    "HooksFile",
+    "Interrupt",
+    "Message",
+    "NativeHook",
+    "NativeHookEngine",
+    "NativeHookSet",
+    "OwnedAction",
+    "Preset",
+    "ReportRow",
+    "Shutdown",
+    "global_hooks_path",
+    "hooks_json_schema",
+    "load_native_hooks",
+    "loop_settled_candidate",
+    "looprail_home",
+    "point_candidate",
+    "project_hooks_path",
+    "read_hooks_file",
+    "render_row",
+    "summarize",
+    "task_candidate",
+]

@@ -1,0 +1,499 @@
+"""Native hook evaluation: filters, preconditions, shells, aggregation, Action selection and
+best-effort Effect delivery.
+
+One evaluation of one event:
+1. every enabled hook of that event runs *sequentially* in Enabled Hook Set order, each one
+   even after another failed: filter → `when` → `shell`;
+2. the Event Outcome is computed and frozen: the event's failure kind when any hook failed
+   (or could not run: fail closed), else `pass`;
+3. only then, per Hook Result in order: its owned Action is considered (against that hook's
+   own outcome and code), then the result is projected as one `hook_result` evaluation whose
+   hooks react but can never change anything (one level: reactions are not projected again).
+
+Effects come out in result-major order. `deliver` hands them to the loop's `EffectSink` one by
+one; a sink failure is recorded and never weakens the outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from looprail.hooks.native.actions import ActionRequest, ActionType, EmitCustomEvent
+from looprail.hooks.native.config import NativeHook, NativeHookSet
+from looprail.hooks.native.events import (
+    EVENTS,
+    HOOK_RESULT_EXACT_KEYS,
+    EventSpec,
+    Outcome,
+    event_environment,
+    event_spec,
+    is_managed_env,
+)
+from looprail.hooks.native.filters import filter_matches
+from looprail.hooks.native.report import ReportRow
+from looprail.runtime.process import escape_untrusted, run_bounded, tail
+
+_OUTPUT_CAP = 64 * 1024  # hook output is never interpreted; keep only enough for a stderr tail
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class HookResult:
+    """What one hook did at one event. Frozen before any Action is considered."""
+
+    hook_ref: str
+    event: str  # the hook's own event (`hook_result` for a reaction)
+    invocation_id: str
+    outcome: Outcome
+    code: int | None
+    duration_s: float
+    started: bool  # the main shell started (then a report row exists)
+    failed_during: Literal["when", "shell"] | None
+    detail: str  # "exit 0", "exit 3", "timed out after 5000 ms", "could not start: …"
+    stderr_tail: str = ""  # for the terminal only: never in report rows
+    action_type: ActionType | None = None  # the owned Action's type, if the hook has one
+    action_selected: bool = False
+    guarded: bool = False  # the Action matched but maxSelections was already reached
+    origin_ref: str | None = None  # reactions: the hook whose result was observed
+    origin_outcome: Outcome | None = None
+
+
+@dataclass(frozen=True)
+class Effect:
+    """A selected Action, as a request for the loop: no `outcome`, no `code`, immutable.
+
+    `event` is the event whose evaluation selected it (the loop's event, or `custom_event`);
+    `hook_event` is the owning hook's event (they differ for `hook_result` reactions)."""
+
+    hook_ref: str
+    invocation_id: str
+    event: str
+    hook_event: str
+    request: ActionRequest
+    origin_ref: str | None = None
+
+    @property
+    def type(self) -> ActionType:
+        return self.request.type
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"hookRef": self.hook_ref, "event": self.event, "action": self.request.to_json()}
+        if self.origin_ref is not None:
+            out["originRef"] = self.origin_ref
+        return out
+
+
+@dataclass(frozen=True)
+class EventEvaluation:
+    """The whole, frozen answer for one event.
+
+    `effects` and `report_rows` are complete and ordered (they include the reactions);
+    `hook_result_evaluations` has exactly one entry per result, in the same order."""
+
+    event: str
+    outcome: Outcome
+    reason: str | None = None
+    results: tuple[HookResult, ...] = ()
+    effects: tuple[Effect, ...] = ()
+    report_rows: tuple[ReportRow, ...] = ()
+    hook_result_evaluations: tuple[EventEvaluation, ...] = ()
+    errors: tuple[str, ...] = ()  # hooks that crashed (no result, the event failed closed)
+    origin_ref: str | None = None  # for a hook_result evaluation: the originating hook
+
+    @property
+    def blocked(self) -> bool:
+        return self.outcome == "block"
+
+    @property
+    def failures(self) -> tuple[HookResult, ...]:
+        return tuple(r for r in self.results if r.outcome != "pass")
+
+
+@dataclass(frozen=True)
+class DeliveryRecord:
+    """One delivery attempt. `raised` is the `custom_event` evaluation an `emit-custom-event`
+    Effect started (its own Effects follow this record in the list)."""
+
+    effect: Effect
+    delivered: bool
+    error: str | None = None
+    raised: EventEvaluation | None = None
+
+
+@runtime_checkable
+class EffectSink(Protocol):
+    """What the loop implements to carry out Effects. Raising is allowed and is only recorded:
+    delivery is best-effort and can never change an Event Outcome."""
+
+    def deliver(self, effect: Effect) -> None: ...
+
+
+# --------------------------------------------------------------------------- shells
+
+
+@dataclass(frozen=True)
+class ShellRun:
+    passed: bool
+    code: int | None  # None: it never exited on its own (timeout, signal, could not start)
+    started: bool
+    detail: str
+    stderr_tail: str = ""
+
+
+def run_hook_shell(command: str, *, env: Mapping[str, str], cwd: Path, timeout_ms: int) -> ShellRun:
+    """Run one `when`/`shell` string under `/bin/sh -c` with stdin closed. The exact strings
+    `true` and `false` are answered without a process (and still count as started)."""
+    if command == "true":
+        return ShellRun(True, 0, True, "exit 0")
+    if command == "false":
+        return ShellRun(False, 1, True, "exit 1")
+    try:
+        run = run_bounded(
+            command,
+            shell=True,
+            timeout_s=timeout_ms / 1000,
+            env=env,
+            cwd=cwd,
+            output_cap=_OUTPUT_CAP,
+        )
+    except (OSError, ValueError) as exc:  # e.g. a NUL byte in the command or the environment
+        return ShellRun(False, None, False, f"could not start: {exc}")
+    if run.spawn_error:
+        return ShellRun(False, None, False, f"could not start: {run.spawn_error}")
+    stderr = escape_untrusted(tail(run.stderr, 2000))
+    if run.timed_out:
+        return ShellRun(False, None, True, f"timed out after {timeout_ms} ms", stderr)
+    if run.exit_code is None or run.exit_code < 0:
+        signal = -(run.exit_code or 0)
+        return ShellRun(False, None, True, f"killed by signal {signal}", stderr)
+    return ShellRun(run.exit_code == 0, run.exit_code, True, f"exit {run.exit_code}", stderr)
+
+
+# --------------------------------------------------------------------------- engine
+
+
+@dataclass(frozen=True)
+class _Invocation:
+    hook: NativeHook
+    result: HookResult
+
+
+class NativeHookEngine:
+    """Evaluates native hooks for one run. Holds the loop-guard counters (`maxSelections`), so
+    use one engine per run. Safe to call from several threads (parallel plans in a wave)."""
+
+    def __init__(
+        self,
+        hooks: NativeHookSet | Iterable[NativeHook],
+        *,
+        run_id: str | None = None,
+        cwd: str | Path | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        if isinstance(hooks, NativeHookSet):
+            self._hooks = hooks.hooks
+            default_cwd: Path = hooks.project
+        else:
+            self._hooks = tuple(hooks)
+            default_cwd = Path.cwd()
+        self._cwd = Path(cwd) if cwd is not None else default_cwd
+        self._run_id = run_id
+        self._env = _checked_env(env)
+        self._selections: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def hooks(self) -> tuple[NativeHook, ...]:
+        return self._hooks
+
+    def has_hooks(self, event: str) -> bool:
+        return any(h.event == event for h in self._hooks)
+
+    def selections(self, hook_ref: str) -> int:
+        """How many times this run selected the Action of `hook_ref` so far."""
+        with self._lock:
+            return self._selections.get(hook_ref, 0)
+
+    # ----------------------------------------------------------------- evaluate
+
+    def evaluate(
+        self,
+        event: str,
+        candidate: Mapping[str, Any] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> EventEvaluation:
+        """Evaluate `event` with the filter `candidate` (see `events.py` builders) and extra
+        shell variables `env`. Raises `ValueError` for an unknown event or for `hook_result`
+        (the engine raises that one itself)."""
+        spec = event_spec(event)
+        if spec.name == "hook_result":
+            raise ValueError("hook_result is raised by the engine for each hook result")
+        payload = _snapshot(candidate)
+        payload["event"] = spec.name
+        return self._evaluate(spec, payload, self._shell_env(env), spec.name, origin=None)
+
+    def _evaluate(
+        self,
+        spec: EventSpec,
+        payload: dict[str, Any],
+        shell_env: dict[str, str],
+        native_event: str,
+        origin: HookResult | None,
+    ) -> EventEvaluation:
+        hooks = [h for h in self._hooks if h.event == spec.name]
+        if not hooks:
+            return EventEvaluation(spec.name, "pass", origin_ref=_ref_of(origin))
+        exact = HOOK_RESULT_EXACT_KEYS if spec.name == "hook_result" else frozenset()
+        event_env = event_environment(spec, payload)
+
+        invocations: list[_Invocation] = []
+        errors: list[str] = []
+        for hook in hooks:
+            try:
+                if not filter_matches(hook.filter, payload, exact_keys=exact):
+                    continue
+                invocation = self._invoke(hook, spec, {**shell_env, **event_env}, origin)
+            except Exception as exc:  # a broken hook has no result; its siblings still run
+                errors.append(f"native hook {hook.ref} failed to execute: {exc}")
+                continue
+            if invocation is not None:
+                invocations.append(invocation)
+
+        # The Event Outcome is decided here, from results alone, before any Action.
+        failed = [i.result for i in invocations if i.result.outcome != "pass"]
+        outcome: Outcome = spec.failure if failed or errors else "pass"
+        reason = _reason(spec, failed, errors) if outcome != "pass" else None
+
+        results: list[HookResult] = []
+        effects: list[Effect] = []
+        rows: list[ReportRow] = []
+        projections: list[EventEvaluation] = []
+        for invocation in invocations:
+            result = self._select(invocation)
+            results.append(result)
+            rows.extend(_rows(result))
+            if result.action_selected:
+                assert invocation.hook.action is not None
+                effects.append(
+                    Effect(
+                        hook_ref=result.hook_ref,
+                        invocation_id=result.invocation_id,
+                        event=native_event,
+                        hook_event=spec.name,
+                        request=invocation.hook.action.request,
+                        origin_ref=result.origin_ref,
+                    )
+                )
+            if origin is None and spec.name != "hook_result":
+                projected = self._evaluate(
+                    EVENTS["hook_result"],
+                    _hook_result_payload(result, spec.name),
+                    shell_env,
+                    native_event,
+                    origin=result,
+                )
+                projections.append(projected)
+                effects.extend(projected.effects)
+                rows.extend(projected.report_rows)
+        return EventEvaluation(
+            event=spec.name,
+            outcome=outcome,
+            reason=reason,
+            results=tuple(results),
+            effects=tuple(effects),
+            report_rows=tuple(rows),
+            hook_result_evaluations=tuple(projections),
+            errors=tuple(errors),
+            origin_ref=_ref_of(origin),
+        )
+
+    def _invoke(
+        self,
+        hook: NativeHook,
+        spec: EventSpec,
+        env: dict[str, str],
+        origin: HookResult | None,
+    ) -> _Invocation | None:
+        invocation_id = str(uuid.uuid4())  # shared by `when` and `shell`
+        env = {
+            **env,
+            "LOOPRAIL_HOOK_REF": hook.ref,
+            "LOOPRAIL_HOOK_EVENT": hook.event,
+            "LOOPRAIL_HOOK_INVOCATION_ID": invocation_id,
+            "LOOPRAIL_CWD": str(self._cwd),
+            "PWD": str(self._cwd),
+        }
+        if self._run_id is not None:
+            env["LOOPRAIL_RUN_ID"] = self._run_id
+
+        def result(run: ShellRun, during: Literal["when", "shell"] | None) -> HookResult:
+            return HookResult(
+                hook_ref=hook.ref,
+                event=hook.event,
+                invocation_id=invocation_id,
+                outcome="pass" if run.passed else spec.failure,
+                code=run.code,
+                duration_s=time.monotonic() - started_at,
+                started=run.started and during != "when",
+                failed_during=None if run.passed else during,
+                detail=run.detail,
+                stderr_tail=run.stderr_tail,
+                action_type=hook.action.type if hook.action else None,
+                origin_ref=_ref_of(origin),
+                origin_outcome=origin.outcome if origin else None,
+            )
+
+        started_at = time.monotonic()  # a passing `when` counts toward the hook's duration
+        if hook.when is not None:
+            when = run_hook_shell(hook.when, env=env, cwd=self._cwd, timeout_ms=hook.timeout_ms)
+            if when.code is None:  # could not run the precondition: fail closed
+                return _Invocation(hook, result(when, "when"))
+            if not when.passed:
+                return None  # an ordinary false precondition: the hook does not apply
+        shell = run_hook_shell(hook.shell, env=env, cwd=self._cwd, timeout_ms=hook.timeout_ms)
+        return _Invocation(hook, result(shell, "shell"))
+
+    def _select(self, invocation: _Invocation) -> HookResult:
+        """Consider the owned Action against the owner's own outcome and code; apply the
+        per-run loop guard."""
+        hook, result = invocation.hook, invocation.result
+        if hook.action is None or not hook.action.selects(result.outcome, result.code):
+            return result
+        with self._lock:
+            count = self._selections.get(hook.ref, 0)
+            if hook.max_selections is not None and count >= hook.max_selections:
+                return replace(result, guarded=True)
+            self._selections[hook.ref] = count + 1
+        return replace(result, action_selected=True)
+
+    # ----------------------------------------------------------------- deliver
+
+    def deliver(
+        self,
+        effects: Sequence[Effect],
+        sink: EffectSink,
+        *,
+        env: Mapping[str, str] | None = None,
+    ) -> list[DeliveryRecord]:
+        """Hand `effects` to `sink` in order, each in its own try; failures are recorded and
+        the rest still go out. An `emit-custom-event` Effect is also evaluated as
+        `custom_event` right after its delivery, and that evaluation's Effects are delivered
+        next. Recursion is bounded at one level: an Effect selected during a `custom_event`
+        evaluation (`effect.event == "custom_event"`) is delivered to the sink but never raises
+        another `custom_event`."""
+        records: list[DeliveryRecord] = []
+        for effect in effects:
+            delivered, error = True, None
+            try:
+                sink.deliver(effect)
+            except Exception as exc:  # best-effort: nothing a sink does changes an outcome
+                delivered = False
+                error = escape_untrusted(f"{type(exc).__name__}: {exc}")
+            raised = None
+            if isinstance(effect.request, EmitCustomEvent) and effect.event != "custom_event":
+                raised = self._raise_custom_event(effect, env)
+            records.append(DeliveryRecord(effect, delivered, error, raised))
+            if raised is not None:
+                records.extend(self.deliver(raised.effects, sink, env=env))
+        return records
+
+    def _raise_custom_event(self, effect: Effect, env: Mapping[str, str] | None) -> EventEvaluation:
+        request = effect.request
+        assert isinstance(request, EmitCustomEvent)
+        payload = {
+            "event": "custom_event",
+            "name": request.name,
+            "data": request.data,
+            "hookRef": effect.hook_ref,
+            "originEvent": effect.event,
+        }
+        spec = EVENTS["custom_event"]
+        return self._evaluate(spec, payload, self._shell_env(env), spec.name, origin=None)
+
+    # ----------------------------------------------------------------- environment
+
+    def _shell_env(self, extra: Mapping[str, str] | None) -> dict[str, str]:
+        """Inherited variables minus stale managed ones, then the engine's and the call's."""
+        env = {k: v for k, v in os.environ.items() if not is_managed_env(k)}
+        env.update(self._env)
+        env.update(_checked_env(extra))
+        return env
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _checked_env(env: Mapping[str, str] | None) -> dict[str, str]:
+    if env is None:
+        return {}
+    for key, value in env.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError(f"environment entries must be str → str, got {key!r}: {value!r}")
+    return dict(env)
+
+
+def _snapshot(candidate: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A private JSON copy of the candidate: later changes by the caller cannot reach an
+    evaluation, and every value is JSON (paths and other objects become strings)."""
+    if candidate is None:
+        return {}
+    if not isinstance(candidate, Mapping):
+        raise TypeError(f"candidate must be a mapping, got {type(candidate).__name__}")
+    return json.loads(json.dumps(dict(candidate), default=str))
+
+
+def _ref_of(result: HookResult | None) -> str | None:
+    return result.hook_ref if result is not None else None
+
+
+def _hook_result_payload(result: HookResult, origin_event: str) -> dict[str, Any]:
+    return {
+        "event": "hook_result",
+        "hookRef": result.hook_ref,
+        "invocationId": result.invocation_id,
+        "outcome": result.outcome,
+        "code": result.code,
+        "originEvent": origin_event,
+    }
+
+
+def _rows(result: HookResult) -> list[ReportRow]:
+    rows = []
+    common = {
+        "hook_ref": result.hook_ref,
+        "event": result.event,
+        "outcome": result.outcome,
+        "code": result.code,
+        "origin_ref": result.origin_ref,
+        "origin_outcome": result.origin_outcome,
+    }
+    if result.started:
+        rows.append(ReportRow("hook", duration_s=result.duration_s, **common))
+    if result.action_selected or result.guarded:
+        rows.append(
+            ReportRow("action", action_type=result.action_type, guarded=result.guarded, **common)
+        )
+    return rows
+
+
+def _reason(spec: EventSpec, failed: list[HookResult], errors: list[str]) -> str:
+    """One line naming every failing hook and why (never its command)."""
+    items = [
+        f"{r.hook_ref} ({r.detail}{' during when' if r.failed_during == 'when' else ''})"
+        for r in failed
+    ]
+    items += errors
+    verb = "blocked" if spec.failure == "block" else "failed at"
+    count = len(failed) + len(errors)
+    noun = "native hook" if count == 1 else "native hooks"
+    return escape_untrusted(f"{count} {noun} {verb} {spec.name}: {'; '.join(items)}")
