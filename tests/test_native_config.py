@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from looprail.hooks.native.config import (
     NativeHook,
@@ -95,8 +97,11 @@ def test_description_and_event_are_required_and_unknown_events_list_the_supporte
         (hook(timeoutMs=0), "$.local.x.timeoutMs", "integer from 1"),
         (hook(timeoutMs=True), "$.local.x.timeoutMs", "integer from 1"),
         (hook(maxSelections=2), "$.local.x.maxSelections", "has no"),
-        (hook(maxSelections=0, action={"type": "interrupt", "outcome": "block"}),
-         "$.local.x.maxSelections", "positive integer"),
+        (
+            hook(maxSelections=0, action={"type": "interrupt", "outcome": "block"}),
+            "$.local.x.maxSelections",
+            "positive integer",
+        ),
     ],
 )
 def test_hook_shape_rules(entry, path, needle):
@@ -114,7 +119,12 @@ def test_hooks_and_presets_do_not_mix():
         }
     )
     paths = {p for p, _ in problems}
-    assert {"$.local.mixed.event", "$.local.mixed.shell", "$.local.p.when", "$.local.p.filter"} <= paths
+    assert {
+        "$.local.mixed.event",
+        "$.local.mixed.shell",
+        "$.local.p.when",
+        "$.local.p.filter",
+    } <= paths
     assert all("not allowed on a Preset" in r for _, r in problems)
 
 
@@ -184,8 +194,11 @@ def test_filter_values_regexes_and_paths():
 
 def test_nan_and_infinity_are_not_json(tmp_path):
     for token in ("NaN", "Infinity", "-Infinity"):
-        path = write(tmp_path / f"{token}.json", '{"local": {"x": {"description": "d", '
-                     f'"event": "task_call", "shell": "true", "filter": {{"n": {token}}}}}}}}}')
+        path = write(
+            tmp_path / f"{token}.json",
+            '{"local": {"x": {"description": "d", '
+            f'"event": "task_call", "shell": "true", "filter": {{"n": {token}}}}}}}}}',
+        )
         loaded = read_hooks_file(path, scope="global")
         assert loaded.status == "invalid"
         assert loaded.issues[0].path == "$"
@@ -248,10 +261,41 @@ def test_presets_reject_duplicates_and_nesting_but_accept_dangling_references():
         }
     )
     assert nested == [
-        ("$.local.outer.preset[0]", 'references Preset "local/inner"; nested Presets are not supported')
+        (
+            "$.local.outer.preset[0]",
+            'references Preset "local/inner"; nested Presets are not supported',
+        )
     ]
     result = assert_valid({"local": {"p": {"description": "d", "preset": ["local/gone", "o/r/x"]}}})
     assert isinstance(result.entries[0], Preset)
+
+
+def test_values_of_the_wrong_json_type_are_problems_not_crashes():
+    problems = issues_of(
+        {
+            "local": {
+                "a": hook(event=["task_call"]),
+                "b": hook(action={"type": ["interrupt"], "outcome": "block"}),
+                "c": hook(
+                    action={
+                        "type": "message",
+                        "outcome": "block",
+                        "message": "m",
+                        "delivery": ["steer"],
+                        "sendAs": ["user"],
+                    }
+                ),
+                "d": hook(filter={"x": {"y": 1}}, description=None),
+            }
+        }
+    )
+    assert [p for p, _ in problems] == [
+        "$.local.a.event",
+        "$.local.b.action.type",
+        "$.local.c.action.sendAs",
+        "$.local.d.description",
+        "$.local.d.filter.x",
+    ]
 
 
 def test_every_problem_is_reported_not_only_the_first():
@@ -306,7 +350,12 @@ def test_project_entry_replaces_global_entry_whole_and_keeps_its_position(layout
     hooks = load_native_hooks(project, trusted=True, home=home)
     assert [h.ref for h in hooks.hooks] == ["local/first", "local/second", "local/third"]
     first = hooks.hooks[0]
-    assert (first.scope, first.event, first.when, first.shell) == ("project", "plan:pre", None, "true")
+    assert (first.scope, first.event, first.when, first.shell) == (
+        "project",
+        "plan:pre",
+        None,
+        "true",
+    )
     assert [h.scope for h in hooks.hooks] == ["project", "global", "project"]
 
 
@@ -359,7 +408,9 @@ def test_an_invalid_file_activates_none_of_its_hooks_and_warns_once(layout):
 
 def test_a_preset_naming_a_preset_of_the_other_file_invalidates_its_own_file(layout):
     home, project = layout
-    write(home / "hooks.json", {"local": {"bundle": {"description": "d", "preset": []}, "g": hook()}})
+    write(
+        home / "hooks.json", {"local": {"bundle": {"description": "d", "preset": []}, "g": hook()}}
+    )
     write(
         project / ".looprail" / "hooks.json",
         {"local": {"p": hook(), "nest": {"description": "d", "preset": ["local/bundle"]}}},
@@ -379,7 +430,10 @@ def test_enablement_defaults_presets_and_explicit_selection(layout):
                 "on": hook(),
                 "off": hook(default=False),
                 "member": hook(default=False),
-                "bundle": {"description": "d", "preset": ["local/member", "local/on", "local/gone"]},
+                "bundle": {
+                    "description": "d",
+                    "preset": ["local/member", "local/on", "local/gone"],
+                },
                 "idle": {"description": "d", "preset": ["local/off"], "default": False},
             }
         },
@@ -453,3 +507,72 @@ def test_task_candidate_carries_ids_plan_wave_files_and_content():
     assert candidate["content"] == {"action": "do it"}
     with pytest.raises(ValueError, match="not a task event"):
         task_candidate("plan:pre", task_id="x", name="n", plan="p", wave=1)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- robustness
+
+
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from(
+        [
+            "task_call",
+            "hook_result",
+            "pass",
+            "block",
+            "message",
+            "steer",
+            "user",
+            "[",
+            "true",
+            "local/x",
+            "nextTurn",
+            "emit-custom-event",
+        ]
+    )
+    | st.text(max_size=5),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "description",
+                    "event",
+                    "filter",
+                    "when",
+                    "shell",
+                    "action",
+                    "type",
+                    "outcome",
+                    "code",
+                    "message",
+                    "delivery",
+                    "sendAs",
+                    "triggerTurn",
+                    "name",
+                    "data",
+                    "preset",
+                    "default",
+                    "timeoutMs",
+                    "maxSelections",
+                ]
+            )
+            | st.text(max_size=4),
+            children,
+            max_size=6,
+        )
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(entry=_json, event=st.sampled_from([*EVENT_NAMES, "nope"]))
+def test_validation_never_crashes_and_always_names_a_path(entry, event):
+    doc = {"local": {"x": entry, "y": {"description": "d", "event": event, "action": entry}}}
+    result = validate_hooks_document(doc, file="hooks.json", scope="project")
+    assert result.status in ("valid", "invalid")
+    assert all(i.path.startswith("$") and i.reason and "\n" not in str(i) for i in result.issues)

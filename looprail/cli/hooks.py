@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from looprail.cli._common import group, print_json, warn
+
+if TYPE_CHECKING:
+    from looprail.hooks.native.config import CatalogEntry, HooksFile
 
 
 def register(sub) -> None:
@@ -41,7 +45,6 @@ def register(sub) -> None:
 
 def _validate(args: argparse.Namespace) -> int:
     from looprail.hooks.native.config import (
-        HooksFile,
         check_across_files,
         global_hooks_path,
         project_hooks_path,
@@ -109,7 +112,7 @@ def _validate(args: argparse.Namespace) -> int:
     return 0 if valid else 1
 
 
-def _missing_as_invalid(hooks_file):
+def _missing_as_invalid(hooks_file: HooksFile) -> HooksFile:
     from dataclasses import replace
 
     from looprail.errors import Issue
@@ -180,7 +183,7 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _entry_row(entry, via: str | None, *, active: bool) -> dict:
+def _entry_row(entry: CatalogEntry, via: str | None, *, active: bool) -> dict[str, Any]:
     from looprail.hooks.native.config import NativeHook
 
     if not active:

@@ -235,6 +235,16 @@ class Journal:
             self._insert_event(run_id, now, EventRecord(kind="run_resumed", data=data))
             return self._require_run(run_id)
 
+    def update_inputs(self, run_id: str, inputs_digest: Mapping[str, str]) -> None:
+        """Record the inputs as of the run's latest committed state (the run itself writes plans,
+        so the digest moves forward with it; a later resume compares against this)."""
+        with self.transaction():
+            self._require_run(run_id)
+            self._sql(
+                "UPDATE runs SET inputs_digest = ? WHERE id = ?",
+                (_dumps(dict(sorted(inputs_digest.items()))), run_id),
+            )
+
     def finish_run(
         self,
         run_id: str,

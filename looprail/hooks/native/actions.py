@@ -213,7 +213,7 @@ def parse_action(
         add("", "must be an object with a `type`")
         return None, problems
     kind = value.get("type")
-    if kind not in ACTION_KEYS:
+    if not isinstance(kind, str) or kind not in ACTION_KEYS:
         if "type" not in value:
             add(".type", f"is required; one of {', '.join(ACTION_TYPES)}")
         else:
@@ -334,7 +334,7 @@ def _parse_message(value: dict[str, Any]) -> tuple[Message | None, Problems]:
     elif _blank(message):
         add(".message", "must be a string with at least one non-whitespace character")
     send_as = value.get("sendAs", "custom")
-    if send_as not in DELIVERIES:
+    if not isinstance(send_as, str) or send_as not in DELIVERIES:
         add(".sendAs", 'must be "custom" or "user"')
         send_as = None
     delivery = value.get("delivery")

@@ -37,6 +37,7 @@ from looprail.hooks.native.events import (
     unknown_event_message,
 )
 from looprail.hooks.native.filters import Filter, FilterValue, compile_pattern
+from looprail.runtime.process import escape_untrusted
 
 Scope = Literal["global", "project"]
 FileStatus = Literal["missing", "valid", "invalid", "untrusted"]
@@ -252,12 +253,19 @@ def validate_hooks_document(data: Any, *, file: str | Path, scope: Scope) -> Hoo
             continue
         where = member("$", section)
         if section != "local" and not SECTION_RE.fullmatch(section):
-            add(where, f'section "{section}" is not a valid source; expected "local" or owner/repo')
+            add(
+                where,
+                f"section {json.dumps(section)} is not a valid source; "
+                'expected "local" or owner/repo',
+            )
             continue
         if scope == "project" and section != "local" and section not in repos:
-            add(where, f'repository section "{section}" is not declared in this file\'s "repos"')
+            add(
+                where,
+                f'repository section {json.dumps(section)} is not declared in this file\'s "repos"',
+            )
         if not isinstance(body, dict):
-            add(where, f'section "{section}" must be an object of named entries')
+            add(where, f"section {json.dumps(section)} must be an object of named entries")
             continue
         for name, entry in body.items():
             entry_where = member(where, name)
@@ -290,7 +298,7 @@ def _check_repos(value: Any, present: bool, add: Callable[[str, str], None]) -> 
         if not isinstance(repo, str) or not SECTION_RE.fullmatch(repo):
             add(item("$.repos", i), f"{json.dumps(repo)} is not an owner/repo string")
         elif repo in seen:
-            add(item("$.repos", i), f'duplicate repository "{repo}"')
+            add(item("$.repos", i), f"duplicate repository {json.dumps(repo)}")
         else:
             seen.append(repo)
     return tuple(seen)
@@ -337,7 +345,7 @@ def _parse_preset(
             )
             ok = False
         elif ref in refs[:i]:
-            add(ref_where, f'duplicate reference "{ref}"')
+            add(ref_where, f"duplicate reference {json.dumps(ref)}")
             ok = False
     default = entry.get("default", True)
     if not isinstance(default, bool):
@@ -371,7 +379,7 @@ def _parse_hook(
     event = entry.get("event")
     if "event" not in entry:
         add(member(where, "event"), f"is required; supported events: {', '.join(EVENT_NAMES)}")
-    elif event not in EVENTS:
+    elif not isinstance(event, str) or event not in EVENTS:
         add(member(where, "event"), unknown_event_message(event))
     else:
         spec = EVENTS[event]
@@ -429,9 +437,9 @@ def _is_int(value: Any) -> bool:
 
 
 def _is_scalar(value: Any) -> bool:
-    if value is None or isinstance(value, (str, bool)):
+    if value is None or isinstance(value, (str, bool, int)):
         return True
-    return isinstance(value, (int, float)) and math.isfinite(value)
+    return isinstance(value, float) and math.isfinite(value)
 
 
 def _parse_filter(
@@ -477,17 +485,14 @@ def _check_exact_selector(
     key: str, value: Any, where: str, add: Callable[[str, str], None]
 ) -> bool:
     if key == "outcome":
-        if value not in OUTCOMES:
-            add(where, f"{json.dumps(value)} is not an outcome (one of {', '.join(OUTCOMES)})")
-            return False
+        if value in OUTCOMES:
+            return True
+        add(where, f"{json.dumps(value)} is not an outcome (one of {', '.join(OUTCOMES)})")
+        return False
+    if value is None or (_is_scalar(value) and not isinstance(value, (str, bool))):
         return True
-    if value is not None and not (_is_scalar(value) and isinstance(value, (int, float))):
-        add(where, f"{json.dumps(value)} is not an exit code (a number or null)")
-        return False
-    if isinstance(value, bool):
-        add(where, f"{json.dumps(value)} is not an exit code (a number or null)")
-        return False
-    return True
+    add(where, f"{json.dumps(value)} is not an exit code (a number or null)")
+    return False
 
 
 def _nesting_issues(catalog: tuple[CatalogEntry, ...]) -> list[Issue]:
@@ -505,7 +510,7 @@ def _nesting_issues(catalog: tuple[CatalogEntry, ...]) -> list[Issue]:
                     Issue(
                         str(entry.file),
                         where,
-                        f'references Preset "{ref}"; nested Presets are not supported',
+                        f"references Preset {json.dumps(ref)}; nested Presets are not supported",
                     )
                 )
     return issues
@@ -644,7 +649,8 @@ def _is_trusted(trusted: bool | Callable[[Path], bool], project: Path, warnings:
         return bool(trusted(project))
     except Exception as exc:  # a broken trust store must not open the door
         warnings.append(
-            f"{project}: could not check project trust ({exc}); treating it as untrusted"
+            f"{project}: could not check project trust ({escape_untrusted(str(exc))}); "
+            "treating it as untrusted"
         )
         return False
 

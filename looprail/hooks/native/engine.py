@@ -254,7 +254,7 @@ class NativeHookEngine:
         if not hooks:
             return EventEvaluation(spec.name, "pass", origin_ref=_ref_of(origin))
         exact = HOOK_RESULT_EXACT_KEYS if spec.name == "hook_result" else frozenset()
-        event_env = event_environment(spec, payload)
+        env = {**shell_env, **event_environment(spec, payload)}
 
         invocations: list[_Invocation] = []
         errors: list[str] = []
@@ -262,9 +262,9 @@ class NativeHookEngine:
             try:
                 if not filter_matches(hook.filter, payload, exact_keys=exact):
                     continue
-                invocation = self._invoke(hook, spec, {**shell_env, **event_env}, origin)
+                invocation = self._invoke(hook, spec, env, origin)
             except Exception as exc:  # a broken hook has no result; its siblings still run
-                errors.append(f"native hook {hook.ref} failed to execute: {exc}")
+                errors.append(escape_untrusted(f"native hook {hook.ref} failed to execute: {exc}"))
                 continue
             if invocation is not None:
                 invocations.append(invocation)

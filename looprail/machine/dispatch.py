@@ -1,0 +1,261 @@
+"""Dispatch every active hook of a point through a Runtime, honouring kind, blocking and onError.
+
+The envelope comes from the one resolver (`hooks.resolve.resolve`). Every active hook is
+dispatched, whatever its shape — the reference's worst bugs were hooks of one shape silently
+never run. Nothing here decides whether a transition happens: the results go to the guards.
+
+- contribution → `fragment.inline`, verbatim, into the context of the role named by `into`;
+- step → skill `<flavor>-<skill>`; agent (the runtime prints the liveness banner first);
+  command after the grammar check, as `<words> --phase <N> --raw` (a value failing the grammar
+  is a warning and is never run). A failed step warns and follows `onError`;
+- gate → its check through `hooks.checks.evaluate_check`: an error of the check follows
+  `onError`; a delivered `block: true` refuses when the gate is blocking, and is shown when not.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from looprail.hooks.checks import COMMAND_GRAMMAR, CheckContext, CheckError, evaluate_check
+from looprail.hooks.resolve import resolve
+from looprail.machine.guards import HookResult, refuses
+from looprail.machine.progress import Progress, fmt_duration
+from looprail.machine.record import EventRecord, Recorder
+from looprail.runtime.base import DispatchContext
+
+# A callable that evaluates native hooks for a loop event and returns their results.
+NativePoint = Callable[[str, DispatchContext, Sequence[HookResult]], list[HookResult]]
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        *,
+        compiled: Mapping[str, Any],
+        config: Mapping[str, Any] | None,
+        runtime: Any,
+        project: Path,
+        phase_number: str,
+        phase_dir: Path | None,
+        flavor: str = "gsd",
+        host_tool: str | None = None,
+        progress: Progress | None = None,
+        recorder: Recorder | None = None,
+        native: NativePoint | None = None,
+    ):
+        self.compiled = compiled
+        self.config = config
+        self.runtime = runtime
+        self.project = project
+        self.phase_number = phase_number
+        self.phase_dir = phase_dir
+        self.flavor = flavor
+        self.host_tool = host_tool
+        self.progress = progress or Progress(quiet=True)
+        self.recorder = recorder
+        self.native = native
+
+    def context(self, point: str | None = None, **extra: Any) -> DispatchContext:
+        return DispatchContext(
+            project=self.project,
+            phase_number=self.phase_number,
+            phase_dir=self.phase_dir,
+            point=point,
+            flavor=self.flavor,
+            host_tool=self.host_tool,
+            **extra,
+        )
+
+    def envelope(self, point: str) -> dict[str, Any]:
+        return resolve(self.compiled, self.config, point)
+
+    def dispatch(self, point: str, *, wave: int | None = None) -> list[HookResult]:
+        """Dispatch one point. Stops at the first result that refuses the transition (the rest
+        of the point is not run: a refused transition must not have later hooks' effects)."""
+        envelope = self.envelope(point)
+        hooks = envelope.get("activeHooks") or []
+        where = f" (wave {wave})" if wave is not None else ""
+        self.progress.line(f"▸ {point}{where}: {_count(hooks)}")
+        self._record(EventRecord(kind="point", point=point, wave=wave, data={"hooks": len(hooks)}))
+        for w in envelope.get("warnings", ()):
+            self.progress.warn(w)
+            self._record(EventRecord(kind="warning", point=point, message=w))
+        results: list[HookResult] = []
+        for hook in hooks:
+            result = self._dispatch_one(point, hook, wave)
+            results.append(result)
+            self._report(result, wave)
+            if refuses(result):
+                return results
+        if self.native is not None:
+            for result in self.native(point, self.context(point, wave=wave), results):
+                results.append(result)
+                self._report(result, wave)
+                if refuses(result):
+                    break
+        return results
+
+    # ------------------------------------------------------------------ one hook
+
+    def _dispatch_one(self, point: str, hook: Mapping[str, Any], wave: int | None) -> HookResult:
+        kind = hook.get("kind")
+        cap_id = str(hook.get("capId"))
+        ctx = self.context(point, cap_id=cap_id, wave=wave)
+        start = time.monotonic()
+        if kind == "contribution":
+            text = (hook.get("fragment") or {}).get("inline")
+            role = hook.get("into")
+            if not isinstance(text, str) or not role:
+                return self._result(
+                    point, hook, "failed", start, "contribution has no inline text or role"
+                )
+            self.runtime.deliver_context(role, text, ctx)
+            return self._result(point, hook, "ok", start, f"into {role}", label=f"→ {role}")
+        if kind == "step":
+            return self._step(point, hook, ctx, start)
+        if kind == "gate":
+            return self._gate(point, hook, ctx, start)
+        return self._result(point, hook, "failed", start, f"unknown hook kind {kind!r}")
+
+    def _step(
+        self, point: str, hook: Mapping[str, Any], ctx: DispatchContext, start: float
+    ) -> HookResult:
+        ref = hook.get("ref") or {}
+        if ref.get("skill"):
+            label = f"skill:{self.flavor}-{ref['skill']}"
+            outcome = self.runtime.run_skill(f"{self.flavor}-{ref['skill']}", ctx)
+        elif ref.get("agent"):
+            label = f"agent:{ref['agent']}"
+            outcome = self.runtime.spawn_agent(ref["agent"], ctx)
+        elif isinstance(ref.get("command"), str):
+            command = ref["command"]
+            label = f"command:{command}"
+            if not COMMAND_GRAMMAR.match(command):
+                return self._result(
+                    point,
+                    hook,
+                    "failed",
+                    start,
+                    "ref.command fails the grammar ^[a-z][a-z0-9-]*( [a-z][a-z0-9-]*)*$; not run",
+                    label=label,
+                )
+            outcome = self.runtime.run_command(command.split(" "), ctx)
+        else:
+            return self._result(
+                point, hook, "failed", start, "step ref has no skill, agent or command"
+            )
+        if outcome.ok:
+            return self._result(point, hook, "ok", start, "", label=label)
+        return self._result(point, hook, "failed", start, outcome.detail or "failed", label=label)
+
+    def _gate(
+        self, point: str, hook: Mapping[str, Any], ctx: DispatchContext, start: float
+    ) -> HookResult:
+        check = hook.get("check") or {}
+        label = _check_label(check)
+        check_ctx = CheckContext(
+            project=self.project,
+            phase_number=self.phase_number,
+            phase_dir=self.phase_dir,
+            config=dict(self.config) if self.config else None,
+        )
+        result = evaluate_check(check, check_ctx, self.runtime, runtime_ctx=ctx)
+        if isinstance(result, CheckError):
+            reason = result.reason + (" (could not look)" if result.unavailable else "")
+            return self._result(point, hook, "error", start, reason, label=label)
+        status = "block" if result.block else "pass"
+        return self._result(point, hook, status, start, result.message, label=label)
+
+    def _result(
+        self,
+        point: str,
+        hook: Mapping[str, Any],
+        status: str,
+        start: float,
+        message: str,
+        *,
+        label: str = "",
+    ) -> HookResult:
+        return HookResult(
+            point=point,
+            cap_id=str(hook.get("capId")),
+            kind=hook.get("kind")
+            if hook.get("kind") in ("step", "contribution", "gate")
+            else "step",
+            status=status,
+            blocking=hook.get("blocking") is True,
+            on_error=hook.get("onError"),
+            message=message,
+            label=label,
+            duration_s=time.monotonic() - start,
+        )
+
+    # ------------------------------------------------------------------ reporting
+
+    def _report(self, r: HookResult, wave: int | None) -> None:
+        took = fmt_duration(r.duration_s)
+        what = f"{r.kind} {r.label or ''} ({r.cap_id})".replace("  ", " ")
+        if r.kind == "gate":
+            if r.status == "pass":
+                self.progress.line(f"  ✓ {what} pass {took}")
+            elif r.status == "block" and r.blocking:
+                self.progress.line(f"  ✗ {what} BLOCKED: {r.message}")
+            elif r.status == "block":
+                self.progress.line(f"  ! {what} advisory: {r.message}")
+            elif refuses(r):
+                self.progress.line(f"  ✗ {what} gate check failed: {r.message}")
+            else:
+                self.progress.warn(f"{what} gate check failed, onError {r.on_error}: {r.message}")
+        elif r.status in ("ok",):
+            self.progress.line(f"  ✓ {what} {took}")
+        elif refuses(r):
+            self.progress.line(f"  ✗ {what} failed (onError {r.on_error}): {r.message}")
+        elif r.status == "report":
+            self.progress.warn(f"{what} reported: {r.message}")
+        else:
+            self.progress.warn(f"{what} failed, onError {r.on_error or 'skip'}: {r.message}")
+        outcome = {
+            "ok": "ok",
+            "pass": "pass",
+            "block": "blocked" if r.blocking else "advisory",
+        }.get(r.status, r.status)
+        self._record(
+            EventRecord(
+                kind="hook" if r.kind != "native" else "native_hook",
+                point=r.point,
+                wave=wave,
+                cap_id=r.cap_id,
+                hook_kind=r.kind,
+                outcome=outcome,
+                duration_ms=int(r.duration_s * 1000),
+                message=r.message or None,
+                data={"label": r.label, "onError": r.on_error, "blocking": r.blocking},
+            )
+        )
+
+    def _record(self, event: EventRecord) -> None:
+        if self.recorder is not None:
+            self.recorder.event(event)
+
+
+def _count(hooks: Sequence[Mapping[str, Any]]) -> str:
+    if not hooks:
+        return "no active hooks"
+    by_kind: dict[str, int] = {}
+    for h in hooks:
+        by_kind[h.get("kind", "?")] = by_kind.get(h.get("kind", "?"), 0) + 1
+    return ", ".join(f"{n} {k}{'s' if n > 1 else ''}" for k, n in by_kind.items())
+
+
+def _check_label(check: Mapping[str, Any]) -> str:
+    if "query" in check:
+        return f"query {check['query']}"
+    if "predicate" in check:
+        pred = check["predicate"]
+        return f"predicate {pred.get('kind') if isinstance(pred, Mapping) else '?'}"
+    if "agentVerdict" in check:
+        return "agentVerdict"
+    return "check"

@@ -1,0 +1,88 @@
+"""`looprail run --dry-run`: walk the machine in order and print what would be dispatched at
+each of the 12 points (and, where the phase already has plans, per wave and task), running
+nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from looprail.hooks.resolve import resolve
+from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
+
+
+def _hook_line(hook: dict[str, Any], flavor: str) -> str:
+    kind = hook["kind"]
+    cap = hook["capId"]
+    if kind == "step":
+        ref = hook.get("ref") or {}
+        if ref.get("skill"):
+            what = f"skill {flavor}-{ref['skill']}"
+        elif ref.get("agent"):
+            what = f"agent {ref['agent']}"
+        else:
+            what = f"command {ref.get('command')} --phase N --raw"
+        return f"    step          {what}  ({cap}, onError {hook.get('onError', 'skip')})"
+    if kind == "contribution":
+        text = (hook.get("fragment") or {}).get("inline", "")
+        first = text.strip().splitlines()[0] if text.strip() else ""
+        return f"    contribution  into {hook.get('into')}: {first[:60]}  ({cap})"
+    check = hook.get("check") or {}
+    what = next(iter(check), "?")
+    block = "blocking" if hook.get("blocking") else "advisory"
+    return f"    gate          {what} {block}, onError {hook.get('onError')}  ({cap})"
+
+
+def dry_run(loaded: Any, phase: str, *, flavor: str = "gsd", spec: LoopSpec = DEFAULT_LOOP) -> str:
+    from looprail.plans import compute_waves, load_phase
+
+    ph = load_phase(loaded.project, phase)
+    waves = compute_waves(ph.plans, root=loaded.project) if ph.plans else None
+    out = [f"dry run: phase {ph.number} ({ph.dir.name}) of {loaded.project}", ""]
+
+    def point(p: str, suffix: str = "") -> None:
+        env = resolve(loaded.compiled, loaded.config, p)
+        hooks = env["activeHooks"]
+        out.append(
+            f"  {p}{suffix}: {len(hooks) or 'no'} active hook{'s' if len(hooks) != 1 else ''}"
+        )
+        out.extend(_hook_line(h, flavor) for h in hooks)
+        out.extend(f"    ! {w}" for w in env.get("warnings", ()))
+
+    for t in spec.transitions():
+        if t.event == "finish_wave" and t.target == "waves_done":
+            continue  # the same points as the other finish_wave branch
+        out.append(f"{t.source} → {t.target}  [{t.event}; guards: {', '.join(t.guards)}]")
+        if t.event == "start_wave":
+            if waves is None:
+                out.append("  (no plans yet: the planner writes them; waves are known after plan)")
+                point(t.points[0], " (each wave)")
+            else:
+                for w in waves.waves:
+                    state = "to run" if w.pending else "done"
+                    mode = (
+                        "parallel"
+                        if w.parallel_safe
+                        else f"sequential ({', '.join(w.overlap_files)})"
+                    )
+                    out.append(f"  wave {w.number}: {', '.join(w.plan_ids)} [{state}, {mode}]")
+                    for pid in w.plan_ids:
+                        plan = ph.plan(pid)
+                        for task in plan.tasks:
+                            extra = []
+                            if task.tracker_id:
+                                extra.append(f"execute:task resolver for {task.tracker_id}")
+                            if task.is_checkpoint:
+                                extra.append(f"checkpoint ({task.gate or 'pauses'})")
+                            note = f"  [{'; '.join(extra)}]" if extra else ""
+                            out.append(f"    task {task.id} {task.name or ''}{note}")
+                point(t.points[0], " (each wave)")
+            continue
+        for p in t.points:
+            point(p)
+        role_step = spec.step(t.target) if t.target in {s.name for s in spec.steps} else None
+        if role_step is not None and role_step.name != spec.looped:
+            unless = f" (unless {role_step.artifact} exists)" if role_step.artifact else ""
+            out.append(f"  then {role_step.role} does the {role_step.name} work{unless}")
+    out.append("")
+    out.append("nothing was run")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,149 @@
+"""Guards: pure functions of what the hooks of a transition attempt produced (and of plan
+facts). Gate checks have effects (processes, files), so the dispatcher runs them once per
+attempt and hands their results here; everything in this module is plain data in, bool out, and
+can be unit-tested with values written by hand:
+
+    >>> gate = HookResult(point="ship:pre", cap_id="security", kind="gate",
+    ...                   status="block", blocking=True, message="threats open")
+    >>> hooks_allow([gate])
+    False
+    >>> refusal([gate]).cap_id
+    'security'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+HookKind = Literal["step", "contribution", "gate", "native"]
+# ok: ran / delivered. failed: a step or native hook did not succeed. pass/block: a gate's
+# delivered verdict. error: a gate's check could not produce a verdict. skipped: not run
+# (refused grammar, earlier refusal). report: a native :post failure (never blocks).
+HookStatus = Literal["ok", "failed", "pass", "block", "error", "skipped", "report"]
+
+
+class HookResult(BaseModel):
+    """What one dispatched hook did during a transition attempt."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    point: str
+    cap_id: str
+    kind: HookKind
+    status: HookStatus
+    blocking: bool = False  # gates: declared blocking; native: a :pre failure (`block`)
+    on_error: str | None = None  # skip | halt | fail
+    message: str = ""
+    label: str = ""  # what ran: `skill:gsd-x`, `query ui plan-gate`, `hooks/section/name`
+    duration_s: float = 0.0
+
+    @property
+    def refuses(self) -> bool:
+        return refuses(self)
+
+
+def refuses(result: HookResult) -> bool:
+    """Does this one result refuse the transition?
+
+    - a blocking gate that delivered `block: true` (onError never bypasses a verdict);
+    - a gate whose check errored, with `onError` halt (or its older spelling `fail`);
+    - a step that failed (or was refused by the grammar) with `onError` halt/fail;
+    - a native hook on a `:pre` point whose outcome is `block`.
+    Advisory gates, `skip` errors and `:post` native failures never refuse.
+    """
+    halting = result.on_error in ("halt", "fail")
+    if result.kind == "gate":
+        if result.status == "block":
+            return result.blocking
+        return result.status == "error" and halting
+    if result.kind == "step":
+        return result.status == "failed" and halting
+    if result.kind == "native":
+        return result.status == "block"
+    return False
+
+
+def refusal(results: Sequence[HookResult]) -> HookResult | None:
+    """The first result that refuses the transition, or None."""
+    return next((r for r in results if refuses(r)), None)
+
+
+def hooks_allow(results: Sequence[HookResult]) -> bool:
+    """The guard on every transition: no hook of this attempt refuses it."""
+    return refusal(results) is None
+
+
+class PlanFacts(BaseModel):
+    """What the guards may know about the phase's plans and artifacts (computed by the runner
+    from `.planning/`, passed in as plain values)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    plan_count: int = 0
+    waves_total: int = 0
+    waves_pending: int = 0  # waves with at least one plan without a SUMMARY
+    has_context: bool = False
+    verification_status: str | None = None  # frontmatter `status` of VERIFICATION.md
+
+
+def plans_ready(facts: PlanFacts) -> bool:
+    """plan → execute needs at least one plan."""
+    return facts.plan_count > 0
+
+
+def wave_pending(facts: PlanFacts) -> bool:
+    return facts.waves_pending > 0
+
+
+def more_waves(facts: PlanFacts) -> bool:
+    """After closing the current wave, is there another one to run?"""
+    return facts.waves_pending > 0
+
+
+def waves_finished(facts: PlanFacts) -> bool:
+    return facts.waves_pending == 0
+
+
+def discuss_done(facts: PlanFacts) -> bool:
+    return facts.has_context
+
+
+def plan_done(facts: PlanFacts) -> bool:
+    return facts.plan_count > 0
+
+
+def verify_done(facts: PlanFacts) -> bool:
+    """verify → ship needs a VERIFICATION.md whose status is `passed` (ADR-3180)."""
+    return facts.verification_status == "passed"
+
+
+GUARDS = {
+    "plans_ready": plans_ready,
+    "wave_pending": wave_pending,
+    "more_waves": more_waves,
+    "waves_finished": waves_finished,
+    "discuss_done": discuss_done,
+    "plan_done": plan_done,
+    "verify_done": verify_done,
+}
+
+FACT_REASONS = {
+    "plans_ready": "the plan step produced no plans",
+    "plan_done": "the plan step produced no plans",
+    "wave_pending": "no wave has plans left to run",
+    "waves_finished": "plans without a SUMMARY remain",
+    "discuss_done": "the discuss step produced no CONTEXT.md",
+    "verify_done": "VERIFICATION.md does not report `status: passed`",
+}
+
+
+def failed_fact_guard(guard_names: Sequence[str], facts: PlanFacts) -> str | None:
+    """The first plan-fact guard among `guard_names` that refuses, as a reason for people."""
+    for name in guard_names:
+        fn = GUARDS.get(name)
+        if fn is not None and not fn(facts):
+            return FACT_REASONS.get(name, name)
+    return None

@@ -1,0 +1,119 @@
+"""Where a run writes what happened: the events of every transition, hook, gate verdict,
+resolver result and task. `MemoryRecorder` keeps them in a list (tests, `--dry-run`, embedding);
+`JournalRecorder` writes them to the project's SQLite journal, each state change in the same
+transaction as its event row."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+from looprail.store.models import EventRecord, TaskUpdate
+
+
+class Recorder(Protocol):
+    def event(self, record: EventRecord, *, state: Sequence[str] | None = None) -> None: ...
+
+    def task_started(
+        self, key: str, *, plan_id: str, wave: int | None, message: str = ""
+    ) -> int: ...
+
+    def task_finished(
+        self, key: str, *, status: str, duration_ms: int | None, message: str | None = None
+    ) -> None: ...
+
+    def wave_started(self, wave: int, tasks: Iterable[tuple[str, str]]) -> None: ...
+
+    def done_tasks(self) -> set[str]: ...
+
+
+class MemoryRecorder:
+    """Events in a list, in order. Thread-safe: plans of a wave run in parallel."""
+
+    def __init__(self) -> None:
+        self.events: list[EventRecord] = []
+        self.state: list[str] = []
+        self._done: set[str] = set()
+        self._attempts: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def event(self, record: EventRecord, *, state: Sequence[str] | None = None) -> None:
+        with self._lock:
+            self.events.append(record)
+            if state is not None:
+                self.state = list(state)
+
+    def task_started(self, key: str, *, plan_id: str, wave: int | None, message: str = "") -> int:
+        with self._lock:
+            self._attempts[key] = self._attempts.get(key, 0) + 1
+            self.events.append(
+                EventRecord(
+                    kind="task_started",
+                    task_id=key,
+                    plan_id=plan_id,
+                    wave=wave,
+                    message=message or None,
+                )
+            )
+            return self._attempts[key]
+
+    def task_finished(
+        self, key: str, *, status: str, duration_ms: int | None, message: str | None = None
+    ) -> None:
+        with self._lock:
+            if status == "done":
+                self._done.add(key)
+            self.events.append(
+                EventRecord(
+                    kind="task_finished",
+                    task_id=key,
+                    outcome=status,
+                    duration_ms=duration_ms,
+                    message=message,
+                )
+            )
+
+    def wave_started(self, wave: int, tasks: Iterable[tuple[str, str]]) -> None:
+        self.event(
+            EventRecord(kind="wave_started", wave=wave, data={"tasks": [k for k, _ in tasks]})
+        )
+
+    def done_tasks(self) -> set[str]:
+        with self._lock:
+            return set(self._done)
+
+    def kinds(self, *kinds: str) -> list[EventRecord]:
+        return [e for e in self.events if not kinds or e.kind in kinds]
+
+
+class JournalRecorder:
+    """The durable recorder: one journal run, every write its own transaction."""
+
+    def __init__(self, journal: Any, run_id: str):
+        self.journal = journal
+        self.run_id = run_id
+
+    def event(self, record: EventRecord, *, state: Sequence[str] | None = None) -> None:
+        self.journal.record(self.run_id, record, state=state)
+
+    def task_started(self, key: str, *, plan_id: str, wave: int | None, message: str = "") -> int:
+        return self.journal.task_started(
+            self.run_id, key, plan_id=plan_id, wave=wave, message=message or None
+        )
+
+    def task_finished(
+        self, key: str, *, status: str, duration_ms: int | None, message: str | None = None
+    ) -> None:
+        self.journal.task_finished(
+            self.run_id, key, status=status, duration_ms=duration_ms, message=message
+        )
+
+    def wave_started(self, wave: int, tasks: Iterable[tuple[str, str]]) -> None:
+        self.journal.wave_started(self.run_id, wave, list(tasks))
+
+    def done_tasks(self) -> set[str]:
+        return {t.task_key for t in self.journal.tasks(self.run_id) if t.status == "done"}
+
+
+__all__ = ["EventRecord", "JournalRecorder", "MemoryRecorder", "Recorder", "TaskUpdate"]

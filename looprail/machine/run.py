@@ -1,0 +1,581 @@
+"""The runner: drives the compiled loop chart for one phase of one project.
+
+Each transition attempt goes: plan-fact guards (pure, cheap: refuse before any effect) → dispatch
+the points the transition crosses (hooks run, gates produce verdicts) → `send(event, results,
+facts)`, where the chart's guards decide. A refusal leaves the state unchanged and the run halts
+naming the gate (capId, message) or the failed fact. Inside a state the runner does the step's
+work: the role agent writes the step's artifact unless it already exists; in `execute`, waves
+of plans run on an executor, each plan's tasks through a `TaskChart` whose `begin_task` runs the
+mandatory `execute:task` resolver and the `read_first` check before the body.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, Literal
+
+from statemachine.exceptions import TransitionNotAllowed
+
+from looprail.errors import HaltError, LooprailError
+from looprail.hooks.checks import read_frontmatter
+from looprail.hooks.task_content import TaskContentError, resolve_task_content
+from looprail.machine import guards as G
+from looprail.machine.chart import TaskChart, compile_loop, state_path
+from looprail.machine.dispatch import Dispatcher
+from looprail.machine.progress import Progress, fmt_duration
+from looprail.machine.record import EventRecord, MemoryRecorder, Recorder
+from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
+from looprail.plans import Phase, Plan, Task, compute_waves, load_phase
+from looprail.runtime.base import TaskWork
+from looprail.runtime.executors import make_executor, run_all
+
+RunStatus = Literal["shipped", "halted", "paused"]
+
+
+class CheckpointPause(LooprailError):
+    """A checkpoint task needs a human: the loop pauses (resume with `--approve TASK`)."""
+
+    exit_code = 3
+
+    def __init__(self, task: Task, plan: Plan):
+        self.task = task
+        self.plan = plan
+        gate = f", gate={task.gate}" if task.gate else ""
+        super().__init__(
+            f"{plan.path.name}: task {task.id} ({task.type}{gate}) "
+            f"{task.name or ''!s} needs a human; approve with --approve {task.id}"
+        )
+
+
+@dataclass
+class RunOptions:
+    flavor: str = "gsd"
+    jobs: int = 1
+    autonomous: bool = False
+    approvals: frozenset[str] = frozenset()
+    host_tool: str | None = None
+
+
+@dataclass
+class RunResult:
+    status: RunStatus
+    state: list[str]
+    reason: str | None = None
+    refused_by: G.HookResult | None = None
+    tasks_run: int = 0
+    duration_s: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return {"shipped": 0, "halted": 1, "paused": 3}[self.status]
+
+
+@dataclass
+class _Ctx:
+    """What the task callbacks need (the TaskChart's model)."""
+
+    runner: LoopRunner
+    plan: Plan
+    wave: int
+    tasks: list[Task]
+    index: int = 0
+    work: TaskWork | None = None
+
+    # TaskChart callbacks -------------------------------------------------------------
+
+    def more_tasks(self, **_: Any) -> bool:
+        return self.index + 1 < len(self.tasks)
+
+    def resolve_task_content(self, task: Task, **_: Any) -> None:
+        self.work = self.runner._resolve(self.plan, task, self.wave)
+
+    def check_read_first(self, task: Task, **_: Any) -> None:
+        self.runner._check_read_first(self.plan, task, self.work)
+
+    def task_call_hooks(self, task: Task, **_: Any) -> None:
+        self.runner._task_event("task_call", self.plan, task, self.wave, self.work)
+
+
+class LoopRunner:
+    """One run of the loop over one phase. Construct, then `run()`.
+
+    `runtime` is any `Runtime` (LocalRuntime by default in the CLI, ScriptedRuntime in tests);
+    `compiled` is the compiled capability registry; `recorder` receives every event (a journal
+    makes the run durable and resumable)."""
+
+    def __init__(
+        self,
+        project: Path,
+        phase: str,
+        *,
+        runtime: Any,
+        compiled: dict[str, Any],
+        config: dict[str, Any] | None,
+        resolvers: Sequence[tuple[str, Any]] = (),
+        unloadable_resolvers: Sequence[Any] = (),
+        options: RunOptions | None = None,
+        recorder: Recorder | None = None,
+        progress: Progress | None = None,
+        spec: LoopSpec = DEFAULT_LOOP,
+        state: Sequence[str] | None = None,
+        native: Any = None,
+        on_transition: Callable[[list[str]], None] | None = None,
+        wave: int | None = None,
+    ):
+        self.project = Path(project).resolve()
+        self.phase_token = phase
+        self.runtime = runtime
+        self.compiled = compiled
+        self.config = config
+        self.resolvers = list(resolvers)
+        self.unloadable = list(unloadable_resolvers)
+        self.options = options or RunOptions()
+        self.recorder = recorder or MemoryRecorder()
+        self.progress = progress or Progress(quiet=True)
+        self.spec = spec
+        self.native = native
+        self.on_transition = on_transition
+        self.chart_class = compile_loop(spec)
+        self.machine = self.chart_class()
+        if state:
+            self._restore(state)
+        self.phase: Phase = load_phase(self.project, phase)
+        self.dispatcher = Dispatcher(
+            compiled=compiled,
+            config=config,
+            runtime=runtime,
+            project=self.project,
+            phase_number=self.phase.number,
+            phase_dir=self.phase.dir,
+            flavor=self.options.flavor,
+            host_tool=self.options.host_tool,
+            progress=self.progress,
+            recorder=self.recorder,
+            native=native.point_hooks if native is not None else None,
+        )
+        self.tasks_run = 0
+        self.warnings: list[str] = []
+        self.wave: int | None = wave  # the wave being run (journaled with start_wave)
+
+    # ------------------------------------------------------------------ state
+
+    def _restore(self, state: Sequence[str]) -> None:
+        """Put the chart back in a journaled configuration without running enter callbacks."""
+        from statemachine.orderedset import OrderedSet
+
+        values = [s for s in state if s]
+        if not values:
+            return
+        model = self.machine.model
+        setattr(
+            model, self.machine.state_field, values[0] if len(values) == 1 else OrderedSet(values)
+        )
+        self.machine = self.chart_class(model=model)
+
+    @property
+    def state(self) -> list[str]:
+        return state_path(self.machine)
+
+    def _leaf(self) -> str:
+        return self.state[-1]
+
+    # ------------------------------------------------------------------ run
+
+    def run(self) -> RunResult:
+        start = time.monotonic()
+        try:
+            while self._leaf() != "shipped":
+                self._step()
+            status: RunStatus = "shipped"
+            reason = None
+            refused = None
+        except _Refused as exc:
+            status, reason, refused = "halted", str(exc), exc.result
+        except CheckpointPause as exc:
+            status, reason, refused = "paused", str(exc), None
+        except HaltError as exc:
+            status, reason, refused = "halted", str(exc), None
+        except TaskContentError as exc:
+            status, reason, refused = "halted", f"execute:task resolver failed: {exc}", None
+        except LooprailError as exc:
+            status, reason, refused = "halted", str(exc), None
+        finally:
+            self.progress.close()
+        if status != "shipped":
+            self.recorder.event(
+                EventRecord(
+                    kind="halted",
+                    point=refused.point if refused else None,
+                    cap_id=refused.cap_id if refused else None,
+                    outcome=status,
+                    message=reason,
+                ),
+                state=self.state,
+            )
+        self._native_settled(status, reason)
+        return RunResult(
+            status=status,
+            state=self.state,
+            reason=reason,
+            refused_by=refused,
+            tasks_run=self.tasks_run,
+            duration_s=time.monotonic() - start,
+            warnings=self.warnings,
+        )
+
+    def _step(self) -> None:
+        leaf = self._leaf()
+        if leaf == "idle":
+            self._attempt("begin")
+        elif leaf == "discuss":
+            self._phase_work("discuss", done=self.phase.has_context)
+            self._attempt("finish_discuss")
+        elif leaf == "plan":
+            self._phase_work("plan", done=bool(self.phase.plans))
+            self._attempt("finish_plan")
+        elif leaf == "wave_ready":
+            waves = compute_waves(self.phase.plans, root=self.project)
+            pending = [w for w in waves.waves if w.pending]
+            if pending:
+                self.wave = pending[0].number
+                self._attempt("start_wave", wave=self.wave)
+            else:
+                self._attempt("finish_execute")
+        elif leaf == "wave_running":
+            self._run_wave()
+            self._attempt("finish_wave", wave=self.wave)
+        elif leaf == "waves_done":
+            self._attempt("finish_execute")
+        elif leaf == "verify":
+            self._phase_work("verify", done=self.phase.verification_path is not None)
+            self._attempt("finish_verify")
+        elif leaf == "ship":
+            self._phase_work("ship", done=False)
+            self._attempt("finish_ship")
+        else:  # pragma: no cover - the chart has no other states
+            raise HaltError(f"unexpected state {leaf!r}")
+
+    # ------------------------------------------------------------------ transitions
+
+    def facts(self) -> G.PlanFacts:
+        self.phase = load_phase(self.project, self.phase_token)
+        status = None
+        if self.phase.verification_path is not None:
+            fm = read_frontmatter(self.phase.verification_path.read_text(errors="replace"))
+            if isinstance(fm, dict) and fm.get("status") is not None:
+                status = str(fm.get("status"))
+        waves = compute_waves(self.phase.plans, root=self.project) if self.phase.plans else None
+        return G.PlanFacts(
+            plan_count=len(self.phase.plans),
+            waves_total=len(waves.waves) if waves else 0,
+            waves_pending=sum(1 for w in waves.waves if w.pending) if waves else 0,
+            has_context=self.phase.has_context,
+            verification_status=status,
+        )
+
+    def _attempt(self, event: str, *, wave: int | None = None) -> None:
+        """One transition attempt (see the module docstring for the order)."""
+        source_states = set(self.state)
+        candidates = [
+            t for t in self.spec.transitions() if t.event == event and t.source in source_states
+        ]
+        if not candidates:  # pragma: no cover - the runner only sends events it can
+            raise HaltError(f"no transition {event!r} from {self.state}")
+        facts = self.facts()
+        # A fact guard that refuses every candidate: refuse before any hook has effects.
+        fact_refusals = [G.failed_fact_guard(t.guards, facts) for t in candidates]
+        if all(fact_refusals):
+            raise HaltError(f"{event}: {fact_refusals[0]}")
+        results: list[G.HookResult] = []
+        for point in candidates[0].points:
+            results += self.dispatcher.dispatch(point, wave=wave)
+            if not G.hooks_allow(results):
+                break
+        before = self.state
+        try:
+            self.machine.send(event, results=results, facts=self.facts())
+        except TransitionNotAllowed:
+            refused = G.refusal(results)
+            if refused is not None:
+                raise _Refused(refused) from None
+            reason = G.failed_fact_guard(candidates[0].guards, self.facts()) or "refused"
+            raise HaltError(f"{event}: {reason}") from None
+        self.recorder.event(
+            EventRecord(
+                kind="transition",
+                wave=wave,
+                message=f"{'/'.join(before)} → {'/'.join(self.state)}",
+                data={"event": event, "source": before, "target": self.state},
+            ),
+            state=self.state,
+        )
+        self.progress.line(f"● {'/'.join(self.state)}")
+        if self.on_transition is not None:
+            self.on_transition(self.state)
+
+    # ------------------------------------------------------------------ step work
+
+    def _phase_work(self, step: str, *, done: bool) -> None:
+        spec = self.spec.step(step)
+        if done:
+            self.progress.line(f"  {spec.artifact} exists: no {spec.role} work needed")
+            return
+        self.progress.status(f"{step}: {spec.role} at work")
+        outcome = self.runtime.do_phase_work(spec.role, step, self.dispatcher.context(None))
+        if not outcome.ok:
+            raise HaltError(f"{step}: {spec.role} failed: {outcome.detail}")
+        self.progress.line(
+            f"  {spec.role} did the {step} work in {fmt_duration(outcome.duration_s)}"
+        )
+        self.phase = load_phase(self.project, self.phase_token)
+
+    # ------------------------------------------------------------------ waves
+
+    def _run_wave(self) -> None:
+        waves = compute_waves(self.phase.plans, root=self.project)
+        if self.wave is None:  # resumed inside a running wave: it is the first unfinished one
+            self.wave = next((w.number for w in waves.waves if w.pending), None)
+        wave = waves.wave(self.wave) if self.wave is not None else None
+        if wave is None:
+            raise HaltError(f"wave {self.wave} no longer exists (plans changed?)")
+        plans = {p.id: p for p in self.phase.plans}
+        pending = [plans[pid] for pid in wave.pending]
+        jobs = self.options.jobs if wave.parallel_safe else 1
+        if not wave.parallel_safe and self.options.jobs > 1:
+            self.progress.line(
+                f"  wave {wave.number} runs sequentially: plans share {', '.join(wave.overlap_files)}"
+            )
+        done = self.recorder.done_tasks()
+        self.recorder.wave_started(
+            wave.number,
+            [(t.id, p.id) for p in pending for t in p.tasks if not t.is_checkpoint],
+        )
+        self.progress.line(f"  wave {wave.number}: {len(pending)} plan(s), {jobs} at a time")
+        with make_executor(jobs) as executor:
+            settled = run_all(
+                executor, [partial(self._run_plan, p, wave.number, done) for p in pending]
+            )
+        errors = [s.error for s in settled if not s.ok]
+        if errors:
+            # Siblings were never cancelled; the first failure (in plan order) is the reason.
+            pauses = [e for e in errors if isinstance(e, CheckpointPause)]
+            raise (
+                next((e for e in errors if not isinstance(e, CheckpointPause)), None) or pauses[0]
+            )
+        self.recorder.event(EventRecord(kind="wave_finished", wave=wave.number))
+
+    def _run_plan(self, plan: Plan, wave: int, done: set[str]) -> None:
+        ctx = _Ctx(self, plan, wave, list(plan.tasks))
+        chart = TaskChart(model=ctx)
+        for i, task in enumerate(ctx.tasks):
+            ctx.index = i
+            ctx.work = None
+            if task.id in done:
+                chart.send("skip_task")
+                continue
+            if task.is_checkpoint:
+                self._checkpoint(plan, task, wave)
+                chart.send("skip_task")
+                continue
+            chart.send("begin_task", task=task)  # resolver → read_first → task_call hooks
+            self._execute(plan, task, wave, ctx.work)
+            chart.send("end_task")
+        self._write_summary(plan)
+
+    def _checkpoint(self, plan: Plan, task: Task, wave: int) -> None:
+        approved_by = None
+        if task.id in self.options.approvals:
+            approved_by = "--approve"
+        elif self.options.autonomous and task.gate != "blocking-human":
+            approved_by = "--autonomous"
+        if approved_by is None:
+            raise CheckpointPause(task, plan)
+        self.progress.line(f"  ✓ checkpoint {task.id} approved ({approved_by})")
+        self.recorder.event(
+            EventRecord(
+                kind="task_finished",
+                task_id=task.id,
+                plan_id=plan.id,
+                wave=wave,
+                outcome="approved",
+                message=approved_by,
+            )
+        )
+
+    def _resolve(self, plan: Plan, task: Task, wave: int) -> TaskWork:
+        """The `execute:task` point: mandatory, before read_first, never a fallback."""
+        work = _task_work(plan, task)
+        if not task.tracker_id:
+            return work
+        try:
+            result = resolve_task_content(
+                task.tracker_id, self.resolvers, cwd=self.project, unloadable=self.unloadable
+            )
+        except TaskContentError as exc:
+            self.recorder.event(
+                EventRecord(
+                    kind="resolver",
+                    plan_id=plan.id,
+                    task_id=task.id,
+                    wave=wave,
+                    outcome="failed",
+                    message=str(exc),
+                    data={"trackerId": task.tracker_id},
+                )
+            )
+            self.progress.line(f"  ✗ execute:task {task.id} [{task.tracker_id}] resolver failed")
+            raise
+        self.recorder.event(
+            EventRecord(
+                kind="resolver",
+                plan_id=plan.id,
+                task_id=task.id,
+                wave=wave,
+                outcome=result.outcome,
+                data={"trackerId": task.tracker_id},
+            )
+        )
+        if result.resolved and result.content is not None:
+            c = result.content
+            self.progress.line(f"  ⇣ execute:task {task.id} content from {task.tracker_id}")
+            return work.model_copy(
+                update={
+                    "action": c.action,
+                    "verify": c.verify,
+                    "acceptance_criteria": tuple(c.acceptanceCriteria),
+                    "read_first": tuple(c.readFirst),
+                    "done": c.done,
+                    "resolved_by_tracker": True,
+                }
+            )
+        return work
+
+    def _check_read_first(self, plan: Plan, task: Task, work: TaskWork | None) -> None:
+        paths = work.read_first if work is not None else tuple(task.read_first)
+        missing = []
+        for rel in paths:
+            target = (self.project / rel).resolve()
+            if not target.is_relative_to(self.project) or not target.exists():
+                missing.append(rel)
+        if missing:
+            raise HaltError(
+                f"{plan.path.name}: task {task.id} read_first: missing {', '.join(missing)}"
+            )
+
+    def _task_event(
+        self, event: str, plan: Plan, task: Task, wave: int, work: TaskWork | None
+    ) -> None:
+        if self.native is None:
+            return
+        results = self.native.task_hooks(
+            event, plan, task, wave, work, self.dispatcher.context(None)
+        )
+        blocked = next((r for r in results if r.status == "block"), None)
+        if blocked is not None:
+            raise _Refused(blocked)
+
+    def _execute(self, plan: Plan, task: Task, wave: int, work: TaskWork | None) -> None:
+        work = work or _task_work(plan, task)
+        attempt = self.recorder.task_started(task.id, plan_id=plan.id, wave=wave)
+        again = f" (attempt {attempt})" if attempt > 1 else ""
+        self.progress.status(f"wave {wave}: {task.id} {task.name or ''}")
+        ctx = self.dispatcher.context(None, plan_id=plan.id, task_id=work.task_id, wave=wave)
+        outcome = self.runtime.execute_task(work, ctx)
+        ms = int(outcome.duration_s * 1000)
+        if not outcome.ok:
+            self.recorder.task_finished(
+                task.id, status="failed", duration_ms=ms, message=outcome.detail
+            )
+            raise HaltError(f"{plan.path.name}: task {task.id} failed: {outcome.detail}")
+        self.recorder.task_finished(task.id, status="done", duration_ms=ms)
+        self.tasks_run += 1
+        self.progress.line(
+            f"  ✓ {task.id} {task.name or ''}{again} {fmt_duration(outcome.duration_s)}"
+        )
+        self._task_event("task_result", plan, task, wave, work)
+
+    def _write_summary(self, plan: Plan) -> None:
+        """The durable "plan done" marker, unless the executor already wrote one."""
+        target = plan.path.with_name(plan.path.name.replace("-PLAN.md", "-SUMMARY.md"))
+        if target.exists():
+            return
+        lines = [
+            "---",
+            f"plan: {plan.id}",
+            "status: complete",
+            f"tasks: {len(plan.tasks)}",
+            "---",
+            "",
+            f"# {plan.id} summary",
+            "",
+        ]
+        if plan.objective_line:
+            lines += [plan.objective_line, ""]
+        for t in plan.tasks:
+            tracker = f" [{t.tracker_id}]" if t.tracker_id else ""
+            lines.append(f"- {t.id}: {t.name or t.type}{tracker}")
+        _atomic_write(target, "\n".join(lines) + "\n")
+
+    def _native_settled(self, status: str, reason: str | None) -> None:
+        if self.native is not None:
+            self.native.settled(status, reason, self.dispatcher.context(None))
+
+
+class _Refused(HaltError):
+    """A transition refused by a hook result (a blocking gate, a halting step or check)."""
+
+    def __init__(self, result: G.HookResult):
+        self.result = result
+        if result.kind == "gate" and result.status == "error":
+            text = f"gate check failed at {result.point} ({result.cap_id}): {result.message}"
+        elif result.kind == "gate":
+            text = f"blocked at {result.point} by gate {result.cap_id}: {result.message or '(no message)'}"
+        elif result.kind == "native":
+            text = f"blocked at {result.point} by native hook {result.cap_id}: {result.message or 'block'}"
+        else:
+            text = f"halted at {result.point}: step {result.label} ({result.cap_id}) failed: {result.message}"
+        super().__init__(text)
+
+
+def _task_work(plan: Plan, task: Task) -> TaskWork:
+    criteria = tuple(
+        line.strip().removeprefix("- ").strip()
+        for line in (task.acceptance_criteria or "").splitlines()
+        if line.strip()
+    )
+    return TaskWork(
+        plan_id=plan.id,
+        task_id=task.id.rsplit("/", 1)[-1],  # the plan id is its own field
+        index=task.index,
+        name=task.name or "",
+        type=task.type,
+        files=tuple(task.files),
+        read_first=tuple(task.read_first),
+        action=task.action or "",
+        verify=task.verify or "",
+        acceptance_criteria=criteria,
+        done=task.done or "",
+        tracker_id=task.tracker_id,
+    )
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+OnProgress = Callable[[str], None]

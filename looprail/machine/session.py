@@ -1,0 +1,195 @@
+"""Running a phase end to end: load everything a run needs, take the project's run lock, open
+(or resume) the journal run, drive the `LoopRunner`, and close the run with its final status.
+
+This is the function the CLI's `looprail run` / `looprail resume` and the pytest plugin call.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from looprail.errors import LooprailError, UsageError
+from looprail.machine.progress import Progress
+from looprail.machine.run import LoopRunner, RunOptions, RunResult
+
+
+@dataclass
+class Loaded:
+    """Everything loaded from a project and its capability search path."""
+
+    project: Path
+    compiled: dict[str, Any]
+    registry: Any
+    config: dict[str, Any] | None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def resolvers(self) -> list[tuple[str, Any]]:
+        active = {cid for cid, c in self.compiled["caps"].items() if c.get("active", True)}
+        return [(cid, r) for cid, r in self.registry.task_content_resolvers() if cid in active]
+
+    @property
+    def unloadable(self) -> list[Any]:
+        from looprail.hooks.task_content import unloadable_resolvers
+
+        return unloadable_resolvers(self.registry.failed)
+
+    def input_paths(self, phase_dir: Path | None) -> list[Path]:
+        """What a run depends on: capability folders, the config, the phase's plans."""
+        paths = [lc.source for lc in self.registry.capabilities.values()]
+        paths.append(self.project / ".planning" / "config.json")
+        if phase_dir is not None:
+            paths += sorted(phase_dir.glob("*-PLAN.md"))
+        return paths
+
+
+def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()) -> Loaded:
+    from looprail.config import load_project_config
+    from looprail.hooks.compiled import load_compiled
+    from looprail.hooks.registry import load_registry
+
+    root = Path(project)
+    if not root.is_dir():
+        raise UsageError(f"{project}: no such project folder")
+    if not (root / ".planning").is_dir():
+        raise UsageError(f"{project}: not a project (no .planning/ folder)")
+    root = root.resolve()
+    config, warnings = load_project_config(root)
+    compiled = load_compiled(root, capability_dirs)
+    registry = load_registry(root, capability_dirs, config=config)
+    warnings += list(registry.warnings)
+    for failed in registry.failed:
+        warnings.append(
+            f"capability {failed.id!r} ({failed.origin}) not loaded: {failed.issues[0]}"
+        )
+    return Loaded(root, compiled, registry, config, warnings)
+
+
+@dataclass
+class SessionResult:
+    result: RunResult
+    run_id: str | None
+    resumed: bool = False
+    changes: list[str] = field(default_factory=list)
+
+
+def run_phase(
+    loaded: Loaded,
+    phase: str,
+    *,
+    runtime: Any = None,
+    options: RunOptions | None = None,
+    progress: Progress | None = None,
+    journal: bool = True,
+    resume: str | None = "auto",
+    accept_changes: bool = False,
+    new_run: bool = False,
+) -> SessionResult:
+    """Run (or resume) `phase`. `resume`: "auto" resumes an unfinished run of this phase, a run
+    id resumes that run, None never resumes. With `journal=False` nothing is written."""
+    from looprail.plans import find_phase
+    from looprail.runtime.local import LocalRuntime
+
+    options = options or RunOptions()
+    progress = progress or Progress()
+    phase_dir = find_phase(loaded.project, phase).dir
+    if runtime is None:
+        runtime = LocalRuntime(loaded.project, host_tool=options.host_tool, progress=progress.line)
+    for w in loaded.warnings:
+        progress.warn(w)
+    if not journal:
+        runner = _runner(loaded, phase, runtime, options, progress, None, None, None)
+        return SessionResult(runner.run(), None)
+
+    from looprail.machine.record import JournalRecorder
+    from looprail.store import Journal, RunLock, diff_inputs, digest_inputs
+
+    with RunLock(loaded.project) as lock, Journal.open(loaded.project) as jr:
+        digest = digest_inputs(loaded.input_paths(phase_dir), loaded.project)
+        previous = None
+        if resume == "auto" and not new_run:
+            previous = jr.unfinished_run(phase)
+        elif resume not in (None, "auto"):
+            previous = jr.find_run(resume)
+            if not previous.resumable:
+                raise LooprailError(f"run {previous.id} is {previous.status}; nothing to resume")
+        if previous is not None and new_run:
+            previous = None
+        changes: list[str] = []
+        if previous is not None:
+            changes = diff_inputs(previous.inputs_digest, digest)
+            crashed = previous.status == "running"
+            if changes and crashed and not accept_changes:
+                raise LooprailError(
+                    f"run {previous.id} was interrupted and its inputs changed since "
+                    f"({'; '.join(changes)}); resume with --accept-changes, or start over with --new"
+                )
+            run = jr.resume_run(previous.id, inputs_digest=digest)
+            run_id = run.id
+            state, wave = run.state, _last_wave(jr, run_id)
+            progress.line(
+                f"resuming run {run_id} (was {previous.status}) at {'/'.join(state) or 'idle'}"
+                + (f"; inputs changed: {', '.join(changes)}" if changes else "")
+            )
+        else:
+            if new_run:
+                old = jr.unfinished_run(phase)
+                if old is not None:
+                    jr.finish_run(old.id, "failed", "abandoned: a new run was started with --new")
+            run_id = jr.start_run(
+                phase,
+                state=["idle"],
+                machine_config={
+                    "flavor": options.flavor,
+                    "jobs": options.jobs,
+                    "autonomous": options.autonomous,
+                },
+                inputs_digest=digest,
+            )
+            state, wave = None, None
+            progress.line(f"run {run_id}: phase {phase} of {loaded.project}")
+        lock.set_run_id(run_id)
+
+        def on_transition(_state: list[str]) -> None:
+            jr.update_inputs(run_id, digest_inputs(loaded.input_paths(phase_dir), loaded.project))
+
+        recorder = JournalRecorder(jr, run_id)
+        runner = _runner(loaded, phase, runtime, options, progress, recorder, state, wave)
+        runner.on_transition = on_transition
+        result = runner.run()
+        jr.finish_run(run_id, result.status, result.reason)
+        return SessionResult(result, run_id, resumed=previous is not None, changes=changes)
+
+
+def _last_wave(jr: Any, run_id: str) -> int | None:
+    waves = [
+        e.wave
+        for e in jr.events(run_id, kinds=["transition"])
+        if e.data.get("event") == "start_wave" and e.wave is not None
+    ]
+    return waves[-1] if waves else None
+
+
+def _runner(loaded, phase, runtime, options, progress, recorder, state, wave) -> LoopRunner:
+    return LoopRunner(
+        loaded.project,
+        phase,
+        runtime=runtime,
+        compiled=loaded.compiled,
+        config=loaded.config,
+        resolvers=loaded.resolvers,
+        unloadable_resolvers=loaded.unloadable,
+        options=options,
+        recorder=recorder,
+        progress=progress,
+        state=state,
+        wave=wave,
+    )
+
+
+def default_jobs() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
