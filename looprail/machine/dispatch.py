@@ -224,7 +224,7 @@ class Dispatcher:
         }.get(r.status, r.status)
         self._record(
             EventRecord(
-                kind="hook" if r.kind != "native" else "native_hook",
+                kind="hook",
                 point=r.point,
                 wave=wave,
                 cap_id=r.cap_id,

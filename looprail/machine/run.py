@@ -191,7 +191,10 @@ class LoopRunner:
     def run(self) -> RunResult:
         start = time.monotonic()
         try:
+            if self.native is not None:
+                self.native.start(self.dispatcher.context(None))
             while self._leaf() != "shipped":
+                self._safe_point()
                 self._step()
             status: RunStatus = "shipped"
             reason = None
@@ -200,6 +203,8 @@ class LoopRunner:
             status, reason, refused = "halted", str(exc), exc.result
         except CheckpointPause as exc:
             status, reason, refused = "paused", str(exc), None
+        except _Stop as exc:
+            status, reason, refused = exc.status, str(exc), None
         except HaltError as exc:
             status, reason, refused = "halted", str(exc), None
         except TaskContentError as exc:
@@ -229,6 +234,12 @@ class LoopRunner:
             duration_s=time.monotonic() - start,
             warnings=self.warnings,
         )
+
+    def _safe_point(self) -> None:
+        """Between steps and tasks: honour an `interrupt`/`shutdown` a native hook asked for."""
+        if self.native is not None and self.native.stop is not None:
+            status, reason = self.native.stop
+            raise _Stop(status, reason)
 
     def _step(self) -> None:
         leaf = self._leaf()
@@ -370,6 +381,8 @@ class LoopRunner:
                 next((e for e in errors if not isinstance(e, CheckpointPause)), None) or pauses[0]
             )
         self.recorder.event(EventRecord(kind="wave_finished", wave=wave.number))
+        if self.native is not None:
+            self.native.wave_settled()
 
     def _run_plan(self, plan: Plan, wave: int, done: set[str]) -> None:
         ctx = _Ctx(self, plan, wave, list(plan.tasks))
@@ -380,6 +393,7 @@ class LoopRunner:
             if task.id in done:
                 chart.send("skip_task")
                 continue
+            self._safe_point()
             if task.is_checkpoint:
                 self._checkpoint(plan, task, wave)
                 chart.send("skip_task")
@@ -528,6 +542,14 @@ class LoopRunner:
             self.native.settled(status, reason, self.dispatcher.context(None))
 
 
+class _Stop(LooprailError):
+    """A native hook's `interrupt` (paused) or `shutdown` (halted), taken at a safe point."""
+
+    def __init__(self, status: RunStatus, reason: str):
+        self.status = status
+        super().__init__(reason)
+
+
 class _Refused(HaltError):
     """A transition refused by a hook result (a blocking gate, a halting step or check)."""
 
@@ -538,7 +560,7 @@ class _Refused(HaltError):
         elif result.kind == "gate":
             text = f"blocked at {result.point} by gate {result.cap_id}: {result.message or '(no message)'}"
         elif result.kind == "native":
-            text = f"blocked at {result.point} by native hook {result.cap_id}: {result.message or 'block'}"
+            text = f"blocked at {result.point} by native hook {result.cap_id} ({result.message or 'block'})"
         else:
             text = f"halted at {result.point}: step {result.label} ({result.cap_id}) failed: {result.message}"
         super().__init__(text)

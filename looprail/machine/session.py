@@ -101,8 +101,21 @@ def run_phase(
         runtime = LocalRuntime(loaded.project, host_tool=options.host_tool, progress=progress.line)
     for w in loaded.warnings:
         progress.warn(w)
+    from looprail.machine.native import load_bridge
+
     if not journal:
-        runner = _runner(loaded, phase, runtime, options, progress, None, None, None)
+        from looprail.machine.record import MemoryRecorder
+
+        recorder = MemoryRecorder()
+        bridge = load_bridge(
+            loaded.project,
+            runtime=runtime,
+            phase=phase,
+            progress=progress,
+            recorder=recorder,
+            run_id=None,
+        )
+        runner = _runner(loaded, phase, runtime, options, progress, recorder, None, None, bridge)
         return SessionResult(runner.run(), None)
 
     from looprail.machine.record import JournalRecorder
@@ -158,7 +171,15 @@ def run_phase(
             jr.update_inputs(run_id, digest_inputs(loaded.input_paths(phase_dir), loaded.project))
 
         recorder = JournalRecorder(jr, run_id)
-        runner = _runner(loaded, phase, runtime, options, progress, recorder, state, wave)
+        bridge = load_bridge(
+            loaded.project,
+            runtime=runtime,
+            phase=phase,
+            progress=progress,
+            recorder=recorder,
+            run_id=run_id,
+        )
+        runner = _runner(loaded, phase, runtime, options, progress, recorder, state, wave, bridge)
         runner.on_transition = on_transition
         result = runner.run()
         jr.finish_run(run_id, result.status, result.reason)
@@ -174,7 +195,7 @@ def _last_wave(jr: Any, run_id: str) -> int | None:
     return waves[-1] if waves else None
 
 
-def _runner(loaded, phase, runtime, options, progress, recorder, state, wave) -> LoopRunner:
+def _runner(loaded, phase, runtime, options, progress, recorder, state, wave, native) -> LoopRunner:
     return LoopRunner(
         loaded.project,
         phase,
@@ -188,6 +209,7 @@ def _runner(loaded, phase, runtime, options, progress, recorder, state, wave) ->
         progress=progress,
         state=state,
         wave=wave,
+        native=native,
     )
 
 

@@ -1,0 +1,325 @@
+"""Native hooks in the loop: the bridge between the HooKit-style engine
+(`looprail.hooks.native`) and the runner.
+
+- At each of the 12 points, after the capability hooks, the point's native hooks run; a `:pre`
+  point's failure (`block`) refuses the transition exactly as a blocking gate does, a `:post`
+  failure is a `report`.
+- `task_call` runs before a task body (after its content is resolved and read_first checked) and
+  may block the task; `task_result` reports after it.
+- `loop_settled` runs once when the loop stops, halts or ships.
+- Selected Actions become Effects, delivered best-effort through `LoopEffects` (a delivery failure
+  is recorded and never weakens an outcome): `interrupt` pauses at the next safe point,
+  `shutdown` stops there (the journal is flushed as on any stop), `compact` asks the runtime to
+  compact role context, `message` queues text into role context (`steer` now, `followUp` when
+  the current wave settles, `nextTurn` at the start of the next run), `emit-custom-event` raises
+  `custom_event` (the engine does that itself).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from looprail.machine.guards import HookResult
+from looprail.machine.progress import Progress
+from looprail.machine.record import EventRecord, Recorder
+from looprail.runtime.base import DispatchContext
+
+NEXT_TURN_FILE = "next-turn.json"
+
+
+class LoopEffects:
+    """The loop's `EffectSink`."""
+
+    def __init__(self, runtime: Any, project: Path, progress: Progress):
+        self.runtime = runtime
+        self.project = project
+        self.progress = progress
+        self.ctx: DispatchContext | None = None
+        self.stop: tuple[str, str] | None = None  # ("paused"|"halted", reason)
+        self.follow_up: list[Any] = []
+        self._lock = threading.Lock()
+
+    def deliver(self, effect: Any) -> None:
+        req = effect.request
+        kind = req.type
+        if kind == "interrupt":
+            self._request_stop("paused", f"interrupted by native hook {effect.hook_ref}")
+        elif kind == "shutdown":
+            self._request_stop("halted", f"shutdown requested by native hook {effect.hook_ref}")
+        elif kind == "compact":
+            self._check(self.runtime.compact(req.instructions, self._ctx()), "compact")
+        elif kind == "message":
+            if req.delivery == "followUp":
+                with self._lock:
+                    self.follow_up.append(req)
+            elif req.delivery == "nextTurn":
+                self._queue_next_turn(req)
+            else:
+                self._send(req)
+        elif kind == "emit-custom-event":
+            self.progress.line(f"  ◇ custom event {req.name} (from {effect.hook_ref})")
+
+    def _request_stop(self, status: str, reason: str) -> None:
+        with self._lock:
+            # A shutdown outranks an interrupt; the first reason of a kind is kept.
+            if self.stop is None or (status == "halted" and self.stop[0] == "paused"):
+                self.stop = (status, reason)
+
+    def _ctx(self) -> DispatchContext:
+        if self.ctx is None:  # pragma: no cover - the bridge sets it before any delivery
+            raise RuntimeError("no dispatch context yet")
+        return self.ctx
+
+    def _send(self, req: Any) -> None:
+        outcome = self.runtime.deliver_message(
+            req.message,
+            send_as=req.send_as,
+            delivery=req.delivery,
+            trigger_turn=req.trigger_turn,
+            ctx=self._ctx(),
+        )
+        self._check(outcome, "message")
+
+    def _check(self, outcome: Any, what: str) -> None:
+        if not outcome.ok:
+            raise RuntimeError(f"{what} delivery failed: {outcome.detail}")
+
+    def flush_follow_up(self) -> None:
+        with self._lock:
+            pending, self.follow_up = self.follow_up, []
+        for req in pending:
+            try:
+                self._send(req)
+            except Exception as exc:  # best-effort: never weakens an outcome
+                self.progress.warn(f"follow-up message not delivered: {exc}")
+
+    def _queue_next_turn(self, req: Any) -> None:
+        path = self.project / ".looprail" / NEXT_TURN_FILE
+        queued = _read_queue(path)
+        queued.append(
+            {"message": req.message, "sendAs": req.send_as, "triggerTurn": req.trigger_turn}
+        )
+        _write_queue(path, queued)
+
+    def deliver_next_turn_queue(self) -> None:
+        """At the start of a run: the `nextTurn` messages queued by the previous one."""
+        path = self.project / ".looprail" / NEXT_TURN_FILE
+        queued = _read_queue(path)
+        if not queued:
+            return
+        for item in queued:
+            try:
+                outcome = self.runtime.deliver_message(
+                    item["message"],
+                    send_as=item.get("sendAs", "custom"),
+                    delivery="nextTurn",
+                    trigger_turn=False,
+                    ctx=self._ctx(),
+                )
+                if not outcome.ok:
+                    self.progress.warn(f"queued message not delivered: {outcome.detail}")
+            except Exception as exc:
+                self.progress.warn(f"queued message not delivered: {exc}")
+        path.unlink(missing_ok=True)
+
+
+def _read_queue(path: Path) -> list[dict[str, Any]]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    return (
+        [d for d in data if isinstance(d, dict) and isinstance(d.get("message"), str)]
+        if isinstance(data, list)
+        else []
+    )
+
+
+def _write_queue(path: Path, items: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(items))
+    os.replace(tmp, path)
+
+
+class NativeBridge:
+    """What the runner calls: `point_hooks`, `task_hooks`, `settled`, and `stop` after each."""
+
+    def __init__(
+        self,
+        engine: Any,
+        *,
+        runtime: Any,
+        project: Path,
+        phase: str,
+        progress: Progress,
+        recorder: Recorder | None,
+    ):
+        self.engine = engine
+        self.phase = phase
+        self.progress = progress
+        self.recorder = recorder
+        self.effects = LoopEffects(runtime, project, progress)
+
+    @property
+    def stop(self) -> tuple[str, str] | None:
+        return self.effects.stop
+
+    def point_hooks(
+        self, point: str, ctx: DispatchContext, earlier: Sequence[HookResult]
+    ) -> list[HookResult]:
+        from looprail.hooks.native import point_candidate
+
+        if not self.engine.has_hooks(point):
+            return []
+        candidate = point_candidate(point, phase=self.phase, wave=ctx.wave)
+        return self._evaluate(point, candidate, ctx, point=point)
+
+    def task_hooks(
+        self, event: str, plan: Any, task: Any, wave: int, work: Any, ctx: DispatchContext
+    ) -> list[HookResult]:
+        from looprail.hooks.native import task_candidate
+
+        if not self.engine.has_hooks(event):
+            return []
+        content = None
+        if work is not None:
+            content = {
+                "action": work.action,
+                "verify": work.verify,
+                "acceptanceCriteria": list(work.acceptance_criteria),
+                "readFirst": list(work.read_first),
+                "done": work.done,
+            }
+        candidate = task_candidate(
+            event,
+            task_id=task.id,
+            name=task.name or "",
+            plan=plan.id,
+            wave=wave,
+            files=list(task.files),
+            tracker_id=task.tracker_id,
+            phase=self.phase,
+            content=content,
+            resolved=bool(work and work.resolved_by_tracker),
+            ok=True if event == "task_result" else None,
+        )
+        return self._evaluate(event, candidate, ctx, point=None)
+
+    def settled(self, status: str, reason: str | None, ctx: DispatchContext) -> None:
+        from looprail.hooks.native import loop_settled_candidate
+
+        self.effects.flush_follow_up()
+        if self.engine.has_hooks("loop_settled"):
+            candidate = loop_settled_candidate(status=status, phase=self.phase, reason=reason)
+            self._evaluate("loop_settled", candidate, ctx, point=None, record_results=True)
+
+    def wave_settled(self) -> None:
+        self.effects.flush_follow_up()
+
+    def start(self, ctx: DispatchContext) -> None:
+        self.effects.ctx = ctx
+        self.effects.deliver_next_turn_queue()
+
+    def _evaluate(
+        self,
+        event: str,
+        candidate: dict[str, Any],
+        ctx: DispatchContext,
+        *,
+        point: str | None,
+        record_results: bool = False,
+    ) -> list[HookResult]:
+        self.effects.ctx = ctx
+        evaluation = self.engine.evaluate(event, candidate)
+        results = []
+        for r in evaluation.results:
+            if r.outcome == "pass":
+                status = "ok"
+            elif r.outcome == "block":
+                status = "block"
+            else:
+                status = "report"
+            results.append(
+                HookResult(
+                    point=point or event,
+                    cap_id=r.hook_ref,
+                    kind="native",
+                    status=status,
+                    blocking=r.outcome == "block",
+                    message=r.detail if r.outcome != "pass" else "",
+                    label=f"native {event}",
+                    duration_s=r.duration_s,
+                )
+            )
+        # Report rows never hold message bodies or commands (they come from the engine so).
+        if self.recorder is not None:
+            for row in evaluation.report_rows:
+                self.recorder.event(
+                    EventRecord(
+                        kind="native_hook",
+                        point=point,
+                        hook_kind="native",
+                        cap_id=row.hook_ref,
+                        outcome=row.outcome,
+                        duration_ms=round(row.duration_s * 1000) if row.duration_s else None,
+                        data=row.to_json(),
+                    )
+                )
+        if point is None or record_results:
+            for r in results:
+                if r.status != "ok":
+                    self.progress.warn(
+                        f"native hook {r.cap_id} at {event}: {r.status} ({r.message})"
+                    )
+        for record in self.engine.deliver(evaluation.effects, self.effects):
+            if not record.delivered:
+                self.progress.warn(
+                    f"native hook {record.effect.hook_ref}: {record.effect.type} not delivered: "
+                    f"{record.error}"
+                )
+                if self.recorder is not None:
+                    self.recorder.event(
+                        EventRecord(
+                            kind="warning",
+                            point=point,
+                            cap_id=record.effect.hook_ref,
+                            message=f"{record.effect.type} not delivered: {record.error}",
+                        )
+                    )
+        return results
+
+
+def load_bridge(
+    project: Path,
+    *,
+    runtime: Any,
+    phase: str,
+    progress: Progress,
+    recorder: Recorder | None,
+    run_id: str | None,
+) -> NativeBridge | None:
+    """The native hooks of this project (global, and project when trusted), or None."""
+    from looprail.hooks.native import NativeHookEngine, load_native_hooks
+
+    try:
+        from looprail.trust import is_trusted
+    except ImportError:  # pragma: no cover - trust store not installed
+
+        def is_trusted(_project: Path) -> bool:
+            return False
+
+    hooks = load_native_hooks(project, trusted=is_trusted)
+    for w in hooks.warnings:
+        progress.warn(w)
+    if not hooks.hooks:
+        return None
+    engine = NativeHookEngine(hooks, run_id=run_id, cwd=project)
+    return NativeBridge(
+        engine, runtime=runtime, project=project, phase=phase, progress=progress, recorder=recorder
+    )
