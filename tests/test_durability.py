@@ -1,0 +1,248 @@
+"""Durable runs with real crashes: `looprail run` is SIGKILLed at several points, resumed, and
+the journal and artifacts prove finished tasks ran exactly once, in-flight ones ran again, and
+the end state equals an uninterrupted run. Plus one-run-at-a-time and changed inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from looprail.store import Journal
+from tests.conftest import feature, write_capability
+from tests.loopkit import plan_md, task_xml
+
+PY = sys.executable
+
+
+def _exe(path: Path, body: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!{PY}\n" + body)
+    path.chmod(0o755)
+
+
+# Every slow executable: log "start", wait while .slow/<name> exists (a test removes it or
+# kills us), log "end". `name` is how the test targets one unit of work.
+SLOW = r'''
+import json, os, sys, time
+from pathlib import Path
+root = Path(os.environ.get("LOOPRAIL_PROJECT") or os.getcwd())
+def mark(name, what):
+    with open(root / "events.log", "a") as fh:
+        fh.write(f"{what} {name}\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+def slow(name):
+    mark(name, "start")
+    while (root / ".slow" / name.replace("/", "_")).exists():
+        time.sleep(0.05)
+    mark(name, "end")
+'''
+
+
+def build(tmp_path: Path) -> tuple[Path, Path]:
+    project = tmp_path / "project"
+    phase = project / ".planning" / "phases" / "01-demo"
+    phase.mkdir(parents=True)
+    (project / ".planning" / "config.json").write_text("{}")
+    (phase / "01-CONTEXT.md").write_text("ctx\n")
+    (phase / "01-01-PLAN.md").write_text(plan_md("01", files=["out/a"], tasks=[task_xml("a1", files=["out/a1"]), task_xml("a2", files=["out/a2"])]))
+    (phase / "01-02-PLAN.md").write_text(plan_md("02", files=["out/b"], tasks=[task_xml("b1", files=["out/b1"])]))
+    (phase / "01-03-PLAN.md").write_text(plan_md("03", depends_on=["01", "02"], files=["out/c"], tasks=[
+        task_xml("c1", files=["out/c1"], attrs=' tracker-id="trk:C-1"')]))
+    agents = project / ".looprail" / "agents"
+    _exe(agents / "executor", SLOW + r'''
+req = json.load(sys.stdin)
+t = req["task"]
+key = t["planId"] + "/" + t["taskId"]
+slow(key)
+out = root / t["files"][0]
+out.parent.mkdir(parents=True, exist_ok=True)
+out.write_text(t["action"] + "\n")
+''')
+    _exe(agents / "verifier", SLOW + r'''
+req = json.load(sys.stdin)
+slow("verify")
+Path(req["phase"]["dir"], "01-VERIFICATION.md").write_text("---\nstatus: passed\n---\n")
+''')
+    _exe(agents / "orchestrator", SLOW + "slow('ship')\n")
+    _exe(project / ".looprail" / "skills" / "gsd-wave-pre", SLOW + "slow('wave-pre-' + os.environ['LOOPRAIL_WAVE'])\n")
+    _exe(project / ".looprail" / "checks" / "gate", SLOW + 'slow("gate")\nprint(json.dumps({"block": False, "message": "fine"}))\n')
+    _exe(project / ".looprail" / "bin" / "resolver", SLOW + r'''
+slow("resolver")
+print(json.dumps({"description": "resolved " + sys.argv[1]}))
+''')
+    caps = tmp_path / "caps"
+    write_capability(caps, feature("pre", skills=["wave-pre"], steps=[
+        {"point": "execute:wave:pre", "ref": {"skill": "wave-pre"}, "produces": [], "consumes": [], "onError": "halt"}]))
+    write_capability(caps, feature("guard", gates=[
+        {"point": "execute:post", "check": {"query": "gate"}, "blocking": True, "onError": "halt"}]))
+    write_capability(caps, feature("trk", taskContentResolver={
+        "trackerPrefix": "trk", "invoke": {"binary": ".looprail/bin/resolver", "args": ["{{id}}"], "timeoutMs": 60000}}))
+    return project, caps
+
+
+def start(project: Path, caps: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [PY, "-c", "import sys; from looprail.cli import main; sys.exit(main())", "run", str(project),
+         "--phase", "1", "--capabilities", str(caps), "--jobs", "2", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+
+
+def wait_for(cond, timeout=30.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return
+        time.sleep(0.02)
+    raise AssertionError("condition not reached in time")
+
+
+def log(project: Path) -> list[str]:
+    p = project / "events.log"
+    return p.read_text().splitlines() if p.exists() else []
+
+
+def slow(project: Path, *names: str) -> None:
+    d = project / ".slow"
+    d.mkdir(exist_ok=True)
+    for n in names:
+        (d / n.replace("/", "_")).touch()
+
+
+def release(project: Path) -> None:
+    for f in (project / ".slow").glob("*"):
+        f.unlink()
+
+
+def kill(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+
+
+def outputs(project: Path) -> dict[str, str]:
+    files = sorted((project / "out").glob("*")) + sorted((project / ".planning" / "phases" / "01-demo").glob("*.md"))
+    return {f.name: f.read_text() for f in files}
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """An uninterrupted run: what every resumed run must end up equal to."""
+    project, caps = build(tmp_path_factory.mktemp("ref"))
+    proc = start(project, caps)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    return outputs(project)
+
+
+KILL_POINTS = {
+    # name: (what to hold slow, the log line that means "we are there now")
+    "before-wave": ("wave-pre-1", "start wave-pre-1"),
+    "mid-wave": ("01-01/T2", "start 01-01/T2"),
+    "during-resolver": ("resolver", "start resolver"),
+    "during-gate": ("gate", "start gate"),
+}
+
+
+@pytest.mark.parametrize("point", list(KILL_POINTS))
+def test_sigkill_then_resume(tmp_path, reference, point):
+    project, caps = build(tmp_path)
+    held, line = KILL_POINTS[point]
+    slow(project, held)
+    proc = start(project, caps)
+    wait_for(lambda: line in log(project))
+    finished_before = {ln.split()[1] for ln in log(project) if ln.startswith("end ") and "/" in ln}
+    kill(proc)
+    release(project)
+
+    with Journal.open(project, create=False) as jr:
+        run = jr.latest_run()
+        assert run.status == "running"  # the crash left it unfinished
+        run_id = run.id
+
+    proc = start(project, caps)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert f"resuming run {run_id}" in err
+
+    lines = log(project)
+    task_ends = [ln.split()[1] for ln in lines if ln.startswith("end ") and "/" in ln]
+    for task in finished_before:
+        assert task_ends.count(task) == 1, f"{task} finished before the crash and ran again"
+    assert sorted(set(task_ends)) == ["01-01/T1", "01-01/T2", "01-02/T1", "01-03/T1"]
+    if point == "mid-wave":
+        starts = [ln for ln in lines if ln == "start 01-01/T2"]
+        assert len(starts) == 2  # in flight at the kill: at-least-once
+    with Journal.open(project, create=False) as jr:
+        run = jr.get_run(run_id)
+        assert run.status == "shipped" and run.state == ["shipped"]
+        tasks = {t.task_key: t for t in jr.tasks(run_id)}
+        assert all(t.status == "done" for t in tasks.values())
+        if point == "mid-wave":
+            assert tasks["01-01/T2"].attempt == 2
+        resumed = [e for e in jr.events(run_id) if e.kind == "run_resumed"]
+        assert len(resumed) == 1
+    assert outputs(project) == reference
+
+
+def test_second_run_is_refused_then_stale_lock_taken_over(tmp_path):
+    project, caps = build(tmp_path)
+    slow(project, "01-01/T1")
+    first = start(project, caps)
+    wait_for(lambda: "start 01-01/T1" in log(project))
+    second = start(project, caps)
+    out, err = second.communicate(timeout=30)
+    assert second.returncode != 0
+    assert "Traceback" not in err
+    assert str(first.pid) in err or "run" in err  # names the running one
+    assert len(err.strip().splitlines()) == 1
+    kill(first)
+    release(project)
+    third = start(project, caps)
+    out, err = third.communicate(timeout=60)
+    assert third.returncode == 0, err
+    assert "resuming run" in err
+
+
+def test_changed_inputs_between_crash_and_resume(tmp_path):
+    project, caps = build(tmp_path)
+    slow(project, "01-01/T1")
+    proc = start(project, caps)
+    wait_for(lambda: "start 01-01/T1" in log(project))
+    kill(proc)
+    release(project)
+    plan = project / ".planning/phases/01-demo/01-02-PLAN.md"
+    plan.write_text(plan.read_text().replace("b1", "b1 changed"))
+    refused = start(project, caps)
+    out, err = refused.communicate(timeout=60)
+    assert refused.returncode == 1
+    assert "changed: .planning/phases/01-demo/01-02-PLAN.md" in err and "--accept-changes" in err
+    accepted = start(project, caps, "--accept-changes")
+    out, err = accepted.communicate(timeout=60)
+    assert accepted.returncode == 0, err
+
+
+def test_report_lists_every_hook_of_the_example(tmp_path):
+    import shutil
+
+    from tests.conftest import REPO, run_cli
+
+    project = tmp_path / "hello"
+    shutil.copytree(REPO / "examples" / "hello-loop", project)
+    caps = REPO / "examples" / "capabilities"
+    p = run_cli("run", str(project), "--phase", "1", "--capabilities", str(caps))
+    assert p.returncode == 0, p.stderr
+    p = run_cli("report", "--project", str(project), "--json")
+    report = json.loads(p.stdout)
+    text = json.dumps(report)
+    for cap in ("style-guide", "changelog", "release-gate"):
+        assert cap in text
+    p = run_cli("report", "--project", str(project))
+    assert "release-gate" in p.stdout and "changelog" in p.stdout
