@@ -1,4 +1,4 @@
-"""`looprail capability validate|list|remove`."""
+"""`looprail capability validate|list|remove|audit|install`."""
 
 from __future__ import annotations
 
@@ -39,6 +39,39 @@ def register(sub) -> None:
     add_project_options(p)
     p.set_defaults(handler=remove)
 
+    p = cmds.add_parser(
+        "audit",
+        help="list everything a capability (and the native hooks files) can run",
+        description="List every executable surface of the loaded capabilities (or only ID…): "
+        "step skills, agents and commands with their command lines, gate queries and predicates "
+        "(the /bin/sh command of a command-exit-zero predicate), the task-content resolver, "
+        "reviewer lanes (probe and invoke), host lifecycle hooks and command modules; without "
+        "ID, also every `when` and `shell` of the global and project hooks.json. Strings that "
+        "fail the command grammar are marked REFUSED: looprail never runs them.",
+    )
+    p.add_argument("ids", nargs="*", metavar="ID")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_project_options(p)
+    p.set_defaults(handler=audit)
+
+    p = cmds.add_parser(
+        "install",
+        help="validate, audit and copy a capability folder into an overlay (asks consent)",
+        description="Validate the capability folder DIR, print its audit, ask for consent "
+        "(--yes answers yes; without a terminal --yes is required) and copy it to the project "
+        "overlay <project>/.looprail/capabilities/<id> (default; consent is recorded) or, with "
+        "--global, to ~/.looprail/capabilities/<id>. A capability carrying a command or query "
+        "that fails the command grammar is refused.",
+    )
+    p.add_argument("dir", metavar="DIR")
+    p.add_argument(
+        "--global", dest="global_", action="store_true", help="install into the global overlay"
+    )
+    p.add_argument("--yes", "-y", action="store_true", help="consent without asking")
+    p.add_argument("--force", action="store_true", help="replace an installed copy")
+    add_project_options(p)
+    p.set_defaults(handler=install)
+
 
 def _registry_for(args):
     from pathlib import Path
@@ -48,7 +81,11 @@ def _registry_for(args):
 
     config, _ = load_project_config(args.project)
     if not getattr(args, "dirs", None):
-        return load_registry(args.project, args.capabilities, config=config)
+        from looprail.trust import apply_consent
+
+        registry = load_registry(args.project, args.capabilities, config=config)
+        apply_consent(registry)
+        return registry
     roots = []
     singles = []
     for d in args.dirs:
@@ -162,3 +199,217 @@ def remove(args) -> int:
         shutil.rmtree(target)
     print(f"removed {target}")
     return 0
+
+
+# --------------------------------------------------------------------------- audit
+
+
+def audit(args) -> int:
+    from pathlib import Path
+
+    from looprail.audit import audit_hooks_file, audit_registry, render_text
+    from looprail.errors import UsageError
+
+    registry = _registry_for(args)
+    known = set(registry.capabilities) | {f.id for f in registry.failed}
+    unknown = [i for i in args.ids if i not in known]
+    if unknown:
+        raise UsageError(
+            f"capability audit: no capability {unknown[0]!r} on the search path "
+            f"(found: {', '.join(sorted(known)) or 'none'})"
+        )
+    hooks_files = [] if args.ids else native_hooks_audits(Path(args.project))
+    result = audit_registry(registry, args.ids, hooks_files=hooks_files)
+    for w in registry.warnings:
+        warn(w)
+    if args.json:
+        print_json(result.to_json())
+    else:
+        print(render_text(result))
+    return 0
+
+
+def native_hooks_audits(project):
+    """Audits of the global and the project hooks.json (those that exist). The project file is
+    read for its audit even when it is not trusted: reading runs nothing."""
+    from looprail.audit import audit_hooks_file
+    from looprail.hooks.native.config import (
+        global_hooks_path,
+        project_hooks_path,
+        read_hooks_file,
+    )
+    from looprail.trust import is_trusted
+
+    out = []
+    global_path = global_hooks_path()
+    project_path = project_hooks_path(project)
+    gfile = read_hooks_file(global_path, scope="global")
+    if gfile.status != "missing":
+        out.append(audit_hooks_file(gfile))
+    same = global_path.resolve() == project_path.resolve() if project_path.exists() else False
+    if not same:
+        pfile = read_hooks_file(project_path, scope="project")
+        if pfile.status != "missing":
+            out.append(audit_hooks_file(pfile, trusted=is_trusted(project)))
+    return out
+
+
+# --------------------------------------------------------------------------- install
+
+
+def install(args) -> int:
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from looprail.errors import LooprailError, UsageError
+    from looprail.hooks.registry import looprail_home
+    from looprail.trust import folder_hash, grant
+
+    source = Path(args.dir)
+    manifest = source / "capability.json"
+    if not source.is_dir() or not manifest.is_file():
+        raise UsageError(f"{args.dir}: not a capability folder (no capability.json)")
+    cap_id = _declared_id(manifest)
+    project = Path(args.project)
+    if args.global_:
+        root = looprail_home() / "capabilities"
+        origin = "global"
+    else:
+        if not project.is_dir():
+            raise UsageError(f"--project: {project} is not a directory")
+        root = project / ".looprail" / "capabilities"
+        origin = "project"
+    target = root / cap_id
+    if (target.exists() or target.is_symlink()) and not args.force:
+        raise LooprailError(
+            f"{target}: capability {cap_id!r} is already installed; replace it with --force "
+            f"or remove it with `looprail capability remove {cap_id}`"
+        )
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=root, prefix=".install-"))
+    try:
+        staged = staging / cap_id
+        _copy_folder(source, staged)
+        digest = folder_hash(staged)
+        lc = _validate_staged(args, staged, origin, target)
+        from looprail.audit import CapabilityAudit, capability_surfaces, render_text
+        from looprail.audit import Audit as AuditResult
+
+        surfaces = tuple(capability_surfaces(lc.data))
+        cap_audit = CapabilityAudit(
+            cap_id, origin, str(target), lc.manifest.role, True, None, surfaces
+        )
+        print(render_text(AuditResult((cap_audit,))))
+        _refuse_suspects(cap_audit, f"{source / 'capability.json'}")
+        where = "the global overlay" if args.global_ else f"project {project.resolve()}"
+        if not confirm(args, f"Install capability {cap_id!r} into {where} and allow it to run?"):
+            print("not installed")
+            return 1
+        if folder_hash(staged) != digest:
+            raise LooprailError(f"{source}: changed while it was being reviewed; not installed")
+        if target.exists() or target.is_symlink():
+            old = staging / f".old-{cap_id}"
+            target.rename(old)
+        staged.rename(target)
+        if origin == "project":
+            grant(project, {cap_id: digest})
+        print(f"installed {cap_id} into {target}" + (" (consent recorded)" if origin == "project" else ""))
+        return 0
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _declared_id(manifest) -> str:
+    from looprail.errors import Issue, ManifestError
+    from looprail.hooks.manifest import ID_PATTERN, parse_manifest_bytes
+
+    file = str(manifest)
+    try:
+        raw = manifest.read_bytes()
+    except OSError as exc:
+        raise ManifestError([Issue(file, "$", f"cannot read ({exc.strerror or exc})")]) from None
+    data, issues = parse_manifest_bytes(raw, file)
+    if issues:
+        raise ManifestError(issues)
+    cap_id = data.get("id") if isinstance(data, dict) else None
+    if not isinstance(cap_id, str) or not ID_PATTERN.match(cap_id):
+        raise ManifestError([Issue(file, "$.id", "must be a kebab-case id (the folder name)")])
+    return cap_id
+
+
+def _copy_folder(source, dest) -> None:
+    """Copy a capability folder: regular files and folders only; a symlink is copied as its
+    target's content and must point at a regular file inside the folder (like `folder_hash`)."""
+    import os
+    import shutil
+
+    from looprail.trust import MAX_FOLDER_FILES, TrustError, _folder_files
+
+    top = str(source)
+    real_root = os.path.realpath(top)
+    files = _folder_files(top, real_root)
+    if len(files) > MAX_FOLDER_FILES:
+        raise TrustError(f"{top}: more than {MAX_FOLDER_FILES} files")
+    dest.mkdir()
+    for name, real in files:
+        rel = os.fsdecode(name)
+        out = dest / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(real, out, follow_symlinks=True)
+        shutil.copymode(real, out)
+
+
+def _validate_staged(args, staged, origin: str, target):
+    """Validate the staged copy alone, then merged with the search path as it will load."""
+    from looprail.config import load_project_config
+    from looprail.errors import Issue, LooprailError, ManifestError
+    from looprail.hooks.registry import Root, load_registry, search_roots
+
+    config, _ = load_project_config(args.project)
+    file = str(staged / "capability.json")
+    roots = []
+    for root in search_roots(args.project, args.capabilities):
+        if root.path.resolve() == target.parent.resolve():
+            # Same trust rank as its destination, and ahead of a copy --force replaces.
+            roots.append(Root(staged.parent, origin))
+        roots.append(root)
+    registry = load_registry(args.project, roots=roots, config=config)
+    failed = [f for f in registry.failed if f.file == file]
+    if failed:
+        raise ManifestError(failed[0].issues)
+    lc = registry.capabilities.get(staged.name)
+    if lc is None:
+        raise ManifestError([Issue(file, "$", "did not load")])
+    if lc.source.resolve() != staged.resolve():
+        raise LooprailError(
+            f"{file}: $.id: capability {staged.name!r} already exists in the {lc.origin} set "
+            f"({lc.source}), which wins over this one: it would never load"
+        )
+    return lc
+
+
+def _refuse_suspects(cap_audit, file: str) -> None:
+    from looprail.audit import suspect_surfaces
+    from looprail.errors import Issue, ManifestError
+
+    suspects = suspect_surfaces(cap_audit.surfaces)
+    if suspects:
+        raise ManifestError([Issue(file, s.where, f"{s.runs}: {s.refused}") for s in suspects])
+
+
+def confirm(args, question: str) -> bool:
+    """`--yes`, or ask on a terminal; without a terminal and without --yes, refuse."""
+    from looprail.errors import LooprailError
+
+    if args.yes:
+        return True
+    if not sys.stdin.isatty():
+        raise LooprailError(
+            "stdin is not a terminal: review the audit above and run again with --yes to consent"
+        )
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")

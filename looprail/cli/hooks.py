@@ -212,22 +212,16 @@ def _entry_row(entry: CatalogEntry, via: str | None, *, active: bool) -> dict[st
     return row
 
 
-def _project_trusted(project: Path) -> bool | None:
-    """Ask the trust store whether the project is trusted; None when looprail has none yet.
+def _project_trusted(project: Path) -> bool:
+    """Has the user consented (`looprail trust`) to exactly the current bytes of the project's
+    hooks.json? Anything else, a broken consent store included, means untrusted: that only
+    ever hides project hooks, never runs an unapproved one."""
+    from looprail.trust import is_trusted
 
-    The trust store is its own module; until it is wired here an untrusted answer is assumed,
-    which only ever hides project hooks (never runs an unapproved one)."""
     try:
-        from looprail import trust  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    check = getattr(trust, "is_trusted", None)
-    if not callable(check):
-        return None
-    try:
-        return bool(check(project))
+        return is_trusted(project)
     except Exception:
-        return None
+        return False
 
 
 # --------------------------------------------------------------------------- helpers

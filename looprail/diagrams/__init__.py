@@ -1,0 +1,167 @@
+"""Pictures of the loop: the compiled machine joined with a project's active hooks and, when
+asked, one journaled run, as Graphviz SVG / PNG / DOT or Mermaid text.
+
+    from looprail.diagrams import diagram
+    svg = diagram("path/to/project", hooks=True, fmt="svg")
+
+`graph.py` builds the one networkx model (pure), `render.py` draws it; this module does the
+loading at the edge (capabilities, config, the journal). networkx and graphviz are imported
+only by those modules, never by `looprail` itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    import networkx as nx
+
+    from looprail.diagrams.graph import RunView
+    from looprail.machine.spec import LoopSpec
+
+__all__ = ["diagram", "is_project", "load_envelopes", "load_graph", "load_run"]
+
+
+def is_project(path: str | Path) -> bool:
+    """A folder with `.planning/` (what `looprail run` accepts)."""
+    return (Path(path) / ".planning").is_dir()
+
+
+def load_envelopes(
+    project: str | Path,
+    capability_dirs: Sequence[str | Path] = (),
+    *,
+    spec: LoopSpec | None = None,
+    env: Mapping[str, str] | None = None,
+    home: str | Path | None = None,
+    use_cache: bool = True,
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """`({point: envelope}, warnings)` for the project's capabilities under its config.
+    `env`/`home` pin the capability search path (the docs diagrams must not see a developer's
+    own overlay)."""
+    from looprail.config import load_project_config
+    from looprail.diagrams.graph import envelopes_for
+    from looprail.hooks.compiled import load_compiled
+    from looprail.machine.spec import DEFAULT_LOOP
+
+    config, warnings = load_project_config(project)
+    compiled = load_compiled(project, capability_dirs, env=env, home=home, use_cache=use_cache)
+    warnings += list(compiled.get("warnings") or ())
+    return envelopes_for(compiled, config, spec or DEFAULT_LOOP), warnings
+
+
+def load_run(project: str | Path, ref: str) -> RunView:
+    """One run of the project's journal (`ref`: an id, a unique prefix, or `latest`)."""
+    from looprail.diagrams.graph import RunEvent, RunTask, RunView
+    from looprail.errors import LooprailError
+    from looprail.store import Journal
+
+    with Journal.open(project, create=False) as journal:
+        if ref == "latest":
+            run = journal.latest_run()
+            if run is None:
+                raise LooprailError(f"{journal.path}: no run recorded yet")
+        else:
+            run = journal.find_run(ref)
+        events = journal.events(
+            run.id, kinds=["transition", "hook", "halted", "native_hook", "resolver"]
+        )
+        tasks = journal.tasks(run.id)
+    return RunView(
+        run_id=run.id,
+        phase=run.phase,
+        status=run.status,
+        state=tuple(run.state),
+        halt_reason=run.halt_reason,
+        events=tuple(
+            RunEvent(
+                kind=e.kind,
+                point=e.point,
+                cap_id=e.cap_id,
+                hook_kind=e.hook_kind,
+                outcome=e.outcome,
+                message=e.message,
+                wave=e.wave,
+                data=dict(e.data),
+            )
+            for e in events
+        ),
+        tasks=tuple(
+            RunTask(
+                task_key=t.task_key,
+                status=t.status,
+                plan_id=t.plan_id,
+                wave=t.wave,
+                attempt=t.attempt,
+            )
+            for t in tasks
+        ),
+    )
+
+
+def load_graph(
+    project: str | Path | None = None,
+    capability_dirs: Sequence[str | Path] = (),
+    *,
+    hooks: bool = False,
+    run: str | None = None,
+    title: str | None = None,
+    flavor: str = "gsd",
+    spec: LoopSpec | None = None,
+    env: Mapping[str, str] | None = None,
+    home: str | Path | None = None,
+    use_cache: bool = True,
+) -> tuple[nx.MultiDiGraph, list[str]]:
+    """The loop graph of `project` (None: the default loop alone) and warnings for people."""
+    from looprail.diagrams.graph import build_graph
+    from looprail.errors import UsageError
+    from looprail.machine.spec import DEFAULT_LOOP
+
+    spec = spec or DEFAULT_LOOP
+    warnings: list[str] = []
+    envelopes = None
+    view = None
+    name = None
+    if project is not None:
+        root = Path(project)
+        if not root.is_dir():
+            raise UsageError(f"{project}: no such project folder")
+        if not is_project(root):
+            if run is not None:
+                raise UsageError(f"{project}: not a project (no .planning/ folder); --run needs one")
+            if hooks:
+                warnings.append(
+                    f"{project}: not a project (no .planning/ folder); drawing the default loop "
+                    "without hooks"
+                )
+        else:
+            name = root.resolve().name
+            if hooks:
+                envelopes, more = load_envelopes(
+                    root, capability_dirs, spec=spec, env=env, home=home, use_cache=use_cache
+                )
+                warnings += more
+            if run is not None:
+                view = load_run(root, run)
+    if title is None:
+        title = "looprail loop" + (f" · {name}" if name else "")
+    graph = build_graph(spec, envelopes=envelopes, run=view, title=title, flavor=flavor)
+    return graph, warnings
+
+
+def diagram(
+    project: str | Path | None = None,
+    capability_dirs: Sequence[str | Path] = (),
+    *,
+    fmt: str = "svg",
+    hooks: bool = False,
+    run: str | None = None,
+    flavor: str = "gsd",
+) -> bytes:
+    """The picture of the loop (see `load_graph`) in `fmt`: svg | png | dot | mermaid."""
+    from looprail.diagrams.render import render
+
+    graph, _ = load_graph(project, capability_dirs, hooks=hooks, run=run, flavor=flavor)
+    return render(graph, fmt)

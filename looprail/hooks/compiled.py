@@ -110,7 +110,7 @@ def load_compiled(
     if use_cache:
         cached = _read(cache_file, key, deps)
         if cached is not None:
-            return cached
+            return _with_consent(cached, home, env)
     from pathlib import Path
 
     from looprail.hooks.registry import (
@@ -126,7 +126,15 @@ def load_compiled(
         for path in fragment_dependencies(registry):
             deps[path] = _sig(path)
         _write(cache_file, {"key": key, "deps": deps, "compiled": compiled})
-    return compiled
+    return _with_consent(compiled, home, env)
+
+
+def _with_consent(compiled: dict[str, Any], home: Any, env: Mapping[str, str]) -> dict[str, Any]:
+    """Consent is applied at read time, never cached: it changes without any manifest change
+    (`looprail trust`/`revoke`, an edited file in a capability folder)."""
+    from looprail.trust import compiled_consent
+
+    return compiled_consent(compiled, home=home, env=env)
 
 
 def _read(cache_file: str, key: str, deps: dict[str, list[int] | None]) -> dict[str, Any] | None:

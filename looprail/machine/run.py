@@ -310,8 +310,10 @@ class LoopRunner:
             if not G.hooks_allow(results):
                 break
         before = self.state
+        if results:  # hooks may have written plans or artifacts: look again
+            facts = self.facts()
         try:
-            self.machine.send(event, results=results, facts=self.facts())
+            self.machine.send(event, results=results, facts=facts)
         except TransitionNotAllowed:
             refused = G.refusal(results)
             if refused is not None:

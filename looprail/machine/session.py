@@ -167,8 +167,16 @@ def run_phase(
             progress.line(f"run {run_id}: phase {phase} of {loaded.project}")
         lock.set_run_id(run_id)
 
+        seen = {"sig": _stat_signature(loaded.input_paths(phase_dir))}
+
         def on_transition(_state: list[str]) -> None:
-            jr.update_inputs(run_id, digest_inputs(loaded.input_paths(phase_dir), loaded.project))
+            # The run writes plans itself; keep the journaled digest current so a later resume
+            # compares against the last committed state. Hash again only when a stat changed.
+            paths = loaded.input_paths(phase_dir)
+            sig = _stat_signature(paths)
+            if sig != seen["sig"]:
+                seen["sig"] = sig
+                jr.update_inputs(run_id, digest_inputs(paths, loaded.project))
 
         recorder = JournalRecorder(jr, run_id)
         bridge = load_bridge(
@@ -184,6 +192,18 @@ def run_phase(
         result = runner.run()
         jr.finish_run(run_id, result.status, result.reason)
         return SessionResult(result, run_id, resumed=previous is not None, changes=changes)
+
+
+def _stat_signature(paths: Sequence[Path]) -> list[tuple[str, int, int]]:
+    sig = []
+    for p in paths:
+        for f in [p] if not p.is_dir() else sorted(x for x in p.rglob("*") if x.is_file()):
+            try:
+                st = f.stat()
+            except OSError:
+                continue
+            sig.append((str(f), st.st_mtime_ns, st.st_size))
+    return sig
 
 
 def _last_wave(jr: Any, run_id: str) -> int | None:

@@ -153,11 +153,26 @@ def read_plan(path: str | Path, *, display: str | None = None) -> Plan:
         raw = path.read_bytes()
     except OSError as exc:
         raise PlanError(f"{where}: cannot read ({exc.strerror or exc})") from None
+    key = (str(path), where, len(raw), hash(raw))
+    cached = _PARSED.get(key)
+    if cached is not None:
+        return cached
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise PlanError(f"{where}: not UTF-8 text") from None
-    return parse_plan(text, path=path, display=where)
+    plan = parse_plan(text, path=path, display=where)
+    if len(_PARSED) >= _PARSED_MAX:
+        _PARSED.pop(next(iter(_PARSED)))
+    _PARSED[key] = plan
+    return plan
+
+
+# Parsed plans by content: the loop re-reads a phase at every transition, and parsing YAML
+# dominates that; a `Plan` is frozen, so sharing one is safe. Keyed by the bytes read, never by
+# mtime, so an edit is always seen.
+_PARSED: dict[tuple[str, str, int, int], Plan] = {}
+_PARSED_MAX = 4096
 
 
 def parse_plan(

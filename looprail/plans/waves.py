@@ -15,6 +15,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -52,6 +53,7 @@ class WavePlan(BaseModel):
         return next((w for w in self.waves if w.number == number), None)
 
 
+@lru_cache(maxsize=8192)
 def canonical_plan_id(token: str) -> str:
     """The comparison key of a plan id: zero padding and case do not make a different id
     (`01-02` == `1-2`, `02.1-01` == `2.1-1`)."""

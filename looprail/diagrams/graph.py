@@ -1,0 +1,450 @@
+"""The loop as one networkx graph: the compiled chart's states and transitions, the points each
+transition fires, the hooks active at each point, and (optionally) what one journaled run did.
+
+    graph = build_graph(DEFAULT_LOOP, envelopes=envelopes_for(compiled, config), run=view)
+
+Nodes (attribute `kind`):
+
+- `start`: the initial pseudo-state (a dot);
+- `state`: a state of the chart (`parent` names the compound state holding it, `final` marks a
+  final state, `compound` marks the looped step whose waves are its children);
+- `point`: one of the 12 extension points (`inside` names the compound when every transition
+  crossing it stays inside that compound: the wave points);
+- `hook`: one active hook at a point (`hook_kind` step | contribution | gate | failed; a
+  `failed` hook is a capability that failed to load but declared a gate there);
+- `task`: one task row of the overlaid run, inside the compound;
+- `note`: why the overlaid run halted.
+
+Edges (attribute `kind`):
+
+- `initial`: start → initial state (and compound → its initial child);
+- `transition`: state → state, keyed by `event:target`, with `event`, `guards` and the `points`
+  it dispatches in order (the renderers draw it through its point nodes);
+- `fires`: point → hook, in dispatch order;
+- `note`: state → note.
+
+The graph is built in loop order, so iterating it is deterministic (no set or hash order), and it
+holds no absolute path and no time. Everything here is pure: reading the journal and loading
+capabilities happen in `looprail.diagrams.load_*`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+from looprail.hooks.resolve import resolve
+from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
+
+START = "__start__"
+HOOK_KINDS = ("step", "contribution", "gate", "failed")
+TASK_STATUSES = ("pending", "running", "done", "failed")
+
+
+# --------------------------------------------------------------------------- run overlay data
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    """The journal event fields the overlay reads (a `store.EventRow` has all of them)."""
+
+    kind: str
+    point: str | None = None
+    cap_id: str | None = None
+    hook_kind: str | None = None
+    outcome: str | None = None
+    message: str | None = None
+    wave: int | None = None
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunTask:
+    task_key: str
+    status: str
+    plan_id: str | None = None
+    wave: int | None = None
+    attempt: int = 0
+
+
+@dataclass(frozen=True)
+class RunView:
+    """One journaled run, as plain values: what the overlay draws."""
+
+    run_id: str
+    phase: str
+    status: str
+    state: tuple[str, ...]
+    halt_reason: str | None = None
+    events: tuple[RunEvent, ...] = ()
+    tasks: tuple[RunTask, ...] = ()
+
+
+# --------------------------------------------------------------------------- ids
+
+
+def point_id(point: str) -> str:
+    """A node id safe in DOT and Mermaid without quoting: `plan:post` → `pt_plan_post`."""
+    return "pt_" + re.sub(r"\W", "_", point)
+
+
+def _hook_id(point: str, index: int) -> str:
+    return f"hk_{re.sub(r'[^0-9A-Za-z]', '_', point)}_{index}"
+
+
+# --------------------------------------------------------------------------- hooks
+
+
+def envelopes_for(
+    compiled: Mapping[str, Any], config: Mapping[str, Any] | None, spec: LoopSpec = DEFAULT_LOOP
+) -> dict[str, dict[str, Any]]:
+    """`{point: envelope}` for every point the loop crosses, from the one resolver."""
+    return {p: resolve(compiled, config, p) for p in crossed_points(spec)}
+
+
+def crossed_points(spec: LoopSpec = DEFAULT_LOOP) -> list[str]:
+    """The points in the order the loop first crosses them."""
+    seen: dict[str, None] = {}
+    for t in spec.transitions():
+        for p in t.points:
+            seen.setdefault(p, None)
+    return list(seen)
+
+
+def hook_summary(hook: Mapping[str, Any], flavor: str = "gsd") -> str:
+    """What a hook does, in a few words (`skill gsd-plan-lint`, `query ui plan-gate`)."""
+    kind = hook.get("kind")
+    if kind == "step":
+        ref = hook.get("ref") or {}
+        if ref.get("skill"):
+            return f"skill {flavor}-{ref['skill']}"
+        if ref.get("agent"):
+            return f"agent {ref['agent']}"
+        if ref.get("command") is not None:
+            return f"command {ref['command']}"
+        return "step (no ref)"
+    if kind == "contribution":
+        return f"into {hook.get('into') or '(unset)'}"
+    if kind == "gate":
+        check = hook.get("check") or {}
+        if "query" in check:
+            return f"query {check['query']}"
+        if "predicate" in check:
+            pred = check["predicate"]
+            return f"predicate {pred.get('kind') if isinstance(pred, Mapping) else '?'}"
+        if "agentVerdict" in check:
+            av = check["agentVerdict"]
+            return f"agentVerdict {av.get('ref') if isinstance(av, Mapping) else '?'}"
+        return "check (none)"
+    return str(kind)
+
+
+# --------------------------------------------------------------------------- building
+
+
+def build_graph(
+    spec: LoopSpec = DEFAULT_LOOP,
+    *,
+    envelopes: Mapping[str, Mapping[str, Any]] | None = None,
+    run: RunView | None = None,
+    title: str = "looprail loop",
+    flavor: str = "gsd",
+) -> nx.MultiDiGraph:
+    """The loop graph of `spec`'s compiled chart, with the hooks of `envelopes` (as
+    `envelopes_for` returns them) and the overlay of `run`."""
+    graph = nx.MultiDiGraph(
+        title=title,
+        hooks_shown=envelopes is not None,
+        run_id=run.run_id if run else None,
+        run_status=run.status if run else None,
+        run_phase=run.phase if run else None,
+    )
+    _add_chart(graph, spec)
+    if envelopes is not None:
+        _add_hooks(graph, spec, envelopes, flavor)
+    if run is not None:
+        _overlay(graph, spec, run, flavor)
+    return graph
+
+
+def _add_chart(graph: nx.MultiDiGraph, spec: LoopSpec) -> None:
+    """States and transitions read from the compiled chart, joined with the spec's points."""
+    from looprail.machine.chart import compile_loop
+
+    chart = compile_loop(spec)
+    steps = {s.name: s for s in spec.steps}
+    graph.add_node(START, kind="start", label="", parent=None)
+    for state in chart.states_map.values():
+        parent = state.parent.id if state.parent is not None else None
+        step = steps.get(state.id)
+        graph.add_node(
+            state.id,
+            kind="state",
+            label=state.id if parent is None else str(state.name),
+            parent=parent,
+            compound=bool(state.states),
+            initial=bool(state.initial),
+            final=bool(state.final),
+            role=step.role if step else None,
+            artifact=step.artifact if step else None,
+            description=step.description if step else "",
+            visited=False,
+            current=False,
+        )
+    by_key = {(t.event, t.source, t.target): t for t in spec.transitions()}
+    for state in chart.states_map.values():
+        if state.initial and state.parent is None:
+            graph.add_edge(START, state.id, key="initial", kind="initial")
+        for tr in state.transitions:
+            targets = [t.id for t in tr.targets]
+            if tr.initial or not tr.events:  # the compound's implicit entry into its first child
+                for target in targets:
+                    graph.add_edge(state.id, target, key="initial", kind="initial")
+                continue
+            event = str(next(iter(tr.events)))
+            for target in targets:
+                ts = by_key[(event, state.id, target)]
+                graph.add_edge(
+                    state.id,
+                    target,
+                    key=f"{event}:{target}",
+                    kind="transition",
+                    event=event,
+                    guards=[str(c) for c in tr.cond],
+                    points=list(ts.points),
+                    label=ts.label,
+                    visited=False,
+                    refused=False,
+                )
+    for point in crossed_points(spec):
+        graph.add_node(
+            point_id(point),
+            kind="point",
+            label=point,
+            point=point,
+            parent=_inside(graph, point),
+            hooks=0,
+        )
+
+
+def transitions(graph: nx.MultiDiGraph) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """The transition edges `(source, target, key, attrs)` in loop order."""
+    return [
+        (u, v, k, d)
+        for u, v, k, d in graph.edges(keys=True, data=True)
+        if d.get("kind") == "transition"
+    ]
+
+
+def _inside(graph: nx.MultiDiGraph, point: str) -> str | None:
+    """The compound a point is drawn inside: the one holding both ends of every transition
+    crossing it, if any."""
+    parents = set()
+    for u, v, _, d in transitions(graph):
+        if point in d["points"]:
+            parents.add(graph.nodes[u].get("parent"))
+            parents.add(graph.nodes[v].get("parent"))
+    return parents.pop() if len(parents) == 1 else None
+
+
+def _add_hooks(
+    graph: nx.MultiDiGraph,
+    spec: LoopSpec,
+    envelopes: Mapping[str, Mapping[str, Any]],
+    flavor: str,
+) -> None:
+    for point in crossed_points(spec):
+        env = envelopes.get(point) or {}
+        hooks = list(env.get("activeHooks") or ())
+        index = 0
+        for hook in hooks:
+            _add_hook(graph, point, index, _hook_attrs(hook, flavor))
+            index += 1
+        for warning in env.get("warnings") or ():
+            match = re.match(r"capability '([^']+)'", warning)
+            _add_hook(
+                graph,
+                point,
+                index,
+                {
+                    "hook_kind": "failed",
+                    "cap_id": match.group(1) if match else "?",
+                    "summary": "failed to load: its gate here is not evaluated",
+                    "blocking": False,
+                    "on_error": None,
+                    "when": None,
+                },
+            )
+            index += 1
+
+
+def _hook_attrs(hook: Mapping[str, Any], flavor: str) -> dict[str, Any]:
+    return {
+        "hook_kind": str(hook.get("kind")),
+        "cap_id": str(hook.get("capId")),
+        "summary": hook_summary(hook, flavor),
+        "blocking": hook.get("blocking") is True,
+        "on_error": hook.get("onError"),
+        "when": hook.get("when") if isinstance(hook.get("when"), str) else None,
+    }
+
+
+def _add_hook(graph: nx.MultiDiGraph, point: str, index: int, attrs: dict[str, Any]) -> str:
+    pid = point_id(point)
+    node = _hook_id(point, index)
+    graph.add_node(
+        node,
+        kind="hook",
+        point=point,
+        order=index,
+        parent=graph.nodes[pid]["parent"],
+        outcome=None,
+        message=None,
+        **attrs,
+    )
+    graph.add_edge(pid, node, key="fires", kind="fires", order=index)
+    graph.nodes[pid]["hooks"] += 1
+    return node
+
+
+# --------------------------------------------------------------------------- run overlay
+
+
+def _overlay(graph: nx.MultiDiGraph, spec: LoopSpec, run: RunView, flavor: str) -> None:
+    edges = transitions(graph)
+    for event in run.events:
+        if event.kind != "transition":
+            continue
+        name = event.data.get("event")
+        source = list(event.data.get("source") or ())
+        target = list(event.data.get("target") or ())
+        for state in (*source, *target):
+            if state in graph and graph.nodes[state].get("kind") == "state":
+                graph.nodes[state]["visited"] = True
+        for u, v, _, d in edges:
+            if d["event"] == name and u in source and v in target:
+                d["visited"] = True
+    if run.events and any(e.kind == "transition" for e in run.events):
+        graph.nodes[START]["visited"] = True
+    current = [s for s in run.state if s in graph]
+    for state in current:
+        graph.nodes[state]["current"] = True
+        graph.nodes[state]["visited"] = True
+    _hook_outcomes(graph, run)
+    if run.status in ("halted", "paused", "failed"):
+        _refusal(graph, run, current, flavor)
+    _tasks(graph, spec, run)
+
+
+def _hook_outcomes(graph: nx.MultiDiGraph, run: RunView) -> None:
+    """The last outcome of each drawn hook in the run (a wave point fires once per wave)."""
+    hooks = {
+        (d["point"], d["cap_id"], d["hook_kind"]): n
+        for n, d in graph.nodes(data=True)
+        if d.get("kind") == "hook"
+    }
+    for event in run.events:
+        if event.kind != "hook":
+            continue
+        node = hooks.get((event.point, event.cap_id, event.hook_kind))
+        if node is not None:
+            graph.nodes[node]["outcome"] = event.outcome
+            graph.nodes[node]["message"] = event.message
+
+
+def _refusal(graph: nx.MultiDiGraph, run: RunView, current: Sequence[str], flavor: str) -> None:
+    halted = next((e for e in reversed(run.events) if e.kind == "halted"), None)
+    if halted is not None and halted.point and halted.cap_id:
+        # The refused transition: the one leaving the current state through the halted point.
+        for u, _, _, d in transitions(graph):
+            if u in current and halted.point in d["points"]:
+                d["refused"] = True
+                d["refused_by"] = halted.cap_id
+                d["refused_at"] = halted.point
+        node = next(
+            (
+                n
+                for n, d in graph.nodes(data=True)
+                if d.get("kind") == "hook"
+                and d["point"] == halted.point
+                and d["cap_id"] == halted.cap_id
+                and d["hook_kind"] != "contribution"
+            ),
+            None,
+        )
+        if node is None:  # hooks not drawn: draw the one that refused
+            hook_event = next(
+                (
+                    e
+                    for e in reversed(run.events)
+                    if e.kind == "hook" and e.point == halted.point and e.cap_id == halted.cap_id
+                ),
+                None,
+            )
+            kind = hook_event.hook_kind if hook_event and hook_event.hook_kind else "gate"
+            label = (hook_event.data.get("label") if hook_event else None) or ""
+            node = _add_hook(
+                graph,
+                halted.point,
+                graph.nodes[point_id(halted.point)]["hooks"],
+                {
+                    "hook_kind": kind if kind in HOOK_KINDS else "gate",
+                    "cap_id": halted.cap_id,
+                    "summary": label,
+                    "blocking": bool(hook_event and hook_event.data.get("blocking")),
+                    "on_error": hook_event.data.get("onError") if hook_event else None,
+                    "when": None,
+                },
+            )
+            if hook_event is not None:
+                graph.nodes[node]["outcome"] = hook_event.outcome
+                graph.nodes[node]["message"] = hook_event.message
+        graph.nodes[node]["refused"] = True
+    reason = run.halt_reason or (halted.message if halted else None)
+    if current:
+        verb = {"paused": "paused", "failed": "failed"}.get(run.status, "halted")
+        graph.add_node(
+            "halt_note",
+            kind="note",
+            label=f"{verb}: {reason}" if reason else verb,
+            status=run.status,
+            parent=graph.nodes[current[-1]].get("parent"),
+        )
+        graph.add_edge(current[-1], "halt_note", key="note", kind="note")
+
+
+def _tasks(graph: nx.MultiDiGraph, spec: LoopSpec, run: RunView) -> None:
+    for index, task in enumerate(run.tasks):
+        graph.add_node(
+            f"tk_{index}",
+            kind="task",
+            label=task.task_key,
+            task_key=task.task_key,
+            plan_id=task.plan_id,
+            wave=task.wave,
+            status=task.status if task.status in TASK_STATUSES else "pending",
+            attempt=task.attempt,
+            parent=spec.looped,
+        )
+
+
+# --------------------------------------------------------------------------- queries
+
+
+def children(graph: nx.MultiDiGraph, parent: str | None, kind: str | None = None) -> list[str]:
+    """Nodes directly inside `parent` (None: top level), optionally of one kind, in order."""
+    return [
+        n
+        for n, d in graph.nodes(data=True)
+        if d.get("parent") == parent and (kind is None or d.get("kind") == kind)
+    ]
+
+
+def hooks_at(graph: nx.MultiDiGraph, point: str) -> list[str]:
+    """The hook nodes fired at `point`, in dispatch order."""
+    pid = point_id(point)
+    return [v for _, v, d in sorted(graph.out_edges(pid, data=True), key=lambda e: e[2]["order"])]

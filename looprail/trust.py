@@ -1,0 +1,457 @@
+"""Consent: which third-party things in a project the user has agreed to run.
+
+A project can bring its own capabilities (`<project>/.looprail/capabilities/<id>`) and its own
+native hooks (`<project>/.looprail/hooks.json`). Both can run programs, and both arrive with a
+`git clone`, so neither is used until the user has seen its audit (`looprail trust`) and said
+yes. Consent is bound to content, not to a name:
+
+- a capability's consent is the SHA-256 of its whole folder (every file: relative name and
+  bytes, in sorted order; a symlink counts by the content of its target, which must be a
+  regular file inside the folder, anything else is refused), so changing one byte of any file
+  makes it inactive again until the user re-consents;
+- the project hooks file's consent is the SHA-256 of that file.
+
+The store is `~/.looprail/consent.json` (`$LOOPRAIL_HOME` when set), keyed by the project's
+real absolute path: `{"version": 1, "projects": {path: {"capabilities": {id: sha256},
+"hooks": sha256}}}`, written atomically under a lock. A missing, unreadable or malformed store
+means "no consent" (fail closed); only writing refuses a malformed store, so nothing is lost.
+
+This module is on the `loop render-hooks` hot path (`compiled_consent`): it imports only `os`
+and `json` at the top; hashing and file locking are imported when used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from looprail.errors import LooprailError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: this module is on the hot path
+    from collections.abc import Iterable, Mapping
+    from typing import Any
+
+CONSENT_FILE = "consent.json"
+STORE_VERSION = 1
+PROJECT_ORIGIN = "project"  # looprail.hooks.compiled.PROJECT, without importing it
+HOOKS_FILE = os.path.join(".looprail", "hooks.json")
+# Hashing is bounded like everything else: a capability is a handful of small files.
+MAX_FOLDER_FILES = 10_000
+MAX_FOLDER_BYTES = 256 * 1024 * 1024
+MAX_HOOKS_FILE_BYTES = 1 << 20  # the native hooks loader's own limit
+_CHUNK = 1 << 16
+
+NO_CONSENT = "no consent (run `looprail trust`)"
+CHANGED = "changed since consent (run `looprail trust`)"
+
+
+class TrustError(LooprailError):
+    """Something cannot be consented to (a symlink out of its folder, a special file, a folder
+    too large), or the consent store cannot be written."""
+
+
+# --------------------------------------------------------------------------- hashing
+
+
+def folder_hash(path: str | os.PathLike[str]) -> str:
+    """The SHA-256 (hex) of a capability folder: every file's relative name and bytes, sorted.
+
+    A symlink counts by its target's content and must point at a regular file inside the
+    folder; a symlink to a folder or out of the folder, or a special file (FIFO, socket,
+    device), raises `TrustError`, so such a folder can never be consented to."""
+    import hashlib
+
+    top = os.fspath(path)
+    root = os.path.realpath(top)
+    if not os.path.isdir(root):
+        raise TrustError(f"{top}: not a folder")
+    files = sorted(_folder_files(top, root))
+    outer = hashlib.sha256(b"looprail-folder-v1\0")
+    total = 0
+    for name, real in files:
+        inner = hashlib.sha256()
+        try:
+            with open(real, "rb") as fh:
+                while chunk := fh.read(_CHUNK):
+                    total += len(chunk)
+                    if total > MAX_FOLDER_BYTES:
+                        raise TrustError(f"{top}: larger than {MAX_FOLDER_BYTES} bytes")
+                    inner.update(chunk)
+        except OSError as exc:
+            raise TrustError(f"{top}: cannot read {_shown(name)}: {exc.strerror or exc}") from None
+        outer.update(len(name).to_bytes(4, "big") + name + inner.digest())
+    return outer.hexdigest()
+
+
+def _folder_files(top: str, root: str) -> list[tuple[bytes, str]]:
+    """(relative name as bytes, real path) of every file under `root`."""
+    import stat
+
+    out: list[tuple[bytes, str]] = []
+    pending = [""]
+    while pending:
+        rel = pending.pop()
+        try:
+            with os.scandir(os.path.join(root, rel) if rel else root) as it:
+                entries = list(it)
+        except OSError as exc:
+            raise TrustError(f"{top}: cannot list {rel or '.'}: {exc.strerror or exc}") from None
+        for entry in entries:
+            name = f"{rel}/{entry.name}" if rel else entry.name
+            shown = os.path.join(top, name)
+            if entry.is_symlink():
+                target = os.path.realpath(entry.path)
+                if not _inside(target, root):
+                    raise TrustError(f"{shown}: symlink points outside the capability folder")
+                try:
+                    st = os.stat(target)
+                except OSError:
+                    raise TrustError(f"{shown}: dangling symlink") from None
+                if not stat.S_ISREG(st.st_mode):
+                    raise TrustError(f"{shown}: symlink to something other than a regular file")
+                out.append((os.fsencode(name), target))
+            elif entry.is_dir(follow_symlinks=False):
+                pending.append(name)
+            elif entry.is_file(follow_symlinks=False):
+                out.append((os.fsencode(name), entry.path))
+            else:
+                raise TrustError(f"{shown}: not a regular file, folder or symlink")
+            if len(out) > MAX_FOLDER_FILES:
+                raise TrustError(f"{top}: more than {MAX_FOLDER_FILES} files")
+    return out
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _shown(name: bytes) -> str:
+    return os.fsdecode(name).encode("unicode_escape").decode("ascii")
+
+
+def hooks_path(project: str | os.PathLike[str]) -> str:
+    return os.path.join(os.fspath(project), HOOKS_FILE)
+
+
+def hooks_hash(project: str | os.PathLike[str]) -> str | None:
+    """The SHA-256 (hex) of the project's `.looprail/hooks.json`, or None when there is none.
+    Raises `TrustError` for something that is not a regular file or is too large."""
+    import hashlib
+    import stat
+
+    path = hooks_path(project)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise TrustError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise TrustError(f"{path}: not a regular file")
+    if st.st_size > MAX_HOOKS_FILE_BYTES:
+        raise TrustError(f"{path}: larger than {MAX_HOOKS_FILE_BYTES} bytes")
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_HOOKS_FILE_BYTES + 1)
+    except OSError as exc:
+        raise TrustError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if len(data) > MAX_HOOKS_FILE_BYTES:
+        raise TrustError(f"{path}: larger than {MAX_HOOKS_FILE_BYTES} bytes")
+    return hashlib.sha256(data).hexdigest()
+
+
+# --------------------------------------------------------------------------- the store
+
+
+def _home(home: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None) -> str:
+    if home is not None:
+        return os.fspath(home)
+    from looprail.hooks.compiled import looprail_home
+
+    return looprail_home(env)
+
+
+def store_path(
+    home: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
+) -> str:
+    """Where consent is kept: `$LOOPRAIL_HOME/consent.json` or `~/.looprail/consent.json`."""
+    return os.path.join(_home(home, env), CONSENT_FILE)
+
+
+def project_key(project: str | os.PathLike[str]) -> str:
+    """How the store names a project: its real absolute path."""
+    return os.path.realpath(os.fspath(project))
+
+
+def _read_store(path: str) -> dict[str, Any] | None:
+    """The store, `{}` when absent, None when it exists but is unusable."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(16 << 20)
+    except FileNotFoundError:
+        return {}
+    except OSError:
+        return None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("projects", {}), dict):
+        return None
+    return data
+
+
+def _project_entry(store: Mapping[str, Any] | None, project: str) -> Mapping[str, Any]:
+    projects = store.get("projects") if isinstance(store, dict) else None
+    entry = projects.get(project) if isinstance(projects, dict) else None
+    return entry if isinstance(entry, dict) else {}
+
+
+def _stored_cap_hash(entry: Mapping[str, Any], cap_id: str) -> str | None:
+    caps = entry.get("capabilities")
+    value = caps.get(cap_id) if isinstance(caps, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def consent_record(
+    project: str | os.PathLike[str], *, home: str | os.PathLike[str] | None = None
+) -> dict[str, Any]:
+    """What the store holds for `project`: `{"capabilities": {id: sha256}, "hooks": sha256?}`."""
+    entry = _project_entry(_read_store(store_path(home)), project_key(project))
+    caps = entry.get("capabilities")
+    out: dict[str, Any] = {
+        "capabilities": {
+            k: v for k, v in (caps.items() if isinstance(caps, dict) else ()) if isinstance(v, str)
+        }
+    }
+    if isinstance(entry.get("hooks"), str):
+        out["hooks"] = entry["hooks"]
+    return out
+
+
+def _update_store(home: str | os.PathLike[str] | None, change: Any) -> None:
+    """Read-modify-write the store under an exclusive lock; written atomically."""
+    import fcntl
+    import tempfile
+
+    path = store_path(home)
+    folder = os.path.dirname(path)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        lock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise TrustError(f"{path}: cannot write the consent store ({exc.strerror or exc})") from None
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        store = _read_store(path)
+        if store is None:
+            raise TrustError(
+                f"{path}: the consent store is not valid JSON of the expected shape; "
+                "fix or delete it (deleting it withdraws every consent)"
+            )
+        store.setdefault("version", STORE_VERSION)
+        store.setdefault("projects", {})
+        change(store["projects"])
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".consent-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(store, fh, indent=2, sort_keys=True, ensure_ascii=False)
+                fh.write("\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    except OSError as exc:
+        raise TrustError(f"{path}: cannot write the consent store ({exc.strerror or exc})") from None
+    finally:
+        os.close(lock_fd)
+
+
+def grant(
+    project: str | os.PathLike[str],
+    capabilities: Mapping[str, str] | None = None,
+    *,
+    hooks: str | None = None,
+    home: str | os.PathLike[str] | None = None,
+) -> None:
+    """Record consent: `capabilities` maps capability id → the folder hash the user reviewed
+    (`folder_hash`), `hooks` the reviewed `hooks_hash` of the project's hooks.json. Pass the
+    hashes computed *before* showing the audit, so consent covers exactly what was seen."""
+    key = project_key(project)
+
+    def change(projects: dict[str, Any]) -> None:
+        entry = projects.get(key)
+        if not isinstance(entry, dict):
+            entry = projects[key] = {}
+        caps = entry.get("capabilities")
+        if not isinstance(caps, dict):
+            caps = entry["capabilities"] = {}
+        caps.update(capabilities or {})
+        if hooks is not None:
+            entry["hooks"] = hooks
+
+    _update_store(home, change)
+
+
+def revoke(
+    project: str | os.PathLike[str],
+    cap_ids: Iterable[str] | None = None,
+    *,
+    hooks: bool = False,
+    home: str | os.PathLike[str] | None = None,
+) -> list[str]:
+    """Withdraw consent. With neither `cap_ids` nor `hooks`: everything for `project`; otherwise
+    the named capabilities and (with `hooks`) the hooks file. Returns what was withdrawn
+    (`capability <id>`, `hooks.json`)."""
+    key = project_key(project)
+    wanted = None if cap_ids is None else list(cap_ids)
+    everything = wanted is None and not hooks
+    removed: list[str] = []
+
+    def change(projects: dict[str, Any]) -> None:
+        entry = projects.get(key)
+        if not isinstance(entry, dict):
+            return
+        caps = entry.get("capabilities")
+        caps = caps if isinstance(caps, dict) else {}
+        for cid in sorted(caps) if everything else wanted or ():
+            if caps.pop(cid, None) is not None:
+                removed.append(f"capability {cid}")
+        if (everything or hooks) and entry.pop("hooks", None) is not None:
+            removed.append("hooks.json")
+        if not caps and "hooks" not in entry:
+            projects.pop(key, None)
+
+    _update_store(home, change)
+    return removed
+
+
+# --------------------------------------------------------------------------- questions
+
+
+def consent_state(
+    project: str | os.PathLike[str],
+    cap_id: str,
+    folder: str | os.PathLike[str],
+    *,
+    home: str | os.PathLike[str] | None = None,
+    store: Mapping[str, Any] | None = None,
+) -> str | None:
+    """None when `cap_id` (in `folder`) of `project` has valid consent, else why not (the
+    reason `capability list` shows)."""
+    if store is None:
+        store = _read_store(store_path(home))
+    stored = _stored_cap_hash(_project_entry(store, project_key(project)), cap_id)
+    if stored is None:
+        return NO_CONSENT
+    try:
+        current = folder_hash(folder)
+    except TrustError as exc:
+        return f"cannot be consented to: {exc}"
+    return None if current == stored else CHANGED
+
+
+def consented(
+    project: str | os.PathLike[str],
+    cap_id: str,
+    folder: str | os.PathLike[str],
+    *,
+    home: str | os.PathLike[str] | None = None,
+) -> bool:
+    """Has the user consented to exactly this content of capability `cap_id`?"""
+    return consent_state(project, cap_id, folder, home=home) is None
+
+
+def hooks_state(
+    project: str | os.PathLike[str], *, home: str | os.PathLike[str] | None = None
+) -> str | None:
+    """None when the project's hooks.json has valid consent, else why not."""
+    stored = _project_entry(_read_store(store_path(home)), project_key(project)).get("hooks")
+    try:
+        current = hooks_hash(project)
+    except TrustError as exc:
+        return f"cannot be consented to: {exc}"
+    if current is None:
+        return "no project hooks file"
+    if not isinstance(stored, str):
+        return NO_CONSENT
+    return None if current == stored else CHANGED
+
+
+def is_trusted(
+    project: str | os.PathLike[str], *, home: str | os.PathLike[str] | None = None
+) -> bool:
+    """May the project's `.looprail/hooks.json` be read and run? Only when the user consented
+    to exactly its current bytes (the native hooks loader asks this)."""
+    return hooks_state(project, home=home) is None
+
+
+def _project_of(source: str) -> str:
+    """`<project>/.looprail/capabilities/<id>` → `<project>`."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(source))))
+
+
+def apply_consent(registry: Any, *, home: str | os.PathLike[str] | None = None) -> None:
+    """Switch off every project-origin capability of a loaded `Registry` without valid
+    consent: `.active = False` and `.inactive_reason` says why."""
+    store = _read_store(store_path(home))
+    for cid, lc in registry.capabilities.items():
+        if lc.origin != PROJECT_ORIGIN:
+            continue
+        source = os.fspath(lc.source)
+        reason = consent_state(_project_of(source), cid, source, store=store)
+        if reason is not None:
+            lc.active = False
+            lc.inactive_reason = reason
+
+
+def compiled_consent(
+    compiled: dict[str, Any],
+    *,
+    home: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The same for the compiled registry of the hot path (plain dicts; see
+    `hooks.compiled.load_compiled`): a project-origin cap without valid consent gets
+    `consent: False`, `active: False` and an `inactiveReason`. Only project-origin folders are
+    hashed, and the store is read once. Returns `compiled`."""
+    caps = compiled.get("caps") or {}
+    project_caps = [(cid, c) for cid, c in caps.items() if c.get("origin") == PROJECT_ORIGIN]
+    if not project_caps:
+        return compiled
+    store = _read_store(store_path(home, env))
+    for cid, cap in project_caps:
+        source = cap.get("source") or ""
+        reason = consent_state(_project_of(source), cid, source, store=store)
+        if reason is None:
+            cap["consent"] = True
+        else:
+            cap["consent"] = False
+            cap["active"] = False
+            cap["inactiveReason"] = reason
+    return compiled
+
+
+__all__ = [
+    "CHANGED",
+    "NO_CONSENT",
+    "TrustError",
+    "apply_consent",
+    "compiled_consent",
+    "consent_record",
+    "consent_state",
+    "consented",
+    "folder_hash",
+    "grant",
+    "hooks_hash",
+    "hooks_state",
+    "is_trusted",
+    "project_key",
+    "revoke",
+    "store_path",
+]
