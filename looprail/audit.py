@@ -185,7 +185,7 @@ def capability_surfaces(data: Mapping[str, Any], *, flavor: str = "gsd") -> list
                 f'"{{{{id}}}}" = the task\'s tracker id)',
                 point="execute:task",
                 timeout_s=timeout / 1000 if isinstance(timeout, (int, float)) else None,
-                note=f"for tracker-ids with prefix {_q(tcr.get('trackerPrefix'))}:",
+                note=f"tracker-ids with prefix {_q(tcr.get('trackerPrefix'))}",
             )
         )
     reviewer = data.get("reviewer")
@@ -467,6 +467,12 @@ def _runtime_surfaces(value: Any, where: str, depth: int = 0) -> list[Surface]:
     return out
 
 
+def suspect_surfaces(surfaces: Sequence[Surface]) -> list[Surface]:
+    """Commands and queries refused by the grammar: never run, and a sign of an injection
+    attempt, so `install` and `trust` will not consent to a capability carrying one."""
+    return [s for s in surfaces if s.refused == _GRAMMAR_REFUSAL]
+
+
 def audit_capability(lc: Any, *, flavor: str = "gsd") -> CapabilityAudit:
     """The audit of one `registry.LoadedCapability`."""
     return CapabilityAudit(
@@ -632,4 +638,5 @@ __all__ = [
     "capability_surfaces",
     "native_surfaces",
     "render_text",
+    "suspect_surfaces",
 ]
