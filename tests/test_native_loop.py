@@ -96,7 +96,7 @@ def test_loop_settled_sees_the_end(tmp_path, _isolated_home):
     project = project_with_tasks(tmp_path, 1)
     marker = tmp_path / "settled.txt"
     global_hooks(_isolated_home, {"note": {"description": "record", "event": "loop_settled",
-                                           "shell": f'echo "$LOOPRAIL_STATUS" > {marker}'}})
+                                           "shell": f'echo "$LOOPRAIL_LOOP_STATUS" > {marker}'}})
     out = run_loop(project, scripted(project))
     assert out.result.status == "shipped"
     assert marker.read_text().strip() == "shipped"

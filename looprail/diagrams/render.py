@@ -354,35 +354,40 @@ def _dot_scope(graph: nx.MultiDiGraph, g: Any, parent: str | None) -> None:
                 fontsize="10",
             )
     if parent is not None:
-        waves = _waves(graph, parent)
-        for wave, tasks in waves:
-            with g.subgraph(name=f"cluster_{parent}_wave_{wave}") as c:
-                c.attr(
-                    label=f"wave {wave}" if wave is not None else "tasks",
-                    style="rounded,dashed",
-                    color=MUTED,
-                    fontsize="10",
-                    fontcolor=MUTED,
-                    margin="8",
-                )
-                for t in tasks:
-                    td = graph.nodes[t]
-                    c.node(
-                        t,
-                        label=_task_line(td),
-                        shape="box",
-                        style="rounded,filled",
-                        fillcolor=TASK_FILLS[td["status"]],
-                        color=RED if td["status"] == "failed" else MUTED,
-                        fontname=MONO,
-                        fontsize="10",
-                        height="0.3",
-                    )
-        if waves:
-            # keep the task boxes below the wave loop, in wave order
-            anchor = next((c for c in children(graph, parent, "state") if graph.nodes[c]["final"]))
-            for _, tasks in waves:
-                g.edge(anchor, tasks[0], style="invis")
+        _dot_tasks(graph, g, parent)
+
+
+def _dot_tasks(graph: nx.MultiDiGraph, g: Any, compound: str) -> None:
+    """The overlaid run's tasks as one table under the wave loop: a row per wave."""
+    waves = _waves(graph, compound)
+    if not waves:
+        return
+    rows = []
+    for wave, tasks in waves:
+        cells = [
+            f'<td bgcolor="{TASK_FILLS[graph.nodes[t]["status"]]}">'
+            f'<font face="{MONO}" point-size="9">{html.escape(_task_line(graph.nodes[t]))}</font>'
+            "</td>"
+            for t in tasks
+        ]
+        head = f"wave {wave}" if wave is not None else "tasks"
+        rows.append(f'<tr><td align="left"><font point-size="9">{head}</font></td>{"".join(cells)}</tr>')
+    table = (
+        '<<table border="0" cellborder="1" cellspacing="2" cellpadding="3" color="#9ca3af">'
+        + "".join(rows)
+        + "</table>>"
+    )
+    node = f"tasks_{compound}"
+    running = next(
+        (c for c in children(graph, compound, "state") if not graph.nodes[c]["initial"]
+         and not graph.nodes[c]["final"]),
+        None,
+    )
+    with g.subgraph() as s:
+        s.attr(rank="same")
+        s.node(node, label=table, shape="plain")
+        if running is not None:
+            s.edge(running, node, style="invis")
 
 
 def _dot_state(d: dict[str, Any]) -> dict[str, str]:
