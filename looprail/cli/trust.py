@@ -61,7 +61,7 @@ def trust(args) -> int:
     config, _ = load_project_config(project)
     registry = load_registry(project, args.capabilities, config=config)
 
-    pending, hashes, skipped = [], {}, []
+    pending, hashes, skipped, refused = [], {}, [], []
     for cid in sorted(registry.capabilities):
         lc = registry.capabilities[cid]
         if lc.origin != PROJECT:
@@ -73,14 +73,14 @@ def trust(args) -> int:
         try:
             digest = folder_hash(lc.source)
         except TrustError as exc:
-            skipped.append(f"capability {cid}: cannot be consented to: {exc}")
+            refused.append(f"capability {cid}: cannot be consented to: {exc}")
             continue
         if before.get(cid) != digest:
             raise LooprailError(f"{lc.source}: changed while it was being read; run trust again")
         suspects = suspect_surfaces(cap_audit.surfaces)
         if suspects:
             first = suspects[0]
-            skipped.append(
+            refused.append(
                 f"capability {cid}: {lc.source / 'capability.json'}: {first.where}: "
                 f"{first.runs}: {first.refused}; not consented (fix or remove it)"
             )
@@ -97,19 +97,22 @@ def trust(args) -> int:
     if state is not None and state != "no project hooks file":
         hooks_file = read_hooks_file(project_hooks_path(project), scope="project")
         if state.startswith("cannot be consented to"):
-            skipped.append(f"hooks.json: {state}")
+            refused.append(f"hooks.json: {state}")
         elif hooks_file.status != "valid":
             first = hooks_file.issues[0] if hooks_file.issues else "invalid"
-            skipped.append(f"hooks.json: invalid, none of its hooks run ({first}); fix it first")
+            refused.append(f"hooks.json: invalid, none of its hooks run ({first}); fix it first")
         else:
             hooks_pending = audit_hooks_file(hooks_file, trusted=False)
             hooks_digest = hooks_hash(project)
 
-    for line in skipped:
+    for line in [*skipped, *refused]:
         warn(line)
     if not pending and hooks_pending is None:
+        if refused:
+            print(f"nothing consented in {project.resolve()}")
+            return 1
         print(f"nothing to review in {project.resolve()}: everything that can run is consented to")
-        return 1 if skipped else 0
+        return 0
 
     shown = Audit(tuple(pending), (hooks_pending,) if hooks_pending else ())
     print(render_text(shown))
@@ -135,13 +138,15 @@ def trust(args) -> int:
 def _project_folder_hashes(project) -> dict[str, str]:
     """Folder hashes of the project overlay, taken before the manifests are read: consent must
     cover the content the audit was made from."""
+    import os
+
     from looprail.hooks.compiled import capability_folders
     from looprail.trust import TrustError, folder_hash
 
     out = {}
     for folder in capability_folders(str(project / ".looprail" / "capabilities")):
         try:
-            out[folder.rsplit("/", 1)[-1]] = folder_hash(folder)
+            out[os.path.basename(folder)] = folder_hash(folder)
         except TrustError:
             continue
     return out

@@ -172,17 +172,17 @@ def build_graph(
 
 
 def _add_chart(graph: nx.MultiDiGraph, spec: LoopSpec) -> None:
-    """States and transitions read from the compiled chart, joined with the spec's points."""
+    """States and transitions read from the compiled chart, joined with the spec's points.
+    Nodes are added in the order the loop reaches them (a stable layout and stable text)."""
     from looprail.machine.chart import compile_loop
 
     chart = compile_loop(spec)
     steps = {s.name: s for s in spec.steps}
-    graph.add_node(START, kind="start", label="", parent=None)
+    states: dict[str, dict[str, Any]] = {}
     for state in chart.states_map.values():
         parent = state.parent.id if state.parent is not None else None
         step = steps.get(state.id)
-        graph.add_node(
-            state.id,
+        states[state.id] = dict(
             kind="state",
             label=state.id if parent is None else str(state.name),
             parent=parent,
@@ -195,7 +195,26 @@ def _add_chart(graph: nx.MultiDiGraph, spec: LoopSpec) -> None:
             visited=False,
             current=False,
         )
-    by_key = {(t.event, t.source, t.target): t for t in spec.transitions()}
+    graph.add_node(START, kind="start", label="", parent=None)
+
+    def add_state(name: str) -> None:
+        if name not in graph:
+            parent = states[name]["parent"]
+            if parent is not None:
+                add_state(parent)
+            graph.add_node(name, **states[name])
+
+    spec_transitions = spec.transitions()
+    for t in spec_transitions:
+        add_state(t.source)
+        for p in t.points:
+            if point_id(p) not in graph:
+                graph.add_node(point_id(p), kind="point", label=p, point=p, parent=None, hooks=0)
+        add_state(t.target)
+    for name in states:
+        add_state(name)
+
+    by_key = {(t.event, t.source, t.target): t for t in spec_transitions}
     for state in chart.states_map.values():
         if state.initial and state.parent is None:
             graph.add_edge(START, state.id, key="initial", kind="initial")
@@ -204,31 +223,31 @@ def _add_chart(graph: nx.MultiDiGraph, spec: LoopSpec) -> None:
             if tr.initial or not tr.events:  # the compound's implicit entry into its first child
                 for target in targets:
                     graph.add_edge(state.id, target, key="initial", kind="initial")
-                continue
-            event = str(next(iter(tr.events)))
-            for target in targets:
-                ts = by_key[(event, state.id, target)]
-                graph.add_edge(
-                    state.id,
-                    target,
-                    key=f"{event}:{target}",
-                    kind="transition",
-                    event=event,
-                    guards=[str(c) for c in tr.cond],
-                    points=list(ts.points),
-                    label=ts.label,
-                    visited=False,
-                    refused=False,
-                )
-    for point in crossed_points(spec):
-        graph.add_node(
-            point_id(point),
-            kind="point",
-            label=point,
-            point=point,
-            parent=_inside(graph, point),
-            hooks=0,
+    for t in spec_transitions:  # the chart's transitions, in loop order
+        tr = _chart_transition(chart, t.event, t.source, t.target)
+        graph.add_edge(
+            t.source,
+            t.target,
+            key=f"{t.event}:{t.target}",
+            kind="transition",
+            event=t.event,
+            guards=[str(c) for c in tr.cond],
+            points=list(by_key[(t.event, t.source, t.target)].points),
+            label=t.label,
+            visited=False,
+            refused=False,
         )
+    for p in crossed_points(spec):
+        graph.nodes[point_id(p)]["parent"] = _inside(graph, p)
+
+
+def _chart_transition(chart: Any, event: str, source: str, target: str) -> Any:
+    """The compiled chart's transition for a spec transition (the chart is the authority on
+    guards; the spec adds the points)."""
+    for tr in chart.states_map[source].transitions:
+        if event in {str(e) for e in tr.events} and target in [t.id for t in tr.targets]:
+            return tr
+    raise LookupError(f"compiled chart has no transition {event} {source} → {target}")
 
 
 def transitions(graph: nx.MultiDiGraph) -> list[tuple[str, str, str, dict[str, Any]]]:

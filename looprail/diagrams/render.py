@@ -184,6 +184,8 @@ def segments(graph: nx.MultiDiGraph) -> list[Segment]:
             seg.visited |= d.get("visited", False)
             if 0 <= i < refused_upto:
                 seg.refused = True
+                if i == refused_upto - 1:
+                    seg.labels.append(f"✗ refused by {d['refused_by']}")
     return list(out.values())
 
 
@@ -403,8 +405,9 @@ def _dot_state(d: dict[str, Any]) -> dict[str, str]:
         "margin": "0.15,0.06",
     }
     if d.get("final"):
-        attrs.update(shape="doublecircle", style="filled", margin="0.02", width="0.6")
-        attrs["label"] = _html(title, [], size=9)
+        attrs.update(shape="doublecircle", style="filled", margin="0", width="0.5")
+        words = [html.escape(w) for w in title.split()]
+        attrs["label"] = "<<b>" + "<br/>".join(words) + "</b>>"
         attrs["fontsize"] = "10"
     if d.get("visited"):
         attrs.update(fillcolor=VISITED_FILL, color=GREEN)
@@ -445,7 +448,9 @@ def _dot_hook(d: dict[str, Any]) -> dict[str, str]:
     elif kind == "contribution":
         attrs.update(shape="note", style="filled", fillcolor=NOTE_FILL, color=NOTE_LINE)
     elif kind == "gate":
-        attrs.update(shape="octagon", style="filled", fillcolor=GATE_FILL, color=GATE_LINE)
+        attrs.update(
+            shape="octagon", style="filled", fillcolor=GATE_FILL, color=GATE_LINE, margin="0,0"
+        )
         if d["blocking"]:
             attrs.update(color=RED, penwidth="2.2")
         else:
@@ -465,12 +470,7 @@ def _dot_hook(d: dict[str, Any]) -> dict[str, str]:
 
 def _mm(text: str) -> str:
     """Text safe inside a quoted Mermaid label."""
-    return (
-        html.escape(text, quote=False)
-        .replace('"', "#quot;")
-        .replace("[", "#91;")
-        .replace("]", "#93;")
-    )
+    return html.escape(text, quote=False).replace('"', "#quot;")
 
 
 def _mm_label(title: str, lines: list[str]) -> str:

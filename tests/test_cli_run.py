@@ -1,0 +1,86 @@
+"""`looprail run` end to end on the bundled example, through the real CLI process."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from looprail.points import POINTS
+from tests.conftest import REPO, run_cli
+
+EXAMPLE = REPO / "examples" / "hello-loop"
+CAPS = REPO / "examples" / "capabilities"
+
+
+@pytest.fixture
+def hello(tmp_path):
+    project = tmp_path / "hello-loop"
+    shutil.copytree(EXAMPLE, project)
+    return project
+
+
+def test_example_ships(hello):
+    p = run_cli("run", str(hello), "--phase", "1", "--capabilities", str(CAPS))
+    assert p.returncode == 0, p.stderr
+    assert "shipped in" in p.stdout
+    assert (hello / "hello" / "page.md").read_text().splitlines() == [
+        "# Greetings", "Hello, world!", "Bonjour, le monde !", "Hallo, Welt!"]
+    phase = hello / ".planning/phases/01-greeting"
+    assert sorted(f.name for f in phase.glob("*-SUMMARY.md")) == [
+        "01-01-SUMMARY.md", "01-02-SUMMARY.md", "01-03-SUMMARY.md"]
+    assert "status: passed" in (phase / "01-VERIFICATION.md").read_text()
+    # the contribution reached the planner, the skill step, command step and resolver ran
+    assert "each language gets its own file" in (phase / "01-01-PLAN.md").read_text()
+    assert (phase / "PLAN-LINT.md").exists()
+    assert (hello / "CHANGELOG.md").read_text().count("closed") == 2
+    assert "⇣ execute:task 01-03/T1 content from demo:HELLO-3" in p.stderr
+    assert "◆ Spawning planner... (runs in a subagent — no output until it returns; expected, not a freeze)" in p.stderr
+    for point in POINTS:
+        assert f"▸ {point}" in p.stderr
+
+
+def test_example_blocking_config_halts_naming_gate(hello):
+    cfg = hello / ".planning" / "config.json"
+    data = json.loads(cfg.read_text())
+    data["release"]["allow_ship"] = False
+    cfg.write_text(json.dumps(data))
+    p = run_cli("run", str(hello), "--phase", "1", "--capabilities", str(CAPS))
+    assert p.returncode == 1
+    last = p.stderr.strip().splitlines()[-1]
+    assert "blocked at ship:pre by gate release-gate" in last and "release.allow_ship" in last
+    assert not (hello / "SHIPPED.md").exists()
+    s = run_cli("status", "--project", str(hello))
+    assert "halted" in s.stdout and "state: verify" in s.stdout
+    # flip the switch back: the halted run resumes and ships without re-running any task
+    data["release"]["allow_ship"] = True
+    cfg.write_text(json.dumps(data))
+    p = run_cli("run", str(hello), "--phase", "1", "--capabilities", str(CAPS))
+    assert p.returncode == 0, p.stderr
+    assert "(0 task(s) run)" in p.stdout and "resuming run" in p.stderr
+
+
+def test_dry_run_prints_all_points_and_runs_nothing(hello):
+    before = sorted(str(p) for p in hello.rglob("*"))
+    p = run_cli("run", str(hello), "--phase", "1", "--capabilities", str(CAPS), "--dry-run")
+    assert p.returncode == 0, p.stderr
+    for point in POINTS:
+        assert point in p.stdout
+    assert "contribution  into planner" in p.stdout and "gate          predicate blocking" in p.stdout
+    assert sorted(str(p) for p in hello.rglob("*")) == before
+
+
+def test_unknown_phase_and_missing_project_are_one_line_errors(hello, tmp_path):
+    p = run_cli("run", str(hello), "--phase", "7", "--capabilities", str(CAPS))
+    assert p.returncode == 1 and "phase 7 not found" in p.stderr and "Traceback" not in p.stderr
+    p = run_cli("run", str(tmp_path / "nope"), "--phase", "1")
+    assert p.returncode == 2 and "no such project folder" in p.stderr
+    p = run_cli("run", str(hello))
+    assert p.returncode == 2 and "--phase" in p.stderr
+
+
+def test_no_journal_mode(hello):
+    p = run_cli("run", str(hello), "--phase", "1", "--capabilities", str(CAPS), "--no-journal", "-q")
+    assert p.returncode == 0, p.stderr
+    assert not (hello / ".looprail" / "journal.sqlite").exists()
