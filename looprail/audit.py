@@ -30,6 +30,7 @@ from looprail.hooks.checks import COMMAND_GRAMMAR, GRAMMAR_TEXT, PREDICATE_KINDS
 from looprail.runtime.process import escape_untrusted
 
 FLAVORS = ("gsd", "msd", "ferrox")
+_SHOWN_AS_IS = frozenset({"<N>", "{{id}}", "{{model}}", "{{effort}}", "{{output}}", "{{prompt}}"})
 _GRAMMAR_REFUSAL = f"fails the command grammar {GRAMMAR_TEXT}; looprail never runs it"
 
 
@@ -151,7 +152,11 @@ def _q(text: Any) -> str:
 
 
 def _argv(parts: Sequence[Any]) -> str:
-    return escape_untrusted(shlex.join(str(p) for p in parts))
+    """A command line as a shell would read it (display only: nothing here is ever run by a
+    shell); placeholders such as `<N>` and `{{id}}` are shown as written."""
+    return escape_untrusted(
+        " ".join(p if p in _SHOWN_AS_IS else shlex.quote(p) for p in map(str, parts))
+    )
 
 
 def capability_surfaces(data: Mapping[str, Any], *, flavor: str = "gsd") -> list[Surface]:
@@ -279,9 +284,7 @@ def _step_surfaces(step: Mapping[str, Any], base: str, flavor: str) -> list[Surf
             )
         ]
     return [
-        Surface(
-            "step", f"{base}.ref", "no skill, agent or command", point=point, refused="no ref"
-        )
+        Surface("step", f"{base}.ref", "no skill, agent or command", point=point, refused="no ref")
     ]
 
 
@@ -493,7 +496,7 @@ def native_surfaces(hooks: Sequence[Any]) -> list[Surface]:
     """Every `when`, `shell` and Action of native hooks (`NativeHook` values)."""
     out: list[Surface] = []
     for hook in hooks:
-        base = f"$[{_json_key(hook.section)}][{_json_key(hook.name)}]"
+        base = json_path("$", hook.section, hook.name)
         label = f"hook {_q(hook.ref)} on {_q(hook.event)}" + (
             "" if hook.default else " (off unless enabled)"
         )
@@ -531,10 +534,13 @@ def _shell_surface(kind: str, where: str, command: str, hook: Any, timeout_s: fl
     )
 
 
-def _json_key(key: str) -> str:
-    import json
+def json_path(path: str, *keys: str) -> str:
+    """`$.local["my-hook"]`: JSON paths spelled as the native hooks loader spells them."""
+    from looprail.hooks.native._jsonpath import member
 
-    return json.dumps(key, ensure_ascii=False)
+    for key in keys:
+        path = member(path, key)
+    return path
 
 
 def audit_hooks_file(hooks_file: Any, *, trusted: bool | None = None) -> HooksFileAudit:

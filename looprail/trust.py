@@ -241,7 +241,9 @@ def _update_store(home: str | os.PathLike[str] | None, change: Any) -> None:
         os.makedirs(folder, exist_ok=True)
         lock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
-        raise TrustError(f"{path}: cannot write the consent store ({exc.strerror or exc})") from None
+        raise TrustError(
+            f"{path}: cannot write the consent store ({exc.strerror or exc})"
+        ) from None
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
         store = _read_store(path)
@@ -267,7 +269,9 @@ def _update_store(home: str | os.PathLike[str] | None, change: Any) -> None:
                 os.unlink(tmp)
             raise
     except OSError as exc:
-        raise TrustError(f"{path}: cannot write the consent store ({exc.strerror or exc})") from None
+        raise TrustError(
+            f"{path}: cannot write the consent store ({exc.strerror or exc})"
+        ) from None
     finally:
         os.close(lock_fd)
 

@@ -207,7 +207,7 @@ def remove(args) -> int:
 def audit(args) -> int:
     from pathlib import Path
 
-    from looprail.audit import audit_hooks_file, audit_registry, render_text
+    from looprail.audit import audit_registry, render_text
     from looprail.errors import UsageError
 
     registry = _registry_for(args)
@@ -262,6 +262,7 @@ def install(args) -> int:
     import tempfile
     from pathlib import Path
 
+    from looprail.audit import Audit, CapabilityAudit, capability_surfaces, render_text
     from looprail.errors import LooprailError, UsageError
     from looprail.hooks.registry import looprail_home
     from looprail.trust import folder_hash, grant
@@ -292,16 +293,13 @@ def install(args) -> int:
         staged = staging / cap_id
         _copy_folder(source, staged)
         digest = folder_hash(staged)
-        lc = _validate_staged(args, staged, origin, target)
-        from looprail.audit import CapabilityAudit, capability_surfaces, render_text
-        from looprail.audit import Audit as AuditResult
-
+        lc = _validate_staged(args, staged, origin, target, source)
         surfaces = tuple(capability_surfaces(lc.data))
         cap_audit = CapabilityAudit(
             cap_id, origin, str(target), lc.manifest.role, True, None, surfaces
         )
-        print(render_text(AuditResult((cap_audit,))))
-        _refuse_suspects(cap_audit, f"{source / 'capability.json'}")
+        print(render_text(Audit((cap_audit,))))
+        _refuse_suspects(cap_audit, str(manifest))
         where = "the global overlay" if args.global_ else f"project {project.resolve()}"
         if not confirm(args, f"Install capability {cap_id!r} into {where} and allow it to run?"):
             print("not installed")
@@ -314,7 +312,10 @@ def install(args) -> int:
         staged.rename(target)
         if origin == "project":
             grant(project, {cap_id: digest})
-        print(f"installed {cap_id} into {target}" + (" (consent recorded)" if origin == "project" else ""))
+        print(
+            f"installed {cap_id} into {target}"
+            + (" (consent recorded)" if origin == "project" else "")
+        )
         return 0
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -360,8 +361,9 @@ def _copy_folder(source, dest) -> None:
         shutil.copymode(real, out)
 
 
-def _validate_staged(args, staged, origin: str, target):
-    """Validate the staged copy alone, then merged with the search path as it will load."""
+def _validate_staged(args, staged, origin: str, target, source):
+    """Validate the staged copy merged with the search path, as it will load; problems name
+    the files of `source`, not of the staged copy."""
     from looprail.config import load_project_config
     from looprail.errors import Issue, LooprailError, ManifestError
     from looprail.hooks.registry import Root, load_registry, search_roots
@@ -375,15 +377,21 @@ def _validate_staged(args, staged, origin: str, target):
             roots.append(Root(staged.parent, origin))
         roots.append(root)
     registry = load_registry(args.project, roots=roots, config=config)
+    shown = str(source / "capability.json")
     failed = [f for f in registry.failed if f.file == file]
     if failed:
-        raise ManifestError(failed[0].issues)
+        raise ManifestError(
+            [
+                Issue(shown, i.path, i.reason.replace(str(staged), str(source)))
+                for i in failed[0].issues
+            ]
+        )
     lc = registry.capabilities.get(staged.name)
     if lc is None:
-        raise ManifestError([Issue(file, "$", "did not load")])
+        raise ManifestError([Issue(shown, "$", "did not load")])
     if lc.source.resolve() != staged.resolve():
         raise LooprailError(
-            f"{file}: $.id: capability {staged.name!r} already exists in the {lc.origin} set "
+            f"{shown}: $.id: capability {staged.name!r} already exists in the {lc.origin} set "
             f"({lc.source}), which wins over this one: it would never load"
         )
     return lc

@@ -35,8 +35,13 @@ def register(sub) -> None:
 def trust(args) -> int:
     from pathlib import Path
 
-    from looprail.audit import Audit, audit_capability, audit_hooks_file, render_text
-    from looprail.audit import suspect_surfaces
+    from looprail.audit import (
+        Audit,
+        audit_capability,
+        audit_hooks_file,
+        render_text,
+        suspect_surfaces,
+    )
     from looprail.cli._common import warn
     from looprail.cli.capability import confirm
     from looprail.config import load_project_config

@@ -21,7 +21,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from looprail.diagrams.graph import RunView
     from looprail.machine.spec import LoopSpec
 
-__all__ = ["diagram", "is_project", "load_envelopes", "load_graph", "load_run"]
+__all__ = [
+    "diagram",
+    "is_project",
+    "load_envelopes",
+    "load_graph",
+    "load_run",
+    "write_atomic",
+]
 
 
 def is_project(path: str | Path) -> bool:
@@ -130,7 +137,9 @@ def load_graph(
             raise UsageError(f"{project}: no such project folder")
         if not is_project(root):
             if run is not None:
-                raise UsageError(f"{project}: not a project (no .planning/ folder); --run needs one")
+                raise UsageError(
+                    f"{project}: not a project (no .planning/ folder); --run needs one"
+                )
             if hooks:
                 warnings.append(
                     f"{project}: not a project (no .planning/ folder); drawing the default loop "
@@ -165,3 +174,21 @@ def diagram(
 
     graph, _ = load_graph(project, capability_dirs, hooks=hooks, run=run, flavor=flavor)
     return render(graph, fmt)
+
+
+def write_atomic(path: str | Path, blob: bytes) -> None:
+    """Write `blob` to `path` through a temporary file and a rename: never half-written."""
+    import os
+    import tempfile
+
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(blob)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

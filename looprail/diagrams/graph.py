@@ -43,6 +43,8 @@ from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
 START = "__start__"
 HOOK_KINDS = ("step", "contribution", "gate", "failed")
 TASK_STATUSES = ("pending", "running", "done", "failed")
+# Journal outcomes of a hook that refused its transition (a blocking verdict, a halting failure).
+REFUSING_OUTCOMES = ("blocked", "failed", "error", "block")
 
 
 # --------------------------------------------------------------------------- run overlay data
@@ -384,6 +386,20 @@ def _refusal(graph: nx.MultiDiGraph, run: RunView, current: Sequence[str], flavo
                 d["refused"] = True
                 d["refused_by"] = halted.cap_id
                 d["refused_at"] = halted.point
+        # The hook that refused: the last one at that point, of that capability, whose outcome
+        # refuses (a capability may have a step and a gate at one point).
+        hook_event = next(
+            (
+                e
+                for e in reversed(run.events)
+                if e.kind in ("hook", "native_hook")
+                and e.point == halted.point
+                and e.cap_id == halted.cap_id
+                and e.outcome in REFUSING_OUTCOMES
+            ),
+            None,
+        )
+        kind = (hook_event.hook_kind if hook_event else None) or "gate"
         node = next(
             (
                 n
@@ -391,31 +407,22 @@ def _refusal(graph: nx.MultiDiGraph, run: RunView, current: Sequence[str], flavo
                 if d.get("kind") == "hook"
                 and d["point"] == halted.point
                 and d["cap_id"] == halted.cap_id
-                and d["hook_kind"] != "contribution"
+                and d["hook_kind"] == kind
             ),
             None,
         )
         if node is None:  # hooks not drawn: draw the one that refused
-            hook_event = next(
-                (
-                    e
-                    for e in reversed(run.events)
-                    if e.kind == "hook" and e.point == halted.point and e.cap_id == halted.cap_id
-                ),
-                None,
-            )
-            kind = hook_event.hook_kind if hook_event and hook_event.hook_kind else "gate"
-            label = (hook_event.data.get("label") if hook_event else None) or ""
+            data = hook_event.data if hook_event else {}
             node = _add_hook(
                 graph,
                 halted.point,
                 graph.nodes[point_id(halted.point)]["hooks"],
                 {
-                    "hook_kind": kind if kind in HOOK_KINDS else "gate",
+                    "hook_kind": kind if kind in HOOK_KINDS else "step",
                     "cap_id": halted.cap_id,
-                    "summary": label,
-                    "blocking": bool(hook_event and hook_event.data.get("blocking")),
-                    "on_error": hook_event.data.get("onError") if hook_event else None,
+                    "summary": data.get("label") or "",
+                    "blocking": bool(data.get("blocking")),
+                    "on_error": data.get("onError"),
                     "when": None,
                 },
             )

@@ -21,6 +21,7 @@ and PNG come from Graphviz's `dot`, which must be installed (`require_dot`).
 from __future__ import annotations
 
 import html
+import itertools
 import shutil
 import textwrap
 from dataclasses import dataclass, field
@@ -156,10 +157,12 @@ def segments(graph: nx.MultiDiGraph) -> list[Segment]:
     for u, v, _, d in transitions(graph):
         route = [u, *(point_id(p) for p in d["points"]), v]
         refused_upto = (
-            route.index(point_id(d["refused_at"])) if d.get("refused") and d.get("refused_at") else -1
+            route.index(point_id(d["refused_at"]))
+            if d.get("refused") and d.get("refused_at")
+            else -1
         )
         guards = [g for g in d["guards"] if g != "hooks_allow"]
-        for i, (a, b) in enumerate(zip(route, route[1:], strict=False)):
+        for i, (a, b) in enumerate(itertools.pairwise(route)):
             seg = out.get((a, b))
             if seg is None:
                 seg = out[(a, b)] = Segment(a, b)
@@ -325,7 +328,13 @@ def _dot_scope(graph: nx.MultiDiGraph, g: Any, parent: str | None) -> None:
         if kind == "start":
             fill = GREEN if d.get("visited") else INK
             g.node(
-                n, label="", shape="circle", style="filled", fillcolor=fill, color=fill, width="0.18"
+                n,
+                label="",
+                shape="circle",
+                style="filled",
+                fillcolor=fill,
+                color=fill,
+                width="0.18",
             )
         elif kind == "state" and d.get("compound"):
             with g.subgraph(name=f"cluster_{n}") as c:
@@ -373,7 +382,9 @@ def _dot_tasks(graph: nx.MultiDiGraph, g: Any, compound: str) -> None:
             for t in tasks
         ]
         head = f"wave {wave}" if wave is not None else "tasks"
-        rows.append(f'<tr><td align="left"><font point-size="9">{head}</font></td>{"".join(cells)}</tr>')
+        rows.append(
+            f'<tr><td align="left"><font point-size="9">{head}</font></td>{"".join(cells)}</tr>'
+        )
     table = (
         '<<table border="0" cellborder="1" cellspacing="2" cellpadding="3" color="#9ca3af">'
         + "".join(rows)
@@ -381,8 +392,11 @@ def _dot_tasks(graph: nx.MultiDiGraph, g: Any, compound: str) -> None:
     )
     node = f"tasks_{compound}"
     running = next(
-        (c for c in children(graph, compound, "state") if not graph.nodes[c]["initial"]
-         and not graph.nodes[c]["final"]),
+        (
+            c
+            for c in children(graph, compound, "state")
+            if not graph.nodes[c]["initial"] and not graph.nodes[c]["final"]
+        ),
         None,
     )
     with g.subgraph() as s:
@@ -497,13 +511,14 @@ def to_mermaid(graph: nx.MultiDiGraph) -> str:
                 out.append(f"{indent}  direction LR")
                 scope(n, indent + "  ")
                 out.append(f"{indent}end")
-                if d.get("visited"):
-                    cls(n, "visitedbox")
+                cls(n, "visitedbox" if d.get("visited") else "box")
             elif kind == "state":
                 title, detail = _state_lines(d)
                 shape = ("(((", ")))") if d.get("final") else ("(", ")")
                 out.append(f"{indent}{n}{shape[0]}{_mm_label(title, detail)}{shape[1]}")
-                cls(n, "current" if d.get("current") else "visited" if d.get("visited") else "state")
+                cls(
+                    n, "current" if d.get("current") else "visited" if d.get("visited") else "state"
+                )
             elif kind == "point":
                 out.append(f'{indent}{n}(["{_mm(d["label"])}"])')
                 cls(n, "point")
@@ -534,6 +549,7 @@ def to_mermaid(graph: nx.MultiDiGraph) -> str:
                     out.append(f'{indent}  {t}["{_mm(_task_line(td))}"]')
                     cls(t, f"task{td['status']}")
                 out.append(f"{indent}end")
+                cls(wid, "wavebox")
 
     scope(None, "  ")
     links: list[tuple[str, str]] = []  # (line, linkStyle)
@@ -571,7 +587,9 @@ def to_mermaid(graph: nx.MultiDiGraph) -> str:
         "state": f"fill:{STATE_FILL},stroke:{STATE_LINE},color:{INK}",
         "visited": f"fill:{VISITED_FILL},stroke:{GREEN},color:{INK}",
         "current": f"fill:{CURRENT_FILL},stroke:#1b5e20,stroke-width:3px,color:{INK}",
+        "box": f"fill:#f4f7fc,stroke:{STATE_LINE}",
         "visitedbox": f"fill:#eef7ec,stroke:{GREEN}",
+        "wavebox": f"fill:#fafafa,stroke:{MUTED},stroke-dasharray:4 3",
         "point": f"fill:{POINT_FILL},stroke:{POINT_LINE},color:{INK},font-family:monospace",
         "step": f"fill:{STEP_FILL},stroke:{STEP_LINE},color:{INK}",
         "contribution": f"fill:{NOTE_FILL},stroke:{NOTE_LINE},color:{INK}",
@@ -580,10 +598,7 @@ def to_mermaid(graph: nx.MultiDiGraph) -> str:
         "failed": f"fill:#ffebee,stroke:{RED},stroke-dasharray:4 3,color:{INK}",
         "refusedhook": f"fill:#ffcdd2,stroke:{RED},stroke-width:3px,color:{INK}",
         "halt": f"fill:#ffebee,stroke:{RED},color:{RED}",
-        **{
-            f"task{s}": f"fill:{fill},stroke:{MUTED},color:{INK}"
-            for s, fill in TASK_FILLS.items()
-        },
+        **{f"task{s}": f"fill:{fill},stroke:{MUTED},color:{INK}" for s, fill in TASK_FILLS.items()},
     }
     for name, style in defs.items():
         if name in classes:

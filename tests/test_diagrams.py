@@ -1,0 +1,474 @@
+"""Diagrams: the networkx model of the compiled loop, hooks and run overlay; DOT / Mermaid text;
+SVG / PNG through Graphviz; the committed `diagrams/` folder has not drifted."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from looprail.diagrams import load_graph
+from looprail.diagrams.graph import (
+    START,
+    RunEvent,
+    RunTask,
+    RunView,
+    build_graph,
+    children,
+    envelopes_for,
+    hooks_at,
+    point_id,
+    transitions,
+)
+from looprail.diagrams.render import (
+    GraphvizMissingError,
+    format_for,
+    render,
+    segments,
+    to_dot,
+    to_mermaid,
+)
+from looprail.hooks.compiled import load_compiled
+from looprail.machine.spec import DEFAULT_LOOP
+from looprail.points import POINTS
+from tests.conftest import REPO, feature, run_cli, write_capability, write_config
+
+
+def _compiled(tmp_path, *manifests):
+    caps = tmp_path / "caps"
+    for m in manifests:
+        write_capability(caps, m)
+    return load_compiled(tmp_path, [caps], env={}, home=tmp_path / "home", use_cache=False)
+
+
+def _gate(point, *, blocking=True, check=None, when=None):
+    gate = {
+        "point": point,
+        "check": check or {"query": "ui plan-gate"},
+        "blocking": blocking,
+        "onError": "halt",
+    }
+    if when:
+        gate["when"] = when
+    return gate
+
+
+def _hooked_graph(tmp_path, **build):
+    compiled = _compiled(
+        tmp_path,
+        feature(
+            "ui",
+            skills=["lint"],
+            steps=[
+                {
+                    "point": "plan:post",
+                    "ref": {"skill": "lint"},
+                    "produces": [],
+                    "consumes": [],
+                    "onError": "skip",
+                }
+            ],
+            contributions=[
+                {
+                    "point": "plan:pre",
+                    "into": "planner",
+                    "fragment": {"inline": "Use the design system."},
+                    "produces": [],
+                    "consumes": [],
+                }
+            ],
+            gates=[_gate("plan:post"), _gate("execute:wave:post", blocking=False)],
+        ),
+    )
+    return build_graph(envelopes=envelopes_for(compiled, None), **build)
+
+
+# --------------------------------------------------------------------------- the model
+
+
+def test_graph_is_the_compiled_chart_with_its_points():
+    graph = build_graph()
+    states = [n for n, d in graph.nodes(data=True) if d["kind"] == "state"]
+    assert states[:4] == ["idle", "discuss", "plan", "execute"]
+    assert set(states) == {
+        "idle",
+        "discuss",
+        "plan",
+        "execute",
+        "wave_ready",
+        "wave_running",
+        "waves_done",
+        "verify",
+        "ship",
+        "shipped",
+    }
+    assert graph.nodes["execute"]["compound"] is True
+    assert children(graph, "execute", "state") == ["wave_ready", "wave_running", "waves_done"]
+    assert graph.nodes["waves_done"]["final"] and graph.nodes["shipped"]["final"]
+    assert graph.nodes["plan"]["role"] == "planner" and graph.nodes["plan"]["artifact"] == "PLAN.md"
+    # every spec transition is an edge, with the points it dispatches and the chart's guards
+    edges = {(u, v, d["event"]): d for u, v, _, d in transitions(graph)}
+    assert len(edges) == len(DEFAULT_LOOP.transitions())
+    for t in DEFAULT_LOOP.transitions():
+        d = edges[(t.source, t.target, t.event)]
+        assert tuple(d["points"]) == t.points
+        assert tuple(d["guards"]) == t.guards
+    points = [d["point"] for _, d in graph.nodes(data=True) if d["kind"] == "point"]
+    assert sorted(points) == sorted(POINTS)
+    # the wave points are drawn inside execute, the others outside
+    assert graph.nodes[point_id("execute:wave:pre")]["parent"] == "execute"
+    assert graph.nodes[point_id("execute:pre")]["parent"] is None
+    assert list(graph.successors(START)) == ["idle"]
+
+
+def test_wave_loop_is_a_cycle_through_the_wave_points():
+    segs = {(s.tail, s.head): s for s in segments(build_graph())}
+    loop = [
+        "wave_ready",
+        point_id("execute:wave:pre"),
+        "wave_running",
+        point_id("execute:wave:post"),
+        "wave_ready",
+    ]
+    for a, b in zip(loop, loop[1:], strict=False):
+        assert (a, b) in segs
+    assert segs[(point_id("execute:wave:post"), "wave_ready")].labels == ["[more_waves]"]
+    assert segs[(point_id("execute:wave:post"), "waves_done")].labels == ["[else]"]
+    assert segs[(point_id("execute:wave:post"), "wave_ready")].back
+    # into and out of the compound: drawn to its first child / from its final child, clipped
+    into = segs[(point_id("execute:pre"), "wave_ready")]
+    assert into.lhead == "execute"
+    out = segs[("waves_done", point_id("execute:post"))]
+    assert out.ltail == "execute"
+    assert out.labels == ["finish_execute", "[waves_finished]"]
+
+
+def test_hooks_hang_off_their_points_in_dispatch_order(tmp_path):
+    graph = _hooked_graph(tmp_path)
+    assert graph.graph["hooks_shown"]
+    at_plan_post = [graph.nodes[h] for h in hooks_at(graph, "plan:post")]
+    assert [(h["hook_kind"], h["cap_id"]) for h in at_plan_post] == [
+        ("step", "ui"),
+        ("gate", "ui"),
+    ]
+    assert at_plan_post[0]["summary"] == "skill gsd-lint"
+    assert at_plan_post[1]["summary"] == "query ui plan-gate"
+    assert at_plan_post[1]["blocking"] is True
+    wave_gate = graph.nodes[hooks_at(graph, "execute:wave:post")[0]]
+    assert wave_gate["blocking"] is False and wave_gate["parent"] == "execute"
+    contribution = graph.nodes[hooks_at(graph, "plan:pre")[0]]
+    assert contribution["summary"] == "into planner"
+    assert hooks_at(graph, "ship:pre") == []
+
+
+def test_inactive_hooks_are_not_drawn(tmp_path):
+    compiled = _compiled(
+        tmp_path,
+        feature(
+            "sec",
+            config={"sec.on": {"type": "boolean", "default": False}},
+            gates=[_gate("ship:pre", when="sec.on")],
+        ),
+    )
+    assert hooks_at(build_graph(envelopes=envelopes_for(compiled, None)), "ship:pre") == []
+    on = envelopes_for(compiled, {"sec": {"on": True}})
+    assert len(hooks_at(build_graph(envelopes=on), "ship:pre")) == 1
+
+
+def test_failed_capability_with_a_gate_is_drawn_as_a_warning(tmp_path):
+    bad = feature("broken", gates=[_gate("ship:pre")])
+    bad["version"] = "one"
+    compiled = _compiled(tmp_path, bad)
+    graph = build_graph(envelopes=envelopes_for(compiled, None))
+    (node,) = hooks_at(graph, "ship:pre")
+    assert graph.nodes[node]["hook_kind"] == "failed"
+    assert graph.nodes[node]["cap_id"] == "broken"
+    assert 'style="filled,dashed"' in to_dot(graph)
+
+
+# --------------------------------------------------------------------------- run overlay
+
+
+def _halted_run():
+    tr = [
+        ("begin", ["idle"], ["discuss"]),
+        ("finish_discuss", ["discuss"], ["plan"]),
+        ("finish_plan", ["plan"], ["execute", "wave_ready"]),
+        ("start_wave", ["execute", "wave_ready"], ["execute", "wave_running"]),
+        ("finish_wave", ["execute", "wave_running"], ["execute", "waves_done"]),
+        ("finish_execute", ["execute", "waves_done"], ["verify"]),
+    ]
+    events = [
+        RunEvent("transition", data={"event": e, "source": s, "target": t}) for e, s, t in tr
+    ]
+    events += [
+        RunEvent(
+            "hook",
+            point="ship:pre",
+            cap_id="release",
+            hook_kind="gate",
+            outcome="blocked",
+            message="not yet",
+            data={"label": "predicate config-equals", "blocking": True, "onError": "halt"},
+        ),
+        RunEvent("halted", point="ship:pre", cap_id="release", outcome="halted"),
+    ]
+    return RunView(
+        run_id="01ABC",
+        phase="1",
+        status="halted",
+        state=("verify",),
+        halt_reason="blocked at ship:pre by gate release: not yet",
+        events=tuple(events),
+        tasks=(
+            RunTask("01-01/T1", "done", "01-01", 1, 1),
+            RunTask("01-02/T1", "failed", "01-02", 1, 2),
+            RunTask("01-03/T1", "pending", "01-03", 2, 0),
+        ),
+    )
+
+
+def test_run_overlay_marks_visited_current_and_the_refusal():
+    graph = build_graph(run=_halted_run())
+    nodes = graph.nodes
+    assert all(nodes[s]["visited"] for s in ("idle", "discuss", "plan", "wave_running", "verify"))
+    assert not nodes["ship"]["visited"] and not nodes["wave_ready"]["current"]
+    assert nodes["verify"]["current"]
+    edges = {d["event"] + ":" + v: d for _, v, _, d in transitions(graph)}
+    assert edges["finish_plan:execute"]["visited"]
+    assert not edges["finish_wave:wave_ready"]["visited"]
+    refused = edges["finish_verify:ship"]
+    assert refused["refused"] and refused["refused_by"] == "release"
+    # hooks were not asked for, but the one that refused is drawn
+    (gate,) = hooks_at(graph, "ship:pre")
+    assert nodes[gate]["refused"] and nodes[gate]["outcome"] == "blocked"
+    assert nodes[gate]["summary"] == "predicate config-equals"
+    assert nodes["halt_note"]["label"].startswith("halted: blocked at ship:pre")
+    tasks = {d["task_key"]: d["status"] for _, d in graph.nodes(data=True) if d["kind"] == "task"}
+    assert tasks == {"01-01/T1": "done", "01-02/T1": "failed", "01-03/T1": "pending"}
+
+
+def test_refused_route_is_red_only_up_to_the_refusing_point():
+    segs = {(s.tail, s.head): s for s in segments(build_graph(run=_halted_run()))}
+    assert segs[("verify", point_id("verify:post"))].refused
+    into_gate = segs[(point_id("verify:post"), point_id("ship:pre"))]
+    assert into_gate.refused and "✗ refused by release" in into_gate.labels
+    assert not segs[(point_id("ship:pre"), "ship")].refused
+    dot = to_dot(build_graph(run=_halted_run()))
+    assert "#c62828" in dot and "✗ refused by release" in dot
+    assert "01-02/T1 (attempt 2)" in dot
+    mermaid = to_mermaid(build_graph(run=_halted_run()))
+    assert "class verify current" in mermaid
+    assert "halt_note" in mermaid and "refusedhook" in mermaid
+
+
+def test_run_overlay_on_drawn_hooks_marks_outcomes(tmp_path):
+    run = RunView(
+        run_id="R",
+        phase="1",
+        status="halted",
+        state=("plan",),
+        events=(
+            RunEvent("transition", data={"event": "begin", "source": ["idle"], "target": ["discuss"]}),
+            RunEvent("hook", point="plan:post", cap_id="ui", hook_kind="step", outcome="ok"),
+            RunEvent(
+                "hook",
+                point="plan:post",
+                cap_id="ui",
+                hook_kind="gate",
+                outcome="blocked",
+                message="no UI-SPEC",
+            ),
+            RunEvent("halted", point="plan:post", cap_id="ui"),
+        ),
+    )
+    graph = _hooked_graph(tmp_path, run=run)
+    step, gate = (graph.nodes[h] for h in hooks_at(graph, "plan:post"))
+    assert step["outcome"] == "ok" and not step.get("refused")
+    assert gate["outcome"] == "blocked" and gate["refused"]
+    assert len(hooks_at(graph, "plan:post")) == 2  # nothing added: the gate was already drawn
+
+
+# --------------------------------------------------------------------------- text output
+
+
+def test_dot_draws_kinds_with_distinct_shapes(tmp_path):
+    dot = to_dot(_hooked_graph(tmp_path))
+    assert "rankdir=LR" in dot and "compound=true" in dot
+    assert "subgraph cluster_execute" in dot
+    assert "shape=octagon" in dot and "shape=note" in dot
+    assert "lhead=cluster_execute" in dot and "ltail=cluster_execute" in dot
+    blocking = next(line for line in dot.splitlines() if "hk_plan_post_1" in line and "[" in line)
+    assert "#c62828" in blocking and "octagon" in blocking
+    advisory = next(line for line in dot.splitlines() if "hk_execute_wave_post_0 [" in line)
+    assert "dashed" in advisory
+
+
+def test_mermaid_text(tmp_path):
+    text = to_mermaid(_hooked_graph(tmp_path))
+    lines = text.splitlines()
+    assert lines[3] == "flowchart LR"
+    assert any(line.strip().startswith("subgraph execute [") for line in lines)
+    assert "pt_plan_post -.- hk_plan_post_0" in text
+    assert "hk_plan_post_0 -.- hk_plan_post_1" in text
+    assert "hk_plan_post_1{{" in text  # gate: hexagon
+    assert "hk_plan_pre_0>" in text  # contribution: flag
+    assert "class hk_plan_post_1 blocking" in text
+    assert "class hk_execute_wave_post_0 advisory" in text
+    assert 'pt_execute_wave_post -- "[more_waves]" --> wave_ready' in text
+    assert "pt_execute_pre --> execute" in text  # into the subgraph itself
+
+
+def test_text_output_is_deterministic_and_has_no_absolute_paths(tmp_path):
+    project = tmp_path / "proj"
+    (project / ".planning").mkdir(parents=True)
+    write_config(project, {})
+    caps = tmp_path / "caps"
+    write_capability(caps, feature("ui", gates=[_gate("plan:post")]))
+    graph, _ = load_graph(project, [caps], hooks=True, env={}, home=tmp_path / "h")
+    again, _ = load_graph(project, [caps], hooks=True, env={}, home=tmp_path / "h")
+    assert to_dot(graph) == to_dot(again)
+    assert to_mermaid(graph) == to_mermaid(again)
+    for text in (to_dot(graph), to_mermaid(graph)):
+        assert str(tmp_path) not in text
+        assert "looprail loop · proj" in text
+
+
+def test_format_from_suffix():
+    assert format_for(None, "x.png") == "png"
+    assert format_for(None, "x.MMD") == "mermaid"
+    assert format_for(None, "x.gv") == "dot"
+    assert format_for(None, None) == "svg"
+    assert format_for("dot", "x.png") == "dot"
+
+
+# --------------------------------------------------------------------------- graphviz
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz dot not installed")
+def test_svg_and_png_through_graphviz():
+    graph = build_graph(run=_halted_run())
+    svg = render(graph, "svg")
+    assert svg.startswith(b"<?xml") and b"<svg" in svg and b"wave running" in svg
+    png = render(graph, "png")
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
+
+
+def test_missing_dot_is_one_line_and_text_formats_still_work(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)
+    graph = build_graph()
+    with pytest.raises(GraphvizMissingError) as exc:
+        render(graph, "svg")
+    message = str(exc.value)
+    assert "\n" not in message
+    assert "apt-get install graphviz" in message and "brew install graphviz" in message
+    with pytest.raises(GraphvizMissingError):
+        render(graph, "png")
+    assert render(graph, "dot").startswith(b"digraph")
+    assert b"flowchart LR" in render(graph, "mermaid")
+
+
+def test_cli_without_dot_on_path(tmp_path):
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    env = {"PATH": str(empty)}
+    r = run_cli("diagram", "--format", "svg", cwd=tmp_path, env=env)
+    assert r.returncode == 1
+    assert r.stderr.count("\n") == 1 and "apt-get install graphviz" in r.stderr
+    assert r.stdout == ""
+    r = run_cli("diagram", "--format", "dot", cwd=tmp_path, env=env)
+    assert r.returncode == 0 and r.stdout.startswith("digraph")
+    r = run_cli("diagram", "-o", str(tmp_path / "loop.mmd"), cwd=tmp_path, env=env)
+    assert r.returncode == 0 and "flowchart LR" in (tmp_path / "loop.mmd").read_text()
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_cli_default_loop_outside_a_project(tmp_path):
+    r = run_cli("diagram", "--format", "mermaid", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "subgraph execute" in r.stdout and "hk_" not in r.stdout
+    r = run_cli("diagram", "--hooks", "--format", "dot", cwd=tmp_path)
+    assert r.returncode == 2 and "need a project" in r.stderr
+    r = run_cli("diagram", str(tmp_path / "nope"), "--format", "dot")
+    assert r.returncode == 2 and "no such project folder" in r.stderr
+
+
+def test_cli_hooks_and_run_of_a_real_halted_run(tmp_path):
+    project = tmp_path / "hello"
+    shutil.copytree(REPO / "examples" / "hello-loop", project)
+    write_config(
+        project, {"style": {"contribute": True}, "release": {"gate": True, "allow_ship": False}}
+    )
+    caps = str(REPO / "examples" / "capabilities")
+    r = run_cli("run", str(project), "--phase", "1", "--capabilities", caps, "-q")
+    assert r.returncode == 1, r.stderr
+    r = run_cli(
+        "diagram", str(project), "--hooks", "--run", "latest", "--capabilities", caps,
+        "--format", "dot",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    dot = r.stdout
+    assert "✗ refused by release-gate" in dot
+    assert "✗ blocked" in dot and "config key release.allow_ship is" in dot
+    assert "✓ 01-03/T1" in dot  # per-task status inside execute
+    assert "style-guide" in dot and "changelog" in dot
+    if shutil.which("dot"):
+        out = tmp_path / "run.png"
+        r = run_cli(
+            "diagram", str(project), "--run", "latest", "--capabilities", caps, "-o", str(out)
+        )
+        assert r.returncode == 0, r.stderr
+        assert out.read_bytes().startswith(b"\x89PNG")
+    r = run_cli("diagram", str(project), "--run", "NOPE", "--format", "dot")
+    assert r.returncode == 1 and "no run 'NOPE'" in r.stderr
+
+
+def test_cli_run_needs_a_journal(tmp_path):
+    project = tmp_path / "p"
+    (project / ".planning").mkdir(parents=True)
+    r = run_cli("diagram", str(project), "--run", "latest", "--format", "dot")
+    assert r.returncode == 1
+    assert "no journal yet" in r.stderr and r.stderr.count("\n") == 1
+
+
+# --------------------------------------------------------------------------- drift
+
+
+def test_committed_diagrams_are_up_to_date():
+    """`diagrams/*.dot`, `*.mmd` and README.md are what `looprail diagram --regenerate-docs`
+    draws now. (SVG/PNG bytes vary across Graphviz versions and are not compared.)"""
+    from looprail.diagrams.regenerate import texts
+
+    folder = REPO / "diagrams"
+    stale = [
+        name
+        for name, text in texts().items()
+        if not (folder / name).is_file() or (folder / name).read_text() != text
+    ]
+    assert not stale, f"diagrams/ is out of date ({', '.join(stale)}): run `looprail diagram --regenerate-docs`"
+    for name in ("loop", "hello-loop"):
+        assert (folder / f"{name}.svg").is_file() and (folder / f"{name}.png").is_file()
+
+
+def test_regenerate_writes_every_file(tmp_path):
+    from looprail.diagrams.regenerate import regenerate
+
+    written = regenerate(tmp_path, pictures=shutil.which("dot") is not None)
+    names = {p.name for p in written}
+    assert {"loop.dot", "loop.mmd", "hello-loop.dot", "hello-loop.mmd", "README.md"} <= names
+    assert "```mermaid" in (tmp_path / "README.md").read_text()
+
+
+def test_diagrams_modules_stay_out_of_the_cli_start_path():
+    code = (
+        "import sys\n"
+        "from looprail.cli import build_parser\n"
+        "build_parser('diagram'); build_parser('lint')\n"
+        "print(sorted(m for m in ('networkx', 'graphviz') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
