@@ -100,7 +100,10 @@ def main() -> None:
     bare = statistics.median(bare_transition_cost() for _ in range(3))
     rows = {}
     for journal in (False, True):
-        runs = [run_once(args.plans, args.tasks, args.waves, args.jobs, journal) for _ in range(args.repeat)]
+        runs = [
+            run_once(args.plans, args.tasks, args.waves, args.jobs, journal)
+            for _ in range(args.repeat)
+        ]
         took = statistics.median(t for t, _ in runs)
         n = runs[0][1]
         rows[journal] = took / n
@@ -109,8 +112,10 @@ def main() -> None:
     print(f"bare statemachine transition: {bare * 1e6:.1f} µs")
     print(f"per task / bare transition (journal off): {rows[False] / bare:.0f}x")
     print(f"per task / bare transition (journal on):  {rows[True] / bare:.0f}x")
-    print(f"journal on / off: {rows[True] / rows[False]:.2f}x "
-          f"(journal share {100 * (rows[True] - rows[False]) / rows[True]:.0f}% of per-task cost)")
+    print(
+        f"journal on / off: {rows[True] / rows[False]:.2f}x "
+        f"(journal share {100 * (rows[True] - rows[False]) / rows[True]:.0f}% of per-task cost)"
+    )
 
 
 if __name__ == "__main__":

@@ -43,8 +43,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, XDG_CACHE_HOME=str(Path(tmp) / "cache"), HOME=tmp)
         cmd = [
-            sys.executable, "-c", "import sys; from looprail.cli import main; sys.exit(main())",
-            "loop", "render-hooks", "plan:pre", "--raw", "--capabilities", str(CAPS),
+            sys.executable,
+            "-c",
+            "import sys; from looprail.cli import main; sys.exit(main())",
+            "loop",
+            "render-hooks",
+            "plan:pre",
+            "--raw",
+            "--capabilities",
+            str(CAPS),
         ]
         script = Path(sys.executable).with_name("looprail")
         if script.exists():  # the console script, as a host would call it
@@ -53,9 +60,13 @@ def main() -> None:
         bare = measure([sys.executable, "-c", "pass"], args.runs, env, tmp)
         warm = measure(cmd, args.runs, env, tmp)
         cold = measure(cmd, max(5, args.runs // 4), dict(env, LOOPRAIL_NO_CACHE="1"), tmp)
-    med = {name: statistics.median(t) for name, t in (("bare", bare), ("warm", warm), ("cold", cold))}
+    med = {
+        name: statistics.median(t) for name, t in (("bare", bare), ("warm", warm), ("cold", cold))
+    }
     print(f"python -c pass (floor)      median {med['bare']:6.1f} ms")
-    print(f"render-hooks, cache warm    median {med['warm']:6.1f} ms   p90 {sorted(warm)[int(len(warm) * 0.9)]:6.1f} ms")
+    print(
+        f"render-hooks, cache warm    median {med['warm']:6.1f} ms   p90 {sorted(warm)[int(len(warm) * 0.9)]:6.1f} ms"
+    )
     print(f"render-hooks, cache off     median {med['cold']:6.1f} ms")
     print(f"warm / floor                {med['warm'] / med['bare']:.2f}x")
     print(f"warm / cache off            {med['warm'] / med['cold']:.2f}x")

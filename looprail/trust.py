@@ -351,12 +351,12 @@ def consent_state(
     if store is None:
         store = _read_store(store_path(home))
     stored = _stored_cap_hash(_project_entry(store, project_key(project)), cap_id)
-    if stored is None:
-        return NO_CONSENT
     try:
         current = folder_hash(folder)
     except TrustError as exc:
         return f"cannot be consented to: {exc}"
+    if stored is None:
+        return NO_CONSENT
     return None if current == stored else CHANGED
 
 

@@ -26,17 +26,27 @@ def test_example_ships(hello):
     assert p.returncode == 0, p.stderr
     assert "shipped in" in p.stdout
     assert (hello / "hello" / "page.md").read_text().splitlines() == [
-        "# Greetings", "Hello, world!", "Bonjour, le monde !", "Hallo, Welt!"]
+        "# Greetings",
+        "Hello, world!",
+        "Bonjour, le monde !",
+        "Hallo, Welt!",
+    ]
     phase = hello / ".planning/phases/01-greeting"
     assert sorted(f.name for f in phase.glob("*-SUMMARY.md")) == [
-        "01-01-SUMMARY.md", "01-02-SUMMARY.md", "01-03-SUMMARY.md"]
+        "01-01-SUMMARY.md",
+        "01-02-SUMMARY.md",
+        "01-03-SUMMARY.md",
+    ]
     assert "status: passed" in (phase / "01-VERIFICATION.md").read_text()
     # the contribution reached the planner, the skill step, command step and resolver ran
     assert "each language gets its own file" in (phase / "01-01-PLAN.md").read_text()
     assert (phase / "PLAN-LINT.md").exists()
     assert (hello / "CHANGELOG.md").read_text().count("closed") == 2
     assert "⇣ execute:task 01-03/T1 content from demo:HELLO-3" in p.stderr
-    assert "◆ Spawning planner... (runs in a subagent — no output until it returns; expected, not a freeze)" in p.stderr
+    assert (
+        "◆ Spawning planner... (runs in a subagent — no output until it returns; expected, not a freeze)"
+        in p.stderr
+    )
     for point in POINTS:
         assert f"▸ {point}" in p.stderr
 
@@ -67,7 +77,9 @@ def test_dry_run_prints_all_points_and_runs_nothing(hello):
     assert p.returncode == 0, p.stderr
     for point in POINTS:
         assert point in p.stdout
-    assert "contribution  into planner" in p.stdout and "gate          predicate blocking" in p.stdout
+    assert (
+        "contribution  into planner" in p.stdout and "gate          predicate blocking" in p.stdout
+    )
     assert sorted(str(p) for p in hello.rglob("*")) == before
 
 
@@ -81,6 +93,8 @@ def test_unknown_phase_and_missing_project_are_one_line_errors(hello, tmp_path):
 
 
 def test_no_journal_mode(hello):
-    p = run_cli("run", str(hello), "--phase", "1", "--capabilities", str(CAPS), "--no-journal", "-q")
+    p = run_cli(
+        "run", str(hello), "--phase", "1", "--capabilities", str(CAPS), "--no-journal", "-q"
+    )
     assert p.returncode == 0, p.stderr
     assert not (hello / ".looprail" / "journal.sqlite").exists()

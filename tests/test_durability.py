@@ -29,7 +29,7 @@ def _exe(path: Path, body: str) -> None:
 
 # Every slow executable: log "start", wait while .slow/<name> exists (a test removes it or
 # kills us), log "end". `name` is how the test targets one unit of work.
-SLOW = r'''
+SLOW = r"""
 import json, os, sys, time
 from pathlib import Path
 root = Path(os.environ.get("LOOPRAIL_PROJECT") or os.getcwd())
@@ -43,7 +43,7 @@ def slow(name):
     while (root / ".slow" / name.replace("/", "_")).exists():
         time.sleep(0.05)
     mark(name, "end")
-'''
+"""
 
 
 def build(tmp_path: Path) -> tuple[Path, Path]:
@@ -52,12 +52,29 @@ def build(tmp_path: Path) -> tuple[Path, Path]:
     phase.mkdir(parents=True)
     (project / ".planning" / "config.json").write_text("{}")
     (phase / "01-CONTEXT.md").write_text("ctx\n")
-    (phase / "01-01-PLAN.md").write_text(plan_md("01", files=["out/a"], tasks=[task_xml("a1", files=["out/a1"]), task_xml("a2", files=["out/a2"])]))
-    (phase / "01-02-PLAN.md").write_text(plan_md("02", files=["out/b"], tasks=[task_xml("b1", files=["out/b1"])]))
-    (phase / "01-03-PLAN.md").write_text(plan_md("03", depends_on=["01", "02"], files=["out/c"], tasks=[
-        task_xml("c1", files=["out/c1"], attrs=' tracker-id="trk:C-1"')]))
+    (phase / "01-01-PLAN.md").write_text(
+        plan_md(
+            "01",
+            files=["out/a"],
+            tasks=[task_xml("a1", files=["out/a1"]), task_xml("a2", files=["out/a2"])],
+        )
+    )
+    (phase / "01-02-PLAN.md").write_text(
+        plan_md("02", files=["out/b"], tasks=[task_xml("b1", files=["out/b1"])])
+    )
+    (phase / "01-03-PLAN.md").write_text(
+        plan_md(
+            "03",
+            depends_on=["01", "02"],
+            files=["out/c"],
+            tasks=[task_xml("c1", files=["out/c1"], attrs=' tracker-id="trk:C-1"')],
+        )
+    )
     agents = project / ".looprail" / "agents"
-    _exe(agents / "executor", SLOW + r'''
+    _exe(
+        agents / "executor",
+        SLOW
+        + r"""
 req = json.load(sys.stdin)
 t = req["task"]
 key = t["planId"] + "/" + t["taskId"]
@@ -65,34 +82,102 @@ slow(key)
 out = root / t["files"][0]
 out.parent.mkdir(parents=True, exist_ok=True)
 out.write_text(t["action"] + "\n")
-''')
-    _exe(agents / "verifier", SLOW + r'''
+""",
+    )
+    _exe(
+        agents / "verifier",
+        SLOW
+        + r"""
 req = json.load(sys.stdin)
 slow("verify")
 Path(req["phase"]["dir"], "01-VERIFICATION.md").write_text("---\nstatus: passed\n---\n")
-''')
+""",
+    )
     _exe(agents / "orchestrator", SLOW + "slow('ship')\n")
-    _exe(project / ".looprail" / "skills" / "gsd-wave-pre", SLOW + "slow('wave-pre-' + os.environ['LOOPRAIL_WAVE'])\n")
-    _exe(project / ".looprail" / "checks" / "gate", SLOW + 'slow("gate")\nprint(json.dumps({"block": False, "message": "fine"}))\n')
-    _exe(project / ".looprail" / "bin" / "resolver", SLOW + r'''
+    _exe(
+        project / ".looprail" / "skills" / "gsd-wave-pre",
+        SLOW + "slow('wave-pre-' + os.environ['LOOPRAIL_WAVE'])\n",
+    )
+    _exe(
+        project / ".looprail" / "checks" / "gate",
+        SLOW + 'slow("gate")\nprint(json.dumps({"block": False, "message": "fine"}))\n',
+    )
+    _exe(
+        project / ".looprail" / "bin" / "resolver",
+        SLOW
+        + r"""
 slow("resolver")
 print(json.dumps({"description": "resolved " + sys.argv[1]}))
-''')
+""",
+    )
     caps = tmp_path / "caps"
-    write_capability(caps, feature("pre", skills=["wave-pre"], steps=[
-        {"point": "execute:wave:pre", "ref": {"skill": "wave-pre"}, "produces": [], "consumes": [], "onError": "halt"}]))
-    write_capability(caps, feature("guard", gates=[
-        {"point": "execute:post", "check": {"query": "gate"}, "blocking": True, "onError": "halt"}]))
-    write_capability(caps, feature("trk", taskContentResolver={
-        "trackerPrefix": "trk", "invoke": {"binary": ".looprail/bin/resolver", "args": ["{{id}}"], "timeoutMs": 60000}}))
+    write_capability(
+        caps,
+        feature(
+            "pre",
+            skills=["wave-pre"],
+            steps=[
+                {
+                    "point": "execute:wave:pre",
+                    "ref": {"skill": "wave-pre"},
+                    "produces": [],
+                    "consumes": [],
+                    "onError": "halt",
+                }
+            ],
+        ),
+    )
+    write_capability(
+        caps,
+        feature(
+            "guard",
+            gates=[
+                {
+                    "point": "execute:post",
+                    "check": {"query": "gate"},
+                    "blocking": True,
+                    "onError": "halt",
+                }
+            ],
+        ),
+    )
+    write_capability(
+        caps,
+        feature(
+            "trk",
+            taskContentResolver={
+                "trackerPrefix": "trk",
+                "invoke": {
+                    "binary": ".looprail/bin/resolver",
+                    "args": ["{{id}}"],
+                    "timeoutMs": 60000,
+                },
+            },
+        ),
+    )
     return project, caps
 
 
 def start(project: Path, caps: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [PY, "-c", "import sys; from looprail.cli import main; sys.exit(main())", "run", str(project),
-         "--phase", "1", "--capabilities", str(caps), "--jobs", "2", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        [
+            PY,
+            "-c",
+            "import sys; from looprail.cli import main; sys.exit(main())",
+            "run",
+            str(project),
+            "--phase",
+            "1",
+            "--capabilities",
+            str(caps),
+            "--jobs",
+            "2",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
 
 
@@ -128,7 +213,9 @@ def kill(proc: subprocess.Popen) -> None:
 
 
 def outputs(project: Path) -> dict[str, str]:
-    files = sorted((project / "out").glob("*")) + sorted((project / ".planning" / "phases" / "01-demo").glob("*.md"))
+    files = sorted((project / "out").glob("*")) + sorted(
+        (project / ".planning" / "phases" / "01-demo").glob("*.md")
+    )
     return {f.name: f.read_text() for f in files}
 
 

@@ -166,7 +166,7 @@ def test_every_hook_kind_dispatched_at_every_point_in_order(tmp_path):
     skills = [c.name for c in rt.calls_of("skill")]
     assert skills[0] == "gsd-s-discuss-pre"  # flavor prefix
     # contributions arrive verbatim with their role
-    ctx = [c for c in rt.calls_of("context") if c.point == "plan:pre"][0]
+    ctx = next(c for c in rt.calls_of("context") if c.point == "plan:pre")
     assert ctx.role == "researcher" and ctx.text == "context for plan:pre"
 
 

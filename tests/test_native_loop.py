@@ -19,7 +19,11 @@ def global_hooks(home, hooks: dict) -> None:
 
 def project_with_tasks(tmp_path, n=3):
     project = make_project(tmp_path)
-    write_plan(project, "01", plan_md("01", tasks=[task_xml(f"t{i}", files=[f"f{i}"]) for i in range(1, n + 1)]))
+    write_plan(
+        project,
+        "01",
+        plan_md("01", tasks=[task_xml(f"t{i}", files=[f"f{i}"]) for i in range(1, n + 1)]),
+    )
     return project
 
 
@@ -30,20 +34,46 @@ def test_pre_native_hook_refuses_transition_in_real_run(tmp_path, _isolated_home
 
     project = tmp_path / "hello"
     shutil.copytree(REPO / "examples" / "hello-loop", project)
-    global_hooks(_isolated_home, {"no-planning": {"description": "planning is frozen", "event": "plan:pre",
-                                                  "shell": "exit 7"}})
-    p = run_cli("run", str(project), "--phase", "1", "--capabilities", str(REPO / "examples" / "capabilities"))
+    global_hooks(
+        _isolated_home,
+        {
+            "no-planning": {
+                "description": "planning is frozen",
+                "event": "plan:pre",
+                "shell": "exit 7",
+            }
+        },
+    )
+    p = run_cli(
+        "run",
+        str(project),
+        "--phase",
+        "1",
+        "--capabilities",
+        str(REPO / "examples" / "capabilities"),
+    )
     assert p.returncode == 1
     assert "native hook local/no-planning" in p.stderr and "plan:pre" in p.stderr
-    assert not list((project / ".planning/phases/01-greeting").glob("*-PLAN.md"))  # the planner never ran
+    assert not list(
+        (project / ".planning/phases/01-greeting").glob("*-PLAN.md")
+    )  # the planner never ran
     p = run_cli("status", "--project", str(project))
     assert "state: discuss" in p.stdout
 
 
 def test_task_call_blocks_a_task_by_filter(tmp_path, _isolated_home):
     project = project_with_tasks(tmp_path)
-    global_hooks(_isolated_home, {"no-t2": {"description": "t2 is off limits", "event": "task_call",
-                                            "filter": {"name": "^t2$"}, "shell": "false"}})
+    global_hooks(
+        _isolated_home,
+        {
+            "no-t2": {
+                "description": "t2 is off limits",
+                "event": "task_call",
+                "filter": {"name": "^t2$"},
+                "shell": "false",
+            }
+        },
+    )
     rt = scripted(project)
     out = run_loop(project, rt)
     assert out.result.status == "halted" and "no-t2" in out.result.reason
@@ -52,16 +82,32 @@ def test_task_call_blocks_a_task_by_filter(tmp_path, _isolated_home):
 
 def test_post_failure_only_reports(tmp_path, _isolated_home):
     project = project_with_tasks(tmp_path, 1)
-    global_hooks(_isolated_home, {"noisy": {"description": "always fails", "event": "plan:post", "shell": "false"}})
+    global_hooks(
+        _isolated_home,
+        {"noisy": {"description": "always fails", "event": "plan:post", "shell": "false"}},
+    )
     out = run_loop(project, scripted(project))
     assert out.result.status == "shipped"
 
 
 def test_delivery_failure_leaves_block_standing(tmp_path, _isolated_home):
     project = project_with_tasks(tmp_path, 1)
-    global_hooks(_isolated_home, {"stop": {
-        "description": "block and tell", "event": "plan:pre", "shell": "false",
-        "action": {"type": "message", "outcome": "block", "message": "Blocked.", "delivery": "steer"}}})
+    global_hooks(
+        _isolated_home,
+        {
+            "stop": {
+                "description": "block and tell",
+                "event": "plan:pre",
+                "shell": "false",
+                "action": {
+                    "type": "message",
+                    "outcome": "block",
+                    "message": "Blocked.",
+                    "delivery": "steer",
+                },
+            }
+        },
+    )
     rt = scripted(project)
     rt.script(("message", "session"), Outcome.failed("no session to deliver to"))
     out = run_loop(project, rt)
@@ -71,9 +117,23 @@ def test_delivery_failure_leaves_block_standing(tmp_path, _isolated_home):
 
 def test_loop_guard_stops_runaway_continuation(tmp_path, _isolated_home):
     project = project_with_tasks(tmp_path, 4)
-    global_hooks(_isolated_home, {"nudge": {
-        "description": "keep going", "event": "task_result", "maxSelections": 2,
-        "action": {"type": "message", "outcome": "pass", "message": "continue", "delivery": "steer", "sendAs": "user"}}})
+    global_hooks(
+        _isolated_home,
+        {
+            "nudge": {
+                "description": "keep going",
+                "event": "task_result",
+                "maxSelections": 2,
+                "action": {
+                    "type": "message",
+                    "outcome": "pass",
+                    "message": "continue",
+                    "delivery": "steer",
+                    "sendAs": "user",
+                },
+            }
+        },
+    )
     rt = scripted(project)
     out = run_loop(project, rt)
     assert out.result.status == "shipped"
@@ -83,9 +143,17 @@ def test_loop_guard_stops_runaway_continuation(tmp_path, _isolated_home):
 
 def test_interrupt_action_pauses_at_next_safe_point(tmp_path, _isolated_home):
     project = project_with_tasks(tmp_path, 3)
-    global_hooks(_isolated_home, {"pause-after-first": {
-        "description": "pause", "event": "task_result", "filter": {"name": "^t1$"},
-        "action": {"type": "interrupt", "outcome": "pass"}}})
+    global_hooks(
+        _isolated_home,
+        {
+            "pause-after-first": {
+                "description": "pause",
+                "event": "task_result",
+                "filter": {"name": "^t1$"},
+                "action": {"type": "interrupt", "outcome": "pass"},
+            }
+        },
+    )
     rt = scripted(project)
     out = run_loop(project, rt)
     assert out.result.status == "paused" and "pause-after-first" in out.result.reason
@@ -95,8 +163,16 @@ def test_interrupt_action_pauses_at_next_safe_point(tmp_path, _isolated_home):
 def test_loop_settled_sees_the_end(tmp_path, _isolated_home):
     project = project_with_tasks(tmp_path, 1)
     marker = tmp_path / "settled.txt"
-    global_hooks(_isolated_home, {"note": {"description": "record", "event": "loop_settled",
-                                           "shell": f'echo "$LOOPRAIL_LOOP_STATUS" > {marker}'}})
+    global_hooks(
+        _isolated_home,
+        {
+            "note": {
+                "description": "record",
+                "event": "loop_settled",
+                "shell": f'echo "$LOOPRAIL_LOOP_STATUS" > {marker}',
+            }
+        },
+    )
     out = run_loop(project, scripted(project))
     assert out.result.status == "shipped"
     assert marker.read_text().strip() == "shipped"

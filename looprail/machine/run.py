@@ -363,7 +363,8 @@ class LoopRunner:
         jobs = self.options.jobs if wave.parallel_safe else 1
         if not wave.parallel_safe and self.options.jobs > 1:
             self.progress.line(
-                f"  wave {wave.number} runs sequentially: plans share {', '.join(wave.overlap_files)}"
+                f"  wave {wave.number} runs sequentially: plans share "
+                + ", ".join(wave.overlap_files)
             )
         done = self.recorder.done_tasks()
         self.recorder.wave_started(
@@ -557,14 +558,15 @@ class _Refused(HaltError):
 
     def __init__(self, result: G.HookResult):
         self.result = result
+        point, cap, message = result.point, result.cap_id, result.message
         if result.kind == "gate" and result.status == "error":
-            text = f"gate check failed at {result.point} ({result.cap_id}): {result.message}"
+            text = f"gate check failed at {point} ({cap}): {message}"
         elif result.kind == "gate":
-            text = f"blocked at {result.point} by gate {result.cap_id}: {result.message or '(no message)'}"
+            text = f"blocked at {point} by gate {cap}: {message or '(no message)'}"
         elif result.kind == "native":
-            text = f"blocked at {result.point} by native hook {result.cap_id} ({result.message or 'block'})"
+            text = f"blocked at {point} by native hook {cap} ({message or 'block'})"
         else:
-            text = f"halted at {result.point}: step {result.label} ({result.cap_id}) failed: {result.message}"
+            text = f"halted at {point}: step {result.label} ({cap}) failed: {message}"
         super().__init__(text)
 
 

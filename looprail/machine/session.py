@@ -139,7 +139,8 @@ def run_phase(
             if changes and crashed and not accept_changes:
                 raise LooprailError(
                     f"run {previous.id} was interrupted and its inputs changed since "
-                    f"({'; '.join(changes)}); resume with --accept-changes, or start over with --new"
+                    f"({'; '.join(changes)}); resume with --accept-changes, "
+                    "or start over with --new"
                 )
             run = jr.resume_run(previous.id, inputs_digest=digest)
             run_id = run.id
