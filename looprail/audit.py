@@ -21,6 +21,7 @@ loaded native hooks and return values; rendering returns text.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ from looprail.runtime.process import escape_untrusted
 
 FLAVORS = ("gsd", "msd", "ferrox")
 _SHOWN_AS_IS = frozenset({"<N>", "{{id}}", "{{model}}", "{{effort}}", "{{output}}", "{{prompt}}"})
+# Shell syntax in a refused string (shown escaped: a newline appears as `\\n`).
+_SUSPECT = re.compile(r"""[;&|$`'"<>(){}\\*?!#~]|^(?:command|query) -|\s-""")
 _GRAMMAR_REFUSAL = f"fails the command grammar {GRAMMAR_TEXT}; looprail never runs it"
 
 
@@ -471,9 +474,11 @@ def _runtime_surfaces(value: Any, where: str, depth: int = 0) -> list[Surface]:
 
 
 def suspect_surfaces(surfaces: Sequence[Surface]) -> list[Surface]:
-    """Commands and queries refused by the grammar: never run, and a sign of an injection
-    attempt, so `install` and `trust` will not consent to a capability carrying one."""
-    return [s for s in surfaces if s.refused == _GRAMMAR_REFUSAL]
+    """Refused commands and queries that carry shell syntax (quotes, `;`, backticks, `$(`,
+    redirections, control characters, a leading `-`): never run, and a sign of an injection
+    attempt, so `install` and `trust` will not consent to a capability carrying one. (A dotted
+    query such as the reference's `verify.schema-drift` is refused too, but is not suspect.)"""
+    return [s for s in surfaces if s.refused == _GRAMMAR_REFUSAL and _SUSPECT.search(s.runs)]
 
 
 def audit_capability(lc: Any, *, flavor: str = "gsd") -> CapabilityAudit:

@@ -293,7 +293,7 @@ def test_report_text(journal_and_run):
         "      …  01-02:1               running   attempt 1  -\n"
         "\n"
         "Native hooks\n"
-        "  ✓  local/guard               pass           5ms  tool_result\n"
+        "  ✓  local/guard               pass           5ms  at tool_result  tool_result\n"
         "\n"
         "Warnings\n"
         "  execute:pre lint: step lint failed (exit 3); onError skip\n"

@@ -1,7 +1,68 @@
-"""`looprail` commands: (not yet wired)."""
+"""`looprail lint`: what can be known about a project before running it."""
 
 from __future__ import annotations
 
+import sys
+
+from looprail.cli._common import add_flavor_option, add_project_options
+
+DESCRIPTION = """\
+Check PROJECT without running anything: capability manifests (every issue), artifacts consumed
+before anything produces them or produced twice at one point, gates that can never run or never
+pass (a `when` that is never true, a query failing the grammar or with no .looprail/checks/
+executable, a predicate command that is not installed), steps whose skill, agent or command is
+missing under .looprail/, and the plans of every phase (invalid PLAN.md, dangling depends_on,
+cycles, waves that must run sequentially, tracker-ids without exactly one resolver).
+
+Each finding has a severity (error, warning, info), the file and field, and a fix. Exit 1 when
+there is an error, 0 otherwise.
+"""
+
 
 def register(sub) -> None:
-    """Add this group's commands to the top-level subparsers."""
+    import argparse
+
+    p = sub.add_parser(
+        "lint",
+        help="check a project's capabilities, gates and plans before running (exit 1 on errors)",
+        description=DESCRIPTION,
+        epilog='--json prints {"findings": [{severity, code, file, path, message, fix}], '
+        '"errors": N, "warnings": N}',
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "project_pos",
+        nargs="?",
+        metavar="PROJECT",
+        help="project folder (default: --project, else the current directory)",
+    )
+    p.add_argument("--phase", metavar="N", help="lint only phase N (default: every phase)")
+    p.add_argument(
+        "--host-tool",
+        metavar="TOOL",
+        help="step commands and query checks go to this host tool (e.g. gsd_run): check it is "
+        "on PATH instead of .looprail/commands and .looprail/checks",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output (stable shape)")
+    add_project_options(p)
+    add_flavor_option(p)
+    p.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    from looprail.cli._common import print_json
+    from looprail.lint import lint_project, render_text
+
+    project = args.project_pos or args.project
+    report = lint_project(
+        project,
+        args.capabilities,
+        phase=args.phase,
+        flavor=args.flavor,
+        host_tool=args.host_tool,
+    )
+    if args.json:
+        print_json(report.to_json())
+    else:
+        sys.stdout.write(render_text(report))
+    return report.exit_code

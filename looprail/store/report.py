@@ -477,6 +477,13 @@ def render_report_text(report: RunReport) -> str:
     if report.nativeHooks:
         lines += ["", "Native hooks"]
         for row in report.nativeHooks:
+            data = row.data or {}
+            # an engine row is either the hook's own result or its owned Action's selection
+            what = (
+                f"action {data.get('actionType')}" + (" (guarded)" if data.get("guarded") else "")
+                if data.get("type") == "action"
+                else f"at {data.get('event', '?')}"
+            )
             lines.append(
                 "  "
                 + _columns(
@@ -484,6 +491,7 @@ def render_report_text(report: RunReport) -> str:
                     f"{row.capId or '-':<24}",
                     f"{row.outcome or '-':<9}",
                     f"{format_duration(row.durationMs):>7}",
+                    what,
                     row.message,
                 )
             )
