@@ -58,13 +58,15 @@ HOST_ARTIFACTS: dict[str, str] = {
 }
 
 # Words `sh -c` understands without a program on PATH.
-SHELL_BUILTINS = frozenset(
-    """
-    ! . : [ [[ alias bg break builtin case cd command continue declare echo eval exec exit export
-    false fc fg for getopts hash if jobs kill let local printf pwd read readonly return set shift
-    test times trap true type ulimit umask unalias unset until wait while { (
-    """.split()
-)
+# fmt: off
+SHELL_BUILTINS = frozenset((
+    "!", ".", ":", "[", "[[", "alias", "bg", "break", "builtin", "case", "cd", "command",
+    "continue", "declare", "echo", "eval", "exec", "exit", "export", "false", "fc", "fg",
+    "for", "getopts", "hash", "if", "jobs", "kill", "let", "local", "printf", "pwd", "read",
+    "readonly", "return", "set", "shift", "test", "times", "trap", "true", "type", "ulimit",
+    "umask", "unalias", "unset", "until", "wait", "while", "{", "(",
+))
+# fmt: on
 
 
 class Finding(BaseModel):
@@ -730,10 +732,7 @@ def _command_predicate(
     if not words or any(c in words[0] for c in "$`"):
         return []  # decided at run time
     first = words[0]
-    if "/" in first:
-        found = data.probe.runnable(first)
-    else:
-        found = data.probe.on_path(first)
+    found = data.probe.runnable(first) if "/" in first else data.probe.on_path(first)
     if found:
         return []
     effect = (
@@ -839,7 +838,7 @@ def _plans(data: LintInput) -> list[Finding]:
                     code="plan-warning",
                     file=file,
                     message=w.split(": ", 1)[-1],
-                    fix="make the plan say what it means (see docs/plans.md)",
+                    fix=_plan_warning_fix(w),
                 )
             )
         if item.wave_error is not None:
@@ -856,6 +855,16 @@ def _plans(data: LintInput) -> list[Finding]:
         for plan in phase.plans:
             out += _trackers(data, plan, resolvers)
     return out
+
+
+def _plan_warning_fix(warning: str) -> str:
+    if "looks like a plan" in warning:
+        return "name it {phase}-{plan}-PLAN.md, or move it out of the phase folder"
+    if "disagrees with the file name" in warning:
+        return "make the frontmatter `plan:` match the file name"
+    if "autonomous" in warning:
+        return "set `autonomous: false` in the plan's frontmatter"
+    return "see docs/plans.md"
 
 
 def _waves(item: PhaseInput, data: LintInput) -> list[Finding]:

@@ -287,3 +287,17 @@ def test_malformed_config_is_absent_with_one_warning(tmp_path):
     write_config(tmp_path, "[1, 2]")
     cfg, warnings = load_project_config(tmp_path)
     assert cfg is None and "not a JSON object" in warnings[0]
+
+
+def test_public_api_is_lazy_and_complete():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, looprail\n"
+        "assert 'pydantic' not in sys.modules and 'statemachine' not in sys.modules\n"
+        "for name in looprail.__all__: getattr(looprail, name)\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "ok", out.stderr
