@@ -98,3 +98,20 @@ def test_no_journal_mode(hello):
     )
     assert p.returncode == 0, p.stderr
     assert not (hello / ".looprail" / "journal.sqlite").exists()
+
+
+def test_phase_token_forms_share_one_run_and_explicit_resume(hello):
+    cfg = hello / ".planning" / "config.json"
+    data = json.loads(cfg.read_text())
+    data["release"]["allow_ship"] = False
+    cfg.write_text(json.dumps(data))
+    p = run_cli("run", str(hello), "--phase", "01", "--capabilities", str(CAPS), "-q")
+    assert p.returncode == 1
+    data["release"]["allow_ship"] = True
+    cfg.write_text(json.dumps(data))
+    p = run_cli("resume", "--project", str(hello), "--capabilities", str(CAPS))
+    assert p.returncode == 0, p.stderr
+    assert "resuming run" in p.stderr
+    h = run_cli("history", "--project", str(hello), "--json")
+    runs = json.loads(h.stdout)
+    assert len(runs["runs"] if isinstance(runs, dict) else runs) == 1

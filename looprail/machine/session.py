@@ -29,8 +29,14 @@ class Loaded:
 
     @property
     def resolvers(self) -> list[tuple[str, Any]]:
-        active = {cid for cid, c in self.compiled["caps"].items() if c.get("active", True)}
-        return [(cid, r) for cid, r in self.registry.task_content_resolvers() if cid in active]
+        """Every loaded capability's resolver, as the reference does (installed, not gated by
+        `activationKey`: execute:task has no `when`) — except one without the user's consent."""
+        caps = self.compiled["caps"]
+        return [
+            (cid, r)
+            for cid, r in self.registry.task_content_resolvers()
+            if cid in caps and caps[cid].get("consent") is not False
+        ]
 
     @property
     def unloadable(self) -> list[Any]:
@@ -96,7 +102,8 @@ def run_phase(
 
     options = options or RunOptions()
     progress = progress or Progress()
-    phase_dir = find_phase(loaded.project, phase).dir
+    found = find_phase(loaded.project, phase)
+    phase, phase_dir = found.number, found.dir  # "01" and "1" are one phase in the journal
     if runtime is None:
         runtime = LocalRuntime(loaded.project, host_tool=options.host_tool, progress=progress.line)
     for w in loaded.warnings:
