@@ -235,6 +235,20 @@ class LoopRunner:
             warnings=self.warnings,
         )
 
+    def _status(self, doing: str | None = None) -> None:
+        """The live status line (terminals only): where the loop is and how far along."""
+        if not self.progress.live or self.progress.quiet:
+            return
+        parts = ["/".join(self.state)]
+        if self.wave is not None and "execute" in self.state:
+            parts.append(f"wave {self.wave}")
+        total = sum(len([t for t in p.tasks if not t.is_checkpoint]) for p in self.phase.plans)
+        if total:
+            parts.append(f"{len(self.recorder.done_tasks())}/{total} tasks done")
+        if doing:
+            parts.append(doing)
+        self.progress.status(" · ".join(parts))
+
     def _safe_point(self) -> None:
         """Between steps and tasks: honour an `interrupt`/`shutdown` a native hook asked for."""
         if self.native is not None and self.native.stop is not None:
@@ -330,6 +344,7 @@ class LoopRunner:
             state=self.state,
         )
         self.progress.line(f"● {'/'.join(self.state)}")
+        self._status()
         if self.on_transition is not None:
             self.on_transition(self.state)
 
@@ -340,7 +355,7 @@ class LoopRunner:
         if done:
             self.progress.line(f"  {spec.artifact} exists: no {spec.role} work needed")
             return
-        self.progress.status(f"{step}: {spec.role} at work")
+        self._status(f"{spec.role} at work")
         outcome = self.runtime.do_phase_work(spec.role, step, self.dispatcher.context(None))
         if not outcome.ok:
             raise HaltError(f"{step}: {spec.role} failed: {outcome.detail}")
@@ -502,7 +517,7 @@ class LoopRunner:
         work = work or _task_work(plan, task)
         attempt = self.recorder.task_started(task.id, plan_id=plan.id, wave=wave)
         again = f" (attempt {attempt})" if attempt > 1 else ""
-        self.progress.status(f"wave {wave}: {task.id} {task.name or ''}")
+        self._status(f"running {task.id} {task.name or ''}".rstrip())
         ctx = self.dispatcher.context(None, plan_id=plan.id, task_id=work.task_id, wave=wave)
         outcome = self.runtime.execute_task(work, ctx)
         ms = int(outcome.duration_s * 1000)
@@ -513,6 +528,7 @@ class LoopRunner:
             raise HaltError(f"{plan.path.name}: task {task.id} failed: {outcome.detail}")
         self.recorder.task_finished(task.id, status="done", duration_ms=ms)
         self.tasks_run += 1
+        self._status()
         self.progress.line(
             f"  ✓ {task.id} {task.name or ''}{again} {fmt_duration(outcome.duration_s)}"
         )
