@@ -40,7 +40,7 @@ def test_example_ships(hello):
     assert "status: passed" in (phase / "01-VERIFICATION.md").read_text()
     # the contribution reached the planner, the skill step, command step and resolver ran
     assert "each language gets its own file" in (phase / "01-01-PLAN.md").read_text()
-    assert (phase / "PLAN-LINT.md").exists()
+    assert (phase / "01-STYLE-REPORT.md").exists()
     assert (hello / "CHANGELOG.md").read_text().count("closed") == 2
     assert "⇣ execute:task 01-03/T1 content from demo:HELLO-3" in p.stderr
     assert (
