@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from looprail.cli._common import group, print_json, warn
+from looprail.cli._common import add_project_options, group, print_json, warn
 
 if TYPE_CHECKING:
     from looprail.hooks.native.config import CatalogEntry, HooksFile
@@ -24,7 +24,7 @@ def register(sub) -> None:
         ".looprail/hooks.json, those that exist. Exit 1 when any file has a problem.",
     )
     p.add_argument("files", nargs="*", metavar="FILE", help="hooks files to validate")
-    p.add_argument("--project", default=".", metavar="DIR", help="project folder (default: .)")
+    add_project_options(p)  # --capabilities is accepted for uniformity; hooks.json is not one
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=_validate)
 
@@ -35,7 +35,7 @@ def register(sub) -> None:
         "(a project entry replaces the global one of the same reference), whether each "
         "is enabled and why.",
     )
-    p.add_argument("--project", default=".", metavar="DIR", help="project folder (default: .)")
+    add_project_options(p)  # --capabilities is accepted for uniformity; hooks.json is not one
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=_list)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from looprail.cli._common import group, print_json, warn
+from looprail.cli._common import add_project_options, group, print_json, warn
 
 
 def register(sub) -> None:
@@ -33,12 +33,8 @@ def register(sub) -> None:
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--raw", action="store_true", help="print JSON (what hosts parse)")
-    parser.add_argument(
-        "--project",
-        default=".",
-        metavar="DIR",
-        help="project folder holding .planning/ (default: current directory)",
-    )
+    # the same --project/--capabilities as every command (capabilities are not read here)
+    add_project_options(parser)
 
 
 def _plan_index(args: argparse.Namespace) -> int:
