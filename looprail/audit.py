@@ -24,13 +24,12 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from looprail.hooks.checks import COMMAND_GRAMMAR, GRAMMAR_TEXT, PREDICATE_KINDS
 from looprail.runtime.process import escape_untrusted
 
-FLAVORS = ("gsd", "msd", "ferrox")
 _SHOWN_AS_IS = frozenset({"<N>", "{{id}}", "{{model}}", "{{effort}}", "{{output}}", "{{prompt}}"})
 # Shell syntax in a refused string (shown escaped: a newline appears as `\\n`).
 _SUSPECT = re.compile(r"""[;&|$`'"<>(){}\\*?!#~]|^(?:command|query) -|\s-""")
@@ -136,7 +135,7 @@ class FailedAudit:
 class Audit:
     capabilities: tuple[CapabilityAudit, ...] = ()
     hooks_files: tuple[HooksFileAudit, ...] = ()
-    failed: tuple[FailedAudit, ...] = field(default=())
+    failed: tuple[FailedAudit, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {

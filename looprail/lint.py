@@ -33,6 +33,7 @@ What is checked:
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 import shlex
 import shutil
@@ -743,7 +744,7 @@ def _command_predicate(
     return [
         Finding(
             severity="error" if blocking else "warning",
-            code="command-missing",
+            code="predicate-command-missing",
             file=d.file,
             path=path,
             message=f"{d.name}: {first!r} is not on PATH nor a shell builtin: {effect}",
@@ -883,8 +884,12 @@ def _waves(item: PhaseInput, data: LintInput) -> list[Finding]:
     for wave in item.waves.waves:
         if wave.parallel_safe:
             continue
+        shared = set(wave.overlap_files)
         sharing = [
-            pid for pid in wave.plan_ids if set(plans[pid].files_modified) & set(wave.overlap_files)
+            pid
+            for pid in wave.plan_ids
+            if {posixpath.normpath(f.strip().replace("\\", "/")) for f in plans[pid].files_modified}
+            & shared
         ]
         out.append(
             Finding(
@@ -910,10 +915,13 @@ class _Resolvers:
 def _resolvers(data: LintInput) -> _Resolvers:
     from looprail.hooks.task_content import unloadable_resolvers
 
+    # As the run does (`session.Loaded.resolvers`): every loaded resolver counts, whatever its
+    # capability's activationKey (execute:task has no `when`), except one without consent.
     active: dict[str, list[tuple[str, Any]]] = {}
     inactive: dict[str, list[str]] = {}
+    caps = data.compiled.get("caps", {})
     for cid, r in data.registry.task_content_resolvers():
-        if _cap_active(data, cid):
+        if cid in caps and caps[cid].get("consent") is not False:
             active.setdefault(r.trackerPrefix, []).append((cid, r))
         else:
             inactive.setdefault(r.trackerPrefix, []).append(cid)
@@ -971,7 +979,7 @@ def _trackers(data: LintInput, plan: Any, resolvers: _Resolvers) -> Iterable[Fin
         elif not matches:
             off = resolvers.inactive.get(prefix)
             why = (
-                f"capability {off[0]!r} declares it but is inactive"
+                f"capability {off[0]!r} declares it but has no consent"
                 if off
                 else "no capability declares that trackerPrefix"
             )
@@ -982,7 +990,7 @@ def _trackers(data: LintInput, plan: Any, resolvers: _Resolvers) -> Iterable[Fin
                 path=where,
                 message=f"tracker-id {tid!r}: no resolver for prefix {prefix!r} ({why}); the "
                 "task runs from the plan's inline content",
-                fix=f"activate {off[0]}"
+                fix=f"review {off[0]} and run `looprail trust`"
                 if off
                 else f"add a capability whose "
                 f"taskContentResolver.trackerPrefix is {prefix!r}, or remove the tracker-id",

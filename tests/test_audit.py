@@ -272,3 +272,14 @@ def test_audit_lists_failed_capabilities_as_running_nothing(tmp_path):
     p = run_cli("capability", "audit", "--project", str(project))
     assert p.returncode == 0
     assert "capability broken (project) — FAILED TO LOAD, nothing from it runs" in p.stdout
+
+
+def test_a_dotted_reference_query_is_refused_but_not_suspect():
+    gates = [
+        {"point": "verify:post", "check": {"query": q}, "blocking": True, "onError": "halt"}
+        for q in ("verify.schema-drift", "ui safety-gate", "x\ny")
+    ]
+    surfaces = capability_surfaces(feature("drift", gates=gates))
+    assert [bool(s.refused) for s in surfaces] == [True, False, True]
+    assert [s.where for s in suspect_surfaces(surfaces)] == ["$.gates[2].check.query"]
+    assert "x\\ny" in surfaces[2].runs  # shown escaped, on one line

@@ -410,3 +410,28 @@ def test_install_refuses_a_symlink_out_of_the_folder(project, tmp_path):
     assert p.returncode == 1
     assert "symlink points outside the capability folder" in p.stderr
     assert not (project / ".looprail" / "capabilities" / "lint-cap").exists()
+
+
+class _Terminal:
+    """A stdin that says it is a terminal (the answer comes from `input`)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(
+    ("answer", "granted"), [("y", True), ("yes", True), ("n", False), ("", False)]
+)
+def test_trust_asks_on_a_terminal(project, monkeypatch, capsys, answer, granted):
+    from looprail.cli import main
+
+    folder = overlay(project)
+    questions = []
+    monkeypatch.setattr("sys.stdin", _Terminal())
+    monkeypatch.setattr("builtins.input", lambda q: questions.append(q) or answer)
+    rc = main(["trust", "--project", str(project)])
+    assert questions == ["Allow capability extra to run? [y/N] "]
+    assert rc == (0 if granted else 1)
+    assert consented(project, "extra", folder) is granted
+    out = capsys.readouterr().out
+    assert ("trusted: capability extra" in out) is granted

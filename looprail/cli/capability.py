@@ -218,7 +218,7 @@ def audit(args) -> int:
             f"capability audit: no capability {unknown[0]!r} on the search path "
             f"(found: {', '.join(sorted(known)) or 'none'})"
         )
-    hooks_files = [] if args.ids else native_hooks_audits(Path(args.project))
+    hooks_files = [] if args.ids else _native_hooks_audits(Path(args.project))
     result = audit_registry(registry, args.ids, hooks_files=hooks_files)
     for w in registry.warnings:
         warn(w)
@@ -229,7 +229,7 @@ def audit(args) -> int:
     return 0
 
 
-def native_hooks_audits(project):
+def _native_hooks_audits(project):
     """Audits of the global and the project hooks.json (those that exist). The project file is
     read for its audit even when it is not trusted: reading runs nothing."""
     from looprail.audit import audit_hooks_file

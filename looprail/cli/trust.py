@@ -50,8 +50,9 @@ def trust(args) -> int:
     from looprail.hooks.native.config import project_hooks_path, read_hooks_file
     from looprail.hooks.registry import load_registry
     from looprail.trust import (
-        NO_CONSENT,
+        CHANGED,
         TrustError,
+        apply_consent,
         consent_state,
         folder_hash,
         grant,
@@ -65,6 +66,7 @@ def trust(args) -> int:
     before = _project_folder_hashes(project)
     config, _ = load_project_config(project)
     registry = load_registry(project, args.capabilities, config=config)
+    apply_consent(registry)  # so the audit says why each one is inactive
 
     pending, hashes, skipped, refused = [], {}, [], []
     for cid in sorted(registry.capabilities):
@@ -99,16 +101,17 @@ def trust(args) -> int:
     hooks_pending = None
     hooks_digest = None
     state = hooks_state(project)
-    if state is not None and state != "no project hooks file":
+    if state is not None and state.startswith("cannot be consented to"):
+        refused.append(f"hooks.json: {state}")
+    elif state is not None and state != "no project hooks file":
+        digest = hooks_hash(project)  # before reading: consent covers what the audit shows
         hooks_file = read_hooks_file(project_hooks_path(project), scope="project")
-        if state.startswith("cannot be consented to"):
-            refused.append(f"hooks.json: {state}")
-        elif hooks_file.status != "valid":
+        if hooks_file.status != "valid":
             first = hooks_file.issues[0] if hooks_file.issues else "invalid"
             refused.append(f"hooks.json: invalid, none of its hooks run ({first}); fix it first")
         else:
             hooks_pending = audit_hooks_file(hooks_file, trusted=False)
-            hooks_digest = hooks_hash(project)
+            hooks_digest = digest
 
     for line in [*skipped, *refused]:
         warn(line)
@@ -124,7 +127,8 @@ def trust(args) -> int:
     names = [f"capability {c.id}" for c in pending]
     if hooks_pending is not None:
         names.append(".looprail/hooks.json")
-    reason_note = "" if all(c.reason == NO_CONSENT for c in pending) else " (some changed)"
+    changed = [c.id for c in pending if c.reason == CHANGED]
+    reason_note = f" ({', '.join(changed)} changed since consent)" if changed else ""
     if not confirm(args, f"Allow {', '.join(names)}{reason_note} to run?"):
         print("nothing consented")
         return 1

@@ -72,9 +72,7 @@ def load_run(project: str | Path, ref: str) -> RunView:
                 raise LooprailError(f"{journal.path}: no run recorded yet")
         else:
             run = journal.find_run(ref)
-        events = journal.events(
-            run.id, kinds=["transition", "hook", "halted", "native_hook", "resolver"]
-        )
+        events = journal.events(run.id, kinds=["transition", "hook", "halted", "native_hook"])
         tasks = journal.tasks(run.id)
     return RunView(
         run_id=run.id,

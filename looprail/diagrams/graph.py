@@ -11,7 +11,8 @@ Nodes (attribute `kind`):
 - `point`: one of the 12 extension points (`inside` names the compound when every transition
   crossing it stays inside that compound: the wave points);
 - `hook`: one active hook at a point (`hook_kind` step | contribution | gate | failed; a
-  `failed` hook is a capability that failed to load but declared a gate there);
+  `failed` hook is a capability that failed to load but declared a gate there; a run overlay
+  may add the `native` hook that refused);
 - `task`: one task row of the overlaid run, inside the compound;
 - `note`: why the overlaid run halted.
 
@@ -41,7 +42,7 @@ from looprail.hooks.resolve import resolve
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
 
 START = "__start__"
-HOOK_KINDS = ("step", "contribution", "gate", "failed")
+HOOK_KINDS = ("step", "contribution", "gate", "native", "failed")
 TASK_STATUSES = ("pending", "running", "done", "failed")
 # Journal outcomes of a hook that refused its transition (a blocking verdict, a halting failure).
 REFUSING_OUTCOMES = ("blocked", "failed", "error", "block")
@@ -169,7 +170,7 @@ def build_graph(
     if envelopes is not None:
         _add_hooks(graph, spec, envelopes, flavor)
     if run is not None:
-        _overlay(graph, spec, run, flavor)
+        _overlay(graph, spec, run)
     return graph
 
 
@@ -335,7 +336,7 @@ def _add_hook(graph: nx.MultiDiGraph, point: str, index: int, attrs: dict[str, A
 # --------------------------------------------------------------------------- run overlay
 
 
-def _overlay(graph: nx.MultiDiGraph, spec: LoopSpec, run: RunView, flavor: str) -> None:
+def _overlay(graph: nx.MultiDiGraph, spec: LoopSpec, run: RunView) -> None:
     edges = transitions(graph)
     for event in run.events:
         if event.kind != "transition":
@@ -357,7 +358,7 @@ def _overlay(graph: nx.MultiDiGraph, spec: LoopSpec, run: RunView, flavor: str) 
         graph.nodes[state]["visited"] = True
     _hook_outcomes(graph, run)
     if run.status in ("halted", "paused", "failed"):
-        _refusal(graph, run, current, flavor)
+        _refusal(graph, run, current)
     _tasks(graph, spec, run)
 
 
@@ -377,7 +378,7 @@ def _hook_outcomes(graph: nx.MultiDiGraph, run: RunView) -> None:
             graph.nodes[node]["message"] = event.message
 
 
-def _refusal(graph: nx.MultiDiGraph, run: RunView, current: Sequence[str], flavor: str) -> None:
+def _refusal(graph: nx.MultiDiGraph, run: RunView, current: Sequence[str]) -> None:
     halted = next((e for e in reversed(run.events) if e.kind == "halted"), None)
     if halted is not None and halted.point and halted.cap_id:
         # The refused transition: the one leaving the current state through the halted point.

@@ -4,9 +4,10 @@ Drawing rules (the same for DOT and Mermaid, so the pictures agree):
 
 - phases left to right; the looped step (`execute`) is a box (a cluster / subgraph) holding the
   wave loop `wave_ready → execute:wave:pre → wave_running → execute:wave:post → wave_ready`;
-- a transition is drawn through the points it dispatches, in order: its event labels the first
-  segment, its plan-fact guards (`[plans_ready]`) the last; `hooks_allow` is not written, the
-  gates drawn at the points are that guard;
+- a transition is drawn through the points it dispatches, in order: its event and plan-fact
+  guards (`finish_plan [plans_ready]`) label the first segment, except where routes branch at a
+  point (`finish_wave`): there each branch carries its own guard (`[more_waves]`, `[else]`);
+  `hooks_allow` is not written, the gates drawn at the points are that guard;
 - hooks hang off their point: steps are boxes, contributions are notes, gates are octagons with a
   red border when blocking and a dashed grey one when advisory; a capability that failed to load
   but declared a gate there is a dashed red box;
@@ -33,7 +34,6 @@ from looprail.diagrams.graph import START, children, hooks_at, point_id, transit
 from looprail.errors import LooprailError
 
 FORMATS = ("svg", "png", "dot", "mermaid")
-TEXT_FORMATS = ("svg", "dot", "mermaid")
 INSTALL_HINT = (
     "the Graphviz `dot` program is not installed (needed for svg and png): "
     "install it with `apt-get install graphviz` or `brew install graphviz`, "
@@ -354,18 +354,27 @@ def _dot_scope(graph: nx.MultiDiGraph, g: Any, parent: str | None) -> None:
         elif kind == "point":
             _dot_point(graph, g, n, d)
         elif kind == "note":
-            g.node(
-                n,
-                label="\n".join(_wrap(d["label"], 38, 5)),
-                shape="note",
-                style="filled",
-                fillcolor="#ffebee",
-                color=RED,
-                fontcolor=RED,
-                fontsize="10",
-            )
+            # beside the state it is about (same rank: the dashed link stays short)
+            with g.subgraph() as s:
+                s.attr(rank="same")
+                s.node(next(iter(graph.predecessors(n))))
+                _dot_note(s, n, d)
     if parent is not None:
         _dot_tasks(graph, g, parent)
+
+
+def _dot_note(g: Any, n: str, d: dict[str, Any]) -> None:
+    paused = d.get("status") == "paused"  # waiting for a human, not broken
+    g.node(
+        n,
+        label="\n".join(_wrap(d["label"], 38, 5)),
+        shape="note",
+        style="filled",
+        fillcolor=GATE_FILL if paused else "#ffebee",
+        color=GATE_LINE if paused else RED,
+        fontcolor=GATE_LINE if paused else RED,
+        fontsize="10",
+    )
 
 
 def _dot_tasks(graph: nx.MultiDiGraph, g: Any, compound: str) -> None:
@@ -461,6 +470,8 @@ def _dot_hook(d: dict[str, Any]) -> dict[str, str]:
         attrs.update(shape="box", style="filled", fillcolor=STEP_FILL, color=STEP_LINE)
     elif kind == "contribution":
         attrs.update(shape="note", style="filled", fillcolor=NOTE_FILL, color=NOTE_LINE)
+    elif kind == "native":
+        attrs.update(shape="component", style="filled", fillcolor=STEP_FILL, color=STEP_LINE)
     elif kind == "gate":
         attrs.update(
             shape="octagon", style="filled", fillcolor=GATE_FILL, color=GATE_LINE, margin="0,0"
@@ -529,6 +540,7 @@ def to_mermaid(graph: nx.MultiDiGraph) -> str:
                         "step": ("[", "]"),
                         "contribution": (">", "]"),
                         "gate": ("{{", "}}"),
+                        "native": ("[[", "]]"),
                     }.get(hd["hook_kind"], ("[", "]"))
                     out.append(f"{indent}{h}{shape[0]}{label}{shape[1]}")
                     name = hd["hook_kind"]
@@ -565,10 +577,9 @@ def to_mermaid(graph: nx.MultiDiGraph) -> str:
         links.append((f"  {tail}{arrow}{head}", style))
     for n, d in graph.nodes(data=True):
         if d.get("kind") == "point":
-            previous = n
+            # each hook on its own link to the point: dagre stacks them in one column
             for h in hooks_at(graph, d["point"]):
-                links.append((f"  {previous} -.- {h}", "hook"))
-                previous = h
+                links.append((f"  {n} -.- {h}", "hook"))
         if d.get("kind") == "note":
             source = next(iter(graph.predecessors(n)))
             links.append((f"  {source} -.- {n}", "refused"))
@@ -593,6 +604,7 @@ def to_mermaid(graph: nx.MultiDiGraph) -> str:
         "point": f"fill:{POINT_FILL},stroke:{POINT_LINE},color:{INK},font-family:monospace",
         "step": f"fill:{STEP_FILL},stroke:{STEP_LINE},color:{INK}",
         "contribution": f"fill:{NOTE_FILL},stroke:{NOTE_LINE},color:{INK}",
+        "native": f"fill:{STEP_FILL},stroke:{STEP_LINE},color:{INK}",
         "blocking": f"fill:{GATE_FILL},stroke:{RED},stroke-width:2.5px,color:{INK}",
         "advisory": f"fill:{GATE_FILL},stroke:{MUTED},stroke-dasharray:4 3,color:{INK}",
         "failed": f"fill:#ffebee,stroke:{RED},stroke-dasharray:4 3,color:{INK}",

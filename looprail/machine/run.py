@@ -97,7 +97,7 @@ class _Ctx:
         self.work = self.runner._resolve(self.plan, task, self.wave)
 
     def check_read_first(self, task: Task, **_: Any) -> None:
-        self.runner._check_read_first(self.plan, task, self.work)
+        self.runner._check_read_first(self.plan, task, self.work, self.wave)
 
     def task_call_hooks(self, task: Task, **_: Any) -> None:
         self.runner._task_event("task_call", self.plan, task, self.wave, self.work)
@@ -199,7 +199,7 @@ class LoopRunner:
             status: RunStatus = "shipped"
             reason = None
             refused = None
-        except _Refused as exc:
+        except TransitionRefused as exc:
             status, reason, refused = "halted", str(exc), exc.result
         except CheckpointPause as exc:
             status, reason, refused = "paused", str(exc), None
@@ -305,7 +305,13 @@ class LoopRunner:
             verification_status=status,
         )
 
-    def _attempt(self, event: str, *, wave: int | None = None) -> None:
+    def attempt(self, event: str, *, wave: int | None = None) -> list[G.HookResult]:
+        """One transition attempt, in public: returns the hook results of the attempt, raises
+        `TransitionRefused` (with `.result`, the refusing hook) or `HaltError` (a fact guard)
+        and then leaves the state unchanged. What a guard test drives."""
+        return self._attempt(event, wave=wave)
+
+    def _attempt(self, event: str, *, wave: int | None = None) -> list[G.HookResult]:
         """One transition attempt (see the module docstring for the order)."""
         source_states = set(self.state)
         candidates = [
@@ -331,7 +337,7 @@ class LoopRunner:
         except TransitionNotAllowed:
             refused = G.refusal(results)
             if refused is not None:
-                raise _Refused(refused) from None
+                raise TransitionRefused(refused) from None
             reason = G.failed_fact_guard(candidates[0].guards, self.facts()) or "refused"
             raise HaltError(f"{event}: {reason}") from None
         self.recorder.event(
@@ -347,6 +353,7 @@ class LoopRunner:
         self._status()
         if self.on_transition is not None:
             self.on_transition(self.state)
+        return results
 
     # ------------------------------------------------------------------ step work
 
@@ -489,13 +496,26 @@ class LoopRunner:
             )
         return work
 
-    def _check_read_first(self, plan: Plan, task: Task, work: TaskWork | None) -> None:
+    def _check_read_first(
+        self, plan: Plan, task: Task, work: TaskWork | None, wave: int | None = None
+    ) -> None:
         paths = work.read_first if work is not None else tuple(task.read_first)
         missing = []
         for rel in paths:
             target = (self.project / rel).resolve()
             if not target.is_relative_to(self.project) or not target.exists():
                 missing.append(rel)
+        self.recorder.event(
+            EventRecord(
+                kind="read_first",
+                plan_id=plan.id,
+                task_id=task.id,
+                wave=wave,
+                outcome="missing" if missing else "ok",
+                message=", ".join(missing) or None,
+                data={"paths": list(paths)},
+            )
+        )
         if missing:
             raise HaltError(
                 f"{plan.path.name}: task {task.id} read_first: missing {', '.join(missing)}"
@@ -511,7 +531,7 @@ class LoopRunner:
         )
         blocked = next((r for r in results if r.status == "block"), None)
         if blocked is not None:
-            raise _Refused(blocked)
+            raise TransitionRefused(blocked)
 
     def _execute(self, plan: Plan, task: Task, wave: int, work: TaskWork | None) -> None:
         work = work or _task_work(plan, task)
@@ -569,8 +589,9 @@ class _Stop(LooprailError):
         super().__init__(reason)
 
 
-class _Refused(HaltError):
-    """A transition refused by a hook result (a blocking gate, a halting step or check)."""
+class TransitionRefused(HaltError):
+    """A transition refused by a hook result (a blocking gate, a halting step or check, a
+    native `:pre` hook). `.result` is that hook's `HookResult`; the state is unchanged."""
 
     def __init__(self, result: G.HookResult):
         self.result = result

@@ -15,6 +15,7 @@ EventKind = Literal[
     "hook",
     "gate_verdict",
     "resolver",
+    "read_first",
     "task_started",
     "task_finished",
     "wave_started",

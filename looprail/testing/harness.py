@@ -133,7 +133,7 @@ class TransitionResult:
     reason: str | None = None  # the runner's one-line halt reason
     guard: str | None = None  # the plan-fact guard that refused (e.g. plans_ready)
     results: list[HookResult] = field(default_factory=list)  # every hook dispatched, in order
-    calls: list[Call] = field(default_factory=list)  # runtime calls made by this attempt
+    calls: list[Call] = field(default_factory=list, repr=False)  # runtime calls of this attempt
 
     def __bool__(self) -> bool:
         return self.allowed
@@ -261,6 +261,8 @@ def _event_line(e: Any) -> str | None:
         return f"transition {e.data.get('event')} → {'/'.join(e.data.get('target') or ())}"
     if e.kind == "resolver":
         return f"resolver {e.task_id} {e.data.get('trackerId')} {e.outcome}"
+    if e.kind == "read_first":
+        return f"read_first {e.task_id}"
     if e.kind == "task_finished":
         return f"task_finished {e.task_id} {e.outcome}"
     if e.kind == "halted":
@@ -496,16 +498,26 @@ class LoopHarness:
         *,
         event: str | None = None,
         wave: int | None = None,
+        work_done: bool = True,
     ) -> TransitionResult:
         """Put a real `LoopRunner`'s chart in `source` and attempt the transition to `target`
         (or `event`): plan-fact guards, then every hook of the points it crosses (gates run
-        their checks), then the chart's guards. Nothing else runs (no role work, no tasks)."""
+        their checks), then the chart's guards. Nothing else runs (no role work, no tasks).
+
+        With `work_done` the source step's work is taken as done, as it is when a run gets
+        there: a missing `CONTEXT.md` (discuss) or passing `VERIFICATION.md` (verify) is
+        written first. Plans are never invented: write them with `plan()`."""
         spec_t = self._find(source, target, event)
+        if work_done and spec_t.source == "discuss":
+            self._default_artifact("CONTEXT.md")
+        if work_done and spec_t.source == "verify":
+            self._default_artifact("VERIFICATION.md")
         state = self._state_of(spec_t.source)
         log = _Log()
         runner = self._runner(state=state, log=log, wave=wave)
         if spec_t.event == "start_wave" and wave is None:
             wave = self._first_pending_wave(runner)
+        # The attempt's results, refused or not, are the `hook` events it recorded.
         captured: list[HookResult] = []
         dispatch = runner.dispatcher.dispatch
 
@@ -518,7 +530,7 @@ class LoopHarness:
         calls_before = len(self.runtime.calls)
         before = list(runner.state)
         try:
-            runner._attempt(spec_t.event, wave=wave)
+            runner.attempt(spec_t.event, wave=wave)
         except HaltError as exc:
             refused = getattr(exc, "result", None)
             guard = None if refused is not None else self._failed_guard(runner, spec_t)
@@ -603,15 +615,16 @@ class LoopHarness:
         wave: int | None = None,
         options: Any = None,
     ) -> Any:
-        from looprail.hooks.resolve import cap_active
         from looprail.machine.progress import Progress
         from looprail.machine.run import LoopRunner, RunOptions
 
         compiled, registry = self._load()
+        # As `session.Loaded.resolvers`: every loaded resolver (no activationKey for execute:task)
+        caps = compiled["caps"]
         resolvers = [
             (cid, r)
             for cid, r in registry.task_content_resolvers()
-            if cap_active(compiled, cid, self._config)
+            if cid in caps and caps[cid].get("consent") is not False
         ]
         runner = LoopRunner(
             self.project,
@@ -627,7 +640,6 @@ class LoopHarness:
             state=state,
             wave=wave,
         )
-        _log_read_first(runner, log)
         return runner
 
     def _find(self, source: str, target: str | None, event: str | None) -> TransitionSpec:
@@ -675,19 +687,6 @@ class LoopHarness:
     def _failed_guard(runner: Any, t: TransitionSpec) -> str | None:
         facts = runner.facts()
         return next((g for g in t.guards if g in GUARDS and not GUARDS[g](facts)), None)
-
-
-def _log_read_first(runner: Any, log: _Log) -> None:
-    """Log the mandatory `read_first` check of each task (the runner records no event for it)."""
-    check = getattr(runner, "_check_read_first", None)
-    if check is None:  # pragma: no cover - a runner without the hook: nothing to log
-        return
-
-    def logged(plan: Any, task: Any, work: Any) -> None:
-        log.add(f"read_first {task.id}")
-        check(plan, task, work)
-
-    runner._check_read_first = logged
 
 
 def _set_dotted(config: dict[str, Any], key: str, value: Any) -> None:
