@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # typing costs milliseconds on the render-hooks start path
 FORBIDDEN_SEGMENTS = frozenset({"__proto__", "constructor", "prototype"})
 
 _MISSING = object()
+MAX_CONFIG_BYTES = 8 * 1024 * 1024
 
 
 def config_path(project: str | Path) -> str:
@@ -39,11 +40,28 @@ def load_project_config(project: str | Path) -> tuple[dict[str, Any] | None, lis
         return None, []
     except OSError as exc:
         return None, [f"{path}: cannot read ({exc.strerror}); treating config as absent"]
+    if len(raw) > MAX_CONFIG_BYTES:
+        return None, [f"{path}: larger than 8 MiB; treating config as absent"]
+    dupes: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in items:
+            if k in out:
+                dupes.append(k)
+            out[k] = v
+        return out
+
     try:
-        value = json.loads(raw.decode("utf-8"))
+        value = json.loads(raw.decode("utf-8"), object_pairs_hook=pairs)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
         return None, [f"{path}: not valid JSON ({reason}); treating config as absent"]
+    except RecursionError:
+        return None, [f"{path}: JSON nested too deeply; treating config as absent"]
+    if dupes:
+        # Which of two values wins differs between readers: refuse to guess.
+        return None, [f"{path}: duplicate key {dupes[0]!r}; treating config as absent"]
     if not isinstance(value, dict):
         return None, [f"{path}: top level is not a JSON object; treating config as absent"]
     return value, []

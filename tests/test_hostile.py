@@ -72,7 +72,6 @@ HOOK_FILES = {
     "unknown-key-command.json": ("$.local.x.command", 'did you mean "shell"'),
 }
 # A finding for the native hooks loader (see the report): an entry named `__proto__` loads.
-HOOK_FINDINGS = {"proto-entry.json"}
 
 PLANS = {
     "bad-depends-on.md": (":2: depends_on:", "must be a list of strings"),
@@ -322,19 +321,7 @@ def test_nothing_hostile_runs_in_a_real_loop(tmp_path):
 
 @pytest.mark.parametrize(
     "name",
-    [
-        pytest.param(
-            n,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="finding: hooks.json entry names are not checked for "
-                "__proto__/constructor/prototype",
-            ),
-        )
-        if n in HOOK_FINDINGS
-        else n
-        for n in sorted(HOOK_FILES)
-    ],
+    [n for n in sorted(HOOK_FILES)],
 )
 def test_hostile_hooks_file_is_rejected_naming_file_and_field(name):
     path = HOSTILE / "hooks" / name
@@ -501,12 +488,9 @@ def test_forbidden_config_keys_never_resolve(tmp_path):
     assert len(json.loads(p.stdout)["activeHooks"]) == 1
 
 
-# --------------------------------------------------------------------------- known findings
+# --------------------------------------------------------------------------- findings, fixed
 
 
-@pytest.mark.xfail(
-    strict=True, reason="finding: config.load_project_config lets RecursionError through"
-)
 def test_deeply_nested_config_is_set_aside(tmp_path):
     project = make_project(tmp_path)
     write_config(project, "[" * 100_000 + "]" * 100_000)
@@ -516,7 +500,6 @@ def test_deeply_nested_config_is_set_aside(tmp_path):
     assert config is None and "config.json" in warnings[0]
 
 
-@pytest.mark.xfail(strict=True, reason="finding: config.load_project_config accepts duplicate keys")
 def test_config_with_duplicate_keys_is_set_aside(tmp_path):
     project = make_project(tmp_path)
     write_config(project, '{"hostile": {"on": false}, "hostile": {"on": true}}')
@@ -526,7 +509,6 @@ def test_config_with_duplicate_keys_is_set_aside(tmp_path):
     assert config is None and "duplicate key" in warnings[0]
 
 
-@pytest.mark.xfail(strict=True, reason="finding: planfile._load_yaml lets RecursionError through")
 def test_deeply_nested_plan_frontmatter_is_a_plan_error():
     from looprail.errors import PlanError
     from looprail.plans.planfile import parse_plan
@@ -535,7 +517,6 @@ def test_deeply_nested_plan_frontmatter_is_a_plan_error():
         parse_plan("---\na: " + "[" * 5000 + "]" * 5000 + "\n---\n", path="01-01-PLAN.md")
 
 
-@pytest.mark.xfail(strict=True, reason="finding: planfile._load_yaml builds its loader outside try")
 def test_control_character_in_plan_frontmatter_is_a_plan_error():
     from looprail.errors import PlanError
     from looprail.plans.planfile import parse_plan
@@ -544,9 +525,6 @@ def test_control_character_in_plan_frontmatter_is_a_plan_error():
         parse_plan("---\nphase: \x00\n---\n", path="01-01-PLAN.md")
 
 
-@pytest.mark.xfail(
-    run=False, reason="finding: registry.order_entries is quadratic in entries per point"
-)
 def test_a_manifest_with_very_many_steps_loads_in_bounded_time(tmp_path):
     steps = [
         {

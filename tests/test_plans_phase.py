@@ -174,3 +174,19 @@ def test_importing_plans_does_not_import_networkx():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "False"
+
+
+def test_plan_paths_outside_the_project_are_warned(tmp_path):
+    from looprail.plans import load_phase
+
+    phase = tmp_path / ".planning" / "phases" / "01-x"
+    phase.mkdir(parents=True)
+    (phase / "01-01-PLAN.md").write_text(
+        '---\nplan: "01"\nfiles_modified: ["../outside.py", "src/ok.py"]\n---\n'
+        '<tasks>\n<task type="auto">\n<name>t</name>\n<files>/etc/passwd</files>\n'
+        "<action>a</action>\n</task>\n</tasks>\n"
+    )
+    warnings = load_phase(tmp_path, "1").warnings
+    assert any("'../outside.py' points outside the project" in w for w in warnings)
+    assert any("T1 files: '/etc/passwd' points outside" in w for w in warnings)
+    assert not any("src/ok.py" in w for w in warnings)

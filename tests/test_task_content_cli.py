@@ -164,9 +164,15 @@ def test_empty(project):
     assert ok_json(result) == {"resolved": False, "reason": "empty"}
 
 
-def test_a_project_overlay_capability_resolves_too(project):
+def test_a_project_overlay_capability_resolves_only_with_consent(project):
+    from looprail.trust import folder_hash, grant
+
     caps = project / ".looprail" / "capabilities"
     add_capability(caps, "tracker", prefix="jira")
+    # Without consent the project's own capability runs nothing.
+    result = resolve_content(project, "--plan", PLAN, "--task-id", "jira:ABC-1", caps=False)
+    assert ok_json(result) == {"resolved": False, "reason": "no-resolver"}
+    grant(project, {"tracker": folder_hash(caps / "tracker")}, home=project.parent / "home")
     result = resolve_content(project, "--plan", PLAN, "--task-id", "jira:ABC-1", caps=False)
     # The overlay resolver answers "not json" for ABC-1: it ran, and that is a hard error.
     assert result.returncode == 1

@@ -49,11 +49,20 @@ def _resolve_content(args) -> int:
 
     config, warnings = load_project_config(project)
     registry = load_registry(project, args.capabilities, config=config)
+    from looprail.trust import consented as has_consent
+
     for message in [*warnings, *registry.warnings]:
         warn(message)
+    # A project capability's resolver runs only with the user's consent (`looprail trust`).
+    consented = [
+        (cid, r)
+        for cid, r in registry.task_content_resolvers()
+        if registry.capabilities[cid].origin != "project"
+        or has_consent(project, cid, registry.capabilities[cid].source)
+    ]
     result = resolve_task_content(
         args.task_id,
-        registry.task_content_resolvers(),
+        consented,
         cwd=project,
         unloadable=unloadable_resolvers(registry.failed),
     )

@@ -414,8 +414,6 @@ def check_capability(cap: Capability, file: str, folder_name: str | None) -> lis
             add(f"{base}.into", f"{con.into!r} is not a role of {con.point} ({', '.join(roles)})")
         check_when(con.when, f"{base}.when")
         issues += _check_fragment(con.fragment, f"{base}.fragment", file)
-        if con.fragment.inline is None and con.fragment.path is None:
-            add(f"{base}.fragment", "must have inline or path")
     for i, gate in enumerate(cap.gates or ()):
         base = f"$.gates[{i}]"
         chk = gate.check
@@ -466,6 +464,8 @@ def _check_config_default(spec: ConfigKey) -> list[tuple[str, str]]:
 def _check_fragment(fragment: Fragment | None, path: str, file: str) -> list[Issue]:
     if fragment is None:
         return []
+    if fragment.inline is None and fragment.path is None:
+        return [Issue(file, path, "must have inline or path")]
     if fragment.inline is not None and fragment.path is not None:
         return [Issue(file, path, "must have inline or path, not both")]
     p = fragment.path
@@ -510,7 +510,7 @@ def validate_manifest(
     `inline` (the path kept, as the reference does); it is what the registry compiles from, so
     the envelope echoes exactly what the author wrote."""
     data, issues = parse_manifest_bytes(raw, file)
-    if data is None:
+    if issues:
         return None, None, issues
     if not isinstance(data, dict):
         return None, None, [Issue(file, "$", "top level must be a JSON object")]
@@ -523,7 +523,11 @@ def validate_manifest(
         for group in ("steps", "contributions"):
             for i, entry in enumerate(data.get(group) or ()):
                 frag = entry.get("fragment")
-                if isinstance(frag, dict) and "path" in frag and "inline" not in frag:
+                if (
+                    isinstance(frag, dict)
+                    and isinstance(frag.get("path"), str)
+                    and "inline" not in frag
+                ):
                     text, err = materialise_fragment(folder, frag["path"])
                     if err:
                         issues.append(Issue(file, f"$.{group}[{i}].fragment.path", err))

@@ -341,12 +341,22 @@ def order_entries(entries: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, 
     order = sorted(range(n), key=lambda i: entries[i][0])
     succ: dict[int, list[int]] = {i: [] for i in range(n)}
     indeg = [0] * n
+    # artifact → consumers, so edges cost O(entries + edges), not O(entries²): a manifest may
+    # be third-party and hold thousands of entries.
+    rank = {i: r for r, i in enumerate(order)}
+    consumers: dict[str, list[int]] = {}
+    for b in order:
+        for art in dict.fromkeys(entries[b][1].get("consumes") or ()):
+            consumers.setdefault(art, []).append(b)
     for a in order:
-        produced = set(entries[a][1].get("produces") or ())
-        for b in order:
-            if a != b and produced & set(entries[b][1].get("consumes") or ()):
-                succ[a].append(b)
-                indeg[b] += 1
+        targets: dict[int, None] = {}
+        for art in entries[a][1].get("produces") or ():
+            for b in consumers.get(art, ()):
+                if b != a:
+                    targets[b] = None
+        for b in sorted(targets, key=rank.__getitem__):
+            succ[a].append(b)
+            indeg[b] += 1
     queue = [i for i in order if indeg[i] == 0]
     out: list[int] = []
     head = 0

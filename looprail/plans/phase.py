@@ -226,4 +226,15 @@ def _plan_warnings(plan: Plan, project: Path) -> list[str]:
         )
     if plan.autonomous and plan.has_checkpoints:
         warnings.append(f"{where}: has checkpoint tasks but autonomous is not false")
+    # Paths a plan names are the project's: one outside it is worth a word before an agent
+    # is told to write there (read_first outside the project halts the task at run time).
+    fields = [("files_modified", p) for p in plan.files_modified]
+    fields += [(f"{t.id} files", p) for t in plan.tasks for p in t.files]
+    for field, rel in fields:
+        if _escapes(rel):
+            warnings.append(f"{where}: {field}: {rel!r} points outside the project")
     return warnings
+
+
+def _escapes(rel: str) -> bool:
+    return rel.startswith(("/", "~")) or ".." in rel.replace("\\", "/").split("/")

@@ -153,6 +153,8 @@ def read_plan(path: str | Path, *, display: str | None = None) -> Plan:
         raw = path.read_bytes()
     except OSError as exc:
         raise PlanError(f"{where}: cannot read ({exc.strerror or exc})") from None
+    if len(raw) > MAX_PLAN_BYTES:
+        raise PlanError(f"{where}: larger than {MAX_PLAN_BYTES // (1024 * 1024)} MiB")
     key = (str(path), where, len(raw), hash(raw))
     cached = _PARSED.get(key)
     if cached is not None:
@@ -173,6 +175,7 @@ def read_plan(path: str | Path, *, display: str | None = None) -> Plan:
 # mtime, so an edit is always seen.
 _PARSED: dict[tuple[str, str, int, int], Plan] = {}
 _PARSED_MAX = 4096
+MAX_PLAN_BYTES = 8 * 1024 * 1024  # a plan is prose for an agent; past this it is an accident
 
 
 def parse_plan(
@@ -460,7 +463,12 @@ _PlanYamlLoader.add_implicit_resolver(
 
 
 def _load_yaml(text: str, first_line: int, where: str) -> tuple[Any, dict[str, int]]:
-    loader = _PlanYamlLoader(text)
+    try:
+        loader = _PlanYamlLoader(text)  # the reader rejects control characters here
+    except yaml.YAMLError as exc:
+        raise PlanError(
+            f"{where}: invalid YAML frontmatter: {' '.join(str(exc).split())}"
+        ) from None
     try:
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None
@@ -471,6 +479,8 @@ def _load_yaml(text: str, first_line: int, where: str) -> tuple[Any, dict[str, i
         raise PlanError(f"{where}{line}: invalid YAML frontmatter: {reason}") from None
     except yaml.YAMLError as exc:
         raise PlanError(f"{where}: invalid YAML frontmatter: {exc}") from None
+    except RecursionError:
+        raise PlanError(f"{where}: YAML frontmatter is nested too deeply") from None
     finally:
         loader.dispose()
     key_lines: dict[str, int] = {}

@@ -276,6 +276,9 @@ def validate_hooks_document(data: Any, *, file: str | Path, scope: Scope) -> Hoo
                     "contain neither / nor NUL",
                 )
                 continue
+            if name in ("__proto__", "constructor", "prototype"):
+                add(entry_where, f"forbidden entry name {json.dumps(name)}")
+                continue
             parsed = _parse_entry(entry, section, name, entry_where, add)
             if parsed is not None:
                 entries.append(replace(parsed, scope=scope, file=path))
