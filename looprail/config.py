@@ -42,20 +42,18 @@ def load_project_config(project: str | Path) -> tuple[dict[str, Any] | None, lis
         return None, [f"{path}: cannot read ({exc.strerror}); treating config as absent"]
     if len(raw) > MAX_CONFIG_BYTES:
         return None, [f"{path}: larger than 8 MiB; treating config as absent"]
-    dupes: list[str] = []
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for k, v in items:
-            if k in out:
-                dupes.append(k)
-            out[k] = v
-        return out
+    from looprail.jsonload import loads_strict
 
     try:
-        value = json.loads(raw.decode("utf-8"), object_pairs_hook=pairs)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
+        value, dupes = loads_strict(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        reason = (
+            exc.msg
+            if isinstance(exc, json.JSONDecodeError)
+            else "not UTF-8"
+            if isinstance(exc, UnicodeDecodeError)
+            else str(exc)
+        )
         return None, [f"{path}: not valid JSON ({reason}); treating config as absent"]
     except RecursionError:
         return None, [f"{path}: JSON nested too deeply; treating config as absent"]

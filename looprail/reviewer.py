@@ -514,18 +514,9 @@ def _run_dir(given: str | None) -> str:
 
 
 def _write_text(path: str, text: str) -> None:
-    import tempfile
+    from looprail.fsutil import atomic_write
 
-    folder = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".looprail-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, text)
 
 
 def _one_line(exc: BaseException) -> str:

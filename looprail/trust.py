@@ -233,7 +233,8 @@ def consent_record(
 def _update_store(home: str | os.PathLike[str] | None, change: Any) -> None:
     """Read-modify-write the store under an exclusive lock; written atomically."""
     import fcntl
-    import tempfile
+
+    from looprail.fsutil import atomic_write
 
     path = store_path(home)
     folder = os.path.dirname(path)
@@ -255,19 +256,8 @@ def _update_store(home: str | os.PathLike[str] | None, change: Any) -> None:
         store.setdefault("version", STORE_VERSION)
         store.setdefault("projects", {})
         change(store["projects"])
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".consent-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(store, fh, indent=2, sort_keys=True, ensure_ascii=False)
-                fh.write("\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        text = json.dumps(store, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        atomic_write(path, text, mode=0o600, fsync=True)
     except OSError as exc:
         raise TrustError(
             f"{path}: cannot write the consent store ({exc.strerror or exc})"

@@ -176,17 +176,6 @@ def diagram(
 
 def write_atomic(path: str | Path, blob: bytes) -> None:
     """Write `blob` to `path` through a temporary file and a rename: never half-written."""
-    import os
-    import tempfile
+    from looprail.fsutil import atomic_write
 
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(blob)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, blob)

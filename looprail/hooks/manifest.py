@@ -271,22 +271,16 @@ def parse_manifest_bytes(raw: bytes, file: str) -> tuple[Any, list[Issue]]:
         return None, [Issue(file, "$", f"not UTF-8 (byte {exc.start})")]
     if text.startswith("\ufeff"):
         text = text[1:]
-    dupes: list[str] = []
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        seen: dict[str, Any] = {}
-        for k, v in items:
-            if k in seen:
-                dupes.append(k)
-            seen[k] = v
-        return seen
+    from looprail.jsonload import loads_strict
 
     try:
-        value = json.loads(text, object_pairs_hook=pairs)
+        value, dupes = loads_strict(text)
     except RecursionError:
         return None, [Issue(file, "$", f"JSON nested deeper than {MAX_JSON_DEPTH} levels")]
     except json.JSONDecodeError as exc:
         return None, [Issue(file, "$", f"not valid JSON: {exc.msg} at line {exc.lineno}")]
+    except ValueError as exc:  # NaN / Infinity
+        return None, [Issue(file, "$", f"not valid JSON: {exc}")]
     issues = [Issue(file, "$", f"duplicate key {json.dumps(k)}") for k in dict.fromkeys(dupes)]
     issues += _walk_forbidden(value, (), file)
     if issues:

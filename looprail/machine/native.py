@@ -18,12 +18,12 @@
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from looprail.fsutil import atomic_write
 from looprail.machine.guards import HookResult
 from looprail.machine.progress import Progress
 from looprail.machine.record import EventRecord, Recorder
@@ -142,9 +142,7 @@ def _read_queue(path: Path) -> list[dict[str, Any]]:
 
 def _write_queue(path: Path, items: list[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(items))
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(items))
 
 
 class NativeBridge:

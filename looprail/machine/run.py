@@ -11,8 +11,6 @@ mandatory `execute:task` resolver and the `read_first` check before the body.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +21,7 @@ from typing import Any, Literal
 from statemachine.exceptions import TransitionNotAllowed
 
 from looprail.errors import HaltError, LooprailError
+from looprail.fsutil import atomic_write
 from looprail.hooks.checks import read_frontmatter
 from looprail.hooks.task_content import TaskContentError, resolve_task_content
 from looprail.machine import guards as G
@@ -574,7 +573,7 @@ class LoopRunner:
         for t in plan.tasks:
             tracker = f" [{t.tracker_id}]" if t.tracker_id else ""
             lines.append(f"- {t.id}: {t.name or t.type}{tracker}")
-        _atomic_write(target, "\n".join(lines) + "\n")
+        atomic_write(target, "\n".join(lines) + "\n")
 
     def _native_settled(self, status: str, reason: str | None) -> None:
         if self.native is not None:
@@ -627,18 +626,6 @@ def _task_work(plan: Plan, task: Task) -> TaskWork:
         done=task.done or "",
         tracker_id=task.tracker_id,
     )
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 OnProgress = Callable[[str], None]

@@ -182,21 +182,10 @@ def _parse_json(raw: bytes, file: str) -> tuple[Any, list[Issue]]:
     except UnicodeDecodeError as exc:
         return None, [Issue(file, "$", f"not UTF-8 (byte {exc.start})")]
     text = text.removeprefix("\ufeff")
-    duplicates: list[str] = []
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in items:
-            if key in out:
-                duplicates.append(key)
-            out[key] = value
-        return out
-
-    def no_constants(name: str) -> Any:
-        raise ValueError(f"{name} is not valid JSON")
+    from looprail.jsonload import loads_strict
 
     try:
-        value = json.loads(text, object_pairs_hook=pairs, parse_constant=no_constants)
+        value, duplicates = loads_strict(text)
     except json.JSONDecodeError as exc:
         return None, [
             Issue(file, "$", f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
