@@ -198,6 +198,7 @@ def run_phase(
         runner = _runner(loaded, phase, runtime, options, progress, recorder, state, wave, bridge)
         runner.on_transition = on_transition
         result = runner.run()
+        recorder.flush()
         jr.finish_run(run_id, result.status, result.reason)
         return SessionResult(result, run_id, resumed=previous is not None, changes=changes)
 

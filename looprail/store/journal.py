@@ -444,7 +444,7 @@ class Journal:
     ) -> tuple[int, TaskRow | None]:
         state_json = _dumps(list(state)) if state is not None else None
         with self.transaction():
-            self._require_run(run_id)
+            self._require_run_id(run_id)
             now = iso_utc(self._clock())
             if state_json is not None:
                 self._sql("UPDATE runs SET state = ? WHERE id = ?", (state_json, run_id))
@@ -493,6 +493,11 @@ class Journal:
             "SELECT * FROM tasks WHERE run_id = ? AND task_key = ?", (run_id, task_key)
         ).fetchone()
         return _task_row(row) if row else None
+
+    def _require_run_id(self, run_id: str) -> None:
+        """`_require_run` without building the row: on the per-event path."""
+        if self._sql("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+            raise JournalError(f"{self.path}: no run {run_id!r}")
 
     def _require_run(self, run_id: str) -> RunRow:
         row = self._sql("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
