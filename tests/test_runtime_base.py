@@ -143,8 +143,15 @@ def test_role_context_book_scopes_to_phase_and_step() -> None:
     book.deliver("executor", "A", ctx(point="execute:wave:pre"))  # same text again: kept once
     assert book.for_role("executor", "execute", ctx()) == ("A", "B")
     assert book.for_role("planner", "execute", ctx()) == ()
-    assert book.for_role("executor", "execute", ctx(phase_number="5")) == ()  # new phase
-    assert book.for_role("executor", "execute", ctx()) == ()  # and the old one is gone
+    assert book.for_role("executor", "execute", ctx(phase_number="5")) == ()  # another phase
+    assert book.for_role("executor", "verify", ctx()) == ()  # another step
+
+
+def test_execute_contributions_into_verifier_reach_the_verify_step() -> None:
+    book = RoleContextBook()
+    book.deliver("verifier", "check the API", ctx(point="execute:post"))
+    assert book.for_role("verifier", "verify", ctx()) == ("check the API",)
+    assert book.for_role("verifier", "execute", ctx()) == ()
 
 
 def test_role_context_needs_a_point_and_a_role() -> None:

@@ -16,7 +16,7 @@ import json
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -307,15 +307,19 @@ class RoleContextBook:
 
     A fragment delivered at any point of a step (`plan:pre`, `execute:wave:pre`, …) is handed
     verbatim, in delivery order, to every later piece of that role's work in the same step, and
-    dropped when the loop moves to another step or phase. The same text delivered twice for one
-    role in one step is kept once (a wave-level contribution is re-dispatched at every wave).
-    Thread-safe: the tasks of a wave read it in parallel.
+    no other step reads it. The same text delivered twice for one role in one step is kept once
+    (a wave-level contribution is re-dispatched at every wave). One exception: the host
+    contract lets execute points contribute `into: verifier`, and looprail's verifier works in
+    the verify step, so those fragments are kept for verify. Thread-safe: the tasks of a wave
+    read it in parallel.
     """
+
+    # (step, role) → the step whose work reads what that role is given at that step's points
+    _CARRIED: ClassVar[Mapping[tuple[str, str], str]] = {("execute", "verifier"): "verify"}
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._scope: tuple[str, str] | None = None
-        self._texts: dict[str, list[str]] = {}
+        self._texts: dict[tuple[str, str], dict[str, list[str]]] = {}
 
     def deliver(self, role: str, text: str, ctx: DispatchContext) -> None:
         """Queue `text` for `role` in the step of `ctx.point`."""
@@ -323,22 +327,17 @@ class RoleContextBook:
             raise ValueError("deliver_context needs a role")
         if ctx.point is None:
             raise ValueError("deliver_context needs ctx.point (the contribution's point)")
+        step = step_of(ctx.point)
+        step = self._CARRIED.get((step, role), step)
         with self._lock:
-            self._enter(ctx.phase_number, step_of(ctx.point))
-            texts = self._texts.setdefault(role, [])
+            texts = self._texts.setdefault((ctx.phase_number, step), {}).setdefault(role, [])
             if text not in texts:
                 texts.append(text)
 
     def for_role(self, role: str, step: str, ctx: DispatchContext) -> tuple[str, ...]:
         """Everything queued for `role` in this phase's `step`, in delivery order."""
         with self._lock:
-            self._enter(ctx.phase_number, step)
-            return tuple(self._texts.get(role, ()))
-
-    def _enter(self, phase: str, step: str) -> None:
-        if self._scope != (phase, step):
-            self._scope = (phase, step)
-            self._texts = {}
+            return tuple(self._texts.get((ctx.phase_number, step), {}).get(role, ()))
 
 
 _SEND_AS = ("custom", "user")
