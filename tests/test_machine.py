@@ -510,3 +510,14 @@ def test_journaled_run_records_events(tmp_path):
         hooks = [(e.point, e.hook_kind) for e in events if e.kind == "hook"]
         assert len(hooks) == 36
     assert json.loads(json.dumps(out.result.state)) == ["shipped"]
+
+
+def test_a_verification_that_did_not_pass_is_verified_again(tmp_path):
+    project = simple_project(tmp_path)
+    (project / ".planning/phases/01-demo/01-VERIFICATION.md").write_text(
+        "---\nstatus: gaps_found\n---\n"
+    )
+    rt = scripted(project)  # its verifier writes `status: passed`
+    out = run_loop(project, rt)
+    assert out.result.status == "shipped"
+    assert "verify" in [c.step for c in rt.calls_of("phase")]

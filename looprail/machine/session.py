@@ -197,7 +197,13 @@ def run_phase(
         )
         runner = _runner(loaded, phase, runtime, options, progress, recorder, state, wave, bridge)
         runner.on_transition = on_transition
-        result = runner.run()
+        try:
+            result = runner.run()
+        except KeyboardInterrupt:
+            # Ctrl-C: the run stops where it is, resumable, with what it did journaled.
+            recorder.flush()
+            jr.finish_run(run_id, "halted", "interrupted (Ctrl-C)")
+            raise
         recorder.flush()
         jr.finish_run(run_id, result.status, result.reason)
         return SessionResult(result, run_id, resumed=previous is not None, changes=changes)
