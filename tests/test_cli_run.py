@@ -115,3 +115,18 @@ def test_phase_token_forms_share_one_run_and_explicit_resume(hello):
     h = run_cli("history", "--project", str(hello), "--json")
     runs = json.loads(h.stdout)
     assert len(runs["runs"] if isinstance(runs, dict) else runs) == 1
+
+
+def test_timeouts_come_from_config(hello):
+    cfg = hello / ".planning" / "config.json"
+    data = json.loads(cfg.read_text())
+    data["looprail"] = {"timeouts": {"task": 0.01}}
+    cfg.write_text(json.dumps(data))
+    p = run_cli("run", str(hello), "--phase", "1", "--capabilities", str(CAPS), "-q")
+    assert p.returncode == 1 and "timed out" in p.stderr
+    data["looprail"] = {"timeouts": {"task": "soon"}}
+    cfg.write_text(json.dumps(data))
+    p = run_cli("run", str(hello), "--phase", "1", "--capabilities", str(CAPS), "-q")
+    assert (
+        p.returncode == 1 and "looprail.timeouts.task" in p.stderr and "Traceback" not in p.stderr
+    )

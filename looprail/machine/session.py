@@ -105,7 +105,12 @@ def run_phase(
     found = find_phase(loaded.project, phase)
     phase, phase_dir = found.number, found.dir  # "01" and "1" are one phase in the journal
     if runtime is None:
-        runtime = LocalRuntime(loaded.project, host_tool=options.host_tool, progress=progress.line)
+        runtime = LocalRuntime(
+            loaded.project,
+            host_tool=options.host_tool,
+            progress=progress.line,
+            timeouts=timeouts_from_config(loaded.config),
+        )
     for w in loaded.warnings:
         progress.warn(w)
     from looprail.machine.native import load_bridge
@@ -246,6 +251,30 @@ def _runner(loaded, phase, runtime, options, progress, recorder, state, wave, na
         wave=wave,
         native=native,
     )
+
+
+def timeouts_from_config(config: dict[str, Any] | None) -> Any:
+    """`looprail.timeouts` in `.planning/config.json`: seconds per kind of work (`skill`,
+    `agent`, `command`, `query`, `verdict`, `phase`, `task`, `message`, `compact`)."""
+    from pydantic import ValidationError
+
+    from looprail.errors import ConfigError
+    from looprail.runtime.local import Timeouts
+
+    section = (config or {}).get("looprail")
+    raw = section.get("timeouts") if isinstance(section, dict) else None
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ConfigError(".planning/config.json: looprail.timeouts: must be an object")
+    try:
+        return Timeouts.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        field = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(
+            f".planning/config.json: looprail.timeouts.{field}: {err['msg']}"
+        ) from None
 
 
 def default_jobs() -> int:
