@@ -66,21 +66,17 @@ def load_project_config(project: str | Path) -> tuple[dict[str, Any] | None, lis
 
 
 def lookup(config: dict[str, Any] | None, dotted: str) -> Any:
-    """The value at `dotted` in `config`, or `MISSING`.
+    """The value at `dotted` in `config` (a path through nested objects), or `MISSING`.
 
-    A dotted key is looked up as a literal key first (`{"workflow.research": true}`), then as a
-    path through nested objects. `__proto__`/`constructor`/`prototype` segments never resolve.
-    """
+    As the reference resolver: each segment must be an own key of an object on the way
+    (`{"workflow.research": true}`, a literal dotted key, is not `workflow.research`), and
+    `__proto__`/`constructor`/`prototype` segments never resolve. A key present with `null`
+    is found (and is falsy)."""
     if not config or not isinstance(dotted, str) or not dotted:
         return MISSING
-    segments = dotted.split(".")
-    if any(s in FORBIDDEN_SEGMENTS for s in segments):
-        return MISSING
-    if dotted in config:
-        return config[dotted]
     node: Any = config
-    for seg in segments:
-        if not isinstance(node, dict) or seg not in node:
+    for seg in dotted.split("."):
+        if seg in FORBIDDEN_SEGMENTS or not isinstance(node, dict) or seg not in node:
             return MISSING
         node = node[seg]
     return node

@@ -334,7 +334,8 @@ def test_config_equals(ctx):
     assert predicate(ctx, **on, equals=True).block is False
     assert predicate(ctx, **on, equals=False).block is True
     assert predicate(ctx, kind="config-equals", key="workflow.level", equals=2.0).block is False
-    assert predicate(ctx, kind="config-equals", key="flat.key", equals="x").block is False
+    # a literal dotted key is not a path (as the reference resolves `when`)
+    assert predicate(ctx, kind="config-equals", key="flat.key", equals="x").block is True
     missing = predicate(ctx, kind="config-equals", key="workflow.absent", equals=False)
     assert missing.block is True
     assert missing.message == "config key workflow.absent is not set, expected false"

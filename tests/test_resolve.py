@@ -67,7 +67,7 @@ CFG = {"k.on": {"type": "boolean", "default": True}, "k.off": {"type": "boolean"
         ("k.off", {"k": {"off": []}}, True),  # an empty array is truthy in JS
         ("k.off", {"k": {"off": {}}}, True),
         ("k.on", {"k": {"on": None}}, False),
-        ("k.off", {"k.off": True}, True),  # a literal dotted key
+        ("k.off", {"k.off": True}, False),  # a literal dotted key is not a path (as the reference)
         ("k.off", {"k": True}, False),  # not an object on the way: falls back to default
     ],
 )

@@ -22,7 +22,7 @@ FIRST_PARTY = "first-party"
 GLOBAL = "global"
 PROJECT = "project"
 # Bump whenever the compiled form or the rules that produce it change.
-CACHE_FORMAT = "looprail-registry-4"
+CACHE_FORMAT = "looprail-registry-5"
 
 
 def looprail_home(env: Mapping[str, str] | None = None) -> str:

@@ -469,7 +469,7 @@ def _project(cid: str, kind: str, entry: dict[str, Any], fields: tuple[str, ...]
     """The envelope form of one declaration: capId, kind, then only the fields present."""
     hook: dict[str, Any] = {"capId": cid, "kind": kind}
     for f in fields:
-        if f not in entry:
+        if entry.get(f) is None:  # absent, or null: the reference emits only what is set
             continue
         if f in _ONLY_IF_NON_EMPTY and not entry[f]:
             continue
