@@ -185,8 +185,13 @@ def render(point: str, hooks: list[Mapping[str, Any]]) -> str:
             lines.append(
                 f'<contribution from="{hook["capId"]}" into="{hook.get("into") or "(unset)"}">'
             )
-            if "inline" in frag:
+            if frag.get("inline"):
                 lines.append(frag["inline"])
+            elif frag.get("path"):
+                lines.append(
+                    "_Contribution fragment path is declared but not rendered by loop-resolver: "
+                    f"{frag['path']}_"
+                )
             lines += _meta_lines(hook)
             lines += ["</contribution>", ""]
         else:
