@@ -180,6 +180,12 @@ def test_predicate_json_text(ctx):
     assert evaluate_predicate_json('{"kind": "artifact-exists", "artifact": "x"}', ctx).block
     assert "not valid JSON" in evaluate_predicate_json("{kind:", ctx).reason
     assert evaluate_predicate_json("[1]", ctx).reason.endswith("got array")
+    # Hostile depth is a malformed predicate, not a RecursionError traceback.
+    assert "nested too deeply" in evaluate_predicate_json("[" * 100_000, ctx).reason
+    deep = "[" * 900 + "]" * 900  # parses, but comparing or printing it recurses
+    text = '{"kind": "config-equals", "key": "k", "equals": %s}' % deep
+    deep_ctx = CheckContext(project=ctx.project, config={"k": json.loads(deep)})
+    assert "nested too deeply" in evaluate_predicate_json(text, deep_ctx).reason
     assert evaluate_predicate('{"kind": "config-equals", "key": "k", "equals": 1}', ctx).block
 
 
@@ -272,6 +278,8 @@ def test_frontmatter_exact_name_and_project_root_without_phase(project):
         ("---\nthreats_open: [unclosed\n---\n", "frontmatter is not valid YAML"),
         ("---\nthreats_open: 0\n", "frontmatter is not closed"),
         ("---\n- a list\n---\n", "frontmatter is not a mapping"),
+        ("---\nthreats_open: &a [*a]\n---\n", "frontmatter is recursive or nested too deeply"),
+        ("---\nthreats_open: " + "[" * 5000 + "\n---\n", "nested too deeply"),
         ('---\nthreats_open: "0"\n---\n', 'is "0", expected 0'),
         ("---\nthreats_open: false\n---\n", "is false, expected 0"),
     ],

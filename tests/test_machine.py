@@ -5,6 +5,7 @@ parallel waves and the overlap rule, checkpoints."""
 from __future__ import annotations
 
 import json
+import shutil
 import stat
 import threading
 import time
@@ -521,3 +522,84 @@ def test_a_verification_that_did_not_pass_is_verified_again(tmp_path):
     out = run_loop(project, rt)
     assert out.result.status == "shipped"
     assert "verify" in [c.step for c in rt.calls_of("phase")]
+
+
+def test_a_run_that_cannot_start_is_not_left_running(tmp_path):
+    # A malformed plan found while the run is set up: one clear error, and the journal run is
+    # halted (resumable), not left `running` as if it had crashed mid-work. Fixing the plan and
+    # running again resumes it, with no "inputs changed since the crash" refusal.
+    from looprail.errors import PlanError
+    from looprail.store import Journal
+
+    project = make_project(tmp_path)
+    write_plan(project, "01", "no frontmatter\n")
+    with pytest.raises(PlanError, match=r"01-01-PLAN\.md"):
+        run_loop(project, scripted(project), journal=True)
+    with Journal.open(project, create=False) as jr:
+        assert [r.status for r in jr.runs()] == ["halted"]
+    write_plan(project, "01", plan_md("01", tasks=[task_xml("a")]))
+    out = run_loop(project, scripted(project), journal=True)
+    assert out.result.status == "shipped" and out.resumed
+
+
+def test_phase_folder_deleted_mid_run_halts_with_one_line(tmp_path):
+    project = simple_project(tmp_path)
+    rt = scripted(project)
+    phase_dir = project / ".planning" / "phases" / "01-demo"
+    rt.effect(("task", "01-01/T1"), lambda req: shutil.rmtree(phase_dir))
+    out = run_loop(project, rt)
+    assert out.result.status == "halted"
+    assert "01-01-SUMMARY.md" in out.result.reason and "\n" not in out.result.reason
+
+
+def test_checkpoint_approval_survives_resume(tmp_path):
+    # Approved once (--approve), then a later task fails: running again must not ask for the
+    # same approval again; the fixed task runs and the phase ships.
+    project = checkpoint_project(tmp_path)
+    rt = scripted(project)
+    rt.script(("task", "01-01/T3"), Outcome.failed("boom"))
+    out = run_loop(project, rt, journal=True, approvals=frozenset({"01-01/T2"}))
+    assert out.result.status == "halted" and "boom" in out.result.reason
+    rt = scripted(project)
+    out = run_loop(project, rt, journal=True)
+    assert out.result.status == "shipped", out.result.reason
+    assert [c.name for c in rt.calls_of("task")] == ["01-01/T3"]
+
+
+def test_restoring_an_unknown_journaled_state_is_a_clear_error(tmp_path):
+    from looprail.errors import LooprailError
+    from looprail.machine.run import LoopRunner
+
+    project = simple_project(tmp_path)
+    with pytest.raises(LooprailError, match="'reviewing' is not a state of this loop"):
+        LoopRunner(
+            project,
+            "1",
+            runtime=scripted(project),
+            compiled={"caps": {}},
+            config=None,
+            state=["reviewing"],
+        )
+
+
+def test_dry_run_shows_commands_as_they_would_run(tmp_path):
+    # The real phase number, the host tool when one is named, and a command that fails the
+    # grammar shown as never run (as the real dispatch treats it), not as if it would run.
+    from looprail.machine.dryrun import dry_run
+    from looprail.machine.session import load_project
+
+    project = simple_project(tmp_path)
+    step = {"produces": [], "consumes": [], "onError": "skip"}
+    cap = feature(
+        "cmd",
+        steps=[
+            {"point": "plan:pre", "ref": {"command": "beads sync"}, **step},
+            {"point": "plan:post", "ref": {"command": "rm -rf /; echo"}, **step},
+        ],
+    )
+    loaded = load_project(project, [caps_dir(tmp_path, cap)])
+    text = dry_run(loaded, "1", host_tool="gsd_run")
+    assert "command gsd_run beads sync --phase 1 --raw" in text
+    (bad,) = [line for line in text.splitlines() if "rm -rf" in line]
+    assert "fails the grammar" in bad and "never run" in bad
+    assert "(unless VERIFICATION.md reports status: passed)" in text

@@ -409,3 +409,81 @@ def test_json_schema_is_emitted():
     schema = capability_json_schema()
     assert schema["title"] == "looprail capability.json"
     assert "steps" in schema["properties"]
+
+
+def _reviewer(cap_id, slug, flags, section):
+    manifest = feature(cap_id, role="reviewer")
+    manifest.pop("runtimeCompat")
+    manifest["reviewer"] = {
+        "slug": slug,
+        "flags": flags,
+        "transport": "spawn",
+        "probe": {"kind": "command-exists"},
+        "invoke": {},
+        "reviewsSection": section,
+        "evidenceClass": "diff-only",
+    }
+    return manifest
+
+
+@pytest.mark.parametrize(
+    "second, reason",
+    [
+        (_reviewer("bbb", "b", ["--a"], "B"), "reviewer flag '--a' is already owned"),
+        (_reviewer("bbb", "b", ["--b"], "A"), "reviewsSection 'A' is already owned"),
+        (_reviewer("bbb", "a", ["--b"], "B"), "reviewer slug 'a' is already owned"),
+    ],
+)
+def test_reviewer_lane_slug_flags_and_section_have_one_owner(tmp_path, second, reason):
+    # One flag selecting two lanes, or two lanes writing one review section, is ambiguous.
+    root = tmp_path / "caps"
+    write_capability(root, _reviewer("aaa", "a", ["--a", "--aa"], "A"))
+    write_capability(root, second)
+    reg = load_registry(tmp_path, [root])
+    assert list(reg.capabilities) == ["aaa"]
+    assert reason in str(reg.failed[0].issues[0])
+
+
+def test_two_steps_of_one_capability_producing_one_artifact_at_a_point(tmp_path):
+    root = tmp_path / "caps"
+    write_capability(
+        root,
+        feature(
+            "aaa",
+            skills=["s", "t"],
+            steps=[step(produces=["X.md"]), step(ref={"skill": "t"}, produces=["X.md"])],
+        ),
+    )
+    write_capability(root, feature("bbb", skills=["u"], steps=[step(ref={"skill": "u"})]))
+    reg = load_registry(tmp_path, [root])
+    assert list(reg.capabilities) == ["bbb"]
+    assert "'X.md' at plan:pre is also produced by 'aaa'" in str(reg.failed[0].issues[0])
+
+
+def test_one_step_listing_an_artifact_twice_is_not_two_producers(tmp_path):
+    root = tmp_path / "caps"
+    write_capability(root, feature("aaa", skills=["s"], steps=[step(produces=["X.md", "X.md"])]))
+    assert list(load_registry(tmp_path, [root]).capabilities) == ["aaa"]
+
+
+@pytest.mark.parametrize("module", ["../evil.cjs", "lib/router.cjs", "/abs.cjs", "..", "-x.cjs"])
+def test_command_module_is_a_bare_basename(tmp_path, module):
+    body = {"commands": [{"family": "fam", "module": module, "router": "route"}]}
+    _, _, issues = issues_of(tmp_path, feature("cap", **body))
+    assert any(p == "$.commands[0].module" and "bare file name" in r for p, r in issues), issues
+
+
+@pytest.mark.parametrize("key", ["mode", "workflow.verifier", "git.branch", "looprail.x", "gates"])
+def test_config_key_of_the_central_settings_is_rejected(tmp_path, key):
+    body = {"config": {key: {"type": "boolean", "default": False}}}
+    _, _, issues = issues_of(tmp_path, feature("cap", **body))
+    assert any(
+        p == f"$.config[{json.dumps(key)}]" and "central setting" in r for p, r in issues
+    ), issues
+
+
+def test_config_keys_outside_the_central_settings_are_fine(tmp_path):
+    keys = ["workflow.research", "review.models.codex", "mode_x", "gitlab.enabled"]
+    body = {"config": {k: {"type": "boolean", "default": False} for k in keys}}
+    _, _, issues = issues_of(tmp_path, feature("cap", **body))
+    assert issues == []

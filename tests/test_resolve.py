@@ -301,3 +301,139 @@ def test_public_api_is_lazy_and_complete():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+# --------------------------------------------------------------------------- cache safety
+
+
+def _cache_files(tmp_path):
+    import os
+
+    base = os.path.join(os.environ["XDG_CACHE_HOME"], "looprail")
+    return [os.path.join(base, n) for n in os.listdir(base) if n.startswith("registry-")]
+
+
+def _contribution(path):
+    return {
+        "point": "plan:pre",
+        "into": "planner",
+        "fragment": {"path": path},
+        "produces": [],
+        "consumes": [],
+    }
+
+
+def _inline(compiled):
+    return [h["fragment"]["inline"] for h in resolve(compiled, None, "plan:pre")["activeHooks"]]
+
+
+def test_a_corrupted_cache_entry_is_rebuilt_never_served(tmp_path):
+    root = tmp_path / "caps"
+    write_capability(root, feature("cap", contributions=[_contribution("f.md")]), files={"f.md": "alpha"})
+    project = tmp_path / "project"
+    assert _inline(load_compiled(project, [root])) == ["alpha"]
+    (cache,) = _cache_files(tmp_path)
+    raw = open(cache, "rb").read()
+    # A flipped byte that still parses must not become a wrong envelope.
+    open(cache, "wb").write(raw.replace(b"alpha", b"omega"))
+    assert _inline(load_compiled(project, [root])) == ["alpha"]
+    for broken in (raw[: len(raw) // 2], b"", b"\xff\xfe", b"[" * 100_000, b'{"key": 1}'):
+        open(cache, "wb").write(broken)
+        assert _inline(load_compiled(project, [root])) == ["alpha"]
+
+
+def test_a_well_checksummed_cache_of_the_wrong_shape_is_rebuilt(tmp_path):
+    import json
+    import zlib
+
+    from looprail.hooks import compiled as compiled_mod
+
+    root = tmp_path / "caps"
+    write_capability(root, feature("cap", contributions=[_contribution("f.md")]), files={"f.md": "alpha"})
+    project = tmp_path / "project"
+    load_compiled(project, [root])
+    (cache,) = _cache_files(tmp_path)
+    blob = json.loads(open(cache, "rb").read().partition(b"\n")[2])
+    for compiled in ({}, {**blob["compiled"], "points": {}}, {**blob["compiled"], "caps": []}):
+        body = json.dumps({**blob, "compiled": compiled}).encode()
+        header = f"{compiled_mod.CACHE_FORMAT} {zlib.crc32(body):08x}\n".encode()
+        open(cache, "wb").write(header + body)
+        assert _inline(load_compiled(project, [root])) == ["alpha"]
+
+
+def test_the_cache_sees_a_missing_fragment_appear(tmp_path):
+    root = tmp_path / "caps"
+    folder = write_capability(root, feature("cap", contributions=[_contribution("frag/f.md")]))
+    (folder / "frag").mkdir()
+    project = tmp_path / "project"
+    first = load_compiled(project, [root])
+    assert [f["id"] for f in first["failed"]] == ["cap"]
+    (folder / "frag" / "f.md").write_text("now here")
+    assert _inline(load_compiled(project, [root])) == ["now here"]
+
+
+def test_the_cache_sees_a_fragment_symlink_retargeted(tmp_path):
+    import os
+
+    root = tmp_path / "caps"
+    folder = write_capability(
+        root,
+        feature("cap", contributions=[_contribution("a/link.md")]),
+        files={"b/x.md": "x text", "b/y.md": "y text"},
+    )
+    (folder / "a").mkdir()
+    os.symlink("../b/x.md", folder / "a" / "link.md")
+    project = tmp_path / "project"
+    assert _inline(load_compiled(project, [root])) == ["x text"]
+    os.remove(folder / "a" / "link.md")
+    os.symlink("../b/y.md", folder / "a" / "link.md")
+    assert _inline(load_compiled(project, [root])) == ["y text"]
+
+
+def test_a_fragment_edited_while_the_cache_is_built_is_not_cached_stale(tmp_path, monkeypatch):
+    from looprail.hooks import registry
+
+    root = tmp_path / "caps"
+    folder = write_capability(
+        root, feature("cap", contributions=[_contribution("f.md")]), files={"f.md": "one"}
+    )
+    project = tmp_path / "project"
+    original = registry.compile_registry
+    edits = []
+
+    def compile_then_edit(reg):
+        out = original(reg)
+        if not edits:  # an editor saves right after the fragment was read, before its stat
+            edits.append((folder / "f.md").write_text("two, longer"))
+        return out
+
+    monkeypatch.setattr(registry, "compile_registry", compile_then_edit)
+    load_compiled(project, [root])
+    monkeypatch.setattr(registry, "compile_registry", original)
+    assert _inline(load_compiled(project, [root])) == ["two, longer"]
+
+
+def test_a_change_to_the_compiling_code_invalidates_the_cache(tmp_path, monkeypatch):
+    from looprail.hooks import compiled as compiled_mod
+    from looprail.hooks import registry
+
+    rules = tmp_path / "rules.py"
+    rules.write_text("v1")
+    monkeypatch.setattr(compiled_mod, "_RULE_FILES", (str(rules),))
+    root = tmp_path / "caps"
+    write_capability(root, feature("cap", skills=["s"], steps=[step("s")]))
+    project = tmp_path / "project"
+    load_compiled(project, [root])
+    builds = []
+    real_load = registry.load_registry
+
+    def counting_load(*args, **kwargs):
+        builds.append(1)
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(registry, "load_registry", counting_load)
+    load_compiled(project, [root])
+    assert builds == []  # a hit
+    rules.write_text("v2, longer")
+    load_compiled(project, [root])
+    assert builds, "the cache was served although the code that compiles it changed"

@@ -189,6 +189,8 @@ def test_timeout_is_an_error(tmp_path):
         ('{"description": "x", "verify": []}', "'verify' must be a string, got array"),
         ('{"description": "x", "acceptance_criteria": "a"}', "must be an array of strings"),
         ('{"description": "x", "read_first": [1]}', "must be an array of strings"),
+        ("[" * 100_000, "nested too deeply"),  # a RecursionError must not escape as a traceback
+        ('{"description": NaN}', "not valid JSON"),
     ],
 )
 def test_malformed_output_is_an_error(tmp_path, stdout, needle):

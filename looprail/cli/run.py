@@ -109,7 +109,7 @@ def run(args) -> int:
     if args.dry_run:
         from looprail.machine.dryrun import dry_run
 
-        sys.stdout.write(dry_run(loaded, args.phase, flavor=args.flavor))
+        sys.stdout.write(dry_run(loaded, args.phase, flavor=args.flavor, host_tool=args.host_tool))
         return 0
     from looprail.machine.progress import Progress
 

@@ -186,6 +186,8 @@ def evaluate_predicate(predicate: Any, ctx: CheckContext) -> CheckResult:
         return evaluator(predicate, ctx)
     except _Malformed as exc:
         return CheckError(f"check.predicate ({kind}): {exc}")
+    except RecursionError:  # comparing or printing a hostile, deeply nested value
+        return CheckError(f"check.predicate ({kind}): a value is nested too deeply")
 
 
 def evaluate_predicate_json(text: str, ctx: CheckContext) -> CheckResult:
@@ -194,6 +196,8 @@ def evaluate_predicate_json(text: str, ctx: CheckContext) -> CheckResult:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         return CheckError(f"check.predicate is not valid JSON ({exc.msg} at char {exc.pos})")
+    except RecursionError:  # a hostile argument must not end in a traceback
+        return CheckError("check.predicate is not valid JSON (nested too deeply)")
     if not isinstance(value, dict):
         return CheckError(f"check.predicate must be a JSON object, got {_json_type(value)}")
     return evaluate_predicate(value, ctx)
@@ -469,11 +473,16 @@ def read_frontmatter(text: str) -> dict[str, Any] | str:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 2}" if mark is not None else ""
         return f"frontmatter is not valid YAML{where}"
+    except RecursionError:
+        return "frontmatter is nested too deeply"
     if value is None:
         return {}
     if not isinstance(value, dict):
         return "frontmatter is not a mapping"
-    return _jsonable(value)
+    try:
+        return _jsonable(value)
+    except RecursionError:  # `a: &a [*a]` is a self-containing value: no JSON equivalent
+        return "frontmatter is recursive or nested too deeply"
 
 
 def _jsonable(value: Any) -> Any:

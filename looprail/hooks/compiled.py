@@ -3,8 +3,12 @@
 Only `os` and `json` here (no pathlib, dataclasses, typing, pydantic): a host calls
 `render-hooks` many times per loop and process start-up is most of its cost. The cache entry
 records the stat signature (mtime, ctime, size, inode) of every folder, manifest and fragment it
-was built from; any difference rebuilds it. Writing is atomic (temp file + rename), and a cache
-that cannot be read or written only costs speed, never correctness.
+was built from (and of the modules that compile it); any difference rebuilds it. A fragment's
+path is only known once its manifest is read, so a fresh entry is built twice around the stat
+of its fragments and written only when both builds agree: what is cached was read after it was
+stat'ed. The file carries a checksum and its shape is checked on read. Writing is atomic (temp
+file + rename), and a cache that cannot be read, is damaged or cannot be written only costs
+speed, never correctness.
 """
 
 from __future__ import annotations
@@ -22,7 +26,22 @@ FIRST_PARTY = "first-party"
 GLOBAL = "global"
 PROJECT = "project"
 # Bump whenever the compiled form or the rules that produce it change.
-CACHE_FORMAT = "looprail-registry-5"
+CACHE_FORMAT = "looprail-registry-6"
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# The code whose rules decide the compiled form: an edit (a dev checkout, an upgrade that forgot
+# to bump CACHE_FORMAT) invalidates the cache as a manifest edit would.
+_RULE_FILES = tuple(
+    os.path.join(_HERE, *parts)
+    for parts in (
+        ("compiled.py",),
+        ("manifest.py",),
+        ("registry.py",),
+        ("..", "points.py"),
+        ("..", "jsonload.py"),
+    )
+)
 
 
 def looprail_home(env: Mapping[str, str] | None = None) -> str:
@@ -68,7 +87,7 @@ def _sig(path: str) -> list[int] | None:
 
 
 def _dependencies(specs: list[tuple[str, str]]) -> dict[str, list[int] | None]:
-    deps: dict[str, list[int] | None] = {}
+    deps: dict[str, list[int] | None] = {path: _sig(path) for path in _RULE_FILES}
     for root, _ in specs:
         deps[root] = _sig(root)
         for folder in capability_folders(root):
@@ -113,19 +132,23 @@ def load_compiled(
             return _with_consent(cached, home, env)
     from pathlib import Path
 
-    from looprail.hooks.registry import (
-        Root,
-        compile_registry,
-        fragment_dependencies,
-        load_registry,
-    )
+    from looprail.hooks import registry as reg
 
-    registry = load_registry(project, roots=[Root(Path(p), o) for p, o in specs], config=None)
-    compiled = compile_registry(registry)
+    roots = [reg.Root(Path(p), o) for p, o in specs]
+    registry = reg.load_registry(project, roots=roots, config=None)
+    compiled = reg.compile_registry(registry)
     if use_cache:
-        for path in fragment_dependencies(registry):
+        fragments = reg.fragment_dependencies(registry)
+        for path in fragments:
             deps[path] = _sig(path)
-        _write(cache_file, {"key": key, "deps": deps, "compiled": compiled})
+        # Stat, then read again: an edit between the first read and the stat would otherwise be
+        # recorded with the old content and served until the next change.
+        again = reg.load_registry(project, roots=roots, config=None)
+        if (
+            reg.fragment_dependencies(again) == fragments
+            and reg.compile_registry(again) == compiled
+        ):
+            _write(cache_file, {"key": key, "deps": deps, "compiled": compiled})
     return _with_consent(compiled, home, env)
 
 
@@ -140,8 +163,12 @@ def _with_consent(compiled: dict[str, Any], home: Any, env: Mapping[str, str]) -
 def _read(cache_file: str, key: str, deps: dict[str, list[int] | None]) -> dict[str, Any] | None:
     try:
         with open(cache_file, "rb") as fh:
-            blob = json.loads(fh.read())
-    except (OSError, ValueError):
+            raw = fh.read()
+        header, sep, body = raw.partition(b"\n")
+        if not sep or header != _header(body):
+            return None  # damaged or written by another format: rebuild
+        blob = json.loads(body)
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(blob, dict) or blob.get("key") != key:
         return None
@@ -155,18 +182,60 @@ def _read(cache_file: str, key: str, deps: dict[str, list[int] | None]) -> dict[
         if path not in deps and _sig(path) != sig:
             return None
     compiled = blob.get("compiled")
-    return compiled if isinstance(compiled, dict) else None
+    return compiled if _well_formed(compiled) else None
+
+
+def _header(body: bytes) -> bytes:
+    return f"{CACHE_FORMAT} {zlib.crc32(body):08x}".encode()
+
+
+def _well_formed(compiled: Any) -> bool:
+    """The shape `resolve` and the CLI index into, so a damaged entry is rebuilt, not a crash."""
+    from looprail.points import POINTS
+
+    if not isinstance(compiled, dict):
+        return False
+    caps, points = compiled.get("caps"), compiled.get("points")
+    if not (
+        isinstance(caps, dict)
+        and all(isinstance(c, dict) for c in caps.values())
+        and isinstance(compiled.get("defaults"), dict)
+        and isinstance(points, dict)
+        and isinstance(compiled.get("failed"), list)
+        and isinstance(compiled.get("warnings"), list)
+    ):
+        return False
+    for point in POINTS:
+        table = points.get(point)
+        if not isinstance(table, dict):
+            return False
+        for group in ("steps", "contributions", "gates"):
+            entries = table.get(group)
+            if not isinstance(entries, list) or not all(
+                isinstance(e, dict) and e.get("capId") in caps and isinstance(e.get("kind"), str)
+                for e in entries
+            ):
+                return False
+    return all(
+        isinstance(f, dict)
+        and isinstance(f.get("id"), str)
+        and isinstance(f.get("origin"), str)
+        and isinstance(f.get("issues"), list)
+        and isinstance(f.get("gatePoints"), list)
+        for f in compiled["failed"]
+    )
 
 
 def _write(cache_file: str, blob: dict[str, Any]) -> None:
     import tempfile
 
+    body = json.dumps(blob, ensure_ascii=False).encode("utf-8")
     try:
         os.makedirs(os.path.dirname(cache_file), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(cache_file), prefix=".registry-")
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(blob, fh, ensure_ascii=False)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(_header(body) + b"\n" + body)
             os.replace(tmp, cache_file)
         except BaseException:
             os.unlink(tmp)

@@ -366,6 +366,9 @@ def check_capability(cap: Capability, file: str, folder_name: str | None) -> lis
         path = f"$.config[{json.dumps(key)}]"
         if any(seg in FORBIDDEN_KEYS for seg in key.split(".")):
             add(path, "forbidden key segment")
+        setting = _central_setting(key)
+        if setting is not None:
+            add(path, f"{key!r} collides with the central setting {setting!r} (#2797)")
         issues += [Issue(file, path + p, r) for p, r in _check_config_default(spec)]
     if cap.activationKey is not None and cap.activationKey not in config:
         add("$.activationKey", f"{cap.activationKey!r} is not declared in this capability's config")
@@ -429,12 +432,33 @@ def check_capability(cap: Capability, file: str, folder_name: str | None) -> lis
             )
         if hook.matcher is not None and any(ord(c) < 0x20 or ord(c) == 0x7F for c in hook.matcher):
             add(f"{base}.matcher", "must not contain control characters")
+    for i, family in enumerate(cap.commands or ()):
+        module = family.module
+        if (
+            "/" in module
+            or "\\" in module
+            or module in (".", "..")
+            or module.startswith("-")
+            or "\0" in module
+        ):
+            add(f"$.commands[{i}].module", "must be a bare file name (no folders, no leading '-')")
     tcr = cap.taskContentResolver
     if "taskContentResolver" in cap.model_fields_set and tcr is None:
         add("$.taskContentResolver", "null is not allowed; leave the key out to declare none")
     if tcr is not None and "{{id}}" not in tcr.invoke.args:
         add("$.taskContentResolver.invoke.args", 'needs at least one element exactly "{{id}}"')
     return issues
+
+
+def _central_setting(key: str) -> str | None:
+    """The host setting a federated key would shadow or live inside, if any: a capability may
+    not redefine the central config schema, exactly or under one of its namespaces."""
+    from looprail.config import KNOWN_SETTINGS
+
+    for setting in sorted(KNOWN_SETTINGS):
+        if key == setting or key.startswith(setting + ".") or setting.startswith(key + "."):
+            return setting
+    return None
 
 
 def _check_config_default(spec: ConfigKey) -> list[tuple[str, str]]:

@@ -223,7 +223,13 @@ def _merge(
                 )
             )
         if m.reviewer is not None:
+            # One flag selecting two lanes, or two lanes writing one section, is ambiguous.
             claims.append(("reviewer slug", m.reviewer.slug, "$.reviewer.slug"))
+            claims += [
+                ("reviewer flag", f, f"$.reviewer.flags[{i}]")
+                for i, f in enumerate(dict.fromkeys(m.reviewer.flags))
+            ]
+            claims.append(("reviewsSection", m.reviewer.reviewsSection, "$.reviewer.reviewsSection"))
         clash = next(((k, v, p) for k, v, p in claims if (k, v) in owners), None)
         if clash:
             kind, value, path = clash
@@ -391,17 +397,20 @@ def _check_points(registry: Registry) -> None:
         for point in POINTS:
             for group in ("steps", "contributions"):
                 entries = _entries(registry, point, group)
-                producers: dict[str, str] = {}
-                for cid, e in entries:
+                # artifact → (capId, entry index): two entries, even of one capability, may not
+                # produce the same artifact at one point.
+                producers: dict[str, tuple[str, int]] = {}
+                for n, (cid, e) in enumerate(entries):
                     for art in e.get("produces") or ():
-                        if art in producers and producers[art] != cid:
+                        if art in producers and producers[art][1] != n:
+                            first = producers[art][0]
                             problem = (
-                                [producers[art], cid],
+                                [first, cid],
                                 f"$.{group}",
-                                f"{art!r} at {point} is also produced by {producers[art]!r}",
+                                f"{art!r} at {point} is also produced by {first!r}",
                             )
                             break
-                        producers[art] = cid
+                        producers[art] = (cid, n)
                     if problem:
                         break
                 if problem:
@@ -532,13 +541,39 @@ def compile_registry(registry: Registry) -> dict[str, Any]:
 
 
 def fragment_dependencies(registry: Registry) -> list[str]:
-    """Fragment files the compilation read (the cache watches them)."""
-    out = []
-    for lc in registry.capabilities.values():
+    """Paths whose change can change a compiled fragment (the cache watches them).
+
+    For every `fragment.path` declared by a loaded *or failed* capability: each folder on the way
+    to it and the path itself (so a retargeted symlink or a fragment that appears later is seen;
+    a missing path is watched as missing), then the real file behind symlinks and its folder."""
+    import os
+
+    sources = [(lc.source, lc.data) for lc in registry.capabilities.values()]
+    for failed in registry.failed:
+        try:
+            data = json.loads(Path(failed.file).read_bytes())
+        except (OSError, ValueError, RecursionError):
+            continue
+        if isinstance(data, dict):
+            sources.append((Path(failed.file).parent, data))
+    out: dict[str, None] = {}
+    for folder, data in sources:
+        base = os.path.abspath(folder)
         for group in ("steps", "contributions"):
-            for e in lc.data.get(group) or ():
-                frag = e.get("fragment")
-                if isinstance(frag, dict) and "path" in frag:
-                    p = (lc.source / frag["path"]).resolve()
-                    out += [str(p), str(p.parent)]
-    return out
+            entries = data.get(group)
+            for e in entries if isinstance(entries, list) else ():
+                frag = e.get("fragment") if isinstance(e, dict) else None
+                rel = frag.get("path") if isinstance(frag, dict) else None
+                if not isinstance(rel, str) or not rel or "\0" in rel:
+                    continue
+                target = os.path.normpath(os.path.join(base, rel))
+                if os.path.commonpath([base, target]) != base or target == base:
+                    continue  # refused by validation, never read
+                current = base
+                for part in os.path.relpath(target, base).split(os.sep):
+                    current = os.path.join(current, part)
+                    out[current] = None
+                real = os.path.realpath(target)
+                out[real] = None
+                out[os.path.dirname(real)] = None
+    return list(out)

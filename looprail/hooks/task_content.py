@@ -167,10 +167,18 @@ def content_from_output(stdout: str) -> ResolvedContent | str | None:
     why the output is malformed."""
     if not stdout.strip():
         return "stdout is empty (expected a JSON object)"
+    from looprail.jsonload import loads_strict
+
     try:
-        body = json.loads(stdout)
+        body, duplicates = loads_strict(stdout)
     except json.JSONDecodeError as exc:
         return f"stdout is not valid JSON ({exc.msg}) (sample: {_sample(stdout)})"
+    except ValueError as exc:  # NaN / Infinity
+        return f"stdout is not valid JSON ({exc}) (sample: {_sample(stdout)})"
+    except RecursionError:  # hostile depth must end as a hard halt, not a traceback
+        return f"stdout JSON is nested too deeply (sample: {_sample(stdout)})"
+    if duplicates:  # which value wins differs between readers: refuse to guess
+        return f"stdout has duplicate key {escape_untrusted(json.dumps(duplicates[0]))}"
     if not isinstance(body, dict):
         return f"stdout is JSON {_type_name(body)}, not an object (sample: {_sample(stdout)})"
     fields: dict[str, Any] = {}

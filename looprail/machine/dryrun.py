@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from looprail.hooks.checks import COMMAND_GRAMMAR
 from looprail.hooks.resolve import resolve
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
 
 
-def _hook_line(hook: dict[str, Any], flavor: str) -> str:
+def _hook_line(hook: dict[str, Any], flavor: str, phase: str, host_tool: str | None) -> str:
     kind = hook["kind"]
     cap = hook["capId"]
     if kind == "step":
@@ -19,9 +20,13 @@ def _hook_line(hook: dict[str, Any], flavor: str) -> str:
             what = f"skill {flavor}-{ref['skill']}"
         elif ref.get("agent"):
             what = f"agent {ref['agent']}"
+        elif not isinstance(ref.get("command"), str) or not COMMAND_GRAMMAR.match(ref["command"]):
+            # the dispatcher never runs it: say so instead of showing it as if it would run
+            what = f"command {ref.get('command')!r} fails the grammar: never run"
         else:
-            what = f"command {ref.get('command')} --phase N --raw"
-        return f"    step          {what}  ({cap}, onError {hook.get('onError', 'skip')})"
+            tool = f"{host_tool} " if host_tool else ""
+            what = f"command {tool}{ref['command']} --phase {phase} --raw"
+        return f"    step          {what}  ({cap}, onError {hook.get('onError') or 'skip'})"
     if kind == "contribution":
         text = (hook.get("fragment") or {}).get("inline", "")
         first = text.strip().splitlines()[0] if text.strip() else ""
@@ -29,10 +34,17 @@ def _hook_line(hook: dict[str, Any], flavor: str) -> str:
     check = hook.get("check") or {}
     what = next(iter(check), "?")
     block = "blocking" if hook.get("blocking") else "advisory"
-    return f"    gate          {what} {block}, onError {hook.get('onError')}  ({cap})"
+    return f"    gate          {what} {block}, onError {hook.get('onError') or 'skip'}  ({cap})"
 
 
-def dry_run(loaded: Any, phase: str, *, flavor: str = "gsd", spec: LoopSpec = DEFAULT_LOOP) -> str:
+def dry_run(
+    loaded: Any,
+    phase: str,
+    *,
+    flavor: str = "gsd",
+    spec: LoopSpec = DEFAULT_LOOP,
+    host_tool: str | None = None,
+) -> str:
     from looprail.plans import compute_waves, load_phase
 
     ph = load_phase(loaded.project, phase)
@@ -45,7 +57,7 @@ def dry_run(loaded: Any, phase: str, *, flavor: str = "gsd", spec: LoopSpec = DE
         out.append(
             f"  {p}{suffix}: {len(hooks) or 'no'} active hook{'s' if len(hooks) != 1 else ''}"
         )
-        out.extend(_hook_line(h, flavor) for h in hooks)
+        out.extend(_hook_line(h, flavor, ph.number, host_tool) for h in hooks)
         out.extend(f"    ! {w}" for w in env.get("warnings", ()))
 
     for t in spec.transitions():
@@ -82,6 +94,8 @@ def dry_run(loaded: Any, phase: str, *, flavor: str = "gsd", spec: LoopSpec = DE
         role_step = spec.step(t.target) if t.target in {s.name for s in spec.steps} else None
         if role_step is not None and role_step.name != spec.looped:
             unless = f" (unless {role_step.artifact} exists)" if role_step.artifact else ""
+            if role_step.name == "verify":  # a VERIFICATION.md that did not pass is redone
+                unless = f" (unless {role_step.artifact} reports status: passed)"
             out.append(f"  then {role_step.role} does the {role_step.name} work{unless}")
     out.append("")
     out.append("nothing was run")

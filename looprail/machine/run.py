@@ -11,6 +11,7 @@ mandatory `execute:task` resolver and the `read_first` check before the body.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -59,6 +60,7 @@ class RunOptions:
     autonomous: bool = False
     approvals: frozenset[str] = frozenset()
     host_tool: str | None = None
+    approved_earlier: frozenset[str] = frozenset()  # checkpoints approved before a resume
 
 
 @dataclass
@@ -160,6 +162,7 @@ class LoopRunner:
             native=native.point_hooks if native is not None else None,
         )
         self.tasks_run = 0
+        self._count_lock = threading.Lock()
         self.warnings: list[str] = []
         self.wave: int | None = wave  # the wave being run (journaled with start_wave)
 
@@ -172,6 +175,12 @@ class LoopRunner:
         values = [s for s in state if s]
         if not values:
             return
+        unknown = [s for s in values if s not in self.chart_class.states_map]
+        if unknown:  # a journal written by another loop (an older looprail, a changed spec)
+            raise HaltError(
+                f"journaled state {unknown[0]!r} is not a state of this loop "
+                f"({', '.join(self.chart_class.states_map)}); start over with --new"
+            )
         model = self.machine.model
         setattr(
             model, self.machine.state_field, values[0] if len(values) == 1 else OrderedSet(values)
@@ -210,6 +219,9 @@ class LoopRunner:
             status, reason, refused = "halted", f"execute:task resolver failed: {exc}", None
         except LooprailError as exc:
             status, reason, refused = "halted", str(exc), None
+        except OSError as exc:  # a file of the project vanished or became unreadable mid-run
+            where = f"{exc.filename}: " if exc.filename else ""
+            status, reason, refused = "halted", f"{where}{exc.strerror or exc}", None
         finally:
             self.progress.close()
         if status != "shipped":
@@ -432,6 +444,8 @@ class LoopRunner:
         approved_by = None
         if task.id in self.options.approvals:
             approved_by = "--approve"
+        elif task.id in self.options.approved_earlier:
+            approved_by = "approved earlier in this run"
         elif self.options.autonomous and task.gate != "blocking-human":
             approved_by = "--autonomous"
         if approved_by is None:
@@ -547,7 +561,8 @@ class LoopRunner:
             )
             raise HaltError(f"{plan.path.name}: task {task.id} failed: {outcome.detail}")
         self.recorder.task_finished(task.id, status="done", duration_ms=ms)
-        self.tasks_run += 1
+        with self._count_lock:  # plans of a wave finish tasks on several threads
+            self.tasks_run += 1
         self._status()
         self.progress.line(
             f"  ✓ {task.id} {task.name or ''}{again} {fmt_duration(outcome.duration_s)}"
@@ -574,7 +589,12 @@ class LoopRunner:
         for t in plan.tasks:
             tracker = f" [{t.tracker_id}]" if t.tracker_id else ""
             lines.append(f"- {t.id}: {t.name or t.type}{tracker}")
-        atomic_write(target, "\n".join(lines) + "\n")
+        try:
+            atomic_write(target, "\n".join(lines) + "\n")
+        except OSError as exc:  # e.g. the phase folder was removed while the plan ran
+            raise HaltError(
+                f"{target.name}: cannot write the plan summary ({exc.strerror or exc})"
+            ) from None
 
     def _native_settled(self, status: str, reason: str | None) -> None:
         if self.native is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -200,7 +200,20 @@ def run_phase(
             recorder=recorder,
             run_id=run_id,
         )
-        runner = _runner(loaded, phase, runtime, options, progress, recorder, state, wave, bridge)
+        if previous is not None:
+            # Approvals given earlier in this run still hold: a resumed run never asks again.
+            approved = _approved_checkpoints(jr, run_id)
+            options = replace(options, approved_earlier=options.approved_earlier | approved)
+        try:
+            runner = _runner(
+                loaded, phase, runtime, options, progress, recorder, state, wave, bridge
+            )
+        except LooprailError as exc:
+            # Bad input found while setting up (a malformed plan): the run did nothing, so it
+            # is halted (resumable once fixed), never left `running` as if it had crashed.
+            recorder.flush()
+            jr.finish_run(run_id, "halted", str(exc))
+            raise
         runner.on_transition = on_transition
         try:
             result = runner.run()
@@ -233,6 +246,14 @@ def _last_wave(jr: Any, run_id: str) -> int | None:
         if e.data.get("event") == "start_wave" and e.wave is not None
     ]
     return waves[-1] if waves else None
+
+
+def _approved_checkpoints(jr: Any, run_id: str) -> frozenset[str]:
+    return frozenset(
+        e.task_id
+        for e in jr.events(run_id, kinds=["task_finished"])
+        if e.outcome == "approved" and e.task_id
+    )
 
 
 def _runner(loaded, phase, runtime, options, progress, recorder, state, wave, native) -> LoopRunner:
