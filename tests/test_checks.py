@@ -182,6 +182,11 @@ def test_predicate_json_text(ctx):
     assert evaluate_predicate_json("[1]", ctx).reason.endswith("got array")
     # Hostile depth is a malformed predicate, not a RecursionError traceback.
     assert "nested too deeply" in evaluate_predicate_json("[" * 100_000, ctx).reason
+    # Not JSON, and ambiguous JSON, are malformed (as they are in a manifest), never a verdict.
+    nan = '{"kind": "config-equals", "key": "k", "equals": NaN}'
+    assert "not valid JSON" in evaluate_predicate_json(nan, ctx).reason
+    twice = '{"kind": "command-exit-zero", "kind": "artifact-exists", "artifact": "x"}'
+    assert 'duplicate key "kind"' in evaluate_predicate_json(twice, ctx).reason
     deep = "[" * 900 + "]" * 900  # parses, but comparing or printing it recurses
     text = '{"kind": "config-equals", "key": "k", "equals": %s}' % deep
     deep_ctx = CheckContext(project=ctx.project, config={"k": json.loads(deep)})

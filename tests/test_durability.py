@@ -338,3 +338,47 @@ def test_report_lists_every_hook_of_the_example(tmp_path):
         assert cap in text
     p = run_cli("report", "--project", str(project))
     assert "release-gate" in p.stdout and "changelog" in p.stdout
+
+
+def test_crash_after_the_planner_wrote_plans_resumes_without_accept_changes(tmp_path):
+    """Plans the run wrote itself are not 'changed inputs': the digest follows the run."""
+    project, caps = build(tmp_path)
+    phase = project / ".planning/phases/01-demo"
+    written = {p.name: p.read_text() for p in phase.glob("*-PLAN.md")}
+    for p in phase.glob("*-PLAN.md"):
+        p.unlink()
+    planner = project / ".looprail" / "agents" / "planner"
+    _exe(
+        planner,
+        "import json, sys\nfrom pathlib import Path\n"
+        "req = json.load(sys.stdin)\n"
+        f"plans = {written!r}\n"
+        "for name, text in plans.items():\n"
+        "    Path(req['phase']['dir'], name).write_text(text)\n",
+    )
+    write_capability(
+        caps,
+        feature(
+            "lint",
+            skills=["plan-lint"],
+            steps=[
+                {
+                    "point": "plan:post",
+                    "ref": {"skill": "plan-lint"},
+                    "produces": [],
+                    "consumes": [],
+                    "onError": "halt",
+                }
+            ],
+        ),
+    )
+    _exe(project / ".looprail" / "skills" / "gsd-plan-lint", SLOW + "slow('plan-lint')\n")
+    slow(project, "plan-lint")
+    proc = start(project, caps)
+    wait_for(lambda: "start plan-lint" in log(project))
+    kill(proc)
+    release(project)
+    proc = start(project, caps)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "inputs changed" not in err

@@ -192,12 +192,20 @@ def evaluate_predicate(predicate: Any, ctx: CheckContext) -> CheckResult:
 
 def evaluate_predicate_json(text: str, ctx: CheckContext) -> CheckResult:
     """`evaluate_predicate` for the predicate's JSON text (the CLI's `--predicate` value)."""
+    from looprail.jsonload import loads_strict
+
     try:
-        value = json.loads(text)
+        value, duplicates = loads_strict(text)
     except json.JSONDecodeError as exc:
         return CheckError(f"check.predicate is not valid JSON ({exc.msg} at char {exc.pos})")
+    except ValueError as exc:  # NaN / Infinity
+        return CheckError(f"check.predicate is not valid JSON ({exc})")
     except RecursionError:  # a hostile argument must not end in a traceback
         return CheckError("check.predicate is not valid JSON (nested too deeply)")
+    if duplicates:  # which value wins differs between readers: refuse to guess
+        return CheckError(
+            f"check.predicate has duplicate key {escape_untrusted(json.dumps(duplicates[0]))}"
+        )
     if not isinstance(value, dict):
         return CheckError(f"check.predicate must be a JSON object, got {_json_type(value)}")
     return evaluate_predicate(value, ctx)

@@ -39,7 +39,10 @@ class LoopEffects:
         self.runtime = runtime
         self.project = project
         self.progress = progress
-        self.ctx: DispatchContext | None = None
+        # Plans of a wave run in parallel and each delivers its own Effects: the dispatch
+        # context is per thread, with the run's context as the default.
+        self._local = threading.local()
+        self.default_ctx: DispatchContext | None = None
         self.stop: tuple[str, str] | None = None  # ("paused"|"halted", reason)
         self.follow_up: list[Any] = []
         self._lock = threading.Lock()
@@ -70,10 +73,19 @@ class LoopEffects:
             if self.stop is None or (status == "halted" and self.stop[0] == "paused"):
                 self.stop = (status, reason)
 
+    @property
+    def ctx(self) -> DispatchContext | None:
+        return getattr(self._local, "ctx", None) or self.default_ctx
+
+    @ctx.setter
+    def ctx(self, value: DispatchContext) -> None:
+        self._local.ctx = value
+
     def _ctx(self) -> DispatchContext:
-        if self.ctx is None:  # pragma: no cover - the bridge sets it before any delivery
+        ctx = self.ctx
+        if ctx is None:  # pragma: no cover - the bridge sets it before any delivery
             raise RuntimeError("no dispatch context yet")
-        return self.ctx
+        return ctx
 
     def _send(self, req: Any) -> None:
         outcome = self.runtime.deliver_message(
@@ -221,7 +233,7 @@ class NativeBridge:
         self.effects.flush_follow_up()
 
     def start(self, ctx: DispatchContext) -> None:
-        self.effects.ctx = ctx
+        self.effects.default_ctx = ctx
         self.effects.deliver_next_turn_queue()
 
     def _evaluate(

@@ -382,6 +382,10 @@ class LoopRunner:
             f"  {spec.role} did the {step} work in {fmt_duration(outcome.duration_s)}"
         )
         self.phase = load_phase(self.project, self.phase_token)
+        if self.on_transition is not None:
+            # The role wrote artifacts (plans): journal the inputs now, so a crash before the
+            # next transition does not look like someone changed them underneath the run.
+            self.on_transition(self.state)
 
     # ------------------------------------------------------------------ waves
 
