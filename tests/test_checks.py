@@ -188,7 +188,7 @@ def test_predicate_json_text(ctx):
     twice = '{"kind": "command-exit-zero", "kind": "artifact-exists", "artifact": "x"}'
     assert 'duplicate key "kind"' in evaluate_predicate_json(twice, ctx).reason
     deep = "[" * 900 + "]" * 900  # parses, but comparing or printing it recurses
-    text = '{"kind": "config-equals", "key": "k", "equals": %s}' % deep
+    text = '{"kind": "config-equals", "key": "k", "equals": ' + deep + "}"
     deep_ctx = CheckContext(project=ctx.project, config={"k": json.loads(deep)})
     assert "nested too deeply" in evaluate_predicate_json(text, deep_ctx).reason
     assert evaluate_predicate('{"kind": "config-equals", "key": "k", "equals": 1}', ctx).block
@@ -540,3 +540,15 @@ def test_agent_verdict_errors(ctx):
     runtime = FakeRuntime()
     assert isinstance(evaluate_check({"agentVerdict": "r"}, ctx, runtime), CheckError)
     assert len(runtime.calls) == 0
+
+
+def test_a_nul_byte_in_the_command_is_malformed_not_a_traceback(ctx):
+    result = predicate(ctx, kind="command-exit-zero", command="true\0; rm -rf x")
+    assert isinstance(result, CheckError) and "NUL byte" in result.reason
+
+
+@pytest.mark.parametrize("kind", ["artifact-exists", "artifact-frontmatter-equals"])
+def test_an_over_long_artifact_name_blocks_instead_of_raising(ctx, kind):
+    fields = {"field": "x", "equals": 1} if kind == "artifact-frontmatter-equals" else {}
+    result = predicate(ctx, kind=kind, artifact="a" * 5000, **fields)
+    assert isinstance(result, Verdict) and result.block is True

@@ -151,3 +151,11 @@ def test_unavailable_maps_to_exit_69():
     assert CheckFailedError(CheckError("no shell", unavailable=True)).exit_code == 69
     assert CheckFailedError(CheckError("malformed")).exit_code == 1
     assert str(CheckFailedError(CheckError("malformed"))) == "malformed"
+
+
+def test_an_over_long_phase_dir_is_a_usage_error_not_a_traceback(project):
+    pred = json.dumps({"kind": "artifact-exists", "artifact": "x"})
+    result = looprail(project, "--predicate", pred, "--phase-dir", "d" * 5000)
+    assert result.returncode == 2
+    assert result.stderr.startswith("looprail: error: --phase-dir:")
+    assert result.stderr.count("\n") == 1

@@ -205,3 +205,15 @@ def test_capability_remove_only_overlays(tmp_path):
 def test_schema_capability(tmp_path):
     p = run_cli("schema", "capability")
     assert p.returncode == 0 and json.loads(p.stdout)["title"] == "looprail capability.json"
+
+
+def test_an_over_long_path_is_one_line_not_a_traceback(tmp_path):
+    long = "d" * 5000
+    for args in (
+        ("loop", "render-hooks", "plan:pre", "--capabilities", long),
+        ("capability", "validate", long),
+        ("capability", "list", "--capabilities", long),
+    ):
+        out = run_cli(*args, "--project", str(tmp_path), cwd=tmp_path)
+        assert "Traceback" not in out.stderr, args
+        assert out.stderr.count("\n") <= 2, (args, out.stderr)

@@ -477,9 +477,9 @@ def test_command_module_is_a_bare_basename(tmp_path, module):
 def test_config_key_of_the_central_settings_is_rejected(tmp_path, key):
     body = {"config": {key: {"type": "boolean", "default": False}}}
     _, _, issues = issues_of(tmp_path, feature("cap", **body))
-    assert any(
-        p == f"$.config[{json.dumps(key)}]" and "central setting" in r for p, r in issues
-    ), issues
+    assert any(p == f"$.config[{json.dumps(key)}]" and "central setting" in r for p, r in issues), (
+        issues
+    )
 
 
 def test_config_keys_outside_the_central_settings_are_fine(tmp_path):
@@ -487,3 +487,14 @@ def test_config_keys_outside_the_central_settings_are_fine(tmp_path):
     body = {"config": {k: {"type": "boolean", "default": False} for k in keys}}
     _, _, issues = issues_of(tmp_path, feature("cap", **body))
     assert issues == []
+
+
+@pytest.mark.parametrize("field", ["binary", "args"])
+def test_task_content_resolver_argv_has_no_nul_byte(tmp_path, field):
+    invoke = {"binary": "bd", "args": ["show", "{{id}}"], "timeoutMs": 5000}
+    invoke[field] = "b\0d" if field == "binary" else ["{{id}}", "x\0"]
+    body = {"taskContentResolver": {"trackerPrefix": "beads", "invoke": invoke}}
+    _, _, issues = issues_of(tmp_path, feature("cap", **body))
+    assert any(
+        p.startswith(f"$.taskContentResolver.invoke.{field}") and "NUL" in r for p, r in issues
+    ), issues

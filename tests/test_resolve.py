@@ -4,6 +4,8 @@ the rendered markdown."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from looprail.hooks.compiled import load_compiled
@@ -310,7 +312,7 @@ def _cache_files(tmp_path):
     import os
 
     base = os.path.join(os.environ["XDG_CACHE_HOME"], "looprail")
-    return [os.path.join(base, n) for n in os.listdir(base) if n.startswith("registry-")]
+    return [Path(base, n) for n in os.listdir(base) if n.startswith("registry-")]
 
 
 def _contribution(path):
@@ -329,16 +331,18 @@ def _inline(compiled):
 
 def test_a_corrupted_cache_entry_is_rebuilt_never_served(tmp_path):
     root = tmp_path / "caps"
-    write_capability(root, feature("cap", contributions=[_contribution("f.md")]), files={"f.md": "alpha"})
+    write_capability(
+        root, feature("cap", contributions=[_contribution("f.md")]), files={"f.md": "alpha"}
+    )
     project = tmp_path / "project"
     assert _inline(load_compiled(project, [root])) == ["alpha"]
     (cache,) = _cache_files(tmp_path)
-    raw = open(cache, "rb").read()
+    raw = cache.read_bytes()
     # A flipped byte that still parses must not become a wrong envelope.
-    open(cache, "wb").write(raw.replace(b"alpha", b"omega"))
+    cache.write_bytes(raw.replace(b"alpha", b"omega"))
     assert _inline(load_compiled(project, [root])) == ["alpha"]
     for broken in (raw[: len(raw) // 2], b"", b"\xff\xfe", b"[" * 100_000, b'{"key": 1}'):
-        open(cache, "wb").write(broken)
+        cache.write_bytes(broken)
         assert _inline(load_compiled(project, [root])) == ["alpha"]
 
 
@@ -349,15 +353,17 @@ def test_a_well_checksummed_cache_of_the_wrong_shape_is_rebuilt(tmp_path):
     from looprail.hooks import compiled as compiled_mod
 
     root = tmp_path / "caps"
-    write_capability(root, feature("cap", contributions=[_contribution("f.md")]), files={"f.md": "alpha"})
+    write_capability(
+        root, feature("cap", contributions=[_contribution("f.md")]), files={"f.md": "alpha"}
+    )
     project = tmp_path / "project"
     load_compiled(project, [root])
     (cache,) = _cache_files(tmp_path)
-    blob = json.loads(open(cache, "rb").read().partition(b"\n")[2])
+    blob = json.loads(cache.read_bytes().partition(b"\n")[2])
     for compiled in ({}, {**blob["compiled"], "points": {}}, {**blob["compiled"], "caps": []}):
         body = json.dumps({**blob, "compiled": compiled}).encode()
         header = f"{compiled_mod.CACHE_FORMAT} {zlib.crc32(body):08x}\n".encode()
-        open(cache, "wb").write(header + body)
+        cache.write_bytes(header + body)
         assert _inline(load_compiled(project, [root])) == ["alpha"]
 
 
@@ -437,3 +443,16 @@ def test_a_change_to_the_compiling_code_invalidates_the_cache(tmp_path, monkeypa
     rules.write_text("v2, longer")
     load_compiled(project, [root])
     assert builds, "the cache was served although the code that compiles it changed"
+
+
+def test_the_cache_sees_a_dangling_capability_symlink_come_alive(tmp_path):
+    import os
+
+    root = tmp_path / "caps"
+    root.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    os.symlink(elsewhere / "cap", root / "cap")  # dangling for now
+    project = tmp_path / "project"
+    assert load_compiled(project, [root])["caps"] == {}
+    write_capability(elsewhere, feature("cap", skills=["s"], steps=[step("s")]))
+    assert list(load_compiled(project, [root])["caps"]) == ["cap"]

@@ -326,3 +326,19 @@ def test_result_model_rejects_inconsistent_shapes():
         TaskContentResult(resolved=False, content=ResolvedContent(action="x"))
     with pytest.raises(ValueError):
         TaskContentResult(resolved=False, reason="other")
+
+
+@pytest.mark.parametrize("where", ["tracker-id", "binary", "args"])
+def test_a_nul_byte_in_the_argv_is_an_error_not_a_traceback(tmp_path, where):
+    script = resolver_script(tmp_path, "open('RAN', 'w').close()\n")
+    resolver = declare(script, args=["{{id}}", "a\0b"] if where == "args" else None)
+    if where == "binary":
+        resolver = TaskContentResolver(
+            trackerPrefix="beads",
+            invoke=Invoke(binary="py\0thon", args=["{{id}}"], timeoutMs=20_000),
+        )
+    tracker_id = "beads:G\0SD-1" if where == "tracker-id" else "beads:GSD-1"
+    with pytest.raises(TaskContentError, match="NUL byte") as info:
+        resolve(tracker_id, ("beads", resolver), cwd=tmp_path)
+    assert "\0" not in str(info.value)
+    assert not (tmp_path / "RAN").exists()

@@ -243,3 +243,11 @@ def test_usage_no_task_with_that_tracker_id(project):
 def test_absolute_plan_inside_the_project_is_fine(project):
     result = resolve_content(project, "--plan", str(project / PLAN), "--task-id", "nocolon")
     assert ok_json(result) == {"resolved": False}
+
+
+def test_an_over_long_plan_or_project_path_is_a_usage_error(project):
+    for args in (("--plan", "p" * 5000), ("--plan", PLAN, "--project", "d" * 5000)):
+        result = resolve_content(project, *args, "--task-id", "beads:GSD-1")
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.startswith("looprail: error: --")
+        assert result.stderr.count("\n") == 1

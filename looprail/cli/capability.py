@@ -90,14 +90,19 @@ def _registry_for(args):
     singles = []
     for d in args.dirs:
         path = Path(d)
-        if (path / "capability.json").is_file():
+        try:
+            single, folder = (path / "capability.json").is_file(), path.is_dir()
+        except OSError:  # a name the OS refuses (too long, say): not a folder either way
+            single = folder = False
+        if single:
             singles.append(path)
-        elif path.is_dir():
+        elif folder:
             roots.append(Root(path, FIRST_PARTY))
         else:
             from looprail.errors import UsageError
 
-            raise UsageError(f"{d}: not a capability folder or a folder of capabilities")
+            shown = d if len(d) <= 200 else d[:200] + "…"
+            raise UsageError(f"{shown}: not a capability folder or a folder of capabilities")
     registry = load_registry(args.project, roots=roots, config=config)
     for folder in singles:
         from looprail.hooks.manifest import validate_manifest

@@ -58,7 +58,11 @@ def _predicate(args) -> int:
     if args.phase_dir:
         phase_dir: Path | None = Path(args.phase_dir)
         resolved = phase_dir if phase_dir.is_absolute() else project / phase_dir
-        if not resolved.is_dir():
+        try:
+            is_dir = resolved.is_dir()
+        except OSError as exc:  # e.g. a name too long for the file system
+            raise UsageError(f"--phase-dir: {exc.strerror or exc}") from None
+        if not is_dir:
             raise UsageError(f"--phase-dir: {resolved} is not a directory")
     else:
         phase_dir = find_phase_dir(project, args.phase) if args.phase else None

@@ -42,8 +42,8 @@ def _resolve_content(args) -> int:
     if not args.task_id:
         raise UsageError("task resolve-content: --task-id is required")
     project = Path(args.project).resolve()
-    if not project.is_dir():
-        raise UsageError(f"--project: {project} is not a directory")
+    if not _is(project, "dir"):
+        raise UsageError(f"--project: {_shown(str(project))} is not a directory")
     plan = _plan_inside(project, args.plan)
     _require_task(plan, args.task_id, project)
 
@@ -79,10 +79,24 @@ def _plan_inside(project, given: str):
     raw = Path(given)
     real = (raw if raw.is_absolute() else project / raw).resolve()
     if not real.is_relative_to(project):
-        raise UsageError(f"--plan: {given} is outside the project {project}")
-    if not real.is_file():
-        raise UsageError(f"--plan: {given} does not exist")
+        raise UsageError(f"--plan: {_shown(given)} is outside the project {project}")
+    if not _is(real, "file"):
+        raise UsageError(f"--plan: {_shown(given)} does not exist")
     return real
+
+
+def _is(path, kind: str) -> bool:
+    """`is_dir()`/`is_file()`, False for a path the OS refuses (a name too long, say)."""
+    try:
+        return path.is_dir() if kind == "dir" else path.is_file()
+    except OSError:
+        return False
+
+
+def _shown(text: str) -> str:
+    from looprail.runtime.process import escape_untrusted
+
+    return escape_untrusted(text if len(text) <= 200 else text[:200] + "…")
 
 
 def _require_task(plan, tracker_id: str, project) -> None:

@@ -304,6 +304,8 @@ def _command_exit_zero(predicate: Mapping[str, Any], ctx: CheckContext) -> Check
     command = _required_str(predicate, "command")
     if len(command) > COMMAND_MAX_LENGTH:
         raise _Malformed(f"'command' is longer than {COMMAND_MAX_LENGTH} characters")
+    if "\0" in command:  # no shell can receive it (and Popen would raise)
+        raise _Malformed("'command' contains a NUL byte")
     timeout_s = COMMAND_DEFAULT_TIMEOUT_S
     if "timeout" in predicate:
         raw = predicate["timeout"]
@@ -359,7 +361,7 @@ def _artifact_frontmatter_equals(predicate: Mapping[str, Any], ctx: CheckContext
     kind = "artifact-frontmatter-equals"
     base = ctx.resolved_phase_dir() or ctx.project
     path = _find_artifact(base, artifact, allow_prefix=True)
-    if path is None or not path.is_file():
+    if path is None or not _is_file(path):
         return Verdict(
             True,
             f"artifact matching {artifact} not found in {base}",
@@ -447,8 +449,11 @@ def _relative_artifact(predicate: Mapping[str, Any]) -> str:
 def _find_artifact(base: Path, artifact: str, *, allow_prefix: bool) -> Path | None:
     """`base/artifact`, else (for a bare file name) the first `NN-…-artifact` in `base`."""
     exact = base / artifact
-    if exact.exists():
-        return exact
+    try:
+        if exact.exists():
+            return exact
+    except OSError:  # a name too long for the file system, say: it is not there
+        return None
     if not allow_prefix or "/" in artifact:
         return None
     try:
@@ -460,6 +465,13 @@ def _find_artifact(base: Path, artifact: str, *, allow_prefix: bool) -> Path | N
         if entry.endswith(suffix) and _PHASE_PREFIX.fullmatch(entry[: -len(artifact)]):
             return base / entry
     return None
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def read_frontmatter(text: str) -> dict[str, Any] | str:

@@ -447,6 +447,11 @@ def check_capability(cap: Capability, file: str, folder_name: str | None) -> lis
         add("$.taskContentResolver", "null is not allowed; leave the key out to declare none")
     if tcr is not None and "{{id}}" not in tcr.invoke.args:
         add("$.taskContentResolver.invoke.args", 'needs at least one element exactly "{{id}}"')
+    if tcr is not None and "\0" in tcr.invoke.binary:
+        add("$.taskContentResolver.invoke.binary", "must not contain a NUL byte")
+    for i, arg in enumerate(tcr.invoke.args if tcr is not None else ()):
+        if "\0" in arg:
+            add(f"$.taskContentResolver.invoke.args[{i}]", "must not contain a NUL byte")
     return issues
 
 

@@ -122,12 +122,12 @@ def load_registry(
     warnings: list[str] = []
     candidates: list[LoadedCapability] = []
     for root in roots:
-        if root.origin == FIRST_PARTY and not root.path.is_dir():
+        if root.origin == FIRST_PARTY and not _exists(root.path, dir=True):
             warnings.append(f"{root.path}: capability folder does not exist")
             continue
         for folder in _capability_folders(root.path):
             manifest_path = folder / "capability.json"
-            if not manifest_path.is_file():
+            if not _exists(manifest_path, dir=False):
                 continue
             file = str(manifest_path)
             try:
@@ -157,6 +157,14 @@ def load_registry(
     _check_points(registry)
     apply_activation(registry, config)
     return registry
+
+
+def _exists(path: Path, *, dir: bool) -> bool:
+    """`is_dir()`/`is_file()` that answers False for a path the OS refuses (too long, say)."""
+    try:
+        return path.is_dir() if dir else path.is_file()
+    except OSError:
+        return False
 
 
 def _reserved_prefixes() -> tuple[str, ...]:
@@ -229,7 +237,9 @@ def _merge(
                 ("reviewer flag", f, f"$.reviewer.flags[{i}]")
                 for i, f in enumerate(dict.fromkeys(m.reviewer.flags))
             ]
-            claims.append(("reviewsSection", m.reviewer.reviewsSection, "$.reviewer.reviewsSection"))
+            claims.append(
+                ("reviewsSection", m.reviewer.reviewsSection, "$.reviewer.reviewsSection")
+            )
         clash = next(((k, v, p) for k, v, p in claims if (k, v) in owners), None)
         if clash:
             kind, value, path = clash

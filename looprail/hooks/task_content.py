@@ -262,6 +262,8 @@ def resolve_task_content(
         raise fail("invoke.binary is empty")
     argv = build_argv(invoke, ident)
     binary = escape_untrusted(invoke.binary)
+    if any("\0" in a for a in argv):  # no process can receive it (and Popen would raise)
+        raise fail(f"resolver '{binary}': the tracker id or invoke argv contains a NUL byte")
     result = run_bounded(argv, timeout_s=timeout_ms / 1000, cwd=cwd)
     if result.spawn_error:
         raise fail(f"resolver '{binary}' could not start: {result.spawn_error}")
