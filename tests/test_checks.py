@@ -552,3 +552,8 @@ def test_an_over_long_artifact_name_blocks_instead_of_raising(ctx, kind):
     fields = {"field": "x", "equals": 1} if kind == "artifact-frontmatter-equals" else {}
     result = predicate(ctx, kind=kind, artifact="a" * 5000, **fields)
     assert isinstance(result, Verdict) and result.block is True
+
+
+def test_command_exit_zero_timeout_is_bounded(ctx):
+    result = predicate(ctx, kind="command-exit-zero", command="true", timeout=10**9)
+    assert isinstance(result, CheckError) and "at most 3600" in result.reason

@@ -603,3 +603,21 @@ def test_dry_run_shows_commands_as_they_would_run(tmp_path):
     (bad,) = [line for line in text.splitlines() if "rm -rf" in line]
     assert "fails the grammar" in bad and "never run" in bad
     assert "(unless VERIFICATION.md reports status: passed)" in text
+
+
+def test_unconsented_project_resolver_halts_instead_of_falling_back(tmp_path):
+    project = make_project(tmp_path)
+    write_plan(
+        project,
+        "01",
+        plan_md("01", tasks=[task_xml("x", attrs=' tracker-id="bd:1"', action="inline")]),
+    )
+    cap = resolver_cap(tmp_path, "print(json.dumps({'description': 'from tracker'}))")
+    from tests.conftest import write_capability
+
+    write_capability(project / ".looprail" / "capabilities", cap)
+    rt = scripted(project)
+    out = run_loop(project, rt)
+    assert out.result.status == "halted"
+    assert "bd:1" in out.result.reason and "looprail trust" in out.result.reason
+    assert rt.calls_of("task") == []

@@ -230,7 +230,7 @@ def test_a_capability_that_failed_to_load_is_never_no_resolver(tmp_path):
             "beads:1",
             [("other", declare(script, prefix="other"))],
             cwd=tmp_path,
-            unloadable=[("beads", "beads", "bad version")],
+            unloadable=[("beads", "beads", "failed to load: bad version")],
         )
     assert not (tmp_path / "RAN").exists()
 

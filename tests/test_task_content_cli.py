@@ -169,9 +169,10 @@ def test_a_project_overlay_capability_resolves_only_with_consent(project):
 
     caps = project / ".looprail" / "capabilities"
     add_capability(caps, "tracker", prefix="jira")
-    # Without consent the project's own capability runs nothing.
+    # Without consent the project's own capability runs nothing, and the task halts: never a
+    # silent fallback to the inline plan.
     result = resolve_content(project, "--plan", PLAN, "--task-id", "jira:ABC-1", caps=False)
-    assert ok_json(result) == {"resolved": False, "reason": "no-resolver"}
+    assert result.returncode == 1 and "looprail trust" in result.stderr
     grant(project, {"tracker": folder_hash(caps / "tracker")}, home=project.parent / "home")
     result = resolve_content(project, "--plan", PLAN, "--task-id", "jira:ABC-1", caps=False)
     # The overlay resolver answers "not json" for ABC-1: it ran, and that is a hard error.

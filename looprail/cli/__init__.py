@@ -84,6 +84,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LooprailError as exc:
         print(f"looprail: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:
+        # A file or folder the user named that the OS refuses (permissions, a name too long,
+        # a full disk): one line, like every other user error.
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        print(f"looprail: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("looprail: interrupted", file=sys.stderr)
         return 130

@@ -53,18 +53,21 @@ def _resolve_content(args) -> int:
 
     for message in [*warnings, *registry.warnings]:
         warn(message)
-    # A project capability's resolver runs only with the user's consent (`looprail trust`).
-    consented = [
-        (cid, r)
-        for cid, r in registry.task_content_resolvers()
-        if registry.capabilities[cid].origin != "project"
-        or has_consent(project, cid, registry.capabilities[cid].source)
-    ]
+    # A project capability's resolver runs only with the user's consent (`looprail trust`);
+    # without it the task halts rather than silently falling back to the inline plan.
+    consented, unconsented = [], []
+    for cid, r in registry.task_content_resolvers():
+        lc = registry.capabilities[cid]
+        if lc.origin != "project" or has_consent(project, cid, lc.source):
+            consented.append((cid, r))
+        else:
+            reason = "no consent for this project capability (run `looprail trust`)"
+            unconsented.append((cid, r.trackerPrefix, reason))
     result = resolve_task_content(
         args.task_id,
         consented,
         cwd=project,
-        unloadable=unloadable_resolvers(registry.failed),
+        unloadable=unloadable_resolvers(registry.failed) + unconsented,
     )
     print_json(result.to_json())
     return 0

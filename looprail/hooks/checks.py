@@ -50,6 +50,7 @@ EXIT_UNAVAILABLE = 69  # EX_UNAVAILABLE: the check "could not look"; JSON on std
 
 COMMAND_MAX_LENGTH = 4096
 COMMAND_DEFAULT_TIMEOUT_S = 30.0
+COMMAND_MAX_TIMEOUT_S = 3600
 MESSAGE_TAIL_CHARS = 2000
 INTERPOLATED_VARS = ("PHASE_NUMBER", "PHASE_DIR", "PHASE_REQ_IDS")
 
@@ -316,6 +317,8 @@ def _command_exit_zero(predicate: Mapping[str, Any], ctx: CheckContext) -> Check
             or raw <= 0
         ):
             raise _Malformed("'timeout' must be a positive number of seconds")
+        if raw > COMMAND_MAX_TIMEOUT_S:  # a third-party predicate cannot buy an unbounded run
+            raise _Malformed(f"'timeout' must be at most {COMMAND_MAX_TIMEOUT_S} seconds")
         timeout_s = float(raw)
     # The command is never rewritten: `${PHASE_NUMBER}` etc. are expanded by the shell from the
     # environment, so a value carrying a quote or `;` stays data and cannot become syntax.

@@ -233,7 +233,7 @@ def resolve_task_content(
             tracker_id,
             prefix,
             [c for c, _ in broken] + [c for c, _ in matches],
-            f"a capability declaring this trackerPrefix failed to load: {broken[0][1]}",
+            f"a capability declaring this trackerPrefix cannot be used: {broken[0][1]}",
         )
     if not matches:
         return NO_RESOLVER
@@ -294,7 +294,7 @@ def unloadable_resolvers(failed: Sequence[Any]) -> list[tuple[str, str, str]]:
         prefix = declared.get("trackerPrefix") if isinstance(declared, dict) else None
         if isinstance(prefix, str) and prefix:
             reason = str(cap.issues[0]) if cap.issues else "invalid manifest"
-            out.append((cap.id, prefix, escape_untrusted(reason)))
+            out.append((cap.id, prefix, "failed to load: " + escape_untrusted(reason)))
     return out
 
 

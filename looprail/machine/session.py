@@ -40,9 +40,18 @@ class Loaded:
 
     @property
     def unloadable(self) -> list[Any]:
+        """Resolvers that exist but must not run: their capability failed to load, or is a
+        project capability without consent. A task with their prefix halts (never a silent
+        fallback to the inline plan)."""
         from looprail.hooks.task_content import unloadable_resolvers
 
-        return unloadable_resolvers(self.registry.failed)
+        caps = self.compiled["caps"]
+        unconsented = [
+            (cid, r.trackerPrefix, "no consent for this project capability (run `looprail trust`)")
+            for cid, r in self.registry.task_content_resolvers()
+            if cid in caps and caps[cid].get("consent") is False
+        ]
+        return unloadable_resolvers(self.registry.failed) + unconsented
 
     def input_paths(self, phase_dir: Path | None) -> list[Path]:
         """What a run depends on: capability folders, the config, the phase's plans."""
