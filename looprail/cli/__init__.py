@@ -9,12 +9,15 @@ Exit codes: 0 success; 1 the work was refused or failed (bad input, halted loop)
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
-from collections.abc import Sequence
 
 from looprail.errors import LooprailError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
 
 # Command-group modules, in the order `looprail --help` lists them.
 _GROUPS = (
@@ -49,6 +52,8 @@ _COMMAND_MODULE = {
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole parser, or (with `only`) just the one command group argv names: a host calls
     `loop render-hooks` many times per loop, and building every subparser costs milliseconds."""
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="looprail",
         description="Declarative state-machine orchestrator for the discuss → plan → execute → "
@@ -72,12 +77,20 @@ def _group_of(argv: Sequence[str]) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(_group_of(argv))
-    args = parser.parse_args(argv)
+    args = None
+    if argv[:2] == ["loop", "render-hooks"]:
+        # The hot path: a plain argv is read without argparse (~10 ms of imports and setup);
+        # anything unusual (help, a typo, an unknown flag) goes through argparse below.
+        from looprail.cli.loop import fast_render_hooks_args
+
+        args = fast_render_hooks_args(argv[2:])
+    if args is None:
+        parser = build_parser(_group_of(argv))
+        args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)
     if handler is None:
         # A group without its subcommand: show that group's help.
-        (getattr(args, "group_parser", None) or parser).print_help(sys.stderr)
+        (getattr(args, "group_parser", None) or build_parser()).print_help(sys.stderr)
         return 2
     try:
         return int(handler(args) or 0)

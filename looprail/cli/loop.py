@@ -37,6 +37,54 @@ def register(sub) -> None:
     p.set_defaults(handler=render_hooks)
 
 
+_VALUE_FLAGS = {"--active-cap": "active_cap", "--project": "project", "--flavor": "flavor"}
+_BOOL_FLAGS = {"--raw": "raw", "--strict": "strict"}
+
+
+def fast_render_hooks_args(argv: list[str]):
+    """`loop render-hooks` arguments read without argparse, or None when argv needs argparse
+    (help, an unknown flag, a missing value, a bad flavor, two points). Same meaning as the
+    argparse definition above; a test checks the two agree."""
+    from types import SimpleNamespace
+
+    from looprail.cli._common import FLAVORS
+
+    ns = SimpleNamespace(
+        point=None,
+        raw=False,
+        strict=False,
+        active_cap=None,
+        project=".",
+        capabilities=[],
+        flavor="gsd",
+        handler=render_hooks,
+    )
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        name, eq, value = arg.partition("=")
+        if name in _VALUE_FLAGS or name == "--capabilities":
+            if not eq:
+                if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
+                    return None
+                value = argv[i + 1]
+                i += 1
+            if name == "--capabilities":
+                ns.capabilities.append(value)
+            else:
+                setattr(ns, _VALUE_FLAGS[name], value)
+        elif arg in _BOOL_FLAGS:
+            setattr(ns, _BOOL_FLAGS[arg], True)
+        elif arg.startswith("-") or ns.point is not None:
+            return None
+        else:
+            ns.point = arg
+        i += 1
+    if ns.point is None or ns.flavor not in FLAVORS:
+        return None
+    return ns
+
+
 def render_hooks(args) -> int:
     from looprail.config import load_project_config
     from looprail.hooks.compiled import load_compiled

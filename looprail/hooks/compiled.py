@@ -154,7 +154,11 @@ def load_compiled(
 
 def _with_consent(compiled: dict[str, Any], home: Any, env: Mapping[str, str]) -> dict[str, Any]:
     """Consent is applied at read time, never cached: it changes without any manifest change
-    (`looprail trust`/`revoke`, an edited file in a capability folder)."""
+    (`looprail trust`/`revoke`, an edited file in a capability folder). Only project-overlay
+    capabilities need consent, so the trust module is imported only when there are some."""
+    caps = compiled.get("caps") or {}
+    if not any(c.get("origin") == PROJECT for c in caps.values()):
+        return compiled
     from looprail.trust import compiled_consent
 
     return compiled_consent(compiled, home=home, env=env)
