@@ -237,6 +237,7 @@ def test_an_over_long_path_is_one_line_not_a_traceback(tmp_path):
         ],
         ["plan:pre", "--active-cap", "ui", "--flavor", "msd"],
         ["plan:pre", "--active-cap=ui", "--project=p", "--flavor=ferrox"],
+        ["plan:pre", "--phase", "01", "--raw"],
         ["plan"],
     ],
 )
@@ -246,7 +247,8 @@ def test_fast_path_reads_argv_as_argparse_does(argv):
 
     fast = fast_render_hooks_args(argv)
     full = build_parser("loop").parse_args(["loop", "render-hooks", *argv])
-    for key in ("point", "raw", "strict", "active_cap", "project", "capabilities", "flavor"):
+    keys = ("point", "raw", "strict", "active_cap", "project", "capabilities", "flavor", "phase")
+    for key in keys:
         assert getattr(fast, key) == getattr(full, key), key
     assert fast.handler is full.handler
 
@@ -266,3 +268,24 @@ def test_fast_path_defers_anything_unusual_to_argparse(argv):
     from looprail.cli.loop import fast_render_hooks_args
 
     assert fast_render_hooks_args(argv) is None
+
+
+def test_phase_context(tmp_path):
+    project, root = setup(tmp_path)
+    (project / ".planning" / "phases" / "02-api").mkdir(parents=True)
+    base = (
+        "loop",
+        "render-hooks",
+        "plan:pre",
+        "--raw",
+        "--project",
+        str(project),
+        "--capabilities",
+        str(root),
+    )
+    env = json.loads(run_cli(*base, "--phase", "2").stdout)
+    assert env["context"] == {"phase": "2", "phaseDir": ".planning/phases/02-api"}
+    assert "warnings" not in env
+    env = json.loads(run_cli(*base, "--phase", "7").stdout)
+    assert "context" not in env and "no phase folder" in env["warnings"][0]
+    assert "context" not in json.loads(run_cli(*base).stdout)

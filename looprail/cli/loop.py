@@ -32,12 +32,23 @@ def register(sub) -> None:
     p.add_argument(
         "--strict", action="store_true", help="exit non-zero when the envelope carries warnings"
     )
+    p.add_argument(
+        "--phase",
+        metavar="N",
+        help="add context {phase, phaseDir} for the phase this invocation is about (a warning "
+        "when N does not name exactly one phase folder)",
+    )
     add_project_options(p)
     add_flavor_option(p)
     p.set_defaults(handler=render_hooks)
 
 
-_VALUE_FLAGS = {"--active-cap": "active_cap", "--project": "project", "--flavor": "flavor"}
+_VALUE_FLAGS = {
+    "--active-cap": "active_cap",
+    "--project": "project",
+    "--flavor": "flavor",
+    "--phase": "phase",
+}
 _BOOL_FLAGS = {"--raw": "raw", "--strict": "strict"}
 
 
@@ -57,6 +68,7 @@ def fast_render_hooks_args(argv: list[str]):
         project=".",
         capabilities=[],
         flavor="gsd",
+        phase=None,
         handler=render_hooks,
     )
     i = 0
@@ -108,6 +120,8 @@ def render_hooks(args) -> int:
         print("true" if active_cap(compiled, config, args.point, args.active_cap) else "false")
         return 0
     envelope = resolve(compiled, config, args.point)
+    if args.phase is not None:
+        _add_context(envelope, args.project, args.phase)
     for w in envelope.get("warnings", ()):
         warn(w)
     if args.raw:
@@ -115,3 +129,19 @@ def render_hooks(args) -> int:
     else:
         sys.stdout.write(envelope["rendered"] + "\n")
     return 1 if args.strict and envelope.get("warnings") else 0
+
+
+def _add_context(envelope: dict, project: str, phase: str) -> None:
+    """The typed phase context of the newest contract (gsd-core #4030): present only when
+    `--phase` names exactly one phase folder; otherwise a warning says why not."""
+    from looprail.layout import PHASES_DIR, phase_folders
+
+    folders = phase_folders(project, phase)
+    if len(folders) == 1:
+        phase_dir = f"{PHASES_DIR}/{folders[0]}".replace("\\", "/")
+        envelope["context"] = {"phase": phase, "phaseDir": phase_dir}
+        return
+    why = "no phase folder" if not folders else f"{len(folders)} phase folders"
+    envelope.setdefault("warnings", []).append(
+        f"--phase {phase}: {why} under {PHASES_DIR}; no context added"
+    )

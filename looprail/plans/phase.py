@@ -16,12 +16,14 @@ from pydantic import BaseModel, ConfigDict, computed_field
 
 from looprail.config import load_project_config
 from looprail.errors import PlanError
+from looprail.layout import PHASE_DIR_PATTERN, normalize_phase_number
+from looprail.layout import PHASES_DIR as LAYOUT_PHASES_DIR
 from looprail.plans.planfile import Plan, plan_id_from_filename, read_plan
 from looprail.plans.waves import canonical_plan_id, resolve_dependencies
 
-PHASES_DIR = Path(".planning") / "phases"
+PHASES_DIR = Path(LAYOUT_PHASES_DIR)
 
-_PHASE_DIR = re.compile(r"(?P<token>\d+[A-Za-z]?(?:\.\d+)*)(?:-(?P<slug>.*))?")
+_PHASE_DIR = PHASE_DIR_PATTERN
 
 
 class PhaseDir(BaseModel):
@@ -60,16 +62,6 @@ class Phase(PhaseDir):
     @property
     def incomplete(self) -> list[str]:
         return [plan.id for plan in self.plans if not plan.has_summary]
-
-
-def normalize_phase_number(token: str) -> str | None:
-    """`01` → `1`, `02.1` → `2.1`, `12a` → `12A`; None when `token` is not a phase number."""
-    match = re.fullmatch(r"(\d+)([A-Za-z]?)((?:\.\d+)*)", token.strip())
-    if match is None:
-        return None
-    main, letter, decimals = match.groups()
-    rest = "".join(f".{int(part)}" for part in decimals.split(".")[1:])
-    return f"{int(main)}{letter.upper()}{rest}"
 
 
 def _sort_key(number: str) -> tuple[int, str, tuple[int, ...]]:
