@@ -573,7 +573,9 @@ def _gate(data: LintInput, d: _Decl) -> list[Finding]:
             dotted = "." in str(query)
             out.append(
                 Finding(
-                    severity="error",
+                    # the loop refuses to run it; that stops the loop only when the gate
+                    # blocks or halts on a check error, else it is a warning at run time
+                    severity=severe,
                     code="query-grammar",
                     file=d.file,
                     path=f"{d.path}.check.query",
@@ -716,7 +718,7 @@ def _command_predicate(
 ) -> list[Finding]:
     path = f"{d.path}.check.predicate.command"
     try:
-        words = shlex.split(command, comments=True)
+        first = _first_program(command)
     except ValueError as exc:
         return [
             Finding(
@@ -728,11 +730,8 @@ def _command_predicate(
                 fix="fix the quoting of the command",
             )
         ]
-    while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):
-        words = words[1:]  # `VAR=value cmd`
-    if not words or any(c in words[0] for c in "$`"):
+    if first is None or any(c in first for c in "$`"):
         return []  # decided at run time
-    first = words[0]
     found = data.probe.runnable(first) if "/" in first else data.probe.on_path(first)
     if found:
         return []
@@ -751,6 +750,28 @@ def _command_predicate(
             fix=f"install {first}, or change the predicate's command",
         )
     ]
+
+
+def _first_program(command: str) -> str | None:
+    """The program `sh -c command` starts first, or None when it starts none that is known
+    before running. Shell punctuation is split off (`(cd x && make)` starts `cd`, not `(cd`), and
+    subshell/group openers, `!`, `VAR=value` assignments and redirections are stepped over.
+    Raises ValueError on unbalanced quotes."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    tokens = list(lexer)
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token[0] in "<>":  # a redirection and its target
+            i += 2
+        elif token.isdigit() and i + 1 < len(tokens) and tokens[i + 1][0] in "<>":
+            i += 3  # `2>/dev/null`
+        elif set(token) <= set("();&|{}!") or re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", token):
+            i += 1
+        else:
+            return token
+    return None
 
 
 def _step(data: LintInput, d: _Decl) -> list[Finding]:
@@ -937,8 +958,8 @@ def _trackers(data: LintInput, plan: Any, resolvers: _Resolvers) -> Iterable[Fin
     file = _rel(plan.path, data.project)
     for task in plan.tasks:
         tid = task.tracker_id
-        if not tid:
-            continue
+        if not tid or task.is_checkpoint:
+            continue  # a checkpoint pauses: execute:task never resolves it
         where = f"line {task.line} (task {task.index} tracker-id)"
         split = split_tracker_id(tid)
         if split is None:

@@ -209,8 +209,8 @@ def trait_enabled(
 
 def check_paths(repo_root: str, paths: Sequence[str]) -> str | None:
     """None when every path is a non-empty string without control characters and stays inside
-    `repo_root` (lexically and, for paths that exist, after following symlinks); else the
-    reason."""
+    `repo_root`, both lexically and after following symlinks (also for a path that does not
+    exist: a deleted file under a symlinked folder must not lead out); else the reason."""
     if not paths:
         return INVALID_PATHS
     root = os.path.abspath(repo_root)
@@ -221,7 +221,7 @@ def check_paths(repo_root: str, paths: Sequence[str]) -> str | None:
         lexical = os.path.normpath(os.path.join(root, p))
         if not _within(lexical, root):
             return PATH_ESCAPES_REPO_ROOT
-        if os.path.lexists(lexical) and not _within(os.path.realpath(lexical), real_root):
+        if not _within(os.path.realpath(lexical), real_root):
             return PATH_ESCAPES_REPO_ROOT
     return None
 

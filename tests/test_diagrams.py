@@ -263,6 +263,27 @@ def test_refused_route_is_red_only_up_to_the_refusing_point():
     assert "halt_note" in mermaid and "refusedhook" in mermaid
 
 
+def test_run_halted_by_a_native_task_hook_draws_without_a_point_node():
+    # A native hook blocking `task_call` halts with point "task_call": not one of the 12 points.
+    run = RunView(
+        run_id="01ABC",
+        phase="1",
+        status="halted",
+        state=("execute", "wave_running"),
+        halt_reason="native hook guard at task_call: no",
+        events=(
+            RunEvent(
+                "native_hook", point=None, cap_id="guard", hook_kind="native", outcome="block"
+            ),
+            RunEvent("halted", point="task_call", cap_id="guard", outcome="halted"),
+        ),
+    )
+    graph = build_graph(run=run)
+    assert graph.nodes["halt_note"]["label"] == "halted: native hook guard at task_call: no"
+    assert not any(d.get("refused") for _, _, _, d in transitions(graph))
+    assert "halt_note" in to_dot(graph) and "halt_note" in to_mermaid(graph)
+
+
 def test_run_overlay_on_drawn_hooks_marks_outcomes(tmp_path):
     run = RunView(
         run_id="R",
@@ -369,6 +390,13 @@ def test_missing_dot_is_one_line_and_text_formats_still_work(monkeypatch):
         render(graph, "png")
     assert render(graph, "dot").startswith(b"digraph")
     assert b"flowchart LR" in render(graph, "mermaid")
+
+
+def test_cli_output_that_is_a_folder_is_a_usage_error(tmp_path):
+    r = run_cli("diagram", "--format", "dot", "-o", str(tmp_path), cwd=tmp_path)
+    assert r.returncode == 2
+    assert r.stderr == f"looprail: error: {tmp_path}: is a folder, not a file\n"
+    assert list(tmp_path.iterdir()) == []  # no temporary file left behind
 
 
 def test_cli_without_dot_on_path(tmp_path):

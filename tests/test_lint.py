@@ -215,6 +215,12 @@ def test_dotted_query_is_an_error_with_the_spaced_fix(project, caps):
     assert f.fix == "use spaces: `ui plan-gate`"
 
 
+def test_dotted_query_on_an_advisory_skip_gate_is_a_warning(project, caps):
+    advisory = gate("plan:pre", {"query": "ui.plan-gate"}, blocking=False, on_error="skip")
+    write_capability(caps, feature("ui", gates=[advisory]))
+    assert one(findings(project, caps), "query-grammar").severity == "warning"
+
+
 def test_query_without_a_check_executable(project, caps):
     write_capability(caps, feature("ui", gates=[gate("plan:pre", {"query": "ui plan-gate"})]))
     write_capability(
@@ -253,6 +259,12 @@ def test_query_with_a_host_tool(project, caps):
         ("test -f README.md", True, None),
         ("sh -c 'exit 0'", True, None),
         ('"$HOME/bin/check"', True, None),  # decided at run time
+        ("(cd src && make check)", True, None),  # a subshell: no program named "(cd"
+        ("(no-such-program-xyz)", True, "error"),
+        ("{ true; }", True, None),
+        ("true&&make check", True, None),  # the first program is `true`, not `true&&make`
+        ("VAR=1; no-such-program-xyz", True, "error"),  # only an assignment before it
+        ("2>/dev/null test -f README.md", True, None),  # a redirection first
     ],
 )
 def test_predicate_command_that_is_not_there(project, caps, command, blocking, expected):
@@ -410,6 +422,14 @@ def test_tracker_ids(project, caps):
     (project / "bin" / "demo-missing").write_text("#!/bin/sh\n")
     (project / "bin" / "demo-missing").chmod(0o755)
     assert "tracker-resolver-missing" not in [f.code for f in findings(project, caps)]
+
+
+def test_tracker_ids_of_checkpoint_tasks_are_never_resolved(project, caps):
+    # The run pauses at a checkpoint task and never asks a resolver (execute:task is once per
+    # non-checkpoint task), so a tracker-id there is not a finding.
+    checkpoint = task("look", tracker_id="jira:X-1", type="checkpoint:human-verify")
+    write_plan(project, "01", tasks=[checkpoint], autonomous=False)
+    assert not [f for f in findings(project, caps) if f.code.startswith("tracker-")]
 
 
 def test_tracker_prefix_of_a_broken_or_two_capabilities(project, caps):

@@ -294,6 +294,13 @@ def test_a_symlink_out_of_the_repo_escapes(tmp_path, repo):
     assert result.reason == "path_escapes_repo_root"
 
 
+def test_a_missing_file_under_a_symlinked_folder_out_of_the_repo_escapes(tmp_path, repo):
+    (tmp_path / "elsewhere").mkdir()
+    (repo / "src" / "out").symlink_to(tmp_path / "elsewhere")
+    result, _ = run(tmp_path, repo, req=request(repo, paths=("src/out/deleted.py",)))
+    assert result.reason == "path_escapes_repo_root"
+
+
 def test_absolute_paths_inside_the_repo_and_deleted_files_are_fine(tmp_path, repo):
     req = request(repo, paths=(str(repo / "src" / "a.py"), "src/deleted.py"))
     result, _ = run(tmp_path, repo, req=req)

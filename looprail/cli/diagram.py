@@ -113,6 +113,8 @@ def run(args) -> int:
         from looprail.diagrams import write_atomic
 
         target = Path(args.output)
+        if target.is_dir():
+            raise UsageError(f"{args.output}: is a folder, not a file")
         if not target.parent.is_dir():
             raise UsageError(f"{args.output}: folder {target.parent} does not exist")
         write_atomic(target, blob)

@@ -58,7 +58,8 @@ def _lanes(args):
 
 
 def _read_paths() -> tuple[str, ...] | None:
-    """One path per line from stdin (blank lines skipped); None when unreadable."""
+    """One path per line from stdin (blank lines skipped, a CRLF line ending accepted); None
+    when unreadable."""
     import sys
 
     from looprail.reviewer import MAX_PATHS_BYTES
@@ -72,7 +73,8 @@ def _read_paths() -> tuple[str, ...] | None:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    return tuple(line for line in text.split("\n") if line != "")
+    lines = (line.removesuffix("\r") for line in text.split("\n"))
+    return tuple(line for line in lines if line != "")
 
 
 def dispatch_step(args) -> int:

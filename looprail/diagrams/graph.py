@@ -380,7 +380,10 @@ def _hook_outcomes(graph: nx.MultiDiGraph, run: RunView) -> None:
 
 def _refusal(graph: nx.MultiDiGraph, run: RunView, current: Sequence[str]) -> None:
     halted = next((e for e in reversed(run.events) if e.kind == "halted"), None)
-    if halted is not None and halted.point and halted.cap_id:
+    # A native task hook halts at its event (`task_call`), not at one of the drawn points: then
+    # only the note says why.
+    at_point = halted is not None and bool(halted.point) and point_id(halted.point) in graph
+    if halted is not None and halted.point and halted.cap_id and at_point:
         # The refused transition: the one leaving the current state through the halted point.
         for u, _, _, d in transitions(graph):
             if u in current and halted.point in d["points"]:
