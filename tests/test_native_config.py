@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -576,3 +577,42 @@ def test_validation_never_crashes_and_always_names_a_path(entry, event):
     result = validate_hooks_document(doc, file="hooks.json", scope="project")
     assert result.status in ("valid", "invalid")
     assert all(i.path.startswith("$") and i.reason and "\n" not in str(i) for i in result.issues)
+
+
+def test_a_hooks_file_that_is_a_device_or_fifo_is_invalid_without_reading_it(tmp_path):
+    # A cloned project can carry `.looprail/hooks.json` as a symlink to /dev/zero: reading it
+    # whole would never end. Only regular files are read, and at most the size limit.
+    import subprocess
+    import sys
+
+    project = tmp_path / "p"
+    (project / ".looprail").mkdir(parents=True)
+    (project / ".looprail" / "hooks.json").symlink_to("/dev/zero")
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    probe = (
+        "import sys\n"
+        "from looprail.hooks.native.config import read_hooks_file\n"
+        "for path in sys.argv[1:]:\n"
+        "    f = read_hooks_file(path, scope='project')\n"
+        "    print(f.status, f.issues[0].reason)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(project / ".looprail" / "hooks.json"), str(fifo)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "invalid cannot read (not a regular file)",
+        "invalid cannot read (not a regular file)",
+    ]
+
+
+def test_an_oversized_hooks_file_is_refused(tmp_path):
+    path = tmp_path / "hooks.json"
+    path.write_bytes(b" " * ((1 << 20) + 1))
+    result = read_hooks_file(path, scope="global")
+    assert result.status == "invalid"
+    assert "larger than" in result.issues[0].reason

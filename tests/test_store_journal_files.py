@@ -163,3 +163,15 @@ def test_cli_reports_a_foreign_journal_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"looprail: error: {path}: is corrupt (")
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("create", [True, False])
+def test_a_fifo_at_the_journal_path_is_refused_without_blocking(tmp_path, create):
+    # Opening a FIFO for reading waits for a writer forever; `looprail status` must not hang.
+    import os
+
+    path = journal_path(tmp_path)
+    path.parent.mkdir(parents=True)
+    os.mkfifo(path)
+    with pytest.raises(JournalError, match=r"journal\.sqlite: not a regular file"):
+        Journal.open(tmp_path, create=create)

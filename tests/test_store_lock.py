@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from looprail.errors import LooprailError
 from looprail.runtime.process import ProcessResult, run_bounded
 from looprail.store import LockedError, RunLock, lock_holder, lock_path
 
@@ -139,3 +140,27 @@ def test_a_clean_release_leaves_no_previous_holder(tmp_path):
 
 def test_no_lock_file_means_no_holder(tmp_path):
     assert lock_holder(tmp_path) is None
+
+
+def test_a_symlinked_lock_file_is_refused_and_its_target_left_alone(tmp_path):
+    # A cloned project can carry `.looprail/run.lock` as a symlink: taking the lock must never
+    # truncate or write the file it points at.
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    project = tmp_path / "p"
+    (project / ".looprail").mkdir(parents=True)
+    lock_path(project).symlink_to(victim)
+    with pytest.raises(LooprailError, match=r"run\.lock: .*symlink"):
+        RunLock(project).acquire()
+    assert victim.read_text() == "precious\n"
+    assert lock_holder(project) is None
+    assert victim.read_text() == "precious\n"
+
+
+def test_a_lock_path_that_is_not_a_regular_file_is_a_one_line_error(tmp_path):
+    project = tmp_path / "p"
+    (project / ".looprail").mkdir(parents=True)
+    os.mkfifo(lock_path(project))
+    with pytest.raises(LooprailError, match=r"run\.lock: not a regular file"):
+        RunLock(project).acquire()
+    assert lock_holder(project) is None

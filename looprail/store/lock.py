@@ -14,6 +14,7 @@ import fcntl
 import json
 import os
 import socket
+import stat
 import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -83,7 +84,7 @@ class RunLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # os.open fds are not inherited by child processes (PEP 446), so a step or agent this
         # run spawns cannot keep the lock alive after the run itself has died.
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock(self.path, os.O_RDWR | os.O_CREAT)
         try:
             _flock_exclusive(fd)
         except BlockingIOError:
@@ -142,9 +143,11 @@ def lock_holder(project: str | Path) -> LockInfo | None:
     probes (a shared, non-blocking flock released at once); never takes the lock over."""
     path = lock_path(project)
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = _open_lock(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
+    except LooprailError:
+        return None  # a symlink or special file: no looprail run can hold it
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -155,6 +158,26 @@ def lock_holder(project: str | Path) -> LockInfo | None:
         return None
     finally:
         os.close(fd)
+
+
+def _open_lock(path: Path, flags: int) -> int:
+    """Open the lock file itself, never what a symlink points at: a cloned project may carry
+    `.looprail/run.lock` as a link to a file of the user's, which writing the holder record
+    would truncate. Anything but a regular file is refused with one line."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise LooprailError(
+                f"{path}: is a symlink; remove it (the run lock must be a plain file)"
+            ) from None
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise LooprailError(f"{path}: cannot open the run lock ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise LooprailError(f"{path}: not a regular file; remove it (it is the run lock)")
+    return fd
 
 
 def _flock_exclusive(fd: int) -> None:

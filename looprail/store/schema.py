@@ -8,7 +8,9 @@ with a one-line `JournalError` before anything is written to it.
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
 from pathlib import Path
 
 from looprail.errors import LooprailError
@@ -94,12 +96,20 @@ def schema_version() -> int:
 def check_header(path: Path) -> None:
     """Refuse a non-empty file that is not SQLite before SQLite touches it."""
     try:
-        with path.open("rb") as handle:
-            header = handle.read(len(_SQLITE_MAGIC))
+        # Non-blocking: opening a FIFO for reading would otherwise wait for a writer forever.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return
     except OSError as exc:
         raise JournalError(f"{path}: cannot read the journal ({exc.strerror})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise JournalError(f"{path}: not a regular file; refusing to use it as the journal")
+        header = os.pread(fd, len(_SQLITE_MAGIC), 0)
+    except OSError as exc:
+        raise JournalError(f"{path}: cannot read the journal ({exc.strerror})") from None
+    finally:
+        os.close(fd)
     if header and header != _SQLITE_MAGIC:
         raise JournalError(
             f"{path}: is corrupt (not an SQLite database: wrong file header); "

@@ -15,6 +15,7 @@ one warning; `looprail hooks validate` lists every problem with its file and JSO
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -207,7 +208,7 @@ def read_hooks_file(path: str | Path, *, scope: Scope) -> HooksFile:
     path = Path(path)
     file = str(path)
     try:
-        raw = path.read_bytes()
+        raw = _read_regular_file(path, MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         return HooksFile(path, scope, "missing")
     except OSError as exc:
@@ -217,6 +218,24 @@ def read_hooks_file(path: str | Path, *, scope: Scope) -> HooksFile:
     if issues:
         return HooksFile(path, scope, "invalid", issues=tuple(issues))
     return validate_hooks_document(data, file=path, scope=scope)
+
+
+def _read_regular_file(path: Path, limit: int) -> bytes:
+    """At most `limit` bytes of a regular file. A FIFO or a device (a cloned project can link
+    hooks.json to /dev/zero) is refused before it is read: reading it could never end."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file")
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read(limit)
 
 
 def validate_hooks_document(data: Any, *, file: str | Path, scope: Scope) -> HooksFile:
