@@ -45,8 +45,11 @@ def register(sub) -> None:
 
 def _open(project: str, *, required: bool):
     """The project's journal, or None when it has none (and `required` is false)."""
+    from looprail.errors import UsageError
     from looprail.store import Journal, NoJournalError
 
+    if not Path(project).is_dir():
+        raise UsageError(f"{project}: no such project folder")
     try:
         return Journal.open(Path(project), create=False)
     except NoJournalError:

@@ -191,7 +191,8 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
             conn.execute(f"PRAGMA user_version = {version + 1}")
             conn.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite may have rolled back already (e.g. disk full)
+                conn.execute("ROLLBACK")
             if exc.sqlite_errorname in _FILE_ERRORS:
                 raise
             raise JournalError(
