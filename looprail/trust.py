@@ -377,6 +377,18 @@ def hooks_state(
     return None if current == stored else CHANGED
 
 
+def hooks_bytes_consented(
+    project: str | os.PathLike[str], raw: bytes, *, home: str | os.PathLike[str] | None = None
+) -> bool:
+    """Did the user consent to exactly these bytes of the project's hooks.json? The loader
+    asks this about the bytes it is about to parse, so a file swapped after `is_trusted`
+    looked at it is never run."""
+    import hashlib
+
+    stored = _project_entry(_read_store(store_path(home)), project_key(project)).get("hooks")
+    return isinstance(stored, str) and hashlib.sha256(raw).hexdigest() == stored
+
+
 def is_trusted(
     project: str | os.PathLike[str], *, home: str | os.PathLike[str] | None = None
 ) -> bool:

@@ -616,3 +616,27 @@ def test_an_oversized_hooks_file_is_refused(tmp_path):
     result = read_hooks_file(path, scope="global")
     assert result.status == "invalid"
     assert "larger than" in result.issues[0].reason
+
+
+def test_project_file_bytes_are_checked_against_consent_as_read(tmp_path):
+    """Consent is checked on the exact bytes parsed: a file swapped after the trust check
+    (here: an `accept` that refuses what was read) is never loaded."""
+    import json as _json
+
+    from looprail.hooks.native import load_native_hooks
+
+    project = tmp_path / "p"
+    (project / ".looprail").mkdir(parents=True)
+    (project / ".looprail" / "hooks.json").write_text(
+        _json.dumps({"local": {"h": {"description": "d", "event": "plan:pre", "shell": "true"}}})
+    )
+    home = tmp_path / "home"
+    seen = []
+    ok = load_native_hooks(
+        project, trusted=True, home=home, accept_project_bytes=lambda raw: seen.append(raw) or True
+    )
+    assert [h.name for h in ok.hooks] == ["h"] and seen and b'"plan:pre"' in seen[0]
+    refused = load_native_hooks(
+        project, trusted=True, home=home, accept_project_bytes=lambda raw: False
+    )
+    assert refused.hooks == () and any("not trusted" in w for w in refused.warnings)

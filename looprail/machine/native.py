@@ -316,15 +316,13 @@ def load_bridge(
 ) -> NativeBridge | None:
     """The native hooks of this project (global, and project when trusted), or None."""
     from looprail.hooks.native import NativeHookEngine, load_native_hooks
+    from looprail.trust import hooks_bytes_consented, is_trusted
 
-    try:
-        from looprail.trust import is_trusted
-    except ImportError:  # pragma: no cover - trust store not installed
-
-        def is_trusted(_project: Path) -> bool:
-            return False
-
-    hooks = load_native_hooks(project, trusted=is_trusted)
+    hooks = load_native_hooks(
+        project,
+        trusted=is_trusted,
+        accept_project_bytes=lambda raw: hooks_bytes_consented(project, raw),
+    )
     for w in hooks.warnings:
         progress.warn(w)
     if not hooks.hooks:

@@ -202,9 +202,13 @@ def _parse_json(raw: bytes, file: str) -> tuple[Any, list[Issue]]:
     return value, []
 
 
-def read_hooks_file(path: str | Path, *, scope: Scope) -> HooksFile:
+def read_hooks_file(
+    path: str | Path, *, scope: Scope, accept: Callable[[bytes], bool] | None = None
+) -> HooksFile:
     """Read and validate one hooks file. Never raises: a missing file is `missing`, any problem
-    makes it `invalid` with every issue listed."""
+    makes it `invalid` with every issue listed. `accept`, when given, sees the exact bytes
+    read before anything is parsed; False makes the file `untrusted` (consent is checked
+    against what runs, not against an earlier look at the file)."""
     path = Path(path)
     file = str(path)
     try:
@@ -214,6 +218,8 @@ def read_hooks_file(path: str | Path, *, scope: Scope) -> HooksFile:
     except OSError as exc:
         reason = f"cannot read ({exc.strerror or exc})"
         return HooksFile(path, scope, "invalid", issues=(Issue(file, "$", reason),))
+    if accept is not None and not accept(raw):
+        return HooksFile(path, scope, "untrusted")
     data, issues = _parse_json(raw, file)
     if issues:
         return HooksFile(path, scope, "invalid", issues=tuple(issues))
@@ -607,6 +613,7 @@ def load_native_hooks(
     trusted: bool | Callable[[Path], bool],
     home: str | Path | None = None,
     enabled: Collection[str] | None = None,
+    accept_project_bytes: Callable[[bytes], bool] | None = None,
 ) -> NativeHookSet:
     """Load the effective native hooks of `project`. Never raises for a bad file.
 
@@ -623,8 +630,13 @@ def load_native_hooks(
     if _same_file(global_path, project_path):
         pass  # the project folder is the home folder: one file, read once as the global one
     elif project_path.exists():
-        if _is_trusted(trusted, project, warnings):
-            files.append(read_hooks_file(project_path, scope="project"))
+        read = (
+            read_hooks_file(project_path, scope="project", accept=accept_project_bytes)
+            if _is_trusted(trusted, project, warnings)
+            else None
+        )
+        if read is not None and read.status != "untrusted":
+            files.append(read)
         else:
             files.append(HooksFile(project_path, "project", "untrusted"))
             warnings.append(
