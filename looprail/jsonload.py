@@ -29,3 +29,20 @@ def loads_strict(text: str) -> tuple[Any, list[str]]:
         raise ValueError(f"{name} is not valid JSON")
 
     return json.loads(text, object_pairs_hook=pairs, parse_constant=no_constants), duplicates
+
+
+def json_type_name(value: Any) -> str:
+    """The JSON name of a parsed value's type, for messages ("got array")."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    if isinstance(value, dict) or hasattr(value, "keys"):
+        return "object"
+    return type(value).__name__

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from looprail.config import MISSING, lookup
 from looprail.errors import LooprailError
+from looprail.jsonload import json_type_name
 from looprail.runtime.process import escape_untrusted, run_bounded, tail
 
 # `\Z`, not `$`: Python's `$` also matches before a trailing newline, and a newline is exactly
@@ -147,7 +148,7 @@ def evaluate_check(
     if hasattr(check, "model_dump"):  # manifest.Check: absent shapes are None there
         check = check.model_dump(exclude_none=True)
     if not isinstance(check, Mapping):
-        return CheckError(f"check must be an object, got {_json_type(check)}")
+        return CheckError(f"check must be an object, got {json_type_name(check)}")
     present = [k for k in CHECK_SHAPES if k in check]
     if len(present) != 1:
         found = ", ".join(present) if present else "none"
@@ -173,7 +174,7 @@ def evaluate_predicate(predicate: Any, ctx: CheckContext) -> CheckResult:
     if isinstance(predicate, str):
         return evaluate_predicate_json(predicate, ctx)
     if not isinstance(predicate, Mapping):
-        return CheckError(f"check.predicate must be an object, got {_json_type(predicate)}")
+        return CheckError(f"check.predicate must be an object, got {json_type_name(predicate)}")
     kind = predicate.get("kind")
     if not isinstance(kind, str) or not kind:
         return CheckError("check.predicate.kind must be a non-empty string")
@@ -208,7 +209,7 @@ def evaluate_predicate_json(text: str, ctx: CheckContext) -> CheckResult:
             f"check.predicate has duplicate key {escape_untrusted(json.dumps(duplicates[0]))}"
         )
     if not isinstance(value, dict):
-        return CheckError(f"check.predicate must be a JSON object, got {_json_type(value)}")
+        return CheckError(f"check.predicate must be a JSON object, got {json_type_name(value)}")
     return evaluate_predicate(value, ctx)
 
 
@@ -234,7 +235,7 @@ def _dispatch_context(ctx: CheckContext) -> Any:
 
 def _evaluate_query(query: Any, runtime: CheckRuntime, target: Any) -> CheckResult:
     if not isinstance(query, str):
-        return CheckError(f"check.query must be a string, got {_json_type(query)}; not run")
+        return CheckError(f"check.query must be a string, got {json_type_name(query)}; not run")
     if not validate_query(query):
         return CheckError(
             f"check.query fails the grammar {GRAMMAR_TEXT} (lowercase words separated by "
@@ -252,7 +253,7 @@ def _evaluate_agent_verdict(spec: Any, runtime: CheckRuntime, target: Any) -> Ch
     if hasattr(spec, "model_dump"):
         spec = spec.model_dump(exclude_none=True)
     if not isinstance(spec, Mapping):
-        return CheckError(f"check.agentVerdict must be an object, got {_json_type(spec)}")
+        return CheckError(f"check.agentVerdict must be an object, got {json_type_name(spec)}")
     try:
         outcome = runtime.ask_verdict(spec, target)
     except (LooprailError, OSError) as exc:
@@ -290,7 +291,7 @@ class _Malformed(Exception):
 def _required_str(predicate: Mapping[str, Any], name: str) -> str:
     value = predicate.get(name)
     if not isinstance(value, str) or not value.strip():
-        got = "missing" if name not in predicate else _json_type(value)
+        got = "missing" if name not in predicate else json_type_name(value)
         raise _Malformed(f"{name!r} must be a non-empty string ({got})")
     return value
 
@@ -534,19 +535,3 @@ def json_equal(a: Any, b: Any) -> bool:
     if isinstance(a, str) and isinstance(b, str):
         return a == b
     return False
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, (list, tuple)):
-        return "array"
-    if isinstance(value, Mapping):
-        return "object"
-    return type(value).__name__

@@ -29,6 +29,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from looprail.errors import LooprailError
+from looprail.jsonload import json_type_name
 from looprail.runtime.process import escape_untrusted, run_bounded, tail
 
 ID_PLACEHOLDER = "{{id}}"
@@ -180,14 +181,14 @@ def content_from_output(stdout: str) -> ResolvedContent | str | None:
     if duplicates:  # which value wins differs between readers: refuse to guess
         return f"stdout has duplicate key {escape_untrusted(json.dumps(duplicates[0]))}"
     if not isinstance(body, dict):
-        return f"stdout is JSON {_type_name(body)}, not an object (sample: {_sample(stdout)})"
+        return f"stdout is JSON {json_type_name(body)}, not an object (sample: {_sample(stdout)})"
     fields: dict[str, Any] = {}
     for source, target in (("description", "action"), ("verify", "verify"), ("done", "done")):
         value = body.get(source)
         if value is None:  # absent or null: the optional default
             value = ""
         if not isinstance(value, str):
-            return f"field {source!r} must be a string, got {_type_name(value)}"
+            return f"field {source!r} must be a string, got {json_type_name(value)}"
         fields[target] = value
     for source, target in (
         ("acceptance_criteria", "acceptanceCriteria"),
@@ -300,19 +301,3 @@ def unloadable_resolvers(failed: Sequence[Any]) -> list[tuple[str, str, str]]:
 
 def _sample(text: str) -> str:
     return escape_untrusted(text[:STDOUT_SAMPLE_CHARS])
-
-
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    if isinstance(value, str):
-        return "string"
-    return type(value).__name__
