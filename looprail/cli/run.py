@@ -157,7 +157,9 @@ def _summary(outcome) -> int:
     run = f"run {outcome.run_id}: " if outcome.run_id else ""
     took = fmt_duration(r.duration_s)
     if r.status == "shipped":
-        print(f"{run}shipped in {took} ({r.tasks_run} task(s) run)")
+        waves = f"{r.waves_run} wave{'s' if r.waves_run != 1 else ''}"
+        hooks = f"{r.hooks_dispatched} hook{'s' if r.hooks_dispatched != 1 else ''} dispatched"
+        print(f"{run}shipped in {took} ({r.tasks_run} task(s) run, {waves}, {hooks})")
     elif r.status == "paused":
         print(f"{run}paused: {r.reason}", file=sys.stderr)
     else:

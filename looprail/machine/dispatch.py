@@ -57,6 +57,7 @@ class Dispatcher:
         self.progress = progress or Progress(quiet=True)
         self.recorder = recorder
         self.native = native
+        self.dispatched = 0  # hooks dispatched so far in this run (capability and native)
 
     def context(self, point: str | None = None, **extra: Any) -> DispatchContext:
         return DispatchContext(
@@ -86,12 +87,14 @@ class Dispatcher:
         results: list[HookResult] = []
         for hook in hooks:
             result = self._dispatch_one(point, hook, wave)
+            self.dispatched += 1
             results.append(result)
             self._report(result, wave)
             if refuses(result):
                 return results
         if self.native is not None:
             for result in self.native(point, self.context(point, wave=wave), results):
+                self.dispatched += 1
                 results.append(result)
                 self._report(result, wave)
                 if refuses(result):

@@ -72,6 +72,8 @@ class RunResult:
     tasks_run: int = 0
     duration_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    waves_run: int = 0
+    hooks_dispatched: int = 0
 
     @property
     def exit_code(self) -> int:
@@ -162,6 +164,7 @@ class LoopRunner:
             native=native.point_hooks if native is not None else None,
         )
         self.tasks_run = 0
+        self.waves_run = 0
         self._count_lock = threading.Lock()
         self.warnings: list[str] = []
         self.wave: int | None = wave  # the wave being run (journaled with start_wave)
@@ -242,6 +245,8 @@ class LoopRunner:
             reason=reason,
             refused_by=refused,
             tasks_run=self.tasks_run,
+            waves_run=self.waves_run,
+            hooks_dispatched=self.dispatcher.dispatched,
             duration_s=time.monotonic() - start,
             warnings=self.warnings,
         )
@@ -422,6 +427,7 @@ class LoopRunner:
                 next((e for e in errors if not isinstance(e, CheckpointPause)), None) or pauses[0]
             )
         self.recorder.event(EventRecord(kind="wave_finished", wave=wave.number))
+        self.waves_run += 1
         if self.native is not None:
             self.native.wave_settled()
 
