@@ -561,3 +561,27 @@ def test_a_relative_project_is_reported_absolute(
     ctx = make_ctx(Path(project.name), phase_dir=None)
     assert runtime.run_skill("gsd-foo", ctx).ok
     assert read_request(project)["project"] == str(project.resolve())
+
+
+def test_host_tool_found_via_a_relative_path_entry_runs_that_file(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lines: list[str]
+) -> None:
+    # PATH="bin": `which` finds ./bin/gsd_run from looprail's cwd; the child runs in the
+    # project, so the path must be made absolute or the project's own bin/gsd_run would run.
+    here = tmp_path / "cwd"
+    write_exe(here / "bin" / "gsd_run", "#!/bin/sh\necho host\n")
+    write_exe(project / "bin" / "gsd_run", "#!/bin/sh\necho planted\n")
+    monkeypatch.chdir(here)
+    monkeypatch.setenv("PATH", "bin")
+    runtime = LocalRuntime(project, host_tool="gsd_run", progress=lines.append)
+    outcome = runtime.run_command(["sync"], make_ctx(project))
+    assert outcome.ok, outcome.detail
+    assert outcome.stdout == "host\n"
+
+
+@pytest.mark.parametrize("host", ["./gsd_run", "bin/gsd_run", "-gsd_run", ".."])
+def test_host_tool_must_be_a_plain_name(project: Path, lines: list[str], host: str) -> None:
+    runtime = LocalRuntime(project, host_tool=host, progress=lines.append)
+    outcome = runtime.run_command(["sync"], make_ctx(project))
+    assert not outcome.ok
+    assert "host tool" in outcome.detail and "not a plain" in outcome.detail

@@ -4,7 +4,8 @@ Each command group lives in its own module here and exposes `register(subparsers
 import what they need lazily so that `looprail loop render-hooks` (called many times per loop by
 hosts) never pays for networkx, graphviz or statemachine.
 
-Exit codes: 0 success; 1 the work was refused or failed (bad input, halted loop); 2 usage error.
+Exit codes: 0 success; 1 the work was refused or failed (bad input, halted loop); 2 usage error;
+3 paused at a checkpoint; 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -77,6 +78,28 @@ def _group_of(argv: Sequence[str]) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _dispatch(argv)
+    except LooprailError as exc:
+        print(f"looprail: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except BrokenPipeError:
+        # The reader went away (`looprail … | head`): not an error. Point stdout at /dev/null
+        # so the interpreter's final flush does not fail again with a traceback.
+        _silence_stdout()
+        return 0
+    except OSError as exc:
+        # A file or folder the user named that the OS refuses (permissions, a name too long,
+        # a full disk): one line, like every other user error.
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        print(f"looprail: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("looprail: interrupted", file=sys.stderr)
+        return 130
+
+
+def _dispatch(argv: list[str]) -> int:
     args = None
     if argv[:2] == ["loop", "render-hooks"]:
         # The hot path: a plain argv is read without argparse (~10 ms of imports and setup);
@@ -92,22 +115,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A group without its subcommand: show that group's help.
         (getattr(args, "group_parser", None) or build_parser()).print_help(sys.stderr)
         return 2
+    return int(handler(args) or 0)
+
+
+def _silence_stdout() -> None:
+    import os
+
     try:
-        return int(handler(args) or 0)
-    except LooprailError as exc:
-        print(f"looprail: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except OSError as exc:
-        # A file or folder the user named that the OS refuses (permissions, a name too long,
-        # a full disk): one line, like every other user error.
-        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
-        print(f"looprail: error: {where}{exc.strerror or exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("looprail: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return 0
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is not a real file (captured in a test)
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

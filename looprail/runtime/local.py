@@ -264,10 +264,16 @@ class LocalRuntime:
     def _run_host_tool(
         self, host: str, args: Sequence[str], label: str, request: Request, ctx: DispatchContext
     ) -> Outcome:
+        if not _PLAIN_NAME.match(host) or ".." in host:
+            return Outcome.failed(
+                f"refused host tool {escape_untrusted(host)!r}: not a plain name to look up on PATH"
+            )
         env = self._environment(request, ctx)
         tool = shutil.which(host, path=env.get("PATH"))
         if tool is None:
             return Outcome.failed(f"host tool {host} not found on PATH")
+        # A relative PATH entry is relative to looprail's cwd, but the tool runs in the project.
+        tool = os.path.abspath(tool)
         # A host tool has its own stdin conventions; it gets the request only via LOOPRAIL_*.
         return self._spawn([tool, *args], label, request, ctx, send_request=False, env=env)
 

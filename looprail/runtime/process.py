@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
+import selectors
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -46,27 +47,11 @@ class ProcessResult:
         return f"exited {self.exit_code}"
 
 
-def _reader(stream, sink: bytearray, cap: int, flag: list[bool]) -> None:
-    while True:
-        chunk = stream.read(65536)
-        if not chunk:
-            break
-        room = cap - len(sink)
-        if room > 0:
-            sink.extend(chunk[:room])
-        if len(chunk) > max(room, 0):
-            flag[0] = True  # keep draining so the child never blocks on a full pipe
-    stream.close()
-
-
-def _writer(stream, data: bytes) -> None:
-    try:
-        stream.write(data)
-    except (BrokenPipeError, OSError):
-        pass  # the child need not read its input
-    finally:
-        with contextlib.suppress(OSError):
-            stream.close()
+# How long to keep draining the pipes after the child has exited (or been killed): output its
+# last writes left in flight arrives within this, and a grandchild that holds a pipe open (a
+# background job, a daemon that escaped the process group) cannot hold the call up longer.
+_DRAIN_GRACE_S = 0.5
+_CHUNK = 65536
 
 
 def run_bounded(
@@ -83,7 +68,9 @@ def run_bounded(
 
     `argv` is an argument list (no shell) unless `shell=True`, in which case it is one string run
     by `/bin/sh -c`. stdin is closed when `stdin` is None. Output beyond `output_cap` bytes per
-    stream is dropped (and `truncated` set). On timeout the whole process group is killed.
+    stream is dropped (and `truncated` set). On timeout the whole process group is killed. The
+    call returns within `timeout_s` plus a short grace whatever the process's children do with
+    the pipes, and leaves no thread, descriptor or zombie behind.
     """
     if shell:
         if not isinstance(argv, str):
@@ -93,6 +80,8 @@ def run_bounded(
         if isinstance(argv, str):
             raise TypeError("argv must be a list of arguments unless shell=True")
         cmd = [str(a) for a in argv]
+    if not timeout_s or timeout_s <= 0:
+        raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
     shown = tuple(cmd)
     data = stdin.encode() if isinstance(stdin, str) else stdin
     start = time.monotonic()
@@ -106,35 +95,19 @@ def run_bounded(
             env=dict(env) if env is not None else None,
             start_new_session=True,  # own process group: a timeout kills grandchildren too
         )
-    except OSError as exc:
-        return ProcessResult(
-            shown, None, "", "", time.monotonic() - start, spawn_error=exc.strerror or str(exc)
-        )
-    out, err = bytearray(), bytearray()
-    out_flag, err_flag = [False], [False]
-    readers = [
-        threading.Thread(target=_reader, args=(proc.stdout, out, output_cap, out_flag)),
-        threading.Thread(target=_reader, args=(proc.stderr, err, output_cap, err_flag)),
-    ]
-    for t in readers:
-        t.daemon = True
-        t.start()
-    if data is not None:
-        # Written from a thread: a child that never reads a large stdin must not block us
-        # past the timeout (the pipe buffer is only ~64 KiB).
-        writer = threading.Thread(target=_writer, args=(proc.stdin, data))
-        writer.daemon = True
-        writer.start()
-        readers.append(writer)
-    timed_out = False
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in an argument or env
+        why = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+        return ProcessResult(shown, None, "", "", time.monotonic() - start, spawn_error=why)
     try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        timed_out, out, err, truncated = _pump(proc, data, start + timeout_s, output_cap)
+    except BaseException:
+        # Ctrl-C (or any bug) while the child runs: it has its own session, so nothing else
+        # will stop it. Kill its group and reap it before unwinding.
         _kill_group(proc)
-        proc.wait()
-    for t in readers:
-        t.join(timeout=2)
+        _close_pipes(proc)
+        with contextlib.suppress(BaseException):
+            proc.wait()
+        raise
     return ProcessResult(
         argv=shown,
         exit_code=None if timed_out else proc.returncode,
@@ -142,8 +115,85 @@ def run_bounded(
         stderr=err.decode("utf-8", errors="replace"),
         duration_s=time.monotonic() - start,
         timed_out=timed_out,
-        truncated=out_flag[0] or err_flag[0],
+        truncated=truncated,
     )
+
+
+def _pump(
+    proc: subprocess.Popen, data: bytes | None, deadline: float, cap: int
+) -> tuple[bool, bytearray, bytearray, bool]:
+    """Feed stdin and drain stdout/stderr from this thread with one selector, until the child
+    has exited and the pipes are closed, or the deadline (then the group is killed), or a short
+    grace after the child's exit (a grandchild holding a pipe). Returns (timed_out, stdout,
+    stderr, truncated); the child is reaped and every pipe closed."""
+    sinks = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+    truncated = False
+    timed_out = False
+    pending = memoryview(data) if data else memoryview(b"")
+    stop_at: float | None = None  # set once the child has exited (or was killed)
+    with selectors.DefaultSelector() as selector:
+        for stream in sinks:
+            selector.register(stream, selectors.EVENT_READ)
+        if proc.stdin is not None:
+            if pending:
+                selector.register(proc.stdin, selectors.EVENT_WRITE)
+            else:
+                proc.stdin.close()
+        try:
+            while selector.get_map():
+                now = time.monotonic()
+                if stop_at is None and proc.poll() is not None:
+                    stop_at = now + _DRAIN_GRACE_S
+                if stop_at is None and now >= deadline:
+                    timed_out = True
+                    _kill_group(proc)
+                    proc.wait()
+                    stop_at = now + _DRAIN_GRACE_S
+                if stop_at is not None and now >= stop_at:
+                    break
+                wake = min(deadline if stop_at is None else stop_at, now + 0.1) - now
+                for key, _events in selector.select(max(wake, 0)):
+                    stream = key.fileobj
+                    if stream is proc.stdin:
+                        try:
+                            written = os.write(key.fd, pending[: select.PIPE_BUF])
+                        except OSError:  # the child closed its stdin: it need not read it
+                            written = len(pending)
+                        pending = pending[written:]
+                        if not pending:
+                            selector.unregister(stream)
+                            with contextlib.suppress(OSError):
+                                stream.close()
+                        continue
+                    chunk = os.read(key.fd, _CHUNK)
+                    if not chunk:
+                        selector.unregister(stream)
+                        continue
+                    sink = sinks[stream]  # type: ignore[index]
+                    room = cap - len(sink)
+                    if room > 0:
+                        sink.extend(chunk[:room])
+                    if len(chunk) > max(room, 0):
+                        truncated = True  # keep draining so the child never blocks on a full pipe
+        finally:
+            _close_pipes(proc)
+    if proc.poll() is None:
+        # The pipes closed before the child exited (it closed them itself): wait out the rest
+        # of its time, then kill it.
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+            proc.wait()
+    return timed_out, sinks[proc.stdout], sinks[proc.stderr], truncated  # type: ignore[index]
+
+
+def _close_pipes(proc: subprocess.Popen) -> None:
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
