@@ -382,3 +382,25 @@ def test_crash_after_the_planner_wrote_plans_resumes_without_accept_changes(tmp_
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "inputs changed" not in err
+
+
+def test_ctrl_c_during_a_parallel_wave_stops_promptly_and_the_run_resumes(tmp_path):
+    """SIGINT while two plans' tasks run in worker threads: their children are killed at
+    once (not at their timeouts), the run is journaled halted, and a later run resumes it."""
+    project, caps = build(tmp_path)
+    slow(project, "01-01/T1", "01-02/T1")
+    proc = start(project, caps)
+    wait_for(lambda: {"start 01-01/T1", "start 01-02/T1"} <= set(log(project)))
+    os.kill(proc.pid, signal.SIGINT)
+    began = time.monotonic()
+    out, err = proc.communicate(timeout=30)
+    assert time.monotonic() - began < 15
+    assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err
+    release(project)
+    with Journal.open(project, create=False) as jr:
+        run = jr.latest_run()
+        assert run.status == "halted" and "interrupted" in (run.halt_reason or "")
+    proc = start(project, caps)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "resuming run" in err

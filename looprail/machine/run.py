@@ -34,6 +34,7 @@ from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
 from looprail.plans import Phase, Plan, Task, compute_waves, load_phase
 from looprail.runtime.base import TaskWork
 from looprail.runtime.executors import make_executor, run_all
+from looprail.runtime.process import kill_running
 
 RunStatus = Literal["shipped", "halted", "paused"]
 
@@ -416,9 +417,15 @@ class LoopRunner:
         )
         self.progress.line(f"  wave {wave.number}: {len(pending)} plan(s), {jobs} at a time")
         with make_executor(jobs) as executor:
-            settled = run_all(
-                executor, [partial(self._run_plan, p, wave.number, done) for p in pending]
-            )
+            try:
+                settled = run_all(
+                    executor, [partial(self._run_plan, p, wave.number, done) for p in pending]
+                )
+            except BaseException:
+                # Ctrl-C while plans run in worker threads: stop their children now, or the
+                # executor's exit would wait for each of them to reach its own timeout.
+                kill_running()
+                raise
         errors = [s.error for s in settled if not s.ok]
         if errors:
             # Siblings were never cancelled; the first failure (in plan order) is the reason.

@@ -12,6 +12,7 @@ import select
 import selectors
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -98,6 +99,8 @@ def run_bounded(
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in an argument or env
         why = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
         return ProcessResult(shown, None, "", "", time.monotonic() - start, spawn_error=why)
+    with _LIVE_LOCK:
+        _LIVE.add(proc)
     try:
         timed_out, out, err, truncated = _pump(proc, data, start + timeout_s, output_cap)
     except BaseException:
@@ -108,6 +111,9 @@ def run_bounded(
         with contextlib.suppress(BaseException):
             proc.wait()
         raise
+    finally:
+        with _LIVE_LOCK:
+            _LIVE.discard(proc)
     return ProcessResult(
         argv=shown,
         exit_code=None if timed_out else proc.returncode,
@@ -194,6 +200,23 @@ def _close_pipes(proc: subprocess.Popen) -> None:
         if stream is not None:
             with contextlib.suppress(OSError):
                 stream.close()
+
+
+# Every child running under run_bounded, so that Ctrl-C can stop them all: each child has its
+# own session (SIGINT from the terminal never reaches it), and worker threads would otherwise
+# wait for their children's timeouts before the run can stop.
+_LIVE: set[subprocess.Popen] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def kill_running() -> int:
+    """Kill the process group of every child `run_bounded` is running now (in any thread);
+    each of those calls then returns promptly. Returns how many were killed."""
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for proc in live:
+        _kill_group(proc)
+    return len(live)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
