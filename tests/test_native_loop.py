@@ -176,3 +176,16 @@ def test_loop_settled_sees_the_end(tmp_path, _isolated_home):
     out = run_loop(project, scripted(project))
     assert out.result.status == "shipped"
     assert marker.read_text().strip() == "shipped"
+
+
+def test_dry_run_lists_native_hooks(tmp_path, _isolated_home):
+    project = project_with_tasks(tmp_path, 1)
+    global_hooks(
+        _isolated_home,
+        {"gate-plan": {"description": "lint first", "event": "plan:pre", "shell": "true"}},
+    )
+    from tests.conftest import run_cli
+
+    p = run_cli("run", str(project), "--phase", "1", "--dry-run")
+    assert p.returncode == 0, p.stderr
+    assert "native        local/gate-plan: lint first" in p.stdout

@@ -45,11 +45,15 @@ def dry_run(
     spec: LoopSpec = DEFAULT_LOOP,
     host_tool: str | None = None,
 ) -> str:
+    from looprail.hooks.native import load_native_hooks
     from looprail.plans import compute_waves, load_phase
+    from looprail.trust import is_trusted
 
     ph = load_phase(loaded.project, phase)
     waves = compute_waves(ph.plans, root=loaded.project) if ph.plans else None
+    native = load_native_hooks(loaded.project, trusted=is_trusted)
     out = [f"dry run: phase {ph.number} ({ph.dir.name}) of {loaded.project}", ""]
+    out.extend(f"  ! {w}" for w in native.warnings)
 
     def point(p: str, suffix: str = "") -> None:
         env = resolve(loaded.compiled, loaded.config, p)
@@ -59,6 +63,8 @@ def dry_run(
         )
         out.extend(_hook_line(h, flavor, ph.number, host_tool) for h in hooks)
         out.extend(f"    ! {w}" for w in env.get("warnings", ()))
+        for h in native.for_event(p):  # the user's own hooks.json entries, after the above
+            out.append(f"    native        {h.ref}: {h.description}")
 
     for t in spec.transitions():
         if t.event == "finish_wave" and t.target == "waves_done":
