@@ -163,5 +163,9 @@ def _summary(outcome) -> int:
     elif r.status == "paused":
         print(f"{run}paused: {r.reason}", file=sys.stderr)
     else:
-        print(f"{run}halted at {'/'.join(r.state)}: {r.reason}", file=sys.stderr)
+        # The state is where the run stayed; a refusal also names the point that refused (a
+        # block at execute:pre stays in plan).
+        refused = r.refused_by
+        where = f", refused at {refused.point}" if refused is not None else ""
+        print(f"{run}halted in {'/'.join(r.state)}{where}: {r.reason}", file=sys.stderr)
     return r.exit_code

@@ -163,6 +163,7 @@ class LoopRunner:
             progress=self.progress,
             recorder=self.recorder,
             native=native.point_hooks if native is not None else None,
+            native_count=native.point_count if native is not None else None,
         )
         self.tasks_run = 0
         self.waves_run = 0
