@@ -54,6 +54,7 @@ def test_without_a_journal_status_and_history_say_no_runs_yet(tmp_path):
         "wave": None,
         "live": False,
         "interrupted": False,
+        "refusedAt": None,
         "lockHolder": None,
     }
     history = json.loads(looprail("history", "--project", str(tmp_path), "--json").stdout)

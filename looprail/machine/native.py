@@ -331,7 +331,6 @@ class NativeBridge:
                     )
         return results
 
-
     def _limit(self, hook_ref: str) -> int | str:
         hook = next((h for h in self.engine.hooks if h.ref == hook_ref), None)
         return hook.max_selections if hook is not None and hook.max_selections else "?"
