@@ -176,6 +176,7 @@ def test_point_lines_count_the_native_hooks_that_run_there(hello, _isolated_home
     hooks = {
         "local": {
             "discuss-check": {"description": "d", "event": "discuss:pre", "shell": "true"},
+            "plan-lint": {"description": "d", "event": "plan:post", "shell": "exit 1"},
             "wave-two": {
                 "description": "only wave 2",
                 "event": "execute:wave:pre",
@@ -193,6 +194,8 @@ def test_point_lines_count_the_native_hooks_that_run_there(hello, _isolated_home
     assert "▸ execute:wave:pre (wave 1): no active hooks" in lines  # its filter does not match
     assert "▸ execute:wave:pre (wave 2): 1 native hook" in lines
     assert "▸ plan:pre: 1 contribution" in lines  # no native hook there
+    assert "▸ plan:post: 1 step, 1 native hook" in lines
+    assert "  ! native hook local/plan-lint reported at plan:post: exit 1" in lines
     assert not any("native native" in line for line in lines)
 
 
@@ -261,8 +264,26 @@ def test_native_task_hooks_see_the_plan_qualified_task_id(hello, _isolated_home)
         }
     }
     global_hooks(_isolated_home, json.dumps(hooks))
+    # The executor (a runtime process) logs its own view: the plan-local id beside the plan.
+    executor = hello / ".looprail" / "agents" / "executor"
+    executor.write_text(
+        executor.read_text().replace(
+            "req = json.load(sys.stdin)",
+            "import os\n"
+            "with open(os.path.join(os.environ['LOOPRAIL_PROJECT'], 'exec.log'), 'a') as f:\n"
+            "    f.write(os.environ['LOOPRAIL_PLAN_ID'] + ' ' + os.environ['LOOPRAIL_TASK_ID'] + '\\n')\n"
+            "req = json.load(sys.stdin)",
+            1,
+        )
+    )
     p = run(hello, "--jobs", "1")
     assert p.returncode == 0, p.stderr
+    assert (hello / "exec.log").read_text().splitlines() == [
+        "01-01 T1",
+        "01-02 T1",
+        "01-02 T2",
+        "01-03 T1",
+    ]
     seen = (hello / ".looprail" / "ids.log").read_text().split()
     assert seen == ["01-01/T1|01-01", "01-02/T1|01-02", "01-02/T2|01-02", "01-03/T1|01-03"]
     assert (hello / ".looprail" / "french.log").read_text().strip() == "01-02/T1"
