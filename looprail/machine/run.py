@@ -416,8 +416,9 @@ class LoopRunner:
             wave.number,
             [(t.id, p.id) for p in pending for t in p.tasks if not t.is_checkpoint],
         )
-        plans = plural(len(pending), "plan")
-        self.progress.line(f"  wave {wave.number}: {plans}, {jobs} at a time")
+        self.progress.line(
+            f"  wave {wave.number}: {plural(len(pending), 'plan')}, {jobs} at a time"
+        )
         with make_executor(jobs) as executor:
             try:
                 settled = run_all(
