@@ -369,3 +369,34 @@ def test_a_selection_is_committed_at_once_with_what_was_held(tmp_path):
             "selected",
             {"count": 1, "maxSelections": 2},
         )
+
+
+def test_task_hooks_say_which_task_they_blocked_or_reported(hello, _isolated_home):
+    hooks = {
+        "local": {
+            "no-german": {
+                "description": "German is not ready",
+                "event": "task_call",
+                "filter": {"taskId": "^01-02/T2$"},
+                "shell": "exit 5",
+            },
+            "grumpy": {
+                "description": "complains about the English task",
+                "event": "task_result",
+                "filter": {"plan": "^01-01$"},
+                "shell": "false",
+            },
+        }
+    }
+    global_hooks(_isolated_home, json.dumps(hooks))
+    p = run(hello, "--jobs", "1")
+    assert p.returncode == 1
+    lines = p.stderr.splitlines()
+    assert "  ! native hook local/grumpy reported at task_result of 01-01/T1: exit 1" in lines
+    assert "  ✗ native hook local/no-german blocked task_call of 01-02/T2: exit 5" in lines
+    assert lines[-1].endswith(
+        ": halted in execute/wave_running, refused at task_call: blocked at task_call by "
+        "native hook local/no-german (task 01-02/T2: exit 5)"
+    )
+    status = run_cli("status", "--project", str(hello)).stdout.splitlines()
+    assert "state: execute/wave_running (refused at task_call by local/no-german)" in status

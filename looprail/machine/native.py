@@ -227,7 +227,14 @@ class NativeBridge:
             resolved=bool(work and work.resolved_by_tracker),
             ok=True if event == "task_result" else None,
         )
-        return self._evaluate(event, candidate, ctx, point=None)
+        results = self._evaluate(event, candidate, ctx, point=None, subject=f" of {task.id}")
+        # A refused task is named in the run's halt reason, not only the hook.
+        return [
+            r
+            if r.status == "ok"
+            else r.model_copy(update={"message": f"task {task.id}: {r.message}"})
+            for r in results
+        ]
 
     def settled(self, status: str, reason: str | None, ctx: DispatchContext) -> None:
         from looprail.hooks.native import loop_settled_candidate
@@ -252,6 +259,7 @@ class NativeBridge:
         *,
         point: str | None,
         record_results: bool = False,
+        subject: str = "",
     ) -> list[HookResult]:
         self.effects.ctx = ctx
         evaluation = self.engine.evaluate(event, candidate)
@@ -308,11 +316,15 @@ class NativeBridge:
                         data=row.to_json(),
                     )
                 )
-        if point is None or record_results:
+        if point is None or record_results:  # the dispatcher reports the points' results
             for r in results:
-                if r.status != "ok":
+                if r.status == "block":
+                    self.progress.line(
+                        f"  ✗ native hook {r.cap_id} blocked {event}{subject}: {r.message}"
+                    )
+                elif r.status != "ok":
                     self.progress.warn(
-                        f"native hook {r.cap_id} at {event}: {r.status} ({r.message})"
+                        f"native hook {r.cap_id} reported at {event}{subject}: {r.message}"
                     )
         for record in self.engine.deliver(evaluation.effects, self.effects):
             if not record.delivered:
