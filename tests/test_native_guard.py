@@ -400,3 +400,30 @@ def test_task_hooks_say_which_task_they_blocked_or_reported(hello, _isolated_hom
     )
     status = run_cli("status", "--project", str(hello)).stdout.splitlines()
     assert "state: execute/wave_running (refused at task_call by local/no-german)" in status
+
+
+def test_dry_run_counts_native_hooks_in_the_point_line(hello, _isolated_home):
+    hooks = {
+        "local": {
+            "discuss-check": {
+                "description": "notes first",
+                "event": "discuss:pre",
+                "shell": "true",
+            },
+            "wave-two": {
+                "description": "only wave 2",
+                "event": "execute:wave:pre",
+                "filter": {"wave": 2},
+                "shell": "true",
+            },
+        }
+    }
+    global_hooks(_isolated_home, json.dumps(hooks))
+    p = run(hello, "--dry-run")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert "  discuss:pre: 1 native hook" in lines
+    assert "    native        local/discuss-check: notes first" in lines
+    assert "  execute:wave:pre (each wave): 1 native hook" in lines
+    assert '    native        local/wave-two: only wave 2  (filter {"wave": 2})' in lines
+    assert "  plan:pre: 1 active hook" in lines and "  discuss:post: no active hooks" in lines
