@@ -142,8 +142,9 @@ def run_phase(
     from looprail.machine.record import JournalRecorder
     from looprail.store import Journal, RunLock, diff_inputs, digest_inputs
 
+    from looprail.machine.resume import Recovery, recover_role, replay_role_context
+
     with RunLock(loaded.project) as lock, Journal.open(loaded.project) as jr:
-        digest = digest_inputs(loaded.input_paths(phase_dir), loaded.project)
         previous = None
         if resume == "auto" and not new_run:
             previous = jr.unfinished_run(phase)
@@ -153,9 +154,20 @@ def run_phase(
                 raise LooprailError(f"run {previous.id} is {previous.status}; nothing to resume")
         if previous is not None and new_run:
             previous = None
+        recovery = Recovery()
+        if previous is not None:
+            # Before anything of this run is trusted or touched: was it written by this user?
+            jr.verify_run(previous.id)
+            reap_journaled_processes(jr, previous.id, progress)
+            recovery = recover_role(loaded.project, phase_dir, previous.id, jr)
+            for note in recovery.notes:
+                progress.line(note)
+        digest = digest_inputs(loaded.input_paths(phase_dir), loaded.project)
         changes: list[str] = []
         if previous is not None:
-            changes = diff_inputs(previous.inputs_digest, digest)
+            changes = [
+                c for c in diff_inputs(previous.inputs_digest, digest) if not recovery.excuses(c)
+            ]
             crashed = previous.status == "running"
             if changes and crashed and not accept_changes:
                 raise LooprailError(
@@ -224,6 +236,9 @@ def run_phase(
             jr.finish_run(run_id, "halted", str(exc))
             raise
         runner.on_transition = on_transition
+        if previous is not None:
+            replay_role_context(jr.events(run_id, kinds=["contribution"]), runtime, runner.dispatcher)
+            runner.redo_steps = frozenset(recovery.redo_steps)
         try:
             result = runner.run()
         except KeyboardInterrupt:

@@ -24,6 +24,10 @@ EventKind = Literal[
     "halted",
     "run_finished",
     "native_hook",
+    "contribution",
+    "role_started",
+    "role_finished",
+    "process",
 ]
 EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
 
