@@ -43,6 +43,7 @@ from looprail.store.schema import (
     JournalError,
     NoJournalError,
     check_header,
+    check_links,
     prepare,
     translate,
 )
@@ -96,6 +97,7 @@ class Journal:
         Raises `NoJournalError` when there is none and `create` is false, and `JournalError` for
         a foreign, corrupt or newer file."""
         path = journal_path(project)
+        check_links(path)  # before anything else: a dangling link "does not exist"
         if not path.exists():
             if not create:
                 raise NoJournalError(f"{path}: no journal yet (no run has been recorded)")
