@@ -42,7 +42,9 @@ def append(name, text):
 def hold(name):
     if (root / ".hold" / name).exists():
         (root / ".reached").mkdir(exist_ok=True)
-        (root / ".reached" / name).write_text(str(os.getpid()))
+        tmp = root / ".reached" / (name + ".tmp")
+        tmp.write_text(str(os.getpid()))
+        tmp.rename(root / ".reached" / name)
         while (root / ".hold" / name).exists():
             time.sleep(0.02)
 append("pids.log", str(os.getpid()))
@@ -150,7 +152,6 @@ def build(root: Path) -> tuple[Path, Path]:
                 contribution("execute:pre", "executor", "EXEC-PRE"),
                 contribution("execute:wave:pre", "executor", "WAVE-PRE"),
                 contribution("execute:pre", "verifier", "VERIFY-FROM-EXECUTE"),
-                contribution("verify:pre", "verifier", "VERIFY-PRE"),
             ],
         ),
     )
@@ -278,29 +279,36 @@ def baseline(tmp_path_factory):
         if old is not None:
             os.environ["HOME"] = old
     assert done.returncode == 0, done.stderr
+    assert "not loaded" not in done.stderr, done.stderr
     return artifacts(project), unique(requests(project)), requests(project)
 
 
-def kill_at(project: Path, caps: Path, marker: str, *, jobs: int = 2, before=None) -> int:
-    """Run until an agent reaches `marker`, SIGKILL looprail there; return the held pid."""
+def kill_at(project: Path, caps: Path, marker: str, *, jobs: int = 2) -> list[int]:
+    """Run until agents reach every marker (`a+b`: both, e.g. two parallel plans), SIGKILL
+    looprail there; return the held pids."""
+    markers = marker.split("+")
     (project / ".hold").mkdir(exist_ok=True)
-    (project / ".hold" / marker).write_text("")
+    for m in markers:
+        (project / ".hold" / m).write_text("")
     proc = start(project, caps, jobs)
+
+    def reached() -> bool:
+        return all((project / ".reached" / m).exists() for m in markers)
+
     try:
-        wait_for(lambda: (project / ".reached" / marker).exists() or proc.poll() is not None)
+        wait_for(lambda: reached() or proc.poll() is not None)
         assert proc.poll() is None, proc.communicate()
-        if before is not None:
-            before()
-        held = int((project / ".reached" / marker).read_text())
+        held = [int((project / ".reached" / m).read_text()) for m in markers]
         proc.send_signal(signal.SIGKILL)  # looprail only: its children must die on their own
         proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    # The guard got PDEATHSIG and killed the held agent (and would its whole tree).
-    wait_for(lambda: not alive(held), timeout=10)
-    (project / ".hold" / marker).unlink()
+    # The guards got PDEATHSIG and killed the held agents (and would their whole trees).
+    wait_for(lambda: not any(alive(p) for p in held), timeout=10)
+    for m in markers:
+        (project / ".hold" / m).unlink()
     return held
 
 
@@ -308,9 +316,9 @@ MOMENTS = [
     # (marker, jobs, why)
     ("planner-01", 1, "planner killed after writing one of three plans"),
     ("planner-done", 1, "planner wrote every plan, killed before it returned"),
-    ("exec-01-a2", 1, "mid-wave: a1 done, a2 in flight"),
+    ("exec-01-01-T2", 1, "mid-wave: a1 done, a2 in flight"),
     ("wave-pre-2", 1, "between waves: wave 1 finished, wave 2's pre step running"),
-    ("exec-02-b1", 2, "mid-wave with parallel plans"),
+    ("exec-01-01-T2+exec-01-02-T1", 2, "mid-wave with parallel plans"),
     ("verifier", 2, "during verify"),
     ("gate", 2, "inside the ship:pre gate"),
 ]
@@ -357,7 +365,7 @@ def test_a_killed_planners_partial_plan_is_set_aside_not_counted(tmp_path):
 def test_resumed_task_requests_carry_every_fragment(tmp_path, baseline):
     """The issue's symptom: after a kill mid-wave, resumed role requests got 0 of 2 fragments."""
     project, caps = build(tmp_path)
-    kill_at(project, caps, "exec-03-c1", jobs=1)
+    kill_at(project, caps, "exec-01-03-T1", jobs=1)
     before = len(requests(project))
     done = finish(project, caps, 1)
     assert done.returncode == 0, done.stderr
@@ -365,7 +373,7 @@ def test_resumed_task_requests_carry_every_fragment(tmp_path, baseline):
     task = next(r for r in after if r["kind"] == "task")
     assert task["roleContext"] == {"executor": ["EXEC-PRE", "WAVE-PRE"]}
     verify = next(r for r in after if r["step"] == "verify")
-    assert verify["roleContext"] == {"verifier": ["VERIFY-FROM-EXECUTE", "VERIFY-PRE"]}
+    assert verify["roleContext"] == {"verifier": ["VERIFY-FROM-EXECUTE"]}
 
 
 @settings(
@@ -387,6 +395,8 @@ def test_a_kill_at_a_random_moment_then_resume_ships_the_same(tmp_path_factory, 
     assert done.returncode == 0, done.stderr
     assert artifacts(project) == want_artifacts
     assert unique(requests(project)) == want_requests
+    # At-least-once: only what was in flight at the kill (at most `jobs` units, or a task whose
+    # agent had returned and whose finish was not journaled yet) can have run twice.
     finished = lines(project, "done.log")
-    assert len(finished) == len(set(finished)), finished
+    assert len(finished) - len(set(finished)) <= 2, finished
     assert [p for p in pids(project) if alive(p)] == []
