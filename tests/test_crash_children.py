@@ -146,7 +146,10 @@ out.write_text("ok\n")
     )
     executor.chmod(0o755)
     for role, body in (
-        ("verifier", 'printf -- "---\\nstatus: passed\\n---\\n" > "$LOOPRAIL_PHASE_DIR/01-VERIFICATION.md"\n'),
+        (
+            "verifier",
+            'printf -- "---\\nstatus: passed\\n---\\n" > "$LOOPRAIL_PHASE_DIR/01-VERIFICATION.md"\n',
+        ),
         ("orchestrator", "exit 0\n"),
     ):
         (agents / role).write_text("#!/bin/sh\n" + body)
@@ -158,8 +161,15 @@ out.write_text("ok\n")
 
 def start(project: Path) -> subprocess.Popen:
     return subprocess.Popen(
-        [PY, "-c", "import sys; from looprail.cli import main; sys.exit(main())", "run",
-         str(project), "--phase", "1"],
+        [
+            PY,
+            "-c",
+            "import sys; from looprail.cli import main; sys.exit(main())",
+            "run",
+            str(project),
+            "--phase",
+            "1",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

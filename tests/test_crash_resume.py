@@ -324,7 +324,9 @@ MOMENTS = [
 ]
 
 
-@pytest.mark.parametrize("marker,jobs", [(m, j) for m, j, _ in MOMENTS], ids=[m for m, *_ in MOMENTS])
+@pytest.mark.parametrize(
+    "marker,jobs", [(m, j) for m, j, _ in MOMENTS], ids=[m for m, *_ in MOMENTS]
+)
 def test_kill_then_resume_equals_an_uninterrupted_run(tmp_path, baseline, marker, jobs):
     want_artifacts, want_requests, _ = baseline
     project, caps = build(tmp_path)

@@ -43,7 +43,7 @@ def gated_project(root: Path) -> tuple[Path, Path]:
     _exe(
         lr / "checks" / "ready",
         'if [ -e "$LOOPRAIL_PROJECT/.ready" ]; then echo \'{"block": false}\'; '
-        "else echo '{\"block\": true, \"message\": \"not ready\"}'; fi\n",
+        'else echo \'{"block": true, "message": "not ready"}\'; fi\n',
     )
     caps = root / "caps"
     write_capability(
@@ -65,7 +65,13 @@ def gated_project(root: Path) -> tuple[Path, Path]:
 
 def run(project: Path, caps: Path, home: Path, *extra: str):
     return run_cli(
-        "run", str(project), "--phase", "1", "--capabilities", str(caps), *extra,
+        "run",
+        str(project),
+        "--phase",
+        "1",
+        "--capabilities",
+        str(caps),
+        *extra,
         env={"HOME": str(home)},
     )
 
@@ -150,7 +156,12 @@ def test_looprail_home_holds_the_key(tmp_path):
     project, caps = gated_project(tmp_path)
     where = tmp_path / "lrhome"
     res = run_cli(
-        "run", str(project), "--phase", "1", "--capabilities", str(caps),
+        "run",
+        str(project),
+        "--phase",
+        "1",
+        "--capabilities",
+        str(caps),
         env={"HOME": str(tmp_path / "home"), "LOOPRAIL_HOME": str(where)},
     )
     assert res.returncode == 1

@@ -82,9 +82,7 @@ def in_flight_role(events: Iterable[EventRow]) -> EventRow | None:
     return started
 
 
-def recover_role(
-    project: Path, phase_dir: Path | None, run_id: str, journal: Any
-) -> Recovery:
+def recover_role(project: Path, phase_dir: Path | None, run_id: str, journal: Any) -> Recovery:
     """Find a role killed mid-work in `run_id`; set its partial output aside."""
     recovery = Recovery()
     started = in_flight_role(journal.events(run_id, kinds=["role_started", "role_finished"]))
@@ -133,4 +131,8 @@ def replay_role_context(events: Iterable[EventRow], runtime: Any, dispatcher: An
 def _project_key(path: Path, project: Path) -> str:
     """The key `digest_inputs` gives a file of the project."""
     absolute = Path(os.path.abspath(path))
-    return absolute.relative_to(project).as_posix() if absolute.is_relative_to(project) else str(absolute)
+    return (
+        absolute.relative_to(project).as_posix()
+        if absolute.is_relative_to(project)
+        else str(absolute)
+    )

@@ -141,9 +141,8 @@ def run_phase(
         return SessionResult(runner.run(), None)
 
     from looprail.machine.record import JournalRecorder
-    from looprail.store import Journal, RunLock, diff_inputs, digest_inputs
-
     from looprail.machine.resume import Recovery, recover_role, replay_role_context
+    from looprail.store import Journal, RunLock, diff_inputs, digest_inputs
 
     with RunLock(loaded.project) as lock, Journal.open(loaded.project) as jr:
         previous = None
@@ -238,7 +237,9 @@ def run_phase(
             raise
         runner.on_transition = on_transition
         if previous is not None:
-            replay_role_context(jr.events(run_id, kinds=["contribution"]), runtime, runner.dispatcher)
+            replay_role_context(
+                jr.events(run_id, kinds=["contribution"]), runtime, runner.dispatcher
+            )
             runner.redo_steps = frozenset(recovery.redo_steps)
         try:
             with journal_children(recorder), stop_signals():

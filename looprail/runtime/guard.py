@@ -64,13 +64,14 @@ def _children():
 
 
 def _kill_tree():
+    # Plain try/except rather than contextlib: the guard imports as little as it can.
     if _child:
-        try:
+        try:  # noqa: SIM105
             os.killpg(_child, signal.SIGKILL)
         except OSError:
             pass
     for pid in _children():
-        try:
+        try:  # noqa: SIM105
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
@@ -124,7 +125,7 @@ def main():
     status = 0
     while True:
         try:
-            pid, status = os.waitpid(_child, 0)
+            _, status = os.waitpid(_child, 0)
             break
         except ChildProcessError:
             break

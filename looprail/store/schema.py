@@ -176,9 +176,7 @@ def _shape(conn: sqlite3.Connection) -> dict[str, set[str]]:
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
         )
     ]
-    return {
-        t: {row[1] for row in conn.execute(f"PRAGMA table_info({_quote(t)})")} for t in tables
-    }
+    return {t: {row[1] for row in conn.execute(f"PRAGMA table_info({_quote(t)})")} for t in tables}
 
 
 def _quote(name: str) -> str:

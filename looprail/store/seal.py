@@ -90,8 +90,10 @@ def _read_key(path: Path) -> bytes:
     except ValueError:
         key = b""
     if len(key) < 16:
-        raise SealError(f"{path}: the journal key is damaged; move it aside (runs it sealed "
-                        "can then no longer be resumed)")
+        raise SealError(
+            f"{path}: the journal key is damaged; move it aside (runs it sealed "
+            "can then no longer be resumed)"
+        )
     return key
 
 
@@ -101,7 +103,9 @@ def canonical(row: Mapping[str, Any]) -> bytes:
 
 def chain_link(key: bytes, previous: str, event_row: Mapping[str, Any]) -> str:
     """The next link of a run's event chain."""
-    return hmac.new(key, previous.encode() + b"\n" + canonical(event_row), hashlib.sha256).hexdigest()
+    return hmac.new(
+        key, previous.encode() + b"\n" + canonical(event_row), hashlib.sha256
+    ).hexdigest()
 
 
 def run_seal(
