@@ -83,6 +83,9 @@ append("done.log", "planner")
 EXECUTOR = r"""
 t = req["task"]
 key = t["planId"] + "-" + t["taskId"]
+if (root / ".summary-early").exists() and t["taskId"] == "T2":
+    # Like GSD executors: the plan's SUMMARY is written during its last task.
+    Path(req["phase"]["dir"], t["planId"] + "-SUMMARY.md").write_text("partial summary\n")
 hold("exec-" + key)
 out = root / t["files"][0]
 out.parent.mkdir(parents=True, exist_ok=True)
@@ -402,3 +405,19 @@ def test_a_kill_at_a_random_moment_then_resume_ships_the_same(tmp_path_factory, 
     finished = lines(project, "done.log")
     assert len(finished) - len(set(finished)) <= 2, finished
     assert [p for p in pids(project) if alive(p)] == []
+
+
+def test_a_summary_written_by_a_task_in_flight_does_not_mark_its_plan_done(tmp_path, baseline):
+    want_artifacts, want_requests, _ = baseline
+    project, caps = build(tmp_path)
+    (project / ".summary-early").write_text("")
+    kill_at(project, caps, "exec-01-01-T2", jobs=1)
+    summary = project / ".planning" / "phases" / "01-demo" / "01-01-SUMMARY.md"
+    assert summary.read_text() == "partial summary\n"
+    (project / ".summary-early").unlink()
+    done = finish(project, caps, 1)
+    assert done.returncode == 0, done.stderr
+    assert "01-01-SUMMARY.md was moved" in done.stdout + done.stderr
+    assert "task 01-01-T2" in lines(project, "done.log")  # the in-flight task ran again
+    assert artifacts(project) == want_artifacts
+    assert unique(requests(project)) == want_requests

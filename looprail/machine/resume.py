@@ -112,6 +112,32 @@ def recover_role(project: Path, phase_dir: Path | None, run_id: str, journal: An
     return recovery
 
 
+def recover_summaries(
+    project: Path, phase_dir: Path | None, run_id: str, journal: Any, recovery: Recovery
+) -> None:
+    """A plan's SUMMARY.md marks it done. If the run was killed while one of the plan's tasks
+    was in flight (its journal row still `running`), a SUMMARY written meanwhile (an executor
+    that writes it during its last task) is partial output: set it aside so the plan stays
+    pending and the task runs again."""
+    if phase_dir is None:
+        return
+    plans = sorted(
+        {t.plan_id for t in journal.tasks(run_id) if t.status == "running" and t.plan_id}
+    )
+    for plan_id in plans:
+        summary = phase_dir / f"{plan_id}-SUMMARY.md"
+        if not summary.is_file() or summary.is_symlink():
+            continue
+        aside = project / ".looprail" / "partial" / run_id / "tasks"
+        aside.mkdir(parents=True, exist_ok=True)
+        shutil.move(summary, aside / summary.name)
+        recovery.set_aside.append(_project_key(summary, project))
+        recovery.notes.append(
+            f"plan {plan_id} had a task in flight when the run stopped: its {summary.name} was "
+            f"moved to {aside.relative_to(project).as_posix()}/ and the task runs again"
+        )
+
+
 def replay_role_context(events: Iterable[EventRow], runtime: Any, dispatcher: Any) -> int:
     """Deliver the run's journaled contributions to `runtime` again, in journal order. Returns
     how many were delivered (a runtime keeps one copy of a repeated fragment)."""

@@ -141,7 +141,12 @@ def run_phase(
         return SessionResult(runner.run(), None)
 
     from looprail.machine.record import JournalRecorder
-    from looprail.machine.resume import Recovery, recover_role, replay_role_context
+    from looprail.machine.resume import (
+        Recovery,
+        recover_role,
+        recover_summaries,
+        replay_role_context,
+    )
     from looprail.store import Journal, RunLock, diff_inputs, digest_inputs
 
     with RunLock(loaded.project) as lock, Journal.open(loaded.project) as jr:
@@ -160,6 +165,8 @@ def run_phase(
             jr.verify_run(previous.id)
             reap_journaled_processes(jr, previous.id, progress)
             recovery = recover_role(loaded.project, phase_dir, previous.id, jr)
+            if previous.status == "running":  # it crashed (a pause or halt finished its tasks)
+                recover_summaries(loaded.project, phase_dir, previous.id, jr, recovery)
             for note in recovery.notes:
                 progress.line(note)
         digest = digest_inputs(loaded.input_paths(phase_dir), loaded.project)
