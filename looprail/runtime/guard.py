@@ -17,6 +17,7 @@ default signal dispositions. The guard reports the child's pid and start time (f
 /proc/PID/stat), or why it could not start it, on STATUS_FD, then closes it.
 """
 
+import contextlib
 import ctypes
 import os
 import resource
@@ -28,6 +29,7 @@ PR_SET_CHILD_SUBREAPER = 36
 _RESET = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ)
 
 _child = 0
+_group = False  # whether the child's pid still pins its process group id (not yet reaped)
 
 
 def start_ticks(pid):
@@ -64,20 +66,20 @@ def _children():
 
 
 def _kill_tree():
-    # Plain try/except rather than contextlib: the guard imports as little as it can.
-    if _child:
-        try:  # noqa: SIM105
+    if _child and _group:
+        with contextlib.suppress(OSError):
             os.killpg(_child, signal.SIGKILL)
-        except OSError:
-            pass
     for pid in _children():
-        try:  # noqa: SIM105
+        with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+
+
+_stopping = False
 
 
 def _on_signal(signum, frame):
+    global _stopping
+    _stopping = True
     _kill_tree()
 
 
@@ -99,7 +101,7 @@ def _report(fd, text):
 
 
 def main():
-    global _child
+    global _child, _group
     parent, status_fd = int(sys.argv[1]), int(sys.argv[2])
     argv = sys.argv[4:]
     os.set_inheritable(status_fd, False)
@@ -116,19 +118,24 @@ def main():
     except OSError as exc:
         _report(status_fd, f"E{exc.strerror or exc}")
         os._exit(127)
+    _group = True
+    if _stopping:  # told to stop while the child was being started
+        _kill_tree()
     _report(status_fd, f"P{_child} {start_ticks(_child) or 0} {start_ticks(os.getpid()) or 0}\n")
     # The guard itself must not hold the child's pipes open: EOF belongs to the child's tree.
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
     os.close(null)
+    # Wait for the child without reaping it: while it is a zombie its pid, and so its group id,
+    # cannot be reused, so killing the group cannot hit an unrelated process.
+    with contextlib.suppress(ChildProcessError):
+        os.waitid(os.P_PID, _child, os.WEXITED | os.WNOWAIT)
+    _kill_tree()
     status = 0
-    while True:
-        try:
-            _, status = os.waitpid(_child, 0)
-            break
-        except ChildProcessError:
-            break
+    with contextlib.suppress(ChildProcessError):
+        _, status = os.waitpid(_child, 0)
+    _group = False
     _drain()
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)

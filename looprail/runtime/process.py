@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 DEFAULT_OUTPUT_CAP = 1 << 20  # 1 MiB per stream: enough for any verdict, bounded for any bug
@@ -252,16 +252,15 @@ def _kill_group(proc: subprocess.Popen) -> None:
     spawned = _CHILD_OF.get(proc)
     if spawned is not None:
         # Guarded: the guard kills the child's group and everything re-parented to it, then
-        # exits. Kill the child's group here too, so a wedged guard cannot keep it alive.
+        # exits. A guard that does not is killed, and the child with it if it is still the
+        # same process (its pid is the guard's to reap, so check its start time first).
         with contextlib.suppress(OSError):
             os.kill(proc.pid, signal.SIGTERM)
-        with contextlib.suppress(OSError):
-            os.killpg(spawned.pid, signal.SIGKILL)
         try:
             proc.wait(timeout=_GUARD_GRACE_S)
             return
         except subprocess.TimeoutExpired:
-            pass
+            reap_spawned(replace(spawned, guard_pid=0))
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
