@@ -304,6 +304,7 @@ def guard_available() -> bool:
     return (
         sys.platform.startswith("linux")
         and os.environ.get("LOOPRAIL_NO_GUARD") != "1"
+        and bool(sys.executable)  # an embedding interpreter may have none to start the guard
         and _GUARD.is_file()
     )
 
