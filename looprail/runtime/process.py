@@ -349,16 +349,19 @@ def _close_fds(*fds: int) -> None:
                 os.close(fd)
 
 
-def start_ticks(pid: int) -> int | None:
+def start_ticks(pid: int, *, live_only: bool = False) -> int | None:
     """Field 22 of /proc/PID/stat (start time since boot), or None when there is no such
-    process (or no /proc)."""
+    process (or no /proc); with `live_only`, also None for a zombie (dead, not yet reaped)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             text = fh.read()
     except OSError:
         return None
     try:
-        return int(text[text.rindex(b")") + 2 :].split()[19])
+        fields = text[text.rindex(b")") + 2 :].split()
+        if live_only and fields[0] in (b"Z", b"X"):
+            return None
+        return int(fields[19])
     except (ValueError, IndexError):
         return None
 
@@ -368,11 +371,11 @@ def reap_spawned(spawned: Spawned) -> list[int]:
     child's process group, each only when its pid still names the very same process (same
     start time), never a process that merely reuses the number. Returns the pids killed."""
     killed = []
-    if spawned.guard_pid and start_ticks(spawned.guard_pid) == spawned.guard_start:
+    if spawned.guard_pid and start_ticks(spawned.guard_pid, live_only=True) == spawned.guard_start:
         with contextlib.suppress(OSError):
             os.kill(spawned.guard_pid, signal.SIGTERM)  # it kills its whole tree
             killed.append(spawned.guard_pid)
-    if spawned.pid and start_ticks(spawned.pid) == spawned.start:
+    if spawned.pid and start_ticks(spawned.pid, live_only=True) == spawned.start:
         with contextlib.suppress(OSError):
             if os.getpgid(spawned.pid) == spawned.pid:
                 os.killpg(spawned.pid, signal.SIGKILL)
