@@ -319,8 +319,30 @@ def _capabilities(data: LintInput) -> list[Finding]:
                     + (" (or remove the capability)" if failed.origin != "first-party" else ""),
                 )
             )
+    # What `looprail run` refuses to start on (besides failed manifests, reported above).
+    from looprail.hooks.startup import blockers
+
+    missing = {str(r.path) for r in getattr(reg, "missing_roots", ())}
+    untrusted_gates = set()
+    for b in blockers(reg, data.compiled):
+        if b.code == "capability-not-loaded":
+            continue
+        if b.code == "capability-gates-untrusted":
+            untrusted_gates.add(b.file)
+        out.append(
+            Finding(
+                severity="error",
+                code=b.code,
+                file=_rel(b.file, data.project),
+                path=b.path,
+                message=b.message + "; `looprail run` refuses to start",
+                fix=b.fix,
+            )
+        )
     for w in reg.warnings:
         file = w.split(": ", 1)[0] if ": " in w else ""
+        if file in missing:
+            continue
         out.append(
             Finding(
                 severity="warning",
@@ -333,6 +355,8 @@ def _capabilities(data: LintInput) -> list[Finding]:
     for cid, lc in reg.capabilities.items():
         file = _cap_file(data, lc)
         cap = data.compiled.get("caps", {}).get(cid, {})
+        if cap.get("consent") is False and str(lc.source / "capability.json") in untrusted_gates:
+            continue
         if cap.get("consent") is False:
             out.append(
                 Finding(

@@ -68,7 +68,7 @@ MAX_TIMEOUT_MS = 2 * 60 * 60 * 1000
 MAX_PATHS_BYTES = 4 << 20
 STDERR_TAIL = 2000
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
-_SLUG = re.compile(r"^[a-z][a-z0-9_-]*$")
+_SLUG = re.compile(r"^[a-z][a-z0-9_-]*\Z")
 _PLACEHOLDERS = ("{{model}}", "{{effort}}", "{{output}}", "{{prompt}}")
 
 Spawn = Callable[..., ProcessResult]

@@ -106,6 +106,8 @@ def run(args) -> int:
 
     project = args.project_pos or args.project
     loaded = load_project(project, args.capabilities)
+    if refused := _refuse(loaded):
+        return refused
     if args.dry_run:
         from looprail.machine.dryrun import dry_run
 
@@ -133,6 +135,8 @@ def resume(args) -> int:
     from looprail.store import Journal
 
     loaded = load_project(args.project, args.capabilities)
+    if refused := _refuse(loaded):
+        return refused
     with Journal.open(loaded.project, create=False) as jr:
         target = jr.find_run(args.run_id) if args.run_id else None
         if target is None:
@@ -148,6 +152,23 @@ def resume(args) -> int:
         accept_changes=args.accept_changes,
     )
     return _summary(outcome)
+
+
+def _refuse(loaded) -> int:
+    """Nothing is dropped silently: a hook or gate that could not be loaded stops the run before
+    it starts (exit 2), one line per problem with its fix."""
+    found = loaded.blockers
+    for b in found:
+        print(f"looprail: error: {b.line()}", file=sys.stderr)
+    if found:
+        n = len(found)
+        print(
+            f"looprail: error: refusing to start: {n} problem{'s' * (n > 1)} would drop hooks "
+            "or gates silently (see above)",
+            file=sys.stderr,
+        )
+        return 2
+    return 0
 
 
 def _summary(outcome) -> int:

@@ -26,11 +26,11 @@ from pydantic import ValidationError as PydanticValidationError
 from looprail.errors import Issue
 from looprail.points import POINT_ROLES, POINTS
 
-ID_PATTERN = re.compile(r"^[a-z][a-z0-9-]*$")
+ID_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\Z")
 SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$"
 )
-SCRIPT_PATTERN = re.compile(r"^[A-Za-z0-9._/-]+$")
+SCRIPT_PATTERN = re.compile(r"^[A-Za-z0-9._/-]+\Z")
 FORBIDDEN_KEYS = frozenset({"__proto__", "constructor", "prototype"})
 # Id prefixes only a first-party set may use (an overlay claiming one is rejected).
 RESERVED_PREFIXES = ("gsd-", "gsd-core-", "anthropic-", "looprail-")

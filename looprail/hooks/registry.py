@@ -63,6 +63,8 @@ class Registry:
     failed: list[FailedCapability]
     warnings: list[str]
     roots: list[Root]
+    # First-party folders that were named but do not exist (`looprail run` refuses to start).
+    missing_roots: list[Root] = field(default_factory=list)
 
     def task_content_resolvers(self) -> list[tuple[str, Any]]:
         """(cap id, TaskContentResolver) of every loaded feature capability that declares one."""
@@ -121,9 +123,11 @@ def load_registry(
     failed: list[FailedCapability] = []
     warnings: list[str] = []
     candidates: list[LoadedCapability] = []
+    missing: list[Root] = []
     for root in roots:
         if root.origin == FIRST_PARTY and not _exists(root.path, dir=True):
             warnings.append(f"{root.path}: capability folder does not exist")
+            missing.append(root)
             continue
         for folder in _capability_folders(root.path):
             manifest_path = folder / "capability.json"
@@ -153,7 +157,7 @@ def load_registry(
                 continue
             candidates.append(LoadedCapability(cap, data, folder, root.origin))
     accepted = _merge(candidates, failed, warnings)
-    registry = Registry(accepted, failed, warnings, list(roots))
+    registry = Registry(accepted, failed, warnings, list(roots), missing)
     _check_points(registry)
     apply_activation(registry, config)
     return registry

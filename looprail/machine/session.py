@@ -53,6 +53,14 @@ class Loaded:
         ]
         return unloadable_resolvers(self.registry.failed) + unconsented
 
+    @property
+    def blockers(self) -> list[Any]:
+        """Why `looprail run` must not start (`looprail.hooks.startup`): a missing first-party
+        folder, a capability that failed to load, an unconsented project capability's gates."""
+        from looprail.hooks.startup import blockers
+
+        return blockers(self.registry, self.compiled)
+
     def input_paths(self, phase_dir: Path | None) -> list[Path]:
         """What a run depends on: capability folders, the config, the phase's plans."""
         paths = [lc.source for lc in self.registry.capabilities.values()]

@@ -48,7 +48,7 @@ from looprail.runtime.process import (
 LOOPRAIL_DIR = ".looprail"
 
 # A plain file name: no path separator, no leading "-" (option) or "." (hidden, "..").
-_PLAIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:+@-]*$")
+_PLAIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:+@-]*\Z")
 
 
 def _stderr_progress(line: str) -> None:

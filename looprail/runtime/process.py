@@ -234,18 +234,7 @@ def tail(text: str, limit: int = 2000) -> str:
 
 def escape_untrusted(text: str) -> str:
     """Make untrusted text (a resolver's stderr, a manifest string) safe to put on one line:
-    control characters and newlines become visible escapes."""
-    out = []
-    for ch in text:
-        code = ord(ch)
-        if ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif code < 0x20 or code == 0x7F or 0x80 <= code < 0xA0:
-            out.append(f"\\x{code:02x}")
-        else:
-            out.append(ch)
-    return "".join(out)
+    control characters and newlines become visible escapes (`looprail.textsafe.one_line`)."""
+    from looprail.textsafe import one_line
+
+    return one_line(text)
