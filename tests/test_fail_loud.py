@@ -101,3 +101,51 @@ def test_render_hooks_keeps_the_fail_open_warning(hello, tmp_path):
     assert p.returncode == 0
     envelope = json.loads(p.stdout)
     assert any("broken" in w for w in envelope.get("warnings", ())), envelope
+
+
+def _caps_with(tmp_path: Path, *manifests: dict) -> Path:
+    caps = tmp_path / "caps"
+    shutil.copytree(CAPS, caps)
+    for m in manifests:
+        write_capability(caps, m)
+    return caps
+
+
+# --------------------------------------------------------------------------- 9: escapes
+
+
+def test_escape_sequences_from_data_are_never_printed_raw(hello, tmp_path):
+    forged = "\x1b[2K\r  ✓ gate pass\x1b]0;pwn\x07"
+    (hello / ".planning" / "phases" / f"02-x{forged}").mkdir()
+    p = run_cli("phase", "list", "--project", str(hello))
+    assert p.returncode == 0
+    assert "\x1b" not in p.stdout and "\r" not in p.stdout and "\x07" not in p.stdout
+    assert "\\x1b[2K" in p.stdout
+    shutil.rmtree(hello / ".planning" / "phases" / f"02-x{forged}")
+    # a manifest string reaches a progress line and the journal, then `status`
+    gate = _gate()
+    gate["check"]["predicate"]["artifact"] = f"NOPE{forged}\n  ✓ shipped.md"
+    caps = _caps_with(tmp_path, feature("forger", gates=[gate]))
+    p = run_cli("run", str(hello), "--phase", "1", "--capabilities", str(caps))
+    assert p.returncode == 1, p.stderr
+    s = run_cli("status", "--project", str(hello))
+    for out in (p.stdout, p.stderr, s.stdout, s.stderr):
+        assert "\x1b" not in out and "\r" not in out and "\x07" not in out
+        assert "\n  ✓ shipped.md" not in out
+
+
+# --------------------------------------------------------------------------- 10: \Z, not $
+
+
+def test_a_skill_name_ending_in_a_newline_is_not_a_plain_name(hello, tmp_path):
+    sentinel = tmp_path / "PWNED"
+    skill = hello / ".looprail" / "skills" / "gsd-tool\n"
+    skill.parent.mkdir(parents=True, exist_ok=True)
+    skill.write_text(f"#!/bin/sh\ntouch {sentinel}\necho '{{}}'\n")
+    skill.chmod(0o755)
+    step = {"point": "plan:pre", "ref": {"skill": "tool\n"}, "produces": [], "consumes": [],
+            "onError": "skip"}
+    caps = _caps_with(tmp_path, feature("newline-skill", skills=["tool\n"], steps=[step]))
+    p = run_cli("run", str(hello), "--phase", "1", "--capabilities", str(caps))
+    assert not sentinel.exists()
+    assert "refused name 'gsd-tool\\\\n'" in p.stderr or "refused name" in p.stderr, p.stderr

@@ -5,6 +5,8 @@ history, exit 0); `report` has nothing to report and says so (exit 1)."""
 
 from __future__ import annotations
 
+from looprail.textsafe import one_line
+
 import argparse
 from pathlib import Path
 
@@ -107,7 +109,7 @@ def _status(args: argparse.Namespace) -> int:
         )
     counts = header.tasks
     lines = [
-        f"run {run.id} · phase {run.phase} · {status}",
+        f"run {run.id} · phase {one_line(run.phase)} · {status}",
         f"state: {', '.join(run.state) or '-'}",
         f"wave: {'-' if wave is None else wave}",
         f"tasks: {counts.done} done, {counts.running} running, {counts.pending} pending, "
@@ -120,7 +122,7 @@ def _status(args: argparse.Namespace) -> int:
         ),
     ]
     if run.halt_reason:
-        lines.append(f"halt reason: {run.halt_reason}")
+        lines.append(f"halt reason: {one_line(run.halt_reason)}")
     if holder is not None and not live:
         lines.append(f"lock: held by {holder.describe()}")
     print("\n".join(lines))
@@ -152,7 +154,7 @@ def _history(args: argparse.Namespace) -> int:
                 h.startedAt,
                 format_duration(h.durationMs),
                 f"{h.tasks.done}/{total} done",
-                h.haltReason or "",
+                one_line(h.haltReason or ""),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]

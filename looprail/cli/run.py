@@ -173,6 +173,7 @@ def _refuse(loaded) -> int:
 
 def _summary(outcome) -> int:
     from looprail.machine.progress import fmt_duration
+    from looprail.textsafe import one_line
 
     r = outcome.result
     run = f"run {outcome.run_id}: " if outcome.run_id else ""
@@ -182,7 +183,7 @@ def _summary(outcome) -> int:
         hooks = f"{r.hooks_dispatched} hook{'s' if r.hooks_dispatched != 1 else ''} dispatched"
         print(f"{run}shipped in {took} ({r.tasks_run} task(s) run, {waves}, {hooks})")
     elif r.status == "paused":
-        print(f"{run}paused: {r.reason}", file=sys.stderr)
+        print(f"{run}paused: {one_line(r.reason)}", file=sys.stderr)
     else:
-        print(f"{run}halted at {'/'.join(r.state)}: {r.reason}", file=sys.stderr)
+        print(f"{run}halted at {'/'.join(r.state)}: {one_line(r.reason)}", file=sys.stderr)
     return r.exit_code
