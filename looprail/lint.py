@@ -36,7 +36,6 @@ import os
 import posixpath
 import re
 import shlex
-import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,6 +151,7 @@ class LintInput:
 def local_probe(project: Path) -> Probe:
     """The probe of the local runtime: what `LocalRuntime` would find under `.looprail/`."""
     from looprail.runtime.local import LocalRuntime
+    from looprail.runtime.process import find_program
 
     runtime = LocalRuntime(project)
 
@@ -160,13 +160,13 @@ def local_probe(project: Path) -> Probe:
         return found if isinstance(found, str) else None
 
     def on_path(word: str) -> bool:
-        return word in SHELL_BUILTINS or shutil.which(word) is not None
+        return word in SHELL_BUILTINS or find_program(word) is not None
 
     def runnable(binary: str) -> bool:
         if "/" in binary:
             path = Path(binary) if os.path.isabs(binary) else project / binary
             return path.is_file() and os.access(path, os.X_OK)
-        return shutil.which(binary) is not None
+        return find_program(binary) is not None
 
     return Probe(executable, on_path, runnable)
 
@@ -971,7 +971,10 @@ def _resolvers(data: LintInput) -> _Resolvers:
         else:
             inactive.setdefault(r.trackerPrefix, []).append(cid)
     broken: dict[str, list[tuple[str, str]]] = {}
-    for cid, prefix, reason in unloadable_resolvers(data.registry.failed):
+    served = {
+        prefix: data.registry.capabilities[pairs[0][0]].origin for prefix, pairs in active.items()
+    }
+    for cid, prefix, reason in unloadable_resolvers(data.registry.failed, served):
         broken.setdefault(prefix, []).append((cid, reason))
     return _Resolvers(active, inactive, broken)
 

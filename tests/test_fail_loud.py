@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from looprail.cli import main
 from tests.conftest import REPO, feature, run_cli, write_capability
 
 EXAMPLE = REPO / "examples" / "hello-loop"
@@ -47,8 +46,16 @@ def _assert_refused(p, *needles: str) -> None:
 
 def test_run_refuses_a_missing_capabilities_folder(hello, tmp_path):
     missing = tmp_path / "no-such-caps"
-    p = run_cli("run", str(hello), "--phase", "1", "--capabilities", str(CAPS),
-                "--capabilities", str(missing))
+    p = run_cli(
+        "run",
+        str(hello),
+        "--phase",
+        "1",
+        "--capabilities",
+        str(CAPS),
+        "--capabilities",
+        str(missing),
+    )
     _assert_refused(p, f"{missing}: capability folder does not exist", "fix: correct the path")
     assert not (hello / ".looprail" / "journal.sqlite").exists()
     assert not list((hello / ".planning/phases/01-greeting").glob("*-SUMMARY.md"))
@@ -60,8 +67,12 @@ def test_run_refuses_a_capability_that_failed_to_load(hello, tmp_path):
     (caps / "broken").mkdir()
     (caps / "broken" / "capability.json").write_text('{"id": "broken", "gates": [')
     p = run_cli("run", str(hello), "--phase", "1", "--capabilities", str(caps))
-    _assert_refused(p, "capability 'broken' (first-party) failed to load", "not valid JSON",
-                    "fix: fix the manifest")
+    _assert_refused(
+        p,
+        "capability 'broken' (first-party) failed to load",
+        "not valid JSON",
+        "fix: fix the manifest",
+    )
     # one line per problem (+ the summary line)
     assert len([x for x in p.stderr.splitlines() if "error:" in x]) == 2
 
@@ -69,8 +80,9 @@ def test_run_refuses_a_capability_that_failed_to_load(hello, tmp_path):
 def test_run_refuses_an_unconsented_project_capability_with_gates(hello):
     write_capability(hello / ".looprail" / "capabilities", feature("extra-gate", gates=[_gate()]))
     p = run_cli("run", str(hello), "--phase", "1", "--capabilities", str(CAPS))
-    _assert_refused(p, "project capability 'extra-gate' declares gates at ship:pre",
-                    "run `looprail trust`")
+    _assert_refused(
+        p, "project capability 'extra-gate' declares gates at ship:pre", "run `looprail trust`"
+    )
     # consent lifts the refusal: the gate is then evaluated (and blocks: NOPE.md is absent)
     t = run_cli("trust", "--project", str(hello), "--yes")
     assert t.returncode == 0, t.stderr
@@ -81,8 +93,16 @@ def test_run_refuses_an_unconsented_project_capability_with_gates(hello):
 def test_lint_reports_the_same_as_errors(hello, tmp_path):
     write_capability(hello / ".looprail" / "capabilities", feature("extra-gate", gates=[_gate()]))
     missing = tmp_path / "no-such-caps"
-    p = run_cli("lint", "--project", str(hello), "--capabilities", str(CAPS),
-                "--capabilities", str(missing), "--json")
+    p = run_cli(
+        "lint",
+        "--project",
+        str(hello),
+        "--capabilities",
+        str(CAPS),
+        "--capabilities",
+        str(missing),
+        "--json",
+    )
     report = json.loads(p.stdout)
     codes = {f["code"]: f for f in report["findings"] if f["severity"] == "error"}
     assert "capability-folder-missing" in codes and "capability-gates-untrusted" in codes
@@ -96,8 +116,16 @@ def test_render_hooks_keeps_the_fail_open_warning(hello, tmp_path):
     (caps / "broken" / "capability.json").write_text(
         json.dumps({"id": "broken", "gates": [_gate("verify:pre")]})
     )
-    p = run_cli("loop", "render-hooks", "verify:pre", "--raw", "--project", str(hello),
-                "--capabilities", str(caps))
+    p = run_cli(
+        "loop",
+        "render-hooks",
+        "verify:pre",
+        "--raw",
+        "--project",
+        str(hello),
+        "--capabilities",
+        str(caps),
+    )
     assert p.returncode == 0
     envelope = json.loads(p.stdout)
     assert any("broken" in w for w in envelope.get("warnings", ())), envelope
@@ -143,9 +171,112 @@ def test_a_skill_name_ending_in_a_newline_is_not_a_plain_name(hello, tmp_path):
     skill.parent.mkdir(parents=True, exist_ok=True)
     skill.write_text(f"#!/bin/sh\ntouch {sentinel}\necho '{{}}'\n")
     skill.chmod(0o755)
-    step = {"point": "plan:pre", "ref": {"skill": "tool\n"}, "produces": [], "consumes": [],
-            "onError": "skip"}
+    step = {
+        "point": "plan:pre",
+        "ref": {"skill": "tool\n"},
+        "produces": [],
+        "consumes": [],
+        "onError": "skip",
+    }
     caps = _caps_with(tmp_path, feature("newline-skill", skills=["tool\n"], steps=[step]))
     p = run_cli("run", str(hello), "--phase", "1", "--capabilities", str(caps))
     assert not sentinel.exists()
     assert "refused name 'gsd-tool\\\\n'" in p.stderr or "refused name" in p.stderr, p.stderr
+
+
+# --------------------------------------------------------------------------- 5, 6, 14: resolvers
+
+
+def _tracker_plan(project: Path, tracker_id: str) -> Path:
+    from tests.loopkit import plan_md, task_xml
+
+    phase = project / ".planning" / "phases" / "01-greeting"
+    phase.mkdir(parents=True, exist_ok=True)
+    plan = phase / "01-01-PLAN.md"
+    attrs = f' tracker-id="{tracker_id}"'
+    plan.write_text(plan_md("01", wave=1, tasks=[task_xml("T1", attrs=attrs)]))
+    return plan
+
+
+def _resolver_cap(cap_id: str, prefix: str, binary: str) -> dict:
+    return feature(
+        cap_id,
+        taskContentResolver={
+            "trackerPrefix": prefix,
+            "invoke": {"binary": binary, "args": ["{{id}}"], "timeoutMs": 10000},
+        },
+    )
+
+
+def _resolve(project: Path, plan: Path, tracker_id: str, caps: Path, env=None):
+    return run_cli(
+        "task",
+        "resolve-content",
+        "--project",
+        str(project),
+        "--plan",
+        str(plan),
+        "--task-id",
+        tracker_id,
+        "--capabilities",
+        str(caps),
+        env=env,
+    )
+
+
+def test_a_tracker_id_cannot_inject_an_option_into_the_resolver(hello, tmp_path):
+    target = tmp_path / "INJECTED"
+    script = tmp_path / "tracker.py"
+    script.write_text(
+        "#!/usr/bin/env python3\nimport sys, json\n"
+        "for a in sys.argv[1:]:\n"
+        "    if a.startswith('--output='):\n"
+        "        open(a.split('=', 1)[1], 'w').write('x')\n"
+        "print(json.dumps({'description': 'd'}))\n"
+    )
+    script.chmod(0o755)
+    caps = tmp_path / "caps"
+    write_capability(caps, _resolver_cap("git-tracker", "git", str(script)))
+    tid = f"git:--output={target}"
+    plan = _tracker_plan(hello, tid)
+    p = _resolve(hello, plan, tid, caps)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "starts with '-'" in p.stderr and "Traceback" not in p.stderr
+    assert not target.exists()
+
+
+def test_a_bare_resolver_binary_is_not_found_in_the_project_through_an_empty_path_entry(
+    hello, tmp_path
+):
+    import os
+
+    sentinel = tmp_path / "PLANTED-RAN"
+    planted = hello / "looprail-test-tracker"
+    planted.write_text(f'#!/bin/sh\ntouch {sentinel}\necho \'{{"description": "x"}}\'\n')
+    planted.chmod(0o755)
+    caps = tmp_path / "caps"
+    write_capability(caps, _resolver_cap("bare", "bare", "looprail-test-tracker"))
+    plan = _tracker_plan(hello, "bare:X-1")
+    for path in (":" + os.environ["PATH"], os.environ["PATH"] + "::", "." + os.pathsep + "/bin"):
+        p = _resolve(hello, plan, "bare:X-1", caps, env={"PATH": path})
+        assert p.returncode == 1, p.stdout
+        assert "could not start" in p.stderr
+        assert not sentinel.exists()
+
+
+def test_an_invalid_project_capability_cannot_disable_a_first_party_resolver(hello, tmp_path):
+    # Invalid (no version) and unconsented, yet it claims the first-party `demo` prefix.
+    evil = _resolver_cap("evil", "demo", "/bin/false")
+    del evil["version"]
+    write_capability(hello / ".looprail" / "capabilities", evil)
+    plan = _tracker_plan(hello, "demo:HELLO-3")
+    p = _resolve(hello, plan, "demo:HELLO-3", CAPS)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["resolved"] is True
+    # a valid but unconsented one that claims it is refused at merge and is ignored too
+    evil["version"] = "1.0.0"
+    write_capability(hello / ".looprail" / "capabilities", evil)
+    p = _resolve(hello, plan, "demo:HELLO-3", CAPS)
+    assert p.returncode == 0 and json.loads(p.stdout)["resolved"] is True, p.stderr
+    lint = run_cli("lint", "--project", str(hello), "--capabilities", str(CAPS), "--json")
+    assert not [f for f in json.loads(lint.stdout)["findings"] if "HELLO-3" in f["message"]]

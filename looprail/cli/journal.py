@@ -5,12 +5,11 @@ history, exit 0); `report` has nothing to report and says so (exit 1)."""
 
 from __future__ import annotations
 
-from looprail.textsafe import one_line
-
 import argparse
 from pathlib import Path
 
 from looprail.cli._common import add_project_options, print_json
+from looprail.textsafe import one_line
 
 
 def register(sub) -> None:

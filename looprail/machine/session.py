@@ -51,7 +51,10 @@ class Loaded:
             for cid, r in self.registry.task_content_resolvers()
             if cid in caps and caps[cid].get("consent") is False
         ]
-        return unloadable_resolvers(self.registry.failed) + unconsented
+        served = {
+            r.trackerPrefix: self.registry.capabilities[cid].origin for cid, r in self.resolvers
+        }
+        return unloadable_resolvers(self.registry.failed, served) + unconsented
 
     @property
     def blockers(self) -> list[Any]:
