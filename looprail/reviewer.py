@@ -335,6 +335,18 @@ def lane_argv(
         key = invoke.get("effortConfigKey") or lane.body.get("effortConfigKey")
         effort = _string(config, key or f"review.efforts.{lane.slug}")
     expansions["{{effort}}"] = _flagged(invoke.get("effortArg"), effort)
+    # A project's config is not the user's: a value starting with '-' would be read by the CLI
+    # as an option of its own (`--dangerously-skip-permissions`), not as a model or an effort.
+    for name, key, value in (
+        ("model", lane.body.get("modelConfigKey"), model),
+        ("effort", invoke.get("effortConfigKey") or lane.body.get("effortConfigKey"), effort),
+    ):
+        if value is not None and value.startswith("-"):
+            return (
+                f"config value {escape_untrusted(value)!r} for the {name} "
+                f"({escape_untrusted(str(key or name))}) starts with '-' and would be read as an "
+                "option; refused"
+            )
     output_channel = invoke.get("outputChannel", "stdout")
     expansions["{{output}}"] = (
         _flagged(invoke.get("outputArg"), review_path) if output_channel == "file-arg" else []
