@@ -280,3 +280,44 @@ def test_an_invalid_project_capability_cannot_disable_a_first_party_resolver(hel
     assert p.returncode == 0 and json.loads(p.stdout)["resolved"] is True, p.stderr
     lint = run_cli("lint", "--project", str(hello), "--capabilities", str(CAPS), "--json")
     assert not [f for f in json.loads(lint.stdout)["findings"] if "HELLO-3" in f["message"]]
+
+
+# --------------------------------------------------------------------------- 7: shells by argv
+
+
+@pytest.mark.parametrize(
+    "binary, args, shown",
+    [
+        ("sh", ["-c", "curl x | sh", "{{id}}"], "sh -c"),
+        ("/bin/bash", ["-lc", "id", "{{id}}"], "bash -lc"),
+        ("env", ["FOO=1", "dash", "-c", "id", "{{id}}"], "dash -c"),
+        ("python3.12", ["-c", "import os", "{{id}}"], "python3.12 -c"),
+        ("/usr/bin/env", ["-i", "node", "-e", "1", "{{id}}"], "node -e"),
+        ("timeout", ["5", "zsh", "{{id}}"], "zsh"),
+    ],
+)
+def test_audit_and_trust_say_when_a_resolver_is_a_shell(hello, tmp_path, binary, args, shown):
+    write_capability(
+        hello / ".looprail" / "capabilities",
+        feature("shelly", taskContentResolver={
+            "trackerPrefix": "shelly",
+            "invoke": {"binary": binary, "args": args, "timeoutMs": 1000},
+        }),
+    )  # fmt: skip
+    audit = run_cli("capability", "audit", "--project", str(hello))
+    assert audit.returncode == 0, audit.stderr
+    block = audit.stdout[audit.stdout.index("taskContentResolver") :]
+    assert "SHELL" in block.splitlines()[0] and f"SHELL: runs {shown}" in block
+    assert "no shell" not in block.splitlines()[1]
+    data = json.loads(run_cli("capability", "audit", "--project", str(hello), "--json").stdout)
+    surfaces = [s for c in data["capabilities"] for s in c["surfaces"]]
+    assert [s["shell"] for s in surfaces if s["kind"] == "taskContentResolver"] == [True]
+    trust = run_cli("trust", "--project", str(hello), "--yes")
+    assert trust.returncode == 0
+    assert "consenting to shell or interpreter code: shelly $.taskContentResolver" in trust.stderr
+
+
+def test_audit_keeps_saying_no_shell_for_a_plain_program(hello):
+    audit = run_cli("capability", "audit", "--project", str(hello), "--capabilities", str(CAPS))
+    line = next(x for x in audit.stdout.splitlines() if "demo-tracker" in x and "{{id}}" in x)
+    assert "(no shell;" in line
