@@ -321,3 +321,46 @@ def test_audit_keeps_saying_no_shell_for_a_plain_program(hello):
     audit = run_cli("capability", "audit", "--project", str(hello), "--capabilities", str(CAPS))
     line = next(x for x in audit.stdout.splitlines() if "demo-tracker" in x and "{{id}}" in x)
     assert "(no shell;" in line
+
+
+# --------------------------------------------------------------------------- 3: alias bomb
+
+HOSTILE = Path(__file__).parent / "hostile"
+
+
+def test_an_alias_bomb_in_frontmatter_is_refused_not_expanded(hello):
+    import subprocess
+    import sys
+
+    phase = hello / ".planning" / "phases" / "01-greeting"
+    phase.mkdir(parents=True, exist_ok=True)
+    shutil.copy(HOSTILE / "frontmatter" / "alias-bomb.md", phase / "01-VERIFICATION.md")
+    predicate = {
+        "kind": "artifact-frontmatter-equals",
+        "artifact": "VERIFICATION.md",
+        "field": "status",
+        "equals": "passed",
+    }
+    cmd = [sys.executable, "-c", "import sys; from looprail.cli import main; sys.exit(main())"]
+    p = subprocess.run(
+        [*cmd, "check", "predicate", "--predicate", json.dumps(predicate), "--phase", "1",
+         "--project", str(hello)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert "alias *l0 is not allowed" in p.stdout + p.stderr, p.stdout + p.stderr
+    assert "Traceback" not in p.stderr
+    # a PLAN.md carrying one is a plan error naming the line
+    plan = phase / "01-01-PLAN.md"
+    plan.write_text("---\nphase: 01\nplan: '01'\nx: &x [1]\ny: *x\n---\n<tasks></tasks>\n")
+    lint = run_cli("lint", "--project", str(hello))
+    assert "01-01-PLAN.md: line 5" in lint.stdout and "alias *x is not allowed" in lint.stdout
+    plan.unlink()
+    # `run` reads VERIFICATION.md's status: it must not hang; an unreadable status is no status,
+    # so the verifier does the verify work again (and writes a readable one)
+    p = subprocess.run(
+        [*cmd, "run", str(hello), "--phase", "1", "--capabilities", str(CAPS)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert "Traceback" not in p.stderr
+    assert "verifier did the verify work" in p.stderr, p.stderr
+    assert "*l0" not in (phase / "01-VERIFICATION.md").read_text()

@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from looprail.errors import PlanError
+from looprail.yamlload import NoAliasSafeLoader
 
 TaskType = Literal[
     "auto",
@@ -435,9 +436,10 @@ def split_paths(text: str) -> list[str]:
 # --- frontmatter ----------------------------------------------------------------------------
 
 
-class _PlanYamlLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys and keeps zero-padded numbers as strings: plan and
-    phase ids are written `01`, and YAML 1.1 would read that as the octal integer 1."""
+class _PlanYamlLoader(NoAliasSafeLoader):
+    """SafeLoader without aliases (`looprail.yamlload`) that rejects duplicate keys and keeps
+    zero-padded numbers as strings: plan and phase ids are written `01`, and YAML 1.1 would read
+    that as the octal integer 1."""
 
     yaml_implicit_resolvers: ClassVar[dict[Any, list[Any]]] = {
         first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:int"]
