@@ -364,3 +364,69 @@ def test_an_alias_bomb_in_frontmatter_is_refused_not_expanded(hello):
     assert "Traceback" not in p.stderr
     assert "verifier did the verify work" in p.stderr, p.stderr
     assert "*l0" not in (phase / "01-VERIFICATION.md").read_text()
+
+
+# --------------------------------------------------------------------------- 11: linear-ish
+
+
+def _one_line_plan(size: int) -> str:
+    """Frontmatter, then one line of `size` bytes: backtick runs of distinct lengths (no run has
+    a partner) and unclosed `<!--` and `<b>` (a backtracking scan is quadratic in each)."""
+    parts, k, total = [], 1, 0
+    while total < size // 2:
+        parts.append("`" * k + "a")
+        total += k + 1
+        k += 1
+    rest = (size - total) // 3
+    line = "".join(parts) + "<!--" * (rest // 8) + "<b>" * (rest // 6)
+    return "---\nphase: 01\nplan: '01'\ntype: execute\n---\n<tasks></tasks>\n" + line + "\n"
+
+
+def test_an_8_mib_one_line_plan_is_read_in_linear_time(tmp_path):
+    import subprocess
+    import sys
+
+    project = tmp_path / "project"
+    phase = project / ".planning" / "phases" / "01-demo"
+    phase.mkdir(parents=True)
+    (phase / "01-01-PLAN.md").write_text(_one_line_plan(8 * 1024 * 1024))
+    cmd = [sys.executable, "-c", "import sys; from looprail.cli import main; sys.exit(main())"]
+    # Linear takes a few seconds even on a loaded 2-core machine; the backtracking scan took
+    # minutes (quadratic in the runs on the line).
+    p = subprocess.run(
+        [*cmd, "phase", "plan-index", "1", "--project", str(project)],
+        capture_output=True, text=True, timeout=90,
+    )  # fmt: skip
+    assert "Traceback" not in p.stderr
+    assert p.returncode in (0, 1), p.stderr
+
+
+def test_waves_of_chained_plans_are_built_in_linear_time():
+    import time
+
+    from looprail.plans.planfile import parse_plan
+    from looprail.plans.waves import compute_waves
+    from tests.loopkit import plan_md, task_xml
+
+    base = parse_plan(plan_md("0001", tasks=[task_xml("T1")]), path="01-0001-PLAN.md")
+
+    def chain(n: int) -> list:
+        return [
+            base.model_copy(update={
+                "id": f"01-{i:04d}", "path": Path(f"01-{i:04d}-PLAN.md"),
+                "depends_on": [f"01-{i - 1:04d}"] if i > 1 else [],
+            })
+            for i in range(1, n + 1)
+        ]  # fmt: skip
+
+    def took(plans: list) -> float:
+        start = time.perf_counter()
+        waves = compute_waves(plans)
+        assert len(waves.waves) == len(plans)
+        return time.perf_counter() - start
+
+    small, big = chain(500), chain(4000)
+    t_small = min(took(small) for _ in range(3))
+    t_big = took(big)
+    # 8x the plans: linear is ~8x the time, the quadratic grouping was ~60-100x.
+    assert t_big < 24 * t_small + 0.2, (t_small, t_big)
