@@ -430,3 +430,35 @@ def test_waves_of_chained_plans_are_built_in_linear_time():
     t_big = took(big)
     # 8x the plans: linear is ~8x the time, the quadratic grouping was ~60-100x.
     assert t_big < 24 * t_small + 0.2, (t_small, t_big)
+
+
+# --------------------------------------------------------------------------- 12: next-turn.json
+
+
+@pytest.mark.parametrize(
+    "body, reason",
+    [
+        ("[" * 100_000 + "]" * 100_000, "JSON nested too deeply"),
+        ('[{"message": "x"},', "not valid JSON"),
+    ],
+)
+def test_a_broken_next_turn_queue_is_one_line(hello, tmp_path, body, reason):
+    home = tmp_path / "lhome"
+    home.mkdir()
+    hooks = {"local": {"lint": {"description": "d", "event": "plan:pre", "shell": "true"}}}
+    (home / "hooks.json").write_text(json.dumps(hooks))
+    queue = hello / ".looprail" / "next-turn.json"
+    queue.write_text(body)
+    p = run_cli(
+        "run",
+        str(hello),
+        "--phase",
+        "1",
+        "--capabilities",
+        str(CAPS),
+        env={"LOOPRAIL_HOME": str(home)},
+    )
+    assert "Traceback" not in p.stderr
+    assert p.returncode == 1, p.stderr
+    assert f"{queue}: $: {reason}" in p.stderr
+    assert len(p.stderr.strip().splitlines()) <= 3, p.stderr
