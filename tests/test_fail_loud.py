@@ -462,3 +462,56 @@ def test_a_broken_next_turn_queue_is_one_line(hello, tmp_path, body, reason):
     assert p.returncode == 1, p.stderr
     assert f"{queue}: $: {reason}" in p.stderr
     assert len(p.stderr.strip().splitlines()) <= 3, p.stderr
+
+
+# --------------------------------------------------------------------------- 2: fragment bytes
+
+
+def _contribution(path: str, n: int) -> dict:
+    return {"point": "plan:pre", "into": "planner", "fragment": {"path": path},
+            "produces": [], "consumes": [], "onError": "skip", "id": n}  # fmt: skip
+
+
+def test_one_big_fragment_named_fifty_times_is_bounded(hello, tmp_path):
+    import resource
+
+    caps_root = hello / ".looprail" / "capabilities"
+    entries = [_contribution("big.md", n) for n in range(50)]
+    for e in entries:
+        del e["id"]
+    folder = write_capability(caps_root, feature("hog", contributions=entries))
+    (folder / "big.md").write_text("x" * (8 * 1024 * 1024))
+    cache = tmp_path / "cache"
+    env = {"LOOPRAIL_CACHE_DIR": str(cache)}
+    p = run_cli("loop", "render-hooks", "plan:pre", "--raw", "--project", str(hello), env=env)
+    assert p.returncode == 0, p.stderr
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    assert peak_kib < 400 * 1024, f"peak RSS {peak_kib} KiB"
+    cached = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file())
+    assert cached < 1024 * 1024, f"registry cache holds {cached} bytes"
+    listing = run_cli("capability", "list", "--project", str(hello), env=env)
+    assert "fragments of this capability total more than" in listing.stdout + listing.stderr
+
+
+def test_project_fragments_are_read_only_with_consent_and_never_cached(hello, tmp_path):
+    caps_root = hello / ".looprail" / "capabilities"
+    entries = [_contribution("note.md", n) for n in range(3)]
+    for e in entries:
+        del e["id"]
+    entries[1]["into"] = "researcher"
+    entries[2]["into"] = "checker"
+    folder = write_capability(caps_root, feature("noted", contributions=entries))
+    (folder / "note.md").write_text("SECRET-NOTE-TEXT " * 1000)
+    cache = tmp_path / "cache"
+    env = {"LOOPRAIL_CACHE_DIR": str(cache)}
+    args = ("loop", "render-hooks", "plan:pre", "--raw", "--project", str(hello))
+    before = json.loads(run_cli(*args, env=env).stdout)
+    assert "SECRET-NOTE-TEXT" not in json.dumps(before)
+    assert run_cli("trust", "--project", str(hello), "--yes", env=env).returncode == 0
+    for _ in range(2):  # built, then served from the cache
+        after = json.loads(run_cli(*args, env=env).stdout)
+        hooks = [h for h in after["activeHooks"] if h["capId"] == "noted"]
+        assert hooks and all("SECRET-NOTE-TEXT" in h["fragment"]["inline"] for h in hooks)
+    for f in cache.rglob("*"):
+        if f.is_file():
+            assert b"SECRET-NOTE-TEXT" not in f.read_bytes()
