@@ -515,3 +515,45 @@ def test_project_fragments_are_read_only_with_consent_and_never_cached(hello, tm
     for f in cache.rglob("*"):
         if f.is_file():
             assert b"SECRET-NOTE-TEXT" not in f.read_bytes()
+
+
+# --------------------------------------------------------------------------- 13: symlinks out
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(f.relative_to(folder)): f.read_bytes() for f in folder.rglob("*") if f.is_file()}
+
+
+def test_a_symlinked_phase_folder_looprail_or_plan_out_of_the_project_is_refused(hello, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    args = ("run", str(hello), "--phase", "1", "--capabilities", str(CAPS))
+
+    # the phase folder
+    phase = hello / ".planning" / "phases" / "01-greeting"
+    shutil.rmtree(phase, ignore_errors=True)
+    (outside / "01-greeting").mkdir()
+    phase.symlink_to(outside / "01-greeting")
+    before = _snapshot(outside)
+    p = run_cli(*args)
+    assert p.returncode == 1 and "the phase folder is a symlink to" in p.stderr, p.stderr
+    assert "outside the project; refused" in p.stderr and "Traceback" not in p.stderr
+    assert _snapshot(outside) == before
+    phase.unlink()
+    phase.mkdir()
+
+    # a PLAN.md
+    (outside / "01-01-PLAN.md").write_text("---\nphase: 01\nplan: '01'\n---\n<tasks></tasks>\n")
+    (phase / "01-01-PLAN.md").symlink_to(outside / "01-01-PLAN.md")
+    p = run_cli(*args)
+    assert p.returncode == 1 and "the plan is a symlink to" in p.stderr, p.stderr
+    assert not list(outside.glob("*SUMMARY*"))
+    (phase / "01-01-PLAN.md").unlink()
+
+    # .looprail/ (journal, lock, agents)
+    shutil.move(str(hello / ".looprail"), str(outside / "dot-looprail"))
+    (hello / ".looprail").symlink_to(outside / "dot-looprail")
+    before = _snapshot(outside)
+    p = run_cli(*args)
+    assert p.returncode == 1 and ".looprail: the folder is a symlink to" in p.stderr, p.stderr
+    assert _snapshot(outside) == before  # the journal there was not opened for writing

@@ -84,6 +84,13 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     if not (root / ".planning").is_dir():
         raise UsageError(f"{project}: not a project (no .planning/ folder)")
     root = root.resolve()
+    from looprail.plans.phase import require_inside
+
+    # The journal, lock, agents and queued messages live under .looprail/: a symlink out of the
+    # project would make a run write (and read its state) elsewhere.
+    if os.path.lexists(root / ".looprail"):
+        require_inside(root, root / ".looprail", "the folder")
+    require_inside(root, root / ".planning", "the folder")
     config, warnings = load_project_config(root)
     compiled = load_compiled(root, capability_dirs)
     registry = load_registry(root, capability_dirs, config=config)
