@@ -80,6 +80,7 @@ PLANS = {
     "not-a-mapping.md": (":2:", "must be a YAML mapping"),
     "python-tag.md": (":2:", "could not determine a constructor"),
     "unclosed-frontmatter.md": (":1:", "unterminated frontmatter"),
+    "yaml-alias-bomb.md": (":5:", "alias *l0 is not allowed"),
 }
 
 CONFIGS = {
