@@ -557,3 +557,27 @@ def test_a_symlinked_phase_folder_looprail_or_plan_out_of_the_project_is_refused
     p = run_cli(*args)
     assert p.returncode == 1 and ".looprail: the folder is a symlink to" in p.stderr, p.stderr
     assert _snapshot(outside) == before  # the journal there was not opened for writing
+
+
+def test_fragment_text_of_the_whole_search_path_is_bounded(hello, tmp_path):
+    caps = tmp_path / "caps"
+    for n in range(5):  # 5 x 16 MiB: each within its own bound, the fifth over the total
+        entries = [_contribution("big.md", n) for _ in range(2)]
+        for e in entries:
+            del e["id"]
+        entries[1]["into"] = "researcher"
+        folder = write_capability(caps, feature(f"big-{n}", contributions=entries))
+        (folder / "big.md").write_text("y" * (8 * 1024 * 1024))
+    p = run_cli(
+        "capability",
+        "list",
+        "--project",
+        str(hello),
+        "--capabilities",
+        str(caps),
+        env={"LOOPRAIL_NO_CACHE": "1"},
+    )
+    lines = [x for x in p.stdout.splitlines() if x.startswith("big-")]
+    assert len(lines) == 5, p.stdout + p.stderr
+    assert "FAILED" in lines[4] and "fragments of all capabilities would exceed" in lines[4]
+    assert all("FAILED" not in x for x in lines[:4])
