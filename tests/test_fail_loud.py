@@ -9,6 +9,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import REPO, feature, run_cli, write_capability
 
@@ -581,3 +583,48 @@ def test_fragment_text_of_the_whole_search_path_is_bounded(hello, tmp_path):
     assert len(lines) == 5, p.stdout + p.stderr
     assert "FAILED" in lines[4] and "fragments of all capabilities would exceed" in lines[4]
     assert all("FAILED" not in x for x in lines[:4])
+
+
+# --------------------------------------------------------------------------- properties
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="`a \n<!->", max_size=60))
+def test_linear_code_span_masking_matches_the_backtracking_regex(text):
+    """The linear scanner blanks exactly what the old regex did (on inputs small enough for it)."""
+    import re
+
+    from looprail.plans.planfile import _blank_code_spans
+
+    old = re.compile(r"(?<!`)(`+)(?!`)([^\n]+?)(?<!`)\1(?!`)")
+    expected = old.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+    out = list(text)
+    _blank_code_spans(out)
+    assert "".join(out) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="<!-> \nab", max_size=60))
+def test_linear_comment_masking_matches_the_regex(text):
+    import re
+
+    from looprail.plans.planfile import _blank_comments
+
+    expected = re.compile(r"<!--.*?-->", re.S).sub(
+        lambda m: re.sub(r"[^\n]", " ", m.group(0)), text
+    )
+    out = list(text)
+    _blank_comments(out)
+    assert "".join(out) == expected
+
+
+@given(st.text())
+def test_printed_text_never_carries_a_control_character(text):
+    from looprail.textsafe import multi_line, one_line
+
+    def controls(s: str) -> set[str]:
+        return {c for c in s if ord(c) < 0x20 or ord(c) == 0x7F or 0x80 <= ord(c) < 0xA0}
+
+    assert controls(one_line(text)) == set()
+    assert controls(multi_line(text)) <= {"\n", "\t"}
+    assert one_line(text) == text or controls(text)
