@@ -971,8 +971,10 @@ def _resolvers(data: LintInput) -> _Resolvers:
         else:
             inactive.setdefault(r.trackerPrefix, []).append(cid)
     broken: dict[str, list[tuple[str, str]]] = {}
+    caps_by_id = data.registry.capabilities
     served = {
-        prefix: data.registry.capabilities[pairs[0][0]].origin for prefix, pairs in active.items()
+        prefix: getattr(caps_by_id.get(pairs[0][0]), "origin", "project")
+        for prefix, pairs in active.items()
     }
     for cid, prefix, reason in unloadable_resolvers(data.registry.failed, served):
         broken.setdefault(prefix, []).append((cid, reason))
