@@ -79,6 +79,21 @@ def _group_of(argv: Sequence[str]) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything printed from data goes through one filter (no escape sequences, ever); the
+    # render-hooks envelope is JSON (control characters already escaped) and stays byte-exact.
+    saved = None
+    if argv[:2] != ["loop", "render-hooks"]:
+        from looprail import textsafe
+
+        saved = textsafe.install()
+    try:
+        return _main(argv)
+    finally:
+        if saved is not None:
+            textsafe.restore(saved)
+
+
+def _main(argv: list[str]) -> int:
     try:
         return _dispatch(argv)
     except LooprailError as exc:

@@ -52,7 +52,18 @@ class Loaded:
             for cid, r in self.registry.task_content_resolvers()
             if cid in caps and caps[cid].get("consent") is False
         ]
-        return unloadable_resolvers(self.registry.failed) + unconsented
+        served = {
+            r.trackerPrefix: self.registry.capabilities[cid].origin for cid, r in self.resolvers
+        }
+        return unloadable_resolvers(self.registry.failed, served) + unconsented
+
+    @property
+    def blockers(self) -> list[Any]:
+        """Why `looprail run` must not start (`looprail.hooks.startup`): a missing first-party
+        folder, a capability that failed to load, an unconsented project capability's gates."""
+        from looprail.hooks.startup import blockers
+
+        return blockers(self.registry, self.compiled)
 
     def input_paths(self, phase_dir: Path | None) -> list[Path]:
         """What a run depends on: capability folders, the config, the phase's plans."""
@@ -74,6 +85,13 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     if not (root / ".planning").is_dir():
         raise UsageError(f"{project}: not a project (no .planning/ folder)")
     root = root.resolve()
+    from looprail.plans.phase import require_inside
+
+    # The journal, lock, agents and queued messages live under .looprail/: a symlink out of the
+    # project would make a run write (and read its state) elsewhere.
+    if os.path.lexists(root / ".looprail"):
+        require_inside(root, root / ".looprail", "the folder")
+    require_inside(root, root / ".planning", "the folder")
     config, warnings = load_project_config(root)
     compiled = load_compiled(root, capability_dirs)
     registry = load_registry(root, capability_dirs, config=config)

@@ -85,6 +85,7 @@ def run_bounded(
     if not timeout_s or timeout_s <= 0:
         raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
     shown = tuple(cmd)
+    env = confined_path_env(env)
     data = stdin.encode() if isinstance(stdin, str) else stdin
     start = time.monotonic()
     guarded = guard_available()
@@ -385,6 +386,37 @@ def reap_spawned(spawned: Spawned) -> list[int]:
     return killed
 
 
+def confined_path_env(env: Mapping[str, str] | None) -> Mapping[str, str] | None:
+    """`env` (or this process's environment) with every empty or relative `PATH` entry removed.
+
+    An empty entry means "the current directory" to execvp and to `/bin/sh`, and the child's
+    current directory is the project: a bare program name (a resolver's `binary`, a reviewer
+    CLI, a word in a shell predicate) would then run a file the project ships. Returns `env`
+    unchanged (None stays None) when `PATH` has nothing to remove."""
+    base = os.environ if env is None else env
+    path = base.get("PATH")
+    if path is None:
+        return env
+    entries = path.split(os.pathsep)
+    kept = [e for e in entries if e and os.path.isabs(e)]
+    if kept == entries:
+        return env
+    confined = dict(base)
+    confined["PATH"] = os.pathsep.join(kept) if kept else os.defpath
+    return confined
+
+
+def find_program(name: str, env: Mapping[str, str] | None = None) -> str | None:
+    """`shutil.which` over the confined `PATH` (absolute entries only, see `confined_path_env`):
+    a bare name is never found in the current directory or the project."""
+    import shutil
+
+    base = os.environ if env is None else env
+    confined = confined_path_env(base) or base
+    path = confined.get("PATH", os.defpath)
+    return shutil.which(name, path=path or os.defpath)
+
+
 def tail(text: str, limit: int = 2000) -> str:
     """The last `limit` characters of `text` (stderr tails in error messages)."""
     return text if len(text) <= limit else text[-limit:]
@@ -392,18 +424,7 @@ def tail(text: str, limit: int = 2000) -> str:
 
 def escape_untrusted(text: str) -> str:
     """Make untrusted text (a resolver's stderr, a manifest string) safe to put on one line:
-    control characters and newlines become visible escapes."""
-    out = []
-    for ch in text:
-        code = ord(ch)
-        if ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif code < 0x20 or code == 0x7F or 0x80 <= code < 0xA0:
-            out.append(f"\\x{code:02x}")
-        else:
-            out.append(ch)
-    return "".join(out)
+    control characters and newlines become visible escapes (`looprail.textsafe.one_line`)."""
+    from looprail.textsafe import one_line
+
+    return one_line(text)
