@@ -636,7 +636,7 @@ class TransitionRefused(HaltError):
         if result.kind == "gate" and result.status == "error":
             text = f"gate check failed at {point} ({cap}): {message}"
         elif result.kind == "gate":
-            text = f"blocked at {point} by gate {cap}: {message or '(no message)'}"
+            text = f"blocked at {point} by gate {cap}: {result.shown}"
         elif result.kind == "native":
             text = f"blocked at {point} by native hook {cap} ({message or 'block'})"
         else:
