@@ -278,6 +278,10 @@ def evaluate_check(
     if (ctx.point, ctx.cap_id) in LEDGER_GATES:
         return evaluate_ledger(ctx, runtime, runtime_ctx)
     if shape == "predicate":
+        if runtime is not None and runtime_ctx is None:
+            runtime_ctx = _dispatch_context(ctx)
+            if isinstance(runtime_ctx, CheckError):
+                return runtime_ctx
         host = _host_runner(runtime, runtime_ctx)
         if host is not None:
             return _host_predicate(check["predicate"], ctx, host, runtime_ctx)
@@ -317,6 +321,10 @@ def evaluate_ledger(
     from looprail.hooks.ledger import LedgerError, parse_ledger
 
     details: dict[str, Any] = {"ledger": LEDGER_PATH}
+    if runtime is not None and runtime_ctx is None:
+        runtime_ctx = _dispatch_context(ctx)
+        if isinstance(runtime_ctx, CheckError):
+            return runtime_ctx
     host = _host_runner(runtime, runtime_ctx)
     open_count: Any
     problem = ""
@@ -446,6 +454,8 @@ def _dispatch_context(ctx: CheckContext) -> Any:
             project=ctx.project,
             phase_number=ctx.phase_number,
             phase_dir=phase_dir.absolute() if phase_dir is not None else None,
+            point=ctx.point,
+            cap_id=ctx.cap_id,
         )
     except ValidationError as exc:
         reason = exc.errors()[0].get("msg", "invalid")
