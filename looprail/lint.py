@@ -319,7 +319,23 @@ def _capabilities(data: LintInput) -> list[Finding]:
                     + (" (or remove the capability)" if failed.origin != "first-party" else ""),
                 )
             )
+    shadow_warnings = set()
+    for sh in getattr(reg, "shadowed", ()):
+        shadow_warnings.add(str(sh.source))
+        out.append(
+            Finding(
+                severity="warning",
+                code="shadowed-capability",
+                file=_rel(str(sh.source / "capability.json"), data.project),
+                message=sh.reason,
+                fix=f"give your copy its own id (not {sh.id!r}) to run it beside the "
+                f"{sh.winner_origin} one, or remove it; a fix to {sh.id!r} itself belongs in "
+                f"the {sh.winner_origin} set",
+            )
+        )
     for w in reg.warnings:
+        if w.split(": ", 1)[0] in shadow_warnings and " is shadowed by " in w:
+            continue  # said above, plainly
         file = w.split(": ", 1)[0] if ": " in w else ""
         out.append(
             Finding(
