@@ -18,8 +18,9 @@ What is checked:
 - artifacts: a `consumes` that nothing produces at that point or earlier (host artifacts become
   available at their step's `:post`), one only inactive producers make, two producers of one
   artifact at one point;
-- gates: never run (`when` false under the config), a query failing the grammar (dots included:
-  `ui.plan-gate` must be `ui plan-gate`), a query with no `.looprail/checks/<first word>`, a
+- gates: never run (`when` false under the config), a query failing the grammar (dotted words
+  such as `ui.plan-gate` pass; a fix keeps the dots), a query with no
+  `.looprail/checks/<first word>` (or a `--host-tool` that cannot be found), a
   predicate of an unknown kind or missing fields, a `command-exit-zero` whose command is not
   there (a blocking gate that always blocks), a `config-equals` gate that refuses under the
   current config, an agentVerdict agent that is missing;

@@ -230,7 +230,11 @@ class Dispatcher:
         took = fmt_duration(r.duration_s)
         what = f"{r.kind} {r.label or ''} ({r.cap_id})".replace("  ", " ")
         if r.kind == "gate":
-            if r.status == "pass":
+            if r.status == "pass" and not r.blocking and r.message.strip():
+                # the reference's workflows show an advisory gate's non-empty message
+                first = r.message.strip().splitlines()[0][:200]
+                self.progress.line(f"  ✓ {what} pass {took}: {first}")
+            elif r.status == "pass":
                 self.progress.line(f"  ✓ {what} pass {took}")
             elif r.status == "block" and r.blocking:
                 self.progress.line(f"  ✗ {what} BLOCKED: {r.shown}")
