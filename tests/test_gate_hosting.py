@@ -249,3 +249,25 @@ def test_the_gate_is_the_ledger_only_for_broken_windows_at_ship_pre(project):
     )
     result = evaluate_check(check, ctx)
     assert isinstance(result, Verdict) and "ledger" not in (result.details or {})
+
+
+def test_dry_run_shows_each_gate_call_with_its_argument(tmp_path, project, capsys):
+    caps = tmp_path / "caps"
+    write_capability(
+        caps,
+        feature(
+            "gq",
+            gates=[
+                gate("plan:pre", {"query": "ui.plan-gate"}),
+                gate("verify:pre", {"query": "api-coverage.verify-pre"}),
+                gate("plan:post", {"query": "Bad;query"}),
+            ],
+        ),
+    )
+    assert run(project, caps, "--dry-run", "--host-tool", "gsd_run") == 0
+    out = capsys.readouterr().out
+    assert "gate          query: gsd_run check ui.plan-gate 1 --raw; blocking" in out
+    assert f"query: gsd_run check api-coverage.verify-pre {PHASE_DIR} --raw;" in out
+    assert "query 'Bad;query' fails the grammar: never run;" in out
+    assert run(project, caps, "--dry-run") == 0
+    assert "query: .looprail/checks/ui.plan-gate 1;" in capsys.readouterr().out
