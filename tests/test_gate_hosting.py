@@ -271,3 +271,36 @@ def test_dry_run_shows_each_gate_call_with_its_argument(tmp_path, project, capsy
     assert "query 'Bad;query' fails the grammar: never run;" in out
     assert run(project, caps, "--dry-run") == 0
     assert "query: .looprail/checks/ui.plan-gate 1;" in capsys.readouterr().out
+
+
+def test_looprails_own_predicate_kinds_never_go_to_the_host(tmp_path, project, capsys):
+    """`artifact-exists` and `config-equals` are unknown to the reference's evaluator: they are
+    evaluated by looprail, with the phase folder, at every point."""
+    (project / PHASE_DIR / "01-NOTES.md").write_text("notes\n")
+    caps = tmp_path / "caps"
+    write_capability(
+        caps,
+        feature(
+            "own",
+            gates=[
+                gate(
+                    "execute:wave:post",
+                    {"predicate": {"kind": "artifact-exists", "artifact": "NOTES.md"}},
+                ),
+                gate(
+                    "execute:post",
+                    {
+                        "predicate": {
+                            "kind": "config-equals",
+                            "key": "workflow.verifier",
+                            "equals": True,
+                        }
+                    },
+                ),
+            ],
+        ),
+    )
+    tool, log = fake_host(tmp_path)
+    assert run(project, caps, "--host-tool", str(tool)) == 0, capsys.readouterr().err
+    calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    assert not [c for c in calls if c[:2] == ["check", "predicate"]]

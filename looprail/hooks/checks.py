@@ -52,6 +52,9 @@ PREDICATE_KINDS = (
     "artifact-frontmatter-equals",
     "config-equals",
 )
+# The kinds the reference's `check predicate` evaluates; they get its semantics exactly and go
+# to the host tool when there is one. The other kinds are looprail's own.
+REFERENCE_KINDS = ("command-exit-zero", "artifact-frontmatter-equals")
 EXIT_UNAVAILABLE = 69  # EX_UNAVAILABLE: the check "could not look"; JSON on stdout is not a verdict
 
 COMMAND_MAX_LENGTH = 4096
@@ -278,6 +281,12 @@ def evaluate_check(
     if (ctx.point, ctx.cap_id) in LEDGER_GATES:
         return evaluate_ledger(ctx, runtime, runtime_ctx)
     if shape == "predicate":
+        predicate = check["predicate"]
+        kind = predicate.get("kind") if isinstance(predicate, Mapping) else None
+        if kind not in REFERENCE_KINDS:
+            # looprail's own kinds: the reference's evaluator does not know them (it would
+            # refuse the kind), so looprail evaluates them, with everything it knows
+            return evaluate_predicate(predicate, ctx)
         if runtime is not None and runtime_ctx is None:
             runtime_ctx = _dispatch_context(ctx)
             if isinstance(runtime_ctx, CheckError):
