@@ -27,13 +27,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from looprail.hooks.checks import COMMAND_GRAMMAR, GRAMMAR_TEXT, PREDICATE_KINDS
+from looprail.hooks.checks import (
+    COMMAND_GRAMMAR,
+    GRAMMAR_TEXT,
+    PREDICATE_KINDS,
+    QUERY_GRAMMAR,
+    QUERY_GRAMMAR_TEXT,
+    query_args,
+)
 from looprail.runtime.process import escape_untrusted
 
 _SHOWN_AS_IS = frozenset({"<N>", "{{id}}", "{{model}}", "{{effort}}", "{{output}}", "{{prompt}}"})
 # Shell syntax in a refused string (shown escaped: a newline appears as `\\n`).
 _SUSPECT = re.compile(r"""[;&|$`'"<>(){}\\*?!#~]|^(?:command|query) -|\s-""")
 _GRAMMAR_REFUSAL = f"fails the command grammar {GRAMMAR_TEXT}; looprail never runs it"
+_SHOWN_ARGS = {"phase_number": "<N>", "phase_dir": "<phase dir>", "phase_req_ids": "<req ids>"}
+_QUERY_REFUSAL = f"fails the query grammar ({QUERY_GRAMMAR_TEXT}); looprail never runs it"
 
 
 @dataclass(frozen=True)
@@ -356,11 +365,13 @@ def _gate_surfaces(gate: Mapping[str, Any], base: str) -> list[Surface]:
     out: list[Surface] = []
     if "query" in check:
         query = check["query"]
-        if isinstance(query, str) and COMMAND_GRAMMAR.match(query):
+        if isinstance(query, str) and QUERY_GRAMMAR.match(query):
             words = query.split(" ")
+            args = [_SHOWN_ARGS[n] for n in query_args(point)]
             runs = (
-                f".looprail/checks/{_argv([words[0]])} {_argv([*words[1:], '<N>'])} "
-                f"(or `<host tool> check {query} <N> --raw`); no shell; {blocking}"
+                " ".join(filter(None, [f".looprail/checks/{_argv([words[0]])}", _argv(words[1:])]))
+                + f" {' '.join(args)} "
+                f"(or `<host tool> check {query} {' '.join(args)} --raw`); no shell; {blocking}"
             )
             out.append(Surface("gate.query", f"{base}.check.query", runs, point=point))
         else:
@@ -370,7 +381,7 @@ def _gate_surfaces(gate: Mapping[str, Any], base: str) -> list[Surface]:
                     f"{base}.check.query",
                     f"query {_q(query)}",
                     point=point,
-                    refused=_GRAMMAR_REFUSAL,
+                    refused=_QUERY_REFUSAL,
                 )
             )
     if "predicate" in check:
@@ -538,7 +549,8 @@ def suspect_surfaces(surfaces: Sequence[Surface]) -> list[Surface]:
     redirections, control characters, a leading `-`): never run, and a sign of an injection
     attempt, so `install` and `trust` will not consent to a capability carrying one. (A dotted
     query such as the reference's `verify.schema-drift` is refused too, but is not suspect.)"""
-    return [s for s in surfaces if s.refused == _GRAMMAR_REFUSAL and _SUSPECT.search(s.runs)]
+    refusals = (_GRAMMAR_REFUSAL, _QUERY_REFUSAL)
+    return [s for s in surfaces if s.refused in refusals and _SUSPECT.search(s.runs)]
 
 
 def audit_capability(lc: Any, *, flavor: str = "gsd") -> CapabilityAudit:

@@ -18,8 +18,9 @@ What is checked:
 - artifacts: a `consumes` that nothing produces at that point or earlier (host artifacts become
   available at their step's `:post`), one only inactive producers make, two producers of one
   artifact at one point;
-- gates: never run (`when` false under the config), a query failing the grammar (dots included:
-  `ui.plan-gate` must be `ui plan-gate`), a query with no `.looprail/checks/<first word>`, a
+- gates: never run (`when` false under the config), a query failing the grammar (dotted words
+  such as `ui.plan-gate` pass; a fix keeps the dots), a query with no
+  `.looprail/checks/<first word>` (or a `--host-tool` that cannot be found), a
   predicate of an unknown kind or missing fields, a `command-exit-zero` whose command is not
   there (a blocking gate that always blocks), a `config-equals` gate that refuses under the
   current config, an agentVerdict agent that is missing;
@@ -339,7 +340,23 @@ def _capabilities(data: LintInput) -> list[Finding]:
                 fix=b.fix,
             )
         )
+    shadow_warnings = set()
+    for sh in getattr(reg, "shadowed", ()):
+        shadow_warnings.add(str(sh.source))
+        out.append(
+            Finding(
+                severity="warning",
+                code="shadowed-capability",
+                file=_rel(str(sh.source / "capability.json"), data.project),
+                message=sh.reason,
+                fix=f"give your copy its own id (not {sh.id!r}) to run it beside the "
+                f"{sh.winner_origin} one, or remove it; a fix to {sh.id!r} itself belongs in "
+                f"the {sh.winner_origin} set",
+            )
+        )
     for w in reg.warnings:
+        if w.split(": ", 1)[0] in shadow_warnings and " is shadowed by " in w:
+            continue  # said above, plainly
         file = w.split(": ", 1)[0] if ": " in w else ""
         if file in missing:
             continue
@@ -572,16 +589,37 @@ def _hooks(data: LintInput) -> list[Finding]:
 
 
 def _grammar(value: Any) -> bool:
+    from looprail.hooks.checks import validate_command
+
+    return validate_command(value)
+
+
+def _query_grammar(value: Any) -> bool:
     from looprail.hooks.checks import validate_query
 
     return validate_query(value)
 
 
 def _words_fix(value: str) -> str:
-    """A grammar-passing spelling of a query or command, when there is an obvious one."""
+    """A grammar-passing spelling of a step command, when there is an obvious one."""
     words = re.split(r"[.\s_/:]+", value.strip().lower())
     words = [re.sub(r"[^a-z0-9-]", "", w) for w in words]
     return " ".join(w for w in words if w and w[0].isalpha())
+
+
+def _query_fix(value: str) -> str:
+    """A grammar-passing spelling of a query that keeps its dotted handler names (the host's
+    router reads `ui.plan-gate` and would refuse `ui plan-gate`), or "" when none is obvious."""
+    if not re.fullmatch(r"[A-Za-z0-9._\- ]+", value):
+        return ""  # a quote, `$(`, a newline…: no spelling of that is what the author meant
+    words = []
+    for word in value.strip().lower().replace("_", "-").split():
+        parts = [re.sub(r"[^a-z0-9-]", "", p) for p in word.split(".")]
+        parts = [p for p in parts if p and p[0].isalpha()]
+        if parts:
+            words.append(".".join(parts))
+    fixed = " ".join(words)
+    return fixed if fixed != value and _query_grammar(fixed) else ""
 
 
 def _gate(data: LintInput, d: _Decl) -> list[Finding]:
@@ -592,9 +630,8 @@ def _gate(data: LintInput, d: _Decl) -> list[Finding]:
     out = []
     if "query" in check:
         query = check["query"]
-        if not _grammar(query):
-            better = _words_fix(str(query))
-            dotted = "." in str(query)
+        if not _query_grammar(query):
+            better = _query_fix(str(query))
             out.append(
                 Finding(
                     # the loop refuses to run it; that stops the loop only when the gate
@@ -603,13 +640,12 @@ def _gate(data: LintInput, d: _Decl) -> list[Finding]:
                     code="query-grammar",
                     file=d.file,
                     path=f"{d.path}.check.query",
-                    message=f"{d.name}: query {query!r} fails the grammar "
-                    "^[a-z][a-z0-9-]*( [a-z][a-z0-9-]*)*$, so it is never run (a check error "
-                    f"routed by onError {d.entry.get('onError')})",
-                    fix=f"use spaces: `{better}`"
-                    if dotted and better
-                    else "use lowercase words separated by single spaces"
-                    + (f": `{better}`" if better else ""),
+                    message=f"{d.name}: query {query!r} fails the grammar (lowercase words "
+                    "[a-z][a-z0-9-]* joined by single dots, separated by single spaces), so "
+                    f"it is never run (a check error routed by onError {d.entry.get('onError')})",
+                    fix=f"write it as `{better}`"
+                    if better
+                    else "use lowercase dotted words separated by single spaces",
                 )
             )
         else:
@@ -637,7 +673,10 @@ def _gate(data: LintInput, d: _Decl) -> list[Finding]:
 
 def _query_target(data: LintInput, d: _Decl, word: str, severe: Severity) -> list[Finding]:
     if data.host_tool is not None:
-        if data.probe.on_path(data.host_tool):
+        from looprail.runtime.local import resolve_host_tool
+
+        found = resolve_host_tool(data.host_tool)
+        if not isinstance(found, str):
             return []
         return [
             Finding(
@@ -645,9 +684,9 @@ def _query_target(data: LintInput, d: _Decl, word: str, severe: Severity) -> lis
                 code="check-missing",
                 file=d.file,
                 path=f"{d.path}.check.query",
-                message=f"{d.name}: host tool {data.host_tool!r} is not on PATH, so the query "
-                "can never run",
-                fix=f"install {data.host_tool} or run without --host-tool",
+                message=f"{d.name}: {found}, so the query can never run",
+                fix=f"install {data.host_tool} (a name on PATH or an absolute path) or run "
+                "without --host-tool",
             )
         ]
     why = data.probe.executable("checks", word)

@@ -128,7 +128,7 @@ def test_every_kind_of_surface_is_listed_with_its_json_path():
     assert (
         predicate.shell and predicate.timeout_s == 5 and "/bin/sh -c 'make test'" in predicate.runs
     )
-    assert ".looprail/checks/rich check <N>" in surfaces["$.gates[2].check.query"].runs
+    assert ".looprail/checks/rich check <phase dir>" in surfaces["$.gates[2].check.query"].runs
     assert "jira show {{id}}" in surfaces["$.taskContentResolver.invoke"].runs
     assert (
         surfaces["$.hooks[0].script"].host_only
@@ -274,12 +274,16 @@ def test_audit_lists_failed_capabilities_as_running_nothing(tmp_path):
     assert "capability broken (project) — FAILED TO LOAD, nothing from it runs" in p.stdout
 
 
-def test_a_dotted_reference_query_is_refused_but_not_suspect():
+def test_a_dotted_reference_query_runs_as_argv_and_a_bad_one_is_refused():
     gates = [
-        {"point": "verify:post", "check": {"query": q}, "blocking": True, "onError": "halt"}
+        {"point": "verify:pre", "check": {"query": q}, "blocking": True, "onError": "halt"}
         for q in ("verify.schema-drift", "ui safety-gate", "x\ny")
     ]
     surfaces = capability_surfaces(feature("drift", gates=gates))
-    assert [bool(s.refused) for s in surfaces] == [True, False, True]
+    assert [bool(s.refused) for s in surfaces] == [False, False, True]
+    assert surfaces[0].runs.startswith(
+        ".looprail/checks/verify.schema-drift <phase dir> "
+        "(or `<host tool> check verify.schema-drift <phase dir> --raw`)"
+    )
     assert [s.where for s in suspect_surfaces(surfaces)] == ["$.gates[2].check.query"]
     assert "x\\ny" in surfaces[2].runs  # shown escaped, on one line

@@ -78,7 +78,8 @@ def test_dry_run_prints_all_points_and_runs_nothing(hello):
     for point in POINTS:
         assert point in p.stdout
     assert (
-        "contribution  into planner" in p.stdout and "gate          predicate blocking" in p.stdout
+        "contribution  into planner" in p.stdout
+        and "gate          predicate config-equals; blocking" in p.stdout
     )
     assert sorted(str(p) for p in hello.rglob("*")) == before
 

@@ -210,7 +210,8 @@ def test_injected_command_or_query_is_refused_naming_file_and_field(tmp_path, ca
     assert rc == 1
     field = "$.steps[0].ref.command" if name.startswith("command-") else "$.gates[0].check.query"
     assert f"looprail: error: {source / 'capability.json'}: {field}: " in err
-    assert "fails the command grammar" in err and err.count("\n") == 1
+    grammar = "command" if name.startswith("command-") else "query"
+    assert f"fails the {grammar} grammar" in err and err.count("\n") == 1
     assert "REFUSED" in out  # the audit says so before the refusal
     assert not (project / ".looprail" / "capabilities" / "hostile").exists()
 

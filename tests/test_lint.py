@@ -208,15 +208,32 @@ def test_gate_whose_when_is_never_true(project, caps):
     assert "check-missing" not in [x.code for x in found]  # not reported while it cannot run
 
 
-def test_dotted_query_is_an_error_with_the_spaced_fix(project, caps):
+def test_dotted_query_passes_the_grammar(project, caps):
     write_capability(caps, feature("ui", gates=[gate("plan:pre", {"query": "ui.plan-gate"})]))
+    found = findings(project, caps)
+    assert "query-grammar" not in [f.code for f in found]
+    assert "no executable .looprail/checks/ui.plan-gate" in one(found, "check-missing").message
+
+
+@pytest.mark.parametrize(
+    ("query", "fix"),
+    [
+        ("UI.Plan_Gate", "write it as `ui.plan-gate`"),  # keeps the dot the host's router reads
+        ("verify  schema-drift", "write it as `verify schema-drift`"),
+        ("ui..plan-gate", "write it as `ui.plan-gate`"),
+        ("$(id)", "use lowercase dotted words separated by single spaces"),
+    ],
+)
+def test_query_grammar_fix_keeps_dots(project, caps, query, fix):
+    write_capability(caps, feature("ui", gates=[gate("plan:pre", {"query": query})]))
     f = one(findings(project, caps), "query-grammar")
     assert f.severity == "error" and f.path == "$.gates[0].check.query"
-    assert f.fix == "use spaces: `ui plan-gate`"
+    assert f.fix == fix
+    assert "use spaces" not in f.fix
 
 
-def test_dotted_query_on_an_advisory_skip_gate_is_a_warning(project, caps):
-    advisory = gate("plan:pre", {"query": "ui.plan-gate"}, blocking=False, on_error="skip")
+def test_bad_query_on_an_advisory_skip_gate_is_a_warning(project, caps):
+    advisory = gate("plan:pre", {"query": "UI.plan"}, blocking=False, on_error="skip")
     write_capability(caps, feature("ui", gates=[advisory]))
     assert one(findings(project, caps), "query-grammar").severity == "warning"
 
@@ -246,7 +263,21 @@ def test_query_with_a_host_tool(project, caps):
     write_capability(caps, feature("ui", gates=[gate("plan:pre", {"query": "ui plan-gate"})]))
     assert "check-missing" not in [f.code for f in findings(project, caps, host_tool="sh")]
     f = one(findings(project, caps, host_tool="no-such-tool-xyz"), "check-missing")
-    assert "host tool 'no-such-tool-xyz' is not on PATH" in f.message
+    assert "host tool no-such-tool-xyz not found on PATH" in f.message
+
+
+def test_lint_and_run_agree_on_the_host_tool_spelling(project, caps, tmp_path):
+    """An absolute path is accepted by both; a relative one is refused by both."""
+    import shutil
+
+    from looprail.runtime.local import resolve_host_tool
+
+    write_capability(caps, feature("ui", gates=[gate("plan:pre", {"query": "ui plan-gate"})]))
+    sh = shutil.which("sh")
+    assert "check-missing" not in [f.code for f in findings(project, caps, host_tool=sh)]
+    assert not isinstance(resolve_host_tool(sh), str)
+    f = one(findings(project, caps, host_tool="bin/sh"), "check-missing")
+    assert f.message.endswith(f"{resolve_host_tool('bin/sh')}, so the query can never run")
 
 
 @pytest.mark.parametrize(
@@ -461,7 +492,7 @@ def test_tracker_prefix_of_a_broken_or_two_capabilities(project, caps):
 
 
 def test_cli_exit_codes_and_json_shape(project, caps):
-    write_capability(caps, feature("ui", gates=[gate("plan:pre", {"query": "ui.plan-gate"})]))
+    write_capability(caps, feature("ui", gates=[gate("plan:pre", {"query": "UI.plan-gate"})]))
     r = run_cli("lint", str(project), "--capabilities", str(caps), "--json")
     assert r.returncode == 1, r.stderr
     body = json.loads(r.stdout)
@@ -470,7 +501,7 @@ def test_cli_exit_codes_and_json_shape(project, caps):
     assert set(body["findings"][0]) == {"severity", "code", "file", "path", "message", "fix"}
     r = run_cli("lint", "--project", str(project), "--capabilities", str(caps))
     assert r.returncode == 1
-    assert "error [query-grammar]" in r.stdout and "    fix: use spaces: `ui plan-gate`" in r.stdout
+    assert "error [query-grammar]" in r.stdout and "    fix: write it as `ui.plan-gate`" in r.stdout
     assert r.stdout.rstrip().endswith("1 error, 0 warnings, 0 notes")
     shutil.rmtree(caps)
     write_plan(project, "01", files_modified=["a"])
@@ -489,19 +520,20 @@ def test_cli_bad_input(tmp_path, project):
 def test_capabilities_only_folder(tmp_path, caps):
     folder = tmp_path / "just-caps"
     folder.mkdir()
-    write_capability(caps, feature("ui", gates=[gate("plan:pre", {"query": "ui.plan-gate"})]))
+    write_capability(caps, feature("ui", gates=[gate("plan:pre", {"query": "ui plan_gate"})]))
     report = lint_project(folder, [caps])
     assert isinstance(report, LintReport)
     assert ("info", "no-planning") in codes(report.findings)
     assert ("error", "query-grammar") in codes(report.findings)
 
 
-def test_the_gsd_capabilities_get_the_dotted_query_errors(project):
+def test_the_gsd_capabilities_pass_the_query_grammar(project):
     from tests.conftest import GSD_CAPABILITIES
 
     if not GSD_CAPABILITIES.is_dir():
         pytest.skip("conformance corpus not available")
     found = findings(project, GSD_CAPABILITIES)
-    fixes = {f.fix for f in found if f.code == "query-grammar"}
-    assert "use spaces: `ui plan-gate`" in fixes
-    assert "use spaces: `verify schema-drift`" in fixes
+    assert [f for f in found if f.code == "query-grammar"] == []
+    assert "check-missing" not in [
+        f.code for f in findings(project, GSD_CAPABILITIES, host_tool="sh")
+    ]

@@ -50,7 +50,7 @@ def test_plan_index_raw(project: Path):
     assert result.stderr == ""
     index = json.loads(result.stdout)
     assert index == {
-        "phase": "1",
+        "phase": "01",
         "phase_dir": ".planning/phases/01-setup",
         "plans": [
             {
@@ -63,6 +63,8 @@ def test_plan_index_raw(project: Path):
                 "files_modified": ["src/a.py"],
                 "task_count": 2,
                 "has_summary": True,
+                "halted": False,
+                "blocked_by": [],
             },
             {
                 "id": "01-02",
@@ -74,6 +76,8 @@ def test_plan_index_raw(project: Path):
                 "files_modified": ["src/a.py", "src/b.py"],
                 "task_count": 0,
                 "has_summary": False,
+                "halted": False,
+                "blocked_by": [],
             },
             {
                 "id": "01-03",
@@ -85,14 +89,34 @@ def test_plan_index_raw(project: Path):
                 "files_modified": [],
                 "task_count": 1,
                 "has_summary": False,
+                "halted": False,
+                "blocked_by": [],
             },
         ],
         "waves": {"1": ["01-01", "01-02"], "2": ["01-03"]},
         "incomplete": ["01-02", "01-03"],
+        "runnable": ["01-02", "01-03"],
         "has_checkpoints": True,
         "sequential_waves": {"1": ["src/a.py"]},
-        "warnings": ["plan 01-03: declared wave 1 but depends_on places it in wave 2"],
+        "warnings": [
+            ".planning/phases/01-setup/01-03-PLAN.md: depends_on '01' is read as plan 01-01; "
+            "the reference drops a bare plan number (write '01-01' to agree)",
+            "plan 01-03: declared wave 1 but depends_on places it in wave 2",
+        ],
     }
+
+
+def test_plan_index_halted_plan_blocks_its_dependents(project: Path):
+    phase = project / ".planning" / "phases" / "01-setup"
+    (phase / "01-01-SUMMARY.md").write_text("---\nstatus: Halted # designed stop\n---\n")
+    write_plan(phase, "01-04", 'depends_on: ["01-03"]\n')
+    index = json.loads(looprail("phase", "plan-index", "1", "--raw", cwd=project).stdout)
+    by_id = {p["id"]: p for p in index["plans"]}
+    assert by_id["01-01"]["halted"] is True and by_id["01-01"]["has_summary"] is True
+    assert by_id["01-03"]["blocked_by"] == ["01-01"]
+    assert by_id["01-04"]["blocked_by"] == ["01-01"]  # transitively
+    assert index["incomplete"] == ["01-02", "01-03", "01-04"]
+    assert index["runnable"] == ["01-02"]
 
 
 def test_plan_index_from_the_project_folder(project: Path):
@@ -105,7 +129,7 @@ def test_plan_index_human_table(project: Path):
     result = looprail("phase", "plan-index", "1", "--project", str(project))
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == "Phase 1 (.planning/phases/01-setup): 3 plans, 1 done"
+    assert lines[0] == "Phase 01 (.planning/phases/01-setup): 3 plans, 1 done"
     assert lines[1].split() == ["wave", "plan", "tasks", "done", "depends", "on", "objective"]
     assert lines[2].split() == ["1", "01-01", "2", "yes", "-", "Do", "01-01."]
     assert lines[4].split() == ["2", "01-03", "1", "no", "01-01", "Do", "01-03."]

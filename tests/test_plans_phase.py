@@ -84,7 +84,11 @@ def test_load_phase(project: Path):
     assert phase.verification_path == phase.dir / "01-VERIFICATION.md"
     assert phase.uat_path == phase.dir / "01-UAT.md"
     assert phase.config == {"parallelization": True}
-    assert phase.warnings == []
+    # the one deliberate difference from the reference is said, never silent
+    assert phase.warnings == [
+        ".planning/phases/01-setup/01-02-PLAN.md: depends_on '01' is read as plan 01-01; "
+        "the reference drops a bare plan number (write '01-01' to agree)"
+    ]
 
 
 def test_depends_on_forms_resolve_to_plan_ids(project: Path):

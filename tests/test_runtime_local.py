@@ -584,4 +584,16 @@ def test_host_tool_must_be_a_plain_name(project: Path, lines: list[str], host: s
     runtime = LocalRuntime(project, host_tool=host, progress=lines.append)
     outcome = runtime.run_command(["sync"], make_ctx(project))
     assert not outcome.ok
-    assert "host tool" in outcome.detail and "not a plain" in outcome.detail
+    assert "host tool" in outcome.detail and "a plain name" in outcome.detail
+
+
+def test_host_tool_may_be_an_absolute_path(tmp_path: Path, project: Path, lines: list[str]) -> None:
+    tool = tmp_path / "elsewhere" / "gsd_run"
+    write_exe(tool, '#!/bin/sh\necho "$@"\n')
+    runtime = LocalRuntime(project, host_tool=str(tool), progress=lines.append)
+    outcome = runtime.run_command(["sync"], make_ctx(project))
+    assert outcome.ok, outcome.detail
+    assert outcome.stdout == "sync --phase 3 --raw\n"
+    missing = LocalRuntime(project, host_tool=str(tmp_path / "nope"), progress=lines.append)
+    outcome = missing.run_command(["sync"], make_ctx(project))
+    assert not outcome.ok and "does not exist" in outcome.detail

@@ -173,8 +173,18 @@ def list_capabilities(args) -> int:
         {"id": f.id, "origin": f.origin, "file": f.file, "reason": str(f.issues[0])}
         for f in registry.failed
     ]
+    shadowed = [
+        {
+            "id": s.id,
+            "origin": s.origin,
+            "source": str(s.source),
+            "loadedInstead": str(s.winner),
+            "reason": s.reason,
+        }
+        for s in registry.shadowed
+    ]
     if args.json:
-        print_json({"capabilities": rows, "failed": failed})
+        print_json({"capabilities": rows, "failed": failed, "shadowed": shadowed})
         return 0
     if not rows and not failed:
         print("no capabilities found (use --capabilities DIR or LOOPRAIL_CAPABILITIES)")
@@ -186,6 +196,8 @@ def list_capabilities(args) -> int:
         print(f"{r['id']:<{width}}  {r['role']:<8}  {r['origin']:<11}  {state:<8}  {pts}")
     for f in failed:
         print(f"{f['id']:<{width}}  {'-':<8}  {f['origin']:<11}  FAILED    {f['reason']}")
+    for sh in registry.shadowed:
+        print(f"{sh.id:<{width}}  {'-':<8}  {sh.origin:<11}  NO EFFECT  {sh.reason}")
     return 0
 
 

@@ -53,7 +53,7 @@ def _plan_index(args: argparse.Namespace) -> int:
 
 def _print_index(index: dict) -> None:
     plans = index["plans"]
-    done = sum(1 for p in plans if p["has_summary"])
+    done = sum(1 for p in plans if p["has_summary"] and not p["halted"])
     print(f"Phase {index['phase']} ({index['phase_dir']}): {len(plans)} plans, {done} done")
     if not plans:
         return
@@ -64,7 +64,13 @@ def _print_index(index: dict) -> None:
                 str(plan["wave"]),
                 plan["id"],
                 str(plan["task_count"]),
-                "yes" if plan["has_summary"] else "no",
+                "halted"
+                if plan["halted"]
+                else f"blocked by {', '.join(plan['blocked_by'])}"
+                if plan["blocked_by"]
+                else "yes"
+                if plan["has_summary"]
+                else "no",
                 ", ".join(plan["depends_on"]) or "-",
                 plan["objective"] or "",
             )

@@ -92,6 +92,14 @@ def _options(args):
         from looprail.errors import UsageError
 
         raise UsageError("--jobs must be at least 1")
+    if args.host_tool is not None:
+        from looprail.errors import UsageError
+        from looprail.runtime.local import resolve_host_tool
+
+        # the same rule as lint, said before anything runs rather than at the first gate
+        found = resolve_host_tool(args.host_tool)
+        if isinstance(found, str):
+            raise UsageError(f"--host-tool: {found}")
     return RunOptions(
         flavor=args.flavor,
         jobs=jobs,

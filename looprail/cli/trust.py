@@ -97,6 +97,9 @@ def trust(args) -> int:
     for failed in registry.failed:
         if failed.origin == PROJECT:
             skipped.append(f"capability {failed.id}: failed to load, nothing from it runs")
+    for shadow in registry.shadowed:
+        if shadow.origin == PROJECT:  # consenting would change nothing: say so, never "trusted"
+            skipped.append(f"{shadow.reason}; not reviewed, consent would not make it run")
 
     hooks_pending = None
     hooks_digest = None

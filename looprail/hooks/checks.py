@@ -8,7 +8,7 @@ malformed check is always an error, never a pass.
 
 Three check shapes, exactly one per check:
 
-- `query`: words matching `COMMAND_GRAMMAR`, checked here before the runtime ever sees them (a
+- `query`: words matching `QUERY_GRAMMAR`, checked here before the runtime ever sees them (a
   manifest may be third-party), then handed to `runtime.run_query_check(words, ctx)` as a list.
 - `predicate`: evaluated here by kind (`PREDICATE_KINDS`). `command-exit-zero` is the one manifest
   surface that reaches `/bin/sh`; its phase values travel only as environment variables.
@@ -25,7 +25,7 @@ import math
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, time
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
@@ -39,6 +39,11 @@ from looprail.runtime.process import escape_untrusted, run_bounded, tail
 # what must never slip through. The same grammar guards step `ref.command`.
 COMMAND_GRAMMAR = re.compile(r"^[a-z][a-z0-9-]*(?: [a-z][a-z0-9-]*)*\Z")
 GRAMMAR_TEXT = "^[a-z][a-z0-9-]*( [a-z][a-z0-9-]*)*$"  # as DESIGN.md and the seeds write it
+# `check.query` words may be dotted handler names (`ui.plan-gate`): the reference's router reads
+# a dot as a hyphen. A dot never starts or ends a word and never doubles, so `..` cannot occur.
+_QUERY_WORD = r"[a-z][a-z0-9-]*(?:\.[a-z][a-z0-9-]*)*"
+QUERY_GRAMMAR = re.compile(rf"^{_QUERY_WORD}(?: {_QUERY_WORD})*\Z")
+QUERY_GRAMMAR_TEXT = "words [a-z][a-z0-9-]*(\\.[a-z][a-z0-9-]*)* separated by single spaces"
 
 CHECK_SHAPES = ("query", "predicate", "agentVerdict")
 PREDICATE_KINDS = (
@@ -47,6 +52,9 @@ PREDICATE_KINDS = (
     "artifact-frontmatter-equals",
     "config-equals",
 )
+# The kinds the reference's `check predicate` evaluates; they get its semantics exactly and go
+# to the host tool when there is one. The other kinds are looprail's own.
+REFERENCE_KINDS = ("command-exit-zero", "artifact-frontmatter-equals")
 EXIT_UNAVAILABLE = 69  # EX_UNAVAILABLE: the check "could not look"; JSON on stdout is not a verdict
 
 COMMAND_MAX_LENGTH = 4096
@@ -58,6 +66,113 @@ INTERPOLATED_VARS = ("PHASE_NUMBER", "PHASE_DIR", "PHASE_REQ_IDS")
 # A phase-dir artifact may carry the phase prefix: `SECURITY.md` also matches `01-SECURITY.md`,
 # `02.1-SECURITY.md`, `01-02-SUMMARY.md`.
 _PHASE_PREFIX = re.compile(r"^[0-9][0-9.]*(?:-[0-9][0-9.]*)*-")
+
+
+# ── what the reference's workflows pass at each point ────────────────────────────────────────
+#
+# `gsd_run check <query> <args…> --raw` and `gsd_run check predicate --predicate JSON <flags…>`:
+# each workflow passes its own argument (read from gsd-core/workflows/*.md; table in
+# docs/checks.md). Points whose workflow dispatches no generic gate get the phase number for a
+# query and both the phase number and folder for a predicate.
+QUERY_ARGS: dict[str, tuple[str, ...]] = {
+    "plan:pre": ("phase_number",),  # plan-phase.md §5.6: check ui-plan-gate "${PHASE}"
+    "plan:post": ("phase_dir", "phase_req_ids"),  # plan-phase.md §13
+    "execute:wave:post": ("phase_number",),  # execute-phase.md, wave post
+    "execute:post": ("phase_number",),  # execute-phase.md, execute:post gate dispatch
+    "verify:pre": ("phase_dir",),  # verify-work.md verify_pre_hooks
+}
+PREDICATE_ARGS: dict[str, tuple[str, ...]] = {
+    "plan:post": ("phase_dir", "phase_req_ids"),
+    "execute:wave:post": ("phase_number",),
+    "execute:post": ("phase_number",),
+    "verify:pre": ("phase_dir",),
+    "ship:pre": ("phase_dir",),  # ship.md step 6 reads ${PHASE_DIR}/*-SECURITY.md
+}
+DEFAULT_QUERY_ARGS = ("phase_number",)
+DEFAULT_PREDICATE_ARGS = ("phase_number", "phase_dir")
+# Gates the reference's workflow enforces its own way rather than by their declared check:
+# ship.md step 7 reads the broken-windows ledger through `gsd_run windows status`.
+LEDGER_GATES = {("ship:pre", "broken-windows")}
+LEDGER_PATH = ".planning/WINDOWS.md"
+
+
+def query_args(point: str | None) -> tuple[str, ...]:
+    return QUERY_ARGS.get(point or "", DEFAULT_QUERY_ARGS)
+
+
+def predicate_args(point: str | None) -> tuple[str, ...]:
+    return PREDICATE_ARGS.get(point or "", DEFAULT_PREDICATE_ARGS)
+
+
+def shown_phase_dir(project: Path, phase_dir: Path | None) -> str:
+    """The phase folder as the reference's workflows pass it: relative to the project
+    (`.planning/phases/01-demo`) when it is inside, else absolute."""
+    if phase_dir is None:
+        return ""
+    absolute = phase_dir if phase_dir.is_absolute() else project / phase_dir
+    try:
+        return str(absolute.relative_to(project))
+    except ValueError:
+        return str(absolute)
+
+
+def argument_values(
+    names: Sequence[str],
+    project: Path,
+    phase_number: str,
+    phase_dir: Path | None,
+    phase_req_ids: str,
+) -> list[str]:
+    """The positional values of a query call, in order (`TBD` for unknown requirement ids,
+    as plan-phase.md falls back)."""
+    values = {
+        "phase_number": phase_number,
+        "phase_dir": shown_phase_dir(project, phase_dir),
+        "phase_req_ids": phase_req_ids or "TBD",
+    }
+    return [values[n] for n in names]
+
+
+def predicate_flags(
+    names: Sequence[str],
+    project: Path,
+    phase_number: str,
+    phase_dir: Path | None,
+    phase_req_ids: str,
+) -> list[str]:
+    """`--phase-number N` / `--phase-dir D` / `--phase-req-ids R` for `check predicate`."""
+    flags: list[str] = []
+    for name in names:
+        if name == "phase_number" and phase_number:
+            flags += ["--phase-number", phase_number]
+        elif name == "phase_dir" and phase_dir is not None:
+            flags += ["--phase-dir", shown_phase_dir(project, phase_dir)]
+        elif name == "phase_req_ids":
+            flags += ["--phase-req-ids", phase_req_ids or "TBD"]
+    return flags
+
+
+def roadmap_req_ids(project: Path, phase_number: str) -> str:
+    """The `**Requirements**:` line of the phase's ROADMAP.md section, as the reference's
+    `init plan-phase` reads it (`REQ-01, REQ-02`), or "" when there is none or it is TBD."""
+    try:
+        text = (project / ".planning" / "ROADMAP.md").read_text(errors="replace")
+    except OSError:
+        return ""
+    number = phase_number.lstrip("0") or "0"
+    heading = re.compile(rf"^#{{1,6}}\s*Phase\s+0*{re.escape(number)}(?![0-9.])", re.M)
+    found = heading.search(text)
+    if found is None:
+        return ""
+    rest = text[found.end() :]
+    following = re.search(r"^#{1,6}\s*Phase\s+", rest, re.M)
+    section = rest[: following.start()] if following else rest
+    line = re.search(r"^\*\*Requirements:?\*\*[^\S\n]*:?[^\S\n]*([^\n]*)$", section, re.M)
+    if line is None:
+        return ""
+    ids = [p.strip() for p in line.group(1).replace("[", "").replace("]", "").split(",")]
+    joined = ", ".join(p for p in ids if p)
+    return "" if joined == "TBD" else joined
 
 
 # ── results and context ──────────────────────────────────────────────────────────────────────
@@ -101,6 +216,8 @@ class CheckContext:
     config: dict[str, Any] | None = None
     phase_req_ids: str = ""
     env: Mapping[str, str] | None = field(default=None, compare=False)  # None: inherit os.environ
+    point: str | None = None  # the extension point; decides what the reference would pass
+    cap_id: str | None = None
 
     def resolved_phase_dir(self) -> Path | None:
         if self.phase_dir is None:
@@ -129,7 +246,12 @@ class CheckFailedError(LooprailError):
 
 
 def validate_query(value: object) -> bool:
-    """True when `value` is a string of lowercase words that may be used as argv."""
+    """True when `value` is a `check.query`: lowercase (dotted) words that may be used as argv."""
+    return isinstance(value, str) and QUERY_GRAMMAR.match(value) is not None
+
+
+def validate_command(value: object) -> bool:
+    """True when `value` is a step `ref.command`: lowercase words (no dots) for argv."""
     return isinstance(value, str) and COMMAND_GRAMMAR.match(value) is not None
 
 
@@ -156,8 +278,23 @@ def evaluate_check(
             f"check must have exactly one of {', '.join(CHECK_SHAPES)} (found {found})"
         )
     shape = present[0]
+    if (ctx.point, ctx.cap_id) in LEDGER_GATES:
+        return evaluate_ledger(ctx, runtime, runtime_ctx)
     if shape == "predicate":
-        return evaluate_predicate(check["predicate"], ctx)
+        predicate = check["predicate"]
+        kind = predicate.get("kind") if isinstance(predicate, Mapping) else None
+        if kind not in REFERENCE_KINDS:
+            # looprail's own kinds: the reference's evaluator does not know them (it would
+            # refuse the kind), so looprail evaluates them, with everything it knows
+            return evaluate_predicate(predicate, ctx)
+        if runtime is not None and runtime_ctx is None:
+            runtime_ctx = _dispatch_context(ctx)
+            if isinstance(runtime_ctx, CheckError):
+                return runtime_ctx
+        host = _host_runner(runtime, runtime_ctx)
+        if host is not None:
+            return _host_predicate(check["predicate"], ctx, host, runtime_ctx)
+        return evaluate_predicate(check["predicate"], at_point(ctx))
     if runtime is None:
         return CheckError(f"check.{shape} needs a runtime and none was given", unavailable=True)
     if runtime_ctx is None:
@@ -167,6 +304,105 @@ def evaluate_check(
     if shape == "query":
         return _evaluate_query(check["query"], runtime, runtime_ctx)
     return _evaluate_agent_verdict(check["agentVerdict"], runtime, runtime_ctx)
+
+
+def at_point(ctx: CheckContext) -> CheckContext:
+    """`ctx` with only what the reference's workflow passes at `ctx.point` (e.g. no phase
+    folder at `execute:wave:post`, where an artifact is then looked up in the project root).
+    Without a point (the `check predicate` command) everything given is kept."""
+    if ctx.point is None:
+        return ctx
+    names = predicate_args(ctx.point)
+    return replace(
+        ctx,
+        phase_number=ctx.phase_number if "phase_number" in names else "",
+        phase_dir=ctx.phase_dir if "phase_dir" in names else None,
+        phase_req_ids=(ctx.phase_req_ids or "TBD") if "phase_req_ids" in names else "",
+    )
+
+
+def evaluate_ledger(
+    ctx: CheckContext, runtime: CheckRuntime | None = None, runtime_ctx: Any = None
+) -> CheckResult:
+    """The broken-windows ship gate as ship.md enforces it: the ledger's `open_count` must be
+    0; no ledger passes; a ledger that cannot be read blocks. Through the host tool's
+    `windows status --raw` when there is one, else from `.planning/WINDOWS.md` directly."""
+    from looprail.hooks.ledger import LedgerError, parse_ledger
+
+    details: dict[str, Any] = {"ledger": LEDGER_PATH}
+    if runtime is not None and runtime_ctx is None:
+        runtime_ctx = _dispatch_context(ctx)
+        if isinstance(runtime_ctx, CheckError):
+            return runtime_ctx
+    host = _host_runner(runtime, runtime_ctx)
+    open_count: Any
+    problem = ""
+    if host is not None:
+        outcome = host(["windows", "status", "--raw"], runtime_ctx)
+        data = outcome.data if outcome.ok and isinstance(outcome.data, dict) else {}
+        ledger = data.get("ledger") if isinstance(data.get("ledger"), dict) else {}
+        open_count = ledger.get("open_count")
+        problem = outcome.detail or "no ledger.open_count in its output"
+    else:
+        try:
+            raw = (ctx.project / LEDGER_PATH).read_bytes().decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            raw = None
+        except OSError as exc:
+            raw, problem = "", f"could not read {LEDGER_PATH}: {exc.strerror or exc}"
+            open_count = None
+        if raw is None:
+            open_count = 0
+        elif raw:
+            try:
+                open_count = parse_ledger(raw).open_count
+            except LedgerError as exc:
+                open_count, problem = None, str(exc)
+    if isinstance(open_count, bool) or not isinstance(open_count, (int, float)):
+        details["readFailed"] = True
+        return Verdict(
+            True,
+            f"Broken-windows ship gate: could not read open_count from {LEDGER_PATH} "
+            f"({escape_untrusted(problem)}); fix the ledger before shipping",
+            details,
+        )
+    details["openCount"] = open_count
+    if open_count == 0:
+        return Verdict(False, f"{LEDGER_PATH}: no open windows", details)
+    return Verdict(
+        True,
+        f"Broken-windows ship gate: WINDOWS.md has {js_string(open_count)} open window(s); "
+        "resolve or waive each entry before shipping",
+        details,
+    )
+
+
+def _host_runner(runtime: Any, target: Any) -> Callable[[Sequence[str], Any], Any] | None:
+    """The runtime's way to call its host tool for `target`, or None without a host tool."""
+    which = getattr(runtime, "host_tool_for", None)
+    if target is None or which is None or not which(target):
+        return None
+    return runtime.run_host
+
+
+def _host_predicate(predicate: Any, ctx: CheckContext, host: Any, target: Any) -> CheckResult:
+    """`<tool> check predicate --predicate JSON <flags> --raw`, the flags the workflow at
+    `ctx.point` passes."""
+    if hasattr(predicate, "model_dump"):
+        predicate = predicate.model_dump(exclude_none=True)
+    try:
+        text = json.dumps(predicate, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError):
+        return CheckError("check.predicate cannot be written as JSON")
+    flags = predicate_flags(
+        predicate_args(ctx.point),
+        ctx.project,
+        ctx.phase_number,
+        ctx.resolved_phase_dir(),
+        ctx.phase_req_ids,
+    )
+    outcome = host(["check", "predicate", "--predicate", text, *flags, "--raw"], target)
+    return verdict_from_outcome(outcome, "check predicate")
 
 
 def evaluate_predicate(predicate: Any, ctx: CheckContext) -> CheckResult:
@@ -227,6 +463,8 @@ def _dispatch_context(ctx: CheckContext) -> Any:
             project=ctx.project,
             phase_number=ctx.phase_number,
             phase_dir=phase_dir.absolute() if phase_dir is not None else None,
+            point=ctx.point,
+            cap_id=ctx.cap_id,
         )
     except ValidationError as exc:
         reason = exc.errors()[0].get("msg", "invalid")
@@ -238,8 +476,8 @@ def _evaluate_query(query: Any, runtime: CheckRuntime, target: Any) -> CheckResu
         return CheckError(f"check.query must be a string, got {json_type_name(query)}; not run")
     if not validate_query(query):
         return CheckError(
-            f"check.query fails the grammar {GRAMMAR_TEXT} (lowercase words separated by "
-            f"single spaces): '{escape_untrusted(query)}'; not run"
+            f"check.query fails the grammar ({QUERY_GRAMMAR_TEXT}): "
+            f"'{escape_untrusted(query)}'; not run"
         )
     words = query.split(" ")
     try:
@@ -359,47 +597,45 @@ def _artifact_exists(predicate: Mapping[str, Any], ctx: CheckContext) -> CheckRe
 
 
 def _artifact_frontmatter_equals(predicate: Mapping[str, Any], ctx: CheckContext) -> CheckResult:
-    artifact = _relative_artifact(predicate)
+    """The reference's semantics exactly (its `check predicate`): the artifact is a bare file
+    name looked up in the phase folder (or the project root when no phase folder is passed),
+    the frontmatter is read by the reference's line reader (scalars stay text), and the field
+    matches when its text equals the text of `equals` (`0` matches `"0"`, not `0.0`)."""
+    artifact = _required_str(predicate, "artifact")
     name = _required_str(predicate, "field")
     expected = _required_value(predicate, "equals")
     kind = "artifact-frontmatter-equals"
     base = ctx.resolved_phase_dir() or ctx.project
-    path = _find_artifact(base, artifact, allow_prefix=True)
-    if path is None or not _is_file(path):
+    path = _find_reference_artifact(base, artifact)
+    shown_base = ctx.phase_dir if ctx.phase_dir is not None else ctx.project
+    if path is None:
         return Verdict(
             True,
-            f"artifact matching {artifact} not found in {base}",
+            f"artifact matching {escape_untrusted(artifact)} not found in {shown_base}",
             {"kind": kind, "artifactNotFound": True},
         )
     try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        return Verdict(True, f"{path.name} is not UTF-8 text", {"kind": kind, "match": False})
+        text = path.read_bytes().decode("utf-8", errors="replace")
     except OSError as exc:
         return CheckError(f"cannot read {path}: {exc.strerror or exc}", unavailable=True)
-    frontmatter = read_frontmatter(text)
-    if isinstance(frontmatter, str):  # fail closed: a broken artifact is not a passing one
-        return Verdict(True, f"{path.name}: {frontmatter}", {"kind": kind, "match": False})
-    actual = lookup(frontmatter, name)
-    shown_expected = json.dumps(expected, ensure_ascii=False)
-    if actual is MISSING:
-        return Verdict(
-            True,
-            f'frontmatter field "{name}" is absent in {path.name}, expected {shown_expected}',
-            {"kind": kind, "match": False, "expected": expected},
-        )
-    actual = _jsonable(actual)
-    if json_equal(actual, expected):
+    frontmatter = reference_frontmatter(text)
+    actual = frontmatter.get(name)  # a literal key, as the reference reads it: no dotted path
+    shown_expected = js_string(expected)
+    if actual is not None and js_string(actual) == shown_expected:
         return Verdict(
             False,
             f'frontmatter field "{name}" matches expected value ({shown_expected})',
             {"kind": kind, "match": True},
         )
-    shown_actual = json.dumps(actual, ensure_ascii=False)
+    shown_actual = "undefined" if actual is None else js_string(actual)
+    details: dict[str, Any] = {"kind": kind, "match": False, "expected": expected}
+    if actual is not None:
+        details["actual"] = actual
     return Verdict(
         True,
-        f'frontmatter field "{name}" in {path.name} is {shown_actual}, expected {shown_expected}',
-        {"kind": kind, "match": False, "actual": actual, "expected": expected},
+        f'frontmatter field "{name}" in {escape_untrusted(path.name)} is '
+        f"{escape_untrusted(shown_actual)}, expected {shown_expected}",
+        details,
     )
 
 
@@ -469,6 +705,129 @@ def _find_artifact(base: Path, artifact: str, *, allow_prefix: bool) -> Path | N
         if entry.endswith(suffix) and _PHASE_PREFIX.fullmatch(entry[: -len(artifact)]):
             return base / entry
     return None
+
+
+def _find_reference_artifact(base: Path, artifact: str) -> Path | None:
+    """Where the reference's predicate looks: `base/artifact`, `base/.planning/artifact`, then
+    the first file of `base` (in name order) ending in `-artifact`. Only a bare file name is
+    looked up; anything else (`a/b`, `..`, a NUL) is "not found", as there."""
+    if artifact in (".", "..") or "/" in artifact or "\\" in artifact or "\0" in artifact:
+        return None
+    for candidate in (base / artifact, base / ".planning" / artifact):
+        if _is_file(candidate):
+            return candidate
+    try:
+        names = sorted(entry.name for entry in base.iterdir())
+    except OSError:
+        return None
+    for entry in names:
+        if entry.endswith("-" + artifact) and _is_file(base / entry):
+            return base / entry
+    return None
+
+
+def reference_frontmatter(text: str) -> dict[str, Any]:
+    """Frontmatter as the reference's line reader sees it: `key: value` lines, values kept as
+    text with one surrounding quote stripped, `[a, b]` as a list of texts, an empty value as a
+    nested object, `- item` lines as a list. No frontmatter, or no closing `---`: `{}`."""
+    text = text.removeprefix("\ufeff")
+    if text.startswith("---\r\n"):
+        head = 5
+    elif text.startswith("---\n"):
+        head = 4
+    else:
+        return {}
+    close = text.find("\n---", head)
+    if close == -1:
+        return {}
+    end = close - 1 if text[close - 1 : close] == "\r" else close
+    root: dict[str, Any] = {}
+    # (container, indent) pairs; a container is a dict or a list
+    stack: list[tuple[Any, int]] = [(root, -1)]
+    for line in re.split(r"\r?\n", text[head:end]):
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        while len(stack) > 1 and indent <= stack[-1][1]:
+            stack.pop()
+        current = stack[-1][0]
+        match = _FM_KEY.match(line)
+        if match:
+            key, value = match.group(2), match.group(3).strip()
+            if not isinstance(current, dict):
+                continue  # the reference writes a key onto an array, where nothing reads it
+            if value in ("", "["):
+                child: Any = [] if value == "[" else {}
+                current[key] = child
+                stack.append((child, indent))
+            elif value.startswith("[") and value.endswith("]"):
+                current[key] = _split_inline_array(value[1:-1])
+            else:
+                current[key] = _strip_quote(value)
+        elif line.strip().startswith("- "):
+            item = _strip_quote(line.strip()[2:])
+            if isinstance(current, dict) and not current and len(stack) > 1:
+                parent = stack[-2][0]
+                for k, v in list(parent.items()) if isinstance(parent, dict) else ():
+                    if v is current:
+                        parent[k] = [item]
+                        stack[-1] = (parent[k], stack[-1][1])
+                        break
+            elif isinstance(current, list):
+                current.append(item)
+    return root
+
+
+_FM_KEY = re.compile(r"^(\s*)([a-zA-Z0-9_-]+):\s*(.*)")
+
+
+def _strip_quote(value: str) -> str:
+    """One leading and one trailing quote character, each on its own (the reference's regex)."""
+    value = value[1:] if value[:1] in ("'", '"') else value
+    return value[:-1] if value[-1:] in ("'", '"') else value
+
+
+def _split_inline_array(body: str) -> list[str]:
+    """`a, "b, c", 'd'` → items: commas inside quotes do not split; quotes are removed."""
+    items: list[str] = []
+    current = ""
+    quote = ""
+    for ch in body:
+        if quote:
+            if ch == quote:
+                quote = ""
+            else:
+                current += ch
+        elif ch in ("'", '"'):
+            quote = ch
+        elif ch == ",":
+            if current.strip():
+                items.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    if current.strip():
+        items.append(current.strip())
+    return items
+
+
+def js_string(value: Any) -> str:
+    """`String(value)` in JavaScript, `JSON.stringify` for arrays and objects: the text the
+    reference compares a frontmatter field by."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value.is_integer() and abs(value) < 1e21:
+            return str(int(value))
+        text = repr(value)
+        return text.replace("e+0", "e+").replace("e-0", "e-")
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _is_file(path: Path) -> bool:

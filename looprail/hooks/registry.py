@@ -55,6 +55,27 @@ class FailedCapability:
     gate_points: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Shadowed:
+    """A capability folder that is never loaded because another one has its id (earlier in the
+    trust order: first-party, then global, then project)."""
+
+    id: str
+    source: Path
+    origin: str
+    winner: Path
+    winner_origin: str
+
+    @property
+    def reason(self) -> str:
+        """One sentence a user can act on: the copy has no effect, and why."""
+        return (
+            f"capability {self.id!r} in {self.source} has no effect: the {self.winner_origin} "
+            f"{self.id!r} ({self.winner}) is loaded instead ({self.winner_origin} wins; a "
+            f"{self.origin} copy never replaces it)"
+        )
+
+
 @dataclass
 class Registry:
     """The merged, validated capability set."""
@@ -65,6 +86,7 @@ class Registry:
     roots: list[Root]
     # First-party folders that were named but do not exist (`looprail run` refuses to start).
     missing_roots: list[Root] = field(default_factory=list)
+    shadowed: list[Shadowed] = field(default_factory=list)
 
     def task_content_resolvers(self) -> list[tuple[str, Any]]:
         """(cap id, TaskContentResolver) of every loaded feature capability that declares one."""
@@ -170,8 +192,11 @@ def load_registry(
                 continue
             fragment_total += size
             candidates.append(LoadedCapability(cap, data, folder, root.origin))
-    accepted = _merge(candidates, failed, warnings)
-    registry = Registry(accepted, failed, warnings, list(roots), missing)
+    shadowed: list[Shadowed] = []
+    accepted = _merge(candidates, failed, warnings, shadowed)
+    registry = Registry(
+        accepted, failed, warnings, list(roots), missing_roots=missing, shadowed=shadowed
+    )
     _check_points(registry)
     apply_activation(registry, config)
     return registry
@@ -235,7 +260,10 @@ def _fail(lc: LoadedCapability, failed: list[FailedCapability], path: str, reaso
 
 
 def _merge(
-    candidates: list[LoadedCapability], failed: list[FailedCapability], warnings: list[str]
+    candidates: list[LoadedCapability],
+    failed: list[FailedCapability],
+    warnings: list[str],
+    shadowed: list[Shadowed] | None = None,
 ) -> dict[str, LoadedCapability]:
     accepted: dict[str, LoadedCapability] = {}
     owners: dict[tuple[str, str], str] = {}
@@ -243,6 +271,8 @@ def _merge(
         m = lc.manifest
         if m.id in accepted:
             first = accepted[m.id]
+            if shadowed is not None:
+                shadowed.append(Shadowed(m.id, lc.source, lc.origin, first.source, first.origin))
             warnings.append(
                 f"{lc.source}: capability {m.id!r} is shadowed by the one in {first.source} "
                 f"({first.origin} wins)"

@@ -19,7 +19,17 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from looprail.hooks.checks import COMMAND_GRAMMAR, CheckContext, CheckError, evaluate_check
+from looprail.hooks.checks import (
+    COMMAND_GRAMMAR,
+    LEDGER_GATES,
+    LEDGER_PATH,
+    CheckContext,
+    CheckError,
+    evaluate_check,
+    predicate_args,
+    query_args,
+    roadmap_req_ids,
+)
 from looprail.hooks.resolve import resolve
 from looprail.machine.guards import HookResult, refuses
 from looprail.machine.progress import Progress, fmt_duration
@@ -180,13 +190,29 @@ class Dispatcher:
             phase_number=self.phase_number,
             phase_dir=self.phase_dir,
             config=dict(self.config) if self.config else None,
+            phase_req_ids=self._phase_req_ids(point, ctx),
+            point=point,
+            cap_id=str(hook.get("capId")),
         )
+        if (point, check_ctx.cap_id) in LEDGER_GATES:
+            label = f"ledger {LEDGER_PATH}"
         result = evaluate_check(check, check_ctx, self.runtime, runtime_ctx=ctx)
         if isinstance(result, CheckError):
             reason = result.reason + (" (could not look)" if result.unavailable else "")
             return self._result(point, hook, "error", start, reason, label=label)
         status = "block" if result.block else "pass"
-        return self._result(point, hook, status, start, result.message, label=label)
+        return self._result(
+            point, hook, status, start, result.message, label=label, details=result.details
+        )
+
+    def _phase_req_ids(self, point: str, ctx: DispatchContext) -> str:
+        """Only plan:post passes requirement ids (plan-phase.md §13); ask once per point."""
+        if "phase_req_ids" not in query_args(point) + predicate_args(point):
+            return ""
+        ask = getattr(self.runtime, "phase_req_ids", None)
+        if ask is not None:
+            return ask(ctx)
+        return roadmap_req_ids(self.project, self.phase_number) or "TBD"
 
     def _result(
         self,
@@ -197,8 +223,10 @@ class Dispatcher:
         message: str,
         *,
         label: str = "",
+        details: Mapping[str, Any] | None = None,
     ) -> HookResult:
         return HookResult(
+            details=shown_details(message, details),
             point=point,
             cap_id=str(hook.get("capId")),
             kind=hook.get("kind")
@@ -218,12 +246,16 @@ class Dispatcher:
         took = fmt_duration(r.duration_s)
         what = f"{r.kind} {r.label or ''} ({r.cap_id})".replace("  ", " ")
         if r.kind == "gate":
-            if r.status == "pass":
+            if r.status == "pass" and not r.blocking and r.message.strip():
+                # the reference's workflows show an advisory gate's non-empty message
+                first = r.message.strip().splitlines()[0][:200]
+                self.progress.line(f"  ✓ {what} pass {took}: {first}")
+            elif r.status == "pass":
                 self.progress.line(f"  ✓ {what} pass {took}")
             elif r.status == "block" and r.blocking:
-                self.progress.line(f"  ✗ {what} BLOCKED: {r.message}")
+                self.progress.line(f"  ✗ {what} BLOCKED: {r.shown}")
             elif r.status == "block":
-                self.progress.line(f"  ! {what} advisory: {r.message}")
+                self.progress.line(f"  ! {what} advisory: {r.shown}")
             elif refuses(r):
                 self.progress.line(f"  ✗ {what} gate check failed: {r.message}")
             else:
@@ -258,14 +290,28 @@ class Dispatcher:
                 hook_kind=r.kind,
                 outcome=outcome,
                 duration_ms=int(r.duration_s * 1000),
-                message=r.message or None,
-                data={"label": r.label, "onError": r.on_error, "blocking": r.blocking},
+                message=(r.shown if r.status == "block" else r.message) or None,
+                data={
+                    "label": r.label,
+                    "onError": r.on_error,
+                    "blocking": r.blocking,
+                    **({"details": r.details} if r.details else {}),
+                },
             )
         )
 
     def _record(self, event: EventRecord) -> None:
         if self.recorder is not None:
             self.recorder.event(event)
+
+
+def shown_details(message: str, details: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The extra keys of a verdict worth showing: not `block`/`message`, and not a copy of the
+    message (the reference repeats its report as `table`)."""
+    if not details:
+        return None
+    kept = {k: v for k, v in details.items() if k not in ("block", "message") and v != message}
+    return kept or None
 
 
 def _count(hooks: Sequence[Mapping[str, Any]], natives: int = 0) -> str:

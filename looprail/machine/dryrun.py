@@ -13,7 +13,15 @@ from looprail.machine.progress import plural
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
 
 
-def _hook_line(hook: dict[str, Any], flavor: str, phase: str, host_tool: str | None) -> str:
+def _hook_line(
+    hook: dict[str, Any],
+    flavor: str,
+    phase: str,
+    host_tool: str | None,
+    point: str = "",
+    project: Any = None,
+    phase_dir: Any = None,
+) -> str:
     kind = hook["kind"]
     cap = hook["capId"]
     if kind == "step":
@@ -34,9 +42,44 @@ def _hook_line(hook: dict[str, Any], flavor: str, phase: str, host_tool: str | N
         first = text.strip().splitlines()[0] if text.strip() else ""
         return f"    contribution  into {hook.get('into')}: {first[:60]}  ({cap})"
     check = hook.get("check") or {}
-    what = next(iter(check), "?")
+    what = _gate_call(check, cap, point, phase, project, phase_dir, host_tool)
     block = "blocking" if hook.get("blocking") else "advisory"
-    return f"    gate          {what} {block}, onError {hook.get('onError') or 'skip'}  ({cap})"
+    return f"    gate          {what}; {block}, onError {hook.get('onError') or 'skip'}  ({cap})"
+
+
+def _gate_call(
+    check: dict[str, Any],
+    cap: str,
+    point: str,
+    phase: str,
+    project: Any,
+    phase_dir: Any,
+    host_tool: str | None,
+) -> str:
+    """What the gate will run, as the dispatcher will run it (hooks.checks' per-point table)."""
+    from pathlib import Path
+
+    from looprail.hooks import checks as C
+
+    project = Path(project) if project is not None else Path(".")
+    if (point, cap) in C.LEDGER_GATES:
+        return f"ledger {C.LEDGER_PATH}" + (f" ({host_tool} windows status)" if host_tool else "")
+    if "query" in check:
+        query = check["query"]
+        if not C.validate_query(query):
+            return f"query {query!r} fails the grammar: never run"
+        args = " ".join(
+            json.dumps(a) if " " in a else a
+            for a in C.argument_values(C.query_args(point), project, phase, phase_dir, "<req ids>")
+        )
+        words = query.split(" ")
+        if host_tool:
+            return f"query: {host_tool} check {query} {args} --raw"
+        return f"query: .looprail/checks/{words[0]} {' '.join([*words[1:], args])}"
+    if "predicate" in check and isinstance(check["predicate"], dict):
+        kind = check["predicate"].get("kind")
+        return f"predicate {kind}" + (f" ({host_tool} check predicate)" if host_tool else "")
+    return next(iter(check), "?")
 
 
 def dry_run(
@@ -64,7 +107,9 @@ def dry_run(
         counts = [plural(n, noun) for n, noun in ((len(hooks), "active hook"),) if n]
         counts += [plural(len(natives), "native hook")] if natives else []
         out.append(f"  {p}{suffix}: {', '.join(counts) or 'no active hooks'}")
-        out.extend(_hook_line(h, flavor, ph.number, host_tool) for h in hooks)
+        out.extend(
+            _hook_line(h, flavor, ph.number, host_tool, p, loaded.project, ph.dir) for h in hooks
+        )
         out.extend(f"    ! {w}" for w in env.get("warnings", ()))
         for h in natives:  # the user's own hooks.json entries, after the above
             shown = json.dumps({k: list(v) if isinstance(v, tuple) else v for k, v in h.filter})

@@ -13,11 +13,13 @@ can be unit-tested with values written by hand:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+DETAILS_MAX_CHARS = 1000
 HookKind = Literal["step", "contribution", "gate", "native"]
 # ok: ran / delivered. failed: a step or native hook did not succeed. pass/block: a gate's
 # delivered verdict. error: a gate's check could not produce a verdict. skipped: not run
@@ -39,6 +41,18 @@ class HookResult(BaseModel):
     message: str = ""
     label: str = ""  # what ran: `skill:gsd-x`, `query ui plan-gate`, `hooks/section/name`
     duration_s: float = 0.0
+    details: dict[str, Any] | None = None  # a gate verdict's extra keys (what the host printed)
+
+    @property
+    def shown(self) -> str:
+        """The message with the verdict's details, as a block is shown, journaled, reported:
+        a host check may say why only in its details (`{"frontend": true, "hasUiSpec": false}`)."""
+        if not self.details:
+            return self.message or "(no message)"
+        text = json.dumps(self.details, ensure_ascii=False, separators=(", ", ": "), default=str)
+        if len(text) > DETAILS_MAX_CHARS:
+            text = text[: DETAILS_MAX_CHARS - 1] + "…"
+        return f"{self.message} (details: {text})" if self.message else f"details: {text}"
 
     @property
     def refuses(self) -> bool:

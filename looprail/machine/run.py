@@ -32,6 +32,7 @@ from looprail.machine.progress import Progress, fmt_duration, plural
 from looprail.machine.record import EventRecord, MemoryRecorder, Recorder
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
 from looprail.plans import Phase, Plan, Task, compute_waves, load_phase
+from looprail.plans.waves import halt_blocked
 from looprail.runtime.base import TaskWork
 from looprail.runtime.executors import make_executor, run_all
 from looprail.runtime.process import kill_running
@@ -425,7 +426,11 @@ class LoopRunner:
         if wave is None:
             raise HaltError(f"wave {self.wave} no longer exists (plans changed?)")
         plans = {p.id: p for p in self.phase.plans}
-        pending = [plans[pid] for pid in wave.pending]
+        blocked = halt_blocked(self.phase.plans)
+        # A halted plan is never re-run and what depends on it never runs: the rest of the wave
+        # runs, then the loop stops here (the reference's plan-index `runnable`).
+        stopped = [pid for pid in wave.pending if plans[pid].halted or pid in blocked]
+        pending = [plans[pid] for pid in wave.pending if pid not in stopped]
         jobs = self.options.jobs if wave.parallel_safe else 1
         if not wave.parallel_safe and self.options.jobs > 1:
             self.progress.line(
@@ -457,6 +462,8 @@ class LoopRunner:
             raise (
                 next((e for e in errors if not isinstance(e, CheckpointPause)), None) or pauses[0]
             )
+        if stopped:
+            raise HaltError(_halted_plans_reason(wave.number, stopped, plans, blocked))
         self.recorder.event(EventRecord(kind="wave_finished", wave=wave.number))
         self.waves_run += 1
         if self.native is not None:
@@ -660,12 +667,25 @@ class TransitionRefused(HaltError):
         if result.kind == "gate" and result.status == "error":
             text = f"gate check failed at {point} ({cap}): {message}"
         elif result.kind == "gate":
-            text = f"blocked at {point} by gate {cap}: {message or '(no message)'}"
+            text = f"blocked at {point} by gate {cap}: {result.shown}"
         elif result.kind == "native":
             text = f"blocked at {point} by native hook {cap} ({message or 'block'})"
         else:
             text = f"halted at {point}: step {result.label} ({cap}) failed: {message}"
         super().__init__(text)
+
+
+def _halted_plans_reason(
+    wave: int, stopped: list[str], plans: dict[str, Plan], blocked: dict[str, list[str]]
+) -> str:
+    parts = []
+    for pid in stopped:
+        if plans[pid].halted:
+            where = plans[pid].summary_path.name if plans[pid].summary_path else "its SUMMARY"
+            parts.append(f"plan {pid} halted ({where} says status: halted)")
+        else:
+            parts.append(f"plan {pid} is blocked by halted plan {', '.join(blocked[pid])}")
+    return f"wave {wave}: " + "; ".join(parts) + " (resolve the halt, then run again)"
 
 
 def _task_work(plan: Plan, task: Task) -> TaskWork:

@@ -19,7 +19,11 @@ from looprail.errors import PlanError
 from looprail.layout import PHASE_DIR_PATTERN, normalize_phase_number
 from looprail.layout import PHASES_DIR as LAYOUT_PHASES_DIR
 from looprail.plans.planfile import Plan, plan_id_from_filename, read_plan
-from looprail.plans.waves import canonical_plan_id, resolve_dependencies
+from looprail.plans.waves import (
+    bare_dependency_warnings,
+    canonical_plan_id,
+    resolve_dependencies,
+)
 
 PHASES_DIR = Path(LAYOUT_PHASES_DIR)
 
@@ -155,10 +159,14 @@ def load_phase(project: str | Path, phase: str) -> Phase:
         require_inside(project, path, "the plan")
         plan = read_plan(path, display=_relative(path, project))
         summary = summaries.get(canonical_plan_id(plan_id))
-        plans.append(
-            plan.model_copy(update={"has_summary": summary is not None, "summary_path": summary})
-        )
+        update = {
+            "has_summary": summary is not None,
+            "summary_path": summary,
+            "halted": summary is not None and summary_halted(summary),
+        }
+        plans.append(plan.model_copy(update=update))
         warnings.extend(_plan_warnings(plan, project))
+    warnings.extend(bare_dependency_warnings(plans, root=project))
 
     return Phase(
         number=located.number,
@@ -174,16 +182,40 @@ def load_phase(project: str | Path, phase: str) -> Phase:
     )
 
 
+def summary_halted(path: Path) -> bool:
+    """Does this SUMMARY say `status: halted` (a designed stop)? Read as the reference reads
+    it: its frontmatter line reader, a trailing ` # comment` dropped, case ignored. An
+    unreadable SUMMARY is not halted (it counts as done, as there)."""
+    from looprail.hooks.checks import reference_frontmatter
+
+    try:
+        text = path.read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    status = reference_frontmatter(text).get("status")
+    if not isinstance(status, str):
+        return False
+    return re.sub(r"\s+#.*$", "", status).strip().lower() == "halted"
+
+
+def phase_spelling(number: str) -> str:
+    """The phase as the reference's plan-index prints it: the integer part padded to two
+    digits (`1` → `01`, `2.1` → `02.1`, `12A` → `12A`)."""
+    match = re.match(r"(\d+)(.*)", number)
+    return match.group(1).zfill(2) + match.group(2) if match else number
+
+
 def plan_index(project: str | Path, phase: Phase) -> dict[str, Any]:
     """The `phase plan-index` view of a loaded phase (the shape of the reference's
-    `phase-plan-index`, plus `declared_wave` and `sequential_waves`). Raises PlanError for a
-    dependency cycle."""
-    from looprail.plans.waves import compute_waves
+    `phase-plan-index`, plus `declared_wave`, `sequential_waves` and `warnings`). Raises
+    PlanError for a dependency cycle."""
+    from looprail.plans.waves import compute_waves, halt_blocked
 
     project = Path(project).resolve()
     waves = compute_waves(phase.plans, root=project)
+    blocked = halt_blocked(phase.plans)
     return {
-        "phase": phase.number,
+        "phase": phase_spelling(phase.number),
         "phase_dir": _relative(phase.dir, project),
         "plans": [
             {
@@ -196,11 +228,14 @@ def plan_index(project: str | Path, phase: Phase) -> dict[str, Any]:
                 "files_modified": plan.files_modified,
                 "task_count": plan.task_count,
                 "has_summary": plan.has_summary,
+                "halted": plan.halted,
+                "blocked_by": blocked.get(plan.id, []),
             }
             for plan in phase.plans
         ],
         "waves": {str(wave.number): wave.plan_ids for wave in waves.waves},
         "incomplete": phase.incomplete,
+        "runnable": [pid for pid in phase.incomplete if pid not in blocked],
         "has_checkpoints": any(not p.autonomous or p.has_checkpoints for p in phase.plans),
         "sequential_waves": {
             str(wave.number): wave.overlap_files for wave in waves.waves if not wave.parallel_safe

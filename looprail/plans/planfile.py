@@ -121,6 +121,7 @@ class Plan(BaseModel):
     output: str | None = None
     has_summary: bool = False
     summary_path: Path | None = None
+    halted: bool = False  # its SUMMARY says `status: halted`: a designed stop, not done
 
     @computed_field  # type: ignore[prop-decorator]
     @property

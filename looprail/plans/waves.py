@@ -34,7 +34,9 @@ class Wave(BaseModel):
 
     number: int
     plan_ids: list[str]
-    pending: list[str]  # plans of this wave without a SUMMARY, in plan order
+    # plans of this wave not done, in plan order: no SUMMARY yet, or a SUMMARY that says
+    # `status: halted` (such a plan is never re-run; it stops the loop at its wave)
+    pending: list[str]
     parallel_safe: bool  # False: run plan_ids one after the other
     overlap_files: list[str]  # files_modified entries shared by two or more plans of the wave
 
@@ -120,6 +122,66 @@ def resolve_dependencies(plans: Sequence[Plan], *, root: Path | None = None) -> 
     return resolved
 
 
+def halt_blocked(plans: Sequence[Plan]) -> dict[str, list[str]]:
+    """For each plan downstream of a halted plan, the halted plan(s) it waits on, in the
+    order the reference's plan-index lists them (each dependency, then what blocks it).
+    `depends_on` must already be resolved (`resolve_dependencies`); a cycle is the caller's
+    error to raise (`compute_waves`)."""
+    by_id = {p.id: p for p in plans}
+    blocked: dict[str, list[str]] = {}
+    for plan_id in _topological(plans):
+        causes: dict[str, None] = {}
+        for dep in by_id[plan_id].depends_on:
+            if dep not in by_id:
+                continue
+            if by_id[dep].halted:
+                causes[dep] = None
+            causes.update(dict.fromkeys(blocked.get(dep, ())))
+        if causes:
+            blocked[plan_id] = list(causes)
+    return blocked
+
+
+def _topological(plans: Sequence[Plan]) -> list[str]:
+    """Kahn's order, plans in file order when free: the order the reference walks."""
+    indegree = {p.id: 0 for p in plans}
+    dependents: dict[str, list[str]] = {p.id: [] for p in plans}
+    for plan in plans:
+        for dep in plan.depends_on:
+            if dep in dependents:
+                dependents[dep].append(plan.id)
+                indegree[plan.id] += 1
+    queue = [p.id for p in plans if indegree[p.id] == 0]
+    for current in queue:  # the list grows while it is walked
+        for nxt in dependents[current]:
+            indegree[nxt] -= 1
+            if indegree[nxt] == 0:
+                queue.append(nxt)
+    return queue
+
+
+def bare_dependency_warnings(plans: Sequence[Plan], *, root: Path | None = None) -> list[str]:
+    """`depends_on: ["02"]` (a bare plan number) is resolved here to the phase's plan 02; the
+    reference's plan-index drops it, so its waves differ. Say so for each such entry."""
+    by_canonical = {canonical_plan_id(p.id) for p in plans}
+    by_plan_part: dict[str, list[Plan]] = {}
+    for plan in plans:
+        part = _plan_part(plan.id)
+        if part is not None:
+            by_plan_part.setdefault(part, []).append(plan)
+    warnings = []
+    for plan in plans:
+        for dep in plan.depends_on:
+            key = canonical_plan_id(dep)
+            if key not in by_canonical and len(by_plan_part.get(key, [])) == 1:
+                target = by_plan_part[key][0].id
+                warnings.append(
+                    f"{_shown(plan.path, root)}: depends_on {dep!r} is read as plan {target}; "
+                    f"the reference drops a bare plan number (write {target!r} to agree)"
+                )
+    return warnings
+
+
 def compute_waves(plans: Sequence[Plan], *, root: Path | None = None) -> WavePlan:
     """Group a phase's plans into waves (see the module docstring for the rules). Raises
     PlanError for a cycle, a dangling dependency or a duplicate plan id."""
@@ -169,7 +231,7 @@ def compute_waves(plans: Sequence[Plan], *, root: Path | None = None) -> WavePla
             Wave(
                 number=number,
                 plan_ids=[p.id for p in members],
-                pending=[p.id for p in members if not p.has_summary],
+                pending=[p.id for p in members if not p.has_summary or p.halted],
                 parallel_safe=not overlap,
                 overlap_files=overlap,
             )

@@ -135,22 +135,61 @@ class LocalRuntime:
     # -- checks ---------------------------------------------------------------------------
 
     def run_query_check(self, words: Sequence[str], ctx: DispatchContext) -> Outcome:
+        """`<tool> check <words> <args> --raw`, or `.looprail/checks/<first word>` with the other
+        words and `<args>`: the arguments the reference's workflow passes at `ctx.point`
+        (`hooks.checks.QUERY_ARGS`: the phase number, or the phase folder, …)."""
+        from looprail.hooks.checks import argument_values, query_args
+
         ctx = self._own(ctx)
         words = checked_words(words)
         request = build_request("query", " ".join(words), ctx, words=words)
         refused = _refuse_words(words)
         if refused:
             return Outcome.failed(f"refused query {' '.join(words)!r}: {refused}")
-        host = ctx.host_tool or self.host_tool
+        names = query_args(ctx.point)
+        req_ids = ""
+        if "phase_req_ids" in names:
+            req_ids = self.phase_req_ids(ctx)
+        values = argument_values(names, self.project, ctx.phase_number, ctx.phase_dir, req_ids)
+        host = self.host_tool_for(ctx)
         if host:
-            argv = ["check", *words, ctx.phase_number, "--raw"]
+            argv = ["check", *words, *values, "--raw"]
             label = f"{host} check {' '.join(words)}"
             outcome = self._run_host_tool(host, argv, label, request, ctx)
         else:
-            argv = [*words[1:], ctx.phase_number]
-            outcome = self._run_executable("checks", words[0], argv, request, ctx)
+            outcome = self._run_executable("checks", words[0], [*words[1:], *values], request, ctx)
             label = f".looprail/checks/{words[0]}"
         return require_verdict(outcome, label)
+
+    def host_tool_for(self, ctx: DispatchContext) -> str | None:
+        """The host tool that answers for `ctx` (its own, else this runtime's), or None."""
+        return ctx.host_tool or self.host_tool
+
+    def run_host(self, args: Sequence[str], ctx: DispatchContext) -> Outcome:
+        """`<host tool> <args>` as one bounded process (no shell): how gates whose reference
+        workflow calls the host directly (`check predicate …`, `windows status`) are run."""
+        ctx = self._own(ctx)
+        host = self.host_tool_for(ctx)
+        if not host:
+            return Outcome.failed("no host tool is configured")
+        request = build_request("query", " ".join(args[:2]), ctx, words=tuple(args[:2]))
+        return self._run_host_tool(host, list(args), f"{host} {' '.join(args[:2])}", request, ctx)
+
+    def phase_req_ids(self, ctx: DispatchContext) -> str:
+        """The phase's requirement ids as plan-phase.md gets them: from the host tool's
+        `query init.plan-phase N --pick phase_req_ids`, else the ROADMAP.md section; "TBD"
+        (the workflow's fallback) when neither knows."""
+        from looprail.hooks.checks import roadmap_req_ids
+
+        host = self.host_tool_for(ctx)
+        if host:
+            args = ["query", "init.plan-phase", ctx.phase_number, "--pick", "phase_req_ids"]
+            outcome = self.run_host(args, ctx)
+            text = outcome.stdout.strip() if outcome.ok else ""
+            if text and "\n" not in text and text not in ("null", "undefined"):
+                return text
+            return "TBD"
+        return roadmap_req_ids(self.project, ctx.phase_number) or "TBD"
 
     def ask_verdict(self, agent_verdict: Mapping[str, Any], ctx: DispatchContext) -> Outcome:
         ctx = self._own(ctx)
@@ -264,18 +303,12 @@ class LocalRuntime:
     def _run_host_tool(
         self, host: str, args: Sequence[str], label: str, request: Request, ctx: DispatchContext
     ) -> Outcome:
-        if not _PLAIN_NAME.match(host) or ".." in host:
-            return Outcome.failed(
-                f"refused host tool {escape_untrusted(host)!r}: not a plain name to look up on PATH"
-            )
         env = self._environment(request, ctx)
-        # Only absolute PATH entries: an empty or relative one would find a file in the
-        # current directory (often the project itself).
-        tool = find_program(host, env)
-        if tool is None:
-            return Outcome.failed(f"host tool {host} not found on PATH")
+        tool = resolve_host_tool(host, env.get("PATH"))
+        if not isinstance(tool, Path):
+            return Outcome.failed(tool)
         # A host tool has its own stdin conventions; it gets the request only via LOOPRAIL_*.
-        return self._spawn([tool, *args], label, request, ctx, send_request=False, env=env)
+        return self._spawn([str(tool), *args], label, request, ctx, send_request=False, env=env)
 
     def _spawn(
         self,
@@ -319,6 +352,36 @@ class LocalRuntime:
             }
         )
         return env
+
+
+def resolve_host_tool(host: str, path: str | None = None) -> Path | str:
+    """The executable a `--host-tool` names, or one line saying why there is none.
+
+    A plain name is looked up on `path` (default `$PATH`); an absolute path is used as it is.
+    Anything else (a relative path, an option-looking or empty name) is refused: relative to
+    what? `lint` and `run` both call this, so they agree on every spelling.
+    """
+    shown = escape_untrusted(host)
+    if os.path.isabs(host):
+        if "\0" in host:
+            return f"refused host tool {shown!r}: contains a NUL byte"
+        candidate = Path(host)
+        if not candidate.is_file():
+            return f"host tool {shown} does not exist or is not a file"
+        if not os.access(candidate, os.X_OK):
+            return f"host tool {shown} is not executable"
+        return candidate
+    if not _PLAIN_NAME.match(host) or ".." in host:
+        return (
+            f"refused host tool {shown!r}: give a plain name to look up on PATH or an absolute path"
+        )
+    # Only absolute PATH entries: an empty or relative one means the current directory, which
+    # is often the project itself (a planted `gsd_run`).
+    found = find_program(host, {"PATH": path if path is not None else os.environ.get("PATH", "")})
+    if found is None:
+        return f"host tool {shown} not found on PATH"
+    # A relative PATH entry is relative to looprail's cwd, but the tool runs in the project.
+    return Path(os.path.abspath(found))
 
 
 def outcome_of(result: ProcessResult, label: str, timeout_s: float) -> Outcome:
