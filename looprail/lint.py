@@ -409,15 +409,15 @@ def _cap_active(data: LintInput, cap_id: str) -> bool:
 
 
 def _when_true(data: LintInput, key: str) -> bool:
-    from looprail.config import js_truthy
-    from looprail.hooks.registry import config_schema_of, resolve_key
+    from looprail.config import is_active
+    from looprail.hooks.registry import config_types_of
 
-    return js_truthy(resolve_key(key, data.config, config_schema_of(data.registry)))
+    return is_active(key, data.config, config_types_of(data.registry))
 
 
 def _runs(data: LintInput, decl: _Decl) -> bool:
     """Would this declaration be dispatched under the current config?"""
-    from looprail.config import MISSING, lookup
+    from looprail.config import MISSING
 
     if not _cap_active(data, decl.cap_id):
         return False
@@ -426,12 +426,11 @@ def _runs(data: LintInput, decl: _Decl) -> bool:
         return False
     point_from = decl.entry.get("pointFrom")
     if point_from is not None:
-        value = lookup(data.config, point_from) if data.config else MISSING
-        if value is MISSING:
-            from looprail.hooks.registry import config_schema_of
+        from looprail.config import effective_value
+        from looprail.hooks.registry import config_types_of
 
-            value = config_schema_of(data.registry).get(point_from)
-        return value == decl.point
+        value = effective_value(point_from, data.config, config_types_of(data.registry))
+        return value is not MISSING and value == decl.point
     return True
 
 
