@@ -24,6 +24,8 @@ import json
 import math
 import os
 
+from looprail.errors import LooprailError  # a plain module: nothing heavy on the hot path
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs milliseconds on the render-hooks start path
     from pathlib import Path
@@ -38,7 +40,7 @@ MAX_CONFIG_BYTES = 64 * 1024 * 1024
 _MAX_SAFE_INTEGER = 2**53
 
 
-class ConfigError(ValueError):
+class ConfigError(LooprailError, ValueError):
     """`.planning/config.json` exists but cannot be used: one line with file, line, column."""
 
     def __init__(self, path: str, reason: str, line: int | None = None, col: int | None = None):
@@ -358,7 +360,7 @@ def js_dumps(value: Any, indent: int | None = None) -> str:
 
 
 def _read_config(project: str | Path) -> tuple[str, Any]:
-    """`(path, parsed value or None when absent)`. Raises `ConfigError` for a file that exists
+    """`(path, parsed value or MISSING when absent)`. Raises `ConfigError` for a file that exists
     but cannot be used (unreadable, not a regular file, too large, not JSON)."""
     path = config_path(project)
     try:
@@ -366,11 +368,17 @@ def _read_config(project: str | Path) -> tuple[str, Any]:
     except OSError as exc:
         raise ConfigError(path, f"cannot be read ({exc.strerror or exc})") from None
     if raw is None:
-        return path, None
+        return path, MISSING
     try:
         return path, parse_json_js(decode_utf8(raw))
     except json.JSONDecodeError as exc:
-        raise ConfigError(path, f"not valid JSON: {exc.msg}", exc.lineno, exc.colno) from None
+        doc, pos, msg = exc.doc, exc.pos, exc.msg
+        before = doc[:pos].rstrip(" \t\n\r")
+        if doc[pos : pos + 1] in ("}", "]") and before.endswith(","):
+            pos, msg = len(before) - 1, f"trailing comma before {doc[exc.pos]!r}"
+        line = doc.count("\n", 0, pos) + 1
+        col = pos - doc.rfind("\n", 0, pos)
+        raise ConfigError(path, f"not valid JSON ({msg})", line, col) from None
 
 
 def load_project_config(project: str | Path) -> tuple[dict[str, Any] | None, list[str]]:
@@ -382,7 +390,9 @@ def load_project_config(project: str | Path) -> tuple[dict[str, Any] | None, lis
         path, value = _read_config(project)
     except ConfigError as exc:
         return None, [f"{exc}; its settings were NOT applied, using defaults instead"]
-    if value is None or isinstance(value, dict):
+    if value is MISSING:
+        return None, []
+    if isinstance(value, dict):
         return value, []
     return None, [
         f"{path}: top level is not a JSON object; its settings were NOT applied, using defaults"
@@ -394,7 +404,9 @@ def load_project_config_strict(project: str | Path) -> dict[str, Any] | None:
     exists but cannot be used raises `ConfigError` (file, line and column where known), because
     running a whole phase on defaults the user did not choose is worse than stopping."""
     path, value = _read_config(project)
-    if value is None or isinstance(value, dict):
+    if value is MISSING:
+        return None
+    if isinstance(value, dict):
         return value
     raise ConfigError(path, f"top level must be a JSON object, got {_json_type(value)}", 1, 1)
 

@@ -184,7 +184,7 @@ def load_input(
 ) -> LintInput:
     """Load everything lint looks at. Raises only for a missing project folder or an unknown
     `phase`; everything else that is wrong becomes a finding."""
-    from looprail.config import load_project_config
+    from looprail.config import load_project_config_strict
     from looprail.errors import UsageError
     from looprail.hooks.compiled import load_compiled
     from looprail.hooks.registry import load_registry
@@ -194,7 +194,8 @@ def load_input(
         raise UsageError(f"{project}: no such project folder")
     root = root.resolve()
     has_planning = (root / ".planning").is_dir()
-    config, config_warnings = load_project_config(root)
+    config = load_project_config_strict(root)  # a malformed config stops lint: file:line:col
+    config_warnings: list[str] = []
     registry = load_registry(root, capability_dirs, config=config, env=env, home=home)
     compiled = load_compiled(root, capability_dirs, env=env, home=home)
     phases = _load_phases(root, phase) if has_planning else []

@@ -256,7 +256,6 @@ def test_fast_path_reads_argv_as_argparse_does(argv):
 @pytest.mark.parametrize(
     "argv",
     [
-        [],
         ["-h"],
         ["plan:pre", "--nope"],
         ["plan:pre", "--project"],

@@ -63,7 +63,7 @@ class Loaded:
 
 
 def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()) -> Loaded:
-    from looprail.config import load_project_config
+    from looprail.config import load_project_config_strict
     from looprail.hooks.compiled import load_compiled
     from looprail.hooks.registry import load_registry
 
@@ -73,7 +73,8 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     if not (root / ".planning").is_dir():
         raise UsageError(f"{project}: not a project (no .planning/ folder)")
     root = root.resolve()
-    config, warnings = load_project_config(root)
+    config = load_project_config_strict(root)  # a malformed config stops the run (issue 12)
+    warnings: list[str] = []
     compiled = load_compiled(root, capability_dirs)
     registry = load_registry(root, capability_dirs, config=config)
     warnings += list(registry.warnings)
