@@ -5,8 +5,8 @@ For each seed: one project with a generated config (every JSON value type, enum 
 non-values, flat dotted keys, non-object parents, missing keys, and now and then a malformed,
 duplicate-key or non-object file). At all 12 points, `looprail loop render-hooks POINT --raw`
 must print exactly the reference's bytes, and `--active-cap ID` must answer as the reference
-for every capability id (each checked against the reference's envelope, and a sample through
-the reference's own `--active-cap`). The reference runs in one node process per batch
+for every capability id (each checked against the reference's envelope through the function
+the flag calls, and a sample of ids through both CLIs' own `--active-cap`). The reference runs in one node process per batch
 (`tests/reference_driver.cjs`); looprail runs in-process through `looprail.cli.main`.
 
 Needs LOOPRAIL_REFERENCE (the reference's gsd-tools.cjs), node and ../shared; skips otherwise.
@@ -198,13 +198,18 @@ def test_fuzz_configs_against_the_reference(tmp_path, monkeypatch):
                 diffs.append(
                     f"seed {seed} {point} --active-cap {cap}: {out!r} vs {ref['stdout']!r}"
                 )
-    for (seed, point), env in envelopes.items():  # every id, against the reference's envelope
+    # Every capability id at every point, against the reference's envelope (its --active-cap is
+    # `activeHooks.some(h => h.capId === id)`), through the function the CLI flag calls.
+    from looprail.config import load_project_config
+    from looprail.hooks.compiled import load_compiled
+    from looprail.hooks.resolve import active_cap
+
+    for (seed, point), env in envelopes.items():
         project, text = projects[seed]
+        compiled = load_compiled(project, [GSD_CAPABILITIES])
+        config, _ = load_project_config(project)
         active = {h["capId"] for h in env["activeHooks"]}
         for cap in all_ids:
-            argv = ["loop", "render-hooks", point, "--project", str(project),
-                    "--capabilities", str(GSD_CAPABILITIES), "--active-cap", cap]  # fmt: skip
-            _, out = _looprail(argv)
-            if out != ("true\n" if cap in active else "false\n"):
-                diffs.append(f"seed {seed} {point} --active-cap {cap}: {out!r}\nconfig: {text}")
+            if active_cap(compiled, config, point, cap) != (cap in active):
+                diffs.append(f"seed {seed} {point} active_cap {cap}\nconfig: {text}")
     assert not diffs, f"{len(diffs)} differences; first: " + "\n".join(diffs[:3])
