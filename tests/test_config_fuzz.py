@@ -213,3 +213,46 @@ def test_fuzz_configs_against_the_reference(tmp_path, monkeypatch):
             if active_cap(compiled, config, point, cap) != (cap in active):
                 diffs.append(f"seed {seed} {point} active_cap {cap}\nconfig: {text}")
     assert not diffs, f"{len(diffs)} differences; first: " + "\n".join(diffs[:3])
+
+
+HOSTILE_FILES = {
+    "deep-array": b'{"workflow": {"research": false}, "d": '
+    + b"[" * 200_000
+    + b"]" * 200_000
+    + b"}",
+    "deep-object": b'{"d": '
+    + b'{"a": ' * 100_000
+    + b"1"
+    + b"}" * 100_000
+    + b', "workflow": {"ui_phase": false}}',
+    "deep-malformed": b'{"workflow": {"research": false}, "d": '
+    + b"[" * 100_000
+    + b"]" * 99_999
+    + b"}",
+    "large": b'{"pad": "' + b"x" * (12 << 20) + b'", "workflow": {"research": false}}',
+    "duplicates": b'{"workflow": {"research": false}, "workflow": {"ui_phase": false}}',
+    "bad-utf8": b'{"workflow": {"research": false, "x": "\xff\xc0\xed\xa0\x80"}}',
+    "bom": b'\xef\xbb\xbf{"workflow": {"research": false}}',
+    "big-numbers": b'{"workflow": {"security_asvs_level": 9007199254740993, "drift_threshold":'
+    b' 1e400, "security_block_on": "low"}}',
+}
+
+
+def test_large_and_deep_files_against_the_reference(tmp_path, monkeypatch):
+    """Very deep, large, duplicate-key, badly encoded files: the same bytes as the reference."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("LOOPRAIL_HOME", str(home / ".looprail"))
+    jobs, names = [], []
+    for name, raw in HOSTILE_FILES.items():
+        project = tmp_path / name
+        (project / ".planning").mkdir(parents=True)
+        (project / ".planning" / "config.json").write_bytes(raw)
+        for point in ("plan:pre", "verify:pre"):
+            jobs.append({"cwd": str(project), "point": point})
+            names.append((name, project, point))
+    for (name, project, point), ref in zip(names, _reference(jobs, home), strict=True):
+        argv = ["loop", "render-hooks", point, "--raw", "--project", str(project),
+                "--capabilities", str(GSD_CAPABILITIES)]  # fmt: skip
+        code, out = _looprail(argv)
+        assert code == 0 and out == ref["stdout"], (name, point)
