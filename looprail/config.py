@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re  # already loaded by json: free on the hot path
 
 from looprail.errors import LooprailError  # a plain module: nothing heavy on the hot path
 
@@ -307,11 +308,15 @@ def js_number(value: float | int) -> str:
 
 
 def _js_string(value: str) -> str:
-    out = json.dumps(value, ensure_ascii=False)
+    out = _dumps_str(value)
     # JSON.stringify escapes lone surrogates; Python would write them raw (not encodable).
-    if any("\ud800" <= ch <= "\udfff" for ch in value):
-        out = "".join(f"\\u{ord(ch):04x}" if "\ud800" <= ch <= "\udfff" else ch for ch in out)
+    if _SURROGATE.search(value):
+        out = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", out)
     return out
+
+
+_dumps_str = json.encoder.encode_basestring  # type: ignore[attr-defined]
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def js_dumps(value: Any, indent: int | None = None) -> str:
