@@ -3,6 +3,7 @@
 Each case is one CLI test of the reference (open-gsd/gsd-core `tests/<file>`, named in
 `source`): the project it builds, the argv it runs and what it asserts. They run here against
 `looprail loop render-hooks` over the 44 first-party manifests; no reference is needed.
+They run in-process through `looprail.cli.main` (one real process checks the wiring).
 Translations: `--cwd DIR` is `--project DIR`; an overlay under `$GSD_HOME/.gsd/capabilities` is
 `$LOOPRAIL_HOME/capabilities` (so `gsd capability remove ID` is
 `looprail capability remove --global ID`). Not ported: tests of the reference's in-process
@@ -12,8 +13,11 @@ functions (resolveLoopHooks, renderLoopHooks) and the one that needs its runtime
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
+from types import SimpleNamespace
 
 import pytest
 
@@ -159,6 +163,25 @@ CASES = [
 ]  # fmt: skip
 
 
+def _main(argv: list[str]) -> SimpleNamespace:
+    """`looprail ARGV` through `looprail.cli.main`, in-process (30 subprocesses cost minutes)."""
+    from looprail.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # argparse's usage errors
+            code = exc.code if isinstance(exc.code, int) else 1
+    return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
+
+
+def test_missing_point_through_a_real_process():
+    proc = run_cli("loop", "render-hooks", "--raw")
+    assert proc.returncode == 2
+    assert re.search("(?i)render-hooks requires a .point. argument", proc.stderr)
+
+
 def _subset(small, big) -> bool:
     if isinstance(small, dict):
         return isinstance(big, dict) and all(
@@ -168,7 +191,7 @@ def _subset(small, big) -> bool:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["source"] for c in CASES])
-def test_reference_cli_case(tmp_path, case):
+def test_reference_cli_case(tmp_path, monkeypatch, case):
     project = tmp_path / "project"
     project.mkdir()
     if case["planning"]:
@@ -187,8 +210,8 @@ def test_reference_cli_case(tmp_path, case):
         argv = [*argv[:-1], "--project", str(project), "--active-cap"]
     else:
         argv += ["--project", str(project)]
-    proc = run_cli(*argv, "--capabilities", str(GSD_CAPABILITIES),
-                   env={"LOOPRAIL_HOME": str(home)})  # fmt: skip
+    monkeypatch.setenv("LOOPRAIL_HOME", str(home))
+    proc = _main([*argv, "--capabilities", str(GSD_CAPABILITIES)])
     e = case["expect"]
     combined = proc.stdout + proc.stderr
     if e.get("exit", 0) == 0:
