@@ -92,6 +92,8 @@ def read_bounded(path: str, limit: int = MAX_CONFIG_BYTES) -> bytes | None:
 def _js_int(text: str) -> int | float:
     """A JSON integer as a JavaScript double: exact up to 2**53, rounded above, Infinity past
     the double range."""
+    if len(text) > 400:  # past 1.8e308 (JSON has no leading zeros); int() would refuse it
+        return -math.inf if text.startswith("-") else math.inf
     value = int(text)
     if -_MAX_SAFE_INTEGER <= value <= _MAX_SAFE_INTEGER:
         return value

@@ -175,6 +175,7 @@ def test_the_file_is_read_as_json_parse(tmp_path, raw, flag):
 def test_json_parse_numbers_and_depth():
     assert parse_json_js("9007199254740993") == 9007199254740992
     assert parse_json_js("1e400") == float("inf")
+    assert parse_json_js("-" + "9" * 5000) == float("-inf")  # past Python's int() digit limit
     value = parse_json_js('{"a": ' + "[" * 50_000 + "]" * 50_000 + ', "b": 1}')
     assert value["b"] == 1
     with pytest.raises(json.JSONDecodeError):
