@@ -39,6 +39,8 @@ FORBIDDEN_SEGMENTS = frozenset({"__proto__", "constructor", "prototype"})
 # generous bound (no real config comes near it) rather than exhaust memory. Over it: unreadable.
 MAX_CONFIG_BYTES = 64 * 1024 * 1024
 _MAX_SAFE_INTEGER = 2**53
+# A file nested deeper than Python's C parser allows is parsed iteratively only up to this size.
+MAX_DEEP_BYTES = 2 * 1024 * 1024
 
 
 class ConfigError(LooprailError, ValueError):
@@ -117,7 +119,13 @@ def parse_json_js(text: str) -> Any:
         raise
     except (ValueError, RecursionError):
         # Deeper than the C parser's recursion limit, or NaN/Infinity (not JSON): the iterative
-        # parser gives JSON.parse's answer at any depth and the exact position of an error.
+        # parser gives JSON.parse's answer at any depth and the exact position of an error. It
+        # costs microseconds per nesting level, so a deeply nested file must be small: past
+        # MAX_DEEP_BYTES it is refused (a deliberate difference; no real config is either).
+        if len(text) > MAX_DEEP_BYTES:
+            raise json.JSONDecodeError(
+                f"nested too deeply for a file over {MAX_DEEP_BYTES >> 20} MiB", text, 0
+            ) from None
         return _parse_iterative(text)
 
 

@@ -180,6 +180,11 @@ def test_json_parse_numbers_and_depth():
     assert value["b"] == 1
     with pytest.raises(json.JSONDecodeError):
         parse_json_js("[" * 50_000 + "]" * 49_999)
+    # Deep and large: refused at once (bounded time), never parsed for minutes.
+    start = time.monotonic()
+    with pytest.raises(json.JSONDecodeError, match="nested too deeply"):
+        parse_json_js("[1," * 1_000_000 + "1" + "]" * 1_000_000)
+    assert time.monotonic() - start < 10
     assert [js_number(x) for x in (1e21, 1e20, 1.5e-7, 0.000001, -0.0, 100.0)] == [
         "1e+21",
         "100000000000000000000",
