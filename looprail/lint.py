@@ -185,7 +185,7 @@ def load_input(
 ) -> LintInput:
     """Load everything lint looks at. Raises only for a missing project folder or an unknown
     `phase`; everything else that is wrong becomes a finding."""
-    from looprail.config import load_project_config
+    from looprail.config import load_project_config_strict
     from looprail.errors import UsageError
     from looprail.hooks.compiled import load_compiled
     from looprail.hooks.registry import load_registry
@@ -195,7 +195,8 @@ def load_input(
         raise UsageError(f"{project}: no such project folder")
     root = root.resolve()
     has_planning = (root / ".planning").is_dir()
-    config, config_warnings = load_project_config(root)
+    config = load_project_config_strict(root)  # a malformed config stops lint: file:line:col
+    config_warnings: list[str] = []
     registry = load_registry(root, capability_dirs, config=config, env=env, home=home)
     compiled = load_compiled(root, capability_dirs, env=env, home=home)
     phases = _load_phases(root, phase) if has_planning else []
@@ -450,15 +451,15 @@ def _cap_active(data: LintInput, cap_id: str) -> bool:
 
 
 def _when_true(data: LintInput, key: str) -> bool:
-    from looprail.config import js_truthy
-    from looprail.hooks.registry import config_schema_of, resolve_key
+    from looprail.config import is_active
+    from looprail.hooks.registry import config_types_of
 
-    return js_truthy(resolve_key(key, data.config, config_schema_of(data.registry)))
+    return is_active(key, data.config, config_types_of(data.registry))
 
 
 def _runs(data: LintInput, decl: _Decl) -> bool:
     """Would this declaration be dispatched under the current config?"""
-    from looprail.config import MISSING, lookup
+    from looprail.config import MISSING
 
     if not _cap_active(data, decl.cap_id):
         return False
@@ -467,12 +468,11 @@ def _runs(data: LintInput, decl: _Decl) -> bool:
         return False
     point_from = decl.entry.get("pointFrom")
     if point_from is not None:
-        value = lookup(data.config, point_from) if data.config else MISSING
-        if value is MISSING:
-            from looprail.hooks.registry import config_schema_of
+        from looprail.config import effective_value
+        from looprail.hooks.registry import config_types_of
 
-            value = config_schema_of(data.registry).get(point_from)
-        return value == decl.point
+        value = effective_value(point_from, data.config, config_types_of(data.registry))
+        return value is not MISSING and value == decl.point
     return True
 
 

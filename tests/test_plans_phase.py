@@ -162,7 +162,7 @@ def test_warnings_for_odd_names_and_contradictions(project: Path):
     )
     (project / ".planning" / "config.json").write_text("{broken")
     warnings = load_phase(project, "2").warnings
-    assert any("config.json: not valid JSON" in w for w in warnings)
+    assert any("config.json:1:2: not valid JSON" in w for w in warnings)
     assert any("PLAN-notes.md: looks like a plan" in w for w in warnings)
     assert any("frontmatter plan: 05 disagrees with the file name (plan 02)" in w for w in warnings)
     assert any(

@@ -63,12 +63,14 @@ CFG = {"k.on": {"type": "boolean", "default": True}, "k.off": {"type": "boolean"
         ("k.off", None, False),  # declared default false
         ("k.off", {"k": {"off": True}}, True),  # config overrides the default
         ("k.on", {"k": {"on": False}}, False),
-        ("k.on", {"k": {"on": 0}}, False),  # JS truthiness
-        ("k.on", {"k": {"on": ""}}, False),
-        ("k.off", {"k": {"off": "false"}}, True),  # a non-empty string is truthy
-        ("k.off", {"k": {"off": []}}, True),  # an empty array is truthy in JS
-        ("k.off", {"k": {"off": {}}}, True),
-        ("k.on", {"k": {"on": None}}, False),
+        # A declared boolean counts only as a boolean; anything else is the default.
+        ("k.on", {"k": {"on": 0}}, True),
+        ("k.on", {"k": {"on": ""}}, True),
+        ("k.off", {"k": {"off": "false"}}, False),
+        ("k.off", {"k": {"off": 1}}, False),
+        ("k.off", {"k": {"off": []}}, False),
+        ("k.off", {"k": {"off": {}}}, False),
+        ("k.on", {"k": {"on": None}}, True),
         ("k.off", {"k.off": True}, False),  # a literal dotted key is not a path (as the reference)
         ("k.off", {"k": True}, False),  # not an object on the way: falls back to default
     ],
@@ -232,7 +234,9 @@ def test_failed_overlay_with_gate_fails_open_with_warning(tmp_path):
     c = load_compiled(project, [], use_cache=False)
     env = resolve(c, None, "ship:pre")
     assert env["activeHooks"] == []
-    assert "third" in env["warnings"][0] and "not evaluated" in env["warnings"][0]
+    assert env["warnings"][0].startswith('capability "third" failed to load (')
+    assert "its gate at ship:pre is SKIPPED and NOT enforced (failing open)" in env["warnings"][0]
+    assert "Run `looprail capability remove third` to remove it" in env["warnings"][0]
     assert "warnings" not in resolve(c, None, "ship:post")
 
 

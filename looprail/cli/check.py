@@ -42,8 +42,8 @@ def register(sub) -> None:
 def _predicate(args) -> int:
     from pathlib import Path
 
-    from looprail.cli._common import print_json, warn
-    from looprail.config import load_project_config
+    from looprail.cli._common import print_json
+    from looprail.config import load_project_config_strict
     from looprail.errors import UsageError
     from looprail.hooks.checks import (
         CheckContext,
@@ -66,9 +66,7 @@ def _predicate(args) -> int:
             raise UsageError(f"--phase-dir: {resolved} is not a directory")
     else:
         phase_dir = find_phase_dir(project, args.phase) if args.phase else None
-    config, warnings = load_project_config(project)
-    for message in warnings:
-        warn(message)
+    config = load_project_config_strict(project)  # malformed: one line with file:line:col, exit 1
     ctx = CheckContext(
         project=project,
         phase_number=args.phase,

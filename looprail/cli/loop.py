@@ -6,7 +6,6 @@ pure resolver are loaded here (no pydantic, networkx, graphviz or statemachine o
 
 from __future__ import annotations
 
-import json
 import sys
 
 from looprail.cli._common import add_flavor_option, add_project_options, group, warn
@@ -22,7 +21,7 @@ def register(sub) -> None:
         "plan:post, execute:pre, execute:wave:pre, execute:wave:post, execute:post, verify:pre, "
         "verify:post, ship:pre, ship:post.",
     )
-    p.add_argument("point", help="one of the 12 loop points")
+    p.add_argument("point", nargs="?", help="one of the 12 loop points")
     p.add_argument("--raw", action="store_true", help="print the JSON envelope (for hosts)")
     p.add_argument(
         "--active-cap",
@@ -92,7 +91,7 @@ def fast_render_hooks_args(argv: list[str]):
         else:
             ns.point = arg
         i += 1
-    if ns.point is None or ns.flavor not in FLAVORS:
+    if ns.flavor not in FLAVORS:
         return None
     return ns
 
@@ -102,6 +101,15 @@ def render_hooks(args) -> int:
     from looprail.hooks.compiled import load_compiled
     from looprail.hooks.resolve import InvalidPointError, active_cap, check_point, resolve
 
+    if not args.point:  # the reference's wording; exit 2 like every other usage error
+        from looprail.points import POINTS
+
+        print(
+            "Error: loop render-hooks requires a <point> argument. Valid points: "
+            + ", ".join(POINTS),
+            file=sys.stderr,
+        )
+        return 2
     try:
         check_point(args.point)
     except InvalidPointError as exc:
@@ -124,8 +132,10 @@ def render_hooks(args) -> int:
         _add_context(envelope, args.project, args.phase)
     for w in envelope.get("warnings", ()):
         warn(w)
-    if args.raw:
-        sys.stdout.write(json.dumps(envelope, ensure_ascii=False, indent=2) + "\n")
+    if args.raw:  # byte for byte the reference's `JSON.stringify(envelope, null, 2)`: no newline
+        from looprail.config import js_dumps
+
+        sys.stdout.write(js_dumps(envelope, indent=2))
     else:
         sys.stdout.write(envelope["rendered"] + "\n")
     return 1 if args.strict and envelope.get("warnings") else 0

@@ -287,7 +287,9 @@ def _add_hooks(
             _add_hook(graph, point, index, _hook_attrs(hook, flavor))
             index += 1
         for warning in env.get("warnings") or ():
-            match = re.match(r"capability '([^']+)'", warning)
+            # The fail-open warning's shape (hooks/resolve.py point_warnings); a withheld
+            # invalid id shows as "?".
+            match = re.match(r'capability "([^"]+)"', warning)
             _add_hook(
                 graph,
                 point,

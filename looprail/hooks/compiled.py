@@ -26,7 +26,7 @@ FIRST_PARTY = "first-party"
 GLOBAL = "global"
 PROJECT = "project"
 # Bump whenever the compiled form or the rules that produce it change.
-CACHE_FORMAT = "looprail-registry-7"
+CACHE_FORMAT = "looprail-registry-8"
 
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -271,6 +271,8 @@ def _well_formed(compiled: Any) -> bool:
         isinstance(caps, dict)
         and all(isinstance(c, dict) for c in caps.values())
         and isinstance(compiled.get("defaults"), dict)
+        and isinstance(compiled.get("config"), dict)
+        and all(isinstance(s, dict) and "type" in s for s in compiled["config"].values())
         and isinstance(points, dict)
         and isinstance(compiled.get("failed"), list)
         and isinstance(compiled.get("warnings"), list)

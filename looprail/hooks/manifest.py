@@ -34,6 +34,33 @@ SCRIPT_PATTERN = re.compile(r"^[A-Za-z0-9._/-]+\Z")
 FORBIDDEN_KEYS = frozenset({"__proto__", "constructor", "prototype"})
 # Id prefixes only a first-party set may use (an overlay claiming one is rejected).
 RESERVED_PREFIXES = ("gsd-", "gsd-core-", "anthropic-", "looprail-")
+
+# The version of the reference engine (open-gsd/gsd-core, its package.json) whose loop-hook
+# contract looprail implements. A manifest's `engines.gsd` range is checked against it: a
+# capability that requires another engine is not loaded (docs/checks.md, "Engine version").
+GSD_ENGINE_VERSION = "1.10.0"
+
+
+def engine_problem(engines: Any) -> str | None:
+    """Why `engines` (a manifest's `engines` object) rules this engine out, or None.
+
+    Ranges are npm's (`>=1.6.0`, `^1.2`, `~1.2`, `>=1.2.0 <2`, `1.x || >=2.1`), checked by
+    node-semver, a port of npm's own implementation. A range it cannot parse matches no
+    version, so such a capability is not loaded either (the reference fails closed too)."""
+    rng = engines.get("gsd") if isinstance(engines, dict) else None
+    if not isinstance(rng, str) or not rng.strip():
+        return None
+    import nodesemver
+
+    try:
+        ok = nodesemver.satisfies(GSD_ENGINE_VERSION, rng, loose=False)
+    except (ValueError, TypeError):
+        ok = False
+    if ok:
+        return None
+    return f'incompatible with GSD {GSD_ENGINE_VERSION} (requires engines.gsd "{rng}")'
+
+
 MAX_MANIFEST_BYTES = 8 * 1024 * 1024
 MAX_FRAGMENT_BYTES = 8 * 1024 * 1024
 # All fragment text one capability materialises, each reference counted (the text is rendered,
@@ -592,6 +619,10 @@ def validate_manifest(
     except PydanticValidationError as exc:
         return None, None, pydantic_issues(exc, file)
     issues = check_capability(cap, file, folder.name if folder is not None else None)
+    if not issues:
+        engine = engine_problem(data.get("engines"))
+        if engine is not None:
+            return None, None, [Issue(file, "$.engines.gsd", engine)]
     if folder is not None and not issues:
         issues += _materialise_fragments(data, folder, file)
     if issues:

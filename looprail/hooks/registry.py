@@ -509,33 +509,40 @@ def _check_points(registry: Registry) -> None:
 
 def apply_activation(registry: Registry, config: Mapping[str, Any] | None) -> None:
     """Set `active` from each capability's `activationKey` (consent is applied by `trust`)."""
-    from looprail.config import js_truthy
+    from looprail.config import is_active
 
-    schema = config_schema_of(registry)
+    schema = config_types_of(registry)
     for lc in registry.capabilities.values():
         key = lc.manifest.activationKey
-        if key and not js_truthy(resolve_key(key, config, schema)):
+        if key and not is_active(key, config, schema):
             lc.active = False
             lc.inactive_reason = f"activationKey {key!r} is not truthy"
 
 
 def config_schema_of(registry: Registry) -> dict[str, Any]:
     """Declared defaults of every federated config key: {key: default}."""
-    return {
-        k: spec.default
-        for lc in registry.capabilities.values()
-        for k, spec in (lc.manifest.config or {}).items()
-    }
+    return {k: spec["default"] for k, spec in config_types_of(registry).items()}
 
 
-def resolve_key(key: str, config: Mapping[str, Any] | None, defaults: Mapping[str, Any]) -> Any:
-    """`when` precedence: the project's config.json, then the declared default, else false."""
-    from looprail.config import MISSING, lookup
+def config_types_of(registry: Registry) -> dict[str, dict[str, Any]]:
+    """Every federated config key as the resolver types it: {key: {type, default, values?}}."""
+    out: dict[str, dict[str, Any]] = {}
+    for lc in registry.capabilities.values():
+        for k, spec in (lc.manifest.config or {}).items():
+            entry: dict[str, Any] = {"type": spec.type, "default": spec.default}
+            if spec.values is not None:
+                entry["values"] = list(spec.values)
+            out[k] = entry
+    return out
 
-    value = lookup(dict(config) if config else None, key)
-    if value is not MISSING:
-        return value
-    return defaults.get(key, False)
+
+def resolve_key(key: str, config: Mapping[str, Any] | None, schema: Mapping[str, Any]) -> Any:
+    """The effective value of `key` (see `config.effective_value`), false when absent. `schema`
+    is `config_types_of(registry)`."""
+    from looprail.config import MISSING, effective_value
+
+    value = effective_value(key, config, schema)
+    return False if value is MISSING else value
 
 
 # --------------------------------------------------------------------------- compilation
@@ -598,6 +605,7 @@ def compile_registry(registry: Registry) -> dict[str, Any]:
     return {
         "caps": caps,
         "defaults": config_schema_of(registry),
+        "config": config_types_of(registry),
         "points": points,
         "failed": [
             {

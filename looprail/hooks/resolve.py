@@ -9,10 +9,9 @@ This module imports nothing heavy: it is on the `render-hooks` hot path.
 
 from __future__ import annotations
 
-import json
-import math
+import re  # already loaded by json: free on the hot path
 
-from looprail.config import MISSING, js_truthy, lookup
+from looprail.config import FORBIDDEN_SEGMENTS, MISSING, effective_value, js_dumps, js_truthy
 from looprail.points import POINTS, invalid_point_message
 
 TYPE_CHECKING = False
@@ -33,16 +32,27 @@ def check_point(point: str) -> str:
     return point
 
 
-def _value(key: str, config: Mapping[str, Any] | None, defaults: Mapping[str, Any]) -> Any:
-    v = lookup(config, key) if config else MISSING
-    if v is not MISSING:
-        return v
-    return defaults.get(key, MISSING)
+def _value(key: str, config: Mapping[str, Any] | None, schema: Mapping[str, Any]) -> Any:
+    return effective_value(key, config, schema)
 
 
-def _truthy(key: str, config: Mapping[str, Any] | None, defaults: Mapping[str, Any]) -> bool:
-    v = _value(key, config, defaults)
-    return False if v is MISSING else js_truthy(v)
+def _truthy(key: str, config: Mapping[str, Any] | None, schema: Mapping[str, Any]) -> bool:
+    return js_truthy(effective_value(key, config, schema))
+
+
+def _schema(compiled: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The typed config keys ({key: {type, default, values?}}) of a compiled registry."""
+    schema = compiled.get("config")
+    if isinstance(schema, dict):
+        return schema
+    # An older compiled form: defaults only, typed as their own JSON type.
+    return {k: {"type": _type_of(v), "default": v} for k, v in compiled["defaults"].items()}
+
+
+def _type_of(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    return "number" if isinstance(value, (int, float)) else "string"
 
 
 def cap_active(compiled: Mapping[str, Any], cap_id: str, config: Mapping[str, Any] | None) -> bool:
@@ -52,7 +62,7 @@ def cap_active(compiled: Mapping[str, Any], cap_id: str, config: Mapping[str, An
     if cap is None or cap.get("consent") is False:
         return False
     key = cap.get("activationKey")
-    return not key or _truthy(key, config, compiled["defaults"])
+    return not key or _truthy(key, config, _schema(compiled))
 
 
 def resolve(
@@ -60,7 +70,7 @@ def resolve(
 ) -> dict[str, Any]:
     """The envelope `{point, activeHooks, rendered, warnings?}` for one point."""
     check_point(point)
-    defaults = compiled["defaults"]
+    defaults = _schema(compiled)
     table = compiled["points"][point]
     active: dict[str, bool] = {}
     hooks: list[dict[str, Any]] = []
@@ -83,10 +93,15 @@ def resolve(
             if "configValues" in hook:
                 resolved = {}
                 for alias, key in hook["configValues"].items():
+                    if alias in FORBIDDEN_SEGMENTS or not isinstance(key, str):
+                        continue
                     v = _value(key, config, defaults)
                     if v is not MISSING:  # JSON.stringify drops undefined
                         resolved[alias] = v
-                hook["configValues"] = resolved
+                if resolved:
+                    hook["configValues"] = resolved
+                else:  # the reference omits an empty map
+                    del hook["configValues"]
             hooks.append(hook)
     envelope: dict[str, Any] = {
         "point": point,
@@ -100,16 +115,50 @@ def resolve(
 
 
 def point_warnings(compiled: Mapping[str, Any], point: str) -> list[str]:
-    """Fail-open warnings: a capability that failed to load and declared a gate here."""
+    """Fail-open warnings, in the reference's shape: a capability that failed to load (an invalid
+    manifest, an `engines.gsd` range this engine does not satisfy, …) and declared a gate here.
+    An id that fails the id grammar is withheld: it never appears inside a suggested command."""
     out = []
     for failed in compiled.get("failed", ()):
-        if point in failed.get("gatePoints", ()):
-            out.append(
-                f"capability {failed['id']!r} ({failed['origin']}) failed to load, so its gate at "
-                f"{point} was not evaluated; fix it or run `looprail capability remove "
-                f"{failed['id']}` ({failed['issues'][0] if failed['issues'] else 'invalid'})"
-            )
+        if point not in failed.get("gatePoints", ()):
+            continue
+        cid, origin = str(failed.get("id")), failed.get("origin")
+        reason = _sanitize_reason(failed["issues"][0] if failed.get("issues") else "invalid")
+        folder = _root_of(failed)
+        if _CAP_ID.match(cid) is None:
+            label = f"with an invalid id (withheld) under {folder}"
+            fix = f"Remove the offending capability folder under {folder}, or fix the load error."
+        else:
+            label = f'"{cid}"'
+            if origin in ("project", "global"):
+                flag = " --global" if origin == "global" else ""
+                fix = f"Run `looprail capability remove{flag} {cid}` to remove it, or fix the "
+                fix += "load error."
+            else:  # a --capabilities folder: looprail does not delete those
+                fix = f"Remove its folder under {folder}, or fix the load error."
+        out.append(
+            f"capability {label} failed to load ({reason}); its gate at {point} is SKIPPED "
+            f"and NOT enforced (failing open). {fix}"
+        )
     return out
+
+
+_CAP_ID = re.compile(r"[a-z][a-z0-9-]*\Z")  # the reference's id grammar (LOAD_FAIL_CAP_ID_RE)
+
+
+def _sanitize_reason(reason: Any) -> str:
+    """Control characters and backticks out, whitespace collapsed, at most 300 characters: a
+    third-party reason cannot break out of the warning line."""
+    text = "".join(" " if ch < " " or ch in "\x7f`" else ch for ch in str(reason))
+    return " ".join(text.split())[:300] or "(no reason given)"
+
+
+def _root_of(failed: Mapping[str, Any]) -> str:
+    import os
+
+    file = str(failed.get("file") or "")
+    root = os.path.dirname(os.path.dirname(file)) if file else "the capability folders"
+    return _sanitize_reason(root)
 
 
 def active_cap(
@@ -122,20 +171,21 @@ def active_cap(
 # --------------------------------------------------------------------------- rendering
 
 
-def _js_number(value: Any) -> Any:
-    """Make floats print as JavaScript would (1.0 → 1)."""
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _js_number(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_js_number(v) for v in value]
-    return value
-
-
 def js_stringify(value: Any) -> str:
-    """`JSON.stringify(value)`: compact, key order kept, non-ASCII kept."""
-    return json.dumps(_js_number(value), separators=(",", ":"), ensure_ascii=False)
+    """`JSON.stringify(value)`: compact, key order kept, non-ASCII kept, numbers as JavaScript
+    prints them."""
+    return js_dumps(value)
+
+
+def _check_label(check: Any) -> str:
+    """The reference's `check=` text: JSON for an object, `String()` for a scalar."""
+    if check is None:
+        return "(none)"
+    if isinstance(check, str):
+        return check
+    if isinstance(check, (dict, list, int, float)) and not isinstance(check, bool):
+        return js_dumps(check)
+    return "true" if check is True else "false"
 
 
 def _meta_lines(hook: Mapping[str, Any]) -> list[str]:
@@ -170,11 +220,13 @@ def render(point: str, hooks: list[Mapping[str, Any]]) -> str:
         frag = hook.get("fragment") or {}
         if kind == "step":
             step_no += 1
-            lines.append(f"### Step {step_no}: {_ref_label(hook['ref'])} ({hook['capId']})")
+            ref = hook.get("ref")
+            label = _ref_label(ref if isinstance(ref, dict) else {})
+            lines.append(f"### Step {step_no}: {label} ({hook['capId']})")
             lines += _meta_lines(hook)
-            if "inline" in frag:
+            if frag.get("inline"):
                 lines += ["", frag["inline"]]
-            elif "path" in frag:
+            elif frag.get("path"):
                 lines += [
                     "",
                     "_Step fragment path is declared but not rendered by loop-resolver: "
@@ -183,7 +235,7 @@ def render(point: str, hooks: list[Mapping[str, Any]]) -> str:
             lines.append("")
         elif kind == "contribution":
             lines.append(
-                f'<contribution from="{hook["capId"]}" into="{hook.get("into") or "(unset)"}">'
+                f'<contribution from="{hook["capId"]}" into="{hook.get("into", "(unset)")}">'
             )
             if frag.get("inline"):
                 lines.append(frag["inline"])
@@ -197,8 +249,8 @@ def render(point: str, hooks: list[Mapping[str, Any]]) -> str:
         else:
             blocking = "true" if hook.get("blocking") is True else "false"
             lines.append(
-                f"**Gate** ({hook['capId']}): check={js_stringify(hook.get('check'))}, "
-                f"blocking={blocking}, onError={hook.get('onError') or 'skip'}"
+                f"**Gate** ({hook['capId']}): check={_check_label(hook.get('check'))}, "
+                f"blocking={blocking}, onError={hook.get('onError', 'skip')}"
             )
             if hook.get("when"):
                 lines.append(f"- when: `{hook['when']}`")

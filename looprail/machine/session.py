@@ -75,7 +75,7 @@ class Loaded:
 
 
 def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()) -> Loaded:
-    from looprail.config import load_project_config
+    from looprail.config import load_project_config_strict
     from looprail.hooks.compiled import load_compiled
     from looprail.hooks.registry import load_registry
 
@@ -92,7 +92,8 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     if os.path.lexists(root / ".looprail"):
         require_inside(root, root / ".looprail", "the folder")
     require_inside(root, root / ".planning", "the folder")
-    config, warnings = load_project_config(root)
+    config = load_project_config_strict(root)  # a malformed config stops the run (issue 12)
+    warnings: list[str] = []
     compiled = load_compiled(root, capability_dirs)
     registry = load_registry(root, capability_dirs, config=config)
     warnings += list(registry.warnings)
