@@ -884,6 +884,10 @@ def _plan_warning_fix(warning: str) -> str:
         return "name it {phase}-{plan}-PLAN.md, or move it out of the phase folder"
     if "disagrees with the file name" in warning:
         return "make the frontmatter `plan:` match the file name"
+    if "did you mean" in warning:
+        return "rename the key to the one suggested"
+    if "is unknown and ignored" in warning:
+        return "remove the key, or rename it to one of the known keys (docs/plans.md)"
     if "autonomous" in warning:
         return "set `autonomous: false` in the plan's frontmatter"
     return "see docs/plans.md"

@@ -71,6 +71,19 @@ def test_example_blocking_config_halts_naming_gate(hello):
     assert "(0 task(s) run," in p.stdout and "resuming run" in p.stderr
 
 
+def test_run_warns_about_unknown_plan_keys(hello):
+    from looprail.testing import plan_markdown
+
+    text = plan_markdown("01", phase="01-greeting").replace("depends_on: []", "depend_on: []")
+    (hello / ".planning/phases/01-greeting/01-01-PLAN.md").write_text(text)
+    p = run_cli("run", str(hello), "--phase", "1", "--capabilities", str(CAPS), "--no-journal")
+    warning = (
+        "! .planning/phases/01-greeting/01-01-PLAN.md: frontmatter key 'depend_on' is unknown "
+        "and ignored (did you mean depends_on?)"
+    )
+    assert p.stderr.count(warning) == 1, p.stderr
+
+
 def test_dry_run_prints_all_points_and_runs_nothing(hello):
     before = sorted(str(p) for p in hello.rglob("*"))
     p = run_cli("run", str(hello), "--phase", "1", "--capabilities", str(CAPS), "--dry-run")

@@ -366,6 +366,31 @@ def test_plan_cycle(project, caps):
     assert f.file.endswith("-PLAN.md")
 
 
+def test_unknown_frontmatter_keys_warn_with_a_did_you_mean(project, caps):
+    write_plan(project, "01")
+    text = plan_markdown("02").replace("depends_on: []", 'depend_on: ["01"]\nautonomus: false')
+    (project / ".planning" / "phases" / "01-test" / "01-02-PLAN.md").write_text(text)
+    found = [f for f in findings(project, caps) if "frontmatter key" in f.message]
+    assert [(f.severity, f.file) for f in found] == [
+        ("warning", ".planning/phases/01-test/01-02-PLAN.md")
+    ] * 2
+    assert sorted(f.message for f in found) == [
+        "frontmatter key 'autonomus' is unknown and ignored (did you mean autonomous?)",
+        "frontmatter key 'depend_on' is unknown and ignored (did you mean depends_on?)",
+    ]
+    assert all(f.fix == "rename the key to the one suggested" for f in found)
+    r = run_cli("lint", str(project), "--json")
+    assert r.returncode == 0, r.stderr
+    messages = [f["message"] for f in json.loads(r.stdout)["findings"]]
+    assert any("did you mean depends_on?" in m for m in messages)
+
+
+def test_gsd_extra_frontmatter_keys_are_quiet(project, caps):
+    text = plan_markdown("01").replace("depends_on: []", "depends_on: []\ngap_closure: true")
+    (project / ".planning" / "phases" / "01-test" / "01-01-PLAN.md").write_text(text)
+    assert not [f for f in findings(project, caps) if "frontmatter key" in f.message]
+
+
 def test_invalid_frontmatter_names_the_line(project, caps):
     path = project / ".planning" / "phases" / "01-test" / "01-01-PLAN.md"
     path.write_text("---\nphase: 01\nwave: [\n---\n<tasks></tasks>\n")

@@ -169,6 +169,23 @@ class LoopRunner:
         self._count_lock = threading.Lock()
         self.warnings: list[str] = []
         self.wave: int | None = wave  # the wave being run (journaled with start_wave)
+        self._said: set[str] = set()
+        self._warn_plan_keys()
+
+    def _warn_plan_keys(self) -> None:
+        """Say once per run what a plan's frontmatter has that looprail ignores (`depend_on:`
+        would put the plan in the wrong wave without a word)."""
+        from looprail.plans.planfile import unknown_key_warnings
+
+        for plan in self.phase.plans:
+            try:
+                where = plan.path.relative_to(self.project).as_posix()
+            except ValueError:
+                where = str(plan.path)
+            for w in unknown_key_warnings(plan, where):
+                if w not in self._said:
+                    self._said.add(w)
+                    self.progress.warn(w)
 
     # ------------------------------------------------------------------ state
 
@@ -388,6 +405,7 @@ class LoopRunner:
             f"  {spec.role} did the {step} work in {fmt_duration(outcome.duration_s)}"
         )
         self.phase = load_phase(self.project, self.phase_token)
+        self._warn_plan_keys()
         if self.on_transition is not None:
             # The role wrote artifacts (plans): journal the inputs now, so a crash before the
             # next transition does not look like someone changed them underneath the run.
