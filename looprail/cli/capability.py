@@ -17,7 +17,12 @@ def register(sub) -> None:
         "search path (--capabilities, LOOPRAIL_CAPABILITIES, ~/.looprail/capabilities, "
         "<project>/.looprail/capabilities) merged, as the loop would load it.",
     )
-    p.add_argument("dirs", nargs="*", metavar="DIR")
+    p.add_argument(
+        "dirs",
+        nargs="*",
+        metavar="DIR",
+        help="a capability folder or a folder of them (default: the project's search path)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     add_project_options(p)
     p.set_defaults(handler=validate)
@@ -34,7 +39,7 @@ def register(sub) -> None:
         "(<project>/.looprail/capabilities/ID) or, with --global, from ~/.looprail/capabilities. "
         "First-party sets are never touched.",
     )
-    p.add_argument("id")
+    p.add_argument("id", metavar="ID", help="id of the overlay capability to delete")
     p.add_argument("--global", dest="global_", action="store_true", help="the global overlay")
     add_project_options(p)
     p.set_defaults(handler=remove)
@@ -49,7 +54,7 @@ def register(sub) -> None:
         "ID, also every `when` and `shell` of the global and project hooks.json. Strings that "
         "fail the command grammar are marked REFUSED: looprail never runs them.",
     )
-    p.add_argument("ids", nargs="*", metavar="ID")
+    p.add_argument("ids", nargs="*", metavar="ID", help="capability ids (default: all loaded)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     add_project_options(p)
     p.set_defaults(handler=audit)
@@ -63,7 +68,7 @@ def register(sub) -> None:
         "--global, to ~/.looprail/capabilities/<id>. A capability carrying a command or query "
         "that fails the command grammar is refused.",
     )
-    p.add_argument("dir", metavar="DIR")
+    p.add_argument("dir", metavar="DIR", help="the capability folder (holding capability.json)")
     p.add_argument(
         "--global", dest="global_", action="store_true", help="install into the global overlay"
     )

@@ -226,10 +226,11 @@ def run_phase(
         runner.on_transition = on_transition
         try:
             result = runner.run()
-        except KeyboardInterrupt:
-            # Ctrl-C: the run stops where it is, resumable, with what it did journaled.
+        except KeyboardInterrupt as exc:
+            # Ctrl-C (or SIGTERM, see looprail.errors.Terminated): the run stops where it is,
+            # resumable, with what it did journaled.
             recorder.flush()
-            jr.finish_run(run_id, "halted", "interrupted (Ctrl-C)")
+            jr.finish_run(run_id, "halted", getattr(exc, "reason", "interrupted (Ctrl-C)"))
             raise
         recorder.flush()
         jr.finish_run(run_id, result.status, result.reason)
