@@ -157,7 +157,7 @@ def _dispatch(argv: list[str]) -> int:
     args.quiet = bool(getattr(args, "quiet", False))
     args.verbose = int(getattr(args, "verbose", 0) or 0)
     _common.VERBOSITY = -1 if args.quiet else args.verbose
-    if args.command in ("run", "resume"):
+    if getattr(args, "command", None) in ("run", "resume"):
         _terminate_like_ctrl_c()
     handler = getattr(args, "handler", None)
     if handler is None:
