@@ -290,12 +290,16 @@ def test_predicate_kind_and_fields(project, caps):
             ],
         ),
     )
-    found = [f for f in findings(project, caps) if f.code == "predicate-invalid"]
-    assert [f.path for f in found] == [
+    # The manifest's own validation refuses both (a discriminated union per kind): the
+    # capability is not loaded, and lint says where.
+    found = [f for f in findings(project, caps) if f.code == "manifest-invalid"]
+    assert sorted(f.path for f in found) == [
         "$.gates[0].check.predicate.kind",
+        "$.gates[1].check.predicate.equals",
         "$.gates[1].check.predicate.field",
     ]
     assert all(f.severity == "error" for f in found)
+    assert "unknown kind 'file-smells-nice'" in found[0].message
 
 
 def test_config_equals_gate_that_refuses_now(project, caps):

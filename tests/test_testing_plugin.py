@@ -97,9 +97,48 @@ def test_check_error_follows_on_error(loop_harness):
     halted = loop_harness.transition("plan", "execute")
     assert not halted and halted.refused_by == "ui"
     assert halted.refusal.status == "error"
+    # refused, but because the check broke: a refusal test must not pass on this
+    assert halted.errored and not halted.blocked
+    assert [r.cap_id for r in halted.errors] == ["ui"]
+    loop_harness.verdict("ui", block=True, message="no spec")
+    blocked = loop_harness.transition("plan", "execute")
+    assert blocked.blocked and not blocked.errored and blocked.errors == []
+    loop_harness.verdict("ui", error="check crashed")
     loop_harness.capability(ui_gate(on_error="skip"))
     skipped = loop_harness.transition("plan", "execute")
     assert skipped.allowed and skipped.result_of("ui").status == "error"
+    assert not skipped.blocked and not skipped.errored and len(skipped.errors) == 1
+
+
+@pytest.mark.parametrize(
+    ("predicate", "path", "reason"),
+    [
+        (
+            {"kind": "config-equal", "key": "a", "equals": 1},
+            "$.gates[0].check.predicate.kind",
+            "unknown kind 'config-equal' (did you mean config-equals?",
+        ),
+        ({"key": "a", "equals": 1}, "$.gates[0].check.predicate.kind", "required: one of"),
+        (
+            {"kind": "artifact-exists", "artefact": "S.md"},
+            "$.gates[0].check.predicate.artefact",
+            "unknown field",
+        ),
+        (
+            {"kind": "config-equals", "key": "a"},
+            "$.gates[0].check.predicate.equals",
+            "required field is missing",
+        ),
+    ],
+)
+def test_a_predicate_typo_is_a_validation_error_not_a_refusal(
+    loop_harness, predicate, path, reason
+):
+    gate = {"point": "ship:pre", "check": {"predicate": predicate}, "blocking": True}
+    with pytest.raises(ManifestError) as exc:
+        loop_harness.capability({"id": "rel", "gates": [{**gate, "onError": "halt"}]})
+    shown = [str(issue) for issue in exc.value.issues]  # every problem, file and JSON path
+    assert any(f"rel/capability.json: {path}: {reason}" in line for line in shown), shown
 
 
 def test_advisory_gate_never_refuses(loop_harness):
