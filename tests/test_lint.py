@@ -11,7 +11,6 @@ from looprail.lint import Finding, LintReport, lint, lint_project, load_input, r
 from looprail.testing import plan_markdown, task
 from tests.conftest import REPO, feature, run_cli, write_capability, write_config
 
-
 ROLES = ("orchestrator", "planner", "executor", "verifier")
 
 
