@@ -257,3 +257,20 @@ def test_bash_completion_script():
     assert check.returncode == 0, check.stderr
     r = run_cli("completion", "fish")
     assert r.returncode == 2
+
+
+def test_live_progress_on_a_terminal_and_every_banner_in_plain_logs(tmp_path):
+    project = tmp_path / "hello"
+    shutil.copytree(REPO / "examples" / "hello-loop", project)
+    code, shown = run_in_pty("run", str(project), "--phase", "1", "--capabilities", CAPS)
+    assert code == 0, shown
+    # 4 tasks in 2 waves: the banner once per wave, each running task on a line of its own
+    assert shown.count("◆ Spawning executor") == 2
+    assert "▹ 01-01/T1" in shown and "▹ 01-03/T1" in shown
+    assert "\x1b[1;32mshipped\x1b[0m" in shown
+    plain = tmp_path / "plain"
+    shutil.copytree(REPO / "examples" / "hello-loop", plain)
+    r = run_cli("run", str(plain), "--phase", "1", "--capabilities", CAPS)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("◆ Spawning executor") == 4  # plain logs keep every banner
+    assert "▹" not in r.stderr and not ESC.search(r.stderr)

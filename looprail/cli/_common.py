@@ -109,14 +109,11 @@ STYLES = {
 
 
 def colour_on(stream: Any) -> bool:
-    """Colour only for a person at a terminal: not with NO_COLOR (any value, no-color.org),
-    not on TERM=dumb, never into a pipe or file."""
-    import os
+    """Colour only for a person at a terminal (not with NO_COLOR or TERM=dumb, never into a
+    pipe or file): the same rule as the live progress."""
+    from looprail.machine.progress import wants_escapes
 
-    if "NO_COLOR" in os.environ or os.environ.get("TERM") == "dumb":
-        return False
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty())
+    return wants_escapes(stream)
 
 
 def paint(text: str, status: str, stream: Any = None) -> str:

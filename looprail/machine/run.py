@@ -398,6 +398,7 @@ class LoopRunner:
             self.progress.line(f"  {spec.artifact} exists: no {spec.role} work needed")
             return
         self._status(f"{spec.role} at work")
+        self.progress.new_stage()
         outcome = self.runtime.do_phase_work(spec.role, step, self.dispatcher.context(None))
         if not outcome.ok:
             raise HaltError(f"{step}: {spec.role} failed: {outcome.detail}")
@@ -433,6 +434,7 @@ class LoopRunner:
             wave.number,
             [(t.id, p.id) for p in pending for t in p.tasks if not t.is_checkpoint],
         )
+        self.progress.new_stage()
         self.progress.line(f"  wave {wave.number}: {len(pending)} plan(s), {jobs} at a time")
         with make_executor(jobs) as executor:
             try:
@@ -588,7 +590,11 @@ class LoopRunner:
         again = f" (attempt {attempt})" if attempt > 1 else ""
         self._status(f"running {task.id} {task.name or ''}".rstrip())
         ctx = self.dispatcher.context(None, plan_id=plan.id, task_id=work.task_id, wave=wave)
-        outcome = self.runtime.execute_task(work, ctx)
+        self.progress.task_started(task.id, f"{task.id} {task.name or ''}{again}".rstrip())
+        try:
+            outcome = self.runtime.execute_task(work, ctx)
+        finally:
+            self.progress.task_finished(task.id)
         ms = int(outcome.duration_s * 1000)
         if not outcome.ok:
             self.recorder.task_finished(
