@@ -44,6 +44,7 @@ def test_validate_names_file_and_field_of_a_predicate_typo(tmp_path):
         "'config-equal' (did you mean config-equals?" in r.stderr
     )
     assert "Traceback" not in r.stderr
+    assert r.stdout == "0 valid, 1 invalid (1 error)\n"
 
 
 def test_validate_warns_but_passes_on_strings_failing_the_grammar(tmp_path):

@@ -162,7 +162,8 @@ def validate(args) -> int:
             warn(w)
         n_bad = len({f.file for f in registry.failed})
         summary = f"{len(registry.capabilities)} valid, {n_bad} invalid"
-        print(summary if not issues else f"{summary} ({len(issues)} errors)")
+        n = len(issues)
+        print(summary if not n else f"{summary} ({n} error{'s' if n != 1 else ''})")
     return 1 if issues else 0
 
 
