@@ -416,6 +416,7 @@ def test_committed_pictures_are_readable_at_page_width(name):
     png = (REPO / "diagrams" / f"{name}.png").read_bytes()
     width, height = struct.unpack(">II", png[16:24])  # the IHDR chunk
     assert max(width / height, height / width) <= 3.0, (width, height)
+    assert width >= 900, width  # drawn for page width, not scaled up to it
 
 
 def test_missing_dot_is_one_line_and_text_formats_still_work(monkeypatch):

@@ -106,7 +106,10 @@ def pipe_dot(source: str, fmt: str) -> bytes:
     dot = require_dot()
     with tempfile.TemporaryDirectory(prefix="looprail-diagram-") as tmp:
         target = Path(tmp) / f"out.{fmt}"
-        result = run_bounded([dot, f"-T{fmt}", "-o", str(target)], stdin=source, timeout_s=60)
+        # PNG at 130 dpi (not Graphviz's 96): the page-shaped loop comes out about 1000 px
+        # wide, so it is sharp at page width instead of scaled up.
+        dpi = ["-Gdpi=130"] if fmt == "png" else []
+        result = run_bounded([dot, f"-T{fmt}", *dpi, "-o", str(target)], stdin=source, timeout_s=60)
         if result.spawn_error:
             raise GraphvizMissingError()
         if result.exit_code != 0 or result.timed_out or not target.exists():
