@@ -65,7 +65,10 @@ def halted(tmp_path_factory):
     write_config(
         project, {"style": {"contribute": True}, "release": {"gate": True, "allow_ship": False}}
     )
-    r = run_cli("run", str(project), "--phase", "1", "--capabilities", CAPS, "-q")
+    # Module scope runs before the per-test HOME isolation: isolate this one run by hand.
+    home = tmp_path_factory.mktemp("home")
+    env = {"HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache")}
+    r = run_cli("run", str(project), "--phase", "1", "--capabilities", CAPS, "-q", env=env)
     assert r.returncode == 1, r.stderr
     return project
 
