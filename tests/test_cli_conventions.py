@@ -87,8 +87,11 @@ def test_python_dash_m_and_a_fast_version():
     code = (
         "import sys, contextlib, io\n"
         "from looprail.cli import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        "    assert main(['--version']) == 0\n"
+        "try:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        main(['--version'])\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code == 0\n"
         "heavy = {'pydantic', 'networkx', 'statemachine', 'graphviz', 'rich', 'yaml', 'argparse'}\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & heavy),"
         " sorted(m for m in sys.modules if m.startswith('looprail.cli.')))\n"
@@ -125,6 +128,7 @@ def test_global_q_and_v_before_or_after_the_command(halted):
     quiet = run_cli("-q", "run", str(halted), "--phase", "1", "--capabilities", CAPS)
     assert loud.returncode == quiet.returncode == 1
     assert "▸ ship:pre" in loud.stderr and "▸" not in quiet.stderr
+    assert not ESC.search(loud.stdout + loud.stderr)  # a pipe: no escape codes
     assert quiet.stderr.strip().splitlines()[-1].startswith("run ")  # the summary stays
 
 
@@ -209,8 +213,6 @@ def test_run_on_a_terminal_colours_the_verdict_and_plain_logs_have_no_codes(halt
         "run", str(halted), "--phase", "1", "--capabilities", CAPS, env={"NO_COLOR": "1"}
     )
     assert code == 1 and "halted at verify" in shown and not ESC.search(shown)
-    r = run_cli("run", str(halted), "--phase", "1", "--capabilities", CAPS)
-    assert not ESC.search(r.stdout + r.stderr)
 
 
 # --------------------------------------------------------------------------- PROJECT, --json
@@ -262,7 +264,7 @@ def test_bash_completion_script():
     assert r.returncode == 2
 
 
-def test_live_progress_on_a_terminal_and_every_banner_in_plain_logs(tmp_path):
+def test_live_progress_on_a_terminal(tmp_path):
     project = tmp_path / "hello"
     shutil.copytree(REPO / "examples" / "hello-loop", project)
     code, shown = run_in_pty("run", str(project), "--phase", "1", "--capabilities", CAPS)
@@ -271,9 +273,3 @@ def test_live_progress_on_a_terminal_and_every_banner_in_plain_logs(tmp_path):
     assert shown.count("◆ Spawning executor") == 2
     assert "▹ 01-01/T1" in shown and "▹ 01-03/T1" in shown
     assert "\x1b[1;32mshipped\x1b[0m" in shown
-    plain = tmp_path / "plain"
-    shutil.copytree(REPO / "examples" / "hello-loop", plain)
-    r = run_cli("run", str(plain), "--phase", "1", "--capabilities", CAPS)
-    assert r.returncode == 0, r.stderr
-    assert r.stderr.count("◆ Spawning executor") == 4  # plain logs keep every banner
-    assert "▹" not in r.stderr and not ESC.search(r.stderr)

@@ -47,6 +47,7 @@ def test_example_ships(hello):
         "◆ Spawning planner... (runs in a subagent — no output until it returns; expected, not a freeze)"
         in p.stderr
     )
+    assert p.stderr.count("◆ Spawning executor") == 4  # plain logs: one per task
     for point in POINTS:
         assert f"▸ {point}" in p.stderr
 

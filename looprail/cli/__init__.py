@@ -141,7 +141,7 @@ def _dispatch(argv: list[str]) -> int:
         from looprail import __version__
 
         print(f"looprail {__version__}")
-        return 0
+        raise SystemExit(0)  # as argparse's version action does
     args = None
     if argv[:2] == ["loop", "render-hooks"]:
         # The hot path: a plain argv is read without argparse (~10 ms of imports and setup);
