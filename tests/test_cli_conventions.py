@@ -152,24 +152,40 @@ def test_usage_errors_exit_2(tmp_path, argv):
     assert "Traceback" not in r.stderr and r.stdout == ""
 
 
-def test_sigterm_halts_the_run_resumably_and_exits_143(tmp_path):
+def _tiny_project(tmp_path, executor: str):
+    """One phase, one plan, one task; role agents that do nothing but the executor's body."""
     project = tmp_path / "p"
-    phase = project / ".planning" / "phases" / "01-slow"
+    phase = project / ".planning" / "phases" / "01-tiny"
     phase.mkdir(parents=True)
     (phase / "01-01-PLAN.md").write_text(
-        "---\nphase: 01-slow\nplan: 01\ntype: execute\nwave: 1\ndepends_on: []\n"
+        "---\nphase: 01-tiny\nplan: 01\ntype: execute\nwave: 1\ndepends_on: []\n"
         "files_modified: []\nautonomous: true\n---\n<tasks>\n"
-        '<task type="auto"><name>sleep</name><action>wait</action></task>\n</tasks>\n'
+        '<task type="auto"><name>work</name><action>work</action></task>\n</tasks>\n'
     )
     (phase / "01-CONTEXT.md").write_text("x")
     agents = project / ".looprail" / "agents"
     agents.mkdir(parents=True)
     for role in ("orchestrator", "planner", "verifier"):
         (agents / role).write_text("#!/bin/sh\nexit 0\n")
-    marker = tmp_path / "executor-started"
-    (agents / "executor").write_text(f"#!/bin/sh\ntouch '{marker}'\nexec sleep 60\n")
+    (agents / "executor").write_text(f"#!/bin/sh\n{executor}\n")
     for exe in agents.iterdir():
         exe.chmod(0o755)
+    return project
+
+
+def test_verbose_shows_what_the_agents_printed(tmp_path):
+    project = _tiny_project(tmp_path, "echo 'hello from the executor'; echo 'a note' >&2")
+    args = ("run", str(project), "--phase", "1", "--no-journal")
+    r = run_cli(*args, "-v")
+    assert "    ┆ 01-01/T1 stdout:\n    ┆   hello from the executor\n" in r.stderr, r.stderr
+    assert "    ┆   a note\n" in r.stderr
+    r = run_cli(*args)
+    assert "hello from the executor" not in r.stderr and "┆" not in r.stderr
+
+
+def test_sigterm_halts_the_run_resumably_and_exits_143(tmp_path):
+    marker = tmp_path / "executor-started"
+    project = _tiny_project(tmp_path, f"touch '{marker}'\nexec sleep 60")
     proc = subprocess.Popen(
         [sys.executable, "-m", "looprail", "run", str(project), "--phase", "1"],
         stdout=subprocess.PIPE,

@@ -132,7 +132,7 @@ def run(args) -> int:
         return 0
     from looprail.machine.progress import Progress
 
-    progress = Progress(quiet=args.quiet)
+    progress = Progress(quiet=args.quiet, verbose=args.verbose > 0)
     outcome = run_phase(
         loaded,
         args.phase,
@@ -164,7 +164,7 @@ def resume(args) -> int:
         loaded,
         target.phase,
         options=_options(args),
-        progress=Progress(quiet=args.quiet),
+        progress=Progress(quiet=args.quiet, verbose=args.verbose > 0),
         resume=target.id,
         accept_changes=args.accept_changes,
     )

@@ -37,11 +37,17 @@ _LINE_STYLES = (("✓", "green"), ("✗", "bold red"), ("!", "yellow"), ("⏸", 
 
 class Progress:
     def __init__(
-        self, stream: TextIO | None = None, *, live: bool | None = None, quiet: bool = False
+        self,
+        stream: TextIO | None = None,
+        *,
+        live: bool | None = None,
+        quiet: bool = False,
+        verbose: bool = False,
     ):
         self.stream = stream or sys.stderr
         self.live = wants_escapes(self.stream) if live is None else live
         self.quiet = quiet
+        self.verbose = verbose and not quiet
         self._lock = threading.Lock()
         self._status = ""
         self._start = time.monotonic()
@@ -66,6 +72,17 @@ class Progress:
                     return  # the live area shows every running task already
                 self._banner_shown = True
         self._write(text)
+
+    def output(self, label: str, stdout: str, stderr: str) -> None:
+        """With -v: what an agent printed, once it has returned (indented under its line)."""
+        if not self.verbose:
+            return
+        for name, text in (("stdout", stdout), ("stderr", stderr)):
+            lines = text.rstrip("\n").splitlines()
+            if lines:
+                self._write(f"    ┆ {label} {name}:")
+                for line in lines:
+                    self._write(f"    ┆   {line}")
 
     def warn(self, text: str) -> None:
         self._write(f"  ! {text}")

@@ -400,6 +400,7 @@ class LoopRunner:
         self._status(f"{spec.role} at work")
         self.progress.new_stage()
         outcome = self.runtime.do_phase_work(spec.role, step, self.dispatcher.context(None))
+        self.progress.output(spec.role, outcome.stdout, outcome.stderr)
         if not outcome.ok:
             raise HaltError(f"{step}: {spec.role} failed: {outcome.detail}")
         self.progress.line(
@@ -595,6 +596,7 @@ class LoopRunner:
             outcome = self.runtime.execute_task(work, ctx)
         finally:
             self.progress.task_finished(task.id)
+        self.progress.output(task.id, outcome.stdout, outcome.stderr)
         ms = int(outcome.duration_s * 1000)
         if not outcome.ok:
             self.recorder.task_finished(
