@@ -73,11 +73,3 @@ class ConfigError(LooprailError):
 
 class HaltError(LooprailError):
     """The loop stopped on purpose: a blocking gate, a failed mandatory action, `onError: halt`."""
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM during `run`/`resume`: unwinds like Ctrl-C (children stopped, the run journaled
-    halted and resumable), and the command exits 143 (128 + SIGTERM)."""
-
-    reason = "terminated (SIGTERM)"
-    exit_code = 143

@@ -201,10 +201,10 @@ def test_sigterm_halts_the_run_resumably_and_exits_143(tmp_path):
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 143, err
     assert time.monotonic() - started < 20  # the agent was stopped, not waited for
-    assert err.strip().splitlines()[-1] == "looprail: terminated"
+    assert err.strip().splitlines()[-1] == "looprail: interrupted (signal 15)"
     status = json.loads(run_cli("status", str(project), "--json").stdout)
     assert status["run"]["status"] == "halted"
-    assert status["run"]["haltReason"] == "terminated (SIGTERM)"
+    assert status["run"]["haltReason"] == "interrupted (SIGTERM)"
 
 
 # --------------------------------------------------------------------------- colour

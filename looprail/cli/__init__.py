@@ -5,7 +5,8 @@ import what they need lazily so that `looprail loop render-hooks` (called many t
 hosts) never pays for networkx, graphviz or statemachine.
 
 Exit codes: 0 success; 1 the work was refused or failed (bad input, halted loop); 2 usage error;
-3 paused at a checkpoint; 130 interrupted (Ctrl-C); 143 terminated (SIGTERM).
+3 paused at a checkpoint; 130 interrupted (Ctrl-C); 143 terminated (SIGTERM); 129 hung up
+(SIGHUP). After 130/143/129 the run is journaled `halted` and resumes with `looprail run`.
 
 Every command takes the global `-q/--quiet` and `-v/--verbose`, before or after its name.
 """
@@ -126,13 +127,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"looprail: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as exc:
-        from looprail.errors import Terminated
-
-        if isinstance(exc, Terminated):
-            print("looprail: terminated", file=sys.stderr)
-            return Terminated.exit_code
-        print("looprail: interrupted", file=sys.stderr)
-        return 130
+        # SIGTERM/SIGHUP during a run arrive as a KeyboardInterrupt carrying the signal.
+        signum = getattr(exc, "signum", None)
+        print(f"looprail: interrupted{f' (signal {signum})' if signum else ''}", file=sys.stderr)
+        return 128 + signum if signum else 130
 
 
 def _dispatch(argv: list[str]) -> int:
@@ -157,29 +155,12 @@ def _dispatch(argv: list[str]) -> int:
     args.quiet = bool(getattr(args, "quiet", False))
     args.verbose = int(getattr(args, "verbose", 0) or 0)
     _common.VERBOSITY = -1 if args.quiet else args.verbose
-    if getattr(args, "command", None) in ("run", "resume"):
-        _terminate_like_ctrl_c()
     handler = getattr(args, "handler", None)
     if handler is None:
         # A group without its subcommand: show that group's help.
         (getattr(args, "group_parser", None) or build_parser()).print_help(sys.stderr)
         return 2
     return int(handler(args) or 0)
-
-
-def _terminate_like_ctrl_c() -> None:
-    """SIGTERM (a supervisor, `timeout`, a CI cancel) unwinds a run as Ctrl-C does instead of
-    killing it mid-write: children stopped, the run journaled halted; exit 143."""
-    import signal
-    import threading
-
-    from looprail.errors import Terminated
-
-    def on_term(signum, frame):
-        raise Terminated()
-
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, on_term)
 
 
 def _silence_stdout() -> None:

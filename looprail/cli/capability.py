@@ -135,6 +135,7 @@ def _registry_for(args):
 
 def validate(args) -> int:
     from looprail.hooks.manifest import grammar_warnings
+    from looprail.machine.progress import plural
 
     registry = _registry_for(args)
     issues = registry.issues
@@ -162,8 +163,7 @@ def validate(args) -> int:
             warn(w)
         n_bad = len({f.file for f in registry.failed})
         summary = f"{len(registry.capabilities)} valid, {n_bad} invalid"
-        n = len(issues)
-        print(summary if not n else f"{summary} ({n} error{'s' if n != 1 else ''})")
+        print(summary if not issues else f"{summary} ({plural(len(issues), 'error')})")
     return 1 if issues else 0
 
 
