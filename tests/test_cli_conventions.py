@@ -58,16 +58,28 @@ def run_in_pty(*args: str, env: dict[str, str] | None = None, cwd=None) -> tuple
 
 
 @pytest.fixture(scope="module")
-def halted(tmp_path_factory):
+def module_home(tmp_path_factory):
+    """One HOME for this module: the shared `halted` project's journal is sealed with a key
+    kept under HOME, so every command on it must see the same one."""
+    home = tmp_path_factory.mktemp("home")
+    return {"HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache")}
+
+
+@pytest.fixture(autouse=True)
+def _module_home(_isolated_home, module_home, monkeypatch):
+    for key, value in module_home.items():
+        monkeypatch.setenv(key, value)
+
+
+@pytest.fixture(scope="module")
+def halted(tmp_path_factory, module_home):
     """The example project with one journaled run, halted at ship:pre by the release gate."""
     project = tmp_path_factory.mktemp("conv") / "hello"
     shutil.copytree(REPO / "examples" / "hello-loop", project)
     write_config(
         project, {"style": {"contribute": True}, "release": {"gate": True, "allow_ship": False}}
     )
-    # Module scope runs before the per-test HOME isolation: isolate this one run by hand.
-    home = tmp_path_factory.mktemp("home")
-    env = {"HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache")}
+    env = module_home  # module scope runs before the per-test HOME isolation
     r = run_cli("run", str(project), "--phase", "1", "--capabilities", CAPS, "-q", env=env)
     assert r.returncode == 1, r.stderr
     return project
@@ -224,11 +236,11 @@ def test_colour_only_on_a_terminal(halted):
 def test_run_on_a_terminal_colours_the_verdict_and_plain_logs_have_no_codes(halted):
     code, shown = run_in_pty("run", str(halted), "--phase", "1", "--capabilities", CAPS)
     assert code == 1
-    assert "\x1b[1;31mhalted\x1b[0m at verify" in shown
+    assert "\x1b[1;31mhalted\x1b[0m in verify" in shown
     code, shown = run_in_pty(
         "run", str(halted), "--phase", "1", "--capabilities", CAPS, env={"NO_COLOR": "1"}
     )
-    assert code == 1 and "halted at verify" in shown and not ESC.search(shown)
+    assert code == 1 and "halted in verify" in shown and not ESC.search(shown)
 
 
 # --------------------------------------------------------------------------- PROJECT, --json
