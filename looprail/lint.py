@@ -252,7 +252,7 @@ def lint_project(
 def lint(data: LintInput) -> list[Finding]:
     """Every finding about `data`, errors first, then by file and path (deterministic)."""
     found: list[Finding] = []
-    for check in (_config, _capabilities, _artifacts, _hooks, _plans):
+    for check in (_config, _capabilities, _artifacts, _hooks, _plans, _roles):
         found += check(data)
     rank = {s: i for i, s in enumerate(SEVERITIES)}
     unique = list(dict.fromkeys(found))
@@ -916,12 +916,14 @@ def _plans(data: LintInput) -> list[Finding]:
             continue
         phase = item.phase
         for w in phase.warnings:
+            if w in data.config_warnings:
+                continue  # the config's own finding (config-invalid) says it once
             file = w.split(": ", 1)[0] if ": " in w else item.label
             out.append(
                 Finding(
                     severity="warning",
                     code="plan-warning",
-                    file=file,
+                    file=_rel(file, data.project),
                     message=w.split(": ", 1)[-1],
                     fix=_plan_warning_fix(w),
                 )
@@ -942,11 +944,71 @@ def _plans(data: LintInput) -> list[Finding]:
     return out
 
 
+def _roles(data: LintInput) -> list[Finding]:
+    """The role agents the local runtime will call for each phase, from what is still to do:
+    the orchestrator for discuss (no CONTEXT.md yet) and always for ship, the planner while
+    there is no PLAN.md, the executor while a plan has no SUMMARY.md, the verifier until
+    VERIFICATION.md says `status: passed`. `run` fails on the first one that is missing."""
+    from looprail.machine.spec import DEFAULT_LOOP
+
+    needed: dict[str, list[str]] = {}  # role -> why, in phase order
+    for item in data.phases:
+        phase = item.phase
+        if phase is None:
+            continue
+        todo = {
+            "discuss": not phase.has_context,
+            "plan": not phase.plans,
+            "execute": not phase.plans or bool(phase.incomplete),
+            "verify": _verification_status(phase) != "passed",
+            "ship": True,
+        }
+        for step in DEFAULT_LOOP.steps:
+            if todo.get(step.name):
+                why = f"phase {phase.number} {step.name}"
+                needed.setdefault(step.role, [])
+                if why not in needed[step.role]:
+                    needed[step.role].append(why)
+    out = []
+    for role, whys in needed.items():
+        why_missing = data.probe.executable("agents", role)
+        if why_missing is None:
+            continue
+        shown = ", ".join(whys[:3]) + (f" and {len(whys) - 3} more" if len(whys) > 3 else "")
+        out.append(
+            Finding(
+                severity="error",
+                code="role-agent-missing",
+                file=f".looprail/agents/{role}",
+                message=f"the {role} role agent is needed ({shown}) but {why_missing}: "
+                "`looprail run` halts there",
+                fix=f"add an executable .looprail/agents/{role} (docs/runtime.md)",
+            )
+        )
+    return out
+
+
+def _verification_status(phase: Any) -> str | None:
+    from looprail.hooks.checks import read_frontmatter
+
+    if phase.verification_path is None:
+        return None
+    try:
+        fm = read_frontmatter(phase.verification_path.read_text(errors="replace"))
+    except OSError:
+        return None
+    return str(fm.get("status")) if isinstance(fm, dict) and fm.get("status") is not None else None
+
+
 def _plan_warning_fix(warning: str) -> str:
     if "looks like a plan" in warning:
         return "name it {phase}-{plan}-PLAN.md, or move it out of the phase folder"
     if "disagrees with the file name" in warning:
         return "make the frontmatter `plan:` match the file name"
+    if "did you mean" in warning:
+        return "rename the key to the one suggested"
+    if "is unknown and ignored" in warning:
+        return "remove the key, or rename it to one of the known keys (docs/plans.md)"
     if "autonomous" in warning:
         return "set `autonomous: false` in the plan's frontmatter"
     return "see docs/plans.md"

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from looprail.audit import capability_surfaces, native_surfaces, render_text, suspect_surfaces
 from looprail.hooks.native.config import read_hooks_file
-from tests.conftest import GSD_CAPABILITIES, feature, run_cli, write_capability
+from tests.conftest import GSD_CAPABILITIES, feature, needs_corpus, run_cli, write_capability
 
 RICH = feature(
     "rich",
@@ -147,6 +145,7 @@ def test_strings_failing_the_grammar_are_refused_and_flagged_as_suspect():
     assert "rich; rm -rf ~" in shown.runs and "never runs" in shown.refused
 
 
+@needs_corpus
 def test_reviewer_lanes_show_probe_and_invoke():
     codex = json.loads((GSD_CAPABILITIES / "codex" / "capability.json").read_text())
     kimi = json.loads((GSD_CAPABILITIES / "kimi-code" / "capability.json").read_text())
@@ -166,7 +165,7 @@ def test_reviewer_lanes_show_probe_and_invoke():
     )
 
 
-@pytest.mark.skipif(not GSD_CAPABILITIES.is_dir(), reason="conformance corpus not present")
+@needs_corpus
 def test_nothing_declared_in_the_reference_corpus_is_left_out():
     for manifest in sorted(GSD_CAPABILITIES.glob("*/capability.json")):
         data = json.loads(manifest.read_text())

@@ -137,18 +137,18 @@ def test_unknown_config_key_warns(tmp_path):
 
 
 def test_render_hooks_start_path_stays_light(tmp_path):
-    """No pydantic, networkx, graphviz or statemachine on a cache hit."""
+    """No pydantic, networkx, graphviz, statemachine or rich on a cache hit."""
     project, root = setup(tmp_path)
     code = (
         "import sys, io, contextlib\n"
         "from looprail.cli import main\n"
         f"args = ['loop', 'render-hooks', 'plan:pre', '--raw', '--project', {str(project)!r}, '--capabilities', {str(root)!r}]\n"
         "with contextlib.redirect_stdout(io.StringIO()): main(args)\n"  # warm the cache
-        "for m in [m for m in sys.modules if m.split('.')[0] in ('pydantic', 'networkx', 'graphviz', 'statemachine', 'looprail')]:\n"
+        "for m in [m for m in sys.modules if m.split('.')[0] in ('pydantic', 'networkx', 'graphviz', 'statemachine', 'rich', 'shtab', 'looprail')]:\n"
         "    del sys.modules[m]\n"
         "from looprail.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()): main(args)\n"
-        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'networkx', 'graphviz', 'statemachine', 'yaml', 'nodesemver'})\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'networkx', 'graphviz', 'statemachine', 'yaml', 'rich', 'shtab', 'nodesemver'})\n"
         "print(heavy)\n"
     )
     import subprocess

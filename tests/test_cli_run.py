@@ -47,6 +47,7 @@ def test_example_ships(hello):
         "◆ Spawning planner... (runs in a subagent — no output until it returns; expected, not a freeze)"
         in p.stderr
     )
+    assert p.stderr.count("◆ Spawning executor") == 4  # plain logs: one per task
     for point in POINTS:
         assert f"▸ {point}" in p.stderr
 
@@ -69,6 +70,19 @@ def test_example_blocking_config_halts_naming_gate(hello):
     p = run_cli("run", str(hello), "--phase", "1", "--capabilities", str(CAPS))
     assert p.returncode == 0, p.stderr
     assert "(0 tasks run," in p.stdout and "resuming run" in p.stderr
+
+
+def test_run_warns_about_unknown_plan_keys(hello):
+    from looprail.testing import plan_markdown
+
+    text = plan_markdown("01", phase="01-greeting").replace("depends_on: []", "depend_on: []")
+    (hello / ".planning/phases/01-greeting/01-01-PLAN.md").write_text(text)
+    p = run_cli("run", str(hello), "--phase", "1", "--capabilities", str(CAPS), "--no-journal")
+    warning = (
+        "! .planning/phases/01-greeting/01-01-PLAN.md: frontmatter key 'depend_on' is unknown "
+        "and ignored (did you mean depends_on?)"
+    )
+    assert p.stderr.count(warning) == 1, p.stderr
 
 
 def test_dry_run_prints_all_points_and_runs_nothing(hello):

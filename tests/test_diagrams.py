@@ -4,7 +4,9 @@ SVG / PNG through Graphviz; the committed `diagrams/` folder has not drifted."""
 from __future__ import annotations
 
 import itertools
+import re
 import shutil
+import struct
 import subprocess
 import sys
 
@@ -31,6 +33,7 @@ from looprail.diagrams.render import (
     to_dot,
     to_mermaid,
 )
+from looprail.errors import UsageError
 from looprail.hooks.compiled import load_compiled
 from looprail.machine.spec import DEFAULT_LOOP
 from looprail.points import POINTS
@@ -318,7 +321,7 @@ def test_run_overlay_on_drawn_hooks_marks_outcomes(tmp_path):
 
 def test_dot_draws_kinds_with_distinct_shapes(tmp_path):
     dot = to_dot(_hooked_graph(tmp_path))
-    assert "rankdir=LR" in dot and "compound=true" in dot
+    assert "rankdir=TB" in dot and "compound=true" in dot
     assert "subgraph cluster_execute" in dot
     assert "shape=octagon" in dot and "shape=note" in dot
     assert "lhead=cluster_execute" in dot and "ltail=cluster_execute" in dot
@@ -331,7 +334,7 @@ def test_dot_draws_kinds_with_distinct_shapes(tmp_path):
 def test_mermaid_text(tmp_path):
     text = to_mermaid(_hooked_graph(tmp_path))
     lines = text.splitlines()
-    assert lines[3] == "flowchart LR"
+    assert lines[3] == "flowchart TB"
     assert any(line.strip().startswith("subgraph execute [") for line in lines)
     assert "pt_plan_post -.- hk_plan_post_0" in text
     assert "pt_plan_post -.- hk_plan_post_1" in text
@@ -364,6 +367,33 @@ def test_format_from_suffix():
     assert format_for(None, "x.gv") == "dot"
     assert format_for(None, None) == "svg"
     assert format_for("dot", "x.png") == "dot"
+    with pytest.raises(UsageError, match=r"x\.jpg: unknown diagram suffix"):
+        format_for(None, "x.jpg")
+
+
+def test_cli_unknown_suffix_is_a_usage_error_and_writes_nothing(tmp_path):
+    r = run_cli("diagram", "-o", str(tmp_path / "x.jpg"), cwd=tmp_path)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "unknown diagram suffix" in r.stderr
+    assert list(tmp_path.iterdir()) == []
+    r = run_cli("diagram", "--format", "dot", "-o", str(tmp_path / "x.jpg"), cwd=tmp_path)
+    assert r.returncode == 0 and (tmp_path / "x.jpg").read_text().startswith("digraph")
+
+
+def _svg_shape(svg: str) -> tuple[float, float, float]:
+    """(width, height, smallest font size) of a Graphviz SVG, all in points."""
+    root = re.search(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', svg)
+    assert root, svg[:300]
+    sizes = [float(s) for s in re.findall(r'font-size="([\d.]+)"', svg)]
+    return float(root[1]), float(root[2]), min(sizes)
+
+
+def assert_readable(svg: str) -> None:
+    """No wider (or taller) than 3:1, and the smallest text at least 10 px when the picture is
+    shown 1000 px wide."""
+    width, height, smallest = _svg_shape(svg)
+    assert max(width / height, height / width) <= 3.0, (width, height)
+    assert smallest * 1000 / width >= 10, (smallest, width)
 
 
 # --------------------------------------------------------------------------- graphviz
@@ -376,6 +406,17 @@ def test_svg_and_png_through_graphviz():
     assert svg.startswith(b"<?xml") and b"<svg" in svg and b"wave running" in svg
     png = render(graph, "png")
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
+    assert_readable(svg.decode())
+
+
+@pytest.mark.parametrize("name", ["loop", "hello-loop"])
+def test_committed_pictures_are_readable_at_page_width(name):
+    svg = (REPO / "diagrams" / f"{name}.svg").read_text()
+    assert_readable(svg)
+    png = (REPO / "diagrams" / f"{name}.png").read_bytes()
+    width, height = struct.unpack(">II", png[16:24])  # the IHDR chunk
+    assert max(width / height, height / width) <= 3.0, (width, height)
+    assert width >= 900, width  # drawn for page width, not scaled up to it
 
 
 def test_missing_dot_is_one_line_and_text_formats_still_work(monkeypatch):
@@ -389,7 +430,7 @@ def test_missing_dot_is_one_line_and_text_formats_still_work(monkeypatch):
     with pytest.raises(GraphvizMissingError):
         render(graph, "png")
     assert render(graph, "dot").startswith(b"digraph")
-    assert b"flowchart LR" in render(graph, "mermaid")
+    assert b"flowchart TB" in render(graph, "mermaid")
 
 
 def test_cli_output_that_is_a_folder_is_a_usage_error(tmp_path):
@@ -410,7 +451,7 @@ def test_cli_without_dot_on_path(tmp_path):
     r = run_cli("diagram", "--format", "dot", cwd=tmp_path, env=env)
     assert r.returncode == 0 and r.stdout.startswith("digraph")
     r = run_cli("diagram", "-o", str(tmp_path / "loop.mmd"), cwd=tmp_path, env=env)
-    assert r.returncode == 0 and "flowchart LR" in (tmp_path / "loop.mmd").read_text()
+    assert r.returncode == 0 and "flowchart TB" in (tmp_path / "loop.mmd").read_text()
 
 
 # --------------------------------------------------------------------------- CLI
@@ -452,6 +493,12 @@ def test_cli_hooks_and_run_of_a_real_halted_run(tmp_path):
         )
         assert r.returncode == 0, r.stderr
         assert out.read_bytes().startswith(b"\x89PNG")
+        r = run_cli(
+            "diagram", str(project), "--hooks", "--run", "latest", "--capabilities", caps,
+            "--format", "svg",
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        assert_readable(r.stdout)
     r = run_cli("diagram", str(project), "--run", "NOPE", "--format", "dot")
     assert r.returncode == 1 and "no run 'NOPE'" in r.stderr
 

@@ -11,6 +11,8 @@ from looprail.lint import Finding, LintReport, lint, lint_project, load_input, r
 from looprail.testing import plan_markdown, task
 from tests.conftest import REPO, feature, run_cli, write_capability, write_config
 
+ROLES = ("orchestrator", "planner", "executor", "verifier")
+
 
 @pytest.fixture
 def project(tmp_path):
@@ -18,6 +20,8 @@ def project(tmp_path):
     (root / ".planning" / "phases" / "01-test").mkdir(parents=True)
     (root / ".looprail").mkdir()
     write_config(root, {})
+    for role in ROLES:  # the role agents `run` needs (tests of their absence remove them)
+        executable(root, f"agents/{role}")
     return root
 
 
@@ -321,12 +325,16 @@ def test_predicate_kind_and_fields(project, caps):
             ],
         ),
     )
-    found = [f for f in findings(project, caps) if f.code == "predicate-invalid"]
-    assert [f.path for f in found] == [
+    # The manifest's own validation refuses both (a discriminated union per kind): the
+    # capability is not loaded, and lint says where.
+    found = [f for f in findings(project, caps) if f.code == "manifest-invalid"]
+    assert sorted(f.path for f in found) == [
         "$.gates[0].check.predicate.kind",
+        "$.gates[1].check.predicate.equals",
         "$.gates[1].check.predicate.field",
     ]
     assert all(f.severity == "error" for f in found)
+    assert "unknown kind 'file-smells-nice'" in found[0].message
 
 
 def test_config_equals_gate_that_refuses_now(project, caps):
@@ -395,6 +403,75 @@ def test_plan_cycle(project, caps):
     f = one(findings(project, caps), "plan-dag")
     assert f.severity == "error" and "cycle" in f.message
     assert f.file.endswith("-PLAN.md")
+
+
+def test_unknown_frontmatter_keys_warn_with_a_did_you_mean(project, caps):
+    write_plan(project, "01")
+    text = plan_markdown("02").replace("depends_on: []", 'depend_on: ["01"]\nautonomus: false')
+    (project / ".planning" / "phases" / "01-test" / "01-02-PLAN.md").write_text(text)
+    found = [f for f in findings(project, caps) if "frontmatter key" in f.message]
+    assert [(f.severity, f.file) for f in found] == [
+        ("warning", ".planning/phases/01-test/01-02-PLAN.md")
+    ] * 2
+    assert sorted(f.message for f in found) == [
+        "frontmatter key 'autonomus' is unknown and ignored (did you mean autonomous?)",
+        "frontmatter key 'depend_on' is unknown and ignored (did you mean depends_on?)",
+    ]
+    assert all(f.fix == "rename the key to the one suggested" for f in found)
+    r = run_cli("lint", str(project), "--json")
+    assert r.returncode == 0, r.stderr
+    messages = [f["message"] for f in json.loads(r.stdout)["findings"]]
+    assert any("did you mean depends_on?" in m for m in messages)
+
+
+def test_gsd_extra_frontmatter_keys_are_quiet(project, caps):
+    text = plan_markdown("01").replace("depends_on: []", "depends_on: []\ngap_closure: true")
+    (project / ".planning" / "phases" / "01-test" / "01-01-PLAN.md").write_text(text)
+    assert not [f for f in findings(project, caps) if "frontmatter key" in f.message]
+
+
+def test_role_agents_the_local_runtime_needs(project, caps):
+    for role in ROLES:
+        (project / ".looprail" / "agents" / role).unlink()
+    found = [f for f in findings(project, caps) if f.code == "role-agent-missing"]
+    assert [(f.severity, f.file) for f in found] == [
+        ("error", f".looprail/agents/{role}") for role in sorted(ROLES)
+    ]
+    by_role = {f.file.rsplit("/", 1)[1]: f.message for f in found}
+    assert "(phase 1 discuss, phase 1 ship)" in by_role["orchestrator"]
+    assert "(phase 1 execute)" in by_role["executor"]
+    assert "`looprail run` halts there" in by_role["planner"]
+    # work already done needs no agent: context, plans with summaries, a passed verification
+    phase = project / ".planning" / "phases" / "01-test"
+    (phase / "01-CONTEXT.md").write_text("ctx")
+    write_plan(project, "01")
+    (phase / "01-01-SUMMARY.md").write_text("done")
+    (phase / "01-VERIFICATION.md").write_text("---\nstatus: passed\n---\n")
+    found = [f for f in findings(project, caps) if f.code == "role-agent-missing"]
+    assert [f.file for f in found] == [".looprail/agents/orchestrator"]  # ship still runs
+    assert "(phase 1 ship)" in found[0].message
+    executable(project, "agents/orchestrator")
+    r = run_cli("lint", str(project))
+    assert r.returncode == 0, r.stdout
+    (project / ".looprail" / "agents" / "orchestrator").chmod(0o644)
+    r = run_cli("lint", str(project), "--json")
+    assert r.returncode == 1
+    assert [f["code"] for f in json.loads(r.stdout)["findings"]] == ["role-agent-missing"]
+
+
+def test_a_broken_config_is_one_finding_not_two(project, caps):
+    (project / ".planning" / "config.json").write_text("[1]")
+    write_plan(project, "01")
+    found = findings(project, caps)
+    assert [(f.code, f.file) for f in found] == [("config-invalid", ".planning/config.json")]
+
+
+def test_plan_warnings_name_files_relative_to_the_project(project, caps, monkeypatch):
+    monkeypatch.chdir("/")  # not beside the project: paths must still be relative to it
+    path = write_plan(project, "01")
+    path.with_name("01-PLAN-draft.md").write_text("x")
+    found = [f for f in findings(project, caps) if f.code == "plan-warning"]
+    assert [f.file for f in found] == [".planning/phases/01-test/01-PLAN-draft.md"]
 
 
 def test_invalid_frontmatter_names_the_line(project, caps):

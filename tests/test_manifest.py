@@ -90,7 +90,10 @@ def test_minimal_feature_is_valid(tmp_path):
                 "gates": [
                     {
                         "point": "ship:pre",
-                        "check": {"query": "a", "predicate": {"kind": "x"}},
+                        "check": {
+                            "query": "a",
+                            "predicate": {"kind": "artifact-exists", "artifact": "S.md"},
+                        },
                         "blocking": True,
                         "onError": "skip",
                     }

@@ -38,10 +38,12 @@ def test_fixtures_come_from_the_entry_point(pytester):
             assert (loop_harness.project / ".planning" / "phases" / "01-test").is_dir()
         """
     )
-    result = pytester.runpytest_subprocess("-q")
+    # In process (a fresh config loads the pytest11 entry points, as a new pytest would): a
+    # subprocess per run doubled this test's time for nothing it proves.
+    result = pytester.runpytest("-q")
     result.assert_outcomes(passed=1)
     # and it can be switched off like any plugin
-    result = pytester.runpytest_subprocess("-q", "-p", "no:looprail")
+    result = pytester.runpytest("-q", "-p", "no:looprail")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*fixture 'loop_harness' not found*"])
 
@@ -95,9 +97,48 @@ def test_check_error_follows_on_error(loop_harness):
     halted = loop_harness.transition("plan", "execute")
     assert not halted and halted.refused_by == "ui"
     assert halted.refusal.status == "error"
+    # refused, but because the check broke: a refusal test must not pass on this
+    assert halted.errored and not halted.blocked
+    assert [r.cap_id for r in halted.errors] == ["ui"]
+    loop_harness.verdict("ui", block=True, message="no spec")
+    blocked = loop_harness.transition("plan", "execute")
+    assert blocked.blocked and not blocked.errored and blocked.errors == []
+    loop_harness.verdict("ui", error="check crashed")
     loop_harness.capability(ui_gate(on_error="skip"))
     skipped = loop_harness.transition("plan", "execute")
     assert skipped.allowed and skipped.result_of("ui").status == "error"
+    assert not skipped.blocked and not skipped.errored and len(skipped.errors) == 1
+
+
+@pytest.mark.parametrize(
+    ("predicate", "path", "reason"),
+    [
+        (
+            {"kind": "config-equal", "key": "a", "equals": 1},
+            "$.gates[0].check.predicate.kind",
+            "unknown kind 'config-equal' (did you mean config-equals?",
+        ),
+        ({"key": "a", "equals": 1}, "$.gates[0].check.predicate.kind", "required: one of"),
+        (
+            {"kind": "artifact-exists", "artefact": "S.md"},
+            "$.gates[0].check.predicate.artefact",
+            "unknown field",
+        ),
+        (
+            {"kind": "config-equals", "key": "a"},
+            "$.gates[0].check.predicate.equals",
+            "required field is missing",
+        ),
+    ],
+)
+def test_a_predicate_typo_is_a_validation_error_not_a_refusal(
+    loop_harness, predicate, path, reason
+):
+    gate = {"point": "ship:pre", "check": {"predicate": predicate}, "blocking": True}
+    with pytest.raises(ManifestError) as exc:
+        loop_harness.capability({"id": "rel", "gates": [{**gate, "onError": "halt"}]})
+    shown = [str(issue) for issue in exc.value.issues]  # every problem, file and JSON path
+    assert any(f"rel/capability.json: {path}: {reason}" in line for line in shown), shown
 
 
 def test_advisory_gate_never_refuses(loop_harness):
@@ -254,3 +295,19 @@ def test_work_done_can_be_left_to_the_test(loop_harness):
     assert loop_harness.transition("verify", "ship").guard == "verify_done"  # not overwritten
     loop_harness.artifact("VERIFICATION.md", frontmatter={"status": "passed"})
     assert loop_harness.transition("verify", "ship").allowed
+
+
+def test_the_plugin_costs_nothing_in_sessions_that_do_not_use_it():
+    # pytest loads the entry point in every session wherever looprail is installed.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, looprail.testing.plugin\n"
+        "heavy = {'pydantic', 'statemachine', 'networkx', 'yaml', 'graphviz', 'rich'}\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & heavy))\n"
+        "from looprail.testing import LoopHarness, plan_markdown\n"
+        "print(LoopHarness.__name__, plan_markdown.__name__)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.stdout.splitlines() == ["[]", "LoopHarness plan_markdown"], r.stderr

@@ -7,6 +7,8 @@ hosts) never pays for networkx, graphviz or statemachine.
 Exit codes: 0 success; 1 the work was refused or failed (bad input, halted loop); 2 usage error;
 3 paused at a checkpoint; 130 interrupted (Ctrl-C); 143 terminated (SIGTERM); 129 hung up
 (SIGHUP). After 130/143/129 the run is journaled `halted` and resumes with `looprail run`.
+
+Every command takes the global `-q/--quiet` and `-v/--verbose`, before or after its name.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ _GROUPS = (
     "diagram",
     "lint",
     "schema",
+    "completion",
 )
 
 
@@ -67,7 +70,35 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _GROUPS if only is None else (only,):
         importlib.import_module(f"looprail.cli.{name}").register(sub)
+    _add_globals(parser)
     return parser
+
+
+def _add_globals(parser: argparse.ArgumentParser) -> None:
+    """-q/-v on this parser and every subcommand under it. Defaults are SUPPRESS so that
+    `looprail -q run` and `looprail run -q` both count (a subcommand's default would otherwise
+    overwrite the flag given before it); `_dispatch` fills in the defaults after parsing."""
+    import argparse
+
+    known = parser._option_string_actions
+    if "-q" in known:
+        known["-q"].default = argparse.SUPPRESS
+    else:
+        parser.add_argument(
+            "-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="say less"
+        )
+    if "-v" not in known:
+        parser.add_argument(
+            "-v",
+            "--verbose",
+            action="count",
+            default=argparse.SUPPRESS,
+            help="say more (repeatable)",
+        )
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                _add_globals(child)
 
 
 def _group_of(argv: Sequence[str]) -> str | None:
@@ -118,6 +149,12 @@ def _main(argv: list[str]) -> int:
 
 
 def _dispatch(argv: list[str]) -> int:
+    if argv == ["--version"]:
+        # Fast: no subparsers built, nothing imported (scripts call this to probe).
+        from looprail import __version__
+
+        print(f"looprail {__version__}")
+        raise SystemExit(0)  # as argparse's version action does
     args = None
     if argv[:2] == ["loop", "render-hooks"]:
         # The hot path: a plain argv is read without argparse (~10 ms of imports and setup);
@@ -128,6 +165,11 @@ def _dispatch(argv: list[str]) -> int:
     if args is None:
         parser = build_parser(_group_of(argv))
         args = parser.parse_args(argv)
+    from looprail.cli import _common
+
+    args.quiet = bool(getattr(args, "quiet", False))
+    args.verbose = int(getattr(args, "verbose", 0) or 0)
+    _common.VERBOSITY = -1 if args.quiet else args.verbose
     handler = getattr(args, "handler", None)
     if handler is None:
         # A group without its subcommand: show that group's help.

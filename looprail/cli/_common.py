@@ -53,3 +53,79 @@ def print_json(value: Any) -> None:
 
 def warn(message: str) -> None:
     print(f"looprail: warning: {message}", file=sys.stderr)
+
+
+# --------------------------------------------------------------------------- global options
+
+# Set once per invocation from the global -q / -v (0 normal, -1 quiet, 1+ verbose).
+VERBOSITY = 0
+
+
+def add_project_positional(parser: argparse.ArgumentParser) -> None:
+    """`PROJECT` as an optional positional (beside --project, which stays for scripts)."""
+    parser.add_argument(
+        "project_pos",
+        nargs="?",
+        metavar="PROJECT",
+        help="project folder (default: --project, else the current directory)",
+    )
+
+
+def project_of(args: argparse.Namespace) -> str:
+    return getattr(args, "project_pos", None) or args.project
+
+
+def phase_number(text: str) -> str:
+    """argparse type of --phase: a phase number (1, 01, 2.1, 12A) or a usage error (exit 2)."""
+    import argparse
+
+    from looprail.layout import normalize_phase_number
+
+    if normalize_phase_number(text) is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a phase number (such as 1, 02, 2.1 or 12A)"
+        )
+    return text
+
+
+# --------------------------------------------------------------------------- colour
+
+# Verdict words and their colour on a terminal.
+STYLES = {
+    "shipped": "bold green",
+    "pass": "green",
+    "passed": "green",
+    "ok": "green",
+    "done": "green",
+    "fail": "bold red",
+    "failed": "bold red",
+    "error": "bold red",
+    "blocked": "bold red",
+    "halted": "bold red",
+    "paused": "yellow",
+    "warning": "yellow",
+    "running": "cyan",
+}
+
+
+def colour_on(stream: Any) -> bool:
+    """Colour only for a person at a terminal (not with NO_COLOR or TERM=dumb, never into a
+    pipe or file): the same rule as the live progress."""
+    from looprail.machine.progress import wants_escapes
+
+    return wants_escapes(stream)
+
+
+def paint(text: str, status: str, stream: Any = None) -> str:
+    """`text` in the colour of `status` (a key of STYLES) when `stream` shows colour, else
+    `text` unchanged. rich is imported only when there is colour to draw."""
+    style = STYLES.get(status)
+    if style is None or not colour_on(stream if stream is not None else sys.stdout):
+        return text
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(force_terminal=True, color_system="standard", no_color=False)
+    with console.capture() as cap:
+        console.print(Text(text, style=style), end="", soft_wrap=True)
+    return cap.get()

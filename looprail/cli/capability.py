@@ -11,13 +11,25 @@ def register(sub) -> None:
     _, cmds = group(sub, "capability", "validate, list and manage capabilities")
     p = cmds.add_parser(
         "validate",
-        help="validate capability manifests; every error, exit 1 if any",
+        help="validate capability manifests: errors (exit 1) and warnings, each with its file "
+        "and JSON path",
         description="Validate every capability in DIR… (a capability folder holding "
         "capability.json, or a folder of them). Without DIR, validate the project's whole "
         "search path (--capabilities, LOOPRAIL_CAPABILITIES, ~/.looprail/capabilities, "
-        "<project>/.looprail/capabilities) merged, as the loop would load it.",
+        "<project>/.looprail/capabilities) merged, as the loop would load it. Each problem "
+        "is one line naming the file and JSON path. A manifest is checked in layers: JSON, then "
+        "the shape (every shape error at once), then the rules across fields once the shape is "
+        "valid, so fixing one layer can reveal the next. A `ref.command` or `check.query` that "
+        "fails the command grammar is a warning, not an error: the manifest is valid (the "
+        "reference accepts it) but looprail refuses that string at dispatch. Exit 1 when any "
+        "manifest is invalid.",
     )
-    p.add_argument("dirs", nargs="*", metavar="DIR")
+    p.add_argument(
+        "dirs",
+        nargs="*",
+        metavar="DIR",
+        help="a capability folder or a folder of them (default: the project's search path)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     add_project_options(p)
     p.set_defaults(handler=validate)
@@ -34,7 +46,7 @@ def register(sub) -> None:
         "(<project>/.looprail/capabilities/ID) or, with --global, from ~/.looprail/capabilities. "
         "First-party sets are never touched.",
     )
-    p.add_argument("id")
+    p.add_argument("id", metavar="ID", help="id of the overlay capability to delete")
     p.add_argument("--global", dest="global_", action="store_true", help="the global overlay")
     add_project_options(p)
     p.set_defaults(handler=remove)
@@ -49,7 +61,7 @@ def register(sub) -> None:
         "ID, also every `when` and `shell` of the global and project hooks.json. Strings that "
         "fail the command grammar are marked REFUSED: looprail never runs them.",
     )
-    p.add_argument("ids", nargs="*", metavar="ID")
+    p.add_argument("ids", nargs="*", metavar="ID", help="capability ids (default: all loaded)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     add_project_options(p)
     p.set_defaults(handler=audit)
@@ -63,7 +75,7 @@ def register(sub) -> None:
         "--global, to ~/.looprail/capabilities/<id>. A capability carrying a command or query "
         "that fails the command grammar is refused.",
     )
-    p.add_argument("dir", metavar="DIR")
+    p.add_argument("dir", metavar="DIR", help="the capability folder (holding capability.json)")
     p.add_argument(
         "--global", dest="global_", action="store_true", help="install into the global overlay"
     )
@@ -122,23 +134,32 @@ def _registry_for(args):
 
 
 def validate(args) -> int:
+    from looprail.hooks.manifest import grammar_warnings
     from looprail.machine.progress import plural
 
     registry = _registry_for(args)
     issues = registry.issues
+    # Valid but refused at dispatch: warnings, never a failure (the reference accepts them).
+    grammar = [
+        issue
+        for cid in sorted(registry.capabilities)
+        for lc in [registry.capabilities[cid]]
+        for issue in grammar_warnings(lc.manifest, str(lc.source / "capability.json"))
+    ]
+    warnings = [*registry.warnings, *(str(g) for g in grammar)]
     if args.json:
         print_json(
             {
                 "ok": not issues,
                 "valid": sorted(registry.capabilities),
                 "errors": [{"file": i.file, "path": i.path, "reason": i.reason} for i in issues],
-                "warnings": registry.warnings,
+                "warnings": warnings,
             }
         )
     else:
         for i in issues:
             print(f"error: {i}", file=sys.stderr)
-        for w in registry.warnings:
+        for w in warnings:
             warn(w)
         n_bad = len({f.file for f in registry.failed})
         summary = f"{len(registry.capabilities)} valid, {n_bad} invalid"

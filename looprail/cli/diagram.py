@@ -9,7 +9,7 @@ from looprail.cli._common import add_flavor_option, add_project_options
 
 DESCRIPTION = """\
 Draw the loop: the compiled state machine (discuss → plan → execute{waves} → verify → ship),
-left to right, every transition drawn through the points it dispatches. With --hooks, the active
+top to bottom, every transition drawn through the points it dispatches. With --hooks, the active
 hooks of PROJECT hang off the points where they fire (steps as boxes, contributions as notes,
 gates as octagons, red-bordered when blocking). With --run, one journaled run is painted on top:
 visited states and transitions, the current state, a refused transition in red with the hook

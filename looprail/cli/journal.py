@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from looprail.cli._common import add_project_options, print_json
+from looprail.cli._common import add_project_options, add_project_positional, print_json, project_of
 from looprail.textsafe import one_line
 
 
@@ -19,6 +19,7 @@ def register(sub) -> None:
         help="the current (or last) run: state, wave, task counts, halt reason",
         description="Show the current or last run of the project from its journal.",
     )
+    add_project_positional(status)
     add_project_options(status)
     status.add_argument("--json", action="store_true", help="one line of JSON")
     status.set_defaults(handler=_status)
@@ -28,6 +29,7 @@ def register(sub) -> None:
         help="every recorded run, oldest first",
         description="List the project's runs from its journal, oldest first.",
     )
+    add_project_positional(history)
     add_project_options(history)
     history.add_argument("--json", action="store_true", help="one line of JSON")
     history.set_defaults(handler=_history)
@@ -38,10 +40,26 @@ def register(sub) -> None:
         description="Show what a run did: transitions, points and their hooks, waves, tasks, "
         "native hooks, warnings. The --json form is stable (reportVersion 1, docs/journal.md).",
     )
+    report.add_argument(
+        "first",
+        nargs="?",
+        metavar="PROJECT",
+        help="project folder (default: --project, else the current directory); a single "
+        "argument that is not a folder is taken as RUN",
+    )
     report.add_argument("run", nargs="?", metavar="RUN", help="run id or a unique prefix of it")
     add_project_options(report)
     report.add_argument("--json", action="store_true", help="the stable JSON form, one line")
     report.set_defaults(handler=_report)
+
+
+def project_and_run(args: argparse.Namespace) -> tuple[str, str | None]:
+    """`[PROJECT] [RUN]`: with one argument, a folder is the project and anything else the run
+    (`looprail report abc123` keeps working)."""
+    first, run = args.first, args.run
+    if first is not None and run is None and not Path(first).is_dir():
+        return args.project, first
+    return first or args.project, run
 
 
 def _open(project: str, *, required: bool):
@@ -63,8 +81,9 @@ def _status(args: argparse.Namespace) -> int:
     from looprail.store import lock_holder
     from looprail.store.report import format_duration, format_refusal, refused_at, run_header
 
-    journal = _open(args.project, required=False)
-    holder = lock_holder(Path(args.project))
+    project = project_of(args)
+    journal = _open(project, required=False)
+    holder = lock_holder(Path(project))
     run = wave = header = refusal = None
     if journal is not None:
         with journal:
@@ -109,7 +128,9 @@ def _status(args: argparse.Namespace) -> int:
         if holder is not None:
             print(f"lock: held by {holder.describe()}")
         return 0
-    status = run.status
+    from looprail.cli._common import paint
+
+    status = paint(run.status, run.status)
     if live:
         status += f" (live: pid {run.pid} on {run.host})"
     elif crashed:
@@ -141,7 +162,7 @@ def _status(args: argparse.Namespace) -> int:
 def _history(args: argparse.Namespace) -> int:
     from looprail.store.report import format_duration, run_header
 
-    journal = _open(args.project, required=False)
+    journal = _open(project_of(args), required=False)
     headers = []
     if journal is not None:
         with journal:
@@ -176,10 +197,11 @@ def _history(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from looprail.store import JournalError, build_report, render_report_text
 
-    journal = _open(args.project, required=True)
+    project, run_id = project_and_run(args)
+    journal = _open(project, required=True)
     with journal:
-        if args.run:
-            run = journal.find_run(args.run)
+        if run_id:
+            run = journal.find_run(run_id)
         else:
             run = journal.latest_run()
             if run is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from looprail.cli._common import add_flavor_option, add_project_options
+from looprail.cli._common import add_flavor_option, add_project_options, phase_number
 
 DESCRIPTION = """\
 Check PROJECT without running anything: capability manifests (every issue), artifacts consumed
@@ -36,7 +36,9 @@ def register(sub) -> None:
         metavar="PROJECT",
         help="project folder (default: --project, else the current directory)",
     )
-    p.add_argument("--phase", metavar="N", help="lint only phase N (default: every phase)")
+    p.add_argument(
+        "--phase", metavar="N", type=phase_number, help="lint only phase N (default: every phase)"
+    )
     p.add_argument(
         "--host-tool",
         metavar="TOOL",

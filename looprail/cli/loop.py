@@ -113,8 +113,10 @@ def render_hooks(args) -> int:
     try:
         check_point(args.point)
     except InvalidPointError as exc:
+        # The reference exits 1 here; an unknown point is a usage error (exit 2), like every
+        # other bad argument (docs/cli.md lists the exit codes).
         print(f"Error: {exc}", file=sys.stderr)
-        return 1
+        return 2
     compiled = load_compiled(args.project, args.capabilities)
     config, config_warnings = load_project_config(args.project)
     for w in config_warnings:

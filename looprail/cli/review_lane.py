@@ -40,7 +40,7 @@ def register(sub) -> None:
         description="Print the slugs of the lanes whose `flags` appear among ARGS, sorted and "
         "comma-separated (empty when none), e.g. `--codex --agy` → `antigravity,codex`.",
     )
-    p.add_argument("argv", nargs="*", metavar="ARGS")
+    p.add_argument("argv", nargs="*", metavar="ARGS", help="the workflow's own arguments")
     add_project_options(p)
     p.set_defaults(handler=explicit_from_argv)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from looprail.cli._common import add_flavor_option, add_project_options
+from looprail.cli._common import add_flavor_option, add_project_options, phase_number
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -44,6 +44,12 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="keep nothing: no journal, no resume, no lock (for experiments)",
     )
     p.add_argument("--quiet", "-q", action="store_true", help="only the final summary")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="end with one line of JSON on stdout: runId, phase, status, state, reason, "
+        "refusedBy, exitCode, durationS, tasksRun, wavesRun, hooksDispatched, warnings",
+    )
     add_project_options(p)
     add_flavor_option(p)
 
@@ -58,7 +64,13 @@ def register(sub) -> None:
         "halted (the reason is printed), 3 when a checkpoint needs a human.",
     )
     p.add_argument("project_pos", nargs="?", metavar="PROJECT", help="project folder (default: .)")
-    p.add_argument("--phase", required=True, metavar="N", help="phase number (e.g. 1, 02, 2.1)")
+    p.add_argument(
+        "--phase",
+        required=True,
+        metavar="N",
+        type=phase_number,
+        help="phase number (e.g. 1, 02, 2.1)",
+    )
     p.add_argument(
         "--dry-run",
         action="store_true",
@@ -78,7 +90,14 @@ def register(sub) -> None:
         description="Resume RUN (an id or unique prefix; default: the latest unfinished run). "
         "Finished tasks never run again; tasks that were in flight run again.",
     )
-    p.add_argument("run_id", nargs="?", metavar="RUN")
+    p.add_argument(
+        "first",
+        nargs="?",
+        metavar="PROJECT",
+        help="project folder (default: --project, else the current directory); a single "
+        "argument that is not a folder is taken as RUN",
+    )
+    p.add_argument("run", nargs="?", metavar="RUN", help="run id or a unique prefix of it")
     _common(p)
     p.set_defaults(handler=resume)
 
@@ -123,7 +142,7 @@ def run(args) -> int:
         return 0
     from looprail.machine.progress import Progress
 
-    progress = Progress(quiet=args.quiet)
+    progress = Progress(quiet=args.quiet, verbose=args.verbose > 0)
     outcome = run_phase(
         loaded,
         args.phase,
@@ -133,10 +152,11 @@ def run(args) -> int:
         accept_changes=args.accept_changes,
         new_run=args.new,
     )
-    return _summary(outcome)
+    return _summary(outcome, args.phase, as_json=args.json)
 
 
 def resume(args) -> int:
+    from looprail.cli.journal import project_and_run
     from looprail.errors import LooprailError
     from looprail.machine.progress import Progress
     from looprail.machine.session import load_project, run_phase
@@ -145,8 +165,10 @@ def resume(args) -> int:
     loaded = load_project(args.project, args.capabilities)
     if refused := _refuse(loaded):
         return refused
+    project, run_id = project_and_run(args)
+    loaded = load_project(project, args.capabilities)
     with Journal.open(loaded.project, create=False) as jr:
-        target = jr.find_run(args.run_id) if args.run_id else None
+        target = jr.find_run(run_id) if run_id else None
         if target is None:
             target = next((r for r in reversed(jr.runs()) if r.resumable), None)
             if target is None:
@@ -155,11 +177,11 @@ def resume(args) -> int:
         loaded,
         target.phase,
         options=_options(args),
-        progress=Progress(quiet=args.quiet),
+        progress=Progress(quiet=args.quiet, verbose=args.verbose > 0),
         resume=target.id,
         accept_changes=args.accept_changes,
     )
-    return _summary(outcome)
+    return _summary(outcome, target.phase, as_json=args.json)
 
 
 def _refuse(loaded) -> int:
@@ -179,23 +201,54 @@ def _refuse(loaded) -> int:
     return 0
 
 
-def _summary(outcome) -> int:
+def summary_json(outcome, phase: str) -> dict:
+    """The machine-readable end of `run --json` and `resume --json` (stable keys)."""
+    r = outcome.result
+    refused = r.refused_by
+    return {
+        "runId": outcome.run_id,
+        "phase": phase,
+        "status": r.status,
+        "state": list(r.state),
+        "reason": r.reason,
+        "refusedBy": None
+        if refused is None
+        else {"capId": refused.cap_id, "point": refused.point, "kind": refused.kind},
+        "exitCode": r.exit_code,
+        "durationS": round(r.duration_s, 3),
+        "tasksRun": r.tasks_run,
+        "wavesRun": r.waves_run,
+        "hooksDispatched": r.hooks_dispatched,
+        "resumed": outcome.resumed,
+        "warnings": list(r.warnings),
+    }
+
+
+def _summary(outcome, phase: str, *, as_json: bool = False) -> int:
+    from looprail.cli._common import paint, print_json
     from looprail.machine.progress import fmt_duration, plural
     from looprail.textsafe import one_line
 
     r = outcome.result
+    if as_json:
+        print_json(summary_json(outcome, phase))
+        return r.exit_code
     run = f"run {outcome.run_id}: " if outcome.run_id else ""
     took = fmt_duration(r.duration_s)
     if r.status == "shipped":
         waves = plural(r.waves_run, "wave")
         hooks = f"{plural(r.hooks_dispatched, 'hook')} dispatched"
-        print(f"{run}shipped in {took} ({plural(r.tasks_run, 'task')} run, {waves}, {hooks})")
+        shipped = paint("shipped", "shipped")
+        print(f"{run}{shipped} in {took} ({plural(r.tasks_run, 'task')} run, {waves}, {hooks})")
     elif r.status == "paused":
-        print(f"{run}paused: {one_line(r.reason)}", file=sys.stderr)
+        print(
+            f"{run}{paint('paused', 'paused', sys.stderr)}: {one_line(r.reason)}", file=sys.stderr
+        )
     else:
         # The state is where the run stayed; a refusal also names the point that refused (a
         # block at execute:pre stays in plan).
         refused = r.refused_by
         where = f", refused at {refused.point}" if refused is not None else ""
-        print(f"{run}halted in {'/'.join(r.state)}{where}: {one_line(r.reason)}", file=sys.stderr)
+        halted = paint("halted", "halted", sys.stderr)
+        print(f"{run}{halted} in {'/'.join(r.state)}{where}: {one_line(r.reason)}", file=sys.stderr)
     return r.exit_code

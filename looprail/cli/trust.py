@@ -26,7 +26,7 @@ def register(sub) -> None:
         description="Withdraw consent for capabilities ID… of the project, or, with --hooks, for "
         "its hooks.json; with neither, everything consented to in the project.",
     )
-    p.add_argument("ids", nargs="*", metavar="ID")
+    p.add_argument("ids", nargs="*", metavar="ID", help="capability ids (default: everything)")
     p.add_argument("--hooks", action="store_true", help="withdraw consent for hooks.json")
     add_project_options(p)
     p.set_defaults(handler=revoke)

@@ -2,7 +2,8 @@
 
 Drawing rules (the same for DOT and Mermaid, so the pictures agree):
 
-- phases left to right; the looped step (`execute`) is a box (a cluster / subgraph) holding the
+- phases top to bottom (a page-shaped picture, readable at page width), hooks beside their
+  point; the looped step (`execute`) is a box (a cluster / subgraph) holding the
   wave loop `wave_ready → execute:wave:pre → wave_running → execute:wave:post → wave_ready`;
 - a transition is drawn through the points it dispatches, in order: its event and plan-fact
   guards (`finish_plan [plans_ready]`) label the first segment, except where routes branch at a
@@ -105,7 +106,10 @@ def pipe_dot(source: str, fmt: str) -> bytes:
     dot = require_dot()
     with tempfile.TemporaryDirectory(prefix="looprail-diagram-") as tmp:
         target = Path(tmp) / f"out.{fmt}"
-        result = run_bounded([dot, f"-T{fmt}", "-o", str(target)], stdin=source, timeout_s=60)
+        # PNG at 130 dpi (not Graphviz's 96): the page-shaped loop comes out about 1000 px
+        # wide, so it is sharp at page width instead of scaled up.
+        dpi = ["-Gdpi=130"] if fmt == "png" else []
+        result = run_bounded([dot, f"-T{fmt}", *dpi, "-o", str(target)], stdin=source, timeout_s=60)
         if result.spawn_error:
             raise GraphvizMissingError()
         if result.exit_code != 0 or result.timed_out or not target.exists():
@@ -263,7 +267,8 @@ def to_dot(graph: nx.MultiDiGraph) -> str:
     g = graphviz.Digraph("looprail")
     title = graph.graph.get("title") or "looprail loop"
     g.attr(
-        rankdir="LR",
+        # Top to bottom: left to right the loop is ~16:1 and its text unreadable at page width.
+        rankdir="TB",
         compound="true",
         newrank="true",
         nodesep="0.25",
@@ -503,8 +508,8 @@ def _mm_label(title: str, lines: list[str]) -> str:
 
 
 def to_mermaid(graph: nx.MultiDiGraph) -> str:
-    """Mermaid `flowchart LR` text for markdown (deterministic)."""
-    out = ["---", f"title: {graph.graph.get('title') or 'looprail loop'}", "---", "flowchart LR"]
+    """Mermaid `flowchart TB` text for markdown (deterministic)."""
+    out = ["---", f"title: {graph.graph.get('title') or 'looprail loop'}", "---", "flowchart TB"]
     classes: dict[str, list[str]] = {}
 
     def cls(node: str, name: str) -> None:
@@ -519,7 +524,7 @@ def to_mermaid(graph: nx.MultiDiGraph) -> str:
                 cls(n, "start")
             elif kind == "state" and d.get("compound"):
                 out.append(f'{indent}subgraph {n} ["{_mm(_compound_title(d))}"]')
-                out.append(f"{indent}  direction LR")
+                out.append(f"{indent}  direction TB")
                 scope(n, indent + "  ")
                 out.append(f"{indent}end")
                 cls(n, "visitedbox" if d.get("visited") else "box")
@@ -620,12 +625,22 @@ def to_mermaid(graph: nx.MultiDiGraph) -> str:
     return "\n".join(out) + "\n"
 
 
+SUFFIXES = {".svg": "svg", ".png": "png", ".dot": "dot", ".gv": "dot", ".mmd": "mermaid"}
+
+
 def format_for(fmt: str | None, output: str | None) -> str:
-    """The format asked for: `--format`, else the output file's suffix, else svg."""
+    """The format asked for: `--format`, else the output file's suffix, else svg. An output file
+    with another suffix (`x.jpg`) and no --format is a usage error, not an SVG by that name."""
     if fmt:
         return fmt
-    suffixes = {".svg": "svg", ".png": "png", ".dot": "dot", ".gv": "dot", ".mmd": "mermaid"}
-    for suffix, name in suffixes.items():
-        if output and output.lower().endswith(suffix):
+    if not output:
+        return "svg"
+    for suffix, name in SUFFIXES.items():
+        if output.lower().endswith(suffix):
             return name
-    return "svg"
+    from looprail.errors import UsageError
+
+    known = ", ".join(SUFFIXES)
+    raise UsageError(
+        f"{output}: unknown diagram suffix (known: {known}); or give --format svg|png|dot|mermaid"
+    )

@@ -15,6 +15,7 @@ Rules across the whole set (duplicate owners, `requires`, produces/consumes) liv
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from pathlib import Path
@@ -24,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 from pydantic import ValidationError as PydanticValidationError
 
 from looprail.errors import Issue
+from looprail.hooks.checks import COMMAND_GRAMMAR, PREDICATE_KINDS
 from looprail.points import POINT_ROLES, POINTS
 
 ID_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\Z")
@@ -138,9 +140,53 @@ class AgentVerdict(_Contract):
     prompt: NonEmpty
 
 
+# `check.predicate`: one shape per `kind` (looprail.hooks.checks.PREDICATE_KINDS), so a typo in a
+# kind or a field is a validation error naming it, and editors complete both from the schema.
+# (The reference validates only that `kind` is a string and fails at evaluation; a deliberate
+# difference, docs/checks.md.) Values are checked again where they are evaluated.
+
+
+class CommandExitZero(_Contract):
+    """Blocks unless `/bin/sh -c command` exits 0 (timeout in seconds, default 30)."""
+
+    kind: Literal["command-exit-zero"]
+    command: NonEmpty
+    timeout: Annotated[float, Field(gt=0, le=3600, strict=True)] | None = None
+
+
+class ArtifactExists(_Contract):
+    """Blocks unless the artifact exists in the phase folder or the project."""
+
+    kind: Literal["artifact-exists"]
+    artifact: NonEmpty
+
+
+class ArtifactFrontmatterEquals(_Contract):
+    """Blocks unless the artifact's frontmatter `field` equals `equals`."""
+
+    kind: Literal["artifact-frontmatter-equals"]
+    artifact: NonEmpty
+    field: NonEmpty
+    equals: Any = Field(...)
+
+
+class ConfigEquals(_Contract):
+    """Blocks unless config key `key` (dotted) equals `equals`."""
+
+    kind: Literal["config-equals"]
+    key: NonEmpty
+    equals: Any = Field(...)
+
+
+Predicate = Annotated[
+    CommandExitZero | ArtifactExists | ArtifactFrontmatterEquals | ConfigEquals,
+    Field(discriminator="kind"),
+]
+
+
 class Check(_Contract):
     query: NonEmpty | None = None
-    predicate: dict[str, Any] | None = None
+    predicate: Predicate | None = None
     agentVerdict: AgentVerdict | None = None
 
 
@@ -338,8 +384,17 @@ def pydantic_issues(exc: PydanticValidationError, file: str) -> list[Issue]:
     issues = []
     for err in exc.errors(include_url=False):
         loc = [p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
+        # A discriminated union puts the tag in the path (`predicate["config-equals"].key`).
+        loc = [p for i, p in enumerate(loc) if not (i and loc[i - 1] == "predicate")]
         msg = err["msg"]
-        if err["type"] == "extra_forbidden":
+        if err["type"] == "union_tag_invalid":
+            tag, known = str(err["ctx"]["tag"]), PREDICATE_KINDS
+            close = difflib.get_close_matches(tag, known, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}? " if close else ""
+            loc, msg = [*loc, "kind"], f"unknown kind {tag!r} ({hint}known: {', '.join(known)})"
+        elif err["type"] == "union_tag_not_found":
+            loc, msg = [*loc, "kind"], f"required: one of {', '.join(PREDICATE_KINDS)}"
+        elif err["type"] == "extra_forbidden":
             msg = "unknown field"
         elif err["type"] == "missing":
             msg = "required field is missing"
@@ -449,8 +504,6 @@ def check_capability(cap: Capability, file: str, folder_name: str | None) -> lis
             add(f"{base}.check", "must have exactly one of query, predicate, agentVerdict")
         if chk.agentVerdict is not None and gate.blocking:
             add(f"{base}.blocking", "an agentVerdict gate is advisory: blocking must be false")
-        if chk.predicate is not None and not isinstance(chk.predicate.get("kind"), str):
-            add(f"{base}.check.predicate.kind", "required: the predicate kind (a string)")
         check_when(gate.when, f"{base}.when")
     for i, hook in enumerate(cap.hooks or ()):
         base = f"$.hooks[{i}]"
@@ -630,6 +683,27 @@ def validate_manifest(
     return cap, data, []
 
 
+def grammar_warnings(cap: Capability, file: str) -> list[Issue]:
+    """Each `ref.command` and `check.query` that fails the command grammar. Not an error: the
+    reference accepts such a manifest; looprail refuses the string when it would dispatch it
+    (the step fails by its onError, the gate's check errors), so the author should hear now."""
+    found = []
+    what = "looprail refuses it at dispatch"
+    for i, step in enumerate(cap.steps or ()):
+        command = step.ref.command
+        if command is not None and not COMMAND_GRAMMAR.match(command):
+            found.append(
+                Issue(file, f"$.steps[{i}].ref.command", f"{command!r} fails the grammar; {what}")
+            )
+    for i, gate in enumerate(cap.gates or ()):
+        query = gate.check.query
+        if query is not None and not COMMAND_GRAMMAR.match(query):
+            found.append(
+                Issue(file, f"$.gates[{i}].check.query", f"{query!r} fails the grammar; {what}")
+            )
+    return found
+
+
 def capability_json_schema() -> dict[str, Any]:
     schema = Capability.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
@@ -647,6 +721,7 @@ __all__ = [
     "TaskContentResolver",
     "capability_json_schema",
     "check_capability",
+    "grammar_warnings",
     "materialise_fragment",
     "parse_manifest_bytes",
     "validate_manifest",

@@ -1,64 +1,201 @@
-"""Progress for people: what is dispatched, verdicts, durations. Plain lines when the output is
-not a terminal (CI, pipes, logs); on a terminal the same lines plus a live status line that says
-where the loop is (step, wave, tasks done) and is redrawn in place."""
+"""Progress for people: what is dispatched, verdicts, durations.
+
+Plain lines when the output is not a terminal (CI, pipes, logs), under `NO_COLOR` and on
+`TERM=dumb`: no escape codes at all, every line kept (the "◆ Spawning …" banner of every agent
+included). On a terminal the same lines scroll above a live area drawn by rich: where the loop
+is (step, wave, tasks done) with a ticking elapsed time, and one line per running task with its
+own elapsed time; the spawning banner is shown once per wave there, not once per task. rich is
+imported only when there is a terminal to draw on.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
-from typing import TextIO
+from typing import Any, TextIO
 
 from looprail.textsafe import one_line
+
+BANNER_PREFIX = "◆ Spawning "
+
+
+def wants_escapes(stream: Any) -> bool:
+    """Escape codes (colour, redrawing) only for a person at a terminal: never into a pipe or
+    a file, nor with NO_COLOR set (any value, no-color.org) or TERM=dumb."""
+    if "NO_COLOR" in os.environ or os.environ.get("TERM") == "dumb":
+        return False
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except (OSError, ValueError):  # a closed stream
+        return False
+
+
+class _Trusted:
+    """The stream as rich sees it: its escape codes are our own terminal control, so they go
+    through `write_trusted` past the CLI's control-character filter (textsafe.SafeStream);
+    every piece of data in them was made one line first."""
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+        self.write = getattr(stream, "write_trusted", stream.write)
+
+    def __getattr__(self, name: str) -> Any:  # flush, isatty, fileno, encoding…
+        return getattr(self._stream, name)
+
+
+# Line prefixes (after indentation) and their colour on a terminal.
+_LINE_STYLES = (("✓", "green"), ("✗", "bold red"), ("!", "yellow"), ("⏸", "yellow"))
 
 
 class Progress:
     def __init__(
-        self, stream: TextIO | None = None, *, live: bool | None = None, quiet: bool = False
+        self,
+        stream: TextIO | None = None,
+        *,
+        live: bool | None = None,
+        quiet: bool = False,
+        verbose: bool = False,
     ):
         self.stream = stream or sys.stderr
-        self.live = self.stream.isatty() if live is None else live
+        self.live = wants_escapes(self.stream) if live is None else live
         self.quiet = quiet
+        self.verbose = verbose and not quiet
         self._lock = threading.Lock()
         self._status = ""
         self._start = time.monotonic()
-        # Terminal control of our own bypasses the CLI's control-character filter; data never.
-        self._control = getattr(self.stream, "write_trusted", self.stream.write)
+        self._tasks: dict[str, tuple[str, float]] = {}  # key -> (label, started)
+        self._rows: tuple[tuple[str, float], ...] = ()  # a snapshot the redraw reads unlocked
+        self._banner_shown = False  # on a terminal: one spawning banner per wave
+        self._live: Any = None  # rich.live.Live, started on the first status
+        self._console: Any = None
+        if self.live:
+            from rich.console import Console
 
-    def _write(self, text: str) -> None:
-        if self.live and self._status:
-            self._control("\r\x1b[2K")
-        self.stream.write(one_line(text) + "\n")
-        if self.live and self._status:
-            self._control(self._status)
-        self.stream.flush()
+            self._console = Console(
+                file=_Trusted(self.stream), highlight=False, force_terminal=True
+            )
+
+    # ------------------------------------------------------------------ lines
 
     def line(self, text: str) -> None:
         if self.quiet:
             return
-        with self._lock:
-            self._write(text)
+        if self.live and text.startswith(BANNER_PREFIX):
+            with self._lock:
+                if self._banner_shown:
+                    return  # the live area shows every running task already
+                self._banner_shown = True
+        self._write(text)
+
+    def output(self, label: str, stdout: str, stderr: str) -> None:
+        """With -v: what an agent printed, once it has returned (indented under its line)."""
+        if not self.verbose:
+            return
+        for name, text in (("stdout", stdout), ("stderr", stderr)):
+            lines = text.rstrip("\n").splitlines()
+            if lines:
+                self._write(f"    ┆ {label} {name}:")
+                for line in lines:
+                    self._write(f"    ┆   {line}")
 
     def warn(self, text: str) -> None:
+        self._write(f"  ! {text}")
+
+    def _write(self, text: str) -> None:
+        if not self.live:
+            with self._lock:
+                self.stream.write(one_line(text) + "\n")
+                self.stream.flush()
+            return
+        # rich's console has its own lock (worker threads print too); never print while
+        # holding ours: printing redraws the live area, which reads our state.
+        from rich.text import Text
+
+        style = next((s for mark, s in _LINE_STYLES if text.lstrip().startswith(mark)), None)
+        self._rich_console().print(Text(one_line(text), style=style or ""), soft_wrap=True)
+
+    # ------------------------------------------------------------------ live area
+
+    def new_stage(self) -> None:
+        """A wave or a step's role work starts: its first agent gets the spawning banner
+        (terminals; plain output has every banner)."""
         with self._lock:
-            self._write(f"  ! {text}")
+            self._banner_shown = False
 
     def status(self, text: str) -> None:
-        """The live one-line status (terminals only)."""
+        """Where the loop is, shown in the live area (terminals only)."""
         if not self.live or self.quiet:
             return
         with self._lock:
-            elapsed = time.monotonic() - self._start
-            self._status = f"\x1b[2m… {one_line(text)}  [{elapsed:0.1f}s]\x1b[0m"
-            self._control("\r\x1b[2K" + self._status)
-            self.stream.flush()
+            self._status = one_line(text)
+            self._ensure_live()
+
+    def task_started(self, key: str, label: str) -> None:
+        """A task is running: a line of its own, with its elapsed time (terminals only)."""
+        if not self.live or self.quiet:
+            return
+        with self._lock:
+            self._tasks[key] = (one_line(label), time.monotonic())
+            self._rows = tuple(self._tasks.values())
+            self._ensure_live()
+
+    def task_finished(self, key: str) -> None:
+        with self._lock:
+            self._tasks.pop(key, None)
+            self._rows = tuple(self._tasks.values())
 
     def close(self) -> None:
-        if self.live and self._status:
-            with self._lock:
-                self._control("\r\x1b[2K")
-                self.stream.flush()
-                self._status = ""
+        with self._lock:
+            live, self._live = self._live, None
+        if live is not None:
+            live.stop()
+        with self._lock:
+            self._status = ""
+            self._tasks.clear()
+            self._rows = ()
+
+    # ------------------------------------------------------------------ rich
+
+    def _rich_console(self) -> Any:
+        if self._console is None:  # live=True given for a stream that is not a terminal
+            from rich.console import Console
+
+            self._console = Console(
+                file=_Trusted(self.stream), highlight=False, force_terminal=True
+            )
+        return self._console
+
+    def _ensure_live(self) -> None:
+        if self._live is not None:
+            return
+        from rich.live import Live
+
+        self._live = Live(
+            get_renderable=self._render,
+            console=self._rich_console(),
+            refresh_per_second=4,  # the elapsed times tick while an agent works
+            transient=True,  # the area is gone at the end; the lines above it stay
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        self._live.start()
+
+    def _render(self) -> Any:
+        from rich.text import Text
+
+        now = time.monotonic()
+        status, tasks = self._status, self._rows  # snapshots: no lock on the redraw path
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(f"… {status}  ", style="dim")
+        text.append(f"[{fmt_duration(now - self._start)}]", style="dim")
+        for label, started in tasks:
+            text.append("\n")
+            text.append(f"  ▹ {label}  ", style="cyan")
+            text.append(f"[{fmt_duration(now - started)}]", style="dim")
+        return text
 
 
 def plural(n: int, noun: str, many: str | None = None) -> str:

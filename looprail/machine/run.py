@@ -173,6 +173,23 @@ class LoopRunner:
         self.wave: int | None = wave  # the wave being run (journaled with start_wave)
         # Steps whose role was killed mid-work in an earlier process: done again on resume.
         self.redo_steps: frozenset[str] = frozenset()
+        self._said: set[str] = set()
+        self._warn_plan_keys()
+
+    def _warn_plan_keys(self) -> None:
+        """Say once per run what a plan's frontmatter has that looprail ignores (`depend_on:`
+        would put the plan in the wrong wave without a word)."""
+        from looprail.plans.planfile import unknown_key_warnings
+
+        for plan in self.phase.plans:
+            try:
+                where = plan.path.relative_to(self.project).as_posix()
+            except ValueError:
+                where = str(plan.path)
+            for w in unknown_key_warnings(plan, where):
+                if w not in self._said:
+                    self._said.add(w)
+                    self.progress.warn(w)
 
     # ------------------------------------------------------------------ state
 
@@ -388,8 +405,10 @@ class LoopRunner:
             self.progress.line(f"  {spec.artifact} exists: no {spec.role} work needed")
             return
         self._status(f"{spec.role} at work")
+        self.progress.new_stage()
         self._role_event("role_started", step, spec.role)
         outcome = self.runtime.do_phase_work(spec.role, step, self.dispatcher.context(None))
+        self.progress.output(spec.role, outcome.stdout, outcome.stderr)
         if not outcome.ok:
             self._role_event("role_finished", step, spec.role, outcome="failed")
             raise HaltError(f"{step}: {spec.role} failed: {outcome.detail}")
@@ -397,6 +416,7 @@ class LoopRunner:
             f"  {spec.role} did the {step} work in {fmt_duration(outcome.duration_s)}"
         )
         self.phase = load_phase(self.project, self.phase_token)
+        self._warn_plan_keys()
         if self.on_transition is not None:
             # The role wrote artifacts (plans): journal the inputs now, so a crash before the
             # next transition does not look like someone changed them underneath the run.
@@ -442,6 +462,7 @@ class LoopRunner:
             wave.number,
             [(t.id, p.id) for p in pending for t in p.tasks if not t.is_checkpoint],
         )
+        self.progress.new_stage()
         self.progress.line(
             f"  wave {wave.number}: {plural(len(pending), 'plan')}, {jobs} at a time"
         )
@@ -601,7 +622,12 @@ class LoopRunner:
         again = f" (attempt {attempt})" if attempt > 1 else ""
         self._status(f"running {task.id} {task.name or ''}".rstrip())
         ctx = self.dispatcher.context(None, plan_id=plan.id, task_id=work.task_id, wave=wave)
-        outcome = self.runtime.execute_task(work, ctx)
+        self.progress.task_started(task.id, f"{task.id} {task.name or ''}{again}".rstrip())
+        try:
+            outcome = self.runtime.execute_task(work, ctx)
+        finally:
+            self.progress.task_finished(task.id)
+        self.progress.output(task.id, outcome.stdout, outcome.stderr)
         ms = int(outcome.duration_s * 1000)
         if not outcome.ok:
             self.recorder.task_finished(

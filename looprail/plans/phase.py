@@ -18,7 +18,7 @@ from looprail.config import load_project_config
 from looprail.errors import PlanError
 from looprail.layout import PHASE_DIR_PATTERN, normalize_phase_number
 from looprail.layout import PHASES_DIR as LAYOUT_PHASES_DIR
-from looprail.plans.planfile import Plan, plan_id_from_filename, read_plan
+from looprail.plans.planfile import Plan, plan_id_from_filename, read_plan, unknown_key_warnings
 from looprail.plans.waves import (
     bare_dependency_warnings,
     canonical_plan_id,
@@ -270,6 +270,7 @@ def _plan_warnings(plan: Plan, project: Path) -> list[str]:
             f"{where}: frontmatter plan: {declared} disagrees with the file name "
             f"(plan {match.group(1)}); using {plan.id}"
         )
+    warnings.extend(unknown_key_warnings(plan, where))
     if plan.autonomous and plan.has_checkpoints:
         warnings.append(f"{where}: has checkpoint tasks but autonomous is not false")
     # Paths a plan names are the project's: one outside it is worth a word before an agent

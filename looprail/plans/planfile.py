@@ -62,6 +62,23 @@ _KNOWN_KEYS = (
     "user_setup",
     "must_haves",
 )
+# Keys GSD writes that looprail does not interpret: kept in `Plan.extra` without a warning.
+_GSD_EXTRA_KEYS = ("gap_closure",)
+
+
+def unknown_key_warnings(plan: Plan, where: str) -> list[str]:
+    """A warning per frontmatter key looprail does not know, with a did-you-mean for a near
+    miss: `depend_on:` is silently ignored otherwise and the plan lands in the wrong wave."""
+    import difflib
+
+    out = []
+    for key in plan.extra:
+        if key in _GSD_EXTRA_KEYS:
+            continue
+        close = difflib.get_close_matches(key, _KNOWN_KEYS, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(_KNOWN_KEYS)}"
+        out.append(f"{where}: frontmatter key {key!r} is unknown and ignored ({hint})")
+    return out
 
 
 class Task(BaseModel):

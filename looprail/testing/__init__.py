@@ -17,16 +17,25 @@ The guards are pure, so they can also be tested with plain values:
 See docs/testing.md.
 """
 
-from looprail.machine.guards import HookResult, PlanFacts, hooks_allow, refusal, refuses
-from looprail.runtime.base import Outcome
-from looprail.runtime.scripted import Call, ScriptedRuntime
-from looprail.testing.harness import (
-    HarnessRun,
-    LoopHarness,
-    TransitionResult,
-    plan_markdown,
-    task,
-)
+import importlib
+
+# Loaded lazily: pytest imports this package for the `looprail` plugin in every session of every
+# project where looprail is installed, and pydantic + the machine cost a second or more there.
+_EXPORTS = {
+    "HookResult": "looprail.machine.guards",
+    "PlanFacts": "looprail.machine.guards",
+    "hooks_allow": "looprail.machine.guards",
+    "refusal": "looprail.machine.guards",
+    "refuses": "looprail.machine.guards",
+    "Outcome": "looprail.runtime.base",
+    "Call": "looprail.runtime.scripted",
+    "ScriptedRuntime": "looprail.runtime.scripted",
+    "HarnessRun": "looprail.testing.harness",
+    "LoopHarness": "looprail.testing.harness",
+    "TransitionResult": "looprail.testing.harness",
+    "plan_markdown": "looprail.testing.harness",
+    "task": "looprail.testing.harness",
+}
 
 __all__ = [
     "Call",
@@ -43,3 +52,16 @@ __all__ = [
     "refuses",
     "task",
 ]
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'looprail.testing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

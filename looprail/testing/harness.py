@@ -138,6 +138,27 @@ class TransitionResult:
     def __bool__(self) -> bool:
         return self.allowed
 
+    @property
+    def blocked(self) -> bool:
+        """Refused by a verdict: a blocking gate answered `block`, or a native :pre hook
+        blocked. This is what a refusal test means; `errored` is the wrong reason to refuse."""
+        r = self.refusal
+        return r is not None and r.status == "block"
+
+    @property
+    def errored(self) -> bool:
+        """Refused because something broke, not by a verdict: a gate's check errored (a typo
+        in a query, a predicate whose artifact path is invalid…) with onError halt, or a step
+        failed with onError halt."""
+        r = self.refusal
+        return r is not None and r.status in ("error", "failed")
+
+    @property
+    def errors(self) -> list[HookResult]:
+        """Every dispatched hook whose check errored or whose step failed, refusing or not
+        (an advisory or onError skip gate whose check errored does not refuse, but is here)."""
+        return [r for r in self.results if r.status in ("error", "failed")]
+
     def result_of(self, cap_id: str, kind: str | None = None) -> HookResult:
         """The dispatched result of `cap_id`'s hook (of `kind`), or KeyError."""
         for r in self.results:

@@ -1,0 +1,303 @@
+"""Command-line conventions users expect from a native tool: `python -m`, a fast --version,
+global -q/-v, colour only on a terminal, usage errors exit 2, help for every positional, shell
+completion, a positional PROJECT, --json on run/resume, SIGTERM exits 143."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pty
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from looprail.cli import build_parser
+from tests.conftest import REPO, run_cli, write_config
+
+CAPS = str(REPO / "examples" / "capabilities")
+ESC = re.compile(r"\x1b\[")
+
+
+def run_in_pty(*args: str, env: dict[str, str] | None = None, cwd=None) -> tuple[int, str]:
+    """`looprail ARGS` with stdout and stderr on a pseudo-terminal: (exit code, what it drew)."""
+    full_env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
+    full_env.update({"TERM": "xterm-256color", "COLUMNS": "120", **(env or {})})
+    primary, secondary = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "looprail", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=secondary,
+        stderr=secondary,
+        env=full_env,
+        cwd=cwd,
+    )
+    os.close(secondary)
+    chunks = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([primary], [], [], 0.5)
+        if ready:
+            try:
+                data = os.read(primary, 65536)
+            except OSError:  # the terminal closed: the child is gone
+                break
+            if not data:
+                break
+            chunks.append(data)
+        elif proc.poll() is not None:
+            break
+    os.close(primary)
+    return proc.wait(timeout=30), b"".join(chunks).decode(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def module_home(tmp_path_factory):
+    """One HOME for this module: the shared `halted` project's journal is sealed with a key
+    kept under HOME, so every command on it must see the same one."""
+    home = tmp_path_factory.mktemp("home")
+    return {"HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache")}
+
+
+@pytest.fixture(autouse=True)
+def _module_home(_isolated_home, module_home, monkeypatch):
+    for key, value in module_home.items():
+        monkeypatch.setenv(key, value)
+
+
+@pytest.fixture(scope="module")
+def halted(tmp_path_factory, module_home):
+    """The example project with one journaled run, halted at ship:pre by the release gate."""
+    project = tmp_path_factory.mktemp("conv") / "hello"
+    shutil.copytree(REPO / "examples" / "hello-loop", project)
+    write_config(
+        project, {"style": {"contribute": True}, "release": {"gate": True, "allow_ship": False}}
+    )
+    env = module_home  # module scope runs before the per-test HOME isolation
+    r = run_cli("run", str(project), "--phase", "1", "--capabilities", CAPS, "-q", env=env)
+    assert r.returncode == 1, r.stderr
+    return project
+
+
+# --------------------------------------------------------------------------- start
+
+
+def test_python_dash_m_and_a_fast_version():
+    r = subprocess.run(
+        [sys.executable, "-m", "looprail", "--version"], capture_output=True, text=True
+    )
+    assert r.returncode == 0 and r.stdout == "looprail 0.1.0\n"
+    r = subprocess.run([sys.executable, "-m", "looprail", "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "render-hooks" not in r.stdout and "completion" in r.stdout
+    # --version builds no parser and imports nothing heavy (scripts call it to probe)
+    code = (
+        "import sys, contextlib, io\n"
+        "from looprail.cli import main\n"
+        "try:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        main(['--version'])\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code == 0\n"
+        "heavy = {'pydantic', 'networkx', 'statemachine', 'graphviz', 'rich', 'yaml', 'argparse'}\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & heavy),"
+        " sorted(m for m in sys.modules if m.startswith('looprail.cli.')))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.stdout.strip() == "[] []", r.stdout + r.stderr
+
+
+# --------------------------------------------------------------------------- parser shape
+
+
+def _parsers(parser=None, path=()):
+    parser = parser or build_parser()
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield from _parsers(child, (*path, name))
+
+
+def test_every_positional_has_help_and_every_command_takes_q_and_v():
+    for path, parser in _parsers():
+        for action in parser._actions:
+            if not action.option_strings and not isinstance(action, argparse._SubParsersAction):
+                assert action.help, (path, action.dest)
+        assert {"-q", "-v"} <= set(parser._option_string_actions), path
+
+
+def test_global_q_and_v_before_or_after_the_command(halted):
+    for argv in (["-q", "status", str(halted)], ["status", str(halted), "-v"], ["-vv", "history"]):
+        r = run_cli(*argv, cwd=halted)
+        assert r.returncode == 0, (argv, r.stderr)
+    loud = run_cli("run", str(halted), "--phase", "1", "--capabilities", CAPS)
+    quiet = run_cli("-q", "run", str(halted), "--phase", "1", "--capabilities", CAPS)
+    assert loud.returncode == quiet.returncode == 1
+    assert "▸ ship:pre" in loud.stderr and "▸" not in quiet.stderr
+    assert not ESC.search(loud.stdout + loud.stderr)  # a pipe: no escape codes
+    assert quiet.stderr.strip().splitlines()[-1].startswith("run ")  # the summary stays
+
+
+# --------------------------------------------------------------------------- exit codes
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["loop", "render-hooks", "execute:task"],
+        ["run", ".", "--phase", "abc"],
+        ["lint", ".", "--phase", "one"],
+        ["diagram", "-o", "x.jpg"],
+        ["status", "--nope"],
+    ],
+)
+def test_usage_errors_exit_2(tmp_path, argv):
+    (tmp_path / ".planning").mkdir()
+    r = run_cli(*argv, cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+def _tiny_project(tmp_path, executor: str):
+    """One phase, one plan, one task; role agents that do nothing but the executor's body."""
+    project = tmp_path / "p"
+    phase = project / ".planning" / "phases" / "01-tiny"
+    phase.mkdir(parents=True)
+    (phase / "01-01-PLAN.md").write_text(
+        "---\nphase: 01-tiny\nplan: 01\ntype: execute\nwave: 1\ndepends_on: []\n"
+        "files_modified: []\nautonomous: true\n---\n<tasks>\n"
+        '<task type="auto"><name>work</name><action>work</action></task>\n</tasks>\n'
+    )
+    (phase / "01-CONTEXT.md").write_text("x")
+    agents = project / ".looprail" / "agents"
+    agents.mkdir(parents=True)
+    for role in ("orchestrator", "planner", "verifier"):
+        (agents / role).write_text("#!/bin/sh\nexit 0\n")
+    (agents / "executor").write_text(f"#!/bin/sh\n{executor}\n")
+    for exe in agents.iterdir():
+        exe.chmod(0o755)
+    return project
+
+
+def test_verbose_shows_what_the_agents_printed(tmp_path):
+    project = _tiny_project(tmp_path, "echo 'hello from the executor'; echo 'a note' >&2")
+    args = ("run", str(project), "--phase", "1", "--no-journal")
+    r = run_cli(*args, "-v")
+    assert "    ┆ 01-01/T1 stdout:\n    ┆   hello from the executor\n" in r.stderr, r.stderr
+    assert "    ┆   a note\n" in r.stderr
+    r = run_cli(*args)
+    assert "hello from the executor" not in r.stderr and "┆" not in r.stderr
+
+
+def test_sigterm_halts_the_run_resumably_and_exits_143(tmp_path):
+    marker = tmp_path / "executor-started"
+    project = _tiny_project(tmp_path, f"touch '{marker}'\nexec sleep 60")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "looprail", "run", str(project), "--phase", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not marker.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    assert marker.exists(), proc.communicate(timeout=30)
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143, err
+    assert time.monotonic() - started < 20  # the agent was stopped, not waited for
+    assert err.strip().splitlines()[-1] == "looprail: interrupted (signal 15)"
+    status = json.loads(run_cli("status", str(project), "--json").stdout)
+    assert status["run"]["status"] == "halted"
+    assert status["run"]["haltReason"] == "interrupted (SIGTERM)"
+
+
+# --------------------------------------------------------------------------- colour
+
+
+def test_colour_only_on_a_terminal(halted):
+    code, shown = run_in_pty("status", str(halted))
+    assert code == 0 and "halted" in shown
+    assert "\x1b[1;31mhalted" in shown  # bold red on a terminal
+    for env in ({"NO_COLOR": "1"}, {"NO_COLOR": ""}, {"TERM": "dumb"}):
+        code, shown = run_in_pty("status", str(halted), env=env)
+        assert code == 0 and "halted" in shown and not ESC.search(shown), env
+    r = run_cli("status", str(halted))  # a pipe
+    assert "halted" in r.stdout and not ESC.search(r.stdout + r.stderr)
+
+
+def test_run_on_a_terminal_colours_the_verdict_and_plain_logs_have_no_codes(halted):
+    code, shown = run_in_pty("run", str(halted), "--phase", "1", "--capabilities", CAPS)
+    assert code == 1
+    assert "\x1b[1;31mhalted\x1b[0m in verify" in shown
+    code, shown = run_in_pty(
+        "run", str(halted), "--phase", "1", "--capabilities", CAPS, env={"NO_COLOR": "1"}
+    )
+    assert code == 1 and "halted in verify" in shown and not ESC.search(shown)
+
+
+# --------------------------------------------------------------------------- PROJECT, --json
+
+
+def test_project_positional_on_status_history_report_and_resume(halted, tmp_path):
+    elsewhere = tmp_path  # not the project: the positional must be what is read
+    status = json.loads(run_cli("status", str(halted), "--json", cwd=elsewhere).stdout)
+    run_id = status["run"]["id"]
+    history = json.loads(run_cli("history", str(halted), "--json", cwd=elsewhere).stdout)
+    assert run_id in [r["id"] for r in history["runs"]]
+    for argv in (
+        ["report", str(halted), "--json"],
+        ["report", str(halted), run_id[:8], "--json"],
+        ["report", run_id[:8], "--project", str(halted), "--json"],
+    ):
+        r = run_cli(*argv, cwd=elsewhere)
+        assert r.returncode == 0, (argv, r.stderr)
+        assert json.loads(r.stdout)["run"]["id"] == run_id
+    r = run_cli("resume", str(halted), "--capabilities", CAPS, "--json", cwd=elsewhere)
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert r.returncode == 1 and summary["runId"] == run_id and summary["resumed"] is True
+
+
+def test_run_json_summary(halted):
+    r = run_cli("run", str(halted), "--phase", "1", "--capabilities", CAPS, "--json")
+    assert r.returncode == 1
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 1  # stdout carries only the summary; progress is on stderr
+    summary = json.loads(lines[0])
+    assert summary["status"] == "halted" and summary["exitCode"] == 1
+    assert summary["phase"] == "1" and summary["state"] == ["verify"]
+    assert summary["refusedBy"] == {"capId": "release-gate", "point": "ship:pre", "kind": "gate"}
+    assert "release.allow_ship" in summary["reason"]
+    assert set(summary) >= {"runId", "durationS", "tasksRun", "wavesRun", "hooksDispatched"}
+
+
+# --------------------------------------------------------------------------- completion
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash not installed")
+def test_bash_completion_script():
+    r = run_cli("completion", "bash")
+    assert r.returncode == 0, r.stderr
+    assert "render-hooks" in r.stdout and "--phase" in r.stdout
+    check = subprocess.run(["bash", "-n"], input=r.stdout, capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    r = run_cli("completion", "fish")
+    assert r.returncode == 2
+
+
+def test_live_progress_on_a_terminal(tmp_path):
+    project = tmp_path / "hello"
+    shutil.copytree(REPO / "examples" / "hello-loop", project)
+    code, shown = run_in_pty("run", str(project), "--phase", "1", "--capabilities", CAPS)
+    assert code == 0, shown
+    # 4 tasks in 2 waves: the banner once per wave, each running task on a line of its own
+    assert shown.count("◆ Spawning executor") == 2
+    assert "▹ 01-01/T1" in shown and "▹ 01-03/T1" in shown
+    assert "\x1b[1;32mshipped\x1b[0m" in shown
