@@ -46,14 +46,49 @@ def multi_line(text: object) -> str:
     return "".join(_escape(c) if _is_control(ord(c)) and c not in "\n\t" else c for c in s)
 
 
+# Exact strings looprail itself coloured (`cli._common.paint`: a status word between SGR codes).
+# SafeStream lets these through whole; data containing one can at most colour that word, never
+# move the cursor or forge a line.
+_TRUSTED: set[str] = set()
+_trusted_pattern = None
+
+
+def trusted(painted: str) -> str:
+    """Mark `painted` (looprail's own colour codes around a fixed word) as safe to print."""
+    global _trusted_pattern
+    if painted not in _TRUSTED:
+        _TRUSTED.add(painted)
+        _trusted_pattern = None
+    return painted
+
+
+def _keep_trusted(text: str) -> str:
+    global _trusted_pattern
+    if _trusted_pattern is None:
+        import re
+
+        alternatives = sorted(_TRUSTED, key=len, reverse=True)
+        _trusted_pattern = re.compile("|".join(re.escape(t) for t in alternatives))
+    out, last = [], 0
+    for match in _trusted_pattern.finditer(text):
+        out += [multi_line(text[last : match.start()]), match.group()]
+        last = match.end()
+    out.append(multi_line(text[last:]))
+    return "".join(out)
+
+
 class SafeStream:
-    """A text stream that escapes control characters in everything written to it."""
+    """A text stream that escapes control characters in everything written to it (except
+    the exact colour spans `trusted` registered)."""
 
     def __init__(self, inner: TextIO):
         self._inner = inner
 
     def write(self, text: str) -> int:
-        self._inner.write(multi_line(text))
+        if _TRUSTED and "\x1b" in text:
+            self._inner.write(_keep_trusted(text))
+        else:
+            self._inner.write(multi_line(text))
         return len(text)
 
     def write_trusted(self, text: str) -> int:

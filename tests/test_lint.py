@@ -459,11 +459,13 @@ def test_role_agents_the_local_runtime_needs(project, caps):
     assert [f["code"] for f in json.loads(r.stdout)["findings"]] == ["role-agent-missing"]
 
 
-def test_a_broken_config_is_one_finding_not_two(project, caps):
+def test_a_broken_config_stops_lint_with_one_line(project, caps):
     (project / ".planning" / "config.json").write_text("[1]")
     write_plan(project, "01")
-    found = findings(project, caps)
-    assert [(f.code, f.file) for f in found] == [("config-invalid", ".planning/config.json")]
+    r = run_cli("lint", str(project), "--capabilities", str(caps))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    lines = [line for line in r.stderr.splitlines() if "config.json" in line]
+    assert len(lines) == 1 and "config.json:1:1: top level must be a JSON object" in lines[0]
 
 
 def test_plan_warnings_name_files_relative_to_the_project(project, caps, monkeypatch):

@@ -126,6 +126,8 @@ def paint(text: str, status: str, stream: Any = None) -> str:
     from rich.text import Text
 
     console = Console(force_terminal=True, color_system="standard", no_color=False)
+    from looprail.textsafe import one_line, trusted
+
     with console.capture() as cap:
-        console.print(Text(text, style=style), end="", soft_wrap=True)
-    return cap.get()
+        console.print(Text(one_line(text), style=style), end="", soft_wrap=True)
+    return trusted(cap.get())

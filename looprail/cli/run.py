@@ -162,11 +162,10 @@ def resume(args) -> int:
     from looprail.machine.session import load_project, run_phase
     from looprail.store import Journal
 
-    loaded = load_project(args.project, args.capabilities)
-    if refused := _refuse(loaded):
-        return refused
     project, run_id = project_and_run(args)
     loaded = load_project(project, args.capabilities)
+    if refused := _refuse(loaded):
+        return refused
     with Journal.open(loaded.project, create=False) as jr:
         target = jr.find_run(run_id) if run_id else None
         if target is None:
