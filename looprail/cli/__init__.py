@@ -35,6 +35,7 @@ _GROUPS = (
     "diagram",
     "lint",
     "schema",
+    "ui",
 )
 
 

@@ -1,0 +1,259 @@
+"""The dashboard's web app: a Starlette application over `looprail.ui.data`.
+
+Routes (all GET; the app has no route that changes anything):
+
+- `/` the page (static HTML, the project name escaped into it), `/static/app.js|app.css`;
+- `/api/state?run=ID` the snapshot (`data.snapshot`) as JSON;
+- `/api/events?run=ID` server-sent events: an `state` event with the snapshot at once and
+  again whenever the journal changes (polled read-only; a comment line keeps it alive);
+- `/api/chart.svg?run=ID` the loop chart with the project's hooks and the run painted on it
+  (the same graph as `looprail diagram --hooks --run`), cached per journal change;
+- `/api/log?run=ID&task=KEY` the tails of a task's log files.
+
+Every response carries a strict Content-Security-Policy (scripts only from /static, no inline
+script, no other origin) and the app only answers to the host names it was bound to (a page on
+another site cannot reach it through DNS rebinding).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import html
+import json
+import shutil
+import threading
+import time
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from looprail.ui import data
+
+PAGE_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+# Graphviz SVG is shown through <img>, where scripts never run; this keeps it inert even when
+# opened on its own.
+SVG_CSP = "default-src 'none'; style-src 'unsafe-inline'; sandbox"
+STATIC = {"app.js": "text/javascript", "app.css": "text/css"}
+ENVELOPE_TTL = 5.0  # seconds a resolved hook set is reused before the manifests are re-read
+KEEPALIVE = 15.0
+
+
+def _asset(name: str) -> str:
+    return resources.files("looprail.ui").joinpath("static", name).read_text(encoding="utf-8")
+
+
+class Dashboard:
+    """The project being shown and the caches the routes share."""
+
+    def __init__(
+        self,
+        project: Path,
+        capability_dirs: Sequence[str] = (),
+        *,
+        poll_interval: float = 0.5,
+        flavor: str = "gsd",
+    ):
+        self.project = project
+        self.capability_dirs = [str(d) for d in capability_dirs]
+        self.poll_interval = poll_interval
+        self.flavor = flavor
+        self._lock = threading.Lock()
+        self._envelopes: tuple[float, dict[str, Any] | None, list[str]] | None = None
+        self._svg: tuple[tuple, bytes] | None = None
+
+    # -- hooks of the project ------------------------------------------------------------------
+
+    def envelopes(self) -> tuple[dict[str, Any] | None, list[str]]:
+        """The project's active hooks per point, re-read at most every few seconds; a manifest
+        that cannot be loaded is a warning on the page, not a failure."""
+        with self._lock:
+            cached = self._envelopes
+            if cached is not None and time.monotonic() - cached[0] < ENVELOPE_TTL:
+                return cached[1], cached[2]
+        envelopes: dict[str, Any] | None = None
+        warnings: list[str] = []
+        if (self.project / ".planning").is_dir():
+            from looprail.diagrams import load_envelopes
+            from looprail.errors import LooprailError
+
+            try:
+                envelopes, warnings = load_envelopes(self.project, self.capability_dirs)
+            except LooprailError as exc:
+                warnings = [f"hooks not shown: {exc}"]
+        with self._lock:
+            self._envelopes = (time.monotonic(), envelopes, warnings)
+        return envelopes, warnings
+
+    # -- views ---------------------------------------------------------------------------------
+
+    def snapshot(self, run: str | None) -> dict[str, Any]:
+        envelopes, warnings = self.envelopes()
+        snap = data.snapshot(
+            self.project,
+            self.capability_dirs,
+            run,
+            envelopes=envelopes,
+            envelope_warnings=warnings,
+        )
+        snap["chart"] = shutil.which("dot") is not None
+        marker = data.change_marker(self.project)
+        snap["version"] = hashlib.sha256(marker.encode()).hexdigest()[:16]
+        return snap
+
+    def chart(self, run: str | None) -> bytes:
+        """The SVG chart of `run` (None: the latest; the default loop when there is no run)."""
+        from looprail.diagrams.graph import build_graph
+        from looprail.diagrams.render import render
+
+        envelopes, _ = self.envelopes()
+        marker = data.change_marker(self.project)
+        key = (run, marker, id(envelopes))
+        with self._lock:
+            if self._svg is not None and self._svg[0] == key:
+                return self._svg[1]
+        view = None
+        journal, _ = data.open_journal(self.project)
+        if journal is not None:
+            from looprail.diagrams import run_view
+            from looprail.store import JournalError
+
+            with journal:
+                selected = None
+                if run:
+                    try:
+                        selected = journal.find_run(run)
+                    except JournalError:
+                        selected = None
+                selected = selected or journal.latest_run()
+                if selected is not None:
+                    view = run_view(journal, selected)
+        name = self.project.resolve().name
+        graph = build_graph(
+            envelopes=envelopes, run=view, title=f"looprail loop · {name}", flavor=self.flavor
+        )
+        blob = render(graph, "svg")
+        with self._lock:
+            self._svg = (key, blob)
+        return blob
+
+
+# -- routes ----------------------------------------------------------------------------------
+
+
+def _headers(csp: str = PAGE_CSP) -> dict[str, str]:
+    return {
+        "Content-Security-Policy": csp,
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+        "Cache-Control": "no-store",
+    }
+
+
+def _json(value: Any, status: int = 200) -> Response:
+    return JSONResponse(value, status_code=status, headers=_headers())
+
+
+def _run_param(request: Request) -> str | None:
+    run = request.query_params.get("run") or None
+    return run if run is None or (len(run) <= 64 and run.isalnum()) else None
+
+
+def create_app(
+    project: str | Path,
+    capability_dirs: Sequence[str] = (),
+    *,
+    poll_interval: float = 0.5,
+    flavor: str = "gsd",
+    allowed_hosts: Sequence[str] = ("127.0.0.1", "localhost", "::1", "[::1]", "testserver"),
+) -> Starlette:
+    """The dashboard of `project` as an ASGI app (serve it with uvicorn; test it with
+    Starlette's TestClient)."""
+    dash = Dashboard(Path(project), capability_dirs, poll_interval=poll_interval, flavor=flavor)
+
+    async def page(request: Request) -> Response:
+        name = html.escape(dash.project.resolve().name)
+        body = _asset("index.html").replace("{{project}}", name)
+        return HTMLResponse(body, headers=_headers())
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in STATIC:
+            return Response("not found\n", 404, media_type="text/plain", headers=_headers())
+        return Response(_asset(name), media_type=STATIC[name], headers=_headers())
+
+    async def state(request: Request) -> Response:
+        return _json(await run_in_threadpool(dash.snapshot, _run_param(request)))
+
+    async def chart(request: Request) -> Response:
+        if shutil.which("dot") is None:
+            return Response(
+                "the chart needs Graphviz's dot (apt-get install graphviz)\n",
+                503,
+                media_type="text/plain",
+                headers=_headers(),
+            )
+        blob = await run_in_threadpool(dash.chart, _run_param(request))
+        return Response(blob, media_type="image/svg+xml", headers=_headers(SVG_CSP))
+
+    async def log(request: Request) -> Response:
+        run = _run_param(request)
+        task = request.query_params.get("task", "")
+        if not run or not task or len(task) > 512:
+            return _json({"error": "give run and task"}, 400)
+        return _json(await run_in_threadpool(data.task_log, dash.project, run, task))
+
+    async def events(request: Request) -> Response:
+        run = _run_param(request)
+
+        async def stream():
+            yield "retry: 2000\n\n"
+            last = None
+            quiet = 0.0
+            while True:
+                marker = await run_in_threadpool(data.change_marker, dash.project)
+                if marker != last:
+                    snap = await run_in_threadpool(dash.snapshot, run)
+                    last = marker
+                    quiet = 0.0
+                    payload = json.dumps(snap, ensure_ascii=False, separators=(",", ":"))
+                    yield f"event: state\ndata: {payload}\n\n"
+                elif quiet >= KEEPALIVE:
+                    quiet = 0.0
+                    yield ": keep-alive\n\n"
+                await asyncio.sleep(dash.poll_interval)
+                quiet += dash.poll_interval
+
+        headers = _headers()
+        headers["X-Accel-Buffering"] = "no"
+        return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
+
+    async def favicon(request: Request) -> Response:
+        return Response(status_code=204, headers=_headers())
+
+    app = Starlette(
+        routes=[
+            Route("/", page),
+            Route("/favicon.ico", favicon),
+            Route("/static/{name}", static),
+            Route("/api/state", state),
+            Route("/api/events", events),
+            Route("/api/chart.svg", chart),
+            Route("/api/log", log),
+        ],
+        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))],
+    )
+    app.state.dashboard = dash
+    return app
