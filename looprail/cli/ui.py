@@ -61,6 +61,7 @@ def run(args) -> int:
         import uvicorn
     except ImportError:
         raise LooprailError(INSTALL_HINT) from None
+    import contextlib
     import socket
 
     from looprail.ui.server import create_app
@@ -95,5 +96,7 @@ def run(args) -> int:
     config = uvicorn.Config(
         app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1, access_log=False
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    # Ctrl-C is how a dashboard is stopped: not an error
+    with contextlib.suppress(KeyboardInterrupt):
+        uvicorn.Server(config).run(sockets=[sock])
     return 0

@@ -1,0 +1,159 @@
+"""Helpers for the dashboard tests: a real uvicorn server in a thread, the example project with
+an executor that waits for a file the test controls, and hostile journals."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from tests.conftest import REPO
+
+EXAMPLE = REPO / "examples" / "hello-loop"
+CAPABILITIES = REPO / "examples" / "capabilities"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+# The executor waits until `<project>/.release` exists, then does the example's work. Each
+# task writes a line to its own log under .looprail/logs/<run>/ (the run id comes from the
+# journal the test reads), so the page has a real log to show.
+GATED_EXECUTOR = """#!/usr/bin/env python3
+import os, subprocess, sys, time
+from pathlib import Path
+data = sys.stdin.read()
+import json
+req = json.loads(data)
+root = Path(req["project"])
+(root / ".waiting").write_text(req["task"]["planId"] + "/" + req["task"]["taskId"])
+while not (root / ".release").exists():
+    time.sleep(0.05)
+real = Path(__file__).with_name("executor.real")
+done = subprocess.run([sys.executable, str(real)], input=data, text=True)
+sys.exit(done.returncode)
+"""
+
+
+def gated_example(root: Path, *, allow_ship: bool = True) -> Path:
+    """A copy of examples/hello-loop whose executor waits for `<project>/.release`."""
+    project = root / "hello"
+    shutil.copytree(EXAMPLE, project)
+    agents = project / ".looprail" / "agents"
+    (agents / "executor").rename(agents / "executor.real")
+    (agents / "executor").write_text(GATED_EXECUTOR)
+    (agents / "executor").chmod(0o755)
+    if not allow_ship:
+        set_allow_ship(project, False)
+    return project
+
+
+def set_allow_ship(project: Path, allow: bool) -> None:
+    config = project / ".planning" / "config.json"
+    data = json.loads(config.read_text())
+    data["release"]["allow_ship"] = allow
+    config.write_text(json.dumps(data))
+
+
+def looprail_bin() -> str:
+    return str(Path(sys.executable).with_name("looprail"))
+
+
+def start_run(project: Path, *extra: str) -> subprocess.Popen:
+    """`looprail run PROJECT --phase 1` in its own process group (so a test can kill it)."""
+    return subprocess.Popen(
+        [
+            looprail_bin(),
+            "run",
+            str(project),
+            "--phase",
+            "1",
+            "--capabilities",
+            str(CAPABILITIES),
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+
+
+def run_example(project: Path) -> subprocess.CompletedProcess:
+    """Run the example to its end (the executor released from the start)."""
+    (project / ".release").write_text("go")
+    return subprocess.run(
+        [looprail_bin(), "run", str(project), "--phase", "1", "--capabilities", str(CAPABILITIES)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {predicate}")
+        time.sleep(interval)
+
+
+@contextlib.contextmanager
+def serve(app) -> Iterator[str]:
+    """Serve an ASGI app with uvicorn on a free local port in a thread; yields the base URL."""
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1, access_log=False
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    wait_for(lambda: server.started, timeout=10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+def latest_run_id(project: Path) -> str | None:
+    from looprail.store import Journal, NoJournalError
+
+    try:
+        with Journal.open_readonly(project) as journal:
+            run = journal.latest_run()
+            return run.id if run else None
+    except NoJournalError:
+        return None
