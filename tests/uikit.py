@@ -16,10 +16,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from looprail.store import EventRecord, Journal, TaskUpdate
 from tests.conftest import REPO
 
 EXAMPLE = REPO / "examples" / "hello-loop"
 CAPABILITIES = REPO / "examples" / "capabilities"
+HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>"\'&'
+LONG = "A" * 20_000
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
@@ -143,6 +146,9 @@ def serve(app) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
+        from looprail.ui.server import stop_streams
+
+        stop_streams(app)
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
@@ -157,3 +163,38 @@ def latest_run_id(project: Path) -> str | None:
             return run.id if run else None
     except NoJournalError:
         return None
+
+
+def hostile_project(root: Path) -> tuple[Path, str]:
+    """A project whose folder name, journal and log hold markup: every string a third party
+    controls (capability ids, hook labels, messages, task keys, halt reason)."""
+    project = root / '<img src=x onerror=alert(1)>"'
+    (project / ".planning" / "phases" / "01-x").mkdir(parents=True)
+    with Journal.open(project) as journal:
+        run_id = journal.start_run("1", state=["verify"])
+        journal.record(run_id, EventRecord(kind="point", point="ship:pre", data={"hooks": 1}))
+        journal.record(
+            run_id,
+            EventRecord(
+                kind="hook",
+                point="ship:pre",
+                cap_id=HOSTILE,
+                hook_kind="gate",
+                outcome="blocked",
+                duration_ms=3,
+                message=HOSTILE + LONG,
+                data={"label": HOSTILE, "blocking": True, "onError": HOSTILE},
+            ),
+        )
+        journal.wave_started(run_id, 1, [(HOSTILE, HOSTILE)])
+        journal.record(
+            run_id,
+            EventRecord(kind="task_started"),
+            task_update=TaskUpdate(task_key=HOSTILE, status="running"),
+        )
+        journal.record(
+            run_id,
+            EventRecord(kind="halted", point="ship:pre", cap_id=HOSTILE, message=HOSTILE),
+        )
+        journal.finish_run(run_id, "halted", HOSTILE + LONG)
+    return project, run_id

@@ -64,7 +64,7 @@ def run(args) -> int:
     import contextlib
     import socket
 
-    from looprail.ui.server import create_app
+    from looprail.ui.server import create_app, stop_streams
 
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -96,7 +96,13 @@ def run(args) -> int:
     config = uvicorn.Config(
         app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1, access_log=False
     )
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            stop_streams(app)  # open pages get `bye` at once instead of a cut connection
+            super().handle_exit(sig, frame)
+
     # Ctrl-C is how a dashboard is stopped: not an error
     with contextlib.suppress(KeyboardInterrupt):
-        uvicorn.Server(config).run(sockets=[sock])
+        Server(config).run(sockets=[sock])
     return 0

@@ -179,7 +179,7 @@ def _run_detail(
             for task in plan.tasks:
                 usage = _usage(finished.get(task.key))
                 elapsed = task.durationMs
-                if elapsed is None and task.startedAt and task.status == "running":
+                if elapsed is None and task.startedAt and task.status == "running" and live:
                     start = datetime.fromisoformat(task.startedAt)
                     elapsed = max(0, round((now - start).total_seconds() * 1000))
                 rows.append(

@@ -4,8 +4,9 @@ Routes (all GET; the app has no route that changes anything):
 
 - `/` the page (static HTML, the project name escaped into it), `/static/app.js|app.css`;
 - `/api/state?run=ID` the snapshot (`data.snapshot`) as JSON;
-- `/api/events?run=ID` server-sent events: an `state` event with the snapshot at once and
-  again whenever the journal changes (polled read-only; a comment line keeps it alive);
+- `/api/events?run=ID` server-sent events: a `state` event with the snapshot at once and
+  again whenever the journal changes (polled read-only; a comment line keeps it alive), and
+  `bye` when the server stops;
 - `/api/chart.svg?run=ID` the loop chart with the project's hooks and the run painted on it
   (the same graph as `looprail diagram --hooks --run`), cached per journal change;
 - `/api/log?run=ID&task=KEY` the tails of a task's log files.
@@ -71,6 +72,9 @@ class Dashboard:
         self.poll_interval = poll_interval
         self.flavor = flavor
         self._lock = threading.Lock()
+        # Set when the server is stopping: event streams say goodbye and end, so the server
+        # does not wait for them (and the page says it stopped instead of retrying forever).
+        self.closing = threading.Event()
         self._envelopes: tuple[float, dict[str, Any] | None, list[str]] | None = None
         self._svg: tuple[tuple, bytes] | None = None
 
@@ -171,6 +175,11 @@ def _run_param(request: Request) -> str | None:
     return run if run is None or (len(run) <= 64 and run.isalnum()) else None
 
 
+def stop_streams(app: Starlette) -> None:
+    """End every open event stream (call before stopping the server)."""
+    app.state.dashboard.closing.set()
+
+
 def create_app(
     project: str | Path,
     capability_dirs: Sequence[str] = (),
@@ -222,7 +231,7 @@ def create_app(
             yield "retry: 2000\n\n"
             last = None
             quiet = 0.0
-            while True:
+            while not dash.closing.is_set():
                 marker = await run_in_threadpool(data.change_marker, dash.project)
                 if marker != last:
                     snap = await run_in_threadpool(dash.snapshot, run)
@@ -235,6 +244,7 @@ def create_app(
                     yield ": keep-alive\n\n"
                 await asyncio.sleep(dash.poll_interval)
                 quiet += dash.poll_interval
+            yield "event: bye\ndata: {}\n\n"
 
         headers = _headers()
         headers["X-Accel-Buffering"] = "no"

@@ -70,6 +70,11 @@
       receivedAt = Date.now();
       render();
     });
+    source.addEventListener("bye", () => {
+      source.close();
+      conn.textContent = "server stopped";
+      conn.className = "conn bad";
+    });
     source.onerror = () => {
       conn.textContent = "reconnecting…";
       conn.className = "conn bad";
@@ -325,7 +330,7 @@
         el("td", null, shortTs(r.startedAt)),
         el("td", null, r.endedAt ? r.took : "-"),
         el("td", null, r.tasks.done + "/" + total + " done"),
-        el("td", { cls: "reason" }, r.haltReason || ""),
+        el("td", { cls: "reason" }, el("div", { cls: "clamp", title: r.haltReason || "" }, r.haltReason || "")),
       );
       row.addEventListener("click", () => {
         const latest = snap.runs.length ? snap.runs[0].id : null;
@@ -340,6 +345,7 @@
   }
 
   setInterval(() => {
+    if (!snap || !snap.run || !snap.run.live) return;  // only a live run's clock moves
     const extra = Date.now() - receivedAt;
     for (const [node, t] of running) node.textContent = fmtMs((t.elapsedMs || 0) + extra);
   }, 1000);
