@@ -76,7 +76,7 @@ class Dashboard:
         # does not wait for them (and the page says it stopped instead of retrying forever).
         self.closing = threading.Event()
         self._envelopes: tuple[float, dict[str, Any] | None, list[str]] | None = None
-        self._svg: tuple[tuple, bytes] | None = None
+        self._svg: tuple[tuple, tuple[bytes, float | None]] | None = None
 
     # -- hooks of the project ------------------------------------------------------------------
 
@@ -103,7 +103,11 @@ class Dashboard:
 
     # -- views ---------------------------------------------------------------------------------
 
-    def snapshot(self, run: str | None) -> dict[str, Any]:
+    def snapshot(self, run: str | None, marker: str | None = None) -> dict[str, Any]:
+        """The page's data. `version` names the journal state it was read at or after: the
+        marker is taken first, so a change that lands while reading shows up as a new marker
+        on the next poll and is sent again."""
+        marker = marker if marker is not None else data.change_marker(self.project)
         envelopes, warnings = self.envelopes()
         snap = data.snapshot(
             self.project,
@@ -112,22 +116,22 @@ class Dashboard:
             envelopes=envelopes,
             envelope_warnings=warnings,
         )
-        snap["chart"] = shutil.which("dot") is not None
-        marker = data.change_marker(self.project)
         snap["version"] = hashlib.sha256(marker.encode()).hexdigest()[:16]
+        snap["chart"] = shutil.which("dot") is not None
+        snap["chartFocus"] = None
+        if snap["chart"] and snap["run"] is not None:
+            snap["chartFocus"] = self.chart(snap["run"]["id"])[1]
         return snap
 
-    def chart(self, run: str | None) -> bytes:
-        """The SVG chart of `run` (None: the latest; the default loop when there is no run)."""
+    def chart(self, run: str | None) -> tuple[bytes, float | None]:
+        """The SVG chart of `run` (None: the latest; the default loop when there is no run),
+        and where its current state sits across the chart (0..1, for scrolling it into view).
+        Cached until the journal or the hooks change."""
         from looprail.diagrams.graph import build_graph
         from looprail.diagrams.render import render
 
         envelopes, _ = self.envelopes()
         marker = data.change_marker(self.project)
-        key = (run, marker, id(envelopes))
-        with self._lock:
-            if self._svg is not None and self._svg[0] == key:
-                return self._svg[1]
         view = None
         journal, _ = data.open_journal(self.project)
         if journal is not None:
@@ -142,16 +146,56 @@ class Dashboard:
                     except JournalError:
                         selected = None
                 selected = selected or journal.latest_run()
+                key = (selected.id if selected else None, marker, id(envelopes))
+                with self._lock:
+                    if self._svg is not None and self._svg[0] == key:
+                        return self._svg[1]
                 if selected is not None:
                     view = run_view(journal, selected)
+        else:
+            key = (None, marker, id(envelopes))
         name = self.project.resolve().name
         graph = build_graph(
             envelopes=envelopes, run=view, title=f"looprail loop · {name}", flavor=self.flavor
         )
         blob = render(graph, "svg")
+        focus = _focus(blob, view.state[-1] if view and view.state else None)
         with self._lock:
-            self._svg = (key, blob)
-        return blob
+            self._svg = (key, (blob, focus))
+        return blob, focus
+
+
+def _focus(svg: bytes, node: str | None) -> float | None:
+    """The horizontal position (0..1) of `node`'s box in a Graphviz SVG, or None."""
+    if node is None:
+        return None
+    import re
+    import xml.etree.ElementTree as ET
+
+    ns = "{http://www.w3.org/2000/svg}"
+    try:
+        root = ET.fromstring(svg)
+        width = float(root.attrib["viewBox"].split()[2])
+        graph = root.find(f"{ns}g")
+        transform = graph.get("transform", "") if graph is not None else ""
+        shift = re.search(r"translate\((-?[\d.]+)", transform)
+        offset = float(shift.group(1)) if shift else 0.0
+    except (ET.ParseError, KeyError, IndexError, ValueError):
+        return None
+    for group in root.iter(f"{ns}g"):
+        title = group.find(f"{ns}title")
+        if group.get("class") != "node" or title is None or title.text != node:
+            continue
+        for shape in group:
+            if shape.tag in (f"{ns}polygon", f"{ns}path", f"{ns}ellipse"):
+                if shape.tag == f"{ns}ellipse":
+                    xs = [float(shape.get("cx", "0"))]
+                else:
+                    raw = shape.get("points") or shape.get("d") or ""
+                    xs = [float(x) for x in re.findall(r"(-?[\d.]+),-?[\d.]+", raw)]
+                if xs and width > 0:
+                    return max(0.0, min(1.0, (sum(xs) / len(xs) + offset) / width))
+    return None
 
 
 # -- routes ----------------------------------------------------------------------------------
@@ -214,7 +258,7 @@ def create_app(
                 media_type="text/plain",
                 headers=_headers(),
             )
-        blob = await run_in_threadpool(dash.chart, _run_param(request))
+        blob, _ = await run_in_threadpool(dash.chart, _run_param(request))
         return Response(blob, media_type="image/svg+xml", headers=_headers(SVG_CSP))
 
     async def log(request: Request) -> Response:
@@ -234,7 +278,7 @@ def create_app(
             while not dash.closing.is_set():
                 marker = await run_in_threadpool(data.change_marker, dash.project)
                 if marker != last:
-                    snap = await run_in_threadpool(dash.snapshot, run)
+                    snap = await run_in_threadpool(dash.snapshot, run, marker)
                     last = marker
                     quiet = 0.0
                     payload = json.dumps(snap, ensure_ascii=False, separators=(",", ":"))

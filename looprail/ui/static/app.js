@@ -42,6 +42,7 @@
   let source = null;
   let openTask = null;      // key of the task whose detail is shown
   let chartVersion = null;
+  let pendingFocus = null;  // where the current state sits across the chart (0..1)
 
   function readHash() {
     const m = /(?:^#|&)run=([0-9A-Za-z]+)/.exec(location.hash);
@@ -157,12 +158,21 @@
     $("chart-box").hidden = !snap.chart;
     if (!snap.chart) return;
     const version = (run ? run.id : "-") + ":" + snap.version;
-    if (version === chartVersion) return;
+    if (version === chartVersion) {
+      if (pendingFocus !== snap.chartFocus) { pendingFocus = snap.chartFocus; placeChart(); }
+      return;
+    }
     chartVersion = version;
     const url = "/api/chart.svg?" + (run ? "run=" + encodeURIComponent(run.id) + "&" : "") + "v=" + encodeURIComponent(snap.version);
     // load off-screen, then swap: no flicker while a run moves
     const next = new Image();
-    next.onload = () => { if (chartVersion === version) { img.src = url; img.dataset.version = version; } };
+    const focus = snap.chartFocus;
+    next.onload = () => {
+      if (chartVersion !== version) return;
+      pendingFocus = focus;
+      img.src = url;
+      img.dataset.version = version;
+    };
     next.src = url;
   }
 
@@ -350,7 +360,19 @@
     for (const [node, t] of running) node.textContent = fmtMs((t.elapsedMs || 0) + extra);
   }, 1000);
 
-  $("chart").addEventListener("click", () => $("chart-box").classList.toggle("zoomed"));
+  // The chart is wide: shown at CHART_SCALE of its natural size, the box scrolls sideways and
+  // keeps the current state in view; a click shows all of it (fit to width) and back.
+  const CHART_SCALE = 0.75;
+  function placeChart() {
+    const img = $("chart"), box = $("chart-box");
+    if (!img.naturalWidth) return;
+    img.style.width = box.classList.contains("fit") ? "" : Math.round(img.naturalWidth * CHART_SCALE) + "px";
+    if (pendingFocus !== null && pendingFocus !== undefined && !box.classList.contains("fit")) {
+      box.scrollLeft = Math.max(0, pendingFocus * img.clientWidth - box.clientWidth / 2);
+    }
+  }
+  $("chart").addEventListener("load", placeChart);
+  $("chart").addEventListener("click", () => { $("chart-box").classList.toggle("fit"); placeChart(); });
   window.addEventListener("hashchange", () => { readHash(); connect(); });
   readHash();
   connect();
