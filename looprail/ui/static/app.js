@@ -293,7 +293,9 @@
     const fact = (k, v) => { facts.append(el("dt", null, k), el("dd", null, v)); };
     fact("status", badge(task.status));
     fact("attempts", String(task.attempts));
-    fact("elapsed", task.elapsed);
+    const elapsed = el("span", null, task.elapsed);
+    if (task.status === "running") running.push([elapsed, task]);
+    fact("elapsed", elapsed);
     fact("started", shortTs(task.startedAt));
     if (task.resolver) {
       fact("tracker", el("code", null, task.resolver.trackerId || "-"));
