@@ -26,7 +26,7 @@ with warnings.catch_warnings():
     from starlette.testclient import TestClient
 
 from looprail.cli import main
-from looprail.store import Journal
+from looprail.store import EventRecord, Journal
 from looprail.ui.server import create_app
 from tests import uikit
 
@@ -409,3 +409,85 @@ def test_the_cli_does_not_import_the_web_stack_until_ui_runs():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_a_hostile_manifest_is_shown_as_data(tmp_path):
+    from tests.conftest import feature, write_capability
+
+    caps = tmp_path / "caps"
+    write_capability(
+        caps,
+        feature(
+            "evil",
+            title=HOSTILE,
+            description=HOSTILE,
+            steps=[
+                {
+                    "point": "plan:post",
+                    "ref": {"command": HOSTILE + LONG},
+                    "produces": [],
+                    "consumes": [],
+                    "onError": "skip",
+                }
+            ],
+        ),
+    )
+    project = tmp_path / "p"
+    (project / ".planning").mkdir(parents=True)
+    c = client(project, [caps])
+    snap = c.get("/api/state").json()
+    assert snap["warnings"] == []
+    assert snap["run"] is None  # no run yet
+    # with no run the points come from the chart: the command is drawn as text
+    if shutil.which("dot") is not None:
+        svg = c.get("/api/chart.svg").content
+        root = ET.fromstring(svg)
+        for node in root.iter():
+            assert not node.tag.endswith(("script", "foreignObject"))
+            assert not [a for a in node.attrib if a.lower().startswith("on")]
+        assert '<script>alert("x")' in " ".join(root.itertext())
+    # once a run exists, the points list carries the hook with its command verbatim
+    with Journal.open(project) as journal:
+        journal.start_run("1", state=["plan"])
+    (hook,) = next(
+        p for p in c.get("/api/state").json()["run"]["points"] if p["point"] == "plan:post"
+    )["hooks"]
+    assert hook["capId"] == "evil" and hook["summary"] == "command " + HOSTILE + LONG
+
+
+def test_the_chart_of_a_big_run_with_long_labels_still_draws(tmp_path):
+    """Graphviz refuses HTML labels over 16384 characters: long hook labels are clipped and the
+    task table is cut short with a count, so the chart of a large run still renders."""
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz's dot is not installed")
+    project = tmp_path / "p"
+    (project / ".planning").mkdir(parents=True)
+    with Journal.open(project) as journal:
+        run_id = journal.start_run("1", state=["execute", "wave_running"])
+        for wave in (1, 2, 3):
+            keys = [
+                (f"{wave:02d}-{p:02d}/T{t}", f"{wave:02d}-{p:02d}")
+                for p in range(40)
+                for t in range(5)
+            ]
+            journal.wave_started(run_id, wave, keys)
+        journal.record(
+            run_id,
+            EventRecord(
+                kind="hook",
+                point="plan:post",
+                cap_id="evil",
+                hook_kind="step",
+                outcome="failed",
+                message=LONG,
+                data={"label": LONG},
+            ),
+        )
+        journal.record(run_id, EventRecord(kind="halted", point="plan:post", cap_id="evil"))
+        journal.finish_run(run_id, "halted", LONG)
+    c = client(project)
+    snap = c.get("/api/state").json()
+    assert snap["chart"] is True and snap["chartError"] is None
+    root = ET.fromstring(c.get("/api/chart.svg").content)
+    text = " ".join(root.itertext())
+    assert "more" in text and "evil" in text

@@ -118,9 +118,16 @@ class Dashboard:
         )
         snap["version"] = hashlib.sha256(marker.encode()).hexdigest()[:16]
         snap["chart"] = shutil.which("dot") is not None
+        snap["chartError"] = None if snap["chart"] else "Graphviz's dot is not installed"
         snap["chartFocus"] = None
-        if snap["chart"] and snap["run"] is not None:
-            snap["chartFocus"] = self.chart(snap["run"]["id"])[1]
+        if snap["chart"]:
+            from looprail.errors import LooprailError
+
+            try:
+                run_id = snap["run"]["id"] if snap["run"] else None
+                snap["chartFocus"] = self.chart(run_id)[1]
+            except LooprailError as exc:  # the page shows everything else, and why
+                snap["chart"], snap["chartError"] = False, str(exc)
         return snap
 
     def chart(self, run: str | None) -> tuple[bytes, float | None]:
@@ -258,7 +265,12 @@ def create_app(
                 media_type="text/plain",
                 headers=_headers(),
             )
-        blob, _ = await run_in_threadpool(dash.chart, _run_param(request))
+        from looprail.errors import LooprailError
+
+        try:
+            blob, _ = await run_in_threadpool(dash.chart, _run_param(request))
+        except LooprailError as exc:
+            return Response(f"{exc}\n", 503, media_type="text/plain", headers=_headers())
         return Response(blob, media_type="image/svg+xml", headers=_headers(SVG_CSP))
 
     async def log(request: Request) -> Response:

@@ -155,6 +155,7 @@
   function renderChart(run) {
     const img = $("chart");
     $("chart-missing").hidden = !!snap.chart;
+    if (!snap.chart && snap.chartError) $("chart-missing").textContent = "No chart: " + snap.chartError;
     $("chart-box").hidden = !snap.chart;
     if (!snap.chart) return;
     const version = (run ? run.id : "-") + ":" + snap.version;
