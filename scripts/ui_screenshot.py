@@ -79,7 +79,7 @@ def serve(app):
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
-    config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
+    config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=3)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -128,7 +128,7 @@ def main() -> int:
                 page.locator("button.task.s-running").first.wait_for()
                 page.locator("button.task[data-key='01-01/T1']").click()
                 page.locator("#task-detail .log").wait_for()
-                page.wait_for_function("document.getElementById('chart').naturalWidth > 0")
+                page.wait_for_function("() => document.getElementById('chart').naturalWidth > 0")
                 page.wait_for_timeout(1500)  # the clock ticks a little
                 shot(page, REPO / "docs" / "ui-live.png")
 

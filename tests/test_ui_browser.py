@@ -143,7 +143,7 @@ def test_a_refused_gate_is_shown_with_its_message_and_the_continue_command(brows
             f"looprail resume {run_id} --project {project} --capabilities {uikit.CAPABILITIES}"
         )
         page.locator("#chart[src]").wait_for(state="attached")
-        page.wait_for_function("document.getElementById('chart').naturalWidth > 0")
+        page.wait_for_function("() => document.getElementById('chart').naturalWidth > 0")
         browser.shot("refused-gate")
 
         # follow the advice: allow shipping, continue; the page follows the resumed run
@@ -207,6 +207,8 @@ def test_hostile_strings_are_shown_as_text(browser, tmp_path):
         assert page.evaluate("document.documentElement.scrollWidth") <= 1400
         page.wait_for_timeout(500)
         browser.shot("hostile")
+    # the server stopped: the page says so (the stream said `bye`) instead of retrying
+    page.locator("#conn", has_text="server stopped").wait_for()
     assert browser.dialogs == []
 
 
@@ -217,6 +219,6 @@ def test_the_chart_is_an_image_scripts_in_it_could_never_run(browser, tmp_path):
     page = browser.page
     with uikit.serve(app) as url:
         page.goto(url)
-        page.wait_for_function("document.getElementById('chart').naturalWidth > 0")
+        page.wait_for_function("() => document.getElementById('chart').naturalWidth > 0")
         assert page.locator("#chart").evaluate("img => img.tagName") == "IMG"
     assert browser.dialogs == []

@@ -365,6 +365,22 @@ def test_cli_serves_and_prints_the_url(tmp_path):
     assert code == 0, proc.stderr.read()
 
 
+def test_cli_on_every_interface_warns_first(tmp_path):
+    proc = subprocess.Popen(
+        [uikit.looprail_bin(), "ui", str(tmp_path), "--port", "0", "--host", "0.0.0.0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        warning = proc.stderr.readline()
+        assert warning.startswith("looprail: warning: the dashboard is reachable from the network")
+        assert proc.stdout.readline().startswith(f"looprail ui: {tmp_path} at http://")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=15) == 0
+
+
 def test_cli_port_in_use_and_missing_folder_are_one_line_usage_errors(tmp_path, capsys):
     import socket
 

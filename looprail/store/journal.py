@@ -446,9 +446,15 @@ class Journal:
             row = self._sql(sql + " ORDER BY started_at DESC, id DESC", params).fetchone()
         return _run_row(row) if row else None
 
-    def events(self, run_id: str, *, kinds: Iterable[str] | None = None) -> list[EventRow]:
-        """The run's events in the order they were recorded (optionally only some kinds)."""
+    def events(
+        self, run_id: str, *, kinds: Iterable[str] | None = None, after: int = 0
+    ) -> list[EventRow]:
+        """The run's events in the order they were recorded (optionally only some kinds, and
+        only those after `seq` `after`: a reader that polls fetches just what is new)."""
         sql, params = "SELECT * FROM events WHERE run_id = ?", [run_id]
+        if after:
+            sql += " AND seq > ?"
+            params.append(int(after))
         if kinds is not None:
             wanted = list(kinds)
             sql += f" AND kind IN ({', '.join('?' * len(wanted))})"
@@ -462,6 +468,18 @@ class Journal:
         marker for readers that poll."""
         with self._mutex:
             return int(self._sql("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
+
+    def task_counts(self) -> dict[str, dict[str, int]]:
+        """`{run id: {status: count}}` of every run's task rows, in one query (for listings
+        that show counts without reading every row)."""
+        with self._mutex:
+            rows = self._sql(
+                "SELECT run_id, status, count(*) FROM tasks GROUP BY run_id, status"
+            ).fetchall()
+        out: dict[str, dict[str, int]] = {}
+        for run_id, status, count in rows:
+            out.setdefault(run_id, {})[status] = count
+        return out
 
     def tasks(self, run_id: str) -> list[TaskRow]:
         """The run's task rows by wave, then in the order they were first registered."""

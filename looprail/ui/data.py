@@ -68,8 +68,11 @@ def snapshot(
     *,
     envelopes: dict[str, dict[str, Any]] | None = None,
     envelope_warnings: Sequence[str] = (),
+    event_cache: dict[str, list[Any]] | None = None,
 ) -> dict[str, Any]:
-    """Everything the page shows for `run_ref` (None: the latest run)."""
+    """Everything the page shows for `run_ref` (None: the latest run). With `event_cache`
+    (`{run id: events}`, kept by the caller between calls), only events newer than the cached
+    ones are read: events are append-only, so the cache stays true."""
     from looprail.plans.phase import list_phases
 
     is_project = (project / ".planning").is_dir()
@@ -105,15 +108,19 @@ def snapshot(
             out["hint"] = _hint(project, capability_dirs, is_project, phases, None)
             return out
         selected = _select(journal, runs, run_ref)
-        tasks_by_run = {r.id: journal.tasks(r.id) for r in runs}
-        events = journal.events(selected.id)
+        counts = journal.task_counts()
+        tasks = journal.tasks(selected.id)
+        if event_cache is None:
+            events = journal.events(selected.id)
+        else:
+            cached = event_cache.setdefault(selected.id, [])
+            cached.extend(journal.events(selected.id, after=cached[-1].seq if cached else 0))
+            events = list(cached)
     out["runs"] = [
-        _run_summary(r, tasks_by_run[r.id], holder)
+        _run_summary(r, counts.get(r.id, {}), holder)
         for r in sorted(runs, key=lambda r: (r.started_at, r.id), reverse=True)
     ]
-    out["run"] = _run_detail(
-        project, capability_dirs, selected, events, tasks_by_run[selected.id], holder, envelopes
-    )
+    out["run"] = _run_detail(project, capability_dirs, selected, events, tasks, holder, envelopes)
     return out
 
 
@@ -136,11 +143,11 @@ def _display_status(run: RunRow, holder: Any) -> tuple[str, bool, bool]:
     return "interrupted", False, True
 
 
-def _run_summary(run: RunRow, tasks: list[Any], holder: Any) -> dict[str, Any]:
+def _run_summary(run: RunRow, task_counts: dict[str, int], holder: Any) -> dict[str, Any]:
     shown, live, interrupted = _display_status(run, holder)
     counts = {"pending": 0, "running": 0, "done": 0, "failed": 0}
-    for t in tasks:
-        counts[t.status] = counts.get(t.status, 0) + 1
+    for status, count in task_counts.items():
+        counts[status] = count
     return {
         "id": run.id,
         "phase": run.phase,

@@ -50,6 +50,7 @@ SVG_CSP = "default-src 'none'; style-src 'unsafe-inline'; sandbox"
 STATIC = {"app.js": "text/javascript", "app.css": "text/css"}
 ENVELOPE_TTL = 5.0  # seconds a resolved hook set is reused before the manifests are re-read
 KEEPALIVE = 15.0
+MAX_PAUSE = 5.0  # longest wait between two polls of a big journal
 
 
 def _asset(name: str) -> str:
@@ -76,6 +77,8 @@ class Dashboard:
         # does not wait for them (and the page says it stopped instead of retrying forever).
         self.closing = threading.Event()
         self._envelopes: tuple[float, dict[str, Any] | None, list[str]] | None = None
+        self._events: dict[str, list[Any]] = {}  # run id → its events so far (append-only)
+        self._reading = threading.Lock()  # one snapshot at a time: they share the event cache
         self._svg: tuple[tuple, tuple[bytes, float | None]] | None = None
 
     # -- hooks of the project ------------------------------------------------------------------
@@ -109,13 +112,15 @@ class Dashboard:
         on the next poll and is sent again."""
         marker = marker if marker is not None else data.change_marker(self.project)
         envelopes, warnings = self.envelopes()
-        snap = data.snapshot(
-            self.project,
-            self.capability_dirs,
-            run,
-            envelopes=envelopes,
-            envelope_warnings=warnings,
-        )
+        with self._reading:
+            snap = data.snapshot(
+                self.project,
+                self.capability_dirs,
+                run,
+                envelopes=envelopes,
+                envelope_warnings=warnings,
+                event_cache=self._events,
+            )
         snap["version"] = hashlib.sha256(marker.encode()).hexdigest()[:16]
         snap["chart"] = shutil.which("dot") is not None
         snap["chartError"] = None if snap["chart"] else "Graphviz's dot is not installed"
@@ -289,17 +294,22 @@ def create_app(
             quiet = 0.0
             while not dash.closing.is_set():
                 marker = await run_in_threadpool(data.change_marker, dash.project)
+                pause = dash.poll_interval
                 if marker != last:
+                    started = time.monotonic()
                     snap = await run_in_threadpool(dash.snapshot, run, marker)
                     last = marker
                     quiet = 0.0
                     payload = json.dumps(snap, ensure_ascii=False, separators=(",", ":"))
                     yield f"event: state\ndata: {payload}\n\n"
+                    # A big journal makes a snapshot slow: wait twice as long as it took, so
+                    # the page never takes more than a third of a core from the run it shows.
+                    pause = max(pause, min(MAX_PAUSE, 2 * (time.monotonic() - started)))
                 elif quiet >= KEEPALIVE:
                     quiet = 0.0
                     yield ": keep-alive\n\n"
-                await asyncio.sleep(dash.poll_interval)
-                quiet += dash.poll_interval
+                await asyncio.sleep(pause)
+                quiet += pause
             yield "event: bye\ndata: {}\n\n"
 
         headers = _headers()
