@@ -222,3 +222,34 @@ def test_the_chart_is_an_image_scripts_in_it_could_never_run(browser, tmp_path):
         page.wait_for_function("() => document.getElementById('chart').naturalWidth > 0")
         assert page.locator("#chart").evaluate("img => img.tagName") == "IMG"
     assert browser.dialogs == []
+
+
+def test_history_picks_a_past_run_and_the_url_keeps_it(browser, tmp_path):
+    from looprail.store import Journal
+
+    project = tmp_path / "p"
+    (project / ".planning").mkdir(parents=True)
+    with Journal.open(project) as journal:
+        old = journal.start_run("1", state=["plan"])
+        journal.finish_run(old, "failed", "superseded by a new run")
+        new = journal.start_run("1", state=["shipped"])
+        journal.finish_run(new, "shipped")
+    app = create_app(project, poll_interval=0.1)
+    page = browser.page
+    with uikit.serve(app) as url:
+        page.goto(url)
+        page.locator("#runbar code", has_text=new).wait_for()
+        rows = page.locator("#history tbody tr")
+        assert rows.count() == 2
+        page.locator(f"#history tr[data-run='{old}']").click()
+        page.locator("#runbar code", has_text=old).wait_for()
+        assert text(page, "#runbar .badge") == "failed"
+        assert page.url.endswith(f"#run={old}")
+        assert "selected" in (
+            page.locator(f"#history tr[data-run='{old}']").get_attribute("class") or ""
+        )
+        page.reload()  # the choice survives a reload
+        page.locator("#runbar code", has_text=old).wait_for()
+        page.locator(f"#history tr[data-run='{new}']").click()  # the newest: follow it again
+        page.locator("#runbar code", has_text=new).wait_for()
+        assert "#run=" not in page.url
