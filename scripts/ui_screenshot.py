@@ -79,7 +79,7 @@ def serve(app):
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
-    config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=3)
+    config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

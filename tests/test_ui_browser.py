@@ -175,6 +175,9 @@ def test_a_killed_run_shows_interrupted(browser, tmp_path):
         assert text(page, "#halt .halt-title").startswith("Interrupted")
         assert text(page, "#halt .cmd").startswith("looprail resume ")
         assert page.locator("button.task.s-running").count() >= 1
+        assert text(page, "button.task.s-running .badge") == "interrupted"
+        page.locator("button.task.s-running").first.click()
+        page.locator("#task-detail", has_text="runs again on resume").wait_for()
         assert text(page, "#history tbody .badge") == "interrupted"
         browser.shot("interrupted")
 

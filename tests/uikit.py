@@ -137,7 +137,7 @@ def serve(app) -> Iterator[str]:
     sock.listen(16)
     port = sock.getsockname()[1]
     config = uvicorn.Config(
-        app, log_level="warning", lifespan="off", timeout_graceful_shutdown=3, access_log=False
+        app, log_level="warning", lifespan="off", timeout_graceful_shutdown=5, access_log=False
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

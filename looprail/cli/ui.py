@@ -94,7 +94,7 @@ def run(args) -> int:
     print(f"looprail ui: {project.resolve()} at {_url(host, port)}  (read-only; Ctrl-C stops)")
     sys.stdout.flush()
     config = uvicorn.Config(
-        app, log_level="warning", lifespan="off", timeout_graceful_shutdown=3, access_log=False
+        app, log_level="warning", lifespan="off", timeout_graceful_shutdown=5, access_log=False
     )
 
     class Server(uvicorn.Server):

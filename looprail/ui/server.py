@@ -308,7 +308,10 @@ def create_app(
                 elif quiet >= KEEPALIVE:
                     quiet = 0.0
                     yield ": keep-alive\n\n"
-                await asyncio.sleep(pause)
+                waited = 0.0
+                while waited < pause and not dash.closing.is_set():  # a stop ends the wait
+                    await asyncio.sleep(min(0.1, pause - waited))
+                    waited += 0.1
                 quiet += pause
             yield "event: bye\ndata: {}\n\n"
 

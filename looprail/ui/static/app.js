@@ -247,8 +247,10 @@
         for (const t of p.tasks) {
           const elapsed = el("span", { cls: "elapsed" }, t.elapsed);
           if (t.status === "running") running.push([elapsed, t]);
+          // a task in flight when its run's process died is not running any more
+          const shown = t.status === "running" && run.interrupted ? "interrupted" : t.status;
           const btn = el("button", { cls: "task s-" + t.status + (openTask === t.key ? " open" : ""), type: "button", data: { key: t.key }, title: "show " + t.key },
-            badge(t.status),
+            badge(shown),
             el("code", { cls: "task-key" }, t.key),
             elapsed,
             t.attempts > 1 ? el("span", { cls: "muted" }, "attempt " + t.attempts) : null,
@@ -291,8 +293,9 @@
     }
     const facts = box.querySelector("dl");
     clear(facts);
-    const fact = (k, v) => { facts.append(el("dt", null, k), el("dd", null, v)); };
-    fact("status", badge(task.status));
+    const fact = (k, v) => { facts.append(el("dt", null, k), el("dd", null, ...[].concat(v))); };
+    const interrupted = task.status === "running" && snap.run.interrupted;
+    fact("status", interrupted ? [badge("interrupted"), " in flight when the run's process died; runs again on resume"] : badge(task.status));
     fact("attempts", String(task.attempts));
     const elapsed = el("span", null, task.elapsed);
     if (task.status === "running") running.push([elapsed, task]);
