@@ -507,3 +507,21 @@ def test_the_chart_of_a_big_run_with_long_labels_still_draws(tmp_path):
     root = ET.fromstring(c.get("/api/chart.svg").content)
     text = " ".join(root.itertext())
     assert "more" in text and "evil" in text
+
+
+def test_a_resumed_run_is_no_longer_shown_refused(tmp_path):
+    project = tmp_path / "p"
+    (project / ".planning").mkdir(parents=True)
+    with Journal.open(project) as journal:
+        run_id = journal.start_run("1", state=["verify"])
+        journal.record(
+            run_id, EventRecord(kind="halted", point="ship:pre", cap_id="gate", message="no")
+        )
+        journal.finish_run(run_id, "halted", "blocked at ship:pre by gate gate: no")
+    c = client(project)
+    assert c.get("/api/state").json()["run"]["halt"]["point"] == "ship:pre"
+    with Journal.open(project) as journal:
+        journal.resume_run(run_id)
+        journal.finish_run(run_id, "halted", "stopped by a native hook")
+    run = c.get("/api/state").json()["run"]
+    assert run["halt"] is None and run["haltReason"] == "stopped by a native hook"

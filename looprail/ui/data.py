@@ -174,7 +174,7 @@ def _run_detail(
 ) -> dict[str, Any]:
     report = report_from_rows(run, events, tasks)
     shown, live, interrupted = _display_status(run, holder)
-    halt = report.halts[-1] if report.halts else None
+    halt = _current_halt(run, events)
     finished = {e.task_id: e for e in events if e.kind == "task_finished" and e.task_id}
     logs = task_logs(project, run.id, [t.task_key for t in tasks])
     now = datetime.now(UTC)
@@ -231,7 +231,7 @@ def _run_detail(
         "pid": run.pid,
         "host": run.host,
         "haltReason": run.halt_reason,
-        "halt": None if halt is None else halt.model_dump(mode="json"),
+        "halt": halt,
         "continue": continue_command(project, capability_dirs, run, interrupted),
         "path": [
             {
@@ -251,6 +251,29 @@ def _run_detail(
             {k: v for k, v in h.model_dump(mode="json").items() if k != "data"}
             for h in report.nativeHooks
         ],
+    }
+
+
+def _current_halt(run: RunRow, events: list[Any]) -> dict[str, Any] | None:
+    """Where a stopped run stopped: its last `halted` event since the last resume (a resumed
+    run is not still refused where an earlier attempt was)."""
+    if run.status not in ("halted", "paused", "failed"):
+        return None
+    last = None
+    for e in events:
+        if e.kind == "run_resumed":
+            last = None
+        elif e.kind == "halted":
+            last = e
+    if last is None:
+        return None
+    return {
+        "seq": last.seq,
+        "ts": last.ts,
+        "point": last.point,
+        "capId": last.cap_id,
+        "taskId": last.task_id,
+        "message": last.message,
     }
 
 
