@@ -195,6 +195,11 @@ def test_hostile_strings_are_shown_as_text(browser, tmp_path):
             point.locator(".msg").first.text_content() == uikit.HOSTILE + uikit.LONG
         )  # all of it, as text
         assert text(page, "#halt .halt-reason") == uikit.HOSTILE + uikit.LONG
+        assert point.locator(".cap").first.text_content() == uikit.HOSTILE
+        native = page.locator(".point.native")
+        assert native.locator(".cap").first.text_content() == uikit.HOSTILE
+        assert native.locator(".msg").first.text_content() == uikit.HOSTILE
+        assert text(page, "#warnings .warning") == "⚠ plan:pre: " + uikit.HOSTILE
         assert text(page, "#project") == '<img src=x onerror=alert(1)>"'
         assert page.title() == 'looprail · <img src=x onerror=alert(1)>"'
         task = page.locator("button.task").first

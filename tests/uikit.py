@@ -186,6 +186,13 @@ def hostile_project(root: Path) -> tuple[Path, str]:
                 data={"label": HOSTILE, "blocking": True, "onError": HOSTILE},
             ),
         )
+        journal.record(
+            run_id,
+            EventRecord(
+                kind="native_hook", cap_id=HOSTILE, outcome="blocked", message=HOSTILE, data={}
+            ),
+        )
+        journal.record(run_id, EventRecord(kind="warning", point="plan:pre", message=HOSTILE))
         journal.wave_started(run_id, 1, [(HOSTILE, HOSTILE)])
         journal.record(
             run_id,

@@ -40,6 +40,7 @@
   let snap = null;
   let receivedAt = 0;
   let source = null;
+  let stopped = false;      // the server said goodbye
   let openTask = null;      // key of the task whose detail is shown
   let chartVersion = null;
   let pendingFocus = null;  // where the current state sits across the chart (0..1)
@@ -60,6 +61,7 @@
 
   function connect() {
     if (source) source.close();
+    stopped = false;
     const conn = $("conn");
     conn.textContent = "connecting…";
     conn.className = "conn";
@@ -72,6 +74,8 @@
       render();
     });
     source.addEventListener("bye", () => {
+      stopped = true;  // nothing more to ask a server that is gone
+      clearTimeout(logTimer);
       source.close();
       conn.textContent = "server stopped";
       conn.className = "conn bad";
@@ -107,7 +111,11 @@
     }
     const w = $("warnings");
     clear(w);
-    const warnings = snap.warnings || [];
+    const warnings = (snap.warnings || []).slice();
+    for (const n of (snap.run && snap.run.warnings) || []) {
+      const where = [n.point, n.capId, n.taskId].filter(Boolean).join(" · ");
+      warnings.push((where ? where + ": " : "") + (n.message || ""));
+    }
     w.hidden = warnings.length === 0;
     for (const text of warnings) w.appendChild(el("div", { cls: "warning" }, "⚠ ", text));
   }
@@ -227,6 +235,19 @@
       }
       box.appendChild(block);
     }
+    // native hooks (hooks.json) fire at loop events, not at the twelve points
+    const natives = run ? run.nativeHooks : [];
+    if (natives.length) {
+      const block = el("div", { cls: "point dispatched native" },
+        el("div", { cls: "point-head" }, el("code", { cls: "point-name" }, "native hooks"),
+          el("span", { cls: "muted" }, natives.length + " result" + (natives.length === 1 ? "" : "s"))));
+      for (const h of natives) {
+        block.appendChild(el("div", { cls: "hook k-native" }, badge("native", "k-badge"),
+          el("span", { cls: "cap", title: h.capId || "" }, h.capId || "?")));
+        block.appendChild(resultRow(h, { outcome: h.outcome, durationMs: h.durationMs, message: h.message }, false));
+      }
+      box.appendChild(block);
+    }
   }
 
   const running = [];  // [node, task] pairs whose elapsed time ticks
@@ -330,7 +351,7 @@
       }
     }).catch(() => {});
     clearTimeout(logTimer);
-    if (task.status === "running") logTimer = setTimeout(() => { const t = findTask(task.key); if (t && openTask === t.key) loadLog(t); }, 2000);
+    if (task.status === "running" && snap.run.live && !stopped) logTimer = setTimeout(() => { const t = findTask(task.key); if (t && openTask === t.key) loadLog(t); }, 2000);
   }
 
   function renderHistory() {
