@@ -5,7 +5,8 @@ import what they need lazily so that `looprail loop render-hooks` (called many t
 hosts) never pays for networkx, graphviz or statemachine.
 
 Exit codes: 0 success; 1 the work was refused or failed (bad input, halted loop); 2 usage error;
-3 paused at a checkpoint; 130 interrupted (Ctrl-C).
+3 paused at a checkpoint; 130 interrupted (Ctrl-C); 143 terminated (SIGTERM); 129 hung up
+(SIGHUP). After 130/143/129 the run is journaled `halted` and resumes with `looprail run`.
 """
 
 from __future__ import annotations
@@ -95,9 +96,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
         print(f"looprail: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("looprail: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        # SIGTERM/SIGHUP during a run arrive as a KeyboardInterrupt carrying the signal.
+        signum = getattr(exc, "signum", None)
+        print(f"looprail: interrupted{f' (signal {signum})' if signum else ''}", file=sys.stderr)
+        return 128 + signum if signum else 130
 
 
 def _dispatch(argv: list[str]) -> int:

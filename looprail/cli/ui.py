@@ -61,7 +61,6 @@ def run(args) -> int:
         import uvicorn
     except ImportError:
         raise LooprailError(INSTALL_HINT) from None
-    import contextlib
     import socket
 
     from looprail.ui.server import create_app, stop_streams
@@ -91,8 +90,6 @@ def run(args) -> int:
     else:
         allowed = [host, f"[{host}]", "127.0.0.1", "localhost", "::1", "[::1]"]
     app = create_app(project, args.capabilities, flavor=args.flavor, allowed_hosts=allowed)
-    print(f"looprail ui: {project.resolve()} at {_url(host, port)}  (read-only; Ctrl-C stops)")
-    sys.stdout.flush()
     config = uvicorn.Config(
         app, log_level="warning", lifespan="off", timeout_graceful_shutdown=5, access_log=False
     )
@@ -102,7 +99,14 @@ def run(args) -> int:
             stop_streams(app)  # open pages get `bye` at once instead of a cut connection
             super().handle_exit(sig, frame)
 
-    # Ctrl-C is how a dashboard is stopped: not an error
-    with contextlib.suppress(KeyboardInterrupt):
+    # Ctrl-C is how a dashboard is stopped, not an error, even when it comes before the
+    # server has taken over the signal (right after the URL is printed).
+    try:
+        print(f"looprail ui: {project.resolve()} at {_url(host, port)}  (read-only; Ctrl-C stops)")
+        sys.stdout.flush()
         Server(config).run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sock.close()
     return 0

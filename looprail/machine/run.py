@@ -28,7 +28,7 @@ from looprail.hooks.task_content import TaskContentError, resolve_task_content
 from looprail.machine import guards as G
 from looprail.machine.chart import TaskChart, compile_loop, state_path
 from looprail.machine.dispatch import Dispatcher
-from looprail.machine.progress import Progress, fmt_duration
+from looprail.machine.progress import Progress, fmt_duration, plural
 from looprail.machine.record import EventRecord, MemoryRecorder, Recorder
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
 from looprail.plans import Phase, Plan, Task, compute_waves, load_phase
@@ -163,12 +163,15 @@ class LoopRunner:
             progress=self.progress,
             recorder=self.recorder,
             native=native.point_hooks if native is not None else None,
+            native_count=native.point_count if native is not None else None,
         )
         self.tasks_run = 0
         self.waves_run = 0
         self._count_lock = threading.Lock()
         self.warnings: list[str] = []
         self.wave: int | None = wave  # the wave being run (journaled with start_wave)
+        # Steps whose role was killed mid-work in an earlier process: done again on resume.
+        self.redo_steps: frozenset[str] = frozenset()
 
     # ------------------------------------------------------------------ state
 
@@ -377,12 +380,17 @@ class LoopRunner:
 
     def _phase_work(self, step: str, *, done: bool) -> None:
         spec = self.spec.step(step)
+        if step in self.redo_steps:  # killed mid-work before: its artifacts do not count
+            self.redo_steps = self.redo_steps - {step}
+            done = False
         if done:
             self.progress.line(f"  {spec.artifact} exists: no {spec.role} work needed")
             return
         self._status(f"{spec.role} at work")
+        self._role_event("role_started", step, spec.role)
         outcome = self.runtime.do_phase_work(spec.role, step, self.dispatcher.context(None))
         if not outcome.ok:
+            self._role_event("role_finished", step, spec.role, outcome="failed")
             raise HaltError(f"{step}: {spec.role} failed: {outcome.detail}")
         self.progress.line(
             f"  {spec.role} did the {step} work in {fmt_duration(outcome.duration_s)}"
@@ -392,6 +400,20 @@ class LoopRunner:
             # The role wrote artifacts (plans): journal the inputs now, so a crash before the
             # next transition does not look like someone changed them underneath the run.
             self.on_transition(self.state)
+        self._role_event("role_finished", step, spec.role, outcome="ok")
+
+    def _role_event(self, kind: str, step: str, role: str, outcome: str | None = None) -> None:
+        """Bracket a role's work in the journal (committed at once): a resume finds a role that
+        started and never finished, does its work again and sets its partial output aside."""
+        from looprail.machine.resume import phase_snapshot
+
+        data: dict[str, Any] = {"step": step, "role": role}
+        if kind == "role_started":
+            data["files"] = phase_snapshot(self.phase.dir)
+        self.recorder.event(
+            EventRecord(kind=kind, outcome=outcome, data=data),  # type: ignore[arg-type]
+            state=self.state,
+        )
 
     # ------------------------------------------------------------------ waves
 
@@ -415,7 +437,9 @@ class LoopRunner:
             wave.number,
             [(t.id, p.id) for p in pending for t in p.tasks if not t.is_checkpoint],
         )
-        self.progress.line(f"  wave {wave.number}: {len(pending)} plan(s), {jobs} at a time")
+        self.progress.line(
+            f"  wave {wave.number}: {plural(len(pending), 'plan')}, {jobs} at a time"
+        )
         with make_executor(jobs) as executor:
             try:
                 settled = run_all(

@@ -24,6 +24,11 @@ EventKind = Literal[
     "halted",
     "run_finished",
     "native_hook",
+    "native_selection",
+    "contribution",
+    "role_started",
+    "role_finished",
+    "process",
 ]
 EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
 
