@@ -67,7 +67,7 @@
     conn.className = "conn";
     source = new EventSource("/api/events" + runQuery());
     source.addEventListener("state", (ev) => {
-      conn.textContent = "live";
+      conn.textContent = "connected";
       conn.className = "conn ok";
       snap = JSON.parse(ev.data);
       receivedAt = Date.now();
