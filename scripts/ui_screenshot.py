@@ -41,11 +41,14 @@ WIDTH = 1400
 
 # The example's executor, held back until `<project>/.release` exists.
 GATED = """#!/usr/bin/env python3
-import json, subprocess, sys, time
+import json, os, subprocess, sys, time
 from pathlib import Path
 data = sys.stdin.read()
 root = Path(json.loads(data)["project"])
+parent, deadline = os.getppid(), time.monotonic() + 300
 while not (root / ".release").exists():
+    if os.getppid() != parent or time.monotonic() > deadline:
+        sys.exit(1)  # the run is gone: never linger
     time.sleep(0.05)
 real = Path(__file__).with_name("executor.real")
 sys.exit(subprocess.run([sys.executable, str(real)], input=data, text=True).returncode)

@@ -186,7 +186,9 @@ def test_events_of_two_runs_do_not_mix(journal):
 
 
 def test_event_kinds_are_checked():
-    assert {"native_hook", "native_selection", "contribution", "process"} <= set(EVENT_KINDS) and len(EVENT_KINDS) == 21
+    assert {"native_hook", "native_selection", "contribution", "process"} <= set(
+        EVENT_KINDS
+    ) and len(EVENT_KINDS) == 21
     with pytest.raises(ValueError):
         EventRecord(kind="transitoin")  # type: ignore[arg-type]
 

@@ -35,9 +35,8 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 
-# The executor waits until `<project>/.release` exists, then does the example's work. Each
-# task writes a line to its own log under .looprail/logs/<run>/ (the run id comes from the
-# journal the test reads), so the page has a real log to show.
+# The executor waits until `<project>/.release` exists, then does the example's work; it gives
+# up when the run that started it dies (a test kills it) or after 300 s.
 GATED_EXECUTOR = """#!/usr/bin/env python3
 import os, subprocess, sys, time
 from pathlib import Path
@@ -46,7 +45,10 @@ import json
 req = json.loads(data)
 root = Path(req["project"])
 (root / ".waiting").write_text(req["task"]["planId"] + "/" + req["task"]["taskId"])
+parent, deadline = os.getppid(), time.monotonic() + 300
 while not (root / ".release").exists():
+    if os.getppid() != parent or time.monotonic() > deadline:
+        sys.exit(1)  # the run was killed (or the test is gone): never linger
     time.sleep(0.05)
 real = Path(__file__).with_name("executor.real")
 done = subprocess.run([sys.executable, str(real)], input=data, text=True)
