@@ -39,6 +39,7 @@ _GROUPS = (
     "lint",
     "schema",
     "completion",
+    "ui",
 )
 
 

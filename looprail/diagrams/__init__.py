@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from looprail.diagrams.graph import RunView
     from looprail.machine.spec import LoopSpec
+    from looprail.store import Journal, RunRow
 
 __all__ = [
     "diagram",
@@ -27,6 +28,7 @@ __all__ = [
     "load_envelopes",
     "load_graph",
     "load_run",
+    "run_view",
     "write_atomic",
 ]
 
@@ -61,7 +63,6 @@ def load_envelopes(
 
 def load_run(project: str | Path, ref: str) -> RunView:
     """One run of the project's journal (`ref`: an id, a unique prefix, or `latest`)."""
-    from looprail.diagrams.graph import RunEvent, RunTask, RunView
     from looprail.errors import LooprailError
     from looprail.store import Journal
 
@@ -72,8 +73,15 @@ def load_run(project: str | Path, ref: str) -> RunView:
                 raise LooprailError(f"{journal.path}: no run recorded yet")
         else:
             run = journal.find_run(ref)
-        events = journal.events(run.id, kinds=["transition", "hook", "halted", "native_hook"])
-        tasks = journal.tasks(run.id)
+        return run_view(journal, run)
+
+
+def run_view(journal: Journal, run: RunRow) -> RunView:
+    """The overlay's view of `run`, read from an open journal (read-only is enough)."""
+    from looprail.diagrams.graph import RunEvent, RunTask, RunView
+
+    events = journal.events(run.id, kinds=["transition", "hook", "halted", "native_hook"])
+    tasks = journal.tasks(run.id)
     return RunView(
         run_id=run.id,
         phase=run.phase,

@@ -253,10 +253,21 @@ def _waves(graph: nx.MultiDiGraph, compound: str) -> list[tuple[int | None, list
 # --------------------------------------------------------------------------- DOT
 
 
+# Graphviz refuses an HTML label longer than 16384 characters (a syntax error for the whole
+# graph), and labels come from third-party manifests: every line is clipped, the task table is
+# cut short with a count of what is left out.
+LINE_MAX = 120
+TABLE_MAX = 12_000
+
+
+def _clip(text: str, limit: int = LINE_MAX) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _html(title: str, lines: list[str], *, mono_title: bool = False, size: int = 10) -> str:
     face = MONO if mono_title else FONT
-    parts = [f'<font face="{face}"><b>{html.escape(title)}</b></font>']
-    parts += [f'<font point-size="{size}">{html.escape(line)}</font>' for line in lines]
+    parts = [f'<font face="{face}"><b>{html.escape(_clip(title))}</b></font>']
+    parts += [f'<font point-size="{size}">{html.escape(_clip(line))}</font>' for line in lines]
     return "<" + "<br/>".join(parts) + ">"
 
 
@@ -387,18 +398,31 @@ def _dot_tasks(graph: nx.MultiDiGraph, g: Any, compound: str) -> None:
     waves = _waves(graph, compound)
     if not waves:
         return
-    rows = []
-    for wave, tasks in waves:
+    rows: list[str] = []
+    size = 0
+    for index, (wave, tasks) in enumerate(waves):
         cells = [
             f'<td bgcolor="{TASK_FILLS[graph.nodes[t]["status"]]}">'
-            f'<font face="{MONO}" point-size="9">{html.escape(_task_line(graph.nodes[t]))}</font>'
+            f'<font face="{MONO}" point-size="9">'
+            f"{html.escape(_clip(_task_line(graph.nodes[t]), 60))}</font>"
             "</td>"
             for t in tasks
         ]
+        kept = cells
+        while kept and size + sum(map(len, kept)) + 300 > TABLE_MAX:  # 300: the row around
+            kept = kept[: len(kept) // 2]
+        if len(kept) < len(cells):
+            kept = [*kept, f'<td><font point-size="9">… {len(cells) - len(kept)} more</font></td>']
         head = f"wave {wave}" if wave is not None else "tasks"
-        rows.append(
-            f'<tr><td align="left"><font point-size="9">{head}</font></td>{"".join(cells)}</tr>'
-        )
+        row = f'<tr><td align="left"><font point-size="9">{head}</font></td>{"".join(kept)}</tr>'
+        if size + len(row) > TABLE_MAX:
+            rest = len(waves) - index
+            rows.append(
+                f'<tr><td align="left"><font point-size="9">… {rest} more waves</font></td></tr>'
+            )
+            break
+        rows.append(row)
+        size += len(row)
     table = (
         '<<table border="0" cellborder="1" cellspacing="2" cellpadding="3" color="#9ca3af">'
         + "".join(rows)

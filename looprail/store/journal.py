@@ -120,6 +120,41 @@ class Journal:
         conn.row_factory = sqlite3.Row
         return cls(conn, path, clock or (lambda: datetime.now(UTC)))
 
+    @classmethod
+    def open_readonly(cls, project: str | Path) -> Journal:
+        """Open the project's journal for reading only (`mode=ro`, `query_only`): no schema
+        change, no migration, no pragma stored in the file, and every write method fails. For
+        viewers that run beside a live run (the dashboard). Raises `NoJournalError` when there
+        is none (or it is still an empty file) and `JournalError` for a foreign, corrupt or
+        newer one."""
+        from urllib.parse import quote
+
+        from looprail.store.schema import identify_readonly
+
+        path = journal_path(project)
+        check_links(path)
+        if not path.exists():
+            raise NoJournalError(f"{path}: no journal yet (no run has been recorded)")
+        check_header(path)
+        uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+        try:
+            conn = sqlite3.connect(
+                uri,
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+            )
+        except sqlite3.Error as exc:
+            raise JournalError(f"{path}: cannot open the journal ({exc})") from None
+        try:
+            identify_readonly(conn, path)
+        except BaseException:
+            conn.close()
+            raise
+        conn.row_factory = sqlite3.Row
+        return cls(conn, path, lambda: datetime.now(UTC))
+
     def close(self) -> None:
         with self._mutex:
             self._conn.close()
@@ -421,9 +456,15 @@ class Journal:
             row = self._sql(sql + " ORDER BY started_at DESC, id DESC", params).fetchone()
         return _run_row(row) if row else None
 
-    def events(self, run_id: str, *, kinds: Iterable[str] | None = None) -> list[EventRow]:
-        """The run's events in the order they were recorded (optionally only some kinds)."""
+    def events(
+        self, run_id: str, *, kinds: Iterable[str] | None = None, after: int = 0
+    ) -> list[EventRow]:
+        """The run's events in the order they were recorded (optionally only some kinds, and
+        only those after `seq` `after`: a reader that polls fetches just what is new)."""
         sql, params = "SELECT * FROM events WHERE run_id = ?", [run_id]
+        if after:
+            sql += " AND seq > ?"
+            params.append(int(after))
         if kinds is not None:
             wanted = list(kinds)
             sql += f" AND kind IN ({', '.join('?' * len(wanted))})"
@@ -431,6 +472,24 @@ class Journal:
         with self._mutex:
             rows = self._sql(sql + " ORDER BY seq", params).fetchall()
         return [_event_row(row) for row in rows]
+
+    def last_seq(self) -> int:
+        """The `seq` of the newest event of any run (0 when there is none): a cheap change
+        marker for readers that poll."""
+        with self._mutex:
+            return int(self._sql("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
+
+    def task_counts(self) -> dict[str, dict[str, int]]:
+        """`{run id: {status: count}}` of every run's task rows, in one query (for listings
+        that show counts without reading every row)."""
+        with self._mutex:
+            rows = self._sql(
+                "SELECT run_id, status, count(*) FROM tasks GROUP BY run_id, status"
+            ).fetchall()
+        out: dict[str, dict[str, int]] = {}
+        for run_id, status, count in rows:
+            out.setdefault(run_id, {})[status] = count
+        return out
 
     def tasks(self, run_id: str) -> list[TaskRow]:
         """The run's task rows by wave, then in the order they were first registered."""

@@ -356,7 +356,8 @@ def _task_report(task: TaskRow, resolver: EventRow | None) -> TaskReport:
         if resolver is None
         else ResolverRow(
             seq=resolver.seq,
-            trackerId=_str(resolver.data.get("tracker_id")),
+            # the runner writes `trackerId`; early journals wrote `tracker_id`
+            trackerId=_str(resolver.data.get("trackerId", resolver.data.get("tracker_id"))),
             capId=resolver.cap_id,
             outcome=resolver.outcome,
             durationMs=resolver.duration_ms,

@@ -151,6 +151,28 @@ def prepare(conn: sqlite3.Connection, path: Path) -> None:
         raise translate(path, exc) from None
 
 
+def identify_readonly(conn: sqlite3.Connection, path: Path) -> None:
+    """Checks for a read-only connection: the file is a looprail journal at this schema
+    version (nothing is migrated or changed). An empty file is 'no journal yet'."""
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA query_only = ON")
+        version = _identify(conn, path)
+    except sqlite3.DatabaseError as exc:
+        raise translate(path, exc) from None
+    if version == 0:
+        raise NoJournalError(f"{path}: no journal yet (no run has been recorded)")
+    if version < schema_version():
+        raise JournalError(
+            f"{path}: journal schema version {version} is older than this looprail's "
+            f"({schema_version()}); run any looprail command that writes it to migrate"
+        )
+    try:
+        check_shape(conn, path)
+    except sqlite3.DatabaseError as exc:
+        raise translate(path, exc) from None
+
+
 def _expected_shape() -> dict[str, set[str]]:
     """Table → columns of a journal built by the migrations (built once, in memory)."""
     global _SHAPE

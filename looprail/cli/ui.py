@@ -1,0 +1,112 @@
+"""`looprail ui`: serve the read-only dashboard of a project on a local port."""
+
+from __future__ import annotations
+
+import sys
+
+from looprail.cli._common import add_flavor_option, add_project_options
+
+INSTALL_HINT = "looprail ui needs the ui extra: pip install 'looprail[ui]'"
+DEFAULT_PORT = 8765
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "ui",
+        help="a read-only local web dashboard of the project's runs, live",
+        description="Serve a read-only web page of PROJECT: the loop chart with the current run "
+        "on it, the points and their hooks, waves → plans → tasks with their logs, past runs, "
+        "and the command that continues a halted run. It follows a run going on in another "
+        "terminal live, reading the journal read-only. Binds to 127.0.0.1 unless --host says "
+        "otherwise. Needs the ui extra: pip install 'looprail[ui]'.",
+    )
+    p.add_argument("project_pos", nargs="?", metavar="PROJECT", help="project folder (default: .)")
+    p.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        metavar="N",
+        help=f"port to listen on (default: {DEFAULT_PORT}; 0 picks a free one)",
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        metavar="H",
+        help="address to bind (default: 127.0.0.1, this machine only)",
+    )
+    add_project_options(p)
+    add_flavor_option(p)
+    p.set_defaults(handler=run)
+
+
+def _url(host: str, port: int) -> str:
+    shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
+    if ":" in shown and not shown.startswith("["):
+        shown = f"[{shown}]"
+    return f"http://{shown}:{port}/"
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from looprail.errors import LooprailError, UsageError
+
+    project = Path(args.project_pos or args.project)
+    if not project.is_dir():
+        raise UsageError(f"{project}: no such project folder")
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port}: not a port number (0-65535)")
+    try:
+        import starlette  # noqa: F401
+        import uvicorn
+    except ImportError:
+        raise LooprailError(INSTALL_HINT) from None
+    import socket
+
+    from looprail.ui.server import create_app, stop_streams
+
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((args.host.strip("[]"), args.port))
+    except OSError as exc:
+        sock.close()
+        why = exc.strerror or str(exc)
+        raise UsageError(
+            f"cannot listen on {args.host}:{args.port} ({why}); give another --port "
+            "(0 picks a free one)"
+        ) from None
+    sock.listen(64)
+    port = sock.getsockname()[1]
+    host = args.host.strip("[]")
+    if host in ("0.0.0.0", "::"):
+        allowed = ["*"]  # bound to every interface on purpose: any name that reaches it
+        print(
+            "looprail: warning: the dashboard is reachable from the network (--host "
+            f"{args.host}); it shows project files and logs",
+            file=sys.stderr,
+        )
+    else:
+        allowed = [host, f"[{host}]", "127.0.0.1", "localhost", "::1", "[::1]"]
+    app = create_app(project, args.capabilities, flavor=args.flavor, allowed_hosts=allowed)
+    config = uvicorn.Config(
+        app, log_level="warning", lifespan="off", timeout_graceful_shutdown=5, access_log=False
+    )
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            stop_streams(app)  # open pages get `bye` at once instead of a cut connection
+            super().handle_exit(sig, frame)
+
+    # Ctrl-C is how a dashboard is stopped, not an error, even when it comes before the
+    # server has taken over the signal (right after the URL is printed).
+    try:
+        print(f"looprail ui: {project.resolve()} at {_url(host, port)}  (read-only; Ctrl-C stops)")
+        sys.stdout.flush()
+        Server(config).run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sock.close()
+    return 0

@@ -1,0 +1,338 @@
+"""The dashboard's web app: a Starlette application over `looprail.ui.data`.
+
+Routes (all GET; the app has no route that changes anything):
+
+- `/` the page (static HTML, the project name escaped into it), `/static/app.js|app.css`;
+- `/api/state?run=ID` the snapshot (`data.snapshot`) as JSON;
+- `/api/events?run=ID` server-sent events: a `state` event with the snapshot at once and
+  again whenever the journal changes (polled read-only; a comment line keeps it alive), and
+  `bye` when the server stops;
+- `/api/chart.svg?run=ID` the loop chart with the project's hooks and the run painted on it
+  (the same graph as `looprail diagram --hooks --run`), cached per journal change;
+- `/api/log?run=ID&task=KEY` the tails of a task's log files.
+
+Every response carries a strict Content-Security-Policy (scripts only from /static, no inline
+script, no other origin) and the app only answers to the host names it was bound to (a page on
+another site cannot reach it through DNS rebinding).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import html
+import json
+import shutil
+import threading
+import time
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from looprail.ui import data
+
+PAGE_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+# Graphviz SVG is shown through <img>, where scripts never run; this keeps it inert even when
+# opened on its own.
+SVG_CSP = "default-src 'none'; style-src 'unsafe-inline'; sandbox"
+STATIC = {"app.js": "text/javascript", "app.css": "text/css"}
+ENVELOPE_TTL = 5.0  # seconds a resolved hook set is reused before the manifests are re-read
+KEEPALIVE = 15.0
+MAX_PAUSE = 5.0  # longest wait between two polls of a big journal
+
+
+def _asset(name: str) -> str:
+    return resources.files("looprail.ui").joinpath("static", name).read_text(encoding="utf-8")
+
+
+class Dashboard:
+    """The project being shown and the caches the routes share."""
+
+    def __init__(
+        self,
+        project: Path,
+        capability_dirs: Sequence[str] = (),
+        *,
+        poll_interval: float = 0.5,
+        flavor: str = "gsd",
+    ):
+        self.project = project
+        self.capability_dirs = [str(d) for d in capability_dirs]
+        self.poll_interval = poll_interval
+        self.flavor = flavor
+        self._lock = threading.Lock()
+        # Set when the server is stopping: event streams say goodbye and end, so the server
+        # does not wait for them (and the page says it stopped instead of retrying forever).
+        self.closing = threading.Event()
+        self._envelopes: tuple[float, dict[str, Any] | None, list[str]] | None = None
+        self._events: dict[str, list[Any]] = {}  # run id → its events so far (append-only)
+        self._reading = threading.Lock()  # one snapshot at a time: they share the event cache
+        self._svg: tuple[tuple, tuple[bytes, float | None]] | None = None
+
+    # -- hooks of the project ------------------------------------------------------------------
+
+    def envelopes(self) -> tuple[dict[str, Any] | None, list[str]]:
+        """The project's active hooks per point, re-read at most every few seconds; a manifest
+        that cannot be loaded is a warning on the page, not a failure."""
+        with self._lock:
+            cached = self._envelopes
+            if cached is not None and time.monotonic() - cached[0] < ENVELOPE_TTL:
+                return cached[1], cached[2]
+        envelopes: dict[str, Any] | None = None
+        warnings: list[str] = []
+        if (self.project / ".planning").is_dir():
+            from looprail.diagrams import load_envelopes
+            from looprail.errors import LooprailError
+
+            try:
+                envelopes, warnings = load_envelopes(self.project, self.capability_dirs)
+            except LooprailError as exc:
+                warnings = [f"hooks not shown: {exc}"]
+        with self._lock:
+            self._envelopes = (time.monotonic(), envelopes, warnings)
+        return envelopes, warnings
+
+    # -- views ---------------------------------------------------------------------------------
+
+    def snapshot(self, run: str | None, marker: str | None = None) -> dict[str, Any]:
+        """The page's data. `version` names the journal state it was read at or after: the
+        marker is taken first, so a change that lands while reading shows up as a new marker
+        on the next poll and is sent again."""
+        marker = marker if marker is not None else data.change_marker(self.project)
+        envelopes, warnings = self.envelopes()
+        with self._reading:
+            snap = data.snapshot(
+                self.project,
+                self.capability_dirs,
+                run,
+                envelopes=envelopes,
+                envelope_warnings=warnings,
+                event_cache=self._events,
+            )
+        snap["version"] = hashlib.sha256(marker.encode()).hexdigest()[:16]
+        snap["chart"] = shutil.which("dot") is not None
+        snap["chartError"] = None if snap["chart"] else "Graphviz's dot is not installed"
+        snap["chartFocus"] = None
+        if snap["chart"]:
+            from looprail.errors import LooprailError
+
+            try:
+                run_id = snap["run"]["id"] if snap["run"] else None
+                snap["chartFocus"] = self.chart(run_id)[1]
+            except LooprailError as exc:  # the page shows everything else, and why
+                snap["chart"], snap["chartError"] = False, str(exc)
+        return snap
+
+    def chart(self, run: str | None) -> tuple[bytes, float | None]:
+        """The SVG chart of `run` (None: the latest; the default loop when there is no run),
+        and where its current state sits across the chart (0..1, for scrolling it into view).
+        Cached until the journal or the hooks change."""
+        from looprail.diagrams.graph import build_graph
+        from looprail.diagrams.render import render
+
+        envelopes, _ = self.envelopes()
+        marker = data.change_marker(self.project)
+        view = None
+        journal, _ = data.open_journal(self.project)
+        if journal is not None:
+            from looprail.diagrams import run_view
+            from looprail.store import JournalError
+
+            with journal:
+                selected = None
+                if run:
+                    try:
+                        selected = journal.find_run(run)
+                    except JournalError:
+                        selected = None
+                selected = selected or journal.latest_run()
+                key = (selected.id if selected else None, marker, id(envelopes))
+                with self._lock:
+                    if self._svg is not None and self._svg[0] == key:
+                        return self._svg[1]
+                if selected is not None:
+                    view = run_view(journal, selected)
+        else:
+            key = (None, marker, id(envelopes))
+        name = self.project.resolve().name
+        graph = build_graph(
+            envelopes=envelopes, run=view, title=f"looprail loop · {name}", flavor=self.flavor
+        )
+        blob = render(graph, "svg")
+        focus = _focus(blob, view.state[-1] if view and view.state else None)
+        with self._lock:
+            self._svg = (key, (blob, focus))
+        return blob, focus
+
+
+def _focus(svg: bytes, node: str | None) -> float | None:
+    """The horizontal position (0..1) of `node`'s box in a Graphviz SVG, or None."""
+    if node is None:
+        return None
+    import re
+    import xml.etree.ElementTree as ET
+
+    ns = "{http://www.w3.org/2000/svg}"
+    try:
+        root = ET.fromstring(svg)
+        width = float(root.attrib["viewBox"].split()[2])
+        graph = root.find(f"{ns}g")
+        transform = graph.get("transform", "") if graph is not None else ""
+        shift = re.search(r"translate\((-?[\d.]+)", transform)
+        offset = float(shift.group(1)) if shift else 0.0
+    except (ET.ParseError, KeyError, IndexError, ValueError):
+        return None
+    for group in root.iter(f"{ns}g"):
+        title = group.find(f"{ns}title")
+        if group.get("class") != "node" or title is None or title.text != node:
+            continue
+        for shape in group:
+            if shape.tag in (f"{ns}polygon", f"{ns}path", f"{ns}ellipse"):
+                if shape.tag == f"{ns}ellipse":
+                    xs = [float(shape.get("cx", "0"))]
+                else:
+                    raw = shape.get("points") or shape.get("d") or ""
+                    xs = [float(x) for x in re.findall(r"(-?[\d.]+),-?[\d.]+", raw)]
+                if xs and width > 0:
+                    return max(0.0, min(1.0, (sum(xs) / len(xs) + offset) / width))
+    return None
+
+
+# -- routes ----------------------------------------------------------------------------------
+
+
+def _headers(csp: str = PAGE_CSP) -> dict[str, str]:
+    return {
+        "Content-Security-Policy": csp,
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+        "Cache-Control": "no-store",
+    }
+
+
+def _json(value: Any, status: int = 200) -> Response:
+    return JSONResponse(value, status_code=status, headers=_headers())
+
+
+def _run_param(request: Request) -> str | None:
+    run = request.query_params.get("run") or None
+    return run if run is None or (len(run) <= 64 and run.isalnum()) else None
+
+
+def stop_streams(app: Starlette) -> None:
+    """End every open event stream (call before stopping the server)."""
+    app.state.dashboard.closing.set()
+
+
+def create_app(
+    project: str | Path,
+    capability_dirs: Sequence[str] = (),
+    *,
+    poll_interval: float = 0.5,
+    flavor: str = "gsd",
+    allowed_hosts: Sequence[str] = ("127.0.0.1", "localhost", "::1", "[::1]", "testserver"),
+) -> Starlette:
+    """The dashboard of `project` as an ASGI app (serve it with uvicorn; test it with
+    Starlette's TestClient)."""
+    dash = Dashboard(Path(project), capability_dirs, poll_interval=poll_interval, flavor=flavor)
+
+    async def page(request: Request) -> Response:
+        name = html.escape(dash.project.resolve().name)
+        body = _asset("index.html").replace("{{project}}", name)
+        return HTMLResponse(body, headers=_headers())
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in STATIC:
+            return Response("not found\n", 404, media_type="text/plain", headers=_headers())
+        return Response(_asset(name), media_type=STATIC[name], headers=_headers())
+
+    async def state(request: Request) -> Response:
+        return _json(await run_in_threadpool(dash.snapshot, _run_param(request)))
+
+    async def chart(request: Request) -> Response:
+        if shutil.which("dot") is None:
+            return Response(
+                "the chart needs Graphviz's dot (apt-get install graphviz)\n",
+                503,
+                media_type="text/plain",
+                headers=_headers(),
+            )
+        from looprail.errors import LooprailError
+
+        try:
+            blob, _ = await run_in_threadpool(dash.chart, _run_param(request))
+        except LooprailError as exc:
+            return Response(f"{exc}\n", 503, media_type="text/plain", headers=_headers())
+        return Response(blob, media_type="image/svg+xml", headers=_headers(SVG_CSP))
+
+    async def log(request: Request) -> Response:
+        run = _run_param(request)
+        task = request.query_params.get("task", "")
+        if not run or not task or len(task) > 512:
+            return _json({"error": "give run and task"}, 400)
+        return _json(await run_in_threadpool(data.task_log, dash.project, run, task))
+
+    async def events(request: Request) -> Response:
+        run = _run_param(request)
+
+        async def stream():
+            yield "retry: 2000\n\n"
+            last = None
+            quiet = 0.0
+            while not dash.closing.is_set():
+                marker = await run_in_threadpool(data.change_marker, dash.project)
+                pause = dash.poll_interval
+                if marker != last:
+                    started = time.monotonic()
+                    snap = await run_in_threadpool(dash.snapshot, run, marker)
+                    last = marker
+                    quiet = 0.0
+                    payload = json.dumps(snap, ensure_ascii=False, separators=(",", ":"))
+                    yield f"event: state\ndata: {payload}\n\n"
+                    # A big journal makes a snapshot slow: wait twice as long as it took, so
+                    # the page never takes more than a third of a core from the run it shows.
+                    pause = max(pause, min(MAX_PAUSE, 2 * (time.monotonic() - started)))
+                elif quiet >= KEEPALIVE:
+                    quiet = 0.0
+                    yield ": keep-alive\n\n"
+                waited = 0.0
+                while waited < pause and not dash.closing.is_set():  # a stop ends the wait
+                    await asyncio.sleep(min(0.1, pause - waited))
+                    waited += 0.1
+                quiet += pause
+            yield "event: bye\ndata: {}\n\n"
+
+        headers = _headers()
+        headers["X-Accel-Buffering"] = "no"
+        return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
+
+    async def favicon(request: Request) -> Response:
+        return Response(status_code=204, headers=_headers())
+
+    app = Starlette(
+        routes=[
+            Route("/", page),
+            Route("/favicon.ico", favicon),
+            Route("/static/{name}", static),
+            Route("/api/state", state),
+            Route("/api/events", events),
+            Route("/api/chart.svg", chart),
+            Route("/api/log", log),
+        ],
+        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))],
+    )
+    app.state.dashboard = dash
+    return app

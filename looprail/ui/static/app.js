@@ -1,0 +1,406 @@
+// looprail ui: follows the journal through server-sent events and draws it.
+// Everything shown comes from manifests and project files, so text only ever goes in through
+// textContent / createTextNode: this file never assigns HTML.
+"use strict";
+
+(function () {
+  const $ = (id) => document.getElementById(id);
+
+  // el("td", {cls: "x", title: "…", data: {key: "…"}}, "text", child, …)
+  function el(tag, opts, ...children) {
+    const node = document.createElement(tag);
+    if (opts) {
+      if (opts.cls) node.className = opts.cls;
+      if (opts.title) node.title = String(opts.title);
+      if (opts.data) for (const [k, v] of Object.entries(opts.data)) node.dataset[k] = String(v);
+      if (opts.type) node.type = opts.type;
+    }
+    for (const child of children) {
+      if (child === null || child === undefined || child === false) continue;
+      node.appendChild(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+  function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); }
+  function badge(text, kind) {
+    return el("span", { cls: "badge " + (kind || "b-" + String(text).replace(/[^a-z]/g, "")) }, text);
+  }
+  function fmtMs(ms) {
+    if (ms === null || ms === undefined) return "-";
+    if (ms < 1000) return ms + "ms";
+    const s = ms / 1000;
+    if (s < 60) return s.toFixed(1) + "s";
+    const m = Math.floor(s / 60), r = Math.floor(s % 60);
+    if (m < 60) return m + "m" + String(r).padStart(2, "0") + "s";
+    return Math.floor(m / 60) + "h" + String(m % 60).padStart(2, "0") + "m";
+  }
+  function shortTs(ts) { return ts ? ts.replace("T", " ").replace(/\.\d+Z$/, "Z") : "-"; }
+
+  let selectedRun = null;   // from the URL hash; null follows the latest run
+  let snap = null;
+  let receivedAt = 0;
+  let source = null;
+  let stopped = false;      // the server said goodbye
+  let openTask = null;      // key of the task whose detail is shown
+  let chartVersion = null;
+  let pendingFocus = null;  // where the current state sits across the chart (0..1)
+
+  function readHash() {
+    const m = /(?:^#|&)run=([0-9A-Za-z]+)/.exec(location.hash);
+    selectedRun = m ? m[1] : null;
+    const t = /(?:^#|&)task=([^&]+)/.exec(location.hash);
+    openTask = t ? decodeURIComponent(t[1]) : null;
+  }
+  function writeHash() {
+    const parts = [];
+    if (selectedRun) parts.push("run=" + selectedRun);
+    if (openTask) parts.push("task=" + encodeURIComponent(openTask));
+    history.replaceState(null, "", parts.length ? "#" + parts.join("&") : location.pathname);
+  }
+  function runQuery() { return selectedRun ? "?run=" + encodeURIComponent(selectedRun) : ""; }
+
+  function connect() {
+    if (source) source.close();
+    stopped = false;
+    const conn = $("conn");
+    conn.textContent = "connecting…";
+    conn.className = "conn";
+    source = new EventSource("/api/events" + runQuery());
+    source.addEventListener("state", (ev) => {
+      conn.textContent = "connected";
+      conn.className = "conn ok";
+      snap = JSON.parse(ev.data);
+      receivedAt = Date.now();
+      render();
+    });
+    source.addEventListener("bye", () => {
+      stopped = true;  // nothing more to ask a server that is gone
+      clearTimeout(logTimer);
+      source.close();
+      conn.textContent = "server stopped";
+      conn.className = "conn bad";
+    });
+    source.onerror = () => {
+      conn.textContent = "reconnecting…";
+      conn.className = "conn bad";
+    };
+  }
+
+  // -- rendering ------------------------------------------------------------------------------
+
+  function render() {
+    renderNotice();
+    const run = snap.run;
+    renderRunbar(run);
+    renderHalt(run);
+    renderChart(run);
+    renderPath(run);
+    renderPoints(run);
+    renderWaves(run);
+    renderHistory();
+    if (openTask) renderTaskDetail(true);
+  }
+
+  function renderNotice() {
+    const box = $("notice");
+    clear(box);
+    box.hidden = !snap.hint;
+    if (snap.hint) {
+      box.appendChild(el("strong", null, snap.project.isProject ? "Nothing to show yet. " : "Not a project. "));
+      box.appendChild(el("span", { cls: "hint" }, snap.hint));
+    }
+    const w = $("warnings");
+    clear(w);
+    const warnings = (snap.warnings || []).slice();
+    for (const n of (snap.run && snap.run.warnings) || []) {
+      const where = [n.point, n.capId, n.taskId].filter(Boolean).join(" · ");
+      warnings.push((where ? where + ": " : "") + (n.message || ""));
+    }
+    w.hidden = warnings.length === 0;
+    for (const text of warnings) w.appendChild(el("div", { cls: "warning" }, "⚠ ", text));
+  }
+
+  function renderRunbar(run) {
+    const bar = $("runbar");
+    clear(bar);
+    bar.hidden = !run;
+    if (!run) return;
+    const counts = run.tasks;
+    bar.append(
+      el("span", { cls: "runid", title: "run id" }, "run ", el("code", null, run.id)),
+      el("span", null, "phase ", el("b", null, run.phase)),
+      badge(run.display),
+      el("span", { cls: "state" }, "state ", el("code", { cls: "current-state" }, (run.state || []).join(" / ") || "-")),
+      el("span", { cls: "muted" }, "started ", shortTs(run.startedAt)),
+      el("span", { cls: "muted" }, run.endedAt ? "took " + run.took : ""),
+      el("span", { cls: "counts" },
+        counts.done + " done · " + counts.running + " running · " + counts.pending + " pending · " + counts.failed + " failed"),
+    );
+    if (run.live) bar.appendChild(el("span", { cls: "muted" }, "pid " + run.pid + " on " + run.host));
+  }
+
+  function renderHalt(run) {
+    const box = $("halt");
+    clear(box);
+    const show = run && (run.haltReason || run.interrupted || run["continue"] || (run.halt && run.status !== "shipped"));
+    box.hidden = !show;
+    if (!show) return;
+    box.className = "halt " + (run.interrupted ? "interrupted" : run.status);
+    let title = run.display === "interrupted"
+      ? "Interrupted: pid " + run.pid + " on " + run.host + " is gone; the run stopped without finishing."
+      : run.display.charAt(0).toUpperCase() + run.display.slice(1);
+    box.appendChild(el("div", { cls: "halt-title" }, title));
+    if (run.halt) {
+      const where = [run.halt.point, run.halt.capId, run.halt.taskId].filter(Boolean).join(" · ");
+      if (where) box.appendChild(el("div", { cls: "halt-where" }, "at ", el("code", null, where)));
+    }
+    if (run.haltReason) box.appendChild(el("div", { cls: "halt-reason" }, run.haltReason));
+    if (run["continue"]) {
+      box.appendChild(el("div", { cls: "continue" }, "Continue with ", el("code", { cls: "cmd" }, run["continue"])));
+    }
+  }
+
+  function renderChart(run) {
+    const img = $("chart");
+    $("chart-missing").hidden = !!snap.chart;
+    if (!snap.chart && snap.chartError) $("chart-missing").textContent = "No chart: " + snap.chartError;
+    $("chart-box").hidden = !snap.chart;
+    if (!snap.chart) return;
+    const version = (run ? run.id : "-") + ":" + snap.version;
+    if (version === chartVersion) {
+      if (pendingFocus !== snap.chartFocus) { pendingFocus = snap.chartFocus; placeChart(); }
+      return;
+    }
+    chartVersion = version;
+    const url = "/api/chart.svg?" + (run ? "run=" + encodeURIComponent(run.id) + "&" : "") + "v=" + encodeURIComponent(snap.version);
+    // load off-screen, then swap: no flicker while a run moves
+    const next = new Image();
+    const focus = snap.chartFocus;
+    next.onload = () => {
+      if (chartVersion !== version) return;
+      pendingFocus = focus;
+      img.src = url;
+      img.dataset.version = version;
+    };
+    next.src = url;
+  }
+
+  function renderPath(run) {
+    const list = $("path");
+    clear(list);
+    if (!run) return;
+    for (const t of run.path) {
+      const src = (t.source || []).join("/"), dst = (t.target || []).join("/");
+      list.appendChild(el("li", null, src + " → " + dst, t.event ? el("span", { cls: "muted" }, " (" + t.event + ")") : null));
+    }
+  }
+
+  function resultRow(hook, r, haltedHere) {
+    const refused = ["blocked", "block", "failed", "error", "halted"].includes(r.outcome);
+    return el("div", { cls: "result" + (refused ? " refused" : "") + (haltedHere && refused ? " halted-here" : "") },
+      badge(r.outcome || "?", "o-" + String(r.outcome || "none").replace(/[^a-z]/g, "")),
+      r.verdict ? el("span", { cls: "muted" }, "verdict") : null,
+      el("span", { cls: "dur" }, r.took || fmtMs(r.durationMs)),
+      r.wave !== null && r.wave !== undefined ? el("span", { cls: "muted" }, "wave " + r.wave) : null,
+      r.message ? el("span", { cls: "msg" }, r.message) : null,
+    );
+  }
+
+  function renderPoints(run) {
+    const box = $("points");
+    clear(box);
+    const points = run ? run.points : [];
+    if (!points.length) { box.appendChild(el("p", { cls: "muted" }, "No run yet.")); return; }
+    const haltPoint = run && run.halt ? run.halt.point : null;
+    for (const p of points) {
+      const halted = haltPoint === p.point && run.status !== "shipped";
+      const block = el("div", { cls: "point" + (p.hooks.length ? "" : " empty") + (halted ? " halted-point" : "") + (p.dispatches ? " dispatched" : ""), data: { point: p.point } });
+      block.appendChild(el("div", { cls: "point-head" },
+        el("code", { cls: "point-name" }, p.point),
+        el("span", { cls: "muted" }, p.dispatches ? p.dispatches + " dispatch" + (p.dispatches === 1 ? "" : "es") : "not reached"),
+        p.hooks.length ? null : el("span", { cls: "muted" }, "· no active hooks"),
+        halted ? badge("refused here", "b-halted") : null,
+      ));
+      for (const h of p.hooks) {
+        const row = el("div", { cls: "hook k-" + String(h.kind).replace(/[^a-z]/g, "") },
+          el("span", { cls: "order" }, String(h.order)),
+          badge(h.kind, "k-badge"),
+          el("span", { cls: "cap", title: h.capId || "" }, h.capId || "?"),
+          el("span", { cls: "summary" }, h.summary || ""),
+          h.kind === "gate" ? el("span", { cls: "muted" }, h.blocking ? "blocking" : "advisory") : null,
+          h.onError ? el("span", { cls: "muted" }, "onError " + h.onError) : null,
+        );
+        block.appendChild(row);
+        for (const r of h.results) block.appendChild(resultRow(h, r, halted));
+      }
+      box.appendChild(block);
+    }
+    // native hooks (hooks.json) fire at loop events, not at the twelve points
+    const natives = run ? run.nativeHooks : [];
+    if (natives.length) {
+      const block = el("div", { cls: "point dispatched native" },
+        el("div", { cls: "point-head" }, el("code", { cls: "point-name" }, "native hooks"),
+          el("span", { cls: "muted" }, natives.length + " result" + (natives.length === 1 ? "" : "s"))));
+      for (const h of natives) {
+        block.appendChild(el("div", { cls: "hook k-native" }, badge("native", "k-badge"),
+          el("span", { cls: "cap", title: h.capId || "" }, h.capId || "?")));
+        block.appendChild(resultRow(h, { outcome: h.outcome, durationMs: h.durationMs, message: h.message }, false));
+      }
+      box.appendChild(block);
+    }
+  }
+
+  const running = [];  // [node, task] pairs whose elapsed time ticks
+  function renderWaves(run) {
+    const box = $("waves");
+    clear(box);
+    running.length = 0;
+    if (!run || !run.waves.length) {
+      box.appendChild(el("p", { cls: "muted" }, run ? "No wave has started yet." : "No run yet."));
+      return;
+    }
+    for (const w of run.waves) {
+      const wave = el("div", { cls: "wave" },
+        el("div", { cls: "wave-head" }, el("b", null, w.wave === null ? "no wave" : "wave " + w.wave),
+          w.outcome ? badge(w.outcome) : null, el("span", { cls: "muted" }, w.endedAt ? w.took : "")));
+      for (const p of w.plans) {
+        const plan = el("div", { cls: "plan" }, el("div", { cls: "plan-head" }, "plan ", el("code", null, p.planId || "-")));
+        for (const t of p.tasks) {
+          const elapsed = el("span", { cls: "elapsed" }, t.elapsed);
+          if (t.status === "running") running.push([elapsed, t]);
+          // a task in flight when its run's process died is not running any more
+          const shown = t.status === "running" && run.interrupted ? "interrupted" : t.status;
+          const btn = el("button", { cls: "task s-" + t.status + (openTask === t.key ? " open" : ""), type: "button", data: { key: t.key }, title: "show " + t.key },
+            badge(shown),
+            el("code", { cls: "task-key" }, t.key),
+            elapsed,
+            t.attempts > 1 ? el("span", { cls: "muted" }, "attempt " + t.attempts) : null,
+            t.resolver ? el("span", { cls: "tracker" }, t.resolver.trackerId || "", " ", t.resolver.outcome || "") : null,
+            t.tokens !== null && t.tokens !== undefined ? el("span", { cls: "muted" }, t.tokens + " tok") : null,
+            t.cost !== null && t.cost !== undefined ? el("span", { cls: "muted" }, "$" + Number(t.cost).toFixed(4)) : null,
+            t.logFiles.length ? el("span", { cls: "muted" }, "log") : null,
+          );
+          btn.addEventListener("click", () => {
+            openTask = openTask === t.key ? null : t.key;
+            writeHash();
+            renderWaves(snap.run);
+            renderTaskDetail(false);
+          });
+          plan.appendChild(btn);
+        }
+        wave.appendChild(plan);
+      }
+      box.appendChild(wave);
+    }
+  }
+
+  function findTask(key) {
+    if (!snap || !snap.run) return null;
+    for (const w of snap.run.waves) for (const p of w.plans) for (const t of p.tasks) if (t.key === key) return t;
+    return null;
+  }
+
+  let logTimer = null;
+  let logSeq = 0;
+  function renderTaskDetail(refresh) {
+    const box = $("task-detail");
+    const task = openTask ? findTask(openTask) : null;
+    if (!task) { box.hidden = true; clear(box); return; }
+    box.hidden = false;
+    if (!refresh || !box.firstChild || box.dataset.key !== task.key) {
+      clear(box);
+      box.dataset.key = task.key;
+      box.append(el("h3", null, "task ", el("code", null, task.key)), el("dl", { cls: "facts" }), el("div", { cls: "log" }, el("p", { cls: "muted" }, "loading log…")));
+    }
+    const facts = box.querySelector("dl");
+    clear(facts);
+    const fact = (k, v) => { facts.append(el("dt", null, k), el("dd", null, ...[].concat(v))); };
+    const interrupted = task.status === "running" && snap.run.interrupted;
+    fact("status", interrupted ? [badge("interrupted"), " in flight when the run's process died; runs again on resume"] : badge(task.status));
+    fact("attempts", String(task.attempts));
+    const elapsed = el("span", null, task.elapsed);
+    if (task.status === "running") running.push([elapsed, task]);
+    fact("elapsed", elapsed);
+    fact("started", shortTs(task.startedAt));
+    if (task.resolver) {
+      fact("tracker", el("code", null, task.resolver.trackerId || "-"));
+      fact("resolver", [task.resolver.outcome, task.resolver.message].filter(Boolean).join(": ") || "-");
+    }
+    fact("tokens", task.tokens === null || task.tokens === undefined ? "unknown" : String(task.tokens));
+    fact("cost", task.cost === null || task.cost === undefined ? "unknown" : "$" + Number(task.cost).toFixed(4));
+    loadLog(task);
+  }
+
+  function loadLog(task) {
+    const my = ++logSeq;
+    const url = "/api/log?run=" + encodeURIComponent(snap.run.id) + "&task=" + encodeURIComponent(task.key);
+    fetch(url).then((r) => r.json()).then((log) => {
+      if (my !== logSeq) return;
+      const box = $("task-detail").querySelector(".log");
+      if (!box) return;
+      clear(box);
+      if (!log.files || !log.files.length) {
+        box.appendChild(el("p", { cls: "muted no-log" }, "no log"));
+      }
+      for (const f of log.files || []) {
+        const pre = el("pre", { cls: "log-text" }, f.text || "(empty)");
+        box.appendChild(el("div", { cls: "log-file" },
+          el("div", { cls: "log-name" }, el("code", null, f.name), f.truncated ? el("span", { cls: "muted" }, " (last lines)") : null),
+          pre));
+        pre.scrollTop = pre.scrollHeight;
+      }
+    }).catch(() => {});
+    clearTimeout(logTimer);
+    if (task.status === "running" && snap.run.live && !stopped) logTimer = setTimeout(() => { const t = findTask(task.key); if (t && openTask === t.key) loadLog(t); }, 2000);
+  }
+
+  function renderHistory() {
+    const body = $("history").querySelector("tbody");
+    clear(body);
+    const current = snap.run ? snap.run.id : null;
+    for (const r of snap.runs) {
+      const total = r.tasks.pending + r.tasks.running + r.tasks.done + r.tasks.failed;
+      const row = el("tr", { cls: r.id === current ? "selected" : "", data: { run: r.id } },
+        el("td", null, el("code", null, r.id)),
+        el("td", null, r.phase),
+        el("td", null, badge(r.display)),
+        el("td", null, shortTs(r.startedAt)),
+        el("td", null, r.endedAt ? r.took : "-"),
+        el("td", null, r.tasks.done + "/" + total + " done"),
+        el("td", { cls: "reason" }, el("div", { cls: "clamp", title: r.haltReason || "" }, r.haltReason || "")),
+      );
+      row.addEventListener("click", () => {
+        const latest = snap.runs.length ? snap.runs[0].id : null;
+        selectedRun = r.id === latest ? null : r.id;
+        openTask = null;
+        writeHash();
+        connect();
+      });
+      body.appendChild(row);
+    }
+    if (!snap.runs.length) body.appendChild(el("tr", null, el("td", { cls: "muted" }, "no runs yet")));
+  }
+
+  setInterval(() => {
+    if (!snap || !snap.run || !snap.run.live) return;  // only a live run's clock moves
+    const extra = Date.now() - receivedAt;
+    for (const [node, t] of running) node.textContent = fmtMs((t.elapsedMs || 0) + extra);
+  }, 1000);
+
+  // The chart is wide: shown at CHART_SCALE of its natural size, the box scrolls sideways and
+  // keeps the current state in view; a click shows all of it (fit to width) and back.
+  const CHART_SCALE = 0.75;
+  function placeChart() {
+    const img = $("chart"), box = $("chart-box");
+    if (!img.naturalWidth) return;
+    img.style.width = box.classList.contains("fit") ? "" : Math.round(img.naturalWidth * CHART_SCALE) + "px";
+    if (pendingFocus !== null && pendingFocus !== undefined && !box.classList.contains("fit")) {
+      box.scrollLeft = Math.max(0, pendingFocus * img.clientWidth - box.clientWidth / 2);
+    }
+  }
+  $("chart").addEventListener("load", placeChart);
+  $("chart").addEventListener("click", () => { $("chart-box").classList.toggle("fit"); placeChart(); });
+  window.addEventListener("hashchange", () => { readHash(); connect(); });
+  readHash();
+  connect();
+})();

@@ -1,0 +1,263 @@
+"""`looprail ui` in a real browser: Playwright for Python driving the system's chromium,
+headless, against a real uvicorn server and real `looprail run` processes. Screenshots go to
+the test's temporary folder. Skips when chromium or Playwright is not installed (the CI script
+installs both)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests import uikit
+
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+sync_api = pytest.importorskip("playwright.sync_api")
+if not uikit.CHROMIUM.exists():
+    pytest.skip(f"{uikit.CHROMIUM} is not installed", allow_module_level=True)
+
+from looprail.ui.server import create_app  # noqa: E402
+
+TIMEOUT_MS = 60_000
+
+
+class Browser:
+    """One fresh chromium (its own user-data-dir) and page; records dialogs and page errors."""
+
+    def __init__(self, playwright, root: Path):
+        self.shots = root / "screenshots"
+        self.shots.mkdir(exist_ok=True)
+        self.context = playwright.chromium.launch_persistent_context(
+            str(root / "chromium-profile"),
+            executable_path=str(uikit.CHROMIUM),
+            headless=True,
+            args=uikit.CHROMIUM_ARGS,
+            viewport={"width": 1400, "height": 1000},
+        )
+        self.page = self.context.pages[0] if self.context.pages else self.context.new_page()
+        self.page.set_default_timeout(TIMEOUT_MS)
+        self.dialogs: list[str] = []
+        self.errors: list[str] = []
+        self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+
+    def shot(self, name: str) -> Path:
+        path = self.shots / f"{name}.png"
+        # The whole page: grow the viewport to its height (Playwright's full_page override
+        # hangs this headless chromium on some pages), then put it back.
+        size = self.page.viewport_size
+        height = min(8000, self.page.evaluate("document.documentElement.scrollHeight"))
+        self.page.set_viewport_size({"width": size["width"], "height": max(height, 200)})
+        self.page.screenshot(path=str(path))
+        self.page.set_viewport_size(size)
+        assert path.stat().st_size > 10_000
+        return path
+
+
+@pytest.fixture
+def browser(tmp_path):
+    with sync_api.sync_playwright() as pw:
+        b = Browser(pw, tmp_path)
+        try:
+            yield b
+        finally:
+            b.context.close()
+    assert b.errors == [], b.errors
+
+
+def text(page, selector: str) -> str:
+    return page.locator(selector).first.text_content() or ""
+
+
+def test_follows_a_live_run_shows_a_task_log_and_the_end(browser, tmp_path):
+    project = uikit.gated_example(tmp_path)
+    app = create_app(project, [str(uikit.CAPABILITIES)], poll_interval=0.1)
+    page = browser.page
+    with uikit.serve(app) as url:
+        page.goto(url)
+        page.locator("#notice").get_by_text("No runs yet").wait_for()
+        browser.shot("01-empty")
+        run = uikit.start_run(project)
+        try:
+            # the executor is held back: the page shows the wave running, live
+            page.locator("button.task.s-running").first.wait_for()
+            assert "wave_running" in text(page, ".current-state")
+            assert text(page, "#runbar .badge") == "running"
+            first_chart = page.locator("#chart").get_attribute("src")
+            browser.shot("02-running")
+
+            # a task's log, from .looprail/logs/<run>/ (written as a runtime would)
+            run_id = uikit.latest_run_id(project)
+            log = project / ".looprail" / "logs" / run_id / "01-01" / "T1.log"
+            log.parent.mkdir(parents=True)
+            log.write_text("agent: reading the plan\nagent: wrote hello/en.txt <b>ok</b>\n")
+            page.locator("button.task[data-key='01-01/T1']").click()
+            page.locator("#task-detail .log-text").wait_for()
+            assert text(page, "#task-detail .log-text").endswith("<b>ok</b>\n")
+            assert text(page, "#task-detail .log-name") == "01-01/T1.log"
+            page.locator("button.task[data-key='01-02/T1']").click()
+            page.locator("#task-detail .no-log").wait_for()
+            assert text(page, "#task-detail h3") == "task 01-02/T1"
+            page.locator("button.task[data-key='01-01/T1']").click()
+            page.locator("#task-detail .log-text").wait_for()
+            browser.shot("03-task-log")
+
+            (project / ".release").write_text("go")
+            page.locator("#runbar .badge", has_text="shipped").wait_for()
+            assert run.wait(timeout=120) == 0
+        finally:
+            if run.poll() is None:
+                uikit.kill_group(run)
+        page.wait_for_function(
+            "src => document.getElementById('chart').getAttribute('src') !== src", arg=first_chart
+        )
+        assert text(page, ".current-state") == "shipped"
+        assert page.locator("button.task.s-done").count() == 4
+        assert "demo:HELLO-3" in text(page, "button.task[data-key='01-03/T1'] .tracker")
+        assert page.locator("#halt").is_hidden()
+        assert page.locator("#history tbody tr").count() == 1
+        browser.shot("04-shipped")
+
+
+def test_a_refused_gate_is_shown_with_its_message_and_the_continue_command(browser, tmp_path):
+    project = uikit.gated_example(tmp_path, allow_ship=False)
+    assert uikit.run_example(project).returncode == 1
+    run_id = uikit.latest_run_id(project)
+    app = create_app(project, [str(uikit.CAPABILITIES)], poll_interval=0.1)
+    page = browser.page
+    with uikit.serve(app) as url:
+        page.goto(url)
+        point = page.locator(".point.halted-point[data-point='ship:pre']")
+        point.wait_for()
+        assert "refused here" in (point.text_content() or "")
+        assert point.locator(".cap").first.text_content() == "release-gate"
+        assert point.locator(".result.refused .badge").first.text_content() == "blocked"
+        message = point.locator(".result.refused .msg").first.text_content() or ""
+        assert "release.allow_ship is false" in message
+        assert text(page, "#runbar .badge") == "halted"
+        assert "blocked at ship:pre by gate release-gate" in text(page, "#halt .halt-reason")
+        assert text(page, "#halt .cmd") == (
+            f"looprail resume {run_id} --project {project} --capabilities {uikit.CAPABILITIES}"
+        )
+        page.locator("#chart[src]").wait_for(state="attached")
+        page.wait_for_function("() => document.getElementById('chart').naturalWidth > 0")
+        browser.shot("refused-gate")
+
+        # follow the advice: allow shipping, continue; the page follows the resumed run
+        uikit.set_allow_ship(project, True)
+        done = uikit.subprocess.run(
+            [*text(page, "#halt .cmd").split(), "--accept-changes"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**uikit.os.environ, "PATH": str(Path(uikit.looprail_bin()).parent)},
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        page.locator("#runbar .badge", has_text="shipped").wait_for()
+        assert page.locator(".point.halted-point").count() == 0
+
+
+def test_a_killed_run_shows_interrupted(browser, tmp_path):
+    project = uikit.gated_example(tmp_path)
+    app = create_app(project, [str(uikit.CAPABILITIES)], poll_interval=0.1)
+    page = browser.page
+    run = uikit.start_run(project)
+    try:
+        uikit.wait_for(lambda: (project / ".waiting").exists(), timeout=60)
+    finally:
+        uikit.kill_group(run)  # SIGKILL: no chance to journal anything
+    with uikit.serve(app) as url:
+        page.goto(url)
+        page.locator("#runbar .badge", has_text="interrupted").wait_for()
+        assert text(page, "#halt .halt-title").startswith("Interrupted")
+        assert text(page, "#halt .cmd").startswith("looprail resume ")
+        assert page.locator("button.task.s-running").count() >= 1
+        assert text(page, "button.task.s-running .badge") == "interrupted"
+        page.locator("button.task.s-running").first.click()
+        page.locator("#task-detail", has_text="runs again on resume").wait_for()
+        assert text(page, "#history tbody .badge") == "interrupted"
+        browser.shot("interrupted")
+
+
+def test_hostile_strings_are_shown_as_text(browser, tmp_path):
+    project, _ = uikit.hostile_project(tmp_path)
+    app = create_app(project, poll_interval=0.1)
+    page = browser.page
+    with uikit.serve(app) as url:
+        page.goto(url)
+        page.locator("#runbar .badge", has_text="halted").wait_for()
+        point = page.locator(".point[data-point='ship:pre']")
+        assert point.locator(".cap").first.text_content() == uikit.HOSTILE
+        assert (
+            point.locator(".msg").first.text_content() == uikit.HOSTILE + uikit.LONG
+        )  # all of it, as text
+        assert text(page, "#halt .halt-reason") == uikit.HOSTILE + uikit.LONG
+        assert point.locator(".cap").first.text_content() == uikit.HOSTILE
+        native = page.locator(".point.native")
+        assert native.locator(".cap").first.text_content() == uikit.HOSTILE
+        assert native.locator(".msg").first.text_content() == uikit.HOSTILE
+        assert text(page, "#warnings .warning") == "⚠ plan:pre: " + uikit.HOSTILE
+        assert text(page, "#project") == '<img src=x onerror=alert(1)>"'
+        assert page.title() == 'looprail · <img src=x onerror=alert(1)>"'
+        task = page.locator("button.task").first
+        assert task.get_attribute("data-key") == uikit.HOSTILE
+        task.click()
+        page.locator("#task-detail .no-log").wait_for()
+        assert text(page, "#task-detail h3") == "task " + uikit.HOSTILE
+        # nothing the strings carry became markup: one script (ours), one image (the chart)
+        assert page.evaluate("document.scripts.length") == 1
+        assert page.evaluate("document.images.length") == 1
+        assert page.evaluate("document.querySelectorAll('[onerror]').length") == 0
+        # very long strings wrap inside their boxes: the page does not grow sideways
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1400
+        page.wait_for_timeout(500)
+        browser.shot("hostile")
+    # the server stopped: the page says so (the stream said `bye`) instead of retrying
+    page.locator("#conn", has_text="server stopped").wait_for()
+    assert browser.dialogs == []
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
+def test_the_chart_is_an_image_scripts_in_it_could_never_run(browser, tmp_path):
+    project, _ = uikit.hostile_project(tmp_path)
+    app = create_app(project, poll_interval=0.1)
+    page = browser.page
+    with uikit.serve(app) as url:
+        page.goto(url)
+        page.wait_for_function("() => document.getElementById('chart').naturalWidth > 0")
+        assert page.locator("#chart").evaluate("img => img.tagName") == "IMG"
+    assert browser.dialogs == []
+
+
+def test_history_picks_a_past_run_and_the_url_keeps_it(browser, tmp_path):
+    from looprail.store import Journal
+
+    project = tmp_path / "p"
+    (project / ".planning").mkdir(parents=True)
+    with Journal.open(project) as journal:
+        old = journal.start_run("1", state=["plan"])
+        journal.finish_run(old, "failed", "superseded by a new run")
+        new = journal.start_run("1", state=["shipped"])
+        journal.finish_run(new, "shipped")
+    app = create_app(project, poll_interval=0.1)
+    page = browser.page
+    with uikit.serve(app) as url:
+        page.goto(url)
+        page.locator("#runbar code", has_text=new).wait_for()
+        rows = page.locator("#history tbody tr")
+        assert rows.count() == 2
+        page.locator(f"#history tr[data-run='{old}']").click()
+        page.locator("#runbar code", has_text=old).wait_for()
+        assert text(page, "#runbar .badge") == "failed"
+        assert page.url.endswith(f"#run={old}")
+        assert "selected" in (
+            page.locator(f"#history tr[data-run='{old}']").get_attribute("class") or ""
+        )
+        page.reload()  # the choice survives a reload
+        page.locator("#runbar code", has_text=old).wait_for()
+        page.locator(f"#history tr[data-run='{new}']").click()  # the newest: follow it again
+        page.locator("#runbar code", has_text=new).wait_for()
+        assert "#run=" not in page.url
