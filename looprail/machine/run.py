@@ -31,7 +31,7 @@ from looprail.machine.dispatch import Dispatcher
 from looprail.machine.progress import Progress, fmt_duration, plural
 from looprail.machine.record import EventRecord, MemoryRecorder, Recorder
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
-from looprail.plans import Phase, Plan, Task, compute_waves, load_phase
+from looprail.plans import Phase, PhaseCache, Plan, Task, WavePlan, compute_waves
 from looprail.runtime.base import TaskWork
 from looprail.runtime.executors import make_executor, run_all
 from looprail.runtime.process import kill_running
@@ -150,7 +150,11 @@ class LoopRunner:
         self.machine = self.chart_class()
         if state:
             self._restore(state)
-        self.phase: Phase = load_phase(self.project, phase)
+        # The phase stays in memory for the run: each look re-stats, parses only what changed.
+        self._phases = PhaseCache(self.project, phase)
+        self.phase: Phase = self._phases.load()
+        self._waves_of: tuple[Phase, WavePlan] | None = None
+        self._task_total: tuple[Phase, int] | None = None
         self.dispatcher = Dispatcher(
             compiled=compiled,
             config=config,
@@ -260,9 +264,14 @@ class LoopRunner:
         parts = ["/".join(self.state)]
         if self.wave is not None and "execute" in self.state:
             parts.append(f"wave {self.wave}")
-        total = sum(len([t for t in p.tasks if not t.is_checkpoint]) for p in self.phase.plans)
+        if self._task_total is None or self._task_total[0] is not self.phase:
+            total = sum(1 for p in self.phase.plans for t in p.tasks if not t.is_checkpoint)
+            self._task_total = (self.phase, total)
+        total = self._task_total[1]
         if total:
-            parts.append(f"{len(self.recorder.done_tasks())}/{total} tasks done")
+            count = getattr(self.recorder, "done_count", None)
+            done = count() if count is not None else len(self.recorder.done_tasks())
+            parts.append(f"{done}/{total} tasks done")
         if doing:
             parts.append(doing)
         self.progress.status(" · ".join(parts))
@@ -284,7 +293,7 @@ class LoopRunner:
             self._phase_work("plan", done=bool(self.phase.plans))
             self._attempt("finish_plan")
         elif leaf == "wave_ready":
-            waves = compute_waves(self.phase.plans, root=self.project)
+            waves = self._waves()
             pending = [w for w in waves.waves if w.pending]
             if pending:
                 self.wave = pending[0].number
@@ -308,14 +317,20 @@ class LoopRunner:
 
     # ------------------------------------------------------------------ transitions
 
+    def _waves(self) -> WavePlan:
+        """The waves of the phase as it is now: computed once per phase state."""
+        if self._waves_of is None or self._waves_of[0] is not self.phase:
+            self._waves_of = (self.phase, compute_waves(self.phase.plans, root=self.project))
+        return self._waves_of[1]
+
     def facts(self) -> G.PlanFacts:
-        self.phase = load_phase(self.project, self.phase_token)
+        self.phase = self._phases.load()
         status = None
         if self.phase.verification_path is not None:
             fm = read_frontmatter(self.phase.verification_path.read_text(errors="replace"))
             if isinstance(fm, dict) and fm.get("status") is not None:
                 status = str(fm.get("status"))
-        waves = compute_waves(self.phase.plans, root=self.project) if self.phase.plans else None
+        waves = self._waves() if self.phase.plans else None
         return G.PlanFacts(
             plan_count=len(self.phase.plans),
             waves_total=len(waves.waves) if waves else 0,
@@ -388,7 +403,7 @@ class LoopRunner:
         self.progress.line(
             f"  {spec.role} did the {step} work in {fmt_duration(outcome.duration_s)}"
         )
-        self.phase = load_phase(self.project, self.phase_token)
+        self.phase = self._phases.load()
         if self.on_transition is not None:
             # The role wrote artifacts (plans): journal the inputs now, so a crash before the
             # next transition does not look like someone changed them underneath the run.
@@ -397,7 +412,7 @@ class LoopRunner:
     # ------------------------------------------------------------------ waves
 
     def _run_wave(self) -> None:
-        waves = compute_waves(self.phase.plans, root=self.project)
+        waves = self._waves()
         if self.wave is None:  # resumed inside a running wave: it is the first unfinished one
             self.wave = next((w.number for w in waves.waves if w.pending), None)
         wave = waves.wave(self.wave) if self.wave is not None else None

@@ -8,6 +8,7 @@ plan is done), and the phase artifacts `CONTEXT.md` / `NN-CONTEXT.md`, `*VERIFIC
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -153,6 +154,135 @@ def load_phase(project: str | Path, phase: str) -> Phase:
         config=config,
         warnings=warnings,
     )
+
+
+class PhaseCache:
+    """A phase kept in memory for a run. `load()` answers what `load_phase` would, but only
+    lists the folder and stats what can change: the plan files, `.planning/config.json` and the
+    folder itself. A plan file is parsed again only when its stat changed; a new SUMMARY only
+    flips that plan's `has_summary`. Unchanged → the very same `Phase` object, so callers can
+    cache what they derive from it (waves) by identity.
+
+    A plan edited in place within the same nanosecond, to the same size, is not seen (the stat
+    is the key, as for `make`); every edit through a rename or a later write is."""
+
+    def __init__(self, project: str | Path, phase: str):
+        self.project = Path(project).resolve()
+        self.token = phase
+        self._signature: tuple[Any, ...] | None = None
+        self._phase: Phase | None = None
+        # file name → (stat key, parsed plan, its warnings); a renamed phase folder re-reads
+        self._plans: dict[str, tuple[tuple[int, ...], Plan, list[str]]] = {}
+        self._resolved: tuple[list[Plan], list[Plan]] | None = None  # parsed → resolved
+        self._marked: dict[str, tuple[Plan, Path, Plan]] = {}  # plans with their SUMMARY
+        self._listing: tuple[str, Any, list[str]] | None = None  # folder, its stat, file names
+        self._config: tuple[tuple[int, ...] | None, dict[str, Any] | None, list[str]] = (
+            None,
+            None,
+            [],
+        )
+
+    def load(self) -> Phase:
+        located = find_phase(self.project, self.token)
+        folder = str(located.dir)
+        listed = _stat_key(folder)
+        if self._listing is not None and self._listing[:2] == (folder, listed):
+            names = self._listing[2]  # no file was added, removed or renamed in the folder
+        else:
+            with os.scandir(folder) as entries:
+                names = sorted(e.name for e in entries if e.is_file())
+            self._listing = (folder, listed, names)
+        keys = {
+            name: _stat_key(os.path.join(folder, name))
+            for name in names
+            if name.endswith("-PLAN.md")
+        }
+        config_key = _stat_key(os.path.join(self.project, ".planning", "config.json"))
+        signature = (folder, names, keys, config_key)
+        if signature == self._signature and self._phase is not None:
+            return self._phase
+        if self._signature is not None and self._signature[0] != folder:
+            self._plans, self._resolved, self._marked = {}, None, {}
+        phase = self._build(located, names, keys, config_key)
+        self._signature, self._phase = signature, phase
+        return phase
+
+    def _build(
+        self,
+        located: PhaseDir,
+        names: list[str],
+        keys: dict[str, tuple[int, ...] | None],
+        config_key: Any,
+    ) -> Phase:
+        if self._config[0] != config_key or config_key is None:
+            config, config_warnings = load_project_config(self.project)
+            self._config = (config_key, config, list(config_warnings))
+        _, config, config_warnings = self._config
+        warnings = list(config_warnings)
+        summaries = {
+            canonical_plan_id(name.removesuffix("-SUMMARY.md")): located.dir / name
+            for name in names
+            if name.endswith("-SUMMARY.md")
+        }
+        parsed: list[Plan] = []
+        keep: dict[str, tuple[tuple[int, ...], Plan, list[str]]] = {}
+        for name in names:
+            if plan_id_from_filename(name) is None:
+                if "PLAN" in name and name.endswith(".md") and "-PLAN-OUTLINE" not in name:
+                    warnings.append(
+                        f"{_relative(located.dir / name, self.project)}: looks like a plan but "
+                        f"is not named {{phase}}-{{plan}}-PLAN.md; skipped"
+                    )
+                continue
+            key = keys.get(name) or ()
+            cached = self._plans.get(name)
+            if cached is None or cached[0] != key:
+                path = located.dir / name
+                plan = read_plan(path, display=_relative(path, self.project))
+                cached = (key, plan, _plan_warnings(plan, self.project))
+            keep[name] = cached
+            parsed.append(cached[1])
+            warnings.extend(cached[2])
+        self._plans = keep
+        # Dependencies depend on the plans only, not on which have a SUMMARY: resolve once.
+        # (Identity, not equality: the cache holds the objects, so no id is ever reused.)
+        same = self._resolved is not None and len(self._resolved[0]) == len(parsed)
+        if not (same and all(a is b for a, b in zip(self._resolved[0], parsed, strict=True))):
+            self._resolved = (parsed, resolve_dependencies(parsed, root=self.project))
+        plans = []
+        marked: dict[str, tuple[Plan, Path, Plan]] = {}
+        for plan in self._resolved[1]:
+            summary = summaries.get(canonical_plan_id(plan.id))
+            if summary is not None:
+                hit = self._marked.get(plan.id)
+                if hit is not None and hit[0] is plan and hit[1] == summary:
+                    copy = hit[2]
+                else:
+                    copy = plan.model_copy(update={"has_summary": True, "summary_path": summary})
+                marked[plan.id] = (plan, summary, copy)
+                plan = copy
+            plans.append(plan)
+        self._marked = marked
+        return Phase(
+            number=located.number,
+            token=located.token,
+            slug=located.slug,
+            dir=located.dir,
+            plans=plans,
+            context_path=_artifact(located.dir, names, "CONTEXT.md"),
+            verification_path=_artifact(located.dir, names, "VERIFICATION.md"),
+            uat_path=_artifact(located.dir, names, "UAT.md"),
+            config=config,
+            warnings=warnings,
+        )
+
+
+def _stat_key(path: str) -> tuple[int, ...] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
 
 
 def plan_index(project: str | Path, phase: Phase) -> dict[str, Any]:
