@@ -155,6 +155,7 @@ class LoopRunner:
         self.phase: Phase = self._phases.load()
         self._waves_of: tuple[Phase, WavePlan] | None = None
         self._task_total: tuple[Phase, int] | None = None
+        self._looked: G.PlanFacts | None = None  # the last facts, until anything may have run
         self.dispatcher = Dispatcher(
             compiled=compiled,
             config=config,
@@ -207,6 +208,7 @@ class LoopRunner:
 
     def run(self) -> RunResult:
         start = time.monotonic()
+        self._looked = None
         try:
             if self.native is not None:
                 self.native.start(self.dispatcher.context(None))
@@ -324,6 +326,10 @@ class LoopRunner:
         return self._waves_of[1]
 
     def facts(self) -> G.PlanFacts:
+        self._looked = self._facts()
+        return self._looked
+
+    def _facts(self) -> G.PlanFacts:
         self.phase = self._phases.load()
         status = None
         if self.phase.verification_path is not None:
@@ -353,7 +359,8 @@ class LoopRunner:
         ]
         if not candidates:  # pragma: no cover - the runner only sends events it can
             raise HaltError(f"no transition {event!r} from {self.state}")
-        facts = self.facts()
+        # Nothing ran since the last look (e.g. finish_wave → start_wave): no need to look again.
+        facts = self._looked or self.facts()
         # A fact guard that refuses every candidate: refuse before any hook has effects.
         fact_refusals = [G.failed_fact_guard(t.guards, facts) for t in candidates]
         if all(fact_refusals):
@@ -392,6 +399,7 @@ class LoopRunner:
     # ------------------------------------------------------------------ step work
 
     def _phase_work(self, step: str, *, done: bool) -> None:
+        self._looked = None
         spec = self.spec.step(step)
         if done:
             self.progress.line(f"  {spec.artifact} exists: no {spec.role} work needed")
@@ -412,6 +420,7 @@ class LoopRunner:
     # ------------------------------------------------------------------ waves
 
     def _run_wave(self) -> None:
+        self._looked = None  # plans run: files change
         waves = self._waves()
         if self.wave is None:  # resumed inside a running wave: it is the first unfinished one
             self.wave = next((w.number for w in waves.waves if w.pending), None)

@@ -174,7 +174,8 @@ class PhaseCache:
         # file name → (stat key, parsed plan, its warnings); a renamed phase folder re-reads
         self._plans: dict[str, tuple[tuple[int, ...], Plan, list[str]]] = {}
         self._resolved: tuple[list[Plan], list[Plan]] | None = None  # parsed → resolved
-        self._marked: dict[str, tuple[Plan, Path, Plan]] = {}  # plans with their SUMMARY
+        self._marked: dict[str, tuple[Plan, str, Plan]] = {}  # plans with their SUMMARY
+        self._parsed: tuple[Any, list[Plan], list[str]] | None = None
         self._listing: tuple[str, Any, list[str]] | None = None  # folder, its stat, file names
         self._config: tuple[tuple[int, ...] | None, dict[str, Any] | None, list[str]] = (
             None,
@@ -192,17 +193,13 @@ class PhaseCache:
             with os.scandir(folder) as entries:
                 names = sorted(e.name for e in entries if e.is_file())
             self._listing = (folder, listed, names)
-        keys = {
-            name: _stat_key(os.path.join(folder, name))
-            for name in names
-            if name.endswith("-PLAN.md")
-        }
+        keys = _stat_keys(folder, [name for name in names if name.endswith("-PLAN.md")])
         config_key = _stat_key(os.path.join(self.project, ".planning", "config.json"))
         signature = (folder, names, keys, config_key)
         if signature == self._signature and self._phase is not None:
             return self._phase
         if self._signature is not None and self._signature[0] != folder:
-            self._plans, self._resolved, self._marked = {}, None, {}
+            self._plans, self._resolved, self._marked, self._parsed = {}, None, {}, None
         phase = self._build(located, names, keys, config_key)
         self._signature, self._phase = signature, phase
         return phase
@@ -220,10 +217,58 @@ class PhaseCache:
         _, config, config_warnings = self._config
         warnings = list(config_warnings)
         summaries = {
-            canonical_plan_id(name.removesuffix("-SUMMARY.md")): located.dir / name
+            canonical_plan_id(name.removesuffix("-SUMMARY.md")): name
             for name in names
             if name.endswith("-SUMMARY.md")
         }
+        others = [name for name in names if not name.endswith("-SUMMARY.md")]
+        if self._parsed is not None and self._parsed[0] == (others, keys):
+            # Only SUMMARY files came or went (a wave finished): nothing to parse or warn anew.
+            parsed, plan_warnings = self._parsed[1], self._parsed[2]
+        else:
+            parsed, plan_warnings = self._parse(located, others, keys)
+            self._parsed = ((others, keys), parsed, plan_warnings)
+        warnings.extend(plan_warnings)
+        # Dependencies depend on the plans only, not on which have a SUMMARY: resolve once.
+        # (Identity, not equality: the cache holds the objects, so no id is ever reused.)
+        same = self._resolved is not None and len(self._resolved[0]) == len(parsed)
+        if not (same and all(a is b for a, b in zip(self._resolved[0], parsed, strict=True))):
+            self._resolved = (parsed, resolve_dependencies(parsed, root=self.project))
+        plans = []
+        marked: dict[str, tuple[Plan, str, Plan]] = {}
+        for plan in self._resolved[1]:
+            summary = summaries.get(canonical_plan_id(plan.id))
+            if summary is not None:
+                hit = self._marked.get(plan.id)
+                if hit is not None and hit[0] is plan and hit[1] == summary:
+                    copy = hit[2]
+                else:
+                    copy = plan.model_copy(
+                        update={"has_summary": True, "summary_path": located.dir / summary}
+                    )
+                marked[plan.id] = (plan, summary, copy)
+                plan = copy
+            plans.append(plan)
+        self._marked = marked
+        # Every part is already validated (plans are `Plan`s): construct, do not validate again.
+        return Phase.model_construct(
+            number=located.number,
+            token=located.token,
+            slug=located.slug,
+            dir=located.dir,
+            plans=plans,
+            context_path=_artifact(located.dir, names, "CONTEXT.md"),
+            verification_path=_artifact(located.dir, names, "VERIFICATION.md"),
+            uat_path=_artifact(located.dir, names, "UAT.md"),
+            config=config,
+            warnings=warnings,
+        )
+
+    def _parse(
+        self, located: PhaseDir, names: list[str], keys: dict[str, tuple[int, ...] | None]
+    ) -> tuple[list[Plan], list[str]]:
+        """The folder's plans, parsing only files whose stat changed, and their warnings."""
+        warnings: list[str] = []
         parsed: list[Plan] = []
         keep: dict[str, tuple[tuple[int, ...], Plan, list[str]]] = {}
         for name in names:
@@ -244,37 +289,26 @@ class PhaseCache:
             parsed.append(cached[1])
             warnings.extend(cached[2])
         self._plans = keep
-        # Dependencies depend on the plans only, not on which have a SUMMARY: resolve once.
-        # (Identity, not equality: the cache holds the objects, so no id is ever reused.)
-        same = self._resolved is not None and len(self._resolved[0]) == len(parsed)
-        if not (same and all(a is b for a, b in zip(self._resolved[0], parsed, strict=True))):
-            self._resolved = (parsed, resolve_dependencies(parsed, root=self.project))
-        plans = []
-        marked: dict[str, tuple[Plan, Path, Plan]] = {}
-        for plan in self._resolved[1]:
-            summary = summaries.get(canonical_plan_id(plan.id))
-            if summary is not None:
-                hit = self._marked.get(plan.id)
-                if hit is not None and hit[0] is plan and hit[1] == summary:
-                    copy = hit[2]
-                else:
-                    copy = plan.model_copy(update={"has_summary": True, "summary_path": summary})
-                marked[plan.id] = (plan, summary, copy)
-                plan = copy
-            plans.append(plan)
-        self._marked = marked
-        return Phase(
-            number=located.number,
-            token=located.token,
-            slug=located.slug,
-            dir=located.dir,
-            plans=plans,
-            context_path=_artifact(located.dir, names, "CONTEXT.md"),
-            verification_path=_artifact(located.dir, names, "VERIFICATION.md"),
-            uat_path=_artifact(located.dir, names, "UAT.md"),
-            config=config,
-            warnings=warnings,
-        )
+        return parsed, warnings
+
+
+def _stat_keys(folder: str, names: list[str]) -> dict[str, tuple[int, ...] | None]:
+    """`_stat_key` of each name in `folder` (relative to an open folder: no path walks)."""
+    if os.stat not in os.supports_dir_fd:  # pragma: no cover - Windows
+        return {name: _stat_key(os.path.join(folder, name)) for name in names}
+    keys: dict[str, tuple[int, ...] | None] = {}
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        for name in names:
+            try:
+                st = os.stat(name, dir_fd=fd)
+            except OSError:
+                keys[name] = None
+                continue
+            keys[name] = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+    finally:
+        os.close(fd)
+    return keys
 
 
 def _stat_key(path: str) -> tuple[int, ...] | None:

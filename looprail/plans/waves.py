@@ -63,6 +63,7 @@ def canonical_plan_id(token: str) -> str:
     return "".join(str(int(p)) if p.isdigit() else p for p in parts)
 
 
+@lru_cache(maxsize=8192)
 def _plan_part(plan_id: str) -> str | None:
     match = _PLAN_ID.fullmatch(plan_id)
     return canonical_plan_id(match.group("plan")) if match else None
@@ -142,8 +143,10 @@ def compute_waves(plans: Sequence[Plan], *, root: Path | None = None) -> WavePla
         ) from None
     effective, groups, overlaps, warnings = layout
     summary = {p.id: p.has_summary for p in plans}
+    # Built from validated plans and computed values: construct, do not validate again (a run
+    # asks for the waves after every wave).
     waves = [
-        Wave(
+        Wave.model_construct(
             number=number,
             plan_ids=list(ids),
             pending=[pid for pid in ids if not summary[pid]],
@@ -152,7 +155,7 @@ def compute_waves(plans: Sequence[Plan], *, root: Path | None = None) -> WavePla
         )
         for number, ids in groups
     ]
-    return WavePlan(
+    return WavePlan.model_construct(
         waves=waves,
         effective_wave=dict(effective),
         depends_on={plan.id: list(plan.depends_on) for plan in plans},
