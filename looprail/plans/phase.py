@@ -30,7 +30,7 @@ _PHASE_DIR = PHASE_DIR_PATTERN
 class PhaseDir(BaseModel):
     """A phase folder, before anything inside it is read."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     number: str  # normalized: "1", "2.1", "12A"
     token: str  # as in the folder name: "01", "02.1"

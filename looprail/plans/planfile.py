@@ -66,7 +66,7 @@ _KNOWN_KEYS = (
 class Task(BaseModel):
     """One `<task>` of a plan, in document order."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     id: str  # "<plan-id>/T<index>", stable while the plan's task order is
     index: int  # 1-based
@@ -96,7 +96,7 @@ class Plan(BaseModel):
     `looprail.plans.waves.compute_waves`. `depends_on` holds plan ids of the phase once the plan
     was loaded through `load_phase` (as written when parsed on its own)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     id: str
     path: Path

@@ -32,7 +32,7 @@ class Wave(BaseModel):
     """One wave: its plans in plan order, which of them still lack a SUMMARY, and whether they
     may run at the same time."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     number: int
     plan_ids: list[str]
@@ -44,7 +44,7 @@ class Wave(BaseModel):
 class WavePlan(BaseModel):
     """The waves of a phase in execution order."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     waves: list[Wave]
     effective_wave: dict[str, int]  # plan id → wave number

@@ -20,7 +20,7 @@ REPORT_VERSION = 1
 class _Out(BaseModel):
     """Part of the stable report: field names are the JSON keys, in this order."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class TaskCounts(_Out):
