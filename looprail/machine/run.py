@@ -62,6 +62,9 @@ class RunOptions:
     approvals: frozenset[str] = frozenset()
     host_tool: str | None = None
     approved_earlier: frozenset[str] = frozenset()  # checkpoints approved before a resume
+    # Runs a wave's plans elsewhere (`run_wave(runner, wave, plans, done) -> [Settled]`), e.g.
+    # a Dask cluster (looprail.runtime.dask_executor); None: threads here, `jobs` at a time.
+    executor: Any = None
 
 
 @dataclass
@@ -443,16 +446,19 @@ class LoopRunner:
         self.progress.line(
             f"  wave {wave.number}: {plural(len(pending), 'plan')}, {jobs} at a time"
         )
-        with make_executor(jobs) as executor:
-            try:
-                settled = run_all(
-                    executor, [partial(self._run_plan, p, wave.number, done) for p in pending]
-                )
-            except BaseException:
-                # Ctrl-C while plans run in worker threads: stop their children now, or the
-                # executor's exit would wait for each of them to reach its own timeout.
-                kill_running()
-                raise
+        if self.options.executor is not None:
+            settled = self.options.executor.run_wave(self, wave.number, pending, done)
+        else:
+            with make_executor(jobs) as executor:
+                try:
+                    settled = run_all(
+                        executor, [partial(self._run_plan, p, wave.number, done) for p in pending]
+                    )
+                except BaseException:
+                    # Ctrl-C while plans run in worker threads: stop their children now, or the
+                    # executor's exit would wait for each of them to reach its own timeout.
+                    kill_running()
+                    raise
         errors = [s.error for s in settled if not s.ok]
         if errors:
             # Siblings were never cancelled; the first failure (in plan order) is the reason.
