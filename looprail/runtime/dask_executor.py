@@ -108,6 +108,8 @@ class DaskExecutor:
                 raise LooprailError(
                     f"--executor {self.spec}: cannot reach the scheduler ({exc})"
                 ) from None
+        # Each worker imports looprail and builds its models once, now, not in the first wave.
+        self.client.run(_warm_up)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -354,6 +356,17 @@ def run_plan_on_worker(job: PlanJob) -> dict[str, Any]:
         return {"plan": job.plan_id, "ok": True}
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _warm_up() -> None:
+    """Import what a plan needs and build the models' validators (runs on every worker)."""
+    from looprail.runtime.base import DispatchContext, TaskWork
+    from looprail.runtime.local import LocalRuntime, Timeouts
+
+    DispatchContext.model_rebuild()
+    TaskWork.model_rebuild()
+    Timeouts.model_rebuild()
+    assert LocalRuntime is not None
 
 
 def _runtime(job: PlanJob, project: Path) -> Any:
