@@ -44,3 +44,56 @@ def test_done_set_is_read_once_then_kept_in_memory(tmp_path):
         assert recorder.done_tasks() == {"a", "b"}
         fresh = JournalRecorder(journal, run_id)
         assert fresh.done_tasks() == recorder.done_tasks()
+
+
+def test_sql_headers_match_the_report_models(tmp_path):
+    from looprail.store import EventRecord, summary
+    from looprail.store.report import refused_at, run_header
+
+    with Journal.open(tmp_path) as journal:
+        first = journal.start_run("1", state=["idle"])
+        journal.wave_started(first, 1, [("01-01/T1", "01-01"), ("01-01/T2", "01-01")])
+        journal.task_started(first, "01-01/T1", plan_id="01-01", wave=1)
+        journal.task_finished(first, "01-01/T1", status="done", duration_ms=5)
+        journal.record(
+            first, EventRecord(kind="halted", point="execute:pre", cap_id="x/gate", message="no")
+        )
+        journal.finish_run(first, "halted", "blocked")
+        second = journal.start_run("2", state=["idle"])
+        journal.wave_started(second, 3, [("02-01/T1", "02-01")])
+        expected = [
+            run_header(run, journal.tasks(run.id)).model_dump(mode="json") for run in journal.runs()
+        ]
+        refusals = {
+            run.id: refused_at(run.status, journal.events(run.id, kinds=["halted", "run_resumed"]))
+            for run in journal.runs()
+        }
+    conn = summary.open_journal(tmp_path)
+    try:
+        assert summary.headers(conn) == expected
+        assert summary.headers(conn, latest=True) == [h for h in expected if h["id"] == second]
+        assert {
+            r: summary.refusal(conn, r, h["status"]) for r, h in ((h["id"], h) for h in expected)
+        } == refusals
+        assert refusals[first] == ("execute:pre", "x/gate")
+        assert summary.last_wave(conn, second) == 3
+    finally:
+        conn.close()
+
+
+def test_status_and_history_import_no_pydantic(tmp_path):
+    import subprocess
+    import sys
+
+    with Journal.open(tmp_path) as journal:
+        journal.start_run("1", state=["idle"])
+    for command in ("status", "history"):
+        code = (
+            "import sys; from looprail.cli import main\n"
+            f"rc = main([{command!r}, '--project', {str(tmp_path)!r}])\n"
+            "assert rc == 0\n"
+            "print('pydantic' in sys.modules)\n"
+        )
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip().splitlines()[-1] == "False", command
