@@ -352,6 +352,7 @@ class LoopRunner:
         """One transition attempt, in public: returns the hook results of the attempt, raises
         `TransitionRefused` (with `.result`, the refusing hook) or `HaltError` (a fact guard)
         and then leaves the state unchanged. What a guard test drives."""
+        self._looked = None  # a caller may have changed files since: look again
         return self._attempt(event, wave=wave)
 
     def _attempt(self, event: str, *, wave: int | None = None) -> list[G.HookResult]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -177,6 +178,7 @@ class PhaseCache:
         self._marked: dict[str, tuple[Plan, str, Plan]] = {}  # plans with their SUMMARY
         self._parsed: tuple[Any, list[Plan], list[str]] | None = None
         self._listing: tuple[str, Any, list[str]] | None = None  # folder, its stat, file names
+        self._racy = False  # a plan file changed so recently that its stat cannot be trusted
         self._config: tuple[tuple[int, ...] | None, dict[str, Any] | None, list[str]] = (
             None,
             None,
@@ -192,11 +194,12 @@ class PhaseCache:
         else:
             with os.scandir(folder) as entries:
                 names = sorted(e.name for e in entries if e.is_file())
-            self._listing = (folder, listed, names)
+            # A folder changed within the clock's granularity may change again unseen.
+            self._listing = (folder, listed, names) if not _racy(listed) else None
         keys = _stat_keys(folder, [name for name in names if name.endswith("-PLAN.md")])
         config_key = _stat_key(os.path.join(self.project, ".planning", "config.json"))
         signature = (folder, names, keys, config_key)
-        if signature == self._signature and self._phase is not None:
+        if signature == self._signature and self._phase is not None and not self._racy:
             return self._phase
         if self._signature is not None and self._signature[0] != folder:
             self._plans, self._resolved, self._marked, self._parsed = {}, None, {}, None
@@ -222,7 +225,7 @@ class PhaseCache:
             if name.endswith("-SUMMARY.md")
         }
         others = [name for name in names if not name.endswith("-SUMMARY.md")]
-        if self._parsed is not None and self._parsed[0] == (others, keys):
+        if self._parsed is not None and self._parsed[0] == (others, keys) and not self._racy:
             # Only SUMMARY files came or went (a wave finished): nothing to parse or warn anew.
             parsed, plan_warnings = self._parsed[1], self._parsed[2]
         else:
@@ -271,6 +274,7 @@ class PhaseCache:
         warnings: list[str] = []
         parsed: list[Plan] = []
         keep: dict[str, tuple[tuple[int, ...], Plan, list[str]]] = {}
+        self._racy = False
         for name in names:
             if plan_id_from_filename(name) is None:
                 if "PLAN" in name and name.endswith(".md") and "-PLAN-OUTLINE" not in name:
@@ -285,6 +289,11 @@ class PhaseCache:
                 path = located.dir / name
                 plan = read_plan(path, display=_relative(path, self.project))
                 cached = (key, plan, _plan_warnings(plan, self.project))
+            if _racy(key):
+                # Written within the clock's granularity: a second write of the same size
+                # could keep this stat, so read it again next time (as git does, "racy clean").
+                self._racy = True
+                cached = ((), *cached[1:])
             keep[name] = cached
             parsed.append(cached[1])
             warnings.extend(cached[2])
@@ -309,6 +318,13 @@ def _stat_keys(folder: str, names: list[str]) -> dict[str, tuple[int, ...] | Non
     finally:
         os.close(fd)
     return keys
+
+
+_RACY_NS = 50_000_000  # file times tick coarsely (jiffies): anything this fresh is read again
+
+
+def _racy(key: tuple[int, ...] | None) -> bool:
+    return bool(key) and time.time_ns() - max(key[0], key[1]) < _RACY_NS
 
 
 def _stat_key(path: str) -> tuple[int, ...] | None:
