@@ -185,6 +185,17 @@ class PhaseCache:
             [],
         )
 
+    @property
+    def signature(self) -> tuple[Any, ...] | None:
+        """What the last `load()` saw (the folder, its file names, the plans' and the config's
+        stats); equal signatures, same phase. None before the first load."""
+        return self._signature
+
+    @property
+    def racy(self) -> bool:
+        """A plan changed too recently for its stat to vouch for its content."""
+        return self._racy
+
     def load(self) -> Phase:
         located = find_phase(self.project, self.token)
         folder = str(located.dir)
