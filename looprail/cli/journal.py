@@ -6,6 +6,7 @@ history, exit 0); `report` has nothing to report and says so (exit 1)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 
 from looprail.cli._common import add_project_options, add_project_positional, print_json, project_of
@@ -78,34 +79,33 @@ def _open(project: str, *, required: bool):
 
 
 def _status(args: argparse.Namespace) -> int:
-    from looprail.store import lock_holder
-    from looprail.store.report import format_duration, format_refusal, refused_at, run_header
+    # SQL aggregates, no task rows, no pydantic: cheap on a journal of any size.
+    from looprail.store import summary
+    from looprail.store.lock import lock_holder
 
     project = project_of(args)
-    journal = _open(project, required=False)
+    conn = _open_summary(project)
     holder = lock_holder(Path(project))
-    run = wave = header = refusal = None
-    if journal is not None:
-        with journal:
-            run = journal.latest_run()
-            if run is not None:
-                header = run_header(run, journal.tasks(run.id))
-                waves = journal.events(run.id, kinds=["wave_started"])
-                wave = waves[-1].wave if waves else None
-                refusal = refused_at(
-                    run.status, journal.events(run.id, kinds=["halted", "run_resumed"])
-                )
-    live = bool(run and run.status == "running" and holder and holder.run_id == run.id)
-    crashed = bool(run and run.status == "running" and holder is None)
+    header = wave = refusal = None
+    if conn is not None:
+        with contextlib.closing(conn):
+            found = summary.headers(conn, latest=True)
+            if found:
+                header = found[0]
+                wave = summary.last_wave(conn, header["id"])
+                refusal = summary.refusal(conn, header["id"], header["status"])
+    run_status = header["status"] if header else None
+    live = bool(run_status == "running" and holder and holder.run_id == header["id"])
+    crashed = bool(run_status == "running" and holder is None)
     # Stopped from outside: its process died (crashed), or Ctrl-C/a signal halted it.
     interrupted = crashed or bool(
-        run and run.status == "halted" and (run.halt_reason or "").startswith("interrupted")
+        run_status == "halted" and (header["haltReason"] or "").startswith("interrupted")
     )
 
     if args.json:
         print_json(
             {
-                "run": header.model_dump(mode="json") if header else None,
+                "run": header,
                 "wave": wave,
                 "live": live,
                 "interrupted": interrupted,
@@ -123,68 +123,83 @@ def _status(args: argparse.Namespace) -> int:
             }
         )
         return 0
-    if header is None or run is None:
+    if header is None:
         print("no runs yet")
         if holder is not None:
             print(f"lock: held by {holder.describe()}")
         return 0
     from looprail.cli._common import paint
 
-    status = paint(run.status, run.status)
+    status = paint(header["status"], header["status"])
     if live:
-        status += f" (live: pid {run.pid} on {run.host})"
+        status += f" (live: pid {header['pid']} on {header['host']})"
     elif crashed:
         status += (
-            f" (interrupted: pid {run.pid} on {run.host} is gone; `looprail resume` continues it)"
+            f" (interrupted: pid {header['pid']} on {header['host']} is gone; "
+            "`looprail resume` continues it)"
         )
-    counts = header.tasks
+    counts = header["tasks"]
     lines = [
-        f"run {run.id} · phase {one_line(run.phase)} · {status}",
-        f"state: {'/'.join(run.state) or '-'}{format_refusal(refusal)}",
+        f"run {header['id']} · phase {one_line(header['phase'])} · {status}",
+        f"state: {'/'.join(header['state']) or '-'}{summary.format_refusal(refusal)}",
         f"wave: {'-' if wave is None else wave}",
-        f"tasks: {counts.done} done, {counts.running} running, {counts.pending} pending, "
-        f"{counts.failed} failed",
-        f"started: {run.started_at}"
+        f"tasks: {counts['done']} done, {counts['running']} running, "
+        f"{counts['pending']} pending, {counts['failed']} failed",
+        f"started: {header['startedAt']}"
         + (
-            f" · ended {run.ended_at} ({format_duration(header.durationMs)})"
-            if run.ended_at
+            f" · ended {header['endedAt']} ({summary.format_duration(header['durationMs'])})"
+            if header["endedAt"]
             else ""
         ),
     ]
-    if run.halt_reason:
-        lines.append(f"halt reason: {one_line(run.halt_reason)}")
+    if header["haltReason"]:
+        lines.append(f"halt reason: {one_line(header['haltReason'])}")
     if holder is not None and not live:
         lines.append(f"lock: held by {holder.describe()}")
     print("\n".join(lines))
     return 0
 
 
-def _history(args: argparse.Namespace) -> int:
-    from looprail.store.report import format_duration, run_header
+def _open_summary(project: str):
+    """The journal as a plain connection, or None when the project has none."""
+    from looprail.errors import UsageError
+    from looprail.store.schema import NoJournalError
+    from looprail.store.summary import open_journal
 
-    journal = _open(project_of(args), required=False)
-    headers = []
-    if journal is not None:
-        with journal:
-            headers = [run_header(run, journal.tasks(run.id)) for run in journal.runs()]
+    if not Path(project).is_dir():
+        raise UsageError(f"{project}: no such project folder")
+    try:
+        return open_journal(Path(project))
+    except NoJournalError:
+        return None
+
+
+def _history(args: argparse.Namespace) -> int:
+    from looprail.store.summary import format_duration, headers
+
+    conn = _open_summary(project_of(args))
+    runs = []
+    if conn is not None:
+        with contextlib.closing(conn):
+            runs = headers(conn)
     if args.json:
-        print_json({"runs": [header.model_dump(mode="json") for header in headers]})
+        print_json({"runs": runs})
         return 0
-    if not headers:
+    if not runs:
         print("no runs yet")
         return 0
     rows = [("RUN", "PHASE", "STATUS", "STARTED", "TOOK", "TASKS", "REASON")]
-    for h in headers:
-        total = h.tasks.pending + h.tasks.running + h.tasks.done + h.tasks.failed
+    for h in runs:
+        total = sum(h["tasks"].values())
         rows.append(
             (
-                h.id,
-                h.phase,
-                h.status,
-                h.startedAt,
-                format_duration(h.durationMs),
-                f"{h.tasks.done}/{total} done",
-                one_line(h.haltReason or ""),
+                h["id"],
+                h["phase"],
+                h["status"],
+                h["startedAt"],
+                format_duration(h["durationMs"]),
+                f"{h['tasks']['done']}/{total} done",
+                one_line(h["haltReason"] or ""),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]

@@ -43,6 +43,12 @@ def _common(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="keep nothing: no journal, no resume, no lock (for experiments)",
     )
+    p.add_argument(
+        "--executor",
+        metavar="SPEC",
+        help="run each wave's plans on a Dask cluster: dask://HOST:PORT (a running scheduler) "
+        "or dask-local:N (a LocalCluster of N worker processes); needs looprail[dask]",
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="only the final summary")
     p.add_argument(
         "--json",
@@ -102,7 +108,7 @@ def register(sub) -> None:
     p.set_defaults(handler=resume)
 
 
-def _options(args):
+def _options(args, executor=None):
     from looprail.machine.run import RunOptions
     from looprail.machine.session import default_jobs
 
@@ -125,6 +131,7 @@ def _options(args):
         autonomous=args.autonomous,
         approvals=frozenset(args.approve),
         host_tool=args.host_tool,
+        executor=executor,
     )
 
 
@@ -143,16 +150,36 @@ def run(args) -> int:
     from looprail.machine.progress import Progress
 
     progress = Progress(quiet=args.quiet, verbose=args.verbose > 0)
-    outcome = run_phase(
-        loaded,
-        args.phase,
-        options=_options(args),
-        progress=progress,
-        journal=not args.no_journal,
-        accept_changes=args.accept_changes,
-        new_run=args.new,
-    )
+    with _executor(args, loaded) as executor:
+        outcome = run_phase(
+            loaded,
+            args.phase,
+            options=_options(args, executor),
+            progress=progress,
+            journal=not args.no_journal,
+            accept_changes=args.accept_changes,
+            new_run=args.new,
+        )
     return _summary(outcome, args.phase, as_json=args.json)
+
+
+def _executor(args, loaded):
+    """`--executor`: a Dask cluster for the plans of each wave (checked before anything runs:
+    without dask installed, exit 2 with how to install it), or nothing."""
+    import contextlib
+
+    if not getattr(args, "executor", None):
+        return contextlib.nullcontext(None)
+    from looprail.machine.session import timeouts_from_config
+    from looprail.runtime.dask_executor import DaskExecutor, parse_executor
+
+    parse_executor(args.executor)
+    timeouts = timeouts_from_config(loaded.config)
+    return DaskExecutor(
+        args.executor,
+        host_tool=args.host_tool,
+        timeouts=timeouts.model_dump() if timeouts is not None else None,
+    )
 
 
 def resume(args) -> int:
@@ -172,14 +199,15 @@ def resume(args) -> int:
             target = next((r for r in reversed(jr.runs()) if r.resumable), None)
             if target is None:
                 raise LooprailError("no unfinished run to resume")
-    outcome = run_phase(
-        loaded,
-        target.phase,
-        options=_options(args),
-        progress=Progress(quiet=args.quiet, verbose=args.verbose > 0),
-        resume=target.id,
-        accept_changes=args.accept_changes,
-    )
+    with _executor(args, loaded) as executor:
+        outcome = run_phase(
+            loaded,
+            target.phase,
+            options=_options(args, executor),
+            progress=Progress(quiet=args.quiet, verbose=args.verbose > 0),
+            resume=target.id,
+            accept_changes=args.accept_changes,
+        )
     return _summary(outcome, target.phase, as_json=args.json)
 
 

@@ -1,12 +1,13 @@
 """The compiled registry on the `render-hooks` hot path: find it in the on-disk cache or build it.
 
-Only `os` and `json` here (no pathlib, dataclasses, typing, pydantic): a host calls
+Only `os`, `json` and `time` here (no pathlib, dataclasses, typing, pydantic): a host calls
 `render-hooks` many times per loop and process start-up is most of its cost. The cache entry
 records the stat signature (mtime, ctime, size, inode) of every folder, manifest and fragment it
 was built from (and of the modules that compile it); any difference rebuilds it. A fragment's
-path is only known once its manifest is read, so a fresh entry is built twice around the stat
-of its fragments and written only when both builds agree: what is cached was read after it was
-stat'ed. The file carries a checksum and its shape is checked on read. Writing is atomic (temp
+path is only known once its manifest is read, so it is stat'ed after the build: when its last
+change is older than the build, that stat is the content's and one build is enough; otherwise
+the entry is built twice around the stat and written only when both builds agree. The file
+carries a checksum and its shape is checked on read. Writing is atomic (temp
 file + rename), and a cache that cannot be read, is damaged or cannot be written only costs
 speed, never correctness.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import zlib
 
 TYPE_CHECKING = False
@@ -86,6 +88,13 @@ def _sig(path: str) -> list[int] | None:
     return [st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino]
 
 
+_RACY_NS = 50_000_000  # file times tick coarsely; a change this close to the read is suspect
+
+
+def _settled(sig: list[int] | None, read_ns: int) -> bool:
+    return sig is None or max(sig[0], sig[1]) < read_ns - _RACY_NS
+
+
 def _dependencies(specs: list[tuple[str, str]]) -> dict[str, list[int] | None]:
     deps: dict[str, list[int] | None] = {path: _sig(path) for path in _RULE_FILES}
     for root, _ in specs:
@@ -135,6 +144,7 @@ def load_compiled(
     from looprail.hooks import registry as reg
 
     roots = [reg.Root(Path(p), o) for p, o in specs]
+    started_ns = time.time_ns()
     registry = reg.load_registry(project, roots=roots, config=None)
     compiled = reg.compile_registry(registry)
     fresh = compiled
@@ -143,8 +153,14 @@ def load_compiled(
         fragments = reg.fragment_dependencies(registry)
         for path in fragments:
             deps[path] = _sig(path)
-        # Stat, then read again: an edit between the first read and the stat would otherwise be
-        # recorded with the old content and served until the next change.
+        # A fragment is stat'ed after it was read. Its stat is that content's when the file's
+        # last change is older than the read (git's "racy clean" rule, with a margin for
+        # coarse file clocks): then one build is enough, the common case.
+        if all(_settled(deps[path], started_ns) for path in fragments):
+            _write(cache_file, {"key": key, "deps": deps, "compiled": compiled})
+            return _with_consent(compiled, home, env)
+        # Changed around the read: read again, so an edit between the first read and the
+        # stat is never recorded with the old content and served until the next change.
         again = reg.load_registry(project, roots=roots, config=None)
         if reg.fragment_dependencies(again) == fragments and reg.compile_registry(again) == fresh:
             _write(cache_file, {"key": key, "deps": deps, "compiled": compiled})

@@ -92,13 +92,13 @@ NonEmpty = Annotated[StrictStr, Field(min_length=1)]
 class _Contract(BaseModel):
     """A shape that is part of the contract: unknown fields are errors."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class _Open(BaseModel):
     """A shape the reference lets grow (runtime metadata): unknown fields are kept."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="allow", frozen=True)
 
 
 class Fragment(_Contract):

@@ -60,7 +60,7 @@ class ResolverLike(Protocol):
 class ResolvedContent(BaseModel):
     """The task content a resolver delivered, under the PLAN.md task element names."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     action: str
     verify: str = ""
@@ -72,7 +72,7 @@ class ResolvedContent(BaseModel):
 class TaskContentResult(BaseModel):
     """One of the four non-failing outcomes; `to_json()` is the exact CLI output."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     resolved: bool
     reason: Literal["no-resolver", "empty"] | None = None

@@ -30,7 +30,7 @@ HookStatus = Literal["ok", "failed", "pass", "block", "error", "skipped", "repor
 class HookResult(BaseModel):
     """What one dispatched hook did during a transition attempt."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     point: str
     cap_id: str
@@ -94,7 +94,7 @@ class PlanFacts(BaseModel):
     """What the guards may know about the phase's plans and artifacts (computed by the runner
     from `.planning/`, passed in as plain values)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     plan_count: int = 0
     waves_total: int = 0

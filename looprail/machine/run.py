@@ -31,7 +31,7 @@ from looprail.machine.dispatch import Dispatcher
 from looprail.machine.progress import Progress, fmt_duration, plural
 from looprail.machine.record import EventRecord, MemoryRecorder, Recorder
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
-from looprail.plans import Phase, Plan, Task, compute_waves, load_phase
+from looprail.plans import Phase, PhaseCache, Plan, Task, WavePlan, compute_waves
 from looprail.plans.waves import halt_blocked
 from looprail.runtime.base import TaskWork
 from looprail.runtime.executors import make_executor, run_all
@@ -63,6 +63,9 @@ class RunOptions:
     approvals: frozenset[str] = frozenset()
     host_tool: str | None = None
     approved_earlier: frozenset[str] = frozenset()  # checkpoints approved before a resume
+    # Runs a wave's plans elsewhere (`run_wave(runner, wave, plans, done) -> [Settled]`), e.g.
+    # a Dask cluster (looprail.runtime.dask_executor); None: threads here, `jobs` at a time.
+    executor: Any = None
 
 
 @dataclass
@@ -151,7 +154,12 @@ class LoopRunner:
         self.machine = self.chart_class()
         if state:
             self._restore(state)
-        self.phase: Phase = load_phase(self.project, phase)
+        # The phase stays in memory for the run: each look re-stats, parses only what changed.
+        self._phases = PhaseCache(self.project, phase)
+        self.phase: Phase = self._phases.load()
+        self._waves_of: tuple[Phase, WavePlan] | None = None
+        self._task_total: tuple[Phase, int] | None = None
+        self._looked: G.PlanFacts | None = None  # the last facts, until anything may have run
         self.dispatcher = Dispatcher(
             compiled=compiled,
             config=config,
@@ -223,6 +231,7 @@ class LoopRunner:
 
     def run(self) -> RunResult:
         start = time.monotonic()
+        self._looked = None
         try:
             if self.native is not None:
                 self.native.start(self.dispatcher.context(None))
@@ -280,9 +289,14 @@ class LoopRunner:
         parts = ["/".join(self.state)]
         if self.wave is not None and "execute" in self.state:
             parts.append(f"wave {self.wave}")
-        total = sum(len([t for t in p.tasks if not t.is_checkpoint]) for p in self.phase.plans)
+        if self._task_total is None or self._task_total[0] is not self.phase:
+            total = sum(1 for p in self.phase.plans for t in p.tasks if not t.is_checkpoint)
+            self._task_total = (self.phase, total)
+        total = self._task_total[1]
         if total:
-            parts.append(f"{len(self.recorder.done_tasks())}/{total} tasks done")
+            count = getattr(self.recorder, "done_count", None)
+            done = count() if count is not None else len(self.recorder.done_tasks())
+            parts.append(f"{done}/{total} tasks done")
         if doing:
             parts.append(doing)
         self.progress.status(" · ".join(parts))
@@ -304,7 +318,7 @@ class LoopRunner:
             self._phase_work("plan", done=bool(self.phase.plans))
             self._attempt("finish_plan")
         elif leaf == "wave_ready":
-            waves = compute_waves(self.phase.plans, root=self.project)
+            waves = self._waves()
             pending = [w for w in waves.waves if w.pending]
             if pending:
                 self.wave = pending[0].number
@@ -328,14 +342,24 @@ class LoopRunner:
 
     # ------------------------------------------------------------------ transitions
 
+    def _waves(self) -> WavePlan:
+        """The waves of the phase as it is now: computed once per phase state."""
+        if self._waves_of is None or self._waves_of[0] is not self.phase:
+            self._waves_of = (self.phase, compute_waves(self.phase.plans, root=self.project))
+        return self._waves_of[1]
+
     def facts(self) -> G.PlanFacts:
-        self.phase = load_phase(self.project, self.phase_token)
+        self._looked = self._facts()
+        return self._looked
+
+    def _facts(self) -> G.PlanFacts:
+        self.phase = self._phases.load()
         status = None
         if self.phase.verification_path is not None:
             fm = read_frontmatter(self.phase.verification_path.read_text(errors="replace"))
             if isinstance(fm, dict) and fm.get("status") is not None:
                 status = str(fm.get("status"))
-        waves = compute_waves(self.phase.plans, root=self.project) if self.phase.plans else None
+        waves = self._waves() if self.phase.plans else None
         return G.PlanFacts(
             plan_count=len(self.phase.plans),
             waves_total=len(waves.waves) if waves else 0,
@@ -348,6 +372,7 @@ class LoopRunner:
         """One transition attempt, in public: returns the hook results of the attempt, raises
         `TransitionRefused` (with `.result`, the refusing hook) or `HaltError` (a fact guard)
         and then leaves the state unchanged. What a guard test drives."""
+        self._looked = None  # a caller may have changed files since: look again
         return self._attempt(event, wave=wave)
 
     def _attempt(self, event: str, *, wave: int | None = None) -> list[G.HookResult]:
@@ -358,7 +383,8 @@ class LoopRunner:
         ]
         if not candidates:  # pragma: no cover - the runner only sends events it can
             raise HaltError(f"no transition {event!r} from {self.state}")
-        facts = self.facts()
+        # Nothing ran since the last look (e.g. finish_wave → start_wave): no need to look again.
+        facts = self._looked or self.facts()
         # A fact guard that refuses every candidate: refuse before any hook has effects.
         fact_refusals = [G.failed_fact_guard(t.guards, facts) for t in candidates]
         if all(fact_refusals):
@@ -397,6 +423,7 @@ class LoopRunner:
     # ------------------------------------------------------------------ step work
 
     def _phase_work(self, step: str, *, done: bool) -> None:
+        self._looked = None
         spec = self.spec.step(step)
         if step in self.redo_steps:  # killed mid-work before: its artifacts do not count
             self.redo_steps = self.redo_steps - {step}
@@ -415,7 +442,7 @@ class LoopRunner:
         self.progress.line(
             f"  {spec.role} did the {step} work in {fmt_duration(outcome.duration_s)}"
         )
-        self.phase = load_phase(self.project, self.phase_token)
+        self.phase = self._phases.load()
         self._warn_plan_keys()
         if self.on_transition is not None:
             # The role wrote artifacts (plans): journal the inputs now, so a crash before the
@@ -439,7 +466,8 @@ class LoopRunner:
     # ------------------------------------------------------------------ waves
 
     def _run_wave(self) -> None:
-        waves = compute_waves(self.phase.plans, root=self.project)
+        self._looked = None  # plans run: files change
+        waves = self._waves()
         if self.wave is None:  # resumed inside a running wave: it is the first unfinished one
             self.wave = next((w.number for w in waves.waves if w.pending), None)
         wave = waves.wave(self.wave) if self.wave is not None else None
@@ -466,16 +494,19 @@ class LoopRunner:
         self.progress.line(
             f"  wave {wave.number}: {plural(len(pending), 'plan')}, {jobs} at a time"
         )
-        with make_executor(jobs) as executor:
-            try:
-                settled = run_all(
-                    executor, [partial(self._run_plan, p, wave.number, done) for p in pending]
-                )
-            except BaseException:
-                # Ctrl-C while plans run in worker threads: stop their children now, or the
-                # executor's exit would wait for each of them to reach its own timeout.
-                kill_running()
-                raise
+        if self.options.executor is not None:
+            settled = self.options.executor.run_wave(self, wave.number, pending, done)
+        else:
+            with make_executor(jobs) as executor:
+                try:
+                    settled = run_all(
+                        executor, [partial(self._run_plan, p, wave.number, done) for p in pending]
+                    )
+                except BaseException:
+                    # Ctrl-C while plans run in worker threads: stop their children now, or the
+                    # executor's exit would wait for each of them to reach its own timeout.
+                    kill_running()
+                    raise
         errors = [s.error for s in settled if not s.ok]
         if errors:
             # Siblings were never cancelled; the first failure (in plan order) is the reason.

@@ -227,15 +227,25 @@ def run_phase(
             progress.line(f"run {run_id}: phase {phase} of {loaded.project}")
         lock.set_run_id(run_id)
 
-        seen = {"sig": _stat_signature(loaded.input_paths(phase_dir))}
+        fixed = loaded.input_paths(None)  # capability folders and the config
+        seen: dict[str, Any] = {"sig": None}
+
+        def signature() -> Any:
+            # The plans' stats are the runner's last look at the phase (its PhaseCache): no
+            # second pass over a folder of hundreds of plans at every transition.
+            phases = getattr(seen.get("runner"), "_phases", None)
+            if phases is None or phases.signature is None or phases.racy:
+                return object()  # unknown: hash again
+            folder, _, plans, _ = phases.signature  # not the file names: SUMMARYs come and go
+            return (_stat_signature(fixed), folder, plans)
 
         def on_transition(_state: list[str]) -> None:
             # The run writes plans itself; keep the journaled digest current so a later resume
             # compares against the last committed state. Hash again only when a stat changed.
-            paths = loaded.input_paths(phase_dir)
-            sig = _stat_signature(paths)
+            sig = signature()
             if sig != seen["sig"]:
                 seen["sig"] = sig
+                paths = loaded.input_paths(phase_dir)
                 jr.update_inputs(run_id, digest_inputs(paths, loaded.project))
 
         recorder = JournalRecorder(jr, run_id)
@@ -267,6 +277,8 @@ def run_phase(
                 jr.events(run_id, kinds=["contribution"]), runtime, runner.dispatcher
             )
             runner.redo_steps = frozenset(recovery.redo_steps)
+        seen["runner"] = runner
+        seen["sig"] = signature()  # the digest above is of this state
         try:
             with journal_children(recorder), stop_signals():
                 result = runner.run()

@@ -15,7 +15,7 @@ from looprail.points import POINTS
 class StepSpec(BaseModel):
     """One step of the loop (a top-level state)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     name: str  # state id: discuss, plan, execute, verify, ship
     role: str  # who does the step's main work (execute: the executor, per task)
@@ -35,7 +35,7 @@ class TransitionSpec(BaseModel):
     """One transition of the compiled chart: the event, where it goes, the points it dispatches
     (in order), and the guards that must allow it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     event: str
     source: str
@@ -48,7 +48,7 @@ class TransitionSpec(BaseModel):
 class LoopSpec(BaseModel):
     """The whole loop. `looped` is the step that holds the wave sub-loop."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     steps: tuple[StepSpec, ...]
     looped: str = "execute"

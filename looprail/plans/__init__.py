@@ -9,6 +9,7 @@ Importing this package does not import networkx (only `compute_waves` does, when
 
 from looprail.plans.phase import (
     Phase,
+    PhaseCache,
     PhaseDir,
     find_phase,
     list_phases,
@@ -21,6 +22,7 @@ from looprail.plans.waves import Wave, WavePlan, compute_waves, resolve_dependen
 
 __all__ = [
     "Phase",
+    "PhaseCache",
     "PhaseDir",
     "Plan",
     "Task",

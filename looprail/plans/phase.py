@@ -8,7 +8,9 @@ plan is done), and the phase artifacts `CONTEXT.md` / `NN-CONTEXT.md`, `*VERIFIC
 
 from __future__ import annotations
 
+import os
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +35,7 @@ _PHASE_DIR = PHASE_DIR_PATTERN
 class PhaseDir(BaseModel):
     """A phase folder, before anything inside it is read."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     number: str  # normalized: "1", "2.1", "12A"
     token: str  # as in the folder name: "01", "02.1"
@@ -203,6 +205,202 @@ def phase_spelling(number: str) -> str:
     digits (`1` → `01`, `2.1` → `02.1`, `12A` → `12A`)."""
     match = re.match(r"(\d+)(.*)", number)
     return match.group(1).zfill(2) + match.group(2) if match else number
+
+
+class PhaseCache:
+    """A phase kept in memory for a run. `load()` answers what `load_phase` would, but only
+    lists the folder and stats what can change: the plan files, `.planning/config.json` and the
+    folder itself. A plan file is parsed again only when its stat changed; a new SUMMARY only
+    flips that plan's `has_summary`. Unchanged → the very same `Phase` object, so callers can
+    cache what they derive from it (waves) by identity.
+
+    A plan edited in place within the same nanosecond, to the same size, is not seen (the stat
+    is the key, as for `make`); every edit through a rename or a later write is."""
+
+    def __init__(self, project: str | Path, phase: str):
+        self.project = Path(project).resolve()
+        self.token = phase
+        self._signature: tuple[Any, ...] | None = None
+        self._phase: Phase | None = None
+        # file name → (stat key, parsed plan, its warnings); a renamed phase folder re-reads
+        self._plans: dict[str, tuple[tuple[int, ...], Plan, list[str]]] = {}
+        self._resolved: tuple[list[Plan], list[Plan]] | None = None  # parsed → resolved
+        self._marked: dict[str, tuple[Plan, str, Plan]] = {}  # plans with their SUMMARY
+        self._parsed: tuple[Any, list[Plan], list[str]] | None = None
+        self._listing: tuple[str, Any, list[str]] | None = None  # folder, its stat, file names
+        self._racy = False  # a plan file changed so recently that its stat cannot be trusted
+        self._config: tuple[tuple[int, ...] | None, dict[str, Any] | None, list[str]] = (
+            None,
+            None,
+            [],
+        )
+
+    @property
+    def signature(self) -> tuple[Any, ...] | None:
+        """What the last `load()` saw (the folder, its file names, the plans' and the config's
+        stats); equal signatures, same phase. None before the first load."""
+        return self._signature
+
+    @property
+    def racy(self) -> bool:
+        """A plan changed too recently for its stat to vouch for its content."""
+        return self._racy
+
+    def load(self) -> Phase:
+        located = find_phase(self.project, self.token)
+        folder = str(located.dir)
+        listed = _stat_key(folder)
+        if self._listing is not None and self._listing[:2] == (folder, listed):
+            names = self._listing[2]  # no file was added, removed or renamed in the folder
+        else:
+            with os.scandir(folder) as entries:
+                names = sorted(e.name for e in entries if e.is_file())
+            # A folder changed within the clock's granularity may change again unseen.
+            self._listing = (folder, listed, names) if not _racy(listed) else None
+        keys = _stat_keys(folder, [name for name in names if name.endswith("-PLAN.md")])
+        config_key = _stat_key(os.path.join(self.project, ".planning", "config.json"))
+        signature = (folder, names, keys, config_key)
+        if signature == self._signature and self._phase is not None and not self._racy:
+            return self._phase
+        if self._signature is not None and self._signature[0] != folder:
+            self._plans, self._resolved, self._marked, self._parsed = {}, None, {}, None
+        phase = self._build(located, names, keys, config_key)
+        self._signature, self._phase = signature, phase
+        return phase
+
+    def _build(
+        self,
+        located: PhaseDir,
+        names: list[str],
+        keys: dict[str, tuple[int, ...] | None],
+        config_key: Any,
+    ) -> Phase:
+        if self._config[0] != config_key or config_key is None:
+            config, config_warnings = load_project_config(self.project)
+            self._config = (config_key, config, list(config_warnings))
+        _, config, config_warnings = self._config
+        warnings = list(config_warnings)
+        summaries = {
+            canonical_plan_id(name.removesuffix("-SUMMARY.md")): name
+            for name in names
+            if name.endswith("-SUMMARY.md")
+        }
+        others = [name for name in names if not name.endswith("-SUMMARY.md")]
+        if self._parsed is not None and self._parsed[0] == (others, keys) and not self._racy:
+            # Only SUMMARY files came or went (a wave finished): nothing to parse or warn anew.
+            parsed, plan_warnings = self._parsed[1], self._parsed[2]
+        else:
+            parsed, plan_warnings = self._parse(located, others, keys)
+            plan_warnings += bare_dependency_warnings(parsed, root=self.project)
+            self._parsed = ((others, keys), parsed, plan_warnings)
+        warnings.extend(plan_warnings)
+        # Dependencies depend on the plans only, not on which have a SUMMARY: resolve once.
+        # (Identity, not equality: the cache holds the objects, so no id is ever reused.)
+        same = self._resolved is not None and len(self._resolved[0]) == len(parsed)
+        if not (same and all(a is b for a, b in zip(self._resolved[0], parsed, strict=True))):
+            self._resolved = (parsed, resolve_dependencies(parsed, root=self.project))
+        plans = []
+        marked: dict[str, tuple[Plan, str, Plan]] = {}
+        for plan in self._resolved[1]:
+            summary = summaries.get(canonical_plan_id(plan.id))
+            if summary is not None:
+                hit = self._marked.get(plan.id)
+                if hit is not None and hit[0] is plan and hit[1] == summary:
+                    copy = hit[2]
+                else:
+                    path = located.dir / summary
+                    copy = plan.model_copy(
+                        update={
+                            "has_summary": True,
+                            "summary_path": path,
+                            "halted": summary_halted(path),
+                        }
+                    )
+                marked[plan.id] = (plan, summary, copy)
+                plan = copy
+            plans.append(plan)
+        self._marked = marked
+        # Every part is already validated (plans are `Plan`s): construct, do not validate again.
+        return Phase.model_construct(
+            number=located.number,
+            token=located.token,
+            slug=located.slug,
+            dir=located.dir,
+            plans=plans,
+            context_path=_artifact(located.dir, names, "CONTEXT.md"),
+            verification_path=_artifact(located.dir, names, "VERIFICATION.md"),
+            uat_path=_artifact(located.dir, names, "UAT.md"),
+            config=config,
+            warnings=warnings,
+        )
+
+    def _parse(
+        self, located: PhaseDir, names: list[str], keys: dict[str, tuple[int, ...] | None]
+    ) -> tuple[list[Plan], list[str]]:
+        """The folder's plans, parsing only files whose stat changed, and their warnings."""
+        warnings: list[str] = []
+        parsed: list[Plan] = []
+        keep: dict[str, tuple[tuple[int, ...], Plan, list[str]]] = {}
+        self._racy = False
+        for name in names:
+            if plan_id_from_filename(name) is None:
+                if "PLAN" in name and name.endswith(".md") and "-PLAN-OUTLINE" not in name:
+                    warnings.append(
+                        f"{_relative(located.dir / name, self.project)}: looks like a plan but "
+                        f"is not named {{phase}}-{{plan}}-PLAN.md; skipped"
+                    )
+                continue
+            key = keys.get(name) or ()
+            cached = self._plans.get(name)
+            if cached is None or cached[0] != key:
+                path = located.dir / name
+                require_inside(self.project, path, "the plan")
+                plan = read_plan(path, display=_relative(path, self.project))
+                cached = (key, plan, _plan_warnings(plan, self.project))
+            if _racy(key):
+                # Written within the clock's granularity: a second write of the same size
+                # could keep this stat, so read it again next time (as git does, "racy clean").
+                self._racy = True
+                cached = ((), *cached[1:])
+            keep[name] = cached
+            parsed.append(cached[1])
+            warnings.extend(cached[2])
+        self._plans = keep
+        return parsed, warnings
+
+
+def _stat_keys(folder: str, names: list[str]) -> dict[str, tuple[int, ...] | None]:
+    """`_stat_key` of each name in `folder` (relative to an open folder: no path walks)."""
+    if os.stat not in os.supports_dir_fd:  # pragma: no cover - Windows
+        return {name: _stat_key(os.path.join(folder, name)) for name in names}
+    keys: dict[str, tuple[int, ...] | None] = {}
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        for name in names:
+            try:
+                st = os.stat(name, dir_fd=fd)
+            except OSError:
+                keys[name] = None
+                continue
+            keys[name] = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+    finally:
+        os.close(fd)
+    return keys
+
+
+_RACY_NS = 50_000_000  # file times tick coarsely (jiffies): anything this fresh is read again
+
+
+def _racy(key: tuple[int, ...] | None) -> bool:
+    return bool(key) and time.time_ns() - max(key[0], key[1]) < _RACY_NS
+
+
+def _stat_key(path: str) -> tuple[int, ...] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
 
 
 def plan_index(project: str | Path, phase: Phase) -> dict[str, Any]:

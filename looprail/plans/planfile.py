@@ -84,7 +84,7 @@ def unknown_key_warnings(plan: Plan, where: str) -> list[str]:
 class Task(BaseModel):
     """One `<task>` of a plan, in document order."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     id: str  # "<plan-id>/T<index>", stable while the plan's task order is
     index: int  # 1-based
@@ -114,7 +114,7 @@ class Plan(BaseModel):
     `looprail.plans.waves.compute_waves`. `depends_on` holds plan ids of the phase once the plan
     was loaded through `load_phase` (as written when parsed on its own)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     id: str
     path: Path

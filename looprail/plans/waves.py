@@ -7,11 +7,13 @@ what the reference `phase-plan-index` does, despite its template saying waves ar
 written). Plans of one wave run in parallel unless two of them modify the same file, in which
 case that whole wave runs sequentially, in plan order.
 
-networkx is imported inside `compute_waves` only, so importing `looprail.plans` stays cheap.
+Computed with the stdlib's `graphlib` (networkx stays for diagrams and lint), so the runner's
+start path never imports networkx.
 """
 
 from __future__ import annotations
 
+import graphlib
 import posixpath
 import re
 from collections.abc import Sequence
@@ -30,7 +32,7 @@ class Wave(BaseModel):
     """One wave: its plans in plan order, which of them still lack a SUMMARY, and whether they
     may run at the same time."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     number: int
     plan_ids: list[str]
@@ -44,7 +46,7 @@ class Wave(BaseModel):
 class WavePlan(BaseModel):
     """The waves of a phase in execution order."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     waves: list[Wave]
     effective_wave: dict[str, int]  # plan id → wave number
@@ -63,6 +65,7 @@ def canonical_plan_id(token: str) -> str:
     return "".join(str(int(p)) if p.isdigit() else p for p in parts)
 
 
+@lru_cache(maxsize=8192)
 def _plan_part(plan_id: str) -> str | None:
     match = _PLAN_ID.fullmatch(plan_id)
     return canonical_plan_id(match.group("plan")) if match else None
@@ -184,72 +187,134 @@ def bare_dependency_warnings(plans: Sequence[Plan], *, root: Path | None = None)
 
 def compute_waves(plans: Sequence[Plan], *, root: Path | None = None) -> WavePlan:
     """Group a phase's plans into waves (see the module docstring for the rules). Raises
-    PlanError for a cycle, a dangling dependency or a duplicate plan id."""
-    import networkx as nx
+    PlanError for a cycle, a dangling dependency or a duplicate plan id.
 
+    Stdlib only (`graphlib`), so the runner never imports networkx. What depends on the plans'
+    shape (levels, overlaps, warnings) is cached by that shape: a run asks again after every
+    wave, when only `has_summary` changed, and pays one pass over the plans."""
     plans = resolve_dependencies(plans, root=root)
-    graph = nx.DiGraph()
-    for plan in plans:
-        graph.add_node(plan.id)
-    for plan in plans:
-        for dep in plan.depends_on:
-            graph.add_edge(dep, plan.id)
-
+    shape = tuple((p.id, tuple(p.depends_on), p.wave, tuple(p.files_modified)) for p in plans)
     try:
-        cycle = nx.find_cycle(graph)
-    except nx.NetworkXNoCycle:
-        cycle = None
-    if cycle:
-        members = [edge[0] for edge in cycle]
+        layout = _layout(shape)
+    except _Cycle as exc:
+        members = exc.members
         first = next(p for p in plans if p.id == members[0])
         chain = " → ".join([*members, members[0]])
-        raise PlanError(f"{_shown(first.path, root)}: depends_on: plans form a cycle: {chain}")
-
-    level = {
-        node: depth
-        for depth, generation in enumerate(nx.topological_generations(graph))
-        for node in generation
-    }
-    offset = 0 if any(plan.wave == 0 for plan in plans) else 1
-    effective = {plan.id: level[plan.id] + offset for plan in plans}
-
-    warnings = [
-        f"plan {plan.id}: declared wave {plan.wave} but depends_on places it in wave "
-        f"{effective[plan.id]}"
-        for plan in plans
-        if plan.wave is not None and plan.wave != effective[plan.id]
-    ]
-
-    by_wave: dict[int, list[Plan]] = {}  # one pass: 5,000 chained plans are 5,000 waves
-    for plan in plans:
-        by_wave.setdefault(effective[plan.id], []).append(plan)
-    waves: list[Wave] = []
-    for number in sorted(by_wave):
-        members = by_wave[number]
-        overlap = _overlapping_files(members)
-        waves.append(
-            Wave(
-                number=number,
-                plan_ids=[p.id for p in members],
-                pending=[p.id for p in members if not p.has_summary or p.halted],
-                parallel_safe=not overlap,
-                overlap_files=overlap,
-            )
+        raise PlanError(
+            f"{_shown(first.path, root)}: depends_on: plans form a cycle: {chain}"
+        ) from None
+    effective, groups, overlaps, warnings = layout
+    done = {p.id: p.has_summary and not p.halted for p in plans}  # a halted plan is not done
+    # Built from validated plans and computed values: construct, do not validate again (a run
+    # asks for the waves after every wave).
+    waves = [
+        Wave.model_construct(
+            number=number,
+            plan_ids=list(ids),
+            pending=[pid for pid in ids if not done[pid]],
+            parallel_safe=not overlaps[number],
+            overlap_files=list(overlaps[number]),
         )
-    return WavePlan(
+        for number, ids in groups
+    ]
+    return WavePlan.model_construct(
         waves=waves,
-        effective_wave=effective,
+        effective_wave=dict(effective),
         depends_on={plan.id: list(plan.depends_on) for plan in plans},
-        warnings=warnings,
+        warnings=list(warnings),
     )
 
 
-def _overlapping_files(plans: Sequence[Plan]) -> list[str]:
-    owners: dict[str, set[str]] = {}
-    for plan in plans:
-        for path in plan.files_modified:
-            owners.setdefault(_normalize_path(path), set()).add(plan.id)
-    return sorted(path for path, ids in owners.items() if len(ids) > 1)
+class _Cycle(Exception):
+    def __init__(self, members: list[str]):
+        self.members = members
+
+
+_Shape = tuple[tuple[str, tuple[str, ...], int | None, tuple[str, ...]], ...]
+
+
+@lru_cache(maxsize=64)
+def _layout(
+    shape: _Shape,
+) -> tuple[
+    dict[str, int],
+    list[tuple[int, tuple[str, ...]]],
+    dict[int, tuple[str, ...]],
+    tuple[str, ...],
+]:
+    """Effective waves, the plan ids of each wave (plan order), overlapping files per wave and
+    declared-wave warnings, for plans of this shape (ids, resolved deps, wave, files)."""
+    sorter: graphlib.TopologicalSorter[str] = graphlib.TopologicalSorter()
+    for pid, deps, _, _ in shape:
+        sorter.add(pid, *deps)
+    try:
+        sorter.prepare()
+    except graphlib.CycleError:
+        raise _Cycle(_find_cycle(shape)) from None
+    # Kahn's batches are networkx's topological generations: level = longest path from a root.
+    level: dict[str, int] = {}
+    depth = 0
+    while sorter.is_active():
+        ready = sorter.get_ready()
+        for node in ready:
+            level[node] = depth
+        sorter.done(*ready)
+        depth += 1
+    offset = 0 if any(wave == 0 for _, _, wave, _ in shape) else 1
+    effective = {pid: level[pid] + offset for pid, _, _, _ in shape}
+    warnings = tuple(
+        f"plan {pid}: declared wave {wave} but depends_on places it in wave {effective[pid]}"
+        for pid, _, wave, _ in shape
+        if wave is not None and wave != effective[pid]
+    )
+    members: dict[int, list[str]] = {}
+    owners: dict[int, dict[str, set[str]]] = {}
+    for pid, _, _, files in shape:
+        number = effective[pid]
+        members.setdefault(number, []).append(pid)
+        by_path = owners.setdefault(number, {})
+        for path in files:
+            by_path.setdefault(_normalize_path(path), set()).add(pid)
+    groups = [(number, tuple(members[number])) for number in sorted(members)]
+    overlaps = {
+        number: tuple(sorted(p for p, ids in owners[number].items() if len(ids) > 1))
+        for number in members
+    }
+    return effective, groups, overlaps, warnings
+
+
+def _find_cycle(shape: _Shape) -> list[str]:
+    """The cycle networkx's `find_cycle` reports for this graph (the one a depth-first search
+    meets first, nodes and edges in insertion order), as its member nodes from where it closes.
+    Only called when graphlib has already said there is a cycle."""
+    succ: dict[str, list[str]] = {pid: [] for pid, _, _, _ in shape}
+    for pid, deps, _, _ in shape:
+        for dep in deps:
+            if pid not in succ[dep]:
+                succ[dep].append(pid)
+    finished: set[str] = set()
+    for start in succ:
+        if start in finished:
+            continue
+        path = [start]
+        on_path = {start}
+        stack = [iter(succ[start])]
+        while stack:
+            head = next(stack[-1], None)
+            if head is None:
+                stack.pop()
+                node = path.pop()
+                finished.add(node)
+                on_path.discard(node)
+                continue
+            if head in on_path:
+                return path[path.index(head) :]
+            if head in finished:
+                continue
+            path.append(head)
+            on_path.add(head)
+            stack.append(iter(succ[head]))
+    raise AssertionError("graphlib found a cycle that a depth-first search did not")
 
 
 def _normalize_path(path: str) -> str:

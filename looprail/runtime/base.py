@@ -53,7 +53,7 @@ def step_of(point: str) -> str:
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
 
 class DispatchContext(_Frozen):
@@ -199,7 +199,11 @@ class _Camel(BaseModel):
     """Python names in code, camelCase in the JSON a unit of work reads."""
 
     model_config = ConfigDict(
-        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
+        defer_build=True,
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
     )
 
 

@@ -9,26 +9,78 @@ the inputs digest a resume is checked against, and the execution report.
 docs/journal.md describes the schema, the event kinds and the report's JSON form.
 """
 
-from looprail.store.inputs import diff_inputs, digest_inputs
-from looprail.store.journal import Journal, journal_path, new_run_id
-from looprail.store.lock import LockedError, LockInfo, RunLock, lock_holder, lock_path
-from looprail.store.models import (
-    EVENT_KINDS,
-    FINAL_STATUSES,
-    RESUMABLE_STATUSES,
-    EventKind,
-    EventRecord,
-    EventRow,
-    HookKind,
-    PlannedTask,
-    RunRow,
-    RunStatus,
-    TaskRow,
-    TaskStatus,
-    TaskUpdate,
-)
-from looprail.store.report import RunReport, build_report, render_report_text
-from looprail.store.schema import JournalError, NoJournalError, schema_version
+import importlib
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from looprail.store.inputs import diff_inputs, digest_inputs
+    from looprail.store.journal import Journal, journal_path, new_run_id
+    from looprail.store.lock import LockedError, LockInfo, RunLock, lock_holder, lock_path
+    from looprail.store.models import (
+        EVENT_KINDS,
+        FINAL_STATUSES,
+        RESUMABLE_STATUSES,
+        EventKind,
+        EventRecord,
+        EventRow,
+        HookKind,
+        PlannedTask,
+        RunRow,
+        RunStatus,
+        TaskRow,
+        TaskStatus,
+        TaskUpdate,
+    )
+    from looprail.store.report import RunReport, build_report, render_report_text
+    from looprail.store.schema import JournalError, NoJournalError, schema_version
+
+# Imported on first use: `looprail status` needs the schema and the lock, not pydantic's models.
+_WHERE = {
+    "diff_inputs": "inputs",
+    "digest_inputs": "inputs",
+    "Journal": "journal",
+    "journal_path": "journal",
+    "new_run_id": "journal",
+    "LockedError": "lock",
+    "LockInfo": "lock",
+    "RunLock": "lock",
+    "lock_holder": "lock",
+    "lock_path": "lock",
+    "RunReport": "report",
+    "build_report": "report",
+    "render_report_text": "report",
+    "JournalError": "schema",
+    "NoJournalError": "schema",
+    "schema_version": "schema",
+    **{
+        name: "models"
+        for name in (
+            "EVENT_KINDS",
+            "FINAL_STATUSES",
+            "RESUMABLE_STATUSES",
+            "EventKind",
+            "EventRecord",
+            "EventRow",
+            "HookKind",
+            "PlannedTask",
+            "RunRow",
+            "RunStatus",
+            "TaskRow",
+            "TaskStatus",
+            "TaskUpdate",
+        )
+    },
+}
+
+
+def __getattr__(name: str):
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'looprail.store' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"looprail.store.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "EVENT_KINDS",

@@ -13,7 +13,6 @@ import contextlib
 import fcntl
 import json
 import os
-import socket
 import stat
 import time
 from dataclasses import asdict, dataclass
@@ -100,7 +99,7 @@ class RunLock:
             pid=os.getpid(),
             run_id=self._run_id,
             started_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
-            host=socket.gethostname(),
+            host=_hostname(),
         )
         self._write(self._info)
         return self
@@ -205,3 +204,9 @@ def _read_info(fd: int) -> LockInfo | None:
                 host=str(value.get("host", "?")),
             )
     return None
+
+
+def _hostname() -> str:
+    import socket  # lazy: `looprail status` reads locks and never needs it
+
+    return socket.gethostname()

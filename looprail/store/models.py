@@ -45,7 +45,7 @@ class EventRecord(BaseModel):
     """One journal entry as a caller writes it. The columns are the facts a report filters on;
     everything else goes in `data` (JSON). Which fields each kind uses is in docs/journal.md."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     kind: EventKind
     point: str | None = None
@@ -75,7 +75,7 @@ class TaskUpdate(BaseModel):
     an in-flight task re-run after a crash); `done`/`failed` end it; `pending` (re)queues it.
     `plan_id`/`wave` of None keep what the row already has."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     task_key: str = Field(min_length=1)
     status: TaskStatus
@@ -91,7 +91,7 @@ class PlannedTask(NamedTuple):
 
 
 class RunRow(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     id: str
     phase: str
@@ -111,7 +111,7 @@ class RunRow(BaseModel):
 
 
 class TaskRow(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     run_id: str
     task_key: str

@@ -6,13 +6,14 @@ it ended. `build_report` gathers it (a pure fold over the journal's rows); its J
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from looprail.store.journal import Journal
 from looprail.store.models import EventRow, RunRow, TaskRow
+from looprail.store.summary import duration_ms as _duration
+from looprail.store.summary import format_duration, format_refusal
 
 REPORT_VERSION = 1
 
@@ -20,7 +21,7 @@ REPORT_VERSION = 1
 class _Out(BaseModel):
     """Part of the stable report: field names are the JSON keys, in this order."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class TaskCounts(_Out):
@@ -247,14 +248,6 @@ def refused_at(status: str, events: Iterable[EventRow]) -> tuple[str, str | None
     return (last.point, last.cap_id) if last is not None and last.point else None
 
 
-def format_refusal(refusal: tuple[str, str | None] | None) -> str:
-    """` (refused at execute:pre by local/no-exec)`, or nothing."""
-    if refusal is None:
-        return ""
-    point, cap = refusal
-    return f" (refused at {point}{f' by {cap}' if cap else ''})"
-
-
 def _points(events: list[EventRow]) -> list[PointReport]:
     order: list[str] = []
     dispatches: dict[str, int] = {}
@@ -372,13 +365,6 @@ def _note(e: EventRow) -> NoteRow:
     )
 
 
-def _duration(start: str | None, end: str | None) -> int | None:
-    if not start or not end:
-        return None
-    delta = datetime.fromisoformat(end) - datetime.fromisoformat(start)
-    return max(0, round(delta.total_seconds() * 1000))
-
-
 def _str(value: Any) -> str | None:
     return None if value is None else str(value)
 
@@ -408,21 +394,6 @@ _MARKS = {
     "running": "…",
     "pending": "·",
 }
-
-
-def format_duration(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    if ms < 1000:
-        return f"{ms}ms"
-    seconds = ms / 1000
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
 
 
 def render_report_text(report: RunReport) -> str:

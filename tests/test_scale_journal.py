@@ -1,0 +1,99 @@
+"""One fsync per task: a task's start commits with synchronous=NORMAL (durable with the next
+FULL commit), its finish with FULL; the in-memory done set follows the journal."""
+
+from __future__ import annotations
+
+from looprail.machine.record import JournalRecorder
+from looprail.store import Journal
+
+
+def test_task_start_is_relaxed_and_finish_is_full(tmp_path):
+    with Journal.open(tmp_path) as journal:
+        run_id = journal.start_run("1", state=["execute"])
+        recorder = JournalRecorder(journal, run_id)
+        statements: list[str] = []
+        journal._conn.set_trace_callback(statements.append)
+        recorder.task_started("01-01/T1", plan_id="01-01", wave=1)
+        started = list(statements)
+        statements.clear()
+        recorder.task_finished("01-01/T1", status="done", duration_ms=1)
+        finished = list(statements)
+        journal._conn.set_trace_callback(None)
+        assert journal.pragma("synchronous") == 2  # FULL again afterwards
+        # The start: NORMAL around its one commit, FULL restored after it.
+        assert started[0] == "PRAGMA synchronous = NORMAL"
+        assert started.index("COMMIT") < started.index("PRAGMA synchronous = FULL")
+        # The finish: no pragma change, a FULL commit.
+        assert "COMMIT" in finished and not any("synchronous" in s for s in finished)
+        assert recorder.done_tasks() == {"01-01/T1"} and recorder.done_count() == 1
+        rows = {t.task_key: (t.status, t.attempt) for t in journal.tasks(run_id)}
+        assert rows == {"01-01/T1": ("done", 1)}
+
+
+def test_done_set_is_read_once_then_kept_in_memory(tmp_path):
+    with Journal.open(tmp_path) as journal:
+        run_id = journal.start_run("1", state=["execute"])
+        journal.task_started(run_id, "a", plan_id="p", wave=1)
+        journal.task_finished(run_id, "a", status="done")
+        recorder = JournalRecorder(journal, run_id)
+        assert recorder.done_tasks() == {"a"}  # read from the journal (a resumed run)
+        recorder.task_started("b", plan_id="p", wave=1)
+        recorder.task_finished("b", status="done", duration_ms=1)
+        recorder.task_started("c", plan_id="p", wave=1)
+        recorder.task_finished("c", status="failed", duration_ms=1)
+        assert recorder.done_tasks() == {"a", "b"}
+        fresh = JournalRecorder(journal, run_id)
+        assert fresh.done_tasks() == recorder.done_tasks()
+
+
+def test_sql_headers_match_the_report_models(tmp_path):
+    from looprail.store import EventRecord, summary
+    from looprail.store.report import refused_at, run_header
+
+    with Journal.open(tmp_path) as journal:
+        first = journal.start_run("1", state=["idle"])
+        journal.wave_started(first, 1, [("01-01/T1", "01-01"), ("01-01/T2", "01-01")])
+        journal.task_started(first, "01-01/T1", plan_id="01-01", wave=1)
+        journal.task_finished(first, "01-01/T1", status="done", duration_ms=5)
+        journal.record(
+            first, EventRecord(kind="halted", point="execute:pre", cap_id="x/gate", message="no")
+        )
+        journal.finish_run(first, "halted", "blocked")
+        second = journal.start_run("2", state=["idle"])
+        journal.wave_started(second, 3, [("02-01/T1", "02-01")])
+        expected = [
+            run_header(run, journal.tasks(run.id)).model_dump(mode="json") for run in journal.runs()
+        ]
+        refusals = {
+            run.id: refused_at(run.status, journal.events(run.id, kinds=["halted", "run_resumed"]))
+            for run in journal.runs()
+        }
+    conn = summary.open_journal(tmp_path)
+    try:
+        assert summary.headers(conn) == expected
+        assert summary.headers(conn, latest=True) == [h for h in expected if h["id"] == second]
+        assert {
+            r: summary.refusal(conn, r, h["status"]) for r, h in ((h["id"], h) for h in expected)
+        } == refusals
+        assert refusals[first] == ("execute:pre", "x/gate")
+        assert summary.last_wave(conn, second) == 3
+    finally:
+        conn.close()
+
+
+def test_status_and_history_import_no_pydantic(tmp_path):
+    import subprocess
+    import sys
+
+    with Journal.open(tmp_path) as journal:
+        journal.start_run("1", state=["idle"])
+    for command in ("status", "history"):
+        code = (
+            "import sys; from looprail.cli import main\n"
+            f"rc = main([{command!r}, '--project', {str(tmp_path)!r}])\n"
+            "assert rc == 0\n"
+            "print('pydantic' in sys.modules)\n"
+        )
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip().splitlines()[-1] == "False", command
