@@ -103,23 +103,18 @@ def run_phase(
     resume: str | None = "auto",
     accept_changes: bool = False,
     new_run: bool = False,
+    agent: str | None = None,
 ) -> SessionResult:
     """Run (or resume) `phase`. `resume`: "auto" resumes an unfinished run of this phase, a run
     id resumes that run, None never resumes. With `journal=False` nothing is written."""
     from looprail.plans import find_phase
-    from looprail.runtime.local import LocalRuntime
 
     options = options or RunOptions()
     progress = progress or Progress()
     found = find_phase(loaded.project, phase)
     phase, phase_dir = found.number, found.dir  # "01" and "1" are one phase in the journal
     if runtime is None:
-        runtime = LocalRuntime(
-            loaded.project,
-            host_tool=options.host_tool,
-            progress=progress.line,
-            timeouts=timeouts_from_config(loaded.config),
-        )
+        runtime = make_runtime(loaded, options, progress, agent=agent)
     for w in loaded.warnings:
         progress.warn(w)
     from looprail.machine.native import load_bridge
@@ -281,6 +276,29 @@ def _runner(loaded, phase, runtime, options, progress, recorder, state, wave, na
         wave=wave,
         native=native,
     )
+
+
+def make_runtime(
+    loaded: Loaded, options: RunOptions, progress: Progress, *, agent: str | None = None
+) -> Any:
+    """The runtime a run uses, from the registry: `agent` (`--agent`), else `looprail.agent`
+    in the config, else `local`; built with the config's timeouts and its agent section."""
+    from looprail.runtime.registry import (
+        RuntimeSettings,
+        agent_name,
+        agent_section,
+        create_runtime,
+    )
+
+    name = agent_name(loaded.config, agent)
+    settings = RuntimeSettings(
+        project=loaded.project,
+        host_tool=options.host_tool,
+        timeouts=timeouts_from_config(loaded.config),
+        progress=progress.line,
+        agent=agent_section(loaded.config, name),
+    )
+    return create_runtime(name, settings)
 
 
 def timeouts_from_config(config: dict[str, Any] | None) -> Any:
