@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 # Command-group modules, in the order `looprail --help` lists them.
 _GROUPS = (
     "run",
+    "agents",
     "journal",
     "loop",
     "capability",
@@ -44,6 +45,8 @@ _COMMAND_MODULE = {
     "history": "journal",
     "report": "journal",
     "resume": "run",
+    "init": "agents",
+    "doctor": "agents",
     "review-lane": "review_lane",
     "trust": "trust",
     "revoke": "trust",

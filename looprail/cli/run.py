@@ -43,9 +43,35 @@ def _common(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="keep nothing: no journal, no resume, no lock (for experiments)",
     )
+    p.add_argument(
+        "--agent",
+        metavar="NAME",
+        help="the runtime that does the work: local (default: executables under .looprail/), "
+        "claude, codex, opencode, gemini, scripted, or an installed plugin; default: "
+        "looprail.agent in .planning/config.json, else local",
+    )
+    p.add_argument(
+        "--budget-usd",
+        type=_positive_float,
+        metavar="X",
+        help="halt (resumable) before starting more agent work once the run has spent X USD",
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="only the final summary")
     add_project_options(p)
     add_flavor_option(p)
+
+
+def _positive_float(text: str) -> float:
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
 
 
 def register(sub) -> None:
@@ -122,6 +148,8 @@ def run(args) -> int:
         journal=not args.no_journal,
         accept_changes=args.accept_changes,
         new_run=args.new,
+        agent=args.agent,
+        budget_usd=args.budget_usd,
     )
     return _summary(outcome)
 
@@ -146,6 +174,8 @@ def resume(args) -> int:
         progress=Progress(quiet=args.quiet),
         resume=target.id,
         accept_changes=args.accept_changes,
+        agent=args.agent,
+        budget_usd=args.budget_usd,
     )
     return _summary(outcome)
 

@@ -31,6 +31,7 @@ from looprail.machine.dispatch import Dispatcher
 from looprail.machine.progress import Progress, fmt_duration
 from looprail.machine.record import EventRecord, MemoryRecorder, Recorder
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
+from looprail.machine.workspace import NullWorkspace
 from looprail.plans import Phase, Plan, Task, compute_waves, load_phase
 from looprail.runtime.base import TaskWork
 from looprail.runtime.executors import make_executor, run_all
@@ -132,6 +133,7 @@ class LoopRunner:
         native: Any = None,
         on_transition: Callable[[list[str]], None] | None = None,
         wave: int | None = None,
+        workspace: Any = None,
     ):
         self.project = Path(project).resolve()
         self.phase_token = phase
@@ -169,6 +171,8 @@ class LoopRunner:
         self._count_lock = threading.Lock()
         self.warnings: list[str] = []
         self.wave: int | None = wave  # the wave being run (journaled with start_wave)
+        # Where each plan works (machine/workspace.py): worktrees for parallel agent plans.
+        self.workspace = workspace if workspace is not None else NullWorkspace()
 
     # ------------------------------------------------------------------ state
 
@@ -410,6 +414,8 @@ class LoopRunner:
                 f"  wave {wave.number} runs sequentially: plans share "
                 + ", ".join(wave.overlap_files)
             )
+        jobs = self.workspace.jobs(jobs, len(pending))
+        self.workspace.prepare(wave.number, [p.id for p in pending], jobs)
         done = self.recorder.done_tasks()
         self.recorder.wave_started(
             wave.number,
@@ -433,6 +439,7 @@ class LoopRunner:
             raise (
                 next((e for e in errors if not isinstance(e, CheckpointPause)), None) or pauses[0]
             )
+        self.workspace.merge(wave.number)
         self.recorder.event(EventRecord(kind="wave_finished", wave=wave.number))
         self.waves_run += 1
         if self.native is not None:
@@ -570,6 +577,7 @@ class LoopRunner:
         again = f" (attempt {attempt})" if attempt > 1 else ""
         self._status(f"running {task.id} {task.name or ''}".rstrip())
         ctx = self.dispatcher.context(None, plan_id=plan.id, task_id=work.task_id, wave=wave)
+        ctx = self.workspace.bind(plan.id, ctx)
         outcome = self.runtime.execute_task(work, ctx)
         ms = int(outcome.duration_s * 1000)
         if not outcome.ok:

@@ -73,6 +73,8 @@ class DispatchContext(_Frozen):
     host_tool: str | None = None
     # Overrides the runtime's per-kind default when set.
     timeout_s: float | None = None
+    # The folder the work runs in (a plan's git worktree); None is the project itself.
+    workdir: Path | None = None
     env: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("phase_number")
@@ -89,6 +91,13 @@ class DispatchContext(_Frozen):
             raise ValueError(f"phase_dir must be absolute, got {value}")
         return value
 
+    @field_validator("workdir")
+    @classmethod
+    def _workdir_absolute(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_absolute():
+            raise ValueError(f"workdir must be absolute, got {value}")
+        return value
+
     @field_validator("timeout_s")
     @classmethod
     def _timeout_positive(cls, value: float | None) -> float | None:
@@ -99,6 +108,16 @@ class DispatchContext(_Frozen):
     @property
     def step(self) -> str | None:
         return step_of(self.point) if self.point else None
+
+
+class Usage(_Frozen):
+    """What an agent CLI reported about one invocation; None where it reported nothing."""
+
+    agent: str
+    session_id: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
 
 
 class Outcome(_Frozen):
@@ -115,6 +134,8 @@ class Outcome(_Frozen):
     timed_out: bool = False
     unavailable: bool = False  # exit 69: the unit could not look
     truncated: bool = False  # output went past the runtime's cap and was cut
+    usage: Usage | None = None  # tokens, cost, session id, when an agent CLI reported them
+    transcript: str | None = None  # where the full transcript was filed (project-relative)
 
     @model_validator(mode="after")
     def _consistent(self) -> Outcome:

@@ -238,7 +238,7 @@ class LocalRuntime(BaseRuntime):
             argv,
             timeout_s=timeout_s,
             stdin=request.to_json() if send_request else None,
-            cwd=self.project,
+            cwd=ctx.workdir or self.project,
             env=env if env is not None else self._environment(request, ctx),
             output_cap=self.output_cap,
         )
@@ -262,6 +262,7 @@ class LocalRuntime(BaseRuntime):
                 "LOOPRAIL_PLAN_ID": request.plan_id or "",
                 "LOOPRAIL_TASK_ID": request.task_id or "",
                 "LOOPRAIL_WAVE": "" if request.wave is None else str(request.wave),
+                "LOOPRAIL_WORKDIR": str(ctx.workdir or self.project),
             }
         )
         return env

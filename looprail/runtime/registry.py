@@ -70,9 +70,7 @@ def runtime_class(name: str) -> type:
             ) from None
     target = BUILTIN.get(name)
     if target is None:
-        raise UsageError(
-            f"unknown agent runtime {name!r}; choose one of: {', '.join(available())}"
-        )
+        raise UsageError(f"unknown agent runtime {name!r}; choose one of: {', '.join(available())}")
     module, _, attr = target.partition(":")
     return getattr(import_module(module), attr)
 
