@@ -156,6 +156,10 @@ class GitWorkspace(NullWorkspace):
                 self._run(["worktree", "remove", "--force", str(path)], check=False)
             self._run(["branch", "-D", branch], check=False)
         self._run(["worktree", "prune"], check=False)
+        try:
+            (self.project / WORKTREES_DIR / self.run).rmdir()  # only when empty
+        except OSError:
+            pass
 
     # -- git ------------------------------------------------------------------------------
 
