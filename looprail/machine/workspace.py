@@ -15,6 +15,7 @@ one warning line. `NullWorkspace` is the seam's no-op (the local and scripted ru
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -156,10 +157,8 @@ class GitWorkspace(NullWorkspace):
                 self._run(["worktree", "remove", "--force", str(path)], check=False)
             self._run(["branch", "-D", branch], check=False)
         self._run(["worktree", "prune"], check=False)
-        try:
+        with contextlib.suppress(OSError):
             (self.project / WORKTREES_DIR / self.run).rmdir()  # only when empty
-        except OSError:
-            pass
 
     # -- git ------------------------------------------------------------------------------
 
