@@ -75,6 +75,8 @@ class LocalRuntime(BaseRuntime):
     `<tool> check <words> <N> --raw`.
     """
 
+    name = "local"
+
     def __init__(
         self,
         project: str | Path,

@@ -73,6 +73,8 @@ class Call(BaseModel):
 class ScriptedRuntime(BaseRuntime):
     """Implements `Runtime` from a script; thread-safe (a wave's tasks may call in parallel)."""
 
+    name = "scripted"
+
     def __init__(
         self,
         script: Mapping[CallKey, ScriptValue] | None = None,
