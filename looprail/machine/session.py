@@ -266,12 +266,6 @@ def _attach(
             )
         )
 
-    if hasattr(runtime, "meter"):
-        runtime.meter = Meter(run_id=run_id, budget_usd=budget_usd, spent_usd=spent_usd, sink=sink)
-        runtime.meter.check()  # a run resumed at its budget stops before any work
-    begin = getattr(runtime, "begin_run", None)
-    if begin is not None:
-        begin(run_id)
     section = (loaded.config or {}).get("looprail")
     wanted = section.get("worktrees") if isinstance(section, dict) else None
     if wanted is None:
@@ -280,6 +274,12 @@ def _attach(
         from looprail.errors import ConfigError
 
         raise ConfigError(".planning/config.json: looprail.worktrees: must be true or false")
+    if hasattr(runtime, "meter"):
+        runtime.meter = Meter(run_id=run_id, budget_usd=budget_usd, spent_usd=spent_usd, sink=sink)
+        runtime.meter.check()  # a run resumed at its budget stops before any work
+    begin = getattr(runtime, "begin_run", None)
+    if begin is not None:
+        begin(run_id)
     return GitWorkspace(loaded.project, run_id, warn=progress.warn) if wanted else NullWorkspace()
 
 
