@@ -11,6 +11,7 @@ Environment:
 - FAKE_AGENT_CONFLICT=1: the planner's two parallel plans both write `shared.txt`
 - FAKE_AGENT_COST: cost per invocation in USD (default 0.01)
 """
+
 import json
 import os
 import re
@@ -115,13 +116,23 @@ if mode != "lazy" and owe and phase_dir is not None:
         for plan, target in (("01", "a.txt"), ("02", "b.txt")):
             (phase_dir / f"{prefix}-{plan}-PLAN.md").write_text(
                 PLAN.format(
-                    slug=phase_dir.name, plan=plan, wave=1, deps="[]", declared=target,
+                    slug=phase_dir.name,
+                    plan=plan,
+                    wave=1,
+                    deps="[]",
+                    declared=target,
                     target="shared.txt" if conflict else target,
                 )
             )
         (phase_dir / f"{prefix}-03-PLAN.md").write_text(
-            PLAN.format(slug=phase_dir.name, plan="03", wave=2, deps='["01", "02"]',
-                        declared="c.txt", target="c.txt")
+            PLAN.format(
+                slug=phase_dir.name,
+                plan="03",
+                wave=2,
+                deps='["01", "02"]',
+                declared="c.txt",
+                target="c.txt",
+            )
         )
     elif "VERIFICATION.md" in owe:
         (phase_dir / f"{prefix}-VERIFICATION.md").write_text(
@@ -140,14 +151,17 @@ if mode != "lazy" and task and files:
         path.write_text(f"{task.group(1)} by {agent} in {Path.cwd().name}\n")
     answer = f"Wrote {files.group(1)}."
 
+
 # -- the output, in the CLI's format ------------------------------------------------------------
 def emit(obj) -> None:
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()
 
 
-error = {"rate_limit": "API Error: 429 rate_limit_error: rate limit exceeded",
-         "auth": "Invalid API key · Please run /login (401)"}.get(mode)
+error = {
+    "rate_limit": "API Error: 429 rate_limit_error: rate limit exceeded",
+    "auth": "Invalid API key · Please run /login (401)",
+}.get(mode)
 code = 1 if error or mode == "exit" else 0
 
 if agent == "claude":
@@ -155,13 +169,27 @@ if agent == "claude":
     if mode == "cut":
         sys.stdout.write('{"type": "assistant", "message": {"content": [{"type": "te')
         sys.exit(0)
-    emit({"type": "assistant", "session_id": session,
-          "message": {"content": [{"type": "text", "text": error or answer}]}})
+    emit(
+        {
+            "type": "assistant",
+            "session_id": session,
+            "message": {"content": [{"type": "text", "text": error or answer}]},
+        }
+    )
     if mode != "exit":
-        emit({"type": "result", "subtype": "success", "is_error": bool(error),
-              "result": error or answer, "session_id": session, "total_cost_usd": cost,
-              "duration_ms": 12, "num_turns": 1,
-              "usage": {"input_tokens": 100, "output_tokens": 20}})
+        emit(
+            {
+                "type": "result",
+                "subtype": "success",
+                "is_error": bool(error),
+                "result": error or answer,
+                "session_id": session,
+                "total_cost_usd": cost,
+                "duration_ms": 12,
+                "num_turns": 1,
+                "usage": {"input_tokens": 100, "output_tokens": 20},
+            }
+        )
 elif agent == "codex":
     emit({"type": "thread.started", "thread_id": session})
     emit({"type": "turn.started"})
@@ -171,33 +199,77 @@ elif agent == "codex":
         emit({"type": "error", "message": error})
         emit({"type": "turn.failed", "error": {"message": error}})
     elif mode != "exit":
-        emit({"type": "item.completed", "item": {"id": "item_0", "type": "agent_message",
-                                                 "text": answer}})
-        emit({"type": "turn.completed",
-              "usage": {"input_tokens": 100, "cached_input_tokens": 0, "output_tokens": 20}})
+        emit(
+            {
+                "type": "item.completed",
+                "item": {"id": "item_0", "type": "agent_message", "text": answer},
+            }
+        )
+        emit(
+            {
+                "type": "turn.completed",
+                "usage": {"input_tokens": 100, "cached_input_tokens": 0, "output_tokens": 20},
+            }
+        )
 elif agent == "opencode":
     emit({"type": "step_start", "sessionID": session, "part": {"type": "step-start"}})
     if mode == "cut":
         sys.exit(0)
     if error:
-        emit({"type": "error", "sessionID": session,
-              "error": {"name": "APIError", "data": {"message": error}}})
+        emit(
+            {
+                "type": "error",
+                "sessionID": session,
+                "error": {"name": "APIError", "data": {"message": error}},
+            }
+        )
     elif mode != "exit":
         emit({"type": "text", "sessionID": session, "part": {"type": "text", "text": answer}})
-        emit({"type": "step_finish", "sessionID": session,
-              "part": {"type": "step-finish", "reason": "stop", "cost": cost,
-                       "tokens": {"input": 100, "output": 20, "reasoning": 0,
-                                  "cache": {"read": 0, "write": 0}}}})
+        emit(
+            {
+                "type": "step_finish",
+                "sessionID": session,
+                "part": {
+                    "type": "step-finish",
+                    "reason": "stop",
+                    "cost": cost,
+                    "tokens": {
+                        "input": 100,
+                        "output": 20,
+                        "reasoning": 0,
+                        "cache": {"read": 0, "write": 0},
+                    },
+                },
+            }
+        )
 elif agent == "gemini":
     if mode == "cut":
         sys.stdout.write('{"response": "half')
         sys.exit(1)
     if error:
-        emit({"error": {"type": "ApiError", "message": error, "code": 429 if "429" in error else 401}})
+        emit(
+            {
+                "error": {
+                    "type": "ApiError",
+                    "message": error,
+                    "code": 429 if "429" in error else 401,
+                }
+            }
+        )
     elif mode != "exit":
-        emit({"response": answer, "session_id": session,
-              "stats": {"models": {"gemini-2.5-pro": {"tokens": {"prompt": 100, "candidates": 20,
-                                                                 "total": 120}}}}})
+        emit(
+            {
+                "response": answer,
+                "session_id": session,
+                "stats": {
+                    "models": {
+                        "gemini-2.5-pro": {
+                            "tokens": {"prompt": 100, "candidates": 20, "total": 120}
+                        }
+                    }
+                },
+            }
+        )
 if mode == "exit":
     print("fatal: something broke", file=sys.stderr)
 sys.exit(code)
