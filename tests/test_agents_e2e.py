@@ -232,3 +232,13 @@ def test_budget_halts_before_more_work_and_a_higher_budget_resumes(tmp_path: Pat
     more = looprail("run", "--phase", "1", "--jobs", "2", "--budget-usd", "100", cwd=demo, env=env)
     assert more.returncode == 0, more.stderr
     assert "run: $3.5000" in looprail("report", cwd=demo, env=env).stdout
+
+
+def test_init_with_the_local_runtime_scaffolds_executables_that_ship(tmp_path: Path) -> None:
+    env = agent_env(tmp_path)
+    demo = init_demo(tmp_path, "local", env)
+    assert looprail("doctor", cwd=demo, env=env).returncode == 0
+    done = looprail("run", "--phase", "1", cwd=demo, env=env)
+    assert done.returncode == 0, done.stderr
+    assert (demo / "NOTES.md").read_text().startswith("Write the phase notes: ")
+    assert calls(tmp_path) == []  # no agent CLI was involved

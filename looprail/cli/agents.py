@@ -87,6 +87,19 @@ def init(args) -> int:
         if not target.exists():
             target.write_text((files("looprail.runtime.roles") / f"{role}.md").read_text())
             written.append(target)
+    if args.agent == "local":  # the local runtime runs executables: start with working ones
+        starter = (files("looprail.runtime.roles") / "local_agent.py").read_text()
+        if shutil.which("python3") is None:  # keep the portable #! only where it resolves
+            starter = starter.replace("#!/usr/bin/env python3", f"#!{sys.executable}", 1)
+        for role in ROLES:
+            target = root / ".looprail" / "agents" / role
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(
+                    starter.replace("#!/usr/bin/env python3", f"#!{sys.executable}", 1)
+                )
+                target.chmod(0o755)
+                written.append(target)
     ignore = root / ".gitignore"
     have = ignore.read_text() if ignore.exists() else ""
     if ".looprail/logs/" not in have:

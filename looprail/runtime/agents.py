@@ -632,7 +632,6 @@ def owed_problem(request: Request, project: Path) -> str | None:
     if request.kind != "phase" or request.step not in ("discuss", "plan", "verify"):
         return None
     from looprail.errors import LooprailError
-    from looprail.hooks.checks import read_frontmatter
     from looprail.plans import load_phase
 
     try:
@@ -645,10 +644,24 @@ def owed_problem(request: Request, project: Path) -> str | None:
         return None if phase.plans else "no *-PLAN.md in the phase folder"
     if phase.verification_path is None:
         return "no VERIFICATION.md in the phase folder"
-    fm = read_frontmatter(phase.verification_path.read_text(errors="replace"))
-    if not isinstance(fm, dict) or not fm.get("status"):
+    fm = _frontmatter(phase.verification_path.read_text(errors="replace"))
+    if not fm.get("status"):
         return f"{phase.verification_path.name} has no `status:` in its frontmatter"
     return None
+
+
+def _frontmatter(text: str) -> dict[str, Any]:
+    """The YAML frontmatter of a Markdown file as a dict ({} when absent or malformed)."""
+    import yaml
+
+    match = re.match(r"---[ \t]*\n(.*?)\n(?:---|\.\.\.)[ \t]*(?:\n|$)", text, flags=re.S)
+    if match is None:
+        return {}
+    try:
+        value = yaml.safe_load(match.group(1))
+    except yaml.YAMLError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _last_words(reply: Reply, stderr: str) -> str:
