@@ -215,7 +215,9 @@ def test_worktrees_survive_a_kill_and_the_resumed_run_finds_them(tmp_path: Path)
     resumed = [c for c in calls(tmp_path) if "## Task 01-0" in " ".join(c["argv"])]
     # 01-01/T1 was journaled done: it never ran again; 01-02/T1 ran again in its worktree.
     assert sum("## Task 01-01/T1" in " ".join(c["argv"]) for c in resumed) == 1
-    assert sum("## Task 01-02/T1" in " ".join(c["argv"]) for c in resumed) == 2
+    again = [c for c in resumed if "## Task 01-02/T1" in " ".join(c["argv"])]
+    assert len(again) == 2
+    assert Path(again[1]["cwd"]).name == "01-02"  # in the worktree it had before the kill
     assert (demo / "a.txt").is_file() and (demo / "b.txt").is_file()
 
 

@@ -92,14 +92,20 @@ class GitWorkspace(NullWorkspace):
     def prepare(self, wave: int, plan_ids: Sequence[str], jobs: int) -> None:
         with self._lock:
             self._bound = {}
-        if not self.git or jobs <= 1 or len(plan_ids) <= 1:
+        if not self.git:
             return
-        self._exclude_state()
-        self._checkpoint(f"looprail: run {self.run} before wave {wave}")
+        # A resumed wave finds the worktrees it made before (even for a lone unfinished plan);
+        # new ones are made only when plans really run in parallel.
+        existing = {plan_id for plan_id, _ in self._branches(wave)}
+        fresh = jobs > 1 and len(plan_ids) > 1
+        if fresh:
+            self._exclude_state()
+            self._checkpoint(f"looprail: run {self.run} before wave {wave}")
         for plan_id in plan_ids:
-            path = self._worktree(wave, plan_id)
-            with self._lock:
-                self._bound[plan_id] = path
+            if fresh or plan_id in existing:
+                path = self._worktree(wave, plan_id)
+                with self._lock:
+                    self._bound[plan_id] = path
 
     def bind(self, plan_id: str, ctx: DispatchContext) -> DispatchContext:
         with self._lock:
