@@ -450,3 +450,31 @@ def test_verdicts_are_found_in_the_agents_final_text() -> None:
         "message": "ok",
     }
     assert extract_verdict("no verdict here") is None
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_prompt_too_long_for_argv_goes_the_way_the_cli_reads_more_input(
+    agent: str, project: Path, fakes_on_path: Path, tmp_path: Path
+) -> None:
+    for name in ("big1.txt", "big2.txt"):
+        (project / name).write_text(("x" * 99 + "\n") * 640)  # 64 000 bytes each
+    task = TaskWork(
+        plan_id="01-01",
+        task_id="T1",
+        index=1,
+        name="Big",
+        files=("out.txt",),
+        read_first=("big1.txt", "big2.txt"),
+        action="Write out.txt",
+    )
+    outcome = agent_runtime(agent, project).execute_task(
+        task, ctx_for(project, plan_id="01-01", task_id="T1")
+    )
+    assert outcome.ok, outcome.detail
+    assert (project / "out.txt").is_file()  # the fake read the task from stdin / the file
+    argv = json.loads((tmp_path / "calls.jsonl").read_text().splitlines()[-1])["argv"]
+    assert max(len(a.encode()) for a in argv) < 100_000
+    if agent == "opencode":
+        assert argv[-2] == "--file" and argv[-1].endswith("prompt.md")
+    else:
+        assert "Follow the instructions given on stdin." in argv

@@ -44,6 +44,8 @@ from looprail.runtime.process import escape_untrusted, run_bounded
 from looprail.runtime.prompts import build_prompt
 
 AGENT_OUTPUT_CAP = 32 << 20  # 32 MiB per stream: a long agent session, still bounded
+ARG_LIMIT = 100_000  # bytes of prompt passed as one argument (the kernel's cap is 128 KiB)
+LONG_PROMPT = "Follow the instructions given on stdin."
 LOGS_DIR = "logs"
 
 
@@ -118,6 +120,11 @@ class Adapter:
 
     def skill_form(self) -> str:
         return "Run the skill `{name}`."
+
+    def long_prompt(self, path: Path) -> tuple[str, list[str], bool]:
+        """A prompt too long for argv: `(short prompt, extra args, send the prompt on stdin)`.
+        Default: piped stdin, which claude -p, codex exec and gemini -p all read as input."""
+        return LONG_PROMPT, [], True
 
     def agent_form(self) -> str:
         return "Act as the `{name}` agent."
@@ -287,6 +294,9 @@ class OpenCodeAdapter(Adapter):
 
     def agent_form(self) -> str:
         return "You are the `{name}` agent."
+
+    def long_prompt(self, path: Path) -> tuple[str, list[str], bool]:
+        return "Follow the instructions in the attached file.", ["--file", str(path)], False
 
     def permissions(self, s: AgentSettings) -> str:
         return "OpenCode's own `permission` settings (opencode.json)"
@@ -503,25 +513,38 @@ class AgentRuntime(BaseRuntime):
             agent_form=self.adapter.agent_form(),
         )
         workdir = ctx.workdir or self.project
-        argv = self.adapter.argv(prompt, request, self.settings, git=self._git)
-        found = shutil.which(argv[0], path=self._env(request, ctx).get("PATH"))
+        env = self._env(request, ctx)
+        binary = self.settings.binary or self.adapter.binary
+        found = shutil.which(binary, path=env.get("PATH"))
         if found is None:
             return Outcome.failed(
-                f"{self.adapter.name}: `{argv[0]}` not found on PATH; {self.adapter.install} "
+                f"{self.adapter.name}: `{binary}` not found on PATH; {self.adapter.install} "
                 "(`looprail doctor` checks it)"
             )
+        folder = self.transcripts.folder(request)
+        (folder / "prompt.md").write_text(prompt, encoding="utf-8")
+        stdin = None
+        if len(prompt.encode()) > ARG_LIMIT:
+            # One argv string may hold at most 128 KiB (Linux MAX_ARG_STRLEN): a long prompt
+            # goes the way each CLI reads more input (stdin, or an attached file).
+            short, extra, via_stdin = self.adapter.long_prompt(folder / "prompt.md")
+            argv = self.adapter.argv(short, request, self.settings, git=self._git)
+            argv += extra  # after the prompt: an array option must not swallow it
+            stdin = prompt if via_stdin else None
+        else:
+            argv = self.adapter.argv(prompt, request, self.settings, git=self._git)
         argv[0] = os.path.abspath(found)
         timeout_s = ctx.timeout_s or self.timeouts.for_kind(request.kind)
         self.announce(request)
         result = run_bounded(
             argv,
             timeout_s=timeout_s,
+            stdin=stdin,
             cwd=workdir,
-            env=self._env(request, ctx),
+            env=env,
             output_cap=AGENT_OUTPUT_CAP,
         )
         reply = self.adapter.parse(result.stdout)
-        folder = self.transcripts.folder(request)
         rel = self.transcripts.rel(folder)
         usage = Usage(
             agent=self.adapter.name,

@@ -51,7 +51,7 @@ elif agent == "codex":
 elif agent == "opencode":
     if args[:3] != ["run", "--format", "json"]:
         fail("fake opencode: expected `run --format json`")
-    prompt = args[-1]
+    prompt = args[-3] if "--file" in args else args[-1]
 elif agent == "gemini":
     if "-p" not in args or "--output-format" not in args:
         fail("fake gemini: needs -p and --output-format json")
@@ -60,6 +60,11 @@ elif agent == "gemini":
         fail("fake gemini: looprail must never skip approvals silently")
 else:
     fail(f"fake agent: unknown name {agent}")
+
+if agent == "opencode" and "--file" in args:  # an attached file (a long prompt)
+    prompt += "\n" + Path(args[args.index("--file") + 1]).read_text()
+elif not sys.stdin.isatty():  # piped input is read as more prompt (claude, codex, gemini)
+    prompt += "\n" + sys.stdin.read()
 
 log = os.environ.get("FAKE_AGENT_LOG")
 if log:
