@@ -244,3 +244,17 @@ def test_init_with_the_local_runtime_scaffolds_executables_that_ship(tmp_path: P
     assert done.returncode == 0, done.stderr
     assert (demo / "NOTES.md").read_text().startswith("Write the phase notes: ")
     assert calls(tmp_path) == []  # no agent CLI was involved
+
+
+def test_configured_prices_estimate_the_cost_of_agents_that_report_only_tokens(
+    tmp_path: Path,
+) -> None:
+    env = agent_env(tmp_path)
+    demo = init_demo(tmp_path, "codex", env)
+    prices = {"inputUsdPerMTok": 1000, "outputUsdPerMTok": 5000}  # 100 + 20 tokens → $0.2
+    config = {"looprail": {"agent": "codex", "agents": {"codex": prices}}}
+    (demo / ".planning" / "config.json").write_text(json.dumps(config))
+    done = looprail("run", "--phase", "1", "--budget-usd", "0.3", cwd=demo, env=env)
+    assert done.returncode == 1 and "budget reached: $0.4000 spent" in done.stderr
+    report = looprail("report", cwd=demo, env=env).stdout
+    assert "run: ~$0.4000 (estimated from tokens) · 200 in / 40 out tokens · 2 calls" in report

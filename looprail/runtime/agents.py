@@ -74,6 +74,9 @@ class AgentSettings:
     allowed_tools: list[str] = field(default_factory=list)  # claude: --allowedTools
     sandbox: str | None = None  # codex: --sandbox
     approval_mode: str | None = None  # gemini: --approval-mode
+    # USD per million tokens, to estimate the cost of CLIs that report only tokens
+    input_usd_per_mtok: float | None = None
+    output_usd_per_mtok: float | None = None
 
     _KEYS: ClassVar[dict[str, str]] = {
         "binary": "binary",
@@ -83,6 +86,8 @@ class AgentSettings:
         "allowedTools": "allowed_tools",
         "sandbox": "sandbox",
         "approvalMode": "approval_mode",
+        "inputUsdPerMTok": "input_usd_per_mtok",
+        "outputUsdPerMTok": "output_usd_per_mtok",
     }
 
     @classmethod
@@ -95,7 +100,12 @@ class AgentSettings:
             attr = cls._KEYS.get(key)
             if attr is None:
                 raise ConfigError(f"{where}.{key}: unknown setting (known: {', '.join(cls._KEYS)})")
-            if attr in ("args", "allowed_tools"):
+            if attr.endswith("_per_mtok"):
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+                if not ok or not value >= 0:
+                    raise ConfigError(f"{where}.{key}: must be a number of USD, 0 or more")
+                value = float(value)
+            elif attr in ("args", "allowed_tools"):
                 if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                     raise ConfigError(f"{where}.{key}: must be a list of strings")
             elif not isinstance(value, str) or not value:
@@ -551,7 +561,7 @@ class AgentRuntime(BaseRuntime):
             session_id=reply.session_id,
             input_tokens=reply.input_tokens,
             output_tokens=reply.output_tokens,
-            cost_usd=reply.cost_usd,
+            cost_usd=reply.cost_usd if reply.cost_usd is not None else self._estimate(reply),
         )
         outcome = self._outcome(request, ctx, result, reply, timeout_s, rel, usage)
         _write_transcript(folder, prompt, argv, result, reply, outcome)
@@ -568,6 +578,7 @@ class AgentRuntime(BaseRuntime):
                     "inputTokens": usage.input_tokens,
                     "outputTokens": usage.output_tokens,
                     "costUsd": usage.cost_usd,
+                    "costEstimated": reply.cost_usd is None and usage.cost_usd is not None,
                     "transcript": rel,
                     "durationMs": int(result.duration_s * 1000),
                 }
@@ -630,6 +641,17 @@ class AgentRuntime(BaseRuntime):
         if problem is not None:
             return failed(f"{request.role or name} did not deliver: {problem}")
         return Outcome.succeeded(reply.final, **common)
+
+    def _estimate(self, reply: Reply) -> float | None:
+        """Cost from tokens and the configured prices, for CLIs that report no cost."""
+        s = self.settings
+        if s.input_usd_per_mtok is None or s.output_usd_per_mtok is None:
+            return None
+        if reply.input_tokens is None and reply.output_tokens is None:
+            return None
+        spent = (reply.input_tokens or 0) * s.input_usd_per_mtok
+        spent += (reply.output_tokens or 0) * s.output_usd_per_mtok
+        return round(spent / 1_000_000, 6)
 
     def _env(self, request: Request, ctx: DispatchContext) -> dict[str, str]:
         env = self.local._environment(request, ctx)

@@ -160,6 +160,7 @@ class AgentCallRow(_Out):
     inputTokens: int | None
     outputTokens: int | None
     costUsd: float | None
+    costEstimated: bool = False  # from tokens and configured prices, not reported by the CLI
     durationMs: int | None
     transcript: str | None
 
@@ -171,6 +172,7 @@ class Spend(_Out):
     inputTokens: int = 0
     outputTokens: int = 0
     costUsd: float | None = None  # None when no call reported a cost
+    estimated: bool = False  # some of costUsd was estimated from tokens
 
 
 class AgentSpend(_Out):
@@ -271,6 +273,7 @@ def _agent_calls(events: list[EventRow]) -> list[AgentCallRow]:
                 inputTokens=_int(d.get("inputTokens")),
                 outputTokens=_int(d.get("outputTokens")),
                 costUsd=_float(d.get("costUsd")),
+                costEstimated=d.get("costEstimated") is True,
                 durationMs=_int(d.get("durationMs")),
                 transcript=_str(d.get("transcript")),
             )
@@ -286,6 +289,7 @@ def _spend(calls: list[AgentCallRow]) -> AgentSpend:
             inputTokens=sum(r.inputTokens or 0 for r in rows),
             outputTokens=sum(r.outputTokens or 0 for r in rows),
             costUsd=round(sum(costs), 6) if costs else None,
+            estimated=any(r.costEstimated for r in rows),
         )
 
     plans = sorted({r.planId for r in calls if r.planId})
@@ -310,6 +314,8 @@ def _float(value: Any) -> float | None:
 def format_spend(s: Spend) -> str:
     calls = f"{s.calls} call{'s' if s.calls != 1 else ''}"
     cost = f"${s.costUsd:.4f}" if s.costUsd is not None else "cost not reported"
+    if s.estimated:
+        cost = f"~{cost} (estimated from tokens)"
     return f"{cost} · {s.inputTokens} in / {s.outputTokens} out tokens · {calls}"
 
 
@@ -587,6 +593,7 @@ def render_report_text(report: RunReport) -> str:
         for c in report.agentCalls:
             what = c.taskKey or f"{c.kind} {c.name}"
             cost = f"${c.costUsd:.4f}" if c.costUsd is not None else "-"
+            cost = f"~{cost}" if c.costEstimated else cost
             lines.append(
                 "    "
                 + _columns(
