@@ -258,3 +258,16 @@ def test_configured_prices_estimate_the_cost_of_agents_that_report_only_tokens(
     assert done.returncode == 1 and "budget reached: $0.4000 spent" in done.stderr
     report = looprail("report", cwd=demo, env=env).stdout
     assert "run: ~$0.4000 (estimated from tokens) · 200 in / 40 out tokens · 2 calls" in report
+
+
+def test_a_plan_that_does_not_parse_fails_the_planner_with_the_parse_error(
+    tmp_path: Path,
+) -> None:
+    env = agent_env(tmp_path, FAKE_AGENT_MODE="bad_plan")
+    demo = init_demo(tmp_path, "opencode", env)
+    done = looprail("run", "--phase", "1", cwd=demo, env=env)
+    assert done.returncode == 1
+    line = [x for x in done.stderr.splitlines() if "halted" in x][-1]
+    assert "plan: planner failed: planner did not deliver: the phase does not load: " in line
+    assert "01-01-PLAN.md" in line and "frontmatter" in line
+    assert "last words: I wrote the plan." in line and "(transcript: .looprail/logs/" in line

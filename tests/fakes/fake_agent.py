@@ -5,7 +5,7 @@ documented output format (docs/agents.md), writes the artifacts the prompt asks 
 the documented ways when told to.
 
 Environment:
-- FAKE_AGENT_MODE: ok (default) | exit | rate_limit | auth | cut | hang | lazy | bad_verdict
+- FAKE_AGENT_MODE: ok (default) | exit | rate_limit | auth | cut | hang | lazy | bad_verdict | bad_plan
 - FAKE_AGENT_ONLY: apply the mode only when the prompt contains this text
 - FAKE_AGENT_LOG: append one JSON line per invocation ({agent, argv, cwd})
 - FAKE_AGENT_CONFLICT=1: the planner's two parallel plans both write `shared.txt`
@@ -116,6 +116,9 @@ if mode != "lazy" and owe and phase_dir is not None:
     prefix = phase_dir.name.split("-", 1)[0]
     if "CONTEXT.md" in owe:
         (phase_dir / f"{prefix}-CONTEXT.md").write_text("# Context\n\n- Decided.\n")
+    elif "PLAN.md" in owe and mode == "bad_plan":
+        (phase_dir / f"{prefix}-01-PLAN.md").write_text("no frontmatter here\n")
+        answer = "I wrote the plan."
     elif "PLAN.md" in owe:
         conflict = os.environ.get("FAKE_AGENT_CONFLICT") == "1"
         for plan, target in (("01", "a.txt"), ("02", "b.txt")):
