@@ -207,6 +207,10 @@ def test_worktrees_survive_a_kill_and_the_resumed_run_finds_them(tmp_path: Path)
     os.killpg(proc.pid, signal.SIGKILL)  # looprail and the hanging agent, at once
     proc.wait(timeout=30)
     assert a_txt.is_file()  # the worktree survived
+    # One worktree folder is lost as well: the resumed run recreates it from its branch.
+    lost = a_txt.parent.parent / "01-02"
+    assert lost.is_dir()
+    subprocess.run(["rm", "-rf", str(lost)], check=True)
 
     env2 = agent_env(tmp_path)  # the agent no longer hangs
     done = looprail("run", "--phase", "1", "--jobs", "2", cwd=demo, env=env2)
