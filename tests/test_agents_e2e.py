@@ -275,3 +275,13 @@ def test_a_plan_that_does_not_parse_fails_the_planner_with_the_parse_error(
     assert "plan: planner failed: planner did not deliver: the phase does not load: " in line
     assert "01-01-PLAN.md" in line and "frontmatter" in line
     assert "last words: I wrote the plan." in line and "(transcript: .looprail/logs/" in line
+
+
+def test_resuming_with_another_agent_says_so(tmp_path: Path) -> None:
+    env = agent_env(tmp_path, FAKE_AGENT_MODE="exit", FAKE_AGENT_ONLY="PLAN.md")
+    demo = init_demo(tmp_path, "claude", env)
+    assert looprail("run", "--phase", "1", cwd=demo, env=env).returncode == 1
+    again = looprail("run", "--phase", "1", "--agent", "gemini", cwd=demo, env=agent_env(tmp_path))
+    assert again.returncode == 0, again.stderr
+    assert "was started with agent claude; resuming with gemini" in again.stderr
+    assert [c["agent"] for c in calls(tmp_path)][-1] == "gemini"

@@ -161,6 +161,12 @@ def run_phase(
                     f"({'; '.join(changes)}); resume with --accept-changes, "
                     "or start over with --new"
                 )
+            was = previous.machine_config.get("agent")
+            now = getattr(runtime, "name", "") or type(runtime).__name__
+            if was and was != now:
+                progress.warn(
+                    f"run {previous.id} was started with agent {was}; resuming with {now}"
+                )
             run = jr.resume_run(previous.id, inputs_digest=digest)
             run_id = run.id
             state, wave = run.state, _last_wave(jr, run_id)
@@ -180,6 +186,7 @@ def run_phase(
                     "flavor": options.flavor,
                     "jobs": options.jobs,
                     "autonomous": options.autonomous,
+                    "agent": getattr(runtime, "name", "") or type(runtime).__name__,
                 },
                 inputs_digest=digest,
             )
