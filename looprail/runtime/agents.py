@@ -415,10 +415,14 @@ class Transcripts:
         self._lock = threading.Lock()
         self._seq = 0
         self.run_id: str | None = None
+        self._adhoc: str | None = None
 
     def folder(self, request: Request) -> Path:
-        run = self.run_id or time.strftime("no-journal-%Y%m%dT%H%M%S")
-        base = self.project / ".looprail" / LOGS_DIR / run
+        with self._lock:
+            if self.run_id is None and self._adhoc is None:  # one folder per unjournaled run
+                self._adhoc = time.strftime("no-journal-%Y%m%dT%H%M%S")
+            run = self.run_id or self._adhoc
+        base = self.project / ".looprail" / LOGS_DIR / str(run)
         with self._lock:
             if self._seq == 0 and base.is_dir():  # a resumed run: continue the numbering
                 self._seq = len([p for p in base.iterdir() if p.is_dir()])
