@@ -20,6 +20,7 @@ import os
 import re
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -69,7 +70,8 @@ class GitWorkspace(NullWorkspace):
         self, project: Path, run_id: str | None, *, warn: Callable[[str], None] | None = None
     ) -> None:
         self.project = Path(project).resolve()
-        self.run = run_id or "adhoc"
+        # An unjournaled run has no id to resume by: its own name, never an older run's.
+        self.run = run_id or f"adhoc-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
         self.warn = warn or (lambda _line: None)
         self.git = is_git_repo(self.project)
         self._bound: dict[str, Path] = {}
