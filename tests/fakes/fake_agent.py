@@ -10,6 +10,7 @@ Environment:
 - FAKE_AGENT_LOG: append one JSON line per invocation ({agent, argv, cwd})
 - FAKE_AGENT_CONFLICT=1: the planner's two parallel plans both write `shared.txt`
 - FAKE_AGENT_COST: cost per invocation in USD (default 0.01)
+- FAKE_AGENT_SLEEP: seconds each invocation takes (default 0)
 """
 
 import json
@@ -78,6 +79,7 @@ session = f"ses-{uuid.uuid4().hex[:8]}"
 
 if mode == "hang":
     time.sleep(3600)
+time.sleep(float(os.environ.get("FAKE_AGENT_SLEEP", "0")))  # a slow agent (for timing)
 
 # -- the work the prompt asks for --------------------------------------------------------------
 owe = prompt.split("## What you owe", 1)[1] if "## What you owe" in prompt else ""
