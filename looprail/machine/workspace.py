@@ -136,6 +136,7 @@ class GitWorkspace(NullWorkspace):
                     "merge",
                     "--no-ff",
                     "--no-edit",
+                    "--no-verify",
                     "-m",
                     f"looprail: merge plan {plan_id} (run {self.run}, wave {wave})",
                     branch,
