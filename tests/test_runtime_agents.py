@@ -478,3 +478,31 @@ def test_a_prompt_too_long_for_argv_goes_the_way_the_cli_reads_more_input(
         assert argv[-2] == "--file" and argv[-1].endswith("prompt.md")
     else:
         assert "Follow the instructions given on stdin." in argv
+
+
+def test_claude_error_codes_on_assistant_messages_and_codex_retried_errors() -> None:
+    stream = "\n".join(
+        json.dumps(e)
+        for e in (
+            {"type": "system", "subtype": "init", "session_id": "s1"},
+            {
+                "type": "assistant",
+                "error": "rate_limit",
+                "message": {"content": [{"type": "text", "text": "Please try again later."}]},
+            },
+        )
+    )
+    reply = ADAPTERS["claude"]().parse(stream)
+    assert reply.error == "rate_limit: Please try again later." and not reply.complete
+    codex = "\n".join(
+        json.dumps(e)
+        for e in (
+            {"type": "thread.started", "thread_id": "t1"},
+            {"type": "error", "message": "stream disconnected; retrying 1/5"},
+            {"type": "item.completed", "item": {"type": "agent_message", "text": "ok"}},
+            {"type": "turn.completed", "usage": {"input_tokens": 3, "output_tokens": 1}},
+        )
+    )
+    reply = ADAPTERS["codex"]().parse(codex)
+    assert reply.error is None and reply.complete and reply.final == "ok"
+    assert (reply.session_id, reply.input_tokens, reply.output_tokens) == ("t1", 3, 1)

@@ -215,6 +215,8 @@ class ClaudeAdapter(Adapter):
                 ]
                 if any(texts):
                     r.final = "\n".join(t for t in texts if t)
+                if isinstance(ev.get("error"), str):  # e.g. rate_limit, authentication_failed
+                    r.error = f"{ev['error']}: {r.final}".rstrip(": ")
             elif kind == "result":
                 r.complete = True
                 if isinstance(ev.get("result"), str):
@@ -269,6 +271,7 @@ class CodexAdapter(Adapter):
                     r.final = str(item.get("text") or r.final)
             elif kind == "turn.completed":
                 r.complete = True
+                r.error = None  # an earlier error event was retried: the turn still completed
                 usage = ev.get("usage") or {}
                 r.input_tokens = _add(r.input_tokens, usage.get("input_tokens"))
                 r.output_tokens = _add(r.output_tokens, usage.get("output_tokens"))
