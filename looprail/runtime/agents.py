@@ -219,6 +219,7 @@ class ClaudeAdapter(Adapter):
                     r.error = f"{ev['error']}: {r.final}".rstrip(": ")
             elif kind == "result":
                 r.complete = True
+                r.error = None  # the result is authoritative (an earlier error was retried)
                 if isinstance(ev.get("result"), str):
                     r.final = ev["result"] or r.final
                 cost = ev.get("total_cost_usd", ev.get("cost_usd"))
