@@ -68,7 +68,7 @@ def test_example_blocking_config_halts_naming_gate(hello):
     cfg.write_text(json.dumps(data))
     p = run_cli("run", str(hello), "--phase", "1", "--capabilities", str(CAPS))
     assert p.returncode == 0, p.stderr
-    assert "(0 task(s) run," in p.stdout and "resuming run" in p.stderr
+    assert "(0 tasks run," in p.stdout and "resuming run" in p.stderr
 
 
 def test_dry_run_prints_all_points_and_runs_nothing(hello):

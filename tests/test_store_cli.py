@@ -54,6 +54,7 @@ def test_without_a_journal_status_and_history_say_no_runs_yet(tmp_path):
         "wave": None,
         "live": False,
         "interrupted": False,
+        "refusedAt": None,
         "lockHolder": None,
     }
     history = json.loads(looprail("history", "--project", str(tmp_path), "--json").stdout)
@@ -75,7 +76,7 @@ def test_status_shows_the_last_run(project):
     lines = result.stdout.splitlines()
     assert lines[0] == "run 01BBBB · phase 02 · halted"
     assert lines[1:4] == [
-        "state: execute, wave_running",
+        "state: execute/wave_running",
         "wave: 2",
         "tasks: 1 done, 1 running, 2 pending, 0 failed",
     ]
@@ -85,7 +86,7 @@ def test_status_shows_the_last_run(project):
 def test_status_json(project):
     result = looprail("status", "--json", "--project", str(project))
     status = json.loads(result.stdout)
-    assert list(status) == ["run", "wave", "live", "interrupted", "lockHolder"]
+    assert list(status) == ["run", "wave", "live", "interrupted", "refusedAt", "lockHolder"]
     assert status["run"]["id"] == "01BBBB" and status["run"]["status"] == "halted"
     assert status["run"]["tasks"] == {"pending": 2, "running": 1, "done": 1, "failed": 0}
     assert (status["wave"], status["live"], status["interrupted"]) == (2, False, False)

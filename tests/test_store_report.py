@@ -270,7 +270,7 @@ def test_report_text(journal_and_run):
     assert text == (
         "Run 01JRUN · phase 01 · failed\n"
         "  started 2026-01-02T03:04:06.000Z · ended 2026-01-02T03:04:28.000Z · took 22.0s\n"
-        "  state: execute, wave_running\n"
+        "  state: execute/wave_running\n"
         "  reason: task 01-01:2 failed\n"
         "  tasks: 1 done, 1 failed, 1 running, 0 pending\n"
         "\n"

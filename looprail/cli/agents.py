@@ -182,5 +182,7 @@ def doctor(args) -> int:
     else:
         print("✓ git: parallel plans each get a worktree")
     if problems:
-        print(f"{problems} problem(s)", file=sys.stderr)
+        from looprail.machine.progress import plural
+
+        print(plural(problems, "problem"), file=sys.stderr)
     return 1 if problems else 0

@@ -122,6 +122,8 @@ def _registry_for(args):
 
 
 def validate(args) -> int:
+    from looprail.machine.progress import plural
+
     registry = _registry_for(args)
     issues = registry.issues
     if args.json:
@@ -140,7 +142,7 @@ def validate(args) -> int:
             warn(w)
         n_bad = len({f.file for f in registry.failed})
         summary = f"{len(registry.capabilities)} valid, {n_bad} invalid"
-        print(summary if not issues else f"{summary} ({len(issues)} errors)")
+        print(summary if not issues else f"{summary} ({plural(len(issues), 'error')})")
     return 1 if issues else 0
 
 

@@ -60,11 +60,11 @@ def _open(project: str, *, required: bool):
 
 def _status(args: argparse.Namespace) -> int:
     from looprail.store import lock_holder
-    from looprail.store.report import format_duration, run_header
+    from looprail.store.report import format_duration, format_refusal, refused_at, run_header
 
     journal = _open(args.project, required=False)
     holder = lock_holder(Path(args.project))
-    run = wave = header = None
+    run = wave = header = refusal = None
     if journal is not None:
         with journal:
             run = journal.latest_run()
@@ -72,8 +72,15 @@ def _status(args: argparse.Namespace) -> int:
                 header = run_header(run, journal.tasks(run.id))
                 waves = journal.events(run.id, kinds=["wave_started"])
                 wave = waves[-1].wave if waves else None
+                refusal = refused_at(
+                    run.status, journal.events(run.id, kinds=["halted", "run_resumed"])
+                )
     live = bool(run and run.status == "running" and holder and holder.run_id == run.id)
-    interrupted = bool(run and run.status == "running" and holder is None)
+    crashed = bool(run and run.status == "running" and holder is None)
+    # Stopped from outside: its process died (crashed), or Ctrl-C/a signal halted it.
+    interrupted = crashed or bool(
+        run and run.status == "halted" and (run.halt_reason or "").startswith("interrupted")
+    )
 
     if args.json:
         print_json(
@@ -82,6 +89,9 @@ def _status(args: argparse.Namespace) -> int:
                 "wave": wave,
                 "live": live,
                 "interrupted": interrupted,
+                "refusedAt": None
+                if refusal is None
+                else {"point": refusal[0], "capId": refusal[1]},
                 "lockHolder": None
                 if holder is None
                 else {
@@ -101,14 +111,14 @@ def _status(args: argparse.Namespace) -> int:
     status = run.status
     if live:
         status += f" (live: pid {run.pid} on {run.host})"
-    elif interrupted:
+    elif crashed:
         status += (
             f" (interrupted: pid {run.pid} on {run.host} is gone; `looprail resume` continues it)"
         )
     counts = header.tasks
     lines = [
         f"run {run.id} · phase {run.phase} · {status}",
-        f"state: {', '.join(run.state) or '-'}",
+        f"state: {'/'.join(run.state) or '-'}{format_refusal(refusal)}",
         f"wave: {'-' if wave is None else wave}",
         f"tasks: {counts.done} done, {counts.running} running, {counts.pending} pending, "
         f"{counts.failed} failed",

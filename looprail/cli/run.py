@@ -181,17 +181,21 @@ def resume(args) -> int:
 
 
 def _summary(outcome) -> int:
-    from looprail.machine.progress import fmt_duration
+    from looprail.machine.progress import fmt_duration, plural
 
     r = outcome.result
     run = f"run {outcome.run_id}: " if outcome.run_id else ""
     took = fmt_duration(r.duration_s)
     if r.status == "shipped":
-        waves = f"{r.waves_run} wave{'s' if r.waves_run != 1 else ''}"
-        hooks = f"{r.hooks_dispatched} hook{'s' if r.hooks_dispatched != 1 else ''} dispatched"
-        print(f"{run}shipped in {took} ({r.tasks_run} task(s) run, {waves}, {hooks})")
+        waves = plural(r.waves_run, "wave")
+        hooks = f"{plural(r.hooks_dispatched, 'hook')} dispatched"
+        print(f"{run}shipped in {took} ({plural(r.tasks_run, 'task')} run, {waves}, {hooks})")
     elif r.status == "paused":
         print(f"{run}paused: {r.reason}", file=sys.stderr)
     else:
-        print(f"{run}halted at {'/'.join(r.state)}: {r.reason}", file=sys.stderr)
+        # The state is where the run stayed; a refusal also names the point that refused (a
+        # block at execute:pre stays in plan).
+        refused = r.refused_by
+        where = f", refused at {refused.point}" if refused is not None else ""
+        print(f"{run}halted in {'/'.join(r.state)}{where}: {r.reason}", file=sys.stderr)
     return r.exit_code

@@ -28,6 +28,8 @@ from looprail.runtime.base import DispatchContext
 
 # A callable that evaluates native hooks for a loop event and returns their results.
 NativePoint = Callable[[str, DispatchContext, Sequence[HookResult]], list[HookResult]]
+# How many native hooks will run at a point (their filters match): for the point's header line.
+NativeCount = Callable[[str, int | None], int]
 
 
 class Dispatcher:
@@ -45,6 +47,7 @@ class Dispatcher:
         progress: Progress | None = None,
         recorder: Recorder | None = None,
         native: NativePoint | None = None,
+        native_count: NativeCount | None = None,
     ):
         self.compiled = compiled
         self.config = config
@@ -57,6 +60,7 @@ class Dispatcher:
         self.progress = progress or Progress(quiet=True)
         self.recorder = recorder
         self.native = native
+        self.native_count = native_count
         self.dispatched = 0  # hooks dispatched so far in this run (capability and native)
 
     def context(self, point: str | None = None, **extra: Any) -> DispatchContext:
@@ -79,8 +83,10 @@ class Dispatcher:
         envelope = self.envelope(point)
         hooks = envelope.get("activeHooks") or []
         where = f" (wave {wave})" if wave is not None else ""
-        self.progress.line(f"▸ {point}{where}: {_count(hooks)}")
-        self._record(EventRecord(kind="point", point=point, wave=wave, data={"hooks": len(hooks)}))
+        natives = self.native_count(point, wave) if self.native_count is not None else 0
+        self.progress.line(f"▸ {point}{where}: {_count(hooks, natives)}")
+        data = {"hooks": len(hooks), **({"nativeHooks": natives} if natives else {})}
+        self._record(EventRecord(kind="point", point=point, wave=wave, data=data))
         for w in envelope.get("warnings", ()):
             self.progress.warn(w)
             self._record(EventRecord(kind="warning", point=point, message=w))
@@ -212,6 +218,14 @@ class Dispatcher:
                 self.progress.line(f"  ✗ {what} gate check failed: {r.message}")
             else:
                 self.progress.warn(f"{what} gate check failed, onError {r.on_error}: {r.message}")
+        elif r.kind == "native":
+            # Native hooks have no onError: a `:pre` failure blocks, any other one reports.
+            if r.status == "ok":
+                self.progress.line(f"  ✓ native hook {r.cap_id} {took}")
+            elif r.status == "block":
+                self.progress.line(f"  ✗ native hook {r.cap_id} blocked {r.point}: {r.message}")
+            else:
+                self.progress.warn(f"native hook {r.cap_id} reported at {r.point}: {r.message}")
         elif r.status in ("ok",):
             self.progress.line(f"  ✓ {what} {took}")
         elif refuses(r):
@@ -244,12 +258,15 @@ class Dispatcher:
             self.recorder.event(event)
 
 
-def _count(hooks: Sequence[Mapping[str, Any]]) -> str:
-    if not hooks:
-        return "no active hooks"
+def _count(hooks: Sequence[Mapping[str, Any]], natives: int = 0) -> str:
+    """`1 step, 2 gates, 1 native hook`, or `no active hooks` when nothing will run."""
     by_kind: dict[str, int] = {}
     for h in hooks:
         by_kind[h.get("kind", "?")] = by_kind.get(h.get("kind", "?"), 0) + 1
+    if natives:
+        by_kind["native hook"] = natives
+    if not by_kind:
+        return "no active hooks"
     return ", ".join(f"{n} {k}{'s' if n > 1 else ''}" for k, n in by_kind.items())
 
 

@@ -4,10 +4,12 @@ nothing."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from looprail.hooks.checks import COMMAND_GRAMMAR
 from looprail.hooks.resolve import resolve
+from looprail.machine.progress import plural
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
 
 
@@ -58,13 +60,16 @@ def dry_run(
     def point(p: str, suffix: str = "") -> None:
         env = resolve(loaded.compiled, loaded.config, p)
         hooks = env["activeHooks"]
-        out.append(
-            f"  {p}{suffix}: {len(hooks) or 'no'} active hook{'s' if len(hooks) != 1 else ''}"
-        )
+        natives = native.for_event(p)
+        counts = [plural(n, noun) for n, noun in ((len(hooks), "active hook"),) if n]
+        counts += [plural(len(natives), "native hook")] if natives else []
+        out.append(f"  {p}{suffix}: {', '.join(counts) or 'no active hooks'}")
         out.extend(_hook_line(h, flavor, ph.number, host_tool) for h in hooks)
         out.extend(f"    ! {w}" for w in env.get("warnings", ()))
-        for h in native.for_event(p):  # the user's own hooks.json entries, after the above
-            out.append(f"    native        {h.ref}: {h.description}")
+        for h in natives:  # the user's own hooks.json entries, after the above
+            shown = json.dumps({k: list(v) if isinstance(v, tuple) else v for k, v in h.filter})
+            only = f"  (filter {shown})" if h.filter else ""
+            out.append(f"    native        {h.ref}: {h.description}{only}")
 
     for t in spec.transitions():
         if t.event == "finish_wave" and t.target == "waves_done":

@@ -190,6 +190,14 @@ class NativeBridge:
         candidate = point_candidate(point, phase=self.phase, wave=ctx.wave)
         return self._evaluate(point, candidate, ctx, point=point)
 
+    def point_count(self, point: str, wave: int | None) -> int:
+        """How many native hooks will run at `point` (enabled, filter matching)."""
+        from looprail.hooks.native import point_candidate
+
+        if not self.engine.has_hooks(point):
+            return 0
+        return self.engine.matching(point, point_candidate(point, phase=self.phase, wave=wave))
+
     def task_hooks(
         self, event: str, plan: Any, task: Any, wave: int, work: Any, ctx: DispatchContext
     ) -> list[HookResult]:
@@ -219,7 +227,14 @@ class NativeBridge:
             resolved=bool(work and work.resolved_by_tracker),
             ok=True if event == "task_result" else None,
         )
-        return self._evaluate(event, candidate, ctx, point=None)
+        results = self._evaluate(event, candidate, ctx, point=None, subject=f" of {task.id}")
+        # A refused task is named in the run's halt reason, not only the hook.
+        return [
+            r
+            if r.status == "ok"
+            else r.model_copy(update={"message": f"task {task.id}: {r.message}"})
+            for r in results
+        ]
 
     def settled(self, status: str, reason: str | None, ctx: DispatchContext) -> None:
         from looprail.hooks.native import loop_settled_candidate
@@ -244,6 +259,7 @@ class NativeBridge:
         *,
         point: str | None,
         record_results: bool = False,
+        subject: str = "",
     ) -> list[HookResult]:
         self.effects.ctx = ctx
         evaluation = self.engine.evaluate(event, candidate)
@@ -267,6 +283,25 @@ class NativeBridge:
                     duration_s=r.duration_s,
                 )
             )
+        if evaluation.outcome != "pass" and all(r.status == "ok" for r in results):
+            # A hook that crashed has no result, yet the event failed closed: never drop that.
+            results.append(
+                HookResult(
+                    point=point or event,
+                    cap_id="native",
+                    kind="native",
+                    status="block" if evaluation.outcome == "block" else "report",
+                    blocking=evaluation.outcome == "block",
+                    message=evaluation.reason or "a native hook could not run",
+                    label=f"native {event}",
+                )
+            )
+        for row in evaluation.report_rows:
+            if row.kind == "action" and row.guarded:
+                self.progress.line(
+                    f"  ⊘ native hook {row.hook_ref}: {row.action_type} not selected "
+                    f"(maxSelections {self._limit(row.hook_ref)} reached in this run)"
+                )
         # Report rows never hold message bodies or commands (they come from the engine so).
         if self.recorder is not None:
             for row in evaluation.report_rows:
@@ -281,11 +316,15 @@ class NativeBridge:
                         data=row.to_json(),
                     )
                 )
-        if point is None or record_results:
+        if point is None or record_results:  # the dispatcher reports the points' results
             for r in results:
-                if r.status != "ok":
+                if r.status == "block":
+                    self.progress.line(
+                        f"  ✗ native hook {r.cap_id} blocked {event}{subject}: {r.message}"
+                    )
+                elif r.status != "ok":
                     self.progress.warn(
-                        f"native hook {r.cap_id} at {event}: {r.status} ({r.message})"
+                        f"native hook {r.cap_id} reported at {event}{subject}: {r.message}"
                     )
         for record in self.engine.deliver(evaluation.effects, self.effects):
             if not record.delivered:
@@ -303,6 +342,10 @@ class NativeBridge:
                         )
                     )
         return results
+
+    def _limit(self, hook_ref: str) -> int | str:
+        hook = next((h for h in self.engine.hooks if h.ref == hook_ref), None)
+        return hook.max_selections if hook is not None and hook.max_selections else "?"
 
 
 def load_bridge(
@@ -327,7 +370,19 @@ def load_bridge(
         progress.warn(w)
     if not hooks.hooks:
         return None
-    engine = NativeHookEngine(hooks, run_id=run_id, cwd=project)
+    engine = NativeHookEngine(
+        hooks,
+        run_id=run_id,
+        cwd=project,
+        # The loop guard holds per run, across any number of resumes: counts come back from
+        # the recorder (the journal) and every new selection is committed before delivery.
+        selections=recorder.native_selections() if recorder is not None else None,
+        on_select=(
+            (lambda hook, count: recorder.native_selected(hook.ref, count, hook.max_selections))
+            if recorder is not None
+            else None
+        ),
+    )
     return NativeBridge(
         engine, runtime=runtime, project=project, phase=phase, progress=progress, recorder=recorder
     )

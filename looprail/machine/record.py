@@ -27,6 +27,32 @@ class Recorder(Protocol):
 
     def done_tasks(self) -> set[str]: ...
 
+    def native_selected(self, hook_ref: str, count: int, limit: int | None) -> None: ...
+
+    def native_selections(self) -> dict[str, int]: ...
+
+
+def selection_record(hook_ref: str, count: int, limit: int | None) -> EventRecord:
+    """`native_selection`: the Action of `hook_ref` was selected for the `count`-th time in this
+    run (`limit` is its `maxSelections`). The loop guard's counter, journaled."""
+    return EventRecord(
+        kind="native_selection",
+        cap_id=hook_ref,
+        hook_kind="native",
+        outcome="selected",
+        data={"count": count, "maxSelections": limit},
+    )
+
+
+def selection_counts(events: Iterable[EventRecord]) -> dict[str, int]:
+    """The loop guard's counters from `native_selection` events: per hook ref, the highest."""
+    counts: dict[str, int] = {}
+    for e in events:
+        count = e.data.get("count") if e.kind == "native_selection" else None
+        if e.cap_id and isinstance(count, int) and not isinstance(count, bool) and count > 0:
+            counts[e.cap_id] = max(counts.get(e.cap_id, 0), count)
+    return counts
+
 
 class MemoryRecorder:
     """Events in a list, in order. Thread-safe: plans of a wave run in parallel."""
@@ -82,6 +108,13 @@ class MemoryRecorder:
     def done_tasks(self) -> set[str]:
         with self._lock:
             return set(self._done)
+
+    def native_selected(self, hook_ref: str, count: int, limit: int | None) -> None:
+        self.event(selection_record(hook_ref, count, limit))
+
+    def native_selections(self) -> dict[str, int]:
+        with self._lock:
+            return selection_counts(self.events)
 
     def kinds(self, *kinds: str) -> list[EventRecord]:
         return [e for e in self.events if not kinds or e.kind in kinds]
@@ -152,6 +185,15 @@ class JournalRecorder:
 
     def done_tasks(self) -> set[str]:
         return {t.task_key for t in self.journal.tasks(self.run_id) if t.status == "done"}
+
+    def native_selected(self, hook_ref: str, count: int, limit: int | None) -> None:
+        """Committed at once (not held like `native_hook` rows): the count is durable before
+        the Action is delivered, so no crash or resume can spend a guard twice."""
+        self.event(selection_record(hook_ref, count, limit))
+
+    def native_selections(self) -> dict[str, int]:
+        """The loop guard's counters of this run so far (a resumed run continues them)."""
+        return selection_counts(self.journal.events(self.run_id, kinds=["native_selection"]))
 
 
 __all__ = ["EventRecord", "JournalRecorder", "MemoryRecorder", "Recorder", "TaskUpdate"]

@@ -28,7 +28,7 @@ from looprail.hooks.task_content import TaskContentError, resolve_task_content
 from looprail.machine import guards as G
 from looprail.machine.chart import TaskChart, compile_loop, state_path
 from looprail.machine.dispatch import Dispatcher
-from looprail.machine.progress import Progress, fmt_duration
+from looprail.machine.progress import Progress, fmt_duration, plural
 from looprail.machine.record import EventRecord, MemoryRecorder, Recorder
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
 from looprail.machine.workspace import NullWorkspace
@@ -165,6 +165,7 @@ class LoopRunner:
             progress=self.progress,
             recorder=self.recorder,
             native=native.point_hooks if native is not None else None,
+            native_count=native.point_count if native is not None else None,
         )
         self.tasks_run = 0
         self.waves_run = 0
@@ -421,7 +422,9 @@ class LoopRunner:
             wave.number,
             [(t.id, p.id) for p in pending for t in p.tasks if not t.is_checkpoint],
         )
-        self.progress.line(f"  wave {wave.number}: {len(pending)} plan(s), {jobs} at a time")
+        self.progress.line(
+            f"  wave {wave.number}: {plural(len(pending), 'plan')}, {jobs} at a time"
+        )
         with make_executor(jobs) as executor:
             try:
                 settled = run_all(

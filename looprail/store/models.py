@@ -24,6 +24,7 @@ EventKind = Literal[
     "halted",
     "run_finished",
     "native_hook",
+    "native_selection",
     "agent_call",
 ]
 EVENT_KINDS: tuple[str, ...] = get_args(EventKind)

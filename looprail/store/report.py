@@ -211,8 +211,8 @@ def report_from_rows(run: RunRow, events: list[EventRow], tasks: list[TaskRow]) 
             TransitionRow(
                 seq=e.seq,
                 ts=e.ts,
-                source=_str(e.data.get("source")),
-                target=_str(e.data.get("target")),
+                source=_state(e.data.get("source")),
+                target=_state(e.data.get("target")),
                 event=_str(e.data.get("event")),
             )
             for e in events
@@ -337,6 +337,29 @@ def run_header(run: RunRow, tasks: Iterable[TaskRow]) -> RunHeader:
         machineConfig=run.machine_config,
         tasks=TaskCounts(**counts),
     )
+
+
+def refused_at(status: str, events: Iterable[EventRow]) -> tuple[str, str | None] | None:
+    """(point, capId) of the hook that refused the transition a `halted` run stands at: the
+    last `halted` event since the last resume, when it names a point. The run's state is where
+    it stayed, which is not where it was refused (a block at `execute:pre` stays in `plan`)."""
+    if status != "halted":
+        return None
+    last = None
+    for e in events:
+        if e.kind == "run_resumed":
+            last = None
+        elif e.kind == "halted":
+            last = e
+    return (last.point, last.cap_id) if last is not None and last.point else None
+
+
+def format_refusal(refusal: tuple[str, str | None] | None) -> str:
+    """` (refused at execute:pre by local/no-exec)`, or nothing."""
+    if refusal is None:
+        return ""
+    point, cap = refusal
+    return f" (refused at {point}{f' by {cap}' if cap else ''})"
 
 
 def _points(events: list[EventRow]) -> list[PointReport]:
@@ -466,6 +489,14 @@ def _str(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
+def _state(value: Any) -> str | None:
+    """A machine configuration as people write it: `execute/wave_running` (the journal keeps
+    the list of active states, outermost first)."""
+    if isinstance(value, list):
+        return "/".join(str(v) for v in value) or None
+    return _str(value)
+
+
 # -- text ------------------------------------------------------------------------------------
 
 _MARKS = {
@@ -512,7 +543,7 @@ def render_report_text(report: RunReport) -> str:
             if run.endedAt
             else ""
         ),
-        f"  state: {', '.join(run.state) or '-'}",
+        f"  state: {'/'.join(run.state) or '-'}{format_refusal(_refusal(report))}",
     ]
     if run.haltReason:
         lines.append(f"  reason: {run.haltReason}")
@@ -642,6 +673,14 @@ def render_report_text(report: RunReport) -> str:
             lines.append(" ".join(parts))
             lines += [f"    {change}" for change in resume.inputsChanged]
     return "\n".join(lines) + "\n"
+
+
+def _refusal(report: RunReport) -> tuple[str, str | None] | None:
+    if report.run.status != "halted":
+        return None
+    since = max((r.seq for r in report.resumes), default=0)
+    halts = [h for h in report.halts if h.seq > since]
+    return (halts[-1].point, halts[-1].capId) if halts and halts[-1].point else None
 
 
 def _mark(outcome: str | None) -> str:

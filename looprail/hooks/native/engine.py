@@ -21,7 +21,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -188,9 +188,18 @@ class _Invocation:
     result: HookResult
 
 
+# Called with (hook, its selection count including this one) before a selection counts; if it
+# raises, the Action is not selected and the error propagates (a guard that cannot be persisted
+# must not be spent in memory only).
+OnSelect = Callable[[NativeHook, int], None]
+
+
 class NativeHookEngine:
     """Evaluates native hooks for one run. Holds the loop-guard counters (`maxSelections`), so
-    use one engine per run. Safe to call from several threads (parallel plans in a wave)."""
+    use one engine per run. Safe to call from several threads (parallel plans in a wave).
+
+    A run that is resumed in a new process continues its counters: pass the counts journaled so
+    far as `selections` (hook ref → times selected) and persist each new one in `on_select`."""
 
     def __init__(
         self,
@@ -199,6 +208,8 @@ class NativeHookEngine:
         run_id: str | None = None,
         cwd: str | Path | None = None,
         env: Mapping[str, str] | None = None,
+        selections: Mapping[str, int] | None = None,
+        on_select: OnSelect | None = None,
     ) -> None:
         if isinstance(hooks, NativeHookSet):
             self._hooks = hooks.hooks
@@ -209,7 +220,8 @@ class NativeHookEngine:
         self._cwd = Path(cwd) if cwd is not None else default_cwd
         self._run_id = run_id
         self._env = _checked_env(env)
-        self._selections: dict[str, int] = {}
+        self._selections: dict[str, int] = _checked_counts(selections)
+        self._on_select = on_select
         self._lock = threading.Lock()
 
     @property
@@ -223,6 +235,24 @@ class NativeHookEngine:
         """How many times this run selected the Action of `hook_ref` so far."""
         with self._lock:
             return self._selections.get(hook_ref, 0)
+
+    def matching(self, event: str, candidate: Mapping[str, Any] | None = None) -> int:
+        """How many hooks of `event` pass their filter for `candidate`: the hooks an evaluation
+        will start (a `when` may still skip one). A filter that cannot be evaluated counts (the
+        evaluation fails closed on it)."""
+        hooks = [h for h in self._hooks if h.event == event]
+        if not hooks:
+            return 0
+        payload = _snapshot(candidate)
+        payload["event"] = event
+        exact = HOOK_RESULT_EXACT_KEYS if event == "hook_result" else frozenset()
+        count = 0
+        for hook in hooks:
+            try:
+                count += bool(filter_matches(hook.filter, payload, exact_keys=exact))
+            except Exception:
+                count += 1
+        return count
 
     # ----------------------------------------------------------------- evaluate
 
@@ -373,6 +403,8 @@ class NativeHookEngine:
             count = self._selections.get(hook.ref, 0)
             if hook.max_selections is not None and count >= hook.max_selections:
                 return replace(result, guarded=True)
+            if self._on_select is not None:
+                self._on_select(hook, count + 1)  # persisted before it counts or is delivered
             self._selections[hook.ref] = count + 1
         return replace(result, action_selected=True)
 
@@ -440,6 +472,15 @@ def _checked_env(env: Mapping[str, str] | None) -> dict[str, str]:
         if not isinstance(key, str) or not isinstance(value, str):
             raise TypeError(f"environment entries must be str → str, got {key!r}: {value!r}")
     return dict(env)
+
+
+def _checked_counts(counts: Mapping[str, int] | None) -> dict[str, int]:
+    if counts is None:
+        return {}
+    for ref, n in counts.items():
+        if not isinstance(ref, str) or isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"selection counts must be hook ref → count ≥ 0, got {ref!r}: {n!r}")
+    return dict(counts)
 
 
 def _snapshot(candidate: Mapping[str, Any] | None) -> dict[str, Any]:
