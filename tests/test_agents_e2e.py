@@ -5,6 +5,7 @@ what was spent. Then the ways agents fail, a merge conflict, and a kill mid-wave
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -194,6 +195,17 @@ def test_worktrees_survive_a_kill_and_the_resumed_run_finds_them(tmp_path: Path)
         text=True,
         start_new_session=True,
     )
+    try:
+        _kill_run_and_resume(tmp_path, demo, env, proc)
+    finally:
+        # The hanging agent ran in its own session: SIGKILL of looprail's group left it; a
+        # real resume reaps it from the journal, the test stops it by pid as well.
+        for call in calls(tmp_path):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(call["pid"], signal.SIGKILL)
+
+
+def _kill_run_and_resume(tmp_path: Path, demo: Path, env: dict, proc: subprocess.Popen) -> None:
     deadline = time.monotonic() + 60
     a_txt = None
     while time.monotonic() < deadline:

@@ -70,7 +70,10 @@ elif not sys.stdin.isatty():  # piped input is read as more prompt (claude, code
 log = os.environ.get("FAKE_AGENT_LOG")
 if log:
     with open(log, "a") as fh:
-        fh.write(json.dumps({"agent": agent, "argv": args, "cwd": os.getcwd()}) + "\n")
+        fh.write(
+            json.dumps({"agent": agent, "argv": args, "cwd": os.getcwd(), "pid": os.getpid()})
+            + "\n"
+        )
 
 only = os.environ.get("FAKE_AGENT_ONLY")
 mode = os.environ.get("FAKE_AGENT_MODE", "ok") if not only or only in prompt else "ok"
