@@ -161,6 +161,63 @@ def _argv(parts: Sequence[Any]) -> str:
     )
 
 
+# Programs that run their arguments as code: an argv surface that starts one is a shell (or
+# a script interpreter) in all but name, whatever "no shell" means for looprail's own spawn.
+_SHELLS = frozenset(
+    ("sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "fish", "csh", "tcsh", "rbash")
+)
+_INTERPRETERS = frozenset(
+    (
+        "python", "python2", "python3", "pypy", "pypy3", "node", "nodejs", "deno", "bun",
+        "perl", "ruby", "php", "lua", "luajit", "tclsh", "wish", "Rscript", "osascript",
+        "pwsh", "powershell", "awk", "gawk", "mawk", "busybox", "expect",
+    )
+)  # fmt: skip
+# Wrappers that run their first non-option argument as a program.
+_WRAPPERS = frozenset(("env", "nice", "nohup", "timeout", "stdbuf", "setsid", "command", "exec"))
+_PY_VERSION = re.compile(r"^(python|pypy)[0-9.]*\Z")
+
+
+def interpreter_of(binary: Any, args: Sequence[Any]) -> str | None:
+    """`"sh -c"`-like label when `binary args…` starts a shell or a code interpreter (through
+    `env`, `nice`, `timeout`… too), else None. Only the program names matter: `/bin/bash`,
+    `bash5.2` and `python3.12` all count."""
+    words = [str(binary), *(str(a) for a in args)]
+    i = 0
+    while i < len(words):
+        name = words[i].rsplit("/", 1)[-1]
+        base = re.sub(r"[0-9.]+\Z", "", name) or name
+        if name in _WRAPPERS or base in _WRAPPERS:
+            i += 1
+            # skip the wrapper's options, VAR=value assignments and (timeout, nice) numbers
+            while i < len(words) and (
+                words[i].startswith("-")
+                or "=" in words[i]
+                or re.fullmatch(r"[0-9.]+[smhd]?", words[i])
+            ):
+                i += 1
+            continue
+        if base in _SHELLS or name in _SHELLS:
+            flag = next((w for w in words[i + 1 :] if w.startswith("-") and "c" in w[1:]), None)
+            return f"{name} {flag}" if flag else name
+        if base in _INTERPRETERS or name in _INTERPRETERS or _PY_VERSION.match(name):
+            flag = next(
+                (w for w in words[i + 1 :] if w in ("-c", "-e", "-E", "--eval", "-p", "-r")),
+                None,
+            )
+            return f"{name} {flag}" if flag else name
+        return None
+    return None
+
+
+def _spawn_note(binary: Any, args: Sequence[Any]) -> str:
+    """ "no shell", or the loud truth when the program is itself a shell or interpreter."""
+    found = interpreter_of(binary, args)
+    if found is None:
+        return "no shell"
+    return f"SHELL: runs {_q(found)}, an interpreter that executes its arguments as code"
+
+
 def capability_surfaces(data: Mapping[str, Any], *, flavor: str = "gsd") -> list[Surface]:
     """Every surface of one manifest (its JSON, fragments materialised or not)."""
     out: list[Surface] = []
@@ -184,13 +241,15 @@ def capability_surfaces(data: Mapping[str, Any], *, flavor: str = "gsd") -> list
         invoke = tcr.get("invoke") if isinstance(tcr.get("invoke"), Mapping) else {}
         args = invoke.get("args") if isinstance(invoke.get("args"), list) else []
         timeout = invoke.get("timeoutMs")
+        binary = invoke.get("binary", "?")
         out.append(
             Surface(
                 "taskContentResolver",
                 "$.taskContentResolver.invoke",
-                f"{_argv([invoke.get('binary', '?'), *args])} (no shell; cwd = the project; "
+                f"{_argv([binary, *args])} ({_spawn_note(binary, args)}; cwd = the project; "
                 f'"{{{{id}}}}" = the task\'s tracker id)',
                 point="execute:task",
+                shell=interpreter_of(binary, args) is not None,
                 timeout_s=timeout / 1000 if isinstance(timeout, (int, float)) else None,
                 note=f"tracker-ids with prefix {_q(tcr.get('trackerPrefix'))}",
             )
@@ -408,8 +467,10 @@ def _reviewer_surfaces(reviewer: Mapping[str, Any]) -> list[Surface]:
             Surface(
                 "reviewer.invoke",
                 "$.reviewer.invoke",
-                f"{_argv([invoke.get('binary', '?'), *args])} (no shell; prompt via "
+                f"{_argv([invoke.get('binary', '?'), *args])} "
+                f"({_spawn_note(invoke.get('binary', '?'), args)}; prompt via "
                 f"{_q(channel)}; output via {_q(invoke.get('outputChannel'))})",
+                shell=interpreter_of(invoke.get("binary", "?"), args) is not None,
                 timeout_s=_lane_timeout_s(reviewer),
                 refused="promptChannel 'none' cannot take the scoped prompt; never run"
                 if channel == "none"

@@ -36,7 +36,6 @@ import os
 import posixpath
 import re
 import shlex
-import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,6 +151,7 @@ class LintInput:
 def local_probe(project: Path, runtime_name: str = "local") -> Probe:
     """The probe of a runtime (from the registry): what it would find, e.g. for `local` the
     executables under `.looprail/`. A runtime that resolves names itself finds everything."""
+    from looprail.runtime.process import find_program
     from looprail.runtime.registry import RuntimeSettings, create_runtime
 
     runtime = create_runtime(runtime_name, RuntimeSettings(project=project))
@@ -161,13 +161,13 @@ def local_probe(project: Path, runtime_name: str = "local") -> Probe:
         return missing(folder, name) if missing is not None else None
 
     def on_path(word: str) -> bool:
-        return word in SHELL_BUILTINS or shutil.which(word) is not None
+        return word in SHELL_BUILTINS or find_program(word) is not None
 
     def runnable(binary: str) -> bool:
         if "/" in binary:
             path = Path(binary) if os.path.isabs(binary) else project / binary
             return path.is_file() and os.access(path, os.X_OK)
-        return shutil.which(binary) is not None
+        return find_program(binary) is not None
 
     return Probe(executable, on_path, runnable)
 
@@ -331,8 +331,30 @@ def _capabilities(data: LintInput) -> list[Finding]:
                     + (" (or remove the capability)" if failed.origin != "first-party" else ""),
                 )
             )
+    # What `looprail run` refuses to start on (besides failed manifests, reported above).
+    from looprail.hooks.startup import blockers
+
+    missing = {str(r.path) for r in getattr(reg, "missing_roots", ())}
+    untrusted_gates = set()
+    for b in blockers(reg, data.compiled):
+        if b.code == "capability-not-loaded":
+            continue
+        if b.code == "capability-gates-untrusted":
+            untrusted_gates.add(b.file)
+        out.append(
+            Finding(
+                severity="error",
+                code=b.code,
+                file=_rel(b.file, data.project),
+                path=b.path,
+                message=b.message + "; `looprail run` refuses to start",
+                fix=b.fix,
+            )
+        )
     for w in reg.warnings:
         file = w.split(": ", 1)[0] if ": " in w else ""
+        if file in missing:
+            continue
         out.append(
             Finding(
                 severity="warning",
@@ -345,6 +367,8 @@ def _capabilities(data: LintInput) -> list[Finding]:
     for cid, lc in reg.capabilities.items():
         file = _cap_file(data, lc)
         cap = data.compiled.get("caps", {}).get(cid, {})
+        if cap.get("consent") is False and str(lc.source / "capability.json") in untrusted_gates:
+            continue
         if cap.get("consent") is False:
             out.append(
                 Finding(
@@ -959,7 +983,12 @@ def _resolvers(data: LintInput) -> _Resolvers:
         else:
             inactive.setdefault(r.trackerPrefix, []).append(cid)
     broken: dict[str, list[tuple[str, str]]] = {}
-    for cid, prefix, reason in unloadable_resolvers(data.registry.failed):
+    caps_by_id = data.registry.capabilities
+    served = {
+        prefix: getattr(caps_by_id.get(pairs[0][0]), "origin", "project")
+        for prefix, pairs in active.items()
+    }
+    for cid, prefix, reason in unloadable_resolvers(data.registry.failed, served):
         broken.setdefault(prefix, []).append((cid, reason))
     return _Resolvers(active, inactive, broken)
 

@@ -20,7 +20,8 @@ workflow that wants external reviews of a step names the lanes (`--explicit`) an
 
 The result is `{dispatched, ok, reason?, selection, results: [{slug, ok, reason, detail,
 reviewPath, errPath}]}`. Effects go through two injectable seams, `spawn` (default
-`run_bounded`) and `which` (default `shutil.which`), so unit tests drive it with fakes.
+`run_bounded`) and `which` (default `find_program`: `shutil.which` over absolute PATH
+entries only), so unit tests drive it with fakes.
 """
 
 from __future__ import annotations
@@ -28,14 +29,19 @@ from __future__ import annotations
 import math
 import os
 import re
-import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from looprail.config import MISSING, lookup
 from looprail.errors import UsageError
-from looprail.runtime.process import ProcessResult, escape_untrusted, run_bounded, tail
+from looprail.runtime.process import (
+    ProcessResult,
+    escape_untrusted,
+    find_program,
+    run_bounded,
+    tail,
+)
 
 TRAIT_NOT_ENABLED = "trait_not_enabled"
 NO_LANES_SELECTED = "no_lanes_selected"
@@ -68,7 +74,7 @@ MAX_TIMEOUT_MS = 2 * 60 * 60 * 1000
 MAX_PATHS_BYTES = 4 << 20
 STDERR_TAIL = 2000
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
-_SLUG = re.compile(r"^[a-z][a-z0-9_-]*$")
+_SLUG = re.compile(r"^[a-z][a-z0-9_-]*\Z")
 _PLACEHOLDERS = ("{{model}}", "{{effort}}", "{{output}}", "{{prompt}}")
 
 Spawn = Callable[..., ProcessResult]
@@ -329,6 +335,18 @@ def lane_argv(
         key = invoke.get("effortConfigKey") or lane.body.get("effortConfigKey")
         effort = _string(config, key or f"review.efforts.{lane.slug}")
     expansions["{{effort}}"] = _flagged(invoke.get("effortArg"), effort)
+    # A project's config is not the user's: a value starting with '-' would be read by the CLI
+    # as an option of its own (`--dangerously-skip-permissions`), not as a model or an effort.
+    for name, key, value in (
+        ("model", lane.body.get("modelConfigKey"), model),
+        ("effort", invoke.get("effortConfigKey") or lane.body.get("effortConfigKey"), effort),
+    ):
+        if value is not None and value.startswith("-"):
+            return (
+                f"config value {escape_untrusted(value)!r} for the {name} "
+                f"({escape_untrusted(str(key or name))}) starts with '-' and would be read as an "
+                "option; refused"
+            )
     output_channel = invoke.get("outputChannel", "stdout")
     expansions["{{output}}"] = (
         _flagged(invoke.get("outputArg"), review_path) if output_channel == "file-arg" else []
@@ -354,7 +372,7 @@ def _flagged(flag: Any, value: str | None) -> list[str]:
 
 
 def probe_lane(
-    lane: Lane, *, spawn: Spawn = run_bounded, which: Which = shutil.which
+    lane: Lane, *, spawn: Spawn = run_bounded, which: Which = find_program
 ) -> str | None:
     """None when the lane is available, else why not. `command-exists` looks the binary up on
     PATH; `command-capability` also runs `<binary> --help` (bounded) and looks for `needle` in
@@ -398,7 +416,7 @@ def select_lanes(
     lanes: Mapping[str, Lane],
     *,
     spawn: Spawn = run_bounded,
-    which: Which = shutil.which,
+    which: Which = find_program,
 ) -> tuple[list[Lane], dict[str, Any]]:
     """The lanes to run among the explicitly requested slugs, and the selection record
     `{source, requested, selected, unavailable: [{slug, reason}], errors}`."""
@@ -433,7 +451,7 @@ def dispatch_step(
     config: Mapping[str, Any] | None,
     lanes: Mapping[str, Lane],
     spawn: Spawn = run_bounded,
-    which: Which = shutil.which,
+    which: Which = find_program,
 ) -> DispatchResult:
     """Decide and run (see the module docstring). Raises `UsageError` only for a point that is
     not one of the 12; everything else is a result."""

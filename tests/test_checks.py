@@ -283,7 +283,7 @@ def test_frontmatter_exact_name_and_project_root_without_phase(project):
         ("---\nthreats_open: [unclosed\n---\n", "frontmatter is not valid YAML"),
         ("---\nthreats_open: 0\n", "frontmatter is not closed"),
         ("---\n- a list\n---\n", "frontmatter is not a mapping"),
-        ("---\nthreats_open: &a [*a]\n---\n", "frontmatter is recursive or nested too deeply"),
+        ("---\nthreats_open: &a [*a]\n---\n", "alias *a is not allowed"),
         ("---\nthreats_open: " + "[" * 5000 + "\n---\n", "nested too deeply"),
         ('---\nthreats_open: "0"\n---\n', 'is "0", expected 0'),
         ("---\nthreats_open: false\n---\n", "is false, expected 0"),

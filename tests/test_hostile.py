@@ -80,6 +80,7 @@ PLANS = {
     "not-a-mapping.md": (":2:", "must be a YAML mapping"),
     "python-tag.md": (":2:", "could not determine a constructor"),
     "unclosed-frontmatter.md": (":1:", "unterminated frontmatter"),
+    "yaml-alias-bomb.md": (":5:", "alias *l0 is not allowed"),
 }
 
 CONFIGS = {
@@ -295,8 +296,16 @@ def test_nothing_hostile_runs_in_a_real_loop(tmp_path):
         "--capabilities",
         str(caps),
     ]
+    with_hostile = list(args)
     for root in roots:
-        args += ["--capabilities", str(root)]
+        with_hostile += ["--capabilities", str(root)]
+    # A capability that failed to load would drop its hooks silently: the run refuses to start,
+    # naming every one (issue 12), and nothing runs.
+    p = run_cli(*with_hostile, env={"SENTINEL": str(sentinel)})
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.count("failed to load") == len(MANIFESTS)
+    assert "Traceback" not in p.stderr
+    assert not [x for x in tmp_path.iterdir() if x.name.startswith(("SENTINEL", "plain-word"))]
     p = run_cli(*args, env={"SENTINEL": str(sentinel)})
     assert p.returncode == 1, p.stderr  # halted at plan: no planner, as designed
     assert "Traceback" not in p.stderr

@@ -567,3 +567,44 @@ def test_cli_explicit_from_argv(e2e):
         "--", "--writer", "--echoer", "--nope", env=env,
     )  # fmt: skip
     assert p.returncode == 0 and p.stdout.strip() == "echoer,writer"
+
+
+def test_cli_refuses_a_project_config_value_that_would_be_read_as_an_option(
+    tmp_path, repo
+):  # issue 12, hostile item 8
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    sentinel = tmp_path / "OPTION-INJECTED"
+    fake_lane(
+        bin_dir,
+        "modeler",
+        f"sys.stdin.read()\nif any(a.startswith('--') for a in sys.argv[1:]):\n"
+        f"    pathlib.Path({str(sentinel)!r}).write_text(' '.join(sys.argv))\nprint('review')",
+    )
+    caps = tmp_path / "caps"
+    write_capability(caps, review_step())
+    write_capability(
+        caps,
+        reviewer_cap(
+            "modeler",
+            modelConfigKey="review.model",
+            invoke={"args": ["{{model}}"], "promptChannel": "stdin", "outputChannel": "stdout"},
+        ),
+    )
+    project = tmp_path / "project"
+    (project / ".planning").mkdir(parents=True)
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    for model in ("--dangerously-skip-permissions", "-x"):
+        (project / ".planning" / "config.json").write_text(json.dumps({"review": {"model": model}}))
+        out = json.loads(dispatch_cli(project, caps, env, repo, "modeler").stdout)
+        assert out["ok"] is False, out
+        result = out["results"][0]
+        assert (
+            result["reason"] == "malformed_lane"
+            and "would be read as an option" in result["detail"]
+        ), result
+        assert not sentinel.exists()
+    # a plain model name still reaches the lane
+    (project / ".planning" / "config.json").write_text(json.dumps({"review": {"model": "m-1"}}))
+    out = json.loads(dispatch_cli(project, caps, env, repo, "modeler").stdout)
+    assert out["ok"] is True, out

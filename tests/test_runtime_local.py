@@ -563,20 +563,20 @@ def test_a_relative_project_is_reported_absolute(
     assert read_request(project)["project"] == str(project.resolve())
 
 
-def test_host_tool_found_via_a_relative_path_entry_runs_that_file(
-    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lines: list[str]
+@pytest.mark.parametrize("path_var", ["bin", ":/nonexistent", "/nonexistent::", "."])
+def test_host_tool_is_never_found_through_an_empty_or_relative_path_entry(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lines: list[str], path_var
 ) -> None:
-    # PATH="bin": `which` finds ./bin/gsd_run from looprail's cwd; the child runs in the
-    # project, so the path must be made absolute or the project's own bin/gsd_run would run.
-    here = tmp_path / "cwd"
-    write_exe(here / "bin" / "gsd_run", "#!/bin/sh\necho host\n")
-    write_exe(project / "bin" / "gsd_run", "#!/bin/sh\necho planted\n")
-    monkeypatch.chdir(here)
-    monkeypatch.setenv("PATH", "bin")
+    # An empty or relative PATH entry is the current directory (often the project): neither
+    # the cwd's nor the project's gsd_run may run.
+    for where in (project, project / "bin"):
+        write_exe(where / "gsd_run", "#!/bin/sh\necho planted\n")
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("PATH", path_var)
     runtime = LocalRuntime(project, host_tool="gsd_run", progress=lines.append)
     outcome = runtime.run_command(["sync"], make_ctx(project))
-    assert outcome.ok, outcome.detail
-    assert outcome.stdout == "host\n"
+    assert not outcome.ok
+    assert "not found on PATH" in outcome.detail
 
 
 @pytest.mark.parametrize("host", ["./gsd_run", "bin/gsd_run", "-gsd_run", ".."])

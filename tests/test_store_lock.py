@@ -27,7 +27,9 @@ from looprail.runtime.process import run_bounded
 project, ready, child_pid_file = sys.argv[1:4]
 lock = RunLock(project, run_id="RUN-HOLDER").acquire()
 if child_pid_file != "-":
-    # A child of the run (a step, an agent) must not inherit the lock.
+    # A child of the run (a step, an agent) must not inherit the lock. Unguarded, so that it
+    # outlives its parent here (a guarded child dies with it: tests/test_crash_children.py).
+    os.environ["LOOPRAIL_NO_GUARD"] = "1"
     child = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)"
     threading.Thread(
         target=run_bounded, args=([sys.executable, "-c", child, child_pid_file],),
@@ -102,7 +104,9 @@ def test_a_live_holder_is_refused_by_pid_and_a_killed_one_is_taken_over(tmp_path
         assert set(written) == {"pid", "run_id", "started_at", "host"}
 
 
-def test_a_child_of_the_holder_does_not_keep_the_lock_alive(tmp_path):
+def test_a_child_of_the_holder_does_not_keep_the_lock_alive(tmp_path, monkeypatch):
+    # Unguarded: a guard would (rightly) kill the holder's child together with the holder.
+    monkeypatch.setenv("LOOPRAIL_NO_GUARD", "1")
     project = tmp_path / "project"
     project.mkdir()
     holder = Holder(project, tmp_path, with_child=True)

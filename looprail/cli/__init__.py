@@ -5,7 +5,8 @@ import what they need lazily so that `looprail loop render-hooks` (called many t
 hosts) never pays for networkx, graphviz or statemachine.
 
 Exit codes: 0 success; 1 the work was refused or failed (bad input, halted loop); 2 usage error;
-3 paused at a checkpoint; 130 interrupted (Ctrl-C).
+3 paused at a checkpoint; 130 interrupted (Ctrl-C); 143 terminated (SIGTERM); 129 hung up
+(SIGHUP). After 130/143/129 the run is journaled `halted` and resumes with `looprail run`.
 """
 
 from __future__ import annotations
@@ -81,6 +82,21 @@ def _group_of(argv: Sequence[str]) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything printed from data goes through one filter (no escape sequences, ever); the
+    # render-hooks envelope is JSON (control characters already escaped) and stays byte-exact.
+    saved = None
+    if argv[:2] != ["loop", "render-hooks"]:
+        from looprail import textsafe
+
+        saved = textsafe.install()
+    try:
+        return _main(argv)
+    finally:
+        if saved is not None:
+            textsafe.restore(saved)
+
+
+def _main(argv: list[str]) -> int:
     try:
         return _dispatch(argv)
     except LooprailError as exc:
@@ -97,9 +113,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
         print(f"looprail: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("looprail: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        # SIGTERM/SIGHUP during a run arrive as a KeyboardInterrupt carrying the signal.
+        signum = getattr(exc, "signum", None)
+        print(f"looprail: interrupted{f' (signal {signum})' if signum else ''}", file=sys.stderr)
+        return 128 + signum if signum else 130
 
 
 def _dispatch(argv: list[str]) -> int:

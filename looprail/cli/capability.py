@@ -308,7 +308,16 @@ def install(args) -> int:
         print(render_text(Audit((cap_audit,))))
         _refuse_suspects(cap_audit, str(manifest))
         where = "the global overlay" if args.global_ else f"project {project.resolve()}"
-        if not confirm(args, f"Install capability {cap_id!r} into {where} and allow it to run?"):
+        shells = [s.where for s in cap_audit.surfaces if s.shell and not s.refused]
+        shell_note = ""
+        if shells:  # said even with --yes
+            shell_note = f" It runs SHELL or interpreter code ({'; '.join(shells)})."
+            print(
+                f"looprail: warning: {cap_id} runs shell or interpreter code: {'; '.join(shells)}",
+                file=sys.stderr,
+            )
+        question = f"Install capability {cap_id!r} into {where} and allow it to run?{shell_note}"
+        if not confirm(args, question):
             print("not installed")
             return 1
         if folder_hash(staged) != digest:

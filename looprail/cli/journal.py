@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 
 from looprail.cli._common import add_project_options, print_json
+from looprail.textsafe import one_line
 
 
 def register(sub) -> None:
@@ -117,7 +118,7 @@ def _status(args: argparse.Namespace) -> int:
         )
     counts = header.tasks
     lines = [
-        f"run {run.id} · phase {run.phase} · {status}",
+        f"run {run.id} · phase {one_line(run.phase)} · {status}",
         f"state: {'/'.join(run.state) or '-'}{format_refusal(refusal)}",
         f"wave: {'-' if wave is None else wave}",
         f"tasks: {counts.done} done, {counts.running} running, {counts.pending} pending, "
@@ -130,7 +131,7 @@ def _status(args: argparse.Namespace) -> int:
         ),
     ]
     if run.halt_reason:
-        lines.append(f"halt reason: {run.halt_reason}")
+        lines.append(f"halt reason: {one_line(run.halt_reason)}")
     if holder is not None and not live:
         lines.append(f"lock: held by {holder.describe()}")
     print("\n".join(lines))
@@ -162,7 +163,7 @@ def _history(args: argparse.Namespace) -> int:
                 h.startedAt,
                 format_duration(h.durationMs),
                 f"{h.tasks.done}/{total} done",
-                h.haltReason or "",
+                one_line(h.haltReason or ""),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]

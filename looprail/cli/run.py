@@ -132,6 +132,8 @@ def run(args) -> int:
 
     project = args.project_pos or args.project
     loaded = load_project(project, args.capabilities)
+    if refused := _refuse(loaded):
+        return refused
     if args.dry_run:
         from looprail.machine.dryrun import dry_run
 
@@ -161,6 +163,8 @@ def resume(args) -> int:
     from looprail.store import Journal
 
     loaded = load_project(args.project, args.capabilities)
+    if refused := _refuse(loaded):
+        return refused
     with Journal.open(loaded.project, create=False) as jr:
         target = jr.find_run(args.run_id) if args.run_id else None
         if target is None:
@@ -180,8 +184,26 @@ def resume(args) -> int:
     return _summary(outcome)
 
 
+def _refuse(loaded) -> int:
+    """Nothing is dropped silently: a hook or gate that could not be loaded stops the run before
+    it starts (exit 2), one line per problem with its fix."""
+    found = loaded.blockers
+    for b in found:
+        print(f"looprail: error: {b.line()}", file=sys.stderr)
+    if found:
+        n = len(found)
+        print(
+            f"looprail: error: refusing to start: {n} problem{'s' * (n > 1)} would drop hooks "
+            "or gates silently (see above)",
+            file=sys.stderr,
+        )
+        return 2
+    return 0
+
+
 def _summary(outcome) -> int:
     from looprail.machine.progress import fmt_duration, plural
+    from looprail.textsafe import one_line
 
     r = outcome.result
     run = f"run {outcome.run_id}: " if outcome.run_id else ""
@@ -191,11 +213,11 @@ def _summary(outcome) -> int:
         hooks = f"{plural(r.hooks_dispatched, 'hook')} dispatched"
         print(f"{run}shipped in {took} ({plural(r.tasks_run, 'task')} run, {waves}, {hooks})")
     elif r.status == "paused":
-        print(f"{run}paused: {r.reason}", file=sys.stderr)
+        print(f"{run}paused: {one_line(r.reason)}", file=sys.stderr)
     else:
         # The state is where the run stayed; a refusal also names the point that refused (a
         # block at execute:pre stays in plan).
         refused = r.refused_by
         where = f", refused at {refused.point}" if refused is not None else ""
-        print(f"{run}halted in {'/'.join(r.state)}{where}: {r.reason}", file=sys.stderr)
+        print(f"{run}halted in {'/'.join(r.state)}{where}: {one_line(r.reason)}", file=sys.stderr)
     return r.exit_code

@@ -67,7 +67,11 @@ def _resolve_content(args) -> int:
         args.task_id,
         consented,
         cwd=project,
-        unloadable=unloadable_resolvers(registry.failed) + unconsented,
+        unloadable=unloadable_resolvers(
+            registry.failed,
+            {r.trackerPrefix: registry.capabilities[cid].origin for cid, r in consented},
+        )
+        + unconsented,
     )
     print_json(result.to_json())
     return 0

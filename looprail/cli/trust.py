@@ -129,7 +129,15 @@ def trust(args) -> int:
         names.append(".looprail/hooks.json")
     changed = [c.id for c in pending if c.reason == CHANGED]
     reason_note = f" ({', '.join(changed)} changed since consent)" if changed else ""
-    if not confirm(args, f"Allow {', '.join(names)}{reason_note} to run?"):
+    # Say it in the question too: an argv surface that starts `sh -c`, `python -c`… is a shell.
+    shells = [f"{c.id} {s.where}" for c in pending for s in c.surfaces if s.shell and not s.refused]
+    if hooks_pending is not None:
+        shells += [f"hooks.json {s.where}" for s in hooks_pending.surfaces if s.shell]
+    shell_note = f" They run SHELL or interpreter code ({'; '.join(shells)})." if shells else ""
+    if shells:  # printed even with --yes: consent is never given to a shell unawares
+        warn(f"consenting to shell or interpreter code: {'; '.join(shells)}")
+    question = f"Allow {', '.join(names)}{reason_note} to run?{shell_note}"
+    if not confirm(args, question):
         print("nothing consented")
         return 1
     for cap in pending:  # bind consent to what was shown, not to what is there now

@@ -483,6 +483,8 @@ def read_frontmatter(text: str) -> dict[str, Any] | str:
     (str) why it cannot be read."""
     import yaml  # lazy: `looprail check` is on hosts' hot path, most checks need no YAML
 
+    from looprail.yamlload import safe_load
+
     lines = text.lstrip("\ufeff").splitlines()
     if not lines or lines[0].strip() != "---":
         return {}
@@ -492,11 +494,13 @@ def read_frontmatter(text: str) -> dict[str, Any] | str:
     else:
         return "frontmatter is not closed by '---'"
     try:
-        value = yaml.safe_load("\n".join(lines[1:end]))
+        value = safe_load("\n".join(lines[1:end]))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 2}" if mark is not None else ""
-        return f"frontmatter is not valid YAML{where}"
+        problem = getattr(exc, "problem", None) or ""
+        why = f": {problem}" if "alias" in problem else ""
+        return f"frontmatter is not valid YAML{where}{why}"
     except RecursionError:
         return "frontmatter is nested too deeply"
     if value is None:

@@ -26,7 +26,7 @@ FIRST_PARTY = "first-party"
 GLOBAL = "global"
 PROJECT = "project"
 # Bump whenever the compiled form or the rules that produce it change.
-CACHE_FORMAT = "looprail-registry-6"
+CACHE_FORMAT = "looprail-registry-7"
 
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -137,6 +137,8 @@ def load_compiled(
     roots = [reg.Root(Path(p), o) for p, o in specs]
     registry = reg.load_registry(project, roots=roots, config=None)
     compiled = reg.compile_registry(registry)
+    fresh = compiled
+    compiled = _defer_project_fragments(compiled)
     if use_cache:
         fragments = reg.fragment_dependencies(registry)
         for path in fragments:
@@ -144,10 +146,7 @@ def load_compiled(
         # Stat, then read again: an edit between the first read and the stat would otherwise be
         # recorded with the old content and served until the next change.
         again = reg.load_registry(project, roots=roots, config=None)
-        if (
-            reg.fragment_dependencies(again) == fragments
-            and reg.compile_registry(again) == compiled
-        ):
+        if reg.fragment_dependencies(again) == fragments and reg.compile_registry(again) == fresh:
             _write(cache_file, {"key": key, "deps": deps, "compiled": compiled})
     return _with_consent(compiled, home, env)
 
@@ -161,7 +160,75 @@ def _with_consent(compiled: dict[str, Any], home: Any, env: Mapping[str, str]) -
         return compiled
     from looprail.trust import compiled_consent
 
-    return compiled_consent(compiled, home=home, env=env)
+    compiled = compiled_consent(compiled, home=home, env=env)
+    _materialise_deferred(compiled)
+    return compiled
+
+
+# A project capability's fragment text is neither cached nor held for one without consent:
+# the compiled form keeps only its path (`$deferred`), and the text is read at use time for a
+# consented capability. An unconsented project can then not fill the cache or memory.
+_DEFERRED = "$deferred"
+
+
+def _defer_project_fragments(compiled: dict[str, Any]) -> dict[str, Any]:
+    caps = compiled.get("caps") or {}
+    for table in (compiled.get("points") or {}).values():
+        for group in ("steps", "contributions"):
+            for i, hook in enumerate(table.get(group) or ()):
+                frag = hook.get("fragment")
+                if (
+                    isinstance(frag, dict)
+                    and "inline" in frag
+                    and isinstance(frag.get("path"), str)
+                    and (caps.get(hook.get("capId")) or {}).get("origin") == PROJECT
+                ):
+                    hook = dict(hook)
+                    hook["fragment"] = {"path": frag["path"], _DEFERRED: True}
+                    table[group][i] = hook
+    return compiled
+
+
+def _materialise_deferred(compiled: dict[str, Any]) -> None:
+    """Read the deferred fragments of consented project capabilities (as the manifest loader
+    does: inside the folder after symlinks, a regular file, at most 8 MiB of UTF-8)."""
+    caps = compiled.get("caps") or {}
+    read: dict[str, str | None] = {}
+    for table in (compiled.get("points") or {}).values():
+        for group in ("steps", "contributions"):
+            for i, hook in enumerate(table.get(group) or ()):
+                frag = hook.get("fragment")
+                if not (isinstance(frag, dict) and frag.get(_DEFERRED)):
+                    continue
+                cap = caps.get(hook.get("capId")) or {}
+                if cap.get("consent") is not True:
+                    continue
+                folder = os.path.realpath(cap.get("source") or "")
+                target = os.path.realpath(os.path.join(folder, frag["path"]))
+                if target not in read:
+                    read[target] = _read_fragment(folder, target)
+                text = read[target]
+                if text is not None:
+                    hook = dict(hook)
+                    hook["fragment"] = {"inline": text, "path": frag["path"]}
+                    table[group][i] = hook
+
+
+def _read_fragment(folder: str, target: str) -> str | None:
+    import stat
+
+    if os.path.commonpath([folder, target]) != folder or target == folder:
+        return None
+    limit = 8 * 1024 * 1024
+    try:
+        st = os.stat(target)  # before open: opening a FIFO would block
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        with open(target, "rb") as fh:
+            data = fh.read(limit + 1)
+        return data.decode("utf-8") if len(data) <= limit else None
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _read(cache_file: str, key: str, deps: dict[str, list[int] | None]) -> dict[str, Any] | None:

@@ -26,16 +26,19 @@ from pydantic import ValidationError as PydanticValidationError
 from looprail.errors import Issue
 from looprail.points import POINT_ROLES, POINTS
 
-ID_PATTERN = re.compile(r"^[a-z][a-z0-9-]*$")
+ID_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\Z")
 SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$"
 )
-SCRIPT_PATTERN = re.compile(r"^[A-Za-z0-9._/-]+$")
+SCRIPT_PATTERN = re.compile(r"^[A-Za-z0-9._/-]+\Z")
 FORBIDDEN_KEYS = frozenset({"__proto__", "constructor", "prototype"})
 # Id prefixes only a first-party set may use (an overlay claiming one is rejected).
 RESERVED_PREFIXES = ("gsd-", "gsd-core-", "anthropic-", "looprail-")
 MAX_MANIFEST_BYTES = 8 * 1024 * 1024
 MAX_FRAGMENT_BYTES = 8 * 1024 * 1024
+# All fragment text one capability materialises, each reference counted (the text is rendered,
+# compiled and cached once per reference): one 8 MiB file named 50 times must not become 400 MiB.
+MAX_CAPABILITY_FRAGMENT_BYTES = 16 * 1024 * 1024
 MAX_JSON_DEPTH = 64
 
 Role = Literal["feature", "runtime", "reviewer"]
@@ -524,6 +527,53 @@ def materialise_fragment(folder: Path, rel: str) -> tuple[str | None, str | None
         return None, f"cannot read {rel!r}: {exc.strerror}"
 
 
+def _materialise_fragments(data: dict[str, Any], folder: Path, file: str) -> list[Issue]:
+    """Replace each `fragment.path` by its text (in `inline`, the path kept). A file named by
+    several entries is read once and shared; the total over all references is bounded by
+    `MAX_CAPABILITY_FRAGMENT_BYTES`, checked before each read."""
+    import os
+
+    read: dict[str, tuple[str | None, str | None, int]] = {}  # real path → (text, error, bytes)
+    issues: list[Issue] = []
+    total = 0
+    for group in ("steps", "contributions"):
+        for i, entry in enumerate(data.get(group) or ()):
+            frag = entry.get("fragment")
+            if not (isinstance(frag, dict) and isinstance(frag.get("path"), str)):
+                continue
+            if "inline" in frag:
+                continue
+            where = f"$.{group}[{i}].fragment.path"
+            key = os.path.realpath(folder / frag["path"])
+            if key not in read:
+                try:
+                    size = os.stat(key).st_size
+                except OSError:
+                    size = 0
+                if total + min(size, MAX_FRAGMENT_BYTES + 1) > MAX_CAPABILITY_FRAGMENT_BYTES:
+                    return [_over_budget(file, where)]
+                text, err = materialise_fragment(folder, frag["path"])
+                read[key] = (text, err, len(text.encode("utf-8")) if text is not None else 0)
+            text, err, size = read[key]
+            if err:
+                issues.append(Issue(file, where, err))
+                continue
+            total += size
+            if total > MAX_CAPABILITY_FRAGMENT_BYTES:
+                return [_over_budget(file, where)]
+            entry["fragment"] = {"inline": text, "path": frag["path"]}
+    return issues
+
+
+def _over_budget(file: str, where: str) -> Issue:
+    return Issue(
+        file,
+        where,
+        f"fragments of this capability total more than {MAX_CAPABILITY_FRAGMENT_BYTES} bytes "
+        "(each reference counts: its text is rendered once per reference)",
+    )
+
+
 def validate_manifest(
     raw: bytes, file: str, folder: Path | None
 ) -> tuple[Capability | None, dict[str, Any] | None, list[Issue]]:
@@ -543,19 +593,7 @@ def validate_manifest(
         return None, None, pydantic_issues(exc, file)
     issues = check_capability(cap, file, folder.name if folder is not None else None)
     if folder is not None and not issues:
-        for group in ("steps", "contributions"):
-            for i, entry in enumerate(data.get(group) or ()):
-                frag = entry.get("fragment")
-                if (
-                    isinstance(frag, dict)
-                    and isinstance(frag.get("path"), str)
-                    and "inline" not in frag
-                ):
-                    text, err = materialise_fragment(folder, frag["path"])
-                    if err:
-                        issues.append(Issue(file, f"$.{group}[{i}].fragment.path", err))
-                    else:
-                        entry["fragment"] = {"inline": text, "path": frag["path"]}
+        issues += _materialise_fragments(data, folder, file)
     if issues:
         return None, None, issues
     return cap, data, []

@@ -63,6 +63,8 @@ class Registry:
     failed: list[FailedCapability]
     warnings: list[str]
     roots: list[Root]
+    # First-party folders that were named but do not exist (`looprail run` refuses to start).
+    missing_roots: list[Root] = field(default_factory=list)
 
     def task_content_resolvers(self) -> list[tuple[str, Any]]:
         """(cap id, TaskContentResolver) of every loaded feature capability that declares one."""
@@ -121,9 +123,12 @@ def load_registry(
     failed: list[FailedCapability] = []
     warnings: list[str] = []
     candidates: list[LoadedCapability] = []
+    missing: list[Root] = []
+    fragment_total = 0
     for root in roots:
         if root.origin == FIRST_PARTY and not _exists(root.path, dir=True):
             warnings.append(f"{root.path}: capability folder does not exist")
+            missing.append(root)
             continue
         for folder in _capability_folders(root.path):
             manifest_path = folder / "capability.json"
@@ -151,12 +156,40 @@ def load_registry(
                     FailedCapability(folder.name, file, root.origin, issues, _gate_points(raw))
                 )
                 continue
+            size = _fragment_bytes(data)
+            if fragment_total + size > MAX_REGISTRY_FRAGMENT_BYTES:
+                reason = (
+                    f"fragments of all capabilities would exceed {MAX_REGISTRY_FRAGMENT_BYTES} "
+                    "bytes with this one; not loaded"
+                )
+                failed.append(
+                    FailedCapability(
+                        cap.id, file, root.origin, [Issue(file, "$", reason)], _gate_points(raw)
+                    )
+                )
+                continue
+            fragment_total += size
             candidates.append(LoadedCapability(cap, data, folder, root.origin))
     accepted = _merge(candidates, failed, warnings)
-    registry = Registry(accepted, failed, warnings, list(roots))
+    registry = Registry(accepted, failed, warnings, list(roots), missing)
     _check_points(registry)
     apply_activation(registry, config)
     return registry
+
+
+# All fragment text of the whole search path, in search order (first-party first): a capability
+# that would push it past this fails to load (each one is already at most 16 MiB).
+MAX_REGISTRY_FRAGMENT_BYTES = 64 * 1024 * 1024
+
+
+def _fragment_bytes(data: dict[str, Any] | None) -> int:
+    total = 0
+    for group in ("steps", "contributions"):
+        for entry in (data or {}).get(group) or ():
+            frag = entry.get("fragment") if isinstance(entry, dict) else None
+            if isinstance(frag, dict) and isinstance(frag.get("inline"), str):
+                total += len(frag["inline"])
+    return total
 
 
 def _exists(path: Path, *, dir: bool) -> bool:

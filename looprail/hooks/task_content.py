@@ -22,7 +22,7 @@ description) sends the caller back to the inline plan.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -261,6 +261,11 @@ def resolve_task_content(
         raise fail(f"invoke.timeoutMs must be between 1 and {MAX_TIMEOUT_MS}")
     if not isinstance(invoke.binary, str) or not invoke.binary.strip():
         raise fail("invoke.binary is empty")
+    if ident.startswith("-"):
+        # `git:--output=FILE` would reach the resolver as an option, not as an id.
+        raise fail(
+            "the id after the prefix starts with '-' (it would be read as an option); refused"
+        )
     argv = build_argv(invoke, ident)
     binary = escape_untrusted(invoke.binary)
     if any("\0" in a for a in argv):  # no process can receive it (and Popen would raise)
@@ -282,10 +287,22 @@ def resolve_task_content(
     return TaskContentResult(resolved=True, content=content)
 
 
-def unloadable_resolvers(failed: Sequence[Any]) -> list[tuple[str, str, str]]:
+_ORIGIN_RANK = {"first-party": 0, "global": 1, "project": 2}
+
+
+def unloadable_resolvers(
+    failed: Sequence[Any], served: Mapping[str, str] | None = None
+) -> list[tuple[str, str, str]]:
     """`(cap_id, trackerPrefix, first issue)` for each failed capability (a registry's
-    `FailedCapability`: `.id`, `.file`, `.issues`) whose manifest still names a trackerPrefix."""
+    `FailedCapability`: `.id`, `.file`, `.issues`, `.origin`) whose manifest still names a
+    trackerPrefix.
+
+    `served` maps each prefix a usable resolver answers to that resolver's origin. A failed
+    capability never disables a prefix served by a *more trusted* origin: a broken (or
+    unconsented) project capability claiming a first-party prefix is ignored for it, so a cloned
+    project cannot switch off the user's own tracker resolver."""
     out: list[tuple[str, str, str]] = []
+    served = served or {}
     for cap in failed:
         try:
             body = json.loads(Path(cap.file).read_bytes())
@@ -294,6 +311,10 @@ def unloadable_resolvers(failed: Sequence[Any]) -> list[tuple[str, str, str]]:
         declared = body.get("taskContentResolver") if isinstance(body, dict) else None
         prefix = declared.get("trackerPrefix") if isinstance(declared, dict) else None
         if isinstance(prefix, str) and prefix:
+            owner = served.get(prefix)
+            mine = _ORIGIN_RANK.get(getattr(cap, "origin", "project"), 2)
+            if owner is not None and _ORIGIN_RANK.get(owner, 2) < mine:
+                continue
             reason = str(cap.issues[0]) if cap.issues else "invalid manifest"
             out.append((cap.id, prefix, "failed to load: " + escape_untrusted(reason)))
     return out

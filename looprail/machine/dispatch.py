@@ -122,6 +122,16 @@ class Dispatcher:
                     point, hook, "failed", start, "contribution has no inline text or role"
                 )
             self.runtime.deliver_context(role, text, ctx)
+            # Journaled so that a resumed run hands the same fragments to later role work.
+            self._record(
+                EventRecord(
+                    kind="contribution",
+                    point=point,
+                    wave=wave,
+                    cap_id=cap_id,
+                    data={"into": role, "text": text},
+                )
+            )
             return self._result(point, hook, "ok", start, f"into {role}", label=f"→ {role}")
         if kind == "step":
             return self._step(point, hook, ctx, start)

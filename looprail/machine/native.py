@@ -141,10 +141,26 @@ class LoopEffects:
 
 
 def _read_queue(path: Path) -> list[dict[str, Any]]:
+    """The queued `nextTurn` messages. A missing file is an empty queue; a file that is not a
+    JSON list of messages (truncated, hostile, nested beyond the parser's depth) is one line
+    naming it, never a traceback and never a silent drop of what was queued."""
+    from looprail.errors import LooprailError
+
+    if not path.exists():
+        return []
     try:
         data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return []
+    except OSError as exc:
+        raise LooprailError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    except RecursionError:
+        raise LooprailError(
+            f"{path}: $: JSON nested too deeply; remove the file (it holds queued messages)"
+        ) from None
+    except ValueError as exc:
+        reason = " ".join(str(exc).split())
+        raise LooprailError(
+            f"{path}: $: not valid JSON ({reason}); remove the file (it holds queued messages)"
+        ) from None
     return (
         [d for d in data if isinstance(d, dict) and isinstance(d.get("message"), str)]
         if isinstance(data, list)

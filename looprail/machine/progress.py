@@ -9,6 +9,8 @@ import threading
 import time
 from typing import TextIO
 
+from looprail.textsafe import one_line
+
 
 class Progress:
     def __init__(
@@ -20,13 +22,15 @@ class Progress:
         self._lock = threading.Lock()
         self._status = ""
         self._start = time.monotonic()
+        # Terminal control of our own bypasses the CLI's control-character filter; data never.
+        self._control = getattr(self.stream, "write_trusted", self.stream.write)
 
     def _write(self, text: str) -> None:
         if self.live and self._status:
-            self.stream.write("\r\x1b[2K")
-        self.stream.write(text + "\n")
+            self._control("\r\x1b[2K")
+        self.stream.write(one_line(text) + "\n")
         if self.live and self._status:
-            self.stream.write(self._status)
+            self._control(self._status)
         self.stream.flush()
 
     def line(self, text: str) -> None:
@@ -45,14 +49,14 @@ class Progress:
             return
         with self._lock:
             elapsed = time.monotonic() - self._start
-            self._status = f"\x1b[2m… {text}  [{elapsed:0.1f}s]\x1b[0m"
-            self.stream.write("\r\x1b[2K" + self._status)
+            self._status = f"\x1b[2m… {one_line(text)}  [{elapsed:0.1f}s]\x1b[0m"
+            self._control("\r\x1b[2K" + self._status)
             self.stream.flush()
 
     def close(self) -> None:
         if self.live and self._status:
             with self._lock:
-                self.stream.write("\r\x1b[2K")
+                self._control("\r\x1b[2K")
                 self.stream.flush()
                 self._status = ""
 

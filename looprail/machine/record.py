@@ -132,7 +132,16 @@ class JournalRecorder:
     (at-least-once)."""
 
     BUFFERED = frozenset(
-        {"point", "hook", "gate_verdict", "resolver", "read_first", "warning", "native_hook"}
+        {
+            "point",
+            "hook",
+            "gate_verdict",
+            "resolver",
+            "read_first",
+            "warning",
+            "native_hook",
+            "contribution",
+        }
     )
 
     def __init__(self, journal: Any, run_id: str):

@@ -174,6 +174,8 @@ class LoopRunner:
         self.wave: int | None = wave  # the wave being run (journaled with start_wave)
         # Where each plan works (machine/workspace.py): worktrees for parallel agent plans.
         self.workspace = workspace if workspace is not None else NullWorkspace()
+        # Steps whose role was killed mid-work in an earlier process: done again on resume.
+        self.redo_steps: frozenset[str] = frozenset()
 
     # ------------------------------------------------------------------ state
 
@@ -382,12 +384,17 @@ class LoopRunner:
 
     def _phase_work(self, step: str, *, done: bool) -> None:
         spec = self.spec.step(step)
+        if step in self.redo_steps:  # killed mid-work before: its artifacts do not count
+            self.redo_steps = self.redo_steps - {step}
+            done = False
         if done:
             self.progress.line(f"  {spec.artifact} exists: no {spec.role} work needed")
             return
         self._status(f"{spec.role} at work")
+        self._role_event("role_started", step, spec.role)
         outcome = self.runtime.do_phase_work(spec.role, step, self.dispatcher.context(None))
         if not outcome.ok:
+            self._role_event("role_finished", step, spec.role, outcome="failed")
             raise HaltError(f"{step}: {spec.role} failed: {outcome.detail}")
         self.progress.line(
             f"  {spec.role} did the {step} work in {fmt_duration(outcome.duration_s)}"
@@ -397,6 +404,20 @@ class LoopRunner:
             # The role wrote artifacts (plans): journal the inputs now, so a crash before the
             # next transition does not look like someone changed them underneath the run.
             self.on_transition(self.state)
+        self._role_event("role_finished", step, spec.role, outcome="ok")
+
+    def _role_event(self, kind: str, step: str, role: str, outcome: str | None = None) -> None:
+        """Bracket a role's work in the journal (committed at once): a resume finds a role that
+        started and never finished, does its work again and sets its partial output aside."""
+        from looprail.machine.resume import phase_snapshot
+
+        data: dict[str, Any] = {"step": step, "role": role}
+        if kind == "role_started":
+            data["files"] = phase_snapshot(self.phase.dir)
+        self.recorder.event(
+            EventRecord(kind=kind, outcome=outcome, data=data),  # type: ignore[arg-type]
+            state=self.state,
+        )
 
     # ------------------------------------------------------------------ waves
 

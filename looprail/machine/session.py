@@ -7,7 +7,8 @@ This is the function the CLI's `looprail run` / `looprail resume` and the pytest
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,18 @@ class Loaded:
             for cid, r in self.registry.task_content_resolvers()
             if cid in caps and caps[cid].get("consent") is False
         ]
-        return unloadable_resolvers(self.registry.failed) + unconsented
+        served = {
+            r.trackerPrefix: self.registry.capabilities[cid].origin for cid, r in self.resolvers
+        }
+        return unloadable_resolvers(self.registry.failed, served) + unconsented
+
+    @property
+    def blockers(self) -> list[Any]:
+        """Why `looprail run` must not start (`looprail.hooks.startup`): a missing first-party
+        folder, a capability that failed to load, an unconsented project capability's gates."""
+        from looprail.hooks.startup import blockers
+
+        return blockers(self.registry, self.compiled)
 
     def input_paths(self, phase_dir: Path | None) -> list[Path]:
         """What a run depends on: capability folders, the config, the phase's plans."""
@@ -73,6 +85,13 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     if not (root / ".planning").is_dir():
         raise UsageError(f"{project}: not a project (no .planning/ folder)")
     root = root.resolve()
+    from looprail.plans.phase import require_inside
+
+    # The journal, lock, agents and queued messages live under .looprail/: a symlink out of the
+    # project would make a run write (and read its state) elsewhere.
+    if os.path.lexists(root / ".looprail"):
+        require_inside(root, root / ".looprail", "the folder")
+    require_inside(root, root / ".planning", "the folder")
     config, warnings = load_project_config(root)
     compiled = load_compiled(root, capability_dirs)
     registry = load_registry(root, capability_dirs, config=config)
@@ -138,10 +157,15 @@ def run_phase(
         return SessionResult(runner.run(), None)
 
     from looprail.machine.record import JournalRecorder
+    from looprail.machine.resume import (
+        Recovery,
+        recover_role,
+        recover_summaries,
+        replay_role_context,
+    )
     from looprail.store import Journal, RunLock, diff_inputs, digest_inputs
 
     with RunLock(loaded.project) as lock, Journal.open(loaded.project) as jr:
-        digest = digest_inputs(loaded.input_paths(phase_dir), loaded.project)
         previous = None
         if resume == "auto" and not new_run:
             previous = jr.unfinished_run(phase)
@@ -151,9 +175,22 @@ def run_phase(
                 raise LooprailError(f"run {previous.id} is {previous.status}; nothing to resume")
         if previous is not None and new_run:
             previous = None
+        recovery = Recovery()
+        if previous is not None:
+            # Before anything of this run is trusted or touched: was it written by this user?
+            jr.verify_run(previous.id)
+            reap_journaled_processes(jr, previous.id, progress)
+            recovery = recover_role(loaded.project, phase_dir, previous.id, jr)
+            if previous.status == "running":  # it crashed (a pause or halt finished its tasks)
+                recover_summaries(loaded.project, phase_dir, previous.id, jr, recovery)
+            for note in recovery.notes:
+                progress.line(note)
+        digest = digest_inputs(loaded.input_paths(phase_dir), loaded.project)
         changes: list[str] = []
         if previous is not None:
-            changes = diff_inputs(previous.inputs_digest, digest)
+            changes = [
+                c for c in diff_inputs(previous.inputs_digest, digest) if not recovery.excuses(c)
+            ]
             crashed = previous.status == "running"
             if changes and crashed and not accept_changes:
                 raise LooprailError(
@@ -232,12 +269,19 @@ def run_phase(
             jr.finish_run(run_id, "halted", str(exc))
             raise
         runner.on_transition = on_transition
+        if previous is not None:
+            replay_role_context(
+                jr.events(run_id, kinds=["contribution"]), runtime, runner.dispatcher
+            )
+            runner.redo_steps = frozenset(recovery.redo_steps)
         try:
-            result = runner.run()
-        except KeyboardInterrupt:
-            # Ctrl-C: the run stops where it is, resumable, with what it did journaled.
+            with journal_children(recorder), stop_signals():
+                result = runner.run()
+        except KeyboardInterrupt as exc:
+            # Ctrl-C, SIGTERM or SIGHUP: the run stops where it is, resumable, with what it
+            # did journaled (its children were killed on the way out).
             recorder.flush()
-            jr.finish_run(run_id, "halted", "interrupted (Ctrl-C)")
+            jr.finish_run(run_id, "halted", f"interrupted ({signal_label(exc)})")
             raise
         recorder.flush()
         jr.finish_run(run_id, result.status, result.reason)
@@ -297,6 +341,86 @@ def _spent(jr: Any, run_id: str) -> float:
         if isinstance(cost, (int, float)):
             total += float(cost)
     return total
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP during a run: handled like Ctrl-C (the CLI exits 128 + signal)."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(signal_name(signum))
+
+
+def signal_name(signum: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def signal_label(exc: BaseException) -> str:
+    return signal_name(exc.signum) if isinstance(exc, Terminated) else "Ctrl-C"
+
+
+@contextmanager
+def stop_signals() -> Iterator[None]:
+    """While a run runs: SIGTERM and SIGHUP raise `Terminated` in the main thread, so they
+    stop the run like Ctrl-C does. Outside the main thread (an embedding) nothing changes."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: Any) -> None:
+        raise Terminated(signum)
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+@contextmanager
+def journal_children(recorder: Any) -> Iterator[None]:
+    """Journal every child process the run starts (pid and start time, and its guard's), so a
+    resume after a crash can reap whatever outlived the killed looprail."""
+    from looprail.machine.record import EventRecord
+    from looprail.runtime.process import set_spawn_listener
+
+    def listener(spawned: Any) -> None:
+        recorder.event(EventRecord(kind="process", data=spawned.as_data()))
+
+    set_spawn_listener(listener)
+    try:
+        yield
+    finally:
+        set_spawn_listener(None)
+
+
+def reap_journaled_processes(jr: Any, run_id: str, progress: Progress) -> list[int]:
+    """Kill what the run's earlier (killed) process left running: each journaled child and
+    guard whose pid still names the same process (same start time)."""
+    from looprail.runtime.process import Spawned, reap_spawned
+
+    killed: list[int] = []
+    for event in jr.events(run_id, kinds=["process"]):
+        try:
+            spawned = Spawned(**event.data)
+        except TypeError:
+            continue
+        killed += reap_spawned(spawned)
+    if killed:
+        progress.line(
+            f"stopped {len(killed)} process(es) left running by the interrupted run: "
+            + ", ".join(str(p) for p in killed)
+        )
+    return killed
 
 
 def _stat_signature(paths: Sequence[Path]) -> list[tuple[str, int, int]]:

@@ -92,6 +92,23 @@ def list_phases(project: str | Path) -> list[PhaseDir]:
     return sorted(found, key=lambda p: (_sort_key(p.number), p.dir.name))
 
 
+def require_inside(project: str | Path, path: Path, what: str) -> None:
+    """PlanError (one line) when `path`, symlinks followed, leaves the project: a symlinked
+    `.planning/`, phase folder or PLAN.md must not make a run read or write outside it."""
+    root = Path(project).resolve()
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        raise PlanError(
+            f"{_relative(path, root)}: {what} cannot be resolved (symlink loop)"
+        ) from None
+    if real != root and not real.is_relative_to(root):
+        raise PlanError(
+            f"{_relative(path, root)}: {what} is a symlink to {real}, outside the project; "
+            "refused (move it into the project)"
+        )
+
+
 def find_phase(project: str | Path, phase: str) -> PhaseDir:
     """The one folder of phase `phase` (`1`, `01`, `2.1`, ...). PlanError when there is none (the
     message lists the phases found) or more than one."""
@@ -107,6 +124,7 @@ def find_phase(project: str | Path, phase: str) -> PhaseDir:
     if len(matches) > 1:
         names = ", ".join(p.dir.name for p in matches)
         raise PlanError(f"{PHASES_DIR.as_posix()}: phase {phase} is ambiguous: {names}")
+    require_inside(project, matches[0].dir, "the phase folder")
     return matches[0]
 
 
@@ -134,6 +152,7 @@ def load_phase(project: str | Path, phase: str) -> Phase:
                 )
             continue
         path = located.dir / name
+        require_inside(project, path, "the plan")
         plan = read_plan(path, display=_relative(path, project))
         summary = summaries.get(canonical_plan_id(plan_id))
         plans.append(

@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from looprail.errors import PlanError
+from looprail.yamlload import NoAliasSafeLoader
 
 TaskType = Literal[
     "auto",
@@ -230,13 +231,8 @@ class _Element:
 
 
 _FENCE_OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})", re.M)
-_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)([^\n]+?)(?<!`)\1(?!`)")
-_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_BACKTICKS = re.compile(r"`+")
 _OPEN_TAG = re.compile(r"<([A-Za-z][\w:-]*)(\s[^<>]*)?>")
-
-
-def _blank(match: re.Match[str]) -> str:
-    return re.sub(r"[^\n]", " ", match.group(0))
 
 
 def _mask_code(text: str) -> str:
@@ -244,21 +240,73 @@ def _mask_code(text: str) -> str:
     comments replaced by spaces. An unterminated fence is left as text."""
     out = list(text)
     pos = 0
+    # fence char → shortest fence length already known to have no closing line after it (a
+    # longer fence later has none either): each unclosed fence would otherwise rescan the rest.
+    unclosed: dict[str, int] = {}
     while match := _FENCE_OPEN.search(text, pos):
         fence = match.group(1)
+        if len(fence) >= unclosed.get(fence[0], len(text) + 1):
+            pos = match.end()
+            continue
         close = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.M)
         line_end = text.find("\n", match.end())
         closing = close.search(text, line_end + 1) if line_end != -1 else None
         if closing is None:
+            unclosed[fence[0]] = len(fence)
             pos = match.end()
             continue
-        for i in range(match.start(), closing.end()):
-            if out[i] != "\n":
-                out[i] = " "
+        _blank_range(out, match.start(), closing.end())
         pos = closing.end()
-    masked = "".join(out)
-    masked = _COMMENT.sub(_blank, masked)
-    return _CODE_SPAN.sub(_blank, masked)
+    _blank_comments(out)
+    _blank_code_spans(out)
+    return "".join(out)
+
+
+def _blank_range(out: list[str], start: int, end: int) -> None:
+    for i in range(start, end):
+        if out[i] != "\n":
+            out[i] = " "
+
+
+def _blank_comments(out: list[str]) -> None:
+    """`<!-- … -->` (across lines) blanked, in one pass: an unclosed `<!--` ends the search
+    (a regex would rescan the rest of the text from every later `<!--`)."""
+    text = "".join(out)
+    pos = 0
+    while (start := text.find("<!--", pos)) != -1:
+        end = text.find("-->", start + 4)
+        if end == -1:
+            return
+        _blank_range(out, start, end + 3)
+        pos = end + 3
+
+
+def _blank_code_spans(out: list[str]) -> None:
+    """Inline code spans blanked: a run of N backticks up to the next run of exactly N on the
+    same line. Linear: each run's partner is found from a precomputed "next run of this length"
+    table, not by rescanning the line (a backtracking regex is quadratic in the runs)."""
+    text = "".join(out)
+    line_start = 0
+    while line_start <= len(text):
+        line_end = text.find("\n", line_start)
+        if line_end == -1:
+            line_end = len(text)
+        runs = [(m.start(), m.end()) for m in _BACKTICKS.finditer(text, line_start, line_end)]
+        nxt: list[int | None] = [None] * len(runs)
+        last: dict[int, int] = {}
+        for i in range(len(runs) - 1, -1, -1):
+            length = runs[i][1] - runs[i][0]
+            nxt[i] = last.get(length)
+            last[length] = i
+        i = 0
+        while i < len(runs):
+            j = nxt[i]
+            if j is None:
+                i += 1
+                continue
+            _blank_range(out, runs[i][0], runs[j][1])
+            i = j + 1
+        line_start = line_end + 1
 
 
 def _elements(
@@ -267,10 +315,17 @@ def _elements(
     """Top-level elements between `start` and `end`. An element named in `required` must be
     closed (else PlanError); any other unclosed tag is treated as text."""
     pos = start
+    # tag name → offset after which it has no closing tag: a thousand unclosed `<b>` must not
+    # each rescan the rest of the document.
+    unclosed: dict[str, int] = {}
     while match := _OPEN_TAG.search(doc.scan, pos, end):
         name = match.group(1)
-        close = re.compile(rf"</{re.escape(name)}\s*>")
-        closing = close.search(doc.scan, match.end(), end)
+        if match.end() >= unclosed.get(name, end + 1):
+            closing = None
+        else:
+            closing = re.compile(rf"</{re.escape(name)}\s*>").search(doc.scan, match.end(), end)
+            if closing is None:
+                unclosed[name] = match.end()
         if name == "task" and closing is not None:
             # A second <task> before this one's </task> means this one was never closed.
             nxt = re.compile(r"<task(\s[^<>]*)?>").search(doc.scan, match.end(), closing.start())
@@ -435,9 +490,10 @@ def split_paths(text: str) -> list[str]:
 # --- frontmatter ----------------------------------------------------------------------------
 
 
-class _PlanYamlLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys and keeps zero-padded numbers as strings: plan and
-    phase ids are written `01`, and YAML 1.1 would read that as the octal integer 1."""
+class _PlanYamlLoader(NoAliasSafeLoader):
+    """SafeLoader without aliases (`looprail.yamlload`) that rejects duplicate keys and keeps
+    zero-padded numbers as strings: plan and phase ids are written `01`, and YAML 1.1 would read
+    that as the octal integer 1."""
 
     yaml_implicit_resolvers: ClassVar[dict[Any, list[Any]]] = {
         first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:int"]
@@ -458,7 +514,7 @@ class _PlanYamlLoader(yaml.SafeLoader):
 
 
 _PlanYamlLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:0|[1-9][0-9_]*)$"), list("-+0123456789")
+    "tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:0|[1-9][0-9_]*)\Z"), list("-+0123456789")
 )
 
 

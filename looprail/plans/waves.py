@@ -158,9 +158,12 @@ def compute_waves(plans: Sequence[Plan], *, root: Path | None = None) -> WavePla
         if plan.wave is not None and plan.wave != effective[plan.id]
     ]
 
+    by_wave: dict[int, list[Plan]] = {}  # one pass: 5,000 chained plans are 5,000 waves
+    for plan in plans:
+        by_wave.setdefault(effective[plan.id], []).append(plan)
     waves: list[Wave] = []
-    for number in sorted(set(effective.values())):
-        members = [plan for plan in plans if effective[plan.id] == number]
+    for number in sorted(by_wave):
+        members = by_wave[number]
         overlap = _overlapping_files(members)
         waves.append(
             Wave(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -35,13 +34,14 @@ from looprail.runtime.process import (
     DEFAULT_OUTPUT_CAP,
     ProcessResult,
     escape_untrusted,
+    find_program,
     run_bounded,
 )
 
 LOOPRAIL_DIR = ".looprail"
 
 # A plain file name: no path separator, no leading "-" (option) or "." (hidden, "..").
-_PLAIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:+@-]*$")
+_PLAIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:+@-]*\Z")
 
 
 def _stderr_progress(line: str) -> None:
@@ -217,11 +217,11 @@ class LocalRuntime(BaseRuntime):
                 f"refused host tool {escape_untrusted(host)!r}: not a plain name to look up on PATH"
             )
         env = self._environment(request, ctx)
-        tool = shutil.which(host, path=env.get("PATH"))
+        # Only absolute PATH entries: an empty or relative one would find a file in the
+        # current directory (often the project itself).
+        tool = find_program(host, env)
         if tool is None:
             return Outcome.failed(f"host tool {host} not found on PATH")
-        # A relative PATH entry is relative to looprail's cwd, but the tool runs in the project.
-        tool = os.path.abspath(tool)
         # A host tool has its own stdin conventions; it gets the request only via LOOPRAIL_*.
         return self._spawn([tool, *args], label, request, ctx, send_request=False, env=env)
 

@@ -12,10 +12,11 @@ import select
 import selectors
 import signal
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 DEFAULT_OUTPUT_CAP = 1 << 20  # 1 MiB per stream: enough for any verdict, bounded for any bug
@@ -84,9 +85,15 @@ def run_bounded(
     if not timeout_s or timeout_s <= 0:
         raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
     shown = tuple(cmd)
+    env = confined_path_env(env)
     data = stdin.encode() if isinstance(stdin, str) else stdin
     start = time.monotonic()
+    guarded = guard_available()
+    status_r = status_w = -1
     try:
+        if guarded:
+            status_r, status_w = os.pipe()
+            cmd = [*_guard_argv(status_w), "--", *cmd]
         proc = subprocess.Popen(
             cmd,
             stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
@@ -95,12 +102,34 @@ def run_bounded(
             cwd=str(cwd) if cwd is not None else None,
             env=dict(env) if env is not None else None,
             start_new_session=True,  # own process group: a timeout kills grandchildren too
+            pass_fds=(status_w,) if guarded else (),
         )
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in an argument or env
         why = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+        _close_fds(status_r, status_w)
         return ProcessResult(shown, None, "", "", time.monotonic() - start, spawn_error=why)
     with _LIVE_LOCK:
         _LIVE.add(proc)
+    if guarded:
+        os.close(status_w)
+        try:
+            spawned = _read_guard_status(proc, status_r, shown[0])
+        except BaseException:
+            _kill_group(proc)
+            _close_pipes(proc)
+            with contextlib.suppress(BaseException):
+                proc.wait()
+            with _LIVE_LOCK:
+                _LIVE.discard(proc)
+            raise
+        if isinstance(spawned, str):
+            _close_pipes(proc)
+            proc.wait()
+            with _LIVE_LOCK:
+                _LIVE.discard(proc)
+            return ProcessResult(shown, None, "", "", time.monotonic() - start, spawn_error=spawned)
+        _CHILD_OF[proc] = spawned
+        _notify(spawned)
     try:
         timed_out, out, err, truncated = _pump(proc, data, start + timeout_s, output_cap)
     except BaseException:
@@ -114,6 +143,7 @@ def run_bounded(
     finally:
         with _LIVE_LOCK:
             _LIVE.discard(proc)
+            _CHILD_OF.pop(proc, None)
     return ProcessResult(
         argv=shown,
         exit_code=None if timed_out else proc.returncode,
@@ -220,11 +250,171 @@ def kill_running() -> int:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
+    spawned = _CHILD_OF.get(proc)
+    if spawned is not None:
+        # Guarded: the guard kills the child's group and everything re-parented to it, then
+        # exits. A guard that does not is killed, and the child with it if it is still the
+        # same process (its pid is the guard's to reap, so check its start time first).
+        with contextlib.suppress(OSError):
+            os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=_GUARD_GRACE_S)
+            return
+        except subprocess.TimeoutExpired:
+            reap_spawned(replace(spawned, guard_pid=0))
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
+
+
+# -- the process guard (Linux) ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Spawned:
+    """A started child and its guard, each with its start time in clock ticks since boot
+    (field 22 of /proc/PID/stat): a pid plus its start time names one process for good."""
+
+    pid: int
+    start: int
+    guard_pid: int
+    guard_start: int
+    argv0: str = ""
+
+    def as_data(self) -> dict[str, object]:
+        return {
+            "pid": self.pid,
+            "start": self.start,
+            "guard_pid": self.guard_pid,
+            "guard_start": self.guard_start,
+            "argv0": self.argv0,
+        }
+
+
+_GUARD = Path(__file__).with_name("guard.py")
+_GUARD_GRACE_S = 2.0
+_CHILD_OF: dict[subprocess.Popen, Spawned] = {}
+_LISTENER: Callable[[Spawned], None] | None = None
+
+
+def guard_available() -> bool:
+    """Every child runs under the guard where the kernel offers what it needs (Linux prctl);
+    `LOOPRAIL_NO_GUARD=1` turns it off (then children are process groups, as elsewhere)."""
+    return (
+        sys.platform.startswith("linux")
+        and os.environ.get("LOOPRAIL_NO_GUARD") != "1"
+        and bool(sys.executable)  # an embedding interpreter may have none to start the guard
+        and _GUARD.is_file()
+    )
+
+
+def set_spawn_listener(listener: Callable[[Spawned], None] | None) -> None:
+    """Call `listener` with every guarded child as it starts (the session journals them so a
+    resume can reap what a killed looprail left behind). One listener; None removes it."""
+    global _LISTENER
+    _LISTENER = listener
+
+
+def _notify(spawned: Spawned) -> None:
+    listener = _LISTENER
+    if listener is not None:
+        with contextlib.suppress(Exception):  # journaling must never break a step
+            listener(spawned)
+
+
+def _guard_argv(status_fd: int) -> list[str]:
+    return [sys.executable, "-I", "-S", str(_GUARD), str(os.getpid()), str(status_fd)]
+
+
+def _read_guard_status(proc: subprocess.Popen, fd: int, argv0: str) -> Spawned | str:
+    """The guard's one report: `P<pid> <start> <guard start>` or `E<why>`."""
+    chunks = []
+    try:
+        while chunk := os.read(fd, 4096):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    text = b"".join(chunks).decode(errors="replace").strip()
+    if text.startswith("P"):
+        pid, start, guard_start = (int(x) for x in text[1:].split())
+        return Spawned(pid, start, proc.pid, guard_start, argv0)
+    return text[1:] if text.startswith("E") else "the process guard did not start"
+
+
+def _close_fds(*fds: int) -> None:
+    for fd in fds:
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def start_ticks(pid: int, *, live_only: bool = False) -> int | None:
+    """Field 22 of /proc/PID/stat (start time since boot), or None when there is no such
+    process (or no /proc); with `live_only`, also None for a zombie (dead, not yet reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    try:
+        fields = text[text.rindex(b")") + 2 :].split()
+        if live_only and fields[0] in (b"Z", b"X"):
+            return None
+        return int(fields[19])
+    except (ValueError, IndexError):
+        return None
+
+
+def reap_spawned(spawned: Spawned) -> list[int]:
+    """Kill what is left of a child started by an earlier looprail process: its guard and the
+    child's process group, each only when its pid still names the very same process (same
+    start time), never a process that merely reuses the number. Returns the pids killed."""
+    killed = []
+    if spawned.guard_pid and start_ticks(spawned.guard_pid, live_only=True) == spawned.guard_start:
+        with contextlib.suppress(OSError):
+            os.kill(spawned.guard_pid, signal.SIGTERM)  # it kills its whole tree
+            killed.append(spawned.guard_pid)
+    if spawned.pid and start_ticks(spawned.pid, live_only=True) == spawned.start:
+        with contextlib.suppress(OSError):
+            if os.getpgid(spawned.pid) == spawned.pid:
+                os.killpg(spawned.pid, signal.SIGKILL)
+            else:
+                os.kill(spawned.pid, signal.SIGKILL)
+            killed.append(spawned.pid)
+    return killed
+
+
+def confined_path_env(env: Mapping[str, str] | None) -> Mapping[str, str] | None:
+    """`env` (or this process's environment) with every empty or relative `PATH` entry removed.
+
+    An empty entry means "the current directory" to execvp and to `/bin/sh`, and the child's
+    current directory is the project: a bare program name (a resolver's `binary`, a reviewer
+    CLI, a word in a shell predicate) would then run a file the project ships. Returns `env`
+    unchanged (None stays None) when `PATH` has nothing to remove."""
+    base = os.environ if env is None else env
+    path = base.get("PATH")
+    if path is None:
+        return env
+    entries = path.split(os.pathsep)
+    kept = [e for e in entries if e and os.path.isabs(e)]
+    if kept == entries:
+        return env
+    confined = dict(base)
+    confined["PATH"] = os.pathsep.join(kept) if kept else os.defpath
+    return confined
+
+
+def find_program(name: str, env: Mapping[str, str] | None = None) -> str | None:
+    """`shutil.which` over the confined `PATH` (absolute entries only, see `confined_path_env`):
+    a bare name is never found in the current directory or the project."""
+    import shutil
+
+    base = os.environ if env is None else env
+    confined = confined_path_env(base) or base
+    path = confined.get("PATH", os.defpath)
+    return shutil.which(name, path=path or os.defpath)
 
 
 def tail(text: str, limit: int = 2000) -> str:
@@ -234,18 +424,7 @@ def tail(text: str, limit: int = 2000) -> str:
 
 def escape_untrusted(text: str) -> str:
     """Make untrusted text (a resolver's stderr, a manifest string) safe to put on one line:
-    control characters and newlines become visible escapes."""
-    out = []
-    for ch in text:
-        code = ord(ch)
-        if ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif code < 0x20 or code == 0x7F or 0x80 <= code < 0xA0:
-            out.append(f"\\x{code:02x}")
-        else:
-            out.append(ch)
-    return "".join(out)
+    control characters and newlines become visible escapes (`looprail.textsafe.one_line`)."""
+    from looprail.textsafe import one_line
+
+    return one_line(text)

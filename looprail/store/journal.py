@@ -13,6 +13,7 @@ looprail is refused with a one-line `JournalError`, never overwritten.
 
 from __future__ import annotations
 
+import hmac
 import json
 import os
 import socket
@@ -42,6 +43,7 @@ from looprail.store.schema import (
     JournalError,
     NoJournalError,
     check_header,
+    check_links,
     prepare,
     translate,
 )
@@ -77,6 +79,8 @@ class Journal:
         self._depth = 0
         self._clock = clock
         self.path = path
+        self._key: bytes | None = None
+        self._touched: set[str] = set()  # runs written in the open transaction: sealed at commit
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -93,6 +97,7 @@ class Journal:
         Raises `NoJournalError` when there is none and `create` is false, and `JournalError` for
         a foreign, corrupt or newer file."""
         path = journal_path(project)
+        check_links(path)  # before anything else: a dangling link "does not exist"
         if not path.exists():
             if not create:
                 raise NoJournalError(f"{path}: no journal yet (no run has been recorded)")
@@ -149,6 +154,7 @@ class Journal:
             except BaseException:
                 self._depth -= 1
                 if outer:
+                    self._touched.clear()
                     self._rollback()
                 else:
                     self._sql(f"ROLLBACK TO {savepoint}")
@@ -159,8 +165,10 @@ class Journal:
                 self._sql(f"RELEASE {savepoint}")
                 return
             try:
+                self._seal_touched()
                 self._sql("COMMIT")
             except BaseException:
+                self._touched.clear()
                 self._rollback()
                 raise
 
@@ -240,6 +248,7 @@ class Journal:
         so the digest moves forward with it; a later resume compares against this)."""
         with self.transaction():
             self._require_run(run_id)
+            self._touched.add(run_id)
             self._sql(
                 "UPDATE runs SET inputs_digest = ? WHERE id = ?",
                 (_dumps(dict(sorted(inputs_digest.items()))), run_id),
@@ -527,7 +536,79 @@ class Journal:
             ),
         )
         assert cursor.lastrowid is not None
+        self._chain(run_id, cursor.lastrowid)
         return cursor.lastrowid
+
+    # -- seals (see store/seal.py) -----------------------------------------------------------
+
+    def _user_key(self) -> bytes:
+        if self._key is None:
+            from looprail.store.seal import user_key
+
+            self._key = user_key()
+        return self._key
+
+    def _meta(self, key: str) -> str | None:
+        row = self._sql("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def _set_meta(self, key: str, value: str) -> None:
+        self._sql(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    def _chain(self, run_id: str, seq: int) -> None:
+        """Extend the run's event chain by the row just inserted (inside its transaction)."""
+        from looprail.store.seal import chain_link
+
+        row = self._sql("SELECT * FROM events WHERE seq = ?", (seq,)).fetchone()
+        head = self._meta(f"chain:{run_id}") or ""
+        self._set_meta(f"chain:{run_id}", chain_link(self._user_key(), head, dict(row)))
+        self._touched.add(run_id)
+
+    def _seal_of(self, run_id: str, chain: str) -> str:
+        from looprail.store.seal import run_seal
+
+        run = self._sql("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        tasks = self._sql(
+            "SELECT * FROM tasks WHERE run_id = ? ORDER BY task_key", (run_id,)
+        ).fetchall()
+        return run_seal(self._user_key(), chain, dict(run), [dict(t) for t in tasks])
+
+    def _seal_touched(self) -> None:
+        touched, self._touched = self._touched, set()
+        for run_id in sorted(touched):
+            chain = self._meta(f"chain:{run_id}") or ""
+            self._set_meta(f"seal:{run_id}", self._seal_of(run_id, chain))
+
+    def verify_run(self, run_id: str) -> None:
+        """Refuse (one-line `JournalError`) a run this user did not write with looprail on this
+        machine: its seal is missing, or its rows were changed outside looprail since."""
+        from looprail.store.seal import chain_link
+
+        with self._mutex:
+            run = self._require_run(run_id)
+            seal = self._meta(f"seal:{run_id}")
+            key = self._user_key()
+            chain = ""
+            for row in self._sql(
+                "SELECT * FROM events WHERE run_id = ? ORDER BY seq", (run_id,)
+            ).fetchall():
+                chain = chain_link(key, chain, dict(row))
+            ok = (
+                seal is not None
+                and hmac.compare_digest(chain, self._meta(f"chain:{run_id}") or "")
+                and hmac.compare_digest(seal, self._seal_of(run_id, chain))
+            )
+        if not ok:
+            why = "it carries no seal" if seal is None else "its seal does not match its rows"
+            raise JournalError(
+                f"{self.path}: run {run.id} was not written by this user's looprail on this "
+                f"machine, or was changed outside looprail ({why}); refusing to resume it "
+                "(start over with --new)"
+            )
 
     def _rollback(self) -> None:
         if self._conn.in_transaction:

@@ -26,6 +26,10 @@ EventKind = Literal[
     "native_hook",
     "native_selection",
     "agent_call",
+    "contribution",
+    "role_started",
+    "role_finished",
+    "process",
 ]
 EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
 

@@ -93,11 +93,24 @@ def schema_version() -> int:
 # -- opening, identifying, migrating ---------------------------------------------------------
 
 
+def check_links(path: Path) -> None:
+    """Refuse a journal (or its `-wal`/`-shm` side file) that is a symbolic link: through it,
+    a read-only `status` would write where the link points, and a dangling link would make
+    `run` create its target, possibly outside the project."""
+    for candidate in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        if candidate.is_symlink():
+            raise JournalError(
+                f"{candidate}: is a symbolic link (to {os.readlink(candidate)}); refusing to "
+                "use it as the journal (move it aside)"
+            )
+
+
 def check_header(path: Path) -> None:
     """Refuse a non-empty file that is not SQLite before SQLite touches it."""
+    check_links(path)
     try:
         # Non-blocking: opening a FIFO for reading would otherwise wait for a writer forever.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
     except FileNotFoundError:
         return
     except OSError as exc:
@@ -133,8 +146,59 @@ def prepare(conn: sqlite3.Connection, path: Path) -> None:
             )
         if version < schema_version():
             _migrate(conn, path)
+        check_shape(conn, path)
     except sqlite3.DatabaseError as exc:
         raise translate(path, exc) from None
+
+
+def _expected_shape() -> dict[str, set[str]]:
+    """Table → columns of a journal built by the migrations (built once, in memory)."""
+    global _SHAPE
+    if _SHAPE is None:
+        mem = sqlite3.connect(":memory:")
+        try:
+            for step in MIGRATIONS:
+                for statement in step:
+                    mem.execute(statement)
+            _SHAPE = _shape(mem)
+        finally:
+            mem.close()
+    return _SHAPE
+
+
+_SHAPE: dict[str, set[str]] | None = None
+
+
+def _shape(conn: sqlite3.Connection) -> dict[str, set[str]]:
+    tables = [
+        row[0]
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    ]
+    return {t: {row[1] for row in conn.execute(f"PRAGMA table_info({_quote(t)})")} for t in tables}
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def check_shape(conn: sqlite3.Connection, path: Path) -> None:
+    """A file with our meta row must also have our tables and columns (a hand-made or damaged
+    journal would otherwise fail later with a bare SQLite error)."""
+    actual = _shape(conn)
+    for table, columns in sorted(_expected_shape().items()):
+        if table not in actual:
+            raise JournalError(
+                f"{path}: is not a valid looprail journal (table {table} is missing); "
+                "move it aside to start a new journal"
+            )
+        missing = sorted(columns - actual[table])
+        if missing:
+            raise JournalError(
+                f"{path}: is not a valid looprail journal (table {table} lacks column "
+                f"{missing[0]}); move it aside to start a new journal"
+            )
 
 
 def _identify(conn: sqlite3.Connection, path: Path) -> int:

@@ -1,0 +1,91 @@
+"""What stops `looprail run` from starting: a hook or gate that would otherwise be dropped
+silently. `loop render-hooks` keeps the reference's fail-open envelope warning for the same
+problems; a run must not ship past them.
+
+- a first-party capability folder (`--capabilities`, `LOOPRAIL_CAPABILITIES`) that does not exist;
+- a capability that failed to load (its hooks and gates would be missing);
+- a project capability without consent that declares gates (the gates would not be evaluated).
+
+Each is one `Blocker` naming the file, what is wrong and the fix. `lint` reports the same as
+error findings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from looprail.textsafe import one_line
+
+
+@dataclass(frozen=True)
+class Blocker:
+    code: str
+    file: str
+    path: str
+    message: str
+    fix: str
+
+    def line(self) -> str:
+        return one_line(f"{self.file}: {self.message}; fix: {self.fix}")
+
+
+def blockers(registry: Any, compiled: dict[str, Any]) -> list[Blocker]:
+    """Every reason a run must not start, in search-path order. `registry` is a
+    `looprail.hooks.registry.Registry`, `compiled` the compiled registry with consent applied."""
+    out: list[Blocker] = []
+    for root in getattr(registry, "missing_roots", ()):
+        out.append(
+            Blocker(
+                "capability-folder-missing",
+                str(root.path),
+                "",
+                "capability folder does not exist (named by --capabilities or "
+                "LOOPRAIL_CAPABILITIES)",
+                "correct the path, create the folder, or stop naming it",
+            )
+        )
+    for failed in registry.failed:
+        first = (
+            (f"{failed.issues[0].path}: " if failed.issues[0].path else "")
+            + failed.issues[0].reason
+            if failed.issues
+            else "unreadable"
+        )
+        more = len(failed.issues) - 1
+        extra = f" (and {more} more problem{'s' * (more > 1)})" if more > 0 else ""
+        gates = f"; its gates at {', '.join(failed.gate_points)} would not be evaluated"
+        out.append(
+            Blocker(
+                "capability-not-loaded",
+                failed.file,
+                failed.issues[0].path if failed.issues else "",
+                f"capability {failed.id!r} ({failed.origin}) failed to load: {first}{extra}"
+                + (gates if failed.gate_points else ""),
+                "fix the manifest (`looprail capability validate`) or remove its folder "
+                f"{_folder(failed.file)}",
+            )
+        )
+    caps = compiled.get("caps") or {}
+    for cid, lc in registry.capabilities.items():
+        cap = caps.get(cid) or {}
+        gates = lc.manifest.gates or ()
+        if cap.get("consent") is False and gates:
+            points = ", ".join(sorted({g.point for g in gates}))
+            out.append(
+                Blocker(
+                    "capability-gates-untrusted",
+                    str(lc.source / "capability.json"),
+                    "$.gates",
+                    f"project capability {cid!r} declares gates at {points} but is not used: "
+                    f"{cap.get('inactiveReason') or 'no consent'}",
+                    f"review it and run `looprail trust`, or remove {lc.source}",
+                )
+            )
+    return out
+
+
+def _folder(file: str) -> str:
+    import os
+
+    return os.path.dirname(file) or file

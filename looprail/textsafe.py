@@ -1,0 +1,86 @@
+"""Terminal-safe text: what looprail prints from data (manifests, folder names, the journal,
+a child's output) can never move the cursor, recolour, clear a line or forge a line of its own.
+
+Two layers, one rule (C0 controls, DEL and C1 controls become visible escapes):
+- `one_line(text)`: for a value shown inside a line (an id, a path, a reason): newlines, tabs
+  and carriage returns are escaped too, so the value cannot start a line of its own.
+- `SafeStream`: what the CLI installs over stdout and stderr for every command except the
+  `render-hooks` hot path (whose JSON envelope must stay byte-identical to the reference's). Its
+  `write` keeps newlines and tabs and escapes every other control character, so a path that
+  forgot `one_line` still cannot emit an escape sequence. looprail's own live status line
+  writes through `write_trusted`.
+
+Only the standard library, and nothing imported at module load: this is on the CLI start path.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import TextIO
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _is_control(code: int) -> bool:
+    return code < 0x20 or code == 0x7F or 0x80 <= code < 0xA0
+
+
+def _escape(ch: str) -> str:
+    return _NAMED.get(ch) or f"\\x{ord(ch):02x}"
+
+
+def one_line(text: object) -> str:
+    """`text` on one line with every control character (newline included) escaped."""
+    s = str(text)
+    if not any(_is_control(ord(c)) for c in s):
+        return s
+    return "".join(_escape(c) if _is_control(ord(c)) else c for c in s)
+
+
+def multi_line(text: object) -> str:
+    """`text` with newlines and tabs kept and every other control character escaped."""
+    s = str(text)
+    if not any(_is_control(ord(c)) and c not in "\n\t" for c in s):
+        return s
+    return "".join(_escape(c) if _is_control(ord(c)) and c not in "\n\t" else c for c in s)
+
+
+class SafeStream:
+    """A text stream that escapes control characters in everything written to it."""
+
+    def __init__(self, inner: TextIO):
+        self._inner = inner
+
+    def write(self, text: str) -> int:
+        self._inner.write(multi_line(text))
+        return len(text)
+
+    def write_trusted(self, text: str) -> int:
+        """looprail's own terminal control (the live status line), never data."""
+        return self._inner.write(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str):  # flush, isatty, fileno, encoding, buffer…
+        return getattr(self._inner, name)
+
+
+def install() -> tuple[object, object]:
+    """Wrap `sys.stdout` and `sys.stderr`; returns the originals for `restore`."""
+    import sys
+
+    saved = (sys.stdout, sys.stderr)
+    if not isinstance(sys.stdout, SafeStream):
+        sys.stdout = SafeStream(sys.stdout)  # type: ignore[assignment]
+    if not isinstance(sys.stderr, SafeStream):
+        sys.stderr = SafeStream(sys.stderr)  # type: ignore[assignment]
+    return saved
+
+
+def restore(saved: tuple[object, object]) -> None:
+    import sys
+
+    sys.stdout, sys.stderr = saved  # type: ignore[assignment]
