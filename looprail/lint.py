@@ -149,16 +149,17 @@ class LintInput:
     host_tool: str | None = None
 
 
-def local_probe(project: Path) -> Probe:
-    """The probe of the local runtime: what `LocalRuntime` would find under `.looprail/`."""
-    from looprail.runtime.local import LocalRuntime
+def local_probe(project: Path, runtime_name: str = "local") -> Probe:
+    """The probe of a runtime (from the registry): what it would find, e.g. for `local` the
+    executables under `.looprail/`. A runtime that resolves names itself finds everything."""
     from looprail.runtime.process import find_program
+    from looprail.runtime.registry import RuntimeSettings, create_runtime
 
-    runtime = LocalRuntime(project)
+    runtime = create_runtime(runtime_name, RuntimeSettings(project=project))
+    missing = getattr(runtime, "missing", None)
 
     def executable(folder: str, name: str) -> str | None:
-        found = runtime.locate(folder, name)
-        return found if isinstance(found, str) else None
+        return missing(folder, name) if missing is not None else None
 
     def on_path(word: str) -> bool:
         return word in SHELL_BUILTINS or find_program(word) is not None
@@ -170,6 +171,17 @@ def local_probe(project: Path) -> Probe:
         return find_program(binary) is not None
 
     return Probe(executable, on_path, runnable)
+
+
+def _runtime_name(config: dict[str, Any] | None) -> str:
+    from looprail.errors import LooprailError
+    from looprail.runtime.registry import agent_name, available
+
+    try:
+        name = agent_name(config)
+    except LooprailError:
+        return "local"
+    return name if name in available() else "local"
 
 
 def load_input(
@@ -207,7 +219,7 @@ def load_input(
         registry=registry,
         compiled=compiled,
         config=config,
-        probe=probe or local_probe(root),
+        probe=probe or local_probe(root, _runtime_name(config)),
         config_warnings=config_warnings,
         phases=phases,
         has_planning=has_planning,

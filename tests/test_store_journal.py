@@ -186,9 +186,10 @@ def test_events_of_two_runs_do_not_mix(journal):
 
 
 def test_event_kinds_are_checked():
-    assert {"native_hook", "native_selection", "contribution", "process"} <= set(
+    assert {"native_hook", "native_selection", "contribution", "process", "agent_call"} <= set(
         EVENT_KINDS
-    ) and len(EVENT_KINDS) == 21
+    )
+    assert len(EVENT_KINDS) == 22
     with pytest.raises(ValueError):
         EventRecord(kind="transitoin")  # type: ignore[arg-type]
 

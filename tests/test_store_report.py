@@ -123,6 +123,8 @@ def test_report_json_keys_are_stable_and_ordered(journal_and_run):
         "warnings",
         "halts",
         "resumes",
+        "agentCalls",
+        "spend",
     ]
     assert report["reportVersion"] == 1
     assert list(report["run"]) == [

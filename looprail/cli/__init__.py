@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 # Command-group modules, in the order `looprail --help` lists them.
 _GROUPS = (
     "run",
+    "agents",
     "journal",
     "loop",
     "capability",
@@ -49,6 +50,8 @@ _COMMAND_MODULE = {
     "history": "journal",
     "report": "journal",
     "resume": "run",
+    "init": "agents",
+    "doctor": "agents",
     "review-lane": "review_lane",
     "trust": "trust",
     "revoke": "trust",

@@ -49,6 +49,19 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="run each wave's plans on a Dask cluster: dask://HOST:PORT (a running scheduler) "
         "or dask-local:N (a LocalCluster of N worker processes); needs looprail[dask]",
     )
+    p.add_argument(
+        "--agent",
+        metavar="NAME",
+        help="the runtime that does the work: local (default: executables under .looprail/), "
+        "claude, codex, opencode, gemini, scripted, or an installed plugin; default: "
+        "looprail.agent in .planning/config.json, else local",
+    )
+    p.add_argument(
+        "--budget-usd",
+        type=_positive_float,
+        metavar="X",
+        help="halt (resumable) before starting more agent work once the run has spent X USD",
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="only the final summary")
     p.add_argument(
         "--json",
@@ -58,6 +71,19 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     add_project_options(p)
     add_flavor_option(p)
+
+
+def _positive_float(text: str) -> float:
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
 
 
 def register(sub) -> None:
@@ -159,6 +185,8 @@ def run(args) -> int:
             journal=not args.no_journal,
             accept_changes=args.accept_changes,
             new_run=args.new,
+            agent=args.agent,
+            budget_usd=args.budget_usd,
         )
     return _summary(outcome, args.phase, as_json=args.json)
 
@@ -207,6 +235,8 @@ def resume(args) -> int:
             progress=Progress(quiet=args.quiet, verbose=args.verbose > 0),
             resume=target.id,
             accept_changes=args.accept_changes,
+            agent=args.agent,
+            budget_usd=args.budget_usd,
         )
     return _summary(outcome, target.phase, as_json=args.json)
 

@@ -31,6 +31,7 @@ from looprail.machine.dispatch import Dispatcher
 from looprail.machine.progress import Progress, fmt_duration, plural
 from looprail.machine.record import EventRecord, MemoryRecorder, Recorder
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
+from looprail.machine.workspace import NullWorkspace
 from looprail.plans import Phase, PhaseCache, Plan, Task, WavePlan, compute_waves
 from looprail.plans.waves import halt_blocked
 from looprail.runtime.base import TaskWork
@@ -136,6 +137,7 @@ class LoopRunner:
         native: Any = None,
         on_transition: Callable[[list[str]], None] | None = None,
         wave: int | None = None,
+        workspace: Any = None,
     ):
         self.project = Path(project).resolve()
         self.phase_token = phase
@@ -179,6 +181,8 @@ class LoopRunner:
         self._count_lock = threading.Lock()
         self.warnings: list[str] = []
         self.wave: int | None = wave  # the wave being run (journaled with start_wave)
+        # Where each plan works (machine/workspace.py): worktrees for parallel agent plans.
+        self.workspace = workspace if workspace is not None else NullWorkspace()
         # Steps whose role was killed mid-work in an earlier process: done again on resume.
         self.redo_steps: frozenset[str] = frozenset()
         self._said: set[str] = set()
@@ -485,6 +489,8 @@ class LoopRunner:
                 f"  wave {wave.number} runs sequentially: plans share "
                 + ", ".join(wave.overlap_files)
             )
+        jobs = self.workspace.jobs(jobs, len(pending))
+        self.workspace.prepare(wave.number, [p.id for p in pending], jobs)
         done = self.recorder.done_tasks()
         self.recorder.wave_started(
             wave.number,
@@ -514,6 +520,7 @@ class LoopRunner:
             raise (
                 next((e for e in errors if not isinstance(e, CheckpointPause)), None) or pauses[0]
             )
+        self.workspace.merge(wave.number)  # what finished comes back before any halt
         if stopped:
             raise HaltError(_halted_plans_reason(wave.number, stopped, plans, blocked))
         self.recorder.event(EventRecord(kind="wave_finished", wave=wave.number))
@@ -653,6 +660,7 @@ class LoopRunner:
         again = f" (attempt {attempt})" if attempt > 1 else ""
         self._status(f"running {task.id} {task.name or ''}".rstrip())
         ctx = self.dispatcher.context(None, plan_id=plan.id, task_id=work.task_id, wave=wave)
+        ctx = self.workspace.bind(plan.id, ctx)
         self.progress.task_started(task.id, f"{task.id} {task.name or ''}{again}".rstrip())
         try:
             outcome = self.runtime.execute_task(work, ctx)

@@ -123,23 +123,19 @@ def run_phase(
     resume: str | None = "auto",
     accept_changes: bool = False,
     new_run: bool = False,
+    agent: str | None = None,
+    budget_usd: float | None = None,
 ) -> SessionResult:
     """Run (or resume) `phase`. `resume`: "auto" resumes an unfinished run of this phase, a run
     id resumes that run, None never resumes. With `journal=False` nothing is written."""
     from looprail.plans import find_phase
-    from looprail.runtime.local import LocalRuntime
 
     options = options or RunOptions()
     progress = progress or Progress()
     found = find_phase(loaded.project, phase)
     phase, phase_dir = found.number, found.dir  # "01" and "1" are one phase in the journal
     if runtime is None:
-        runtime = LocalRuntime(
-            loaded.project,
-            host_tool=options.host_tool,
-            progress=progress.line,
-            timeouts=timeouts_from_config(loaded.config),
-        )
+        runtime = make_runtime(loaded, options, progress, agent=agent)
     for w in loaded.warnings:
         progress.warn(w)
     from looprail.machine.native import load_bridge
@@ -156,7 +152,9 @@ def run_phase(
             recorder=recorder,
             run_id=None,
         )
+        workspace = _attach(loaded, runtime, progress, recorder, None, budget_usd, 0.0)
         runner = _runner(loaded, phase, runtime, options, progress, recorder, None, None, bridge)
+        runner.workspace = workspace
         return SessionResult(runner.run(), None)
 
     from looprail.machine.record import JournalRecorder
@@ -201,6 +199,12 @@ def run_phase(
                     f"({'; '.join(changes)}); resume with --accept-changes, "
                     "or start over with --new"
                 )
+            was = previous.machine_config.get("agent")
+            now = getattr(runtime, "name", "") or type(runtime).__name__
+            if was and was != now:
+                progress.warn(
+                    f"run {previous.id} was started with agent {was}; resuming with {now}"
+                )
             run = jr.resume_run(previous.id, inputs_digest=digest)
             run_id = run.id
             state, wave = run.state, _last_wave(jr, run_id)
@@ -220,6 +224,7 @@ def run_phase(
                     "flavor": options.flavor,
                     "jobs": options.jobs,
                     "autonomous": options.autonomous,
+                    "agent": getattr(runtime, "name", "") or type(runtime).__name__,
                 },
                 inputs_digest=digest,
             )
@@ -261,10 +266,13 @@ def run_phase(
             # Approvals given earlier in this run still hold: a resumed run never asks again.
             approved = _approved_checkpoints(jr, run_id)
             options = replace(options, approved_earlier=options.approved_earlier | approved)
+        spent = _spent(jr, run_id) if previous is not None else 0.0
         try:
+            workspace = _attach(loaded, runtime, progress, recorder, run_id, budget_usd, spent)
             runner = _runner(
                 loaded, phase, runtime, options, progress, recorder, state, wave, bridge
             )
+            runner.workspace = workspace
         except LooprailError as exc:
             # Bad input found while setting up (a malformed plan): the run did nothing, so it
             # is halted (resumable once fixed), never left `running` as if it had crashed.
@@ -291,6 +299,61 @@ def run_phase(
         recorder.flush()
         jr.finish_run(run_id, result.status, result.reason)
         return SessionResult(result, run_id, resumed=previous is not None, changes=changes)
+
+
+def _attach(
+    loaded: Loaded,
+    runtime: Any,
+    progress: Progress,
+    recorder: Any,
+    run_id: str | None,
+    budget_usd: float | None,
+    spent_usd: float,
+) -> Any:
+    """Tell the runtime about the run (transcripts, the cost meter and budget) and choose where
+    plans work: git worktrees when the runtime wants them (agent CLIs) or the config says
+    `looprail.worktrees: true`; `false` keeps every plan in the main tree."""
+    from looprail.machine.workspace import GitWorkspace, NullWorkspace
+    from looprail.runtime.meter import Meter
+    from looprail.store.models import EventRecord
+
+    def sink(call: dict[str, Any]) -> None:
+        recorder.event(
+            EventRecord(
+                kind="agent_call",
+                plan_id=call.get("planId"),
+                task_id=call.get("taskId"),
+                outcome="ok" if call.get("ok") else "failed",
+                duration_ms=call.get("durationMs"),
+                message=call.get("transcript"),
+                data=call,
+            )
+        )
+
+    section = (loaded.config or {}).get("looprail")
+    wanted = section.get("worktrees") if isinstance(section, dict) else None
+    if wanted is None:
+        wanted = bool(getattr(runtime, "wants_worktrees", False))
+    if not isinstance(wanted, bool):
+        from looprail.errors import ConfigError
+
+        raise ConfigError(".planning/config.json: looprail.worktrees: must be true or false")
+    if hasattr(runtime, "meter"):
+        runtime.meter = Meter(run_id=run_id, budget_usd=budget_usd, spent_usd=spent_usd, sink=sink)
+        runtime.meter.check()  # a run resumed at its budget stops before any work
+    begin = getattr(runtime, "begin_run", None)
+    if begin is not None:
+        begin(run_id)
+    return GitWorkspace(loaded.project, run_id, warn=progress.warn) if wanted else NullWorkspace()
+
+
+def _spent(jr: Any, run_id: str) -> float:
+    total = 0.0
+    for e in jr.events(run_id, kinds=["agent_call"]):
+        cost = e.data.get("costUsd")
+        if isinstance(cost, (int, float)):
+            total += float(cost)
+    return total
 
 
 class Terminated(KeyboardInterrupt):
@@ -418,6 +481,29 @@ def _runner(loaded, phase, runtime, options, progress, recorder, state, wave, na
         wave=wave,
         native=native,
     )
+
+
+def make_runtime(
+    loaded: Loaded, options: RunOptions, progress: Progress, *, agent: str | None = None
+) -> Any:
+    """The runtime a run uses, from the registry: `agent` (`--agent`), else `looprail.agent`
+    in the config, else `local`; built with the config's timeouts and its agent section."""
+    from looprail.runtime.registry import (
+        RuntimeSettings,
+        agent_name,
+        agent_section,
+        create_runtime,
+    )
+
+    name = agent_name(loaded.config, agent)
+    settings = RuntimeSettings(
+        project=loaded.project,
+        host_tool=options.host_tool,
+        timeouts=timeouts_from_config(loaded.config),
+        progress=progress.line,
+        agent=agent_section(loaded.config, name),
+    )
+    return create_runtime(name, settings)
 
 
 def timeouts_from_config(config: dict[str, Any] | None) -> Any:

@@ -1,8 +1,10 @@
 """Runtimes: where the loop's work (skills, agents, commands, checks, role work) is executed.
 
-`Runtime` is the protocol the state machine calls; `LocalRuntime` (executables under
-`.looprail/`) is the default, `ScriptedRuntime` serves tests. Names are imported lazily so that
-`looprail.runtime.process` stays cheap to import.
+`Runtime` is the protocol the state machine calls; every runtime is a `BaseRuntime` that
+implements one method, `handle`, and is found by name through the `looprail.runtimes` entry
+points (`create_runtime`). `LocalRuntime` (executables under `.looprail/`) is the default,
+`ScriptedRuntime` serves tests, and the agent CLIs live in `looprail.runtime.agents`. Names are
+imported lazily so that `looprail.runtime.process` stays cheap to import.
 """
 
 from __future__ import annotations
@@ -12,6 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
     "Runtime": "base",
+    "BaseRuntime": "base",
+    "Usage": "base",
+    "RuntimeSettings": "registry",
+    "create_runtime": "registry",
+    "available": "registry",
     "DispatchContext": "base",
     "Outcome": "base",
     "Request": "base",
@@ -34,6 +41,7 @@ __all__ = [
     "EXIT_UNAVAILABLE",
     "PHASE_ROLES",
     "TASK_ROLE",
+    "BaseRuntime",
     "Call",
     "DispatchContext",
     "InlineExecutor",
@@ -41,10 +49,14 @@ __all__ = [
     "Outcome",
     "Request",
     "Runtime",
+    "RuntimeSettings",
     "ScriptedRuntime",
     "Settled",
     "TaskWork",
     "Timeouts",
+    "Usage",
+    "available",
+    "create_runtime",
     "make_executor",
     "run_all",
     "spawn_banner",
@@ -55,15 +67,18 @@ if TYPE_CHECKING:
         EXIT_UNAVAILABLE,
         PHASE_ROLES,
         TASK_ROLE,
+        BaseRuntime,
         DispatchContext,
         Outcome,
         Request,
         Runtime,
         TaskWork,
+        Usage,
         spawn_banner,
     )
     from looprail.runtime.executors import InlineExecutor, Settled, make_executor, run_all
     from looprail.runtime.local import LocalRuntime, Timeouts
+    from looprail.runtime.registry import RuntimeSettings, available, create_runtime
     from looprail.runtime.scripted import Call, ScriptedRuntime
 
 

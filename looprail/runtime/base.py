@@ -73,6 +73,8 @@ class DispatchContext(_Frozen):
     host_tool: str | None = None
     # Overrides the runtime's per-kind default when set.
     timeout_s: float | None = None
+    # The folder the work runs in (a plan's git worktree); None is the project itself.
+    workdir: Path | None = None
     env: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("phase_number")
@@ -89,6 +91,13 @@ class DispatchContext(_Frozen):
             raise ValueError(f"phase_dir must be absolute, got {value}")
         return value
 
+    @field_validator("workdir")
+    @classmethod
+    def _workdir_absolute(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_absolute():
+            raise ValueError(f"workdir must be absolute, got {value}")
+        return value
+
     @field_validator("timeout_s")
     @classmethod
     def _timeout_positive(cls, value: float | None) -> float | None:
@@ -99,6 +108,16 @@ class DispatchContext(_Frozen):
     @property
     def step(self) -> str | None:
         return step_of(self.point) if self.point else None
+
+
+class Usage(_Frozen):
+    """What an agent CLI reported about one invocation; None where it reported nothing."""
+
+    agent: str
+    session_id: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
 
 
 class Outcome(_Frozen):
@@ -115,6 +134,8 @@ class Outcome(_Frozen):
     timed_out: bool = False
     unavailable: bool = False  # exit 69: the unit could not look
     truncated: bool = False  # output went past the runtime's cap and was cut
+    usage: Usage | None = None  # tokens, cost, session id, when an agent CLI reported them
+    transcript: str | None = None  # where the full transcript was filed (project-relative)
 
     @model_validator(mode="after")
     def _consistent(self) -> Outcome:
@@ -429,3 +450,147 @@ class Runtime(Protocol):
     def compact(self, instructions: str | None, ctx: DispatchContext) -> Outcome:
         """Ask the agent session to compact its context."""
         ...
+
+
+class BaseRuntime:
+    """The typed `Runtime` calls, written once; a runtime implements one method, `handle`.
+
+    As httpx's `BaseTransport.handle_request`: each call builds the `Request` a unit of work
+    receives (the same value for every runtime, so a test runtime cannot drift from a real
+    one) and hands it to `handle(request, ctx)`, which does the one thing this runtime does —
+    run an executable, drive an agent CLI, answer from a script. What every runtime shares
+    (argument checks, the per-step role-context book, the verdict-shape check of queries and
+    verdicts) lives here. `ctx` travels beside the request because it carries what is not the
+    unit's business (timeouts, host tool, extra environment, the folder to work in).
+
+    Hooks a subclass may override: `own(ctx)` (normalise or refuse a context),
+    `verdict_label(request, ctx)` (how a verdict error names the unit), `recorded(...)` (see
+    every delivered context fragment). `announce(request)` prints the liveness banner; a
+    runtime calls it once it is about to spawn an agent.
+    """
+
+    #: The name this runtime is registered under (`looprail.runtimes` entry points).
+    name: ClassVar[str] = ""
+
+    def __init__(self, *, progress: Any = None) -> None:
+        self.progress = progress
+        self._context = RoleContextBook()
+
+    # -- the one method -------------------------------------------------------------------
+
+    def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
+        """Do the unit of work `request` describes; a failure is a failed `Outcome`."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement handle()")
+
+    # -- hooks ----------------------------------------------------------------------------
+
+    def own(self, ctx: DispatchContext) -> DispatchContext:
+        return ctx
+
+    def verdict_label(self, request: Request, ctx: DispatchContext) -> str:
+        return f"{request.kind} {request.name!r}"
+
+    def missing(self, folder: str | None, name: str) -> str | None:
+        """Why a named unit (`agents/<name>`, `checks/<word>`…) would not run, or None when
+        this runtime resolves names itself (what `looprail lint` probes)."""
+        return None
+
+    def recorded(self, role: str, text: str, ctx: DispatchContext) -> None:
+        """Called after a context fragment was queued (a test runtime records it)."""
+
+    def announce(self, request: Request) -> None:
+        """Print the liveness banner for an agent-backed request (agent, verdict, phase,
+        task); other kinds have none."""
+        label = banner_label(request)
+        if label is not None and self.progress is not None:
+            self.progress(spawn_banner(label))
+
+    # -- the typed calls (the `Runtime` protocol) -----------------------------------------
+
+    def run_skill(self, skill_id: str, ctx: DispatchContext) -> Outcome:
+        ctx = self.own(ctx)
+        return self.handle(build_request("skill", skill_id, ctx), ctx)
+
+    def spawn_agent(self, agent: str, ctx: DispatchContext) -> Outcome:
+        ctx = self.own(ctx)
+        return self.handle(build_request("agent", agent, ctx), ctx)
+
+    def run_command(self, words: Sequence[str], ctx: DispatchContext) -> Outcome:
+        ctx = self.own(ctx)
+        words = checked_words(words)
+        return self.handle(build_request("command", " ".join(words), ctx, words=words), ctx)
+
+    def run_query_check(self, words: Sequence[str], ctx: DispatchContext) -> Outcome:
+        ctx = self.own(ctx)
+        words = checked_words(words)
+        request = build_request("query", " ".join(words), ctx, words=words)
+        return require_verdict(self.handle(request, ctx), self.verdict_label(request, ctx))
+
+    def ask_verdict(self, agent_verdict: Mapping[str, Any], ctx: DispatchContext) -> Outcome:
+        ctx = self.own(ctx)
+        ask = verdict_ask(agent_verdict)
+        if isinstance(ask, str):
+            return Outcome.failed(ask)
+        request = build_request("verdict", ask.ref, ctx, verdict=ask)
+        return require_verdict(self.handle(request, ctx), self.verdict_label(request, ctx))
+
+    def do_phase_work(self, role: str, step: str, ctx: DispatchContext) -> Outcome:
+        ctx = self.own(ctx)
+        if not step:
+            raise ValueError("do_phase_work needs a step")
+        texts = self._context.for_role(role, step, ctx)
+        request = build_request(
+            "phase", step, ctx, role=role, step=step, role_context={role: texts}
+        )
+        return self.handle(request, ctx)
+
+    def execute_task(self, task: TaskWork, ctx: DispatchContext) -> Outcome:
+        ctx = self.own(ctx)
+        texts = self._context.for_role(TASK_ROLE, "execute", ctx)
+        request = build_request(
+            "task",
+            task.key,
+            ctx,
+            plan_id=task.plan_id,
+            task_id=task.task_id,
+            role=TASK_ROLE,
+            step="execute",
+            role_context={TASK_ROLE: texts},
+            task=task,
+        )
+        return self.handle(request, ctx)
+
+    def deliver_context(self, role: str, text: str, ctx: DispatchContext) -> None:
+        ctx = self.own(ctx)
+        self._context.deliver(role, text, ctx)
+        self.recorded(role, text, ctx)
+
+    def deliver_message(
+        self, text: str, *, send_as: str, delivery: str, trigger_turn: bool, ctx: DispatchContext
+    ) -> Outcome:
+        ctx = self.own(ctx)
+        message = message_ask(text, send_as=send_as, delivery=delivery, trigger_turn=trigger_turn)
+        return self.handle(build_request("message", SESSION_NAME, ctx, message=message), ctx)
+
+    def compact(self, instructions: str | None, ctx: DispatchContext) -> Outcome:
+        ctx = self.own(ctx)
+        request = build_request("compact", SESSION_NAME, ctx, instructions=instructions)
+        return self.handle(request, ctx)
+
+    # -- run lifecycle (optional) ---------------------------------------------------------
+
+    def begin_run(self, run_id: str | None) -> None:
+        """Told once a run id is known (transcripts are filed under it); default: nothing."""
+
+
+def banner_label(request: Request) -> str | None:
+    """Who the liveness banner names for `request`, or None for work that spawns no agent."""
+    if request.kind == "agent":
+        return request.name
+    if request.kind == "verdict" and request.verdict is not None:
+        return request.verdict.ref
+    if request.kind == "phase":
+        return request.role
+    if request.kind == "task":
+        return f"{TASK_ROLE} ({request.name})"
+    return None

@@ -24,18 +24,12 @@ from looprail.runtime.base import (
     EXIT_UNAVAILABLE,
     SESSION_NAME,
     TASK_ROLE,
+    BaseRuntime,
     DispatchContext,
     Outcome,
     Request,
     RequestKind,
-    RoleContextBook,
-    TaskWork,
     build_request,
-    checked_words,
-    message_ask,
-    require_verdict,
-    spawn_banner,
-    verdict_ask,
 )
 from looprail.runtime.process import (
     DEFAULT_OUTPUT_CAP,
@@ -74,13 +68,15 @@ class Timeouts(BaseModel):
         return float(getattr(self, kind))
 
 
-class LocalRuntime:
+class LocalRuntime(BaseRuntime):
     """Runs skills, agents, checks, commands and role work as executables under `.looprail/`.
 
     With `host_tool` (e.g. `gsd_run`), step commands and query checks go to that tool instead,
     as the host contract spells them: `<tool> <words> --phase <N> --raw` and
     `<tool> check <words> <N> --raw`.
     """
+
+    name = "local"
 
     def __init__(
         self,
@@ -94,72 +90,79 @@ class LocalRuntime:
     ) -> None:
         if output_cap <= 0:
             raise ValueError(f"output_cap must be positive, got {output_cap}")
+        super().__init__(progress=progress or _stderr_progress)
         self.project = Path(project).resolve()
         self.root = self.project / LOOPRAIL_DIR
         self.host_tool = host_tool
         self.timeouts = timeouts or Timeouts()
         self.output_cap = output_cap
-        self.progress = progress or _stderr_progress
         self.env = dict(env or {})
-        self._context = RoleContextBook()
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> LocalRuntime:
+        """Built by the runtime registry (`looprail.runtimes` entry point `local`)."""
+        return cls(
+            settings.project,
+            host_tool=settings.host_tool,
+            timeouts=settings.timeouts,
+            progress=settings.progress,
+            env=settings.env,
+        )
+
+    def missing(self, folder: str | None, name: str) -> str | None:
+        """Why `.looprail/<folder>/<name>` would not run, or None (what lint probes)."""
+        found = self.locate(folder, name)
+        return found if isinstance(found, str) else None
 
     def __repr__(self) -> str:
         return f"LocalRuntime({str(self.project)!r}, host_tool={self.host_tool!r})"
 
-    # -- steps ----------------------------------------------------------------------------
+    # -- the one method -------------------------------------------------------------------
 
-    def run_skill(self, skill_id: str, ctx: DispatchContext) -> Outcome:
-        ctx = self._own(ctx)
-        request = build_request("skill", skill_id, ctx)
-        return self._run_executable("skills", skill_id, [], request, ctx)
-
-    def spawn_agent(self, agent: str, ctx: DispatchContext) -> Outcome:
-        ctx = self._own(ctx)
-        request = build_request("agent", agent, ctx)
-        return self._run_executable("agents", agent, [], request, ctx, banner=agent)
-
-    def run_command(self, words: Sequence[str], ctx: DispatchContext) -> Outcome:
-        ctx = self._own(ctx)
-        words = checked_words(words)
-        request = build_request("command", " ".join(words), ctx, words=words)
+    def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
+        kind = request.kind
+        if kind == "skill":
+            return self._run_executable("skills", request.name, [], request, ctx)
+        if kind in ("agent", "verdict"):
+            return self._run_executable("agents", request.name, [], request, ctx, banner=True)
+        if kind in ("phase", "task"):
+            role = request.role or TASK_ROLE
+            return self._run_executable("agents", role, [], request, ctx, banner=True)
+        if kind in ("message", "compact"):
+            return self._run_executable(None, SESSION_NAME, [], request, ctx)
+        words = request.words or ()
         refused = _refuse_words(words)
         if refused:
-            return Outcome.failed(f"refused command {' '.join(words)!r}: {refused}")
-        tail = ["--phase", ctx.phase_number, "--raw"]
+            return Outcome.failed(f"refused {kind} {' '.join(words)!r}: {refused}")
+        host = ctx.host_tool or self.host_tool
+        if kind == "command":
+            tail = ["--phase", ctx.phase_number, "--raw"]
+            if host:
+                label = f"{host} {' '.join(words)}"
+                return self._run_host_tool(host, [*words, *tail], label, request, ctx)
+            return self._run_executable("commands", words[0], [*words[1:], *tail], request, ctx)
+        if kind == "query":
+            # The arguments the reference's workflow passes at `ctx.point`
+            # (`hooks.checks.QUERY_ARGS`: the phase number, or the phase folder, …).
+            from looprail.hooks.checks import argument_values, query_args
+
+            names = query_args(ctx.point)
+            req_ids = self.phase_req_ids(ctx) if "phase_req_ids" in names else ""
+            values = argument_values(names, self.project, ctx.phase_number, ctx.phase_dir, req_ids)
+            if host:
+                argv = ["check", *words, *values, "--raw"]
+                label = f"{host} check {' '.join(words)}"
+                return self._run_host_tool(host, argv, label, request, ctx)
+            return self._run_executable("checks", words[0], [*words[1:], *values], request, ctx)
+        raise ValueError(f"unknown request kind {kind!r}")  # pragma: no cover - Literal
+
+    def verdict_label(self, request: Request, ctx: DispatchContext) -> str:
+        if request.kind == "verdict":
+            return f"{LOOPRAIL_DIR}/agents/{request.name}"
         host = ctx.host_tool or self.host_tool
         if host:
-            label = f"{host} {' '.join(words)}"
-            return self._run_host_tool(host, [*words, *tail], label, request, ctx)
-        return self._run_executable("commands", words[0], [*words[1:], *tail], request, ctx)
-
-    # -- checks ---------------------------------------------------------------------------
-
-    def run_query_check(self, words: Sequence[str], ctx: DispatchContext) -> Outcome:
-        """`<tool> check <words> <args> --raw`, or `.looprail/checks/<first word>` with the other
-        words and `<args>`: the arguments the reference's workflow passes at `ctx.point`
-        (`hooks.checks.QUERY_ARGS`: the phase number, or the phase folder, …)."""
-        from looprail.hooks.checks import argument_values, query_args
-
-        ctx = self._own(ctx)
-        words = checked_words(words)
-        request = build_request("query", " ".join(words), ctx, words=words)
-        refused = _refuse_words(words)
-        if refused:
-            return Outcome.failed(f"refused query {' '.join(words)!r}: {refused}")
-        names = query_args(ctx.point)
-        req_ids = ""
-        if "phase_req_ids" in names:
-            req_ids = self.phase_req_ids(ctx)
-        values = argument_values(names, self.project, ctx.phase_number, ctx.phase_dir, req_ids)
-        host = self.host_tool_for(ctx)
-        if host:
-            argv = ["check", *words, *values, "--raw"]
-            label = f"{host} check {' '.join(words)}"
-            outcome = self._run_host_tool(host, argv, label, request, ctx)
-        else:
-            outcome = self._run_executable("checks", words[0], [*words[1:], *values], request, ctx)
-            label = f".looprail/checks/{words[0]}"
-        return require_verdict(outcome, label)
+            return f"{host} check {request.name}"
+        return f"{LOOPRAIL_DIR}/checks/{(request.words or ('',))[0]}"
 
     def host_tool_for(self, ctx: DispatchContext) -> str | None:
         """The host tool that answers for `ctx` (its own, else this runtime's), or None."""
@@ -168,7 +171,7 @@ class LocalRuntime:
     def run_host(self, args: Sequence[str], ctx: DispatchContext) -> Outcome:
         """`<host tool> <args>` as one bounded process (no shell): how gates whose reference
         workflow calls the host directly (`check predicate …`, `windows status`) are run."""
-        ctx = self._own(ctx)
+        ctx = self.own(ctx)
         host = self.host_tool_for(ctx)
         if not host:
             return Outcome.failed("no host tool is configured")
@@ -191,66 +194,9 @@ class LocalRuntime:
             return "TBD"
         return roadmap_req_ids(self.project, ctx.phase_number) or "TBD"
 
-    def ask_verdict(self, agent_verdict: Mapping[str, Any], ctx: DispatchContext) -> Outcome:
-        ctx = self._own(ctx)
-        ask = verdict_ask(agent_verdict)
-        if isinstance(ask, str):
-            return Outcome.failed(ask)
-        request = build_request("verdict", ask.ref, ctx, verdict=ask)
-        outcome = self._run_executable("agents", ask.ref, [], request, ctx, banner=ask.ref)
-        return require_verdict(outcome, f".looprail/agents/{ask.ref}")
-
-    # -- role work ------------------------------------------------------------------------
-
-    def do_phase_work(self, role: str, step: str, ctx: DispatchContext) -> Outcome:
-        ctx = self._own(ctx)
-        if not step:
-            raise ValueError("do_phase_work needs a step")
-        texts = self._context.for_role(role, step, ctx)
-        request = build_request(
-            "phase", step, ctx, role=role, step=step, role_context={role: texts}
-        )
-        return self._run_executable("agents", role, [], request, ctx, banner=role)
-
-    def execute_task(self, task: TaskWork, ctx: DispatchContext) -> Outcome:
-        ctx = self._own(ctx)
-        texts = self._context.for_role(TASK_ROLE, "execute", ctx)
-        request = build_request(
-            "task",
-            task.key,
-            ctx,
-            plan_id=task.plan_id,
-            task_id=task.task_id,
-            role=TASK_ROLE,
-            step="execute",
-            role_context={TASK_ROLE: texts},
-            task=task,
-        )
-        banner = f"{TASK_ROLE} ({task.key})"
-        return self._run_executable("agents", TASK_ROLE, [], request, ctx, banner=banner)
-
-    def deliver_context(self, role: str, text: str, ctx: DispatchContext) -> None:
-        ctx = self._own(ctx)
-        self._context.deliver(role, text, ctx)
-
-    # -- the agent session (native-hook Actions) ------------------------------------------
-
-    def deliver_message(
-        self, text: str, *, send_as: str, delivery: str, trigger_turn: bool, ctx: DispatchContext
-    ) -> Outcome:
-        ctx = self._own(ctx)
-        message = message_ask(text, send_as=send_as, delivery=delivery, trigger_turn=trigger_turn)
-        request = build_request("message", SESSION_NAME, ctx, message=message)
-        return self._run_executable(None, SESSION_NAME, [], request, ctx)
-
-    def compact(self, instructions: str | None, ctx: DispatchContext) -> Outcome:
-        ctx = self._own(ctx)
-        request = build_request("compact", SESSION_NAME, ctx, instructions=instructions)
-        return self._run_executable(None, SESSION_NAME, [], request, ctx)
-
     # -- the edge -------------------------------------------------------------------------
 
-    def _own(self, ctx: DispatchContext) -> DispatchContext:
+    def own(self, ctx: DispatchContext) -> DispatchContext:
         """`ctx` with the project spelled as this runtime's absolute path (requests and
         `LOOPRAIL_PROJECT` agree); a context for another project is a caller's bug."""
         if ctx.project == self.project:
@@ -290,13 +236,13 @@ class LocalRuntime:
         request: Request,
         ctx: DispatchContext,
         *,
-        banner: str | None = None,
+        banner: bool = False,
     ) -> Outcome:
         found = self.locate(folder, name)
         if isinstance(found, str):
             return Outcome.failed(found)
-        if banner is not None:
-            self.progress(spawn_banner(banner))
+        if banner:
+            self.announce(request)
         label = f"{LOOPRAIL_DIR}/{folder}/{name}" if folder else f"{LOOPRAIL_DIR}/{name}"
         return self._spawn([str(found), *args], label, request, ctx, send_request=True)
 
@@ -325,7 +271,7 @@ class LocalRuntime:
             argv,
             timeout_s=timeout_s,
             stdin=request.to_json() if send_request else None,
-            cwd=self.project,
+            cwd=ctx.workdir or self.project,
             env=env if env is not None else self._environment(request, ctx),
             output_cap=self.output_cap,
         )
@@ -349,6 +295,7 @@ class LocalRuntime:
                 "LOOPRAIL_PLAN_ID": request.plan_id or "",
                 "LOOPRAIL_TASK_ID": request.task_id or "",
                 "LOOPRAIL_WAVE": "" if request.wave is None else str(request.wave),
+                "LOOPRAIL_WORKDIR": str(ctx.workdir or self.project),
             }
         )
         return env

@@ -23,21 +23,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from looprail.runtime.base import (
-    SESSION_NAME,
-    TASK_ROLE,
+    BaseRuntime,
     DispatchContext,
     Outcome,
     Request,
     RequestKind,
-    RoleContextBook,
-    TaskWork,
-    build_request,
-    checked_words,
-    message_ask,
-    require_verdict,
+    banner_label,
     spawn_banner,
     step_of,
-    verdict_ask,
 )
 
 CallKind = RequestKind | Literal["context"]
@@ -77,8 +70,10 @@ class Call(BaseModel):
         return (self.kind, self.name)
 
 
-class ScriptedRuntime:
+class ScriptedRuntime(BaseRuntime):
     """Implements `Runtime` from a script; thread-safe (a wave's tasks may call in parallel)."""
+
+    name = "scripted"
 
     def __init__(
         self,
@@ -87,16 +82,21 @@ class ScriptedRuntime:
         effects: Mapping[CallKey, Effect] | None = None,
         progress: Callable[[str], None] | None = None,
     ) -> None:
+        super().__init__(progress=progress)
         self._lock = threading.Lock()
         self._script: dict[CallKey, ScriptValue] = {}
         self._effects: dict[CallKey, Effect] = dict(effects or {})
         self._served: dict[CallKey, int] = {}
         self._calls: list[Call] = []
         self._banners: list[str] = []
-        self._progress = progress
-        self._context = RoleContextBook()
         for key, value in (script or {}).items():
             self.script(key, value)
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> ScriptedRuntime:
+        """Built by the registry (`--agent scripted`): nothing scripted, so every call
+        succeeds — a walk of the loop that runs no work."""
+        return cls(progress=settings.progress)
 
     # -- scripting and inspection -----------------------------------------------------------
 
@@ -131,61 +131,21 @@ class ScriptedRuntime:
     def names(self, kind: CallKind | None = None) -> list[str]:
         return [c.name for c in self.calls if kind is None or c.kind == kind]
 
-    # -- the Runtime protocol ---------------------------------------------------------------
+    # -- the one method ---------------------------------------------------------------------
 
-    def run_skill(self, skill_id: str, ctx: DispatchContext) -> Outcome:
-        return self._answer(build_request("skill", skill_id, ctx))
-
-    def spawn_agent(self, agent: str, ctx: DispatchContext) -> Outcome:
-        self._banner(agent)
-        return self._answer(build_request("agent", agent, ctx))
-
-    def run_command(self, words: Sequence[str], ctx: DispatchContext) -> Outcome:
-        words = checked_words(words)
-        return self._answer(build_request("command", " ".join(words), ctx, words=words))
-
-    def run_query_check(self, words: Sequence[str], ctx: DispatchContext) -> Outcome:
-        words = checked_words(words)
-        name = " ".join(words)
-        outcome = self._answer(build_request("query", name, ctx, words=words))
-        return require_verdict(outcome, f"scripted query {name!r}")
-
-    def ask_verdict(self, agent_verdict: Mapping[str, Any], ctx: DispatchContext) -> Outcome:
-        ask = verdict_ask(agent_verdict)
-        if isinstance(ask, str):
-            return Outcome.failed(ask)
-        self._banner(ask.ref)
-        outcome = self._answer(build_request("verdict", ask.ref, ctx, verdict=ask))
-        return require_verdict(outcome, f"scripted verdict {ask.ref!r}")
-
-    def do_phase_work(self, role: str, step: str, ctx: DispatchContext) -> Outcome:
-        if not step:
-            raise ValueError("do_phase_work needs a step")
-        texts = self._context.for_role(role, step, ctx)
-        self._banner(role)
-        request = build_request(
-            "phase", step, ctx, role=role, step=step, role_context={role: texts}
-        )
+    def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
+        self.announce(request)
         return self._answer(request)
 
-    def execute_task(self, task: TaskWork, ctx: DispatchContext) -> Outcome:
-        texts = self._context.for_role(TASK_ROLE, "execute", ctx)
-        self._banner(f"{TASK_ROLE} ({task.key})")
-        request = build_request(
-            "task",
-            task.key,
-            ctx,
-            plan_id=task.plan_id,
-            task_id=task.task_id,
-            role=TASK_ROLE,
-            step="execute",
-            role_context={TASK_ROLE: texts},
-            task=task,
-        )
-        return self._answer(request)
+    def verdict_label(self, request: Request, ctx: DispatchContext) -> str:
+        return f"scripted {request.kind} {request.name!r}"
 
-    def deliver_context(self, role: str, text: str, ctx: DispatchContext) -> None:
-        self._context.deliver(role, text, ctx)
+    def announce(self, request: Request) -> None:
+        label = banner_label(request)
+        if label is not None:
+            self._banner(label)
+
+    def recorded(self, role: str, text: str, ctx: DispatchContext) -> None:
         call = Call(
             kind="context",
             name=role,
@@ -201,24 +161,14 @@ class ScriptedRuntime:
         with self._lock:
             self._calls.append(call)
 
-    def deliver_message(
-        self, text: str, *, send_as: str, delivery: str, trigger_turn: bool, ctx: DispatchContext
-    ) -> Outcome:
-        message = message_ask(text, send_as=send_as, delivery=delivery, trigger_turn=trigger_turn)
-        return self._answer(build_request("message", SESSION_NAME, ctx, message=message))
-
-    def compact(self, instructions: str | None, ctx: DispatchContext) -> Outcome:
-        request = build_request("compact", SESSION_NAME, ctx, instructions=instructions)
-        return self._answer(request)
-
     # -- internals --------------------------------------------------------------------------
 
     def _banner(self, agent: str) -> None:
         line = spawn_banner(agent)
         with self._lock:
             self._banners.append(line)
-        if self._progress is not None:
-            self._progress(line)
+        if self.progress is not None:
+            self.progress(line)
 
     def _answer(self, request: Request) -> Outcome:
         key: CallKey = (request.kind, request.name)

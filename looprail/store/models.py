@@ -25,6 +25,7 @@ EventKind = Literal[
     "run_finished",
     "native_hook",
     "native_selection",
+    "agent_call",
     "contribution",
     "role_started",
     "role_finished",

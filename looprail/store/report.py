@@ -146,6 +146,42 @@ class ResumeRow(_Out):
     inputsChanged: list[str]
 
 
+class AgentCallRow(_Out):
+    """One agent CLI invocation: what it was for, what it cost, where its transcript is."""
+
+    seq: int
+    ts: str
+    agent: str | None
+    kind: str | None
+    name: str | None
+    planId: str | None
+    taskKey: str | None
+    ok: bool
+    sessionId: str | None
+    inputTokens: int | None
+    outputTokens: int | None
+    costUsd: float | None
+    costEstimated: bool = False  # from tokens and configured prices, not reported by the CLI
+    durationMs: int | None
+    transcript: str | None
+
+
+class Spend(_Out):
+    """Totals of agent calls (tokens and cost summed over the calls that reported them)."""
+
+    calls: int = 0
+    inputTokens: int = 0
+    outputTokens: int = 0
+    costUsd: float | None = None  # None when no call reported a cost
+    estimated: bool = False  # some of costUsd was estimated from tokens
+
+
+class AgentSpend(_Out):
+    run: Spend
+    plans: dict[str, Spend]
+    tasks: dict[str, Spend]
+
+
 class RunReport(_Out):
     reportVersion: Literal[1] = REPORT_VERSION
     run: RunHeader
@@ -156,6 +192,8 @@ class RunReport(_Out):
     warnings: list[NoteRow]
     halts: list[NoteRow]
     resumes: list[ResumeRow]
+    agentCalls: list[AgentCallRow] = []
+    spend: AgentSpend | None = None
 
 
 def build_report(journal: Journal, run_id: str) -> RunReport:
@@ -198,6 +236,8 @@ def report_from_rows(run: RunRow, events: list[EventRow], tasks: list[TaskRow]) 
         ],
         warnings=[_note(e) for e in events if e.kind == "warning"],
         halts=[_note(e) for e in events if e.kind == "halted"],
+        agentCalls=(calls := _agent_calls(events)),
+        spend=_spend(calls) if calls else None,
         resumes=[
             ResumeRow(
                 seq=e.seq,
@@ -211,6 +251,73 @@ def report_from_rows(run: RunRow, events: list[EventRow], tasks: list[TaskRow]) 
             if e.kind == "run_resumed"
         ],
     )
+
+
+def _agent_calls(events: list[EventRow]) -> list[AgentCallRow]:
+    rows = []
+    for e in events:
+        if e.kind != "agent_call":
+            continue
+        d = e.data
+        plan, task = _str(d.get("planId")), _str(d.get("taskId"))
+        rows.append(
+            AgentCallRow(
+                seq=e.seq,
+                ts=e.ts,
+                agent=_str(d.get("agent")),
+                kind=_str(d.get("kind")),
+                name=_str(d.get("name")),
+                planId=plan,
+                taskKey=f"{plan}/{task}" if plan and task else None,
+                ok=bool(d.get("ok")),
+                sessionId=_str(d.get("sessionId")),
+                inputTokens=_int(d.get("inputTokens")),
+                outputTokens=_int(d.get("outputTokens")),
+                costUsd=_float(d.get("costUsd")),
+                costEstimated=d.get("costEstimated") is True,
+                durationMs=_int(d.get("durationMs")),
+                transcript=_str(d.get("transcript")),
+            )
+        )
+    return rows
+
+
+def _spend(calls: list[AgentCallRow]) -> AgentSpend:
+    def total(rows: list[AgentCallRow]) -> Spend:
+        costs = [r.costUsd for r in rows if r.costUsd is not None]
+        return Spend(
+            calls=len(rows),
+            inputTokens=sum(r.inputTokens or 0 for r in rows),
+            outputTokens=sum(r.outputTokens or 0 for r in rows),
+            costUsd=round(sum(costs), 6) if costs else None,
+            estimated=any(r.costEstimated for r in rows),
+        )
+
+    plans = sorted({r.planId for r in calls if r.planId})
+    tasks = sorted({r.taskKey for r in calls if r.taskKey})
+    return AgentSpend(
+        run=total(calls),
+        plans={p: total([r for r in calls if r.planId == p]) for p in plans},
+        tasks={t: total([r for r in calls if r.taskKey == t]) for t in tasks},
+    )
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def format_spend(s: Spend) -> str:
+    calls = f"{s.calls} call{'s' if s.calls != 1 else ''}"
+    cost = f"${s.costUsd:.4f}" if s.costUsd is not None else "cost not reported"
+    if s.estimated:
+        cost = f"~{cost} (estimated from tokens)"
+    return f"{cost} · {s.inputTokens} in / {s.outputTokens} out tokens · {calls}"
 
 
 def run_header(run: RunRow, tasks: Iterable[TaskRow]) -> RunHeader:
@@ -477,6 +584,29 @@ def render_report_text(report: RunReport) -> str:
                             else None,
                         )
                     )
+    if report.spend is not None:
+        agents = sorted({c.agent for c in report.agentCalls if c.agent})
+        lines += ["", f"Agent work ({', '.join(agents) or '?'})"]
+        lines.append(f"  run: {format_spend(report.spend.run)}")
+        for plan, spend in report.spend.plans.items():
+            lines.append(f"  plan {plan}: {format_spend(spend)}")
+        for task, spend in report.spend.tasks.items():
+            lines.append(f"    task {task}: {format_spend(spend)}")
+        lines.append("  calls (transcripts):")
+        for c in report.agentCalls:
+            what = c.taskKey or f"{c.kind} {c.name}"
+            cost = f"${c.costUsd:.4f}" if c.costUsd is not None else "-"
+            cost = f"~{cost}" if c.costEstimated else cost
+            lines.append(
+                "    "
+                + _columns(
+                    "✓" if c.ok else "✗",
+                    f"{what:<24}",
+                    f"{cost:>9}",
+                    c.sessionId,
+                    c.transcript,
+                )
+            )
     if report.nativeHooks:
         lines += ["", "Native hooks"]
         for row in report.nativeHooks:

@@ -1,0 +1,188 @@
+"""`looprail init` (scaffold a project that runs) and `looprail doctor` (is the agent ready?)."""
+
+from __future__ import annotations
+
+import sys
+
+from looprail.cli._common import add_project_options
+
+GITIGNORE = """\
+# looprail state (journal, run lock, transcripts, plan worktrees)
+.looprail/journal.sqlite*
+.looprail/run.lock
+.looprail/logs/
+.looprail/worktrees/
+.looprail/cache/
+"""
+
+ROADMAP = """\
+# Roadmap
+
+## Phase 1: {title}
+
+{goal}
+"""
+
+ROLES = ("orchestrator", "planner", "executor", "verifier")
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "init",
+        help="scaffold a project that runs (config, roadmap, first phase, role briefs, git)",
+        description="Create DIR (default: .) as a looprail project: .planning/config.json with "
+        "the chosen agent, ROADMAP.md, a first phase folder, .looprail/roles/ with the role "
+        "briefs to edit, a .gitignore for looprail's state, and a git repository. Existing "
+        "files are never overwritten.",
+    )
+    p.add_argument("dir", nargs="?", default=".", metavar="DIR")
+    p.add_argument("--agent", default="local", metavar="NAME", help="runtime (default: local)")
+    p.add_argument("--goal", default=None, metavar="TEXT", help="phase 1's goal in ROADMAP.md")
+    p.set_defaults(handler=init)
+
+    p = sub.add_parser(
+        "doctor",
+        help="check that the chosen agent CLI is installed and runs, and say how to fix it",
+        description="Check the runtime a run would use (--agent, else looprail.agent in "
+        ".planning/config.json, else local): its CLI is on PATH and answers --version; git is "
+        "there for plan worktrees. Exit 0 when ready, 1 with what to do otherwise.",
+    )
+    p.add_argument("--agent", metavar="NAME")
+    add_project_options(p)
+    p.set_defaults(handler=doctor)
+
+
+def init(args) -> int:
+    import json
+    import shutil
+    from importlib.resources import files
+    from pathlib import Path
+
+    from looprail.errors import UsageError
+    from looprail.machine.workspace import git, is_git_repo
+    from looprail.runtime.registry import available
+
+    if args.agent not in available():
+        raise UsageError(f"unknown agent {args.agent!r}; choose one of: {', '.join(available())}")
+    root = Path(args.dir)
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"{root}: exists and is not a folder")
+    config = root / ".planning" / "config.json"
+    if config.exists():
+        raise UsageError(f"{config}: already a looprail project (nothing changed)")
+    phase = root / ".planning" / "phases" / "01-first"
+    phase.mkdir(parents=True, exist_ok=True)
+    (phase / ".gitkeep").touch()
+    config.write_text(json.dumps({"looprail": {"agent": args.agent}}, indent=2) + "\n")
+    written = [config, phase]
+    roadmap = root / ".planning" / "ROADMAP.md"
+    if not roadmap.exists():
+        goal = args.goal or "Describe what phase 1 delivers, in a few sentences."
+        roadmap.write_text(ROADMAP.format(title="first", goal=goal))
+        written.append(roadmap)
+    roles = root / ".looprail" / "roles"
+    roles.mkdir(parents=True, exist_ok=True)
+    for role in ROLES:
+        target = roles / f"{role}.md"
+        if not target.exists():
+            target.write_text((files("looprail.runtime.roles") / f"{role}.md").read_text())
+            written.append(target)
+    if args.agent == "local":  # the local runtime runs executables: start with working ones
+        starter = (files("looprail.runtime.roles") / "local_agent.py").read_text()
+        if shutil.which("python3") is None:  # keep the portable #! only where it resolves
+            starter = starter.replace("#!/usr/bin/env python3", f"#!{sys.executable}", 1)
+        for role in ROLES:
+            target = root / ".looprail" / "agents" / role
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(
+                    starter.replace("#!/usr/bin/env python3", f"#!{sys.executable}", 1)
+                )
+                target.chmod(0o755)
+                written.append(target)
+    ignore = root / ".gitignore"
+    have = ignore.read_text() if ignore.exists() else ""
+    if ".looprail/logs/" not in have:
+        ignore.write_text(have + ("\n" if have and not have.endswith("\n") else "") + GITIGNORE)
+        written.append(ignore)
+    if shutil.which("git") and not is_git_repo(root):
+        done = git(["init", "-q"], root)
+        if done.returncode == 0:
+            print(f"initialised a git repository in {root}")
+    for path in written:
+        print(f"wrote {path}")
+    print(
+        f"next: edit {roadmap}, then `looprail doctor` and `looprail run --phase 1`"
+        + (f" (in {root})" if str(root) != "." else "")
+    )
+    return 0
+
+
+def doctor(args) -> int:
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from looprail.config import load_project_config
+    from looprail.machine.workspace import is_git_repo
+    from looprail.runtime.registry import agent_name, agent_section, available
+
+    project = Path(args.project)
+    config, _ = load_project_config(project)
+    name = agent_name(config, args.agent)
+    problems = 0
+
+    def bad(line: str) -> None:
+        nonlocal problems
+        problems += 1
+        print(f"✗ {line}")
+
+    if name not in available():
+        bad(f"agent {name!r} is not a runtime here; choose one of: {', '.join(available())}")
+        return 1
+    from looprail.runtime.agents import ADAPTERS, AgentSettings
+
+    if name in ADAPTERS:
+        adapter = ADAPTERS[name]()
+        settings = AgentSettings.parse(name, agent_section(config, name))
+        binary = settings.binary or adapter.binary
+        found = shutil.which(binary)
+        if found is None:
+            bad(f"{name}: `{binary}` not found on PATH; {adapter.install}")
+        else:
+            try:
+                done = subprocess.run(
+                    [found, *adapter.version_args], capture_output=True, text=True, timeout=30
+                )
+                ok, said = done.returncode == 0, (done.stdout or done.stderr).strip()
+            except (OSError, subprocess.SubprocessError) as exc:
+                ok, said = False, str(exc)
+            if ok:
+                print(f"✓ {name}: {found} ({said.splitlines()[0] if said else 'runs'})")
+                print(f"  permissions: {adapter.permissions(settings)}")
+            else:
+                last = said.splitlines()[-1] if said else "no output"
+                bad(f"{name}: `{found} --version` failed ({last}); {adapter.install}")
+    elif name == "local":
+        from looprail.runtime.local import LocalRuntime
+
+        runtime = LocalRuntime(project)
+        for role in ROLES:
+            why = runtime.missing("agents", role)
+            if why:
+                bad(f"local: {why} (write it, or pick an agent: looprail init --agent claude)")
+        if not problems:
+            print("✓ local: role executables under .looprail/agents/")
+    else:
+        print(f"✓ {name}: a registered runtime (nothing to check)")
+    if shutil.which("git") is None:
+        bad("git not found on PATH: plans of a wave will run one at a time (install git)")
+    elif not is_git_repo(project):
+        print(f"! {project} is not a git repository: plans will run one at a time (git init)")
+    else:
+        print("✓ git: parallel plans each get a worktree")
+    if problems:
+        from looprail.machine.progress import plural
+
+        print(plural(problems, "problem"), file=sys.stderr)
+    return 1 if problems else 0

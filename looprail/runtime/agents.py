@@ -1,0 +1,789 @@
+"""Coding agents as runtimes: Claude Code, Codex, OpenCode and Gemini CLI.
+
+`AgentRuntime` is a `BaseRuntime` (one method, `handle`) shared by every agent; what differs per
+CLI is an `Adapter`: the argv of one non-interactive invocation and how to read its output
+(final text, session id, tokens, cost, errors). The facts each adapter relies on, and what was
+verified where, are in docs/agents.md.
+
+Per request kind:
+- skill, agent, verdict, phase, task: one bounded CLI invocation with the prompt from
+  `looprail.runtime.prompts`, cwd = the plan's worktree (or the project). Its full transcript
+  (prompt, argv, stdout stream events, stderr, what was read from them) is filed under
+  `.looprail/logs/<run>/`. After a phase step, the artifact it owed must exist and parse; a
+  verdict reply must carry a `{block, message}` JSON object (else the gate's check errors).
+- command, query: not agent work; they run as with the local runtime (the host tool, or
+  `.looprail/commands` / `.looprail/checks`).
+- message: queued, and handed verbatim to the next agent invocation's prompt (each invocation is
+  a fresh non-interactive session). compact: nothing to compact in a fresh session; ok.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from looprail.runtime.base import (
+    BaseRuntime,
+    DispatchContext,
+    Outcome,
+    Request,
+    Usage,
+    parse_json_object,
+)
+from looprail.runtime.local import LocalRuntime, Timeouts, _last_line, _signal_name
+from looprail.runtime.process import escape_untrusted, run_bounded
+from looprail.runtime.prompts import build_prompt
+
+AGENT_OUTPUT_CAP = 32 << 20  # 32 MiB per stream: a long agent session, still bounded
+ARG_LIMIT = 100_000  # bytes of prompt passed as one argument (the kernel's cap is 128 KiB)
+LONG_PROMPT = "Follow the instructions given on stdin."
+LOGS_DIR = "logs"
+
+
+@dataclass
+class Reply:
+    """What was read from one invocation's output."""
+
+    final: str = ""  # the agent's last words (final message)
+    session_id: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    error: str | None = None  # an error the CLI reported (event or JSON field)
+    complete: bool = False  # the terminal event / object was seen
+    events: int = 0
+
+
+@dataclass
+class AgentSettings:
+    """`looprail.agents.<name>` in `.planning/config.json`, checked. Every field is optional."""
+
+    binary: str | None = None  # the executable (default: the adapter's)
+    model: str | None = None
+    args: list[str] = field(default_factory=list)  # appended verbatim before the prompt
+    permission_mode: str | None = None  # claude: --permission-mode
+    allowed_tools: list[str] = field(default_factory=list)  # claude: --allowedTools
+    sandbox: str | None = None  # codex: --sandbox
+    approval_mode: str | None = None  # gemini: --approval-mode
+    # USD per million tokens, to estimate the cost of CLIs that report only tokens
+    input_usd_per_mtok: float | None = None
+    output_usd_per_mtok: float | None = None
+
+    _KEYS: ClassVar[dict[str, str]] = {
+        "binary": "binary",
+        "model": "model",
+        "args": "args",
+        "permissionMode": "permission_mode",
+        "allowedTools": "allowed_tools",
+        "sandbox": "sandbox",
+        "approvalMode": "approval_mode",
+        "inputUsdPerMTok": "input_usd_per_mtok",
+        "outputUsdPerMTok": "output_usd_per_mtok",
+    }
+
+    @classmethod
+    def parse(cls, name: str, raw: Mapping[str, Any]) -> AgentSettings:
+        from looprail.errors import ConfigError
+
+        where = f".planning/config.json: looprail.agents.{name}"
+        out = cls()
+        for key, value in raw.items():
+            attr = cls._KEYS.get(key)
+            if attr is None:
+                raise ConfigError(f"{where}.{key}: unknown setting (known: {', '.join(cls._KEYS)})")
+            if attr.endswith("_per_mtok"):
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+                if not ok or not value >= 0:
+                    raise ConfigError(f"{where}.{key}: must be a number of USD, 0 or more")
+                value = float(value)
+            elif attr in ("args", "allowed_tools"):
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise ConfigError(f"{where}.{key}: must be a list of strings")
+            elif not isinstance(value, str) or not value:
+                raise ConfigError(f"{where}.{key}: must be a non-empty string")
+            setattr(out, attr, value)
+        return out
+
+
+class Adapter:
+    """One agent CLI: its argv and its output format. Pure: no process, no files."""
+
+    name: ClassVar[str] = ""
+    binary: ClassVar[str] = ""
+    install: ClassVar[str] = ""  # how a user installs and logs in (doctor prints it)
+    version_args: ClassVar[tuple[str, ...]] = ("--version",)
+
+    def argv(self, prompt: str, request: Request, s: AgentSettings, *, git: bool) -> list[str]:
+        raise NotImplementedError
+
+    def parse(self, stdout: str) -> Reply:
+        raise NotImplementedError
+
+    def skill_form(self) -> str:
+        return "Run the skill `{name}`."
+
+    def long_prompt(self, path: Path) -> tuple[str, list[str], bool]:
+        """A prompt too long for argv: `(short prompt, extra args, send the prompt on stdin)`.
+        Default: piped stdin, which claude -p, codex exec and gemini -p all read as input."""
+        return LONG_PROMPT, [], True
+
+    def agent_form(self) -> str:
+        return "Act as the `{name}` agent."
+
+    def permissions(self, s: AgentSettings) -> str:
+        """One line: the permissions an invocation runs with (printed once per run)."""
+        return ""
+
+
+def _events(stdout: str) -> list[dict[str, Any]]:
+    """The JSON objects of a JSON-lines stream; a cut-off last line is skipped."""
+    out = []
+    for line in stdout.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        obj = parse_json_object(line)
+        if obj is not None:
+            out.append(obj)
+    return out
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _add(a: int | None, b: Any) -> int | None:
+    b = _int(b)
+    if b is None:
+        return a
+    return (a or 0) + b
+
+
+class ClaudeAdapter(Adapter):
+    """`claude -p PROMPT --output-format stream-json --verbose` (stream-json needs --verbose in
+    print mode). Default permissions: `--permission-mode acceptEdits` (file edits in the working
+    folder are allowed, anything else Claude Code would ask about is denied: nobody can answer)."""
+
+    name = "claude"
+    binary = "claude"
+    install = (
+        "install Claude Code (npm install -g @anthropic-ai/claude-code) and log in once by "
+        "running `claude` (or set ANTHROPIC_API_KEY)"
+    )
+    DEFAULT_MODE = "acceptEdits"
+
+    def argv(self, prompt: str, request: Request, s: AgentSettings, *, git: bool) -> list[str]:
+        argv = [s.binary or self.binary, "-p", prompt, "--output-format", "stream-json"]
+        argv += ["--verbose", "--permission-mode", s.permission_mode or self.DEFAULT_MODE]
+        if s.allowed_tools:
+            argv += ["--allowedTools", ",".join(s.allowed_tools)]
+        if s.model:
+            argv += ["--model", s.model]
+        return argv + list(s.args)
+
+    def skill_form(self) -> str:
+        return "/{name}"  # a Claude Code slash command (skills and custom commands)
+
+    def agent_form(self) -> str:
+        return "Use the {name} subagent (Task tool) for this."
+
+    def permissions(self, s: AgentSettings) -> str:
+        tools = f", allowed tools {','.join(s.allowed_tools)}" if s.allowed_tools else ""
+        return f"--permission-mode {s.permission_mode or self.DEFAULT_MODE}{tools}"
+
+    def parse(self, stdout: str) -> Reply:
+        r = Reply()
+        for ev in _events(stdout):
+            r.events += 1
+            kind = ev.get("type")
+            if isinstance(ev.get("session_id"), str):
+                r.session_id = ev["session_id"]
+            if kind == "assistant":
+                texts = [
+                    c.get("text", "")
+                    for c in (ev.get("message") or {}).get("content") or []
+                    if isinstance(c, dict) and c.get("type") == "text"
+                ]
+                if any(texts):
+                    r.final = "\n".join(t for t in texts if t)
+                if isinstance(ev.get("error"), str):  # e.g. rate_limit, authentication_failed
+                    r.error = f"{ev['error']}: {r.final}".rstrip(": ")
+            elif kind == "result":
+                r.complete = True
+                r.error = None  # the result is authoritative (an earlier error was retried)
+                if isinstance(ev.get("result"), str):
+                    r.final = ev["result"] or r.final
+                cost = ev.get("total_cost_usd", ev.get("cost_usd"))
+                if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+                    r.cost_usd = float(cost)
+                usage = ev.get("usage") or {}
+                if isinstance(usage, dict):
+                    r.input_tokens = _add(None, usage.get("input_tokens"))
+                    r.output_tokens = _add(None, usage.get("output_tokens"))
+                if ev.get("is_error") or ev.get("subtype") not in (None, "success"):
+                    r.error = f"{ev.get('subtype') or 'error'}: {ev.get('result') or ''}".strip()
+        return r
+
+
+class CodexAdapter(Adapter):
+    """`codex exec --json --sandbox workspace-write PROMPT` (JSON lines: thread.started,
+    turn.started, item.*, turn.completed with usage, turn.failed, error). Codex reports tokens,
+    not cost. Outside a git repository it needs --skip-git-repo-check."""
+
+    name = "codex"
+    binary = "codex"
+    install = (
+        "install Codex CLI (npm install -g @openai/codex) and log in once with `codex login` "
+        "(or set OPENAI_API_KEY)"
+    )
+    DEFAULT_SANDBOX = "workspace-write"
+
+    def argv(self, prompt: str, request: Request, s: AgentSettings, *, git: bool) -> list[str]:
+        argv = [s.binary or self.binary, "exec", "--json"]
+        argv += ["--sandbox", s.sandbox or self.DEFAULT_SANDBOX]
+        if not git:
+            argv.append("--skip-git-repo-check")
+        if s.model:
+            argv += ["--model", s.model]
+        return [*argv, *s.args, prompt]
+
+    def permissions(self, s: AgentSettings) -> str:
+        return f"--sandbox {s.sandbox or self.DEFAULT_SANDBOX} (codex exec never asks)"
+
+    def parse(self, stdout: str) -> Reply:
+        r = Reply()
+        for ev in _events(stdout):
+            r.events += 1
+            kind = ev.get("type")
+            if kind == "thread.started" and isinstance(ev.get("thread_id"), str):
+                r.session_id = ev["thread_id"]
+            elif kind == "item.completed":
+                item = ev.get("item") or {}
+                if item.get("type") in ("agent_message", "assistant_message"):
+                    r.final = str(item.get("text") or r.final)
+            elif kind == "turn.completed":
+                r.complete = True
+                r.error = None  # an earlier error event was retried: the turn still completed
+                usage = ev.get("usage") or {}
+                r.input_tokens = _add(r.input_tokens, usage.get("input_tokens"))
+                r.output_tokens = _add(r.output_tokens, usage.get("output_tokens"))
+            elif kind == "turn.failed":
+                r.complete = True
+                r.error = str((ev.get("error") or {}).get("message") or "turn failed")
+            elif kind == "error":
+                r.error = str(ev.get("message") or "error")
+        return r
+
+
+class OpenCodeAdapter(Adapter):
+    """`opencode run --format json PROMPT` (JSON lines: step_start, text, tool_use, step_finish
+    with tokens and cost, error). `ref.agent` steps use `--agent NAME`. Permissions are
+    OpenCode's own (`permission` in opencode.json); looprail passes nothing that loosens them."""
+
+    name = "opencode"
+    binary = "opencode"
+    install = (
+        "install OpenCode (npm install -g opencode-ai) and add a provider with "
+        "`opencode auth login`"
+    )
+
+    def argv(self, prompt: str, request: Request, s: AgentSettings, *, git: bool) -> list[str]:
+        argv = [s.binary or self.binary, "run", "--format", "json"]
+        if s.model:
+            argv += ["--model", s.model]
+        if request.kind == "agent":
+            argv += ["--agent", request.name]
+        elif request.kind == "verdict" and request.verdict is not None:
+            argv += ["--agent", request.verdict.ref]
+        return [*argv, *s.args, prompt]
+
+    def agent_form(self) -> str:
+        return "You are the `{name}` agent."
+
+    def long_prompt(self, path: Path) -> tuple[str, list[str], bool]:
+        return "Follow the instructions in the attached file.", ["--file", str(path)], False
+
+    def permissions(self, s: AgentSettings) -> str:
+        return "OpenCode's own `permission` settings (opencode.json)"
+
+    def parse(self, stdout: str) -> Reply:
+        r = Reply()
+        texts: list[str] = []
+        for ev in _events(stdout):
+            r.events += 1
+            kind = ev.get("type")
+            if isinstance(ev.get("sessionID"), str):
+                r.session_id = ev["sessionID"]
+            part = ev.get("part") if isinstance(ev.get("part"), dict) else {}
+            if kind == "text" and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+            elif kind == "step_finish":
+                tokens = part.get("tokens") or {}
+                r.input_tokens = _add(r.input_tokens, tokens.get("input"))
+                r.output_tokens = _add(r.output_tokens, tokens.get("output"))
+                cost = part.get("cost")
+                if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+                    r.cost_usd = (r.cost_usd or 0.0) + float(cost)
+                if part.get("reason") in ("stop", "end_turn", "completed", None):
+                    r.complete = True
+            elif kind == "error":
+                err = ev.get("error") or {}
+                data = err.get("data") if isinstance(err.get("data"), dict) else {}
+                r.error = str(data.get("message") or err.get("message") or err.get("name") or ev)
+        r.final = texts[-1] if texts else ""
+        return r
+
+
+class GeminiAdapter(Adapter):
+    """`gemini -p PROMPT --output-format json --approval-mode auto_edit`: one JSON object
+    `{response, stats, error?}`; exit 0 ok, 1 error, 42 bad input, 53 turn limit."""
+
+    name = "gemini"
+    binary = "gemini"
+    install = (
+        "install Gemini CLI (npm install -g @google/gemini-cli) and log in once by running "
+        "`gemini` (or set GEMINI_API_KEY)"
+    )
+    DEFAULT_APPROVAL = "auto_edit"
+
+    def argv(self, prompt: str, request: Request, s: AgentSettings, *, git: bool) -> list[str]:
+        argv = [s.binary or self.binary, "-p", prompt, "--output-format", "json"]
+        argv += ["--approval-mode", s.approval_mode or self.DEFAULT_APPROVAL]
+        if s.model:
+            argv += ["--model", s.model]
+        return argv + list(s.args)
+
+    def permissions(self, s: AgentSettings) -> str:
+        return f"--approval-mode {s.approval_mode or self.DEFAULT_APPROVAL}"
+
+    def parse(self, stdout: str) -> Reply:
+        r = Reply()
+        obj = parse_json_object(stdout)
+        if obj is None:  # pretty-printed or preceded by noise: the last {...} block
+            start = stdout.find("{")
+            obj = parse_json_object(stdout[start:]) if start >= 0 else None
+        if obj is None:
+            return r
+        r.events = 1
+        r.complete = True
+        if isinstance(obj.get("response"), str):
+            r.final = obj["response"]
+        for key in ("session_id", "sessionId"):
+            if isinstance(obj.get(key), str):
+                r.session_id = obj[key]
+        stats = obj.get("stats") if isinstance(obj.get("stats"), dict) else {}
+        models = stats.get("models") if isinstance(stats.get("models"), dict) else {}
+        for model in models.values():
+            tokens = (model or {}).get("tokens") or {}
+            r.input_tokens = _add(r.input_tokens, tokens.get("prompt"))
+            r.output_tokens = _add(r.output_tokens, tokens.get("candidates"))
+        r.input_tokens = _add(r.input_tokens, stats.get("inputTokens"))
+        r.output_tokens = _add(r.output_tokens, stats.get("outputTokens"))
+        err = obj.get("error")
+        if isinstance(err, dict):
+            r.error = str(err.get("message") or err.get("type") or err)
+        elif isinstance(err, str) and err:
+            r.error = err
+        return r
+
+
+ADAPTERS: dict[str, type[Adapter]] = {
+    a.name: a for a in (ClaudeAdapter, CodexAdapter, OpenCodeAdapter, GeminiAdapter)
+}
+
+
+def classify(error: str) -> str:
+    """A short label for a CLI error: rate limited, not authenticated, or just error."""
+    low = error.lower()
+    if "429" in low or "rate limit" in low or "rate_limit" in low or "quota" in low:
+        return "rate limited"
+    if "401" in low or "auth" in low or "api key" in low or "login" in low:
+        return "not authenticated"
+    return "error"
+
+
+class Transcripts:
+    """Files every invocation under `.looprail/logs/<run>/NNN-<kind>-<name>/`."""
+
+    def __init__(self, project: Path) -> None:
+        self.project = project
+        self._lock = threading.Lock()
+        self._seq = 0
+        self.run_id: str | None = None
+        self._adhoc: str | None = None
+
+    def folder(self, request: Request) -> Path:
+        with self._lock:
+            if self.run_id is None and self._adhoc is None:  # one folder per unjournaled run
+                self._adhoc = time.strftime("no-journal-%Y%m%dT%H%M%S")
+            run = self.run_id or self._adhoc
+        base = self.project / ".looprail" / LOGS_DIR / str(run)
+        with self._lock:
+            if self._seq == 0 and base.is_dir():  # a resumed run: continue the numbering
+                self._seq = len([p for p in base.iterdir() if p.is_dir()])
+            self._seq += 1
+            seq = self._seq
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", request.name).strip("-")[:60] or "work"
+        path = base / f"{seq:03d}-{request.kind}-{slug}"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def rel(self, path: Path) -> str:
+        try:
+            return path.relative_to(self.project).as_posix()
+        except ValueError:
+            return str(path)
+
+
+class AgentRuntime(BaseRuntime):
+    """A coding agent CLI as a runtime (see the module docstring)."""
+
+    adapter_class: ClassVar[type[Adapter]] = Adapter
+
+    def __init__(
+        self,
+        project: str | Path,
+        *,
+        settings: AgentSettings | Mapping[str, Any] | None = None,
+        timeouts: Timeouts | None = None,
+        progress: Callable[[str], None] | None = None,
+        host_tool: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(progress=progress)
+        self.adapter = self.adapter_class()
+        self.project = Path(project).resolve()
+        if settings is None or isinstance(settings, Mapping):
+            settings = AgentSettings.parse(self.adapter.name, settings or {})
+        self.settings = settings
+        self.timeouts = timeouts or Timeouts()
+        self.env = dict(env or {})
+        self.local = LocalRuntime(
+            self.project, host_tool=host_tool, timeouts=timeouts, progress=progress, env=env
+        )
+        self.transcripts = Transcripts(self.project)
+        self.meter: Any = None  # looprail.runtime.meter.Meter, set by the run
+        self._messages: list[str] = []
+        self._lock = threading.Lock()
+        self._git = _in_git(self.project)
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> AgentRuntime:
+        return cls(
+            settings.project,
+            settings=settings.agent,
+            timeouts=settings.timeouts,
+            progress=settings.progress,
+            host_tool=settings.host_tool,
+            env=settings.env,
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.project)!r})"
+
+    @property
+    def wants_worktrees(self) -> bool:
+        return True
+
+    def begin_run(self, run_id: str | None) -> None:
+        self.transcripts.run_id = run_id
+        if self.progress is not None:
+            self.progress(f"agent {self.adapter.name}: {self.adapter.permissions(self.settings)}")
+
+    def own(self, ctx: DispatchContext) -> DispatchContext:
+        return self.local.own(ctx)
+
+    def verdict_label(self, request: Request, ctx: DispatchContext) -> str:
+        if request.kind == "query":
+            return self.local.verdict_label(request, ctx)
+        return f"{self.adapter.name} verdict from {request.name}"
+
+    # -- the one method -------------------------------------------------------------------
+
+    def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
+        if request.kind in ("command", "query"):
+            return self.local.handle(request, ctx)
+        if request.kind == "message":
+            assert request.message is not None
+            with self._lock:
+                self._messages.append(request.message.text)
+            return Outcome.succeeded()
+        if request.kind == "compact":
+            return Outcome.succeeded()  # every invocation is a fresh session
+        if self.meter is not None:
+            self.meter.check()
+        with self._lock:
+            messages, self._messages = tuple(self._messages), []
+        prompt = build_prompt(
+            request,
+            self.project,
+            messages=messages,
+            skill_form=self.adapter.skill_form(),
+            agent_form=self.adapter.agent_form(),
+        )
+        workdir = ctx.workdir or self.project
+        env = self._env(request, ctx)
+        binary = self.settings.binary or self.adapter.binary
+        found = shutil.which(binary, path=env.get("PATH"))
+        if found is None:
+            return Outcome.failed(
+                f"{self.adapter.name}: `{binary}` not found on PATH; {self.adapter.install} "
+                "(`looprail doctor` checks it)"
+            )
+        folder = self.transcripts.folder(request)
+        (folder / "prompt.md").write_text(prompt, encoding="utf-8")
+        stdin = None
+        if len(prompt.encode()) > ARG_LIMIT:
+            # One argv string may hold at most 128 KiB (Linux MAX_ARG_STRLEN): a long prompt
+            # goes the way each CLI reads more input (stdin, or an attached file).
+            short, extra, via_stdin = self.adapter.long_prompt(folder / "prompt.md")
+            argv = self.adapter.argv(short, request, self.settings, git=self._git)
+            argv += extra  # after the prompt: an array option must not swallow it
+            stdin = prompt if via_stdin else None
+        else:
+            argv = self.adapter.argv(prompt, request, self.settings, git=self._git)
+        argv[0] = os.path.abspath(found)
+        timeout_s = ctx.timeout_s or self.timeouts.for_kind(request.kind)
+        self.announce(request)
+        result = run_bounded(
+            argv,
+            timeout_s=timeout_s,
+            stdin=stdin,
+            cwd=workdir,
+            env=env,
+            output_cap=AGENT_OUTPUT_CAP,
+        )
+        reply = self.adapter.parse(result.stdout)
+        rel = self.transcripts.rel(folder)
+        usage = Usage(
+            agent=self.adapter.name,
+            session_id=reply.session_id,
+            input_tokens=reply.input_tokens,
+            output_tokens=reply.output_tokens,
+            cost_usd=reply.cost_usd if reply.cost_usd is not None else self._estimate(reply),
+        )
+        outcome = self._outcome(request, ctx, result, reply, timeout_s, rel, usage)
+        _write_transcript(folder, prompt, argv, result, reply, outcome)
+        if self.meter is not None:
+            self.meter.record(
+                {
+                    "agent": self.adapter.name,
+                    "kind": request.kind,
+                    "name": request.name,
+                    "planId": request.plan_id,
+                    "taskId": request.task_id,
+                    "ok": outcome.ok,
+                    "sessionId": usage.session_id,
+                    "inputTokens": usage.input_tokens,
+                    "outputTokens": usage.output_tokens,
+                    "costUsd": usage.cost_usd,
+                    "costEstimated": reply.cost_usd is None and usage.cost_usd is not None,
+                    "transcript": rel,
+                    "durationMs": int(result.duration_s * 1000),
+                }
+            )
+        return outcome
+
+    # -- reading what happened ------------------------------------------------------------
+
+    def _outcome(
+        self,
+        request: Request,
+        ctx: DispatchContext,
+        result: Any,
+        reply: Reply,
+        timeout_s: float,
+        rel: str,
+        usage: Usage,
+    ) -> Outcome:
+        name = self.adapter.name
+        last = _last_words(reply, result.stderr)
+        tail = f" (transcript: {rel})"
+        common: dict[str, Any] = {
+            "stderr": result.stderr,
+            "duration_s": result.duration_s,
+            "truncated": result.truncated,
+            "usage": usage,
+            "transcript": rel,
+        }
+
+        def failed(why: str) -> Outcome:
+            said = f"; last words: {last}" if last and last not in why else ""
+            code = result.exit_code if result.exit_code not in (0, None) else None
+            return Outcome.failed(
+                f"{why}{said}{tail}", exit_code=code, stdout=reply.final, **common
+            )
+
+        if result.spawn_error:
+            return failed(f"{name}: could not start: {result.spawn_error}")
+        if result.timed_out:
+            return failed(f"{name} timed out after {timeout_s:g}s and was killed").model_copy(
+                update={"timed_out": True}
+            )
+        if reply.error:
+            return failed(f"{name}: {classify(reply.error)}: {_one_line(reply.error)}")
+        code = result.exit_code
+        if code != 0:
+            why = (
+                f"was killed by {_signal_name(-code)}"
+                if code is not None and code < 0
+                else (f"exited {code}")
+            )
+            return failed(f"{name} {why}")
+        if not reply.complete:
+            return failed(f"{name}: the output stream ended before the final result (cut off)")
+        if request.kind == "verdict":
+            verdict = extract_verdict(reply.final)
+            stdout = json.dumps(verdict) if verdict is not None else reply.final
+            return Outcome.succeeded(stdout, **common)
+        problem = owed_problem(request, self.project)
+        if problem is not None:
+            return failed(f"{request.role or name} did not deliver: {problem}")
+        return Outcome.succeeded(reply.final, **common)
+
+    def _estimate(self, reply: Reply) -> float | None:
+        """Cost from tokens and the configured prices, for CLIs that report no cost."""
+        s = self.settings
+        if s.input_usd_per_mtok is None or s.output_usd_per_mtok is None:
+            return None
+        if reply.input_tokens is None and reply.output_tokens is None:
+            return None
+        spent = (reply.input_tokens or 0) * s.input_usd_per_mtok
+        spent += (reply.output_tokens or 0) * s.output_usd_per_mtok
+        return round(spent / 1_000_000, 6)
+
+    def _env(self, request: Request, ctx: DispatchContext) -> dict[str, str]:
+        env = self.local._environment(request, ctx)
+        env.update(self.env)
+        return env
+
+
+def extract_verdict(text: str) -> dict[str, Any] | None:
+    """The `{block, message}` object in an agent's final text: the whole text, a fenced block,
+    or the last line that is a JSON object."""
+    candidates = [text]
+    candidates += re.findall(r"```(?:json)?\s*(\{.*?\})\s*```", text, flags=re.S)
+    candidates += [line for line in reversed(text.splitlines()) if line.strip().startswith("{")]
+    for c in candidates:
+        obj = parse_json_object(c)
+        if obj is not None and "block" in obj:
+            return obj
+    return None
+
+
+def owed_problem(request: Request, project: Path) -> str | None:
+    """Why the artifact a phase step owed is missing or unreadable, or None when it is there."""
+    if request.kind != "phase" or request.step not in ("discuss", "plan", "verify"):
+        return None
+    from looprail.errors import LooprailError
+    from looprail.plans import load_phase
+
+    try:
+        phase = load_phase(project, request.phase.number)
+    except LooprailError as exc:
+        return f"the phase does not load: {exc}"
+    if request.step == "discuss":
+        return None if phase.has_context else "no CONTEXT.md in the phase folder"
+    if request.step == "plan":
+        return None if phase.plans else "no *-PLAN.md in the phase folder"
+    if phase.verification_path is None:
+        return "no VERIFICATION.md in the phase folder"
+    fm = _frontmatter(phase.verification_path.read_text(errors="replace"))
+    if not fm.get("status"):
+        return f"{phase.verification_path.name} has no `status:` in its frontmatter"
+    return None
+
+
+def _frontmatter(text: str) -> dict[str, Any]:
+    """The YAML frontmatter of a Markdown file as a dict ({} when absent or malformed)."""
+    import yaml
+
+    match = re.match(r"---[ \t]*\n(.*?)\n(?:---|\.\.\.)[ \t]*(?:\n|$)", text, flags=re.S)
+    if match is None:
+        return {}
+    try:
+        value = yaml.safe_load(match.group(1))
+    except yaml.YAMLError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _last_words(reply: Reply, stderr: str) -> str:
+    text = reply.final.strip() or reply.error or ""
+    line = _last_line(text) if text else ""
+    return line or _last_line(stderr)
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(escape_untrusted(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _write_transcript(
+    folder: Path, prompt: str, argv: Sequence[str], result: Any, reply: Reply, outcome: Outcome
+) -> None:
+    (folder / "prompt.md").write_text(prompt, encoding="utf-8")
+    (folder / "stdout.jsonl").write_text(result.stdout, encoding="utf-8")
+    (folder / "stderr.txt").write_text(result.stderr, encoding="utf-8")
+    shown = [a if a != prompt else "<prompt.md>" for a in argv]
+    meta = {
+        "argv": shown,
+        "exitCode": result.exit_code,
+        "timedOut": result.timed_out,
+        "durationS": round(result.duration_s, 3),
+        "truncated": result.truncated,
+        "events": reply.events,
+        "complete": reply.complete,
+        "sessionId": reply.session_id,
+        "inputTokens": reply.input_tokens,
+        "outputTokens": reply.output_tokens,
+        "costUsd": reply.cost_usd,
+        "error": reply.error,
+        "final": reply.final,
+        "ok": outcome.ok,
+        "detail": outcome.detail,
+    }
+    (folder / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+
+
+def _in_git(path: Path) -> bool:
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "--is-inside-work-tree"],
+            cwd=path,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0 and done.stdout.strip() == "true"
+
+
+class ClaudeRuntime(AgentRuntime):
+    name = "claude"
+    adapter_class = ClaudeAdapter
+
+
+class CodexRuntime(AgentRuntime):
+    name = "codex"
+    adapter_class = CodexAdapter
+
+
+class OpenCodeRuntime(AgentRuntime):
+    name = "opencode"
+    adapter_class = OpenCodeAdapter
+
+
+class GeminiRuntime(AgentRuntime):
+    name = "gemini"
+    adapter_class = GeminiAdapter

@@ -1,0 +1,178 @@
+"""What an agent is asked: one prompt per unit of work, assembled from parts a user can read.
+
+For role work (discuss, plan, verify, ship, and each task) the prompt is, in order:
+1. the role brief — what artifact to write and in which format. Briefs ship with looprail
+   (`looprail/runtime/roles/<role>.md`); a project overrides one with `.looprail/roles/<role>.md`;
+2. the phase context — the phase number and folder, and its CONTEXT.md when there is one;
+3. the contributions delivered to that role, verbatim and in delivery order;
+4. the task content from `execute:task` (tasks only), then its `read_first` files;
+5. what is owed, restated last so it is the last thing the agent reads.
+
+Briefs may use `{phase}`, `{phase_dir}`, `{phase_prefix}` and `{phase_slug}`; nothing else is
+substituted (a brief may contain braces freely). Pure functions except for reading files.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib.resources import files
+from pathlib import Path
+
+from looprail.runtime.base import Request
+
+READ_CAP = 64 * 1024  # bytes of one read_first file / context file put into a prompt
+_ROLES_PACKAGE = "looprail.runtime.roles"
+
+
+def phase_vars(request: Request, project: Path) -> dict[str, str]:
+    phase_dir = Path(request.phase.dir) if request.phase.dir else None
+    slug = phase_dir.name if phase_dir else f"{request.phase.number}"
+    match = re.match(r"\d+[A-Za-z]?(?:\.\d+)*", slug)
+    rel = _rel(phase_dir, project) if phase_dir else f".planning/phases/{slug}"
+    return {
+        "{phase}": request.phase.number,
+        "{phase_dir}": rel,
+        "{phase_prefix}": match.group(0) if match else slug,
+        "{phase_slug}": slug,
+    }
+
+
+def role_brief(project: Path, role: str) -> tuple[str, str]:
+    """`(text, where)`: the project's `.looprail/roles/<role>.md`, else looprail's own, else a
+    generic line. A brief that is not a regular file is ignored (never followed to a device)."""
+    own = project / ".looprail" / "roles" / f"{role}.md"
+    if own.is_file() and not own.is_symlink():
+        return _read(own), f".looprail/roles/{role}.md"
+    shipped = files(_ROLES_PACKAGE) / f"{role}.md"
+    if shipped.is_file():
+        return shipped.read_text(encoding="utf-8"), f"looprail/runtime/roles/{role}.md"
+    return (
+        f"You are the {role} agent of a spec-driven project loop. You work non-interactively: "
+        "do the work described below and finish with a short summary.",
+        "(generic)",
+    )
+
+
+def owed(request: Request, project: Path) -> str | None:
+    """One sentence naming the artifact this unit of work owes, or None."""
+    v = phase_vars(request, project)
+    if request.kind == "phase":
+        return {
+            "discuss": f"Write {v['{phase_dir}']}/{v['{phase_prefix}']}-CONTEXT.md.",
+            "plan": f"Write at least one {v['{phase_dir}']}/{v['{phase_prefix}']}-NN-PLAN.md "
+            "in the format above.",
+            "verify": f"Write {v['{phase_dir}']}/{v['{phase_prefix}']}-VERIFICATION.md with a "
+            "`status:` of passed or gaps_found in its frontmatter.",
+        }.get(request.step or "")
+    if request.kind == "verdict":
+        return (
+            'Finish with exactly one JSON object on the last line: {"block": true or false, '
+            '"message": "one line saying why"}. block=true stops the loop at this gate.'
+        )
+    return None
+
+
+def build_prompt(
+    request: Request,
+    project: Path,
+    *,
+    messages: tuple[str, ...] = (),
+    skill_form: str = "Run the skill `{name}`.",
+    agent_form: str = "Use the `{name}` subagent.",
+) -> str:
+    """The whole prompt for `request` (see the module docstring for the order)."""
+    v = phase_vars(request, project)
+    parts: list[str] = []
+    if request.kind in ("phase", "task"):
+        role = request.role or "executor"
+        brief, _ = role_brief(project, role)
+        parts.append(_subst(brief, v).strip())
+    elif request.kind == "skill":
+        parts.append(skill_form.replace("{name}", request.name))
+    elif request.kind == "agent":
+        parts.append(agent_form.replace("{name}", request.name))
+    elif request.kind == "verdict" and request.verdict is not None:
+        parts.append(agent_form.replace("{name}", request.verdict.ref))
+        if request.verdict.prompt:
+            parts.append(request.verdict.prompt.strip())
+    parts.append(_phase_section(request, project, v))
+    if request.kind in ("phase", "task"):
+        texts = (request.role_context or {}).get(request.role or "executor", ())
+        if texts:
+            parts.append(
+                "## Contributions to your role (verbatim, in order)\n\n" + "\n\n---\n\n".join(texts)
+            )
+    if request.kind == "task" and request.task is not None:
+        parts.append(_task_section(request, project))
+    if messages:
+        parts.append("## Messages for this session\n\n" + "\n\n".join(messages))
+    due = owed(request, project)
+    if due:
+        parts.append(f"## What you owe\n\n{due}")
+    return "\n\n".join(p for p in parts if p).rstrip() + "\n"
+
+
+def _phase_section(request: Request, project: Path, v: dict[str, str]) -> str:
+    lines = [f"## Phase {request.phase.number}", "", f"- Phase folder: `{v['{phase_dir}']}`"]
+    if request.step:
+        lines.append(f"- Step: {request.step}")
+    if request.point:
+        lines.append(
+            f"- Asked at: {request.point}" + (f" ({request.cap_id})" if request.cap_id else "")
+        )
+    if request.plan_id:
+        lines.append(f"- Plan: {request.plan_id}")
+    phase_dir = Path(request.phase.dir) if request.phase.dir else None
+    context = None
+    if phase_dir is not None and phase_dir.is_dir():
+        names = sorted(p.name for p in phase_dir.iterdir() if p.is_file())
+        if names:
+            lines.append("- Files: " + ", ".join(f"`{n}`" for n in names))
+        context = next((phase_dir / n for n in names if n.endswith("CONTEXT.md")), None)
+    if context is not None and request.step != "discuss":
+        lines += ["", f"### {context.name}", "", _read(context).strip()]
+    return "\n".join(lines)
+
+
+def _task_section(request: Request, project: Path) -> str:
+    t = request.task
+    assert t is not None
+    lines = [f"## Task {t.key}: {t.name}".rstrip(": ")]
+    if t.files:
+        lines.append(f"- Files: {', '.join(t.files)}")
+    if t.tracker_id:
+        lines.append(f"- Tracker: {t.tracker_id}")
+    for title, body in (("Action", t.action), ("Verify", t.verify), ("Done when", t.done)):
+        if body.strip():
+            lines += ["", f"### {title}", "", body.strip()]
+    if t.acceptance_criteria:
+        lines += ["", "### Acceptance criteria", ""] + [f"- {c}" for c in t.acceptance_criteria]
+    if t.read_first:
+        lines += ["", "## Read first"]
+        for rel in t.read_first:
+            path = (project / rel).resolve()
+            if path.is_relative_to(project.resolve()) and path.is_file():
+                lines += ["", f"### {rel}", "", "```", _read(path).rstrip(), "```"]
+            else:
+                lines += ["", f"### {rel}", "", "(not readable from the project)"]
+    return "\n".join(lines)
+
+
+def _subst(text: str, v: dict[str, str]) -> str:
+    for key, value in v.items():
+        text = text.replace(key, value)
+    return text
+
+
+def _read(path: Path) -> str:
+    with open(path, "rb") as fh:
+        data = fh.read(READ_CAP + 1)
+    text = data[:READ_CAP].decode("utf-8", errors="replace")
+    return text + ("\n… (cut at 64 KiB)" if len(data) > READ_CAP else "")
+
+
+def _rel(path: Path, project: Path) -> str:
+    try:
+        return path.resolve().relative_to(project.resolve()).as_posix()
+    except ValueError:
+        return str(path)

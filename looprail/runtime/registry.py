@@ -1,0 +1,115 @@
+"""Runtimes as plugins: every runtime is found by name through the `looprail.runtimes`
+entry-point group, so a third party adds one by shipping a package, without touching looprail.
+
+A plugin's entry point names a class (usually a `BaseRuntime` subclass: one method, `handle`)
+with a `from_settings(settings)` classmethod. looprail registers its own the same way
+(pyproject.toml); the built-in table below is only the fallback for a source checkout that was
+never installed, so `local` and the agent adapters work from a bare clone too.
+
+    [project.entry-points."looprail.runtimes"]
+    mine = "my_package.runtime:MyRuntime"
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+from looprail.errors import UsageError
+
+GROUP = "looprail.runtimes"
+DEFAULT_RUNTIME = "local"
+
+# name → "module:Class", what pyproject.toml registers (kept in step by a test).
+BUILTIN: Mapping[str, str] = {
+    "local": "looprail.runtime.local:LocalRuntime",
+    "scripted": "looprail.runtime.scripted:ScriptedRuntime",
+    "claude": "looprail.runtime.agents:ClaudeRuntime",
+    "codex": "looprail.runtime.agents:CodexRuntime",
+    "opencode": "looprail.runtime.agents:OpenCodeRuntime",
+    "gemini": "looprail.runtime.agents:GeminiRuntime",
+}
+
+
+@dataclass
+class RuntimeSettings:
+    """Everything a runtime may be built from. `agent` is the runtime's own section of
+    `.planning/config.json` (`looprail.agents.<name>`), already an object."""
+
+    project: Path
+    host_tool: str | None = None
+    timeouts: Any = None  # looprail.runtime.local.Timeouts | None
+    progress: Callable[[str], None] | None = None
+    agent: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def _entry_points() -> dict[str, Any]:
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=GROUP)}
+
+
+def available() -> list[str]:
+    """Every runtime name: looprail's own and every installed plugin's, sorted."""
+    return sorted({*BUILTIN, *_entry_points()})
+
+
+def runtime_class(name: str) -> type:
+    """The class registered as `name`; an unknown name is a usage error naming the choices."""
+    found = _entry_points().get(name)
+    if found is not None:
+        try:
+            return found.load()
+        except Exception as exc:  # a broken plugin is one line, never a traceback
+            raise UsageError(
+                f"runtime {name!r} ({found.value}) cannot be loaded: {type(exc).__name__}: {exc}"
+            ) from None
+    target = BUILTIN.get(name)
+    if target is None:
+        raise UsageError(f"unknown agent runtime {name!r}; choose one of: {', '.join(available())}")
+    module, _, attr = target.partition(":")
+    return getattr(import_module(module), attr)
+
+
+def create_runtime(name: str, settings: RuntimeSettings) -> Any:
+    """A runtime instance of `name`, built from `settings`."""
+    cls = runtime_class(name)
+    factory = getattr(cls, "from_settings", None)
+    if factory is None:
+        raise UsageError(f"runtime {name!r} ({cls.__qualname__}) has no from_settings()")
+    return factory(settings)
+
+
+def agent_name(config: Mapping[str, Any] | None, override: str | None = None) -> str:
+    """The runtime a run uses: `--agent`, else `looprail.agent` in the config, else `local`."""
+    from looprail.errors import ConfigError
+
+    if override:
+        return override
+    section = (config or {}).get("looprail")
+    value = section.get("agent") if isinstance(section, dict) else None
+    if value is None:
+        return DEFAULT_RUNTIME
+    if not isinstance(value, str) or not value:
+        raise ConfigError(".planning/config.json: looprail.agent: must be a runtime name")
+    return value
+
+
+def agent_section(config: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
+    """`looprail.agents.<name>` from the config (permissions, model, extra args), or {}."""
+    from looprail.errors import ConfigError
+
+    section = (config or {}).get("looprail")
+    agents = section.get("agents") if isinstance(section, dict) else None
+    if agents is None:
+        return {}
+    if not isinstance(agents, dict):
+        raise ConfigError(".planning/config.json: looprail.agents: must be an object")
+    value = agents.get(name, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f".planning/config.json: looprail.agents.{name}: must be an object")
+    return dict(value)

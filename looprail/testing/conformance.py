@@ -1,0 +1,127 @@
+"""The runtime conformance kit: one check every runtime passes, looprail's own and plugins'.
+
+    from looprail.testing.conformance import check_runtime
+
+    def test_my_runtime_conforms(tmp_path):
+        project = make_my_project(tmp_path)          # whatever your runtime needs to work
+        check_runtime(lambda: MyRuntime(project), project)
+
+`check_runtime` drives every typed call of the `Runtime` protocol through a fresh runtime and
+asserts the contract the state machine relies on (docs/runtime.md):
+
+- it is a `Runtime`; every call returns an `Outcome` and never raises for failed work;
+- a failed `Outcome` says why in one line; an ok one has exit code 0 or None;
+- an ok query or verdict carries a `{"block": bool}` verdict in `data`;
+- an unusable `agentVerdict` is a failed Outcome, not an exception;
+- programming errors are exceptions: `words` as a str (TypeError), no step (ValueError);
+- `deliver_context` returns None and the work that follows still runs;
+- if registered (`name`), the `looprail.runtimes` entry point builds it with `from_settings`.
+
+`expect_ok` names the calls that must succeed in the prepared project (by default the role
+work: the four phase steps' roles and one task); everything else may fail, but by the rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from looprail.runtime.base import DispatchContext, Outcome, Runtime, TaskWork
+
+ALL_CALLS = (
+    "skill",
+    "agent",
+    "command",
+    "query",
+    "verdict",
+    "phase",
+    "task",
+    "message",
+    "compact",
+)
+
+
+def _check_outcome(what: str, outcome: Any) -> Outcome:
+    assert isinstance(outcome, Outcome), f"{what} returned {type(outcome).__name__}, not Outcome"
+    if outcome.ok:
+        assert outcome.exit_code in (0, None), f"{what}: ok with exit code {outcome.exit_code}"
+    else:
+        assert outcome.detail and "\n" not in outcome.detail, f"{what}: detail must be one line"
+    return outcome
+
+
+def check_runtime(
+    make: Callable[[], Any],
+    project: Path,
+    *,
+    phase_number: str = "1",
+    phase_dir: Path | None = None,
+    expect_ok: Iterable[str] = ("phase", "task"),
+) -> dict[str, Outcome]:
+    """Run the kit (see the module docstring); returns each call's Outcome for further checks."""
+    import pytest
+
+    project = Path(project).resolve()
+    runtime = make()
+    assert isinstance(runtime, Runtime), f"{type(runtime).__name__} is not a Runtime"
+    ctx = DispatchContext(
+        project=project,
+        phase_number=phase_number,
+        phase_dir=phase_dir.resolve() if phase_dir else None,
+        point="plan:pre",
+    )
+    out: dict[str, Outcome] = {}
+
+    assert runtime.deliver_context("planner", "CONFORMANCE: a contribution", ctx) is None
+    out["skill"] = _check_outcome("run_skill", runtime.run_skill("gsd-conformance", ctx))
+    out["agent"] = _check_outcome("spawn_agent", runtime.spawn_agent("conformance", ctx))
+    out["command"] = _check_outcome("run_command", runtime.run_command(["conformance"], ctx))
+    out["query"] = _check_outcome("run_query_check", runtime.run_query_check(["conf"], ctx))
+    out["verdict"] = _check_outcome(
+        "ask_verdict", runtime.ask_verdict({"ref": "conformance", "prompt": "ok?"}, ctx)
+    )
+    for kind in ("query", "verdict"):
+        if out[kind].ok:
+            data = out[kind].data or {}
+            assert isinstance(data.get("block"), bool), f"ok {kind} without a boolean block"
+    bad = runtime.ask_verdict({"prompt": "no ref"}, ctx)
+    assert not _check_outcome("ask_verdict without ref", bad).ok
+    with pytest.raises(TypeError):
+        runtime.run_command("conformance", ctx)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        runtime.do_phase_work("planner", "", ctx)
+
+    for role, step in (("orchestrator", "discuss"), ("planner", "plan"), ("verifier", "verify")):
+        out[f"phase:{step}"] = _check_outcome(
+            f"do_phase_work({step})",
+            runtime.do_phase_work(role, step, ctx.model_copy(update={"point": None})),
+        )
+    out["phase"] = out["phase:plan"]
+    task = TaskWork(plan_id="01-01", task_id="T1", index=1, name="conformance", files=("c.txt",))
+    task_ctx = ctx.model_copy(update={"point": None, "plan_id": "01-01", "task_id": "T1"})
+    out["task"] = _check_outcome("execute_task", runtime.execute_task(task, task_ctx))
+    out["message"] = _check_outcome(
+        "deliver_message",
+        runtime.deliver_message(
+            "CONFORMANCE: a message",
+            send_as="custom",
+            delivery="steer",
+            trigger_turn=False,
+            ctx=ctx,
+        ),
+    )
+    out["compact"] = _check_outcome("compact", runtime.compact(None, ctx))
+
+    for kind in expect_ok:
+        keys = [k for k in out if k == kind or k.startswith(f"{kind}:")]
+        for key in keys:
+            assert out[key].ok, f"{key} should succeed here: {out[key].detail}"
+
+    name = getattr(type(runtime), "name", "")
+    if name:
+        from looprail.runtime.registry import runtime_class
+
+        assert runtime_class(name) is type(runtime), f"entry point {name!r} is another class"
+        assert callable(getattr(type(runtime), "from_settings", None)), "no from_settings()"
+    return out

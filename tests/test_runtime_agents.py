@@ -1,0 +1,508 @@
+"""Agent runtimes and the runtime plugin layer: the registry (entry points), the conformance kit
+every runtime passes, what an agent is asked (prompts), adapters' argv and output parsing."""
+
+from __future__ import annotations
+
+import json
+import stat
+import sys
+import tomllib
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from looprail.cli import main
+from looprail.hooks.checks import CheckContext, CheckError, Verdict, evaluate_check
+from looprail.runtime import registry
+from looprail.runtime.agents import ADAPTERS, AgentSettings, extract_verdict
+from looprail.runtime.base import BaseRuntime, DispatchContext, Outcome, Request, TaskWork
+from looprail.runtime.local import LocalRuntime
+from looprail.runtime.registry import RuntimeSettings, create_runtime
+from looprail.runtime.scripted import ScriptedRuntime
+from looprail.testing.conformance import check_runtime
+from tests.agentkit import AGENTS, fake_bin
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def executable(path: Path, body: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!{sys.executable}\n{body}")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    (root / ".planning" / "phases" / "01-demo").mkdir(parents=True)
+    # commands and checks run as with the local runtime, whatever the agent
+    executable(root / ".looprail" / "commands" / "conformance", "print('ok')\n")
+    executable(
+        root / ".looprail" / "checks" / "conf",
+        "import json; print(json.dumps({'block': False, 'message': ''}))\n",
+    )
+    return root
+
+
+@pytest.fixture
+def fakes_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    bin_dir = fake_bin(tmp_path)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin")
+    monkeypatch.setenv("FAKE_AGENT_LOG", str(tmp_path / "calls.jsonl"))
+    return bin_dir
+
+
+def phase_dir(project: Path) -> Path:
+    return project / ".planning" / "phases" / "01-demo"
+
+
+# ── the registry ─────────────────────────────────────────────────────────────────────────────
+
+
+def test_pyproject_registers_every_builtin_runtime_as_an_entry_point() -> None:
+    meta = tomllib.loads((REPO / "pyproject.toml").read_text())
+    declared = meta["project"]["entry-points"][registry.GROUP]
+    assert declared == dict(registry.BUILTIN)
+    assert set(declared) == {"local", "scripted", "claude", "codex", "opencode", "gemini"}
+
+
+@pytest.mark.parametrize("name", sorted(registry.BUILTIN))
+def test_each_registered_name_builds_its_runtime(name: str, project: Path) -> None:
+    runtime = create_runtime(name, RuntimeSettings(project=project))
+    assert type(runtime).name == name and isinstance(runtime, BaseRuntime)
+
+
+class EchoRuntime(BaseRuntime):
+    """A third-party runtime: one method. Role work writes what the loop needs."""
+
+    name = "echo"
+
+    @classmethod
+    def from_settings(cls, settings: RuntimeSettings) -> EchoRuntime:
+        return cls(progress=settings.progress)
+
+    def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
+        if request.kind in ("query", "verdict"):
+            return Outcome.succeeded(data={"block": False, "message": "echo"})
+        if request.kind == "task":
+            Path(ctx.workdir or ctx.project, "echo.txt").write_text(request.name)
+        return Outcome.succeeded(f"echo {request.kind} {request.name}")
+
+
+def test_a_third_party_runtime_is_found_through_the_entry_point_group(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    point = EntryPoint(
+        name="echo", value="tests.test_runtime_agents:EchoRuntime", group=registry.GROUP
+    )
+    monkeypatch.setattr(registry, "_entry_points", lambda: {"echo": point})
+    assert "echo" in registry.available()
+    check_runtime(
+        lambda: create_runtime("echo", RuntimeSettings(project=project)),
+        project,
+        expect_ok=("skill", "agent", "verdict", "phase", "task", "message", "compact"),
+    )
+
+
+def test_a_broken_plugin_is_one_line(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    point = EntryPoint(name="broken", value="no_such_module_x:Thing", group=registry.GROUP)
+    monkeypatch.setattr(registry, "_entry_points", lambda: {"broken": point})
+    code = main(["run", str(project), "--phase", "1", "--agent", "broken", "--no-journal"])
+    err = capsys.readouterr().err.strip()
+    assert code != 0 and len(err.splitlines()) == 1
+    assert "runtime 'broken' (no_such_module_x:Thing) cannot be loaded: ModuleNotFoundError" in err
+
+
+def test_an_unknown_agent_is_a_usage_error_naming_the_choices(project: Path, capsys) -> None:
+    code = main(["run", str(project), "--phase", "1", "--agent", "nope", "--no-journal"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err == (
+        "looprail: error: unknown agent runtime 'nope'; choose one of: "
+        "claude, codex, gemini, local, opencode, scripted"
+    )
+
+
+@pytest.mark.parametrize(
+    ("looprail_section", "message"),
+    [
+        ({"agent": 3}, ".planning/config.json: looprail.agent: must be a runtime name"),
+        (
+            {"agent": "claude", "agents": {"claude": {"permisionMode": "x"}}},
+            ".planning/config.json: looprail.agents.claude.permisionMode: unknown setting",
+        ),
+        (
+            {"agent": "codex", "agents": {"codex": {"args": "--x"}}},
+            ".planning/config.json: looprail.agents.codex.args: must be a list of strings",
+        ),
+        (
+            {"agent": "claude", "worktrees": "yes"},
+            ".planning/config.json: looprail.worktrees: must be true or false",
+        ),
+    ],
+)
+def test_bad_agent_config_is_one_line(project: Path, capsys, looprail_section, message) -> None:
+    (project / ".planning" / "config.json").write_text(json.dumps({"looprail": looprail_section}))
+    code = main(["run", str(project), "--phase", "1", "--no-journal"])
+    err = capsys.readouterr().err.strip()
+    assert code != 0 and len(err.splitlines()) == 1 and message in err, err
+
+
+def test_config_picks_the_agent_and_the_flag_wins(project: Path) -> None:
+    config = {"looprail": {"agent": "codex"}}
+    assert registry.agent_name(config) == "codex"
+    assert registry.agent_name(config, "gemini") == "gemini"
+    assert registry.agent_name(None) == "local"
+
+
+# ── the conformance kit, for every runtime ─────────────────────────────────────────────────
+
+
+def test_local_runtime_conforms(project: Path) -> None:
+    write = (
+        "import json, sys, pathlib; r = json.load(sys.stdin); d = pathlib.Path(r['phase']['dir'] or '.')\n"
+        "s = r.get('step')\n"
+        "if s == 'discuss': (d / '01-CONTEXT.md').write_text('c')\n"
+        "if s == 'verify': (d / '01-VERIFICATION.md').write_text('---\\nstatus: passed\\n---\\n')\n"
+        "if r['kind'] == 'verdict': print(json.dumps({'block': False}))\n"
+    )
+    for name in ("orchestrator", "planner", "verifier", "executor", "conformance"):
+        executable(project / ".looprail" / "agents" / name, write)
+    executable(project / ".looprail" / "skills" / "gsd-conformance", "")
+    executable(project / ".looprail" / "session", "")
+    out = check_runtime(
+        lambda: LocalRuntime(project, progress=lambda _l: None),
+        project,
+        phase_dir=phase_dir(project),
+        expect_ok=[*AGENT_KINDS, "command", "query"],
+    )
+    assert out["verdict"].data == {"block": False}
+
+
+AGENT_KINDS = ("skill", "agent", "verdict", "phase", "task", "message", "compact")
+
+
+def test_scripted_runtime_conforms(project: Path) -> None:
+    check_runtime(ScriptedRuntime, project, expect_ok=[*AGENT_KINDS, "command", "query"])
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_agent_runtimes_conform(agent: str, project: Path, fakes_on_path: Path) -> None:
+    make = lambda: create_runtime(agent, RuntimeSettings(project=project, progress=lambda _l: None))  # noqa: E731
+    out = check_runtime(
+        make, project, phase_dir=phase_dir(project), expect_ok=[*AGENT_KINDS, "command", "query"]
+    )
+    assert out["verdict"].data == {"block": False, "message": "fine"}
+    assert out["phase"].usage is not None and out["phase"].usage.agent == agent
+    assert out["phase"].transcript and (project / out["phase"].transcript / "prompt.md").is_file()
+    assert (project / "c.txt").is_file()  # the task wrote its file
+
+
+# ── what an agent is asked ─────────────────────────────────────────────────────────────────
+
+
+def agent_runtime(name: str, project: Path):
+    return create_runtime(name, RuntimeSettings(project=project, progress=lambda _l: None))
+
+
+def ctx_for(project: Path, **extra) -> DispatchContext:
+    return DispatchContext(project=project, phase_number="1", phase_dir=phase_dir(project), **extra)
+
+
+def prompt_of(outcome: Outcome, project: Path) -> str:
+    assert outcome.transcript
+    return (project / outcome.transcript / "prompt.md").read_text()
+
+
+def test_phase_prompt_is_brief_phase_contributions_and_what_is_owed(
+    project: Path, fakes_on_path: Path
+) -> None:
+    (phase_dir(project) / "01-CONTEXT.md").write_text("# Context\n\nUse tabs.\n")
+    rt = agent_runtime("claude", project)
+    rt.deliver_context("planner", "FIRST: keep plans small", ctx_for(project, point="plan:pre"))
+    rt.deliver_context("executor", "NOT FOR THE PLANNER", ctx_for(project, point="plan:pre"))
+    rt.deliver_context("planner", "SECOND: {braces} stay", ctx_for(project, point="plan:pre"))
+    outcome = rt.do_phase_work("planner", "plan", ctx_for(project))
+    assert outcome.ok, outcome.detail
+    prompt = prompt_of(outcome, project)
+    assert prompt.startswith("You are the planner")
+    assert "`.planning/phases/01-demo/`" in prompt  # the brief's {phase_dir}, substituted
+    assert "Use tabs." in prompt  # the phase context
+    assert prompt.index("FIRST: keep plans small") < prompt.index("SECOND: {braces} stay")
+    assert "NOT FOR THE PLANNER" not in prompt
+    assert prompt.rstrip().endswith("in the format above.")  # what is owed comes last
+
+
+def test_a_project_overrides_a_role_brief(project: Path, fakes_on_path: Path) -> None:
+    own = project / ".looprail" / "roles" / "verifier.md"
+    own.parent.mkdir(parents=True)
+    own.write_text("HOUSE VERIFIER for phase {phase} in {phase_dir}\n")
+    outcome = agent_runtime("codex", project).do_phase_work("verifier", "verify", ctx_for(project))
+    prompt = prompt_of(outcome, project)
+    assert prompt.startswith("HOUSE VERIFIER for phase 1 in .planning/phases/01-demo")
+    assert "You are the verifier" not in prompt
+
+
+def test_task_prompt_has_the_task_content_and_its_read_first_files(
+    project: Path, fakes_on_path: Path
+) -> None:
+    (project / "notes.md").write_text("READ ME FIRST\n")
+    task = TaskWork(
+        plan_id="01-02",
+        task_id="T3",
+        index=3,
+        name="Add login",
+        files=("src/login.py",),
+        read_first=("notes.md",),
+        action="Write the login form.",
+        verify="pytest -k login",
+        acceptance_criteria=("form posts",),
+        done="login works",
+        tracker_id="gh:12",
+    )
+    rt = agent_runtime("gemini", project)
+    rt.deliver_context("executor", "EXEC HINT", ctx_for(project, point="execute:pre"))
+    outcome = rt.execute_task(task, ctx_for(project, plan_id="01-02", task_id="T3"))
+    assert outcome.ok, outcome.detail
+    prompt = prompt_of(outcome, project)
+    for text in (
+        "You are the executor",
+        "## Task 01-02/T3: Add login",
+        "- Files: src/login.py",
+        "Write the login form.",
+        "pytest -k login",
+        "- form posts",
+        "login works",
+        "### notes.md",
+        "READ ME FIRST",
+        "EXEC HINT",
+        "gh:12",
+    ):
+        assert text in prompt, text
+    assert (project / "src" / "login.py").is_file()
+
+
+def test_skills_and_subagents_run_the_agents_way(
+    project: Path, fakes_on_path: Path, tmp_path: Path
+) -> None:
+    claude = agent_runtime("claude", project)
+    assert prompt_of(
+        claude.run_skill("gsd-lint", ctx_for(project, point="plan:pre")), project
+    ).startswith("/gsd-lint\n")
+    assert "Use the gsd-mapper subagent" in prompt_of(
+        claude.spawn_agent("gsd-mapper", ctx_for(project, point="plan:pre")), project
+    )
+    opencode = agent_runtime("opencode", project)
+    opencode.spawn_agent("reviewer", ctx_for(project, point="plan:pre"))
+    last = json.loads((tmp_path / "calls.jsonl").read_text().splitlines()[-1])
+    assert last["argv"][:6] == [
+        "run",
+        "--format",
+        "json",
+        "--agent",
+        "reviewer",
+        *last["argv"][5:6],
+    ]
+
+
+def test_messages_reach_the_next_prompt_once(project: Path, fakes_on_path: Path) -> None:
+    rt = agent_runtime("claude", project)
+    ctx = ctx_for(project, point="plan:pre")
+    assert rt.deliver_message(
+        "MIND THE TESTS", send_as="custom", delivery="nextTurn", trigger_turn=False, ctx=ctx
+    ).ok
+    first = prompt_of(rt.run_skill("gsd-a", ctx), project)
+    second = prompt_of(rt.run_skill("gsd-b", ctx), project)
+    assert "MIND THE TESTS" in first and "MIND THE TESTS" not in second
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_malformed_agent_verdict_is_a_check_error(
+    agent: str, project: Path, fakes_on_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    check_ctx = CheckContext(
+        project=project, phase_number="1", phase_dir=Path(".planning/phases/01-demo")
+    )
+    rt = agent_runtime(agent, project)
+    spec = {"ref": "ui-auditor", "prompt": "Is the UI spec complete?"}
+    assert evaluate_check({"agentVerdict": spec}, check_ctx, rt) == Verdict(False, "fine")
+    monkeypatch.setenv("FAKE_AGENT_MODE", "bad_verdict")
+    result = evaluate_check({"agentVerdict": spec}, check_ctx, rt)
+    assert isinstance(result, CheckError)
+    assert "stdout is not a JSON object" in result.reason
+
+
+def test_a_missing_cli_says_how_to_install_it(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    outcome = agent_runtime("codex", project).run_skill("gsd-a", ctx_for(project, point="plan:pre"))
+    assert not outcome.ok
+    assert outcome.detail.startswith("codex: `codex` not found on PATH; install Codex CLI")
+
+
+def test_doctor_says_how_to_fix_a_missing_cli(project: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    code = main(["doctor", "--project", str(project), "--agent", "gemini"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert (
+        "✗ gemini: `gemini` not found on PATH; install Gemini CLI (npm install -g @google/gemini-cli)"
+        in out
+    )
+
+
+def test_init_never_overwrites_a_project(tmp_path: Path, capsys) -> None:
+    assert main(["init", str(tmp_path / "p"), "--agent", "codex"]) == 0
+    assert main(["init", str(tmp_path / "p")]) == 2
+    assert "already a looprail project (nothing changed)" in capsys.readouterr().err
+    assert main(["init", str(tmp_path / "q"), "--agent", "nope"]) == 2
+
+
+# ── adapters: argv and permissions ─────────────────────────────────────────────────────────
+
+
+def request(kind: str = "task", name: str = "01-01/T1") -> Request:
+    return Request(
+        kind=kind,
+        name=name,
+        project="/p",
+        point=None,
+        cap_id=None,
+        flavor="gsd",
+        phase={"number": "1", "dir": "/p/.planning/phases/01-x"},
+    )
+
+
+def test_default_permissions_are_conservative_and_changed_only_explicitly() -> None:
+    default = AgentSettings()
+    claude = ADAPTERS["claude"]().argv("P", request(), default, git=True)
+    assert claude == [
+        "claude",
+        "-p",
+        "P",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--permission-mode",
+        "acceptEdits",
+    ]
+    assert ADAPTERS["codex"]().argv("P", request(), default, git=True) == [
+        "codex",
+        "exec",
+        "--json",
+        "--sandbox",
+        "workspace-write",
+        "P",
+    ]
+    assert (
+        ADAPTERS["codex"]().argv("P", request(), default, git=False)[5] == "--skip-git-repo-check"
+    )
+    assert ADAPTERS["opencode"]().argv("P", request(), default, git=True) == [
+        "opencode",
+        "run",
+        "--format",
+        "json",
+        "P",
+    ]
+    assert ADAPTERS["gemini"]().argv("P", request(), default, git=True) == [
+        "gemini",
+        "-p",
+        "P",
+        "--output-format",
+        "json",
+        "--approval-mode",
+        "auto_edit",
+    ]
+    for name, adapter in ADAPTERS.items():
+        argv = " ".join(adapter().argv("P", request(), default, git=True))
+        for loose in ("dangerously", "bypassPermissions", "yolo", "danger-full-access"):
+            assert loose not in argv, (name, loose)
+    explicit = AgentSettings.parse(
+        "claude", {"permissionMode": "plan", "allowedTools": ["Bash(git *)"], "model": "opus"}
+    )
+    assert ADAPTERS["claude"]().argv("P", request(), explicit, git=True)[6:] == [
+        "--permission-mode",
+        "plan",
+        "--allowedTools",
+        "Bash(git *)",
+        "--model",
+        "opus",
+    ]
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+@given(text=st.text(max_size=300))
+def test_parsers_never_raise_on_any_output(agent: str, text: str) -> None:
+    reply = ADAPTERS[agent]().parse(text)
+    assert isinstance(reply.final, str)
+
+
+def test_verdicts_are_found_in_the_agents_final_text() -> None:
+    assert extract_verdict('{"block": true, "message": "x"}') == {"block": True, "message": "x"}
+    assert extract_verdict('Thinking…\n```json\n{"block": false}\n```') == {"block": False}
+    assert extract_verdict('all good\n{"block": false, "message": "ok"}') == {
+        "block": False,
+        "message": "ok",
+    }
+    assert extract_verdict("no verdict here") is None
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_prompt_too_long_for_argv_goes_the_way_the_cli_reads_more_input(
+    agent: str, project: Path, fakes_on_path: Path, tmp_path: Path
+) -> None:
+    for name in ("big1.txt", "big2.txt"):
+        (project / name).write_text(("x" * 99 + "\n") * 640)  # 64 000 bytes each
+    task = TaskWork(
+        plan_id="01-01",
+        task_id="T1",
+        index=1,
+        name="Big",
+        files=("out.txt",),
+        read_first=("big1.txt", "big2.txt"),
+        action="Write out.txt",
+    )
+    outcome = agent_runtime(agent, project).execute_task(
+        task, ctx_for(project, plan_id="01-01", task_id="T1")
+    )
+    assert outcome.ok, outcome.detail
+    assert (project / "out.txt").is_file()  # the fake read the task from stdin / the file
+    argv = json.loads((tmp_path / "calls.jsonl").read_text().splitlines()[-1])["argv"]
+    assert max(len(a.encode()) for a in argv) < 100_000
+    if agent == "opencode":
+        assert argv[-2] == "--file" and argv[-1].endswith("prompt.md")
+    else:
+        assert "Follow the instructions given on stdin." in argv
+
+
+def test_claude_error_codes_on_assistant_messages_and_codex_retried_errors() -> None:
+    stream = "\n".join(
+        json.dumps(e)
+        for e in (
+            {"type": "system", "subtype": "init", "session_id": "s1"},
+            {
+                "type": "assistant",
+                "error": "rate_limit",
+                "message": {"content": [{"type": "text", "text": "Please try again later."}]},
+            },
+        )
+    )
+    reply = ADAPTERS["claude"]().parse(stream)
+    assert reply.error == "rate_limit: Please try again later." and not reply.complete
+    codex = "\n".join(
+        json.dumps(e)
+        for e in (
+            {"type": "thread.started", "thread_id": "t1"},
+            {"type": "error", "message": "stream disconnected; retrying 1/5"},
+            {"type": "item.completed", "item": {"type": "agent_message", "text": "ok"}},
+            {"type": "turn.completed", "usage": {"input_tokens": 3, "output_tokens": 1}},
+        )
+    )
+    reply = ADAPTERS["codex"]().parse(codex)
+    assert reply.error is None and reply.complete and reply.final == "ok"
+    assert (reply.session_id, reply.input_tokens, reply.output_tokens) == ("t1", 3, 1)
