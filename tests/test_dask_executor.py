@@ -22,7 +22,12 @@ AGENT = """#!/bin/sh
 if [ -n "$KILL_TASK" ] && [ "$LOOPRAIL_PLAN_ID/$LOOPRAIL_TASK_ID" = "$KILL_TASK" ] \\
    && [ ! -e "$KILL_MARK" ]; then
   touch "$KILL_MARK"
-  kill -9 $PPID
+  worker=$PPID
+  # On Linux every child runs under looprail's process guard: the worker is its parent.
+  if grep -q guard.py "/proc/$PPID/cmdline" 2>/dev/null; then
+    worker=$(awk '{print $4}' "/proc/$PPID/stat")
+  fi
+  kill -9 "$worker"
   sleep 30
 fi
 mkdir -p "$LOOPRAIL_PROJECT/out"

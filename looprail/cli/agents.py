@@ -35,7 +35,13 @@ def register(sub) -> None:
         "briefs to edit, a .gitignore for looprail's state, and a git repository. Existing "
         "files are never overwritten.",
     )
-    p.add_argument("dir", nargs="?", default=".", metavar="DIR")
+    p.add_argument(
+        "dir",
+        nargs="?",
+        default=".",
+        metavar="DIR",
+        help="the project folder to create (default: here)",
+    )
     p.add_argument("--agent", default="local", metavar="NAME", help="runtime (default: local)")
     p.add_argument("--goal", default=None, metavar="TEXT", help="phase 1's goal in ROADMAP.md")
     p.set_defaults(handler=init)
