@@ -173,7 +173,7 @@ def load_registry(
                         ]
                         cap = None
                         break
-            if cap is None:
+            if cap is None or data is None:  # data is None exactly when cap is
                 failed.append(
                     FailedCapability(folder.name, file, root.origin, issues, _gate_points(raw))
                 )

@@ -69,9 +69,9 @@ def blockers(registry: Any, compiled: dict[str, Any]) -> list[Blocker]:
     caps = compiled.get("caps") or {}
     for cid, lc in registry.capabilities.items():
         cap = caps.get(cid) or {}
-        gates = lc.manifest.gates or ()
-        if cap.get("consent") is False and gates:
-            points = ", ".join(sorted({g.point for g in gates}))
+        cap_gates = lc.manifest.gates or ()
+        if cap.get("consent") is False and cap_gates:
+            points = ", ".join(sorted({g.point for g in cap_gates}))
             out.append(
                 Blocker(
                     "capability-gates-untrusted",

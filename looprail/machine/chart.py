@@ -46,7 +46,8 @@ def _guard_method(name: str) -> Callable[..., bool]:
 @cache
 def compile_loop(spec: LoopSpec = DEFAULT_LOOP) -> type[StateChart]:
     """The loop chart class for `spec` (cached: specs are frozen values)."""
-    states: dict[str, State] = {"idle": State("idle", initial=True)}
+    # The chart's class namespace: plain states, and the looped step as a compound state class.
+    states: dict[str, State | type[State]] = {"idle": State("idle", initial=True)}
     inner = {
         "wave_ready": State("wave ready", initial=True),
         "wave_running": State("wave running"),

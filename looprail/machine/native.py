@@ -21,10 +21,10 @@ import json
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from looprail.fsutil import atomic_write
-from looprail.machine.guards import HookResult
+from looprail.machine.guards import HookResult, HookStatus
 from looprail.machine.progress import Progress
 from looprail.machine.record import EventRecord, Recorder
 from looprail.runtime.base import DispatchContext
@@ -215,7 +215,13 @@ class NativeBridge:
         return self.engine.matching(point, point_candidate(point, phase=self.phase, wave=wave))
 
     def task_hooks(
-        self, event: str, plan: Any, task: Any, wave: int, work: Any, ctx: DispatchContext
+        self,
+        event: Literal["task_call", "task_result"],
+        plan: Any,
+        task: Any,
+        wave: int,
+        work: Any,
+        ctx: DispatchContext,
     ) -> list[HookResult]:
         from looprail.hooks.native import task_candidate
 
@@ -281,6 +287,7 @@ class NativeBridge:
         evaluation = self.engine.evaluate(event, candidate)
         results = []
         for r in evaluation.results:
+            status: HookStatus
             if r.outcome == "pass":
                 status = "ok"
             elif r.outcome == "block":

@@ -357,8 +357,8 @@ def _split_frontmatter(doc: _Doc) -> tuple[str, int, int]:
     return text[first_end + 1 : closing.start()], 2, closing.end()
 
 
-def _scan_body(doc: _Doc, body_start: int) -> tuple[dict[str, str | None], list[_Element]]:
-    sections: dict[str, str | None] = {}
+def _scan_body(doc: _Doc, body_start: int) -> tuple[dict[str, Any], list[_Element]]:
+    sections: dict[str, Any] = {}  # `Plan` keyword arguments: section name -> its text
     tasks: list[_Element] = []
     seen_tasks_section = False
     wanted = (*_SECTIONS, "tasks", "task")
@@ -496,7 +496,8 @@ class _PlanYamlLoader(NoAliasSafeLoader):
     zero-padded numbers as strings: plan and phase ids are written `01`, and YAML 1.1 would read
     that as the octal integer 1."""
 
-    yaml_implicit_resolvers: ClassVar[dict[Any, list[Any]]] = {
+    # PyYAML reads this as a class attribute; its stubs declare it on instances.
+    yaml_implicit_resolvers: ClassVar[dict[Any, list[Any]]] = {  # type: ignore[misc]
         first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:int"]
         for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
     }

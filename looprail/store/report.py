@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 from looprail.store.journal import Journal
 from looprail.store.models import EventRow, RunRow, TaskRow
 
-REPORT_VERSION = 1
+REPORT_VERSION: Literal[1] = 1
 
 
 class _Out(BaseModel):
