@@ -32,6 +32,8 @@ if TYPE_CHECKING:  # typing is not imported at run time: this module is on the h
     from collections.abc import Iterable, Mapping
     from typing import Any
 
+    from looprail.hooks.registry import CompiledRegistry
+
 CONSENT_FILE = "consent.json"
 STORE_VERSION = 1
 PROJECT_ORIGIN = "project"  # looprail.hooks.compiled.PROJECT, without importing it
@@ -417,11 +419,11 @@ def apply_consent(registry: Any, *, home: str | os.PathLike[str] | None = None) 
 
 
 def compiled_consent(
-    compiled: dict[str, Any],
+    compiled: CompiledRegistry,
     *,
     home: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
+) -> CompiledRegistry:
     """The same for the compiled registry of the hot path (plain dicts; see
     `hooks.compiled.load_compiled`): a project-origin cap without valid consent gets
     `consent: False`, `active: False` and an `inactiveReason`. Only project-origin folders are

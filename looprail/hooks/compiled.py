@@ -20,7 +20,9 @@ import zlib
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
     from collections.abc import Mapping, Sequence
-    from typing import Any
+    from typing import Any, TypeGuard
+
+    from looprail.hooks.registry import CompiledRegistry
 
 FIRST_PARTY = "first-party"
 GLOBAL = "global"
@@ -113,7 +115,7 @@ def load_compiled(
     env: Mapping[str, str] | None = None,
     home: Any = None,
     use_cache: bool = True,
-) -> dict[str, Any]:
+) -> CompiledRegistry:
     """The compiled registry (see `registry.compile_registry`), cached when nothing changed.
 
     Activation by `activationKey` is not baked in: it depends on config, which the resolver
@@ -151,7 +153,9 @@ def load_compiled(
     return _with_consent(compiled, home, env)
 
 
-def _with_consent(compiled: dict[str, Any], home: Any, env: Mapping[str, str]) -> dict[str, Any]:
+def _with_consent(
+    compiled: CompiledRegistry, home: Any, env: Mapping[str, str]
+) -> CompiledRegistry:
     """Consent is applied at read time, never cached: it changes without any manifest change
     (`looprail trust`/`revoke`, an edited file in a capability folder). Only project-overlay
     capabilities need consent, so the trust module is imported only when there are some."""
@@ -171,8 +175,8 @@ def _with_consent(compiled: dict[str, Any], home: Any, env: Mapping[str, str]) -
 _DEFERRED = "$deferred"
 
 
-def _defer_project_fragments(compiled: dict[str, Any]) -> dict[str, Any]:
-    caps = compiled.get("caps") or {}
+def _defer_project_fragments(compiled: CompiledRegistry) -> CompiledRegistry:
+    caps: dict[Any, dict[str, Any]] = compiled.get("caps") or {}  # looked up by any capId
     for table in (compiled.get("points") or {}).values():
         for group in ("steps", "contributions"):
             for i, hook in enumerate(table.get(group) or ()):
@@ -189,10 +193,10 @@ def _defer_project_fragments(compiled: dict[str, Any]) -> dict[str, Any]:
     return compiled
 
 
-def _materialise_deferred(compiled: dict[str, Any]) -> None:
+def _materialise_deferred(compiled: CompiledRegistry) -> None:
     """Read the deferred fragments of consented project capabilities (as the manifest loader
     does: inside the folder after symlinks, a regular file, at most 8 MiB of UTF-8)."""
-    caps = compiled.get("caps") or {}
+    caps: dict[Any, dict[str, Any]] = compiled.get("caps") or {}  # looked up by any capId
     read: dict[str, str | None] = {}
     for table in (compiled.get("points") or {}).values():
         for group in ("steps", "contributions"):
@@ -231,7 +235,7 @@ def _read_fragment(folder: str, target: str) -> str | None:
         return None
 
 
-def _read(cache_file: str, key: str, deps: dict[str, list[int] | None]) -> dict[str, Any] | None:
+def _read(cache_file: str, key: str, deps: dict[str, list[int] | None]) -> CompiledRegistry | None:
     try:
         with open(cache_file, "rb") as fh:
             raw = fh.read()
@@ -260,7 +264,7 @@ def _header(body: bytes) -> bytes:
     return f"{CACHE_FORMAT} {zlib.crc32(body):08x}".encode()
 
 
-def _well_formed(compiled: Any) -> bool:
+def _well_formed(compiled: Any) -> TypeGuard[CompiledRegistry]:
     """The shape `resolve` and the CLI index into, so a damaged entry is rebuilt, not a crash."""
     from looprail.points import POINTS
 

@@ -200,7 +200,7 @@ class Dispatcher:
         if isinstance(result, CheckError):
             reason = result.reason + (" (could not look)" if result.unavailable else "")
             return self._result(point, hook, "error", start, reason, label=label)
-        status = "block" if result.block else "pass"
+        status: HookStatus = "block" if result.block else "pass"
         return self._result(
             point, hook, status, start, result.message, label=label, details=result.details
         )

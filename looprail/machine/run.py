@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from statemachine.exceptions import TransitionNotAllowed
 
@@ -33,9 +33,12 @@ from looprail.machine.record import EventRecord, MemoryRecorder, Recorder
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
 from looprail.plans import Phase, Plan, Task, compute_waves, load_phase
 from looprail.plans.waves import halt_blocked
-from looprail.runtime.base import TaskWork
+from looprail.runtime.base import Flavor, TaskWork
 from looprail.runtime.executors import make_executor, run_all
 from looprail.runtime.process import kill_running
+
+if TYPE_CHECKING:
+    from looprail.hooks.registry import CompiledRegistry
 
 RunStatus = Literal["shipped", "halted", "paused"]
 
@@ -57,7 +60,7 @@ class CheckpointPause(LooprailError):
 
 @dataclass
 class RunOptions:
-    flavor: str = "gsd"
+    flavor: Flavor = "gsd"
     jobs: int = 1
     autonomous: bool = False
     approvals: frozenset[str] = frozenset()
@@ -121,7 +124,7 @@ class LoopRunner:
         phase: str,
         *,
         runtime: Any,
-        compiled: dict[str, Any],
+        compiled: CompiledRegistry,
         config: dict[str, Any] | None,
         resolvers: Sequence[tuple[str, Any]] = (),
         unloadable_resolvers: Sequence[Any] = (),
@@ -681,7 +684,8 @@ def _halted_plans_reason(
     parts = []
     for pid in stopped:
         if plans[pid].halted:
-            where = plans[pid].summary_path.name if plans[pid].summary_path else "its SUMMARY"
+            summary = plans[pid].summary_path
+            where = summary.name if summary else "its SUMMARY"
             parts.append(f"plan {pid} halted ({where} says status: halted)")
         else:
             parts.append(f"plan {pid} is blocked by halted plan {', '.join(blocked[pid])}")
