@@ -20,6 +20,7 @@ import zlib
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
     from collections.abc import Mapping, Sequence
+    from pathlib import Path
     from typing import Any, TypeGuard
 
     from looprail.hooks.registry import CompiledRegistry
@@ -109,11 +110,11 @@ def cache_dir(env: Mapping[str, str]) -> str:
 
 
 def load_compiled(
-    project: Any,
-    capability_dirs: Sequence[Any] = (),
+    project: str | Path,
+    capability_dirs: Sequence[str | Path] = (),
     *,
     env: Mapping[str, str] | None = None,
-    home: Any = None,
+    home: str | Path | None = None,
     use_cache: bool = True,
 ) -> CompiledRegistry:
     """The compiled registry (see `registry.compile_registry`), cached when nothing changed.
