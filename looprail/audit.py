@@ -25,7 +25,7 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from looprail.hooks.checks import (
     COMMAND_GRAMMAR,
@@ -36,6 +36,10 @@ from looprail.hooks.checks import (
     query_args,
 )
 from looprail.runtime.process import escape_untrusted
+
+if TYPE_CHECKING:
+    from looprail.hooks.native.config import HooksFile
+    from looprail.hooks.registry import LoadedCapability, Registry
 
 _SHOWN_AS_IS = frozenset({"<N>", "{{id}}", "{{model}}", "{{effort}}", "{{output}}", "{{prompt}}"})
 # Shell syntax in a refused string (shown escaped: a newline appears as `\\n`).
@@ -561,7 +565,7 @@ def suspect_surfaces(surfaces: Sequence[Surface]) -> list[Surface]:
     return [s for s in surfaces if s.refused in refusals and _SUSPECT.search(s.runs)]
 
 
-def audit_capability(lc: Any, *, flavor: str = "gsd") -> CapabilityAudit:
+def audit_capability(lc: LoadedCapability, *, flavor: str = "gsd") -> CapabilityAudit:
     """The audit of one `registry.LoadedCapability`."""
     return CapabilityAudit(
         id=lc.manifest.id,
@@ -628,7 +632,7 @@ def json_path(path: str, *keys: str) -> str:
     return path
 
 
-def audit_hooks_file(hooks_file: Any, *, trusted: bool | None = None) -> HooksFileAudit:
+def audit_hooks_file(hooks_file: HooksFile, *, trusted: bool | None = None) -> HooksFileAudit:
     """The audit of one `native.config.HooksFile` (read with `read_hooks_file`)."""
     return HooksFileAudit(
         file=str(hooks_file.path),
@@ -644,7 +648,7 @@ def audit_hooks_file(hooks_file: Any, *, trusted: bool | None = None) -> HooksFi
 
 
 def audit_registry(
-    registry: Any,
+    registry: Registry,
     ids: Sequence[str] = (),
     *,
     hooks_files: Sequence[HooksFileAudit] = (),

@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # typing is not imported at run time: this module is on the h
     from collections.abc import Iterable, Mapping
     from typing import Any
 
-    from looprail.hooks.registry import CompiledRegistry
+    from looprail.hooks.registry import CompiledRegistry, Registry
 
 CONSENT_FILE = "consent.json"
 STORE_VERSION = 1
@@ -404,7 +404,7 @@ def _project_of(source: str) -> str:
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(source))))
 
 
-def apply_consent(registry: Any, *, home: str | os.PathLike[str] | None = None) -> None:
+def apply_consent(registry: Registry, *, home: str | os.PathLike[str] | None = None) -> None:
     """Switch off every project-origin capability of a loaded `Registry` without valid
     consent: `.active = False` and `.inactive_reason` says why."""
     store = _read_store(store_path(home))

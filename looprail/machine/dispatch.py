@@ -34,7 +34,7 @@ from looprail.hooks.resolve import resolve
 from looprail.machine.guards import HookKind, HookResult, HookStatus, refuses
 from looprail.machine.progress import Progress, fmt_duration
 from looprail.machine.record import EventRecord, Recorder
-from looprail.runtime.base import DispatchContext, Flavor
+from looprail.runtime.base import DispatchContext, Flavor, Runtime
 
 # A callable that evaluates native hooks for a loop event and returns their results.
 NativePoint = Callable[[str, DispatchContext, Sequence[HookResult]], list[HookResult]]
@@ -48,7 +48,7 @@ class Dispatcher:
         *,
         compiled: Mapping[str, Any],
         config: Mapping[str, Any] | None,
-        runtime: Any,
+        runtime: Runtime,
         project: Path,
         phase_number: str,
         phase_dir: Path | None,

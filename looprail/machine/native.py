@@ -43,7 +43,7 @@ class LoopEffects:
         # context is per thread, with the run's context as the default.
         self._local = threading.local()
         self.default_ctx: DispatchContext | None = None
-        self.stop: tuple[str, str] | None = None  # ("paused"|"halted", reason)
+        self.stop: tuple[Literal["paused", "halted"], str] | None = None  # (status, reason)
         self.follow_up: list[Any] = []
         self._lock = threading.Lock()
 
@@ -67,7 +67,7 @@ class LoopEffects:
         elif kind == "emit-custom-event":
             self.progress.line(f"  ◇ custom event {req.name} (from {effect.hook_ref})")
 
-    def _request_stop(self, status: str, reason: str) -> None:
+    def _request_stop(self, status: Literal["paused", "halted"], reason: str) -> None:
         with self._lock:
             # A shutdown outranks an interrupt; the first reason of a kind is kept.
             if self.stop is None or (status == "halted" and self.stop[0] == "paused"):
@@ -193,7 +193,7 @@ class NativeBridge:
         self.effects = LoopEffects(runtime, project, progress)
 
     @property
-    def stop(self) -> tuple[str, str] | None:
+    def stop(self) -> tuple[Literal["paused", "halted"], str] | None:
         return self.effects.stop
 
     def point_hooks(

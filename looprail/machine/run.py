@@ -39,6 +39,8 @@ from looprail.runtime.process import kill_running
 
 if TYPE_CHECKING:
     from looprail.hooks.registry import CompiledRegistry
+    from looprail.machine.native import NativeBridge
+    from looprail.runtime.base import Runtime
 
 RunStatus = Literal["shipped", "halted", "paused"]
 
@@ -123,7 +125,7 @@ class LoopRunner:
         project: Path,
         phase: str,
         *,
-        runtime: Any,
+        runtime: Runtime,
         compiled: CompiledRegistry,
         config: dict[str, Any] | None,
         resolvers: Sequence[tuple[str, Any]] = (),
@@ -133,7 +135,7 @@ class LoopRunner:
         progress: Progress | None = None,
         spec: LoopSpec = DEFAULT_LOOP,
         state: Sequence[str] | None = None,
-        native: Any = None,
+        native: NativeBridge | None = None,
         on_transition: Callable[[list[str]], None] | None = None,
         wave: int | None = None,
     ):
@@ -587,7 +589,12 @@ class LoopRunner:
             )
 
     def _task_event(
-        self, event: str, plan: Plan, task: Task, wave: int, work: TaskWork | None
+        self,
+        event: Literal["task_call", "task_result"],
+        plan: Plan,
+        task: Task,
+        wave: int,
+        work: TaskWork | None,
     ) -> None:
         if self.native is None:
             return
