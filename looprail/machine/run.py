@@ -408,7 +408,13 @@ class LoopRunner:
             self.on_transition(self.state)
         self._role_event("role_finished", step, spec.role, outcome="ok")
 
-    def _role_event(self, kind: str, step: str, role: str, outcome: str | None = None) -> None:
+    def _role_event(
+        self,
+        kind: Literal["role_started", "role_finished"],
+        step: str,
+        role: str,
+        outcome: str | None = None,
+    ) -> None:
         """Bracket a role's work in the journal (committed at once): a resume finds a role that
         started and never finished, does its work again and sets its partial output aside."""
         from looprail.machine.resume import phase_snapshot
@@ -417,7 +423,7 @@ class LoopRunner:
         if kind == "role_started":
             data["files"] = phase_snapshot(self.phase.dir)
         self.recorder.event(
-            EventRecord(kind=kind, outcome=outcome, data=data),  # type: ignore[arg-type]
+            EventRecord(kind=kind, outcome=outcome, data=data),
             state=self.state,
         )
 

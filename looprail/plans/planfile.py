@@ -15,7 +15,7 @@ import re
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar, Literal, get_args
+from typing import Any, ClassVar, Literal, cast, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, computed_field
@@ -86,7 +86,7 @@ class Task(BaseModel):
     done: str | None = None
     extra: dict[str, str] = {}  # other children: <what-built>, <resume-signal>, <options>, ...
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorators over @property
     @property
     def is_checkpoint(self) -> bool:
         return self.type.startswith("checkpoint:")
@@ -123,7 +123,7 @@ class Plan(BaseModel):
     summary_path: Path | None = None
     halted: bool = False  # its SUMMARY says `status: halted`: a designed stop, not done
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorators over @property
     @property
     def task_count(self) -> int:
         return len(self.tasks)
@@ -445,8 +445,8 @@ def _make_task(doc: _Doc, plan_id: str, index: int, element: _Element) -> Task:
         id=f"{plan_id}/T{index}",
         index=index,
         line=doc.line(element.start),
-        type=task_type,  # type: ignore[arg-type]
-        gate=gate,  # type: ignore[arg-type]
+        type=cast(TaskType, task_type),  # checked against TASK_TYPES above
+        gate=cast("TaskGate | None", gate),  # checked against TASK_GATES above
         tdd=tdd_raw is not None and tdd_raw.lower() in ("true", ""),
         tracker_id=attrs.get("tracker-id"),
         attributes=attrs,

@@ -29,7 +29,7 @@ from looprail.errors import HaltError, ManifestError, UsageError
 from looprail.machine.guards import GUARDS, HookResult
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec, TransitionSpec
 from looprail.runtime.base import Outcome
-from looprail.runtime.scripted import Call, ScriptedRuntime
+from looprail.runtime.scripted import Call, CallKind, ScriptedRuntime
 
 if TYPE_CHECKING:
     from looprail.hooks.registry import CompiledRegistry, Registry
@@ -533,6 +533,7 @@ class LoopHarness:
             captured.extend(results)
             return results
 
+        # Wrap this runner's bound method to see each attempt's results (one instance only).
         runner.dispatcher.dispatch = capture  # type: ignore[method-assign]
         calls_before = len(self.runtime.calls)
         before = list(runner.state)
@@ -590,10 +591,10 @@ class LoopHarness:
             log=list(log.lines),
         )
 
-    def calls_of(self, kind: str) -> list[Call]:
+    def calls_of(self, kind: CallKind) -> list[Call]:
         """Every runtime call of `kind` so far (skill, agent, command, query, verdict, phase,
         task, context...)."""
-        return self.runtime.calls_of(kind)  # type: ignore[arg-type]
+        return self.runtime.calls_of(kind)
 
     # ------------------------------------------------------------------ internals
 
