@@ -53,8 +53,36 @@ _EXPORTS = {
 
 __all__ = ["LooprailError", "__version__", *sorted(_EXPORTS)]
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the names, typed for checkers (`x as x`: a re-export); at run time
+    # `__getattr__` loads them
+    from typing import Any
 
-def __getattr__(name: str):
+    from looprail.hooks.compiled import load_compiled as load_compiled
+    from looprail.hooks.registry import load_registry as load_registry
+    from looprail.hooks.resolve import render as render
+    from looprail.hooks.resolve import resolve as resolve
+    from looprail.machine.chart import compile_loop as compile_loop
+    from looprail.machine.guards import HookResult as HookResult
+    from looprail.machine.guards import PlanFacts as PlanFacts
+    from looprail.machine.guards import hooks_allow as hooks_allow
+    from looprail.machine.guards import refusal as refusal
+    from looprail.machine.run import LoopRunner as LoopRunner
+    from looprail.machine.run import RunOptions as RunOptions
+    from looprail.machine.run import RunResult as RunResult
+    from looprail.machine.session import load_project as load_project
+    from looprail.machine.session import run_phase as run_phase
+    from looprail.machine.spec import DEFAULT_LOOP as DEFAULT_LOOP
+    from looprail.machine.spec import LoopSpec as LoopSpec
+    from looprail.machine.spec import StepSpec as StepSpec
+    from looprail.points import POINTS as POINTS
+    from looprail.runtime.base import Outcome as Outcome
+    from looprail.runtime.base import Runtime as Runtime
+    from looprail.runtime.local import LocalRuntime as LocalRuntime
+    from looprail.runtime.scripted import ScriptedRuntime as ScriptedRuntime
+
+
+def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'looprail' has no attribute {name!r}")

@@ -25,7 +25,7 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from looprail.hooks.checks import (
     COMMAND_GRAMMAR,
@@ -36,6 +36,10 @@ from looprail.hooks.checks import (
     query_args,
 )
 from looprail.runtime.process import escape_untrusted
+
+if TYPE_CHECKING:
+    from looprail.hooks.native.config import HooksFile
+    from looprail.hooks.registry import LoadedCapability, Registry
 
 _SHOWN_AS_IS = frozenset({"<N>", "{{id}}", "{{model}}", "{{effort}}", "{{output}}", "{{prompt}}"})
 # Shell syntax in a refused string (shown escaped: a newline appears as `\\n`).
@@ -247,8 +251,8 @@ def capability_surfaces(data: Mapping[str, Any], *, flavor: str = "gsd") -> list
         out += _gate_surfaces(gate, f"$.gates[{i}]")
     tcr = data.get("taskContentResolver")
     if isinstance(tcr, Mapping):
-        invoke = tcr.get("invoke") if isinstance(tcr.get("invoke"), Mapping) else {}
-        args = invoke.get("args") if isinstance(invoke.get("args"), list) else []
+        invoke = _mapping(tcr.get("invoke"))
+        args = _list(invoke.get("args"))
         timeout = invoke.get("timeoutMs")
         binary = invoke.get("binary", "?")
         out.append(
@@ -301,13 +305,21 @@ def _items(value: Any) -> list[Mapping[str, Any]]:
     return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _point(entry: Mapping[str, Any]) -> str | None:
     point = entry.get("point")
     return point if isinstance(point, str) else None
 
 
 def _step_surfaces(step: Mapping[str, Any], base: str, flavor: str) -> list[Surface]:
-    ref = step.get("ref") if isinstance(step.get("ref"), Mapping) else {}
+    ref = _mapping(step.get("ref"))
     point = _point(step)
     note = None
     if step.get("supportsReviewerLanes") is True:
@@ -359,7 +371,7 @@ def _step_surfaces(step: Mapping[str, Any], base: str, flavor: str) -> list[Surf
 
 
 def _gate_surfaces(gate: Mapping[str, Any], base: str) -> list[Surface]:
-    check = gate.get("check") if isinstance(gate.get("check"), Mapping) else {}
+    check = _mapping(gate.get("check"))
     point = _point(gate)
     blocking = "blocking" if gate.get("blocking") is True else "advisory"
     out: list[Surface] = []
@@ -443,7 +455,7 @@ def _predicate_surface(predicate: Any, where: str, point: str | None) -> Surface
 def _reviewer_surfaces(reviewer: Mapping[str, Any]) -> list[Surface]:
     slug = _q(reviewer.get("slug"))
     out: list[Surface] = []
-    probe = reviewer.get("probe") if isinstance(reviewer.get("probe"), Mapping) else {}
+    probe = _mapping(reviewer.get("probe"))
     kind = probe.get("kind")
     if kind == "command-exists":
         runs = f"looks up {_q(probe.get('binary'))} on PATH (no process)"
@@ -470,9 +482,9 @@ def _reviewer_surfaces(reviewer: Mapping[str, Any]) -> list[Surface]:
                 note=f"lane {slug}",
             )
         )
-    invoke = reviewer.get("invoke") if isinstance(reviewer.get("invoke"), Mapping) else {}
+    invoke = _mapping(reviewer.get("invoke"))
     if reviewer.get("transport") == "spawn":
-        args = invoke.get("args") if isinstance(invoke.get("args"), list) else []
+        args = _list(invoke.get("args"))
         channel = invoke.get("promptChannel")
         out.append(
             Surface(
@@ -526,7 +538,7 @@ def _runtime_surfaces(value: Any, where: str, depth: int = 0) -> list[Surface]:
         exe = value.get("command") if isinstance(value.get("command"), str) else None
         exe = exe or (value.get("binary") if isinstance(value.get("binary"), str) else None)
         if exe:
-            args = value.get("args") if isinstance(value.get("args"), list) else []
+            args = _list(value.get("args"))
             out.append(
                 Surface(
                     "runtime.exec",
@@ -553,7 +565,7 @@ def suspect_surfaces(surfaces: Sequence[Surface]) -> list[Surface]:
     return [s for s in surfaces if s.refused in refusals and _SUSPECT.search(s.runs)]
 
 
-def audit_capability(lc: Any, *, flavor: str = "gsd") -> CapabilityAudit:
+def audit_capability(lc: LoadedCapability, *, flavor: str = "gsd") -> CapabilityAudit:
     """The audit of one `registry.LoadedCapability`."""
     return CapabilityAudit(
         id=lc.manifest.id,
@@ -620,7 +632,7 @@ def json_path(path: str, *keys: str) -> str:
     return path
 
 
-def audit_hooks_file(hooks_file: Any, *, trusted: bool | None = None) -> HooksFileAudit:
+def audit_hooks_file(hooks_file: HooksFile, *, trusted: bool | None = None) -> HooksFileAudit:
     """The audit of one `native.config.HooksFile` (read with `read_hooks_file`)."""
     return HooksFileAudit(
         file=str(hooks_file.path),
@@ -636,7 +648,7 @@ def audit_hooks_file(hooks_file: Any, *, trusted: bool | None = None) -> HooksFi
 
 
 def audit_registry(
-    registry: Any,
+    registry: Registry,
     ids: Sequence[str] = (),
     *,
     hooks_files: Sequence[HooksFileAudit] = (),

@@ -29,8 +29,9 @@ from looprail.errors import LooprailError  # a plain module: nothing heavy on th
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs milliseconds on the render-hooks start path
+    from collections.abc import Callable
     from pathlib import Path
-    from typing import Any
+    from typing import Any, NoReturn
 
 # Keys that must never resolve, whatever the file says (prototype-pollution parity).
 FORBIDDEN_SEGMENTS = frozenset({"__proto__", "constructor", "prototype"})
@@ -140,9 +141,11 @@ _STRING = r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
 
 def _parse_iterative(s: str) -> Any:
     import re
-    from json.decoder import scanstring
+    from json.decoder import scanstring  # type: ignore[attr-defined]  # exported, not in typeshed
+    from typing import cast  # only deep files take this path: not the hot path
 
-    skip = re.compile(_WS).match
+    # `[ \t\n\r]*` matches at every position, so the match is never None.
+    skip = cast("Callable[[str, int], re.Match[str]]", re.compile(_WS).match)
     number = re.compile(r"(-?(?:0|[1-9]\d*))(\.\d+)?([eE][-+]?\d+)?").match
     # Runs of openers (with an object's first key) and of closers, consumed in one step below
     # MAX_KEPT_DEPTH, so a pathological `[[[[…` file is checked at C speed, not per character.
@@ -151,7 +154,7 @@ def _parse_iterative(s: str) -> Any:
     strings = re.compile(_STRING)
     n = len(s)
 
-    def fail(msg: str, pos: int) -> Any:
+    def fail(msg: str, pos: int) -> NoReturn:
         raise json.JSONDecodeError(msg, s, pos)
 
     def key_at(pos: int) -> tuple[str, int]:
@@ -325,7 +328,7 @@ def _js_string(value: str) -> str:
     return out
 
 
-_dumps_str = json.encoder.encode_basestring  # type: ignore[attr-defined]
+_dumps_str = json.encoder.encode_basestring
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 

@@ -40,11 +40,14 @@ import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from looprail.errors import LooprailError, PlanError
+
+if TYPE_CHECKING:
+    from looprail.hooks.registry import CompiledRegistry, Registry
 
 Severity = Literal["error", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
@@ -138,8 +141,8 @@ class Probe:
 @dataclass
 class LintInput:
     project: Path
-    registry: Any  # looprail.hooks.registry.Registry
-    compiled: dict[str, Any]
+    registry: Registry
+    compiled: CompiledRegistry
     config: dict[str, Any] | None
     probe: Probe
     config_warnings: list[str] = field(default_factory=list)

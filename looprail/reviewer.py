@@ -31,7 +31,7 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from looprail.config import MISSING, lookup
 from looprail.errors import UsageError
@@ -42,6 +42,9 @@ from looprail.runtime.process import (
     run_bounded,
     tail,
 )
+
+if TYPE_CHECKING:
+    from looprail.hooks.registry import Registry
 
 TRAIT_NOT_ENABLED = "trait_not_enabled"
 NO_LANES_SELECTED = "no_lanes_selected"
@@ -162,7 +165,7 @@ class DispatchRequest:
 # ── pure pieces ──────────────────────────────────────────────────────────────────────────────
 
 
-def lanes_of(registry: Any) -> dict[str, Lane]:
+def lanes_of(registry: Registry) -> dict[str, Lane]:
     """The roster: slug → lane, from every *active* capability with a reviewer body (consent
     applied first, so an unconsented project lane is not on it)."""
     out: dict[str, Lane] = {}

@@ -109,13 +109,13 @@ def install() -> tuple[object, object]:
 
     saved = (sys.stdout, sys.stderr)
     if not isinstance(sys.stdout, SafeStream):
-        sys.stdout = SafeStream(sys.stdout)  # type: ignore[assignment]
+        sys.stdout = SafeStream(sys.stdout)
     if not isinstance(sys.stderr, SafeStream):
-        sys.stderr = SafeStream(sys.stderr)  # type: ignore[assignment]
+        sys.stderr = SafeStream(sys.stderr)
     return saved
 
 
 def restore(saved: tuple[object, object]) -> None:
     import sys
 
-    sys.stdout, sys.stderr = saved  # type: ignore[assignment]
+    sys.stdout, sys.stderr = saved

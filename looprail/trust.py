@@ -32,6 +32,8 @@ if TYPE_CHECKING:  # typing is not imported at run time: this module is on the h
     from collections.abc import Iterable, Mapping
     from typing import Any
 
+    from looprail.hooks.registry import CompiledRegistry, Registry
+
 CONSENT_FILE = "consent.json"
 STORE_VERSION = 1
 PROJECT_ORIGIN = "project"  # looprail.hooks.compiled.PROJECT, without importing it
@@ -402,7 +404,7 @@ def _project_of(source: str) -> str:
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(source))))
 
 
-def apply_consent(registry: Any, *, home: str | os.PathLike[str] | None = None) -> None:
+def apply_consent(registry: Registry, *, home: str | os.PathLike[str] | None = None) -> None:
     """Switch off every project-origin capability of a loaded `Registry` without valid
     consent: `.active = False` and `.inactive_reason` says why."""
     store = _read_store(store_path(home))
@@ -417,11 +419,11 @@ def apply_consent(registry: Any, *, home: str | os.PathLike[str] | None = None) 
 
 
 def compiled_consent(
-    compiled: dict[str, Any],
+    compiled: CompiledRegistry,
     *,
     home: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
+) -> CompiledRegistry:
     """The same for the compiled registry of the hot path (plain dicts; see
     `hooks.compiled.load_compiled`): a project-origin cap without valid consent gets
     `consent: False`, `active: False` and an `inactiveReason`. Only project-origin folders are

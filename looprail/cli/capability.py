@@ -99,16 +99,16 @@ def _registry_for(args):
         apply_consent(registry)
         return registry
     roots = []
-    singles = []
+    singles: list[Path] = []
     for d in args.dirs:
         path = Path(d)
         try:
-            single, folder = (path / "capability.json").is_file(), path.is_dir()
+            single, is_folder = (path / "capability.json").is_file(), path.is_dir()
         except OSError:  # a name the OS refuses (too long, say): not a folder either way
-            single = folder = False
+            single = is_folder = False
         if single:
             singles.append(path)
-        elif folder:
+        elif is_folder:
             roots.append(Root(path, FIRST_PARTY))
         else:
             from looprail.errors import UsageError
@@ -124,7 +124,7 @@ def _registry_for(args):
         cap, data, issues = validate_manifest(
             (folder / "capability.json").read_bytes(), file, folder
         )
-        if cap is None:
+        if cap is None or data is None:  # data is None exactly when cap is
             registry.failed.append(FailedCapability(folder.name, file, FIRST_PARTY, issues))
         else:
             registry.capabilities.setdefault(

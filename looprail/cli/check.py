@@ -55,8 +55,9 @@ def _predicate(args) -> int:
     project = Path(args.project).resolve()
     if not project.is_dir():
         raise UsageError(f"--project: {project} is not a directory")
+    phase_dir: Path | None
     if args.phase_dir:
-        phase_dir: Path | None = Path(args.phase_dir)
+        phase_dir = Path(args.phase_dir)
         resolved = phase_dir if phase_dir.is_absolute() else project / phase_dir
         try:
             is_dir = resolved.is_dir()

@@ -196,7 +196,7 @@ def _entry_row(entry: CatalogEntry, via: str | None, *, active: bool) -> dict[st
         enabled = "yes"
     else:
         enabled = f"via {via}"
-    row = {
+    row: dict[str, Any] = {
         "ref": entry.ref,
         "kind": entry.kind,
         "source": entry.scope,

@@ -384,7 +384,7 @@ def _refusal(graph: nx.MultiDiGraph, run: RunView, current: Sequence[str]) -> No
     halted = next((e for e in reversed(run.events) if e.kind == "halted"), None)
     # A native task hook halts at its event (`task_call`), not at one of the drawn points: then
     # only the note says why.
-    at_point = halted is not None and bool(halted.point) and point_id(halted.point) in graph
+    at_point = bool(halted is not None and halted.point and point_id(halted.point) in graph)
     if halted is not None and halted.point and halted.cap_id and at_point:
         # The refused transition: the one leaving the current state through the halted point.
         for u, _, _, d in transitions(graph):

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, time
 from pathlib import Path, PurePosixPath
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from looprail.config import MISSING, lookup
 from looprail.errors import LooprailError
@@ -340,7 +340,7 @@ def evaluate_ledger(
     if host is not None:
         outcome = host(["windows", "status", "--raw"], runtime_ctx)
         data = outcome.data if outcome.ok and isinstance(outcome.data, dict) else {}
-        ledger = data.get("ledger") if isinstance(data.get("ledger"), dict) else {}
+        ledger = raw if isinstance(raw := data.get("ledger"), dict) else {}
         open_count = ledger.get("open_count")
         problem = outcome.detail or "no ledger.open_count in its output"
     else:
@@ -574,7 +574,7 @@ def _command_exit_zero(predicate: Mapping[str, Any], ctx: CheckContext) -> Check
         return Verdict(True, f"command timed out after {timeout_s:g}s", details)
     if result.exit_code == 0:
         return Verdict(False, "command exited 0", details)
-    code = result.exit_code
+    code = cast(int, result.exit_code)  # it started and was not timed out: it exited
     said = tail((result.stderr or result.stdout).strip(), MESSAGE_TAIL_CHARS)
     head = f"command killed by signal {-code}" if code < 0 else f"command exited {code}"
     return Verdict(True, f"{head}: {escape_untrusted(said)}" if said else head, details)

@@ -22,7 +22,10 @@ import zlib
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
     from collections.abc import Mapping, Sequence
-    from typing import Any
+    from pathlib import Path
+    from typing import Any, TypeGuard
+
+    from looprail.hooks.registry import CompiledRegistry
 
 FIRST_PARTY = "first-party"
 GLOBAL = "global"
@@ -116,13 +119,13 @@ def cache_dir(env: Mapping[str, str]) -> str:
 
 
 def load_compiled(
-    project: Any,
-    capability_dirs: Sequence[Any] = (),
+    project: str | Path,
+    capability_dirs: Sequence[str | Path] = (),
     *,
     env: Mapping[str, str] | None = None,
-    home: Any = None,
+    home: str | Path | None = None,
     use_cache: bool = True,
-) -> dict[str, Any]:
+) -> CompiledRegistry:
     """The compiled registry (see `registry.compile_registry`), cached when nothing changed.
 
     Activation by `activationKey` is not baked in: it depends on config, which the resolver
@@ -167,7 +170,9 @@ def load_compiled(
     return _with_consent(compiled, home, env)
 
 
-def _with_consent(compiled: dict[str, Any], home: Any, env: Mapping[str, str]) -> dict[str, Any]:
+def _with_consent(
+    compiled: CompiledRegistry, home: Any, env: Mapping[str, str]
+) -> CompiledRegistry:
     """Consent is applied at read time, never cached: it changes without any manifest change
     (`looprail trust`/`revoke`, an edited file in a capability folder). Only project-overlay
     capabilities need consent, so the trust module is imported only when there are some."""
@@ -187,8 +192,8 @@ def _with_consent(compiled: dict[str, Any], home: Any, env: Mapping[str, str]) -
 _DEFERRED = "$deferred"
 
 
-def _defer_project_fragments(compiled: dict[str, Any]) -> dict[str, Any]:
-    caps = compiled.get("caps") or {}
+def _defer_project_fragments(compiled: CompiledRegistry) -> CompiledRegistry:
+    caps: dict[Any, dict[str, Any]] = compiled.get("caps") or {}  # looked up by any capId
     for table in (compiled.get("points") or {}).values():
         for group in ("steps", "contributions"):
             for i, hook in enumerate(table.get(group) or ()):
@@ -205,10 +210,10 @@ def _defer_project_fragments(compiled: dict[str, Any]) -> dict[str, Any]:
     return compiled
 
 
-def _materialise_deferred(compiled: dict[str, Any]) -> None:
+def _materialise_deferred(compiled: CompiledRegistry) -> None:
     """Read the deferred fragments of consented project capabilities (as the manifest loader
     does: inside the folder after symlinks, a regular file, at most 8 MiB of UTF-8)."""
-    caps = compiled.get("caps") or {}
+    caps: dict[Any, dict[str, Any]] = compiled.get("caps") or {}  # looked up by any capId
     read: dict[str, str | None] = {}
     for table in (compiled.get("points") or {}).values():
         for group in ("steps", "contributions"):
@@ -247,7 +252,7 @@ def _read_fragment(folder: str, target: str) -> str | None:
         return None
 
 
-def _read(cache_file: str, key: str, deps: dict[str, list[int] | None]) -> dict[str, Any] | None:
+def _read(cache_file: str, key: str, deps: dict[str, list[int] | None]) -> CompiledRegistry | None:
     try:
         with open(cache_file, "rb") as fh:
             raw = fh.read()
@@ -276,7 +281,7 @@ def _header(body: bytes) -> bytes:
     return f"{CACHE_FORMAT} {zlib.crc32(body):08x}".encode()
 
 
-def _well_formed(compiled: Any) -> bool:
+def _well_formed(compiled: Any) -> TypeGuard[CompiledRegistry]:
     """The shape `resolve` and the CLI index into, so a damaged entry is rebuilt, not a crash."""
     from looprail.points import POINTS
 

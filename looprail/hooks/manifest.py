@@ -559,7 +559,12 @@ def _check_config_default(spec: ConfigKey) -> list[tuple[str, str]]:
         return []
     if spec.values is not None:
         return [(".values", "only enum keys take values")]
-    expected = {"boolean": bool, "string": str, "number": (int, float)}[spec.type]
+    kinds: dict[str, type | tuple[type, ...]] = {
+        "boolean": bool,
+        "string": str,
+        "number": (int, float),
+    }
+    expected = kinds[spec.type]
     if d is not None and (not isinstance(d, expected) or (spec.type == "number" and d is True)):
         return [(".default", f"must be a {spec.type}")]
     if spec.type == "number" and isinstance(d, bool):

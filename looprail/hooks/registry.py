@@ -21,11 +21,28 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from looprail.errors import Issue
 from looprail.hooks import compiled
 from looprail.hooks.compiled import FIRST_PARTY, GLOBAL, PROJECT
+
+if TYPE_CHECKING:  # manifest imports pydantic: loaded only when a manifest is validated
+    from looprail.hooks.manifest import Capability
+
+
+class CompiledRegistry(TypedDict):
+    """The compiled registry (`compile_registry`): plain JSON, cached on disk by
+    `hooks.compiled.load_compiled`, read by the resolver on the `render-hooks` hot path."""
+
+    # capability id -> role, origin, source, active, activationKey, inactiveReason (and
+    # `consent` once consent is applied)
+    caps: dict[str, dict[str, Any]]
+    defaults: dict[str, Any]  # config key -> its default
+    config: dict[str, dict[str, Any]]  # config key -> its type and default
+    points: dict[str, dict[str, list[dict[str, Any]]]]  # point -> steps/contributions/gates
+    failed: list[dict[str, Any]]  # capabilities that failed to load: id, file, origin, issues
+    warnings: list[str]
 
 
 @dataclass(frozen=True)
@@ -38,7 +55,7 @@ class Root:
 
 @dataclass
 class LoadedCapability:
-    manifest: Any  # looprail.hooks.manifest.Capability
+    manifest: Capability
     data: dict[str, Any]  # the manifest JSON with fragments materialised
     source: Path
     origin: str
@@ -173,7 +190,7 @@ def load_registry(
                         ]
                         cap = None
                         break
-            if cap is None:
+            if cap is None or data is None:  # data is None exactly when cap is
                 failed.append(
                     FailedCapability(folder.name, file, root.origin, issues, _gate_points(raw))
                 )
@@ -566,7 +583,7 @@ def _project(cid: str, kind: str, entry: dict[str, Any], fields: tuple[str, ...]
     return hook
 
 
-def compile_registry(registry: Registry) -> dict[str, Any]:
+def compile_registry(registry: Registry) -> CompiledRegistry:
     """Plain-JSON form of the merged registry: what the resolver needs and nothing else."""
     from looprail.points import POINTS
 

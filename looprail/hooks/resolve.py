@@ -16,7 +16,7 @@ from looprail.points import POINTS, invalid_point_message
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # not imported at run time: this module is on the render-hooks hot path
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
     from typing import Any
 
 
@@ -209,7 +209,7 @@ def _ref_label(ref: Mapping[str, Any]) -> str:
     return js_stringify(ref)
 
 
-def render(point: str, hooks: list[Mapping[str, Any]]) -> str:
+def render(point: str, hooks: Sequence[Mapping[str, Any]]) -> str:
     """The deterministic markdown of an envelope (`rendered`), byte for byte as the reference."""
     if not hooks:
         return f"_No active hooks at {point}._"

@@ -13,9 +13,12 @@ error findings.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from looprail.textsafe import one_line
+
+if TYPE_CHECKING:
+    from looprail.hooks.registry import CompiledRegistry, Registry
 
 
 @dataclass(frozen=True)
@@ -30,9 +33,9 @@ class Blocker:
         return one_line(f"{self.file}: {self.message}; fix: {self.fix}")
 
 
-def blockers(registry: Any, compiled: dict[str, Any]) -> list[Blocker]:
-    """Every reason a run must not start, in search-path order. `registry` is a
-    `looprail.hooks.registry.Registry`, `compiled` the compiled registry with consent applied."""
+def blockers(registry: Registry, compiled: CompiledRegistry) -> list[Blocker]:
+    """Every reason a run must not start, in search-path order. `compiled` is the compiled
+    registry with consent applied."""
     out: list[Blocker] = []
     for root in getattr(registry, "missing_roots", ()):
         out.append(
@@ -69,9 +72,9 @@ def blockers(registry: Any, compiled: dict[str, Any]) -> list[Blocker]:
     caps = compiled.get("caps") or {}
     for cid, lc in registry.capabilities.items():
         cap = caps.get(cid) or {}
-        gates = lc.manifest.gates or ()
-        if cap.get("consent") is False and gates:
-            points = ", ".join(sorted({g.point for g in gates}))
+        cap_gates = lc.manifest.gates or ()
+        if cap.get("consent") is False and cap_gates:
+            points = ", ".join(sorted({g.point for g in cap_gates}))
             out.append(
                 Blocker(
                     "capability-gates-untrusted",

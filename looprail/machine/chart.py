@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 from statemachine import State, StateChart
 
@@ -54,7 +54,9 @@ def compile_loop(spec: LoopSpec = DEFAULT_LOOP) -> type[StateChart]:
     }
     for step in spec.steps:
         if step.name == spec.looped:
-            states[step.name] = type(step.name, (State.Compound,), dict(inner, name=step.name))
+            # State.Compound's metaclass turns the new class into a State instance.
+            compound = type(step.name, (State.Compound,), dict(inner, name=step.name))
+            states[step.name] = cast(State, compound)
         else:
             states[step.name] = State(step.name)
     states["shipped"] = State("shipped", final=True)

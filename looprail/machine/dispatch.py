@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from looprail.hooks.checks import (
     COMMAND_GRAMMAR,
@@ -31,10 +31,10 @@ from looprail.hooks.checks import (
     roadmap_req_ids,
 )
 from looprail.hooks.resolve import resolve
-from looprail.machine.guards import HookResult, refuses
+from looprail.machine.guards import HookKind, HookResult, HookStatus, refuses
 from looprail.machine.progress import Progress, fmt_duration
 from looprail.machine.record import EventRecord, Recorder
-from looprail.runtime.base import DispatchContext
+from looprail.runtime.base import DispatchContext, Flavor, Runtime
 
 # A callable that evaluates native hooks for a loop event and returns their results.
 NativePoint = Callable[[str, DispatchContext, Sequence[HookResult]], list[HookResult]]
@@ -48,11 +48,11 @@ class Dispatcher:
         *,
         compiled: Mapping[str, Any],
         config: Mapping[str, Any] | None,
-        runtime: Any,
+        runtime: Runtime,
         project: Path,
         phase_number: str,
         phase_dir: Path | None,
-        flavor: str = "gsd",
+        flavor: Flavor = "gsd",
         host_tool: str | None = None,
         progress: Progress | None = None,
         recorder: Recorder | None = None,
@@ -200,7 +200,7 @@ class Dispatcher:
         if isinstance(result, CheckError):
             reason = result.reason + (" (could not look)" if result.unavailable else "")
             return self._result(point, hook, "error", start, reason, label=label)
-        status = "block" if result.block else "pass"
+        status: HookStatus = "block" if result.block else "pass"
         return self._result(
             point, hook, status, start, result.message, label=label, details=result.details
         )
@@ -218,7 +218,7 @@ class Dispatcher:
         self,
         point: str,
         hook: Mapping[str, Any],
-        status: str,
+        status: HookStatus,
         start: float,
         message: str,
         *,
@@ -229,7 +229,7 @@ class Dispatcher:
             details=shown_details(message, details),
             point=point,
             cap_id=str(hook.get("capId")),
-            kind=hook.get("kind")
+            kind=cast(HookKind, hook.get("kind"))
             if hook.get("kind") in ("step", "contribution", "gate")
             else "step",
             status=status,

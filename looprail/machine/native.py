@@ -21,10 +21,10 @@ import json
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from looprail.fsutil import atomic_write
-from looprail.machine.guards import HookResult
+from looprail.machine.guards import HookResult, HookStatus
 from looprail.machine.progress import Progress
 from looprail.machine.record import EventRecord, Recorder
 from looprail.runtime.base import DispatchContext
@@ -43,7 +43,7 @@ class LoopEffects:
         # context is per thread, with the run's context as the default.
         self._local = threading.local()
         self.default_ctx: DispatchContext | None = None
-        self.stop: tuple[str, str] | None = None  # ("paused"|"halted", reason)
+        self.stop: tuple[Literal["paused", "halted"], str] | None = None  # (status, reason)
         self.follow_up: list[Any] = []
         self._lock = threading.Lock()
 
@@ -67,7 +67,7 @@ class LoopEffects:
         elif kind == "emit-custom-event":
             self.progress.line(f"  ◇ custom event {req.name} (from {effect.hook_ref})")
 
-    def _request_stop(self, status: str, reason: str) -> None:
+    def _request_stop(self, status: Literal["paused", "halted"], reason: str) -> None:
         with self._lock:
             # A shutdown outranks an interrupt; the first reason of a kind is kept.
             if self.stop is None or (status == "halted" and self.stop[0] == "paused"):
@@ -193,7 +193,7 @@ class NativeBridge:
         self.effects = LoopEffects(runtime, project, progress)
 
     @property
-    def stop(self) -> tuple[str, str] | None:
+    def stop(self) -> tuple[Literal["paused", "halted"], str] | None:
         return self.effects.stop
 
     def point_hooks(
@@ -215,7 +215,13 @@ class NativeBridge:
         return self.engine.matching(point, point_candidate(point, phase=self.phase, wave=wave))
 
     def task_hooks(
-        self, event: str, plan: Any, task: Any, wave: int, work: Any, ctx: DispatchContext
+        self,
+        event: Literal["task_call", "task_result"],
+        plan: Any,
+        task: Any,
+        wave: int,
+        work: Any,
+        ctx: DispatchContext,
     ) -> list[HookResult]:
         from looprail.hooks.native import task_candidate
 
@@ -281,6 +287,7 @@ class NativeBridge:
         evaluation = self.engine.evaluate(event, candidate)
         results = []
         for r in evaluation.results:
+            status: HookStatus
             if r.outcome == "pass":
                 status = "ok"
             elif r.outcome == "block":

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from statemachine.exceptions import TransitionNotAllowed
 
@@ -34,9 +34,14 @@ from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
 from looprail.machine.workspace import NullWorkspace
 from looprail.plans import Phase, PhaseCache, Plan, Task, WavePlan, compute_waves
 from looprail.plans.waves import halt_blocked
-from looprail.runtime.base import TaskWork
+from looprail.runtime.base import Flavor, TaskWork
 from looprail.runtime.executors import make_executor, run_all
 from looprail.runtime.process import kill_running
+
+if TYPE_CHECKING:
+    from looprail.hooks.registry import CompiledRegistry
+    from looprail.machine.native import NativeBridge
+    from looprail.runtime.base import Runtime
 
 RunStatus = Literal["shipped", "halted", "paused"]
 
@@ -58,7 +63,7 @@ class CheckpointPause(LooprailError):
 
 @dataclass
 class RunOptions:
-    flavor: str = "gsd"
+    flavor: Flavor = "gsd"
     jobs: int = 1
     autonomous: bool = False
     approvals: frozenset[str] = frozenset()
@@ -124,8 +129,8 @@ class LoopRunner:
         project: Path,
         phase: str,
         *,
-        runtime: Any,
-        compiled: dict[str, Any],
+        runtime: Runtime,
+        compiled: CompiledRegistry,
         config: dict[str, Any] | None,
         resolvers: Sequence[tuple[str, Any]] = (),
         unloadable_resolvers: Sequence[Any] = (),
@@ -134,7 +139,7 @@ class LoopRunner:
         progress: Progress | None = None,
         spec: LoopSpec = DEFAULT_LOOP,
         state: Sequence[str] | None = None,
-        native: Any = None,
+        native: NativeBridge | None = None,
         on_transition: Callable[[list[str]], None] | None = None,
         wave: int | None = None,
         workspace: Any = None,
@@ -454,7 +459,13 @@ class LoopRunner:
             self.on_transition(self.state)
         self._role_event("role_finished", step, spec.role, outcome="ok")
 
-    def _role_event(self, kind: str, step: str, role: str, outcome: str | None = None) -> None:
+    def _role_event(
+        self,
+        kind: Literal["role_started", "role_finished"],
+        step: str,
+        role: str,
+        outcome: str | None = None,
+    ) -> None:
         """Bracket a role's work in the journal (committed at once): a resume finds a role that
         started and never finished, does its work again and sets its partial output aside."""
         from looprail.machine.resume import phase_snapshot
@@ -463,7 +474,7 @@ class LoopRunner:
         if kind == "role_started":
             data["files"] = phase_snapshot(self.phase.dir)
         self.recorder.event(
-            EventRecord(kind=kind, outcome=outcome, data=data),  # type: ignore[arg-type]
+            EventRecord(kind=kind, outcome=outcome, data=data),
             state=self.state,
         )
 
@@ -643,7 +654,12 @@ class LoopRunner:
             )
 
     def _task_event(
-        self, event: str, plan: Plan, task: Task, wave: int, work: TaskWork | None
+        self,
+        event: Literal["task_call", "task_result"],
+        plan: Plan,
+        task: Task,
+        wave: int,
+        work: TaskWork | None,
     ) -> None:
         if self.native is None:
             return
@@ -746,7 +762,8 @@ def _halted_plans_reason(
     parts = []
     for pid in stopped:
         if plans[pid].halted:
-            where = plans[pid].summary_path.name if plans[pid].summary_path else "its SUMMARY"
+            summary = plans[pid].summary_path
+            where = summary.name if summary else "its SUMMARY"
             parts.append(f"plan {pid} halted ({where} says status: halted)")
         else:
             parts.append(f"plan {pid} is blocked by halted plan {', '.join(blocked[pid])}")

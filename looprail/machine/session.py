@@ -11,11 +11,16 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from looprail.errors import LooprailError, UsageError
 from looprail.machine.progress import Progress
 from looprail.machine.run import LoopRunner, RunOptions, RunResult
+
+if TYPE_CHECKING:
+    from looprail.hooks.registry import CompiledRegistry, Registry
+    from looprail.machine.record import JournalRecorder, MemoryRecorder
+    from looprail.runtime.base import Runtime
 
 
 @dataclass
@@ -23,8 +28,8 @@ class Loaded:
     """Everything loaded from a project and its capability search path."""
 
     project: Path
-    compiled: dict[str, Any]
-    registry: Any
+    compiled: CompiledRegistry
+    registry: Registry
     config: dict[str, Any] | None
     warnings: list[str] = field(default_factory=list)
 
@@ -116,7 +121,7 @@ def run_phase(
     loaded: Loaded,
     phase: str,
     *,
-    runtime: Any = None,
+    runtime: Runtime | None = None,
     options: RunOptions | None = None,
     progress: Progress | None = None,
     journal: bool = True,
@@ -143,7 +148,7 @@ def run_phase(
     if not journal:
         from looprail.machine.record import MemoryRecorder
 
-        recorder = MemoryRecorder()
+        recorder: MemoryRecorder | JournalRecorder = MemoryRecorder()
         bridge = load_bridge(
             loaded.project,
             runtime=runtime,

@@ -54,7 +54,7 @@ class Phase(PhaseDir):
     config: dict[str, Any] | None = None  # `.planning/config.json`, None when absent or invalid
     warnings: list[str] = []
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorators over @property
     @property
     def has_context(self) -> bool:
         return self.context_path is not None

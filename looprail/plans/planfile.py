@@ -15,7 +15,7 @@ import re
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar, Literal, get_args
+from typing import Any, ClassVar, Literal, cast, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, computed_field
@@ -103,7 +103,7 @@ class Task(BaseModel):
     done: str | None = None
     extra: dict[str, str] = {}  # other children: <what-built>, <resume-signal>, <options>, ...
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorators over @property
     @property
     def is_checkpoint(self) -> bool:
         return self.type.startswith("checkpoint:")
@@ -140,7 +140,7 @@ class Plan(BaseModel):
     summary_path: Path | None = None
     halted: bool = False  # its SUMMARY says `status: halted`: a designed stop, not done
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorators over @property
     @property
     def task_count(self) -> int:
         return len(self.tasks)
@@ -374,8 +374,8 @@ def _split_frontmatter(doc: _Doc) -> tuple[str, int, int]:
     return text[first_end + 1 : closing.start()], 2, closing.end()
 
 
-def _scan_body(doc: _Doc, body_start: int) -> tuple[dict[str, str | None], list[_Element]]:
-    sections: dict[str, str | None] = {}
+def _scan_body(doc: _Doc, body_start: int) -> tuple[dict[str, Any], list[_Element]]:
+    sections: dict[str, Any] = {}  # `Plan` keyword arguments: section name -> its text
     tasks: list[_Element] = []
     seen_tasks_section = False
     wanted = (*_SECTIONS, "tasks", "task")
@@ -462,8 +462,8 @@ def _make_task(doc: _Doc, plan_id: str, index: int, element: _Element) -> Task:
         id=f"{plan_id}/T{index}",
         index=index,
         line=doc.line(element.start),
-        type=task_type,  # type: ignore[arg-type]
-        gate=gate,  # type: ignore[arg-type]
+        type=cast(TaskType, task_type),  # checked against TASK_TYPES above
+        gate=cast("TaskGate | None", gate),  # checked against TASK_GATES above
         tdd=tdd_raw is not None and tdd_raw.lower() in ("true", ""),
         tracker_id=attrs.get("tracker-id"),
         attributes=attrs,
@@ -513,7 +513,8 @@ class _PlanYamlLoader(NoAliasSafeLoader):
     zero-padded numbers as strings: plan and phase ids are written `01`, and YAML 1.1 would read
     that as the octal integer 1."""
 
-    yaml_implicit_resolvers: ClassVar[dict[Any, list[Any]]] = {
+    # PyYAML reads this as a class attribute; its stubs declare it on instances.
+    yaml_implicit_resolvers: ClassVar[dict[Any, list[Any]]] = {  # type: ignore[misc]
         first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:int"]
         for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
     }

@@ -158,9 +158,8 @@ class Outcome(_Frozen):
         """An ok outcome. Given `data` only, stdout is its JSON (so both always agree)."""
         if stdout is None:
             stdout = json.dumps(dict(data)) if data is not None else ""
-        if data is None:
-            data = parse_json_object(stdout)
-        return cls(ok=True, exit_code=0, stdout=stdout, data=data, **extra)
+        payload = parse_json_object(stdout) if data is None else dict(data)
+        return cls(ok=True, exit_code=0, stdout=stdout, data=payload, **extra)
 
     @classmethod
     def failed(cls, detail: str, *, exit_code: int | None = None, **extra: Any) -> Outcome:

@@ -42,9 +42,9 @@ def start_ticks(pid):
     return int(fields[19])  # field 22 of the whole line: start time in clock ticks since boot
 
 
-def _children():
+def _children() -> set[int]:
     me = os.getpid()
-    found = set()
+    found: set[int] = set()
     try:
         for tid in os.listdir(f"/proc/{me}/task"):
             with open(f"/proc/{me}/task/{tid}/children") as fh:

@@ -19,6 +19,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # only annotations use it
+    from typing import Any
+
 DEFAULT_OUTPUT_CAP = 1 << 20  # 1 MiB per stream: enough for any verdict, bounded for any bug
 
 
@@ -162,7 +166,8 @@ def _pump(
     has exited and the pipes are closed, or the deadline (then the group is killed), or a short
     grace after the child's exit (a grandchild holding a pipe). Returns (timed_out, stdout,
     stderr, truncated); the child is reaped and every pipe closed."""
-    sinks = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+    # Keyed by the pipe objects, which the selector hands back as `key.fileobj`.
+    sinks: dict[Any, bytearray] = {proc.stdout: bytearray(), proc.stderr: bytearray()}
     truncated = False
     timed_out = False
     pending = memoryview(data) if data else memoryview(b"")
@@ -190,7 +195,7 @@ def _pump(
                 wake = min(deadline if stop_at is None else stop_at, now + 0.1) - now
                 for key, _events in selector.select(max(wake, 0)):
                     stream = key.fileobj
-                    if stream is proc.stdin:
+                    if stream is proc.stdin and stream is not None:
                         try:
                             written = os.write(key.fd, pending[: select.PIPE_BUF])
                         except OSError:  # the child closed its stdin: it need not read it
@@ -205,7 +210,7 @@ def _pump(
                     if not chunk:
                         selector.unregister(stream)
                         continue
-                    sink = sinks[stream]  # type: ignore[index]
+                    sink = sinks[stream]
                     room = cap - len(sink)
                     if room > 0:
                         sink.extend(chunk[:room])
@@ -222,7 +227,7 @@ def _pump(
             timed_out = True
             _kill_group(proc)
             proc.wait()
-    return timed_out, sinks[proc.stdout], sinks[proc.stderr], truncated  # type: ignore[index]
+    return timed_out, sinks[proc.stdout], sinks[proc.stderr], truncated
 
 
 def _close_pipes(proc: subprocess.Popen) -> None:

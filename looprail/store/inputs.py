@@ -38,7 +38,7 @@ def _files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
     if path.is_dir():
-        found = []
+        found: list[Path] = []
         for folder, dirs, names in os.walk(path):
             dirs.sort()
             found.extend(Path(folder) / name for name in sorted(names))

@@ -15,7 +15,7 @@ from looprail.store.models import EventRow, RunRow, TaskRow
 from looprail.store.summary import duration_ms as _duration
 from looprail.store.summary import format_duration, format_refusal
 
-REPORT_VERSION = 1
+REPORT_VERSION: Literal[1] = 1
 
 
 class _Out(BaseModel):

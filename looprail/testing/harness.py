@@ -23,13 +23,20 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from looprail.errors import HaltError, ManifestError, UsageError
 from looprail.machine.guards import GUARDS, HookResult
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec, TransitionSpec
 from looprail.runtime.base import Outcome
-from looprail.runtime.scripted import Call, ScriptedRuntime
+from looprail.runtime.scripted import Call, CallKind, ScriptedRuntime
+
+if TYPE_CHECKING:
+    from looprail.hooks.registry import CompiledRegistry, Registry
+    from looprail.machine.record import MemoryRecorder
+    from looprail.machine.run import LoopRunner, RunOptions, RunResult
+    from looprail.runtime.base import Flavor
+    from looprail.store.models import EventRecord
 
 PHASE_FOLDER = "01-test"
 
@@ -175,8 +182,8 @@ class HarnessRun:
     """A whole loop run: the runner's result, the events it recorded, the runtime calls, and
     `log`, one line per event and call in the order they happened."""
 
-    result: Any  # looprail.machine.run.RunResult
-    events: list[Any]  # looprail.store.EventRecord
+    result: RunResult
+    events: list[EventRecord]
     calls: list[Call]
     log: list[str]
 
@@ -291,7 +298,7 @@ def _event_line(e: Any) -> str | None:
     return None
 
 
-def _logged_recorder(log: _Log) -> Any:
+def _logged_recorder(log: _Log) -> MemoryRecorder:
     from looprail.machine.record import MemoryRecorder
 
     class LoggedRecorder(MemoryRecorder):
@@ -322,7 +329,7 @@ class LoopHarness:
     (replace with `runtime.effect(("phase", "verify"), fn)`); plans come from `plan()`.
     """
 
-    def __init__(self, root: str | Path, *, spec: LoopSpec = DEFAULT_LOOP, flavor: str = "gsd"):
+    def __init__(self, root: str | Path, *, spec: LoopSpec = DEFAULT_LOOP, flavor: Flavor = "gsd"):
         self.root = Path(root)
         self.project = self.root / "project"
         self.capabilities_dir = self.root / "capabilities"
@@ -547,6 +554,7 @@ class LoopHarness:
             captured.extend(results)
             return results
 
+        # Wrap this runner's bound method to see each attempt's results (one instance only).
         runner.dispatcher.dispatch = capture  # type: ignore[method-assign]
         calls_before = len(self.runtime.calls)
         before = list(runner.state)
@@ -598,15 +606,16 @@ class LoopHarness:
         result = runner.run()
         return HarnessRun(
             result=result,
-            events=list(runner.recorder.events),
+            # `_runner` records in memory (`_logged_recorder`).
+            events=list(cast("MemoryRecorder", runner.recorder).events),
             calls=self.runtime.calls[calls_before:],
             log=list(log.lines),
         )
 
-    def calls_of(self, kind: str) -> list[Call]:
+    def calls_of(self, kind: CallKind) -> list[Call]:
         """Every runtime call of `kind` so far (skill, agent, command, query, verdict, phase,
         task, context...)."""
-        return self.runtime.calls_of(kind)  # type: ignore[arg-type]
+        return self.runtime.calls_of(kind)
 
     # ------------------------------------------------------------------ internals
 
@@ -616,7 +625,7 @@ class LoopHarness:
         body = "---\nstatus: passed\n---\n" if name == "VERIFICATION.md" else ""
         (self.phase_dir / name).write_text(body + f"# {name} (written by the test harness)\n")
 
-    def _load(self) -> tuple[dict[str, Any], Any]:
+    def _load(self) -> tuple[CompiledRegistry, Registry]:
         from looprail.hooks.compiled import load_compiled
         from looprail.hooks.registry import load_registry
 
@@ -634,8 +643,8 @@ class LoopHarness:
         state: Sequence[str] | None,
         log: _Log,
         wave: int | None = None,
-        options: Any = None,
-    ) -> Any:
+        options: RunOptions | None = None,
+    ) -> LoopRunner:
         from looprail.machine.progress import Progress
         from looprail.machine.run import LoopRunner, RunOptions
 

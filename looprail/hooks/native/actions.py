@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 from looprail.hooks.native._jsonpath import member
 from looprail.hooks.native.events import EventSpec
@@ -319,7 +319,8 @@ def _parse_request(kind: str, value: dict[str, Any]) -> tuple[ActionRequest | No
             data_json = json.dumps(value["data"], ensure_ascii=False, separators=(",", ":"))
     if problems:
         return None, problems
-    return EmitCustomEvent(name=name, data_json=data_json), problems
+    # No problems: `name` is a non-blank string.
+    return EmitCustomEvent(name=cast(str, name), data_json=data_json), problems
 
 
 def _parse_message(value: dict[str, Any]) -> tuple[Message | None, Problems]:
@@ -365,6 +366,10 @@ def _parse_message(value: dict[str, Any]) -> tuple[Message | None, Problems]:
             trigger_turn = raw
     if problems:
         return None, problems
+    # No problems: `message` is a non-blank string and `delivery` one of DELIVERIES[send_as].
     return Message(
-        message=message, delivery=delivery, send_as=send_as, trigger_turn=trigger_turn
+        message=cast(str, message),
+        delivery=cast(Delivery, delivery),
+        send_as=send_as,
+        trigger_turn=trigger_turn,
     ), []

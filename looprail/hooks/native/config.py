@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeGuard, cast
 
 from looprail.errors import Issue
 from looprail.hooks.native._jsonpath import item, member
@@ -370,7 +370,7 @@ def _parse_preset(
         ok = False
     if not ok:
         return None
-    return Preset(section, name, description, tuple(refs), default)
+    return Preset(section, name, cast(str, description), tuple(refs), default)  # ok: a str
 
 
 def _parse_hook(
@@ -437,8 +437,8 @@ def _parse_hook(
     return NativeHook(
         section=section,
         name=name,
-        description=description,
-        event=event,
+        description=cast(str, description),  # no failures: both are checked strings
+        event=cast(str, event),
         shell=entry.get("shell", "true"),
         when=entry.get("when"),
         filter=parsed_filter,
@@ -449,7 +449,7 @@ def _parse_hook(
     )
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

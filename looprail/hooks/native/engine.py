@@ -510,7 +510,7 @@ def _hook_result_payload(result: HookResult, origin_event: str) -> dict[str, Any
 
 def _rows(result: HookResult) -> list[ReportRow]:
     rows = []
-    common = {
+    common: dict[str, Any] = {  # the fields both rows share
         "hook_ref": result.hook_ref,
         "event": result.event,
         "outcome": result.outcome,
