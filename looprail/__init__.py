@@ -39,7 +39,7 @@ _EXPORTS = {
     "hooks_allow": "looprail.machine.guards",
     "refusal": "looprail.machine.guards",
     # the resolver
-    "load_compiled": "looprail.hooks.compiled",
+    "load_compiled": "looprail.trust",
     "load_registry": "looprail.hooks.registry",
     "resolve": "looprail.hooks.resolve",
     "render": "looprail.hooks.resolve",

@@ -187,8 +187,8 @@ def load_input(
     `phase`; everything else that is wrong becomes a finding."""
     from looprail.config import load_project_config_strict
     from looprail.errors import UsageError
-    from looprail.hooks.compiled import load_compiled
     from looprail.hooks.registry import load_registry
+    from looprail.trust import load_compiled
 
     root = Path(project)
     if not root.is_dir():

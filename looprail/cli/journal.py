@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from looprail.cli._common import add_project_options, print_json
+from looprail.cli._common import add_project_options, print_json, project_folder
 from looprail.textsafe import one_line
 
 
@@ -46,11 +46,9 @@ def register(sub) -> None:
 
 def _open(project: str, *, required: bool):
     """The project's journal, or None when it has none (and `required` is false)."""
-    from looprail.errors import UsageError
     from looprail.store import Journal, NoJournalError
 
-    if not Path(project).is_dir():
-        raise UsageError(f"{project}: no such project folder")
+    project_folder(project)
     try:
         return Journal.open(Path(project), create=False)
     except NoJournalError:

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 from looprail.config import MISSING, lookup
 from looprail.errors import LooprailError
 from looprail.jsonload import json_type_name
+from looprail.runtime.base import EXIT_UNAVAILABLE  # "could not look": never a verdict
 from looprail.runtime.process import escape_untrusted, run_bounded, tail
 
 # `\Z`, not `$`: Python's `$` also matches before a trailing newline, and a newline is exactly
@@ -55,7 +56,6 @@ PREDICATE_KINDS = (
 # The kinds the reference's `check predicate` evaluates; they get its semantics exactly and go
 # to the host tool when there is one. The other kinds are looprail's own.
 REFERENCE_KINDS = ("command-exit-zero", "artifact-frontmatter-equals")
-EXIT_UNAVAILABLE = 69  # EX_UNAVAILABLE: the check "could not look"; JSON on stdout is not a verdict
 
 COMMAND_MAX_LENGTH = 4096
 COMMAND_DEFAULT_TIMEOUT_S = 30.0

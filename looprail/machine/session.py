@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from looprail.errors import LooprailError, UsageError
+from looprail.layout import LOOPRAIL_DIR
 from looprail.machine.progress import Progress
 from looprail.machine.run import LoopRunner, RunOptions, RunResult
 
@@ -76,8 +77,8 @@ class Loaded:
 
 def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()) -> Loaded:
     from looprail.config import load_project_config_strict
-    from looprail.hooks.compiled import load_compiled
     from looprail.hooks.registry import load_registry
+    from looprail.trust import load_compiled
 
     root = Path(project)
     if not root.is_dir():
@@ -89,8 +90,8 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
 
     # The journal, lock, agents and queued messages live under .looprail/: a symlink out of the
     # project would make a run write (and read its state) elsewhere.
-    if os.path.lexists(root / ".looprail"):
-        require_inside(root, root / ".looprail", "the folder")
+    if os.path.lexists(root / LOOPRAIL_DIR):
+        require_inside(root, root / LOOPRAIL_DIR, "the folder")
     require_inside(root, root / ".planning", "the folder")
     config = load_project_config_strict(root)  # a malformed config stops the run (issue 12)
     warnings: list[str] = []

@@ -21,8 +21,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from looprail.errors import LooprailError
+from looprail.layout import LOCK_FILE, project_path
 
-LOCK_NAME = "run.lock"
+LOCK_NAME = LOCK_FILE
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class LockedError(LooprailError):
 
 
 def lock_path(project: str | Path) -> Path:
-    return Path(project) / ".looprail" / LOCK_NAME
+    return Path(project_path(project, LOCK_NAME))
 
 
 class RunLock:

@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from looprail.errors import LooprailError
+from looprail.layout import JOURNAL_KEY_FILE, looprail_home
 
-KEY_NAME = "journal.key"
+KEY_NAME = JOURNAL_KEY_FILE
 _KEY_BYTES = 32
 
 
@@ -36,8 +37,7 @@ class SealError(LooprailError):
 
 
 def key_path() -> Path:
-    home = os.environ.get("LOOPRAIL_HOME")
-    return (Path(home) if home else Path.home() / ".looprail") / KEY_NAME
+    return Path(looprail_home()) / KEY_NAME
 
 
 def user_key(path: Path | None = None) -> bytes:
