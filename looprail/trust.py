@@ -26,7 +26,7 @@ import json
 import os
 
 from looprail import layout
-from looprail.errors import LooprailError
+from looprail.errors import TrustError
 from looprail.layout import CONSENT_FILE, looprail_home
 
 TYPE_CHECKING = False
@@ -45,11 +45,6 @@ _CHUNK = 1 << 16
 
 NO_CONSENT = "no consent (run `looprail trust`)"
 CHANGED = "changed since consent (run `looprail trust`)"
-
-
-class TrustError(LooprailError):
-    """Something cannot be consented to (a symlink out of its folder, a special file, a folder
-    too large), or the consent store cannot be written."""
 
 
 # --------------------------------------------------------------------------- hashing

@@ -31,7 +31,7 @@ from typing import Any
 import networkx as nx
 
 from looprail.diagrams.graph import START, children, hooks_at, point_id, transitions
-from looprail.errors import LooprailError
+from looprail.errors import GraphvizMissingError, LooprailError
 
 FORMATS = ("svg", "png", "dot", "mermaid")
 INSTALL_HINT = (
@@ -66,13 +66,6 @@ OUTCOME_MARKS = {
     "error": "✗ check error",
     "skipped": "– skipped",
 }
-
-
-class GraphvizMissingError(LooprailError):
-    """SVG or PNG was asked for and the `dot` program is not on PATH."""
-
-    def __init__(self) -> None:
-        super().__init__(INSTALL_HINT)
 
 
 def require_dot() -> str:

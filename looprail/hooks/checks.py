@@ -31,6 +31,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from looprail.config import MISSING, lookup
+from looprail.errors import CheckFailedError as CheckFailedError  # re-exported
 from looprail.errors import LooprailError
 from looprail.jsonload import json_type_name
 from looprail.runtime.base import EXIT_UNAVAILABLE  # "could not look": never a verdict
@@ -231,15 +232,6 @@ class CheckRuntime(Protocol):
     def run_query_check(self, words: Sequence[str], ctx: Any) -> Any: ...
 
     def ask_verdict(self, agent_verdict: Mapping[str, Any], ctx: Any) -> Any: ...
-
-
-class CheckFailedError(LooprailError):
-    """The CLI form of a `CheckError`: exit 69 when the check could not look, else 1."""
-
-    def __init__(self, error: CheckError):
-        super().__init__(error.reason)
-        self.error = error
-        self.exit_code = EXIT_UNAVAILABLE if error.unavailable else 1
 
 
 # ── entry points ─────────────────────────────────────────────────────────────────────────────

@@ -422,14 +422,20 @@ def timeouts_from_config(config: dict[str, Any] | None) -> Any:
     if raw is None:
         return None
     if not isinstance(raw, dict):
-        raise ConfigError(".planning/config.json: looprail.timeouts: must be an object")
+        raise ConfigError(
+            ".planning/config.json",
+            "looprail.timeouts: must be an object",
+            field="looprail.timeouts",
+        )
     try:
         return Timeouts.model_validate(raw)
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         field = ".".join(str(p) for p in err["loc"])
         raise ConfigError(
-            f".planning/config.json: looprail.timeouts.{field}: {err['msg']}"
+            ".planning/config.json",
+            f"looprail.timeouts.{field}: {err['msg']}",
+            field=f"looprail.timeouts.{field}",
         ) from None
 
 
