@@ -176,7 +176,7 @@ class TaskContentError(LooprailError):
         reason: str,
         stderr_tail: str = "",
     ):
-        from looprail.runtime.process import escape_untrusted
+        from looprail.textsafe import one_line as escape_untrusted
 
         self.tracker_id = tracker_id
         self.prefix = prefix
@@ -195,15 +195,13 @@ class TaskContentError(LooprailError):
 
 
 class CheckFailedError(LooprailError):
-    """The CLI form of a `hooks.checks.CheckError`: exit 69 when the check could not look,
-    else 1."""
+    """The CLI form of a `hooks.checks.CheckError`: its exit code (69 when the check could not
+    look, else 1)."""
 
     def __init__(self, error: Any):
-        from looprail.runtime.base import EXIT_UNAVAILABLE
-
         super().__init__(error.reason)
         self.error = error
-        self.exit_code = EXIT_UNAVAILABLE if error.unavailable else 1
+        self.exit_code = error.exit_code
 
 
 class LockedError(LooprailError):
@@ -235,12 +233,14 @@ class SealError(LooprailError):
 class GraphvizMissingError(LooprailError):
     """SVG or PNG was asked for and the `dot` program is not on PATH."""
 
-    def __init__(self, hint: str | None = None) -> None:
-        if hint is None:
-            from looprail.diagrams.render import INSTALL_HINT
+    INSTALL_HINT = (
+        "the Graphviz `dot` program is not installed (needed for svg and png): "
+        "install it with `apt-get install graphviz` or `brew install graphviz`, "
+        "or use --format dot or --format mermaid"
+    )
 
-            hint = INSTALL_HINT
-        super().__init__(hint)
+    def __init__(self) -> None:
+        super().__init__(self.INSTALL_HINT)
 
 
 class HaltError(LooprailError):

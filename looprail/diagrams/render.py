@@ -34,11 +34,7 @@ from looprail.diagrams.graph import START, children, hooks_at, point_id, transit
 from looprail.errors import GraphvizMissingError, LooprailError
 
 FORMATS = ("svg", "png", "dot", "mermaid")
-INSTALL_HINT = (
-    "the Graphviz `dot` program is not installed (needed for svg and png): "
-    "install it with `apt-get install graphviz` or `brew install graphviz`, "
-    "or use --format dot or --format mermaid"
-)
+INSTALL_HINT = GraphvizMissingError.INSTALL_HINT
 
 FONT = "Helvetica"
 MONO = "Courier"

@@ -203,6 +203,11 @@ class CheckError:
     reason: str
     unavailable: bool = False
 
+    @property
+    def exit_code(self) -> int:
+        """How the CLI exits on it: 69 (EX_UNAVAILABLE) when the check could not look."""
+        return EXIT_UNAVAILABLE if self.unavailable else 1
+
 
 CheckResult = Verdict | CheckError
 
