@@ -40,7 +40,7 @@ from looprail.runtime.process import escape_untrusted, run_bounded, tail
 # `\Z`, not `$`: Python's `$` also matches before a trailing newline, and a newline is exactly
 # what must never slip through. The same grammar guards step `ref.command`.
 COMMAND_GRAMMAR = re.compile(r"^[a-z][a-z0-9-]*(?: [a-z][a-z0-9-]*)*\Z")
-GRAMMAR_TEXT = "^[a-z][a-z0-9-]*( [a-z][a-z0-9-]*)*$"  # as DESIGN.md and the seeds write it
+GRAMMAR_TEXT = "^[a-z][a-z0-9-]*( [a-z][a-z0-9-]*)*$"  # as docs/contract.md writes it
 # `check.query` words may be dotted handler names (`ui.plan-gate`): the reference's router reads
 # a dot as a hyphen. A dot never starts or ends a word and never doubles, so `..` cannot occur.
 _QUERY_WORD = r"[a-z][a-z0-9-]*(?:\.[a-z][a-z0-9-]*)*"

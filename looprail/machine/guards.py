@@ -131,7 +131,8 @@ def plan_done(facts: PlanFacts) -> bool:
 
 
 def verify_done(facts: PlanFacts) -> bool:
-    """verify → ship needs a VERIFICATION.md whose status is `passed` (ADR-3180)."""
+    """verify → ship needs a VERIFICATION.md whose status is `passed` (docs/contract.md,
+    "Gates between steps")."""
     return facts.verification_status == "passed"
 
 
