@@ -781,22 +781,17 @@ def _query_target(data: LintInput, d: _Decl, word: str, severe: Severity) -> lis
     ]
 
 
-_PREDICATE_FIELDS = {
-    "command-exit-zero": ("command",),
-    "artifact-exists": ("artifact",),
-    "artifact-frontmatter-equals": ("artifact", "field", "equals"),
-    "config-equals": ("key", "equals"),
-}
-
-
 def _predicate(
     data: LintInput, d: _Decl, predicate: Any, blocking: bool, severe: Severity
 ) -> list[Finding]:
     path = f"{d.path}.check.predicate"
     if not isinstance(predicate, Mapping):
         return []  # manifest validation already refuses it
+    from looprail.hooks.checks import PREDICATE_KINDS, PREDICATES
+
     kind = predicate.get("kind")
-    if kind not in _PREDICATE_FIELDS:
+    spec = PREDICATES.get(kind) if isinstance(kind, str) else None
+    if spec is None:
         return [
             Finding(
                 severity="error",
@@ -804,14 +799,14 @@ def _predicate(
                 file=d.file,
                 path=f"{path}.kind",
                 message=f"{d.name}: unknown predicate kind {kind!r}: the check always errors",
-                fix=f"use one of {', '.join(_PREDICATE_FIELDS)}",
+                fix=f"use one of {', '.join(PREDICATE_KINDS)}",
             )
         ]
     missing = [
         f
-        for f in _PREDICATE_FIELDS[kind]
+        for f in (*spec.fields, *spec.values)
         if f not in predicate
-        or (f != "equals" and (not isinstance(predicate[f], str) or not predicate[f].strip()))
+        or (f in spec.fields and (not isinstance(predicate[f], str) or not predicate[f].strip()))
     ]
     if missing:
         return [
@@ -825,9 +820,9 @@ def _predicate(
                 fix=f"add {', '.join(missing)} to the predicate",
             )
         ]
-    if kind == "command-exit-zero":
-        return _command_predicate(data, d, predicate["command"], blocking, severe)
-    if kind == "config-equals" and blocking:
+    if spec.shell:
+        return _command_predicate(data, d, predicate[spec.fields[0]], blocking, severe)
+    if spec.pure and blocking:
         from looprail.hooks.checks import CheckContext, Verdict, evaluate_predicate
 
         # config-equals is pure: its verdict under the current config is known now.
