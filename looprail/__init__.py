@@ -39,7 +39,7 @@ _EXPORTS = {
     "hooks_allow": "looprail.machine.guards",
     "refusal": "looprail.machine.guards",
     # the resolver
-    "load_compiled": "looprail.hooks.compiled",
+    "load_compiled": "looprail.trust",
     "load_registry": "looprail.hooks.registry",
     "resolve": "looprail.hooks.resolve",
     "render": "looprail.hooks.resolve",
@@ -58,7 +58,7 @@ if TYPE_CHECKING:  # the names, typed for checkers (`x as x`: a re-export); at r
     # `__getattr__` loads them
     from typing import Any
 
-    from looprail.hooks.compiled import load_compiled as load_compiled
+    from looprail.trust import load_compiled as load_compiled
     from looprail.hooks.registry import load_registry as load_registry
     from looprail.hooks.resolve import render as render
     from looprail.hooks.resolve import resolve as resolve

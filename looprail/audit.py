@@ -31,6 +31,7 @@ from looprail.hooks.checks import (
     COMMAND_GRAMMAR,
     GRAMMAR_TEXT,
     PREDICATE_KINDS,
+    PREDICATES,
     QUERY_GRAMMAR,
     QUERY_GRAMMAR_TEXT,
     query_args,
@@ -417,38 +418,30 @@ def _predicate_surface(predicate: Any, where: str, point: str | None) -> Surface
         return Surface("gate.predicate", where, "malformed predicate", point, refused="not run")
     kind = predicate.get("kind")
     label = f"gate.predicate.{kind}" if isinstance(kind, str) else "gate.predicate"
-    if kind == "command-exit-zero":
-        command = predicate.get("command")
-        timeout = predicate.get("timeout", 30)
-        return Surface(
-            label,
-            f"{where}.command",
-            f"/bin/sh -c {_argv([str(command)])} (exit 0 passes; PHASE_NUMBER, PHASE_DIR, "
-            "PHASE_REQ_IDS in its environment; cwd = the project)",
-            point=point,
-            shell=True,
-            timeout_s=float(timeout) if isinstance(timeout, (int, float)) else None,
-            refused=None if isinstance(command, str) and command.strip() else "no command",
-        )
-    if kind in ("artifact-exists", "artifact-frontmatter-equals"):
-        extra = f" field {_q(predicate.get('field'))}" if kind != "artifact-exists" else ""
+    spec = PREDICATES.get(kind) if isinstance(kind, str) else None
+    if spec is None:
         return Surface(
             label,
             where,
-            f"reads artifact {_q(predicate.get('artifact'))}{extra} in the phase folder "
-            "(no process)",
+            f"predicate kind {_q(kind)}",
             point=point,
+            refused=f"unknown predicate kind (known: {', '.join(PREDICATE_KINDS)}); never run",
         )
-    if kind == "config-equals":
-        return Surface(
-            label, where, f"reads config key {_q(predicate.get('key'))} (no process)", point=point
-        )
+    shown = {f: _q(predicate.get(f)) for f in spec.fields}
+    if not spec.shell:
+        return Surface(label, where, spec.audit.format(**shown), point=point)
+    command_field = spec.fields[0]
+    command = predicate.get(command_field)
+    shown[command_field] = _argv([str(command)])
+    timeout = predicate.get("timeout", 30)
     return Surface(
         label,
-        where,
-        f"predicate kind {_q(kind)}",
+        f"{where}.{command_field}",
+        spec.audit.format(**shown),
         point=point,
-        refused=f"unknown predicate kind (known: {', '.join(PREDICATE_KINDS)}); never run",
+        shell=True,
+        timeout_s=float(timeout) if isinstance(timeout, (int, float)) else None,
+        refused=None if isinstance(command, str) and command.strip() else f"no {command_field}",
     )
 
 

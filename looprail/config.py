@@ -25,7 +25,9 @@ import math
 import os
 import re  # already loaded by json: free on the hot path
 
-from looprail.errors import LooprailError  # a plain module: nothing heavy on the hot path
+from looprail.errors import (
+    ConfigError,  # a plain module: nothing heavy on the hot path
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs milliseconds on the render-hooks start path
@@ -42,15 +44,6 @@ MAX_CONFIG_BYTES = 64 * 1024 * 1024
 _MAX_SAFE_INTEGER = 2**53
 # A file nested deeper than Python's C parser allows is parsed iteratively only up to this size.
 MAX_DEEP_BYTES = 2 * 1024 * 1024
-
-
-class ConfigError(LooprailError, ValueError):
-    """`.planning/config.json` exists but cannot be used: one line with file, line, column."""
-
-    def __init__(self, path: str, reason: str, line: int | None = None, col: int | None = None):
-        self.path, self.reason, self.line, self.col = path, reason, line, col
-        where = f"{path}:{line}:{col}" if line is not None else path
-        super().__init__(f"{where}: {reason}")
 
 
 def config_path(project: str | Path) -> str:

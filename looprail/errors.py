@@ -1,14 +1,70 @@
-"""The error hierarchy. Every error a user can cause is a `LooprailError` whose `str()` is one
-line naming the file, the field (a JSON path where there is one) and the reason; the CLI prints
-it without a traceback and exits non-zero."""
+"""Every exception looprail raises, in one tree.
+
+Every error a user can cause is a `LooprailError` whose `str()` is one line naming the file,
+the field (a JSON path where there is one) and the reason; the CLI prints it without a
+traceback and exits with its `exit_code`. Where an error knows them it also carries them as
+attributes: `path` (the file), `field` (a JSON path or a dotted config key) and `point` (the
+loop point), so a caller need not parse the message.
+
+    LooprailError (exit 1)                 base of every error raised on purpose
+    ├── UsageError (exit 2)                the command line itself is wrong
+    ├── InvalidFileError                   problems in a supplied file, all kept (`issues`)
+    │   └── ManifestError                  a capability manifest or the merged set
+    ├── ConfigError                        .planning/config.json cannot be used
+    ├── PlanError                          a PLAN.md, the phase layout or the plan DAG
+    ├── InvalidPointError                  not one of the loop points
+    ├── LedgerError                        a ledger artifact is malformed
+    ├── TrustError                         cannot be consented to; the store cannot be written
+    ├── TaskContentError                   `execute:task` content could not be resolved
+    ├── CheckFailedError (exit 1 or 69)    a check produced no verdict (69: could not look)
+    ├── LockedError                        another live run holds the project
+    ├── JournalError                       the journal cannot be used as it is
+    │   └── NoJournalError                 the project has no journal yet
+    ├── SealError                          the user's journal key cannot be used
+    ├── GraphvizMissingError               SVG/PNG asked for without Graphviz's `dot`
+    └── HaltError                          the loop stopped on purpose
+        └── TransitionRefused              a hook result refused a transition (`result`)
+
+    LoopSignal                             control flow inside the runner, never a user error
+    ├── CheckpointPause (exit 3)           a checkpoint task needs a human
+    └── StopRequested                      a native `interrupt`/`shutdown`, at a safe point
+
+`ConfigError`, `InvalidPointError` and `LedgerError` are also `ValueError`s (callers that
+caught them as such keep working). This module imports nothing heavy: it is on the
+`render-hooks` hot path.
+"""
 
 from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from collections.abc import Sequence
+    from typing import Any
 
 
 class LooprailError(Exception):
     """Base of every error looprail raises on purpose (bad input, refused work)."""
 
     exit_code = 1
+    path: str | None = None  # the file the error is about
+    field: str | None = None  # a JSON path or dotted config key inside it
+    point: str | None = None  # the loop point
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        path: str | None = None,
+        field: str | None = None,
+        point: str | None = None,
+    ):
+        super().__init__(message)
+        if path is not None:
+            self.path = path
+        if field is not None:
+            self.field = field
+        if point is not None:
+            self.point = point
 
 
 class UsageError(LooprailError):
@@ -46,20 +102,23 @@ class Issue:
         return f"{where}: {self.reason}"
 
 
-class ValidationError(LooprailError):
+class InvalidFileError(LooprailError):
     """One or more problems in a user- or third-party-supplied file. All are kept, not only the
-    first; `str()` is the first one plus a count so a single line still says what is wrong."""
+    first; `str()` is the first one plus a count so a single line still says what is wrong.
+    `path` and `field` are the first issue's file and JSON path. (Named so it cannot be
+    mistaken for pydantic's `ValidationError`.)"""
 
-    def __init__(self, issues: list[Issue]):
+    def __init__(self, issues: Sequence[Issue]):
         if not issues:
-            raise ValueError("ValidationError needs at least one issue")
+            raise ValueError(f"{type(self).__name__} needs at least one issue")
         self.issues = list(issues)
         more = len(self.issues) - 1
         suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-        super().__init__(f"{self.issues[0]}{suffix}")
+        first = self.issues[0]
+        super().__init__(f"{first}{suffix}", path=first.file, field=first.path or None)
 
 
-class ManifestError(ValidationError):
+class ManifestError(InvalidFileError):
     """A capability manifest (or the merged set) is invalid."""
 
 
@@ -67,9 +126,201 @@ class PlanError(LooprailError):
     """A PLAN.md, the phase layout or the plan DAG is invalid."""
 
 
-class ConfigError(LooprailError):
-    """A configuration file is invalid."""
+class ConfigError(LooprailError, ValueError):
+    """`.planning/config.json` exists but cannot be used: one line with file (and line, column,
+    or the config key as `field`) and the reason."""
+
+    def __init__(
+        self,
+        path: str,
+        reason: str,
+        line: int | None = None,
+        col: int | None = None,
+        *,
+        field: str | None = None,
+    ):
+        self.reason, self.line, self.col = reason, line, col
+        where = f"{path}:{line}:{col}" if line is not None else path
+        super().__init__(f"{where}: {reason}", path=path, field=field)
+
+
+class InvalidPointError(LooprailError, ValueError):
+    """Not one of the loop points; the message lists the valid ones (the reference's words)."""
+
+    def __init__(self, point: str):
+        from looprail.points import invalid_point_message
+
+        super().__init__(invalid_point_message(point), point=point)
+
+
+class LedgerError(LooprailError, ValueError):
+    """A ledger artifact is malformed (the reference's messages)."""
+
+
+class TrustError(LooprailError):
+    """Something cannot be consented to (a symlink out of its folder, a special file, a folder
+    too large), or the consent store cannot be written."""
+
+
+class TaskContentError(LooprailError):
+    """Task content could not be resolved: a hard halt, never a fallback to the inline plan.
+
+    `str()` is one line naming the tracker-id, the prefix, the capability and the reason, with
+    the resolver's stderr tail escaped (it is untrusted text)."""
+
+    def __init__(
+        self,
+        tracker_id: str,
+        prefix: str,
+        cap_ids: Sequence[str],
+        reason: str,
+        stderr_tail: str = "",
+    ):
+        from looprail.textsafe import one_line as escape_untrusted
+
+        self.tracker_id = tracker_id
+        self.prefix = prefix
+        self.cap_ids = list(cap_ids)
+        self.reason = reason
+        self.stderr_tail = stderr_tail
+        caps = ", ".join(escape_untrusted(c) for c in self.cap_ids) or "none"
+        label = "capability" if len(self.cap_ids) == 1 else "capabilities"
+        message = (
+            f"task content for tracker-id '{escape_untrusted(tracker_id)}' "
+            f"(prefix '{escape_untrusted(prefix)}', {label} {caps}): {reason}"
+        )
+        if stderr_tail.strip():
+            message += f"; stderr: {escape_untrusted(stderr_tail.strip())}"
+        super().__init__(message, point="execute:task")
+
+
+class CheckFailedError(LooprailError):
+    """The CLI form of a `hooks.checks.CheckError`: its exit code (69 when the check could not
+    look, else 1)."""
+
+    def __init__(self, error: Any):
+        super().__init__(error.reason)
+        self.error = error
+        self.exit_code = error.exit_code
+
+
+class LockedError(LooprailError):
+    """Another live process is running this project's loop."""
+
+    def __init__(self, path: Any, holder: Any):
+        self.holder = holder
+        who = holder.describe() if holder else "holder details not written yet"
+        super().__init__(
+            f"{path}: another looprail run holds this project ({who}); "
+            "wait for it to finish or stop that process"
+        )
+        self.path = path  # the lock file, as given (a Path)
+
+
+class JournalError(LooprailError):
+    """The journal file cannot be used as it is (foreign, corrupt, newer, busy, unwritable), or
+    a request names a run or task it does not hold."""
+
+
+class NoJournalError(JournalError):
+    """The project has no journal yet (opened with `create=False`)."""
+
+
+class SealError(LooprailError):
+    """The user's journal key cannot be used (unsafe permissions, unreadable)."""
+
+
+class GraphvizMissingError(LooprailError):
+    """SVG or PNG was asked for and the `dot` program is not on PATH."""
+
+    INSTALL_HINT = (
+        "the Graphviz `dot` program is not installed (needed for svg and png): "
+        "install it with `apt-get install graphviz` or `brew install graphviz`, "
+        "or use --format dot or --format mermaid"
+    )
+
+    def __init__(self) -> None:
+        super().__init__(self.INSTALL_HINT)
 
 
 class HaltError(LooprailError):
     """The loop stopped on purpose: a blocking gate, a failed mandatory action, `onError: halt`."""
+
+
+class TransitionRefused(HaltError):
+    """A transition refused by a hook result (a blocking gate, a halting step or check, a
+    native `:pre` hook). `.result` is that hook's `HookResult`; the state is unchanged."""
+
+    def __init__(self, result: Any):
+        self.result = result
+        point, cap, message = result.point, result.cap_id, result.message
+        if result.kind == "gate" and result.status == "error":
+            text = f"gate check failed at {point} ({cap}): {message}"
+        elif result.kind == "gate":
+            text = f"blocked at {point} by gate {cap}: {result.shown}"
+        elif result.kind == "native":
+            text = f"blocked at {point} by native hook {cap} ({message or 'block'})"
+        else:
+            text = f"halted at {point}: step {result.label} ({cap}) failed: {message}"
+        super().__init__(text, point=point)
+
+
+# --------------------------------------------------------------------------- control flow
+
+
+class LoopSignal(Exception):
+    """Base of the runner's control-flow signals: raised and caught inside the loop to end a
+    run in a given state. Not a user error (never a `LooprailError`)."""
+
+    exit_code = 1
+
+
+class CheckpointPause(LoopSignal):
+    """A checkpoint task needs a human: the loop pauses (resume with `--approve TASK`)."""
+
+    exit_code = 3
+
+    def __init__(self, task: Any, plan: Any):
+        self.task = task
+        self.plan = plan
+        self.path = str(plan.path)
+        gate = f", gate={task.gate}" if task.gate else ""
+        super().__init__(
+            f"{plan.path.name}: task {task.id} ({task.type}{gate}) "
+            f"{task.name or ''!s} needs a human; approve with --approve {task.id}"
+        )
+
+
+class StopRequested(LoopSignal):
+    """A native hook's `interrupt` (paused) or `shutdown` (halted), taken at a safe point.
+    `status` is the state the run ends in."""
+
+    def __init__(self, status: str, reason: str):
+        self.status = status
+        super().__init__(reason)
+
+
+__all__ = [
+    "CheckFailedError",
+    "CheckpointPause",
+    "ConfigError",
+    "GraphvizMissingError",
+    "HaltError",
+    "InvalidFileError",
+    "InvalidPointError",
+    "Issue",
+    "JournalError",
+    "LedgerError",
+    "LockedError",
+    "LoopSignal",
+    "LooprailError",
+    "ManifestError",
+    "NoJournalError",
+    "PlanError",
+    "SealError",
+    "StopRequested",
+    "TaskContentError",
+    "TransitionRefused",
+    "TrustError",
+    "UsageError",
+]

@@ -1,13 +1,57 @@
-"""The project layout facts every layer shares, with nothing heavy imported (the
-`render-hooks` hot path uses them): where phases live, how a phase folder is named, and how a
-phase number is normalised (`01` and `1` are one phase)."""
+"""The layout facts every layer shares, with nothing heavy imported (the `render-hooks` hot
+path uses them): looprail's folders (the per-user home and the project's `.looprail/`) and the
+well-known files in them; where phases live, how a phase folder is named, and how a phase
+number is normalised (`01` and `1` are one phase). Every other module asks here rather than
+spelling a path out, so two layers can never disagree about where a file lives."""
 
 from __future__ import annotations
 
 import os
 import re
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
+    from collections.abc import Mapping
+
+# The folder looprail keeps in a project and, by default, in the user's home.
+LOOPRAIL_DIR = ".looprail"
+# Well-known names inside either folder.
+CAPABILITIES_DIR = "capabilities"  # overlay capabilities (global or project)
+HOOKS_FILE = "hooks.json"  # native hooks (global or project)
+CONSENT_FILE = "consent.json"  # the consent store (home only)
+JOURNAL_KEY_FILE = "journal.key"  # the key that seals journals (home only)
+JOURNAL_FILE = "journal.sqlite"  # the run journal (project only)
+LOCK_FILE = "run.lock"  # one run per project (project only)
+NEXT_TURN_FILE = "next-turn.json"  # queued native-hook context (project only)
+PARTIAL_DIR = "partial"  # work set aside on resume (project only)
+
 PHASES_DIR = os.path.join(".planning", "phases")
+
+
+def looprail_home(env: Mapping[str, str] | None = None) -> str:
+    """looprail's per-user folder: `$LOOPRAIL_HOME` (a leading `~` expanded against the same
+    environment's `HOME`), else `$HOME/.looprail`. It holds the global capability overlay, the
+    global native hooks, the consent store and the journal key."""
+    env = os.environ if env is None else env
+    user_home = env.get("HOME") or os.path.expanduser("~")
+    configured = env.get("LOOPRAIL_HOME")
+    if not configured:
+        return os.path.join(user_home, LOOPRAIL_DIR)
+    if configured == "~" or configured.startswith("~" + os.sep):
+        return user_home + configured[1:]
+    return os.path.expanduser(configured)  # `~user/...`, or nothing to expand
+
+
+def project_dir(project: str | os.PathLike[str]) -> str:
+    """The project's own looprail folder, `<project>/.looprail`."""
+    return os.path.join(os.fspath(project), LOOPRAIL_DIR)
+
+
+def project_path(project: str | os.PathLike[str], *parts: str) -> str:
+    """A path inside the project's looprail folder."""
+    return os.path.join(project_dir(project), *parts)
+
+
 PHASE_DIR_PATTERN = re.compile(r"(?P<token>\d+[A-Za-z]?(?:\.\d+)*)(?:-(?P<slug>.*))?")
 
 

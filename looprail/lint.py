@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from looprail.errors import LooprailError, PlanError
 
@@ -73,8 +73,70 @@ SHELL_BUILTINS = frozenset((
 # fmt: on
 
 
+@dataclass(frozen=True)
+class Rule:
+    """One kind of finding: its code, the severities a finding of it can have (some depend on
+    the hook, e.g. a blocking gate's is an error), and what it means. docs/lint.md's table is
+    tested against `RULES`."""
+
+    code: str
+    severities: tuple[Severity, ...]
+    summary: str
+
+
+_E: tuple[Severity, ...] = ("error",)
+_W: tuple[Severity, ...] = ("warning",)
+_I: tuple[Severity, ...] = ("info",)
+_EW: tuple[Severity, ...] = ("error", "warning")
+
+RULES: dict[str, Rule] = {
+    r.code: r
+    for r in (
+        # capabilities
+        Rule("manifest-invalid", _E, "a capability failed validation"),
+        Rule("capability-folder-missing", _E, "a named first-party folder does not exist"),
+        Rule("capability-gates-untrusted", _E, "a project capability with gates has no consent"),
+        Rule("shadowed-capability", _W, "a copy of a capability loaded earlier has no effect"),
+        Rule("registry-warning", _W, "another registry note"),
+        Rule("capability-inactive", _I, "its activationKey is not true: none of its hooks run"),
+        Rule("capability-untrusted", _I, "a project capability without consent, no gates"),
+        # config
+        Rule("config-invalid", _W, "the config is not usable: `when` keys use their defaults"),
+        Rule("no-planning", _I, "no .planning/: only capabilities were checked"),
+        # artifacts
+        Rule("consumes-unsatisfied", _E, "nothing produces a consumed artifact in time"),
+        Rule("consumes-inactive", _W, "the only earlier producers do not run"),
+        Rule("duplicate-producer", _E, "two hooks produce one artifact at one point"),
+        # gates and steps
+        Rule("gate-never-runs", _W, "a gate whose `when` is never true"),
+        Rule("hook-never-runs", _I, "a step or contribution whose `when` is never true"),
+        Rule("query-grammar", _EW, "a query fails the query grammar: never run"),
+        Rule("check-missing", _EW, "no check executable (or host tool) for a query"),
+        Rule("predicate-invalid", _E, "an unknown predicate kind or a missing field"),
+        Rule("predicate-command-missing", _EW, "a command-exit-zero program is not there"),
+        Rule("command-invalid", _EW, "a command-exit-zero command is not valid shell"),
+        Rule("gate-blocks", _W, "a blocking config-equals gate refuses under the config"),
+        Rule("agent-missing", _W, "no executable .looprail/agents/<name>"),
+        Rule("skill-missing", _W, "no executable .looprail/skills/<flavor>-<skill>"),
+        Rule("command-missing", _W, "no executable .looprail/commands/<first word>"),
+        Rule("command-grammar", _E, "a step command fails the grammar: never run"),
+        # plans
+        Rule("plan-invalid", _E, "a PLAN.md cannot be read or names what is not there"),
+        Rule("plan-dag", _E, "plans whose depends_on form a cycle"),
+        Rule("plan-warning", _W, "a plan layout the DAG or the format disagrees with"),
+        Rule("wave-sequential", _W, "plans of one wave modify one file: they run in turn"),
+        Rule("tracker-id-malformed", _W, "a tracker-id without prefix:id"),
+        Rule("tracker-no-resolver", _W, "no active capability resolves the prefix"),
+        Rule("tracker-resolver-ambiguous", _E, "several capabilities resolve the prefix"),
+        Rule("tracker-resolver-broken", _E, "the resolving capability failed to load"),
+        Rule("tracker-resolver-missing", _E, "the resolver's binary is not there"),
+    )
+}
+
+
 class Finding(BaseModel):
-    """One thing lint found. The JSON form (`--json`) is this model, field for field."""
+    """One thing lint found. The JSON form (`--json`) is this model, field for field. Its code
+    is one of `RULES`, with one of that rule's severities."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -84,6 +146,15 @@ class Finding(BaseModel):
     path: str = ""
     message: str
     fix: str = ""
+
+    @model_validator(mode="after")
+    def _follows_its_rule(self) -> Finding:
+        rule = RULES.get(self.code)
+        if rule is None:
+            raise ValueError(f"lint finding code {self.code!r} is not in lint.RULES")
+        if self.severity not in rule.severities:
+            raise ValueError(f"lint finding {self.code!r} cannot be {self.severity!r}")
+        return self
 
 
 class LintReport(BaseModel):
@@ -202,8 +273,8 @@ def load_input(
     `phase`; everything else that is wrong becomes a finding."""
     from looprail.config import load_project_config_strict
     from looprail.errors import UsageError
-    from looprail.hooks.compiled import load_compiled
     from looprail.hooks.registry import load_registry
+    from looprail.trust import load_compiled
 
     root = Path(project)
     if not root.is_dir():
@@ -725,22 +796,17 @@ def _query_target(data: LintInput, d: _Decl, word: str, severe: Severity) -> lis
     ]
 
 
-_PREDICATE_FIELDS = {
-    "command-exit-zero": ("command",),
-    "artifact-exists": ("artifact",),
-    "artifact-frontmatter-equals": ("artifact", "field", "equals"),
-    "config-equals": ("key", "equals"),
-}
-
-
 def _predicate(
     data: LintInput, d: _Decl, predicate: Any, blocking: bool, severe: Severity
 ) -> list[Finding]:
     path = f"{d.path}.check.predicate"
     if not isinstance(predicate, Mapping):
         return []  # manifest validation already refuses it
+    from looprail.hooks.checks import PREDICATE_KINDS, PREDICATES
+
     kind = predicate.get("kind")
-    if kind not in _PREDICATE_FIELDS:
+    spec = PREDICATES.get(kind) if isinstance(kind, str) else None
+    if spec is None:
         return [
             Finding(
                 severity="error",
@@ -748,14 +814,14 @@ def _predicate(
                 file=d.file,
                 path=f"{path}.kind",
                 message=f"{d.name}: unknown predicate kind {kind!r}: the check always errors",
-                fix=f"use one of {', '.join(_PREDICATE_FIELDS)}",
+                fix=f"use one of {', '.join(PREDICATE_KINDS)}",
             )
         ]
     missing = [
         f
-        for f in _PREDICATE_FIELDS[kind]
+        for f in (*spec.fields, *spec.values)
         if f not in predicate
-        or (f != "equals" and (not isinstance(predicate[f], str) or not predicate[f].strip()))
+        or (f in spec.fields and (not isinstance(predicate[f], str) or not predicate[f].strip()))
     ]
     if missing:
         return [
@@ -769,9 +835,9 @@ def _predicate(
                 fix=f"add {', '.join(missing)} to the predicate",
             )
         ]
-    if kind == "command-exit-zero":
-        return _command_predicate(data, d, predicate["command"], blocking, severe)
-    if kind == "config-equals" and blocking:
+    if spec.shell:
+        return _command_predicate(data, d, predicate[spec.fields[0]], blocking, severe)
+    if spec.pure and blocking:
         from looprail.hooks.checks import CheckContext, Verdict, evaluate_predicate
 
         # config-equals is pure: its verdict under the current config is known now.

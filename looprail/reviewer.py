@@ -1,5 +1,5 @@
 """Reviewer lanes: `review-lane dispatch-step`, for a step that opts in with
-`supportsReviewerLanes: true` (reference `gsd-core.md` §5).
+`supportsReviewerLanes: true` (the reference's review lane; docs/contract.md).
 
 A reviewer lane is an external CLI (or HTTP model) declared in a capability's `reviewer` body. A
 workflow that wants external reviews of a step names the lanes (`--explicit`) and the step

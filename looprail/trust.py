@@ -25,7 +25,9 @@ from __future__ import annotations
 import json
 import os
 
-from looprail.errors import LooprailError
+from looprail import layout
+from looprail.errors import TrustError
+from looprail.layout import CONSENT_FILE, looprail_home
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: this module is on the hot path
@@ -33,11 +35,9 @@ if TYPE_CHECKING:  # typing is not imported at run time: this module is on the h
     from typing import Any
 
     from looprail.hooks.registry import CompiledRegistry, Registry
-
-CONSENT_FILE = "consent.json"
 STORE_VERSION = 1
 PROJECT_ORIGIN = "project"  # looprail.hooks.compiled.PROJECT, without importing it
-HOOKS_FILE = os.path.join(".looprail", "hooks.json")
+HOOKS_FILE = os.path.join(layout.LOOPRAIL_DIR, layout.HOOKS_FILE)  # relative to the project
 # Hashing is bounded like everything else: a capability is a handful of small files.
 MAX_FOLDER_FILES = 10_000
 MAX_FOLDER_BYTES = 256 * 1024 * 1024
@@ -46,11 +46,6 @@ _CHUNK = 1 << 16
 
 NO_CONSENT = "no consent (run `looprail trust`)"
 CHANGED = "changed since consent (run `looprail trust`)"
-
-
-class TrustError(LooprailError):
-    """Something cannot be consented to (a symlink out of its folder, a special file, a folder
-    too large), or the consent store cannot be written."""
 
 
 # --------------------------------------------------------------------------- hashing
@@ -84,6 +79,24 @@ def folder_hash(path: str | os.PathLike[str]) -> str:
             raise TrustError(f"{top}: cannot read {_shown(name)}: {exc.strerror or exc}") from None
         outer.update(len(name).to_bytes(4, "big") + name + inner.digest())
     return outer.hexdigest()
+
+
+def copy_folder(source: str | os.PathLike[str], dest: str | os.PathLike[str]) -> None:
+    """Copy a capability folder as `folder_hash` sees it: regular files and folders only; a
+    symlink is copied as its target's content and must point at a regular file inside the
+    folder. Bounded like the hash (`MAX_FOLDER_FILES`); raises `TrustError`."""
+    import shutil
+
+    top = os.fspath(source)
+    files = _folder_files(top, os.path.realpath(top))
+    if len(files) > MAX_FOLDER_FILES:
+        raise TrustError(f"{top}: more than {MAX_FOLDER_FILES} files")
+    os.mkdir(dest)
+    for name, real in files:
+        out = os.path.join(os.fspath(dest), os.fsdecode(name))
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        shutil.copyfile(real, out, follow_symlinks=True)
+        shutil.copymode(real, out)
 
 
 def _folder_files(top: str, root: str) -> list[tuple[bytes, str]]:
@@ -169,8 +182,6 @@ def hooks_hash(project: str | os.PathLike[str]) -> str | None:
 def _home(home: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None) -> str:
     if home is not None:
         return os.fspath(home)
-    from looprail.hooks.compiled import looprail_home
-
     return looprail_home(env)
 
 
@@ -445,6 +456,26 @@ def compiled_consent(
     return compiled
 
 
+def load_compiled(
+    project: str | os.PathLike[str],
+    capability_dirs: Iterable[str | os.PathLike[str]] = (),
+    *,
+    env: Mapping[str, str] | None = None,
+    home: str | os.PathLike[str] | None = None,
+    use_cache: bool = True,
+) -> dict[str, Any]:
+    """The compiled registry with the user's consent applied: `hooks.compiled.load_compiled`
+    given `compiled_consent`. This is `looprail.load_compiled` and what every caller uses."""
+    from looprail.hooks import compiled as hooks_compiled
+
+    def consent(c: dict[str, Any], h: Any, e: Mapping[str, str]) -> dict[str, Any]:
+        return compiled_consent(c, home=h, env=e)
+
+    return hooks_compiled.load_compiled(
+        project, tuple(capability_dirs), env=env, home=home, use_cache=use_cache, consent=consent
+    )
+
+
 __all__ = [
     "CHANGED",
     "NO_CONSENT",
@@ -454,11 +485,13 @@ __all__ = [
     "consent_record",
     "consent_state",
     "consented",
+    "copy_folder",
     "folder_hash",
     "grant",
     "hooks_hash",
     "hooks_state",
     "is_trusted",
+    "load_compiled",
     "project_key",
     "revoke",
     "store_path",

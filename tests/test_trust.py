@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from looprail.hooks.compiled import load_compiled
+from looprail import load_compiled
 from looprail.hooks.registry import load_registry
 from looprail.hooks.resolve import resolve
 from looprail.trust import (

@@ -8,6 +8,7 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from pathlib import Path
     from typing import Any
 
 FLAVORS = ("gsd", "msd", "ferrox")
@@ -28,6 +29,27 @@ def add_project_options(parser: argparse.ArgumentParser) -> None:
         help="a first-party capability set (folders of <id>/capability.json); repeatable, "
         "searched before LOOPRAIL_CAPABILITIES and the overlays",
     )
+
+
+def project_folder(value: str, *, resolve: bool = False) -> Path:
+    """The `--project` folder, or a usage error (exit 2) naming it: the one check every command
+    makes before it reads a project. A name is shown escaped and cut (it may be hostile)."""
+    from pathlib import Path
+
+    from looprail.errors import UsageError
+    from looprail.runtime.process import escape_untrusted
+
+    project = Path(value)
+    try:
+        is_dir = project.is_dir()
+    except OSError:  # a name the OS refuses (too long, say) is no folder
+        is_dir = False
+    if resolve and is_dir:
+        project = project.resolve()
+    if not is_dir:
+        shown = escape_untrusted(value if len(value) <= 200 else value[:200] + "…")
+        raise UsageError(f"--project: {shown}: no such project folder")
+    return project
 
 
 def add_flavor_option(parser: argparse.ArgumentParser) -> None:

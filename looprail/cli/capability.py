@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from looprail.cli._common import add_project_options, group, print_json, warn
+from looprail.cli._common import add_project_options, group, print_json, project_folder, warn
 
 
 def register(sub) -> None:
@@ -227,9 +227,10 @@ def remove(args) -> int:
     from pathlib import Path
 
     from looprail.errors import UsageError
-    from looprail.hooks.registry import looprail_home
+    from looprail.layout import CAPABILITIES_DIR, LOOPRAIL_DIR, looprail_home
 
-    base = (looprail_home() if args.global_ else Path(args.project) / ".looprail") / "capabilities"
+    base = Path(looprail_home()) if args.global_ else Path(args.project) / LOOPRAIL_DIR
+    base = base / CAPABILITIES_DIR
     target = base / args.id
     if "/" in args.id or args.id in (".", "..") or not (target / "capability.json").is_file():
         raise UsageError(f"{target}: no such overlay capability")
@@ -304,8 +305,8 @@ def install(args) -> int:
 
     from looprail.audit import Audit, CapabilityAudit, capability_surfaces, render_text
     from looprail.errors import LooprailError, UsageError
-    from looprail.hooks.registry import looprail_home
-    from looprail.trust import folder_hash, grant
+    from looprail.layout import CAPABILITIES_DIR, LOOPRAIL_DIR, looprail_home
+    from looprail.trust import copy_folder, folder_hash, grant
 
     source = Path(args.dir)
     manifest = source / "capability.json"
@@ -314,12 +315,11 @@ def install(args) -> int:
     cap_id = _declared_id(manifest)
     project = Path(args.project)
     if args.global_:
-        root = looprail_home() / "capabilities"
+        root = Path(looprail_home()) / CAPABILITIES_DIR
         origin = "global"
     else:
-        if not project.is_dir():
-            raise UsageError(f"--project: {project} is not a directory")
-        root = project / ".looprail" / "capabilities"
+        project_folder(args.project)
+        root = project / LOOPRAIL_DIR / CAPABILITIES_DIR
         origin = "project"
     target = root / cap_id
     if (target.exists() or target.is_symlink()) and not args.force:
@@ -331,7 +331,7 @@ def install(args) -> int:
     staging = Path(tempfile.mkdtemp(dir=root, prefix=".install-"))
     try:
         staged = staging / cap_id
-        _copy_folder(source, staged)
+        copy_folder(source, staged)
         digest = folder_hash(staged)
         lc = _validate_staged(args, staged, origin, target, source)
         surfaces = tuple(capability_surfaces(lc.data))
@@ -386,28 +386,6 @@ def _declared_id(manifest) -> str:
     if not isinstance(cap_id, str) or not ID_PATTERN.match(cap_id):
         raise ManifestError([Issue(file, "$.id", "must be a kebab-case id (the folder name)")])
     return cap_id
-
-
-def _copy_folder(source, dest) -> None:
-    """Copy a capability folder: regular files and folders only; a symlink is copied as its
-    target's content and must point at a regular file inside the folder (like `folder_hash`)."""
-    import os
-    import shutil
-
-    from looprail.trust import MAX_FOLDER_FILES, TrustError, _folder_files
-
-    top = str(source)
-    real_root = os.path.realpath(top)
-    files = _folder_files(top, real_root)
-    if len(files) > MAX_FOLDER_FILES:
-        raise TrustError(f"{top}: more than {MAX_FOLDER_FILES} files")
-    dest.mkdir()
-    for name, real in files:
-        rel = os.fsdecode(name)
-        out = dest / rel
-        out.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(real, out, follow_symlinks=True)
-        shutil.copymode(real, out)
 
 
 def _validate_staged(args, staged, origin: str, target, source):

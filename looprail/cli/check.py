@@ -7,7 +7,7 @@ predicate; 2 for a bad command line. The failure reason is one line on stderr.
 
 from __future__ import annotations
 
-from looprail.cli._common import add_project_options, group
+from looprail.cli._common import add_project_options, group, project_folder
 
 
 def register(sub) -> None:
@@ -52,9 +52,7 @@ def _predicate(args) -> int:
         evaluate_predicate_json,
     )
 
-    project = Path(args.project).resolve()
-    if not project.is_dir():
-        raise UsageError(f"--project: {project} is not a directory")
+    project = project_folder(args.project, resolve=True)
     phase_dir: Path | None
     if args.phase_dir:
         phase_dir = Path(args.phase_dir)

@@ -9,7 +9,13 @@ import argparse
 import contextlib
 from pathlib import Path
 
-from looprail.cli._common import add_project_options, add_project_positional, print_json, project_of
+from looprail.cli._common import (
+    add_project_options,
+    add_project_positional,
+    print_json,
+    project_folder,
+    project_of,
+)
 from looprail.textsafe import one_line
 
 
@@ -65,11 +71,9 @@ def project_and_run(args: argparse.Namespace) -> tuple[str, str | None]:
 
 def _open(project: str, *, required: bool):
     """The project's journal, or None when it has none (and `required` is false)."""
-    from looprail.errors import UsageError
     from looprail.store import Journal, NoJournalError
 
-    if not Path(project).is_dir():
-        raise UsageError(f"{project}: no such project folder")
+    project_folder(project)
     try:
         return Journal.open(Path(project), create=False)
     except NoJournalError:

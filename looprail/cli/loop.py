@@ -9,19 +9,18 @@ from __future__ import annotations
 import sys
 
 from looprail.cli._common import add_flavor_option, add_project_options, group, warn
+from looprail.points import POINTS, points_text
 
 
 def register(sub) -> None:
     _, cmds = group(sub, "loop", "resolve loop hooks (the dispatch contract)")
     p = cmds.add_parser(
         "render-hooks",
-        help="print the active hooks at one of the 12 points",
+        help=f"print the active hooks at one of the {len(POINTS)} points",
         description="Resolve the active hooks at POINT and print the envelope "
-        "{point, activeHooks, rendered, warnings?}. Points: discuss:pre, discuss:post, plan:pre, "
-        "plan:post, execute:pre, execute:wave:pre, execute:wave:post, execute:post, verify:pre, "
-        "verify:post, ship:pre, ship:post.",
+        f"{{point, activeHooks, rendered, warnings?}}. Points: {points_text()}.",
     )
-    p.add_argument("point", nargs="?", help="one of the 12 loop points")
+    p.add_argument("point", nargs="?", help=f"one of the {len(POINTS)} loop points")
     p.add_argument("--raw", action="store_true", help="print the JSON envelope (for hosts)")
     p.add_argument(
         "--active-cap",
@@ -98,15 +97,12 @@ def fast_render_hooks_args(argv: list[str]):
 
 def render_hooks(args) -> int:
     from looprail.config import load_project_config
-    from looprail.hooks.compiled import load_compiled
     from looprail.hooks.resolve import InvalidPointError, active_cap, check_point, resolve
+    from looprail.trust import load_compiled
 
     if not args.point:  # the reference's wording; exit 2 like every other usage error
-        from looprail.points import POINTS
-
         print(
-            "Error: loop render-hooks requires a <point> argument. Valid points: "
-            + ", ".join(POINTS),
+            "Error: loop render-hooks requires a <point> argument. Valid points: " + points_text(),
             file=sys.stderr,
         )
         return 2

@@ -79,7 +79,6 @@ def _read_paths() -> tuple[str, ...] | None:
 
 def dispatch_step(args) -> int:
     from looprail.cli._common import print_json, warn
-    from looprail.hooks.compiled import load_compiled
     from looprail.reviewer import (
         INVALID_PATHS,
         DispatchRequest,
@@ -87,6 +86,7 @@ def dispatch_step(args) -> int:
         parse_slugs,
     )
     from looprail.reviewer import dispatch_step as dispatch
+    from looprail.trust import load_compiled
 
     if args.cap_id and not args.point:
         warn("review-lane dispatch-step: --cap-id without --point; nothing runs")

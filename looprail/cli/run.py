@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from looprail.cli._common import add_flavor_option, add_project_options, phase_number
+from looprail.points import POINTS
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -91,7 +92,8 @@ def register(sub) -> None:
         "run",
         help="run a phase of the loop end to end (resumes an unfinished run)",
         description="Run phase N of PROJECT through discuss → plan → execute (waves → plans → "
-        "tasks) → verify → ship, dispatching every active hook at each of the 12 points. An "
+        f"tasks) → verify → ship, dispatching every active hook at each of the {len(POINTS)} "
+        "points. An "
         "unfinished run of the same phase is resumed. Exit 0 when the phase shipped, 1 when it "
         "halted (the reason is printed), 3 when a checkpoint needs a human.",
     )

@@ -9,7 +9,7 @@ that tracker-id).
 
 from __future__ import annotations
 
-from looprail.cli._common import add_project_options, group
+from looprail.cli._common import add_project_options, group, project_folder
 
 
 def register(sub) -> None:
@@ -29,7 +29,6 @@ def register(sub) -> None:
 
 
 def _resolve_content(args) -> int:
-    from pathlib import Path
 
     from looprail.cli._common import print_json, warn
     from looprail.config import load_project_config
@@ -41,9 +40,7 @@ def _resolve_content(args) -> int:
         raise UsageError("task resolve-content: --plan is required")
     if not args.task_id:
         raise UsageError("task resolve-content: --task-id is required")
-    project = Path(args.project).resolve()
-    if not _is(project, "dir"):
-        raise UsageError(f"--project: {_shown(str(project))} is not a directory")
+    project = project_folder(args.project, resolve=True)
     plan = _plan_inside(project, args.plan)
     _require_task(plan, args.task_id, project)
 

@@ -52,8 +52,8 @@ def load_envelopes(
     own overlay)."""
     from looprail.config import load_project_config
     from looprail.diagrams.graph import envelopes_for
-    from looprail.hooks.compiled import load_compiled
     from looprail.machine.spec import DEFAULT_LOOP
+    from looprail.trust import load_compiled
 
     config, warnings = load_project_config(project)
     compiled = load_compiled(project, capability_dirs, env=env, home=home, use_cache=use_cache)

@@ -19,6 +19,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from looprail.points import POINTS
+
 REPO = Path(__file__).resolve().parents[2]
 COMMAND = "looprail diagram --regenerate-docs"
 
@@ -38,7 +40,8 @@ PICTURES = (
         "loop",
         "looprail loop",
         about="The default loop (`looprail.machine.spec.DEFAULT_LOOP`): the compiled states, "
-        "the wave loop inside `execute`, and the 12 points each transition dispatches.",
+        f"the wave loop inside `execute`, and the {len(POINTS)} points each transition "
+        "dispatches.",
     ),
     Picture(
         "hello-loop",

@@ -32,14 +32,10 @@ from typing import Any
 import networkx as nx
 
 from looprail.diagrams.graph import START, children, hooks_at, point_id, transitions
-from looprail.errors import LooprailError
+from looprail.errors import GraphvizMissingError, LooprailError
 
 FORMATS = ("svg", "png", "dot", "mermaid")
-INSTALL_HINT = (
-    "the Graphviz `dot` program is not installed (needed for svg and png): "
-    "install it with `apt-get install graphviz` or `brew install graphviz`, "
-    "or use --format dot or --format mermaid"
-)
+INSTALL_HINT = GraphvizMissingError.INSTALL_HINT
 
 FONT = "Helvetica"
 MONO = "Courier"
@@ -67,13 +63,6 @@ OUTCOME_MARKS = {
     "error": "✗ check error",
     "skipped": "– skipped",
 }
-
-
-class GraphvizMissingError(LooprailError):
-    """SVG or PNG was asked for and the `dot` program is not on PATH."""
-
-    def __init__(self) -> None:
-        super().__init__(INSTALL_HINT)
 
 
 def require_dot() -> str:

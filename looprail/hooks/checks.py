@@ -10,8 +10,9 @@ Three check shapes, exactly one per check:
 
 - `query`: words matching `QUERY_GRAMMAR`, checked here before the runtime ever sees them (a
   manifest may be third-party), then handed to `runtime.run_query_check(words, ctx)` as a list.
-- `predicate`: evaluated here by kind (`PREDICATE_KINDS`). `command-exit-zero` is the one manifest
-  surface that reaches `/bin/sh`; its phase values travel only as environment variables.
+- `predicate`: evaluated here by kind (`PREDICATES`, one `PredicateKind` record each).
+  `command-exit-zero` is the one manifest surface that reaches `/bin/sh`; its phase values
+  travel only as environment variables.
 - `agentVerdict`: `runtime.ask_verdict(spec, ctx)`; advisory by manifest validation.
 
 Effects (a process, a file read) happen only inside the kind that needs them; everything else is
@@ -31,14 +32,16 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Protocol, cast
 
 from looprail.config import MISSING, lookup
+from looprail.errors import CheckFailedError as CheckFailedError  # re-exported
 from looprail.errors import LooprailError
 from looprail.jsonload import json_type_name
+from looprail.runtime.base import EXIT_UNAVAILABLE  # "could not look": never a verdict
 from looprail.runtime.process import escape_untrusted, run_bounded, tail
 
 # `\Z`, not `$`: Python's `$` also matches before a trailing newline, and a newline is exactly
 # what must never slip through. The same grammar guards step `ref.command`.
 COMMAND_GRAMMAR = re.compile(r"^[a-z][a-z0-9-]*(?: [a-z][a-z0-9-]*)*\Z")
-GRAMMAR_TEXT = "^[a-z][a-z0-9-]*( [a-z][a-z0-9-]*)*$"  # as DESIGN.md and the seeds write it
+GRAMMAR_TEXT = "^[a-z][a-z0-9-]*( [a-z][a-z0-9-]*)*$"  # as docs/contract.md writes it
 # `check.query` words may be dotted handler names (`ui.plan-gate`): the reference's router reads
 # a dot as a hyphen. A dot never starts or ends a word and never doubles, so `..` cannot occur.
 _QUERY_WORD = r"[a-z][a-z0-9-]*(?:\.[a-z][a-z0-9-]*)*"
@@ -46,16 +49,6 @@ QUERY_GRAMMAR = re.compile(rf"^{_QUERY_WORD}(?: {_QUERY_WORD})*\Z")
 QUERY_GRAMMAR_TEXT = "words [a-z][a-z0-9-]*(\\.[a-z][a-z0-9-]*)* separated by single spaces"
 
 CHECK_SHAPES = ("query", "predicate", "agentVerdict")
-PREDICATE_KINDS = (
-    "command-exit-zero",
-    "artifact-exists",
-    "artifact-frontmatter-equals",
-    "config-equals",
-)
-# The kinds the reference's `check predicate` evaluates; they get its semantics exactly and go
-# to the host tool when there is one. The other kinds are looprail's own.
-REFERENCE_KINDS = ("command-exit-zero", "artifact-frontmatter-equals")
-EXIT_UNAVAILABLE = 69  # EX_UNAVAILABLE: the check "could not look"; JSON on stdout is not a verdict
 
 COMMAND_MAX_LENGTH = 4096
 COMMAND_DEFAULT_TIMEOUT_S = 30.0
@@ -202,6 +195,11 @@ class CheckError:
     reason: str
     unavailable: bool = False
 
+    @property
+    def exit_code(self) -> int:
+        """How the CLI exits on it: 69 (EX_UNAVAILABLE) when the check could not look."""
+        return EXIT_UNAVAILABLE if self.unavailable else 1
+
 
 CheckResult = Verdict | CheckError
 
@@ -231,15 +229,6 @@ class CheckRuntime(Protocol):
     def run_query_check(self, words: Sequence[str], ctx: Any) -> Any: ...
 
     def ask_verdict(self, agent_verdict: Mapping[str, Any], ctx: Any) -> Any: ...
-
-
-class CheckFailedError(LooprailError):
-    """The CLI form of a `CheckError`: exit 69 when the check could not look, else 1."""
-
-    def __init__(self, error: CheckError):
-        super().__init__(error.reason)
-        self.error = error
-        self.exit_code = EXIT_UNAVAILABLE if error.unavailable else 1
 
 
 # ── entry points ─────────────────────────────────────────────────────────────────────────────
@@ -414,14 +403,14 @@ def evaluate_predicate(predicate: Any, ctx: CheckContext) -> CheckResult:
     kind = predicate.get("kind")
     if not isinstance(kind, str) or not kind:
         return CheckError("check.predicate.kind must be a non-empty string")
-    evaluator = _KINDS.get(kind)
-    if evaluator is None:
+    spec = PREDICATES.get(kind)
+    if spec is None:
         return CheckError(
             f"check.predicate.kind: unknown kind '{escape_untrusted(kind)}' "
             f"(known: {', '.join(PREDICATE_KINDS)})"
         )
     try:
-        return evaluator(predicate, ctx)
+        return spec.evaluate(predicate, ctx)
     except _Malformed as exc:
         return CheckError(f"check.predicate ({kind}): {exc}")
     except RecursionError:  # comparing or printing a hostile, deeply nested value
@@ -663,12 +652,66 @@ def _config_equals(predicate: Mapping[str, Any], ctx: CheckContext) -> CheckResu
     )
 
 
-_KINDS: dict[str, Callable[[Mapping[str, Any], CheckContext], CheckResult]] = {
-    "command-exit-zero": _command_exit_zero,
-    "artifact-exists": _artifact_exists,
-    "artifact-frontmatter-equals": _artifact_frontmatter_equals,
-    "config-equals": _config_equals,
+# ── the predicate kinds: one record each, read by checks, lint, audit ────────────────────────
+
+
+@dataclass(frozen=True)
+class PredicateKind:
+    """Everything looprail knows about one `check.predicate.kind` (like pluggy's HookSpec: the
+    one declaration every layer reads). `evaluate` decides it; lint checks `fields` and
+    `values`; audit shows `audit` (a template: each `{field}` is filled with that field of the
+    predicate, the command of a `shell` kind shown as a command line)."""
+
+    name: str
+    fields: tuple[str, ...]  # required, each a non-empty string (a `shell` kind's command first)
+    evaluate: Callable[[Mapping[str, Any], CheckContext], CheckResult]
+    audit: str
+    values: tuple[str, ...] = ()  # required, any JSON value (compared, never run)
+    reference: bool = False  # the reference's `check predicate` evaluates it too (same rules)
+    shell: bool = False  # runs its command under /bin/sh (a shell surface in the audit)
+    pure: bool = False  # its verdict depends on the config alone (lint can foresee it)
+
+
+PREDICATES: dict[str, PredicateKind] = {
+    k.name: k
+    for k in (
+        PredicateKind(
+            "command-exit-zero",
+            ("command",),
+            _command_exit_zero,
+            "/bin/sh -c {command} (exit 0 passes; PHASE_NUMBER, PHASE_DIR, PHASE_REQ_IDS in "
+            "its environment; cwd = the project)",
+            reference=True,
+            shell=True,
+        ),
+        PredicateKind(
+            "artifact-exists",
+            ("artifact",),
+            _artifact_exists,
+            "reads artifact {artifact} in the phase folder (no process)",
+        ),
+        PredicateKind(
+            "artifact-frontmatter-equals",
+            ("artifact", "field"),
+            _artifact_frontmatter_equals,
+            "reads artifact {artifact} field {field} in the phase folder (no process)",
+            values=("equals",),
+            reference=True,
+        ),
+        PredicateKind(
+            "config-equals",
+            ("key",),
+            _config_equals,
+            "reads config key {key} (no process)",
+            values=("equals",),
+            pure=True,
+        ),
+    )
 }
+PREDICATE_KINDS: tuple[str, ...] = tuple(PREDICATES)
+# The kinds the reference's `check predicate` evaluates; they get its semantics exactly and go
+# to the host tool when there is one. The other kinds are looprail's own.
+REFERENCE_KINDS: tuple[str, ...] = tuple(k.name for k in PREDICATES.values() if k.reference)
 
 
 # ── helpers (pure) ───────────────────────────────────────────────────────────────────────────

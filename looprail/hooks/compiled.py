@@ -19,13 +19,20 @@ import os
 import time
 import zlib
 
+from looprail.layout import CAPABILITIES_DIR, looprail_home, project_path
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from pathlib import Path
     from typing import Any, TypeGuard
 
     from looprail.hooks.registry import CompiledRegistry
+
+    # How a caller applies consent to the compiled form: (compiled, home, env) -> compiled.
+    # The hooks layer never imports the trust layer; `looprail.trust.load_compiled` passes
+    # `trust.compiled_consent` here.
+    ConsentFn = Callable[[dict[str, Any], Any, Mapping[str, str]], dict[str, Any]]
 
 FIRST_PARTY = "first-party"
 GLOBAL = "global"
@@ -45,16 +52,9 @@ _RULE_FILES = tuple(
         ("registry.py",),
         ("..", "points.py"),
         ("..", "jsonload.py"),
+        ("..", "layout.py"),
     )
 )
-
-
-def looprail_home(env: Mapping[str, str] | None = None) -> str:
-    """`~/.looprail` (or `$LOOPRAIL_HOME`): global overlay, native hooks, consent store."""
-    env = os.environ if env is None else env
-    if env.get("LOOPRAIL_HOME"):
-        return env["LOOPRAIL_HOME"]
-    return os.path.join(env.get("HOME") or os.path.expanduser("~"), ".looprail")
 
 
 def root_specs(
@@ -69,8 +69,8 @@ def root_specs(
     specs = [(os.fspath(d), FIRST_PARTY) for d in capability_dirs]
     specs += [(d, FIRST_PARTY) for d in env.get("LOOPRAIL_CAPABILITIES", "").split(os.pathsep) if d]
     global_home = os.fspath(home) if home is not None else looprail_home(env)
-    specs.append((os.path.join(global_home, "capabilities"), GLOBAL))
-    specs.append((os.path.join(os.fspath(project), ".looprail", "capabilities"), PROJECT))
+    specs.append((os.path.join(global_home, CAPABILITIES_DIR), GLOBAL))
+    specs.append((project_path(project, CAPABILITIES_DIR), PROJECT))
     return specs
 
 
@@ -125,8 +125,13 @@ def load_compiled(
     env: Mapping[str, str] | None = None,
     home: str | Path | None = None,
     use_cache: bool = True,
+    consent: ConsentFn | None = None,
 ) -> CompiledRegistry:
     """The compiled registry (see `registry.compile_registry`), cached when nothing changed.
+
+    `consent` decides which project-overlay capabilities the user agreed to; without one they
+    all stay inactive (fail closed). `looprail.load_compiled` (= `looprail.trust.load_compiled`)
+    is this with the user's consent store applied.
 
     Activation by `activationKey` is not baked in: it depends on config, which the resolver
     reads per call. Only merge, validation, ordering and fragment materialisation are cached."""
@@ -141,7 +146,7 @@ def load_compiled(
     if use_cache:
         cached = _read(cache_file, key, deps)
         if cached is not None:
-            return _with_consent(cached, home, env)
+            return _with_consent(cached, home, env, consent)
     from pathlib import Path
 
     from looprail.hooks import registry as reg
@@ -161,27 +166,34 @@ def load_compiled(
         # coarse file clocks): then one build is enough, the common case.
         if all(_settled(deps[path], started_ns) for path in fragments):
             _write(cache_file, {"key": key, "deps": deps, "compiled": compiled})
-            return _with_consent(compiled, home, env)
+            return _with_consent(compiled, home, env, consent)
         # Changed around the read: read again, so an edit between the first read and the
         # stat is never recorded with the old content and served until the next change.
         again = reg.load_registry(project, roots=roots, config=None)
         if reg.fragment_dependencies(again) == fragments and reg.compile_registry(again) == fresh:
             _write(cache_file, {"key": key, "deps": deps, "compiled": compiled})
-    return _with_consent(compiled, home, env)
+    return _with_consent(compiled, home, env, consent)
+
+
+# Why a project capability is inactive when the caller supplied no consent function.
+CONSENT_NOT_CHECKED = "consent not checked (load it through looprail.load_compiled)"
 
 
 def _with_consent(
-    compiled: CompiledRegistry, home: Any, env: Mapping[str, str]
+    compiled: CompiledRegistry, home: Any, env: Mapping[str, str], consent: ConsentFn | None
 ) -> CompiledRegistry:
     """Consent is applied at read time, never cached: it changes without any manifest change
     (`looprail trust`/`revoke`, an edited file in a capability folder). Only project-overlay
-    capabilities need consent, so the trust module is imported only when there are some."""
+    capabilities need consent, so `consent` is called only when there are some."""
     caps = compiled.get("caps") or {}
     if not any(c.get("origin") == PROJECT for c in caps.values()):
         return compiled
-    from looprail.trust import compiled_consent
-
-    compiled = compiled_consent(compiled, home=home, env=env)
+    if consent is None:
+        for cap in caps.values():
+            if cap.get("origin") == PROJECT:
+                cap.update(consent=False, active=False, inactiveReason=CONSENT_NOT_CHECKED)
+    else:
+        compiled = consent(compiled, home, env)
     _materialise_deferred(compiled)
     return compiled
 

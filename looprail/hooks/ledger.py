@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from looprail.errors import LedgerError
+
 SCHEMA_VERSION = 1
 KINDS = frozenset(
     {
@@ -35,10 +37,6 @@ COUNTS = ("open_count", "waived_count", "fixed_count", "total_count")
 _FENCE_OPEN = "````json"
 _FENCE_CLOSE = "````"
 _LINE = re.compile(r"^([a-zA-Z0-9_]+):\s*(.*)$")
-
-
-class LedgerError(ValueError):
-    """The ledger exists but is malformed; the gate blocks with this reason."""
 
 
 @dataclass(frozen=True)

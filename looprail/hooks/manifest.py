@@ -26,7 +26,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from looprail.errors import Issue
 from looprail.hooks.checks import COMMAND_GRAMMAR, PREDICATE_KINDS
-from looprail.points import POINT_ROLES, POINTS
+from looprail.points import POINT_ROLES, POINTS, Point
 
 ID_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\Z")
 SEMVER = re.compile(
@@ -72,20 +72,6 @@ MAX_JSON_DEPTH = 64
 
 Role = Literal["feature", "runtime", "reviewer"]
 OnError = Literal["skip", "halt", "fail"]  # `fail` is the older spelling of `halt`
-Point = Literal[
-    "discuss:pre",
-    "discuss:post",
-    "plan:pre",
-    "plan:post",
-    "execute:pre",
-    "execute:wave:pre",
-    "execute:wave:post",
-    "execute:post",
-    "verify:pre",
-    "verify:post",
-    "ship:pre",
-    "ship:post",
-]
 NonEmpty = Annotated[StrictStr, Field(min_length=1)]
 
 

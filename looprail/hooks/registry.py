@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from looprail import layout
 from looprail.errors import Issue
 from looprail.hooks import compiled
 from looprail.hooks.compiled import FIRST_PARTY, GLOBAL, PROJECT
@@ -119,8 +120,8 @@ class Registry:
 
 
 def looprail_home(env: Mapping[str, str] | None = None) -> Path:
-    """`~/.looprail` (or `$LOOPRAIL_HOME`): global overlay, native hooks, consent store."""
-    return Path(compiled.looprail_home(env))
+    """`layout.looprail_home` as a Path: global overlay, native hooks, consent store."""
+    return Path(layout.looprail_home(env))
 
 
 def search_roots(

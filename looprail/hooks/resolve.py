@@ -12,18 +12,13 @@ from __future__ import annotations
 import re  # already loaded by json: free on the hot path
 
 from looprail.config import FORBIDDEN_SEGMENTS, MISSING, effective_value, js_dumps, js_truthy
-from looprail.points import POINTS, invalid_point_message
+from looprail.errors import InvalidPointError
+from looprail.points import POINTS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # not imported at run time: this module is on the render-hooks hot path
     from collections.abc import Mapping, Sequence
     from typing import Any
-
-
-class InvalidPointError(ValueError):
-    def __init__(self, point: str):
-        super().__init__(invalid_point_message(point))
-        self.point = point
 
 
 def check_point(point: str) -> str:

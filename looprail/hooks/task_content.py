@@ -28,7 +28,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from looprail.errors import LooprailError
+from looprail.errors import TaskContentError
 from looprail.jsonload import json_type_name
 from looprail.runtime.process import escape_untrusted, run_bounded, tail
 
@@ -104,36 +104,6 @@ class TaskContentResult(BaseModel):
 NOT_APPLICABLE = TaskContentResult(resolved=False)
 NO_RESOLVER = TaskContentResult(resolved=False, reason="no-resolver")
 EMPTY = TaskContentResult(resolved=False, reason="empty")
-
-
-class TaskContentError(LooprailError):
-    """Task content could not be resolved: a hard halt, never a fallback to the inline plan.
-
-    `str()` is one line naming the tracker-id, the prefix, the capability and the reason, with
-    the resolver's stderr tail escaped (it is untrusted text)."""
-
-    def __init__(
-        self,
-        tracker_id: str,
-        prefix: str,
-        cap_ids: Sequence[str],
-        reason: str,
-        stderr_tail: str = "",
-    ):
-        self.tracker_id = tracker_id
-        self.prefix = prefix
-        self.cap_ids = list(cap_ids)
-        self.reason = reason
-        self.stderr_tail = stderr_tail
-        caps = ", ".join(escape_untrusted(c) for c in self.cap_ids) or "none"
-        label = "capability" if len(self.cap_ids) == 1 else "capabilities"
-        message = (
-            f"task content for tracker-id '{escape_untrusted(tracker_id)}' "
-            f"(prefix '{escape_untrusted(prefix)}', {label} {caps}): {reason}"
-        )
-        if stderr_tail.strip():
-            message += f"; stderr: {escape_untrusted(stderr_tail.strip())}"
-        super().__init__(message)
 
 
 # ── pure steps ───────────────────────────────────────────────────────────────────────────────

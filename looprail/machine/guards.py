@@ -19,8 +19,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from looprail.store.models import HookKind  # the journal records the same kinds
+
 DETAILS_MAX_CHARS = 1000
-HookKind = Literal["step", "contribution", "gate", "native"]
 # ok: ran / delivered. failed: a step or native hook did not succeed. pass/block: a gate's
 # delivered verdict. error: a gate's check could not produce a verdict. skipped: not run
 # (refused grammar, earlier refusal). report: a native :post failure (never blocks).
@@ -130,7 +131,8 @@ def plan_done(facts: PlanFacts) -> bool:
 
 
 def verify_done(facts: PlanFacts) -> bool:
-    """verify → ship needs a VERIFICATION.md whose status is `passed` (ADR-3180)."""
+    """verify → ship needs a VERIFICATION.md whose status is `passed` (docs/contract.md,
+    "Gates between steps")."""
     return facts.verification_status == "passed"
 
 

@@ -24,12 +24,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from looprail.fsutil import atomic_write
+from looprail.layout import LOOPRAIL_DIR, NEXT_TURN_FILE
 from looprail.machine.guards import HookResult, HookStatus
 from looprail.machine.progress import Progress
 from looprail.machine.record import EventRecord, Recorder
 from looprail.runtime.base import DispatchContext
-
-NEXT_TURN_FILE = "next-turn.json"
 
 
 class LoopEffects:
@@ -111,7 +110,7 @@ class LoopEffects:
                 self.progress.warn(f"follow-up message not delivered: {exc}")
 
     def _queue_next_turn(self, req: Any) -> None:
-        path = self.project / ".looprail" / NEXT_TURN_FILE
+        path = self.project / LOOPRAIL_DIR / NEXT_TURN_FILE
         queued = _read_queue(path)
         queued.append(
             {"message": req.message, "sendAs": req.send_as, "triggerTurn": req.trigger_turn}
@@ -120,7 +119,7 @@ class LoopEffects:
 
     def deliver_next_turn_queue(self) -> None:
         """At the start of a run: the `nextTurn` messages queued by the previous one."""
-        path = self.project / ".looprail" / NEXT_TURN_FILE
+        path = self.project / LOOPRAIL_DIR / NEXT_TURN_FILE
         queued = _read_queue(path)
         if not queued:
             return

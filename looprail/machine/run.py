@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from statemachine.exceptions import TransitionNotAllowed
 
-from looprail.errors import HaltError, LooprailError
+from looprail.errors import CheckpointPause, HaltError, LooprailError, TransitionRefused
+from looprail.errors import StopRequested as _Stop
 from looprail.fsutil import atomic_write
 from looprail.hooks.checks import read_frontmatter
 from looprail.hooks.task_content import TaskContentError, resolve_task_content
@@ -44,21 +45,6 @@ if TYPE_CHECKING:
     from looprail.runtime.base import Runtime
 
 RunStatus = Literal["shipped", "halted", "paused"]
-
-
-class CheckpointPause(LooprailError):
-    """A checkpoint task needs a human: the loop pauses (resume with `--approve TASK`)."""
-
-    exit_code = 3
-
-    def __init__(self, task: Task, plan: Plan):
-        self.task = task
-        self.plan = plan
-        gate = f", gate={task.gate}" if task.gate else ""
-        super().__init__(
-            f"{plan.path.name}: task {task.id} ({task.type}{gate}) "
-            f"{task.name or ''!s} needs a human; approve with --approve {task.id}"
-        )
 
 
 @dataclass
@@ -728,32 +714,6 @@ class LoopRunner:
     def _native_settled(self, status: str, reason: str | None) -> None:
         if self.native is not None:
             self.native.settled(status, reason, self.dispatcher.context(None))
-
-
-class _Stop(LooprailError):
-    """A native hook's `interrupt` (paused) or `shutdown` (halted), taken at a safe point."""
-
-    def __init__(self, status: RunStatus, reason: str):
-        self.status = status
-        super().__init__(reason)
-
-
-class TransitionRefused(HaltError):
-    """A transition refused by a hook result (a blocking gate, a halting step or check, a
-    native `:pre` hook). `.result` is that hook's `HookResult`; the state is unchanged."""
-
-    def __init__(self, result: G.HookResult):
-        self.result = result
-        point, cap, message = result.point, result.cap_id, result.message
-        if result.kind == "gate" and result.status == "error":
-            text = f"gate check failed at {point} ({cap}): {message}"
-        elif result.kind == "gate":
-            text = f"blocked at {point} by gate {cap}: {result.shown}"
-        elif result.kind == "native":
-            text = f"blocked at {point} by native hook {cap} ({message or 'block'})"
-        else:
-            text = f"halted at {point}: step {result.label} ({cap}) failed: {message}"
-        super().__init__(text)
 
 
 def _halted_plans_reason(

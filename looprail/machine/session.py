@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from looprail.errors import LooprailError, UsageError
+from looprail.layout import LOOPRAIL_DIR
 from looprail.machine.progress import Progress
 from looprail.machine.run import LoopRunner, RunOptions, RunResult
 
@@ -81,8 +82,8 @@ class Loaded:
 
 def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()) -> Loaded:
     from looprail.config import load_project_config_strict
-    from looprail.hooks.compiled import load_compiled
     from looprail.hooks.registry import load_registry
+    from looprail.trust import load_compiled
 
     root = Path(project)
     if not root.is_dir():
@@ -94,8 +95,8 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
 
     # The journal, lock, agents and queued messages live under .looprail/: a symlink out of the
     # project would make a run write (and read its state) elsewhere.
-    if os.path.lexists(root / ".looprail"):
-        require_inside(root, root / ".looprail", "the folder")
+    if os.path.lexists(root / LOOPRAIL_DIR):
+        require_inside(root, root / LOOPRAIL_DIR, "the folder")
     require_inside(root, root / ".planning", "the folder")
     config = load_project_config_strict(root)  # a malformed config stops the run (issue 12)
     warnings: list[str] = []
@@ -524,14 +525,20 @@ def timeouts_from_config(config: dict[str, Any] | None) -> Any:
     if raw is None:
         return None
     if not isinstance(raw, dict):
-        raise ConfigError(".planning/config.json: looprail.timeouts: must be an object")
+        raise ConfigError(
+            ".planning/config.json",
+            "looprail.timeouts: must be an object",
+            field="looprail.timeouts",
+        )
     try:
         return Timeouts.model_validate(raw)
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         field = ".".join(str(p) for p in err["loc"])
         raise ConfigError(
-            f".planning/config.json: looprail.timeouts.{field}: {err['msg']}"
+            ".planning/config.json",
+            f"looprail.timeouts.{field}: {err['msg']}",
+            field=f"looprail.timeouts.{field}",
         ) from None
 
 

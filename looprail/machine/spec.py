@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from looprail.points import POINTS
+from looprail.points import POINTS, WAVE_POST, WAVE_PRE
 
 
 class StepSpec(BaseModel):
@@ -52,11 +52,11 @@ class LoopSpec(BaseModel):
 
     steps: tuple[StepSpec, ...]
     looped: str = "execute"
-    wave_pre: str = "execute:wave:pre"
-    wave_post: str = "execute:wave:post"
+    wave_pre: str = WAVE_PRE
+    wave_post: str = WAVE_POST
 
     @model_validator(mode="after")
-    def _points_are_the_twelve(self) -> LoopSpec:
+    def _points_are_all_crossed(self) -> LoopSpec:
         names = [s.name for s in self.steps]
         if len(set(names)) != len(names):
             raise ValueError("step names must be unique")
@@ -65,7 +65,9 @@ class LoopSpec(BaseModel):
         crossed = [p for t in self.transitions() for p in t.points]
         if sorted(set(crossed)) != sorted(POINTS):
             missing = sorted(set(POINTS) - set(crossed))
-            raise ValueError(f"the loop must cross all 12 points; missing: {', '.join(missing)}")
+            raise ValueError(
+                f"the loop must cross all {len(POINTS)} points; missing: {', '.join(missing)}"
+            )
         return self
 
     def step(self, name: str) -> StepSpec:

@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from looprail.layout import JOURNAL_FILE, project_path
 from looprail.store.inputs import diff_inputs
 from looprail.store.models import (
     FINAL_STATUSES,
@@ -48,11 +49,11 @@ from looprail.store.schema import (
     translate,
 )
 
-JOURNAL_NAME = "journal.sqlite"
+JOURNAL_NAME = JOURNAL_FILE
 
 
 def journal_path(project: str | Path) -> Path:
-    return Path(project) / ".looprail" / JOURNAL_NAME
+    return Path(project_path(project, JOURNAL_NAME))
 
 
 def new_run_id(now: datetime | None = None) -> str:

@@ -19,9 +19,10 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from looprail.errors import LooprailError
+from looprail.errors import LockedError, LooprailError
+from looprail.layout import LOCK_FILE, project_path
 
-LOCK_NAME = "run.lock"
+LOCK_NAME = LOCK_FILE
 
 
 @dataclass(frozen=True)
@@ -38,21 +39,8 @@ class LockInfo:
         return f"pid {self.pid} on {self.host}, {run}, started {self.started_at}"
 
 
-class LockedError(LooprailError):
-    """Another live process is running this project's loop."""
-
-    def __init__(self, path: Path, holder: LockInfo | None):
-        self.path = path
-        self.holder = holder
-        who = holder.describe() if holder else "holder details not written yet"
-        super().__init__(
-            f"{path}: another looprail run holds this project ({who}); "
-            "wait for it to finish or stop that process"
-        )
-
-
 def lock_path(project: str | Path) -> Path:
-    return Path(project) / ".looprail" / LOCK_NAME
+    return Path(project_path(project, LOCK_NAME))
 
 
 class RunLock:

@@ -34,7 +34,8 @@ EventKind = Literal[
 EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
 
 HookKind = Literal["step", "contribution", "gate", "native"]
-RunStatus = Literal["running", "halted", "shipped", "failed", "paused"]
+# How the journal records a run (`machine.run.RunStatus` is only how a finished run ended).
+JournalRunStatus = Literal["running", "halted", "shipped", "failed", "paused"]
 TaskStatus = Literal["pending", "running", "done", "failed"]
 
 # A run in one of these can be resumed; `shipped` and `failed` are final.
@@ -96,7 +97,7 @@ class RunRow(BaseModel):
 
     id: str
     phase: str
-    status: RunStatus
+    status: JournalRunStatus
     started_at: str
     ended_at: str | None
     state: list[str]

@@ -13,7 +13,8 @@ import sqlite3
 import stat
 from pathlib import Path
 
-from looprail.errors import LooprailError
+from looprail.errors import JournalError
+from looprail.errors import NoJournalError as NoJournalError  # re-exported
 
 APPLICATION_ID = "looprail-journal"
 BUSY_TIMEOUT_MS = 10_000
@@ -74,15 +75,6 @@ MIGRATIONS: list[tuple[str, ...]] = [
         )""",
     ),
 ]
-
-
-class JournalError(LooprailError):
-    """The journal file cannot be used as it is (foreign, corrupt, newer, busy, unwritable), or
-    a request names a run or task it does not hold."""
-
-
-class NoJournalError(JournalError):
-    """The project has no journal yet (opened with `create=False`)."""
 
 
 def schema_version() -> int:

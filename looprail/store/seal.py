@@ -25,19 +25,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from looprail.errors import LooprailError
+from looprail.errors import SealError
+from looprail.layout import JOURNAL_KEY_FILE, looprail_home
 
-KEY_NAME = "journal.key"
+KEY_NAME = JOURNAL_KEY_FILE
 _KEY_BYTES = 32
 
 
-class SealError(LooprailError):
-    """The user's journal key cannot be used (unsafe permissions, unreadable)."""
-
-
 def key_path() -> Path:
-    home = os.environ.get("LOOPRAIL_HOME")
-    return (Path(home) if home else Path.home() / ".looprail") / KEY_NAME
+    return Path(looprail_home()) / KEY_NAME
 
 
 def user_key(path: Path | None = None) -> bytes:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from looprail.errors import HaltError, ManifestError, UsageError
+from looprail.layout import LOOPRAIL_DIR
 from looprail.machine.guards import GUARDS, HookResult
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec, TransitionSpec
 from looprail.runtime.base import Outcome
@@ -338,7 +339,7 @@ class LoopHarness:
         self.phase = "1"
         self.spec = spec
         self.flavor = flavor
-        for d in (self.phase_dir, self.capabilities_dir, self.home, self.project / ".looprail"):
+        for d in (self.phase_dir, self.capabilities_dir, self.home, self.project / LOOPRAIL_DIR):
             d.mkdir(parents=True, exist_ok=True)
         self.runtime = ScriptedRuntime()
         self.runtime.effect(("phase", "discuss"), lambda _: self._default_artifact("CONTEXT.md"))
@@ -626,8 +627,8 @@ class LoopHarness:
         (self.phase_dir / name).write_text(body + f"# {name} (written by the test harness)\n")
 
     def _load(self) -> tuple[CompiledRegistry, Registry]:
-        from looprail.hooks.compiled import load_compiled
         from looprail.hooks.registry import load_registry
+        from looprail.trust import load_compiled
 
         roots = [self.capabilities_dir]
         env: dict[str, str] = {}

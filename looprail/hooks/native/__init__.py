@@ -37,8 +37,8 @@ from looprail.hooks.native.engine import (
     Effect,
     EffectSink,
     EventEvaluation,
-    HookResult,
     NativeHookEngine,
+    NativeHookResult,
 )
 from looprail.hooks.native.events import (
     EVENT_NAMES,
@@ -59,12 +59,12 @@ __all__ = [
     "EffectSink",
     "EmitCustomEvent",
     "EventEvaluation",
-    "HookResult",
     "HooksFile",
     "Interrupt",
     "Message",
     "NativeHook",
     "NativeHookEngine",
+    "NativeHookResult",
     "NativeHookSet",
     "OwnedAction",
     "Preset",

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeGuard, cast
 
+from looprail import layout
 from looprail.errors import Issue
 from looprail.hooks.native._jsonpath import item, member
 from looprail.hooks.native.actions import OwnedAction, parse_action
@@ -159,17 +160,16 @@ class NativeHookSet:
 
 
 def looprail_home() -> Path:
-    """looprail's per-user folder: `$LOOPRAIL_HOME`, else `~/.looprail`."""
-    configured = os.environ.get("LOOPRAIL_HOME")
-    return Path(configured).expanduser() if configured else Path.home() / ".looprail"
+    """looprail's per-user folder (see `layout.looprail_home`)."""
+    return Path(layout.looprail_home())
 
 
 def global_hooks_path(home: Path | None = None) -> Path:
-    return (Path(home) if home is not None else looprail_home()) / "hooks.json"
+    return (Path(home) if home is not None else looprail_home()) / layout.HOOKS_FILE
 
 
 def project_hooks_path(project: str | Path) -> Path:
-    return Path(project) / ".looprail" / "hooks.json"
+    return Path(layout.project_path(project, layout.HOOKS_FILE))
 
 
 # --------------------------------------------------------------------------- parsing

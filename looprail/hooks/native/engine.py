@@ -48,7 +48,7 @@ _OUTPUT_CAP = 64 * 1024  # hook output is never interpreted; keep only enough fo
 
 
 @dataclass(frozen=True)
-class HookResult:
+class NativeHookResult:
     """What one hook did at one event. Frozen before any Action is considered."""
 
     hook_ref: str
@@ -103,7 +103,7 @@ class EventEvaluation:
     event: str
     outcome: Outcome
     reason: str | None = None
-    results: tuple[HookResult, ...] = ()
+    results: tuple[NativeHookResult, ...] = ()
     effects: tuple[Effect, ...] = ()
     report_rows: tuple[ReportRow, ...] = ()
     hook_result_evaluations: tuple[EventEvaluation, ...] = ()
@@ -115,7 +115,7 @@ class EventEvaluation:
         return self.outcome == "block"
 
     @property
-    def failures(self) -> tuple[HookResult, ...]:
+    def failures(self) -> tuple[NativeHookResult, ...]:
         return tuple(r for r in self.results if r.outcome != "pass")
 
 
@@ -185,7 +185,7 @@ def run_hook_shell(command: str, *, env: Mapping[str, str], cwd: Path, timeout_m
 @dataclass(frozen=True)
 class _Invocation:
     hook: NativeHook
-    result: HookResult
+    result: NativeHookResult
 
 
 # Called with (hook, its selection count including this one) before a selection counts; if it
@@ -278,7 +278,7 @@ class NativeHookEngine:
         payload: dict[str, Any],
         shell_env: dict[str, str],
         native_event: str,
-        origin: HookResult | None,
+        origin: NativeHookResult | None,
     ) -> EventEvaluation:
         hooks = [h for h in self._hooks if h.event == spec.name]
         if not hooks:
@@ -304,7 +304,7 @@ class NativeHookEngine:
         outcome: Outcome = spec.failure if failed or errors else "pass"
         reason = _reason(spec, failed, errors) if outcome != "pass" else None
 
-        results: list[HookResult] = []
+        results: list[NativeHookResult] = []
         effects: list[Effect] = []
         rows: list[ReportRow] = []
         projections: list[EventEvaluation] = []
@@ -352,7 +352,7 @@ class NativeHookEngine:
         hook: NativeHook,
         spec: EventSpec,
         env: dict[str, str],
-        origin: HookResult | None,
+        origin: NativeHookResult | None,
     ) -> _Invocation | None:
         invocation_id = str(uuid.uuid4())  # shared by `when` and `shell`
         env = {
@@ -366,8 +366,8 @@ class NativeHookEngine:
         if self._run_id is not None:
             env["LOOPRAIL_RUN_ID"] = self._run_id
 
-        def result(run: ShellRun, during: Literal["when", "shell"] | None) -> HookResult:
-            return HookResult(
+        def result(run: ShellRun, during: Literal["when", "shell"] | None) -> NativeHookResult:
+            return NativeHookResult(
                 hook_ref=hook.ref,
                 event=hook.event,
                 invocation_id=invocation_id,
@@ -393,7 +393,7 @@ class NativeHookEngine:
         shell = run_hook_shell(hook.shell, env=env, cwd=self._cwd, timeout_ms=hook.timeout_ms)
         return _Invocation(hook, result(shell, "shell"))
 
-    def _select(self, invocation: _Invocation) -> HookResult:
+    def _select(self, invocation: _Invocation) -> NativeHookResult:
         """Consider the owned Action against the owner's own outcome and code; apply the
         per-run loop guard."""
         hook, result = invocation.hook, invocation.result
@@ -493,11 +493,11 @@ def _snapshot(candidate: Mapping[str, Any] | None) -> dict[str, Any]:
     return json.loads(json.dumps(dict(candidate), default=str))
 
 
-def _ref_of(result: HookResult | None) -> str | None:
+def _ref_of(result: NativeHookResult | None) -> str | None:
     return result.hook_ref if result is not None else None
 
 
-def _hook_result_payload(result: HookResult, origin_event: str) -> dict[str, Any]:
+def _hook_result_payload(result: NativeHookResult, origin_event: str) -> dict[str, Any]:
     return {
         "event": "hook_result",
         "hookRef": result.hook_ref,
@@ -508,7 +508,7 @@ def _hook_result_payload(result: HookResult, origin_event: str) -> dict[str, Any
     }
 
 
-def _rows(result: HookResult) -> list[ReportRow]:
+def _rows(result: NativeHookResult) -> list[ReportRow]:
     rows = []
     common: dict[str, Any] = {  # the fields both rows share
         "hook_ref": result.hook_ref,
@@ -527,7 +527,7 @@ def _rows(result: HookResult) -> list[ReportRow]:
     return rows
 
 
-def _reason(spec: EventSpec, failed: list[HookResult], errors: list[str]) -> str:
+def _reason(spec: EventSpec, failed: list[NativeHookResult], errors: list[str]) -> str:
     """One line naming every failing hook and why (never its command)."""
     items = [
         f"{r.hook_ref} ({r.detail}{' during when' if r.failed_during == 'when' else ''})"

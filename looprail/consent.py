@@ -1,0 +1,199 @@
+"""The consent workflow as library calls: `plan_consent()` audits what in a project still needs
+consent and hashes it; `commit_consent()` hashes it again and records consent only when nothing
+changed since the plan (a change made while the user read the audit is caught, never trusted).
+
+`looprail trust` is these two calls around a question; any caller (a UI, a test, a script)
+can drive the same workflow without a terminal. The facts (what is hashed, where consent is
+stored) are `looprail.trust`'s; this module only sequences them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from looprail.audit import Audit, CapabilityAudit, HooksFileAudit
+from looprail.errors import LooprailError
+
+
+@dataclass(frozen=True)
+class ConsentPlan:
+    """What `commit_consent` would consent to, with the hashes taken before the audit."""
+
+    project: Path
+    capabilities: tuple[CapabilityAudit, ...] = ()
+    hashes: dict[str, str] = field(default_factory=dict)  # capability id -> folder hash
+    hooks: HooksFileAudit | None = None
+    hooks_digest: str | None = None
+    skipped: tuple[str, ...] = ()  # nothing to consent to (failed, shadowed)
+    refused: tuple[str, ...] = ()  # cannot be consented to (unhashable, suspect, invalid)
+
+    @property
+    def empty(self) -> bool:
+        return not self.capabilities and self.hooks is None
+
+    @property
+    def names(self) -> list[str]:
+        """What the question names: `capability <id>`… and `.looprail/hooks.json`."""
+        names = [f"capability {c.id}" for c in self.capabilities]
+        if self.hooks is not None:
+            names.append(".looprail/hooks.json")
+        return names
+
+    @property
+    def changed(self) -> list[str]:
+        """Ids of the capabilities that were consented before and changed since."""
+        from looprail.trust import CHANGED
+
+        return [c.id for c in self.capabilities if c.reason == CHANGED]
+
+    @property
+    def shells(self) -> list[str]:
+        """Where the plan runs shell or interpreter code (said even with `--yes`)."""
+        out = [
+            f"{c.id} {s.where}"
+            for c in self.capabilities
+            for s in c.surfaces
+            if s.shell and not s.refused
+        ]
+        if self.hooks is not None:
+            out += [f"hooks.json {s.where}" for s in self.hooks.surfaces if s.shell]
+        return out
+
+    def audit(self) -> Audit:
+        return Audit(self.capabilities, (self.hooks,) if self.hooks else ())
+
+    def question(self) -> str:
+        changed = self.changed
+        reason_note = f" ({', '.join(changed)} changed since consent)" if changed else ""
+        shells = self.shells
+        shell_note = f" They run SHELL or interpreter code ({'; '.join(shells)})." if shells else ""
+        return f"Allow {', '.join(self.names)}{reason_note} to run?{shell_note}"
+
+
+def _project_folder_hashes(project: Path) -> dict[str, str]:
+    """Folder hashes of the project overlay, taken before the manifests are read: consent must
+    cover the content the audit was made from."""
+    from looprail.hooks.compiled import capability_folders
+    from looprail.layout import CAPABILITIES_DIR, project_path
+    from looprail.trust import TrustError, folder_hash
+
+    out = {}
+    for folder in capability_folders(project_path(project, CAPABILITIES_DIR)):
+        try:
+            out[os.path.basename(folder)] = folder_hash(folder)
+        except TrustError:
+            continue
+    return out
+
+
+def plan_consent(
+    project: str | os.PathLike[str], capability_dirs: Sequence[str | os.PathLike[str]] = ()
+) -> ConsentPlan:
+    """Audit every project capability and the project hooks.json that lack valid consent.
+
+    Raises `LooprailError` when a capability folder changed between its hash and its audit."""
+    from looprail.audit import audit_capability, audit_hooks_file, suspect_surfaces
+    from looprail.config import load_project_config
+    from looprail.hooks.compiled import PROJECT
+    from looprail.hooks.native.config import project_hooks_path, read_hooks_file
+    from looprail.hooks.registry import load_registry
+    from looprail.trust import (
+        TrustError,
+        apply_consent,
+        consent_state,
+        folder_hash,
+        hooks_hash,
+        hooks_state,
+    )
+
+    project = Path(project)
+    before = _project_folder_hashes(project)
+    config, _ = load_project_config(project)
+    registry = load_registry(project, capability_dirs, config=config)
+    apply_consent(registry)  # so the audit says why each one is inactive
+
+    pending: list[CapabilityAudit] = []
+    hashes: dict[str, str] = {}
+    skipped: list[str] = []
+    refused: list[str] = []
+    for cid in sorted(registry.capabilities):
+        lc = registry.capabilities[cid]
+        if lc.origin != PROJECT:
+            continue
+        if consent_state(project, cid, lc.source) is None:
+            continue
+        cap_audit = audit_capability(lc)
+        try:
+            digest = folder_hash(lc.source)
+        except TrustError as exc:
+            refused.append(f"capability {cid}: cannot be consented to: {exc}")
+            continue
+        if before.get(cid) != digest:
+            raise LooprailError(f"{lc.source}: changed while it was being read; run trust again")
+        suspects = suspect_surfaces(cap_audit.surfaces)
+        if suspects:
+            first = suspects[0]
+            refused.append(
+                f"capability {cid}: {lc.source / 'capability.json'}: {first.where}: "
+                f"{first.runs}: {first.refused}; not consented (fix or remove it)"
+            )
+            continue
+        pending.append(cap_audit)
+        hashes[cid] = digest
+    for failed in registry.failed:
+        if failed.origin == PROJECT:
+            skipped.append(f"capability {failed.id}: failed to load, nothing from it runs")
+    for shadow in registry.shadowed:
+        if shadow.origin == PROJECT:  # consenting would change nothing: say so, never "trusted"
+            skipped.append(f"{shadow.reason}; not reviewed, consent would not make it run")
+
+    hooks_pending = None
+    hooks_digest = None
+    state = hooks_state(project)
+    if state is not None and state.startswith("cannot be consented to"):
+        refused.append(f"hooks.json: {state}")
+    elif state is not None and state != "no project hooks file":
+        digest = hooks_hash(project)  # before reading: consent covers what the audit shows
+        hooks_file = read_hooks_file(project_hooks_path(project), scope="project")
+        if hooks_file.status != "valid":
+            first = hooks_file.issues[0] if hooks_file.issues else "invalid"
+            refused.append(f"hooks.json: invalid, none of its hooks run ({first}); fix it first")
+        else:
+            hooks_pending = audit_hooks_file(hooks_file, trusted=False)
+            hooks_digest = digest
+    return ConsentPlan(
+        project,
+        tuple(pending),
+        hashes,
+        hooks_pending,
+        hooks_digest,
+        tuple(skipped),
+        tuple(refused),
+    )
+
+
+def commit_consent(plan: ConsentPlan) -> list[str]:
+    """Record consent for exactly what `plan` showed; returns what was consented (its `names`).
+
+    Everything is hashed again first: when any capability folder or the hooks file changed
+    since the plan, nothing is recorded and `LooprailError` names the file."""
+    from looprail.hooks.native.config import project_hooks_path
+    from looprail.trust import folder_hash, grant, hooks_hash
+
+    for cap in plan.capabilities:  # bind consent to what was shown, not to what is there now
+        if folder_hash(cap.source) != plan.hashes[cap.id]:
+            raise LooprailError(f"{cap.source}: changed while it was being reviewed; not trusted")
+    if plan.hooks_digest is not None and hooks_hash(plan.project) != plan.hooks_digest:
+        raise LooprailError(
+            f"{project_hooks_path(plan.project)}: changed while it was being reviewed; not trusted"
+        )
+    if plan.empty:
+        return []
+    grant(plan.project, plan.hashes, hooks=plan.hooks_digest)
+    return plan.names
+
+
+__all__ = ["ConsentPlan", "commit_consent", "plan_consent"]

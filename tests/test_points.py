@@ -1,0 +1,81 @@
+"""The point vocabulary is declared once, in `looprail/points.py`: the `Point` type, the loop
+spec, the CLI help and the messages all read it from there."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import get_args
+
+from looprail import points
+from looprail.hooks import manifest
+from looprail.machine.spec import DEFAULT_LOOP
+from tests.conftest import run_cli
+
+PACKAGE = Path(points.__file__).resolve().parent
+
+
+def _type_checking_literal() -> tuple[str, ...]:
+    """The strings of the `Point` Literal type checkers read (under TYPE_CHECKING)."""
+    tree = ast.parse(Path(points.__file__).read_text())
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Assign)
+            and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["Point"]
+            and isinstance(node.value, ast.Subscript)
+        ):
+            return tuple(ast.literal_eval(node.value.slice))
+    raise AssertionError("points.py declares no Point Literal")
+
+
+def test_point_type_and_tuple_agree():
+    assert _type_checking_literal() == points.POINTS
+    assert get_args(points.Point) == points.POINTS
+    assert manifest.Point is points.Point
+    assert (DEFAULT_LOOP.wave_pre, DEFAULT_LOOP.wave_post) == (
+        "execute:wave:pre",
+        "execute:wave:post",
+    )
+
+
+def _string_constants(path: Path):
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+        and isinstance(n.body[0].value, ast.Constant)
+    }
+    for node in ast.walk(tree):
+        is_text = isinstance(node, ast.Constant) and isinstance(node.value, str)
+        if is_text and id(node) not in docstrings:
+            yield node.lineno, node.value
+
+
+def test_no_module_but_points_spells_the_vocabulary_out():
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "points.py":
+            continue
+        text = path.read_text()
+        # the list written out: the first points in order, in any quoting
+        if re.search(r"""["']discuss:pre["'],\s*["']discuss:post["'],\s*["']plan:pre""", text):
+            offenders.append(f"{path.relative_to(PACKAGE)}: lists the points")
+        for line, value in _string_constants(path):
+            if re.search(r"\b(12|twelve) (loop |extension )?points\b", value):
+                offenders.append(f"{path.relative_to(PACKAGE)}:{line}: hard-codes the count")
+    assert offenders == []
+
+
+def test_help_and_errors_list_every_point():
+    helped = run_cli("loop", "render-hooks", "--help")
+    assert helped.returncode == 0
+    flat = " ".join(helped.stdout.split())
+    assert points.points_text() in flat
+    assert f"one of the {len(points.POINTS)} loop points" in flat
+    missing = run_cli("loop", "render-hooks")
+    assert missing.returncode == 2
+    assert missing.stderr.strip().endswith("Valid points: " + points.points_text())
