@@ -58,7 +58,6 @@ if TYPE_CHECKING:  # the names, typed for checkers (`x as x`: a re-export); at r
     # `__getattr__` loads them
     from typing import Any
 
-    from looprail.trust import load_compiled as load_compiled
     from looprail.hooks.registry import load_registry as load_registry
     from looprail.hooks.resolve import render as render
     from looprail.hooks.resolve import resolve as resolve
@@ -80,6 +79,7 @@ if TYPE_CHECKING:  # the names, typed for checkers (`x as x`: a re-export); at r
     from looprail.runtime.base import Runtime as Runtime
     from looprail.runtime.local import LocalRuntime as LocalRuntime
     from looprail.runtime.scripted import ScriptedRuntime as ScriptedRuntime
+    from looprail.trust import load_compiled as load_compiled
 
 
 def __getattr__(name: str) -> Any:

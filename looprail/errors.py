@@ -23,7 +23,9 @@ loop point), so a caller need not parse the message.
     ├── SealError                          the user's journal key cannot be used
     ├── GraphvizMissingError               SVG/PNG asked for without Graphviz's `dot`
     └── HaltError                          the loop stopped on purpose
-        └── TransitionRefused              a hook result refused a transition (`result`)
+        ├── TransitionRefused              a hook result refused a transition (`result`)
+        ├── MergeConflict                  a plan's worktree branch did not merge back
+        └── BudgetReached                  the run spent its `--budget-usd` (resumable)
 
     LoopSignal                             control flow inside the runner, never a user error
     ├── CheckpointPause (exit 3)           a checkpoint task needs a human
@@ -324,3 +326,11 @@ __all__ = [
     "TrustError",
     "UsageError",
 ]
+
+
+class MergeConflict(HaltError):
+    """Merging a plan's branch back conflicted; the message names plans and files."""
+
+
+class BudgetReached(HaltError):
+    """Spent ≥ budget: no more agent work starts in this run (resumable)."""

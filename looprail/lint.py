@@ -124,6 +124,7 @@ RULES: dict[str, Rule] = {
         Rule("plan-invalid", _E, "a PLAN.md cannot be read or names what is not there"),
         Rule("plan-dag", _E, "plans whose depends_on form a cycle"),
         Rule("plan-warning", _W, "a plan layout the DAG or the format disagrees with"),
+        Rule("role-agent-missing", _E, "a role agent the local runtime needs is not there"),
         Rule("wave-sequential", _W, "plans of one wave modify one file: they run in turn"),
         Rule("tracker-id-malformed", _W, "a tracker-id without prefix:id"),
         Rule("tracker-no-resolver", _W, "no active capability resolves the prefix"),

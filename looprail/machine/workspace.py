@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from looprail.errors import HaltError
+from looprail.errors import HaltError, MergeConflict
 from looprail.runtime.base import DispatchContext
 
 WORKTREES_DIR = Path(".looprail") / "worktrees"
@@ -43,10 +43,6 @@ _IDENTITY = {
     "GIT_COMMITTER_NAME": "looprail",
     "GIT_COMMITTER_EMAIL": "looprail@localhost",
 }
-
-
-class MergeConflict(HaltError):
-    """Merging a plan's branch back conflicted; the message names plans and files."""
 
 
 class NullWorkspace:

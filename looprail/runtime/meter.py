@@ -10,11 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from looprail.errors import HaltError
-
-
-class BudgetReached(HaltError):
-    """Spent ≥ budget: no more agent work starts in this run (resumable)."""
+from looprail.errors import BudgetReached
 
 
 class Meter:
