@@ -99,11 +99,11 @@ def _status(args: argparse.Namespace) -> int:
                 wave = summary.last_wave(conn, header["id"])
                 refusal = summary.refusal(conn, header["id"], header["status"])
     run_status = header["status"] if header else None
-    live = bool(run_status == "running" and holder and holder.run_id == header["id"])
+    live = bool(header and run_status == "running" and holder and holder.run_id == header["id"])
     crashed = bool(run_status == "running" and holder is None)
     # Stopped from outside: its process died (crashed), or Ctrl-C/a signal halted it.
     interrupted = crashed or bool(
-        run_status == "halted" and (header["haltReason"] or "").startswith("interrupted")
+        header and run_status == "halted" and (header["haltReason"] or "").startswith("interrupted")
     )
 
     if args.json:

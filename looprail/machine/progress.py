@@ -14,7 +14,7 @@ import os
 import sys
 import threading
 import time
-from typing import Any, TextIO
+from typing import IO, Any, TextIO, cast
 
 from looprail.textsafe import one_line
 
@@ -46,6 +46,13 @@ class _Trusted:
         return getattr(self._stream, name)
 
 
+def _console_file(stream: Any) -> IO[str]:
+    # A cast, not a TextIOBase subclass: TextIOBase's own encoding/fileno/close would shadow
+    # the delegation above (rich reads `encoding` from its file) and its __del__ would close
+    # the wrapper. rich only writes, flushes and asks isatty/fileno/encoding, all delegated.
+    return cast(IO[str], _Trusted(stream))
+
+
 # Line prefixes (after indentation) and their colour on a terminal.
 _LINE_STYLES = (("✓", "green"), ("✗", "bold red"), ("!", "yellow"), ("⏸", "yellow"))
 
@@ -75,7 +82,7 @@ class Progress:
             from rich.console import Console
 
             self._console = Console(
-                file=_Trusted(self.stream), highlight=False, force_terminal=True
+                file=_console_file(self.stream), highlight=False, force_terminal=True
             )
 
     # ------------------------------------------------------------------ lines
@@ -164,7 +171,7 @@ class Progress:
             from rich.console import Console
 
             self._console = Console(
-                file=_Trusted(self.stream), highlight=False, force_terminal=True
+                file=_console_file(self.stream), highlight=False, force_terminal=True
             )
         return self._console
 

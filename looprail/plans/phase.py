@@ -296,12 +296,16 @@ class PhaseCache:
         warnings.extend(plan_warnings)
         # Dependencies depend on the plans only, not on which have a SUMMARY: resolve once.
         # (Identity, not equality: the cache holds the objects, so no id is ever reused.)
-        same = self._resolved is not None and len(self._resolved[0]) == len(parsed)
-        if not (same and all(a is b for a, b in zip(self._resolved[0], parsed, strict=True))):
-            self._resolved = (parsed, resolve_dependencies(parsed, root=self.project))
+        resolved = self._resolved
+        if (
+            resolved is None
+            or len(resolved[0]) != len(parsed)
+            or not all(a is b for a, b in zip(resolved[0], parsed, strict=True))
+        ):
+            resolved = self._resolved = (parsed, resolve_dependencies(parsed, root=self.project))
         plans = []
         marked: dict[str, tuple[Plan, str, Plan]] = {}
-        for plan in self._resolved[1]:
+        for plan in resolved[1]:
             summary = summaries.get(canonical_plan_id(plan.id))
             if summary is not None:
                 hit = self._marked.get(plan.id)
@@ -392,7 +396,9 @@ _RACY_NS = 50_000_000  # file times tick coarsely (jiffies): anything this fresh
 
 
 def _racy(key: tuple[int, ...] | None) -> bool:
-    return bool(key) and time.time_ns() - max(key[0], key[1]) < _RACY_NS
+    if not key:  # unreadable: nothing cached to distrust
+        return False
+    return time.time_ns() - max(key[0], key[1]) < _RACY_NS
 
 
 def _stat_key(path: str) -> tuple[int, ...] | None:

@@ -157,6 +157,11 @@ def _events(stdout: str) -> list[dict[str, Any]]:
     return out
 
 
+def _obj(value: Any) -> dict[str, Any]:
+    """`value` when it is a JSON object, else {}: agents' JSON is read, never trusted."""
+    return value if isinstance(value, dict) else {}
+
+
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -323,7 +328,7 @@ class OpenCodeAdapter(Adapter):
             kind = ev.get("type")
             if isinstance(ev.get("sessionID"), str):
                 r.session_id = ev["sessionID"]
-            part = ev.get("part") if isinstance(ev.get("part"), dict) else {}
+            part = _obj(ev.get("part"))
             if kind == "text" and isinstance(part.get("text"), str):
                 texts.append(part["text"])
             elif kind == "step_finish":
@@ -337,7 +342,7 @@ class OpenCodeAdapter(Adapter):
                     r.complete = True
             elif kind == "error":
                 err = ev.get("error") or {}
-                data = err.get("data") if isinstance(err.get("data"), dict) else {}
+                data = _obj(err.get("data"))
                 r.error = str(data.get("message") or err.get("message") or err.get("name") or ev)
         r.final = texts[-1] if texts else ""
         return r
@@ -380,8 +385,8 @@ class GeminiAdapter(Adapter):
         for key in ("session_id", "sessionId"):
             if isinstance(obj.get(key), str):
                 r.session_id = obj[key]
-        stats = obj.get("stats") if isinstance(obj.get("stats"), dict) else {}
-        models = stats.get("models") if isinstance(stats.get("models"), dict) else {}
+        stats = _obj(obj.get("stats"))
+        models = _obj(stats.get("models"))
         for model in models.values():
             tokens = (model or {}).get("tokens") or {}
             r.input_tokens = _add(r.input_tokens, tokens.get("prompt"))

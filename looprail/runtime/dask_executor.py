@@ -53,6 +53,7 @@ _KEEP_LOOPRAIL = ("agents", "skills", "commands", "checks")  # executables the r
 def parse_executor(spec: str) -> tuple[str, Any]:
     """`dask://HOST:PORT` → ("address", "tcp://HOST:PORT"); `dask-local:N` → ("local", N).
     UsageError (exit 2) for anything else, or when dask.distributed is not installed."""
+    value: str | int
     if spec.startswith("dask://"):
         where = spec.removeprefix("dask://")
         if not where or ":" not in where:
@@ -128,7 +129,9 @@ class DaskExecutor:
             raise RuntimeError("DaskExecutor used outside its `with` block")
         channel = f"looprail-{uuid.uuid4().hex}"
         queue = Queue(channel, client=self.client)
-        jobs, futures, settled = {}, {}, {}
+        jobs: dict[str, PlanJob] = {}
+        futures: dict[str, Any] = {}  # plan id -> distributed.Future
+        settled: dict[str, Settled[None]] = {}
         for plan in plans:
             try:
                 job = self._job(runner, plan, wave, done, channel)
@@ -435,7 +438,7 @@ def _changes(project: Path, before: dict[str, str]) -> tuple[dict[str, bytes | N
             changes[rel] = path.read_bytes()
     for rel in before.keys() - after.keys():
         changes[rel] = None
-    patch = []
+    patch: list[str] = []
     for rel, data in sorted(changes.items()):
         new = _text(data)
         patch += difflib.unified_diff([], new, f"a/{rel}", f"b/{rel}") if data else []

@@ -478,7 +478,8 @@ class Journal:
     ) -> list[EventRow]:
         """The run's events in the order they were recorded (optionally only some kinds, and
         only those after `seq` `after`: a reader that polls fetches just what is new)."""
-        sql, params = "SELECT * FROM events WHERE run_id = ?", [run_id]
+        sql = "SELECT * FROM events WHERE run_id = ?"
+        params: list[Any] = [run_id]
         if after:
             sql += " AND seq > ?"
             params.append(int(after))

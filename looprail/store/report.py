@@ -588,10 +588,10 @@ def render_report_text(report: RunReport) -> str:
         agents = sorted({c.agent for c in report.agentCalls if c.agent})
         lines += ["", f"Agent work ({', '.join(agents) or '?'})"]
         lines.append(f"  run: {format_spend(report.spend.run)}")
-        for plan, spend in report.spend.plans.items():
-            lines.append(f"  plan {plan}: {format_spend(spend)}")
-        for task, spend in report.spend.tasks.items():
-            lines.append(f"    task {task}: {format_spend(spend)}")
+        for plan_id, spend in report.spend.plans.items():
+            lines.append(f"  plan {plan_id}: {format_spend(spend)}")
+        for task_key, spend in report.spend.tasks.items():
+            lines.append(f"    task {task_key}: {format_spend(spend)}")
         lines.append("  calls (transcripts):")
         for c in report.agentCalls:
             what = c.taskKey or f"{c.kind} {c.name}"

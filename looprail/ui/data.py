@@ -352,7 +352,7 @@ def points_view(
                     "results": [],
                 }
             )
-        unmatched = []
+        unmatched: list[dict[str, Any]] = []
         for e in ran.get(point, ()):
             result = {
                 "wave": e.wave,
