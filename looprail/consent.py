@@ -112,7 +112,7 @@ def plan_consent(
     project = Path(project)
     before = _project_folder_hashes(project)
     config, _ = load_project_config(project)
-    registry = load_registry(project, capability_dirs, config=config)
+    registry = load_registry(project, [os.fspath(d) for d in capability_dirs], config=config)
     apply_consent(registry)  # so the audit says why each one is inactive
 
     pending: list[CapabilityAudit] = []
@@ -156,14 +156,14 @@ def plan_consent(
     if state is not None and state.startswith("cannot be consented to"):
         refused.append(f"hooks.json: {state}")
     elif state is not None and state != "no project hooks file":
-        digest = hooks_hash(project)  # before reading: consent covers what the audit shows
+        hooks_now = hooks_hash(project)  # before reading: consent covers what the audit shows
         hooks_file = read_hooks_file(project_hooks_path(project), scope="project")
         if hooks_file.status != "valid":
-            first = hooks_file.issues[0] if hooks_file.issues else "invalid"
-            refused.append(f"hooks.json: invalid, none of its hooks run ({first}); fix it first")
+            issue = hooks_file.issues[0] if hooks_file.issues else "invalid"
+            refused.append(f"hooks.json: invalid, none of its hooks run ({issue}); fix it first")
         else:
             hooks_pending = audit_hooks_file(hooks_file, trusted=False)
-            hooks_digest = digest
+            hooks_digest = hooks_now
     return ConsentPlan(
         project,
         tuple(pending),

@@ -41,7 +41,7 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from collections.abc import Sequence
-    from typing import Any
+    from typing import Any, Literal
 
 
 class LooprailError(Exception):
@@ -297,8 +297,8 @@ class StopRequested(LoopSignal):
     """A native hook's `interrupt` (paused) or `shutdown` (halted), taken at a safe point.
     `status` is the state the run ends in."""
 
-    def __init__(self, status: str, reason: str):
-        self.status = status
+    def __init__(self, status: Literal["halted", "paused"], reason: str):
+        self.status: Literal["halted", "paused"] = status
         super().__init__(reason)
 
 

@@ -463,16 +463,21 @@ def load_compiled(
     env: Mapping[str, str] | None = None,
     home: str | os.PathLike[str] | None = None,
     use_cache: bool = True,
-) -> dict[str, Any]:
+) -> CompiledRegistry:
     """The compiled registry with the user's consent applied: `hooks.compiled.load_compiled`
     given `compiled_consent`. This is `looprail.load_compiled` and what every caller uses."""
     from looprail.hooks import compiled as hooks_compiled
 
-    def consent(c: dict[str, Any], h: Any, e: Mapping[str, str]) -> dict[str, Any]:
+    def consent(c: CompiledRegistry, h: Any, e: Mapping[str, str]) -> CompiledRegistry:
         return compiled_consent(c, home=h, env=e)
 
     return hooks_compiled.load_compiled(
-        project, tuple(capability_dirs), env=env, home=home, use_cache=use_cache, consent=consent
+        os.fspath(project),
+        tuple(os.fspath(d) for d in capability_dirs),
+        env=env,
+        home=None if home is None else os.fspath(home),
+        use_cache=use_cache,
+        consent=consent,
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.resources
 import re
 import textwrap
+import uuid
 from pathlib import Path
 
 import pytest
@@ -56,7 +57,9 @@ looprail.run_phase(loaded, "1", runtime=42)  # not a runtime: the checker says s
 
 def test_a_type_checker_sees_the_types_users_touch(tmp_path):
     api = pytest.importorskip("mypy.api")
-    user = tmp_path / "user.py"
+    # A fresh module name each time: mypy's shared cache (reused for looprail itself) keys a
+    # checked file by module name and would replay an earlier run's messages for `user`.
+    user = tmp_path / f"user_{uuid.uuid4().hex}.py"
     user.write_text(textwrap.dedent(USER_CODE))
     out, err, _ = api.run(
         [str(user), "--strict", "--no-error-summary", "--cache-dir", str(ROOT / ".mypy_cache")]

@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on th
     # How a caller applies consent to the compiled form: (compiled, home, env) -> compiled.
     # The hooks layer never imports the trust layer; `looprail.trust.load_compiled` passes
     # `trust.compiled_consent` here.
-    ConsentFn = Callable[[dict[str, Any], Any, Mapping[str, str]], dict[str, Any]]
+    ConsentFn = Callable[[CompiledRegistry, Any, Mapping[str, str]], CompiledRegistry]
 
 FIRST_PARTY = "first-party"
 GLOBAL = "global"

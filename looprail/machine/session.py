@@ -343,7 +343,7 @@ def _attach(
     if not isinstance(wanted, bool):
         from looprail.errors import ConfigError
 
-        raise ConfigError(".planning/config.json: looprail.worktrees: must be true or false")
+        raise ConfigError(".planning/config.json", "looprail.worktrees: must be true or false")
     if hasattr(runtime, "meter"):
         runtime.meter = Meter(run_id=run_id, budget_usd=budget_usd, spent_usd=spent_usd, sink=sink)
         runtime.meter.check()  # a run resumed at its budget stops before any work

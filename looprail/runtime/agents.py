@@ -49,6 +49,9 @@ LONG_PROMPT = "Follow the instructions given on stdin."
 LOGS_DIR = "logs"
 
 
+_CONFIG_FILE = ".planning/config.json"
+
+
 @dataclass
 class Reply:
     """What was read from one invocation's output."""
@@ -94,22 +97,26 @@ class AgentSettings:
     def parse(cls, name: str, raw: Mapping[str, Any]) -> AgentSettings:
         from looprail.errors import ConfigError
 
-        where = f".planning/config.json: looprail.agents.{name}"
+        where = f"looprail.agents.{name}"
         out = cls()
         for key, value in raw.items():
             attr = cls._KEYS.get(key)
             if attr is None:
-                raise ConfigError(f"{where}.{key}: unknown setting (known: {', '.join(cls._KEYS)})")
+                raise ConfigError(
+                    _CONFIG_FILE, f"{where}.{key}: unknown setting (known: {', '.join(cls._KEYS)})"
+                )
             if attr.endswith("_per_mtok"):
                 ok = isinstance(value, (int, float)) and not isinstance(value, bool)
                 if not ok or not value >= 0:
-                    raise ConfigError(f"{where}.{key}: must be a number of USD, 0 or more")
+                    raise ConfigError(
+                        _CONFIG_FILE, f"{where}.{key}: must be a number of USD, 0 or more"
+                    )
                 value = float(value)
             elif attr in ("args", "allowed_tools"):
                 if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                    raise ConfigError(f"{where}.{key}: must be a list of strings")
+                    raise ConfigError(_CONFIG_FILE, f"{where}.{key}: must be a list of strings")
             elif not isinstance(value, str) or not value:
-                raise ConfigError(f"{where}.{key}: must be a non-empty string")
+                raise ConfigError(_CONFIG_FILE, f"{where}.{key}: must be a non-empty string")
             setattr(out, attr, value)
         return out
 

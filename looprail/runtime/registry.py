@@ -95,7 +95,7 @@ def agent_name(config: Mapping[str, Any] | None, override: str | None = None) ->
     if value is None:
         return DEFAULT_RUNTIME
     if not isinstance(value, str) or not value:
-        raise ConfigError(".planning/config.json: looprail.agent: must be a runtime name")
+        raise ConfigError(".planning/config.json", "looprail.agent: must be a runtime name")
     return value
 
 
@@ -108,8 +108,8 @@ def agent_section(config: Mapping[str, Any] | None, name: str) -> dict[str, Any]
     if agents is None:
         return {}
     if not isinstance(agents, dict):
-        raise ConfigError(".planning/config.json: looprail.agents: must be an object")
+        raise ConfigError(".planning/config.json", "looprail.agents: must be an object")
     value = agents.get(name, {})
     if not isinstance(value, dict):
-        raise ConfigError(f".planning/config.json: looprail.agents.{name}: must be an object")
+        raise ConfigError(".planning/config.json", f"looprail.agents.{name}: must be an object")
     return dict(value)
