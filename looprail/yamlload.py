@@ -13,11 +13,28 @@ from typing import Any
 
 import yaml
 
+# Deeper than this is refused as "nested too deeply" (RecursionError, as a caller already
+# handles): never left to the interpreter's recursion limit, which another library in the same
+# process may have raised.
+MAX_DEPTH = 200
+
 
 class NoAliasSafeLoader(yaml.SafeLoader):
-    """`yaml.SafeLoader` that raises a `MarkedYAMLError` at the first alias."""
+    """`yaml.SafeLoader` that raises a `MarkedYAMLError` at the first alias and RecursionError
+    past `MAX_DEPTH` levels of nesting."""
+
+    _depth = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise RecursionError(f"YAML nested deeper than {MAX_DEPTH} levels")
+            return self._compose_checked(parent, index)
+        finally:
+            self._depth -= 1
+
+    def _compose_checked(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise yaml.composer.ComposerError(

@@ -534,6 +534,23 @@ def test_deeply_nested_plan_frontmatter_is_a_plan_error():
         parse_plan("---\na: " + "[" * 5000 + "]" * 5000 + "\n---\n", path="01-01-PLAN.md")
 
 
+def test_deep_frontmatter_is_refused_even_with_a_raised_recursion_limit():
+    # Another library in the process (dask, a test tool) may raise the interpreter's limit:
+    # the depth bound is looprail's own, not the interpreter's.
+    import sys
+
+    from looprail.errors import PlanError
+    from looprail.plans.planfile import parse_plan
+
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(60_000)
+    try:
+        with pytest.raises(PlanError, match="nested too deeply"):
+            parse_plan("---\na: " + "[" * 5000 + "]" * 5000 + "\n---\n", path="01-01-PLAN.md")
+    finally:
+        sys.setrecursionlimit(old)
+
+
 def test_control_character_in_plan_frontmatter_is_a_plan_error():
     from looprail.errors import PlanError
     from looprail.plans.planfile import parse_plan
