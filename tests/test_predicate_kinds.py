@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from looprail import lint
-from looprail.audit import _predicate_surface
 from looprail.hooks.checks import (
     PREDICATE_KINDS,
     PREDICATES,
@@ -20,6 +19,7 @@ from looprail.hooks.checks import (
     Verdict,
     evaluate_predicate,
 )
+from looprail.trust.audit import _predicate_surface
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "checks.md"
 
