@@ -12,7 +12,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "looprail"
 
 BASE = {"errors", "layout", "points", "textsafe", "fsutil", "jsonload", "yamlload", "config"}
-TRUST = {"trust", "audit", "consent", "reviewer"}
+TRUST = {"trust"}  # looprail.trust: store, audit, consent, reviewer
 
 
 def _module(path: Path) -> str:

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from looprail.audit import capability_surfaces
 from looprail.errors import Issue, PlanError
 from looprail.hooks.manifest import validate_manifest
 from looprail.plans.planfile import parse_plan
+from looprail.trust.audit import capability_surfaces
 from tests.conftest import feature
 
 SETTINGS = settings(

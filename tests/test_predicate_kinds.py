@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from looprail import lint
-from looprail.audit import _predicate_surface
 from looprail.hooks.checks import (
     PREDICATE_KINDS,
     PREDICATES,
@@ -20,6 +19,9 @@ from looprail.hooks.checks import (
     Verdict,
     evaluate_predicate,
 )
+from looprail.lint.declarations import _Decl
+from looprail.lint.hooks import _predicate
+from looprail.trust.audit import _predicate_surface
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "checks.md"
 
@@ -48,7 +50,7 @@ def test_a_new_kind_is_one_record(monkeypatch, tmp_path):
 
 def _decl(predicate):
     entry = {"point": "ship:pre", "check": {"predicate": predicate}, "blocking": False}
-    return lint._Decl("cap", "gates", 0, entry, "cap/capability.json")
+    return _Decl("cap", "gates", 0, entry, "cap/capability.json")
 
 
 @pytest.mark.parametrize("kind", PREDICATE_KINDS)
@@ -57,7 +59,7 @@ def test_lint_asks_for_each_field_the_record_names(kind, tmp_path):
     data = lint.LintInput(
         tmp_path, None, {}, None, lint.Probe(lambda f, n: None, lambda c: True, lambda p: True)
     )
-    findings = lint._predicate(data, _decl({"kind": kind}), {"kind": kind}, False, "warning")
+    findings = _predicate(data, _decl({"kind": kind}), {"kind": kind}, False, "warning")
     assert [f.code for f in findings] == ["predicate-invalid"]
     missing = (*spec.fields, *spec.values)
     assert findings[0].path.endswith(f".check.predicate.{missing[0]}")

@@ -1,4 +1,4 @@
-"""Reviewer lanes: `review-lane dispatch-step` and `looprail.reviewer` (reference §5)."""
+"""Reviewer lanes: `review-lane dispatch-step` and `looprail.trust.reviewer` (reference §5)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 
 from looprail.errors import UsageError
 from looprail.hooks.compiled import load_compiled
-from looprail.reviewer import (
+from looprail.runtime.process import ProcessResult
+from looprail.trust.reviewer import (
     PROHIBITIONS,
     DispatchRequest,
     Lane,
@@ -22,7 +23,6 @@ from looprail.reviewer import (
     lane_budget,
     parse_slugs,
 )
-from looprail.runtime.process import ProcessResult
 from tests.conftest import feature, run_cli, write_capability
 
 POINT = "execute:post"

@@ -248,8 +248,8 @@ def remove(args) -> int:
 def audit(args) -> int:
     from pathlib import Path
 
-    from looprail.audit import audit_registry, render_text
     from looprail.errors import UsageError
+    from looprail.trust.audit import audit_registry, render_text
 
     registry = _registry_for(args)
     known = set(registry.capabilities) | {f.id for f in registry.failed}
@@ -273,13 +273,13 @@ def audit(args) -> int:
 def _native_hooks_audits(project):
     """Audits of the global and the project hooks.json (those that exist). The project file is
     read for its audit even when it is not trusted: reading runs nothing."""
-    from looprail.audit import audit_hooks_file
     from looprail.hooks.native.config import (
         global_hooks_path,
         project_hooks_path,
         read_hooks_file,
     )
     from looprail.trust import is_trusted
+    from looprail.trust.audit import audit_hooks_file
 
     out = []
     global_path = global_hooks_path()
@@ -303,10 +303,10 @@ def install(args) -> int:
     import tempfile
     from pathlib import Path
 
-    from looprail.audit import Audit, CapabilityAudit, capability_surfaces, render_text
     from looprail.errors import LooprailError, UsageError
     from looprail.layout import CAPABILITIES_DIR, LOOPRAIL_DIR, looprail_home
     from looprail.trust import copy_folder, folder_hash, grant
+    from looprail.trust.audit import Audit, CapabilityAudit, capability_surfaces, render_text
 
     source = Path(args.dir)
     manifest = source / "capability.json"
@@ -425,8 +425,8 @@ def _validate_staged(args, staged, origin: str, target, source):
 
 
 def _refuse_suspects(cap_audit, file: str) -> None:
-    from looprail.audit import suspect_surfaces
     from looprail.errors import Issue, ManifestError
+    from looprail.trust.audit import suspect_surfaces
 
     suspects = suspect_surfaces(cap_audit.surfaces)
     if suspects:

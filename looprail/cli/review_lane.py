@@ -1,5 +1,5 @@
 """`looprail review-lane dispatch-step|explicit-from-argv`: external reviewer lanes for a step
-that opts in with `supportsReviewerLanes: true` (see `looprail.reviewer`)."""
+that opts in with `supportsReviewerLanes: true` (see `looprail.trust.reviewer`)."""
 
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ def register(sub) -> None:
 def _lanes(args):
     from looprail.config import load_project_config
     from looprail.hooks.registry import load_registry
-    from looprail.reviewer import lanes_of
     from looprail.trust import apply_consent
+    from looprail.trust.reviewer import lanes_of
 
     config, warnings = load_project_config(args.project)
     registry = load_registry(args.project, args.capabilities, config=config)
@@ -62,7 +62,7 @@ def _read_paths() -> tuple[str, ...] | None:
     when unreadable."""
     import sys
 
-    from looprail.reviewer import MAX_PATHS_BYTES
+    from looprail.trust.reviewer import MAX_PATHS_BYTES
 
     if sys.stdin is None or sys.stdin.isatty():
         return ()
@@ -79,14 +79,14 @@ def _read_paths() -> tuple[str, ...] | None:
 
 def dispatch_step(args) -> int:
     from looprail.cli._common import print_json, warn
-    from looprail.reviewer import (
+    from looprail.trust import load_compiled
+    from looprail.trust.reviewer import (
         INVALID_PATHS,
         DispatchRequest,
         DispatchResult,
         parse_slugs,
     )
-    from looprail.reviewer import dispatch_step as dispatch
-    from looprail.trust import load_compiled
+    from looprail.trust.reviewer import dispatch_step as dispatch
 
     if args.cap_id and not args.point:
         warn("review-lane dispatch-step: --cap-id without --point; nothing runs")
@@ -128,7 +128,7 @@ def _print_summary(result) -> None:
 
 
 def explicit_from_argv(args) -> int:
-    from looprail.reviewer import explicit_from_argv as from_argv
+    from looprail.trust.reviewer import explicit_from_argv as from_argv
 
     lanes, _, _ = _lanes(args)
     print(",".join(from_argv(args.argv, lanes)))

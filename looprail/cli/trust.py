@@ -33,10 +33,10 @@ def register(sub) -> None:
 
 
 def trust(args) -> int:
-    from looprail.audit import render_text
     from looprail.cli._common import warn
     from looprail.cli.capability import confirm
-    from looprail.consent import commit_consent, plan_consent
+    from looprail.trust.audit import render_text
+    from looprail.trust.consent import commit_consent, plan_consent
 
     project = project_folder(args.project)
     plan = plan_consent(project, args.capabilities)

@@ -20,7 +20,7 @@ from looprail.machine.run import LoopRunner, RunOptions, RunResult
 
 if TYPE_CHECKING:
     from looprail.hooks.registry import CompiledRegistry, Registry
-    from looprail.machine.record import JournalRecorder, MemoryRecorder
+    from looprail.machine.record import JournalRecorder
     from looprail.runtime.base import Runtime
 
 
@@ -144,167 +144,253 @@ def run_phase(
         runtime = make_runtime(loaded, options, progress, agent=agent)
     for w in loaded.warnings:
         progress.warn(w)
-    from looprail.machine.native import load_bridge
-
     if not journal:
-        from looprail.machine.record import MemoryRecorder
+        return _run_unjournaled(loaded, phase, runtime, options, progress, budget_usd)
 
-        recorder: MemoryRecorder | JournalRecorder = MemoryRecorder()
-        bridge = load_bridge(
-            loaded.project,
-            runtime=runtime,
-            phase=phase,
-            progress=progress,
-            recorder=recorder,
-            run_id=None,
-        )
-        workspace = _attach(loaded, runtime, progress, recorder, None, budget_usd, 0.0)
-        runner = _runner(loaded, phase, runtime, options, progress, recorder, None, None, bridge)
-        runner.workspace = workspace
-        return SessionResult(runner.run(), None)
-
-    from looprail.machine.record import JournalRecorder
-    from looprail.machine.resume import (
-        Recovery,
-        recover_role,
-        recover_summaries,
-        replay_role_context,
-    )
-    from looprail.store import Journal, RunLock, diff_inputs, digest_inputs
+    from looprail.store import Journal, RunLock
 
     with RunLock(loaded.project) as lock, Journal.open(loaded.project) as jr:
-        previous = None
-        if resume == "auto" and not new_run:
-            previous = jr.unfinished_run(phase)
-        elif resume not in (None, "auto"):
-            previous = jr.find_run(resume)
-            if not previous.resumable:
-                raise LooprailError(f"run {previous.id} is {previous.status}; nothing to resume")
-        if previous is not None and new_run:
-            previous = None
-        recovery = Recovery()
-        if previous is not None:
-            # Before anything of this run is trusted or touched: was it written by this user?
-            jr.verify_run(previous.id)
-            reap_journaled_processes(jr, previous.id, progress)
-            recovery = recover_role(loaded.project, phase_dir, previous.id, jr)
-            if previous.status == "running":  # it crashed (a pause or halt finished its tasks)
-                recover_summaries(loaded.project, phase_dir, previous.id, jr, recovery)
-            for note in recovery.notes:
-                progress.line(note)
-        digest = digest_inputs(loaded.input_paths(phase_dir), loaded.project)
-        changes: list[str] = []
-        if previous is not None:
-            changes = [
-                c for c in diff_inputs(previous.inputs_digest, digest) if not recovery.excuses(c)
-            ]
-            crashed = previous.status == "running"
-            if changes and crashed and not accept_changes:
-                raise LooprailError(
-                    f"run {previous.id} was interrupted and its inputs changed since "
-                    f"({'; '.join(changes)}); resume with --accept-changes, "
-                    "or start over with --new"
-                )
-            was = previous.machine_config.get("agent")
-            now = getattr(runtime, "name", "") or type(runtime).__name__
-            if was and was != now:
-                progress.warn(
-                    f"run {previous.id} was started with agent {was}; resuming with {now}"
-                )
-            run = jr.resume_run(previous.id, inputs_digest=digest)
-            run_id = run.id
-            state, wave = run.state, _last_wave(jr, run_id)
-            progress.line(
-                f"resuming run {run_id} (was {previous.status}) at {'/'.join(state) or 'idle'}"
-                + (f"; inputs changed: {', '.join(changes)}" if changes else "")
-            )
-        else:
-            if new_run:
-                old = jr.unfinished_run(phase)
-                if old is not None:
-                    jr.finish_run(old.id, "failed", "abandoned: a new run was started with --new")
-            run_id = jr.start_run(
-                phase,
-                state=["idle"],
-                machine_config={
-                    "flavor": options.flavor,
-                    "jobs": options.jobs,
-                    "autonomous": options.autonomous,
-                    "agent": getattr(runtime, "name", "") or type(runtime).__name__,
-                },
-                inputs_digest=digest,
-            )
-            state, wave = None, None
-            progress.line(f"run {run_id}: phase {phase} of {loaded.project}")
-        lock.set_run_id(run_id)
-
-        fixed = loaded.input_paths(None)  # capability folders and the config
-        seen: dict[str, Any] = {"sig": None}
-
-        def signature() -> Any:
-            # The plans' stats are the runner's last look at the phase (its PhaseCache): no
-            # second pass over a folder of hundreds of plans at every transition.
-            phases = getattr(seen.get("runner"), "_phases", None)
-            if phases is None or phases.signature is None or phases.racy:
-                return object()  # unknown: hash again
-            folder, _, plans, _ = phases.signature  # not the file names: SUMMARYs come and go
-            return (_stat_signature(fixed), folder, plans)
-
-        def on_transition(_state: list[str]) -> None:
-            # The run writes plans itself; keep the journaled digest current so a later resume
-            # compares against the last committed state. Hash again only when a stat changed.
-            sig = signature()
-            if sig != seen["sig"]:
-                seen["sig"] = sig
-                paths = loaded.input_paths(phase_dir)
-                jr.update_inputs(run_id, digest_inputs(paths, loaded.project))
-
-        recorder = JournalRecorder(jr, run_id)
-        bridge = load_bridge(
-            loaded.project,
-            runtime=runtime,
-            phase=phase,
-            progress=progress,
-            recorder=recorder,
-            run_id=run_id,
+        opened = _open_run(
+            jr,
+            loaded,
+            phase,
+            phase_dir,
+            runtime,
+            options,
+            progress,
+            resume=resume,
+            accept_changes=accept_changes,
+            new_run=new_run,
         )
-        if previous is not None:
-            # Approvals given earlier in this run still hold: a resumed run never asks again.
-            approved = _approved_checkpoints(jr, run_id)
-            options = replace(options, approved_earlier=options.approved_earlier | approved)
-        spent = _spent(jr, run_id) if previous is not None else 0.0
-        try:
-            workspace = _attach(loaded, runtime, progress, recorder, run_id, budget_usd, spent)
-            runner = _runner(
-                loaded, phase, runtime, options, progress, recorder, state, wave, bridge
+        lock.set_run_id(opened.run_id)
+        runner, recorder = _build_runner(
+            jr, loaded, phase, phase_dir, runtime, options, progress, opened, budget_usd
+        )
+        result = _run_with_signals(runner, recorder, jr, opened.run_id)
+        return _close_run(jr, recorder, opened, result)
+
+
+def _run_unjournaled(
+    loaded: Loaded,
+    phase: str,
+    runtime: Runtime,
+    options: RunOptions,
+    progress: Progress,
+    budget_usd: float | None,
+) -> SessionResult:
+    """`journal=False`: the run records in memory and writes nothing."""
+    from looprail.machine.native import load_bridge
+    from looprail.machine.record import MemoryRecorder
+
+    recorder = MemoryRecorder()
+    bridge = load_bridge(
+        loaded.project,
+        runtime=runtime,
+        phase=phase,
+        progress=progress,
+        recorder=recorder,
+        run_id=None,
+    )
+    workspace = _attach(loaded, runtime, progress, recorder, None, budget_usd, 0.0)
+    runner = _runner(loaded, phase, runtime, options, progress, recorder, None, None, bridge)
+    runner.workspace = workspace
+    return SessionResult(runner.run(), None)
+
+
+@dataclass
+class _OpenedRun:
+    """The journal run `run_phase` drives: resumed (`previous` is the run as it was) or new."""
+
+    run_id: str
+    previous: Any  # the journal's run record when resuming, else None
+    recovery: Any  # looprail.machine.resume.Recovery
+    state: list[str] | None
+    wave: int | None
+    changes: list[str]
+
+
+def _open_run(
+    jr: Any,
+    loaded: Loaded,
+    phase: str,
+    phase_dir: Path,
+    runtime: Runtime,
+    options: RunOptions,
+    progress: Progress,
+    *,
+    resume: str | None,
+    accept_changes: bool,
+    new_run: bool,
+) -> _OpenedRun:
+    """Find the run to resume (verified, its orphans reaped, its role state recovered) and
+    resume it, or start a new one; either way journal the digest of the phase's inputs."""
+    from looprail.machine.resume import Recovery, recover_role, recover_summaries
+    from looprail.store import diff_inputs, digest_inputs
+
+    previous = None
+    if resume == "auto" and not new_run:
+        previous = jr.unfinished_run(phase)
+    elif resume not in (None, "auto"):
+        previous = jr.find_run(resume)
+        if not previous.resumable:
+            raise LooprailError(f"run {previous.id} is {previous.status}; nothing to resume")
+    if previous is not None and new_run:
+        previous = None
+    recovery = Recovery()
+    if previous is not None:
+        # Before anything of this run is trusted or touched: was it written by this user?
+        jr.verify_run(previous.id)
+        reap_journaled_processes(jr, previous.id, progress)
+        recovery = recover_role(loaded.project, phase_dir, previous.id, jr)
+        if previous.status == "running":  # it crashed (a pause or halt finished its tasks)
+            recover_summaries(loaded.project, phase_dir, previous.id, jr, recovery)
+        for note in recovery.notes:
+            progress.line(note)
+    digest = digest_inputs(loaded.input_paths(phase_dir), loaded.project)
+    changes: list[str] = []
+    if previous is not None:
+        changes = [
+            c for c in diff_inputs(previous.inputs_digest, digest) if not recovery.excuses(c)
+        ]
+        crashed = previous.status == "running"
+        if changes and crashed and not accept_changes:
+            raise LooprailError(
+                f"run {previous.id} was interrupted and its inputs changed since "
+                f"({'; '.join(changes)}); resume with --accept-changes, "
+                "or start over with --new"
             )
-            runner.workspace = workspace
-        except LooprailError as exc:
-            # Bad input found while setting up (a malformed plan): the run did nothing, so it
-            # is halted (resumable once fixed), never left `running` as if it had crashed.
-            recorder.flush()
-            jr.finish_run(run_id, "halted", str(exc))
-            raise
-        runner.on_transition = on_transition
-        if previous is not None:
-            replay_role_context(
-                jr.events(run_id, kinds=["contribution"]), runtime, runner.dispatcher
-            )
-            runner.redo_steps = frozenset(recovery.redo_steps)
-        seen["runner"] = runner
-        seen["sig"] = signature()  # the digest above is of this state
-        try:
-            with journal_children(recorder), stop_signals():
-                result = runner.run()
-        except KeyboardInterrupt as exc:
-            # Ctrl-C, SIGTERM or SIGHUP: the run stops where it is, resumable, with what it
-            # did journaled (its children were killed on the way out).
-            recorder.flush()
-            jr.finish_run(run_id, "halted", f"interrupted ({signal_label(exc)})")
-            raise
+        was = previous.machine_config.get("agent")
+        now = getattr(runtime, "name", "") or type(runtime).__name__
+        if was and was != now:
+            progress.warn(f"run {previous.id} was started with agent {was}; resuming with {now}")
+        run = jr.resume_run(previous.id, inputs_digest=digest)
+        run_id = run.id
+        state, wave = run.state, _last_wave(jr, run_id)
+        progress.line(
+            f"resuming run {run_id} (was {previous.status}) at {'/'.join(state) or 'idle'}"
+            + (f"; inputs changed: {', '.join(changes)}" if changes else "")
+        )
+    else:
+        if new_run:
+            old = jr.unfinished_run(phase)
+            if old is not None:
+                jr.finish_run(old.id, "failed", "abandoned: a new run was started with --new")
+        run_id = jr.start_run(
+            phase,
+            state=["idle"],
+            machine_config={
+                "flavor": options.flavor,
+                "jobs": options.jobs,
+                "autonomous": options.autonomous,
+                "agent": getattr(runtime, "name", "") or type(runtime).__name__,
+            },
+            inputs_digest=digest,
+        )
+        state, wave = None, None
+        progress.line(f"run {run_id}: phase {phase} of {loaded.project}")
+    return _OpenedRun(run_id, previous, recovery, state, wave, changes)
+
+
+def _build_runner(
+    jr: Any,
+    loaded: Loaded,
+    phase: str,
+    phase_dir: Path,
+    runtime: Runtime,
+    options: RunOptions,
+    progress: Progress,
+    opened: _OpenedRun,
+    budget_usd: float | None,
+) -> tuple[LoopRunner, JournalRecorder]:
+    """The runner of `opened` and its journal recorder: native hooks bridged, the workspace
+    attached, earlier approvals and role context carried over, and the journaled input digest
+    kept current at every transition. Bad input found here halts the run (resumable)."""
+    from looprail.machine.native import load_bridge
+    from looprail.machine.record import JournalRecorder
+    from looprail.machine.resume import replay_role_context
+    from looprail.store import digest_inputs
+
+    run_id, previous = opened.run_id, opened.previous
+    fixed = loaded.input_paths(None)  # capability folders and the config
+    seen: dict[str, Any] = {"sig": None}
+
+    def signature() -> Any:
+        # The plans' stats are the runner's last look at the phase (its PhaseCache): no
+        # second pass over a folder of hundreds of plans at every transition.
+        phases = getattr(seen.get("runner"), "_phases", None)
+        if phases is None or phases.signature is None or phases.racy:
+            return object()  # unknown: hash again
+        folder, _, plans, _ = phases.signature  # not the file names: SUMMARYs come and go
+        return (_stat_signature(fixed), folder, plans)
+
+    def on_transition(_state: list[str]) -> None:
+        # The run writes plans itself; keep the journaled digest current so a later resume
+        # compares against the last committed state. Hash again only when a stat changed.
+        sig = signature()
+        if sig != seen["sig"]:
+            seen["sig"] = sig
+            paths = loaded.input_paths(phase_dir)
+            jr.update_inputs(run_id, digest_inputs(paths, loaded.project))
+
+    recorder = JournalRecorder(jr, run_id)
+    bridge = load_bridge(
+        loaded.project,
+        runtime=runtime,
+        phase=phase,
+        progress=progress,
+        recorder=recorder,
+        run_id=run_id,
+    )
+    if previous is not None:
+        # Approvals given earlier in this run still hold: a resumed run never asks again.
+        approved = _approved_checkpoints(jr, run_id)
+        options = replace(options, approved_earlier=options.approved_earlier | approved)
+    spent = _spent(jr, run_id) if previous is not None else 0.0
+    try:
+        workspace = _attach(loaded, runtime, progress, recorder, run_id, budget_usd, spent)
+        runner = _runner(
+            loaded, phase, runtime, options, progress, recorder, opened.state, opened.wave, bridge
+        )
+        runner.workspace = workspace
+    except LooprailError as exc:
+        # Bad input found while setting up (a malformed plan): the run did nothing, so it
+        # is halted (resumable once fixed), never left `running` as if it had crashed.
         recorder.flush()
-        jr.finish_run(run_id, result.status, result.reason)
-        return SessionResult(result, run_id, resumed=previous is not None, changes=changes)
+        jr.finish_run(run_id, "halted", str(exc))
+        raise
+    runner.on_transition = on_transition
+    if previous is not None:
+        replay_role_context(jr.events(run_id, kinds=["contribution"]), runtime, runner.dispatcher)
+        runner.redo_steps = frozenset(opened.recovery.redo_steps)
+    seen["runner"] = runner
+    seen["sig"] = signature()  # the digest above is of this state
+    return runner, recorder
+
+
+def _run_with_signals(
+    runner: LoopRunner, recorder: JournalRecorder, jr: Any, run_id: str
+) -> RunResult:
+    """Drive the runner with its children journaled and stop signals turned into a halt."""
+    try:
+        with journal_children(recorder), stop_signals():
+            return runner.run()
+    except KeyboardInterrupt as exc:
+        # Ctrl-C, SIGTERM or SIGHUP: the run stops where it is, resumable, with what it
+        # did journaled (its children were killed on the way out).
+        recorder.flush()
+        jr.finish_run(run_id, "halted", f"interrupted ({signal_label(exc)})")
+        raise
+
+
+def _close_run(
+    jr: Any, recorder: JournalRecorder, opened: _OpenedRun, result: RunResult
+) -> SessionResult:
+    """Journal the run's final status."""
+    recorder.flush()
+    jr.finish_run(opened.run_id, result.status, result.reason)
+    return SessionResult(
+        result, opened.run_id, resumed=opened.previous is not None, changes=opened.changes
+    )
 
 
 def _attach(

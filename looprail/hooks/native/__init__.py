@@ -7,8 +7,10 @@
     engine.deliver(evaluation.effects, sink)                       # best-effort
 
 Modules: `events` (catalog, candidates, environment), `filters` (matching), `actions` (Action
-variants, validation, selection), `config` (files, merge, validation, schema), `engine`
-(evaluation, Effects, delivery), `report` (execution report rows).
+variants, validation, selection), `models` (Hook, Preset, file, enabled set), `parsing` (reading
+and validating one file), `loading` (locations, merge, the enabled set), `schema` (the JSON
+Schema), `config` (re-exports those four), `engine` (evaluation, Effects, delivery), `report`
+(execution report rows).
 """
 
 from looprail.hooks.native.actions import (

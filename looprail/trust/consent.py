@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from looprail.audit import Audit, CapabilityAudit, HooksFileAudit
 from looprail.errors import LooprailError
+from looprail.trust.audit import Audit, CapabilityAudit, HooksFileAudit
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,6 @@ def plan_consent(
     """Audit every project capability and the project hooks.json that lack valid consent.
 
     Raises `LooprailError` when a capability folder changed between its hash and its audit."""
-    from looprail.audit import audit_capability, audit_hooks_file, suspect_surfaces
     from looprail.config import load_project_config
     from looprail.hooks.compiled import PROJECT
     from looprail.hooks.native.config import project_hooks_path, read_hooks_file
@@ -108,6 +107,7 @@ def plan_consent(
         hooks_hash,
         hooks_state,
     )
+    from looprail.trust.audit import audit_capability, audit_hooks_file, suspect_surfaces
 
     project = Path(project)
     before = _project_folder_hashes(project)

@@ -1,0 +1,97 @@
+"""The gates and steps every capability declares, and whether each one runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    pass
+
+
+from looprail.lint.inputs import LintInput, _rel
+
+# --------------------------------------------------------------------------- declarations
+
+
+@dataclass(frozen=True)
+class _Decl:
+    """One step, contribution or gate of a loaded capability."""
+
+    cap_id: str
+    group: str  # steps | contributions | gates
+    index: int
+    entry: dict[str, Any]
+    file: str
+
+    @property
+    def path(self) -> str:
+        return f"$.{self.group}[{self.index}]"
+
+    @property
+    def point(self) -> str:
+        return self.entry["point"]
+
+    @property
+    def kind(self) -> str:
+        return {"steps": "step", "contributions": "contribution", "gates": "gate"}[self.group]
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind} {self.path} of {self.cap_id!r} at {self.point}"
+
+
+def _cap_file(data: LintInput, lc: Any) -> str:
+    return _rel(lc.source / "capability.json", data.project)
+
+
+def _declarations(data: LintInput) -> list[_Decl]:
+    out = []
+    for cid, lc in data.registry.capabilities.items():
+        for group in ("steps", "contributions", "gates"):
+            for i, entry in enumerate(lc.data.get(group) or ()):
+                out.append(_Decl(cid, group, i, entry, _cap_file(data, lc)))
+    return out
+
+
+def _cap_active(data: LintInput, cap_id: str) -> bool:
+    from looprail.hooks.resolve import cap_active
+
+    return cap_active(data.compiled, cap_id, data.config)
+
+
+def _when_true(data: LintInput, key: str) -> bool:
+    from looprail.config import is_active
+    from looprail.hooks.registry import config_types_of
+
+    return is_active(key, data.config, config_types_of(data.registry))
+
+
+def _runs(data: LintInput, decl: _Decl) -> bool:
+    """Would this declaration be dispatched under the current config?"""
+    from looprail.config import MISSING
+
+    if not _cap_active(data, decl.cap_id):
+        return False
+    when = decl.entry.get("when")
+    if when is not None and not _when_true(data, when):
+        return False
+    point_from = decl.entry.get("pointFrom")
+    if point_from is not None:
+        from looprail.config import effective_value
+        from looprail.hooks.registry import config_types_of
+
+        value = effective_value(point_from, data.config, config_types_of(data.registry))
+        return value is not MISSING and value == decl.point
+    return True
+
+
+def _point_order() -> dict[str, int]:
+    """Each point's position in the loop (the order the default loop first crosses them)."""
+    from looprail.machine.spec import DEFAULT_LOOP
+
+    order: dict[str, int] = {}
+    for t in DEFAULT_LOOP.transitions():
+        for p in t.points:
+            order.setdefault(p, len(order))
+    return order

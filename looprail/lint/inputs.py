@@ -1,0 +1,178 @@
+"""What the checks read: the loaded project, and the probe answering questions about the machine."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from looprail.errors import LooprailError, PlanError
+
+if TYPE_CHECKING:
+    from looprail.hooks.registry import CompiledRegistry, Registry
+
+
+# Words `sh -c` understands without a program on PATH.
+# fmt: off
+SHELL_BUILTINS = frozenset((
+    "!", ".", ":", "[", "[[", "alias", "bg", "break", "builtin", "case", "cd", "command",
+    "continue", "declare", "echo", "eval", "exec", "exit", "export", "false", "fc", "fg",
+    "for", "getopts", "hash", "if", "jobs", "kill", "let", "local", "printf", "pwd", "read",
+    "readonly", "return", "set", "shift", "test", "times", "trap", "true", "type", "ulimit",
+    "umask", "unalias", "unset", "until", "wait", "while", "{", "(",
+))
+# fmt: on
+
+
+# --------------------------------------------------------------------------- input
+
+
+@dataclass
+class PhaseInput:
+    """One phase: loaded (`phase`, `waves`) or the PlanError that stopped loading it."""
+
+    label: str  # the phase folder, relative to the project
+    phase: Any = None  # looprail.plans.Phase
+    waves: Any = None  # looprail.plans.WavePlan
+    error: PlanError | None = None
+    wave_error: PlanError | None = None
+
+
+@dataclass
+class Probe:
+    """The questions lint asks the machine. `executable(folder, name)` returns None when
+    `.looprail/<folder>/<name>` is a usable executable, else why not; `on_path(word)` says
+    whether a command word would be found by the shell; `file(path)` whether a resolver binary
+    is runnable."""
+
+    executable: Callable[[str, str], str | None]
+    on_path: Callable[[str], bool]
+    runnable: Callable[[str], bool]
+
+
+@dataclass
+class LintInput:
+    project: Path
+    registry: Registry
+    compiled: CompiledRegistry
+    config: dict[str, Any] | None
+    probe: Probe
+    config_warnings: list[str] = field(default_factory=list)
+    phases: list[PhaseInput] = field(default_factory=list)
+    has_planning: bool = True
+    flavor: str = "gsd"
+    host_tool: str | None = None
+
+
+def local_probe(project: Path, runtime_name: str = "local") -> Probe:
+    """The probe of a runtime (from the registry): what it would find, e.g. for `local` the
+    executables under `.looprail/`. A runtime that resolves names itself finds everything."""
+    from looprail.runtime.process import find_program
+    from looprail.runtime.registry import RuntimeSettings, create_runtime
+
+    runtime = create_runtime(runtime_name, RuntimeSettings(project=project))
+    missing = getattr(runtime, "missing", None)
+
+    def executable(folder: str, name: str) -> str | None:
+        return missing(folder, name) if missing is not None else None
+
+    def on_path(word: str) -> bool:
+        return word in SHELL_BUILTINS or find_program(word) is not None
+
+    def runnable(binary: str) -> bool:
+        if "/" in binary:
+            path = Path(binary) if os.path.isabs(binary) else project / binary
+            return path.is_file() and os.access(path, os.X_OK)
+        return find_program(binary) is not None
+
+    return Probe(executable, on_path, runnable)
+
+
+def _runtime_name(config: dict[str, Any] | None) -> str:
+    from looprail.runtime.registry import agent_name, available
+
+    try:
+        name = agent_name(config)
+    except LooprailError:
+        return "local"
+    return name if name in available() else "local"
+
+
+def load_input(
+    project: str | Path,
+    capability_dirs: Sequence[str | Path] = (),
+    *,
+    phase: str | None = None,
+    flavor: str = "gsd",
+    host_tool: str | None = None,
+    probe: Probe | None = None,
+    env: Mapping[str, str] | None = None,
+    home: Path | None = None,
+) -> LintInput:
+    """Load everything lint looks at. Raises only for a missing project folder or an unknown
+    `phase`; everything else that is wrong becomes a finding."""
+    from looprail.config import load_project_config_strict
+    from looprail.errors import UsageError
+    from looprail.hooks.registry import load_registry
+    from looprail.trust import load_compiled
+
+    root = Path(project)
+    if not root.is_dir():
+        raise UsageError(f"{project}: no such project folder")
+    root = root.resolve()
+    has_planning = (root / ".planning").is_dir()
+    config = load_project_config_strict(root)  # a malformed config stops lint: file:line:col
+    config_warnings: list[str] = []
+    registry = load_registry(root, capability_dirs, config=config, env=env, home=home)
+    compiled = load_compiled(root, capability_dirs, env=env, home=home)
+    phases = _load_phases(root, phase) if has_planning else []
+    if phase is not None and not has_planning:
+        raise PlanError(f"{project}: no .planning/ folder, so no phase {phase}")
+    return LintInput(
+        project=root,
+        registry=registry,
+        compiled=compiled,
+        config=config,
+        probe=probe or local_probe(root, _runtime_name(config)),
+        config_warnings=config_warnings,
+        phases=phases,
+        has_planning=has_planning,
+        flavor=flavor,
+        host_tool=host_tool,
+    )
+
+
+def _load_phases(root: Path, only: str | None) -> list[PhaseInput]:
+    from looprail.plans import compute_waves, find_phase, list_phases, load_phase
+
+    dirs = [find_phase(root, only)] if only is not None else list_phases(root)
+    out = []
+    for ph in dirs:
+        item = PhaseInput(label=_rel(ph.dir, root))
+        try:
+            item.phase = load_phase(root, ph.number)
+        except PlanError as exc:
+            item.error = exc
+            out.append(item)
+            continue
+        try:
+            item.waves = compute_waves(item.phase.plans, root=root)
+        except PlanError as exc:
+            item.wave_error = exc
+        out.append(item)
+    return out
+
+
+def _rel(path: str | Path, project: Path) -> str:
+    """A path for people and tools: relative to the project, else to the current folder."""
+    p = Path(path)
+    if not p.is_absolute():
+        return p.as_posix()
+    for base in (project, Path.cwd()):
+        try:
+            return p.relative_to(base).as_posix()
+        except ValueError:
+            continue
+    return p.as_posix()
