@@ -1,26 +1,8 @@
-"""Shared test helpers: the conformance corpus location, the CLI as a subprocess, and small
-builders for capability folders and projects."""
+"""Fixtures only; helpers live in the plain module `tests.support`."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-from typing import Any
-
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
-CONFORMANCE = SHARED / "conformance"
-GSD_CAPABILITIES = CONFORMANCE / "gsd-capabilities"
-
-# A plain clone has no ../shared beside it: tests that read the corpus skip there.
-needs_corpus = pytest.mark.skipif(
-    not GSD_CAPABILITIES.is_dir(), reason="../shared/conformance is absent (a plain clone)"
-)
 
 
 @pytest.fixture(autouse=True)
@@ -34,72 +16,3 @@ def _isolated_home(tmp_path_factory, monkeypatch):
     monkeypatch.delenv("LOOPRAIL_CACHE_DIR", raising=False)
     monkeypatch.delenv("LOOPRAIL_NO_CACHE", raising=False)
     return home
-
-
-def run_cli(
-    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, input: str | None = None
-):
-    """Run `looprail ARGS…` in a real subprocess (the installed console entry point)."""
-    full_env = dict(os.environ)
-    if env:
-        full_env.update(env)
-    return subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from looprail.cli import main; sys.exit(main())",
-            *args,
-        ],
-        cwd=cwd,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        input=input,
-        timeout=120,
-    )
-
-
-def feature(cap_id: str, **body: Any) -> dict[str, Any]:
-    """A minimal valid feature manifest, with `body` merged in."""
-    manifest: dict[str, Any] = {
-        "id": cap_id,
-        "role": "feature",
-        "version": "1.0.0",
-        "title": cap_id,
-        "description": f"test capability {cap_id}",
-        "tier": "full",
-        "requires": [],
-        "runtimeCompat": {"supported": ["*"], "unsupported": []},
-    }
-    manifest.update(body)
-    return manifest
-
-
-def write_capability(
-    root: Path,
-    manifest: dict[str, Any] | str | bytes,
-    folder: str | None = None,
-    files: dict[str, str] | None = None,
-) -> Path:
-    """Write `<root>/<id>/capability.json` (+ extra files) and return the folder."""
-    name = folder or (manifest["id"] if isinstance(manifest, dict) else "cap")
-    d = root / name
-    d.mkdir(parents=True, exist_ok=True)
-    if isinstance(manifest, dict):
-        data = json.dumps(manifest, indent=2).encode()
-    elif isinstance(manifest, str):
-        data = manifest.encode()
-    else:
-        data = manifest
-    (d / "capability.json").write_bytes(data)
-    for rel, text in (files or {}).items():
-        p = d / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-    return d
-
-
-def write_config(project: Path, config: Any) -> None:
-    p = project / ".planning" / "config.json"
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(config if isinstance(config, str) else json.dumps(config))

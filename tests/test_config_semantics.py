@@ -20,7 +20,7 @@ from looprail.config import (
     load_project_config,
     parse_json_js,
 )
-from tests.conftest import CONFORMANCE, GSD_CAPABILITIES, feature, run_cli, write_capability
+from tests.support import CONFORMANCE, GSD_CAPABILITIES, feature, run_cli, write_capability
 
 TYPED = {
     "t.flag": {"type": "boolean", "default": True, "description": "d"},

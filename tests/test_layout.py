@@ -12,8 +12,8 @@ from pathlib import Path
 
 from looprail import layout
 from looprail.hooks import compiled
-from tests.conftest import feature, run_cli, write_capability
-from tests.test_journal_trust import gated_project
+from tests.support import feature, run_cli, write_capability
+from tests.support.loop import gated_project
 
 
 def _step(skill: str) -> dict:

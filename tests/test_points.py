@@ -11,7 +11,7 @@ from typing import get_args
 from looprail import points
 from looprail.hooks import manifest
 from looprail.machine.spec import DEFAULT_LOOP
-from tests.conftest import run_cli
+from tests.support import run_cli
 
 PACKAGE = Path(points.__file__).resolve().parent
 

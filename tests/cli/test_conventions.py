@@ -19,7 +19,7 @@ import time
 import pytest
 
 from looprail.cli import build_parser
-from tests.conftest import REPO, run_cli, write_config
+from tests.support import REPO, run_cli, write_config
 
 CAPS = str(REPO / "examples" / "capabilities")
 ESC = re.compile(r"\x1b\[")

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.conftest import feature, run_cli, write_capability, write_config
+from tests.support import feature, run_cli, write_capability, write_config
 
 
 def step(skill, **kw):

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from looprail.points import POINTS
-from tests.conftest import REPO, run_cli
+from tests.support import REPO, run_cli
 
 EXAMPLE = REPO / "examples" / "hello-loop"
 CAPS = REPO / "examples" / "capabilities"

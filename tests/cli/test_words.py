@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from tests.conftest import REPO, feature, run_cli, write_capability
+from tests.support import REPO, feature, run_cli, write_capability
 
 EXAMPLE = REPO / "examples" / "hello-loop"
 CAPS = REPO / "examples" / "capabilities"

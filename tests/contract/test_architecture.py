@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "looprail"
+from tests.support import REPO
+
+PACKAGE = REPO / "looprail"
 
 BASE = {"errors", "layout", "points", "textsafe", "fsutil", "jsonload", "yamlload", "config"}
 TRUST = {"trust"}  # looprail.trust: store, audit, consent, reviewer

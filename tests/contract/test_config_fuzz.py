@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from looprail.points import POINTS
-from tests.conftest import GSD_CAPABILITIES
+from tests.support import GSD_CAPABILITIES, REFERENCE_DRIVER
 
 REFERENCE = os.environ.get("LOOPRAIL_REFERENCE", "")
 pytestmark = [
@@ -36,7 +36,7 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed"),
     pytest.mark.skipif(not GSD_CAPABILITIES.is_dir(), reason="../shared is absent"),
 ]
-DRIVER = Path(__file__).with_name("reference_driver.cjs")
+DRIVER = REFERENCE_DRIVER
 SEEDS = int(os.environ.get("LOOPRAIL_FUZZ_SEEDS", "20"))
 FIRST = int(os.environ.get("LOOPRAIL_FUZZ_FIRST", "0"))
 

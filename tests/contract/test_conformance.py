@@ -9,7 +9,7 @@ import json
 import pytest
 
 from looprail.points import POINTS
-from tests.conftest import CONFORMANCE, GSD_CAPABILITIES, run_cli, write_config
+from tests.support import CONFORMANCE, GSD_CAPABILITIES, run_cli, write_config
 
 pytestmark = pytest.mark.skipif(
     not (CONFORMANCE / "render-hooks").is_dir(),

@@ -27,8 +27,8 @@ import pytest
 from looprail.hooks.checks import CheckContext, CheckError, Verdict, evaluate_check
 from looprail.runtime.base import DispatchContext
 from looprail.runtime.local import LocalRuntime
-from tests.conftest import GSD_CAPABILITIES
-from tests.gsdkit import PHASE, make_gsd_project, write_ledger
+from tests.support import GSD_CAPABILITIES
+from tests.support.gsd import PHASE, make_gsd_project, write_ledger
 
 REFERENCE = os.environ.get("LOOPRAIL_REFERENCE")
 

@@ -27,10 +27,8 @@ from looprail.hooks.registry import load_registry
 from looprail.machine.progress import Progress
 from looprail.machine.session import load_project, run_phase
 from looprail.runtime.local import LocalRuntime, Timeouts
-from tests.conftest import feature, run_cli, write_capability, write_config
-from tests.loopkit import make_project, plan_md, task_xml, write_plan
-
-HOSTILE = Path(__file__).parent / "hostile"
+from tests.support import HOSTILE, feature, run_cli, write_capability, write_config
+from tests.support.loop import make_project, plan_md, task_xml, write_plan
 
 # file → (JSON path, part of the reason): what `capability validate` must say.
 MANIFESTS = {
@@ -686,7 +684,7 @@ def test_a_hung_resolver_is_killed_and_halts_the_task(tmp_path):
 
 
 def test_review_lane_file_list_is_bounded(tmp_path):
-    from tests.test_reviewer import review_step, reviewer_cap
+    from tests.support.reviewer import review_step, reviewer_cap
 
     project = make_project(tmp_path)
     caps = tmp_path / "caps"

@@ -16,7 +16,7 @@ from looprail.errors import Issue, PlanError
 from looprail.hooks.manifest import validate_manifest
 from looprail.plans.planfile import parse_plan
 from looprail.trust.audit import capability_surfaces
-from tests.conftest import feature
+from tests.support import feature
 
 SETTINGS = settings(
     max_examples=150,

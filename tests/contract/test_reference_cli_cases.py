@@ -21,7 +21,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.conftest import GSD_CAPABILITIES, run_cli, write_capability
+from tests.support import GSD_CAPABILITIES, run_cli, write_capability
 
 pytestmark = pytest.mark.skipif(not GSD_CAPABILITIES.is_dir(), reason="../shared is absent")
 

@@ -4,9 +4,9 @@ only exist outside it (the design notes, the seed files, ADR numbers of another 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.support import REPO
+
 OUTSIDE = re.compile(
     r"DESIGN\.md|\bseeds?/|\bseed \d{3}\b|\bADR-\d+|gsd-core\.md|reference/[a-z-]+\.md"
 )

@@ -7,11 +7,10 @@ import importlib.resources
 import re
 import textwrap
 import uuid
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import REPO
 
 
 def test_the_package_ships_py_typed():
@@ -21,7 +20,7 @@ def test_the_package_ships_py_typed():
 def test_pyproject_configures_mypy_and_ci_runs_it():
     import tomllib
 
-    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     mypy = pyproject["tool"]["mypy"]
     assert mypy["python_version"] == "3.11"
     assert "pydantic.mypy" in mypy["plugins"]
@@ -29,7 +28,7 @@ def test_pyproject_configures_mypy_and_ci_runs_it():
     assert any(
         dep.startswith("mypy") for dep in pyproject["project"]["optional-dependencies"]["test"]
     )
-    assert ".venv/bin/mypy looprail" in (ROOT / ".ci" / "run").read_text()
+    assert ".venv/bin/mypy looprail" in (REPO / ".ci" / "run").read_text()
 
 
 USER_CODE = """
@@ -62,7 +61,7 @@ def test_a_type_checker_sees_the_types_users_touch(tmp_path):
     user = tmp_path / f"user_{uuid.uuid4().hex}.py"
     user.write_text(textwrap.dedent(USER_CODE))
     out, err, _ = api.run(
-        [str(user), "--strict", "--no-error-summary", "--cache-dir", str(ROOT / ".mypy_cache")]
+        [str(user), "--strict", "--no-error-summary", "--cache-dir", str(REPO / ".mypy_cache")]
     )
     lines = [line for line in out.splitlines() if line.startswith(str(user))]
     errors = [line for line in lines if ": error:" in line]

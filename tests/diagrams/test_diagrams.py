@@ -37,7 +37,7 @@ from looprail.errors import UsageError
 from looprail.hooks.compiled import load_compiled
 from looprail.machine.spec import DEFAULT_LOOP
 from looprail.points import POINTS
-from tests.conftest import REPO, feature, run_cli, write_capability, write_config
+from tests.support import REPO, feature, run_cli, write_capability, write_config
 
 
 def _compiled(tmp_path, *manifests):

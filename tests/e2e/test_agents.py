@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.agentkit import AGENTS, agent_env, calls, git, looprail
+from tests.support.agents import AGENTS, agent_env, calls, git, looprail
 
 pytestmark = pytest.mark.skipif(
     subprocess.run(["git", "--version"], capture_output=True).returncode != 0,

@@ -16,8 +16,8 @@ import pytest
 
 from looprail.runtime.process import Spawned, reap_spawned, run_bounded, start_ticks
 from looprail.store import Journal
-from tests.conftest import run_cli
-from tests.loopkit import plan_md, task_xml
+from tests.support import run_cli
+from tests.support.loop import plan_md, task_xml
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the process guard is Linux-only"

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import feature, write_capability
+from tests.support import feature, write_capability
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the kill matrix needs Linux /proc"

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from looprail.store import Journal
-from tests.conftest import feature, write_capability
-from tests.loopkit import plan_md, task_xml
+from tests.support import feature, write_capability
+from tests.support.loop import plan_md, task_xml
 
 PY = sys.executable
 
@@ -324,7 +324,7 @@ def test_changed_inputs_between_crash_and_resume(tmp_path):
 def test_report_lists_every_hook_of_the_example(tmp_path):
     import shutil
 
-    from tests.conftest import REPO, run_cli
+    from tests.support import REPO, run_cli
 
     project = tmp_path / "hello"
     shutil.copytree(REPO / "examples" / "hello-loop", project)

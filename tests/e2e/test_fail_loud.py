@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import REPO, feature, run_cli, write_capability
+from tests.support import HOSTILE, REPO, feature, run_cli, write_capability
 
 EXAMPLE = REPO / "examples" / "hello-loop"
 CAPS = REPO / "examples" / "capabilities"
@@ -190,7 +190,7 @@ def test_a_skill_name_ending_in_a_newline_is_not_a_plain_name(hello, tmp_path):
 
 
 def _tracker_plan(project: Path, tracker_id: str) -> Path:
-    from tests.loopkit import plan_md, task_xml
+    from tests.support.loop import plan_md, task_xml
 
     phase = project / ".planning" / "phases" / "01-greeting"
     phase.mkdir(parents=True, exist_ok=True)
@@ -327,8 +327,6 @@ def test_audit_keeps_saying_no_shell_for_a_plain_program(hello):
 
 # --------------------------------------------------------------------------- 3: alias bomb
 
-HOSTILE = Path(__file__).parent / "hostile"
-
 
 def test_an_alias_bomb_in_frontmatter_is_refused_not_expanded(hello):
     import subprocess
@@ -410,7 +408,7 @@ def test_waves_of_chained_plans_are_built_in_linear_time():
 
     from looprail.plans.planfile import parse_plan
     from looprail.plans.waves import compute_waves
-    from tests.loopkit import plan_md, task_xml
+    from tests.support.loop import plan_md, task_xml
 
     base = parse_plan(plan_md("0001", tasks=[task_xml("T1")]), path="01-0001-PLAN.md")
 

@@ -21,8 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import GSD_CAPABILITIES
-from tests.gsdkit import config_with_features, make_gsd_project, write_executables, write_ledger
+from tests.support import GSD_CAPABILITIES
+from tests.support.gsd import (
+    config_with_features,
+    make_gsd_project,
+    write_executables,
+    write_ledger,
+)
 
 REFERENCE = os.environ.get("LOOPRAIL_REFERENCE")
 CLI = [sys.executable, "-c", "from looprail.cli import main; raise SystemExit(main())"]

@@ -14,8 +14,8 @@ import pytest
 from looprail.cli import main
 from looprail.hooks.checks import CheckContext, Verdict, evaluate_check
 from looprail.hooks.ledger import LedgerError, parse_ledger
-from tests.conftest import feature, write_capability
-from tests.gsdkit import PHASE, make_gsd_project, write_executables, write_ledger
+from tests.support import feature, write_capability
+from tests.support.gsd import PHASE, make_gsd_project, write_executables, write_ledger
 
 PHASE_DIR = f".planning/phases/{PHASE}"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from tests.conftest import feature, run_cli, write_capability
+from tests.support import feature, run_cli, write_capability
 
 
 def _gate(check, **kw):

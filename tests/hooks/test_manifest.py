@@ -9,7 +9,7 @@ import pytest
 
 from looprail.hooks.manifest import validate_manifest
 from looprail.hooks.registry import load_registry
-from tests.conftest import feature, write_capability
+from tests.support import feature, write_capability
 
 
 def issues_of(tmp_path, manifest, files=None, folder=None):

@@ -4,8 +4,6 @@ record."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from looprail import lint
@@ -22,8 +20,9 @@ from looprail.hooks.checks import (
 from looprail.lint.declarations import _Decl
 from looprail.lint.hooks import _predicate
 from looprail.trust.audit import _predicate_surface
+from tests.support import REPO
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "checks.md"
+DOCS = REPO / "docs" / "checks.md"
 
 
 def test_the_table_is_the_vocabulary():

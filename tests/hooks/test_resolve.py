@@ -10,7 +10,7 @@ import pytest
 
 from looprail.hooks.compiled import load_compiled
 from looprail.hooks.resolve import InvalidPointError, render, resolve
-from tests.conftest import feature, write_capability, write_config
+from tests.support import feature, write_capability, write_config
 
 
 def step(skill, **kw):

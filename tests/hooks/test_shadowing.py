@@ -8,7 +8,7 @@ import json
 import pytest
 
 from looprail.cli import main
-from tests.conftest import feature, write_capability
+from tests.support import feature, write_capability
 
 
 @pytest.fixture

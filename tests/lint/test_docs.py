@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
 from looprail.lint import RULES, SEVERITIES, Finding
+from tests.support import REPO
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "lint.md"
+DOC = REPO / "docs" / "lint.md"
 ROW = re.compile(r"^\| `(?P<code>[a-z0-9-]+)` \| (?P<severity>[^|]+) \| (?P<what>.+) \|$", re.M)
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from looprail.lint import Finding, LintReport, lint, lint_project, load_input, render_text
 from looprail.testing import plan_markdown, task
-from tests.conftest import REPO, feature, run_cli, write_capability, write_config
+from tests.support import REPO, feature, run_cli, write_capability, write_config
 
 ROLES = ("orchestrator", "planner", "executor", "verifier")
 
@@ -607,7 +607,7 @@ def test_capabilities_only_folder(tmp_path, caps):
 
 
 def test_the_gsd_capabilities_pass_the_query_grammar(project):
-    from tests.conftest import GSD_CAPABILITIES
+    from tests.support import GSD_CAPABILITIES
 
     if not GSD_CAPABILITIES.is_dir():
         pytest.skip("conformance corpus not available")

@@ -18,8 +18,8 @@ from looprail.machine.guards import HookResult, PlanFacts, hooks_allow, refusal,
 from looprail.machine.spec import DEFAULT_LOOP
 from looprail.points import POINTS
 from looprail.runtime.base import Outcome
-from tests.conftest import feature
-from tests.loopkit import (
+from tests.support import feature
+from tests.support.loop import (
     caps_dir,
     every_kind_at_every_point,
     make_project,
@@ -613,7 +613,7 @@ def test_unconsented_project_resolver_halts_instead_of_falling_back(tmp_path):
         plan_md("01", tasks=[task_xml("x", attrs=' tracker-id="bd:1"', action="inline")]),
     )
     cap = resolver_cap(tmp_path, "print(json.dumps({'description': 'from tracker'}))")
-    from tests.conftest import write_capability
+    from tests.support import write_capability
 
     write_capability(project / ".looprail" / "capabilities", cap)
     rt = scripted(project)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 from looprail.runtime.base import Outcome
-from tests.conftest import run_cli
-from tests.loopkit import make_project, plan_md, run_loop, scripted, task_xml, write_plan
+from tests.support import run_cli
+from tests.support.loop import make_project, plan_md, run_loop, scripted, task_xml, write_plan
 
 
 def global_hooks(home, hooks: dict) -> None:
@@ -30,7 +30,7 @@ def project_with_tasks(tmp_path, n=3):
 def test_pre_native_hook_refuses_transition_in_real_run(tmp_path, _isolated_home):
     import shutil
 
-    from tests.conftest import REPO
+    from tests.support import REPO
 
     project = tmp_path / "hello"
     shutil.copytree(REPO / "examples" / "hello-loop", project)
@@ -184,7 +184,7 @@ def test_dry_run_lists_native_hooks(tmp_path, _isolated_home):
         _isolated_home,
         {"gate-plan": {"description": "lint first", "event": "plan:pre", "shell": "true"}},
     )
-    from tests.conftest import run_cli
+    from tests.support import run_cli
 
     p = run_cli("run", str(project), "--phase", "1", "--dry-run")
     assert p.returncode == 0, p.stderr

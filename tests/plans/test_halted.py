@@ -3,7 +3,7 @@ on it never runs (the reference's plan-index `halted`/`blocked_by`/`runnable`)."
 
 from __future__ import annotations
 
-from tests.loopkit import make_project, plan_md, run_loop, scripted, task_xml, write_plan
+from tests.support.loop import make_project, plan_md, run_loop, scripted, task_xml, write_plan
 
 
 def _three_plans(tmp_path):

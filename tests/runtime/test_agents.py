@@ -23,9 +23,8 @@ from looprail.runtime.local import LocalRuntime
 from looprail.runtime.registry import RuntimeSettings, create_runtime
 from looprail.runtime.scripted import ScriptedRuntime
 from looprail.testing.conformance import check_runtime
-from tests.agentkit import AGENTS, fake_bin
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.support import REPO
+from tests.support.agents import AGENTS, fake_bin
 
 
 def executable(path: Path, body: str) -> None:
@@ -96,7 +95,7 @@ def test_a_third_party_runtime_is_found_through_the_entry_point_group(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     point = EntryPoint(
-        name="echo", value="tests.test_runtime_agents:EchoRuntime", group=registry.GROUP
+        name="echo", value="tests.runtime.test_agents:EchoRuntime", group=registry.GROUP
     )
     monkeypatch.setattr(registry, "_entry_points", lambda: {"echo": point})
     assert "echo" in registry.available()

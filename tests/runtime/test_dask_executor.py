@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from benchmarks.loop_overhead import make_phase
 
 AGENT = """#!/bin/sh

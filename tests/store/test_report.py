@@ -11,6 +11,7 @@ import pytest
 
 from looprail.store import EventRecord, Journal, JournalError, build_report, render_report_text
 from looprail.store.report import format_duration
+from tests.support import REPO
 
 
 class StepClock:
@@ -345,11 +346,10 @@ def test_format_duration(ms, text):
 
 
 def test_the_documented_example_is_a_valid_report_with_keys_in_order():
-    from pathlib import Path
 
     from looprail.store import RunReport
 
-    doc = (Path(__file__).parent.parent / "docs" / "journal.md").read_text()
+    doc = (REPO / "docs" / "journal.md").read_text()
     example = json.loads(doc.split("```json", 1)[1].split("```", 1)[0])
     parsed = RunReport.model_validate(example)
     assert json.dumps(parsed.model_dump(mode="json")) == json.dumps(example)

@@ -13,54 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import feature, run_cli, write_capability
-from tests.loopkit import plan_md, task_xml
-
-
-def _exe(path: Path, body: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("#!/bin/sh\n" + body)
-    path.chmod(0o755)
-
-
-def gated_project(root: Path) -> tuple[Path, Path]:
-    """A phase whose ship:pre gate blocks until `.ready` exists."""
-    project = root / "project"
-    phase = project / ".planning" / "phases" / "01-demo"
-    phase.mkdir(parents=True)
-    (project / ".planning" / "config.json").write_text("{}")
-    (phase / "01-CONTEXT.md").write_text("ctx\n")
-    (phase / "01-01-PLAN.md").write_text(
-        plan_md("01", files=["out/a"], tasks=[task_xml("a1", files=["out/a"])])
-    )
-    lr = project / ".looprail"
-    _exe(lr / "agents" / "executor", "exit 0\n")
-    _exe(
-        lr / "agents" / "verifier",
-        'printf -- "---\\nstatus: passed\\n---\\n" > "$LOOPRAIL_PHASE_DIR/01-VERIFICATION.md"\n',
-    )
-    _exe(lr / "agents" / "orchestrator", 'touch "$LOOPRAIL_PROJECT/SHIPPED"\n')
-    _exe(
-        lr / "checks" / "ready",
-        'if [ -e "$LOOPRAIL_PROJECT/.ready" ]; then echo \'{"block": false}\'; '
-        'else echo \'{"block": true, "message": "not ready"}\'; fi\n',
-    )
-    caps = root / "caps"
-    write_capability(
-        caps,
-        feature(
-            "shipgate",
-            gates=[
-                {
-                    "point": "ship:pre",
-                    "check": {"query": "ready"},
-                    "blocking": True,
-                    "onError": "halt",
-                }
-            ],
-        ),
-    )
-    return project, caps
+from tests.support import run_cli
+from tests.support.loop import gated_project
 
 
 def run(project: Path, caps: Path, home: Path, *extra: str):

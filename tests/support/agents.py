@@ -8,9 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-FAKE = Path(__file__).parent / "fakes" / "fake_agent.py"
+from tests.support import FAKES
+
+FAKE = FAKES / "fake_agent.py"
 AGENTS = ("claude", "codex", "opencode", "gemini")
-REPO = Path(__file__).resolve().parents[1]
 
 
 def fake_bin(root: Path) -> Path:

@@ -9,7 +9,7 @@ from typing import Any
 
 from looprail.runtime.base import Outcome
 from looprail.runtime.scripted import ScriptedRuntime
-from tests.conftest import feature, write_capability
+from tests.support import feature, write_capability, write_exe
 
 
 def make_project(root: Path, *, config: dict | None = None, phase: str = "01-demo") -> Path:
@@ -151,3 +151,43 @@ def every_kind_at_every_point() -> list[dict]:
 
 
 OK = Outcome.succeeded()
+
+
+def gated_project(root: Path) -> tuple[Path, Path]:
+    """A phase whose ship:pre gate blocks until `.ready` exists."""
+    project = root / "project"
+    phase = project / ".planning" / "phases" / "01-demo"
+    phase.mkdir(parents=True)
+    (project / ".planning" / "config.json").write_text("{}")
+    (phase / "01-CONTEXT.md").write_text("ctx\n")
+    (phase / "01-01-PLAN.md").write_text(
+        plan_md("01", files=["out/a"], tasks=[task_xml("a1", files=["out/a"])])
+    )
+    lr = project / ".looprail"
+    write_exe(lr / "agents" / "executor", "exit 0\n")
+    write_exe(
+        lr / "agents" / "verifier",
+        'printf -- "---\\nstatus: passed\\n---\\n" > "$LOOPRAIL_PHASE_DIR/01-VERIFICATION.md"\n',
+    )
+    write_exe(lr / "agents" / "orchestrator", 'touch "$LOOPRAIL_PROJECT/SHIPPED"\n')
+    write_exe(
+        lr / "checks" / "ready",
+        'if [ -e "$LOOPRAIL_PROJECT/.ready" ]; then echo \'{"block": false}\'; '
+        'else echo \'{"block": true, "message": "not ready"}\'; fi\n',
+    )
+    caps = root / "caps"
+    write_capability(
+        caps,
+        feature(
+            "shipgate",
+            gates=[
+                {
+                    "point": "ship:pre",
+                    "check": {"query": "ready"},
+                    "blocking": True,
+                    "onError": "halt",
+                }
+            ],
+        ),
+    )
+    return project, caps

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from looprail.store import EventRecord, Journal, TaskUpdate
-from tests.conftest import REPO
+from tests.support import REPO
 
 EXAMPLE = REPO / "examples" / "hello-loop"
 CAPABILITIES = REPO / "examples" / "capabilities"

@@ -9,7 +9,7 @@ import pytest
 
 from looprail.errors import ManifestError, UsageError
 from looprail.testing import HookResult, LoopHarness, hooks_allow, plan_markdown, refusal, task
-from tests.conftest import REPO
+from tests.support import REPO
 
 pytest_plugins = ["pytester"]
 

@@ -6,7 +6,7 @@ import json
 
 from looprail.hooks.native.config import read_hooks_file
 from looprail.trust.audit import capability_surfaces, native_surfaces, render_text, suspect_surfaces
-from tests.conftest import GSD_CAPABILITIES, feature, needs_corpus, run_cli, write_capability
+from tests.support import GSD_CAPABILITIES, feature, needs_corpus, run_cli, write_capability
 
 RICH = feature(
     "rich",

@@ -10,7 +10,7 @@ import pytest
 from looprail.errors import LooprailError
 from looprail.trust import CHANGED, NO_CONSENT, consent_state, grant, hooks_state, is_trusted
 from looprail.trust.consent import commit_consent, plan_consent
-from tests.conftest import feature, write_capability
+from tests.support import feature, write_capability
 
 HOOKS = {"local": {"lint": {"description": "lint", "event": "plan:pre", "shell": "make lint"}}}
 

@@ -26,7 +26,7 @@ from looprail.trust import (
     revoke,
     store_path,
 )
-from tests.conftest import feature, run_cli, write_capability
+from tests.support import feature, run_cli, write_capability
 
 
 def step(skill: str, point: str = "plan:pre") -> dict:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import uikit
+from tests.support import ui as uikit
 
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")

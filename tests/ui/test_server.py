@@ -28,7 +28,7 @@ with warnings.catch_warnings():
 from looprail.cli import main
 from looprail.store import EventRecord, Journal
 from looprail.ui.server import create_app
-from tests import uikit
+from tests.support import ui as uikit
 
 HOSTILE, LONG = uikit.HOSTILE, uikit.LONG
 
@@ -428,7 +428,7 @@ def test_the_cli_does_not_import_the_web_stack_until_ui_runs():
 
 
 def test_a_hostile_manifest_is_shown_as_data(tmp_path):
-    from tests.conftest import feature, write_capability
+    from tests.support import feature, write_capability
 
     caps = tmp_path / "caps"
     write_capability(

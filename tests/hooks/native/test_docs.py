@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
 from looprail.hooks.native.config import validate_hooks_document
+from tests.support import REPO
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "native-hooks.md"
+DOC = REPO / "docs" / "native-hooks.md"
 EXAMPLE = re.compile(r"<!-- example:(valid|invalid) -->\s*```json\n(.*?)```", re.S)
 EXAMPLES = EXAMPLE.findall(DOC.read_text(encoding="utf-8"))
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from looprail.store import Journal
-from tests.conftest import REPO, run_cli
+from tests.support import REPO, run_cli
 
 EXAMPLE = REPO / "examples" / "hello-loop"
 CAPS = REPO / "examples" / "capabilities"
