@@ -18,29 +18,11 @@ from looprail.runtime.process import Spawned, reap_spawned, run_bounded, start_t
 from looprail.store import Journal
 from tests.support import run_cli
 from tests.support.loop import plan_md, task_xml
+from tests.support.procs import PY, alive, pids_in, start_run, wait_for
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the process guard is Linux-only"
 )
-PY = sys.executable
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            state = fh.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
-
-
-def wait_for(cond, timeout: float = 20.0) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return
-        time.sleep(0.02)
-    raise AssertionError("condition not reached in time")
 
 
 # Writes the pid of a background child and of a double-forked, setsid'd escapee, then exits.
@@ -160,31 +142,18 @@ out.write_text("ok\n")
 
 
 def start(project: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [
-            PY,
-            "-c",
-            "import sys; from looprail.cli import main; sys.exit(main())",
-            "run",
-            str(project),
-            "--phase",
-            "1",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return start_run(project)
 
 
 def pids(project: Path) -> list[int]:
-    return [int(x) for x in (project / "pids.log").read_text().split()]
+    return pids_in(project / "pids.log")
 
 
 @pytest.mark.parametrize("signum,code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_sigterm_and_sighup_stop_the_run_like_ctrl_c(tmp_path, signum, code):
     project = project_with_slow_executor(tmp_path)
     proc = start(project)
-    wait_for(lambda: (project / "reached").exists())
+    wait_for(lambda: (project / "reached").exists(), timeout=20)
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == code, err
@@ -204,7 +173,7 @@ def test_sigterm_and_sighup_stop_the_run_like_ctrl_c(tmp_path, signum, code):
 def test_sigkill_of_looprail_kills_its_agents_and_their_children(tmp_path):
     project = project_with_slow_executor(tmp_path)
     proc = start(project)
-    wait_for(lambda: (project / "reached").exists())
+    wait_for(lambda: (project / "reached").exists(), timeout=20)
     running = pids(project)
     assert any(alive(p) for p in running)
     proc.kill()
@@ -225,7 +194,7 @@ def test_a_resume_reaps_a_journaled_child_that_is_still_running(tmp_path):
     resume, but only when pid and start time match."""
     project = project_with_slow_executor(tmp_path)
     proc = start(project)
-    wait_for(lambda: (project / "reached").exists())
+    wait_for(lambda: (project / "reached").exists(), timeout=20)
     proc.kill()
     proc.wait(timeout=30)
     survivor = subprocess.Popen(["sleep", "60"], start_new_session=True)

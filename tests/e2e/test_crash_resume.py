@@ -18,13 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support import feature, write_capability
+from tests.support import feature, write_capability, write_exe
+from tests.support.procs import PY, alive, completed, pids_in, start_run, wait_for
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the kill matrix needs Linux /proc"
 )
-
-PY = sys.executable
 
 # Every agent: log its request (normalised), its pid, then hold while .hold/<name> exists
 # (after writing .reached/<name>), do its work, log "done <name>".
@@ -116,12 +115,6 @@ print(json.dumps({"block": False, "message": "ready"}))
 """
 
 
-def _exe(path: Path, body: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"#!{PY}\n{COMMON}\n{body}")
-    path.chmod(0o755)
-
-
 def build(root: Path) -> tuple[Path, Path]:
     project = root / "project"
     phase = project / ".planning" / "phases" / "01-demo"
@@ -129,12 +122,12 @@ def build(root: Path) -> tuple[Path, Path]:
     (project / ".planning" / "config.json").write_text("{}")
     (phase / "01-CONTEXT.md").write_text("ctx\n")
     lr = project / ".looprail"
-    _exe(lr / "agents" / "planner", PLANNER)
-    _exe(lr / "agents" / "executor", EXECUTOR)
-    _exe(lr / "agents" / "verifier", VERIFIER)
-    _exe(lr / "agents" / "orchestrator", SHIP)
-    _exe(lr / "skills" / "gsd-wave-pre", WAVE_PRE)
-    _exe(lr / "checks" / "ready", GATE)
+    exe(lr / "agents" / "planner", PLANNER)
+    exe(lr / "agents" / "executor", EXECUTOR)
+    exe(lr / "agents" / "verifier", VERIFIER)
+    exe(lr / "agents" / "orchestrator", SHIP)
+    exe(lr / "skills" / "gsd-wave-pre", WAVE_PRE)
+    exe(lr / "checks" / "ready", GATE)
     caps = root / "caps"
 
     def contribution(point: str, into: str, text: str) -> dict:
@@ -191,50 +184,6 @@ def build(root: Path) -> tuple[Path, Path]:
     return project, caps
 
 
-def start(project: Path, caps: Path, jobs: int = 2) -> subprocess.Popen:
-    return subprocess.Popen(
-        [
-            PY,
-            "-c",
-            "import sys; from looprail.cli import main; sys.exit(main())",
-            "run",
-            str(project),
-            "--phase",
-            "1",
-            "--capabilities",
-            str(caps),
-            "--jobs",
-            str(jobs),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def wait_for(cond, timeout: float = 60.0) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return
-        time.sleep(0.02)
-    raise AssertionError("condition not reached in time")
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            state = fh.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
-
-
-def pids(project: Path) -> list[int]:
-    p = project / "pids.log"
-    return [int(x) for x in p.read_text().split()] if p.exists() else []
-
-
 def lines(project: Path, name: str) -> list[str]:
     p = project / name
     return p.read_text().splitlines() if p.exists() else []
@@ -264,10 +213,16 @@ def unique(reqs: list[dict]) -> list[str]:
     return sorted({json.dumps(r, sort_keys=True) for r in reqs})
 
 
+def exe(path: Path, body: str) -> None:
+    write_exe(path, f"{COMMON}\n{body}", shebang=PY)
+
+
+def pids(project: Path) -> list[int]:
+    return pids_in(project / "pids.log", missing_ok=True)
+
+
 def finish(project: Path, caps: Path, jobs: int = 2) -> subprocess.CompletedProcess:
-    proc = start(project, caps, jobs)
-    out, err = proc.communicate(timeout=120)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return completed(start_run(project, caps=caps, jobs=jobs))
 
 
 @pytest.fixture(scope="module")
@@ -293,13 +248,13 @@ def kill_at(project: Path, caps: Path, marker: str, *, jobs: int = 2) -> list[in
     (project / ".hold").mkdir(exist_ok=True)
     for m in markers:
         (project / ".hold" / m).write_text("")
-    proc = start(project, caps, jobs)
+    proc = start_run(project, caps=caps, jobs=jobs)
 
     def reached() -> bool:
         return all((project / ".reached" / m).exists() for m in markers)
 
     try:
-        wait_for(lambda: reached() or proc.poll() is not None)
+        wait_for(lambda: reached() or proc.poll() is not None, timeout=60)
         assert proc.poll() is None, proc.communicate()
         held = [int((project / ".reached" / m).read_text()) for m in markers]
         proc.send_signal(signal.SIGKILL)  # looprail only: its children must die on their own
@@ -390,7 +345,7 @@ def test_resumed_task_requests_carry_every_fragment(tmp_path, baseline):
 def test_a_kill_at_a_random_moment_then_resume_ships_the_same(tmp_path_factory, baseline, delay):
     want_artifacts, want_requests, _ = baseline
     project, caps = build(tmp_path_factory.mktemp("random"))
-    proc = start(project, caps, 2)
+    proc = start_run(project, caps=caps, jobs=2)
     time.sleep(delay)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)

@@ -8,24 +8,15 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from looprail.store import Journal
-from tests.support import feature, write_capability
+from tests.support import feature, write_capability, write_exe
 from tests.support.loop import plan_md, task_xml
-
-PY = sys.executable
-
-
-def _exe(path: Path, body: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"#!{PY}\n" + body)
-    path.chmod(0o755)
-
+from tests.support.procs import PY, killpg, start_run, wait_for
 
 # Every slow executable: log "start", wait while .slow/<name> exists (a test removes it or
 # kills us), log "end". `name` is how the test targets one unit of work.
@@ -71,7 +62,7 @@ def build(tmp_path: Path) -> tuple[Path, Path]:
         )
     )
     agents = project / ".looprail" / "agents"
-    _exe(
+    exe(
         agents / "executor",
         SLOW
         + r"""
@@ -84,7 +75,7 @@ out.parent.mkdir(parents=True, exist_ok=True)
 out.write_text(t["action"] + "\n")
 """,
     )
-    _exe(
+    exe(
         agents / "verifier",
         SLOW
         + r"""
@@ -93,16 +84,16 @@ slow("verify")
 Path(req["phase"]["dir"], "01-VERIFICATION.md").write_text("---\nstatus: passed\n---\n")
 """,
     )
-    _exe(agents / "orchestrator", SLOW + "slow('ship')\n")
-    _exe(
+    exe(agents / "orchestrator", SLOW + "slow('ship')\n")
+    exe(
         project / ".looprail" / "skills" / "gsd-wave-pre",
         SLOW + "slow('wave-pre-' + os.environ['LOOPRAIL_WAVE'])\n",
     )
-    _exe(
+    exe(
         project / ".looprail" / "checks" / "gate",
         SLOW + 'slow("gate")\nprint(json.dumps({"block": False, "message": "fine"}))\n',
     )
-    _exe(
+    exe(
         project / ".looprail" / "bin" / "resolver",
         SLOW
         + r"""
@@ -158,36 +149,12 @@ print(json.dumps({"description": "resolved " + sys.argv[1]}))
     return project, caps
 
 
+def exe(path: Path, body: str) -> None:
+    write_exe(path, body, shebang=PY)
+
+
 def start(project: Path, caps: Path, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [
-            PY,
-            "-c",
-            "import sys; from looprail.cli import main; sys.exit(main())",
-            "run",
-            str(project),
-            "--phase",
-            "1",
-            "--capabilities",
-            str(caps),
-            "--jobs",
-            "2",
-            *extra,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-
-
-def wait_for(cond, timeout=30.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return
-        time.sleep(0.02)
-    raise AssertionError("condition not reached in time")
+    return start_run(project, *extra, caps=caps, jobs=2, new_session=True)
 
 
 def log(project: Path) -> list[str]:
@@ -205,11 +172,6 @@ def slow(project: Path, *names: str) -> None:
 def release(project: Path) -> None:
     for f in (project / ".slow").glob("*"):
         f.unlink()
-
-
-def kill(proc: subprocess.Popen) -> None:
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=10)
 
 
 def outputs(project: Path) -> dict[str, str]:
@@ -244,8 +206,8 @@ def test_sigkill_then_resume(tmp_path, reference, point):
     held, line = KILL_POINTS[point]
     slow(project, held)
     proc = start(project, caps)
-    wait_for(lambda: line in log(project))
-    kill(proc)
+    wait_for(lambda: line in log(project), timeout=30)
+    killpg(proc)
     release(project)
 
     # The journal is the truth about what finished: a task whose body ended but whose `done`
@@ -288,14 +250,14 @@ def test_second_run_is_refused_then_stale_lock_taken_over(tmp_path):
     project, caps = build(tmp_path)
     slow(project, "01-01/T1")
     first = start(project, caps)
-    wait_for(lambda: "start 01-01/T1" in log(project))
+    wait_for(lambda: "start 01-01/T1" in log(project), timeout=30)
     second = start(project, caps)
     out, err = second.communicate(timeout=30)
     assert second.returncode != 0
     assert "Traceback" not in err
     assert str(first.pid) in err or "run" in err  # names the running one
     assert len(err.strip().splitlines()) == 1
-    kill(first)
+    killpg(first)
     release(project)
     third = start(project, caps)
     out, err = third.communicate(timeout=60)
@@ -307,8 +269,8 @@ def test_changed_inputs_between_crash_and_resume(tmp_path):
     project, caps = build(tmp_path)
     slow(project, "01-01/T1")
     proc = start(project, caps)
-    wait_for(lambda: "start 01-01/T1" in log(project))
-    kill(proc)
+    wait_for(lambda: "start 01-01/T1" in log(project), timeout=30)
+    killpg(proc)
     release(project)
     plan = project / ".planning/phases/01-demo/01-02-PLAN.md"
     plan.write_text(plan.read_text().replace("b1", "b1 changed"))
@@ -348,7 +310,7 @@ def test_crash_after_the_planner_wrote_plans_resumes_without_accept_changes(tmp_
     for p in phase.glob("*-PLAN.md"):
         p.unlink()
     planner = project / ".looprail" / "agents" / "planner"
-    _exe(
+    exe(
         planner,
         "import json, sys\nfrom pathlib import Path\n"
         "req = json.load(sys.stdin)\n"
@@ -372,11 +334,11 @@ def test_crash_after_the_planner_wrote_plans_resumes_without_accept_changes(tmp_
             ],
         ),
     )
-    _exe(project / ".looprail" / "skills" / "gsd-plan-lint", SLOW + "slow('plan-lint')\n")
+    exe(project / ".looprail" / "skills" / "gsd-plan-lint", SLOW + "slow('plan-lint')\n")
     slow(project, "plan-lint")
     proc = start(project, caps)
-    wait_for(lambda: "start plan-lint" in log(project))
-    kill(proc)
+    wait_for(lambda: "start plan-lint" in log(project), timeout=30)
+    killpg(proc)
     release(project)
     proc = start(project, caps)
     out, err = proc.communicate(timeout=60)
@@ -390,7 +352,7 @@ def test_ctrl_c_during_a_parallel_wave_stops_promptly_and_the_run_resumes(tmp_pa
     project, caps = build(tmp_path)
     slow(project, "01-01/T1", "01-02/T1")
     proc = start(project, caps)
-    wait_for(lambda: {"start 01-01/T1", "start 01-02/T1"} <= set(log(project)))
+    wait_for(lambda: {"start 01-01/T1", "start 01-02/T1"} <= set(log(project)), timeout=30)
     os.kill(proc.pid, signal.SIGINT)
     began = time.monotonic()
     out, err = proc.communicate(timeout=30)

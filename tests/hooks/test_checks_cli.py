@@ -1,31 +1,23 @@
-"""`looprail check predicate` end to end, through a real subprocess."""
+"""`looprail check predicate` end to end through the CLI (in process; the first test runs a real
+subprocess)."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from looprail.hooks.checks import CheckError, CheckFailedError
+from tests.support import run_cli
 
-MAIN = "import sys; from looprail.cli import main; sys.exit(main())"
 
-
-def looprail(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPRAIL_")}
+def looprail(project: Path, *args: str, process: bool = False) -> subprocess.CompletedProcess[str]:
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("LOOPRAIL_")}
     env["LOOPRAIL_HOME"] = str(project / ".home")
-    return subprocess.run(
-        [sys.executable, "-c", MAIN, "check", "predicate", *args],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_cli("check", "predicate", *args, cwd=project, env=env, subprocess=process)
 
 
 @pytest.fixture
@@ -45,7 +37,9 @@ def verdict(result: subprocess.CompletedProcess[str]) -> dict:
 
 
 def test_pass_prints_the_verdict(project):
-    result = looprail(project, "--predicate", '{"kind":"command-exit-zero","command":"true"}')
+    result = looprail(
+        project, "--predicate", '{"kind":"command-exit-zero","command":"true"}', process=True
+    )
     assert verdict(result) == {"block": False, "message": "command exited 0"}
     assert result.stdout.count("\n") == 1
 
@@ -74,24 +68,16 @@ def test_phase_folder_is_found_from_the_phase_number(project):
 def test_phase_dir_option_is_relative_to_the_project(project, tmp_path_factory):
     elsewhere = tmp_path_factory.mktemp("elsewhere")
     pred = '{"kind":"artifact-exists","artifact":"SECURITY.md"}'
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            MAIN,
-            "check",
-            "predicate",
-            "--predicate",
-            pred,
-            "--project",
-            str(project),
-            "--phase-dir",
-            ".planning/phases/01-setup",
-        ],
+    result = run_cli(
+        "check",
+        "predicate",
+        "--predicate",
+        pred,
+        "--project",
+        str(project),
+        "--phase-dir",
+        ".planning/phases/01-setup",
         cwd=elsewhere,
-        capture_output=True,
-        text=True,
-        timeout=60,
     )
     assert verdict(result)["block"] is False
 

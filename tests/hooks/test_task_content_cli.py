@@ -1,5 +1,6 @@
 """`looprail task resolve-content` end to end: a real project, capability folder, resolver
-process and CLI subprocess for every row of the exit/result matrix."""
+process and the CLI (in process; the first test runs a real subprocess) for every row of the
+exit/result matrix."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-MAIN = "import sys; from looprail.cli import main; sys.exit(main())"
+from tests.support import run_cli
+
 PLAN = ".planning/phases/01-setup/01-01-PLAN.md"
 
 RESOLVER = """\
@@ -109,18 +111,15 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
-def resolve_content(project: Path, *args: str, caps: bool = True) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPRAIL_")}
+def resolve_content(
+    project: Path, *args: str, caps: bool = True, process: bool = False
+) -> subprocess.CompletedProcess:
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("LOOPRAIL_")}
     env["LOOPRAIL_HOME"] = str(project.parent / "home")
     env["LOOPRAIL_CACHE_DIR"] = str(project.parent / "cache")
     extra = ["--capabilities", str(project.parent / "caps")] if caps else []
-    return subprocess.run(
-        [sys.executable, "-c", MAIN, "task", "resolve-content", *args, "--raw", *extra],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    return run_cli(
+        "task", "resolve-content", *args, "--raw", *extra, cwd=project, env=env, subprocess=process
     )
 
 
@@ -131,7 +130,7 @@ def ok_json(result: subprocess.CompletedProcess) -> dict:
 
 
 def test_resolved(project):
-    result = resolve_content(project, "--plan", PLAN, "--task-id", "beads:GSD-1")
+    result = resolve_content(project, "--plan", PLAN, "--task-id", "beads:GSD-1", process=True)
     assert ok_json(result) == {
         "resolved": True,
         "content": {

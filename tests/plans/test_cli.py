@@ -1,21 +1,21 @@
-"""`looprail phase plan-index` / `phase list` end to end, through a real subprocess."""
+"""`looprail phase plan-index` / `phase list` end to end through the CLI (in process; the first
+test runs a real subprocess)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-CLI = [sys.executable, "-c", "from looprail.cli import main; raise SystemExit(main())"]
+from tests.support import run_cli
 
 
-def looprail(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, *args], capture_output=True, text=True, cwd=cwd, timeout=60, check=False
-    )
+def looprail(
+    *args: str, cwd: Path | None = None, process: bool = False
+) -> subprocess.CompletedProcess[str]:
+    return run_cli(*args, cwd=cwd, subprocess=process)
 
 
 def write_plan(phase_dir: Path, plan_id: str, frontmatter: str, body: str = "") -> None:
@@ -45,7 +45,7 @@ def project(tmp_path: Path) -> Path:
 
 
 def test_plan_index_raw(project: Path):
-    result = looprail("phase", "plan-index", "01", "--raw", "--project", str(project))
+    result = looprail("phase", "plan-index", "01", "--raw", "--project", str(project), process=True)
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     index = json.loads(result.stdout)

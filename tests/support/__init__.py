@@ -4,10 +4,12 @@ builders for capability folders and projects. Import from here, never from conft
 
 from __future__ import annotations
 
+import io
 import json
 import os
-import subprocess
+import subprocess as subprocess_
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +32,34 @@ needs_corpus = pytest.mark.skipif(
 
 
 def run_cli(
-    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, input: str | None = None
-):
-    """Run `looprail ARGS…` in a real subprocess (the installed console entry point)."""
-    full_env = dict(os.environ)
-    if env:
-        full_env.update(env)
-    return subprocess.run(
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str | None] | None = None,
+    input: str | None = None,
+    subprocess: bool = False,
+) -> subprocess_.CompletedProcess[str]:
+    """Run `looprail ARGS…` and return what `subprocess.run(…, capture_output=True, text=True)`
+    would: `.returncode`, `.stdout`, `.stderr`. `env` is laid over this process's environment
+    (a value of None removes that variable).
+
+    In process by default (`looprail.cli.main`, the same code the console script runs, without
+    an interpreter start per call); `subprocess=True` runs a real process instead, for tests
+    where the process boundary is the thing tested (start-up imports, exit codes of a real
+    process, the installed entry point)."""
+    if subprocess:
+        return run_cli_process(*args, cwd=cwd, env=env, input=input)
+    return run_cli_in_process(*args, cwd=cwd, env=env, input=input)
+
+
+def run_cli_process(
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str | None] | None = None,
+    input: str | None = None,
+) -> subprocess_.CompletedProcess[str]:
+    """Run `looprail ARGS…` in a real subprocess (what the console entry point runs)."""
+    full_env = _with(dict(os.environ), env)
+    return subprocess_.run(
         [
             sys.executable,
             "-c",
@@ -50,6 +73,66 @@ def run_cli(
         input=input,
         timeout=120,
     )
+
+
+def _with(environ: Any, env: dict[str, str | None] | None) -> Any:
+    for key, value in (env or {}).items():
+        if value is None:
+            environ.pop(key, None)
+        else:
+            environ[key] = value
+    return environ
+
+
+def _stream(data: bytes = b"", errors: str = "strict") -> io.TextIOWrapper:
+    # Like a pipe: not a terminal, UTF-8, with a `.buffer` for the commands that write bytes.
+    return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors=errors, newline="")
+
+
+def _text(stream: io.TextIOWrapper) -> str:
+    stream.flush()
+    raw = stream.buffer.getvalue()  # type: ignore[attr-defined]
+    # `text=True` reads with universal newlines; do the same.
+    return raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def run_cli_in_process(
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str | None] | None = None,
+    input: str | None = None,
+) -> subprocess_.CompletedProcess[str]:
+    """`looprail.cli.main(ARGS)` in this process, with its own cwd, environment, stdin, stdout
+    and stderr for the call (all restored after). An uncaught exception becomes what the
+    interpreter would print: a traceback on stderr and exit code 1."""
+    from looprail.cli import main
+
+    stdin = _stream((input or "").encode())
+    # Python's own stdout is strict and its stderr backslash-escapes what it cannot encode.
+    stdout, stderr = _stream(), _stream(errors="backslashreplace")
+    saved_env = dict(os.environ)
+    saved_cwd = os.getcwd()
+    saved_streams = sys.stdin, sys.stdout, sys.stderr
+    try:
+        _with(os.environ, env)
+        if cwd is not None:
+            os.chdir(cwd)
+        sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
+        try:
+            code = main(list(args))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            if exc.code is not None and not isinstance(exc.code, int):
+                print(exc.code, file=sys.stderr)
+        except Exception:
+            traceback.print_exc(file=sys.stderr)
+            code = 1
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess_.CompletedProcess(["looprail", *args], code, _text(stdout), _text(stderr))
 
 
 def feature(cap_id: str, **body: Any) -> dict[str, Any]:

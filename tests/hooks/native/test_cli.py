@@ -1,28 +1,21 @@
-"""`looprail hooks validate|list` and `looprail schema hooks`, through a real subprocess."""
+"""`looprail hooks validate|list` and `looprail schema hooks` through the CLI (in process; the
+first test runs a real subprocess)."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-MAIN = "import sys; from looprail.cli import main; sys.exit(main())"
+from tests.support import run_cli
 
 
-def looprail(*args: str, home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "LOOPRAIL_HOME": str(home)}
-    return subprocess.run(
-        [sys.executable, "-c", MAIN, *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def looprail(
+    *args: str, home: Path, cwd: Path, process: bool = False
+) -> subprocess.CompletedProcess[str]:
+    return run_cli(*args, cwd=cwd, env={"LOOPRAIL_HOME": str(home)}, subprocess=process)
 
 
 def write(path: Path, doc) -> Path:
@@ -76,7 +69,9 @@ def test_validate_reports_every_error_with_file_and_json_path(dirs):
     home, project = dirs
     bad = write(project / "bad.json", BAD)
     good = write(project / "good.json", GOOD)
-    result = looprail("hooks", "validate", str(bad), str(good), home=home, cwd=project)
+    result = looprail(
+        "hooks", "validate", str(bad), str(good), home=home, cwd=project, process=True
+    )
     assert result.returncode == 1
     errors = [line for line in result.stderr.splitlines() if line.startswith("looprail: error:")]
     expected_paths = [
