@@ -1,4 +1,5 @@
-"""`looprail loop render-hooks` and `looprail capability …` through a real subprocess."""
+"""`looprail loop render-hooks` and `looprail capability …` through the CLI (in process; the first
+test, and the start-path import check, run a real subprocess)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ def test_raw_envelope_and_human_form(tmp_path):
         str(project),
         "--capabilities",
         str(root),
+        subprocess=True,
     )
     assert p.returncode == 0, p.stderr
     env = json.loads(p.stdout)

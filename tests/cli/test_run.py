@@ -1,4 +1,5 @@
-"""`looprail run` end to end on the bundled example, through the real CLI process."""
+"""`looprail run` end to end on the bundled example, through the CLI (in process; the first test
+runs the real CLI process)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def hello(tmp_path):
 
 
 def test_example_ships(hello):
-    p = run_cli("run", str(hello), "--phase", "1", "--capabilities", str(CAPS))
+    p = run_cli("run", str(hello), "--phase", "1", "--capabilities", str(CAPS), subprocess=True)
     assert p.returncode == 0, p.stderr
     assert "shipped in" in p.stdout
     assert (hello / "hello" / "page.md").read_text().splitlines() == [

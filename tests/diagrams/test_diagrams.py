@@ -372,7 +372,7 @@ def test_format_from_suffix():
 
 
 def test_cli_unknown_suffix_is_a_usage_error_and_writes_nothing(tmp_path):
-    r = run_cli("diagram", "-o", str(tmp_path / "x.jpg"), cwd=tmp_path)
+    r = run_cli("diagram", "-o", str(tmp_path / "x.jpg"), cwd=tmp_path, subprocess=True)
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and "unknown diagram suffix" in r.stderr
     assert list(tmp_path.iterdir()) == []

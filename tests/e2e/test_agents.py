@@ -256,7 +256,7 @@ def test_init_with_the_local_runtime_scaffolds_executables_that_ship(tmp_path: P
     env = agent_env(tmp_path)
     demo = init_demo(tmp_path, "local", env)
     assert looprail("doctor", cwd=demo, env=env).returncode == 0
-    done = looprail("run", "--phase", "1", cwd=demo, env=env)
+    done = looprail("run", "--phase", "1", cwd=demo, env=env, process=True)
     assert done.returncode == 0, done.stderr
     assert (demo / "NOTES.md").read_text().startswith("Write the phase notes: ")
     assert calls(tmp_path) == []  # no agent CLI was involved

@@ -572,7 +572,7 @@ def test_tracker_prefix_of_a_broken_or_two_capabilities(project, caps):
 
 def test_cli_exit_codes_and_json_shape(project, caps):
     write_capability(caps, feature("ui", gates=[gate("plan:pre", {"query": "UI.plan-gate"})]))
-    r = run_cli("lint", str(project), "--capabilities", str(caps), "--json")
+    r = run_cli("lint", str(project), "--capabilities", str(caps), "--json", subprocess=True)
     assert r.returncode == 1, r.stderr
     body = json.loads(r.stdout)
     assert set(body) == {"findings", "errors", "warnings"}

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support import FAKES
+from tests.support import FAKES, run_cli
 
 FAKE = FAKES / "fake_agent.py"
 AGENTS = ("claude", "codex", "opencode", "gemini")
@@ -46,9 +46,13 @@ def agent_env(root: Path, **extra: str) -> dict[str, str]:
 
 
 def looprail(
-    *args: str, cwd: Path, env: dict[str, str], timeout: float = 120
+    *args: str, cwd: Path, env: dict[str, str], timeout: float = 120, process: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    """`looprail ARGS` as a user types it (a subprocess, the installed entry point's code)."""
+    """`looprail ARGS` as a user types it, with `env` as its whole environment: in process
+    (`looprail.cli.main`), or with `process=True` a real subprocess (bounded by `timeout`)."""
+    env = {**{k: None for k in os.environ if k not in env}, **env}
+    if not process:
+        return run_cli(*args, cwd=cwd, env=env)
     return subprocess.run(
         [
             sys.executable,
@@ -57,7 +61,7 @@ def looprail(
             *args,
         ],
         cwd=cwd,
-        env=env,
+        env={k: v for k, v in env.items() if v is not None},
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -225,7 +225,7 @@ def test_trust_and_revoke_through_the_cli(project):
     text = run_cli("capability", "list", "--project", str(project)).stdout
     assert "inactive (no consent (run `looprail trust`))" in text
 
-    p = run_cli("trust", "--project", str(project), "--yes")
+    p = run_cli("trust", "--project", str(project), "--yes", subprocess=True)
     assert p.returncode == 0, p.stderr
     assert "capability extra" in p.stdout and "skill gsd-lint" in p.stdout  # the audit was shown
     assert render(project) == ["extra"]
