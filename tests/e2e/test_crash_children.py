@@ -17,7 +17,7 @@ import pytest
 from looprail.runtime.process import Spawned, reap_spawned, run_bounded, start_ticks
 from looprail.store import Journal
 from tests.support import run_cli
-from tests.support.loop import plan_md, task_xml
+from tests.support.loop import demo_phase, plan_md, task_xml
 from tests.support.procs import PY, alive, pids_in, start_run, wait_for
 
 pytestmark = pytest.mark.skipif(
@@ -87,11 +87,7 @@ def test_reap_kills_only_a_process_whose_start_time_matches(tmp_path):
 
 
 def project_with_slow_executor(root: Path) -> Path:
-    project = root / "project"
-    phase = project / ".planning" / "phases" / "01-demo"
-    phase.mkdir(parents=True)
-    (project / ".planning" / "config.json").write_text("{}")
-    (phase / "01-CONTEXT.md").write_text("ctx\n")
+    project, phase = demo_phase(root)
     (phase / "01-01-PLAN.md").write_text(
         plan_md(
             "01",

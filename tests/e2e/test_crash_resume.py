@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support import feature, write_capability, write_exe
+from tests.support.loop import demo_phase, halting_gate, halting_step
 from tests.support.procs import PY, alive, completed, pids_in, start_run, wait_for
 
 pytestmark = pytest.mark.skipif(
@@ -116,11 +117,7 @@ print(json.dumps({"block": False, "message": "ready"}))
 
 
 def build(root: Path) -> tuple[Path, Path]:
-    project = root / "project"
-    phase = project / ".planning" / "phases" / "01-demo"
-    phase.mkdir(parents=True)
-    (project / ".planning" / "config.json").write_text("{}")
-    (phase / "01-CONTEXT.md").write_text("ctx\n")
+    project, phase = demo_phase(root)
     lr = project / ".looprail"
     exe(lr / "agents" / "planner", PLANNER)
     exe(lr / "agents" / "executor", EXECUTOR)
@@ -151,36 +148,8 @@ def build(root: Path) -> tuple[Path, Path]:
             ],
         ),
     )
-    write_capability(
-        caps,
-        feature(
-            "wavepre",
-            skills=["wave-pre"],
-            steps=[
-                {
-                    "point": "execute:wave:pre",
-                    "ref": {"skill": "wave-pre"},
-                    "produces": [],
-                    "consumes": [],
-                    "onError": "halt",
-                }
-            ],
-        ),
-    )
-    write_capability(
-        caps,
-        feature(
-            "shipgate",
-            gates=[
-                {
-                    "point": "ship:pre",
-                    "check": {"query": "ready"},
-                    "blocking": True,
-                    "onError": "halt",
-                }
-            ],
-        ),
-    )
+    write_capability(caps, halting_step("wavepre", "wave-pre", "execute:wave:pre"))
+    write_capability(caps, halting_gate("shipgate", "ship:pre", "ready"))
     return project, caps
 
 

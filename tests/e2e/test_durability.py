@@ -15,7 +15,7 @@ import pytest
 
 from looprail.store import Journal
 from tests.support import feature, write_capability, write_exe
-from tests.support.loop import plan_md, task_xml
+from tests.support.loop import demo_phase, halting_gate, halting_step, plan_md, task_xml
 from tests.support.procs import PY, killpg, start_run, wait_for
 
 # Every slow executable: log "start", wait while .slow/<name> exists (a test removes it or
@@ -38,11 +38,7 @@ def slow(name):
 
 
 def build(tmp_path: Path) -> tuple[Path, Path]:
-    project = tmp_path / "project"
-    phase = project / ".planning" / "phases" / "01-demo"
-    phase.mkdir(parents=True)
-    (project / ".planning" / "config.json").write_text("{}")
-    (phase / "01-CONTEXT.md").write_text("ctx\n")
+    project, phase = demo_phase(tmp_path)
     (phase / "01-01-PLAN.md").write_text(
         plan_md(
             "01",
@@ -102,36 +98,8 @@ print(json.dumps({"description": "resolved " + sys.argv[1]}))
 """,
     )
     caps = tmp_path / "caps"
-    write_capability(
-        caps,
-        feature(
-            "pre",
-            skills=["wave-pre"],
-            steps=[
-                {
-                    "point": "execute:wave:pre",
-                    "ref": {"skill": "wave-pre"},
-                    "produces": [],
-                    "consumes": [],
-                    "onError": "halt",
-                }
-            ],
-        ),
-    )
-    write_capability(
-        caps,
-        feature(
-            "guard",
-            gates=[
-                {
-                    "point": "execute:post",
-                    "check": {"query": "gate"},
-                    "blocking": True,
-                    "onError": "halt",
-                }
-            ],
-        ),
-    )
+    write_capability(caps, halting_step("pre", "wave-pre", "execute:wave:pre"))
+    write_capability(caps, halting_gate("guard", "execute:post", "gate"))
     write_capability(
         caps,
         feature(

@@ -153,13 +153,38 @@ def every_kind_at_every_point() -> list[dict]:
 OK = Outcome.succeeded()
 
 
-def gated_project(root: Path) -> tuple[Path, Path]:
-    """A phase whose ship:pre gate blocks until `.ready` exists."""
+def demo_phase(root: Path) -> tuple[Path, Path]:
+    """`root/project` with an empty config and phase `01-demo` holding a CONTEXT: where every
+    real-run project starts. Returns the project and the phase folder."""
     project = root / "project"
     phase = project / ".planning" / "phases" / "01-demo"
     phase.mkdir(parents=True)
     (project / ".planning" / "config.json").write_text("{}")
     (phase / "01-CONTEXT.md").write_text("ctx\n")
+    return project, phase
+
+
+def halting_gate(cap_id: str, point: str, query: str) -> dict[str, Any]:
+    """A feature with one blocking gate at `point` asking the check `query` (halts on error)."""
+    gate = {"point": point, "check": {"query": query}, "blocking": True, "onError": "halt"}
+    return feature(cap_id, gates=[gate])
+
+
+def halting_step(cap_id: str, skill: str, point: str) -> dict[str, Any]:
+    """A feature with one step at `point` running the skill `skill` (halts on error)."""
+    step = {
+        "point": point,
+        "ref": {"skill": skill},
+        "produces": [],
+        "consumes": [],
+        "onError": "halt",
+    }
+    return feature(cap_id, skills=[skill], steps=[step])
+
+
+def gated_project(root: Path) -> tuple[Path, Path]:
+    """A phase whose ship:pre gate blocks until `.ready` exists."""
+    project, phase = demo_phase(root)
     (phase / "01-01-PLAN.md").write_text(
         plan_md("01", files=["out/a"], tasks=[task_xml("a1", files=["out/a"])])
     )
@@ -176,18 +201,5 @@ def gated_project(root: Path) -> tuple[Path, Path]:
         'else echo \'{"block": true, "message": "not ready"}\'; fi\n',
     )
     caps = root / "caps"
-    write_capability(
-        caps,
-        feature(
-            "shipgate",
-            gates=[
-                {
-                    "point": "ship:pre",
-                    "check": {"query": "ready"},
-                    "blocking": True,
-                    "onError": "halt",
-                }
-            ],
-        ),
-    )
+    write_capability(caps, halting_gate("shipgate", "ship:pre", "ready"))
     return project, caps
