@@ -2,7 +2,7 @@
 
 The 44 first-party manifests unmodified, the reference's config template with the workflow
 features on, a GSD-format phase with three plans in two waves, role agents and skills from
-`tests/gsdkit.py`, and `gsd_run` = the reference. The run ships; every active gate is evaluated
+`tests/support/gsd.py`, and `gsd_run` = the reference. The run ships; every active gate is evaluated
 (none refused); a state that makes a first-party gate block halts where the reference's
 workflow would, with the host's message and details in the output, the journal and `report`.
 

@@ -28,7 +28,7 @@ project, ready, child_pid_file = sys.argv[1:4]
 lock = RunLock(project, run_id="RUN-HOLDER").acquire()
 if child_pid_file != "-":
     # A child of the run (a step, an agent) must not inherit the lock. Unguarded, so that it
-    # outlives its parent here (a guarded child dies with it: tests/test_crash_children.py).
+    # outlives its parent here (a guarded child dies with it: tests/e2e/test_crash_children.py).
     os.environ["LOOPRAIL_NO_GUARD"] = "1"
     child = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)"
     threading.Thread(
