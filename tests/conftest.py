@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
+
+from tests.support import EXAMPLE
 
 
 @pytest.fixture(autouse=True)
@@ -16,3 +20,11 @@ def _isolated_home(tmp_path_factory, monkeypatch):
     monkeypatch.delenv("LOOPRAIL_CACHE_DIR", raising=False)
     monkeypatch.delenv("LOOPRAIL_NO_CACHE", raising=False)
     return home
+
+
+@pytest.fixture
+def hello(tmp_path):
+    """A copy of the bundled example project (`examples/hello-loop`)."""
+    project = tmp_path / "hello-loop"
+    shutil.copytree(EXAMPLE, project)
+    return project

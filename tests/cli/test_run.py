@@ -4,22 +4,12 @@ runs the real CLI process)."""
 from __future__ import annotations
 
 import json
-import shutil
-
-import pytest
 
 from looprail.points import POINTS
 from tests.support import REPO, run_cli
 
 EXAMPLE = REPO / "examples" / "hello-loop"
 CAPS = REPO / "examples" / "capabilities"
-
-
-@pytest.fixture
-def hello(tmp_path):
-    project = tmp_path / "hello-loop"
-    shutil.copytree(EXAMPLE, project)
-    return project
 
 
 def test_example_ships(hello):

@@ -7,11 +7,9 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
-import time
 
 from tests.support import REPO, feature, run_cli, write_capability
+from tests.support.procs import start_run, wait_for
 
 EXAMPLE = REPO / "examples" / "hello-loop"
 CAPS = REPO / "examples" / "capabilities"
@@ -63,27 +61,10 @@ def test_status_json_calls_a_ctrl_c_run_interrupted(tmp_path):
     marker = project / "executor-started"
     executor = project / ".looprail" / "agents" / "executor"
     executor.write_text(f"#!/bin/sh\ntouch '{marker}'\nsleep 30\n")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from looprail.cli import main; sys.exit(main())",
-            "run",
-            str(project),
-            "--phase",
-            "1",
-            "--capabilities",
-            str(CAPS),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_run(project, caps=CAPS)
     try:
-        deadline = time.monotonic() + 60
-        while not marker.exists():
-            assert time.monotonic() < deadline and proc.poll() is None, "the executor never ran"
-            time.sleep(0.05)
+        wait_for(lambda: marker.exists() or proc.poll() is not None, timeout=60)
+        assert proc.poll() is None, "the executor never ran"
         os.kill(proc.pid, signal.SIGINT)
         proc.communicate(timeout=30)
     finally:

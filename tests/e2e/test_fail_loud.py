@@ -18,13 +18,6 @@ EXAMPLE = REPO / "examples" / "hello-loop"
 CAPS = REPO / "examples" / "capabilities"
 
 
-@pytest.fixture
-def hello(tmp_path):
-    project = tmp_path / "hello-loop"
-    shutil.copytree(EXAMPLE, project)
-    return project
-
-
 def _gate(point: str = "ship:pre") -> dict:
     return {
         "point": point,

@@ -24,6 +24,9 @@ GSD_CAPABILITIES = CONFORMANCE / "gsd-capabilities"
 HOSTILE = TESTS / "hostile"
 FAKES = TESTS / "fakes"
 REFERENCE_DRIVER = TESTS / "reference_driver.cjs"
+# The bundled example project and its capabilities.
+EXAMPLE = REPO / "examples" / "hello-loop"
+EXAMPLE_CAPS = REPO / "examples" / "capabilities"
 
 # A plain clone has no ../shared beside it: tests that read the corpus skip there.
 needs_corpus = pytest.mark.skipif(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -22,13 +21,6 @@ PAUSE_ONCE = (
     '{"local":{"pause-once":{"description":"x","event":"execute:wave:post",'
     '"action":{"type":"interrupt","outcome":"pass"},"maxSelections":1}}}'
 )
-
-
-@pytest.fixture
-def hello(tmp_path):
-    project = tmp_path / "hello-loop"
-    shutil.copytree(EXAMPLE, project)
-    return project
 
 
 def global_hooks(home: Path, text: str) -> None:
