@@ -25,7 +25,11 @@ LOCK_FILE = "run.lock"  # one run per project (project only)
 NEXT_TURN_FILE = "next-turn.json"  # queued native-hook context (project only)
 PARTIAL_DIR = "partial"  # work set aside on resume (project only)
 
-PHASES_DIR = os.path.join(".planning", "phases")
+# The host project's planning folder and the files looprail reads in it.
+PLANNING_DIR = ".planning"
+PHASES_DIR = os.path.join(PLANNING_DIR, "phases")
+ROADMAP_FILE = os.path.join(PLANNING_DIR, "ROADMAP.md")
+PROJECT_CONFIG_FILE = os.path.join(PLANNING_DIR, "config.json")
 
 
 def looprail_home(env: Mapping[str, str] | None = None) -> str:

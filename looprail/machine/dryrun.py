@@ -60,6 +60,7 @@ def _gate_call(
     from pathlib import Path
 
     from looprail.hooks import checks as C
+    from looprail.hostcall import argument_values, query_args
 
     project = Path(project) if project is not None else Path(".")
     if (point, cap) in C.LEDGER_GATES:
@@ -70,7 +71,7 @@ def _gate_call(
             return f"query {query!r} fails the grammar: never run"
         args = " ".join(
             json.dumps(a) if " " in a else a
-            for a in C.argument_values(C.query_args(point), project, phase, phase_dir, "<req ids>")
+            for a in argument_values(query_args(point), project, phase, phase_dir, "<req ids>")
         )
         words = query.split(" ")
         if host_tool:

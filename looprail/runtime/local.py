@@ -20,6 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from looprail.hostcall import UNKNOWN_REQ_IDS, argument_values, query_args, roadmap_req_ids
+from looprail.layout import LOOPRAIL_DIR
 from looprail.runtime.base import (
     EXIT_UNAVAILABLE,
     SESSION_NAME,
@@ -38,8 +40,6 @@ from looprail.runtime.process import (
     find_program,
     run_bounded,
 )
-
-LOOPRAIL_DIR = ".looprail"
 
 # A plain file name: no path separator, no leading "-" (option) or "." (hidden, "..").
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:+@-]*\Z")
@@ -142,10 +142,8 @@ class LocalRuntime(BaseRuntime):
                 return self._run_host_tool(host, [*words, *tail], label, request, ctx)
             return self._run_executable("commands", words[0], [*words[1:], *tail], request, ctx)
         if kind == "query":
-            # The arguments the reference's workflow passes at `ctx.point`
-            # (`hooks.checks.QUERY_ARGS`: the phase number, or the phase folder, …).
-            from looprail.hooks.checks import argument_values, query_args
-
+            # The values the host's workflow passes at `ctx.point` (`hostcall.QUERY_ARGS`:
+            # the phase number, or the phase folder, …).
             names = query_args(ctx.point)
             req_ids = self.phase_req_ids(ctx) if "phase_req_ids" in names else ""
             values = argument_values(names, self.project, ctx.phase_number, ctx.phase_dir, req_ids)
@@ -182,8 +180,6 @@ class LocalRuntime(BaseRuntime):
         """The phase's requirement ids as plan-phase.md gets them: from the host tool's
         `query init.plan-phase N --pick phase_req_ids`, else the ROADMAP.md section; "TBD"
         (the workflow's fallback) when neither knows."""
-        from looprail.hooks.checks import roadmap_req_ids
-
         host = self.host_tool_for(ctx)
         if host:
             args = ["query", "init.plan-phase", ctx.phase_number, "--pick", "phase_req_ids"]
@@ -191,8 +187,8 @@ class LocalRuntime(BaseRuntime):
             text = outcome.stdout.strip() if outcome.ok else ""
             if text and "\n" not in text and text not in ("null", "undefined"):
                 return text
-            return "TBD"
-        return roadmap_req_ids(self.project, ctx.phase_number) or "TBD"
+            return UNKNOWN_REQ_IDS
+        return roadmap_req_ids(self.project, ctx.phase_number) or UNKNOWN_REQ_IDS
 
     # -- the edge -------------------------------------------------------------------------
 

@@ -34,8 +34,8 @@ from looprail.hooks.checks import (
     PREDICATES,
     QUERY_GRAMMAR,
     QUERY_GRAMMAR_TEXT,
-    query_args,
 )
+from looprail.hostcall import query_args
 from looprail.runtime.process import escape_untrusted
 
 if TYPE_CHECKING:
