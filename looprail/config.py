@@ -28,6 +28,7 @@ import re  # already loaded by json: free on the hot path
 from looprail.errors import (
     ConfigError,  # a plain module: nothing heavy on the hot path
 )
+from looprail.layout import PROJECT_CONFIG_FILE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs milliseconds on the render-hooks start path
@@ -47,7 +48,7 @@ MAX_DEEP_BYTES = 2 * 1024 * 1024
 
 
 def config_path(project: str | Path) -> str:
-    return os.path.join(os.fspath(project), ".planning", "config.json")
+    return os.path.join(os.fspath(project), PROJECT_CONFIG_FILE)
 
 
 def read_bounded(path: str, limit: int = MAX_CONFIG_BYTES) -> bytes | None:

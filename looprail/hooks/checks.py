@@ -36,6 +36,7 @@ from looprail.errors import CheckFailedError as CheckFailedError  # re-exported
 from looprail.errors import LooprailError
 from looprail.hostcall import UNKNOWN_REQ_IDS, predicate_args, predicate_flags
 from looprail.jsonload import json_type_name
+from looprail.layout import PLANNING_DIR
 from looprail.runtime.base import EXIT_UNAVAILABLE  # "could not look": never a verdict
 from looprail.runtime.process import escape_untrusted, run_bounded, tail
 
@@ -656,7 +657,7 @@ def _find_reference_artifact(base: Path, artifact: str) -> Path | None:
     looked up; anything else (`a/b`, `..`, a NUL) is "not found", as there."""
     if artifact in (".", "..") or "/" in artifact or "\\" in artifact or "\0" in artifact:
         return None
-    for candidate in (base / artifact, base / ".planning" / artifact):
+    for candidate in (base / artifact, base / PLANNING_DIR / artifact):
         if _is_file(candidate):
             return candidate
     try:

@@ -9,6 +9,7 @@ from typing import Any
 
 from looprail.hooks.checks import COMMAND_GRAMMAR
 from looprail.hooks.resolve import resolve
+from looprail.layout import LOOPRAIL_DIR
 from looprail.machine.progress import plural
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
 
@@ -76,7 +77,7 @@ def _gate_call(
         words = query.split(" ")
         if host_tool:
             return f"query: {host_tool} check {query} {args} --raw"
-        return f"query: .looprail/checks/{words[0]} {' '.join([*words[1:], args])}"
+        return f"query: {LOOPRAIL_DIR}/checks/{words[0]} {' '.join([*words[1:], args])}"
     if "predicate" in check and isinstance(check["predicate"], dict):
         kind = check["predicate"].get("kind")
         return f"predicate {kind}" + (f" ({host_tool} check predicate)" if host_tool else "")

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from looprail.hostcall import UNKNOWN_REQ_IDS, argument_values, query_args, roadmap_req_ids
-from looprail.layout import LOOPRAIL_DIR
+from looprail.layout import AGENTS_DIR, CHECKS_DIR, COMMANDS_DIR, LOOPRAIL_DIR, SKILLS_DIR
 from looprail.runtime.base import (
     EXIT_UNAVAILABLE,
     SESSION_NAME,
@@ -122,12 +122,12 @@ class LocalRuntime(BaseRuntime):
     def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
         kind = request.kind
         if kind == "skill":
-            return self._run_executable("skills", request.name, [], request, ctx)
+            return self._run_executable(SKILLS_DIR, request.name, [], request, ctx)
         if kind in ("agent", "verdict"):
-            return self._run_executable("agents", request.name, [], request, ctx, banner=True)
+            return self._run_executable(AGENTS_DIR, request.name, [], request, ctx, banner=True)
         if kind in ("phase", "task"):
             role = request.role or TASK_ROLE
-            return self._run_executable("agents", role, [], request, ctx, banner=True)
+            return self._run_executable(AGENTS_DIR, role, [], request, ctx, banner=True)
         if kind in ("message", "compact"):
             return self._run_executable(None, SESSION_NAME, [], request, ctx)
         words = request.words or ()
@@ -140,7 +140,7 @@ class LocalRuntime(BaseRuntime):
             if host:
                 label = f"{host} {' '.join(words)}"
                 return self._run_host_tool(host, [*words, *tail], label, request, ctx)
-            return self._run_executable("commands", words[0], [*words[1:], *tail], request, ctx)
+            return self._run_executable(COMMANDS_DIR, words[0], [*words[1:], *tail], request, ctx)
         if kind == "query":
             # The values the host's workflow passes at `ctx.point` (`hostcall.QUERY_ARGS`:
             # the phase number, or the phase folder, …).
@@ -151,16 +151,16 @@ class LocalRuntime(BaseRuntime):
                 argv = ["check", *words, *values, "--raw"]
                 label = f"{host} check {' '.join(words)}"
                 return self._run_host_tool(host, argv, label, request, ctx)
-            return self._run_executable("checks", words[0], [*words[1:], *values], request, ctx)
+            return self._run_executable(CHECKS_DIR, words[0], [*words[1:], *values], request, ctx)
         raise ValueError(f"unknown request kind {kind!r}")  # pragma: no cover - Literal
 
     def verdict_label(self, request: Request, ctx: DispatchContext) -> str:
         if request.kind == "verdict":
-            return f"{LOOPRAIL_DIR}/agents/{request.name}"
+            return f"{LOOPRAIL_DIR}/{AGENTS_DIR}/{request.name}"
         host = ctx.host_tool or self.host_tool
         if host:
             return f"{host} check {request.name}"
-        return f"{LOOPRAIL_DIR}/checks/{(request.words or ('',))[0]}"
+        return f"{LOOPRAIL_DIR}/{CHECKS_DIR}/{(request.words or ('',))[0]}"
 
     def host_tool_for(self, ctx: DispatchContext) -> str | None:
         """The host tool that answers for `ctx` (its own, else this runtime's), or None."""
