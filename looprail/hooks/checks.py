@@ -64,7 +64,8 @@ _PHASE_PREFIX = re.compile(r"^[0-9][0-9.]*(?:-[0-9][0-9.]*)*-")
 
 
 # Gates the reference's workflow enforces its own way rather than by their declared check:
-# ship.md step 7 reads the broken-windows ledger through `gsd_run windows status`.
+# its ship workflow (step 7) reads the broken-windows ledger through `gsd_run windows status`
+# (docs/checks.md).
 LEDGER_GATES = {("ship:pre", "broken-windows")}
 LEDGER_PATH = ".planning/WINDOWS.md"
 
@@ -214,7 +215,7 @@ def at_point(ctx: CheckContext) -> CheckContext:
 def evaluate_ledger(
     ctx: CheckContext, runtime: CheckRuntime | None = None, runtime_ctx: Any = None
 ) -> CheckResult:
-    """The broken-windows ship gate as ship.md enforces it: the ledger's `open_count` must be
+    """The broken-windows ship gate as the reference's ship workflow enforces it: the ledger's `open_count` must be
     0; no ledger passes; a ledger that cannot be read blocks. Through the host tool's
     `windows status --raw` when there is one, else from `.planning/WINDOWS.md` directly."""
     from looprail.hooks.ledger import LedgerError, parse_ledger
