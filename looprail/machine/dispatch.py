@@ -204,8 +204,8 @@ class Dispatcher:
         )
 
     def _phase_req_ids(self, point: str, ctx: DispatchContext) -> str:
-        """Only plan:post passes requirement ids (the reference's plan-phase workflow, docs/checks.md);
-        ask once per point."""
+        """Only plan:post passes requirement ids (the reference's plan-phase workflow,
+        docs/checks.md); ask once per point."""
         if "phase_req_ids" not in query_args(point) + predicate_args(point):
             return ""
         ask = getattr(self.runtime, "phase_req_ids", None)

@@ -177,8 +177,9 @@ class LocalRuntime(BaseRuntime):
         return self._run_host_tool(host, list(args), f"{host} {' '.join(args[:2])}", request, ctx)
 
     def phase_req_ids(self, ctx: DispatchContext) -> str:
-        """The phase's requirement ids as the reference's plan-phase workflow gets them (docs/checks.md): from the host tool's
-        `query init.plan-phase N --pick phase_req_ids`, else the ROADMAP.md section; "TBD"
+        """The phase's requirement ids as the reference's plan-phase workflow gets them
+        (docs/checks.md): from the host tool's `query init.plan-phase N --pick phase_req_ids`,
+        else the ROADMAP.md section; "TBD"
         (the workflow's fallback) when neither knows."""
         host = self.host_tool_for(ctx)
         if host:
