@@ -574,7 +574,8 @@ KNOWN_SETTINGS = frozenset(
 # More keys the reference host reads or writes that are not capability keys: its central config
 # schema (valid keys, dynamic-key families, runtime state) and the keys of its config template
 # (the reference's `templates/config.json`, whose workflow.* feature keys capabilities
-# declare). They are not typos, so `render-hooks` does not warn about them; they do not restrict manifests.
+# declare). They are not typos, so `render-hooks` does not warn about them; they do not
+# restrict manifests.
 REFERENCE_SETTINGS = frozenset(
     {
         "agent_skills_security.trusted_global_roots",

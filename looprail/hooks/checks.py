@@ -216,8 +216,9 @@ def evaluate_ledger(
     ctx: CheckContext, runtime: CheckRuntime | None = None, runtime_ctx: Any = None
 ) -> CheckResult:
     """The broken-windows ship gate as the reference's ship workflow enforces it: the ledger's
-    `open_count` must be 0; no ledger passes; a ledger that cannot be read blocks. Through the host tool's
-    `windows status --raw` when there is one, else from `.planning/WINDOWS.md` directly."""
+    `open_count` must be 0; no ledger passes; a ledger that cannot be read blocks. Through the
+    host tool's `windows status --raw` when there is one, else from `.planning/WINDOWS.md`
+    directly."""
     from looprail.hooks.ledger import LedgerError, parse_ledger
 
     details: dict[str, Any] = {"ledger": LEDGER_PATH}
