@@ -28,6 +28,7 @@ import re  # already loaded by json: free on the hot path
 from looprail.errors import (
     ConfigError,  # a plain module: nothing heavy on the hot path
 )
+from looprail.layout import PROJECT_CONFIG_FILE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs milliseconds on the render-hooks start path
@@ -47,7 +48,7 @@ MAX_DEEP_BYTES = 2 * 1024 * 1024
 
 
 def config_path(project: str | Path) -> str:
-    return os.path.join(os.fspath(project), ".planning", "config.json")
+    return os.path.join(os.fspath(project), PROJECT_CONFIG_FILE)
 
 
 def read_bounded(path: str, limit: int = MAX_CONFIG_BYTES) -> bytes | None:
@@ -572,8 +573,9 @@ KNOWN_SETTINGS = frozenset(
 
 # More keys the reference host reads or writes that are not capability keys: its central config
 # schema (valid keys, dynamic-key families, runtime state) and the keys of its config template
-# (`gsd-core/templates/config.json`, whose workflow.* feature keys capabilities declare). They
-# are not typos, so `render-hooks` does not warn about them; they do not restrict manifests.
+# (the reference's `templates/config.json`, whose workflow.* feature keys capabilities
+# declare). They are not typos, so `render-hooks` does not warn about them; they do not
+# restrict manifests.
 REFERENCE_SETTINGS = frozenset(
     {
         "agent_skills_security.trusted_global_roots",

@@ -24,8 +24,31 @@ JOURNAL_FILE = "journal.sqlite"  # the run journal (project only)
 LOCK_FILE = "run.lock"  # one run per project (project only)
 NEXT_TURN_FILE = "next-turn.json"  # queued native-hook context (project only)
 PARTIAL_DIR = "partial"  # work set aside on resume (project only)
+LOGS_DIR = "logs"  # agent transcripts, per run (project only)
+WORKTREES_DIR = "worktrees"  # one git worktree per plan (project only)
+CACHE_DIR = "cache"  # (project only)
+# The local runtime's executables and role prompts (project only).
+AGENTS_DIR = "agents"
+SKILLS_DIR = "skills"
+COMMANDS_DIR = "commands"
+CHECKS_DIR = "checks"
+ROLES_DIR = "roles"
+# looprail's run state inside the project folder, as .gitignore patterns relative to it: it
+# never belongs in a commit (`looprail init` writes them to .gitignore, plan worktrees to
+# .git/info/exclude).
+STATE_PATTERNS = (
+    f"{JOURNAL_FILE}*",
+    LOCK_FILE,
+    f"{LOGS_DIR}/",
+    f"{WORKTREES_DIR}/",
+    f"{CACHE_DIR}/",
+)
 
-PHASES_DIR = os.path.join(".planning", "phases")
+# The host project's planning folder and the files looprail reads in it.
+PLANNING_DIR = ".planning"
+PHASES_DIR = os.path.join(PLANNING_DIR, "phases")
+ROADMAP_FILE = os.path.join(PLANNING_DIR, "ROADMAP.md")
+PROJECT_CONFIG_FILE = os.path.join(PLANNING_DIR, "config.json")
 
 
 def looprail_home(env: Mapping[str, str] | None = None) -> str:

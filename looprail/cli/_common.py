@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
+from looprail.layout import LOOPRAIL_DIR
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
@@ -19,7 +21,7 @@ def add_project_options(parser: argparse.ArgumentParser) -> None:
         "--project",
         default=".",
         metavar="DIR",
-        help="project folder holding .planning/ and .looprail/ (default: current directory)",
+        help=f"project folder holding .planning/ and {LOOPRAIL_DIR}/ (default: current directory)",
     )
     parser.add_argument(
         "--capabilities",

@@ -5,15 +5,20 @@ from __future__ import annotations
 import sys
 
 from looprail.cli._common import add_project_options
+from looprail.layout import (
+    AGENTS_DIR,
+    LOGS_DIR,
+    LOOPRAIL_DIR,
+    PHASES_DIR,
+    PROJECT_CONFIG_FILE,
+    ROADMAP_FILE,
+    ROLES_DIR,
+    STATE_PATTERNS,
+)
 
-GITIGNORE = """\
-# looprail state (journal, run lock, transcripts, plan worktrees)
-.looprail/journal.sqlite*
-.looprail/run.lock
-.looprail/logs/
-.looprail/worktrees/
-.looprail/cache/
-"""
+GITIGNORE = "# looprail state (journal, run lock, transcripts, plan worktrees)\n" + "".join(
+    f"{LOOPRAIL_DIR}/{pattern}\n" for pattern in STATE_PATTERNS
+)
 
 ROADMAP = """\
 # Roadmap
@@ -31,7 +36,7 @@ def register(sub) -> None:
         "init",
         help="scaffold a project that runs (config, roadmap, first phase, role briefs, git)",
         description="Create DIR (default: .) as a looprail project: .planning/config.json with "
-        "the chosen agent, ROADMAP.md, a first phase folder, .looprail/roles/ with the role "
+        f"the chosen agent, ROADMAP.md, a first phase folder, {LOOPRAIL_DIR}/roles/ with the role "
         "briefs to edit, a .gitignore for looprail's state, and a git repository. Existing "
         "files are never overwritten.",
     )
@@ -73,20 +78,20 @@ def init(args) -> int:
     root = Path(args.dir)
     if root.exists() and not root.is_dir():
         raise UsageError(f"{root}: exists and is not a folder")
-    config = root / ".planning" / "config.json"
+    config = root / PROJECT_CONFIG_FILE
     if config.exists():
         raise UsageError(f"{config}: already a looprail project (nothing changed)")
-    phase = root / ".planning" / "phases" / "01-first"
+    phase = root / PHASES_DIR / "01-first"
     phase.mkdir(parents=True, exist_ok=True)
     (phase / ".gitkeep").touch()
     config.write_text(json.dumps({"looprail": {"agent": args.agent}}, indent=2) + "\n")
     written = [config, phase]
-    roadmap = root / ".planning" / "ROADMAP.md"
+    roadmap = root / ROADMAP_FILE
     if not roadmap.exists():
         goal = args.goal or "Describe what phase 1 delivers, in a few sentences."
         roadmap.write_text(ROADMAP.format(title="first", goal=goal))
         written.append(roadmap)
-    roles = root / ".looprail" / "roles"
+    roles = root / LOOPRAIL_DIR / ROLES_DIR
     roles.mkdir(parents=True, exist_ok=True)
     for role in ROLES:
         target = roles / f"{role}.md"
@@ -98,7 +103,7 @@ def init(args) -> int:
         if shutil.which("python3") is None:  # keep the portable #! only where it resolves
             starter = starter.replace("#!/usr/bin/env python3", f"#!{sys.executable}", 1)
         for role in ROLES:
-            target = root / ".looprail" / "agents" / role
+            target = root / LOOPRAIL_DIR / AGENTS_DIR / role
             if not target.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(
@@ -108,7 +113,7 @@ def init(args) -> int:
                 written.append(target)
     ignore = root / ".gitignore"
     have = ignore.read_text() if ignore.exists() else ""
-    if ".looprail/logs/" not in have:
+    if f"{LOOPRAIL_DIR}/{LOGS_DIR}/" not in have:
         ignore.write_text(have + ("\n" if have and not have.endswith("\n") else "") + GITIGNORE)
         written.append(ignore)
     if shutil.which("git") and not is_git_repo(root):
@@ -178,7 +183,7 @@ def doctor(args) -> int:
             if why:
                 bad(f"local: {why} (write it, or pick an agent: looprail init --agent claude)")
         if not problems:
-            print("✓ local: role executables under .looprail/agents/")
+            print(f"✓ local: role executables under {LOOPRAIL_DIR}/agents/")
     else:
         print(f"✓ {name}: a registered runtime (nothing to check)")
     if shutil.which("git") is None:

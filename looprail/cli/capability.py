@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from looprail.cli._common import add_project_options, group, print_json, project_folder, warn
+from looprail.layout import LOOPRAIL_DIR
 
 
 def register(sub) -> None:
@@ -15,8 +16,8 @@ def register(sub) -> None:
         "and JSON path",
         description="Validate every capability in DIR… (a capability folder holding "
         "capability.json, or a folder of them). Without DIR, validate the project's whole "
-        "search path (--capabilities, LOOPRAIL_CAPABILITIES, ~/.looprail/capabilities, "
-        "<project>/.looprail/capabilities) merged, as the loop would load it. Each problem "
+        f"search path (--capabilities, LOOPRAIL_CAPABILITIES, ~/{LOOPRAIL_DIR}/capabilities, "
+        f"<project>/{LOOPRAIL_DIR}/capabilities) merged, as the loop would load it. Each problem "
         "is one line naming the file and JSON path. A manifest is checked in layers: JSON, then "
         "the shape (every shape error at once), then the rules across fields once the shape is "
         "valid, so fixing one layer can reveal the next. A `ref.command` or `check.query` that "
@@ -43,8 +44,8 @@ def register(sub) -> None:
         "remove",
         help="delete an overlay capability (project overlay, or --global)",
         description="Remove capability ID from the project overlay "
-        "(<project>/.looprail/capabilities/ID) or, with --global, from ~/.looprail/capabilities. "
-        "First-party sets are never touched.",
+        f"(<project>/{LOOPRAIL_DIR}/capabilities/ID) or, with --global, from "
+        f"~/{LOOPRAIL_DIR}/capabilities. First-party sets are never touched.",
     )
     p.add_argument("id", metavar="ID", help="id of the overlay capability to delete")
     p.add_argument("--global", dest="global_", action="store_true", help="the global overlay")
@@ -71,9 +72,9 @@ def register(sub) -> None:
         help="validate, audit and copy a capability folder into an overlay (asks consent)",
         description="Validate the capability folder DIR, print its audit, ask for consent "
         "(--yes answers yes; without a terminal --yes is required) and copy it to the project "
-        "overlay <project>/.looprail/capabilities/<id> (default; consent is recorded) or, with "
-        "--global, to ~/.looprail/capabilities/<id>. A capability carrying a command or query "
-        "that fails the command grammar is refused.",
+        f"overlay <project>/{LOOPRAIL_DIR}/capabilities/<id> (default; consent is recorded) "
+        f"or, with --global, to ~/{LOOPRAIL_DIR}/capabilities/<id>. A capability carrying a "
+        "command or query that fails the command grammar is refused.",
     )
     p.add_argument("dir", metavar="DIR", help="the capability folder (holding capability.json)")
     p.add_argument(

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from looprail.cli._common import add_project_options, group, print_json, warn
+from looprail.layout import LOOPRAIL_DIR
 
 if TYPE_CHECKING:
     from looprail.hooks.native.config import CatalogEntry, HooksFile
@@ -20,8 +21,8 @@ def register(sub) -> None:
         "validate",
         help="validate hooks files; every problem with its file and JSON path",
         description="Validate native hooks files. Without FILE: the global file "
-        "($LOOPRAIL_HOME/hooks.json or ~/.looprail/hooks.json) and the project's "
-        ".looprail/hooks.json, those that exist. Exit 1 when any file has a problem.",
+        f"($LOOPRAIL_HOME/hooks.json or ~/{LOOPRAIL_DIR}/hooks.json) and the project's "
+        f"{LOOPRAIL_DIR}/hooks.json, those that exist. Exit 1 when any file has a problem.",
     )
     p.add_argument("files", nargs="*", metavar="FILE", help="hooks files to validate")
     add_project_options(p)  # --capabilities is accepted for uniformity; hooks.json is not one

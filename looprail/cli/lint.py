@@ -5,13 +5,14 @@ from __future__ import annotations
 import sys
 
 from looprail.cli._common import add_flavor_option, add_project_options, phase_number
+from looprail.layout import LOOPRAIL_DIR
 
-DESCRIPTION = """\
+DESCRIPTION = f"""\
 Check PROJECT without running anything: capability manifests (every issue), artifacts consumed
 before anything produces them or produced twice at one point, gates that can never run or never
-pass (a `when` that is never true, a query failing the grammar or with no .looprail/checks/
+pass (a `when` that is never true, a query failing the grammar or with no {LOOPRAIL_DIR}/checks/
 executable, a predicate command that is not installed), steps whose skill, agent or command is
-missing under .looprail/, and the plans of every phase (invalid PLAN.md, dangling depends_on,
+missing under {LOOPRAIL_DIR}/, and the plans of every phase (invalid PLAN.md, dangling depends_on,
 cycles, waves that must run sequentially, tracker-ids without exactly one resolver).
 
 Each finding has a severity (error, warning, info), the file and field, and a fix. Exit 1 when
@@ -43,7 +44,7 @@ def register(sub) -> None:
         "--host-tool",
         metavar="TOOL",
         help="step commands and query checks go to this host tool (e.g. gsd_run): check it is "
-        "on PATH instead of .looprail/commands and .looprail/checks",
+        f"on PATH instead of {LOOPRAIL_DIR}/commands and {LOOPRAIL_DIR}/checks",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output (stable shape)")
     add_project_options(p)

@@ -110,7 +110,7 @@ def render_hooks(args) -> int:
         check_point(args.point)
     except InvalidPointError as exc:
         # The reference exits 1 here; an unknown point is a usage error (exit 2), like every
-        # other bad argument (docs/cli.md lists the exit codes).
+        # other bad argument (README.md, "Exit codes").
         print(f"Error: {exc}", file=sys.stderr)
         return 2
     compiled = load_compiled(args.project, args.capabilities)

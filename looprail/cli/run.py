@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from looprail.cli._common import add_flavor_option, add_project_options, phase_number
+from looprail.layout import LOOPRAIL_DIR
 from looprail.points import POINTS
 
 
@@ -53,7 +54,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--agent",
         metavar="NAME",
-        help="the runtime that does the work: local (default: executables under .looprail/), "
+        help=f"the runtime that does the work: local (default: executables under {LOOPRAIL_DIR}/), "
         "claude, codex, opencode, gemini, scripted, or an installed plugin; default: "
         "looprail.agent in .planning/config.json, else local",
     )

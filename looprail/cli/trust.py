@@ -4,14 +4,15 @@ its `.looprail/hooks.json`, after seeing what they can run (see docs/security.md
 from __future__ import annotations
 
 from looprail.cli._common import add_project_options, project_folder
+from looprail.layout import LOOPRAIL_DIR
 
 
 def register(sub) -> None:
     p = sub.add_parser(
         "trust",
         help="review and consent to the project's own capabilities and hooks.json",
-        description="Print the audit of every project capability (<project>/.looprail/"
-        "capabilities) and of the project's .looprail/hooks.json that has no valid consent "
+        description=f"Print the audit of every project capability (<project>/{LOOPRAIL_DIR}/"
+        f"capabilities) and of the project's {LOOPRAIL_DIR}/hooks.json that has no valid consent "
         "(never consented, or changed since), then ask for consent (--yes answers yes; without "
         "a terminal --yes is required). Consent is bound to the exact content: changing any "
         "file makes it inactive again until you trust it again.",

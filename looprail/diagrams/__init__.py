@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from looprail.layout import PLANNING_DIR
+
 if TYPE_CHECKING:  # pragma: no cover
     import networkx as nx
 
@@ -35,7 +37,7 @@ __all__ = [
 
 def is_project(path: str | Path) -> bool:
     """A folder with `.planning/` (what `looprail run` accepts)."""
-    return (Path(path) / ".planning").is_dir()
+    return (Path(path) / PLANNING_DIR).is_dir()
 
 
 def load_envelopes(

@@ -34,7 +34,9 @@ from typing import Any, Protocol, cast
 from looprail.config import MISSING, lookup
 from looprail.errors import CheckFailedError as CheckFailedError  # re-exported
 from looprail.errors import LooprailError
+from looprail.hostcall import UNKNOWN_REQ_IDS, predicate_args, predicate_flags
 from looprail.jsonload import json_type_name
+from looprail.layout import PLANNING_DIR
 from looprail.runtime.base import EXIT_UNAVAILABLE  # "could not look": never a verdict
 from looprail.runtime.process import escape_untrusted, run_bounded, tail
 
@@ -61,111 +63,11 @@ INTERPOLATED_VARS = ("PHASE_NUMBER", "PHASE_DIR", "PHASE_REQ_IDS")
 _PHASE_PREFIX = re.compile(r"^[0-9][0-9.]*(?:-[0-9][0-9.]*)*-")
 
 
-# ── what the reference's workflows pass at each point ────────────────────────────────────────
-#
-# `gsd_run check <query> <args…> --raw` and `gsd_run check predicate --predicate JSON <flags…>`:
-# each workflow passes its own argument (read from gsd-core/workflows/*.md; table in
-# docs/checks.md). Points whose workflow dispatches no generic gate get the phase number for a
-# query and both the phase number and folder for a predicate.
-QUERY_ARGS: dict[str, tuple[str, ...]] = {
-    "plan:pre": ("phase_number",),  # plan-phase.md §5.6: check ui-plan-gate "${PHASE}"
-    "plan:post": ("phase_dir", "phase_req_ids"),  # plan-phase.md §13
-    "execute:wave:post": ("phase_number",),  # execute-phase.md, wave post
-    "execute:post": ("phase_number",),  # execute-phase.md, execute:post gate dispatch
-    "verify:pre": ("phase_dir",),  # verify-work.md verify_pre_hooks
-}
-PREDICATE_ARGS: dict[str, tuple[str, ...]] = {
-    "plan:post": ("phase_dir", "phase_req_ids"),
-    "execute:wave:post": ("phase_number",),
-    "execute:post": ("phase_number",),
-    "verify:pre": ("phase_dir",),
-    "ship:pre": ("phase_dir",),  # ship.md step 6 reads ${PHASE_DIR}/*-SECURITY.md
-}
-DEFAULT_QUERY_ARGS = ("phase_number",)
-DEFAULT_PREDICATE_ARGS = ("phase_number", "phase_dir")
 # Gates the reference's workflow enforces its own way rather than by their declared check:
-# ship.md step 7 reads the broken-windows ledger through `gsd_run windows status`.
+# its ship workflow (step 7) reads the broken-windows ledger through `gsd_run windows status`
+# (docs/checks.md).
 LEDGER_GATES = {("ship:pre", "broken-windows")}
 LEDGER_PATH = ".planning/WINDOWS.md"
-
-
-def query_args(point: str | None) -> tuple[str, ...]:
-    return QUERY_ARGS.get(point or "", DEFAULT_QUERY_ARGS)
-
-
-def predicate_args(point: str | None) -> tuple[str, ...]:
-    return PREDICATE_ARGS.get(point or "", DEFAULT_PREDICATE_ARGS)
-
-
-def shown_phase_dir(project: Path, phase_dir: Path | None) -> str:
-    """The phase folder as the reference's workflows pass it: relative to the project
-    (`.planning/phases/01-demo`) when it is inside, else absolute."""
-    if phase_dir is None:
-        return ""
-    absolute = phase_dir if phase_dir.is_absolute() else project / phase_dir
-    try:
-        return str(absolute.relative_to(project))
-    except ValueError:
-        return str(absolute)
-
-
-def argument_values(
-    names: Sequence[str],
-    project: Path,
-    phase_number: str,
-    phase_dir: Path | None,
-    phase_req_ids: str,
-) -> list[str]:
-    """The positional values of a query call, in order (`TBD` for unknown requirement ids,
-    as plan-phase.md falls back)."""
-    values = {
-        "phase_number": phase_number,
-        "phase_dir": shown_phase_dir(project, phase_dir),
-        "phase_req_ids": phase_req_ids or "TBD",
-    }
-    return [values[n] for n in names]
-
-
-def predicate_flags(
-    names: Sequence[str],
-    project: Path,
-    phase_number: str,
-    phase_dir: Path | None,
-    phase_req_ids: str,
-) -> list[str]:
-    """`--phase-number N` / `--phase-dir D` / `--phase-req-ids R` for `check predicate`."""
-    flags: list[str] = []
-    for name in names:
-        if name == "phase_number" and phase_number:
-            flags += ["--phase-number", phase_number]
-        elif name == "phase_dir" and phase_dir is not None:
-            flags += ["--phase-dir", shown_phase_dir(project, phase_dir)]
-        elif name == "phase_req_ids":
-            flags += ["--phase-req-ids", phase_req_ids or "TBD"]
-    return flags
-
-
-def roadmap_req_ids(project: Path, phase_number: str) -> str:
-    """The `**Requirements**:` line of the phase's ROADMAP.md section, as the reference's
-    `init plan-phase` reads it (`REQ-01, REQ-02`), or "" when there is none or it is TBD."""
-    try:
-        text = (project / ".planning" / "ROADMAP.md").read_text(errors="replace")
-    except OSError:
-        return ""
-    number = phase_number.lstrip("0") or "0"
-    heading = re.compile(rf"^#{{1,6}}\s*Phase\s+0*{re.escape(number)}(?![0-9.])", re.M)
-    found = heading.search(text)
-    if found is None:
-        return ""
-    rest = text[found.end() :]
-    following = re.search(r"^#{1,6}\s*Phase\s+", rest, re.M)
-    section = rest[: following.start()] if following else rest
-    line = re.search(r"^\*\*Requirements:?\*\*[^\S\n]*:?[^\S\n]*([^\n]*)$", section, re.M)
-    if line is None:
-        return ""
-    ids = [p.strip() for p in line.group(1).replace("[", "").replace("]", "").split(",")]
-    joined = ", ".join(p for p in ids if p)
-    return "" if joined == "TBD" else joined
 
 
 # ── results and context ──────────────────────────────────────────────────────────────────────
@@ -306,16 +208,17 @@ def at_point(ctx: CheckContext) -> CheckContext:
         ctx,
         phase_number=ctx.phase_number if "phase_number" in names else "",
         phase_dir=ctx.phase_dir if "phase_dir" in names else None,
-        phase_req_ids=(ctx.phase_req_ids or "TBD") if "phase_req_ids" in names else "",
+        phase_req_ids=(ctx.phase_req_ids or UNKNOWN_REQ_IDS) if "phase_req_ids" in names else "",
     )
 
 
 def evaluate_ledger(
     ctx: CheckContext, runtime: CheckRuntime | None = None, runtime_ctx: Any = None
 ) -> CheckResult:
-    """The broken-windows ship gate as ship.md enforces it: the ledger's `open_count` must be
-    0; no ledger passes; a ledger that cannot be read blocks. Through the host tool's
-    `windows status --raw` when there is one, else from `.planning/WINDOWS.md` directly."""
+    """The broken-windows ship gate as the reference's ship workflow enforces it: the ledger's
+    `open_count` must be 0; no ledger passes; a ledger that cannot be read blocks. Through the
+    host tool's `windows status --raw` when there is one, else from `.planning/WINDOWS.md`
+    directly."""
     from looprail.hooks.ledger import LedgerError, parse_ledger
 
     details: dict[str, Any] = {"ledger": LEDGER_PATH}
@@ -756,7 +659,7 @@ def _find_reference_artifact(base: Path, artifact: str) -> Path | None:
     looked up; anything else (`a/b`, `..`, a NUL) is "not found", as there."""
     if artifact in (".", "..") or "/" in artifact or "\\" in artifact or "\0" in artifact:
         return None
-    for candidate in (base / artifact, base / ".planning" / artifact):
+    for candidate in (base / artifact, base / PLANNING_DIR / artifact):
         if _is_file(candidate):
             return candidate
     try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from looprail.layout import PLANNING_DIR
+
 if TYPE_CHECKING:
     pass
 
@@ -33,7 +35,7 @@ def _config(data: LintInput) -> list[Finding]:
             Finding(
                 severity="info",
                 code="no-planning",
-                file=".planning/",
+                file=f"{PLANNING_DIR}/",
                 message="no .planning/ folder: only capabilities were linted",
                 fix="create .planning/ (config.json, phases/NN-name/) to lint config and plans",
             )

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from looprail.layout import LOOPRAIL_DIR
+
 if TYPE_CHECKING:
     pass
 
@@ -58,9 +60,9 @@ RULES: dict[str, Rule] = {
         Rule("predicate-command-missing", _EW, "a command-exit-zero program is not there"),
         Rule("command-invalid", _EW, "a command-exit-zero command is not valid shell"),
         Rule("gate-blocks", _W, "a blocking config-equals gate refuses under the config"),
-        Rule("agent-missing", _W, "no executable .looprail/agents/<name>"),
-        Rule("skill-missing", _W, "no executable .looprail/skills/<flavor>-<skill>"),
-        Rule("command-missing", _W, "no executable .looprail/commands/<first word>"),
+        Rule("agent-missing", _W, f"no executable {LOOPRAIL_DIR}/agents/<name>"),
+        Rule("skill-missing", _W, f"no executable {LOOPRAIL_DIR}/skills/<flavor>-<skill>"),
+        Rule("command-missing", _W, f"no executable {LOOPRAIL_DIR}/commands/<first word>"),
         Rule("command-grammar", _E, "a step command fails the grammar: never run"),
         # plans
         Rule("plan-invalid", _E, "a PLAN.md cannot be read or names what is not there"),

@@ -8,6 +8,8 @@ import shlex
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from looprail.layout import LOOPRAIL_DIR
+
 if TYPE_CHECKING:
     pass
 
@@ -123,7 +125,7 @@ def _gate(data: LintInput, d: _Decl) -> list[Finding]:
                         path=f"{d.path}.check.agentVerdict.ref",
                         message=f"{d.name}: {why}, so this advisory gate can never deliver a "
                         "verdict",
-                        fix=f"add an executable .looprail/agents/{ref}",
+                        fix=f"add an executable {LOOPRAIL_DIR}/agents/{ref}",
                     )
                 )
     return out
@@ -162,7 +164,7 @@ def _query_target(data: LintInput, d: _Decl, word: str, severe: Severity) -> lis
             file=d.file,
             path=f"{d.path}.check.query",
             message=f"{d.name}: {why}, so the gate can never pass: {effect}",
-            fix=f"add an executable .looprail/checks/{word} that prints "
+            fix=f"add an executable {LOOPRAIL_DIR}/checks/{word} that prints "
             '{"block": false, "message": ""}, or run with --host-tool',
         )
     ]
@@ -330,7 +332,7 @@ def _step(data: LintInput, d: _Decl) -> list[Finding]:
                 file=d.file,
                 path=path,
                 message=f"{d.name}: {why}; when it runs, {effect} (onError {on_error})",
-                fix=f"add an executable .looprail/{folder}/{name}",
+                fix=f"add an executable {LOOPRAIL_DIR}/{folder}/{name}",
             )
         )
     return out

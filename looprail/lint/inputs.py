@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from looprail.errors import LooprailError, PlanError
+from looprail.layout import PLANNING_DIR
 
 if TYPE_CHECKING:
     from looprail.hooks.registry import CompiledRegistry, Registry
@@ -122,7 +123,7 @@ def load_input(
     if not root.is_dir():
         raise UsageError(f"{project}: no such project folder")
     root = root.resolve()
-    has_planning = (root / ".planning").is_dir()
+    has_planning = (root / PLANNING_DIR).is_dir()
     config = load_project_config_strict(root)  # a malformed config stops lint: file:line:col
     config_warnings: list[str] = []
     registry = load_registry(root, capability_dirs, config=config, env=env, home=home)

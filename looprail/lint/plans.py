@@ -7,6 +7,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from looprail.errors import LooprailError
+from looprail.layout import LOOPRAIL_DIR
 
 if TYPE_CHECKING:
     pass
@@ -112,10 +113,10 @@ def _roles(data: LintInput) -> list[Finding]:
             Finding(
                 severity="error",
                 code="role-agent-missing",
-                file=f".looprail/agents/{role}",
+                file=f"{LOOPRAIL_DIR}/agents/{role}",
                 message=f"the {role} role agent is needed ({shown}) but {why_missing}: "
                 "`looprail run` halts there",
-                fix=f"add an executable .looprail/agents/{role} (docs/runtime.md)",
+                fix=f"add an executable {LOOPRAIL_DIR}/agents/{role} (docs/runtime.md)",
             )
         )
     return out

@@ -26,11 +26,9 @@ from looprail.hooks.checks import (
     CheckContext,
     CheckError,
     evaluate_check,
-    predicate_args,
-    query_args,
-    roadmap_req_ids,
 )
 from looprail.hooks.resolve import resolve
+from looprail.hostcall import UNKNOWN_REQ_IDS, predicate_args, query_args, roadmap_req_ids
 from looprail.machine.guards import HookKind, HookResult, HookStatus, refuses
 from looprail.machine.progress import Progress, fmt_duration
 from looprail.machine.record import EventRecord, Recorder
@@ -206,13 +204,14 @@ class Dispatcher:
         )
 
     def _phase_req_ids(self, point: str, ctx: DispatchContext) -> str:
-        """Only plan:post passes requirement ids (plan-phase.md §13); ask once per point."""
+        """Only plan:post passes requirement ids (the reference's plan-phase workflow,
+        docs/checks.md); ask once per point."""
         if "phase_req_ids" not in query_args(point) + predicate_args(point):
             return ""
         ask = getattr(self.runtime, "phase_req_ids", None)
         if ask is not None:
             return ask(ctx)
-        return roadmap_req_ids(self.project, self.phase_number) or "TBD"
+        return roadmap_req_ids(self.project, self.phase_number) or UNKNOWN_REQ_IDS
 
     def _result(
         self,

@@ -9,6 +9,7 @@ from typing import Any
 
 from looprail.hooks.checks import COMMAND_GRAMMAR
 from looprail.hooks.resolve import resolve
+from looprail.layout import LOOPRAIL_DIR
 from looprail.machine.progress import plural
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
 
@@ -60,6 +61,7 @@ def _gate_call(
     from pathlib import Path
 
     from looprail.hooks import checks as C
+    from looprail.hostcall import argument_values, query_args
 
     project = Path(project) if project is not None else Path(".")
     if (point, cap) in C.LEDGER_GATES:
@@ -70,12 +72,12 @@ def _gate_call(
             return f"query {query!r} fails the grammar: never run"
         args = " ".join(
             json.dumps(a) if " " in a else a
-            for a in C.argument_values(C.query_args(point), project, phase, phase_dir, "<req ids>")
+            for a in argument_values(query_args(point), project, phase, phase_dir, "<req ids>")
         )
         words = query.split(" ")
         if host_tool:
             return f"query: {host_tool} check {query} {args} --raw"
-        return f"query: .looprail/checks/{words[0]} {' '.join([*words[1:], args])}"
+        return f"query: {LOOPRAIL_DIR}/checks/{words[0]} {' '.join([*words[1:], args])}"
     if "predicate" in check and isinstance(check["predicate"], dict):
         kind = check["predicate"].get("kind")
         return f"predicate {kind}" + (f" ({host_tool} check predicate)" if host_tool else "")

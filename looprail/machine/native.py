@@ -1,4 +1,4 @@
-"""Native hooks in the loop: the bridge between the HooKit-style engine
+"""Native hooks in the loop: the bridge between the native hooks engine
 (`looprail.hooks.native`) and the runner.
 
 - At each of the 12 points, after the capability hooks, the point's native hooks run; a `:pre`

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from looprail.errors import LooprailError, UsageError
-from looprail.layout import LOOPRAIL_DIR
+from looprail.layout import LOOPRAIL_DIR, PLANNING_DIR, PROJECT_CONFIG_FILE
 from looprail.machine.progress import Progress
 from looprail.machine.run import LoopRunner, RunOptions, RunResult
 
@@ -74,7 +74,7 @@ class Loaded:
     def input_paths(self, phase_dir: Path | None) -> list[Path]:
         """What a run depends on: capability folders, the config, the phase's plans."""
         paths = [lc.source for lc in self.registry.capabilities.values()]
-        paths.append(self.project / ".planning" / "config.json")
+        paths.append(self.project / PROJECT_CONFIG_FILE)
         if phase_dir is not None:
             paths += sorted(phase_dir.glob("*-PLAN.md"))
         return paths
@@ -88,7 +88,7 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     root = Path(project)
     if not root.is_dir():
         raise UsageError(f"{project}: no such project folder")
-    if not (root / ".planning").is_dir():
+    if not (root / PLANNING_DIR).is_dir():
         raise UsageError(f"{project}: not a project (no .planning/ folder)")
     root = root.resolve()
     from looprail.plans.phase import require_inside
@@ -97,7 +97,7 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     # project would make a run write (and read its state) elsewhere.
     if os.path.lexists(root / LOOPRAIL_DIR):
         require_inside(root, root / LOOPRAIL_DIR, "the folder")
-    require_inside(root, root / ".planning", "the folder")
+    require_inside(root, root / PLANNING_DIR, "the folder")
     config = load_project_config_strict(root)  # a malformed config stops the run (issue 12)
     warnings: list[str] = []
     compiled = load_compiled(root, capability_dirs)

@@ -25,18 +25,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from looprail.errors import HaltError, MergeConflict
+from looprail.layout import LOOPRAIL_DIR
+from looprail.layout import STATE_PATTERNS as _STATE
+from looprail.layout import WORKTREES_DIR as _WORKTREES
 from looprail.runtime.base import DispatchContext
 
-WORKTREES_DIR = Path(".looprail") / "worktrees"
+WORKTREES_DIR = Path(LOOPRAIL_DIR) / _WORKTREES
 # looprail's own state never belongs in a commit (written to .git/info/exclude, which needs no
 # change to the user's .gitignore).
-STATE_PATTERNS = (
-    "/.looprail/worktrees/",
-    "/.looprail/logs/",
-    "/.looprail/journal.sqlite*",
-    "/.looprail/run.lock",
-    "/.looprail/cache/",
-)
+STATE_PATTERNS = tuple(f"/{LOOPRAIL_DIR}/{pattern}" for pattern in _STATE)
 _IDENTITY = {
     "GIT_AUTHOR_NAME": "looprail",
     "GIT_AUTHOR_EMAIL": "looprail@localhost",

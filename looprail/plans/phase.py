@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 
 from looprail.config import load_project_config
 from looprail.errors import PlanError
-from looprail.layout import PHASE_DIR_PATTERN, normalize_phase_number
+from looprail.layout import PHASE_DIR_PATTERN, PROJECT_CONFIG_FILE, normalize_phase_number
 from looprail.layout import PHASES_DIR as LAYOUT_PHASES_DIR
 from looprail.plans.planfile import Plan, plan_id_from_filename, read_plan, unknown_key_warnings
 from looprail.plans.waves import (
@@ -258,7 +258,7 @@ class PhaseCache:
             # A folder changed within the clock's granularity may change again unseen.
             self._listing = (folder, listed, names) if not _racy(listed) else None
         keys = _stat_keys(folder, [name for name in names if name.endswith("-PLAN.md")])
-        config_key = _stat_key(os.path.join(self.project, ".planning", "config.json"))
+        config_key = _stat_key(os.path.join(self.project, PROJECT_CONFIG_FILE))
         signature = (folder, names, keys, config_key)
         if signature == self._signature and self._phase is not None and not self._racy:
             return self._phase

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from looprail.layout import LOGS_DIR, LOOPRAIL_DIR
 from looprail.runtime.base import (
     BaseRuntime,
     DispatchContext,
@@ -46,7 +47,6 @@ from looprail.runtime.prompts import build_prompt
 AGENT_OUTPUT_CAP = 32 << 20  # 32 MiB per stream: a long agent session, still bounded
 ARG_LIMIT = 100_000  # bytes of prompt passed as one argument (the kernel's cap is 128 KiB)
 LONG_PROMPT = "Follow the instructions given on stdin."
-LOGS_DIR = "logs"
 
 
 _CONFIG_FILE = ".planning/config.json"
@@ -438,7 +438,7 @@ class Transcripts:
             if self.run_id is None and self._adhoc is None:  # one folder per unjournaled run
                 self._adhoc = time.strftime("no-journal-%Y%m%dT%H%M%S")
             run = self.run_id or self._adhoc
-        base = self.project / ".looprail" / LOGS_DIR / str(run)
+        base = self.project / LOOPRAIL_DIR / LOGS_DIR / str(run)
         with self._lock:
             if self._seq == 0 and base.is_dir():  # a resumed run: continue the numbering
                 self._seq = len([p for p in base.iterdir() if p.is_dir()])

@@ -40,7 +40,8 @@ PHASE_ROLES: Mapping[str, str] = {
 
 
 def spawn_banner(agent: str) -> str:
-    """The canonical liveness line printed before any agent is spawned (seeds/000)."""
+    """The liveness line printed before any agent is spawned, worded as the contract gives it
+    (docs/contract.md, "Dispatch"): the silence that follows is expected, not a freeze."""
     return (
         f"◆ Spawning {agent}... (runs in a subagent — no output until it returns; "
         "expected, not a freeze)"

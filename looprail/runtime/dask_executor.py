@@ -42,12 +42,13 @@ from pathlib import Path
 from typing import Any
 
 from looprail.errors import HaltError, LooprailError, UsageError
+from looprail.layout import AGENTS_DIR, CHECKS_DIR, COMMANDS_DIR, LOOPRAIL_DIR, SKILLS_DIR
 from looprail.runtime.executors import Settled
 
 INSTALL_HINT = "pip install 'looprail[dask]'"
 # Never copied into a worker's copy, never part of a change: looprail's own state.
-_SKIP = {".looprail", ".git"}
-_KEEP_LOOPRAIL = ("agents", "skills", "commands", "checks")  # executables the runtime runs
+_SKIP = {LOOPRAIL_DIR, ".git"}
+_KEEP_LOOPRAIL = (AGENTS_DIR, SKILLS_DIR, COMMANDS_DIR, CHECKS_DIR)  # executables the runtime runs
 
 
 def parse_executor(spec: str) -> tuple[str, Any]:
@@ -396,7 +397,7 @@ def _checkout(source: str, target: Path) -> Path:
         if Path(folder).resolve() == Path(source).resolve():
             return {n for n in names if n == ".git"}
         if (
-            Path(folder).name == ".looprail"
+            Path(folder).name == LOOPRAIL_DIR
             and Path(folder).parent.resolve() == Path(source).resolve()
         ):
             return {n for n in names if n not in _KEEP_LOOPRAIL}

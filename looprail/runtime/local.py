@@ -20,6 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from looprail.hostcall import UNKNOWN_REQ_IDS, argument_values, query_args, roadmap_req_ids
+from looprail.layout import AGENTS_DIR, CHECKS_DIR, COMMANDS_DIR, LOOPRAIL_DIR, SKILLS_DIR
 from looprail.runtime.base import (
     EXIT_UNAVAILABLE,
     SESSION_NAME,
@@ -38,8 +40,6 @@ from looprail.runtime.process import (
     find_program,
     run_bounded,
 )
-
-LOOPRAIL_DIR = ".looprail"
 
 # A plain file name: no path separator, no leading "-" (option) or "." (hidden, "..").
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:+@-]*\Z")
@@ -122,12 +122,12 @@ class LocalRuntime(BaseRuntime):
     def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
         kind = request.kind
         if kind == "skill":
-            return self._run_executable("skills", request.name, [], request, ctx)
+            return self._run_executable(SKILLS_DIR, request.name, [], request, ctx)
         if kind in ("agent", "verdict"):
-            return self._run_executable("agents", request.name, [], request, ctx, banner=True)
+            return self._run_executable(AGENTS_DIR, request.name, [], request, ctx, banner=True)
         if kind in ("phase", "task"):
             role = request.role or TASK_ROLE
-            return self._run_executable("agents", role, [], request, ctx, banner=True)
+            return self._run_executable(AGENTS_DIR, role, [], request, ctx, banner=True)
         if kind in ("message", "compact"):
             return self._run_executable(None, SESSION_NAME, [], request, ctx)
         words = request.words or ()
@@ -140,12 +140,10 @@ class LocalRuntime(BaseRuntime):
             if host:
                 label = f"{host} {' '.join(words)}"
                 return self._run_host_tool(host, [*words, *tail], label, request, ctx)
-            return self._run_executable("commands", words[0], [*words[1:], *tail], request, ctx)
+            return self._run_executable(COMMANDS_DIR, words[0], [*words[1:], *tail], request, ctx)
         if kind == "query":
-            # The arguments the reference's workflow passes at `ctx.point`
-            # (`hooks.checks.QUERY_ARGS`: the phase number, or the phase folder, …).
-            from looprail.hooks.checks import argument_values, query_args
-
+            # The values the host's workflow passes at `ctx.point` (`hostcall.QUERY_ARGS`:
+            # the phase number, or the phase folder, …).
             names = query_args(ctx.point)
             req_ids = self.phase_req_ids(ctx) if "phase_req_ids" in names else ""
             values = argument_values(names, self.project, ctx.phase_number, ctx.phase_dir, req_ids)
@@ -153,16 +151,16 @@ class LocalRuntime(BaseRuntime):
                 argv = ["check", *words, *values, "--raw"]
                 label = f"{host} check {' '.join(words)}"
                 return self._run_host_tool(host, argv, label, request, ctx)
-            return self._run_executable("checks", words[0], [*words[1:], *values], request, ctx)
+            return self._run_executable(CHECKS_DIR, words[0], [*words[1:], *values], request, ctx)
         raise ValueError(f"unknown request kind {kind!r}")  # pragma: no cover - Literal
 
     def verdict_label(self, request: Request, ctx: DispatchContext) -> str:
         if request.kind == "verdict":
-            return f"{LOOPRAIL_DIR}/agents/{request.name}"
+            return f"{LOOPRAIL_DIR}/{AGENTS_DIR}/{request.name}"
         host = ctx.host_tool or self.host_tool
         if host:
             return f"{host} check {request.name}"
-        return f"{LOOPRAIL_DIR}/checks/{(request.words or ('',))[0]}"
+        return f"{LOOPRAIL_DIR}/{CHECKS_DIR}/{(request.words or ('',))[0]}"
 
     def host_tool_for(self, ctx: DispatchContext) -> str | None:
         """The host tool that answers for `ctx` (its own, else this runtime's), or None."""
@@ -179,11 +177,10 @@ class LocalRuntime(BaseRuntime):
         return self._run_host_tool(host, list(args), f"{host} {' '.join(args[:2])}", request, ctx)
 
     def phase_req_ids(self, ctx: DispatchContext) -> str:
-        """The phase's requirement ids as plan-phase.md gets them: from the host tool's
-        `query init.plan-phase N --pick phase_req_ids`, else the ROADMAP.md section; "TBD"
+        """The phase's requirement ids as the reference's plan-phase workflow gets them
+        (docs/checks.md): from the host tool's `query init.plan-phase N --pick phase_req_ids`,
+        else the ROADMAP.md section; "TBD"
         (the workflow's fallback) when neither knows."""
-        from looprail.hooks.checks import roadmap_req_ids
-
         host = self.host_tool_for(ctx)
         if host:
             args = ["query", "init.plan-phase", ctx.phase_number, "--pick", "phase_req_ids"]
@@ -191,8 +188,8 @@ class LocalRuntime(BaseRuntime):
             text = outcome.stdout.strip() if outcome.ok else ""
             if text and "\n" not in text and text not in ("null", "undefined"):
                 return text
-            return "TBD"
-        return roadmap_req_ids(self.project, ctx.phase_number) or "TBD"
+            return UNKNOWN_REQ_IDS
+        return roadmap_req_ids(self.project, ctx.phase_number) or UNKNOWN_REQ_IDS
 
     # -- the edge -------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ import re
 from importlib.resources import files
 from pathlib import Path
 
+from looprail.layout import LOOPRAIL_DIR, ROLES_DIR
 from looprail.runtime.base import Request
 
 READ_CAP = 64 * 1024  # bytes of one read_first file / context file put into a prompt
@@ -40,9 +41,9 @@ def phase_vars(request: Request, project: Path) -> dict[str, str]:
 def role_brief(project: Path, role: str) -> tuple[str, str]:
     """`(text, where)`: the project's `.looprail/roles/<role>.md`, else looprail's own, else a
     generic line. A brief that is not a regular file is ignored (never followed to a device)."""
-    own = project / ".looprail" / "roles" / f"{role}.md"
+    own = project / LOOPRAIL_DIR / ROLES_DIR / f"{role}.md"
     if own.is_file() and not own.is_symlink():
-        return _read(own), f".looprail/roles/{role}.md"
+        return _read(own), f"{LOOPRAIL_DIR}/{ROLES_DIR}/{role}.md"
     shipped = files(_ROLES_PACKAGE) / f"{role}.md"
     if shipped.is_file():
         return shipped.read_text(encoding="utf-8"), f"looprail/runtime/roles/{role}.md"

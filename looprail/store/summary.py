@@ -13,6 +13,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from looprail.layout import JOURNAL_FILE as _JOURNAL
+from looprail.layout import LOOPRAIL_DIR
 from looprail.store.schema import (
     BUSY_TIMEOUT_MS,
     NoJournalError,
@@ -21,7 +23,7 @@ from looprail.store.schema import (
     prepare,
 )
 
-JOURNAL_FILE = Path(".looprail") / "journal.sqlite"
+JOURNAL_FILE = Path(LOOPRAIL_DIR) / _JOURNAL
 
 
 def open_journal(project: str | Path) -> sqlite3.Connection:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from looprail.errors import HaltError, ManifestError, UsageError
-from looprail.layout import LOOPRAIL_DIR
+from looprail.layout import LOOPRAIL_DIR, PHASES_DIR, PROJECT_CONFIG_FILE
 from looprail.machine.guards import GUARDS, HookResult
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec, TransitionSpec
 from looprail.runtime.base import Outcome
@@ -335,7 +335,7 @@ class LoopHarness:
         self.project = self.root / "project"
         self.capabilities_dir = self.root / "capabilities"
         self.home = self.root / "home"
-        self.phase_dir = self.project / ".planning" / "phases" / PHASE_FOLDER
+        self.phase_dir = self.project / PHASES_DIR / PHASE_FOLDER
         self.phase = "1"
         self.spec = spec
         self.flavor = flavor
@@ -428,7 +428,7 @@ class LoopHarness:
         for key, value in keys.items():
             _set_dotted(config, key, value)
         self._config = config
-        path = self.project / ".planning" / "config.json"
+        path = self.project / PROJECT_CONFIG_FILE
         path.write_text(json.dumps(config, indent=2))
         return config
 

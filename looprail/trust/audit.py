@@ -34,8 +34,9 @@ from looprail.hooks.checks import (
     PREDICATES,
     QUERY_GRAMMAR,
     QUERY_GRAMMAR_TEXT,
-    query_args,
 )
+from looprail.hostcall import query_args
+from looprail.layout import LOOPRAIL_DIR
 from looprail.runtime.process import escape_untrusted
 
 if TYPE_CHECKING:
@@ -331,7 +332,7 @@ def _step_surfaces(step: Mapping[str, Any], base: str, flavor: str) -> list[Surf
             Surface(
                 "step.skill",
                 f"{base}.ref.skill",
-                f"skill {_q(skill)}: .looprail/skills/{_q(skill)} (or the host's skill)",
+                f"skill {_q(skill)}: {LOOPRAIL_DIR}/skills/{_q(skill)} (or the host's skill)",
                 point=point,
                 note=note,
             )
@@ -342,7 +343,7 @@ def _step_surfaces(step: Mapping[str, Any], base: str, flavor: str) -> list[Surf
             Surface(
                 "step.agent",
                 f"{base}.ref.agent",
-                f"agent {_q(agent)}: .looprail/agents/{_q(agent)} (or the host's subagent)",
+                f"agent {_q(agent)}: {LOOPRAIL_DIR}/agents/{_q(agent)} (or the host's subagent)",
                 point=point,
                 note=note,
             )
@@ -352,7 +353,7 @@ def _step_surfaces(step: Mapping[str, Any], base: str, flavor: str) -> list[Surf
         if isinstance(command, str) and COMMAND_GRAMMAR.match(command):
             words = command.split(" ")
             runs = (
-                f".looprail/commands/{_argv([words[0]])} "
+                f"{LOOPRAIL_DIR}/commands/{_argv([words[0]])} "
                 f"{_argv([*words[1:], '--phase', '<N>', '--raw'])} "
                 f"(or `<host tool> {command} --phase <N> --raw`); no shell"
             )
@@ -382,7 +383,9 @@ def _gate_surfaces(gate: Mapping[str, Any], base: str) -> list[Surface]:
             words = query.split(" ")
             args = [_SHOWN_ARGS[n] for n in query_args(point)]
             runs = (
-                " ".join(filter(None, [f".looprail/checks/{_argv([words[0]])}", _argv(words[1:])]))
+                " ".join(
+                    filter(None, [f"{LOOPRAIL_DIR}/checks/{_argv([words[0]])}", _argv(words[1:])])
+                )
                 + f" {' '.join(args)} "
                 f"(or `<host tool> check {query} {' '.join(args)} --raw`); no shell; {blocking}"
             )
@@ -406,7 +409,7 @@ def _gate_surfaces(gate: Mapping[str, Any], base: str) -> list[Surface]:
             Surface(
                 "gate.agentVerdict",
                 f"{base}.check.agentVerdict",
-                f"agent {_q(ref)}: .looprail/agents/{_q(ref)} asked for a verdict (advisory)",
+                f"agent {_q(ref)}: {LOOPRAIL_DIR}/agents/{_q(ref)} asked for a verdict (advisory)",
                 point=point,
             )
         )

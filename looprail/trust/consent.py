@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from looprail.errors import LooprailError
+from looprail.layout import LOOPRAIL_DIR
 from looprail.trust.audit import Audit, CapabilityAudit, HooksFileAudit
 
 
@@ -39,7 +40,7 @@ class ConsentPlan:
         """What the question names: `capability <id>`… and `.looprail/hooks.json`."""
         names = [f"capability {c.id}" for c in self.capabilities]
         if self.hooks is not None:
-            names.append(".looprail/hooks.json")
+            names.append(f"{LOOPRAIL_DIR}/hooks.json")
         return names
 
     @property

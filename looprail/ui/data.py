@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from looprail.layout import LOGS_DIR, LOOPRAIL_DIR, PLANNING_DIR
 from looprail.store import Journal, JournalError, NoJournalError, RunRow, lock_holder
 from looprail.store.report import format_duration, report_from_rows
 
@@ -75,7 +76,7 @@ def snapshot(
     ones are read: events are append-only, so the cache stays true."""
     from looprail.plans.phase import list_phases
 
-    is_project = (project / ".planning").is_dir()
+    is_project = (project / PLANNING_DIR).is_dir()
     phases: list[str] = []
     if is_project:
         try:
@@ -463,7 +464,7 @@ def _contains(haystack: list[str], needle: list[str]) -> bool:
 
 
 def log_dir(project: Path, run_id: str) -> Path:
-    return project / ".looprail" / "logs" / run_id
+    return project / LOOPRAIL_DIR / LOGS_DIR / run_id
 
 
 def task_logs(project: Path, run_id: str, task_keys: Sequence[str]) -> dict[str, list[tuple]]:

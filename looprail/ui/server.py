@@ -38,6 +38,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from looprail.layout import PLANNING_DIR
 from looprail.ui import data
 
 PAGE_CSP = (
@@ -92,7 +93,7 @@ class Dashboard:
                 return cached[1], cached[2]
         envelopes: dict[str, Any] | None = None
         warnings: list[str] = []
-        if (self.project / ".planning").is_dir():
+        if (self.project / PLANNING_DIR).is_dir():
             from looprail.diagrams import load_envelopes
             from looprail.errors import LooprailError
 

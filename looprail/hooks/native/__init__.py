@@ -1,4 +1,4 @@
-"""Native hooks: HooKit-style hooks a user writes in `hooks.json`, with owned Actions.
+"""Native hooks: hooks a user writes in `hooks.json`, with owned Actions (docs/native-hooks.md).
 
     hooks = load_native_hooks(project, trusted=is_trusted)      # never raises for a bad file
     engine = NativeHookEngine(hooks, run_id=run_id)               # one per run (loop guard)

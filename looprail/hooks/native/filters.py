@@ -1,6 +1,6 @@
 """Filter and selector matching: pure functions over JSON-shaped data.
 
-Filter rules (HooKit's, with Python regular expressions):
+Filter rules (docs/native-hooks.md; regular expressions are Python's):
 - keys are ANDed; no filter or `{}` matches everything;
 - a dotted key walks nested objects (`content.verify`) and list indexes (`files.0`);
 - a string is a regular expression searched (unanchored) in a *string* candidate value only;

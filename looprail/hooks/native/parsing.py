@@ -39,7 +39,7 @@ from looprail.hooks.native.models import (
 )
 
 SECTION_RE = re.compile(r"^[^/]+/[^/]+$")
-# A Preset member: `local/name` or `owner/repo/name` (HooKit's REF_RE).
+# A Preset member: `local/name` or `owner/repo/name` (docs/native-hooks.md, Presets).
 REF_RE = re.compile(r"^local/[^/\x00]+$|^(?!local/)[A-Za-z0-9._-]+/[A-Za-z0-9._-]+/[^/\x00]+$")
 
 HOOK_KEYS = (

@@ -157,7 +157,7 @@ def test_schema_hooks_prints_the_json_schema(dirs):
     result = looprail("schema", "hooks", home=home, cwd=project)
     assert result.returncode == 0, result.stderr
     schema = json.loads(result.stdout)
-    assert schema["$defs"]["hook"]["properties"]["event"]["enum"][-1] == "custom_event"
+    assert schema["$defs"]["HookEntry"]["properties"]["event"]["enum"][-1] == "custom_event"
 
 
 def test_list_of_a_trusted_project_shows_the_replacing_project_entry(dirs, monkeypatch, capsys):

@@ -467,10 +467,13 @@ def test_project_that_is_the_home_folder_reads_the_file_once(tmp_path):
 def test_schema_agrees_with_the_catalog_and_the_validator():
     schema = hooks_json_schema()
     json.dumps(schema)
-    hook_schema = schema["$defs"]["hook"]
+    hook_schema = schema["$defs"]["HookEntry"]
     assert hook_schema["properties"]["event"]["enum"] == list(EVENT_NAMES)
     assert hook_schema["additionalProperties"] is False
-    variants = schema["$defs"]["action"]["oneOf"]
+    variants = [
+        schema["$defs"][one["$ref"].rsplit("/", 1)[1]]
+        for one in hook_schema["properties"]["action"]["oneOf"]
+    ]
     from looprail.hooks.native.actions import ACTION_KEYS
 
     assert {v["properties"]["type"]["const"]: set(v["properties"]) for v in variants} == {

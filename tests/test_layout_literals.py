@@ -1,0 +1,106 @@
+"""Every layout fact comes from `looprail/layout.py`: no other module spells out looprail's
+folder (`.looprail`, in code or in a message), defines its own copy of a layout name, or builds
+a path from the planning folder's literal name. Read from the source with `ast`; docstrings
+are prose for people and are not checked, comments are not strings."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from looprail import layout
+
+PACKAGE = Path(__file__).resolve().parent.parent / "looprail"
+LAYOUT = PACKAGE / "layout.py"
+# A standalone script `looprail init` copies into a project's `.looprail/agents/`: it runs
+# there on its own and must not import looprail.
+STANDALONE = {PACKAGE / "runtime" / "roles" / "local_agent.py"}
+
+
+def _strings(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of every string constant in `path` that is not a docstring."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = node.body[0] if node.body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                docstrings.add(id(first.value))
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+    ]
+
+
+def _modules() -> list[Path]:
+    return [p for p in sorted(PACKAGE.rglob("*.py")) if p != LAYOUT and p not in STANDALONE]
+
+
+def test_the_scan_sees_strings():
+    found = _strings(PACKAGE / "runtime" / "local.py")
+    assert any("refused" in text for _, text in found)
+    assert layout.LOOPRAIL_DIR == ".looprail"
+    assert any(layout.LOOPRAIL_DIR in text for _, text in _strings(LAYOUT))
+
+
+def test_only_layout_spells_out_the_looprail_folder():
+    offenders = [
+        f"{path.relative_to(PACKAGE.parent)}:{line}: {text[:60]!r}"
+        for path in _modules()
+        for line, text in _strings(path)
+        if layout.LOOPRAIL_DIR in text
+    ]
+    assert offenders == [], "use looprail.layout.LOOPRAIL_DIR (and its names)"
+
+
+def test_no_module_builds_a_path_from_the_planning_folder_name():
+    offenders = [
+        f"{path.relative_to(PACKAGE.parent)}:{line}"
+        for path in _modules()
+        for line, text in _strings(path)
+        if text in (layout.PLANNING_DIR, layout.PLANNING_DIR + "/")
+    ]
+    assert offenders == [], "use looprail.layout.PLANNING_DIR / PROJECT_CONFIG_FILE / …"
+
+
+LAYOUT_NAMES = {
+    name
+    for name, value in vars(layout).items()
+    if name.isupper() and isinstance(value, str) and name != "TYPE_CHECKING"
+}
+
+
+def test_no_module_defines_its_own_copy_of_a_layout_name():
+    """`LOOPRAIL_DIR = ".looprail"` in runtime/local.py was such a copy; an alias of the
+    layout's value (`JOURNAL_FILE = Path(LOOPRAIL_DIR) / _JOURNAL`) is fine."""
+    offenders = []
+    values = {getattr(layout, name) for name in LAYOUT_NAMES}
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(
+                getattr(node, "value", None), ast.Constant
+            ):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = [t.id for t in targets if isinstance(t, ast.Name)]
+                value = node.value.value  # type: ignore[union-attr]
+                if any(n in LAYOUT_NAMES for n in names) and value in values:
+                    offenders.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+    assert offenders == []
+
+
+def test_looprail_home_is_computed_once():
+    """The three copies that disagreed about `~` are gone: any other `looprail_home` is a
+    wrapper that calls `layout.looprail_home`."""
+    wrappers = []
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and node.name == "looprail_home":
+                calls = {
+                    ast.unparse(call.func) for call in ast.walk(node) if isinstance(call, ast.Call)
+                }
+                assert "layout.looprail_home" in calls, path
+                wrappers.append(path.relative_to(PACKAGE).as_posix())
+    assert wrappers  # the scan sees them (hooks/registry.py returns a Path)
