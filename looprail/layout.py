@@ -24,6 +24,7 @@ JOURNAL_FILE = "journal.sqlite"  # the run journal (project only)
 LOCK_FILE = "run.lock"  # one run per project (project only)
 NEXT_TURN_FILE = "next-turn.json"  # queued native-hook context (project only)
 PARTIAL_DIR = "partial"  # work set aside on resume (project only)
+LOGS_DIR = "logs"  # logs/<run>/: every step, check and agent's output (project only)
 
 PHASES_DIR = os.path.join(".planning", "phases")
 

@@ -106,6 +106,9 @@ def _status(args: argparse.Namespace) -> int:
         header and run_status == "halted" and (header["haltReason"] or "").startswith("interrupted")
     )
 
+    from looprail.runtime.logs import log_of
+
+    log = log_of(header["haltReason"]) if header else None
     if args.json:
         print_json(
             {
@@ -113,6 +116,7 @@ def _status(args: argparse.Namespace) -> int:
                 "wave": wave,
                 "live": live,
                 "interrupted": interrupted,
+                "log": log,
                 "refusedAt": None
                 if refusal is None
                 else {"point": refusal[0], "capId": refusal[1]},
@@ -158,6 +162,8 @@ def _status(args: argparse.Namespace) -> int:
     ]
     if header["haltReason"]:
         lines.append(f"halt reason: {one_line(header['haltReason'])}")
+    if log:
+        lines.append(f"log: {one_line(log)}")
     if holder is not None and not live:
         lines.append(f"lock: held by {holder.describe()}")
     print("\n".join(lines))

@@ -68,7 +68,8 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--json",
         action="store_true",
         help="end with one line of JSON on stdout: runId, phase, status, state, reason, "
-        "refusedBy, exitCode, durationS, tasksRun, wavesRun, hooksDispatched, warnings",
+        "refusedBy, exitCode, durationS, tasksRun, wavesRun, hooksDispatched, resumed, log (of "
+        "the work that failed), warnings",
     )
     add_project_options(p)
     add_flavor_option(p)
@@ -262,6 +263,8 @@ def _refuse(loaded) -> int:
 
 def summary_json(outcome, phase: str) -> dict:
     """The machine-readable end of `run --json` and `resume --json` (stable keys)."""
+    from looprail.runtime.logs import log_of
+
     r = outcome.result
     refused = r.refused_by
     return {
@@ -279,6 +282,7 @@ def summary_json(outcome, phase: str) -> dict:
         "wavesRun": r.waves_run,
         "hooksDispatched": r.hooks_dispatched,
         "resumed": outcome.resumed,
+        "log": log_of(r.reason),
         "warnings": list(r.warnings),
     }
 
