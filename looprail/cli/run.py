@@ -109,7 +109,8 @@ def register(sub) -> None:
     p.add_argument(
         "--dry-run",
         action="store_true",
-        help="walk the machine and print what would be dispatched; run nothing",
+        help="walk the machine and print what would be dispatched; run nothing (with --json: "
+        "one JSON document of the transitions, points, hooks, waves and tasks)",
     )
     p.add_argument(
         "--new",
@@ -172,8 +173,16 @@ def run(args) -> int:
     if refused := _refuse(loaded):
         return refused
     if args.dry_run:
-        from looprail.machine.dryrun import dry_run
+        from looprail.machine.dryrun import dry_run, dry_run_plan
 
+        if args.json:
+            from looprail.cli._common import print_json
+
+            plan = dry_run_plan(loaded, args.phase, flavor=args.flavor, host_tool=args.host_tool)
+            print_json({**plan, "warnings": [*loaded.warnings, *plan["warnings"]]})
+            return 0
+        for w in loaded.warnings:
+            print(f"looprail: warning: {w}", file=sys.stderr)
         sys.stdout.write(dry_run(loaded, args.phase, flavor=args.flavor, host_tool=args.host_tool))
         return 0
     from looprail.machine.progress import Progress
