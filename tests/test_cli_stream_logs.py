@@ -26,9 +26,7 @@ PLAN = (
     '<task type="auto"><name>work</name><files>{plan}.txt</files><action>work</action></task>\n'
     "</tasks>\n"
 )
-VERIFIER = (
-    "#!/bin/sh\nprintf -- '---\\nstatus: passed\\n---\\n' > \"$LOOPRAIL_PHASE_DIR/01-VERIFICATION.md\"\n"
-)
+VERIFIER = "#!/bin/sh\nprintf -- '---\\nstatus: passed\\n---\\n' > \"$LOOPRAIL_PHASE_DIR/01-VERIFICATION.md\"\n"
 
 
 def make_project(tmp_path: Path, executor: str, plans: tuple[str, ...] = ("01",)) -> Path:
@@ -246,7 +244,9 @@ def test_every_process_of_a_run_has_its_log_under_the_run(tmp_path: Path) -> Non
 
 
 def test_a_failed_steps_log_is_named_everywhere(tmp_path: Path) -> None:
-    project = make_project(tmp_path, "echo 'compiling the thing'; echo 'error: it broke' >&2; exit 3")
+    project = make_project(
+        tmp_path, "echo 'compiling the thing'; echo 'error: it broke' >&2; exit 3"
+    )
     done = cli("run", str(project), "--phase", "1")
     assert done.returncode == 1
     found = re.search(r"\(log: (\.looprail/logs/[^ )]+\.log)\)", done.stderr)
