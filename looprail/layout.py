@@ -81,3 +81,16 @@ def phase_folders(project: str, phase: str) -> list[str]:
         if same and os.path.isdir(os.path.join(root, name)):
             out.append(name)
     return out
+
+
+_LOG_IN_REASON = re.compile(r"\((?:log|transcript): ([^\s()]+)\)")
+
+
+def log_of(reason: str | None) -> str | None:
+    """The log a failure line points to (`… (log: .looprail/logs/…)` from the local runtime,
+    `(transcript: …)` from an agent's), or None: what `--json`, `status` and `report` show as
+    the failed work's log."""
+    if not reason:
+        return None
+    found = _LOG_IN_REASON.findall(reason)
+    return found[-1] if found else None

@@ -106,7 +106,7 @@ def _status(args: argparse.Namespace) -> int:
         header and run_status == "halted" and (header["haltReason"] or "").startswith("interrupted")
     )
 
-    from looprail.runtime.logs import log_of
+    from looprail.layout import log_of
 
     log = log_of(header["haltReason"]) if header else None
     if args.json:

@@ -272,7 +272,7 @@ def _refuse(loaded) -> int:
 
 def summary_json(outcome, phase: str) -> dict:
     """The machine-readable end of `run --json` and `resume --json` (stable keys)."""
-    from looprail.runtime.logs import log_of
+    from looprail.layout import log_of
 
     r = outcome.result
     refused = r.refused_by

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO
 
-from looprail.layout import LOGS_DIR, project_path
+from looprail.layout import LOGS_DIR, log_of, project_path  # noqa: F401 (log_of re-exported)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,19 +36,6 @@ _SEQ = re.compile(r"^(\d{3,})-")
 # Terminal control sequences (CSI, OSC, two-byte ESC): colour codes a tool prints are dropped
 # from the -v stream; every other control character is escaped by the display (textsafe).
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-
-
-_LOG_IN_REASON = re.compile(r"\((?:log|transcript): ([^\s()]+)\)")
-
-
-def log_of(reason: str | None) -> str | None:
-    """The log a failure line points to (`… (log: .looprail/logs/…)` from the local runtime,
-    `(transcript: …)` from an agent's), or None: what `--json`, `status` and `report` show as
-    the failed work's log."""
-    if not reason:
-        return None
-    found = _LOG_IN_REASON.findall(reason)
-    return found[-1] if found else None
 
 
 def slug(name: str) -> str:

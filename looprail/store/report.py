@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from looprail.runtime.logs import log_of
+from looprail.layout import log_of
 from looprail.store.journal import Journal
 from looprail.store.models import EventRow, RunRow, TaskRow
 from looprail.store.summary import duration_ms as _duration
@@ -40,7 +40,6 @@ class RunHeader(_Out):
     endedAt: str | None
     durationMs: int | None
     haltReason: str | None
-    log: str | None = None  # the log of the work that failed (from the halt reason)
     state: list[str]
     pid: int | None
     host: str | None
@@ -334,7 +333,6 @@ def run_header(run: RunRow, tasks: Iterable[TaskRow]) -> RunHeader:
         endedAt=run.ended_at,
         durationMs=_duration(run.started_at, run.ended_at),
         haltReason=run.halt_reason,
-        log=log_of(run.halt_reason),
         state=run.state,
         pid=run.pid,
         host=run.host,
@@ -522,8 +520,8 @@ def render_report_text(report: RunReport) -> str:
     ]
     if run.haltReason:
         lines.append(f"  reason: {run.haltReason}")
-    if run.log:
-        lines.append(f"  log: {run.log}")
+    if log := log_of(run.haltReason):  # the failed work's log, on a line of its own
+        lines.append(f"  log: {log}")
     lines.append(
         f"  tasks: {counts.done} done, {counts.failed} failed, {counts.running} running, "
         f"{counts.pending} pending"
