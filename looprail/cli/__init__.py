@@ -97,7 +97,8 @@ def _add_globals(parser: argparse.ArgumentParser) -> None:
             "--verbose",
             action="count",
             default=argparse.SUPPRESS,
-            help="say more (repeatable)",
+            help="say more (repeatable); run and resume stream what every step, check and "
+            "agent prints while it runs",
         )
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):

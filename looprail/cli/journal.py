@@ -116,7 +116,6 @@ def _status(args: argparse.Namespace) -> int:
                 "wave": wave,
                 "live": live,
                 "interrupted": interrupted,
-                "log": log,
                 "refusedAt": None
                 if refusal is None
                 else {"point": refusal[0], "capId": refusal[1]},
@@ -128,6 +127,7 @@ def _status(args: argparse.Namespace) -> int:
                     "startedAt": holder.started_at,
                     "host": holder.host,
                 },
+                "log": log,
             }
         )
         return 0
