@@ -135,7 +135,7 @@ class Outcome(_Frozen):
     unavailable: bool = False  # exit 69: the unit could not look
     truncated: bool = False  # output went past the runtime's cap and was cut
     usage: Usage | None = None  # tokens, cost, session id, when an agent CLI reported them
-    transcript: str | None = None  # where the full transcript was filed (project-relative)
+    transcript: str | None = None  # where its transcript or log was filed (project-relative)
 
     @model_validator(mode="after")
     def _consistent(self) -> Outcome:
