@@ -87,3 +87,21 @@ def test_log_of_reads_the_last_log_a_reason_names() -> None:
     assert log_of("claude: error (transcript: .looprail/logs/R/002-phase-plan)") == (
         ".looprail/logs/R/002-phase-plan"
     )
+
+
+def test_agent_events_read_into_words() -> None:
+    import json
+
+    from looprail.runtime.agents import ClaudeAdapter, CodexAdapter, OpenCodeAdapter
+
+    claude = ClaudeAdapter()
+    tool = {"type": "tool_use", "name": "Bash", "input": {"command": "ls"}}
+    said = {"type": "assistant", "message": {"content": [tool]}}
+    assert claude.show(json.dumps(said)) == '→ Bash {"command": "ls"}'
+    result = {"type": "tool_result", "content": "a.txt"}
+    assert claude.show(json.dumps({"type": "user", "message": {"content": [result]}})) == "← a.txt"
+    run = {"type": "item.started", "item": {"type": "command_execution", "command": "ls"}}
+    assert CodexAdapter().show(json.dumps(run)) == "$ ls"
+    step = {"type": "step_finish", "part": {"reason": "stop"}}
+    assert OpenCodeAdapter().show(json.dumps(step)) is None  # bookkeeping: nothing to show
+    assert claude.show("plain words") == "plain words" and claude.show("{cut") == "{cut"
