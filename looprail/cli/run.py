@@ -42,7 +42,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-journal",
         action="store_true",
-        help="keep nothing: no journal, no resume, no lock (for experiments)",
+        help="no journal, no resume, no lock (for experiments); the logs still go to "
+        ".looprail/logs/no-journal-<time>/",
     )
     p.add_argument(
         "--executor",
