@@ -24,7 +24,7 @@ JOURNAL_FILE = "journal.sqlite"  # the run journal (project only)
 LOCK_FILE = "run.lock"  # one run per project (project only)
 NEXT_TURN_FILE = "next-turn.json"  # queued native-hook context (project only)
 PARTIAL_DIR = "partial"  # work set aside on resume (project only)
-LOGS_DIR = "logs"  # agent transcripts, per run (project only)
+LOGS_DIR = "logs"  # logs/<run>/: every step, check and agent's output (project only)
 WORKTREES_DIR = "worktrees"  # one git worktree per plan (project only)
 CACHE_DIR = "cache"  # (project only)
 # The local runtime's executables and role prompts (project only).
@@ -103,3 +103,16 @@ def phase_folders(project: str, phase: str) -> list[str]:
         if same and os.path.isdir(os.path.join(root, name)):
             out.append(name)
     return out
+
+
+_LOG_IN_REASON = re.compile(r"\((?:log|transcript): ([^\s()]+)\)")
+
+
+def log_of(reason: str | None) -> str | None:
+    """The log a failure line points to (`… (log: .looprail/logs/…)` from the local runtime,
+    `(transcript: …)` from an agent's), or None: what `--json`, `status` and `report` show as
+    the failed work's log."""
+    if not reason:
+        return None
+    found = _LOG_IN_REASON.findall(reason)
+    return found[-1] if found else None

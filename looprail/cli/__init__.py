@@ -97,7 +97,8 @@ def _add_globals(parser: argparse.ArgumentParser) -> None:
             "--verbose",
             action="count",
             default=argparse.SUPPRESS,
-            help="say more (repeatable)",
+            help="say more (repeatable); run and resume stream what every step, check and "
+            "agent prints while it runs",
         )
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
@@ -202,6 +203,8 @@ def _dispatch(argv: list[str]) -> int:
         args = parser.parse_args(argv)
     from looprail.cli import _common
 
+    if getattr(args, "project_pos", None) and hasattr(args, "project"):
+        args.project = args.project_pos  # `looprail CMD PROJECT` is `--project PROJECT`
     args.quiet = bool(getattr(args, "quiet", False))
     args.verbose = int(getattr(args, "verbose", 0) or 0)
     _common.VERBOSITY = -1 if args.quiet else args.verbose

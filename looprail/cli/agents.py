@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from looprail.cli._common import add_project_options
+from looprail.cli._common import add_project_options, add_project_positional
 from looprail.layout import (
     AGENTS_DIR,
     LOGS_DIR,
@@ -58,7 +58,9 @@ def register(sub) -> None:
         ".planning/config.json, else local): its CLI is on PATH and answers --version; git is "
         "there for plan worktrees. Exit 0 when ready, 1 with what to do otherwise.",
     )
-    p.add_argument("--agent", metavar="NAME")
+    add_project_positional(p)
+    p.add_argument("--agent", metavar="NAME", help="the runtime to check (default: the project's)")
+    p.add_argument("--json", action="store_true", help="one line of JSON: agent, ready, checks")
     add_project_options(p)
     p.set_defaults(handler=doctor)
 
@@ -132,25 +134,42 @@ def init(args) -> int:
 def doctor(args) -> int:
     import shutil
     import subprocess
-    from pathlib import Path
 
+    from looprail.cli._common import print_json, project_folder, project_of
     from looprail.config import load_project_config
     from looprail.machine.workspace import is_git_repo
     from looprail.runtime.registry import agent_name, agent_section, available
 
-    project = Path(args.project)
+    project = project_folder(project_of(args))
     config, _ = load_project_config(project)
     name = agent_name(config, args.agent)
-    problems = 0
+    checks: list[dict[str, str]] = []  # {"status": ok | problem | warning, "message": …}
 
-    def bad(line: str) -> None:
-        nonlocal problems
-        problems += 1
-        print(f"✗ {line}")
+    def say(status: str, line: str) -> None:
+        checks.append({"status": status, "message": line})
+
+    def finish() -> int:
+        problems = sum(c["status"] == "problem" for c in checks)
+        if args.json:
+            print_json({"agent": name, "ready": not problems, "checks": checks})
+            return 1 if problems else 0
+        marks = {"ok": "✓", "problem": "✗", "warning": "!"}
+        for c in checks:
+            print(f"{marks[c['status']]} {c['message']}")
+            if "permissions" in c:
+                print(f"  permissions: {c['permissions']}")
+        if problems:
+            from looprail.machine.progress import plural
+
+            print(plural(problems, "problem"), file=sys.stderr)
+        return 1 if problems else 0
 
     if name not in available():
-        bad(f"agent {name!r} is not a runtime here; choose one of: {', '.join(available())}")
-        return 1
+        say(
+            "problem",
+            f"agent {name!r} is not a runtime here; choose one of: {', '.join(available())}",
+        )
+        return finish()
     from looprail.runtime.agents import ADAPTERS, AgentSettings
 
     if name in ADAPTERS:
@@ -159,7 +178,7 @@ def doctor(args) -> int:
         binary = settings.binary or adapter.binary
         found = shutil.which(binary)
         if found is None:
-            bad(f"{name}: `{binary}` not found on PATH; {adapter.install}")
+            say("problem", f"{name}: `{binary}` not found on PATH; {adapter.install}")
         else:
             try:
                 done = subprocess.run(
@@ -169,31 +188,33 @@ def doctor(args) -> int:
             except (OSError, subprocess.SubprocessError) as exc:
                 ok, said = False, str(exc)
             if ok:
-                print(f"✓ {name}: {found} ({said.splitlines()[0] if said else 'runs'})")
-                print(f"  permissions: {adapter.permissions(settings)}")
+                say("ok", f"{name}: {found} ({said.splitlines()[0] if said else 'runs'})")
+                checks[-1]["permissions"] = adapter.permissions(settings)
             else:
                 last = said.splitlines()[-1] if said else "no output"
-                bad(f"{name}: `{found} --version` failed ({last}); {adapter.install}")
+                say("problem", f"{name}: `{found} --version` failed ({last}); {adapter.install}")
     elif name == "local":
         from looprail.runtime.local import LocalRuntime
 
         runtime = LocalRuntime(project)
-        for role in ROLES:
-            why = runtime.missing("agents", role)
-            if why:
-                bad(f"local: {why} (write it, or pick an agent: looprail init --agent claude)")
-        if not problems:
-            print(f"✓ local: role executables under {LOOPRAIL_DIR}/agents/")
+        missing = [why for role in ROLES if (why := runtime.missing("agents", role))]
+        for why in missing:
+            say(
+                "problem",
+                f"local: {why} (write it, or pick an agent: looprail init --agent claude)",
+            )
+        if not missing:
+            say("ok", f"local: role executables under {LOOPRAIL_DIR}/{AGENTS_DIR}/")
     else:
-        print(f"✓ {name}: a registered runtime (nothing to check)")
+        say("ok", f"{name}: a registered runtime (nothing to check)")
     if shutil.which("git") is None:
-        bad("git not found on PATH: plans of a wave will run one at a time (install git)")
+        say(
+            "problem", "git not found on PATH: plans of a wave will run one at a time (install git)"
+        )
     elif not is_git_repo(project):
-        print(f"! {project} is not a git repository: plans will run one at a time (git init)")
+        say(
+            "warning", f"{project} is not a git repository: plans will run one at a time (git init)"
+        )
     else:
-        print("✓ git: parallel plans each get a worktree")
-    if problems:
-        from looprail.machine.progress import plural
-
-        print(plural(problems, "problem"), file=sys.stderr)
-    return 1 if problems else 0
+        say("ok", "git: parallel plans each get a worktree")
+    return finish()

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import sys
 
-from looprail.cli._common import add_project_options, group, print_json, project_folder, warn
+from looprail.cli._common import (
+    add_project_options,
+    add_project_positional,
+    group,
+    print_json,
+    project_folder,
+    warn,
+)
 from looprail.layout import LOOPRAIL_DIR
 
 
@@ -36,6 +43,7 @@ def register(sub) -> None:
     p.set_defaults(handler=validate)
 
     p = cmds.add_parser("list", help="list loaded capabilities: id, role, origin, points, active")
+    add_project_positional(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     add_project_options(p)
     p.set_defaults(handler=list_capabilities)

@@ -7,7 +7,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from looprail.cli._common import add_project_options, group, print_json, warn
+from looprail.cli._common import (
+    add_project_options,
+    add_project_positional,
+    group,
+    print_json,
+    warn,
+)
 from looprail.layout import LOOPRAIL_DIR
 
 if TYPE_CHECKING:
@@ -36,6 +42,7 @@ def register(sub) -> None:
         "(a project entry replaces the global one of the same reference), whether each "
         "is enabled and why.",
     )
+    add_project_positional(p)
     add_project_options(p)  # --capabilities is accepted for uniformity; hooks.json is not one
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=_list)

@@ -106,6 +106,9 @@ def _status(args: argparse.Namespace) -> int:
         header and run_status == "halted" and (header["haltReason"] or "").startswith("interrupted")
     )
 
+    from looprail.layout import log_of
+
+    log = log_of(header["haltReason"]) if header else None
     if args.json:
         print_json(
             {
@@ -124,6 +127,7 @@ def _status(args: argparse.Namespace) -> int:
                     "startedAt": holder.started_at,
                     "host": holder.host,
                 },
+                "log": log,
             }
         )
         return 0
@@ -158,6 +162,8 @@ def _status(args: argparse.Namespace) -> int:
     ]
     if header["haltReason"]:
         lines.append(f"halt reason: {one_line(header['haltReason'])}")
+    if log:
+        lines.append(f"log: {one_line(log)}")
     if holder is not None and not live:
         lines.append(f"lock: held by {holder.describe()}")
     print("\n".join(lines))

@@ -43,7 +43,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-journal",
         action="store_true",
-        help="keep nothing: no journal, no resume, no lock (for experiments)",
+        help="no journal, no resume, no lock (for experiments); the logs still go to "
+        ".looprail/logs/no-journal-<time>/",
     )
     p.add_argument(
         "--executor",
@@ -69,7 +70,8 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--json",
         action="store_true",
         help="end with one line of JSON on stdout: runId, phase, status, state, reason, "
-        "refusedBy, exitCode, durationS, tasksRun, wavesRun, hooksDispatched, warnings",
+        "refusedBy, exitCode, durationS, tasksRun, wavesRun, hooksDispatched, resumed, log (of "
+        "the work that failed), warnings",
     )
     add_project_options(p)
     add_flavor_option(p)
@@ -109,7 +111,8 @@ def register(sub) -> None:
     p.add_argument(
         "--dry-run",
         action="store_true",
-        help="walk the machine and print what would be dispatched; run nothing",
+        help="walk the machine and print what would be dispatched; run nothing (with --json: "
+        "one JSON document of the transitions, points, hooks, waves and tasks)",
     )
     p.add_argument(
         "--new",
@@ -172,8 +175,16 @@ def run(args) -> int:
     if refused := _refuse(loaded):
         return refused
     if args.dry_run:
-        from looprail.machine.dryrun import dry_run
+        from looprail.machine.dryrun import dry_run, dry_run_plan
 
+        if args.json:
+            from looprail.cli._common import print_json
+
+            plan = dry_run_plan(loaded, args.phase, flavor=args.flavor, host_tool=args.host_tool)
+            print_json({**plan, "warnings": [*loaded.warnings, *plan["warnings"]]})
+            return 0
+        for w in loaded.warnings:
+            print(f"looprail: warning: {w}", file=sys.stderr)
         sys.stdout.write(dry_run(loaded, args.phase, flavor=args.flavor, host_tool=args.host_tool))
         return 0
     from looprail.machine.progress import Progress
@@ -263,6 +274,8 @@ def _refuse(loaded) -> int:
 
 def summary_json(outcome, phase: str) -> dict:
     """The machine-readable end of `run --json` and `resume --json` (stable keys)."""
+    from looprail.layout import log_of
+
     r = outcome.result
     refused = r.refused_by
     return {
@@ -280,6 +293,7 @@ def summary_json(outcome, phase: str) -> dict:
         "wavesRun": r.waves_run,
         "hooksDispatched": r.hooks_dispatched,
         "resumed": outcome.resumed,
+        "log": log_of(r.reason),
         "warnings": list(r.warnings),
     }
 

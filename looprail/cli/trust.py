@@ -3,7 +3,7 @@ its `.looprail/hooks.json`, after seeing what they can run (see docs/security.md
 
 from __future__ import annotations
 
-from looprail.cli._common import add_project_options, project_folder
+from looprail.cli._common import add_project_options, add_project_positional, project_folder
 from looprail.layout import LOOPRAIL_DIR
 
 
@@ -17,6 +17,7 @@ def register(sub) -> None:
         "a terminal --yes is required). Consent is bound to the exact content: changing any "
         "file makes it inactive again until you trust it again.",
     )
+    add_project_positional(p)
     p.add_argument("--yes", "-y", action="store_true", help="consent without asking")
     add_project_options(p)
     p.set_defaults(handler=trust)

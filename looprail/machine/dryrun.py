@@ -14,7 +14,7 @@ from looprail.machine.progress import plural
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
 
 
-def _hook_line(
+def _hook_plan(
     hook: dict[str, Any],
     flavor: str,
     phase: str,
@@ -22,9 +22,10 @@ def _hook_line(
     point: str = "",
     project: Any = None,
     phase_dir: Any = None,
-) -> str:
+) -> dict[str, Any]:
+    """One active hook as the dry run shows it: its capability, kind, and what would run."""
     kind = hook["kind"]
-    cap = hook["capId"]
+    out: dict[str, Any] = {"capId": hook["capId"], "kind": kind}
     if kind == "step":
         ref = hook.get("ref") or {}
         if ref.get("skill"):
@@ -37,15 +38,29 @@ def _hook_line(
         else:
             tool = f"{host_tool} " if host_tool else ""
             what = f"command {tool}{ref['command']} --phase {phase} --raw"
-        return f"    step          {what}  ({cap}, onError {hook.get('onError') or 'skip'})"
-    if kind == "contribution":
+        out.update(runs=what, onError=hook.get("onError") or "skip")
+    elif kind == "contribution":
         text = (hook.get("fragment") or {}).get("inline", "")
         first = text.strip().splitlines()[0] if text.strip() else ""
-        return f"    contribution  into {hook.get('into')}: {first[:60]}  ({cap})"
-    check = hook.get("check") or {}
-    what = _gate_call(check, cap, point, phase, project, phase_dir, host_tool)
-    block = "blocking" if hook.get("blocking") else "advisory"
-    return f"    gate          {what}; {block}, onError {hook.get('onError') or 'skip'}  ({cap})"
+        out.update(into=hook.get("into"), firstLine=first[:60])
+    else:
+        check = hook.get("check") or {}
+        out.update(
+            runs=_gate_call(check, hook["capId"], point, phase, project, phase_dir, host_tool),
+            blocking=bool(hook.get("blocking")),
+            onError=hook.get("onError") or "skip",
+        )
+    return out
+
+
+def _hook_line(h: dict[str, Any]) -> str:
+    cap = h["capId"]
+    if h["kind"] == "step":
+        return f"    step          {h['runs']}  ({cap}, onError {h['onError']})"
+    if h["kind"] == "contribution":
+        return f"    contribution  into {h['into']}: {h['firstLine']}  ({cap})"
+    block = "blocking" if h["blocking"] else "advisory"
+    return f"    gate          {h['runs']}; {block}, onError {h['onError']}  ({cap})"
 
 
 def _gate_call(
@@ -84,6 +99,105 @@ def _gate_call(
     return next(iter(check), "?")
 
 
+def dry_run_plan(
+    loaded: Any,
+    phase: str,
+    *,
+    flavor: str = "gsd",
+    spec: LoopSpec = DEFAULT_LOOP,
+    host_tool: str | None = None,
+) -> dict[str, Any]:
+    """What a run of `phase` would do, as data (`run --dry-run --json`): every transition in
+    order with the points it crosses and the hooks active at each, the waves, plans and tasks
+    where the phase has plans, and the role work each step would do. Nothing runs."""
+    from looprail.hooks.native import load_native_hooks
+    from looprail.plans import compute_waves, load_phase
+    from looprail.trust import is_trusted
+
+    ph = load_phase(loaded.project, phase)
+    waves = compute_waves(ph.plans, root=loaded.project) if ph.plans else None
+    native = load_native_hooks(loaded.project, trusted=is_trusted)
+
+    def point(p: str, each: str | None = None) -> dict[str, Any]:
+        env = resolve(loaded.compiled, loaded.config, p)
+        return {
+            "point": p,
+            "each": each,
+            "hooks": [
+                _hook_plan(h, flavor, ph.number, host_tool, p, loaded.project, ph.dir)
+                for h in env["activeHooks"]
+            ],
+            "nativeHooks": [
+                {
+                    "ref": h.ref,
+                    "description": h.description,
+                    "filter": {k: list(v) if isinstance(v, tuple) else v for k, v in h.filter},
+                }
+                for h in native.for_event(p)
+            ],
+            "warnings": list(env.get("warnings", ())),
+        }
+
+    transitions = []
+    for t in spec.transitions():
+        if t.event == "finish_wave" and t.target == "waves_done":
+            continue  # the same points as the other finish_wave branch
+        step: dict[str, Any] = {
+            "source": t.source,
+            "target": t.target,
+            "event": t.event,
+            "guards": list(t.guards),
+            "points": [],
+            "waves": None,
+            "roleWork": None,
+        }
+        transitions.append(step)
+        if t.event == "start_wave":
+            if waves is not None:
+                step["waves"] = [
+                    {
+                        "number": w.number,
+                        "planIds": list(w.plan_ids),
+                        "pending": bool(w.pending),
+                        "parallel": bool(w.parallel_safe),
+                        "overlapFiles": list(w.overlap_files),
+                        "tasks": [
+                            {
+                                "id": task.id,
+                                "name": task.name or "",
+                                "trackerId": task.tracker_id,
+                                "checkpoint": (task.gate or "pauses")
+                                if task.is_checkpoint
+                                else None,
+                            }
+                            for pid in w.plan_ids
+                            for task in ph.plan(pid).tasks
+                        ],
+                    }
+                    for w in waves.waves
+                ]
+            step["points"].append(point(t.points[0], "wave"))
+            continue
+        step["points"] = [point(p) for p in t.points]
+        role_step = spec.step(t.target) if t.target in {s.name for s in spec.steps} else None
+        if role_step is not None and role_step.name != spec.looped:
+            unless = f"{role_step.artifact} exists" if role_step.artifact else None
+            if role_step.name == "verify":  # a VERIFICATION.md that did not pass is redone
+                unless = f"{role_step.artifact} reports status: passed"
+            step["roleWork"] = {"role": role_step.role, "step": role_step.name, "unless": unless}
+    return {
+        "dryRun": True,
+        "project": str(loaded.project),
+        "phase": ph.number,
+        "phaseDir": ph.dir.name,
+        "flavor": flavor,
+        "hostTool": host_tool,
+        "warnings": list(native.warnings),
+        "transitions": transitions,
+        "ran": False,
+    }
+
+
 def dry_run(
     loaded: Any,
     phase: str,
@@ -92,69 +206,50 @@ def dry_run(
     spec: LoopSpec = DEFAULT_LOOP,
     host_tool: str | None = None,
 ) -> str:
-    from looprail.hooks.native import load_native_hooks
-    from looprail.plans import compute_waves, load_phase
-    from looprail.trust import is_trusted
+    """The dry run for people: `dry_run_plan`, one line per transition, point, hook and task."""
+    doc = dry_run_plan(loaded, phase, flavor=flavor, spec=spec, host_tool=host_tool)
+    out = [f"dry run: phase {doc['phase']} ({doc['phaseDir']}) of {doc['project']}", ""]
+    out.extend(f"  ! {w}" for w in doc["warnings"])
 
-    ph = load_phase(loaded.project, phase)
-    waves = compute_waves(ph.plans, root=loaded.project) if ph.plans else None
-    native = load_native_hooks(loaded.project, trusted=is_trusted)
-    out = [f"dry run: phase {ph.number} ({ph.dir.name}) of {loaded.project}", ""]
-    out.extend(f"  ! {w}" for w in native.warnings)
-
-    def point(p: str, suffix: str = "") -> None:
-        env = resolve(loaded.compiled, loaded.config, p)
-        hooks = env["activeHooks"]
-        natives = native.for_event(p)
-        counts = [plural(n, noun) for n, noun in ((len(hooks), "active hook"),) if n]
+    def point(p: dict[str, Any]) -> None:
+        hooks, natives = p["hooks"], p["nativeHooks"]
+        counts = [plural(len(hooks), "active hook")] if hooks else []
         counts += [plural(len(natives), "native hook")] if natives else []
-        out.append(f"  {p}{suffix}: {', '.join(counts) or 'no active hooks'}")
-        out.extend(
-            _hook_line(h, flavor, ph.number, host_tool, p, loaded.project, ph.dir) for h in hooks
-        )
-        out.extend(f"    ! {w}" for w in env.get("warnings", ()))
+        suffix = f" (each {p['each']})" if p["each"] else ""
+        out.append(f"  {p['point']}{suffix}: {', '.join(counts) or 'no active hooks'}")
+        out.extend(_hook_line(h) for h in hooks)
+        out.extend(f"    ! {w}" for w in p["warnings"])
         for h in natives:  # the user's own hooks.json entries, after the above
-            shown = json.dumps({k: list(v) if isinstance(v, tuple) else v for k, v in h.filter})
-            only = f"  (filter {shown})" if h.filter else ""
-            out.append(f"    native        {h.ref}: {h.description}{only}")
+            only = f"  (filter {json.dumps(h['filter'])})" if h["filter"] else ""
+            out.append(f"    native        {h['ref']}: {h['description']}{only}")
 
-    for t in spec.transitions():
-        if t.event == "finish_wave" and t.target == "waves_done":
-            continue  # the same points as the other finish_wave branch
-        out.append(f"{t.source} → {t.target}  [{t.event}; guards: {', '.join(t.guards)}]")
-        if t.event == "start_wave":
-            if waves is None:
+    for t in doc["transitions"]:
+        out.append(
+            f"{t['source']} → {t['target']}  [{t['event']}; guards: {', '.join(t['guards'])}]"
+        )
+        if t["event"] == "start_wave":
+            if t["waves"] is None:
                 out.append("  (no plans yet: the planner writes them; waves are known after plan)")
-                point(t.points[0], " (each wave)")
-            else:
-                for w in waves.waves:
-                    state = "to run" if w.pending else "done"
-                    mode = (
-                        "parallel"
-                        if w.parallel_safe
-                        else f"sequential ({', '.join(w.overlap_files)})"
-                    )
-                    out.append(f"  wave {w.number}: {', '.join(w.plan_ids)} [{state}, {mode}]")
-                    for pid in w.plan_ids:
-                        plan = ph.plan(pid)
-                        for task in plan.tasks:
-                            extra = []
-                            if task.tracker_id:
-                                extra.append(f"execute:task resolver for {task.tracker_id}")
-                            if task.is_checkpoint:
-                                extra.append(f"checkpoint ({task.gate or 'pauses'})")
-                            note = f"  [{'; '.join(extra)}]" if extra else ""
-                            out.append(f"    task {task.id} {task.name or ''}{note}")
-                point(t.points[0], " (each wave)")
-            continue
-        for p in t.points:
+            for w in t["waves"] or ():
+                state = "to run" if w["pending"] else "done"
+                mode = (
+                    "parallel" if w["parallel"] else f"sequential ({', '.join(w['overlapFiles'])})"
+                )
+                out.append(f"  wave {w['number']}: {', '.join(w['planIds'])} [{state}, {mode}]")
+                for task in w["tasks"]:
+                    extra = []
+                    if task["trackerId"]:
+                        extra.append(f"execute:task resolver for {task['trackerId']}")
+                    if task["checkpoint"]:
+                        extra.append(f"checkpoint ({task['checkpoint']})")
+                    note = f"  [{'; '.join(extra)}]" if extra else ""
+                    out.append(f"    task {task['id']} {task['name']}{note}")
+        for p in t["points"]:
             point(p)
-        role_step = spec.step(t.target) if t.target in {s.name for s in spec.steps} else None
-        if role_step is not None and role_step.name != spec.looped:
-            unless = f" (unless {role_step.artifact} exists)" if role_step.artifact else ""
-            if role_step.name == "verify":  # a VERIFICATION.md that did not pass is redone
-                unless = f" (unless {role_step.artifact} reports status: passed)"
-            out.append(f"  then {role_step.role} does the {role_step.name} work{unless}")
+        work = t["roleWork"]
+        if work is not None:
+            unless = f" (unless {work['unless']})" if work["unless"] else ""
+            out.append(f"  then {work['role']} does the {work['step']} work{unless}")
     out.append("")
     out.append("nothing was run")
     return "\n".join(out) + "\n"

@@ -55,6 +55,7 @@ def _console_file(stream: Any) -> IO[str]:
 
 # Line prefixes (after indentation) and their colour on a terminal.
 _LINE_STYLES = (("✓", "green"), ("✗", "bold red"), ("!", "yellow"), ("⏸", "yellow"))
+_STREAM_CUT = 1000  # characters of one streamed line shown (the log holds all of it)
 
 
 class Progress:
@@ -97,21 +98,24 @@ class Progress:
                 self._banner_shown = True
         self._write(text)
 
-    def output(self, label: str, stdout: str, stderr: str) -> None:
-        """With -v: what an agent printed, once it has returned (indented under its line)."""
+    def child_line(self, label: str, stream: str, text: str) -> None:
+        """With -v: one line a running step, check or agent printed, as it printed it (the
+        runtimes call this from the thread that runs the work; lines never split). Colour
+        codes are dropped and every other control character escaped."""
         if not self.verbose:
             return
-        for name, text in (("stdout", stdout), ("stderr", stderr)):
-            lines = text.rstrip("\n").splitlines()
-            if lines:
-                self._write(f"    ┆ {label} {name}:")
-                for line in lines:
-                    self._write(f"    ┆   {line}")
+        from looprail.runtime.logs import show_line
+
+        shown = show_line(text)
+        if len(shown) > _STREAM_CUT:
+            shown = shown[: _STREAM_CUT - 1] + "…"
+        where = f"{label} stderr" if stream == "stderr" else label
+        self._write(f"    ┆ {where}: {shown}", style="dim")
 
     def warn(self, text: str) -> None:
         self._write(f"  ! {text}")
 
-    def _write(self, text: str) -> None:
+    def _write(self, text: str, style: str | None = None) -> None:
         if not self.live:
             with self._lock:
                 self.stream.write(one_line(text) + "\n")
@@ -121,7 +125,8 @@ class Progress:
         # holding ours: printing redraws the live area, which reads our state.
         from rich.text import Text
 
-        style = next((s for mark, s in _LINE_STYLES if text.lstrip().startswith(mark)), None)
+        if style is None:
+            style = next((s for mark, s in _LINE_STYLES if text.lstrip().startswith(mark)), None)
         self._rich_console().print(Text(one_line(text), style=style or ""), soft_wrap=True)
 
     # ------------------------------------------------------------------ live area

@@ -430,7 +430,6 @@ class LoopRunner:
         self.progress.new_stage()
         self._role_event("role_started", step, spec.role)
         outcome = self.runtime.do_phase_work(spec.role, step, self.dispatcher.context(None))
-        self.progress.output(spec.role, outcome.stdout, outcome.stderr)
         if not outcome.ok:
             self._role_event("role_finished", step, spec.role, outcome="failed")
             raise HaltError(f"{step}: {spec.role} failed: {outcome.detail}")
@@ -668,7 +667,6 @@ class LoopRunner:
             outcome = self.runtime.execute_task(work, ctx)
         finally:
             self.progress.task_finished(task.id)
-        self.progress.output(task.id, outcome.stdout, outcome.stderr)
         ms = int(outcome.duration_s * 1000)
         if not outcome.ok:
             self.recorder.task_finished(

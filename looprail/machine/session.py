@@ -593,6 +593,7 @@ def make_runtime(
         host_tool=options.host_tool,
         timeouts=timeouts_from_config(loaded.config),
         progress=progress.line,
+        output=progress.child_line if progress.verbose else None,
         agent=agent_section(loaded.config, name),
     )
     return create_runtime(name, settings)

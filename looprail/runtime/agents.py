@@ -25,22 +25,22 @@ import re
 import shutil
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from looprail.layout import LOGS_DIR, LOOPRAIL_DIR
 from looprail.runtime.base import (
     BaseRuntime,
     DispatchContext,
     Outcome,
     Request,
     Usage,
+    output_label,
     parse_json_object,
 )
 from looprail.runtime.local import LocalRuntime, Timeouts, _last_line, _signal_name
+from looprail.runtime.logs import LOGS_DIR, OutputTee, Transcripts  # noqa: F401 (re-exported)
 from looprail.runtime.process import escape_untrusted, run_bounded
 from looprail.runtime.prompts import build_prompt
 
@@ -150,6 +150,21 @@ class Adapter:
         """One line: the permissions an invocation runs with (printed once per run)."""
         return ""
 
+    def show(self, line: str) -> str | None:
+        """A line of the CLI's stdout as `-v` shows it while the agent works: an event read
+        into words (`event`), a line that is no JSON event as it is; None shows nothing."""
+        if not line.lstrip().startswith("{"):
+            return line
+        ev = parse_json_object(line)
+        if ev is None:
+            return line
+        return self.event(ev)
+
+    def event(self, ev: dict[str, Any]) -> str | None:
+        """One JSON event in words; default: its `type` and the event, cut."""
+        shown = json.dumps(ev, ensure_ascii=False)
+        return shown if len(shown) <= 200 else shown[:199] + "…"
+
 
 def _events(stdout: str) -> list[dict[str, Any]]:
     """The JSON objects of a JSON-lines stream; a cut-off last line is skipped."""
@@ -162,6 +177,13 @@ def _events(stdout: str) -> list[dict[str, Any]]:
         if obj is not None:
             out.append(obj)
     return out
+
+
+def _brief(value: Any, limit: int = 120) -> str:
+    """A tool's input or result in one short line."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _obj(value: Any) -> dict[str, Any]:
@@ -211,6 +233,27 @@ class ClaudeAdapter(Adapter):
     def permissions(self, s: AgentSettings) -> str:
         tools = f", allowed tools {','.join(s.allowed_tools)}" if s.allowed_tools else ""
         return f"--permission-mode {s.permission_mode or self.DEFAULT_MODE}{tools}"
+
+    def event(self, ev: dict[str, Any]) -> str | None:
+        kind = ev.get("type")
+        if kind == "system":
+            return f"[{ev.get('subtype') or 'system'}] session {ev.get('session_id') or '?'}"
+        if kind in ("assistant", "user"):
+            parts = []
+            for c in _obj(ev.get("message")).get("content") or []:
+                c = _obj(c)
+                if c.get("type") == "text" and c.get("text"):
+                    parts.append(str(c["text"]))
+                elif c.get("type") == "tool_use":
+                    parts.append(f"→ {c.get('name')} {_brief(c.get('input'))}")
+                elif c.get("type") == "tool_result":
+                    parts.append(f"← {_brief(c.get('content'))}")
+            return "\n".join(parts) or None
+        if kind == "result":
+            cost = ev.get("total_cost_usd", ev.get("cost_usd"))
+            spent = f", ${cost}" if isinstance(cost, (int, float)) else ""
+            return f"[result] {ev.get('subtype') or ''}{spent}".rstrip()
+        return super().event(ev)
 
     def parse(self, stdout: str) -> Reply:
         r = Reply()
@@ -271,6 +314,23 @@ class CodexAdapter(Adapter):
     def permissions(self, s: AgentSettings) -> str:
         return f"--sandbox {s.sandbox or self.DEFAULT_SANDBOX} (codex exec never asks)"
 
+    def event(self, ev: dict[str, Any]) -> str | None:
+        kind = ev.get("type")
+        if kind in ("thread.started", "turn.started", "turn.completed", "turn.failed"):
+            return f"[{kind}]"
+        if kind in ("item.started", "item.completed", "item.updated"):
+            item = _obj(ev.get("item"))
+            if item.get("type") in ("agent_message", "assistant_message", "reasoning"):
+                if kind != "item.completed":
+                    return None
+                return str(item.get("text") or "") or None
+            if item.get("type") == "command_execution":
+                return f"$ {item.get('command')}" if kind == "item.started" else None
+            return f"[{kind}] {item.get('type')}"
+        if kind == "error":
+            return f"[error] {ev.get('message')}"
+        return super().event(ev)
+
     def parse(self, stdout: str) -> Reply:
         r = Reply()
         for ev in _events(stdout):
@@ -326,6 +386,20 @@ class OpenCodeAdapter(Adapter):
 
     def permissions(self, s: AgentSettings) -> str:
         return "OpenCode's own `permission` settings (opencode.json)"
+
+    def event(self, ev: dict[str, Any]) -> str | None:
+        kind = ev.get("type")
+        part = _obj(ev.get("part"))
+        if kind == "text":
+            return str(part.get("text") or "") or None
+        if kind == "tool_use":
+            return f"→ {part.get('tool')} {_brief(_obj(part.get('state')).get('input'))}"
+        if kind in ("step_start", "step_finish"):
+            return None
+        if kind == "error":
+            err = _obj(ev.get("error"))
+            return f"[error] {_obj(err.get('data')).get('message') or err.get('name')}"
+        return super().event(ev)
 
     def parse(self, stdout: str) -> Reply:
         r = Reply()
@@ -423,39 +497,6 @@ def classify(error: str) -> str:
     return "error"
 
 
-class Transcripts:
-    """Files every invocation under `.looprail/logs/<run>/NNN-<kind>-<name>/`."""
-
-    def __init__(self, project: Path) -> None:
-        self.project = project
-        self._lock = threading.Lock()
-        self._seq = 0
-        self.run_id: str | None = None
-        self._adhoc: str | None = None
-
-    def folder(self, request: Request) -> Path:
-        with self._lock:
-            if self.run_id is None and self._adhoc is None:  # one folder per unjournaled run
-                self._adhoc = time.strftime("no-journal-%Y%m%dT%H%M%S")
-            run = self.run_id or self._adhoc
-        base = self.project / LOOPRAIL_DIR / LOGS_DIR / str(run)
-        with self._lock:
-            if self._seq == 0 and base.is_dir():  # a resumed run: continue the numbering
-                self._seq = len([p for p in base.iterdir() if p.is_dir()])
-            self._seq += 1
-            seq = self._seq
-        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", request.name).strip("-")[:60] or "work"
-        path = base / f"{seq:03d}-{request.kind}-{slug}"
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-
-    def rel(self, path: Path) -> str:
-        try:
-            return path.relative_to(self.project).as_posix()
-        except ValueError:
-            return str(path)
-
-
 class AgentRuntime(BaseRuntime):
     """A coding agent CLI as a runtime (see the module docstring)."""
 
@@ -470,8 +511,9 @@ class AgentRuntime(BaseRuntime):
         progress: Callable[[str], None] | None = None,
         host_tool: str | None = None,
         env: Mapping[str, str] | None = None,
+        output: Callable[[str, str, str], None] | None = None,
     ) -> None:
-        super().__init__(progress=progress)
+        super().__init__(progress=progress, output=output)
         self.adapter = self.adapter_class()
         self.project = Path(project).resolve()
         if settings is None or isinstance(settings, Mapping):
@@ -480,9 +522,15 @@ class AgentRuntime(BaseRuntime):
         self.timeouts = timeouts or Timeouts()
         self.env = dict(env or {})
         self.local = LocalRuntime(
-            self.project, host_tool=host_tool, timeouts=timeouts, progress=progress, env=env
+            self.project,
+            host_tool=host_tool,
+            timeouts=timeouts,
+            progress=progress,
+            env=env,
+            output=output,
         )
         self.transcripts = Transcripts(self.project)
+        self.local.transcripts = self.transcripts  # commands and checks: one numbering, one run
         self.meter: Any = None  # looprail.runtime.meter.Meter, set by the run
         self._messages: list[str] = []
         self._lock = threading.Lock()
@@ -497,6 +545,7 @@ class AgentRuntime(BaseRuntime):
             progress=settings.progress,
             host_tool=settings.host_tool,
             env=settings.env,
+            output=getattr(settings, "output", None),
         )
 
     def __repr__(self) -> str:
@@ -566,14 +615,24 @@ class AgentRuntime(BaseRuntime):
         argv[0] = os.path.abspath(found)
         timeout_s = ctx.timeout_s or self.timeouts.for_kind(request.kind)
         self.announce(request)
-        result = run_bounded(
-            argv,
-            timeout_s=timeout_s,
-            stdin=stdin,
-            cwd=workdir,
-            env=env,
-            output_cap=AGENT_OUTPUT_CAP,
+        # The streams go to the transcript as they arrive (a killed run leaves them), and
+        # with -v to the terminal, each event read into one line.
+        tee = OutputTee(
+            split={"stdout": folder / "stdout.jsonl", "stderr": folder / "stderr.txt"},
+            on_line=self._line_sink(request),
         )
+        try:
+            result = run_bounded(
+                argv,
+                timeout_s=timeout_s,
+                stdin=stdin,
+                cwd=workdir,
+                env=env,
+                output_cap=AGENT_OUTPUT_CAP,
+                on_output=tee,
+            )
+        finally:
+            tee.close()
         reply = self.adapter.parse(result.stdout)
         rel = self.transcripts.rel(folder)
         usage = Usage(
@@ -662,6 +721,20 @@ class AgentRuntime(BaseRuntime):
             return failed(f"{request.role or name} did not deliver: {problem}")
         return Outcome.succeeded(reply.final, **common)
 
+    def _line_sink(self, request: Request) -> Callable[[str, str], None] | None:
+        output = self.output
+        if output is None:
+            return None
+        label = output_label(request)
+        adapter = self.adapter
+
+        def sink(stream: str, text: str) -> None:
+            shown = adapter.show(text) if stream == "stdout" else text
+            for part in (shown or "").splitlines():  # an event's text may hold many lines
+                output(label, stream, part)
+
+        return sink
+
     def _estimate(self, reply: Reply) -> float | None:
         """Cost from tokens and the configured prices, for CLIs that report no cost."""
         s = self.settings
@@ -744,8 +817,7 @@ def _write_transcript(
     folder: Path, prompt: str, argv: Sequence[str], result: Any, reply: Reply, outcome: Outcome
 ) -> None:
     (folder / "prompt.md").write_text(prompt, encoding="utf-8")
-    (folder / "stdout.jsonl").write_text(result.stdout, encoding="utf-8")
-    (folder / "stderr.txt").write_text(result.stderr, encoding="utf-8")
+    # stdout.jsonl and stderr.txt were written while the CLI ran (OutputTee)
     shown = [a if a != prompt else "<prompt.md>" for a in argv]
     meta = {
         "argv": shown,

@@ -136,7 +136,7 @@ class Outcome(_Frozen):
     unavailable: bool = False  # exit 69: the unit could not look
     truncated: bool = False  # output went past the runtime's cap and was cut
     usage: Usage | None = None  # tokens, cost, session id, when an agent CLI reported them
-    transcript: str | None = None  # where the full transcript was filed (project-relative)
+    transcript: str | None = None  # where its transcript or log was filed (project-relative)
 
     @model_validator(mode="after")
     def _consistent(self) -> Outcome:
@@ -472,8 +472,11 @@ class BaseRuntime:
     #: The name this runtime is registered under (`looprail.runtimes` entry points).
     name: ClassVar[str] = ""
 
-    def __init__(self, *, progress: Any = None) -> None:
+    def __init__(self, *, progress: Any = None, output: Any = None) -> None:
         self.progress = progress
+        # `output(label, stream, line)`: each line a unit of work prints, as it prints it
+        # (`-v`); None shows nothing. `label` names the unit (`output_label`).
+        self.output = output
         self._context = RoleContextBook()
 
     # -- the one method -------------------------------------------------------------------
@@ -581,6 +584,18 @@ class BaseRuntime:
 
     def begin_run(self, run_id: str | None) -> None:
         """Told once a run id is known (transcripts are filed under it); default: nothing."""
+
+
+def output_label(request: Request) -> str:
+    """How `-v` prefixes the lines a unit of work prints: the task id for a task (`01-02/T3`),
+    the role for a step's work, else the kind and name (`check verify-tests`)."""
+    if request.kind == "task":
+        return request.name
+    if request.kind == "phase":
+        return request.role or request.name
+    kind = {"query": "check", "verdict": "verdict from"}.get(request.kind, request.kind)
+    where = f" ({request.plan_id}/{request.task_id})" if request.task_id else ""
+    return f"{kind} {request.name}{where}"
 
 
 def banner_label(request: Request) -> str | None:

@@ -32,7 +32,9 @@ from looprail.runtime.base import (
     Request,
     RequestKind,
     build_request,
+    output_label,
 )
+from looprail.runtime.logs import OutputTee, Transcripts
 from looprail.runtime.process import (
     DEFAULT_OUTPUT_CAP,
     ProcessResult,
@@ -87,16 +89,20 @@ class LocalRuntime(BaseRuntime):
         output_cap: int = DEFAULT_OUTPUT_CAP,
         progress: Callable[[str], None] | None = None,
         env: Mapping[str, str] | None = None,
+        output: Callable[[str, str, str], None] | None = None,
     ) -> None:
         if output_cap <= 0:
             raise ValueError(f"output_cap must be positive, got {output_cap}")
-        super().__init__(progress=progress or _stderr_progress)
+        super().__init__(progress=progress or _stderr_progress, output=output)
         self.project = Path(project).resolve()
         self.root = self.project / LOOPRAIL_DIR
         self.host_tool = host_tool
         self.timeouts = timeouts or Timeouts()
         self.output_cap = output_cap
         self.env = dict(env or {})
+        # Set by `begin_run`: a run files every process's output under .looprail/logs/<run>/;
+        # outside a run (lint probes, `check`) nothing is written.
+        self.transcripts: Transcripts | None = None
 
     @classmethod
     def from_settings(cls, settings: Any) -> LocalRuntime:
@@ -107,7 +113,14 @@ class LocalRuntime(BaseRuntime):
             timeouts=settings.timeouts,
             progress=settings.progress,
             env=settings.env,
+            output=getattr(settings, "output", None),
         )
+
+    def begin_run(self, run_id: str | None) -> None:
+        """From now on each process's output is filed under `.looprail/logs/<run>/`."""
+        if self.transcripts is None:
+            self.transcripts = Transcripts(self.project)
+        self.transcripts.run_id = run_id
 
     def missing(self, folder: str | None, name: str) -> str | None:
         """Why `.looprail/<folder>/<name>` would not run, or None (what lint probes)."""
@@ -264,15 +277,54 @@ class LocalRuntime(BaseRuntime):
         env: Mapping[str, str] | None = None,
     ) -> Outcome:
         timeout_s = ctx.timeout_s or self.timeouts.for_kind(request.kind)
-        result = run_bounded(
-            argv,
-            timeout_s=timeout_s,
-            stdin=request.to_json() if send_request else None,
-            cwd=ctx.workdir or self.project,
-            env=env if env is not None else self._environment(request, ctx),
-            output_cap=self.output_cap,
+        log = self._log_file(request)
+        tee = OutputTee(
+            combined=log,
+            on_line=self._line_sink(request),
+            header=f"# looprail: {label} {' '.join(argv[1:])}".rstrip() if log else None,
         )
-        return outcome_of(result, label, timeout_s)
+        try:
+            result = run_bounded(
+                argv,
+                timeout_s=timeout_s,
+                stdin=request.to_json() if send_request else None,
+                cwd=ctx.workdir or self.project,
+                env=env if env is not None else self._environment(request, ctx),
+                output_cap=self.output_cap,
+                on_output=tee if tee.wanted else None,
+            )
+        except BaseException:
+            tee.close("# looprail: stopped (looprail was interrupted)")
+            raise
+        outcome = outcome_of(result, label, timeout_s)
+        end = "ok" if outcome.ok else outcome.detail
+        tee.close(f"# looprail: {end} ({result.duration_s:.1f}s)" if log else None)
+        if log is None or self.transcripts is None:
+            return outcome
+        rel = self.transcripts.rel(log)
+        update: dict[str, Any] = {"transcript": rel}
+        if not outcome.ok:
+            update["detail"] = f"{outcome.detail} (log: {rel})"
+        return outcome.model_copy(update=update)
+
+    def _log_file(self, request: Request) -> Path | None:
+        if self.transcripts is None:
+            return None
+        try:
+            return self.transcripts.file(request)
+        except OSError:  # no room for logs: the work still runs
+            return None
+
+    def _line_sink(self, request: Request) -> Callable[[str, str], None] | None:
+        output = self.output
+        if output is None:
+            return None
+        label = output_label(request)
+
+        def sink(stream: str, text: str) -> None:
+            output(label, stream, text)
+
+        return sink
 
     def _environment(self, request: Request, ctx: DispatchContext) -> dict[str, str]:
         env = dict(os.environ)

@@ -69,6 +69,7 @@ def run_bounded(
     env: Mapping[str, str] | None = None,
     shell: bool = False,
     output_cap: int = DEFAULT_OUTPUT_CAP,
+    on_output: Callable[[str, bytes], None] | None = None,
 ) -> ProcessResult:
     """Run one process to completion or to its timeout, whichever is first.
 
@@ -77,6 +78,9 @@ def run_bounded(
     stream is dropped (and `truncated` set). On timeout the whole process group is killed. The
     call returns within `timeout_s` plus a short grace whatever the process's children do with
     the pipes, and leaves no thread, descriptor or zombie behind.
+
+    `on_output(stream, chunk)` ("stdout" or "stderr", raw bytes) sees every chunk as it
+    arrives, cap or not, on the calling thread (logs and `-v` read it there).
     """
     if shell:
         if not isinstance(argv, str):
@@ -135,7 +139,7 @@ def run_bounded(
         _CHILD_OF[proc] = spawned
         _notify(spawned)
     try:
-        timed_out, out, err, truncated = _pump(proc, data, start + timeout_s, output_cap)
+        timed_out, out, err, truncated = _pump(proc, data, start + timeout_s, output_cap, on_output)
     except BaseException:
         # Ctrl-C (or any bug) while the child runs: it has its own session, so nothing else
         # will stop it. Kill its group and reap it before unwinding.
@@ -160,7 +164,11 @@ def run_bounded(
 
 
 def _pump(
-    proc: subprocess.Popen, data: bytes | None, deadline: float, cap: int
+    proc: subprocess.Popen,
+    data: bytes | None,
+    deadline: float,
+    cap: int,
+    on_output: Callable[[str, bytes], None] | None = None,
 ) -> tuple[bool, bytearray, bytearray, bool]:
     """Feed stdin and drain stdout/stderr from this thread with one selector, until the child
     has exited and the pipes are closed, or the deadline (then the group is killed), or a short
@@ -168,6 +176,7 @@ def _pump(
     stderr, truncated); the child is reaped and every pipe closed."""
     # Keyed by the pipe objects, which the selector hands back as `key.fileobj`.
     sinks: dict[Any, bytearray] = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+    names: dict[Any, str] = {proc.stdout: "stdout", proc.stderr: "stderr"}
     truncated = False
     timed_out = False
     pending = memoryview(data) if data else memoryview(b"")
@@ -210,6 +219,8 @@ def _pump(
                     if not chunk:
                         selector.unregister(stream)
                         continue
+                    if on_output is not None:
+                        on_output(names[stream], chunk)
                     sink = sinks[stream]
                     room = cap - len(sink)
                     if room > 0:

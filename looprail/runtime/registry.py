@@ -43,6 +43,8 @@ class RuntimeSettings:
     host_tool: str | None = None
     timeouts: Any = None  # looprail.runtime.local.Timeouts | None
     progress: Callable[[str], None] | None = None
+    # `-v`: each line a unit of work prints, as `output(label, stream, line)`; None: nothing
+    output: Callable[[str, str, str], None] | None = None
     agent: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
 

@@ -29,6 +29,7 @@ from looprail.runtime.base import (
     Request,
     RequestKind,
     banner_label,
+    output_label,
     spawn_banner,
     step_of,
 )
@@ -81,8 +82,9 @@ class ScriptedRuntime(BaseRuntime):
         *,
         effects: Mapping[CallKey, Effect] | None = None,
         progress: Callable[[str], None] | None = None,
+        output: Callable[[str, str, str], None] | None = None,
     ) -> None:
-        super().__init__(progress=progress)
+        super().__init__(progress=progress, output=output)
         self._lock = threading.Lock()
         self._script: dict[CallKey, ScriptValue] = {}
         self._effects: dict[CallKey, Effect] = dict(effects or {})
@@ -96,7 +98,7 @@ class ScriptedRuntime(BaseRuntime):
     def from_settings(cls, settings: Any) -> ScriptedRuntime:
         """Built by the registry (`--agent scripted`): nothing scripted, so every call
         succeeds — a walk of the loop that runs no work."""
-        return cls(progress=settings.progress)
+        return cls(progress=settings.progress, output=getattr(settings, "output", None))
 
     # -- scripting and inspection -----------------------------------------------------------
 
@@ -198,7 +200,17 @@ class ScriptedRuntime(BaseRuntime):
         outcome = self._respond(responder, request)
         with self._lock:
             self._calls[index] = call.model_copy(update={"outcome": outcome})
+        self._show(request, outcome)
         return outcome
+
+    def _show(self, request: Request, outcome: Outcome) -> None:
+        """`-v`: what a scripted unit "printed", line by line, as a real runtime streams it."""
+        if self.output is None:
+            return
+        label = output_label(request)
+        for stream, text in (("stdout", outcome.stdout), ("stderr", outcome.stderr)):
+            for line in text.splitlines():
+                self.output(label, stream, line)
 
     @staticmethod
     def _lookup(table: Mapping[CallKey, Any], key: CallKey) -> Any:

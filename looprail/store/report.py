@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from looprail.layout import log_of
 from looprail.store.journal import Journal
 from looprail.store.models import EventRow, RunRow, TaskRow
 from looprail.store.summary import duration_ms as _duration
@@ -519,6 +520,8 @@ def render_report_text(report: RunReport) -> str:
     ]
     if run.haltReason:
         lines.append(f"  reason: {run.haltReason}")
+    if log := log_of(run.haltReason):  # the failed work's log, on a line of its own
+        lines.append(f"  log: {log}")
     lines.append(
         f"  tasks: {counts.done} done, {counts.failed} failed, {counts.running} running, "
         f"{counts.pending} pending"

@@ -189,8 +189,8 @@ def test_verbose_shows_what_the_agents_printed(tmp_path):
     project = _tiny_project(tmp_path, "echo 'hello from the executor'; echo 'a note' >&2")
     args = ("run", str(project), "--phase", "1", "--no-journal")
     r = run_cli(*args, "-v")
-    assert "    ┆ 01-01/T1 stdout:\n    ┆   hello from the executor\n" in r.stderr, r.stderr
-    assert "    ┆   a note\n" in r.stderr
+    assert "    ┆ 01-01/T1: hello from the executor\n" in r.stderr, r.stderr
+    assert "    ┆ 01-01/T1 stderr: a note\n" in r.stderr
     r = run_cli(*args)
     assert "hello from the executor" not in r.stderr and "┆" not in r.stderr
 

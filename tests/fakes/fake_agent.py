@@ -11,6 +11,8 @@ Environment:
 - FAKE_AGENT_CONFLICT=1: the planner's two parallel plans both write `shared.txt`
 - FAKE_AGENT_COST: cost per invocation in USD (default 0.01)
 - FAKE_AGENT_SLEEP: seconds each invocation takes (default 0)
+- FAKE_AGENT_EVENT_SLEEP: seconds between two lines of output (default 0: a streaming agent)
+- FAKE_AGENT_WAIT_FOR: after its first line of output, wait (up to 30 s) until this file exists
 """
 
 import json
@@ -166,9 +168,21 @@ if mode != "lazy" and task and files:
 
 
 # -- the output, in the CLI's format ------------------------------------------------------------
+_emitted = 0
+
+
 def emit(obj) -> None:
+    global _emitted
+    if _emitted:
+        time.sleep(float(os.environ.get("FAKE_AGENT_EVENT_SLEEP", "0")))
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()
+    _emitted += 1
+    wait_for = os.environ.get("FAKE_AGENT_WAIT_FOR")
+    if _emitted == 1 and wait_for:
+        deadline = time.monotonic() + 30
+        while not os.path.exists(wait_for) and time.monotonic() < deadline:
+            time.sleep(0.05)
 
 
 error = {

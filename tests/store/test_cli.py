@@ -56,6 +56,7 @@ def test_without_a_journal_status_and_history_say_no_runs_yet(tmp_path):
         "interrupted": False,
         "refusedAt": None,
         "lockHolder": None,
+        "log": None,
     }
     history = json.loads(looprail("history", "--project", str(tmp_path), "--json").stdout)
     assert history == {"runs": []}
@@ -86,7 +87,15 @@ def test_status_shows_the_last_run(project):
 def test_status_json(project):
     result = looprail("status", "--json", "--project", str(project))
     status = json.loads(result.stdout)
-    assert list(status) == ["run", "wave", "live", "interrupted", "refusedAt", "lockHolder"]
+    assert list(status) == [
+        "run",
+        "wave",
+        "live",
+        "interrupted",
+        "refusedAt",
+        "lockHolder",
+        "log",
+    ]
     assert status["run"]["id"] == "01BBBB" and status["run"]["status"] == "halted"
     assert status["run"]["tasks"] == {"pending": 2, "running": 1, "done": 1, "failed": 0}
     assert (status["wave"], status["live"], status["interrupted"]) == (2, False, False)

@@ -125,6 +125,7 @@ def test_log_tail_of_a_task_and_no_log(halted_example, tmp_path):
     shutil.copytree(halted_example, project)
     run_id = uikit.latest_run_id(project)
     logs = project / ".looprail" / "logs" / run_id
+    shutil.rmtree(logs, ignore_errors=True)  # the run's own logs: this test plants its own
     (logs / "01-01").mkdir(parents=True)
     lines = [f"line {i} \x1b[31mred\x1b[0m" for i in range(1000)]
     (logs / "01-01" / "T1.log").write_text("\n".join(lines) + "\n")

@@ -1,0 +1,211 @@
+"""Where a running process's output goes as it arrives: its log under `.looprail/logs/<run>/`,
+and, with `-v`, the terminal, one whole line at a time.
+
+Every runtime of a run files its work under one folder per run, numbered in the order the work
+started (`NNN-<kind>-<name>`): an agent CLI's transcript is a folder of that name (prompt, the
+raw stdout and stderr streams, what was read from them), the local runtime's steps, checks and
+agents are one file `NNN-<kind>-<name>.log` holding stdout and stderr in the order their lines
+arrived. Both are written while the process runs (flushed every chunk), so a run that is killed
+leaves the partial log behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import IO
+
+from looprail.layout import LOGS_DIR, log_of, project_path  # noqa: F401 (log_of re-exported)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from looprail.runtime.base import Request
+
+# One line a process printed, as `(stream, text)`; text has no newline and is not yet escaped.
+LineSink = Callable[[str, str], None]
+
+LOG_CAP = 64 << 20  # bytes per log file: a runaway process cannot fill the disk through us
+LINE_CAP = 64 << 10  # a "line" with no newline for this long is passed on as it is
+
+_SEQ = re.compile(r"^(\d{3,})-")
+# Terminal control sequences (CSI, OSC, two-byte ESC): colour codes a tool prints are dropped
+# from the -v stream; every other control character is escaped by the display (textsafe).
+ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+
+
+def slug(name: str) -> str:
+    """A request name as a file-name part: `01-02/T3` → `01-02-T3`."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")[:60] or "work"
+
+
+class Transcripts:
+    """Numbers and files every unit of work of one run under `.looprail/logs/<run>/`.
+
+    `run_id` None (an unjournaled run) files under one `no-journal-<time>` folder per run."""
+
+    def __init__(self, project: Path) -> None:
+        self.project = project
+        self._lock = threading.Lock()
+        self._seq = 0
+        self.run_id: str | None = None
+        self._adhoc: str | None = None
+
+    def base(self) -> Path:
+        with self._lock:
+            if self.run_id is None and self._adhoc is None:  # one folder per unjournaled run
+                self._adhoc = time.strftime("no-journal-%Y%m%dT%H%M%S")
+            run = self.run_id or self._adhoc
+        return Path(project_path(self.project, LOGS_DIR, str(run)))
+
+    def _next(self, base: Path) -> int:
+        with self._lock:
+            if self._seq == 0 and base.is_dir():  # a resumed run: continue the numbering
+                found = (_SEQ.match(p.name) for p in base.iterdir())
+                self._seq = max((int(m.group(1)) for m in found if m), default=0)
+            self._seq += 1
+            return self._seq
+
+    def folder(self, request: Request) -> Path:
+        """A new folder `NNN-<kind>-<name>/` for one agent invocation's transcript."""
+        base = self.base()
+        path = base / f"{self._next(base):03d}-{request.kind}-{slug(request.name)}"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def file(self, request: Request) -> Path:
+        """A new log file `NNN-<kind>-<name>.log` for one process's output (not yet created)."""
+        base = self.base()
+        base.mkdir(parents=True, exist_ok=True)
+        return base / f"{self._next(base):03d}-{request.kind}-{slug(request.name)}.log"
+
+    def rel(self, path: Path) -> str:
+        try:
+            return path.relative_to(self.project).as_posix()
+        except ValueError:
+            return str(path)
+
+
+class OutputTee:
+    """Takes a process's output chunk by chunk (`run_bounded(on_output=...)`, called on the
+    thread that runs the process) and passes it on as it arrives:
+
+    - `combined`: one log file with both streams, a whole line at a time in arrival order (so a
+      line of stdout and one of stderr never mix), flushed after every chunk;
+    - `split`: one raw file per stream (`{"stdout": path, "stderr": path}`), flushed likewise;
+    - `on_line(stream, text)`: every whole line, decoded (what `-v` shows).
+
+    A log that cannot be written is given up quietly (the work itself goes on); `close()` passes
+    on what is left of an unfinished last line and closes the files."""
+
+    def __init__(
+        self,
+        *,
+        combined: Path | None = None,
+        split: Mapping[str, Path] | None = None,
+        on_line: LineSink | None = None,
+        header: str | None = None,
+    ) -> None:
+        self.on_line = on_line
+        self._pending: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+        self._files: dict[str, IO[bytes]] = {}
+        self._written: dict[str, int] = {}
+        self._combined: IO[bytes] | None = None
+        self.cut = False
+        if combined is not None:
+            self._combined = _open(combined)
+            if self._combined is not None and header:
+                self._write(self._combined, "combined", header.encode() + b"\n")
+        for stream, path in (split or {}).items():
+            handle = _open(path)
+            if handle is not None:
+                self._files[stream] = handle
+
+    @property
+    def wanted(self) -> bool:
+        return bool(self.on_line or self._combined or self._files)
+
+    def __call__(self, stream: str, chunk: bytes) -> None:
+        raw = self._files.get(stream)
+        if raw is not None:
+            self._write(raw, stream, chunk)
+            self._flush(raw)
+        if self._combined is None and self.on_line is None:
+            return
+        pending = self._pending.setdefault(stream, bytearray())
+        pending.extend(chunk)
+        while True:
+            end = pending.find(b"\n")
+            if end < 0:
+                if len(pending) < LINE_CAP:
+                    break
+                end = LINE_CAP - 1
+            line = bytes(pending[: end + 1])
+            del pending[: end + 1]
+            self._line(stream, line)
+        if self._combined is not None:
+            self._flush(self._combined)
+
+    def _line(self, stream: str, line: bytes) -> None:
+        if self._combined is not None:
+            self._write(self._combined, "combined", line if line.endswith(b"\n") else line + b"\n")
+        if self.on_line is not None:
+            text = line.decode("utf-8", errors="replace").rstrip("\n").removesuffix("\r")
+            try:
+                self.on_line(stream, text)
+            except Exception:  # showing a line must never break the work
+                self.on_line = None
+
+    def close(self, footer: str | None = None) -> None:
+        for stream, pending in self._pending.items():
+            if pending:
+                self._line(stream, bytes(pending))
+                pending.clear()
+        if self._combined is not None and footer:
+            self._write(self._combined, "combined", footer.encode() + b"\n")
+        for handle in [*self._files.values(), *([self._combined] if self._combined else [])]:
+            with contextlib.suppress(OSError):
+                handle.close()
+        self._files.clear()
+        self._combined = None
+
+    def _write(self, handle: IO[bytes], key: str, data: bytes) -> None:
+        done = self._written.get(key, 0)
+        if done >= LOG_CAP:
+            return
+        room = LOG_CAP - done
+        if len(data) > room:
+            data = data[:room] + b"\n[looprail: log cut here, at its size limit]\n"
+            self.cut = True
+        try:
+            handle.write(data)
+        except (OSError, ValueError):
+            self._written[key] = LOG_CAP  # disk full, say: stop trying, keep working
+            return
+        self._written[key] = done + len(data)
+
+    @staticmethod
+    def _flush(handle: IO[bytes]) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            handle.flush()  # to the OS: a SIGKILLed looprail still leaves what arrived
+
+
+def _open(path: Path) -> IO[bytes] | None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(
+            path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644
+        )
+        return os.fdopen(fd, "ab")
+    except OSError:
+        return None
+
+
+def show_line(text: str) -> str:
+    """A child's line as `-v` shows it: colour codes dropped, trailing blanks trimmed (the
+    display escapes any other control character)."""
+    return ANSI.sub("", text).rstrip()

@@ -1,0 +1,108 @@
+"""A positional PROJECT on every command that reads a project and has no other positional:
+run from another folder, `looprail CMD PROJECT` reads PROJECT exactly as `--project PROJECT`
+does. The commands whose positional is something else (a capability folder, an id, a file,
+a point) and the GSD contract commands keep `--project`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from looprail.cli import build_parser
+
+REPO = Path(__file__).resolve().parents[1]
+CAPS = REPO / "examples" / "capabilities"
+
+# Commands that read a project but whose positional is something else, or whose argv the GSD
+# host contract spells (they take --project DIR).
+OTHER_POSITIONAL = {
+    "loop render-hooks": "POINT",
+    "capability validate": "DIR (a capability folder)",
+    "capability remove": "ID",
+    "capability audit": "ID",
+    "capability install": "DIR (a capability folder)",
+    "hooks validate": "FILE",
+    "revoke": "ID",
+    "phase plan-index": "GSD contract",
+    "phase list": "GSD contract",
+    "check predicate": "GSD contract",
+    "task resolve-content": "GSD contract",
+    "review-lane dispatch-step": "GSD contract",
+    "review-lane explicit-from-argv": "GSD contract",
+}
+
+
+def _leaves(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield " ".join(path), parser
+    for action in subs:
+        for name, child in action.choices.items():
+            yield from _leaves(child, (*path, name))
+
+
+def test_every_command_that_reads_a_project_takes_it_as_a_positional():
+    for name, parser in _leaves(build_parser()):
+        if "--project" not in parser._option_string_actions or name in OTHER_POSITIONAL:
+            continue
+        metavars = [a.metavar for a in parser._actions if not a.option_strings]
+        assert "PROJECT" in metavars, name
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "looprail", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+    )
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    done = _cli("init", "demo", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    demo = tmp_path / "demo"
+    hook = {"description": "say hi", "event": "plan:pre", "shell": "true"}
+    (demo / ".looprail" / "hooks.json").write_text(json.dumps({"local": {"hi": hook}}))
+    shutil.copytree(CAPS / "changelog", demo / ".looprail" / "capabilities" / "changelog")
+    done = _cli("run", str(demo), "--phase", "1", cwd=tmp_path)  # status has a run to show
+    assert done.returncode == 0, done.stderr
+    return demo
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["doctor", "--json"],
+        ["capability", "list", "--json"],
+        ["hooks", "list", "--json"],
+        ["lint", "--json"],
+        ["status", "--json"],
+    ],
+    ids=lambda a: a[0] if a[0] != "capability" and a[0] != "hooks" else " ".join(a[:2]),
+)
+def test_positional_project_is_read_as_project(project: Path, tmp_path: Path, argv: list[str]):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    positional = _cli(*argv[:-1], str(project), argv[-1], cwd=elsewhere)
+    option = _cli(*argv, "--project", str(project), cwd=elsewhere)
+    assert positional.returncode == option.returncode == 0, positional.stderr + option.stderr
+    assert json.loads(positional.stdout) == json.loads(option.stdout)
+    here = _cli(*argv, cwd=elsewhere)  # not the project: a different answer (or an error)
+    assert here.returncode != 0 or json.loads(here.stdout) != json.loads(option.stdout)
+
+
+def test_trust_takes_project_positionally(project: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = _cli("trust", str(project), "--yes", cwd=elsewhere)
+    assert done.returncode == 0, done.stderr
+    assert "hooks.json" in done.stdout + done.stderr
