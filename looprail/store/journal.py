@@ -419,6 +419,7 @@ class Journal:
         )
         with self.transaction():
             self._require_run(run_id)
+            self._digest(run_id)  # before any row is added (see _apply_task_update)
             for task in planned:
                 added = self._sql(
                     "INSERT OR IGNORE INTO tasks (run_id, task_key, plan_id, wave, status) "
@@ -551,6 +552,7 @@ class Journal:
     def _apply_task_update(
         self, run_id: str, update: TaskUpdate, now: str
     ) -> tuple[TaskRow, TaskRow | None]:
+        self._digest(run_id)  # before the row changes: a digest recomputed now must not see it
         before_row = self._sql(
             "SELECT * FROM tasks WHERE run_id = ? AND task_key = ?", (run_id, update.task_key)
         ).fetchone()
@@ -676,7 +678,7 @@ class Journal:
         """A task row of `run_id` changed (inside the open transaction): update its digest."""
         from looprail.store.seal import digest_update
 
-        digest = self._digest(run_id)
+        digest = self._digests[run_id]  # loaded by the caller before the row changed
         self._digests[run_id] = digest_update(
             digest,
             self._user_key(),
