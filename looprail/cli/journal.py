@@ -69,19 +69,6 @@ def project_and_run(args: argparse.Namespace) -> tuple[str, str | None]:
     return first or args.project, run
 
 
-def _open(project: str, *, required: bool):
-    """The project's journal, or None when it has none (and `required` is false)."""
-    from looprail.store import Journal, NoJournalError
-
-    project_folder(project)
-    try:
-        return Journal.open(Path(project), create=False)
-    except NoJournalError:
-        if required:
-            raise
-        return None
-
-
 def _status(args: argparse.Namespace) -> int:
     # SQL aggregates, no task rows, no pydantic: cheap on a journal of any size.
     from looprail.store import summary
@@ -92,7 +79,7 @@ def _status(args: argparse.Namespace) -> int:
     holder = lock_holder(Path(project))
     header = wave = refusal = None
     if conn is not None:
-        with contextlib.closing(conn):
+        with contextlib.closing(conn), summary.reading(summary.journal_file(project)):
             found = summary.headers(conn, latest=True)
             if found:
                 header = found[0]
@@ -179,12 +166,13 @@ def _open_summary(project: str):
 
 
 def _history(args: argparse.Namespace) -> int:
-    from looprail.store.summary import format_duration, headers
+    from looprail.store.summary import format_duration, headers, journal_file, reading
 
-    conn = _open_summary(project_of(args))
+    project = project_of(args)
+    conn = _open_summary(project)
     runs = []
     if conn is not None:
-        with contextlib.closing(conn):
+        with contextlib.closing(conn), reading(journal_file(project)):
             runs = headers(conn)
     if args.json:
         print_json({"runs": runs})
@@ -214,20 +202,23 @@ def _history(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from looprail.store import JournalError, build_report, render_report_text
-
     project, run_id = project_and_run(args)
-    journal = _open(project, required=True)
-    with journal:
-        if run_id:
-            run = journal.find_run(run_id)
-        else:
-            run = journal.latest_run()
-            if run is None:
-                raise JournalError(f"{journal.path}: no runs yet; nothing to report")
-        report = build_report(journal, run.id)
+    project_folder(project)
     if args.json:
-        print_json(report.model_dump(mode="json"))
-    else:
-        print(render_report_text(report), end="")
+        # Straight from SQL to JSON: the report kinds of events only, no pydantic.
+        from looprail.store import report_data, summary
+
+        path = summary.journal_file(project)
+        conn = summary.open_journal(project)
+        with contextlib.closing(conn), summary.reading(path):
+            print_json(report_data.report_json(conn, path, run_id))
+        return 0
+    from looprail.store import Journal, JournalError, build_report, render_report_text
+
+    with Journal.open_readonly(Path(project)) as journal:
+        run = journal.find_run(run_id) if run_id else journal.latest_run()
+        if run is None:
+            raise JournalError(f"{journal.path}: no runs yet; nothing to report")
+        report = build_report(journal, run.id)
+    print(render_report_text(report), end="")
     return 0

@@ -133,32 +133,10 @@ class Journal:
         viewers that run beside a live run (the dashboard). Raises `NoJournalError` when there
         is none (or it is still an empty file) and `JournalError` for a foreign, corrupt or
         newer one."""
-        from urllib.parse import quote
-
-        from looprail.store.schema import identify_readonly
+        from looprail.store.schema import connect_readonly
 
         path = journal_path(project)
-        check_links(path)
-        if not path.exists():
-            raise NoJournalError(f"{path}: no journal yet (no run has been recorded)")
-        check_header(path)
-        uri = f"file:{quote(str(path.resolve()))}?mode=ro"
-        try:
-            conn = sqlite3.connect(
-                uri,
-                uri=True,
-                isolation_level=None,
-                check_same_thread=False,
-                timeout=BUSY_TIMEOUT_MS / 1000,
-            )
-        except sqlite3.Error as exc:
-            raise JournalError(f"{path}: cannot open the journal ({exc})") from None
-        try:
-            identify_readonly(conn, path)
-        except BaseException:
-            conn.close()
-            raise
-        conn.row_factory = sqlite3.Row
+        conn = connect_readonly(path)
         return cls(conn, path, lambda: datetime.now(UTC))
 
     def close(self) -> None:
