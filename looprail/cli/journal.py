@@ -5,7 +5,6 @@ history, exit 0); `report` has nothing to report and says so (exit 1)."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 from pathlib import Path
 
@@ -17,6 +16,10 @@ from looprail.cli._common import (
     project_of,
 )
 from looprail.textsafe import one_line
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
 
 
 def register(sub) -> None:
@@ -58,6 +61,55 @@ def register(sub) -> None:
     add_project_options(report)
     report.add_argument("--json", action="store_true", help="the stable JSON form, one line")
     report.set_defaults(handler=_report)
+
+
+def fast_args(argv: list[str]):
+    """`status`, `history` and `report` arguments read without argparse (importing it and
+    building the parser costs these commands more than their work), or None when argv needs
+    argparse (help, -v, an unknown flag, a missing value, too many arguments). Same meaning as
+    `register`'s definitions; a test checks the two agree."""
+    from types import SimpleNamespace
+
+    handlers = {"status": _status, "history": _history, "report": _report}
+    if not argv or argv[0] not in handlers:
+        return None
+    ns = SimpleNamespace(
+        command=argv[0], project=".", capabilities=[], json=False, handler=handlers[argv[0]]
+    )
+    positionals: list[str] = []
+    rest = argv[1:]
+    i = 0
+    while i < len(rest):
+        arg = rest[i]
+        name, eq, value = arg.partition("=")
+        if arg == "--json":
+            ns.json = True
+        elif arg in ("-q", "--quiet"):
+            ns.quiet = True
+        elif name in ("--project", "--capabilities"):
+            if not eq:
+                if i + 1 >= len(rest) or rest[i + 1].startswith("-"):
+                    return None
+                value = rest[i + 1]
+                i += 1
+            if name == "--project":
+                ns.project = value
+            else:
+                ns.capabilities.append(value)
+        elif arg.startswith("-"):
+            return None
+        else:
+            positionals.append(arg)
+        i += 1
+    if argv[0] == "report":
+        if len(positionals) > 2:
+            return None
+        ns.first, ns.run = ([*positionals, None, None])[:2]
+    else:
+        if len(positionals) > 1:
+            return None
+        ns.project_pos = positionals[0] if positionals else None
+    return ns
 
 
 def project_and_run(args: argparse.Namespace) -> tuple[str, str | None]:

@@ -12,10 +12,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from looprail.store.summary import duration_ms as _duration
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs milliseconds on the `report --json` start path
+    from collections.abc import Iterable, Mapping, Sequence
+    from typing import Any
+
+    Row = Mapping[str, Any]
+
 
 REPORT_VERSION = 1
 
@@ -34,8 +40,6 @@ REPORT_KINDS = (
     "wave_finished",
     "resolver",
 )
-
-Row = Mapping[str, Any]
 
 
 def find_run(conn: sqlite3.Connection, path: object, ref: str | None) -> sqlite3.Row:
@@ -72,18 +76,28 @@ def report_json(conn: sqlite3.Connection, path: object, ref: str | None) -> dict
     for column in ("state", "machine_config", "inputs_digest"):
         run[column] = json.loads(run[column])
     marks = ", ".join("?" * len(REPORT_KINDS))
-    events = []
-    for row in conn.execute(
+    events = _dicts(
+        conn,
         f"SELECT * FROM events WHERE run_id = ? AND kind IN ({marks}) ORDER BY seq",
         (run["id"], *REPORT_KINDS),
-    ):
-        event = dict(row)
-        event["data"] = json.loads(event["data"])
-        events.append(event)
-    tasks = conn.execute(
-        "SELECT * FROM tasks WHERE run_id = ? ORDER BY wave IS NULL, wave, rowid", (run["id"],)
     )
-    return fold(run, events, [dict(t) for t in tasks])
+    for event in events:
+        event["data"] = json.loads(event["data"])
+    tasks = _dicts(
+        conn,
+        "SELECT * FROM tasks WHERE run_id = ? ORDER BY wave IS NULL, wave, rowid",
+        (run["id"],),
+    )
+    return fold(run, events, tasks)
+
+
+def _dicts(conn: sqlite3.Connection, sql: str, params: tuple[object, ...]) -> list[dict]:
+    """Rows as dicts, built from plain tuples (twice as fast as `dict(sqlite3.Row)`)."""
+    cursor = conn.cursor()
+    cursor.row_factory = None
+    cursor.execute(sql, params)
+    columns = [d[0] for d in cursor.description]
+    return [dict(zip(columns, row, strict=True)) for row in cursor]
 
 
 def fold(run: Row, events: Sequence[Row], tasks: Sequence[Row]) -> dict[str, Any]:

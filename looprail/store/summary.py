@@ -13,9 +13,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from looprail.store.schema import connect_readonly, translate
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs milliseconds on the `status` start path
+    from typing import Any
+
 
 JOURNAL_FILE = Path(".looprail") / "journal.sqlite"
 
