@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 from looprail.store.journal import Journal
 from looprail.store.models import EventRow, RunRow, TaskRow
-from looprail.store.report_data import fold
+from looprail.store.report_data import TASK_COLUMNS, fold
 from looprail.store.summary import duration_ms as _duration
 from looprail.store.summary import format_duration, format_refusal
 
@@ -212,7 +212,7 @@ def report_from_rows(run: RunRow, events: list[EventRow], tasks: list[TaskRow]) 
         fold(
             run.model_dump(),
             [e.model_dump() for e in events],
-            [t.model_dump() for t in tasks],
+            [tuple(getattr(t, c) for c in TASK_COLUMNS) for t in tasks],
         )
     )
 

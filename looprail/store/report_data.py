@@ -21,9 +21,12 @@ if TYPE_CHECKING:  # typing costs milliseconds on the `report --json` start path
     from typing import Any
 
     Row = Mapping[str, Any]
+    # A task row as the fold takes it: the values of TASK_COLUMNS, in that order.
+    TaskTuple = Sequence[Any]
 
 
 REPORT_VERSION = 1
+TASK_COLUMNS = ("task_key", "plan_id", "wave", "status", "attempt", "started_at", "ended_at")
 
 # The event kinds a report shows; the rest (task rows say what tasks did) stay in SQLite.
 REPORT_KINDS = (
@@ -83,12 +86,15 @@ def report_json(conn: sqlite3.Connection, path: object, ref: str | None) -> dict
     )
     for event in events:
         event["data"] = json.loads(event["data"])
-    tasks = _dicts(
-        conn,
-        "SELECT * FROM tasks WHERE run_id = ? ORDER BY wave IS NULL, wave, rowid",
+    # Only the order of a wave's own tasks matters to the fold (waves are sorted there), so
+    # registration (rowid) order is enough; plain tuples, no per-row dict.
+    tasks = conn.cursor()
+    tasks.row_factory = None
+    tasks.execute(
+        f"SELECT {', '.join(TASK_COLUMNS)} FROM tasks WHERE run_id = ? ORDER BY rowid",
         (run["id"],),
     )
-    return fold(run, events, tasks)
+    return fold(run, events, tasks.fetchall())
 
 
 def _dicts(conn: sqlite3.Connection, sql: str, params: tuple[object, ...]) -> list[dict]:
@@ -100,8 +106,9 @@ def _dicts(conn: sqlite3.Connection, sql: str, params: tuple[object, ...]) -> li
     return [dict(zip(columns, row, strict=True)) for row in cursor]
 
 
-def fold(run: Row, events: Sequence[Row], tasks: Sequence[Row]) -> dict[str, Any]:
-    """The report of one run from its rows (columns as in the journal, JSON columns decoded).
+def fold(run: Row, events: Sequence[Row], tasks: Sequence[TaskTuple]) -> dict[str, Any]:
+    """The report of one run from its rows (columns as in the journal, JSON columns decoded;
+    task rows as tuples of TASK_COLUMNS, in registration order or wave by wave).
     Keys are in the order of `looprail.store.report.RunReport`'s fields."""
     calls = _agent_calls(events)
     return {
@@ -152,10 +159,10 @@ def fold(run: Row, events: Sequence[Row], tasks: Sequence[Row]) -> dict[str, Any
     }
 
 
-def header(run: Row, tasks: Iterable[Row]) -> dict[str, Any]:
+def header(run: Row, tasks: Iterable[TaskTuple]) -> dict[str, Any]:
     counts = {"pending": 0, "running": 0, "done": 0, "failed": 0}
     for task in tasks:
-        counts[task["status"]] += 1
+        counts[task[3]] += 1
     return {
         "id": run["id"],
         "phase": run["phase"],
@@ -265,7 +272,7 @@ def _points(events: Sequence[Row]) -> list[dict[str, Any]]:
     ]
 
 
-def _waves(events: Sequence[Row], tasks: Sequence[Row]) -> list[dict[str, Any]]:
+def _waves(events: Sequence[Row], tasks: Sequence[TaskTuple]) -> list[dict[str, Any]]:
     started: dict[int | None, Row] = {}
     finished: dict[int | None, Row] = {}
     for e in events:
@@ -280,12 +287,16 @@ def _waves(events: Sequence[Row], tasks: Sequence[Row]) -> list[dict[str, Any]]:
         plan_order[wave] = list(event["data"].get("plans", []))
     by_plan: dict[tuple[int | None, str | None], list[dict[str, Any]]] = {}
     for task in tasks:
-        plans = plan_order.setdefault(task["wave"], [])
-        if task["plan_id"] not in plans:
-            plans.append(task["plan_id"])
-        by_plan.setdefault((task["wave"], task["plan_id"]), []).append(
-            _task_report(task, resolvers.get(task["task_key"]))
-        )
+        key, plan, wave = task[0], task[1], task[2]
+        plans = plan_order.get(wave)
+        if plans is None:
+            plans = plan_order[wave] = []
+        rows = by_plan.get((wave, plan))
+        if rows is None:
+            if plan not in plans:
+                plans.append(plan)
+            rows = by_plan[wave, plan] = []
+        rows.append(_task_report(task, resolvers.get(key)))
 
     waves = []
     for wave in sorted(plan_order, key=lambda w: (w is None, w or 0)):
@@ -309,16 +320,17 @@ def _waves(events: Sequence[Row], tasks: Sequence[Row]) -> list[dict[str, Any]]:
     return waves
 
 
-def _task_report(task: Row, resolver: Row | None) -> dict[str, Any]:
+def _task_report(task: TaskTuple, resolver: Row | None) -> dict[str, Any]:
+    key, plan, wave, status, attempt, started, ended = task
     return {
-        "key": task["task_key"],
-        "planId": task["plan_id"],
-        "wave": task["wave"],
-        "status": task["status"],
-        "attempts": task["attempt"],
-        "startedAt": task["started_at"],
-        "endedAt": task["ended_at"],
-        "durationMs": _duration(task["started_at"], task["ended_at"]),
+        "key": key,
+        "planId": plan,
+        "wave": wave,
+        "status": status,
+        "attempts": attempt,
+        "startedAt": started,
+        "endedAt": ended,
+        "durationMs": _duration(started, ended),
         "resolver": None
         if resolver is None
         else {
