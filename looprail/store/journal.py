@@ -87,6 +87,7 @@ class Journal:
         # file is not that one (another connection wrote the run since).
         self._sealed: dict[str, tuple[str, str]] = {}  # run → (seal, its task digest)
         self._digests: dict[str, str] = {}  # working digests of the open transaction
+        self._heads: dict[str, str] = {}  # chain heads of the open transaction
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -167,7 +168,8 @@ class Journal:
             outer = self._depth == 0
             savepoint = f"sp{self._depth}"
             self._sql("BEGIN IMMEDIATE" if outer else f"SAVEPOINT {savepoint}")
-            digests = dict(self._digests)  # what a rollback to the savepoint restores
+            # What a rollback to the savepoint restores.
+            digests, heads = dict(self._digests), dict(self._heads)
             self._depth += 1
             try:
                 yield
@@ -176,7 +178,7 @@ class Journal:
                 if outer:
                     self._abandon()
                 else:
-                    self._digests = digests
+                    self._digests, self._heads = digests, heads
                     self._sql(f"ROLLBACK TO {savepoint}")
                     self._sql(f"RELEASE {savepoint}")
                 raise
@@ -581,7 +583,7 @@ class Journal:
         cursor = self._sql(
             "INSERT INTO events (run_id, ts, kind, point, wave, plan_id, task_id, cap_id, "
             "hook_kind, outcome, duration_ms, message, data) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
             (
                 run_id,
                 ts,
@@ -598,9 +600,9 @@ class Journal:
                 _dumps(event.data),
             ),
         )
-        assert cursor.lastrowid is not None
-        self._chain(run_id, cursor.lastrowid)
-        return cursor.lastrowid
+        row = cursor.fetchone()
+        self._chain(run_id, row)
+        return int(row["seq"])
 
     # -- seals (see store/seal.py) -----------------------------------------------------------
 
@@ -622,13 +624,15 @@ class Journal:
             (key, value),
         )
 
-    def _chain(self, run_id: str, seq: int) -> None:
-        """Extend the run's event chain by the row just inserted (inside its transaction)."""
+    def _chain(self, run_id: str, row: sqlite3.Row) -> None:
+        """Extend the run's event chain by the row just inserted (inside its transaction; the
+        head is written once, at commit, with the seal)."""
         from looprail.store.seal import chain_link
 
-        row = self._sql("SELECT * FROM events WHERE seq = ?", (seq,)).fetchone()
-        head = self._meta(f"chain:{run_id}") or ""
-        self._set_meta(f"chain:{run_id}", chain_link(self._user_key(), head, dict(row)))
+        head = self._heads.get(run_id)
+        if head is None:
+            head = self._meta(f"chain:{run_id}") or ""
+        self._heads[run_id] = chain_link(self._user_key(), head, dict(row))
         self._touched.add(run_id)
 
     def _digest(self, run_id: str) -> str:
@@ -673,19 +677,25 @@ class Journal:
         touched, self._touched = self._touched, set()
         sealed = {}
         for run_id in sorted(touched):
-            chain = self._meta(f"chain:{run_id}") or ""
+            chain = self._heads.get(run_id)
+            if chain is None:  # no event in this transaction (e.g. update_inputs)
+                chain = self._meta(f"chain:{run_id}") or ""
+            else:
+                self._set_meta(f"chain:{run_id}", chain)
             digest = self._digest(run_id)
             run = self._sql("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
             seal = run_seal(self._user_key(), chain, digest, dict(run))
             self._set_meta(f"seal:{run_id}", seal)
             sealed[run_id] = (seal, digest)
         self._digests.clear()
+        self._heads.clear()
         return sealed
 
     def _abandon(self) -> None:
         """The open transaction failed: forget what it would have sealed, roll it back."""
         self._touched.clear()
         self._digests.clear()
+        self._heads.clear()
         self._rollback()
 
     def verify_run(self, run_id: str) -> None:
