@@ -1,94 +1,156 @@
-"""What durability costs per journal write.
+"""What the journal costs per task, against its budget, measured in the same run.
 
-Times `Journal.record()` with a task update (one `BEGIN IMMEDIATE … COMMIT` in WAL mode with
-`synchronous=FULL`, so every call waits for an fsync) against an in-memory no-op that takes the
-same arguments, and prints the medians and their ratio.
+A task is journaled by `JournalRecorder.task_started` (committed with `synchronous=NORMAL`: no
+fsync) and `task_finished` (FULL: one fsync), each sealed (store/seal.py). The budget (issue
+#16) is one FULL commit plus two bare transitions:
 
-    .venv/bin/python benchmarks/journal_overhead.py [--n 500] [--dir PATH]
+- one FULL commit: a raw `sqlite3` `BEGIN IMMEDIATE; INSERT one row; COMMIT` in WAL mode with
+  `synchronous=FULL`, in the same folder (so on the same disk) as the journal;
+- a bare transition: one `send` on a two-state python-statemachine StateChart.
 
-fsync cost depends on the disk under `--dir` (default: the system temp dir, which may be a
-tmpfs where fsync is nearly free; pass a folder on the project's disk for a realistic number).
+The per-task cost is measured in a run that already holds `--small` and then `--large` task
+rows (250 and 4,000 by default: 50 and 800 plans of 5 tasks), so the ratio between the two
+shows whether the cost grows with the run (it should not: sealing is incremental). Prints
+medians and minimums of `--repeat` rounds of `--n` tasks each; the goals are journal/budget
+<= 1.2 and large/small <= 1.2.
+
+    .venv/bin/python benchmarks/journal_overhead.py [--n 100] [--repeat 5] [--dir PATH]
+
+fsync cost depends on the disk under `--dir` (default: the system temp folder, which may be a
+tmpfs where fsync is nearly free; pass a folder on the project's disk for a realistic figure).
 """
 
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import statistics
+import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from pathlib import Path
 
-from looprail.store import EventRecord, Journal, TaskUpdate
-
-
-class NoopJournal:
-    """The same call shape, nothing stored: the floor a journal write is compared against."""
-
-    def record(
-        self,
-        run_id: str,
-        event: EventRecord,
-        *,
-        state: Sequence[str] | None = None,
-        task_update: TaskUpdate | None = None,
-    ) -> int:
-        return 0
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-def time_calls(n: int, call: Callable[[int], object]) -> list[float]:
-    """Wall time of each of `n` calls, in microseconds."""
+def bare_transition_cost(n: int = 2000) -> tuple[float, float]:
+    """Wall and CPU seconds per `send` on a two-state StateChart (as in loop_overhead.py)."""
+    from statemachine import State, StateChart
+
+    class Flip(StateChart):
+        allow_event_without_transition = False
+        catch_errors_as_events = False
+        a = State(initial=True)
+        b = State()
+        go = a.to(b) | b.to(a)
+
+    sm = Flip()
+    start, cpu = time.perf_counter(), time.process_time()
+    for _ in range(n):
+        sm.send("go")
+    return (time.perf_counter() - start) / n, (time.process_time() - cpu) / n
+
+
+def full_commit_cost(folder: Path, n: int) -> tuple[float, float]:
+    """Median wall seconds and mean CPU seconds per raw FULL commit of one small row."""
+    conn = sqlite3.connect(folder / "raw.sqlite", isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute("CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, v TEXT)")
     samples = []
+    cpu = time.process_time()
     for i in range(n):
-        start = time.perf_counter_ns()
-        call(i)
-        samples.append((time.perf_counter_ns() - start) / 1000)
-    return samples
+        start = time.perf_counter()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO t (v) VALUES (?)", (f"row {i}",))
+        conn.execute("COMMIT")
+        samples.append(time.perf_counter() - start)
+    cpu = time.process_time() - cpu
+    conn.close()
+    return statistics.median(samples), cpu / n
+
+
+def task_cost(folder: Path, rows: int, n: int) -> tuple[float, float]:
+    """Median wall seconds and mean CPU seconds per journaled task (start + finish through the
+    recorder) in a run that holds `rows` task rows."""
+    from looprail.machine.record import JournalRecorder
+    from looprail.store import Journal
+
+    project = folder / f"p{rows}"
+    project.mkdir()
+    samples = []
+    with Journal.open(project) as journal:
+        run_id = journal.start_run("bench", state=["execute", "wave_running"])
+        keys = [(f"01-{i // 5:03d}/T{i % 5}", f"01-{i // 5:03d}") for i in range(rows)]
+        journal.wave_started(run_id, 1, keys)  # one transaction registers them all
+        recorder = JournalRecorder(journal, run_id)
+        cpu = time.process_time()
+        for key, plan in keys[:n]:
+            start = time.perf_counter()
+            recorder.task_started(key, plan_id=plan, wave=1)
+            recorder.task_finished(key, status="done", duration_ms=1)
+            samples.append(time.perf_counter() - start)
+        cpu = time.process_time() - cpu
+    return statistics.median(samples), cpu / n
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--n", type=int, default=500, help="calls per measurement (default 500)")
-    parser.add_argument("--dir", default=None, help="where the throwaway journal lives")
+    parser.add_argument("--n", type=int, default=100, help="tasks per round (default 100)")
+    parser.add_argument("--repeat", type=int, default=5, help="rounds (default 5)")
+    parser.add_argument("--small", type=int, default=250, help="task rows, small run")
+    parser.add_argument("--large", type=int, default=4000, help="task rows, large run")
+    parser.add_argument("--dir", default=None, help="where the throwaway journals live")
     args = parser.parse_args()
 
-    with (
-        tempfile.TemporaryDirectory(dir=args.dir, prefix="looprail-bench-") as project,
-        Journal.open(project) as journal,
-    ):
-        run_id = journal.start_run("bench", state=["execute", "wave_running"])
+    bare_transition_cost(200)  # warm-up
+    bare = bare_transition_cost()
+    rounds: dict[str, list[tuple[float, float]]] = {"commit": [], "small": [], "large": []}
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix="looprail-bench-") as tmp:
+        for round_no in range(args.repeat):  # interleaved: a burst of load hits all three
+            folder = Path(tmp) / f"r{round_no}"
+            folder.mkdir()
+            rounds["commit"].append(full_commit_cost(folder, args.n))
+            rounds["small"].append(task_cost(folder, args.small, args.n))
+            rounds["large"].append(task_cost(folder, args.large, args.n))
+    # The budget: one FULL commit + two bare transitions (a bare transition is all CPU).
+    rounds["budget"] = [(w + 2 * bare[0], c + 2 * bare[1]) for w, c in rounds["commit"]]
 
-        def journaled(i: int) -> object:
-            return journal.record(
-                run_id,
-                EventRecord(kind="task_started", wave=1, plan_id="01-01"),
-                state=["execute", "wave_running"],
-                task_update=TaskUpdate(task_key=f"01-01:{i}", status="running", wave=1),
+    def pick(name: str, which: int, how) -> float:
+        return how(r[which] for r in rounds[name])
+
+    print(
+        f"{args.repeat} rounds of {args.n} tasks; dir={args.dir or tempfile.gettempdir()}; "
+        "ms per call, median and min over rounds"
+    )
+    print(f"bare transition: wall {bare[0] * 1e6:.1f} µs, CPU {bare[1] * 1e6:.1f} µs")
+    labels = {
+        "commit": "one FULL commit",
+        "budget": "budget (commit + 2 bare)",
+        "small": f"journaled task, {args.small} rows",
+        "large": f"journaled task, {args.large} rows",
+    }
+    for name, label in labels.items():
+        print(
+            f"{label:32s} wall {pick(name, 0, statistics.median) * 1000:7.3f} / "
+            f"{pick(name, 0, min) * 1000:7.3f}   CPU {pick(name, 1, statistics.median) * 1000:7.3f}"
+            f" / {pick(name, 1, min) * 1000:7.3f}"
+        )
+    for which, kind in ((0, "wall"), (1, "CPU")):
+        for size in ("small", "large"):
+            med = pick(size, which, statistics.median) / pick("budget", which, statistics.median)
+            low = pick(size, which, min) / pick("budget", which, min)
+            rows = args.small if size == "small" else args.large
+            print(
+                f"journal/budget at {rows:5d} rows ({kind:4s}): median {med:5.2f}x  "
+                f"min {low:5.2f}x  (goal <= 1.20)"
             )
-
-        noop = NoopJournal()
-
-        def unjournaled(i: int) -> object:
-            return noop.record(
-                run_id,
-                EventRecord(kind="task_started", wave=1, plan_id="01-01"),
-                state=["execute", "wave_running"],
-                task_update=TaskUpdate(task_key=f"01-01:{i}", status="running", wave=1),
-            )
-
-        time_calls(min(args.n, 50), unjournaled)  # warm-up: imports, pydantic caches
-        baseline = time_calls(args.n, unjournaled)
-        durable = time_calls(args.n, journaled)
-        synchronous = journal.pragma("synchronous")
-        mode = journal.pragma("journal_mode")
-
-    base_median = statistics.median(baseline)
-    durable_median = statistics.median(durable)
-    durable_p90 = statistics.quantiles(durable, n=10)[-1]
-    print(f"journal: {mode}, synchronous={synchronous} (2 = FULL), {args.n} calls, dir={project}")
-    print(f"no-op record():      median {base_median:9.1f} µs")
-    print(f"journal record():    median {durable_median:9.1f} µs   p90 {durable_p90:9.1f} µs")
-    print(f"ratio (median):      {durable_median / base_median:9.1f}x")
-    print(f"writes per second:   {1_000_000 / durable_median:9.0f}")
+        med = pick("large", which, statistics.median) / pick("small", which, statistics.median)
+        low = pick("large", which, min) / pick("small", which, min)
+        print(
+            f"per-task {args.large}/{args.small} rows ({kind:4s}):  median {med:5.2f}x  "
+            f"min {low:5.2f}x  (goal <= 1.20)"
+        )
     return 0
 
 

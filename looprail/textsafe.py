@@ -22,28 +22,42 @@ if TYPE_CHECKING:  # pragma: no cover
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-def _is_control(code: int) -> bool:
-    return code < 0x20 or code == 0x7F or 0x80 <= code < 0xA0
-
-
 def _escape(ch: str) -> str:
     return _NAMED.get(ch) or f"\\x{ord(ch):02x}"
+
+
+# Compiled on first use (scanning long output with a regex is C-speed; a Python loop over
+# every character made `report --json` of a large run slow).
+_ANY_CONTROL = None  # C0, DEL, C1
+_BAD_CONTROL = None  # the same without newline and tab
+
+
+def _patterns():
+    global _ANY_CONTROL, _BAD_CONTROL
+    if _ANY_CONTROL is None or _BAD_CONTROL is None:
+        import re
+
+        _ANY_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+        _BAD_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+    return _ANY_CONTROL, _BAD_CONTROL
 
 
 def one_line(text: object) -> str:
     """`text` on one line with every control character (newline included) escaped."""
     s = str(text)
-    if not any(_is_control(ord(c)) for c in s):
+    pattern = _patterns()[0]
+    if pattern.search(s) is None:
         return s
-    return "".join(_escape(c) if _is_control(ord(c)) else c for c in s)
+    return pattern.sub(lambda m: _escape(m.group()), s)
 
 
 def multi_line(text: object) -> str:
     """`text` with newlines and tabs kept and every other control character escaped."""
     s = str(text)
-    if not any(_is_control(ord(c)) and c not in "\n\t" for c in s):
+    pattern = _patterns()[1]
+    if pattern.search(s) is None:
         return s
-    return "".join(_escape(c) if _is_control(ord(c)) and c not in "\n\t" else c for c in s)
+    return pattern.sub(lambda m: _escape(m.group()), s)
 
 
 # Exact strings looprail itself coloured (`cli._common.paint`: a status word between SGR codes).

@@ -164,7 +164,6 @@ def console() -> None:
     exits the normal way, atexit handlers and all. `main()` itself never exits: tests and
     embedders call it in process."""
     import os
-    import threading
 
     code = main()
     try:
@@ -174,7 +173,10 @@ def console() -> None:
         _silence_stdout()
     except (OSError, ValueError):
         sys.exit(code)
-    busy = threading.active_count() > 1
+    # No threading module loaded: no thread was ever started through it (and importing it
+    # just to ask would cost `status` milliseconds).
+    threading = sys.modules.get("threading")
+    busy = threading is not None and threading.active_count() > 1
     if not busy and "multiprocessing" in sys.modules:
         import multiprocessing
 
@@ -198,6 +200,11 @@ def _dispatch(argv: list[str]) -> int:
         from looprail.cli.loop import fast_render_hooks_args
 
         args = fast_render_hooks_args(argv[2:])
+    elif argv[:1] in (["status"], ["history"], ["report"]):
+        # Read often (hosts poll status): a plain argv skips argparse the same way.
+        from looprail.cli.journal import fast_args
+
+        args = fast_args(argv)
     if args is None:
         parser = build_parser(_group_of(argv))
         args = parser.parse_args(argv)

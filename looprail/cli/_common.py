@@ -38,9 +38,6 @@ def project_folder(value: str, *, resolve: bool = False) -> Path:
     makes before it reads a project. A name is shown escaped and cut (it may be hostile)."""
     from pathlib import Path
 
-    from looprail.errors import UsageError
-    from looprail.runtime.process import escape_untrusted
-
     project = Path(value)
     try:
         is_dir = project.is_dir()
@@ -49,6 +46,9 @@ def project_folder(value: str, *, resolve: bool = False) -> Path:
     if resolve and is_dir:
         project = project.resolve()
     if not is_dir:
+        from looprail.errors import UsageError
+        from looprail.runtime.process import escape_untrusted  # only for the error
+
         shown = escape_untrusted(value if len(value) <= 200 else value[:200] + "…")
         raise UsageError(f"--project: {shown}: no such project folder")
     return project
@@ -135,6 +135,12 @@ STYLES = {
 def colour_on(stream: Any) -> bool:
     """Colour only for a person at a terminal (not with NO_COLOR or TERM=dumb, never into a
     pipe or file): the same rule as the live progress."""
+    isatty = getattr(stream, "isatty", None)
+    try:
+        if not (isatty and isatty()):  # no terminal: no need to import the progress module
+            return False
+    except (OSError, ValueError):  # a closed stream
+        return False
     from looprail.machine.progress import wants_escapes
 
     return wants_escapes(stream)

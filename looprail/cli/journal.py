@@ -5,7 +5,6 @@ history, exit 0); `report` has nothing to report and says so (exit 1)."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 from pathlib import Path
 
@@ -17,6 +16,10 @@ from looprail.cli._common import (
     project_of,
 )
 from looprail.textsafe import one_line
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
 
 
 def register(sub) -> None:
@@ -60,6 +63,55 @@ def register(sub) -> None:
     report.set_defaults(handler=_report)
 
 
+def fast_args(argv: list[str]):
+    """`status`, `history` and `report` arguments read without argparse (importing it and
+    building the parser costs these commands more than their work), or None when argv needs
+    argparse (help, -v, an unknown flag, a missing value, too many arguments). Same meaning as
+    `register`'s definitions; a test checks the two agree."""
+    from types import SimpleNamespace
+
+    handlers = {"status": _status, "history": _history, "report": _report}
+    if not argv or argv[0] not in handlers:
+        return None
+    ns = SimpleNamespace(
+        command=argv[0], project=".", capabilities=[], json=False, handler=handlers[argv[0]]
+    )
+    positionals: list[str] = []
+    rest = argv[1:]
+    i = 0
+    while i < len(rest):
+        arg = rest[i]
+        name, eq, value = arg.partition("=")
+        if arg == "--json":
+            ns.json = True
+        elif arg in ("-q", "--quiet"):
+            ns.quiet = True
+        elif name in ("--project", "--capabilities"):
+            if not eq:
+                if i + 1 >= len(rest) or rest[i + 1].startswith("-"):
+                    return None
+                value = rest[i + 1]
+                i += 1
+            if name == "--project":
+                ns.project = value
+            else:
+                ns.capabilities.append(value)
+        elif arg.startswith("-"):
+            return None
+        else:
+            positionals.append(arg)
+        i += 1
+    if argv[0] == "report":
+        if len(positionals) > 2:
+            return None
+        ns.first, ns.run = ([*positionals, None, None])[:2]
+    else:
+        if len(positionals) > 1:
+            return None
+        ns.project_pos = positionals[0] if positionals else None
+    return ns
+
+
 def project_and_run(args: argparse.Namespace) -> tuple[str, str | None]:
     """`[PROJECT] [RUN]`: with one argument, a folder is the project and anything else the run
     (`looprail report abc123` keeps working)."""
@@ -67,19 +119,6 @@ def project_and_run(args: argparse.Namespace) -> tuple[str, str | None]:
     if first is not None and run is None and not Path(first).is_dir():
         return args.project, first
     return first or args.project, run
-
-
-def _open(project: str, *, required: bool):
-    """The project's journal, or None when it has none (and `required` is false)."""
-    from looprail.store import Journal, NoJournalError
-
-    project_folder(project)
-    try:
-        return Journal.open(Path(project), create=False)
-    except NoJournalError:
-        if required:
-            raise
-        return None
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -92,7 +131,7 @@ def _status(args: argparse.Namespace) -> int:
     holder = lock_holder(Path(project))
     header = wave = refusal = None
     if conn is not None:
-        with contextlib.closing(conn):
+        with contextlib.closing(conn), summary.reading(summary.journal_file(project)):
             found = summary.headers(conn, latest=True)
             if found:
                 header = found[0]
@@ -185,12 +224,13 @@ def _open_summary(project: str):
 
 
 def _history(args: argparse.Namespace) -> int:
-    from looprail.store.summary import format_duration, headers
+    from looprail.store.summary import format_duration, headers, journal_file, reading
 
-    conn = _open_summary(project_of(args))
+    project = project_of(args)
+    conn = _open_summary(project)
     runs = []
     if conn is not None:
-        with contextlib.closing(conn):
+        with contextlib.closing(conn), reading(journal_file(project)):
             runs = headers(conn)
     if args.json:
         print_json({"runs": runs})
@@ -220,20 +260,23 @@ def _history(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from looprail.store import JournalError, build_report, render_report_text
-
     project, run_id = project_and_run(args)
-    journal = _open(project, required=True)
-    with journal:
-        if run_id:
-            run = journal.find_run(run_id)
-        else:
-            run = journal.latest_run()
-            if run is None:
-                raise JournalError(f"{journal.path}: no runs yet; nothing to report")
-        report = build_report(journal, run.id)
+    project_folder(project)
     if args.json:
-        print_json(report.model_dump(mode="json"))
-    else:
-        print(render_report_text(report), end="")
+        # Straight from SQL to JSON: the report kinds of events only, no pydantic.
+        from looprail.store import report_data, summary
+
+        path = summary.journal_file(project)
+        conn = summary.open_journal(project)
+        with contextlib.closing(conn), summary.reading(path):
+            print_json(report_data.report_json(conn, path, run_id))
+        return 0
+    from looprail.store import Journal, JournalError, build_report, render_report_text
+
+    with Journal.open_readonly(Path(project)) as journal:
+        run = journal.find_run(run_id) if run_id else journal.latest_run()
+        if run is None:
+            raise JournalError(f"{journal.path}: no runs yet; nothing to report")
+        report = build_report(journal, run.id)
+    print(render_report_text(report), end="")
     return 0

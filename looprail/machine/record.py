@@ -154,6 +154,10 @@ class JournalRecorder:
         self._pending: list[EventRecord] = []
         self._lock = threading.RLock()
         self._done: set[str] | None = None  # read from the journal once, then kept in memory
+        # Group commit of task finishes (see task_finished).
+        self._group = threading.Condition(threading.Lock())
+        self._queue: list[_Finish] = []
+        self._committing = False
 
     def _flush(self) -> None:
         pending, self._pending = self._pending, []
@@ -189,17 +193,64 @@ class JournalRecorder:
     def task_finished(
         self, key: str, *, status: str, duration_ms: int | None, message: str | None = None
     ) -> None:
-        with self._lock:
-            with self.journal.transaction():
-                self._flush()
-                self.journal.task_finished(
-                    self.run_id, key, status=status, duration_ms=duration_ms, message=message
-                )
-            if self._done is not None:  # committed: the set in memory follows the journal
-                if status == "done":
-                    self._done.add(key)
-                else:
-                    self._done.discard(key)
+        """Commit the task's end (FULL: durable when this returns). Finishes that arrive while
+        another commit is syncing share the next commit (a group commit): with `--jobs N`,
+        tasks that end together cost one fsync, and each caller still returns only once its
+        own row is durable, so a finished task never runs again."""
+        if status not in ("done", "failed"):
+            raise ValueError(f"not a finishing task status: {status!r}")
+        mine = _Finish(key, status, duration_ms, message)
+        with self._group:
+            self._queue.append(mine)
+            while not mine.settled:
+                if not self._committing:  # lead: commit every finish queued so far
+                    batch, self._queue = self._queue, []
+                    self._committing = True
+                    break
+                self._group.wait()
+            else:  # a leader committed it
+                if mine.error is not None:
+                    raise mine.error
+                return
+        try:
+            self._commit_finishes(batch)
+        finally:
+            with self._group:
+                for f in batch:
+                    f.settled = True
+                self._committing = False
+                self._group.notify_all()
+        if mine.error is not None:
+            raise mine.error
+
+    def _commit_finishes(self, batch: list[_Finish]) -> None:
+        """One transaction for the batch, each finish in its own savepoint: one refused row
+        fails only its own caller; a failed commit fails them all (nothing of it counts)."""
+        try:
+            with self._lock:
+                with self.journal.transaction():
+                    self._flush()
+                    for f in batch:
+                        try:
+                            with self.journal.transaction():
+                                self.journal.task_finished(
+                                    self.run_id,
+                                    f.key,
+                                    status=f.status,
+                                    duration_ms=f.duration_ms,
+                                    message=f.message,
+                                )
+                        except Exception as exc:
+                            f.error = exc
+                if self._done is not None:  # committed: the set in memory follows the journal
+                    for f in batch:
+                        if f.error is None and f.status == "done":
+                            self._done.add(f.key)
+                        elif f.error is None:
+                            self._done.discard(f.key)
+        except BaseException as exc:
+            for f in batch:
+                f.error = f.error or exc
 
     def wave_started(self, wave: int, tasks: Iterable[tuple[str, str]]) -> None:
         with self._lock, self.journal.transaction():
@@ -229,6 +280,17 @@ class JournalRecorder:
     def native_selections(self) -> dict[str, int]:
         """The loop guard's counters of this run so far (a resumed run continues them)."""
         return selection_counts(self.journal.events(self.run_id, kinds=["native_selection"]))
+
+
+class _Finish:
+    """A task finish waiting for its (group) commit."""
+
+    __slots__ = ("duration_ms", "error", "key", "message", "settled", "status")
+
+    def __init__(self, key: str, status: str, duration_ms: int | None, message: str | None):
+        self.key, self.status, self.duration_ms, self.message = key, status, duration_ms, message
+        self.settled = False
+        self.error: BaseException | None = None
 
 
 __all__ = ["EventRecord", "JournalRecorder", "MemoryRecorder", "Recorder", "TaskUpdate"]

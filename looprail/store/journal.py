@@ -82,6 +82,12 @@ class Journal:
         self.path = path
         self._key: bytes | None = None
         self._touched: set[str] = set()  # runs written in the open transaction: sealed at commit
+        # Task digests (store/seal.py) are never written to the file: a run's digest is kept
+        # here with the seal it went into, and recomputed from the rows when the seal in the
+        # file is not that one (another connection wrote the run since).
+        self._sealed: dict[str, tuple[str, str]] = {}  # run → (seal, its task digest)
+        self._digests: dict[str, str] = {}  # working digests of the open transaction
+        self._heads: dict[str, str] = {}  # chain heads of the open transaction
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -128,32 +134,10 @@ class Journal:
         viewers that run beside a live run (the dashboard). Raises `NoJournalError` when there
         is none (or it is still an empty file) and `JournalError` for a foreign, corrupt or
         newer one."""
-        from urllib.parse import quote
-
-        from looprail.store.schema import identify_readonly
+        from looprail.store.schema import connect_readonly
 
         path = journal_path(project)
-        check_links(path)
-        if not path.exists():
-            raise NoJournalError(f"{path}: no journal yet (no run has been recorded)")
-        check_header(path)
-        uri = f"file:{quote(str(path.resolve()))}?mode=ro"
-        try:
-            conn = sqlite3.connect(
-                uri,
-                uri=True,
-                isolation_level=None,
-                check_same_thread=False,
-                timeout=BUSY_TIMEOUT_MS / 1000,
-            )
-        except sqlite3.Error as exc:
-            raise JournalError(f"{path}: cannot open the journal ({exc})") from None
-        try:
-            identify_readonly(conn, path)
-        except BaseException:
-            conn.close()
-            raise
-        conn.row_factory = sqlite3.Row
+        conn = connect_readonly(path)
         return cls(conn, path, lambda: datetime.now(UTC))
 
     def close(self) -> None:
@@ -184,15 +168,17 @@ class Journal:
             outer = self._depth == 0
             savepoint = f"sp{self._depth}"
             self._sql("BEGIN IMMEDIATE" if outer else f"SAVEPOINT {savepoint}")
+            # What a rollback to the savepoint restores.
+            digests, heads = dict(self._digests), dict(self._heads)
             self._depth += 1
             try:
                 yield
             except BaseException:
                 self._depth -= 1
                 if outer:
-                    self._touched.clear()
-                    self._rollback()
+                    self._abandon()
                 else:
+                    self._digests, self._heads = digests, heads
                     self._sql(f"ROLLBACK TO {savepoint}")
                     self._sql(f"RELEASE {savepoint}")
                 raise
@@ -201,12 +187,12 @@ class Journal:
                 self._sql(f"RELEASE {savepoint}")
                 return
             try:
-                self._seal_touched()
+                sealed = self._seal_touched()
                 self._sql("COMMIT")
             except BaseException:
-                self._touched.clear()
-                self._rollback()
+                self._abandon()
                 raise
+            self._sealed.update(sealed)
 
     @contextmanager
     def relaxed(self) -> Iterator[None]:
@@ -413,12 +399,15 @@ class Journal:
         )
         with self.transaction():
             self._require_run(run_id)
+            self._digest(run_id)  # before any row is added (see _apply_task_update)
             for task in planned:
-                self._sql(
+                added = self._sql(
                     "INSERT OR IGNORE INTO tasks (run_id, task_key, plan_id, wave, status) "
-                    "VALUES (?, ?, ?, ?, 'pending')",
+                    "VALUES (?, ?, ?, ?, 'pending') RETURNING *",
                     (run_id, task.task_key, task.plan_id, wave),
-                )
+                ).fetchone()
+                if added is not None:  # a row that already existed is kept as it was
+                    self._digest_change(run_id, None, added)
             return self._insert_event(run_id, iso_utc(self._clock()), event)
 
     # -- reading -----------------------------------------------------------------------------
@@ -543,42 +532,41 @@ class Journal:
     def _apply_task_update(
         self, run_id: str, update: TaskUpdate, now: str
     ) -> tuple[TaskRow, TaskRow | None]:
-        before = self._task(run_id, update.task_key)
+        self._digest(run_id)  # before the row changes: a digest recomputed now must not see it
+        before_row = self._sql(
+            "SELECT * FROM tasks WHERE run_id = ? AND task_key = ?", (run_id, update.task_key)
+        ).fetchone()
+        before = _task_row(before_row) if before_row else None
         if update.status == "running":
             if before is not None and before.status == "done":
                 raise JournalError(
                     f"{self.path}: task {update.task_key} of run {run_id} is already done; "
                     "finished tasks are not run again"
                 )
-            self._sql(
+            cursor = self._sql(
                 "INSERT INTO tasks (run_id, task_key, plan_id, wave, status, attempt, started_at) "
                 "VALUES (?, ?, ?, ?, 'running', 1, ?) "
                 "ON CONFLICT (run_id, task_key) DO UPDATE SET status = 'running', "
                 "attempt = attempt + 1, started_at = excluded.started_at, ended_at = NULL, "
                 "plan_id = coalesce(excluded.plan_id, plan_id), "
-                "wave = coalesce(excluded.wave, wave)",
+                "wave = coalesce(excluded.wave, wave) RETURNING *",
                 (run_id, update.task_key, update.plan_id, update.wave, now),
             )
         else:
             ended_at = now if update.status in ("done", "failed") else None
-            self._sql(
+            cursor = self._sql(
                 "INSERT INTO tasks (run_id, task_key, plan_id, wave, status, attempt, ended_at) "
                 "VALUES (?, ?, ?, ?, ?, 0, ?) "
                 "ON CONFLICT (run_id, task_key) DO UPDATE SET status = excluded.status, "
                 "ended_at = excluded.ended_at, "
                 "plan_id = coalesce(excluded.plan_id, plan_id), "
-                "wave = coalesce(excluded.wave, wave)",
+                "wave = coalesce(excluded.wave, wave) RETURNING *",
                 (run_id, update.task_key, update.plan_id, update.wave, update.status, ended_at),
             )
-        after = self._task(run_id, update.task_key)
-        assert after is not None
-        return after, before
-
-    def _task(self, run_id: str, task_key: str) -> TaskRow | None:
-        row = self._sql(
-            "SELECT * FROM tasks WHERE run_id = ? AND task_key = ?", (run_id, task_key)
-        ).fetchone()
-        return _task_row(row) if row else None
+        after_row = cursor.fetchone()
+        assert after_row is not None
+        self._digest_change(run_id, before_row, after_row)
+        return _task_row(after_row), before
 
     def _require_run_id(self, run_id: str) -> None:
         """`_require_run` without building the row: on the per-event path."""
@@ -595,7 +583,7 @@ class Journal:
         cursor = self._sql(
             "INSERT INTO events (run_id, ts, kind, point, wave, plan_id, task_id, cap_id, "
             "hook_kind, outcome, duration_ms, message, data) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
             (
                 run_id,
                 ts,
@@ -612,9 +600,9 @@ class Journal:
                 _dumps(event.data),
             ),
         )
-        assert cursor.lastrowid is not None
-        self._chain(run_id, cursor.lastrowid)
-        return cursor.lastrowid
+        row = cursor.fetchone()
+        self._chain(run_id, row)
+        return int(row["seq"])
 
     # -- seals (see store/seal.py) -----------------------------------------------------------
 
@@ -636,50 +624,111 @@ class Journal:
             (key, value),
         )
 
-    def _chain(self, run_id: str, seq: int) -> None:
-        """Extend the run's event chain by the row just inserted (inside its transaction)."""
+    def _chain(self, run_id: str, row: sqlite3.Row) -> None:
+        """Extend the run's event chain by the row just inserted (inside its transaction; the
+        head is written once, at commit, with the seal)."""
         from looprail.store.seal import chain_link
 
-        row = self._sql("SELECT * FROM events WHERE seq = ?", (seq,)).fetchone()
-        head = self._meta(f"chain:{run_id}") or ""
-        self._set_meta(f"chain:{run_id}", chain_link(self._user_key(), head, dict(row)))
+        head = self._heads.get(run_id)
+        if head is None:
+            head = self._meta(f"chain:{run_id}") or ""
+        self._heads[run_id] = chain_link(self._user_key(), head, dict(row))
         self._touched.add(run_id)
 
-    def _seal_of(self, run_id: str, chain: str) -> str:
+    def _digest(self, run_id: str) -> str:
+        """The run's task digest as of now, inside the open transaction."""
+        digest = self._digests.get(run_id)
+        if digest is None:
+            seal = self._meta(f"seal:{run_id}")
+            known = self._sealed.get(run_id)
+            if known is not None and seal is not None and hmac.compare_digest(known[0], seal):
+                digest = known[1]
+            else:  # first write of this run by this connection, or another one wrote it since
+                digest = self._task_digest(run_id)
+            self._digests[run_id] = digest
+        return digest
+
+    def _task_digest(self, run_id: str) -> str:
+        from looprail.store.seal import task_digest
+
+        rows = self._sql("SELECT * FROM tasks WHERE run_id = ?", (run_id,))
+        return task_digest(self._user_key(), (dict(row) for row in rows))
+
+    def _digest_change(
+        self, run_id: str, before: sqlite3.Row | None, after: sqlite3.Row | None
+    ) -> None:
+        """A task row of `run_id` changed (inside the open transaction): update its digest."""
+        from looprail.store.seal import digest_update
+
+        digest = self._digests[run_id]  # loaded by the caller before the row changed
+        self._digests[run_id] = digest_update(
+            digest,
+            self._user_key(),
+            remove=dict(before) if before is not None else None,
+            add=dict(after) if after is not None else None,
+        )
+        self._touched.add(run_id)
+
+    def _seal_touched(self) -> dict[str, tuple[str, str]]:
+        """Write the seal of every run written in this transaction (O(1) each: the chain head
+        and the task digest are kept up to date row by row). Returns them for `_sealed`."""
         from looprail.store.seal import run_seal
 
-        run = self._sql("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-        tasks = self._sql(
-            "SELECT * FROM tasks WHERE run_id = ? ORDER BY task_key", (run_id,)
-        ).fetchall()
-        return run_seal(self._user_key(), chain, dict(run), [dict(t) for t in tasks])
-
-    def _seal_touched(self) -> None:
         touched, self._touched = self._touched, set()
+        sealed = {}
         for run_id in sorted(touched):
-            chain = self._meta(f"chain:{run_id}") or ""
-            self._set_meta(f"seal:{run_id}", self._seal_of(run_id, chain))
+            chain = self._heads.get(run_id)
+            if chain is None:  # no event in this transaction (e.g. update_inputs)
+                chain = self._meta(f"chain:{run_id}") or ""
+            else:
+                self._set_meta(f"chain:{run_id}", chain)
+            digest = self._digest(run_id)
+            run = self._sql("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+            seal = run_seal(self._user_key(), chain, digest, dict(run))
+            self._set_meta(f"seal:{run_id}", seal)
+            sealed[run_id] = (seal, digest)
+        self._digests.clear()
+        self._heads.clear()
+        return sealed
+
+    def _abandon(self) -> None:
+        """The open transaction failed: forget what it would have sealed, roll it back."""
+        self._touched.clear()
+        self._digests.clear()
+        self._heads.clear()
+        self._rollback()
 
     def verify_run(self, run_id: str) -> None:
         """Refuse (one-line `JournalError`) a run this user did not write with looprail on this
-        machine: its seal is missing, or its rows were changed outside looprail since."""
-        from looprail.store.seal import chain_link
+        machine: its seal is missing, or its rows were changed outside looprail since. One
+        pass over the run's events and one over its task rows."""
+        from looprail.store.seal import SEAL_VERSION, chain_link, run_seal
 
         with self._mutex:
             run = self._require_run(run_id)
             seal = self._meta(f"seal:{run_id}")
             key = self._user_key()
             chain = ""
-            for row in self._sql(
-                "SELECT * FROM events WHERE run_id = ? ORDER BY seq", (run_id,)
-            ).fetchall():
+            for row in self._sql("SELECT * FROM events WHERE run_id = ? ORDER BY seq", (run_id,)):
                 chain = chain_link(key, chain, dict(row))
+            digest = self._task_digest(run_id)
+            run_row = self._sql("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+            expected = run_seal(key, chain, digest, dict(run_row))
             ok = (
                 seal is not None
                 and hmac.compare_digest(chain, self._meta(f"chain:{run_id}") or "")
-                and hmac.compare_digest(seal, self._seal_of(run_id, chain))
+                and hmac.compare_digest(seal, expected)
             )
+            if ok:
+                assert seal is not None
+                self._sealed[run_id] = (seal, digest)
         if not ok:
+            if seal is not None and not seal.startswith(SEAL_VERSION + ":"):
+                raise JournalError(
+                    f"{self.path}: run {run.id} was sealed by an older looprail (another seal "
+                    "format); this one cannot check it, so it is not resumed (start over with "
+                    "--new)"
+                )
             why = "it carries no seal" if seal is None else "its seal does not match its rows"
             raise JournalError(
                 f"{self.path}: run {run.id} was not written by this user's looprail on this "

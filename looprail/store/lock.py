@@ -15,7 +15,6 @@ import json
 import os
 import stat
 import time
-from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -25,14 +24,45 @@ from looprail.layout import LOCK_FILE, project_path
 LOCK_NAME = LOCK_FILE
 
 
-@dataclass(frozen=True)
 class LockInfo:
-    """Who holds (or last held) a project's run lock."""
+    """Who holds (or last held) a project's run lock. Immutable. (A plain class, not a
+    dataclass: `looprail status` reads the lock, and dataclasses costs it milliseconds.)"""
 
+    __slots__ = ("host", "pid", "run_id", "started_at")
     pid: int
     run_id: str | None
     started_at: str
     host: str
+
+    def __init__(self, pid: int, run_id: str | None, started_at: str, host: str) -> None:
+        for name, value in (
+            ("pid", pid),
+            ("run_id", run_id),
+            ("started_at", started_at),
+            ("host", host),
+        ):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"LockInfo is read-only (cannot set {name})")
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "pid": self.pid,
+            "run_id": self.run_id,
+            "started_at": self.started_at,
+            "host": self.host,
+        }
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LockInfo) and self.as_dict() == other.as_dict()
+
+    def __hash__(self) -> int:
+        return hash((self.pid, self.run_id, self.started_at, self.host))
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in self.as_dict().items())
+        return f"LockInfo({fields})"
 
     def describe(self) -> str:
         run = f"run {self.run_id}" if self.run_id else "no run id yet"
@@ -97,7 +127,8 @@ class RunLock:
         if self._fd is None or self._info is None:
             raise RuntimeError("set_run_id needs the lock to be held")
         self._run_id = run_id
-        self._info = LockInfo(**{**asdict(self._info), "run_id": run_id})
+        info = self._info
+        self._info = LockInfo(info.pid, run_id, info.started_at, info.host)
         self._write(self._info)
 
     def release(self) -> None:
@@ -119,7 +150,7 @@ class RunLock:
 
     def _write(self, info: LockInfo) -> None:
         assert self._fd is not None
-        payload = (json.dumps(asdict(info)) + "\n").encode()
+        payload = (json.dumps(info.as_dict()) + "\n").encode()
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, payload, 0)
         os.fsync(self._fd)

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 from looprail.layout import log_of
 from looprail.store.journal import Journal
 from looprail.store.models import EventRow, RunRow, TaskRow
+from looprail.store.report_data import TASK_COLUMNS, fold
 from looprail.store.summary import duration_ms as _duration
 from looprail.store.summary import format_duration, format_refusal
 
@@ -206,111 +207,15 @@ def build_report(journal: Journal, run_id: str) -> RunReport:
 
 
 def report_from_rows(run: RunRow, events: list[EventRow], tasks: list[TaskRow]) -> RunReport:
-    """The pure part of `build_report`: a fold over the run's rows."""
-    return RunReport(
-        run=run_header(run, tasks),
-        transitions=[
-            TransitionRow(
-                seq=e.seq,
-                ts=e.ts,
-                source=_state(e.data.get("source")),
-                target=_state(e.data.get("target")),
-                event=_str(e.data.get("event")),
-            )
-            for e in events
-            if e.kind == "transition"
-        ],
-        points=_points(events),
-        waves=_waves(events, tasks),
-        nativeHooks=[
-            NativeHookRow(
-                seq=e.seq,
-                ts=e.ts,
-                capId=e.cap_id,
-                outcome=e.outcome,
-                durationMs=e.duration_ms,
-                message=e.message,
-                data=e.data,
-            )
-            for e in events
-            if e.kind == "native_hook"
-        ],
-        warnings=[_note(e) for e in events if e.kind == "warning"],
-        halts=[_note(e) for e in events if e.kind == "halted"],
-        agentCalls=(calls := _agent_calls(events)),
-        spend=_spend(calls) if calls else None,
-        resumes=[
-            ResumeRow(
-                seq=e.seq,
-                ts=e.ts,
-                previousStatus=_str(e.data.get("previous_status")),
-                previousPid=e.data.get("previous_pid"),
-                inFlight=list(e.data.get("in_flight", [])),
-                inputsChanged=list(e.data.get("inputs_changed", [])),
-            )
-            for e in events
-            if e.kind == "run_resumed"
-        ],
-    )
-
-
-def _agent_calls(events: list[EventRow]) -> list[AgentCallRow]:
-    rows = []
-    for e in events:
-        if e.kind != "agent_call":
-            continue
-        d = e.data
-        plan, task = _str(d.get("planId")), _str(d.get("taskId"))
-        rows.append(
-            AgentCallRow(
-                seq=e.seq,
-                ts=e.ts,
-                agent=_str(d.get("agent")),
-                kind=_str(d.get("kind")),
-                name=_str(d.get("name")),
-                planId=plan,
-                taskKey=f"{plan}/{task}" if plan and task else None,
-                ok=bool(d.get("ok")),
-                sessionId=_str(d.get("sessionId")),
-                inputTokens=_int(d.get("inputTokens")),
-                outputTokens=_int(d.get("outputTokens")),
-                costUsd=_float(d.get("costUsd")),
-                costEstimated=d.get("costEstimated") is True,
-                durationMs=_int(d.get("durationMs")),
-                transcript=_str(d.get("transcript")),
-            )
+    """The pure part of `build_report`: a fold over the run's rows (`report_data.fold`, the one
+    fold `report --json` also prints), validated into the typed report."""
+    return RunReport.model_validate(
+        fold(
+            run.model_dump(),
+            [e.model_dump() for e in events],
+            [tuple(getattr(t, c) for c in TASK_COLUMNS) for t in tasks],
         )
-    return rows
-
-
-def _spend(calls: list[AgentCallRow]) -> AgentSpend:
-    def total(rows: list[AgentCallRow]) -> Spend:
-        costs = [r.costUsd for r in rows if r.costUsd is not None]
-        return Spend(
-            calls=len(rows),
-            inputTokens=sum(r.inputTokens or 0 for r in rows),
-            outputTokens=sum(r.outputTokens or 0 for r in rows),
-            costUsd=round(sum(costs), 6) if costs else None,
-            estimated=any(r.costEstimated for r in rows),
-        )
-
-    plans = sorted({r.planId for r in calls if r.planId})
-    tasks = sorted({r.taskKey for r in calls if r.taskKey})
-    return AgentSpend(
-        run=total(calls),
-        plans={p: total([r for r in calls if r.planId == p]) for p in plans},
-        tasks={t: total([r for r in calls if r.taskKey == t]) for t in tasks},
     )
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _float(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
 
 
 def format_spend(s: Spend) -> str:
@@ -354,135 +259,6 @@ def refused_at(status: str, events: Iterable[EventRow]) -> tuple[str, str | None
         elif e.kind == "halted":
             last = e
     return (last.point, last.cap_id) if last is not None and last.point else None
-
-
-def _points(events: list[EventRow]) -> list[PointReport]:
-    order: list[str] = []
-    dispatches: dict[str, int] = {}
-    hooks: dict[str, list[HookRow]] = {}
-    verdicts: dict[str, list[VerdictRow]] = {}
-    for e in events:
-        if e.kind not in ("point", "hook", "gate_verdict") or e.point is None:
-            continue
-        if e.point not in dispatches:
-            order.append(e.point)
-            dispatches[e.point], hooks[e.point], verdicts[e.point] = 0, [], []
-        if e.kind == "point":
-            dispatches[e.point] += 1
-        elif e.kind == "hook":
-            hooks[e.point].append(
-                HookRow(
-                    seq=e.seq,
-                    ts=e.ts,
-                    wave=e.wave,
-                    kind=e.hook_kind,
-                    capId=e.cap_id,
-                    outcome=e.outcome,
-                    durationMs=e.duration_ms,
-                    message=e.message,
-                )
-            )
-        else:
-            verdicts[e.point].append(
-                VerdictRow(
-                    seq=e.seq,
-                    ts=e.ts,
-                    wave=e.wave,
-                    capId=e.cap_id,
-                    outcome=e.outcome,
-                    message=e.message,
-                )
-            )
-    return [
-        PointReport(point=p, dispatches=dispatches[p], hooks=hooks[p], verdicts=verdicts[p])
-        for p in order
-    ]
-
-
-def _waves(events: list[EventRow], tasks: list[TaskRow]) -> list[WaveReport]:
-    started: dict[int | None, EventRow] = {}
-    finished: dict[int | None, EventRow] = {}
-    for e in events:
-        if e.kind == "wave_started":
-            started.setdefault(e.wave, e)
-        elif e.kind == "wave_finished":
-            finished[e.wave] = e  # a wave re-finished after a resume: the last word counts
-    resolvers = {e.task_id: e for e in events if e.kind == "resolver" and e.task_id}
-
-    plan_order: dict[int | None, list[str | None]] = {}
-    for wave, event in started.items():
-        plan_order[wave] = list(event.data.get("plans", []))
-    by_plan: dict[tuple[int | None, str | None], list[TaskReport]] = {}
-    for task in tasks:
-        plans = plan_order.setdefault(task.wave, [])
-        if task.plan_id not in plans:
-            plans.append(task.plan_id)
-        by_plan.setdefault((task.wave, task.plan_id), []).append(
-            _task_report(task, resolvers.get(task.task_key))
-        )
-
-    waves = []
-    for wave in sorted(plan_order, key=lambda w: (w is None, w or 0)):
-        begin, end = started.get(wave), finished.get(wave)
-        duration = end.duration_ms if end and end.duration_ms is not None else None
-        if duration is None and begin and end:
-            duration = _duration(begin.ts, end.ts)
-        waves.append(
-            WaveReport(
-                wave=wave,
-                startedAt=begin.ts if begin else None,
-                endedAt=end.ts if end else None,
-                durationMs=duration,
-                outcome=end.outcome if end else None,
-                plans=[
-                    PlanReport(planId=plan, tasks=by_plan.get((wave, plan), []))
-                    for plan in plan_order[wave]
-                ],
-            )
-        )
-    return waves
-
-
-def _task_report(task: TaskRow, resolver: EventRow | None) -> TaskReport:
-    return TaskReport(
-        key=task.task_key,
-        planId=task.plan_id,
-        wave=task.wave,
-        status=task.status,
-        attempts=task.attempt,
-        startedAt=task.started_at,
-        endedAt=task.ended_at,
-        durationMs=_duration(task.started_at, task.ended_at),
-        resolver=None
-        if resolver is None
-        else ResolverRow(
-            seq=resolver.seq,
-            # the runner writes `trackerId`; early journals wrote `tracker_id`
-            trackerId=_str(resolver.data.get("trackerId", resolver.data.get("tracker_id"))),
-            capId=resolver.cap_id,
-            outcome=resolver.outcome,
-            durationMs=resolver.duration_ms,
-            message=resolver.message,
-        ),
-    )
-
-
-def _note(e: EventRow) -> NoteRow:
-    return NoteRow(
-        seq=e.seq, ts=e.ts, point=e.point, capId=e.cap_id, taskId=e.task_id, message=e.message
-    )
-
-
-def _str(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def _state(value: Any) -> str | None:
-    """A machine configuration as people write it: `execute/wave_running` (the journal keeps
-    the list of active states, outermost first)."""
-    if isinstance(value, list):
-        return "/".join(str(v) for v in value) or None
-    return _str(value)
 
 
 # -- text ------------------------------------------------------------------------------------

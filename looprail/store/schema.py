@@ -143,6 +143,34 @@ def prepare(conn: sqlite3.Connection, path: Path) -> None:
         raise translate(path, exc) from None
 
 
+def connect_readonly(path: Path) -> sqlite3.Connection:
+    """A read-only connection (`mode=ro`, `query_only`) to the journal at `path`, identified by
+    `identify_readonly`: no migration, no pragma stored, nothing written; no integrity scan
+    either (a reader meets damage only in the pages it reads, and `translate` turns that into
+    the same one-line "is corrupt"). For `status`, `history`, `report` and the dashboard."""
+    check_links(path)
+    if not path.exists():
+        raise NoJournalError(f"{path}: no journal yet (no run has been recorded)")
+    check_header(path)
+    try:
+        conn = sqlite3.connect(
+            path.resolve().as_uri() + "?mode=ro",
+            uri=True,
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+        )
+    except sqlite3.Error as exc:
+        raise JournalError(f"{path}: cannot open the journal ({exc})") from None
+    try:
+        identify_readonly(conn, path)
+    except BaseException:
+        conn.close()
+        raise
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
 def identify_readonly(conn: sqlite3.Connection, path: Path) -> None:
     """Checks for a read-only connection: the file is a looprail journal at this schema
     version (nothing is migrated or changed). An empty file is 'no journal yet'."""

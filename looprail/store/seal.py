@@ -3,11 +3,25 @@
 A journal lives in the project, so it can arrive from elsewhere (committed to a repository,
 copied from a colleague) or be edited with any SQLite tool. Resuming such a run would trust its
 rows: which tasks are done, which checkpoints were approved, where the loop stands (past a
-blocking `ship:pre` gate, say). So every run carries a seal: an HMAC-SHA256, under a key that
-belongs to the user and lives outside the project, over the chain of its event rows (each link
-covers the previous link and the next row) and the current run and task rows. looprail updates
-the seal in the same transaction as every write; `Journal.verify_run` recomputes it and a
-resume refuses a run whose seal is missing or wrong.
+blocking `ship:pre` gate, say). So every run carries a seal, under a key that belongs to the
+user and lives outside the project. Every part of it is updated incrementally, in the same
+transaction as the write it covers, so a commit costs the same at 50 tasks as at 50,000:
+
+- the event chain: each event row extends an HMAC-SHA256 chain (`chain_link`: the previous
+  link and the new row), so order, gaps, insertions and a truncated tail all change its head;
+- the task digest: the sum, modulo 2^256, of an HMAC-SHA256 of every task row (`task_mac`).
+  Changing a row subtracts the old row's MAC and adds the new one's; it covers the rows as a
+  set (their primary key is `(run_id, task_key)`), so an edited, added or removed row changes
+  it. This is Clarke et al.'s MSet-Add-Hash keyed by the user's secret (incremental multiset
+  hashing, ASIACRYPT 2003): without the key nobody can compute a row's MAC, so nobody can
+  make another set of rows add up to the same digest;
+- the seal (`run_seal`): an HMAC of the chain head, the task digest and the run row, written
+  `v2:<hex>`. A seal without that prefix was written by an older looprail (which re-hashed
+  every task row at every commit); such a run is refused like a tampered one, with its own
+  reason, and `--new` starts over.
+
+`Journal.verify_run` recomputes all three from the rows (one pass over the run's events and one
+over its task rows) and a resume refuses a run whose seal is missing or wrong.
 
 The key is 32 random bytes in `$LOOPRAIL_HOME/journal.key` (default `~/.looprail/journal.key`),
 created on first use with mode 0600 in a 0700 folder. A key file that others can read or write,
@@ -104,12 +118,42 @@ def chain_link(key: bytes, previous: str, event_row: Mapping[str, Any]) -> str:
     ).hexdigest()
 
 
-def run_seal(
-    key: bytes, chain: str, run_row: Mapping[str, Any], task_rows: Iterable[Mapping[str, Any]]
+SEAL_VERSION = "v2"
+DIGEST_BITS = 256
+_MODULUS = 1 << DIGEST_BITS
+EMPTY_DIGEST = "0" * (DIGEST_BITS // 4)
+
+
+def task_mac(key: bytes, task_row: Mapping[str, Any]) -> int:
+    """A task row's MAC, as a number (its term in the run's task digest)."""
+    mac = hmac.new(key, b"looprail-task\n" + canonical(task_row), hashlib.sha256)
+    return int.from_bytes(mac.digest(), "big")
+
+
+def digest_update(
+    digest: str,
+    key: bytes,
+    *,
+    remove: Mapping[str, Any] | None = None,
+    add: Mapping[str, Any] | None = None,
 ) -> str:
-    """The seal over a run: its event chain, its run row and its task rows."""
-    mac = hmac.new(key, b"looprail-run-seal\n" + chain.encode() + b"\n", hashlib.sha256)
-    mac.update(canonical(run_row) + b"\n")
-    for task in task_rows:
-        mac.update(canonical(task) + b"\n")
-    return mac.hexdigest()
+    """The task digest after one row changed: `remove` the old row (if any), `add` the new."""
+    value = int(digest, 16) if digest else 0
+    if remove is not None:
+        value -= task_mac(key, remove)
+    if add is not None:
+        value += task_mac(key, add)
+    return format(value % _MODULUS, f"0{DIGEST_BITS // 4}x")
+
+
+def task_digest(key: bytes, task_rows: Iterable[Mapping[str, Any]]) -> str:
+    """The digest of a whole set of task rows (what verification recomputes)."""
+    value = sum(task_mac(key, row) for row in task_rows)
+    return format(value % _MODULUS, f"0{DIGEST_BITS // 4}x")
+
+
+def run_seal(key: bytes, chain: str, digest: str, run_row: Mapping[str, Any]) -> str:
+    """The seal over a run: its event chain head, its task digest and its run row."""
+    mac = hmac.new(key, b"looprail-run-seal-v2\n", hashlib.sha256)
+    mac.update(chain.encode() + b"\n" + digest.encode() + b"\n" + canonical(run_row))
+    return f"{SEAL_VERSION}:{mac.hexdigest()}"

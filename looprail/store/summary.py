@@ -9,39 +9,41 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from looprail.layout import JOURNAL_FILE as _JOURNAL
 from looprail.layout import LOOPRAIL_DIR
-from looprail.store.schema import (
-    BUSY_TIMEOUT_MS,
-    NoJournalError,
-    check_header,
-    check_links,
-    prepare,
-)
+from looprail.store.schema import connect_readonly, translate
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs milliseconds on the `status` start path
+    from typing import Any
+
 
 JOURNAL_FILE = Path(LOOPRAIL_DIR) / _JOURNAL
 
 
 def open_journal(project: str | Path) -> sqlite3.Connection:
-    """The project's journal, checked (and migrated) exactly as `Journal.open` does. Raises
-    NoJournalError when there is none, JournalError for a foreign, corrupt or newer file."""
-    path = Path(project) / JOURNAL_FILE
-    check_links(path)  # a symlinked journal (or -wal/-shm) is refused before SQLite opens it
-    if not path.exists():
-        raise NoJournalError(f"{path}: no journal yet (no run has been recorded)")
-    check_header(path)
-    conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+    """The project's journal, read-only (`schema.connect_readonly`: identified, never changed).
+    Raises NoJournalError when there is none, JournalError for a foreign, corrupt or newer file.
+    Read the rows inside `reading(path)`, so damage met in a page is one line too."""
+    return connect_readonly(journal_file(project))
+
+
+def journal_file(project: str | Path) -> Path:
+    return Path(project) / JOURNAL_FILE
+
+
+@contextmanager
+def reading(path: Path) -> Iterator[None]:
+    """SQLite errors while reading the journal at `path` become one-line JournalErrors."""
     try:
-        prepare(conn, path)
-    except BaseException:
-        conn.close()
-        raise
-    conn.row_factory = sqlite3.Row
-    return conn
+        yield
+    except sqlite3.DatabaseError as exc:
+        raise translate(path, exc) from None
 
 
 def headers(conn: sqlite3.Connection, *, latest: bool = False) -> list[dict[str, Any]]:

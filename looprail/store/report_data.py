@@ -1,0 +1,380 @@
+"""The execution report as plain data: the fold from a run's rows to the report's stable JSON
+form (docs/journal.md, `reportVersion` 1), with the standard library only.
+
+`looprail report --json` prints `report_json(conn, ref)` straight from SQL: only the event kinds
+the report shows are read (a run's `task_started`/`task_finished` rows, most of its events,
+never leave SQLite), and nothing imports pydantic. `looprail.store.report.RunReport` is the
+typed model of the same data (`report_from_rows` validates this fold's output into it), and a
+test checks that both print the same JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from looprail.store.summary import duration_ms as _duration
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs milliseconds on the `report --json` start path
+    from collections.abc import Iterable, Mapping, Sequence
+    from typing import Any
+
+    Row = Mapping[str, Any]
+    # A task row as the fold takes it: the values of TASK_COLUMNS, in that order.
+    TaskTuple = Sequence[Any]
+
+
+REPORT_VERSION = 1
+TASK_COLUMNS = ("task_key", "plan_id", "wave", "status", "attempt", "started_at", "ended_at")
+
+# The event kinds a report shows; the rest (task rows say what tasks did) stay in SQLite.
+REPORT_KINDS = (
+    "transition",
+    "point",
+    "hook",
+    "gate_verdict",
+    "native_hook",
+    "warning",
+    "halted",
+    "agent_call",
+    "run_resumed",
+    "wave_started",
+    "wave_finished",
+    "resolver",
+)
+
+
+def find_run(conn: sqlite3.Connection, path: object, ref: str | None) -> sqlite3.Row:
+    """The run `ref` names (an id or a unique prefix, case-insensitive), or the latest run;
+    the same answers and one-line errors as `Journal.find_run` / `latest_run`."""
+    from looprail.store.schema import JournalError
+
+    if not ref:
+        row = conn.execute("SELECT * FROM runs ORDER BY started_at DESC, id DESC").fetchone()
+        if row is None:
+            raise JournalError(f"{path}: no runs yet; nothing to report")
+        return row
+    exact = conn.execute("SELECT * FROM runs WHERE id = ?", (ref,)).fetchone()
+    if exact is not None:
+        return exact
+    pattern = ref.upper().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    rows = conn.execute(
+        "SELECT * FROM runs WHERE upper(id) LIKE ? ESCAPE '\\' ORDER BY started_at, id",
+        (pattern + "%",),
+    ).fetchall()
+    if not rows:
+        raise JournalError(f"{path}: no run {ref!r} (`looprail history` lists them)")
+    if len(rows) > 1:
+        listed = ", ".join(row["id"] for row in rows[:3]) + (", …" if len(rows) > 3 else "")
+        raise JournalError(
+            f"{path}: run prefix {ref!r} matches {len(rows)} runs ({listed}); give more characters"
+        )
+    return rows[0]
+
+
+def report_json(conn: sqlite3.Connection, path: object, ref: str | None) -> dict[str, Any]:
+    """The report of run `ref` (default: the latest), read with SQL from `conn`."""
+    run = dict(find_run(conn, path, ref))
+    for column in ("state", "machine_config", "inputs_digest"):
+        run[column] = json.loads(run[column])
+    marks = ", ".join("?" * len(REPORT_KINDS))
+    events = _dicts(
+        conn,
+        f"SELECT * FROM events WHERE run_id = ? AND kind IN ({marks}) ORDER BY seq",
+        (run["id"], *REPORT_KINDS),
+    )
+    for event in events:
+        event["data"] = json.loads(event["data"])
+    # Only the order of a wave's own tasks matters to the fold (waves are sorted there), so
+    # registration (rowid) order is enough; plain tuples, no per-row dict.
+    tasks = conn.cursor()
+    tasks.row_factory = None
+    tasks.execute(
+        f"SELECT {', '.join(TASK_COLUMNS)} FROM tasks WHERE run_id = ? ORDER BY rowid",
+        (run["id"],),
+    )
+    return fold(run, events, tasks.fetchall())
+
+
+def _dicts(conn: sqlite3.Connection, sql: str, params: tuple[object, ...]) -> list[dict]:
+    """Rows as dicts, built from plain tuples (twice as fast as `dict(sqlite3.Row)`)."""
+    cursor = conn.cursor()
+    cursor.row_factory = None
+    cursor.execute(sql, params)
+    columns = [d[0] for d in cursor.description]
+    return [dict(zip(columns, row, strict=True)) for row in cursor]
+
+
+def fold(run: Row, events: Sequence[Row], tasks: Sequence[TaskTuple]) -> dict[str, Any]:
+    """The report of one run from its rows (columns as in the journal, JSON columns decoded;
+    task rows as tuples of TASK_COLUMNS, in registration order or wave by wave).
+    Keys are in the order of `looprail.store.report.RunReport`'s fields."""
+    calls = _agent_calls(events)
+    return {
+        "reportVersion": REPORT_VERSION,
+        "run": header(run, tasks),
+        "transitions": [
+            {
+                "seq": e["seq"],
+                "ts": e["ts"],
+                "source": _state(e["data"].get("source")),
+                "target": _state(e["data"].get("target")),
+                "event": _str(e["data"].get("event")),
+            }
+            for e in events
+            if e["kind"] == "transition"
+        ],
+        "points": _points(events),
+        "waves": _waves(events, tasks),
+        "nativeHooks": [
+            {
+                "seq": e["seq"],
+                "ts": e["ts"],
+                "capId": e["cap_id"],
+                "outcome": e["outcome"],
+                "durationMs": e["duration_ms"],
+                "message": e["message"],
+                "data": e["data"],
+            }
+            for e in events
+            if e["kind"] == "native_hook"
+        ],
+        "warnings": [_note(e) for e in events if e["kind"] == "warning"],
+        "halts": [_note(e) for e in events if e["kind"] == "halted"],
+        "resumes": [
+            {
+                "seq": e["seq"],
+                "ts": e["ts"],
+                "previousStatus": _str(e["data"].get("previous_status")),
+                "previousPid": e["data"].get("previous_pid"),
+                "inFlight": list(e["data"].get("in_flight", [])),
+                "inputsChanged": list(e["data"].get("inputs_changed", [])),
+            }
+            for e in events
+            if e["kind"] == "run_resumed"
+        ],
+        "agentCalls": calls,
+        "spend": _spend(calls) if calls else None,
+    }
+
+
+def header(run: Row, tasks: Iterable[TaskTuple]) -> dict[str, Any]:
+    counts = {"pending": 0, "running": 0, "done": 0, "failed": 0}
+    for task in tasks:
+        counts[task[3]] += 1
+    return {
+        "id": run["id"],
+        "phase": run["phase"],
+        "status": run["status"],
+        "startedAt": run["started_at"],
+        "endedAt": run["ended_at"],
+        "durationMs": _duration(run["started_at"], run["ended_at"]),
+        "haltReason": run["halt_reason"],
+        "state": list(run["state"]),
+        "pid": run["pid"],
+        "host": run["host"],
+        "machineConfig": run["machine_config"],
+        "tasks": counts,
+    }
+
+
+def _agent_calls(events: Sequence[Row]) -> list[dict[str, Any]]:
+    rows = []
+    for e in events:
+        if e["kind"] != "agent_call":
+            continue
+        d = e["data"]
+        plan, task = _str(d.get("planId")), _str(d.get("taskId"))
+        rows.append(
+            {
+                "seq": e["seq"],
+                "ts": e["ts"],
+                "agent": _str(d.get("agent")),
+                "kind": _str(d.get("kind")),
+                "name": _str(d.get("name")),
+                "planId": plan,
+                "taskKey": f"{plan}/{task}" if plan and task else None,
+                "ok": bool(d.get("ok")),
+                "sessionId": _str(d.get("sessionId")),
+                "inputTokens": _int(d.get("inputTokens")),
+                "outputTokens": _int(d.get("outputTokens")),
+                "costUsd": _float(d.get("costUsd")),
+                "costEstimated": d.get("costEstimated") is True,
+                "durationMs": _int(d.get("durationMs")),
+                "transcript": _str(d.get("transcript")),
+            }
+        )
+    return rows
+
+
+def _spend(calls: list[dict[str, Any]]) -> dict[str, Any]:
+    def total(rows: list[dict[str, Any]]) -> dict[str, Any]:
+        costs = [r["costUsd"] for r in rows if r["costUsd"] is not None]
+        return {
+            "calls": len(rows),
+            "inputTokens": sum(r["inputTokens"] or 0 for r in rows),
+            "outputTokens": sum(r["outputTokens"] or 0 for r in rows),
+            "costUsd": round(sum(costs), 6) if costs else None,
+            "estimated": any(r["costEstimated"] for r in rows),
+        }
+
+    plans = sorted({r["planId"] for r in calls if r["planId"]})
+    tasks = sorted({r["taskKey"] for r in calls if r["taskKey"]})
+    return {
+        "run": total(calls),
+        "plans": {p: total([r for r in calls if r["planId"] == p]) for p in plans},
+        "tasks": {t: total([r for r in calls if r["taskKey"] == t]) for t in tasks},
+    }
+
+
+def _points(events: Sequence[Row]) -> list[dict[str, Any]]:
+    order: list[str] = []
+    dispatches: dict[str, int] = {}
+    hooks: dict[str, list[dict[str, Any]]] = {}
+    verdicts: dict[str, list[dict[str, Any]]] = {}
+    for e in events:
+        point = e["point"]
+        if e["kind"] not in ("point", "hook", "gate_verdict") or point is None:
+            continue
+        if point not in dispatches:
+            order.append(point)
+            dispatches[point], hooks[point], verdicts[point] = 0, [], []
+        if e["kind"] == "point":
+            dispatches[point] += 1
+        elif e["kind"] == "hook":
+            hooks[point].append(
+                {
+                    "seq": e["seq"],
+                    "ts": e["ts"],
+                    "wave": e["wave"],
+                    "kind": e["hook_kind"],
+                    "capId": e["cap_id"],
+                    "outcome": e["outcome"],
+                    "durationMs": e["duration_ms"],
+                    "message": e["message"],
+                }
+            )
+        else:
+            verdicts[point].append(
+                {
+                    "seq": e["seq"],
+                    "ts": e["ts"],
+                    "wave": e["wave"],
+                    "capId": e["cap_id"],
+                    "outcome": e["outcome"],
+                    "message": e["message"],
+                }
+            )
+    return [
+        {"point": p, "dispatches": dispatches[p], "hooks": hooks[p], "verdicts": verdicts[p]}
+        for p in order
+    ]
+
+
+def _waves(events: Sequence[Row], tasks: Sequence[TaskTuple]) -> list[dict[str, Any]]:
+    started: dict[int | None, Row] = {}
+    finished: dict[int | None, Row] = {}
+    for e in events:
+        if e["kind"] == "wave_started":
+            started.setdefault(e["wave"], e)
+        elif e["kind"] == "wave_finished":
+            finished[e["wave"]] = e  # a wave re-finished after a resume: the last word counts
+    resolvers = {e["task_id"]: e for e in events if e["kind"] == "resolver" and e["task_id"]}
+
+    plan_order: dict[int | None, list[str | None]] = {}
+    for wave, event in started.items():
+        plan_order[wave] = list(event["data"].get("plans", []))
+    by_plan: dict[tuple[int | None, str | None], list[dict[str, Any]]] = {}
+    for task in tasks:
+        key, plan, wave = task[0], task[1], task[2]
+        plans = plan_order.get(wave)
+        if plans is None:
+            plans = plan_order[wave] = []
+        rows = by_plan.get((wave, plan))
+        if rows is None:
+            if plan not in plans:
+                plans.append(plan)
+            rows = by_plan[wave, plan] = []
+        rows.append(_task_report(task, resolvers.get(key)))
+
+    waves = []
+    for wave in sorted(plan_order, key=lambda w: (w is None, w or 0)):
+        begin, end = started.get(wave), finished.get(wave)
+        duration = end["duration_ms"] if end and end["duration_ms"] is not None else None
+        if duration is None and begin and end:
+            duration = _duration(begin["ts"], end["ts"])
+        waves.append(
+            {
+                "wave": wave,
+                "startedAt": begin["ts"] if begin else None,
+                "endedAt": end["ts"] if end else None,
+                "durationMs": duration,
+                "outcome": end["outcome"] if end else None,
+                "plans": [
+                    {"planId": plan, "tasks": by_plan.get((wave, plan), [])}
+                    for plan in plan_order[wave]
+                ],
+            }
+        )
+    return waves
+
+
+def _task_report(task: TaskTuple, resolver: Row | None) -> dict[str, Any]:
+    key, plan, wave, status, attempt, started, ended = task
+    return {
+        "key": key,
+        "planId": plan,
+        "wave": wave,
+        "status": status,
+        "attempts": attempt,
+        "startedAt": started,
+        "endedAt": ended,
+        "durationMs": _duration(started, ended),
+        "resolver": None
+        if resolver is None
+        else {
+            "seq": resolver["seq"],
+            # the runner writes `trackerId`; early journals wrote `tracker_id`
+            "trackerId": _str(
+                resolver["data"].get("trackerId", resolver["data"].get("tracker_id"))
+            ),
+            "capId": resolver["cap_id"],
+            "outcome": resolver["outcome"],
+            "durationMs": resolver["duration_ms"],
+            "message": resolver["message"],
+        },
+    }
+
+
+def _note(e: Row) -> dict[str, Any]:
+    return {
+        "seq": e["seq"],
+        "ts": e["ts"],
+        "point": e["point"],
+        "capId": e["cap_id"],
+        "taskId": e["task_id"],
+        "message": e["message"],
+    }
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _state(value: Any) -> str | None:
+    """A machine configuration as people write it: `execute/wave_running` (the journal keeps
+    the list of active states, outermost first)."""
+    if isinstance(value, list):
+        return "/".join(str(v) for v in value) or None
+    return _str(value)

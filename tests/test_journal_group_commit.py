@@ -1,0 +1,144 @@
+"""Group commit of task finishes (`JournalRecorder.task_finished`): finishes that arrive while a
+commit is syncing share the next one, and every caller returns only once its own row is
+committed, so a finished task never runs again."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from contextlib import contextmanager
+
+import pytest
+
+from looprail.machine.record import JournalRecorder
+from looprail.store import Journal, JournalError, journal_path
+
+
+class SlowCommits:
+    """The real journal, with each outer commit slowed down like a slow fsync, counted, and
+    with a hook that can refuse one task's finish."""
+
+    def __init__(self, journal: Journal, refuse: str | None = None):
+        self.journal = journal
+        self.commits = 0
+        self.refuse = refuse
+        self._depth = 0
+
+    @contextmanager
+    def transaction(self):
+        outer = self._depth == 0
+        self._depth += 1
+        try:
+            with self.journal.transaction():
+                yield
+                if outer:
+                    time.sleep(0.05)  # the fsync every finish waits for
+        finally:
+            self._depth -= 1
+        if outer:
+            self.commits += 1
+
+    def task_finished(self, run_id, key, **kwargs):
+        if key == self.refuse:
+            raise JournalError(f"refused {key}")
+        return self.journal.task_finished(run_id, key, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.journal, name)
+
+
+def _committed_status(project, run_id: str, key: str) -> str | None:
+    db = sqlite3.connect(journal_path(project))
+    try:
+        row = db.execute(
+            "SELECT status FROM tasks WHERE run_id = ? AND task_key = ?", (run_id, key)
+        ).fetchone()
+    finally:
+        db.close()
+    return row[0] if row else None
+
+
+def _finish_together(recorder: JournalRecorder, project, run_id: str, keys: list[str]):
+    seen: dict[str, str | None] = {}
+    errors: dict[str, BaseException] = {}
+    start = threading.Barrier(len(keys))
+
+    def finish(key: str) -> None:
+        start.wait()
+        try:
+            recorder.task_finished(key, status="done", duration_ms=1)
+        except BaseException as exc:
+            errors[key] = exc
+            return
+        # Returned: the row is committed (another connection reads it).
+        seen[key] = _committed_status(project, run_id, key)
+
+    threads = [threading.Thread(target=finish, args=(k,)) for k in keys]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return seen, errors
+
+
+def test_concurrent_finishes_share_commits_and_each_returns_committed(tmp_path):
+    keys = [f"01-0{i}/T1" for i in range(8)]
+    with Journal.open(tmp_path) as journal:
+        run_id = journal.start_run("01")
+        journal.wave_started(run_id, 1, [(k, k.split("/")[0]) for k in keys])
+        for key in keys:
+            journal.task_started(run_id, key)
+        slow = SlowCommits(journal)
+        recorder = JournalRecorder(slow, run_id)
+        seen, errors = _finish_together(recorder, tmp_path, run_id, keys)
+        assert not errors
+        assert seen == dict.fromkeys(keys, "done")
+        # 8 finishes arriving together: the first commits alone, the rest queue behind it.
+        assert 1 <= slow.commits < len(keys)
+        assert recorder.done_tasks() == set(keys)
+        journal.verify_run(run_id)
+        finished = journal.events(run_id, kinds=["task_finished"])
+        assert sorted(e.task_id for e in finished) == sorted(keys)
+
+
+def test_a_refused_finish_fails_only_its_own_caller(tmp_path):
+    keys = [f"01-0{i}/T1" for i in range(5)]
+    with Journal.open(tmp_path) as journal:
+        run_id = journal.start_run("01")
+        journal.wave_started(run_id, 1, [(k, k.split("/")[0]) for k in keys])
+        slow = SlowCommits(journal, refuse=keys[2])
+        recorder = JournalRecorder(slow, run_id)
+        seen, errors = _finish_together(recorder, tmp_path, run_id, keys)
+        assert set(errors) == {keys[2]} and "refused" in str(errors[keys[2]])
+        assert seen == {k: "done" for k in keys if k != keys[2]}
+        assert _committed_status(tmp_path, run_id, keys[2]) == "pending"
+        journal.verify_run(run_id)
+
+
+def test_a_failed_group_commit_fails_every_caller_in_it(tmp_path):
+    keys = [f"01-0{i}/T1" for i in range(4)]
+    with Journal.open(tmp_path) as journal:
+        run_id = journal.start_run("01")
+        journal.wave_started(run_id, 1, [(k, "01-01") for k in keys])
+        recorder = JournalRecorder(journal, run_id)
+        # A journal whose commits fail (e.g. the disk is full): nobody may believe they finished.
+        real = journal._seal_touched
+
+        def failing():
+            real()
+            raise JournalError("disk full")
+
+        journal._seal_touched = failing  # type: ignore[method-assign]
+        seen, errors = _finish_together(recorder, tmp_path, run_id, keys)
+        journal._seal_touched = real  # type: ignore[method-assign]
+        assert set(errors) == set(keys) and not seen
+        assert all(_committed_status(tmp_path, run_id, k) == "pending" for k in keys)
+        journal.verify_run(run_id)
+
+
+def test_a_bad_status_is_refused_before_queueing(tmp_path):
+    with Journal.open(tmp_path) as journal:
+        run_id = journal.start_run("01")
+        with pytest.raises(ValueError, match="not a finishing task status"):
+            JournalRecorder(journal, run_id).task_finished("t", status="running", duration_ms=1)
