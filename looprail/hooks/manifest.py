@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -531,20 +532,24 @@ def validate_manifest(
 
 
 def validate_declared(
-    data: dict[str, Any], file: str, folder_name: str | None
+    data: dict[str, Any],
+    file: str,
+    folder_name: str | None,
+    engine: Callable[[Any], str | None] = engine_problem,
 ) -> tuple[Capability | None, list[Issue]]:
     """Layers 2 and 3 (shapes, cross-field rules, the engine range) of a parsed manifest: a
     function of the JSON and the folder name only, so its verdict can be cached by content
-    (`looprail.hooks.verdicts`). Fragment files are not read here."""
+    (`looprail.hooks.verdicts`). Fragment files are not read here. `engine` is
+    `engine_problem` or a memo of it (`VerdictCache.engine_problem`)."""
     try:
         cap = Capability.model_validate(data)
     except PydanticValidationError as exc:
         return None, pydantic_issues(exc, file)
     issues = check_capability(cap, file, folder_name)
     if not issues:
-        engine = engine_problem(data.get("engines"))
-        if engine is not None:
-            return None, [Issue(file, "$.engines.gsd", engine)]
+        problem = engine(data.get("engines"))
+        if problem is not None:
+            return None, [Issue(file, "$.engines.gsd", problem)]
     return (None, issues) if issues else (cap, [])
 
 

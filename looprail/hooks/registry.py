@@ -276,7 +276,7 @@ def _validated(
     if key is None or cached is None:
         from looprail.hooks.manifest import validate_declared
 
-        cap, issues = validate_declared(data, file, folder.name)
+        cap, issues = validate_declared(data, file, folder.name, verdicts.engine_problem)
         if key is not None:
             verdicts.put(file, key, issues)
     else:

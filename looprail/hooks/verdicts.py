@@ -31,6 +31,7 @@ from looprail.layout import cache_dir
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
     from collections.abc import Callable, Mapping
+    from typing import Any
 
 FORMAT = "looprail-verdict-1"
 SUBDIR = "manifests"
@@ -51,6 +52,7 @@ _RULE_FILES = tuple(
     )
 )
 _rules_digest: str | None = None
+_ENGINE_PREFIX = "engines.gsd:"
 
 
 def rules_digest() -> str:
@@ -96,8 +98,28 @@ class VerdictCache:
 
     def _entry(self, manifest_file: str) -> str:
         assert self.directory is not None
-        name = hashlib.sha256(os.path.abspath(manifest_file).encode()).hexdigest()[:40]
+        if manifest_file.startswith(_ENGINE_PREFIX):  # a memo, not a file
+            name = hashlib.sha256(manifest_file.encode()).hexdigest()[:40]
+        else:
+            name = hashlib.sha256(os.path.abspath(manifest_file).encode()).hexdigest()[:40]
         return os.path.join(self.directory, name + ".json")
+
+    def engine_problem(self, engines: Any) -> str | None:
+        """`manifest.engine_problem`, memoised per `engines.gsd` range: manifests repeat a few
+        ranges, and node-semver compiles ~80 regular expressions on import."""
+        from looprail.hooks.manifest import engine_problem
+
+        rng = engines.get("gsd") if isinstance(engines, dict) else None
+        if self.directory is None or not isinstance(rng, str) or not rng.strip():
+            return engine_problem(engines)
+        name = _ENGINE_PREFIX + rng
+        key = hashlib.sha256(f"{rules_digest()}\0engines.gsd\0{rng}".encode()).hexdigest()
+        cached = self.get(name, key)
+        if cached is not None and len(cached) <= 1:
+            return cached[0].reason if cached else None
+        problem = engine_problem(engines)
+        self.put(name, key, [] if problem is None else [Issue(name, "$.engines.gsd", problem)])
+        return problem
 
     def _folder_ok(self) -> bool:
         """The folder is ours: a real folder (not a symlink), owned by this user, writable by
