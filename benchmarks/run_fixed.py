@@ -2,12 +2,15 @@
 VERIFICATION all exist and whose ship step is a no-op agent, so the run only walks the loop,
 journals it and exits. Each call is a whole new process, as from a terminal.
 
-Measured in the same run: `python -c pass` (the floor) and, with `--baseline PATH` (a checkout
-of an older looprail, e.g. `git archive main looprail | tar -x -C PATH`), the same command with
-that code first on PYTHONPATH. Prints CPU time (user+sys of the child, steady on a shared
-machine) and wall time, medians, and the ratios.
+Measured in the same run, interleaved call by call (a load spike on a shared machine hits
+every command alike): `python -c pass` (the floor) and the same command on a baseline looprail
+first on PYTHONPATH. `--baseline` is a folder holding an older `looprail/` package, or a git
+commit of this repository (exported with `git archive` to a temporary folder); the default is
+the commit before issue 16 (`PRE_16`), the "today" its goals are measured against. `--baseline
+none` skips it. Prints CPU time (user+sys of the child, the steadier figure on a shared
+machine) and wall time, medians and minimums, the ratios to the floor and to the baseline.
 
-    python benchmarks/run_fixed.py [--runs 10] [--baseline PATH]
+    python benchmarks/run_fixed.py [--runs 15] [--baseline PRE_16|COMMIT|PATH|none]
 """
 
 from __future__ import annotations
@@ -26,6 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.loop_overhead import make_phase
 
+REPO = Path(__file__).resolve().parent.parent
+# The last commit before issue 16 (scale and fixed costs): "today's" `looprail run`.
+PRE_16 = "6f7bc11f6c87c8a332ca5556a8355b98f933c93a"
+
 
 def idle_project(root: Path) -> Path:
     project = make_phase(root, 4, 2, 2)
@@ -40,23 +47,30 @@ def idle_project(root: Path) -> Path:
     return project
 
 
-def measure(argv: list[str], runs: int, env: dict[str, str], cwd: Path) -> tuple[float, float]:
-    """Median (CPU ms, wall ms) of `runs` calls."""
-    cpu, wall = [], []
-    for _ in range(runs):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
-        subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, check=True)
-        wall.append((time.perf_counter() - start) * 1000)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu.append((after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000)
-    return statistics.median(cpu), statistics.median(wall)
+def once(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """(CPU ms, wall ms) of one call."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, check=True)
+    wall = (time.perf_counter() - start) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
+    return cpu, wall
+
+
+def export_commit(commit: str, into: Path) -> Path:
+    """`git archive COMMIT looprail` of this repository, unpacked in `into`."""
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", commit, "looprail"], capture_output=True, check=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=10)
-    ap.add_argument("--baseline", type=Path, default=None)
+    ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--baseline", default="PRE_16")
     args = ap.parse_args()
     run = ["run", "--phase", "1", "-q"]
     # What each version's `looprail` console script runs (the baseline had no `console`).
@@ -68,25 +82,48 @@ def main() -> None:
         env = dict(os.environ)
         env.pop("PYTHONPATH", None)
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # users have .pyc files; so should we
-        measure(cmd, 2, env, project)  # warm the OS file cache and .pyc files
-        rows = {"python -c pass": measure([sys.executable, "-c", "pass"], args.runs, env, project)}
-        rows["looprail run (this)"] = measure(cmd, args.runs, env, project)
-        if args.baseline is not None:
-            base_env = dict(env, PYTHONPATH=str(args.baseline.resolve()))
-            measure(base_cmd, 2, base_env, project)
-            rows["looprail run (baseline)"] = measure(base_cmd, args.runs, base_env, project)
-    floor = rows["python -c pass"]
-    for name, (cpu, wall) in rows.items():
+        commands = {
+            "python -c pass": ([sys.executable, "-c", "pass"], env),
+            "looprail run (this)": (cmd, env),
+        }
+        baseline = None if args.baseline == "none" else args.baseline
+        if baseline is not None:
+            path = Path(baseline)
+            if not (path / "looprail").is_dir():
+                commit = PRE_16 if baseline == "PRE_16" else baseline
+                (Path(tmp) / "baseline").mkdir()
+                path = export_commit(commit, Path(tmp) / "baseline")
+                baseline = f"{baseline} ({commit[:10]})"
+            base_env = dict(env, PYTHONPATH=str(path.resolve()))
+            commands["looprail run (baseline)"] = (base_cmd, base_env)
+        for argv, e in commands.values():  # warm the OS file cache and write the .pyc files
+            once(argv, e, project)
+            once(argv, e, project)
+        samples: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+        for _ in range(args.runs):
+            for name, (argv, e) in commands.items():
+                samples[name].append(once(argv, e, project))
+    med = {
+        n: (statistics.median(c for c, _ in s), statistics.median(w for _, w in s))
+        for n, s in samples.items()
+    }
+    low = {n: (min(c for c, _ in s), min(w for _, w in s)) for n, s in samples.items()}
+    floor = med["python -c pass"]
+    if baseline is not None:
+        print(f"baseline: {baseline}")
+    for name, (cpu, wall) in med.items():
         print(
-            f"{name:26s} CPU {cpu:7.1f} ms ({cpu / floor[0]:5.1f}x floor)   "
-            f"wall {wall:7.1f} ms ({wall / floor[1]:5.1f}x floor)"
+            f"{name:26s} CPU {cpu:7.1f} ms (min {low[name][0]:6.1f}, {cpu / floor[0]:5.1f}x floor)"
+            f"   wall {wall:7.1f} ms (min {low[name][1]:6.1f}, {wall / floor[1]:5.1f}x floor)"
         )
-    if args.baseline is not None:
-        this, base = rows["looprail run (this)"], rows["looprail run (baseline)"]
+    if baseline is not None:
+        this, base = med["looprail run (this)"], med["looprail run (baseline)"]
+        lt, lb = low["looprail run (this)"], low["looprail run (baseline)"]
         print(
-            f"this / baseline: CPU {this[0] / base[0]:.2f}x, wall {this[1] / base[1]:.2f}x "
-            "(goal <= 0.50)"
+            f"this / baseline: CPU {this[0] / base[0]:.2f}x (minimums {lt[0] / lb[0]:.2f}x), "
+            f"wall {this[1] / base[1]:.2f}x (minimums {lt[1] / lb[1]:.2f}x)   (goal <= 0.50)"
         )
+    print(f"({args.runs} calls of each, interleaved)")
 
 
 if __name__ == "__main__":

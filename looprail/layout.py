@@ -65,6 +65,18 @@ def looprail_home(env: Mapping[str, str] | None = None) -> str:
     return os.path.expanduser(configured)  # `~user/...`, or nothing to expand
 
 
+def cache_dir(env: Mapping[str, str] | None = None) -> str:
+    """looprail's cache folder (only speed lives here; deleting it is always safe):
+    `$LOOPRAIL_CACHE_DIR`, else `$XDG_CACHE_HOME/looprail`, else `$HOME/.cache/looprail`."""
+    env = os.environ if env is None else env
+    if env.get("LOOPRAIL_CACHE_DIR"):
+        return env["LOOPRAIL_CACHE_DIR"]
+    base = env.get("XDG_CACHE_HOME") or os.path.join(
+        env.get("HOME") or os.path.expanduser("~"), ".cache"
+    )
+    return os.path.join(base, "looprail")
+
+
 def project_dir(project: str | os.PathLike[str]) -> str:
     """The project's own looprail folder, `<project>/.looprail`."""
     return os.path.join(os.fspath(project), LOOPRAIL_DIR)

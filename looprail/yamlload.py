@@ -1,5 +1,6 @@
 """The one YAML loader for frontmatter (PLAN.md, VERIFICATION.md and every artifact a gate
-reads): PyYAML's safe loader (no tags that construct objects) that refuses aliases.
+reads): PyYAML's safe loader (no tags that construct objects) that refuses aliases, on
+libyaml's C parser when PyYAML was built with it.
 
 An alias (`*name`) makes one node appear many times; nine levels of nine aliases are a
 "billion laughs" document of a few hundred bytes whose JSON form has 9^9 leaves. Frontmatter never
@@ -9,7 +10,8 @@ expanded.
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -19,11 +21,15 @@ import yaml
 MAX_DEPTH = 200
 
 
-class NoAliasSafeLoader(yaml.SafeLoader):
-    """`yaml.SafeLoader` that raises a `MarkedYAMLError` at the first alias and RecursionError
-    past `MAX_DEPTH` levels of nesting."""
+class _NoAliasComposer(yaml.composer.Composer):
+    """The composer both loaders share: refuses aliases and nesting past `MAX_DEPTH`."""
 
     _depth = 0
+
+    if TYPE_CHECKING:  # provided by the parser the composer is mixed with
+
+        def check_event(self, *choices: Any) -> bool: ...
+        def peek_event(self) -> Any: ...
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         self._depth += 1
@@ -46,10 +52,66 @@ class NoAliasSafeLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
-def safe_load(text: str) -> Any:
-    """`yaml.safe_load` with aliases refused (raises `yaml.YAMLError`)."""
-    loader = NoAliasSafeLoader(text)
+class NoAliasSafeLoader(_NoAliasComposer, yaml.SafeLoader):
+    """`yaml.SafeLoader` that raises a `MarkedYAMLError` at the first alias and RecursionError
+    past `MAX_DEPTH` levels of nesting."""
+
+
+NoAliasCSafeLoader: type | None = None
+if getattr(yaml, "__with_libyaml__", False):
+    from yaml._yaml import CParser  # only there when PyYAML was built with libyaml
+
+    class _NoAliasCSafeLoader(
+        _NoAliasComposer,
+        CParser,
+        yaml.constructor.SafeConstructor,
+        yaml.resolver.Resolver,
+    ):
+        """libyaml scans and parses (the slow part in Python); the composer above (the same
+        code as the pure loader's: aliases refused, depth bounded) builds the nodes from its
+        events, and PyYAML's safe constructor and resolver make the values."""
+
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            yaml.composer.Composer.__init__(self)
+            yaml.constructor.SafeConstructor.__init__(self)
+            yaml.resolver.Resolver.__init__(self)
+
+    NoAliasCSafeLoader = _NoAliasCSafeLoader
+
+
+# Where libyaml and PyYAML's own scanner disagree (found by tests/test_yaml_cloader.py's
+# fuzzing): tags (`!`), explicit keys and `?` in flow collections, tabs and the line breaks
+# and BOM PyYAML treats differently (CR, NEL, LS, PS, U+FEFF), and a comment right after a
+# block scalar indicator (`|#`). A document with any of them is loaded by the pure loader.
+_C_UNSAFE = re.compile("[\t\r!?\x85\u2028\u2029\ufeff]|[|>][-+0-9]*#")
+
+
+def c_path_ok(text: str) -> bool:
+    """Whether `text` may be loaded on libyaml's parser (it is present, and the text has none
+    of the constructs where the two parsers disagree)."""
+    return NoAliasCSafeLoader is not None and _C_UNSAFE.search(text) is None
+
+
+def _load(loader_class: type, text: str) -> Any:
+    loader = loader_class(text)
     try:
         return loader.get_single_data()
     finally:
         loader.dispose()
+
+
+def safe_load(text: str) -> Any:
+    """`yaml.safe_load` with aliases refused (raises `yaml.YAMLError`, or RecursionError past
+    `MAX_DEPTH`).
+
+    With libyaml present its parser is used (`c_path_ok`); a document it refuses, or that
+    fails in any way, is loaded again by the pure-Python loader, so an error (its class and its
+    words, line and column) is always the pure loader's. tests/test_yaml_cloader.py checks that
+    both loaders agree on generated documents."""
+    if NoAliasCSafeLoader is not None and c_path_ok(text):
+        try:
+            return _load(NoAliasCSafeLoader, text)
+        except Exception:  # the pure loader below says what is wrong, in its own words
+            pass
+    return _load(NoAliasSafeLoader, text)

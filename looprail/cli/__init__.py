@@ -165,6 +165,9 @@ def console() -> None:
     embedders call it in process."""
     import os
 
+    from looprail import gcpause
+
+    gcpause.pause()  # resumed before a handler runs, or by run/resume when the loop starts
     code = main()
     try:
         sys.stdout.flush()
@@ -215,6 +218,11 @@ def _dispatch(argv: list[str]) -> int:
     args.quiet = bool(getattr(args, "quiet", False))
     args.verbose = int(getattr(args, "verbose", 0) or 0)
     _common.VERBOSITY = -1 if args.quiet else args.verbose
+    if argv[:1] not in (["run"], ["resume"]) and argv[:2] != ["loop", "render-hooks"]:
+        # Only these resume the collector themselves (at the loop's start) or are short.
+        from looprail import gcpause
+
+        gcpause.resume()
     handler = getattr(args, "handler", None)
     if handler is None:
         # A group without its subcommand: show that group's help.

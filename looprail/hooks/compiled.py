@@ -19,7 +19,7 @@ import os
 import time
 import zlib
 
-from looprail.layout import CAPABILITIES_DIR, looprail_home, project_path
+from looprail.layout import CAPABILITIES_DIR, cache_dir, looprail_home, project_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
@@ -109,15 +109,6 @@ def _dependencies(specs: list[tuple[str, str]]) -> dict[str, list[int] | None]:
     return deps
 
 
-def cache_dir(env: Mapping[str, str]) -> str:
-    if env.get("LOOPRAIL_CACHE_DIR"):
-        return env["LOOPRAIL_CACHE_DIR"]
-    base = env.get("XDG_CACHE_HOME") or os.path.join(
-        env.get("HOME") or os.path.expanduser("~"), ".cache"
-    )
-    return os.path.join(base, "looprail")
-
-
 def load_compiled(
     project: str | Path,
     capability_dirs: Sequence[str | Path] = (),
@@ -153,7 +144,7 @@ def load_compiled(
 
     roots = [reg.Root(Path(p), o) for p, o in specs]
     started_ns = time.time_ns()
-    registry = reg.load_registry(project, roots=roots, config=None)
+    registry = reg.load_registry(project, roots=roots, config=None, env=env, use_cache=use_cache)
     compiled = reg.compile_registry(registry)
     fresh = compiled
     compiled = _defer_project_fragments(compiled)
@@ -169,7 +160,7 @@ def load_compiled(
             return _with_consent(compiled, home, env, consent)
         # Changed around the read: read again, so an edit between the first read and the
         # stat is never recorded with the old content and served until the next change.
-        again = reg.load_registry(project, roots=roots, config=None)
+        again = reg.load_registry(project, roots=roots, config=None, env=env, use_cache=use_cache)
         if reg.fragment_dependencies(again) == fragments and reg.compile_registry(again) == fresh:
             _write(cache_file, {"key": key, "deps": deps, "compiled": compiled})
     return _with_consent(compiled, home, env, consent)

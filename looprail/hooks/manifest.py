@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -25,7 +26,24 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 from pydantic import ValidationError as PydanticValidationError
 
 from looprail.errors import Issue
-from looprail.hooks.checks import COMMAND_GRAMMAR, PREDICATE_KINDS
+from looprail.hooks.manifest_io import (
+    FORBIDDEN_KEYS,
+    GSD_ENGINE_VERSION,
+    _json_path,
+    _materialise_fragments,
+)
+
+# Re-exported: the limits and the light parsers live in manifest_io (no pydantic there).
+from looprail.hooks.manifest_io import (
+    MAX_CAPABILITY_FRAGMENT_BYTES as MAX_CAPABILITY_FRAGMENT_BYTES,
+)
+from looprail.hooks.manifest_io import MAX_FRAGMENT_BYTES as MAX_FRAGMENT_BYTES
+from looprail.hooks.manifest_io import MAX_JSON_DEPTH as MAX_JSON_DEPTH
+from looprail.hooks.manifest_io import MAX_MANIFEST_BYTES as MAX_MANIFEST_BYTES
+from looprail.hooks.manifest_io import RESERVED_PREFIXES as RESERVED_PREFIXES
+from looprail.hooks.manifest_io import json_path as json_path
+from looprail.hooks.manifest_io import materialise_fragment as materialise_fragment
+from looprail.hooks.manifest_io import parse_manifest_bytes as parse_manifest_bytes
 from looprail.points import POINT_ROLES, POINTS, Point
 
 ID_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\Z")
@@ -33,14 +51,6 @@ SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$"
 )
 SCRIPT_PATTERN = re.compile(r"^[A-Za-z0-9._/-]+\Z")
-FORBIDDEN_KEYS = frozenset({"__proto__", "constructor", "prototype"})
-# Id prefixes only a first-party set may use (an overlay claiming one is rejected).
-RESERVED_PREFIXES = ("gsd-", "gsd-core-", "anthropic-", "looprail-")
-
-# The version of the reference engine (open-gsd/gsd-core, its package.json) whose loop-hook
-# contract looprail implements. A manifest's `engines.gsd` range is checked against it: a
-# capability that requires another engine is not loaded (docs/checks.md, "Engine version").
-GSD_ENGINE_VERSION = "1.10.0"
 
 
 def engine_problem(engines: Any) -> str | None:
@@ -62,13 +72,6 @@ def engine_problem(engines: Any) -> str | None:
         return None
     return f'incompatible with GSD {GSD_ENGINE_VERSION} (requires engines.gsd "{rng}")'
 
-
-MAX_MANIFEST_BYTES = 8 * 1024 * 1024
-MAX_FRAGMENT_BYTES = 8 * 1024 * 1024
-# All fragment text one capability materialises, each reference counted (the text is rendered,
-# compiled and cached once per reference): one 8 MiB file named 50 times must not become 400 MiB.
-MAX_CAPABILITY_FRAGMENT_BYTES = 16 * 1024 * 1024
-MAX_JSON_DEPTH = 64
 
 Role = Literal["feature", "runtime", "reviewer"]
 OnError = Literal["skip", "halt", "fail"]  # `fail` is the older spelling of `halt`
@@ -300,73 +303,9 @@ FEATURE_ONLY = (
 )
 
 
-# --------------------------------------------------------------------------- safe JSON
-
-
-class _DuplicateKey(Exception):
-    pass
-
-
-def _json_path(parts: tuple[Any, ...] | list[Any]) -> str:
-    out = "$"
-    for p in parts:
-        if isinstance(p, int):
-            out += f"[{p}]"
-        elif isinstance(p, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", p):
-            out += f".{p}"
-        else:
-            out += f"[{json.dumps(p)}]"
-    return out
-
-
-def json_path(*parts: Any) -> str:
-    return _json_path(parts)
-
-
-def parse_manifest_bytes(raw: bytes, file: str) -> tuple[Any, list[Issue]]:
-    """Parse JSON that may be hostile. Returns `(value, issues)`; value is None when unusable."""
-    if len(raw) > MAX_MANIFEST_BYTES:
-        return None, [Issue(file, "$", f"file is larger than {MAX_MANIFEST_BYTES} bytes")]
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return None, [Issue(file, "$", f"not UTF-8 (byte {exc.start})")]
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    from looprail.jsonload import loads_strict
-
-    try:
-        value, dupes = loads_strict(text)
-    except RecursionError:
-        return None, [Issue(file, "$", f"JSON nested deeper than {MAX_JSON_DEPTH} levels")]
-    except json.JSONDecodeError as exc:
-        return None, [Issue(file, "$", f"not valid JSON: {exc.msg} at line {exc.lineno}")]
-    except ValueError as exc:  # NaN / Infinity
-        return None, [Issue(file, "$", f"not valid JSON: {exc}")]
-    issues = [Issue(file, "$", f"duplicate key {json.dumps(k)}") for k in dict.fromkeys(dupes)]
-    issues += _walk_forbidden(value, (), file)
-    if issues:
-        return None, issues
-    return value, []
-
-
-def _walk_forbidden(value: Any, path: tuple[Any, ...], file: str, depth: int = 0) -> list[Issue]:
-    if depth > MAX_JSON_DEPTH:
-        return [Issue(file, _json_path(path), f"nested deeper than {MAX_JSON_DEPTH} levels")]
-    issues: list[Issue] = []
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if k in FORBIDDEN_KEYS:
-                issues.append(Issue(file, _json_path((*path, k)), "forbidden key"))
-            else:
-                issues += _walk_forbidden(v, (*path, k), file, depth + 1)
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            issues += _walk_forbidden(v, (*path, i), file, depth + 1)
-    return issues
-
-
 def pydantic_issues(exc: PydanticValidationError, file: str) -> list[Issue]:
+    from looprail.hooks.checks import PREDICATE_KINDS  # checks is heavy: only for such errors
+
     issues = []
     for err in exc.errors(include_url=False):
         loc = [p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
@@ -571,80 +510,6 @@ def _check_fragment(fragment: Fragment | None, path: str, file: str) -> list[Iss
     return []
 
 
-def materialise_fragment(folder: Path, rel: str) -> tuple[str | None, str | None]:
-    """Read `fragment.path` into text. Returns `(text, error_reason)`.
-
-    The path must stay inside the capability folder (symlinks resolved), be a regular file and
-    be at most 8 MiB of UTF-8."""
-    base = folder.resolve()
-    target = (folder / rel).resolve()
-    if not target.is_relative_to(base):
-        return None, "points outside the capability folder"
-    try:
-        st = target.stat()
-    except OSError:
-        return None, f"file {rel!r} does not exist"
-    import stat as _stat
-
-    if not _stat.S_ISREG(st.st_mode):
-        return None, f"{rel!r} is not a regular file"
-    if st.st_size > MAX_FRAGMENT_BYTES:
-        return None, f"{rel!r} is larger than {MAX_FRAGMENT_BYTES} bytes"
-    try:
-        return target.read_bytes().decode("utf-8"), None
-    except UnicodeDecodeError:
-        return None, f"{rel!r} is not UTF-8"
-    except OSError as exc:
-        return None, f"cannot read {rel!r}: {exc.strerror}"
-
-
-def _materialise_fragments(data: dict[str, Any], folder: Path, file: str) -> list[Issue]:
-    """Replace each `fragment.path` by its text (in `inline`, the path kept). A file named by
-    several entries is read once and shared; the total over all references is bounded by
-    `MAX_CAPABILITY_FRAGMENT_BYTES`, checked before each read."""
-    import os
-
-    read: dict[str, tuple[str | None, str | None, int]] = {}  # real path → (text, error, bytes)
-    issues: list[Issue] = []
-    total = 0
-    for group in ("steps", "contributions"):
-        for i, entry in enumerate(data.get(group) or ()):
-            frag = entry.get("fragment")
-            if not (isinstance(frag, dict) and isinstance(frag.get("path"), str)):
-                continue
-            if "inline" in frag:
-                continue
-            where = f"$.{group}[{i}].fragment.path"
-            key = os.path.realpath(folder / frag["path"])
-            if key not in read:
-                try:
-                    size = os.stat(key).st_size
-                except OSError:
-                    size = 0
-                if total + min(size, MAX_FRAGMENT_BYTES + 1) > MAX_CAPABILITY_FRAGMENT_BYTES:
-                    return [_over_budget(file, where)]
-                text, err = materialise_fragment(folder, frag["path"])
-                read[key] = (text, err, len(text.encode("utf-8")) if text is not None else 0)
-            text, err, size = read[key]
-            if err:
-                issues.append(Issue(file, where, err))
-                continue
-            total += size
-            if total > MAX_CAPABILITY_FRAGMENT_BYTES:
-                return [_over_budget(file, where)]
-            entry["fragment"] = {"inline": text, "path": frag["path"]}
-    return issues
-
-
-def _over_budget(file: str, where: str) -> Issue:
-    return Issue(
-        file,
-        where,
-        f"fragments of this capability total more than {MAX_CAPABILITY_FRAGMENT_BYTES} bytes "
-        "(each reference counts: its text is rendered once per reference)",
-    )
-
-
 def validate_manifest(
     raw: bytes, file: str, folder: Path | None
 ) -> tuple[Capability | None, dict[str, Any] | None, list[Issue]]:
@@ -658,15 +523,7 @@ def validate_manifest(
         return None, None, issues
     if not isinstance(data, dict):
         return None, None, [Issue(file, "$", "top level must be a JSON object")]
-    try:
-        cap = Capability.model_validate(data)
-    except PydanticValidationError as exc:
-        return None, None, pydantic_issues(exc, file)
-    issues = check_capability(cap, file, folder.name if folder is not None else None)
-    if not issues:
-        engine = engine_problem(data.get("engines"))
-        if engine is not None:
-            return None, None, [Issue(file, "$.engines.gsd", engine)]
+    cap, issues = validate_declared(data, file, folder.name if folder is not None else None)
     if folder is not None and not issues:
         issues += _materialise_fragments(data, folder, file)
     if issues:
@@ -674,10 +531,34 @@ def validate_manifest(
     return cap, data, []
 
 
+def validate_declared(
+    data: dict[str, Any],
+    file: str,
+    folder_name: str | None,
+    engine: Callable[[Any], str | None] = engine_problem,
+) -> tuple[Capability | None, list[Issue]]:
+    """Layers 2 and 3 (shapes, cross-field rules, the engine range) of a parsed manifest: a
+    function of the JSON and the folder name only, so its verdict can be cached by content
+    (`looprail.hooks.verdicts`). Fragment files are not read here. `engine` is
+    `engine_problem` or a memo of it (`VerdictCache.engine_problem`)."""
+    try:
+        cap = Capability.model_validate(data)
+    except PydanticValidationError as exc:
+        return None, pydantic_issues(exc, file)
+    issues = check_capability(cap, file, folder_name)
+    if not issues:
+        problem = engine(data.get("engines"))
+        if problem is not None:
+            return None, [Issue(file, "$.engines.gsd", problem)]
+    return (None, issues) if issues else (cap, [])
+
+
 def grammar_warnings(cap: Capability, file: str) -> list[Issue]:
     """Each `ref.command` and `check.query` that fails the command grammar. Not an error: the
     reference accepts such a manifest; looprail refuses the string when it would dispatch it
     (the step fails by its onError, the gate's check errors), so the author should hear now."""
+    from looprail.hooks.checks import COMMAND_GRAMMAR
+
     found = []
     what = "looprail refuses it at dispatch"
     for i, step in enumerate(cap.steps or ()):
@@ -715,5 +596,6 @@ __all__ = [
     "grammar_warnings",
     "materialise_fragment",
     "parse_manifest_bytes",
+    "validate_declared",
     "validate_manifest",
 ]

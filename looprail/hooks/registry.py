@@ -30,6 +30,8 @@ from looprail.hooks.compiled import FIRST_PARTY, GLOBAL, PROJECT
 
 if TYPE_CHECKING:  # manifest imports pydantic: loaded only when a manifest is validated
     from looprail.hooks.manifest import Capability
+    from looprail.hooks.manifest_io import ManifestFacts
+    from looprail.hooks.verdicts import VerdictCache
 
 
 class CompiledRegistry(TypedDict):
@@ -56,12 +58,37 @@ class Root:
 
 @dataclass
 class LoadedCapability:
-    manifest: Capability
+    # The pydantic model, or None when the manifest's verdict came from the validation cache
+    # (`hooks.verdicts`): `manifest` then builds it from `raw` on first use.
+    model: Capability | None
     data: dict[str, Any]  # the manifest JSON with fragments materialised
     source: Path
     origin: str
     active: bool = True
     inactive_reason: str | None = None
+    raw: bytes | None = field(default=None, repr=False, compare=False)
+    _facts: ManifestFacts | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def manifest(self) -> Capability:
+        """The validated model (validated again from the manifest bytes when its verdict was
+        cached: the same model, paid for only by callers that need it)."""
+        if self.model is None:
+            from looprail.hooks.manifest import Capability, parse_manifest_bytes
+
+            assert self.raw is not None, "a LoadedCapability needs its model or its bytes"
+            declared, _ = parse_manifest_bytes(self.raw, str(self.source / "capability.json"))
+            self.model = Capability.model_validate(declared)
+        return self.model
+
+    @property
+    def facts(self) -> ManifestFacts:
+        """The fields the registry merges and compiles by, without pydantic."""
+        if self._facts is None:
+            from looprail.hooks.manifest_io import ManifestFacts
+
+            self._facts = ManifestFacts(self.data)
+        return self._facts
 
 
 @dataclass
@@ -111,7 +138,7 @@ class Registry:
         return [
             (cid, lc.manifest.taskContentResolver)
             for cid, lc in self.capabilities.items()
-            if lc.manifest.taskContentResolver is not None
+            if lc.facts.tracker_prefix is not None  # the model only for those that have one
         ]
 
     @property
@@ -150,11 +177,18 @@ def load_registry(
     home: Path | None = None,
     config: Mapping[str, Any] | None = None,
     roots: Sequence[Root] | None = None,
+    use_cache: bool = True,
 ) -> Registry:
     """Load, validate and merge every capability on the search path. Never raises for bad
-    manifests: they are returned in `failed` with every issue."""
-    from looprail.hooks.manifest import validate_manifest
+    manifests: they are returned in `failed` with every issue.
 
+    A manifest whose bytes (and folder name, and looprail's rules) were validated before takes
+    its verdict from the validation cache (`hooks.verdicts`; off with `use_cache=False` or
+    `LOOPRAIL_NO_CACHE`): only changed manifests are validated, and pydantic is imported only
+    when one is."""
+    from looprail.hooks.verdicts import VerdictCache
+
+    verdicts = VerdictCache.for_env(env) if use_cache else VerdictCache(None)
     roots = (
         list(roots)
         if roots is not None
@@ -182,16 +216,16 @@ def load_registry(
                     FailedCapability(folder.name, file, root.origin, [Issue(file, "$", str(exc))])
                 )
                 continue
-            cap, data, issues = validate_manifest(raw, file, folder)
-            if root.origin != FIRST_PARTY and cap is not None:
+            cap, data, issues = _validated(raw, file, folder, verdicts)
+            if root.origin != FIRST_PARTY and data is not None:
                 for prefix in _reserved_prefixes():
-                    if cap.id.startswith(prefix):
+                    if data["id"].startswith(prefix):
                         issues = [
                             Issue(file, "$.id", f"prefix {prefix!r} is reserved for first-party")
                         ]
-                        cap = None
+                        data = None
                         break
-            if cap is None or data is None:  # data is None exactly when cap is
+            if data is None:
                 failed.append(
                     FailedCapability(folder.name, file, root.origin, issues, _gate_points(raw))
                 )
@@ -204,12 +238,12 @@ def load_registry(
                 )
                 failed.append(
                     FailedCapability(
-                        cap.id, file, root.origin, [Issue(file, "$", reason)], _gate_points(raw)
+                        data["id"], file, root.origin, [Issue(file, "$", reason)], _gate_points(raw)
                     )
                 )
                 continue
             fragment_total += size
-            candidates.append(LoadedCapability(cap, data, folder, root.origin))
+            candidates.append(LoadedCapability(cap, data, folder, root.origin, raw=raw))
     shadowed: list[Shadowed] = []
     accepted = _merge(candidates, failed, warnings, shadowed)
     registry = Registry(
@@ -218,6 +252,40 @@ def load_registry(
     _check_points(registry)
     apply_activation(registry, config)
     return registry
+
+
+def _validated(
+    raw: bytes, file: str, folder: Path, verdicts: VerdictCache
+) -> tuple[Capability | None, dict[str, Any] | None, list[Issue]]:
+    """`manifest.validate_manifest`, with the verdict of layers 2-3 taken from the cache when
+    these bytes were validated before (the model is then None: built on demand)."""
+    from looprail.hooks.manifest_io import _materialise_fragments, parse_manifest_bytes
+
+    data, issues = parse_manifest_bytes(raw, file)
+    if issues:
+        return None, None, issues
+    if not isinstance(data, dict):
+        return None, None, [Issue(file, "$", "top level must be a JSON object")]
+    cap = None
+    key = None
+    if verdicts.directory is not None:
+        from looprail.hooks.verdicts import verdict_key
+
+        key = verdict_key(raw, folder.name)
+        cached = verdicts.get(file, key)
+    if key is None or cached is None:
+        from looprail.hooks.manifest import validate_declared
+
+        cap, issues = validate_declared(data, file, folder.name, verdicts.engine_problem)
+        if key is not None:
+            verdicts.put(file, key, issues)
+    else:
+        issues = cached
+    if not issues:
+        issues = _materialise_fragments(data, folder, file)
+    if issues:
+        return None, None, issues
+    return cap, data, []
 
 
 # All fragment text of the whole search path, in search order (first-party first): a capability
@@ -244,7 +312,7 @@ def _exists(path: Path, *, dir: bool) -> bool:
 
 
 def _reserved_prefixes() -> tuple[str, ...]:
-    from looprail.hooks.manifest import RESERVED_PREFIXES
+    from looprail.hooks.manifest_io import RESERVED_PREFIXES
 
     return RESERVED_PREFIXES
 
@@ -268,11 +336,11 @@ def _gate_points(raw: bytes) -> list[str]:
 def _fail(lc: LoadedCapability, failed: list[FailedCapability], path: str, reason: str) -> None:
     failed.append(
         FailedCapability(
-            lc.manifest.id,
+            lc.facts.id,
             str(lc.source / "capability.json"),
             lc.origin,
             [Issue(str(lc.source / "capability.json"), path, reason)],
-            sorted({g.point for g in lc.manifest.gates or ()}),
+            lc.facts.gate_points,
         )
     )
 
@@ -286,7 +354,7 @@ def _merge(
     accepted: dict[str, LoadedCapability] = {}
     owners: dict[tuple[str, str], str] = {}
     for lc in candidates:
-        m = lc.manifest
+        m = lc.facts
         if m.id in accepted:
             first = accepted[m.id]
             if shadowed is not None:
@@ -300,26 +368,22 @@ def _merge(
         claims += [("agent", a, f"$.agents[{i}]") for i, a in enumerate(m.agents or ())]
         claims += [("config key", k, f"$.config[{json.dumps(k)}]") for k in (m.config or {})]
         claims += [
-            ("command family", c.family, f"$.commands[{i}].family")
-            for i, c in enumerate(m.commands or ())
+            ("command family", family, f"$.commands[{i}].family")
+            for i, family in enumerate(m.command_families)
         ]
-        if m.taskContentResolver is not None:
+        if m.tracker_prefix is not None:
             claims.append(
-                (
-                    "trackerPrefix",
-                    m.taskContentResolver.trackerPrefix,
-                    "$.taskContentResolver.trackerPrefix",
-                )
+                ("trackerPrefix", m.tracker_prefix, "$.taskContentResolver.trackerPrefix")
             )
         if m.reviewer is not None:
             # One flag selecting two lanes, or two lanes writing one section, is ambiguous.
-            claims.append(("reviewer slug", m.reviewer.slug, "$.reviewer.slug"))
+            claims.append(("reviewer slug", m.reviewer["slug"], "$.reviewer.slug"))
             claims += [
                 ("reviewer flag", f, f"$.reviewer.flags[{i}]")
-                for i, f in enumerate(dict.fromkeys(m.reviewer.flags))
+                for i, f in enumerate(dict.fromkeys(m.reviewer["flags"]))
             ]
             claims.append(
-                ("reviewsSection", m.reviewer.reviewsSection, "$.reviewer.reviewsSection")
+                ("reviewsSection", m.reviewer["reviewsSection"], "$.reviewer.reviewsSection")
             )
         clash = next(((k, v, p) for k, v, p in claims if (k, v) in owners), None)
         if clash:
@@ -347,15 +411,15 @@ def _check_requires(accepted: dict[str, LoadedCapability], failed: list[FailedCa
         changed = False
         for cid in list(accepted):
             lc = accepted[cid]
-            m = lc.manifest
+            m = lc.facts
             for i, req in enumerate(m.requires):
                 target = accepted.get(req)
                 reason = None
                 if target is None:
                     reason = f"requires {req!r}, which is not loaded"
-                elif _TIER_RANK[target.manifest.tier] > _TIER_RANK[m.tier]:
+                elif _TIER_RANK[target.facts.tier] > _TIER_RANK[m.tier]:
                     reason = (
-                        f"tier {m.tier!r} may not require {req!r} of tier {target.manifest.tier!r}"
+                        f"tier {m.tier!r} may not require {req!r} of tier {target.facts.tier!r}"
                     )
                 if reason:
                     _fail(lc, failed, f"$.requires[{i}]", reason)
@@ -363,11 +427,11 @@ def _check_requires(accepted: dict[str, LoadedCapability], failed: list[FailedCa
                     changed = True
                     break
             else:
-                rc = m.runtimeCompat
+                rc = m.runtime_compat
                 for group in ("supported", "unsupported"):
-                    for i, rid in enumerate(getattr(rc, group) if rc else ()):
+                    for i, rid in enumerate(rc[group] if rc else ()):
                         t = accepted.get(rid)
-                        if rid != "*" and t is not None and t.manifest.role != "runtime":
+                        if rid != "*" and t is not None and t.facts.role != "runtime":
                             _fail(
                                 lc,
                                 failed,
@@ -381,11 +445,11 @@ def _check_requires(accepted: dict[str, LoadedCapability], failed: list[FailedCa
                         break
             if changed:
                 break
-    cycle = _find_cycle({cid: lc.manifest.requires for cid, lc in accepted.items()})
+    cycle = _find_cycle({cid: lc.facts.requires for cid, lc in accepted.items()})
     while cycle:
         victim = accepted.pop(cycle[-1])
         _fail(victim, failed, "$.requires", "requires cycle: " + " -> ".join([*cycle, cycle[0]]))
-        cycle = _find_cycle({cid: lc.manifest.requires for cid, lc in accepted.items()})
+        cycle = _find_cycle({cid: lc.facts.requires for cid, lc in accepted.items()})
 
 
 def _find_cycle(graph: Mapping[str, Iterable[str]]) -> list[str] | None:
@@ -531,7 +595,7 @@ def apply_activation(registry: Registry, config: Mapping[str, Any] | None) -> No
 
     schema = config_types_of(registry)
     for lc in registry.capabilities.values():
-        key = lc.manifest.activationKey
+        key = lc.facts.activationKey
         if key and not is_active(key, config, schema):
             lc.active = False
             lc.inactive_reason = f"activationKey {key!r} is not truthy"
@@ -546,10 +610,10 @@ def config_types_of(registry: Registry) -> dict[str, dict[str, Any]]:
     """Every federated config key as the resolver types it: {key: {type, default, values?}}."""
     out: dict[str, dict[str, Any]] = {}
     for lc in registry.capabilities.values():
-        for k, spec in (lc.manifest.config or {}).items():
-            entry: dict[str, Any] = {"type": spec.type, "default": spec.default}
-            if spec.values is not None:
-                entry["values"] = list(spec.values)
+        for k, spec in lc.facts.config.items():
+            entry: dict[str, Any] = {"type": spec["type"], "default": spec.get("default")}
+            if spec.get("values") is not None:
+                entry["values"] = list(spec["values"])
             out[k] = entry
     return out
 
@@ -590,11 +654,11 @@ def compile_registry(registry: Registry) -> CompiledRegistry:
 
     caps = {
         cid: {
-            "role": lc.manifest.role,
+            "role": lc.facts.role,
             "origin": lc.origin,
             "source": str(lc.source),
             "active": lc.active,
-            "activationKey": lc.manifest.activationKey,
+            "activationKey": lc.facts.activationKey,
             "inactiveReason": lc.inactive_reason,
         }
         for cid, lc in registry.capabilities.items()

@@ -380,6 +380,16 @@ def load_bridge(
     run_id: str | None,
 ) -> NativeBridge | None:
     """The native hooks of this project (global, and project when trusted), or None."""
+    import os
+
+    from looprail import layout
+
+    global_file = os.path.join(layout.looprail_home(), layout.HOOKS_FILE)
+    if not (
+        os.path.lexists(global_file)
+        or os.path.lexists(layout.project_path(project, layout.HOOKS_FILE))
+    ):
+        return None  # no hooks file anywhere: nothing to load, warn about or import
     from looprail.hooks.native import NativeHookEngine, load_native_hooks
     from looprail.trust import hooks_bytes_consented, is_trusted
 

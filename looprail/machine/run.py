@@ -21,11 +21,16 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from statemachine.exceptions import TransitionNotAllowed
 
-from looprail.errors import CheckpointPause, HaltError, LooprailError, TransitionRefused
+from looprail.errors import (
+    CheckpointPause,
+    HaltError,
+    LooprailError,
+    TaskContentError,
+    TransitionRefused,
+)
 from looprail.errors import StopRequested as _Stop
 from looprail.fsutil import atomic_write
 from looprail.hooks.checks import read_frontmatter
-from looprail.hooks.task_content import TaskContentError, resolve_task_content
 from looprail.machine import guards as G
 from looprail.machine.chart import TaskChart, compile_loop, state_path
 from looprail.machine.dispatch import Dispatcher
@@ -570,6 +575,8 @@ class LoopRunner:
         work = _task_work(plan, task)
         if not task.tracker_id:
             return work
+        from looprail.hooks.task_content import resolve_task_content  # pydantic: tasks only
+
         try:
             result = resolve_task_content(
                 task.tracker_id, self.resolvers, cwd=self.project, unloadable=self.unloadable

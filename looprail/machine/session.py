@@ -50,8 +50,6 @@ class Loaded:
         """Resolvers that exist but must not run: their capability failed to load, or is a
         project capability without consent. A task with their prefix halts (never a silent
         fallback to the inline plan)."""
-        from looprail.hooks.task_content import unloadable_resolvers
-
         caps = self.compiled["caps"]
         unconsented = [
             (cid, r.trackerPrefix, "no consent for this project capability (run `looprail trust`)")
@@ -61,6 +59,10 @@ class Loaded:
         served = {
             r.trackerPrefix: self.registry.capabilities[cid].origin for cid, r in self.resolvers
         }
+        if not self.registry.failed:  # the usual case: no need to import the resolver module
+            return unconsented
+        from looprail.hooks.task_content import unloadable_resolvers
+
         return unloadable_resolvers(self.registry.failed, served) + unconsented
 
     @property
@@ -194,6 +196,9 @@ def _run_unjournaled(
     workspace = _attach(loaded, runtime, progress, recorder, None, budget_usd, 0.0)
     runner = _runner(loaded, phase, runtime, options, progress, recorder, None, None, bridge)
     runner.workspace = workspace
+    from looprail import gcpause
+
+    gcpause.resume()  # as for a journaled run: the loop needs the collector
     return SessionResult(runner.run(), None)
 
 
@@ -371,6 +376,9 @@ def _run_with_signals(
     runner: LoopRunner, recorder: JournalRecorder, jr: Any, run_id: str
 ) -> RunResult:
     """Drive the runner with its children journaled and stop signals turned into a halt."""
+    from looprail import gcpause
+
+    gcpause.resume()  # the console script paused the collector for start-up; the loop needs it
     try:
         with journal_children(recorder), stop_signals():
             return runner.run()

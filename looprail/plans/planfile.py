@@ -21,7 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from looprail.errors import PlanError
-from looprail.yamlload import NoAliasSafeLoader
+from looprail.yamlload import NoAliasCSafeLoader, NoAliasSafeLoader, c_path_ok
 
 TaskType = Literal[
     "auto",
@@ -508,10 +508,26 @@ def split_paths(text: str) -> list[str]:
 # --- frontmatter ----------------------------------------------------------------------------
 
 
-class _PlanYamlLoader(NoAliasSafeLoader):
-    """SafeLoader without aliases (`looprail.yamlload`) that rejects duplicate keys and keeps
-    zero-padded numbers as strings: plan and phase ids are written `01`, and YAML 1.1 would read
-    that as the octal integer 1."""
+class _PlanRules:
+    """What PLAN.md frontmatter adds to the frontmatter loader (`looprail.yamlload`, aliases
+    refused): duplicate keys are rejected, and zero-padded numbers stay strings (plan and phase
+    ids are written `01`, and YAML 1.1 would read that as the octal integer 1)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                key = self.construct_scalar(key_node)  # type: ignore[attr-defined]
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r}", key_node.start_mark
+                    )
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
+
+
+class _PlanYamlLoader(_PlanRules, NoAliasSafeLoader):
+    """The pure-Python PLAN.md loader: its errors are the ones users read."""
 
     # PyYAML reads this as a class attribute; its stubs declare it on instances.
     yaml_implicit_resolvers: ClassVar[dict[Any, list[Any]]] = {  # type: ignore[misc]
@@ -519,25 +535,42 @@ class _PlanYamlLoader(NoAliasSafeLoader):
         for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
     }
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            if isinstance(key_node, yaml.ScalarNode):
-                key = self.construct_scalar(key_node)
-                if key in seen:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"duplicate key {key!r}", key_node.start_mark
-                    )
-                seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
 
 _PlanYamlLoader.add_implicit_resolver(
     "tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:0|[1-9][0-9_]*)\Z"), list("-+0123456789")
 )
 
+_PlanYamlCLoader: type | None = None
+if NoAliasCSafeLoader is not None:
+    # The same rules on libyaml's parser (same composer, constructor and resolvers).
+    _PlanYamlCLoader = type(
+        "_PlanYamlCLoader",
+        (_PlanRules, NoAliasCSafeLoader),
+        {"yaml_implicit_resolvers": _PlanYamlLoader.yaml_implicit_resolvers},
+    )
+
+
+def _compose(loader_class: type, text: str, first_line: int) -> tuple[Any, dict[str, int]]:
+    loader = loader_class(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    finally:
+        loader.dispose()
+    key_lines: dict[str, int] = {}
+    if isinstance(node, yaml.MappingNode):
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                key_lines[key_node.value] = first_line + key_node.start_mark.line
+    return data, key_lines
+
 
 def _load_yaml(text: str, first_line: int, where: str) -> tuple[Any, dict[str, int]]:
+    if _PlanYamlCLoader is not None and c_path_ok(text):
+        try:
+            return _compose(_PlanYamlCLoader, text, first_line)
+        except Exception:  # the pure loader below says what is wrong, in its own words
+            pass
     try:
         loader = _PlanYamlLoader(text)  # the reader rejects control characters here
     except yaml.YAMLError as exc:
