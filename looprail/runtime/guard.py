@@ -101,8 +101,13 @@ def _kill_tree():
 _stopping = False
 
 
+_reported = False  # served guards: the exit status has been reported, only EOF is awaited
+
+
 def _on_signal(signum, frame):
     global _stopping
+    if _reported:
+        posix._exit(0)
     _stopping = True
     _kill_tree()
 
@@ -117,18 +122,28 @@ def _drain():
             return
 
 
-def _report(fd, text):
+def _report(fd, text, close=True):
     try:
         posix.write(fd, text.encode())
     finally:
-        posix.close(fd)
+        if close:
+            posix.close(fd)
 
 
 def main():
-    global _child, _group
+    if sys.argv[1] == "--serve":
+        serve(int(sys.argv[2]), int(sys.argv[3]))
     parent, status_fd = int(sys.argv[1]), int(sys.argv[2])
-    argv = sys.argv[4:]
     posix.set_inheritable(status_fd, False)
+    guard(sys.argv[4:], status_fd, parent, posix.environ, served=False)
+
+
+def guard(argv, status_fd, parent, env, served):
+    """Start `argv` and stand between it and looprail until it and everything it started are
+    gone (see the module docstring). Never returns. `served`: forked by the guard server, so
+    the exit status goes on `status_fd` (`X<code>`), and the guard then waits for looprail to
+    close that channel before it exits (its pid stays its own until looprail is done)."""
+    global _child, _group, _reported
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     _prctl(PR_SET_PDEATHSIG, _signal.SIGTERM)
     for signum in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP):
@@ -137,14 +152,16 @@ def main():
         _report(status_fd, "Elooprail exited before the process could start")
         posix._exit(1)
     try:
-        _child = posix.posix_spawnp(argv[0], argv, posix.environ, setpgroup=0, setsigdef=_RESET)
-    except OSError as exc:
-        _report(status_fd, f"E{exc.strerror or exc}")
+        _child = posix.posix_spawnp(argv[0], argv, env, setpgroup=0, setsigdef=_RESET)
+    except (OSError, ValueError) as exc:
+        _report(status_fd, f"E{getattr(exc, 'strerror', None) or exc}")
         posix._exit(127)
     _group = True
     if _stopping:  # told to stop while the child was being started
         _kill_tree()
-    _report(status_fd, f"P{_child} {start_ticks(_child) or 0} {start_ticks(posix.getpid()) or 0}\n")
+    me = posix.getpid()
+    started = f"P{_child} {start_ticks(_child) or 0} {start_ticks(me) or 0} {me}\n"
+    _report(status_fd, started, close=not served)
     # The guard itself must not hold the child's pipes open: EOF belongs to the child's tree.
     null = posix.open("/dev/null", posix.O_RDWR)
     for fd in (0, 1, 2):
@@ -164,6 +181,15 @@ def main():
         pass
     _group = False
     _drain()
+    if served:
+        _reported = True
+        try:
+            _report(status_fd, f"X{posix.waitstatus_to_exitcode(status)}\n", close=False)
+            while posix.read(status_fd, 4096):  # until looprail closes its end
+                pass
+        except OSError:
+            pass
+        posix._exit(0)
     if posix.WIFSIGNALED(status):
         sig = posix.WTERMSIG(status)
         import resource  # only on this path: it is not built in
@@ -174,6 +200,70 @@ def main():
             _signal.pthread_sigmask(_signal.SIG_UNBLOCK, [sig])
         posix.kill(posix.getpid(), sig)
     posix._exit(posix.waitstatus_to_exitcode(status) if posix.WIFEXITED(status) else 1)
+
+
+# -- the guard server ----------------------------------------------------------------------------
+#
+#     python -I -S guard.py --serve PARENT_PID SOCKET_FD
+#
+# One per looprail process, started once: it forks a guard for each process looprail starts
+# (a fork of this small, already started interpreter instead of a new one per process). A
+# request on the socket is a 4-byte length and a marshalled (argv, cwd, env), with four
+# descriptors attached: the child's stdin, stdout and stderr, and the guard's status channel.
+# The server dies with looprail (PR_SET_PDEATHSIG, or EOF on the socket), and each guard dies
+# with the server (its own PR_SET_PDEATHSIG), killing its tree: the chain is as strong as one
+# guard per process.
+
+
+def serve(parent, sock_fd):
+    import marshal
+    import os
+    import socket
+
+    _prctl(PR_SET_PDEATHSIG, _signal.SIGTERM)
+    if posix.getppid() != parent:
+        posix._exit(1)
+    _signal.signal(_signal.SIGCHLD, _signal.SIG_IGN)  # guards are reaped by the kernel
+    server = posix.getpid()
+    sock = socket.socket(fileno=sock_fd)
+
+    def exactly(n, first=b""):
+        data = first
+        while len(data) < n:
+            more = sock.recv(n - len(data))
+            if not more:
+                posix._exit(0)  # looprail closed the socket (or died)
+            data += more
+        return data
+
+    while True:
+        head, fds, _flags, _addr = socket.recv_fds(sock, 4, 4)
+        if not head:
+            posix._exit(0)
+        head = exactly(4, head)
+        argv, cwd, env = marshal.loads(exactly(int.from_bytes(head, "big")))
+        if len(fds) != 4:
+            for fd in fds:
+                posix.close(fd)
+            continue
+        if posix.fork() == 0:
+            sock.close()
+            _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
+            posix.setsid()  # its own session and group, as a guard started by looprail has
+            for target, fd in enumerate(fds[:3]):
+                posix.dup2(fd, target)
+                posix.close(fd)
+            status_fd = fds[3]
+            try:
+                posix.chdir(cwd)
+            except OSError as exc:
+                _report(status_fd, f"E{exc.strerror or exc}")
+                posix._exit(127)
+            os.environ.clear()  # putenv: posix_spawnp looks argv[0] up on the child's PATH
+            os.environ.update(env)
+            guard(argv, status_fd, server, env, served=True)
+        for fd in fds:
+            posix.close(fd)
 
 
 if __name__ == "__main__":
