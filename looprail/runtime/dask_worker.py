@@ -39,6 +39,8 @@ from looprail.runtime.dask_executor import _SKIP, PlanJob, apply_changes, plan_t
 
 _KEEP_LOOPRAIL = ("agents", "skills", "commands", "checks")  # executables the runtime runs
 
+_RACY_NS = 50_000_000  # 50 ms: well above any kernel's file-time granularity
+
 # A file's identity for "did it change": type and permissions, size, mtime, ctime, inode. ctime
 # cannot be set back by a task, so a rewrite to the same size and mtime is still seen.
 StatKey = tuple[int, int, int, int, int]
@@ -148,6 +150,10 @@ def sync_tree(source: Path, target: Path, manifest: dict) -> dict:
     copy's exclusions), copying only what changed: a file is copied again unless both its
     source stat and its copy's stat are what they were right after it was last copied."""
     target.mkdir(parents=True, exist_ok=True)
+    # Git's "racy clean" rule: a source file changed this close to the sync may change again
+    # without its stat showing it (file times are as coarse as the kernel's tick), so it is
+    # not trusted next time, it is copied again.
+    racy_after = time.time_ns() - _RACY_NS
     src_files, src_dirs = _scan(source)
     dst_files, dst_dirs = _scan(target, wanted=False)
     src_dir_set = set(src_dirs)
@@ -179,16 +185,20 @@ def sync_tree(source: Path, target: Path, manifest: dict) -> dict:
             os.symlink(os.readlink(source / rel), dst)
         else:
             shutil.copy2(source / rel, dst, follow_symlinks=False)
-        new[rel] = (src_key, stat_key(os.lstat(dst)))
+        if max(st.st_mtime_ns, st.st_ctime_ns) < racy_after:
+            new[rel] = (src_key, stat_key(os.lstat(dst)))
     return new
 
 
 # -- what a task changed -----------------------------------------------------------------------
 
 
-def snapshot(project: Path) -> dict[str, StatKey]:
-    """The stat of every file a change may name (not `.git/`, not `.looprail/`)."""
-    out: dict[str, StatKey] = {}
+def snapshot(project: Path) -> dict[str, Any]:
+    """What each file a change may name (not `.git/`, not `.looprail/`) is now: its stat, or
+    for a file changed within the last moments (its stat may not show the next change: the
+    racy-clean rule above) its stat and a digest of its content."""
+    racy_after = time.time_ns() - _RACY_NS
+    out: dict[str, Any] = {}
     for folder, dirs, names in os.walk(project):
         rel_folder = os.path.relpath(folder, project)
         if rel_folder == ".":
@@ -196,16 +206,43 @@ def snapshot(project: Path) -> dict[str, StatKey]:
             rel_folder = ""
         for name in names:
             rel = f"{rel_folder}/{name}" if rel_folder else name
+            path = os.path.join(folder, name)
             try:
-                out[rel] = stat_key(os.lstat(os.path.join(folder, name)))
+                st = os.lstat(path)
             except OSError:
                 continue
+            key: Any = stat_key(st)
+            if max(st.st_mtime_ns, st.st_ctime_ns) >= racy_after and stat.S_ISREG(st.st_mode):
+                key = (key, _digest(path))
+            out[rel] = key
     return out
 
 
+def _digest(path: str) -> str:
+    import hashlib
+
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest()
+    except OSError:
+        return ""
+
+
+def _racy(key: Any) -> bool:
+    return isinstance(key[0], tuple)  # (stat, digest) rather than a stat
+
+
+def _changed(before: Any, now: Any, path: str) -> bool:
+    if before is None:
+        return True
+    if _racy(before):  # its stat cannot tell: its content does
+        return before[1] != _digest(path)
+    return before != (now[0] if _racy(now) else now)
+
+
 def changes_since(
-    project: Path, before: dict[str, StatKey]
-) -> tuple[dict[str, bytes | None], str, dict[str, StatKey]]:
+    project: Path, before: dict[str, Any]
+) -> tuple[dict[str, bytes | None], str, dict[str, Any]]:
     """The files a task wrote (new content) or removed (None), a unified diff of them for
     people, and the snapshot after (the next task's "before")."""
     import difflib
@@ -213,11 +250,12 @@ def changes_since(
     after = snapshot(project)
     changes: dict[str, bytes | None] = {}
     for rel, key in after.items():
-        if before.get(rel) != key:
-            try:
-                changes[rel] = (project / rel).read_bytes()
-            except OSError:  # e.g. a dangling symlink: nothing to carry
-                continue
+        if not _changed(before.get(rel), key, str(project / rel)):
+            continue
+        try:
+            changes[rel] = (project / rel).read_bytes()
+        except OSError:  # e.g. a dangling symlink: nothing to carry
+            continue
     for rel in before.keys() - after.keys():
         changes[rel] = None
     patch: list[str] = []
