@@ -132,3 +132,50 @@ def test_symlinks_are_copied_as_links(tmp_path):
     os.symlink("dir/f", source / "link")
     sync_tree(source, copy, manifest)
     assert os.readlink(copy / "link") == "dir/f"
+
+
+def git(*args: str, cwd: Path) -> str:
+    import subprocess
+
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env
+    ).stdout
+
+
+def test_a_pooled_clone_is_fetched_and_reset_to_the_remote_not_cloned_again(tmp_path):
+    from looprail.runtime.dask_worker import refresh
+
+    if shutil.which("git") is None:
+        pytest.skip("no git")
+    remote, work, copy = tmp_path / "remote.git", tmp_path / "work", tmp_path / "copy"
+    git("init", "-q", "--bare", str(remote), cwd=tmp_path)
+    git("clone", "-q", str(remote), str(work), cwd=tmp_path)
+    (work / "plan.md").write_text("one\n")
+    git("add", "-A", cwd=work)
+    git("commit", "-qm", "one", cwd=work)
+    git("push", "-q", "origin", "HEAD", cwd=work)
+    refresh(f"git+{remote}", copy, {})
+    assert (copy / "plan.md").read_text() == "one\n"
+    marker = (copy / ".git").stat().st_ino
+    # A task ran in the copy: it edited, added and ignored-added files.
+    (copy / "plan.md").write_text("edited by a task\n")
+    (copy / "new.txt").write_text("x")
+    (copy / "build").mkdir()
+    (copy / "build" / "out.o").write_text("x")
+    # Meanwhile the project moved on.
+    (work / "plan.md").write_text("two\n")
+    (work / "second.md").write_text("2\n")
+    git("add", "-A", cwd=work)
+    git("commit", "-qm", "two", cwd=work)
+    git("push", "-q", "origin", "HEAD", cwd=work)
+    refresh(f"git+{remote}", copy, {})
+    assert (copy / ".git").stat().st_ino == marker  # the same clone, fetched, not a new one
+    files = {k: v for k, v in read_tree(copy).items() if not k.startswith(".git/")}
+    assert files == {"plan.md": b"two\n", "second.md": b"2\n"}
