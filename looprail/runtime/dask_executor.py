@@ -4,22 +4,27 @@
     looprail run --phase 1 --executor dask-local:8            # a LocalCluster of 8 processes
 
 A worker runs the plan's tasks with the chosen runtime (a `LocalRuntime` over its own copy of
-the project) and reports each task as it starts and ends through a `distributed.Queue`; each
-finished task carries its outcome, its logs and its change (the files it wrote or removed,
-plus a unified diff for people). The orchestrator alone journals, applies the changes to the
-project, writes the plan's SUMMARY and dispatches hooks: the `execute:task` resolver and the
-`task_call` native hooks before the plan is submitted, `task_result` hooks as results arrive.
-Hooks never run on workers.
+the project, see `looprail.runtime.dask_worker`) and reports each task as it starts and ends on
+the plan's event topic (`Worker.log_event`); each finished task carries its outcome, its logs
+and its change (the files it wrote or removed, plus a unified diff for people). The
+orchestrator alone journals, applies the changes to the project, writes the plan's SUMMARY and
+dispatches hooks: the `execute:task` resolver and the `task_call` native hooks before the plan
+is submitted, `task_result` hooks as results arrive. Hooks never run on workers.
+
+All plans of a wave are submitted at once; reports are pushed to the orchestrator as they
+happen (`Client.subscribe_topic`), and each plan is settled as soon as its future completes.
 
 Where a worker's copy comes from:
-- a shared filesystem (the default): the worker copies the project folder it is given (the
-  orchestrator's path must be the same path on every worker, e.g. an NFS mount);
-- a git remote (`source="git+URL"` in `DaskExecutor`): the worker clones it (the plans must be
-  committed and pushed first; uncommitted work on the orchestrator is not seen).
+- a shared filesystem (the default): the worker keeps a copy of the project folder it is given
+  (the orchestrator's path must be the same path on every worker, e.g. an NFS mount) and brings
+  it up to date for each plan;
+- a git remote (`source="git+URL"` in `DaskExecutor`): the worker keeps a clone of it, fetched
+  and reset for each plan (the plans must be committed and pushed first; uncommitted work on
+  the orchestrator is not seen).
 
-A worker lost mid-task: the scheduler runs the plan again on another worker. The plan's
-finished tasks are kept on the scheduler (a `distributed.Variable` per plan, with their
-changes), so the rerun skips them and starts again at the unfinished task; the journal shows
+A worker lost mid-task: the scheduler runs the plan again on another worker. The scheduler
+keeps the plan's reports (its topic's events), so the rerun applies what the finished tasks
+changed to its copy, skips them and starts again at the unfinished task; the journal shows
 that task's second attempt with the message "worker lost; running again elsewhere".
 
 `dask[distributed]` is the optional extra `looprail[dask]`.
@@ -27,14 +32,9 @@ that task's second attempt with the message "worker lost; running again elsewher
 
 from __future__ import annotations
 
-import difflib
-import hashlib
-import os
-import shutil
-import subprocess
-import tempfile
+import contextlib
+import queue
 import threading
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -42,13 +42,19 @@ from pathlib import Path
 from typing import Any
 
 from looprail.errors import HaltError, LooprailError, UsageError
-from looprail.layout import AGENTS_DIR, CHECKS_DIR, COMMANDS_DIR, LOOPRAIL_DIR, SKILLS_DIR
+from looprail.layout import LOOPRAIL_DIR
 from looprail.runtime.executors import Settled
 
 INSTALL_HINT = "pip install 'looprail[dask]'"
 # Never copied into a worker's copy, never part of a change: looprail's own state.
 _SKIP = {LOOPRAIL_DIR, ".git"}
-_KEEP_LOOPRAIL = (AGENTS_DIR, SKILLS_DIR, COMMANDS_DIR, CHECKS_DIR)  # executables the runtime runs
+LEAN_WORKERS = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.worker.memory.monitor-interval": "1s",
+    "distributed.admin.tick.interval": "200ms",
+}
+# A wave's plans that have not reported for this long are looked at again (a lost wake-up).
+_WAKE_S = 1.0
 
 
 def parse_executor(spec: str) -> tuple[str, Any]:
@@ -76,6 +82,12 @@ def parse_executor(spec: str) -> tuple[str, Any]:
     return kind, value
 
 
+def plan_topic(channel: str, plan_id: str) -> str:
+    """The event topic a plan's reports go to (one per plan: the scheduler keeps a bounded
+    number of events per topic, and a rerun reads its plan's)."""
+    return f"{channel}-{plan_id}"
+
+
 @dataclass
 class DaskExecutor:
     """Runs the plans of each wave on a Dask cluster (see the module docstring). Use as a
@@ -88,20 +100,30 @@ class DaskExecutor:
     runtime_factory: Callable[..., Any] | None = None  # picklable; default: a LocalRuntime
     client: Any = None
     _cluster: Any = None
+    _pool: str = ""  # the name of the worker plugin that keeps each worker's project copies
     _owned: list[Any] = field(default_factory=list)
 
     def __enter__(self) -> DaskExecutor:
         kind, value = parse_executor(self.spec)
         from distributed import Client, LocalCluster
 
+        from looprail.runtime.dask_worker import CopyPool
+
         if kind == "local":
-            self._cluster = LocalCluster(
-                n_workers=value,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=None,
-                silence_logs=40,
-            )
+            import dask
+
+            # A worker here runs processes, not Python compute: its statistical profiler (a
+            # stack sample every 10 ms) and 100 ms memory polls only cost CPU. On a small
+            # machine an idle LocalCluster of 8 took 0.28 CPU-s per second with them, 0.08
+            # without. (A cluster given by address keeps its own configuration.)
+            with dask.config.set(LEAN_WORKERS):
+                self._cluster = LocalCluster(
+                    n_workers=value,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    silence_logs=40,
+                )
             self.client = Client(self._cluster)
         else:
             try:
@@ -110,12 +132,17 @@ class DaskExecutor:
                 raise LooprailError(
                     f"--executor {self.spec}: cannot reach the scheduler ({exc})"
                 ) from None
-        # Each worker imports looprail and builds its models once, now, not in the first wave.
-        self.client.run(_warm_up)
+        # Each worker (and each worker that joins later, or is restarted) sets up its pool of
+        # project copies and imports looprail and builds its models once, now.
+        self._pool = f"looprail-copies-{uuid.uuid4().hex}"
+        self.client.register_plugin(CopyPool(), name=self._pool)
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.client is not None:
+            if self._cluster is None:  # someone else's cluster: leave no copies behind
+                with contextlib.suppress(Exception):
+                    self.client.unregister_worker_plugin(self._pool)
             self.client.close()
         if self._cluster is not None:
             self._cluster.close()
@@ -124,12 +151,12 @@ class DaskExecutor:
     # -- the seam: LoopRunner._run_wave calls this for the wave's pending plans ----------------
 
     def run_wave(self, runner: Any, wave: int, plans: Sequence[Any], done: set[str]) -> list:
-        from distributed import Queue, Variable
+        from looprail.runtime.dask_worker import run_plan_on_worker
 
         if self.client is None:
             raise RuntimeError("DaskExecutor used outside its `with` block")
         channel = f"looprail-{uuid.uuid4().hex}"
-        queue = Queue(channel, client=self.client)
+        inbox: queue.SimpleQueue = queue.SimpleQueue()
         jobs: dict[str, PlanJob] = {}
         futures: dict[str, Any] = {}  # plan id -> distributed.Future
         settled: dict[str, Settled[None]] = {}
@@ -143,42 +170,87 @@ class DaskExecutor:
                 runner._write_summary(plan)
                 settled[plan.id] = Settled(value=None)
                 continue
-            Variable(f"{channel}-{plan.id}", client=self.client).set({"done": [], "started": None})
             jobs[plan.id] = job
-            futures[plan.id] = self.client.submit(
-                run_plan_on_worker, job, pure=False, key=f"looprail-plan-{plan.id}-{channel}"
+        # Subscribe before submitting (both go to the scheduler in order): no report is missed.
+        for pid in jobs:
+            self.client.subscribe_topic(
+                plan_topic(channel, pid), lambda event: inbox.put(("event", event[1]))
             )
+        for pid, job in jobs.items():
+            future = self.client.submit(
+                run_plan_on_worker, job, pure=False, key=f"looprail-plan-{pid}-{channel}"
+            )
+            future.add_done_callback(lambda _f, pid=pid: inbox.put(("done", pid)))
+            futures[pid] = future
         by_id = {p.id: p for p in plans}
         failed: dict[str, Exception] = {}
-        open_plans = set(futures)
-        while open_plans:
-            # Everything reported so far, in order; never a blocking get (a timed-out get is
-            # logged as an error by the scheduler).
-            items = queue.get(batch=True) if futures else []
-            for item in items:
-                self._handle(runner, by_id[item["plan"]], wave, item, failed)
-            if not items:
+        handled: dict[str, set[str]] = {pid: set() for pid in futures}  # tasks journaled done
+        wave_state = _WaveState(runner, wave, by_id, failed, handled)
+        try:
+            open_plans = set(futures)
+            while open_plans:
+                try:
+                    kind, payload = inbox.get(timeout=_WAKE_S)
+                except queue.Empty:
+                    kind, payload = "done", None
+                if kind == "event":
+                    wave_state.handle(payload)
+                    continue
+                # A plan's future completed (or a look around): what it reported first.
+                while True:
+                    try:
+                        more = inbox.get_nowait()
+                    except queue.Empty:
+                        break
+                    if more[0] == "event":
+                        wave_state.handle(more[1])
                 for pid in [p for p in open_plans if futures[p].done()]:
                     open_plans.discard(pid)
-                time.sleep(0.05)
-        for item in queue.get(batch=True) if futures else []:
-            self._handle(runner, by_id[item["plan"]], wave, item, failed)
-        for pid, future in futures.items():
-            error = future.exception() if future.status == "error" else None
-            if error is not None:
-                settled[pid] = Settled(
-                    error=HaltError(
-                        f"{by_id[pid].path.name}: the plan failed on the cluster: "
-                        f"{type(error).__name__}: {error}"
-                    )
-                )
-            elif pid in failed:
-                settled[pid] = Settled(error=failed[pid])
-            else:
-                runner._write_summary(by_id[pid])
-                settled[pid] = Settled(value=None)
-            Variable(f"{channel}-{pid}", client=self.client).delete()
+                    settled[pid] = self._settle(wave_state, jobs[pid], futures[pid], channel)
+        finally:
+            self._forget(channel, list(futures))
         return [settled[p.id] for p in plans if p.id in settled]
+
+    def _settle(self, state: _WaveState, job: PlanJob, future: Any, channel: str) -> Settled:
+        """How a plan ended, once its future completed; its SUMMARY when it succeeded."""
+        plan = state.by_id[job.plan_id]
+        if future.status == "error" or future.cancelled():
+            error = future.exception() if future.status == "error" else "cancelled"
+            return Settled(
+                error=HaltError(
+                    f"{plan.path.name}: the plan failed on the cluster: "
+                    f"{type(error).__name__}: {error}"
+                )
+            )
+        if job.plan_id in state.failed:
+            return Settled(error=state.failed[job.plan_id])
+        missing = [key for key, _ in job.tasks if key not in state.handled[job.plan_id]]
+        if missing:  # a report not seen yet: read the plan's reports from the scheduler
+            for _ts, msg in self.client.get_events(plan_topic(channel, job.plan_id)):
+                if msg.get("task") in missing:
+                    state.handle(msg)
+            missing = [key for key, _ in job.tasks if key not in state.handled[job.plan_id]]
+        if job.plan_id in state.failed:
+            return Settled(error=state.failed[job.plan_id])
+        if missing:
+            return Settled(
+                error=HaltError(
+                    f"{plan.path.name}: the plan ended on the cluster without reporting "
+                    f"task {missing[0]}"
+                )
+            )
+        state.runner._write_summary(plan)
+        return Settled(value=None)
+
+    def _forget(self, channel: str, plan_ids: list[str]) -> None:
+        """Drop the wave's subscriptions and the reports the scheduler keeps for it."""
+        topics = [plan_topic(channel, pid) for pid in plan_ids]
+        with contextlib.suppress(Exception):
+            for topic in topics:
+                self.client.unsubscribe_topic(topic)
+        if topics:
+            with contextlib.suppress(Exception):
+                self.client.run_on_scheduler(_forget_topics, topics)
 
     def _job(self, runner: Any, plan: Any, wave: int, done: set[str], channel: str) -> PlanJob:
         """What a worker needs for `plan`: the tasks still to run, resolved on the orchestrator
@@ -206,22 +278,50 @@ class DaskExecutor:
             host_tool=self.host_tool,
             timeouts=self.timeouts,
             runtime_factory=self.runtime_factory,
+            pool=self._pool,
         )
 
-    def _handle(self, runner: Any, plan: Any, wave: int, item: dict, failed: dict) -> None:
+
+def _forget_topics(topics: list[str], dask_scheduler: Any = None) -> None:
+    """On the scheduler: drop the events kept for `topics` (a wave's reports, changes and all)."""
+    broker = getattr(dask_scheduler, "_broker", None)
+    kept = getattr(broker, "_topics", None)
+    if isinstance(kept, dict):
+        for topic in topics:
+            kept.pop(topic, None)
+
+
+@dataclass
+class _WaveState:
+    """The orchestrator's side of one wave: handles each report as it arrives."""
+
+    runner: Any
+    wave: int
+    by_id: dict[str, Any]
+    failed: dict[str, Exception]
+    handled: dict[str, set[str]]  # plan id -> its tasks journaled as done
+    started: set[tuple[str, str]] = field(default_factory=set)
+
+    def handle(self, item: dict) -> None:
         from looprail.machine.progress import fmt_duration
         from looprail.machine.record import EventRecord
         from looprail.runtime.base import TaskWork
 
+        runner, wave = self.runner, self.wave
+        plan = self.by_id.get(item.get("plan", ""))
+        event = item.get("event")
+        if plan is None or event == "attempt" or item.get("task") in self.handled[plan.id]:
+            return  # a task already journaled done is never reported twice
         key = item["task"]
         task = next(t for t in plan.tasks if t.id == key)
-        if item["event"] == "started":
+        if event == "started":
             message = "worker lost; running again elsewhere" if item.get("retry") else ""
             runner.recorder.task_started(key, plan_id=plan.id, wave=wave, message=message)
+            self.started.add((plan.id, key))
             if message:
                 runner.progress.line(f"  ↻ {key}: {message}")
             return
-        if item["event"] == "read_first":
+        if event == "read_first":
             missing = item["missing"]
             runner.recorder.event(
                 EventRecord(
@@ -233,11 +333,14 @@ class DaskExecutor:
                     message=", ".join(missing),
                 )
             )
-            failed.setdefault(
+            self.failed.setdefault(
                 plan.id,
                 HaltError(f"{plan.path.name}: task {key} read_first: missing {', '.join(missing)}"),
             )
             return
+        if (plan.id, key) not in self.started:  # its start was never seen: journal it first
+            runner.recorder.task_started(key, plan_id=plan.id, wave=wave)
+            self.started.add((plan.id, key))
         # finished: apply the change first, then journal it as done (a crash in between runs
         # the task again, never loses its change)
         if item["ok"]:
@@ -247,11 +350,12 @@ class DaskExecutor:
             runner.recorder.task_finished(
                 key, status="failed", duration_ms=ms, message=item["detail"]
             )
-            failed.setdefault(
+            self.failed.setdefault(
                 plan.id, HaltError(f"{plan.path.name}: task {key} failed: {item['detail']}")
             )
             return
         runner.recorder.task_finished(key, status="done", duration_ms=ms)
+        self.handled[plan.id].add(key)
         with runner._count_lock:
             runner.tasks_run += 1
         for line in item.get("logs", ()):
@@ -278,183 +382,7 @@ class PlanJob:
     host_tool: str | None = None
     timeouts: dict[str, float] | None = None
     runtime_factory: Callable[..., Any] | None = None
-
-
-# -- on the worker --------------------------------------------------------------------------
-
-
-def run_plan_on_worker(job: PlanJob) -> dict[str, Any]:
-    """Run the plan's unfinished tasks in a fresh copy of the project; report every start and
-    end through the channel. Runs on a Dask worker."""
-    from distributed import Queue, Variable, get_worker
-
-    from looprail.runtime.base import DispatchContext, TaskWork
-
-    worker = get_worker()
-    queue = Queue(job.channel)
-    state = Variable(f"{job.channel}-{job.plan_id}")
-    progress = state.get(timeout=30)
-    finished = {rec["task"]: rec for rec in progress["done"]}
-    root = Path(tempfile.mkdtemp(prefix="looprail-worker-"))
-    try:
-        project = _checkout(job.source, root / "project")
-        for rec in progress["done"]:  # what earlier attempts finished, in order
-            apply_changes(project, rec["changes"])
-        runtime = _runtime(job, project)
-        for task_key, raw in job.tasks:
-            if task_key in finished:
-                continue
-            work = TaskWork.model_validate(raw)
-            retry = progress["started"] == task_key
-            progress = {"done": list(finished.values()), "started": task_key}
-            state.set(progress)
-            queue.put({"plan": job.plan_id, "task": task_key, "event": "started", "retry": retry})
-            missing = [
-                rel
-                for rel in work.read_first
-                if not (project / rel).resolve().is_relative_to(project)
-                or not (project / rel).exists()
-            ]
-            if missing:
-                queue.put(
-                    {
-                        "plan": job.plan_id,
-                        "task": task_key,
-                        "event": "read_first",
-                        "missing": missing,
-                    }
-                )
-                return {"plan": job.plan_id, "ok": False}
-            before = _snapshot(project)
-            ctx = DispatchContext(
-                project=project,
-                phase_number=job.phase_number,
-                phase_dir=project / job.phase_dir,
-                flavor=job.flavor,  # type: ignore[arg-type]
-                plan_id=job.plan_id,
-                task_id=work.task_id,
-                wave=job.wave,
-            )
-            started = time.monotonic()
-            outcome = runtime.execute_task(work, ctx)
-            changes, patch = _changes(project, before)
-            record = {
-                "plan": job.plan_id,
-                "task": task_key,
-                "event": "finished",
-                "ok": outcome.ok,
-                "detail": outcome.detail,
-                "duration_s": outcome.duration_s or time.monotonic() - started,
-                "logs": [*_tail(outcome.stdout), *_tail(outcome.stderr)],
-                "changes": changes,
-                "patch": patch,
-                "work": raw,
-                "worker": worker.address,
-            }
-            if outcome.ok:
-                finished[task_key] = record
-                state.set({"done": list(finished.values()), "started": None})
-            queue.put(record)
-            if not outcome.ok:
-                return {"plan": job.plan_id, "ok": False}
-        return {"plan": job.plan_id, "ok": True}
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-
-
-def _warm_up() -> None:
-    """Import what a plan needs and build the models' validators (runs on every worker)."""
-    from looprail.runtime.base import DispatchContext, TaskWork
-    from looprail.runtime.local import LocalRuntime, Timeouts
-
-    DispatchContext.model_rebuild()
-    TaskWork.model_rebuild()
-    Timeouts.model_rebuild()
-    assert LocalRuntime is not None
-
-
-def _runtime(job: PlanJob, project: Path) -> Any:
-    if job.runtime_factory is not None:
-        return job.runtime_factory(project)
-    from looprail.runtime.local import LocalRuntime, Timeouts
-
-    timeouts = Timeouts.model_validate(job.timeouts) if job.timeouts else None
-    return LocalRuntime(
-        project, host_tool=job.host_tool, timeouts=timeouts, progress=lambda _: None
-    )
-
-
-def _checkout(source: str, target: Path) -> Path:
-    if source.startswith("git+"):
-        subprocess.run(
-            ["git", "clone", "--quiet", "--depth", "1", source.removeprefix("git+"), str(target)],
-            check=True,
-            capture_output=True,
-        )
-        return target.resolve()
-
-    def ignore(folder: str, names: list[str]) -> set[str]:
-        if Path(folder).resolve() == Path(source).resolve():
-            return {n for n in names if n == ".git"}
-        if (
-            Path(folder).name == LOOPRAIL_DIR
-            and Path(folder).parent.resolve() == Path(source).resolve()
-        ):
-            return {n for n in names if n not in _KEEP_LOOPRAIL}
-        return set()
-
-    shutil.copytree(source, target, symlinks=True, ignore=ignore)
-    return target.resolve()
-
-
-def _files(project: Path) -> dict[str, Path]:
-    out = {}
-    for folder, dirs, names in os.walk(project):
-        rel_folder = Path(folder).relative_to(project)
-        if rel_folder == Path("."):
-            dirs[:] = [d for d in dirs if d not in _SKIP]
-        for name in names:
-            path = Path(folder) / name
-            out[(rel_folder / name).as_posix()] = path
-    return out
-
-
-def _snapshot(project: Path) -> dict[str, str]:
-    return {rel: _digest(path) for rel, path in _files(project).items()}
-
-
-def _digest(path: Path) -> str:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return ""
-
-
-def _changes(project: Path, before: dict[str, str]) -> tuple[dict[str, bytes | None], str]:
-    """The files a task wrote (new content) or removed (None), and a unified diff of them."""
-    after = _files(project)
-    changes: dict[str, bytes | None] = {}
-    for rel, path in after.items():
-        if before.get(rel) != _digest(path):
-            changes[rel] = path.read_bytes()
-    for rel in before.keys() - after.keys():
-        changes[rel] = None
-    patch: list[str] = []
-    for rel, data in sorted(changes.items()):
-        new = _text(data)
-        patch += difflib.unified_diff([], new, f"a/{rel}", f"b/{rel}") if data else []
-    return changes, "".join(patch)
-
-
-def _text(data: bytes | None) -> list[str]:
-    try:
-        return (data or b"").decode("utf-8").splitlines(keepends=True)
-    except UnicodeDecodeError:
-        return ["(binary)\n"]
-
-
-def _tail(text: str, lines: int = 5) -> list[str]:
-    return [line for line in (text or "").splitlines()[-lines:] if line.strip()]
+    pool: str = ""  # the worker plugin keeping project copies ("" or absent: a copy per plan)
 
 
 _apply_lock = threading.Lock()

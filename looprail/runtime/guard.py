@@ -17,16 +17,36 @@ default signal dispositions. The guard reports the child's pid and start time (f
 /proc/PID/stat), or why it could not start it, on STATUS_FD, then closes it.
 """
 
-import contextlib
-import ctypes
-import os
-import resource
-import signal
+# Only the C modules underneath the stdlib's wrappers (`posix` under `os`, `_signal` under
+# `signal`, `_ctypes` under `ctypes`), never the wrappers and what they import (enum, struct,
+# collections, ...): the guard's start-up is paid for every process looprail starts, and this
+# halves it.
+import _ctypes
+import _signal  # type: ignore[import-not-found]  # no stubs: typeshed has `signal` only
+import posix
 import sys
+
+
+class _CInt(_ctypes._SimpleCData):
+    _type_ = "i"
+
+
+class _CFunc(_ctypes.CFuncPtr):
+    _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+    _restype_ = _CInt
+
+
+class _Libc:  # what `ctypes.CDLL(None)` is: the symbols of the running process
+    _handle = _ctypes.dlopen(None)  # type: ignore[arg-type]  # dlopen(NULL)
+
+
+def _prctl(option, value):
+    return _CFunc(("prctl", _Libc))(option, value, 0, 0, 0)  # type: ignore[arg-type]
+
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
-_RESET = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ)
+_RESET = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP, _signal.SIGPIPE, _signal.SIGXFSZ)
 
 _child = 0
 _group = False  # whether the child's pid still pins its process group id (not yet reaped)
@@ -43,16 +63,16 @@ def start_ticks(pid):
 
 
 def _children() -> set[int]:
-    me = os.getpid()
+    me = posix.getpid()
     found: set[int] = set()
     try:
-        for tid in os.listdir(f"/proc/{me}/task"):
+        for tid in posix.listdir(f"/proc/{me}/task"):
             with open(f"/proc/{me}/task/{tid}/children") as fh:
                 found.update(int(p) for p in fh.read().split())
         return found
     except OSError:
         pass
-    for entry in os.listdir("/proc"):  # kernels without the children file: scan for ppid
+    for entry in posix.listdir("/proc"):  # kernels without the children file: scan for ppid
         if not entry.isdigit():
             continue
         try:
@@ -67,18 +87,27 @@ def _children() -> set[int]:
 
 def _kill_tree():
     if _child and _group:
-        with contextlib.suppress(OSError):
-            os.killpg(_child, signal.SIGKILL)
+        try:  # noqa: SIM105 - contextlib is not built in
+            posix.killpg(_child, _signal.SIGKILL)
+        except OSError:
+            pass
     for pid in _children():
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
+        try:  # noqa: SIM105
+            posix.kill(pid, _signal.SIGKILL)
+        except OSError:
+            pass
 
 
 _stopping = False
 
 
+_reported = False  # served guards: the exit status has been reported, only EOF is awaited
+
+
 def _on_signal(signum, frame):
     global _stopping
+    if _reported:
+        posix._exit(0)
     _stopping = True
     _kill_tree()
 
@@ -88,63 +117,153 @@ def _drain():
     while True:
         _kill_tree()
         try:
-            os.waitpid(-1, 0)
+            posix.waitpid(-1, 0)
         except ChildProcessError:
             return
 
 
-def _report(fd, text):
+def _report(fd, text, close=True):
     try:
-        os.write(fd, text.encode())
+        posix.write(fd, text.encode())
     finally:
-        os.close(fd)
+        if close:
+            posix.close(fd)
 
 
 def main():
-    global _child, _group
+    if sys.argv[1] == "--serve":
+        serve(int(sys.argv[2]), int(sys.argv[3]))
     parent, status_fd = int(sys.argv[1]), int(sys.argv[2])
-    argv = sys.argv[4:]
-    os.set_inheritable(status_fd, False)
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, _on_signal)
-    if os.getppid() != parent:  # looprail died before the death signal was armed
+    posix.set_inheritable(status_fd, False)
+    guard(sys.argv[4:], status_fd, parent, posix.environ, served=False)
+
+
+def guard(argv, status_fd, parent, env, served):
+    """Start `argv` and stand between it and looprail until it and everything it started are
+    gone (see the module docstring). Never returns. `served`: forked by the guard server, so
+    the exit status goes on `status_fd` (`X<code>`), and the guard then waits for looprail to
+    close that channel before it exits (its pid stays its own until looprail is done)."""
+    global _child, _group, _reported
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    _prctl(PR_SET_PDEATHSIG, _signal.SIGTERM)
+    for signum in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP):
+        _signal.signal(signum, _on_signal)
+    if posix.getppid() != parent:  # looprail died before the death signal was armed
         _report(status_fd, "Elooprail exited before the process could start")
-        os._exit(1)
+        posix._exit(1)
     try:
-        _child = os.posix_spawnp(argv[0], argv, os.environ, setpgroup=0, setsigdef=_RESET)
-    except OSError as exc:
-        _report(status_fd, f"E{exc.strerror or exc}")
-        os._exit(127)
+        _child = posix.posix_spawnp(argv[0], argv, env, setpgroup=0, setsigdef=_RESET)
+    except (OSError, ValueError) as exc:
+        _report(status_fd, f"E{getattr(exc, 'strerror', None) or exc}")
+        posix._exit(127)
     _group = True
     if _stopping:  # told to stop while the child was being started
         _kill_tree()
-    _report(status_fd, f"P{_child} {start_ticks(_child) or 0} {start_ticks(os.getpid()) or 0}\n")
+    me = posix.getpid()
+    started = f"P{_child} {start_ticks(_child) or 0} {start_ticks(me) or 0} {me}\n"
+    _report(status_fd, started, close=not served)
     # The guard itself must not hold the child's pipes open: EOF belongs to the child's tree.
-    null = os.open(os.devnull, os.O_RDWR)
+    null = posix.open("/dev/null", posix.O_RDWR)
     for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    os.close(null)
+        posix.dup2(null, fd)
+    posix.close(null)
     # Wait for the child without reaping it: while it is a zombie its pid, and so its group id,
     # cannot be reused, so killing the group cannot hit an unrelated process.
-    with contextlib.suppress(ChildProcessError):
-        os.waitid(os.P_PID, _child, os.WEXITED | os.WNOWAIT)
+    try:  # noqa: SIM105
+        posix.waitid(posix.P_PID, _child, posix.WEXITED | posix.WNOWAIT)
+    except ChildProcessError:
+        pass
     _kill_tree()
     status = 0
-    with contextlib.suppress(ChildProcessError):
-        _, status = os.waitpid(_child, 0)
+    try:  # noqa: SIM105
+        _, status = posix.waitpid(_child, 0)
+    except ChildProcessError:
+        pass
     _group = False
     _drain()
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
+    if served:
+        _reported = True
+        try:
+            _report(status_fd, f"X{posix.waitstatus_to_exitcode(status)}\n", close=False)
+            while posix.read(status_fd, 4096):  # until looprail closes its end
+                pass
+        except OSError:
+            pass
+        posix._exit(0)
+    if posix.WIFSIGNALED(status):
+        sig = posix.WTERMSIG(status)
+        import resource  # only on this path: it is not built in
+
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if sig not in (signal.SIGKILL, signal.SIGSTOP):
-            signal.signal(sig, signal.SIG_DFL)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
-        os.kill(os.getpid(), sig)
-    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+        if sig not in (_signal.SIGKILL, _signal.SIGSTOP):
+            _signal.signal(sig, _signal.SIG_DFL)
+            _signal.pthread_sigmask(_signal.SIG_UNBLOCK, [sig])
+        posix.kill(posix.getpid(), sig)
+    posix._exit(posix.waitstatus_to_exitcode(status) if posix.WIFEXITED(status) else 1)
+
+
+# -- the guard server ----------------------------------------------------------------------------
+#
+#     python -I -S guard.py --serve PARENT_PID SOCKET_FD
+#
+# One per looprail process, started once: it forks a guard for each process looprail starts
+# (a fork of this small, already started interpreter instead of a new one per process). A
+# request on the socket is a 4-byte length and a marshalled (argv, cwd, env), with four
+# descriptors attached: the child's stdin, stdout and stderr, and the guard's status channel.
+# The server dies with looprail (PR_SET_PDEATHSIG, or EOF on the socket), and each guard dies
+# with the server (its own PR_SET_PDEATHSIG), killing its tree: the chain is as strong as one
+# guard per process.
+
+
+def serve(parent, sock_fd):
+    import marshal
+    import os
+    import socket
+
+    _prctl(PR_SET_PDEATHSIG, _signal.SIGTERM)
+    if posix.getppid() != parent:
+        posix._exit(1)
+    _signal.signal(_signal.SIGCHLD, _signal.SIG_IGN)  # guards are reaped by the kernel
+    server = posix.getpid()
+    sock = socket.socket(fileno=sock_fd)
+
+    def exactly(n, first=b""):
+        data = first
+        while len(data) < n:
+            more = sock.recv(n - len(data))
+            if not more:
+                posix._exit(0)  # looprail closed the socket (or died)
+            data += more
+        return data
+
+    while True:
+        head, fds, _flags, _addr = socket.recv_fds(sock, 4, 4)
+        if not head:
+            posix._exit(0)
+        head = exactly(4, head)
+        argv, cwd, env = marshal.loads(exactly(int.from_bytes(head, "big")))
+        if len(fds) != 4:
+            for fd in fds:
+                posix.close(fd)
+            continue
+        if posix.fork() == 0:
+            sock.close()
+            _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
+            posix.setsid()  # its own session and group, as a guard started by looprail has
+            for target, fd in enumerate(fds[:3]):
+                posix.dup2(fd, target)
+                posix.close(fd)
+            status_fd = fds[3]
+            try:
+                posix.chdir(cwd)
+            except OSError as exc:
+                _report(status_fd, f"E{exc.strerror or exc}")
+                posix._exit(127)
+            os.environ.clear()  # putenv: posix_spawnp looks argv[0] up on the child's PATH
+            os.environ.update(env)
+            guard(argv, status_fd, server, env, served=True)
+        for fd in fds:
+            posix.close(fd)
 
 
 if __name__ == "__main__":

@@ -97,31 +97,44 @@ def run_bounded(
     data = stdin.encode() if isinstance(stdin, str) else stdin
     start = time.monotonic()
     guarded = guard_available()
+    proc: Any = None
+    if guarded:
+        # Through the guard server (a fork of a running guard): no interpreter start per child.
+        try:
+            proc = _SERVER.start(cmd, data is not None, cwd, env)
+        except (OSError, ValueError) as exc:  # ValueError: a NUL byte, as Popen says
+            why = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+            return ProcessResult(shown, None, "", "", time.monotonic() - start, spawn_error=why)
     status_r = status_w = -1
-    try:
+    if proc is None:
+        try:
+            if guarded:
+                status_r, status_w = os.pipe()
+                cmd = [*_guard_argv(status_w), "--", *cmd]
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=str(cwd) if cwd is not None else None,
+                env=dict(env) if env is not None else None,
+                start_new_session=True,  # own process group: a timeout kills grandchildren too
+                pass_fds=(status_w,) if guarded else (),
+            )
+        except (OSError, ValueError) as exc:  # ValueError: a NUL byte in an argument or env
+            why = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+            _close_fds(status_r, status_w)
+            return ProcessResult(shown, None, "", "", time.monotonic() - start, spawn_error=why)
         if guarded:
-            status_r, status_w = os.pipe()
-            cmd = [*_guard_argv(status_w), "--", *cmd]
-        proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=str(cwd) if cwd is not None else None,
-            env=dict(env) if env is not None else None,
-            start_new_session=True,  # own process group: a timeout kills grandchildren too
-            pass_fds=(status_w,) if guarded else (),
-        )
-    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in an argument or env
-        why = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
-        _close_fds(status_r, status_w)
-        return ProcessResult(shown, None, "", "", time.monotonic() - start, spawn_error=why)
+            os.close(status_w)
     with _LIVE_LOCK:
         _LIVE.add(proc)
     if guarded:
-        os.close(status_w)
         try:
-            spawned = _read_guard_status(proc, status_r, shown[0])
+            if isinstance(proc, _Served):
+                spawned = proc.read_started(shown[0])
+            else:
+                spawned = _read_guard_status(proc, status_r, shown[0])
         except BaseException:
             _kill_group(proc)
             _close_pipes(proc)
@@ -164,7 +177,7 @@ def run_bounded(
 
 
 def _pump(
-    proc: subprocess.Popen,
+    proc: Any,
     data: bytes | None,
     deadline: float,
     cap: int,
@@ -241,7 +254,7 @@ def _pump(
     return timed_out, sinks[proc.stdout], sinks[proc.stderr], truncated
 
 
-def _close_pipes(proc: subprocess.Popen) -> None:
+def _close_pipes(proc: Any) -> None:
     for stream in (proc.stdin, proc.stdout, proc.stderr):
         if stream is not None:
             with contextlib.suppress(OSError):
@@ -251,7 +264,7 @@ def _close_pipes(proc: subprocess.Popen) -> None:
 # Every child running under run_bounded, so that Ctrl-C can stop them all: each child has its
 # own session (SIGINT from the terminal never reaches it), and worker threads would otherwise
 # wait for their children's timeouts before the run can stop.
-_LIVE: set[subprocess.Popen] = set()
+_LIVE: set[Any] = set()  # subprocess.Popen or _Served
 _LIVE_LOCK = threading.Lock()
 
 
@@ -265,7 +278,9 @@ def kill_running() -> int:
     return len(live)
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: Any) -> None:
+    if isinstance(proc, _Served) and (proc.returncode is not None or not proc.pid):
+        return  # its guard has reported its end (the pid may not be its own), or never began
     spawned = _CHILD_OF.get(proc)
     if spawned is not None:
         # Guarded: the guard kills the child's group and everything re-parented to it, then
@@ -311,7 +326,7 @@ class Spawned:
 
 _GUARD = Path(__file__).with_name("guard.py")
 _GUARD_GRACE_S = 2.0
-_CHILD_OF: dict[subprocess.Popen, Spawned] = {}
+_CHILD_OF: dict[Any, Spawned] = {}
 _LISTENER: Callable[[Spawned], None] | None = None
 
 
@@ -345,18 +360,220 @@ def _guard_argv(status_fd: int) -> list[str]:
 
 
 def _read_guard_status(proc: subprocess.Popen, fd: int, argv0: str) -> Spawned | str:
-    """The guard's one report: `P<pid> <start> <guard start>` or `E<why>`."""
+    """The guard's one report: `P<pid> <start> <guard start> <guard pid>` or `E<why>`."""
     chunks = []
     try:
         while chunk := os.read(fd, 4096):
             chunks.append(chunk)
+            if b"\n" in chunk:
+                break
     finally:
         os.close(fd)
-    text = b"".join(chunks).decode(errors="replace").strip()
+    return _parse_started(b"".join(chunks), proc.pid, argv0)
+
+
+def _parse_started(raw: bytes, guard_pid: int, argv0: str) -> Spawned | str:
+    text = raw.decode(errors="replace").strip()
     if text.startswith("P"):
-        pid, start, guard_start = (int(x) for x in text[1:].split())
-        return Spawned(pid, start, proc.pid, guard_start, argv0)
+        pid, start, guard_start = (int(x) for x in text[1:].split()[:3])
+        return Spawned(pid, start, guard_pid, guard_start, argv0)
     return text[1:] if text.startswith("E") else "the process guard did not start"
+
+
+# -- the guard server: one running guard interpreter forks a guard per child -------------------
+
+
+class _Served:
+    """A child started through the guard server, with what `run_bounded` uses of a `Popen`:
+    the guard's pid (its own session and group), the pipes, `poll`, `wait` and `kill`. The exit
+    status comes on the status channel (`X<code>`); the guard keeps its pid until this side
+    closes the channel, so signalling `pid` before then never hits another process."""
+
+    def __init__(self, args: list[str], status: Any, stdin: Any, stdout: Any, stderr: Any):
+        self.args = args
+        self.pid = 0
+        self.returncode: int | None = None
+        self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
+        self._status = status  # our end of the guard's status channel (a socket)
+        self._buf = b""
+        self._lock = threading.Lock()  # one reader of the channel at a time (as Popen's wait)
+
+    def read_started(self, argv0: str) -> Spawned | str:
+        while b"\n" not in self._buf:
+            chunk = self._status.recv(4096)
+            if not chunk:
+                break
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        text = line.decode(errors="replace")
+        if text.startswith("P") and len(text.split()) >= 4:
+            self.pid = int(text.split()[3])
+        spawned = _parse_started(line, self.pid, argv0)
+        if isinstance(spawned, str):
+            self.returncode = 127
+            self._status.close()
+        return spawned
+
+    def poll(self) -> int | None:
+        if self.returncode is not None or not self._lock.acquire(blocking=False):
+            return self.returncode  # another thread is waiting: it will set it
+        try:
+            return self._wait(0, polling=True)
+        finally:
+            self._lock.release()
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        if self.returncode is not None:
+            return self.returncode
+        if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        try:
+            return self._wait(timeout)
+        finally:
+            self._lock.release()
+
+    def _wait(self, timeout: float | None, polling: bool = False) -> int | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            if b"\n" in self._buf:
+                line, _, self._buf = self._buf.partition(b"\n")
+                if line.startswith(b"X"):
+                    self._finish(int(line[1:]))
+                continue
+            left = None if deadline is None else max(deadline - time.monotonic(), 0)
+            ready, _, _ = select.select([self._status], [], [], left)
+            if not ready:
+                if polling:
+                    return None
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+            chunk = self._status.recv(4096)
+            if not chunk:  # the guard died without a word (SIGKILL)
+                self._finish(-signal.SIGKILL)
+            self._buf += chunk
+        return self.returncode
+
+    def _finish(self, code: int) -> None:
+        self.returncode = code
+        self._status.close()  # the guard exits now
+
+    def kill(self) -> None:
+        if self.returncode is None and self.pid:
+            os.kill(self.pid, signal.SIGKILL)
+
+
+class _GuardServer:
+    """The guard server of this process (see guard.py), started on first use from a thread
+    that lives as long as it does (PR_SET_PDEATHSIG follows the parent *thread*)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sock: Any = None
+        self._owner = 0  # the pid that started it: a forked child starts its own
+        self._broken = False
+
+    def start(self, cmd: list[str], stdin: bool, cwd: Any, env: Any) -> _Served | None:
+        """Start `cmd` under a served guard, or None when there is no server (then the caller
+        starts a guard of its own)."""
+        import marshal
+        import socket
+
+        if self._broken or os.environ.get("LOOPRAIL_GUARD_SERVER") == "0":
+            return None
+        where = str(cwd) if cwd is not None else os.getcwd()
+        environment = dict(env if env is not None else os.environ)
+        # What Popen refuses before it starts anything, refused the same way.
+        if any("\0" in text for text in (*cmd, where, *environment, *environment.values())):
+            raise ValueError("embedded null byte")
+        if any("=" in name or not name for name in environment):
+            raise ValueError("illegal environment variable name")
+        payload = marshal.dumps((cmd, where, environment))
+        ours, theirs = socket.socketpair()
+        in_r, in_w = os.pipe() if stdin else (os.open(os.devnull, os.O_RDONLY), -1)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            with self._lock:
+                sock = self._server()
+                if sock is None:
+                    raise _NoServer
+                try:
+                    socket.send_fds(
+                        sock,
+                        [len(payload).to_bytes(4, "big"), payload],
+                        [in_r, out_w, err_w, theirs.fileno()],
+                    )
+                except OSError:  # it died: the next call starts another
+                    self._sock = None
+                    raise _NoServer from None
+        except _NoServer:
+            _close_fds(in_w, out_r, err_r)
+            ours.close()
+            return None
+        finally:
+            _close_fds(in_r, out_w, err_w)
+            theirs.close()
+        return _Served(
+            cmd,
+            ours,
+            os.fdopen(in_w, "wb", buffering=0) if in_w >= 0 else None,
+            os.fdopen(out_r, "rb", buffering=0),
+            os.fdopen(err_r, "rb", buffering=0),
+        )
+
+    def _server(self) -> Any:
+        import socket
+
+        if self._sock is not None and self._owner == os.getpid():
+            return self._sock
+        ours, theirs = socket.socketpair()
+        started = threading.Event()
+        failed: list[BaseException] = []
+
+        def keep() -> None:
+            try:
+                proc = subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-I",
+                        "-S",
+                        str(_GUARD),
+                        "--serve",
+                        str(os.getpid()),
+                        str(theirs.fileno()),
+                    ],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                    pass_fds=(theirs.fileno(),),
+                )
+            except OSError as exc:
+                failed.append(exc)
+                return
+            finally:
+                theirs.close()
+                started.set()
+            proc.wait()  # this thread is the server's parent for as long as it runs
+            with self._lock:
+                if self._sock is ours:
+                    self._sock = None
+            ours.close()
+
+        threading.Thread(target=keep, name="looprail-guard-server", daemon=True).start()
+        started.wait()
+        if failed:
+            self._broken = True
+            ours.close()
+            return None
+        self._sock, self._owner = ours, os.getpid()
+        return ours
+
+
+class _NoServer(Exception):
+    pass
+
+
+_SERVER = _GuardServer()
 
 
 def _close_fds(*fds: int) -> None:

@@ -1,0 +1,406 @@
+"""The worker side of the Dask executor (`looprail.runtime.dask_executor`): runs on Dask workers.
+
+Per-plan cost is kept small, since a wave may have many short plans:
+
+- Each worker keeps a pool of project copies (`CopyPool`, a worker plugin registered once per
+  run). A plan takes a copy from the pool and brings it up to date with the project instead of
+  copying it afresh: from a shared filesystem, only the files whose stat (either side) changed
+  since the copy was last synced are copied again, and files no longer in the project are
+  removed; from a git remote, the clone is fetched and reset (`git fetch --depth 1` + `reset
+  --hard` + `clean -ffdx`) instead of cloned. Either way the copy ends as a fresh copy would be.
+- The plugin's `setup` imports what a plan needs and builds the models once per worker.
+- What a task changed is found by stat (size, mtime, ctime, inode): only the files whose stat
+  changed are read, never every file of the project before and after each task.
+- Reports go out with `Worker.log_event` on the plan's topic: batched with the worker's other
+  messages, no round trip per report. The scheduler keeps a topic's events, so a rerun of the
+  plan (its worker was lost) reads them once at its start, overlapped with the sync of its copy:
+  the finished tasks' changes are applied to its copy and those tasks are skipped; the task
+  that was started and never finished runs again, reported as a retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from distributed import get_worker
+from distributed.diagnostics.plugin import WorkerPlugin
+
+from looprail.layout import AGENTS_DIR, CHECKS_DIR, COMMANDS_DIR, LOOPRAIL_DIR, SKILLS_DIR
+from looprail.runtime.dask_executor import _SKIP, PlanJob, apply_changes, plan_topic
+
+_KEEP_LOOPRAIL = (AGENTS_DIR, SKILLS_DIR, COMMANDS_DIR, CHECKS_DIR)  # executables the runtime runs
+
+_RACY_NS = 50_000_000  # 50 ms: well above any kernel's file-time granularity
+
+# A file's identity for "did it change": type and permissions, size, mtime, ctime, inode. ctime
+# cannot be set back by a task, so a rewrite to the same size and mtime is still seen.
+StatKey = tuple[int, int, int, int, int]
+
+
+def stat_key(st: os.stat_result) -> StatKey:
+    return (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+# -- the pool of project copies --------------------------------------------------------------
+
+
+class CopyPool(WorkerPlugin):
+    """Per worker: project copies to reuse from plan to plan (free ones keyed by source), under
+    one temporary folder removed when the plugin is unregistered or the worker closes."""
+
+    root: Path | None = None
+
+    def setup(self, worker: Any) -> None:
+        # State is made here, on the worker (the instance is pickled to every worker).
+        self._free: dict[str, list[tuple[Path, dict[str, tuple[StatKey, StatKey]]]]] = {}
+        self._lock = threading.Lock()
+        self._count = 0
+        self.root = Path(tempfile.mkdtemp(prefix="looprail-worker-"))
+        warm_up()
+
+    def teardown(self, worker: Any) -> None:
+        if self.root is not None:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def acquire(self, source: str) -> tuple[Path, dict[str, tuple[StatKey, StatKey]]]:
+        with self._lock:
+            free = self._free.get(source)
+            if free:
+                return free.pop()
+            self._count += 1
+            assert self.root is not None, "CopyPool used before setup"
+            return self.root / f"copy-{self._count}", {}
+
+    def release(self, source: str, path: Path, manifest: dict) -> None:
+        with self._lock:
+            self._free.setdefault(source, []).append((path, manifest))
+
+
+def refresh(source: str, target: Path, manifest: dict) -> dict:
+    """Bring `target` to what a fresh copy (or clone) of `source` would be; returns the new
+    manifest (what `sync_tree` needs next time)."""
+    if source.startswith("git+"):
+        url = source.removeprefix("git+")
+        if (target / ".git").is_dir():
+            git = ["git", "-C", str(target)]
+            for argv in (
+                [*git, "fetch", "--quiet", "--depth", "1", "origin", "HEAD"],
+                [*git, "reset", "--quiet", "--hard", "FETCH_HEAD"],
+                [*git, "clean", "-ffdxq"],
+            ):
+                subprocess.run(argv, check=True, capture_output=True)
+        else:
+            shutil.rmtree(target, ignore_errors=True)
+            subprocess.run(
+                ["git", "clone", "--quiet", "--depth", "1", url, str(target)],
+                check=True,
+                capture_output=True,
+            )
+        return {}
+    return sync_tree(Path(source), target, manifest)
+
+
+def _wanted(rel_dir: str, name: str) -> bool:
+    """Whether `rel_dir/name` of the project belongs in a worker's copy (no `.git`, and of
+    `.looprail/` only the executables' folders)."""
+    if rel_dir == "":
+        return name != ".git"
+    if rel_dir == LOOPRAIL_DIR:
+        return name in _KEEP_LOOPRAIL
+    return True
+
+
+def _scan(root: Path, *, wanted: bool = True) -> tuple[dict[str, os.stat_result], list[str]]:
+    """Every file and symlink (lstat) and every directory under `root`: with `wanted`, only
+    those a copy holds; without, everything (what a copy holds now, whatever a task added)."""
+    entries: dict[str, os.stat_result] = {}
+    dirs: list[str] = []
+    stack = [""]
+    while stack:
+        rel_dir = stack.pop()
+        try:
+            it = os.scandir(root / rel_dir if rel_dir else root)
+        except FileNotFoundError:
+            continue
+        with it:
+            for entry in it:
+                if wanted and not _wanted(rel_dir, entry.name):
+                    continue
+                rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):
+                    dirs.append(rel)
+                    stack.append(rel)
+                else:
+                    entries[rel] = st
+    return entries, dirs
+
+
+def sync_tree(source: Path, target: Path, manifest: dict) -> dict:
+    """Make `target` hold what `shutil.copytree(source, target, symlinks=True)` would (with the
+    copy's exclusions), copying only what changed: a file is copied again unless both its
+    source stat and its copy's stat are what they were right after it was last copied."""
+    target.mkdir(parents=True, exist_ok=True)
+    # Git's "racy clean" rule: a source file changed this close to the sync may change again
+    # without its stat showing it (file times are as coarse as the kernel's tick), so it is
+    # not trusted next time, it is copied again.
+    racy_after = time.time_ns() - _RACY_NS
+    src_files, src_dirs = _scan(source)
+    dst_files, dst_dirs = _scan(target, wanted=False)
+    src_dir_set = set(src_dirs)
+    # Remove what the project no longer has (or has as another kind of entry).
+    for rel in dst_files:
+        if rel not in src_files:
+            (target / rel).unlink(missing_ok=True)
+    for rel in sorted(dst_dirs, key=len):
+        if rel not in src_dir_set and (target / rel).exists():
+            shutil.rmtree(target / rel, ignore_errors=True)
+    for rel in sorted(src_dirs, key=len):
+        where = target / rel
+        if where.is_symlink() or (where.exists() and not where.is_dir()):
+            where.unlink()
+        where.mkdir(exist_ok=True)
+    new: dict[str, tuple[StatKey, StatKey]] = {}
+    for rel, st in src_files.items():
+        src_key = stat_key(st)
+        have = dst_files.get(rel)
+        if have is not None and manifest.get(rel) == (src_key, stat_key(have)):
+            new[rel] = manifest[rel]
+            continue
+        dst = target / rel
+        if have is not None and stat.S_ISDIR(have.st_mode):
+            shutil.rmtree(dst)
+        elif have is not None or dst.is_symlink():
+            dst.unlink()
+        if stat.S_ISLNK(st.st_mode):
+            os.symlink(os.readlink(source / rel), dst)
+        else:
+            shutil.copy2(source / rel, dst, follow_symlinks=False)
+        if max(st.st_mtime_ns, st.st_ctime_ns) < racy_after:
+            new[rel] = (src_key, stat_key(os.lstat(dst)))
+    return new
+
+
+# -- what a task changed -----------------------------------------------------------------------
+
+
+def snapshot(project: Path) -> dict[str, Any]:
+    """What each file a change may name (not `.git/`, not `.looprail/`) is now: its stat, or
+    for a file changed within the last moments (its stat may not show the next change: the
+    racy-clean rule above) its stat and a digest of its content."""
+    racy_after = time.time_ns() - _RACY_NS
+    out: dict[str, Any] = {}
+    for folder, dirs, names in os.walk(project):
+        rel_folder = os.path.relpath(folder, project)
+        if rel_folder == ".":
+            dirs[:] = [d for d in dirs if d not in _SKIP]
+            rel_folder = ""
+        for name in names:
+            rel = f"{rel_folder}/{name}" if rel_folder else name
+            path = os.path.join(folder, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            key: Any = stat_key(st)
+            if max(st.st_mtime_ns, st.st_ctime_ns) >= racy_after and stat.S_ISREG(st.st_mode):
+                key = (key, _digest(path))
+            out[rel] = key
+    return out
+
+
+def _digest(path: str) -> str:
+    import hashlib
+
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest()
+    except OSError:
+        return ""
+
+
+def _racy(key: Any) -> bool:
+    return isinstance(key[0], tuple)  # (stat, digest) rather than a stat
+
+
+def _changed(before: Any, now: Any, path: str) -> bool:
+    if before is None:
+        return True
+    if _racy(before):  # its stat cannot tell: its content does
+        return before[1] != _digest(path)
+    return before != (now[0] if _racy(now) else now)
+
+
+def changes_since(
+    project: Path, before: dict[str, Any]
+) -> tuple[dict[str, bytes | None], str, dict[str, Any]]:
+    """The files a task wrote (new content) or removed (None), a unified diff of them for
+    people, and the snapshot after (the next task's "before")."""
+    import difflib
+
+    after = snapshot(project)
+    changes: dict[str, bytes | None] = {}
+    for rel, key in after.items():
+        if not _changed(before.get(rel), key, str(project / rel)):
+            continue
+        try:
+            changes[rel] = (project / rel).read_bytes()
+        except OSError:  # e.g. a dangling symlink: nothing to carry
+            continue
+    for rel in before.keys() - after.keys():
+        changes[rel] = None
+    patch: list[str] = []
+    for rel, data in sorted(changes.items()):
+        if data:
+            patch += difflib.unified_diff([], _text(data), f"a/{rel}", f"b/{rel}")
+    return changes, "".join(patch), after
+
+
+def _text(data: bytes) -> list[str]:
+    try:
+        return data.decode("utf-8").splitlines(keepends=True)
+    except UnicodeDecodeError:
+        return ["(binary)\n"]
+
+
+def _tail(text: str, lines: int = 5) -> list[str]:
+    return [line for line in (text or "").splitlines()[-lines:] if line.strip()]
+
+
+# -- one plan ----------------------------------------------------------------------------------
+
+
+def warm_up() -> None:
+    """Import what a plan needs and build the models' validators (once per worker)."""
+    from looprail.runtime.base import DispatchContext, TaskWork
+    from looprail.runtime.local import LocalRuntime, Timeouts
+
+    DispatchContext.model_rebuild()
+    TaskWork.model_rebuild()
+    Timeouts.model_rebuild()
+    assert LocalRuntime is not None
+
+
+def earlier_attempts(events: Any) -> tuple[dict[str, dict], str | None, int]:
+    """From a plan's events on the scheduler: the tasks earlier attempts finished (their
+    records, in order), the task one started and never finished, and how many attempts ran."""
+    msgs = [msg for _ts, msg in events]
+    if msgs and msgs[0].get("event") != "attempt":
+        # The scheduler keeps a bounded number of events per topic: the oldest are gone, so
+        # which tasks finished is no longer known. Better to stop than to run one twice.
+        raise RuntimeError("the plan's reports on the scheduler were truncated; cannot resume it")
+    finished: dict[str, dict] = {}
+    started: str | None = None
+    for msg in msgs:
+        if msg.get("event") == "started":
+            started = msg["task"]
+        elif msg.get("event") == "finished" and msg.get("ok"):
+            finished[msg["task"]] = msg
+            started = None
+    return finished, started, sum(1 for m in msgs if m.get("event") == "attempt")
+
+
+def run_plan_on_worker(job: PlanJob) -> dict[str, Any]:
+    """Run the plan's unfinished tasks in a pooled copy of the project; report every start and
+    end on the plan's topic. Runs on a Dask worker."""
+    from looprail.runtime.base import DispatchContext, TaskWork
+
+    worker = get_worker()
+    topic = plan_topic(job.channel, job.plan_id)
+    # Ask the scheduler what earlier attempts of this plan did while the copy is brought up to
+    # date: the round trip overlaps with the sync.
+    asked = asyncio.run_coroutine_threadsafe(
+        worker.scheduler.events(topic=topic),
+        worker.loop.asyncio_loop,  # type: ignore[attr-defined]  # tornado's AsyncIOLoop
+    )
+    pool = worker.plugins.get(job.pool) if job.pool else None
+    own_pool = None
+    if not isinstance(pool, CopyPool):  # submitted without the executor's plugin
+        own_pool = pool = CopyPool()
+        pool.setup(worker)
+    project, manifest = pool.acquire(job.source)
+    try:
+        manifest = refresh(job.source, project, manifest)
+        project = project.resolve()
+        finished, started, attempts = earlier_attempts(asked.result(timeout=60))
+
+        def report(msg: dict[str, Any]) -> None:
+            worker.log_event(topic, {"plan": job.plan_id, **msg})
+
+        report({"event": "attempt", "n": attempts + 1})
+        for rec in finished.values():  # what earlier attempts finished, in order
+            apply_changes(project, rec["changes"])
+        runtime = _runtime(job, project)
+        before = snapshot(project)
+        done: list[str] = list(finished)
+        for task_key, raw in job.tasks:
+            if task_key in finished:
+                continue
+            work = TaskWork.model_validate(raw)
+            report({"task": task_key, "event": "started", "retry": started == task_key})
+            missing = [
+                rel
+                for rel in work.read_first
+                if not (project / rel).resolve().is_relative_to(project)
+                or not (project / rel).exists()
+            ]
+            if missing:
+                report({"task": task_key, "event": "read_first", "missing": missing})
+                return {"plan": job.plan_id, "ok": False, "done": done}
+            ctx = DispatchContext(
+                project=project,
+                phase_number=job.phase_number,
+                phase_dir=project / job.phase_dir,
+                flavor=job.flavor,  # type: ignore[arg-type]
+                plan_id=job.plan_id,
+                task_id=work.task_id,
+                wave=job.wave,
+            )
+            began = time.monotonic()
+            outcome = runtime.execute_task(work, ctx)
+            changes, patch, before = changes_since(project, before)
+            report(
+                {
+                    "task": task_key,
+                    "event": "finished",
+                    "ok": outcome.ok,
+                    "detail": outcome.detail,
+                    "duration_s": outcome.duration_s or time.monotonic() - began,
+                    "logs": [*_tail(outcome.stdout), *_tail(outcome.stderr)],
+                    "changes": changes,
+                    "patch": patch,
+                    "work": raw,
+                    "worker": worker.address,
+                }
+            )
+            if not outcome.ok:
+                return {"plan": job.plan_id, "ok": False, "done": done}
+            done.append(task_key)
+        return {"plan": job.plan_id, "ok": True, "done": done}
+    finally:
+        if own_pool is not None:
+            own_pool.teardown(worker)
+        else:
+            pool.release(job.source, project, manifest)
+
+
+def _runtime(job: PlanJob, project: Path) -> Any:
+    factory: Callable[..., Any] | None = job.runtime_factory
+    if factory is not None:
+        return factory(project)
+    from looprail.runtime.local import LocalRuntime, Timeouts
+
+    timeouts = Timeouts.model_validate(job.timeouts) if job.timeouts else None
+    return LocalRuntime(
+        project, host_tool=job.host_tool, timeouts=timeouts, progress=lambda _: None
+    )

@@ -1,0 +1,181 @@
+"""A Dask worker's pooled project copy (looprail/runtime/dask_worker.py): brought up to date
+by stat instead of copied afresh, it must always end as a fresh copy would be; and a task's
+change found by stat must be every file it wrote or removed, even one rewritten in place at
+once to the same size. Real files; property tests over random edits on both sides."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("distributed")
+
+from looprail.runtime.dask_worker import changes_since, snapshot, sync_tree
+
+# Paths a project may hold; "t" and "t/u" make a file become a folder and back.
+PATHS = [
+    "a",
+    "b/c",
+    "b/d",
+    "e/f/g",
+    "t",
+    "t/u",
+    ".git/HEAD",
+    ".looprail/agents/x",
+    ".looprail/journal.sqlite",
+    ".looprail/skills/s",
+]
+contents = st.binary(min_size=0, max_size=6)
+trees = st.dictionaries(st.sampled_from(PATHS), contents, max_size=len(PATHS))
+
+
+def consistent(tree: dict[str, bytes]) -> dict[str, bytes]:
+    return {p: v for p, v in tree.items() if not (p == "t" and "t/u" in tree)}
+
+
+def write_tree(root: Path, tree: dict[str, bytes], *, in_place: bool = False) -> None:
+    """Make `root` hold exactly `tree`; with `in_place`, files that stay are rewritten in
+    place (same inode, possibly same size and the same coarse mtime)."""
+    have = {p.relative_to(root).as_posix() for p in root.rglob("*") if not p.is_dir()}
+    for rel in have - tree.keys():
+        (root / rel).unlink()
+    for folder in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+        if not any(folder.iterdir()):
+            folder.rmdir()
+    for rel, data in tree.items():
+        path = root / rel
+        for parent in reversed(path.relative_to(root).parents[:-1]):
+            where = root / parent
+            if where.is_file():
+                where.unlink()
+        if path.is_dir():
+            shutil.rmtree(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if in_place and path.is_file():
+            with open(path, "r+b") as fh:
+                fh.write(data)
+                fh.truncate()
+        else:
+            path.write_bytes(data)
+
+
+def read_tree(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in root.rglob("*")
+        if p.is_file() and not p.is_symlink()
+    }
+
+
+def fresh_copy(tree: dict[str, bytes]) -> dict[str, bytes]:
+    """What a worker's copy holds: no .git, and of .looprail only the executables' folders."""
+    keep = (".looprail/agents/", ".looprail/skills/", ".looprail/commands/", ".looprail/checks/")
+    return {
+        p: v
+        for p, v in tree.items()
+        if not p.startswith(".git/") and (not p.startswith(".looprail/") or p.startswith(keep))
+    }
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(rounds=st.lists(st.tuples(trees, trees, st.booleans()), min_size=1, max_size=4))
+def test_a_synced_copy_is_always_what_a_fresh_copy_would_be(tmp_path_factory, rounds):
+    root = tmp_path_factory.mktemp("sync")
+    source, copy = root / "source", root / "copy"
+    source.mkdir()
+    manifest: dict = {}
+    for project, task_did, in_place in rounds:
+        write_tree(source, consistent(project), in_place=in_place)
+        manifest = sync_tree(source, copy, manifest)
+        assert read_tree(copy) == fresh_copy(consistent(project))
+        # A task then changes the copy any way it likes (in place, same size, at once).
+        write_tree(copy, consistent(task_did), in_place=True)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(start=trees, after=trees)
+def test_a_task_change_is_every_file_written_or_removed(tmp_path_factory, start, after):
+    project = tmp_path_factory.mktemp("task")
+    start, after = consistent(start), consistent(after)
+    write_tree(project, start)
+    before = snapshot(project)
+    write_tree(project, after, in_place=True)  # at once: same size, same coarse mtime
+    changes, _patch, _ = changes_since(project, before)
+    visible = fresh_copy(after)
+    visible = {p: v for p, v in visible.items() if not p.startswith(".looprail/")}
+    old = {p: v for p, v in start.items() if not p.startswith((".looprail/", ".git/"))}
+    expected = {p: v for p, v in visible.items() if old.get(p) != v}
+    expected |= {p: None for p in old.keys() - visible.keys()}
+    # Every real change is there; a file rewritten with the same content may be too (a task
+    # wrote it), with that content.
+    assert {p: v for p, v in changes.items() if p in expected} == expected
+    assert all(visible.get(p) == v for p, v in changes.items() if p not in expected)
+
+
+def test_symlinks_are_copied_as_links(tmp_path):
+    source, copy = tmp_path / "s", tmp_path / "c"
+    (source / "dir").mkdir(parents=True)
+    (source / "dir" / "f").write_text("x")
+    os.symlink("dir", source / "link")
+    manifest = sync_tree(source, copy, {})
+    assert os.readlink(copy / "link") == "dir"
+    os.unlink(source / "link")
+    os.symlink("dir/f", source / "link")
+    sync_tree(source, copy, manifest)
+    assert os.readlink(copy / "link") == "dir/f"
+
+
+def git(*args: str, cwd: Path) -> str:
+    import subprocess
+
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env
+    ).stdout
+
+
+def test_a_pooled_clone_is_fetched_and_reset_to_the_remote_not_cloned_again(tmp_path):
+    from looprail.runtime.dask_worker import refresh
+
+    if shutil.which("git") is None:
+        pytest.skip("no git")
+    remote, work, copy = tmp_path / "remote.git", tmp_path / "work", tmp_path / "copy"
+    git("init", "-q", "--bare", str(remote), cwd=tmp_path)
+    git("clone", "-q", str(remote), str(work), cwd=tmp_path)
+    (work / "plan.md").write_text("one\n")
+    git("add", "-A", cwd=work)
+    git("commit", "-qm", "one", cwd=work)
+    git("push", "-q", "origin", "HEAD", cwd=work)
+    refresh(f"git+{remote}", copy, {})
+    assert (copy / "plan.md").read_text() == "one\n"
+    marker = (copy / ".git").stat().st_ino
+    # A task ran in the copy: it edited, added and ignored-added files.
+    (copy / "plan.md").write_text("edited by a task\n")
+    (copy / "new.txt").write_text("x")
+    (copy / "build").mkdir()
+    (copy / "build" / "out.o").write_text("x")
+    # Meanwhile the project moved on.
+    (work / "plan.md").write_text("two\n")
+    (work / "second.md").write_text("2\n")
+    git("add", "-A", cwd=work)
+    git("commit", "-qm", "two", cwd=work)
+    git("push", "-q", "origin", "HEAD", cwd=work)
+    refresh(f"git+{remote}", copy, {})
+    assert (copy / ".git").stat().st_ino == marker  # the same clone, fetched, not a new one
+    files = {k: v for k, v in read_tree(copy).items() if not k.startswith(".git/")}
+    assert files == {"plan.md": b"two\n", "second.md": b"2\n"}

@@ -1,0 +1,138 @@
+"""The guard server (looprail/runtime/guard.py `--serve`): one guard interpreter per looprail
+process forks a guard for each child. Real processes, real kills (Linux only)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from looprail.runtime import process
+from looprail.runtime.process import run_bounded
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl guard")
+PY = sys.executable
+
+
+def ppid(pid: int) -> int:
+    text = Path(f"/proc/{pid}/stat").read_bytes()
+    return int(text[text.rindex(b")") + 2 :].split()[1])
+
+
+def cmdline(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in (b"Z", b"X")
+
+
+GUARD_PARENT = (
+    "import os; g = os.getppid(); t = open(f'/proc/{g}/stat', 'rb').read(); "
+    "print(g, int(t[t.rindex(b')') + 2 :].split()[1]))"
+)
+
+
+def test_a_child_runs_under_a_guard_forked_by_this_process_server(tmp_path):
+    res = run_bounded([PY, "-c", GUARD_PARENT], timeout_s=30, cwd=tmp_path)
+    assert res.ok, res
+    guard, server = (int(x) for x in res.stdout.split())
+    # The child's guard was forked by the server, a child of this process; the guard is gone
+    # with its child, the server stays for the next one.
+    assert server == _server_pid() and server != os.getpid()
+    assert ppid(server) == os.getpid() and "--serve" in cmdline(server)
+    deadline = time.monotonic() + 10
+    while alive(guard) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not alive(guard)
+    again = run_bounded([PY, "-c", GUARD_PARENT], timeout_s=30)
+    assert int(again.stdout.split()[1]) == server
+
+
+def _server_pid() -> int:
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and alive(int(entry)):
+            try:
+                if ppid(int(entry)) == me and "--serve" in cmdline(int(entry)):
+                    return int(entry)
+            except OSError:
+                continue
+    return 0
+
+
+def test_exit_codes_signals_stdin_cwd_and_env_come_through(tmp_path):
+    res = run_bounded(
+        [
+            PY,
+            "-c",
+            "import os,sys; print(sys.stdin.read(), os.getcwd(), os.environ['X']); sys.exit(3)",
+        ],
+        timeout_s=30,
+        stdin="hello",
+        cwd=tmp_path,
+        env={**os.environ, "X": "from-env"},
+    )
+    assert res.exit_code == 3
+    assert res.stdout.split() == ["hello", str(tmp_path.resolve()), "from-env"]
+    killed = run_bounded(["sh", "-c", "kill -TERM $$"], timeout_s=30)
+    assert killed.exit_code == -signal.SIGTERM
+    missing = run_bounded(["no-such-program-here"], timeout_s=30)
+    assert missing.exit_code is None and "No such file" in (missing.spawn_error or "")
+    nowhere = run_bounded(["true"], timeout_s=30, cwd=tmp_path / "absent")
+    assert nowhere.exit_code is None and nowhere.spawn_error
+
+
+def test_a_timeout_kills_the_whole_tree(tmp_path):
+    script = "sleep 60 & echo $! > bg; sleep 60"
+    res = run_bounded(["sh", "-c", script], timeout_s=1, cwd=tmp_path)
+    assert res.timed_out
+    bg = int((tmp_path / "bg").read_text())
+    deadline = time.monotonic() + 10
+    while alive(bg) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(bg)
+
+
+def test_killing_the_server_kills_running_children_and_a_new_server_takes_over(tmp_path):
+    assert run_bounded(["true"], timeout_s=30).ok  # the server is up
+    server = _server_pid()
+    assert server
+    out: dict[str, object] = {}
+
+    def run() -> None:
+        out["res"] = run_bounded(
+            ["sh", "-c", "echo $$ > pid; exec sleep 60"], timeout_s=60, cwd=tmp_path
+        )
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not (tmp_path / "pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    child = int((tmp_path / "pid").read_text())
+    os.kill(server, signal.SIGKILL)  # its guards get their death signal and kill their trees
+    thread.join(timeout=20)
+    assert not thread.is_alive()
+    res = out["res"]
+    assert isinstance(res, process.ProcessResult) and not res.ok
+    assert not alive(child)
+    again = run_bounded(["sh", "-c", "echo ok"], timeout_s=30)  # a new server starts
+    assert again.ok and again.stdout.strip() == "ok"
+    assert _server_pid() not in (0, server)
+
+
+def test_without_the_server_each_child_gets_a_guard_of_its_own(monkeypatch):
+    monkeypatch.setenv("LOOPRAIL_GUARD_SERVER", "0")
+    res = run_bounded([PY, "-c", "import os; print(os.getppid())"], timeout_s=30)
+    guard = int(res.stdout)
+    assert res.ok and guard != os.getpid()
