@@ -11,7 +11,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "looprail"
 
-BASE = {"errors", "layout", "points", "textsafe", "fsutil", "jsonload", "yamlload", "config"}
+BASE = {"errors", "layout", "points", "textsafe", "fsutil", "jsonload", "yamlload", "config", "gcpause"}
 TRUST = {"trust"}  # looprail.trust: store, audit, consent, reviewer
 
 
