@@ -9,10 +9,11 @@ Three looprail figures:
   validated; the other 43 verdicts come from the validation cache);
 - cold, all changed: every manifest got new bytes (44 validations, one registry build).
 
-Each figure is the median of `--runs` calls (the calls of the three kinds are interleaved, so
-a load spike on a shared machine hits them alike), printed with its ratio to the reference's
-median. Without LOOPRAIL_REFERENCE the reference columns are skipped with a note; `python -c
-pass` (the floor no Python CLI can beat) is always measured.
+Each figure is the median of `--runs` calls (the calls of every kind are interleaved, so a
+load spike on a shared machine hits them alike), wall and CPU (user+sys of the child), printed
+with its ratios to the reference's medians. Without LOOPRAIL_REFERENCE the reference columns
+are skipped with a note; `python -c pass` (the floor no Python CLI can beat) is always
+measured.
 
     LOOPRAIL_REFERENCE=.../gsd-tools.cjs python benchmarks/render_hooks.py [--runs 9]
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -33,10 +35,15 @@ REPO = Path(__file__).resolve().parent.parent
 CAPS = REPO.parent / "shared" / "conformance" / "gsd-capabilities"
 
 
-def once(argv: list[str], env: dict[str, str], cwd: str) -> float:
+def once(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, float]:
+    """(wall ms, CPU ms) of one call: CPU is user+sys of the child, the steadier figure on a
+    shared machine."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, check=True)
-    return (time.perf_counter() - start) * 1000
+    wall = (time.perf_counter() - start) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
 
 
 def main() -> None:
@@ -80,7 +87,13 @@ def main() -> None:
         once(cmd, env, tmp)
         if reference:
             once(node, env, str(project))
-        rows: dict[str, list[float]] = {"floor": [], "warm": [], "one": [], "all": [], "ref": []}
+        rows: dict[str, list[tuple[float, float]]] = {
+            "floor": [],
+            "warm": [],
+            "one": [],
+            "all": [],
+            "ref": [],
+        }
         for _ in range(args.runs):
             rows["floor"].append(once([sys.executable, "-c", "pass"], env, tmp))
             rows["warm"].append(once(cmd, env, tmp))
@@ -90,8 +103,8 @@ def main() -> None:
             rows["all"].append(once(cmd, env, tmp))
             if reference:
                 rows["ref"].append(once(node, env, str(project)))
-    med = {k: statistics.median(v) for k, v in rows.items() if v}
-    ref = med.get("ref")
+    wall = {k: statistics.median(w for w, _ in v) for k, v in rows.items() if v}
+    cpu = {k: statistics.median(c for _, c in v) for k, v in rows.items() if v}
     labels = {
         "floor": "python -c pass (floor)",
         "warm": "render-hooks, warm",
@@ -99,18 +112,21 @@ def main() -> None:
         "all": "render-hooks, cold (all 44 changed)",
         "ref": "reference (node), same run",
     }
+    ref = "ref" in wall
     for key, label in labels.items():
-        if key not in med:
+        if key not in wall:
             continue
-        line = f"{label:44s} median {med[key]:7.1f} ms  min {min(rows[key]):7.1f} ms"
-        if ref is not None and key != "ref":
+        line = f"{label:42s} wall {wall[key]:7.1f} ms  CPU {cpu[key]:7.1f} ms"
+        if ref and key != "ref":
             goal = "  (goal <= 0.50)" if key == "one" else ""
-            line += f"   {med[key] / ref:5.2f}x reference{goal}"
+            ratio_wall, ratio_cpu = wall[key] / wall["ref"], cpu[key] / cpu["ref"]
+            line += f"   {ratio_wall:5.2f}x ref wall, {ratio_cpu:5.2f}x ref CPU{goal}"
         print(line)
-    if ref is None:
+    if not ref:
         print("reference columns skipped: LOOPRAIL_REFERENCE is not set")
     print(
-        f"warm / floor {med['warm'] / med['floor']:.2f}x   ({args.runs} runs of each, interleaved)"
+        f"warm / floor {wall['warm'] / wall['floor']:.2f}x wall   "
+        f"(medians of {args.runs} calls each, interleaved)"
     )
 
 

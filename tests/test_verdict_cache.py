@@ -15,7 +15,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from looprail.hooks import compiled as compiled_mod
 from looprail.hooks import manifest as manifest_mod
 from looprail.hooks.registry import compile_registry, load_registry
 from looprail.hooks.verdicts import SUBDIR, VerdictCache, verdict_key
@@ -243,7 +242,6 @@ def test_render_hooks_after_a_change_is_byte_identical_and_validates_one(tmp_pat
     assert all(render(pt) == expected[pt] for pt in points)  # fills both caches
     manifest = sorted(caps.glob("*/capability.json"))[3]
     manifest.write_text(manifest.read_text() + "  \n")
-    compiled_mod._RACY_NS = 0  # this process only; the CLI child waits as a real edit does
     code = (
         "import sys, io, contextlib, time\n"
         "time.sleep(0.06)\n"

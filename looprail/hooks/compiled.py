@@ -49,6 +49,8 @@ _RULE_FILES = tuple(
     for parts in (
         ("compiled.py",),
         ("manifest.py",),
+        ("manifest_io.py",),
+        ("verdicts.py",),
         ("registry.py",),
         ("..", "points.py"),
         ("..", "jsonload.py"),

@@ -60,7 +60,7 @@ class Root:
 class LoadedCapability:
     # The pydantic model, or None when the manifest's verdict came from the validation cache
     # (`hooks.verdicts`): `manifest` then builds it from `raw` on first use.
-    model: Capability | None
+    model: Capability | None = field(compare=False)  # equal manifests: compare `data`
     data: dict[str, Any]  # the manifest JSON with fragments materialised
     source: Path
     origin: str

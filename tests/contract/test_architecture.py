@@ -23,6 +23,7 @@ BASE = {
     "yamlload",
     "config",
 }
+BASE |= {"gcpause"}  # the collector paused for start-up (looprail/gcpause.py)
 TRUST = {"trust"}  # looprail.trust: store, audit, consent, reviewer
 
 
