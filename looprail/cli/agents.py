@@ -175,11 +175,11 @@ def doctor(args) -> int:
                 last = said.splitlines()[-1] if said else "no output"
                 bad(f"{name}: `{found} --version` failed ({last}); {adapter.install}")
     elif name == "local":
-        from looprail.runtime.local import LocalRuntime
+        from looprail.runtime.registry import RuntimeSettings, create_runtime
 
-        runtime = LocalRuntime(project)
+        runtime = create_runtime(name, RuntimeSettings(project=project))
         for role in ROLES:
-            why = runtime.missing("agents", role)
+            why = runtime.missing(AGENTS_DIR, role)
             if why:
                 bad(f"local: {why} (write it, or pick an agent: looprail init --agent claude)")
         if not problems:

@@ -13,6 +13,8 @@ from looprail.layout import PLANNING_DIR
 
 if TYPE_CHECKING:
     from looprail.hooks.registry import CompiledRegistry, Registry
+    from looprail.plans.phase import Phase
+    from looprail.plans.waves import WavePlan
 
 
 # Words `sh -c` understands without a program on PATH.
@@ -35,8 +37,8 @@ class PhaseInput:
     """One phase: loaded (`phase`, `waves`) or the PlanError that stopped loading it."""
 
     label: str  # the phase folder, relative to the project
-    phase: Any = None  # looprail.plans.Phase
-    waves: Any = None  # looprail.plans.WavePlan
+    phase: Phase | None = None
+    waves: WavePlan | None = None
     error: PlanError | None = None
     wave_error: PlanError | None = None
 

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from looprail.layout import LOGS_DIR, LOOPRAIL_DIR
 from looprail.runtime.base import (
@@ -43,6 +43,9 @@ from looprail.runtime.base import (
 from looprail.runtime.local import LocalRuntime, Timeouts, _last_line, _signal_name
 from looprail.runtime.process import escape_untrusted, run_bounded
 from looprail.runtime.prompts import build_prompt
+
+if TYPE_CHECKING:
+    from looprail.runtime.meter import Meter
 
 AGENT_OUTPUT_CAP = 32 << 20  # 32 MiB per stream: a long agent session, still bounded
 ARG_LIMIT = 100_000  # bytes of prompt passed as one argument (the kernel's cap is 128 KiB)
@@ -483,7 +486,7 @@ class AgentRuntime(BaseRuntime):
             self.project, host_tool=host_tool, timeouts=timeouts, progress=progress, env=env
         )
         self.transcripts = Transcripts(self.project)
-        self.meter: Any = None  # looprail.runtime.meter.Meter, set by the run
+        self.meter: Meter | None = None  # set by the run
         self._messages: list[str] = []
         self._lock = threading.Lock()
         self._git = _in_git(self.project)
