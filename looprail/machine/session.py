@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from looprail.errors import LooprailError, UsageError
+from looprail.fsutil import project_folder
 from looprail.layout import LOOPRAIL_DIR, PLANNING_DIR, PROJECT_CONFIG_FILE
 from looprail.machine.progress import Progress
 from looprail.machine.run import LoopRunner, RunOptions, RunResult
@@ -87,9 +88,7 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     from looprail.hooks.registry import load_registry
     from looprail.trust import load_compiled
 
-    root = Path(project)
-    if not root.is_dir():
-        raise UsageError(f"{project}: no such project folder")
+    root = project_folder(project)
     if not (root / PLANNING_DIR).is_dir():
         raise UsageError(f"{project}: not a project (no .planning/ folder)")
     root = root.resolve()
