@@ -27,3 +27,24 @@ def atomic_write(
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def project_folder(
+    value: str | os.PathLike[str], *, label: str = "", resolve: bool = False
+) -> Path:
+    """The project folder `value`, or a usage error naming it: the one check every command and
+    library entry point makes before it reads a project. The name is shown escaped and cut (it
+    may be hostile); `label` prefixes it (`"--project: "`)."""
+    from looprail.errors import UsageError
+    from looprail.textsafe import one_line
+
+    project = Path(value)
+    try:
+        is_dir = project.is_dir()
+    except OSError:  # a name the OS refuses (too long, say) is no folder
+        is_dir = False
+    if not is_dir:
+        text = os.fspath(value)
+        shown = one_line(text if len(text) <= 200 else text[:200] + "…")
+        raise UsageError(f"{label}{shown}: no such project folder")
+    return project.resolve() if resolve else project

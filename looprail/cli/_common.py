@@ -34,24 +34,10 @@ def add_project_options(parser: argparse.ArgumentParser) -> None:
 
 
 def project_folder(value: str, *, resolve: bool = False) -> Path:
-    """The `--project` folder, or a usage error (exit 2) naming it: the one check every command
-    makes before it reads a project. A name is shown escaped and cut (it may be hostile)."""
-    from pathlib import Path
+    """The `--project` folder, or a usage error (exit 2) naming it (`fsutil.project_folder`)."""
+    from looprail.fsutil import project_folder as checked
 
-    project = Path(value)
-    try:
-        is_dir = project.is_dir()
-    except OSError:  # a name the OS refuses (too long, say) is no folder
-        is_dir = False
-    if resolve and is_dir:
-        project = project.resolve()
-    if not is_dir:
-        from looprail.errors import UsageError
-        from looprail.runtime.process import escape_untrusted  # only for the error
-
-        shown = escape_untrusted(value if len(value) <= 200 else value[:200] + "…")
-        raise UsageError(f"--project: {shown}: no such project folder")
-    return project
+    return checked(value, label="--project: ", resolve=resolve)
 
 
 def add_flavor_option(parser: argparse.ArgumentParser) -> None:

@@ -194,10 +194,10 @@ def doctor(args) -> int:
                 last = said.splitlines()[-1] if said else "no output"
                 say("problem", f"{name}: `{found} --version` failed ({last}); {adapter.install}")
     elif name == "local":
-        from looprail.runtime.local import LocalRuntime
+        from looprail.runtime.registry import RuntimeSettings, create_runtime
 
-        runtime = LocalRuntime(project)
-        missing = [why for role in ROLES if (why := runtime.missing("agents", role))]
+        runtime = create_runtime(name, RuntimeSettings(project=project))
+        missing = [why for role in ROLES if (why := runtime.missing(AGENTS_DIR, role))]
         for why in missing:
             say(
                 "problem",

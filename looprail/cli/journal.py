@@ -211,14 +211,12 @@ def _status(args: argparse.Namespace) -> int:
 
 def _open_summary(project: str):
     """The journal as a plain connection, or None when the project has none."""
-    from looprail.errors import UsageError
+    from looprail.fsutil import project_folder
     from looprail.store.schema import NoJournalError
     from looprail.store.summary import open_journal
 
-    if not Path(project).is_dir():
-        raise UsageError(f"{project}: no such project folder")
     try:
-        return open_journal(Path(project))
+        return open_journal(project_folder(project))
     except NoJournalError:
         return None
 

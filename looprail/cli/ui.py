@@ -47,13 +47,11 @@ def _url(host: str, port: int) -> str:
 
 
 def run(args) -> int:
-    from pathlib import Path
 
     from looprail.errors import LooprailError, UsageError
+    from looprail.fsutil import project_folder
 
-    project = Path(args.project_pos or args.project)
-    if not project.is_dir():
-        raise UsageError(f"{project}: no such project folder")
+    project = project_folder(args.project_pos or args.project)
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port}: not a port number (0-65535)")
     try:

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from looprail.fsutil import project_folder
 from looprail.layout import PLANNING_DIR
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -140,9 +141,7 @@ def load_graph(
     view = None
     name = None
     if project is not None:
-        root = Path(project)
-        if not root.is_dir():
-            raise UsageError(f"{project}: no such project folder")
+        root = project_folder(project)
         if not is_project(root):
             if run is not None:
                 raise UsageError(

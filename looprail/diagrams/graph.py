@@ -8,7 +8,7 @@ Nodes (attribute `kind`):
 - `start`: the initial pseudo-state (a dot);
 - `state`: a state of the chart (`parent` names the compound state holding it, `final` marks a
   final state, `compound` marks the looped step whose waves are its children);
-- `point`: one of the 12 extension points (`inside` names the compound when every transition
+- `point`: one of the extension points (`inside` names the compound when every transition
   crossing it stays inside that compound: the wave points);
 - `hook`: one active hook at a point (`hook_kind` step | contribution | gate | failed; a
   `failed` hook is a capability that failed to load but declared a gate there; a run overlay

@@ -9,10 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from looprail.errors import LooprailError, PlanError
+from looprail.fsutil import project_folder
 from looprail.layout import PLANNING_DIR
 
 if TYPE_CHECKING:
     from looprail.hooks.registry import CompiledRegistry, Registry
+    from looprail.plans.phase import Phase
+    from looprail.plans.waves import WavePlan
 
 
 # Words `sh -c` understands without a program on PATH.
@@ -35,8 +38,8 @@ class PhaseInput:
     """One phase: loaded (`phase`, `waves`) or the PlanError that stopped loading it."""
 
     label: str  # the phase folder, relative to the project
-    phase: Any = None  # looprail.plans.Phase
-    waves: Any = None  # looprail.plans.WavePlan
+    phase: Phase | None = None
+    waves: WavePlan | None = None
     error: PlanError | None = None
     wave_error: PlanError | None = None
 
@@ -115,14 +118,10 @@ def load_input(
     """Load everything lint looks at. Raises only for a missing project folder or an unknown
     `phase`; everything else that is wrong becomes a finding."""
     from looprail.config import load_project_config_strict
-    from looprail.errors import UsageError
     from looprail.hooks.registry import load_registry
     from looprail.trust import load_compiled
 
-    root = Path(project)
-    if not root.is_dir():
-        raise UsageError(f"{project}: no such project folder")
-    root = root.resolve()
+    root = project_folder(project, resolve=True)
     has_planning = (root / PLANNING_DIR).is_dir()
     config = load_project_config_strict(root)  # a malformed config stops lint: file:line:col
     config_warnings: list[str] = []

@@ -8,14 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 from looprail.errors import LooprailError
 from looprail.layout import LOOPRAIL_DIR
-
-if TYPE_CHECKING:
-    pass
-
-
 from looprail.lint.findings import Finding
 from looprail.lint.inputs import LintInput, PhaseInput, _rel
 from looprail.lint.trackers import _resolvers, _trackers
+
+if TYPE_CHECKING:
+    from looprail.plans.phase import Phase
+    from looprail.plans.waves import WavePlan
 
 # --------------------------------------------------------------------------- plans
 
@@ -49,6 +48,8 @@ def _plans(data: LintInput) -> list[Finding]:
             )
             continue
         phase = item.phase
+        if phase is None:  # no error means loaded; nothing to lint otherwise
+            continue
         for w in phase.warnings:
             if w in data.config_warnings:
                 continue  # the config's own finding (config-invalid) says it once
@@ -72,7 +73,7 @@ def _plans(data: LintInput) -> list[Finding]:
                 )
             )
         elif item.waves is not None:
-            out += _waves(item, data)
+            out += _waves(item, phase, item.waves, data)
         for plan in phase.plans:
             out += _trackers(data, plan, resolvers)
     return out
@@ -148,9 +149,9 @@ def _plan_warning_fix(warning: str) -> str:
     return "see docs/plans.md"
 
 
-def _waves(item: PhaseInput, data: LintInput) -> list[Finding]:
+def _waves(item: PhaseInput, phase: Phase, waves: WavePlan, data: LintInput) -> list[Finding]:
     out = []
-    for w in item.waves.warnings:
+    for w in waves.warnings:
         out.append(
             Finding(
                 severity="warning",
@@ -160,8 +161,8 @@ def _waves(item: PhaseInput, data: LintInput) -> list[Finding]:
                 fix="drop the declared wave or make depends_on agree (the DAG wins)",
             )
         )
-    plans = {p.id: p for p in item.phase.plans}
-    for wave in item.waves.waves:
+    plans = {p.id: p for p in phase.plans}
+    for wave in waves.waves:
         if wave.parallel_safe:
             continue
         shared = set(wave.overlap_files)

@@ -1,5 +1,5 @@
 """`looprail run --dry-run`: walk the machine in order and print what would be dispatched at
-each of the 12 points (and, where the phase already has plans, per wave and task), running
+every point (and, where the phase already has plans, per wave and task), running
 nothing."""
 
 from __future__ import annotations

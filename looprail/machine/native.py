@@ -1,7 +1,7 @@
 """Native hooks in the loop: the bridge between the native hooks engine
 (`looprail.hooks.native`) and the runner.
 
-- At each of the 12 points, after the capability hooks, the point's native hooks run; a `:pre`
+- At each point, after the capability hooks, the point's native hooks run; a `:pre`
   point's failure (`block`) refuses the transition exactly as a blocking gate does, a `:post`
   failure is a `report`.
 - `task_call` runs before a task body (after its content is resolved and read_first checked) and

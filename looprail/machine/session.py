@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from looprail.errors import LooprailError, UsageError
+from looprail.fsutil import project_folder
 from looprail.layout import LOOPRAIL_DIR, PLANNING_DIR, PROJECT_CONFIG_FILE
 from looprail.machine.progress import Progress
 from looprail.machine.run import LoopRunner, RunOptions, RunResult
@@ -21,7 +22,9 @@ from looprail.machine.run import LoopRunner, RunOptions, RunResult
 if TYPE_CHECKING:
     from looprail.hooks.registry import CompiledRegistry, Registry
     from looprail.machine.record import JournalRecorder
+    from looprail.machine.resume import Recovery
     from looprail.runtime.base import Runtime
+    from looprail.store.journal import RunRow
 
 
 @dataclass
@@ -87,9 +90,7 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     from looprail.hooks.registry import load_registry
     from looprail.trust import load_compiled
 
-    root = Path(project)
-    if not root.is_dir():
-        raise UsageError(f"{project}: no such project folder")
+    root = project_folder(project)
     if not (root / PLANNING_DIR).is_dir():
         raise UsageError(f"{project}: not a project (no .planning/ folder)")
     root = root.resolve()
@@ -100,7 +101,7 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     if os.path.lexists(root / LOOPRAIL_DIR):
         require_inside(root, root / LOOPRAIL_DIR, "the folder")
     require_inside(root, root / PLANNING_DIR, "the folder")
-    config = load_project_config_strict(root)  # a malformed config stops the run (issue 12)
+    config = load_project_config_strict(root)  # a malformed config stops the run
     warnings: list[str] = []
     compiled = load_compiled(root, capability_dirs)
     registry = load_registry(root, capability_dirs, config=config)
@@ -207,8 +208,8 @@ class _OpenedRun:
     """The journal run `run_phase` drives: resumed (`previous` is the run as it was) or new."""
 
     run_id: str
-    previous: Any  # the journal's run record when resuming, else None
-    recovery: Any  # looprail.machine.resume.Recovery
+    previous: RunRow | None  # the journal's run record when resuming
+    recovery: Recovery
     state: list[str] | None
     wave: int | None
     changes: list[str]

@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from looprail.runtime.base import (
     BaseRuntime,
@@ -43,6 +43,9 @@ from looprail.runtime.local import LocalRuntime, Timeouts, _last_line, _signal_n
 from looprail.runtime.logs import LOGS_DIR, OutputTee, Transcripts  # noqa: F401 (re-exported)
 from looprail.runtime.process import escape_untrusted, run_bounded
 from looprail.runtime.prompts import build_prompt
+
+if TYPE_CHECKING:
+    from looprail.runtime.meter import Meter
 
 AGENT_OUTPUT_CAP = 32 << 20  # 32 MiB per stream: a long agent session, still bounded
 ARG_LIMIT = 100_000  # bytes of prompt passed as one argument (the kernel's cap is 128 KiB)
@@ -531,7 +534,7 @@ class AgentRuntime(BaseRuntime):
         )
         self.transcripts = Transcripts(self.project)
         self.local.transcripts = self.transcripts  # commands and checks: one numbering, one run
-        self.meter: Any = None  # looprail.runtime.meter.Meter, set by the run
+        self.meter: Meter | None = None  # set by the run
         self._messages: list[str] = []
         self._lock = threading.Lock()
         self._git = _in_git(self.project)

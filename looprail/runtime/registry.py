@@ -16,9 +16,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import import_module
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from looprail.errors import UsageError
+
+if TYPE_CHECKING:
+    from looprail.runtime.local import Timeouts
 
 GROUP = "looprail.runtimes"
 DEFAULT_RUNTIME = "local"
@@ -41,7 +44,7 @@ class RuntimeSettings:
 
     project: Path
     host_tool: str | None = None
-    timeouts: Any = None  # looprail.runtime.local.Timeouts | None
+    timeouts: Timeouts | None = None
     progress: Callable[[str], None] | None = None
     # `-v`: each line a unit of work prints, as `output(label, stream, line)`; None: nothing
     output: Callable[[str, str, str], None] | None = None

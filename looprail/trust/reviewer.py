@@ -457,7 +457,7 @@ def dispatch_step(
     which: Which = find_program,
 ) -> DispatchResult:
     """Decide and run (see the module docstring). Raises `UsageError` only for a point that is
-    not one of the 12; everything else is a result."""
+    not one of the points (`points.POINTS`); everything else is a result."""
     warnings: list[str] = []
     if not request.cap_id or not request.point:
         if request.cap_id and not request.point:
