@@ -9,8 +9,9 @@ import ast
 from pathlib import Path
 
 from looprail import layout
+from tests.support import REPO
 
-PACKAGE = Path(__file__).resolve().parent.parent / "looprail"
+PACKAGE = REPO / "looprail"
 LAYOUT = PACKAGE / "layout.py"
 # A standalone script `looprail init` copies into a project's `.looprail/agents/`: it runs
 # there on its own and must not import looprail.

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from looprail.cli import build_parser
+from tests.support import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 CAPS = REPO / "examples" / "capabilities"
 
 # Leaf commands without --json, and why that is right.

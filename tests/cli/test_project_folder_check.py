@@ -4,15 +4,15 @@ library entry point refuses a missing folder with the same line, the name shown 
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
 
 from looprail.cli import main
 from looprail.errors import UsageError
 from looprail.fsutil import project_folder
+from tests.support import REPO
 
-PACKAGE = Path(__file__).resolve().parent.parent / "looprail"
+PACKAGE = REPO / "looprail"
 
 
 def test_the_wording_lives_in_one_module():

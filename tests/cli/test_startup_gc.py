@@ -10,11 +10,12 @@ import os
 import sqlite3
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.support import REPO
+
+sys.path.insert(0, str(REPO))
 
 from benchmarks.run_fixed import idle_project
 from looprail import gcpause

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.agentkit import agent_env
+from tests.support.agents import agent_env
 
 PLAN = (
     "---\nphase: 01-tiny\nplan: {plan}\ntype: execute\nwave: 1\ndepends_on: []\n"

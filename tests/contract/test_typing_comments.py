@@ -8,7 +8,9 @@ import ast
 import re
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "looprail"
+from tests.support import REPO
+
+PACKAGE = REPO / "looprail"
 # `x: Any = None  # looprail.plans.Phase`, `y: Any  # Recovery | None`
 TYPE_IN_COMMENT = re.compile(
     r":\s*Any\b[^#\n]*#\s*(?:looprail\.[\w.]*\.)?[A-Z]\w*(?:\s*\|\s*None)?\s*(?:,|$)"

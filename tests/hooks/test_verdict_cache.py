@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from looprail.hooks import manifest as manifest_mod
 from looprail.hooks.registry import compile_registry, load_registry
 from looprail.hooks.verdicts import SUBDIR, VerdictCache, verdict_key
-from tests.conftest import GSD_CAPABILITIES, feature, needs_corpus, run_cli, write_capability
+from tests.support import GSD_CAPABILITIES, feature, needs_corpus, run_cli, write_capability
 
 
 def _count_validations(monkeypatch) -> list[str]:

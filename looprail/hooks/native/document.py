@@ -3,7 +3,7 @@ from (`looprail schema hooks`, `schema.hooks_json_schema()`).
 
 `parsing.validate_hooks_document` stays the reader looprail runs: it is pydantic-free (native
 hooks load on every loop event) and words each problem for people. The two must agree, and a
-property test (tests/test_native_schema.py) holds them to it: on generated documents the
+property test (tests/hooks/native/test_schema.py) holds them to it: on generated documents the
 models accept exactly what the reader accepts, and the generated schema accepts exactly what
 the models accept, except for the rules a JSON Schema cannot state. Those are listed in
 `SCHEMA_CANNOT_SAY` and fail with the error type `schema_cannot_say`.

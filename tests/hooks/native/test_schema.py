@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,13 +17,14 @@ from looprail.cli import main
 from looprail.hooks.native.actions import ACTION_TYPES
 from looprail.hooks.native.config import hooks_json_schema, validate_hooks_document
 from looprail.hooks.native.events import EVENT_NAMES, EVENTS
+from tests.support import REPO
 
 jsonschema = pytest.importorskip("jsonschema")
 from pydantic import ValidationError  # noqa: E402
 
 from looprail.hooks.native.document import SCHEMA_CANNOT_SAY, HooksDocument  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 SCHEMA = hooks_json_schema()
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 
