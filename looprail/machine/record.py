@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from looprail.store.models import EventRecord, TaskUpdate
@@ -124,6 +125,18 @@ class MemoryRecorder:
         return [e for e in self.events if not kinds or e.kind in kinds]
 
 
+@dataclass
+class _Finish:
+    """One task end waiting for a group commit (JournalRecorder.task_finished)."""
+
+    key: str
+    status: str
+    duration_ms: int | None
+    message: str | None
+    state: str = "queued"  # queued → committed | failed
+    error: BaseException | None = None
+
+
 class JournalRecorder:
     """The durable recorder: one journal run.
 
@@ -154,6 +167,8 @@ class JournalRecorder:
         self._pending: list[EventRecord] = []
         self._lock = threading.RLock()
         self._done: set[str] | None = None  # read from the journal once, then kept in memory
+        self._queue_lock = threading.Lock()
+        self._finishing: list[_Finish] = []  # task ends waiting for the next group commit
 
     def _flush(self) -> None:
         pending, self._pending = self._pending, []
@@ -189,17 +204,41 @@ class JournalRecorder:
     def task_finished(
         self, key: str, *, status: str, duration_ms: int | None, message: str | None = None
     ) -> None:
+        """Commit a task's end (FULL: durable when this returns). Group commit: finishes that
+        arrive while another commits wait for the lock and are then committed together, in
+        one transaction and one fsync, by whichever thread gets the lock first (plans of a
+        wave often finish at once)."""
+        mine = _Finish(key, status, duration_ms, message)
+        with self._queue_lock:
+            self._finishing.append(mine)
         with self._lock:
-            with self.journal.transaction():
-                self._flush()
-                self.journal.task_finished(
-                    self.run_id, key, status=status, duration_ms=duration_ms, message=message
-                )
-            if self._done is not None:  # committed: the set in memory follows the journal
-                if status == "done":
-                    self._done.add(key)
-                else:
-                    self._done.discard(key)
+            if mine.state == "queued":
+                with self._queue_lock:
+                    batch, self._finishing = self._finishing, []
+                try:
+                    with self.journal.transaction():
+                        self._flush()
+                        for f in batch:
+                            self.journal.task_finished(
+                                self.run_id,
+                                f.key,
+                                status=f.status,
+                                duration_ms=f.duration_ms,
+                                message=f.message,
+                            )
+                except BaseException as exc:
+                    for f in batch:
+                        f.state, f.error = "failed", exc
+                    raise
+                for f in batch:
+                    f.state = "committed"
+                    if self._done is not None:  # the set in memory follows the journal
+                        if f.status == "done":
+                            self._done.add(f.key)
+                        else:
+                            self._done.discard(f.key)
+        if mine.state == "failed" and mine.error is not None:
+            raise mine.error  # the batch it was committed in failed: so did this finish
 
     def wave_started(self, wave: int, tasks: Iterable[tuple[str, str]]) -> None:
         with self._lock, self.journal.transaction():
