@@ -173,7 +173,12 @@ def console() -> None:
         _silence_stdout()
     except (OSError, ValueError):
         sys.exit(code)
-    busy = threading.active_count() > 1
+    # The guard server's keeper thread does not count: no guard is running by now, and the
+    # server dies with this process (PR_SET_PDEATHSIG), as designed.
+    busy = any(
+        t is not threading.current_thread() and t.name != "looprail-guard-server"
+        for t in threading.enumerate()
+    )
     if not busy and "multiprocessing" in sys.modules:
         import multiprocessing
 

@@ -247,9 +247,19 @@ class DaskExecutor:
         with contextlib.suppress(Exception):
             for topic in topics:
                 self.client.unsubscribe_topic(topic)
-        if topics:
-            with contextlib.suppress(Exception):
-                self.client.run_on_scheduler(_forget_topics, topics)
+        if not topics:
+            return
+
+        # Defined here, not at module level: cloudpickle sends it by value, so a scheduler
+        # without looprail installed can run it. There is no public call for this.
+        def forget(topics: list[str], dask_scheduler: Any = None) -> None:
+            kept = getattr(getattr(dask_scheduler, "_broker", None), "_topics", None)
+            if isinstance(kept, dict):
+                for topic in topics:
+                    kept.pop(topic, None)
+
+        with contextlib.suppress(Exception):
+            self.client.run_on_scheduler(forget, topics)
 
     def _job(self, runner: Any, plan: Any, wave: int, done: set[str], channel: str) -> PlanJob:
         """What a worker needs for `plan`: the tasks still to run, resolved on the orchestrator
@@ -279,15 +289,6 @@ class DaskExecutor:
             runtime_factory=self.runtime_factory,
             pool=self._pool,
         )
-
-
-def _forget_topics(topics: list[str], dask_scheduler: Any = None) -> None:
-    """On the scheduler: drop the events kept for `topics` (a wave's reports, changes and all)."""
-    broker = getattr(dask_scheduler, "_broker", None)
-    kept = getattr(broker, "_topics", None)
-    if isinstance(kept, dict):
-        for topic in topics:
-            kept.pop(topic, None)
 
 
 @dataclass
