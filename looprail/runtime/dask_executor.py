@@ -101,6 +101,7 @@ class DaskExecutor:
     client: Any = None
     _cluster: Any = None
     _pool: str = ""  # the name of the worker plugin that keeps each worker's project copies
+    _topics: list[str] = field(default_factory=list)  # every wave's plan topics
     _owned: list[Any] = field(default_factory=list)
 
     def __enter__(self) -> DaskExecutor:
@@ -140,6 +141,8 @@ class DaskExecutor:
 
     def __exit__(self, *exc: object) -> None:
         if self.client is not None:
+            self._drop(self._topics)  # by now every unsubscription has arrived
+            self._topics = []
             if self._cluster is None:  # someone else's cluster: leave no copies behind
                 with contextlib.suppress(Exception):
                     self.client.unregister_worker_plugin(self._pool)
@@ -248,9 +251,31 @@ class DaskExecutor:
         with contextlib.suppress(Exception):
             for topic in topics:
                 self.client.unsubscribe_topic(topic)
-        if topics:
-            with contextlib.suppress(Exception):
-                self.client.run_on_scheduler(_forget_topics, topics)
+        self._topics += topics
+        self._drop(topics)
+
+    def _drop(self, topics: list[str]) -> None:
+        """On the scheduler: drop each topic's events, and the topic itself once nobody is
+        subscribed (an unsubscription still in flight would only make it again, empty)."""
+        if not topics:
+            return
+
+        # Defined here, not at module level: cloudpickle sends it by value, so a scheduler
+        # without looprail installed can run it. There is no public call for this.
+        def drop(topics: list[str], dask_scheduler: Any = None) -> None:
+            kept = getattr(getattr(dask_scheduler, "_broker", None), "_topics", None)
+            if not isinstance(kept, dict):
+                return
+            for name in topics:
+                topic = kept.get(name)
+                if topic is None:
+                    continue
+                topic.events.clear()
+                if not topic.subscribers:
+                    del kept[name]
+
+        with contextlib.suppress(Exception):
+            self.client.run_on_scheduler(drop, topics)
 
     def _job(self, runner: Any, plan: Any, wave: int, done: set[str], channel: str) -> PlanJob:
         """What a worker needs for `plan`: the tasks still to run, resolved on the orchestrator
@@ -280,15 +305,6 @@ class DaskExecutor:
             runtime_factory=self.runtime_factory,
             pool=self._pool,
         )
-
-
-def _forget_topics(topics: list[str], dask_scheduler: Any = None) -> None:
-    """On the scheduler: drop the events kept for `topics` (a wave's reports, changes and all)."""
-    broker = getattr(dask_scheduler, "_broker", None)
-    kept = getattr(broker, "_topics", None)
-    if isinstance(kept, dict):
-        for topic in topics:
-            kept.pop(topic, None)
 
 
 @dataclass

@@ -137,7 +137,10 @@ def _scan(root: Path, *, wanted: bool = True) -> tuple[dict[str, os.stat_result]
                 if wanted and not _wanted(rel_dir, entry.name):
                     continue
                 rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-                st = entry.stat(follow_symlinks=False)
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:  # gone since listed (e.g. an atomic write's temp)
+                    continue
                 if stat.S_ISDIR(st.st_mode):
                     dirs.append(rel)
                     stack.append(rel)
@@ -182,10 +185,15 @@ def sync_tree(source: Path, target: Path, manifest: dict) -> dict:
             shutil.rmtree(dst)
         elif have is not None or dst.is_symlink():
             dst.unlink()
-        if stat.S_ISLNK(st.st_mode):
-            os.symlink(os.readlink(source / rel), dst)
-        else:
-            shutil.copy2(source / rel, dst, follow_symlinks=False)
+        try:
+            if stat.S_ISLNK(st.st_mode):
+                os.symlink(os.readlink(source / rel), dst)
+            else:
+                shutil.copy2(source / rel, dst, follow_symlinks=False)
+        except FileNotFoundError:
+            # Gone from the project since it was listed (the orchestrator writes atomically
+            # through a temporary file while plans start): what a copy made now would lack.
+            continue
         if max(st.st_mtime_ns, st.st_ctime_ns) < racy_after:
             new[rel] = (src_key, stat_key(os.lstat(dst)))
     return new

@@ -1,6 +1,7 @@
 """The process guard: every process looprail starts on Linux runs under one of these.
 
-    python -I -S guard.py PARENT_PID STATUS_FD -- ARGV...
+    python -I -S guard.py PARENT_PID STATUS_FD -- ARGV...      # one guard for one child
+    python -I -S guard.py --serve PARENT_PID SOCKET_FD         # the guard server (below)
 
 It is a tiny stdlib-only program (run without site-packages, so it starts in milliseconds) that
 stands between looprail and the real child, so that nothing a step starts can outlive it:
@@ -14,7 +15,10 @@ stands between looprail and the real child, so that nothing a step starts can ou
 
 The child runs in its own process group (so that group can be killed without the guard) with
 default signal dispositions. The guard reports the child's pid and start time (field 22 of
-/proc/PID/stat), or why it could not start it, on STATUS_FD, then closes it.
+/proc/PID/stat), its own start time and pid (`P<pid> <start> <guard start> <guard pid>`), or
+why it could not start it (`E<why>`), on STATUS_FD, then closes it. A guard forked by the guard
+server reports the child's exit status there too (`X<code>`) and exits only when looprail
+closes the channel.
 """
 
 # Only the C modules underneath the stdlib's wrappers (`posix` under `os`, `_signal` under

@@ -493,18 +493,21 @@ class _GuardServer:
         err_r, err_w = os.pipe()
         try:
             with self._lock:
-                sock = self._server()
-                if sock is None:
-                    raise _NoServer
-                try:
-                    socket.send_fds(
-                        sock,
-                        [len(payload).to_bytes(4, "big"), payload],
-                        [in_r, out_w, err_w, theirs.fileno()],
-                    )
-                except OSError:  # it died: the next call starts another
-                    self._sock = None
-                    raise _NoServer from None
+                for attempt in (1, 2):
+                    sock = self._server()
+                    if sock is None:
+                        raise _NoServer
+                    try:
+                        socket.send_fds(
+                            sock,
+                            [len(payload).to_bytes(4, "big"), payload],
+                            [in_r, out_w, err_w, theirs.fileno()],
+                        )
+                        break
+                    except OSError:  # it died: start another, once
+                        self._sock = None
+                        if attempt == 2:
+                            raise _NoServer from None
         except _NoServer:
             _close_fds(in_w, out_r, err_r)
             ours.close()

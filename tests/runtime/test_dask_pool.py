@@ -179,3 +179,27 @@ def test_a_pooled_clone_is_fetched_and_reset_to_the_remote_not_cloned_again(tmp_
     assert (copy / ".git").stat().st_ino == marker  # the same clone, fetched, not a new one
     files = {k: v for k, v in read_tree(copy).items() if not k.startswith(".git/")}
     assert files == {"plan.md": b"two\n", "second.md": b"2\n"}
+
+
+def test_a_file_gone_while_syncing_is_left_out(tmp_path, monkeypatch):
+    """The orchestrator writes atomically (a temporary file, then a rename) while plans start:
+    a file listed and then gone is what a copy made a moment later would lack."""
+    import looprail.runtime.dask_worker as worker
+
+    source, copy = tmp_path / "s", tmp_path / "c"
+    (source / "phase").mkdir(parents=True)
+    (source / "phase" / "PLAN.md").write_text("plan")
+    (source / "phase" / ".SUMMARY.md.tmp").write_text("half")
+    real = shutil.copy2
+
+    def vanishing(src, dst, **kw):
+        if str(src).endswith(".tmp"):
+            os.replace(src, Path(src).with_name("SUMMARY.md"))  # renamed as it is copied
+        return real(src, dst, **kw)
+
+    monkeypatch.setattr(worker.shutil, "copy2", vanishing)
+    manifest = sync_tree(source, copy, {})
+    assert read_tree(copy) == {"phase/PLAN.md": b"plan"}
+    monkeypatch.setattr(worker.shutil, "copy2", real)
+    sync_tree(source, copy, manifest)  # the next plan's sync has it
+    assert read_tree(copy) == {"phase/PLAN.md": b"plan", "phase/SUMMARY.md": b"half"}

@@ -136,3 +136,58 @@ def test_without_the_server_each_child_gets_a_guard_of_its_own(monkeypatch):
     res = run_bounded([PY, "-c", "import os; print(os.getppid())"], timeout_s=30)
     guard = int(res.stdout)
     assert res.ok and guard != os.getpid()
+
+
+def test_the_console_script_leaves_no_guard_server_behind(tmp_path):
+    """`looprail run` started processes (so a guard server), then ended with its fast exit:
+    the server dies with it."""
+    import subprocess
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from benchmarks.wave_efficiency import sleep_project
+
+    project = sleep_project(tmp_path, 2, 0)
+    record = tmp_path / "servers"
+    executor = project / ".looprail" / "agents" / "executor"
+    # The task records its guard's parent (the server) and that one's command line.
+    executor.write_text(
+        "#!/bin/sh\n"
+        "server=$(awk '{print $4}' \"/proc/$PPID/stat\")\n"
+        f"echo \"$server $(tr '\\0' ' ' < /proc/$server/cmdline)\" >> {record}\n"
+    )
+    script = Path(sys.executable).with_name("looprail")
+    cmd = (
+        [str(script)]
+        if script.exists()
+        else [PY, "-c", "from looprail.cli import console; console()"]
+    )
+    proc = subprocess.Popen(
+        [*cmd, "run", "--phase", "1", "--jobs", "2"],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "shipped" in err
+    mark = f"--serve {proc.pid} "
+    lines = record.read_text().splitlines()
+    assert len(lines) == 2 and all(mark in line for line in lines)  # a server of that run
+    server = int(lines[0].split()[0])
+
+    def servers() -> list[int]:
+        found = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    if mark in cmdline(int(entry)) + " " and alive(int(entry)):
+                        found.append(int(entry))
+                except OSError:
+                    continue
+        return found
+
+    deadline = time.monotonic() + 10
+    while servers() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert servers() == [] and not (alive(server) and mark in cmdline(server) + " ")
