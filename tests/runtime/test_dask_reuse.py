@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.support import REPO
+
+sys.path.insert(0, str(REPO))
 
 pytest.importorskip("distributed")
 

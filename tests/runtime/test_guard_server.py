@@ -14,6 +14,7 @@ import pytest
 
 from looprail.runtime import process
 from looprail.runtime.process import run_bounded
+from tests.support import REPO
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl guard")
 PY = sys.executable
@@ -143,7 +144,7 @@ def test_the_console_script_leaves_no_guard_server_behind(tmp_path):
     the server dies with it."""
     import subprocess
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(REPO))
     from benchmarks.wave_efficiency import sleep_project
 
     project = sleep_project(tmp_path, 2, 0)
