@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from looprail.cli._common import add_flavor_option, add_project_options, phase_number
-from looprail.layout import LOOPRAIL_DIR
+from looprail.layout import LOGS_DIR, LOOPRAIL_DIR
 from looprail.points import POINTS
 
 
@@ -44,7 +44,7 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--no-journal",
         action="store_true",
         help="no journal, no resume, no lock (for experiments); the logs still go to "
-        ".looprail/logs/no-journal-<time>/",
+        f"{LOOPRAIL_DIR}/{LOGS_DIR}/no-journal-<time>/",
     )
     p.add_argument(
         "--executor",
