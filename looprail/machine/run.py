@@ -36,8 +36,7 @@ from looprail.machine.workspace import NullWorkspace
 from looprail.plans import Phase, PhaseCache, Plan, Task, WavePlan, compute_waves
 from looprail.plans.waves import halt_blocked
 from looprail.runtime.base import Flavor, TaskWork
-from looprail.runtime.executors import make_executor, run_all
-from looprail.runtime.process import kill_running
+from looprail.runtime.executors import interruptible_executor, run_all
 
 if TYPE_CHECKING:
     from looprail.hooks.registry import CompiledRegistry
@@ -500,16 +499,10 @@ class LoopRunner:
         if self.options.executor is not None:
             settled = self.options.executor.run_wave(self, wave.number, pending, done)
         else:
-            with make_executor(jobs) as executor:
-                try:
-                    settled = run_all(
-                        executor, [partial(self._run_plan, p, wave.number, done) for p in pending]
-                    )
-                except BaseException:
-                    # Ctrl-C while plans run in worker threads: stop their children now, or the
-                    # executor's exit would wait for each of them to reach its own timeout.
-                    kill_running()
-                    raise
+            with interruptible_executor(jobs) as executor:
+                settled = run_all(
+                    executor, [partial(self._run_plan, p, wave.number, done) for p in pending]
+                )
         errors = [s.error for s in settled if not s.ok]
         if errors:
             # Siblings were never cancelled; the first failure (in plan order) is the reason.

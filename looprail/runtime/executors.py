@@ -9,8 +9,9 @@ cancels or hides its siblings.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
@@ -41,6 +42,24 @@ class InlineExecutor(Executor):
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._lock:
             self._shutdown = True
+
+
+@contextmanager
+def interruptible_executor(jobs: int) -> Iterator[Executor]:
+    """`make_executor(jobs)` for a block that Ctrl-C/SIGTERM may interrupt: on the way out of an
+    exception every child process is killed, work not yet started is cancelled, and no worker
+    starts a new child while the block waits for the running ones to end (a worker going on to
+    its next step would otherwise start it, and the exit would wait for it to time out)."""
+    from looprail.runtime.process import stopping_children
+
+    executor = make_executor(jobs)
+    try:
+        yield executor
+    except BaseException:
+        with stopping_children():
+            executor.shutdown(wait=True, cancel_futures=True)
+        raise
+    executor.shutdown(wait=True)
 
 
 def make_executor(jobs: int) -> Executor:

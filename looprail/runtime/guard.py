@@ -113,6 +113,9 @@ def main():
     if os.getppid() != parent:  # looprail died before the death signal was armed
         _report(status_fd, "Elooprail exited before the process could start")
         os._exit(1)
+    if _stopping:  # told to stop before the child was started: start nothing
+        _report(status_fd, "Elooprail is stopping: the process was not started")
+        os._exit(1)
     try:
         _child = os.posix_spawnp(argv[0], argv, os.environ, setpgroup=0, setsigdef=_RESET)
     except OSError as exc:
