@@ -75,6 +75,13 @@ class UsageError(LooprailError):
     exit_code = 2
 
 
+class RefusedToStart(LooprailError):
+    """An input a run reads up front is unusable: found before the run started, so nothing was
+    journaled (one line naming the file, the field and the reason)."""
+
+    exit_code = 2
+
+
 class Issue:
     """One validation problem: where (file + JSON path) and why. (A plain class rather than a
     dataclass: this module is on the CLI start path, and dataclasses costs ~10 ms to import.)"""

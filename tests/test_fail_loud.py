@@ -471,7 +471,7 @@ def test_a_broken_next_turn_queue_is_one_line(hello, tmp_path, body, reason):
         env={"LOOPRAIL_HOME": str(home)},
     )
     assert "Traceback" not in p.stderr
-    assert p.returncode == 1, p.stderr
+    assert p.returncode == 2, p.stderr  # refused before the run started (tests/test_run_inputs)
     assert f"{queue}: $: {reason}" in p.stderr
     assert len(p.stderr.strip().splitlines()) <= 3, p.stderr
 

@@ -149,25 +149,44 @@ def run_phase(
 
     from looprail.store import Journal, RunLock
 
-    with RunLock(loaded.project) as lock, Journal.open(loaded.project) as jr:
-        opened = _open_run(
-            jr,
-            loaded,
-            phase,
-            phase_dir,
-            runtime,
-            options,
-            progress,
-            resume=resume,
-            accept_changes=accept_changes,
-            new_run=new_run,
-        )
-        lock.set_run_id(opened.run_id)
-        runner, recorder = _build_runner(
-            jr, loaded, phase, phase_dir, runtime, options, progress, opened, budget_usd
-        )
-        result = _run_with_signals(runner, recorder, jr, opened.run_id)
-        return _close_run(jr, recorder, opened, result)
+    with RunLock(loaded.project) as lock:
+        # Everything the run reads up front is read and checked before the journal is opened:
+        # bad input stops here (exit 2) with nothing journaled, not as a failed run.
+        native = read_run_inputs(loaded, progress)
+        with Journal.open(loaded.project) as jr:
+            opened = _open_run(
+                jr,
+                loaded,
+                phase,
+                phase_dir,
+                runtime,
+                options,
+                progress,
+                resume=resume,
+                accept_changes=accept_changes,
+                new_run=new_run,
+            )
+            lock.set_run_id(opened.run_id)
+            runner, recorder = _build_runner(
+                jr, loaded, phase, phase_dir, runtime, options, progress, opened, budget_usd, native
+            )
+            result = _run_with_signals(runner, recorder, jr, opened.run_id)
+            return _close_run(jr, recorder, opened, result)
+
+
+def read_run_inputs(loaded: Loaded, progress: Progress) -> Any:
+    """Read and check what a run reads before it does anything: the native hooks and their
+    `nextTurn` queue (`.looprail/next-turn.json`), and the `looprail` section of the config.
+    Raises `RefusedToStart` (exit 2), one line naming the file, the field and the reason.
+    Returns the native inputs, for the run to use as read here."""
+    from looprail.errors import RefusedToStart
+    from looprail.machine.native import read_native_inputs
+
+    section = (loaded.config or {}).get("looprail")
+    wanted = section.get("worktrees") if isinstance(section, dict) else None
+    if wanted is not None and not isinstance(wanted, bool):
+        raise RefusedToStart(".planning/config.json: looprail.worktrees: must be true or false")
+    return read_native_inputs(loaded.project, progress)
 
 
 def _run_unjournaled(
@@ -182,6 +201,7 @@ def _run_unjournaled(
     from looprail.machine.native import load_bridge
     from looprail.machine.record import MemoryRecorder
 
+    native = read_run_inputs(loaded, progress)
     recorder = MemoryRecorder()
     bridge = load_bridge(
         loaded.project,
@@ -190,6 +210,7 @@ def _run_unjournaled(
         progress=progress,
         recorder=recorder,
         run_id=None,
+        inputs=native,
     )
     workspace = _attach(loaded, runtime, progress, recorder, None, budget_usd, 0.0)
     runner = _runner(loaded, phase, runtime, options, progress, recorder, None, None, bridge)
@@ -301,6 +322,7 @@ def _build_runner(
     progress: Progress,
     opened: _OpenedRun,
     budget_usd: float | None,
+    native: Any = None,
 ) -> tuple[LoopRunner, JournalRecorder]:
     """The runner of `opened` and its journal recorder: native hooks bridged, the workspace
     attached, earlier approvals and role context carried over, and the journaled input digest
@@ -340,6 +362,7 @@ def _build_runner(
         progress=progress,
         recorder=recorder,
         run_id=run_id,
+        inputs=native,
     )
     if previous is not None:
         # Approvals given earlier in this run still hold: a resumed run never asks again.
