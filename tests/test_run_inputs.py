@@ -99,15 +99,30 @@ def test_a_fifo_next_turn_queue_is_refused_without_reading_it(hello, native_home
     assert _runs(hello) == []
 
 
-def test_a_broken_queue_adds_no_run_to_an_existing_journal(hello, native_home):
+def test_bad_input_adds_no_run_to_an_existing_journal(hello, native_home):
     first = _run(hello, native_home)
     assert first.returncode == 0, first.stderr
     runs = _runs(hello)
     assert [status for _, status in runs] == ["shipped"]
-    (hello / ".looprail" / "next-turn.json").write_text('[{"message": 3}]')
-    p = _run(hello, native_home)
-    _refused(p, "$[0].message: must be a string")
+    queue = hello / ".looprail" / "next-turn.json"
+    queue.write_text('[{"message": 3}]')
+    _refused(_run(hello, native_home), "$[0].message: must be a string")
     assert _runs(hello) == runs
+    queue.unlink()
+    plan = hello / ".planning" / "phases" / "01-greeting" / "01-02-PLAN.md"
+    plan.write_text(plan.read_text().replace("depends_on: []", "depends_on: ["))
+    _refused(_run(hello, native_home), "01-02-PLAN.md:", "invalid YAML frontmatter")
+    assert _runs(hello) == runs
+
+
+def test_a_malformed_plan_already_there_stops_the_run_before_anything_is_written(hello):
+    phase = hello / ".planning" / "phases" / "01-greeting"
+    (phase / "01-01-PLAN.md").write_text("---\nwave: [\n---\n")
+    before = sorted(f.name for f in phase.iterdir())
+    p = _run(hello)
+    _refused(p, "01-01-PLAN.md:", "invalid YAML frontmatter", "the run did not start")
+    assert _runs(hello) == [] and not (hello / ".looprail" / "journal.sqlite").exists()
+    assert sorted(f.name for f in phase.iterdir()) == before  # no CONTEXT.md from discuss
 
 
 def test_a_valid_queue_is_still_delivered_and_consumed(hello, native_home):

@@ -128,6 +128,7 @@ class LoopRunner:
         on_transition: Callable[[list[str]], None] | None = None,
         wave: int | None = None,
         workspace: Any = None,
+        phases: PhaseCache | None = None,
     ):
         self.project = Path(project).resolve()
         self.phase_token = phase
@@ -147,7 +148,8 @@ class LoopRunner:
         if state:
             self._restore(state)
         # The phase stays in memory for the run: each look re-stats, parses only what changed.
-        self._phases = PhaseCache(self.project, phase)
+        # (`phases`: the caller's, when it already read the phase before the run started.)
+        self._phases = phases if phases is not None else PhaseCache(self.project, phase)
         self.phase: Phase = self._phases.load()
         self._waves_of: tuple[Phase, WavePlan] | None = None
         self._task_total: tuple[Phase, int] | None = None

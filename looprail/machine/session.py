@@ -148,11 +148,16 @@ def run_phase(
         return _run_unjournaled(loaded, phase, runtime, options, progress, budget_usd)
 
     from looprail.store import Journal, RunLock
+    from looprail.store.journal import journal_path
 
     with RunLock(loaded.project) as lock:
         # Everything the run reads up front is read and checked before the journal is opened:
         # bad input stops here (exit 2) with nothing journaled, not as a failed run.
         native = read_run_inputs(loaded, progress)
+        # No journal yet: this is a new run, whose plans are checked before the journal exists.
+        phases = (
+            None if journal_path(loaded.project).exists() else read_plans(loaded.project, phase)
+        )
         with Journal.open(loaded.project) as jr:
             opened = _open_run(
                 jr,
@@ -165,6 +170,7 @@ def run_phase(
                 resume=resume,
                 accept_changes=accept_changes,
                 new_run=new_run,
+                phases=phases,
             )
             lock.set_run_id(opened.run_id)
             runner, recorder = _build_runner(
@@ -202,6 +208,7 @@ def _run_unjournaled(
     from looprail.machine.record import MemoryRecorder
 
     native = read_run_inputs(loaded, progress)
+    phases = read_plans(loaded.project, phase)
     recorder = MemoryRecorder()
     bridge = load_bridge(
         loaded.project,
@@ -213,7 +220,9 @@ def _run_unjournaled(
         inputs=native,
     )
     workspace = _attach(loaded, runtime, progress, recorder, None, budget_usd, 0.0)
-    runner = _runner(loaded, phase, runtime, options, progress, recorder, None, None, bridge)
+    runner = _runner(
+        loaded, phase, runtime, options, progress, recorder, None, None, bridge, phases
+    )
     runner.workspace = workspace
     return SessionResult(runner.run(), None)
 
@@ -228,6 +237,7 @@ class _OpenedRun:
     state: list[str] | None
     wave: int | None
     changes: list[str]
+    phases: Any = None  # the PhaseCache a new run read its plans into before it started
 
 
 def _open_run(
@@ -242,6 +252,7 @@ def _open_run(
     resume: str | None,
     accept_changes: bool,
     new_run: bool,
+    phases: Any = None,
 ) -> _OpenedRun:
     """Find the run to resume (verified, its orphans reaped, its role state recovered) and
     resume it, or start a new one; either way journal the digest of the phase's inputs."""
@@ -292,6 +303,8 @@ def _open_run(
             + (f"; inputs changed: {', '.join(changes)}" if changes else "")
         )
     else:
+        if phases is None:  # before anything is journaled
+            phases = read_plans(loaded.project, phase)
         if new_run:
             old = jr.unfinished_run(phase)
             if old is not None:
@@ -307,9 +320,25 @@ def _open_run(
             },
             inputs_digest=digest,
         )
-        state, wave = None, None
         progress.line(f"run {run_id}: phase {phase} of {loaded.project}")
+        return _OpenedRun(run_id, None, recovery, None, None, [], phases)
     return _OpenedRun(run_id, previous, recovery, state, wave, changes)
+
+
+def read_plans(project: Path, phase: str) -> Any:
+    """The phase's plans as a new run will read them, parsed before it starts: a malformed
+    PLAN.md already there stops it (`RefusedToStart`, exit 2) with nothing journaled. (A
+    resumed run reads them after its recovery, which moves a killed planner's partial output
+    away first; a bad plan there halts the run, resumable once fixed.)"""
+    from looprail.errors import PlanError, RefusedToStart
+    from looprail.plans.phase import PhaseCache
+
+    phases = PhaseCache(project, phase)
+    try:
+        phases.load()
+    except PlanError as exc:
+        raise RefusedToStart(f"{exc}; the run did not start") from None
+    return phases
 
 
 def _build_runner(
@@ -372,7 +401,16 @@ def _build_runner(
     try:
         workspace = _attach(loaded, runtime, progress, recorder, run_id, budget_usd, spent)
         runner = _runner(
-            loaded, phase, runtime, options, progress, recorder, opened.state, opened.wave, bridge
+            loaded,
+            phase,
+            runtime,
+            options,
+            progress,
+            recorder,
+            opened.state,
+            opened.wave,
+            bridge,
+            opened.phases,
         )
         runner.workspace = workspace
     except LooprailError as exc:
@@ -580,7 +618,9 @@ def _approved_checkpoints(jr: Any, run_id: str) -> frozenset[str]:
     )
 
 
-def _runner(loaded, phase, runtime, options, progress, recorder, state, wave, native) -> LoopRunner:
+def _runner(
+    loaded, phase, runtime, options, progress, recorder, state, wave, native, phases=None
+) -> LoopRunner:
     return LoopRunner(
         loaded.project,
         phase,
@@ -595,6 +635,7 @@ def _runner(loaded, phase, runtime, options, progress, recorder, state, wave, na
         state=state,
         wave=wave,
         native=native,
+        phases=phases,
     )
 
 
