@@ -140,3 +140,16 @@ def test_a_non_boolean_worktrees_setting_stops_the_run_before_it_is_journaled(he
     p = _run(hello)
     _refused(p, ".planning/config.json: looprail.worktrees: must be true or false")
     assert _runs(hello) == []
+
+
+def test_a_missing_agent_cli_stops_the_run_before_it_is_journaled(hello, tmp_path):
+    # Found at the first role before: the run was journaled, discuss:pre had run, then it halted.
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    path = f"{empty}{os.pathsep}{os.path.dirname(shutil.which('sh') or '/bin/sh')}"
+    p = run_cli(
+        "run", str(hello), "--phase", "1", "--capabilities", str(CAPS), "--agent", "codex",
+        env={"PATH": path},
+    )  # fmt: skip
+    _refused(p, "codex: `codex` not found on PATH; install Codex CLI", "the run did not start")
+    assert _runs(hello) == []

@@ -153,7 +153,7 @@ def run_phase(
     with RunLock(loaded.project) as lock:
         # Everything the run reads up front is read and checked before the journal is opened:
         # bad input stops here (exit 2) with nothing journaled, not as a failed run.
-        native = read_run_inputs(loaded, progress)
+        native = read_run_inputs(loaded, progress, runtime)
         # No journal yet: this is a new run, whose plans are checked before the journal exists.
         phases = (
             None if journal_path(loaded.project).exists() else read_plans(loaded.project, phase)
@@ -180,10 +180,11 @@ def run_phase(
             return _close_run(jr, recorder, opened, result)
 
 
-def read_run_inputs(loaded: Loaded, progress: Progress) -> Any:
+def read_run_inputs(loaded: Loaded, progress: Progress, runtime: Any = None) -> Any:
     """Read and check what a run reads before it does anything: the native hooks and their
-    `nextTurn` queue (`.looprail/next-turn.json`), and the `looprail` section of the config.
-    Raises `RefusedToStart` (exit 2), one line naming the file, the field and the reason.
+    `nextTurn` queue (`.looprail/next-turn.json`), the `looprail` section of the config, and
+    whether the runtime can run at all (an agent CLI on PATH: `unready()`). Raises
+    `RefusedToStart` (exit 2), one line naming the file or program, the field and the reason.
     Returns the native inputs, for the run to use as read here."""
     from looprail.errors import RefusedToStart
     from looprail.machine.native import read_native_inputs
@@ -192,6 +193,11 @@ def read_run_inputs(loaded: Loaded, progress: Progress) -> Any:
     wanted = section.get("worktrees") if isinstance(section, dict) else None
     if wanted is not None and not isinstance(wanted, bool):
         raise RefusedToStart(".planning/config.json: looprail.worktrees: must be true or false")
+    # The config first (a file to fix), then whether the runtime can run at all.
+    unready = getattr(runtime, "unready", None)
+    why = unready() if callable(unready) else None
+    if why:
+        raise RefusedToStart(f"{why}; the run did not start")
     return read_native_inputs(loaded.project, progress)
 
 
@@ -207,7 +213,7 @@ def _run_unjournaled(
     from looprail.machine.native import load_bridge
     from looprail.machine.record import MemoryRecorder
 
-    native = read_run_inputs(loaded, progress)
+    native = read_run_inputs(loaded, progress, runtime)
     phases = read_plans(loaded.project, phase)
     recorder = MemoryRecorder()
     bridge = load_bridge(
