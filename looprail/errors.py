@@ -8,6 +8,7 @@ loop point), so a caller need not parse the message.
 
     LooprailError (exit 1)                 base of every error raised on purpose
     ├── UsageError (exit 2)                the command line itself is wrong
+    ├── RefusedToStart (exit 2)            `run` found bad input before it journaled anything
     ├── InvalidFileError                   problems in a supplied file, all kept (`issues`)
     │   └── ManifestError                  a capability manifest or the merged set
     ├── ConfigError                        .planning/config.json cannot be used

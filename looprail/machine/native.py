@@ -112,12 +112,7 @@ class LoopEffects:
 
     def _queue_next_turn(self, req: Any) -> None:
         path = self.project / LOOPRAIL_DIR / NEXT_TURN_FILE
-        try:
-            queued = read_queue(path)
-        except QueueError as exc:
-            from looprail.errors import LooprailError
-
-            raise LooprailError(str(exc)) from None
+        queued = read_queue(path)
         queued.append(
             {"message": req.message, "sendAs": req.send_as, "triggerTurn": req.trigger_turn}
         )
@@ -128,12 +123,7 @@ class LoopEffects:
         when the caller read them before the run started, else read now)."""
         path = self.project / LOOPRAIL_DIR / NEXT_TURN_FILE
         if queued is None:
-            try:
-                queued = read_queue(path)
-            except QueueError as exc:
-                from looprail.errors import LooprailError
-
-                raise LooprailError(str(exc)) from None
+            queued = read_queue(path)
         if not queued:
             return
         for item in queued:
@@ -152,11 +142,6 @@ class LoopEffects:
         path.unlink(missing_ok=True)
 
 
-class QueueError(ValueError):
-    """`.looprail/next-turn.json` is unusable: `str()` is one line naming the file, the field
-    (a JSON path) and the reason."""
-
-
 _QUEUE_KEYS = {"message", "sendAs", "triggerTurn"}
 _MAX_QUEUE_BYTES = 16 * 1024 * 1024
 
@@ -164,13 +149,15 @@ _MAX_QUEUE_BYTES = 16 * 1024 * 1024
 def read_queue(path: Path) -> list[dict[str, Any]]:
     """The queued `nextTurn` messages. A missing file is an empty queue. Anything else that is
     not a JSON list of `{message, sendAs?, triggerTurn?}` (truncated, hostile, a FIFO, nested
-    beyond the parser's depth, an entry of the wrong shape) raises `QueueError`: never a
-    traceback, and never a silent drop of what was queued."""
+    beyond the parser's depth, an entry of the wrong shape) raises `InvalidFileError`, one line
+    naming the file, the entry and the reason: never a traceback, and never a silent drop of
+    what was queued."""
     from looprail.config import read_bounded
+    from looprail.errors import InvalidFileError, Issue
 
-    def bad(where: str, reason: str) -> QueueError:
+    def bad(where: str, reason: str) -> InvalidFileError:
         fix = "fix or remove the file (it holds queued messages)"
-        return QueueError(f"{path}: {where}: {reason}; {fix}")
+        return InvalidFileError([Issue(str(path), where, f"{reason}; {fix}")])
 
     try:
         raw = read_bounded(str(path), _MAX_QUEUE_BYTES)
@@ -227,7 +214,7 @@ def read_native_inputs(project: Path, progress: Progress) -> NativeInputs:
     """Load the project's native hooks (warnings shown) and, when there are any, read and check
     the `nextTurn` queue they deliver at the start: before the run starts, so a broken queue
     stops it (`RefusedToStart`, exit 2) with nothing journaled."""
-    from looprail.errors import RefusedToStart
+    from looprail.errors import InvalidFileError, RefusedToStart
     from looprail.hooks.native import load_native_hooks
     from looprail.trust import hooks_bytes_consented, is_trusted
 
@@ -242,7 +229,7 @@ def read_native_inputs(project: Path, progress: Progress) -> NativeInputs:
         return NativeInputs()
     try:
         queued = read_queue(project / LOOPRAIL_DIR / NEXT_TURN_FILE)
-    except QueueError as exc:
+    except InvalidFileError as exc:
         raise RefusedToStart(f"{exc}; the run did not start") from None
     return NativeInputs(hooks, tuple(queued))
 
