@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
 T = TypeVar("T")
+_WAKE_S = 0.2
 
 
 class InlineExecutor(Executor):
@@ -94,7 +95,11 @@ def run_all(executor: Executor, fns: Iterable[Callable[[], T]]) -> list[Settled[
     submission order; an exception in one is captured in its `Settled`, never raised here and
     never cancelling the others."""
     futures = [executor.submit(fn) for fn in fns]
-    wait(futures)
+    pending = set(futures)
+    while pending:
+        # Short waits, not one long one: a Ctrl-C/SIGTERM the kernel hands to a worker thread
+        # runs its Python handler (in the main thread) only when the main thread next wakes.
+        _, pending = wait(pending, timeout=_WAKE_S)
     settled: list[Settled[T]] = []
     for future in futures:
         error = future.exception()
