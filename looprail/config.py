@@ -32,7 +32,7 @@ from looprail.layout import PROJECT_CONFIG_FILE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs milliseconds on the render-hooks start path
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
     from pathlib import Path
     from typing import Any, NoReturn
 
@@ -326,46 +326,123 @@ _dumps_str = json.encoder.encode_basestring
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+class JSText:
+    """A JSON string value given as its pieces, in order (their concatenation is the string).
+
+    `js_dump` writes each piece as it comes, so a value that repeats one big text (a fragment
+    named by many hooks) is never held whole: JSON string escaping is per character, so the
+    escaped pieces concatenate to the escaped whole. `str()` joins them."""
+
+    __slots__ = ("_pieces",)
+
+    def __init__(self, pieces: Callable[[], Iterable[str]]):
+        self._pieces = pieces
+
+    def pieces(self) -> Iterable[str]:
+        return self._pieces()
+
+    def __str__(self) -> str:
+        return "".join(self._pieces())
+
+
+# A string at least this long is escaped once per dump however often the value names it.
+_SHARED_MIN = 1 << 16
+# Small parts are gathered to about this size before a write (one write per token is slow).
+_WRITE_CHUNK = 1 << 16
+
+
+def js_dump(value: Any, write: Callable[[str], object], indent: int | None = None) -> None:
+    """`JSON.stringify(value, null, indent)` written through `write` piece by piece (no trailing
+    newline), byte for byte as `js_dumps`. Memory stays near the largest single string in
+    `value`, not the size of the output: a long string that `value` names many times (the same
+    object) is escaped once and written each time, and `JSText` values are never joined."""
+    pending: list[str] = []
+    size = 0
+
+    def put(part: str) -> None:
+        nonlocal size
+        if len(part) >= _WRITE_CHUNK:
+            flush()
+            write(part)
+            return
+        pending.append(part)
+        size += len(part)
+        if size >= _WRITE_CHUNK:
+            flush()
+
+    def flush() -> None:
+        nonlocal size
+        if pending:
+            write("".join(pending))
+            pending.clear()
+            size = 0
+
+    _emit(value, put, indent)
+    flush()
+
+
 def js_dumps(value: Any, indent: int | None = None) -> str:
     """`JSON.stringify(value, null, indent)` for JSON-shaped Python values, byte for byte."""
     parts: list[str] = []
+    _emit(value, parts.append, indent)
+    return "".join(parts)
+
+
+def _emit(value: Any, put: Callable[[str], object], indent: int | None) -> None:
     sep_item, sep_key = (",", ":") if indent is None else (",", ": ")
+    # A long string escaped once per dump however often it is named. The entry keeps the string
+    # alive, so its id cannot be reused by another string meanwhile.
+    shared: dict[int, tuple[str, str]] = {}
+
+    def escaped(v: str, quoted: bool = True) -> str:
+        if len(v) < _SHARED_MIN:
+            return _js_string(v) if quoted else _js_string(v)[1:-1]
+        key = id(v) if quoted else ~id(v)
+        hit = shared.get(key)
+        if hit is None:
+            out = _js_string(v)
+            hit = shared[key] = (v, out if quoted else out[1:-1])
+        return hit[1]
 
     def emit(v: Any, level: int) -> None:
         if v is None:
-            parts.append("null")
+            put("null")
         elif v is True:
-            parts.append("true")
+            put("true")
         elif v is False:
-            parts.append("false")
+            put("false")
         elif isinstance(v, (int, float)):
-            parts.append(js_number(v))
+            put(js_number(v))
         elif isinstance(v, str):
-            parts.append(_js_string(v))
+            put(escaped(v))
+        elif isinstance(v, JSText):
+            put('"')
+            for piece in v.pieces():
+                put(escaped(piece, quoted=False))
+            put('"')
         elif isinstance(v, (list, tuple, dict)):
             items = list(v.items()) if isinstance(v, dict) else list(v)
             open_, close = ("{", "}") if isinstance(v, dict) else ("[", "]")
             if not items:
-                parts.append(open_ + close)
+                put(open_ + close)
                 return
             inner = "" if indent is None else "\n" + " " * (indent * (level + 1))
             outer = "" if indent is None else "\n" + " " * (indent * level)
-            parts.append(open_)
+            put(open_)
             for i, item in enumerate(items):
                 if i:
-                    parts.append(sep_item)
-                parts.append(inner)
+                    put(sep_item)
+                put(inner)
                 if isinstance(v, dict):
-                    parts.append(_js_string(str(item[0])) + sep_key)
+                    put(_js_string(str(item[0])) + sep_key)
                     emit(item[1], level + 1)
                 else:
                     emit(item, level + 1)
-            parts.append(outer + close)
+            put(outer + close)
         else:
             raise TypeError(f"not JSON: {type(v).__name__}")
 
     emit(value, 0)
-    return "".join(parts)
 
 
 # --------------------------------------------------------------------------- loading

@@ -8,6 +8,7 @@ loop point), so a caller need not parse the message.
 
     LooprailError (exit 1)                 base of every error raised on purpose
     ├── UsageError (exit 2)                the command line itself is wrong
+    ├── RefusedToStart (exit 2)            `run` found bad input before it journaled anything
     ├── InvalidFileError                   problems in a supplied file, all kept (`issues`)
     │   └── ManifestError                  a capability manifest or the merged set
     ├── ConfigError                        .planning/config.json cannot be used
@@ -71,6 +72,13 @@ class LooprailError(Exception):
 
 class UsageError(LooprailError):
     """The command line itself is wrong (missing option, bad value)."""
+
+    exit_code = 2
+
+
+class RefusedToStart(LooprailError):
+    """An input a run reads up front is unusable: found before the run started, so nothing was
+    journaled (one line naming the file, the field and the reason)."""
 
     exit_code = 2
 

@@ -125,17 +125,21 @@ def render_hooks(args) -> int:
     if args.active_cap is not None:
         print("true" if active_cap(compiled, config, args.point, args.active_cap) else "false")
         return 0
-    envelope = resolve(compiled, config, args.point)
+    # Streamed: the envelope is written piece by piece, so a fragment that many hooks name is
+    # held once, not once per hook (and not again as the joined output and its bytes).
+    envelope = resolve(compiled, config, args.point, streamed=True)
     if args.phase is not None:
         _add_context(envelope, args.project, args.phase)
     for w in envelope.get("warnings", ()):
         warn(w)
     if args.raw:  # byte for byte the reference's `JSON.stringify(envelope, null, 2)`: no newline
-        from looprail.config import js_dumps
+        from looprail.config import js_dump
 
-        sys.stdout.write(js_dumps(envelope, indent=2))
+        js_dump(envelope, sys.stdout.write, indent=2)
     else:
-        sys.stdout.write(envelope["rendered"] + "\n")
+        for piece in envelope["rendered"].pieces():
+            sys.stdout.write(piece)
+        sys.stdout.write("\n")
     return 1 if args.strict and envelope.get("warnings") else 0
 
 

@@ -11,13 +11,20 @@ from __future__ import annotations
 
 import re  # already loaded by json: free on the hot path
 
-from looprail.config import FORBIDDEN_SEGMENTS, MISSING, effective_value, js_dumps, js_truthy
+from looprail.config import (
+    FORBIDDEN_SEGMENTS,
+    MISSING,
+    JSText,
+    effective_value,
+    js_dumps,
+    js_truthy,
+)
 from looprail.errors import InvalidPointError
 from looprail.points import POINTS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # not imported at run time: this module is on the render-hooks hot path
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
     from typing import Any
 
 
@@ -61,9 +68,16 @@ def cap_active(compiled: Mapping[str, Any], cap_id: str, config: Mapping[str, An
 
 
 def resolve(
-    compiled: Mapping[str, Any], config: Mapping[str, Any] | None, point: str
+    compiled: Mapping[str, Any],
+    config: Mapping[str, Any] | None,
+    point: str,
+    *,
+    streamed: bool = False,
 ) -> dict[str, Any]:
-    """The envelope `{point, activeHooks, rendered, warnings?}` for one point."""
+    """The envelope `{point, activeHooks, rendered, warnings?}` for one point.
+
+    With `streamed`, `rendered` is a `JSText` (its `str()` is the text) for `js_dump` to write
+    piece by piece: a fragment named by many hooks is then never copied once per hook."""
     check_point(point)
     defaults = _schema(compiled)
     table = compiled["points"][point]
@@ -101,7 +115,7 @@ def resolve(
     envelope: dict[str, Any] = {
         "point": point,
         "activeHooks": hooks,
-        "rendered": render(point, hooks),
+        "rendered": rendered_text(point, hooks) if streamed else render(point, hooks),
     }
     warnings = point_warnings(compiled, point)
     if warnings:
@@ -206,8 +220,26 @@ def _ref_label(ref: Mapping[str, Any]) -> str:
 
 def render(point: str, hooks: Sequence[Mapping[str, Any]]) -> str:
     """The deterministic markdown of an envelope (`rendered`), byte for byte as the reference."""
+    return "\n".join(_render_lines(point, hooks))
+
+
+def rendered_text(point: str, hooks: Sequence[Mapping[str, Any]]) -> JSText:
+    """`render(point, hooks)` as pieces, never joined: each line is the hook's own string (a
+    fragment's text is shared, not copied), with the newlines between them."""
+    lines = _render_lines(point, hooks)
+
+    def pieces() -> Iterator[str]:
+        for i, line in enumerate(lines):
+            if i:
+                yield "\n"
+            yield line
+
+    return JSText(pieces)
+
+
+def _render_lines(point: str, hooks: Sequence[Mapping[str, Any]]) -> list[str]:
     if not hooks:
-        return f"_No active hooks at {point}._"
+        return [f"_No active hooks at {point}._"]
     lines: list[str] = []
     step_no = 0
     for hook in hooks:
@@ -252,4 +284,4 @@ def render(point: str, hooks: Sequence[Mapping[str, Any]]) -> str:
             lines.append("")
     while lines and lines[-1] == "":
         lines.pop()
-    return "\n".join(lines)
+    return lines

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -111,16 +112,18 @@ class LoopEffects:
 
     def _queue_next_turn(self, req: Any) -> None:
         path = self.project / LOOPRAIL_DIR / NEXT_TURN_FILE
-        queued = _read_queue(path)
+        queued = read_queue(path)
         queued.append(
             {"message": req.message, "sendAs": req.send_as, "triggerTurn": req.trigger_turn}
         )
         _write_queue(path, queued)
 
-    def deliver_next_turn_queue(self) -> None:
-        """At the start of a run: the `nextTurn` messages queued by the previous one."""
+    def deliver_next_turn_queue(self, queued: list[dict[str, Any]] | None = None) -> None:
+        """At the start of a run: the `nextTurn` messages queued by the previous one (`queued`
+        when the caller read them before the run started, else read now)."""
         path = self.project / LOOPRAIL_DIR / NEXT_TURN_FILE
-        queued = _read_queue(path)
+        if queued is None:
+            queued = read_queue(path)
         if not queued:
             return
         for item in queued:
@@ -139,37 +142,106 @@ class LoopEffects:
         path.unlink(missing_ok=True)
 
 
-def _read_queue(path: Path) -> list[dict[str, Any]]:
-    """The queued `nextTurn` messages. A missing file is an empty queue; a file that is not a
-    JSON list of messages (truncated, hostile, nested beyond the parser's depth) is one line
-    naming it, never a traceback and never a silent drop of what was queued."""
-    from looprail.errors import LooprailError
+_QUEUE_KEYS = {"message", "sendAs", "triggerTurn"}
+_MAX_QUEUE_BYTES = 16 * 1024 * 1024
 
-    if not path.exists():
+
+def read_queue(path: Path) -> list[dict[str, Any]]:
+    """The queued `nextTurn` messages. A missing file is an empty queue. Anything else that is
+    not a JSON list of `{message, sendAs?, triggerTurn?}` (truncated, hostile, a FIFO, nested
+    beyond the parser's depth, an entry of the wrong shape) raises `InvalidFileError`, one line
+    naming the file, the entry and the reason: never a traceback, and never a silent drop of
+    what was queued."""
+    from looprail.config import read_bounded
+    from looprail.errors import InvalidFileError, Issue
+
+    def bad(where: str, reason: str) -> InvalidFileError:
+        fix = "fix or remove the file (it holds queued messages)"
+        return InvalidFileError([Issue(str(path), where, f"{reason}; {fix}")])
+
+    try:
+        raw = read_bounded(str(path), _MAX_QUEUE_BYTES)
+    except OSError as exc:
+        raise bad("$", f"cannot be read ({exc.strerror or exc})") from None
+    if raw is None:
         return []
     try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise LooprailError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+        data = json.loads(raw.decode("utf-8"))
     except RecursionError:
-        raise LooprailError(
-            f"{path}: $: JSON nested too deeply; remove the file (it holds queued messages)"
-        ) from None
+        raise bad("$", "JSON nested too deeply") from None
+    except UnicodeDecodeError:
+        raise bad("$", "not UTF-8") from None
     except ValueError as exc:
-        reason = " ".join(str(exc).split())
-        raise LooprailError(
-            f"{path}: $: not valid JSON ({reason}); remove the file (it holds queued messages)"
-        ) from None
-    return (
-        [d for d in data if isinstance(d, dict) and isinstance(d.get("message"), str)]
-        if isinstance(data, list)
-        else []
-    )
+        raise bad("$", f"not valid JSON ({' '.join(str(exc).split())})") from None
+    if not isinstance(data, list):
+        raise bad("$", f"must be a list of messages, not {_json_type(data)}")
+    for i, item in enumerate(data):
+        if not isinstance(item, dict):
+            raise bad(f"$[{i}]", f"must be an object, not {_json_type(item)}")
+        if not isinstance(item.get("message"), str):
+            raise bad(f"$[{i}].message", "must be a string")
+        if item.get("sendAs", "custom") not in ("custom", "user"):
+            raise bad(f"$[{i}].sendAs", 'must be "custom" or "user"')
+        if not isinstance(item.get("triggerTurn", False), bool):
+            raise bad(f"$[{i}].triggerTurn", "must be true or false")
+        extra = sorted(set(item) - _QUEUE_KEYS)
+        if extra:
+            raise bad(f"$[{i}].{extra[0]}", "unknown field")
+    return data
+
+
+def _json_type(value: Any) -> str:
+    from looprail.jsonload import json_type_name
+
+    return json_type_name(value)
 
 
 def _write_queue(path: Path, items: list[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, json.dumps(items))
+
+
+@dataclass(frozen=True)
+class NativeInputs:
+    """What the native hooks of a run read before it starts: the hooks (None when there are
+    none) and the `nextTurn` queue they will deliver."""
+
+    hooks: Any = None
+    queued: tuple[dict[str, Any], ...] = ()
+
+
+def read_native_inputs(project: Path, progress: Progress) -> NativeInputs:
+    """Load the project's native hooks (warnings shown) and, when there are any, read and check
+    the `nextTurn` queue they deliver at the start: before the run starts, so a broken queue
+    stops it (`RefusedToStart`, exit 2) with nothing journaled."""
+    import os
+
+    from looprail import layout
+
+    global_file = os.path.join(layout.looprail_home(), layout.HOOKS_FILE)
+    if not (
+        os.path.lexists(global_file)
+        or os.path.lexists(layout.project_path(project, layout.HOOKS_FILE))
+    ):
+        return NativeInputs()  # no hooks file anywhere: nothing to load, warn about or import
+    from looprail.errors import InvalidFileError, RefusedToStart
+    from looprail.hooks.native import load_native_hooks
+    from looprail.trust import hooks_bytes_consented, is_trusted
+
+    hooks = load_native_hooks(
+        project,
+        trusted=is_trusted,
+        accept_project_bytes=lambda raw: hooks_bytes_consented(project, raw),
+    )
+    for w in hooks.warnings:
+        progress.warn(w)
+    if not hooks.hooks:
+        return NativeInputs()
+    try:
+        queued = read_queue(project / LOOPRAIL_DIR / NEXT_TURN_FILE)
+    except InvalidFileError as exc:
+        raise RefusedToStart(f"{exc}; the run did not start") from None
+    return NativeInputs(hooks, tuple(queued))
 
 
 class NativeBridge:
@@ -184,8 +256,10 @@ class NativeBridge:
         phase: str,
         progress: Progress,
         recorder: Recorder | None,
+        queued: list[dict[str, Any]] | None = None,
     ):
         self.engine = engine
+        self.queued = queued
         self.phase = phase
         self.progress = progress
         self.recorder = recorder
@@ -270,7 +344,7 @@ class NativeBridge:
 
     def start(self, ctx: DispatchContext) -> None:
         self.effects.default_ctx = ctx
-        self.effects.deliver_next_turn_queue()
+        self.effects.deliver_next_turn_queue(self.queued)
 
     def _evaluate(
         self,
@@ -378,30 +452,19 @@ def load_bridge(
     progress: Progress,
     recorder: Recorder | None,
     run_id: str | None,
+    inputs: NativeInputs | None = None,
 ) -> NativeBridge | None:
-    """The native hooks of this project (global, and project when trusted), or None."""
-    import os
+    """The native hooks of this project (global, and project when trusted), or None. `inputs`
+    are the hooks and queue `read_native_inputs` read before the run started (read now when
+    not given)."""
 
-    from looprail import layout
-
-    global_file = os.path.join(layout.looprail_home(), layout.HOOKS_FILE)
-    if not (
-        os.path.lexists(global_file)
-        or os.path.lexists(layout.project_path(project, layout.HOOKS_FILE))
-    ):
-        return None  # no hooks file anywhere: nothing to load, warn about or import
-    from looprail.hooks.native import NativeHookEngine, load_native_hooks
-    from looprail.trust import hooks_bytes_consented, is_trusted
-
-    hooks = load_native_hooks(
-        project,
-        trusted=is_trusted,
-        accept_project_bytes=lambda raw: hooks_bytes_consented(project, raw),
-    )
-    for w in hooks.warnings:
-        progress.warn(w)
-    if not hooks.hooks:
+    if inputs is None:
+        inputs = read_native_inputs(project, progress)
+    hooks = inputs.hooks
+    if hooks is None:
         return None
+    from looprail.hooks.native import NativeHookEngine
+
     engine = NativeHookEngine(
         hooks,
         run_id=run_id,
@@ -416,5 +479,11 @@ def load_bridge(
         ),
     )
     return NativeBridge(
-        engine, runtime=runtime, project=project, phase=phase, progress=progress, recorder=recorder
+        engine,
+        runtime=runtime,
+        project=project,
+        phase=phase,
+        progress=progress,
+        recorder=recorder,
+        queued=list(inputs.queued),
     )

@@ -41,8 +41,7 @@ from looprail.machine.workspace import NullWorkspace
 from looprail.plans import Phase, PhaseCache, Plan, Task, WavePlan, compute_waves
 from looprail.plans.waves import halt_blocked
 from looprail.runtime.base import Flavor, TaskWork
-from looprail.runtime.executors import make_executor, run_all
-from looprail.runtime.process import kill_running
+from looprail.runtime.executors import interruptible_executor, run_all
 
 if TYPE_CHECKING:
     from looprail.hooks.registry import CompiledRegistry
@@ -134,6 +133,7 @@ class LoopRunner:
         on_transition: Callable[[list[str]], None] | None = None,
         wave: int | None = None,
         workspace: Any = None,
+        phases: PhaseCache | None = None,
     ):
         self.project = Path(project).resolve()
         self.phase_token = phase
@@ -153,7 +153,8 @@ class LoopRunner:
         if state:
             self._restore(state)
         # The phase stays in memory for the run: each look re-stats, parses only what changed.
-        self._phases = PhaseCache(self.project, phase)
+        # (`phases`: the caller's, when it already read the phase before the run started.)
+        self._phases = phases if phases is not None else PhaseCache(self.project, phase)
         self.phase: Phase = self._phases.load()
         self._waves_of: tuple[Phase, WavePlan] | None = None
         self._task_total: tuple[Phase, int] | None = None
@@ -504,16 +505,10 @@ class LoopRunner:
         if self.options.executor is not None:
             settled = self.options.executor.run_wave(self, wave.number, pending, done)
         else:
-            with make_executor(jobs) as executor:
-                try:
-                    settled = run_all(
-                        executor, [partial(self._run_plan, p, wave.number, done) for p in pending]
-                    )
-                except BaseException:
-                    # Ctrl-C while plans run in worker threads: stop their children now, or the
-                    # executor's exit would wait for each of them to reach its own timeout.
-                    kill_running()
-                    raise
+            with interruptible_executor(jobs) as executor:
+                settled = run_all(
+                    executor, [partial(self._run_plan, p, wave.number, done) for p in pending]
+                )
         errors = [s.error for s in settled if not s.ok]
         if errors:
             # Siblings were never cancelled; the first failure (in plan order) is the reason.

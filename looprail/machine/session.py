@@ -151,26 +151,57 @@ def run_phase(
         return _run_unjournaled(loaded, phase, runtime, options, progress, budget_usd)
 
     from looprail.store import Journal, RunLock
+    from looprail.store.journal import journal_path
 
-    with RunLock(loaded.project) as lock, Journal.open(loaded.project) as jr:
-        opened = _open_run(
-            jr,
-            loaded,
-            phase,
-            phase_dir,
-            runtime,
-            options,
-            progress,
-            resume=resume,
-            accept_changes=accept_changes,
-            new_run=new_run,
+    with RunLock(loaded.project) as lock:
+        # Everything the run reads up front is read and checked before the journal is opened:
+        # bad input stops here (exit 2) with nothing journaled, not as a failed run.
+        native = read_run_inputs(loaded, progress, runtime)
+        # No journal yet: this is a new run, whose plans are checked before the journal exists.
+        phases = (
+            None if journal_path(loaded.project).exists() else read_plans(loaded.project, phase)
         )
-        lock.set_run_id(opened.run_id)
-        runner, recorder = _build_runner(
-            jr, loaded, phase, phase_dir, runtime, options, progress, opened, budget_usd
-        )
-        result = _run_with_signals(runner, recorder, jr, opened.run_id)
-        return _close_run(jr, recorder, opened, result)
+        with Journal.open(loaded.project) as jr:
+            opened = _open_run(
+                jr,
+                loaded,
+                phase,
+                phase_dir,
+                runtime,
+                options,
+                progress,
+                resume=resume,
+                accept_changes=accept_changes,
+                new_run=new_run,
+                phases=phases,
+            )
+            lock.set_run_id(opened.run_id)
+            runner, recorder = _build_runner(
+                jr, loaded, phase, phase_dir, runtime, options, progress, opened, budget_usd, native
+            )
+            result = _run_with_signals(runner, recorder, jr, opened.run_id)
+            return _close_run(jr, recorder, opened, result)
+
+
+def read_run_inputs(loaded: Loaded, progress: Progress, runtime: Any = None) -> Any:
+    """Read and check what a run reads before it does anything: the native hooks and their
+    `nextTurn` queue (`.looprail/next-turn.json`), the `looprail` section of the config, and
+    whether the runtime can run at all (an agent CLI on PATH: `unready()`). Raises
+    `RefusedToStart` (exit 2), one line naming the file or program, the field and the reason.
+    Returns the native inputs, for the run to use as read here."""
+    from looprail.errors import RefusedToStart
+    from looprail.machine.native import read_native_inputs
+
+    section = (loaded.config or {}).get("looprail")
+    wanted = section.get("worktrees") if isinstance(section, dict) else None
+    if wanted is not None and not isinstance(wanted, bool):
+        raise RefusedToStart(".planning/config.json: looprail.worktrees: must be true or false")
+    # The config first (a file to fix), then whether the runtime can run at all.
+    unready = getattr(runtime, "unready", None)
+    why = unready() if callable(unready) else None
+    if why:
+        raise RefusedToStart(f"{why}; the run did not start")
+    return read_native_inputs(loaded.project, progress)
 
 
 def _run_unjournaled(
@@ -185,6 +216,8 @@ def _run_unjournaled(
     from looprail.machine.native import load_bridge
     from looprail.machine.record import MemoryRecorder
 
+    native = read_run_inputs(loaded, progress, runtime)
+    phases = read_plans(loaded.project, phase)
     recorder = MemoryRecorder()
     bridge = load_bridge(
         loaded.project,
@@ -193,9 +226,12 @@ def _run_unjournaled(
         progress=progress,
         recorder=recorder,
         run_id=None,
+        inputs=native,
     )
     workspace = _attach(loaded, runtime, progress, recorder, None, budget_usd, 0.0)
-    runner = _runner(loaded, phase, runtime, options, progress, recorder, None, None, bridge)
+    runner = _runner(
+        loaded, phase, runtime, options, progress, recorder, None, None, bridge, phases
+    )
     runner.workspace = workspace
     from looprail import gcpause
 
@@ -213,6 +249,7 @@ class _OpenedRun:
     state: list[str] | None
     wave: int | None
     changes: list[str]
+    phases: Any = None  # the PhaseCache a new run read its plans into before it started
 
 
 def _open_run(
@@ -227,6 +264,7 @@ def _open_run(
     resume: str | None,
     accept_changes: bool,
     new_run: bool,
+    phases: Any = None,
 ) -> _OpenedRun:
     """Find the run to resume (verified, its orphans reaped, its role state recovered) and
     resume it, or start a new one; either way journal the digest of the phase's inputs."""
@@ -277,6 +315,8 @@ def _open_run(
             + (f"; inputs changed: {', '.join(changes)}" if changes else "")
         )
     else:
+        if phases is None:  # before anything is journaled
+            phases = read_plans(loaded.project, phase)
         if new_run:
             old = jr.unfinished_run(phase)
             if old is not None:
@@ -292,9 +332,25 @@ def _open_run(
             },
             inputs_digest=digest,
         )
-        state, wave = None, None
         progress.line(f"run {run_id}: phase {phase} of {loaded.project}")
+        return _OpenedRun(run_id, None, recovery, None, None, [], phases)
     return _OpenedRun(run_id, previous, recovery, state, wave, changes)
+
+
+def read_plans(project: Path, phase: str) -> Any:
+    """The phase's plans as a new run will read them, parsed before it starts: a malformed
+    PLAN.md already there stops it (`RefusedToStart`, exit 2) with nothing journaled. (A
+    resumed run reads them after its recovery, which moves a killed planner's partial output
+    away first; a bad plan there halts the run, resumable once fixed.)"""
+    from looprail.errors import PlanError, RefusedToStart
+    from looprail.plans.phase import PhaseCache
+
+    phases = PhaseCache(project, phase)
+    try:
+        phases.load()
+    except PlanError as exc:
+        raise RefusedToStart(f"{exc}; the run did not start") from None
+    return phases
 
 
 def _build_runner(
@@ -307,6 +363,7 @@ def _build_runner(
     progress: Progress,
     opened: _OpenedRun,
     budget_usd: float | None,
+    native: Any = None,
 ) -> tuple[LoopRunner, JournalRecorder]:
     """The runner of `opened` and its journal recorder: native hooks bridged, the workspace
     attached, earlier approvals and role context carried over, and the journaled input digest
@@ -346,6 +403,7 @@ def _build_runner(
         progress=progress,
         recorder=recorder,
         run_id=run_id,
+        inputs=native,
     )
     if previous is not None:
         # Approvals given earlier in this run still hold: a resumed run never asks again.
@@ -355,7 +413,16 @@ def _build_runner(
     try:
         workspace = _attach(loaded, runtime, progress, recorder, run_id, budget_usd, spent)
         runner = _runner(
-            loaded, phase, runtime, options, progress, recorder, opened.state, opened.wave, bridge
+            loaded,
+            phase,
+            runtime,
+            options,
+            progress,
+            recorder,
+            opened.state,
+            opened.wave,
+            bridge,
+            opened.phases,
         )
         runner.workspace = workspace
     except LooprailError as exc:
@@ -566,7 +633,9 @@ def _approved_checkpoints(jr: Any, run_id: str) -> frozenset[str]:
     )
 
 
-def _runner(loaded, phase, runtime, options, progress, recorder, state, wave, native) -> LoopRunner:
+def _runner(
+    loaded, phase, runtime, options, progress, recorder, state, wave, native, phases=None
+) -> LoopRunner:
     return LoopRunner(
         loaded.project,
         phase,
@@ -581,6 +650,7 @@ def _runner(loaded, phase, runtime, options, progress, recorder, state, wave, na
         state=state,
         wave=wave,
         native=native,
+        phases=phases,
     )
 
 

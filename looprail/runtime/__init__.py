@@ -32,6 +32,7 @@ _EXPORTS = {
     "ScriptedRuntime": "scripted",
     "Call": "scripted",
     "make_executor": "executors",
+    "interruptible_executor": "executors",
     "run_all": "executors",
     "Settled": "executors",
     "InlineExecutor": "executors",
@@ -57,6 +58,7 @@ __all__ = [
     "Usage",
     "available",
     "create_runtime",
+    "interruptible_executor",
     "make_executor",
     "run_all",
     "spawn_banner",
@@ -76,7 +78,13 @@ if TYPE_CHECKING:
         Usage,
         spawn_banner,
     )
-    from looprail.runtime.executors import InlineExecutor, Settled, make_executor, run_all
+    from looprail.runtime.executors import (
+        InlineExecutor,
+        Settled,
+        interruptible_executor,
+        make_executor,
+        run_all,
+    )
     from looprail.runtime.local import LocalRuntime, Timeouts
     from looprail.runtime.registry import RuntimeSettings, available, create_runtime
     from looprail.runtime.scripted import Call, ScriptedRuntime

@@ -558,6 +558,22 @@ class AgentRuntime(BaseRuntime):
     def wants_worktrees(self) -> bool:
         return True
 
+    def unready(self) -> str | None:
+        """Why this runtime cannot run any agent work (its CLI is not on PATH), or None. A run
+        asks before it starts, so a missing CLI is not found at the first role, after the run
+        was journaled and its first hooks ran."""
+        env = {**os.environ, **self.local.env, **self.env}
+        binary = self.settings.binary or self.adapter.binary
+        if shutil.which(binary, path=env.get("PATH")) is None:
+            return self._missing(binary)
+        return None
+
+    def _missing(self, binary: str) -> str:
+        return (
+            f"{self.adapter.name}: `{binary}` not found on PATH; {self.adapter.install} "
+            "(`looprail doctor` checks it)"
+        )
+
     def begin_run(self, run_id: str | None) -> None:
         self.transcripts.run_id = run_id
         if self.progress is not None:
@@ -599,10 +615,7 @@ class AgentRuntime(BaseRuntime):
         binary = self.settings.binary or self.adapter.binary
         found = shutil.which(binary, path=env.get("PATH"))
         if found is None:
-            return Outcome.failed(
-                f"{self.adapter.name}: `{binary}` not found on PATH; {self.adapter.install} "
-                "(`looprail doctor` checks it)"
-            )
+            return Outcome.failed(self._missing(binary))
         folder = self.transcripts.folder(request)
         (folder / "prompt.md").write_text(prompt, encoding="utf-8")
         stdin = None

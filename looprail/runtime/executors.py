@@ -9,12 +9,14 @@ cancels or hides its siblings.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
 T = TypeVar("T")
+_WAKE_S = 0.2
 
 
 class InlineExecutor(Executor):
@@ -41,6 +43,24 @@ class InlineExecutor(Executor):
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._lock:
             self._shutdown = True
+
+
+@contextmanager
+def interruptible_executor(jobs: int) -> Iterator[Executor]:
+    """`make_executor(jobs)` for a block that Ctrl-C/SIGTERM may interrupt: on the way out of an
+    exception every child process is killed, work not yet started is cancelled, and no worker
+    starts a new child while the block waits for the running ones to end (a worker going on to
+    its next step would otherwise start it, and the exit would wait for it to time out)."""
+    from looprail.runtime.process import stopping_children
+
+    executor = make_executor(jobs)
+    try:
+        yield executor
+    except BaseException:
+        with stopping_children():
+            executor.shutdown(wait=True, cancel_futures=True)
+        raise
+    executor.shutdown(wait=True)
 
 
 def make_executor(jobs: int) -> Executor:
@@ -75,7 +95,11 @@ def run_all(executor: Executor, fns: Iterable[Callable[[], T]]) -> list[Settled[
     submission order; an exception in one is captured in its `Settled`, never raised here and
     never cancelling the others."""
     futures = [executor.submit(fn) for fn in fns]
-    wait(futures)
+    pending = set(futures)
+    while pending:
+        # Short waits, not one long one: a Ctrl-C/SIGTERM the kernel hands to a worker thread
+        # runs its Python handler (in the main thread) only when the main thread next wakes.
+        _, pending = wait(pending, timeout=_WAKE_S)
     settled: list[Settled[T]] = []
     for future in futures:
         error = future.exception()

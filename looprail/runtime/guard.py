@@ -155,6 +155,9 @@ def guard(argv, status_fd, parent, env, served):
     if posix.getppid() != parent:  # looprail died before the death signal was armed
         _report(status_fd, "Elooprail exited before the process could start")
         posix._exit(1)
+    if _stopping:  # told to stop before the child was started: start nothing
+        _report(status_fd, "Elooprail is stopping: the process was not started")
+        posix._exit(1)
     try:
         _child = posix.posix_spawnp(argv[0], argv, env, setpgroup=0, setsigdef=_RESET)
     except (OSError, ValueError) as exc:

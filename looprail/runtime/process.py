@@ -15,7 +15,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -96,75 +97,115 @@ def run_bounded(
     env = confined_path_env(env)
     data = stdin.encode() if isinstance(stdin, str) else stdin
     start = time.monotonic()
-    guarded = guard_available()
-    proc: Any = None
-    if guarded:
-        # Through the guard server (a fork of a running guard): no interpreter start per child.
-        try:
-            proc = _SERVER.start(cmd, data is not None, cwd, env)
-        except (OSError, ValueError) as exc:  # ValueError: a NUL byte, as Popen says
-            why = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
-            return ProcessResult(shown, None, "", "", time.monotonic() - start, spawn_error=why)
-    status_r = status_w = -1
-    if proc is None:
-        try:
-            if guarded:
-                status_r, status_w = os.pipe()
-                cmd = [*_guard_argv(status_w), "--", *cmd]
-            proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=str(cwd) if cwd is not None else None,
-                env=dict(env) if env is not None else None,
-                start_new_session=True,  # own process group: a timeout kills grandchildren too
-                pass_fds=(status_w,) if guarded else (),
-            )
-        except (OSError, ValueError) as exc:  # ValueError: a NUL byte in an argument or env
-            why = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
-            _close_fds(status_r, status_w)
-            return ProcessResult(shown, None, "", "", time.monotonic() - start, spawn_error=why)
-        if guarded:
-            os.close(status_w)
+    # Registered before it exists: a `kill_running` from another thread while this child is
+    # being started marks it, and it is killed the moment it exists.
+    child = _Child(guarded=guard_available())
     with _LIVE_LOCK:
-        _LIVE.add(proc)
-    if guarded:
-        try:
+        if _REFUSING:
+            why = "looprail is stopping: no new process is started"
+            return ProcessResult(shown, None, "", "", 0.0, spawn_error=why)
+        _LIVE.add(child)
+    try:
+        return _run_child(
+            child, cmd, shown, data, cwd, env, start, timeout_s, output_cap, on_output
+        )
+    finally:
+        with _LIVE_LOCK:
+            _LIVE.discard(child)
+
+
+def _run_child(
+    child: _Child,
+    cmd: list[str],
+    shown: tuple[str, ...],
+    data: bytes | None,
+    cwd: str | Path | None,
+    env: Mapping[str, str] | None,
+    start: float,
+    timeout_s: float,
+    output_cap: int,
+    on_output: Callable[[str, bytes], None] | None,
+) -> ProcessResult:
+    status_r = status_w = -1
+    proc: Any = None  # subprocess.Popen, or _Served (a guard forked by the guard server)
+    try:
+        # Ctrl-C/SIGTERM wait until the child is in `child.proc`: raised inside Popen (after
+        # the fork), it would leave a process nobody knows about.
+        with _stop_signals_deferred():
+            if child.guarded:
+                # Through the guard server (a fork of a running guard): no interpreter start
+                # per child. None: there is no server, so this child gets a guard of its own.
+                try:
+                    proc = _SERVER.start(cmd, data is not None, cwd, env)
+                except (OSError, ValueError) as exc:  # ValueError: a NUL byte, as Popen says
+                    why = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+                    return ProcessResult(
+                        shown, None, "", "", time.monotonic() - start, spawn_error=why
+                    )
+            if proc is None:
+                if child.guarded:
+                    status_r, status_w = os.pipe()
+                    cmd = [*_guard_argv(status_w), "--", *cmd]
+                try:
+                    proc = subprocess.Popen(
+                        cmd,
+                        stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                        cwd=str(cwd) if cwd is not None else None,
+                        env=dict(env) if env is not None else None,
+                        start_new_session=True,  # own process group: a timeout kills its tree
+                        pass_fds=(status_w,) if child.guarded else (),
+                    )
+                except (OSError, ValueError) as exc:  # ValueError: a NUL byte in argv or env
+                    why = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+                    _close_fds(status_r, status_w)
+                    status_r = status_w = -1
+                    return ProcessResult(
+                        shown, None, "", "", time.monotonic() - start, spawn_error=why
+                    )
+            with _LIVE_LOCK:
+                child.proc = proc
+                cancelled = child.cancelled
+        if status_w >= 0:
+            os.close(status_w)
+            status_w = -1
+        if cancelled:  # `kill_running` came while it was being started
+            _stop(child)
+        if child.guarded:
             if isinstance(proc, _Served):
                 spawned = proc.read_started(shown[0])
             else:
-                spawned = _read_guard_status(proc, status_r, shown[0])
-        except BaseException:
-            _kill_group(proc)
+                fd, status_r = status_r, -1
+                spawned = _read_guard_status(proc, fd, shown[0])
+            if isinstance(spawned, str):
+                _close_pipes(proc)
+                proc.wait()
+                return ProcessResult(
+                    shown, None, "", "", time.monotonic() - start, spawn_error=spawned
+                )
+            with _LIVE_LOCK:
+                child.spawned = spawned
+                # A served guard's pid is known only now: a `kill_running` before this could
+                # not signal it (see `_stop`), so it is stopped here.
+                cancelled = child.cancelled and isinstance(proc, _Served)
+            _notify(spawned)
+            if cancelled:
+                _stop(child)
+        timed_out, out, err, truncated = _pump(
+            child, data, start + timeout_s, output_cap, on_output
+        )
+    except BaseException:
+        # Ctrl-C (or any bug) at any point once the child exists: it has its own session, so
+        # nothing else will stop it. Stop its tree and reap it before unwinding.
+        _close_fds(status_r, status_w)
+        if proc is not None:
+            _stop(child)
             _close_pipes(proc)
             with contextlib.suppress(BaseException):
                 proc.wait()
-            with _LIVE_LOCK:
-                _LIVE.discard(proc)
-            raise
-        if isinstance(spawned, str):
-            _close_pipes(proc)
-            proc.wait()
-            with _LIVE_LOCK:
-                _LIVE.discard(proc)
-            return ProcessResult(shown, None, "", "", time.monotonic() - start, spawn_error=spawned)
-        _CHILD_OF[proc] = spawned
-        _notify(spawned)
-    try:
-        timed_out, out, err, truncated = _pump(proc, data, start + timeout_s, output_cap, on_output)
-    except BaseException:
-        # Ctrl-C (or any bug) while the child runs: it has its own session, so nothing else
-        # will stop it. Kill its group and reap it before unwinding.
-        _kill_group(proc)
-        _close_pipes(proc)
-        with contextlib.suppress(BaseException):
-            proc.wait()
         raise
-    finally:
-        with _LIVE_LOCK:
-            _LIVE.discard(proc)
-            _CHILD_OF.pop(proc, None)
+    assert proc is not None  # Popen returned: every path that did not returned above
     return ProcessResult(
         argv=shown,
         exit_code=None if timed_out else proc.returncode,
@@ -177,7 +218,7 @@ def run_bounded(
 
 
 def _pump(
-    proc: Any,
+    child: _Child,
     data: bytes | None,
     deadline: float,
     cap: int,
@@ -187,6 +228,8 @@ def _pump(
     has exited and the pipes are closed, or the deadline (then the group is killed), or a short
     grace after the child's exit (a grandchild holding a pipe). Returns (timed_out, stdout,
     stderr, truncated); the child is reaped and every pipe closed."""
+    proc = child.proc
+    assert proc is not None
     # Keyed by the pipe objects, which the selector hands back as `key.fileobj`.
     sinks: dict[Any, bytearray] = {proc.stdout: bytearray(), proc.stderr: bytearray()}
     names: dict[Any, str] = {proc.stdout: "stdout", proc.stderr: "stderr"}
@@ -209,7 +252,7 @@ def _pump(
                     stop_at = now + _DRAIN_GRACE_S
                 if stop_at is None and now >= deadline:
                     timed_out = True
-                    _kill_group(proc)
+                    _stop(child)
                     proc.wait()
                     stop_at = now + _DRAIN_GRACE_S
                 if stop_at is not None and now >= stop_at:
@@ -249,7 +292,7 @@ def _pump(
             proc.wait(timeout=max(deadline - time.monotonic(), 0))
         except subprocess.TimeoutExpired:
             timed_out = True
-            _kill_group(proc)
+            _stop(child)
             proc.wait()
     return timed_out, sinks[proc.stdout], sinks[proc.stderr], truncated
 
@@ -261,38 +304,114 @@ def _close_pipes(proc: Any) -> None:
                 stream.close()
 
 
-# Every child running under run_bounded, so that Ctrl-C can stop them all: each child has its
-# own session (SIGINT from the terminal never reaches it), and worker threads would otherwise
-# wait for their children's timeouts before the run can stop.
-_LIVE: set[Any] = set()  # subprocess.Popen or _Served
+# Every child of run_bounded, from just before it is started until it is reaped, so that Ctrl-C
+# can stop them all: each child has its own session (SIGINT from the terminal never reaches it),
+# and worker threads would otherwise wait for their children's timeouts before the run can stop.
+_LIVE: set[_Child] = set()
 _LIVE_LOCK = threading.Lock()
+_REFUSING = 0  # >0 while `stopping_children` blocks run: no new child starts
+
+
+class _Child:
+    """One run_bounded child. `proc` is None until Popen returned (`cancelled` then says a
+    `kill_running` came meanwhile); `spawned` is set once the guard reported the real child."""
+
+    __slots__ = ("cancelled", "guarded", "proc", "spawned")
+
+    def __init__(self, guarded: bool):
+        self.guarded = guarded
+        self.proc: Any = None  # subprocess.Popen or _Served, once started
+        self.spawned: Spawned | None = None
+        self.cancelled = False
 
 
 def kill_running() -> int:
-    """Kill the process group of every child `run_bounded` is running now (in any thread);
-    each of those calls then returns promptly. Returns how many were killed."""
+    """Kill the process tree of every child `run_bounded` is running now (in any thread), and
+    every child being started right now as soon as it exists; each of those calls then returns
+    promptly. Returns how many were killed or cancelled."""
     with _LIVE_LOCK:
         live = list(_LIVE)
-    for proc in live:
-        _kill_group(proc)
+        for child in live:
+            child.cancelled = True
+        started = [c for c in live if c.proc is not None]
+    for child in started:
+        _stop(child)
     return len(live)
 
 
-def _kill_group(proc: Any) -> None:
+@contextmanager
+def stopping_children() -> Iterator[None]:
+    """While looprail unwinds from Ctrl-C/SIGTERM: kill every child (`kill_running`) and start
+    no new one (`run_bounded` returns a spawn error at once) until the block ends, so worker
+    threads that go on to their next step or plan cannot start anything meanwhile."""
+    global _REFUSING
+    with _LIVE_LOCK:
+        _REFUSING += 1
+    try:
+        kill_running()
+        yield
+    finally:
+        with _LIVE_LOCK:
+            _REFUSING -= 1
+
+
+_STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
+@contextmanager
+def _stop_signals_deferred() -> Iterator[None]:
+    """In the main thread, hold back the Python handlers of SIGINT/SIGTERM/SIGHUP for the
+    block and run each held-back one when it ends (so `KeyboardInterrupt` is raised there, not
+    halfway through the block). Elsewhere nothing changes: Python runs signal handlers in the
+    main thread only. Masking the signals (`pthread_sigmask`) would not do: another thread
+    that does not block them receives them, and the main thread runs the handler anyway."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    saved: dict[int, Any] = {}
+
+    def hold(signum: int, _frame: Any) -> None:
+        held.append(signum)
+
+    for signum in _STOP_SIGNALS:
+        handler = signal.getsignal(signum)
+        if callable(handler):
+            saved[signum] = handler
+            signal.signal(signum, hold)
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(held):
+            saved[signum](signum, None)  # raises KeyboardInterrupt (or `Terminated`) here
+
+
+def _stop(child: _Child) -> None:
+    """Kill a child's whole tree. A guarded child is stopped through its guard, which kills the
+    child's group and everything re-parented to it, then exits; that works even before the
+    guard has reported the child's pid. A guard that does not exit in time is killed, and the
+    child with it when it is known and still the same process."""
+    proc = child.proc
+    if proc is None:
+        return
     if isinstance(proc, _Served) and (proc.returncode is not None or not proc.pid):
-        return  # its guard has reported its end (the pid may not be its own), or never began
-    spawned = _CHILD_OF.get(proc)
-    if spawned is not None:
-        # Guarded: the guard kills the child's group and everything re-parented to it, then
-        # exits. A guard that does not is killed, and the child with it if it is still the
-        # same process (its pid is the guard's to reap, so check its start time first).
+        # Its guard has reported its end (the pid may no longer be its own), or has not yet
+        # said its pid: then the starting thread stops it once it has (`child.cancelled`).
+        # Never signal pid 0: that is this process's own group.
+        return
+    if child.guarded:
         with contextlib.suppress(OSError):
-            os.kill(proc.pid, signal.SIGTERM)
+            proc.send_signal(signal.SIGTERM)  # not once it is reaped: its pid may be reused
         try:
             proc.wait(timeout=_GUARD_GRACE_S)
             return
         except subprocess.TimeoutExpired:
-            reap_spawned(replace(spawned, guard_pid=0))
+            if child.spawned is not None:
+                reap_spawned(replace(child.spawned, guard_pid=0))
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -326,7 +445,6 @@ class Spawned:
 
 _GUARD = Path(__file__).with_name("guard.py")
 _GUARD_GRACE_S = 2.0
-_CHILD_OF: dict[Any, Spawned] = {}
 _LISTENER: Callable[[Spawned], None] | None = None
 
 
@@ -456,9 +574,12 @@ class _Served:
         self.returncode = code
         self._status.close()  # the guard exits now
 
-    def kill(self) -> None:
+    def send_signal(self, signum: int) -> None:
         if self.returncode is None and self.pid:
-            os.kill(self.pid, signal.SIGKILL)
+            os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
 
 
 class _GuardServer:

@@ -462,7 +462,7 @@ def test_a_broken_next_turn_queue_is_one_line(hello, tmp_path, body, reason):
         env={"LOOPRAIL_HOME": str(home)},
     )
     assert "Traceback" not in p.stderr
-    assert p.returncode == 1, p.stderr
+    assert p.returncode == 2, p.stderr  # refused before the run started (tests/test_run_inputs)
     assert f"{queue}: $: {reason}" in p.stderr
     assert len(p.stderr.strip().splitlines()) <= 3, p.stderr
 
@@ -475,17 +475,39 @@ def _contribution(path: str, n: int) -> dict:
             "produces": [], "consumes": [], "onError": "skip", "id": n}  # fmt: skip
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known open: in a full run from a clean clone the render-hooks child itself peaked at "
-    "443 MB (two runs of .ci/run), above the 400 MB bound; alone it stays under. The cache-size "
-    "and load-failure assertions below still hold; to be profiled",
+# The child reports its own peak RSS: VmHWM, the high-water mark of its own address space.
+# Not ru_maxrss: Linux carries the spawning process's RSS into a child's ru_maxrss across
+# fork/vfork and exec, so a child of a 440 MB test worker "peaked" at 440 MB before its first
+# line (why this test once failed in full runs only).
+MEASURED_PEAK = (
+    "import sys\n"
+    "from looprail.cli import main\n"
+    "code = main()\n"
+    "status = open('/proc/self/status').read()\n"
+    "peak = int(status.split('VmHWM:', 1)[1].split()[0])\n"
+    "sys.stderr.write(f'\\nPEAK_KIB {peak}\\n')\n"
+    "sys.exit(code)\n"
 )
-def test_one_big_fragment_named_fifty_times_is_bounded(hello, tmp_path):
+
+
+def peak_of(*argv: str, env: dict[str, str]) -> tuple[int, str, str]:
+    """Run `looprail ARGV` in a fresh interpreter; (its own peak RSS in KiB, stdout, stderr)."""
     import os
     import subprocess
     import sys
 
+    if not os.path.exists("/proc/self/status"):
+        pytest.skip("needs /proc/self/status (VmHWM) to measure a child's own peak")
+    p = subprocess.run(
+        [sys.executable, "-c", MEASURED_PEAK, *argv],
+        env={**os.environ, **env}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    head, _, peak = p.stderr.rpartition("PEAK_KIB ")
+    return int(peak.split()[0]), p.stdout, head
+
+
+def test_one_big_fragment_named_fifty_times_is_bounded(hello, tmp_path):
     caps_root = hello / ".looprail" / "capabilities"
     entries = [_contribution("big.md", n) for n in range(50)]
     for e in entries:
@@ -494,28 +516,16 @@ def test_one_big_fragment_named_fifty_times_is_bounded(hello, tmp_path):
     (folder / "big.md").write_text("x" * (8 * 1024 * 1024))
     cache = tmp_path / "cache"
     env = {"LOOPRAIL_CACHE_DIR": str(cache)}
-    # The child reports its own peak (RUSAGE_CHILDREN here would be the largest child this test
-    # worker ever waited for: a browser or a Dask worker of another test).
-    measured = (
-        "import resource, sys\n"
-        "from looprail.cli import main\n"
-        "code = main()\n"
-        "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "sys.stderr.write(f'\\nPEAK_KIB {peak}\\n')\n"
-        "sys.exit(code)\n"
-    )
-    argv = ["loop", "render-hooks", "plan:pre", "--raw", "--project", str(hello)]
-    p = subprocess.run(
-        [sys.executable, "-c", measured, *argv],
-        env={**os.environ, **env}, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert p.returncode == 0, p.stderr
-    peak_kib = int(p.stderr.rsplit("PEAK_KIB ", 1)[1].split()[0])
+    argv = ("loop", "render-hooks", "plan:pre", "--raw", "--project", str(hello))
+    for _ in range(2):  # cold cache, then warm
+        peak_kib, _, _ = peak_of(*argv, env=env)
+        # Measured ~50 MB cold (the interpreter ~13 MB, the 8 MiB file read once as bytes and
+        # text); 50 copies of it would be 400 MB.
+        assert peak_kib < 100 * 1024, f"peak RSS {peak_kib} KiB"
     cached = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file())
     assert cached < 1024 * 1024, f"registry cache holds {cached} bytes"
     listing = run_cli("capability", "list", "--project", str(hello), env=env)
     assert "fragments of this capability total more than" in listing.stdout + listing.stderr
-    assert peak_kib < 400 * 1024, f"peak RSS {peak_kib} KiB"  # last: the known-open part
 
 
 def test_project_fragments_are_read_only_with_consent_and_never_cached(hello, tmp_path):
@@ -571,7 +581,8 @@ def test_a_symlinked_phase_folder_looprail_or_plan_out_of_the_project_is_refused
     (outside / "01-01-PLAN.md").write_text("---\nphase: 01\nplan: '01'\n---\n<tasks></tasks>\n")
     (phase / "01-01-PLAN.md").symlink_to(outside / "01-01-PLAN.md")
     p = run_cli(*args)
-    assert p.returncode == 1 and "the plan is a symlink to" in p.stderr, p.stderr
+    # A plan already there is read before the run starts: refused then (exit 2), not journaled.
+    assert p.returncode == 2 and "the plan is a symlink to" in p.stderr, p.stderr
     assert not list(outside.glob("*SUMMARY*"))
     (phase / "01-01-PLAN.md").unlink()
 

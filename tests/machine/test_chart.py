@@ -525,21 +525,24 @@ def test_a_verification_that_did_not_pass_is_verified_again(tmp_path):
 
 
 def test_a_run_that_cannot_start_is_not_left_running(tmp_path):
-    # A malformed plan found while the run is set up: one clear error, and the journal run is
-    # halted (resumable), not left `running` as if it had crashed mid-work. Fixing the plan and
-    # running again resumes it, with no "inputs changed since the crash" refusal.
-    from looprail.errors import PlanError
+    # A malformed plan already in the phase folder: one clear error before the run starts
+    # (tests/test_run_inputs.py has the CLI side), so nothing is journaled at all: no run left
+    # `running` as if it had crashed, and no halted run either. Fixing the plan and running
+    # again ships as a new run.
+    from looprail.errors import RefusedToStart
     from looprail.store import Journal
+    from looprail.store.journal import journal_path
 
     project = make_project(tmp_path)
     write_plan(project, "01", "no frontmatter\n")
-    with pytest.raises(PlanError, match=r"01-01-PLAN\.md"):
+    with pytest.raises(RefusedToStart, match=r"01-01-PLAN\.md"):
         run_loop(project, scripted(project), journal=True)
-    with Journal.open(project, create=False) as jr:
-        assert [r.status for r in jr.runs()] == ["halted"]
+    assert not journal_path(project).exists()
     write_plan(project, "01", plan_md("01", tasks=[task_xml("a")]))
     out = run_loop(project, scripted(project), journal=True)
-    assert out.result.status == "shipped" and out.resumed
+    assert out.result.status == "shipped" and not out.resumed
+    with Journal.open(project, create=False) as jr:
+        assert [r.status for r in jr.runs()] == ["shipped"]
 
 
 def test_phase_folder_deleted_mid_run_halts_with_one_line(tmp_path):
