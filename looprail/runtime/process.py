@@ -200,6 +200,11 @@ def _run_child(
         # nothing else will stop it. Stop its tree and reap it before unwinding.
         _close_fds(status_r, status_w)
         if proc is not None:
+            if isinstance(proc, _Served) and not proc.pid and proc.returncode is None:
+                # Interrupted before its guard said its pid: hear it out (the guard reports
+                # right after it starts the child), so that the guard can be told to stop.
+                with contextlib.suppress(BaseException), _stop_signals_deferred():
+                    proc.read_started(shown[0])
             _stop(child)
             _close_pipes(proc)
             with contextlib.suppress(BaseException):

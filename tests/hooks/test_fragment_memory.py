@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from looprail.config import JSText, js_dump, js_dumps
-from tests.conftest import REPO, feature, run_cli, write_capability
-from tests.test_fail_loud import peak_of
+from tests.e2e.test_fail_loud import peak_of
+from tests.support import REPO, feature, run_cli, write_capability
 
 EXAMPLE = REPO / "examples" / "hello-loop"
 MIB = 1024 * 1024

@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from tests.conftest import REPO, run_cli, write_config
+from tests.support import REPO, run_cli, write_config
 
 EXAMPLE = REPO / "examples" / "hello-loop"
 CAPS = REPO / "examples" / "capabilities"

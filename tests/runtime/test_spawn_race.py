@@ -22,7 +22,7 @@ import pytest
 
 from looprail.runtime import process
 from looprail.runtime.process import kill_running, run_bounded, stopping_children
-from tests.conftest import REPO
+from tests.support import REPO
 
 EXAMPLE = REPO / "examples" / "hello-loop"
 CAPS = REPO / "examples" / "capabilities"
@@ -70,21 +70,48 @@ def main_thread_sigint():
     signal.signal(signal.SIGINT, previous)
 
 
+@pytest.fixture(params=["own-guard", "served-guard"])
+def spawn_path(request, monkeypatch):
+    """Each gap on both ways a guarded child starts: a guard process of its own (Popen), or a
+    guard forked by the guard server (`_SERVER.start`)."""
+    if request.param == "own-guard":
+        monkeypatch.setenv("LOOPRAIL_GUARD_SERVER", "0")
+    elif not process.guard_available():
+        pytest.skip("no process guard here")
+    return request.param
+
+
+def _patch_start(monkeypatch, spawn_path, after_start) -> None:
+    """Run `after_start()` right after the child was started, before run_bounded has it."""
+    if spawn_path == "own-guard":
+        real = subprocess.Popen
+
+        def popen(*args, **kwargs):
+            proc = real(*args, **kwargs)
+            after_start()
+            return proc
+
+        monkeypatch.setattr(process.subprocess, "Popen", popen)
+    else:
+        real_start = process._SERVER.start
+
+        def start(*args, **kwargs):
+            proc = real_start(*args, **kwargs)
+            after_start()
+            return proc
+
+        monkeypatch.setattr(process._SERVER, "start", start)
+
+
 # --------------------------------------------------------------------------- each gap, exactly
 
 
 def test_a_signal_inside_popen_after_the_fork_still_kills_the_child(
-    tmp_path, monkeypatch, main_thread_sigint
+    tmp_path, monkeypatch, main_thread_sigint, spawn_path
 ):
     pids = tmp_path / "pids"
-    real = subprocess.Popen
-
-    def popen_then_ctrl_c(*args, **kwargs):
-        proc = real(*args, **kwargs)
-        signal.raise_signal(signal.SIGINT)  # lands before Popen has returned to run_bounded
-        return proc
-
-    monkeypatch.setattr(process.subprocess, "Popen", popen_then_ctrl_c)
+    # lands before Popen (or the server's start) has returned to run_bounded
+    _patch_start(monkeypatch, spawn_path, lambda: signal.raise_signal(signal.SIGINT))
     try:
         with pytest.raises(KeyboardInterrupt):
             run_bounded(_record(pids), timeout_s=20)
@@ -96,43 +123,57 @@ def test_a_signal_inside_popen_after_the_fork_still_kills_the_child(
 
 
 def test_ctrl_c_before_the_guard_reported_the_child_kills_the_child(
-    tmp_path, monkeypatch, main_thread_sigint
+    tmp_path, monkeypatch, main_thread_sigint, spawn_path
 ):
     if not process.guard_available():
         pytest.skip("no process guard here")
     pids = tmp_path / "pids"
-    real = process._read_guard_status
 
-    def child_started_then_ctrl_c(proc, fd, argv0):
+    def wait_for_the_child() -> None:
         deadline = time.monotonic() + 20
         while not pids.exists():  # the guard has started the child, not yet reported it
             assert time.monotonic() < deadline
             time.sleep(0.005)
-        os.close(fd)
-        raise KeyboardInterrupt
 
-    monkeypatch.setattr(process, "_read_guard_status", child_started_then_ctrl_c)
+    if spawn_path == "own-guard":
+
+        def child_started_then_ctrl_c(proc, fd, argv0):
+            wait_for_the_child()
+            os.close(fd)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(process, "_read_guard_status", child_started_then_ctrl_c)
+    else:
+        real_read = process._Served.read_started
+        calls = []
+
+        def served_child_started_then_ctrl_c(self, argv0):
+            calls.append(argv0)
+            if len(calls) == 1:  # the first read is interrupted before the pid is known
+                wait_for_the_child()
+                raise KeyboardInterrupt
+            return real_read(self, argv0)
+
+        monkeypatch.setattr(process._Served, "read_started", served_child_started_then_ctrl_c)
+    started = time.monotonic()
     try:
         with pytest.raises(KeyboardInterrupt):
             run_bounded(_record(pids), timeout_s=20)
         # Before the fix the guard's own group was SIGKILLed and its child, in a group of its
-        # own, was orphaned alive.
+        # own, was orphaned alive (a served guard's could not even be signalled: no pid yet).
         assert _survivors(pids) == []
+        assert time.monotonic() - started < 10
     finally:
-        monkeypatch.setattr(process, "_read_guard_status", real)
+        monkeypatch.undo()
         _kill(pids)
 
 
-def test_kill_running_while_a_worker_is_inside_popen_kills_that_child(tmp_path, monkeypatch):
+def test_kill_running_while_a_worker_is_inside_popen_kills_that_child(
+    tmp_path, monkeypatch, spawn_path
+):
     pids = tmp_path / "pids"
-    real = subprocess.Popen
-
-    def popen_while_stopping(*args, **kwargs):
-        proc = real(*args, **kwargs)
-        kill_running()  # the main thread's Ctrl-C path, before this child is known
-        return proc
-
-    monkeypatch.setattr(process.subprocess, "Popen", popen_while_stopping)
+    # the main thread's Ctrl-C path, before this child is known
+    _patch_start(monkeypatch, spawn_path, kill_running)
     out: list = []
     worker = threading.Thread(target=lambda: out.append(run_bounded(_record(pids), timeout_s=20)))
     started = time.monotonic()
