@@ -67,23 +67,33 @@ def graphlib_waves(plans: list[Plan]) -> dict:
     }
 
 
+# Strategies are built once: one built per draw is validated again on every example, and that
+# (not either implementation) was most of this file's time.
+_SIZES = st.integers(1, 14)
+_PICK = {n: st.integers(0, n - 1) for n in range(1, 15)}
+_DEP_COUNT = st.integers(0, 3)
+_WAVE = st.none() | st.integers(0, 4)
+_FILES = st.lists(st.sampled_from(["a.py", "./a.py", "b", "c"]))
+_IDS = [f"01-{i:02d}" for i in range(1, 15)]
+
+
 @st.composite
 def phases(draw, acyclic: bool):
-    n = draw(st.integers(1, 14))
-    ids = [f"01-{i:02d}" for i in range(1, n + 1)]
+    n = draw(_SIZES)
+    ids = _IDS[:n]
     order = draw(st.permutations(ids))  # plan order is not dependency order
     plans = []
     for pid in order:
         pos = ids.index(pid)
         pool = ids[:pos] if acyclic else ids
-        deps = draw(st.lists(st.sampled_from(pool), max_size=3)) if pool else []
+        deps = [pool[draw(_PICK[len(pool)])] for _ in range(draw(_DEP_COUNT))] if pool else []
         plans.append(
             Plan(
                 id=pid,
                 path=Path(f"/p/{pid}-PLAN.md"),
                 depends_on=deps,
-                wave=draw(st.none() | st.integers(0, 4)),
-                files_modified=draw(st.lists(st.sampled_from(["a.py", "./a.py", "b", "c"]))),
+                wave=draw(_WAVE),
+                files_modified=draw(_FILES),
                 has_summary=draw(st.booleans()),
             )
         )
