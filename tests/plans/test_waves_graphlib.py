@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from looprail.errors import PlanError
 from looprail.plans import Plan, compute_waves, resolve_dependencies
+from tests.support import examples
 
 
 def networkx_waves(plans: list[Plan]) -> dict:
@@ -100,13 +101,13 @@ def phases(draw, acyclic: bool):
     return plans
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(phases(acyclic=True))
 def test_graphlib_matches_networkx_on_dags(plans):
     assert graphlib_waves(plans) == networkx_waves(plans)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(phases(acyclic=False))
 def test_graphlib_matches_networkx_with_cycles(plans):
     assert graphlib_waves(plans) == networkx_waves(plans)

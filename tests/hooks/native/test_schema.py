@@ -17,7 +17,7 @@ from looprail.cli import main
 from looprail.hooks.native.actions import ACTION_TYPES
 from looprail.hooks.native.config import hooks_json_schema, validate_hooks_document
 from looprail.hooks.native.events import EVENT_NAMES, EVENTS
-from tests.support import REPO
+from tests.support import REPO, examples
 
 jsonschema = pytest.importorskip("jsonschema")
 from pydantic import ValidationError  # noqa: E402
@@ -311,19 +311,19 @@ def _valid_ish_document(draw) -> dict[str, Any]:
     return draw(_mutated(doc, _DOCUMENT_POOL))
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_valid_ish_document())
 def test_reader_models_and_schema_agree_near_valid_documents(doc):
     assert_agree(doc)
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_VALID_ISH_HOOK.map(lambda hook: {"local": {"h": hook}}))
 def test_reader_models_and_schema_agree_near_valid_hooks(doc):
     assert_agree(doc)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_document)
 def test_reader_models_and_schema_agree_on_noisy_documents(doc):
     assert_agree(doc)
