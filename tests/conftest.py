@@ -5,8 +5,15 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from hypothesis import settings
 
-from tests.support import EXAMPLE
+from tests.support import EXAMPLE, HYPOTHESIS_PROFILE, examples
+
+# Properties that name no example count run hypothesis's usual 100, or ten times that with
+# LOOPRAIL_HYPOTHESIS=thorough (explicit counts scale the same way through `examples(n)`).
+settings.register_profile("looprail-default", max_examples=examples(100))
+settings.register_profile("looprail-thorough", max_examples=examples(100), deadline=None)
+settings.load_profile(f"looprail-{HYPOTHESIS_PROFILE}")
 
 
 @pytest.fixture(autouse=True)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from looprail import yamlload
 from looprail.plans import planfile
 from looprail.yamlload import MAX_DEPTH, NoAliasCSafeLoader, NoAliasSafeLoader, safe_load
+from tests.support import examples
 
 pytestmark = pytest.mark.skipif(
     NoAliasCSafeLoader is None, reason="PyYAML was built without libyaml"
@@ -112,7 +113,7 @@ data = st.recursive(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(value=data, flow=st.sampled_from([None, True, False]), width=st.integers(10, 200))
 def test_both_loaders_agree_on_dumped_documents(value, flow, width):
     text = yaml.safe_dump(value, default_flow_style=flow, width=width, allow_unicode=True)
@@ -127,7 +128,7 @@ TOKENS += ["1e3", ".inf", "2001-12-14", "~", "null", "yes", "<<", " #c", "'#'", 
 yamlish = st.lists(st.sampled_from(TOKENS), max_size=25).map("".join)
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(text=yamlish)
 def test_c_path_never_accepts_what_the_pure_loader_refuses_or_reads_it_otherwise(text):
     """Where the C path is taken (`c_path_ok`) and loads a document, the pure loader loads the
@@ -164,7 +165,7 @@ frontmatter = st.dictionaries(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(fields=frontmatter, dupe=st.booleans())
 def test_plan_frontmatter_reads_the_same_on_both_paths(fields, dupe):
     text = "".join(f"{k}: {v}\n" for k, v in fields.items())

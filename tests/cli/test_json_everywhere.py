@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -119,10 +120,18 @@ COMMANDS = [
 
 
 @pytest.fixture(scope="module")
-def halted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One real halted run for the module; tests that need a fresh one copy it."""
     root = tmp_path_factory.mktemp("json")
     HOME["HOME"] = str(root / "home")
     return _halted_project(root)
+
+
+@pytest.fixture(scope="module")
+def halted(pristine: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    project = tmp_path_factory.mktemp("halted") / "p"
+    shutil.copytree(pristine, project, symlinks=True)
+    return project
 
 
 @pytest.mark.parametrize(("name", "argv"), COMMANDS, ids=[n for n, _ in COMMANDS])
@@ -160,8 +169,9 @@ def test_dry_run_json_is_one_document_of_what_would_run(halted: Path) -> None:
         assert f"  {p}" in text
 
 
-def test_dry_run_json_lists_each_active_hook(tmp_path: Path) -> None:
-    project = _halted_project(tmp_path)
+def test_dry_run_json_lists_each_active_hook(pristine: Path, tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    shutil.copytree(pristine, project, symlinks=True)
     done = _cli(
         "run", str(project), "--phase", "1", "--dry-run", "--json", "--capabilities", str(CAPS)
     )

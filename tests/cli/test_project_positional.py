@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -55,26 +56,46 @@ def test_every_command_that_reads_a_project_takes_it_as_a_positional():
         assert "PROJECT" in metavars, name
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str, cwd: Path, env: dict[str, str] | None = None):
     return subprocess.run(
         [sys.executable, "-m", "looprail", *args],
         capture_output=True,
         text=True,
         timeout=120,
         cwd=cwd,
+        env=env,
     )
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    done = _cli("init", "demo", cwd=tmp_path)
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> Path:
+    """A project with a run to show, made once per module (init + run are two processes):
+    tests get a copy. Built before the per-test home exists, so it gets a home of its own."""
+    root = tmp_path_factory.mktemp("template")
+    home = tmp_path_factory.mktemp("template-home")
+    env = {**os.environ, "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache")}
+    for name in (
+        "LOOPRAIL_HOME",
+        "LOOPRAIL_CAPABILITIES",
+        "LOOPRAIL_CACHE_DIR",
+        "LOOPRAIL_NO_CACHE",
+    ):
+        env.pop(name, None)
+    done = _cli("init", "demo", cwd=root, env=env)
     assert done.returncode == 0, done.stderr
-    demo = tmp_path / "demo"
+    demo = root / "demo"
     hook = {"description": "say hi", "event": "plan:pre", "shell": "true"}
     (demo / ".looprail" / "hooks.json").write_text(json.dumps({"local": {"hi": hook}}))
     shutil.copytree(CAPS / "changelog", demo / ".looprail" / "capabilities" / "changelog")
-    done = _cli("run", str(demo), "--phase", "1", cwd=tmp_path)  # status has a run to show
+    done = _cli("run", str(demo), "--phase", "1", cwd=root, env=env)  # status has a run to show
     assert done.returncode == 0, done.stderr
+    return demo
+
+
+@pytest.fixture
+def project(template: Path, tmp_path: Path) -> Path:
+    demo = tmp_path / "demo"
+    shutil.copytree(template, demo, symlinks=True)
     return demo
 
 

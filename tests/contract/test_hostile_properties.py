@@ -16,10 +16,10 @@ from looprail.errors import Issue, PlanError
 from looprail.hooks.manifest import validate_manifest
 from looprail.plans.planfile import parse_plan
 from looprail.trust.audit import capability_surfaces
-from tests.support import feature
+from tests.support import examples, feature
 
 SETTINGS = settings(
-    max_examples=150,
+    max_examples=examples(150),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support import feature, write_capability, write_exe
+from tests.support import examples, feature, write_capability, write_exe
 from tests.support.loop import demo_phase, halting_gate, halting_step
 from tests.support.procs import PY, alive, completed, pids_in, start_run, wait_for
 
@@ -306,7 +306,7 @@ def test_resumed_task_requests_carry_every_fragment(tmp_path, baseline):
 
 
 @settings(
-    max_examples=3,
+    max_examples=examples(3),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )

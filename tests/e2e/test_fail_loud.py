@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.support import HOSTILE, REPO, feature, run_cli, write_capability
+from tests.support import HOSTILE, REPO, examples, feature, run_cli, write_capability
 
 EXAMPLE = REPO / "examples" / "hello-loop"
 CAPS = REPO / "examples" / "capabilities"
@@ -622,7 +622,7 @@ def test_fragment_text_of_the_whole_search_path_is_bounded(hello, tmp_path):
 # --------------------------------------------------------------------------- properties
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(alphabet="`a \n<!->", max_size=60))
 def test_linear_code_span_masking_matches_the_backtracking_regex(text):
     """The linear scanner blanks exactly what the old regex did (on inputs small enough for it)."""
@@ -637,7 +637,7 @@ def test_linear_code_span_masking_matches_the_backtracking_regex(text):
     assert "".join(out) == expected
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(alphabet="<!-> \nab", max_size=60))
 def test_linear_comment_masking_matches_the_regex(text):
     import re

@@ -18,7 +18,14 @@ from hypothesis import strategies as st
 from looprail.hooks import manifest as manifest_mod
 from looprail.hooks.registry import compile_registry, load_registry
 from looprail.hooks.verdicts import SUBDIR, VerdictCache, verdict_key
-from tests.support import GSD_CAPABILITIES, feature, needs_corpus, run_cli, write_capability
+from tests.support import (
+    GSD_CAPABILITIES,
+    examples,
+    feature,
+    needs_corpus,
+    run_cli,
+    write_capability,
+)
 
 
 def _count_validations(monkeypatch) -> list[str]:
@@ -310,7 +317,9 @@ _MUTATIONS = st.sampled_from(
 
 
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(25),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(mutations=st.lists(st.tuples(st.integers(0, 3), _MUTATIONS), max_size=6))
 def test_cached_and_uncached_registries_agree(tmp_path_factory, mutations):

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from looprail.plans import PhaseCache, load_phase
+from tests.support import examples
 
 
 def plan_text(pid: str, deps: list[str], body: str) -> str:
@@ -68,7 +69,9 @@ OPS = st.lists(
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(40),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(ops=OPS)
 def test_after_any_changes_the_cache_equals_a_fresh_load(tmp_path_factory, ops):

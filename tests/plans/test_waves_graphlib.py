@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from looprail.errors import PlanError
 from looprail.plans import Plan, compute_waves, resolve_dependencies
+from tests.support import examples
 
 
 def networkx_waves(plans: list[Plan]) -> dict:
@@ -67,36 +68,46 @@ def graphlib_waves(plans: list[Plan]) -> dict:
     }
 
 
+# Strategies are built once: one built per draw is validated again on every example, and that
+# (not either implementation) was most of this file's time.
+_SIZES = st.integers(1, 14)
+_PICK = {n: st.integers(0, n - 1) for n in range(1, 15)}
+_DEP_COUNT = st.integers(0, 3)
+_WAVE = st.none() | st.integers(0, 4)
+_FILES = st.lists(st.sampled_from(["a.py", "./a.py", "b", "c"]))
+_IDS = [f"01-{i:02d}" for i in range(1, 15)]
+
+
 @st.composite
 def phases(draw, acyclic: bool):
-    n = draw(st.integers(1, 14))
-    ids = [f"01-{i:02d}" for i in range(1, n + 1)]
+    n = draw(_SIZES)
+    ids = _IDS[:n]
     order = draw(st.permutations(ids))  # plan order is not dependency order
     plans = []
     for pid in order:
         pos = ids.index(pid)
         pool = ids[:pos] if acyclic else ids
-        deps = draw(st.lists(st.sampled_from(pool), max_size=3)) if pool else []
+        deps = [pool[draw(_PICK[len(pool)])] for _ in range(draw(_DEP_COUNT))] if pool else []
         plans.append(
             Plan(
                 id=pid,
                 path=Path(f"/p/{pid}-PLAN.md"),
                 depends_on=deps,
-                wave=draw(st.none() | st.integers(0, 4)),
-                files_modified=draw(st.lists(st.sampled_from(["a.py", "./a.py", "b", "c"]))),
+                wave=draw(_WAVE),
+                files_modified=draw(_FILES),
                 has_summary=draw(st.booleans()),
             )
         )
     return plans
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(phases(acyclic=True))
 def test_graphlib_matches_networkx_on_dags(plans):
     assert graphlib_waves(plans) == networkx_waves(plans)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(phases(acyclic=False))
 def test_graphlib_matches_networkx_with_cycles(plans):
     assert graphlib_waves(plans) == networkx_waves(plans)

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 pytest.importorskip("distributed")
 
 from looprail.runtime.dask_worker import changes_since, snapshot, sync_tree
+from tests.support import examples
 
 # Paths a project may hold; "t" and "t/u" make a file become a folder and back.
 PATHS = [
@@ -83,7 +84,9 @@ def fresh_copy(tree: dict[str, bytes]) -> dict[str, bytes]:
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(rounds=st.lists(st.tuples(trees, trees, st.booleans()), min_size=1, max_size=4))
 def test_a_synced_copy_is_always_what_a_fresh_copy_would_be(tmp_path_factory, rounds):
@@ -100,7 +103,9 @@ def test_a_synced_copy_is_always_what_a_fresh_copy_would_be(tmp_path_factory, ro
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(start=trees, after=trees)
 def test_a_task_change_is_every_file_written_or_removed(tmp_path_factory, start, after):

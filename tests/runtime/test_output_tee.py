@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from looprail.runtime.logs import LINE_CAP, OutputTee, log_of
+from tests.support import examples
 
 line = st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"."))
 stream_text = st.lists(line, max_size=12).map(lambda ls: b"".join(x + b"\n" for x in ls))
@@ -21,7 +22,7 @@ def _chunks(data: bytes, cuts: list[int]) -> list[bytes]:
     return [data[a:b] for a, b in itertools.pairwise(points) if b > a]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     out=stream_text,
     err=stream_text,

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from looprail.store import EventRecord, Journal, journal_path
+from tests.support import examples
 
 
 def _rich_journal(project: Path) -> str:
@@ -146,7 +147,7 @@ EVENTS = st.lists(
 )
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(events=EVENTS)
 def test_report_json_matches_the_typed_report_on_random_runs(events):
     with tempfile.TemporaryDirectory(prefix="looprail-report-") as tmp:

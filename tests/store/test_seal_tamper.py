@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from looprail.store import EventRecord, Journal, JournalError, journal_path
+from tests.support import examples
 
 # One write of a random history: (operation, task number).
 OPS = st.lists(
@@ -151,7 +152,7 @@ EDITS = [
 ]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=OPS, how=st.sampled_from(EDITS), pick=st.integers(0, 1000))
 def test_any_history_verifies_and_any_edit_is_refused(ops, how, pick):
     with tempfile.TemporaryDirectory(prefix="looprail-seal-") as tmp:
@@ -175,7 +176,7 @@ def test_any_history_verifies_and_any_edit_is_refused(ops, how, pick):
     assert "seal" in message
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(before=OPS, after=OPS, pick=st.integers(0, 1000))
 def test_rows_put_back_from_an_earlier_state_are_refused(before, after, pick):
     """A copy of the file taken mid-run gives old task rows and the seal rows that matched

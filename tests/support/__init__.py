@@ -34,6 +34,23 @@ needs_corpus = pytest.mark.skipif(
 )
 
 
+# How hard the property tests try. Every explicit example count goes through `examples(n)`:
+# n in the everyday run (the README's `python -m pytest`), ten times n with
+# LOOPRAIL_HYPOTHESIS=thorough. tests/conftest.py loads the matching hypothesis profile for the
+# properties that name no count.
+HYPOTHESIS_PROFILES = {"default": 1, "thorough": 10}
+HYPOTHESIS_PROFILE = os.environ.get("LOOPRAIL_HYPOTHESIS", "").strip() or "default"
+if HYPOTHESIS_PROFILE not in HYPOTHESIS_PROFILES:
+    raise pytest.UsageError(
+        f"LOOPRAIL_HYPOTHESIS={HYPOTHESIS_PROFILE!r}: expected one of {sorted(HYPOTHESIS_PROFILES)}"
+    )
+
+
+def examples(n: int) -> int:
+    """A property's example count `n`, scaled by the LOOPRAIL_HYPOTHESIS profile."""
+    return n * HYPOTHESIS_PROFILES[HYPOTHESIS_PROFILE]
+
+
 def run_cli(
     *args: str,
     cwd: Path | None = None,

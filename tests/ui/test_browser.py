@@ -24,19 +24,14 @@ TIMEOUT_MS = 60_000
 
 
 class Browser:
-    """One fresh chromium (its own user-data-dir) and page; records dialogs and page errors."""
+    """A fresh browser context (its own cookies and storage, like a new profile) and page in
+    the session's chromium; records dialogs and page errors."""
 
-    def __init__(self, playwright, root: Path):
+    def __init__(self, chromium, root: Path):
         self.shots = root / "screenshots"
         self.shots.mkdir(exist_ok=True)
-        self.context = playwright.chromium.launch_persistent_context(
-            str(root / "chromium-profile"),
-            executable_path=str(uikit.CHROMIUM),
-            headless=True,
-            args=uikit.CHROMIUM_ARGS,
-            viewport={"width": 1400, "height": 1000},
-        )
-        self.page = self.context.pages[0] if self.context.pages else self.context.new_page()
+        self.context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+        self.page = self.context.new_page()
         self.page.set_default_timeout(TIMEOUT_MS)
         self.dialogs: list[str] = []
         self.errors: list[str] = []
@@ -57,14 +52,26 @@ class Browser:
         return path
 
 
-@pytest.fixture
-def browser(tmp_path):
+@pytest.fixture(scope="session")
+def chromium():
+    """One chromium per test session (starting it is most of a short test's time)."""
     with sync_api.sync_playwright() as pw:
-        b = Browser(pw, tmp_path)
+        chromium = pw.chromium.launch(
+            executable_path=str(uikit.CHROMIUM), headless=True, args=uikit.CHROMIUM_ARGS
+        )
         try:
-            yield b
+            yield chromium
         finally:
-            b.context.close()
+            chromium.close()
+
+
+@pytest.fixture
+def browser(chromium, tmp_path):
+    b = Browser(chromium, tmp_path)
+    try:
+        yield b
+    finally:
+        b.context.close()
     assert b.errors == [], b.errors
 
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from looprail.store import EventRecord, Journal, JournalError, NoJournalError
 from looprail.ui import data
+from tests.support import examples
 
 
 def project_with_run(root: Path) -> tuple[Path, str]:
@@ -103,7 +104,7 @@ layouts = st.sampled_from(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(keys=st.lists(task_keys, min_size=1, max_size=8, unique=True), layout=layouts)
 def test_each_task_gets_its_own_log_files_and_no_other(tmp_path_factory, keys, layout):
     project = tmp_path_factory.mktemp("logs")

@@ -19,6 +19,7 @@ from looprail.hooks.native.config import (
     validate_hooks_document,
 )
 from looprail.hooks.native.events import EVENT_NAMES, EVENTS, task_candidate
+from tests.support import examples
 
 
 def issues_of(doc, scope="global") -> list[tuple[str, str]]:
@@ -573,7 +574,7 @@ _json = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(entry=_json, event=st.sampled_from([*EVENT_NAMES, "nope"]))
 def test_validation_never_crashes_and_always_names_a_path(entry, event):
     doc = {"local": {"x": entry, "y": {"description": "d", "event": event, "action": entry}}}

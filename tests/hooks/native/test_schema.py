@@ -17,7 +17,7 @@ from looprail.cli import main
 from looprail.hooks.native.actions import ACTION_TYPES
 from looprail.hooks.native.config import hooks_json_schema, validate_hooks_document
 from looprail.hooks.native.events import EVENT_NAMES, EVENTS
-from tests.support import REPO
+from tests.support import REPO, examples
 
 jsonschema = pytest.importorskip("jsonschema")
 from pydantic import ValidationError  # noqa: E402
@@ -215,32 +215,58 @@ _VARIANT = {
 }
 
 
+# Strategies are built once here, not inside the composites: a strategy made per draw is
+# validated again on every example, and that (not the oracle) was most of this file's time.
+_PICK = {n: st.integers(0, n - 1) for n in range(1, 33)}
+_HOW_MANY = st.integers(0, 2)
+_SET_OR_REMOVE = st.integers(0, 3)
+_POOL_KEYS = {id(pool): sorted(pool) for pool in (_ACTION_POOL, _HOOK_POOL, _PRESET_POOL)}
+_POOL_KEYS[id(_DOCUMENT_POOL)] = sorted(_DOCUMENT_POOL)
+
+
+def _pick(draw, options: list[Any]) -> Any:
+    """`draw(st.sampled_from(options))` without building a strategy for each draw."""
+    return options[draw(_PICK[len(options)])]
+
+
 @st.composite
 def _mutated(draw, base: dict[str, Any], pool: dict[str, st.SearchStrategy[Any]]) -> dict:
     """`base` with up to two members set from `pool` (often invalid) or removed."""
     out = dict(base)
-    for _ in range(draw(st.integers(0, 2))):
-        if not out or draw(st.integers(0, 3)):
-            key = draw(st.sampled_from(sorted(pool)))
+    for _ in range(draw(_HOW_MANY)):
+        if not out or draw(_SET_OR_REMOVE):
+            key = _pick(draw, _POOL_KEYS[id(pool)])
             out[key] = draw(pool[key])
         else:
-            out.pop(draw(st.sampled_from(sorted(out))))
+            out.pop(_pick(draw, sorted(out)))
     return out
+
+
+_KINDS = list(ACTION_TYPES)
+_OUTCOMES = {
+    event: ["pass", failure, "pass", failure, "block", "report"]
+    for event, failure in _FAILURE.items()
+}
+_FAILED_CODE = st.sampled_from([1, None, [2, None]])
+_SEND_AS = st.sampled_from(["custom", "user"])
+_DELIVERY = st.sampled_from(["steer", "followUp", "nextTurn"])
+_EVENT_LIST = list(EVENT_NAMES)
+_MAX_SELECTIONS = st.sampled_from([1, 2, 0])
+_RESULT_FILTER = _VALID_RESULT_FILTER | _VALID_FILTER
+_TIMEOUT_MS = st.sampled_from([1, 5000, 3_600_000, 0, 3_600_001])
 
 
 @st.composite
 def _valid_ish_action(draw, event: str) -> dict[str, Any]:
-    kind = draw(st.sampled_from(ACTION_TYPES))
-    outcome = draw(
-        st.sampled_from(["pass", _FAILURE[event], "pass", _FAILURE[event], "block", "report"])
-    )
+    kind = _pick(draw, _KINDS)
+    outcome = _pick(draw, _OUTCOMES[event])
     action: dict[str, Any] = {"type": kind, "outcome": outcome, **_VARIANT[kind]}
     if draw(st.booleans()):
-        action["code"] = 0 if outcome == "pass" else draw(st.sampled_from([1, None, [2, None]]))
+        action["code"] = 0 if outcome == "pass" else draw(_FAILED_CODE)
     if kind == "message":  # every combination, valid or not
         if draw(st.booleans()):
-            action["sendAs"] = draw(st.sampled_from(["custom", "user"]))
-        action["delivery"] = draw(st.sampled_from(["steer", "followUp", "nextTurn"]))
+            action["sendAs"] = draw(_SEND_AS)
+        action["delivery"] = draw(_DELIVERY)
         if draw(st.booleans()):
             action["triggerTurn"] = draw(st.booleans())
     return draw(_mutated(action, _ACTION_POOL))
@@ -248,51 +274,56 @@ def _valid_ish_action(draw, event: str) -> dict[str, Any]:
 
 @st.composite
 def _valid_ish_hook(draw) -> dict[str, Any]:
-    event = draw(st.sampled_from(EVENT_NAMES))
+    event = _pick(draw, _EVENT_LIST)
     hook: dict[str, Any] = {"description": "d", "event": event}
     if draw(st.booleans()):
         hook["shell"] = "exit 0"
     if "shell" not in hook or draw(st.booleans()):
         hook["action"] = draw(_valid_ish_action(event))
         if draw(st.booleans()):
-            hook["maxSelections"] = draw(st.sampled_from([1, 2, 0]))
+            hook["maxSelections"] = draw(_MAX_SELECTIONS)
     if draw(st.booleans()):
         result = event == "hook_result"
-        hook["filter"] = draw(_VALID_RESULT_FILTER | _VALID_FILTER if result else _VALID_FILTER)
+        hook["filter"] = draw(_RESULT_FILTER if result else _VALID_FILTER)
     if draw(st.booleans()):
-        hook["timeoutMs"] = draw(st.sampled_from([1, 5000, 3_600_000, 0, 3_600_001]))
+        hook["timeoutMs"] = draw(_TIMEOUT_MS)
     return draw(_mutated(hook, _HOOK_POOL))
+
+
+_VALID_ISH_HOOK = _valid_ish_hook()
+_NAMES = st.sampled_from(["a", "b", "p", "q", "a", "b", "__proto__", "x/y"])
+_LOCAL = st.dictionaries(_NAMES, _VALID_ISH_HOOK, max_size=3)
+_REPO_SECTION = st.dictionaries(_NAMES, _VALID_ISH_HOOK, max_size=2)
+_PRESET_NAMES = st.lists(st.sampled_from(["p", "q"]), max_size=2, unique=True)
+_PRESET_REFS = st.lists(st.sampled_from(["local/a", "local/b", "local/p", "o/r/x"]), max_size=3)
 
 
 @st.composite
 def _valid_ish_document(draw) -> dict[str, Any]:
-    names = st.sampled_from(["a", "b", "p", "q", "a", "b", "__proto__", "x/y"])
-    local = draw(st.dictionaries(names, _valid_ish_hook(), max_size=3))
-    for name in draw(st.lists(st.sampled_from(["p", "q"]), max_size=2, unique=True)):
-        refs = draw(
-            st.lists(st.sampled_from(["local/a", "local/b", "local/p", "o/r/x"]), max_size=3)
-        )
+    local = draw(_LOCAL)
+    for name in draw(_PRESET_NAMES):
+        refs = draw(_PRESET_REFS)
         local[name] = draw(_mutated({"description": "p", "preset": refs}, _PRESET_POOL))
     doc: dict[str, Any] = {"local": local}
     if draw(st.booleans()):
-        doc["o/r"] = draw(st.dictionaries(names, _valid_ish_hook(), max_size=2))
+        doc["o/r"] = draw(_REPO_SECTION)
         doc["repos"] = ["o/r"]
     return draw(_mutated(doc, _DOCUMENT_POOL))
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_valid_ish_document())
 def test_reader_models_and_schema_agree_near_valid_documents(doc):
     assert_agree(doc)
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_valid_ish_hook().map(lambda hook: {"local": {"h": hook}}))
+@settings(max_examples=examples(500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_VALID_ISH_HOOK.map(lambda hook: {"local": {"h": hook}}))
 def test_reader_models_and_schema_agree_near_valid_hooks(doc):
     assert_agree(doc)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_document)
 def test_reader_models_and_schema_agree_on_noisy_documents(doc):
     assert_agree(doc)
