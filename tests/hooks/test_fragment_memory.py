@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from looprail.config import JSText, js_dump, js_dumps
 from tests.e2e.test_fail_loud import peak_of
-from tests.support import REPO, feature, run_cli, write_capability
+from tests.support import REPO, examples, feature, run_cli, write_capability
 
 EXAMPLE = REPO / "examples" / "hello-loop"
 MIB = 1024 * 1024
@@ -73,7 +73,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(value=json_values, text=st.text(), cuts=st.lists(st.integers(0, 50), max_size=6))
 def test_js_dump_streams_what_js_dumps_joins(value, text, cuts):
     big = text * 4000 if text else "x" * 70_000  # above the shared-escape threshold
