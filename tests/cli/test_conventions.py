@@ -18,8 +18,7 @@ import time
 
 import pytest
 
-from looprail.cli import build_parser
-from tests.support import REPO, run_cli, write_config
+from tests.support import REPO, cli_commands, run_cli, write_config
 
 CAPS = str(REPO / "examples" / "capabilities")
 ESC = re.compile(r"\x1b\[")
@@ -115,17 +114,8 @@ def test_python_dash_m_and_a_fast_version():
 # --------------------------------------------------------------------------- parser shape
 
 
-def _parsers(parser=None, path=()):
-    parser = parser or build_parser()
-    yield path, parser
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, child in action.choices.items():
-                yield from _parsers(child, (*path, name))
-
-
 def test_every_positional_has_help_and_every_command_takes_q_and_v():
-    for path, parser in _parsers():
+    for path, parser in cli_commands():
         for action in parser._actions:
             if not action.option_strings and not isinstance(action, argparse._SubParsersAction):
                 assert action.help, (path, action.dest)

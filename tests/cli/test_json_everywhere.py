@@ -5,7 +5,6 @@ already JSON) are listed with why, so a new data command without `--json` fails 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -15,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from looprail.cli import build_parser
-from tests.support import REPO
+from tests.support import REPO, cli_leaf_commands
 
 CAPS = REPO / "examples" / "capabilities"
 
@@ -43,17 +41,8 @@ NO_JSON = {
 }
 
 
-def _leaves(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
-    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    if not subs:
-        yield " ".join(path), parser
-    for action in subs:
-        for name, child in action.choices.items():
-            yield from _leaves(child, (*path, name))
-
-
 def test_every_command_that_prints_data_takes_json():
-    leaves = dict(_leaves(build_parser()))
+    leaves = dict(cli_leaf_commands())
     with_json = {name for name, p in leaves.items() if "--json" in p._option_string_actions}
     assert set(leaves) == with_json | set(NO_JSON), set(leaves) ^ (with_json | set(NO_JSON))
     assert not with_json & set(NO_JSON)

@@ -5,7 +5,6 @@ a point) and the GSD contract commands keep `--project`."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -15,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from looprail.cli import build_parser
-from tests.support import REPO
+from tests.support import REPO, cli_leaf_commands
 
 CAPS = REPO / "examples" / "capabilities"
 
@@ -39,17 +37,8 @@ OTHER_POSITIONAL = {
 }
 
 
-def _leaves(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
-    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    if not subs:
-        yield " ".join(path), parser
-    for action in subs:
-        for name, child in action.choices.items():
-            yield from _leaves(child, (*path, name))
-
-
 def test_every_command_that_reads_a_project_takes_it_as_a_positional():
-    for name, parser in _leaves(build_parser()):
+    for name, parser in cli_leaf_commands():
         if "--project" not in parser._option_string_actions or name in OTHER_POSITIONAL:
             continue
         metavars = [a.metavar for a in parser._actions if not a.option_strings]

@@ -207,3 +207,28 @@ def write_exe(path: Path, body: str, shebang: str = "/bin/sh") -> Path:
     path.write_text(f"#!{shebang}\n{body}")
     path.chmod(0o755)
     return path
+
+
+def cli_commands(parser: Any = None, path: tuple[str, ...] = ()) -> Any:
+    """Every parser of the CLI as `(path, parser)`, the top one first (`()`), then each command
+    and subcommand (`("capability", "list")`): what tests walk to check every command."""
+    import argparse
+
+    if parser is None:
+        from looprail.cli import build_parser
+
+        parser = build_parser()
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield from cli_commands(child, (*path, name))
+
+
+def cli_leaf_commands() -> Any:
+    """`(name, parser)` of every command that has no subcommands (`"capability list"`)."""
+    import argparse
+
+    for path, parser in cli_commands():
+        if not any(isinstance(a, argparse._SubParsersAction) for a in parser._actions):
+            yield " ".join(path), parser
