@@ -14,6 +14,7 @@ import json
 import sqlite3
 
 from looprail.store.summary import duration_ms as _duration
+from looprail.store.summary import run_header
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs milliseconds on the `report --json` start path
@@ -163,20 +164,7 @@ def header(run: Row, tasks: Iterable[TaskTuple]) -> dict[str, Any]:
     counts = {"pending": 0, "running": 0, "done": 0, "failed": 0}
     for task in tasks:
         counts[task[3]] += 1
-    return {
-        "id": run["id"],
-        "phase": run["phase"],
-        "status": run["status"],
-        "startedAt": run["started_at"],
-        "endedAt": run["ended_at"],
-        "durationMs": _duration(run["started_at"], run["ended_at"]),
-        "haltReason": run["halt_reason"],
-        "state": list(run["state"]),
-        "pid": run["pid"],
-        "host": run["host"],
-        "machineConfig": run["machine_config"],
-        "tasks": counts,
-    }
+    return run_header(run, counts, list(run["state"]), run["machine_config"])
 
 
 def _agent_calls(events: Sequence[Row]) -> list[dict[str, Any]]:

@@ -60,6 +60,14 @@ def headers(conn: sqlite3.Connection, *, latest: bool = False) -> list[dict[str,
 
 
 def _header(run: sqlite3.Row, counts: dict[str, int]) -> dict[str, Any]:
+    return run_header(run, counts, json.loads(run["state"]), json.loads(run["machine_config"]))
+
+
+def run_header(
+    run: Any, counts: dict[str, int], state: list[str], machine_config: Any
+) -> dict[str, Any]:
+    """A run's header as `status --json`, `history --json` and the report print it; `counts`
+    are its tasks by status, `state` and `machine_config` its decoded JSON columns."""
     return {
         "id": run["id"],
         "phase": run["phase"],
@@ -68,10 +76,10 @@ def _header(run: sqlite3.Row, counts: dict[str, int]) -> dict[str, Any]:
         "endedAt": run["ended_at"],
         "durationMs": duration_ms(run["started_at"], run["ended_at"]),
         "haltReason": run["halt_reason"],
-        "state": json.loads(run["state"]),
+        "state": state,
         "pid": run["pid"],
         "host": run["host"],
-        "machineConfig": json.loads(run["machine_config"]),
+        "machineConfig": machine_config,
         "tasks": {k: counts.get(k, 0) for k in ("pending", "running", "done", "failed")},
     }
 
