@@ -153,6 +153,10 @@ class Progress:
             self._tasks[key] = (one_line(label), time.monotonic())
             self._rows = tuple(self._tasks.values())
             self._ensure_live()
+            live = self._live
+        # Drawn now, not at the next tick: a task shorter than a tick would never be seen.
+        # Outside our lock, as printing is (the redraw reads snapshots, rich locks itself).
+        live.refresh()
 
     def task_finished(self, key: str) -> None:
         with self._lock:
