@@ -2,18 +2,42 @@
 
 from __future__ import annotations
 
+import compileall
+import os
 import shutil
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
-from tests.support import EXAMPLE, HYPOTHESIS_PROFILE, examples
+from tests.support import EXAMPLE, HYPOTHESIS_PROFILE, REPO, examples
 
 # Properties that name no example count run hypothesis's usual 100, or ten times that with
 # LOOPRAIL_HYPOTHESIS=thorough (explicit counts scale the same way through `examples(n)`).
 settings.register_profile("looprail-default", max_examples=examples(100))
 settings.register_profile("looprail-thorough", max_examples=examples(100), deadline=None)
 settings.load_profile(f"looprail-{HYPOTHESIS_PROFILE}")
+
+
+def pytest_configure(config):
+    """Start-up costs the suite pays hundreds of times, paid once.
+
+    - Bytecode: with PYTHONDONTWRITEBYTECODE set (as on these machines), every `looprail`
+      process a test starts compiled the package from source again, and every xdist worker
+      rewrote every test module's asserts again. The package is compiled once here, before the
+      workers start, and bytecode is written for the suite's own processes.
+    - `#!/usr/bin/env python3` (the example's agents) finds the interpreter running the tests,
+      as in an activated virtual environment, not a version manager's shell shim (pyenv's costs
+      about 0.15 s of bash per call).
+    """
+    sys.dont_write_bytecode = False
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    if not hasattr(config, "workerinput"):  # the controller, or a run without xdist
+        compileall.compile_dir(REPO / "looprail", quiet=2)
+    here = str(Path(sys.executable).parent)
+    if os.environ.get("PATH", "").split(os.pathsep)[0] != here:
+        os.environ["PATH"] = here + os.pathsep + os.environ.get("PATH", "")
 
 
 @pytest.fixture(autouse=True)

@@ -23,16 +23,17 @@ from looprail.errors import (
     StopRequested,
     TransitionRefused,
 )
+from tests.support.source import modules, nodes
 
 PACKAGE = Path(errors.__file__).resolve().parent
 
 
 def test_public_exception_classes_are_defined_only_in_errors_py():
     stray = []
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in modules():
         if path.name == "errors.py" and path.parent == PACKAGE:
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in nodes(path):
             if not isinstance(node, ast.ClassDef) or node.name.startswith("_"):
                 continue
             bases = {

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from looprail import layout
 from tests.support import REPO
+from tests.support.source import modules, nodes, strings
 
 PACKAGE = REPO / "looprail"
 LAYOUT = PACKAGE / "layout.py"
@@ -18,40 +19,22 @@ LAYOUT = PACKAGE / "layout.py"
 STANDALONE = {PACKAGE / "runtime" / "roles" / "local_agent.py"}
 
 
-def _strings(path: Path) -> list[tuple[int, str]]:
-    """(line, text) of every string constant in `path` that is not a docstring."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    docstrings = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            first = node.body[0] if node.body else None
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                docstrings.add(id(first.value))
-    return [
-        (node.lineno, node.value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Constant)
-        and isinstance(node.value, str)
-        and id(node) not in docstrings
-    ]
-
-
 def _modules() -> list[Path]:
-    return [p for p in sorted(PACKAGE.rglob("*.py")) if p != LAYOUT and p not in STANDALONE]
+    return [p for p in modules() if p != LAYOUT and p not in STANDALONE]
 
 
-def test_the_scan_sees_strings():
-    found = _strings(PACKAGE / "runtime" / "local.py")
+def test_the_scan_seesstrings():
+    found = strings(PACKAGE / "runtime" / "local.py")
     assert any("refused" in text for _, text in found)
     assert layout.LOOPRAIL_DIR == ".looprail"
-    assert any(layout.LOOPRAIL_DIR in text for _, text in _strings(LAYOUT))
+    assert any(layout.LOOPRAIL_DIR in text for _, text in strings(LAYOUT))
 
 
 def test_only_layout_spells_out_the_looprail_folder():
     offenders = [
         f"{path.relative_to(PACKAGE.parent)}:{line}: {text[:60]!r}"
         for path in _modules()
-        for line, text in _strings(path)
+        for line, text in strings(path)
         if layout.LOOPRAIL_DIR in text
     ]
     assert offenders == [], "use looprail.layout.LOOPRAIL_DIR (and its names)"
@@ -61,7 +44,7 @@ def test_no_module_builds_a_path_from_the_planning_folder_name():
     offenders = [
         f"{path.relative_to(PACKAGE.parent)}:{line}"
         for path in _modules()
-        for line, text in _strings(path)
+        for line, text in strings(path)
         if text in (layout.PLANNING_DIR, layout.PLANNING_DIR + "/")
     ]
     assert offenders == [], "use looprail.layout.PLANNING_DIR / PROJECT_CONFIG_FILE / …"
@@ -80,7 +63,7 @@ def test_no_module_defines_its_own_copy_of_a_layout_name():
     offenders = []
     values = {getattr(layout, name) for name in LAYOUT_NAMES}
     for path in _modules():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in nodes(path):
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(
                 getattr(node, "value", None), ast.Constant
             ):
@@ -97,7 +80,7 @@ def test_looprail_home_is_computed_once():
     wrapper that calls `layout.looprail_home`."""
     wrappers = []
     for path in _modules():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in nodes(path):
             if isinstance(node, ast.FunctionDef) and node.name == "looprail_home":
                 calls = {
                     ast.unparse(call.func) for call in ast.walk(node) if isinstance(call, ast.Call)

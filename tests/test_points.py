@@ -12,6 +12,8 @@ from looprail import points
 from looprail.hooks import manifest
 from looprail.machine.spec import DEFAULT_LOOP
 from tests.support import run_cli
+from tests.support.source import modules, strings
+from tests.support.source import text as source_text
 
 PACKAGE = Path(points.__file__).resolve().parent
 
@@ -39,32 +41,16 @@ def test_point_type_and_tuple_agree():
     )
 
 
-def _string_constants(path: Path):
-    tree = ast.parse(path.read_text())
-    docstrings = {
-        id(n.body[0].value)
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-        and n.body
-        and isinstance(n.body[0], ast.Expr)
-        and isinstance(n.body[0].value, ast.Constant)
-    }
-    for node in ast.walk(tree):
-        is_text = isinstance(node, ast.Constant) and isinstance(node.value, str)
-        if is_text and id(node) not in docstrings:
-            yield node.lineno, node.value
-
-
 def test_no_module_but_points_spells_the_vocabulary_out():
     offenders = []
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in modules():
         if path.name == "points.py":
             continue
-        text = path.read_text()
+        text = source_text(path)
         # the list written out: the first points in order, in any quoting
         if re.search(r"""["']discuss:pre["'],\s*["']discuss:post["'],\s*["']plan:pre""", text):
             offenders.append(f"{path.relative_to(PACKAGE)}: lists the points")
-        for line, value in _string_constants(path):
+        for line, value in strings(path):
             if re.search(r"\b(12|twelve) (loop |extension )?points\b", value):
                 offenders.append(f"{path.relative_to(PACKAGE)}:{line}: hard-codes the count")
     assert offenders == []

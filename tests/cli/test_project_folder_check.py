@@ -11,6 +11,7 @@ from looprail.cli import main
 from looprail.errors import UsageError
 from looprail.fsutil import project_folder
 from tests.support import REPO
+from tests.support.source import modules, nodes
 
 PACKAGE = REPO / "looprail"
 
@@ -18,8 +19,8 @@ PACKAGE = REPO / "looprail"
 def test_the_wording_lives_in_one_module():
     holders = sorted(
         path.relative_to(PACKAGE).as_posix()
-        for path in PACKAGE.rglob("*.py")
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        for path in modules()
+        for node in nodes(path)
         if isinstance(node, ast.Constant)
         and isinstance(node.value, str)
         and "no such project folder" in node.value

@@ -5,9 +5,11 @@ dependency)."""
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 from tests.support import REPO
+from tests.support.source import modules, nodes
 
 PACKAGE = REPO / "looprail"
 
@@ -34,13 +36,14 @@ def _module(path: Path) -> str:
     return ".".join(parts)
 
 
+@cache
 def _imports() -> dict[str, set[str]]:
     """module -> the looprail modules it imports (`from a import b` counts as a and a.b)."""
     out: dict[str, set[str]] = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in modules():
         mod = _module(path)
         found: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in nodes(path):
             if isinstance(node, ast.Import):
                 found |= {a.name for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -52,9 +55,6 @@ def _imports() -> dict[str, set[str]]:
     return out
 
 
-IMPORTS = _imports()
-
-
 def _layer(module: str) -> str:
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else ""
@@ -63,7 +63,7 @@ def _layer(module: str) -> str:
 def _violations(source_layers: set[str], forbidden_layers: set[str]) -> list[str]:
     return sorted(
         f"{mod} imports {target}"
-        for mod, targets in IMPORTS.items()
+        for mod, targets in _imports().items()
         if _layer(mod) in source_layers
         for target in targets
         if _layer(target) in forbidden_layers
@@ -71,8 +71,8 @@ def _violations(source_layers: set[str], forbidden_layers: set[str]) -> list[str
 
 
 def test_the_scan_sees_the_package():
-    assert "looprail.hooks.compiled" in IMPORTS and "looprail.cli" in IMPORTS
-    assert "looprail.layout" in IMPORTS["looprail.hooks.compiled"]
+    assert "looprail.hooks.compiled" in _imports() and "looprail.cli" in _imports()
+    assert "looprail.layout" in _imports()["looprail.hooks.compiled"]
 
 
 def test_hooks_imports_neither_machine_nor_trust():
@@ -96,7 +96,7 @@ RUNTIME_UPWARD = {
 
 
 def test_runtime_imports_only_base_and_runtime_but_the_known_exceptions():
-    everything = {_layer(m) for m in IMPORTS} - {""}
+    everything = {_layer(m) for m in _imports()} - {""}
     found = set(_violations({"runtime"}, everything - BASE - {"runtime"}))
     assert found == RUNTIME_UPWARD
 
@@ -104,7 +104,7 @@ def test_runtime_imports_only_base_and_runtime_but_the_known_exceptions():
 def test_nothing_imports_the_cli():
     offenders = sorted(
         f"{mod} imports {target}"
-        for mod, targets in IMPORTS.items()
+        for mod, targets in _imports().items()
         if not (
             mod == "looprail.cli" or mod.startswith("looprail.cli.") or mod == "looprail.__main__"
         )
@@ -115,11 +115,11 @@ def test_nothing_imports_the_cli():
 
 
 def test_the_base_layer_imports_only_the_base_layer():
-    assert _violations(BASE, {_layer(m) for m in IMPORTS} - BASE - {""}) == []
+    assert _violations(BASE, {_layer(m) for m in _imports()} - BASE - {""}) == []
 
 
 def test_the_store_imports_only_the_base_layer():
-    assert _violations({"store"}, {_layer(m) for m in IMPORTS} - BASE - {"store", ""}) == []
+    assert _violations({"store"}, {_layer(m) for m in _imports()} - BASE - {"store", ""}) == []
 
 
 def test_the_trust_layer_does_not_import_the_machine():
