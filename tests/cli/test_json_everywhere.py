@@ -9,12 +9,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support import REPO, cli_leaf_commands
+from tests.support.agents import looprail
 
 CAPS = REPO / "examples" / "capabilities"
 
@@ -76,16 +76,12 @@ def _halted_project(root: Path) -> Path:
 HOME: dict[str, str] = {}  # one looprail home for the module (the journal's key lives there)
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str, process: bool = False) -> subprocess.CompletedProcess[str]:
+    """In process, or with `process=True` a real one: for `run` and `resume`, whose agents and
+    steps are processes too, stdout must hold the one document whatever they print."""
     env = {**os.environ, **HOME}
     env.pop("LOOPRAIL_HOME", None)
-    return subprocess.run(
-        [sys.executable, "-m", "looprail", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    return looprail(*args, cwd=Path.cwd(), env=env, process=process)
 
 
 # (command, its arguments after the project's placeholder P and the capabilities' C)
@@ -129,7 +125,7 @@ def test_json_output_is_one_document(halted: Path, name: str, argv: list[str]) -
         a.replace("P", str(halted), 1) if a.startswith("P") else str(CAPS) if a == "C" else a
         for a in argv
     ]
-    done = _cli(*args)
+    done = _cli(*args, process=name in ("run", "resume"))
     assert done.returncode in (0, 1), (name, done.returncode, done.stderr)
     assert done.stdout.strip(), (name, done.stderr)
     value = json.loads(done.stdout)  # all of stdout, one document

@@ -6,15 +6,12 @@ a point) and the GSD contract commands keep `--project`."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support import REPO, cli_leaf_commands
+from tests.support import REPO, cli_leaf_commands, run_cli
 
 CAPS = REPO / "examples" / "capabilities"
 
@@ -45,31 +42,25 @@ def test_every_command_that_reads_a_project_takes_it_as_a_positional():
         assert "PROJECT" in metavars, name
 
 
-def _cli(*args: str, cwd: Path, env: dict[str, str] | None = None):
-    return subprocess.run(
-        [sys.executable, "-m", "looprail", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=cwd,
-        env=env,
-    )
+def _cli(*args: str, cwd: Path, env: dict[str, str | None] | None = None):
+    # In process: the positional is argument parsing, the same in a process of its own.
+    return run_cli(*args, cwd=cwd, env=env)
 
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory) -> Path:
-    """A project with a run to show, made once per module (init + run are two processes):
+    """A project with a run to show, made once per module (init + run):
     tests get a copy. Built before the per-test home exists, so it gets a home of its own."""
     root = tmp_path_factory.mktemp("template")
     home = tmp_path_factory.mktemp("template-home")
-    env = {**os.environ, "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache")}
+    env: dict[str, str | None] = {"HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache")}
     for name in (
         "LOOPRAIL_HOME",
         "LOOPRAIL_CAPABILITIES",
         "LOOPRAIL_CACHE_DIR",
         "LOOPRAIL_NO_CACHE",
     ):
-        env.pop(name, None)
+        env[name] = None
     done = _cli("init", "demo", cwd=root, env=env)
     assert done.returncode == 0, done.stderr
     demo = root / "demo"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.agents import agent_env
+from tests.support.agents import agent_env, looprail
 
 PLAN = (
     "---\nphase: 01-tiny\nplan: {plan}\ntype: execute\nwave: 1\ndepends_on: []\n"
@@ -50,14 +50,9 @@ def make_project(tmp_path: Path, executor: str, plans: tuple[str, ...] = ("01",)
 
 
 def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None):
-    return subprocess.run(
-        [sys.executable, "-m", "looprail", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=cwd,
-        env=env,
-    )
+    """In process: the runtimes pipe every child's output and relay it as lines, the same in
+    the console script's process (a run that is stopped or read live is a `Reader`)."""
+    return looprail(*args, cwd=cwd or Path.cwd(), env=env or dict(os.environ))
 
 
 class Reader:
