@@ -50,6 +50,8 @@ _RULE_FILES = tuple(
         ("compiled.py",),
         ("manifest.py",),
         ("manifest_io.py",),
+        ("manifest_rules.py",),
+        ("manifest_shape.py",),
         ("verdicts.py",),
         ("registry.py",),
         ("..", "points.py"),

@@ -58,8 +58,8 @@ class Root:
 
 @dataclass
 class LoadedCapability:
-    # The pydantic model, or None when the manifest's verdict came from the validation cache
-    # (`hooks.verdicts`): `manifest` then builds it from `raw` on first use.
+    # The pydantic model, or None (as the registry loads it: validation never builds one, see
+    # `manifest_rules`): `manifest` then builds it from `raw` on first use.
     model: Capability | None = field(compare=False)  # equal manifests: compare `data`
     data: dict[str, Any]  # the manifest JSON with fragments materialised
     source: Path
@@ -71,8 +71,8 @@ class LoadedCapability:
 
     @property
     def manifest(self) -> Capability:
-        """The validated model (validated again from the manifest bytes when its verdict was
-        cached: the same model, paid for only by callers that need it)."""
+        """The validated model (built from the manifest bytes on first use: the same model, paid
+        for only by callers that need it)."""
         if self.model is None:
             from looprail.hooks.manifest import Capability, parse_manifest_bytes
 
@@ -216,7 +216,7 @@ def load_registry(
                     FailedCapability(folder.name, file, root.origin, [Issue(file, "$", str(exc))])
                 )
                 continue
-            cap, data, issues = _validated(raw, file, folder, verdicts)
+            data, issues = _validated(raw, file, folder, verdicts)
             if root.origin != FIRST_PARTY and data is not None:
                 for prefix in _reserved_prefixes():
                     if data["id"].startswith(prefix):
@@ -243,7 +243,7 @@ def load_registry(
                 )
                 continue
             fragment_total += size
-            candidates.append(LoadedCapability(cap, data, folder, root.origin, raw=raw))
+            candidates.append(LoadedCapability(None, data, folder, root.origin, raw=raw))
     shadowed: list[Shadowed] = []
     accepted = _merge(candidates, failed, warnings, shadowed)
     registry = Registry(
@@ -256,17 +256,16 @@ def load_registry(
 
 def _validated(
     raw: bytes, file: str, folder: Path, verdicts: VerdictCache
-) -> tuple[Capability | None, dict[str, Any] | None, list[Issue]]:
-    """`manifest.validate_manifest`, with the verdict of layers 2-3 taken from the cache when
-    these bytes were validated before (the model is then None: built on demand)."""
+) -> tuple[dict[str, Any] | None, list[Issue]]:
+    """`manifest.validate_manifest` without the model (built on demand, `LoadedCapability`),
+    with the verdict of layers 2-3 taken from the cache when these bytes were validated before."""
     from looprail.hooks.manifest_io import _materialise_fragments, parse_manifest_bytes
 
     data, issues = parse_manifest_bytes(raw, file)
     if issues:
-        return None, None, issues
+        return None, issues
     if not isinstance(data, dict):
-        return None, None, [Issue(file, "$", "top level must be a JSON object")]
-    cap = None
+        return None, [Issue(file, "$", "top level must be a JSON object")]
     key = None
     if verdicts.directory is not None:
         from looprail.hooks.verdicts import verdict_key
@@ -274,9 +273,10 @@ def _validated(
         key = verdict_key(raw, folder.name)
         cached = verdicts.get(file, key)
     if key is None or cached is None:
-        from looprail.hooks.manifest import validate_declared
+        # pydantic only for a manifest whose shape is not proven right (`manifest_rules`)
+        from looprail.hooks.manifest_rules import validate_declared
 
-        cap, issues = validate_declared(data, file, folder.name, verdicts.engine_problem)
+        issues = validate_declared(data, file, folder.name, verdicts.engine_problem)
         if key is not None:
             verdicts.put(file, key, issues)
     else:
@@ -284,8 +284,8 @@ def _validated(
     if not issues:
         issues = _materialise_fragments(data, folder, file)
     if issues:
-        return None, None, issues
-    return cap, data, []
+        return None, issues
+    return data, []
 
 
 # All fragment text of the whole search path, in search order (first-party first): a capability

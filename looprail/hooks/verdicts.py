@@ -45,6 +45,8 @@ _RULE_FILES = tuple(
         ("verdicts.py",),
         ("manifest.py",),
         ("manifest_io.py",),
+        ("manifest_rules.py",),
+        ("manifest_shape.py",),
         ("checks.py",),
         ("..", "config.py"),
         ("..", "points.py"),
@@ -105,9 +107,9 @@ class VerdictCache:
         return os.path.join(self.directory, name + ".json")
 
     def engine_problem(self, engines: Any) -> str | None:
-        """`manifest.engine_problem`, memoised per `engines.gsd` range: manifests repeat a few
+        """`manifest_rules.engine_problem`, memoised per `engines.gsd` range: manifests repeat a few
         ranges, and node-semver compiles ~80 regular expressions on import."""
-        from looprail.hooks.manifest import engine_problem
+        from looprail.hooks.manifest_rules import engine_problem
 
         rng = engines.get("gsd") if isinstance(engines, dict) else None
         if self.directory is None or not isinstance(rng, str) or not rng.strip():
