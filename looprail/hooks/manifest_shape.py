@@ -137,7 +137,8 @@ def _tagged(tag: str, variants: dict[str, Check]) -> Check:
     def check(x: Any) -> bool:
         if type(x) is not dict:
             return False
-        variant = variants.get(x.get(tag)) if type(x.get(tag)) is str else None
+        name = x.get(tag)
+        variant = variants.get(name) if type(name) is str else None
         return variant is not None and variant(x)
 
     return check
