@@ -352,13 +352,17 @@ def _validated(
 
         key = verdict_key(raw, folder.name)
         cached = verdicts.get(file, key)
+    data = None
+    if cached:
+        return None, cached
     if cached is not None:
-        if cached:
-            return None, cached
         # A verdict is only recorded for bytes that passed the hostile-safe parse (and its
         # key is these bytes): the plain C parser gives the same value, several times faster.
-        data = json.loads(raw.decode("utf-8").removeprefix("\ufeff"))
-    else:
+        try:
+            data = json.loads(raw.decode("utf-8").removeprefix("\ufeff"))
+        except (ValueError, RecursionError):  # cannot happen for a verdict we wrote
+            data = None
+    if not isinstance(data, dict):
         data, issues = parse_manifest_bytes(raw, file)
         if issues:
             return None, issues
