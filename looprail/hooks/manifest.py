@@ -6,10 +6,14 @@ Validation happens in three layers, and every layer reports *all* its problems a
 1. `parse_manifest_bytes`: safe JSON (size and depth limits, no duplicate keys, no
    `__proto__`/`constructor`/`prototype` keys).
 2. `Capability.model_validate`: shapes and types (pydantic, `extra="forbid"` on contract shapes).
-3. `check_capability`: rules across fields of one manifest (refs owned by the capability, `when`
-   keys declared in its own `config`, `into` roles, role-forbidden bodies, reserved prefixes…).
+3. `check_capability` (`manifest_rules.check_declared` on plain JSON): rules across fields of
+   one manifest (refs owned by the capability, `when` keys declared in its own `config`,
+   `into` roles, role-forbidden bodies, reserved prefixes…).
 
-Rules across the whole set (duplicate owners, `requires`, produces/consumes) live in
+The registry does not import this module to validate a manifest: `manifest_rules` proves a
+well-formed manifest's shape without pydantic (`manifest_shape`, a table mirroring the models
+below; a test keeps the two in step) and comes here only for one it cannot prove, so shape
+errors are always pydantic's. Rules across the whole set (duplicate owners, `requires`, produces/consumes) live in
 `registry.py`, which knows the merge order.
 """
 
@@ -336,7 +340,8 @@ def validate_declared(
     """Layers 2 and 3 (shapes, cross-field rules, the engine range) of a parsed manifest: a
     function of the JSON and the folder name only, so its verdict can be cached by content
     (`looprail.hooks.verdicts`). Fragment files are not read here. `engine` is
-    `engine_problem` or a memo of it (`VerdictCache.engine_problem`)."""
+    `engine_problem` or a memo of it (`VerdictCache.engine_problem`). The registry runs
+    `manifest_rules.validate_declared`, which gives the same issues, pydantic only if needed."""
     try:
         cap = Capability.model_validate(data)
     except PydanticValidationError as exc:
