@@ -13,7 +13,9 @@ Validation happens in three layers, and every layer reports *all* its problems a
 The registry does not import this module to validate a manifest: `manifest_rules` proves a
 well-formed manifest's shape without pydantic (`manifest_shape`, a table mirroring the models
 below; a test keeps the two in step) and comes here only for one it cannot prove, so shape
-errors are always pydantic's. Rules across the whole set (duplicate owners, `requires`, produces/consumes) live in
+errors are always pydantic's.
+
+Rules across the whole set (duplicate owners, `requires`, produces/consumes) live in
 `registry.py`, which knows the merge order.
 """
 
