@@ -94,8 +94,7 @@ def main() -> None:
                 baseline = f"{baseline} ({commit[:10]})"
             base_env = dict(env, PYTHONPATH=str(path.resolve()))
             base_env["XDG_CACHE_HOME"] = str(Path(tmp) / "cache-baseline")
-            base_cmd = [sys.executable, "-c", "from looprail.cli import console; console()"]
-            base_cmd += render
+            base_cmd = cmd  # the same launcher: the baseline package wins on PYTHONPATH
         project = Path(tmp) / "project"
         (project / ".planning").mkdir(parents=True)
         (project / ".planning" / "config.json").write_text("{}")
