@@ -15,7 +15,13 @@ with its ratios to the reference's medians. Without LOOPRAIL_REFERENCE the refer
 are skipped with a note; `python -c pass` (the floor no Python CLI can beat) is always
 measured.
 
+`--baseline` measures the same three figures for an older looprail in the same run (its own
+cache folder, first on PYTHONPATH): a folder holding a `looprail/` package, or a git commit of
+this repository (exported with `git archive`); the default is the commit before goal 5's
+light validation (`PRE_LIGHT`). `--baseline none` skips it.
+
     LOOPRAIL_REFERENCE=.../gsd-tools.cjs python benchmarks/render_hooks.py [--runs 9]
+        [--baseline PRE_LIGHT|COMMIT|PATH|none]
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 CAPS = REPO.parent / "shared" / "conformance" / "gsd-capabilities"
+# The last commit before a changed manifest was validated without pydantic (issue 16, goal 5).
+PRE_LIGHT = "443118a95ca7634b8bb094af03a6afcdb217178b"
 
 
 def once(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, float]:
@@ -49,6 +57,7 @@ def once(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--baseline", default="PRE_LIGHT")
     args = parser.parse_args()
     if not CAPS.is_dir():
         sys.exit(f"needs the reference capabilities at {CAPS}")
@@ -67,7 +76,25 @@ def main() -> None:
             cmd = [str(script)]
         else:
             cmd = [sys.executable, "-c", "from looprail.cli import console; console()"]
-        cmd += ["loop", "render-hooks", "plan:pre", "--raw", "--capabilities", str(caps)]
+        render = ["loop", "render-hooks", "plan:pre", "--raw", "--capabilities", str(caps)]
+        cmd += render
+        baseline = None if args.baseline == "none" else args.baseline
+        if baseline is not None:
+            path = Path(baseline)
+            if not (path / "looprail").is_dir():
+                commit = PRE_LIGHT if baseline == "PRE_LIGHT" else baseline
+                path = Path(tmp) / "baseline"
+                path.mkdir()
+                archive = subprocess.run(
+                    ["git", "-C", str(REPO), "archive", commit, "looprail"], capture_output=True
+                )
+                if archive.returncode:
+                    sys.exit(f"cannot export baseline {commit} (use --baseline none or a folder)")
+                subprocess.run(["tar", "-x", "-C", str(path)], input=archive.stdout, check=True)
+                baseline = f"{baseline} ({commit[:10]})"
+            base_env = dict(env, PYTHONPATH=str(path.resolve()))
+            base_env["XDG_CACHE_HOME"] = str(Path(tmp) / "cache-baseline")
+            base_cmd = cmd  # the same launcher: the baseline package wins on PYTHONPATH
         project = Path(tmp) / "project"
         (project / ".planning").mkdir(parents=True)
         (project / ".planning" / "config.json").write_text("{}")
@@ -85,6 +112,9 @@ def main() -> None:
 
         once(cmd, env, tmp)  # fill the caches, warm the OS file cache and the .pyc files
         once(cmd, env, tmp)
+        if baseline is not None:
+            once(base_cmd, base_env, tmp)
+            once(base_cmd, base_env, tmp)
         if reference:
             once(node, env, str(project))
         rows: dict[str, list[tuple[float, float]]] = {
@@ -92,15 +122,24 @@ def main() -> None:
             "warm": [],
             "one": [],
             "all": [],
+            "base-warm": [],
+            "base-one": [],
+            "base-all": [],
             "ref": [],
         }
         for _ in range(args.runs):
             rows["floor"].append(once([sys.executable, "-c", "pass"], env, tmp))
             rows["warm"].append(once(cmd, env, tmp))
-            change(manifests[:1])
+            if baseline is not None:
+                rows["base-warm"].append(once(base_cmd, base_env, tmp))
+            change(manifests[:1])  # each version's first call after the edit is its cold one
             rows["one"].append(once(cmd, env, tmp))
+            if baseline is not None:
+                rows["base-one"].append(once(base_cmd, base_env, tmp))
             change(manifests)
             rows["all"].append(once(cmd, env, tmp))
+            if baseline is not None:
+                rows["base-all"].append(once(base_cmd, base_env, tmp))
             if reference:
                 rows["ref"].append(once(node, env, str(project)))
     wall = {k: statistics.median(w for w, _ in v) for k, v in rows.items() if v}
@@ -110,8 +149,13 @@ def main() -> None:
         "warm": "render-hooks, warm",
         "one": "render-hooks, cold (one manifest changed)",
         "all": "render-hooks, cold (all 44 changed)",
+        "base-warm": "baseline, warm",
+        "base-one": "baseline, cold (one manifest changed)",
+        "base-all": "baseline, cold (all 44 changed)",
         "ref": "reference (node), same run",
     }
+    if baseline is not None:
+        print(f"baseline: {baseline}")
     ref = "ref" in wall
     for key, label in labels.items():
         if key not in wall:
@@ -124,6 +168,14 @@ def main() -> None:
         print(line)
     if not ref:
         print("reference columns skipped: LOOPRAIL_REFERENCE is not set")
+    if baseline is not None:
+        print(
+            "this / baseline: "
+            + ", ".join(
+                f"{k} wall {wall[k] / wall['base-' + k]:.2f}x CPU {cpu[k] / cpu['base-' + k]:.2f}x"
+                for k in ("warm", "one", "all")
+            )
+        )
     print(
         f"warm / floor {wall['warm'] / wall['floor']:.2f}x wall   "
         f"(medians of {args.runs} calls each, interleaved)"

@@ -50,6 +50,8 @@ _RULE_FILES = tuple(
         ("compiled.py",),
         ("manifest.py",),
         ("manifest_io.py",),
+        ("manifest_rules.py",),
+        ("manifest_shape.py",),
         ("verdicts.py",),
         ("registry.py",),
         ("..", "points.py"),
@@ -325,13 +327,25 @@ def _well_formed(compiled: Any) -> TypeGuard[CompiledRegistry]:
     )
 
 
-def _write(cache_file: str, blob: dict[str, Any]) -> None:
-    import tempfile
+def new_temp_file(folder: str, prefix: str) -> tuple[int, str]:
+    """`tempfile.mkstemp` without importing tempfile (~9 ms on the rebuild path): a new file
+    readable by this user only, never an existing file or a symlink. Returns (fd, path)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    flags |= getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        path = os.path.join(folder, prefix + os.urandom(8).hex())
+        try:
+            return os.open(path, flags, 0o600), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name in {folder}")
 
+
+def _write(cache_file: str, blob: dict[str, Any]) -> None:
     body = json.dumps(blob, ensure_ascii=False).encode("utf-8")
     try:
         os.makedirs(os.path.dirname(cache_file), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(cache_file), prefix=".registry-")
+        fd, tmp = new_temp_file(os.path.dirname(cache_file), ".registry-")
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(_header(body) + b"\n" + body)

@@ -6,8 +6,14 @@ Validation happens in three layers, and every layer reports *all* its problems a
 1. `parse_manifest_bytes`: safe JSON (size and depth limits, no duplicate keys, no
    `__proto__`/`constructor`/`prototype` keys).
 2. `Capability.model_validate`: shapes and types (pydantic, `extra="forbid"` on contract shapes).
-3. `check_capability`: rules across fields of one manifest (refs owned by the capability, `when`
-   keys declared in its own `config`, `into` roles, role-forbidden bodies, reserved prefixes…).
+3. `check_capability` (`manifest_rules.check_declared` on plain JSON): rules across fields of
+   one manifest (refs owned by the capability, `when` keys declared in its own `config`,
+   `into` roles, role-forbidden bodies, reserved prefixes…).
+
+The registry does not import this module to validate a manifest: `manifest_rules` proves a
+well-formed manifest's shape without pydantic (`manifest_shape`, a table mirroring the models
+below; a test keeps the two in step) and comes here only for one it cannot prove, so shape
+errors are always pydantic's.
 
 Rules across the whole set (duplicate owners, `requires`, produces/consumes) live in
 `registry.py`, which knows the merge order.
@@ -16,7 +22,6 @@ Rules across the whole set (duplicate owners, `requires`, produces/consumes) liv
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -26,12 +31,6 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 from pydantic import ValidationError as PydanticValidationError
 
 from looprail.errors import Issue
-from looprail.hooks.manifest_io import (
-    FORBIDDEN_KEYS,
-    GSD_ENGINE_VERSION,
-    _json_path,
-    _materialise_fragments,
-)
 
 # Re-exported: the limits and the light parsers live in manifest_io (no pydantic there).
 from looprail.hooks.manifest_io import (
@@ -41,36 +40,23 @@ from looprail.hooks.manifest_io import MAX_FRAGMENT_BYTES as MAX_FRAGMENT_BYTES
 from looprail.hooks.manifest_io import MAX_JSON_DEPTH as MAX_JSON_DEPTH
 from looprail.hooks.manifest_io import MAX_MANIFEST_BYTES as MAX_MANIFEST_BYTES
 from looprail.hooks.manifest_io import RESERVED_PREFIXES as RESERVED_PREFIXES
+from looprail.hooks.manifest_io import (
+    _json_path,
+    _materialise_fragments,
+)
 from looprail.hooks.manifest_io import json_path as json_path
 from looprail.hooks.manifest_io import materialise_fragment as materialise_fragment
 from looprail.hooks.manifest_io import parse_manifest_bytes as parse_manifest_bytes
-from looprail.points import POINT_ROLES, POINTS, Point
+from looprail.hooks.manifest_rules import FEATURE_ONLY as FEATURE_ONLY
+from looprail.hooks.manifest_rules import ID_PATTERN as ID_PATTERN
+from looprail.hooks.manifest_rules import SCRIPT_PATTERN as SCRIPT_PATTERN
+from looprail.hooks.manifest_rules import check_declared, engine_issues
+from looprail.hooks.manifest_rules import engine_problem as engine_problem
+from looprail.points import POINTS, Point
 
-ID_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\Z")
 SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$"
 )
-SCRIPT_PATTERN = re.compile(r"^[A-Za-z0-9._/-]+\Z")
-
-
-def engine_problem(engines: Any) -> str | None:
-    """Why `engines` (a manifest's `engines` object) rules this engine out, or None.
-
-    Ranges are npm's (`>=1.6.0`, `^1.2`, `~1.2`, `>=1.2.0 <2`, `1.x || >=2.1`), checked by
-    node-semver, a port of npm's own implementation. A range it cannot parse matches no
-    version, so such a capability is not loaded either (the reference fails closed too)."""
-    rng = engines.get("gsd") if isinstance(engines, dict) else None
-    if not isinstance(rng, str) or not rng.strip():
-        return None
-    import nodesemver
-
-    try:
-        ok = nodesemver.satisfies(GSD_ENGINE_VERSION, rng, loose=False)
-    except (ValueError, TypeError):
-        ok = False
-    if ok:
-        return None
-    return f'incompatible with GSD {GSD_ENGINE_VERSION} (requires engines.gsd "{rng}")'
 
 
 Role = Literal["feature", "runtime", "reviewer"]
@@ -291,18 +277,6 @@ class Capability(_Contract):
     reviewer: Reviewer | None = None
 
 
-FEATURE_ONLY = (
-    "skills",
-    "agents",
-    "steps",
-    "contributions",
-    "gates",
-    "hooks",
-    "activationKey",
-    "taskContentResolver",
-)
-
-
 def pydantic_issues(exc: PydanticValidationError, file: str) -> list[Issue]:
     from looprail.hooks.checks import PREDICATE_KINDS  # checks is heavy: only for such errors
 
@@ -333,181 +307,9 @@ def pydantic_issues(exc: PydanticValidationError, file: str) -> list[Issue]:
 
 
 def check_capability(cap: Capability, file: str, folder_name: str | None) -> list[Issue]:
-    """Rules that span fields of one manifest (the reference's validator, manifest-local part)."""
-    issues: list[Issue] = []
-
-    def add(path: str, reason: str) -> None:
-        issues.append(Issue(file, path, reason))
-
-    if folder_name is not None and cap.id != folder_name:
-        add("$.id", f"id {cap.id!r} does not match its folder name {folder_name!r}")
-    if cap.id in cap.requires:
-        add("$.requires", "a capability cannot require itself")
-
-    if cap.role == "feature":
-        if cap.runtimeCompat is None:
-            add("$.runtimeCompat", "required for role 'feature'")
-        if cap.reviewer is not None:
-            add("$.reviewer", "a reviewer body is only allowed on runtime and reviewer roles")
-        if cap.runtime is not None:
-            add("$.runtime", "a runtime body is only allowed on role 'runtime'")
-    else:
-        for name in FEATURE_ONLY:
-            if name in cap.model_fields_set:
-                add(f"$.{name}", f"not allowed on role {cap.role!r}")
-        if cap.role == "reviewer":
-            if cap.reviewer is None:
-                add("$.reviewer", "required for role 'reviewer'")
-            if cap.runtime is not None:
-                add("$.runtime", "not allowed on role 'reviewer'")
-    if cap.runtimeCompat is not None:
-        sup = cap.runtimeCompat.supported
-        if "*" in sup and len(sup) > 1:
-            add("$.runtimeCompat.supported", 'either exactly ["*"] or a list of ids, not both')
-        for i, rid in enumerate(sup):
-            if rid != "*" and not ID_PATTERN.match(rid):
-                add(f"$.runtimeCompat.supported[{i}]", f"{rid!r} is not a kebab-case id")
-        for i, rid in enumerate(cap.runtimeCompat.unsupported):
-            if not ID_PATTERN.match(rid):
-                add(f"$.runtimeCompat.unsupported[{i}]", f"{rid!r} is not a kebab-case id")
-
-    config = cap.config or {}
-    for key, spec in config.items():
-        path = f"$.config[{json.dumps(key)}]"
-        if any(seg in FORBIDDEN_KEYS for seg in key.split(".")):
-            add(path, "forbidden key segment")
-        setting = _central_setting(key)
-        if setting is not None:
-            add(path, f"{key!r} collides with the central setting {setting!r} (#2797)")
-        issues += [Issue(file, path + p, r) for p, r in _check_config_default(spec)]
-    if cap.activationKey is not None and cap.activationKey not in config:
-        add("$.activationKey", f"{cap.activationKey!r} is not declared in this capability's config")
-
-    skills = set(cap.skills or ())
-    agents = set(cap.agents or ())
-
-    def check_when(when: Any, path: str) -> None:
-        if when is None:
-            return
-        if not isinstance(when, str) or not when:
-            add(path, "must be a non-empty string (a dotted config key)")
-        elif when not in config:
-            add(path, f"{when!r} is not declared in this capability's config")
-
-    for i, step in enumerate(cap.steps or ()):
-        base = f"$.steps[{i}]"
-        ref = step.ref
-        set_keys = [k for k in ("skill", "agent", "command") if getattr(ref, k) is not None]
-        if len(set_keys) != 1:
-            add(f"{base}.ref", "must have exactly one of skill, agent, command")
-        if ref.skill is not None:
-            if ref.skill.startswith("gsd-"):
-                add(f"{base}.ref.skill", "must not start with 'gsd-' (the dispatcher adds it)")
-            if ref.skill not in skills:
-                add(f"{base}.ref.skill", f"{ref.skill!r} is not in this capability's skills")
-        if ref.agent is not None and ref.agent not in agents:
-            add(f"{base}.ref.agent", f"{ref.agent!r} is not in this capability's agents")
-        check_when(step.when, f"{base}.when")
-        if step.pointFrom is not None and step.pointFrom not in config:
-            add(
-                f"{base}.pointFrom",
-                f"{step.pointFrom!r} is not declared in this capability's config",
-            )
-        issues += _check_fragment(step.fragment, f"{base}.fragment", file)
-    for i, con in enumerate(cap.contributions or ()):
-        base = f"$.contributions[{i}]"
-        roles = POINT_ROLES[con.point]
-        if con.into not in roles:
-            add(f"{base}.into", f"{con.into!r} is not a role of {con.point} ({', '.join(roles)})")
-        check_when(con.when, f"{base}.when")
-        issues += _check_fragment(con.fragment, f"{base}.fragment", file)
-    for i, gate in enumerate(cap.gates or ()):
-        base = f"$.gates[{i}]"
-        chk = gate.check
-        kinds = [k for k in ("query", "predicate", "agentVerdict") if getattr(chk, k) is not None]
-        if len(kinds) != 1:
-            add(f"{base}.check", "must have exactly one of query, predicate, agentVerdict")
-        if chk.agentVerdict is not None and gate.blocking:
-            add(f"{base}.blocking", "an agentVerdict gate is advisory: blocking must be false")
-        check_when(gate.when, f"{base}.when")
-    for i, hook in enumerate(cap.hooks or ()):
-        base = f"$.hooks[{i}]"
-        s = hook.script
-        if not SCRIPT_PATTERN.match(s) or s.startswith("-") or s.startswith("/") or ".." in s:
-            add(
-                f"{base}.script",
-                "must be a relative path of [A-Za-z0-9._/-], no '..', no leading '-'",
-            )
-        if hook.matcher is not None and any(ord(c) < 0x20 or ord(c) == 0x7F for c in hook.matcher):
-            add(f"{base}.matcher", "must not contain control characters")
-    for i, family in enumerate(cap.commands or ()):
-        module = family.module
-        if (
-            "/" in module
-            or "\\" in module
-            or module in (".", "..")
-            or module.startswith("-")
-            or "\0" in module
-        ):
-            add(f"$.commands[{i}].module", "must be a bare file name (no folders, no leading '-')")
-    tcr = cap.taskContentResolver
-    if "taskContentResolver" in cap.model_fields_set and tcr is None:
-        add("$.taskContentResolver", "null is not allowed; leave the key out to declare none")
-    if tcr is not None and "{{id}}" not in tcr.invoke.args:
-        add("$.taskContentResolver.invoke.args", 'needs at least one element exactly "{{id}}"')
-    if tcr is not None and "\0" in tcr.invoke.binary:
-        add("$.taskContentResolver.invoke.binary", "must not contain a NUL byte")
-    for i, arg in enumerate(tcr.invoke.args if tcr is not None else ()):
-        if "\0" in arg:
-            add(f"$.taskContentResolver.invoke.args[{i}]", "must not contain a NUL byte")
-    return issues
-
-
-def _central_setting(key: str) -> str | None:
-    """The host setting a federated key would shadow or live inside, if any: a capability may
-    not redefine the central config schema, exactly or under one of its namespaces."""
-    from looprail.config import KNOWN_SETTINGS
-
-    for setting in sorted(KNOWN_SETTINGS):
-        if key == setting or key.startswith(setting + ".") or setting.startswith(key + "."):
-            return setting
-    return None
-
-
-def _check_config_default(spec: ConfigKey) -> list[tuple[str, str]]:
-    d = spec.default
-    if spec.type == "enum":
-        if not spec.values:
-            return [(".values", "an enum key needs a non-empty values list")]
-        if d is not None and d not in spec.values:
-            return [(".default", f"{d!r} is not one of its values")]
-        return []
-    if spec.values is not None:
-        return [(".values", "only enum keys take values")]
-    kinds: dict[str, type | tuple[type, ...]] = {
-        "boolean": bool,
-        "string": str,
-        "number": (int, float),
-    }
-    expected = kinds[spec.type]
-    if d is not None and (not isinstance(d, expected) or (spec.type == "number" and d is True)):
-        return [(".default", f"must be a {spec.type}")]
-    if spec.type == "number" and isinstance(d, bool):
-        return [(".default", "must be a number")]
-    return []
-
-
-def _check_fragment(fragment: Fragment | None, path: str, file: str) -> list[Issue]:
-    if fragment is None:
-        return []
-    if fragment.inline is None and fragment.path is None:
-        return [Issue(file, path, "must have inline or path")]
-    if fragment.inline is not None and fragment.path is not None:
-        return [Issue(file, path, "must have inline or path, not both")]
-    p = fragment.path
-    if p is not None and (p.startswith("/") or "\\" in p or ".." in Path(p).parts or "\0" in p):
-        return [Issue(file, f"{path}.path", "must be a relative path without '..'")]
-    return []
+    """Rules that span fields of one manifest (the reference's validator, manifest-local part):
+    `manifest_rules.check_declared` on the model's fields as set."""
+    return check_declared(cap.model_dump(exclude_unset=True), file, folder_name)
 
 
 def validate_manifest(
@@ -540,16 +342,13 @@ def validate_declared(
     """Layers 2 and 3 (shapes, cross-field rules, the engine range) of a parsed manifest: a
     function of the JSON and the folder name only, so its verdict can be cached by content
     (`looprail.hooks.verdicts`). Fragment files are not read here. `engine` is
-    `engine_problem` or a memo of it (`VerdictCache.engine_problem`)."""
+    `engine_problem` or a memo of it (`VerdictCache.engine_problem`). The registry runs
+    `manifest_rules.validate_declared`, which gives the same issues, pydantic only if needed."""
     try:
         cap = Capability.model_validate(data)
     except PydanticValidationError as exc:
         return None, pydantic_issues(exc, file)
-    issues = check_capability(cap, file, folder_name)
-    if not issues:
-        problem = engine(data.get("engines"))
-        if problem is not None:
-            return None, [Issue(file, "$.engines.gsd", problem)]
+    issues = check_declared(data, file, folder_name) or engine_issues(data, file, engine)
     return (None, issues) if issues else (cap, [])
 
 

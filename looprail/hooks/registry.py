@@ -19,19 +19,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
 
 from looprail import layout
 from looprail.errors import Issue
 from looprail.hooks import compiled
 from looprail.hooks.compiled import FIRST_PARTY, GLOBAL, PROJECT
 
-if TYPE_CHECKING:  # manifest imports pydantic: loaded only when a manifest is validated
+# No `typing` or `dataclasses` at run time (~18 ms of imports): this module is on the
+# `render-hooks` rebuild path. The records below are plain classes; the TypedDict is for
+# type checkers (at run time a compiled registry is a plain dict either way).
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # manifest imports pydantic: loaded only when a model is asked for
+    from typing import Any, TypedDict
+
     from looprail.hooks.manifest import Capability
     from looprail.hooks.manifest_io import ManifestFacts
     from looprail.hooks.verdicts import VerdictCache
+else:
+    TypedDict = dict
 
 
 class CompiledRegistry(TypedDict):
@@ -48,31 +54,81 @@ class CompiledRegistry(TypedDict):
     warnings: list[str]
 
 
-@dataclass(frozen=True)
-class Root:
+class _Record:
+    """What `@dataclass` gave these records: equality (same class, `_compare` fields equal)
+    and a repr of the `_shown` fields."""
+
+    _compare: tuple[str, ...] = ()
+    _shown: tuple[str, ...] = ()
+    __hash__ = None  # type: ignore[assignment]  # mutable, as a non-frozen dataclass
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in self._compare)
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._shown)
+        return f"{type(self).__name__}({body})"
+
+
+class _Frozen(_Record):
+    """A record whose fields never change after `__init__`: hashable, assignment refused."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}")
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(getattr(self, f) for f in self._compare))
+
+    def _set(self, **fields: object) -> None:
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
+
+
+class Root(_Frozen):
     """One folder of capability folders, with where it sits in the trust order."""
 
+    _compare = _shown = ("path", "origin")
     path: Path
     origin: str  # first-party | global | project
 
+    def __init__(self, path: Path, origin: str):
+        self._set(path=path, origin=origin)
 
-@dataclass
-class LoadedCapability:
-    # The pydantic model, or None when the manifest's verdict came from the validation cache
-    # (`hooks.verdicts`): `manifest` then builds it from `raw` on first use.
-    model: Capability | None = field(compare=False)  # equal manifests: compare `data`
-    data: dict[str, Any]  # the manifest JSON with fragments materialised
-    source: Path
-    origin: str
-    active: bool = True
-    inactive_reason: str | None = None
-    raw: bytes | None = field(default=None, repr=False, compare=False)
-    _facts: ManifestFacts | None = field(default=None, init=False, repr=False, compare=False)
+
+class LoadedCapability(_Record):
+    _compare = ("data", "source", "origin", "active", "inactive_reason")  # not the model: `data`
+    _shown = ("model", *_compare)
+
+    def __init__(
+        self,
+        model: Capability | None,
+        data: dict[str, Any],
+        source: Path,
+        origin: str,
+        active: bool = True,
+        inactive_reason: str | None = None,
+        raw: bytes | None = None,
+    ):
+        # The pydantic model, or None (as the registry loads it: validation never builds one,
+        # see `manifest_rules`): `manifest` then builds it from `raw` on first use.
+        self.model = model
+        self.data = data  # the manifest JSON with fragments materialised
+        self.source = source
+        self.origin = origin
+        self.active = active
+        self.inactive_reason = inactive_reason
+        self.raw = raw
+        self._facts: ManifestFacts | None = None
 
     @property
     def manifest(self) -> Capability:
-        """The validated model (validated again from the manifest bytes when its verdict was
-        cached: the same model, paid for only by callers that need it)."""
+        """The validated model (built from the manifest bytes on first use: the same model, paid
+        for only by callers that need it)."""
         if self.model is None:
             from looprail.hooks.manifest import Capability, parse_manifest_bytes
 
@@ -91,25 +147,37 @@ class LoadedCapability:
         return self._facts
 
 
-@dataclass
-class FailedCapability:
-    id: str
-    file: str
-    origin: str
-    issues: list[Issue]
-    gate_points: list[str] = field(default_factory=list)
+class FailedCapability(_Record):
+    _compare = _shown = ("id", "file", "origin", "issues", "gate_points")
+
+    def __init__(
+        self,
+        id: str,
+        file: str,
+        origin: str,
+        issues: list[Issue],
+        gate_points: list[str] | None = None,
+    ):
+        self.id = id
+        self.file = file
+        self.origin = origin
+        self.issues = issues
+        self.gate_points: list[str] = [] if gate_points is None else gate_points
 
 
-@dataclass(frozen=True)
-class Shadowed:
+class Shadowed(_Frozen):
     """A capability folder that is never loaded because another one has its id (earlier in the
     trust order: first-party, then global, then project)."""
 
+    _compare = _shown = ("id", "source", "origin", "winner", "winner_origin")
     id: str
     source: Path
     origin: str
     winner: Path
     winner_origin: str
+
+    def __init__(self, id: str, source: Path, origin: str, winner: Path, winner_origin: str):
+        self._set(id=id, source=source, origin=origin, winner=winner, winner_origin=winner_origin)
 
     @property
     def reason(self) -> str:
@@ -121,17 +189,34 @@ class Shadowed:
         )
 
 
-@dataclass
-class Registry:
+class Registry(_Record):
     """The merged, validated capability set."""
 
-    capabilities: dict[str, LoadedCapability]
-    failed: list[FailedCapability]
-    warnings: list[str]
-    roots: list[Root]
-    # First-party folders that were named but do not exist (`looprail run` refuses to start).
-    missing_roots: list[Root] = field(default_factory=list)
-    shadowed: list[Shadowed] = field(default_factory=list)
+    _compare = _shown = (
+        "capabilities",
+        "failed",
+        "warnings",
+        "roots",
+        "missing_roots",
+        "shadowed",
+    )
+
+    def __init__(
+        self,
+        capabilities: dict[str, LoadedCapability],
+        failed: list[FailedCapability],
+        warnings: list[str],
+        roots: list[Root],
+        missing_roots: list[Root] | None = None,
+        shadowed: list[Shadowed] | None = None,
+    ):
+        self.capabilities = capabilities
+        self.failed = failed
+        self.warnings = warnings
+        self.roots = roots
+        # First-party folders that were named but do not exist (`looprail run` refuses to start).
+        self.missing_roots: list[Root] = [] if missing_roots is None else missing_roots
+        self.shadowed: list[Shadowed] = [] if shadowed is None else shadowed
 
     def task_content_resolvers(self) -> list[tuple[str, Any]]:
         """(cap id, TaskContentResolver) of every loaded feature capability that declares one."""
@@ -216,7 +301,7 @@ def load_registry(
                     FailedCapability(folder.name, file, root.origin, [Issue(file, "$", str(exc))])
                 )
                 continue
-            cap, data, issues = _validated(raw, file, folder, verdicts)
+            data, issues = _validated(raw, file, folder, verdicts)
             if root.origin != FIRST_PARTY and data is not None:
                 for prefix in _reserved_prefixes():
                     if data["id"].startswith(prefix):
@@ -243,7 +328,7 @@ def load_registry(
                 )
                 continue
             fragment_total += size
-            candidates.append(LoadedCapability(cap, data, folder, root.origin, raw=raw))
+            candidates.append(LoadedCapability(None, data, folder, root.origin, raw=raw))
     shadowed: list[Shadowed] = []
     accepted = _merge(candidates, failed, warnings, shadowed)
     registry = Registry(
@@ -256,36 +341,45 @@ def load_registry(
 
 def _validated(
     raw: bytes, file: str, folder: Path, verdicts: VerdictCache
-) -> tuple[Capability | None, dict[str, Any] | None, list[Issue]]:
-    """`manifest.validate_manifest`, with the verdict of layers 2-3 taken from the cache when
-    these bytes were validated before (the model is then None: built on demand)."""
+) -> tuple[dict[str, Any] | None, list[Issue]]:
+    """`manifest.validate_manifest` without the model (built on demand, `LoadedCapability`),
+    with the verdict taken from the cache when these bytes were validated before."""
     from looprail.hooks.manifest_io import _materialise_fragments, parse_manifest_bytes
 
-    data, issues = parse_manifest_bytes(raw, file)
-    if issues:
-        return None, None, issues
-    if not isinstance(data, dict):
-        return None, None, [Issue(file, "$", "top level must be a JSON object")]
-    cap = None
-    key = None
+    key = cached = None
     if verdicts.directory is not None:
         from looprail.hooks.verdicts import verdict_key
 
         key = verdict_key(raw, folder.name)
         cached = verdicts.get(file, key)
-    if key is None or cached is None:
-        from looprail.hooks.manifest import validate_declared
+    data = None
+    if cached:
+        return None, cached
+    if cached is not None:
+        # A verdict is only recorded for bytes that passed the hostile-safe parse (and its
+        # key is these bytes): the plain C parser gives the same value, several times faster.
+        try:
+            data = json.loads(raw.decode("utf-8").removeprefix("\ufeff"))
+        except (ValueError, RecursionError):  # cannot happen for a verdict we wrote
+            data = None
+    if not isinstance(data, dict):
+        data, issues = parse_manifest_bytes(raw, file)
+        if issues:
+            return None, issues
+        if not isinstance(data, dict):
+            return None, [Issue(file, "$", "top level must be a JSON object")]
+        # pydantic only for a manifest whose shape is not proven right (`manifest_rules`)
+        from looprail.hooks.manifest_rules import validate_declared
 
-        cap, issues = validate_declared(data, file, folder.name, verdicts.engine_problem)
+        issues = validate_declared(data, file, folder.name, verdicts.engine_problem)
         if key is not None:
             verdicts.put(file, key, issues)
-    else:
-        issues = cached
-    if not issues:
-        issues = _materialise_fragments(data, folder, file)
+        if issues:
+            return None, issues
+    issues = _materialise_fragments(data, folder, file)
     if issues:
-        return None, None, issues
-    return cap, data, []
+        return None, issues
+    return data, []
 
 
 # All fragment text of the whole search path, in search order (first-party first): a capability

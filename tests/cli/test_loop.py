@@ -160,6 +160,37 @@ def test_render_hooks_start_path_stays_light(tmp_path):
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
 
+def test_render_hooks_after_a_manifest_edit_stays_light(tmp_path):
+    """A cold call (a manifest got new bytes, so it is validated and the registry rebuilt)
+    imports none of the heavy modules either: not pydantic, not node-semver (its range is
+    memoised), not networkx, graphviz, statemachine, yaml or rich."""
+    project, root = setup(tmp_path)
+    manifest = root / "cap" / "capability.json"
+    code = (
+        "import sys, io, contextlib, time\n"
+        "from looprail.cli import main\n"
+        f"args = ['loop', 'render-hooks', 'plan:pre', '--raw', '--project', {str(project)!r}, '--capabilities', {str(root)!r}]\n"
+        "with contextlib.redirect_stdout(io.StringIO()): main(args)\n"  # fill both caches
+        "for m in [m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core', 'nodesemver', 'networkx', 'graphviz', 'statemachine', 'rich', 'shtab', 'looprail')]:\n"
+        "    del sys.modules[m]\n"
+        f"path = {str(manifest)!r}\n"
+        "open(path, 'a').write('  ')\n"  # new bytes: a new verdict key and a new stat
+        "time.sleep(0.06)\n"
+        "from looprail.cli import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out): main(args)\n"
+        "assert 'looprail.hooks.manifest_rules' in sys.modules, 'not validated again'\n"
+        'assert \'"capId": "cap"\' in out.getvalue(), out.getvalue()\n'
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'pydantic_core', 'nodesemver', 'networkx', 'graphviz', 'statemachine', 'yaml', 'rich', 'shtab'})\n"
+        "print(heavy)\n"
+    )
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
 def test_capability_validate_reports_every_error_and_exits_1(tmp_path):
     root = tmp_path / "caps"
     write_capability(root, feature("good"))

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from looprail.hooks import manifest as manifest_mod
+from looprail.hooks import manifest_rules as rules_mod
 from looprail.hooks.registry import compile_registry, load_registry
 from looprail.hooks.verdicts import SUBDIR, VerdictCache, verdict_key
 from tests.support import (
@@ -30,13 +30,13 @@ from tests.support import (
 
 def _count_validations(monkeypatch) -> list[str]:
     seen: list[str] = []
-    real = manifest_mod.validate_declared
+    real = rules_mod.validate_declared
 
     def counting(data, file, folder_name, *rest):
         seen.append(folder_name)
         return real(data, file, folder_name, *rest)
 
-    monkeypatch.setattr(manifest_mod, "validate_declared", counting)
+    monkeypatch.setattr(rules_mod, "validate_declared", counting)
     return seen
 
 
@@ -122,12 +122,20 @@ def test_no_cache_env_validates_every_time(tmp_path, project, monkeypatch):
 
 
 def test_model_is_built_on_demand_and_equals_the_validated_one(tmp_path, project):
+    from looprail.hooks.manifest import validate_manifest
+
     root = tmp_path / "caps"
-    write_capability(root, feature("alpha", config={"x.y": {"type": "boolean", "default": True}}))
-    first = load_registry(project, [root]).capabilities["alpha"]
-    second = load_registry(project, [root]).capabilities["alpha"]
-    assert first.model is not None and second.model is None  # the second came from the cache
-    assert second.manifest == first.manifest
+    folder = write_capability(
+        root, feature("alpha", config={"x.y": {"type": "boolean", "default": True}})
+    )
+    path = folder / "capability.json"
+    first = load_registry(project, [root]).capabilities["alpha"]  # validated now
+    second = load_registry(project, [root]).capabilities["alpha"]  # from the cache
+    # Neither load builds the pydantic model (a valid shape is proven without it)...
+    assert first.model is None and second.model is None
+    # ...and the one built on demand is the one full validation gives.
+    model, _, issues = validate_manifest(path.read_bytes(), str(path), folder)
+    assert issues == [] and second.manifest == first.manifest == model
 
 
 # --------------------------------------------------------------------------- hostile entries
@@ -252,7 +260,7 @@ def test_render_hooks_after_a_change_is_byte_identical_and_validates_one(tmp_pat
     code = (
         "import sys, io, contextlib, time\n"
         "time.sleep(0.06)\n"
-        "import looprail.hooks.manifest as m\n"  # imported here only to count validations
+        "import looprail.hooks.manifest_rules as m\n"  # to count validations
         "calls = []\n"
         "real = m.validate_declared\n"
         "m.validate_declared = lambda *a: calls.append(a[2]) or real(*a)\n"
