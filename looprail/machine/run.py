@@ -360,7 +360,8 @@ class LoopRunner:
             if isinstance(fm, dict) and fm.get("status") is not None:
                 status = str(fm.get("status"))
         waves = self._waves() if self.phase.plans else None
-        return G.PlanFacts(
+        # Counts and a str, derived here: no validator to build (a run-path cost).
+        return G.PlanFacts.model_construct(
             plan_count=len(self.phase.plans),
             waves_total=len(waves.waves) if waves else 0,
             waves_pending=sum(1 for w in waves.waves if w.pending) if waves else 0,

@@ -69,12 +69,12 @@ _GSD_EXTRA_KEYS = ("gap_closure",)
 def unknown_key_warnings(plan: Plan, where: str) -> list[str]:
     """A warning per frontmatter key looprail does not know, with a did-you-mean for a near
     miss: `depend_on:` is silently ignored otherwise and the plan lands in the wrong wave."""
-    import difflib
-
-    out = []
+    out: list[str] = []
     for key in plan.extra:
         if key in _GSD_EXTRA_KEYS:
             continue
+        import difflib  # only for a key to warn about (not on every run)
+
         close = difflib.get_close_matches(key, _KNOWN_KEYS, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(_KNOWN_KEYS)}"
         out.append(f"{where}: frontmatter key {key!r} is unknown and ignored ({hint})")
