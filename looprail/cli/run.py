@@ -168,6 +168,10 @@ def _options(args, executor=None):
 
 
 def run(args) -> int:
+    if not args.dry_run:
+        from looprail.runtime.process import prestart_guard_server
+
+        prestart_guard_server()  # it boots while the machine is imported below
     from looprail.machine.session import load_project, run_phase
 
     project = args.project_pos or args.project
