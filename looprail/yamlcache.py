@@ -8,7 +8,9 @@ on a hit. Only values JSON gives back exactly are stored (str keys; str, int, fi
 bool, None, lists, dicts): a date, a set or a tuple is parsed again every time, and a parser
 that raises stores nothing (it says what is wrong, in its own words, every time). A damaged or
 foreign entry is a miss, and a cache that cannot be written is no cache: nothing else changes.
-Entries live in `cache_dir()/frontmatter/` (only speed lives there; deleting it is safe).
+Entries live in `cache_dir()/frontmatter/` (only speed lives there; deleting it is safe), and
+are trusted as the verdict cache's are: a regular file of this user's, in a folder of this user's
+that nobody else can write.
 """
 
 from __future__ import annotations
@@ -71,6 +73,9 @@ def _entry_path(kind: str, rules: str, text: str) -> str:
     return os.path.join(cache_dir(), SUBDIR, f"{kind}-{digest.hexdigest()}.json")
 
 
+MAX_ENTRY_BYTES = 4 << 20
+
+
 def cached(kind: str, rules: str, text: str, parse: Callable[[str], Any]) -> Any:
     """`parse(text)`, from the cache when this text was parsed before under the same rules.
 
@@ -80,26 +85,68 @@ def cached(kind: str, rules: str, text: str, parse: Callable[[str], Any]) -> Any
     if os.environ.get("LOOPRAIL_NO_CACHE"):
         return parse(text)
     path = _entry_path(kind, rules, text)
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))  # a symlink is a miss
-        with open(fd, encoding="utf-8") as fh:
-            entry = json.load(fh)
-        if type(entry) is dict and entry.get("text") == text and "value" in entry:
-            return entry["value"]
-    except (OSError, ValueError, UnicodeDecodeError):
-        pass
+    entry = _read(path)
+    if type(entry) is dict and entry.get("text") == text and "value" in entry:
+        return entry["value"]
     value = parse(text)
     if exact_json(value):
         _store(path, text, value)
     return value
 
 
-def _store(path: str, text: str, value: Any) -> None:
-    from looprail.fsutil import atomic_write
+def _private(st: os.stat_result, is_kind: Callable[[int], bool]) -> bool:
+    """Of this kind, owned by this user, writable by nobody else (as the verdict cache)."""
+    return is_kind(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+def _read(path: str) -> Any:
+    """The entry at `path`, or None: only a regular file (never through a symlink, never a
+    FIFO) owned by this user, in a folder of this user's that nobody else can write."""
+    import stat
 
     try:
+        if not _private(os.lstat(os.path.dirname(path)), stat.S_ISDIR):
+            return None
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not _private(st, stat.S_ISREG) or st.st_size > MAX_ENTRY_BYTES:
+            return None
+        raw = os.read(fd, MAX_ENTRY_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        return json.loads(raw.decode("utf-8", "surrogatepass"))
+    except (ValueError, RecursionError):  # damaged, truncated: a miss
+        return None
+
+
+def _store(path: str, text: str, value: Any) -> None:
+    import stat
+    import tempfile
+
+    folder = os.path.dirname(path)
+    try:
         data = json.dumps({"text": text, "value": value}, ensure_ascii=False)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        atomic_write(path, data.encode("utf-8", "surrogatepass"))
+        raw = data.encode("utf-8", "surrogatepass")
+        if len(raw) > MAX_ENTRY_BYTES:
+            return
+        os.makedirs(os.path.dirname(folder), exist_ok=True)
+        if not os.path.lexists(folder):
+            os.mkdir(folder, 0o700)
+        if not _private(os.lstat(folder), stat.S_ISDIR):
+            return  # not ours: never write where others can plant entries
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".entry-")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(raw)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
     except (OSError, ValueError, UnicodeEncodeError, RecursionError):
         pass  # no cache: the next run parses again

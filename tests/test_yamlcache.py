@@ -175,3 +175,26 @@ def test_exact_json():
     for _ in range(300):
         deep = [deep]
     assert not exact_json(deep)
+
+
+def test_a_folder_others_can_write_is_never_read_nor_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOOPRAIL_CACHE_DIR", str(tmp_path))
+    text = "---\nstatus: passed\n---\n"
+    assert read_frontmatter(text) == {"status": "passed"}
+    (entry,) = entries()
+    assert (entry.parent.stat().st_mode & 0o777) == 0o700
+    entry.write_text(json.dumps({"text": "status: passed", "value": {"status": "planted"}}))
+    entry.parent.chmod(0o777)  # another user could have planted that
+    assert read_frontmatter(text) == {"status": "passed"}
+    entry.unlink()
+    assert read_frontmatter(text) == {"status": "passed"}
+    assert entries() == []  # and nothing is written there
+
+
+def test_a_fifo_entry_is_a_miss_not_a_hang():
+    text = "---\nstatus: passed\n---\n"
+    assert read_frontmatter(text) == {"status": "passed"}
+    (entry,) = entries()
+    entry.unlink()
+    os.mkfifo(entry)
+    assert read_frontmatter(text) == {"status": "passed"}
