@@ -7,10 +7,12 @@ every command alike): `python -c pass` (the floor) and the same command on a bas
 first on PYTHONPATH. `--baseline` is a folder holding an older `looprail/` package, or a git
 commit of this repository (exported with `git archive` to a temporary folder); the default is
 the commit before issue 16 (`PRE_16`), the "today" its goals are measured against. `--baseline
-none` skips it. Prints CPU time (user+sys of the child, the steadier figure on a shared
-machine) and wall time, medians and minimums, the ratios to the floor and to the baseline.
+none` skips it. `--also COMMIT|PATH` (repeatable) measures more versions in the same run, each
+as a ratio to the baseline (e.g. the commit a change started from: before and after side by
+side). Prints CPU time (user+sys of the child, the steadier figure on a shared machine) and
+wall time, medians and minimums, the ratios to the floor and to the baseline.
 
-    python benchmarks/run_fixed.py [--runs 15] [--baseline PRE_16|COMMIT|PATH|none]
+    python benchmarks/run_fixed.py [--runs 15] [--baseline PRE_16|COMMIT|PATH|none] [--also X]
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--baseline", default="PRE_16")
+    ap.add_argument("--also", action="append", default=[], metavar="COMMIT|PATH")
     args = ap.parse_args()
     run = ["run", "--phase", "1", "-q"]
     # What each version's `looprail` console script runs (the baseline had no `console`).
@@ -86,16 +89,29 @@ def main() -> None:
             "python -c pass": ([sys.executable, "-c", "pass"], env),
             "looprail run (this)": (cmd, env),
         }
+
+        def version(name: str, folder: str) -> tuple[Path, str]:
+            path = Path(name)
+            if (path / "looprail").is_dir():
+                return path, name
+            commit = PRE_16 if name == "PRE_16" else name
+            (Path(tmp) / folder).mkdir()
+            label = name if commit == name else f"{name} ({commit[:10]})"
+            return export_commit(commit, Path(tmp) / folder), label
+
         baseline = None if args.baseline == "none" else args.baseline
         if baseline is not None:
-            path = Path(baseline)
-            if not (path / "looprail").is_dir():
-                commit = PRE_16 if baseline == "PRE_16" else baseline
-                (Path(tmp) / "baseline").mkdir()
-                path = export_commit(commit, Path(tmp) / "baseline")
-                baseline = f"{baseline} ({commit[:10]})"
+            path, baseline = version(baseline, "baseline")
             base_env = dict(env, PYTHONPATH=str(path.resolve()))
             commands["looprail run (baseline)"] = (base_cmd, base_env)
+        also = []
+        for n, name in enumerate(args.also):
+            path, label = version(name, f"also-{n}")
+            also.append(label)
+            # Its own console script: `console()` where it has one, else main() as the baseline.
+            script = (path / "looprail" / "cli" / "__init__.py").read_text()
+            argv = cmd if "def console(" in script else base_cmd
+            commands[f"looprail run ({label})"] = (argv, dict(env, PYTHONPATH=str(path.resolve())))
         for argv, e in commands.values():  # warm the OS file cache and write the .pyc files
             once(argv, e, project)
             once(argv, e, project)
@@ -123,6 +139,13 @@ def main() -> None:
             f"this / baseline: CPU {this[0] / base[0]:.2f}x (minimums {lt[0] / lb[0]:.2f}x), "
             f"wall {this[1] / base[1]:.2f}x (minimums {lt[1] / lb[1]:.2f}x)   (goal <= 0.50)"
         )
+        for label in also:
+            other, lo = med[f"looprail run ({label})"], low[f"looprail run ({label})"]
+            print(
+                f"{label} / baseline: CPU {other[0] / base[0]:.2f}x (minimums "
+                f"{lo[0] / lb[0]:.2f}x), wall {other[1] / base[1]:.2f}x (minimums "
+                f"{lo[1] / lb[1]:.2f}x)"
+            )
     print(f"({args.runs} calls of each, interleaved)")
 
 

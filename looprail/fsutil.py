@@ -4,7 +4,6 @@ flushed, then renamed over the target (atomic on POSIX)."""
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 
@@ -13,6 +12,8 @@ def atomic_write(
 ) -> None:
     """Replace `path` with `data` in one step. `fsync` also forces the bytes to disk first
     (for stores that must survive a power loss, like the consent store)."""
+    import tempfile  # not at import: the run path imports this module and may never write
+
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:

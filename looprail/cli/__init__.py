@@ -213,6 +213,11 @@ def _dispatch(argv: list[str]) -> int:
         from looprail.cli.journal import fast_args
 
         args = fast_args(argv)
+    elif argv[:1] in (["run"], ["resume"]):
+        # Every run pays for its start-up: a plain argv skips argparse too.
+        from looprail.cli.run import fast_args as fast_run_args
+
+        args = fast_run_args(argv)
     if args is None:
         parser = build_parser(_group_of(argv))
         args = parser.parse_args(argv)

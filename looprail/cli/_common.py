@@ -87,11 +87,11 @@ def project_of(args: argparse.Namespace) -> str:
 
 def phase_number(text: str) -> str:
     """argparse type of --phase: a phase number (1, 01, 2.1, 12A) or a usage error (exit 2)."""
-    import argparse
-
     from looprail.layout import normalize_phase_number
 
     if normalize_phase_number(text) is None:
+        import argparse  # only to say what is wrong (run's fast argv reads --phase with this)
+
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a phase number (such as 1, 02, 2.1 or 12A)"
         )

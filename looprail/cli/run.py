@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from looprail.cli._common import add_flavor_option, add_project_options, phase_number
+from looprail.cli._common import FLAVORS, add_flavor_option, add_project_options, phase_number
 from looprail.layout import LOGS_DIR, LOOPRAIL_DIR
 from looprail.points import POINTS
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -90,6 +94,110 @@ def _positive_float(text: str) -> float:
     return value
 
 
+# Options of `run`/`resume` that `fast_args` reads: flags, then options taking one value.
+_FLAGS = {
+    "--autonomous": "autonomous",
+    "--accept-changes": "accept_changes",
+    "--no-journal": "no_journal",
+    "--json": "json",
+    "--quiet": "quiet",
+    "-q": "quiet",
+}
+_RUN_FLAGS = {"--dry-run": "dry_run", "--new": "new"}
+_VALUES = {
+    "--jobs": "jobs",
+    "--host-tool": "host_tool",
+    "--executor": "executor",
+    "--agent": "agent",
+    "--budget-usd": "budget_usd",
+    "--project": "project",
+    "--flavor": "flavor",
+    "--approve": "approve",
+    "--capabilities": "capabilities",
+    "--phase": "phase",
+}
+
+
+def fast_args(argv: list[str]) -> Any:
+    """`run`/`resume` arguments read without argparse (importing it and building the parser
+    cost every run ~25 ms), or None when argv needs argparse: help, an unknown or abbreviated
+    option, a missing or bad value (argparse says what is wrong), too many positionals. Same
+    meaning as `register`'s definitions; a property test checks the two agree."""
+    from types import SimpleNamespace
+
+    if not argv or argv[0] not in ("run", "resume"):
+        return None
+    is_run = argv[0] == "run"
+    ns = SimpleNamespace(
+        command=argv[0],
+        autonomous=False,
+        approve=[],
+        jobs=None,
+        host_tool=None,
+        accept_changes=False,
+        no_journal=False,
+        executor=None,
+        agent=None,
+        budget_usd=None,
+        json=False,
+        project=".",
+        capabilities=[],
+        flavor="gsd",
+        handler=run if is_run else resume,
+    )
+    if is_run:
+        ns.dry_run = ns.new = False
+    flags = {**_FLAGS, **_RUN_FLAGS} if is_run else _FLAGS
+    positionals: list[str] = []
+    last_positional = -1
+    rest = argv[1:]
+    i = 0
+    while i < len(rest):
+        arg = rest[i]
+        name, eq, value = arg.partition("=")
+        if arg in flags:
+            setattr(ns, flags[arg], True)
+        elif name in _VALUES and (is_run or name != "--phase"):
+            if not eq:
+                if i + 1 >= len(rest) or rest[i + 1].startswith("-"):
+                    return None
+                value = rest[i + 1]
+                i += 1
+            key = _VALUES[name]
+            try:
+                if key in ("approve", "capabilities"):
+                    getattr(ns, key).append(value)
+                elif key == "jobs":
+                    ns.jobs = int(value)
+                elif key == "budget_usd":
+                    ns.budget_usd = _positive_float(value)
+                elif key == "phase":
+                    ns.phase = phase_number(value)
+                elif key == "flavor" and value not in FLAVORS:
+                    return None
+                else:
+                    setattr(ns, key, value)
+            except Exception:  # a bad value: argparse reports it
+                return None
+        elif arg.startswith("-") and arg != "-":
+            return None
+        elif positionals and last_positional != i - 1:
+            return None  # argparse takes the positionals in their first run only
+        else:
+            positionals.append(arg)
+            last_positional = i
+        i += 1
+    if is_run:
+        if len(positionals) > 1 or not hasattr(ns, "phase"):
+            return None
+        ns.project_pos = positionals[0] if positionals else None
+    else:
+        if len(positionals) > 2:
+            return None
+        ns.first, ns.run = ([*positionals, None, None])[:2]
+    return ns
+
+
 def register(sub) -> None:
     p = sub.add_parser(
         "run",
@@ -168,6 +276,10 @@ def _options(args, executor=None):
 
 
 def run(args) -> int:
+    if not args.dry_run:
+        from looprail.runtime.process import prestart_guard_server
+
+        prestart_guard_server()  # it boots while the machine is imported below
     from looprail.machine.session import load_project, run_phase
 
     project = args.project_pos or args.project

@@ -786,10 +786,6 @@ def _is_file(path: Path) -> bool:
 def read_frontmatter(text: str) -> dict[str, Any] | str:
     """The YAML frontmatter of a markdown text as a dict (`{}` when there is none), or a reason
     (str) why it cannot be read."""
-    import yaml  # lazy: `looprail check` is on hosts' hot path, most checks need no YAML
-
-    from looprail.yamlload import safe_load
-
     lines = text.lstrip("\ufeff").splitlines()
     if not lines or lines[0].strip() != "---":
         return {}
@@ -798,8 +794,18 @@ def read_frontmatter(text: str) -> dict[str, Any] | str:
             break
     else:
         return "frontmatter is not closed by '---'"
+    from looprail.yamlcache import cached  # an unchanged artifact is not parsed again
+
+    return cached("frontmatter", __file__, "\n".join(lines[1:end]), _parse_frontmatter)
+
+
+def _parse_frontmatter(body: str) -> dict[str, Any] | str:
+    import yaml  # lazy: `looprail check` is on hosts' hot path, most checks need no YAML
+
+    from looprail.yamlload import safe_load
+
     try:
-        value = safe_load("\n".join(lines[1:end]))
+        value = safe_load(body)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 2}" if mark is not None else ""

@@ -19,8 +19,6 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from statemachine.exceptions import TransitionNotAllowed
-
 from looprail.errors import (
     CheckpointPause,
     HaltError,
@@ -37,6 +35,7 @@ from looprail.machine.dispatch import Dispatcher
 from looprail.machine.progress import Progress, fmt_duration, plural
 from looprail.machine.record import EventRecord, MemoryRecorder, Recorder
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
+from looprail.machine.statechart import TransitionNotAllowed
 from looprail.machine.workspace import NullWorkspace
 from looprail.plans import Phase, PhaseCache, Plan, Task, WavePlan, compute_waves
 from looprail.plans.waves import halt_blocked
@@ -204,7 +203,7 @@ class LoopRunner:
 
     def _restore(self, state: Sequence[str]) -> None:
         """Put the chart back in a journaled configuration without running enter callbacks."""
-        from statemachine.orderedset import OrderedSet
+        from looprail.machine.statechart import OrderedSet
 
         values = [s for s in state if s]
         if not values:
@@ -361,7 +360,8 @@ class LoopRunner:
             if isinstance(fm, dict) and fm.get("status") is not None:
                 status = str(fm.get("status"))
         waves = self._waves() if self.phase.plans else None
-        return G.PlanFacts(
+        # Counts and a str, derived here: no validator to build (a run-path cost).
+        return G.PlanFacts.model_construct(
             plan_count=len(self.phase.plans),
             waves_total=len(waves.waves) if waves else 0,
             waves_pending=sum(1 for w in waves.waves if w.pending) if waves else 0,

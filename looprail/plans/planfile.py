@@ -17,11 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar, Literal, cast, get_args
 
-import yaml
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from looprail.errors import PlanError
-from looprail.yamlload import NoAliasCSafeLoader, NoAliasSafeLoader, c_path_ok
 
 TaskType = Literal[
     "auto",
@@ -69,12 +67,12 @@ _GSD_EXTRA_KEYS = ("gap_closure",)
 def unknown_key_warnings(plan: Plan, where: str) -> list[str]:
     """A warning per frontmatter key looprail does not know, with a did-you-mean for a near
     miss: `depend_on:` is silently ignored otherwise and the plan lands in the wrong wave."""
-    import difflib
-
-    out = []
+    out: list[str] = []
     for key in plan.extra:
         if key in _GSD_EXTRA_KEYS:
             continue
+        import difflib  # only for a key to warn about (not on every run)
+
         close = difflib.get_close_matches(key, _KNOWN_KEYS, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(_KNOWN_KEYS)}"
         out.append(f"{where}: frontmatter key {key!r} is unknown and ignored ({hint})")
@@ -208,7 +206,7 @@ def parse_plan(
     doc = _Doc(text, where)
 
     fm_text, fm_first_line, body_start = _split_frontmatter(doc)
-    data, key_lines = _load_yaml(fm_text, fm_first_line, where)
+    data, key_lines = _cached_yaml(fm_text, fm_first_line, where)
     fields = _frontmatter_fields(data, key_lines, fm_first_line, where)
 
     sections, task_elements = _scan_body(doc, body_start)
@@ -508,49 +506,86 @@ def split_paths(text: str) -> list[str]:
 # --- frontmatter ----------------------------------------------------------------------------
 
 
-class _PlanRules:
-    """What PLAN.md frontmatter adds to the frontmatter loader (`looprail.yamlload`, aliases
-    refused): duplicate keys are rejected, and zero-padded numbers stay strings (plan and phase
-    ids are written `01`, and YAML 1.1 would read that as the octal integer 1)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            if isinstance(key_node, yaml.ScalarNode):
-                key = self.construct_scalar(key_node)  # type: ignore[attr-defined]
-                if key in seen:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"duplicate key {key!r}", key_node.start_mark
-                    )
-                seen.add(key)
-        return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
+# PyYAML is imported, and the loaders built, only when a frontmatter is not in the cache
+# (`looprail.yamlcache`): a run whose plans did not change never imports it.
+_PlanRules: Any
+_PlanYamlLoader: Any
+_PlanYamlCLoader: type | None
+_LOADERS_BUILT = False
 
 
-class _PlanYamlLoader(_PlanRules, NoAliasSafeLoader):
-    """The pure-Python PLAN.md loader: its errors are the ones users read."""
+def _build_loaders() -> None:
+    global _PlanRules, _PlanYamlLoader, _PlanYamlCLoader, _LOADERS_BUILT
+    if _LOADERS_BUILT:  # (a test may have swapped one out since: keep it)
+        return
+    import yaml
 
-    # PyYAML reads this as a class attribute; its stubs declare it on instances.
-    yaml_implicit_resolvers: ClassVar[dict[Any, list[Any]]] = {  # type: ignore[misc]
-        first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:int"]
-        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-    }
+    from looprail.yamlload import NoAliasCSafeLoader, NoAliasSafeLoader
 
+    class PlanRules:
+        """What PLAN.md frontmatter adds to the frontmatter loader (`looprail.yamlload`,
+        aliases refused): duplicate keys are rejected, and zero-padded numbers stay strings
+        (plan and phase ids are written `01`, and YAML 1.1 would read that as the octal
+        integer 1)."""
 
-_PlanYamlLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:0|[1-9][0-9_]*)\Z"), list("-+0123456789")
-)
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                if isinstance(key_node, yaml.ScalarNode):
+                    key = self.construct_scalar(key_node)  # type: ignore[attr-defined]
+                    if key in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"duplicate key {key!r}", key_node.start_mark
+                        )
+                    seen.add(key)
+            return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
 
-_PlanYamlCLoader: type | None = None
-if NoAliasCSafeLoader is not None:
-    # The same rules on libyaml's parser (same composer, constructor and resolvers).
-    _PlanYamlCLoader = type(
-        "_PlanYamlCLoader",
-        (_PlanRules, NoAliasCSafeLoader),
-        {"yaml_implicit_resolvers": _PlanYamlLoader.yaml_implicit_resolvers},
+    class PlanYamlLoader(PlanRules, NoAliasSafeLoader):
+        """The pure-Python PLAN.md loader: its errors are the ones users read."""
+
+        # PyYAML reads this as a class attribute; its stubs declare it on instances.
+        yaml_implicit_resolvers: ClassVar[dict[Any, list[Any]]] = {  # type: ignore[misc]
+            first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:int"]
+            for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+        }
+
+    PlanYamlLoader.add_implicit_resolver(
+        "tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:0|[1-9][0-9_]*)\Z"), list("-+0123456789")
     )
+    c_loader: type | None = None
+    if NoAliasCSafeLoader is not None:
+        # The same rules on libyaml's parser (same composer, constructor and resolvers).
+        c_loader = type(
+            "_PlanYamlCLoader",
+            (PlanRules, NoAliasCSafeLoader),
+            {"yaml_implicit_resolvers": PlanYamlLoader.yaml_implicit_resolvers},
+        )
+    _PlanRules, _PlanYamlLoader, _PlanYamlCLoader = PlanRules, PlanYamlLoader, c_loader
+    _LOADERS_BUILT = True
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("_PlanRules", "_PlanYamlLoader", "_PlanYamlCLoader"):
+        _build_loaders()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _cached_yaml(text: str, first_line: int, where: str) -> tuple[Any, dict[str, int]]:
+    """`_load_yaml`, through the frontmatter cache (errors are never cached)."""
+    from looprail.yamlcache import cached
+
+    def parse(_: str) -> dict[str, Any]:
+        data, key_lines = _load_yaml(text, first_line, where)
+        return {"data": data, "lines": key_lines}
+
+    value = cached("plan", __file__, f"{first_line}\n{text}", parse)
+    return value["data"], value["lines"]
 
 
 def _compose(loader_class: type, text: str, first_line: int) -> tuple[Any, dict[str, int]]:
+    import yaml
+
     loader = loader_class(text)
     try:
         node = loader.get_single_node()
@@ -566,6 +601,11 @@ def _compose(loader_class: type, text: str, first_line: int) -> tuple[Any, dict[
 
 
 def _load_yaml(text: str, first_line: int, where: str) -> tuple[Any, dict[str, int]]:
+    import yaml
+
+    from looprail.yamlload import c_path_ok
+
+    _build_loaders()
     if _PlanYamlCLoader is not None and c_path_ok(text):
         try:
             return _compose(_PlanYamlCLoader, text, first_line)

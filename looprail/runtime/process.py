@@ -705,6 +705,17 @@ class _NoServer(Exception):
 _SERVER = _GuardServer()
 
 
+def prestart_guard_server() -> None:
+    """Start this process's guard server now rather than at the first child, so that its
+    interpreter boots while the caller does other work (`looprail run` imports the machine
+    meanwhile) instead of while the first agent waits. A no-op where children get no guard or
+    the server is off; a server that cannot start is left to the first child to report."""
+    if not guard_available() or os.environ.get("LOOPRAIL_GUARD_SERVER") == "0":
+        return
+    with _SERVER._lock:
+        _SERVER._server()
+
+
 def _close_fds(*fds: int) -> None:
     for fd in fds:
         if fd >= 0:

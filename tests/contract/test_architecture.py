@@ -23,6 +23,7 @@ BASE = {
     "fsutil",
     "jsonload",
     "yamlload",
+    "yamlcache",
     "config",
 }
 BASE |= {"gcpause"}  # the collector paused for start-up (looprail/gcpause.py)

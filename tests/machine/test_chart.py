@@ -88,6 +88,24 @@ def test_spec_crosses_all_twelve_points_in_order():
     assert crossed == list(POINTS)
 
 
+def test_default_loop_built_without_validation_is_what_validation_gives():
+    """DEFAULT_LOOP and transitions() skip the validators (the run path never builds them);
+    validating their data gives the same values, and a spec a user writes is still checked."""
+    from pydantic import ValidationError
+
+    from looprail.machine.spec import LoopSpec, StepSpec, TransitionSpec
+
+    validated = LoopSpec.model_validate(DEFAULT_LOOP.model_dump())
+    assert validated == DEFAULT_LOOP and hash(validated) == hash(DEFAULT_LOOP)
+    for t in DEFAULT_LOOP.transitions():
+        assert TransitionSpec.model_validate(t.model_dump()) == t
+    assert validated.transitions() == DEFAULT_LOOP.transitions()
+    with pytest.raises(ValidationError, match="missing"):
+        LoopSpec(steps=DEFAULT_LOOP.steps[:-1])  # the ship points are no longer crossed
+    with pytest.raises(ValidationError):
+        StepSpec(name="x", role="y", colour="red")  # extra="forbid" still holds
+
+
 def test_chart_behaviour_flags():
     chart = compile_loop()
     assert chart.allow_event_without_transition is False

@@ -192,3 +192,46 @@ def test_the_console_script_leaves_no_guard_server_behind(tmp_path):
     while servers() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert servers() == [] and not (alive(server) and mark in cmdline(server) + " ")
+
+
+PRESTART = """
+import os, sys, time
+sys.path.insert(0, {repo!r})
+from looprail.runtime.process import prestart_guard_server, run_bounded
+from tests.runtime.test_guard_server import GUARD_PARENT, _server_pid
+assert _server_pid() == 0
+prestart_guard_server()
+server, deadline = _server_pid(), time.monotonic() + 10
+while not server and os.environ.get("LOOPRAIL_GUARD_SERVER") != "0" and time.monotonic() < deadline:
+    time.sleep(0.05)  # (a loaded machine: /proc may show it a moment later)
+    server = _server_pid()
+prestart_guard_server()  # a second call starts no second server
+assert _server_pid() == server
+res = run_bounded([sys.executable, "-c", GUARD_PARENT], timeout_s=30)
+print(server, int(res.stdout.split()[1]) if res.ok else res)
+"""
+
+
+@pytest.mark.parametrize("server_on", [True, False])
+def test_prestart_boots_the_server_the_first_child_then_uses(server_on, tmp_path):
+    """`looprail run` starts its guard server before importing the machine, so its interpreter
+    boots meanwhile; the first child is forked by that same server. Off: nothing starts."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "LOOPRAIL_GUARD_SERVER"}
+    if not server_on:
+        env["LOOPRAIL_GUARD_SERVER"] = "0"
+    out = subprocess.run(
+        [PY, "-c", PRESTART.format(repo=str(REPO))],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    server, used = (int(x) for x in out.stdout.split())
+    if server_on:
+        assert server != 0 and used == server, out.stdout + out.stderr
+    else:
+        assert server == 0 and used != 0  # the child got a guard of its own
