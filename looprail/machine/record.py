@@ -184,7 +184,13 @@ class JournalRecorder:
         # No fsync of its own: the task's finish (FULL) makes it durable; lost in a power cut,
         # it only means the unfinished task runs again. One fsync per task.
         relaxed = getattr(self.journal, "relaxed", None)
-        with self._lock, relaxed() if relaxed else nullcontext(), self.journal.transaction():
+        # Held events commit with the start; without any, the start is its own transaction.
+        # (Each context is entered in turn, so `_pending` is read under the lock.)
+        with (
+            self._lock,
+            relaxed() if relaxed else nullcontext(),
+            self.journal.transaction() if self._pending else nullcontext(),
+        ):
             self._flush()
             return self.journal.task_started(
                 self.run_id, key, plan_id=plan_id, wave=wave, message=message or None
@@ -228,18 +234,19 @@ class JournalRecorder:
         fails only its own caller; a failed commit fails them all (nothing of it counts)."""
         try:
             with self._lock:
-                with self.journal.transaction():
+                # One finish and no held event: its own transaction is the commit.
+                alone = len(batch) == 1 and not self._pending
+                with nullcontext() if alone else self.journal.transaction():
                     self._flush()
                     for f in batch:
-                        try:
-                            with self.journal.transaction():
-                                self.journal.task_finished(
-                                    self.run_id,
-                                    f.key,
-                                    status=f.status,
-                                    duration_ms=f.duration_ms,
-                                    message=f.message,
-                                )
+                        try:  # atomic on its own (a savepoint): a refused row leaves no trace
+                            self.journal.task_finished(
+                                self.run_id,
+                                f.key,
+                                status=f.status,
+                                duration_ms=f.duration_ms,
+                                message=f.message,
+                            )
                         except Exception as exc:
                             f.error = exc
                 if self._done is not None:  # committed: the set in memory follows the journal
