@@ -152,6 +152,9 @@ class JournalRecorder:
         self.journal = journal
         self.run_id = run_id
         self._pending: list[EventRecord] = []
+        # Held events have a lock of their own: a thread that only adds one (a plan starting
+        # while another commits) never waits for a commit. `_lock` orders the commits.
+        self._held = threading.Lock()
         self._lock = threading.RLock()
         self._done: set[str] | None = None  # read from the journal once, then kept in memory
         # Group commit of task finishes (see task_finished).
@@ -159,42 +162,56 @@ class JournalRecorder:
         self._queue: list[_Finish] = []
         self._committing = False
 
-    def _flush(self) -> None:
-        pending, self._pending = self._pending, []
+    def _take(self) -> list[EventRecord]:
+        """The held events, to be written in the transaction the caller has open (or opens
+        when there are any)."""
+        with self._held:
+            pending, self._pending = self._pending, []
+        return pending
+
+    def _write(self, pending: list[EventRecord]) -> None:
         for record in pending:
             self.journal.record(self.run_id, record)
 
     def flush(self) -> None:
         """Commit held events now (before the run is finished or handed over)."""
         with self._lock:
-            if self._pending:
+            pending = self._take()
+            if pending:
                 with self.journal.transaction():
-                    self._flush()
+                    self._write(pending)
+
+    # Committed without an fsync of their own (`Journal.relaxed`): a child process's pid and
+    # start time only matter after a crash of looprail, which such a commit survives (after a
+    # crash of the machine there is no process left to reap), and any later FULL commit makes
+    # it durable anyway.
+    RELAXED = frozenset({"process"})
+
+    def _relaxed(self) -> Any:
+        relaxed = getattr(self.journal, "relaxed", None)
+        return relaxed() if relaxed else nullcontext()
 
     def event(self, record: EventRecord, *, state: Sequence[str] | None = None) -> None:
-        with self._lock:
-            if state is None and record.kind in self.BUFFERED:
+        if state is None and record.kind in self.BUFFERED:
+            with self._held:
                 self._pending.append(record)
-                return
-            with self.journal.transaction():
-                self._flush()
-                self.journal.record(self.run_id, record, state=state)
+            return
+        relaxed = state is None and record.kind in self.RELAXED
+        with self._lock, self._relaxed() if relaxed else nullcontext(), self.journal.transaction():
+            self._write(self._take())
+            self.journal.record(self.run_id, record, state=state)
 
     def task_started(self, key: str, *, plan_id: str, wave: int | None, message: str = "") -> int:
         # No fsync of its own: the task's finish (FULL) makes it durable; lost in a power cut,
         # it only means the unfinished task runs again. One fsync per task.
-        relaxed = getattr(self.journal, "relaxed", None)
         # Held events commit with the start; without any, the start is its own transaction.
-        # (Each context is entered in turn, so `_pending` is read under the lock.)
-        with (
-            self._lock,
-            relaxed() if relaxed else nullcontext(),
-            self.journal.transaction() if self._pending else nullcontext(),
-        ):
-            self._flush()
-            return self.journal.task_started(
-                self.run_id, key, plan_id=plan_id, wave=wave, message=message or None
-            )
+        with self._lock, self._relaxed():
+            pending = self._take()
+            with self.journal.transaction() if pending else nullcontext():
+                self._write(pending)
+                return self.journal.task_started(
+                    self.run_id, key, plan_id=plan_id, wave=wave, message=message or None
+                )
 
     def task_finished(
         self, key: str, *, status: str, duration_ms: int | None, message: str | None = None
@@ -235,9 +252,10 @@ class JournalRecorder:
         try:
             with self._lock:
                 # One finish and no held event: its own transaction is the commit.
-                alone = len(batch) == 1 and not self._pending
+                pending = self._take()
+                alone = len(batch) == 1 and not pending
                 with nullcontext() if alone else self.journal.transaction():
-                    self._flush()
+                    self._write(pending)
                     for f in batch:
                         try:  # atomic on its own (a savepoint): a refused row leaves no trace
                             self.journal.task_finished(
@@ -260,8 +278,11 @@ class JournalRecorder:
                 f.error = f.error or exc
 
     def wave_started(self, wave: int, tasks: Iterable[tuple[str, str]]) -> None:
-        with self._lock, self.journal.transaction():
-            self._flush()
+        # Relaxed like a task's start: it registers the wave's tasks as pending and decides
+        # nothing; lost in a power cut, the wave starts again (the first task's finish, FULL,
+        # makes it durable). Its fsync would delay every task of the wave.
+        with self._lock, self._relaxed(), self.journal.transaction():
+            self._write(self._take())
             self.journal.wave_started(self.run_id, wave, list(tasks))
 
     def _done_set(self) -> set[str]:

@@ -90,11 +90,24 @@ class Settled(Generic[T]):
         return cast(T, self.value)  # no error: `value` is what the function returned
 
 
+def _after(go: threading.Event, fn: Callable[[], T]) -> T:
+    go.wait()
+    return fn()
+
+
 def run_all(executor: Executor, fns: Iterable[Callable[[], T]]) -> list[Settled[T]]:
     """Run every function on `executor` and wait for all of them. Results come back in
     submission order; an exception in one is captured in its `Settled`, never raised here and
     never cancelling the others."""
-    futures = [executor.submit(fn) for fn in fns]
+    if isinstance(executor, InlineExecutor):
+        futures = [executor.submit(fn) for fn in fns]
+    else:
+        # Every function waits until all are submitted: a pool starts its threads one per
+        # submit, and a thread already at work holds the GIL while the next one is being
+        # started (up to a switch interval each), so the last function would start late.
+        go = threading.Event()
+        futures = [executor.submit(_after, go, fn) for fn in fns]
+        go.set()
     pending = set(futures)
     while pending:
         # Short waits, not one long one: a Ctrl-C/SIGTERM the kernel hands to a worker thread
