@@ -90,6 +90,18 @@ class Settled(Generic[T]):
         return cast(T, self.value)  # no error: `value` is what the function returned
 
 
+def start_threads(executor: Executor, count: int) -> None:
+    """Have a thread pool start `count` worker threads now (a pool starts them one per submit,
+    each waiting for the previous one to be scheduled): the wave's threads are up before its
+    plans are handed over. Nothing for an inline executor."""
+    if not isinstance(executor, ThreadPoolExecutor) or count < 2:
+        return
+    ready = threading.Barrier(count + 1)
+    futures = [executor.submit(ready.wait) for _ in range(count)]
+    ready.wait()  # every worker holds one slot: `count` threads exist
+    wait(futures)
+
+
 def _after(go: threading.Event, fn: Callable[[], T]) -> T:
     go.wait()
     return fn()
