@@ -516,18 +516,21 @@ class LoopRunner:
                 settled = run_all(
                     local, [partial(self._run_plan, p, wave.number, done) for p in pending]
                 )
-        errors = [s.error for s in settled if not s.ok]
-        if errors:
-            # Siblings were never cancelled; the first failure (in plan order) is the reason.
-            pauses = [e for e in errors if isinstance(e, CheckpointPause)]
-            raise (
-                next((e for e in errors if not isinstance(e, CheckpointPause)), None) or pauses[0]
-            )
-        self.workspace.merge(wave.number)  # what finished comes back before any halt
-        if stopped:
-            raise HaltError(_halted_plans_reason(wave.number, stopped, plans, blocked))
-        self.recorder.event(EventRecord(kind="wave_finished", wave=wave.number))
-        self.waves_run += 1
+            # Still in the block: the pool's idle threads are joined once the wave is
+            # journaled as finished, not before.
+            errors = [s.error for s in settled if not s.ok]
+            if errors:
+                # Siblings were never cancelled; the first failure (in plan order) is the reason.
+                pauses = [e for e in errors if isinstance(e, CheckpointPause)]
+                raise (
+                    next((e for e in errors if not isinstance(e, CheckpointPause)), None)
+                    or pauses[0]
+                )
+            self.workspace.merge(wave.number)  # what finished comes back before any halt
+            if stopped:
+                raise HaltError(_halted_plans_reason(wave.number, stopped, plans, blocked))
+            self.recorder.event(EventRecord(kind="wave_finished", wave=wave.number))
+            self.waves_run += 1
         if self.native is not None:
             self.native.wave_settled()
 
