@@ -28,6 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from looprail.layout import JOURNAL_FILE, project_path
+from looprail.store import seal as _seal  # hashes every commit: imported once, not per call
 from looprail.store.inputs import diff_inputs
 from looprail.store.models import (
     FINAL_STATUSES,
@@ -686,13 +687,11 @@ class Journal:
     def _chain(self, run_id: str, row: sqlite3.Row) -> None:
         """Extend the run's event chain by the row just inserted (inside its transaction; the
         head is written once, at commit, with the seal)."""
-        from looprail.store.seal import chain_link
-
         head = self._heads.get(run_id)
         if head is None:
             valid = self._valid_sealed(run_id)
             head = valid[2] if valid is not None else (self._meta(f"chain:{run_id}") or "")
-        self._heads[run_id] = chain_link(self._user_key(), head, dict(row))
+        self._heads[run_id] = _seal.chain_link(self._user_key(), head, dict(row))
         self._touched.add(run_id)
 
     def _digest(self, run_id: str) -> str:
@@ -731,10 +730,8 @@ class Journal:
         self, run_id: str, before: sqlite3.Row | None, after: sqlite3.Row | None
     ) -> None:
         """A task row of `run_id` changed (inside the open transaction): update its digest."""
-        from looprail.store.seal import digest_add
-
         digest = self._digests[run_id]  # loaded by the caller before the row changed
-        self._digests[run_id] = digest_add(
+        self._digests[run_id] = _seal.digest_add(
             digest,
             remove=self._row_mac(before) if before is not None else 0,
             add=self._row_mac(after) if after is not None else 0,
@@ -745,14 +742,12 @@ class Journal:
         """A task row's MAC (`seal.task_mac`). The last one computed for each row is kept with
         the values it covered, so the row a task's start wrote is not hashed again when its
         finish replaces it (a MAC depends on the values alone: the cache can never be wrong)."""
-        from looprail.store import seal
-
         values = tuple(row)
         slot = (row["run_id"], row["task_key"])
         known = self._macs.get(slot)
         if known is not None and known[0] == values:
             return known[1]
-        mac = seal.task_mac(self._user_key(), dict(row))
+        mac = _seal.task_mac(self._user_key(), dict(row))
         self._macs[slot] = (values, mac)
         return mac
 
@@ -760,8 +755,6 @@ class Journal:
         """Write the seal of every run written in this transaction (O(1) each: the chain head
         and the task digest are kept up to date row by row, and the run row is read again
         only when it changed). Returns them for `_sealed`."""
-        from looprail.store.seal import canonical, run_seal
-
         touched, self._touched = self._touched, set()
         sealed = {}
         for run_id in sorted(touched):
@@ -775,8 +768,8 @@ class Journal:
                 run_bytes = valid[3]
             else:
                 run = self._sql("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-                run_bytes = canonical(dict(run))
-            seal = run_seal(self._user_key(), chain, digest, run_bytes)
+                run_bytes = _seal.canonical(dict(run))
+            seal = _seal.run_seal(self._user_key(), chain, digest, run_bytes)
             if extended:  # the chain head and the seal in one statement
                 self._set_meta(f"seal:{run_id}", seal, f"chain:{run_id}", chain)
             else:
