@@ -8,6 +8,7 @@ cancels or hides its siblings.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
@@ -94,11 +95,16 @@ def start_threads(executor: Executor, count: int) -> None:
     """Have a thread pool start `count` worker threads now (a pool starts them one per submit,
     each waiting for the previous one to be scheduled): the wave's threads are up before its
     plans are handed over. Nothing for an inline executor."""
-    if not isinstance(executor, ThreadPoolExecutor) or count < 2:
+    if not isinstance(executor, ThreadPoolExecutor):
         return
-    ready = threading.Barrier(count + 1)
+    count = min(count, getattr(executor, "_max_workers", count))  # more would never meet
+    if count < 2:
+        return
+    # Only a head start: a barrier that breaks (a thread that cannot start in time) is ignored.
+    ready = threading.Barrier(count + 1, timeout=10)
     futures = [executor.submit(ready.wait) for _ in range(count)]
-    ready.wait()  # every worker holds one slot: `count` threads exist
+    with contextlib.suppress(threading.BrokenBarrierError):
+        ready.wait()  # every worker holds one slot: `count` threads exist
     wait(futures)
 
 

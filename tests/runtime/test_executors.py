@@ -122,3 +122,20 @@ def test_a_pools_functions_start_only_once_all_are_submitted() -> None:
     assert all(s.ok for s in settled)
     assert log[:4] == [f"submitted {i}" for i in range(4)]
     assert sorted(log[4:]) == [f"ran {i}" for i in range(4)]
+
+
+def test_start_threads_starts_the_pools_threads_and_never_waits_for_more() -> None:
+    from looprail.runtime.executors import start_threads
+
+    with make_executor(3) as pool:
+        before = threading.active_count()
+        start_threads(pool, 10)  # more than the pool has: starts its 3, returns
+        assert threading.active_count() - before == 3
+        assert [s.unwrap() for s in run_all(pool, [lambda i=i: i for i in range(5)])] == [
+            0,
+            1,
+            2,
+            3,
+            4,
+        ]
+    start_threads(InlineExecutor(), 4)  # nothing to start
