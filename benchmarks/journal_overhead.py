@@ -1,8 +1,10 @@
 """What the journal costs per task, against its budget, measured in the same run.
 
 A task is journaled by `JournalRecorder.task_started` (committed with `synchronous=NORMAL`: no
-fsync) and `task_finished` (FULL: one fsync), each sealed (store/seal.py). The budget (issue
-#16) is one FULL commit plus two bare transitions:
+fsync) and `task_finished` (FULL: one fsync), each sealed (store/seal.py) and each writing five
+pages. The calls here are sequential, so the recorder's group commit never merges two of them:
+this is the cost of one task on its own. The budget (issue #16) is one FULL commit plus two
+bare transitions:
 
 - one FULL commit: a raw `sqlite3` `BEGIN IMMEDIATE; INSERT one row; COMMIT` in WAL mode with
   `synchronous=FULL`, in the same folder (so on the same disk) as the journal;

@@ -4,7 +4,9 @@ real processes (`.looprail/agents/executor` is `sleep 1` under looprail's proces
     efficiency = ideal / execute phase
     ideal         = plans x task seconds / min(jobs, plans)   (here 8 x 1 s / 8 = 1 s)
     execute phase = the journal's first `wave_started` to its last `wave_finished` (every task
-                    started, run, journaled, and every SUMMARY written)
+                    started, run, journaled, and every SUMMARY written; the wave's thread
+                    pool is started just before `wave_started` and its idle threads are
+                    joined just after `wave_finished`: the whole `run_phase` includes both)
 
 Also printed, from the same run: the whole `run_phase` (every transition, journal open and
 close) and two floors: the same 8 `sleep` processes started at once by `run_bounded` (with the

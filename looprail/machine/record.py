@@ -6,7 +6,7 @@ transaction as its event row."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
 from typing import Any, Protocol
 
@@ -152,58 +152,116 @@ class JournalRecorder:
         self.journal = journal
         self.run_id = run_id
         self._pending: list[EventRecord] = []
+        # Held events have a lock of their own: a thread that only adds one (a plan starting
+        # while another commits) never waits for a commit. `_lock` orders the commits.
+        self._held = threading.Lock()
         self._lock = threading.RLock()
         self._done: set[str] | None = None  # read from the journal once, then kept in memory
-        # Group commit of task finishes (see task_finished).
+        # Group commit (see _commit): writes that arrive while a commit is in flight.
         self._group = threading.Condition(threading.Lock())
-        self._queue: list[_Finish] = []
+        self._queue: list[_Write] = []
         self._committing = False
 
-    def _flush(self) -> None:
-        pending, self._pending = self._pending, []
+    def _take(self) -> list[EventRecord]:
+        """The held events, to be written in the transaction the caller has open (or opens
+        when there are any)."""
+        with self._held:
+            pending, self._pending = self._pending, []
+        return pending
+
+    def _write(self, pending: list[EventRecord]) -> None:
         for record in pending:
             self.journal.record(self.run_id, record)
 
     def flush(self) -> None:
         """Commit held events now (before the run is finished or handed over)."""
         with self._lock:
-            if self._pending:
+            pending = self._take()
+            if pending:
                 with self.journal.transaction():
-                    self._flush()
+                    self._write(pending)
+
+    # Committed without an fsync of their own (`Journal.relaxed`): a child process's pid and
+    # start time only matter after a crash of looprail, which such a commit survives (after a
+    # crash of the machine there is no process left to reap), and any later FULL commit makes
+    # it durable anyway.
+    RELAXED = frozenset({"process"})
+
+    def _relaxed(self) -> Any:
+        relaxed = getattr(self.journal, "relaxed", None)
+        return relaxed() if relaxed else nullcontext()
 
     def event(self, record: EventRecord, *, state: Sequence[str] | None = None) -> None:
-        with self._lock:
-            if state is None and record.kind in self.BUFFERED:
+        if state is None and record.kind in self.BUFFERED:
+            with self._held:
                 self._pending.append(record)
-                return
-            with self.journal.transaction():
-                self._flush()
-                self.journal.record(self.run_id, record, state=state)
+            return
+        self._commit(
+            lambda: self.journal.record(self.run_id, record, state=state),
+            full=state is not None or record.kind not in self.RELAXED,
+        )
 
     def task_started(self, key: str, *, plan_id: str, wave: int | None, message: str = "") -> int:
         # No fsync of its own: the task's finish (FULL) makes it durable; lost in a power cut,
         # it only means the unfinished task runs again. One fsync per task.
-        relaxed = getattr(self.journal, "relaxed", None)
-        with self._lock, relaxed() if relaxed else nullcontext(), self.journal.transaction():
-            self._flush()
-            return self.journal.task_started(
+        return self._commit(
+            lambda: self.journal.task_started(
                 self.run_id, key, plan_id=plan_id, wave=wave, message=message or None
-            )
+            ),
+            full=False,
+        )
 
     def task_finished(
         self, key: str, *, status: str, duration_ms: int | None, message: str | None = None
     ) -> None:
-        """Commit the task's end (FULL: durable when this returns). Finishes that arrive while
-        another commit is syncing share the next commit (a group commit): with `--jobs N`,
-        tasks that end together cost one fsync, and each caller still returns only once its
-        own row is durable, so a finished task never runs again."""
+        """Commit the task's end (FULL: durable when this returns). With `--jobs N`, tasks
+        that end together share one commit (see `_commit`), so they cost one fsync, and each
+        caller still returns only once its own row is durable: a finished task never runs
+        again."""
         if status not in ("done", "failed"):
             raise ValueError(f"not a finishing task status: {status!r}")
-        mine = _Finish(key, status, duration_ms, message)
+
+        def finish() -> None:
+            self.journal.task_finished(
+                self.run_id, key, status=status, duration_ms=duration_ms, message=message
+            )
+
+        def committed() -> None:  # the set in memory follows the journal
+            if self._done is not None:
+                if status == "done":
+                    self._done.add(key)
+                else:
+                    self._done.discard(key)
+
+        self._commit(finish, full=True, committed=committed)
+
+    def wave_started(self, wave: int, tasks: Iterable[tuple[str, str]]) -> None:
+        # Relaxed like a task's start: it registers the wave's tasks as pending and decides
+        # nothing; lost in a power cut, the wave starts again (the first task's finish, FULL,
+        # makes it durable). Its fsync would delay every task of the wave.
+        planned = list(tasks)
+        self._commit(lambda: self.journal.wave_started(self.run_id, wave, planned), full=False)
+
+    def _commit(
+        self,
+        do: Callable[[], Any],
+        *,
+        full: bool,
+        committed: Callable[[], None] | None = None,
+    ) -> Any:
+        """Run the write `do` (one atomic journal call) in a commit, with the held events
+        before it, and return its result once that commit is done. A group commit: writes
+        that arrive while another commit is in flight queue, and the next caller to find no
+        commit in flight commits every queued write in one transaction (each atomic on its
+        own, so a refused one fails only its own caller; a failed commit fails them all);
+        the others wait for it. The commit is FULL when any write in it needs FULL. So with
+        `--jobs N`, starts and finishes that arrive together cost one commit, and every
+        caller still returns only once its own write is committed as it asked."""
+        mine = _Write(do, full, committed)
         with self._group:
             self._queue.append(mine)
             while not mine.settled:
-                if not self._committing:  # lead: commit every finish queued so far
+                if not self._committing:  # lead: commit every write queued so far
                     batch, self._queue = self._queue, []
                     self._committing = True
                     break
@@ -211,51 +269,39 @@ class JournalRecorder:
             else:  # a leader committed it
                 if mine.error is not None:
                     raise mine.error
-                return
+                return mine.result
         try:
-            self._commit_finishes(batch)
+            self._commit_batch(batch)
         finally:
             with self._group:
-                for f in batch:
-                    f.settled = True
+                for w in batch:
+                    w.settled = True
                 self._committing = False
                 self._group.notify_all()
         if mine.error is not None:
             raise mine.error
+        return mine.result
 
-    def _commit_finishes(self, batch: list[_Finish]) -> None:
-        """One transaction for the batch, each finish in its own savepoint: one refused row
-        fails only its own caller; a failed commit fails them all (nothing of it counts)."""
+    def _commit_batch(self, batch: list[_Write]) -> None:
         try:
-            with self._lock:
-                with self.journal.transaction():
-                    self._flush()
-                    for f in batch:
-                        try:
-                            with self.journal.transaction():
-                                self.journal.task_finished(
-                                    self.run_id,
-                                    f.key,
-                                    status=f.status,
-                                    duration_ms=f.duration_ms,
-                                    message=f.message,
-                                )
+            full = any(w.full for w in batch)
+            with self._lock, nullcontext() if full else self._relaxed():
+                pending = self._take()
+                # One write and no held event: its own transaction is the commit.
+                alone = len(batch) == 1 and not pending
+                with nullcontext() if alone else self.journal.transaction():
+                    self._write(pending)
+                    for w in batch:
+                        try:  # atomic on its own (a savepoint): a refused write leaves no trace
+                            w.result = w.do()
                         except Exception as exc:
-                            f.error = exc
-                if self._done is not None:  # committed: the set in memory follows the journal
-                    for f in batch:
-                        if f.error is None and f.status == "done":
-                            self._done.add(f.key)
-                        elif f.error is None:
-                            self._done.discard(f.key)
+                            w.error = exc
+                for w in batch:
+                    if w.error is None and w.committed is not None:
+                        w.committed()
         except BaseException as exc:
-            for f in batch:
-                f.error = f.error or exc
-
-    def wave_started(self, wave: int, tasks: Iterable[tuple[str, str]]) -> None:
-        with self._lock, self.journal.transaction():
-            self._flush()
-            self.journal.wave_started(self.run_id, wave, list(tasks))
+            for w in batch:
+                w.error = w.error or exc
 
     def _done_set(self) -> set[str]:
         with self._lock:
@@ -282,13 +328,14 @@ class JournalRecorder:
         return selection_counts(self.journal.events(self.run_id, kinds=["native_selection"]))
 
 
-class _Finish:
-    """A task finish waiting for its (group) commit."""
+class _Write:
+    """A write waiting for its (group) commit."""
 
-    __slots__ = ("duration_ms", "error", "key", "message", "settled", "status")
+    __slots__ = ("committed", "do", "error", "full", "result", "settled")
 
-    def __init__(self, key: str, status: str, duration_ms: int | None, message: str | None):
-        self.key, self.status, self.duration_ms, self.message = key, status, duration_ms, message
+    def __init__(self, do: Callable[[], Any], full: bool, committed: Callable[[], None] | None):
+        self.do, self.full, self.committed = do, full, committed
+        self.result: Any = None
         self.settled = False
         self.error: BaseException | None = None
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -40,7 +41,7 @@ from looprail.machine.workspace import NullWorkspace
 from looprail.plans import Phase, PhaseCache, Plan, Task, WavePlan, compute_waves
 from looprail.plans.waves import halt_blocked
 from looprail.runtime.base import Flavor, TaskWork
-from looprail.runtime.executors import interruptible_executor, run_all
+from looprail.runtime.executors import interruptible_executor, run_all, start_threads
 
 if TYPE_CHECKING:
     from looprail.hooks.registry import CompiledRegistry
@@ -494,33 +495,42 @@ class LoopRunner:
         jobs = self.workspace.jobs(jobs, len(pending))
         self.workspace.prepare(wave.number, [p.id for p in pending], jobs)
         done = self.recorder.done_tasks()
-        self.recorder.wave_started(
-            wave.number,
-            [(t.id, p.id) for p in pending for t in p.tasks if not t.is_checkpoint],
-        )
-        self.progress.new_stage()
-        self.progress.line(
-            f"  wave {wave.number}: {plural(len(pending), 'plan')}, {jobs} at a time"
-        )
-        if self.options.executor is not None:
-            settled = self.options.executor.run_wave(self, wave.number, pending, done)
-        else:
-            with interruptible_executor(jobs) as executor:
-                settled = run_all(
-                    executor, [partial(self._run_plan, p, wave.number, done) for p in pending]
-                )
-        errors = [s.error for s in settled if not s.ok]
-        if errors:
-            # Siblings were never cancelled; the first failure (in plan order) is the reason.
-            pauses = [e for e in errors if isinstance(e, CheckpointPause)]
-            raise (
-                next((e for e in errors if not isinstance(e, CheckpointPause)), None) or pauses[0]
+        with ExitStack() as stack:
+            local = None
+            if self.options.executor is None:
+                local = stack.enter_context(interruptible_executor(jobs))
+                # Its threads are up before the wave starts: started one per plan as the
+                # plans are handed over, each would wait for the one before to be scheduled.
+                start_threads(local, min(jobs, len(pending)))
+            self.recorder.wave_started(
+                wave.number,
+                [(t.id, p.id) for p in pending for t in p.tasks if not t.is_checkpoint],
             )
-        self.workspace.merge(wave.number)  # what finished comes back before any halt
-        if stopped:
-            raise HaltError(_halted_plans_reason(wave.number, stopped, plans, blocked))
-        self.recorder.event(EventRecord(kind="wave_finished", wave=wave.number))
-        self.waves_run += 1
+            self.progress.new_stage()
+            self.progress.line(
+                f"  wave {wave.number}: {plural(len(pending), 'plan')}, {jobs} at a time"
+            )
+            if self.options.executor is not None:
+                settled = self.options.executor.run_wave(self, wave.number, pending, done)
+            else:
+                settled = run_all(
+                    local, [partial(self._run_plan, p, wave.number, done) for p in pending]
+                )
+            # Still in the block: the pool's idle threads are joined once the wave is
+            # journaled as finished, not before.
+            errors = [s.error for s in settled if not s.ok]
+            if errors:
+                # Siblings were never cancelled; the first failure (in plan order) is the reason.
+                pauses = [e for e in errors if isinstance(e, CheckpointPause)]
+                raise (
+                    next((e for e in errors if not isinstance(e, CheckpointPause)), None)
+                    or pauses[0]
+                )
+            self.workspace.merge(wave.number)  # what finished comes back before any halt
+            if stopped:
+                raise HaltError(_halted_plans_reason(wave.number, stopped, plans, blocked))
+            self.recorder.event(EventRecord(kind="wave_finished", wave=wave.number))
+            self.waves_run += 1
         if self.native is not None:
             self.native.wave_settled()
 

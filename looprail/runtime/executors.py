@@ -8,6 +8,7 @@ cancels or hides its siblings.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
@@ -90,11 +91,41 @@ class Settled(Generic[T]):
         return cast(T, self.value)  # no error: `value` is what the function returned
 
 
+def start_threads(executor: Executor, count: int) -> None:
+    """Have a thread pool start `count` worker threads now (a pool starts them one per submit,
+    each waiting for the previous one to be scheduled): the wave's threads are up before its
+    plans are handed over. Nothing for an inline executor."""
+    if not isinstance(executor, ThreadPoolExecutor):
+        return
+    count = min(count, getattr(executor, "_max_workers", count))  # more would never meet
+    if count < 2:
+        return
+    # Only a head start: a barrier that breaks (a thread that cannot start in time) is ignored.
+    ready = threading.Barrier(count + 1, timeout=10)
+    futures = [executor.submit(ready.wait) for _ in range(count)]
+    with contextlib.suppress(threading.BrokenBarrierError):
+        ready.wait()  # every worker holds one slot: `count` threads exist
+    wait(futures)
+
+
+def _after(go: threading.Event, fn: Callable[[], T]) -> T:
+    go.wait()
+    return fn()
+
+
 def run_all(executor: Executor, fns: Iterable[Callable[[], T]]) -> list[Settled[T]]:
     """Run every function on `executor` and wait for all of them. Results come back in
     submission order; an exception in one is captured in its `Settled`, never raised here and
     never cancelling the others."""
-    futures = [executor.submit(fn) for fn in fns]
+    if isinstance(executor, InlineExecutor):
+        futures = [executor.submit(fn) for fn in fns]
+    else:
+        # Every function waits until all are submitted: a pool starts its threads one per
+        # submit, and a thread already at work holds the GIL while the next one is being
+        # started (up to a switch interval each), so the last function would start late.
+        go = threading.Event()
+        futures = [executor.submit(_after, go, fn) for fn in fns]
+        go.set()
     pending = set(futures)
     while pending:
         # Short waits, not one long one: a Ctrl-C/SIGTERM the kernel hands to a worker thread

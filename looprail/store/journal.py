@@ -28,6 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from looprail.layout import JOURNAL_FILE, project_path
+from looprail.store import seal as _seal  # hashes every commit: imported once, not per call
 from looprail.store.inputs import diff_inputs
 from looprail.store.models import (
     FINAL_STATUSES,
@@ -50,6 +51,30 @@ from looprail.store.schema import (
 )
 
 JOURNAL_NAME = JOURNAL_FILE
+
+# The statements of the per-task path, as constants (sqlite3 keeps them prepared by their text).
+_GET_TASK = "SELECT * FROM tasks WHERE run_id = ? AND task_key = ?"
+_START_TASK = (
+    "INSERT INTO tasks (run_id, task_key, plan_id, wave, status, attempt, started_at) "
+    "VALUES (?, ?, ?, ?, 'running', 1, ?) "
+    "ON CONFLICT (run_id, task_key) DO UPDATE SET status = 'running', "
+    "attempt = attempt + 1, started_at = excluded.started_at, ended_at = NULL, "
+    "plan_id = coalesce(excluded.plan_id, plan_id), "
+    "wave = coalesce(excluded.wave, wave) RETURNING *"
+)
+_SET_TASK = (
+    "INSERT INTO tasks (run_id, task_key, plan_id, wave, status, attempt, ended_at) "
+    "VALUES (?, ?, ?, ?, ?, 0, ?) "
+    "ON CONFLICT (run_id, task_key) DO UPDATE SET status = excluded.status, "
+    "ended_at = excluded.ended_at, "
+    "plan_id = coalesce(excluded.plan_id, plan_id), "
+    "wave = coalesce(excluded.wave, wave) RETURNING *"
+)
+_INSERT_EVENT = (
+    "INSERT INTO events (run_id, ts, kind, point, wave, plan_id, task_id, cap_id, "
+    "hook_kind, outcome, duration_ms, message, data) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *"
+)
 
 
 def journal_path(project: str | Path) -> Path:
@@ -85,9 +110,15 @@ class Journal:
         # Task digests (store/seal.py) are never written to the file: a run's digest is kept
         # here with the seal it went into, and recomputed from the rows when the seal in the
         # file is not that one (another connection wrote the run since).
-        self._sealed: dict[str, tuple[str, str]] = {}  # run → (seal, its task digest)
+        # With it, the chain head and the run row's canonical bytes it covered: while the file
+        # still holds that seal, nobody else wrote the run, so none of them is read again.
+        self._sealed: dict[str, tuple[str, str, str, bytes]] = {}
         self._digests: dict[str, str] = {}  # working digests of the open transaction
         self._heads: dict[str, str] = {}  # chain heads of the open transaction
+        self._checked: dict[str, tuple[str, str, str, bytes] | None] = {}  # per transaction
+        self._run_dirty: set[str] = set()  # runs whose row this transaction changed
+        self._known_runs: set[str] = set()  # runs seen to exist (runs are never deleted)
+        self._macs: dict[tuple[str, str], tuple[tuple[Any, ...], int]] = {}  # see _row_mac
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -226,6 +257,7 @@ class Journal:
         run_id = run_id or new_run_id(now)
         config = dict(machine_config or {})
         with self.transaction():
+            self._run_dirty.add(run_id)
             self._sql(
                 "INSERT INTO runs (id, phase, status, started_at, state, machine_config, "
                 "inputs_digest, pid, host) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?)",
@@ -273,6 +305,7 @@ class Journal:
                 digest = dict(sorted(inputs_digest.items()))
                 data["inputs_changed"] = diff_inputs(run.inputs_digest, digest)
             now = iso_utc(self._clock())
+            self._run_dirty.add(run_id)
             self._sql(
                 "UPDATE runs SET status = 'running', ended_at = NULL, halt_reason = NULL, "
                 "pid = ?, host = ?, inputs_digest = ? WHERE id = ?",
@@ -287,6 +320,7 @@ class Journal:
         with self.transaction():
             self._require_run(run_id)
             self._touched.add(run_id)
+            self._run_dirty.add(run_id)
             self._sql(
                 "UPDATE runs SET inputs_digest = ? WHERE id = ?",
                 (_dumps(dict(sorted(inputs_digest.items()))), run_id),
@@ -305,6 +339,7 @@ class Journal:
         with self.transaction():
             self._require_run(run_id)
             now = iso_utc(self._clock())
+            self._run_dirty.add(run_id)
             self._sql(
                 "UPDATE runs SET status = ?, ended_at = ?, halt_reason = ? WHERE id = ?",
                 (status, now, reason, run_id),
@@ -343,13 +378,9 @@ class Journal:
         """Start an attempt of a task and journal `task_started`. Returns the attempt number
         (1 on a first run; more when a failed task is retried or an in-flight one re-run).
         A task that is already `done` is refused: finished tasks never run again."""
-        _, row = self._record(
-            run_id,
-            EventRecord(kind="task_started", message=message, data=dict(data or {})),
-            task_update=TaskUpdate(task_key=task_key, status="running", plan_id=plan_id, wave=wave),
-        )
-        assert row is not None
-        return row.attempt
+        with self.transaction():
+            after = self._task_step(run_id, task_key, "running", plan_id, wave, message, None, data)
+        return int(after["attempt"])
 
     def task_finished(
         self,
@@ -365,19 +396,11 @@ class Journal:
         duration defaults to the time since the attempt started."""
         if status not in ("done", "failed"):
             raise ValueError(f"not a finishing task status: {status!r}")
-        _, row = self._record(
-            run_id,
-            EventRecord(
-                kind="task_finished",
-                outcome=status,
-                duration_ms=duration_ms,
-                message=message,
-                data=dict(data or {}),
-            ),
-            task_update=TaskUpdate(task_key=task_key, status=status),
-        )
-        assert row is not None
-        return row
+        with self.transaction():
+            after = self._task_step(
+                run_id, task_key, status, None, None, message, duration_ms, data
+            )
+        return _task_row(after)
 
     def wave_started(
         self,
@@ -522,6 +545,7 @@ class Journal:
             self._require_run_id(run_id)
             now = iso_utc(self._clock())
             if state_json is not None:
+                self._run_dirty.add(run_id)
                 self._sql("UPDATE runs SET state = ? WHERE id = ?", (state_json, run_id))
             row = None
             if task_update is not None:
@@ -529,49 +553,91 @@ class Journal:
                 event = _annotate_task_event(event, row, before)
             return self._insert_event(run_id, now, event), row
 
+    def _task_step(
+        self,
+        run_id: str,
+        task_key: str,
+        status: str,
+        plan_id: str | None,
+        wave: int | None,
+        message: str | None,
+        duration_ms: int | None,
+        data: Mapping[str, Any] | None,
+    ) -> sqlite3.Row:
+        """`task_started` (status `running`) or `task_finished` inside the open transaction:
+        the row's change and its event, annotated as `_annotate_task_event` does. The hot path
+        of a run (two per task), so no model is built: the checks the models make are here."""
+        if not isinstance(task_key, str) or not task_key:
+            raise ValueError(f"a task key must be a non-empty string, got {task_key!r}")
+        if duration_ms is not None and (
+            isinstance(duration_ms, bool) or not isinstance(duration_ms, int) or duration_ms < 0
+        ):
+            raise ValueError(f"duration_ms must be a whole number >= 0, got {duration_ms!r}")
+        self._require_run_id(run_id)
+        now = iso_utc(self._clock())
+        before, after = self._change_task(run_id, task_key, status, plan_id, wave, now)
+        values = dict(data or {})
+        values.setdefault("attempt", after["attempt"])
+        if status == "running":
+            kind, outcome = "task_started", None
+            if before is not None:
+                values.setdefault("previous_status", before["status"])
+        else:
+            kind, outcome = "task_finished", status
+            if duration_ms is None and after["started_at"]:
+                duration_ms = _elapsed_ms(after["started_at"], after["ended_at"])
+        self._insert_row(
+            run_id,
+            now,
+            (kind, None, after["wave"], after["plan_id"], task_key, None, None, outcome,
+             duration_ms, message, _dumps(values)),
+        )  # fmt: skip
+        return after
+
     def _apply_task_update(
         self, run_id: str, update: TaskUpdate, now: str
     ) -> tuple[TaskRow, TaskRow | None]:
+        before, after = self._change_task(
+            run_id, update.task_key, update.status, update.plan_id, update.wave, now
+        )
+        return _task_row(after), _task_row(before) if before is not None else None
+
+    def _change_task(
+        self,
+        run_id: str,
+        task_key: str,
+        status: str,
+        plan_id: str | None,
+        wave: int | None,
+        now: str,
+    ) -> tuple[sqlite3.Row | None, sqlite3.Row]:
+        """Change one task row (inside the open transaction) and the run's task digest with
+        it. Returns the row before (None when there was none) and after."""
         self._digest(run_id)  # before the row changes: a digest recomputed now must not see it
-        before_row = self._sql(
-            "SELECT * FROM tasks WHERE run_id = ? AND task_key = ?", (run_id, update.task_key)
-        ).fetchone()
-        before = _task_row(before_row) if before_row else None
-        if update.status == "running":
-            if before is not None and before.status == "done":
+        before = self._sql(_GET_TASK, (run_id, task_key)).fetchone()
+        if status == "running":
+            if before is not None and before["status"] == "done":
                 raise JournalError(
-                    f"{self.path}: task {update.task_key} of run {run_id} is already done; "
+                    f"{self.path}: task {task_key} of run {run_id} is already done; "
                     "finished tasks are not run again"
                 )
-            cursor = self._sql(
-                "INSERT INTO tasks (run_id, task_key, plan_id, wave, status, attempt, started_at) "
-                "VALUES (?, ?, ?, ?, 'running', 1, ?) "
-                "ON CONFLICT (run_id, task_key) DO UPDATE SET status = 'running', "
-                "attempt = attempt + 1, started_at = excluded.started_at, ended_at = NULL, "
-                "plan_id = coalesce(excluded.plan_id, plan_id), "
-                "wave = coalesce(excluded.wave, wave) RETURNING *",
-                (run_id, update.task_key, update.plan_id, update.wave, now),
-            )
+            cursor = self._sql(_START_TASK, (run_id, task_key, plan_id, wave, now))
         else:
-            ended_at = now if update.status in ("done", "failed") else None
-            cursor = self._sql(
-                "INSERT INTO tasks (run_id, task_key, plan_id, wave, status, attempt, ended_at) "
-                "VALUES (?, ?, ?, ?, ?, 0, ?) "
-                "ON CONFLICT (run_id, task_key) DO UPDATE SET status = excluded.status, "
-                "ended_at = excluded.ended_at, "
-                "plan_id = coalesce(excluded.plan_id, plan_id), "
-                "wave = coalesce(excluded.wave, wave) RETURNING *",
-                (run_id, update.task_key, update.plan_id, update.wave, update.status, ended_at),
-            )
-        after_row = cursor.fetchone()
-        assert after_row is not None
-        self._digest_change(run_id, before_row, after_row)
-        return _task_row(after_row), before
+            ended_at = now if status in ("done", "failed") else None
+            cursor = self._sql(_SET_TASK, (run_id, task_key, plan_id, wave, status, ended_at))
+        after = cursor.fetchone()
+        assert after is not None
+        self._digest_change(run_id, before, after)
+        return before, after
 
     def _require_run_id(self, run_id: str) -> None:
-        """`_require_run` without building the row: on the per-event path."""
+        """`_require_run` without building the row, once per run (looprail never deletes a
+        run, and the events' foreign key refuses a row for a run deleted from outside)."""
+        if run_id in self._known_runs:
+            return
         if self._sql("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
             raise JournalError(f"{self.path}: no run {run_id!r}")
+        self._known_runs.add(run_id)
 
     def _require_run(self, run_id: str) -> RunRow:
         row = self._sql("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
@@ -580,27 +646,18 @@ class Journal:
         return _run_row(row)
 
     def _insert_event(self, run_id: str, ts: str, event: EventRecord) -> int:
-        cursor = self._sql(
-            "INSERT INTO events (run_id, ts, kind, point, wave, plan_id, task_id, cap_id, "
-            "hook_kind, outcome, duration_ms, message, data) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
-            (
-                run_id,
-                ts,
-                event.kind,
-                event.point,
-                event.wave,
-                event.plan_id,
-                event.task_id,
-                event.cap_id,
-                event.hook_kind,
-                event.outcome,
-                event.duration_ms,
-                event.message,
-                _dumps(event.data),
-            ),
-        )
-        row = cursor.fetchone()
+        return self._insert_row(
+            run_id,
+            ts,
+            (event.kind, event.point, event.wave, event.plan_id, event.task_id, event.cap_id,
+             event.hook_kind, event.outcome, event.duration_ms, event.message,
+             _dumps(event.data)),
+        )  # fmt: skip
+
+    def _insert_row(self, run_id: str, ts: str, values: tuple[Any, ...]) -> int:
+        """Append an event row (`values`: kind … data, in `_INSERT_EVENT`'s order) and extend
+        the run's chain with it. Returns its `seq`."""
+        row = self._sql(_INSERT_EVENT, (run_id, ts, *values)).fetchone()
         self._chain(run_id, row)
         return int(row["seq"])
 
@@ -617,36 +674,51 @@ class Journal:
         row = self._sql("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return row[0] if row else None
 
-    def _set_meta(self, key: str, value: str) -> None:
+    def _set_meta(self, key: str, value: str, *more: str) -> None:
+        """Write `meta` rows: `key, value` and further key/value pairs, in one statement."""
+        pairs = (key, value, *more)
+        marks = ", ".join(["(?, ?)"] * (len(pairs) // 2))
         self._sql(
-            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            f"INSERT INTO meta (key, value) VALUES {marks} "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (key, value),
+            pairs,
         )
 
     def _chain(self, run_id: str, row: sqlite3.Row) -> None:
         """Extend the run's event chain by the row just inserted (inside its transaction; the
         head is written once, at commit, with the seal)."""
-        from looprail.store.seal import chain_link
-
         head = self._heads.get(run_id)
         if head is None:
-            head = self._meta(f"chain:{run_id}") or ""
-        self._heads[run_id] = chain_link(self._user_key(), head, dict(row))
+            valid = self._valid_sealed(run_id)
+            head = valid[2] if valid is not None else (self._meta(f"chain:{run_id}") or "")
+        self._heads[run_id] = _seal.chain_link(self._user_key(), head, dict(row))
         self._touched.add(run_id)
 
     def _digest(self, run_id: str) -> str:
         """The run's task digest as of now, inside the open transaction."""
         digest = self._digests.get(run_id)
         if digest is None:
-            seal = self._meta(f"seal:{run_id}")
-            known = self._sealed.get(run_id)
-            if known is not None and seal is not None and hmac.compare_digest(known[0], seal):
-                digest = known[1]
-            else:  # first write of this run by this connection, or another one wrote it since
-                digest = self._task_digest(run_id)
+            # Recomputed on the first write of this run by this connection, or when another
+            # one wrote it since.
+            valid = self._valid_sealed(run_id)
+            digest = valid[1] if valid is not None else self._task_digest(run_id)
             self._digests[run_id] = digest
         return digest
+
+    def _valid_sealed(self, run_id: str) -> tuple[str, str, str, bytes] | None:
+        """What this connection last sealed for the run (seal, task digest, chain head, run
+        row bytes), if the file still holds that seal: then nobody else wrote the run since.
+        The seal is read once per transaction."""
+        if run_id in self._checked:
+            return self._checked[run_id]
+        known = self._sealed.get(run_id)
+        valid = None
+        if known is not None:
+            seal = self._meta(f"seal:{run_id}")
+            if seal is not None and hmac.compare_digest(known[0], seal):
+                valid = known
+        self._checked[run_id] = valid
+        return valid
 
     def _task_digest(self, run_id: str) -> str:
         from looprail.store.seal import task_digest
@@ -658,51 +730,73 @@ class Journal:
         self, run_id: str, before: sqlite3.Row | None, after: sqlite3.Row | None
     ) -> None:
         """A task row of `run_id` changed (inside the open transaction): update its digest."""
-        from looprail.store.seal import digest_update
-
         digest = self._digests[run_id]  # loaded by the caller before the row changed
-        self._digests[run_id] = digest_update(
+        self._digests[run_id] = _seal.digest_add(
             digest,
-            self._user_key(),
-            remove=dict(before) if before is not None else None,
-            add=dict(after) if after is not None else None,
+            remove=self._row_mac(before) if before is not None else 0,
+            add=self._row_mac(after) if after is not None else 0,
         )
         self._touched.add(run_id)
 
-    def _seal_touched(self) -> dict[str, tuple[str, str]]:
-        """Write the seal of every run written in this transaction (O(1) each: the chain head
-        and the task digest are kept up to date row by row). Returns them for `_sealed`."""
-        from looprail.store.seal import run_seal
+    def _row_mac(self, row: sqlite3.Row) -> int:
+        """A task row's MAC (`seal.task_mac`). The last one computed for each row is kept with
+        the values it covered, so the row a task's start wrote is not hashed again when its
+        finish replaces it (a MAC depends on the values alone: the cache can never be wrong)."""
+        values = tuple(row)
+        slot = (row["run_id"], row["task_key"])
+        known = self._macs.get(slot)
+        if known is not None and known[0] == values:
+            return known[1]
+        mac = _seal.task_mac(self._user_key(), dict(row))
+        self._macs[slot] = (values, mac)
+        return mac
 
+    def _seal_touched(self) -> dict[str, tuple[str, str, str, bytes]]:
+        """Write the seal of every run written in this transaction (O(1) each: the chain head
+        and the task digest are kept up to date row by row, and the run row is read again
+        only when it changed). Returns them for `_sealed`."""
         touched, self._touched = self._touched, set()
         sealed = {}
         for run_id in sorted(touched):
+            valid = self._valid_sealed(run_id)
             chain = self._heads.get(run_id)
+            extended = chain is not None
             if chain is None:  # no event in this transaction (e.g. update_inputs)
-                chain = self._meta(f"chain:{run_id}") or ""
-            else:
-                self._set_meta(f"chain:{run_id}", chain)
+                chain = valid[2] if valid is not None else (self._meta(f"chain:{run_id}") or "")
             digest = self._digest(run_id)
-            run = self._sql("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-            seal = run_seal(self._user_key(), chain, digest, dict(run))
-            self._set_meta(f"seal:{run_id}", seal)
-            sealed[run_id] = (seal, digest)
+            if valid is not None and run_id not in self._run_dirty:
+                run_bytes = valid[3]
+            else:
+                run = self._sql("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+                run_bytes = _seal.canonical(dict(run))
+            seal = _seal.run_seal(self._user_key(), chain, digest, run_bytes)
+            if extended:  # the chain head and the seal in one statement
+                self._set_meta(f"seal:{run_id}", seal, f"chain:{run_id}", chain)
+            else:
+                self._set_meta(f"seal:{run_id}", seal)
+            sealed[run_id] = (seal, digest, chain, run_bytes)
+        self._end_transaction()
+        return sealed
+
+    def _end_transaction(self) -> None:
+        """Forget what belonged to the transaction that ends (committed or not)."""
         self._digests.clear()
         self._heads.clear()
-        return sealed
+        self._checked.clear()
+        self._run_dirty.clear()
 
     def _abandon(self) -> None:
         """The open transaction failed: forget what it would have sealed, roll it back."""
         self._touched.clear()
-        self._digests.clear()
-        self._heads.clear()
+        self._end_transaction()
+        self._known_runs.clear()  # a run created in it is gone again
         self._rollback()
 
     def verify_run(self, run_id: str) -> None:
         """Refuse (one-line `JournalError`) a run this user did not write with looprail on this
         machine: its seal is missing, or its rows were changed outside looprail since. One
         pass over the run's events and one over its task rows."""
-        from looprail.store.seal import SEAL_VERSION, chain_link, run_seal
+        from looprail.store.seal import SEAL_VERSION, canonical, chain_link, run_seal
 
         with self._mutex:
             run = self._require_run(run_id)
@@ -713,7 +807,8 @@ class Journal:
                 chain = chain_link(key, chain, dict(row))
             digest = self._task_digest(run_id)
             run_row = self._sql("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-            expected = run_seal(key, chain, digest, dict(run_row))
+            run_bytes = canonical(dict(run_row))
+            expected = run_seal(key, chain, digest, run_bytes)
             ok = (
                 seal is not None
                 and hmac.compare_digest(chain, self._meta(f"chain:{run_id}") or "")
@@ -721,7 +816,7 @@ class Journal:
             )
             if ok:
                 assert seal is not None
-                self._sealed[run_id] = (seal, digest)
+                self._sealed[run_id] = (seal, digest, chain, run_bytes)
         if not ok:
             if seal is not None and not seal.startswith(SEAL_VERSION + ":"):
                 raise JournalError(
@@ -750,8 +845,17 @@ class Journal:
 # -- rows ------------------------------------------------------------------------------------
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # built once
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODER.encode(value)
+
+
+def _elapsed_ms(started_at: str, ended_at: str | None) -> int:
+    started = datetime.fromisoformat(started_at)
+    ended = datetime.fromisoformat(ended_at or started_at)
+    return max(0, round((ended - started).total_seconds() * 1000))
 
 
 def _columns(row: sqlite3.Row, model: type[BaseModel]) -> dict[str, Any]:
@@ -791,7 +895,5 @@ def _annotate_task_event(event: EventRecord, row: TaskRow, before: TaskRow | Non
         "wave": event.wave if event.wave is not None else row.wave,
     }
     if event.kind == "task_finished" and event.duration_ms is None and row.started_at:
-        started = datetime.fromisoformat(row.started_at)
-        ended = datetime.fromisoformat(row.ended_at or row.started_at)
-        update["duration_ms"] = max(0, round((ended - started).total_seconds() * 1000))
+        update["duration_ms"] = _elapsed_ms(row.started_at, row.ended_at)
     return event.model_copy(update=update)

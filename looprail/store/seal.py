@@ -30,7 +30,6 @@ or that is not a regular file, is refused: with it, anyone could forge a seal.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import os
@@ -107,15 +106,18 @@ def _read_key(path: Path) -> bytes:
     return key
 
 
+# One encoder for every canonical form (json.dumps would build one per call). HMACs are
+# one-shot (`hmac.digest`: OpenSSL's HMAC in one call, same bytes as `hmac.new(...).digest()`).
+_CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
 def canonical(row: Mapping[str, Any]) -> bytes:
-    return json.dumps(dict(row), sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+    return _CANONICAL.encode(dict(row)).encode()
 
 
 def chain_link(key: bytes, previous: str, event_row: Mapping[str, Any]) -> str:
     """The next link of a run's event chain."""
-    return hmac.new(
-        key, previous.encode() + b"\n" + canonical(event_row), hashlib.sha256
-    ).hexdigest()
+    return hmac.digest(key, previous.encode() + b"\n" + canonical(event_row), "sha256").hex()
 
 
 SEAL_VERSION = "v2"
@@ -126,8 +128,9 @@ EMPTY_DIGEST = "0" * (DIGEST_BITS // 4)
 
 def task_mac(key: bytes, task_row: Mapping[str, Any]) -> int:
     """A task row's MAC, as a number (its term in the run's task digest)."""
-    mac = hmac.new(key, b"looprail-task\n" + canonical(task_row), hashlib.sha256)
-    return int.from_bytes(mac.digest(), "big")
+    return int.from_bytes(
+        hmac.digest(key, b"looprail-task\n" + canonical(task_row), "sha256"), "big"
+    )
 
 
 def digest_update(
@@ -146,14 +149,21 @@ def digest_update(
     return format(value % _MODULUS, f"0{DIGEST_BITS // 4}x")
 
 
+def digest_add(digest: str, *, remove: int = 0, add: int = 0) -> str:
+    """`digest_update` with the rows' MACs (`task_mac`) already computed."""
+    value = (int(digest, 16) if digest else 0) - remove + add
+    return format(value % _MODULUS, f"0{DIGEST_BITS // 4}x")
+
+
 def task_digest(key: bytes, task_rows: Iterable[Mapping[str, Any]]) -> str:
     """The digest of a whole set of task rows (what verification recomputes)."""
     value = sum(task_mac(key, row) for row in task_rows)
     return format(value % _MODULUS, f"0{DIGEST_BITS // 4}x")
 
 
-def run_seal(key: bytes, chain: str, digest: str, run_row: Mapping[str, Any]) -> str:
-    """The seal over a run: its event chain head, its task digest and its run row."""
-    mac = hmac.new(key, b"looprail-run-seal-v2\n", hashlib.sha256)
-    mac.update(chain.encode() + b"\n" + digest.encode() + b"\n" + canonical(run_row))
-    return f"{SEAL_VERSION}:{mac.hexdigest()}"
+def run_seal(key: bytes, chain: str, digest: str, run_row: Mapping[str, Any] | bytes) -> str:
+    """The seal over a run: its event chain head, its task digest and its run row (or the
+    row's `canonical` bytes, which a writer keeps while the row does not change)."""
+    row = run_row if isinstance(run_row, bytes) else canonical(run_row)
+    msg = b"looprail-run-seal-v2\n" + chain.encode() + b"\n" + digest.encode() + b"\n" + row
+    return f"{SEAL_VERSION}:{hmac.digest(key, msg, 'sha256').hex()}"

@@ -334,3 +334,77 @@ def test_ctrl_c_during_a_parallel_wave_stops_promptly_and_the_run_resumes(tmp_pa
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "resuming run" in err
+
+
+def build_parallel(tmp_path: Path, plans: int) -> Path:
+    """`plans` independent one-task plans (one wave); each executor logs its start, waits while
+    `.slow/all` exists, logs its end and writes its output."""
+    project, phase = demo_phase(tmp_path)
+    for i in range(1, plans + 1):
+        (phase / f"01-{i:02d}-PLAN.md").write_text(
+            plan_md(f"{i:02d}", files=[f"out/p{i}"], tasks=[task_xml("t", files=[f"out/p{i}"])])
+        )
+    agents = project / ".looprail" / "agents"
+    exe(
+        agents / "executor",
+        SLOW
+        + r"""
+req = json.load(sys.stdin)
+t = req["task"]
+key = t["planId"] + "/" + t["taskId"]
+mark(key, "start")
+while (root / ".slow" / "all").exists():
+    time.sleep(0.02)
+out = root / t["files"][0]
+out.parent.mkdir(parents=True, exist_ok=True)
+out.write_text(key + "\n")
+mark(key, "end")
+""",
+    )
+    exe(
+        agents / "verifier",
+        SLOW
+        + r"""
+req = json.load(sys.stdin)
+Path(req["phase"]["dir"], "01-VERIFICATION.md").write_text("---\nstatus: passed\n---\n")
+""",
+    )
+    exe(agents / "orchestrator", "pass\n")
+    return project
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.04, 0.05, 0.06, 0.07, 0.1])
+def test_sigkill_while_finishes_share_commits_never_reruns_a_finished_task(tmp_path, delay):
+    """Six tasks end at once (`--jobs 6`): their finishes share group commits, and starts
+    commit without an fsync of their own. A SIGKILL at any moment of that: every task the
+    journal shows done ran exactly once over both runs, every other one ran again, and the
+    resumed run ships."""
+    plans = 6
+    project = build_parallel(tmp_path, plans)
+    slow(project, "all")
+    proc = start_run(project, jobs=plans, new_session=True)
+    wait_for(lambda: sum(ln.startswith("start ") for ln in log(project)) == plans, timeout=60)
+    release(project)  # every task ends now
+    time.sleep(delay)
+    killpg(proc)
+
+    with Journal.open(project, create=False) as jr:
+        run_id = jr.latest_run().id
+        rows = {t.task_key: t for t in jr.tasks(run_id)}
+        done_before = {k for k, t in rows.items() if t.status == "done"}
+        assert set(rows) == {f"01-{i:02d}/T1" for i in range(1, plans + 1)}
+        assert all(t.attempt == 1 for t in rows.values())  # every start was committed
+
+    again = start_run(project, jobs=plans, new_session=True)
+    out, err = again.communicate(timeout=120)
+    assert again.returncode == 0, err
+    starts = [ln.split()[1] for ln in log(project) if ln.startswith("start ")]
+    for key in rows:
+        expected = 1 if key in done_before else 2
+        assert starts.count(key) == expected, (key, done_before, starts)
+    with Journal.open(project, create=False) as jr:
+        tasks = {t.task_key: t for t in jr.tasks(run_id)}
+        assert all(t.status == "done" for t in tasks.values())
+        assert {k for k, t in tasks.items() if t.attempt == 1} == done_before
+        finished = [e.task_id for e in jr.events(run_id, kinds=["task_finished"])]
+        assert sorted(finished) == sorted(rows)  # each finish journaled exactly once

@@ -102,3 +102,35 @@ def test_run_all_with_nothing_to_do() -> None:
 def test_settled_is_a_plain_value() -> None:
     assert Settled(value=3) == Settled(value=3)
     assert Settled(value=None).ok
+
+
+def test_a_pools_functions_start_only_once_all_are_submitted() -> None:
+    """A pool starts one thread per submit; a function already at work would slow the next
+    thread's start (the GIL), so none begins before the last one is handed over."""
+    import time
+
+    log: list[str] = []
+
+    def functions():
+        for i in range(4):
+            log.append(f"submitted {i}")
+            yield lambda i=i: log.append(f"ran {i}")
+            time.sleep(0.05)  # room for a function that was not held back to start
+
+    with make_executor(4) as pool:
+        settled = run_all(pool, functions())
+    assert all(s.ok for s in settled)
+    assert log[:4] == [f"submitted {i}" for i in range(4)]
+    assert sorted(log[4:]) == [f"ran {i}" for i in range(4)]
+
+
+def test_start_threads_starts_the_pools_threads_and_never_waits_for_more() -> None:
+    from looprail.runtime.executors import start_threads
+
+    with make_executor(3) as pool:
+        before = threading.active_count()
+        start_threads(pool, 10)  # more than the pool has: starts its 3, returns
+        assert threading.active_count() - before == 3
+        settled = run_all(pool, [lambda i=i: i for i in range(5)])
+        assert [s.unwrap() for s in settled] == list(range(5))
+    start_threads(InlineExecutor(), 4)  # nothing to start

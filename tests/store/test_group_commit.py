@@ -142,3 +142,81 @@ def test_a_bad_status_is_refused_before_queueing(tmp_path):
         run_id = journal.start_run("01")
         with pytest.raises(ValueError, match="not a finishing task status"):
             JournalRecorder(journal, run_id).task_finished("t", status="running", duration_ms=1)
+
+
+def _queued(recorder: JournalRecorder, calls) -> tuple[dict, dict]:
+    """Run `calls` (name → function) on threads while a commit is "in flight", so every one
+    of them queues; then let them go: the first to wake commits them all in one batch."""
+    results: dict = {}
+    errors: dict = {}
+
+    def run(name, fn):
+        try:
+            results[name] = fn()
+        except BaseException as exc:
+            errors[name] = exc
+
+    with recorder._group:
+        recorder._committing = True
+    threads = [threading.Thread(target=run, args=item) for item in calls.items()]
+    for t in threads:
+        t.start()
+    wait_until = time.monotonic() + 10
+    while len(recorder._queue) < len(calls) and time.monotonic() < wait_until:
+        time.sleep(0.01)
+    assert len(recorder._queue) == len(calls)
+    with recorder._group:
+        recorder._committing = False
+        recorder._group.notify_all()
+    for t in threads:
+        t.join(30)
+    return results, errors
+
+
+def test_starts_that_arrive_together_share_one_relaxed_commit(tmp_path):
+    keys = [f"01-0{i}/T1" for i in range(5)]
+    with Journal.open(tmp_path) as journal:
+        run_id = journal.start_run("01")
+        journal.wave_started(run_id, 1, [(k, k.split("/")[0]) for k in keys])
+        journal.task_started(run_id, keys[0])
+        journal.task_finished(run_id, keys[0])  # done: a start of it is refused
+        journal.task_started(run_id, keys[1])  # in flight (a crash): its next start is attempt 2
+        recorder = JournalRecorder(journal, run_id)
+        statements: list[str] = []
+        journal._conn.set_trace_callback(statements.append)
+        results, errors = _queued(
+            recorder,
+            {k: (lambda k=k: recorder.task_started(k, plan_id=k[:5], wave=1)) for k in keys},
+        )
+        journal._conn.set_trace_callback(None)
+        assert set(errors) == {keys[0]} and "already done" in str(errors[keys[0]])
+        assert results == {keys[1]: 2, keys[2]: 1, keys[3]: 1, keys[4]: 1}
+        assert statements.count("COMMIT") == 1  # one commit for the four starts
+        assert statements[0] == "PRAGMA synchronous = NORMAL"  # starts only: relaxed
+        assert journal.pragma("synchronous") == 2
+        rows = {t.task_key: (t.status, t.attempt) for t in journal.tasks(run_id)}
+        assert rows[keys[0]] == ("done", 1) and rows[keys[1]] == ("running", 2)
+        journal.verify_run(run_id)
+
+
+def test_a_finish_in_a_batch_makes_the_whole_commit_full(tmp_path):
+    with Journal.open(tmp_path) as journal:
+        run_id = journal.start_run("01")
+        journal.wave_started(run_id, 1, [("a", "p1"), ("b", "p2")])
+        journal.task_started(run_id, "a")
+        recorder = JournalRecorder(journal, run_id)
+        statements: list[str] = []
+        journal._conn.set_trace_callback(statements.append)
+        results, errors = _queued(
+            recorder,
+            {
+                "start b": lambda: recorder.task_started("b", plan_id="p2", wave=1),
+                "finish a": lambda: recorder.task_finished("a", status="done", duration_ms=1),
+            },
+        )
+        journal._conn.set_trace_callback(None)
+        assert not errors and results["start b"] == 1
+        assert statements.count("COMMIT") == 1
+        assert not any("synchronous" in s for s in statements)  # FULL: the finish must sync
+        assert recorder.done_tasks() == {"a"}
+        journal.verify_run(run_id)

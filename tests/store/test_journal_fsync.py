@@ -97,3 +97,32 @@ def test_status_and_history_import_no_pydantic(tmp_path):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip().splitlines()[-1] == "False", command
+
+
+def test_wave_start_and_process_events_are_relaxed_transitions_full(tmp_path):
+    """A wave's start (pending rows) and a child's pid commit without an fsync of their own;
+    a state change and `wave_finished` commit FULL."""
+    from looprail.store import EventRecord
+
+    with Journal.open(tmp_path) as journal:
+        run_id = journal.start_run("1", state=["execute"])
+        recorder = JournalRecorder(journal, run_id)
+        statements: list[str] = []
+        journal._conn.set_trace_callback(statements.append)
+
+        def syncs(write) -> list[str]:
+            statements.clear()
+            write()
+            assert "COMMIT" in statements
+            return [s for s in statements if "synchronous" in s]
+
+        relaxed = ["PRAGMA synchronous = NORMAL", "PRAGMA synchronous = FULL"]
+        assert syncs(lambda: recorder.wave_started(1, [("01-01/T1", "01-01")])) == relaxed
+        process = EventRecord(kind="process", data={"pid": 1, "start": 2})
+        assert syncs(lambda: recorder.event(process)) == relaxed
+        assert syncs(lambda: recorder.event(EventRecord(kind="wave_finished", wave=1))) == []
+        move = EventRecord(kind="transition", data={"source": "a", "target": "b"})
+        assert syncs(lambda: recorder.event(move, state=["verify"])) == []
+        journal._conn.set_trace_callback(None)
+        assert journal.pragma("synchronous") == 2
+        journal.verify_run(run_id)
