@@ -510,7 +510,8 @@ class LoopRunner:
             self.progress.line(
                 f"  wave {wave.number}: {plural(len(pending), 'plan')}, {jobs} at a time"
             )
-            if self.options.executor is not None:
+            if local is None:
+                assert self.options.executor is not None  # no local pool: the given executor
                 settled = self.options.executor.run_wave(self, wave.number, pending, done)
             else:
                 settled = run_all(
