@@ -656,13 +656,13 @@ def test_a_timed_out_predicate_leaves_no_process_behind(tmp_path):
     sentinel = tmp_path / "SENTINEL"
     predicate = {
         "kind": "command-exit-zero",
-        "command": f"sleep 2; touch {sentinel}",
-        "timeout": 0.5,
+        "command": f"sleep 0.8; touch {sentinel}",
+        "timeout": 0.2,
     }
     start = time.monotonic()
     verdict = evaluate_predicate(predicate, CheckContext(project=tmp_path))
     assert verdict.block and "timed out" in verdict.message
-    time.sleep(max(0.0, 2.6 - (time.monotonic() - start)))  # past the moment it would have run
+    time.sleep(max(0.0, 1.2 - (time.monotonic() - start)))  # past the moment it would have run
     assert not sentinel.exists()  # the whole process group was killed, not only /bin/sh
 
 
