@@ -40,13 +40,6 @@ def pytest_configure(config):
         os.environ["PATH"] = here + os.pathsep + os.environ.get("PATH", "")
 
 
-def pytest_xdist_auto_num_workers(config):
-    """`-n auto` (the README's command): one worker more than there are CPUs. Many tests wait
-    on real processes (agents, kills, timeouts) for much of their time; a third worker on two
-    cores keeps both busy then (measured: the suite in 0.85-0.95x the time of two workers)."""
-    return (os.cpu_count() or 1) + 1
-
-
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory, monkeypatch):
     """Never read or write the developer's real ~/.looprail or ~/.cache during tests."""
