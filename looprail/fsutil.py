@@ -1,10 +1,16 @@
 """Writing files so that nothing is ever half-written: a temporary file in the same folder,
-flushed, then renamed over the target (atomic on POSIX)."""
+flushed, then renamed over the target (atomic on POSIX). Reading the private files of
+looprail's caches, trusting only what this user alone could have written."""
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def atomic_write(
@@ -49,3 +55,26 @@ def project_folder(
         shown = one_line(text if len(text) <= 200 else text[:200] + "…")
         raise UsageError(f"{label}{shown}: no such project folder")
     return project.resolve() if resolve else project
+
+
+def is_private(st: os.stat_result, is_kind: Callable[[int], bool]) -> bool:
+    """Of this kind (`stat.S_ISDIR`/`S_ISREG`), owned by this user, writable by nobody else."""
+    return is_kind(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+def read_private(path: str, max_bytes: int) -> bytes | None:
+    """The bytes of a cache entry, or None: only a regular file (never through a symlink, never
+    a FIFO) owned by this user, writable by nobody else, of at most `max_bytes`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not is_private(st, stat.S_ISREG) or st.st_size > max_bytes:
+            return None
+        return os.read(fd, max_bytes + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
+from looprail.fsutil import is_private, read_private
 from looprail.layout import cache_dir
 
 SUBDIR = "frontmatter"
@@ -94,31 +95,19 @@ def cached(kind: str, rules: str, text: str, parse: Callable[[str], Any]) -> Any
     return value
 
 
-def _private(st: os.stat_result, is_kind: Callable[[int], bool]) -> bool:
-    """Of this kind, owned by this user, writable by nobody else (as the verdict cache)."""
-    return is_kind(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
-
-
 def _read(path: str) -> Any:
     """The entry at `path`, or None: only a regular file (never through a symlink, never a
     FIFO) owned by this user, in a folder of this user's that nobody else can write."""
     import stat
 
     try:
-        if not _private(os.lstat(os.path.dirname(path)), stat.S_ISDIR):
+        if not is_private(os.lstat(os.path.dirname(path)), stat.S_ISDIR):
             return None
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
-    try:
-        st = os.fstat(fd)
-        if not _private(st, stat.S_ISREG) or st.st_size > MAX_ENTRY_BYTES:
-            return None
-        raw = os.read(fd, MAX_ENTRY_BYTES + 1)
-    except OSError:
+    raw = read_private(path, MAX_ENTRY_BYTES)
+    if raw is None:
         return None
-    finally:
-        os.close(fd)
     try:
         return json.loads(raw.decode("utf-8", "surrogatepass"))
     except (ValueError, RecursionError):  # damaged, truncated: a miss
@@ -138,7 +127,7 @@ def _store(path: str, text: str, value: Any) -> None:
         os.makedirs(os.path.dirname(folder), exist_ok=True)
         if not os.path.lexists(folder):
             os.mkdir(folder, 0o700)
-        if not _private(os.lstat(folder), stat.S_ISDIR):
+        if not is_private(os.lstat(folder), stat.S_ISDIR):
             return  # not ours: never write where others can plant entries
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".entry-")
         try:

@@ -25,6 +25,7 @@ import stat
 import zlib
 
 from looprail.errors import Issue
+from looprail.fsutil import is_private, read_private
 from looprail.hooks.compiled import new_temp_file
 from looprail.layout import cache_dir
 
@@ -35,7 +36,7 @@ except ImportError:  # pragma: no cover - another Python (3.12 renamed it _sha2)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
-    from collections.abc import Callable, Mapping
+    from collections.abc import Mapping
     from typing import Any
 
 FORMAT = "looprail-verdict-1"
@@ -138,26 +139,16 @@ class VerdictCache:
                     st = os.lstat(self.directory)
                 except OSError:
                     return False  # not there (yet): nothing to read; `put` creates it
-                self._usable = _private(st, stat.S_ISDIR)
+                self._usable = is_private(st, stat.S_ISDIR)
         return self._usable
 
     def get(self, manifest_file: str, key: str) -> list[Issue] | None:
         """The cached issues for `key` ([] = valid), or None: validate it."""
         if self.directory is None or not self._folder_ok():
             return None
-        try:
-            fd = os.open(self._entry(manifest_file), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError:
+        raw = read_private(self._entry(manifest_file), MAX_ENTRY_BYTES)
+        if raw is None:
             return None
-        try:
-            st = os.fstat(fd)
-            if not _private(st, stat.S_ISREG) or st.st_size > MAX_ENTRY_BYTES:
-                return None
-            raw = os.read(fd, MAX_ENTRY_BYTES + 1)
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
         header, sep, body = raw.partition(b"\n")
         if not sep or header != _header(body):
             return None
@@ -199,11 +190,6 @@ class VerdictCache:
                 raise
         except OSError:
             pass
-
-
-def _private(st: os.stat_result, is_kind: Callable[[int], bool]) -> bool:
-    """Of this kind (`stat.S_ISDIR`/`S_ISREG`), owned by this user, writable by nobody else."""
-    return is_kind(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
 
 
 def _header(body: bytes) -> bytes:
