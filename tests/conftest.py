@@ -1,4 +1,5 @@
-"""Fixtures only; helpers live in the plain module `tests.support`."""
+"""Fixtures, and the suite's start-up settings (`pytest_configure`); helpers live in the plain
+module `tests.support`."""
 
 from __future__ import annotations
 
