@@ -138,26 +138,49 @@ def test_unknown_config_key_warns(tmp_path):
     assert "mode" not in p.stderr
 
 
-def test_render_hooks_start_path_stays_light(tmp_path):
-    """No pydantic, networkx, graphviz, statemachine or rich on a cache hit."""
-    project, root = setup(tmp_path)
+HEAVY = ("pydantic", "pydantic_core", "nodesemver", "networkx", "graphviz", "statemachine", "rich")
+
+
+def _heavy_on_second_call(project, root, edit=None) -> str:
+    """In a fresh interpreter: `render-hooks` once (filling the caches), looprail and the heavy
+    modules unloaded, `edit` given new bytes (a new verdict key and a new stat) when named,
+    `render-hooks` again. Prints which heavy modules (PyYAML and shtab too) the second call
+    imported, as a list."""
     code = (
-        "import sys, io, contextlib\n"
+        "import sys, io, contextlib, time\n"
         "from looprail.cli import main\n"
         f"args = ['loop', 'render-hooks', 'plan:pre', '--raw', '--project', {str(project)!r}, '--capabilities', {str(root)!r}]\n"
-        "with contextlib.redirect_stdout(io.StringIO()): main(args)\n"  # warm the cache
-        "for m in [m for m in sys.modules if m.split('.')[0] in ('pydantic', 'networkx', 'graphviz', 'statemachine', 'rich', 'shtab', 'looprail')]:\n"
-        "    del sys.modules[m]\n"
-        "from looprail.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()): main(args)\n"
-        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'networkx', 'graphviz', 'statemachine', 'yaml', 'rich', 'shtab', 'nodesemver'})\n"
+        f"for m in [m for m in sys.modules if m.split('.')[0] in {(*HEAVY, 'shtab', 'looprail')!r}]:\n"
+        "    del sys.modules[m]\n"
+    )
+    if edit is not None:
+        code += f"open({str(edit)!r}, 'a').write('  ')\ntime.sleep(0.06)\n"
+    code += (
+        "from looprail.cli import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out): main(args)\n"
+    )
+    if edit is not None:
+        code += (
+            "assert 'looprail.hooks.manifest_rules' in sys.modules, 'not validated again'\n"
+            'assert \'"capId": "cap"\' in out.getvalue(), out.getvalue()\n'
+        )
+    code += (
+        f"heavy = sorted({{m.split('.')[0] for m in sys.modules}} & {set((*HEAVY, 'yaml', 'shtab'))!r})\n"
         "print(heavy)\n"
     )
     import subprocess
     import sys
 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+    return out.stdout.strip() + out.stderr
+
+
+def test_render_hooks_start_path_stays_light(tmp_path):
+    """No pydantic, networkx, graphviz, statemachine or rich on a cache hit."""
+    project, root = setup(tmp_path)
+    assert _heavy_on_second_call(project, root) == "[]"
 
 
 def test_render_hooks_after_a_manifest_edit_stays_light(tmp_path):
@@ -165,30 +188,8 @@ def test_render_hooks_after_a_manifest_edit_stays_light(tmp_path):
     imports none of the heavy modules either: not pydantic, not node-semver (its range is
     memoised), not networkx, graphviz, statemachine, yaml or rich."""
     project, root = setup(tmp_path)
-    manifest = root / "cap" / "capability.json"
-    code = (
-        "import sys, io, contextlib, time\n"
-        "from looprail.cli import main\n"
-        f"args = ['loop', 'render-hooks', 'plan:pre', '--raw', '--project', {str(project)!r}, '--capabilities', {str(root)!r}]\n"
-        "with contextlib.redirect_stdout(io.StringIO()): main(args)\n"  # fill both caches
-        "for m in [m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core', 'nodesemver', 'networkx', 'graphviz', 'statemachine', 'rich', 'shtab', 'looprail')]:\n"
-        "    del sys.modules[m]\n"
-        f"path = {str(manifest)!r}\n"
-        "open(path, 'a').write('  ')\n"  # new bytes: a new verdict key and a new stat
-        "time.sleep(0.06)\n"
-        "from looprail.cli import main\n"
-        "out = io.StringIO()\n"
-        "with contextlib.redirect_stdout(out): main(args)\n"
-        "assert 'looprail.hooks.manifest_rules' in sys.modules, 'not validated again'\n"
-        'assert \'"capId": "cap"\' in out.getvalue(), out.getvalue()\n'
-        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'pydantic_core', 'nodesemver', 'networkx', 'graphviz', 'statemachine', 'yaml', 'rich', 'shtab'})\n"
-        "print(heavy)\n"
-    )
-    import subprocess
-    import sys
-
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+    edit = root / "cap" / "capability.json"
+    assert _heavy_on_second_call(project, root, edit=edit) == "[]"
 
 
 def test_capability_validate_reports_every_error_and_exits_1(tmp_path):
