@@ -26,11 +26,11 @@ class SlowCommits:
         self._depth = 0
 
     @contextmanager
-    def transaction(self):
+    def transaction(self, **kwargs):
         outer = self._depth == 0
         self._depth += 1
         try:
-            with self.journal.transaction():
+            with self.journal.transaction(**kwargs):
                 yield
                 if outer:
                     time.sleep(0.05)  # the fsync every finish waits for
