@@ -255,7 +255,9 @@ class JournalRecorder:
             self._held_since = time.monotonic()
         if self._flusher is None and not self._stopping:
             self._flusher = threading.Thread(
-                target=self._flusher_loop, name="looprail-journal-flusher", daemon=True
+                target=self._flusher_loop,
+                name=f"looprail-journal-flusher {self.run_id}",
+                daemon=True,
             )
             self._flusher.start()
 
