@@ -20,7 +20,7 @@ import socket
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -85,6 +85,12 @@ _INSERT_EVENT = (
 )
 
 
+_INSERT_TWO_EVENTS = (  # a task's start and finish (task_ran)
+    _INSERT_EVENT.removesuffix(" RETURNING *")
+    + ", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *"
+)
+
+
 def journal_path(project: str | Path) -> Path:
     return Path(project_path(project, JOURNAL_NAME))
 
@@ -133,7 +139,10 @@ class Journal:
         # until it commits.
         self._rows: dict[str, dict[str, sqlite3.Row]] = {}
         self._rows_tx: dict[tuple[str, str], sqlite3.Row] = {}
-        self._flat = False  # the open transaction has no savepoints (see transaction)
+        # The thread whose open transaction has no savepoints (see transaction), and its
+        # inner blocks: a failure inside one poisons the transaction.
+        self._flat_owner: int | None = None
+        self._flat_block = _FlatBlock(self)
         self._poisoned = False  # … and a write in it failed
 
     # -- opening -----------------------------------------------------------------------------
@@ -206,8 +215,7 @@ class Journal:
 
     # -- transactions ------------------------------------------------------------------------
 
-    @contextmanager
-    def transaction(self, *, savepoints: bool = True) -> Iterator[None]:
+    def transaction(self, *, savepoints: bool = True) -> AbstractContextManager[None]:
         """Group writes: everything inside commits together or not at all. Nests (an inner block
         is a savepoint); every write method already runs in one, so this is only for callers
         that tie several writes to one step (e.g. a machine transition and its hook events).
@@ -216,17 +224,21 @@ class Journal:
         that fails inside fails the whole transaction, which is never committed even if the
         caller catches the error. For a batch of writes that normally all succeed (the
         recorder's group commit), it saves two statements per write."""
+        if self._flat_owner == threading.get_ident():  # inside this thread's flat transaction
+            return self._flat_block
+        return self._transaction(savepoints)
+
+    @contextmanager
+    def _transaction(self, savepoints: bool) -> Iterator[None]:
         with self._mutex:
             outer = self._depth == 0
-            if not outer and self._flat:
-                yield from self._flat_block()
-                return
             savepoint = f"sp{self._depth}"
             self._sql("BEGIN IMMEDIATE" if outer else f"SAVEPOINT {savepoint}")
             # What a rollback to the savepoint restores.
             digests, heads, rows = dict(self._digests), dict(self._heads), dict(self._rows_tx)
             self._depth += 1
-            self._flat = outer and not savepoints
+            if outer and not savepoints:
+                self._flat_owner = threading.get_ident()
             try:
                 yield
             except BaseException:
@@ -240,7 +252,7 @@ class Journal:
                 raise
             finally:
                 if outer:
-                    self._flat = False
+                    self._flat_owner = None
             self._depth -= 1
             if not outer:
                 self._sql(f"RELEASE {savepoint}")
@@ -260,14 +272,6 @@ class Journal:
             for (run_id, task_key), row in self._rows_tx.items():
                 self._rows.setdefault(run_id, {})[task_key] = row
             self._rows_tx.clear()
-
-    def _flat_block(self) -> Iterator[None]:
-        """An inner block of a transaction without savepoints: a failure poisons it."""
-        try:
-            yield
-        except BaseException:
-            self._poisoned = True
-            raise
 
     @contextmanager
     def relaxed(self) -> Iterator[None]:
@@ -463,24 +467,25 @@ class Journal:
             self._digest_change(run_id, before, after)
             self._rows_tx[(run_id, task_key)] = after
             attempt = int(after["attempt"])
-            started: dict[str, Any] = {"attempt": attempt}
-            if before is not None:
-                started["previous_status"] = before["status"]
+            # The events' data as `_dumps` writes it (`status` is one of four words, a CHECK).
+            finished = f'{{"attempt":{attempt}}}'
+            started = (
+                f'{{"attempt":{attempt},"previous_status":"{before["status"]}"}}'
+                if before is not None
+                else finished
+            )
             if duration_ms is None:
                 duration_ms = _elapsed_ms(started_at, now)
             wave, plan = after["wave"], after["plan_id"]
-            self._insert_row(
-                run_id,
-                started_at,
-                ("task_started", None, wave, plan, task_key, None, None, None, None,
-                 start_message, _dumps(started)),
-            )  # fmt: skip
-            self._insert_row(
-                run_id,
-                now,
-                ("task_finished", None, wave, plan, task_key, None, None, status,
-                 duration_ms, message, _dumps({"attempt": attempt})),
-            )  # fmt: skip
+            rows = self._sql(
+                _INSERT_TWO_EVENTS,
+                (run_id, started_at, "task_started", None, wave, plan, task_key, None, None,
+                 None, None, start_message, started,
+                 run_id, now, "task_finished", None, wave, plan, task_key, None, None, status,
+                 duration_ms, message, finished),
+            ).fetchall()  # fmt: skip
+            for row in sorted(rows, key=lambda r: r["seq"]):  # RETURNING promises no order
+                self._chain(run_id, row)
         return attempt
 
     def timestamp(self) -> str:
@@ -973,6 +978,23 @@ class Journal:
             return self._conn.execute(sql, params)
         except sqlite3.DatabaseError as exc:
             raise translate(self.path, exc) from None
+
+
+class _FlatBlock:
+    """An inner block of a transaction without savepoints: a failure poisons it. A class, not
+    a generator: it is entered on every write of the hot path."""
+
+    __slots__ = ("_journal",)
+
+    def __init__(self, journal: Journal):
+        self._journal = journal
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, *_: object) -> None:
+        if kind is not None:
+            self._journal._poisoned = True
 
 
 # -- rows ------------------------------------------------------------------------------------
