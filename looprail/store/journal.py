@@ -277,8 +277,10 @@ class Journal:
     def relaxed(self) -> Iterator[None]:
         """Commits inside wait for no fsync (`synchronous=NORMAL`; WAL keeps them in order).
         Such a commit survives a crash of the process, and one of the machine once any later
-        FULL commit has synced the WAL (which holds it). For a task start: losing it only means
-        the task, never finished, runs again — so a task costs one fsync, at its finish."""
+        FULL commit has synced the WAL (which holds it). For a task start the recorder's
+        flusher writes, and a child's pid: losing either only means the task, never finished,
+        runs again (or no process is left to reap) — so a task costs one fsync, at its
+        finish."""
         with self._mutex:
             if self._depth:  # inside a transaction: its own commit decides
                 yield

@@ -161,6 +161,7 @@ def _queued(recorder: JournalRecorder, calls) -> tuple[dict, dict]:
     threads = [threading.Thread(target=run, args=item) for item in calls.items()]
     for t in threads:
         t.start()
+
     def queued() -> int:  # the flusher's own (empty) write may queue too: not counted
         return sum(not w.flusher for w in recorder._queue)
 
