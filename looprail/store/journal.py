@@ -234,8 +234,9 @@ class Journal:
             outer = self._depth == 0
             savepoint = f"sp{self._depth}"
             self._sql("BEGIN IMMEDIATE" if outer else f"SAVEPOINT {savepoint}")
-            # What a rollback to the savepoint restores.
-            digests, heads, rows = dict(self._digests), dict(self._heads), dict(self._rows_tx)
+            # What a rollback to the savepoint restores (an outer rollback forgets it all).
+            if not outer:
+                digests, heads, rows = dict(self._digests), dict(self._heads), dict(self._rows_tx)
             self._depth += 1
             if outer and not savepoints:
                 self._flat_owner = threading.get_ident()

@@ -276,3 +276,45 @@ def test_attempts_returned_are_the_journals(tmp_path_factory, ops):
         for key, attempt in returned.items():  # still running: committed by the flush
             assert _row(project, run_id, key) == ("running", attempt)
     assert not _flushers(run_id)
+
+
+def test_many_threads_with_the_flusher_keep_every_task_once_and_in_order(tmp_path):
+    """Plans on eight threads start and finish tasks, some quick, some longer than the flush
+    window, with hook events held between: every task is journaled started then finished
+    exactly once, with attempt 1, and the run's seal holds."""
+    import random
+
+    plans = [f"01-{p:02d}" for p in range(8)]
+    keys = [f"{p}/T{t}" for p in plans for t in range(12)]
+    journal, run_id = _run(tmp_path, keys=keys)
+    with journal:
+        recorder = JournalRecorder(journal, run_id)
+        errors: list[BaseException] = []
+
+        def plan(pid: str, seed: int) -> None:
+            rnd = random.Random(seed)
+            try:
+                for t in range(12):
+                    key = f"{pid}/T{t}"
+                    assert recorder.task_started(key, plan_id=pid, wave=1) == 1
+                    recorder.event(EventRecord(kind="hook", task_id=key, cap_id="x"))
+                    time.sleep(rnd.choice([0, 0, 0.001, 0.03, 0.08]))
+                    recorder.task_finished(key, status="done", duration_ms=1)
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=plan, args=(p, i)) for i, p in enumerate(plans)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not errors
+        recorder.flush()
+        journal.verify_run(run_id)
+        rows = {t.task_key: (t.status, t.attempt) for t in journal.tasks(run_id)}
+        assert rows == dict.fromkeys(keys, ("done", 1))
+        events = journal.events(run_id, kinds=["task_started", "hook", "task_finished"])
+        for key in keys:
+            mine = [e.kind for e in events if e.task_id == key]
+            assert mine == ["task_started", "hook", "task_finished"], (key, mine)
+    assert not _flushers(run_id)
