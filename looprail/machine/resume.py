@@ -117,14 +117,15 @@ def recover_summaries(
     project: Path, phase_dir: Path | None, run_id: str, journal: Any, recovery: Recovery
 ) -> None:
     """A plan's SUMMARY.md marks it done. If the run was killed while one of the plan's tasks
-    was in flight (its journal row still `running`), a SUMMARY written meanwhile (an executor
-    that writes it during its last task) is partial output: set it aside so the plan stays
-    pending and the task runs again."""
+    was in flight, a SUMMARY written meanwhile (an executor that writes it during its last
+    task) is partial output: set it aside so the plan stays pending and the task runs again.
+    In flight is any row of the plan not `done`: `running`, or still `pending`/`failed` when
+    the task's start was lost with the process (the recorder holds a start until its next
+    commit, at most `JournalRecorder.FLUSH_AFTER`); a plan's tasks are registered only while
+    it has no SUMMARY, so one that appeared since was written by this run."""
     if phase_dir is None:
         return
-    plans = sorted(
-        {t.plan_id for t in journal.tasks(run_id) if t.status == "running" and t.plan_id}
-    )
+    plans = sorted({t.plan_id for t in journal.tasks(run_id) if t.status != "done" and t.plan_id})
     for plan_id in plans:
         summary = phase_dir / f"{plan_id}-SUMMARY.md"
         if not summary.is_file() or summary.is_symlink():

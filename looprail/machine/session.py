@@ -179,8 +179,14 @@ def run_phase(
             runner, recorder = _build_runner(
                 jr, loaded, phase, phase_dir, runtime, options, progress, opened, budget_usd, native
             )
-            result = _run_with_signals(runner, recorder, jr, opened.run_id)
-            return _close_run(jr, recorder, opened, result)
+            try:
+                result = _run_with_signals(runner, recorder, jr, opened.run_id)
+                return _close_run(jr, recorder, opened, result)
+            finally:
+                # The recorder's flusher thread never outlives the journal. After the flush
+                # of a normal end there is nothing left; after an unexpected error what is
+                # still held (task starts, hook events) is lost as in a crash.
+                recorder.close()
 
 
 def read_run_inputs(loaded: Loaded, progress: Progress, runtime: Any = None) -> Any:

@@ -20,7 +20,7 @@ import socket
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -70,10 +70,24 @@ _SET_TASK = (
     "plan_id = coalesce(excluded.plan_id, plan_id), "
     "wave = coalesce(excluded.wave, wave) RETURNING *"
 )
+_RAN_TASK = (  # _START_TASK and then _SET_TASK, as one write
+    "INSERT INTO tasks (run_id, task_key, plan_id, wave, status, attempt, started_at, ended_at) "
+    "VALUES (?, ?, ?, ?, ?, 1, ?, ?) "
+    "ON CONFLICT (run_id, task_key) DO UPDATE SET status = excluded.status, "
+    "attempt = attempt + 1, started_at = excluded.started_at, ended_at = excluded.ended_at, "
+    "plan_id = coalesce(excluded.plan_id, plan_id), "
+    "wave = coalesce(excluded.wave, wave) RETURNING *"
+)
 _INSERT_EVENT = (
     "INSERT INTO events (run_id, ts, kind, point, wave, plan_id, task_id, cap_id, "
     "hook_kind, outcome, duration_ms, message, data) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *"
+)
+
+
+_INSERT_TWO_EVENTS = (  # a task's start and finish (task_ran)
+    _INSERT_EVENT.removesuffix(" RETURNING *")
+    + ", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *"
 )
 
 
@@ -119,6 +133,17 @@ class Journal:
         self._run_dirty: set[str] = set()  # runs whose row this transaction changed
         self._known_runs: set[str] = set()  # runs seen to exist (runs are never deleted)
         self._macs: dict[tuple[str, str], tuple[tuple[Any, ...], int]] = {}  # see _row_mac
+        # The task rows this connection last wrote, per run: while the file still holds its
+        # seal of the run (nobody else wrote it), such a row is what the file holds, so a task's
+        # change need not read it first. Rows written in the open transaction are kept apart
+        # until it commits.
+        self._rows: dict[str, dict[str, sqlite3.Row]] = {}
+        self._rows_tx: dict[tuple[str, str], sqlite3.Row] = {}
+        # The thread whose open transaction has no savepoints (see transaction), and its
+        # inner blocks: a failure inside one poisons the transaction.
+        self._flat_owner: int | None = None
+        self._flat_block = _FlatBlock(self)
+        self._poisoned = False  # … and a write in it failed
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -190,18 +215,31 @@ class Journal:
 
     # -- transactions ------------------------------------------------------------------------
 
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, *, savepoints: bool = True) -> AbstractContextManager[None]:
         """Group writes: everything inside commits together or not at all. Nests (an inner block
         is a savepoint); every write method already runs in one, so this is only for callers
-        that tie several writes to one step (e.g. a machine transition and its hook events)."""
+        that tie several writes to one step (e.g. a machine transition and its hook events).
+
+        With `savepoints=False` (an outer block only), inner blocks are not savepoints: a write
+        that fails inside fails the whole transaction, which is never committed even if the
+        caller catches the error. For a batch of writes that normally all succeed (the
+        recorder's group commit), it saves two statements per write."""
+        if self._flat_owner == threading.get_ident():  # inside this thread's flat transaction
+            return self._flat_block
+        return self._transaction(savepoints)
+
+    @contextmanager
+    def _transaction(self, savepoints: bool) -> Iterator[None]:
         with self._mutex:
             outer = self._depth == 0
             savepoint = f"sp{self._depth}"
             self._sql("BEGIN IMMEDIATE" if outer else f"SAVEPOINT {savepoint}")
-            # What a rollback to the savepoint restores.
-            digests, heads = dict(self._digests), dict(self._heads)
+            # What a rollback to the savepoint restores (an outer rollback forgets it all).
+            if not outer:
+                digests, heads, rows = dict(self._digests), dict(self._heads), dict(self._rows_tx)
             self._depth += 1
+            if outer and not savepoints:
+                self._flat_owner = threading.get_ident()
             try:
                 yield
             except BaseException:
@@ -209,28 +247,41 @@ class Journal:
                 if outer:
                     self._abandon()
                 else:
-                    self._digests, self._heads = digests, heads
+                    self._digests, self._heads, self._rows_tx = digests, heads, rows
                     self._sql(f"ROLLBACK TO {savepoint}")
                     self._sql(f"RELEASE {savepoint}")
                 raise
+            finally:
+                if outer:
+                    self._flat_owner = None
             self._depth -= 1
             if not outer:
                 self._sql(f"RELEASE {savepoint}")
                 return
             try:
+                if self._poisoned:
+                    raise JournalError(
+                        f"{self.path}: a write failed inside a transaction; nothing of it is "
+                        "committed"
+                    )
                 sealed = self._seal_touched()
                 self._sql("COMMIT")
             except BaseException:
                 self._abandon()
                 raise
             self._sealed.update(sealed)
+            for (run_id, task_key), row in self._rows_tx.items():
+                self._rows.setdefault(run_id, {})[task_key] = row
+            self._rows_tx.clear()
 
     @contextmanager
     def relaxed(self) -> Iterator[None]:
         """Commits inside wait for no fsync (`synchronous=NORMAL`; WAL keeps them in order).
         Such a commit survives a crash of the process, and one of the machine once any later
-        FULL commit has synced the WAL (which holds it). For a task start: losing it only means
-        the task, never finished, runs again — so a task costs one fsync, at its finish."""
+        FULL commit has synced the WAL (which holds it). For a task start the recorder's
+        flusher writes, and a child's pid: losing either only means the task, never finished,
+        runs again (or no process is left to reap) — so a task costs one fsync, at its
+        finish."""
         with self._mutex:
             if self._depth:  # inside a transaction: its own commit decides
                 yield
@@ -374,13 +425,75 @@ class Journal:
         wave: int | None = None,
         message: str | None = None,
         data: Mapping[str, Any] | None = None,
+        at: str | None = None,
     ) -> int:
         """Start an attempt of a task and journal `task_started`. Returns the attempt number
         (1 on a first run; more when a failed task is retried or an in-flight one re-run).
-        A task that is already `done` is refused: finished tasks never run again."""
+        A task that is already `done` is refused: finished tasks never run again. `at` (a
+        `timestamp()`) is when the task started, for a start written later (the recorder
+        holds starts until its next commit); default now."""
         with self.transaction():
-            after = self._task_step(run_id, task_key, "running", plan_id, wave, message, None, data)
+            after = self._task_step(
+                run_id, task_key, "running", plan_id, wave, message, None, data, at
+            )
         return int(after["attempt"])
+
+    def task_ran(
+        self,
+        run_id: str,
+        task_key: str,
+        *,
+        started_at: str,
+        plan_id: str | None = None,
+        wave: int | None = None,
+        start_message: str | None = None,
+        status: Literal["done", "failed"] = "done",
+        duration_ms: int | None = None,
+        message: str | None = None,
+    ) -> int:
+        """`task_started(at=started_at)` and `task_finished` in one transaction, for a start
+        not written yet: the same two events with the same values, and the task row goes to
+        its end state in one write (nobody could have seen the state between). Returns the
+        attempt number."""
+        if status not in ("done", "failed"):
+            raise ValueError(f"not a finishing task status: {status!r}")
+        _check_step(task_key, duration_ms)
+        with self.transaction():
+            self._require_run_id(run_id)
+            now = iso_utc(self._clock())
+            self._digest(run_id)  # before the row changes (see _change_task)
+            before = self._task_before(run_id, task_key)
+            self._refuse_done(run_id, task_key, before)
+            after = self._sql(
+                _RAN_TASK, (run_id, task_key, plan_id, wave, status, started_at, now)
+            ).fetchone()
+            self._digest_change(run_id, before, after)
+            self._rows_tx[(run_id, task_key)] = after
+            attempt = int(after["attempt"])
+            # The events' data as `_dumps` writes it (`status` is one of four words, a CHECK).
+            finished = f'{{"attempt":{attempt}}}'
+            started = (
+                f'{{"attempt":{attempt},"previous_status":"{before["status"]}"}}'
+                if before is not None
+                else finished
+            )
+            if duration_ms is None:
+                duration_ms = _elapsed_ms(started_at, now)
+            wave, plan = after["wave"], after["plan_id"]
+            rows = self._sql(
+                _INSERT_TWO_EVENTS,
+                (run_id, started_at, "task_started", None, wave, plan, task_key, None, None,
+                 None, None, start_message, started,
+                 run_id, now, "task_finished", None, wave, plan, task_key, None, None, status,
+                 duration_ms, message, finished),
+            ).fetchall()  # fmt: skip
+            for row in sorted(rows, key=lambda r: r["seq"]):  # RETURNING promises no order
+                self._chain(run_id, row)
+        return attempt
+
+    def timestamp(self) -> str:
+        """Now, as the journal writes times (its clock): for `task_started(at=…)`."""
+        return iso_utc(self._clock())
 
     def task_finished(
         self,
@@ -431,6 +544,7 @@ class Journal:
                 ).fetchone()
                 if added is not None:  # a row that already existed is kept as it was
                     self._digest_change(run_id, None, added)
+                    self._rows_tx[(run_id, task.task_key)] = added
             return self._insert_event(run_id, iso_utc(self._clock()), event)
 
     # -- reading -----------------------------------------------------------------------------
@@ -521,6 +635,15 @@ class Journal:
             out.setdefault(run_id, {})[status] = count
         return out
 
+    def task_states(self, run_id: str) -> dict[str, tuple[str, int]]:
+        """`{task key: (status, attempt)}` of the run's task rows, without building a model per
+        row (the recorder reads them once per run)."""
+        with self._mutex:
+            rows = self._sql(
+                "SELECT task_key, status, attempt FROM tasks WHERE run_id = ?", (run_id,)
+            ).fetchall()
+        return {key: (status, attempt) for key, status, attempt in rows}
+
     def tasks(self, run_id: str) -> list[TaskRow]:
         """The run's task rows by wave, then in the order they were first registered."""
         with self._mutex:
@@ -563,18 +686,14 @@ class Journal:
         message: str | None,
         duration_ms: int | None,
         data: Mapping[str, Any] | None,
+        at: str | None = None,
     ) -> sqlite3.Row:
         """`task_started` (status `running`) or `task_finished` inside the open transaction:
         the row's change and its event, annotated as `_annotate_task_event` does. The hot path
         of a run (two per task), so no model is built: the checks the models make are here."""
-        if not isinstance(task_key, str) or not task_key:
-            raise ValueError(f"a task key must be a non-empty string, got {task_key!r}")
-        if duration_ms is not None and (
-            isinstance(duration_ms, bool) or not isinstance(duration_ms, int) or duration_ms < 0
-        ):
-            raise ValueError(f"duration_ms must be a whole number >= 0, got {duration_ms!r}")
+        _check_step(task_key, duration_ms)
         self._require_run_id(run_id)
-        now = iso_utc(self._clock())
+        now = at or iso_utc(self._clock())
         before, after = self._change_task(run_id, task_key, status, plan_id, wave, now)
         values = dict(data or {})
         values.setdefault("attempt", after["attempt"])
@@ -614,13 +733,9 @@ class Journal:
         """Change one task row (inside the open transaction) and the run's task digest with
         it. Returns the row before (None when there was none) and after."""
         self._digest(run_id)  # before the row changes: a digest recomputed now must not see it
-        before = self._sql(_GET_TASK, (run_id, task_key)).fetchone()
+        before = self._task_before(run_id, task_key)
         if status == "running":
-            if before is not None and before["status"] == "done":
-                raise JournalError(
-                    f"{self.path}: task {task_key} of run {run_id} is already done; "
-                    "finished tasks are not run again"
-                )
+            self._refuse_done(run_id, task_key, before)
             cursor = self._sql(_START_TASK, (run_id, task_key, plan_id, wave, now))
         else:
             ended_at = now if status in ("done", "failed") else None
@@ -628,7 +743,27 @@ class Journal:
         after = cursor.fetchone()
         assert after is not None
         self._digest_change(run_id, before, after)
+        self._rows_tx[(run_id, task_key)] = after
         return before, after
+
+    def _refuse_done(self, run_id: str, task_key: str, row: sqlite3.Row | None) -> None:
+        if row is not None and row["status"] == "done":
+            raise JournalError(
+                f"{self.path}: task {task_key} of run {run_id} is already done; "
+                "finished tasks are not run again"
+            )
+
+    def _task_before(self, run_id: str, task_key: str) -> sqlite3.Row | None:
+        """The task row as it is now, inside the open transaction: the row this connection
+        last wrote when the file still holds its seal of the run (see `_rows`), else read."""
+        row = self._rows_tx.get((run_id, task_key))
+        if row is not None:
+            return row
+        if self._valid_sealed(run_id) is not None:
+            row = self._rows.get(run_id, {}).get(task_key)
+            if row is not None:
+                return row
+        return self._sql(_GET_TASK, (run_id, task_key)).fetchone()
 
     def _require_run_id(self, run_id: str) -> None:
         """`_require_run` without building the row, once per run (looprail never deletes a
@@ -718,6 +853,8 @@ class Journal:
             if seal is not None and hmac.compare_digest(known[0], seal):
                 valid = known
         self._checked[run_id] = valid
+        if valid is None:  # written elsewhere (or never sealed here): its rows are read again
+            self._rows.pop(run_id, None)
         return valid
 
     def _task_digest(self, run_id: str) -> str:
@@ -784,10 +921,12 @@ class Journal:
         self._heads.clear()
         self._checked.clear()
         self._run_dirty.clear()
+        self._poisoned = False
 
     def _abandon(self) -> None:
         """The open transaction failed: forget what it would have sealed, roll it back."""
         self._touched.clear()
+        self._rows_tx.clear()
         self._end_transaction()
         self._known_runs.clear()  # a run created in it is gone again
         self._rollback()
@@ -816,6 +955,8 @@ class Journal:
             )
             if ok:
                 assert seal is not None
+                if self._sealed.get(run_id, ("",))[0] != seal:  # another connection wrote it
+                    self._rows.pop(run_id, None)
                 self._sealed[run_id] = (seal, digest, chain, run_bytes)
         if not ok:
             if seal is not None and not seal.startswith(SEAL_VERSION + ":"):
@@ -842,6 +983,23 @@ class Journal:
             raise translate(self.path, exc) from None
 
 
+class _FlatBlock:
+    """An inner block of a transaction without savepoints: a failure poisons it. A class, not
+    a generator: it is entered on every write of the hot path."""
+
+    __slots__ = ("_journal",)
+
+    def __init__(self, journal: Journal):
+        self._journal = journal
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, *_: object) -> None:
+        if kind is not None:
+            self._journal._poisoned = True
+
+
 # -- rows ------------------------------------------------------------------------------------
 
 
@@ -850,6 +1008,16 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # built 
 
 def _dumps(value: Any) -> str:
     return _ENCODER.encode(value)
+
+
+def _check_step(task_key: Any, duration_ms: Any) -> None:
+    """What the models would check of a task step (the hot path builds none)."""
+    if not isinstance(task_key, str) or not task_key:
+        raise ValueError(f"a task key must be a non-empty string, got {task_key!r}")
+    if duration_ms is not None and (
+        isinstance(duration_ms, bool) or not isinstance(duration_ms, int) or duration_ms < 0
+    ):
+        raise ValueError(f"duration_ms must be a whole number >= 0, got {duration_ms!r}")
 
 
 def _elapsed_ms(started_at: str, ended_at: str | None) -> int:

@@ -12,9 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from looprail.store import Journal
-from tests.support import feature, write_capability, write_exe
+from tests.support import examples, feature, write_capability, write_exe
 from tests.support.loop import demo_phase, halting_gate, halting_step, plan_md, task_xml
 from tests.support.procs import PY, killpg, start_run, wait_for
 
@@ -408,3 +410,100 @@ def test_sigkill_while_finishes_share_commits_never_reruns_a_finished_task(tmp_p
         assert {k for k, t in tasks.items() if t.attempt == 1} == done_before
         finished = [e.task_id for e in jr.events(run_id, kinds=["task_finished"])]
         assert sorted(finished) == sorted(rows)  # each finish journaled exactly once
+
+
+def build_in_process(tmp_path: Path, plans: int = 12, tasks: int = 4) -> Path:
+    """`plans` plans of `tasks` tasks in three waves, run by `--agent scripted`: every task
+    runs in looprail's own process (no child, so no `process` event carries its start: each
+    start is held until the next commit, or the flusher's)."""
+    project, phase = demo_phase(tmp_path)
+    for i in range(1, plans + 1):
+        deps = [f"{i - plans // 3:02d}"] if i > plans // 3 else []
+        (phase / f"01-{i:02d}-PLAN.md").write_text(
+            plan_md(
+                f"{i:02d}",
+                depends_on=deps,
+                files=[f"out/p{i}"],
+                tasks=[task_xml(f"t{j}", files=[f"out/p{i}"]) for j in range(tasks)],
+            )
+        )
+    (phase / "01-VERIFICATION.md").write_text("---\nstatus: passed\n---\n")
+    return project
+
+
+def _done_count(project: Path) -> int:
+    """Tasks the journal shows done (-1 while it holds no run yet)."""
+    import sqlite3
+
+    from looprail.store import journal_path
+
+    path = journal_path(project)
+    if not path.exists():
+        return -1
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    try:
+        if not db.execute("SELECT count(*) FROM runs").fetchone()[0]:
+            return -1
+        return db.execute("SELECT count(*) FROM tasks WHERE status = 'done'").fetchone()[0]
+    except sqlite3.Error:  # the schema is not there yet
+        return -1
+    finally:
+        db.close()
+
+
+@settings(
+    max_examples=examples(4),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    after_done=st.integers(min_value=0, max_value=40),
+    extra=st.floats(min_value=0.0, max_value=0.03),
+    jobs=st.sampled_from([1, 3]),
+)
+def test_sigkill_among_held_starts_never_reruns_a_finished_task(
+    tmp_path_factory, after_done, extra, jobs
+):
+    """A real `looprail run` of 48 in-process tasks (starts held, one commit per task) is
+    SIGKILLed at a random moment (once the journal shows `after_done` tasks done, then a
+    random instant), then resumed: no task the journal showed done is started again, every
+    task row's attempt is the number of starts journaled for it (a start lost in the kill
+    was never counted), and the resumed run ships with its seal intact."""
+    project = build_in_process(tmp_path_factory.mktemp("held"))
+    proc = start_run(project, "--agent", "scripted", jobs=jobs, new_session=True)
+    end = time.monotonic() + 60
+    while _done_count(project) < after_done and proc.poll() is None:
+        assert time.monotonic() < end, "the run never got there"
+        time.sleep(0.002)
+    time.sleep(extra)
+    if proc.poll() is None:
+        killpg(proc)
+    else:
+        proc.communicate()
+
+    with Journal.open(project, create=False) as jr:
+        run = jr.latest_run()
+        run_id = run.id
+        done_before = {t.task_key for t in jr.tasks(run_id) if t.status == "done"}
+        killed = run.status == "running"
+
+    again = start_run(project, "--agent", "scripted", jobs=jobs, new_session=True)
+    out, err = again.communicate(timeout=120)
+    assert again.returncode == 0, err
+    with Journal.open(project, create=False) as jr:
+        jr.verify_run(run_id)
+        assert jr.get_run(run_id).status == "shipped"
+        events = jr.events(run_id)
+        tasks = {t.task_key: t for t in jr.tasks(run_id)}
+    assert len(tasks) == 48 and all(t.status == "done" for t in tasks.values())
+    resumed = [e.seq for e in events if e.kind == "run_resumed"]
+    assert len(resumed) == (1 if killed else 0)
+    later = [e for e in events if resumed and e.seq > resumed[0]]
+    started_again = {e.task_id for e in later if e.kind == "task_started"}
+    assert not started_again & done_before, sorted(started_again & done_before)
+    for key, row in tasks.items():
+        starts = [e for e in events if e.kind == "task_started" and e.task_id == key]
+        assert row.attempt == len(starts), (key, row.attempt, len(starts))
+        assert [e.data["attempt"] for e in starts] == list(range(1, len(starts) + 1))
+        finished = [e for e in events if e.kind == "task_finished" and e.task_id == key]
+        assert [e.outcome for e in finished] == ["done"]  # journaled done exactly once

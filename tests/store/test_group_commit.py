@@ -26,11 +26,11 @@ class SlowCommits:
         self._depth = 0
 
     @contextmanager
-    def transaction(self):
+    def transaction(self, **kwargs):
         outer = self._depth == 0
         self._depth += 1
         try:
-            with self.journal.transaction():
+            with self.journal.transaction(**kwargs):
                 yield
                 if outer:
                     time.sleep(0.05)  # the fsync every finish waits for
@@ -161,10 +161,14 @@ def _queued(recorder: JournalRecorder, calls) -> tuple[dict, dict]:
     threads = [threading.Thread(target=run, args=item) for item in calls.items()]
     for t in threads:
         t.start()
+
+    def queued() -> int:  # the flusher's own (empty) write may queue too: not counted
+        return sum(not w.flusher for w in recorder._queue)
+
     wait_until = time.monotonic() + 10
-    while len(recorder._queue) < len(calls) and time.monotonic() < wait_until:
+    while queued() < len(calls) and time.monotonic() < wait_until:
         time.sleep(0.01)
-    assert len(recorder._queue) == len(calls)
+    assert queued() == len(calls)
     with recorder._group:
         recorder._committing = False
         recorder._group.notify_all()
@@ -173,7 +177,9 @@ def _queued(recorder: JournalRecorder, calls) -> tuple[dict, dict]:
     return results, errors
 
 
-def test_starts_that_arrive_together_share_one_relaxed_commit(tmp_path):
+def test_held_starts_are_written_together_by_one_relaxed_commit(tmp_path):
+    """Starts are held (a start of a done task is refused at once); the flusher writes the
+    held ones in one commit without an fsync, with the journal's attempt numbers."""
     keys = [f"01-0{i}/T1" for i in range(5)]
     with Journal.open(tmp_path) as journal:
         run_id = journal.start_run("01")
@@ -182,41 +188,74 @@ def test_starts_that_arrive_together_share_one_relaxed_commit(tmp_path):
         journal.task_finished(run_id, keys[0])  # done: a start of it is refused
         journal.task_started(run_id, keys[1])  # in flight (a crash): its next start is attempt 2
         recorder = JournalRecorder(journal, run_id)
+        recorder.done_tasks()
         statements: list[str] = []
         journal._conn.set_trace_callback(statements.append)
-        results, errors = _queued(
-            recorder,
-            {k: (lambda k=k: recorder.task_started(k, plan_id=k[:5], wave=1)) for k in keys},
-        )
-        journal._conn.set_trace_callback(None)
-        assert set(errors) == {keys[0]} and "already done" in str(errors[keys[0]])
+        with pytest.raises(JournalError, match="already done"):
+            recorder.task_started(keys[0], plan_id=keys[0][:5], wave=1)
+        results = {k: recorder.task_started(k, plan_id=k[:5], wave=1) for k in keys[1:]}
         assert results == {keys[1]: 2, keys[2]: 1, keys[3]: 1, keys[4]: 1}
+        wait_until = time.monotonic() + 10
+        while _committed_status(tmp_path, run_id, keys[4]) != "running":
+            assert time.monotonic() < wait_until
+            time.sleep(0.01)
+        journal._conn.set_trace_callback(None)
         assert statements.count("COMMIT") == 1  # one commit for the four starts
         assert statements[0] == "PRAGMA synchronous = NORMAL"  # starts only: relaxed
         assert journal.pragma("synchronous") == 2
         rows = {t.task_key: (t.status, t.attempt) for t in journal.tasks(run_id)}
         assert rows[keys[0]] == ("done", 1) and rows[keys[1]] == ("running", 2)
+        recorder.flush()
         journal.verify_run(run_id)
 
 
-def test_a_finish_in_a_batch_makes_the_whole_commit_full(tmp_path):
+def test_a_finish_makes_the_commit_of_held_starts_full(tmp_path):
     with Journal.open(tmp_path) as journal:
         run_id = journal.start_run("01")
         journal.wave_started(run_id, 1, [("a", "p1"), ("b", "p2")])
         journal.task_started(run_id, "a")
         recorder = JournalRecorder(journal, run_id)
+        recorder.done_tasks()
+        statements: list[str] = []
+        journal._conn.set_trace_callback(statements.append)
+        assert recorder.task_started("b", plan_id="p2", wave=1) == 1
+        recorder.task_finished("a", status="done", duration_ms=1)
+        journal._conn.set_trace_callback(None)
+        assert statements.count("COMMIT") == 1
+        assert not any("synchronous" in s for s in statements)  # FULL: the finish must sync
+        assert recorder.done_tasks() == {"a"}
+        assert _committed_status(tmp_path, run_id, "b") == "running"
+        recorder.flush()
+        journal.verify_run(run_id)
+
+
+def test_finishes_queued_behind_a_commit_carry_their_held_starts(tmp_path):
+    """Starts held on several threads, their finishes queued while a commit is in flight:
+    one commit writes every start and finish, in order, each task once."""
+    keys = [f"01-0{i}/T1" for i in range(4)]
+    with Journal.open(tmp_path) as journal:
+        run_id = journal.start_run("01")
+        journal.wave_started(run_id, 1, [(k, k.split("/")[0]) for k in keys])
+        recorder = JournalRecorder(journal, run_id)
+        recorder.done_tasks()
+        for k in keys:
+            assert recorder.task_started(k, plan_id=k[:5], wave=1) == 1
         statements: list[str] = []
         journal._conn.set_trace_callback(statements.append)
         results, errors = _queued(
             recorder,
             {
-                "start b": lambda: recorder.task_started("b", plan_id="p2", wave=1),
-                "finish a": lambda: recorder.task_finished("a", status="done", duration_ms=1),
+                k: (lambda k=k: recorder.task_finished(k, status="done", duration_ms=1))
+                for k in keys
             },
         )
         journal._conn.set_trace_callback(None)
-        assert not errors and results["start b"] == 1
+        assert not errors
         assert statements.count("COMMIT") == 1
-        assert not any("synchronous" in s for s in statements)  # FULL: the finish must sync
-        assert recorder.done_tasks() == {"a"}
+        assert recorder.done_tasks() == set(keys)
+        events = journal.events(run_id, kinds=["task_started", "task_finished"])
+        for k in keys:
+            mine = [e.kind for e in events if e.task_id == k]
+            assert mine == ["task_started", "task_finished"]
+        recorder.flush()
         journal.verify_run(run_id)

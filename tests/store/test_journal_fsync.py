@@ -7,10 +7,13 @@ from looprail.machine.record import JournalRecorder
 from looprail.store import Journal
 
 
-def test_task_start_is_relaxed_and_finish_is_full(tmp_path):
+def test_task_start_is_held_and_finish_is_one_full_commit(tmp_path):
+    """A task's start writes nothing of its own: its row and event go first into the next
+    commit, here its finish (FULL), so a short task costs one fsync."""
     with Journal.open(tmp_path) as journal:
         run_id = journal.start_run("1", state=["execute"])
         recorder = JournalRecorder(journal, run_id)
+        recorder.done_tasks()
         statements: list[str] = []
         journal._conn.set_trace_callback(statements.append)
         recorder.task_started("01-01/T1", plan_id="01-01", wave=1)
@@ -19,15 +22,16 @@ def test_task_start_is_relaxed_and_finish_is_full(tmp_path):
         recorder.task_finished("01-01/T1", status="done", duration_ms=1)
         finished = list(statements)
         journal._conn.set_trace_callback(None)
-        assert journal.pragma("synchronous") == 2  # FULL again afterwards
-        # The start: NORMAL around its one commit, FULL restored after it.
-        assert started[0] == "PRAGMA synchronous = NORMAL"
-        assert started.index("COMMIT") < started.index("PRAGMA synchronous = FULL")
-        # The finish: no pragma change, a FULL commit.
-        assert "COMMIT" in finished and not any("synchronous" in s for s in finished)
+        assert journal.pragma("synchronous") == 2
+        assert started == []  # held
+        # The finish: one FULL commit (no pragma change) holding the start and the finish.
+        assert finished.count("COMMIT") == 1 and not any("synchronous" in s for s in finished)
         assert recorder.done_tasks() == {"01-01/T1"} and recorder.done_count() == 1
         rows = {t.task_key: (t.status, t.attempt) for t in journal.tasks(run_id)}
         assert rows == {"01-01/T1": ("done", 1)}
+        kinds = [e.kind for e in journal.events(run_id, kinds=["task_started", "task_finished"])]
+        assert kinds == ["task_started", "task_finished"]
+        journal.verify_run(run_id)
 
 
 def test_done_set_is_read_once_then_kept_in_memory(tmp_path):
