@@ -682,6 +682,7 @@ class _GuardServer:
                         "--serve",
                         str(os.getpid()),
                         str(theirs.fileno()),
+                        *_spares_arg(),
                     ],
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
@@ -714,6 +715,13 @@ class _GuardServer:
 # A request up to this size is one record on the server's socket; a bigger one (a huge
 # environment) goes in a memfd passed with it. guard.py reads records of up to this size.
 _INLINE_MAX = 60000
+
+
+def _spares_arg() -> list[str]:
+    """How many spare guards the server keeps forked ahead (guard.py `SPARES` unless
+    `LOOPRAIL_GUARD_SPARES` says, 0 to 64): a wave's starts take a spare each, no fork."""
+    text = os.environ.get("LOOPRAIL_GUARD_SPARES", "").strip()
+    return [str(min(int(text), 64))] if text.isdigit() else []
 
 
 class _NoServer(Exception):
