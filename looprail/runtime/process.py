@@ -596,6 +596,7 @@ class _GuardServer:
         self._sock: Any = None
         self._owner = 0  # the pid that started it: a forked child starts its own
         self._broken = False
+        self._retired: list[Any] = []  # sockets of servers that died, closed at the next start
 
     def start(self, cmd: list[str], stdin: bool, cwd: Any, env: Any) -> _Served | None:
         """Start `cmd` under a served guard, or None when there is no server (then the caller
@@ -622,10 +623,13 @@ class _GuardServer:
         big = -1
         try:
             if len(payload) > _INLINE_MAX:  # too big for one record: it goes in a memfd
-                big = os.memfd_create("looprail-request", os.MFD_CLOEXEC)
-                view = memoryview(payload)
-                while view:
-                    view = view[os.write(big, view) :]
+                try:
+                    big = os.memfd_create("looprail-request", os.MFD_CLOEXEC)
+                    view = memoryview(payload)
+                    while view:
+                        view = view[os.write(big, view) :]
+                except OSError:  # no memfd here: this child gets a guard of its own
+                    raise _NoServer from None
                 fds.append(big)
                 payload = b""
             for attempt in (1, 2):
@@ -667,6 +671,9 @@ class _GuardServer:
 
         if self._sock is not None and self._owner == os.getpid():
             return self._sock
+        for old in self._retired:  # a sender that still held one has had its EPIPE
+            old.close()
+        self._retired.clear()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         started = threading.Event()
         failed: list[BaseException] = []
@@ -697,10 +704,15 @@ class _GuardServer:
                 theirs.close()
                 started.set()
             proc.wait()  # this thread is the server's parent for as long as it runs
+            # Shut down, not closed: a thread may be sending on it without the lock right
+            # now; its descriptor number must not be reused under it. Closed with the next
+            # server's start.
+            with contextlib.suppress(OSError):
+                ours.shutdown(socket.SHUT_RDWR)
             with self._lock:
                 if self._sock is ours:
                     self._sock = None
-            ours.close()
+                self._retired.append(ours)
 
         threading.Thread(target=keep, name="looprail-guard-server", daemon=True).start()
         started.wait()
