@@ -8,9 +8,11 @@ real processes (`.looprail/agents/executor` is `sleep 1` under looprail's proces
                     pool is started just before `wave_started` and its idle threads are
                     joined just after `wave_finished`: the whole `run_phase` includes both)
 
-Also printed, from the same run: the whole `run_phase` (every transition, journal open and
-close) and two floors: the same 8 `sleep` processes started at once by `run_bounded` (with the
-guard, as every task is), and by `subprocess` without it. Goal (issue 16, goal 6): >= 0.95.
+Also printed, from the same run: when the children were reported started and the tail after
+the last task's finish (journal timestamps, ms), the whole `run_phase` (every transition,
+journal open and close) and two floors: the same 8 `sleep` processes started at once by
+`run_bounded` (with the guard, as every task is), and by `subprocess` without it.
+Goal (issue 16, goal 6): >= 0.95.
 
     python benchmarks/wave_efficiency.py [--plans 8] [--jobs 8] [--task-s 1] [--repeat 3]
 """
@@ -48,14 +50,34 @@ def sleep_project(root: Path, plans: int, task_s: float) -> Path:
 
 def execute_span(project: Path) -> float:
     """Seconds from the journal's first `wave_started` to its last `wave_finished`."""
+    return wave_marks(project)[0]
+
+
+def wave_marks(project: Path) -> tuple[float, float, float, float]:
+    """From the journal (ms timestamps, each taken as its row is written): the execute phase
+    (s); when the first and the last child was reported started (the `process` events inside
+    the wave, s after `wave_started`); and the tail, the last `task_finished` to the last
+    `wave_finished` (s: the finish's commit, the SUMMARY, the wave's end)."""
+
+    def ts(text: str) -> float:
+        return datetime.fromisoformat(text).timestamp()
+
     with sqlite3.connect(project / ".looprail" / "journal.sqlite") as conn:
-        (first,) = conn.execute("SELECT MIN(ts) FROM events WHERE kind='wave_started'").fetchone()
-        (last,) = conn.execute("SELECT MAX(ts) FROM events WHERE kind='wave_finished'").fetchone()
-    return (datetime.fromisoformat(last) - datetime.fromisoformat(first)).total_seconds()
+        rows = conn.execute(
+            "SELECT kind, ts FROM events WHERE kind IN "
+            "('wave_started', 'wave_finished', 'process', 'task_finished')"
+        ).fetchall()
+    first = min(ts(t) for k, t in rows if k == "wave_started")
+    last = max(ts(t) for k, t in rows if k == "wave_finished")
+    spawned = [ts(t) - first for k, t in rows if k == "process" and first <= ts(t) <= last]
+    finished = max(ts(t) for k, t in rows if k == "task_finished")
+    return last - first, min(spawned, default=0.0), max(spawned, default=0.0), last - finished
 
 
-def run_local(plans: int, jobs: int, task_s: float) -> tuple[float, float, float]:
-    """(execute phase s, whole run_phase s, CPU s of looprail and its children)."""
+def run_local(
+    plans: int, jobs: int, task_s: float
+) -> tuple[float, float, float, tuple[float, float, float, float]]:
+    """(execute phase s, whole run_phase s, CPU s of looprail and its children, `wave_marks`)."""
     from looprail.machine.progress import Progress
     from looprail.machine.run import RunOptions
     from looprail.machine.session import load_project, run_phase
@@ -69,7 +91,8 @@ def run_local(plans: int, jobs: int, task_s: float) -> tuple[float, float, float
         took = time.perf_counter() - start
         cpu = _cpu() - cpu0
         assert out.result.status == "shipped", out.result.reason
-        return execute_span(project), took, cpu
+        marks = wave_marks(project)
+        return marks[0], took, cpu, marks
 
 
 def _cpu() -> float:
@@ -113,6 +136,11 @@ def main() -> None:
     )
     print(f"  execute phase (journal: first wave_started → last wave_finished): {execute:.3f} s")
     print(f"  whole run_phase: {whole:.3f} s; CPU of looprail + its children: {cpu:.3f} s")
+    first, spread, tail = (statistics.median(r[3][i] * 1000 for r in runs) for i in (1, 2, 3))
+    print(
+        f"  children reported started (journal `process` rows) {first:.0f}–{spread:.0f} ms "
+        f"after wave_started; last task_finished → wave_finished {tail:.0f} ms"
+    )
     print(
         f"  floor, {args.plans} sleeps via run_bounded (guarded): "
         f"{statistics.median(guarded):.3f} s"

@@ -497,7 +497,12 @@ class LoopRunner:
         done = self.recorder.done_tasks()
         with ExitStack() as stack:
             local = None
+            charts = None
             if self.options.executor is None:
+                # Each plan's task chart is built before the wave starts (it has no effects:
+                # its initial state has no enter action), not by the plan's thread while the
+                # other plans' threads wait for the GIL to start their processes.
+                charts = [self._plan_chart(p, wave.number) for p in pending]
                 local = stack.enter_context(interruptible_executor(jobs))
                 # Its threads are up before the wave starts: started one per plan as the
                 # plans are handed over, each would wait for the one before to be scheduled.
@@ -514,8 +519,13 @@ class LoopRunner:
                 assert self.options.executor is not None  # no local pool: the given executor
                 settled = self.options.executor.run_wave(self, wave.number, pending, done)
             else:
+                assert charts is not None
                 settled = run_all(
-                    local, [partial(self._run_plan, p, wave.number, done) for p in pending]
+                    local,
+                    [
+                        partial(self._run_plan, p, wave.number, done, chart)
+                        for p, chart in zip(pending, charts, strict=True)
+                    ],
                 )
             # Still in the block: the pool's idle threads are joined once the wave is
             # journaled as finished, not before.
@@ -535,9 +545,16 @@ class LoopRunner:
         if self.native is not None:
             self.native.wave_settled()
 
-    def _run_plan(self, plan: Plan, wave: int, done: set[str]) -> None:
-        ctx = _Ctx(self, plan, wave, list(plan.tasks))
-        chart = TaskChart(model=ctx)
+    def _plan_chart(self, plan: Plan, wave: int) -> TaskChart:
+        """A plan's task chart, in its initial state, over a fresh `_Ctx`."""
+        return TaskChart(model=_Ctx(self, plan, wave, list(plan.tasks)))
+
+    def _run_plan(
+        self, plan: Plan, wave: int, done: set[str], chart: TaskChart | None = None
+    ) -> None:
+        """Run a plan's tasks through its chart (`chart`: built for it by `_plan_chart`)."""
+        chart = chart if chart is not None else self._plan_chart(plan, wave)
+        ctx: _Ctx = chart.model
         for i, task in enumerate(ctx.tasks):
             ctx.index = i
             ctx.work = None

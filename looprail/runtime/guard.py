@@ -106,11 +106,12 @@ _stopping = False
 
 
 _reported = False  # served guards: the exit status has been reported, only EOF is awaited
+_idle = False  # a spare guard waiting for its request: it has nothing to stop, it just goes
 
 
 def _on_signal(signum, frame):
     global _stopping
-    if _reported:
+    if _reported or _idle:
         posix._exit(0)
     _stopping = True
     _kill_tree()
@@ -136,10 +137,23 @@ def _report(fd, text, close=True):
 
 def main():
     if sys.argv[1] == "--serve":
-        serve(int(sys.argv[2]), int(sys.argv[3]))
+        serve(int(sys.argv[2]), int(sys.argv[3]), *(int(n) for n in sys.argv[4:5]))
     parent, status_fd = int(sys.argv[1]), int(sys.argv[2])
     posix.set_inheritable(status_fd, False)
     guard(sys.argv[4:], status_fd, parent, posix.environ, served=False)
+
+
+_armed = False
+
+
+def _arm():
+    """The guard's death signal and signal handlers (a spare guard arms before it waits)."""
+    global _armed
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    _prctl(PR_SET_PDEATHSIG, _signal.SIGTERM)
+    for signum in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP):
+        _signal.signal(signum, _on_signal)
+    _armed = True
 
 
 def guard(argv, status_fd, parent, env, served):
@@ -148,10 +162,8 @@ def guard(argv, status_fd, parent, env, served):
     the exit status goes on `status_fd` (`X<code>`), and the guard then waits for looprail to
     close that channel before it exits (its pid stays its own until looprail is done)."""
     global _child, _group, _reported
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    _prctl(PR_SET_PDEATHSIG, _signal.SIGTERM)
-    for signum in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP):
-        _signal.signal(signum, _on_signal)
+    if not _armed:
+        _arm()
     if posix.getppid() != parent:  # looprail died before the death signal was armed
         _report(status_fd, "Elooprail exited before the process could start")
         posix._exit(1)
@@ -211,20 +223,33 @@ def guard(argv, status_fd, parent, env, served):
 
 # -- the guard server ----------------------------------------------------------------------------
 #
-#     python -I -S guard.py --serve PARENT_PID SOCKET_FD
+#     python -I -S guard.py --serve PARENT_PID SOCKET_FD [SPARES]
 #
 # One per looprail process, started once: it forks a guard for each process looprail starts
 # (a fork of this small, already started interpreter instead of a new one per process). A
-# request on the socket is a 4-byte length and a marshalled (argv, cwd, env), with four
-# descriptors attached: the child's stdin, stdout and stderr, and the guard's status channel.
+# request is one record on the socket (SOCK_SEQPACKET: looprail's threads send at once, no
+# lock): a 4-byte length and a marshalled (argv, cwd, env), with four descriptors attached: the
+# child's stdin, stdout and stderr, and the guard's status channel (a request too big for one
+# record comes in a memfd, a fifth descriptor).
 # The server dies with looprail (PR_SET_PDEATHSIG, or EOF on the socket), and each guard dies
 # with the server (its own PR_SET_PDEATHSIG), killing its tree: the chain is as strong as one
 # guard per process.
+#
+# Spares: the server keeps up to SPARES guards forked ahead of time (default 8), each already in
+# its own session with its death signal armed, waiting on a channel of its own. A request goes
+# to a spare (the server forwards it, no fork on the way), or, when none is left, to a guard
+# forked for it as before. Spares are forked again only after a moment without requests, so
+# the forks never compete with a burst of starts (a wave's plans). An idle spare exits when the
+# server dies (its death signal, or EOF on its channel) and starts nothing.
+
+SPARES = 8
+_RECORD_MAX = 4 + 60000  # process.py's _INLINE_MAX: a bigger request comes in a memfd
+_REFILL_S = 0.02  # quiet time before one more spare is forked
 
 
-def serve(parent, sock_fd):
+def serve(parent, sock_fd, spares=SPARES):
     import marshal
-    import os
+    import select
     import socket
 
     _prctl(PR_SET_PDEATHSIG, _signal.SIGTERM)
@@ -233,44 +258,133 @@ def serve(parent, sock_fd):
     _signal.signal(_signal.SIGCHLD, _signal.SIG_IGN)  # guards are reaped by the kernel
     server = posix.getpid()
     sock = socket.socket(fileno=sock_fd)
-
-    def exactly(n, first=b""):
-        data = first
-        while len(data) < n:
-            more = sock.recv(n - len(data))
-            if not more:
-                posix._exit(0)  # looprail closed the socket (or died)
-            data += more
-        return data
+    idle = []  # our ends of the spares' channels, oldest first
 
     while True:
-        head, fds, _flags, _addr = socket.recv_fds(sock, 4, 4)
-        if not head:
-            posix._exit(0)
-        head = exactly(4, head)
-        argv, cwd, env = marshal.loads(exactly(int.from_bytes(head, "big")))
-        if len(fds) != 4:
+        if len(idle) < spares and not select.select([sock], [], [], _REFILL_S)[0]:
+            spare = _fork_spare(sock, idle, server)
+            if spare is not None:
+                idle.append(spare)
+            continue
+        record, fds, flags, _addr = socket.recv_fds(sock, _RECORD_MAX, 5)
+        if not record:
+            posix._exit(0)  # looprail closed the socket (or died)
+        payload = _payload(record, fds, flags)
+        if payload is None:
             for fd in fds:
                 posix.close(fd)
             continue
-        if posix.fork() == 0:
-            sock.close()
-            _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
-            posix.setsid()  # its own session and group, as a guard started by looprail has
-            for target, fd in enumerate(fds[:3]):
-                posix.dup2(fd, target)
-                posix.close(fd)
-            status_fd = fds[3]
+        while idle:
+            channel = idle.pop(0)
             try:
-                posix.chdir(cwd)
-            except OSError as exc:
-                _report(status_fd, f"E{exc.strerror or exc}")
-                posix._exit(127)
-            os.environ.clear()  # putenv: posix_spawnp looks argv[0] up on the child's PATH
-            os.environ.update(env)
-            guard(argv, status_fd, server, env, served=True)
+                socket.send_fds(channel, [len(payload).to_bytes(4, "big")], fds)
+                channel.sendall(payload)
+                break
+            except OSError:  # that spare is gone (killed): the next one, or a fork
+                continue
+            finally:
+                channel.close()
+        else:
+            if posix.fork() == 0:
+                sock.close()
+                for channel in idle:
+                    channel.close()
+                _become_guard(fds, marshal.loads(payload), server, setup=True)
         for fd in fds:
             posix.close(fd)
+
+
+def _payload(record, fds, flags):
+    """The marshalled request of one record (a 4-byte length, then the request, or with a
+    fifth descriptor, a memfd holding it), or None for a record that is not a request."""
+    if flags & 0x20 or len(record) < 4 or len(fds) not in (4, 5):  # 0x20: MSG_TRUNC
+        return None
+    size = int.from_bytes(record[:4], "big")
+    if len(fds) == 4:
+        return record[4:] if len(record) == 4 + size else None
+    big = fds.pop()
+    try:
+        chunks, got = [], 0
+        while got < size:
+            chunk = posix.pread(big, size - got, got)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+    finally:
+        posix.close(big)
+    return b"".join(chunks) if got == size else None
+
+
+def _exactly(sock, n, first=b""):
+    data = first
+    while len(data) < n:
+        more = sock.recv(n - len(data))
+        if not more:
+            posix._exit(0)  # the other end is closed (looprail, or for a spare the server)
+        data += more
+    return data
+
+
+def _setup():
+    """What a forked guard does before anything else: its own session and group (as a guard
+    started by looprail has), default SIGCHLD, the death signal and handlers armed."""
+    _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
+    posix.setsid()
+    _arm()
+
+
+def _fork_spare(sock, idle, server):
+    """Fork a spare guard; returns our end of its channel (None if the fork failed)."""
+    import socket
+
+    global _idle
+    try:
+        ours, theirs = socket.socketpair()
+        pid = posix.fork()
+    except OSError:
+        return None
+    if pid:
+        theirs.close()
+        return ours
+    _idle = True  # until its request: a death signal just ends it
+    sock.close()
+    for channel in (*idle, ours):
+        channel.close()
+    _setup()
+    if posix.getppid() != server:  # the server died before the death signal was armed
+        posix._exit(0)
+    head, fds, _flags, _addr = socket.recv_fds(theirs, 4, 4)
+    if not head or len(fds) != 4:
+        posix._exit(0)
+    payload = _exactly(theirs, int.from_bytes(_exactly(theirs, 4, head), "big"))
+    _idle = False  # from here on a death signal stops (or refuses) its child
+    theirs.close()
+    import marshal
+
+    _become_guard(fds, marshal.loads(payload), server, setup=False)
+
+
+def _become_guard(fds, request, server, setup):
+    """Serve one request: `fds` become stdin, stdout and stderr, then `guard` (never returns)."""
+    argv, cwd, env = request
+    if setup:
+        _setup()
+    for target, fd in enumerate(fds[:3]):
+        posix.dup2(fd, target)
+        posix.close(fd)
+    status_fd = fds[3]
+    try:
+        posix.chdir(cwd)
+    except OSError as exc:
+        _report(status_fd, f"E{exc.strerror or exc}")
+        posix._exit(127)
+    if "/" not in argv[0]:  # posix_spawnp looks a bare name up on this process's PATH
+        import os
+
+        os.environ.clear()  # putenv
+        os.environ.update(env)
+    guard(argv, status_fd, server, env, served=True)
 
 
 if __name__ == "__main__":

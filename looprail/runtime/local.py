@@ -40,6 +40,7 @@ from looprail.runtime.process import (
     ProcessResult,
     escape_untrusted,
     find_program,
+    prestart_guard_server,
     run_bounded,
 )
 
@@ -117,7 +118,10 @@ class LocalRuntime(BaseRuntime):
         )
 
     def begin_run(self, run_id: str | None) -> None:
-        """From now on each process's output is filed under `.looprail/logs/<run>/`."""
+        """From now on each process's output is filed under `.looprail/logs/<run>/`. The guard
+        server starts now (as `looprail run` starts it), so a library run's first wave does
+        not wait for its interpreter and finds its spare guards forked."""
+        prestart_guard_server()
         if self.transcripts is None:
             self.transcripts = Transcripts(self.project)
         self.transcripts.run_id = run_id

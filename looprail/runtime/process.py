@@ -596,6 +596,7 @@ class _GuardServer:
         self._sock: Any = None
         self._owner = 0  # the pid that started it: a forked child starts its own
         self._broken = False
+        self._retired: list[Any] = []  # sockets of servers that died, closed at the next start
 
     def start(self, cmd: list[str], stdin: bool, cwd: Any, env: Any) -> _Served | None:
         """Start `cmd` under a served guard, or None when there is no server (then the caller
@@ -613,33 +614,49 @@ class _GuardServer:
         if any("=" in name or not name for name in environment):
             raise ValueError("illegal environment variable name")
         payload = marshal.dumps((cmd, where, environment))
+        head = len(payload).to_bytes(4, "big")
         ours, theirs = socket.socketpair()
         in_r, in_w = os.pipe() if stdin else (os.open(os.devnull, os.O_RDONLY), -1)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        fds = [in_r, out_w, err_w, theirs.fileno()]
+        big = -1
         try:
-            with self._lock:
-                for attempt in (1, 2):
-                    sock = self._server()
+            if len(payload) > _INLINE_MAX:  # too big for one record: it goes in a memfd
+                try:
+                    big = os.memfd_create("looprail-request", os.MFD_CLOEXEC)
+                    view = memoryview(payload)
+                    while view:
+                        view = view[os.write(big, view) :]
+                except OSError:  # no memfd here: this child gets a guard of its own
+                    raise _NoServer from None
+                fds.append(big)
+                payload = b""
+            for attempt in (1, 2):
+                sock = self._sock if self._owner == os.getpid() else None
+                if sock is None:
+                    with self._lock:
+                        sock = self._server()
                     if sock is None:
                         raise _NoServer
-                    try:
-                        socket.send_fds(
-                            sock,
-                            [len(payload).to_bytes(4, "big"), payload],
-                            [in_r, out_w, err_w, theirs.fileno()],
-                        )
-                        break
-                    except OSError:  # it died: start another, once
-                        self._sock = None
-                        if attempt == 2:
-                            raise _NoServer from None
+                try:
+                    # One record on a SOCK_SEQPACKET socket: atomic, so the wave's threads
+                    # send at once, with no lock held across the send (a lock held while a
+                    # thread waits to get the GIL back made every other start wait in line).
+                    socket.send_fds(sock, [head, payload], fds)
+                    break
+                except OSError:  # it died: start another, once
+                    with self._lock:
+                        if self._sock is sock:
+                            self._sock = None
+                    if attempt == 2:
+                        raise _NoServer from None
         except _NoServer:
             _close_fds(in_w, out_r, err_r)
             ours.close()
             return None
         finally:
-            _close_fds(in_r, out_w, err_w)
+            _close_fds(in_r, out_w, err_w, big)
             theirs.close()
         return _Served(
             cmd,
@@ -654,7 +671,10 @@ class _GuardServer:
 
         if self._sock is not None and self._owner == os.getpid():
             return self._sock
-        ours, theirs = socket.socketpair()
+        for old in self._retired:  # a sender that still held one has had its EPIPE
+            old.close()
+        self._retired.clear()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         started = threading.Event()
         failed: list[BaseException] = []
 
@@ -669,6 +689,7 @@ class _GuardServer:
                         "--serve",
                         str(os.getpid()),
                         str(theirs.fileno()),
+                        *_spares_arg(),
                     ],
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
@@ -683,10 +704,15 @@ class _GuardServer:
                 theirs.close()
                 started.set()
             proc.wait()  # this thread is the server's parent for as long as it runs
+            # Shut down, not closed: a thread may be sending on it without the lock right
+            # now; its descriptor number must not be reused under it. Closed with the next
+            # server's start.
+            with contextlib.suppress(OSError):
+                ours.shutdown(socket.SHUT_RDWR)
             with self._lock:
                 if self._sock is ours:
                     self._sock = None
-            ours.close()
+                self._retired.append(ours)
 
         threading.Thread(target=keep, name="looprail-guard-server", daemon=True).start()
         started.wait()
@@ -696,6 +722,18 @@ class _GuardServer:
             return None
         self._sock, self._owner = ours, os.getpid()
         return ours
+
+
+# A request up to this size is one record on the server's socket; a bigger one (a huge
+# environment) goes in a memfd passed with it. guard.py reads records of up to this size.
+_INLINE_MAX = 60000
+
+
+def _spares_arg() -> list[str]:
+    """How many spare guards the server keeps forked ahead (guard.py `SPARES` unless
+    `LOOPRAIL_GUARD_SPARES` says, 0 to 64): a wave's starts take a spare each, no fork."""
+    text = os.environ.get("LOOPRAIL_GUARD_SPARES", "").strip()
+    return [str(min(int(text), 64))] if text.isdigit() else []
 
 
 class _NoServer(Exception):

@@ -235,3 +235,98 @@ def test_prestart_boots_the_server_the_first_child_then_uses(server_on, tmp_path
         assert server != 0 and used == server, out.stdout + out.stderr
     else:
         assert server == 0 and used != 0  # the child got a guard of its own
+
+
+SPARES = """
+import os, signal, sys, threading, time
+sys.path.insert(0, {repo!r})
+from looprail.runtime.process import prestart_guard_server, run_bounded
+from tests.runtime.test_guard_server import GUARD_PARENT, _server_pid, alive, children, cmdline
+prestart_guard_server()
+server, deadline = _server_pid(), time.monotonic() + 30
+while len(children(server)) < 2 and time.monotonic() < deadline:
+    time.sleep(0.05)  # the spares are forked once the server has had a quiet moment
+spares = children(server)
+assert len(spares) == 2 and all("--serve" in cmdline(p) for p in spares), spares
+# A burst of six: two go to the spares, four to guards forked for them; all under the server.
+results = []
+def one():
+    results.append(run_bounded([sys.executable, "-c", GUARD_PARENT], timeout_s=60))
+threads = [threading.Thread(target=one) for _ in range(6)]
+for t in threads: t.start()
+for t in threads: t.join()
+assert all(r.ok for r in results), results
+guards = {{int(r.stdout.split()[0]) for r in results}}
+assert {{int(r.stdout.split()[1]) for r in results}} == {{server}}
+assert len(guards) == 6 and set(spares) <= guards, (spares, guards)
+# A spare killed while it waits is passed over.
+deadline = time.monotonic() + 30
+while len(children(server)) < 2 and time.monotonic() < deadline:
+    time.sleep(0.05)
+spares = children(server)
+os.kill(spares[0], signal.SIGKILL)
+deadline = time.monotonic() + 30
+while alive(spares[0]) and time.monotonic() < deadline:
+    time.sleep(0.02)  # gone (a spare killed in the instant it is handed a start loses it)
+again = run_bounded([sys.executable, "-c", GUARD_PARENT], timeout_s=60)
+assert again.ok and int(again.stdout.split()[1]) == server, again
+# Killing the server ends its waiting spares (their death signal): none is left behind.
+deadline = time.monotonic() + 30
+while len(children(server)) < 2 and time.monotonic() < deadline:
+    time.sleep(0.05)
+spares = children(server)
+assert spares
+os.kill(server, signal.SIGKILL)
+deadline = time.monotonic() + 30
+while any(alive(p) for p in spares) and time.monotonic() < deadline:
+    time.sleep(0.05)
+assert not any(alive(p) for p in spares), spares
+print("ok")
+"""
+
+
+def children(pid: int) -> list[int]:
+    """The live children of `pid` (a guard server's: its spare guards and running guards)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and alive(int(entry)):
+            try:
+                if ppid(int(entry)) == pid:
+                    found.append(int(entry))
+            except OSError:
+                continue
+    return sorted(found)
+
+
+def test_spare_guards_take_the_first_starts_and_die_with_the_server(tmp_path):
+    """The server keeps spare guards forked ahead (LOOPRAIL_GUARD_SPARES=2 here): a burst of
+    starts takes the spares first, then forks a guard per start; a spare killed while it waits
+    is passed over; the spares die with the server."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "LOOPRAIL_GUARD_SERVER"}
+    env["LOOPRAIL_GUARD_SPARES"] = "2"
+    out = subprocess.run(
+        [PY, "-c", SPARES.format(repo=str(REPO))],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=180,
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stdout + out.stderr
+
+
+def test_a_request_too_big_for_one_record_comes_through(tmp_path):
+    """A huge environment (past the socket's one-record size) goes to the guard in a memfd."""
+    big = {f"BIG{i}": str(i) * 100_000 for i in range(3)}  # one string may be 128 KiB at most
+    res = run_bounded(
+        ["sh", "-c", 'printf %s "$BIG0$BIG1$BIG2" | wc -c'],
+        timeout_s=30,
+        env={**os.environ, **big},
+        cwd=tmp_path,
+    )
+    assert res.ok, res
+    assert int(res.stdout) == 300_000
+    guard = run_bounded([PY, "-c", GUARD_PARENT], timeout_s=30, env={**os.environ, **big})
+    assert guard.ok and int(guard.stdout.split()[1]) == _server_pid()
