@@ -258,7 +258,7 @@ def serve(parent, sock_fd, spares=SPARES):
     _signal.signal(_signal.SIGCHLD, _signal.SIG_IGN)  # guards are reaped by the kernel
     server = posix.getpid()
     sock = socket.socket(fileno=sock_fd)
-    idle = []  # our ends of the spares' channels, oldest first
+    idle: list = []  # our ends of the spares' channels (sockets), oldest first
 
     while True:
         if len(idle) < spares and not select.select([sock], [], [], _REFILL_S)[0]:

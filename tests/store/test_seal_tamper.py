@@ -109,7 +109,8 @@ def _tamper(db: sqlite3.Connection, run_id: str, how: str, pick: int) -> bool:
         a = seqs[pick % (len(seqs) - 1)]
         b = seqs[pick % (len(seqs) - 1) + 1]
         rows = [
-            db.execute("SELECT * FROM events WHERE seq = ?", (seq,)).fetchone()[1:] for seq in (a, b)
+            db.execute("SELECT * FROM events WHERE seq = ?", (seq,)).fetchone()[1:]
+            for seq in (a, b)
         ]
         if rows[0] == rows[1]:  # two events alike but for seq (same millisecond): no edit
             return False
