@@ -189,6 +189,7 @@ def test_sigkill_then_resume(tmp_path, reference, point):
         finished_before = {t.task_key for t in jr.tasks(run_id) if t.status == "done"}
         in_flight = {t.task_key for t in jr.tasks(run_id) if t.status == "running"}
 
+    crashed = len(log(project))
     proc = start(project, caps)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
@@ -197,10 +198,15 @@ def test_sigkill_then_resume(tmp_path, reference, point):
     lines = log(project)
     task_ends = [ln.split()[1] for ln in lines if ln.startswith("end ") and "/" in ln]
     task_starts = [ln.split()[1] for ln in lines if ln.startswith("start ") and "/" in ln]
+    # Started after the crash. A task the journal shows in flight may have been killed before
+    # its agent logged anything (the kill can land between the spawn and the agent's first
+    # line), so what counts is that the resumed run started it again.
+    restarted = [ln.split()[1] for ln in lines[crashed:] if ln.startswith("start ") and "/" in ln]
     for task in finished_before:
         assert task_starts.count(task) == 1, f"{task} finished before the crash and ran again"
     for task in in_flight:
-        assert task_starts.count(task) == 2, f"{task} was in flight and did not run again"
+        assert task in restarted, f"{task} was in flight and did not run again"
+        assert task_starts.count(task) <= 2, f"{task} ran more than twice"
     assert sorted(set(task_ends)) == ["01-01/T1", "01-01/T2", "01-02/T1", "01-03/T1"]
     if point == "mid-wave":
         assert "01-01/T2" in in_flight and "01-01/T1" in finished_before
