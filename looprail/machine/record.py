@@ -139,7 +139,9 @@ class JournalRecorder:
     - A held start never stays unwritten for long: a flusher thread commits held writes
       (relaxed: no fsync) at most `FLUSH_AFTER` seconds after the oldest start was held, so a
       long task shows as running to every reader within that time. A child's `process` event
-      commits at once (relaxed) and carries any held start with it.
+      (its pid, for a resume to reap what outlived a killed looprail) is held the same way
+      when the child runs under a guard, which kills it if looprail dies; an unguarded
+      child's commits at once (relaxed) and carries any held start with it.
     - A task's finish, a state change and every other write commit FULL before they return.
 
     A finished task never runs again: its finish is durable (with its start) before
@@ -334,6 +336,14 @@ class JournalRecorder:
             with self._held:
                 self._pending.append(record)
             return
+        if state is None and record.kind in self.RELAXED and record.data.get("guard_pid"):
+            # A child under a guard dies with looprail (the guard's death signal), so its pid
+            # record is only a second line of defence: held like a start, it is committed
+            # with the task's finish (a short task stays one commit) or by the flusher.
+            with self._held:
+                self._pending.append(record)
+                self._arm()
+            return
         relaxed = state is None and record.kind in self.RELAXED
         if not relaxed:  # a process event is journaled whatever happened before (see _notify)
             self._raise_kept()
@@ -492,26 +502,32 @@ class JournalRecorder:
     def _write_batch(
         self, taken: list[EventRecord | _Start], writes: list[_Write], *, flat: bool
     ) -> None:
-        # A task's start held last and its finish first (the usual short task, its finish
-        # leading the commit): one write of both (`Journal.task_ran`), in the same order.
-        ran = None
+        # A task's start held last (or followed only by its child's `process` records) and
+        # its finish first (the usual short task, its finish leading the commit): one write
+        # of all of them (`Journal.task_ran`), in the same order.
+        ran: _Start | None = None
+        between: list[EventRecord] = []
         first = writes[0] if writes else None
+        last = len(taken) - 1
+        while last >= 0 and _is_process(taken[last]):
+            last -= 1
+        start = taken[last] if last >= 0 else None
         if (
-            taken
+            isinstance(start, _Start)
             and first is not None
             and first.finish is not None
-            and isinstance(taken[-1], _Start)
-            and taken[-1].key == first.finish.key
-            and taken[-1].at is not None
+            and start.key == first.finish.key
+            and start.at is not None
             and first.finish.key not in self._start_errors
         ):
-            ran, taken = taken[-1], taken[:-1]
+            between = [e for e in taken[last + 1 :] if isinstance(e, EventRecord)]
+            ran, taken = start, taken[:last]
         with self.journal.transaction(savepoints=not flat):
             try:
                 self._write_held(taken, flat=flat)
                 for w in writes:
                     if ran is not None and w is first:
-                        self._write_ran(ran, w, flat=flat)
+                        self._write_ran(ran, w, between, flat=flat)
                     elif flat:
                         w.result = w.do()
                     else:
@@ -521,8 +537,11 @@ class JournalRecorder:
                     raise _FlatFailed from exc
                 raise
 
-    def _write_ran(self, start: _Start, w: _Write, *, flat: bool) -> None:
-        """A held start and its task's finish, as one write (see `_write_batch`)."""
+    def _write_ran(
+        self, start: _Start, w: _Write, between: list[EventRecord], *, flat: bool
+    ) -> None:
+        """A held start, its child's records and its task's finish, as one write (see
+        `_write_batch`)."""
         finish = w.finish
         assert finish is not None and start.at is not None
         try:
@@ -537,6 +556,7 @@ class JournalRecorder:
                     status=finish.status,
                     duration_ms=finish.duration_ms,
                     message=finish.message,
+                    between=between,
                 )
                 if attempt != start.attempt:  # never expected: memory and journal disagree
                     from looprail.store.schema import JournalError
@@ -618,6 +638,10 @@ class _Start:
     ):
         self.key, self.plan_id, self.wave, self.message = key, plan_id, wave, message
         self.attempt, self.at = attempt, at
+
+
+def _is_process(item: EventRecord | _Start) -> bool:
+    return isinstance(item, EventRecord) and item.kind == "process"
 
 
 class _Finish:

@@ -13,6 +13,7 @@ looprail is refused with a one-line `JournalError`, never overwritten.
 
 from __future__ import annotations
 
+import functools
 import hmac
 import json
 import os
@@ -85,10 +86,12 @@ _INSERT_EVENT = (
 )
 
 
-_INSERT_TWO_EVENTS = (  # a task's start and finish (task_ran)
-    _INSERT_EVENT.removesuffix(" RETURNING *")
-    + ", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *"
-)
+@functools.cache
+def _insert_events(count: int) -> str:
+    """One INSERT of `count` event rows (task_ran: a task's start, what came between, its
+    finish), in order."""
+    more = ", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)" * (count - 1)
+    return _INSERT_EVENT.removesuffix(" RETURNING *") + more + " RETURNING *"
 
 
 def journal_path(project: str | Path) -> Path:
@@ -450,11 +453,13 @@ class Journal:
         status: Literal["done", "failed"] = "done",
         duration_ms: int | None = None,
         message: str | None = None,
+        between: Sequence[EventRecord] = (),
     ) -> int:
         """`task_started(at=started_at)` and `task_finished` in one transaction, for a start
         not written yet: the same two events with the same values, and the task row goes to
-        its end state in one write (nobody could have seen the state between). Returns the
-        attempt number."""
+        its end state in one write (nobody could have seen the state between). `between`:
+        events that change no state (a child's `process` record), written between the two as
+        `record` would write them. Returns the attempt number."""
         if status not in ("done", "failed"):
             raise ValueError(f"not a finishing task status: {status!r}")
         _check_step(task_key, duration_ms)
@@ -480,10 +485,16 @@ class Journal:
             if duration_ms is None:
                 duration_ms = _elapsed_ms(started_at, now)
             wave, plan = after["wave"], after["plan_id"]
+            middle: list[Any] = []
+            for e in between:
+                middle += (run_id, now, e.kind, e.point, e.wave, e.plan_id, e.task_id,
+                           e.cap_id, e.hook_kind, e.outcome, e.duration_ms, e.message,
+                           _dumps(e.data))  # fmt: skip
             rows = self._sql(
-                _INSERT_TWO_EVENTS,
+                _insert_events(2 + len(between)),
                 (run_id, started_at, "task_started", None, wave, plan, task_key, None, None,
                  None, None, start_message, started,
+                 *middle,
                  run_id, now, "task_finished", None, wave, plan, task_key, None, None, status,
                  duration_ms, message, finished),
             ).fetchall()  # fmt: skip

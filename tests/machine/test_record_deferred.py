@@ -126,6 +126,41 @@ def test_a_process_event_carries_the_held_start_relaxed(tmp_path):
         journal.verify_run(run_id)
 
 
+def test_a_guarded_childs_process_event_is_held_with_the_start(tmp_path):
+    """A child under a guard dies with looprail, so its pid record waits like the start: a
+    short task with a child is still one FULL commit, and a long one has both written by the
+    flusher (relaxed) while it runs."""
+    journal, run_id = _run(tmp_path, keys=("01-01/T1", "01-01/T2"))
+    guarded = {"pid": 1, "start": 2, "guard_pid": 3, "guard_start": 4, "argv0": "agent"}
+    with journal:
+        recorder = JournalRecorder(journal, run_id)
+        recorder.done_tasks()
+        statements: list[str] = []
+        journal._conn.set_trace_callback(statements.append)
+        recorder.task_started("01-01/T1", plan_id="01-01", wave=1)
+        recorder.event(EventRecord(kind="process", data=guarded))
+        assert statements == []  # nothing written yet
+        recorder.task_finished("01-01/T1", status="done", duration_ms=1)
+        journal._conn.set_trace_callback(None)
+        assert statements.count("COMMIT") == 1
+        assert "PRAGMA synchronous = NORMAL" not in statements
+        kinds = [e.kind for e in journal.events(run_id)]
+        assert kinds[-3:] == ["task_started", "process", "task_finished"]
+
+        recorder.task_started("01-01/T2", plan_id="01-01", wave=1)
+        recorder.event(EventRecord(kind="process", data={**guarded, "pid": 5}))
+        deadline = time.monotonic() + 5
+        while _row(tmp_path, run_id, "01-01/T2") != ("running", 1):
+            assert time.monotonic() < deadline, "the flusher never wrote the held start"
+            time.sleep(0.01)
+        pids = [e.data["pid"] for e in journal.events(run_id, kinds=["process"])]
+        assert pids == [1, 5]  # written with the start, by the flusher
+        recorder.task_finished("01-01/T2", status="done", duration_ms=1)
+        recorder.flush()
+        journal.verify_run(run_id)
+    assert not _flushers(run_id)
+
+
 def test_a_start_of_a_done_task_is_refused_at_once(tmp_path):
     journal, run_id = _run(tmp_path)
     with journal:

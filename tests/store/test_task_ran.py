@@ -24,9 +24,9 @@ def _clock():
     return lambda: next(moments)
 
 
-def _journal(project: Path, before: str | None) -> Journal:
+def _journal(project: Path, before: str | None, clock=None) -> Journal:
     """A run holding task `k` in state `before` (None: no row), written the same way."""
-    journal = Journal.open(project, clock=_clock())
+    journal = Journal.open(project, clock=clock or _clock())
     journal.start_run("1", state=["execute"], run_id=RUN)
     if before is not None:
         journal.wave_started(RUN, 1, [("k", "p")])
@@ -79,6 +79,53 @@ def test_task_ran_writes_what_a_start_and_a_finish_write(
             duration_ms=duration,
             message=message,
         )
+        assert a == b
+        assert _contents(one) == _contents(two)
+        one.verify_run(RUN)
+        two.verify_run(RUN)
+
+
+_PROCESS = st.builds(
+    lambda pid, guard, argv0: EventRecord(
+        kind="process",
+        data={"pid": pid, "start": 7, "guard_pid": guard, "guard_start": 8, "argv0": argv0},
+    ),
+    st.integers(1, 2**22),
+    st.one_of(st.none(), st.integers(1, 2**22)),
+    st.text(max_size=8),
+)
+
+
+@settings(
+    max_examples=examples(25),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    before=st.sampled_from([None, "pending", "running", "failed"]),
+    status=st.sampled_from(["done", "failed"]),
+    between=st.lists(_PROCESS, max_size=3),
+)
+def test_task_ran_with_records_between_writes_what_the_three_steps_write(
+    tmp_path_factory, before, status, between
+):
+    """A child's `process` records written between a held start and its finish (one INSERT of
+    all the rows) equal `task_started`, `record` for each, and `task_finished`. One instant
+    for every write: the step-by-step path reads the clock once more per record."""
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    two = _journal(tmp_path_factory.mktemp("two"), before, clock=lambda: now)
+    one = _journal(tmp_path_factory.mktemp("one"), before, clock=lambda: now)
+    with two, one:
+        at = two.timestamp()
+        with two.transaction():
+            a = two.task_started(RUN, "k", plan_id="p", wave=1, at=at)
+            for record in between:
+                two.record(RUN, record)
+            two.task_finished(RUN, "k", status=status, duration_ms=5)
+        b = one.task_ran(
+            RUN, "k", started_at=at, plan_id="p", wave=1, status=status, duration_ms=5,
+            between=between,
+        )  # fmt: skip
         assert a == b
         assert _contents(one) == _contents(two)
         one.verify_run(RUN)
