@@ -175,7 +175,7 @@ class JournalRecorder:
         # Held writes (events and task starts), in order. `_held` guards them and the task
         # state in memory; nothing else is ever locked while it is held. A thread that only
         # holds a write (a plan starting while another commits) never waits for a commit.
-        self._pending: list[EventRecord | _Start] = []
+        self._pending: list[_Held] = []
         self._held = threading.Lock()
         self._lock = threading.RLock()  # orders the commits
         # The run's tasks, read from the journal once, then kept in memory.
@@ -195,24 +195,26 @@ class JournalRecorder:
 
     # -- held writes -------------------------------------------------------------------------
 
-    def _take(self) -> list[EventRecord | _Start]:
+    def _take(self) -> list[_Held]:
         """The held writes, to be written in the transaction the caller has open."""
         with self._held:
             pending, self._pending = self._pending, []
             self._held_since = None
         return pending
 
-    def _give_back(self, taken: list[EventRecord | _Start]) -> None:
+    def _give_back(self, taken: list[_Held]) -> None:
         """A commit that failed as a whole wrote nothing: its held writes are held again (in
         front: they came first). Not timed again: its error reaches the next call."""
         if taken:
             with self._held:
                 self._pending[:0] = taken
 
-    def _write_held(self, taken: list[EventRecord | _Start], *, flat: bool) -> None:
+    def _write_held(self, taken: list[_Held], *, flat: bool) -> None:
         for item in taken:
             if isinstance(item, _Start):
                 self._write_start(item, flat=flat)
+            elif isinstance(item, _Child):
+                self.journal.record(self.run_id, item.record, at=item.at)
             else:
                 self.journal.record(self.run_id, item)
 
@@ -340,8 +342,9 @@ class JournalRecorder:
             # A child under a guard dies with looprail (the guard's death signal), so its pid
             # record is only a second line of defence: held like a start, it is committed
             # with the task's finish (a short task stays one commit) or by the flusher.
+            stamp = getattr(self.journal, "timestamp", None)
             with self._held:
-                self._pending.append(record)
+                self._pending.append(_Child(record, stamp() if stamp is not None else None))
                 self._arm()
             return
         relaxed = state is None and record.kind in self.RELAXED
@@ -468,7 +471,7 @@ class JournalRecorder:
         return mine.result
 
     def _commit_batch(self, batch: list[_Write]) -> None:
-        taken: list[EventRecord | _Start] = []
+        taken: list[_Held] = []
         try:
             full = any(w.full for w in batch)
             with self._lock, nullcontext() if full else self._relaxed():
@@ -499,17 +502,15 @@ class JournalRecorder:
                 with self._held:
                     self._kept = self._kept or exc
 
-    def _write_batch(
-        self, taken: list[EventRecord | _Start], writes: list[_Write], *, flat: bool
-    ) -> None:
+    def _write_batch(self, taken: list[_Held], writes: list[_Write], *, flat: bool) -> None:
         # A task's start held last (or followed only by its child's `process` records) and
         # its finish first (the usual short task, its finish leading the commit): one write
         # of all of them (`Journal.task_ran`), in the same order.
         ran: _Start | None = None
-        between: list[EventRecord] = []
+        between: list[tuple[str, EventRecord]] = []
         first = writes[0] if writes else None
         last = len(taken) - 1
-        while last >= 0 and _is_process(taken[last]):
+        while last >= 0 and _stamped_child(taken[last]):
             last -= 1
         start = taken[last] if last >= 0 else None
         if (
@@ -520,7 +521,11 @@ class JournalRecorder:
             and start.at is not None
             and first.finish.key not in self._start_errors
         ):
-            between = [e for e in taken[last + 1 :] if isinstance(e, EventRecord)]
+            between = [
+                (c.at, c.record)
+                for c in taken[last + 1 :]
+                if isinstance(c, _Child) and c.at is not None
+            ]
             ran, taken = start, taken[:last]
         with self.journal.transaction(savepoints=not flat):
             try:
@@ -538,7 +543,7 @@ class JournalRecorder:
                 raise
 
     def _write_ran(
-        self, start: _Start, w: _Write, between: list[EventRecord], *, flat: bool
+        self, start: _Start, w: _Write, between: list[tuple[str, EventRecord]], *, flat: bool
     ) -> None:
         """A held start, its child's records and its task's finish, as one write (see
         `_write_batch`)."""
@@ -640,8 +645,20 @@ class _Start:
         self.attempt, self.at = attempt, at
 
 
-def _is_process(item: EventRecord | _Start) -> bool:
-    return isinstance(item, EventRecord) and item.kind == "process"
+class _Child:
+    """A held `process` event of a guarded child, with when it started."""
+
+    __slots__ = ("at", "record")
+
+    def __init__(self, record: EventRecord, at: str | None):
+        self.record, self.at = record, at
+
+
+_Held = EventRecord | _Start | _Child  # what the recorder holds, in order
+
+
+def _stamped_child(item: _Held) -> bool:
+    return isinstance(item, _Child) and item.at is not None
 
 
 class _Finish:

@@ -411,12 +411,14 @@ class Journal:
         *,
         state: Sequence[str] | None = None,
         task_update: TaskUpdate | None = None,
+        at: str | None = None,
     ) -> int:
         """Append `event`; with `state`, also store the machine configuration; with
         `task_update`, also change that task row. All in one transaction. Returns the event's
         `seq`. With a task update, unset `task_id`/`plan_id`/`wave` come from the task row and
-        `data["attempt"]` is the row's attempt."""
-        seq, _ = self._record(run_id, event, state=state, task_update=task_update)
+        `data["attempt"]` is the row's attempt. `at` (from `timestamp()`): when it happened,
+        for an event written later than that (held by the recorder); default now."""
+        seq, _ = self._record(run_id, event, state=state, task_update=task_update, at=at)
         return seq
 
     def task_started(
@@ -453,13 +455,13 @@ class Journal:
         status: Literal["done", "failed"] = "done",
         duration_ms: int | None = None,
         message: str | None = None,
-        between: Sequence[EventRecord] = (),
+        between: Sequence[tuple[str, EventRecord]] = (),
     ) -> int:
         """`task_started(at=started_at)` and `task_finished` in one transaction, for a start
         not written yet: the same two events with the same values, and the task row goes to
         its end state in one write (nobody could have seen the state between). `between`:
-        events that change no state (a child's `process` record), written between the two as
-        `record` would write them. Returns the attempt number."""
+        events that change no state (a child's `process` record) with their times, written
+        between the two as `record(at=…)` would write them. Returns the attempt number."""
         if status not in ("done", "failed"):
             raise ValueError(f"not a finishing task status: {status!r}")
         _check_step(task_key, duration_ms)
@@ -486,8 +488,8 @@ class Journal:
                 duration_ms = _elapsed_ms(started_at, now)
             wave, plan = after["wave"], after["plan_id"]
             middle: list[Any] = []
-            for e in between:
-                middle += (run_id, now, e.kind, e.point, e.wave, e.plan_id, e.task_id,
+            for ts, e in between:
+                middle += (run_id, ts, e.kind, e.point, e.wave, e.plan_id, e.task_id,
                            e.cap_id, e.hook_kind, e.outcome, e.duration_ms, e.message,
                            _dumps(e.data))  # fmt: skip
             rows = self._sql(
@@ -673,11 +675,12 @@ class Journal:
         *,
         state: Sequence[str] | None = None,
         task_update: TaskUpdate | None = None,
+        at: str | None = None,
     ) -> tuple[int, TaskRow | None]:
         state_json = _dumps(list(state)) if state is not None else None
         with self.transaction():
             self._require_run_id(run_id)
-            now = iso_utc(self._clock())
+            now = at or iso_utc(self._clock())
             if state_json is not None:
                 self._run_dirty.add(run_id)
                 self._sql("UPDATE runs SET state = ? WHERE id = ?", (state_json, run_id))

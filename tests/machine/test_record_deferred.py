@@ -149,12 +149,15 @@ def test_a_guarded_childs_process_event_is_held_with_the_start(tmp_path):
 
         recorder.task_started("01-01/T2", plan_id="01-01", wave=1)
         recorder.event(EventRecord(kind="process", data={**guarded, "pid": 5}))
+        held_at = journal.timestamp()  # the flusher writes it at least 25 ms after this
         deadline = time.monotonic() + 5
         while _row(tmp_path, run_id, "01-01/T2") != ("running", 1):
             assert time.monotonic() < deadline, "the flusher never wrote the held start"
             time.sleep(0.01)
-        pids = [e.data["pid"] for e in journal.events(run_id, kinds=["process"])]
-        assert pids == [1, 5]  # written with the start, by the flusher
+        processes = journal.events(run_id, kinds=["process"])
+        assert [e.data["pid"] for e in processes] == [1, 5]  # with the start, by the flusher
+        starts = journal.events(run_id, kinds=["task_started"])
+        assert starts[1].ts <= processes[1].ts <= held_at  # when it started, not written
         recorder.task_finished("01-01/T2", status="done", duration_ms=1)
         recorder.flush()
         journal.verify_run(run_id)

@@ -110,21 +110,22 @@ def test_task_ran_with_records_between_writes_what_the_three_steps_write(
     tmp_path_factory, before, status, between
 ):
     """A child's `process` records written between a held start and its finish (one INSERT of
-    all the rows) equal `task_started`, `record` for each, and `task_finished`. One instant
-    for every write: the step-by-step path reads the clock once more per record."""
+    all the rows) equal `task_started`, `record(at=…)` for each, and `task_finished`. One
+    instant for every other write: the step-by-step path reads the clock once more."""
     now = datetime(2026, 1, 1, tzinfo=UTC)
     two = _journal(tmp_path_factory.mktemp("two"), before, clock=lambda: now)
     one = _journal(tmp_path_factory.mktemp("one"), before, clock=lambda: now)
     with two, one:
         at = two.timestamp()
+        spawned = [f"2026-01-01T00:00:00.{i:03d}Z" for i in range(len(between))]  # earlier
         with two.transaction():
             a = two.task_started(RUN, "k", plan_id="p", wave=1, at=at)
-            for record in between:
-                two.record(RUN, record)
+            for ts, record in zip(spawned, between, strict=True):
+                two.record(RUN, record, at=ts)
             two.task_finished(RUN, "k", status=status, duration_ms=5)
         b = one.task_ran(
             RUN, "k", started_at=at, plan_id="p", wave=1, status=status, duration_ms=5,
-            between=between,
+            between=list(zip(spawned, between, strict=True)),
         )  # fmt: skip
         assert a == b
         assert _contents(one) == _contents(two)
