@@ -46,6 +46,15 @@ def _run(project: Path, keys=("01-01/T1",)) -> tuple[Journal, str]:
     return journal, run_id
 
 
+def _traced(journal: Journal, run_id: str) -> tuple[JournalRecorder, list[str]]:
+    """A recorder that has read the run's rows, and every SQL statement from now on."""
+    recorder = JournalRecorder(journal, run_id)
+    recorder.done_tasks()
+    statements: list[str] = []
+    journal._conn.set_trace_callback(statements.append)
+    return recorder, statements
+
+
 def test_a_short_task_is_one_full_commit_with_both_events_sealed(tmp_path):
     journal, run_id = _run(tmp_path)
     with journal:
@@ -107,10 +116,7 @@ def test_a_process_event_carries_the_held_start_relaxed(tmp_path):
     finish FULL: one relaxed and one FULL commit."""
     journal, run_id = _run(tmp_path)
     with journal:
-        recorder = JournalRecorder(journal, run_id)
-        recorder.done_tasks()
-        statements: list[str] = []
-        journal._conn.set_trace_callback(statements.append)
+        recorder, statements = _traced(journal, run_id)
         recorder.task_started("01-01/T1", plan_id="01-01", wave=1)
         recorder.event(EventRecord(kind="process", data={"pid": 1, "start": 2}))
         at_process = list(statements)
@@ -133,10 +139,7 @@ def test_a_guarded_childs_process_event_is_held_with_the_start(tmp_path):
     journal, run_id = _run(tmp_path, keys=("01-01/T1", "01-01/T2"))
     guarded = {"pid": 1, "start": 2, "guard_pid": 3, "guard_start": 4, "argv0": "agent"}
     with journal:
-        recorder = JournalRecorder(journal, run_id)
-        recorder.done_tasks()
-        statements: list[str] = []
-        journal._conn.set_trace_callback(statements.append)
+        recorder, statements = _traced(journal, run_id)
         recorder.task_started("01-01/T1", plan_id="01-01", wave=1)
         recorder.event(EventRecord(kind="process", data=guarded))
         assert statements == []  # nothing written yet
