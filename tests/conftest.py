@@ -45,7 +45,7 @@ def pytest_xdist_auto_num_workers(config):
     """`-n auto` (the default, from pyproject's addopts): half as many workers again as there
     are CPUs. About a fifth of the suite's time is tests waiting (timeouts that must expire,
     real processes starting, a browser, servers); a spare worker fills those waits. Measured
-    on 2 cores: 3 workers took 0.85-0.9x the wall time of 2, interleaved runs (docs/testing.md).
+    on 2 cores, 2 then 3 workers back to back: 0.87x and 0.96x the wall time (docs/testing.md).
     PYTEST_XDIST_AUTO_NUM_WORKERS or `-n N` still decide when given."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(2, (3 * (cpus or 1) + 1) // 2)
