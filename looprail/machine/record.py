@@ -141,7 +141,8 @@ class JournalRecorder:
       long task shows as running to every reader within that time. A child's `process` event
       (its pid, for a resume to reap what outlived a killed looprail) is held the same way
       when the child runs under a guard, which kills it if looprail dies; an unguarded
-      child's commits at once (relaxed) and carries any held start with it.
+      child's commits at once (relaxed) and carries any held start with it, as does an agent
+      call's record (its cost, which a resumed run's budget counts).
     - A task's finish, a state change and every other write commit FULL before they return.
 
     A finished task never runs again: its finish is durable (with its start) before
@@ -161,11 +162,13 @@ class JournalRecorder:
             "contribution",
         }
     )
-    # Committed without an fsync of their own (`Journal.relaxed`): a child process's pid and
-    # start time only matter after a crash of looprail, which such a commit survives (after a
-    # crash of the machine there is no process left to reap), and any later FULL commit makes
-    # it durable anyway.
-    RELAXED = frozenset({"process"})
+    # Committed at once but without an fsync of their own (`Journal.relaxed`): such a commit
+    # survives a crash of looprail, and the next FULL commit (the task's finish) makes it
+    # durable. A child process's pid and start time only matter after a crash of looprail
+    # (after a crash of the machine there is no process left to reap); an agent call's cost
+    # must survive a killed looprail, since the budget of a resumed run counts it, but need
+    # not cost a real agent task a second fsync.
+    RELAXED = frozenset({"process", "agent_call"})
     FLUSH_AFTER = 0.05  # seconds a held start may wait for its commit
     IDLE_EXIT = 2.0  # seconds the flusher thread waits for work before it ends
 
@@ -338,7 +341,7 @@ class JournalRecorder:
             with self._held:
                 self._pending.append(record)
             return
-        if state is None and record.kind in self.RELAXED and record.data.get("guard_pid"):
+        if state is None and record.kind == "process" and record.data.get("guard_pid"):
             # A child under a guard dies with looprail (the guard's death signal), so its pid
             # record is only a second line of defence: held like a start, it is committed
             # with the task's finish (a short task stays one commit) or by the flusher.

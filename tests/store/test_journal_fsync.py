@@ -124,6 +124,8 @@ def test_wave_start_and_process_events_are_relaxed_transitions_full(tmp_path):
         assert syncs(lambda: recorder.wave_started(1, [("01-01/T1", "01-01")])) == relaxed
         process = EventRecord(kind="process", data={"pid": 1, "start": 2})
         assert syncs(lambda: recorder.event(process)) == relaxed
+        call = EventRecord(kind="agent_call", outcome="ok", data={"costUsd": 0.01})
+        assert syncs(lambda: recorder.event(call)) == relaxed  # a real agent task: one fsync
         assert syncs(lambda: recorder.event(EventRecord(kind="wave_finished", wave=1))) == []
         move = EventRecord(kind="transition", data={"source": "a", "target": "b"})
         assert syncs(lambda: recorder.event(move, state=["verify"])) == []
