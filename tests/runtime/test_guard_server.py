@@ -212,23 +212,28 @@ print(server, int(res.stdout.split()[1]) if res.ok else res)
 """
 
 
+def _fresh_process(script: str, cwd: Path, *, timeout: float, **env: str):
+    """Run `script` (formatted with the repository's path) in a new interpreter with no guard
+    server of the suite's (`env`: more variables), and return its CompletedProcess."""
+    import subprocess
+
+    environ = {k: v for k, v in os.environ.items() if k != "LOOPRAIL_GUARD_SERVER"}
+    return subprocess.run(
+        [PY, "-c", script.format(repo=str(REPO))],
+        capture_output=True,
+        text=True,
+        env={**environ, **env},
+        cwd=cwd,
+        timeout=timeout,
+    )
+
+
 @pytest.mark.parametrize("server_on", [True, False])
 def test_prestart_boots_the_server_the_first_child_then_uses(server_on, tmp_path):
     """`looprail run` starts its guard server before importing the machine, so its interpreter
     boots meanwhile; the first child is forked by that same server. Off: nothing starts."""
-    import subprocess
-
-    env = {k: v for k, v in os.environ.items() if k != "LOOPRAIL_GUARD_SERVER"}
-    if not server_on:
-        env["LOOPRAIL_GUARD_SERVER"] = "0"
-    out = subprocess.run(
-        [PY, "-c", PRESTART.format(repo=str(REPO))],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=60,
-    )
+    extra = {} if server_on else {"LOOPRAIL_GUARD_SERVER": "0"}
+    out = _fresh_process(PRESTART, tmp_path, timeout=60, **extra)
     assert out.returncode == 0, out.stderr
     server, used = (int(x) for x in out.stdout.split())
     if server_on:
@@ -304,18 +309,7 @@ def test_spare_guards_take_the_first_starts_and_die_with_the_server(tmp_path):
     """The server keeps spare guards forked ahead (LOOPRAIL_GUARD_SPARES=2 here): a burst of
     starts takes the spares first, then forks a guard per start; a spare killed while it waits
     is passed over; the spares die with the server."""
-    import subprocess
-
-    env = {k: v for k, v in os.environ.items() if k != "LOOPRAIL_GUARD_SERVER"}
-    env["LOOPRAIL_GUARD_SPARES"] = "2"
-    out = subprocess.run(
-        [PY, "-c", SPARES.format(repo=str(REPO))],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=180,
-    )
+    out = _fresh_process(SPARES, tmp_path, timeout=180, LOOPRAIL_GUARD_SPARES="2")
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stdout + out.stderr
 
 
