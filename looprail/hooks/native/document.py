@@ -304,14 +304,15 @@ class HookEntry(_Doc):
             if any(o not in possible for o in _as_list(self.action.outcome)):
                 raise ValueError(f"an Action of a {self.event} Hook selects on {possible}")
         for key, expected in (self.filter or {}).items():
+            # The field is checked even when it lists no value (`"phase": []`).
+            if self.event == "hook_result" and key not in HOOK_RESULT_FILTER_KEYS:
+                raise ValueError(f"{key} is not a hook_result filter field")
             for value in _as_list(expected):
                 self._check_filter_value(key, value)
         return self
 
     def _check_filter_value(self, key: str, value: Any) -> None:
         if self.event == "hook_result":
-            if key not in HOOK_RESULT_FILTER_KEYS:
-                raise ValueError(f"{key} is not a hook_result filter field")
             if key == "outcome":
                 if value not in OUTCOMES:
                     raise ValueError(f"{value!r} is not an outcome")

@@ -119,6 +119,16 @@ def test_a_bad_regex_is_what_only_the_reader_catches():
     assert (reader, model, schema, cannot_say) == (False, False, True, True)
 
 
+@pytest.mark.parametrize("filter_", [{"phase": []}, {"phase": "x"}, {"outcome": []}, {"code": []}])
+def test_a_hook_result_filter_field_is_checked_even_with_no_values(filter_):
+    """Found by the property below: `"phase": []` on a hook_result Hook was refused by the
+    reader and the schema and accepted by the models (their field check ran once per value)."""
+    hook = {"description": "d", "event": "hook_result", "shell": "exit 0", "filter": filter_}
+    doc = {"local": {"h": hook}}
+    assert_agree(doc)
+    assert verdicts(doc)[0] == ("phase" not in filter_)
+
+
 # --------------------------------------------------------------------------- generated documents
 
 _floats = st.sampled_from([0.5, -1.5, 2.25])  # integral floats are JSON Schema integers
