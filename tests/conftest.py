@@ -64,6 +64,18 @@ def _isolated_home(tmp_path_factory, monkeypatch):
     return home
 
 
+@pytest.fixture(autouse=True)
+def _recursion_limit_kept():
+    """A test leaves the interpreter's recursion limit as it found it (mypy's API, for one,
+    raises it for good): otherwise a later test of what a deeply nested value does passes or
+    fails by the order xdist gives it. The limit is put back and the leaking test fails."""
+    limit = sys.getrecursionlimit()
+    yield
+    left = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit)
+    assert left == limit, f"the test left the recursion limit at {left} (was {limit})"
+
+
 @pytest.fixture
 def hello(tmp_path):
     """A copy of the bundled example project (`examples/hello-loop`)."""
