@@ -6,6 +6,7 @@ from __future__ import annotations
 import compileall
 import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -31,7 +32,13 @@ def pytest_configure(config):
     - `#!/usr/bin/env python3` (the example's agents) finds the interpreter running the tests,
       as in an activated virtual environment, not a version manager's shell shim (pyenv's costs
       about 0.15 s of bash per call).
+    - Ctrl-C reaches the processes the tests start: a shell starts a background job (`… &`)
+      with SIGINT ignored, every child inherits that, and the tests that stop a `looprail run`
+      with SIGINT then wait for a run that never hears it. Caught here, SIGINT is back to its
+      default in every child (exec resets a caught signal, not an ignored one).
     """
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.dont_write_bytecode = False
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     if not hasattr(config, "workerinput"):  # the controller, or a run without xdist
