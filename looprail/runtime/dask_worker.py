@@ -21,6 +21,7 @@ Per-plan cost is kept small, since a wave may have many short plans:
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import shutil
 import stat
@@ -54,9 +55,19 @@ def stat_key(st: os.stat_result) -> StatKey:
 # -- the pool of project copies --------------------------------------------------------------
 
 
+_POOL_PREFIX = "looprail-worker-"
+_OWNER_LOCK = ".owner.lock"
+
+
 class CopyPool(WorkerPlugin):
     """Per worker: project copies to reuse from plan to plan (free ones keyed by source), under
-    one temporary folder removed when the plugin is unregistered or the worker closes."""
+    one temporary folder removed when the plugin is unregistered or the worker closes.
+
+    A worker killed outright (SIGKILL, the OOM killer) never runs its teardown, so its folder
+    would stay in the temporary directory for good. Each worker holds an exclusive `flock` on a
+    file in its folder for as long as it lives (the kernel drops it when the process dies, by
+    whatever means), and every worker that starts or closes removes the folders whose lock it
+    can take: those of workers that are gone."""
 
     root: Path | None = None
 
@@ -65,12 +76,16 @@ class CopyPool(WorkerPlugin):
         self._free: dict[str, list[tuple[Path, dict[str, tuple[StatKey, StatKey]]]]] = {}
         self._lock = threading.Lock()
         self._count = 0
-        self.root = Path(tempfile.mkdtemp(prefix="looprail-worker-"))
+        self.root, self._owner_fd = _claim_folder()
+        remove_orphaned_folders()
         warm_up()
 
     def teardown(self, worker: Any) -> None:
         if self.root is not None:
             shutil.rmtree(self.root, ignore_errors=True)
+            os.close(self._owner_fd)
+            self.root = None
+        remove_orphaned_folders()
 
     def acquire(self, source: str) -> tuple[Path, dict[str, tuple[StatKey, StatKey]]]:
         with self._lock:
@@ -84,6 +99,37 @@ class CopyPool(WorkerPlugin):
     def release(self, source: str, path: Path, manifest: dict) -> None:
         with self._lock:
             self._free.setdefault(source, []).append((path, manifest))
+
+
+def _claim_folder() -> tuple[Path, int]:
+    """A new pool folder, already locked when it appears under its final name (a sweeper never
+    sees it unlocked): made under another prefix, locked, then renamed."""
+    staging = Path(tempfile.mkdtemp(prefix="looprail-starting-"))
+    fd = os.open(staging / _OWNER_LOCK, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    root = staging.with_name(_POOL_PREFIX + staging.name.removeprefix("looprail-starting-"))
+    os.rename(staging, root)
+    return root, fd
+
+
+def remove_orphaned_folders(where: Path | None = None) -> list[Path]:
+    """Remove the pool folders (in the temporary directory, or `where`) of workers that died
+    without their teardown: those whose owner lock nobody holds. Returns what was removed."""
+    removed = []
+    for folder in Path(where or tempfile.gettempdir()).glob(_POOL_PREFIX + "*"):
+        try:
+            fd = os.open(folder / _OWNER_LOCK, os.O_RDWR | os.O_CLOEXEC)
+        except OSError:  # no lock file (not ours, or being removed): leave it
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: its worker is alive
+            os.close(fd)
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        os.close(fd)
+        removed.append(folder)
+    return removed
 
 
 def refresh(source: str, target: Path, manifest: dict) -> dict:

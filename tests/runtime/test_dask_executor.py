@@ -105,10 +105,16 @@ def test_a_worker_killed_mid_task_reruns_only_the_unfinished_tasks(tmp_path, mon
     project = dask_project(tmp_path, plans=2, tasks=3)
     monkeypatch.setenv("KILL_TASK", "01-001/T2")
     monkeypatch.setenv("KILL_MARK", str(tmp_path / "killed"))
+    scratch = tmp_path / "tmp"  # the workers' temporary directory
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
     code = main(["run", "--phase", "1", "--project", str(project), "--executor", "dask-local:2"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert (tmp_path / "killed").exists()  # the worker really was killed mid-task
+    # The killed worker never ran its teardown: its copies were removed by a worker still
+    # alive, and the others' by their own teardown. Nothing is left in the temporary directory.
+    assert sorted(p.name for p in scratch.glob("looprail-*")) == []
     # Task 1 of the plan ran once (never again), task 2 twice (the journal shows the retry).
     lines = (project / "out" / "01-001.txt").read_text().splitlines()
     assert [line.split()[1] for line in lines] == ["T1", "T2", "T3"]

@@ -208,3 +208,45 @@ def test_a_file_gone_while_syncing_is_left_out(tmp_path, monkeypatch):
     monkeypatch.setattr(worker.shutil, "copy2", real)
     sync_tree(source, copy, manifest)  # the next plan's sync has it
     assert read_tree(copy) == {"phase/PLAN.md": b"plan", "phase/SUMMARY.md": b"half"}
+
+
+# --------------------------------------------------------------------------- orphaned folders
+
+
+def test_a_pool_folder_is_removed_only_once_its_worker_is_gone(tmp_path):
+    """A worker's pool folder is locked for as long as the worker lives; a sweep leaves it
+    alone then, and removes it once the worker was killed outright (no teardown ran)."""
+    import signal
+    import subprocess
+    import sys
+
+    from looprail.runtime.dask_worker import remove_orphaned_folders
+
+    owner = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from looprail.runtime.dask_worker import _claim_folder\n"
+            "root, _ = _claim_folder()\n"
+            "print(root, flush=True)\n"
+            "time.sleep(60)\n",
+        ],
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert owner.stdout is not None
+        folder = Path(owner.stdout.readline().strip())
+        assert folder.parent == tmp_path and folder.name.startswith("looprail-worker-")
+        (folder / "copy-1").mkdir()
+        assert remove_orphaned_folders(tmp_path) == []  # alive: kept, copies and all
+        assert (folder / "copy-1").is_dir()
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(timeout=10)
+        assert remove_orphaned_folders(tmp_path) == [folder]
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        owner.kill()
+        owner.wait(timeout=10)

@@ -34,7 +34,7 @@ def project_at(root: Path, plans: int, waves: int) -> Path:
 
 def copies(dask_worker) -> list[str]:
     pool = next(p for name, p in dask_worker.plugins.items() if name.startswith("looprail-copies"))
-    return sorted(p.name for p in pool.root.iterdir())
+    return sorted(p.name for p in pool.root.iterdir() if p.name.startswith("copy-"))
 
 
 def looprail_reports(dask_scheduler) -> list[str]:
