@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from looprail.machine.record import JournalRecorder
 from looprail.store import EventRecord, Journal, JournalError, journal_path
 from tests.support import examples, run_cli
+from tests.support.journal import commits_failing
 
 FLUSHER = "looprail-journal-flusher"
 
@@ -216,16 +217,9 @@ def test_a_failed_flusher_commit_is_raised_by_the_next_call_and_nothing_is_lost(
     journal, run_id = _run(tmp_path)
     with journal:
         recorder = JournalRecorder(journal, run_id)
-        real = journal._seal_touched
-
-        def failing():
-            real()
-            raise JournalError("disk full")
-
-        journal._seal_touched = failing  # type: ignore[method-assign]
-        recorder.task_started("01-01/T1", plan_id="01-01", wave=1)
-        time.sleep(0.3)  # the flusher tried, and failed
-        journal._seal_touched = real  # type: ignore[method-assign]
+        with commits_failing(journal):
+            recorder.task_started("01-01/T1", plan_id="01-01", wave=1)
+            time.sleep(0.3)  # the flusher tried, and failed
         assert _row(tmp_path, run_id, "01-01/T1") == ("pending", 0)
         with pytest.raises(JournalError, match="disk full"):
             recorder.task_finished("01-01/T1", status="done", duration_ms=1)

@@ -13,6 +13,7 @@ import pytest
 
 from looprail.machine.record import JournalRecorder
 from looprail.store import Journal, JournalError, journal_path
+from tests.support.journal import commits_failing
 
 
 class SlowCommits:
@@ -123,15 +124,8 @@ def test_a_failed_group_commit_fails_every_caller_in_it(tmp_path):
         journal.wave_started(run_id, 1, [(k, "01-01") for k in keys])
         recorder = JournalRecorder(journal, run_id)
         # A journal whose commits fail (e.g. the disk is full): nobody may believe they finished.
-        real = journal._seal_touched
-
-        def failing():
-            real()
-            raise JournalError("disk full")
-
-        journal._seal_touched = failing  # type: ignore[method-assign]
-        seen, errors = _finish_together(recorder, tmp_path, run_id, keys)
-        journal._seal_touched = real  # type: ignore[method-assign]
+        with commits_failing(journal):
+            seen, errors = _finish_together(recorder, tmp_path, run_id, keys)
         assert set(errors) == set(keys) and not seen
         assert all(_committed_status(tmp_path, run_id, k) == "pending" for k in keys)
         journal.verify_run(run_id)

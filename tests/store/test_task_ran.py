@@ -37,17 +37,21 @@ def _journal(project: Path, before: str | None, clock=None) -> Journal:
     return journal
 
 
+# Every property here: each example makes its own journals with the (function-scoped) tmp_path_factory.
+_PROPERTY = settings(
+    max_examples=examples(25),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+
+
 def _contents(journal: Journal) -> tuple[list, list]:
     rows = [t.model_dump() for t in journal.tasks(RUN)]
     events = [e.model_dump() for e in journal.events(RUN)]
     return rows, events
 
 
-@settings(
-    max_examples=examples(25),
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@_PROPERTY
 @given(
     before=st.sampled_from([None, "pending", "running", "failed"]),
     status=st.sampled_from(["done", "failed"]),
@@ -96,11 +100,7 @@ _PROCESS = st.builds(
 )
 
 
-@settings(
-    max_examples=examples(25),
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@_PROPERTY
 @given(
     before=st.sampled_from([None, "pending", "running", "failed"]),
     status=st.sampled_from(["done", "failed"]),
