@@ -10,10 +10,10 @@ Validation happens in three layers, and every layer reports *all* its problems a
    one manifest (refs owned by the capability, `when` keys declared in its own `config`,
    `into` roles, role-forbidden bodies, reserved prefixes…).
 
-The registry does not import this module to validate a manifest: `manifest_rules` proves a
-well-formed manifest's shape without pydantic (`manifest_shape`, a table mirroring the models
-below; a test keeps the two in step) and comes here only for one it cannot prove, so shape
-errors are always pydantic's.
+These models are the one declaration of the format. The registry does not import this module
+to validate a changed manifest: `verdicts.VerdictCache.validate` proves a well-formed manifest's
+shape without pydantic, with a check derived from `Capability` (`shape_table`, cached), and
+comes here only for one it cannot prove, so shape errors are always pydantic's.
 
 Rules across the whole set (duplicate owners, `requires`, produces/consumes) live in
 `registry.py`, which knows the merge order.
@@ -52,6 +52,7 @@ from looprail.hooks.manifest_rules import ID_PATTERN as ID_PATTERN
 from looprail.hooks.manifest_rules import SCRIPT_PATTERN as SCRIPT_PATTERN
 from looprail.hooks.manifest_rules import check_declared, engine_issues
 from looprail.hooks.manifest_rules import engine_problem as engine_problem
+from looprail.hooks.manifest_shape import derive
 from looprail.points import POINTS, Point
 
 SEMVER = re.compile(
@@ -343,7 +344,7 @@ def validate_declared(
     function of the JSON and the folder name only, so its verdict can be cached by content
     (`looprail.hooks.verdicts`). Fragment files are not read here. `engine` is
     `engine_problem` or a memo of it (`VerdictCache.engine_problem`). The registry runs
-    `manifest_rules.validate_declared`, which gives the same issues, pydantic only if needed."""
+    `VerdictCache.validate`, which gives the same issues, pydantic only if needed."""
     try:
         cap = Capability.model_validate(data)
     except PydanticValidationError as exc:
@@ -375,6 +376,13 @@ def grammar_warnings(cap: Capability, file: str) -> list[Issue]:
     return found
 
 
+def shape_table() -> dict[str, Any]:
+    """The table of the pydantic-free shape check (`manifest_shape`), derived from the schema
+    pydantic validates `Capability` with."""
+    Capability.model_rebuild()  # the models defer their build to first use
+    return derive(Capability.__pydantic_core_schema__)
+
+
 def capability_json_schema() -> dict[str, Any]:
     schema = Capability.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
@@ -395,6 +403,7 @@ __all__ = [
     "grammar_warnings",
     "materialise_fragment",
     "parse_manifest_bytes",
+    "shape_table",
     "validate_declared",
     "validate_manifest",
 ]

@@ -15,7 +15,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from looprail.hooks import manifest_rules as rules_mod
 from looprail.hooks.registry import compile_registry, load_registry
 from looprail.hooks.verdicts import SUBDIR, VerdictCache, verdict_key
 from tests.support import (
@@ -30,13 +29,13 @@ from tests.support import (
 
 def _count_validations(monkeypatch) -> list[str]:
     seen: list[str] = []
-    real = rules_mod.validate_declared
+    real = VerdictCache.validate
 
-    def counting(data, file, folder_name, *rest):
+    def counting(self, data, file, folder_name):
         seen.append(folder_name)
-        return real(data, file, folder_name, *rest)
+        return real(self, data, file, folder_name)
 
-    monkeypatch.setattr(rules_mod, "validate_declared", counting)
+    monkeypatch.setattr(VerdictCache, "validate", counting)
     return seen
 
 
@@ -260,10 +259,10 @@ def test_render_hooks_after_a_change_is_byte_identical_and_validates_one(tmp_pat
     code = (
         "import sys, io, contextlib, time\n"
         "time.sleep(0.06)\n"
-        "import looprail.hooks.manifest_rules as m\n"  # to count validations
+        "from looprail.hooks.verdicts import VerdictCache as V\n"  # to count validations
         "calls = []\n"
-        "real = m.validate_declared\n"
-        "m.validate_declared = lambda *a: calls.append(a[2]) or real(*a)\n"
+        "real = V.validate\n"
+        "V.validate = lambda *a: calls.append(a[3]) or real(*a)\n"
         "from looprail.cli import main\n"
         f"args = ['loop', 'render-hooks', 'plan:pre', '--raw', '--project', {str(project)!r}, '--capabilities', {str(caps)!r}]\n"
         "out = io.StringIO()\n"
