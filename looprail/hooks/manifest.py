@@ -53,13 +53,14 @@ from looprail.hooks.manifest_rules import SCRIPT_PATTERN as SCRIPT_PATTERN
 from looprail.hooks.manifest_rules import check_declared, engine_issues
 from looprail.hooks.manifest_rules import engine_problem as engine_problem
 from looprail.hooks.manifest_shape import derive
-from looprail.points import POINTS, Point
+from looprail.points import POINTS
 
 SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$"
 )
 
 
+Point = Literal[POINTS]  # type: ignore[valid-type]  # the one vocabulary, as a Literal
 Role = Literal["feature", "runtime", "reviewer"]
 OnError = Literal["skip", "halt", "fail"]  # `fail` is the older spelling of `halt`
 NonEmpty = Annotated[StrictStr, Field(min_length=1)]
