@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from looprail.hooks.registry import compile_registry, load_registry
-from looprail.hooks.verdicts import SUBDIR, VerdictCache, verdict_key
+from looprail.hooks.verdicts import _SHAPE, FORMAT, SUBDIR, VerdictCache, verdict_key
 from tests.support import (
     GSD_CAPABILITIES,
     examples,
@@ -118,6 +119,48 @@ def test_no_cache_env_validates_every_time(tmp_path, project, monkeypatch):
     load_registry(project, [root])
     assert seen == ["alpha", "alpha"]
     assert not _verdict_dir().exists()
+
+
+def _manifest_module_used(monkeypatch) -> list[str]:
+    """Which folders went to the pydantic models (`manifest.validate_declared`)."""
+    from looprail.hooks import manifest
+
+    used: list[str] = []
+    real = manifest.validate_declared
+    monkeypatch.setattr(
+        manifest, "validate_declared", lambda d, f, n, *a: used.append(n) or real(d, f, n, *a)
+    )
+    return used
+
+
+def test_the_derived_shape_table_is_cached_and_a_damaged_one_derived_again(
+    tmp_path, project, monkeypatch
+):
+    """The first validation derives the shape check from the models and caches its table; a
+    later process proves a changed valid manifest with the cached table, without pydantic; a
+    table it cannot read is a miss (pydantic validates, the table is written again)."""
+    root, good, bad = _bad_and_good(tmp_path)
+    used = _manifest_module_used(monkeypatch)
+    load_registry(project, [root])
+    assert used == ["bad"]  # "good" was proven by the table derived for "bad"
+    table = Path(VerdictCache(str(_verdict_dir()))._entry(_SHAPE))
+    assert table.is_file()
+    used.clear()
+    good.write_text(good.read_text() + " ")  # a new verdict key: validated again
+    assert "good" in _loaded_ids(root, project)[0]
+    assert used == []  # proven by the cached table
+    body = json.dumps(
+        {
+            "key": json.loads(table.read_text().partition("\n")[2])["key"],
+            "value": {"type": "no such node"},
+        }
+    ).encode()
+    table.write_bytes(f"{FORMAT} {zlib.crc32(body):08x}".encode() + b"\n" + body)
+    good.write_text(good.read_text() + " ")
+    loaded, failed = _loaded_ids(root, project)
+    assert "good" in loaded and "bad" in failed
+    assert used == ["good"]  # the damaged table proved nothing
+    assert "no such node" not in table.read_text()  # derived and written again
 
 
 def test_model_is_built_on_demand_and_equals_the_validated_one(tmp_path, project):
