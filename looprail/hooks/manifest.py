@@ -33,25 +33,13 @@ from pydantic import ValidationError as PydanticValidationError
 from looprail.errors import Issue
 
 # Re-exported: the limits and the light parsers live in manifest_io (no pydantic there).
-from looprail.hooks.manifest_io import (
-    MAX_CAPABILITY_FRAGMENT_BYTES as MAX_CAPABILITY_FRAGMENT_BYTES,
-)
 from looprail.hooks.manifest_io import MAX_FRAGMENT_BYTES as MAX_FRAGMENT_BYTES
-from looprail.hooks.manifest_io import MAX_JSON_DEPTH as MAX_JSON_DEPTH
 from looprail.hooks.manifest_io import MAX_MANIFEST_BYTES as MAX_MANIFEST_BYTES
-from looprail.hooks.manifest_io import RESERVED_PREFIXES as RESERVED_PREFIXES
-from looprail.hooks.manifest_io import (
-    _json_path,
-    _materialise_fragments,
-)
-from looprail.hooks.manifest_io import json_path as json_path
+from looprail.hooks.manifest_io import _json_path, _materialise_fragments
 from looprail.hooks.manifest_io import materialise_fragment as materialise_fragment
 from looprail.hooks.manifest_io import parse_manifest_bytes as parse_manifest_bytes
-from looprail.hooks.manifest_rules import FEATURE_ONLY as FEATURE_ONLY
 from looprail.hooks.manifest_rules import ID_PATTERN as ID_PATTERN
-from looprail.hooks.manifest_rules import SCRIPT_PATTERN as SCRIPT_PATTERN
-from looprail.hooks.manifest_rules import check_declared, engine_issues
-from looprail.hooks.manifest_rules import engine_problem as engine_problem
+from looprail.hooks.manifest_rules import check_declared, engine_issues, engine_problem
 from looprail.hooks.manifest_shape import derive
 from looprail.points import POINTS
 
