@@ -23,6 +23,7 @@ cache, a process running as this user is trusted (it could as well edit looprail
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import stat
@@ -30,7 +31,7 @@ import zlib
 
 from looprail.errors import Issue
 from looprail.fsutil import is_private, read_private
-from looprail.hooks.compiled import new_temp_file
+from looprail.hooks.compiled import RULE_FILES, new_temp_file
 from looprail.hooks.manifest_rules import check_declared, engine_issues, engine_problem
 from looprail.hooks.manifest_shape import compile_shape
 from looprail.layout import cache_dir
@@ -49,44 +50,25 @@ FORMAT = "looprail-verdict-2"
 SUBDIR = "manifests"
 MAX_ENTRY_BYTES = 1024 * 1024  # a verdict is small; anything bigger is not ours
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-# The code whose rules decide a verdict: an edit (a dev checkout, an upgrade) is a new key.
-_RULE_FILES = tuple(
-    os.path.join(_HERE, *parts)
-    for parts in (
-        ("verdicts.py",),
-        ("manifest.py",),
-        ("manifest_io.py",),
-        ("manifest_rules.py",),
-        ("manifest_shape.py",),
-        ("checks.py",),
-        ("..", "config.py"),
-        ("..", "points.py"),
-        ("..", "jsonload.py"),
-    )
-)
-_rules_digest: str | None = None
 _ENGINE_PREFIX = "engines.gsd:"
 _SHAPE = "shape:capability"  # the entry of the derived shape check's table (a memo, not a file)
 
 
+@functools.cache
 def rules_digest() -> str:
     """SHA-256 over looprail's version, the engine version and the rule modules' source."""
-    global _rules_digest
-    if _rules_digest is None:
-        from looprail import __version__
-        from looprail.hooks.manifest_io import GSD_ENGINE_VERSION
+    from looprail import __version__
+    from looprail.hooks.manifest_io import GSD_ENGINE_VERSION
 
-        h = sha256(f"{FORMAT}\0{__version__}\0{GSD_ENGINE_VERSION}\0".encode())
-        for path in _RULE_FILES:
-            try:
-                with open(path, "rb") as fh:
-                    h.update(fh.read())
-            except OSError:
-                h.update(b"\0missing\0")
-            h.update(b"\0")
-        _rules_digest = h.hexdigest()
-    return _rules_digest
+    h = sha256(f"{FORMAT}\0{__version__}\0{GSD_ENGINE_VERSION}\0".encode())
+    for path in RULE_FILES:
+        try:
+            with open(path, "rb") as fh:
+                h.update(fh.read())
+        except OSError:
+            h.update(b"\0missing\0")
+        h.update(b"\0")
+    return h.hexdigest()
 
 
 def verdict_key(raw: bytes, folder_name: str | None) -> str:

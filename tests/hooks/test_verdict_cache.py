@@ -263,7 +263,7 @@ def test_a_verdict_from_other_rules_is_not_used(tmp_path, project, monkeypatch):
 
     root, _, _ = _bad_and_good(tmp_path)
     _loaded_ids(root, project)
-    monkeypatch.setattr(verdicts, "_rules_digest", "0" * 64)
+    monkeypatch.setattr(verdicts, "rules_digest", lambda: "0" * 64)
     seen = _count_validations(monkeypatch)
     _loaded_ids(root, project)
     assert sorted(seen) == ["bad", "good"]
