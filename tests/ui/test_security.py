@@ -219,3 +219,115 @@ def test_a_wildcard_host_is_never_allowed(tmp_path, pattern):
     assert done.stderr.count("\n") == 1
     with pytest.raises(ValueError, match="never a"):
         create_app(tmp_path, allowed_hosts=[pattern])
+
+
+# -- what held: they must keep holding --------------------------------------------------------
+
+
+def test_log_paths_take_plain_names_only(tmp_path):
+    project = _project(tmp_path)
+    with Journal.open(project) as journal:
+        run_id = _halted_run(journal, "01-01/T1")
+    (tmp_path / "secret.log").write_text("OUTSIDE\n")
+    with uikit.serve(create_app(project)) as url:
+        for params in (
+            {"run": "../../..", "task": "secret"},
+            {"run": run_id, "task": "../../../../secret"},
+            {"run": run_id + "/../../..", "task": "secret"},
+        ):
+            response = httpx.get(f"{url}/api/log", params=params, timeout=10)
+            assert response.status_code in (200, 400)
+            assert "OUTSIDE" not in response.text
+            if response.status_code == 200:
+                assert response.json()["files"] == []
+
+
+def test_no_other_origin_may_read_the_api(tmp_path):
+    project = _project(tmp_path)
+    evil = {"Origin": "https://evil.example"}
+    with uikit.serve(create_app(project)) as url:
+        got = httpx.get(f"{url}/api/state", headers=evil, timeout=10)
+        preflight = httpx.options(
+            f"{url}/api/state",
+            headers={**evil, "Access-Control-Request-Method": "GET"},
+            timeout=10,
+        )
+    assert got.status_code == 200 and "access-control-allow-origin" not in got.headers
+    assert preflight.status_code == 405
+    assert "access-control-allow-origin" not in preflight.headers
+
+
+def test_every_answer_carries_the_strict_csp(tmp_path):
+    project = _project(tmp_path)
+    with uikit.serve(create_app(project)) as url:
+        for path in (
+            "/",
+            "/api/state",
+            "/static/app.js",
+            "/static/nope",
+            "/api/log",
+            "/favicon.ico",
+        ):
+            response = httpx.get(url + path, timeout=10)
+            csp = response.headers.get("content-security-policy", "")
+            assert "default-src 'none'" in csp and "script-src 'self'" in csp, path
+            assert "frame-ancestors 'none'" in csp, path
+            assert response.headers["x-content-type-options"] == "nosniff"
+
+
+def test_escapes_in_a_log_never_reach_the_page_and_a_huge_log_is_cut(tmp_path):
+    project = _project(tmp_path)
+    with Journal.open(project) as journal:
+        run_id = _halted_run(journal, "01-01/T1")
+    folder = project / ".looprail" / "logs" / run_id / "01-01"
+    folder.mkdir(parents=True)
+    (folder / "T1.log").write_bytes(b"\x1b]0;pwned\x07\x1b[31mred\x1b[0m\x00\x08 plain\n")
+    huge = folder / "T1.stderr"
+    with huge.open("wb") as fh:  # 4 GiB, sparse: only the tail is ever read
+        fh.truncate(4 << 30)
+        fh.seek((4 << 30) - 6)
+        fh.write(b"\nlast\n")
+    with uikit.serve(create_app(project)) as url:
+        log = httpx.get(f"{url}/api/log", params={"run": run_id, "task": "01-01/T1"}, timeout=30)
+    files = {f["name"]: f for f in log.json()["files"]}
+    assert files["01-01/T1.log"]["text"] == "red plain\n"
+    assert files["01-01/T1.stderr"]["truncated"] is True
+    assert files["01-01/T1.stderr"]["text"].endswith("last\n")
+    assert len(files["01-01/T1.stderr"]["text"]) <= 64 * 1024
+
+
+def test_300_open_event_streams_neither_stop_the_server_nor_outlive_it(tmp_path):
+    import asyncio
+
+    project = _project(tmp_path)
+    app = create_app(project, poll_interval=5.0)
+
+    async def crowd(url: str) -> tuple[int, int]:
+        limits = httpx.Limits(max_connections=400, max_keepalive_connections=0)
+        async with httpx.AsyncClient(timeout=60, limits=limits) as http:
+            opened = asyncio.Event()
+            first: list[int] = []
+
+            async def one() -> int:
+                async with http.stream("GET", f"{url}/api/events") as stream:
+                    async for line in stream.aiter_lines():
+                        if line.startswith("event: state"):
+                            first.append(1)
+                            if len(first) == 300:
+                                opened.set()
+                        if line.startswith("event: bye"):
+                            return 1
+                return 0
+
+            tasks = [asyncio.create_task(one()) for _ in range(300)]
+            await asyncio.wait_for(opened.wait(), 120)
+            state = await http.get(f"{url}/api/state")  # still answering
+            from looprail.ui.server import stop_streams
+
+            stop_streams(app)
+            ended = await asyncio.wait_for(asyncio.gather(*tasks), 60)
+            return state.status_code, sum(ended)
+
+    with uikit.serve(app) as url:
+        status, ended = asyncio.run(crowd(url))
+    assert status == 200 and ended == 300
