@@ -95,6 +95,7 @@ def allowed_hosts(bound: str, extra: list[str]) -> tuple[list[str], bool]:
     if network:
         names += _own_names()
     names += [n.lower() for n in extra]
+    names += [f"[{n}]" for n in names if ":" in n and not n.startswith("[")]  # IPv6 literals
     return list(dict.fromkeys(names)), network
 
 

@@ -239,12 +239,16 @@ sys.exit(3)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the guard is Linux-only")
-def test_an_executor_sees_only_fds_0_to_2_and_cannot_forge_its_status(hello):
+@pytest.mark.parametrize("server", ["1", "0"], ids=["served-guard", "guard-interpreter"])
+def test_an_executor_sees_only_fds_0_to_2_and_cannot_forge_its_status(hello, server):
     """The status socket (fd 6) of a guard forked by the guard server was inherited: an
-    executor that wrote `X0` on it and exited 3 was journaled as done."""
+    executor that wrote `X0` on it and exited 3 was journaled as done. (A guard interpreter of
+    its own, `LOOPRAIL_GUARD_SERVER=0`, already held.)"""
     executor = hello / ".looprail" / "agents" / "executor"
     executor.write_text(FD_PROBE.format(python=sys.executable))
-    p = run_cli("run", str(hello), "--phase", "1", "--capabilities", str(CAPS), subprocess=True)
+    env = {"LOOPRAIL_GUARD_SERVER": server}
+    args = ("run", str(hello), "--phase", "1", "--capabilities", str(CAPS))
+    p = run_cli(*args, env=env, subprocess=True)
     assert p.returncode != 0, p.stdout + p.stderr
     assert json.loads((hello / "fds.json").read_text()) == []
     assert "shipped" not in p.stdout
