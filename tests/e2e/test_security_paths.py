@@ -261,11 +261,17 @@ def test_an_executor_sees_only_fds_0_to_2_and_cannot_forge_its_status(hello, ser
 def test_a_blocking_command_gate_cannot_be_passed_by_forging_the_status(hello, tmp_path):
     """A blocking `command-exit-zero` gate on `…; exit 1` passed when the command wrote `X0` to
     the inherited status channel first."""
+    seen = tmp_path / "gate-fds.json"
     forge = (
-        f"{sys.executable} -c 'import os\n"
-        "for fd in range(3, 64):\n"
-        '    try: os.write(fd, b"X0\\n")\n'
-        "    except OSError: pass'; exit 1"
+        f"{sys.executable} -c 'import json, os\n"
+        "fds = []\n"
+        "for fd in range(3, 1024):\n"
+        "    try: os.fstat(fd)\n"
+        "    except OSError: continue\n"
+        "    fds.append(fd)\n"
+        "    try: os.write(fd, b\"X0\\n\")\n"
+        "    except OSError: pass\n"
+        f"open(\"{seen}\", \"w\").write(json.dumps(fds))'; exit 1"
     )
     gate = {
         "point": "ship:pre",
@@ -279,4 +285,5 @@ def test_a_blocking_command_gate_cannot_be_passed_by_forging_the_status(hello, t
     p = run_cli("run", str(hello), "--phase", "1", "--capabilities", str(caps), subprocess=True)
     assert p.returncode == 1, p.stdout + p.stderr
     assert "blocked at ship:pre by gate forged: command exited 1" in p.stdout + p.stderr
+    assert json.loads(seen.read_text()) == []  # the gate's command saw only 0-2 as well
     assert "shipped" not in p.stdout
