@@ -269,9 +269,9 @@ def test_a_blocking_command_gate_cannot_be_passed_by_forging_the_status(hello, t
         "    try: os.fstat(fd)\n"
         "    except OSError: continue\n"
         "    fds.append(fd)\n"
-        "    try: os.write(fd, b\"X0\\n\")\n"
+        '    try: os.write(fd, b"X0\\n")\n'
         "    except OSError: pass\n"
-        f"open(\"{seen}\", \"w\").write(json.dumps(fds))'; exit 1"
+        f'open("{seen}", "w").write(json.dumps(fds))\'; exit 1'
     )
     gate = {
         "point": "ship:pre",
