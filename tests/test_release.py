@@ -95,3 +95,13 @@ def test_no_module_reads_the_version_from_the_root_package():
         and any(a.name == "__version__" for a in node.names)
     ]
     assert found == []
+
+
+def test_contributors_ci_runs_the_projects_ci_script():
+    import yaml
+
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "ci.yml").read_text())
+    assert set(workflow[True]) == {"push", "pull_request"}  # YAML 1.1 reads `on:` as True
+    (job,) = workflow["jobs"].values()
+    assert [s["run"] for s in job["steps"] if "run" in s] == ["bash .ci/run"]
+    assert job["timeout-minutes"] <= 90  # CI's own limit for one .ci/run
