@@ -1,6 +1,7 @@
-"""The documentation site (mkdocs.yml): it builds with --strict, its API reference documents
-every name `looprail` and `looprail.testing` export, the diagrams are served from diagrams/,
-and a public class or function without a docstring fails the strict build."""
+"""The documentation site (mkdocs.yml): the getting-started page runs the README's two
+commands, the site builds with --strict, its API reference documents every name `looprail`
+and `looprail.testing` export, the diagrams are served from diagrams/, and a public class or
+function without a docstring fails the strict build."""
 
 from __future__ import annotations
 
@@ -14,13 +15,22 @@ import pytest
 
 from tests.support import REPO
 
-pytest.importorskip("mkdocs")
-pytest.importorskip("mkdocstrings_handlers.python")
-pytest.importorskip("material")
+
+def _commands(markdown: str) -> list[str]:
+    """The one-line shell commands of a page's sh blocks that set up a virtual environment."""
+    return re.findall(r"^python3 -m venv \.venv .*$", markdown, re.MULTILINE)
+
+
+def test_getting_started_follows_the_readmes_two_commands():
+    readme = _commands((REPO / "README.md").read_text())
+    assert len(readme) == 2  # run the example; run the tests
+    assert _commands((REPO / "docs" / "getting-started.md").read_text()) == readme
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
+    for module in ("mkdocs", "mkdocstrings_handlers.python", "material"):
+        pytest.importorskip(module, reason="the docs extra is not installed")
     out = tmp_path_factory.mktemp("site")
     p = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
@@ -64,6 +74,7 @@ def test_diagrams_and_screenshots_are_served(site):
 
 
 def test_an_export_without_a_docstring_is_a_warning(monkeypatch, caplog):
+    pytest.importorskip("mkdocs", reason="the docs extra is not installed")
     sys.path.insert(0, str(REPO / "scripts"))
     try:
         import mkdocs_hooks
