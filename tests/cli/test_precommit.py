@@ -51,7 +51,7 @@ def test_validate_checks_each_capability_folder_and_hooks_file(tmp_path, capsys)
 
 def _git(cwd: Path, *args: str) -> None:
     subprocess.run(
-        ["git", *args],
+        ["git", "-c", "commit.gpgsign=false", *args],
         cwd=cwd,
         check=True,
         capture_output=True,
