@@ -86,6 +86,12 @@ class Loaded:
 
 
 def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()) -> Loaded:
+    """Load a project (a folder with `.planning/`) and its capabilities for `run_phase`.
+
+    `capability_dirs` are first-party capability folders (or folders of them), searched before
+    the global and project overlays. A malformed `.planning/config.json`, or a `.looprail/` or
+    `.planning/` that leads out of the project, raises a `LooprailError`; a capability that
+    fails to load is left out and named in `Loaded.warnings`."""
     from looprail.config import load_project_config_strict
     from looprail.hooks.registry import load_registry
     from looprail.trust import load_compiled

@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from looprail._version import __version__
 from looprail.layout import JOURNAL_FILE, project_path
 from looprail.store import seal as _seal  # hashes every commit: imported once, not per call
 from looprail.store.inputs import diff_inputs
@@ -345,7 +346,12 @@ class Journal:
                 iso_utc(now),
                 EventRecord(
                     kind="run_started",
-                    data={"phase": str(phase), "state": list(state), "machine_config": config},
+                    data={
+                        "phase": str(phase),
+                        "state": list(state),
+                        "machine_config": config,
+                        "looprail": __version__,  # which looprail ran it
+                    },
                 ),
             )
         return run_id
@@ -367,6 +373,7 @@ class Journal:
                 "previous_pid": run.pid,
                 "previous_host": run.host,
                 "in_flight": in_flight,
+                "looprail": __version__,  # a resume may be by a newer looprail
             }
             digest = run.inputs_digest
             if inputs_digest is not None:
