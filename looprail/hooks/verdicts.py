@@ -57,7 +57,7 @@ _SHAPE = "shape:capability"  # the entry of the derived shape check's table (a m
 @functools.cache
 def rules_digest() -> str:
     """SHA-256 over looprail's version, the engine version and the rule modules' source."""
-    from looprail import __version__
+    from looprail._version import __version__
     from looprail.hooks.manifest_io import GSD_ENGINE_VERSION
 
     h = sha256(f"{FORMAT}\0{__version__}\0{GSD_ENGINE_VERSION}\0".encode())
