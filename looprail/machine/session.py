@@ -677,15 +677,15 @@ def make_runtime(
     from looprail.runtime.agents import ADAPTERS
 
     if name in ADAPTERS:  # the settings a cloned project may not choose alone
-        from looprail.errors import ConfigError
+        from looprail.errors import RefusedToStart
         from looprail.trust.agents import effective_agent
 
         effective = effective_agent(loaded.project, loaded.config, name)
-        refusal = effective.refusal_reason()
-        if refusal is not None:
+        refusal = effective.refusal()
+        if refusal is not None:  # before anything is journaled or run: exit 2
             key = next(iter(effective.pending))
-            raise ConfigError(
-                ".planning/config.json", refusal, field=f"looprail.agents.{name}.{key}"
+            raise RefusedToStart(
+                refusal, path=".planning/config.json", field=f"looprail.agents.{name}.{key}"
             )
         section = effective.section
     settings = RuntimeSettings(

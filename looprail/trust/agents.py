@@ -65,20 +65,16 @@ class EffectiveAgent:
 
     def refusal(self) -> str | None:
         """One line, when the project sets what needs consent and has none: file, field, fix."""
-        reason = self.refusal_reason()
-        return None if reason is None else f"{PROJECT_CONFIG_FILE}: {reason}"
-
-    def refusal_reason(self) -> str | None:
-        """`refusal` without the file name (for a ConfigError, which adds it)."""
         if not self.pending:
             return None
         key = next(iter(self.pending))
         rest = list(self.pending)[1:]
         also = f" (so do {', '.join(rest)})" if rest else ""
         return (
-            f"looprail.agents.{self.name}.{key}: {json.dumps(self.pending[key])} comes from the "
-            f"project and changes what runs or what the agent may do{also}; review it with "
-            f"`looprail trust`, or set it in your own {user_agents_path()}"
+            f"{PROJECT_CONFIG_FILE}: looprail.agents.{self.name}.{key}: "
+            f"{json.dumps(self.pending[key])} comes from the project and changes what runs or "
+            f"what the agent may do{also}; review it with `looprail trust`, or set it in your "
+            f"own {user_agents_path()}"
         )
 
     def line(self) -> str:
