@@ -62,6 +62,7 @@ class EffectiveAgent:
     origin: dict[str, str] = field(default_factory=dict)  # key -> where its value came from
     pending: dict[str, Any] = field(default_factory=dict)  # project keys without consent
     digest: str | None = None  # of the project's guarded settings (None: there are none)
+    user_file: str = ""  # the user's own agent settings file
 
     def refusal(self) -> str | None:
         """One line, when the project sets what needs consent and has none: file, field, fix."""
@@ -74,7 +75,7 @@ class EffectiveAgent:
             f"{PROJECT_CONFIG_FILE}: looprail.agents.{self.name}.{key}: "
             f"{json.dumps(self.pending[key])} comes from the project and changes what runs or "
             f"what the agent may do{also}; review it with `looprail trust`, or set it in your "
-            f"own {user_agents_path()}"
+            f"own {self.user_file or user_agents_path()}"
         )
 
     def line(self) -> str:
@@ -126,7 +127,10 @@ def effective_agent(
     for key in pending:  # never used without consent, whoever calls this
         merged.pop(key, None)
         origin.pop(key, None)
-    return EffectiveAgent(name, AgentSettings.parse(name, merged), merged, origin, pending, digest)
+    settings = AgentSettings.parse(name, merged)
+    return EffectiveAgent(
+        name, settings, merged, origin, pending, digest, user_file=user_agents_path(env)
+    )
 
 
 __all__ = ["EffectiveAgent", "effective_agent", "user_agents_path", "user_section"]
