@@ -12,7 +12,10 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from looprail.runtime.agents import AgentSettings
 
 # Settings that change what runs or widen what the agent may do.
 GUARDED = ("binary", "args", "permissionMode", "allowedTools", "sandbox", "approvalMode")
@@ -55,7 +58,7 @@ def guarded_digest(name: str, guarded: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def command_line(name: str, settings: Any) -> list[str]:
+def command_line(name: str, settings: AgentSettings) -> list[str]:
     """The argv an agent invocation runs with, `<prompt>` in the prompt's place."""
     from looprail.runtime.agents import ADAPTERS
 
@@ -87,7 +90,7 @@ def mode_in_effect(name: str, argv: Sequence[str]) -> str | None:
     return mode
 
 
-def describe(name: str, settings: Any) -> str:
+def describe(name: str, settings: AgentSettings) -> str:
     """The one line a run, `doctor` and `capability audit` print for agent `name`."""
     from looprail.runtime.agents import ADAPTERS
 

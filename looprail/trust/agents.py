@@ -18,10 +18,13 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from looprail.layout import PROJECT_CONFIG_FILE, USER_AGENTS_FILE, looprail_home
 from looprail.runtime.agent_settings import GUARDED, describe, guarded_digest, guarded_of
+
+if TYPE_CHECKING:
+    from looprail.runtime.agents import AgentSettings
 
 
 def user_agents_path(env: Mapping[str, str] | None = None) -> str:
@@ -57,7 +60,7 @@ class EffectiveAgent:
     """The settings a run of agent `name` uses, checked, and where each came from."""
 
     name: str
-    settings: Any  # looprail.runtime.agents.AgentSettings
+    settings: AgentSettings
     section: dict[str, Any]  # the merged raw settings (what the runtime is built from)
     origin: dict[str, str] = field(default_factory=dict)  # key -> where its value came from
     pending: dict[str, Any] = field(default_factory=dict)  # project keys without consent

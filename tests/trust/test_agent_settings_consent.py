@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from looprail.runtime.agent_settings import describe, mode_in_effect
+from looprail.runtime.agents import AgentSettings
 from tests.support.agents import agent_env, calls, looprail
 
 pytestmark = pytest.mark.skipif(
@@ -203,3 +208,41 @@ def test_doctor_never_runs_a_program_found_inside_the_project(tmp_path: Path) ->
     doctor = looprail("doctor", cwd=root, env=env)
     assert not marker.exists(), "doctor ran the project's bin/claude"
     assert f"{root / 'bin' / 'claude'} (from the project folder): not run" in doctor.stdout
+
+
+# ── the one line shows every flag ───────────────────────────────────────────────────────────
+
+_FLAGS = st.sampled_from(
+    [
+        "--permission-mode",
+        "bypassPermissions",
+        "plan",
+        "--dangerously-skip-permissions",
+        "--add-dir",
+        "/",
+        "--model",
+        "x y",
+        "-p",
+        "--permission-mode=default",
+        "'",
+        "$(id)",
+    ]
+)
+
+
+@given(args=st.lists(_FLAGS, max_size=8))
+def test_the_agent_line_shows_every_argument_and_the_last_mode_flag_wins(args: list[str]) -> None:
+    line = describe("claude", AgentSettings.parse("claude", {"args": args}))
+    assert " ".join(shlex.quote(a) for a in args) in line  # every argument, quoted as typed
+    # The mode in effect: what a reader of the argv from the left would end with.
+    mode, i, argv = "acceptEdits", 0, ["--permission-mode", "acceptEdits", *args]
+    while i < len(argv):
+        if argv[i] == "--dangerously-skip-permissions":
+            mode = "bypassPermissions"
+        elif argv[i].startswith("--permission-mode="):
+            mode = argv[i].split("=", 1)[1]
+        elif argv[i] == "--permission-mode" and i + 1 < len(argv):
+            mode, i = argv[i + 1], i + 1
+        i += 1
+    assert mode_in_effect("claude", argv) == mode
+    assert line.endswith(f"(permission mode in effect: {mode})")
