@@ -134,25 +134,28 @@ def local_security() -> Any:
         ) from None
 
 
-def _check_remote_security(spec: str, address: str) -> Any:
-    """The client's security for a scheduler given by address: Dask's own configuration
-    (`distributed.comm.tls.*`, e.g. DASK_DISTRIBUTED__COMM__TLS__CA_FILE). A `tls://`
-    address without a CA and a client certificate configured is refused before connecting."""
+def _check_remote_security(spec: str, address: str) -> None:
+    """A scheduler given by address is reached with Dask's own security settings: its
+    `distributed.client.security-loader`, else `distributed.comm.tls.*` (e.g.
+    DASK_DISTRIBUTED__COMM__TLS__CA_FILE). A `tls://` address with neither a loader nor a CA
+    and a client certificate configured is refused before connecting."""
     import dask
-    from distributed.security import Security
 
-    if address.startswith("tls://"):
-        tls = dask.config.get("distributed.comm.tls", default={}) or {}
-        client = tls.get("client") or {}
-        if not tls.get("ca-file") or not client.get("cert"):
-            raise UsageError(
-                f"--executor {spec}: a tls:// scheduler needs Dask's TLS settings: "
-                "distributed.comm.tls.ca-file and distributed.comm.tls.client.cert (and .key), "
-                "e.g. DASK_DISTRIBUTED__COMM__TLS__CA_FILE=ca.pem "
-                "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT=client.pem "
-                "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY=client-key.pem"
-            )
-    return Security()
+    if not address.startswith("tls://"):
+        return
+    if dask.config.get("distributed.client.security-loader", default=None):
+        return
+    # dask.config.get, not the dict: `ca_file` (from the environment) is also `ca-file`
+    ca = dask.config.get("distributed.comm.tls.ca-file", default=None)
+    cert = dask.config.get("distributed.comm.tls.client.cert", default=None)
+    if not ca or not cert:
+        raise UsageError(
+            f"--executor {spec}: a tls:// scheduler needs Dask's TLS settings: "
+            "distributed.comm.tls.ca-file and distributed.comm.tls.client.cert (and .key), "
+            "e.g. DASK_DISTRIBUTED__COMM__TLS__CA_FILE=ca.pem "
+            "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT=client.pem "
+            "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY=client-key.pem"
+        )
 
 
 def plan_topic(channel: str, plan_id: str) -> str:
@@ -208,9 +211,9 @@ class DaskExecutor:
                 )
             self.client = Client(self._cluster, security=security)
         else:
-            security = _check_remote_security(self.spec, value)
-            try:
-                self.client = Client(value, timeout="10s", security=security)
+            _check_remote_security(self.spec, value)
+            try:  # security=None: Dask's own settings (loader, then distributed.comm.tls.*)
+                self.client = Client(value, timeout="10s")
             except OSError as exc:
                 raise LooprailError(
                     f"--executor {self.spec}: cannot reach the scheduler ({exc})"
