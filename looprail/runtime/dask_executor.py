@@ -121,8 +121,9 @@ class LocalSpec:
 def local_security() -> Any:
     """Per-run credentials for a LocalCluster: a self-signed key and certificate made in
     memory (`Security.temporary()`), mutual TLS required on every connection. They reach
-    the workers through the nanny's pipe, never a file, so nobody else on the machine can
-    connect to the scheduler or a worker, let alone run a function in looprail's process."""
+    the workers through the nanny's pipe (Dask writes them only for the moment it loads them,
+    into a private 0700 temporary folder), so nobody else on the machine can connect to the
+    scheduler or a worker, let alone run a function in looprail's process."""
     from distributed.security import Security
 
     try:
