@@ -19,6 +19,7 @@ LOOPRAIL_DIR = ".looprail"
 CAPABILITIES_DIR = "capabilities"  # overlay capabilities (global or project)
 HOOKS_FILE = "hooks.json"  # native hooks (global or project)
 CONSENT_FILE = "consent.json"  # the consent store (home only)
+USER_AGENTS_FILE = "agents.json"  # the user's own agent settings (home only)
 JOURNAL_KEY_FILE = "journal.key"  # the key that seals journals (home only)
 JOURNAL_FILE = "journal.sqlite"  # the run journal (project only)
 LOCK_FILE = "run.lock"  # one run per project (project only)

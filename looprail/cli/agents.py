@@ -160,13 +160,15 @@ def _add_state_patterns(ignore) -> bool:
 
 
 def doctor(args) -> int:
+    import os
     import shutil
     import subprocess
+    from pathlib import Path
 
     from looprail.cli._common import print_json, project_folder, project_of
     from looprail.config import load_project_config
     from looprail.machine.workspace import is_git_repo
-    from looprail.runtime.registry import agent_name, agent_section, available
+    from looprail.runtime.registry import agent_name, available
 
     project = project_folder(project_of(args))
     config, _ = load_project_config(project)
@@ -185,7 +187,9 @@ def doctor(args) -> int:
         for c in checks:
             print(f"{marks[c['status']]} {c['message']}")
             if "permissions" in c:
-                print(f"  permissions: {c['permissions']}")
+                print(f"  {c['permissions']}")
+            if "settings" in c:
+                print(f"  settings: {c['settings']}")
         if problems:
             from looprail.machine.progress import plural
 
@@ -198,15 +202,34 @@ def doctor(args) -> int:
             f"agent {name!r} is not a runtime here; choose one of: {', '.join(available())}",
         )
         return finish()
-    from looprail.runtime.agents import ADAPTERS, AgentSettings
+    from looprail.runtime.agents import ADAPTERS
 
     if name in ADAPTERS:
+        from looprail.trust.agents import effective_agent
+
         adapter = ADAPTERS[name]()
-        settings = AgentSettings.parse(name, agent_section(config, name))
+        effective = effective_agent(project, config, name)  # what `run` would use
+        settings = effective.settings
+        refusal = effective.refusal()
+        if refusal is not None:
+            say("problem", f"{name}: a run refuses: {refusal}")
         binary = settings.binary or adapter.binary
         found = shutil.which(binary)
+        # Never run what the project supplies: a `binary` from its config (consented or not),
+        # or a program found inside the project folder (e.g. through a relative PATH entry).
+        supplied = PROJECT_CONFIG_FILE in effective.origin.get("binary", "") or (
+            found is not None and Path(found).resolve().is_relative_to(Path(project).resolve())
+        )
         if found is None:
             say("problem", f"{name}: `{binary}` not found on PATH; {adapter.install}")
+        elif supplied:
+            where = effective.origin.get("binary") or "the project folder"
+            say(
+                "warning",
+                f"{name}: {os.path.abspath(found)} (from {where}): not run; doctor never runs "
+                "a program the project supplies",
+            )
+            checks[-1]["permissions"] = effective.line()
         else:
             try:
                 done = subprocess.run(
@@ -217,10 +240,13 @@ def doctor(args) -> int:
                 ok, said = False, str(exc)
             if ok:
                 say("ok", f"{name}: {found} ({said.splitlines()[0] if said else 'runs'})")
-                checks[-1]["permissions"] = adapter.permissions(settings)
+                checks[-1]["permissions"] = effective.line()
             else:
                 last = said.splitlines()[-1] if said else "no output"
                 say("problem", f"{name}: `{found} --version` failed ({last}); {adapter.install}")
+        sources = effective.sources()
+        if sources:
+            checks[-1]["settings"] = sources
     elif name == "local":
         from looprail.runtime.registry import RuntimeSettings, create_runtime
 

@@ -577,7 +577,9 @@ class AgentRuntime(BaseRuntime):
     def begin_run(self, run_id: str | None) -> None:
         self.transcripts.run_id = run_id
         if self.progress is not None:
-            self.progress(f"agent {self.adapter.name}: {self.adapter.permissions(self.settings)}")
+            from looprail.runtime.agent_settings import describe
+
+            self.progress(describe(self.adapter.name, self.settings))
 
     def own(self, ctx: DispatchContext) -> DispatchContext:
         return self.local.own(ctx)
