@@ -67,12 +67,12 @@ def register(sub) -> None:
 
 def init(args) -> int:
     import json
-    import shutil
     from importlib.resources import files
     from pathlib import Path
 
     from looprail.errors import UsageError
-    from looprail.machine.workspace import git, is_git_repo
+    from looprail.runtime.git import git, git_program, is_git_repo
+    from looprail.runtime.process import find_program
     from looprail.runtime.registry import available
 
     if args.agent not in available():
@@ -102,7 +102,7 @@ def init(args) -> int:
             written.append(target)
     if args.agent == "local":  # the local runtime runs executables: start with working ones
         starter = (files("looprail.runtime.roles") / "local_agent.py").read_text()
-        if shutil.which("python3") is None:  # keep the portable #! only where it resolves
+        if find_program("python3") is None:  # keep the portable #! only where it resolves
             starter = starter.replace("#!/usr/bin/env python3", f"#!{sys.executable}", 1)
         for role in ROLES:
             target = root / LOOPRAIL_DIR / AGENTS_DIR / role
@@ -118,9 +118,9 @@ def init(args) -> int:
     if f"{LOOPRAIL_DIR}/{LOGS_DIR}/" not in have:
         ignore.write_text(have + ("\n" if have and not have.endswith("\n") else "") + GITIGNORE)
         written.append(ignore)
-    if shutil.which("git") and not is_git_repo(root):
+    if git_program() and not is_git_repo(root):
         done = git(["init", "-q"], root)
-        if done.returncode == 0:
+        if done.exit_code == 0:
             print(f"initialised a git repository in {root}")
     for path in written:
         print(f"wrote {path}")
@@ -132,12 +132,10 @@ def init(args) -> int:
 
 
 def doctor(args) -> int:
-    import shutil
-    import subprocess
-
     from looprail.cli._common import print_json, project_folder, project_of
     from looprail.config import load_project_config
-    from looprail.machine.workspace import is_git_repo
+    from looprail.runtime.git import git_program, is_git_repo
+    from looprail.runtime.process import find_program, run_bounded
     from looprail.runtime.registry import agent_name, agent_section, available
 
     project = project_folder(project_of(args))
@@ -176,17 +174,14 @@ def doctor(args) -> int:
         adapter = ADAPTERS[name]()
         settings = AgentSettings.parse(name, agent_section(config, name))
         binary = settings.binary or adapter.binary
-        found = shutil.which(binary)
+        found = find_program(binary)
         if found is None:
             say("problem", f"{name}: `{binary}` not found on PATH; {adapter.install}")
         else:
-            try:
-                done = subprocess.run(
-                    [found, *adapter.version_args], capture_output=True, text=True, timeout=30
-                )
-                ok, said = done.returncode == 0, (done.stdout or done.stderr).strip()
-            except (OSError, subprocess.SubprocessError) as exc:
-                ok, said = False, str(exc)
+            done = run_bounded([found, *adapter.version_args], timeout_s=30)
+            ok, said = done.ok, (done.stdout or done.stderr).strip()
+            if done.spawn_error or done.timed_out:
+                said = done.describe_failure()
             if ok:
                 say("ok", f"{name}: {found} ({said.splitlines()[0] if said else 'runs'})")
                 checks[-1]["permissions"] = adapter.permissions(settings)
@@ -207,7 +202,7 @@ def doctor(args) -> int:
             say("ok", f"local: role executables under {LOOPRAIL_DIR}/{AGENTS_DIR}/")
     else:
         say("ok", f"{name}: a registered runtime (nothing to check)")
-    if shutil.which("git") is None:
+    if git_program() is None:
         say(
             "problem", "git not found on PATH: plans of a wave will run one at a time (install git)"
         )

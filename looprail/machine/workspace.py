@@ -16,19 +16,29 @@ one warning line. `NullWorkspace` is the seam's no-op (the local and scripted ru
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
-import subprocess
+import shutil
+import stat
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from looprail.errors import HaltError, MergeConflict
 from looprail.layout import LOOPRAIL_DIR
 from looprail.layout import STATE_PATTERNS as _STATE
 from looprail.layout import WORKTREES_DIR as _WORKTREES
 from looprail.runtime.base import DispatchContext
+from looprail.runtime.git import git as run_git
+from looprail.runtime.git import is_git_repo as runtime_is_git_repo
+from looprail.runtime.process import ProcessResult
+
+_T = TypeVar("_T")
 
 WORKTREES_DIR = Path(LOOPRAIL_DIR) / _WORKTREES
 # looprail's own state never belongs in a commit (written to .git/info/exclude, which needs no
@@ -57,19 +67,34 @@ class NullWorkspace:
     def merge(self, wave: int) -> None:
         return None
 
+    def settle(self, wave: int) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
 
 class GitWorkspace(NullWorkspace):
     def __init__(
-        self, project: Path, run_id: str | None, *, warn: Callable[[str], None] | None = None
+        self,
+        project: Path,
+        run_id: str | None,
+        *,
+        warn: Callable[[str], None] | None = None,
+        say: Callable[[str], None] | None = None,
     ) -> None:
         self.project = Path(project).resolve()
         # An unjournaled run has no id to resume by: its own name, never an older run's.
         self.run = run_id or f"adhoc-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
         self.warn = warn or (lambda _line: None)
+        self.say = say or (lambda _line: None)
         self.git = is_git_repo(self.project)
         self._bound: dict[str, Path] = {}
         self._lock = threading.Lock()
         self._warned = False
+        self._git_dirs: dict[bool, Path] = {}
+        self._cleanup: threading.Thread | None = None
+        self._pending: list[tuple[str, str]] = []  # the merged wave's branches, removed by `settle`
 
     # -- the seam -------------------------------------------------------------------------
 
@@ -85,6 +110,7 @@ class GitWorkspace(NullWorkspace):
         return jobs
 
     def prepare(self, wave: int, plan_ids: Sequence[str], jobs: int) -> None:
+        self.close()  # the wave before's worktrees are gone before this wave makes its own
         with self._lock:
             self._bound = {}
         if not self.git:
@@ -95,12 +121,11 @@ class GitWorkspace(NullWorkspace):
         fresh = jobs > 1 and len(plan_ids) > 1
         if fresh:
             self._exclude_state()
-            self._checkpoint(f"looprail: run {self.run} before wave {wave}")
-        for plan_id in plan_ids:
-            if fresh or plan_id in existing:
-                path = self._worktree(wave, plan_id)
-                with self._lock:
-                    self._bound[plan_id] = path
+            self._checkpoint(wave)
+        wanted = [p for p in plan_ids if fresh or p in existing]
+        paths = self._worktrees(wave, wanted, existing)
+        with self._lock:
+            self._bound = dict(zip(wanted, paths, strict=True))
 
     def bind(self, plan_id: str, ctx: DispatchContext) -> DispatchContext:
         with self._lock:
@@ -108,6 +133,7 @@ class GitWorkspace(NullWorkspace):
         return ctx if path is None else ctx.model_copy(update={"workdir": path})
 
     def merge(self, wave: int) -> None:
+        self.close()
         if not self.git:
             return
         if (self._git_dir() / "MERGE_HEAD").exists():
@@ -116,12 +142,22 @@ class GitWorkspace(NullWorkspace):
                 "`looprail run` again"
             )
         branches = self._branches(wave)
+        # Each plan's changes are committed in its own worktree, all at once (no two touch
+        # the same worktree or branch); the merges that follow are one at a time.
+        folders = [
+            (plan_id, self.project / WORKTREES_DIR / self.run / plan_id) for plan_id, _ in branches
+        ]
+        folders = [(plan_id, path) for plan_id, path in folders if path.is_dir()]
+        _all_at_once(
+            [
+                partial(self._commit_all, path, f"looprail: plan {plan_id} (run {self.run})")
+                for plan_id, path in folders
+            ]
+        )
+        already = self._merged_branches(wave)
         merged: list[str] = []
         for plan_id, branch in branches:
-            path = self.project / WORKTREES_DIR / self.run / plan_id
-            if path.is_dir():
-                self._commit_all(path, f"looprail: plan {plan_id} (run {self.run})")
-            if self._merged(branch):
+            if branch in already:
                 merged.append(plan_id)
                 continue
             done = self._run(
@@ -136,13 +172,13 @@ class GitWorkspace(NullWorkspace):
                 ],
                 check=False,
             )
-            if done.returncode != 0:
+            if done.exit_code != 0:
                 files = self._out(["diff", "--name-only", "--diff-filter=U"]).split()
                 if not files:  # refused before merging (e.g. local changes in the way)
                     self._run(["merge", "--abort"], check=False)
                     raise MergeConflict(
                         f"merging plan {plan_id} (branch {branch}) failed: "
-                        f"{_last(done.stderr or done.stdout)}; worktrees kept under "
+                        f"{_why(done)}; worktrees kept under "
                         f"{WORKTREES_DIR}/{self.run}/"
                     )
                 others = self._touching(merged, wave, files, branch)
@@ -153,32 +189,73 @@ class GitWorkspace(NullWorkspace):
                     f"`looprail run` again (worktrees kept under {WORKTREES_DIR}/{self.run}/)"
                 )
             merged.append(plan_id)
-        for plan_id, branch in branches:
-            path = self.project / WORKTREES_DIR / self.run / plan_id
-            if path.exists():
-                self._run(["worktree", "remove", "--force", str(path)], check=False)
-            self._run(["branch", "-D", branch], check=False)
-        self._run(["worktree", "prune"], check=False)
-        with contextlib.suppress(OSError):
-            (self.project / WORKTREES_DIR / self.run).rmdir()  # only when empty
+        self._pending = branches
+
+    def settle(self, wave: int) -> None:
+        """After the wave is journaled finished: its worktrees and branches are removed in the
+        background (every plan is merged; nothing needs them), while the run goes on. `close`
+        (and the next wave) waits for it."""
+        branches, self._pending = self._pending, []
+        if not self.git or not branches:
+            return
+        cleanup = threading.Thread(
+            target=self._remove, args=(branches,), name="looprail-worktrees", daemon=True
+        )
+        self._cleanup = cleanup
+        cleanup.start()
+
+    def close(self) -> None:
+        """Wait for the background removal of the last wave's worktrees, if one is running."""
+        cleanup, self._cleanup = self._cleanup, None
+        if cleanup is not None:
+            cleanup.join()
 
     # -- git ------------------------------------------------------------------------------
 
     def branch(self, wave: int, plan_id: str) -> str:
         return f"looprail/{_safe(self.run)}/w{wave}-{_safe(plan_id)}"
 
-    def _worktree(self, wave: int, plan_id: str) -> Path:
-        path = self.project / WORKTREES_DIR / self.run / plan_id
-        branch = self.branch(wave, plan_id)
-        if path.is_dir() and (path / ".git").exists():
-            return path  # a resumed run finds its worktree again
+    def _worktrees(self, wave: int, plan_ids: Sequence[str], branches: set[str]) -> list[Path]:
+        """Each plan's worktree: found again (a resumed run), or made, all at once."""
+        paths = [self.project / WORKTREES_DIR / self.run / plan_id for plan_id in plan_ids]
+        todo = [
+            (plan_id, path)
+            for plan_id, path in zip(plan_ids, paths, strict=True)
+            if not (path.is_dir() and (path / ".git").exists())
+        ]
+        if not todo:
+            return paths
+        # Once per wave: forget worktrees whose folders are gone, so their paths can be reused.
         self._run(["worktree", "prune"], check=False)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if self._out(["branch", "--list", branch]).strip():
-            self._run(["worktree", "add", str(path), branch])  # recreated from its branch
-        else:
-            self._run(["worktree", "add", "-b", branch, str(path), "HEAD"])
-        return path
+        (self.project / WORKTREES_DIR / self.run).mkdir(parents=True, exist_ok=True)
+
+        def add(plan_id: str, path: Path, check: bool) -> ProcessResult:
+            branch = self.branch(wave, plan_id)
+            if plan_id in branches:
+                return self._run(["worktree", "add", str(path), branch], check=check)
+            return self._run(["worktree", "add", "-b", branch, str(path), "HEAD"], check=check)
+
+        results = _all_at_once([partial(add, plan_id, path, False) for plan_id, path in todo])
+        for (plan_id, path), done in zip(todo, results, strict=True):
+            if done.exit_code != 0:  # one that lost a race for a lock: again, on its own
+                if path.exists() and not (path / ".git").exists():
+                    shutil.rmtree(path, ignore_errors=True)
+                self._run(["worktree", "prune"], check=False)
+                add(plan_id, path, True)
+        return paths
+
+    def _remove(self, branches: Sequence[tuple[str, str]]) -> None:
+        """Remove the worktrees and branches of `branches` ((plan, branch) pairs): the folders
+        deleted, then one prune and one branch deletion for them all."""
+        base = self.project / WORKTREES_DIR / self.run
+        for plan_id, _ in branches:
+            path = base / plan_id
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+        self._run(["worktree", "prune"], check=False)
+        self._run(["branch", "-D", *(branch for _, branch in branches)], check=False)
+        with contextlib.suppress(OSError):
+            base.rmdir()  # only when empty
 
     def _branches(self, wave: int) -> list[tuple[str, str]]:
         prefix = f"looprail/{_safe(self.run)}/w{wave}-"
@@ -186,9 +263,13 @@ class GitWorkspace(NullWorkspace):
         out = [(n[len(prefix) :], n) for n in names.split() if n.startswith(prefix)]
         return sorted(out)  # plan order
 
-    def _merged(self, branch: str) -> bool:
-        done = self._run(["merge-base", "--is-ancestor", branch, "HEAD"], check=False)
-        return done.returncode == 0
+    def _merged_branches(self, wave: int) -> set[str]:
+        """The branches of this wave already merged into HEAD (by a run before a resume)."""
+        prefix = f"looprail/{_safe(self.run)}/w{wave}-"
+        names = self._out(
+            ["branch", "--list", f"{prefix}*", "--merged", "HEAD", "--format=%(refname:short)"]
+        )
+        return set(names.split())
 
     def _touching(
         self, plan_ids: Sequence[str], wave: int, files: Sequence[str], against: str
@@ -206,39 +287,101 @@ class GitWorkspace(NullWorkspace):
                 out.append(plan_id)
         return out
 
-    def _checkpoint(self, message: str) -> None:
-        if not self._out(["rev-parse", "--verify", "-q", "HEAD"]).strip():
+    def _checkpoint(self, wave: int) -> None:
+        """Commit what the loop has so far in the main tree, so every worktree starts from it,
+        and say what went in (and what was left out as a likely secret)."""
+        message = f"looprail: run {self.run} before wave {wave}"
+        committed, secrets, head = self._commit_all(self.project, message)
+        if not head:  # no commit yet (and nothing to commit): worktrees need one to start from
             self._run(["commit", "--allow-empty", "-q", "-m", "looprail: initial commit"])
-        self._commit_all(self.project, message)
+        if committed:
+            shown = ", ".join(committed[:5]) + (
+                f", … ({len(committed)} files)" if len(committed) > 5 else ""
+            )
+            self.say(f"  wave {wave}: committed the main tree's changes first: {shown}")
+        if secrets:
+            self.warn(
+                f"not committed before wave {wave} (they look like secrets; the plans' "
+                f"worktrees will not have them): {', '.join(secrets)}; add them to .gitignore, "
+                "or commit them yourself"
+            )
 
-    def _commit_all(self, where: Path, message: str) -> None:
-        self._run(["add", "-A"], cwd=where)
-        if self._run(["diff", "--cached", "--quiet"], cwd=where, check=False).returncode:
-            self._run(["commit", "-q", "--no-verify", "-m", message], cwd=where)
+    def _commit_all(self, where: Path, message: str) -> tuple[list[str], list[str], bool]:
+        """Commit every change in `where` but what git ignores (`.gitignore`, the exclude file)
+        and untracked files that look like secrets (`.env`, keys). Returns (the files
+        committed, the secrets left out, whether there is a commit at all)."""
+        status = self._out(
+            [
+                "status",
+                "--porcelain=v2",
+                "-z",
+                "--branch",
+                "--untracked-files=all",
+                "--no-renames",
+            ],
+            cwd=where,
+        )
+        changed, untracked, head = _parse_status(status)
+        secrets = sorted(p for p in untracked if is_secret(p))
+        keep = sorted({*changed, *untracked} - set(secrets))
+        if not keep:
+            return [], secrets, head
+        self._run(
+            ["add", "-A", "--", ".", *(f":(top,exclude,literal){p}" for p in secrets)], cwd=where
+        )
+        self._run(["commit", "-q", "--no-verify", "-m", message], cwd=where)
+        return keep, secrets, True
 
     def _exclude_state(self) -> None:
-        exclude = self._git_dir(common=True) / "info" / "exclude"
-        exclude.parent.mkdir(parents=True, exist_ok=True)
-        have = exclude.read_text().splitlines() if exclude.exists() else []
-        missing = [p for p in STATE_PATTERNS if p not in have]
-        if missing:
-            with open(exclude, "a", encoding="utf-8") as fh:
-                fh.write("".join(f"{p}\n" for p in ["# looprail state", *missing]))
+        """looprail's state patterns in the repository's `info/exclude`, written only to the
+        real file: a symlinked `info` folder or `exclude` file (which could point anywhere)
+        halts the run instead."""
+        info = self._git_dir(common=True) / "info"
+        with contextlib.suppress(FileExistsError):
+            info.mkdir(parents=True)
+        flags = os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            folder = os.open(info, os.O_RDONLY | os.O_DIRECTORY | flags)
+            try:
+                fd = os.open(
+                    "exclude", os.O_RDWR | os.O_CREAT | os.O_APPEND | flags, 0o644, dir_fd=folder
+                )
+            finally:
+                os.close(folder)
+        except OSError as exc:
+            why = "a symlink: looprail writes only the real file"
+            if exc.errno != errno.ELOOP:
+                why = exc.strerror or str(exc)
+            raise HaltError(
+                f"{info / 'exclude'}: cannot add looprail's state to it ({why})"
+            ) from None
+        with os.fdopen(fd, "r+b") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise HaltError(f"{info / 'exclude'}: not a regular file")
+            text = fh.read().decode("utf-8", errors="replace")
+            missing = [p for p in STATE_PATTERNS if p not in text.splitlines()]
+            if missing:
+                lead = "\n" if text and not text.endswith("\n") else ""
+                block = "".join(f"{p}\n" for p in ["# looprail state", *missing])
+                fh.write((lead + block).encode())
 
     def _git_dir(self, *, common: bool = False) -> Path:
-        arg = "--git-common-dir" if common else "--git-dir"
-        path = Path(self._out(["rev-parse", arg]).strip())
-        return path if path.is_absolute() else self.project / path
+        found = self._git_dirs.get(common)
+        if found is None:
+            arg = "--git-common-dir" if common else "--git-dir"
+            path = Path(self._out(["rev-parse", arg]).strip())
+            found = self._git_dirs[common] = path if path.is_absolute() else self.project / path
+        return found
 
     def _out(self, args: Sequence[str], cwd: Path | None = None) -> str:
         return self._run(args, cwd=cwd, check=False).stdout
 
     def _run(
         self, args: Sequence[str], *, cwd: Path | None = None, check: bool = True
-    ) -> subprocess.CompletedProcess[str]:
+    ) -> ProcessResult:
         done = git(args, cwd or self.project)
-        if check and done.returncode != 0:
-            raise HaltError(f"git {' '.join(args[:2])} failed: {_last(done.stderr or done.stdout)}")
+        if check and done.exit_code != 0:
+            raise HaltError(f"git {' '.join(args[:2])} failed: {_why(done)}")
         return done
 
 
@@ -246,40 +389,80 @@ _identity_lock = threading.Lock()
 _has_identity: dict[str, bool] = {}
 
 
-def git(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
+def git(args: Sequence[str], cwd: Path) -> ProcessResult:
+    """`runtime.git.git`, with looprail's identity for a commit or merge where the user has
+    none configured."""
+    env = None
     if args and args[0] in ("commit", "merge") and not _identity(cwd):
-        env.update(_IDENTITY)  # only where the user has no identity configured
-    try:
-        return subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=120
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        return subprocess.CompletedProcess(["git", *args], 127, "", str(exc))
+        env = {**os.environ, **_IDENTITY}  # only where the user has no identity configured
+    return run_git(args, cwd, env=env)
 
 
 def _identity(cwd: Path) -> bool:
     key = str(cwd)
     with _identity_lock:
         if key not in _has_identity:
-            try:
-                done = subprocess.run(
-                    ["git", "config", "user.email"], cwd=cwd, capture_output=True, text=True
-                )
-                have = done.returncode == 0 and bool(done.stdout.strip())
-            except OSError:
-                have = False
+            done = run_git(["config", "user.email"], cwd, timeout_s=30)
+            have = done.exit_code == 0 and bool(done.stdout.strip())
             _has_identity[key] = have or bool(os.environ.get("GIT_AUTHOR_EMAIL"))
         return _has_identity[key]
 
 
+# Untracked files with these names (or endings) are never committed by looprail on its own:
+# they are where credentials usually live, and a commit would copy them into every worktree
+# and into history. Matched on the file's name, in any folder.
+SECRET_NAMES = (".env", ".envrc", ".netrc", ".npmrc", ".pypirc", ".pgpass", "credentials")
+SECRET_PREFIXES = (".env.", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")
+SECRET_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".keystore", ".jks")
+
+
+def is_secret(path: str) -> bool:
+    """Whether an untracked file looks like a secret by its name (see SECRET_NAMES)."""
+    name = path.rsplit("/", 1)[-1].lower()
+    return (
+        name in SECRET_NAMES or name.startswith(SECRET_PREFIXES) or name.endswith(SECRET_SUFFIXES)
+    )
+
+
+def _parse_status(text: str) -> tuple[list[str], list[str], bool]:
+    """`git status --porcelain=v2 -z --branch --no-renames`: (changed paths, untracked paths,
+    whether HEAD names a commit)."""
+    changed: list[str] = []
+    untracked: list[str] = []
+    head = True
+    for entry in text.split("\0"):
+        if entry.startswith("# branch.oid "):
+            head = entry != "# branch.oid (initial)"
+        elif entry.startswith("1 "):
+            changed.append(entry.split(" ", 8)[-1])
+        elif entry.startswith("u "):
+            changed.append(entry.split(" ", 10)[-1])
+        elif entry.startswith("? "):
+            untracked.append(entry[2:])
+    return changed, untracked, head
+
+
+def _all_at_once(calls: Sequence[Callable[[], _T]]) -> list[_T]:
+    """Run `calls` each on its own thread; their results in order (the first error raised)."""
+    if len(calls) <= 1:
+        return [call() for call in calls]
+    with ThreadPoolExecutor(len(calls), thread_name_prefix="looprail-git") as pool:
+        futures = [pool.submit(call) for call in calls]
+        return [f.result() for f in futures]
+
+
 def is_git_repo(path: Path) -> bool:
-    done = git(["rev-parse", "--is-inside-work-tree"], path)
-    return done.returncode == 0 and done.stdout.strip() == "true"
+    return runtime_is_git_repo(path)
 
 
 def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "x"
+
+
+def _why(done: ProcessResult) -> str:
+    if done.spawn_error or done.timed_out:
+        return done.describe_failure()
+    return _last(done.stderr or done.stdout)
 
 
 def _last(text: str) -> str:
