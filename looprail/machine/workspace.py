@@ -88,11 +88,20 @@ class GitWorkspace(NullWorkspace):
         self.run = run_id or f"adhoc-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
         self.warn = warn or (lambda _line: None)
         self.say = say or (lambda _line: None)
-        self.git = is_git_repo(self.project)
         self._bound: dict[str, Path] = {}
         self._lock = threading.Lock()
         self._warned = False
+        # Whether this is a work tree, and its git folders, in one call.
         self._git_dirs: dict[bool, Path] = {}
+        done = git(
+            ["rev-parse", "--is-inside-work-tree", "--git-dir", "--git-common-dir"], self.project
+        )
+        lines = done.stdout.splitlines() if done.exit_code == 0 else []
+        self.git = len(lines) == 3 and lines[0] == "true"
+        if self.git:
+            for common, line in ((False, lines[1]), (True, lines[2])):
+                path = Path(line)
+                self._git_dirs[common] = path if path.is_absolute() else self.project / path
         self._cleanup: threading.Thread | None = None
         self._pending: list[tuple[str, str]] = []  # the merged wave's branches, removed by `settle`
 
@@ -154,17 +163,16 @@ class GitWorkspace(NullWorkspace):
                 for plan_id, path in folders
             ]
         )
-        already = self._merged_branches(wave)
         merged: list[str] = []
         for plan_id, branch in branches:
-            if branch in already:
-                merged.append(plan_id)
-                continue
+            # A branch merged before (by the run before a resume) merges as a no-op.
             done = self._run(
                 [
                     "merge",
                     "--no-ff",
                     "--no-edit",
+                    "--no-stat",
+                    "-q",
                     "--no-verify",
                     "-m",
                     f"looprail: merge plan {plan_id} (run {self.run}, wave {wave})",
@@ -225,24 +233,38 @@ class GitWorkspace(NullWorkspace):
         ]
         if not todo:
             return paths
-        # Once per wave: forget worktrees whose folders are gone, so their paths can be reused.
-        self._run(["worktree", "prune"], check=False)
+        if self._stale_worktrees():  # forget those whose folders are gone: paths reused
+            self._run(["worktree", "prune"], check=False)
         (self.project / WORKTREES_DIR / self.run).mkdir(parents=True, exist_ok=True)
-
-        def add(plan_id: str, path: Path, check: bool) -> ProcessResult:
-            branch = self.branch(wave, plan_id)
-            if plan_id in branches:
-                return self._run(["worktree", "add", str(path), branch], check=check)
-            return self._run(["worktree", "add", "-b", branch, str(path), "HEAD"], check=check)
-
-        results = _all_at_once([partial(add, plan_id, path, False) for plan_id, path in todo])
-        for (plan_id, path), done in zip(todo, results, strict=True):
-            if done.exit_code != 0:  # one that lost a race for a lock: again, on its own
-                if path.exists() and not (path / ".git").exists():
-                    shutil.rmtree(path, ignore_errors=True)
-                self._run(["worktree", "prune"], check=False)
-                add(plan_id, path, True)
+        # The new branches in one call, from HEAD; each worktree registered (no checkout: that
+        # is quick), one at a time (a `worktree add` reads every other worktree's files and
+        # fails on one that another add is half-way through writing); then every checkout
+        # at once.
+        new = [self.branch(wave, plan_id) for plan_id, _ in todo if plan_id not in branches]
+        if new:
+            refs = "".join(f"create refs/heads/{name} HEAD\n" for name in new)
+            self._run(["update-ref", "--stdin"], stdin=refs)
+        for plan_id, path in todo:
+            self._run(["worktree", "add", "--no-checkout", str(path), self.branch(wave, plan_id)])
+        _all_at_once([partial(self._run, ["reset", "-q", "--hard"], cwd=path) for _, path in todo])
         return paths
+
+    def _stale_worktrees(self) -> bool:
+        """Whether git still lists a worktree whose folder is gone (`git worktree prune` would
+        drop it): each `worktrees/*/gitdir` names the `.git` file in its worktree's folder."""
+        admin = self._git_dir(common=True) / "worktrees"
+        try:
+            entries = list(admin.iterdir())
+        except OSError:
+            return False
+        for entry in entries:
+            try:
+                target = (entry / "gitdir").read_text(encoding="utf-8", errors="replace").strip()
+            except OSError:
+                return True  # half-made or broken: prune decides
+            if not target or not os.path.exists(target):
+                return True
+        return False
 
     def _remove(self, branches: Sequence[tuple[str, str]]) -> None:
         """Remove the worktrees and branches of `branches` ((plan, branch) pairs): the folders
@@ -262,14 +284,6 @@ class GitWorkspace(NullWorkspace):
         names = self._out(["branch", "--list", f"{prefix}*", "--format=%(refname:short)"])
         out = [(n[len(prefix) :], n) for n in names.split() if n.startswith(prefix)]
         return sorted(out)  # plan order
-
-    def _merged_branches(self, wave: int) -> set[str]:
-        """The branches of this wave already merged into HEAD (by a run before a resume)."""
-        prefix = f"looprail/{_safe(self.run)}/w{wave}-"
-        names = self._out(
-            ["branch", "--list", f"{prefix}*", "--merged", "HEAD", "--format=%(refname:short)"]
-        )
-        return set(names.split())
 
     def _touching(
         self, plan_ids: Sequence[str], wave: int, files: Sequence[str], against: str
@@ -295,9 +309,9 @@ class GitWorkspace(NullWorkspace):
         if not head:  # no commit yet (and nothing to commit): worktrees need one to start from
             self._run(["commit", "--allow-empty", "-q", "-m", "looprail: initial commit"])
         if committed:
-            shown = ", ".join(committed[:5]) + (
-                f", … ({len(committed)} files)" if len(committed) > 5 else ""
-            )
+            shown = ", ".join(committed[:_SHOWN])
+            if len(committed) > _SHOWN:
+                shown += f" and {len(committed) - _SHOWN} more"
             self.say(f"  wave {wave}: committed the main tree's changes first: {shown}")
         if secrets:
             self.warn(
@@ -349,9 +363,11 @@ class GitWorkspace(NullWorkspace):
             finally:
                 os.close(folder)
         except OSError as exc:
-            why = "a symlink: looprail writes only the real file"
-            if exc.errno != errno.ELOOP:
-                why = exc.strerror or str(exc)
+            why = exc.strerror or str(exc)
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR) and (
+                info.is_symlink() or (info / "exclude").is_symlink()
+            ):
+                why = "a symlink: looprail writes only the real file"
             raise HaltError(
                 f"{info / 'exclude'}: cannot add looprail's state to it ({why})"
             ) from None
@@ -377,9 +393,14 @@ class GitWorkspace(NullWorkspace):
         return self._run(args, cwd=cwd, check=False).stdout
 
     def _run(
-        self, args: Sequence[str], *, cwd: Path | None = None, check: bool = True
+        self,
+        args: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        check: bool = True,
+        stdin: str | None = None,
     ) -> ProcessResult:
-        done = git(args, cwd or self.project)
+        done = git(args, cwd or self.project, stdin=stdin)
         if check and done.exit_code != 0:
             raise HaltError(f"git {' '.join(args[:2])} failed: {_why(done)}")
         return done
@@ -389,13 +410,13 @@ _identity_lock = threading.Lock()
 _has_identity: dict[str, bool] = {}
 
 
-def git(args: Sequence[str], cwd: Path) -> ProcessResult:
+def git(args: Sequence[str], cwd: Path, *, stdin: str | None = None) -> ProcessResult:
     """`runtime.git.git`, with looprail's identity for a commit or merge where the user has
     none configured."""
     env = None
     if args and args[0] in ("commit", "merge") and not _identity(cwd):
         env = {**os.environ, **_IDENTITY}  # only where the user has no identity configured
-    return run_git(args, cwd, env=env)
+    return run_git(args, cwd, env=env, stdin=stdin)
 
 
 def _identity(cwd: Path) -> bool:
@@ -408,17 +429,23 @@ def _identity(cwd: Path) -> bool:
         return _has_identity[key]
 
 
+_SHOWN = 8  # files named in the checkpoint's line
+
+
 # Untracked files with these names (or endings) are never committed by looprail on its own:
 # they are where credentials usually live, and a commit would copy them into every worktree
 # and into history. Matched on the file's name, in any folder.
 SECRET_NAMES = (".env", ".envrc", ".netrc", ".npmrc", ".pypirc", ".pgpass", "credentials")
 SECRET_PREFIXES = (".env.", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")
+SAMPLE_SUFFIXES = (".example", ".sample", ".template", ".dist")
 SECRET_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".keystore", ".jks")
 
 
 def is_secret(path: str) -> bool:
     """Whether an untracked file looks like a secret by its name (see SECRET_NAMES)."""
     name = path.rsplit("/", 1)[-1].lower()
+    if name.endswith(SAMPLE_SUFFIXES):  # `.env.example`: a template, meant to be committed
+        return False
     return (
         name in SECRET_NAMES or name.startswith(SECRET_PREFIXES) or name.endswith(SECRET_SUFFIXES)
     )

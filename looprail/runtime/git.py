@@ -14,7 +14,16 @@ from looprail.runtime.process import ProcessResult, find_program, run_bounded
 
 # Before the subcommand: they override whatever the repository's config says. `/dev/null` is
 # no folder, so no hook is found in it.
-SAFE_CONFIG = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
+SAFE_CONFIG = (
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "maintenance.auto=false",
+    "-c",
+    "gc.auto=0",
+)
 DEFAULT_TIMEOUT_S = 120.0
 
 
@@ -29,14 +38,21 @@ def git(
     *,
     env: Mapping[str, str] | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    stdin: str | None = None,
 ) -> ProcessResult:
-    """Run `git ARGS` in `cwd`. A git that is not found is a spawn error (`exit_code` None)."""
+    """Run `git ARGS` in `cwd` (`stdin` its input; none: closed). A git that is not found
+    is a spawn error (`exit_code` None)."""
     shown = ("git", *args)
     program = git_program(env)
     if program is None:
         return ProcessResult(shown, None, "", "", 0.0, spawn_error="git not found on PATH")
     done = run_bounded(
-        [program, *SAFE_CONFIG, *args], timeout_s=timeout_s, cwd=cwd, env=env, guard=False
+        [program, *SAFE_CONFIG, *args],
+        timeout_s=timeout_s,
+        cwd=cwd,
+        env=env,
+        stdin=stdin,
+        guard=False,
     )
     return replace(done, argv=shown)  # errors name git, not its path and options
 
