@@ -35,7 +35,7 @@ from looprail.layout import STATE_PATTERNS as _STATE
 from looprail.layout import WORKTREES_DIR as _WORKTREES
 from looprail.runtime.base import DispatchContext
 from looprail.runtime.git import git as run_git
-from looprail.runtime.git import is_git_repo as runtime_is_git_repo
+from looprail.runtime.git import is_git_repo  # noqa: F401 (re-exported: its old home)
 from looprail.runtime.process import ProcessResult
 
 _T = TypeVar("_T")
@@ -126,7 +126,13 @@ class GitWorkspace(NullWorkspace):
             return
         # A resumed wave finds the worktrees it made before (even for a lone unfinished plan);
         # new ones are made only when plans really run in parallel.
-        existing = {plan_id for plan_id, _ in self._branches(wave)}
+        every = self._run_branches()
+        existing = {plan_id for plan_id, _ in every.get(wave, [])}
+        # Branches of waves before this one are all merged: left only by a run killed between
+        # a wave's end and their removal (`settle`).
+        stale = [pair for w, pairs in every.items() if w < wave for pair in pairs]
+        if stale:
+            self._remove(stale)
         fresh = jobs > 1 and len(plan_ids) > 1
         if fresh:
             self._exclude_state()
@@ -150,19 +156,21 @@ class GitWorkspace(NullWorkspace):
                 "a merge is in progress in the main tree; resolve the conflicts, commit, and run "
                 "`looprail run` again"
             )
-        branches = self._branches(wave)
+        branches = self._run_branches().get(wave, [])
         # Each plan's changes are committed in its own worktree, all at once (no two touch
         # the same worktree or branch); the merges that follow are one at a time.
         folders = [
             (plan_id, self.project / WORKTREES_DIR / self.run / plan_id) for plan_id, _ in branches
         ]
         folders = [(plan_id, path) for plan_id, path in folders if path.is_dir()]
-        _all_at_once(
+        results = _all_at_once(
             [
                 partial(self._commit_all, path, f"looprail: plan {plan_id} (run {self.run})")
                 for plan_id, path in folders
             ]
         )
+        pairs = zip(folders, results, strict=True)
+        secrets = {plan_id: left for (plan_id, _), (_, left, _) in pairs if left}
         merged: list[str] = []
         for plan_id, branch in branches:
             # A branch merged before (by the run before a resume) merges as a no-op.
@@ -197,7 +205,35 @@ class GitWorkspace(NullWorkspace):
                     f"`looprail run` again (worktrees kept under {WORKTREES_DIR}/{self.run}/)"
                 )
             merged.append(plan_id)
+        for plan_id, left in secrets.items():
+            self._hand_over(plan_id, left)
         self._pending = branches
+
+    def _hand_over(self, plan_id: str, files: Sequence[str]) -> None:
+        """Files a plan wrote that look like secrets were not committed: they go into the main
+        tree as they are (untracked, as a plan working there would have left them), never over
+        a file that is there already, and never through a symlink out of the project."""
+        source = self.project / WORKTREES_DIR / self.run / plan_id
+        copied, kept = [], []
+        for rel in files:
+            src, dst = source / rel, self.project / rel
+            inside = dst.parent.resolve().is_relative_to(self.project)
+            if src.is_symlink() or not src.is_file() or os.path.lexists(dst) or not inside:
+                kept.append(rel)
+                continue
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+            copied.append(rel)
+        lines = []
+        if copied:
+            lines.append(f"copied into the main tree, untracked: {', '.join(copied)}")
+        if kept:
+            lines.append(
+                f"not copied (a file is there already, or not a plain file): {', '.join(kept)}"
+            )
+        self.warn(
+            f"plan {plan_id} wrote files that look like secrets; not committed, " + "; ".join(lines)
+        )
 
     def settle(self, wave: int) -> None:
         """After the wave is journaled finished: its worktrees and branches are removed in the
@@ -279,11 +315,16 @@ class GitWorkspace(NullWorkspace):
         with contextlib.suppress(OSError):
             base.rmdir()  # only when empty
 
-    def _branches(self, wave: int) -> list[tuple[str, str]]:
-        prefix = f"looprail/{_safe(self.run)}/w{wave}-"
+    def _run_branches(self) -> dict[int, list[tuple[str, str]]]:
+        """This run's branches by wave: (plan, branch) pairs in plan order."""
+        prefix = f"looprail/{_safe(self.run)}/w"
         names = self._out(["branch", "--list", f"{prefix}*", "--format=%(refname:short)"])
-        out = [(n[len(prefix) :], n) for n in names.split() if n.startswith(prefix)]
-        return sorted(out)  # plan order
+        out: dict[int, list[tuple[str, str]]] = {}
+        for name in names.split():
+            wave, sep, plan_id = name[len(prefix) :].partition("-")
+            if name.startswith(prefix) and sep and wave.isdigit():
+                out.setdefault(int(wave), []).append((plan_id, name))
+        return {w: sorted(pairs) for w, pairs in out.items()}
 
     def _touching(
         self, plan_ids: Sequence[str], wave: int, files: Sequence[str], against: str
@@ -476,10 +517,6 @@ def _all_at_once(calls: Sequence[Callable[[], _T]]) -> list[_T]:
     with ThreadPoolExecutor(len(calls), thread_name_prefix="looprail-git") as pool:
         futures = [pool.submit(call) for call in calls]
         return [f.result() for f in futures]
-
-
-def is_git_repo(path: Path) -> bool:
-    return runtime_is_git_repo(path)
 
 
 def _safe(text: str) -> str:

@@ -213,3 +213,19 @@ def test_report_json_says_each_finished_wave_is_done(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     data = json.loads(looprail("report", "--json", cwd=project, env=env).stdout)
     assert [w["outcome"] for w in data["waves"]] == ["done", "done"]
+
+
+def test_secrets_a_plan_writes_in_its_worktree_reach_the_main_tree_uncommitted(
+    tmp_path: Path,
+) -> None:
+    env = agent_env(tmp_path, FAKE_AGENT_ALSO="deploy.pem")
+    project = demo(tmp_path, env)
+    done = looprail("run", "--phase", "1", "--jobs", "2", cwd=project, env=env)
+    assert done.returncode == 0, done.stderr
+    written = sorted(p.name for p in project.glob("*-deploy.pem"))
+    assert written == ["01-01-T1-deploy.pem", "01-02-T1-deploy.pem", "01-03-T1-deploy.pem"]
+    assert not [name for name in git(project, "ls-files").split() if name.endswith(".pem")]
+    warned = [line for line in done.stderr.splitlines() if "wrote files that look like" in line]
+    assert len(warned) == 2, done.stderr
+    assert "plan 01-01 " in warned[0] and "copied into the main tree, untracked" in warned[0]
+    assert (project / "01-02-T1-deploy.pem").read_text() == "written by 01-02/T1\n"
