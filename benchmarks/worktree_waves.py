@@ -12,9 +12,11 @@ main tree. Both measured in the same run, alternately:
               worktrees' set-up, every agent call, the merge back, whatever is left to do
               before the next step)
 
-Also printed: the worktree work itself (set-up = execute entered -> `wave_started`; merge =
-the last `task_finished` -> `wave_finished`), the whole `looprail run` wall time, and the floor:
-4 stand-ins started at once by hand (what 4 CLIs sharing the CPUs cost without looprail).
+Also printed: the CPU time of each whole run (looprail and every process it started: the
+steadier figure on a shared machine), the worktree work itself (set-up = execute entered ->
+`wave_started`; merge = the last `task_finished` -> `wave_finished`), the whole `looprail run`
+wall time, and the floor: 4 stand-ins started at once by hand against one alone (what 4 CLIs
+sharing the CPUs cost without looprail: the ratio cannot be below it).
 
     python benchmarks/worktree_waves.py [--plans 4] [--agent-s 1.5] [--repeat 3]
 """
@@ -107,6 +109,7 @@ def run_once(plans: int, agent_s: float) -> dict[str, float]:
             "PATH": f"{fake_claude(root)}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
             "FAKE_AGENT_SLEEP": str(agent_s),
         }
+        cpu0 = _children_cpu()
         start = time.perf_counter()
         done = subprocess.run(
             [
@@ -127,11 +130,18 @@ def run_once(plans: int, agent_s: float) -> dict[str, float]:
             timeout=300,
         )
         whole = time.perf_counter() - start
+        cpu = _children_cpu() - cpu0
         if done.returncode != 0:
             raise SystemExit(f"looprail run failed ({done.returncode}): {done.stderr[-2000:]}")
         for i in range(plans):  # every plan's file is in the main tree (merged back)
             assert (folder / "src" / f"{i + 1:03d}" / "1.py").is_file(), f"plan {i + 1} lost"
-        return {**marks(folder), "whole": whole}
+        return {**marks(folder), "whole": whole, "cpu": cpu}
+
+
+def _children_cpu() -> float:
+    """CPU seconds of the reaped children (looprail, and what it started and reaped)."""
+    t = os.times()
+    return t.children_user + t.children_system
 
 
 def floor(plans: int, agent_s: float) -> float:
@@ -160,7 +170,7 @@ def main() -> None:
     for _ in range(args.repeat):  # alternately: a machine that gets busier hits both alike
         ones.append(run_once(1, args.agent_s))
         many.append(run_once(args.plans, args.agent_s))
-        floors.append(floor(args.plans, args.agent_s))
+        floors.append(floor(args.plans, args.agent_s) / floor(1, args.agent_s))
 
     def med(runs: list[dict[str, float]], key: str) -> float:
         return statistics.median(r[key] for r in runs)
@@ -173,12 +183,13 @@ def main() -> None:
         print(
             f"  {label:>8}: execute {med(runs, 'execute'):.3f} s (set-up "
             f"{med(runs, 'setup') * 1000:.0f} ms, last task → wave_finished "
-            f"{med(runs, 'merge') * 1000:.0f} ms); whole run {med(runs, 'whole'):.3f} s"
+            f"{med(runs, 'merge') * 1000:.0f} ms); whole run {med(runs, 'whole'):.3f} s, "
+            f"CPU {med(runs, 'cpu'):.3f} s"
         )
     one = med(ones, "execute")
     print(
-        f"  floor: {args.plans} stand-ins at once {statistics.median(floors):.3f} s "
-        f"({statistics.median(floors) / args.agent_s:.3f}x one call's sleep)"
+        f"  floor: {args.plans} stand-ins started at once by hand take "
+        f"{statistics.median(floors):.3f}x one alone (the CPUs they share)"
     )
     print(
         f"ratio {med(many, 'execute') / one:.3f} (execute of {args.plans} plans / execute of 1 "

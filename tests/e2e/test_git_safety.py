@@ -229,3 +229,39 @@ def test_secrets_a_plan_writes_in_its_worktree_reach_the_main_tree_uncommitted(
     assert len(warned) == 2, done.stderr
     assert "plan 01-01 " in warned[0] and "copied into the main tree, untracked" in warned[0]
     assert (project / "01-02-T1-deploy.pem").read_text() == "written by 01-02/T1\n"
+
+
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    names=st.sets(
+        st.text(
+            st.characters(blacklist_categories=("Cs",), blacklist_characters="/\0"),
+            min_size=1,
+            max_size=12,
+        ).filter(lambda n: n not in (".", "..", ".git") and n.strip() == n),
+        min_size=1,
+        max_size=6,
+    ),
+    secret=st.sampled_from([".env", "id_rsa", "prod.pem", ".env.local"]),
+)
+def test_a_commit_takes_every_file_whatever_its_name_but_the_secrets(
+    tmp_path_factory: pytest.TempPathFactory, names: set[str], secret: str
+) -> None:
+    from looprail.machine.workspace import GitWorkspace, is_secret
+
+    repo = tmp_path_factory.mktemp("repo")
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    for name in names:
+        (repo / name).write_text("x")
+    (repo / "sub").mkdir()
+    (repo / "sub" / secret).write_text("KEY=1\n")
+    committed, secrets, head = GitWorkspace(repo, "prop")._commit_all(repo, "all of it")
+    expected = {n for n in names if not is_secret(n)}
+    assert head and set(committed) == expected
+    assert set(secrets) == {n for n in names if is_secret(n)} | {f"sub/{secret}"}
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=repo, capture_output=True, check=True
+    ).stdout.decode()
+    assert set(filter(None, listed.split("\0"))) == expected
