@@ -18,7 +18,7 @@ steadier figure on a shared machine), the worktree work itself (set-up = execute
 wall time, and the floor: 4 stand-ins started at once by hand against one alone (what 4 CLIs
 sharing the CPUs cost without looprail: the ratio cannot be below it).
 
-    python benchmarks/worktree_waves.py [--plans 4] [--agent-s 1.5] [--repeat 3]
+    python benchmarks/worktree_waves.py [--plans 4] [--agent-s 1.5] [--repeat 3] [--against TREE]
 """
 
 from __future__ import annotations
@@ -99,7 +99,8 @@ def marks(folder: Path) -> dict[str, float]:
     }
 
 
-def run_once(plans: int, agent_s: float) -> dict[str, float]:
+def run_once(plans: int, agent_s: float, tree: Path = ROOT) -> dict[str, float]:
+    """One `looprail run` of `plans` plans, with the looprail of `tree` (a source tree)."""
     with tempfile.TemporaryDirectory(prefix="looprail-worktree-waves-") as tmp:
         root = Path(tmp)
         folder = project(root, plans)
@@ -108,6 +109,7 @@ def run_once(plans: int, agent_s: float) -> dict[str, float]:
             **GIT_ENV,
             "PATH": f"{fake_claude(root)}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
             "FAKE_AGENT_SLEEP": str(agent_s),
+            "PYTHONPATH": str(tree),
         }
         cpu0 = _children_cpu()
         start = time.perf_counter()
@@ -165,19 +167,41 @@ def main() -> None:
     ap.add_argument("--plans", type=int, default=4)
     ap.add_argument("--agent-s", type=float, default=1.5)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--against",
+        type=Path,
+        metavar="TREE",
+        help="also measure the looprail of this source tree (e.g. `git archive` of an older "
+        "commit), alternately with this one",
+    )
     args = ap.parse_args()
-    ones, many, floors = [], [], []
-    for _ in range(args.repeat):  # alternately: a machine that gets busier hits both alike
-        ones.append(run_once(1, args.agent_s))
-        many.append(run_once(args.plans, args.agent_s))
+    trees = [ROOT, *([args.against.resolve()] if args.against else [])]
+    ones: dict[Path, list[dict[str, float]]] = {t: [] for t in trees}
+    many: dict[Path, list[dict[str, float]]] = {t: [] for t in trees}
+    floors = []
+    for _ in range(args.repeat):  # alternately: a machine that gets busier hits all alike
+        for tree in trees:
+            ones[tree].append(run_once(1, args.agent_s, tree))
+            many[tree].append(run_once(args.plans, args.agent_s, tree))
         floors.append(floor(args.plans, args.agent_s) / floor(1, args.agent_s))
+    for tree in trees:
+        report(args, tree, ones[tree], many[tree], floors)
+
+
+def report(
+    args: argparse.Namespace,
+    tree: Path,
+    ones: list[dict[str, float]],
+    many: list[dict[str, float]],
+    floors: list[float],
+) -> None:
 
     def med(runs: list[dict[str, float]], key: str) -> float:
         return statistics.median(r[key] for r in runs)
 
     print(
         f"{args.plans} one-task plans in one wave at --jobs {args.plans} vs 1 plan; agent calls "
-        f"{args.agent_s:g} s (fake claude); median of {args.repeat}"
+        f"{args.agent_s:g} s (fake claude); median of {args.repeat}; looprail of {tree}"
     )
     for label, runs in (("1 plan", ones), (f"{args.plans} plans", many)):
         print(

@@ -103,6 +103,7 @@ class GitWorkspace(NullWorkspace):
                 path = Path(line)
                 self._git_dirs[common] = path if path.is_absolute() else self.project / path
         self._cleanup: threading.Thread | None = None
+        self._wave_branches: dict[int, list[tuple[str, str]]] = {}
         self._pending: list[tuple[str, str]] = []  # the merged wave's branches, removed by `settle`
 
     # -- the seam -------------------------------------------------------------------------
@@ -141,6 +142,11 @@ class GitWorkspace(NullWorkspace):
         paths = self._worktrees(wave, wanted, existing)
         with self._lock:
             self._bound = dict(zip(wanted, paths, strict=True))
+        # What `merge` merges: every branch of the wave (a plan finished before a kill has
+        # one too), known now, so that it need not ask git again.
+        found = {branch: plan_id for plan_id, branch in every.get(wave, [])}
+        found.update({self.branch(wave, plan_id): plan_id for plan_id in wanted})
+        self._wave_branches[wave] = sorted((plan_id, b) for b, plan_id in found.items())
 
     def bind(self, plan_id: str, ctx: DispatchContext) -> DispatchContext:
         with self._lock:
@@ -156,7 +162,11 @@ class GitWorkspace(NullWorkspace):
                 "a merge is in progress in the main tree; resolve the conflicts, commit, and run "
                 "`looprail run` again"
             )
-        branches = self._run_branches().get(wave, [])
+        branches = self._wave_branches.pop(wave, None)
+        if branches is None:  # not prepared by this process
+            branches = self._run_branches().get(wave, [])
+        if not branches:
+            return
         # Each plan's changes are committed in its own worktree, all at once (no two touch
         # the same worktree or branch); the merges that follow are one at a time.
         folders = [
