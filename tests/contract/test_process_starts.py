@@ -49,9 +49,12 @@ def _offences(source: str, tree_nodes) -> list[str]:
             for alias in node.names:
                 if _forbidden(top, alias.name):
                     found.append(f"{source}:{line}: from {node.module} import {alias.name}")
-        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            if _forbidden(node.value.id, node.attr):
-                found.append(f"{source}:{line}: {node.value.id}.{node.attr}")
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and _forbidden(node.value.id, node.attr)
+        ):
+            found.append(f"{source}:{line}: {node.value.id}.{node.attr}")
     return found
 
 
