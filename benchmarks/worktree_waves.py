@@ -127,6 +127,7 @@ def run_once(plans: int, agent_s: float, tree: Path = ROOT) -> dict[str, float]:
                 "--quiet",
             ],
             env=env,
+            cwd=tree,  # `-m` puts the current folder first on sys.path: the tree under test
             capture_output=True,
             text=True,
             timeout=300,
