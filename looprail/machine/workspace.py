@@ -169,9 +169,7 @@ class GitWorkspace(NullWorkspace):
             return
         # Each plan's changes are committed in its own worktree, all at once (no two touch
         # the same worktree or branch); the merges that follow are one at a time.
-        folders = [
-            (plan_id, self.project / WORKTREES_DIR / self.run / plan_id) for plan_id, _ in branches
-        ]
+        folders = [(plan_id, self._folder(plan_id)) for plan_id, _ in branches]
         folders = [(plan_id, path) for plan_id, path in folders if path.is_dir()]
         results = _all_at_once(
             [
@@ -223,7 +221,7 @@ class GitWorkspace(NullWorkspace):
         """Files a plan wrote that look like secrets were not committed: they go into the main
         tree as they are (untracked, as a plan working there would have left them), never over
         a file that is there already, and never through a symlink out of the project."""
-        source = self.project / WORKTREES_DIR / self.run / plan_id
+        source = self._folder(plan_id)
         copied, kept = [], []
         for rel in files:
             src, dst = source / rel, self.project / rel
@@ -266,12 +264,17 @@ class GitWorkspace(NullWorkspace):
 
     # -- git ------------------------------------------------------------------------------
 
+    def _folder(self, plan_id: str | None = None) -> Path:
+        """This run's worktrees folder, or a plan's worktree in it (the one place it is named)."""
+        base = self.project / WORKTREES_DIR / self.run
+        return base if plan_id is None else base / plan_id
+
     def branch(self, wave: int, plan_id: str) -> str:
         return f"looprail/{_safe(self.run)}/w{wave}-{_safe(plan_id)}"
 
     def _worktrees(self, wave: int, plan_ids: Sequence[str], branches: set[str]) -> list[Path]:
         """Each plan's worktree: found again (a resumed run), or made, all at once."""
-        paths = [self.project / WORKTREES_DIR / self.run / plan_id for plan_id in plan_ids]
+        paths = [self._folder(plan_id) for plan_id in plan_ids]
         todo = [
             (plan_id, path)
             for plan_id, path in zip(plan_ids, paths, strict=True)
@@ -281,7 +284,7 @@ class GitWorkspace(NullWorkspace):
             return paths
         if self._stale_worktrees():  # forget those whose folders are gone: paths reused
             self._run(["worktree", "prune"], check=False)
-        (self.project / WORKTREES_DIR / self.run).mkdir(parents=True, exist_ok=True)
+        self._folder().mkdir(parents=True, exist_ok=True)
         # The new branches in one call, from HEAD; each worktree registered (no checkout: that
         # is quick), one at a time (a `worktree add` reads every other worktree's files and
         # fails on one that another add is half-way through writing); then every checkout
@@ -315,7 +318,7 @@ class GitWorkspace(NullWorkspace):
     def _remove(self, branches: Sequence[tuple[str, str]]) -> None:
         """Remove the worktrees and branches of `branches` ((plan, branch) pairs): the folders
         deleted, then one prune and one branch deletion for them all."""
-        base = self.project / WORKTREES_DIR / self.run
+        base = self._folder()
         for plan_id, _ in branches:
             path = base / plan_id
             if path.is_dir() and not path.is_symlink():
