@@ -258,7 +258,10 @@ class LoopRunner:
             where = f"{exc.filename}: " if exc.filename else ""
             status, reason, refused = "halted", f"{where}{exc.strerror or exc}", None
         finally:
-            self.progress.close()
+            try:
+                self.workspace.close()  # the last wave's worktrees are gone before the run ends
+            finally:
+                self.progress.close()
         if status != "shipped":
             self.recorder.event(
                 EventRecord(
@@ -540,7 +543,8 @@ class LoopRunner:
             self.workspace.merge(wave.number)  # what finished comes back before any halt
             if stopped:
                 raise HaltError(_halted_plans_reason(wave.number, stopped, plans, blocked))
-            self.recorder.event(EventRecord(kind="wave_finished", wave=wave.number))
+            self.recorder.event(EventRecord(kind="wave_finished", wave=wave.number, outcome="done"))
+            self.workspace.settle(wave.number)  # worktrees removed while the run goes on
             self.waves_run += 1
         if self.native is not None:
             self.native.wave_settled()

@@ -524,7 +524,9 @@ def _attach(
     begin = getattr(runtime, "begin_run", None)
     if begin is not None:
         begin(run_id)
-    return GitWorkspace(loaded.project, run_id, warn=progress.warn) if wanted else NullWorkspace()
+    if not wanted:
+        return NullWorkspace()
+    return GitWorkspace(loaded.project, run_id, warn=progress.warn, say=progress.line)
 
 
 def _spent(jr: Any, run_id: str) -> float:

@@ -22,8 +22,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,9 +37,10 @@ from looprail.runtime.base import (
     output_label,
     parse_json_object,
 )
+from looprail.runtime.git import is_git_repo
 from looprail.runtime.local import LocalRuntime, Timeouts, _last_line, _signal_name
 from looprail.runtime.logs import LOGS_DIR, OutputTee, Transcripts  # noqa: F401 (re-exported)
-from looprail.runtime.process import escape_untrusted, run_bounded
+from looprail.runtime.process import escape_untrusted, find_program, run_bounded
 from looprail.runtime.prompts import build_prompt
 
 if TYPE_CHECKING:
@@ -564,7 +563,7 @@ class AgentRuntime(BaseRuntime):
         was journaled and its first hooks ran."""
         env = {**os.environ, **self.local.env, **self.env}
         binary = self.settings.binary or self.adapter.binary
-        if shutil.which(binary, path=env.get("PATH")) is None:
+        if find_program(binary, env) is None:
             return self._missing(binary)
         return None
 
@@ -615,7 +614,7 @@ class AgentRuntime(BaseRuntime):
         workdir = ctx.workdir or self.project
         env = self._env(request, ctx)
         binary = self.settings.binary or self.adapter.binary
-        found = shutil.which(binary, path=env.get("PATH"))
+        found = find_program(binary, env)
         if found is None:
             return Outcome.failed(self._missing(binary))
         folder = self.transcripts.folder(request)
@@ -858,17 +857,7 @@ def _write_transcript(
 
 
 def _in_git(path: Path) -> bool:
-    try:
-        done = subprocess.run(
-            ["git", "rev-parse", "--is-inside-work-tree"],
-            cwd=path,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return done.returncode == 0 and done.stdout.strip() == "true"
+    return is_git_repo(path)
 
 
 class ClaudeRuntime(AgentRuntime):

@@ -71,6 +71,7 @@ def run_bounded(
     shell: bool = False,
     output_cap: int = DEFAULT_OUTPUT_CAP,
     on_output: Callable[[str, bytes], None] | None = None,
+    guard: bool = True,
 ) -> ProcessResult:
     """Run one process to completion or to its timeout, whichever is first.
 
@@ -82,6 +83,10 @@ def run_bounded(
 
     `on_output(stream, chunk)` ("stdout" or "stderr", raw bytes) sees every chunk as it
     arrives, cap or not, on the calling thread (logs and `-v` read it there).
+
+    `guard=False` starts the child without the guard (a process group of its own, killed by
+    `kill_running` all the same), and so unjournaled: for looprail's own short calls such as
+    git, which a killed looprail cannot leave running for long and which a run makes dozens of.
     """
     if shell:
         if not isinstance(argv, str):
@@ -99,7 +104,7 @@ def run_bounded(
     start = time.monotonic()
     # Registered before it exists: a `kill_running` from another thread while this child is
     # being started marks it, and it is killed the moment it exists.
-    child = _Child(guarded=guard_available())
+    child = _Child(guarded=guard and guard_available())
     with _LIVE_LOCK:
         if _REFUSING:
             why = "looprail is stopping: no new process is started"

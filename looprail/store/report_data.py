@@ -298,7 +298,8 @@ def _waves(events: Sequence[Row], tasks: Sequence[TaskTuple]) -> list[dict[str, 
                 "startedAt": begin["ts"] if begin else None,
                 "endedAt": end["ts"] if end else None,
                 "durationMs": duration,
-                "outcome": end["outcome"] if end else None,
+                # A `wave_finished` means done (journals older than its `outcome` have none).
+                "outcome": (end["outcome"] or "done") if end else None,
                 "plans": [
                     {"planId": plan, "tasks": by_plan.get((wave, plan), [])}
                     for plan in plan_order[wave]

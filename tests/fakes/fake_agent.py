@@ -13,6 +13,7 @@ Environment:
 - FAKE_AGENT_SLEEP: seconds each invocation takes (default 0)
 - FAKE_AGENT_EVENT_SLEEP: seconds between two lines of output (default 0: a streaming agent)
 - FAKE_AGENT_WAIT_FOR: after its first line of output, wait (up to 30 s) until this file exists
+- FAKE_AGENT_ALSO: a task also writes `<task id, / as ->-<this>` in its working folder
 """
 
 import json
@@ -164,6 +165,10 @@ if mode != "lazy" and task and files:
         path = Path(name.strip())
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"{task.group(1)} by {agent} in {Path.cwd().name}\n")
+    if os.environ.get("FAKE_AGENT_ALSO"):  # one more file, named `<task>-<this>`
+        task_id = task.group(1).rstrip(":")
+        also = f"{task_id.replace('/', '-')}-{os.environ['FAKE_AGENT_ALSO']}"
+        Path(also).write_text(f"written by {task_id}\n")
     answer = f"Wrote {files.group(1)}."
 
 
