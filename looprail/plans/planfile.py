@@ -151,6 +151,10 @@ class Plan(BaseModel):
     type: str = "execute"  # execute | tdd; anything else is read (warned) as execute
     wave: int | None = None
     depends_on: list[str] = []
+    # entries naming no plan of this phase (a plan of another phase, or none), as written;
+    # `unmet` says which of them are not finished (the run halts this plan there)
+    outside_depends_on: list[str] = []
+    unmet: list[str] = []
     files_modified: list[str] = []
     autonomous: bool = True
     requirements: list[str] = []
@@ -189,7 +193,10 @@ class Plan(BaseModel):
 
 
 def plan_id_from_filename(name: str) -> str | None:
-    """`01-02-PLAN.md` → `01-02`; None for anything that is not a `*-PLAN.md`."""
+    """`01-02-PLAN.md` → `01-02`, a bare `PLAN.md` → `PLAN` (the reference's id for it is
+    the empty string); None for anything else."""
+    if name == "PLAN.md":
+        return "PLAN"
     match = re.fullmatch(r"(.+)-PLAN\.md", name)
     return match.group(1) if match else None
 

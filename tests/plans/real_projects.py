@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,54 +98,187 @@ def looprail_index(project: Path, phase: str) -> dict[str, Any]:
 
 
 # --- documented normalisations (docs/plans.md, "Differences from the reference") ------------
-# Each is named after its entry in docs/plans.md. A normalisation maps looprail's index and the
-# reference's to the values they must then agree on; nothing else is ignored.
+# Each is named after its entry in docs/plans.md, checks that the difference is exactly that one
+# (else it leaves both sides alone and the comparison shows the difference), and then maps both
+# sides to the same value. Nothing else is ignored.
+
+_KEPT = re.compile(r"^(?P<file>\S+?): depends_on '(?P<dep>[^']*)' is read as plan (?P<target>\S+);")
+_PAIRED = re.compile(r"^(?P<file>\S+?): (?P<summary>\S+) is read as this plan's SUMMARY;")
 
 
-def resolved_depends_on(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
-    """`depends_on` is shown resolved to plan ids (`"01"` → `"01-01"`, `"15-01"` →
-    `"15-01-error-handling"`, a finished plan of an earlier phase as written); the reference
-    shows an entry it cannot match to a file name as written. Compared: the resolved ids must
-    be what the entries name."""
-    ids = {p["id"] for p in ours["plans"]}
+def _plan_id_of(file: str) -> str:
+    name = file.rsplit("/", 1)[-1]
+    return "PLAN" if name == "PLAN.md" else name.removesuffix("-PLAN.md")
+
+
+def _frontmatter(project: Path, phase_dir: str, plan_id: str) -> str:
+    name = "PLAN.md" if plan_id in ("PLAN", "") else f"{plan_id}-PLAN.md"
+    text = (project / phase_dir / name).read_text(encoding="utf-8", errors="replace")
+    if not text.startswith("---\n"):
+        return ""
+    end = text.find("\n---", 4)
+    return text[4:end] if end != -1 else ""
+
+
+def bare_plan_md(ours: dict, theirs: dict, ctx: dict) -> bool:
+    """A bare `PLAN.md` is plan `PLAN` in looprail; the reference's id for it is `""`."""
+    if not any(p["id"] == "PLAN" for p in ours["plans"]):
+        return False
+    if not (Path(ctx["project"]) / ours["phase_dir"] / "PLAN.md").is_file():
+        return False
+    rename = {"PLAN": ""}
+    for plan in ours["plans"]:
+        plan["id"] = rename.get(plan["id"], plan["id"])
+    ours["waves"] = {w: [rename.get(i, i) for i in ids] for w, ids in ours["waves"].items()}
+    for key in ("incomplete", "runnable"):
+        ours[key] = [rename.get(i, i) for i in ours[key]]
+    return True
+
+
+def summary_pairing(ours: dict, theirs: dict, ctx: dict) -> bool:
+    """looprail pairs `28-01-SUMMARY.md` with `01-PLAN.md` (and zero padding aside); the
+    reference does not, so it lists the plan as incomplete."""
+    paired = {_plan_id_of(m["file"]) for w in ctx["warnings"] if (m := _PAIRED.match(w))}
+    paired = {"" if p == "PLAN" else p for p in paired}
+    if not paired:
+        return False
+    for plan in theirs["plans"]:
+        if plan["id"] in paired and not plan["has_summary"]:
+            plan["has_summary"] = True
+    for key in ("incomplete", "runnable"):
+        theirs[key] = [i for i in theirs[key] if i not in paired]
+    return True
+
+
+def kept_dependencies(ours: dict, theirs: dict, ctx: dict) -> bool:
+    """Where the reference does not read a declared dependency (a bare plan number, `1-2`, a
+    short-named plan's `28-01`: warned "the reference drops it"; a multi-line flow list
+    `depends_on: [` it reads as empty), looprail keeps the edge, so its waves differ. Checked:
+    the reference's waves are looprail's graph without exactly those edges."""
+    kept: set[tuple[str, str]] = set()
+    for w in ctx["warnings"]:
+        if m := _KEPT.match(w):
+            kept.add((_plan_id_of(m["file"]), m["target"]))
+    for plan in ours["plans"]:
+        if re.search(
+            r"^depends_on:\s*\[\s*$",
+            _frontmatter(ctx["project"], ours["phase_dir"], plan["id"]),
+            re.M,
+        ):
+            kept.update((plan["id"], d) for d in plan["depends_on"])
+    if not kept:
+        return False
+    ids = [p["id"] for p in ours["plans"]]
+    deps = {
+        p["id"]: [d for d in p["depends_on"] if d in ids and (p["id"], d) not in kept]
+        for p in ours["plans"]
+    }
+    level: dict[str, int] = {}
+    for _ in ids:  # longest path, plans are few
+        for pid in ids:
+            level[pid] = max((level.get(d, 0) + 1 for d in deps[pid]), default=0)
+    offset = 0 if any(p.get("declared_wave") == 0 for p in ours["plans"]) else 1
+    expected: dict[str, list[str]] = {}
+    for pid in ids:
+        expected.setdefault(str(level[pid] + offset), []).append(pid)
+    norm = {"PLAN": ""}
+    expected = {w: [norm.get(i, i) for i in v] for w, v in expected.items()}
+    if expected != theirs["waves"]:
+        return False
+    ours["waves"] = theirs["waves"]
+    for plan in ours["plans"]:
+        plan["wave"] = (
+            level[norm.get(plan["id"], plan["id"])] + offset
+            if plan["id"] in level
+            else next((int(w) for w, v in expected.items() if plan["id"] in v), plan["wave"])
+        )
+    return True
+
+
+def resolved_depends_on(ours: dict, theirs: dict, ctx: dict) -> bool:
+    """`depends_on` is shown resolved to plan ids of the phase (`"01"` → `"01-01"`, `"15-01"`
+    → `"15-01-error-handling"`), then the entries naming none, as written; the reference shows
+    an entry it cannot match to a whole id as written. Checked: each entry of the reference's
+    is the looprail one or names it."""
+    from looprail.plans.waves import canonical_plan_id, reference_canonical_id
+
+    changed = False
     for mine, ref in zip(ours["plans"], theirs["plans"], strict=False):
-        resolved = [d for d in mine["depends_on"] if d in ids]
-        ref_in_phase = [d for d in ref["depends_on"] if d in ids]
-        # An entry the reference matched to a plan of the phase must be resolved the same.
-        assert set(ref_in_phase) <= set(resolved), (mine["id"], ref_in_phase, resolved)
-        mine["depends_on"] = ref["depends_on"] = None
+        if sorted(mine["depends_on"]) == sorted(ref["depends_on"]):
+            mine["depends_on"] = ref["depends_on"]
+            continue
+        mapped = []
+        for dep in ref["depends_on"]:
+            hit = next(
+                (
+                    o
+                    for o in mine["depends_on"]
+                    if o.lower() == dep.lower()
+                    or reference_canonical_id(o).lower() == dep.lower()
+                    or canonical_plan_id(reference_canonical_id(o)).endswith(
+                        "-" + canonical_plan_id(dep)
+                    )
+                    or canonical_plan_id(f"{ours['phase']}-{o}") == canonical_plan_id(dep)
+                    or canonical_plan_id(reference_canonical_id(o)) == canonical_plan_id(dep)
+                ),
+                None,
+            )
+            mapped.append(hit if hit is not None else dep)
+        if sorted(mapped) == sorted(mine["depends_on"]):
+            mine["depends_on"] = ref["depends_on"]
+            changed = True
+    return changed
 
 
-def objective_line(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
-    """`objective` is the first non-blank line of `<objective>` (or of a heading-style
-    objective); the reference takes the text after the tag, or `null`. Compared when the
-    reference found one: looprail's must be that text, tag-stripped."""
+def objective_line(ours: dict, theirs: dict, ctx: dict) -> bool:
+    """`objective` is the first non-blank line of `<objective>`; the reference's is the text
+    after the tag up to the line's end (`</objective>` and all, when on one line)."""
+    changed = False
     for mine, ref in zip(ours["plans"], theirs["plans"], strict=False):
-        if ref["objective"] is not None and mine["objective"] is not None:
-            tail = re.sub(r"</objective>.*$", "", ref["objective"]).strip()
-            if tail and tail != mine["objective"]:
-                return  # a real disagreement: leave both for the comparison to show
-        mine["objective"] = ref["objective"] = None
+        if mine["objective"] != ref["objective"] and ref["objective"] is not None:
+            if re.sub(r"\s*</objective>.*$", "", ref["objective"]).strip() == mine["objective"]:
+                mine["objective"] = ref["objective"]
+                changed = True
+    return changed
 
 
-def kept_waves(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
-    """Where the reference drops a declared dependency (a bare plan number, a short name, a
-    fenced-YAML `depends_on`) looprail keeps it and warns; the waves then differ. Compared:
-    only phases where looprail warned that a dependency is kept are normalised, and then the
-    plan set of the waves must agree."""
-    warned = any("the reference drops" in w for w in ours.get("warnings", []))
-    if not warned:
-        return
-    for index in (ours, theirs):
-        index["waves"] = sorted(pid for ids in index["waves"].values() for pid in ids)
-        for plan in index["plans"]:
-            plan["wave"] = None
+def yaml_flow_lists(ours: dict, theirs: dict, ctx: dict) -> bool:
+    """`files_modified: [` with the items on the following lines (a YAML flow list) is read by
+    looprail's YAML parser; the reference's line reader reads it as empty."""
+    changed = False
+    for mine, ref in zip(ours["plans"], theirs["plans"], strict=False):
+        if mine["files_modified"] != ref["files_modified"] and ref["files_modified"] == []:
+            fm = _frontmatter(ctx["project"], ours["phase_dir"], mine["id"] or "PLAN")
+            if re.search(r"^files[-_]modified:\s*\[\s*$", fm, re.M):
+                mine["files_modified"] = []
+                changed = True
+    return changed
 
 
-NORMALISATIONS: tuple[Callable[[dict[str, Any], dict[str, Any]], None], ...] = (
+def implicit_tasks(ours: dict, theirs: dict, ctx: dict) -> bool:
+    """A plan without `<task>` elements or `## Task N` headings still runs: each `<feature>` is
+    a task, else the whole plan is one; the reference counts 0 tasks."""
+    changed = False
+    for mine, ref in zip(ours["plans"], theirs["plans"], strict=False):
+        if ref["task_count"] == 0 and mine["task_count"] >= 1:
+            name = "PLAN.md" if mine["id"] in ("PLAN", "") else f"{mine['id']}-PLAN.md"
+            text = (Path(ctx["project"]) / ours["phase_dir"] / name).read_text(errors="replace")
+            if not re.search(r"<task[\s>]|##\s*Task\s*\d+", text, re.I):
+                features = len(re.findall(r"<feature>", text))
+                if mine["task_count"] == max(features, 1):
+                    mine["task_count"] = 0
+                    changed = True
+    return changed
+
+
+NORMALISATIONS = (
+    bare_plan_md,
+    summary_pairing,
+    kept_dependencies,
     resolved_depends_on,
     objective_line,
-    kept_waves,
+    yaml_flow_lists,
+    implicit_tasks,
 )
 
 
@@ -154,11 +287,17 @@ def compared(index: dict[str, Any]) -> dict[str, Any]:
         return {"error": index["error"]}
     return {
         **{key: index.get(key) for key in TOP_FIELDS},
-        "plans": [{key: plan.get(key) for key in PLAN_FIELDS} for plan in index["plans"]],
+        "phase_dir": index.get("phase_dir"),
+        "plans": [
+            {key: plan.get(key) for key in (*PLAN_FIELDS, "declared_wave")}
+            for plan in index["plans"]
+        ],
     }
 
 
 def differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    if "error" in a or "error" in b:
+        return [] if a.get("error") and b.get("error") else ["error"]
     out = [key for key in TOP_FIELDS if a.get(key) != b.get(key)]
     if len(a["plans"]) != len(b["plans"]):
         return [*out, f"plans ({len(a['plans'])} vs {len(b['plans'])})"]
@@ -175,6 +314,7 @@ class Outcome:
     ours: dict[str, Any]
     theirs: dict[str, Any]
     differs: list[str] = field(default_factory=list)
+    applied: list[str] = field(default_factory=list)
 
     @property
     def refused(self) -> bool:
@@ -185,20 +325,47 @@ class Outcome:
         return not self.refused and not self.differs
 
 
+def _padded_copy(project: Path, folder: str) -> Path:
+    """The project with this phase folder's number padded (`1-x` → `01-x`), as the reference
+    finds it."""
+    match = re.match(r"(\d+)(.*)", folder)
+    assert match
+    copy = project.parent / f"{project.name}--{folder}"
+    if not copy.exists():
+        shutil.copytree(project, copy)
+        (copy / ".planning" / "phases" / folder).rename(
+            copy / ".planning" / "phases" / (match.group(1).zfill(2) + match.group(2))
+        )
+    return copy
+
+
 def compare(project: Path, folder: str, phase: str, *, strict: bool = False) -> Outcome:
-    ours, theirs = compared(looprail_index(project, phase)), compared(reference_index(project, phase))
+    raw = looprail_index(project, phase)
+    ours, theirs = compared(raw), compared(reference_index(project, phase))
     outcome = Outcome(project.name, folder, phase, ours, theirs)
-    if "error" in ours or "error" in theirs:
-        outcome.differs = [] if ("error" in ours) == ("error" in theirs) else ["error"]
-        return outcome
-    if not strict and len(ours["plans"]) == len(theirs["plans"]):
-        ours_n, theirs_n = json.loads(json.dumps(ours)), json.loads(json.dumps(theirs))
-        ours_n["warnings"] = looprail_index(project, phase).get("warnings", [])
-        for normalise in NORMALISATIONS:
-            normalise(ours_n, theirs_n)
-        outcome.differs = differences(ours_n, theirs_n)
-    else:
+    if strict:
         outcome.differs = differences(ours, theirs)
+        return outcome
+    if (
+        theirs.get("error") == "Phase not found"
+        and "error" not in ours
+        and re.match(r"\d(?!\d)", folder)
+    ):
+        # unpadded_folder: the reference finds no `1-foundation`; compared with its reading of
+        # the same folder padded.
+        theirs = compared(reference_index(_padded_copy(project, folder), phase))
+        outcome.applied.append("unpadded_folder")
+    if "error" in ours or "error" in theirs:
+        outcome.theirs = theirs
+        outcome.differs = differences(ours, theirs)
+        return outcome
+    ctx = {"project": project, "warnings": raw.get("warnings", [])}
+    for normalise in NORMALISATIONS:
+        if normalise(ours, theirs, ctx):
+            outcome.applied.append(normalise.__name__)
+    # has_checkpoints follows the plans' `autonomous`, compared plan by plan above
+    outcome.ours, outcome.theirs = ours, theirs
+    outcome.differs = differences(ours, theirs)
     return outcome
 
 
@@ -224,6 +391,8 @@ def main(argv: list[str]) -> int:
                 print(f"REFUSED {outcome.project} {outcome.folder}: {outcome.ours['error']}")
             elif outcome.differs:
                 print(f"DIFFERS {outcome.project} {outcome.folder}: {', '.join(outcome.differs)}")
+            elif outcome.applied and "-v" in argv:
+                print(f"AGREES  {outcome.project} {outcome.folder} ({', '.join(outcome.applied)})")
     print(f"{agree}/{total} agree, {refused} refused ({'strict' if strict else 'documented'})")
     return 0
 
