@@ -317,8 +317,8 @@ def _implicit_tasks(
                 )
             )
         return out
-    if not body.strip():
-        return []
+    if not body.strip() or any(k in sections for k in _SECTIONS):
+        return []  # an XML-style plan without tasks (as the team's plans have always read)
     doc.notes.append(
         f"{doc.where}: no <task> elements and no '## Task N' headings: the whole plan is one task"
     )
@@ -366,6 +366,9 @@ class _Doc:
 
     def line(self, offset: int) -> int:
         return bisect.bisect_right(self._line_starts, offset)
+
+    def fail_line(self, line: int, reason: str) -> PlanError:
+        return PlanError(f"{self.where}:{line}: {reason}")
 
     def fail(self, offset: int | None, reason: str) -> PlanError:
         if offset is None:
@@ -766,6 +769,10 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+class _YamlSyntaxError(PlanError):
+    """A YAML syntax error (scanner or parser): the only kind `_lenient_yaml` works around."""
+
+
 def _cached_yaml(text: str, first_line: int, where: str) -> tuple[Any, dict[str, int]]:
     """`_load_yaml`, through the frontmatter cache (errors are never cached)."""
     from looprail.yamlcache import cached
@@ -819,7 +826,11 @@ def _load_yaml(text: str, first_line: int, where: str) -> tuple[Any, dict[str, i
         mark = exc.problem_mark or exc.context_mark
         reason = " ".join((exc.problem or exc.context or "invalid YAML").split())
         line = f":{first_line + mark.line}" if mark is not None else ""
-        raise PlanError(f"{where}{line}: invalid YAML frontmatter: {reason}") from None
+        # A syntax error may be worked around (`_lenient_yaml`); a refused alias, a tag or a
+        # duplicate key never is.
+        syntax = isinstance(exc, (yaml.scanner.ScannerError, yaml.parser.ParserError))
+        error = _YamlSyntaxError if syntax else PlanError
+        raise error(f"{where}{line}: invalid YAML frontmatter: {reason}") from None
     except yaml.YAMLError as exc:
         raise PlanError(f"{where}: invalid YAML frontmatter: {exc}") from None
     except RecursionError:
@@ -847,7 +858,7 @@ def _lenient_yaml(
         try:
             data, key_lines = _cached_yaml("\n".join(lines), first_line, doc.where)
             return data, key_lines, kept
-        except PlanError as exc:
+        except _YamlSyntaxError as exc:
             error = exc
         blocks = _top_level_blocks(lines)
         bad = _error_line(str(error), doc.where, first_line)
@@ -860,9 +871,11 @@ def _lenient_yaml(
             trial = lines[:start] + [""] * (end - start) + lines[end:]
             try:
                 _cached_yaml("\n".join(trial), first_line, doc.where)
-            except PlanError:
+            except _YamlSyntaxError:
                 if (key, start, end) not in around:
                     continue
+            except PlanError:
+                continue
             reason = str(error).split("invalid YAML frontmatter: ", 1)[-1]
             doc.notes.append(
                 f"{doc.where}:{first_line + start}: {key}: invalid YAML ({reason}); kept as "
@@ -903,12 +916,9 @@ def _frontmatter_fields(
     if data is None:
         data = {}
     if not isinstance(data, dict):
+        # Not a plan's frontmatter at all (the reference would read defaults): refused.
         kind = type(data).__name__
-        doc.notes.append(
-            f"{where}:{max(first_line, 1)}: frontmatter is not a YAML mapping (a {kind}); "
-            "read with defaults"
-        )
-        data = {}
+        raise doc.fail_line(max(first_line, 1), f"frontmatter must be a YAML mapping, got a {kind}")
 
     def warn(key: str, reason: str) -> None:
         doc.notes.append(f"{where}:{key_lines.get(key, max(first_line, 1))}: {key}: {reason}")
@@ -928,14 +938,25 @@ def _frontmatter_fields(
             return []
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
             value = [value]  # the reference reads `depends_on: 01-01` as ["01-01"]
+        # A dependency that cannot be read would be lost: refused (other lists: warned).
+        strict = key == "depends_on"
         if not isinstance(value, list):
-            warn(key, f"must be a list of strings such as {example}, got {_describe(value)}")
+            reason = f"must be a list of strings such as {example}, got {_describe(value)}"
+            if strict:
+                raise doc.fail_line(key_lines.get(key, max(first_line, 1)), f"{key}: {reason}")
+            warn(key, reason)
             return []
         out: list[str] = []
         for i, item in enumerate(value):
             if isinstance(item, (int, float)) and not isinstance(item, bool):
                 item = str(item)
             if not isinstance(item, str) or not item.strip():
+                if strict:
+                    raise doc.fail_line(
+                        key_lines.get(key, max(first_line, 1)),
+                        f"{key}: item {i} must be a non-empty string such as {example}, "
+                        f"got {_describe(item)}",
+                    )
                 warn(
                     key,
                     f"item {i} must be a non-empty string such as {example}, got "

@@ -246,7 +246,8 @@ def bare_dependency_warnings(
             if target is not None and not reference_too:
                 warnings.append(
                     f"{_shown(plan.path, root)}: depends_on {dep!r} is read as plan {target}; "
-                    f"the reference drops it (write {target!r} to agree)"
+                    f"the reference drops {'a bare plan number' if '-' not in dep else 'it'} "
+                    f"(write {target!r} to agree)"
                 )
     return warnings
 
