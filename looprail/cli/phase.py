@@ -39,7 +39,6 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
 def _plan_index(args: argparse.Namespace) -> int:
     from looprail.plans import load_phase, plan_index
-
     from looprail.plans.phase import list_phases, two_folders_message
 
     # Of two folders for one phase, the index shows the one the reference reads, and says so

@@ -103,6 +103,7 @@ def looprail_index(project: Path, phase: str) -> dict[str, Any]:
 # sides to the same value. Nothing else is ignored.
 
 _KEPT = re.compile(r"^(?P<file>\S+?): depends_on '(?P<dep>[^']*)' is read as plan (?P<target>\S+);")
+_FENCED = re.compile(r"^(?P<file>\S+?):\d+: the frontmatter is in a ```yaml block")
 _PAIRED = re.compile(r"^(?P<file>\S+?): (?P<summary>\S+) is read as this plan's SUMMARY;")
 
 
@@ -159,12 +160,10 @@ def kept_dependencies(ours: dict, theirs: dict, ctx: dict) -> bool:
     for w in ctx["warnings"]:
         if m := _KEPT.match(w):
             kept.add((_plan_id_of(m["file"]), m["target"]))
+    fenced = _fenced_plans(ctx)
     for plan in ours["plans"]:
-        if re.search(
-            r"^depends_on:\s*\[\s*$",
-            _frontmatter(ctx["project"], ours["phase_dir"], plan["id"]),
-            re.M,
-        ):
+        fm = _frontmatter(ctx["project"], ours["phase_dir"], plan["id"])
+        if plan["id"] in fenced or re.search(r"^depends_on:\s*\[\s*$", fm, re.M):
             kept.update((plan["id"], d) for d in plan["depends_on"])
     if not kept:
         return False
@@ -177,7 +176,11 @@ def kept_dependencies(ours: dict, theirs: dict, ctx: dict) -> bool:
     for _ in ids:  # longest path, plans are few
         for pid in ids:
             level[pid] = max((level.get(d, 0) + 1 for d in deps[pid]), default=0)
-    offset = 0 if any(p.get("declared_wave") == 0 for p in ours["plans"]) else 1
+    offset = (
+        0
+        if any(p.get("declared_wave") == 0 and p["id"] not in fenced for p in ours["plans"])
+        else 1
+    )
     expected: dict[str, list[str]] = {}
     for pid in ids:
         expected.setdefault(str(level[pid] + offset), []).append(pid)
@@ -193,6 +196,45 @@ def kept_dependencies(ours: dict, theirs: dict, ctx: dict) -> bool:
             else next((int(w) for w, v in expected.items() if plan["id"] in v), plan["wave"])
         )
     return True
+
+
+def _fenced_plans(ctx: dict) -> set[str]:
+    return {_plan_id_of(m["file"]) for w in ctx["warnings"] if (m := _FENCED.match(w))}
+
+
+def fenced_frontmatter(ours: dict, theirs: dict, ctx: dict) -> bool:
+    """A plan without frontmatter whose fenced ```yaml block declares values: looprail uses
+    them, the reference reads defaults (no dependencies, autonomous, no files). Its waves are
+    `kept_dependencies`'."""
+    fenced = _fenced_plans(ctx)
+    if not fenced:
+        return False
+    for mine, ref in zip(ours["plans"], theirs["plans"], strict=False):
+        if mine["id"] in fenced and ref["autonomous"] is True:
+            if ref["depends_on"] == [] and ref["files_modified"] == []:
+                mine["depends_on"], mine["files_modified"] = [], []
+                mine["autonomous"] = True
+    ours["has_checkpoints"] = any(not p["autonomous"] for p in ours["plans"])
+    return True
+
+
+def masked_tasks(ours: dict, theirs: dict, ctx: dict) -> bool:
+    """`task_count` counts `<task>` elements; the reference counts `<task` anywhere, in code
+    fences and comments too. Checked: looprail's count is the count outside code."""
+    from looprail.plans.planfile import _mask_code
+
+    changed = False
+    for mine, ref in zip(ours["plans"], theirs["plans"], strict=False):
+        if mine["task_count"] == ref["task_count"]:
+            continue
+        name = "PLAN.md" if mine["id"] in ("PLAN", "") else f"{mine['id']}-PLAN.md"
+        text = (Path(ctx["project"]) / ours["phase_dir"] / name).read_text(errors="replace")
+        raw = len(re.findall(r"<task[\s>]", text, re.I))
+        masked = len(re.findall(r"<task[\s>]", _mask_code(text), re.I))
+        if ref["task_count"] == raw and mine["task_count"] == masked:
+            mine["task_count"] = ref["task_count"]
+            changed = True
+    return changed
 
 
 def resolved_depends_on(ours: dict, theirs: dict, ctx: dict) -> bool:
@@ -278,7 +320,9 @@ NORMALISATIONS = (
     resolved_depends_on,
     objective_line,
     yaml_flow_lists,
+    fenced_frontmatter,
     implicit_tasks,
+    masked_tasks,
 )
 
 

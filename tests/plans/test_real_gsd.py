@@ -12,7 +12,7 @@ import pytest
 
 from looprail.errors import PlanError
 from tests.support import run_cli
-from tests.support.loop import plan_md, run_loop, scripted, task_xml
+from tests.support.loop import run_loop, scripted, task_xml
 
 PHASES = Path(".planning") / "phases"
 
