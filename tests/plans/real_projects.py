@@ -165,6 +165,17 @@ def kept_dependencies(ours: dict, theirs: dict, ctx: dict) -> bool:
         fm = _frontmatter(ctx["project"], ours["phase_dir"], plan["id"])
         if plan["id"] in fenced or re.search(r"^depends_on:\s*\[\s*$", fm, re.M):
             kept.update((plan["id"], d) for d in plan["depends_on"])
+    # An edge also declared in a form the reference reads is not kept only by looprail.
+    from looprail.plans.waves import reference_canonical_id
+
+    for mine, ref in zip(ours["plans"], theirs["plans"], strict=False):
+        for entry in ref["depends_on"]:
+            for src, target in list(kept):
+                if src == mine["id"] and entry.lower() in (
+                    target.lower(),
+                    reference_canonical_id(target).lower(),
+                ):
+                    kept.discard((src, target))
     if not kept:
         return False
     ids = [p["id"] for p in ours["plans"]]
@@ -210,10 +221,10 @@ def fenced_frontmatter(ours: dict, theirs: dict, ctx: dict) -> bool:
     if not fenced:
         return False
     for mine, ref in zip(ours["plans"], theirs["plans"], strict=False):
-        if mine["id"] in fenced and ref["autonomous"] is True:
-            if ref["depends_on"] == [] and ref["files_modified"] == []:
-                mine["depends_on"], mine["files_modified"] = [], []
-                mine["autonomous"] = True
+        defaults = ref["depends_on"] == [] and ref["files_modified"] == []
+        if mine["id"] in fenced and ref["autonomous"] is True and defaults:
+            mine["depends_on"], mine["files_modified"] = [], []
+            mine["autonomous"] = True
     ours["has_checkpoints"] = any(not p["autonomous"] for p in ours["plans"])
     return True
 
@@ -246,7 +257,7 @@ def resolved_depends_on(ours: dict, theirs: dict, ctx: dict) -> bool:
 
     changed = False
     for mine, ref in zip(ours["plans"], theirs["plans"], strict=False):
-        if sorted(mine["depends_on"]) == sorted(ref["depends_on"]):
+        if set(mine["depends_on"]) == set(ref["depends_on"]):
             mine["depends_on"] = ref["depends_on"]
             continue
         mapped = []
@@ -266,7 +277,7 @@ def resolved_depends_on(ours: dict, theirs: dict, ctx: dict) -> bool:
                 None,
             )
             mapped.append(hit if hit is not None else dep)
-        if sorted(mapped) == sorted(mine["depends_on"]):
+        if set(mapped) == set(mine["depends_on"]):
             mine["depends_on"] = ref["depends_on"]
             changed = True
     return changed
@@ -277,10 +288,11 @@ def objective_line(ours: dict, theirs: dict, ctx: dict) -> bool:
     after the tag up to the line's end (`</objective>` and all, when on one line)."""
     changed = False
     for mine, ref in zip(ours["plans"], theirs["plans"], strict=False):
-        if mine["objective"] != ref["objective"] and ref["objective"] is not None:
-            if re.sub(r"\s*</objective>.*$", "", ref["objective"]).strip() == mine["objective"]:
-                mine["objective"] = ref["objective"]
-                changed = True
+        if mine["objective"] == ref["objective"] or ref["objective"] is None:
+            continue
+        if re.sub(r"\s*</objective>.*$", "", ref["objective"]).strip() == mine["objective"]:
+            mine["objective"] = ref["objective"]
+            changed = True
     return changed
 
 
