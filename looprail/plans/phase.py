@@ -300,9 +300,9 @@ def _outside_status(
         return f"{dep!r} names no plan of phase {located.number}"
     if phase not in folders:
         try:
-            other = find_phase(project, phase, as_reference=True)
-            names = sorted(e.name for e in other.dir.iterdir() if e.is_file())
-            folders[phase] = (other, names)
+            found = find_phase(project, phase, as_reference=True)
+            names = sorted(e.name for e in found.dir.iterdir() if e.is_file())
+            folders[phase] = (found, names)
         except (PlanError, OSError):
             folders[phase] = (None, [])
     other, names = folders[phase]

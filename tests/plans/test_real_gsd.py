@@ -299,3 +299,34 @@ def test_the_references_vocabulary_is_read_without_unknown_key_warnings(tmp_path
     assert phase.plans[0].sections["threat_model"] == "| T-1 |"
     lettered = phase.plans[1].tasks[0]
     assert lettered.attributes["id"] == "t-9" and lettered.verify == "<automated>pytest</automated>"
+
+
+def test_the_executor_prompt_carries_the_plans_objective_interfaces_and_threat_model(tmp_path):
+    from looprail.runtime.base import PhaseRef, Request, TaskWork
+    from looprail.runtime.prompts import build_prompt
+
+    project = tmp_path / "p"
+    folder = phase_dir(project, "01-a")
+    body = (
+        "<objective>\nShip the API.\n</objective>\n<context>\n<interfaces>\n"
+        "export function login(): Token;\n</interfaces>\n</context>\n"
+        "<threat_model>\n| T-01-01 | S | login | high | mitigate | rate limit |\n"
+        "</threat_model>\n<tasks>\n" + task_xml("t") + "\n</tasks>\n"
+    )
+    (folder / "01-01-PLAN.md").write_text(plan(body=body))
+    request = Request(
+        kind="task",
+        name="01-01/T1",
+        project=str(project),
+        point=None,
+        cap_id=None,
+        flavor="gsd",
+        phase=PhaseRef(number="1", dir=str(folder)),
+        plan_id="01-01",
+        role="executor",
+        task=TaskWork(plan_id="01-01", task_id="T1", index=1, name="t", action="do it"),
+    )
+    prompt = build_prompt(request, project)
+    assert "### Plan objective (01-01)\n\nShip the API." in prompt
+    assert "### Interfaces (01-01)\n\nexport function login(): Token;" in prompt
+    assert "| T-01-01 | S | login | high | mitigate | rate limit |" in prompt
