@@ -36,8 +36,12 @@ def _plan_error(exc: LooprailError, code: str, fallback: str, fix: str) -> Findi
 def _plans(data: LintInput) -> list[Finding]:
     out = []
     resolvers = _resolvers(data)
+    said: set[str] = set()
     for item in data.phases:
         if item.error is not None:
+            if str(item.error) in said:
+                continue  # two folders for one phase: one finding names both
+            said.add(str(item.error))
             out.append(
                 _plan_error(
                     item.error,

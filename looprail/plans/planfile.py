@@ -84,9 +84,6 @@ _GSD_EXTRA_KEYS = (
     "checkpoint_reason",
     "status",
     "objective",
-    "requirements_addressed",
-    "created",
-    "estimated_duration",
 )
 # The keys the plan's waves and checkpoints are read from: a YAML error inside one of them
 # refuses the plan (running it with the value dropped would lose a dependency); an error
@@ -185,11 +182,13 @@ class Plan(BaseModel):
 
     @property
     def objective_line(self) -> str | None:
-        """The first non-blank line of `<objective>` (what an index shows)."""
+        """The first non-blank line of `<objective>` (what an index shows), else a frontmatter
+        `objective:` (the reference's fallback)."""
         for line in (self.objective or "").splitlines():
             if line.strip():
                 return line.strip()
-        return None
+        fallback = self.extra.get("objective")
+        return str(fallback) if isinstance(fallback, (str, int, float)) and fallback else None
 
 
 def plan_id_from_filename(name: str) -> str | None:
