@@ -97,7 +97,10 @@ def body(p: dict) -> str:
         "fence-in-context": objective
         + "<context>\n<interfaces>\n```ts\nexport type A = 1;\n</interfaces>\n</context>\n"
         "<tasks>\n" + task.replace("do it", "run:\n```bash\nnpm test\n```\n") + "</tasks>\n",
-        "code-task": objective + "```xml\n<task>example</task>\n```\n<tasks>\n" + task + "</tasks>\n",
+        "code-task": objective
+        + "```xml\n<task>example</task>\n```\n<tasks>\n"
+        + task
+        + "</tasks>\n",
     }[p["body"]]
 
 
@@ -107,7 +110,9 @@ def write_variant(root: Path, variant: dict) -> tuple[Path, str]:
     earlier = project / ".planning" / "phases" / "02-base"
     earlier.mkdir(parents=True)
     for n in (1, 2):
-        (earlier / f"02-0{n}-PLAN.md").write_text("---\nwave: 1\n---\n<tasks><task>x</task></tasks>\n")
+        (earlier / f"02-0{n}-PLAN.md").write_text(
+            "---\nwave: 1\n---\n<tasks><task>x</task></tasks>\n"
+        )
     (earlier / "02-01-SUMMARY.md").write_text("---\nstatus: complete\n---\n")
     folder = project / ".planning" / "phases" / f"{number}-gen"
     folder.mkdir()
@@ -122,7 +127,7 @@ def write_variant(root: Path, variant: dict) -> tuple[Path, str]:
             keys.append(f"wave: {p['wave']}")
         keys.append(
             {
-                "mapping": "must_haves:\n  truths: [\"it works\"]",
+                "mapping": 'must_haves:\n  truths: ["it works"]',
                 "list": "must_haves:\n  - it works",
                 "bad-escape": 'must_haves:\n  key_links:\n    - pattern: "fetch\\(api"',
                 "absent": "",
