@@ -125,7 +125,9 @@ if mode != "lazy" and owe and phase_dir is not None:
     if "CONTEXT.md" in owe:
         (phase_dir / f"{prefix}-CONTEXT.md").write_text("# Context\n\n- Decided.\n")
     elif "PLAN.md" in owe and mode == "bad_plan":
-        (phase_dir / f"{prefix}-01-PLAN.md").write_text("no frontmatter here\n")
+        (phase_dir / f"{prefix}-01-PLAN.md").write_text(
+            "---\nwave: 1\n(the frontmatter never closes)\n"
+        )
         answer = "I wrote the plan."
     elif "PLAN.md" in owe:
         conflict = os.environ.get("FAKE_AGENT_CONFLICT") == "1"
