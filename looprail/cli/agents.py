@@ -132,6 +132,7 @@ def init(args) -> int:
 
 
 def doctor(args) -> int:
+    import os
     import shutil
     import subprocess
 
@@ -190,6 +191,8 @@ def doctor(args) -> int:
             if ok:
                 say("ok", f"{name}: {found} ({said.splitlines()[0] if said else 'runs'})")
                 checks[-1]["permissions"] = adapter.permissions(settings)
+                for status, line in adapter.readiness(project, settings, os.environ):
+                    say(status, line)
             else:
                 last = said.splitlines()[-1] if said else "no output"
                 say("problem", f"{name}: `{found} --version` failed ({last}); {adapter.install}")

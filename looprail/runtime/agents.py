@@ -152,6 +152,13 @@ class Adapter:
         """What a non-zero exit code means for this CLI, when it means something."""
         return None
 
+    def readiness(
+        self, project: Path, s: AgentSettings, env: Mapping[str, str]
+    ) -> list[tuple[str, str]]:
+        """`(status, line)` checks `looprail doctor` prints beyond `--version`: what a run in
+        `project` needs from this CLI's own settings ("ok", "warning" or "problem")."""
+        return []
+
     def skill_form(self) -> str:
         return "Run the skill `{name}`."
 
@@ -500,6 +507,75 @@ class GeminiAdapter(Adapter):
         ),
     }
 
+    def readiness(
+        self, project: Path, s: AgentSettings, env: Mapping[str, str]
+    ) -> list[tuple[str, str]]:
+        home = Path(env.get("GEMINI_CLI_HOME") or env.get("HOME") or Path.home())
+        settings = _read_json(home / ".gemini" / "settings.json")
+        return [self._trust(project, s, env, home, settings), self._auth(env, settings)]
+
+    def _trust(
+        self,
+        project: Path,
+        s: AgentSettings,
+        env: Mapping[str, str],
+        home: Path,
+        settings: dict[str, Any],
+    ) -> tuple[str, str]:
+        # Gemini CLI's own order (checkPathTrust): the env, the setting, trustedFolders.json.
+        untrusted = (
+            f"gemini: {project} is not a trusted folder, and headless Gemini CLI exits 55 "
+            "there: trust it once (run `gemini` in it), set GEMINI_CLI_TRUST_WORKSPACE=true, "
+            "or add --skip-trust to looprail.agents.gemini.args"
+        )
+        if "--skip-trust" in s.args:
+            return "ok", "gemini: folder trust skipped (--skip-trust)"
+        if env.get("GEMINI_RESTRICTED_MODE") == "true" or (
+            env.get("GEMINI_CLI_TRUST_WORKSPACE") == "false"
+        ):
+            return "problem", untrusted
+        if env.get("GEMINI_CLI_TRUST_WORKSPACE") == "true":
+            return "ok", "gemini: folder trusted (GEMINI_CLI_TRUST_WORKSPACE=true)"
+        trust = _obj(_obj(settings.get("security")).get("folderTrust"))
+        if trust.get("enabled") is False:
+            return "ok", "gemini: folder trust is off (security.folderTrust.enabled)"
+        rules_file = Path(
+            env.get("GEMINI_CLI_TRUSTED_FOLDERS_PATH") or home / ".gemini" / "trustedFolders.json"
+        )
+        where = os.path.realpath(project)
+        best: tuple[int, str] | None = None
+        for rule, level in _read_json(rules_file).items():
+            folder = os.path.dirname(rule) if level == "TRUST_PARENT" else rule
+            real = os.path.realpath(folder)
+            inside = where == real or where.startswith(real.rstrip("/") + "/")
+            if inside and (best is None or len(rule) > best[0]):
+                best = (len(rule), str(level))
+        if best is not None and best[1] in ("TRUST_FOLDER", "TRUST_PARENT"):
+            return "ok", f"gemini: folder trusted ({rules_file})"
+        return "problem", untrusted
+
+    @staticmethod
+    def _auth(env: Mapping[str, str], settings: dict[str, Any]) -> tuple[str, str]:
+        chosen = _obj(_obj(settings.get("security")).get("auth")).get("selectedType")
+        chosen = chosen or settings.get("selectedAuthType")
+        if isinstance(chosen, str) and chosen:
+            return "ok", f"gemini: auth {chosen} (settings.json)"
+        # Gemini CLI's getAuthTypeFromEnv, in its order
+        for var, value, mode in (
+            ("GOOGLE_GENAI_USE_GCA", "true", "oauth-personal"),
+            ("GOOGLE_GENAI_USE_VERTEXAI", "true", "vertex-ai"),
+            ("GOOGLE_GEMINI_BASE_URL", None, "gateway"),
+            ("GEMINI_API_KEY", None, "gemini-api-key"),
+        ):
+            if env.get(var) and (value is None or env.get(var) == value):
+                return "ok", f"gemini: auth {mode} ({var})"
+        return (
+            "problem",
+            "gemini: no auth method: headless Gemini CLI needs one; run `gemini` once and log "
+            "in (it sets security.auth.selectedType in ~/.gemini/settings.json), or set "
+            "GEMINI_API_KEY",
+        )
+
     def exit_reason(self, code: int) -> str | None:
         if code in self.EXIT_CODES:
             return self.EXIT_CODES[code]
@@ -539,6 +615,16 @@ class GeminiAdapter(Adapter):
         elif isinstance(err, str) and err:
             r.error = err
         return r
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """A JSON object file (comments allowed, as the CLIs allow them), or {}."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return {}
+    text = re.sub(r"^\s*//.*$", "", text, flags=re.M)
+    return _obj(parse_json_object(text))
 
 
 def _json_block(text: str) -> dict[str, Any] | None:

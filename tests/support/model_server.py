@@ -70,6 +70,7 @@ class Call:
     body: dict[str, Any]
     text: str  # every string in the request, joined (to search the prompt and the cwd)
     status: int = 200
+    tools: bool = False  # the request offered tools: an agent's turn (not a title or a probe)
 
 
 @dataclass
@@ -115,9 +116,10 @@ def writes_for(prompt: str, cwd: str) -> list[tuple[str, str]]:
         elif "VERIFICATION.md" in owe:
             text = "---\nstatus: passed\n---\n\n# Verification\n\n- All plans done.\n"
             out.append((f"{base}/{prefix}-VERIFICATION.md", text))
-    task = re.search(r"^## Task (\S+)", prompt, flags=re.M)
-    files = re.search(r"^- Files: (.+)$", prompt.split("## Task", 1)[-1], flags=re.M)
-    if task and files and "## Task" in prompt:
+    # looprail's task heading (`## Task 01-01/T1: …`), not a heading of the CLI's own prompt
+    task = re.search(r"^## Task (\d[\w.]*-\d+/\S+?):? ", prompt, flags=re.M)
+    files = re.search(r"^- Files: (.+)$", prompt[task.end() :], flags=re.M) if task else None
+    if task and files:
         for name in files.group(1).split(","):
             out.append((f"{cwd}/{name.strip()}", f"{task.group(1)} written in {Path(cwd).name}\n"))
     return out
@@ -164,7 +166,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._json(404, {"error": {"message": f"no such endpoint {path}"}})
             return
-        call = Call(api, self.path, body, "\n".join(_strings(body)))
+        call = Call(api, self.path, body, "\n".join(_strings(body)), tools=bool(body.get("tools")))
         script = self.server.script
         with self.server.lock:
             script.calls.append(call)
@@ -180,6 +182,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _json(self, status: int, obj: Any) -> None:
         data = json.dumps(obj).encode()
         self.send_response(status)
+        if status == 429:  # as rate-limiting APIs say when to come back: now (tests are fast)
+            self.send_header("Retry-After", "0")
+            self.send_header("retry-after-ms", "0")
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -219,7 +224,7 @@ class _Handler(BaseHTTPRequestHandler):
         if answered or mode == "lazy":
             return []
         cwd = _cwd(call.text)
-        return writes_for(_prompt(call.text), cwd) if cwd else []
+        return writes_for(call.text, cwd) if cwd else []
 
     @staticmethod
     def _final(writes_done: bool) -> str:
@@ -566,11 +571,6 @@ def _cwd(text: str) -> str | None:
         if found:
             return found.group(1).strip().rstrip(".")
     return None
-
-
-def _prompt(text: str) -> str:
-    """looprail's prompt within everything the CLI sent: from its last role brief on."""
-    return text
 
 
 class _Server(ThreadingHTTPServer):
