@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
+from looprail.runtime.base import DispatchContext, TaskWork
+from looprail.runtime.registry import RuntimeSettings, create_runtime
 from tests.support.agents import AGENTS, git, looprail
-from tests.support.model_server import ModelServer, Script
+from tests.support.model_server import SHELL_MARK, ModelServer, Script
 from tests.support.real_agents import real_cli, real_env
 
 pytestmark = [
@@ -45,9 +48,7 @@ def _transcripts(demo: Path) -> list[Path]:
 
 
 @pytest.mark.parametrize("agent", AGENTS)
-def test_the_real_cli_ships_the_example_with_parallel_worktrees(
-    tmp_path: Path, agent: str
-) -> None:
+def test_the_real_cli_ships_the_example_with_parallel_worktrees(tmp_path: Path, agent: str) -> None:
     _cli(agent)
     with ModelServer() as server:
         env = real_env(agent, tmp_path, server, tmp_path / "demo")
@@ -125,7 +126,7 @@ def test_a_long_prompt_starting_with_a_dash_arrives_whole_from_another_folder(
         assert len(brief.read_bytes()) > 100_000
         done = looprail("run", str(demo), "--phase", "1", "--jobs", "2", cwd=elsewhere, env=env)
         assert done.returncode == 0, done.stdout + done.stderr
-        discuss = next(c for c in server.calls if "BRIEF-START" in c.text)
+        discuss = next(c for c in server.calls if c.tools and "BRIEF-START" in c.text)
     assert "--help me: BRIEF-START" in discuss.text
     assert filler in discuss.text and "BRIEF-END" in discuss.text
     assert discuss.text.index("BRIEF-END") < discuss.text.index("## What you owe")
@@ -133,9 +134,7 @@ def test_a_long_prompt_starting_with_a_dash_arrives_whole_from_another_folder(
     assert (demo / "a.txt").is_file() and (demo / "b.txt").is_file()
 
 
-@pytest.mark.parametrize(
-    ("agent", "status"), [(a, s) for a in AGENTS for s in ("401", "429")]
-)
+@pytest.mark.parametrize(("agent", "status"), [(a, s) for a in AGENTS for s in ("401", "429")])
 def test_an_api_error_halts_at_once_with_what_it_was(
     tmp_path: Path, agent: str, status: str
 ) -> None:
@@ -154,3 +153,57 @@ def test_an_api_error_halts_at_once_with_what_it_was(
     meta = json.loads((_transcripts(demo)[0] / "meta.json").read_text())
     assert meta["errorStatus"] in (int(status), None) and meta["ok"] is False
     assert took < 90, f"{agent} took {took:.0f}s to give up on a {status}"
+
+
+# What each CLI's default permissions (the ones looprail passes, docs/agents.md) do with a
+# shell command the model asks for, run in the task's folder: a file command (`touch`), and
+# any other program (`sh -c`).
+DEFAULT_SHELL = {
+    # acceptEdits: file commands in the working folder are accepted like edits; any other
+    # command would ask, and print mode refuses it (a permission denial)
+    ("claude", "touch"): "ran",
+    ("claude", "sh"): "refused",
+    # workspace-write: every command runs in Codex's sandbox, writing inside the workspace
+    ("codex", "touch"): "ran",
+    ("codex", "sh"): "ran",
+    # OpenCode's default `permission` allows bash
+    ("opencode", "touch"): "ran",
+    ("opencode", "sh"): "ran",
+    # auto_edit: headless Gemini CLI does not offer its shell tool at all
+    ("gemini", "touch"): "not offered",
+    ("gemini", "sh"): "not offered",
+}
+COMMANDS = {"touch": "touch {mark}", "sh": "sh -c ': > {mark}'"}
+
+
+@pytest.mark.parametrize(("agent", "command"), sorted(DEFAULT_SHELL))
+def test_the_default_permissions_and_a_shell_command(
+    tmp_path: Path, agent: str, command: str
+) -> None:
+    _cli(agent)
+    project = tmp_path / "proj"
+    phase = project / ".planning" / "phases" / "01-demo"
+    phase.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    lines: list[str] = []
+    with ModelServer(Script(mode="shell", shell=COMMANDS[command])) as server:
+        env = real_env(agent, tmp_path, server, project)
+        runtime = create_runtime(
+            agent, RuntimeSettings(project=project, progress=lines.append, env=env)
+        )
+        task = TaskWork(
+            plan_id="01-01", task_id="T1", index=1, name="Out", files=("out.txt",), action="Do"
+        )
+        ctx = DispatchContext(project=project, phase_number="1", phase_dir=phase)
+        outcome = runtime.execute_task(task, ctx)
+        offered = {c.shell_offered for c in server.calls if c.shell_offered is not None}
+    # The shell command does not decide: the task wrote its file, so it is done.
+    assert outcome.ok, outcome.detail
+    assert (project / "out.txt").is_file()
+    ran = (project / SHELL_MARK).exists()
+    seen = "ran" if ran else ("refused" if offered == {True} else "not offered")
+    assert seen == DEFAULT_SHELL[agent, command], (seen, offered)
+    meta = json.loads((project / str(outcome.transcript) / "meta.json").read_text())
+    if seen == "refused":  # surfaced: on the run's progress and in the transcript
+        assert meta["permissionDenials"] and meta["permissionDenials"][0].startswith("Bash ")
+        assert any(f"{agent} refused 1 tool call" in line for line in lines), lines

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 MODEL = "looprail-test-model"
+SHELL_MARK = "shell-ran.txt"  # what the `shell` mode's command creates in the CLI's folder
 
 PLAN = """---
 phase: {slug}
@@ -71,6 +72,7 @@ class Call:
     text: str  # every string in the request, joined (to search the prompt and the cwd)
     status: int = 200
     tools: bool = False  # the request offered tools: an agent's turn (not a title or a probe)
+    shell_offered: bool | None = None  # `shell` mode: whether the CLI offered its shell tool
 
 
 @dataclass
@@ -79,6 +81,7 @@ class Script:
 
     mode: str = "ok"
     only: str | None = None  # apply `mode` only to prompts containing this text
+    shell: str = "touch {mark}"  # `shell` mode's command ({mark}: SHELL_MARK's absolute path)
     calls: list[Call] = field(default_factory=list)
 
 
@@ -219,12 +222,23 @@ class _Handler(BaseHTTPRequestHandler):
             kind = "invalid_api_key" if status == 401 else "rate_limit_exceeded"
             self._json(status, {"error": {"message": text, "type": kind, "code": kind}})
 
-    def _plan(self, call: Call, mode: str, answered: bool) -> list[tuple[str, str]]:
-        """The writes to make now: none once the tools have answered, or for a lazy model."""
-        if answered or mode == "lazy":
-            return []
+    def _plan(
+        self, call: Call, mode: str, rounds: int, shell: str | None = None
+    ) -> tuple[str | None, list[tuple[str, str]]]:
+        """`(shell command, writes)` to make now, after `rounds` rounds of tool calls: in
+        `shell` mode a shell command first (when the CLI offers its shell tool `shell`, else
+        the call notes it was not offered), then the writes; a lazy model writes nothing."""
         cwd = _cwd(call.text)
-        return writes_for(call.text, cwd) if cwd else []
+        if mode == "shell":
+            call.shell_offered = shell is not None
+            if shell is not None:
+                if rounds == 0 and cwd:
+                    mark = f"'{cwd}/{SHELL_MARK}'"
+                    return self.server.script.shell.replace("{mark}", mark), []
+                rounds -= 1
+        if rounds > 0 or mode == "lazy" or not cwd:
+            return None, []
+        return None, writes_for(call.text, cwd)
 
     @staticmethod
     def _final(writes_done: bool) -> str:
@@ -234,16 +248,30 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _responses(self, body: dict[str, Any], call: Call, mode: str) -> None:
         items = body.get("input") or []
-        answered = any(
-            isinstance(i, dict) and str(i.get("type", "")).endswith("_call_output") for i in items
+        rounds = sum(
+            isinstance(i, dict) and str(i.get("type", "")).endswith("_call") for i in items
         )
-        writes = self._plan(call, mode, answered)
+        answered = rounds > 0
         tools = {
             t.get("name") or (t.get("function") or {}).get("name") for t in body.get("tools") or []
         }
+        shell = "exec_command" if "exec_command" in tools else None
+        command, writes = self._plan(call, mode, rounds, shell)
         rid = f"resp_{uuid.uuid4().hex[:12]}"
         output: list[dict[str, Any]] = []
-        if writes:
+        if command:
+            cid = f"call_{uuid.uuid4().hex[:8]}"
+            output.append(
+                {
+                    "type": "function_call",
+                    "id": f"fc_{cid}",
+                    "call_id": cid,
+                    "name": "exec_command",
+                    "arguments": json.dumps({"cmd": command}),
+                    "status": "completed",
+                }
+            )
+        elif writes:
             patch = "*** Begin Patch\n"
             for path, text in writes:
                 patch += f"*** Add File: {path}\n" + "".join(
@@ -335,14 +363,20 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _messages(self, body: dict[str, Any], call: Call, mode: str) -> None:
         messages = body.get("messages") or []
-        answered = any(
-            isinstance(c, dict) and c.get("type") == "tool_result"
+        rounds = sum(
+            isinstance(m, dict)
+            and m.get("role") == "assistant"
+            and isinstance(m.get("content"), list)
+            and any(isinstance(c, dict) and c.get("type") == "tool_use" for c in m["content"])
             for m in messages
-            if isinstance(m, dict) and isinstance(m.get("content"), list)
-            for c in m["content"]
         )
+        answered = rounds > 0
         tools = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
-        writes = self._plan(call, mode, answered) if "Write" in tools else []
+        command, writes = (
+            self._plan(call, mode, rounds, "Bash" if "Bash" in tools else None)
+            if "Write" in tools
+            else (None, [])
+        )
         mid = f"msg_{uuid.uuid4().hex[:12]}"
         usage = {
             "input_tokens": 100,
@@ -351,7 +385,16 @@ class _Handler(BaseHTTPRequestHandler):
             "output_tokens": 50,
         }
         blocks: list[dict[str, Any]] = []
-        if writes:
+        if command:
+            blocks.append(
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_{uuid.uuid4().hex[:12]}",
+                    "name": "Bash",
+                    "input": {"command": command, "description": "Create a file"},
+                }
+            )
+        elif writes:
             for path, text in writes:
                 blocks.append(
                     {
@@ -425,7 +468,7 @@ class _Handler(BaseHTTPRequestHandler):
                     )
                 )
             events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
-        stop = "tool_use" if writes else "end_turn"
+        stop = "tool_use" if writes or command else "end_turn"
         events.append(
             (
                 "message_delta",
@@ -457,13 +500,21 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _chat(self, body: dict[str, Any], call: Call, mode: str) -> None:
         messages = body.get("messages") or []
-        answered = any(isinstance(m, dict) and m.get("role") == "tool" for m in messages)
+        rounds = sum(
+            isinstance(m, dict) and m.get("role") == "assistant" and bool(m.get("tool_calls"))
+            for m in messages
+        )
+        answered = rounds > 0
         tools = {
             (t.get("function") or {}).get("name")
             for t in body.get("tools") or []
             if isinstance(t, dict)
         }
-        writes = self._plan(call, mode, answered) if "write" in tools else []
+        command, writes = (
+            self._plan(call, mode, rounds, "bash" if "bash" in tools else None)
+            if "write" in tools
+            else (None, [])
+        )
         cid = f"chatcmpl-{uuid.uuid4().hex[:12]}"
         usage = {
             "prompt_tokens": 1000,
@@ -483,7 +534,19 @@ class _Handler(BaseHTTPRequestHandler):
             }
 
         events: list[tuple[str | None, Any]] = [(None, chunk({"role": "assistant", "content": ""}))]
-        if writes:
+        if command:
+            call_ = {
+                "index": 0,
+                "id": f"call_{uuid.uuid4().hex[:8]}",
+                "type": "function",
+                "function": {
+                    "name": "bash",
+                    "arguments": json.dumps({"command": command, "description": "Create a file"}),
+                },
+            }
+            events.append((None, chunk({"tool_calls": [call_]})))
+            finish = "tool_calls"
+        elif writes:
             for i, (path, text) in enumerate(writes):
                 call_ = {
                     "index": i,
@@ -520,20 +583,26 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _gemini(self, body: dict[str, Any], call: Call, mode: str) -> None:
         contents = body.get("contents") or []
-        answered = any(
-            isinstance(p, dict) and "functionResponse" in p
+        rounds = sum(
+            isinstance(c, dict)
+            and c.get("role") == "model"
+            and any(isinstance(p, dict) and "functionCall" in p for p in c.get("parts") or [])
             for c in contents
-            if isinstance(c, dict)
-            for p in c.get("parts") or []
         )
+        answered = rounds > 0
         names = {
             d.get("name")
             for t in body.get("tools") or []
             if isinstance(t, dict)
             for d in t.get("functionDeclarations") or []
         }
-        writes = self._plan(call, mode, answered) if "write_file" in names else []
-        if writes:
+        shell = "run_shell_command" if "run_shell_command" in names else None
+        command, writes = (
+            self._plan(call, mode, rounds, shell) if "write_file" in names else (None, [])
+        )
+        if command:
+            parts = [{"functionCall": {"name": "run_shell_command", "args": {"command": command}}}]
+        elif writes:
             parts = [
                 {"functionCall": {"name": "write_file", "args": {"file_path": p, "content": t}}}
                 for p, t in writes
