@@ -117,21 +117,28 @@ def test_a_long_prompt_starting_with_a_dash_arrives_whole_from_another_folder(
     _cli(agent)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    with ModelServer() as server:
+    # The planner's prompt: its brief (a project's own, starting with `-`), then the phase's
+    # CONTEXT.md (which the model writes), then what is owed: 60 kB each, over 100 kB in all.
+    brief = "--help me: BRIEF-START\n" + _filler("brief", 1200) + "BRIEF-END\n"
+    context = "# Context\n\nCONTEXT-START\n" + _filler("context", 1200) + "CONTEXT-END\n"
+    with ModelServer(Script(context=context)) as server:
         env = real_env(agent, tmp_path, server, tmp_path / "demo")
         demo = _init(tmp_path, agent, env)
-        brief = demo / ".looprail" / "roles" / "orchestrator.md"
-        filler = "".join(f"- filler line {i:05d} of the brief, kept whole\n" for i in range(2600))
-        brief.write_text(f"--help me: BRIEF-START\n{filler}BRIEF-END\n")
-        assert len(brief.read_bytes()) > 100_000
+        (demo / ".looprail" / "roles" / "planner.md").write_text(brief)
         done = looprail("run", str(demo), "--phase", "1", "--jobs", "2", cwd=elsewhere, env=env)
         assert done.returncode == 0, done.stdout + done.stderr
-        discuss = next(c for c in server.calls if c.tools and "BRIEF-START" in c.text)
-    assert "--help me: BRIEF-START" in discuss.text
-    assert filler in discuss.text and "BRIEF-END" in discuss.text
-    assert discuss.text.index("BRIEF-END") < discuss.text.index("## What you owe")
+        plan = next(c for c in server.calls if c.tools and "BRIEF-START" in c.text)
+    prompt = (_transcripts(demo)[1] / "prompt.md").read_text()
+    assert len(prompt.encode()) > 100_000 and prompt.startswith("--help me")
+    assert brief.strip() in plan.text and context.strip() in plan.text  # whole, in order
+    assert plan.text.index("BRIEF-END") < plan.text.index("CONTEXT-START")
+    assert plan.text.index("CONTEXT-END") < plan.text.index("## What you owe")
     assert list(elsewhere.iterdir()) == []  # nothing written where looprail was started
     assert (demo / "a.txt").is_file() and (demo / "b.txt").is_file()
+
+
+def _filler(what: str, lines: int) -> str:
+    return "".join(f"- line {i:05d} of the {what}, to be delivered whole\n" for i in range(lines))
 
 
 @pytest.mark.parametrize(("agent", "status"), [(a, s) for a in AGENTS for s in ("401", "429")])

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 MODEL = "looprail-test-model"
+CONTEXT = "# Context\n\n- Decided.\n"
 SHELL_MARK = "shell-ran.txt"  # what the `shell` mode's command creates in the CLI's folder
 
 PLAN = """---
@@ -81,6 +82,7 @@ class Script:
 
     mode: str = "ok"
     only: str | None = None  # apply `mode` only to prompts containing this text
+    context: str = CONTEXT  # what the model writes as CONTEXT.md
     shell: str = "touch {mark}"  # `shell` mode's command ({mark}: SHELL_MARK's absolute path)
     calls: list[Call] = field(default_factory=list)
 
@@ -95,7 +97,7 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
-def writes_for(prompt: str, cwd: str) -> list[tuple[str, str]]:
+def writes_for(prompt: str, cwd: str, context: str = CONTEXT) -> list[tuple[str, str]]:
     """`(absolute path, content)` for what looprail's prompt owes (as tests/fakes/fake_agent.py
     writes it), under `cwd`."""
     owe = prompt.split("## What you owe", 1)[1] if "## What you owe" in prompt else ""
@@ -107,7 +109,7 @@ def writes_for(prompt: str, cwd: str) -> list[tuple[str, str]]:
         prefix = slug.split("-", 1)[0]
         base = f"{cwd}/{phase_dir}"
         if "CONTEXT.md" in owe:
-            out.append((f"{base}/{prefix}-CONTEXT.md", "# Context\n\n- Decided.\n"))
+            out.append((f"{base}/{prefix}-CONTEXT.md", context))
         elif "PLAN.md" in owe:
             for plan, target, wave, deps in (
                 ("01", "a.txt", 1, "[]"),
@@ -238,7 +240,7 @@ class _Handler(BaseHTTPRequestHandler):
                 rounds -= 1
         if rounds > 0 or mode == "lazy" or not cwd:
             return None, []
-        return None, writes_for(call.text, cwd)
+        return None, writes_for(call.text, cwd, self.server.script.context)
 
     @staticmethod
     def _final(writes_done: bool) -> str:
