@@ -1026,7 +1026,15 @@ def _write_transcript(
 ) -> None:
     (folder / "prompt.md").write_text(prompt, encoding="utf-8")
     # stdout.jsonl and stderr.txt were written while the CLI ran (OutputTee)
-    shown = [a if a != prompt else "<prompt.md>" for a in argv]
+    # the prompt (or gemini's `--prompt=PROMPT`) is in prompt.md beside
+    shown = [
+        "<prompt.md>"
+        if a == prompt
+        else a[: -len(prompt)] + "<prompt.md>"
+        if a.endswith("=" + prompt)
+        else a
+        for a in argv
+    ]
     meta = {
         "argv": shown,
         "exitCode": result.exit_code,
