@@ -512,7 +512,8 @@ class GeminiAdapter(Adapter):
     ) -> list[tuple[str, str]]:
         home = Path(env.get("GEMINI_CLI_HOME") or env.get("HOME") or Path.home())
         settings = _read_json(home / ".gemini" / "settings.json")
-        return [self._trust(project, s, env, home, settings), self._auth(env, settings)]
+        where = Path(project).resolve()
+        return [self._trust(where, s, env, home, settings), self._auth(env, settings)]
 
     def _trust(
         self,

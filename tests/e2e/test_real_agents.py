@@ -214,3 +214,22 @@ def test_the_default_permissions_and_a_shell_command(
     if seen == "refused":  # surfaced: on the run's progress and in the transcript
         assert meta["permissionDenials"] and meta["permissionDenials"][0].startswith("Bash ")
         assert any(f"{agent} refused 1 tool call" in line for line in lines), lines
+
+
+def test_gemini_in_an_untrusted_folder_is_caught_by_doctor_and_named_by_the_run(
+    tmp_path: Path,
+) -> None:
+    _cli("gemini")
+    with ModelServer() as server:
+        env = real_env("gemini", tmp_path, server, tmp_path / "demo")
+        (Path(env["HOME"]) / ".gemini" / "trustedFolders.json").unlink()
+        demo = _init(tmp_path, "gemini", env)
+        doctor = looprail("doctor", cwd=demo, env=env)
+        assert doctor.returncode != 0
+        assert f"✗ gemini: {demo} is not a trusted folder" in doctor.stdout, doctor.stdout
+        assert "✓ gemini: auth gemini-api-key (settings.json)" in doctor.stdout
+        done = looprail("run", "--phase", "1", cwd=demo, env=env)
+        assert server.calls == []  # headless Gemini CLI stops before any request
+    said = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "gemini exited 55 (the folder is not trusted" in said, said
