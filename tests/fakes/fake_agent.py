@@ -7,7 +7,7 @@ the documented ways when told to.
 Environment:
 - FAKE_AGENT_MODE: ok (default) | exit | rate_limit | auth | cut | hang | lazy | bad_verdict | bad_plan
 - FAKE_AGENT_ONLY: apply the mode only when the prompt contains this text
-- FAKE_AGENT_LOG: append one JSON line per invocation ({agent, argv, cwd})
+- FAKE_AGENT_LOG: append one JSON line per invocation ({agent, argv, prompt, cwd, pwd, pid})
 - FAKE_AGENT_CONFLICT=1: the planner's two parallel plans both write `shared.txt`
 - FAKE_AGENT_COST: cost per invocation in USD (default 0.01)
 - FAKE_AGENT_SLEEP: seconds each invocation takes (default 0)
