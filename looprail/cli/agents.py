@@ -237,6 +237,8 @@ def doctor(args) -> int:
             if ok:
                 say("ok", f"{name}: {found} ({said.splitlines()[0] if said else 'runs'})")
                 checks[-1]["permissions"] = effective.line()
+                for status, line in adapter.readiness(project, settings, os.environ):
+                    say(status, line)
             else:
                 last = said.splitlines()[-1] if said else "no output"
                 say("problem", f"{name}: `{found} --version` failed ({last}); {adapter.install}")

@@ -99,7 +99,7 @@ def run_bounded(
     if not timeout_s or timeout_s <= 0:
         raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
     shown = tuple(cmd)
-    env = confined_path_env(env)
+    env = child_pwd_env(confined_path_env(env), cwd)
     data = stdin.encode() if isinstance(stdin, str) else stdin
     start = time.monotonic()
     # Registered before it exists: a `kill_running` from another thread while this child is
@@ -820,6 +820,25 @@ def confined_path_env(env: Mapping[str, str] | None) -> Mapping[str, str] | None
     confined = dict(base)
     confined["PATH"] = os.pathsep.join(kept) if kept else os.defpath
     return confined
+
+
+def child_pwd_env(
+    env: Mapping[str, str] | None, cwd: str | Path | None
+) -> Mapping[str, str] | None:
+    """`env` (or this process's environment) with `PWD` set to the child's working folder.
+
+    A program that asks `$PWD` before `getcwd()` (OpenCode does, as shells and Node tools often
+    do) must find the folder it runs in, not the folder looprail was started from: otherwise a
+    task in a plan's worktree writes into the main tree. Unchanged when `cwd` is None."""
+    if cwd is None:
+        return env
+    where = os.path.abspath(cwd)
+    base = os.environ if env is None else env
+    if base.get("PWD") == where:
+        return env
+    out = dict(base)
+    out["PWD"] = where
+    return out
 
 
 def find_program(name: str, env: Mapping[str, str] | None = None) -> str | None:

@@ -186,6 +186,7 @@ def _agent_calls(events: Sequence[Row]) -> list[dict[str, Any]]:
                 "ok": bool(d.get("ok")),
                 "sessionId": _str(d.get("sessionId")),
                 "inputTokens": _int(d.get("inputTokens")),
+                "cachedInputTokens": _int(d.get("cachedInputTokens")),
                 "outputTokens": _int(d.get("outputTokens")),
                 "costUsd": _float(d.get("costUsd")),
                 "costEstimated": d.get("costEstimated") is True,
@@ -202,6 +203,7 @@ def _spend(calls: list[dict[str, Any]]) -> dict[str, Any]:
         return {
             "calls": len(rows),
             "inputTokens": sum(r["inputTokens"] or 0 for r in rows),
+            "cachedInputTokens": sum(r["cachedInputTokens"] or 0 for r in rows),
             "outputTokens": sum(r["outputTokens"] or 0 for r in rows),
             "costUsd": round(sum(costs), 6) if costs else None,
             "estimated": any(r["costEstimated"] for r in rows),

@@ -7,7 +7,7 @@ the documented ways when told to.
 Environment:
 - FAKE_AGENT_MODE: ok (default) | exit | rate_limit | auth | cut | hang | lazy | bad_verdict | bad_plan
 - FAKE_AGENT_ONLY: apply the mode only when the prompt contains this text
-- FAKE_AGENT_LOG: append one JSON line per invocation ({agent, argv, cwd})
+- FAKE_AGENT_LOG: append one JSON line per invocation ({agent, argv, prompt, cwd, pwd, pid})
 - FAKE_AGENT_CONFLICT=1: the planner's two parallel plans both write `shared.txt`
 - FAKE_AGENT_COST: cost per invocation in USD (default 0.01)
 - FAKE_AGENT_SLEEP: seconds each invocation takes (default 0)
@@ -41,7 +41,9 @@ def fail(message: str, code: int = 2) -> None:
 if agent == "claude":
     if "-p" not in args:
         fail("fake claude: needs -p")
-    prompt = args[args.index("-p") + 1]
+    if "--" not in args or args.index("--") != len(args) - 2:
+        fail("fake claude: the prompt goes last, after `--`")
+    prompt = args[-1]
     if "--output-format" not in args or args[args.index("--output-format") + 1] != "stream-json":
         fail("fake claude: needs --output-format stream-json")
     if "--verbose" not in args:
@@ -51,30 +53,42 @@ if agent == "claude":
 elif agent == "codex":
     if args[:2] != ["exec", "--json"]:
         fail("fake codex: expected `exec --json`")
+    if "--" not in args or args.index("--") != len(args) - 2:
+        fail("fake codex: the prompt goes last, after `--`")
     prompt = args[-1]
 elif agent == "opencode":
     if args[:3] != ["run", "--format", "json"]:
         fail("fake opencode: expected `run --format json`")
-    prompt = args[-3] if "--file" in args else args[-1]
+    if any(" " in a for a in args):  # the real one rewrites such an argument as "…"
+        fail("fake opencode: the prompt goes on stdin, not in argv")
+    prompt = ""
 elif agent == "gemini":
-    if "-p" not in args or "--output-format" not in args:
-        fail("fake gemini: needs -p and --output-format json")
-    prompt = args[args.index("-p") + 1]
+    given = [a for a in args if a.startswith("--prompt=")]
+    if not given or "--output-format" not in args:
+        fail("fake gemini: needs --prompt=PROMPT and --output-format json")
+    prompt = given[-1][len("--prompt=") :]
     if "--yolo" in args:
         fail("fake gemini: looprail must never skip approvals silently")
 else:
     fail(f"fake agent: unknown name {agent}")
 
-if agent == "opencode" and "--file" in args:  # an attached file (a long prompt)
-    prompt += "\n" + Path(args[args.index("--file") + 1]).read_text()
-elif not sys.stdin.isatty():  # piped input is read as more prompt (claude, codex, gemini)
+if not sys.stdin.isatty():  # piped input is read as (more) prompt
     prompt += "\n" + sys.stdin.read()
 
 log = os.environ.get("FAKE_AGENT_LOG")
 if log:
     with open(log, "a") as fh:
         fh.write(
-            json.dumps({"agent": agent, "argv": args, "cwd": os.getcwd(), "pid": os.getpid()})
+            json.dumps(
+                {
+                    "agent": agent,
+                    "argv": args,
+                    "prompt": prompt,
+                    "cwd": os.getcwd(),
+                    "pwd": os.environ.get("PWD"),
+                    "pid": os.getpid(),
+                }
+            )
             + "\n"
         )
 
