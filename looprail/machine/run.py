@@ -795,7 +795,18 @@ def _task_work(plan: Plan, task: Task) -> TaskWork:
         acceptance_criteria=criteria,
         done=task.done or "",
         tracker_id=task.tracker_id,
+        plan_sections=_plan_sections(plan),
     )
+
+
+# The plan sections an executor is handed beside its task (TaskWork.plan_sections).
+_EXECUTOR_SECTIONS = ("interfaces", "threat_model")
+
+
+def _plan_sections(plan: Plan) -> dict[str, str]:
+    texts = {"objective": plan.objective or ""}
+    texts |= {key: plan.sections.get(key) or "" for key in _EXECUTOR_SECTIONS}
+    return {key: text.strip() for key, text in texts.items() if text.strip()}
 
 
 OnProgress = Callable[[str], None]

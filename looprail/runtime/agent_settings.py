@@ -76,6 +76,8 @@ def mode_in_effect(name: str, argv: Sequence[str]) -> str | None:
     i = 0
     while i < len(argv):
         arg = argv[i]
+        if arg == "--":  # the end of options: the prompt follows
+            break
         flag, eq, inline = arg.partition("=")
         if flag in flags:
             meaning = flags[flag]
@@ -83,7 +85,7 @@ def mode_in_effect(name: str, argv: Sequence[str]) -> str | None:
                 mode = meaning
             elif eq:
                 mode = inline
-            elif i + 1 < len(argv):
+            elif i + 1 < len(argv) and argv[i + 1] != "--":
                 mode = argv[i + 1]
                 i += 1
         i += 1

@@ -245,6 +245,9 @@ class TaskWork(_Camel):
     done: str = ""
     tracker_id: str | None = None
     resolved_by_tracker: bool = False
+    # What the executor needs of its plan beside the task (the reference's vocabulary): the
+    # plan's `<objective>`, `<interfaces>` and `<threat_model>` as written, the ones it has.
+    plan_sections: dict[str, str] = {}
 
     @property
     def key(self) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from looprail.fsutil import read_contained
 from looprail.layout import LOOPRAIL_DIR, ROLES_DIR
-from looprail.runtime.base import Request
+from looprail.runtime.base import Request, TaskWork
 
 READ_CAP = 64 * 1024  # bytes of one read_first file / context file put into a prompt
 _ROLES_PACKAGE = "looprail.runtime.roles"
@@ -152,7 +152,7 @@ def _task_section(request: Request, project: Path) -> str:
             lines += ["", f"### {title}", "", body.strip()]
     if t.acceptance_criteria:
         lines += ["", "### Acceptance criteria", ""] + [f"- {c}" for c in t.acceptance_criteria]
-    lines += _plan_vocabulary(request, t.plan_id)
+    lines += _plan_vocabulary(t)
     if t.read_first:
         lines += ["", "## Read first"]
         for rel in t.read_first:
@@ -164,32 +164,21 @@ def _task_section(request: Request, project: Path) -> str:
     return "\n".join(lines)
 
 
-# Plan sections of the reference's vocabulary an executor needs beside its task: the plan's
-# goal, the contracts it must code against, and the threats it must mitigate.
-_PLAN_SECTIONS = (("objective", "Plan objective"),)
-_OTHER_SECTIONS = (("interfaces", "Interfaces"), ("threat_model", "Threat model"))
+# The plan's sections an executor is handed with its task, in this order, under these titles.
+_PLAN_TITLES = (
+    ("objective", "Plan objective"),
+    ("interfaces", "Interfaces"),
+    ("threat_model", "Threat model"),
+)
 
 
-def _plan_vocabulary(request: Request, plan_id: str) -> list[str]:
-    """The task's plan's `<objective>`, `<interfaces>` and `<threat_model>`, when it has them
-    (read from the phase folder; nothing when the plan cannot be read)."""
-    if not request.phase.dir:
-        return []
-    from looprail.errors import LooprailError
-    from looprail.plans.planfile import plan_id_from_filename, read_plan
-
-    folder = Path(request.phase.dir)
-    try:
-        name = next(n.name for n in folder.iterdir() if plan_id_from_filename(n.name) == plan_id)
-        plan = read_plan(folder / name)
-    except (StopIteration, OSError, LooprailError):
-        return []
+def _plan_vocabulary(task: TaskWork) -> list[str]:
+    """The task's plan's `<objective>`, `<interfaces>` and `<threat_model>`, when it has them."""
     lines: list[str] = []
-    texts = [(title, getattr(plan, key)) for key, title in _PLAN_SECTIONS]
-    texts += [(title, plan.sections.get(key)) for key, title in _OTHER_SECTIONS]
-    for title, text in texts:
-        if text and text.strip():
-            lines += ["", f"### {title} ({plan_id})", "", text.strip()]
+    for key, title in _PLAN_TITLES:
+        text = task.plan_sections.get(key)
+        if text:
+            lines += ["", f"### {title} ({task.plan_id})", "", text]
     return lines
 
 

@@ -301,11 +301,10 @@ def test_the_references_vocabulary_is_read_without_unknown_key_warnings(tmp_path
 
 
 def test_the_executor_prompt_carries_the_plans_objective_interfaces_and_threat_model(tmp_path):
-    from looprail.runtime.base import PhaseRef, Request, TaskWork
     from looprail.runtime.prompts import build_prompt
 
     project = tmp_path / "p"
-    folder = phase_dir(project, "01-a")
+    folder = phase_dir(project, "01-demo")
     body = (
         "<objective>\nShip the API.\n</objective>\n<context>\n<interfaces>\n"
         "export function login(): Token;\n</interfaces>\n</context>\n"
@@ -313,18 +312,12 @@ def test_the_executor_prompt_carries_the_plans_objective_interfaces_and_threat_m
         "</threat_model>\n<tasks>\n" + task_xml("t") + "\n</tasks>\n"
     )
     (folder / "01-01-PLAN.md").write_text(plan(body=body))
-    request = Request(
-        kind="task",
-        name="01-01/T1",
-        project=str(project),
-        point=None,
-        cap_id=None,
-        flavor="gsd",
-        phase=PhaseRef(number="1", dir=str(folder)),
-        plan_id="01-01",
-        role="executor",
-        task=TaskWork(plan_id="01-01", task_id="T1", index=1, name="t", action="do it"),
-    )
+    rt = scripted(project)
+    assert run_loop(project, rt).result.status == "shipped"
+    # The machine hands the plan's sections to the executor in its request (the runtime never
+    # reads PLAN.md itself), and the agent prompt is built from that request.
+    (request,) = [c.request for c in rt.calls_of("task")]
+    assert request.task.plan_sections["objective"] == "Ship the API."
     prompt = build_prompt(request, project)
     assert "### Plan objective (01-01)\n\nShip the API." in prompt
     assert "### Interfaces (01-01)\n\nexport function login(): Token;" in prompt

@@ -109,7 +109,8 @@ def test_consent_is_bound_to_the_values_and_the_run_prints_every_flag(tmp_path: 
     assert "--permission-mode bypassPermissions --add-dir /" in line, line
     assert "(permission mode in effect: bypassPermissions)" in line, line
     argv = calls(tmp_path)[0]["argv"]
-    assert argv[-2:] == ["--add-dir", "/"] and "bypassPermissions" in argv
+    end = argv.index("--")  # the prompt comes after `--`, the settings' args just before it
+    assert argv[end - 2 : end] == ["--add-dir", "/"] and "bypassPermissions" in argv
 
     # The same line in doctor and capability audit, with where the settings came from.
     doctor = looprail("doctor", cwd=root, env=env)
