@@ -298,6 +298,7 @@ def test_escapes_in_a_log_never_reach_the_page_and_a_huge_log_is_cut(tmp_path):
 
 def test_300_open_event_streams_neither_stop_the_server_nor_outlive_it(tmp_path):
     import asyncio
+    from concurrent.futures import ThreadPoolExecutor
 
     project = _project(tmp_path)
     app = create_app(project, poll_interval=5.0)
@@ -328,6 +329,8 @@ def test_300_open_event_streams_neither_stop_the_server_nor_outlive_it(tmp_path)
             ended = await asyncio.wait_for(asyncio.gather(*tasks), 60)
             return state.status_code, sum(ended)
 
-    with uikit.serve(app) as url:
-        status, ended = asyncio.run(crowd(url))
+    # In a thread of its own: a worker that ran the browser tests has Playwright's event loop
+    # running in the main thread, and asyncio.run refuses to start inside it.
+    with uikit.serve(app) as url, ThreadPoolExecutor(1) as pool:
+        status, ended = pool.submit(asyncio.run, crowd(url)).result()
     assert status == 200 and ended == 300
