@@ -134,9 +134,12 @@ def run_phase(
     new_run: bool = False,
     agent: str | None = None,
     budget_usd: float | None = None,
+    loop: dict[str, Any] | None = None,
 ) -> SessionResult:
     """Run (or resume) `phase`. `resume`: "auto" resumes an unfinished run of this phase, a run
-    id resumes that run, None never resumes. With `journal=False` nothing is written."""
+    id resumes that run, None never resumes. With `journal=False` nothing is written. `loop`:
+    the project loop this run is part of (`{"through": N}` or `{"all": True}`), journaled with
+    a new run's machine config so `looprail resume` can go on with the phases after it."""
     from looprail.plans import find_phase
 
     options = options or RunOptions()
@@ -174,6 +177,7 @@ def run_phase(
                 accept_changes=accept_changes,
                 new_run=new_run,
                 phases=phases,
+                loop=loop,
             )
             lock.set_run_id(opened.run_id)
             runner, recorder = _build_runner(
@@ -271,6 +275,7 @@ def _open_run(
     accept_changes: bool,
     new_run: bool,
     phases: Any = None,
+    loop: dict[str, Any] | None = None,
 ) -> _OpenedRun:
     """Find the run to resume (verified, its orphans reaped, its role state recovered) and
     resume it, or start a new one; either way journal the digest of the phase's inputs."""
@@ -335,6 +340,7 @@ def _open_run(
                 "jobs": options.jobs,
                 "autonomous": options.autonomous,
                 "agent": getattr(runtime, "name", "") or type(runtime).__name__,
+                **({"loop": loop} if loop else {}),
             },
             inputs_digest=digest,
         )

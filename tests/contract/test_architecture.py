@@ -25,6 +25,7 @@ BASE = {
     "yamlload",
     "yamlcache",
     "config",
+    "roadmap",
 }
 BASE |= {"gcpause"}  # the collector paused for start-up (looprail/gcpause.py)
 TRUST = {"trust"}  # looprail.trust: store, audit, consent, reviewer
