@@ -366,17 +366,16 @@ def _next_phase(loaded, args) -> str | None:
     return todo[0].number
 
 
-def _run_project(args, loaded, progress, *, loop: dict | None, before=(), budget_usd=None) -> int:
+def _run_project(args, loaded, progress, *, loop: dict | None, before=(), spent=0.0) -> int:
     """`run` without `--phase`: the next unfinished phase, or (`loop`) phase after phase; each
     phase's own summary as it ends, then which phases shipped."""
     from looprail.machine.project import run_project
     from looprail.machine.session import run_phase
 
-    budget = args.budget_usd if budget_usd is None else budget_usd
     with _executor(args, loaded) as executor:
         options = _options(args, executor)
 
-        def one(number: str, left: float | None, first: bool):
+        def one(number: str, spent_before: float, first: bool):
             outcome = run_phase(
                 loaded,
                 number,
@@ -386,7 +385,8 @@ def _run_project(args, loaded, progress, *, loop: dict | None, before=(), budget
                 accept_changes=args.accept_changes,
                 new_run=bool(getattr(args, "new", False)) and first,
                 agent=args.agent,
-                budget_usd=left,
+                budget_usd=args.budget_usd,
+                budget_spent=spent_before,
                 loop=loop,
             )
             if not args.json:
@@ -398,9 +398,10 @@ def _run_project(args, loaded, progress, *, loop: dict | None, before=(), budget
             through=loop.get("through") if loop else None,
             one=loop is None,
             run=one,
-            budget_usd=budget,
+            budget_usd=args.budget_usd,
             journal=not args.no_journal,
             progress=progress,
+            spent_usd=spent,
         )
     result.sessions[:0] = list(before)  # a resumed run the loop goes on from
     return _project_summary(result, loop, as_json=args.json)
@@ -516,13 +517,15 @@ def resume(args) -> int:
 
     if not args.json:
         _summary(outcome, target.phase)
-    left = args.budget_usd
-    if left is not None:
-        left -= _run_spent(loaded.project, outcome.run_id)
     progress = Progress(quiet=args.quiet, verbose=args.verbose > 0)
     args.no_journal = False
     return _run_project(
-        args, loaded, progress, loop=loop, before=[(target.phase, outcome)], budget_usd=left
+        args,
+        loaded,
+        progress,
+        loop=loop,
+        before=[(target.phase, outcome)],
+        spent=_run_spent(loaded.project, outcome.run_id),
     )
 
 

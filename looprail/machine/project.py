@@ -262,17 +262,20 @@ def run_project(
     *,
     through: str | None = None,
     one: bool = False,
-    run: Callable[[str, float | None, bool], SessionResult],
+    run: Callable[[str, float, bool], SessionResult],
     budget_usd: float | None = None,
     journal: bool = True,
     progress: Any = None,
+    spent_usd: float = 0.0,
 ) -> ProjectResult:
     """Run the project's unfinished phases in order (only the next one with `one`; up to and
-    including `through`) until one does not ship or the budget is spent. `run(number,
-    budget_left, first)` runs one phase (`run_phase` with the invocation's options) and returns
-    its session. The phases are read again after each one (a phase may have been inserted)."""
+    including `through`) until one does not ship or the budget is spent. `run(number, spent,
+    first)` runs one phase (`run_phase` with the invocation's options, `spent` what the
+    invocation has spent so far: `budget_usd` spans every phase) and returns its session. The
+    phases are read again after each one (a phase may have been inserted). `spent_usd`: spent
+    before (by the run `looprail resume` resumed)."""
     seen: list[str] = []
-    result = ProjectResult()
+    result = ProjectResult(spent_usd=spent_usd)
     phases = _phases(loaded.project, journal)
     limit = through_number(phases, through) if through is not None else None
     result.finished_before = [
@@ -288,8 +291,8 @@ def run_project(
             return result
         if budget_usd is not None and result.spent_usd >= budget_usd:
             result.stopped = (
-                f"the budget of {budget_usd:g} USD is spent ({result.spent_usd:.4f} USD); "
-                f"phase {todo[0].number} not started"
+                f"budget reached: ${result.spent_usd:.4f} spent of --budget-usd "
+                f"{budget_usd:g}; phase {todo[0].number} not started"
             )
             result.remaining = [p.number for p in todo]
             return result
@@ -297,11 +300,11 @@ def run_project(
         ensure_folder(loaded.project, phase)
         if progress is not None and (seen or not one):
             progress.line(f"phase {phase.number}: {phase.name}")
-        left = None if budget_usd is None else budget_usd - result.spent_usd
-        session = run(phase.number, left, not seen)
+        session = run(phase.number, result.spent_usd, not seen)
         seen.append(phase.number)
         result.sessions.append((phase.number, session))
         result.spent_usd += _run_spent(loaded.project, session.run_id) if journal else 0.0
+        # (a resumed run's spending before the kill counts too, as it does for one phase)
         if session.result.status != "shipped":
             phases = _phases(loaded.project, journal)
             result.remaining = [p.number for p in pending(phases, limit) if p.number not in seen]

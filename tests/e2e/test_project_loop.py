@@ -7,6 +7,7 @@ resumes."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import sys
 
@@ -109,3 +110,35 @@ def test_a_kill_in_phase_2_resumes_without_running_phase_1_again(tmp_path):
         ("3", "shipped"),
     ]
     assert [p for p in pids_in(project / "pids.log") if alive(p)] == []
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="agent CLIs work in git worktrees")
+def test_the_budget_spans_every_phase_of_the_invocation(tmp_path):
+    """Each agent call costs $0.5 and a phase seven calls ($3.5): with --budget-usd 4 phase 1
+    ships and phase 2 stops after its first call, at $4 for the invocation (each phase alone
+    would have been within the budget)."""
+    from tests.support.agents import agent_env, calls, looprail
+
+    env = agent_env(tmp_path, FAKE_AGENT_COST="0.5")
+    assert looprail("init", "demo", "--agent", "claude", cwd=tmp_path, env=env).returncode == 0
+    demo = tmp_path / "demo"
+    (demo / ".planning" / "ROADMAP.md").write_text(
+        "# Roadmap\n\n## Phase 1: first\n\n## Phase 2: second\n\n## Phase 3: third\n"
+    )
+    done = looprail("run", "--all", "--budget-usd", "4", "--json", cwd=demo, env=env)
+    assert done.returncode == 1, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["shipped"] == ["1"] and summary["notRun"] == ["3"]
+    assert summary["phases"][1]["status"] == "halted"
+    assert "budget reached: $4.0000 spent of --budget-usd 4" in summary["phases"][1]["reason"]
+    assert summary["spentUsd"] == 4.0 and len(calls(tmp_path)) == 8
+    # Again with $3.5: phase 2's run (resumed; $0.5 of it spent before) ships at $3.5, which
+    # leaves nothing for phase 3: the loop stops before it starts.
+    more = looprail("run", "--all", "--budget-usd", "3.5", "--json", cwd=demo, env=env)
+    summary = json.loads(more.stdout)
+    assert more.returncode == 1 and summary["shipped"] == ["2"], more.stderr
+    assert summary["status"] == "halted" and summary["notRun"] == ["3"]
+    assert summary["reason"] == (
+        "budget reached: $3.5000 spent of --budget-usd 3.5; phase 3 not started"
+    )
+    assert len(calls(tmp_path)) == 14
