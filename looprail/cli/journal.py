@@ -297,7 +297,10 @@ def _report(args: argparse.Namespace) -> int:
         path = summary.journal_file(project)
         conn = summary.open_journal(project)
         with contextlib.closing(conn), summary.reading(path):
-            print_json(report_data.report_json(conn, path, run_id))
+            data = report_data.report_json(conn, path, run_id)
+        # Where the project stands, beside the run (not part of the run's own report).
+        data["projectPhases"] = [p.as_json() for p in _project_phases(project, True)]
+        print_json(data)
         return 0
     from looprail.store import Journal, JournalError, build_report, render_report_text
 
@@ -306,5 +309,14 @@ def _report(args: argparse.Namespace) -> int:
         if run is None:
             raise JournalError(f"{journal.path}: no runs yet; nothing to report")
         report = build_report(journal, run.id)
-    print(render_report_text(report), end="")
+    text = render_report_text(report)
+    if phases := _project_phases(project, True):
+        rows = [
+            f"  {p.number:<6} {p.status:<12} {p.name}"
+            + (f"  (run {p.run_id})" if p.run_id else "")
+            + ("  ← this run" if p.run_id == run.id else "")
+            for p in phases
+        ]
+        text += "\n".join(["", "Project phases", *rows]) + "\n"
+    print(text, end="")
     return 0

@@ -221,3 +221,24 @@ def test_dry_run_without_phase_plans_the_next_unfinished_phase(tmp_path):
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["phase"] in ("1", "01")
     assert journal_runs(project) == []
+
+
+def test_report_shows_the_project_phases_beside_the_run(tmp_path):
+    project = build(tmp_path)
+    assert run_cli("run", str(project), "--through", "2", "-q").returncode == 0
+    runs = journal_runs(project)
+    text = run_cli("report", str(project), runs[0]["id"]).stdout
+    section = text[text.index("Project phases") :].splitlines()
+    assert section == [
+        "Project phases",
+        f"  1      shipped      Setup  (run {runs[0]['id']})  ← this run",
+        f"  2      shipped      Core Work  (run {runs[1]['id']})",
+        "  3      not started  Polish & Ship",
+    ]
+    data = json.loads(run_cli("report", str(project), "--json").stdout)
+    assert data["run"]["id"] == runs[1]["id"]
+    assert [(p["number"], p["status"]) for p in data["projectPhases"]] == [
+        ("1", "shipped"),
+        ("2", "shipped"),
+        ("3", "not started"),
+    ]
