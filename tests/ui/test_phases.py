@@ -61,3 +61,46 @@ def test_the_page_draws_the_phases_table_as_text():
     body = script[script.index("function renderPhases") :]
     body = body[: body.index("function renderHistory")]
     assert "snap.project.roadmap" in body and "innerHTML" not in body
+
+
+def test_the_page_shows_the_phases_and_a_click_shows_a_phase_s_run(tmp_path):
+    """In a real browser (skips without chromium and Playwright, as tests/ui/test_browser.py)."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from tests.support import ui as uikit
+
+    if not uikit.CHROMIUM.exists():
+        pytest.skip(f"{uikit.CHROMIUM} is not installed")
+    project = build(tmp_path)
+    assert run_cli("run", str(project), "--through", "2", "-q").returncode == 0
+    first, second = (r["id"] for r in journal_runs(project))
+    errors: list[str] = []
+    with sync_api.sync_playwright() as pw:
+        chromium = pw.chromium.launch(
+            executable_path=str(uikit.CHROMIUM), headless=True, args=uikit.CHROMIUM_ARGS
+        )
+        try:
+            page = chromium.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(60_000)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            with uikit.serve(create_app(project, poll_interval=0.1)) as url:
+                page.goto(url)
+                page.locator("#runbar code", has_text=second).wait_for()
+                rows = page.locator("#phases tbody tr")
+                assert rows.count() == 3
+                cells = [rows.nth(i).locator("td").all_text_contents() for i in range(3)]
+                assert [c[:3] for c in cells] == [
+                    ["1", "Setup", "shipped"],
+                    ["2", "Core Work", "shipped"],
+                    ["3", "Polish & Ship · next", "not started"],
+                ]
+                assert cells[0][3:5] == ["2/2 summaries", first]
+                assert "selected" in (rows.nth(1).get_attribute("class") or "")
+                assert "next" in (rows.nth(2).get_attribute("class") or "")
+                rows.nth(0).click()  # phase 1: its run is shown
+                page.locator("#runbar code", has_text=first).wait_for()
+                assert page.url.endswith(f"#run={first}")
+                assert "selected" in (rows.nth(0).get_attribute("class") or "")
+                page.screenshot(path=str(tmp_path / "phases.png"))
+        finally:
+            chromium.close()
+    assert errors == []
