@@ -352,9 +352,11 @@ def _next_phase(loaded, args) -> str | None:
     from looprail.machine.project import journal_runs, pending, project_phases
 
     runs = journal_runs(loaded.project) if not args.no_journal else None
-    todo = pending(project_phases(loaded.project, runs))
+    phases = project_phases(loaded.project, runs)
+    todo = pending(phases)
     if not todo:
-        print("every phase is finished; nothing to run", file=sys.stderr)
+        said = "every phase is finished" if phases else "the project names no phase"
+        print(f"{said}; nothing to run", file=sys.stderr)
         return None
     if todo[0].dir is None:
         from looprail.errors import UsageError
@@ -443,6 +445,11 @@ def _project_summary(result, loop: dict | None, *, as_json: bool) -> int:
     if not result.sessions:
         if result.stopped:
             print(f"looprail: {result.stopped}", file=sys.stderr)
+        elif not result.phase_count:
+            print(
+                "the project names no phase (ROADMAP.md has no `## Phase N: Name` heading "
+                "outside archived milestones); nothing to run (run one with --phase N)"
+            )
         else:
             upto = f" through phase {loop['through']}" if loop and "through" in loop else ""
             print(f"every phase{upto} is finished; nothing to run")

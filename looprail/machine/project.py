@@ -2,8 +2,9 @@
 one after another (`looprail run` without `--phase`, `--through N`, `--all`).
 
 Which phases: those ROADMAP.md's headings name (`looprail.roadmap`), in phase-number order as the
-reference's autonomous workflow sorts them (`8.1` after `8`, before `9`); without a ROADMAP (or
-one that names no phase), the phase folders. A phase is **finished** when
+reference's autonomous workflow sorts them (`8.1` after `8`, before `9`); without a ROADMAP, the
+phase folders (a ROADMAP that names no phase, e.g. every milestone archived: none). A phase is
+**finished** when
 
 1. its latest journaled run shipped; or, when it has no unfinished journaled run,
 2. GSD's artifacts say so as the reference's `init manager` decides `phase_complete`: at least
@@ -120,8 +121,9 @@ def project_phases(
     for found in list_phases(root):
         folders.setdefault(found.number, []).append(found)
     text = read_roadmap(root)
-    named = roadmap_phases(text) if text is not None else []
-    if not named:
+    if text is not None:  # the ROADMAP says which phases there are (none: nothing to run)
+        named = roadmap_phases(text)
+    else:
         named = [(n, dirs[0].slug, False) for n, dirs in folders.items()]
     out = [
         _phase(number, name, checked, folders.get(number, []), runs.get(number))
@@ -245,6 +247,7 @@ class ProjectResult:
     remaining: list[str] = field(default_factory=list)  # selected phases not run
     finished_before: list[str] = field(default_factory=list)  # already finished when it began
     spent_usd: float = 0.0
+    phase_count: int = 0  # phases the project has (0: the ROADMAP names none)
 
     @property
     def shipped(self) -> list[str]:
@@ -277,6 +280,7 @@ def run_project(
     seen: list[str] = []
     result = ProjectResult(spent_usd=spent_usd)
     phases = _phases(loaded.project, journal)
+    result.phase_count = len(phases)
     limit = through_number(phases, through) if through is not None else None
     result.finished_before = [
         p.number

@@ -242,3 +242,20 @@ def test_report_shows_the_project_phases_beside_the_run(tmp_path):
         ("2", "shipped"),
         ("3", "not started"),
     ]
+
+
+def test_a_roadmap_that_names_no_phase_leaves_nothing_to_run(tmp_path):
+    """Every milestone archived (`<details>`), as real projects do between milestones: the
+    reference lists no phase, and looprail runs none of the old folders again."""
+    roadmap = (
+        "# Roadmap\n\n<details>\n<summary>v1.0 shipped</summary>\n\n"
+        "- [x] Phase 01: Old work (3/3 plans)\n\n## Phase 1: Old work\n\n</details>\n"
+    )
+    project = build(tmp_path, roadmap, folders=("01-old-work",))
+    assert project_phases(project) == []
+    out = run_cli("run", str(project))
+    assert out.returncode == 0 and out.stdout.startswith("the project names no phase")
+    assert journal_runs(project) == []
+    through = run_cli("run", str(project), "--through", "1")
+    assert through.returncode == 2
+    assert "no phase 1 in this project (phases: none)" in through.stderr
