@@ -259,3 +259,19 @@ def test_a_roadmap_that_names_no_phase_leaves_nothing_to_run(tmp_path):
     through = run_cli("run", str(project), "--through", "1")
     assert through.returncode == 2
     assert "no phase 1 in this project (phases: none)" in through.stderr
+
+
+def test_a_phase_that_pauses_stops_the_loop_and_an_approval_goes_on(tmp_path):
+    project = build(tmp_path)
+    (project / ".checkpoint-2").write_text("")
+    out, summary = run_json(str(project), "--all")
+    assert out.returncode == 3, out.stderr
+    assert summary["status"] == "paused" and summary["exitCode"] == 3
+    assert summary["shipped"] == ["1"] and summary["notRun"] == ["3"]
+    status = json.loads(run_cli("status", str(project), "--json").stdout)
+    assert [p["status"] for p in status["phases"]] == ["shipped", "paused", "not started"]
+    out, summary = run_json(str(project), "--all", "--approve", "02-02/T1")
+    assert out.returncode == 0, out.stderr
+    assert summary["shipped"] == ["2", "3"] and summary["phases"][0]["resumed"] is True
+    # Nothing ran twice; the approved checkpoint needed no executor.
+    assert done_log(project) == [w for w in work(1, 2, 3) if w != "task 02-02-T1"]

@@ -45,13 +45,16 @@ elif req["step"] == "ship":
 """
 
 PLANNER = r"""
+# .checkpoint-N: plan 02 of phase N is a checkpoint a human must approve
+check = (root / f".checkpoint-{number}").exists()
 for plan, deps in (("01", "[]"), ("02", '["01"]')):
     out = f"out/{prefix}-{plan}.txt"
+    kind = "checkpoint:human-verify" if check and plan == "02" else "auto"
     (phase_dir / f"{prefix}-{plan}-PLAN.md").write_text(
         f'---\nphase: {phase_dir.name}\nplan: "{plan}"\ntype: execute\ndepends_on: {deps}\n'
-        f'files_modified: ["{out}"]\nautonomous: true\nrequirements: [R-1]\n---\n\n'
+        f'files_modified: ["{out}"]\nautonomous: {str(kind == "auto").lower()}\nrequirements: [R-1]\n---\n\n'
         f"<objective>phase {number} plan {plan}</objective>\n\n<tasks>\n"
-        f'<task type="auto">\n<name>write {out}</name>\n<files>{out}</files>\n'
+        f'<task type="{kind}">\n<name>write {out}</name>\n<files>{out}</files>\n'
         f"<action>write {out}</action>\n<verify>test -f {out}</verify>\n<done>{out}</done>\n"
         "</task>\n</tasks>\n"
     )
