@@ -67,7 +67,8 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--budget-usd",
         type=_positive_float,
         metavar="X",
-        help="halt (resumable) before starting more agent work once the run has spent X USD",
+        help="halt (resumable) before starting more agent work once the run has spent X USD "
+        "(--through/--all: once all its phases together have)",
     )
     p.add_argument("--quiet", "-q", action="store_true", help="only the final summary")
     p.add_argument(
@@ -75,7 +76,9 @@ def _common(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="end with one line of JSON on stdout: runId, phase, status, state, reason, "
         "refusedBy, exitCode, durationS, tasksRun, wavesRun, hooksDispatched, resumed, log (of "
-        "the work that failed), warnings",
+        "the work that failed), warnings; without --phase (and for a resumed run of `run "
+        "--all`/`--through`): loop, through, status, exitCode, shipped, finishedBefore, "
+        "notRun, reason, spentUsd, phases (each phase's own summary)",
     )
     add_project_options(p)
     add_flavor_option(p)
@@ -405,7 +408,10 @@ def _run_project(args, loaded, progress, *, loop: dict | None, before=(), spent=
             progress=progress,
             spent_usd=spent,
         )
-    result.sessions[:0] = list(before)  # a resumed run the loop goes on from
+    if before:  # the run `looprail resume` resumed, which the loop went on from
+        result.sessions[:0] = list(before)
+        ran = {number for number, _ in before}
+        result.finished_before = [n for n in result.finished_before if n not in ran]
     return _project_summary(result, loop, as_json=args.json)
 
 
@@ -520,7 +526,7 @@ def resume(args) -> int:
     if not isinstance(loop, dict) or outcome.result.status != "shipped":
         return _summary(outcome, target.phase, as_json=args.json)
     # The run was one phase of `run --through N` / `run --all`: go on with the phases after it.
-    from looprail.machine.project import _run_spent
+    from looprail.machine.project import run_spent
 
     if not args.json:
         _summary(outcome, target.phase)
@@ -532,7 +538,7 @@ def resume(args) -> int:
         progress,
         loop=loop,
         before=[(target.phase, outcome)],
-        spent=_run_spent(loaded.project, outcome.run_id),
+        spent=run_spent(loaded.project, outcome.run_id),
     )
 
 

@@ -307,7 +307,7 @@ def run_project(
         session = run(phase.number, result.spent_usd, not seen)
         seen.append(phase.number)
         result.sessions.append((phase.number, session))
-        result.spent_usd += _run_spent(loaded.project, session.run_id) if journal else 0.0
+        result.spent_usd += run_spent(loaded.project, session.run_id) if journal else 0.0
         # (a resumed run's spending before the kill counts too, as it does for one phase)
         if session.result.status != "shipped":
             phases = _phases(loaded.project, journal)
@@ -331,7 +331,7 @@ def journal_runs(project: Path) -> dict[str, tuple[str, str]]:
         return {}
 
 
-def _run_spent(project: Path, run_id: str | None) -> float:
+def run_spent(project: Path, run_id: str | None) -> float:
     """What a run's agent calls cost, from the journal (the meter's own record)."""
     from looprail.machine.session import _spent
     from looprail.store import Journal

@@ -151,6 +151,7 @@ def test_resume_goes_on_with_the_phases_after_the_run_it_resumes(tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     summary = json.loads(resumed.stdout)
     assert summary["loop"] == "all" and summary["shipped"] == ["2", "3"]
+    assert summary["finishedBefore"] == ["1"] and summary["phases"][0]["resumed"] is True
     assert done_log(project) == work(1, 2, 3)
     # A run of one phase (--phase N) is resumed alone, as before.
     (project / ".block-1").write_text("")
