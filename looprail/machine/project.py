@@ -21,34 +21,60 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from looprail.errors import UsageError
-from looprail.layout import PHASES_DIR, normalize_phase_number
+from looprail.layout import PHASES_DIR, normalize_phase_number, phase_sort_key
 
+# Light on purpose (`looprail status` lists the phases): no dataclasses, typing or plan layer
+# at import; what the phases are is read from file names.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from typing import Any
+
     from looprail.machine.session import SessionResult
 
 
-@dataclass(frozen=True)
 class ProjectPhase:
     """One phase of the project as the project loop sees it."""
 
-    number: str  # normalised: "1", "8.1"
-    name: str
-    dir: Path | None  # its folder, None when the ROADMAP names a phase not started on disk
-    plans: int = 0
-    summaries: int = 0  # plans with a SUMMARY
-    verification: str | None = None  # VERIFICATION.md's frontmatter status
-    checked: bool = False  # `- [x]` in ROADMAP.md
-    run_id: str | None = None  # its latest journaled run
-    run_status: str | None = None
-    finished: bool = False
-    why: str = ""  # why finished (or why not)
+    __slots__ = (
+        "checked",
+        "dir",
+        "finished",
+        "name",
+        "number",
+        "plans",
+        "run_id",
+        "run_status",
+        "summaries",
+        "verification",
+        "why",
+    )
+
+    def __init__(
+        self,
+        *,
+        number: str,  # normalised: "1", "8.1"
+        name: str,
+        dir: Path | None,  # None when the ROADMAP names a phase not started on disk
+        plans: int = 0,
+        summaries: int = 0,  # plans with a SUMMARY
+        verification: str | None = None,  # VERIFICATION.md's frontmatter status
+        checked: bool = False,  # `- [x]` in ROADMAP.md
+        run_id: str | None = None,  # its latest journaled run
+        run_status: str | None = None,
+        finished: bool = False,
+        why: str = "",  # why finished (or why not)
+    ) -> None:
+        self.number, self.name, self.dir = number, name, dir
+        self.plans, self.summaries, self.verification = plans, summaries, verification
+        self.checked, self.run_id, self.run_status = checked, run_id, run_status
+        self.finished, self.why = finished, why
+
+    def __repr__(self) -> str:
+        return f"ProjectPhase({self.number!r}, {self.status!r}, finished={self.finished})"
 
     @property
     def status(self) -> str:
@@ -87,9 +113,7 @@ class ProjectPhase:
 
 def phase_order(number: str) -> tuple[Any, ...]:
     """The sort key of a normalised phase number (`8` < `8.1` < `8.2` < `9` < `10`)."""
-    from looprail.plans.phase import _sort_key
-
-    return _sort_key(number)
+    return phase_sort_key(number)
 
 
 def latest_runs(runs: Sequence[Any]) -> dict[str, tuple[str, str]]:
@@ -112,19 +136,19 @@ def project_phases(
 ) -> list[ProjectPhase]:
     """The project's phases in order, each with whether it is finished (module docstring).
     `runs`: `latest_runs()` of the journal (none: no journal)."""
-    from looprail.plans.phase import list_phases
+    from looprail.layout import scan_phase_dirs
     from looprail.roadmap import read_roadmap, roadmap_phases
 
     root = Path(project)
     runs = runs or {}
-    folders: dict[str, list[Any]] = {}
-    for found in list_phases(root):
-        folders.setdefault(found.number, []).append(found)
+    folders: dict[str, list[tuple[str, str, str, str]]] = {}
+    for found in scan_phase_dirs(root):
+        folders.setdefault(found[0], []).append(found)
     text = read_roadmap(root)
     if text is not None:  # the ROADMAP says which phases there are (none: nothing to run)
         named = roadmap_phases(text)
     else:
-        named = [(n, dirs[0].slug, False) for n, dirs in folders.items()]
+        named = [(n, dirs[0][2], False) for n, dirs in folders.items()]
     out = [
         _phase(number, name, checked, folders.get(number, []), runs.get(number))
         for number, name, checked in named
@@ -133,12 +157,24 @@ def project_phases(
 
 
 def _phase(
-    number: str, name: str, checked: bool, dirs: list[Any], run: tuple[str, str] | None
+    number: str,
+    name: str,
+    checked: bool,
+    dirs: list[tuple[str, str, str, str]],
+    run: tuple[str, str] | None,
 ) -> ProjectPhase:
     # Two folders for one phase: the run refuses it as ambiguous (find_phase) and says so.
-    folder = dirs[0].dir if dirs else None
-    plans, summaries, verification = _progress(folder) if folder is not None else (0, 0, None)
+    folder = Path(dirs[0][3]) if dirs else None
+    plans, summaries, names = _progress(folder) if folder is not None else (0, 0, [])
     run_id, run_status = run if run is not None else (None, None)
+    verification = None
+    if (
+        run_status not in ("shipped", "running", "paused", "halted")
+        and plans
+        and (summaries >= plans)
+    ):
+        # Read only where it decides: VERIFICATION.md is the last word on an executed phase.
+        verification = _verification(folder, names)  # type: ignore[arg-type]
     if run_status == "shipped":
         finished, why = True, f"run {run_id} shipped"
     elif run_status in ("running", "paused", "halted"):
@@ -164,33 +200,42 @@ def _phase(
     )
 
 
-def _progress(folder: Path) -> tuple[int, int, str | None]:
-    """(plans, plans with a SUMMARY, VERIFICATION.md's status) of a phase folder, from the
-    file names alone (no plan is parsed: a plan the run would refuse still counts)."""
-    from looprail.hooks.checks import read_frontmatter
-    from looprail.plans.phase import _artifact
-    from looprail.plans.planfile import plan_id_from_filename
-    from looprail.plans.waves import canonical_plan_id
+def _progress(folder: Path) -> tuple[int, int, list[str]]:
+    """(plans, plans with a SUMMARY, the folder's file names): plans and SUMMARYs matched by
+    their canonical plan id (`layout`, the plan layer's rule), from the file names alone (no
+    plan is parsed: a plan the run would refuse still counts)."""
+    from looprail.layout import canonical_plan_id, plan_id_from_filename
 
     try:
-        names = sorted(e.name for e in os.scandir(folder) if e.is_file())
+        with os.scandir(folder) as entries:
+            names = sorted(e.name for e in entries if e.is_file())
     except OSError:
-        return 0, 0, None
+        return 0, 0, []
     done = {
         canonical_plan_id(n.removesuffix("-SUMMARY.md")) for n in names if n.endswith("-SUMMARY.md")
     }
     plans = [pid for pid in map(plan_id_from_filename, names) if pid is not None]
     summaries = sum(1 for pid in plans if canonical_plan_id(pid) in done)
-    status = None
-    path = _artifact(folder, names, "VERIFICATION.md")
-    if path is not None:
-        try:
-            fm = read_frontmatter(path.read_text(errors="replace"))
-        except OSError:
-            fm = {}
-        if isinstance(fm, dict) and fm.get("status") is not None:
-            status = str(fm["status"]).strip()
-    return len(plans), summaries, status
+    return len(plans), summaries, names
+
+
+def _verification(folder: Path, names: list[str]) -> str | None:
+    """The frontmatter `status` of the phase's VERIFICATION.md (the file and the reader the
+    run's `verify_done` guard uses), or None."""
+    from looprail.frontmatter import read_frontmatter
+    from looprail.layout import phase_artifact
+
+    name = phase_artifact(names, "VERIFICATION.md")
+    if name is None:
+        return None
+    path = folder / name
+    try:
+        fm = read_frontmatter(path.read_text(errors="replace"))
+    except OSError:
+        return None
+    if isinstance(fm, dict) and fm.get("status") is not None:
+        return str(fm["status"]).strip()
+    return None
 
 
 def _has_context(folder: Path) -> bool:
@@ -238,16 +283,16 @@ def ensure_folder(project: Path, phase: ProjectPhase) -> Path:
     return folder
 
 
-@dataclass
 class ProjectResult:
     """What a multi-phase invocation did: each phase's session, in order, and why it stopped."""
 
-    sessions: list[tuple[str, SessionResult]] = field(default_factory=list)
-    stopped: str | None = None  # why it stopped before the last selected phase, if it did
-    remaining: list[str] = field(default_factory=list)  # selected phases not run
-    finished_before: list[str] = field(default_factory=list)  # already finished when it began
-    spent_usd: float = 0.0
-    phase_count: int = 0  # phases the project has (0: the ROADMAP names none)
+    def __init__(self, *, spent_usd: float = 0.0) -> None:
+        self.sessions: list[tuple[str, SessionResult]] = []
+        self.stopped: str | None = None  # why it stopped before the selected phases were run
+        self.remaining: list[str] = []  # selected phases not run
+        self.finished_before: list[str] = []  # already finished when it began
+        self.spent_usd = spent_usd
+        self.phase_count = 0  # phases the project has (0: the ROADMAP names none)
 
     @property
     def shipped(self) -> list[str]:
@@ -256,7 +301,7 @@ class ProjectResult:
     @property
     def exit_code(self) -> int:
         if self.sessions and self.sessions[-1][1].result.status != "shipped":
-            return self.sessions[-1][1].result.exit_code
+            return int(self.sessions[-1][1].result.exit_code)
         return 1 if self.stopped else 0
 
 
@@ -321,14 +366,20 @@ def _phases(project: Path, journal: bool) -> list[ProjectPhase]:
 
 
 def journal_runs(project: Path) -> dict[str, tuple[str, str]]:
-    """`latest_runs` of the project's journal (empty without one); read-only."""
-    from looprail.store import Journal, NoJournalError
+    """`latest_runs` of the project's journal (empty without one), read with plain SQL on a
+    read-only connection (`store.summary`, as `looprail status` reads the journal)."""
+    import contextlib
+
+    from looprail.store.schema import NoJournalError
+    from looprail.store.summary import open_journal
 
     try:
-        with Journal.open_readonly(project) as jr:
-            return latest_runs(jr.runs())
+        conn = open_journal(project)
     except NoJournalError:
         return {}
+    with contextlib.closing(conn):
+        rows = conn.execute("SELECT id, phase, status FROM runs ORDER BY started_at, id")
+        return latest_runs([{"id": r[0], "phase": r[1], "status": r[2]} for r in rows])
 
 
 def run_spent(project: Path, run_id: str | None) -> float:

@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Literal, cast, get_args
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from looprail.errors import PlanError
+from looprail.layout import plan_id_from_filename as plan_id_from_filename  # its home: layout
 
 TaskType = Literal[
     "auto",
@@ -154,12 +155,6 @@ class Plan(BaseModel):
             if line.strip():
                 return line.strip()
         return None
-
-
-def plan_id_from_filename(name: str) -> str | None:
-    """`01-02-PLAN.md` → `01-02`; None for anything that is not a `*-PLAN.md`."""
-    match = re.fullmatch(r"(.+)-PLAN\.md", name)
-    return match.group(1) if match else None
 
 
 def read_plan(path: str | Path, *, display: str | None = None) -> Plan:

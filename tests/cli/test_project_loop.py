@@ -132,8 +132,10 @@ def test_an_unfinished_run_is_resumed_even_when_the_artifacts_look_done(tmp_path
     (project / ".block-1").write_text("")
     out, summary = run_json(str(project), "--capabilities", str(caps))
     assert out.returncode == 1 and summary["phases"][0]["status"] == "halted"
+    looks = project_phases(project)[0]  # the artifacts alone: finished
+    assert looks.plans == looks.summaries == 2 and looks.verification == "passed"
+    assert looks.finished
     phases = project_phases(project, {"1": (summary["phases"][0]["runId"], "halted")})
-    assert phases[0].plans == phases[0].summaries == 2 and phases[0].verification == "passed"
     assert not phases[0].finished  # its run has not shipped: resumed, not skipped
     (project / ".block-1").unlink()
     out, summary = run_json(str(project), "--capabilities", str(caps))
