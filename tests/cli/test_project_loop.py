@@ -278,3 +278,16 @@ def test_a_phase_that_pauses_stops_the_loop_and_an_approval_goes_on(tmp_path):
     assert summary["shipped"] == ["2", "3"] and summary["phases"][0]["resumed"] is True
     # Nothing ran twice; the approved checkpoint needed no executor.
     assert done_log(project) == [w for w in work(1, 2, 3) if w != "task 02-02-T1"]
+
+
+def test_a_phase_that_cannot_start_stops_the_loop_with_its_one_line_error(tmp_path):
+    project = build(tmp_path, folders=("01-setup", "02-core-work"))
+    (project / ".planning" / "phases" / "02-core-work" / "02-01-PLAN.md").write_text(
+        "---\ndepends_on: [\n---\n"
+    )
+    out = run_cli("run", str(project), "--all", "-q")
+    assert out.returncode == 2
+    assert out.stdout.count("shipped in") == 1  # phase 1 shipped first
+    errors = [line for line in out.stderr.splitlines() if line.startswith("looprail: error:")]
+    assert len(errors) == 1 and "02-01-PLAN.md" in errors[0] and "Traceback" not in out.stderr
+    assert [(r["phase"], r["status"]) for r in journal_runs(project)] == [("1", "shipped")]
