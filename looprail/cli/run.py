@@ -332,6 +332,10 @@ def run(args) -> int:
 
     progress = Progress(quiet=args.quiet, verbose=args.verbose > 0)
     if args.phase is None:
+        if through is not None:
+            from looprail.layout import normalize_phase_number
+
+            through = normalize_phase_number(through)  # "02" and "2": one phase
         loop = {"through": through} if through is not None else {"all": True} if every else None
         return _run_project(args, loaded, progress, loop=loop)
     with _executor(args, loaded) as executor:
