@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import importlib
 
+from looprail._version import __version__
 from looprail.errors import LooprailError
-
-__version__ = "0.1.0"
 
 _EXPORTS = {
     # the loop

@@ -13,6 +13,7 @@ loop point), so a caller need not parse the message.
     │   └── ManifestError                  a capability manifest or the merged set
     ├── ConfigError                        .planning/config.json cannot be used
     ├── PlanError                          a PLAN.md, the phase layout or the plan DAG
+    │   └── OutsideProjectError            a path in the project leads out of it (a symlink)
     ├── InvalidPointError                  not one of the loop points
     ├── LedgerError                        a ledger artifact is malformed
     ├── TrustError                         cannot be consented to; the store cannot be written
@@ -134,6 +135,12 @@ class ManifestError(InvalidFileError):
 
 class PlanError(LooprailError):
     """A PLAN.md, the phase layout or the plan DAG is invalid."""
+
+
+class OutsideProjectError(PlanError):
+    """A path looprail reads or writes in the project (`.planning/`, a phase folder or file,
+    `.looprail/` and its folders) leads out of the project through a symlink, or is not the
+    regular file it must be: refused before a byte is read or written there."""
 
 
 class ConfigError(LooprailError, ValueError):
@@ -326,6 +333,7 @@ __all__ = [
     "LooprailError",
     "ManifestError",
     "NoJournalError",
+    "OutsideProjectError",
     "PlanError",
     "SealError",
     "StopRequested",

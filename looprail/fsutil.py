@@ -1,6 +1,11 @@
 """Writing files so that nothing is ever half-written: a temporary file in the same folder,
-flushed, then renamed over the target (atomic on POSIX). Reading the private files of
-looprail's caches, trusting only what this user alone could have written."""
+flushed, then renamed over the target (atomic on POSIX), or a new file created where nothing
+was (never through a symlink). Reading the private files of looprail's caches, trusting only
+what this user alone could have written. The containment rule for the project's own paths: a
+path looprail reads or writes in a project (`.planning/`, a phase's files, `.looprail/` and
+every folder in it) must stay inside the project once symlinks are followed
+(`require_inside`, `looprail_path`), and a file that goes into a prompt must also be a regular
+file (`contained_file`, `read_contained`)."""
 
 from __future__ import annotations
 
@@ -78,3 +83,154 @@ def read_private(path: str, max_bytes: int) -> bytes | None:
         return None
     finally:
         os.close(fd)
+
+
+def _shown_rel(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def require_inside(
+    root: str | os.PathLike[str],
+    path: str | os.PathLike[str],
+    what: str,
+    *,
+    error: type[Exception] | None = None,
+) -> Path:
+    """`path` (absolute, or relative to the project `root`) with its symlinks followed, or an
+    error (one line, `OutsideProjectError` unless `error` says otherwise) when that leaves the
+    project: the line names the part of the path that is the symlink out, and its target. The
+    path need not exist: what exists of it is followed, so a symlinked folder on the way is
+    caught before anything is created under it."""
+    from looprail.errors import OutsideProjectError
+    from looprail.textsafe import one_line
+
+    kind = error or OutsideProjectError
+    top = Path(root).resolve()
+    given = Path(path)
+    if not given.is_absolute():
+        given = top / given
+    try:
+        real = given.resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        raise kind(
+            one_line(f"{_shown_rel(given, top)}: {what} cannot be resolved (symlink loop)")
+        ) from None
+    if real == top or real.is_relative_to(top):
+        return real
+    # Name the link itself: the first part of the path whose real path is outside.
+    culprit, target = given, real
+    lexical = Path(os.path.abspath(given))
+    for n in range(1, len(lexical.parts) + 1):
+        part = Path(*lexical.parts[:n])
+        if not part.is_relative_to(top) or part == top or not os.path.islink(part):
+            continue
+        here = part.resolve()
+        if not (here == top or here.is_relative_to(top)):
+            culprit, target = part, here
+            break
+    if culprit != given:  # a folder on the way is the link
+        what = "the folder"
+    raise kind(
+        one_line(
+            f"{_shown_rel(culprit, top)}: {what} is a symlink to {target}, outside the project; "
+            "refused (move it into the project)"
+        )
+    )
+
+
+def looprail_path(project: str | os.PathLike[str], *parts: str) -> Path:
+    """`<project>/.looprail/<parts…>`, checked: `OutsideProjectError` (one line) when it, or any
+    folder on the way to it (`.looprail/logs`, `.looprail/worktrees`, …), is a symlink that
+    leads out of the project. The one way looprail names a path under `.looprail/` that it
+    writes to or reads from, so a cloned project's links cannot send logs, worktrees or
+    installed capabilities elsewhere."""
+    from looprail.layout import project_path
+
+    path = Path(project_path(project, *parts))
+    require_inside(project, path, "the folder")
+    return path
+
+
+def check_looprail_folders(project: str | os.PathLike[str]) -> None:
+    """Refuse (one line) when `.looprail/` or any folder looprail keeps in it is a symlink out
+    of the project: `looprail run` checks them all before it starts."""
+    from looprail.layout import LOOPRAIL_FOLDERS, project_path
+
+    for name in ("", *LOOPRAIL_FOLDERS):
+        path = project_path(project, name) if name else project_path(project)
+        if os.path.lexists(path):
+            require_inside(project, path, "the folder")
+
+
+def contained_file(root: str | os.PathLike[str], path: str | os.PathLike[str]) -> Path | None:
+    """The real path of `path` (relative to `root` or absolute) when it is a regular file
+    inside `root` once symlinks are followed, else None: the rule for every file whose text
+    looprail puts into a prompt (a task's `read_first`, a phase's CONTEXT.md, a role brief).
+    A link to `~/.aws/credentials` or `/proc/self/environ`, a FIFO, a device, a folder: None."""
+    top = Path(root).resolve()
+    given = Path(path)
+    try:
+        real = (given if given.is_absolute() else top / given).resolve()
+        if not (real == top or real.is_relative_to(top)):
+            return None
+        st = os.stat(real)
+    except (OSError, RuntimeError, ValueError):
+        return None
+    return real if stat.S_ISREG(st.st_mode) else None
+
+
+def read_contained(
+    root: str | os.PathLike[str], path: str | os.PathLike[str], max_bytes: int
+) -> bytes | None:
+    """At most `max_bytes + 1` bytes of `path` when `contained_file` accepts it, else None. The
+    real path is opened without following a last symlink and without blocking, and checked
+    again with `fstat`, so a file swapped for a FIFO or a link in between is not read."""
+    real = contained_file(root, path)
+    if real is None:
+        return None
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, got = [], 0
+        while got <= max_bytes:
+            chunk = os.read(fd, max_bytes + 1 - got)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def create_new(path: str | os.PathLike[str], data: str | bytes, *, mode: int = 0o644) -> bool:
+    """Create `path` holding `data` only where nothing is, never through a symlink
+    (`O_CREAT | O_EXCL | O_NOFOLLOW`: a dangling link there is not followed to create a file
+    elsewhere). False when something already exists at `path`; other errors raise."""
+    blob = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        fd = os.open(
+            path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode
+        )
+    except FileExistsError:
+        return False
+    try:
+        view = memoryview(blob)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fchmod(fd, mode)  # the umask does not narrow what was asked for (an executable)
+    except BaseException:
+        os.close(fd)
+        os.unlink(path)
+        raise
+    os.close(fd)
+    return True

@@ -34,6 +34,20 @@ SKILLS_DIR = "skills"
 COMMANDS_DIR = "commands"
 CHECKS_DIR = "checks"
 ROLES_DIR = "roles"
+# Every folder looprail keeps in a project's `.looprail/`: `looprail run` refuses to start when
+# one is a symlink out of the project (`fsutil.check_looprail_folders`).
+LOOPRAIL_FOLDERS = (
+    LOGS_DIR,
+    WORKTREES_DIR,
+    PARTIAL_DIR,
+    CACHE_DIR,
+    CAPABILITIES_DIR,
+    ROLES_DIR,
+    AGENTS_DIR,
+    SKILLS_DIR,
+    COMMANDS_DIR,
+    CHECKS_DIR,
+)
 # looprail's run state inside the project folder, as .gitignore patterns relative to it: it
 # never belongs in a commit (`looprail init` writes them to .gitignore, plan worktrees to
 # .git/info/exclude).

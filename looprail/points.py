@@ -43,6 +43,8 @@ POINTS: tuple[str, ...] = (
     "ship:pre",
     "ship:post",
 )
+"""The twelve extension points, in the order a phase reaches them (`execute:task` is apart:
+it is the per-task resolver, not a point hooks are declared at)."""
 
 # From the reference's generated host contract: a contribution's `into` must be one of these.
 _STEP_ROLES = {

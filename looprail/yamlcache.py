@@ -50,7 +50,7 @@ def _stamp(rules: str) -> str:
     the installed PyYAML (found without importing it)."""
     from importlib.util import find_spec
 
-    from looprail import __version__
+    from looprail._version import __version__
 
     files = [os.path.join(os.path.dirname(__file__), "yamlload.py"), rules]
     try:

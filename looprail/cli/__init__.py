@@ -68,7 +68,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description="Declarative state-machine orchestrator for the discuss → plan → execute → "
         "verify → ship loop.",
     )
-    from looprail import __version__
+    from looprail._version import __version__
 
     parser.add_argument("--version", action="version", version=f"looprail {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -197,7 +197,7 @@ def console() -> None:
 def _dispatch(argv: list[str]) -> int:
     if argv == ["--version"]:
         # Fast: no subparsers built, nothing imported (scripts call this to probe).
-        from looprail import __version__
+        from looprail._version import __version__
 
         print(f"looprail {__version__}")
         raise SystemExit(0)  # as argparse's version action does

@@ -10,6 +10,7 @@ from looprail.layout import (
     LOGS_DIR,
     LOOPRAIL_DIR,
     PHASES_DIR,
+    PLANNING_DIR,
     PROJECT_CONFIG_FILE,
     ROADMAP_FILE,
     ROLES_DIR,
@@ -72,6 +73,7 @@ def init(args) -> int:
     from pathlib import Path
 
     from looprail.errors import UsageError
+    from looprail.fsutil import create_new
     from looprail.machine.workspace import git, is_git_repo
     from looprail.runtime.registry import available
 
@@ -84,39 +86,49 @@ def init(args) -> int:
     if config.exists():
         raise UsageError(f"{config}: already a looprail project (nothing changed)")
     phase = root / PHASES_DIR / "01-first"
-    phase.mkdir(parents=True, exist_ok=True)
-    (phase / ".gitkeep").touch()
-    config.write_text(json.dumps({"looprail": {"agent": args.agent}}, indent=2) + "\n")
-    written = [config, phase]
     roadmap = root / ROADMAP_FILE
-    if not roadmap.exists():
-        goal = args.goal or "Describe what phase 1 delivers, in a few sentences."
-        roadmap.write_text(ROADMAP.format(title="first", goal=goal))
-        written.append(roadmap)
     roles = root / LOOPRAIL_DIR / ROLES_DIR
-    roles.mkdir(parents=True, exist_ok=True)
+    agents = root / LOOPRAIL_DIR / AGENTS_DIR
+    ignore = root / ".gitignore"
+    local = args.agent == "local"  # the local runtime runs executables: start with working ones
+    # Nothing is written through a symlink: a cloned folder's `.planning`, `.looprail` (or a
+    # folder in them) linked elsewhere, or a file there linked elsewhere (dangling or not), is
+    # refused before anything is written, so init never creates or appends outside the project.
+    folders = [root / PLANNING_DIR, root / PHASES_DIR, phase, root / LOOPRAIL_DIR]
+    folders += [roles] + ([agents] if local else [])
+    files_ = [config, roadmap, phase / ".gitkeep", ignore]
+    files_ += [roles / f"{role}.md" for role in ROLES]
+    files_ += [agents / role for role in ROLES] if local else []
+    for path in [*folders, *files_]:
+        if path.is_symlink():
+            raise UsageError(
+                f"{path}: is a symlink; looprail init never writes through one (nothing changed)"
+            )
+    if ignore.exists() and not ignore.is_file():
+        raise UsageError(f"{ignore}: is not a regular file (nothing changed)")
+    for folder in folders:
+        folder.mkdir(parents=True, exist_ok=True)
+    create_new(phase / ".gitkeep", "")
+    if not create_new(config, json.dumps({"looprail": {"agent": args.agent}}, indent=2) + "\n"):
+        raise UsageError(f"{config}: already a looprail project (nothing changed)")
+    written = [config, phase]
+    goal = args.goal or "Describe what phase 1 delivers, in a few sentences."
+    if create_new(roadmap, ROADMAP.format(title="first", goal=goal)):
+        written.append(roadmap)
     for role in ROLES:
         target = roles / f"{role}.md"
-        if not target.exists():
-            target.write_text((files("looprail.runtime.roles") / f"{role}.md").read_text())
+        if create_new(target, (files("looprail.runtime.roles") / f"{role}.md").read_text()):
             written.append(target)
-    if args.agent == "local":  # the local runtime runs executables: start with working ones
+    if local:
         starter = (files("looprail.runtime.roles") / "local_agent.py").read_text()
         if shutil.which("python3") is None:  # keep the portable #! only where it resolves
             starter = starter.replace("#!/usr/bin/env python3", f"#!{sys.executable}", 1)
         for role in ROLES:
-            target = root / LOOPRAIL_DIR / AGENTS_DIR / role
-            if not target.exists():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(
-                    starter.replace("#!/usr/bin/env python3", f"#!{sys.executable}", 1)
-                )
-                target.chmod(0o755)
+            target = agents / role
+            text = starter.replace("#!/usr/bin/env python3", f"#!{sys.executable}", 1)
+            if create_new(target, text, mode=0o755):
                 written.append(target)
-    ignore = root / ".gitignore"
-    have = ignore.read_text() if ignore.exists() else ""
-    if f"{LOOPRAIL_DIR}/{LOGS_DIR}/" not in have:
-        ignore.write_text(have + ("\n" if have and not have.endswith("\n") else "") + GITIGNORE)
+    if _add_state_patterns(ignore):
         written.append(ignore)
     if shutil.which("git") and not is_git_repo(root):
         done = git(["init", "-q"], root)
@@ -129,6 +141,22 @@ def init(args) -> int:
         + (f" (in {root})" if str(root) != "." else "")
     )
     return 0
+
+
+def _add_state_patterns(ignore) -> bool:
+    """Append looprail's state patterns to `.gitignore` (created when absent) unless they are
+    there; never through a symlink (`O_NOFOLLOW`: a link planted since the check is refused
+    by the kernel, not followed). True when the file was written."""
+    import os
+
+    flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(ignore, flags, 0o644)
+    with os.fdopen(fd, "r+b") as fh:
+        have = fh.read().decode("utf-8", errors="replace")
+        if f"{LOOPRAIL_DIR}/{LOGS_DIR}/" in have:
+            return False
+        fh.write((("\n" if have and not have.endswith("\n") else "") + GITIGNORE).encode())
+    return True
 
 
 def doctor(args) -> int:

@@ -236,10 +236,13 @@ def remove(args) -> int:
     from pathlib import Path
 
     from looprail.errors import UsageError
-    from looprail.layout import CAPABILITIES_DIR, LOOPRAIL_DIR, looprail_home
+    from looprail.fsutil import looprail_path
+    from looprail.layout import CAPABILITIES_DIR, looprail_home
 
-    base = Path(looprail_home()) if args.global_ else Path(args.project) / LOOPRAIL_DIR
-    base = base / CAPABILITIES_DIR
+    if args.global_:
+        base = Path(looprail_home()) / CAPABILITIES_DIR
+    else:  # never through a `.looprail/capabilities` linked out of the project
+        base = looprail_path(args.project, CAPABILITIES_DIR)
     target = base / args.id
     if "/" in args.id or args.id in (".", "..") or not (target / "capability.json").is_file():
         raise UsageError(f"{target}: no such overlay capability")
@@ -313,7 +316,8 @@ def install(args) -> int:
     from pathlib import Path
 
     from looprail.errors import LooprailError, UsageError
-    from looprail.layout import CAPABILITIES_DIR, LOOPRAIL_DIR, looprail_home
+    from looprail.fsutil import looprail_path
+    from looprail.layout import CAPABILITIES_DIR, looprail_home
     from looprail.trust import copy_folder, folder_hash, grant
     from looprail.trust.audit import Audit, CapabilityAudit, capability_surfaces, render_text
 
@@ -328,7 +332,7 @@ def install(args) -> int:
         origin = "global"
     else:
         project_folder(args.project)
-        root = project / LOOPRAIL_DIR / CAPABILITIES_DIR
+        root = looprail_path(project, CAPABILITIES_DIR)  # refused when linked out of it
         origin = "project"
     target = root / cap_id
     if (target.exists() or target.is_symlink()) and not args.force:

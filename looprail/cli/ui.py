@@ -34,16 +34,69 @@ def register(sub) -> None:
         metavar="H",
         help="address to bind (default: 127.0.0.1, this machine only)",
     )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="one more host name the page answers to (repeatable; besides the loopback names "
+        "and this machine's own names); never '*'",
+    )
     add_project_options(p)
     add_flavor_option(p)
     p.set_defaults(handler=run)
 
 
-def _url(host: str, port: int) -> str:
-    shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
-    if ":" in shown and not shown.startswith("["):
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def _url(bound: str, port: int) -> str:
+    import ipaddress
+
+    address = ipaddress.ip_address(bound.split("%", 1)[0])
+    shown = bound
+    if address.is_unspecified:  # every interface: this machine reaches it on loopback
+        shown = "::1" if address.version == 6 else "127.0.0.1"
+    if ":" in shown:
         shown = f"[{shown}]"
     return f"http://{shown}:{port}/"
+
+
+def _own_names() -> list[str]:
+    """This machine's own names (its host name, its fully qualified name, and the addresses
+    they resolve to): what a browser on the network may rightly send as Host."""
+    import contextlib
+    import socket
+
+    names = {socket.gethostname(), socket.getfqdn()}
+    for name in list(names):
+        with contextlib.suppress(OSError):
+            names.update(str(info[4][0]) for info in socket.getaddrinfo(name, None))
+    return sorted(n for n in names if n)
+
+
+def allowed_hosts(bound: str, extra: list[str]) -> tuple[list[str], bool]:
+    """`(host names the page answers to, reachable from the network?)`, decided from the
+    address the socket actually bound (`0`, `::0` and `""` are every interface, as is
+    `0.0.0.0`), never from how `--host` was spelled. Never `*`: any name would let a page on
+    another site read the dashboard through DNS rebinding."""
+    import ipaddress
+
+    from looprail.errors import UsageError
+
+    for name in extra:
+        if not name or "*" in name or "/" in name or any(c.isspace() for c in name):
+            raise UsageError(f"--allow-host {name!r}: give one host name (never '*')")
+    address = ipaddress.ip_address(bound.split("%", 1)[0])
+    network = not address.is_loopback
+    names = list(LOOPBACK_NAMES)
+    if not address.is_unspecified:
+        names += [bound, f"[{bound}]"] if ":" in bound else [bound]
+    if network:
+        names += _own_names()
+    names += [n.lower() for n in extra]
+    names += [f"[{n}]" for n in names if ":" in n and not n.startswith("[")]  # IPv6 literals
+    return list(dict.fromkeys(names)), network
 
 
 def run(args) -> int:
@@ -76,17 +129,22 @@ def run(args) -> int:
             "(0 picks a free one)"
         ) from None
     sock.listen(64)
-    port = sock.getsockname()[1]
-    host = args.host.strip("[]")
-    if host in ("0.0.0.0", "::"):
-        allowed = ["*"]  # bound to every interface on purpose: any name that reaches it
+    bound, port = sock.getsockname()[:2]
+    try:
+        allowed, network = allowed_hosts(bound, args.allow_host)
+    except UsageError:
+        sock.close()
+        raise
+    if network:
+        where = "every interface" if bound in ("0.0.0.0", "::") else bound
         print(
-            "looprail: warning: the dashboard is reachable from the network (--host "
-            f"{args.host}); it shows project files and logs",
+            f"looprail: warning: the dashboard is reachable from the network (--host "
+            f"{args.host!r} listens on {where}); it shows project files and logs to anyone who "
+            "can connect. Against DNS rebinding (a web page you open making your browser read "
+            f"it) it answers only to the host names {', '.join(allowed)}; add one with "
+            "--allow-host NAME",
             file=sys.stderr,
         )
-    else:
-        allowed = [host, f"[{host}]", "127.0.0.1", "localhost", "::1", "[::1]"]
     app = create_app(project, args.capabilities, flavor=args.flavor, allowed_hosts=allowed)
     config = uvicorn.Config(
         app, log_level="warning", lifespan="off", timeout_graceful_shutdown=5, access_log=False
@@ -100,7 +158,7 @@ def run(args) -> int:
     # Ctrl-C is how a dashboard is stopped, not an error, even when it comes before the
     # server has taken over the signal (right after the URL is printed).
     try:
-        print(f"looprail ui: {project.resolve()} at {_url(host, port)}  (read-only; Ctrl-C stops)")
+        print(f"looprail ui: {project.resolve()} at {_url(bound, port)}  (read-only; Ctrl-C stops)")
         sys.stdout.flush()
         Server(config).run(sockets=[sock])
     except KeyboardInterrupt:

@@ -67,7 +67,7 @@ def rules_digest() -> str:
     """SHA-256 over looprail's version, the engine version and the rule modules' source."""
     global _rules_digest
     if _rules_digest is None:
-        from looprail import __version__
+        from looprail._version import __version__
         from looprail.hooks.manifest_io import GSD_ENGINE_VERSION
 
         h = sha256(f"{FORMAT}\0{__version__}\0{GSD_ENGINE_VERSION}\0".encode())

@@ -150,13 +150,14 @@ def project_phases(
     else:
         named = [(n, dirs[0][2], False) for n, dirs in folders.items()]
     out = [
-        _phase(number, name, checked, folders.get(number, []), runs.get(number))
+        _phase(root, number, name, checked, folders.get(number, []), runs.get(number))
         for number, name, checked in named
     ]
     return sorted(out, key=lambda p: phase_order(p.number))
 
 
 def _phase(
+    root: Path,
     number: str,
     name: str,
     checked: bool,
@@ -174,7 +175,7 @@ def _phase(
         and (summaries >= plans)
     ):
         # Read only where it decides: VERIFICATION.md is the last word on an executed phase.
-        verification = _verification(folder, names)  # type: ignore[arg-type]
+        verification = _verification(root, folder, names)  # type: ignore[arg-type]
     if run_status == "shipped":
         finished, why = True, f"run {run_id} shipped"
     elif run_status in ("running", "paused", "halted"):
@@ -219,16 +220,21 @@ def _progress(folder: Path) -> tuple[int, int, list[str]]:
     return len(plans), summaries, names
 
 
-def _verification(folder: Path, names: list[str]) -> str | None:
+def _verification(root: Path, folder: Path, names: list[str]) -> str | None:
     """The frontmatter `status` of the phase's VERIFICATION.md (the file and the reader the
     run's `verify_done` guard uses), or None."""
     from looprail.frontmatter import read_frontmatter
+    from looprail.fsutil import contained_file
     from looprail.layout import phase_artifact
 
     name = phase_artifact(names, "VERIFICATION.md")
     if name is None:
         return None
-    path = folder / name
+    # Read as the run reads it: a regular file inside the project once symlinks are followed
+    # (one linked elsewhere is never read; the run refuses that phase and says why).
+    path = contained_file(root, folder / name)
+    if path is None:
+        return None
     try:
         fm = read_frontmatter(path.read_text(errors="replace"))
     except OSError:
@@ -268,7 +274,8 @@ def pending(phases: Sequence[ProjectPhase], through: str | None = None) -> list[
 def ensure_folder(project: Path, phase: ProjectPhase) -> Path:
     """The phase's folder, created as the reference's discuss step creates it when the ROADMAP
     names a phase with none yet: `.planning/phases/<NN>-<slug of its name>`."""
-    from looprail.plans.phase import phase_spelling, require_inside
+    from looprail.fsutil import require_inside
+    from looprail.plans.phase import phase_spelling
 
     if phase.dir is not None:
         return phase.dir

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from looprail.layout import LOOPRAIL_DIR, PARTIAL_DIR
+from looprail.fsutil import looprail_path
+from looprail.layout import PARTIAL_DIR
 from looprail.store.models import EventRow
 
 # Files bigger than this are named in the snapshot without a content hash (size + mtime stand
@@ -98,7 +99,7 @@ def recover_role(project: Path, phase_dir: Path | None, run_id: str, journal: An
     if not added:
         recovery.notes.append(f"{role} was at work on {step} when the run stopped: doing it again")
         return recovery
-    aside = project / LOOPRAIL_DIR / PARTIAL_DIR / run_id / f"{started.seq}-{step}"
+    aside = looprail_path(project, PARTIAL_DIR, run_id, f"{started.seq}-{step}")
     for rel in added:
         source = phase_dir / rel
         target = aside / rel
@@ -130,7 +131,7 @@ def recover_summaries(
         summary = phase_dir / f"{plan_id}-SUMMARY.md"
         if not summary.is_file() or summary.is_symlink():
             continue
-        aside = project / LOOPRAIL_DIR / PARTIAL_DIR / run_id / "tasks"
+        aside = looprail_path(project, PARTIAL_DIR, run_id, "tasks")
         aside.mkdir(parents=True, exist_ok=True)
         shutil.move(summary, aside / summary.name)
         recovery.set_aside.append(_project_key(summary, project))

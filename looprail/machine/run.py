@@ -28,7 +28,7 @@ from looprail.errors import (
     TransitionRefused,
 )
 from looprail.errors import StopRequested as _Stop
-from looprail.fsutil import atomic_write
+from looprail.fsutil import atomic_write, contained_file
 from looprail.hooks.checks import read_frontmatter
 from looprail.machine import guards as G
 from looprail.machine.chart import TaskChart, compile_loop, state_path
@@ -649,8 +649,9 @@ class LoopRunner:
         paths = work.read_first if work is not None else tuple(task.read_first)
         missing = []
         for rel in paths:
-            target = (self.project / rel).resolve()
-            if not target.is_relative_to(self.project) or not target.exists():
+            # Inside the project once symlinks are followed, and a regular file: the one rule
+            # for every file whose text goes into a prompt (fsutil.contained_file).
+            if contained_file(self.project, rel) is None:
                 missing.append(rel)
         self.recorder.event(
             EventRecord(

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from looprail.errors import LooprailError, UsageError
 from looprail.fsutil import project_folder
-from looprail.layout import LOOPRAIL_DIR, PLANNING_DIR, PROJECT_CONFIG_FILE
+from looprail.layout import PLANNING_DIR, PROJECT_CONFIG_FILE
 from looprail.machine.progress import Progress
 from looprail.machine.run import LoopRunner, RunOptions, RunResult
 
@@ -86,6 +86,12 @@ class Loaded:
 
 
 def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()) -> Loaded:
+    """Load a project (a folder with `.planning/`) and its capabilities for `run_phase`.
+
+    `capability_dirs` are first-party capability folders (or folders of them), searched before
+    the global and project overlays. A malformed `.planning/config.json`, or a `.looprail/` or
+    `.planning/` that leads out of the project, raises a `LooprailError`; a capability that
+    fails to load is left out and named in `Loaded.warnings`."""
     from looprail.config import load_project_config_strict
     from looprail.hooks.registry import load_registry
     from looprail.trust import load_compiled
@@ -94,12 +100,12 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     if not (root / PLANNING_DIR).is_dir():
         raise UsageError(f"{project}: not a project (no .planning/ folder)")
     root = root.resolve()
-    from looprail.plans.phase import require_inside
+    from looprail.fsutil import check_looprail_folders, require_inside
 
-    # The journal, lock, agents and queued messages live under .looprail/: a symlink out of the
-    # project would make a run write (and read its state) elsewhere.
-    if os.path.lexists(root / LOOPRAIL_DIR):
-        require_inside(root, root / LOOPRAIL_DIR, "the folder")
+    # The journal, lock, logs, worktrees, agents and queued messages live under .looprail/: a
+    # symlink out of the project (of it or of a folder in it) would make a run write (and read
+    # its state) elsewhere.
+    check_looprail_folders(root)
     require_inside(root, root / PLANNING_DIR, "the folder")
     config = load_project_config_strict(root)  # a malformed config stops the run
     warnings: list[str] = []

@@ -171,3 +171,5 @@ def _default_loop() -> LoopSpec:
 
 
 DEFAULT_LOOP = _default_loop()
+"""The loop `looprail run` drives: discuss → plan → execute → verify → ship, each step with its
+role and the artifact it owes (`compile_loop(DEFAULT_LOOP)` is its state chart class)."""

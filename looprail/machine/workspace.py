@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from looprail.errors import HaltError, MergeConflict
+from looprail.fsutil import looprail_path
 from looprail.layout import LOOPRAIL_DIR
 from looprail.layout import STATE_PATTERNS as _STATE
 from looprail.layout import WORKTREES_DIR as _WORKTREES
@@ -168,7 +169,7 @@ class GitWorkspace(NullWorkspace):
         return f"looprail/{_safe(self.run)}/w{wave}-{_safe(plan_id)}"
 
     def _worktree(self, wave: int, plan_id: str) -> Path:
-        path = self.project / WORKTREES_DIR / self.run / plan_id
+        path = looprail_path(self.project, _WORKTREES, self.run, plan_id)  # never out of it
         branch = self.branch(wave, plan_id)
         if path.is_dir() and (path / ".git").exists():
             return path  # a resumed run finds its worktree again

@@ -17,7 +17,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from looprail.config import load_project_config
-from looprail.errors import PlanError
+from looprail.errors import OutsideProjectError, PlanError
+from looprail.fsutil import contained_file, require_inside
 from looprail.layout import (
     PHASE_DIR_PATTERN,
     PROJECT_CONFIG_FILE,
@@ -89,23 +90,6 @@ def list_phases(project: str | Path) -> list[PhaseDir]:
     ]
 
 
-def require_inside(project: str | Path, path: Path, what: str) -> None:
-    """PlanError (one line) when `path`, symlinks followed, leaves the project: a symlinked
-    `.planning/`, phase folder or PLAN.md must not make a run read or write outside it."""
-    root = Path(project).resolve()
-    try:
-        real = path.resolve()
-    except (OSError, RuntimeError):  # a symlink loop
-        raise PlanError(
-            f"{_relative(path, root)}: {what} cannot be resolved (symlink loop)"
-        ) from None
-    if real != root and not real.is_relative_to(root):
-        raise PlanError(
-            f"{_relative(path, root)}: {what} is a symlink to {real}, outside the project; "
-            "refused (move it into the project)"
-        )
-
-
 def find_phase(project: str | Path, phase: str) -> PhaseDir:
     """The one folder of phase `phase` (`1`, `01`, `2.1`, ...). PlanError when there is none (the
     message lists the phases found) or more than one."""
@@ -167,9 +151,9 @@ def load_phase(project: str | Path, phase: str) -> Phase:
         slug=located.slug,
         dir=located.dir,
         plans=resolve_dependencies(plans, root=project),
-        context_path=_artifact(located.dir, names, "CONTEXT.md"),
-        verification_path=_artifact(located.dir, names, "VERIFICATION.md"),
-        uat_path=_artifact(located.dir, names, "UAT.md"),
+        context_path=_artifact(project, located.dir, names, "CONTEXT.md"),
+        verification_path=_artifact(project, located.dir, names, "VERIFICATION.md"),
+        uat_path=_artifact(project, located.dir, names, "UAT.md"),
         config=config,
         warnings=warnings,
     )
@@ -322,9 +306,9 @@ class PhaseCache:
             slug=located.slug,
             dir=located.dir,
             plans=plans,
-            context_path=_artifact(located.dir, names, "CONTEXT.md"),
-            verification_path=_artifact(located.dir, names, "VERIFICATION.md"),
-            uat_path=_artifact(located.dir, names, "UAT.md"),
+            context_path=_artifact(self.project, located.dir, names, "CONTEXT.md"),
+            verification_path=_artifact(self.project, located.dir, names, "VERIFICATION.md"),
+            uat_path=_artifact(self.project, located.dir, names, "UAT.md"),
             config=config,
             warnings=warnings,
         )
@@ -439,10 +423,21 @@ def plan_index(project: str | Path, phase: Phase) -> dict[str, Any]:
     }
 
 
-def _artifact(directory: Path, names: list[str], suffix: str) -> Path | None:
-    """`SUFFIX` itself, else the first `*-SUFFIX` / `*SUFFIX` in name order."""
-    found = phase_artifact(names, suffix)
-    return directory / found if found is not None else None
+def _artifact(project: Path, directory: Path, names: list[str], suffix: str) -> Path | None:
+    """`SUFFIX` itself, else the first `*-SUFFIX` / `*SUFFIX` in name order. Its text goes into
+    agents' prompts and the loop's checks, so it obeys `read_first`'s rule: inside the project
+    once symlinks are followed, and a regular file; anything else refuses the phase (one line),
+    so a CONTEXT.md linked to `~/.aws/credentials` or `/proc/self/environ` is never read."""
+    name = phase_artifact(names, suffix)
+    if name is None:
+        return None
+    path = directory / name
+    if contained_file(project, path) is None:
+        require_inside(project, path, f"the phase's {suffix}")
+        raise OutsideProjectError(
+            f"{_relative(path, project)}: the phase's {suffix} is not a regular file; refused"
+        )
+    return path
 
 
 def _relative(path: Path, project: Path) -> str:

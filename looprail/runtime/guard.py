@@ -374,6 +374,9 @@ def _become_guard(fds, request, server, setup):
         posix.dup2(fd, target)
         posix.close(fd)
     status_fd = fds[3]
+    # Received descriptors are inheritable: the child must not get the status channel (it
+    # could write `X0` on it and pass for a success whatever it exits with).
+    posix.set_inheritable(status_fd, False)
     try:
         posix.chdir(cwd)
     except OSError as exc:

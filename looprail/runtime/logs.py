@@ -20,7 +20,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO
 
-from looprail.layout import LOGS_DIR, log_of, project_path  # noqa: F401 (log_of re-exported)
+from looprail.fsutil import looprail_path
+from looprail.layout import LOGS_DIR, log_of  # noqa: F401 (log_of re-exported)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -60,7 +61,8 @@ class Transcripts:
             if self.run_id is None and self._adhoc is None:  # one folder per unjournaled run
                 self._adhoc = time.strftime("no-journal-%Y%m%dT%H%M%S")
             run = self.run_id or self._adhoc
-        return Path(project_path(self.project, LOGS_DIR, str(run)))
+        # Checked every time: a `.looprail/logs` linked out of the project gets no log.
+        return looprail_path(self.project, LOGS_DIR, str(run))
 
     def _next(self, base: Path) -> int:
         with self._lock:

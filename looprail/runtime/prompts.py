@@ -18,6 +18,7 @@ import re
 from importlib.resources import files
 from pathlib import Path
 
+from looprail.fsutil import read_contained
 from looprail.layout import LOOPRAIL_DIR, ROLES_DIR
 from looprail.runtime.base import Request
 
@@ -40,10 +41,11 @@ def phase_vars(request: Request, project: Path) -> dict[str, str]:
 
 def role_brief(project: Path, role: str) -> tuple[str, str]:
     """`(text, where)`: the project's `.looprail/roles/<role>.md`, else looprail's own, else a
-    generic line. A brief that is not a regular file is ignored (never followed to a device)."""
-    own = project / LOOPRAIL_DIR / ROLES_DIR / f"{role}.md"
-    if own.is_file() and not own.is_symlink():
-        return _read(own), f"{LOOPRAIL_DIR}/{ROLES_DIR}/{role}.md"
+    generic line. A brief that is not a regular file inside the project (symlinks followed, a
+    symlinked roles folder too) is ignored: never followed out of it or to a device."""
+    own = _read_inside(project, project / LOOPRAIL_DIR / ROLES_DIR / f"{role}.md")
+    if own is not None:
+        return own, f"{LOOPRAIL_DIR}/{ROLES_DIR}/{role}.md"
     shipped = files(_ROLES_PACKAGE) / f"{role}.md"
     if shipped.is_file():
         return shipped.read_text(encoding="utf-8"), f"looprail/runtime/roles/{role}.md"
@@ -131,7 +133,9 @@ def _phase_section(request: Request, project: Path, v: dict[str, str]) -> str:
             lines.append("- Files: " + ", ".join(f"`{n}`" for n in names))
         context = next((phase_dir / n for n in names if n.endswith("CONTEXT.md")), None)
     if context is not None and request.step != "discuss":
-        lines += ["", f"### {context.name}", "", _read(context).strip()]
+        text = _read_inside(project, context)
+        shown = "(not readable from the project)" if text is None else text.strip()
+        lines += ["", f"### {context.name}", "", shown]
     return "\n".join(lines)
 
 
@@ -151,9 +155,9 @@ def _task_section(request: Request, project: Path) -> str:
     if t.read_first:
         lines += ["", "## Read first"]
         for rel in t.read_first:
-            path = (project / rel).resolve()
-            if path.is_relative_to(project.resolve()) and path.is_file():
-                lines += ["", f"### {rel}", "", "```", _read(path).rstrip(), "```"]
+            text = _read_inside(project, project / rel)
+            if text is not None:
+                lines += ["", f"### {rel}", "", "```", text.rstrip(), "```"]
             else:
                 lines += ["", f"### {rel}", "", "(not readable from the project)"]
     return "\n".join(lines)
@@ -165,9 +169,12 @@ def _subst(text: str, v: dict[str, str]) -> str:
     return text
 
 
-def _read(path: Path) -> str:
-    with open(path, "rb") as fh:
-        data = fh.read(READ_CAP + 1)
+def _read_inside(project: Path, path: Path) -> str | None:
+    """The text of `path` for a prompt, or None: only a regular file inside the project once
+    symlinks are followed (`read_first`'s rule, `fsutil.contained_file`), at most 64 KiB."""
+    data = read_contained(project, path, READ_CAP)
+    if data is None:
+        return None
     text = data[:READ_CAP].decode("utf-8", errors="replace")
     return text + ("\n… (cut at 64 KiB)" if len(data) > READ_CAP else "")
 

@@ -14,7 +14,7 @@ import importlib
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from looprail.store.inputs import diff_inputs, digest_inputs
-    from looprail.store.journal import Journal, journal_path, new_run_id
+    from looprail.store.journal import Journal, is_run_id, journal_path, new_run_id
     from looprail.store.lock import LockedError, LockInfo, RunLock, lock_holder, lock_path
     from looprail.store.models import (
         EVENT_KINDS,
@@ -41,6 +41,7 @@ _WHERE = {
     "Journal": "journal",
     "journal_path": "journal",
     "new_run_id": "journal",
+    "is_run_id": "journal",
     "LockedError": "lock",
     "LockInfo": "lock",
     "RunLock": "lock",
@@ -106,6 +107,7 @@ __all__ = [
     "build_report",
     "diff_inputs",
     "digest_inputs",
+    "is_run_id",
     "journal_path",
     "lock_holder",
     "lock_path",

@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from looprail._version import __version__
 from looprail.layout import JOURNAL_FILE, project_path
 from looprail.store import seal as _seal  # hashes every commit: imported once, not per call
 from looprail.store.inputs import diff_inputs
@@ -98,12 +99,26 @@ def journal_path(project: str | Path) -> Path:
     return Path(project_path(project, JOURNAL_NAME))
 
 
+_RUN_ID_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford base32
+
+
 def new_run_id(now: datetime | None = None) -> str:
     """A ULID: 48-bit millisecond time + 80 random bits, Crockford base32, so ids sort by start."""
     moment = now or datetime.now(UTC)
     value = (int(moment.timestamp() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
-    alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-    return "".join(alphabet[(value >> shift) & 31] for shift in range(125, -1, -5))
+    return "".join(_RUN_ID_ALPHABET[(value >> shift) & 31] for shift in range(125, -1, -5))
+
+
+def is_run_id(value: object) -> bool:
+    """Is `value` a run id in the form `new_run_id` makes (26 characters of Crockford base32,
+    the first at most `7`)? A journal is a file in the project, so an id read from it may be
+    planted: one that is not looprail's never reaches a path or a printed command."""
+    return (
+        isinstance(value, str)
+        and len(value) == 26
+        and value[0] <= "7"
+        and all(c in _RUN_ID_ALPHABET for c in value)
+    )
 
 
 def iso_utc(moment: datetime) -> str:
@@ -331,7 +346,12 @@ class Journal:
                 iso_utc(now),
                 EventRecord(
                     kind="run_started",
-                    data={"phase": str(phase), "state": list(state), "machine_config": config},
+                    data={
+                        "phase": str(phase),
+                        "state": list(state),
+                        "machine_config": config,
+                        "looprail": __version__,  # which looprail ran it
+                    },
                 ),
             )
         return run_id
@@ -353,6 +373,7 @@ class Journal:
                 "previous_pid": run.pid,
                 "previous_host": run.host,
                 "in_flight": in_flight,
+                "looprail": __version__,  # a resume may be by a newer looprail
             }
             digest = run.inputs_digest
             if inputs_digest is not None:

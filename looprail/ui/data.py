@@ -17,8 +17,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from looprail.layout import LOGS_DIR, LOOPRAIL_DIR, PLANNING_DIR, normalize_phase_number
-from looprail.store import Journal, JournalError, NoJournalError, RunRow, lock_holder
+from looprail.errors import OutsideProjectError
+from looprail.fsutil import looprail_path
+from looprail.layout import LOGS_DIR, PLANNING_DIR, normalize_phase_number
+from looprail.store import Journal, JournalError, NoJournalError, RunRow, is_run_id, lock_holder
 from looprail.store.report import format_duration, report_from_rows
 
 LOG_TAIL_BYTES = 64 * 1024
@@ -106,6 +108,12 @@ def snapshot(
     holder = lock_holder(project)
     with journal:
         runs = journal.runs()
+        # The journal is a file in the project: a run id not in looprail's own form (planted
+        # to reach a path or a printed command) is left out, and said so.
+        for run in runs:
+            if not is_run_id(run.id):
+                out["warnings"].append(f"journal: run {run.id!r} skipped: not a looprail run id")
+        runs = [run for run in runs if is_run_id(run.id)]
         if is_project:
             out["project"]["roadmap"] = project_phases_view(
                 project, runs, run_ref and _ref(runs, run_ref)
@@ -163,7 +171,9 @@ def _ref(runs: Sequence[RunRow], ref: str) -> str | None:
 def _select(journal: Journal, runs: list[RunRow], ref: str | None) -> RunRow:
     if ref:
         try:
-            return journal.find_run(ref)
+            found = journal.find_run(ref)
+            if is_run_id(found.id):
+                return found
         except JournalError:
             pass  # an unknown run in the URL: show the latest
     return max(runs, key=lambda r: (r.started_at, r.id))
@@ -454,7 +464,12 @@ def continue_command(
         return None
     if run.status == "running" and not interrupted:
         return None  # live: it is going on right now
-    cmd = f"looprail resume {run.id} --project {shlex.quote(str(project))}{_caps(capability_dirs)}"
+    if not is_run_id(run.id):
+        return None  # never print a planted id as a command to copy
+    cmd = (
+        f"looprail resume {shlex.quote(run.id)} --project {shlex.quote(str(project))}"
+        f"{_caps(capability_dirs)}"
+    )
     if run.status == "paused" and run.halt_reason:
         match = re.search(r"--approve (\S+)", run.halt_reason)
         if match:
@@ -498,8 +513,16 @@ def _contains(haystack: list[str], needle: list[str]) -> bool:
     return n > 0 and any(haystack[i : i + n] == needle for i in range(len(haystack) - n + 1))
 
 
-def log_dir(project: Path, run_id: str) -> Path:
-    return project / LOOPRAIL_DIR / LOGS_DIR / run_id
+def log_dir(project: Path, run_id: str) -> Path | None:
+    """`.looprail/logs/<run>/`, or None: only for a run id in looprail's own form (a plain
+    name, so `../../../../etc` never names a folder), and never through a `.looprail/logs` or
+    run folder linked out of the project."""
+    if not is_run_id(run_id):
+        return None
+    try:
+        return looprail_path(project, LOGS_DIR, run_id)
+    except OutsideProjectError:
+        return None
 
 
 def task_logs(project: Path, run_id: str, task_keys: Sequence[str]) -> dict[str, list[tuple]]:
@@ -509,6 +532,8 @@ def task_logs(project: Path, run_id: str, task_keys: Sequence[str]) -> dict[str,
     `01-02/T3.log`, `01-02_T3.stderr` and `01-02/T3/out.txt` all match and `T30` does not.
     Regular files only; symlinks are not followed."""
     root = log_dir(project, run_id)
+    if root is None:
+        return {}
     try:
         if not stat.S_ISDIR(os.lstat(root).st_mode):
             return {}

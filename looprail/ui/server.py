@@ -246,7 +246,10 @@ def create_app(
     allowed_hosts: Sequence[str] = ("127.0.0.1", "localhost", "::1", "[::1]", "testserver"),
 ) -> Starlette:
     """The dashboard of `project` as an ASGI app (serve it with uvicorn; test it with
-    Starlette's TestClient)."""
+    Starlette's TestClient). `allowed_hosts` are exact names: a pattern (`*`, `*.example`)
+    is refused, since it would open the page to DNS rebinding."""
+    if any("*" in name for name in allowed_hosts):
+        raise ValueError("allowed_hosts: exact host names only, never a '*' pattern")
     dash = Dashboard(Path(project), capability_dirs, poll_interval=poll_interval, flavor=flavor)
 
     async def page(request: Request) -> Response:

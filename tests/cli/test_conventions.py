@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from looprail._version import __version__
 from tests.support import REPO, cli_commands, run_cli, write_config
 
 CAPS = str(REPO / "examples" / "capabilities")
@@ -91,7 +92,7 @@ def test_python_dash_m_and_a_fast_version():
     r = subprocess.run(
         [sys.executable, "-m", "looprail", "--version"], capture_output=True, text=True
     )
-    assert r.returncode == 0 and r.stdout == "looprail 0.1.0\n"
+    assert r.returncode == 0 and r.stdout == f"looprail {__version__}\n"
     r = subprocess.run([sys.executable, "-m", "looprail", "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and "render-hooks" not in r.stdout and "completion" in r.stdout
     # --version builds no parser and imports nothing heavy (scripts call it to probe)

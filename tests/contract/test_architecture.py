@@ -15,6 +15,7 @@ PACKAGE = REPO / "looprail"
 
 
 BASE = {
+    "_version",  # the version, written once (imports nothing)
     "errors",
     "layout",
     "points",

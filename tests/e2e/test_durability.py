@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from looprail.errors import JournalError
 from looprail.store import Journal
 from tests.support import examples, feature, write_capability, write_exe
 from tests.support.loop import demo_phase, halting_gate, halting_step, plan_md, task_xml
@@ -161,6 +162,16 @@ def reference(tmp_path_factory):
     return outputs(project)
 
 
+def journaled(project: Path) -> dict[str, str]:
+    """Each task's status as the journal has committed it (read while the run goes on)."""
+    try:
+        with Journal.open_readonly(project) as jr:
+            run = jr.latest_run()
+            return {t.task_key: t.status for t in jr.tasks(run.id)} if run else {}
+    except JournalError:  # not created yet, or still an empty file
+        return {}
+
+
 KILL_POINTS = {
     # name: (what to hold slow, the log line that means "we are there now")
     "before-wave": ("wave-pre-1", "start wave-pre-1"),
@@ -177,6 +188,10 @@ def test_sigkill_then_resume(tmp_path, reference, point):
     slow(project, held)
     proc = start(project, caps)
     wait_for(lambda: line in log(project), timeout=30)
+    if point == "mid-wave":
+        # Hold the moment, don't race it: T1's `done` row may still be on its way to disk when
+        # T2's agent logs its start (slower under coverage), so wait until it is committed.
+        wait_for(lambda: journaled(project).get("01-01/T1") == "done", timeout=30)
     killpg(proc)
     release(project)
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from looprail.store import EventRecord, Journal, JournalError, NoJournalError
+from looprail.store import EventRecord, Journal, JournalError, NoJournalError, new_run_id
 from looprail.ui import data
 from tests.support import examples
 
@@ -108,14 +108,16 @@ layouts = st.sampled_from(
 @given(keys=st.lists(task_keys, min_size=1, max_size=8, unique=True), layout=layouts)
 def test_each_task_gets_its_own_log_files_and_no_other(tmp_path_factory, keys, layout):
     project = tmp_path_factory.mktemp("logs")
-    root = data.log_dir(project, "RUN")
+    run = new_run_id()
+    root = data.log_dir(project, run)
+    assert root is not None
     for key in keys:
         plan, task = key.split("/")
         path = root / layout.format(plan=plan, task=task)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"log of {key}\n")
-    found = data.task_logs(project, "RUN", keys)
+    found = data.task_logs(project, run, keys)
     for key in keys:
         (only,) = found[key]
         assert only[1].read_text() == f"log of {key}\n"
-    assert data.task_logs(project, "RUN", ["99-99/T99"]) == {}
+    assert data.task_logs(project, run, ["99-99/T99"]) == {}

@@ -1,0 +1,99 @@
+"""The documentation site (mkdocs.yml): the getting-started page runs the README's two
+commands, the site builds with --strict, its API reference documents every name `looprail`
+and `looprail.testing` export, the diagrams are served from diagrams/, and a public class or
+function without a docstring fails the strict build."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import types
+
+import pytest
+
+from tests.support import REPO
+
+
+def _commands(markdown: str) -> list[str]:
+    """The one-line shell commands of a page's sh blocks that set up a virtual environment."""
+    return re.findall(r"^python3 -m venv \.venv .*$", markdown, re.MULTILINE)
+
+
+def test_getting_started_follows_the_readmes_two_commands():
+    readme = _commands((REPO / "README.md").read_text())
+    assert len(readme) == 2  # run the example; run the tests
+    assert _commands((REPO / "docs" / "getting-started.md").read_text()) == readme
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    for module in ("mkdocs", "mkdocstrings_handlers.python", "material"):
+        pytest.importorskip(module, reason="the docs extra is not installed")
+    out = tmp_path_factory.mktemp("site")
+    p = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    return out
+
+
+def test_the_api_reference_documents_every_export(site):
+    import looprail
+    import looprail.testing
+
+    page = (site / "api" / "index.html").read_text()
+    anchors = set(re.findall(r'<h3 id="([^"]+)"', page))
+    for module in (looprail, looprail.testing):
+        exports = getattr(module, "_EXPORTS", {})
+        for name in module.__all__:
+            if name.startswith("__"):
+                continue
+            target = f"{exports.get(name, module.__name__)}.{name}"
+            assert target in anchors, f"{module.__name__}.{name} is not in the API reference"
+    # the runtime plugin interface and the pytest plugin's fixtures
+    assert {"looprail.runtime.base.BaseRuntime", "looprail.runtime.base.Request"} <= anchors
+    assert "looprail.testing.plugin.loop_harness" in page
+    # docstrings are rendered, not only headings
+    assert "What the state machine calls" in page
+
+
+def test_diagrams_and_screenshots_are_served(site):
+    for name in ("loop.svg", "hello-loop.svg", "loop.png"):
+        assert (site / "diagrams" / name).read_bytes() == (REPO / "diagrams" / name).read_bytes()
+    assert (
+        '<img alt="looprail loop" src="loop.svg"' in (site / "diagrams" / "index.html").read_text()
+    )
+    assert (site / "ui-live.png").is_file() and (site / "ui-halted.png").is_file()
+    assert (site / "getting-started" / "index.html").is_file()
+
+
+def test_an_export_without_a_docstring_is_a_warning(monkeypatch, caplog):
+    pytest.importorskip("mkdocs", reason="the docs extra is not installed")
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import mkdocs_hooks
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+
+    fake = types.ModuleType("fake_api")
+
+    def documented() -> None:
+        """Has one."""
+
+    def bare() -> None:
+        pass
+
+    fake.documented, fake.bare = documented, bare
+    fake.__all__ = ["__version__", "documented", "bare"]
+    fake.__version__ = "1"
+    monkeypatch.setitem(sys.modules, "fake_api", fake)
+    with caplog.at_level("WARNING", logger="mkdocs.hooks.looprail"):
+        md = mkdocs_hooks._api_blocks("fake_api", "api.md", set())
+    assert md.splitlines() == ["::: fake_api.documented", "", "::: fake_api.bare"]
+    assert [r.getMessage() for r in caplog.records] == ["api.md: fake_api.bare has no docstring"]
