@@ -20,6 +20,7 @@ LOOPRAIL_DIR = ".looprail"
 CAPABILITIES_DIR = "capabilities"  # overlay capabilities (global or project)
 HOOKS_FILE = "hooks.json"  # native hooks (global or project)
 CONSENT_FILE = "consent.json"  # the consent store (home only)
+USER_AGENTS_FILE = "agents.json"  # the user's own agent settings (home only)
 JOURNAL_KEY_FILE = "journal.key"  # the key that seals journals (home only)
 JOURNAL_FILE = "journal.sqlite"  # the run journal (project only)
 LOCK_FILE = "run.lock"  # one run per project (project only)
@@ -153,7 +154,10 @@ def phase_artifact(names: list[str], suffix: str) -> str | None:
 
 
 def plan_id_from_filename(name: str) -> str | None:
-    """`01-02-PLAN.md` → `01-02`; None for anything that is not a `*-PLAN.md`."""
+    """`01-02-PLAN.md` → `01-02`, a bare `PLAN.md` → `PLAN` (the reference's id for it is
+    the empty string); None for anything else."""
+    if name == "PLAN.md":
+        return "PLAN"
     match = re.fullmatch(r"(.+)-PLAN\.md", name)
     return match.group(1) if match else None
 

@@ -1,9 +1,8 @@
-"""The point vocabulary is declared once, in `looprail/points.py`: the `Point` type, the loop
-spec, the CLI help and the messages all read it from there."""
+"""The point vocabulary is declared once, in `looprail/points.py`: the manifests' `Point` type,
+the loop spec, the CLI help and the messages all read it from there."""
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 from typing import get_args
@@ -18,23 +17,8 @@ from tests.support.source import text as source_text
 PACKAGE = Path(points.__file__).resolve().parent
 
 
-def _type_checking_literal() -> tuple[str, ...]:
-    """The strings of the `Point` Literal type checkers read (under TYPE_CHECKING)."""
-    tree = ast.parse(Path(points.__file__).read_text())
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Assign)
-            and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["Point"]
-            and isinstance(node.value, ast.Subscript)
-        ):
-            return tuple(ast.literal_eval(node.value.slice))
-    raise AssertionError("points.py declares no Point Literal")
-
-
 def test_point_type_and_tuple_agree():
-    assert _type_checking_literal() == points.POINTS
-    assert get_args(points.Point) == points.POINTS
-    assert manifest.Point is points.Point
+    assert get_args(manifest.Point) == points.POINTS
     assert (DEFAULT_LOOP.wave_pre, DEFAULT_LOOP.wave_post) == (
         "execute:wave:pre",
         "execute:wave:post",

@@ -68,13 +68,13 @@ def register(sub) -> None:
 
 def init(args) -> int:
     import json
-    import shutil
     from importlib.resources import files
     from pathlib import Path
 
     from looprail.errors import UsageError
     from looprail.fsutil import create_new
-    from looprail.machine.workspace import git, is_git_repo
+    from looprail.runtime.git import git, git_program, is_git_repo
+    from looprail.runtime.process import find_program
     from looprail.runtime.registry import available
 
     if args.agent not in available():
@@ -121,7 +121,7 @@ def init(args) -> int:
             written.append(target)
     if local:
         starter = (files("looprail.runtime.roles") / "local_agent.py").read_text()
-        if shutil.which("python3") is None:  # keep the portable #! only where it resolves
+        if find_program("python3") is None:  # keep the portable #! only where it resolves
             starter = starter.replace("#!/usr/bin/env python3", f"#!{sys.executable}", 1)
         for role in ROLES:
             target = agents / role
@@ -130,9 +130,9 @@ def init(args) -> int:
                 written.append(target)
     if _add_state_patterns(ignore):
         written.append(ignore)
-    if shutil.which("git") and not is_git_repo(root):
+    if git_program() and not is_git_repo(root):
         done = git(["init", "-q"], root)
-        if done.returncode == 0:
+        if done.exit_code == 0:
             print(f"initialised a git repository in {root}")
     for path in written:
         print(f"wrote {path}")
@@ -160,13 +160,14 @@ def _add_state_patterns(ignore) -> bool:
 
 
 def doctor(args) -> int:
-    import shutil
-    import subprocess
+    import os
+    from pathlib import Path
 
     from looprail.cli._common import print_json, project_folder, project_of
     from looprail.config import load_project_config
-    from looprail.machine.workspace import is_git_repo
-    from looprail.runtime.registry import agent_name, agent_section, available
+    from looprail.runtime.git import git_program, is_git_repo
+    from looprail.runtime.process import find_program, run_bounded
+    from looprail.runtime.registry import agent_name, available
 
     project = project_folder(project_of(args))
     config, _ = load_project_config(project)
@@ -185,7 +186,9 @@ def doctor(args) -> int:
         for c in checks:
             print(f"{marks[c['status']]} {c['message']}")
             if "permissions" in c:
-                print(f"  permissions: {c['permissions']}")
+                print(f"  {c['permissions']}")
+            if "settings" in c:
+                print(f"  settings: {c['settings']}")
         if problems:
             from looprail.machine.progress import plural
 
@@ -198,29 +201,50 @@ def doctor(args) -> int:
             f"agent {name!r} is not a runtime here; choose one of: {', '.join(available())}",
         )
         return finish()
-    from looprail.runtime.agents import ADAPTERS, AgentSettings
+    from looprail.runtime.agents import ADAPTERS
 
     if name in ADAPTERS:
+        from looprail.trust.agents import effective_agent
+
         adapter = ADAPTERS[name]()
-        settings = AgentSettings.parse(name, agent_section(config, name))
+        effective = effective_agent(project, config, name)  # what `run` would use
+        settings = effective.settings
+        refusal = effective.refusal()
+        if refusal is not None:
+            say("problem", f"{name}: a run refuses: {refusal}")
         binary = settings.binary or adapter.binary
-        found = shutil.which(binary)
+        found = find_program(binary)
+        # Never run what the project supplies: a `binary` from its config (consented or not),
+        # or a program found inside the project folder (e.g. through a relative PATH entry).
+        supplied = PROJECT_CONFIG_FILE in effective.origin.get("binary", "") or (
+            found is not None and Path(found).resolve().is_relative_to(Path(project).resolve())
+        )
         if found is None:
             say("problem", f"{name}: `{binary}` not found on PATH; {adapter.install}")
+        elif supplied:
+            where = effective.origin.get("binary") or "the project folder"
+            say(
+                "warning",
+                f"{name}: {os.path.abspath(found)} (from {where}): not run; doctor never runs "
+                "a program the project supplies",
+            )
+            checks[-1]["permissions"] = effective.line()
         else:
-            try:
-                done = subprocess.run(
-                    [found, *adapter.version_args], capture_output=True, text=True, timeout=30
-                )
-                ok, said = done.returncode == 0, (done.stdout or done.stderr).strip()
-            except (OSError, subprocess.SubprocessError) as exc:
-                ok, said = False, str(exc)
+            done = run_bounded([found, *adapter.version_args], timeout_s=30)
+            ok, said = done.ok, (done.stdout or done.stderr).strip()
+            if done.spawn_error or done.timed_out:
+                said = done.describe_failure()
             if ok:
                 say("ok", f"{name}: {found} ({said.splitlines()[0] if said else 'runs'})")
-                checks[-1]["permissions"] = adapter.permissions(settings)
+                checks[-1]["permissions"] = effective.line()
+                for status, line in adapter.readiness(project, settings, os.environ):
+                    say(status, line)
             else:
                 last = said.splitlines()[-1] if said else "no output"
                 say("problem", f"{name}: `{found} --version` failed ({last}); {adapter.install}")
+        sources = effective.sources()
+        if sources:
+            checks[-1]["settings"] = sources
     elif name == "local":
         from looprail.runtime.registry import RuntimeSettings, create_runtime
 
@@ -235,7 +259,7 @@ def doctor(args) -> int:
             say("ok", f"local: role executables under {LOOPRAIL_DIR}/{AGENTS_DIR}/")
     else:
         say("ok", f"{name}: a registered runtime (nothing to check)")
-    if shutil.which("git") is None:
+    if git_program() is None:
         say(
             "problem", "git not found on PATH: plans of a wave will run one at a time (install git)"
         )

@@ -275,11 +275,42 @@ def audit(args) -> int:
     result = audit_registry(registry, args.ids, hooks_files=hooks_files)
     for w in registry.warnings:
         warn(w)
+    agent = None if args.ids else _agent_audit(Path(args.project))
     if args.json:
-        print_json(result.to_json())
+        print_json({**result.to_json(), **({"agent": agent} if agent else {})})
     else:
         print(render_text(result))
+        if agent:
+            print(f"\n{agent['line']}")
+            for key, where in agent["from"].items():
+                print(f"  {key}: from {where}")
+            if agent["refusal"]:
+                print(f"  REFUSED: {agent['refusal']}")
     return 0
+
+
+def _agent_audit(project):
+    """The agent a run would use, as `run` computes it (`effective_agent`): every flag, where
+    each guarded setting came from, and what a run would refuse. None for a runtime that is
+    not an agent CLI."""
+    from looprail.config import load_project_config
+    from looprail.runtime.agent_settings import GUARDED
+    from looprail.runtime.agents import ADAPTERS
+    from looprail.runtime.registry import agent_name
+    from looprail.trust.agents import effective_agent
+
+    config, _ = load_project_config(project)
+    name = agent_name(config)
+    if name not in ADAPTERS:
+        return None
+    effective = effective_agent(project, config, name)
+    return {
+        "name": name,
+        "line": effective.line(),
+        "from": {k: effective.origin[k] for k in GUARDED if k in effective.origin},
+        "pending": effective.pending,
+        "refusal": effective.refusal(),
+    }
 
 
 def _native_hooks_audits(project):

@@ -39,9 +39,15 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
 def _plan_index(args: argparse.Namespace) -> int:
     from looprail.plans import load_phase, plan_index
+    from looprail.plans.phase import list_phases, two_folders_message
 
-    phase = load_phase(args.project, args.phase)
+    # Of two folders for one phase, the index shows the one the reference reads, and says so
+    # (`run` refuses until they are one).
+    phase = load_phase(args.project, args.phase, as_reference=True)
     index = plan_index(args.project, phase)
+    folders = [p for p in list_phases(args.project) if p.number == phase.number]
+    if len(folders) > 1:
+        index["warnings"].insert(0, two_folders_message(args.phase, folders))
     if args.raw:
         print_json(index)
         return 0

@@ -53,8 +53,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--executor",
         metavar="SPEC",
-        help="run each wave's plans on a Dask cluster: dask://HOST:PORT (a running scheduler) "
-        "or dask-local:N (a LocalCluster of N worker processes); needs looprail[dask]",
+        help="run each wave's plans on a Dask cluster: dask://HOST:PORT or dask://tls://HOST:PORT "
+        "(a running scheduler you control; TLS settings from Dask's config) or dask-local:N (a "
+        "LocalCluster of N worker processes over TLS with per-run credentials; add "
+        ",dashboard=HOST:PORT for Dask's dashboard); needs looprail[dask]",
     )
     p.add_argument(
         "--agent",

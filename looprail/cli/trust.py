@@ -4,15 +4,17 @@ its `.looprail/hooks.json`, after seeing what they can run (see docs/security.md
 from __future__ import annotations
 
 from looprail.cli._common import add_project_options, add_project_positional, project_folder
-from looprail.layout import LOOPRAIL_DIR
+from looprail.layout import LOOPRAIL_DIR, PROJECT_CONFIG_FILE
 
 
 def register(sub) -> None:
     p = sub.add_parser(
         "trust",
-        help="review and consent to the project's own capabilities and hooks.json",
+        help="review and consent to the project's own capabilities, hooks.json and agent settings",
         description=f"Print the audit of every project capability (<project>/{LOOPRAIL_DIR}/"
-        f"capabilities) and of the project's {LOOPRAIL_DIR}/hooks.json that has no valid consent "
+        f"capabilities), of the project's {LOOPRAIL_DIR}/hooks.json and of the agent settings "
+        f"in {PROJECT_CONFIG_FILE} that change what runs or widen permissions (binary, args, "
+        "permissionMode, allowedTools, sandbox, approvalMode) that have no valid consent "
         "(never consented, or changed since), then ask for consent (--yes answers yes; without "
         "a terminal --yes is required). Consent is bound to the exact content: changing any "
         "file makes it inactive again until you trust it again.",
@@ -25,11 +27,17 @@ def register(sub) -> None:
     p = sub.add_parser(
         "revoke",
         help="withdraw consent (all of the project's, or the named capabilities)",
-        description="Withdraw consent for capabilities ID… of the project, or, with --hooks, for "
-        "its hooks.json; with neither, everything consented to in the project.",
+        description="Withdraw consent for capabilities ID… of the project, with --hooks for "
+        "its hooks.json, with --agent-settings for its agent settings; with none of them, "
+        "everything consented to in the project.",
     )
     p.add_argument("ids", nargs="*", metavar="ID", help="capability ids (default: everything)")
     p.add_argument("--hooks", action="store_true", help="withdraw consent for hooks.json")
+    p.add_argument(
+        "--agent-settings",
+        action="store_true",
+        help="withdraw consent for the project's agent settings (looprail.agents.<cli>)",
+    )
     add_project_options(p)
     p.set_defaults(handler=revoke)
 
@@ -38,7 +46,7 @@ def trust(args) -> int:
     from looprail.cli._common import warn
     from looprail.cli.capability import confirm
     from looprail.trust.audit import render_text
-    from looprail.trust.consent import commit_consent, plan_consent
+    from looprail.trust.consent import agent_settings_text, commit_consent, plan_consent
 
     project = project_folder(args.project)
     plan = plan_consent(project, args.capabilities)
@@ -51,7 +59,15 @@ def trust(args) -> int:
         print(f"nothing to review in {project.resolve()}: everything that can run is consented to")
         return 0
 
-    print(render_text(plan.audit()))
+    if plan.capabilities or plan.hooks is not None:
+        print(render_text(plan.audit()))
+    for line in agent_settings_text(plan.agents):
+        print(line)
+    if plan.agents:  # said even with --yes, like a shell
+        warn(
+            "consenting to agent settings that change what runs or what the agent may do: "
+            + "; ".join(f"{a.name} {', '.join(a.pending)}" for a in plan.agents)
+        )
     shells = plan.shells
     if shells:  # printed even with --yes: consent is never given to a shell unawares
         warn(f"consenting to shell or interpreter code: {'; '.join(shells)}")
@@ -67,7 +83,9 @@ def revoke(args) -> int:
     from looprail.trust import revoke as withdraw
 
     project = project_folder(args.project)
-    removed = withdraw(project, args.ids or None, hooks=args.hooks)
+    removed = withdraw(
+        project, args.ids or None, hooks=args.hooks, agent_settings=args.agent_settings
+    )
     if not removed:
         print(f"nothing to revoke in {project.resolve()}")
         return 0

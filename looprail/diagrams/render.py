@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import html
 import itertools
-import shutil
 import textwrap
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,7 +66,9 @@ OUTCOME_MARKS = {
 
 def require_dot() -> str:
     """The path of Graphviz's `dot`, or GraphvizMissingError (one line saying how to install)."""
-    found = shutil.which("dot")
+    from looprail.runtime.process import find_program
+
+    found = find_program("dot")
     if found is None:
         raise GraphvizMissingError()
     return found

@@ -42,18 +42,21 @@ CACHE_FORMAT = "looprail-registry-8"
 
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-# The code whose rules decide the compiled form: an edit (a dev checkout, an upgrade that forgot
-# to bump CACHE_FORMAT) invalidates the cache as a manifest edit would.
-_RULE_FILES = tuple(
+# The code whose rules decide the compiled form and the validation verdicts (`verdicts` hashes
+# the same files): an edit (a dev checkout, an upgrade that forgot to bump CACHE_FORMAT)
+# invalidates both caches as a manifest edit would.
+RULE_FILES = tuple(
     os.path.join(_HERE, *parts)
     for parts in (
         ("compiled.py",),
+        ("registry.py",),
+        ("verdicts.py",),
         ("manifest.py",),
         ("manifest_io.py",),
         ("manifest_rules.py",),
         ("manifest_shape.py",),
-        ("verdicts.py",),
-        ("registry.py",),
+        ("checks.py",),
+        ("..", "config.py"),
         ("..", "points.py"),
         ("..", "jsonload.py"),
         ("..", "layout.py"),
@@ -103,7 +106,7 @@ def _settled(sig: list[int] | None, read_ns: int) -> bool:
 
 
 def _dependencies(specs: list[tuple[str, str]]) -> dict[str, list[int] | None]:
-    deps: dict[str, list[int] | None] = {path: _sig(path) for path in _RULE_FILES}
+    deps: dict[str, list[int] | None] = {path: _sig(path) for path in RULE_FILES}
     for root, _ in specs:
         deps[root] = _sig(root)
         for folder in capability_folders(root):

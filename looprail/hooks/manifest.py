@@ -10,10 +10,10 @@ Validation happens in three layers, and every layer reports *all* its problems a
    one manifest (refs owned by the capability, `when` keys declared in its own `config`,
    `into` roles, role-forbidden bodies, reserved prefixes…).
 
-The registry does not import this module to validate a manifest: `manifest_rules` proves a
-well-formed manifest's shape without pydantic (`manifest_shape`, a table mirroring the models
-below; a test keeps the two in step) and comes here only for one it cannot prove, so shape
-errors are always pydantic's.
+These models are the one declaration of the format. The registry does not import this module
+to validate a changed manifest: `verdicts.VerdictCache.validate` proves a well-formed manifest's
+shape without pydantic, with a check derived from `Capability` (`shape_table`, cached), and
+comes here only for one it cannot prove, so shape errors are always pydantic's.
 
 Rules across the whole set (duplicate owners, `requires`, produces/consumes) live in
 `registry.py`, which knows the merge order.
@@ -33,32 +33,22 @@ from pydantic import ValidationError as PydanticValidationError
 from looprail.errors import Issue
 
 # Re-exported: the limits and the light parsers live in manifest_io (no pydantic there).
-from looprail.hooks.manifest_io import (
-    MAX_CAPABILITY_FRAGMENT_BYTES as MAX_CAPABILITY_FRAGMENT_BYTES,
-)
 from looprail.hooks.manifest_io import MAX_FRAGMENT_BYTES as MAX_FRAGMENT_BYTES
-from looprail.hooks.manifest_io import MAX_JSON_DEPTH as MAX_JSON_DEPTH
 from looprail.hooks.manifest_io import MAX_MANIFEST_BYTES as MAX_MANIFEST_BYTES
-from looprail.hooks.manifest_io import RESERVED_PREFIXES as RESERVED_PREFIXES
-from looprail.hooks.manifest_io import (
-    _json_path,
-    _materialise_fragments,
-)
-from looprail.hooks.manifest_io import json_path as json_path
+from looprail.hooks.manifest_io import _json_path, _materialise_fragments
 from looprail.hooks.manifest_io import materialise_fragment as materialise_fragment
 from looprail.hooks.manifest_io import parse_manifest_bytes as parse_manifest_bytes
-from looprail.hooks.manifest_rules import FEATURE_ONLY as FEATURE_ONLY
 from looprail.hooks.manifest_rules import ID_PATTERN as ID_PATTERN
-from looprail.hooks.manifest_rules import SCRIPT_PATTERN as SCRIPT_PATTERN
-from looprail.hooks.manifest_rules import check_declared, engine_issues
-from looprail.hooks.manifest_rules import engine_problem as engine_problem
-from looprail.points import POINTS, Point
+from looprail.hooks.manifest_rules import check_declared, engine_issues, engine_problem
+from looprail.hooks.manifest_shape import derive
+from looprail.points import POINTS
 
 SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$"
 )
 
 
+Point = Literal[POINTS]  # type: ignore[valid-type]  # the one vocabulary, as a Literal
 Role = Literal["feature", "runtime", "reviewer"]
 OnError = Literal["skip", "halt", "fail"]  # `fail` is the older spelling of `halt`
 NonEmpty = Annotated[StrictStr, Field(min_length=1)]
@@ -343,7 +333,7 @@ def validate_declared(
     function of the JSON and the folder name only, so its verdict can be cached by content
     (`looprail.hooks.verdicts`). Fragment files are not read here. `engine` is
     `engine_problem` or a memo of it (`VerdictCache.engine_problem`). The registry runs
-    `manifest_rules.validate_declared`, which gives the same issues, pydantic only if needed."""
+    `VerdictCache.validate`, which gives the same issues, pydantic only if needed."""
     try:
         cap = Capability.model_validate(data)
     except PydanticValidationError as exc:
@@ -375,6 +365,13 @@ def grammar_warnings(cap: Capability, file: str) -> list[Issue]:
     return found
 
 
+def shape_table() -> dict[str, Any]:
+    """The table of the pydantic-free shape check (`manifest_shape`), derived from the schema
+    pydantic validates `Capability` with."""
+    Capability.model_rebuild()  # the models defer their build to first use
+    return derive(Capability.__pydantic_core_schema__)
+
+
 def capability_json_schema() -> dict[str, Any]:
     schema = Capability.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
@@ -395,6 +392,7 @@ __all__ = [
     "grammar_warnings",
     "materialise_fragment",
     "parse_manifest_bytes",
+    "shape_table",
     "validate_declared",
     "validate_manifest",
 ]

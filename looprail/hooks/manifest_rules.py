@@ -1,12 +1,7 @@
-"""Layers 2 and 3 of manifest validation without pydantic when the manifest is well formed.
-
-`validate_declared(data, file, folder_name)` is what the registry runs for a manifest whose
-verdict is not cached. It first asks `manifest_shape.shape_ok` whether pydantic would accept the
-shape. When it would, the cross-field rules (`check_declared`) and the engine range run here on
-the plain JSON, and pydantic is never imported. When it would not (or that is not proven),
-`manifest.validate_declared` runs the pydantic models, so shape errors keep pydantic's words.
-Either way the rules are the same code, on the same JSON: the verdict is the one the models give
-(a property test checks it on the real manifests, mutated, and on generated ones).
+"""Layer 3 of manifest validation: the rules across fields of one manifest and the engine
+range, on the plain JSON of a manifest whose shape the models accept. `manifest.validate_declared`
+runs them after pydantic, `verdicts.VerdictCache.validate` after the shape check derived from
+the models (`manifest_shape`): the same code on the same JSON either way.
 
 Only `json`, `re` and the light looprail modules here: this is on the `render-hooks` path.
 """
@@ -60,24 +55,6 @@ def engine_problem(engines: Any) -> str | None:
     return f'incompatible with GSD {GSD_ENGINE_VERSION} (requires engines.gsd "{rng}")'
 
 
-def validate_declared(
-    data: dict[str, Any],
-    file: str,
-    folder_name: str | None,
-    engine: Callable[[Any], str | None] = engine_problem,
-) -> list[Issue]:
-    """The issues of layers 2 and 3 (shapes, cross-field rules, the engine range) of a parsed
-    manifest ([] = valid): `manifest.validate_declared`'s verdict, with pydantic imported only
-    when the shape is not proven right. Fragment files are not read here."""
-    from looprail.hooks.manifest_shape import shape_ok
-
-    if not shape_ok(data):
-        from looprail.hooks import manifest
-
-        return manifest.validate_declared(data, file, folder_name, engine)[1]
-    return check_declared(data, file, folder_name) or engine_issues(data, file, engine)
-
-
 def engine_issues(
     data: dict[str, Any], file: str, engine: Callable[[Any], str | None]
 ) -> list[Issue]:
@@ -87,7 +64,7 @@ def engine_issues(
 
 def check_declared(data: dict[str, Any], file: str, folder_name: str | None) -> list[Issue]:
     """Rules that span fields of one manifest (the reference's validator, manifest-local part),
-    on a manifest whose shape the models accept (`manifest_shape.shape_ok`, or pydantic): a
+    on a manifest whose shape the models accept (the derived shape check, or pydantic): a
     field the models default is absent or null here, and "set" means present as a key."""
     issues: list[Issue] = []
 

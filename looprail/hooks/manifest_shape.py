@@ -1,17 +1,18 @@
-"""A pydantic-free proof that a parsed manifest has the shape `manifest.Capability` accepts.
+"""A pydantic-free proof that a parsed manifest has the shape `manifest.Capability` accepts,
+derived from the model itself.
 
 `render-hooks` validates a manifest whose bytes changed since its verdict was cached. Importing
-pydantic and building the `Capability` model costs more than the rest of that call together, yet
-almost every changed manifest is valid. `shape_ok(data)` walks the JSON against a table that
-mirrors the models field by field (required or not, strict types, lengths, patterns, literals,
-unknown fields forbidden or kept). True means `Capability.model_validate(data)` succeeds; False
-means "not proven": the caller validates with pydantic, so every problem is still reported in
-pydantic's words. The answer is conservative where the two could differ (non-ASCII text in a
-pattern field, a lone surrogate, a number a float cannot hold): False, never a wrong True.
+pydantic and building the model costs more than the rest of that call together, yet almost every
+changed manifest is valid. So `derive(core_schema)` prunes the model's own pydantic-core schema
+(what pydantic validates with) to a small JSON table, which the verdict cache keeps next to the
+verdicts (`verdicts.VerdictCache.validate`), and `compile_shape(table)` turns the table into a
+check of the JSON. True means `Capability.model_validate(data)` succeeds; False means "not
+proven": the caller validates with pydantic, so every problem is still reported in pydantic's
+words. A schema node or setting this module does not know becomes `never` (not proven), and
+where the two could differ (non-ASCII text or a newline in a pattern field, a lone surrogate, a
+number a float cannot hold, a value pydantic would coerce) the answer is False, never a wrong
+True. A property test holds the derived check to pydantic's verdict.
 
-`MODELS` is the table, keyed by the pydantic class names: a test checks that its fields,
-required flags and extra-field behaviour are those of the models, and a property test that
-`shape_ok` and pydantic accept the same manifests (the 44 real ones mutated, generated ones).
 Only `re` here: this is on the `render-hooks` start path.
 """
 
@@ -19,14 +20,140 @@ from __future__ import annotations
 
 import re
 
-from looprail.points import POINTS
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
     from collections.abc import Callable
     from typing import Any
 
+    Node = dict[str, Any]  # one node of a table (a pruned pydantic-core schema)
     Check = Callable[[Any], bool]
+    Build = Callable[[Node], Check]
+
+# Per core-schema type, the keys a node may carry and still be understood here (any other key
+# makes the node `never`). `metadata`, `ref` and `serialization` never change validation.
+_KEYS: dict[str, frozenset[str]] = {
+    name: frozenset(keys.split()) | {"type", "metadata", "ref", "serialization"}
+    for name, keys in {
+        "any": "",
+        "bool": "strict",
+        "str": "strict min_length max_length pattern",
+        "int": "strict gt ge lt le",
+        "float": "strict gt ge lt le allow_inf_nan",
+        "literal": "expected",
+        "nullable": "schema strict",
+        "default": "schema default default_factory",
+        "list": "items_schema min_length max_length strict",
+        "dict": "keys_schema values_schema min_length max_length strict",
+        "tagged-union": "choices discriminator strict from_attributes",
+        "union": "choices strict",
+        "model": "schema config cls custom_init root_model",
+        "model-fields": "fields model_name computed_fields extra_behavior",
+        "model-field": "schema frozen serialization_alias serialization_exclude",
+        "definitions": "schema definitions",
+        "definition-ref": "schema_ref",
+    }.items()
+}
+# Model settings that do not change what validates.
+_CONFIG_KEYS = frozenset({"title", "extra_fields_behavior", "strict", "regex_engine"})
+_NEVER: Node = {"type": "never"}
+
+
+def derive(schema: Any) -> Node:
+    """The table of a pydantic-core schema: the nodes understood here, each pruned to what
+    validates; everything else `never`."""
+    if not isinstance(schema, dict) or set(schema) - _KEYS.get(str(schema.get("type")), set()):
+        return _NEVER
+    node = {k: v for k, v in schema.items() if k not in ("metadata", "ref", "serialization")}
+    prune = _PRUNE.get(schema["type"])
+    return node if prune is None else prune(node)
+
+
+def _pattern(node: Node) -> Node:
+    try:
+        re.compile(node.get("pattern", ""))
+    except (re.error, TypeError):
+        return _NEVER
+    return node
+
+
+def _literal(node: Node) -> Node:
+    expected = node["expected"]
+    return node if all(e is None or type(e) in (str, int, bool) for e in expected) else _NEVER
+
+
+def _wrapper(node: Node) -> Node:
+    # `default`: a default is not checked, only a given value is
+    return {"type": node["type"], "schema": derive(node["schema"])}
+
+
+def _items(node: Node) -> Node:
+    for key in ("items_schema",) if node["type"] == "list" else ("keys_schema", "values_schema"):
+        node[key] = derive(node.get(key, {"type": "any"}))
+    return node
+
+
+def _tagged(node: Node) -> Node:
+    tag, choices = node["discriminator"], node["choices"]
+    if not isinstance(tag, str) or not all(isinstance(t, str) for t in choices):
+        return _NEVER  # a callable discriminator, or tags that are not text
+    return {"type": node["type"], "discriminator": tag, "choices": _map(derive, choices)}
+
+
+def _union(node: Node) -> Node:
+    choices = [derive(c[0] if type(c) is tuple else c) for c in node["choices"]]
+    return {"type": "union", "choices": choices}
+
+
+def _model(node: Node) -> Node:
+    config = node.get("config") or {}
+    if node.get("custom_init") or node.get("root_model") or set(config) - _CONFIG_KEYS:
+        return _NEVER
+    fields = derive(node["schema"])
+    if "fields" not in fields:  # not model-fields, or not understood
+        return _NEVER
+    extra = fields["extra"] or config.get("extra_fields_behavior", "ignore")
+    return {**fields, "extra": extra} if extra in ("forbid", "allow", "ignore") else _NEVER
+
+
+def _model_fields(node: Node) -> Node:
+    fields = _map(derive, node["fields"])
+    if any(f["type"] == "never" for f in fields.values()):
+        return _NEVER  # an alias, say: which key holds the field is not known here
+    return {"type": "model", "fields": fields, "extra": node.get("extra_behavior")}
+
+
+def _model_field(node: Node) -> Node:
+    inner = node["schema"]
+    required = not (isinstance(inner, dict) and inner.get("type") == "default")
+    return {"type": "field", "required": required, "schema": derive(inner)}
+
+
+def _definitions(node: Node) -> Node:
+    defs = {d.get("ref"): derive(d) for d in node["definitions"] if isinstance(d, dict)}
+    return {"type": "definitions", "defs": defs, "schema": derive(node["schema"])}
+
+
+def _map(f: Callable[[Any], Any], items: Node) -> Node:
+    return {k: f(v) for k, v in items.items()}
+
+
+_PRUNE: dict[str, Callable[[Node], Node]] = {
+    "str": _pattern,
+    "literal": _literal,
+    "nullable": _wrapper,
+    "default": _wrapper,
+    "list": _items,
+    "dict": _items,
+    "tagged-union": _tagged,
+    "union": _union,
+    "model": _model,
+    "model-fields": _model_fields,
+    "model-field": _model_field,
+    "definitions": _definitions,
+}
+
+
+# --------------------------------------------------------------------------- the check
 
 
 def _text(x: Any) -> bool:
@@ -42,312 +169,151 @@ def _text(x: Any) -> bool:
     return True
 
 
-def _any(x: Any) -> bool:
-    return True
+def _bounds(node: Node) -> Check:
+    gt, ge, lt, le = (node.get(k) for k in ("gt", "ge", "lt", "le"))
+    return lambda x: (
+        (gt is None or x > gt)
+        and (ge is None or x >= ge)
+        and (lt is None or x < lt)
+        and (le is None or x <= le)
+    )
 
 
-def _non_empty(x: Any) -> bool:
-    return _text(x) and len(x) >= 1
+def _sized(node: Node, is_type: Check) -> Check:
+    lo, hi = node.get("min_length") or 0, node.get("max_length")
+    return lambda x: is_type(x) and len(x) >= lo and (hi is None or len(x) <= hi)
 
 
-def _strict_bool(x: Any) -> bool:
-    return type(x) is bool
+def _str(node: Node, build: Build) -> Check:
+    sized = _sized(node, _text)
+    if "pattern" not in node:
+        return sized
+    # pydantic-core searches with the Rust regex engine, where `$` is the end of the text
+    # only: on ASCII text without a newline, Python's `re` gives the same answer.
+    rx = re.compile(node["pattern"], re.ASCII)
+    return lambda x: sized(x) and x.isascii() and "\n" not in x and rx.search(x) is not None
 
 
-def _pattern(body: str) -> Check:
-    # pydantic-core matches with the Rust regex engine, where `$` is the end of the text only;
-    # `fullmatch` on ASCII text is that (non-ASCII: not proven, pydantic decides).
-    rx = re.compile(body, re.ASCII)
-    return lambda x: _text(x) and x.isascii() and rx.fullmatch(x) is not None
+def _int(node: Node, build: Build) -> Check:
+    bounds = _bounds(node)
+    return lambda x: type(x) is int and bounds(x)
 
 
-def _prefix(prefix: str) -> Check:
-    return lambda x: _text(x) and x.startswith(prefix)
-
-
-def _literal(*values: str) -> Check:
-    allowed = frozenset(values)
-    return lambda x: type(x) is str and x in allowed
-
-
-def _optional(check: Check) -> Check:
-    return lambda x: x is None or check(x)
-
-
-def _list(item: Check, min_length: int = 0) -> Check:
-    return lambda x: type(x) is list and len(x) >= min_length and all(item(i) for i in x)
-
-
-def _dict(key: Check, value: Check) -> Check:
-    return lambda x: type(x) is dict and all(key(k) and value(v) for k, v in x.items())
-
-
-def _strict_int(*, gt: int | None = None, ge: int | None = None, le: int | None = None) -> Check:
-    def check(x: Any) -> bool:
-        return (
-            type(x) is int
-            and (gt is None or x > gt)
-            and (ge is None or x >= ge)
-            and (le is None or x <= le)
-        )
-
-    return check
-
-
-def _strict_float(*, gt: float, le: float) -> Check:
+def _float(node: Node, build: Build) -> Check:
     # Strict float takes an int too (never a bool). Beyond 2**53 an int is not one float: not
     # proven. JSON's 1e999 parses to inf: not proven either.
+    bounds = _bounds(node)
+
     def check(x: Any) -> bool:
         if type(x) is int:
-            return -(2**53) <= x <= 2**53 and gt < x <= le
-        return type(x) is float and x == x and abs(x) != float("inf") and gt < x <= le
+            return -(2**53) <= x <= 2**53 and bounds(x)
+        return type(x) is float and x == x and abs(x) != float("inf") and bounds(x)
 
     return check
 
 
-# name -> (fields: name -> (required, check), unknown fields allowed)
-MODELS: dict[str, tuple[dict[str, tuple[bool, Check]], bool]] = {}
+def _one_of(node: Node, build: Build) -> Check:
+    allowed = [(type(e), e) for e in node["expected"]]
+    return lambda x: (type(x), x) in allowed
 
 
-def _model(name: str, fields: dict[str, tuple[bool, Check]], *, extra: bool = False) -> Check:
-    MODELS[name] = (fields, extra)
-    required = [f for f, (req, _) in fields.items() if req]
+def _nullable(node: Node, build: Build) -> Check:
+    inner = build(node["schema"])
+    return lambda x: x is None or inner(x)
+
+
+def _list(node: Node, build: Build) -> Check:
+    item = build(node["items_schema"])
+    return _sized(node, lambda x: type(x) is list and all(item(i) for i in x))
+
+
+def _dict(node: Node, build: Build) -> Check:
+    key, value = build(node["keys_schema"]), build(node["values_schema"])
+    return _sized(
+        node, lambda x: type(x) is dict and all(key(k) and value(v) for k, v in x.items())
+    )
+
+
+def _tagged_union(node: Node, build: Build) -> Check:
+    tag, choices = node["discriminator"], _map(build, node["choices"])
+
+    def check(x: Any) -> bool:
+        name = x.get(tag) if type(x) is dict else None
+        choice = choices.get(name) if type(name) is str else None
+        return choice is not None and choice(x)
+
+    return check
+
+
+def _any_of(node: Node, build: Build) -> Check:
+    members = [build(c) for c in node["choices"]]  # smart mode: valid when any member is
+    return lambda x: any(m(x) for m in members)
+
+
+def _fields(node: Node, build: Build) -> Check:
+    fields = {name: build(f["schema"]) for name, f in node["fields"].items()}
+    required = [name for name, f in node["fields"].items() if f["required"]]
+    forbid = node["extra"] == "forbid"
 
     def check(x: Any) -> bool:
         if type(x) is not dict:
             return False
-        for f in required:
-            if f not in x:
+        for name in required:
+            if name not in x:
                 return False
         for k, v in x.items():
-            spec = fields.get(k)
-            if spec is None:
-                if not (extra and _text(k)):
+            field = fields.get(k)
+            if field is None:
+                if forbid or not _text(k):
                     return False
-            elif not spec[1](v):
+            elif not field(v):
                 return False
         return True
 
     return check
 
 
-def _tagged(tag: str, variants: dict[str, Check]) -> Check:
-    """A discriminated union: `x[tag]` names the variant, which must then validate."""
+_CHECKS: dict[str, Callable[[Node, Build], Check]] = {
+    "never": lambda node, build: lambda x: False,
+    "any": lambda node, build: lambda x: True,
+    "bool": lambda node, build: lambda x: type(x) is bool,
+    "str": _str,
+    "int": _int,
+    "float": _float,
+    "literal": _one_of,
+    "nullable": _nullable,
+    "default": lambda node, build: build(node["schema"]),
+    "list": _list,
+    "dict": _dict,
+    "tagged-union": _tagged_union,
+    "union": _any_of,
+    "model": _fields,
+}
 
-    def check(x: Any) -> bool:
-        if type(x) is not dict:
+
+def compile_shape(table: Node) -> Check:
+    """The check a `derive` table describes (a table it cannot read raises KeyError, TypeError
+    or ValueError: the caller treats that as no table)."""
+    defs: dict[str, Check] = {}
+
+    def build(node: Node) -> Check:
+        kind = node["type"]
+        if kind == "definition-ref":
+            ref = node["schema_ref"]
+            return lambda x: defs[ref](x)
+        if kind == "definitions":
+            defs.update((ref, build(d)) for ref, d in node["defs"].items())
+            return build(node["schema"])
+        if kind not in _CHECKS:
+            raise ValueError(f"unknown node {kind!r}")
+        return _CHECKS[kind](node, build)
+
+    check = build(table)
+
+    def shape_ok(data: Any) -> bool:
+        try:
+            return check(data)
+        except (RecursionError, KeyError):  # too deep, or a reference the table lacks
             return False
-        name = x.get(tag)
-        variant = variants.get(name) if type(name) is str else None
-        return variant is not None and variant(x)
 
-    return check
-
-
-REQ, OPT = True, False
-_NE = _non_empty
-_NE_OPT = _optional(_non_empty)
-_ID = _pattern(r"[a-z][a-z0-9-]*")
-_POINT = _literal(*POINTS)
-_ON_ERROR = _literal("skip", "halt", "fail")
-_STRS = _list(_NE)
-
-_FRAGMENT = _model("Fragment", {"inline": (OPT, _NE_OPT), "path": (OPT, _NE_OPT)})
-_STEP_REF = _model(
-    "StepRef", {"skill": (OPT, _NE_OPT), "agent": (OPT, _NE_OPT), "command": (OPT, _NE_OPT)}
-)
-_STEP = _model(
-    "Step",
-    {
-        "point": (REQ, _POINT),
-        "ref": (REQ, _STEP_REF),
-        "produces": (REQ, _STRS),
-        "consumes": (REQ, _STRS),
-        "onError": (REQ, _ON_ERROR),
-        "when": (OPT, _any),
-        "fragment": (OPT, _optional(_FRAGMENT)),
-        "supportsReviewerLanes": (OPT, _optional(_strict_bool)),
-        "pointFrom": (OPT, _NE_OPT),
-    },
-)
-_CONTRIBUTION = _model(
-    "Contribution",
-    {
-        "point": (REQ, _POINT),
-        "into": (REQ, _NE),
-        "fragment": (REQ, _FRAGMENT),
-        "produces": (REQ, _STRS),
-        "consumes": (REQ, _STRS),
-        "when": (OPT, _any),
-        "onError": (OPT, _optional(_ON_ERROR)),
-        "configValues": (OPT, _optional(_dict(_NE, _NE))),
-    },
-)
-_AGENT_VERDICT = _model("AgentVerdict", {"ref": (REQ, _NE), "prompt": (REQ, _NE)})
-_PREDICATE = _tagged(
-    "kind",
-    {
-        "command-exit-zero": _model(
-            "CommandExitZero",
-            {
-                "kind": (REQ, _literal("command-exit-zero")),
-                "command": (REQ, _NE),
-                "timeout": (OPT, _optional(_strict_float(gt=0, le=3600))),
-            },
-        ),
-        "artifact-exists": _model(
-            "ArtifactExists",
-            {"kind": (REQ, _literal("artifact-exists")), "artifact": (REQ, _NE)},
-        ),
-        "artifact-frontmatter-equals": _model(
-            "ArtifactFrontmatterEquals",
-            {
-                "kind": (REQ, _literal("artifact-frontmatter-equals")),
-                "artifact": (REQ, _NE),
-                "field": (REQ, _NE),
-                "equals": (REQ, _any),
-            },
-        ),
-        "config-equals": _model(
-            "ConfigEquals",
-            {"kind": (REQ, _literal("config-equals")), "key": (REQ, _NE), "equals": (REQ, _any)},
-        ),
-    },
-)
-_CHECK = _model(
-    "Check",
-    {
-        "query": (OPT, _NE_OPT),
-        "predicate": (OPT, _optional(_PREDICATE)),
-        "agentVerdict": (OPT, _optional(_AGENT_VERDICT)),
-    },
-)
-_GATE = _model(
-    "Gate",
-    {
-        "point": (REQ, _POINT),
-        "check": (REQ, _CHECK),
-        "blocking": (REQ, _strict_bool),
-        "onError": (REQ, _ON_ERROR),
-        "when": (OPT, _any),
-    },
-)
-_CONFIG_KEY = _model(
-    "ConfigKey",
-    {
-        "type": (REQ, _literal("boolean", "string", "number", "enum")),
-        "default": (OPT, _any),
-        "description": (OPT, _optional(_text)),
-        "values": (OPT, _optional(_list(_any))),
-    },
-)
-_HOST_HOOK = _model(
-    "HostHook", {"event": (REQ, _NE), "script": (REQ, _NE), "matcher": (OPT, _NE_OPT)}
-)
-_COMMAND_FAMILY = _model(
-    "CommandFamily",
-    {
-        "family": (REQ, _NE),
-        "module": (REQ, _NE),
-        "router": (REQ, _NE),
-        "subcommands": (OPT, _optional(_STRS)),
-    },
-)
-_INVOKE = _model(
-    "Invoke",
-    {
-        "binary": (REQ, _NE),
-        "args": (REQ, _list(_text)),
-        "timeoutMs": (REQ, _strict_int(gt=0, le=120_000)),
-    },
-)
-_TASK_CONTENT_RESOLVER = _model(
-    "TaskContentResolver", {"trackerPrefix": (REQ, _ID), "invoke": (REQ, _INVOKE)}
-)
-_RUNTIME_COMPAT = _model(
-    "RuntimeCompat",
-    {
-        "supported": (REQ, _list(_NE, min_length=1)),
-        "unsupported": (REQ, _STRS),
-        "notes": (OPT, _optional(_dict(_text, _text))),
-    },
-)
-_REVIEWER_PROBE = _model(
-    "ReviewerProbe",
-    {"kind": (REQ, _literal("command-exists", "command-capability", "http-reachable"))},
-    extra=True,
-)
-_REVIEWER = _model(
-    "Reviewer",
-    {
-        "slug": (REQ, _pattern(r"[a-z][a-z0-9_-]*")),
-        "flags": (REQ, _STRS),
-        "transport": (REQ, _literal("spawn", "openai-http")),
-        "probe": (REQ, _REVIEWER_PROBE),
-        "invoke": (REQ, _dict(_text, _any)),
-        "timeoutFloorMs": (OPT, _optional(_strict_int(ge=0))),
-        "timeoutConfigKey": (OPT, _NE_OPT),
-        "emptyOutput": (OPT, _NE_OPT),
-        "reviewsSection": (REQ, _NE),
-        "evidenceClass": (REQ, _literal("source-grounded", "diff-only")),
-        "requiresBinaries": (OPT, _STRS),
-        "promptBudgetKey": (OPT, _NE_OPT),
-        "modelConfigKey": (OPT, _NE_OPT),
-        "handler": (OPT, _NE_OPT),
-    },
-    extra=True,
-)
-_PROVENANCE = _model("Provenance", {"sourceRepo": (REQ, _NE), "commit": (REQ, _NE)})
-
-
-def _opt_list(item: Check) -> Check:
-    return _optional(_list(item))
-
-
-_CAPABILITY = _model(
-    "Capability",
-    {
-        "id": (REQ, _ID),
-        "role": (REQ, _literal("feature", "runtime", "reviewer")),
-        "version": (
-            REQ,
-            _pattern(
-                r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?"
-            ),
-        ),
-        "title": (REQ, _NE),
-        "description": (REQ, _NE),
-        "tier": (REQ, _literal("core", "standard", "full")),
-        "requires": (REQ, _list(_ID)),
-        "engines": (OPT, _optional(_dict(_text, _text))),
-        "runtimeCompat": (OPT, _optional(_RUNTIME_COMPAT)),
-        "compatVersions": (OPT, _any),
-        "integrity": (OPT, _optional(_prefix("sha512-"))),
-        "provenance": (OPT, _optional(_PROVENANCE)),
-        "author": (OPT, _any),
-        "homepage": (OPT, _optional(_text)),
-        "repository": (OPT, _any),
-        "license": (OPT, _optional(_text)),
-        "keywords": (OPT, _opt_list(_text)),
-        "skills": (OPT, _opt_list(_NE)),
-        "agents": (OPT, _opt_list(_NE)),
-        "hooks": (OPT, _opt_list(_HOST_HOOK)),
-        "config": (OPT, _optional(_dict(_NE, _CONFIG_KEY))),
-        "activationKey": (OPT, _NE_OPT),
-        "commands": (OPT, _opt_list(_COMMAND_FAMILY)),
-        "steps": (OPT, _opt_list(_STEP)),
-        "contributions": (OPT, _opt_list(_CONTRIBUTION)),
-        "gates": (OPT, _opt_list(_GATE)),
-        "taskContentResolver": (OPT, _optional(_TASK_CONTENT_RESOLVER)),
-        "runtime": (OPT, _optional(_dict(_text, _any))),
-        "reviewer": (OPT, _optional(_REVIEWER)),
-    },
-)
-
-
-def shape_ok(data: Any) -> bool:
-    """True only when `manifest.Capability.model_validate(data)` succeeds (see the module)."""
-    try:
-        return _CAPABILITY(data)
-    except RecursionError:
-        return False
+    return shape_ok

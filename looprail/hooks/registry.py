@@ -115,7 +115,7 @@ class LoadedCapability(_Record):
         raw: bytes | None = None,
     ):
         # The pydantic model, or None (as the registry loads it: validation never builds one,
-        # see `manifest_rules`): `manifest` then builds it from `raw` on first use.
+        # see `VerdictCache.validate`): `manifest` then builds it from `raw` on first use.
         self.model = model
         self.data = data  # the manifest JSON with fragments materialised
         self.source = source
@@ -368,10 +368,8 @@ def _validated(
             return None, issues
         if not isinstance(data, dict):
             return None, [Issue(file, "$", "top level must be a JSON object")]
-        # pydantic only for a manifest whose shape is not proven right (`manifest_rules`)
-        from looprail.hooks.manifest_rules import validate_declared
-
-        issues = validate_declared(data, file, folder.name, verdicts.engine_problem)
+        # pydantic only for a manifest whose shape is not proven right (`VerdictCache.validate`)
+        issues = verdicts.validate(data, file, folder.name)
         if key is not None:
             verdicts.put(file, key, issues)
         if issues:

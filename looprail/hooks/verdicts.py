@@ -5,9 +5,13 @@ only on its bytes, the name of its folder and looprail's rules. The verdict (val
 of issues) is stored under the looprail cache folder (`layout.cache_dir`), one small file per
 manifest location, keyed by a SHA-256 of: this format, looprail's version, the GSD engine
 version manifests are checked against, a digest of the rule modules' source, the folder name
-and the manifest bytes. One edited manifest therefore costs one validation (and the pydantic
-import); the others are read back without pydantic. Fragment files are read again every time
-(they are not part of the key).
+and the manifest bytes. One edited manifest therefore costs one validation; the others are
+read back. Fragment files are read again every time (they are not part of the key).
+
+A changed manifest is validated by `VerdictCache.validate`: the shape check derived from the
+pydantic models (`manifest_shape`), whose table is cached here under the same rules digest,
+then the cross-field rules (`manifest_rules`). pydantic is imported only for a manifest that
+check cannot prove (its errors are pydantic's) or when the table is not cached yet.
 
 A verdict is only ever used when everything about it checks out: the file is a regular file
 (never followed through a symlink) owned by this user in a folder owned by this user that
@@ -19,6 +23,7 @@ cache, a process running as this user is trusted (it could as well edit looprail
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import stat
@@ -26,7 +31,9 @@ import zlib
 
 from looprail.errors import Issue
 from looprail.fsutil import is_private, read_private
-from looprail.hooks.compiled import new_temp_file
+from looprail.hooks.compiled import RULE_FILES, new_temp_file
+from looprail.hooks.manifest_rules import check_declared, engine_issues, engine_problem
+from looprail.hooks.manifest_shape import compile_shape
 from looprail.layout import cache_dir
 
 try:  # CPython's built-in SHA-256: the same digest as hashlib's, ~3 ms less to import
@@ -36,50 +43,32 @@ except ImportError:  # pragma: no cover - another Python (3.12 renamed it _sha2)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from typing import Any
 
-FORMAT = "looprail-verdict-1"
+FORMAT = "looprail-verdict-2"
 SUBDIR = "manifests"
 MAX_ENTRY_BYTES = 1024 * 1024  # a verdict is small; anything bigger is not ours
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-# The code whose rules decide a verdict: an edit (a dev checkout, an upgrade) is a new key.
-_RULE_FILES = tuple(
-    os.path.join(_HERE, *parts)
-    for parts in (
-        ("verdicts.py",),
-        ("manifest.py",),
-        ("manifest_io.py",),
-        ("manifest_rules.py",),
-        ("manifest_shape.py",),
-        ("checks.py",),
-        ("..", "config.py"),
-        ("..", "points.py"),
-        ("..", "jsonload.py"),
-    )
-)
-_rules_digest: str | None = None
 _ENGINE_PREFIX = "engines.gsd:"
+_SHAPE = "shape:capability"  # the entry of the derived shape check's table (a memo, not a file)
 
 
+@functools.cache
 def rules_digest() -> str:
     """SHA-256 over looprail's version, the engine version and the rule modules' source."""
-    global _rules_digest
-    if _rules_digest is None:
-        from looprail._version import __version__
-        from looprail.hooks.manifest_io import GSD_ENGINE_VERSION
+    from looprail._version import __version__
+    from looprail.hooks.manifest_io import GSD_ENGINE_VERSION
 
-        h = sha256(f"{FORMAT}\0{__version__}\0{GSD_ENGINE_VERSION}\0".encode())
-        for path in _RULE_FILES:
-            try:
-                with open(path, "rb") as fh:
-                    h.update(fh.read())
-            except OSError:
-                h.update(b"\0missing\0")
-            h.update(b"\0")
-        _rules_digest = h.hexdigest()
-    return _rules_digest
+    h = sha256(f"{FORMAT}\0{__version__}\0{GSD_ENGINE_VERSION}\0".encode())
+    for path in RULE_FILES:
+        try:
+            with open(path, "rb") as fh:
+                h.update(fh.read())
+        except OSError:
+            h.update(b"\0missing\0")
+        h.update(b"\0")
+    return h.hexdigest()
 
 
 def verdict_key(raw: bytes, folder_name: str | None) -> str:
@@ -96,6 +85,7 @@ class VerdictCache:
     def __init__(self, directory: str | None):
         self.directory = directory
         self._usable: bool | None = None
+        self._shape: Callable[[Any], bool] | None = None
 
     @classmethod
     def for_env(cls, env: Mapping[str, str] | None = None) -> VerdictCache:
@@ -104,9 +94,40 @@ class VerdictCache:
             return cls(None)
         return cls(os.path.join(cache_dir(env), SUBDIR))
 
+    def validate(self, data: dict[str, Any], file: str, folder_name: str | None) -> list[Issue]:
+        """The issues of layers 2 and 3 (shapes, cross-field rules, the engine range) of a parsed
+        manifest ([] = valid): `manifest.validate_declared`'s verdict, with pydantic imported only
+        when the shape check derived from the models cannot prove the shape right (or its table
+        is not cached yet: then it is derived and cached). Fragment files are not read here."""
+        shape = self._shape_check()
+        if shape is not None and shape(data):
+            return check_declared(data, file, folder_name) or engine_issues(
+                data, file, self.engine_problem
+            )
+        from looprail.hooks import manifest
+
+        if shape is None:
+            table = manifest.shape_table()
+            self._shape = compile_shape(table)
+            if self.directory is not None:
+                self._put(_SHAPE, self._shape_key(), table)
+        return manifest.validate_declared(data, file, folder_name, self.engine_problem)[1]
+
+    def _shape_key(self) -> str:
+        return sha256(f"{rules_digest()}\0{_SHAPE}".encode()).hexdigest()
+
+    def _shape_check(self) -> Callable[[Any], bool] | None:
+        if self._shape is None and self.directory is not None:
+            table = self._get(_SHAPE, self._shape_key())
+            try:
+                self._shape = compile_shape(table) if isinstance(table, dict) else None
+            except (KeyError, TypeError, ValueError, AttributeError):
+                self._shape = None  # not a table this looprail wrote: derive it again
+        return self._shape
+
     def _entry(self, manifest_file: str) -> str:
         assert self.directory is not None
-        if manifest_file.startswith(_ENGINE_PREFIX):  # a memo, not a file
+        if manifest_file.startswith((_ENGINE_PREFIX, _SHAPE)):  # a memo, not a file
             name = sha256(manifest_file.encode()).hexdigest()[:40]
         else:
             name = sha256(os.path.abspath(manifest_file).encode()).hexdigest()[:40]
@@ -115,8 +136,6 @@ class VerdictCache:
     def engine_problem(self, engines: Any) -> str | None:
         """`manifest_rules.engine_problem`, memoised per `engines.gsd` range: manifests repeat a few
         ranges, and node-semver compiles ~80 regular expressions on import."""
-        from looprail.hooks.manifest_rules import engine_problem
-
         rng = engines.get("gsd") if isinstance(engines, dict) else None
         if self.directory is None or not isinstance(rng, str) or not rng.strip():
             return engine_problem(engines)
@@ -144,9 +163,23 @@ class VerdictCache:
 
     def get(self, manifest_file: str, key: str) -> list[Issue] | None:
         """The cached issues for `key` ([] = valid), or None: validate it."""
+        issues = self._get(manifest_file, key)
+        if not isinstance(issues, list) or not all(
+            isinstance(i, list) and len(i) == 2 and all(isinstance(p, str) for p in i)
+            for i in issues
+        ):
+            return None
+        return [Issue(manifest_file, path, reason) for path, reason in issues]
+
+    def put(self, manifest_file: str, key: str, issues: list[Issue]) -> None:
+        """Record the verdict; a cache that cannot be written only costs speed."""
+        self._put(manifest_file, key, [[i.path, i.reason] for i in issues])
+
+    def _get(self, name: str, key: str) -> Any:
+        """The value stored under `key` for `name`, or None (absent, damaged, not ours)."""
         if self.directory is None or not self._folder_ok():
             return None
-        raw = read_private(self._entry(manifest_file), MAX_ENTRY_BYTES)
+        raw = read_private(self._entry(name), MAX_ENTRY_BYTES)
         if raw is None:
             return None
         header, sep, body = raw.partition(b"\n")
@@ -158,21 +191,12 @@ class VerdictCache:
             return None
         if not isinstance(blob, dict) or blob.get("key") != key:
             return None
-        issues = blob.get("issues")
-        if not isinstance(issues, list) or not all(
-            isinstance(i, list) and len(i) == 2 and all(isinstance(p, str) for p in i)
-            for i in issues
-        ):
-            return None
-        return [Issue(manifest_file, path, reason) for path, reason in issues]
+        return blob.get("value")
 
-    def put(self, manifest_file: str, key: str, issues: list[Issue]) -> None:
-        """Record the verdict; a cache that cannot be written only costs speed."""
+    def _put(self, name: str, key: str, value: Any) -> None:
         if self.directory is None:
             return
-        body = json.dumps(
-            {"key": key, "issues": [[i.path, i.reason] for i in issues]}, ensure_ascii=False
-        ).encode("utf-8")
+        body = json.dumps({"key": key, "value": value}, ensure_ascii=False).encode("utf-8")
         try:
             os.makedirs(os.path.dirname(self.directory), exist_ok=True)
             if not os.path.lexists(self.directory):
@@ -184,7 +208,7 @@ class VerdictCache:
             try:
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(_header(body) + b"\n" + body)
-                os.replace(tmp, self._entry(manifest_file))
+                os.replace(tmp, self._entry(name))
             except BaseException:
                 os.unlink(tmp)
                 raise

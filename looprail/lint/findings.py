@@ -67,6 +67,8 @@ RULES: dict[str, Rule] = {
         # plans
         Rule("plan-invalid", _E, "a PLAN.md cannot be read or names what is not there"),
         Rule("plan-dag", _E, "plans whose depends_on form a cycle"),
+        Rule("plan-dependency-missing", _E, "a depends_on entry names no plan: it halts"),
+        Rule("plan-dependency-unfinished", _W, "a plan of another phase it needs is not done"),
         Rule("plan-warning", _W, "a plan layout the DAG or the format disagrees with"),
         Rule("role-agent-missing", _E, "a role agent the local runtime needs is not there"),
         Rule("wave-sequential", _W, "plans of one wave modify one file: they run in turn"),

@@ -36,8 +36,12 @@ def _plan_error(exc: LooprailError, code: str, fallback: str, fix: str) -> Findi
 def _plans(data: LintInput) -> list[Finding]:
     out = []
     resolvers = _resolvers(data)
+    said: set[str] = set()
     for item in data.phases:
         if item.error is not None:
+            if str(item.error) in said:
+                continue  # two folders for one phase: one finding names both
+            said.add(str(item.error))
             out.append(
                 _plan_error(
                     item.error,
@@ -50,9 +54,26 @@ def _plans(data: LintInput) -> list[Finding]:
         phase = item.phase
         if phase is None:  # no error means loaded; nothing to lint otherwise
             continue
+        for plan in phase.plans:
+            for reason in plan.unmet:
+                missing = "not finished" not in reason and "halted" not in reason
+                out.append(
+                    Finding(
+                        severity="error" if missing else "warning",
+                        code="plan-dependency-missing" if missing else "plan-dependency-unfinished",
+                        file=_rel(plan.path, data.project),
+                        path="depends_on",
+                        message=f"plan {plan.id}: {reason}: the run halts this plan",
+                        fix="fix the depends_on entry (docs/plans.md)"
+                        if missing
+                        else "run the phase it depends on first (its plan needs a SUMMARY)",
+                    )
+                )
         for w in phase.warnings:
             if w in data.config_warnings:
                 continue  # the config's own finding (config-invalid) says it once
+            if "the run halts plan" in w:
+                continue  # said above, as its own finding
             file = w.split(": ", 1)[0] if ": " in w else item.label
             out.append(
                 Finding(

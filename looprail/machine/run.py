@@ -39,7 +39,7 @@ from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
 from looprail.machine.statechart import TransitionNotAllowed
 from looprail.machine.workspace import NullWorkspace
 from looprail.plans import Phase, PhaseCache, Plan, Task, WavePlan, compute_waves
-from looprail.plans.waves import halt_blocked
+from looprail.plans.waves import halt_blocked, unmet_blocked
 from looprail.runtime.base import Flavor, TaskWork
 from looprail.runtime.executors import interruptible_executor, run_all, start_threads
 
@@ -258,7 +258,10 @@ class LoopRunner:
             where = f"{exc.filename}: " if exc.filename else ""
             status, reason, refused = "halted", f"{where}{exc.strerror or exc}", None
         finally:
-            self.progress.close()
+            try:
+                self.workspace.close()  # the last wave's worktrees are gone before the run ends
+            finally:
+                self.progress.close()
         if status != "shipped":
             self.recorder.event(
                 EventRecord(
@@ -316,6 +319,9 @@ class LoopRunner:
             self._phase_work("discuss", done=self.phase.has_context)
             self._attempt("finish_discuss")
         elif leaf == "plan":
+            if not self.phase.plans and self.phase.stray_plans:
+                # Planning again would write over work that only sits in the wrong folder.
+                raise HaltError(self.phase.warnings[-1])
             self._phase_work("plan", done=bool(self.phase.plans))
             self._attempt("finish_plan")
         elif leaf == "wave_ready":
@@ -482,9 +488,12 @@ class LoopRunner:
             raise HaltError(f"wave {self.wave} no longer exists (plans changed?)")
         plans = {p.id: p for p in self.phase.plans}
         blocked = halt_blocked(self.phase.plans)
+        waiting = unmet_blocked(self.phase.plans)  # a dependency of an earlier phase unfinished
         # A halted plan is never re-run and what depends on it never runs: the rest of the wave
         # runs, then the loop stops here (the reference's plan-index `runnable`).
-        stopped = [pid for pid in wave.pending if plans[pid].halted or pid in blocked]
+        stopped = [
+            pid for pid in wave.pending if plans[pid].halted or pid in blocked or pid in waiting
+        ]
         pending = [plans[pid] for pid in wave.pending if pid not in stopped]
         jobs = self.options.jobs if wave.parallel_safe else 1
         if not wave.parallel_safe and self.options.jobs > 1:
@@ -539,8 +548,9 @@ class LoopRunner:
                 )
             self.workspace.merge(wave.number)  # what finished comes back before any halt
             if stopped:
-                raise HaltError(_halted_plans_reason(wave.number, stopped, plans, blocked))
-            self.recorder.event(EventRecord(kind="wave_finished", wave=wave.number))
+                raise HaltError(_halted_plans_reason(wave.number, stopped, plans, blocked, waiting))
+            self.recorder.event(EventRecord(kind="wave_finished", wave=wave.number, outcome="done"))
+            self.workspace.settle(wave.number)  # worktrees removed while the run goes on
             self.waves_run += 1
         if self.native is not None:
             self.native.wave_settled()
@@ -746,10 +756,17 @@ class LoopRunner:
 
 
 def _halted_plans_reason(
-    wave: int, stopped: list[str], plans: dict[str, Plan], blocked: dict[str, list[str]]
+    wave: int,
+    stopped: list[str],
+    plans: dict[str, Plan],
+    blocked: dict[str, list[str]],
+    waiting: dict[str, list[str]] | None = None,
 ) -> str:
     parts = []
     for pid in stopped:
+        if waiting and pid in waiting and not plans[pid].halted and pid not in blocked:
+            parts.append(f"plan {pid} waits: depends_on {'; '.join(waiting[pid])}")
+            continue
         if plans[pid].halted:
             summary = plans[pid].summary_path
             where = summary.name if summary else "its SUMMARY"

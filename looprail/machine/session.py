@@ -545,7 +545,9 @@ def _attach(
     begin = getattr(runtime, "begin_run", None)
     if begin is not None:
         begin(run_id)
-    return GitWorkspace(loaded.project, run_id, warn=progress.warn) if wanted else NullWorkspace()
+    if not wanted:
+        return NullWorkspace()
+    return GitWorkspace(loaded.project, run_id, warn=progress.warn, say=progress.line)
 
 
 def _spent(jr: Any, run_id: str) -> float:
@@ -700,13 +702,28 @@ def make_runtime(
     )
 
     name = agent_name(loaded.config, agent)
+    section = agent_section(loaded.config, name)
+    from looprail.runtime.agents import ADAPTERS
+
+    if name in ADAPTERS:  # the settings a cloned project may not choose alone
+        from looprail.errors import RefusedToStart
+        from looprail.trust.agents import effective_agent
+
+        effective = effective_agent(loaded.project, loaded.config, name)
+        refusal = effective.refusal()
+        if refusal is not None:  # before anything is journaled or run: exit 2
+            key = next(iter(effective.pending))
+            raise RefusedToStart(
+                refusal, path=".planning/config.json", field=f"looprail.agents.{name}.{key}"
+            )
+        section = effective.section
     settings = RuntimeSettings(
         project=loaded.project,
         host_tool=options.host_tool,
         timeouts=timeouts_from_config(loaded.config),
         progress=progress.line,
         output=progress.child_line if progress.verbose else None,
-        agent=agent_section(loaded.config, name),
+        agent=section,
     )
     return create_runtime(name, settings)
 

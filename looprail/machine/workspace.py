@@ -16,13 +16,18 @@ one warning line. `NullWorkspace` is the seam's no-op (the local and scripted ru
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
-import subprocess
+import shutil
+import stat
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from looprail.errors import HaltError, MergeConflict
 from looprail.fsutil import looprail_path
@@ -30,6 +35,11 @@ from looprail.layout import LOOPRAIL_DIR
 from looprail.layout import STATE_PATTERNS as _STATE
 from looprail.layout import WORKTREES_DIR as _WORKTREES
 from looprail.runtime.base import DispatchContext
+from looprail.runtime.git import git as run_git
+from looprail.runtime.git import is_git_repo  # noqa: F401 (re-exported: its old home)
+from looprail.runtime.process import ProcessResult
+
+_T = TypeVar("_T")
 
 WORKTREES_DIR = Path(LOOPRAIL_DIR) / _WORKTREES
 # looprail's own state never belongs in a commit (written to .git/info/exclude, which needs no
@@ -58,19 +68,44 @@ class NullWorkspace:
     def merge(self, wave: int) -> None:
         return None
 
+    def settle(self, wave: int) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
 
 class GitWorkspace(NullWorkspace):
     def __init__(
-        self, project: Path, run_id: str | None, *, warn: Callable[[str], None] | None = None
+        self,
+        project: Path,
+        run_id: str | None,
+        *,
+        warn: Callable[[str], None] | None = None,
+        say: Callable[[str], None] | None = None,
     ) -> None:
         self.project = Path(project).resolve()
         # An unjournaled run has no id to resume by: its own name, never an older run's.
         self.run = run_id or f"adhoc-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
         self.warn = warn or (lambda _line: None)
-        self.git = is_git_repo(self.project)
+        self.say = say or (lambda _line: None)
         self._bound: dict[str, Path] = {}
         self._lock = threading.Lock()
         self._warned = False
+        # Whether this is a work tree, and its git folders, in one call.
+        self._git_dirs: dict[bool, Path] = {}
+        done = git(
+            ["rev-parse", "--is-inside-work-tree", "--git-dir", "--git-common-dir"], self.project
+        )
+        lines = done.stdout.splitlines() if done.exit_code == 0 else []
+        self.git = len(lines) == 3 and lines[0] == "true"
+        if self.git:
+            for common, line in ((False, lines[1]), (True, lines[2])):
+                path = Path(line)
+                self._git_dirs[common] = path if path.is_absolute() else self.project / path
+        self._cleanup: threading.Thread | None = None
+        self._wave_branches: dict[int, list[tuple[str, str]]] = {}
+        self._pending: list[tuple[str, str]] = []  # the merged wave's branches, removed by `settle`
 
     # -- the seam -------------------------------------------------------------------------
 
@@ -86,22 +121,33 @@ class GitWorkspace(NullWorkspace):
         return jobs
 
     def prepare(self, wave: int, plan_ids: Sequence[str], jobs: int) -> None:
+        self.close()  # the wave before's worktrees are gone before this wave makes its own
         with self._lock:
             self._bound = {}
         if not self.git:
             return
         # A resumed wave finds the worktrees it made before (even for a lone unfinished plan);
         # new ones are made only when plans really run in parallel.
-        existing = {plan_id for plan_id, _ in self._branches(wave)}
+        every = self._run_branches()
+        existing = {plan_id for plan_id, _ in every.get(wave, [])}
+        # Branches of waves before this one are all merged: left only by a run killed between
+        # a wave's end and their removal (`settle`).
+        stale = [pair for w, pairs in every.items() if w < wave for pair in pairs]
+        if stale:
+            self._remove(stale)
         fresh = jobs > 1 and len(plan_ids) > 1
         if fresh:
             self._exclude_state()
-            self._checkpoint(f"looprail: run {self.run} before wave {wave}")
-        for plan_id in plan_ids:
-            if fresh or plan_id in existing:
-                path = self._worktree(wave, plan_id)
-                with self._lock:
-                    self._bound[plan_id] = path
+            self._checkpoint(wave)
+        wanted = [p for p in plan_ids if fresh or p in existing]
+        paths = self._worktrees(wave, wanted, existing)
+        with self._lock:
+            self._bound = dict(zip(wanted, paths, strict=True))
+        # What `merge` merges: every branch of the wave (a plan finished before a kill has
+        # one too), known now, so that it need not ask git again.
+        found = {branch: plan_id for plan_id, branch in every.get(wave, [])}
+        found.update({self.branch(wave, plan_id): plan_id for plan_id in wanted})
+        self._wave_branches[wave] = sorted((plan_id, b) for b, plan_id in found.items())
 
     def bind(self, plan_id: str, ctx: DispatchContext) -> DispatchContext:
         with self._lock:
@@ -109,6 +155,7 @@ class GitWorkspace(NullWorkspace):
         return ctx if path is None else ctx.model_copy(update={"workdir": path})
 
     def merge(self, wave: int) -> None:
+        self.close()
         if not self.git:
             return
         if (self._git_dir() / "MERGE_HEAD").exists():
@@ -116,20 +163,33 @@ class GitWorkspace(NullWorkspace):
                 "a merge is in progress in the main tree; resolve the conflicts, commit, and run "
                 "`looprail run` again"
             )
-        branches = self._branches(wave)
+        branches = self._wave_branches.pop(wave, None)
+        if branches is None:  # not prepared by this process
+            branches = self._run_branches().get(wave, [])
+        if not branches:
+            return
+        # Each plan's changes are committed in its own worktree, all at once (no two touch
+        # the same worktree or branch); the merges that follow are one at a time.
+        folders = [(plan_id, self._folder(plan_id)) for plan_id, _ in branches]
+        folders = [(plan_id, path) for plan_id, path in folders if path.is_dir()]
+        results = _all_at_once(
+            [
+                partial(self._commit_all, path, f"looprail: plan {plan_id} (run {self.run})")
+                for plan_id, path in folders
+            ]
+        )
+        pairs = zip(folders, results, strict=True)
+        secrets = {plan_id: left for (plan_id, _), (_, left, _) in pairs if left}
         merged: list[str] = []
         for plan_id, branch in branches:
-            path = self.project / WORKTREES_DIR / self.run / plan_id
-            if path.is_dir():
-                self._commit_all(path, f"looprail: plan {plan_id} (run {self.run})")
-            if self._merged(branch):
-                merged.append(plan_id)
-                continue
+            # A branch merged before (by the run before a resume) merges as a no-op.
             done = self._run(
                 [
                     "merge",
                     "--no-ff",
                     "--no-edit",
+                    "--no-stat",
+                    "-q",
                     "--no-verify",
                     "-m",
                     f"looprail: merge plan {plan_id} (run {self.run}, wave {wave})",
@@ -137,13 +197,13 @@ class GitWorkspace(NullWorkspace):
                 ],
                 check=False,
             )
-            if done.returncode != 0:
+            if done.exit_code != 0:
                 files = self._out(["diff", "--name-only", "--diff-filter=U"]).split()
                 if not files:  # refused before merging (e.g. local changes in the way)
                     self._run(["merge", "--abort"], check=False)
                     raise MergeConflict(
                         f"merging plan {plan_id} (branch {branch}) failed: "
-                        f"{_last(done.stderr or done.stdout)}; worktrees kept under "
+                        f"{_why(done)}; worktrees kept under "
                         f"{WORKTREES_DIR}/{self.run}/"
                     )
                 others = self._touching(merged, wave, files, branch)
@@ -154,42 +214,131 @@ class GitWorkspace(NullWorkspace):
                     f"`looprail run` again (worktrees kept under {WORKTREES_DIR}/{self.run}/)"
                 )
             merged.append(plan_id)
-        for plan_id, branch in branches:
-            path = self.project / WORKTREES_DIR / self.run / plan_id
-            if path.exists():
-                self._run(["worktree", "remove", "--force", str(path)], check=False)
-            self._run(["branch", "-D", branch], check=False)
-        self._run(["worktree", "prune"], check=False)
-        with contextlib.suppress(OSError):
-            (self.project / WORKTREES_DIR / self.run).rmdir()  # only when empty
+        for plan_id, left in secrets.items():
+            self._hand_over(plan_id, left)
+        self._pending = branches
+
+    def _hand_over(self, plan_id: str, files: Sequence[str]) -> None:
+        """Files a plan wrote that look like secrets were not committed: they go into the main
+        tree as they are (untracked, as a plan working there would have left them), never over
+        a file that is there already, and never through a symlink out of the project."""
+        source = self._folder(plan_id)
+        copied, kept = [], []
+        for rel in files:
+            src, dst = source / rel, self.project / rel
+            inside = dst.parent.resolve().is_relative_to(self.project)
+            if src.is_symlink() or not src.is_file() or os.path.lexists(dst) or not inside:
+                kept.append(rel)
+                continue
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+            copied.append(rel)
+        lines = []
+        if copied:
+            lines.append(f"copied into the main tree, untracked: {', '.join(copied)}")
+        if kept:
+            lines.append(
+                f"not copied (a file is there already, or not a plain file): {', '.join(kept)}"
+            )
+        self.warn(
+            f"plan {plan_id} wrote files that look like secrets; not committed, " + "; ".join(lines)
+        )
+
+    def settle(self, wave: int) -> None:
+        """After the wave is journaled finished: its worktrees and branches are removed in the
+        background (every plan is merged; nothing needs them), while the run goes on. `close`
+        (and the next wave) waits for it."""
+        branches, self._pending = self._pending, []
+        if not self.git or not branches:
+            return
+        cleanup = threading.Thread(
+            target=self._remove, args=(branches,), name="looprail-worktrees", daemon=True
+        )
+        self._cleanup = cleanup
+        cleanup.start()
+
+    def close(self) -> None:
+        """Wait for the background removal of the last wave's worktrees, if one is running."""
+        cleanup, self._cleanup = self._cleanup, None
+        if cleanup is not None:
+            cleanup.join()
 
     # -- git ------------------------------------------------------------------------------
+
+    def _folder(self, plan_id: str | None = None) -> Path:
+        """This run's worktrees folder, or a plan's worktree in it (the one place it is named)."""
+        parts = (_WORKTREES, self.run) + (() if plan_id is None else (plan_id,))
+        return looprail_path(self.project, *parts)  # never out of the project
 
     def branch(self, wave: int, plan_id: str) -> str:
         return f"looprail/{_safe(self.run)}/w{wave}-{_safe(plan_id)}"
 
-    def _worktree(self, wave: int, plan_id: str) -> Path:
-        path = looprail_path(self.project, _WORKTREES, self.run, plan_id)  # never out of it
-        branch = self.branch(wave, plan_id)
-        if path.is_dir() and (path / ".git").exists():
-            return path  # a resumed run finds its worktree again
+    def _worktrees(self, wave: int, plan_ids: Sequence[str], branches: set[str]) -> list[Path]:
+        """Each plan's worktree: found again (a resumed run), or made, all at once."""
+        paths = [self._folder(plan_id) for plan_id in plan_ids]
+        todo = [
+            (plan_id, path)
+            for plan_id, path in zip(plan_ids, paths, strict=True)
+            if not (path.is_dir() and (path / ".git").exists())
+        ]
+        if not todo:
+            return paths
+        if self._stale_worktrees():  # forget those whose folders are gone: paths reused
+            self._run(["worktree", "prune"], check=False)
+        self._folder().mkdir(parents=True, exist_ok=True)
+        # The new branches in one call, from HEAD; each worktree registered (no checkout: that
+        # is quick), one at a time (a `worktree add` reads every other worktree's files and
+        # fails on one that another add is half-way through writing); then every checkout
+        # at once.
+        new = [self.branch(wave, plan_id) for plan_id, _ in todo if plan_id not in branches]
+        if new:
+            refs = "".join(f"create refs/heads/{name} HEAD\n" for name in new)
+            self._run(["update-ref", "--stdin"], stdin=refs)
+        for plan_id, path in todo:
+            self._run(["worktree", "add", "--no-checkout", str(path), self.branch(wave, plan_id)])
+        _all_at_once([partial(self._run, ["reset", "-q", "--hard"], cwd=path) for _, path in todo])
+        return paths
+
+    def _stale_worktrees(self) -> bool:
+        """Whether git still lists a worktree whose folder is gone (`git worktree prune` would
+        drop it): each `worktrees/*/gitdir` names the `.git` file in its worktree's folder."""
+        admin = self._git_dir(common=True) / "worktrees"
+        try:
+            entries = list(admin.iterdir())
+        except OSError:
+            return False
+        for entry in entries:
+            try:
+                target = (entry / "gitdir").read_text(encoding="utf-8", errors="replace").strip()
+            except OSError:
+                return True  # half-made or broken: prune decides
+            if not target or not os.path.exists(target):
+                return True
+        return False
+
+    def _remove(self, branches: Sequence[tuple[str, str]]) -> None:
+        """Remove the worktrees and branches of `branches` ((plan, branch) pairs): the folders
+        deleted, then one prune and one branch deletion for them all."""
+        base = self._folder()
+        for plan_id, _ in branches:
+            path = base / plan_id
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
         self._run(["worktree", "prune"], check=False)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if self._out(["branch", "--list", branch]).strip():
-            self._run(["worktree", "add", str(path), branch])  # recreated from its branch
-        else:
-            self._run(["worktree", "add", "-b", branch, str(path), "HEAD"])
-        return path
+        self._run(["branch", "-D", *(branch for _, branch in branches)], check=False)
+        with contextlib.suppress(OSError):
+            base.rmdir()  # only when empty
 
-    def _branches(self, wave: int) -> list[tuple[str, str]]:
-        prefix = f"looprail/{_safe(self.run)}/w{wave}-"
+    def _run_branches(self) -> dict[int, list[tuple[str, str]]]:
+        """This run's branches by wave: (plan, branch) pairs in plan order."""
+        prefix = f"looprail/{_safe(self.run)}/w"
         names = self._out(["branch", "--list", f"{prefix}*", "--format=%(refname:short)"])
-        out = [(n[len(prefix) :], n) for n in names.split() if n.startswith(prefix)]
-        return sorted(out)  # plan order
-
-    def _merged(self, branch: str) -> bool:
-        done = self._run(["merge-base", "--is-ancestor", branch, "HEAD"], check=False)
-        return done.returncode == 0
+        out: dict[int, list[tuple[str, str]]] = {}
+        for name in names.split():
+            wave, sep, plan_id = name[len(prefix) :].partition("-")
+            if name.startswith(prefix) and sep and wave.isdigit():
+                out.setdefault(int(wave), []).append((plan_id, name))
+        return {w: sorted(pairs) for w, pairs in out.items()}
 
     def _touching(
         self, plan_ids: Sequence[str], wave: int, files: Sequence[str], against: str
@@ -207,39 +356,108 @@ class GitWorkspace(NullWorkspace):
                 out.append(plan_id)
         return out
 
-    def _checkpoint(self, message: str) -> None:
-        if not self._out(["rev-parse", "--verify", "-q", "HEAD"]).strip():
+    def _checkpoint(self, wave: int) -> None:
+        """Commit what the loop has so far in the main tree, so every worktree starts from it,
+        and say what went in (and what was left out as a likely secret)."""
+        message = f"looprail: run {self.run} before wave {wave}"
+        committed, secrets, head = self._commit_all(self.project, message)
+        if not head:  # no commit yet (and nothing to commit): worktrees need one to start from
             self._run(["commit", "--allow-empty", "-q", "-m", "looprail: initial commit"])
-        self._commit_all(self.project, message)
+        if committed:
+            shown = ", ".join(committed[:_SHOWN])
+            if len(committed) > _SHOWN:
+                shown += f" and {len(committed) - _SHOWN} more"
+            self.say(f"  wave {wave}: committed the main tree's changes first: {shown}")
+        if secrets:
+            self.warn(
+                f"not committed before wave {wave} (they look like secrets; the plans' "
+                f"worktrees will not have them): {', '.join(secrets)}; add them to .gitignore, "
+                "or commit them yourself"
+            )
 
-    def _commit_all(self, where: Path, message: str) -> None:
-        self._run(["add", "-A"], cwd=where)
-        if self._run(["diff", "--cached", "--quiet"], cwd=where, check=False).returncode:
-            self._run(["commit", "-q", "--no-verify", "-m", message], cwd=where)
+    def _commit_all(self, where: Path, message: str) -> tuple[list[str], list[str], bool]:
+        """Commit every change in `where` but what git ignores (`.gitignore`, the exclude file)
+        and untracked files that look like secrets (`.env`, keys). Returns (the files
+        committed, the secrets left out, whether there is a commit at all)."""
+        status = self._out(
+            [
+                "status",
+                "--porcelain=v2",
+                "-z",
+                "--branch",
+                "--untracked-files=all",
+                "--no-renames",
+            ],
+            cwd=where,
+        )
+        changed, untracked, head = _parse_status(status)
+        secrets = sorted(p for p in untracked if is_secret(p))
+        keep = sorted({*changed, *untracked} - set(secrets))
+        if not keep:
+            return [], secrets, head
+        self._run(
+            ["add", "-A", "--", ".", *(f":(top,exclude,literal){p}" for p in secrets)], cwd=where
+        )
+        self._run(["commit", "-q", "--no-verify", "-m", message], cwd=where)
+        return keep, secrets, True
 
     def _exclude_state(self) -> None:
-        exclude = self._git_dir(common=True) / "info" / "exclude"
-        exclude.parent.mkdir(parents=True, exist_ok=True)
-        have = exclude.read_text().splitlines() if exclude.exists() else []
-        missing = [p for p in STATE_PATTERNS if p not in have]
-        if missing:
-            with open(exclude, "a", encoding="utf-8") as fh:
-                fh.write("".join(f"{p}\n" for p in ["# looprail state", *missing]))
+        """looprail's state patterns in the repository's `info/exclude`, written only to the
+        real file: a symlinked `info` folder or `exclude` file (which could point anywhere)
+        halts the run instead."""
+        info = self._git_dir(common=True) / "info"
+        with contextlib.suppress(FileExistsError):
+            info.mkdir(parents=True)
+        flags = os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            folder = os.open(info, os.O_RDONLY | os.O_DIRECTORY | flags)
+            try:
+                fd = os.open(
+                    "exclude", os.O_RDWR | os.O_CREAT | os.O_APPEND | flags, 0o644, dir_fd=folder
+                )
+            finally:
+                os.close(folder)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR) and (
+                info.is_symlink() or (info / "exclude").is_symlink()
+            ):
+                why = "a symlink: looprail writes only the real file"
+            raise HaltError(
+                f"{info / 'exclude'}: cannot add looprail's state to it ({why})"
+            ) from None
+        with os.fdopen(fd, "r+b") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise HaltError(f"{info / 'exclude'}: not a regular file")
+            text = fh.read().decode("utf-8", errors="replace")
+            missing = [p for p in STATE_PATTERNS if p not in text.splitlines()]
+            if missing:
+                lead = "\n" if text and not text.endswith("\n") else ""
+                block = "".join(f"{p}\n" for p in ["# looprail state", *missing])
+                fh.write((lead + block).encode())
 
     def _git_dir(self, *, common: bool = False) -> Path:
-        arg = "--git-common-dir" if common else "--git-dir"
-        path = Path(self._out(["rev-parse", arg]).strip())
-        return path if path.is_absolute() else self.project / path
+        found = self._git_dirs.get(common)
+        if found is None:
+            arg = "--git-common-dir" if common else "--git-dir"
+            path = Path(self._out(["rev-parse", arg]).strip())
+            found = self._git_dirs[common] = path if path.is_absolute() else self.project / path
+        return found
 
     def _out(self, args: Sequence[str], cwd: Path | None = None) -> str:
         return self._run(args, cwd=cwd, check=False).stdout
 
     def _run(
-        self, args: Sequence[str], *, cwd: Path | None = None, check: bool = True
-    ) -> subprocess.CompletedProcess[str]:
-        done = git(args, cwd or self.project)
-        if check and done.returncode != 0:
-            raise HaltError(f"git {' '.join(args[:2])} failed: {_last(done.stderr or done.stdout)}")
+        self,
+        args: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        check: bool = True,
+        stdin: str | None = None,
+    ) -> ProcessResult:
+        done = git(args, cwd or self.project, stdin=stdin)
+        if check and done.exit_code != 0:
+            raise HaltError(f"git {' '.join(args[:2])} failed: {_why(done)}")
         return done
 
 
@@ -247,40 +465,82 @@ _identity_lock = threading.Lock()
 _has_identity: dict[str, bool] = {}
 
 
-def git(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
+def git(args: Sequence[str], cwd: Path, *, stdin: str | None = None) -> ProcessResult:
+    """`runtime.git.git`, with looprail's identity for a commit or merge where the user has
+    none configured."""
+    env = None
     if args and args[0] in ("commit", "merge") and not _identity(cwd):
-        env.update(_IDENTITY)  # only where the user has no identity configured
-    try:
-        return subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=120
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        return subprocess.CompletedProcess(["git", *args], 127, "", str(exc))
+        env = {**os.environ, **_IDENTITY}  # only where the user has no identity configured
+    return run_git(args, cwd, env=env, stdin=stdin)
 
 
 def _identity(cwd: Path) -> bool:
     key = str(cwd)
     with _identity_lock:
         if key not in _has_identity:
-            try:
-                done = subprocess.run(
-                    ["git", "config", "user.email"], cwd=cwd, capture_output=True, text=True
-                )
-                have = done.returncode == 0 and bool(done.stdout.strip())
-            except OSError:
-                have = False
+            done = run_git(["config", "user.email"], cwd, timeout_s=30)
+            have = done.exit_code == 0 and bool(done.stdout.strip())
             _has_identity[key] = have or bool(os.environ.get("GIT_AUTHOR_EMAIL"))
         return _has_identity[key]
 
 
-def is_git_repo(path: Path) -> bool:
-    done = git(["rev-parse", "--is-inside-work-tree"], path)
-    return done.returncode == 0 and done.stdout.strip() == "true"
+_SHOWN = 8  # files named in the checkpoint's line
+
+
+# Untracked files with these names (or endings) are never committed by looprail on its own:
+# they are where credentials usually live, and a commit would copy them into every worktree
+# and into history. Matched on the file's name, in any folder.
+SECRET_NAMES = (".env", ".envrc", ".netrc", ".npmrc", ".pypirc", ".pgpass", "credentials")
+SECRET_PREFIXES = (".env.", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")
+SAMPLE_SUFFIXES = (".example", ".sample", ".template", ".dist")
+SECRET_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".keystore", ".jks")
+
+
+def is_secret(path: str) -> bool:
+    """Whether an untracked file looks like a secret by its name (see SECRET_NAMES)."""
+    name = path.rsplit("/", 1)[-1].lower()
+    if name.endswith(SAMPLE_SUFFIXES):  # `.env.example`: a template, meant to be committed
+        return False
+    return (
+        name in SECRET_NAMES or name.startswith(SECRET_PREFIXES) or name.endswith(SECRET_SUFFIXES)
+    )
+
+
+def _parse_status(text: str) -> tuple[list[str], list[str], bool]:
+    """`git status --porcelain=v2 -z --branch --no-renames`: (changed paths, untracked paths,
+    whether HEAD names a commit)."""
+    changed: list[str] = []
+    untracked: list[str] = []
+    head = True
+    for entry in text.split("\0"):
+        if entry.startswith("# branch.oid "):
+            head = entry != "# branch.oid (initial)"
+        elif entry.startswith("1 "):
+            changed.append(entry.split(" ", 8)[-1])
+        elif entry.startswith("u "):
+            changed.append(entry.split(" ", 10)[-1])
+        elif entry.startswith("? "):
+            untracked.append(entry[2:])
+    return changed, untracked, head
+
+
+def _all_at_once(calls: Sequence[Callable[[], _T]]) -> list[_T]:
+    """Run `calls` each on its own thread; their results in order (the first error raised)."""
+    if len(calls) <= 1:
+        return [call() for call in calls]
+    with ThreadPoolExecutor(len(calls), thread_name_prefix="looprail-git") as pool:
+        futures = [pool.submit(call) for call in calls]
+        return [f.result() for f in futures]
 
 
 def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "x"
+
+
+def _why(done: ProcessResult) -> str:
+    if done.spawn_error or done.timed_out:
+        return done.describe_failure()
+    return _last(done.stderr or done.stdout)
 
 
 def _last(text: str) -> str:

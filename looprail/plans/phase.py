@@ -30,8 +30,11 @@ from looprail.layout import (
 from looprail.layout import PHASES_DIR as LAYOUT_PHASES_DIR
 from looprail.plans.planfile import Plan, plan_id_from_filename, read_plan, unknown_key_warnings
 from looprail.plans.waves import (
+    _PLAN_ID,
+    _Index,
     bare_dependency_warnings,
     canonical_plan_id,
+    reference_canonical_id,
     resolve_dependencies,
 )
 
@@ -61,6 +64,9 @@ class Phase(PhaseDir):
     uat_path: Path | None = None
     config: dict[str, Any] | None = None  # `.planning/config.json`, None when absent or invalid
     warnings: list[str] = []
+    # plan files in subfolders (a `/` in a phase title made one): not read, and a run refuses
+    # to plan over them
+    stray_plans: list[str] = []
 
     @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorators over @property
     @property
@@ -90,12 +96,18 @@ def list_phases(project: str | Path) -> list[PhaseDir]:
     ]
 
 
-def find_phase(project: str | Path, phase: str) -> PhaseDir:
+def find_phase(project: str | Path, phase: str, *, as_reference: bool = False) -> PhaseDir:
     """The one folder of phase `phase` (`1`, `01`, `2.1`, ...). PlanError when there is none (the
-    message lists the phases found) or more than one."""
+    message lists the phases found) or more than one. `as_reference`: of two folders for one
+    phase, take the one the reference reads (its token padded to two digits: `04-x`, not
+    `4-x`), as `plan-index` does."""
     phases = list_phases(project)
     wanted = normalize_phase_number(str(phase))
     matches = [p for p in phases if p.number == wanted]
+    if len(matches) > 1 and as_reference:
+        padded = [p for p in matches if p.token.upper() == phase_spelling(p.number).upper()]
+        if len(padded) == 1:
+            matches = padded
     if not matches:
         where = PHASES_DIR.as_posix()
         if not (Path(project) / PHASES_DIR).is_dir():
@@ -103,30 +115,40 @@ def find_phase(project: str | Path, phase: str) -> PhaseDir:
         found = ", ".join(p.number for p in phases) or "none"
         raise PlanError(f"{where}: phase {phase} not found (phases found: {found})")
     if len(matches) > 1:
-        names = ", ".join(p.dir.name for p in matches)
-        raise PlanError(f"{PHASES_DIR.as_posix()}: phase {phase} is ambiguous: {names}")
+        raise PlanError(f"{PHASES_DIR.as_posix()}: {two_folders_message(phase, matches)}")
     require_inside(project, matches[0].dir, "the phase folder")
     return matches[0]
 
 
-def load_phase(project: str | Path, phase: str) -> Phase:
-    """Find phase `phase` and read it: plans parsed, summaries matched, dependencies resolved,
-    artifacts located. Raises PlanError (one line) for any invalid plan or dependency."""
-    project = Path(project).resolve()
-    located = find_phase(project, phase)
-    config, warnings = load_project_config(project)
-    names = sorted(entry.name for entry in located.dir.iterdir() if entry.is_file())
+def two_folders_message(phase: str, matches: list[PhaseDir]) -> str:
+    names = [p.dir.name for p in matches]
+    keep = next(
+        (p.dir.name for p in matches if p.token.upper() == phase_spelling(p.number).upper()),
+        names[0],
+    )
+    others = ", ".join(n for n in names if n != keep)
+    return (
+        f"phase {phase} has {len(names)} folders: {', '.join(names)}; move the files of "
+        f"{others} into {keep} (the one the reference reads) and remove {others}"
+    )
 
-    summaries = {
-        canonical_plan_id(name.removesuffix("-SUMMARY.md")): located.dir / name
-        for name in names
-        if name.endswith("-SUMMARY.md")
-    }
+
+def load_phase(project: str | Path, phase: str, *, as_reference: bool = False) -> Phase:
+    """Find phase `phase` and read it: plans parsed, summaries matched, dependencies resolved,
+    artifacts located. Raises PlanError (one line) for a plan that cannot be read.
+    `as_reference`: see `find_phase`."""
+    project = Path(project).resolve()
+    located = find_phase(project, phase, as_reference=as_reference)
+    config, warnings = load_project_config(project)
+    entries = list(located.dir.iterdir())
+    names = sorted(entry.name for entry in entries if entry.is_file())
+    subdirs = sorted(entry.name for entry in entries if entry.is_dir())
+
     plans: list[Plan] = []
     for name in names:
         plan_id = plan_id_from_filename(name)
         if plan_id is None:
-            if "PLAN" in name and name.endswith(".md") and "-PLAN-OUTLINE" not in name:
+            if _looks_like_plan(name):
                 warnings.append(
                     f"{_relative(located.dir / name, project)}: looks like a plan but is not "
                     f"named {{phase}}-{{plan}}-PLAN.md; skipped"
@@ -135,28 +157,163 @@ def load_phase(project: str | Path, phase: str) -> Phase:
         path = located.dir / name
         require_inside(project, path, "the plan")
         plan = read_plan(path, display=_relative(path, project))
-        summary = summaries.get(canonical_plan_id(plan_id))
+        if plan_superseded(plan):
+            continue
+        summary, note = summary_of(name, names, located.number)
+        if note:
+            warnings.append(f"{_relative(path, project)}: {note}")
+        path_s = located.dir / summary if summary else None
         update = {
-            "has_summary": summary is not None,
-            "summary_path": summary,
-            "halted": summary is not None and summary_halted(summary),
+            "has_summary": path_s is not None,
+            "summary_path": path_s,
+            "halted": path_s is not None and summary_halted(path_s),
         }
         plans.append(plan.model_copy(update=update))
         warnings.extend(_plan_warnings(plan, project))
-    warnings.extend(bare_dependency_warnings(plans, root=project))
-
+    warnings.extend(bare_dependency_warnings(plans, root=project, phase=located.number))
+    resolved = resolve_dependencies(plans, root=project, phase=located.number)
+    resolved, unmet_warnings = check_outside(project, located, resolved)
+    stray = stray_plans(project, located.dir, subdirs)
     return Phase(
         number=located.number,
         token=located.token,
         slug=located.slug,
         dir=located.dir,
-        plans=resolve_dependencies(plans, root=project),
+        plans=resolved,
         context_path=_artifact(project, located.dir, names, "CONTEXT.md"),
         verification_path=_artifact(project, located.dir, names, "VERIFICATION.md"),
         uat_path=_artifact(project, located.dir, names, "UAT.md"),
         config=config,
-        warnings=warnings,
+        warnings=[*warnings, *unmet_warnings, *_stray_warnings(project, located, stray)],
+        stray_plans=stray,
     )
+
+
+def _looks_like_plan(name: str) -> bool:
+    return (
+        "PLAN" in name
+        and name.endswith(".md")
+        and "-OUTLINE" not in name
+        and "PLAN-REVIEW" not in name
+        and not name.endswith("-SUMMARY.md")
+    )
+
+
+def plan_superseded(plan: Plan) -> bool:
+    """`status: superseded` in the frontmatter: a retired plan, neither scheduled nor counted
+    (as in the reference)."""
+    status = plan.extra.get("status")
+    return isinstance(status, str) and status.strip().lower() == "superseded"
+
+
+def summary_of(plan_file: str, names: list[str], phase: str) -> tuple[str | None, str | None]:
+    """The SUMMARY file of a plan file, and a note when only looprail pairs them. The
+    reference's candidates first (`PLAN`→`SUMMARY`, `<stem>-SUMMARY.md`, the canonical
+    `<phase>-<NN>-SUMMARY.md`); then looprail's: zero padding ignored, and a short-named
+    `01-PLAN.md` paired with its phase's `28-01-SUMMARY.md`."""
+    present = set(names)
+    base = plan_file.removesuffix(".md")
+    candidates = [re.sub("PLAN", "SUMMARY", base, count=1, flags=re.I) + ".md"]
+    candidates.append(base + "-SUMMARY.md")
+    extended = re.match(r"(\d+)-PLAN-(\d+)", base, re.I)
+    if extended:
+        candidates.append(f"{extended[1]}-{extended[2]}-SUMMARY.md")
+    stem = re.sub(r"-PLAN$", "", base, flags=re.I)
+    canonical = reference_canonical_id(stem)
+    if canonical != stem:
+        candidates.append(canonical + "-SUMMARY.md")
+    for candidate in candidates:
+        if candidate in present:
+            return candidate, None
+    plan_id = plan_id_from_filename(plan_file) or stem
+    keys = {canonical_plan_id(plan_id), canonical_plan_id(reference_canonical_id(plan_id))}
+    if _PLAN_ID.fullmatch(plan_id) is None:
+        keys.add(f"{canonical_plan_id(phase)}-{canonical_plan_id(plan_id)}")
+    for name in names:
+        if name.endswith("-SUMMARY.md") and canonical_plan_id(name[: -len("-SUMMARY.md")]) in keys:
+            return name, f"{name} is read as this plan's SUMMARY; the reference does not pair them"
+    return None, None
+
+
+def check_outside(
+    project: Path, located: PhaseDir, plans: list[Plan]
+) -> tuple[list[Plan], list[str]]:
+    """Each plan's `outside_depends_on` looked up: a finished plan of another phase (its SUMMARY
+    exists and is not halted) is satisfied; anything else is `unmet` (the run halts the plan,
+    with this reason) and warned about."""
+    if not any(p.outside_depends_on for p in plans):
+        return plans, []
+    out: list[Plan] = []
+    warnings: list[str] = []
+    folders: dict[str, tuple[PhaseDir | None, list[str]]] = {}
+    for plan in plans:
+        unmet = [
+            reason
+            for dep in plan.outside_depends_on
+            if (reason := _outside_status(project, located, dep, folders)) is not None
+        ]
+        if unmet != plan.unmet:
+            plan = plan.model_copy(update={"unmet": unmet})
+        out.append(plan)
+        for reason in unmet:
+            warnings.append(
+                f"{_relative(plan.path, project)}: depends_on: {reason}; the run halts plan "
+                f"{plan.id} there"
+            )
+    return out, warnings
+
+
+def _outside_status(
+    project: Path,
+    located: PhaseDir,
+    dep: str,
+    folders: dict[str, tuple[PhaseDir | None, list[str]]],
+) -> str | None:
+    match = _PLAN_ID.fullmatch(dep.strip())
+    phase = normalize_phase_number(match.group("phase")) if match else None
+    if phase is None or phase == located.number:
+        return f"{dep!r} names no plan of phase {located.number}"
+    if phase not in folders:
+        try:
+            found = find_phase(project, phase, as_reference=True)
+            names = sorted(e.name for e in found.dir.iterdir() if e.is_file())
+            folders[phase] = (found, names)
+        except (PlanError, OSError):
+            folders[phase] = (None, [])
+    other, names = folders[phase]
+    if other is None:
+        return f"{dep!r} is a plan of phase {phase}, which has no folder"
+    files = {pid: name for name in names if (pid := plan_id_from_filename(name)) is not None}
+    target, _ = _Index(list(files), other.number).find(dep)
+    if target is None:
+        return f"{dep!r} is no plan of phase {phase} ({_relative(other.dir, project)})"
+    summary, _ = summary_of(files[target], names, other.number)
+    if summary is None:
+        return f"{dep!r} (phase {phase}) is not finished: it has no SUMMARY"
+    if summary_halted(other.dir / summary):
+        return f"{dep!r} (phase {phase}) halted ({summary} says status: halted)"
+    return None
+
+
+def stray_plans(project: Path, folder: Path, subdirs: list[str]) -> list[str]:
+    """Plan files below the phase folder's subfolders (project-relative), which no one reads."""
+    found: list[str] = []
+    for sub in subdirs:
+        for path in sorted((folder / sub).rglob("*.md")):
+            if _looks_like_plan(path.name) and path.is_file():
+                found.append(_relative(path, project))
+    return found
+
+
+def _stray_warnings(project: Path, located: PhaseDir, stray: list[str]) -> list[str]:
+    if not stray:
+        return []
+    shown = ", ".join(stray[:3]) + (f" and {len(stray) - 3} more" if len(stray) > 3 else "")
+    return [
+        f"{_relative(located.dir, project)}: {len(stray)} plan file(s) sit in subfolders and are "
+        f"not read: {shown} (a '/' in the phase title?); move them into "
+        f"{_relative(located.dir, project)}/"
+    ]
 
 
 def summary_halted(path: Path) -> bool:
@@ -232,7 +389,7 @@ class PhaseCache:
                 names = sorted(e.name for e in entries if e.is_file())
             # A folder changed within the clock's granularity may change again unseen.
             self._listing = (folder, listed, names) if not _racy(listed) else None
-        keys = _stat_keys(folder, [name for name in names if name.endswith("-PLAN.md")])
+        keys = _stat_keys(folder, [name for name in names if plan_id_from_filename(name)])
         config_key = _stat_key(os.path.join(self.project, PROJECT_CONFIG_FILE))
         signature = (folder, names, keys, config_key)
         if signature == self._signature and self._phase is not None and not self._racy:
@@ -255,18 +412,15 @@ class PhaseCache:
             self._config = (config_key, config, list(config_warnings))
         _, config, config_warnings = self._config
         warnings = list(config_warnings)
-        summaries = {
-            canonical_plan_id(name.removesuffix("-SUMMARY.md")): name
-            for name in names
-            if name.endswith("-SUMMARY.md")
-        }
         others = [name for name in names if not name.endswith("-SUMMARY.md")]
         if self._parsed is not None and self._parsed[0] == (others, keys) and not self._racy:
             # Only SUMMARY files came or went (a wave finished): nothing to parse or warn anew.
             parsed, plan_warnings = self._parsed[1], self._parsed[2]
         else:
             parsed, plan_warnings = self._parse(located, others, keys)
-            plan_warnings += bare_dependency_warnings(parsed, root=self.project)
+            plan_warnings += bare_dependency_warnings(
+                parsed, root=self.project, phase=located.number
+            )
             self._parsed = ((others, keys), parsed, plan_warnings)
         warnings.extend(plan_warnings)
         # Dependencies depend on the plans only, not on which have a SUMMARY: resolve once.
@@ -277,11 +431,16 @@ class PhaseCache:
             or len(resolved[0]) != len(parsed)
             or not all(a is b for a, b in zip(resolved[0], parsed, strict=True))
         ):
-            resolved = self._resolved = (parsed, resolve_dependencies(parsed, root=self.project))
+            resolved = self._resolved = (
+                parsed,
+                resolve_dependencies(parsed, root=self.project, phase=located.number),
+            )
         plans = []
         marked: dict[str, tuple[Plan, str, Plan]] = {}
         for plan in resolved[1]:
-            summary = summaries.get(canonical_plan_id(plan.id))
+            summary, note = summary_of(plan.path.name, names, located.number)
+            if note:
+                warnings.append(f"{_relative(plan.path, self.project)}: {note}")
             if summary is not None:
                 hit = self._marked.get(plan.id)
                 if hit is not None and hit[0] is plan and hit[1] == summary:
@@ -299,6 +458,11 @@ class PhaseCache:
                 plan = copy
             plans.append(plan)
         self._marked = marked
+        plans, unmet_warnings = check_outside(self.project, located, plans)
+        with os.scandir(located.dir) as entries:
+            subdirs = sorted(e.name for e in entries if e.is_dir())
+        stray = stray_plans(self.project, located.dir, subdirs) if subdirs else []
+        warnings += unmet_warnings + _stray_warnings(self.project, located, stray)
         # Every part is already validated (plans are `Plan`s): construct, do not validate again.
         return Phase.model_construct(
             number=located.number,
@@ -311,6 +475,7 @@ class PhaseCache:
             uat_path=_artifact(self.project, located.dir, names, "UAT.md"),
             config=config,
             warnings=warnings,
+            stray_plans=stray,
         )
 
     def _parse(
@@ -323,7 +488,7 @@ class PhaseCache:
         self._racy = False
         for name in names:
             if plan_id_from_filename(name) is None:
-                if "PLAN" in name and name.endswith(".md") and "-PLAN-OUTLINE" not in name:
+                if _looks_like_plan(name):
                     warnings.append(
                         f"{_relative(located.dir / name, self.project)}: looks like a plan but "
                         f"is not named {{phase}}-{{plan}}-PLAN.md; skipped"
@@ -342,6 +507,8 @@ class PhaseCache:
                 self._racy = True
                 cached = ((), *cached[1:])
             keep[name] = cached
+            if plan_superseded(cached[1]):
+                continue
             parsed.append(cached[1])
             warnings.extend(cached[2])
         self._plans = keep
@@ -388,11 +555,12 @@ def plan_index(project: str | Path, phase: Phase) -> dict[str, Any]:
     """The `phase plan-index` view of a loaded phase (the shape of the reference's
     `phase-plan-index`, plus `declared_wave`, `sequential_waves` and `warnings`). Raises
     PlanError for a dependency cycle."""
-    from looprail.plans.waves import compute_waves, halt_blocked
+    from looprail.plans.waves import compute_waves, halt_blocked, unmet_blocked
 
     project = Path(project).resolve()
     waves = compute_waves(phase.plans, root=project)
     blocked = halt_blocked(phase.plans)
+    waiting = unmet_blocked(phase.plans)
     return {
         "phase": phase_spelling(phase.number),
         "phase_dir": _relative(phase.dir, project),
@@ -401,7 +569,8 @@ def plan_index(project: str | Path, phase: Phase) -> dict[str, Any]:
                 "id": plan.id,
                 "wave": waves.effective_wave[plan.id],
                 "declared_wave": plan.wave,
-                "depends_on": plan.depends_on,
+                # resolved plan ids of this phase, then the entries naming none, as written
+                "depends_on": [*plan.depends_on, *plan.outside_depends_on],
                 "autonomous": plan.autonomous,
                 "objective": plan.objective_line,
                 "files_modified": plan.files_modified,
@@ -409,13 +578,16 @@ def plan_index(project: str | Path, phase: Phase) -> dict[str, Any]:
                 "has_summary": plan.has_summary,
                 "halted": plan.halted,
                 "blocked_by": blocked.get(plan.id, []),
+                "unmet": waiting.get(plan.id, []),
             }
             for plan in phase.plans
         ],
         "waves": {str(wave.number): wave.plan_ids for wave in waves.waves},
         "incomplete": phase.incomplete,
         "runnable": [pid for pid in phase.incomplete if pid not in blocked],
-        "has_checkpoints": any(not p.autonomous or p.has_checkpoints for p in phase.plans),
+        # The reference's meaning: a plan marked `autonomous: false` (lint says when a plan has
+        # checkpoint tasks without it).
+        "has_checkpoints": any(not p.autonomous for p in phase.plans),
         "sequential_waves": {
             str(wave.number): wave.overlap_files for wave in waves.waves if not wave.parallel_safe
         },
@@ -451,7 +623,7 @@ def _plan_warnings(plan: Plan, project: Path) -> list[str]:
     """Contradictions worth saying that do not stop anything: a `plan:` number that is not the
     file name's (the file name wins), checkpoint tasks in a plan marked autonomous."""
     where = _relative(plan.path, project)
-    warnings: list[str] = []
+    warnings: list[str] = list(plan.notes)
     match = re.fullmatch(r".+-(\d+)", plan.id)
     declared = plan.plan
     if match and declared and declared.isdigit() and int(declared) != int(match.group(1)):
@@ -461,7 +633,10 @@ def _plan_warnings(plan: Plan, project: Path) -> list[str]:
         )
     warnings.extend(unknown_key_warnings(plan, where))
     if plan.autonomous and plan.has_checkpoints:
-        warnings.append(f"{where}: has checkpoint tasks but autonomous is not false")
+        warnings.append(
+            f"{where}: has checkpoint tasks but autonomous is not false (the reference's "
+            "has_checkpoints does not count it)"
+        )
     # Paths a plan names are the project's: one outside it is worth a word before an agent
     # is told to write there (read_first outside the project halts the task at run time).
     fields = [("files_modified", p) for p in plan.files_modified]

@@ -31,7 +31,7 @@ TaskType = Literal[
     "checkpoint:human-action",
 ]
 TaskGate = Literal["blocking", "blocking-human"]
-PlanType = Literal["execute", "tdd"]
+PlanType = Literal["execute", "tdd"]  # the types the reference's templates write
 
 TASK_TYPES: tuple[str, ...] = get_args(TaskType)
 TASK_GATES: tuple[str, ...] = get_args(TaskGate)
@@ -48,6 +48,16 @@ _SECTIONS = (
     "success_criteria",
     "output",
 )
+# Other body sections of the reference's plan vocabulary (its planner's and templates'), kept
+# as text in `Plan.sections` and handed to the executor's prompt with the plan.
+_OTHER_SECTIONS = (
+    "interfaces",
+    "threat_model",
+    "review_response",
+    "feature",
+    "user_setup",
+    "must_haves",
+)
 # Frontmatter keys with a typed field on `Plan`; the rest are kept in `Plan.extra`.
 _KNOWN_KEYS = (
     "phase",
@@ -61,8 +71,25 @@ _KNOWN_KEYS = (
     "user_setup",
     "must_haves",
 )
-# Keys GSD writes that looprail does not interpret: kept in `Plan.extra` without a warning.
-_GSD_EXTRA_KEYS = ("gap_closure",)
+# Keys GSD writes that looprail does not interpret (the reference's planner, templates and
+# real plans): kept in `Plan.extra` without a warning. `status: superseded` drops the plan.
+_GSD_EXTRA_KEYS = (
+    "gap_closure",
+    "execution_strategy",
+    "domain",
+    "name",
+    "title",
+    "tags",
+    "subsystem",
+    "threat_ids",
+    "checkpoint_reason",
+    "status",
+    "objective",
+)
+# The keys the plan's waves and checkpoints are read from: a YAML error inside one of them
+# refuses the plan (running it with the value dropped would lose a dependency); an error
+# anywhere else only loses that key, with a warning.
+_SCHEDULING_KEYS = ("phase", "plan", "type", "wave", "depends_on", "files_modified", "autonomous")
 
 
 def unknown_key_warnings(plan: Plan, where: str) -> list[str]:
@@ -119,15 +146,21 @@ class Plan(BaseModel):
     path: Path
     phase: str | None = None  # frontmatter `phase` as written (GSD writes the folder name)
     plan: str | None = None
-    type: PlanType = "execute"
+    type: str = "execute"  # execute | tdd; anything else is read (warned) as execute
     wave: int | None = None
     depends_on: list[str] = []
+    # entries naming no plan of this phase (a plan of another phase, or none), as written;
+    # `unmet` says which of them are not finished (the run halts this plan there)
+    outside_depends_on: list[str] = []
+    unmet: list[str] = []
     files_modified: list[str] = []
     autonomous: bool = True
     requirements: list[str] = []
     user_setup: Any = None
-    must_haves: dict[str, Any] | None = None
+    must_haves: Any = None  # as written (a mapping of truths/artifacts/key_links, or raw text)
     extra: dict[str, Any] = {}  # frontmatter keys looprail does not interpret (GSD has more)
+    sections: dict[str, str] = {}  # other known sections: <interfaces>, <threat_model>, ...
+    notes: list[str] = []  # what reading the file had to work around ("file:line: ...")
     objective: str | None = None
     execution_context: str | None = None
     context: str | None = None
@@ -150,11 +183,13 @@ class Plan(BaseModel):
 
     @property
     def objective_line(self) -> str | None:
-        """The first non-blank line of `<objective>` (what an index shows)."""
+        """The first non-blank line of `<objective>` (what an index shows), else a frontmatter
+        `objective:` (the reference's fallback)."""
         for line in (self.objective or "").splitlines():
             if line.strip():
                 return line.strip()
-        return None
+        fallback = self.extra.get("objective")
+        return str(fallback) if isinstance(fallback, (str, int, float)) and fallback else None
 
 
 def read_plan(path: str | Path, *, display: str | None = None) -> Plan:
@@ -200,13 +235,102 @@ def parse_plan(
     text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     doc = _Doc(text, where)
 
-    fm_text, fm_first_line, body_start = _split_frontmatter(doc)
-    data, key_lines = _cached_yaml(fm_text, fm_first_line, where)
-    fields = _frontmatter_fields(data, key_lines, fm_first_line, where)
+    split = _split_frontmatter(doc)
+    if split is None:
+        fm_text, fm_first_line, body_start = _fenced_frontmatter(doc), 0, 0
+    else:
+        fm_text, fm_first_line, body_start = split
+    data, key_lines, kept = _lenient_yaml(doc, fm_text, fm_first_line)
+    fields = _frontmatter_fields(doc, data, key_lines, fm_first_line)
+    for key, raw in kept.items():
+        fields[key if key in ("must_haves", "user_setup") else "extra"] = (
+            raw if key in ("must_haves", "user_setup") else {**fields["extra"], key: raw}
+        )
 
-    sections, task_elements = _scan_body(doc, body_start)
+    sections, task_elements, features = _scan_body(doc, body_start)
     tasks = [_make_task(doc, plan_id, i, element) for i, element in enumerate(task_elements, 1)]
-    return Plan(id=plan_id, path=path, tasks=tasks, **fields, **sections)
+    if not tasks:
+        tasks = _implicit_tasks(doc, plan_id, body_start, features, sections)
+    return Plan(id=plan_id, path=path, tasks=tasks, notes=doc.notes, **fields, **sections)
+
+
+_MD_TASK = re.compile(r"^(#{2,6})[ \t]*(Task[ \t]*\d+\b.*)$", re.M | re.I)
+
+
+def _implicit_tasks(
+    doc: _Doc, plan_id: str, body_start: int, features: list[_Element], sections: dict[str, Any]
+) -> list[Task]:
+    """A plan without `<task>` elements still has work in it: each TDD `<feature>` (the
+    reference's TDD plan format) is a `tdd` task, else each `## Task N` heading (what the
+    reference counts) is a task, else the whole body is one task. A plan must never run as
+    zero tasks: the run would write its SUMMARY without doing anything."""
+    if features:
+        out = []
+        for i, element in enumerate(features, 1):
+            children = _children(doc, element)
+            parts = [
+                f"{title}:\n{children[name]}"
+                for title, name in (("Behavior", "behavior"), ("Implementation", "implementation"))
+                if children.get(name)
+            ]
+            out.append(
+                Task(
+                    id=f"{plan_id}/T{i}",
+                    index=i,
+                    line=doc.line(element.start),
+                    type="tdd",
+                    tdd=True,
+                    name=children.get("name"),
+                    files=split_paths(children.get("files", "")),
+                    action="\n\n".join(parts) or None,
+                    verify=children.get("verify") or sections.get("verification"),
+                    done=children.get("done"),
+                    extra={k: v for k, v in children.items() if k not in ("name", "files")},
+                )
+            )
+        return out
+    body = doc.text[body_start:]
+    headings = [m for m in _MD_TASK.finditer(doc.scan, body_start) if m.group(0).strip()]
+    if headings:
+        out = []
+        for i, match in enumerate(headings, 1):
+            level = len(match.group(1))
+            end_match = re.compile(rf"^#{{1,{level}}}[ \t]", re.M).search(doc.scan, match.end())
+            end = end_match.start() if end_match else len(doc.text)
+            out.append(
+                Task(
+                    id=f"{plan_id}/T{i}",
+                    index=i,
+                    line=doc.line(match.start()),
+                    type="auto",
+                    name=doc.text[match.start(2) : match.end(2)].strip(),
+                    action=_clean(doc.text[match.end() : end]) or None,
+                )
+            )
+        return out
+    if not body.strip() or any(k in sections for k in _SECTIONS):
+        return []  # an XML-style plan without tasks (as the team's plans have always read)
+    doc.notes.append(
+        f"{doc.where}: no <task> elements and no '## Task N' headings: the whole plan is one task"
+    )
+    title = re.search(r"^#[ \t]+(.+)$", body, re.M)
+    return [
+        Task(
+            id=f"{plan_id}/T1",
+            index=1,
+            line=doc.line(body_start) if body_start else 1,
+            type="auto",
+            name=title.group(1).strip() if title else None,
+            action=_clean(body),
+        )
+    ]
+
+
+def _children(doc: _Doc, element: _Element) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for child in _elements(doc, element.inner_start, element.inner_end, (), "inside <feature>"):
+        out.setdefault(child.name, _clean(doc.text[child.inner_start : child.inner_end]))
+    return out
 
 
 # --- document and scanner -------------------------------------------------------------------
@@ -220,9 +344,22 @@ class _Doc:
         self.where = where
         self.scan = _mask_code(text)
         self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        self.notes: list[str] = []
+
+    def note(self, offset: int | None, message: str) -> None:
+        where = self.where if offset is None else f"{self.where}:{self.line(offset)}"
+        self.notes.append(f"{where}: {message}")
+
+    def remask_from(self, offset: int) -> None:
+        """Mask the text after `offset` on its own: a code fence left open before it (inside
+        an element already read) must not swallow the structure after it."""
+        self.scan = self.scan[:offset] + _mask_code(self.text[offset:])
 
     def line(self, offset: int) -> int:
         return bisect.bisect_right(self._line_starts, offset)
+
+    def fail_line(self, line: int, reason: str) -> PlanError:
+        return PlanError(f"{self.where}:{line}: {reason}")
 
     def fail(self, offset: int | None, reason: str) -> PlanError:
         if offset is None:
@@ -345,49 +482,101 @@ def _elements(
                     match.start(),
                     f"<task> has no </task> before the next <task> (line {doc.line(nxt.start())})",
                 )
-        if closing is None:
-            if name in required:
+        if closing is None and name in required:
+            # The close may sit behind an unbalanced code fence (its ``` pairs with a fence
+            # further on and masks the close): take the close in the text as written.
+            raw = re.compile(rf"^[ \t]*</{re.escape(name)}\s*>", re.M).search(
+                doc.text, match.end(), end
+            )
+            if raw is None:
                 raise doc.fail(match.start(), f"<{name}> has no </{name}> {context}")
+            doc.note(
+                match.start(),
+                f"<{name}> holds an unbalanced code fence; read up to its </{name}> "
+                f"(line {doc.line(raw.start())})",
+            )
+            doc.remask_from(raw.end())
+            unclosed.pop(name, None)
+            close_at = raw.start() + raw.group(0).index("<")
+            yield _Element(name, match.group(2) or "", match.start(), match.end(), close_at)
+            pos = raw.end()
+            continue
+        if closing is None:
             pos = match.end()
             continue
         yield _Element(name, match.group(2) or "", match.start(), match.end(), closing.start())
         pos = closing.end()
 
 
-def _split_frontmatter(doc: _Doc) -> tuple[str, int, int]:
-    """(frontmatter text, its first line number, offset where the body starts)."""
+def _split_frontmatter(doc: _Doc) -> tuple[str, int, int] | None:
+    """(frontmatter text, its first line number, offset where the body starts), or None for a
+    plan without frontmatter (read with defaults, as the reference reads it). A frontmatter
+    opened and never closed is refused: its declared dependencies would be lost."""
     text = doc.text
     first_end = text.find("\n")
     first = text if first_end == -1 else text[:first_end]
     if first.rstrip() != "---":
-        raise doc.fail(0, "missing YAML frontmatter: the first line must be '---'")
+        return None
     closing = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.M).search(text, first_end + 1)
     if first_end == -1 or closing is None:
         raise doc.fail(0, "unterminated frontmatter: no closing '---' line")
     return text[first_end + 1 : closing.start()], 2, closing.end()
 
 
-def _scan_body(doc: _Doc, body_start: int) -> tuple[dict[str, Any], list[_Element]]:
+_FENCED_YAML = re.compile(r"^```[ \t]*ya?ml[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S | re.I)
+_FM_KEY = re.compile(r"^(?:phase|plan|wave|depends_on|files_modified|autonomous|type):", re.M)
+
+
+def _fenced_frontmatter(doc: _Doc) -> str:
+    """No frontmatter: the first ```yaml block that declares plan keys (some planners write
+    the frontmatter there, under a heading) is read as the frontmatter, with a warning; the
+    reference reads such a plan with defaults. "" when there is none (defaults, warned)."""
+    match = _FENCED_YAML.search(doc.text)
+    if match is None or not _FM_KEY.search(match.group(1)):
+        doc.note(0, "no YAML frontmatter: read with defaults (no depends_on, autonomous)")
+        return ""
+    first_line = doc.line(match.start(1))
+    doc.note(
+        match.start(),
+        "the frontmatter is in a ```yaml block, not between '---' lines at the top; read "
+        "from there (the reference ignores it and reads defaults: move it to the top)",
+    )
+    # Line numbers of YAML errors count from the file's first line (see _lenient_yaml).
+    return "\n" * (first_line - 1) + match.group(1)
+
+
+def _scan_body(doc: _Doc, body_start: int) -> tuple[dict[str, Any], list[_Element], list[_Element]]:
     sections: dict[str, Any] = {}  # `Plan` keyword arguments: section name -> its text
+    other: dict[str, str] = {}
     tasks: list[_Element] = []
-    seen_tasks_section = False
-    wanted = (*_SECTIONS, "tasks", "task")
+    features: list[_Element] = []
+    wanted = (*_SECTIONS, *_OTHER_SECTIONS, "tasks", "task")
     for element in _elements(doc, body_start, len(doc.text), wanted, "in the plan body"):
         if element.name == "tasks":
-            if seen_tasks_section:
-                raise doc.fail(element.start, "a second <tasks> section")
-            seen_tasks_section = True
             inside = "inside <tasks>"
             for child in _elements(doc, element.inner_start, element.inner_end, ("task",), inside):
                 if child.name == "task":
                     tasks.append(child)
+                elif child.name == "feature":
+                    features.append(child)
         elif element.name == "task":  # tolerated: tasks written without a <tasks> wrapper
             tasks.append(element)
-        elif element.name in _SECTIONS:
-            if element.name in sections:
-                raise doc.fail(element.start, f"a second <{element.name}> section")
-            sections[element.name] = _clean(doc.text[element.inner_start : element.inner_end])
-    return sections, tasks
+        elif element.name == "feature":
+            features.append(element)
+        elif element.name in _SECTIONS or element.name in _OTHER_SECTIONS:
+            into = sections if element.name in _SECTIONS else other
+            text = _clean(doc.text[element.inner_start : element.inner_end])
+            if element.name in into:
+                doc.note(element.start, f"a second <{element.name}> section: appended")
+                text = f"{into[element.name]}\n\n{text}"
+            into[element.name] = text
+    if "context" in sections and "interfaces" not in other:
+        # The reference's planner puts <interfaces> inside <context>.
+        match = re.search(r"<interfaces>(.*?)</interfaces>", sections["context"], re.S)
+        if match:
+            other["interfaces"] = _clean(match.group(1))
+    sections["sections"] = other
+    return sections, tasks, features
 
 
 # --- tasks ----------------------------------------------------------------------------------
@@ -421,21 +610,25 @@ def _make_task(doc: _Doc, plan_id: str, index: int, element: _Element) -> Task:
     attrs = _parse_attributes(doc, element)
     task_type = attrs.get("type", "auto")
     if task_type not in TASK_TYPES:
-        raise doc.fail(
+        # Read, not refused: an unknown checkpoint still stops for a person (the safe side).
+        read_as = "checkpoint:human-verify" if task_type.startswith("checkpoint") else "auto"
+        doc.note(
             element.start,
-            f"<task> has unknown type {task_type!r} (expected one of: {', '.join(TASK_TYPES)})",
+            f"<task> has unknown type {task_type!r}; run as {read_as} "
+            f"(known: {', '.join(TASK_TYPES)})",
         )
+        task_type = read_as
     gate = attrs.get("gate")
     if gate is not None and gate not in TASK_GATES:
-        raise doc.fail(
+        doc.note(
             element.start,
-            f"<task> has unknown gate {gate!r} (expected one of: {', '.join(TASK_GATES)})",
+            f"<task> has unknown gate {gate!r}; read as blocking (known: {', '.join(TASK_GATES)})",
         )
+        gate = "blocking"
     tdd_raw = attrs.get("tdd")
     if tdd_raw is not None and tdd_raw.lower() not in ("true", "false", ""):
-        raise doc.fail(
-            element.start, f"<task> attribute tdd must be true or false, got {tdd_raw!r}"
-        )
+        doc.note(element.start, f"<task> attribute tdd must be true or false, got {tdd_raw!r}")
+        tdd_raw = "false"
 
     fields: dict[str, Any] = {}
     extra: dict[str, str] = {}
@@ -443,7 +636,8 @@ def _make_task(doc: _Doc, plan_id: str, index: int, element: _Element) -> Task:
     for child in _elements(doc, element.inner_start, element.inner_end, _TASK_CHILDREN, inside):
         value = _clean(doc.text[child.inner_start : child.inner_end])
         if child.name in fields or child.name in extra:
-            raise doc.fail(child.start, f"<task> has a second <{child.name}>")
+            doc.note(child.start, f"<task> has a second <{child.name}>: the first is used")
+            continue
         if child.name in ("files", "read_first"):
             fields[child.name] = split_paths(value)
         elif child.name in _TASK_CHILDREN:
@@ -458,7 +652,7 @@ def _make_task(doc: _Doc, plan_id: str, index: int, element: _Element) -> Task:
         type=cast(TaskType, task_type),  # checked against TASK_TYPES above
         gate=cast("TaskGate | None", gate),  # checked against TASK_GATES above
         tdd=tdd_raw is not None and tdd_raw.lower() in ("true", ""),
-        tracker_id=attrs.get("tracker-id"),
+        tracker_id=attrs.get("tracker-id"),  # (an `id=` is kept in `attributes`)
         attributes=attrs,
         extra=extra,
         **fields,
@@ -566,6 +760,10 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+class _YamlSyntaxError(PlanError):
+    """A YAML syntax error (scanner or parser): the only kind `_lenient_yaml` works around."""
+
+
 def _cached_yaml(text: str, first_line: int, where: str) -> tuple[Any, dict[str, int]]:
     """`_load_yaml`, through the frontmatter cache (errors are never cached)."""
     from looprail.yamlcache import cached
@@ -619,7 +817,11 @@ def _load_yaml(text: str, first_line: int, where: str) -> tuple[Any, dict[str, i
         mark = exc.problem_mark or exc.context_mark
         reason = " ".join((exc.problem or exc.context or "invalid YAML").split())
         line = f":{first_line + mark.line}" if mark is not None else ""
-        raise PlanError(f"{where}{line}: invalid YAML frontmatter: {reason}") from None
+        # A syntax error may be worked around (`_lenient_yaml`); a refused alias, a tag or a
+        # duplicate key never is.
+        syntax = isinstance(exc, (yaml.scanner.ScannerError, yaml.parser.ParserError))
+        error = _YamlSyntaxError if syntax else PlanError
+        raise error(f"{where}{line}: invalid YAML frontmatter: {reason}") from None
     except yaml.YAMLError as exc:
         raise PlanError(f"{where}: invalid YAML frontmatter: {exc}") from None
     except RecursionError:
@@ -634,71 +836,172 @@ def _load_yaml(text: str, first_line: int, where: str) -> tuple[Any, dict[str, i
     return data, key_lines
 
 
+def _lenient_yaml(
+    doc: _Doc, text: str, first_line: int
+) -> tuple[Any, dict[str, int], dict[str, str]]:
+    """The frontmatter parsed; on a YAML error inside a key looprail keeps only as written
+    (`must_haves`, `user_setup`, an unknown key), that key's block is taken out, kept as raw
+    text and warned about, and the rest is read. An error in a key the waves are read from
+    (`_SCHEDULING_KEYS`) refuses the plan, naming the line."""
+    kept: dict[str, str] = {}
+    lines = text.split("\n")
+    while True:
+        try:
+            data, key_lines = _cached_yaml("\n".join(lines), first_line, doc.where)
+            return data, key_lines, kept
+        except _YamlSyntaxError as exc:
+            error = exc
+        blocks = _top_level_blocks(lines)
+        bad = _error_line(str(error), doc.where, first_line)
+        around = [b for b in blocks if bad is not None and b[1] <= bad < b[2]]
+        candidates = around + [b for b in blocks if b[0] in ("must_haves", "user_setup")]
+        candidates += [b for b in blocks if b[0] not in _KNOWN_KEYS]
+        for key, start, end in candidates:
+            if key in _SCHEDULING_KEYS or key in kept:
+                continue
+            trial = lines[:start] + [""] * (end - start) + lines[end:]
+            try:
+                _cached_yaml("\n".join(trial), first_line, doc.where)
+            except _YamlSyntaxError:
+                if (key, start, end) not in around:
+                    continue
+            except PlanError:
+                continue
+            reason = str(error).split("invalid YAML frontmatter: ", 1)[-1]
+            doc.notes.append(
+                f"{doc.where}:{first_line + start}: {key}: invalid YAML ({reason}); kept as "
+                "written, unread (looprail does not schedule on it)"
+            )
+            kept[key] = "\n".join(lines[start:end])
+            lines = trial
+            break
+        else:
+            raise error
+
+
+def _top_level_blocks(lines: list[str]) -> list[tuple[str, int, int]]:
+    """(key, first line, line after the last) of each top-level `key:` of a YAML mapping."""
+    starts = [
+        (m.group(1), i) for i, line in enumerate(lines) if (m := re.match(r"([\w-]+)\s*:", line))
+    ]
+    return [
+        (key, start, starts[n + 1][1] if n + 1 < len(starts) else len(lines))
+        for n, (key, start) in enumerate(starts)
+    ]
+
+
+def _error_line(message: str, where: str, first_line: int) -> int | None:
+    """The 0-based frontmatter line of a `where:LINE: invalid YAML` error."""
+    match = re.match(rf"{re.escape(where)}:(\d+):", message)
+    return int(match.group(1)) - first_line if match else None
+
+
 def _frontmatter_fields(
-    data: Any, key_lines: dict[str, int], first_line: int, where: str
+    doc: _Doc, data: Any, key_lines: dict[str, int], first_line: int
 ) -> dict[str, Any]:
+    """The typed fields, read as leniently as the reference reads them: what it would read
+    is read (a string `depends_on` is a one-item list, an unquoted `3` is "3"); a value that
+    cannot mean anything is dropped with a warning naming file, line and field. Nothing here
+    refuses the plan."""
+    where = doc.where
     if data is None:
         data = {}
     if not isinstance(data, dict):
+        # Not a plan's frontmatter at all (the reference would read defaults): refused.
         kind = type(data).__name__
-        raise PlanError(f"{where}:{first_line}: frontmatter must be a YAML mapping, got a {kind}")
+        raise doc.fail_line(max(first_line, 1), f"frontmatter must be a YAML mapping, got a {kind}")
 
-    def fail(key: str, reason: str) -> PlanError:
-        return PlanError(f"{where}:{key_lines.get(key, first_line)}: {key}: {reason}")
+    def warn(key: str, reason: str) -> None:
+        doc.notes.append(f"{where}:{key_lines.get(key, max(first_line, 1))}: {key}: {reason}")
 
     def text_or_none(key: str) -> str | None:
         value = data.get(key)
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise fail(key, f"must be a string, got {_describe(value)}")
+            warn(key, f"must be a string, got {_describe(value)}; ignored")
+            return None
         return str(value)
 
-    def string_list(key: str, example: str) -> list[str]:
-        value = data.get(key)
+    def string_list(key: str, example: str, *aliases: str) -> list[str]:
+        value = next((data[k] for k in (key, *aliases) if data.get(k) is not None), None)
         if value is None:
             return []
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            value = [value]  # the reference reads `depends_on: 01-01` as ["01-01"]
+        # A dependency that cannot be read would be lost: refused (other lists: warned).
+        strict = key == "depends_on"
         if not isinstance(value, list):
-            raise fail(key, f"must be a list of strings such as {example}, got {_describe(value)}")
+            reason = f"must be a list of strings such as {example}, got {_describe(value)}"
+            if strict:
+                raise doc.fail_line(key_lines.get(key, max(first_line, 1)), f"{key}: {reason}")
+            warn(key, reason)
+            return []
+        out: list[str] = []
         for i, item in enumerate(value):
+            if isinstance(item, (int, float)) and not isinstance(item, bool):
+                item = str(item)
             if not isinstance(item, str) or not item.strip():
-                raise fail(
+                if strict:
+                    raise doc.fail_line(
+                        key_lines.get(key, max(first_line, 1)),
+                        f"{key}: item {i} must be a non-empty string such as {example}, "
+                        f"got {_describe(item)}",
+                    )
+                warn(
                     key,
-                    f"item {i} must be a non-empty string such as {example} (quote it), "
-                    f"got {_describe(item)}",
+                    f"item {i} must be a non-empty string such as {example}, got "
+                    f"{_describe(item)}; ignored",
                 )
-        return [item.strip() for item in value]
+                continue
+            out.append(item.strip())
+        return out
 
     fields: dict[str, Any] = {"phase": text_or_none("phase"), "plan": text_or_none("plan")}
 
     plan_type = data.get("type", "execute")
+    if plan_type is None:
+        plan_type = "execute"
     if plan_type not in PLAN_TYPES:
-        raise fail("type", f"must be one of {', '.join(PLAN_TYPES)}, got {_describe(plan_type)}")
+        warn(
+            "type",
+            f"unknown plan type {_describe(plan_type)}; run as execute "
+            f"(known: {', '.join(PLAN_TYPES)})",
+        )
+        plan_type = str(plan_type)
     fields["type"] = plan_type
 
     wave = data.get("wave")
-    if isinstance(wave, str) and re.fullmatch(r"\d+", wave.strip()):
-        wave = int(wave)  # `wave: 01` stays a string in our loader
-    if wave is not None and (isinstance(wave, bool) or not isinstance(wave, int) or wave < 0):
-        raise fail("wave", f"must be a non-negative integer, got {_describe(wave)}")
+    if wave is not None:
+        # As the reference's parseInt reads it: `wave: 2` and `wave: "02"` are 2.
+        digits = None if isinstance(wave, bool) else re.match(r"\s*(\d+)", str(wave))
+        if digits is None:
+            warn("wave", f"must be a non-negative integer, got {_describe(wave)}; ignored")
+            wave = None
+        else:
+            wave = int(digits.group(1))
     fields["wave"] = wave
 
-    fields["depends_on"] = string_list("depends_on", '"01" or "01-01"')
-    fields["files_modified"] = string_list("files_modified", '"src/app.py"')
+    fields["depends_on"] = string_list("depends_on", '"01-01"')
+    fields["files_modified"] = string_list("files_modified", '"src/app.py"', "files-modified")
     fields["requirements"] = string_list("requirements", '"AUTH-01"')
 
     autonomous = data.get("autonomous", True)
     if autonomous is None:
         autonomous = True
     if not isinstance(autonomous, bool):
-        raise fail("autonomous", f"must be true or false, got {_describe(autonomous)}")
+        # The reference: autonomous only when it reads the word `true`.
+        read = str(autonomous).strip().lower() == "true"
+        warn("autonomous", f"must be true or false, got {_describe(autonomous)}; read as {read}")
+        autonomous = read
     fields["autonomous"] = autonomous
 
     must_haves = data.get("must_haves")
     if must_haves is not None and not isinstance(must_haves, dict):
-        raise fail(
+        warn(
             "must_haves",
-            f"must be a mapping (truths, artifacts, key_links), got {_describe(must_haves)}",
+            f"is {_describe(must_haves)}, not a mapping (truths, artifacts, "
+            "key_links); kept as written",
         )
     fields["must_haves"] = must_haves
     fields["user_setup"] = data.get("user_setup")

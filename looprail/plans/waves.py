@@ -77,14 +77,70 @@ def _shown(path: Path, root: Path | None) -> str:
     return str(path)
 
 
-def resolve_dependencies(plans: Sequence[Plan], *, root: Path | None = None) -> list[Plan]:
-    """The plans with each `depends_on` entry rewritten to the id of a plan of this phase.
+_REF_TOKEN = re.compile(r"(?:\d{2,}[A-Z]?|\d[A-Z])(?:\.\d+)*", re.I)
+_REF_PLAN_TOKEN = re.compile(r"(?:\d{2}(?!\d)[A-Z]?|\d[A-Z])(?:\.\d+)*", re.I)
 
-    `"01-02"` matches that plan id (ignoring zero padding and case); a bare `"02"` matches the
-    one plan whose plan number is 02. Raises PlanError for two plans with the same id and for a
-    dependency on a plan that is not in the phase. Idempotent. Errors show plan paths relative
-    to `root` when given.
-    """
+
+@lru_cache(maxsize=8192)
+def reference_canonical_id(plan_id: str) -> str:
+    """The reference's `extractCanonicalPlanId`: the first `<phase>-<NN>` pair of an id
+    (`15-01-error-handling` → `15-01`), else the id itself."""
+    parts = [p for p in plan_id.split("-") if p]
+    for i, part in enumerate(parts):
+        if _REF_TOKEN.fullmatch(part):
+            if i + 1 < len(parts) and _REF_PLAN_TOKEN.fullmatch(parts[i + 1]):
+                return f"{part}-{parts[i + 1]}"
+            break
+    return plan_id
+
+
+class _Index:
+    """How a phase's `depends_on` entries find their plans: the reference's two rules first
+    (the id case-folded; its canonical `<phase>-<NN>` pair), then looprail's, which the
+    reference drops (zero padding ignored, a bare plan number, a short-named plan's
+    `<phase>-<plan>`)."""
+
+    def __init__(self, plans: Sequence[Plan] | Sequence[str], phase: str | None):
+        ids = [p if isinstance(p, str) else p.id for p in plans]
+        self.exact = {pid.lower(): pid for pid in ids}
+        self.ref_canonical = {reference_canonical_id(pid).lower(): pid for pid in ids}
+        self.padded: dict[str, list[str]] = {}
+        self.by_part: dict[str, list[str]] = {}
+        phase_key = canonical_plan_id(phase) if phase else None
+        for pid in ids:
+            keys = {canonical_plan_id(pid), canonical_plan_id(reference_canonical_id(pid))}
+            if phase_key is not None and _PLAN_ID.fullmatch(pid) is None:
+                keys.add(f"{phase_key}-{canonical_plan_id(pid)}")  # `01-PLAN.md` is 28-01
+            for key in keys:
+                self.padded.setdefault(key, []).append(pid)
+            part = _plan_part(reference_canonical_id(pid))
+            if part is not None:
+                self.by_part.setdefault(part, []).append(pid)
+
+    def find(self, dep: str) -> tuple[str | None, bool]:
+        """(the plan id `dep` names, whether the reference finds it too)."""
+        lower = dep.strip().lower()
+        if lower in self.exact:
+            return self.exact[lower], True
+        if lower in self.ref_canonical:
+            return self.ref_canonical[lower], True
+        key = canonical_plan_id(dep)
+        for table in (self.padded, self.by_part):
+            hits = list(dict.fromkeys(table.get(key, [])))
+            if len(hits) == 1:
+                return hits[0], False
+        return None, False
+
+
+def resolve_dependencies(
+    plans: Sequence[Plan], *, root: Path | None = None, phase: str | None = None
+) -> list[Plan]:
+    """The plans with each `depends_on` entry rewritten to the id of a plan of this phase
+    (`phase`, the phase number, lets `28-01` name a plan file called `01-PLAN.md`). An entry
+    that names no plan of the phase (a plan of an earlier phase, or nothing) moves to
+    `outside_depends_on`, as written: it is no edge of this phase's waves (as in the
+    reference), and `load_phase` checks it is finished. Raises PlanError for two plans with the
+    same id. Idempotent. Errors show plan paths relative to `root` when given."""
     by_canonical: dict[str, Plan] = {}
     for plan in plans:
         key = canonical_plan_id(plan.id)
@@ -95,29 +151,22 @@ def resolve_dependencies(plans: Sequence[Plan], *, root: Path | None = None) -> 
                 f"(also {other.path.name})"
             )
         by_canonical[key] = plan
-    by_plan_part: dict[str, list[Plan]] = {}
-    for plan in plans:
-        part = _plan_part(plan.id)
-        if part is not None:
-            by_plan_part.setdefault(part, []).append(plan)
-
-    known = ", ".join(p.id for p in plans)
+    index = _Index(plans, phase)
     resolved: list[Plan] = []
     for plan in plans:
         deps: list[str] = []
+        outside = list(plan.outside_depends_on)
         for dep in plan.depends_on:
-            target = by_canonical.get(canonical_plan_id(dep))
-            if target is None and len(by_plan_part.get(canonical_plan_id(dep), [])) == 1:
-                target = by_plan_part[canonical_plan_id(dep)][0]
+            target, _ = index.find(dep)
             if target is None:
-                raise PlanError(
-                    f"{_shown(plan.path, root)}: depends_on: plan {plan.id} depends on {dep!r}, "
-                    f"which is not a plan of this phase (plans: {known})"
-                )
-            if target.id not in deps:
-                deps.append(target.id)
-        if deps != plan.depends_on:
-            plan = plan.model_copy(update={"depends_on": deps})
+                if dep not in outside:
+                    outside.append(dep)
+            elif target not in deps and target != plan.id:
+                deps.append(target)
+            elif target == plan.id:
+                deps.append(target)  # a self-dependency: the cycle check names it
+        if deps != plan.depends_on or outside != plan.outside_depends_on:
+            plan = plan.model_copy(update={"depends_on": deps, "outside_depends_on": outside})
         resolved.append(plan)
     return resolved
 
@@ -142,6 +191,26 @@ def halt_blocked(plans: Sequence[Plan]) -> dict[str, list[str]]:
     return blocked
 
 
+def unmet_blocked(plans: Sequence[Plan]) -> dict[str, list[str]]:
+    """For each plan that may not run because a dependency outside its phase is not finished
+    (`Plan.unmet`), directly or through plans of its phase, the reasons. `depends_on` must be
+    resolved."""
+    by_id = {p.id: p for p in plans}
+    out: dict[str, list[str]] = {}
+    for plan_id in _topological(plans):
+        reasons = dict.fromkeys(by_id[plan_id].unmet)
+        for dep in by_id[plan_id].depends_on:
+            if dep in out:
+                reasons.update(
+                    dict.fromkeys(
+                        f"via plan {dep}: {r}" if not r.startswith("via") else r for r in out[dep]
+                    )
+                )
+        if reasons:
+            out[plan_id] = list(reasons)
+    return out
+
+
 def _topological(plans: Sequence[Plan]) -> list[str]:
     """Kahn's order, plans in file order when free: the order the reference walks."""
     indegree = {p.id: 0 for p in plans}
@@ -160,24 +229,22 @@ def _topological(plans: Sequence[Plan]) -> list[str]:
     return queue
 
 
-def bare_dependency_warnings(plans: Sequence[Plan], *, root: Path | None = None) -> list[str]:
-    """`depends_on: ["02"]` (a bare plan number) is resolved here to the phase's plan 02; the
-    reference's plan-index drops it, so its waves differ. Say so for each such entry."""
-    by_canonical = {canonical_plan_id(p.id) for p in plans}
-    by_plan_part: dict[str, list[Plan]] = {}
-    for plan in plans:
-        part = _plan_part(plan.id)
-        if part is not None:
-            by_plan_part.setdefault(part, []).append(plan)
+def bare_dependency_warnings(
+    plans: Sequence[Plan], *, root: Path | None = None, phase: str | None = None
+) -> list[str]:
+    """Entries looprail resolves and the reference drops (a bare plan number `"02"`, `"1-2"`
+    for `01-02`, `"28-01"` for a plan file named `01-PLAN.md`): its waves then differ. Say so
+    for each such entry. (Plans as parsed, before `resolve_dependencies`.)"""
+    index = _Index(plans, phase)
     warnings = []
     for plan in plans:
         for dep in plan.depends_on:
-            key = canonical_plan_id(dep)
-            if key not in by_canonical and len(by_plan_part.get(key, [])) == 1:
-                target = by_plan_part[key][0].id
+            target, reference_too = index.find(dep)
+            if target is not None and not reference_too:
                 warnings.append(
                     f"{_shown(plan.path, root)}: depends_on {dep!r} is read as plan {target}; "
-                    f"the reference drops a bare plan number (write {target!r} to agree)"
+                    f"the reference drops {'a bare plan number' if '-' not in dep else 'it'} "
+                    f"(write {target!r} to agree)"
                 )
     return warnings
 

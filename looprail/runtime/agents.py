@@ -22,8 +22,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,9 +37,10 @@ from looprail.runtime.base import (
     output_label,
     parse_json_object,
 )
+from looprail.runtime.git import is_git_repo
 from looprail.runtime.local import LocalRuntime, Timeouts, _last_line, _signal_name
 from looprail.runtime.logs import LOGS_DIR, OutputTee, Transcripts  # noqa: F401 (re-exported)
-from looprail.runtime.process import escape_untrusted, run_bounded
+from looprail.runtime.process import escape_untrusted, find_program, run_bounded
 from looprail.runtime.prompts import build_prompt
 
 if TYPE_CHECKING:
@@ -61,10 +60,16 @@ class Reply:
 
     final: str = ""  # the agent's last words (final message)
     session_id: str | None = None
+    # Tokens counted the same way for every CLI: `input_tokens` is every prompt token the
+    # model read, prompt-cache reads and writes included; `cached_input_tokens` is the part
+    # read from the cache (claude and opencode report the two apart, codex and gemini together).
     input_tokens: int | None = None
+    cached_input_tokens: int | None = None
     output_tokens: int | None = None
     cost_usd: float | None = None
     error: str | None = None  # an error the CLI reported (event or JSON field)
+    error_status: int | None = None  # the HTTP status of that error, when the CLI says it
+    denials: list[str] = field(default_factory=list)  # tool calls the CLI's permissions refused
     complete: bool = False  # the terminal event / object was seen
     events: int = 0
 
@@ -135,8 +140,23 @@ class Adapter:
     def argv(self, prompt: str, request: Request, s: AgentSettings, *, git: bool) -> list[str]:
         raise NotImplementedError
 
-    def parse(self, stdout: str) -> Reply:
+    def parse(self, stdout: str, stderr: str = "") -> Reply:
         raise NotImplementedError
+
+    # The prompt goes on stdin, never in argv (a CLI that rewrites its arguments, or whose
+    # argv cannot hold a long prompt whole).
+    prompt_on_stdin: ClassVar[bool] = False
+
+    def exit_reason(self, code: int) -> str | None:
+        """What a non-zero exit code means for this CLI, when it means something."""
+        return None
+
+    def readiness(
+        self, project: Path, s: AgentSettings, env: Mapping[str, str]
+    ) -> list[tuple[str, str]]:
+        """`(status, line)` checks `looprail doctor` prints beyond `--version`: what a run in
+        `project` needs from this CLI's own settings ("ok", "warning" or "problem")."""
+        return []
 
     def skill_form(self) -> str:
         return "Run the skill `{name}`."
@@ -219,13 +239,15 @@ class ClaudeAdapter(Adapter):
     DEFAULT_MODE = "acceptEdits"
 
     def argv(self, prompt: str, request: Request, s: AgentSettings, *, git: bool) -> list[str]:
-        argv = [s.binary or self.binary, "-p", prompt, "--output-format", "stream-json"]
+        # `-p` is a flag (print mode) and the prompt a positional argument: `--` ends the
+        # options, so a prompt starting with `-` stays the prompt.
+        argv = [s.binary or self.binary, "-p", "--output-format", "stream-json"]
         argv += ["--verbose", "--permission-mode", s.permission_mode or self.DEFAULT_MODE]
         if s.allowed_tools:
             argv += ["--allowedTools", ",".join(s.allowed_tools)]
         if s.model:
             argv += ["--model", s.model]
-        return argv + list(s.args)
+        return [*argv, *s.args, "--", prompt]
 
     def skill_form(self) -> str:
         return "/{name}"  # a Claude Code slash command (skills and custom commands)
@@ -258,7 +280,7 @@ class ClaudeAdapter(Adapter):
             return f"[result] {ev.get('subtype') or ''}{spent}".rstrip()
         return super().event(ev)
 
-    def parse(self, stdout: str) -> Reply:
+    def parse(self, stdout: str, stderr: str = "") -> Reply:
         r = Reply()
         for ev in _events(stdout):
             r.events += 1
@@ -283,12 +305,19 @@ class ClaudeAdapter(Adapter):
                 cost = ev.get("total_cost_usd", ev.get("cost_usd"))
                 if isinstance(cost, (int, float)) and not isinstance(cost, bool):
                     r.cost_usd = float(cost)
-                usage = ev.get("usage") or {}
-                if isinstance(usage, dict):
-                    r.input_tokens = _add(None, usage.get("input_tokens"))
-                    r.output_tokens = _add(None, usage.get("output_tokens"))
-                if ev.get("is_error") or ev.get("subtype") not in (None, "success"):
-                    r.error = f"{ev.get('subtype') or 'error'}: {ev.get('result') or ''}".strip()
+                usage = _obj(ev.get("usage"))
+                # input_tokens excludes the prompt cache: reads and writes are counted apart
+                r.input_tokens = _add(None, usage.get("input_tokens"))
+                r.input_tokens = _add(r.input_tokens, usage.get("cache_creation_input_tokens"))
+                r.input_tokens = _add(r.input_tokens, usage.get("cache_read_input_tokens"))
+                r.cached_input_tokens = _int(usage.get("cache_read_input_tokens"))
+                r.output_tokens = _add(None, usage.get("output_tokens"))
+                r.error_status = _int(ev.get("api_error_status"))
+                r.denials = [_denial(d) for d in ev.get("permission_denials") or []]
+                if ev.get("subtype") not in (None, "success"):
+                    r.error = f"{ev.get('subtype')}: {ev.get('result') or ''}".strip(": ")
+                elif ev.get("is_error"):  # API errors end in subtype "success", is_error true
+                    r.error = str(ev.get("result") or "error")
         return r
 
 
@@ -312,7 +341,7 @@ class CodexAdapter(Adapter):
             argv.append("--skip-git-repo-check")
         if s.model:
             argv += ["--model", s.model]
-        return [*argv, *s.args, prompt]
+        return [*argv, *s.args, "--", prompt]
 
     def permissions(self, s: AgentSettings) -> str:
         return f"--sandbox {s.sandbox or self.DEFAULT_SANDBOX} (codex exec never asks)"
@@ -334,7 +363,7 @@ class CodexAdapter(Adapter):
             return f"[error] {ev.get('message')}"
         return super().event(ev)
 
-    def parse(self, stdout: str) -> Reply:
+    def parse(self, stdout: str, stderr: str = "") -> Reply:
         r = Reply()
         for ev in _events(stdout):
             r.events += 1
@@ -348,8 +377,11 @@ class CodexAdapter(Adapter):
             elif kind == "turn.completed":
                 r.complete = True
                 r.error = None  # an earlier error event was retried: the turn still completed
-                usage = ev.get("usage") or {}
-                r.input_tokens = _add(r.input_tokens, usage.get("input_tokens"))
+                usage = _obj(ev.get("usage"))
+                r.input_tokens = _add(r.input_tokens, usage.get("input_tokens"))  # cache included
+                r.cached_input_tokens = _add(
+                    r.cached_input_tokens, usage.get("cached_input_tokens")
+                )
                 r.output_tokens = _add(r.output_tokens, usage.get("output_tokens"))
             elif kind == "turn.failed":
                 r.complete = True
@@ -371,6 +403,10 @@ class OpenCodeAdapter(Adapter):
         "`opencode auth login`"
     )
 
+    # `opencode run MESSAGE` rewrites an argument holding spaces as a quoted string, and an
+    # attached `--file` is cut at 50 KB; piped stdin is read verbatim, so the prompt goes there.
+    prompt_on_stdin = True
+
     def argv(self, prompt: str, request: Request, s: AgentSettings, *, git: bool) -> list[str]:
         argv = [s.binary or self.binary, "run", "--format", "json"]
         if s.model:
@@ -379,13 +415,10 @@ class OpenCodeAdapter(Adapter):
             argv += ["--agent", request.name]
         elif request.kind == "verdict" and request.verdict is not None:
             argv += ["--agent", request.verdict.ref]
-        return [*argv, *s.args, prompt]
+        return [*argv, *s.args]
 
     def agent_form(self) -> str:
         return "You are the `{name}` agent."
-
-    def long_prompt(self, path: Path) -> tuple[str, list[str], bool]:
-        return "Follow the instructions in the attached file.", ["--file", str(path)], False
 
     def permissions(self, s: AgentSettings) -> str:
         return "OpenCode's own `permission` settings (opencode.json)"
@@ -404,7 +437,7 @@ class OpenCodeAdapter(Adapter):
             return f"[error] {_obj(err.get('data')).get('message') or err.get('name')}"
         return super().event(ev)
 
-    def parse(self, stdout: str) -> Reply:
+    def parse(self, stdout: str, stderr: str = "") -> Reply:
         r = Reply()
         texts: list[str] = []
         for ev in _events(stdout):
@@ -416,8 +449,13 @@ class OpenCodeAdapter(Adapter):
             if kind == "text" and isinstance(part.get("text"), str):
                 texts.append(part["text"])
             elif kind == "step_finish":
-                tokens = part.get("tokens") or {}
+                tokens = _obj(part.get("tokens"))
+                cache = _obj(tokens.get("cache"))
+                # tokens.input excludes the prompt cache: reads and writes are counted apart
                 r.input_tokens = _add(r.input_tokens, tokens.get("input"))
+                r.input_tokens = _add(r.input_tokens, cache.get("read"))
+                r.input_tokens = _add(r.input_tokens, cache.get("write"))
+                r.cached_input_tokens = _add(r.cached_input_tokens, cache.get("read"))
                 r.output_tokens = _add(r.output_tokens, tokens.get("output"))
                 cost = part.get("cost")
                 if isinstance(cost, (int, float)) and not isinstance(cost, bool):
@@ -425,16 +463,18 @@ class OpenCodeAdapter(Adapter):
                 if part.get("reason") in ("stop", "end_turn", "completed", None):
                     r.complete = True
             elif kind == "error":
-                err = ev.get("error") or {}
+                err = _obj(ev.get("error"))
                 data = _obj(err.get("data"))
                 r.error = str(data.get("message") or err.get("message") or err.get("name") or ev)
+                r.error_status = _int(data.get("statusCode"))
         r.final = texts[-1] if texts else ""
         return r
 
 
 class GeminiAdapter(Adapter):
-    """`gemini -p PROMPT --output-format json --approval-mode auto_edit`: one JSON object
-    `{response, stats, error?}`; exit 0 ok, 1 error, 42 bad input, 53 turn limit."""
+    """`gemini --output-format json --approval-mode auto_edit --prompt=PROMPT`: one JSON object
+    `{response, stats, error?}` on stdout; on an API error the object goes to stderr and the
+    exit code is the HTTP status modulo 256 (401 -> 145, 429 -> 173); 55: untrusted folder."""
 
     name = "gemini"
     binary = "gemini"
@@ -445,23 +485,113 @@ class GeminiAdapter(Adapter):
     DEFAULT_APPROVAL = "auto_edit"
 
     def argv(self, prompt: str, request: Request, s: AgentSettings, *, git: bool) -> list[str]:
-        argv = [s.binary or self.binary, "-p", prompt, "--output-format", "json"]
+        argv = [s.binary or self.binary, "--output-format", "json"]
         argv += ["--approval-mode", s.approval_mode or self.DEFAULT_APPROVAL]
         if s.model:
             argv += ["--model", s.model]
-        return argv + list(s.args)
+        # `--prompt=` in one argument: a prompt starting with `-` is never read as an option
+        return [*argv, *s.args, f"--prompt={prompt}"]
+
+    # Gemini CLI's own exit codes (the others are an HTTP status modulo 256).
+    EXIT_CODES: ClassVar[dict[int, str]] = {
+        41: "not authenticated",
+        42: "bad input",
+        44: "sandbox error",
+        52: "bad configuration",
+        53: "turn limit reached",
+        55: (
+            "the folder is not trusted (headless Gemini CLI refuses to run there): trust it "
+            "once by running `gemini` in the project, or add --skip-trust to "
+            "looprail.agents.gemini.args"
+        ),
+    }
+
+    def readiness(
+        self, project: Path, s: AgentSettings, env: Mapping[str, str]
+    ) -> list[tuple[str, str]]:
+        home = Path(env.get("GEMINI_CLI_HOME") or env.get("HOME") or Path.home())
+        settings = _read_json(home / ".gemini" / "settings.json")
+        where = Path(project).resolve()
+        return [self._trust(where, s, env, home, settings), self._auth(env, settings)]
+
+    def _trust(
+        self,
+        project: Path,
+        s: AgentSettings,
+        env: Mapping[str, str],
+        home: Path,
+        settings: dict[str, Any],
+    ) -> tuple[str, str]:
+        # Gemini CLI's own order (checkPathTrust): the env, the setting, trustedFolders.json.
+        untrusted = (
+            f"gemini: {project} is not a trusted folder, and headless Gemini CLI exits 55 "
+            "there: trust it once (run `gemini` in it), set GEMINI_CLI_TRUST_WORKSPACE=true, "
+            "or add --skip-trust to looprail.agents.gemini.args"
+        )
+        if "--skip-trust" in s.args:
+            return "ok", "gemini: folder trust skipped (--skip-trust)"
+        if env.get("GEMINI_RESTRICTED_MODE") == "true" or (
+            env.get("GEMINI_CLI_TRUST_WORKSPACE") == "false"
+        ):
+            return "problem", untrusted
+        if env.get("GEMINI_CLI_TRUST_WORKSPACE") == "true":
+            return "ok", "gemini: folder trusted (GEMINI_CLI_TRUST_WORKSPACE=true)"
+        trust = _obj(_obj(settings.get("security")).get("folderTrust"))
+        if trust.get("enabled") is False:
+            return "ok", "gemini: folder trust is off (security.folderTrust.enabled)"
+        rules_file = Path(
+            env.get("GEMINI_CLI_TRUSTED_FOLDERS_PATH") or home / ".gemini" / "trustedFolders.json"
+        )
+        where = os.path.realpath(project)
+        best: tuple[int, str] | None = None
+        for rule, level in _read_json(rules_file).items():
+            folder = os.path.dirname(rule) if level == "TRUST_PARENT" else rule
+            real = os.path.realpath(folder)
+            inside = where == real or where.startswith(real.rstrip("/") + "/")
+            if inside and (best is None or len(rule) > best[0]):
+                best = (len(rule), str(level))
+        if best is not None and best[1] in ("TRUST_FOLDER", "TRUST_PARENT"):
+            return "ok", f"gemini: folder trusted ({rules_file})"
+        return "problem", untrusted
+
+    @staticmethod
+    def _auth(env: Mapping[str, str], settings: dict[str, Any]) -> tuple[str, str]:
+        chosen = _obj(_obj(settings.get("security")).get("auth")).get("selectedType")
+        chosen = chosen or settings.get("selectedAuthType")
+        if isinstance(chosen, str) and chosen:
+            return "ok", f"gemini: auth {chosen} (settings.json)"
+        # Gemini CLI's getAuthTypeFromEnv, in its order
+        for var, value, mode in (
+            ("GOOGLE_GENAI_USE_GCA", "true", "oauth-personal"),
+            ("GOOGLE_GENAI_USE_VERTEXAI", "true", "vertex-ai"),
+            ("GOOGLE_GEMINI_BASE_URL", None, "gateway"),
+            ("GEMINI_API_KEY", None, "gemini-api-key"),
+        ):
+            if env.get(var) and (value is None or env.get(var) == value):
+                return "ok", f"gemini: auth {mode} ({var})"
+        return (
+            "problem",
+            "gemini: no auth method: headless Gemini CLI needs one; run `gemini` once and log "
+            "in (it sets security.auth.selectedType in ~/.gemini/settings.json), or set "
+            "GEMINI_API_KEY",
+        )
+
+    def exit_reason(self, code: int) -> str | None:
+        if code in self.EXIT_CODES:
+            return self.EXIT_CODES[code]
+        status = {401 % 256: 401, 403 % 256: 403, 429 % 256: 429}.get(code)
+        return f"HTTP {status}: {classify('', status)}" if status else None
 
     def permissions(self, s: AgentSettings) -> str:
         return f"--approval-mode {s.approval_mode or self.DEFAULT_APPROVAL}"
 
-    def parse(self, stdout: str) -> Reply:
+    def parse(self, stdout: str, stderr: str = "") -> Reply:
         r = Reply()
-        obj = parse_json_object(stdout)
-        if obj is None:  # pretty-printed or preceded by noise: the last {...} block
-            start = stdout.find("{")
-            obj = parse_json_object(stdout[start:]) if start >= 0 else None
-        if obj is None:
-            return r
+        obj = _json_block(stdout)
+        if obj is None:  # an API error: stdout is empty, the JSON object is on stderr
+            obj = _json_block(stderr)
+            if obj is None or "error" not in obj:
+                return r
         r.events = 1
         r.complete = True
         if isinstance(obj.get("response"), str):
@@ -472,17 +602,56 @@ class GeminiAdapter(Adapter):
         stats = _obj(obj.get("stats"))
         models = _obj(stats.get("models"))
         for model in models.values():
-            tokens = (model or {}).get("tokens") or {}
-            r.input_tokens = _add(r.input_tokens, tokens.get("prompt"))
+            tokens = _obj(_obj(model).get("tokens"))
+            r.input_tokens = _add(r.input_tokens, tokens.get("prompt"))  # cache included
+            r.cached_input_tokens = _add(r.cached_input_tokens, tokens.get("cached"))
             r.output_tokens = _add(r.output_tokens, tokens.get("candidates"))
         r.input_tokens = _add(r.input_tokens, stats.get("inputTokens"))
         r.output_tokens = _add(r.output_tokens, stats.get("outputTokens"))
         err = obj.get("error")
         if isinstance(err, dict):
-            r.error = str(err.get("message") or err.get("type") or err)
+            r.error = _api_message(str(err.get("message") or err.get("type") or err))
+            r.error_status = _int(err.get("code"))
         elif isinstance(err, str) and err:
             r.error = err
         return r
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """A JSON object file (comments allowed, as the CLIs allow them), or {}."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return {}
+    text = re.sub(r"^\s*//.*$", "", text, flags=re.M)
+    return _obj(parse_json_object(text))
+
+
+def _json_block(text: str) -> dict[str, Any] | None:
+    """The JSON object in `text`: all of it, or the last block that starts with `{` at the
+    start of a line (Gemini CLI prints a stack trace before its JSON error)."""
+    obj = parse_json_object(text)
+    if obj is not None:
+        return obj
+    starts = [m.start() for m in re.finditer(r"^\{", text, flags=re.M)]
+    for start in reversed(starts):
+        obj = parse_json_object(text[start:])
+        if obj is not None:
+            return obj
+    return None
+
+
+def _api_message(text: str) -> str:
+    """An API error body quoted as the message (`{"error": {"message": …}}`): its message."""
+    inner = parse_json_object(text) if text.lstrip().startswith("{") else None
+    message = _obj(_obj(inner).get("error")).get("message") if inner else None
+    return message if isinstance(message, str) and message else text
+
+
+def _denial(value: Any) -> str:
+    """One refused tool call (claude's `permission_denials[]`) in one short line."""
+    d = _obj(value)
+    return f"{d.get('tool_name') or '?'} {_brief(d.get('tool_input'), 160)}".strip()
 
 
 ADAPTERS: dict[str, type[Adapter]] = {
@@ -490,8 +659,13 @@ ADAPTERS: dict[str, type[Adapter]] = {
 }
 
 
-def classify(error: str) -> str:
-    """A short label for a CLI error: rate limited, not authenticated, or just error."""
+def classify(error: str, status: int | None = None) -> str:
+    """A short label for a CLI error: rate limited, not authenticated, or just error (by the
+    HTTP status when the CLI reported one, else by the words of the message)."""
+    if status == 429:
+        return "rate limited"
+    if status in (401, 403):
+        return "not authenticated"
     low = error.lower()
     if "429" in low or "rate limit" in low or "rate_limit" in low or "quota" in low:
         return "rate limited"
@@ -564,7 +738,7 @@ class AgentRuntime(BaseRuntime):
         was journaled and its first hooks ran."""
         env = {**os.environ, **self.local.env, **self.env}
         binary = self.settings.binary or self.adapter.binary
-        if shutil.which(binary, path=env.get("PATH")) is None:
+        if find_program(binary, env) is None:
             return self._missing(binary)
         return None
 
@@ -577,7 +751,9 @@ class AgentRuntime(BaseRuntime):
     def begin_run(self, run_id: str | None) -> None:
         self.transcripts.run_id = run_id
         if self.progress is not None:
-            self.progress(f"agent {self.adapter.name}: {self.adapter.permissions(self.settings)}")
+            from looprail.runtime.agent_settings import describe
+
+            self.progress(describe(self.adapter.name, self.settings))
 
     def own(self, ctx: DispatchContext) -> DispatchContext:
         return self.local.own(ctx)
@@ -613,13 +789,16 @@ class AgentRuntime(BaseRuntime):
         workdir = ctx.workdir or self.project
         env = self._env(request, ctx)
         binary = self.settings.binary or self.adapter.binary
-        found = shutil.which(binary, path=env.get("PATH"))
+        found = find_program(binary, env)
         if found is None:
             return Outcome.failed(self._missing(binary))
         folder = self.transcripts.folder(request)
         (folder / "prompt.md").write_text(prompt, encoding="utf-8")
         stdin = None
-        if len(prompt.encode()) > ARG_LIMIT:
+        if self.adapter.prompt_on_stdin:
+            argv = self.adapter.argv(prompt, request, self.settings, git=self._git)
+            stdin = prompt
+        elif len(prompt.encode()) > ARG_LIMIT:
             # One argv string may hold at most 128 KiB (Linux MAX_ARG_STRLEN): a long prompt
             # goes the way each CLI reads more input (stdin, or an attached file).
             short, extra, via_stdin = self.adapter.long_prompt(folder / "prompt.md")
@@ -649,15 +828,25 @@ class AgentRuntime(BaseRuntime):
             )
         finally:
             tee.close()
-        reply = self.adapter.parse(result.stdout)
+        reply = self.adapter.parse(result.stdout, result.stderr)
         rel = self.transcripts.rel(folder)
+        # A CLI that reports no cost, or $0 (opencode and claude for a model they have no
+        # price for), is priced from its tokens when prices are configured.
+        estimate = self._estimate(reply) if not reply.cost_usd else None
+        cost = estimate if estimate is not None else reply.cost_usd
         usage = Usage(
             agent=self.adapter.name,
             session_id=reply.session_id,
             input_tokens=reply.input_tokens,
+            cached_input_tokens=reply.cached_input_tokens,
             output_tokens=reply.output_tokens,
-            cost_usd=reply.cost_usd if reply.cost_usd is not None else self._estimate(reply),
+            cost_usd=cost,
         )
+        if reply.denials and self.progress is not None:
+            self.progress(
+                f"{self.adapter.name} refused {len(reply.denials)} tool call(s) in "
+                f"{output_label(request)}: {'; '.join(reply.denials[:3])}"
+            )
         outcome = self._outcome(request, ctx, result, reply, timeout_s, rel, usage)
         _write_transcript(folder, prompt, argv, result, reply, outcome)
         if self.meter is not None:
@@ -671,9 +860,11 @@ class AgentRuntime(BaseRuntime):
                     "ok": outcome.ok,
                     "sessionId": usage.session_id,
                     "inputTokens": usage.input_tokens,
+                    "cachedInputTokens": usage.cached_input_tokens,
                     "outputTokens": usage.output_tokens,
                     "costUsd": usage.cost_usd,
-                    "costEstimated": reply.cost_usd is None and usage.cost_usd is not None,
+                    "costEstimated": estimate is not None,
+                    "permissionDenials": reply.denials or None,
                     "transcript": rel,
                     "durationMs": int(result.duration_s * 1000),
                 }
@@ -717,13 +908,15 @@ class AgentRuntime(BaseRuntime):
                 update={"timed_out": True}
             )
         if reply.error:
-            return failed(f"{name}: {classify(reply.error)}: {_one_line(reply.error)}")
+            label = classify(reply.error, reply.error_status)
+            return failed(f"{name}: {label}: {_one_line(reply.error)}")
         code = result.exit_code
         if code != 0:
+            meaning = self.adapter.exit_reason(code) if code is not None and code > 0 else None
             why = (
                 f"was killed by {_signal_name(-code)}"
                 if code is not None and code < 0
-                else (f"exited {code}")
+                else (f"exited {code}" + (f" ({meaning})" if meaning else ""))
             )
             return failed(f"{name} {why}")
         if not reply.complete:
@@ -734,7 +927,8 @@ class AgentRuntime(BaseRuntime):
             return Outcome.succeeded(stdout, **common)
         problem = owed_problem(request, self.project)
         if problem is not None:
-            return failed(f"{request.role or name} did not deliver: {problem}")
+            refused = f" ({name} refused: {'; '.join(reply.denials)})" if reply.denials else ""
+            return failed(f"{request.role or name} did not deliver: {problem}{refused}")
         return Outcome.succeeded(reply.final, **common)
 
     def _line_sink(self, request: Request) -> Callable[[str, str], None] | None:
@@ -756,7 +950,7 @@ class AgentRuntime(BaseRuntime):
         s = self.settings
         if s.input_usd_per_mtok is None or s.output_usd_per_mtok is None:
             return None
-        if reply.input_tokens is None and reply.output_tokens is None:
+        if not reply.input_tokens and not reply.output_tokens:
             return None
         spent = (reply.input_tokens or 0) * s.input_usd_per_mtok
         spent += (reply.output_tokens or 0) * s.output_usd_per_mtok
@@ -834,7 +1028,15 @@ def _write_transcript(
 ) -> None:
     (folder / "prompt.md").write_text(prompt, encoding="utf-8")
     # stdout.jsonl and stderr.txt were written while the CLI ran (OutputTee)
-    shown = [a if a != prompt else "<prompt.md>" for a in argv]
+    # the prompt (or gemini's `--prompt=PROMPT`) is in prompt.md beside
+    shown = [
+        "<prompt.md>"
+        if a == prompt
+        else a[: -len(prompt)] + "<prompt.md>"
+        if a.endswith("=" + prompt)
+        else a
+        for a in argv
+    ]
     meta = {
         "argv": shown,
         "exitCode": result.exit_code,
@@ -845,9 +1047,12 @@ def _write_transcript(
         "complete": reply.complete,
         "sessionId": reply.session_id,
         "inputTokens": reply.input_tokens,
+        "cachedInputTokens": reply.cached_input_tokens,
         "outputTokens": reply.output_tokens,
         "costUsd": reply.cost_usd,
         "error": reply.error,
+        "errorStatus": reply.error_status,
+        "permissionDenials": reply.denials,
         "final": reply.final,
         "ok": outcome.ok,
         "detail": outcome.detail,
@@ -856,17 +1061,7 @@ def _write_transcript(
 
 
 def _in_git(path: Path) -> bool:
-    try:
-        done = subprocess.run(
-            ["git", "rev-parse", "--is-inside-work-tree"],
-            cwd=path,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return done.returncode == 0 and done.stdout.strip() == "true"
+    return is_git_repo(path)
 
 
 class ClaudeRuntime(AgentRuntime):

@@ -116,7 +116,8 @@ class Usage(_Frozen):
 
     agent: str
     session_id: str | None = None
-    input_tokens: int | None = None
+    input_tokens: int | None = None  # every prompt token, prompt-cache reads and writes included
+    cached_input_tokens: int | None = None  # of those, the ones read from the prompt cache
     output_tokens: int | None = None
     cost_usd: float | None = None
 

@@ -1,7 +1,13 @@
 """Waves on a Dask cluster: each plan of a wave is one `Client.submit(..., pure=False)`.
 
     looprail run --phase 1 --executor dask://scheduler:8786   # a running dask.distributed
+    looprail run --phase 1 --executor dask://tls://sched:8786 # the same over TLS
     looprail run --phase 1 --executor dask-local:8            # a LocalCluster of 8 processes
+
+A LocalCluster listens on 127.0.0.1 over mutual TLS with credentials made for the run
+(`local_security`), and has no HTTP dashboard unless `dask-local:N,dashboard=HOST:PORT` asks
+for one. A scheduler given by address can run any function in this process (it sends the
+results of plans, which are unpickled here): connect only to one you control.
 
 A worker runs the plan's tasks with the chosen runtime (a `LocalRuntime` over its own copy of
 the project, see `looprail.runtime.dask_worker`) and reports each task as it starts and ends on
@@ -53,24 +59,45 @@ LEAN_WORKERS = {
     "distributed.worker.memory.monitor-interval": "1s",
     "distributed.admin.tick.interval": "200ms",
 }
+NO_HTTP_ROUTES: dict[str, list[str]] = {
+    "distributed.scheduler.http.routes": [],
+    "distributed.worker.http.routes": [],
+}
 # A wave's plans that have not reported for this long are looked at again (a lost wake-up).
 _WAKE_S = 1.0
 
 
 def parse_executor(spec: str) -> tuple[str, Any]:
-    """`dask://HOST:PORT` → ("address", "tcp://HOST:PORT"); `dask-local:N` → ("local", N).
-    UsageError (exit 2) for anything else, or when dask.distributed is not installed."""
-    value: str | int
+    """`dask://HOST:PORT` → ("address", "tcp://HOST:PORT"); `dask://tls://HOST:PORT` →
+    ("address", "tls://HOST:PORT"); `dask-local:N` → ("local", LocalSpec(N)), with
+    `,dashboard=ADDR` to start Dask's HTTP dashboard (off unless asked for). UsageError (exit
+    2) for anything else, or when dask.distributed is not installed."""
+    value: str | LocalSpec
     if spec.startswith("dask://"):
         where = spec.removeprefix("dask://")
-        if not where or ":" not in where:
-            raise UsageError(f"--executor {spec}: expected dask://HOST:PORT")
-        kind, value = "address", f"tcp://{where}"
+        scheme = "tcp"
+        for prefix in ("tls", "tcp"):
+            if where.startswith(f"{prefix}://"):
+                scheme, where = prefix, where.removeprefix(f"{prefix}://")
+        if not where or ":" not in where or "/" in where:
+            raise UsageError(
+                f"--executor {spec}: expected dask://HOST:PORT or dask://tls://HOST:PORT"
+            )
+        kind, value = "address", f"{scheme}://{where}"
     elif spec.startswith("dask-local:"):
-        count = spec.removeprefix("dask-local:")
+        count, *options = spec.removeprefix("dask-local:").split(",")
         if not count.isdigit() or int(count) < 1:
             raise UsageError(f"--executor {spec}: expected dask-local:N with N >= 1 workers")
-        kind, value = "local", int(count)
+        dashboard = None
+        for option in options:
+            key, eq, addr = option.partition("=")
+            if key != "dashboard" or not eq or ":" not in addr:
+                raise UsageError(
+                    f"--executor {spec}: unknown option {option!r} "
+                    "(known: dashboard=HOST:PORT, e.g. dashboard=127.0.0.1:8787)"
+                )
+            dashboard = addr
+        kind, value = "local", LocalSpec(int(count), dashboard)
     else:
         raise UsageError(f"--executor {spec}: expected dask://HOST:PORT or dask-local:N")
     try:
@@ -80,6 +107,56 @@ def parse_executor(spec: str) -> tuple[str, Any]:
             f"--executor {spec} needs dask.distributed; install it with {INSTALL_HINT}"
         ) from None
     return kind, value
+
+
+@dataclass(frozen=True)
+class LocalSpec:
+    """`dask-local:N[,dashboard=ADDR]`: N worker processes; Dask's HTTP dashboard only when
+    an address is given (it shows every task, and nothing guards it)."""
+
+    workers: int
+    dashboard: str | None = None
+
+
+def local_security() -> Any:
+    """Per-run credentials for a LocalCluster: a self-signed key and certificate made in
+    memory (`Security.temporary()`), mutual TLS required on every connection. They reach
+    the workers through the nanny's pipe (Dask writes them only for the moment it loads them,
+    into a private 0700 temporary folder), so nobody else on the machine can connect to the
+    scheduler or a worker, let alone run a function in looprail's process."""
+    from distributed.security import Security
+
+    try:
+        return Security.temporary()
+    except ImportError:
+        raise UsageError(
+            f"--executor dask-local needs `cryptography` for its TLS credentials; "
+            f"install it with {INSTALL_HINT}"
+        ) from None
+
+
+def _check_remote_security(spec: str, address: str) -> None:
+    """A scheduler given by address is reached with Dask's own security settings: its
+    `distributed.client.security-loader`, else `distributed.comm.tls.*` (e.g.
+    DASK_DISTRIBUTED__COMM__TLS__CA_FILE). A `tls://` address with neither a loader nor a CA
+    and a client certificate configured is refused before connecting."""
+    import dask
+
+    if not address.startswith("tls://"):
+        return
+    if dask.config.get("distributed.client.security-loader", default=None):
+        return
+    # dask.config.get, not the dict: `ca_file` (from the environment) is also `ca-file`
+    ca = dask.config.get("distributed.comm.tls.ca-file", default=None)
+    cert = dask.config.get("distributed.comm.tls.client.cert", default=None)
+    if not ca or not cert:
+        raise UsageError(
+            f"--executor {spec}: a tls:// scheduler needs Dask's TLS settings: "
+            "distributed.comm.tls.ca-file and distributed.comm.tls.client.cert (and .key), "
+            "e.g. DASK_DISTRIBUTED__COMM__TLS__CA_FILE=ca.pem "
+            "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT=client.pem "
+            "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY=client-key.pem"
+        )
 
 
 def plan_topic(channel: str, plan_id: str) -> str:
@@ -117,17 +194,26 @@ class DaskExecutor:
             # stack sample every 10 ms) and 100 ms memory polls only cost CPU. On a small
             # machine an idle LocalCluster of 8 took 0.28 CPU-s per second with them, 0.08
             # without. (A cluster given by address keeps its own configuration.)
-            with dask.config.set(LEAN_WORKERS):
+            security = local_security()
+            # The scheduler and every worker start an HTTP server whatever the dashboard
+            # setting (health, metrics, `/info` pages naming every task): with no dashboard
+            # asked for, it serves nothing.
+            quiet = {} if value.dashboard else NO_HTTP_ROUTES
+            with dask.config.set({**LEAN_WORKERS, **quiet}):
                 self._cluster = LocalCluster(
-                    n_workers=value,
+                    n_workers=value.workers,
                     threads_per_worker=1,
                     processes=True,
-                    dashboard_address=None,
+                    host="127.0.0.1",
+                    protocol="tls://",
+                    security=security,
+                    dashboard_address=value.dashboard,
                     silence_logs=40,
                 )
-            self.client = Client(self._cluster)
+            self.client = Client(self._cluster, security=security)
         else:
-            try:
+            _check_remote_security(self.spec, value)
+            try:  # security=None: Dask's own settings (loader, then distributed.comm.tls.*)
                 self.client = Client(value, timeout="10s")
             except OSError as exc:
                 raise LooprailError(

@@ -25,7 +25,6 @@ import fcntl
 import os
 import shutil
 import stat
-import subprocess
 import tempfile
 import threading
 import time
@@ -38,6 +37,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from looprail.layout import AGENTS_DIR, CHECKS_DIR, COMMANDS_DIR, LOOPRAIL_DIR, SKILLS_DIR
 from looprail.runtime.dask_executor import _SKIP, PlanJob, apply_changes, plan_topic
+from looprail.runtime.git import git
 
 _KEEP_LOOPRAIL = (AGENTS_DIR, SKILLS_DIR, COMMANDS_DIR, CHECKS_DIR)  # executables the runtime runs
 
@@ -138,22 +138,29 @@ def refresh(source: str, target: Path, manifest: dict) -> dict:
     if source.startswith("git+"):
         url = source.removeprefix("git+")
         if (target / ".git").is_dir():
-            git = ["git", "-C", str(target)]
             for argv in (
-                [*git, "fetch", "--quiet", "--depth", "1", "origin", "HEAD"],
-                [*git, "reset", "--quiet", "--hard", "FETCH_HEAD"],
-                [*git, "clean", "-ffdxq"],
+                ["fetch", "--quiet", "--depth", "1", "origin", "HEAD"],
+                ["reset", "--quiet", "--hard", "FETCH_HEAD"],
+                ["clean", "-ffdxq"],
             ):
-                subprocess.run(argv, check=True, capture_output=True)
+                _git_or_raise(argv, target)
         else:
             shutil.rmtree(target, ignore_errors=True)
-            subprocess.run(
-                ["git", "clone", "--quiet", "--depth", "1", url, str(target)],
-                check=True,
-                capture_output=True,
-            )
+            _git_or_raise(["clone", "--quiet", "--depth", "1", url, str(target)], target.parent)
         return {}
     return sync_tree(Path(source), target, manifest)
+
+
+def _git_or_raise(args: list[str], cwd: Path) -> None:
+    """git on the confined PATH, hooks off (`runtime.git`); a failure raises, naming it."""
+    done = git(args, cwd, timeout_s=_GIT_TIMEOUT_S)
+    if done.exit_code != 0:
+        why = done.describe_failure()
+        last = (done.stderr or done.stdout).strip().splitlines()
+        raise RuntimeError(f"git {args[0]} failed ({why}): {last[-1] if last else 'no output'}")
+
+
+_GIT_TIMEOUT_S = 600.0  # a clone of a big project over a slow link
 
 
 def _wanted(rel_dir: str, name: str) -> bool:

@@ -71,6 +71,7 @@ def run_bounded(
     shell: bool = False,
     output_cap: int = DEFAULT_OUTPUT_CAP,
     on_output: Callable[[str, bytes], None] | None = None,
+    guard: bool = True,
 ) -> ProcessResult:
     """Run one process to completion or to its timeout, whichever is first.
 
@@ -82,6 +83,10 @@ def run_bounded(
 
     `on_output(stream, chunk)` ("stdout" or "stderr", raw bytes) sees every chunk as it
     arrives, cap or not, on the calling thread (logs and `-v` read it there).
+
+    `guard=False` starts the child without the guard (a process group of its own, killed by
+    `kill_running` all the same), and so unjournaled: for looprail's own short calls such as
+    git, which a killed looprail cannot leave running for long and which a run makes dozens of.
     """
     if shell:
         if not isinstance(argv, str):
@@ -94,12 +99,12 @@ def run_bounded(
     if not timeout_s or timeout_s <= 0:
         raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
     shown = tuple(cmd)
-    env = confined_path_env(env)
+    env = child_pwd_env(confined_path_env(env), cwd)
     data = stdin.encode() if isinstance(stdin, str) else stdin
     start = time.monotonic()
     # Registered before it exists: a `kill_running` from another thread while this child is
     # being started marks it, and it is killed the moment it exists.
-    child = _Child(guarded=guard_available())
+    child = _Child(guarded=guard and guard_available())
     with _LIVE_LOCK:
         if _REFUSING:
             why = "looprail is stopping: no new process is started"
@@ -815,6 +820,25 @@ def confined_path_env(env: Mapping[str, str] | None) -> Mapping[str, str] | None
     confined = dict(base)
     confined["PATH"] = os.pathsep.join(kept) if kept else os.defpath
     return confined
+
+
+def child_pwd_env(
+    env: Mapping[str, str] | None, cwd: str | Path | None
+) -> Mapping[str, str] | None:
+    """`env` (or this process's environment) with `PWD` set to the child's working folder.
+
+    A program that asks `$PWD` before `getcwd()` (OpenCode does, as shells and Node tools often
+    do) must find the folder it runs in, not the folder looprail was started from: otherwise a
+    task in a plan's worktree writes into the main tree. Unchanged when `cwd` is None."""
+    if cwd is None:
+        return env
+    where = os.path.abspath(cwd)
+    base = os.environ if env is None else env
+    if base.get("PWD") == where:
+        return env
+    out = dict(base)
+    out["PWD"] = where
+    return out
 
 
 def find_program(name: str, env: Mapping[str, str] | None = None) -> str | None:

@@ -152,6 +152,7 @@ def _task_section(request: Request, project: Path) -> str:
             lines += ["", f"### {title}", "", body.strip()]
     if t.acceptance_criteria:
         lines += ["", "### Acceptance criteria", ""] + [f"- {c}" for c in t.acceptance_criteria]
+    lines += _plan_vocabulary(request, t.plan_id)
     if t.read_first:
         lines += ["", "## Read first"]
         for rel in t.read_first:
@@ -161,6 +162,35 @@ def _task_section(request: Request, project: Path) -> str:
             else:
                 lines += ["", f"### {rel}", "", "(not readable from the project)"]
     return "\n".join(lines)
+
+
+# Plan sections of the reference's vocabulary an executor needs beside its task: the plan's
+# goal, the contracts it must code against, and the threats it must mitigate.
+_PLAN_SECTIONS = (("objective", "Plan objective"),)
+_OTHER_SECTIONS = (("interfaces", "Interfaces"), ("threat_model", "Threat model"))
+
+
+def _plan_vocabulary(request: Request, plan_id: str) -> list[str]:
+    """The task's plan's `<objective>`, `<interfaces>` and `<threat_model>`, when it has them
+    (read from the phase folder; nothing when the plan cannot be read)."""
+    if not request.phase.dir:
+        return []
+    from looprail.errors import LooprailError
+    from looprail.plans.planfile import plan_id_from_filename, read_plan
+
+    folder = Path(request.phase.dir)
+    try:
+        name = next(n.name for n in folder.iterdir() if plan_id_from_filename(n.name) == plan_id)
+        plan = read_plan(folder / name)
+    except (StopIteration, OSError, LooprailError):
+        return []
+    lines: list[str] = []
+    texts = [(title, getattr(plan, key)) for key, title in _PLAN_SECTIONS]
+    texts += [(title, plan.sections.get(key)) for key, title in _OTHER_SECTIONS]
+    for title, text in texts:
+        if text and text.strip():
+            lines += ["", f"### {title} ({plan_id})", "", text.strip()]
+    return lines
 
 
 def _subst(text: str, v: dict[str, str]) -> str:

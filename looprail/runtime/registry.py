@@ -39,8 +39,9 @@ BUILTIN: Mapping[str, str] = {
 
 @dataclass
 class RuntimeSettings:
-    """Everything a runtime may be built from. `agent` is the runtime's own section of
-    `.planning/config.json` (`looprail.agents.<name>`), already an object."""
+    """Everything a runtime may be built from. `agent` is the runtime's settings, already an
+    object: for an agent CLI the effective ones (`looprail.trust.agents.effective_agent`: the
+    project's `looprail.agents.<name>` with consent applied, under the user's own)."""
 
     project: Path
     host_tool: str | None = None

@@ -160,7 +160,8 @@ class AgentCallRow(_Out):
     taskKey: str | None
     ok: bool
     sessionId: str | None
-    inputTokens: int | None
+    inputTokens: int | None  # prompt-cache reads and writes included, for every CLI
+    cachedInputTokens: int | None = None  # of those, read from the prompt cache
     outputTokens: int | None
     costUsd: float | None
     costEstimated: bool = False  # from tokens and configured prices, not reported by the CLI
@@ -173,6 +174,7 @@ class Spend(_Out):
 
     calls: int = 0
     inputTokens: int = 0
+    cachedInputTokens: int = 0
     outputTokens: int = 0
     costUsd: float | None = None  # None when no call reported a cost
     estimated: bool = False  # some of costUsd was estimated from tokens
@@ -223,7 +225,8 @@ def format_spend(s: Spend) -> str:
     cost = f"${s.costUsd:.4f}" if s.costUsd is not None else "cost not reported"
     if s.estimated:
         cost = f"~{cost} (estimated from tokens)"
-    return f"{cost} · {s.inputTokens} in / {s.outputTokens} out tokens · {calls}"
+    cached = f" ({s.cachedInputTokens} cached)" if s.cachedInputTokens else ""
+    return f"{cost} · {s.inputTokens} in{cached} / {s.outputTokens} out tokens · {calls}"
 
 
 def run_header(run: RunRow, tasks: Iterable[TaskRow]) -> RunHeader:

@@ -186,6 +186,7 @@ def _agent_calls(events: Sequence[Row]) -> list[dict[str, Any]]:
                 "ok": bool(d.get("ok")),
                 "sessionId": _str(d.get("sessionId")),
                 "inputTokens": _int(d.get("inputTokens")),
+                "cachedInputTokens": _int(d.get("cachedInputTokens")),
                 "outputTokens": _int(d.get("outputTokens")),
                 "costUsd": _float(d.get("costUsd")),
                 "costEstimated": d.get("costEstimated") is True,
@@ -202,6 +203,7 @@ def _spend(calls: list[dict[str, Any]]) -> dict[str, Any]:
         return {
             "calls": len(rows),
             "inputTokens": sum(r["inputTokens"] or 0 for r in rows),
+            "cachedInputTokens": sum(r["cachedInputTokens"] or 0 for r in rows),
             "outputTokens": sum(r["outputTokens"] or 0 for r in rows),
             "costUsd": round(sum(costs), 6) if costs else None,
             "estimated": any(r["costEstimated"] for r in rows),
@@ -298,7 +300,8 @@ def _waves(events: Sequence[Row], tasks: Sequence[TaskTuple]) -> list[dict[str, 
                 "startedAt": begin["ts"] if begin else None,
                 "endedAt": end["ts"] if end else None,
                 "durationMs": duration,
-                "outcome": end["outcome"] if end else None,
+                # A `wave_finished` means done (journals older than its `outcome` have none).
+                "outcome": (end["outcome"] or "done") if end else None,
                 "plans": [
                     {"planId": plan, "tasks": by_plan.get((wave, plan), [])}
                     for plan in plan_order[wave]

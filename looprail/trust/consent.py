@@ -16,6 +16,7 @@ from pathlib import Path
 
 from looprail.errors import LooprailError
 from looprail.layout import LOOPRAIL_DIR
+from looprail.trust.agents import EffectiveAgent
 from looprail.trust.audit import Audit, CapabilityAudit, HooksFileAudit
 
 
@@ -30,10 +31,12 @@ class ConsentPlan:
     hooks_digest: str | None = None
     skipped: tuple[str, ...] = ()  # nothing to consent to (failed, shadowed)
     refused: tuple[str, ...] = ()  # cannot be consented to (unhashable, suspect, invalid)
+    # agent settings of the project that change what runs or widen permissions, unconsented
+    agents: tuple[EffectiveAgent, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not self.capabilities and self.hooks is None
+        return not self.capabilities and self.hooks is None and not self.agents
 
     @property
     def names(self) -> list[str]:
@@ -41,6 +44,7 @@ class ConsentPlan:
         names = [f"capability {c.id}" for c in self.capabilities]
         if self.hooks is not None:
             names.append(f"{LOOPRAIL_DIR}/hooks.json")
+        names += [f"the {a.name} settings {', '.join(a.pending)}" for a in self.agents]
         return names
 
     @property
@@ -165,6 +169,7 @@ def plan_consent(
         else:
             hooks_pending = audit_hooks_file(hooks_file, trusted=False)
             hooks_digest = hooks_now
+    agents, agent_refused = _pending_agents(project, config)
     return ConsentPlan(
         project,
         tuple(pending),
@@ -172,8 +177,46 @@ def plan_consent(
         hooks_pending,
         hooks_digest,
         tuple(skipped),
-        tuple(refused),
+        (*refused, *agent_refused),
+        agents,
     )
+
+
+def _pending_agents(
+    project: Path, config: dict | None
+) -> tuple[tuple[EffectiveAgent, ...], list[str]]:
+    """The agents whose project settings need consent and lack it (`looprail.trust.agents`)."""
+    from looprail.runtime.agents import ADAPTERS
+    from looprail.trust.agents import effective_agent
+
+    out, refused = [], []
+    for name in sorted(ADAPTERS):
+        try:
+            effective = effective_agent(project, config, name)
+        except LooprailError as exc:
+            refused.append(f"agent settings of {name}: {exc}; fix them first")
+            continue
+        if effective.pending:
+            out.append(effective)
+    return tuple(out), refused
+
+
+def agent_settings_text(agents: Sequence[EffectiveAgent]) -> list[str]:
+    """What `trust` shows of each agent's project settings before asking (with every flag)."""
+    import json
+
+    from looprail.layout import PROJECT_CONFIG_FILE
+    from looprail.runtime.agent_settings import describe
+    from looprail.runtime.agents import AgentSettings
+
+    lines = []
+    for a in agents:
+        wanted = AgentSettings.parse(a.name, {**a.section, **a.pending})
+        lines.append(f"{PROJECT_CONFIG_FILE}: looprail.agents.{a.name}:")
+        for key, value in a.pending.items():
+            lines.append(f"  {key}: {json.dumps(value)}")
+        lines.append(f"  with it: {describe(a.name, wanted)}")
+    return lines
 
 
 def commit_consent(plan: ConsentPlan) -> list[str]:
@@ -191,10 +234,25 @@ def commit_consent(plan: ConsentPlan) -> list[str]:
         raise LooprailError(
             f"{project_hooks_path(plan.project)}: changed while it was being reviewed; not trusted"
         )
+    from looprail.config import load_project_config
+    from looprail.layout import PROJECT_CONFIG_FILE
+    from looprail.trust.agents import effective_agent
+
+    agents = {}
+    if plan.agents:
+        config, _ = load_project_config(plan.project)
+        for a in plan.agents:
+            if effective_agent(plan.project, config, a.name).digest != a.digest:
+                raise LooprailError(
+                    f"{plan.project / PROJECT_CONFIG_FILE}: the {a.name} settings "
+                    "changed while they were being reviewed; not trusted"
+                )
+            assert a.digest is not None
+            agents[a.name] = a.digest
     if plan.empty:
         return []
-    grant(plan.project, plan.hashes, hooks=plan.hooks_digest)
+    grant(plan.project, plan.hashes, hooks=plan.hooks_digest, agents=agents)
     return plan.names
 
 
-__all__ = ["ConsentPlan", "commit_consent", "plan_consent"]
+__all__ = ["ConsentPlan", "agent_settings_text", "commit_consent", "plan_consent"]

@@ -9,12 +9,16 @@ yes. Consent is bound to content, not to a name:
   bytes, in sorted order; a symlink counts by the content of its target, which must be a
   regular file inside the folder, anything else is refused), so changing one byte of any file
   makes it inactive again until the user re-consents;
-- the project hooks file's consent is the SHA-256 of that file.
+- the project hooks file's consent is the SHA-256 of that file;
+- consent to a project's agent settings that change what runs or widen permissions
+  (`looprail.agents.<cli>.binary`, `args`, …, see `looprail.trust.agents`) is the SHA-256 of
+  exactly those values.
 
 The store is `~/.looprail/consent.json` (`$LOOPRAIL_HOME` when set), keyed by the project's
 real absolute path: `{"version": 1, "projects": {path: {"capabilities": {id: sha256},
-"hooks": sha256}}}`, written atomically under a lock. A missing, unreadable or malformed store
-means "no consent" (fail closed); only writing refuses a malformed store, so nothing is lost.
+"hooks": sha256, "agents": {cli: sha256}}}}`, written atomically under a lock. A missing,
+unreadable or malformed store means "no consent" (fail closed); only writing refuses a malformed
+store, so nothing is lost.
 
 This module is on the `loop render-hooks` hot path (`compiled_consent`): it imports only `os`
 and `json` at the top; hashing and file locking are imported when used.
@@ -243,6 +247,19 @@ def consent_record(
     return out
 
 
+def agents_consent(
+    project: str | os.PathLike[str],
+    *,
+    home: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Agent name -> the digest of the project agent settings the user consented to."""
+    entry = _project_entry(_read_store(store_path(home, env)), project_key(project))
+    agents = entry.get("agents")
+    items = agents.items() if isinstance(agents, dict) else ()
+    return {k: v for k, v in items if isinstance(v, str)}
+
+
 def _update_store(home: str | os.PathLike[str] | None, change: Any) -> None:
     """Read-modify-write the store under an exclusive lock; written atomically."""
     import fcntl
@@ -284,6 +301,7 @@ def grant(
     capabilities: Mapping[str, str] | None = None,
     *,
     hooks: str | None = None,
+    agents: Mapping[str, str] | None = None,
     home: str | os.PathLike[str] | None = None,
 ) -> None:
     """Record consent: `capabilities` maps capability id → the folder hash the user reviewed
@@ -301,6 +319,11 @@ def grant(
         caps.update(capabilities or {})
         if hooks is not None:
             entry["hooks"] = hooks
+        if agents:
+            stored = entry.get("agents")
+            if not isinstance(stored, dict):
+                stored = entry["agents"] = {}
+            stored.update(agents)
 
     _update_store(home, change)
 
@@ -310,14 +333,16 @@ def revoke(
     cap_ids: Iterable[str] | None = None,
     *,
     hooks: bool = False,
+    agent_settings: bool = False,
     home: str | os.PathLike[str] | None = None,
 ) -> list[str]:
     """Withdraw consent. With neither `cap_ids` nor `hooks`: everything for `project`; otherwise
-    the named capabilities and (with `hooks`) the hooks file. Returns what was withdrawn
-    (`capability <id>`, `hooks.json`)."""
+    the named capabilities, (with `hooks`) the hooks file and (with `agent_settings`) the
+    project's agent settings. Returns what was withdrawn (`capability <id>`, `hooks.json`,
+    `agent settings of <cli>`)."""
     key = project_key(project)
     wanted = None if cap_ids is None else list(cap_ids)
-    everything = wanted is None and not hooks
+    everything = wanted is None and not hooks and not agent_settings
     removed: list[str] = []
 
     def change(projects: dict[str, Any]) -> None:
@@ -331,7 +356,11 @@ def revoke(
                 removed.append(f"capability {cid}")
         if (everything or hooks) and entry.pop("hooks", None) is not None:
             removed.append("hooks.json")
-        if not caps and "hooks" not in entry:
+        agents = entry.get("agents")
+        if (everything or agent_settings) and isinstance(agents, dict):
+            removed.extend(f"agent settings of {name}" for name in sorted(agents))
+            entry.pop("agents", None)
+        if not caps and "hooks" not in entry and "agents" not in entry:
             projects.pop(key, None)
 
     _update_store(home, change)
@@ -485,6 +514,7 @@ __all__ = [
     "CHANGED",
     "NO_CONSENT",
     "TrustError",
+    "agents_consent",
     "apply_consent",
     "compiled_consent",
     "consent_record",

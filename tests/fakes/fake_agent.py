@@ -7,12 +7,13 @@ the documented ways when told to.
 Environment:
 - FAKE_AGENT_MODE: ok (default) | exit | rate_limit | auth | cut | hang | lazy | bad_verdict | bad_plan
 - FAKE_AGENT_ONLY: apply the mode only when the prompt contains this text
-- FAKE_AGENT_LOG: append one JSON line per invocation ({agent, argv, cwd})
+- FAKE_AGENT_LOG: append one JSON line per invocation ({agent, argv, prompt, cwd, pwd, pid})
 - FAKE_AGENT_CONFLICT=1: the planner's two parallel plans both write `shared.txt`
 - FAKE_AGENT_COST: cost per invocation in USD (default 0.01)
 - FAKE_AGENT_SLEEP: seconds each invocation takes (default 0)
 - FAKE_AGENT_EVENT_SLEEP: seconds between two lines of output (default 0: a streaming agent)
 - FAKE_AGENT_WAIT_FOR: after its first line of output, wait (up to 30 s) until this file exists
+- FAKE_AGENT_ALSO: a task also writes `<task id, / as ->-<this>` in its working folder
 """
 
 import json
@@ -40,7 +41,9 @@ def fail(message: str, code: int = 2) -> None:
 if agent == "claude":
     if "-p" not in args:
         fail("fake claude: needs -p")
-    prompt = args[args.index("-p") + 1]
+    if "--" not in args or args.index("--") != len(args) - 2:
+        fail("fake claude: the prompt goes last, after `--`")
+    prompt = args[-1]
     if "--output-format" not in args or args[args.index("--output-format") + 1] != "stream-json":
         fail("fake claude: needs --output-format stream-json")
     if "--verbose" not in args:
@@ -50,30 +53,42 @@ if agent == "claude":
 elif agent == "codex":
     if args[:2] != ["exec", "--json"]:
         fail("fake codex: expected `exec --json`")
+    if "--" not in args or args.index("--") != len(args) - 2:
+        fail("fake codex: the prompt goes last, after `--`")
     prompt = args[-1]
 elif agent == "opencode":
     if args[:3] != ["run", "--format", "json"]:
         fail("fake opencode: expected `run --format json`")
-    prompt = args[-3] if "--file" in args else args[-1]
+    if any(" " in a for a in args):  # the real one rewrites such an argument as "…"
+        fail("fake opencode: the prompt goes on stdin, not in argv")
+    prompt = ""
 elif agent == "gemini":
-    if "-p" not in args or "--output-format" not in args:
-        fail("fake gemini: needs -p and --output-format json")
-    prompt = args[args.index("-p") + 1]
+    given = [a for a in args if a.startswith("--prompt=")]
+    if not given or "--output-format" not in args:
+        fail("fake gemini: needs --prompt=PROMPT and --output-format json")
+    prompt = given[-1][len("--prompt=") :]
     if "--yolo" in args:
         fail("fake gemini: looprail must never skip approvals silently")
 else:
     fail(f"fake agent: unknown name {agent}")
 
-if agent == "opencode" and "--file" in args:  # an attached file (a long prompt)
-    prompt += "\n" + Path(args[args.index("--file") + 1]).read_text()
-elif not sys.stdin.isatty():  # piped input is read as more prompt (claude, codex, gemini)
+if not sys.stdin.isatty():  # piped input is read as (more) prompt
     prompt += "\n" + sys.stdin.read()
 
 log = os.environ.get("FAKE_AGENT_LOG")
 if log:
     with open(log, "a") as fh:
         fh.write(
-            json.dumps({"agent": agent, "argv": args, "cwd": os.getcwd(), "pid": os.getpid()})
+            json.dumps(
+                {
+                    "agent": agent,
+                    "argv": args,
+                    "prompt": prompt,
+                    "cwd": os.getcwd(),
+                    "pwd": os.environ.get("PWD"),
+                    "pid": os.getpid(),
+                }
+            )
             + "\n"
         )
 
@@ -124,7 +139,9 @@ if mode != "lazy" and owe and phase_dir is not None:
     if "CONTEXT.md" in owe:
         (phase_dir / f"{prefix}-CONTEXT.md").write_text("# Context\n\n- Decided.\n")
     elif "PLAN.md" in owe and mode == "bad_plan":
-        (phase_dir / f"{prefix}-01-PLAN.md").write_text("no frontmatter here\n")
+        (phase_dir / f"{prefix}-01-PLAN.md").write_text(
+            "---\nwave: 1\n(the frontmatter never closes)\n"
+        )
         answer = "I wrote the plan."
     elif "PLAN.md" in owe:
         conflict = os.environ.get("FAKE_AGENT_CONFLICT") == "1"
@@ -164,6 +181,10 @@ if mode != "lazy" and task and files:
         path = Path(name.strip())
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"{task.group(1)} by {agent} in {Path.cwd().name}\n")
+    if os.environ.get("FAKE_AGENT_ALSO"):  # one more file, named `<task>-<this>`
+        task_id = task.group(1).rstrip(":")
+        also = f"{task_id.replace('/', '-')}-{os.environ['FAKE_AGENT_ALSO']}"
+        Path(also).write_text(f"written by {task_id}\n")
     answer = f"Wrote {files.group(1)}."
 
 

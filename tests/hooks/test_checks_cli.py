@@ -129,7 +129,9 @@ def test_usage_errors(project):
     (project / ".planning" / "phases" / "1-dup").mkdir()
     ambiguous = looprail(project, "--predicate", "{}", "--phase", "1")
     assert ambiguous.returncode == 1
-    assert "phase 1 is ambiguous: 01-setup, 1-dup" in ambiguous.stderr
+    assert "phase 1 has 2 folders: 01-setup, 1-dup; move the files of 1-dup into 01-setup" in (
+        ambiguous.stderr
+    )
     assert looprail(project, "--predicate", "{}", "--phase", "one").returncode == 2
 
 

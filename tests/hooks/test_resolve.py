@@ -429,7 +429,7 @@ def test_a_change_to_the_compiling_code_invalidates_the_cache(tmp_path, monkeypa
 
     rules = tmp_path / "rules.py"
     rules.write_text("v1")
-    monkeypatch.setattr(compiled_mod, "_RULE_FILES", (str(rules),))
+    monkeypatch.setattr(compiled_mod, "RULE_FILES", (str(rules),))
     root = tmp_path / "caps"
     write_capability(root, feature("cap", skills=["s"], steps=[step("s")]))
     project = tmp_path / "project"

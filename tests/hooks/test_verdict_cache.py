@@ -9,15 +9,15 @@ import os
 import shutil
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from looprail.hooks import manifest_rules as rules_mod
 from looprail.hooks.registry import compile_registry, load_registry
-from looprail.hooks.verdicts import SUBDIR, VerdictCache, verdict_key
+from looprail.hooks.verdicts import _SHAPE, FORMAT, SUBDIR, VerdictCache, verdict_key
 from tests.support import (
     GSD_CAPABILITIES,
     examples,
@@ -30,13 +30,13 @@ from tests.support import (
 
 def _count_validations(monkeypatch) -> list[str]:
     seen: list[str] = []
-    real = rules_mod.validate_declared
+    real = VerdictCache.validate
 
-    def counting(data, file, folder_name, *rest):
+    def counting(self, data, file, folder_name):
         seen.append(folder_name)
-        return real(data, file, folder_name, *rest)
+        return real(self, data, file, folder_name)
 
-    monkeypatch.setattr(rules_mod, "validate_declared", counting)
+    monkeypatch.setattr(VerdictCache, "validate", counting)
     return seen
 
 
@@ -119,6 +119,48 @@ def test_no_cache_env_validates_every_time(tmp_path, project, monkeypatch):
     load_registry(project, [root])
     assert seen == ["alpha", "alpha"]
     assert not _verdict_dir().exists()
+
+
+def _manifest_module_used(monkeypatch) -> list[str]:
+    """Which folders went to the pydantic models (`manifest.validate_declared`)."""
+    from looprail.hooks import manifest
+
+    used: list[str] = []
+    real = manifest.validate_declared
+    monkeypatch.setattr(
+        manifest, "validate_declared", lambda d, f, n, *a: used.append(n) or real(d, f, n, *a)
+    )
+    return used
+
+
+def test_the_derived_shape_table_is_cached_and_a_damaged_one_derived_again(
+    tmp_path, project, monkeypatch
+):
+    """The first validation derives the shape check from the models and caches its table; a
+    later process proves a changed valid manifest with the cached table, without pydantic; a
+    table it cannot read is a miss (pydantic validates, the table is written again)."""
+    root, good, bad = _bad_and_good(tmp_path)
+    used = _manifest_module_used(monkeypatch)
+    load_registry(project, [root])
+    assert used == ["bad"]  # "good" was proven by the table derived for "bad"
+    table = Path(VerdictCache(str(_verdict_dir()))._entry(_SHAPE))
+    assert table.is_file()
+    used.clear()
+    good.write_text(good.read_text() + " ")  # a new verdict key: validated again
+    assert "good" in _loaded_ids(root, project)[0]
+    assert used == []  # proven by the cached table
+    body = json.dumps(
+        {
+            "key": json.loads(table.read_text().partition("\n")[2])["key"],
+            "value": {"type": "no such node"},
+        }
+    ).encode()
+    table.write_bytes(f"{FORMAT} {zlib.crc32(body):08x}".encode() + b"\n" + body)
+    good.write_text(good.read_text() + " ")
+    loaded, failed = _loaded_ids(root, project)
+    assert "good" in loaded and "bad" in failed
+    assert used == ["good"]  # the damaged table proved nothing
+    assert "no such node" not in table.read_text()  # derived and written again
 
 
 def test_model_is_built_on_demand_and_equals_the_validated_one(tmp_path, project):
@@ -221,7 +263,7 @@ def test_a_verdict_from_other_rules_is_not_used(tmp_path, project, monkeypatch):
 
     root, _, _ = _bad_and_good(tmp_path)
     _loaded_ids(root, project)
-    monkeypatch.setattr(verdicts, "_rules_digest", "0" * 64)
+    monkeypatch.setattr(verdicts, "rules_digest", lambda: "0" * 64)
     seen = _count_validations(monkeypatch)
     _loaded_ids(root, project)
     assert sorted(seen) == ["bad", "good"]
@@ -260,10 +302,10 @@ def test_render_hooks_after_a_change_is_byte_identical_and_validates_one(tmp_pat
     code = (
         "import sys, io, contextlib, time\n"
         "time.sleep(0.06)\n"
-        "import looprail.hooks.manifest_rules as m\n"  # to count validations
+        "from looprail.hooks.verdicts import VerdictCache as V\n"  # to count validations
         "calls = []\n"
-        "real = m.validate_declared\n"
-        "m.validate_declared = lambda *a: calls.append(a[2]) or real(*a)\n"
+        "real = V.validate\n"
+        "V.validate = lambda *a: calls.append(a[3]) or real(*a)\n"
         "from looprail.cli import main\n"
         f"args = ['loop', 'render-hooks', 'plan:pre', '--raw', '--project', {str(project)!r}, '--capabilities', {str(caps)!r}]\n"
         "out = io.StringIO()\n"

@@ -391,10 +391,10 @@ def test_steps_whose_executables_are_missing(project, caps):
 
 def test_dangling_depends_on(project, caps):
     write_plan(project, "01", depends_on=["07"])
-    f = one(findings(project, caps), "plan-invalid")
+    f = one(findings(project, caps), "plan-dependency-missing")
     assert f.severity == "error"
     assert f.file == ".planning/phases/01-test/01-01-PLAN.md"
-    assert "depends on '07'" in f.message
+    assert "'07' names no plan of phase 1: the run halts this plan" in f.message
 
 
 def test_plan_cycle(project, caps):
@@ -497,7 +497,7 @@ def test_only_one_phase(project, caps):
     other = project / ".planning" / "phases" / "02-next"
     other.mkdir()
     assert [f.code for f in findings(project, caps, phase="2")] == []
-    assert "plan-invalid" in [f.code for f in findings(project, caps, phase="1")]
+    assert "plan-dependency-missing" in [f.code for f in findings(project, caps, phase="1")]
 
 
 def test_tracker_ids(project, caps):

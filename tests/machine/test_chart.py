@@ -552,7 +552,7 @@ def test_a_run_that_cannot_start_is_not_left_running(tmp_path):
     from looprail.store.journal import journal_path
 
     project = make_project(tmp_path)
-    write_plan(project, "01", "no frontmatter\n")
+    write_plan(project, "01", "---\nwave: 1\n")  # a frontmatter never closed: refused
     with pytest.raises(RefusedToStart, match=r"01-01-PLAN\.md"):
         run_loop(project, scripted(project), journal=True)
     assert not journal_path(project).exists()

@@ -65,6 +65,7 @@ def test_plan_index_raw(project: Path):
                 "has_summary": True,
                 "halted": False,
                 "blocked_by": [],
+                "unmet": [],
             },
             {
                 "id": "01-02",
@@ -78,6 +79,7 @@ def test_plan_index_raw(project: Path):
                 "has_summary": False,
                 "halted": False,
                 "blocked_by": [],
+                "unmet": [],
             },
             {
                 "id": "01-03",
@@ -91,6 +93,7 @@ def test_plan_index_raw(project: Path):
                 "has_summary": False,
                 "halted": False,
                 "blocked_by": [],
+                "unmet": [],
             },
         ],
         "waves": {"1": ["01-01", "01-02"], "2": ["01-03"]},

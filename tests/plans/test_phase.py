@@ -87,7 +87,9 @@ def test_load_phase(project: Path):
     # the one deliberate difference from the reference is said, never silent
     assert phase.warnings == [
         ".planning/phases/01-setup/01-02-PLAN.md: depends_on '01' is read as plan 01-01; "
-        "the reference drops a bare plan number (write '01-01' to agree)"
+        "the reference drops a bare plan number (write '01-01' to agree)",
+        ".planning/phases/01-setup/01-03-PLAN.md: depends_on '1-2' is read as plan 01-02; "
+        "the reference drops it (write '01-02' to agree)",
     ]
 
 
@@ -124,18 +126,19 @@ def test_no_phases_folder(tmp_path: Path):
 
 def test_ambiguous_phase(project: Path):
     (project / ".planning" / "phases" / "1-duplicate").mkdir()
-    with pytest.raises(PlanError, match="phase 1 is ambiguous: 01-setup, 1-duplicate"):
+    with pytest.raises(PlanError, match="phase 1 has 2 folders: 01-setup, 1-duplicate; move"):
         find_phase(project, "1")
+    assert find_phase(project, "1", as_reference=True).dir.name == "01-setup"
 
 
-def test_dangling_dependency_names_both_plans(project: Path):
+def test_dangling_dependency_halts_that_plan_not_the_phase(project: Path):
     write_plan(project / ".planning" / "phases" / "02-api", "02-02", 'depends_on: ["02-09"]\n')
-    with pytest.raises(PlanError) as info:
-        load_phase(project, "2")
-    message = str(info.value)
-    assert message.startswith(".planning/phases/02-api/02-02-PLAN.md: depends_on: ")
-    assert "plan 02-02 depends on '02-09', which is not a plan of this phase" in message
-    assert "(plans: 02-01, 02-02)" in message
+    phase = load_phase(project, "2")
+    assert phase.plan("02-02").unmet == ["'02-09' names no plan of phase 2"]
+    assert (
+        ".planning/phases/02-api/02-02-PLAN.md: depends_on: '02-09' names no plan of phase 2; "
+        "the run halts plan 02-02 there"
+    ) in phase.warnings
 
 
 def test_duplicate_plan_ids_in_one_phase(project: Path):
@@ -146,9 +149,10 @@ def test_duplicate_plan_ids_in_one_phase(project: Path):
 
 def test_plan_error_names_the_project_relative_file(project: Path):
     write_plan(project / ".planning" / "phases" / "02-api", "02-02", "wave: soon\n")
-    with pytest.raises(PlanError) as info:
-        load_phase(project, "2")
-    assert str(info.value).startswith(".planning/phases/02-api/02-02-PLAN.md:2: wave: ")
+    assert any(
+        w.startswith(".planning/phases/02-api/02-02-PLAN.md:2: wave: ")
+        for w in load_phase(project, "2").warnings
+    )
 
 
 def test_warnings_for_odd_names_and_contradictions(project: Path):

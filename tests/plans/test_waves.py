@@ -84,13 +84,10 @@ def test_self_dependency_is_a_cycle():
         compute_waves([plan("01-01", "01-01")])
 
 
-def test_dangling_dependency_names_both():
-    with pytest.raises(PlanError) as info:
-        compute_waves([plan("01-01"), plan("01-02", "03-07")], root=Path("/p"))
-    assert str(info.value) == (
-        ".planning/phases/01-x/01-02-PLAN.md: depends_on: plan 01-02 depends on '03-07', "
-        "which is not a plan of this phase (plans: 01-01, 01-02)"
-    )
+def test_a_dependency_outside_the_phase_is_no_edge_of_its_waves():
+    waves = compute_waves([plan("01-01"), plan("01-02", "03-07")], root=Path("/p"))
+    assert [w.plan_ids for w in waves.waves] == [["01-01", "01-02"]]  # the reference's waves
+    assert resolve_dependencies([plan("01-02", "03-07")])[0].outside_depends_on == ["03-07"]
 
 
 def test_duplicate_ids_are_refused():

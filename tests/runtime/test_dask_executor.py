@@ -96,7 +96,7 @@ def test_plans_run_on_local_cluster_workers_and_merge_back(tmp_path, capsys):
         assert (project / ".planning/phases/01-bench" / f"{plan}-SUMMARY.md").exists()
     tasks = journal_tasks(project)
     assert len(tasks) == 4 and {s for s, _ in tasks.values()} == {"done"}
-    assert "on tcp://" in captured.err  # each task says which worker ran it
+    assert "on tls://" in captured.err  # each task says which worker ran it (over TLS)
 
 
 def test_a_worker_killed_mid_task_reruns_only_the_unfinished_tasks(tmp_path, monkeypatch, capsys):

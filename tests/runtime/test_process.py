@@ -106,3 +106,19 @@ def test_an_interrupt_kills_the_process_group(tmp_path: Path, monkeypatch) -> No
         time.sleep(0.05)
     else:
         pytest.fail("the grandchild outlived the interrupt")
+
+
+def test_a_childs_pwd_is_its_working_folder(tmp_path: Path) -> None:
+    """A program that asks `$PWD` before `getcwd()` (OpenCode) must find the folder it runs in,
+    not the folder looprail was started from: PWD follows `cwd`, for every child."""
+    here = tmp_path / "work"
+    here.mkdir()
+    script = "import os; print(os.environ.get('PWD')); print(os.getcwd())"
+    env = {**os.environ, "PWD": str(tmp_path)}
+    for served in (dict(env), None):  # an explicit env, and looprail's own environment
+        done = run_bounded([sys.executable, "-c", script], timeout_s=30, cwd=here, env=served)
+        assert done.exit_code == 0, done.stderr
+        pwd, cwd = done.stdout.split()
+        assert os.path.realpath(pwd) == cwd == os.path.realpath(here)
+    alone = run_bounded([sys.executable, "-c", script], timeout_s=30, env=env)
+    assert alone.stdout.split()[0] == str(tmp_path)  # no cwd: the environment is left as it is

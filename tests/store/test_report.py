@@ -353,3 +353,14 @@ def test_the_documented_example_is_a_valid_report_with_keys_in_order():
     example = json.loads(doc.split("```json", 1)[1].split("```", 1)[0])
     parsed = RunReport.model_validate(example)
     assert json.dumps(parsed.model_dump(mode="json")) == json.dumps(example)
+
+
+def test_a_finished_wave_is_done_even_in_a_journal_from_before_its_outcome(tmp_path):
+    with Journal.open(tmp_path, clock=StepClock()) as journal:
+        run = journal.start_run("03", run_id="01JOLD", state=["execute"])
+        for wave, outcome in ((1, None), (2, "done")):  # wave 1: written before `outcome`
+            journal.record(run, EventRecord(kind="wave_started", wave=wave, data={"plans": []}))
+            journal.record(run, EventRecord(kind="wave_finished", wave=wave, outcome=outcome))
+        journal.record(run, EventRecord(kind="wave_started", wave=3, data={"plans": []}))
+        report = build_report(journal, run)
+    assert [(w.wave, w.outcome) for w in report.waves] == [(1, "done"), (2, "done"), (3, None)]

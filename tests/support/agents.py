@@ -39,6 +39,9 @@ def agent_env(root: Path, **extra: str) -> dict[str, str]:
             "GIT_COMMITTER_NAME": "test",
             "GIT_COMMITTER_EMAIL": "test@example.com",
             "FAKE_AGENT_LOG": str(root / "calls.jsonl"),
+            # what `looprail doctor` checks for gemini (folder trust, an auth method)
+            "GEMINI_CLI_TRUST_WORKSPACE": "true",
+            "GEMINI_API_KEY": "fake-key",
         }
     )
     env.update(extra)

@@ -1,0 +1,121 @@
+"""Agent settings as facts, pure: which settings change what runs or widen what the agent may
+do (`GUARDED`, with the values no wider than looprail's default in `NARROWER`), what consent to
+them is bound to (`guarded_digest`), and the one line that shows an agent's settings
+(`describe`: the command line without the prompt, every flag, and the permission mode in effect
+once `args` are read). Where each setting may come from, and consent, are the trust layer's:
+`looprail.trust.agents.effective_agent` (docs/security.md "Agent settings").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from looprail.runtime.agents import AgentSettings
+
+# Settings that change what runs or widen what the agent may do.
+GUARDED = ("binary", "args", "permissionMode", "allowedTools", "sandbox", "approvalMode")
+# Values of a guarded setting that are no wider than looprail's default for that CLI.
+NARROWER: Mapping[str, Mapping[str, frozenset[str]]] = {
+    "claude": {"permissionMode": frozenset({"acceptEdits", "default", "plan"})},
+    "codex": {"sandbox": frozenset({"read-only", "workspace-write"})},
+    "gemini": {"approvalMode": frozenset({"auto_edit", "default", "plan"})},
+}
+# Flags in `args` that set the permission mode, per CLI: flag -> the mode it means (None: the
+# flag's value is the mode). The last one on the command line wins, as each CLI reads it.
+_MODE_FLAGS: Mapping[str, Mapping[str, str | None]] = {
+    "claude": {"--permission-mode": None, "--dangerously-skip-permissions": "bypassPermissions"},
+    "codex": {
+        "--sandbox": None,
+        "-s": None,
+        "--full-auto": "workspace-write",
+        "--dangerously-bypass-approvals-and-sandbox": "danger-full-access, no approvals",
+        "--yolo": "danger-full-access, no approvals",
+    },
+    "gemini": {"--approval-mode": None, "--yolo": "yolo", "-y": "yolo"},
+}
+_MODE_NAME = {"claude": "permission mode", "codex": "sandbox", "gemini": "approval mode"}
+
+
+def guarded_of(name: str, section: Mapping[str, Any]) -> dict[str, Any]:
+    """The project's settings that need consent: guarded, and wider than the default."""
+    narrower = NARROWER.get(name, {})
+    return {
+        key: section[key]
+        for key in GUARDED
+        if key in section
+        and not (isinstance(section[key], str) and section[key] in narrower.get(key, ()))
+    }
+
+
+def guarded_digest(name: str, guarded: Mapping[str, Any]) -> str:
+    """What consent to the project's guarded settings of agent `name` is bound to."""
+    text = json.dumps({"agent": name, "settings": dict(guarded)}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def command_line(name: str, settings: AgentSettings) -> list[str]:
+    """The argv an agent invocation runs with, `<prompt>` in the prompt's place."""
+    from looprail.runtime.agents import ADAPTERS
+
+    request = SimpleNamespace(kind="task", name="", verdict=None)
+    return ADAPTERS[name]().argv("<prompt>", request, settings, git=True)  # type: ignore[arg-type]
+
+
+def mode_in_effect(name: str, argv: Sequence[str]) -> str | None:
+    """The permission mode the CLI ends up with, reading the whole command line (the last
+    flag that sets it wins, and `args` come last)."""
+    flags = _MODE_FLAGS.get(name)
+    if not flags:
+        return None
+    mode = None
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        flag, eq, inline = arg.partition("=")
+        if flag in flags:
+            meaning = flags[flag]
+            if meaning is not None:
+                mode = meaning
+            elif eq:
+                mode = inline
+            elif i + 1 < len(argv):
+                mode = argv[i + 1]
+                i += 1
+        i += 1
+    return mode
+
+
+def describe(name: str, settings: AgentSettings) -> str:
+    """The one line a run, `doctor` and `capability audit` print for agent `name`."""
+    from looprail.runtime.agents import ADAPTERS
+
+    if name not in ADAPTERS:
+        return f"agent {name}"
+    argv = command_line(name, settings)
+    shown = " ".join(_quote(a) for a in argv)
+    mode = mode_in_effect(name, argv)
+    if mode is not None:
+        return f"agent {name}: {shown} ({_MODE_NAME[name]} in effect: {mode})"
+    return f"agent {name}: {shown} ({ADAPTERS[name]().permissions(settings)})"
+
+
+def _quote(arg: str) -> str:
+    import shlex
+
+    return arg if arg == "<prompt>" else shlex.quote(arg)
+
+
+__all__ = [
+    "GUARDED",
+    "NARROWER",
+    "command_line",
+    "describe",
+    "guarded_digest",
+    "guarded_of",
+    "mode_in_effect",
+]
