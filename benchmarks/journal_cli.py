@@ -9,7 +9,12 @@ Each figure is the median and the minimum of `--runs` calls; the ratios divide l
 What the commands read: none verifies seals (docs/journal.md, "What the read-only commands
 check"); they open the journal read-only and never change it.
 
-    python benchmarks/journal_cli.py [--tasks 4000] [--runs 7]
+With `--phases N` the project also has a ROADMAP of N phases, each a folder of three plans
+with their SUMMARYs and a VERIFICATION.md: `status` and `report` then show the project's
+phases too (docs/loop.md, "The project loop"), read from the file names and the VERIFICATION
+frontmatter (no plan is parsed).
+
+    python benchmarks/journal_cli.py [--tasks 4000] [--runs 7] [--phases 0]
 """
 
 from __future__ import annotations
@@ -42,6 +47,21 @@ def make_journal(project: Path, tasks: int, per_wave: int = 50) -> None:
         journal.finish_run(run_id, "shipped")
 
 
+def make_phases(project: Path, count: int) -> None:
+    """A ROADMAP naming `count` phases and their folders, three plans each, all summarised and
+    verified (no journaled run of them: each phase's VERIFICATION.md is read)."""
+    headings = []
+    for n in range(1, count + 1):
+        headings.append(f"## Phase {n}: Part {n}\n")
+        folder = project / ".planning" / "phases" / f"{n:02d}-part-{n}"
+        folder.mkdir(parents=True)
+        for p in range(1, 4):
+            (folder / f"{n:02d}-{p:02d}-PLAN.md").write_text("---\nwave: 1\n---\n")
+            (folder / f"{n:02d}-{p:02d}-SUMMARY.md").write_text("done\n")
+        (folder / f"{n:02d}-VERIFICATION.md").write_text("---\nstatus: passed\n---\n")
+    (project / ".planning" / "ROADMAP.md").write_text("# Roadmap\n\n" + "\n".join(headings))
+
+
 def measure(argv: list[str], runs: int, env: dict[str, str], cwd: Path) -> dict[str, float]:
     """Median and minimum (CPU ms, wall ms) of `runs` calls (as `run_fixed.measure`, plus
     the minimum, the figure least disturbed by other work on a shared machine)."""
@@ -70,10 +90,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", type=int, default=4000)
     ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--phases", type=int, default=0, help="a ROADMAP of N phases (default: none)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="looprail-journal-cli-") as tmp:
         project = Path(tmp) / "project"
         make_journal(project, args.tasks)
+        if args.phases:
+            make_phases(project, args.phases)
         env = dict(os.environ)
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # users have .pyc files; so should we
         looprail = [sys.executable, "-c", "from looprail.cli import console; console()"]

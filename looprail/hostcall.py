@@ -13,10 +13,7 @@ Light on purpose: `os` and `re` only (`pathlib` is the caller's).
 
 from __future__ import annotations
 
-import os
 import re
-
-from looprail.layout import ROADMAP_FILE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
@@ -107,19 +104,12 @@ def predicate_flags(
 def roadmap_req_ids(project: Path, phase_number: str) -> str:
     """The `**Requirements**:` line of the phase's ROADMAP.md section, as the host's
     `init plan-phase` reads it (`REQ-01, REQ-02`), or "" when there is none or it is TBD."""
-    try:
-        with open(os.path.join(project, ROADMAP_FILE), encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError:
+    from looprail.roadmap import read_roadmap, roadmap_section
+
+    text = read_roadmap(project)
+    section = roadmap_section(text, phase_number) if text is not None else None
+    if section is None:
         return ""
-    number = phase_number.lstrip("0") or "0"
-    heading = re.compile(rf"^#{{1,6}}\s*Phase\s+0*{re.escape(number)}(?![0-9.])", re.M)
-    found = heading.search(text)
-    if found is None:
-        return ""
-    rest = text[found.end() :]
-    following = re.search(r"^#{1,6}\s*Phase\s+", rest, re.M)
-    section = rest[: following.start()] if following else rest
     line = re.search(r"^\*\*Requirements:?\*\*[^\S\n]*:?[^\S\n]*([^\n]*)$", section, re.M)
     if line is None:
         return ""

@@ -1,8 +1,9 @@
 """The layout facts every layer shares, with nothing heavy imported (the `render-hooks` hot
 path uses them): looprail's folders (the per-user home and the project's `.looprail/`) and the
-well-known files in them; where phases live, how a phase folder is named, and how a phase
-number is normalised (`01` and `1` are one phase). Every other module asks here rather than
-spelling a path out, so two layers can never disagree about where a file lives."""
+well-known files in them; where phases live, how a phase folder is named, how a phase
+number is normalised (`01` and `1` are one phase) and ordered, and how a plan file is named.
+Every other module asks here rather than spelling a path out, so two layers can never disagree
+about where a file lives."""
 
 from __future__ import annotations
 
@@ -113,6 +114,59 @@ def normalize_phase_number(token: str) -> str | None:
     main, letter, decimals = match.groups()
     rest = "".join(f".{int(part)}" for part in decimals.split(".")[1:])
     return f"{int(main)}{letter.upper()}{rest}"
+
+
+def phase_sort_key(number: str) -> tuple[int, str, tuple[int, ...]]:
+    """The order of normalised phase numbers: `2` < `2.1` < `2.10` < `10` < `12` < `12A`."""
+    match = re.fullmatch(r"(\d+)([A-Z]?)((?:\.\d+)*)", number)
+    assert match is not None  # numbers come from normalize_phase_number
+    main, letter, decimals = match.groups()
+    return int(main), letter, tuple(int(p) for p in decimals.split(".")[1:])
+
+
+def scan_phase_dirs(project: str | os.PathLike[str]) -> list[tuple[str, str, str, str]]:
+    """(number, token, slug, path) of every phase folder under `.planning/phases/`, in phase
+    order (then by name); entries whose name does not start with a phase number, and files,
+    are not phases."""
+    root = os.path.join(os.fspath(project), PHASES_DIR)
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        match = PHASE_DIR_PATTERN.fullmatch(entry.name)
+        if match is None or not entry.is_dir():
+            continue
+        number = normalize_phase_number(match.group("token"))
+        assert number is not None
+        found.append((number, match.group("token"), match.group("slug") or "", entry.path))
+    return sorted(found, key=lambda f: (phase_sort_key(f[0]), os.path.basename(f[3])))
+
+
+def phase_artifact(names: list[str], suffix: str) -> str | None:
+    """Which of a phase folder's file `names` is its `suffix` artifact (`VERIFICATION.md`,
+    `CONTEXT.md`, `UAT.md`): `SUFFIX` itself, else the first `*-SUFFIX` / `*SUFFIX` in name
+    order."""
+    if suffix in names:
+        return suffix
+    return next((n for n in names if n.endswith(suffix)), None)
+
+
+def plan_id_from_filename(name: str) -> str | None:
+    """`01-02-PLAN.md` → `01-02`, a bare `PLAN.md` → `PLAN` (the reference's id for it is
+    the empty string); None for anything else."""
+    if name == "PLAN.md":
+        return "PLAN"
+    match = re.fullmatch(r"(.+)-PLAN\.md", name)
+    return match.group(1) if match else None
+
+
+def canonical_plan_id(token: str) -> str:
+    """The comparison key of a plan id: zero padding and case do not make a different id
+    (`01-02` == `1-2`, `02.1-01` == `2.1-1`)."""
+    parts = re.split(r"([.-])", token.strip().lower())
+    return "".join(str(int(p)) if p.isdigit() else p for p in parts)
 
 
 def phase_folders(project: str, phase: str) -> list[str]:

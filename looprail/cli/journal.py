@@ -6,6 +6,7 @@ history, exit 0); `report` has nothing to report and says so (exit 1)."""
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 
 from looprail.cli._common import (
@@ -148,6 +149,7 @@ def _status(args: argparse.Namespace) -> int:
     from looprail.layout import log_of
 
     log = log_of(header["haltReason"]) if header else None
+    phases = _project_phases(project, conn is not None)
     if args.json:
         print_json(
             {
@@ -167,11 +169,14 @@ def _status(args: argparse.Namespace) -> int:
                     "host": holder.host,
                 },
                 "log": log,
+                "phases": [p.as_json() for p in phases],
             }
         )
         return 0
     if header is None:
         print("no runs yet")
+        if phases:
+            print(_phases_line(phases))
         if holder is not None:
             print(f"lock: held by {holder.describe()}")
         return 0
@@ -205,8 +210,33 @@ def _status(args: argparse.Namespace) -> int:
         lines.append(f"log: {one_line(log)}")
     if holder is not None and not live:
         lines.append(f"lock: held by {holder.describe()}")
+    if phases:
+        lines.append(_phases_line(phases))
     print("\n".join(lines))
     return 0
+
+
+def _project_phases(project: str, has_journal: bool) -> list:
+    """The project's phases (ROADMAP order) with where each stands, for `status`; none when the
+    folder is not a project or its phases cannot be read (status still says what it can)."""
+    from looprail.layout import PHASES_DIR, ROADMAP_FILE
+
+    if not any(os.path.exists(os.path.join(project, p)) for p in (PHASES_DIR, ROADMAP_FILE)):
+        return []  # not a project with phases: nothing more to import
+    from looprail.errors import LooprailError
+    from looprail.machine.project import journal_runs, project_phases
+
+    try:
+        return project_phases(project, journal_runs(Path(project)) if has_journal else None)
+    except (LooprailError, OSError):
+        return []
+
+
+def _phases_line(phases: list) -> str:
+    """`phases: 1 shipped · 2 running · 3 not started` (the next unfinished one marked)."""
+    nxt = next((p.number for p in phases if not p.finished), None)
+    words = [f"{p.number} {p.status}" + (" (next)" if p.number == nxt else "") for p in phases]
+    return "phases: " + " · ".join(words)
 
 
 def _open_summary(project: str):
@@ -267,7 +297,10 @@ def _report(args: argparse.Namespace) -> int:
         path = summary.journal_file(project)
         conn = summary.open_journal(project)
         with contextlib.closing(conn), summary.reading(path):
-            print_json(report_data.report_json(conn, path, run_id))
+            data = report_data.report_json(conn, path, run_id)
+        # Where the project stands, beside the run (not part of the run's own report).
+        data["projectPhases"] = [p.as_json() for p in _project_phases(project, True)]
+        print_json(data)
         return 0
     from looprail.store import Journal, JournalError, build_report, render_report_text
 
@@ -276,5 +309,14 @@ def _report(args: argparse.Namespace) -> int:
         if run is None:
             raise JournalError(f"{journal.path}: no runs yet; nothing to report")
         report = build_report(journal, run.id)
-    print(render_report_text(report), end="")
+    text = render_report_text(report)
+    if phases := _project_phases(project, True):
+        rows = [
+            f"  {p.number:<6} {p.status:<12} {p.name}"
+            + (f"  (run {p.run_id})" if p.run_id else "")
+            + ("  ← this run" if p.run_id == run.id else "")
+            for p in phases
+        ]
+        text += "\n".join(["", "Project phases", *rows]) + "\n"
+    print(text, end="")
     return 0

@@ -69,7 +69,8 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--budget-usd",
         type=_positive_float,
         metavar="X",
-        help="halt (resumable) before starting more agent work once the run has spent X USD",
+        help="halt (resumable) before starting more agent work once the run has spent X USD "
+        "(--through/--all: once all its phases together have)",
     )
     p.add_argument("--quiet", "-q", action="store_true", help="only the final summary")
     p.add_argument(
@@ -77,7 +78,9 @@ def _common(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="end with one line of JSON on stdout: runId, phase, status, state, reason, "
         "refusedBy, exitCode, durationS, tasksRun, wavesRun, hooksDispatched, resumed, log (of "
-        "the work that failed), warnings",
+        "the work that failed), warnings; without --phase (and for a resumed run of `run "
+        "--all`/`--through`): loop, through, status, exitCode, shipped, finishedBefore, "
+        "notRun, reason, spentUsd, phases (each phase's own summary)",
     )
     add_project_options(p)
     add_flavor_option(p)
@@ -148,7 +151,8 @@ def fast_args(argv: list[str]) -> Any:
         handler=run if is_run else resume,
     )
     if is_run:
-        ns.dry_run = ns.new = False
+        ns.dry_run = ns.new = ns.all_phases = False
+        ns.through = None
     flags = {**_FLAGS, **_RUN_FLAGS} if is_run else _FLAGS
     positionals: list[str] = []
     last_positional = -1
@@ -191,7 +195,7 @@ def fast_args(argv: list[str]) -> Any:
         i += 1
     if is_run:
         if len(positionals) > 1 or not hasattr(ns, "phase"):
-            return None
+            return None  # no --phase: the project loop, through argparse
         ns.project_pos = positionals[0] if positionals else None
     else:
         if len(positionals) > 2:
@@ -203,20 +207,36 @@ def fast_args(argv: list[str]) -> Any:
 def register(sub) -> None:
     p = sub.add_parser(
         "run",
-        help="run a phase of the loop end to end (resumes an unfinished run)",
+        help="run a phase of the loop end to end (resumes an unfinished run); without --phase, "
+        "the next unfinished phase of the ROADMAP (--through N, --all: phase after phase)",
         description="Run phase N of PROJECT through discuss → plan → execute (waves → plans → "
         f"tasks) → verify → ship, dispatching every active hook at each of the {len(POINTS)} "
         "points. An "
-        "unfinished run of the same phase is resumed. Exit 0 when the phase shipped, 1 when it "
+        "unfinished run of the same phase is resumed. Without --phase: the next unfinished "
+        "phase of the ROADMAP; --through N and --all run phase after phase, in ROADMAP order, "
+        "until one halts or pauses or the budget is spent (docs/loop.md, 'The project loop'). "
+        "Exit 0 when the phase shipped, 1 when it "
         "halted (the reason is printed), 3 when a checkpoint needs a human.",
     )
     p.add_argument("project_pos", nargs="?", metavar="PROJECT", help="project folder (default: .)")
-    p.add_argument(
+    which = p.add_mutually_exclusive_group()
+    which.add_argument(
         "--phase",
-        required=True,
         metavar="N",
         type=phase_number,
-        help="phase number (e.g. 1, 02, 2.1)",
+        help="phase number (e.g. 1, 02, 2.1); default: the next unfinished phase",
+    )
+    which.add_argument(
+        "--through",
+        metavar="N",
+        type=phase_number,
+        help="run the unfinished phases up to and including phase N, one after another",
+    )
+    which.add_argument(
+        "--all",
+        dest="all_phases",
+        action="store_true",
+        help="run every unfinished phase of the ROADMAP, one after another",
     )
     p.add_argument(
         "--dry-run",
@@ -288,22 +308,38 @@ def run(args) -> int:
     loaded = load_project(project, args.capabilities)
     if refused := _refuse(loaded):
         return refused
+    through = getattr(args, "through", None)
+    every = getattr(args, "all_phases", False)
     if args.dry_run:
+        if through is not None or every:
+            from looprail.errors import UsageError
+
+            raise UsageError("--dry-run plans one phase: give --phase N, or nothing (the next)")
+        phase = args.phase if args.phase is not None else _next_phase(loaded, args)
+        if phase is None:
+            return 0
         from looprail.machine.dryrun import dry_run, dry_run_plan
 
         if args.json:
             from looprail.cli._common import print_json
 
-            plan = dry_run_plan(loaded, args.phase, flavor=args.flavor, host_tool=args.host_tool)
+            plan = dry_run_plan(loaded, phase, flavor=args.flavor, host_tool=args.host_tool)
             print_json({**plan, "warnings": [*loaded.warnings, *plan["warnings"]]})
             return 0
         for w in loaded.warnings:
             print(f"looprail: warning: {w}", file=sys.stderr)
-        sys.stdout.write(dry_run(loaded, args.phase, flavor=args.flavor, host_tool=args.host_tool))
+        sys.stdout.write(dry_run(loaded, phase, flavor=args.flavor, host_tool=args.host_tool))
         return 0
     from looprail.machine.progress import Progress
 
     progress = Progress(quiet=args.quiet, verbose=args.verbose > 0)
+    if args.phase is None:
+        if through is not None:
+            from looprail.layout import normalize_phase_number
+
+            through = normalize_phase_number(through)  # "02" and "2": one phase
+        loop = {"through": through} if through is not None else {"all": True} if every else None
+        return _run_project(args, loaded, progress, loop=loop)
     with _executor(args, loaded) as executor:
         outcome = run_phase(
             loaded,
@@ -317,6 +353,132 @@ def run(args) -> int:
             budget_usd=args.budget_usd,
         )
     return _summary(outcome, args.phase, as_json=args.json)
+
+
+def _next_phase(loaded, args) -> str | None:
+    """The next unfinished phase (for `run --dry-run` without `--phase`), or None after saying
+    that every phase is finished."""
+    from looprail.machine.project import journal_runs, pending, project_phases
+
+    runs = journal_runs(loaded.project) if not args.no_journal else None
+    phases = project_phases(loaded.project, runs)
+    todo = pending(phases)
+    if not todo:
+        said = "every phase is finished" if phases else "the project names no phase"
+        print(f"{said}; nothing to run", file=sys.stderr)
+        return None
+    if todo[0].dir is None:
+        from looprail.errors import UsageError
+
+        raise UsageError(
+            f"phase {todo[0].number} ({todo[0].name}) has no folder yet; a run creates it, "
+            "a dry run does not"
+        )
+    return todo[0].number
+
+
+def _run_project(args, loaded, progress, *, loop: dict | None, before=(), spent=0.0) -> int:
+    """`run` without `--phase`: the next unfinished phase, or (`loop`) phase after phase; each
+    phase's own summary as it ends, then which phases shipped."""
+    from looprail.machine.project import run_project
+    from looprail.machine.session import run_phase
+
+    with _executor(args, loaded) as executor:
+        options = _options(args, executor)
+
+        def one(number: str, spent_before: float, first: bool):
+            outcome = run_phase(
+                loaded,
+                number,
+                options=options,
+                progress=progress,
+                journal=not args.no_journal,
+                accept_changes=args.accept_changes,
+                new_run=bool(getattr(args, "new", False)) and first,
+                agent=args.agent,
+                budget_usd=args.budget_usd,
+                budget_spent=spent_before,
+                loop=loop,
+            )
+            if not args.json:
+                _summary(outcome, number)
+            return outcome
+
+        result = run_project(
+            loaded,
+            through=loop.get("through") if loop else None,
+            one=loop is None,
+            run=one,
+            budget_usd=args.budget_usd,
+            journal=not args.no_journal,
+            progress=progress,
+            spent_usd=spent,
+        )
+    if before:  # the run `looprail resume` resumed, which the loop went on from
+        result.sessions[:0] = list(before)
+        ran = {number for number, _ in before}
+        result.finished_before = [n for n in result.finished_before if n not in ran]
+    return _project_summary(result, loop, as_json=args.json)
+
+
+def project_summary_json(result, loop: dict | None) -> dict:
+    """The machine-readable end of `run --json` without `--phase` (stable keys): each phase's
+    own summary (as `run --phase N --json` prints it), which shipped, which were finished
+    before, which were not run, and why it stopped."""
+    sessions = [summary_json(s, n) for n, s in result.sessions]
+    if result.sessions:
+        last = result.sessions[-1][1].result
+        status = last.status if last.status != "shipped" or not result.stopped else "halted"
+    else:
+        status = "halted" if result.stopped else "nothing-to-run"
+    return {
+        "loop": "through" if loop and "through" in loop else "all" if loop else "next",
+        "through": loop.get("through") if loop else None,
+        "status": status,
+        "exitCode": result.exit_code,
+        "shipped": result.shipped,
+        "finishedBefore": result.finished_before,
+        "notRun": result.remaining,
+        "reason": result.stopped
+        if result.stopped
+        else (sessions[-1]["reason"] if sessions and status != "shipped" else None),
+        "spentUsd": round(result.spent_usd, 6),
+        "phases": sessions,
+    }
+
+
+def _project_summary(result, loop: dict | None, *, as_json: bool) -> int:
+    from looprail.cli._common import paint, print_json
+
+    code = result.exit_code
+    if as_json:
+        print_json(project_summary_json(result, loop))
+        return code
+    if not result.sessions:
+        if result.stopped:
+            print(f"looprail: {result.stopped}", file=sys.stderr)
+        elif not result.phase_count:
+            print(
+                "the project names no phase (ROADMAP.md has no `## Phase N: Name` heading "
+                "outside archived milestones); nothing to run (run one with --phase N)"
+            )
+        else:
+            upto = f" through phase {loop['through']}" if loop and "through" in loop else ""
+            print(f"every phase{upto} is finished; nothing to run")
+        return code
+    if loop is None and not result.stopped:
+        return code  # one phase: its own summary said it all
+    words = []
+    for number, session in result.sessions:
+        status = session.result.status
+        words.append(f"{number} {paint(status, status, sys.stdout if code == 0 else sys.stderr)}")
+    line = "phases: " + ", ".join(words)
+    if result.remaining:
+        line += f"; not run: {', '.join(result.remaining)}"
+    if result.stopped:
+        line += f" ({result.stopped})"
+    print(line, file=sys.stdout if code == 0 else sys.stderr)
+    return code
 
 
 def _executor(args, loaded):
@@ -366,7 +528,24 @@ def resume(args) -> int:
             agent=args.agent,
             budget_usd=args.budget_usd,
         )
-    return _summary(outcome, target.phase, as_json=args.json)
+    loop = target.machine_config.get("loop")
+    if not isinstance(loop, dict) or outcome.result.status != "shipped":
+        return _summary(outcome, target.phase, as_json=args.json)
+    # The run was one phase of `run --through N` / `run --all`: go on with the phases after it.
+    from looprail.machine.project import run_spent
+
+    if not args.json:
+        _summary(outcome, target.phase)
+    progress = Progress(quiet=args.quiet, verbose=args.verbose > 0)
+    args.no_journal = False
+    return _run_project(
+        args,
+        loaded,
+        progress,
+        loop=loop,
+        before=[(target.phase, outcome)],
+        spent=run_spent(loaded.project, outcome.run_id),
+    )
 
 
 def _refuse(loaded) -> int:

@@ -27,13 +27,13 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime, time
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol, cast
 
 from looprail.config import MISSING, lookup
 from looprail.errors import CheckFailedError as CheckFailedError  # re-exported
 from looprail.errors import LooprailError
+from looprail.frontmatter import read_frontmatter as read_frontmatter  # re-exported
 from looprail.hostcall import UNKNOWN_REQ_IDS, predicate_args, predicate_flags
 from looprail.jsonload import json_type_name
 from looprail.layout import PLANNING_DIR
@@ -781,58 +781,6 @@ def _is_file(path: Path) -> bool:
         return path.is_file()
     except OSError:
         return False
-
-
-def read_frontmatter(text: str) -> dict[str, Any] | str:
-    """The YAML frontmatter of a markdown text as a dict (`{}` when there is none), or a reason
-    (str) why it cannot be read."""
-    lines = text.lstrip("\ufeff").splitlines()
-    if not lines or lines[0].strip() != "---":
-        return {}
-    for end in range(1, len(lines)):
-        if lines[end].strip() in ("---", "..."):
-            break
-    else:
-        return "frontmatter is not closed by '---'"
-    from looprail.yamlcache import cached  # an unchanged artifact is not parsed again
-
-    return cached("frontmatter", __file__, "\n".join(lines[1:end]), _parse_frontmatter)
-
-
-def _parse_frontmatter(body: str) -> dict[str, Any] | str:
-    import yaml  # lazy: `looprail check` is on hosts' hot path, most checks need no YAML
-
-    from looprail.yamlload import safe_load
-
-    try:
-        value = safe_load(body)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 2}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or ""
-        why = f": {problem}" if "alias" in problem else ""
-        return f"frontmatter is not valid YAML{where}{why}"
-    except RecursionError:
-        return "frontmatter is nested too deeply"
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        return "frontmatter is not a mapping"
-    try:
-        return _jsonable(value)
-    except RecursionError:  # `a: &a [*a]` is a self-containing value: no JSON equivalent
-        return "frontmatter is recursive or nested too deeply"
-
-
-def _jsonable(value: Any) -> Any:
-    """YAML values as JSON would see them: dates become ISO strings, keys become strings."""
-    if isinstance(value, (datetime, date, time)):
-        return value.isoformat()
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return value
 
 
 def json_equal(a: Any, b: Any) -> bool:

@@ -140,9 +140,15 @@ def run_phase(
     new_run: bool = False,
     agent: str | None = None,
     budget_usd: float | None = None,
+    loop: dict[str, Any] | None = None,
+    budget_spent: float = 0.0,
 ) -> SessionResult:
     """Run (or resume) `phase`. `resume`: "auto" resumes an unfinished run of this phase, a run
-    id resumes that run, None never resumes. With `journal=False` nothing is written."""
+    id resumes that run, None never resumes. With `journal=False` nothing is written. `loop`:
+    the project loop this run is part of (`{"through": N}` or `{"all": True}`), journaled with
+    a new run's machine config so `looprail resume` can go on with the phases after it.
+    `budget_spent`: what the invocation spent before this run, counted against `budget_usd`
+    (the budget of `run --all` spans its phases)."""
     from looprail.plans import find_phase
 
     options = options or RunOptions()
@@ -154,7 +160,7 @@ def run_phase(
     for w in loaded.warnings:
         progress.warn(w)
     if not journal:
-        return _run_unjournaled(loaded, phase, runtime, options, progress, budget_usd)
+        return _run_unjournaled(loaded, phase, runtime, options, progress, budget_usd, budget_spent)
 
     from looprail.store import Journal, RunLock
     from looprail.store.journal import journal_path
@@ -180,10 +186,21 @@ def run_phase(
                 accept_changes=accept_changes,
                 new_run=new_run,
                 phases=phases,
+                loop=loop,
             )
             lock.set_run_id(opened.run_id)
             runner, recorder = _build_runner(
-                jr, loaded, phase, phase_dir, runtime, options, progress, opened, budget_usd, native
+                jr,
+                loaded,
+                phase,
+                phase_dir,
+                runtime,
+                options,
+                progress,
+                opened,
+                budget_usd,
+                native,
+                budget_spent,
             )
             try:
                 result = _run_with_signals(runner, recorder, jr, opened.run_id)
@@ -223,6 +240,7 @@ def _run_unjournaled(
     options: RunOptions,
     progress: Progress,
     budget_usd: float | None,
+    budget_spent: float = 0.0,
 ) -> SessionResult:
     """`journal=False`: the run records in memory and writes nothing."""
     from looprail.machine.native import load_bridge
@@ -240,7 +258,7 @@ def _run_unjournaled(
         run_id=None,
         inputs=native,
     )
-    workspace = _attach(loaded, runtime, progress, recorder, None, budget_usd, 0.0)
+    workspace = _attach(loaded, runtime, progress, recorder, None, budget_usd, budget_spent)
     runner = _runner(
         loaded, phase, runtime, options, progress, recorder, None, None, bridge, phases
     )
@@ -277,6 +295,7 @@ def _open_run(
     accept_changes: bool,
     new_run: bool,
     phases: Any = None,
+    loop: dict[str, Any] | None = None,
 ) -> _OpenedRun:
     """Find the run to resume (verified, its orphans reaped, its role state recovered) and
     resume it, or start a new one; either way journal the digest of the phase's inputs."""
@@ -341,6 +360,7 @@ def _open_run(
                 "jobs": options.jobs,
                 "autonomous": options.autonomous,
                 "agent": getattr(runtime, "name", "") or type(runtime).__name__,
+                **({"loop": loop} if loop else {}),
             },
             inputs_digest=digest,
         )
@@ -376,6 +396,7 @@ def _build_runner(
     opened: _OpenedRun,
     budget_usd: float | None,
     native: Any = None,
+    budget_spent: float = 0.0,
 ) -> tuple[LoopRunner, JournalRecorder]:
     """The runner of `opened` and its journal recorder: native hooks bridged, the workspace
     attached, earlier approvals and role context carried over, and the journaled input digest
@@ -421,7 +442,7 @@ def _build_runner(
         # Approvals given earlier in this run still hold: a resumed run never asks again.
         approved = _approved_checkpoints(jr, run_id)
         options = replace(options, approved_earlier=options.approved_earlier | approved)
-    spent = _spent(jr, run_id) if previous is not None else 0.0
+    spent = (_spent(jr, run_id) if previous is not None else 0.0) + budget_spent
     try:
         workspace = _attach(loaded, runtime, progress, recorder, run_id, budget_usd, spent)
         runner = _runner(

@@ -19,7 +19,14 @@ from pydantic import BaseModel, ConfigDict, computed_field
 from looprail.config import load_project_config
 from looprail.errors import OutsideProjectError, PlanError
 from looprail.fsutil import contained_file, require_inside
-from looprail.layout import PHASE_DIR_PATTERN, PROJECT_CONFIG_FILE, normalize_phase_number
+from looprail.layout import (
+    PHASE_DIR_PATTERN,
+    PROJECT_CONFIG_FILE,
+    normalize_phase_number,
+    phase_artifact,
+    phase_sort_key,
+    scan_phase_dirs,
+)
 from looprail.layout import PHASES_DIR as LAYOUT_PHASES_DIR
 from looprail.plans.planfile import Plan, plan_id_from_filename, read_plan, unknown_key_warnings
 from looprail.plans.waves import (
@@ -77,32 +84,16 @@ class Phase(PhaseDir):
         return [plan.id for plan in self.plans if not plan.has_summary]
 
 
-def _sort_key(number: str) -> tuple[int, str, tuple[int, ...]]:
-    match = re.fullmatch(r"(\d+)([A-Z]?)((?:\.\d+)*)", number)
-    assert match is not None  # numbers come from normalize_phase_number
-    main, letter, decimals = match.groups()
-    return int(main), letter, tuple(int(p) for p in decimals.split(".")[1:])
+_sort_key = phase_sort_key
 
 
 def list_phases(project: str | Path) -> list[PhaseDir]:
     """Every phase folder under `.planning/phases/`, in phase order. Folders whose name does not
     start with a phase number are not phases and are skipped."""
-    root = Path(project) / PHASES_DIR
-    if not root.is_dir():
-        return []
-    found: list[PhaseDir] = []
-    for entry in root.iterdir():
-        match = _PHASE_DIR.fullmatch(entry.name)
-        if match is None or not entry.is_dir():
-            continue
-        number = normalize_phase_number(match.group("token"))
-        assert number is not None
-        found.append(
-            PhaseDir(
-                number=number, token=match.group("token"), slug=match.group("slug") or "", dir=entry
-            )
-        )
-    return sorted(found, key=lambda p: (_sort_key(p.number), p.dir.name))
+    return [
+        PhaseDir(number=number, token=token, slug=slug, dir=Path(path))
+        for number, token, slug, path in scan_phase_dirs(project)
+    ]
 
 
 def find_phase(project: str | Path, phase: str, *, as_reference: bool = False) -> PhaseDir:
@@ -609,7 +600,7 @@ def _artifact(project: Path, directory: Path, names: list[str], suffix: str) -> 
     agents' prompts and the loop's checks, so it obeys `read_first`'s rule: inside the project
     once symlinks are followed, and a regular file; anything else refuses the phase (one line),
     so a CONTEXT.md linked to `~/.aws/credentials` or `/proc/self/environ` is never read."""
-    name = suffix if suffix in names else next((n for n in names if n.endswith(suffix)), None)
+    name = phase_artifact(names, suffix)
     if name is None:
         return None
     path = directory / name

@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Literal, cast, get_args
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from looprail.errors import PlanError
+from looprail.layout import plan_id_from_filename as plan_id_from_filename  # its home: layout
 
 TaskType = Literal[
     "auto",
@@ -189,15 +190,6 @@ class Plan(BaseModel):
                 return line.strip()
         fallback = self.extra.get("objective")
         return str(fallback) if isinstance(fallback, (str, int, float)) and fallback else None
-
-
-def plan_id_from_filename(name: str) -> str | None:
-    """`01-02-PLAN.md` → `01-02`, a bare `PLAN.md` → `PLAN` (the reference's id for it is
-    the empty string); None for anything else."""
-    if name == "PLAN.md":
-        return "PLAN"
-    match = re.fullmatch(r"(.+)-PLAN\.md", name)
-    return match.group(1) if match else None
 
 
 def read_plan(path: str | Path, *, display: str | None = None) -> Plan:

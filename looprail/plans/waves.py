@@ -23,6 +23,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from looprail.errors import PlanError
+from looprail.layout import canonical_plan_id as _canonical_plan_id
 from looprail.plans.planfile import Plan
 
 _PLAN_ID = re.compile(r"(?P<phase>\d+[A-Za-z]?(?:\.\d+)*)-(?P<plan>.+)")
@@ -57,12 +58,8 @@ class WavePlan(BaseModel):
         return next((w for w in self.waves if w.number == number), None)
 
 
-@lru_cache(maxsize=8192)
-def canonical_plan_id(token: str) -> str:
-    """The comparison key of a plan id: zero padding and case do not make a different id
-    (`01-02` == `1-2`, `02.1-01` == `2.1-1`)."""
-    parts = re.split(r"([.-])", token.strip().lower())
-    return "".join(str(int(p)) if p.isdigit() else p for p in parts)
+# The rule lives in layout (the project loop counts plans without the plan layer); cached here.
+canonical_plan_id = lru_cache(maxsize=8192)(_canonical_plan_id)
 
 
 @lru_cache(maxsize=8192)

@@ -19,7 +19,7 @@ from typing import Any
 
 from looprail.errors import OutsideProjectError
 from looprail.fsutil import looprail_path
-from looprail.layout import LOGS_DIR, PLANNING_DIR
+from looprail.layout import LOGS_DIR, PLANNING_DIR, normalize_phase_number
 from looprail.store import Journal, JournalError, NoJournalError, RunRow, is_run_id, lock_holder
 from looprail.store.report import format_duration, report_from_rows
 
@@ -103,6 +103,7 @@ def snapshot(
     if journal is None:
         out["journalError"] = error
         out["hint"] = _hint(project, capability_dirs, is_project, phases, error)
+        out["project"]["roadmap"] = project_phases_view(project, [], None) if is_project else []
         return out
     holder = lock_holder(project)
     with journal:
@@ -113,6 +114,12 @@ def snapshot(
             if not is_run_id(run.id):
                 out["warnings"].append(f"journal: run {run.id!r} skipped: not a looprail run id")
         runs = [run for run in runs if is_run_id(run.id)]
+        if is_project:
+            out["project"]["roadmap"] = project_phases_view(
+                project, runs, run_ref and _ref(runs, run_ref)
+            )
+        else:
+            out["project"]["roadmap"] = []
         if not runs:
             out["hint"] = _hint(project, capability_dirs, is_project, phases, None)
             return out
@@ -131,6 +138,34 @@ def snapshot(
     ]
     out["run"] = _run_detail(project, capability_dirs, selected, events, tasks, holder, envelopes)
     return out
+
+
+def project_phases_view(
+    project: Path, runs: Sequence[RunRow], selected: str | None
+) -> list[dict[str, Any]]:
+    """The project's phases in ROADMAP order with where each stands (`looprail status`'s
+    phases): finished or not and why, its latest run; `next` marks the phase `looprail run`
+    runs next, `current` the phase of the run shown (`selected`; None: the latest run)."""
+    from looprail.machine.project import latest_runs, project_phases
+
+    try:
+        phases = project_phases(project, latest_runs(runs))
+    except Exception:  # a damaged ROADMAP or phases folder must not take the page down
+        return []
+    shown = next((r for r in runs if r.id == selected), None) or (
+        max(runs, key=lambda r: (r.started_at, r.id)) if runs else None
+    )
+    current = normalize_phase_number(shown.phase) if shown is not None else None
+    nxt = next((p.number for p in phases if not p.finished), None)
+    return [
+        {**p.as_json(), "next": p.number == nxt, "current": p.number == current} for p in phases
+    ]
+
+
+def _ref(runs: Sequence[RunRow], ref: str) -> str | None:
+    """The id of the run `ref` names (an id or a unique prefix), else None."""
+    hits = [r.id for r in runs if r.id.lower().startswith(ref.lower())]
+    return hits[0] if len(hits) == 1 else None
 
 
 def _select(journal: Journal, runs: list[RunRow], ref: str | None) -> RunRow:

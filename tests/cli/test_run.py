@@ -94,8 +94,8 @@ def test_unknown_phase_and_missing_project_are_one_line_errors(hello, tmp_path):
     assert p.returncode == 1 and "phase 7 not found" in p.stderr and "Traceback" not in p.stderr
     p = run_cli("run", str(tmp_path / "nope"), "--phase", "1")
     assert p.returncode == 2 and "no such project folder" in p.stderr
-    p = run_cli("run", str(hello))
-    assert p.returncode == 2 and "--phase" in p.stderr
+    p = run_cli("run", str(hello), "--through", "7")  # without --phase: the project loop
+    assert p.returncode == 2 and "--through 7: no phase 7 in this project" in p.stderr
 
 
 def test_no_journal_mode(hello):

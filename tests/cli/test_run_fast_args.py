@@ -37,11 +37,14 @@ KEYS = (
     "project",
     "capabilities",
     "flavor",
+    "through",
+    "all_phases",
 )
 VALUES = st.sampled_from(["1", "02", "2.1", "x", "-1", "0", "3", "1e3", "nan", "", "gsd", "msd"])
 OPTIONS = st.sampled_from(
     [
         "--phase",
+        "--through",
         "--jobs",
         "--host-tool",
         "--executor",
@@ -63,6 +66,7 @@ FLAGS = st.sampled_from(
         "-q",
         "--dry-run",
         "--new",
+        "--all",
         "-v",
         "--pha",
         "--json=1",
@@ -125,7 +129,7 @@ def test_plain_run_argv_skips_argparse(argv):
 @pytest.mark.parametrize(
     "argv",
     [
-        ["run"],  # --phase is required: argparse says so
+        ["run"],  # no --phase: the project loop (`--through`, `--all`) is argparse's
         ["run", "--phase", "x"],
         ["run", "--phase", "1", "--jobs", "many"],
         ["run", "--phase", "1", "--budget-usd", "-1"],

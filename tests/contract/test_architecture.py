@@ -26,6 +26,8 @@ BASE = {
     "yamlload",
     "yamlcache",
     "config",
+    "roadmap",
+    "frontmatter",
 }
 BASE |= {"gcpause"}  # the collector paused for start-up (looprail/gcpause.py)
 TRUST = {"trust"}  # looprail.trust: store, audit, consent, reviewer

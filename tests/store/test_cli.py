@@ -57,6 +57,7 @@ def test_without_a_journal_status_and_history_say_no_runs_yet(tmp_path):
         "refusedAt": None,
         "lockHolder": None,
         "log": None,
+        "phases": [],
     }
     history = json.loads(looprail("history", "--project", str(tmp_path), "--json").stdout)
     assert history == {"runs": []}
@@ -95,6 +96,7 @@ def test_status_json(project):
         "refusedAt",
         "lockHolder",
         "log",
+        "phases",
     ]
     assert status["run"]["id"] == "01BBBB" and status["run"]["status"] == "halted"
     assert status["run"]["tasks"] == {"pending": 2, "running": 1, "done": 1, "failed": 0}

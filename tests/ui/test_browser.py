@@ -275,3 +275,34 @@ def test_history_picks_a_past_run_and_the_url_keeps_it(browser, tmp_path):
         page.locator(f"#history tr[data-run='{new}']").click()  # the newest: follow it again
         page.locator("#runbar code", has_text=new).wait_for()
         assert "#run=" not in page.url
+
+
+def test_the_phases_table_shows_the_project_and_a_click_shows_a_phase_s_run(browser, tmp_path):
+    """The project's phases (docs/ui.md, "Phases"): ROADMAP order, status, the next phase and
+    the one of the run shown; a click on a phase shows its latest run."""
+    from tests.support import run_cli
+    from tests.support.phases import build, journal_runs
+
+    project = build(tmp_path)
+    assert run_cli("run", str(project), "--through", "2", "-q").returncode == 0
+    first, second = (r["id"] for r in journal_runs(project))
+    page = browser.page
+    with uikit.serve(create_app(project, poll_interval=0.1)) as url:
+        page.goto(url)
+        page.locator("#runbar code", has_text=second).wait_for()
+        rows = page.locator("#phases tbody tr")
+        assert rows.count() == 3
+        cells = [rows.nth(i).locator("td").all_text_contents() for i in range(3)]
+        assert [c[:3] for c in cells] == [
+            ["1", "Setup", "shipped"],
+            ["2", "Core Work", "shipped"],
+            ["3", "Polish & Ship · next", "not started"],
+        ]
+        assert cells[0][3:5] == ["2/2 summaries", first]
+        assert "selected" in (rows.nth(1).get_attribute("class") or "")
+        assert "next" in (rows.nth(2).get_attribute("class") or "")
+        rows.nth(0).click()  # phase 1: its run is shown
+        page.locator("#runbar code", has_text=first).wait_for()
+        assert page.url.endswith(f"#run={first}")
+        assert "selected" in (rows.nth(0).get_attribute("class") or "")
+        browser.shot("phases")

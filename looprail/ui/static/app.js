@@ -97,6 +97,7 @@
     renderPath(run);
     renderPoints(run);
     renderWaves(run);
+    renderPhases();
     renderHistory();
     if (openTask) renderTaskDetail(true);
   }
@@ -352,6 +353,36 @@
     }).catch(() => {});
     clearTimeout(logTimer);
     if (task.status === "running" && snap.run.live && !stopped) logTimer = setTimeout(() => { const t = findTask(task.key); if (t && openTask === t.key) loadLog(t); }, 2000);
+  }
+
+  // The project's phases (ROADMAP order): where each stands, the one `looprail run` runs
+  // next, the one of the run shown; a click on a phase with a run shows that run.
+  function renderPhases() {
+    const phases = (snap.project && snap.project.roadmap) || [];
+    $("phases-panel").hidden = phases.length === 0;
+    const body = $("phases").querySelector("tbody");
+    clear(body);
+    const latest = snap.runs.length ? snap.runs[0].id : null;
+    for (const p of phases) {
+      const cls = [p.current ? "selected" : "", p.next ? "next" : ""].filter(Boolean).join(" ");
+      const row = el("tr", { cls: cls, data: p.runId ? { run: p.runId, phase: p.number } : { phase: p.number } },
+        el("td", null, p.number),
+        el("td", null, p.name, p.next ? el("span", { cls: "muted small" }, " · next") : null),
+        el("td", null, badge(p.status)),
+        el("td", null, p.plans ? p.summaries + "/" + p.plans + " summaries" : "-"),
+        el("td", null, p.runId ? el("code", null, p.runId) : "-"),
+        el("td", { cls: "reason" }, p.why || ""),
+      );
+      if (p.runId) {
+        row.addEventListener("click", () => {
+          selectedRun = p.runId === latest ? null : p.runId;
+          openTask = null;
+          writeHash();
+          connect();
+        });
+      }
+      body.appendChild(row);
+    }
   }
 
   function renderHistory() {

@@ -1,0 +1,400 @@
+"""The project loop: a project's phases in ROADMAP order, which are finished, and running them
+one after another (`looprail run` without `--phase`, `--through N`, `--all`).
+
+Which phases: those ROADMAP.md's headings name (`looprail.roadmap`), in phase-number order as the
+reference's autonomous workflow sorts them (`8.1` after `8`, before `9`); without a ROADMAP, the
+phase folders (a ROADMAP that names no phase, e.g. every milestone archived: none). A phase is
+**finished** when
+
+1. its latest journaled run shipped; or, when it has no unfinished journaled run,
+2. GSD's artifacts say so as the reference's `init manager` decides `phase_complete`: at least
+   one plan, a SUMMARY for every plan, and a VERIFICATION.md whose frontmatter says
+   `status: passed`; or
+3. ROADMAP.md marks it done (`- [x] … Phase N: …`), as the reference's `roadmap analyze` trusts
+   it (phases finished before GSD tracked them).
+
+An unfinished journaled run (running, paused or halted) always means unfinished: that run is
+resumed, never a new one started beside it. docs/loop.md, "The project loop", says the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from looprail.errors import UsageError
+from looprail.layout import PHASES_DIR, normalize_phase_number, phase_sort_key
+
+# Light on purpose (`looprail status` lists the phases): no dataclasses, typing or plan layer
+# at import; what the phases are is read from file names.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from typing import Any
+
+    from looprail.machine.session import SessionResult
+
+
+class ProjectPhase:
+    """One phase of the project as the project loop sees it."""
+
+    __slots__ = (
+        "checked",
+        "dir",
+        "finished",
+        "name",
+        "number",
+        "plans",
+        "run_id",
+        "run_status",
+        "summaries",
+        "verification",
+        "why",
+    )
+
+    def __init__(
+        self,
+        *,
+        number: str,  # normalised: "1", "8.1"
+        name: str,
+        dir: Path | None,  # None when the ROADMAP names a phase not started on disk
+        plans: int = 0,
+        summaries: int = 0,  # plans with a SUMMARY
+        verification: str | None = None,  # VERIFICATION.md's frontmatter status
+        checked: bool = False,  # `- [x]` in ROADMAP.md
+        run_id: str | None = None,  # its latest journaled run
+        run_status: str | None = None,
+        finished: bool = False,
+        why: str = "",  # why finished (or why not)
+    ) -> None:
+        self.number, self.name, self.dir = number, name, dir
+        self.plans, self.summaries, self.verification = plans, summaries, verification
+        self.checked, self.run_id, self.run_status = checked, run_id, run_status
+        self.finished, self.why = finished, why
+
+    def __repr__(self) -> str:
+        return f"ProjectPhase({self.number!r}, {self.status!r}, finished={self.finished})"
+
+    @property
+    def status(self) -> str:
+        """One word for tables: the latest run's status when there is one that counts, else
+        what the folder holds (complete, executed, partial, planned, discussed, not started)."""
+        if self.run_status in ("shipped", "running", "paused", "halted"):
+            return self.run_status
+        if self.finished:
+            return "complete"
+        if self.plans and self.summaries >= self.plans:
+            return "executed"
+        if self.summaries:
+            return "partial"
+        if self.plans:
+            return "planned"
+        if self.dir is not None and _has_context(self.dir):
+            return "discussed"
+        return "not started"
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "name": self.name,
+            "dir": None if self.dir is None else self.dir.name,
+            "status": self.status,
+            "finished": self.finished,
+            "why": self.why,
+            "plans": self.plans,
+            "summaries": self.summaries,
+            "verification": self.verification,
+            "roadmapChecked": self.checked,
+            "runId": self.run_id,
+            "runStatus": self.run_status,
+        }
+
+
+def phase_order(number: str) -> tuple[Any, ...]:
+    """The sort key of a normalised phase number (`8` < `8.1` < `8.2` < `9` < `10`)."""
+    return phase_sort_key(number)
+
+
+def latest_runs(runs: Sequence[Any]) -> dict[str, tuple[str, str]]:
+    """phase → (run id, status) of its latest journaled run; `runs` oldest first, each with
+    `id`, `phase` and `status` (journal `RunRow`s, or the headers of `store.summary`)."""
+    out: dict[str, tuple[str, str]] = {}
+    for run in runs:
+        row = (
+            run
+            if isinstance(run, dict)
+            else {k: getattr(run, k) for k in ("id", "phase", "status")}
+        )
+        phase = str(row["phase"])
+        out[normalize_phase_number(phase) or phase] = (str(row["id"]), str(row["status"]))
+    return out
+
+
+def project_phases(
+    project: str | os.PathLike[str], runs: Mapping[str, tuple[str, str]] | None = None
+) -> list[ProjectPhase]:
+    """The project's phases in order, each with whether it is finished (module docstring).
+    `runs`: `latest_runs()` of the journal (none: no journal)."""
+    from looprail.layout import scan_phase_dirs
+    from looprail.roadmap import read_roadmap, roadmap_phases
+
+    root = Path(project)
+    runs = runs or {}
+    folders: dict[str, list[tuple[str, str, str, str]]] = {}
+    for found in scan_phase_dirs(root):
+        folders.setdefault(found[0], []).append(found)
+    text = read_roadmap(root)
+    if text is not None:  # the ROADMAP says which phases there are (none: nothing to run)
+        named = roadmap_phases(text)
+    else:
+        named = [(n, dirs[0][2], False) for n, dirs in folders.items()]
+    out = [
+        _phase(root, number, name, checked, folders.get(number, []), runs.get(number))
+        for number, name, checked in named
+    ]
+    return sorted(out, key=lambda p: phase_order(p.number))
+
+
+def _phase(
+    root: Path,
+    number: str,
+    name: str,
+    checked: bool,
+    dirs: list[tuple[str, str, str, str]],
+    run: tuple[str, str] | None,
+) -> ProjectPhase:
+    # Two folders for one phase: the run refuses it as ambiguous (find_phase) and says so.
+    folder = Path(dirs[0][3]) if dirs else None
+    plans, summaries, names = _progress(folder) if folder is not None else (0, 0, [])
+    run_id, run_status = run if run is not None else (None, None)
+    verification = None
+    if (
+        run_status not in ("shipped", "running", "paused", "halted")
+        and plans
+        and (summaries >= plans)
+    ):
+        # Read only where it decides: VERIFICATION.md is the last word on an executed phase.
+        verification = _verification(root, folder, names)  # type: ignore[arg-type]
+    if run_status == "shipped":
+        finished, why = True, f"run {run_id} shipped"
+    elif run_status in ("running", "paused", "halted"):
+        finished, why = False, f"run {run_id} is {run_status}; it is resumed"
+    elif plans and summaries >= plans and verification == "passed":
+        finished, why = True, "every plan has a SUMMARY and VERIFICATION.md says passed"
+    elif checked:
+        finished, why = True, "ROADMAP.md marks it done ([x])"
+    else:
+        finished, why = False, "not finished"
+    return ProjectPhase(
+        number=number,
+        name=name,
+        dir=folder,
+        plans=plans,
+        summaries=summaries,
+        verification=verification,
+        checked=checked,
+        run_id=run_id,
+        run_status=run_status,
+        finished=finished,
+        why=why,
+    )
+
+
+def _progress(folder: Path) -> tuple[int, int, list[str]]:
+    """(plans, plans with a SUMMARY, the folder's file names): plans and SUMMARYs matched by
+    their canonical plan id (`layout`, the plan layer's rule), from the file names alone (no
+    plan is parsed: a plan the run would refuse still counts)."""
+    from looprail.layout import canonical_plan_id, plan_id_from_filename
+
+    try:
+        with os.scandir(folder) as entries:
+            names = sorted(e.name for e in entries if e.is_file())
+    except OSError:
+        return 0, 0, []
+    done = {
+        canonical_plan_id(n.removesuffix("-SUMMARY.md")) for n in names if n.endswith("-SUMMARY.md")
+    }
+    plans = [pid for pid in map(plan_id_from_filename, names) if pid is not None]
+    summaries = sum(1 for pid in plans if canonical_plan_id(pid) in done)
+    return len(plans), summaries, names
+
+
+def _verification(root: Path, folder: Path, names: list[str]) -> str | None:
+    """The frontmatter `status` of the phase's VERIFICATION.md (the file and the reader the
+    run's `verify_done` guard uses), or None."""
+    from looprail.frontmatter import read_frontmatter
+    from looprail.fsutil import contained_file
+    from looprail.layout import phase_artifact
+
+    name = phase_artifact(names, "VERIFICATION.md")
+    if name is None:
+        return None
+    # Read as the run reads it: a regular file inside the project once symlinks are followed
+    # (one linked elsewhere is never read; the run refuses that phase and says why).
+    path = contained_file(root, folder / name)
+    if path is None:
+        return None
+    try:
+        fm = read_frontmatter(path.read_text(errors="replace"))
+    except OSError:
+        return None
+    if isinstance(fm, dict) and fm.get("status") is not None:
+        return str(fm["status"]).strip()
+    return None
+
+
+def _has_context(folder: Path) -> bool:
+    try:
+        return any(n.endswith("CONTEXT.md") for n in os.listdir(folder))
+    except OSError:
+        return False
+
+
+def through_number(phases: Sequence[ProjectPhase], through: str) -> str:
+    """`--through N` checked against the project's phases: its normalised number, or a
+    UsageError (exit 2) naming the phases there are."""
+    wanted = normalize_phase_number(through)
+    if wanted is None or all(p.number != wanted for p in phases):
+        found = ", ".join(p.number for p in phases) or "none"
+        raise UsageError(
+            f"--through {through}: no phase {through} in this project (phases: {found})"
+        )
+    return wanted
+
+
+def pending(phases: Sequence[ProjectPhase], through: str | None = None) -> list[ProjectPhase]:
+    """The unfinished phases, in order, up to and including `through` (a normalised number)."""
+    limit = phase_order(through) if through is not None else None
+    return [
+        p for p in phases if not p.finished and (limit is None or phase_order(p.number) <= limit)
+    ]
+
+
+def ensure_folder(project: Path, phase: ProjectPhase) -> Path:
+    """The phase's folder, created as the reference's discuss step creates it when the ROADMAP
+    names a phase with none yet: `.planning/phases/<NN>-<slug of its name>`."""
+    from looprail.fsutil import require_inside
+    from looprail.plans.phase import phase_spelling
+
+    if phase.dir is not None:
+        return phase.dir
+    slug = re.sub(r"[^a-z0-9]+", "-", phase.name.lower()).strip("-")[:60].strip("-")
+    name = phase_spelling(phase.number) + (f"-{slug}" if slug else "")
+    root = project / PHASES_DIR
+    require_inside(project, project / PHASES_DIR.split(os.sep)[0], "the folder")
+    root.mkdir(parents=True, exist_ok=True)
+    require_inside(project, root, "the folder")
+    folder = root / name
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+class ProjectResult:
+    """What a multi-phase invocation did: each phase's session, in order, and why it stopped."""
+
+    def __init__(self, *, spent_usd: float = 0.0) -> None:
+        self.sessions: list[tuple[str, SessionResult]] = []
+        self.stopped: str | None = None  # why it stopped before the selected phases were run
+        self.remaining: list[str] = []  # selected phases not run
+        self.finished_before: list[str] = []  # already finished when it began
+        self.spent_usd = spent_usd
+        self.phase_count = 0  # phases the project has (0: the ROADMAP names none)
+
+    @property
+    def shipped(self) -> list[str]:
+        return [n for n, s in self.sessions if s.result.status == "shipped"]
+
+    @property
+    def exit_code(self) -> int:
+        if self.sessions and self.sessions[-1][1].result.status != "shipped":
+            return int(self.sessions[-1][1].result.exit_code)
+        return 1 if self.stopped else 0
+
+
+def run_project(
+    loaded: Any,
+    *,
+    through: str | None = None,
+    one: bool = False,
+    run: Callable[[str, float, bool], SessionResult],
+    budget_usd: float | None = None,
+    journal: bool = True,
+    progress: Any = None,
+    spent_usd: float = 0.0,
+) -> ProjectResult:
+    """Run the project's unfinished phases in order (only the next one with `one`; up to and
+    including `through`) until one does not ship or the budget is spent. `run(number, spent,
+    first)` runs one phase (`run_phase` with the invocation's options, `spent` what the
+    invocation has spent so far: `budget_usd` spans every phase) and returns its session. The
+    phases are read again after each one (a phase may have been inserted). `spent_usd`: spent
+    before (by the run `looprail resume` resumed)."""
+    seen: list[str] = []
+    result = ProjectResult(spent_usd=spent_usd)
+    phases = _phases(loaded.project, journal)
+    result.phase_count = len(phases)
+    limit = through_number(phases, through) if through is not None else None
+    result.finished_before = [
+        p.number
+        for p in phases
+        if p.finished and (limit is None or phase_order(p.number) <= phase_order(limit))
+    ]
+    while True:
+        todo = [p for p in pending(phases, limit) if p.number not in seen]
+        if not todo:
+            return result
+        if seen and one:
+            return result
+        if budget_usd is not None and result.spent_usd >= budget_usd:
+            result.stopped = (
+                f"budget reached: ${result.spent_usd:.4f} spent of --budget-usd "
+                f"{budget_usd:g}; phase {todo[0].number} not started"
+            )
+            result.remaining = [p.number for p in todo]
+            return result
+        phase = todo[0]
+        ensure_folder(loaded.project, phase)
+        if progress is not None and (seen or not one):
+            progress.line(f"phase {phase.number}: {phase.name}")
+        session = run(phase.number, result.spent_usd, not seen)
+        seen.append(phase.number)
+        result.sessions.append((phase.number, session))
+        result.spent_usd += run_spent(loaded.project, session.run_id) if journal else 0.0
+        # (a resumed run's spending before the kill counts too, as it does for one phase)
+        if session.result.status != "shipped":
+            phases = _phases(loaded.project, journal)
+            result.remaining = [p.number for p in pending(phases, limit) if p.number not in seen]
+            return result
+        phases = _phases(loaded.project, journal)
+
+
+def _phases(project: Path, journal: bool) -> list[ProjectPhase]:
+    return project_phases(project, journal_runs(project) if journal else None)
+
+
+def journal_runs(project: Path) -> dict[str, tuple[str, str]]:
+    """`latest_runs` of the project's journal (empty without one), read with plain SQL on a
+    read-only connection (`store.summary`, as `looprail status` reads the journal)."""
+    import contextlib
+
+    from looprail.store.schema import NoJournalError
+    from looprail.store.summary import open_journal
+
+    try:
+        conn = open_journal(project)
+    except NoJournalError:
+        return {}
+    with contextlib.closing(conn):
+        rows = conn.execute("SELECT id, phase, status FROM runs ORDER BY started_at, id")
+        return latest_runs([{"id": r[0], "phase": r[1], "status": r[2]} for r in rows])
+
+
+def run_spent(project: Path, run_id: str | None) -> float:
+    """What a run's agent calls cost, from the journal (the meter's own record)."""
+    from looprail.machine.session import _spent
+    from looprail.store import Journal
+
+    if run_id is None:
+        return 0.0
+    with Journal.open_readonly(project) as jr:
+        return _spent(jr, run_id)

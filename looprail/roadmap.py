@@ -1,0 +1,74 @@
+"""`.planning/ROADMAP.md` as the reference reads it: the phases its headings name (in order), the
+checkboxes that mark a phase done, and the section of one phase (for its requirement ids).
+
+The one reader of ROADMAP.md in looprail (base layer: pure text in, plain values out, plus the
+one read of the file). Patterns follow the reference's `init manager` / `roadmap analyze`:
+a phase heading is `## Phase N: Name` (two to four `#`, an optional `(…)` tag before the colon),
+a checkbox is `- [x] … Phase N:`; archived milestones inside `<details>…</details>` are left
+out, as the reference does when no milestone is selected. Phase 0 and 999 (pre-milestone and
+backlog) are sentinels, never phases to run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from looprail.layout import ROADMAP_FILE, normalize_phase_number
+
+_TOKEN = r"\d+[A-Z]?(?:\.\d+)*"
+_HEADING = re.compile(
+    rf"#{{2,4}}\s*Phase\s+({_TOKEN})(?:\s*\([^)\n]{{0,200}}\))?\s*:\s*([^\n]+)", re.I
+)
+_CHECKBOX = re.compile(rf"-\s*\[(x| )\]\s*.*Phase\s+({_TOKEN})[:\s]", re.I)
+_DETAILS = re.compile(r"<details\b[^>]*>.*?</details>", re.I | re.S)
+_SENTINELS = {0, 999}
+
+
+def read_roadmap(project: str | os.PathLike[str]) -> str | None:
+    """The ROADMAP.md text, or None when there is none (or it cannot be read)."""
+    try:
+        with open(os.path.join(project, ROADMAP_FILE), encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def roadmap_phases(text: str) -> list[tuple[str, str, bool]]:
+    """(number, name, checked) for every phase heading outside archived milestones, in the
+    ROADMAP's order, each number once (normalised: `01` → `1`); `checked` when a `- [x]`
+    checkbox marks that phase done."""
+    current = _DETAILS.sub("", text)
+    checked: dict[str, bool] = {}
+    for box in _CHECKBOX.finditer(current):
+        number = normalize_phase_number(box.group(2))
+        if number is not None:
+            checked[number] = box.group(1).lower() == "x"
+    out: list[tuple[str, str, bool]] = []
+    seen: set[str] = set()
+    for heading in _HEADING.finditer(current):
+        number = normalize_phase_number(heading.group(1))
+        if number is None or number in seen or _sentinel(number):
+            continue
+        seen.add(number)
+        name = re.sub(r"\(INSERTED\)", "", heading.group(2), flags=re.I).strip()
+        out.append((number, name, checked.get(number, False)))
+    return out
+
+
+def roadmap_section(text: str, phase_number: str) -> str | None:
+    """The text after phase `phase_number`'s heading (any level, `Phase 01` or `Phase 1`) up to
+    the next phase heading, or None when the ROADMAP has no such heading."""
+    number = phase_number.lstrip("0") or "0"
+    heading = re.compile(rf"^#{{1,6}}\s*Phase\s+0*{re.escape(number)}(?![0-9.])", re.M)
+    found = heading.search(text)
+    if found is None:
+        return None
+    rest = text[found.end() :]
+    following = re.search(r"^#{1,6}\s*Phase\s+", rest, re.M)
+    return rest[: following.start()] if following else rest
+
+
+def _sentinel(number: str) -> bool:
+    match = re.match(r"\d+", number)
+    return match is not None and int(match.group()) in _SENTINELS  # 999.1 is backlog too
