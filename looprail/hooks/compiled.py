@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on th
     from pathlib import Path
     from typing import Any, TypeGuard
 
-    from looprail.hooks.registry import CompiledRegistry
+    from looprail.hooks.registry import CompiledRegistry, Registry
 
     # How a caller applies consent to the compiled form: (compiled, home, env) -> compiled.
     # The hooks layer never imports the trust layer; `looprail.trust.load_compiled` passes
@@ -38,7 +38,7 @@ FIRST_PARTY = "first-party"
 GLOBAL = "global"
 PROJECT = "project"
 # Bump whenever the compiled form or the rules that produce it change.
-CACHE_FORMAT = "looprail-registry-8"
+CACHE_FORMAT = "looprail-registry-9"
 
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -124,12 +124,18 @@ def load_compiled(
     home: str | Path | None = None,
     use_cache: bool = True,
     consent: ConsentFn | None = None,
+    registry: Registry | None = None,
 ) -> CompiledRegistry:
     """The compiled registry (see `registry.compile_registry`), cached when nothing changed.
 
     `consent` decides which project-overlay capabilities the user agreed to; without one they
     all stay inactive (fail closed). `looprail.load_compiled` (= `looprail.trust.load_compiled`)
     is this with the user's consent store applied.
+
+    `registry`: the caller's `load_registry` of this very search path (its roots the absolute
+    folders `root_specs` names, under any config: the compiled form does not depend on it). On
+    a cache miss it is compiled instead of loading every manifest again, so a run loads its
+    capabilities once. A registry of other roots is not used.
 
     Activation by `activationKey` is not baked in: it depends on config, which the resolver
     reads per call. Only merge, validation, ordering and fragment materialisation are cached."""
@@ -150,8 +156,13 @@ def load_compiled(
     from looprail.hooks import registry as reg
 
     roots = [reg.Root(Path(p), o) for p, o in specs]
-    started_ns = time.time_ns()
-    registry = reg.load_registry(project, roots=roots, config=None, env=env, use_cache=use_cache)
+    if registry is None or registry.roots != roots:
+        started_ns = time.time_ns()
+        registry = reg.load_registry(project, roots=roots, env=env, use_cache=use_cache)
+        read_first = False
+    else:
+        started_ns = registry.loaded_ns
+        read_first = True  # the caller read the manifests before `deps` stat'ed them
     compiled = reg.compile_registry(registry)
     fresh = compiled
     compiled = _defer_project_fragments(compiled)
@@ -159,15 +170,17 @@ def load_compiled(
         fragments = reg.fragment_dependencies(registry)
         for path in fragments:
             deps[path] = _sig(path)
-        # A fragment is stat'ed after it was read. Its stat is that content's when the file's
-        # last change is older than the read (git's "racy clean" rule, with a margin for
-        # coarse file clocks): then one build is enough, the common case.
-        if all(_settled(deps[path], started_ns) for path in fragments):
+        # A fragment is stat'ed after it was read (and so is every file of a registry the
+        # caller loaded). Its stat is that content's when the file's last change is older than
+        # the read (git's "racy clean" rule, with a margin for coarse file clocks): then one
+        # build is enough, the common case.
+        stat_after_read = list(deps) if read_first else fragments
+        if all(_settled(deps[path], started_ns) for path in stat_after_read):
             _write(cache_file, {"key": key, "deps": deps, "compiled": compiled})
             return _with_consent(compiled, home, env, consent)
         # Changed around the read: read again, so an edit between the first read and the
         # stat is never recorded with the old content and served until the next change.
-        again = reg.load_registry(project, roots=roots, config=None, env=env, use_cache=use_cache)
+        again = reg.load_registry(project, roots=roots, env=env, use_cache=use_cache)
         if reg.fragment_dependencies(again) == fragments and reg.compile_registry(again) == fresh:
             _write(cache_file, {"key": key, "deps": deps, "compiled": compiled})
     return _with_consent(compiled, home, env, consent)

@@ -18,6 +18,7 @@ points where a gate could not be evaluated — fail open, loudly).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -209,6 +210,7 @@ class Registry(_Record):
         roots: list[Root],
         missing_roots: list[Root] | None = None,
         shadowed: list[Shadowed] | None = None,
+        loaded_ns: int = 0,
     ):
         self.capabilities = capabilities
         self.failed = failed
@@ -217,6 +219,7 @@ class Registry(_Record):
         # First-party folders that were named but do not exist (`looprail run` refuses to start).
         self.missing_roots: list[Root] = [] if missing_roots is None else missing_roots
         self.shadowed: list[Shadowed] = [] if shadowed is None else shadowed
+        self.loaded_ns = loaded_ns  # `time.time_ns()` before the first manifest was read
 
     def task_content_resolvers(self) -> list[tuple[str, Any]]:
         """(cap id, TaskContentResolver) of every loaded feature capability that declares one."""
@@ -273,6 +276,7 @@ def load_registry(
     when one is."""
     from looprail.hooks.verdicts import VerdictCache
 
+    loaded_ns = time.time_ns()  # before any read: `compiled.load_compiled`'s racy-stat rule
     verdicts = VerdictCache.for_env(env) if use_cache else VerdictCache(None)
     roots = (
         list(roots)
@@ -332,7 +336,13 @@ def load_registry(
     shadowed: list[Shadowed] = []
     accepted = _merge(candidates, failed, warnings, shadowed)
     registry = Registry(
-        accepted, failed, warnings, list(roots), missing_roots=missing, shadowed=shadowed
+        accepted,
+        failed,
+        warnings,
+        list(roots),
+        missing_roots=missing,
+        shadowed=shadowed,
+        loaded_ns=loaded_ns,
     )
     _check_points(registry)
     apply_activation(registry, config)
@@ -683,12 +693,12 @@ def _check_points(registry: Registry) -> None:
 
 def apply_activation(registry: Registry, config: Mapping[str, Any] | None) -> None:
     """Set `active` from each capability's `activationKey` (consent is applied by `trust`)."""
-    from looprail.config import is_active
+    from looprail.hooks.resolve import key_active
 
     schema = config_types_of(registry)
     for lc in registry.capabilities.values():
         key = lc.facts.activationKey
-        if key and not is_active(key, config, schema):
+        if not key_active(key, config, schema):
             lc.active = False
             lc.inactive_reason = f"activationKey {key!r} is not truthy"
 
@@ -749,9 +759,12 @@ def compile_registry(registry: Registry) -> CompiledRegistry:
             "role": lc.facts.role,
             "origin": lc.origin,
             "source": str(lc.source),
-            "active": lc.active,
+            # Loaded: only consent switches a compiled capability off (`trust.compiled_consent`);
+            # its `activationKey` is the resolver's, per call (`resolve.cap_active`), so the
+            # compiled form is the same under any config.
+            "active": True,
             "activationKey": lc.facts.activationKey,
-            "inactiveReason": lc.inactive_reason,
+            "inactiveReason": None,
         }
         for cid, lc in registry.capabilities.items()
     }
