@@ -20,22 +20,22 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from looprail import layout
 from looprail.errors import Issue
 from looprail.hooks import compiled
 from looprail.hooks.compiled import FIRST_PARTY, GLOBAL, PROJECT
+from looprail.hooks.manifest_io import ManifestFacts
 
-# No `typing` or `dataclasses` at run time (~18 ms of imports): this module is on the
-# `render-hooks` rebuild path. The records below are plain classes; the TypedDict is for
-# type checkers (at run time a compiled registry is a plain dict either way).
+# No `typing` at run time (this module is on the `render-hooks` rebuild path): the TypedDict
+# is for type checkers (at run time a compiled registry is a plain dict either way).
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # manifest imports pydantic: loaded only when a model is asked for
     from typing import Any, TypedDict
 
     from looprail.hooks.manifest import Capability
-    from looprail.hooks.manifest_io import ManifestFacts
     from looprail.hooks.verdicts import VerdictCache
 else:
     TypedDict = dict
@@ -55,76 +55,26 @@ class CompiledRegistry(TypedDict):
     warnings: list[str]
 
 
-class _Record:
-    """What `@dataclass` gave these records: equality (same class, `_compare` fields equal)
-    and a repr of the `_shown` fields."""
-
-    _compare: tuple[str, ...] = ()
-    _shown: tuple[str, ...] = ()
-    __hash__ = None  # type: ignore[assignment]  # mutable, as a non-frozen dataclass
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return all(getattr(self, f) == getattr(other, f) for f in self._compare)
-
-    def __repr__(self) -> str:
-        body = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._shown)
-        return f"{type(self).__name__}({body})"
-
-
-class _Frozen(_Record):
-    """A record whose fields never change after `__init__`: hashable, assignment refused."""
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"cannot delete field {name!r}")
-
-    def __hash__(self) -> int:  # type: ignore[override]
-        return hash(tuple(getattr(self, f) for f in self._compare))
-
-    def _set(self, **fields: object) -> None:
-        for name, value in fields.items():
-            object.__setattr__(self, name, value)
-
-
-class Root(_Frozen):
+@dataclass(frozen=True)
+class Root:
     """One folder of capability folders, with where it sits in the trust order."""
 
-    _compare = _shown = ("path", "origin")
     path: Path
     origin: str  # first-party | global | project
 
-    def __init__(self, path: Path, origin: str):
-        self._set(path=path, origin=origin)
 
-
-class LoadedCapability(_Record):
-    _compare = ("data", "source", "origin", "active", "inactive_reason")  # not the model: `data`
-    _shown = ("model", *_compare)
-
-    def __init__(
-        self,
-        model: Capability | None,
-        data: dict[str, Any],
-        source: Path,
-        origin: str,
-        active: bool = True,
-        inactive_reason: str | None = None,
-        raw: bytes | None = None,
-    ):
-        # The pydantic model, or None (as the registry loads it: validation never builds one,
-        # see `VerdictCache.validate`): `manifest` then builds it from `raw` on first use.
-        self.model = model
-        self.data = data  # the manifest JSON with fragments materialised
-        self.source = source
-        self.origin = origin
-        self.active = active
-        self.inactive_reason = inactive_reason
-        self.raw = raw
-        self._facts: ManifestFacts | None = None
+@dataclass
+class LoadedCapability:
+    # The pydantic model, or None (as the registry loads it: validation never builds one,
+    # see `VerdictCache.validate`): `manifest` then builds it from `raw` on first use.
+    model: Capability | None = field(compare=False)
+    data: dict[str, Any]  # the manifest JSON with fragments materialised
+    source: Path
+    origin: str
+    active: bool = True
+    inactive_reason: str | None = None
+    raw: bytes | None = field(default=None, compare=False, repr=False)
+    _facts: ManifestFacts | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def manifest(self) -> Capability:
@@ -142,43 +92,29 @@ class LoadedCapability(_Record):
     def facts(self) -> ManifestFacts:
         """The fields the registry merges and compiles by, without pydantic."""
         if self._facts is None:
-            from looprail.hooks.manifest_io import ManifestFacts
-
             self._facts = ManifestFacts(self.data)
         return self._facts
 
 
-class FailedCapability(_Record):
-    _compare = _shown = ("id", "file", "origin", "issues", "gate_points")
-
-    def __init__(
-        self,
-        id: str,
-        file: str,
-        origin: str,
-        issues: list[Issue],
-        gate_points: list[str] | None = None,
-    ):
-        self.id = id
-        self.file = file
-        self.origin = origin
-        self.issues = issues
-        self.gate_points: list[str] = [] if gate_points is None else gate_points
+@dataclass
+class FailedCapability:
+    id: str
+    file: str
+    origin: str
+    issues: list[Issue]
+    gate_points: list[str] = field(default_factory=list)
 
 
-class Shadowed(_Frozen):
+@dataclass(frozen=True)
+class Shadowed:
     """A capability folder that is never loaded because another one has its id (earlier in the
     trust order: first-party, then global, then project)."""
 
-    _compare = _shown = ("id", "source", "origin", "winner", "winner_origin")
     id: str
     source: Path
     origin: str
     winner: Path
     winner_origin: str
-
-    def __init__(self, id: str, source: Path, origin: str, winner: Path, winner_origin: str):
-        self._set(id=id, source=source, origin=origin, winner=winner, winner_origin=winner_origin)
 
     @property
     def reason(self) -> str:
@@ -190,36 +126,19 @@ class Shadowed(_Frozen):
         )
 
 
-class Registry(_Record):
+@dataclass
+class Registry:
     """The merged, validated capability set."""
 
-    _compare = _shown = (
-        "capabilities",
-        "failed",
-        "warnings",
-        "roots",
-        "missing_roots",
-        "shadowed",
-    )
-
-    def __init__(
-        self,
-        capabilities: dict[str, LoadedCapability],
-        failed: list[FailedCapability],
-        warnings: list[str],
-        roots: list[Root],
-        missing_roots: list[Root] | None = None,
-        shadowed: list[Shadowed] | None = None,
-        loaded_ns: int = 0,
-    ):
-        self.capabilities = capabilities
-        self.failed = failed
-        self.warnings = warnings
-        self.roots = roots
-        # First-party folders that were named but do not exist (`looprail run` refuses to start).
-        self.missing_roots: list[Root] = [] if missing_roots is None else missing_roots
-        self.shadowed: list[Shadowed] = [] if shadowed is None else shadowed
-        self.loaded_ns = loaded_ns  # `time.time_ns()` before the first manifest was read
+    capabilities: dict[str, LoadedCapability]
+    failed: list[FailedCapability]
+    warnings: list[str]
+    roots: list[Root]
+    # First-party folders that were named but do not exist (`looprail run` refuses to start).
+    missing_roots: list[Root] = field(default_factory=list)
+    shadowed: list[Shadowed] = field(default_factory=list)
+    # `time.time_ns()` before the first manifest was read (`compiled.load_compiled`'s stat rule)
+    loaded_ns: int = field(default=0, compare=False, repr=False)
 
     def task_content_resolvers(self) -> list[tuple[str, Any]]:
         """(cap id, TaskContentResolver) of every loaded feature capability that declares one."""
