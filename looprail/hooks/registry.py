@@ -25,9 +25,9 @@ from pathlib import Path
 
 from looprail import layout
 from looprail.errors import Issue
-from looprail.hooks import compiled
-from looprail.hooks.compiled import FIRST_PARTY, GLOBAL, PROJECT
+from looprail.hooks import sources
 from looprail.hooks.manifest_io import ManifestFacts
+from looprail.hooks.sources import FIRST_PARTY, GLOBAL, PROJECT
 
 # No `typing` at run time (this module is on the `render-hooks` rebuild path): the TypedDict
 # is for type checkers (at run time a compiled registry is a plain dict either way).
@@ -165,12 +165,12 @@ def search_roots(
     env: Mapping[str, str] | None = None,
     home: Path | None = None,
 ) -> list[Root]:
-    specs = compiled.root_specs(project, capability_dirs, env=env, home=home)
+    specs = sources.root_specs(project, capability_dirs, env=env, home=home)
     return [Root(Path(path), origin) for path, origin in specs]
 
 
 def _capability_folders(root: Path) -> list[Path]:
-    return [Path(p) for p in compiled.capability_folders(str(root))]
+    return [Path(p) for p in sources.capability_folders(str(root))]
 
 
 # --------------------------------------------------------------------------- loading
