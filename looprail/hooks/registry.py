@@ -18,6 +18,7 @@ points where a gate could not be evaluated — fail open, loudly).
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -164,8 +165,13 @@ def search_roots(
     *,
     env: Mapping[str, str] | None = None,
     home: Path | None = None,
+    absolute: bool = False,
 ) -> list[Root]:
+    """The search path in trust order. `absolute`: its folders as the compiled cache keys them
+    (`compiled.load_compiled`), so a registry loaded from them is what a cache miss compiles."""
     specs = sources.root_specs(project, capability_dirs, env=env, home=home)
+    if absolute:
+        specs = [(os.path.abspath(path), origin) for path, origin in specs]
     return [Root(Path(path), origin) for path, origin in specs]
 
 

@@ -93,7 +93,7 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     `.planning/` that leads out of the project, raises a `LooprailError`; a capability that
     fails to load is left out and named in `Loaded.warnings`."""
     from looprail.config import load_project_config_strict
-    from looprail.hooks.registry import Root, load_registry, search_roots
+    from looprail.hooks.registry import load_registry, search_roots
     from looprail.trust import load_compiled
 
     root = project_folder(project)
@@ -111,9 +111,7 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     warnings: list[str] = []
     # The capabilities are read once: the compiled form is the cache's, or (on a miss) compiled
     # from this registry, whose roots are the absolute folders the cache is keyed by.
-    roots = [
-        Root(Path(os.path.abspath(r.path)), r.origin) for r in search_roots(root, capability_dirs)
-    ]
+    roots = search_roots(root, capability_dirs, absolute=True)
     registry = load_registry(root, roots=roots, config=config)
     compiled = load_compiled(root, capability_dirs, registry=registry)
     warnings += list(registry.warnings)
