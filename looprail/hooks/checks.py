@@ -147,19 +147,18 @@ def validate_command(value: object) -> bool:
 
 
 def evaluate_check(
-    check: Mapping[str, Any] | Any,
+    check: object,
     ctx: CheckContext,
     runtime: CheckRuntime | None = None,
     *,
     runtime_ctx: Any = None,
 ) -> CheckResult:
-    """Evaluate one gate `check` (a mapping or the manifest's `Check` model).
+    """Evaluate one gate `check`: the mapping of a compiled gate hook (anything else is a
+    `CheckError`; the one capability shape the machine runs is the compiled one).
 
     `runtime` is needed for `query` and `agentVerdict`; it receives `runtime_ctx` (the caller's
     `DispatchContext`), or one built from `ctx` when that is omitted.
     """
-    if hasattr(check, "model_dump"):  # manifest.Check: absent shapes are None there
-        check = check.model_dump(exclude_none=True)
     if not isinstance(check, Mapping):
         return CheckError(f"check must be an object, got {json_type_name(check)}")
     present = [k for k in CHECK_SHAPES if k in check]
@@ -280,8 +279,6 @@ def _host_runner(runtime: Any, target: Any) -> Callable[[Sequence[str], Any], An
 def _host_predicate(predicate: Any, ctx: CheckContext, host: Any, target: Any) -> CheckResult:
     """`<tool> check predicate --predicate JSON <flags> --raw`, the flags the workflow at
     `ctx.point` passes."""
-    if hasattr(predicate, "model_dump"):
-        predicate = predicate.model_dump(exclude_none=True)
     try:
         text = json.dumps(predicate, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError):
@@ -380,8 +377,6 @@ def _evaluate_query(query: Any, runtime: CheckRuntime, target: Any) -> CheckResu
 
 
 def _evaluate_agent_verdict(spec: Any, runtime: CheckRuntime, target: Any) -> CheckResult:
-    if hasattr(spec, "model_dump"):
-        spec = spec.model_dump(exclude_none=True)
     if not isinstance(spec, Mapping):
         return CheckError(f"check.agentVerdict must be an object, got {json_type_name(spec)}")
     try:

@@ -93,7 +93,7 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     `.planning/` that leads out of the project, raises a `LooprailError`; a capability that
     fails to load is left out and named in `Loaded.warnings`."""
     from looprail.config import load_project_config_strict
-    from looprail.hooks.registry import load_registry
+    from looprail.hooks.registry import load_registry, search_roots
     from looprail.trust import load_compiled
 
     root = project_folder(project)
@@ -109,8 +109,11 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     require_inside(root, root / PLANNING_DIR, "the folder")
     config = load_project_config_strict(root)  # a malformed config stops the run
     warnings: list[str] = []
-    compiled = load_compiled(root, capability_dirs)
-    registry = load_registry(root, capability_dirs, config=config)
+    # The capabilities are read once: the compiled form is the cache's, or (on a miss) compiled
+    # from this registry, whose roots are the absolute folders the cache is keyed by.
+    roots = search_roots(root, capability_dirs, absolute=True)
+    registry = load_registry(root, roots=roots, config=config)
+    compiled = load_compiled(root, capability_dirs, registry=registry)
     warnings += list(registry.warnings)
     for failed in registry.failed:
         warnings.append(

@@ -627,13 +627,17 @@ class LoopHarness:
         (self.phase_dir / name).write_text(body + f"# {name} (written by the test harness)\n")
 
     def _load(self) -> tuple[CompiledRegistry, Registry]:
-        from looprail.hooks.registry import load_registry
+        from looprail.hooks.registry import load_registry, search_roots
         from looprail.trust import load_compiled
 
-        roots = [self.capabilities_dir]
+        dirs = [self.capabilities_dir]
         env: dict[str, str] = {}
-        compiled = load_compiled(self.project, roots, env=env, home=self.home, use_cache=False)
-        registry = load_registry(self.project, roots, env=env, home=self.home, config=self._config)
+        # One read: the compiled form is this registry's (`load_compiled(registry=)`).
+        roots = search_roots(self.project, dirs, env=env, home=self.home, absolute=True)
+        registry = load_registry(self.project, env=env, config=self._config, roots=roots)
+        compiled = load_compiled(
+            self.project, dirs, env=env, home=self.home, use_cache=False, registry=registry
+        )
         if registry.failed:
             raise ManifestError(registry.issues)
         return compiled, registry

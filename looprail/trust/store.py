@@ -492,9 +492,11 @@ def load_compiled(
     env: Mapping[str, str] | None = None,
     home: str | os.PathLike[str] | None = None,
     use_cache: bool = True,
+    registry: Registry | None = None,
 ) -> CompiledRegistry:
     """The compiled registry with the user's consent applied: `hooks.compiled.load_compiled`
-    given `compiled_consent`. This is `looprail.load_compiled` and what every caller uses."""
+    given `compiled_consent` (and the caller's `registry` of the same search path, compiled on
+    a cache miss). This is `looprail.load_compiled` and what every caller uses."""
     from looprail.hooks import compiled as hooks_compiled
 
     def consent(c: CompiledRegistry, h: Any, e: Mapping[str, str]) -> CompiledRegistry:
@@ -507,6 +509,7 @@ def load_compiled(
         home=None if home is None else os.fspath(home),
         use_cache=use_cache,
         consent=consent,
+        registry=registry,
     )
 
 
