@@ -18,6 +18,7 @@ from looprail.fsutil import project_folder
 from looprail.layout import PLANNING_DIR, PROJECT_CONFIG_FILE
 from looprail.machine.progress import Progress
 from looprail.machine.run import LoopRunner, RunOptions, RunResult
+from looprail.runtime.base import RunStart  # loaded with machine.run (its dispatcher's)
 
 if TYPE_CHECKING:
     from looprail.hooks.registry import CompiledRegistry, Registry
@@ -519,7 +520,6 @@ def _attach(
     plans work: git worktrees when the runtime wants them (agent CLIs) or the config says
     `looprail.worktrees: true`; `false` keeps every plan in the main tree."""
     from looprail.machine.workspace import GitWorkspace, NullWorkspace
-    from looprail.runtime.base import RunStart
     from looprail.runtime.meter import Meter
     from looprail.store.models import EventRecord
 
