@@ -126,11 +126,15 @@ class CheckContext:
 
 
 class CheckRuntime(Protocol):
-    """The two `Runtime` methods a check needs (see `looprail.runtime.base.Runtime`)."""
+    """The `Runtime` methods a check needs (see `looprail.runtime.base.Runtime`)."""
 
     def run_query_check(self, words: Sequence[str], ctx: Any) -> Any: ...
 
     def ask_verdict(self, agent_verdict: Mapping[str, Any], ctx: Any) -> Any: ...
+
+    def host_tool_for(self, ctx: Any) -> str | None: ...
+
+    def run_host(self, args: Sequence[str], ctx: Any) -> Any: ...
 
 
 # ── entry points ─────────────────────────────────────────────────────────────────────────────
@@ -268,10 +272,11 @@ def evaluate_ledger(
     )
 
 
-def _host_runner(runtime: Any, target: Any) -> Callable[[Sequence[str], Any], Any] | None:
+def _host_runner(
+    runtime: CheckRuntime | None, target: Any
+) -> Callable[[Sequence[str], Any], Any] | None:
     """The runtime's way to call its host tool for `target`, or None without a host tool."""
-    which = getattr(runtime, "host_tool_for", None)
-    if target is None or which is None or not which(target):
+    if runtime is None or target is None or not runtime.host_tool_for(target):
         return None
     return runtime.run_host
 

@@ -18,6 +18,7 @@ from looprail.fsutil import project_folder
 from looprail.layout import PLANNING_DIR, PROJECT_CONFIG_FILE
 from looprail.machine.progress import Progress
 from looprail.machine.run import LoopRunner, RunOptions, RunResult
+from looprail.runtime.base import RunStart  # loaded with machine.run (its dispatcher's)
 
 if TYPE_CHECKING:
     from looprail.hooks.registry import CompiledRegistry, Registry
@@ -213,9 +214,10 @@ def run_phase(
                 # of a normal end there is nothing left; after an unexpected error what is
                 # still held (task starts, hook events) is lost as in a crash.
                 recorder.close()
+                runtime.end_run()
 
 
-def read_run_inputs(loaded: Loaded, progress: Progress, runtime: Any = None) -> Any:
+def read_run_inputs(loaded: Loaded, progress: Progress, runtime: Runtime | None = None) -> Any:
     """Read and check what a run reads before it does anything: the native hooks and their
     `nextTurn` queue (`.looprail/next-turn.json`), the `looprail` section of the config, and
     whether the runtime can run at all (an agent CLI on PATH: `unready()`). Raises
@@ -229,8 +231,7 @@ def read_run_inputs(loaded: Loaded, progress: Progress, runtime: Any = None) -> 
     if wanted is not None and not isinstance(wanted, bool):
         raise RefusedToStart(".planning/config.json: looprail.worktrees: must be true or false")
     # The config first (a file to fix), then whether the runtime can run at all.
-    unready = getattr(runtime, "unready", None)
-    why = unready() if callable(unready) else None
+    why = runtime.unready() if runtime is not None else None
     if why:
         raise RefusedToStart(f"{why}; the run did not start")
     return read_native_inputs(loaded.project, progress)
@@ -261,15 +262,18 @@ def _run_unjournaled(
         run_id=None,
         inputs=native,
     )
-    workspace = _attach(loaded, runtime, progress, recorder, None, budget_usd, budget_spent)
-    runner = _runner(
-        loaded, phase, runtime, options, progress, recorder, None, None, bridge, phases
-    )
-    runner.workspace = workspace
     from looprail import gcpause
 
-    gcpause.resume()  # as for a journaled run: the loop needs the collector
-    return SessionResult(runner.run(), None)
+    try:
+        workspace = _attach(loaded, runtime, progress, recorder, None, budget_usd, budget_spent)
+        runner = _runner(
+            loaded, phase, runtime, options, progress, recorder, None, None, bridge, phases
+        )
+        runner.workspace = workspace
+        gcpause.resume()  # as for a journaled run: the loop needs the collector
+        return SessionResult(runner.run(), None)
+    finally:
+        runtime.end_run()
 
 
 @dataclass
@@ -338,7 +342,7 @@ def _open_run(
                 "or start over with --new"
             )
         was = previous.machine_config.get("agent")
-        now = getattr(runtime, "name", "") or type(runtime).__name__
+        now = runtime.describe().name
         if was and was != now:
             progress.warn(f"run {previous.id} was started with agent {was}; resuming with {now}")
         run = jr.resume_run(previous.id, inputs_digest=digest)
@@ -362,7 +366,7 @@ def _open_run(
                 "flavor": options.flavor,
                 "jobs": options.jobs,
                 "autonomous": options.autonomous,
-                "agent": getattr(runtime, "name", "") or type(runtime).__name__,
+                "agent": runtime.describe().name,
                 **({"loop": loop} if loop else {}),
             },
             inputs_digest=digest,
@@ -466,6 +470,7 @@ def _build_runner(
         # is halted (resumable once fixed), never left `running` as if it had crashed.
         recorder.flush()
         jr.finish_run(run_id, "halted", str(exc))
+        runtime.end_run()
         raise
     runner.on_transition = on_transition
     if previous is not None:
@@ -507,7 +512,7 @@ def _close_run(
 
 def _attach(
     loaded: Loaded,
-    runtime: Any,
+    runtime: Runtime,
     progress: Progress,
     recorder: Any,
     run_id: str | None,
@@ -537,17 +542,13 @@ def _attach(
     section = (loaded.config or {}).get("looprail")
     wanted = section.get("worktrees") if isinstance(section, dict) else None
     if wanted is None:
-        wanted = bool(getattr(runtime, "wants_worktrees", False))
+        wanted = runtime.describe().wants_worktrees
     if not isinstance(wanted, bool):
         from looprail.errors import ConfigError
 
         raise ConfigError(".planning/config.json", "looprail.worktrees: must be true or false")
-    if hasattr(runtime, "meter"):
-        runtime.meter = Meter(run_id=run_id, budget_usd=budget_usd, spent_usd=spent_usd, sink=sink)
-        runtime.meter.check()  # a run resumed at its budget stops before any work
-    begin = getattr(runtime, "begin_run", None)
-    if begin is not None:
-        begin(run_id)
+    meter = Meter(run_id=run_id, budget_usd=budget_usd, spent_usd=spent_usd, sink=sink)
+    runtime.begin_run(RunStart(run_id, meter))  # a metering runtime checks the budget here
     if not wanted:
         return NullWorkspace()
     return GitWorkspace(loaded.project, run_id, warn=progress.warn, say=progress.line)

@@ -33,6 +33,8 @@ from looprail.runtime.base import (
     DispatchContext,
     Outcome,
     Request,
+    RunStart,
+    RuntimeInfo,
     Usage,
     output_label,
     parse_json_object,
@@ -708,7 +710,7 @@ class AgentRuntime(BaseRuntime):
         )
         self.transcripts = Transcripts(self.project)
         self.local.transcripts = self.transcripts  # commands and checks: one numbering, one run
-        self.meter: Meter | None = None  # set by the run
+        self._meter: Meter | None = None  # the run's (`begin_run`); none outside a run
         self._messages: list[str] = []
         self._lock = threading.Lock()
         self._git = _in_git(self.project)
@@ -728,9 +730,9 @@ class AgentRuntime(BaseRuntime):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.project)!r})"
 
-    @property
-    def wants_worktrees(self) -> bool:
-        return True
+    def describe(self) -> RuntimeInfo:
+        """An agent CLI edits files: each plan works in a git worktree of its own."""
+        return RuntimeInfo(name=self.name or type(self).__name__, wants_worktrees=True)
 
     def unready(self) -> str | None:
         """Why this runtime cannot run any agent work (its CLI is not on PATH), or None. A run
@@ -748,12 +750,20 @@ class AgentRuntime(BaseRuntime):
             "(`looprail doctor` checks it)"
         )
 
-    def begin_run(self, run_id: str | None) -> None:
-        self.transcripts.run_id = run_id
+    def begin_run(self, run: RunStart) -> None:
+        """Transcripts are filed under the run; its meter tallies every invocation, and a run
+        resumed at its budget stops here, before any work (`BudgetReached`)."""
+        self._meter = run.meter
+        if run.meter is not None:
+            run.meter.check()
+        self.transcripts.run_id = run.run_id
         if self.progress is not None:
             from looprail.runtime.agent_settings import describe
 
             self.progress(describe(self.adapter.name, self.settings))
+
+    def end_run(self) -> None:
+        self._meter = None
 
     def own(self, ctx: DispatchContext) -> DispatchContext:
         return self.local.own(ctx)
@@ -775,8 +785,9 @@ class AgentRuntime(BaseRuntime):
             return Outcome.succeeded()
         if request.kind == "compact":
             return Outcome.succeeded()  # every invocation is a fresh session
-        if self.meter is not None:
-            self.meter.check()
+        meter = self._meter
+        if meter is not None:
+            meter.check()
         with self._lock:
             messages, self._messages = tuple(self._messages), []
         prompt = build_prompt(
@@ -849,8 +860,8 @@ class AgentRuntime(BaseRuntime):
             )
         outcome = self._outcome(request, ctx, result, reply, timeout_s, rel, usage)
         _write_transcript(folder, prompt, argv, result, reply, outcome)
-        if self.meter is not None:
-            self.meter.record(
+        if meter is not None:
+            meter.record(
                 {
                     "agent": self.adapter.name,
                     "kind": request.kind,

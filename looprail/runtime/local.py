@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from looprail.hostcall import UNKNOWN_REQ_IDS, argument_values, query_args, roadmap_req_ids
+from looprail.hostcall import UNKNOWN_REQ_IDS, argument_values, query_args
 from looprail.layout import AGENTS_DIR, CHECKS_DIR, COMMANDS_DIR, LOOPRAIL_DIR, SKILLS_DIR
 from looprail.runtime.base import (
     EXIT_UNAVAILABLE,
@@ -31,6 +31,7 @@ from looprail.runtime.base import (
     Outcome,
     Request,
     RequestKind,
+    RunStart,
     build_request,
     output_label,
 )
@@ -117,14 +118,14 @@ class LocalRuntime(BaseRuntime):
             output=getattr(settings, "output", None),
         )
 
-    def begin_run(self, run_id: str | None) -> None:
+    def begin_run(self, run: RunStart) -> None:
         """From now on each process's output is filed under `.looprail/logs/<run>/`. The guard
         server starts now (as `looprail run` starts it), so a library run's first wave does
         not wait for its interpreter and finds its spare guards forked."""
         prestart_guard_server()
         if self.transcripts is None:
             self.transcripts = Transcripts(self.project)
-        self.transcripts.run_id = run_id
+        self.transcripts.run_id = run.run_id
 
     def missing(self, folder: str | None, name: str) -> str | None:
         """Why `.looprail/<folder>/<name>` would not run, or None (what lint probes)."""
@@ -206,7 +207,7 @@ class LocalRuntime(BaseRuntime):
             if text and "\n" not in text and text not in ("null", "undefined"):
                 return text
             return UNKNOWN_REQ_IDS
-        return roadmap_req_ids(self.project, ctx.phase_number) or UNKNOWN_REQ_IDS
+        return super().phase_req_ids(self.own(ctx))
 
     # -- the edge -------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from looprail.errors import UsageError
 
 if TYPE_CHECKING:
+    from looprail.runtime.base import Runtime
     from looprail.runtime.local import Timeouts
 
 GROUP = "looprail.runtimes"
@@ -84,13 +85,25 @@ def runtime_class(name: str) -> type:
     raise UsageError(f"unknown agent runtime {name!r}; choose one of: {', '.join(available())}")
 
 
-def create_runtime(name: str, settings: RuntimeSettings) -> Any:
-    """A runtime instance of `name`, built from `settings`."""
+def create_runtime(name: str, settings: RuntimeSettings) -> Runtime:
+    """A runtime instance of `name`, built from `settings`. What it builds is checked here,
+    once, against the `Runtime` protocol (a `BaseRuntime` subclass has all of it), so the
+    machine calls the runtime's declared methods and never probes for one."""
+    from looprail.runtime.base import Runtime  # what a runtime module imports anyway
+
     cls = runtime_class(name)
     factory = getattr(cls, "from_settings", None)
     if factory is None:
         raise UsageError(f"runtime {name!r} ({cls.__qualname__}) has no from_settings()")
-    return factory(settings)
+    runtime = factory(settings)
+    if not isinstance(runtime, Runtime):
+        declared = {n for n, v in vars(Runtime).items() if callable(v) and n[0] != "_"}
+        lacks = sorted(declared - set(dir(runtime)))
+        raise UsageError(
+            f"runtime {name!r} ({cls.__qualname__}) is not a Runtime: it lacks "
+            f"{', '.join(lacks)} (subclass looprail.runtime.base.BaseRuntime)"
+        )
+    return runtime
 
 
 def agent_name(config: Mapping[str, Any] | None, override: str | None = None) -> str:
