@@ -145,7 +145,7 @@ def _roles(data: LintInput) -> list[Finding]:
 
 
 def _verification_status(phase: Any) -> str | None:
-    from looprail.hooks.checks import read_frontmatter
+    from looprail.frontmatter import read_frontmatter
 
     if phase.verification_path is None:
         return None

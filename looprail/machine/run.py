@@ -28,8 +28,8 @@ from looprail.errors import (
     TransitionRefused,
 )
 from looprail.errors import StopRequested as _Stop
+from looprail.frontmatter import read_frontmatter
 from looprail.fsutil import atomic_write, contained_file
-from looprail.hooks.checks import read_frontmatter
 from looprail.machine import guards as G
 from looprail.machine.chart import TaskChart, compile_loop, state_path
 from looprail.machine.dispatch import Dispatcher
