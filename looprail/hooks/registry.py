@@ -21,7 +21,6 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from looprail import layout
 from looprail.errors import Issue
 from looprail.hooks import compiled
 from looprail.hooks.compiled import FIRST_PARTY, GLOBAL, PROJECT
@@ -229,11 +228,6 @@ class Registry(_Record):
     @property
     def issues(self) -> list[Issue]:
         return [i for f in self.failed for i in f.issues]
-
-
-def looprail_home(env: Mapping[str, str] | None = None) -> Path:
-    """`layout.looprail_home` as a Path: global overlay, native hooks, consent store."""
-    return Path(layout.looprail_home(env))
 
 
 def search_roots(
