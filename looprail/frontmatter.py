@@ -12,12 +12,31 @@ PLAN.md (line numbers for every warning, duplicate keys refused, `01` kept as te
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import date, datetime, time
+
+from looprail.fsutil import read_bounded
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+
+# An artifact is a page of markdown; one this large is not one (and is not read whole).
+MAX_ARTIFACT_BYTES = 8 * 1024 * 1024
+
+
+def file_frontmatter(path: str | os.PathLike[str]) -> dict[str, Any] | str:
+    """`read_frontmatter` of the artifact at `path`, read with `fsutil.read_bounded` (a regular
+    file of at most `MAX_ARTIFACT_BYTES`), or a reason (str) why it cannot be read."""
+    try:
+        raw = read_bounded(path, MAX_ARTIFACT_BYTES)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if raw is None:
+        return "does not exist"
+    return read_frontmatter(raw.decode("utf-8", errors="replace"))
 
 
 def read_frontmatter(text: str) -> dict[str, Any] | str:

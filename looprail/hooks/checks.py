@@ -33,7 +33,6 @@ from typing import Any, Protocol, cast
 from looprail.config import MISSING, lookup
 from looprail.errors import CheckFailedError as CheckFailedError  # re-exported
 from looprail.errors import LooprailError
-from looprail.frontmatter import read_frontmatter as read_frontmatter  # re-exported
 from looprail.frontmatter import reference_frontmatter
 from looprail.hostcall import UNKNOWN_REQ_IDS, predicate_args, predicate_flags
 from looprail.jsonload import json_type_name

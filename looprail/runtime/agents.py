@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from looprail.frontmatter import read_frontmatter
+from looprail.frontmatter import file_frontmatter
 from looprail.runtime.base import (
     BaseRuntime,
     DispatchContext,
@@ -993,7 +993,7 @@ def owed_problem(request: Request, project: Path) -> str | None:
         return None if phase.plans else "no *-PLAN.md in the phase folder"
     if phase.verification_path is None:
         return "no VERIFICATION.md in the phase folder"
-    fm = read_frontmatter(phase.verification_path.read_text(errors="replace"))
+    fm = file_frontmatter(phase.verification_path)
     if isinstance(fm, str):
         return f"{phase.verification_path.name}: {fm}"
     if not fm.get("status"):

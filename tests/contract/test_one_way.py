@@ -103,6 +103,23 @@ def test_frontmatter_is_read_by_the_frontmatter_module():
     assert found == OWN_FRONTMATTER  # a stale entry is removed from the list
 
 
+def test_an_artifact_file_is_read_through_file_frontmatter():
+    """`read_frontmatter(path.read_text())` reads any size and blocks on a FIFO: a file's
+    frontmatter is read with `file_frontmatter(path)` (a bounded regular-file read)."""
+    offenders = []
+    for path in modules():
+        for node in nodes(path):
+            if (
+                isinstance(node, ast.Call)
+                and ast.unparse(node.func).endswith("read_frontmatter")
+                and node.args
+                and isinstance(node.args[0], ast.Call)
+                and ast.unparse(node.args[0].func).endswith(("read_text", "read_bytes", "read"))
+            ):
+                offenders.append(f"{_rel(path)}:{node.lineno}: {ast.unparse(node)}")
+    assert offenders == []
+
+
 # --------------------------------------------------------------------------- bounded reads
 
 # Modules that open a file and check its kind themselves, on the descriptor they opened, and
