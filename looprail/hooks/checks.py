@@ -33,7 +33,7 @@ from typing import Any, Protocol, cast
 from looprail.config import MISSING, lookup
 from looprail.errors import CheckFailedError as CheckFailedError  # re-exported
 from looprail.errors import LooprailError
-from looprail.frontmatter import read_frontmatter as read_frontmatter  # re-exported
+from looprail.frontmatter import reference_frontmatter
 from looprail.hostcall import UNKNOWN_REQ_IDS, predicate_args, predicate_flags
 from looprail.jsonload import json_type_name
 from looprail.layout import PLANNING_DIR
@@ -670,91 +670,6 @@ def _find_reference_artifact(base: Path, artifact: str) -> Path | None:
         if entry.endswith("-" + artifact) and _is_file(base / entry):
             return base / entry
     return None
-
-
-def reference_frontmatter(text: str) -> dict[str, Any]:
-    """Frontmatter as the reference's line reader sees it: `key: value` lines, values kept as
-    text with one surrounding quote stripped, `[a, b]` as a list of texts, an empty value as a
-    nested object, `- item` lines as a list. No frontmatter, or no closing `---`: `{}`."""
-    text = text.removeprefix("\ufeff")
-    if text.startswith("---\r\n"):
-        head = 5
-    elif text.startswith("---\n"):
-        head = 4
-    else:
-        return {}
-    close = text.find("\n---", head)
-    if close == -1:
-        return {}
-    end = close - 1 if text[close - 1 : close] == "\r" else close
-    root: dict[str, Any] = {}
-    # (container, indent) pairs; a container is a dict or a list
-    stack: list[tuple[Any, int]] = [(root, -1)]
-    for line in re.split(r"\r?\n", text[head:end]):
-        if not line.strip():
-            continue
-        indent = len(line) - len(line.lstrip())
-        while len(stack) > 1 and indent <= stack[-1][1]:
-            stack.pop()
-        current = stack[-1][0]
-        match = _FM_KEY.match(line)
-        if match:
-            key, value = match.group(2), match.group(3).strip()
-            if not isinstance(current, dict):
-                continue  # the reference writes a key onto an array, where nothing reads it
-            if value in ("", "["):
-                child: Any = [] if value == "[" else {}
-                current[key] = child
-                stack.append((child, indent))
-            elif value.startswith("[") and value.endswith("]"):
-                current[key] = _split_inline_array(value[1:-1])
-            else:
-                current[key] = _strip_quote(value)
-        elif line.strip().startswith("- "):
-            item = _strip_quote(line.strip()[2:])
-            if isinstance(current, dict) and not current and len(stack) > 1:
-                parent = stack[-2][0]
-                for k, v in list(parent.items()) if isinstance(parent, dict) else ():
-                    if v is current:
-                        parent[k] = [item]
-                        stack[-1] = (parent[k], stack[-1][1])
-                        break
-            elif isinstance(current, list):
-                current.append(item)
-    return root
-
-
-_FM_KEY = re.compile(r"^(\s*)([a-zA-Z0-9_-]+):\s*(.*)")
-
-
-def _strip_quote(value: str) -> str:
-    """One leading and one trailing quote character, each on its own (the reference's regex)."""
-    value = value[1:] if value[:1] in ("'", '"') else value
-    return value[:-1] if value[-1:] in ("'", '"') else value
-
-
-def _split_inline_array(body: str) -> list[str]:
-    """`a, "b, c", 'd'` → items: commas inside quotes do not split; quotes are removed."""
-    items: list[str] = []
-    current = ""
-    quote = ""
-    for ch in body:
-        if quote:
-            if ch == quote:
-                quote = ""
-            else:
-                current += ch
-        elif ch in ("'", '"'):
-            quote = ch
-        elif ch == ",":
-            if current.strip():
-                items.append(current.strip())
-            current = ""
-        else:
-            current += ch
-    if current.strip():
-        items.append(current.strip())
-    return items
 
 
 def js_string(value: Any) -> str:

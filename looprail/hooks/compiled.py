@@ -19,6 +19,7 @@ import os
 import time
 import zlib
 
+from looprail.fsutil import read_bounded
 from looprail.hooks.sources import (
     PROJECT,
     RULE_FILES,
@@ -214,18 +215,11 @@ def _materialise_deferred(compiled: CompiledRegistry) -> None:
 
 
 def _read_fragment(folder: str, target: str) -> str | None:
-    import stat
-
     if os.path.commonpath([folder, target]) != folder or target == folder:
         return None
-    limit = 8 * 1024 * 1024
     try:
-        st = os.stat(target)  # before open: opening a FIFO would block
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            return None
-        with open(target, "rb") as fh:
-            data = fh.read(limit + 1)
-        return data.decode("utf-8") if len(data) <= limit else None
+        data = read_bounded(target, 8 * 1024 * 1024)
+        return None if data is None else data.decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
 

@@ -24,7 +24,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from looprail import layout
 from looprail.errors import Issue
 from looprail.hooks import sources
 from looprail.hooks.manifest_io import ManifestFacts
@@ -152,11 +151,6 @@ class Registry:
     @property
     def issues(self) -> list[Issue]:
         return [i for f in self.failed for i in f.issues]
-
-
-def looprail_home(env: Mapping[str, str] | None = None) -> Path:
-    """`layout.looprail_home` as a Path: global overlay, native hooks, consent store."""
-    return Path(layout.looprail_home(env))
 
 
 def search_roots(

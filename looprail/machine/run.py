@@ -28,8 +28,8 @@ from looprail.errors import (
     TransitionRefused,
 )
 from looprail.errors import StopRequested as _Stop
+from looprail.frontmatter import file_frontmatter
 from looprail.fsutil import atomic_write, contained_file
-from looprail.hooks.checks import read_frontmatter
 from looprail.machine import guards as G
 from looprail.machine.chart import TaskChart, compile_loop, state_path
 from looprail.machine.dispatch import Dispatcher
@@ -363,7 +363,7 @@ class LoopRunner:
         self.phase = self._phases.load()
         status = None
         if self.phase.verification_path is not None:
-            fm = read_frontmatter(self.phase.verification_path.read_text(errors="replace"))
+            fm = file_frontmatter(self.phase.verification_path)
             if isinstance(fm, dict) and fm.get("status") is not None:
                 status = str(fm.get("status"))
         waves = self._waves() if self.phase.plans else None

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from looprail.errors import LooprailError, UsageError
+from looprail.errors import ConfigError, LooprailError, RefusedToStart, UsageError
 from looprail.fsutil import project_folder
 from looprail.layout import PLANNING_DIR, PROJECT_CONFIG_FILE
 from looprail.machine.progress import Progress
 from looprail.machine.run import LoopRunner, RunOptions, RunResult
 from looprail.runtime.base import RunStart  # loaded with machine.run (its dispatcher's)
+from looprail.settings import LooprailSettings, looprail_settings
 
 if TYPE_CHECKING:
     from looprail.hooks.registry import CompiledRegistry, Registry
@@ -226,10 +227,7 @@ def read_run_inputs(loaded: Loaded, progress: Progress, runtime: Runtime | None 
     from looprail.errors import RefusedToStart
     from looprail.machine.native import read_native_inputs
 
-    section = (loaded.config or {}).get("looprail")
-    wanted = section.get("worktrees") if isinstance(section, dict) else None
-    if wanted is not None and not isinstance(wanted, bool):
-        raise RefusedToStart(".planning/config.json: looprail.worktrees: must be true or false")
+    run_settings(loaded)  # the `looprail` section, checked before anything runs
     # The config first (a file to fix), then whether the runtime can run at all.
     why = runtime.unready() if runtime is not None else None
     if why:
@@ -539,14 +537,9 @@ def _attach(
             )
         )
 
-    section = (loaded.config or {}).get("looprail")
-    wanted = section.get("worktrees") if isinstance(section, dict) else None
+    wanted = run_settings(loaded).worktrees
     if wanted is None:
         wanted = runtime.describe().wants_worktrees
-    if not isinstance(wanted, bool):
-        from looprail.errors import ConfigError
-
-        raise ConfigError(".planning/config.json", "looprail.worktrees: must be true or false")
     meter = Meter(run_id=run_id, budget_usd=budget_usd, spent_usd=spent_usd, sink=sink)
     runtime.begin_run(RunStart(run_id, meter))  # a metering runtime checks the budget here
     if not wanted:
@@ -705,6 +698,7 @@ def make_runtime(
         create_runtime,
     )
 
+    run_settings(loaded)  # a bad `looprail` section refuses the run (exit 2)
     name = agent_name(loaded.config, agent)
     section = agent_section(loaded.config, name)
     from looprail.runtime.agents import ADAPTERS
@@ -724,7 +718,7 @@ def make_runtime(
     settings = RuntimeSettings(
         project=loaded.project,
         host_tool=options.host_tool,
-        timeouts=timeouts_from_config(loaded.config),
+        timeouts=run_settings(loaded).timeouts,
         progress=progress.line,
         output=progress.child_line if progress.verbose else None,
         agent=section,
@@ -732,34 +726,13 @@ def make_runtime(
     return create_runtime(name, settings)
 
 
-def timeouts_from_config(config: dict[str, Any] | None) -> Any:
-    """`looprail.timeouts` in `.planning/config.json`: seconds per kind of work (`skill`,
-    `agent`, `command`, `query`, `verdict`, `phase`, `task`, `message`, `compact`)."""
-    from pydantic import ValidationError
-
-    from looprail.errors import ConfigError
-    from looprail.runtime.local import Timeouts
-
-    section = (config or {}).get("looprail")
-    raw = section.get("timeouts") if isinstance(section, dict) else None
-    if raw is None:
-        return None
-    if not isinstance(raw, dict):
-        raise ConfigError(
-            ".planning/config.json",
-            "looprail.timeouts: must be an object",
-            field="looprail.timeouts",
-        )
+def run_settings(loaded: Loaded) -> LooprailSettings:
+    """The `looprail` section of the run's config (`looprail.settings`); a value that cannot be
+    used refuses the run before anything is journaled or run (`RefusedToStart`, exit 2)."""
     try:
-        return Timeouts.model_validate(raw)
-    except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        field = ".".join(str(p) for p in err["loc"])
-        raise ConfigError(
-            ".planning/config.json",
-            f"looprail.timeouts.{field}: {err['msg']}",
-            field=f"looprail.timeouts.{field}",
-        ) from None
+        return looprail_settings(loaded.config)
+    except ConfigError as exc:
+        raise RefusedToStart(str(exc), path=exc.path, field=exc.field) from None
 
 
 def default_jobs() -> int:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from looprail.frontmatter import file_frontmatter
 from looprail.runtime.base import (
     BaseRuntime,
     DispatchContext,
@@ -1003,24 +1004,12 @@ def owed_problem(request: Request, project: Path) -> str | None:
         return None if phase.plans else "no *-PLAN.md in the phase folder"
     if phase.verification_path is None:
         return "no VERIFICATION.md in the phase folder"
-    fm = _frontmatter(phase.verification_path.read_text(errors="replace"))
+    fm = file_frontmatter(phase.verification_path)
+    if isinstance(fm, str):
+        return f"{phase.verification_path.name}: {fm}"
     if not fm.get("status"):
         return f"{phase.verification_path.name} has no `status:` in its frontmatter"
     return None
-
-
-def _frontmatter(text: str) -> dict[str, Any]:
-    """The YAML frontmatter of a Markdown file as a dict ({} when absent or malformed)."""
-    import yaml
-
-    match = re.match(r"---[ \t]*\n(.*?)\n(?:---|\.\.\.)[ \t]*(?:\n|$)", text, flags=re.S)
-    if match is None:
-        return {}
-    try:
-        value = yaml.safe_load(match.group(1))
-    except yaml.YAMLError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _last_words(reply: Reply, stderr: str) -> str:

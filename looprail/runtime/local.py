@@ -18,8 +18,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from looprail.hostcall import UNKNOWN_REQ_IDS, argument_values, query_args
 from looprail.layout import AGENTS_DIR, CHECKS_DIR, COMMANDS_DIR, LOOPRAIL_DIR, SKILLS_DIR
 from looprail.runtime.base import (
@@ -30,7 +28,6 @@ from looprail.runtime.base import (
     DispatchContext,
     Outcome,
     Request,
-    RequestKind,
     RunStart,
     build_request,
     output_label,
@@ -44,6 +41,7 @@ from looprail.runtime.process import (
     prestart_guard_server,
     run_bounded,
 )
+from looprail.settings import Timeouts as Timeouts  # re-exported: the runtime's defaults
 
 # A plain file name: no path separator, no leading "-" (option) or "." (hidden, "..").
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:+@-]*\Z")
@@ -51,25 +49,6 @@ _PLAIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:+@-]*\Z")
 
 def _stderr_progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
-
-
-class Timeouts(BaseModel):
-    """Default seconds per kind of work; a `DispatchContext.timeout_s` overrides them."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    skill: float = Field(1800, gt=0)
-    agent: float = Field(3600, gt=0)
-    command: float = Field(600, gt=0)
-    query: float = Field(120, gt=0)
-    verdict: float = Field(600, gt=0)
-    phase: float = Field(3600, gt=0)
-    task: float = Field(3600, gt=0)
-    message: float = Field(60, gt=0)
-    compact: float = Field(600, gt=0)
-
-    def for_kind(self, kind: RequestKind) -> float:
-        return float(getattr(self, kind))
 
 
 class LocalRuntime(BaseRuntime):

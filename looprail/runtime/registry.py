@@ -108,30 +108,13 @@ def create_runtime(name: str, settings: RuntimeSettings) -> Runtime:
 
 def agent_name(config: Mapping[str, Any] | None, override: str | None = None) -> str:
     """The runtime a run uses: `--agent`, else `looprail.agent` in the config, else `local`."""
-    from looprail.errors import ConfigError
+    from looprail.settings import looprail_settings
 
-    if override:
-        return override
-    section = (config or {}).get("looprail")
-    value = section.get("agent") if isinstance(section, dict) else None
-    if value is None:
-        return DEFAULT_RUNTIME
-    if not isinstance(value, str) or not value:
-        raise ConfigError(".planning/config.json", "looprail.agent: must be a runtime name")
-    return value
+    return override or looprail_settings(config).agent or DEFAULT_RUNTIME
 
 
 def agent_section(config: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
     """`looprail.agents.<name>` from the config (permissions, model, extra args), or {}."""
-    from looprail.errors import ConfigError
+    from looprail.settings import looprail_settings
 
-    section = (config or {}).get("looprail")
-    agents = section.get("agents") if isinstance(section, dict) else None
-    if agents is None:
-        return {}
-    if not isinstance(agents, dict):
-        raise ConfigError(".planning/config.json", "looprail.agents: must be an object")
-    value = agents.get(name, {})
-    if not isinstance(value, dict):
-        raise ConfigError(".planning/config.json", f"looprail.agents.{name}: must be an object")
-    return dict(value)
+    return dict(looprail_settings(config).agents.get(name, {}))

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from looprail.frontmatter import read_frontmatter
 from looprail.hooks.checks import (
     COMMAND_GRAMMAR,
     EXIT_UNAVAILABLE,
@@ -22,7 +23,6 @@ from looprail.hooks.checks import (
     evaluate_predicate,
     evaluate_predicate_json,
     json_equal,
-    read_frontmatter,
     validate_query,
 )
 from looprail.runtime.base import DispatchContext, Outcome
