@@ -52,10 +52,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
 
+    from looprail.machine.dask_executor import DaskExecutor
     from looprail.machine.progress import Progress
     from looprail.machine.run import RunOptions
     from looprail.machine.session import load_project, run_phase
-    from looprail.runtime.dask_executor import DaskExecutor
 
     ideal = args.plans * args.task_s / args.workers
     runs = []

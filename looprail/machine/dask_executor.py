@@ -10,7 +10,7 @@ for one. A scheduler given by address can run any function in this process (it s
 results of plans, which are unpickled here): connect only to one you control.
 
 A worker runs the plan's tasks with the chosen runtime (a `LocalRuntime` over its own copy of
-the project, see `looprail.runtime.dask_worker`) and reports each task as it starts and ends on
+the project, see `looprail.machine.dask_worker`) and reports each task as it starts and ends on
 the plan's event topic (`Worker.log_event`); each finished task carries its outcome, its logs
 and its change (the files it wrote or removed, plus a unified diff for people). The
 orchestrator alone journals, applies the changes to the project, writes the plan's SUMMARY and
@@ -40,20 +40,22 @@ from __future__ import annotations
 
 import contextlib
 import queue
-import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from looprail.errors import HaltError, LooprailError, UsageError
-from looprail.layout import LOOPRAIL_DIR
-from looprail.runtime.executors import Settled
+from looprail.machine.dask_job import PlanJob, apply_changes, plan_topic, step_name
+from looprail.runtime.base import DispatchContext, Outcome, TaskWork
+from looprail.runtime.executors import Settled, make_executor, run_all
+
+if TYPE_CHECKING:
+    from looprail.machine.run import LoopRunner
+    from looprail.plans import Plan, Task
 
 INSTALL_HINT = "pip install 'looprail[dask]'"
-# Never copied into a worker's copy, never part of a change: looprail's own state.
-_SKIP = {LOOPRAIL_DIR, ".git"}
 LEAN_WORKERS = {
     "distributed.worker.profile.enabled": False,
     "distributed.worker.memory.monitor-interval": "1s",
@@ -63,8 +65,10 @@ NO_HTTP_ROUTES: dict[str, list[str]] = {
     "distributed.scheduler.http.routes": [],
     "distributed.worker.http.routes": [],
 }
-# A wave's plans that have not reported for this long are looked at again (a lost wake-up).
+# A plan that has not reported for this long is looked at again (a lost wake-up).
 _WAKE_S = 1.0
+# How long a plan's end waits for its worker to put its project copy back.
+_END_WAIT_S = 60.0
 
 
 def parse_executor(spec: str) -> tuple[str, Any]:
@@ -159,12 +163,6 @@ def _check_remote_security(spec: str, address: str) -> None:
         )
 
 
-def plan_topic(channel: str, plan_id: str) -> str:
-    """The event topic a plan's reports go to (one per plan: the scheduler keeps a bounded
-    number of events per topic, and a rerun reads its plan's)."""
-    return f"{channel}-{plan_id}"
-
-
 @dataclass
 class DaskExecutor:
     """Runs the plans of each wave on a Dask cluster (see the module docstring). Use as a
@@ -185,7 +183,7 @@ class DaskExecutor:
         kind, value = parse_executor(self.spec)
         from distributed import Client, LocalCluster
 
-        from looprail.runtime.dask_worker import CopyPool
+        from looprail.machine.dask_worker import CopyPool
 
         if kind == "local":
             import dask
@@ -239,101 +237,54 @@ class DaskExecutor:
 
     # -- the seam: LoopRunner._run_wave calls this for the wave's pending plans ----------------
 
-    def run_wave(self, runner: Any, wave: int, plans: Sequence[Any], done: set[str]) -> list:
-        from looprail.runtime.dask_worker import run_plan_on_worker
-
+    def run_wave(
+        self, runner: LoopRunner, wave: int, plans: Sequence[Plan], done: set[str]
+    ) -> list[Settled[None]]:
+        """Run each plan through `runner.run_plan` (the one task protocol, each plan on a thread
+        of its own here), its tasks' bodies on one Dask worker (`_PlanRun.execute_task`)."""
         if self.client is None:
             raise RuntimeError("DaskExecutor used outside its `with` block")
+        if not plans:
+            return []
         channel = f"looprail-{uuid.uuid4().hex}"
-        inbox: queue.SimpleQueue = queue.SimpleQueue()
-        jobs: dict[str, PlanJob] = {}
-        futures: dict[str, Any] = {}  # plan id -> distributed.Future
-        settled: dict[str, Settled[None]] = {}
-        for plan in plans:
-            try:
-                job = self._job(runner, plan, wave, done, channel)
-            except Exception as exc:  # a resolver failure or a checkpoint: this plan only
-                settled[plan.id] = Settled(error=exc)
-                continue
-            if not job.tasks:
-                runner._write_summary(plan)
-                settled[plan.id] = Settled(value=None)
-                continue
-            jobs[plan.id] = job
-        # Subscribe before submitting (both go to the scheduler in order): no report is missed.
-        for pid in jobs:
-            self.client.subscribe_topic(
-                plan_topic(channel, pid), lambda event: inbox.put(("event", event[1]))
-            )
-        for pid, job in jobs.items():
-            future = self.client.submit(
-                run_plan_on_worker, job, pure=False, key=f"looprail-plan-{pid}-{channel}"
-            )
-            future.add_done_callback(lambda _f, pid=pid: inbox.put(("done", pid)))
-            futures[pid] = future
-        by_id = {p.id: p for p in plans}
-        failed: dict[str, Exception] = {}
-        handled: dict[str, set[str]] = {pid: set() for pid in futures}  # tasks journaled done
-        wave_state = _WaveState(runner, wave, by_id, failed, handled)
+        runs = [_PlanRun(self, runner, plan, wave, done, channel) for plan in plans]
+        # Subscribe before anything is submitted (both go to the scheduler in order): no report
+        # is missed.
+        for run in runs:
+            self.client.subscribe_topic(run.topic, run.on_event)
+        pool = make_executor(len(runs))
         try:
-            open_plans = set(futures)
-            while open_plans:
-                try:
-                    kind, payload = inbox.get(timeout=_WAKE_S)
-                except queue.Empty:
-                    kind, payload = "done", None
-                if kind == "event":
-                    wave_state.handle(payload)
-                    continue
-                # A plan's future completed (or a look around): what it reported first.
-                while True:
-                    try:
-                        more = inbox.get_nowait()
-                    except queue.Empty:
-                        break
-                    if more[0] == "event":
-                        wave_state.handle(more[1])
-                for pid in [p for p in open_plans if futures[p].done()]:
-                    open_plans.discard(pid)
-                    settled[pid] = self._settle(wave_state, jobs[pid], futures[pid], channel)
+            return run_all(pool, [partial(run.run) for run in runs])
         finally:
-            self._forget(channel, list(futures))
-        return [settled[p.id] for p in plans if p.id in settled]
+            pool.shutdown(wait=False, cancel_futures=True)
+            self._forget([run.topic for run in runs])
 
-    def _settle(self, state: _WaveState, job: PlanJob, future: Any, channel: str) -> Settled:
-        """How a plan ended, once its future completed; its SUMMARY when it succeeded."""
-        plan = state.by_id[job.plan_id]
-        if future.status == "error" or future.cancelled():
-            error = future.exception() if future.status == "error" else "cancelled"
-            return Settled(
-                error=HaltError(
-                    f"{plan.path.name}: the plan failed on the cluster: "
-                    f"{type(error).__name__}: {error}"
-                )
-            )
-        if job.plan_id in state.failed:
-            return Settled(error=state.failed[job.plan_id])
-        missing = [key for key, _ in job.tasks if key not in state.handled[job.plan_id]]
-        if missing:  # a report not seen yet: read the plan's reports from the scheduler
-            for _ts, msg in self.client.get_events(plan_topic(channel, job.plan_id)):
-                if msg.get("task") in missing:
-                    state.handle(msg)
-            missing = [key for key, _ in job.tasks if key not in state.handled[job.plan_id]]
-        if job.plan_id in state.failed:
-            return Settled(error=state.failed[job.plan_id])
-        if missing:
-            return Settled(
-                error=HaltError(
-                    f"{plan.path.name}: the plan ended on the cluster without reporting "
-                    f"task {missing[0]}"
-                )
-            )
-        state.runner._write_summary(plan)
-        return Settled(value=None)
+    def submit(self, run: _PlanRun, first: dict[str, Any]) -> Any:
+        """Submit the plan's worker side, `first` its first step."""
+        from looprail.machine.dask_worker import run_plan_on_worker
 
-    def _forget(self, channel: str, plan_ids: list[str]) -> None:
+        runner = run.runner
+        project = runner.project
+        job = PlanJob(
+            channel=run.channel,
+            source=self.source or str(project),
+            phase_number=runner.phase.number,
+            phase_dir=runner.phase.dir.relative_to(project).as_posix(),
+            flavor=runner.options.flavor,
+            plan_id=run.plan.id,
+            wave=run.wave,
+            first=first,
+            host_tool=self.host_tool,
+            timeouts=self.timeouts,
+            runtime_factory=self.runtime_factory,
+            pool=self._pool,
+        )
+        return self.client.submit(
+            run_plan_on_worker, job, pure=False, key=f"looprail-plan-{run.topic}"
+        )
+
+    def _forget(self, topics: list[str]) -> None:
         """Drop the wave's subscriptions and the reports the scheduler keeps for it."""
-        topics = [plan_topic(channel, pid) for pid in plan_ids]
         with contextlib.suppress(Exception):
             for topic in topics:
                 self.client.unsubscribe_topic(topic)
@@ -363,146 +314,136 @@ class DaskExecutor:
         with contextlib.suppress(Exception):
             self.client.run_on_scheduler(drop, topics)
 
-    def _job(self, runner: Any, plan: Any, wave: int, done: set[str], channel: str) -> PlanJob:
-        """What a worker needs for `plan`: the tasks still to run, resolved on the orchestrator
-        (the `execute:task` resolver and `task_call` hooks run here, never on a worker)."""
-        tasks = []
-        for task in plan.tasks:
-            if task.id in done:
-                continue
-            if task.is_checkpoint:
-                runner._checkpoint(plan, task, wave)  # raises CheckpointPause unless approved
-                continue
-            work = runner._resolve(plan, task, wave)
-            runner._task_event("task_call", plan, task, wave, work)
-            tasks.append((task.id, work.model_dump(mode="json")))
-        project = runner.project
-        return PlanJob(
-            channel=channel,
-            source=self.source or str(project),
-            phase_number=runner.phase.number,
-            phase_dir=runner.phase.dir.relative_to(project).as_posix(),
-            flavor=runner.options.flavor,
-            plan_id=plan.id,
-            wave=wave,
-            tasks=tasks,
-            host_tool=self.host_tool,
-            timeouts=self.timeouts,
-            runtime_factory=self.runtime_factory,
-            pool=self._pool,
-        )
-
 
 @dataclass
-class _WaveState:
-    """The orchestrator's side of one wave: handles each report as it arrives."""
+class _PlanRun:
+    """The orchestrator's side of one plan: `runner.run_plan` on a thread here, each task's body
+    (`execute_task`) handed to the plan's worker and waited for. The first task submits the
+    plan with it; each later one is handed over as a Dask `Variable` once the orchestrator has
+    begun it (resolver, read_first, task_call hooks), after the task before was merged."""
 
-    runner: Any
+    executor: DaskExecutor
+    runner: LoopRunner
+    plan: Plan
     wave: int
-    by_id: dict[str, Any]
-    failed: dict[str, Exception]
-    handled: dict[str, set[str]]  # plan id -> its tasks journaled as done
-    started: set[tuple[str, str]] = field(default_factory=set)
-
-    def handle(self, item: dict) -> None:
-        from looprail.machine.progress import fmt_duration
-        from looprail.machine.record import EventRecord
-        from looprail.runtime.base import TaskWork
-
-        runner, wave = self.runner, self.wave
-        plan = self.by_id.get(item.get("plan", ""))
-        event = item.get("event")
-        if plan is None or event == "attempt" or item.get("task") in self.handled[plan.id]:
-            return  # a task already journaled done is never reported twice
-        key = item["task"]
-        task = next(t for t in plan.tasks if t.id == key)
-        if event == "started":
-            message = "worker lost; running again elsewhere" if item.get("retry") else ""
-            runner.recorder.task_started(key, plan_id=plan.id, wave=wave, message=message)
-            self.started.add((plan.id, key))
-            if message:
-                runner.progress.line(f"  ↻ {key}: {message}")
-            return
-        if event == "read_first":
-            missing = item["missing"]
-            runner.recorder.event(
-                EventRecord(
-                    kind="read_first",
-                    plan_id=plan.id,
-                    task_id=key,
-                    wave=wave,
-                    outcome="missing",
-                    message=", ".join(missing),
-                )
-            )
-            self.failed.setdefault(
-                plan.id,
-                HaltError(f"{plan.path.name}: task {key} read_first: missing {', '.join(missing)}"),
-            )
-            return
-        if (plan.id, key) not in self.started:  # its start was never seen: journal it first
-            runner.recorder.task_started(key, plan_id=plan.id, wave=wave)
-            self.started.add((plan.id, key))
-        # finished: apply the change first, then journal it as done (a crash in between runs
-        # the task again, never loses its change)
-        if item["ok"]:
-            apply_changes(runner.project, item["changes"])
-        ms = int(item["duration_s"] * 1000)
-        if not item["ok"]:
-            runner.recorder.task_finished(
-                key, status="failed", duration_ms=ms, message=item["detail"]
-            )
-            self.failed.setdefault(
-                plan.id, HaltError(f"{plan.path.name}: task {key} failed: {item['detail']}")
-            )
-            return
-        runner.recorder.task_finished(key, status="done", duration_ms=ms)
-        self.handled[plan.id].add(key)
-        with runner._count_lock:
-            runner.tasks_run += 1
-        for line in item.get("logs", ()):
-            runner.progress.line(f"    {line}")
-        runner.progress.line(
-            f"  ✓ {key} {task.name or ''} {fmt_duration(item['duration_s'])} on {item['worker']}"
-        )
-        work = TaskWork.model_validate(item["work"])
-        runner._task_event("task_result", plan, task, wave, work)
-
-
-@dataclass(frozen=True)
-class PlanJob:
-    """One plan for a worker (pickled to it)."""
-
+    done: set[str]
     channel: str
-    source: str
-    phase_number: str
-    phase_dir: str
-    flavor: str
-    plan_id: str
-    wave: int
-    tasks: list[tuple[str, dict[str, Any]]]
-    host_tool: str | None = None
-    timeouts: dict[str, float] | None = None
-    runtime_factory: Callable[..., Any] | None = None
-    pool: str = ""  # the worker plugin keeping project copies ("" or absent: a copy per plan)
+    inbox: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
+    future: Any = None
+    step: int = 0  # the next step to hand over
+    waiting: bool = False  # the worker waits for a step (the last one handed over said `more`)
 
+    @property
+    def topic(self) -> str:
+        return plan_topic(self.channel, self.plan.id)
 
-_apply_lock = threading.Lock()
+    def on_event(self, event: tuple[float, dict[str, Any]]) -> None:
+        self.inbox.put(event[1])  # on the client's event loop: only hand it over
 
+    def run(self) -> None:
+        try:
+            self.runner.run_plan(self.plan, self.wave, self.done, execute=self.execute_task)
+        except Exception:  # the plan failed: its worker is done or about to be
+            self._close(wait=True)
+            raise
+        except BaseException:  # interrupted: never wait for a worker mid-task
+            self._close(wait=False)
+            raise
+        self._close(wait=True)
 
-def apply_changes(project: Path, changes: dict[str, bytes | None]) -> None:
-    """Write a task's change into `project` (the orchestrator's merge). Paths are checked to
-    stay inside the project."""
-    from looprail.fsutil import atomic_write
+    def execute_task(self, work: TaskWork, ctx: DispatchContext) -> Outcome:
+        task = next(t for t in self.plan.tasks if _short(t.id) == work.task_id)
+        later = self.plan.tasks[self.plan.tasks.index(task) + 1 :]
+        more = any(t.id not in self.done and not t.is_checkpoint for t in later)
+        step = {"task": work.task_id, "work": work.model_dump(mode="json"), "more": more}
+        if self.future is None:
+            self.future = self.executor.submit(self, step)
+            self.future.add_done_callback(lambda _f: self.inbox.put({"event": "done"}))
+        else:
+            self._hand_over(step)
+        self.step += 1
+        self.waiting = more
+        return self._outcome(task)
 
-    root = Path(project).resolve()
-    with _apply_lock:
-        for rel, data in changes.items():
-            target = (root / rel).resolve()
-            if not target.is_relative_to(root) or rel.split("/")[0] in _SKIP:
-                raise HaltError(f"{rel}: a worker's change points outside the project")
-            if data is None:
-                target.unlink(missing_ok=True)
+    def _hand_over(self, step: dict[str, Any]) -> None:
+        from distributed import Variable
+
+        name = step_name(self.channel, self.plan.id, self.step)
+        Variable(name, client=self.executor.client).set(step)
+
+    def _outcome(self, task: Task) -> Outcome:
+        """Wait for the worker's report that `task` finished; merge its change first."""
+        short = _short(task.id)
+        while True:
+            try:
+                msg = self.inbox.get(timeout=_WAKE_S)
+            except queue.Empty:
+                if self.future is None or not self.future.done():
+                    continue
+                msg = {"event": "done"}  # a lost wake-up
+            if msg.get("event") == "done":
+                msg = self._reported(short) or self._failed()
+            if msg.get("task") != short:
                 continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(target, data)
+            if msg.get("event") == "started" and msg.get("retry"):
+                message = "worker lost; running again elsewhere"
+                self.runner.recorder.task_started(
+                    task.id, plan_id=self.plan.id, wave=self.wave, message=message
+                )
+                self.runner.progress.line(f"  ↻ {task.id}: {message}")
+            if msg.get("event") != "finished":
+                continue
+            outcome = Outcome.model_validate(msg["outcome"])
+            if outcome.ok:  # merged before it is journaled done: a crash runs it again
+                apply_changes(self.runner.project, msg["changes"])
+            for line in msg.get("logs", ()):
+                self.runner.progress.line(f"    {line}")
+            self.runner.progress.line(f"    {task.id} ran on {msg['worker']}")
+            return outcome
+
+    def _reported(self, short: str) -> dict[str, Any] | None:
+        """The plan's future completed: its report of `short` from the scheduler, if any (a
+        report may arrive after the future's completion)."""
+        while True:  # what arrived already comes first
+            try:
+                msg = self.inbox.get_nowait()
+            except queue.Empty:
+                break
+            if msg.get("task") == short and msg.get("event") == "finished":
+                return msg
+        for _ts, msg in self.executor.client.get_events(self.topic):
+            if msg.get("task") == short and msg.get("event") == "finished":
+                return dict(msg)
+        return None
+
+    def _failed(self) -> dict[str, Any]:
+        future, name = self.future, self.plan.path.name
+        if future.status == "error" or future.cancelled():
+            error = future.exception() if future.status == "error" else "cancelled"
+            raise HaltError(
+                f"{name}: the plan failed on the cluster: {type(error).__name__}: {error}"
+            )
+        raise HaltError(f"{name}: the plan ended on the cluster without reporting its task")
+
+    def _close(self, *, wait: bool) -> None:
+        """Tell a waiting worker the plan has no more steps; wait for it to put its copy back
+        (unless interrupted); drop the plan's variables."""
+        if self.future is None:
+            return
+        with contextlib.suppress(Exception):
+            if self.waiting:
+                self._hand_over({"end": True})
+                self.step += 1
+            if wait:
+                self.future.result(timeout=_END_WAIT_S)
+        if self.step > 1:
+            from distributed import Variable
+
+            for n in range(1, self.step):
+                with contextlib.suppress(Exception):
+                    name = step_name(self.channel, self.plan.id, n)
+                    Variable(name, client=self.executor.client).delete()
+
+
+def _short(task_id: str) -> str:
+    return task_id.rsplit("/", 1)[-1]  # what TaskWork.task_id holds
