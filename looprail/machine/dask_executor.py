@@ -1,4 +1,4 @@
-"""Waves on a Dask cluster: each plan of a wave is one `Client.submit(..., pure=False)`.
+"""Waves on a Dask cluster: each plan of a wave runs on one Dask worker.
 
     looprail run --phase 1 --executor dask://scheduler:8786   # a running dask.distributed
     looprail run --phase 1 --executor dask://tls://sched:8786 # the same over TLS
@@ -9,16 +9,18 @@ A LocalCluster listens on 127.0.0.1 over mutual TLS with credentials made for th
 for one. A scheduler given by address can run any function in this process (it sends the
 results of plans, which are unpickled here): connect only to one you control.
 
-A worker runs the plan's tasks with the chosen runtime (a `LocalRuntime` over its own copy of
-the project, see `looprail.machine.dask_worker`) and reports each task as it starts and ends on
-the plan's event topic (`Worker.log_event`); each finished task carries its outcome, its logs
-and its change (the files it wrote or removed, plus a unified diff for people). The
-orchestrator alone journals, applies the changes to the project, writes the plan's SUMMARY and
-dispatches hooks: the `execute:task` resolver and the `task_call` native hooks before the plan
-is submitted, `task_result` hooks as results arrive. Hooks never run on workers.
-
-All plans of a wave are submitted at once; reports are pushed to the orchestrator as they
-happen (`Client.subscribe_topic`), and each plan is settled as soon as its future completes.
+Every plan runs through the runner's one task protocol (`LoopRunner.run_plan` → `run_task`,
+on a thread here per plan): per task the `execute:task` resolver, `read_first`, the
+`task_call` hooks, then its body, the `task_result` hooks, in the order a local run has. Only
+the body runs on a worker (`_PlanRun.execute_task`): the plan's first task submits the plan
+(`Client.submit(..., pure=False)`), each later one is handed to the same worker run once the
+orchestrator has begun it (`dask_job.step_name`). The worker runs it with the chosen runtime
+(a `LocalRuntime` over its own copy of the project, see `looprail.machine.dask_worker`) and
+reports its start and end on the plan's event topic (`Worker.log_event`, pushed here by
+`Client.subscribe_topic`); a finished task carries its outcome, its logs and its change (the
+files it wrote or removed, plus a unified diff for people). The orchestrator alone journals,
+merges each change into the project (before the next task begins), writes the plan's SUMMARY
+and dispatches hooks. Hooks never run on workers.
 
 Where a worker's copy comes from:
 - a shared filesystem (the default): the worker keeps a copy of the project folder it is given
@@ -40,18 +42,19 @@ from __future__ import annotations
 
 import contextlib
 import queue
+import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from looprail.errors import HaltError, LooprailError, UsageError
-from looprail.machine.dask_job import PlanJob, apply_changes, plan_topic, step_name
+from looprail.machine.dask_job import PlanJob, Report, Step, apply_changes, plan_topic, step_name
 from looprail.runtime.base import DispatchContext, Outcome, TaskWork
-from looprail.runtime.executors import Settled, make_executor, run_all
+from looprail.runtime.executors import Settled, make_executor, run_all, start_threads
 
 if TYPE_CHECKING:
+    from looprail.machine.chart import TaskChart
     from looprail.machine.run import LoopRunner
     from looprail.plans import Plan, Task
 
@@ -247,19 +250,29 @@ class DaskExecutor:
         if not plans:
             return []
         channel = f"looprail-{uuid.uuid4().hex}"
-        runs = [_PlanRun(self, runner, plan, wave, done, channel) for plan in plans]
+        # Each plan's chart is built, and the plans' threads started, before the wave starts
+        # (as the local executor does): not by each thread while the others wait for the GIL.
+        runs = [
+            _PlanRun(self, runner, plan, wave, done, channel, runner.plan_chart(plan, wave))
+            for plan in plans
+        ]
         # Subscribe before anything is submitted (both go to the scheduler in order): no report
         # is missed.
         for run in runs:
             self.client.subscribe_topic(run.topic, run.on_event)
         pool = make_executor(len(runs))
+        start_threads(pool, len(runs))
         try:
-            return run_all(pool, [partial(run.run) for run in runs])
+            return run_all(pool, [run.run for run in runs])
+        except BaseException:  # interrupted: no plan thread waits on for its worker
+            for run in runs:
+                run.abandoned.set()
+            raise
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
             self._forget([run.topic for run in runs])
 
-    def submit(self, run: _PlanRun, first: dict[str, Any]) -> Any:
+    def submit(self, run: _PlanRun, first: Step) -> Any:
         """Submit the plan's worker side, `first` its first step."""
         from looprail.machine.dask_worker import run_plan_on_worker
 
@@ -328,7 +341,9 @@ class _PlanRun:
     wave: int
     done: set[str]
     channel: str
+    chart: TaskChart
     inbox: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
+    abandoned: threading.Event = field(default_factory=threading.Event)
     future: Any = None
     step: int = 0  # the next step to hand over
     waiting: bool = False  # the worker waits for a step (the last one handed over said `more`)
@@ -337,12 +352,14 @@ class _PlanRun:
     def topic(self) -> str:
         return plan_topic(self.channel, self.plan.id)
 
-    def on_event(self, event: tuple[float, dict[str, Any]]) -> None:
+    def on_event(self, event: tuple[float, Report]) -> None:
         self.inbox.put(event[1])  # on the client's event loop: only hand it over
 
     def run(self) -> None:
         try:
-            self.runner.run_plan(self.plan, self.wave, self.done, execute=self.execute_task)
+            self.runner.run_plan(
+                self.plan, self.wave, self.done, self.chart, execute=self.execute_task
+            )
         except Exception:  # the plan failed: its worker is done or about to be
             self._close(wait=True)
             raise
@@ -355,7 +372,7 @@ class _PlanRun:
         task = next(t for t in self.plan.tasks if _short(t.id) == work.task_id)
         later = self.plan.tasks[self.plan.tasks.index(task) + 1 :]
         more = any(t.id not in self.done and not t.is_checkpoint for t in later)
-        step = {"task": work.task_id, "work": work.model_dump(mode="json"), "more": more}
+        step: Step = {"task": work.task_id, "work": work.model_dump(mode="json"), "more": more}
         if self.future is None:
             self.future = self.executor.submit(self, step)
             self.future.add_done_callback(lambda _f: self.inbox.put({"event": "done"}))
@@ -365,7 +382,7 @@ class _PlanRun:
         self.waiting = more
         return self._outcome(task)
 
-    def _hand_over(self, step: dict[str, Any]) -> None:
+    def _hand_over(self, step: Step) -> None:
         from distributed import Variable
 
         name = step_name(self.channel, self.plan.id, self.step)
@@ -378,6 +395,8 @@ class _PlanRun:
             try:
                 msg = self.inbox.get(timeout=_WAKE_S)
             except queue.Empty:
+                if self.abandoned.is_set():
+                    raise HaltError(f"{self.plan.path.name}: the wave was interrupted") from None
                 if self.future is None or not self.future.done():
                     continue
                 msg = {"event": "done"}  # a lost wake-up
@@ -401,7 +420,7 @@ class _PlanRun:
             self.runner.progress.line(f"    {task.id} ran on {msg['worker']}")
             return outcome
 
-    def _reported(self, short: str) -> dict[str, Any] | None:
+    def _reported(self, short: str) -> Report | None:
         """The plan's future completed: its report of `short` from the scheduler, if any (a
         report may arrive after the future's completion)."""
         while True:  # what arrived already comes first
@@ -413,10 +432,10 @@ class _PlanRun:
                 return msg
         for _ts, msg in self.executor.client.get_events(self.topic):
             if msg.get("task") == short and msg.get("event") == "finished":
-                return dict(msg)
+                return msg
         return None
 
-    def _failed(self) -> dict[str, Any]:
+    def _failed(self) -> NoReturn:
         future, name = self.future, self.plan.path.name
         if future.status == "error" or future.cancelled():
             error = future.exception() if future.status == "error" else "cancelled"
@@ -434,7 +453,7 @@ class _PlanRun:
             if self.waiting:
                 self._hand_over({"end": True})
                 self.step += 1
-            if wait:
+            if wait and not self.abandoned.is_set():
                 self.future.result(timeout=_END_WAIT_S)
         if self.step > 1:
             from distributed import Variable

@@ -8,10 +8,10 @@ Imported by the orchestrator (`looprail.machine.dask_executor`) and by every wor
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from looprail.errors import HaltError
 from looprail.fsutil import atomic_write
@@ -34,6 +34,20 @@ def step_name(channel: str, plan_id: str, step: int) -> str:
     return f"{plan_topic(channel, plan_id)}-step-{step}"
 
 
+class Step(TypedDict, total=False):
+    """One step for a plan's worker: a task to run (`work` is its `TaskWork` as JSON; `more`:
+    whether another task of the plan may follow), or `end`: the plan has no more tasks."""
+
+    task: str
+    work: Mapping[str, object]
+    more: bool
+    end: bool
+
+
+# What a worker reports on its plan's topic (`event`: attempt, started, finished), as received.
+Report = Mapping[str, Any]
+
+
 @dataclass(frozen=True)
 class PlanJob:
     """One plan for a worker (pickled to it). `first` is its first task to run, begun (resolved,
@@ -47,7 +61,7 @@ class PlanJob:
     flavor: str
     plan_id: str
     wave: int
-    first: dict[str, Any]
+    first: Step
     host_tool: str | None = None
     timeouts: dict[str, float] | None = None
     runtime_factory: Callable[..., Any] | None = None

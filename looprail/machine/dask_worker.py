@@ -36,7 +36,7 @@ from distributed import get_worker
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from looprail.layout import AGENTS_DIR, CHECKS_DIR, COMMANDS_DIR, LOOPRAIL_DIR, SKILLS_DIR
-from looprail.machine.dask_job import SKIP, PlanJob, apply_changes, plan_topic, step_name
+from looprail.machine.dask_job import SKIP, PlanJob, Step, apply_changes, plan_topic, step_name
 from looprail.runtime.git import git
 
 _KEEP_LOOPRAIL = (AGENTS_DIR, SKILLS_DIR, COMMANDS_DIR, CHECKS_DIR)  # executables the runtime runs
@@ -456,7 +456,7 @@ def run_plan_on_worker(job: PlanJob) -> dict[str, Any]:
 _STEP_POLL_S = 2.0
 
 
-def _next_step(worker: Any, job: PlanJob, n: int) -> dict[str, Any]:
+def _next_step(worker: Any, job: PlanJob, n: int) -> Step:
     """Wait for the orchestrator to hand over step `n`. While waiting, look every few seconds
     whether this plan is still wanted (a client gone or a cancelled plan never hands it over)."""
     from distributed import Variable, get_client
@@ -465,7 +465,8 @@ def _next_step(worker: Any, job: PlanJob, n: int) -> dict[str, Any]:
     key = worker.get_current_task()
     while True:
         try:
-            return dict(variable.get(timeout=_STEP_POLL_S))
+            step: Step = variable.get(timeout=_STEP_POLL_S)
+            return step
         except TimeoutError:
             task = worker.state.tasks.get(key)
             if task is None or task.state != "executing":

@@ -514,7 +514,7 @@ class LoopRunner:
                 # Each plan's task chart is built before the wave starts (it has no effects:
                 # its initial state has no enter action), not by the plan's thread while the
                 # other plans' threads wait for the GIL to start their processes.
-                charts = [self._plan_chart(p, wave.number) for p in pending]
+                charts = [self.plan_chart(p, wave.number) for p in pending]
                 local = stack.enter_context(interruptible_executor(jobs))
                 # Its threads are up before the wave starts: started one per plan as the
                 # plans are handed over, each would wait for the one before to be scheduled.
@@ -558,7 +558,7 @@ class LoopRunner:
         if self.native is not None:
             self.native.wave_settled()
 
-    def _plan_chart(self, plan: Plan, wave: int) -> TaskChart:
+    def plan_chart(self, plan: Plan, wave: int) -> TaskChart:
         """A plan's task chart, in its initial state, over a fresh `_Ctx`."""
         return TaskChart(model=_Ctx(self, plan, wave, list(plan.tasks)))
 
@@ -572,8 +572,8 @@ class LoopRunner:
     ) -> None:
         """Run a plan's tasks in order, each through `run_task`, then write its SUMMARY. Every
         executor runs a plan this way; `execute` is where a task's body runs (default: this
-        runner's runtime, here), `chart` a chart built for the plan by `_plan_chart`."""
-        chart = chart if chart is not None else self._plan_chart(plan, wave)
+        runner's runtime, here), `chart` a chart built for the plan by `plan_chart`."""
+        chart = chart if chart is not None else self.plan_chart(plan, wave)
         ctx: _Ctx = chart.model
         for i, task in enumerate(ctx.tasks):
             ctx.index = i
