@@ -1,4 +1,4 @@
-"""A Dask worker's pooled project copy (looprail/runtime/dask_worker.py): brought up to date
+"""A Dask worker's pooled project copy (looprail/machine/dask_worker.py): brought up to date
 by stat instead of copied afresh, it must always end as a fresh copy would be; and a task's
 change found by stat must be every file it wrote or removed, even one rewritten in place at
 once to the same size. Real files; property tests over random edits on both sides."""
