@@ -488,8 +488,8 @@ def _executor(args, loaded):
 
     if not getattr(args, "executor", None):
         return contextlib.nullcontext(None)
+    from looprail.machine.dask_executor import DaskExecutor, parse_executor
     from looprail.machine.session import run_settings
-    from looprail.runtime.dask_executor import DaskExecutor, parse_executor
 
     parse_executor(args.executor)
     timeouts = run_settings(loaded).timeouts

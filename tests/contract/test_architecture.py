@@ -94,10 +94,6 @@ def test_runtime_does_not_import_hooks():
 RUNTIME_UPWARD = {
     "looprail.runtime.agents imports looprail.plans",
     "looprail.runtime.agents imports looprail.plans.load_phase",
-    "looprail.runtime.dask_executor imports looprail.machine.progress",
-    "looprail.runtime.dask_executor imports looprail.machine.progress.fmt_duration",
-    "looprail.runtime.dask_executor imports looprail.machine.record",
-    "looprail.runtime.dask_executor imports looprail.machine.record.EventRecord",
 }
 
 
