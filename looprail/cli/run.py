@@ -488,11 +488,11 @@ def _executor(args, loaded):
 
     if not getattr(args, "executor", None):
         return contextlib.nullcontext(None)
-    from looprail.machine.session import timeouts_from_config
-    from looprail.runtime.dask_executor import DaskExecutor, parse_executor
+    from looprail.machine.dask_executor import DaskExecutor, parse_executor
+    from looprail.machine.session import run_settings
 
     parse_executor(args.executor)
-    timeouts = timeouts_from_config(loaded.config)
+    timeouts = run_settings(loaded).timeouts
     return DaskExecutor(
         args.executor,
         host_tool=args.host_tool,

@@ -77,10 +77,9 @@ def local_probe(project: Path, runtime_name: str = "local") -> Probe:
     from looprail.runtime.registry import RuntimeSettings, create_runtime
 
     runtime = create_runtime(runtime_name, RuntimeSettings(project=project))
-    missing = getattr(runtime, "missing", None)
 
     def executable(folder: str, name: str) -> str | None:
-        return missing(folder, name) if missing is not None else None
+        return runtime.missing(folder, name)
 
     def on_path(word: str) -> bool:
         return word in SHELL_BUILTINS or find_program(word) is not None

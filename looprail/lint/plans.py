@@ -145,14 +145,11 @@ def _roles(data: LintInput) -> list[Finding]:
 
 
 def _verification_status(phase: Any) -> str | None:
-    from looprail.hooks.checks import read_frontmatter
+    from looprail.frontmatter import file_frontmatter
 
     if phase.verification_path is None:
         return None
-    try:
-        fm = read_frontmatter(phase.verification_path.read_text(errors="replace"))
-    except OSError:
-        return None
+    fm = file_frontmatter(phase.verification_path)
     return str(fm.get("status")) if isinstance(fm, dict) and fm.get("status") is not None else None
 
 

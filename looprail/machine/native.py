@@ -152,8 +152,8 @@ def read_queue(path: Path) -> list[dict[str, Any]]:
     beyond the parser's depth, an entry of the wrong shape) raises `InvalidFileError`, one line
     naming the file, the entry and the reason: never a traceback, and never a silent drop of
     what was queued."""
-    from looprail.config import read_bounded
     from looprail.errors import InvalidFileError, Issue
+    from looprail.fsutil import read_bounded
 
     def bad(where: str, reason: str) -> InvalidFileError:
         fix = "fix or remove the file (it holds queued messages)"

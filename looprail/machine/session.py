@@ -13,11 +13,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from looprail.errors import LooprailError, UsageError
+from looprail.errors import ConfigError, LooprailError, RefusedToStart, UsageError
 from looprail.fsutil import project_folder
 from looprail.layout import PLANNING_DIR, PROJECT_CONFIG_FILE
 from looprail.machine.progress import Progress
 from looprail.machine.run import LoopRunner, RunOptions, RunResult
+from looprail.runtime.base import RunStart  # loaded with machine.run (its dispatcher's)
+from looprail.settings import LooprailSettings, looprail_settings
 
 if TYPE_CHECKING:
     from looprail.hooks.registry import CompiledRegistry, Registry
@@ -93,7 +95,7 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     `.planning/` that leads out of the project, raises a `LooprailError`; a capability that
     fails to load is left out and named in `Loaded.warnings`."""
     from looprail.config import load_project_config_strict
-    from looprail.hooks.registry import load_registry
+    from looprail.hooks.registry import load_registry, search_roots
     from looprail.trust import load_compiled
 
     root = project_folder(project)
@@ -109,8 +111,11 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     require_inside(root, root / PLANNING_DIR, "the folder")
     config = load_project_config_strict(root)  # a malformed config stops the run
     warnings: list[str] = []
-    compiled = load_compiled(root, capability_dirs)
-    registry = load_registry(root, capability_dirs, config=config)
+    # The capabilities are read once: the compiled form is the cache's, or (on a miss) compiled
+    # from this registry, whose roots are the absolute folders the cache is keyed by.
+    roots = search_roots(root, capability_dirs, absolute=True)
+    registry = load_registry(root, roots=roots, config=config)
+    compiled = load_compiled(root, capability_dirs, registry=registry)
     warnings += list(registry.warnings)
     for failed in registry.failed:
         warnings.append(
@@ -210,9 +215,10 @@ def run_phase(
                 # of a normal end there is nothing left; after an unexpected error what is
                 # still held (task starts, hook events) is lost as in a crash.
                 recorder.close()
+                runtime.end_run()
 
 
-def read_run_inputs(loaded: Loaded, progress: Progress, runtime: Any = None) -> Any:
+def read_run_inputs(loaded: Loaded, progress: Progress, runtime: Runtime | None = None) -> Any:
     """Read and check what a run reads before it does anything: the native hooks and their
     `nextTurn` queue (`.looprail/next-turn.json`), the `looprail` section of the config, and
     whether the runtime can run at all (an agent CLI on PATH: `unready()`). Raises
@@ -221,13 +227,9 @@ def read_run_inputs(loaded: Loaded, progress: Progress, runtime: Any = None) -> 
     from looprail.errors import RefusedToStart
     from looprail.machine.native import read_native_inputs
 
-    section = (loaded.config or {}).get("looprail")
-    wanted = section.get("worktrees") if isinstance(section, dict) else None
-    if wanted is not None and not isinstance(wanted, bool):
-        raise RefusedToStart(".planning/config.json: looprail.worktrees: must be true or false")
+    run_settings(loaded)  # the `looprail` section, checked before anything runs
     # The config first (a file to fix), then whether the runtime can run at all.
-    unready = getattr(runtime, "unready", None)
-    why = unready() if callable(unready) else None
+    why = runtime.unready() if runtime is not None else None
     if why:
         raise RefusedToStart(f"{why}; the run did not start")
     return read_native_inputs(loaded.project, progress)
@@ -258,15 +260,18 @@ def _run_unjournaled(
         run_id=None,
         inputs=native,
     )
-    workspace = _attach(loaded, runtime, progress, recorder, None, budget_usd, budget_spent)
-    runner = _runner(
-        loaded, phase, runtime, options, progress, recorder, None, None, bridge, phases
-    )
-    runner.workspace = workspace
     from looprail import gcpause
 
-    gcpause.resume()  # as for a journaled run: the loop needs the collector
-    return SessionResult(runner.run(), None)
+    try:
+        workspace = _attach(loaded, runtime, progress, recorder, None, budget_usd, budget_spent)
+        runner = _runner(
+            loaded, phase, runtime, options, progress, recorder, None, None, bridge, phases
+        )
+        runner.workspace = workspace
+        gcpause.resume()  # as for a journaled run: the loop needs the collector
+        return SessionResult(runner.run(), None)
+    finally:
+        runtime.end_run()
 
 
 @dataclass
@@ -335,7 +340,7 @@ def _open_run(
                 "or start over with --new"
             )
         was = previous.machine_config.get("agent")
-        now = getattr(runtime, "name", "") or type(runtime).__name__
+        now = runtime.describe().name
         if was and was != now:
             progress.warn(f"run {previous.id} was started with agent {was}; resuming with {now}")
         run = jr.resume_run(previous.id, inputs_digest=digest)
@@ -359,7 +364,7 @@ def _open_run(
                 "flavor": options.flavor,
                 "jobs": options.jobs,
                 "autonomous": options.autonomous,
-                "agent": getattr(runtime, "name", "") or type(runtime).__name__,
+                "agent": runtime.describe().name,
                 **({"loop": loop} if loop else {}),
             },
             inputs_digest=digest,
@@ -463,6 +468,7 @@ def _build_runner(
         # is halted (resumable once fixed), never left `running` as if it had crashed.
         recorder.flush()
         jr.finish_run(run_id, "halted", str(exc))
+        runtime.end_run()
         raise
     runner.on_transition = on_transition
     if previous is not None:
@@ -504,7 +510,7 @@ def _close_run(
 
 def _attach(
     loaded: Loaded,
-    runtime: Any,
+    runtime: Runtime,
     progress: Progress,
     recorder: Any,
     run_id: str | None,
@@ -531,20 +537,11 @@ def _attach(
             )
         )
 
-    section = (loaded.config or {}).get("looprail")
-    wanted = section.get("worktrees") if isinstance(section, dict) else None
+    wanted = run_settings(loaded).worktrees
     if wanted is None:
-        wanted = bool(getattr(runtime, "wants_worktrees", False))
-    if not isinstance(wanted, bool):
-        from looprail.errors import ConfigError
-
-        raise ConfigError(".planning/config.json", "looprail.worktrees: must be true or false")
-    if hasattr(runtime, "meter"):
-        runtime.meter = Meter(run_id=run_id, budget_usd=budget_usd, spent_usd=spent_usd, sink=sink)
-        runtime.meter.check()  # a run resumed at its budget stops before any work
-    begin = getattr(runtime, "begin_run", None)
-    if begin is not None:
-        begin(run_id)
+        wanted = runtime.describe().wants_worktrees
+    meter = Meter(run_id=run_id, budget_usd=budget_usd, spent_usd=spent_usd, sink=sink)
+    runtime.begin_run(RunStart(run_id, meter))  # a metering runtime checks the budget here
     if not wanted:
         return NullWorkspace()
     return GitWorkspace(loaded.project, run_id, warn=progress.warn, say=progress.line)
@@ -701,6 +698,7 @@ def make_runtime(
         create_runtime,
     )
 
+    run_settings(loaded)  # a bad `looprail` section refuses the run (exit 2)
     name = agent_name(loaded.config, agent)
     section = agent_section(loaded.config, name)
     from looprail.runtime.agents import ADAPTERS
@@ -720,7 +718,7 @@ def make_runtime(
     settings = RuntimeSettings(
         project=loaded.project,
         host_tool=options.host_tool,
-        timeouts=timeouts_from_config(loaded.config),
+        timeouts=run_settings(loaded).timeouts,
         progress=progress.line,
         output=progress.child_line if progress.verbose else None,
         agent=section,
@@ -728,34 +726,13 @@ def make_runtime(
     return create_runtime(name, settings)
 
 
-def timeouts_from_config(config: dict[str, Any] | None) -> Any:
-    """`looprail.timeouts` in `.planning/config.json`: seconds per kind of work (`skill`,
-    `agent`, `command`, `query`, `verdict`, `phase`, `task`, `message`, `compact`)."""
-    from pydantic import ValidationError
-
-    from looprail.errors import ConfigError
-    from looprail.runtime.local import Timeouts
-
-    section = (config or {}).get("looprail")
-    raw = section.get("timeouts") if isinstance(section, dict) else None
-    if raw is None:
-        return None
-    if not isinstance(raw, dict):
-        raise ConfigError(
-            ".planning/config.json",
-            "looprail.timeouts: must be an object",
-            field="looprail.timeouts",
-        )
+def run_settings(loaded: Loaded) -> LooprailSettings:
+    """The `looprail` section of the run's config (`looprail.settings`); a value that cannot be
+    used refuses the run before anything is journaled or run (`RefusedToStart`, exit 2)."""
     try:
-        return Timeouts.model_validate(raw)
-    except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        field = ".".join(str(p) for p in err["loc"])
-        raise ConfigError(
-            ".planning/config.json",
-            f"looprail.timeouts.{field}: {err['msg']}",
-            field=f"looprail.timeouts.{field}",
-        ) from None
+        return looprail_settings(loaded.config)
+    except ConfigError as exc:
+        raise RefusedToStart(str(exc), path=exc.path, field=exc.field) from None
 
 
 def default_jobs() -> int:

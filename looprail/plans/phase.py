@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 
 from looprail.config import load_project_config
 from looprail.errors import OutsideProjectError, PlanError
+from looprail.frontmatter import reference_frontmatter
 from looprail.fsutil import contained_file, require_inside
 from looprail.layout import (
     PHASE_DIR_PATTERN,
@@ -320,8 +321,6 @@ def summary_halted(path: Path) -> bool:
     """Does this SUMMARY say `status: halted` (a designed stop)? Read as the reference reads
     it: its frontmatter line reader, a trailing ` # comment` dropped, case ignored. An
     unreadable SUMMARY is not halted (it counts as done, as there)."""
-    from looprail.hooks.checks import reference_frontmatter
-
     try:
         text = path.read_bytes().decode("utf-8", errors="replace")
     except OSError:

@@ -33,8 +33,8 @@ def user_agents_path(env: Mapping[str, str] | None = None) -> str:
 
 def user_section(name: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """`<name>` in the user's `agents.json`, or {}; a file that is not valid is a ConfigError."""
-    from looprail.config import read_bounded
     from looprail.errors import ConfigError
+    from looprail.fsutil import read_bounded
 
     path = user_agents_path(env)
     try:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.runtime.test_dask_executor import dask_project
+from tests.machine.test_dask_executor import dask_project
 
 distributed = pytest.importorskip("distributed")
 pytest.importorskip("cryptography")
@@ -232,7 +232,7 @@ def http_port(executor) -> int:
 
 
 def test_dask_http_pages_only_when_a_dashboard_is_asked_for():
-    from looprail.runtime.dask_executor import DaskExecutor
+    from looprail.machine.dask_executor import DaskExecutor
 
     with DaskExecutor("dask-local:1") as ex:
         assert ex.client.scheduler.address.startswith("tls://127.0.0.1:")
