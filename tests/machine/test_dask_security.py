@@ -58,6 +58,12 @@ except BaseException as exc:
 """
 
 
+def run_argv(project, executor: str) -> list[str]:
+    """`looprail run --phase 1` of `project` on `executor`, as a user types it."""
+    return [sys.executable, "-m", "looprail", "run", "--phase", "1", "--project", str(project),
+            "--executor", executor]  # fmt: skip
+
+
 def children(pid: int) -> list[int]:
     """Every descendant of `pid` (the Dask nannies and workers), from /proc."""
     parents: dict[int, list[int]] = {}
@@ -168,18 +174,7 @@ def test_another_local_user_cannot_run_code_on_the_local_cluster(tmp_path):
     started, go = tmp_path / "started", tmp_path / "go"
     env = {**os.environ, "STARTED_MARK": str(started), "GO_MARK": str(go)}
     run = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "looprail",
-            "run",
-            "--phase",
-            "1",
-            "--project",
-            str(project),
-            "--executor",
-            "dask-local:1",
-        ],
+        run_argv(project, "dask-local:1"),
         env=env,
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -254,18 +249,7 @@ def test_bad_dask_security_specs_are_one_line(tmp_path, spec, why):
     project = dask_project(tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith("DASK_")}
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "looprail",
-            "run",
-            "--phase",
-            "1",
-            "--project",
-            str(project),
-            "--executor",
-            spec,
-        ],
+        run_argv(project, spec),
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -304,18 +288,7 @@ def test_a_tls_scheduler_given_by_address_runs_with_dasks_own_tls_settings(tmp_p
             DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY=str(tmp_path / "key.pem"),
         )
         done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "looprail",
-                "run",
-                "--phase",
-                "1",
-                "--project",
-                str(project),
-                "--executor",
-                f"dask://{address}",
-            ],
+            run_argv(project, f"dask://{address}"),
             capture_output=True,
             text=True,
             cwd=ROOT,
