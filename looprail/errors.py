@@ -282,6 +282,17 @@ class TransitionRefused(HaltError):
         super().__init__(text, point=point)
 
 
+class GuardRefused(HaltError):
+    """A transition refused by one of the chart's plan-fact guards (no plans, no CONTEXT.md, a
+    VERIFICATION.md that did not pass, ...). `.event` is the event, `.guard` the guard's name
+    (None when the chart gave no reason); the state is unchanged."""
+
+    def __init__(self, event: str, guard: str | None, reason: str):
+        self.event = event
+        self.guard = guard
+        super().__init__(f"{event}: {reason}")
+
+
 # --------------------------------------------------------------------------- control flow
 
 
@@ -322,6 +333,7 @@ __all__ = [
     "CheckpointPause",
     "ConfigError",
     "GraphvizMissingError",
+    "GuardRefused",
     "HaltError",
     "InvalidFileError",
     "InvalidPointError",

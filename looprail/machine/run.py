@@ -1,12 +1,15 @@
 """The runner: drives the compiled loop chart for one phase of one project.
 
-Each transition attempt goes: plan-fact guards (pure, cheap: refuse before any effect) → dispatch
-the points the transition crosses (hooks run, gates produce verdicts) → `send(event, results,
-facts)`, where the chart's guards decide. A refusal leaves the state unchanged and the run halts
-naming the gate (capId, message) or the failed fact. Inside a state the runner does the step's
-work: the role agent writes the step's artifact unless it already exists; in `execute`, waves
-of plans run on an executor, each plan's tasks through a `TaskChart` whose `begin_task` runs the
-mandatory `execute:task` resolver and the `read_first` check before the body.
+The chart (`machine/chart.py`, compiled from the `LoopSpec`) is the only place that says which
+state follows which, which event fires and which guard refuses. At each step the runner does
+the work of the state the loop is in, as its `StepSpec` says (the role writes the step's
+artifact unless its `done` guard says it is there; in the looped step, `wave_running` runs a
+wave), then asks the chart for the next event and attempts it: the chart's plan-fact guards
+first (pure, cheap: refuse before any effect), then the points the transition crosses are
+dispatched (hooks run, gates produce verdicts), then `send(event, results, facts)`, where the
+chart's guards decide. A refusal leaves the state unchanged and the run halts naming the gate
+(capId, message) or the guard. Each plan's tasks go through a `TaskChart` whose `begin_task`
+runs the mandatory `execute:task` resolver and the `read_first` check before the body.
 """
 
 from __future__ import annotations
@@ -15,13 +18,14 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from looprail.errors import (
     CheckpointPause,
+    GuardRefused,
     HaltError,
     LooprailError,
     TaskContentError,
@@ -29,63 +33,40 @@ from looprail.errors import (
 )
 from looprail.errors import StopRequested as _Stop
 from looprail.frontmatter import file_frontmatter
-from looprail.fsutil import atomic_write, contained_file
 from looprail.machine import guards as G
 from looprail.machine.chart import TaskChart, compile_loop, state_path
+from looprail.machine.context import RunContext, RunOptions, RunResult, RunStatus
 from looprail.machine.dispatch import Dispatcher
 from looprail.machine.progress import Progress, fmt_duration, plural
-from looprail.machine.record import EventRecord, MemoryRecorder, Recorder
-from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
+from looprail.machine.record import EventRecord, Recorder
+from looprail.machine.spec import LoopSpec
 from looprail.machine.statechart import TransitionNotAllowed
-from looprail.machine.workspace import NullWorkspace
-from looprail.plans import Phase, PhaseCache, Plan, Task, WavePlan, compute_waves
+from looprail.machine.tasks import (
+    check_read_first,
+    halted_plans_reason,
+    resolve_task,
+    task_work,
+    write_summary,
+)
+from looprail.plans import Phase, PhaseCache, Plan, Task, Wave, WavePlan, compute_waves
 from looprail.plans.waves import halt_blocked, unmet_blocked
-from looprail.runtime.base import DispatchContext, Flavor, Outcome, TaskWork
+from looprail.runtime.base import DispatchContext, Outcome, TaskWork
 from looprail.runtime.executors import interruptible_executor, run_all, start_threads
 
 if TYPE_CHECKING:
-    from looprail.hooks.registry import CompiledRegistry
     from looprail.machine.native import NativeBridge
     from looprail.runtime.base import Runtime
 
-RunStatus = Literal["shipped", "halted", "paused"]
+__all__ = ["LoopRunner", "RunContext", "RunOptions", "RunResult", "RunStatus"]
+
 # Where a task's body runs: `Runtime.execute_task` here, or an executor's worker elsewhere.
 ExecuteTask = Callable[[TaskWork, DispatchContext], Outcome]
+# The inner state of the looped step where a wave's plans run (`chart.compile_loop`).
+WAVE_RUNNING = "wave_running"
 
 
 @dataclass
-class RunOptions:
-    flavor: Flavor = "gsd"
-    jobs: int = 1
-    autonomous: bool = False
-    approvals: frozenset[str] = frozenset()
-    host_tool: str | None = None
-    approved_earlier: frozenset[str] = frozenset()  # checkpoints approved before a resume
-    # Runs a wave's plans elsewhere (`run_wave(runner, wave, plans, done) -> [Settled]`, each
-    # plan through `LoopRunner.run_plan`), e.g. a Dask cluster
-    # (looprail.machine.dask_executor); None: threads here, `jobs` at a time.
-    executor: Any = None
-
-
-@dataclass
-class RunResult:
-    status: RunStatus
-    state: list[str]
-    reason: str | None = None
-    refused_by: G.HookResult | None = None
-    tasks_run: int = 0
-    duration_s: float = 0.0
-    warnings: list[str] = field(default_factory=list)
-    waves_run: int = 0
-    hooks_dispatched: int = 0
-
-    @property
-    def exit_code(self) -> int:
-        return {"shipped": 0, "halted": 1, "paused": 3}[self.status]
-
-
-@dataclass
-class _Ctx:
+class _PlanRun:
     """What the task callbacks need (the TaskChart's model)."""
 
     runner: LoopRunner
@@ -101,78 +82,43 @@ class _Ctx:
         return self.index + 1 < len(self.tasks)
 
     def resolve_task_content(self, task: Task, **_: Any) -> None:
-        self.work = self.runner._resolve(self.plan, task, self.wave)
+        self.work = resolve_task(self.runner.ctx, self.plan, task, self.wave)
 
     def check_read_first(self, task: Task, **_: Any) -> None:
-        self.runner._check_read_first(self.plan, task, self.work, self.wave)
+        check_read_first(self.runner.ctx, self.plan, task, self.work, self.wave)
 
     def task_call_hooks(self, task: Task, **_: Any) -> None:
         self.runner._task_event("task_call", self.plan, task, self.wave, self.work)
 
 
 class LoopRunner:
-    """One run of the loop over one phase. Construct, then `run()`.
+    """One run of the loop over one phase: `LoopRunner(ctx).run()`, `ctx` a `RunContext`
+    (`runtime` any `Runtime`: LocalRuntime by default in the CLI, ScriptedRuntime in tests)."""
 
-    `runtime` is any `Runtime` (LocalRuntime by default in the CLI, ScriptedRuntime in tests);
-    `compiled` is the compiled capability registry; `recorder` receives every event (a journal
-    makes the run durable and resumable)."""
-
-    def __init__(
-        self,
-        project: Path,
-        phase: str,
-        *,
-        runtime: Runtime,
-        compiled: CompiledRegistry,
-        config: dict[str, Any] | None,
-        resolvers: Sequence[tuple[str, Any]] = (),
-        unloadable_resolvers: Sequence[Any] = (),
-        options: RunOptions | None = None,
-        recorder: Recorder | None = None,
-        progress: Progress | None = None,
-        spec: LoopSpec = DEFAULT_LOOP,
-        state: Sequence[str] | None = None,
-        native: NativeBridge | None = None,
-        on_transition: Callable[[list[str]], None] | None = None,
-        wave: int | None = None,
-        workspace: Any = None,
-        phases: PhaseCache | None = None,
-    ):
-        self.project = Path(project).resolve()
-        self.phase_token = phase
-        self.runtime = runtime
-        self.compiled = compiled
-        self.config = config
-        self.resolvers = list(resolvers)
-        self.unloadable = list(unloadable_resolvers)
-        self.options = options or RunOptions()
-        self.recorder = recorder or MemoryRecorder()
-        self.progress = progress or Progress(quiet=True)
-        self.spec = spec
-        self.native = native
-        self.on_transition = on_transition
-        self.chart_class = compile_loop(spec)
+    def __init__(self, ctx: RunContext):
+        self.ctx = ctx
+        self.chart_class = compile_loop(ctx.spec)
         self.machine = self.chart_class()
-        if state:
-            self._restore(state)
+        if ctx.state:
+            self._restore(ctx.state)
         # The phase stays in memory for the run: each look re-stats, parses only what changed.
-        # (`phases`: the caller's, when it already read the phase before the run started.)
-        self._phases = phases if phases is not None else PhaseCache(self.project, phase)
-        self.phase: Phase = self._phases.load()
+        self.phases = ctx.phases if ctx.phases is not None else PhaseCache(ctx.project, ctx.phase)
+        self.phase: Phase = self.phases.load()
         self._waves_of: tuple[Phase, WavePlan] | None = None
         self._task_total: tuple[Phase, int] | None = None
         self._looked: G.PlanFacts | None = None  # the last facts, until anything may have run
+        native = ctx.native
         self.dispatcher = Dispatcher(
-            compiled=compiled,
-            config=config,
-            runtime=runtime,
-            project=self.project,
+            compiled=ctx.compiled,
+            config=ctx.config,
+            runtime=ctx.runtime,
+            project=ctx.project,
             phase_number=self.phase.number,
             phase_dir=self.phase.dir,
-            flavor=self.options.flavor,
-            host_tool=self.options.host_tool,
-            progress=self.progress,
-            recorder=self.recorder,
+            flavor=ctx.options.flavor,
+            host_tool=ctx.options.host_tool,
+            progress=ctx.progress,
+            recorder=ctx.recorder,
             native=native.point_hooks if native is not None else None,
             native_count=native.point_count if native is not None else None,
         )
@@ -180,13 +126,45 @@ class LoopRunner:
         self.waves_run = 0
         self._count_lock = threading.Lock()
         self.warnings: list[str] = []
-        self.wave: int | None = wave  # the wave being run (journaled with start_wave)
-        # Where each plan works (machine/workspace.py): worktrees for parallel agent plans.
-        self.workspace = workspace if workspace is not None else NullWorkspace()
+        self.wave: int | None = ctx.wave  # the wave being run (journaled with start_wave)
         # Steps whose role was killed mid-work in an earlier process: done again on resume.
-        self.redo_steps: frozenset[str] = frozenset()
+        self.redo_steps: frozenset[str] = ctx.redo_steps
         self._said: set[str] = set()
         self._warn_plan_keys()
+
+    # What the run was given: read-only, from the frozen context.
+
+    @property
+    def project(self) -> Path:
+        return self.ctx.project
+
+    @property
+    def options(self) -> RunOptions:
+        return self.ctx.options
+
+    @property
+    def runtime(self) -> Runtime:
+        return self.ctx.runtime
+
+    @property
+    def recorder(self) -> Recorder:
+        return self.ctx.recorder
+
+    @property
+    def progress(self) -> Progress:
+        return self.ctx.progress
+
+    @property
+    def spec(self) -> LoopSpec:
+        return self.ctx.spec
+
+    @property
+    def native(self) -> NativeBridge | None:
+        return self.ctx.native
+
+    @property
+    def workspace(self) -> Any:
+        return self.ctx.workspace
 
     def _warn_plan_keys(self) -> None:
         """Say once per run what a plan's frontmatter has that looprail ignores (`depend_on:`
@@ -236,30 +214,17 @@ class LoopRunner:
     def run(self) -> RunResult:
         start = time.monotonic()
         self._looked = None
+        status: RunStatus = "shipped"
+        reason: str | None = None
+        refused: G.HookResult | None = None
         try:
             if self.native is not None:
                 self.native.start(self.dispatcher.context(None))
-            while self._leaf() != "shipped":
+            while self.machine.next_events():  # none: the chart is in its final state
                 self._safe_point()
                 self._step()
-            status: RunStatus = "shipped"
-            reason = None
-            refused = None
-        except TransitionRefused as exc:
-            status, reason, refused = "halted", str(exc), exc.result
-        except CheckpointPause as exc:
-            status, reason, refused = "paused", str(exc), None
-        except _Stop as exc:
-            status, reason, refused = exc.status, str(exc), None
-        except HaltError as exc:
-            status, reason, refused = "halted", str(exc), None
-        except TaskContentError as exc:
-            status, reason, refused = "halted", f"execute:task resolver failed: {exc}", None
-        except LooprailError as exc:
-            status, reason, refused = "halted", str(exc), None
-        except OSError as exc:  # a file of the project vanished or became unreadable mid-run
-            where = f"{exc.filename}: " if exc.filename else ""
-            status, reason, refused = "halted", f"{where}{exc.strerror or exc}", None
+        except (LooprailError, CheckpointPause, _Stop, OSError) as exc:
+            status, reason, refused = _ending(exc)
         finally:
             try:
                 self.workspace.close()  # the last wave's worktrees are gone before the run ends
@@ -315,40 +280,36 @@ class LoopRunner:
             raise _Stop(status, reason)
 
     def _step(self) -> None:
-        leaf = self._leaf()
-        if leaf == "idle":
-            self._attempt("begin")
-        elif leaf == "discuss":
-            self._phase_work("discuss", done=self.phase.has_context)
-            self._attempt("finish_discuss")
-        elif leaf == "plan":
-            if not self.phase.plans and self.phase.stray_plans:
-                # Planning again would write over work that only sits in the wrong folder.
-                raise HaltError(self.phase.warnings[-1])
-            self._phase_work("plan", done=bool(self.phase.plans))
-            self._attempt("finish_plan")
-        elif leaf == "wave_ready":
-            waves = self._waves()
-            pending = [w for w in waves.waves if w.pending]
-            if pending:
-                self.wave = pending[0].number
-                self._attempt("start_wave", wave=self.wave)
-            else:
-                self._attempt("finish_execute")
-        elif leaf == "wave_running":
+        """Do the work of the state the loop is in, then attempt the event the chart names."""
+        self._work(self._leaf())
+        event = self.machine.next_event(self._looked or self.facts())
+        self._attempt(event, wave=self._wave_of(event))
+
+    def _work(self, state: str) -> None:
+        """The work of `state`, as the spec says: a step's role writes the step's artifact
+        unless the step's `done` guard says it is there; in the looped step, `wave_running`
+        runs the current wave. Every other state has none."""
+        if state == WAVE_RUNNING:
             self._run_wave()
-            self._attempt("finish_wave", wave=self.wave)
-        elif leaf == "waves_done":
-            self._attempt("finish_execute")
-        elif leaf == "verify":
-            # A VERIFICATION.md that did not pass is verified again (gaps may be fixed by now).
-            self._phase_work("verify", done=G.verify_done(self.facts()))
-            self._attempt("finish_verify")
-        elif leaf == "ship":
-            self._phase_work("ship", done=False)
-            self._attempt("finish_ship")
-        else:  # pragma: no cover - the chart has no other states
-            raise HaltError(f"unexpected state {leaf!r}")
+            return
+        step = next((s for s in self.spec.steps if s.name == state), None)
+        if step is None or step.name == self.spec.looped:
+            return
+        facts = self.facts()
+        if step.artifact == "PLAN.md" and not self.phase.plans and self.phase.stray_plans:
+            # Planning again would write over work that only sits in the wrong folder.
+            raise HaltError(self.phase.warnings[-1])
+        # A VERIFICATION.md that did not pass is verified again (gaps may be fixed by now).
+        guard = step.done_guard
+        self._phase_work(step.name, done=guard is not None and self.machine.verdict(guard, facts))
+
+    def _wave_of(self, event: str) -> int | None:
+        """The wave an attempt is about: opening a wave, the first with plans left; closing
+        one, the wave that ran; None for an attempt that crosses no wave point."""
+        points = self.machine.crossing(event)[0].points
+        if self.spec.wave_pre in points:
+            self.wave = next((w.number for w in self._waves().waves if w.pending), None)
+        return self.wave if set(points) & set(self.spec.wave_points()) else None
 
     # ------------------------------------------------------------------ transitions
 
@@ -359,11 +320,12 @@ class LoopRunner:
         return self._waves_of[1]
 
     def facts(self) -> G.PlanFacts:
+        """Look at the phase again: what the chart's plan-fact guards are given."""
         self._looked = self._facts()
         return self._looked
 
     def _facts(self) -> G.PlanFacts:
-        self.phase = self._phases.load()
+        self.phase = self.phases.load()
         status = None
         if self.phase.verification_path is not None:
             fm = file_frontmatter(self.phase.verification_path)
@@ -381,27 +343,23 @@ class LoopRunner:
 
     def attempt(self, event: str, *, wave: int | None = None) -> list[G.HookResult]:
         """One transition attempt, in public: returns the hook results of the attempt, raises
-        `TransitionRefused` (with `.result`, the refusing hook) or `HaltError` (a fact guard)
-        and then leaves the state unchanged. What a guard test drives."""
+        `TransitionRefused` (with `.result`, the refusing hook) or `GuardRefused` (with
+        `.guard`, the refusing plan-fact guard) and then leaves the state unchanged. What a
+        guard test drives."""
         self._looked = None  # a caller may have changed files since: look again
         return self._attempt(event, wave=wave)
 
     def _attempt(self, event: str, *, wave: int | None = None) -> list[G.HookResult]:
         """One transition attempt (see the module docstring for the order)."""
-        source_states = set(self.state)
-        candidates = [
-            t for t in self.spec.transitions() if t.event == event and t.source in source_states
-        ]
-        if not candidates:  # pragma: no cover - the runner only sends events it can
+        crossing = self.machine.crossing(event)
+        if not crossing:  # pragma: no cover - the runner only sends events the chart names
             raise HaltError(f"no transition {event!r} from {self.state}")
         # Nothing ran since the last look (e.g. finish_wave → start_wave): no need to look again.
         facts = self._looked or self.facts()
-        # A fact guard that refuses every candidate: refuse before any hook has effects.
-        fact_refusals = [G.failed_fact_guard(t.guards, facts) for t in candidates]
-        if all(fact_refusals):
-            raise HaltError(f"{event}: {fact_refusals[0]}")
+        if not self.machine.allows(event, facts):  # refused before any hook has effects
+            raise self._refused(event)
         results: list[G.HookResult] = []
-        for point in candidates[0].points:
+        for point in crossing[0].points:
             results += self.dispatcher.dispatch(point, wave=wave)
             if not G.hooks_allow(results):
                 break
@@ -414,8 +372,7 @@ class LoopRunner:
             refused = G.refusal(results)
             if refused is not None:
                 raise TransitionRefused(refused) from None
-            reason = G.failed_fact_guard(candidates[0].guards, self.facts()) or "refused"
-            raise HaltError(f"{event}: {reason}") from None
+            raise self._refused(event) from None
         self.recorder.event(
             EventRecord(
                 kind="transition",
@@ -427,21 +384,28 @@ class LoopRunner:
         )
         self.progress.line(f"● {'/'.join(self.state)}")
         self._status()
-        if self.on_transition is not None:
-            self.on_transition(self.state)
+        if self.ctx.on_transition is not None:
+            self.ctx.on_transition(self.state)
         return results
+
+    def _refused(self, event: str) -> GuardRefused:
+        """The refusal of `event` by the plan-fact guard the chart found refusing."""
+        guard = self.machine.refused_guard(event)
+        reason = G.FACT_REASONS.get(guard, guard) if guard else "refused"
+        return GuardRefused(event, guard, reason)
 
     # ------------------------------------------------------------------ step work
 
     def _phase_work(self, step: str, *, done: bool) -> None:
-        self._looked = None
+        """The step's role does its work, unless it is `done` (its artifact is there)."""
         spec = self.spec.step(step)
         if step in self.redo_steps:  # killed mid-work before: its artifacts do not count
             self.redo_steps = self.redo_steps - {step}
             done = False
-        if done:
+        if done:  # nothing ran: the facts just looked at still hold for the attempt
             self.progress.line(f"  {spec.artifact} exists: no {spec.role} work needed")
             return
+        self._looked = None
         self._status(f"{spec.role} at work")
         self.progress.new_stage()
         self._role_event("role_started", step, spec.role)
@@ -452,12 +416,12 @@ class LoopRunner:
         self.progress.line(
             f"  {spec.role} did the {step} work in {fmt_duration(outcome.duration_s)}"
         )
-        self.phase = self._phases.load()
+        self.phase = self.phases.load()
         self._warn_plan_keys()
-        if self.on_transition is not None:
+        if self.ctx.on_transition is not None:
             # The role wrote artifacts (plans): journal the inputs now, so a crash before the
             # next transition does not look like someone changed them underneath the run.
-            self.on_transition(self.state)
+            self.ctx.on_transition(self.state)
         self._role_event("role_finished", step, spec.role, outcome="ok")
 
     def _role_event(
@@ -483,21 +447,7 @@ class LoopRunner:
 
     def _run_wave(self) -> None:
         self._looked = None  # plans run: files change
-        waves = self._waves()
-        if self.wave is None:  # resumed inside a running wave: it is the first unfinished one
-            self.wave = next((w.number for w in waves.waves if w.pending), None)
-        wave = waves.wave(self.wave) if self.wave is not None else None
-        if wave is None:
-            raise HaltError(f"wave {self.wave} no longer exists (plans changed?)")
-        plans = {p.id: p for p in self.phase.plans}
-        blocked = halt_blocked(self.phase.plans)
-        waiting = unmet_blocked(self.phase.plans)  # a dependency of an earlier phase unfinished
-        # A halted plan is never re-run and what depends on it never runs: the rest of the wave
-        # runs, then the loop stops here (the reference's plan-index `runnable`).
-        stopped = [
-            pid for pid in wave.pending if plans[pid].halted or pid in blocked or pid in waiting
-        ]
-        pending = [plans[pid] for pid in wave.pending if pid not in stopped]
+        wave, pending, halt = self._wave_plans()
         jobs = self.options.jobs if wave.parallel_safe else 1
         if not wave.parallel_safe and self.options.jobs > 1:
             self.progress.line(
@@ -508,17 +458,7 @@ class LoopRunner:
         self.workspace.prepare(wave.number, [p.id for p in pending], jobs)
         done = self.recorder.done_tasks()
         with ExitStack() as stack:
-            local = None
-            charts = None
-            if self.options.executor is None:
-                # Each plan's task chart is built before the wave starts (it has no effects:
-                # its initial state has no enter action), not by the plan's thread while the
-                # other plans' threads wait for the GIL to start their processes.
-                charts = [self.plan_chart(p, wave.number) for p in pending]
-                local = stack.enter_context(interruptible_executor(jobs))
-                # Its threads are up before the wave starts: started one per plan as the
-                # plans are handed over, each would wait for the one before to be scheduled.
-                start_threads(local, min(jobs, len(pending)))
+            run_plans = self._plan_runs(stack, wave.number, pending, done, jobs)
             self.recorder.wave_started(
                 wave.number,
                 [(t.id, p.id) for p in pending for t in p.tasks if not t.is_checkpoint],
@@ -527,21 +467,9 @@ class LoopRunner:
             self.progress.line(
                 f"  wave {wave.number}: {plural(len(pending), 'plan')}, {jobs} at a time"
             )
-            if local is None:
-                assert self.options.executor is not None  # no local pool: the given executor
-                settled = self.options.executor.run_wave(self, wave.number, pending, done)
-            else:
-                assert charts is not None
-                settled = run_all(
-                    local,
-                    [
-                        partial(self.run_plan, p, wave.number, done, chart)
-                        for p, chart in zip(pending, charts, strict=True)
-                    ],
-                )
+            errors = [s.error for s in run_plans() if not s.ok]
             # Still in the block: the pool's idle threads are joined once the wave is
             # journaled as finished, not before.
-            errors = [s.error for s in settled if not s.ok]
             if errors:
                 # Siblings were never cancelled; the first failure (in plan order) is the reason.
                 pauses = [e for e in errors if isinstance(e, CheckpointPause)]
@@ -550,17 +478,58 @@ class LoopRunner:
                     or pauses[0]
                 )
             self.workspace.merge(wave.number)  # what finished comes back before any halt
-            if stopped:
-                raise HaltError(_halted_plans_reason(wave.number, stopped, plans, blocked, waiting))
+            if halt is not None:
+                raise HaltError(halt)
             self.recorder.event(EventRecord(kind="wave_finished", wave=wave.number, outcome="done"))
             self.workspace.settle(wave.number)  # worktrees removed while the run goes on
             self.waves_run += 1
         if self.native is not None:
             self.native.wave_settled()
 
+    def _wave_plans(self) -> tuple[Wave, list[Plan], str | None]:
+        """The current wave, its plans to run, and why the loop stops after it (a halted plan
+        is never re-run and what depends on it never runs: the rest of the wave runs, then the
+        loop stops there, as the reference's plan-index `runnable` says)."""
+        waves = self._waves()
+        if self.wave is None:  # resumed inside a running wave: it is the first unfinished one
+            self.wave = next((w.number for w in waves.waves if w.pending), None)
+        wave = waves.wave(self.wave) if self.wave is not None else None
+        if wave is None:
+            raise HaltError(f"wave {self.wave} no longer exists (plans changed?)")
+        plans = {p.id: p for p in self.phase.plans}
+        blocked = halt_blocked(self.phase.plans)
+        waiting = unmet_blocked(self.phase.plans)  # a dependency of an earlier phase unfinished
+        stopped = [
+            pid for pid in wave.pending if plans[pid].halted or pid in blocked or pid in waiting
+        ]
+        pending = [plans[pid] for pid in wave.pending if pid not in stopped]
+        why = halted_plans_reason(wave.number, stopped, plans, blocked, waiting)
+        return wave, pending, why if stopped else None
+
+    def _plan_runs(
+        self, stack: ExitStack, wave: int, pending: list[Plan], done: set[str], jobs: int
+    ) -> Callable[[], Sequence[Any]]:
+        """How the wave's plans will run: on the given executor, or here on `jobs` threads."""
+        executor = self.options.executor
+        if executor is not None:
+            return partial(executor.run_wave, self, wave, pending, done)
+        # Each plan's task chart is built before the wave starts (it has no effects: its
+        # initial state has no enter action), not by the plan's thread while the other plans'
+        # threads wait for the GIL to start their processes.
+        charts = [self.plan_chart(p, wave) for p in pending]
+        local = stack.enter_context(interruptible_executor(jobs))
+        # Its threads are up before the wave starts: started one per plan as the plans are
+        # handed over, each would wait for the one before to be scheduled.
+        start_threads(local, min(jobs, len(pending)))
+        calls = [
+            partial(self.run_plan, p, wave, done, chart)
+            for p, chart in zip(pending, charts, strict=True)
+        ]
+        return partial(run_all, local, calls)
+
     def plan_chart(self, plan: Plan, wave: int) -> TaskChart:
-        """A plan's task chart, in its initial state, over a fresh `_Ctx`."""
-        return TaskChart(model=_Ctx(self, plan, wave, list(plan.tasks)))
+        """A plan's task chart, in its initial state, over a fresh `_PlanRun`."""
+        return TaskChart(model=_PlanRun(self, plan, wave, list(plan.tasks)))
 
     def run_plan(
         self,
@@ -574,10 +543,10 @@ class LoopRunner:
         executor runs a plan this way; `execute` is where a task's body runs (default: this
         runner's runtime, here), `chart` a chart built for the plan by `plan_chart`."""
         chart = chart if chart is not None else self.plan_chart(plan, wave)
-        ctx: _Ctx = chart.model
-        for i, task in enumerate(ctx.tasks):
-            ctx.index = i
-            ctx.work = None
+        model: _PlanRun = chart.model
+        for i, task in enumerate(model.tasks):
+            model.index = i
+            model.work = None
             if task.id in done:
                 chart.send("skip_task")
                 continue
@@ -587,7 +556,7 @@ class LoopRunner:
                 chart.send("skip_task")
                 continue
             self.run_task(chart, plan, task, wave, execute or self.runtime.execute_task)
-        self._write_summary(plan)
+        write_summary(plan)
 
     def run_task(
         self, chart: TaskChart, plan: Plan, task: Task, wave: int, execute: ExecuteTask
@@ -595,9 +564,9 @@ class LoopRunner:
         """The one task protocol, whatever runs the body: the chart's `begin_task` (the
         `execute:task` resolver → `read_first` → `task_call` hooks, each journaled), then
         `task_started`, the body (`execute`), `task_finished`, the `task_result` hooks."""
-        ctx: _Ctx = chart.model
+        model: _PlanRun = chart.model
         chart.send("begin_task", task=task)
-        work = ctx.work or _task_work(plan, task)
+        work = model.work or task_work(plan, task)
         attempt = self.recorder.task_started(task.id, plan_id=plan.id, wave=wave)
         again = f" (attempt {attempt})" if attempt > 1 else ""
         self._status(f"running {task.id} {task.name or ''}".rstrip())
@@ -646,82 +615,6 @@ class LoopRunner:
             )
         )
 
-    def _resolve(self, plan: Plan, task: Task, wave: int) -> TaskWork:
-        """The `execute:task` point: mandatory, before read_first, never a fallback."""
-        work = _task_work(plan, task)
-        if not task.tracker_id:
-            return work
-        from looprail.hooks.task_content import resolve_task_content  # pydantic: tasks only
-
-        try:
-            result = resolve_task_content(
-                task.tracker_id, self.resolvers, cwd=self.project, unloadable=self.unloadable
-            )
-        except TaskContentError as exc:
-            self.recorder.event(
-                EventRecord(
-                    kind="resolver",
-                    plan_id=plan.id,
-                    task_id=task.id,
-                    wave=wave,
-                    outcome="failed",
-                    message=str(exc),
-                    data={"trackerId": task.tracker_id},
-                )
-            )
-            self.progress.line(f"  ✗ execute:task {task.id} [{task.tracker_id}] resolver failed")
-            raise
-        self.recorder.event(
-            EventRecord(
-                kind="resolver",
-                plan_id=plan.id,
-                task_id=task.id,
-                wave=wave,
-                outcome=result.outcome,
-                data={"trackerId": task.tracker_id},
-            )
-        )
-        if result.resolved and result.content is not None:
-            c = result.content
-            self.progress.line(f"  ⇣ execute:task {task.id} content from {task.tracker_id}")
-            return work.model_copy(
-                update={
-                    "action": c.action,
-                    "verify": c.verify,
-                    "acceptance_criteria": tuple(c.acceptanceCriteria),
-                    "read_first": tuple(c.readFirst),
-                    "done": c.done,
-                    "resolved_by_tracker": True,
-                }
-            )
-        return work
-
-    def _check_read_first(
-        self, plan: Plan, task: Task, work: TaskWork | None, wave: int | None = None
-    ) -> None:
-        paths = work.read_first if work is not None else tuple(task.read_first)
-        missing = []
-        for rel in paths:
-            # Inside the project once symlinks are followed, and a regular file: the one rule
-            # for every file whose text goes into a prompt (fsutil.contained_file).
-            if contained_file(self.project, rel) is None:
-                missing.append(rel)
-        self.recorder.event(
-            EventRecord(
-                kind="read_first",
-                plan_id=plan.id,
-                task_id=task.id,
-                wave=wave,
-                outcome="missing" if missing else "ok",
-                message=", ".join(missing) or None,
-                data={"paths": list(paths)},
-            )
-        )
-        if missing:
-            raise HaltError(
-                f"{plan.path.name}: task {task.id} read_first: missing {', '.join(missing)}"
-            )
-
     def _task_event(
         self,
         event: Literal["task_call", "task_result"],
@@ -739,90 +632,22 @@ class LoopRunner:
         if blocked is not None:
             raise TransitionRefused(blocked)
 
-    def _write_summary(self, plan: Plan) -> None:
-        """The durable "plan done" marker, unless the executor already wrote one."""
-        target = plan.path.with_name(plan.path.name.replace("-PLAN.md", "-SUMMARY.md"))
-        if target.exists():
-            return
-        lines = [
-            "---",
-            f"plan: {plan.id}",
-            "status: complete",
-            f"tasks: {len(plan.tasks)}",
-            "---",
-            "",
-            f"# {plan.id} summary",
-            "",
-        ]
-        if plan.objective_line:
-            lines += [plan.objective_line, ""]
-        for t in plan.tasks:
-            tracker = f" [{t.tracker_id}]" if t.tracker_id else ""
-            lines.append(f"- {t.id}: {t.name or t.type}{tracker}")
-        try:
-            atomic_write(target, "\n".join(lines) + "\n")
-        except OSError as exc:  # e.g. the phase folder was removed while the plan ran
-            raise HaltError(
-                f"{target.name}: cannot write the plan summary ({exc.strerror or exc})"
-            ) from None
-
     def _native_settled(self, status: str, reason: str | None) -> None:
         if self.native is not None:
             self.native.settled(status, reason, self.dispatcher.context(None))
 
 
-def _halted_plans_reason(
-    wave: int,
-    stopped: list[str],
-    plans: dict[str, Plan],
-    blocked: dict[str, list[str]],
-    waiting: dict[str, list[str]] | None = None,
-) -> str:
-    parts = []
-    for pid in stopped:
-        if waiting and pid in waiting and not plans[pid].halted and pid not in blocked:
-            parts.append(f"plan {pid} waits: depends_on {'; '.join(waiting[pid])}")
-            continue
-        if plans[pid].halted:
-            summary = plans[pid].summary_path
-            where = summary.name if summary else "its SUMMARY"
-            parts.append(f"plan {pid} halted ({where} says status: halted)")
-        else:
-            parts.append(f"plan {pid} is blocked by halted plan {', '.join(blocked[pid])}")
-    return f"wave {wave}: " + "; ".join(parts) + " (resolve the halt, then run again)"
-
-
-def _task_work(plan: Plan, task: Task) -> TaskWork:
-    criteria = tuple(
-        line.strip().removeprefix("- ").strip()
-        for line in (task.acceptance_criteria or "").splitlines()
-        if line.strip()
-    )
-    return TaskWork(
-        plan_id=plan.id,
-        task_id=task.id.rsplit("/", 1)[-1],  # the plan id is its own field
-        index=task.index,
-        name=task.name or "",
-        type=task.type,
-        files=tuple(task.files),
-        read_first=tuple(task.read_first),
-        action=task.action or "",
-        verify=task.verify or "",
-        acceptance_criteria=criteria,
-        done=task.done or "",
-        tracker_id=task.tracker_id,
-        plan_sections=_plan_sections(plan),
-    )
-
-
-# The plan sections an executor is handed beside its task (TaskWork.plan_sections).
-_EXECUTOR_SECTIONS = ("interfaces", "threat_model")
-
-
-def _plan_sections(plan: Plan) -> dict[str, str]:
-    texts = {"objective": plan.objective or ""}
-    texts |= {key: plan.sections.get(key) or "" for key in _EXECUTOR_SECTIONS}
-    return {key: text.strip() for key, text in texts.items() if text.strip()}
-
-
-OnProgress = Callable[[str], None]
+def _ending(exc: BaseException) -> tuple[RunStatus, str, G.HookResult | None]:
+    """How a run that stopped on `exc` ends: its status, the reason, the refusing hook."""
+    if isinstance(exc, TransitionRefused):
+        return "halted", str(exc), exc.result
+    if isinstance(exc, CheckpointPause):
+        return "paused", str(exc), None
+    if isinstance(exc, _Stop):
+        return exc.status, str(exc), None
+    if isinstance(exc, TaskContentError):
+        return "halted", f"execute:task resolver failed: {exc}", None
+    if isinstance(exc, OSError):  # a file of the project vanished or became unreadable mid-run
+        where = f"{exc.filename}: " if exc.filename else ""
+        return "halted", f"{where}{exc.strerror or exc}", None
+    return "halted", str(exc), None

@@ -17,7 +17,8 @@ from looprail.errors import ConfigError, LooprailError, RefusedToStart, UsageErr
 from looprail.fsutil import project_folder
 from looprail.layout import PLANNING_DIR, PROJECT_CONFIG_FILE
 from looprail.machine.progress import Progress
-from looprail.machine.run import LoopRunner, RunOptions, RunResult
+from looprail.machine.run import LoopRunner, RunContext, RunOptions, RunResult
+from looprail.plans import PhaseCache
 from looprail.runtime.base import RunStart  # loaded with machine.run (its dispatcher's)
 from looprail.settings import LooprailSettings, looprail_settings
 
@@ -264,10 +265,19 @@ def _run_unjournaled(
 
     try:
         workspace = _attach(loaded, runtime, progress, recorder, None, budget_usd, budget_spent)
-        runner = _runner(
-            loaded, phase, runtime, options, progress, recorder, None, None, bridge, phases
+        runner = LoopRunner(
+            _run_context(
+                loaded,
+                phase,
+                runtime,
+                options,
+                progress,
+                recorder,
+                bridge,
+                workspace,
+                phases=phases,
+            )
         )
-        runner.workspace = workspace
         gcpause.resume()  # as for a journaled run: the loop needs the collector
         return SessionResult(runner.run(), None)
     finally:
@@ -409,30 +419,11 @@ def _build_runner(
     from looprail.machine.native import load_bridge
     from looprail.machine.record import JournalRecorder
     from looprail.machine.resume import replay_role_context
-    from looprail.store import digest_inputs
 
     run_id, previous = opened.run_id, opened.previous
-    fixed = loaded.input_paths(None)  # capability folders and the config
-    seen: dict[str, Any] = {"sig": None}
-
-    def signature() -> Any:
-        # The plans' stats are the runner's last look at the phase (its PhaseCache): no
-        # second pass over a folder of hundreds of plans at every transition.
-        phases = getattr(seen.get("runner"), "_phases", None)
-        if phases is None or phases.signature is None or phases.racy:
-            return object()  # unknown: hash again
-        folder, _, plans, _ = phases.signature  # not the file names: SUMMARYs come and go
-        return (_stat_signature(fixed), folder, plans)
-
-    def on_transition(_state: list[str]) -> None:
-        # The run writes plans itself; keep the journaled digest current so a later resume
-        # compares against the last committed state. Hash again only when a stat changed.
-        sig = signature()
-        if sig != seen["sig"]:
-            seen["sig"] = sig
-            paths = loaded.input_paths(phase_dir)
-            jr.update_inputs(run_id, digest_inputs(paths, loaded.project))
-
+    # The runner's phase cache: its last look at the plans is what the digest keeper reads.
+    phases = opened.phases if opened.phases is not None else PhaseCache(loaded.project, phase)
+    on_transition = _InputsDigest(jr, loaded, run_id, phase_dir, phases)
     recorder = JournalRecorder(jr, run_id)
     bridge = load_bridge(
         loaded.project,
@@ -450,19 +441,23 @@ def _build_runner(
     spent = (_spent(jr, run_id) if previous is not None else 0.0) + budget_spent
     try:
         workspace = _attach(loaded, runtime, progress, recorder, run_id, budget_usd, spent)
-        runner = _runner(
-            loaded,
-            phase,
-            runtime,
-            options,
-            progress,
-            recorder,
-            opened.state,
-            opened.wave,
-            bridge,
-            opened.phases,
+        runner = LoopRunner(
+            _run_context(
+                loaded,
+                phase,
+                runtime,
+                options,
+                progress,
+                recorder,
+                bridge,
+                workspace,
+                phases=phases,
+                on_transition=on_transition,
+                state=opened.state,
+                wave=opened.wave,
+                redo_steps=frozenset(opened.recovery.redo_steps),
+            )
         )
-        runner.workspace = workspace
     except LooprailError as exc:
         # Bad input found while setting up (a malformed plan): the run did nothing, so it
         # is halted (resumable once fixed), never left `running` as if it had crashed.
@@ -470,13 +465,43 @@ def _build_runner(
         jr.finish_run(run_id, "halted", str(exc))
         runtime.end_run()
         raise
-    runner.on_transition = on_transition
     if previous is not None:
         replay_role_context(jr.events(run_id, kinds=["contribution"]), runtime, runner.dispatcher)
-        runner.redo_steps = frozenset(opened.recovery.redo_steps)
-    seen["runner"] = runner
-    seen["sig"] = signature()  # the digest above is of this state
+    on_transition.seen = on_transition.signature()  # the digest journaled is of this state
     return runner, recorder
+
+
+@dataclass
+class _InputsDigest:
+    """Keeps the journaled digest of the run's inputs current (the run's `on_transition`): the
+    run writes plans itself, so a later resume compares against the last committed state.
+    Hashed again only when a stat changed; the plans' stats are the runner's last look at the
+    phase (its PhaseCache), no second pass over a folder of hundreds of plans."""
+
+    jr: Any
+    loaded: Loaded
+    run_id: str
+    phase_dir: Path
+    phases: PhaseCache
+    seen: Any = None
+
+    def __post_init__(self) -> None:
+        self.fixed = self.loaded.input_paths(None)  # capability folders and the config
+
+    def signature(self) -> Any:
+        if self.phases.signature is None or self.phases.racy:
+            return object()  # unknown: hash again
+        folder, _, plans, _ = self.phases.signature  # not the file names: SUMMARYs come and go
+        return (_stat_signature(self.fixed), folder, plans)
+
+    def __call__(self, _state: list[str]) -> None:
+        from looprail.store import digest_inputs
+
+        sig = self.signature()
+        if sig != self.seen:
+            self.seen = sig
+            paths = self.loaded.input_paths(self.phase_dir)
+            self.jr.update_inputs(self.run_id, digest_inputs(paths, self.loaded.project))
 
 
 def _run_with_signals(
@@ -665,24 +690,33 @@ def _approved_checkpoints(jr: Any, run_id: str) -> frozenset[str]:
     )
 
 
-def _runner(
-    loaded, phase, runtime, options, progress, recorder, state, wave, native, phases=None
-) -> LoopRunner:
-    return LoopRunner(
-        loaded.project,
-        phase,
+def _run_context(
+    loaded: Loaded,
+    phase: str,
+    runtime: Runtime,
+    options: RunOptions,
+    progress: Progress,
+    recorder: Any,
+    native: Any,
+    workspace: Any,
+    **more: Any,
+) -> RunContext:
+    """What a run of `phase` is given, journaled or not (`more`: where a resumed run starts,
+    the journal's `on_transition`, the phase cache already read)."""
+    return RunContext(
+        project=loaded.project,
+        phase=phase,
         runtime=runtime,
         compiled=loaded.compiled,
         config=loaded.config,
         resolvers=loaded.resolvers,
-        unloadable_resolvers=loaded.unloadable,
+        unloadable=loaded.unloadable,
         options=options,
         recorder=recorder,
         progress=progress,
-        state=state,
-        wave=wave,
         native=native,
-        phases=phases,
+        workspace=workspace,
+        **more,
     )
 
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from looprail.errors import HaltError, ManifestError, UsageError
 from looprail.layout import LOOPRAIL_DIR, PHASES_DIR, PROJECT_CONFIG_FILE
-from looprail.machine.guards import GUARDS, HookResult
+from looprail.machine.guards import HookResult
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec, TransitionSpec
 from looprail.runtime.base import Outcome, Request, RunStart, RuntimeInfo
 from looprail.runtime.scripted import Call, CallKind, ScriptedRuntime
@@ -598,7 +598,7 @@ class LoopHarness:
             runner.attempt(spec_t.event, wave=wave)
         except HaltError as exc:
             refused = getattr(exc, "result", None)
-            guard = None if refused is not None else self._failed_guard(runner, spec_t)
+            guard = getattr(exc, "guard", None)
             return TransitionResult(
                 event=spec_t.event,
                 state_before=before,
@@ -686,7 +686,7 @@ class LoopHarness:
         options: RunOptions | None = None,
     ) -> LoopRunner:
         from looprail.machine.progress import Progress
-        from looprail.machine.run import LoopRunner, RunOptions
+        from looprail.machine.run import LoopRunner, RunContext, RunOptions
 
         compiled, registry = self._load()
         # As `session.Loaded.resolvers`: every loaded resolver (no activationKey for execute:task)
@@ -697,18 +697,20 @@ class LoopHarness:
             if cid in caps and caps[cid].get("consent") is not False
         ]
         runner = LoopRunner(
-            self.project,
-            self.phase,
-            runtime=_LoggedRuntime(self.runtime, log),
-            compiled=compiled,
-            config=self._config,
-            resolvers=resolvers,
-            options=options or RunOptions(flavor=self.flavor, jobs=1),
-            recorder=_logged_recorder(log),
-            progress=Progress(quiet=True),
-            spec=self.spec,
-            state=state,
-            wave=wave,
+            RunContext(
+                project=self.project,
+                phase=self.phase,
+                runtime=_LoggedRuntime(self.runtime, log),
+                compiled=compiled,
+                config=self._config,
+                resolvers=resolvers,
+                options=options or RunOptions(flavor=self.flavor, jobs=1),
+                recorder=_logged_recorder(log),
+                progress=Progress(quiet=True),
+                spec=self.spec,
+                state=state,
+                wave=wave,
+            )
         )
         return runner
 
@@ -752,11 +754,6 @@ class LoopHarness:
             return None
         waves = compute_waves(runner.phase.plans, root=self.project)
         return next((w.number for w in waves.waves if w.pending), None)
-
-    @staticmethod
-    def _failed_guard(runner: Any, t: TransitionSpec) -> str | None:
-        facts = runner.facts()
-        return next((g for g in t.guards if g in GUARDS and not GUARDS[g](facts)), None)
 
 
 def _set_dotted(config: dict[str, Any], key: str, value: Any) -> None:
