@@ -19,9 +19,10 @@ from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any, ClassVar, cast
 
+from looprail.errors import HaltError
 from looprail.machine import guards as G
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec, TransitionSpec
-from looprail.machine.statechart import State, StateChart
+from looprail.machine.statechart import OrderedSet, State, StateChart
 
 WAVE_STATES = ("wave_ready", "wave_running", "waves_done")
 
@@ -157,6 +158,24 @@ def compile_loop(spec: LoopSpec = DEFAULT_LOOP) -> type[LoopChart]:
         _loop_events=events,
     )
     return type("ProjectLoop", (LoopChart,), attrs)
+
+
+def restored(chart_class: type[LoopChart], state: Sequence[str]) -> LoopChart:
+    """A chart of `chart_class` in a journaled configuration (`state`, outermost first), put
+    back without running enter callbacks; the initial one when `state` is empty."""
+    machine = chart_class()
+    values = [s for s in state if s]
+    if not values:
+        return machine
+    unknown = [s for s in values if s not in chart_class.states_map]
+    if unknown:  # a journal written by another loop (an older looprail, a changed spec)
+        raise HaltError(
+            f"journaled state {unknown[0]!r} is not a state of this loop "
+            f"({', '.join(chart_class.states_map)}); start over with --new"
+        )
+    model = machine.model
+    setattr(model, machine.state_field, values[0] if len(values) == 1 else OrderedSet(values))
+    return chart_class(model=model)
 
 
 def state_path(machine: StateChart) -> list[str]:

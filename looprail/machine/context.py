@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from looprail.errors import CheckpointPause, StopRequested, TaskContentError, TransitionRefused
 from looprail.machine import guards as G
 from looprail.machine.progress import Progress
 from looprail.machine.record import MemoryRecorder, Recorder
@@ -93,3 +94,19 @@ class RunContext:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "project", Path(self.project).resolve())
+
+
+def run_ending(exc: BaseException) -> tuple[RunStatus, str, G.HookResult | None]:
+    """How a run that stopped on `exc` ends: its status, the reason, the refusing hook."""
+    if isinstance(exc, TransitionRefused):
+        return "halted", str(exc), exc.result
+    if isinstance(exc, CheckpointPause):
+        return "paused", str(exc), None
+    if isinstance(exc, StopRequested):
+        return exc.status, str(exc), None
+    if isinstance(exc, TaskContentError):
+        return "halted", f"execute:task resolver failed: {exc}", None
+    if isinstance(exc, OSError):  # a file of the project vanished or became unreadable mid-run
+        where = f"{exc.filename}: " if exc.filename else ""
+        return "halted", f"{where}{exc.strerror or exc}", None
+    return "halted", str(exc), None

@@ -154,4 +154,3 @@ FACT_REASONS = {
     "discuss_done": "the discuss step produced no CONTEXT.md",
     "verify_done": "VERIFICATION.md does not report `status: passed`",
 }
-

@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
-from contextlib import ExitStack
-from dataclasses import dataclass
-from functools import partial
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -28,34 +25,24 @@ from looprail.errors import (
     GuardRefused,
     HaltError,
     LooprailError,
-    TaskContentError,
     TransitionRefused,
 )
 from looprail.errors import StopRequested as _Stop
 from looprail.frontmatter import file_frontmatter
 from looprail.machine import guards as G
-from looprail.machine.chart import TaskChart, compile_loop, state_path
-from looprail.machine.context import RunContext, RunOptions, RunResult, RunStatus
+from looprail.machine.chart import TaskChart, compile_loop, restored, state_path
+from looprail.machine.context import RunContext, RunOptions, RunResult, RunStatus, run_ending
 from looprail.machine.dispatch import Dispatcher
-from looprail.machine.progress import Progress, fmt_duration, plural
+from looprail.machine.progress import Progress, fmt_duration
 from looprail.machine.record import EventRecord, Recorder
-from looprail.machine.spec import LoopSpec
 from looprail.machine.statechart import TransitionNotAllowed
-from looprail.machine.tasks import (
-    check_read_first,
-    halted_plans_reason,
-    resolve_task,
-    task_work,
-    write_summary,
-)
-from looprail.plans import Phase, PhaseCache, Plan, Task, Wave, WavePlan, compute_waves
-from looprail.plans.waves import halt_blocked, unmet_blocked
+from looprail.machine.tasks import PlanRun, task_work, write_summary
+from looprail.machine.wave import run_wave
+from looprail.plans import Phase, PhaseCache, Plan, Task, WavePlan, compute_waves
 from looprail.runtime.base import DispatchContext, Outcome, TaskWork
-from looprail.runtime.executors import interruptible_executor, run_all, start_threads
 
 if TYPE_CHECKING:
-    from looprail.machine.native import NativeBridge
-    from looprail.runtime.base import Runtime
+    pass
 
 __all__ = ["LoopRunner", "RunContext", "RunOptions", "RunResult", "RunStatus"]
 
@@ -65,32 +52,6 @@ ExecuteTask = Callable[[TaskWork, DispatchContext], Outcome]
 WAVE_RUNNING = "wave_running"
 
 
-@dataclass
-class _PlanRun:
-    """What the task callbacks need (the TaskChart's model)."""
-
-    runner: LoopRunner
-    plan: Plan
-    wave: int
-    tasks: list[Task]
-    index: int = 0
-    work: TaskWork | None = None
-
-    # TaskChart callbacks -------------------------------------------------------------
-
-    def more_tasks(self, **_: Any) -> bool:
-        return self.index + 1 < len(self.tasks)
-
-    def resolve_task_content(self, task: Task, **_: Any) -> None:
-        self.work = resolve_task(self.runner.ctx, self.plan, task, self.wave)
-
-    def check_read_first(self, task: Task, **_: Any) -> None:
-        check_read_first(self.runner.ctx, self.plan, task, self.work, self.wave)
-
-    def task_call_hooks(self, task: Task, **_: Any) -> None:
-        self.runner._task_event("task_call", self.plan, task, self.wave, self.work)
-
-
 class LoopRunner:
     """One run of the loop over one phase: `LoopRunner(ctx).run()`, `ctx` a `RunContext`
     (`runtime` any `Runtime`: LocalRuntime by default in the CLI, ScriptedRuntime in tests)."""
@@ -98,9 +59,8 @@ class LoopRunner:
     def __init__(self, ctx: RunContext):
         self.ctx = ctx
         self.chart_class = compile_loop(ctx.spec)
-        self.machine = self.chart_class()
-        if ctx.state:
-            self._restore(ctx.state)
+        # A resumed run's chart is put back in its journaled configuration.
+        self.machine = restored(self.chart_class, ctx.state or ())
         # The phase stays in memory for the run: each look re-stats, parses only what changed.
         self.phases = ctx.phases if ctx.phases is not None else PhaseCache(ctx.project, ctx.phase)
         self.phase: Phase = self.phases.load()
@@ -143,28 +103,12 @@ class LoopRunner:
         return self.ctx.options
 
     @property
-    def runtime(self) -> Runtime:
-        return self.ctx.runtime
-
-    @property
     def recorder(self) -> Recorder:
         return self.ctx.recorder
 
     @property
     def progress(self) -> Progress:
         return self.ctx.progress
-
-    @property
-    def spec(self) -> LoopSpec:
-        return self.ctx.spec
-
-    @property
-    def native(self) -> NativeBridge | None:
-        return self.ctx.native
-
-    @property
-    def workspace(self) -> Any:
-        return self.ctx.workspace
 
     def _warn_plan_keys(self) -> None:
         """Say once per run what a plan's frontmatter has that looprail ignores (`depend_on:`
@@ -183,25 +127,6 @@ class LoopRunner:
 
     # ------------------------------------------------------------------ state
 
-    def _restore(self, state: Sequence[str]) -> None:
-        """Put the chart back in a journaled configuration without running enter callbacks."""
-        from looprail.machine.statechart import OrderedSet
-
-        values = [s for s in state if s]
-        if not values:
-            return
-        unknown = [s for s in values if s not in self.chart_class.states_map]
-        if unknown:  # a journal written by another loop (an older looprail, a changed spec)
-            raise HaltError(
-                f"journaled state {unknown[0]!r} is not a state of this loop "
-                f"({', '.join(self.chart_class.states_map)}); start over with --new"
-            )
-        model = self.machine.model
-        setattr(
-            model, self.machine.state_field, values[0] if len(values) == 1 else OrderedSet(values)
-        )
-        self.machine = self.chart_class(model=model)
-
     @property
     def state(self) -> list[str]:
         return state_path(self.machine)
@@ -218,16 +143,16 @@ class LoopRunner:
         reason: str | None = None
         refused: G.HookResult | None = None
         try:
-            if self.native is not None:
-                self.native.start(self.dispatcher.context(None))
+            if self.ctx.native is not None:
+                self.ctx.native.start(self.dispatcher.context(None))
             while self.machine.next_events():  # none: the chart is in its final state
                 self._safe_point()
                 self._step()
         except (LooprailError, CheckpointPause, _Stop, OSError) as exc:
-            status, reason, refused = _ending(exc)
+            status, reason, refused = run_ending(exc)
         finally:
             try:
-                self.workspace.close()  # the last wave's worktrees are gone before the run ends
+                self.ctx.workspace.close()  # the last wave's worktrees are gone before the run ends
             finally:
                 self.progress.close()
         if status != "shipped":
@@ -275,8 +200,8 @@ class LoopRunner:
 
     def _safe_point(self) -> None:
         """Between steps and tasks: honour an `interrupt`/`shutdown` a native hook asked for."""
-        if self.native is not None and self.native.stop is not None:
-            status, reason = self.native.stop
+        if self.ctx.native is not None and self.ctx.native.stop is not None:
+            status, reason = self.ctx.native.stop
             raise _Stop(status, reason)
 
     def _step(self) -> None:
@@ -290,10 +215,11 @@ class LoopRunner:
         unless the step's `done` guard says it is there; in the looped step, `wave_running`
         runs the current wave. Every other state has none."""
         if state == WAVE_RUNNING:
-            self._run_wave()
+            self._looked = None  # plans run: files change
+            run_wave(self)
             return
-        step = next((s for s in self.spec.steps if s.name == state), None)
-        if step is None or step.name == self.spec.looped:
+        step = next((s for s in self.ctx.spec.steps if s.name == state), None)
+        if step is None or step.name == self.ctx.spec.looped:
             return
         facts = self.facts()
         if step.artifact == "PLAN.md" and not self.phase.plans and self.phase.stray_plans:
@@ -307,13 +233,13 @@ class LoopRunner:
         """The wave an attempt is about: opening a wave, the first with plans left; closing
         one, the wave that ran; None for an attempt that crosses no wave point."""
         points = self.machine.crossing(event)[0].points
-        if self.spec.wave_pre in points:
-            self.wave = next((w.number for w in self._waves().waves if w.pending), None)
-        return self.wave if set(points) & set(self.spec.wave_points()) else None
+        if self.ctx.spec.wave_pre in points:
+            self.wave = next((w.number for w in self.waves().waves if w.pending), None)
+        return self.wave if set(points) & set(self.ctx.spec.wave_points()) else None
 
     # ------------------------------------------------------------------ transitions
 
-    def _waves(self) -> WavePlan:
+    def waves(self) -> WavePlan:
         """The waves of the phase as it is now: computed once per phase state."""
         if self._waves_of is None or self._waves_of[0] is not self.phase:
             self._waves_of = (self.phase, compute_waves(self.phase.plans, root=self.project))
@@ -331,7 +257,7 @@ class LoopRunner:
             fm = file_frontmatter(self.phase.verification_path)
             if isinstance(fm, dict) and fm.get("status") is not None:
                 status = str(fm.get("status"))
-        waves = self._waves() if self.phase.plans else None
+        waves = self.waves() if self.phase.plans else None
         # Counts and a str, derived here: no validator to build (a run-path cost).
         return G.PlanFacts.model_construct(
             plan_count=len(self.phase.plans),
@@ -398,7 +324,7 @@ class LoopRunner:
 
     def _phase_work(self, step: str, *, done: bool) -> None:
         """The step's role does its work, unless it is `done` (its artifact is there)."""
-        spec = self.spec.step(step)
+        spec = self.ctx.spec.step(step)
         if step in self.redo_steps:  # killed mid-work before: its artifacts do not count
             self.redo_steps = self.redo_steps - {step}
             done = False
@@ -409,7 +335,7 @@ class LoopRunner:
         self._status(f"{spec.role} at work")
         self.progress.new_stage()
         self._role_event("role_started", step, spec.role)
-        outcome = self.runtime.do_phase_work(spec.role, step, self.dispatcher.context(None))
+        outcome = self.ctx.runtime.do_phase_work(spec.role, step, self.dispatcher.context(None))
         if not outcome.ok:
             self._role_event("role_finished", step, spec.role, outcome="failed")
             raise HaltError(f"{step}: {spec.role} failed: {outcome.detail}")
@@ -445,91 +371,9 @@ class LoopRunner:
 
     # ------------------------------------------------------------------ waves
 
-    def _run_wave(self) -> None:
-        self._looked = None  # plans run: files change
-        wave, pending, halt = self._wave_plans()
-        jobs = self.options.jobs if wave.parallel_safe else 1
-        if not wave.parallel_safe and self.options.jobs > 1:
-            self.progress.line(
-                f"  wave {wave.number} runs sequentially: plans share "
-                + ", ".join(wave.overlap_files)
-            )
-        jobs = self.workspace.jobs(jobs, len(pending))
-        self.workspace.prepare(wave.number, [p.id for p in pending], jobs)
-        done = self.recorder.done_tasks()
-        with ExitStack() as stack:
-            run_plans = self._plan_runs(stack, wave.number, pending, done, jobs)
-            self.recorder.wave_started(
-                wave.number,
-                [(t.id, p.id) for p in pending for t in p.tasks if not t.is_checkpoint],
-            )
-            self.progress.new_stage()
-            self.progress.line(
-                f"  wave {wave.number}: {plural(len(pending), 'plan')}, {jobs} at a time"
-            )
-            errors = [s.error for s in run_plans() if not s.ok]
-            # Still in the block: the pool's idle threads are joined once the wave is
-            # journaled as finished, not before.
-            if errors:
-                # Siblings were never cancelled; the first failure (in plan order) is the reason.
-                pauses = [e for e in errors if isinstance(e, CheckpointPause)]
-                raise (
-                    next((e for e in errors if not isinstance(e, CheckpointPause)), None)
-                    or pauses[0]
-                )
-            self.workspace.merge(wave.number)  # what finished comes back before any halt
-            if halt is not None:
-                raise HaltError(halt)
-            self.recorder.event(EventRecord(kind="wave_finished", wave=wave.number, outcome="done"))
-            self.workspace.settle(wave.number)  # worktrees removed while the run goes on
-            self.waves_run += 1
-        if self.native is not None:
-            self.native.wave_settled()
-
-    def _wave_plans(self) -> tuple[Wave, list[Plan], str | None]:
-        """The current wave, its plans to run, and why the loop stops after it (a halted plan
-        is never re-run and what depends on it never runs: the rest of the wave runs, then the
-        loop stops there, as the reference's plan-index `runnable` says)."""
-        waves = self._waves()
-        if self.wave is None:  # resumed inside a running wave: it is the first unfinished one
-            self.wave = next((w.number for w in waves.waves if w.pending), None)
-        wave = waves.wave(self.wave) if self.wave is not None else None
-        if wave is None:
-            raise HaltError(f"wave {self.wave} no longer exists (plans changed?)")
-        plans = {p.id: p for p in self.phase.plans}
-        blocked = halt_blocked(self.phase.plans)
-        waiting = unmet_blocked(self.phase.plans)  # a dependency of an earlier phase unfinished
-        stopped = [
-            pid for pid in wave.pending if plans[pid].halted or pid in blocked or pid in waiting
-        ]
-        pending = [plans[pid] for pid in wave.pending if pid not in stopped]
-        why = halted_plans_reason(wave.number, stopped, plans, blocked, waiting)
-        return wave, pending, why if stopped else None
-
-    def _plan_runs(
-        self, stack: ExitStack, wave: int, pending: list[Plan], done: set[str], jobs: int
-    ) -> Callable[[], Sequence[Any]]:
-        """How the wave's plans will run: on the given executor, or here on `jobs` threads."""
-        executor = self.options.executor
-        if executor is not None:
-            return partial(executor.run_wave, self, wave, pending, done)
-        # Each plan's task chart is built before the wave starts (it has no effects: its
-        # initial state has no enter action), not by the plan's thread while the other plans'
-        # threads wait for the GIL to start their processes.
-        charts = [self.plan_chart(p, wave) for p in pending]
-        local = stack.enter_context(interruptible_executor(jobs))
-        # Its threads are up before the wave starts: started one per plan as the plans are
-        # handed over, each would wait for the one before to be scheduled.
-        start_threads(local, min(jobs, len(pending)))
-        calls = [
-            partial(self.run_plan, p, wave, done, chart)
-            for p, chart in zip(pending, charts, strict=True)
-        ]
-        return partial(run_all, local, calls)
-
     def plan_chart(self, plan: Plan, wave: int) -> TaskChart:
-        """A plan's task chart, in its initial state, over a fresh `_PlanRun`."""
-        return TaskChart(model=_PlanRun(self, plan, wave, list(plan.tasks)))
+        """A plan's task chart, in its initial state, over a fresh `PlanRun`."""
+        return TaskChart(model=PlanRun(self, plan, wave, list(plan.tasks)))
 
     def run_plan(
         self,
@@ -543,7 +387,7 @@ class LoopRunner:
         executor runs a plan this way; `execute` is where a task's body runs (default: this
         runner's runtime, here), `chart` a chart built for the plan by `plan_chart`."""
         chart = chart if chart is not None else self.plan_chart(plan, wave)
-        model: _PlanRun = chart.model
+        model: PlanRun = chart.model
         for i, task in enumerate(model.tasks):
             model.index = i
             model.work = None
@@ -555,7 +399,7 @@ class LoopRunner:
                 self._checkpoint(plan, task, wave)
                 chart.send("skip_task")
                 continue
-            self.run_task(chart, plan, task, wave, execute or self.runtime.execute_task)
+            self.run_task(chart, plan, task, wave, execute or self.ctx.runtime.execute_task)
         write_summary(plan)
 
     def run_task(
@@ -564,14 +408,14 @@ class LoopRunner:
         """The one task protocol, whatever runs the body: the chart's `begin_task` (the
         `execute:task` resolver → `read_first` → `task_call` hooks, each journaled), then
         `task_started`, the body (`execute`), `task_finished`, the `task_result` hooks."""
-        model: _PlanRun = chart.model
+        model: PlanRun = chart.model
         chart.send("begin_task", task=task)
         work = model.work or task_work(plan, task)
         attempt = self.recorder.task_started(task.id, plan_id=plan.id, wave=wave)
         again = f" (attempt {attempt})" if attempt > 1 else ""
         self._status(f"running {task.id} {task.name or ''}".rstrip())
         dctx = self.dispatcher.context(None, plan_id=plan.id, task_id=work.task_id, wave=wave)
-        dctx = self.workspace.bind(plan.id, dctx)
+        dctx = self.ctx.workspace.bind(plan.id, dctx)
         self.progress.task_started(task.id, f"{task.id} {task.name or ''}{again}".rstrip())
         try:
             outcome = execute(work, dctx)
@@ -623,9 +467,9 @@ class LoopRunner:
         wave: int,
         work: TaskWork | None,
     ) -> None:
-        if self.native is None:
+        if self.ctx.native is None:
             return
-        results = self.native.task_hooks(
+        results = self.ctx.native.task_hooks(
             event, plan, task, wave, work, self.dispatcher.context(None)
         )
         blocked = next((r for r in results if r.status == "block"), None)
@@ -633,21 +477,5 @@ class LoopRunner:
             raise TransitionRefused(blocked)
 
     def _native_settled(self, status: str, reason: str | None) -> None:
-        if self.native is not None:
-            self.native.settled(status, reason, self.dispatcher.context(None))
-
-
-def _ending(exc: BaseException) -> tuple[RunStatus, str, G.HookResult | None]:
-    """How a run that stopped on `exc` ends: its status, the reason, the refusing hook."""
-    if isinstance(exc, TransitionRefused):
-        return "halted", str(exc), exc.result
-    if isinstance(exc, CheckpointPause):
-        return "paused", str(exc), None
-    if isinstance(exc, _Stop):
-        return exc.status, str(exc), None
-    if isinstance(exc, TaskContentError):
-        return "halted", f"execute:task resolver failed: {exc}", None
-    if isinstance(exc, OSError):  # a file of the project vanished or became unreadable mid-run
-        where = f"{exc.filename}: " if exc.filename else ""
-        return "halted", f"{where}{exc.strerror or exc}", None
-    return "halted", str(exc), None
+        if self.ctx.native is not None:
+            self.ctx.native.settled(status, reason, self.dispatcher.context(None))

@@ -6,12 +6,46 @@ SUMMARY.md that marks a plan done.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
 from looprail.errors import HaltError, TaskContentError
 from looprail.fsutil import atomic_write, contained_file
 from looprail.machine.context import RunContext
 from looprail.machine.record import EventRecord
 from looprail.plans import Plan, Task
 from looprail.runtime.base import TaskWork
+
+if TYPE_CHECKING:
+    from looprail.machine.run import LoopRunner
+
+
+@dataclass
+class PlanRun:
+    """One plan's run through its `TaskChart` (the chart's model: its callbacks are the
+    mandatory actions of `begin_task`)."""
+
+    runner: LoopRunner
+    plan: Plan
+    wave: int
+    tasks: list[Task]
+    index: int = 0
+    work: TaskWork | None = None
+
+    # TaskChart callbacks -------------------------------------------------------------
+
+    def more_tasks(self, **_: Any) -> bool:
+        return self.index + 1 < len(self.tasks)
+
+    def resolve_task_content(self, task: Task, **_: Any) -> None:
+        self.work = resolve_task(self.runner.ctx, self.plan, task, self.wave)
+
+    def check_read_first(self, task: Task, **_: Any) -> None:
+        check_read_first(self.runner.ctx, self.plan, task, self.work, self.wave)
+
+    def task_call_hooks(self, task: Task, **_: Any) -> None:
+        self.runner._task_event("task_call", self.plan, task, self.wave, self.work)
+
 
 # The plan sections an executor is handed beside its task (TaskWork.plan_sections).
 _EXECUTOR_SECTIONS = ("interfaces", "threat_model")
