@@ -388,7 +388,7 @@ def journal_runs(project: Path) -> dict[str, tuple[str, str]]:
 
 def run_spent(project: Path, run_id: str | None) -> float:
     """What a run's agent calls cost, from the journal (the meter's own record)."""
-    from looprail.machine.session import _spent
+    from looprail.machine.opening import spent_usd as _spent
     from looprail.store import Journal
 
     if run_id is None:

@@ -6,123 +6,44 @@ This is the function the CLI's `looprail run` / `looprail resume` and the pytest
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from looprail.errors import ConfigError, LooprailError, RefusedToStart, UsageError
-from looprail.fsutil import project_folder
-from looprail.layout import PLANNING_DIR, PROJECT_CONFIG_FILE
+from looprail.errors import LooprailError
+from looprail.machine.loading import (
+    Loaded,
+    attach_run,
+    default_jobs,
+    load_project,
+    make_runtime,
+    read_plans,
+    read_run_inputs,
+    run_settings,
+)
+from looprail.machine.opening import OpenedRun, approved_checkpoints, open_run, spent_usd
 from looprail.machine.progress import Progress
 from looprail.machine.run import LoopRunner, RunContext, RunOptions, RunResult
+from looprail.machine.signals import journal_children, signal_label, stop_signals
 from looprail.plans import PhaseCache
-from looprail.runtime.base import RunStart  # loaded with machine.run (its dispatcher's)
-from looprail.settings import LooprailSettings, looprail_settings
+
+__all__ = [
+    "Loaded",
+    "SessionResult",
+    "default_jobs",
+    "load_project",
+    "make_runtime",
+    "read_plans",
+    "read_run_inputs",
+    "run_phase",
+    "run_settings",
+    "stop_signals",
+]
 
 if TYPE_CHECKING:
-    from looprail.hooks.registry import CompiledRegistry, Registry
     from looprail.machine.record import JournalRecorder
-    from looprail.machine.resume import Recovery
     from looprail.runtime.base import Runtime
-    from looprail.store.journal import RunRow
-
-
-@dataclass
-class Loaded:
-    """Everything loaded from a project and its capability search path."""
-
-    project: Path
-    compiled: CompiledRegistry
-    registry: Registry
-    config: dict[str, Any] | None
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def resolvers(self) -> list[tuple[str, Any]]:
-        """Every loaded capability's resolver, as the reference does (installed, not gated by
-        `activationKey`: execute:task has no `when`) — except one without the user's consent."""
-        caps = self.compiled["caps"]
-        return [
-            (cid, r)
-            for cid, r in self.registry.task_content_resolvers()
-            if cid in caps and caps[cid].get("consent") is not False
-        ]
-
-    @property
-    def unloadable(self) -> list[Any]:
-        """Resolvers that exist but must not run: their capability failed to load, or is a
-        project capability without consent. A task with their prefix halts (never a silent
-        fallback to the inline plan)."""
-        caps = self.compiled["caps"]
-        unconsented = [
-            (cid, r.trackerPrefix, "no consent for this project capability (run `looprail trust`)")
-            for cid, r in self.registry.task_content_resolvers()
-            if cid in caps and caps[cid].get("consent") is False
-        ]
-        served = {
-            r.trackerPrefix: self.registry.capabilities[cid].origin for cid, r in self.resolvers
-        }
-        if not self.registry.failed:  # the usual case: no need to import the resolver module
-            return unconsented
-        from looprail.hooks.task_content import unloadable_resolvers
-
-        return unloadable_resolvers(self.registry.failed, served) + unconsented
-
-    @property
-    def blockers(self) -> list[Any]:
-        """Why `looprail run` must not start (`looprail.hooks.startup`): a missing first-party
-        folder, a capability that failed to load, an unconsented project capability's gates."""
-        from looprail.hooks.startup import blockers
-
-        return blockers(self.registry, self.compiled)
-
-    def input_paths(self, phase_dir: Path | None) -> list[Path]:
-        """What a run depends on: capability folders, the config, the phase's plans."""
-        paths = [lc.source for lc in self.registry.capabilities.values()]
-        paths.append(self.project / PROJECT_CONFIG_FILE)
-        if phase_dir is not None:
-            paths += sorted(phase_dir.glob("*-PLAN.md"))
-        return paths
-
-
-def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()) -> Loaded:
-    """Load a project (a folder with `.planning/`) and its capabilities for `run_phase`.
-
-    `capability_dirs` are first-party capability folders (or folders of them), searched before
-    the global and project overlays. A malformed `.planning/config.json`, or a `.looprail/` or
-    `.planning/` that leads out of the project, raises a `LooprailError`; a capability that
-    fails to load is left out and named in `Loaded.warnings`."""
-    from looprail.config import load_project_config_strict
-    from looprail.hooks.registry import load_registry, search_roots
-    from looprail.trust import load_compiled
-
-    root = project_folder(project)
-    if not (root / PLANNING_DIR).is_dir():
-        raise UsageError(f"{project}: not a project (no .planning/ folder)")
-    root = root.resolve()
-    from looprail.fsutil import check_looprail_folders, require_inside
-
-    # The journal, lock, logs, worktrees, agents and queued messages live under .looprail/: a
-    # symlink out of the project (of it or of a folder in it) would make a run write (and read
-    # its state) elsewhere.
-    check_looprail_folders(root)
-    require_inside(root, root / PLANNING_DIR, "the folder")
-    config = load_project_config_strict(root)  # a malformed config stops the run
-    warnings: list[str] = []
-    # The capabilities are read once: the compiled form is the cache's, or (on a miss) compiled
-    # from this registry, whose roots are the absolute folders the cache is keyed by.
-    roots = search_roots(root, capability_dirs, absolute=True)
-    registry = load_registry(root, roots=roots, config=config)
-    compiled = load_compiled(root, capability_dirs, registry=registry)
-    warnings += list(registry.warnings)
-    for failed in registry.failed:
-        warnings.append(
-            f"capability {failed.id!r} ({failed.origin}) not loaded: {failed.issues[0]}"
-        )
-    return Loaded(root, compiled, registry, config, warnings)
 
 
 @dataclass
@@ -180,7 +101,7 @@ def run_phase(
             None if journal_path(loaded.project).exists() else read_plans(loaded.project, phase)
         )
         with Journal.open(loaded.project) as jr:
-            opened = _open_run(
+            opened = open_run(
                 jr,
                 loaded,
                 phase,
@@ -219,23 +140,6 @@ def run_phase(
                 runtime.end_run()
 
 
-def read_run_inputs(loaded: Loaded, progress: Progress, runtime: Runtime | None = None) -> Any:
-    """Read and check what a run reads before it does anything: the native hooks and their
-    `nextTurn` queue (`.looprail/next-turn.json`), the `looprail` section of the config, and
-    whether the runtime can run at all (an agent CLI on PATH: `unready()`). Raises
-    `RefusedToStart` (exit 2), one line naming the file or program, the field and the reason.
-    Returns the native inputs, for the run to use as read here."""
-    from looprail.errors import RefusedToStart
-    from looprail.machine.native import read_native_inputs
-
-    run_settings(loaded)  # the `looprail` section, checked before anything runs
-    # The config first (a file to fix), then whether the runtime can run at all.
-    why = runtime.unready() if runtime is not None else None
-    if why:
-        raise RefusedToStart(f"{why}; the run did not start")
-    return read_native_inputs(loaded.project, progress)
-
-
 def _run_unjournaled(
     loaded: Loaded,
     phase: str,
@@ -264,7 +168,7 @@ def _run_unjournaled(
     from looprail import gcpause
 
     try:
-        workspace = _attach(loaded, runtime, progress, recorder, None, budget_usd, budget_spent)
+        workspace = attach_run(loaded, runtime, progress, recorder, None, budget_usd, budget_spent)
         runner = LoopRunner(
             _run_context(
                 loaded,
@@ -284,122 +188,6 @@ def _run_unjournaled(
         runtime.end_run()
 
 
-@dataclass
-class _OpenedRun:
-    """The journal run `run_phase` drives: resumed (`previous` is the run as it was) or new."""
-
-    run_id: str
-    previous: RunRow | None  # the journal's run record when resuming
-    recovery: Recovery
-    state: list[str] | None
-    wave: int | None
-    changes: list[str]
-    phases: Any = None  # the PhaseCache a new run read its plans into before it started
-
-
-def _open_run(
-    jr: Any,
-    loaded: Loaded,
-    phase: str,
-    phase_dir: Path,
-    runtime: Runtime,
-    options: RunOptions,
-    progress: Progress,
-    *,
-    resume: str | None,
-    accept_changes: bool,
-    new_run: bool,
-    phases: Any = None,
-    loop: dict[str, Any] | None = None,
-) -> _OpenedRun:
-    """Find the run to resume (verified, its orphans reaped, its role state recovered) and
-    resume it, or start a new one; either way journal the digest of the phase's inputs."""
-    from looprail.machine.resume import Recovery, recover_role, recover_summaries
-    from looprail.store import diff_inputs, digest_inputs
-
-    previous = None
-    if resume == "auto" and not new_run:
-        previous = jr.unfinished_run(phase)
-    elif resume not in (None, "auto"):
-        previous = jr.find_run(resume)
-        if not previous.resumable:
-            raise LooprailError(f"run {previous.id} is {previous.status}; nothing to resume")
-    if previous is not None and new_run:
-        previous = None
-    recovery = Recovery()
-    if previous is not None:
-        # Before anything of this run is trusted or touched: was it written by this user?
-        jr.verify_run(previous.id)
-        reap_journaled_processes(jr, previous.id, progress)
-        recovery = recover_role(loaded.project, phase_dir, previous.id, jr)
-        if previous.status == "running":  # it crashed (a pause or halt finished its tasks)
-            recover_summaries(loaded.project, phase_dir, previous.id, jr, recovery)
-        for note in recovery.notes:
-            progress.line(note)
-    digest = digest_inputs(loaded.input_paths(phase_dir), loaded.project)
-    changes: list[str] = []
-    if previous is not None:
-        changes = [
-            c for c in diff_inputs(previous.inputs_digest, digest) if not recovery.excuses(c)
-        ]
-        crashed = previous.status == "running"
-        if changes and crashed and not accept_changes:
-            raise LooprailError(
-                f"run {previous.id} was interrupted and its inputs changed since "
-                f"({'; '.join(changes)}); resume with --accept-changes, "
-                "or start over with --new"
-            )
-        was = previous.machine_config.get("agent")
-        now = runtime.describe().name
-        if was and was != now:
-            progress.warn(f"run {previous.id} was started with agent {was}; resuming with {now}")
-        run = jr.resume_run(previous.id, inputs_digest=digest)
-        run_id = run.id
-        state, wave = run.state, _last_wave(jr, run_id)
-        progress.line(
-            f"resuming run {run_id} (was {previous.status}) at {'/'.join(state) or 'idle'}"
-            + (f"; inputs changed: {', '.join(changes)}" if changes else "")
-        )
-    else:
-        if phases is None:  # before anything is journaled
-            phases = read_plans(loaded.project, phase)
-        if new_run:
-            old = jr.unfinished_run(phase)
-            if old is not None:
-                jr.finish_run(old.id, "failed", "abandoned: a new run was started with --new")
-        run_id = jr.start_run(
-            phase,
-            state=["idle"],
-            machine_config={
-                "flavor": options.flavor,
-                "jobs": options.jobs,
-                "autonomous": options.autonomous,
-                "agent": runtime.describe().name,
-                **({"loop": loop} if loop else {}),
-            },
-            inputs_digest=digest,
-        )
-        progress.line(f"run {run_id}: phase {phase} of {loaded.project}")
-        return _OpenedRun(run_id, None, recovery, None, None, [], phases)
-    return _OpenedRun(run_id, previous, recovery, state, wave, changes)
-
-
-def read_plans(project: Path, phase: str) -> Any:
-    """The phase's plans as a new run will read them, parsed before it starts: a malformed
-    PLAN.md already there stops it (`RefusedToStart`, exit 2) with nothing journaled. (A
-    resumed run reads them after its recovery, which moves a killed planner's partial output
-    away first; a bad plan there halts the run, resumable once fixed.)"""
-    from looprail.errors import PlanError, RefusedToStart
-    from looprail.plans.phase import PhaseCache
-
-    phases = PhaseCache(project, phase)
-    try:
-        phases.load()
-    except PlanError as exc:
-        raise RefusedToStart(f"{exc}; the run did not start") from None
-    return phases
-
-
 def _build_runner(
     jr: Any,
     loaded: Loaded,
@@ -408,7 +196,7 @@ def _build_runner(
     runtime: Runtime,
     options: RunOptions,
     progress: Progress,
-    opened: _OpenedRun,
+    opened: OpenedRun,
     budget_usd: float | None,
     native: Any = None,
     budget_spent: float = 0.0,
@@ -436,11 +224,11 @@ def _build_runner(
     )
     if previous is not None:
         # Approvals given earlier in this run still hold: a resumed run never asks again.
-        approved = _approved_checkpoints(jr, run_id)
+        approved = approved_checkpoints(jr, run_id)
         options = replace(options, approved_earlier=options.approved_earlier | approved)
-    spent = (_spent(jr, run_id) if previous is not None else 0.0) + budget_spent
+    spent = (spent_usd(jr, run_id) if previous is not None else 0.0) + budget_spent
     try:
-        workspace = _attach(loaded, runtime, progress, recorder, run_id, budget_usd, spent)
+        workspace = attach_run(loaded, runtime, progress, recorder, run_id, budget_usd, spent)
         runner = LoopRunner(
             _run_context(
                 loaded,
@@ -523,7 +311,7 @@ def _run_with_signals(
 
 
 def _close_run(
-    jr: Any, recorder: JournalRecorder, opened: _OpenedRun, result: RunResult
+    jr: Any, recorder: JournalRecorder, opened: OpenedRun, result: RunResult
 ) -> SessionResult:
     """Journal the run's final status."""
     recorder.flush()
@@ -531,134 +319,6 @@ def _close_run(
     return SessionResult(
         result, opened.run_id, resumed=opened.previous is not None, changes=opened.changes
     )
-
-
-def _attach(
-    loaded: Loaded,
-    runtime: Runtime,
-    progress: Progress,
-    recorder: Any,
-    run_id: str | None,
-    budget_usd: float | None,
-    spent_usd: float,
-) -> Any:
-    """Tell the runtime about the run (transcripts, the cost meter and budget) and choose where
-    plans work: git worktrees when the runtime wants them (agent CLIs) or the config says
-    `looprail.worktrees: true`; `false` keeps every plan in the main tree."""
-    from looprail.machine.workspace import GitWorkspace, NullWorkspace
-    from looprail.runtime.meter import Meter
-    from looprail.store.models import EventRecord
-
-    def sink(call: dict[str, Any]) -> None:
-        recorder.event(
-            EventRecord(
-                kind="agent_call",
-                plan_id=call.get("planId"),
-                task_id=call.get("taskId"),
-                outcome="ok" if call.get("ok") else "failed",
-                duration_ms=call.get("durationMs"),
-                message=call.get("transcript"),
-                data=call,
-            )
-        )
-
-    wanted = run_settings(loaded).worktrees
-    if wanted is None:
-        wanted = runtime.describe().wants_worktrees
-    meter = Meter(run_id=run_id, budget_usd=budget_usd, spent_usd=spent_usd, sink=sink)
-    runtime.begin_run(RunStart(run_id, meter))  # a metering runtime checks the budget here
-    if not wanted:
-        return NullWorkspace()
-    return GitWorkspace(loaded.project, run_id, warn=progress.warn, say=progress.line)
-
-
-def _spent(jr: Any, run_id: str) -> float:
-    total = 0.0
-    for e in jr.events(run_id, kinds=["agent_call"]):
-        cost = e.data.get("costUsd")
-        if isinstance(cost, (int, float)):
-            total += float(cost)
-    return total
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP during a run: handled like Ctrl-C (the CLI exits 128 + signal)."""
-
-    def __init__(self, signum: int):
-        self.signum = signum
-        super().__init__(signal_name(signum))
-
-
-def signal_name(signum: int) -> str:
-    import signal
-
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
-
-
-def signal_label(exc: BaseException) -> str:
-    return signal_name(exc.signum) if isinstance(exc, Terminated) else "Ctrl-C"
-
-
-@contextmanager
-def stop_signals() -> Iterator[None]:
-    """While a run runs: SIGTERM and SIGHUP raise `Terminated` in the main thread, so they
-    stop the run like Ctrl-C does. Outside the main thread (an embedding) nothing changes."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum: int, _frame: Any) -> None:
-        raise Terminated(signum)
-
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-
-
-@contextmanager
-def journal_children(recorder: Any) -> Iterator[None]:
-    """Journal every child process the run starts (pid and start time, and its guard's), so a
-    resume after a crash can reap whatever outlived the killed looprail."""
-    from looprail.machine.record import EventRecord
-    from looprail.runtime.process import set_spawn_listener
-
-    def listener(spawned: Any) -> None:
-        recorder.event(EventRecord(kind="process", data=spawned.as_data()))
-
-    set_spawn_listener(listener)
-    try:
-        yield
-    finally:
-        set_spawn_listener(None)
-
-
-def reap_journaled_processes(jr: Any, run_id: str, progress: Progress) -> list[int]:
-    """Kill what the run's earlier (killed) process left running: each journaled child and
-    guard whose pid still names the same process (same start time)."""
-    from looprail.runtime.process import Spawned, reap_spawned
-
-    killed: list[int] = []
-    for event in jr.events(run_id, kinds=["process"]):
-        try:
-            spawned = Spawned(**event.data)
-        except TypeError:
-            continue
-        killed += reap_spawned(spawned)
-    if killed:
-        progress.line(
-            f"stopped {len(killed)} process(es) left running by the interrupted run: "
-            + ", ".join(str(p) for p in killed)
-        )
-    return killed
 
 
 def _stat_signature(paths: Sequence[Path]) -> list[tuple[str, int, int]]:
@@ -671,23 +331,6 @@ def _stat_signature(paths: Sequence[Path]) -> list[tuple[str, int, int]]:
                 continue
             sig.append((str(f), st.st_mtime_ns, st.st_size))
     return sig
-
-
-def _last_wave(jr: Any, run_id: str) -> int | None:
-    waves = [
-        e.wave
-        for e in jr.events(run_id, kinds=["transition"])
-        if e.data.get("event") == "start_wave" and e.wave is not None
-    ]
-    return waves[-1] if waves else None
-
-
-def _approved_checkpoints(jr: Any, run_id: str) -> frozenset[str]:
-    return frozenset(
-        e.task_id
-        for e in jr.events(run_id, kinds=["task_finished"])
-        if e.outcome == "approved" and e.task_id
-    )
 
 
 def _run_context(
@@ -718,56 +361,3 @@ def _run_context(
         workspace=workspace,
         **more,
     )
-
-
-def make_runtime(
-    loaded: Loaded, options: RunOptions, progress: Progress, *, agent: str | None = None
-) -> Any:
-    """The runtime a run uses, from the registry: `agent` (`--agent`), else `looprail.agent`
-    in the config, else `local`; built with the config's timeouts and its agent section."""
-    from looprail.runtime.registry import (
-        RuntimeSettings,
-        agent_name,
-        agent_section,
-        create_runtime,
-    )
-
-    run_settings(loaded)  # a bad `looprail` section refuses the run (exit 2)
-    name = agent_name(loaded.config, agent)
-    section = agent_section(loaded.config, name)
-    from looprail.runtime.agents import ADAPTERS
-
-    if name in ADAPTERS:  # the settings a cloned project may not choose alone
-        from looprail.errors import RefusedToStart
-        from looprail.trust.agents import effective_agent
-
-        effective = effective_agent(loaded.project, loaded.config, name)
-        refusal = effective.refusal()
-        if refusal is not None:  # before anything is journaled or run: exit 2
-            key = next(iter(effective.pending))
-            raise RefusedToStart(
-                refusal, path=".planning/config.json", field=f"looprail.agents.{name}.{key}"
-            )
-        section = effective.section
-    settings = RuntimeSettings(
-        project=loaded.project,
-        host_tool=options.host_tool,
-        timeouts=run_settings(loaded).timeouts,
-        progress=progress.line,
-        output=progress.child_line if progress.verbose else None,
-        agent=section,
-    )
-    return create_runtime(name, settings)
-
-
-def run_settings(loaded: Loaded) -> LooprailSettings:
-    """The `looprail` section of the run's config (`looprail.settings`); a value that cannot be
-    used refuses the run before anything is journaled or run (`RefusedToStart`, exit 2)."""
-    try:
-        return looprail_settings(loaded.config)
-    except ConfigError as exc:
-        raise RefusedToStart(str(exc), path=exc.path, field=exc.field) from None
-
-
-def default_jobs() -> int:
-    return max(1, min(4, os.cpu_count() or 1))
