@@ -10,14 +10,72 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from looprail.errors import LooprailError
-from looprail.machine.loading import Loaded, read_plans
+from looprail.machine.context import RunContext, RunOptions
+from looprail.machine.loading import Loaded, attach_run, read_plans
 from looprail.machine.progress import Progress
-from looprail.machine.run import RunOptions
 
 if TYPE_CHECKING:
     from looprail.machine.resume import Recovery
     from looprail.runtime.base import Runtime
     from looprail.store.journal import RunRow
+
+
+@dataclass(frozen=True)
+class Session:
+    """What `run_phase` was asked, resolved once, for the parts of a session to share (the
+    journal run it opens, the runner's `RunContext`)."""
+
+    loaded: Loaded
+    phase: str  # the phase number as its folder names it
+    phase_dir: Path
+    runtime: Runtime
+    options: RunOptions
+    progress: Progress
+    budget_usd: float | None
+    budget_spent: float  # what the invocation spent before this run
+
+    @property
+    def where(self) -> tuple[Path, str]:
+        return self.loaded.project, self.phase
+
+    def bridge(self, recorder: Any, run_id: str | None, native: Any) -> Any:
+        """The native hooks' bridge into this run (None without native hooks)."""
+        from looprail.machine.native import load_bridge
+
+        return load_bridge(
+            self.loaded.project,
+            runtime=self.runtime,
+            phase=self.phase,
+            progress=self.progress,
+            recorder=recorder,
+            run_id=run_id,
+            inputs=native,
+        )
+
+    def attach(self, recorder: Any, run_id: str | None, spent_usd: float) -> Any:
+        """Tell the runtime about the run; the workspace its plans work in (`attach_run`)."""
+        return attach_run(
+            self.loaded, self.runtime, self.progress, recorder, run_id, self.budget_usd, spent_usd
+        )
+
+    def context(self, recorder: Any, native: Any, workspace: Any, **more: Any) -> RunContext:
+        """The run's context (`more`: where a resumed run starts, the journal's
+        `on_transition`, the phase cache already read, the options with earlier approvals)."""
+        more.setdefault("options", self.options)
+        return RunContext(
+            project=self.loaded.project,
+            phase=self.phase,
+            runtime=self.runtime,
+            compiled=self.loaded.compiled,
+            config=self.loaded.config,
+            resolvers=self.loaded.resolvers,
+            unloadable=self.loaded.unloadable,
+            recorder=recorder,
+            progress=self.progress,
+            native=native,
+            workspace=workspace,
+            **more,
+        )
 
 
 @dataclass
@@ -35,12 +93,7 @@ class OpenedRun:
 
 def open_run(
     jr: Any,
-    loaded: Loaded,
-    phase: str,
-    phase_dir: Path,
-    runtime: Runtime,
-    options: RunOptions,
-    progress: Progress,
+    session: Session,
     *,
     resume: str | None,
     accept_changes: bool,
@@ -51,8 +104,10 @@ def open_run(
     """Find the run to resume (verified, its orphans reaped, its role state recovered) and
     resume it, or start a new one; either way journal the digest of the phase's inputs."""
     from looprail.machine.resume import Recovery, recover_role, recover_summaries
-    from looprail.store import diff_inputs, digest_inputs
+    from looprail.store import digest_inputs
 
+    loaded, phase, phase_dir = session.loaded, session.phase, session.phase_dir
+    runtime, progress = session.runtime, session.progress
     previous = None
     if resume == "auto" and not new_run:
         previous = jr.unfinished_run(phase)
@@ -73,51 +128,76 @@ def open_run(
         for note in recovery.notes:
             progress.line(note)
     digest = digest_inputs(loaded.input_paths(phase_dir), loaded.project)
-    changes: list[str] = []
     if previous is not None:
-        changes = [
-            c for c in diff_inputs(previous.inputs_digest, digest) if not recovery.excuses(c)
-        ]
-        crashed = previous.status == "running"
-        if changes and crashed and not accept_changes:
-            raise LooprailError(
-                f"run {previous.id} was interrupted and its inputs changed since "
-                f"({'; '.join(changes)}); resume with --accept-changes, "
-                "or start over with --new"
-            )
-        was = previous.machine_config.get("agent")
-        now = runtime.describe().name
-        if was and was != now:
-            progress.warn(f"run {previous.id} was started with agent {was}; resuming with {now}")
-        run = jr.resume_run(previous.id, inputs_digest=digest)
-        run_id = run.id
-        state, wave = run.state, _last_wave(jr, run_id)
-        progress.line(
-            f"resuming run {run_id} (was {previous.status}) at {'/'.join(state) or 'idle'}"
-            + (f"; inputs changed: {', '.join(changes)}" if changes else "")
+        return _resume(jr, previous, recovery, digest, runtime, progress, accept_changes)
+    return _start(jr, session, recovery, digest, new_run, phases, loop)
+
+
+def _start(
+    jr: Any,
+    session: Session,
+    recovery: Recovery,
+    digest: Any,
+    new_run: bool,
+    phases: Any,
+    loop: dict[str, Any] | None,
+) -> OpenedRun:
+    """Start a new journal run (`--new`: the unfinished one is abandoned first)."""
+    phase, options = session.phase, session.options
+    if phases is None:  # before anything is journaled
+        phases = read_plans(*session.where)
+    if new_run:
+        old = jr.unfinished_run(phase)
+        if old is not None:
+            jr.finish_run(old.id, "failed", "abandoned: a new run was started with --new")
+    run_id = jr.start_run(
+        phase,
+        state=["idle"],
+        machine_config={
+            "flavor": options.flavor,
+            "jobs": options.jobs,
+            "autonomous": options.autonomous,
+            "agent": session.runtime.describe().name,
+            **({"loop": loop} if loop else {}),
+        },
+        inputs_digest=digest,
+    )
+    session.progress.line(f"run {run_id}: phase {phase} of {session.loaded.project}")
+    return OpenedRun(run_id, None, recovery, None, None, [], phases)
+
+
+def _resume(
+    jr: Any,
+    previous: RunRow,
+    recovery: Recovery,
+    digest: Any,
+    runtime: Runtime,
+    progress: Progress,
+    accept_changes: bool,
+) -> OpenedRun:
+    """Resume `previous` with the inputs as they are now (`digest`): a crashed run whose
+    inputs changed (beyond what its recovery excuses) needs `--accept-changes`."""
+    from looprail.store import diff_inputs
+
+    changes = [c for c in diff_inputs(previous.inputs_digest, digest) if not recovery.excuses(c)]
+    crashed = previous.status == "running"
+    if changes and crashed and not accept_changes:
+        raise LooprailError(
+            f"run {previous.id} was interrupted and its inputs changed since "
+            f"({'; '.join(changes)}); resume with --accept-changes, "
+            "or start over with --new"
         )
-    else:
-        if phases is None:  # before anything is journaled
-            phases = read_plans(loaded.project, phase)
-        if new_run:
-            old = jr.unfinished_run(phase)
-            if old is not None:
-                jr.finish_run(old.id, "failed", "abandoned: a new run was started with --new")
-        run_id = jr.start_run(
-            phase,
-            state=["idle"],
-            machine_config={
-                "flavor": options.flavor,
-                "jobs": options.jobs,
-                "autonomous": options.autonomous,
-                "agent": runtime.describe().name,
-                **({"loop": loop} if loop else {}),
-            },
-            inputs_digest=digest,
-        )
-        progress.line(f"run {run_id}: phase {phase} of {loaded.project}")
-        return OpenedRun(run_id, None, recovery, None, None, [], phases)
-    return OpenedRun(run_id, previous, recovery, state, wave, changes)
+    was = previous.machine_config.get("agent")
+    now = runtime.describe().name
+    if was and was != now:
+        progress.warn(f"run {previous.id} was started with agent {was}; resuming with {now}")
+    run = jr.resume_run(previous.id, inputs_digest=digest)
+    state, wave = run.state, _last_wave(jr, run.id)
+    progress.line(
+        f"resuming run {run.id} (was {previous.status}) at {'/'.join(state) or 'idle'}"
+        + (f"; inputs changed: {', '.join(changes)}" if changes else "")
+    )
+    return OpenedRun(run.id, previous, recovery, state, wave, changes)
 
 
 def spent_usd(jr: Any, run_id: str) -> float:

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 from looprail.errors import LooprailError
 from looprail.machine.loading import (
     Loaded,
-    attach_run,
     default_jobs,
     load_project,
     make_runtime,
@@ -22,9 +21,15 @@ from looprail.machine.loading import (
     read_run_inputs,
     run_settings,
 )
-from looprail.machine.opening import OpenedRun, approved_checkpoints, open_run, spent_usd
+from looprail.machine.opening import (
+    OpenedRun,
+    Session,
+    approved_checkpoints,
+    open_run,
+    spent_usd,
+)
 from looprail.machine.progress import Progress
-from looprail.machine.run import LoopRunner, RunContext, RunOptions, RunResult
+from looprail.machine.run import LoopRunner, RunOptions, RunResult
 from looprail.machine.signals import journal_children, signal_label, stop_signals
 from looprail.plans import PhaseCache
 
@@ -81,34 +86,43 @@ def run_phase(
     options = options or RunOptions()
     progress = progress or Progress()
     found = find_phase(loaded.project, phase)
-    phase, phase_dir = found.number, found.dir  # "01" and "1" are one phase in the journal
     if runtime is None:
         runtime = make_runtime(loaded, options, progress, agent=agent)
     for w in loaded.warnings:
         progress.warn(w)
+    # "01" and "1" are one phase in the journal: its number, as the phase folder says.
+    session = Session(
+        loaded, found.number, found.dir, runtime, options, progress, budget_usd, budget_spent
+    )
     if not journal:
-        return _run_unjournaled(loaded, phase, runtime, options, progress, budget_usd, budget_spent)
+        return _run_unjournaled(session)
+    return _run_journaled(session, resume, accept_changes, new_run, loop)
 
+
+def _run_journaled(
+    session: Session,
+    resume: str | None,
+    accept_changes: bool,
+    new_run: bool,
+    loop: dict[str, Any] | None,
+) -> SessionResult:
+    """Under the project's run lock: the up-front checks, then the journal run opened (or
+    resumed), driven and closed."""
     from looprail.store import Journal, RunLock
     from looprail.store.journal import journal_path
 
-    with RunLock(loaded.project) as lock:
+    with RunLock(session.loaded.project) as lock:
         # Everything the run reads up front is read and checked before the journal is opened:
         # bad input stops here (exit 2) with nothing journaled, not as a failed run.
-        native = read_run_inputs(loaded, progress, runtime)
+        native = read_run_inputs(session.loaded, session.progress, session.runtime)
         # No journal yet: this is a new run, whose plans are checked before the journal exists.
         phases = (
-            None if journal_path(loaded.project).exists() else read_plans(loaded.project, phase)
+            None if journal_path(session.loaded.project).exists() else read_plans(*session.where)
         )
-        with Journal.open(loaded.project) as jr:
+        with Journal.open(session.loaded.project) as jr:
             opened = open_run(
                 jr,
-                loaded,
-                phase,
-                phase_dir,
-                runtime,
-                options,
-                progress,
+                session,
                 resume=resume,
                 accept_changes=accept_changes,
                 new_run=new_run,
@@ -116,19 +130,7 @@ def run_phase(
                 loop=loop,
             )
             lock.set_run_id(opened.run_id)
-            runner, recorder = _build_runner(
-                jr,
-                loaded,
-                phase,
-                phase_dir,
-                runtime,
-                options,
-                progress,
-                opened,
-                budget_usd,
-                native,
-                budget_spent,
-            )
+            runner, recorder = _build_runner(jr, session, opened, native)
             try:
                 result = _run_with_signals(runner, recorder, jr, opened.run_id)
                 return _close_run(jr, recorder, opened, result)
@@ -137,51 +139,22 @@ def run_phase(
                 # of a normal end there is nothing left; after an unexpected error what is
                 # still held (task starts, hook events) is lost as in a crash.
                 recorder.close()
-                runtime.end_run()
+                session.runtime.end_run()
 
 
-def _run_unjournaled(
-    loaded: Loaded,
-    phase: str,
-    runtime: Runtime,
-    options: RunOptions,
-    progress: Progress,
-    budget_usd: float | None,
-    budget_spent: float = 0.0,
-) -> SessionResult:
+def _run_unjournaled(session: Session) -> SessionResult:
     """`journal=False`: the run records in memory and writes nothing."""
-    from looprail.machine.native import load_bridge
+    from looprail import gcpause
     from looprail.machine.record import MemoryRecorder
 
+    loaded, runtime, progress = session.loaded, session.runtime, session.progress
     native = read_run_inputs(loaded, progress, runtime)
-    phases = read_plans(loaded.project, phase)
+    phases = read_plans(*session.where)
     recorder = MemoryRecorder()
-    bridge = load_bridge(
-        loaded.project,
-        runtime=runtime,
-        phase=phase,
-        progress=progress,
-        recorder=recorder,
-        run_id=None,
-        inputs=native,
-    )
-    from looprail import gcpause
-
+    bridge = session.bridge(recorder, None, native)
     try:
-        workspace = attach_run(loaded, runtime, progress, recorder, None, budget_usd, budget_spent)
-        runner = LoopRunner(
-            _run_context(
-                loaded,
-                phase,
-                runtime,
-                options,
-                progress,
-                recorder,
-                bridge,
-                workspace,
-                phases=phases,
-            )
-        )
+        workspace = session.attach(recorder, None, session.budget_spent)
+        runner = LoopRunner(session.context(recorder, bridge, workspace, phases=phases))
         gcpause.resume()  # as for a journaled run: the loop needs the collector
         return SessionResult(runner.run(), None)
     finally:
@@ -189,63 +162,41 @@ def _run_unjournaled(
 
 
 def _build_runner(
-    jr: Any,
-    loaded: Loaded,
-    phase: str,
-    phase_dir: Path,
-    runtime: Runtime,
-    options: RunOptions,
-    progress: Progress,
-    opened: OpenedRun,
-    budget_usd: float | None,
-    native: Any = None,
-    budget_spent: float = 0.0,
+    jr: Any, session: Session, opened: OpenedRun, native: Any
 ) -> tuple[LoopRunner, JournalRecorder]:
     """The runner of `opened` and its journal recorder: native hooks bridged, the workspace
     attached, earlier approvals and role context carried over, and the journaled input digest
     kept current at every transition. Bad input found here halts the run (resumable)."""
-    from looprail.machine.native import load_bridge
     from looprail.machine.record import JournalRecorder
     from looprail.machine.resume import replay_role_context
 
+    loaded, runtime, options = session.loaded, session.runtime, session.options
     run_id, previous = opened.run_id, opened.previous
     # The runner's phase cache: its last look at the plans is what the digest keeper reads.
-    phases = opened.phases if opened.phases is not None else PhaseCache(loaded.project, phase)
-    on_transition = _InputsDigest(jr, loaded, run_id, phase_dir, phases)
+    phases = opened.phases if opened.phases is not None else PhaseCache(*session.where)
+    on_transition = _InputsDigest(jr, loaded, run_id, session.phase_dir, phases)
     recorder = JournalRecorder(jr, run_id)
-    bridge = load_bridge(
-        loaded.project,
-        runtime=runtime,
-        phase=phase,
-        progress=progress,
-        recorder=recorder,
-        run_id=run_id,
-        inputs=native,
-    )
+    bridge = session.bridge(recorder, run_id, native)
+    spent = session.budget_spent
     if previous is not None:
         # Approvals given earlier in this run still hold: a resumed run never asks again.
         approved = approved_checkpoints(jr, run_id)
         options = replace(options, approved_earlier=options.approved_earlier | approved)
-    spent = (spent_usd(jr, run_id) if previous is not None else 0.0) + budget_spent
+        spent += spent_usd(jr, run_id)
     try:
-        workspace = attach_run(loaded, runtime, progress, recorder, run_id, budget_usd, spent)
-        runner = LoopRunner(
-            _run_context(
-                loaded,
-                phase,
-                runtime,
-                options,
-                progress,
-                recorder,
-                bridge,
-                workspace,
-                phases=phases,
-                on_transition=on_transition,
-                state=opened.state,
-                wave=opened.wave,
-                redo_steps=frozenset(opened.recovery.redo_steps),
-            )
+        workspace = session.attach(recorder, run_id, spent)
+        ctx = session.context(
+            recorder,
+            bridge,
+            workspace,
+            options=options,
+            phases=phases,
+            on_transition=on_transition,
+            state=opened.state,
+            wave=opened.wave,
+            redo_steps=frozenset(opened.recovery.redo_steps),
         )
+        runner = LoopRunner(ctx)
     except LooprailError as exc:
         # Bad input found while setting up (a malformed plan): the run did nothing, so it
         # is halted (resumable once fixed), never left `running` as if it had crashed.
@@ -331,33 +282,3 @@ def _stat_signature(paths: Sequence[Path]) -> list[tuple[str, int, int]]:
                 continue
             sig.append((str(f), st.st_mtime_ns, st.st_size))
     return sig
-
-
-def _run_context(
-    loaded: Loaded,
-    phase: str,
-    runtime: Runtime,
-    options: RunOptions,
-    progress: Progress,
-    recorder: Any,
-    native: Any,
-    workspace: Any,
-    **more: Any,
-) -> RunContext:
-    """What a run of `phase` is given, journaled or not (`more`: where a resumed run starts,
-    the journal's `on_transition`, the phase cache already read)."""
-    return RunContext(
-        project=loaded.project,
-        phase=phase,
-        runtime=runtime,
-        compiled=loaded.compiled,
-        config=loaded.config,
-        resolvers=loaded.resolvers,
-        unloadable=loaded.unloadable,
-        options=options,
-        recorder=recorder,
-        progress=progress,
-        native=native,
-        workspace=workspace,
-        **more,
-    )
