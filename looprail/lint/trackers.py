@@ -24,7 +24,7 @@ class _Resolvers:
 def _resolvers(data: LintInput) -> _Resolvers:
     from looprail.hooks.task_content import unloadable_resolvers
 
-    # As the run does (`session.Loaded.resolvers`): every loaded resolver counts, whatever its
+    # As the run does (`loading.Loaded.resolvers`): every loaded resolver counts, whatever its
     # capability's activationKey (execute:task has no `when`), except one without consent.
     active: dict[str, list[tuple[str, Any]]] = {}
     inactive: dict[str, list[str]] = {}

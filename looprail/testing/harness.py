@@ -689,7 +689,7 @@ class LoopHarness:
         from looprail.machine.run import LoopRunner, RunContext, RunOptions
 
         compiled, registry = self._load()
-        # As `session.Loaded.resolvers`: every loaded resolver (no activationKey for execute:task)
+        # As `loading.Loaded.resolvers`: every loaded resolver (no activationKey for execute:task)
         caps = compiled["caps"]
         resolvers = [
             (cid, r)
