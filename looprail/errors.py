@@ -26,6 +26,7 @@ loop point), so a caller need not parse the message.
     ├── GraphvizMissingError               SVG/PNG asked for without Graphviz's `dot`
     └── HaltError                          the loop stopped on purpose
         ├── TransitionRefused              a hook result refused a transition (`result`)
+        ├── GuardRefused                   a plan-fact guard refused a transition (`guard`)
         ├── MergeConflict                  a plan's worktree branch did not merge back
         └── BudgetReached                  the run spent its `--budget-usd` (resumable)
 
