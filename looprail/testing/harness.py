@@ -685,18 +685,14 @@ class LoopHarness:
         wave: int | None = None,
         options: RunOptions | None = None,
     ) -> LoopRunner:
+        from looprail.machine.loading import Loaded
         from looprail.machine.progress import Progress
         from looprail.machine.run import LoopRunner, RunContext, RunOptions
 
         compiled, registry = self._load()
-        # As `loading.Loaded.resolvers`: every loaded resolver (no activationKey for execute:task)
-        caps = compiled["caps"]
-        resolvers = [
-            (cid, r)
-            for cid, r in registry.task_content_resolvers()
-            if cid in caps and caps[cid].get("consent") is not False
-        ]
-        runner = LoopRunner(
+        # As a run: every loaded resolver (no activationKey for execute:task), one with consent.
+        resolvers = Loaded(self.project, compiled, registry, self._config).resolvers
+        return LoopRunner(
             RunContext(
                 project=self.project,
                 phase=self.phase,
@@ -712,7 +708,6 @@ class LoopHarness:
                 wave=wave,
             )
         )
-        return runner
 
     def _find(self, source: str, target: str | None, event: str | None) -> TransitionSpec:
         parents = {"wave_ready", "wave_running", "waves_done"}
