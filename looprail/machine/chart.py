@@ -25,6 +25,7 @@ from looprail.machine.spec import DEFAULT_LOOP, LoopSpec, TransitionSpec
 from looprail.machine.statechart import OrderedSet, State, StateChart
 
 WAVE_STATES = ("wave_ready", "wave_running", "waves_done")
+WAVE_RUNNING = WAVE_STATES[1]  # where the looped step runs a wave's plans
 
 
 class LoopChart(StateChart):

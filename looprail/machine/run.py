@@ -30,7 +30,7 @@ from looprail.errors import (
 from looprail.errors import StopRequested as _Stop
 from looprail.frontmatter import file_frontmatter
 from looprail.machine import guards as G
-from looprail.machine.chart import TaskChart, compile_loop, restored, state_path
+from looprail.machine.chart import WAVE_RUNNING, TaskChart, compile_loop, restored, state_path
 from looprail.machine.context import RunContext, RunOptions, RunResult, RunStatus, run_ending
 from looprail.machine.dispatch import Dispatcher
 from looprail.machine.progress import Progress, fmt_duration
@@ -48,8 +48,6 @@ __all__ = ["LoopRunner", "RunContext", "RunOptions", "RunResult", "RunStatus"]
 
 # Where a task's body runs: `Runtime.execute_task` here, or an executor's worker elsewhere.
 ExecuteTask = Callable[[TaskWork, DispatchContext], Outcome]
-# The inner state of the looped step where a wave's plans run (`chart.compile_loop`).
-WAVE_RUNNING = "wave_running"
 
 
 class LoopRunner:
@@ -184,7 +182,7 @@ class LoopRunner:
         if not self.progress.live or self.progress.quiet:
             return
         parts = ["/".join(self.state)]
-        if self.wave is not None and "execute" in self.state:
+        if self.wave is not None and self.ctx.spec.looped in self.state:
             parts.append(f"wave {self.wave}")
         if self._task_total is None or self._task_total[0] is not self.phase:
             total = sum(1 for p in self.phase.plans for t in p.tasks if not t.is_checkpoint)
