@@ -99,8 +99,12 @@ def main() -> None:
                 f"{name:8s} {n:4d} plans: CPU {med[n][0]:8.0f} ms, wall {med[n][1]:8.0f} ms "
                 f"({med[n][1] / tasks:.2f} ms/task wall)"
             )
-        small = [(med[sizes[1]][i] - med[sizes[0]][i]) / ((sizes[1] - sizes[0]) * 2) for i in (0, 1)]
-        large = [(med[sizes[3]][i] - med[sizes[2]][i]) / ((sizes[3] - sizes[2]) * 2) for i in (0, 1)]
+        small = [
+            (med[sizes[1]][i] - med[sizes[0]][i]) / ((sizes[1] - sizes[0]) * 2) for i in (0, 1)
+        ]
+        large = [
+            (med[sizes[3]][i] - med[sizes[2]][i]) / ((sizes[3] - sizes[2]) * 2) for i in (0, 1)
+        ]
         print(
             f"{name:8s} marginal ms/task: {sizes[0]}->{sizes[1]} CPU {small[0]:.2f} wall "
             f"{small[1]:.2f}; {sizes[2]}->{sizes[3]} CPU {large[0]:.2f} wall {large[1]:.2f}; "
