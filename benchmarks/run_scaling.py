@@ -77,7 +77,7 @@ def main() -> None:
             (root / f"t{n}").mkdir()
             templates[n] = project_of(root / f"t{n}", n)
         samples: dict[tuple[str, int], list[tuple[float, float]]] = {}
-        for name, e in versions.items():  # warm-up: .pyc files, the OS file cache
+        for e in versions.values():  # warm-up: .pyc files, the OS file cache
             run(cmd, e, templates[sizes[0]], root / "scratch")
         for _ in range(args.repeat):
             for n in sizes:
