@@ -281,7 +281,7 @@ class JournalRecorder:
                 if len(held) == len(batch):  # nobody waits: the next call raises it
                     self._kept = self._kept or exc
                 for w in batch:
-                    w.error = exc
+                    w.error = None if w in held else exc
         else:
             for w in batch:
                 if w.error is None and w.committed is not None:
