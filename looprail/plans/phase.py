@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -232,7 +233,21 @@ def summary_of(
     the folder's order), and a short-named `01-PLAN.md` paired with its phase's
     `28-01-SUMMARY.md`. Pass `Summaries(names)` when pairing many plans of one listing."""
     index = names if isinstance(names, Summaries) else Summaries(names)
-    present = index.present
+    candidates, keys = _summary_keys(plan_file, phase)
+    for candidate in candidates:
+        if candidate in index.present:
+            return candidate, None
+    found = [index.by_id[key] for key in keys if key in index.by_id]
+    if found:
+        name = min(found)[1]
+        return name, f"{name} is read as this plan's SUMMARY; the reference does not pair them"
+    return None, None
+
+
+@lru_cache(maxsize=8192)
+def _summary_keys(plan_file: str, phase: str) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The SUMMARY names the reference pairs with `plan_file`, in its order, and the canonical
+    ids looprail also accepts (a pure function of the two names: a run asks after every wave)."""
     base = plan_file.removesuffix(".md")
     candidates = [re.sub("PLAN", "SUMMARY", base, count=1, flags=re.I) + ".md"]
     candidates.append(base + "-SUMMARY.md")
@@ -243,18 +258,11 @@ def summary_of(
     canonical = reference_canonical_id(stem)
     if canonical != stem:
         candidates.append(canonical + "-SUMMARY.md")
-    for candidate in candidates:
-        if candidate in present:
-            return candidate, None
     plan_id = plan_id_from_filename(plan_file) or stem
     keys = {canonical_plan_id(plan_id), canonical_plan_id(reference_canonical_id(plan_id))}
     if _PLAN_ID.fullmatch(plan_id) is None:
         keys.add(f"{canonical_plan_id(phase)}-{canonical_plan_id(plan_id)}")
-    found = [index.by_id[key] for key in keys if key in index.by_id]
-    if found:
-        name = min(found)[1]
-        return name, f"{name} is read as this plan's SUMMARY; the reference does not pair them"
-    return None, None
+    return tuple(candidates), frozenset(keys)
 
 
 def check_outside(
