@@ -135,7 +135,7 @@ def _run_journaled(
                 result = _run_with_signals(runner, recorder, jr, opened.run_id)
                 return _close_run(jr, recorder, opened, result)
             finally:
-                # The recorder's flusher thread never outlives the journal. After the flush
+                # The recorder's writer thread never outlives the journal. After the flush
                 # of a normal end there is nothing left; after an unexpected error what is
                 # still held (task starts, hook events) is lost as in a crash.
                 recorder.close()

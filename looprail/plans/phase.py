@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -146,6 +147,7 @@ def load_phase(project: str | Path, phase: str, *, as_reference: bool = False) -
     subdirs = sorted(entry.name for entry in entries if entry.is_dir())
 
     plans: list[Plan] = []
+    summaries = Summaries(names)
     for name in names:
         plan_id = plan_id_from_filename(name)
         if plan_id is None:
@@ -160,7 +162,7 @@ def load_phase(project: str | Path, phase: str, *, as_reference: bool = False) -
         plan = read_plan(path, display=_relative(path, project))
         if plan_superseded(plan):
             continue
-        summary, note = summary_of(name, names, located.number)
+        summary, note = summary_of(name, summaries, located.number)
         if note:
             warnings.append(f"{_relative(path, project)}: {note}")
         path_s = located.dir / summary if summary else None
@@ -207,12 +209,45 @@ def plan_superseded(plan: Plan) -> bool:
     return isinstance(status, str) and status.strip().lower() == "superseded"
 
 
-def summary_of(plan_file: str, names: list[str], phase: str) -> tuple[str | None, str | None]:
+class Summaries:
+    """A folder's file names with its SUMMARY files indexed by canonical plan id, built once
+    per listing: pairing every plan of a phase with its SUMMARY is then linear in the folder,
+    not quadratic (a phase of 640 plans is read again after every wave)."""
+
+    __slots__ = ("by_id", "present")
+
+    def __init__(self, names: list[str]):
+        self.present = set(names)
+        self.by_id: dict[str, tuple[int, str]] = {}  # canonical id -> (position, name): first
+        for at, name in enumerate(names):
+            if name.endswith("-SUMMARY.md"):
+                self.by_id.setdefault(canonical_plan_id(name[: -len("-SUMMARY.md")]), (at, name))
+
+
+def summary_of(
+    plan_file: str, names: list[str] | Summaries, phase: str
+) -> tuple[str | None, str | None]:
     """The SUMMARY file of a plan file, and a note when only looprail pairs them. The
     reference's candidates first (`PLAN`→`SUMMARY`, `<stem>-SUMMARY.md`, the canonical
-    `<phase>-<NN>-SUMMARY.md`); then looprail's: zero padding ignored, and a short-named
-    `01-PLAN.md` paired with its phase's `28-01-SUMMARY.md`."""
-    present = set(names)
+    `<phase>-<NN>-SUMMARY.md`); then looprail's: zero padding ignored (the first such file in
+    the folder's order), and a short-named `01-PLAN.md` paired with its phase's
+    `28-01-SUMMARY.md`. Pass `Summaries(names)` when pairing many plans of one listing."""
+    index = names if isinstance(names, Summaries) else Summaries(names)
+    candidates, keys = _summary_keys(plan_file, phase)
+    for candidate in candidates:
+        if candidate in index.present:
+            return candidate, None
+    found = [index.by_id[key] for key in keys if key in index.by_id]
+    if found:
+        name = min(found)[1]
+        return name, f"{name} is read as this plan's SUMMARY; the reference does not pair them"
+    return None, None
+
+
+@lru_cache(maxsize=8192)
+def _summary_keys(plan_file: str, phase: str) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The SUMMARY names the reference pairs with `plan_file`, in its order, and the canonical
+    ids looprail also accepts (a pure function of the two names: a run asks after every wave)."""
     base = plan_file.removesuffix(".md")
     candidates = [re.sub("PLAN", "SUMMARY", base, count=1, flags=re.I) + ".md"]
     candidates.append(base + "-SUMMARY.md")
@@ -223,17 +258,11 @@ def summary_of(plan_file: str, names: list[str], phase: str) -> tuple[str | None
     canonical = reference_canonical_id(stem)
     if canonical != stem:
         candidates.append(canonical + "-SUMMARY.md")
-    for candidate in candidates:
-        if candidate in present:
-            return candidate, None
     plan_id = plan_id_from_filename(plan_file) or stem
     keys = {canonical_plan_id(plan_id), canonical_plan_id(reference_canonical_id(plan_id))}
     if _PLAN_ID.fullmatch(plan_id) is None:
         keys.add(f"{canonical_plan_id(phase)}-{canonical_plan_id(plan_id)}")
-    for name in names:
-        if name.endswith("-SUMMARY.md") and canonical_plan_id(name[: -len("-SUMMARY.md")]) in keys:
-            return name, f"{name} is read as this plan's SUMMARY; the reference does not pair them"
-    return None, None
+    return tuple(candidates), frozenset(keys)
 
 
 def check_outside(
@@ -436,8 +465,9 @@ class PhaseCache:
             )
         plans = []
         marked: dict[str, tuple[Plan, str, Plan]] = {}
+        summaries = Summaries(names)
         for plan in resolved[1]:
-            summary, note = summary_of(plan.path.name, names, located.number)
+            summary, note = summary_of(plan.path.name, summaries, located.number)
             if note:
                 warnings.append(f"{_relative(plan.path, self.project)}: {note}")
             if summary is not None:

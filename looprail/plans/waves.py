@@ -256,7 +256,7 @@ def compute_waves(plans: Sequence[Plan], *, root: Path | None = None) -> WavePla
     Stdlib only (`graphlib`), so the runner never imports networkx. What depends on the plans'
     shape (levels, overlaps, warnings) is cached by that shape: a run asks again after every
     wave, when only `has_summary` changed, and pays one pass over the plans."""
-    plans = resolve_dependencies(plans, root=root)
+    plans = _resolved(plans, root)
     shape = tuple((p.id, tuple(p.depends_on), p.wave, tuple(p.files_modified)) for p in plans)
     try:
         layout = _layout(shape)
@@ -287,6 +287,23 @@ def compute_waves(plans: Sequence[Plan], *, root: Path | None = None) -> WavePla
         depends_on={plan.id: list(plan.depends_on) for plan in plans},
         warnings=list(warnings),
     )
+
+
+# The last dependency shape whose resolution changed no plan (the runner passes plans that are
+# resolved already, after every wave): the same shape resolves to the same plans again.
+_RESOLVED_AS_IS: list[tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]] = []
+
+
+def _resolved(plans: Sequence[Plan], root: Path | None) -> list[Plan]:
+    """`resolve_dependencies(plans)`, without the pass over every dependency when these plans'
+    ids and dependencies are the ones last seen to need no change (it depends on nothing else)."""
+    key = tuple((p.id, tuple(p.depends_on), tuple(p.outside_depends_on)) for p in plans)
+    if _RESOLVED_AS_IS and _RESOLVED_AS_IS[0] == key:
+        return list(plans)
+    resolved = resolve_dependencies(plans, root=root)
+    if all(a is b for a, b in zip(resolved, plans, strict=True)):
+        _RESOLVED_AS_IS[:] = [key]
+    return resolved
 
 
 class _Cycle(Exception):
