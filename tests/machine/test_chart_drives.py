@@ -102,9 +102,11 @@ def test_next_event_is_the_first_the_fact_guards_allow(
 
 def _count_guards(monkeypatch) -> Counter:
     seen: Counter = Counter()
+    held: list = []  # keeps each facts object alive, so an id() is never reused by a new one
     for name, fn in list(G.GUARDS.items()):
 
         def counted(facts, _name=name, _fn=fn):
+            held.append(facts)
             seen[_name, id(facts)] += 1
             return _fn(facts)
 
