@@ -1,6 +1,6 @@
 """`looprail loop render-hooks`: the envelope of active hooks at one point.
 
-This is the hot path hosts call many times per loop: only the cached compiled registry and the
+This is the hot path hosts call many times per loop: only the cached capability set and the
 pure resolver are loaded here (no pydantic, networkx, graphviz or statemachine on a cache hit).
 """
 
@@ -120,7 +120,7 @@ def render_hooks(args) -> int:
     if config is not None:
         from looprail.config import unknown_keys
 
-        for key in unknown_keys(config, compiled["defaults"]):
+        for key in unknown_keys(config, compiled.defaults):
             warn(f".planning/config.json: key {key!r} is not declared by any capability or setting")
     if args.active_cap is not None:
         print("true" if active_cap(compiled, config, args.point, args.active_cap) else "false")

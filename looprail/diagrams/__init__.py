@@ -60,7 +60,7 @@ def load_envelopes(
 
     config, warnings = load_project_config(project)
     compiled = load_compiled(project, capability_dirs, env=env, home=home, use_cache=use_cache)
-    warnings += list(compiled.get("warnings") or ())
+    warnings += list(compiled.warnings)
     return envelopes_for(compiled, config, spec or DEFAULT_LOOP), warnings
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
+from looprail.hooks.capset import CapabilitySet
 from looprail.hooks.checks import (
     COMMAND_GRAMMAR,
     LEDGER_GATES,
@@ -44,7 +45,7 @@ class Dispatcher:
     def __init__(
         self,
         *,
-        compiled: Mapping[str, Any],
+        compiled: CapabilitySet,
         config: Mapping[str, Any] | None,
         runtime: Runtime,
         project: Path,

@@ -44,7 +44,7 @@ from looprail.runtime.base import DispatchContext, Flavor, Outcome, TaskWork
 from looprail.runtime.executors import interruptible_executor, run_all, start_threads
 
 if TYPE_CHECKING:
-    from looprail.hooks.registry import CompiledRegistry
+    from looprail.hooks.capset import CapabilitySet
     from looprail.machine.native import NativeBridge
     from looprail.runtime.base import Runtime
 
@@ -114,7 +114,7 @@ class LoopRunner:
     """One run of the loop over one phase. Construct, then `run()`.
 
     `runtime` is any `Runtime` (LocalRuntime by default in the CLI, ScriptedRuntime in tests);
-    `compiled` is the compiled capability registry; `recorder` receives every event (a journal
+    `compiled` is the capability set (consent applied); `recorder` receives every event (a journal
     makes the run durable and resumable)."""
 
     def __init__(
@@ -123,7 +123,7 @@ class LoopRunner:
         phase: str,
         *,
         runtime: Runtime,
-        compiled: CompiledRegistry,
+        compiled: CapabilitySet,
         config: dict[str, Any] | None,
         resolvers: Sequence[tuple[str, Any]] = (),
         unloadable_resolvers: Sequence[Any] = (),

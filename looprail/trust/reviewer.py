@@ -44,7 +44,7 @@ from looprail.runtime.process import (
 )
 
 if TYPE_CHECKING:
-    from looprail.hooks.registry import Registry
+    from looprail.hooks.capset import CapabilitySet
 
 TRAIT_NOT_ENABLED = "trait_not_enabled"
 NO_LANES_SELECTED = "no_lanes_selected"
@@ -165,14 +165,14 @@ class DispatchRequest:
 # ── pure pieces ──────────────────────────────────────────────────────────────────────────────
 
 
-def lanes_of(registry: Registry) -> dict[str, Lane]:
-    """The roster: slug → lane, from every *active* capability with a reviewer body (consent
-    applied first, so an unconsented project lane is not on it)."""
+def lanes_of(caps: CapabilitySet, config: Mapping[str, Any] | None) -> dict[str, Lane]:
+    """The roster: slug → lane, from every capability with a reviewer body that is active
+    under `config` (consent applied first, so an unconsented project lane is not on it)."""
     out: dict[str, Lane] = {}
-    for cid in sorted(registry.capabilities):
-        lc = registry.capabilities[cid]
-        body = lc.data.get("reviewer")
-        if lc.active and isinstance(body, Mapping) and isinstance(body.get("slug"), str):
+    for cid in sorted(caps.capabilities):
+        body = caps.capabilities[cid].reviewer
+        active = caps.why_inactive(cid, config) is None
+        if active and isinstance(body, Mapping) and isinstance(body.get("slug"), str):
             out.setdefault(body["slug"], Lane(cid, body))
     return out
 
@@ -202,7 +202,7 @@ def explicit_from_argv(argv: Sequence[str], lanes: Mapping[str, Lane]) -> tuple[
 
 
 def trait_enabled(
-    compiled: Mapping[str, Any], config: Mapping[str, Any] | None, cap_id: str, point: str
+    compiled: CapabilitySet, config: Mapping[str, Any] | None, cap_id: str, point: str
 ) -> bool:
     """Does `cap_id` have an active step at `point` carrying exactly `supportsReviewerLanes:
     true`? Resolved by the one resolver, as `loop render-hooks` resolves it."""
@@ -450,7 +450,7 @@ def select_lanes(
 def dispatch_step(
     request: DispatchRequest,
     *,
-    compiled: Mapping[str, Any],
+    compiled: CapabilitySet,
     config: Mapping[str, Any] | None,
     lanes: Mapping[str, Lane],
     spawn: Spawn = run_bounded,
