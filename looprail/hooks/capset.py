@@ -37,7 +37,7 @@ if TYPE_CHECKING:
         values: list[Any]
 
     # A hook in envelope form (capId, kind, then the declared fields that are set): the
-    # contract shape of `activeHooks` (seeds/000), so a mapping, not a model.
+    # contract shape of an envelope's `activeHooks`, so a mapping, not a model.
     Hook = dict[str, Any]
 
     class PointHooks(TypedDict):
