@@ -262,7 +262,7 @@ def _header(body: bytes) -> bytes:
 
 
 def _write(cache_file: str, blob: dict[str, Any]) -> None:
-    body = json.dumps(blob, ensure_ascii=False).encode("utf-8")
+    body = json.dumps(blob, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     try:
         os.makedirs(os.path.dirname(cache_file), exist_ok=True)
         fd, tmp = new_temp_file(os.path.dirname(cache_file), ".registry-")

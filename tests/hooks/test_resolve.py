@@ -365,12 +365,12 @@ def test_a_well_checksummed_cache_of_the_wrong_shape_is_rebuilt(tmp_path):
     (cache,) = _cache_files(tmp_path)
     blob = json.loads(cache.read_bytes().partition(b"\n")[2])
     (cap,) = blob["caps"]["capabilities"]
-    wrong_entry = [{**cap[0], "contributions": [{"into": "x"}]}, *cap[1:]]
+    no_id = [{k: v for k, v in cap[0].items() if k != "id"}, *cap[1:]]
     for caps in (
         {},
         {**blob["caps"], "failed": {}},
         {**blob["caps"], "capabilities": [cap[:3]]},
-        {**blob["caps"], "capabilities": [wrong_entry]},
+        {**blob["caps"], "capabilities": [no_id]},
         {**blob["caps"], "roots": [[1, "first-party"]]},
     ):
         body = json.dumps({**blob, "caps": caps}).encode()
