@@ -11,6 +11,10 @@ import sys
 from looprail.cli._common import add_flavor_option, add_project_options, group, warn
 from looprail.points import POINTS, points_text
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: this is the render-hooks hot path
+    from looprail.hooks.resolve import Envelope
+
 
 def register(sub) -> None:
     _, cmds = group(sub, "loop", "resolve loop hooks (the dispatch contract)")
@@ -137,13 +141,17 @@ def render_hooks(args) -> int:
 
         js_dump(envelope, sys.stdout.write, indent=2)
     else:
-        for piece in envelope["rendered"].pieces():
+        from looprail.config import JSText
+
+        rendered = envelope["rendered"]
+        assert isinstance(rendered, JSText)  # resolve(streamed=True)
+        for piece in rendered.pieces():
             sys.stdout.write(piece)
         sys.stdout.write("\n")
     return 1 if args.strict and envelope.get("warnings") else 0
 
 
-def _add_context(envelope: dict, project: str, phase: str) -> None:
+def _add_context(envelope: Envelope, project: str, phase: str) -> None:
     """The typed phase context of the newest contract (gsd-core #4030): present only when
     `--phase` names exactly one phase folder; otherwise a warning says why not."""
     from looprail.layout import PHASES_DIR, phase_folders

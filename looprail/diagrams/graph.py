@@ -43,6 +43,7 @@ from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
 
 if TYPE_CHECKING:
     from looprail.hooks.capset import CapabilitySet
+    from looprail.hooks.resolve import Envelope
 
 START = "__start__"
 HOOK_KINDS = ("step", "contribution", "gate", "native", "failed")
@@ -107,7 +108,7 @@ def _hook_id(point: str, index: int) -> str:
 
 def envelopes_for(
     compiled: CapabilitySet, config: Mapping[str, Any] | None, spec: LoopSpec = DEFAULT_LOOP
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, Envelope]:
     """`{point: envelope}` for every point the loop crosses, from the one resolver."""
     return {p: resolve(compiled, config, p) for p in crossed_points(spec)}
 

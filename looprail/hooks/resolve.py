@@ -25,9 +25,18 @@ from looprail.points import POINTS
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # not imported at run time: this module is on the render-hooks hot path
     from collections.abc import Iterator, Mapping, Sequence
-    from typing import Any
+    from typing import Any, NotRequired, TypedDict
 
-    from looprail.hooks.capset import CapabilitySet, FailedCapability
+    from looprail.hooks.capset import CapabilitySet, FailedCapability, Hook
+
+    class Envelope(TypedDict):
+        """What `resolve` answers for one point (the render-hooks contract)."""
+
+        point: str
+        activeHooks: list[Hook]
+        rendered: str | JSText  # a `JSText` when streamed
+        warnings: NotRequired[list[str]]
+        context: NotRequired[dict[str, str]]  # `render-hooks --phase`
 
 
 def check_point(point: str) -> str:
@@ -67,7 +76,7 @@ def resolve(
     point: str,
     *,
     streamed: bool = False,
-) -> dict[str, Any]:
+) -> Envelope:
     """The envelope `{point, activeHooks, rendered, warnings?}` for one point.
 
     With `streamed`, `rendered` is a `JSText` (its `str()` is the text) for `js_dump` to write
@@ -76,7 +85,7 @@ def resolve(
     defaults = caps.config
     table = caps.hooks_at(point)
     active: dict[str, bool] = {}
-    hooks: list[dict[str, Any]] = []
+    hooks: list[Hook] = []
     for group in ("steps", "contributions", "gates"):
         for entry in table[group]:
             cid = entry["capId"]
@@ -106,7 +115,7 @@ def resolve(
                 else:  # the reference omits an empty map
                     del hook["configValues"]
             hooks.append(hook)
-    envelope: dict[str, Any] = {
+    envelope: Envelope = {
         "point": point,
         "activeHooks": hooks,
         "rendered": rendered_text(point, hooks) if streamed else render(point, hooks),
