@@ -44,7 +44,23 @@ from looprail.runtime.process import (
 )
 
 if TYPE_CHECKING:
+    from typing import TypedDict
+
     from looprail.hooks.capset import CapabilitySet
+
+    class Unavailable(TypedDict):
+        slug: str
+        reason: str
+
+    class Selection(TypedDict):
+        """The selection record of a dispatch (`select_lanes`)."""
+
+        source: str
+        requested: list[str]
+        selected: list[str]
+        unavailable: list[Unavailable]
+        errors: list[str]
+
 
 TRAIT_NOT_ENABLED = "trait_not_enabled"
 NO_LANES_SELECTED = "no_lanes_selected"
@@ -129,7 +145,7 @@ class DispatchResult:
     dispatched: bool
     ok: bool
     reason: str | None = None
-    selection: dict[str, Any] | None = None
+    selection: Selection | None = None
     results: tuple[LaneResult, ...] = ()
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
@@ -420,11 +436,11 @@ def select_lanes(
     *,
     spawn: Spawn = run_bounded,
     which: Which = find_program,
-) -> tuple[list[Lane], dict[str, Any]]:
+) -> tuple[list[Lane], Selection]:
     """The lanes to run among the explicitly requested slugs, and the selection record
     `{source, requested, selected, unavailable: [{slug, reason}], errors}`."""
     selected: list[Lane] = []
-    unavailable: list[dict[str, str]] = []
+    unavailable: list[Unavailable] = []
     for slug in explicit:
         lane = lanes.get(slug) if _SLUG.match(slug) else None
         why = "no active capability declares this lane" if lane is None else None
@@ -434,7 +450,7 @@ def select_lanes(
             selected.append(lane)
         else:
             unavailable.append({"slug": escape_untrusted(slug), "reason": why or "unavailable"})
-    selection = {
+    selection: Selection = {
         "source": "explicit",
         "requested": [escape_untrusted(s) for s in explicit],
         "selected": [lane.slug for lane in selected],

@@ -40,9 +40,17 @@ from looprail.layout import CONSENT_FILE, looprail_home
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: this module is on the hot path
     from collections.abc import Iterable, Mapping
-    from typing import Any
+    from typing import Any, NotRequired, TypedDict
 
     from looprail.hooks.capset import CapabilitySet
+
+    class ConsentRecord(TypedDict):
+        """What the store holds for one project (`consent_record`)."""
+
+        capabilities: dict[str, str]  # capability id -> sha256 of its folder
+        hooks: NotRequired[str]  # sha256 of the project's hooks.json
+
+
 STORE_VERSION = 1
 PROJECT_ORIGIN = "project"  # looprail.hooks.compiled.PROJECT, without importing it
 HOOKS_FILE = os.path.join(layout.LOOPRAIL_DIR, layout.HOOKS_FILE)  # relative to the project
@@ -229,11 +237,11 @@ def _stored_cap_hash(entry: Mapping[str, Any], cap_id: str) -> str | None:
 
 def consent_record(
     project: str | os.PathLike[str], *, home: str | os.PathLike[str] | None = None
-) -> dict[str, Any]:
+) -> ConsentRecord:
     """What the store holds for `project`: `{"capabilities": {id: sha256}, "hooks": sha256?}`."""
     entry = _project_entry(_read_store(store_path(home)), project_key(project))
     caps = entry.get("capabilities")
-    out: dict[str, Any] = {
+    out: ConsentRecord = {
         "capabilities": {
             k: v for k, v in (caps.items() if isinstance(caps, dict) else ()) if isinstance(v, str)
         }
