@@ -48,13 +48,9 @@ def search_roots(
     *,
     env: Mapping[str, str] | None = None,
     home: Path | None = None,
-    absolute: bool = False,
 ) -> list[Root]:
-    """The search path in trust order. `absolute`: its folders as the compiled cache keys them
-    (`compiled.load_compiled`), so a registry loaded from them is what a cache miss compiles."""
+    """The search path in trust order."""
     specs = sources.root_specs(project, capability_dirs, env=env, home=home)
-    if absolute:
-        specs = [(os.path.abspath(path), origin) for path, origin in specs]
     return [Root(Path(path), origin) for path, origin in specs]
 
 
