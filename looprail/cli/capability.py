@@ -104,9 +104,7 @@ def _registry_for(args):
     if not getattr(args, "dirs", None):
         from looprail.trust import apply_consent
 
-        registry = load_registry(args.project, args.capabilities, config=config)
-        apply_consent(registry)
-        return registry
+        return apply_consent(load_registry(args.project, args.capabilities)), config
     roots = []
     singles: list[Path] = []
     for d in args.dirs:
@@ -124,8 +122,10 @@ def _registry_for(args):
 
             shown = d if len(d) <= 200 else d[:200] + "…"
             raise UsageError(f"{shown}: not a capability folder or a folder of capabilities")
-    registry = load_registry(args.project, roots=roots, config=config)
+    registry = load_registry(args.project, roots=roots)
     for folder in singles:
+        from dataclasses import replace
+
         from looprail.hooks.manifest import validate_manifest
         from looprail.hooks.registry import FailedCapability, LoadedCapability
 
@@ -134,19 +134,18 @@ def _registry_for(args):
             (folder / "capability.json").read_bytes(), file, folder
         )
         if cap is None or data is None:  # data is None exactly when cap is
-            registry.failed.append(FailedCapability(folder.name, file, FIRST_PARTY, issues))
-        else:
-            registry.capabilities.setdefault(
-                cap.id, LoadedCapability(cap, data, folder, FIRST_PARTY)
-            )
-    return registry
+            failed = FailedCapability(folder.name, file, FIRST_PARTY, tuple(issues))
+            registry = replace(registry, failed=(*registry.failed, failed))
+        elif cap.id not in registry.capabilities:
+            registry = registry.replacing({cap.id: LoadedCapability(data, folder, FIRST_PARTY)})
+    return registry, config
 
 
 def validate(args) -> int:
     from looprail.hooks.manifest import grammar_warnings
     from looprail.machine.progress import plural
 
-    registry = _registry_for(args)
+    registry, _ = _registry_for(args)
     issues = registry.issues
     # Valid but refused at dispatch: warnings, never a failure (the reference accepts them).
     grammar = [
@@ -179,7 +178,7 @@ def validate(args) -> int:
 def list_capabilities(args) -> int:
     from looprail.points import POINTS
 
-    registry = _registry_for(args)
+    registry, config = _registry_for(args)
     rows = []
     for cid in sorted(registry.capabilities):
         lc = registry.capabilities[cid]
@@ -194,8 +193,8 @@ def list_capabilities(args) -> int:
                 "role": m.role,
                 "origin": lc.origin,
                 "points": points,
-                "active": lc.active,
-                "reason": lc.inactive_reason,
+                "active": registry.why_inactive(cid, config) is None,
+                "reason": registry.why_inactive(cid, config),
                 "source": str(lc.source),
             }
         )
@@ -263,7 +262,7 @@ def audit(args) -> int:
     from looprail.errors import UsageError
     from looprail.trust.audit import audit_registry, render_text
 
-    registry = _registry_for(args)
+    registry, config = _registry_for(args)
     known = set(registry.capabilities) | {f.id for f in registry.failed}
     unknown = [i for i in args.ids if i not in known]
     if unknown:
@@ -272,7 +271,7 @@ def audit(args) -> int:
             f"(found: {', '.join(sorted(known)) or 'none'})"
         )
     hooks_files = [] if args.ids else _native_hooks_audits(Path(args.project))
-    result = audit_registry(registry, args.ids, hooks_files=hooks_files)
+    result = audit_registry(registry, args.ids, hooks_files=hooks_files, config=config)
     for w in registry.warnings:
         warn(w)
     agent = None if args.ids else _agent_audit(Path(args.project))
@@ -435,11 +434,9 @@ def _declared_id(manifest) -> str:
 def _validate_staged(args, staged, origin: str, target, source):
     """Validate the staged copy merged with the search path, as it will load; problems name
     the files of `source`, not of the staged copy."""
-    from looprail.config import load_project_config
     from looprail.errors import Issue, LooprailError, ManifestError
     from looprail.hooks.registry import Root, load_registry, search_roots
 
-    config, _ = load_project_config(args.project)
     file = str(staged / "capability.json")
     roots = []
     for root in search_roots(args.project, args.capabilities):
@@ -447,7 +444,7 @@ def _validate_staged(args, staged, origin: str, target, source):
             # Same trust rank as its destination, and ahead of a copy --force replaces.
             roots.append(Root(staged.parent, origin))
         roots.append(root)
-    registry = load_registry(args.project, roots=roots, config=config)
+    registry = load_registry(args.project, roots=roots)
     shown = str(source / "capability.json")
     failed = [f for f in registry.failed if f.file == file]
     if failed:

@@ -1,6 +1,6 @@
 """`looprail loop render-hooks`: the envelope of active hooks at one point.
 
-This is the hot path hosts call many times per loop: only the cached compiled registry and the
+This is the hot path hosts call many times per loop: only the cached capability set and the
 pure resolver are loaded here (no pydantic, networkx, graphviz or statemachine on a cache hit).
 """
 
@@ -10,6 +10,10 @@ import sys
 
 from looprail.cli._common import add_flavor_option, add_project_options, group, warn
 from looprail.points import POINTS, points_text
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: this is the render-hooks hot path
+    from looprail.hooks.resolve import Envelope
 
 
 def register(sub) -> None:
@@ -120,7 +124,7 @@ def render_hooks(args) -> int:
     if config is not None:
         from looprail.config import unknown_keys
 
-        for key in unknown_keys(config, compiled["defaults"]):
+        for key in unknown_keys(config, compiled.defaults):
             warn(f".planning/config.json: key {key!r} is not declared by any capability or setting")
     if args.active_cap is not None:
         print("true" if active_cap(compiled, config, args.point, args.active_cap) else "false")
@@ -137,13 +141,17 @@ def render_hooks(args) -> int:
 
         js_dump(envelope, sys.stdout.write, indent=2)
     else:
-        for piece in envelope["rendered"].pieces():
+        from looprail.config import JSText
+
+        rendered = envelope["rendered"]
+        assert isinstance(rendered, JSText)  # resolve(streamed=True)
+        for piece in rendered.pieces():
             sys.stdout.write(piece)
         sys.stdout.write("\n")
     return 1 if args.strict and envelope.get("warnings") else 0
 
 
-def _add_context(envelope: dict, project: str, phase: str) -> None:
+def _add_context(envelope: Envelope, project: str, phase: str) -> None:
     """The typed phase context of the newest contract (gsd-core #4030): present only when
     `--phase` names exactly one phase folder; otherwise a warning says why not."""
     from looprail.layout import PHASES_DIR, phase_folders

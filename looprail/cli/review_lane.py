@@ -47,14 +47,12 @@ def register(sub) -> None:
 
 def _lanes(args):
     from looprail.config import load_project_config
-    from looprail.hooks.registry import load_registry
-    from looprail.trust import apply_consent
+    from looprail.trust import load_compiled
     from looprail.trust.reviewer import lanes_of
 
     config, warnings = load_project_config(args.project)
-    registry = load_registry(args.project, args.capabilities, config=config)
-    apply_consent(registry)
-    return lanes_of(registry), config, warnings
+    caps = load_compiled(args.project, args.capabilities)
+    return lanes_of(caps, config), config, warnings, caps
 
 
 def _read_paths() -> tuple[str, ...] | None:
@@ -79,7 +77,6 @@ def _read_paths() -> tuple[str, ...] | None:
 
 def dispatch_step(args) -> int:
     from looprail.cli._common import print_json, warn
-    from looprail.trust import load_compiled
     from looprail.trust.reviewer import (
         INVALID_PATHS,
         DispatchRequest,
@@ -91,7 +88,7 @@ def dispatch_step(args) -> int:
     if args.cap_id and not args.point:
         warn("review-lane dispatch-step: --cap-id without --point; nothing runs")
     paths = _read_paths()
-    lanes, config, config_warnings = _lanes(args)
+    lanes, config, config_warnings, compiled = _lanes(args)
     for w in config_warnings:
         warn(w)
     request = DispatchRequest(
@@ -105,7 +102,6 @@ def dispatch_step(args) -> int:
         run_dir=args.run_dir,
         cwd=args.cwd,
     )
-    compiled = load_compiled(args.project, args.capabilities)
     result: DispatchResult = dispatch(request, compiled=compiled, config=config, lanes=lanes)
     if paths is None and result.reason == INVALID_PATHS:
         warn("review-lane dispatch-step: the file list on stdin is not UTF-8 or too large")
@@ -130,6 +126,6 @@ def _print_summary(result) -> None:
 def explicit_from_argv(args) -> int:
     from looprail.trust.reviewer import explicit_from_argv as from_argv
 
-    lanes, _, _ = _lanes(args)
+    lanes, _, _, _ = _lanes(args)
     print(",".join(from_argv(args.argv, lanes)))
     return 0

@@ -33,8 +33,8 @@ def _resolve_content(args) -> int:
     from looprail.cli._common import print_json, warn
     from looprail.config import load_project_config
     from looprail.errors import UsageError
-    from looprail.hooks.registry import load_registry
     from looprail.hooks.task_content import resolve_task_content, unloadable_resolvers
+    from looprail.trust import load_compiled
 
     if not args.plan:
         raise UsageError("task resolve-content: --plan is required")
@@ -44,18 +44,15 @@ def _resolve_content(args) -> int:
     plan = _plan_inside(project, args.plan)
     _require_task(plan, args.task_id, project)
 
-    config, warnings = load_project_config(project)
-    registry = load_registry(project, args.capabilities, config=config)
-    from looprail.trust import consented as has_consent
-
+    _, warnings = load_project_config(project)
+    registry = load_compiled(project, args.capabilities)
     for message in [*warnings, *registry.warnings]:
         warn(message)
     # A project capability's resolver runs only with the user's consent (`looprail trust`);
     # without it the task halts rather than silently falling back to the inline plan.
     consented, unconsented = [], []
     for cid, r in registry.task_content_resolvers():
-        lc = registry.capabilities[cid]
-        if lc.origin != "project" or has_consent(project, cid, lc.source):
+        if registry.capabilities[cid].consent is not False:
             consented.append((cid, r))
         else:
             reason = "no consent for this project capability (run `looprail trust`)"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from looprail.fsutil import project_folder
 from looprail.layout import PLANNING_DIR
@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import networkx as nx
 
     from looprail.diagrams.graph import RunView
+    from looprail.hooks.resolve import Envelope
     from looprail.machine.spec import LoopSpec
     from looprail.store import Journal, RunRow
 
@@ -49,7 +50,7 @@ def load_envelopes(
     env: Mapping[str, str] | None = None,
     home: str | Path | None = None,
     use_cache: bool = True,
-) -> tuple[dict[str, dict[str, Any]], list[str]]:
+) -> tuple[dict[str, Envelope], list[str]]:
     """`({point: envelope}, warnings)` for the project's capabilities under its config.
     `env`/`home` pin the capability search path (the docs diagrams must not see a developer's
     own overlay)."""
@@ -60,7 +61,7 @@ def load_envelopes(
 
     config, warnings = load_project_config(project)
     compiled = load_compiled(project, capability_dirs, env=env, home=home, use_cache=use_cache)
-    warnings += list(compiled.get("warnings") or ())
+    warnings += list(compiled.warnings)
     return envelopes_for(compiled, config, spec or DEFAULT_LOOP), warnings
 
 

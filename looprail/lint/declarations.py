@@ -42,12 +42,12 @@ class _Decl:
 
 
 def _cap_file(data: LintInput, lc: Any) -> str:
-    return _rel(lc.source / "capability.json", data.project)
+    return _rel(lc.manifest_file, data.project)
 
 
 def _declarations(data: LintInput) -> list[_Decl]:
     out = []
-    for cid, lc in data.registry.capabilities.items():
+    for cid, lc in data.compiled.capabilities.items():
         for group in ("steps", "contributions", "gates"):
             for i, entry in enumerate(lc.data.get(group) or ()):
                 out.append(_Decl(cid, group, i, entry, _cap_file(data, lc)))
@@ -62,9 +62,8 @@ def _cap_active(data: LintInput, cap_id: str) -> bool:
 
 def _when_true(data: LintInput, key: str) -> bool:
     from looprail.config import is_active
-    from looprail.hooks.registry import config_types_of
 
-    return is_active(key, data.config, config_types_of(data.registry))
+    return is_active(key, data.config, data.compiled.config)
 
 
 def _runs(data: LintInput, decl: _Decl) -> bool:
@@ -79,9 +78,8 @@ def _runs(data: LintInput, decl: _Decl) -> bool:
     point_from = decl.entry.get("pointFrom")
     if point_from is not None:
         from looprail.config import effective_value
-        from looprail.hooks.registry import config_types_of
 
-        value = effective_value(point_from, data.config, config_types_of(data.registry))
+        value = effective_value(point_from, data.config, data.compiled.config)
         return value is not MISSING and value == decl.point
     return True
 

@@ -13,7 +13,7 @@ from looprail.fsutil import project_folder
 from looprail.layout import PLANNING_DIR
 
 if TYPE_CHECKING:
-    from looprail.hooks.registry import CompiledRegistry, Registry
+    from looprail.hooks.capset import CapabilitySet
     from looprail.plans.phase import Phase
     from looprail.plans.waves import WavePlan
 
@@ -59,8 +59,7 @@ class Probe:
 @dataclass
 class LintInput:
     project: Path
-    registry: Registry
-    compiled: CompiledRegistry
+    compiled: CapabilitySet  # consent applied
     config: dict[str, Any] | None
     probe: Probe
     config_warnings: list[str] = field(default_factory=list)
@@ -117,21 +116,18 @@ def load_input(
     """Load everything lint looks at. Raises only for a missing project folder or an unknown
     `phase`; everything else that is wrong becomes a finding."""
     from looprail.config import load_project_config_strict
-    from looprail.hooks.registry import load_registry
     from looprail.trust import load_compiled
 
     root = project_folder(project, resolve=True)
     has_planning = (root / PLANNING_DIR).is_dir()
     config = load_project_config_strict(root)  # a malformed config stops lint: file:line:col
     config_warnings: list[str] = []
-    registry = load_registry(root, capability_dirs, config=config, env=env, home=home)
     compiled = load_compiled(root, capability_dirs, env=env, home=home)
     phases = _load_phases(root, phase) if has_planning else []
     if phase is not None and not has_planning:
         raise PlanError(f"{project}: no .planning/ folder, so no phase {phase}")
     return LintInput(
         project=root,
-        registry=registry,
         compiled=compiled,
         config=config,
         probe=probe or local_probe(root, _runtime_name(config)),

@@ -28,19 +28,15 @@ def _resolvers(data: LintInput) -> _Resolvers:
     # capability's activationKey (execute:task has no `when`), except one without consent.
     active: dict[str, list[tuple[str, Any]]] = {}
     inactive: dict[str, list[str]] = {}
-    caps = data.compiled.get("caps", {})
-    for cid, r in data.registry.task_content_resolvers():
-        if cid in caps and caps[cid].get("consent") is not False:
+    caps = data.compiled.capabilities
+    for cid, r in data.compiled.task_content_resolvers():
+        if caps[cid].consent is not False:
             active.setdefault(r.trackerPrefix, []).append((cid, r))
         else:
             inactive.setdefault(r.trackerPrefix, []).append(cid)
     broken: dict[str, list[tuple[str, str]]] = {}
-    caps_by_id = data.registry.capabilities
-    served = {
-        prefix: getattr(caps_by_id.get(pairs[0][0]), "origin", "project")
-        for prefix, pairs in active.items()
-    }
-    for cid, prefix, reason in unloadable_resolvers(data.registry.failed, served):
+    served = {prefix: caps[pairs[0][0]].origin for prefix, pairs in active.items()}
+    for cid, prefix, reason in unloadable_resolvers(data.compiled.failed, served):
         broken.setdefault(prefix, []).append((cid, reason))
     return _Resolvers(active, inactive, broken)
 

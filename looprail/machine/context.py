@@ -22,7 +22,7 @@ from looprail.machine.workspace import NullWorkspace
 from looprail.runtime.base import Flavor
 
 if TYPE_CHECKING:
-    from looprail.hooks.registry import CompiledRegistry
+    from looprail.hooks.capset import CapabilitySet
     from looprail.machine.native import NativeBridge
     from looprail.plans import PhaseCache
     from looprail.runtime.base import Runtime
@@ -65,7 +65,7 @@ class RunResult:
 class RunContext:
     """Everything one run of one phase is given (see the module docstring).
 
-    `compiled` is the compiled capability registry; `resolvers` every loaded capability's
+    `compiled` is the capability set (consent applied); `resolvers` every loaded capability's
     `taskContentResolver` (`unloadable`: those that exist but must not run); `recorder`
     receives every event (a journal makes the run durable and resumable); `on_transition` is
     told the state after each transition and after a role wrote artifacts. A resumed run
@@ -76,7 +76,7 @@ class RunContext:
     project: Path
     phase: str
     runtime: Runtime
-    compiled: CompiledRegistry
+    compiled: CapabilitySet
     config: dict[str, Any] | None = None
     resolvers: Sequence[tuple[str, Any]] = ()
     unloadable: Sequence[Any] = ()

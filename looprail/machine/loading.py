@@ -21,7 +21,7 @@ from looprail.runtime.base import RunStart  # loaded with machine.run (its dispa
 from looprail.settings import LooprailSettings, looprail_settings
 
 if TYPE_CHECKING:
-    from looprail.hooks.registry import CompiledRegistry, Registry
+    from looprail.hooks.capset import CapabilitySet
     from looprail.runtime.base import Runtime
 
 
@@ -30,8 +30,7 @@ class Loaded:
     """Everything loaded from a project and its capability search path."""
 
     project: Path
-    compiled: CompiledRegistry
-    registry: Registry
+    compiled: CapabilitySet  # consent applied
     config: dict[str, Any] | None
     warnings: list[str] = field(default_factory=list)
 
@@ -39,11 +38,11 @@ class Loaded:
     def resolvers(self) -> list[tuple[str, Any]]:
         """Every loaded capability's resolver, as the reference does (installed, not gated by
         `activationKey`: execute:task has no `when`) — except one without the user's consent."""
-        caps = self.compiled["caps"]
+        caps = self.compiled.capabilities
         return [
             (cid, r)
-            for cid, r in self.registry.task_content_resolvers()
-            if cid in caps and caps[cid].get("consent") is not False
+            for cid, r in self.compiled.task_content_resolvers()
+            if caps[cid].consent is not False
         ]
 
     @property
@@ -51,20 +50,18 @@ class Loaded:
         """Resolvers that exist but must not run: their capability failed to load, or is a
         project capability without consent. A task with their prefix halts (never a silent
         fallback to the inline plan)."""
-        caps = self.compiled["caps"]
+        caps = self.compiled.capabilities
         unconsented = [
             (cid, r.trackerPrefix, "no consent for this project capability (run `looprail trust`)")
-            for cid, r in self.registry.task_content_resolvers()
-            if cid in caps and caps[cid].get("consent") is False
+            for cid, r in self.compiled.task_content_resolvers()
+            if caps[cid].consent is False
         ]
-        served = {
-            r.trackerPrefix: self.registry.capabilities[cid].origin for cid, r in self.resolvers
-        }
-        if not self.registry.failed:  # the usual case: no need to import the resolver module
+        served = {r.trackerPrefix: caps[cid].origin for cid, r in self.resolvers}
+        if not self.compiled.failed:  # the usual case: no need to import the resolver module
             return unconsented
         from looprail.hooks.task_content import unloadable_resolvers
 
-        return unloadable_resolvers(self.registry.failed, served) + unconsented
+        return unloadable_resolvers(self.compiled.failed, served) + unconsented
 
     @property
     def blockers(self) -> list[Any]:
@@ -72,11 +69,11 @@ class Loaded:
         folder, a capability that failed to load, an unconsented project capability's gates."""
         from looprail.hooks.startup import blockers
 
-        return blockers(self.registry, self.compiled)
+        return blockers(self.compiled)
 
     def input_paths(self, phase_dir: Path | None) -> list[Path]:
         """What a run depends on: capability folders, the config, the phase's plans."""
-        paths = [lc.source for lc in self.registry.capabilities.values()]
+        paths = [lc.source for lc in self.compiled.capabilities.values()]
         paths.append(self.project / PROJECT_CONFIG_FILE)
         if phase_dir is not None:
             paths += sorted(phase_dir.glob("*-PLAN.md"))
@@ -91,7 +88,6 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     `.planning/` that leads out of the project, raises a `LooprailError`; a capability that
     fails to load is left out and named in `Loaded.warnings`."""
     from looprail.config import load_project_config_strict
-    from looprail.hooks.registry import load_registry, search_roots
     from looprail.trust import load_compiled
 
     root = project_folder(project)
@@ -106,18 +102,14 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     check_looprail_folders(root)
     require_inside(root, root / PLANNING_DIR, "the folder")
     config = load_project_config_strict(root)  # a malformed config stops the run
-    warnings: list[str] = []
-    # The capabilities are read once: the compiled form is the cache's, or (on a miss) compiled
-    # from this registry, whose roots are the absolute folders the cache is keyed by.
-    roots = search_roots(root, capability_dirs, absolute=True)
-    registry = load_registry(root, roots=roots, config=config)
-    compiled = load_compiled(root, capability_dirs, registry=registry)
-    warnings += list(registry.warnings)
-    for failed in registry.failed:
+    # The capabilities are read once: one set, from the cache or (on a miss) the manifests.
+    compiled = load_compiled(root, capability_dirs)
+    warnings = list(compiled.warnings)
+    for failed in compiled.failed:
         warnings.append(
             f"capability {failed.id!r} ({failed.origin}) not loaded: {failed.issues[0]}"
         )
-    return Loaded(root, compiled, registry, config, warnings)
+    return Loaded(root, compiled, config, warnings)
 
 
 def read_run_inputs(loaded: Loaded, progress: Progress, runtime: Runtime | None = None) -> Any:

@@ -166,7 +166,7 @@ def _phase(
 ) -> ProjectPhase:
     # Two folders for one phase: the run refuses it as ambiguous (find_phase) and says so.
     folder = Path(dirs[0][3]) if dirs else None
-    plans, summaries, names = _progress(folder) if folder is not None else (0, 0, [])
+    plans, summaries, names = _progress(folder, number) if folder is not None else (0, 0, [])
     run_id, run_status = run if run is not None else (None, None)
     verification = None
     if (
@@ -201,22 +201,19 @@ def _phase(
     )
 
 
-def _progress(folder: Path) -> tuple[int, int, list[str]]:
-    """(plans, plans with a SUMMARY, the folder's file names): plans and SUMMARYs matched by
-    their canonical plan id (`layout`, the plan layer's rule), from the file names alone (no
-    plan is parsed: a plan the run would refuse still counts)."""
-    from looprail.layout import canonical_plan_id, plan_id_from_filename
+def _progress(folder: Path, phase: str) -> tuple[int, int, list[str]]:
+    """(plans, plans with a SUMMARY, the folder's file names): each plan paired with its
+    SUMMARY by the plan layer's rule (`layout.summary_of`), from the file names alone (no plan
+    is parsed: a plan the run would refuse still counts)."""
+    from looprail.layout import plan_id_from_filename, summary_of
 
     try:
         with os.scandir(folder) as entries:
             names = sorted(e.name for e in entries if e.is_file())
     except OSError:
         return 0, 0, []
-    done = {
-        canonical_plan_id(n.removesuffix("-SUMMARY.md")) for n in names if n.endswith("-SUMMARY.md")
-    }
-    plans = [pid for pid in map(plan_id_from_filename, names) if pid is not None]
-    summaries = sum(1 for pid in plans if canonical_plan_id(pid) in done)
+    plans = [n for n in names if plan_id_from_filename(n) is not None]
+    summaries = sum(1 for n in plans if summary_of(n, names, phase)[0] is not None)
     return len(plans), summaries, names
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import time
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -23,20 +22,20 @@ from looprail.frontmatter import reference_frontmatter
 from looprail.fsutil import contained_file, require_inside
 from looprail.layout import (
     PHASE_DIR_PATTERN,
+    PLAN_ID_PATTERN,
     PROJECT_CONFIG_FILE,
+    Summaries,
     normalize_phase_number,
     phase_artifact,
     phase_sort_key,
     scan_phase_dirs,
+    summary_of,
 )
 from looprail.layout import PHASES_DIR as LAYOUT_PHASES_DIR
 from looprail.plans.planfile import Plan, plan_id_from_filename, read_plan, unknown_key_warnings
 from looprail.plans.waves import (
-    _PLAN_ID,
     _Index,
     bare_dependency_warnings,
-    canonical_plan_id,
-    reference_canonical_id,
     resolve_dependencies,
 )
 
@@ -209,62 +208,6 @@ def plan_superseded(plan: Plan) -> bool:
     return isinstance(status, str) and status.strip().lower() == "superseded"
 
 
-class Summaries:
-    """A folder's file names with its SUMMARY files indexed by canonical plan id, built once
-    per listing: pairing every plan of a phase with its SUMMARY is then linear in the folder,
-    not quadratic (a phase of 640 plans is read again after every wave)."""
-
-    __slots__ = ("by_id", "present")
-
-    def __init__(self, names: list[str]):
-        self.present = set(names)
-        self.by_id: dict[str, tuple[int, str]] = {}  # canonical id -> (position, name): first
-        for at, name in enumerate(names):
-            if name.endswith("-SUMMARY.md"):
-                self.by_id.setdefault(canonical_plan_id(name[: -len("-SUMMARY.md")]), (at, name))
-
-
-def summary_of(
-    plan_file: str, names: list[str] | Summaries, phase: str
-) -> tuple[str | None, str | None]:
-    """The SUMMARY file of a plan file, and a note when only looprail pairs them. The
-    reference's candidates first (`PLAN`→`SUMMARY`, `<stem>-SUMMARY.md`, the canonical
-    `<phase>-<NN>-SUMMARY.md`); then looprail's: zero padding ignored (the first such file in
-    the folder's order), and a short-named `01-PLAN.md` paired with its phase's
-    `28-01-SUMMARY.md`. Pass `Summaries(names)` when pairing many plans of one listing."""
-    index = names if isinstance(names, Summaries) else Summaries(names)
-    candidates, keys = _summary_keys(plan_file, phase)
-    for candidate in candidates:
-        if candidate in index.present:
-            return candidate, None
-    found = [index.by_id[key] for key in keys if key in index.by_id]
-    if found:
-        name = min(found)[1]
-        return name, f"{name} is read as this plan's SUMMARY; the reference does not pair them"
-    return None, None
-
-
-@lru_cache(maxsize=8192)
-def _summary_keys(plan_file: str, phase: str) -> tuple[tuple[str, ...], frozenset[str]]:
-    """The SUMMARY names the reference pairs with `plan_file`, in its order, and the canonical
-    ids looprail also accepts (a pure function of the two names: a run asks after every wave)."""
-    base = plan_file.removesuffix(".md")
-    candidates = [re.sub("PLAN", "SUMMARY", base, count=1, flags=re.I) + ".md"]
-    candidates.append(base + "-SUMMARY.md")
-    extended = re.match(r"(\d+)-PLAN-(\d+)", base, re.I)
-    if extended:
-        candidates.append(f"{extended[1]}-{extended[2]}-SUMMARY.md")
-    stem = re.sub(r"-PLAN$", "", base, flags=re.I)
-    canonical = reference_canonical_id(stem)
-    if canonical != stem:
-        candidates.append(canonical + "-SUMMARY.md")
-    plan_id = plan_id_from_filename(plan_file) or stem
-    keys = {canonical_plan_id(plan_id), canonical_plan_id(reference_canonical_id(plan_id))}
-    if _PLAN_ID.fullmatch(plan_id) is None:
-        keys.add(f"{canonical_plan_id(phase)}-{canonical_plan_id(plan_id)}")
-    return tuple(candidates), frozenset(keys)
-
-
 def check_outside(
     project: Path, located: PhaseDir, plans: list[Plan]
 ) -> tuple[list[Plan], list[str]]:
@@ -299,7 +242,7 @@ def _outside_status(
     dep: str,
     folders: dict[str, tuple[PhaseDir | None, list[str]]],
 ) -> str | None:
-    match = _PLAN_ID.fullmatch(dep.strip())
+    match = PLAN_ID_PATTERN.fullmatch(dep.strip())
     phase = normalize_phase_number(match.group("phase")) if match else None
     if phase is None or phase == located.number:
         return f"{dep!r} names no plan of phase {located.number}"

@@ -33,7 +33,7 @@ from looprail.runtime.base import Outcome, Request, RunStart, RuntimeInfo
 from looprail.runtime.scripted import Call, CallKind, ScriptedRuntime
 
 if TYPE_CHECKING:
-    from looprail.hooks.registry import CompiledRegistry, Registry
+    from looprail.hooks.capset import CapabilitySet
     from looprail.machine.record import MemoryRecorder
     from looprail.machine.run import LoopRunner, RunOptions, RunResult
     from looprail.runtime.base import Flavor
@@ -661,21 +661,16 @@ class LoopHarness:
         body = "---\nstatus: passed\n---\n" if name == "VERIFICATION.md" else ""
         (self.phase_dir / name).write_text(body + f"# {name} (written by the test harness)\n")
 
-    def _load(self) -> tuple[CompiledRegistry, Registry]:
-        from looprail.hooks.registry import load_registry, search_roots
+    def _load(self) -> CapabilitySet:
         from looprail.trust import load_compiled
 
-        dirs = [self.capabilities_dir]
         env: dict[str, str] = {}
-        # One read: the compiled form is this registry's (`load_compiled(registry=)`).
-        roots = search_roots(self.project, dirs, env=env, home=self.home, absolute=True)
-        registry = load_registry(self.project, env=env, config=self._config, roots=roots)
         compiled = load_compiled(
-            self.project, dirs, env=env, home=self.home, use_cache=False, registry=registry
+            self.project, [self.capabilities_dir], env=env, home=self.home, use_cache=False
         )
-        if registry.failed:
-            raise ManifestError(registry.issues)
-        return compiled, registry
+        if compiled.failed:
+            raise ManifestError(compiled.issues)
+        return compiled
 
     def _runner(
         self,
@@ -689,9 +684,9 @@ class LoopHarness:
         from looprail.machine.progress import Progress
         from looprail.machine.run import LoopRunner, RunContext, RunOptions
 
-        compiled, registry = self._load()
+        compiled = self._load()
         # As a run: every loaded resolver (no activationKey for execute:task), one with consent.
-        resolvers = Loaded(self.project, compiled, registry, self._config).resolvers
+        resolvers = Loaded(self.project, compiled, self._config).resolvers
         return LoopRunner(
             RunContext(
                 project=self.project,

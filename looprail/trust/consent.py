@@ -117,8 +117,8 @@ def plan_consent(
     project = Path(project)
     before = _project_folder_hashes(project)
     config, _ = load_project_config(project)
-    registry = load_registry(project, [os.fspath(d) for d in capability_dirs], config=config)
-    apply_consent(registry)  # so the audit says why each one is inactive
+    registry = load_registry(project, [os.fspath(d) for d in capability_dirs])
+    registry = apply_consent(registry)  # so the audit says why each one is inactive
 
     pending: list[CapabilityAudit] = []
     hashes: dict[str, str] = {}
@@ -130,7 +130,7 @@ def plan_consent(
             continue
         if consent_state(project, cid, lc.source) is None:
             continue
-        cap_audit = audit_capability(lc)
+        cap_audit = audit_capability(lc, reason=registry.why_inactive(cid, config))
         try:
             digest = folder_hash(lc.source)
         except TrustError as exc:

@@ -20,9 +20,9 @@ real absolute path: `{"version": 1, "projects": {path: {"capabilities": {id: sha
 unreadable or malformed store means "no consent" (fail closed); only writing refuses a malformed
 store, so nothing is lost.
 
-This module is on the `loop render-hooks` hot path (`compiled_consent`): it imports only `os`,
-`errno` and `json` at the top (and base `fsutil`); hashing and file locking are imported when
-used.
+This module is on the `loop render-hooks` hot path (`apply_consent`): it imports only `os`,
+`errno`, `json` and `dataclasses` at the top (and base `fsutil`); hashing and file locking
+are imported when used.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+from dataclasses import replace
 
 from looprail import layout
 from looprail.errors import TrustError
@@ -39,9 +40,17 @@ from looprail.layout import CONSENT_FILE, looprail_home
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: this module is on the hot path
     from collections.abc import Iterable, Mapping
-    from typing import Any
+    from typing import Any, NotRequired, TypedDict
 
-    from looprail.hooks.registry import CompiledRegistry, Registry
+    from looprail.hooks.capset import CapabilitySet
+
+    class ConsentRecord(TypedDict):
+        """What the store holds for one project (`consent_record`)."""
+
+        capabilities: dict[str, str]  # capability id -> sha256 of its folder
+        hooks: NotRequired[str]  # sha256 of the project's hooks.json
+
+
 STORE_VERSION = 1
 PROJECT_ORIGIN = "project"  # looprail.hooks.compiled.PROJECT, without importing it
 HOOKS_FILE = os.path.join(layout.LOOPRAIL_DIR, layout.HOOKS_FILE)  # relative to the project
@@ -228,11 +237,11 @@ def _stored_cap_hash(entry: Mapping[str, Any], cap_id: str) -> str | None:
 
 def consent_record(
     project: str | os.PathLike[str], *, home: str | os.PathLike[str] | None = None
-) -> dict[str, Any]:
+) -> ConsentRecord:
     """What the store holds for `project`: `{"capabilities": {id: sha256}, "hooks": sha256?}`."""
     entry = _project_entry(_read_store(store_path(home)), project_key(project))
     caps = entry.get("capabilities")
-    out: dict[str, Any] = {
+    out: ConsentRecord = {
         "capabilities": {
             k: v for k, v in (caps.items() if isinstance(caps, dict) else ()) if isinstance(v, str)
         }
@@ -439,45 +448,27 @@ def _project_of(source: str) -> str:
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(source))))
 
 
-def apply_consent(registry: Registry, *, home: str | os.PathLike[str] | None = None) -> None:
-    """Switch off every project-origin capability of a loaded `Registry` without valid
-    consent: `.active = False` and `.inactive_reason` says why."""
-    store = _read_store(store_path(home))
-    for cid, lc in registry.capabilities.items():
-        if lc.origin != PROJECT_ORIGIN:
-            continue
-        source = os.fspath(lc.source)
-        reason = consent_state(_project_of(source), cid, source, store=store)
-        if reason is not None:
-            lc.active = False
-            lc.inactive_reason = reason
-
-
-def compiled_consent(
-    compiled: CompiledRegistry,
+def apply_consent(
+    caps: CapabilitySet,
     *,
     home: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
-) -> CompiledRegistry:
-    """The same for the compiled registry of the hot path (plain dicts; see
-    `hooks.compiled.load_compiled`): a project-origin cap without valid consent gets
-    `consent: False`, `active: False` and an `inactiveReason`. Only project-origin folders are
-    hashed, and the store is read once. Returns `compiled`."""
-    caps = compiled.get("caps") or {}
-    project_caps = [(cid, c) for cid, c in caps.items() if c.get("origin") == PROJECT_ORIGIN]
+) -> CapabilitySet:
+    """`caps` with the user's consent applied: a project-origin capability gets `consent`
+    True, or False with an `inactive_reason` saying why. Only project-origin folders are
+    hashed, and the store is read once."""
+    project_caps = [
+        (cid, lc) for cid, lc in caps.capabilities.items() if lc.origin == PROJECT_ORIGIN
+    ]
     if not project_caps:
-        return compiled
+        return caps
     store = _read_store(store_path(home, env))
-    for cid, cap in project_caps:
-        source = cap.get("source") or ""
+    changed = {}
+    for cid, lc in project_caps:
+        source = os.fspath(lc.source)
         reason = consent_state(_project_of(source), cid, source, store=store)
-        if reason is None:
-            cap["consent"] = True
-        else:
-            cap["consent"] = False
-            cap["active"] = False
-            cap["inactiveReason"] = reason
-    return compiled
+        changed[cid] = replace(lc, consent=reason is None, inactive_reason=reason)
+    return caps.replacing(changed)
 
 
 def load_compiled(
@@ -487,15 +478,13 @@ def load_compiled(
     env: Mapping[str, str] | None = None,
     home: str | os.PathLike[str] | None = None,
     use_cache: bool = True,
-    registry: Registry | None = None,
-) -> CompiledRegistry:
-    """The compiled registry with the user's consent applied: `hooks.compiled.load_compiled`
-    given `compiled_consent` (and the caller's `registry` of the same search path, compiled on
-    a cache miss). This is `looprail.load_compiled` and what every caller uses."""
+) -> CapabilitySet:
+    """The capability set with the user's consent applied: `hooks.compiled.load_compiled`
+    given `apply_consent`. This is `looprail.load_compiled` and what every caller uses."""
     from looprail.hooks import compiled as hooks_compiled
 
-    def consent(c: CompiledRegistry, h: Any, e: Mapping[str, str]) -> CompiledRegistry:
-        return compiled_consent(c, home=h, env=e)
+    def consent(c: CapabilitySet, h: Any, e: Mapping[str, str]) -> CapabilitySet:
+        return apply_consent(c, home=h, env=e)
 
     return hooks_compiled.load_compiled(
         os.fspath(project),
@@ -504,7 +493,6 @@ def load_compiled(
         home=None if home is None else os.fspath(home),
         use_cache=use_cache,
         consent=consent,
-        registry=registry,
     )
 
 
@@ -514,7 +502,6 @@ __all__ = [
     "TrustError",
     "agents_consent",
     "apply_consent",
-    "compiled_consent",
     "consent_record",
     "consent_state",
     "consented",
