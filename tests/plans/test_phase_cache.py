@@ -133,7 +133,7 @@ def _scan(plan_file: str, names: list[str], phase: str):
     the reference's candidates, then a scan of every name."""
     import re
 
-    from looprail.plans import phase as ph
+    from looprail import layout as ph
 
     base = plan_file.removesuffix(".md")
     candidates = [re.sub("PLAN", "SUMMARY", base, count=1, flags=re.I) + ".md"]
@@ -150,7 +150,7 @@ def _scan(plan_file: str, names: list[str], phase: str):
             return candidate, None
     plan_id = ph.plan_id_from_filename(plan_file) or stem
     keys = {ph.canonical_plan_id(plan_id), ph.canonical_plan_id(ph.reference_canonical_id(plan_id))}
-    if ph._PLAN_ID.fullmatch(plan_id) is None:
+    if ph.PLAN_ID_PATTERN.fullmatch(plan_id) is None:
         keys.add(f"{ph.canonical_plan_id(phase)}-{ph.canonical_plan_id(plan_id)}")
     for name in names:
         if name.endswith("-SUMMARY.md") and ph.canonical_plan_id(name[:-11]) in keys:
@@ -161,7 +161,7 @@ def _scan(plan_file: str, names: list[str], phase: str):
 @settings(max_examples=examples(200), deadline=None)
 @given(names=st.lists(_NAMES, unique=True), phase=st.sampled_from(["01", "1", "28"]))
 def test_indexed_summary_pairing_is_the_scan(names, phase):
-    from looprail.plans.phase import Summaries, summary_of
+    from looprail.layout import Summaries, summary_of
 
     names = sorted(names)
     index = Summaries(names)
