@@ -55,9 +55,21 @@
     const parts = [];
     if (selectedRun) parts.push("run=" + selectedRun);
     if (openTask) parts.push("task=" + encodeURIComponent(openTask));
-    history.replaceState(null, "", parts.length ? "#" + parts.join("&") : location.pathname);
+    history.replaceState(null, "", location.pathname + location.search + (parts.length ? "#" + parts.join("&") : ""));
   }
-  function runQuery() { return selectedRun ? "?run=" + encodeURIComponent(selectedRun) : ""; }
+  // The per-launch token `looprail ui` printed in the address (`?token=…`): every request for
+  // data carries it, and the answer form sends it in its body. It stays in the address, so a
+  // reload keeps working; the page sends no Referer, so it never leaves through a link.
+  const TOKEN = new URLSearchParams(location.search).get("token") || "";
+  // `/api/…?token=…&k=v…` (EventSource and <img> cannot send a header)
+  function api(path, params) {
+    const q = new URLSearchParams();
+    if (TOKEN) q.set("token", TOKEN);
+    for (const [k, v] of Object.entries(params || {})) if (v !== null && v !== undefined) q.set(k, v);
+    const query = q.toString();
+    return path + (query ? "?" + query : "");
+  }
+  function runParams() { return selectedRun ? { run: selectedRun } : {}; }
 
   function connect() {
     if (source) source.close();
@@ -65,7 +77,7 @@
     const conn = $("conn");
     conn.textContent = "connecting…";
     conn.className = "conn";
-    source = new EventSource("/api/events" + runQuery());
+    source = new EventSource(api("/api/events", runParams()));
     source.addEventListener("state", (ev) => {
       conn.textContent = "connected";
       conn.className = "conn ok";
@@ -173,7 +185,7 @@
       return;
     }
     chartVersion = version;
-    const url = "/api/chart.svg?" + (run ? "run=" + encodeURIComponent(run.id) + "&" : "") + "v=" + encodeURIComponent(snap.version);
+    const url = api("/api/chart.svg", { run: run ? run.id : null, v: snap.version });
     // load off-screen, then swap: no flicker while a run moves
     const next = new Image();
     const focus = snap.chartFocus;
@@ -334,7 +346,7 @@
 
   function loadLog(task) {
     const my = ++logSeq;
-    const url = "/api/log?run=" + encodeURIComponent(snap.run.id) + "&task=" + encodeURIComponent(task.key);
+    const url = api("/api/log", { run: snap.run.id, task: task.key });
     fetch(url).then((r) => r.json()).then((log) => {
       if (my !== logSeq) return;
       const box = $("task-detail").querySelector(".log");
