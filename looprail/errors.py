@@ -9,6 +9,7 @@ loop point), so a caller need not parse the message.
     LooprailError (exit 1)                 base of every error raised on purpose
     ├── UsageError (exit 2)                the command line itself is wrong
     ├── RefusedToStart (exit 2)            `run` found bad input before it journaled anything
+    ├── AnswerRefused (exit 2)             an answer to a checkpoint that cannot be right
     ├── InvalidFileError                   problems in a supplied file, all kept (`issues`)
     │   └── ManifestError                  a capability manifest or the merged set
     ├── ConfigError                        .planning/config.json cannot be used
@@ -111,6 +112,13 @@ class Issue:
     def __str__(self) -> str:
         where = f"{self.file}: {self.path}" if self.path else self.file
         return f"{where}: {self.reason}"
+
+
+class AnswerRefused(LooprailError):
+    """An answer to a checkpoint that cannot be right (an option the decision does not offer,
+    a task that is not a checkpoint, no run waiting): refused before anything is recorded."""
+
+    exit_code = 2
 
 
 class InvalidFileError(LooprailError):
@@ -318,6 +326,7 @@ class StopRequested(LoopSignal):
 
 
 __all__ = [
+    "AnswerRefused",
     "CheckFailedError",
     "CheckpointPause",
     "ConfigError",
