@@ -305,14 +305,19 @@ class CheckpointPause(LoopSignal):
 
     exit_code = 3
 
-    def __init__(self, task: Any, plan: Any):
+    def __init__(self, task: Any, plan: Any, *, hint: str | None = None):
         self.task = task
         self.plan = plan
         self.path = str(plan.path)
         gate = f", gate={task.gate}" if task.gate else ""
+        how = (
+            f"{hint}, or run again with --approve {task.id}"
+            if hint
+            else (f"approve with --approve {task.id}")
+        )
         super().__init__(
             f"{plan.path.name}: task {task.id} ({task.type}{gate}) "
-            f"{task.name or ''!s} needs a human; approve with --approve {task.id}"
+            f"{task.name or ''!s} needs a human; {how}"
         )
 
 

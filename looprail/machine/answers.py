@@ -213,6 +213,38 @@ def checkpoint_in_phase(project: Path, phase: str, task_id: str) -> Checkpoint:
     raise AnswerRefused(f"phase {phase} has no plan {plan_id} (task {task_id})")
 
 
+def check_answer(project: Path, task_id: str, text: str) -> None:
+    """`--answer TASK=TEXT` before the run starts: `AnswerRefused` when the task's plan is
+    written and the answer cannot be right for it (a plan not written yet is checked when the
+    run reaches the checkpoint)."""
+    from looprail.plans import list_phases
+
+    plan_id = task_id.rsplit("/", 1)[0]
+    phase_token = plan_id.split("-", 1)[0]
+    try:
+        phases = [p for p in list_phases(project) if _same_phase(p.number, phase_token)]
+    except (PlanError, OSError):
+        return
+    for ph in phases:
+        try:
+            cp = checkpoint_in_phase(project, ph.number, task_id)
+        except AnswerRefused as exc:
+            if "has no plan" in str(exc):
+                continue
+            raise
+        meaning = interpret(cp, text)
+        if meaning.problem:
+            raise AnswerRefused(f"--answer {task_id}: {meaning.problem}")
+        return
+
+
+def _same_phase(number: str, token: str) -> bool:
+    from looprail.layout import normalize_phase_number
+
+    wanted = normalize_phase_number(token)
+    return wanted is not None and normalize_phase_number(number) == wanted
+
+
 # -- secrets between processes -----------------------------------------------------------------
 
 
