@@ -1,6 +1,7 @@
 """The `looprail` section of `.planning/config.json`, as one typed model: which runtime a run
 uses (`agent`), each agent's settings (`agents.<name>`), whether plans run in git worktrees
-(`worktrees`) and the timeouts per kind of work (`timeouts`). Every reader of the section goes
+(`worktrees`), the timeouts per kind of work (`timeouts`) and how many fix-up rounds a
+checkpoint's issues get (`checkpoint_rounds`). Every reader of the section goes
 through `looprail_settings`; a value that cannot be used is one `ConfigError` naming the key.
 
 A module of its own beside `looprail.config` (base layer): `config` is on the `render-hooks`
@@ -15,6 +16,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
+    StrictInt,
     StrictStr,
     ValidationError,
     field_validator,
@@ -55,6 +57,9 @@ class LooprailSettings(BaseModel):
     agents: dict[str, dict[str, Any]] = Field(default_factory=dict)
     worktrees: StrictBool | None = None
     timeouts: Timeouts | None = None
+    # How many times a human-verify checkpoint's issues go to a fix-up executor call before
+    # the run halts (docs/loop.md, "Checkpoints"); `--checkpoint-rounds` overrides it.
+    checkpoint_rounds: StrictInt = Field(3, ge=1)
 
     @field_validator("agents", mode="before")
     @classmethod
@@ -68,6 +73,7 @@ _TYPE_REASONS: dict[tuple[str, ...], str] = {
     ("agents",): "must be an object",
     ("worktrees",): "must be true or false",
     ("timeouts",): "must be an object",
+    ("checkpoint_rounds",): "must be a whole number of at least 1",
 }
 
 

@@ -28,6 +28,22 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="approve one checkpoint task (e.g. 01-02/T3); repeatable",
     )
     p.add_argument(
+        "--answer",
+        action="append",
+        default=[],
+        metavar="TASK=TEXT",
+        help="answer a checkpoint task: \"approved\" (or the plan's own word), a decision's "
+        "option id, or a human-verify's issues to fix (e.g. 01-02/T3=clerk); repeatable",
+    )
+    p.add_argument(
+        "--checkpoint-rounds",
+        type=int,
+        default=None,
+        metavar="N",
+        help="fix-up rounds a checkpoint's issues get before the run halts (default: "
+        "looprail.checkpoint_rounds in .planning/config.json, else 3)",
+    )
+    p.add_argument(
         "--jobs",
         type=int,
         default=None,
@@ -118,6 +134,8 @@ _VALUES = {
     "--project": "project",
     "--flavor": "flavor",
     "--approve": "approve",
+    "--answer": "answer",
+    "--checkpoint-rounds": "checkpoint_rounds",
     "--capabilities": "capabilities",
     "--phase": "phase",
 }
@@ -137,6 +155,8 @@ def fast_args(argv: list[str]) -> Any:
         command=argv[0],
         autonomous=False,
         approve=[],
+        answer=[],
+        checkpoint_rounds=None,
         jobs=None,
         host_tool=None,
         accept_changes=False,
@@ -171,10 +191,10 @@ def fast_args(argv: list[str]) -> Any:
                 i += 1
             key = _VALUES[name]
             try:
-                if key in ("approve", "capabilities"):
+                if key in ("approve", "answer", "capabilities"):
                     getattr(ns, key).append(value)
-                elif key == "jobs":
-                    ns.jobs = int(value)
+                elif key in ("jobs", "checkpoint_rounds"):
+                    setattr(ns, key, int(value))
                 elif key == "budget_usd":
                     ns.budget_usd = _positive_float(value)
                 elif key == "phase":
@@ -287,14 +307,40 @@ def _options(args, executor=None):
         found = resolve_host_tool(args.host_tool)
         if isinstance(found, str):
             raise UsageError(f"--host-tool: {found}")
+    rounds = getattr(args, "checkpoint_rounds", None)
+    if rounds is not None and rounds < 1:
+        from looprail.errors import UsageError
+
+        raise UsageError("--checkpoint-rounds must be at least 1")
     return RunOptions(
         flavor=args.flavor,
         jobs=jobs,
         autonomous=args.autonomous,
         approvals=frozenset(args.approve),
+        answers=_answers(args),
+        checkpoint_rounds=rounds,
         host_tool=args.host_tool,
         executor=executor,
     )
+
+
+def _answers(args) -> tuple[tuple[str, str], ...]:
+    """`--answer TASK=TEXT`, each checked now against the plan when it is already written (an
+    option the decision does not offer, a task that is not a checkpoint: exit 2)."""
+    from pathlib import Path
+
+    from looprail.errors import UsageError
+    from looprail.machine.answers import check_answer, is_task_id
+
+    out = []
+    project = Path(getattr(args, "project_pos", None) or args.project)
+    for given in getattr(args, "answer", None) or []:
+        task, eq, text = given.partition("=")
+        if not eq or not is_task_id(task):
+            raise UsageError(f"--answer {given!r}: give TASK=TEXT (e.g. 01-02/T3=approved)")
+        check_answer(project, task.strip(), text)
+        out.append((task.strip(), text))
+    return tuple(out)
 
 
 def run(args) -> int:

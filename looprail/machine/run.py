@@ -61,6 +61,8 @@ class RunOptions:
     approvals: frozenset[str] = frozenset()
     host_tool: str | None = None
     approved_earlier: frozenset[str] = frozenset()  # checkpoints approved before a resume
+    answers: tuple[tuple[str, str], ...] = ()  # `--answer TASK=TEXT` (machine/checkpoint.py)
+    checkpoint_rounds: int | None = None  # fix-up rounds; None: looprail.checkpoint_rounds
     # Runs a wave's plans elsewhere (`run_wave(runner, wave, plans, done) -> [Settled]`, each
     # plan through `LoopRunner.run_plan`), e.g. a Dask cluster
     # (looprail.machine.dask_executor); None: threads here, `jobs` at a time.
@@ -583,7 +585,7 @@ class LoopRunner:
                 continue
             self._safe_point()
             if task.is_checkpoint:
-                self._checkpoint(plan, task, wave)
+                self._checkpoint(plan, task, wave, execute or self.runtime.execute_task)
                 chart.send("skip_task")
                 continue
             self.run_task(chart, plan, task, wave, execute or self.runtime.execute_task)
@@ -598,11 +600,17 @@ class LoopRunner:
         ctx: _Ctx = chart.model
         chart.send("begin_task", task=task)
         work = ctx.work or _task_work(plan, task)
+        if plan.has_checkpoints:  # the answers so far, and a secret for this call only
+            from looprail.machine.checkpoint import secret_env, with_answers
+
+            work = with_answers(self, plan, work)
         attempt = self.recorder.task_started(task.id, plan_id=plan.id, wave=wave)
         again = f" (attempt {attempt})" if attempt > 1 else ""
         self._status(f"running {task.id} {task.name or ''}".rstrip())
         dctx = self.dispatcher.context(None, plan_id=plan.id, task_id=work.task_id, wave=wave)
         dctx = self.workspace.bind(plan.id, dctx)
+        if plan.has_checkpoints:
+            dctx = secret_env(self, plan, dctx)
         self.progress.task_started(task.id, f"{task.id} {task.name or ''}{again}".rstrip())
         try:
             outcome = execute(work, dctx)
@@ -624,27 +632,11 @@ class LoopRunner:
         self._task_event("task_result", plan, task, wave, work)
         chart.send("end_task")
 
-    def _checkpoint(self, plan: Plan, task: Task, wave: int) -> None:
-        approved_by = None
-        if task.id in self.options.approvals:
-            approved_by = "--approve"
-        elif task.id in self.options.approved_earlier:
-            approved_by = "approved earlier in this run"
-        elif self.options.autonomous and task.gate != "blocking-human":
-            approved_by = "--autonomous"
-        if approved_by is None:
-            raise CheckpointPause(task, plan)
-        self.progress.line(f"  ✓ checkpoint {task.id} approved ({approved_by})")
-        self.recorder.event(
-            EventRecord(
-                kind="task_finished",
-                task_id=task.id,
-                plan_id=plan.id,
-                wave=wave,
-                outcome="approved",
-                message=approved_by,
-            )
-        )
+    def _checkpoint(self, plan: Plan, task: Task, wave: int, execute: ExecuteTask) -> None:
+        """Answered (terminal, `looprail answer`, flags), or the run pauses: machine/checkpoint."""
+        from looprail.machine.checkpoint import pass_checkpoint
+
+        pass_checkpoint(self, plan, task, wave, execute)
 
     def _resolve(self, plan: Plan, task: Task, wave: int) -> TaskWork:
         """The `execute:task` point: mandatory, before read_first, never a fallback."""
@@ -742,7 +734,14 @@ class LoopRunner:
     def _write_summary(self, plan: Plan) -> None:
         """The durable "plan done" marker, unless the executor already wrote one."""
         target = plan.path.with_name(plan.path.name.replace("-PLAN.md", "-SUMMARY.md"))
+        answered: list[str] = []
+        if plan.has_checkpoints:
+            from looprail.machine.checkpoint import summary_lines
+
+            answered = summary_lines(self, plan)
         if target.exists():
+            if answered:
+                _append_answers(target, answered)
             return
         lines = [
             "---",
@@ -759,6 +758,7 @@ class LoopRunner:
         for t in plan.tasks:
             tracker = f" [{t.tracker_id}]" if t.tracker_id else ""
             lines.append(f"- {t.id}: {t.name or t.type}{tracker}")
+        lines += answered
         try:
             atomic_write(target, "\n".join(lines) + "\n")
         except OSError as exc:  # e.g. the phase folder was removed while the plan ran
@@ -769,6 +769,17 @@ class LoopRunner:
     def _native_settled(self, status: str, reason: str | None) -> None:
         if self.native is not None:
             self.native.settled(status, reason, self.dispatcher.context(None))
+
+
+def _append_answers(target: Path, answered: list[str]) -> None:
+    """An executor's own SUMMARY gets the plan's checkpoint answers too (once)."""
+    try:
+        text = target.read_text(encoding="utf-8", errors="replace")
+        if answered[1] not in text:
+            atomic_write(target, text.rstrip("\n") + "\n" + "\n".join(answered) + "\n")
+    except OSError as exc:
+        why = exc.strerror or exc
+        raise HaltError(f"{target.name}: cannot add the checkpoint answers ({why})") from None
 
 
 def _halted_plans_reason(

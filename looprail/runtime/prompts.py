@@ -169,6 +169,8 @@ _PLAN_TITLES = (
     ("objective", "Plan objective"),
     ("interfaces", "Interfaces"),
     ("threat_model", "Threat model"),
+    # machine/checkpoint.py: what the user answered at the plan's checkpoints, verbatim
+    ("checkpoint_answers", "Checkpoint answers (the user's words, verbatim)"),
 )
 
 

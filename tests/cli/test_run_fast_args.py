@@ -26,6 +26,8 @@ KEYS = (
     "new",
     "autonomous",
     "approve",
+    "answer",
+    "checkpoint_rounds",
     "jobs",
     "host_tool",
     "accept_changes",
@@ -53,6 +55,8 @@ OPTIONS = st.sampled_from(
         "--project",
         "--flavor",
         "--approve",
+        "--answer",
+        "--checkpoint-rounds",
         "--capabilities",
     ]
 )
