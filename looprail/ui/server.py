@@ -144,6 +144,43 @@ class Dashboard:
                 snap["chart"], snap["chartError"] = False, str(exc)
         return snap
 
+    # -- the one write -----------------------------------------------------------------------
+
+    def answer(self, task: str, text: str) -> tuple[int, dict[str, Any]]:
+        """Hand `text` to `machine.answers.submit_answer` (the one place that checks an answer
+        and journals it, under the journal's seal) as the dashboard's answer to checkpoint
+        `task`: `(HTTP status, what the page shows)`. A refusal is its one line; a secret is
+        never echoed back, not even inside a refusal."""
+        from looprail.errors import LooprailError
+        from looprail.machine.answers import WITHHELD, pending_checkpoints, submit_answer
+
+        try:
+            secret = any(
+                cp.task_id == task.strip() and cp.secret for cp in pending_checkpoints(self.project)
+            )
+        except LooprailError as exc:
+            return 400, {"error": _one_line(str(exc))}
+        try:
+            done = submit_answer(self.project, task, text, source="dashboard")
+        except LooprailError as exc:
+            message = _one_line(str(exc))
+            if secret and text.strip() and text.strip() in message:
+                message = message.replace(text.strip(), WITHHELD)
+            return 400, {"error": message}
+        except Exception as exc:  # a traceback in the server log could hold the answer
+            return 500, {"error": f"the answer could not be recorded ({type(exc).__name__})"}
+        withheld = done.withheld or secret
+        return 200, {
+            "ok": True,
+            "runId": done.run_id,
+            "task": done.task_id,
+            "kind": done.kind,
+            "option": done.option,
+            "withheld": withheld,
+            "recorded": WITHHELD if withheld else (done.option or text.strip()),
+            "seq": done.seq,
+        }
+
     def chart(self, run: str | None) -> tuple[bytes, float | None]:
         """The SVG chart of `run` (None: the latest; the default loop when there is no run),
         and where its current state sits across the chart (0..1, for scrolling it into view).
@@ -184,6 +221,10 @@ class Dashboard:
         with self._lock:
             self._svg = (key, (blob, focus))
         return blob, focus
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _focus(svg: bytes, node: str | None) -> float | None:
