@@ -162,7 +162,8 @@ def serve(app) -> Iterator[str]:
     finally:
         from looprail.ui.server import stop_streams
 
-        stop_streams(app)
+        if hasattr(app.state, "dashboard"):  # a dashboard (the tests serve other apps too)
+            stop_streams(app)
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
