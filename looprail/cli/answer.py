@@ -20,12 +20,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "key, a token or a password) is read without echo when TEXT is left out or is '-', and "
         "is never written into the project. With no TASK: list what waits for an answer.",
     )
-    p.add_argument(
-        "words",
-        nargs="*",
-        metavar="[PROJECT] TASK [TEXT]",
-        help="the project folder (default: .), the checkpoint task, the answer",
-    )
+    # Three optional positionals read as [PROJECT] TASK [TEXT] by what they look like.
+    p.add_argument("project_pos", nargs="?", metavar="PROJECT", help="the project (default: .)")
+    p.add_argument("task", nargs="?", metavar="TASK", help="the checkpoint task (01-02/T3)")
+    p.add_argument("text", nargs="?", metavar="TEXT", help="the answer ('-' or none: read it)")
     p.add_argument("--project", default=None, metavar="DIR", help="the project folder")
     p.add_argument("--json", action="store_true", help="print what was recorded as JSON")
     p.set_defaults(handler=answer)
@@ -54,12 +52,15 @@ def answer(args: argparse.Namespace) -> int:
     from looprail.cli._common import print_json, project_folder
     from looprail.machine.answers import pending_checkpoints, submit_answer
 
-    where, task, text = _split(args.words, args.project)
+    words = [w for w in (args.project_pos, args.task, args.text) if w is not None]
+    # (cli.main has copied the first positional into --project: not a project when it is TASK)
+    explicit = args.project if args.project != args.project_pos else None
+    where, task, text = _split(words, explicit)
     project = project_folder(where)
     if task is None:
         pending = pending_checkpoints(Path(project))
         if args.json:
-            print_json([c.model_dump(mode="json") for c in pending])
+            print_json({"pending": [c.model_dump(mode="json") for c in pending]})
             return 0
         if not pending:
             print("no checkpoint waits for an answer")

@@ -18,7 +18,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--autonomous",
         action="store_true",
-        help='approve checkpoint tasks automatically (except gate="blocking-human")',
+        help="pass checkpoints as the reference's auto-mode does: human-verify and tdd-review "
+        'approve, a decision takes its first option; a human-action and gate="blocking-human" '
+        "still stop",
     )
     p.add_argument(
         "--approve",
