@@ -140,22 +140,32 @@ def snapshot(
     ]
     out["run"] = _run_detail(project, capability_dirs, selected, events, tasks, holder, envelopes)
     if waiting is not None and is_run_id(waiting.id):
-        out["checkpoints"] = checkpoints_view(project, waiting.id, waiting.phase)
+        # The run shown is usually the one that waits: its events are read already.
+        shown = events if waiting.id == selected.id else None
+        out["checkpoints"] = checkpoints_view(project, waiting.id, waiting.phase, shown)
     return out
 
 
 # -- checkpoints -----------------------------------------------------------------------------
 
 
-def checkpoints_view(project: Path, run_id: str, phase: str) -> dict[str, Any] | None:
-    """What the latest unfinished run waits on (`machine.answers.pending_checkpoints`, the
-    seam the terminal and `looprail answer` use): each checkpoint's presentation model, its
-    title, and the text the terminal shows for it (`plans.checkpoint.render`, with the plan's
-    progress as the terminal counts it). None when it waits on nothing."""
-    from looprail.machine.answers import pending_checkpoints
+def checkpoints_view(
+    project: Path, run_id: str, phase: str, events: Sequence[Any] | None = None
+) -> dict[str, Any] | None:
+    """What the latest unfinished run `run_id` waits on (`machine.answers.pending_checkpoints`,
+    the seam the terminal and `looprail answer` use; with that run's `events` at hand, the
+    seam's own rule over them, which spares reading them again): each checkpoint's
+    presentation model, its title, and the text the terminal shows for it
+    (`plans.checkpoint.render`, with the plan's progress as the terminal counts it). None when
+    it waits on nothing."""
+    from looprail.machine import answers
     from looprail.plans.checkpoint import render
 
-    pending = pending_checkpoints(project)
+    if events is None:
+        pending = answers.pending_checkpoints(project)
+    else:
+        kinds = ("checkpoint", "answer", "task_finished")  # what pending_checkpoints reads
+        pending = answers._pending([e for e in events if e.kind in kinds])
     if not pending:
         return None
     items = []

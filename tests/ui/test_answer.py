@@ -109,6 +109,14 @@ def test_a_paused_checkpoint_is_shown_as_the_terminal_shows_it(tmp_path):
     assert "→ YOUR ACTION: Select: hello or howdy" in item["text"]
     assert snap["writable"] is True
     assert snap["run"]["continue"].endswith("--approve 01-01/T2")
+    # shown while another run is on the page (a newer, finished one): the same checkpoint,
+    # read through pending_checkpoints instead of the events the page already holds
+    with Journal.open(project) as journal:
+        other = journal.start_run("2", state=["plan"])
+        journal.finish_run(other, "failed", "another phase")
+    again = state(client(project))
+    assert again["run"]["id"] == other
+    assert again["checkpoints"] == shown
 
 
 def test_an_answer_from_the_dashboard_is_journaled_and_the_resumed_run_uses_it(tmp_path):
