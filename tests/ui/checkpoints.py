@@ -92,7 +92,8 @@ out.write_text(t["action"] + "\n")
 # the environment (its length only: the value must never be written anywhere)
 secret = os.environ.get("LOOPRAIL_CHECKPOINT_ANSWER")
 text = json.dumps(req)
-append("answers.log", f"{key} secret={len(secret) if secret else 0} " + ("howdy" if "howdy" in text else "-"))
+found = [w for w in ("howdy", "ISSUE-MARK") if w in text]
+append("answers.log", f"{key} secret={len(secret) if secret else 0} " + (" ".join(found) or "-"))
 append("done.log", "task " + key)
 """
 

@@ -147,6 +147,29 @@ def test_an_answer_from_the_dashboard_is_journaled_and_the_resumed_run_uses_it(t
     assert state(c)["run"]["status"] == "shipped"
 
 
+def test_issues_described_on_the_dashboard_go_to_a_fix_up_call_then_it_is_asked_again(tmp_path):
+    project = paused(tmp_path, "verify")
+    c = client(project)
+    (item,) = state(c)["checkpoints"]["items"]
+    assert item["kind"] == "human-verify" and "CHECKPOINT: Verification Required" in item["text"]
+    issues = "ISSUE-MARK: the greeting is shouted"
+    response = answer(c, "01-01/T2", issues)
+    assert response.status_code == 200 and response.json()["kind"] == "issues"
+    assert response.json()["recorded"] == issues
+    snap = state(c)
+    assert snap["run"]["answers"][0]["text"] == issues
+    done = resume(project, snap["run"]["continue"])
+    assert done.returncode == 3, done.stdout + done.stderr  # fixed up, then asked again
+    # the fix-up call for the plan carried the user's words verbatim
+    assert any("ISSUE-MARK" in line for line in answers_log(project)), answers_log(project)
+    (again,) = state(c)["checkpoints"]["items"]
+    assert again["task_id"] == "01-01/T2"
+    assert answer(c, "01-01/T2", "approved").json()["kind"] == "approved"
+    done = resume(project, state(c)["run"]["continue"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert state(c)["run"]["status"] == "shipped"
+
+
 def test_a_refused_answer_is_its_one_line_reason_and_nothing_is_journaled(tmp_path):
     project = paused(tmp_path, "decision")
     c = client(project)
