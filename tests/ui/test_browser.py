@@ -539,3 +539,48 @@ def test_a_second_browser_without_the_token_is_refused(browser, chromium, tmp_pa
         assert _answers(project) == []
         # the first browser's page is still waiting on the checkpoint
         assert browser.page.locator("#checkpoints .checkpoint").count() == 1
+
+
+def test_a_hostile_checkpoint_is_shown_as_text(browser, tmp_path):
+    """A checkpoint's text comes from a PLAN.md (or a journal) someone else wrote: its name,
+    options, pros and cons, and resume signal are shown as text, in the terminal's rendering
+    and in the form."""
+    from looprail.machine.answers import asked_record
+    from looprail.plans.checkpoint import Checkpoint, CheckpointOption
+    from looprail.store import Journal
+    from looprail.ui.access import new_token
+
+    project = tmp_path / "p"
+    (project / ".planning" / "phases" / "01-x").mkdir(parents=True)
+    hostile = uikit.HOSTILE
+    cp = Checkpoint(
+        task_id="01-01/T2",
+        plan_id="01-01",
+        kind="decision",
+        name=hostile,
+        decision=hostile,
+        context=hostile,
+        options=(
+            CheckpointOption(id="a", name=hostile, pros=hostile, cons=hostile),
+            CheckpointOption(id="b", name="plain"),
+        ),
+        resume_signal=hostile,
+    )
+    with Journal.open(project) as journal:
+        run_id = journal.start_run("1", state=["execute", "wave_running"])
+        journal.record(run_id, asked_record(cp, 1))
+        journal.finish_run(run_id, "paused", "01-01-PLAN.md: task 01-01/T2 needs a human")
+    token = new_token()
+    page = browser.page
+    with uikit.serve(_token_app(project, token)) as url:
+        page.goto(f"{url}/?token={token}")
+        block = page.locator("#checkpoints .checkpoint[data-task='01-01/T2']")
+        block.wait_for()
+        shown = block.locator(".checkpoint-text").text_content() or ""
+        assert f"Decision: {hostile}" in shown and f"Pros: {hostile}" in shown
+        label = block.locator("label.option[data-option='a']").text_content() or ""
+        assert label.endswith("a — " + hostile)
+        assert page.evaluate("document.scripts.length") == 1
+        assert page.evaluate("document.querySelectorAll('[onerror]').length") == 0
+        page.wait_for_timeout(300)
+    assert browser.dialogs == []
