@@ -365,6 +365,7 @@ def test_a_checkpoint_is_answered_from_the_page_and_the_waiting_run_goes_on(brow
             assert "Which greeting should the page use?" in run.text
             assert block.locator("label.option").count() == 2
             browser.shot("checkpoint-decision")
+            block.screenshot(path=str(browser.shots / "checkpoint-block.png"))  # docs/ui.md
             block.locator("label.option[data-option='howdy'] input").check()
             block.locator("button.choose").click()
             page.locator(
