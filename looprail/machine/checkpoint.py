@@ -95,7 +95,7 @@ def pass_checkpoint(
 ) -> None:
     """Get checkpoint `task` of `plan` answered (see the module docstring), or raise
     `CheckpointPause` (no terminal) or `HaltError` (rounds used up, a fix-up failed)."""
-    from looprail.settings import looprail_settings
+    from looprail.settings import CHECKPOINT_ROUNDS, looprail_settings
 
     cp = checkpoint_of(plan, task)
     st = _state(runner)
@@ -107,7 +107,11 @@ def pass_checkpoint(
         runner.progress.line(
             f"  ! checkpoint {task.id}: a secret answer is never kept across runs; asked again"
         )
-    limit = opts.checkpoint_rounds or looprail_settings(runner.config).checkpoint_rounds
+    limit = (
+        opts.checkpoint_rounds
+        or looprail_settings(runner.config).checkpoint_rounds
+        or CHECKPOINT_ROUNDS
+    )
     while True:
         got = _given(runner, cp, st)
         if got is None:
