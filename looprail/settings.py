@@ -25,7 +25,6 @@ from pydantic import (
 from looprail.errors import ConfigError
 from looprail.layout import PROJECT_CONFIG_FILE
 
-
 CHECKPOINT_ROUNDS = 3  # the default of `looprail.checkpoint_rounds`
 
 

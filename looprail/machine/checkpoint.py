@@ -117,6 +117,8 @@ def pass_checkpoint(
         if got is None:
             _ask(runner, cp, wave)
             if not _terminal():
+                for line in render(cp, _done_before(plan, task), len(plan.tasks)).splitlines():
+                    runner.progress.line(f"  {line}" if line else "")
                 raise CheckpointPause(task, plan, hint=how_to_answer(runner, cp))
             got = _wait(runner, plan, task, cp, st)
         if not got.journaled:
@@ -385,8 +387,7 @@ def _wait(runner: LoopRunner, plan: Plan, task: Task, cp: Checkpoint, st: _State
     with _TERMINAL:
         runner.progress.close()  # the live status area would draw over the question
         out = sys.stderr
-        done = sum(1 for t in plan.tasks if t.index < task.index)
-        out.write("\n" + render(cp, done, len(plan.tasks)) + "\n")
+        out.write("\n" + render(cp, _done_before(plan, task), len(plan.tasks)) + "\n")
         out.write(
             f"  (or from elsewhere: {how_to_answer(runner, cp).removeprefix('answer with: ')})\n"
         )
@@ -446,6 +447,10 @@ def _read(runner: LoopRunner, cp: Checkpoint, prompt: str) -> _Got:
             import termios
 
             termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def _done_before(plan: Plan, task: Task) -> int:
+    return sum(1 for t in plan.tasks if t.index < task.index)
 
 
 def _task_of(runner: LoopRunner, cp: Checkpoint) -> Any:
