@@ -25,6 +25,8 @@ from pydantic import (
 from looprail.errors import ConfigError
 from looprail.layout import PROJECT_CONFIG_FILE
 
+CHECKPOINT_ROUNDS = 3  # the default of `looprail.checkpoint_rounds`
+
 
 class Timeouts(BaseModel):
     """Default seconds per kind of work; a `DispatchContext.timeout_s` overrides them."""
@@ -59,7 +61,8 @@ class LooprailSettings(BaseModel):
     timeouts: Timeouts | None = None
     # How many times a human-verify checkpoint's issues go to a fix-up executor call before
     # the run halts (docs/loop.md, "Checkpoints"); `--checkpoint-rounds` overrides it.
-    checkpoint_rounds: StrictInt = Field(3, ge=1)
+    # (None: `CHECKPOINT_ROUNDS`).
+    checkpoint_rounds: StrictInt | None = Field(None, ge=1)
 
     @field_validator("agents", mode="before")
     @classmethod

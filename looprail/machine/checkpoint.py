@@ -95,7 +95,7 @@ def pass_checkpoint(
 ) -> None:
     """Get checkpoint `task` of `plan` answered (see the module docstring), or raise
     `CheckpointPause` (no terminal) or `HaltError` (rounds used up, a fix-up failed)."""
-    from looprail.settings import looprail_settings
+    from looprail.settings import CHECKPOINT_ROUNDS, looprail_settings
 
     cp = checkpoint_of(plan, task)
     st = _state(runner)
@@ -107,12 +107,18 @@ def pass_checkpoint(
         runner.progress.line(
             f"  ! checkpoint {task.id}: a secret answer is never kept across runs; asked again"
         )
-    limit = opts.checkpoint_rounds or looprail_settings(runner.config).checkpoint_rounds
+    limit = (
+        opts.checkpoint_rounds
+        or looprail_settings(runner.config).checkpoint_rounds
+        or CHECKPOINT_ROUNDS
+    )
     while True:
         got = _given(runner, cp, st)
         if got is None:
             _ask(runner, cp, wave)
             if not _terminal():
+                for line in render(cp, _done_before(plan, task), len(plan.tasks)).splitlines():
+                    runner.progress.line(f"  {line}" if line else "")
                 raise CheckpointPause(task, plan, hint=how_to_answer(runner, cp))
             got = _wait(runner, plan, task, cp, st)
         if not got.journaled:
@@ -381,8 +387,7 @@ def _wait(runner: LoopRunner, plan: Plan, task: Task, cp: Checkpoint, st: _State
     with _TERMINAL:
         runner.progress.close()  # the live status area would draw over the question
         out = sys.stderr
-        done = sum(1 for t in plan.tasks if t.index < task.index)
-        out.write("\n" + render(cp, done, len(plan.tasks)) + "\n")
+        out.write("\n" + render(cp, _done_before(plan, task), len(plan.tasks)) + "\n")
         out.write(
             f"  (or from elsewhere: {how_to_answer(runner, cp).removeprefix('answer with: ')})\n"
         )
@@ -442,6 +447,10 @@ def _read(runner: LoopRunner, cp: Checkpoint, prompt: str) -> _Got:
             import termios
 
             termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def _done_before(plan: Plan, task: Task) -> int:
+    return sum(1 for t in plan.tasks if t.index < task.index)
 
 
 def _task_of(runner: LoopRunner, cp: Checkpoint) -> Any:

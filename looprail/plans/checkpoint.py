@@ -24,8 +24,9 @@ AnswerKind = Literal["approved", "chosen", "issues", "value", "secret"]
 
 # The word that passes every checkpoint (`--approve` says it).
 APPROVED = "approved"
-# A resume signal that asks for one of these asks for a secret: the answer is read without
-# echo and never written down (journal, logs, prompts, transcripts).
+# A resume signal that asks for one of these (and quotes no word to type instead) asks for a
+# secret: the answer is read without echo and never written down (journal, logs, prompts,
+# transcripts).
 _SECRET = re.compile(
     r"\b(api[ _-]?keys?|keys?|tokens?|passwords?|passphrases?|secrets?|credentials?)\b", re.I
 )
@@ -126,7 +127,8 @@ def checkpoint_of(plan: Plan, task: Task) -> Checkpoint:
         violations=extra.get("violations", ""),
         resume_signal=signal,
         words=tuple(words),
-        secret=kind == "human-action" and bool(_SECRET.search(signal)),
+        # `Type "done" when you've set the credentials` asks for a word, not for the secret
+        secret=kind != "decision" and len(words) == 1 and bool(_SECRET.search(signal)),
     )
 
 

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ne
 # The executor logs what it was asked (task, action, the answers it was handed, whether the
 # secret variable was set: its sha256, never its value) and writes nothing else.
 EXECUTOR = r"""
-import hashlib, json, os, sys
+import hashlib, json, os, sys, time
 from pathlib import Path
 root = Path(os.environ["LOOPRAIL_PROJECT"])
 req = json.loads(sys.stdin.read())
@@ -38,6 +38,11 @@ entry = {
 }
 with open(root / "requests.jsonl", "a") as fh:
     fh.write(json.dumps(entry) + "\n")
+hold = root / (".hold-" + t["taskId"])  # a kill test holds the call here
+if hold.exists():
+    (root / (".reached-" + t["taskId"])).write_text("")
+    while hold.exists():
+        time.sleep(0.05)
 """
 VERIFIER = 'printf -- "---\\nstatus: passed\\n---\\n" > "$LOOPRAIL_PHASE_DIR/01-VERIFICATION.md"\n'
 
@@ -310,6 +315,8 @@ def test_without_a_terminal_the_run_pauses_and_says_how_to_answer(tmp_path):
     assert out.returncode == 3, out.stderr
     assert f"looprail answer {project} 01-01/T2 supabase|clerk" in out.stderr
     assert "--approve 01-01/T2" in out.stderr
+    assert "CHECKPOINT: Decision Required" in out.stderr  # shown as on a terminal
+    assert "Cons: Paid after 10k MAU" in out.stderr
     (cp,) = pending_checkpoints(project)
     assert (cp.task_id, cp.kind, cp.option_ids) == ("01-01/T2", "decision", ("supabase", "clerk"))
     assert cp.options[1].cons == "Paid after 10k MAU"
@@ -410,3 +417,29 @@ def test_a_kill_while_waiting_then_a_resume_keeps_what_was_answered(tmp_path):
     assert issues in handed and "01-01/T2 (human-verify): approved" in handed
     assert issues in summary(project)
     assert os.path.exists(project / "SHIPPED")
+
+
+def test_a_secret_lost_to_a_kill_is_asked_again_on_resume(tmp_path):
+    from tests.support.terminal import Terminal
+
+    project = project_with(tmp_path, SECRET)
+    first, second = "sk-first-AAAA1111", "sk-second-BBBB2222"
+    (project / ".hold-T3").write_text("")
+    term = terminal(project)
+    term.expect("secret (not echoed)> ")
+    term.send(first)
+    wait_for(lambda: (project / ".reached-T3").exists())  # the next call has it, in its env
+    term.kill()
+    (project / ".hold-T3").unlink()
+    resumed = Terminal("resume", str(project), cwd=project)
+    resumed.expect("a secret answer is never kept across runs; asked again")
+    resumed.expect("secret (not echoed)> ")
+    resumed.send(second)
+    assert resumed.wait() == 0, resumed.text
+    calls = [r for r in requests(project) if r["task"] == "01-01/T3"]
+    assert [c["secret"] for c in calls] == [
+        hashlib.sha256(first.encode()).hexdigest(),
+        hashlib.sha256(second.encode()).hexdigest(),
+    ]
+    assert_nowhere(project, first)
+    assert_nowhere(project, second)
