@@ -585,3 +585,47 @@ def test_a_hostile_checkpoint_is_shown_as_text(browser, tmp_path):
         assert page.evaluate("document.querySelectorAll('[onerror]').length") == 0
         page.wait_for_timeout(300)
     assert browser.dialogs == []
+
+
+def test_issues_are_described_on_the_page_and_approved_once_fixed(browser, tmp_path):
+    from looprail.ui.access import new_token
+    from tests.ui.checkpoints import answers_log
+
+    project = _paused(tmp_path, "verify")
+    token = new_token()
+    page = browser.page
+    env = {**uikit.os.environ, "PATH": str(Path(uikit.looprail_bin()).parent)}
+    with uikit.serve(_token_app(project, token)) as url:
+        page.goto(f"{url}/?token={token}")
+        block = page.locator("#checkpoints .checkpoint[data-task='01-01/T2']")
+        block.wait_for()
+        assert "CHECKPOINT: Verification Required" in (block.text_content() or "")
+        assert "How to verify:" in (block.text_content() or "")
+        block.locator("textarea[name=answer]").fill("ISSUE-MARK: the greeting is shouted")
+        block.locator("button.send").click()
+        page.locator("#answers .last-answer", has_text="(issues)").wait_for()
+        page.wait_for_function(
+            "() => !document.querySelector('#halt .cmd').textContent.includes('--approve')"
+        )
+        done = uikit.subprocess.run(
+            text(page, "#halt .cmd").split(), capture_output=True, text=True, timeout=120, env=env
+        )
+        assert done.returncode == 3, done.stdout + done.stderr  # fixed up, asked again
+        assert any("ISSUE-MARK" in line for line in answers_log(project))
+        # asked again: the page shows the checkpoint again; this time it is approved
+        page.locator("#halt .cmd", has_text="--approve 01-01/T2").wait_for()
+        block = page.locator("#checkpoints .checkpoint[data-task='01-01/T2']")
+        block.wait_for()
+        assert block.locator(".answer-result").is_hidden()  # asked again: a clean form
+        block.locator("button.approve").click()
+        page.locator("#answers .last-answer", has_text="approved").wait_for()
+        page.wait_for_function(
+            "() => !document.querySelector('#halt .cmd').textContent.includes('--approve')"
+        )
+        done = uikit.subprocess.run(
+            text(page, "#halt .cmd").split(), capture_output=True, text=True, timeout=120, env=env
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        page.locator("#runbar .badge", has_text="shipped").wait_for()
+        kinds = page.locator("#answers .answer-row .badge").all_text_contents()
+        assert kinds == ["issues", "approved"]

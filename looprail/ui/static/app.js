@@ -169,6 +169,8 @@
     box.hidden = items.length === 0;
     if (key === checkpointsKey) return;
     checkpointsKey = key;
+    // an outcome belongs to its checkpoint while it is pending: one asked again starts clean
+    for (const task of Object.keys(results)) if (!items.some((c) => c.task_id === task)) delete results[task];
     clear(box);
     for (const cp of items) box.appendChild(checkpointBlock(cps.runId, cp));
   }
