@@ -588,7 +588,7 @@ def _parse_status(text: str) -> tuple[list[str], list[str], bool]:
 
 
 def _worktree_state(path: Path) -> str:
-    """"ready" (checked out: its index is written, last, by the checkout), "registered" (a
+    """ "ready" (checked out: its index is written, last, by the checkout), "registered" (a
     `worktree add --no-checkout` that was never checked out) or "none"."""
     dot_git = path / ".git"
     try:

@@ -1,0 +1,126 @@
+"""How a wave's worktrees are made and found again (machine/workspace.py), with the real git:
+each plan's worktree is made in the background and its plan waits for its own; a worktree a
+kill left registered but never checked out is checked out when found again (never used empty,
+which would commit the deletion of every file); a worktree git cannot make halts its own plan
+with git's reason; a plan's changes are committed when it finishes and merged with the rest."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from looprail.errors import HaltError
+from looprail.machine.workspace import GitWorkspace
+from looprail.runtime.base import DispatchContext
+
+pytestmark = pytest.mark.skipif(
+    subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
+    reason="git is needed for plan worktrees",
+)
+
+IDENTITY = {
+    "GIT_AUTHOR_NAME": "test",
+    "GIT_AUTHOR_EMAIL": "test@example.com",
+    "GIT_COMMITTER_NAME": "test",
+    "GIT_COMMITTER_EMAIL": "test@example.com",
+}
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, **IDENTITY},
+    ).stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for key, value in IDENTITY.items():
+        monkeypatch.setenv(key, value)
+    root = tmp_path / "repo"
+    (root / "src").mkdir(parents=True)
+    (root / "README.md").write_text("hello\n")
+    (root / "src" / "app.py").write_text("print('app')\n")
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "start")
+    return root
+
+
+def workdir(ws: GitWorkspace, plan_id: str) -> Path:
+    ctx = ws.bind(plan_id, DispatchContext(project=ws.project, phase_number="1"))
+    assert ctx.workdir is not None
+    return Path(ctx.workdir)
+
+
+def test_each_plan_works_in_its_own_checked_out_worktree_and_is_merged_back(repo: Path) -> None:
+    ws = GitWorkspace(repo, "r1")
+    ws.prepare(1, ["01-01", "01-02", "01-03"], 3)
+    for plan_id in ("01-01", "01-02", "01-03"):
+        path = workdir(ws, plan_id)
+        assert path.parent.name == "r1" and path.name == plan_id
+        assert (path / "src" / "app.py").read_text() == "print('app')\n"
+        assert git(path, "status", "--porcelain") == ""
+        (path / f"{plan_id}.txt").write_text(f"by {plan_id}\n")
+        ws.finished(plan_id)  # committed on the plan's thread, before the merge
+        assert git(repo, "log", "--format=%s", "-1", ws.branch(1, plan_id)).startswith(
+            f"looprail: plan {plan_id}"
+        )
+    ws.merge(1)
+    ws.settle(1)
+    ws.close()
+    merges = git(repo, "log", "--format=%s", "--first-parent", "-3").splitlines()
+    assert [m.split(" (")[0] for m in merges] == [
+        "looprail: merge plan 01-03",
+        "looprail: merge plan 01-02",
+        "looprail: merge plan 01-01",
+    ]
+    tracked = set(git(repo, "ls-files").split())
+    assert {"README.md", "src/app.py", "01-01.txt", "01-02.txt", "01-03.txt"} <= tracked
+    assert git(repo, "branch", "--list", "looprail/*") == ""  # removed after the wave
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+def test_a_worktree_registered_but_never_checked_out_is_checked_out_when_found_again(
+    repo: Path,
+) -> None:
+    # A kill between `git worktree add --no-checkout` and the checkout leaves a worktree with
+    # no index and no files: used as it is, the plan's commit would delete every file.
+    killed = GitWorkspace(repo, "r2")
+    path = killed._folder("01-01")
+    git(repo, "branch", killed.branch(1, "01-01"))
+    git(repo, "branch", killed.branch(1, "01-02"))
+    git(repo, "worktree", "add", "-q", "--no-checkout", str(path), killed.branch(1, "01-01"))
+    assert not (path / "README.md").exists()
+
+    ws = GitWorkspace(repo, "r2")  # the resumed run
+    ws.prepare(1, ["01-01", "01-02"], 2)
+    assert workdir(ws, "01-01") == path
+    assert (path / "README.md").read_text() == "hello\n"
+    assert git(path, "status", "--porcelain") == ""
+    (path / "new.txt").write_text("new\n")
+    (workdir(ws, "01-02") / "other.txt").write_text("other\n")
+    ws.merge(1)
+    ws.close()
+    tracked = set(git(repo, "ls-files").split())
+    assert tracked == {"README.md", "src/app.py", "new.txt", "other.txt"}
+
+
+def test_a_worktree_git_cannot_make_halts_its_own_plan_with_gits_reason(repo: Path) -> None:
+    ws = GitWorkspace(repo, "r3")
+    blocked = ws._folder("01-02")
+    blocked.mkdir(parents=True)
+    (blocked / "in-the-way.txt").write_text("x\n")  # not empty, not a worktree
+    ws.prepare(1, ["01-01", "01-02", "01-03"], 3)
+    assert (workdir(ws, "01-01") / "README.md").is_file()
+    assert (workdir(ws, "01-03") / "README.md").is_file()
+    with pytest.raises(HaltError, match=r"git worktree add failed: .*already exists"):
+        ws.bind("01-02", DispatchContext(project=repo, phase_number="1"))
+    ws.close()
