@@ -216,8 +216,11 @@ class GitWorkspace(NullWorkspace):
         pairs = zip(folders, results, strict=True)
         left_out = {**committed, **{plan_id: left for (plan_id, _), (_, left, _) in pairs}}
         secrets = {plan_id: left_out[plan_id] for plan_id, _ in branches if left_out.get(plan_id)}
-        merged: list[str] = []
-        for plan_id, branch in branches:
+        # Merged in git's object store, the main tree moved once; what that cannot merge (a
+        # conflict) is merged by `git merge` as before, which leaves the conflict to resolve.
+        count = self._merge_objects(wave, branches)
+        merged = [plan_id for plan_id, _ in branches[:count]]
+        for plan_id, branch in branches[count:]:
             # A branch merged before (by the run before a resume) merges as a no-op.
             done = self._run(
                 [
@@ -228,7 +231,7 @@ class GitWorkspace(NullWorkspace):
                     "-q",
                     "--no-verify",
                     "-m",
-                    f"looprail: merge plan {plan_id} (run {self.run}, wave {wave})",
+                    _merge_message(plan_id, self.run, wave),
                     branch,
                 ],
                 check=False,
@@ -253,6 +256,53 @@ class GitWorkspace(NullWorkspace):
         for plan_id, left in secrets.items():
             self._hand_over(plan_id, left)
         self._pending = branches
+
+    def _merge_objects(self, wave: int, branches: Sequence[tuple[str, str]]) -> int:
+        """Merge `branches` in order without touching the main tree: each into a merge commit
+        on the one before (`git merge-tree --write-tree`, git 2.38 or later, then `git
+        commit-tree`), the same commits `git merge --no-ff` makes; then the main tree moves to
+        the last one in one `git merge --ff-only` (which, like a merge, never overwrites a
+        local change). A branch already in HEAD (a resumed run) merges as a no-op. Returns how
+        many are merged: all, or those before the first that does not merge cleanly (or all
+        none when the main tree cannot move): `git merge` takes it from there."""
+        done = self._run(["rev-parse", "HEAD", "HEAD^{tree}"], check=False)
+        ids = done.stdout.split()
+        if done.exit_code != 0 or len(ids) != 2:
+            return 0
+        head, tree = ids
+        tip, count = head, 0
+        for plan_id, branch in branches:
+            done = self._run(["merge-tree", "--write-tree", "-z", tip, branch], check=False)
+            merged_tree = done.stdout.split("\0", 1)[0].strip()
+            if done.exit_code != 0 or not merged_tree:
+                break  # a conflict (exit 1), or a git without --write-tree
+            if merged_tree == tree and self._is_ancestor(branch, tip):
+                count += 1  # nothing new: `git merge` says "Already up to date"
+                continue
+            made = self._run(
+                [
+                    "commit-tree",
+                    merged_tree,
+                    "-p",
+                    tip,
+                    "-p",
+                    branch,
+                    "-m",
+                    _merge_message(plan_id, self.run, wave),
+                ],
+                check=False,
+            )
+            if made.exit_code != 0 or not made.stdout.strip():
+                break
+            tip, tree, count = made.stdout.strip(), merged_tree, count + 1
+        if tip != head:
+            moved = self._run(["merge", "--ff-only", "-q", "--no-stat", tip], check=False)
+            if moved.exit_code != 0:
+                return 0  # e.g. a local change in the way: each merge says which plan's
+        return count
+
+    def _is_ancestor(self, commit: str, of: str) -> bool:
+        return self._run(["merge-base", "--is-ancestor", commit, of], check=False).exit_code == 0
 
     def _hand_over(self, plan_id: str, files: Sequence[str]) -> None:
         """Files a plan wrote that look like secrets were not committed: they go into the main
@@ -532,7 +582,7 @@ def git(
     none configured (asked once per `repo`, the main tree: its worktrees read the same
     config)."""
     env = None
-    if args and args[0] in ("commit", "merge") and not _identity(repo or cwd):
+    if args and args[0] in ("commit", "commit-tree", "merge") and not _identity(repo or cwd):
         env = {**os.environ, **_IDENTITY}  # only where the user has no identity configured
     return run_git(args, cwd, env=env, stdin=stdin)
 
@@ -626,6 +676,10 @@ def _all_at_once(calls: Sequence[Callable[[], _T]]) -> list[_T]:
     with ThreadPoolExecutor(len(calls), thread_name_prefix="looprail-git") as pool:
         futures = [pool.submit(call) for call in calls]
         return [f.result() for f in futures]
+
+
+def _merge_message(plan_id: str, run: str, wave: int) -> str:
+    return f"looprail: merge plan {plan_id} (run {run}, wave {wave})"
 
 
 def _plan_message(plan_id: str, run: str) -> str:

@@ -124,3 +124,45 @@ def test_a_worktree_git_cannot_make_halts_its_own_plan_with_gits_reason(repo: Pa
     with pytest.raises(HaltError, match=r"git worktree add failed: .*already exists"):
         ws.bind("01-02", DispatchContext(project=repo, phase_number="1"))
     ws.close()
+
+
+def two_plans(repo: Path, run: str) -> GitWorkspace:
+    ws = GitWorkspace(repo, run)
+    ws.prepare(1, ["01-01", "01-02"], 2)
+    (workdir(ws, "01-01") / "a.txt").write_text("a\n")
+    (workdir(ws, "01-02") / "src" / "app.py").write_text("print('changed')\n")
+    return ws
+
+
+def test_the_merge_commits_are_those_of_git_merge_no_ff_and_a_merged_branch_is_a_no_op(
+    repo: Path,
+) -> None:
+    ws = two_plans(repo, "r4")
+    before = git(repo, "rev-parse", "HEAD").strip()
+    ws.merge(1)
+    ws.close()
+    tips = [git(repo, "rev-parse", ws.branch(1, p)).strip() for p in ("01-01", "01-02")]
+    first, second = git(repo, "log", "--format=%H %P", "--first-parent", "-2").splitlines()[::-1]
+    assert first.split()[1:] == [before, tips[0]]
+    assert second.split()[1:] == [first.split()[0], tips[1]]
+    assert git(repo, "status", "--porcelain") == ""  # the main tree moved to the last merge
+    assert (repo / "a.txt").read_text() == "a\n"
+    assert (repo / "src" / "app.py").read_text() == "print('changed')\n"
+    assert git(repo, "rev-parse", "ORIG_HEAD").strip() == before  # one step to undo the wave
+    head = git(repo, "rev-parse", "HEAD").strip()
+    again = GitWorkspace(repo, "r4")  # a resumed run merges the same branches again
+    again.merge(1)
+    assert git(repo, "rev-parse", "HEAD").strip() == head
+
+
+def test_a_local_change_in_the_way_halts_naming_the_plan_and_merges_nothing(repo: Path) -> None:
+    ws = two_plans(repo, "r5")
+    before = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "src" / "app.py").write_text("print('local')\n")  # uncommitted, in plan 01-02's way
+    with pytest.raises(HaltError, match=r"merging plan 01-02 \(branch looprail/r5/w1-01-02\)"):
+        ws.merge(1)
+    ws.close()
+    assert (repo / "src" / "app.py").read_text() == "print('local')\n"
+    # What merged before the plan in the way stays merged, as with `git merge` one at a time.
+    assert git(repo, "log", "--format=%s", "-1").startswith("looprail: merge plan 01-01")
+    assert git(repo, "rev-parse", "HEAD~1").strip() == before
