@@ -244,6 +244,18 @@ def main() -> None:
         floors.append(floor(args.plans, args.agent_s) / floor(1, args.agent_s))
     for tree in trees:
         report(args, tree, ones[tree], many[tree], floors)
+    if args.against:
+        paired(args.plans, many[ROOT], many[trees[1]], trees[1])
+
+
+def paired(plans: int, this: list[dict[str, Any]], other: list[dict[str, Any]], tree: Path) -> None:
+    """This tree's runs over the other tree's, round by round (a round's runs are seconds
+    apart, so a machine that gets busier or quieter hits both alike)."""
+    print(f"paired, round by round: {plans} plans with this looprail / with {tree}")
+    for key, label in (("execute", "execute"), ("cpu", "CPU of the run")):
+        ratios = [a[key] / b[key] for a, b in zip(this, other, strict=True)]
+        shown = ", ".join(f"{r:.3f}" for r in ratios)
+        print(f"  {label}: median {statistics.median(ratios):.3f} ({shown})")
 
 
 def report(
