@@ -2,10 +2,13 @@
 
 Plans that run in parallel each get a worktree under `.looprail/worktrees/<run>/<plan>` on a
 branch `looprail/<run>/w<wave>-<plan>`, made from the main tree's HEAD (the main tree's pending
-changes are committed first, so every worktree starts from what the loop has so far). After the
-wave each worktree's changes are committed and its branch merged into the main tree with
-`git merge --no-ff`, in plan order. A conflict halts the run naming the plans and files; the
-merge is left for the user to resolve and commit, and the worktrees are kept. The next
+changes are committed first, so every worktree starts from what the loop has so far); they are
+made while the wave starts, and each plan's agent starts as soon as its own worktree is checked
+out. When a plan finishes, its worktree's changes are committed on its branch; after the wave
+the branches are merged into the main tree in plan order, with the commits `git merge --no-ff`
+makes (built with `git merge-tree` and `git commit-tree`, the main tree moved once). A conflict
+halts the run naming the plans and files; the merge is left (by `git merge`) for the user to
+resolve and commit, and the worktrees are kept. The next
 `looprail run` skips branches already merged and continues. A resumed run finds its worktrees
 and branches again (or recreates a worktree from its branch).
 
@@ -362,12 +365,13 @@ class GitWorkspace(NullWorkspace):
         return f"looprail/{_safe(self.run)}/w{wave}-{_safe(plan_id)}"
 
     def _worktrees(self, wave: int, plan_ids: Sequence[str], branches: set[str]) -> None:
-        """Each plan's worktree: found again (a resumed run), or made in the background. The
-        new branches are made here, in one call, from HEAD (so a resumed run finds every one);
-        each worktree is then registered (no checkout: that is quick), one at a time (a
-        `worktree add` reads every other worktree's files and fails on one that another add is
-        half-way through writing), and checked out as soon as it is registered, all checkouts
-        at once. `bind` waits for the plan's own worktree."""
+        """Each plan's worktree: found again (a resumed run), or made in the background while
+        the wave starts: the new branches in one call, from HEAD; each worktree registered (no
+        checkout: that is quick), one at a time (a `worktree add` reads every other worktree's
+        files and fails on one that another add is half-way through writing), and checked out
+        as soon as it is registered, the checkouts at once. `bind` waits for the plan's own
+        worktree: no agent runs before its worktree is checked out, so a kill before then
+        leaves nothing a resumed run could lose (it makes what is missing again)."""
         paths = {plan_id: self._folder(plan_id) for plan_id in plan_ids}
         # Registered but not checked out (a run killed in between): no agent ever ran there.
         state = {plan_id: _worktree_state(path) for plan_id, path in paths.items()}
@@ -379,13 +383,13 @@ class GitWorkspace(NullWorkspace):
         if not todo:
             return
         new = [self.branch(wave, plan_id) for plan_id in todo if plan_id not in branches]
-        if new:
-            refs = "".join(f"create refs/heads/{name} HEAD\n" for name in new)
-            self._run(["update-ref", "--stdin"], stdin=refs)
+        refs = "".join(f"create refs/heads/{name} HEAD\n" for name in new)
 
         def make() -> None:
             with ThreadPoolExecutor(len(todo), thread_name_prefix="looprail-git") as pool:
                 try:
+                    if refs:
+                        self._run(["update-ref", "--stdin"], stdin=refs)
                     if any(state[p] == "none" for p in todo) and self._stale_worktrees():
                         self._run(["worktree", "prune"], check=False)  # paths reused
                     self._folder().mkdir(parents=True, exist_ok=True)
