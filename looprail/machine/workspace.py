@@ -183,6 +183,9 @@ class GitWorkspace(NullWorkspace):
         are handed over by `merge`, after the merges."""
         with self._lock:
             path = self._bound.get(plan_id)
+            ready = self._ready.get(plan_id)
+        if ready is not None:  # a plan with every task done before a kill never waited in bind
+            ready.result()
         if path is None or not path.is_dir():
             return
         _, secrets, _ = self._commit_all(path, _plan_message(plan_id, self.run))
@@ -209,7 +212,13 @@ class GitWorkspace(NullWorkspace):
         with self._lock:
             committed, self._committed = self._committed, {}
         folders = [(plan_id, self._folder(plan_id)) for plan_id, _ in branches]
-        folders = [(p, path) for p, path in folders if p not in committed and path.is_dir()]
+        # A worktree never checked out (a kill in between) has nothing to commit: its missing
+        # index would commit the deletion of every file.
+        folders = [
+            (p, path)
+            for p, path in folders
+            if p not in committed and path.is_dir() and _worktree_state(path) == "ready"
+        ]
         results = _all_at_once(
             [
                 partial(self._commit_all, path, _plan_message(plan_id, self.run))

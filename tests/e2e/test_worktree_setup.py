@@ -166,3 +166,23 @@ def test_a_local_change_in_the_way_halts_naming_the_plan_and_merges_nothing(repo
     # What merged before the plan in the way stays merged, as with `git merge` one at a time.
     assert git(repo, "log", "--format=%s", "-1").startswith("looprail: merge plan 01-01")
     assert git(repo, "rev-parse", "HEAD~1").strip() == before
+
+
+def test_a_plan_finished_without_waiting_in_bind_commits_only_once_checked_out(
+    repo: Path,
+) -> None:
+    # A resumed plan whose tasks were all done never calls bind: `finished` waits for its
+    # worktree (here registered by a killed run, never checked out) before committing.
+    killed = GitWorkspace(repo, "r6")
+    path = killed._folder("01-01")
+    for plan_id in ("01-01", "01-02"):
+        git(repo, "branch", killed.branch(1, plan_id))
+    git(repo, "worktree", "add", "-q", "--no-checkout", str(path), killed.branch(1, "01-01"))
+    ws = GitWorkspace(repo, "r6")
+    ws.prepare(1, ["01-01", "01-02"], 2)
+    ws.finished("01-01")
+    (workdir(ws, "01-02") / "b.txt").write_text("b\n")
+    ws.finished("01-02")
+    ws.merge(1)
+    ws.close()
+    assert set(git(repo, "ls-files").split()) == {"README.md", "src/app.py", "b.txt"}
