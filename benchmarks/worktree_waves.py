@@ -18,7 +18,12 @@ steadier figure on a shared machine), the worktree work itself (set-up = execute
 wall time, and the floor: 4 stand-ins started at once by hand against one alone (what 4 CLIs
 sharing the CPUs cost without looprail: the ratio cannot be below it).
 
+With `--against TREE` (a source tree, e.g. `git archive` of main) that tree's looprail runs
+too, in the same rounds, with its own tree's fake agent, and its 4-plan runs are paired with
+this tree's round by round. `--trace` counts each phase's git processes (GIT_TRACE2_EVENT).
+
     python benchmarks/worktree_waves.py [--plans 4] [--agent-s 1.5] [--repeat 3] [--against TREE]
+        [--trace]
 """
 
 from __future__ import annotations
