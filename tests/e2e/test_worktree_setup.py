@@ -2,17 +2,21 @@
 each plan's worktree is made in the background and its plan waits for its own; a worktree a
 kill left registered but never checked out is checked out when found again (never used empty,
 which would commit the deletion of every file); a worktree git cannot make halts its own plan
-with git's reason; a plan's changes are committed when it finishes and merged with the rest."""
+with git's reason; a plan's changes are committed when it finishes and merged with the rest,
+ending where `git merge --no-ff` of each branch in plan order ends (a property test)."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from looprail.errors import HaltError
+from looprail.errors import HaltError, MergeConflict
 from looprail.machine.workspace import GitWorkspace
 from looprail.runtime.base import DispatchContext
 
@@ -186,3 +190,71 @@ def test_a_plan_finished_without_waiting_in_bind_commits_only_once_checked_out(
     ws.merge(1)
     ws.close()
     assert set(git(repo, "ls-files").split()) == {"README.md", "src/app.py", "b.txt"}
+
+
+POOL = ("a.txt", "b.txt", "d/c.txt", "d/e/f.txt")
+EDITS = st.dictionaries(
+    st.sampled_from(POOL),
+    st.one_of(st.none(), st.sampled_from(["1\n", "2\n", "1\n2\n"])),
+    max_size=3,
+)
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(plans=st.lists(EDITS, min_size=2, max_size=3))
+def test_the_merge_ends_where_git_merge_no_ff_plan_by_plan_ends(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, plans: list
+) -> None:
+    """Any plans' edits (None: the file deleted): the same tree as `git merge --no-ff` of each
+    branch in plan order, or a halt at the same plan's conflict."""
+    for key, value in IDENTITY.items():
+        monkeypatch.setenv(key, value)
+    root = tmp_path_factory.mktemp("prop")
+    repo = root / "repo"
+    (repo / "d" / "e").mkdir(parents=True)
+    for name in POOL[:3]:
+        (repo / name).write_text("0\n")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "start")
+    ids = [f"01-0{i + 1}" for i in range(len(plans))]
+    ws = GitWorkspace(repo, "prop")
+    ws.prepare(1, ids, len(ids))
+    for plan_id, edits in zip(ids, plans, strict=True):
+        path = workdir(ws, plan_id)
+        for name, text in edits.items():
+            target = path / name
+            if text is None:
+                target.unlink(missing_ok=True)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text)
+        ws.finished(plan_id)
+    # What `git merge --no-ff` makes of the same branches, plan by plan, in a clone.
+    git(root, "clone", "-q", str(repo), "clone")
+    clone = root / "clone"
+    expected: str | int = ""
+    for i, plan_id in enumerate(ids):
+        done = subprocess.run(
+            ["git", "merge", "--no-ff", "--no-edit", "-q", f"origin/{ws.branch(1, plan_id)}"],
+            cwd=clone,
+            capture_output=True,
+            env={**os.environ, **IDENTITY},
+        )
+        if done.returncode != 0:
+            expected = i
+            break
+    else:
+        expected = git(clone, "rev-parse", "HEAD^{tree}").strip()
+    try:
+        ws.merge(1)
+    except MergeConflict as exc:
+        halted_at = re.search(r"plan (\S+)", str(exc))
+        assert halted_at and expected == ids.index(halted_at.group(1)), (expected, str(exc))
+    else:
+        assert git(repo, "rev-parse", "HEAD^{tree}").strip() == expected
+        assert git(repo, "status", "--porcelain") == ""
+    finally:
+        ws.close()
