@@ -206,9 +206,8 @@ class GitWorkspace(NullWorkspace):
             branches = self._run_branches().get(wave, [])
         if not branches:
             return
-        # Each plan's changes are committed in its own worktree, all at once (no two touch
-        # the same worktree or branch); the merges that follow are one at a time.
-        # Those committed by `finished` are not looked at again.
+        # What `finished` did not commit (a plan finished before a kill) is committed in its
+        # own worktree now, all at once (no two touch the same worktree or branch).
         with self._lock:
             committed, self._committed = self._committed, {}
         folders = [(plan_id, self._folder(plan_id)) for plan_id, _ in branches]
@@ -651,8 +650,8 @@ def _parse_status(text: str) -> tuple[list[str], list[str], bool]:
 
 
 def _worktree_state(path: Path) -> str:
-    """ "ready" (checked out: its index is written, last, by the checkout), "registered" (a
-    `worktree add --no-checkout` that was never checked out) or "none"."""
+    """Whether a plan's worktree is "ready" (checked out: the checkout writes its index last),
+    "registered" (a `worktree add --no-checkout` never checked out) or not there ("none")."""
     dot_git = path / ".git"
     try:
         line = dot_git.read_text(encoding="utf-8", errors="replace").strip()
