@@ -206,8 +206,8 @@ class GitWorkspace(NullWorkspace):
             branches = self._run_branches().get(wave, [])
         if not branches:
             return
-        # What `finished` did not commit (a plan finished before a kill) is committed in its
-        # own worktree now, all at once (no two touch the same worktree or branch).
+        # What `finished` did not commit (a plan of the wave this process did not run) is in its
+        # own worktree committed now, all at once (no two touch the same worktree or branch).
         with self._lock:
             committed, self._committed = self._committed, {}
         folders = [(plan_id, self._folder(plan_id)) for plan_id, _ in branches]
