@@ -590,6 +590,7 @@ class LoopRunner:
                 continue
             self.run_task(chart, plan, task, wave, execute or self.runtime.execute_task)
         self._write_summary(plan)
+        self.workspace.finished(plan.id)  # its worktree's changes committed while others run
 
     def run_task(
         self, chart: TaskChart, plan: Plan, task: Task, wave: int, execute: ExecuteTask
