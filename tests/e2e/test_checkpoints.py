@@ -332,6 +332,8 @@ def test_without_a_terminal_the_run_pauses_and_says_how_to_answer(tmp_path):
     bad = run_cli("answer", str(project), "01-01/T9", "approved")
     assert bad.returncode == 2 and "plan 01-01 has no task 01-01/T9" in bad.stderr
     assert answers(project) == []
+    listed = run_cli("answer", str(project))
+    assert listed.stdout == "01-01/T2 (decision) — Select: supabase or clerk\n"
     ok = run_cli("answer", str(project), "01-01/T2", "clerk")
     assert ok.returncode == 0, ok.stderr
     assert pending_checkpoints(project) == []
@@ -443,3 +445,21 @@ def test_a_secret_lost_to_a_kill_is_asked_again_on_resume(tmp_path):
     ]
     assert_nowhere(project, first)
     assert_nowhere(project, second)
+
+
+def test_looprail_answer_reads_a_secret_from_the_terminal_without_echo(tmp_path):
+    from tests.support.terminal import Terminal
+
+    project = project_with(tmp_path, SECRET)
+    secret = "pw-Quiet-55667788"
+    assert run_cli("run", str(project), "--phase", "1", subprocess=True).returncode == 3
+    term = Terminal("answer", str(project), "01-01/T2", cwd=project)
+    term.expect("answer to 01-01/T2 (not echoed): ")
+    term.send(secret)
+    assert term.wait() == 0, term.text
+    assert "recorded the secret (withheld from the journal)" in term.text
+    assert secret not in term.text
+    out = run_cli("run", str(project), "--phase", "1", subprocess=True)
+    assert out.returncode == 0, out.stderr
+    assert later(project)["secret"] == hashlib.sha256(secret.encode()).hexdigest()
+    assert_nowhere(project, secret)
