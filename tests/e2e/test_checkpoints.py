@@ -365,8 +365,15 @@ def test_approve_stays_the_word_for_approved(tmp_path):
 
 def test_a_waiting_run_takes_an_answer_given_elsewhere(tmp_path):
     project = project_with(tmp_path, DECISION)
+    from looprail.errors import AnswerRefused
+    from looprail.machine.answers import pending_checkpoints, submit_answer
+
     term = terminal(project)
     term.expect("YOUR ACTION:")
+    (cp,) = pending_checkpoints(project)  # what the dashboard shows of a waiting run
+    assert (cp.task_id, cp.option_ids) == ("01-01/T2", ("supabase", "clerk"))
+    with pytest.raises(AnswerRefused, match="choose one of: supabase, clerk"):
+        submit_answer(project, "01-01/T2", "auth0", source="dashboard")
     given = run_cli("answer", str(project), "01-01/T2", "supabase", subprocess=True)
     assert given.returncode == 0, given.stderr
     term.expect("answered from looprail answer")
