@@ -191,7 +191,7 @@ def test_human_action_takes_the_plans_own_word_and_asks_again_otherwise(tmp_path
 
 def test_decision_takes_an_option_id_and_asks_again_for_an_unknown_one(tmp_path):
     project = project_with(tmp_path, DECISION)
-    term = terminal(project)
+    term = terminal(project, "--jobs", "2")  # the plan runs on a worker thread
     shown = term.expect("YOUR ACTION: Select: supabase or clerk")
     for part in (
         "CHECKPOINT: Decision Required",
@@ -470,3 +470,13 @@ def test_looprail_answer_reads_a_secret_from_the_terminal_without_echo(tmp_path)
     assert out.returncode == 0, out.stderr
     assert later(project)["secret"] == hashlib.sha256(secret.encode()).hexdigest()
     assert_nowhere(project, secret)
+
+
+def test_ctrl_c_while_waiting_on_a_worker_thread_stops_the_run(tmp_path):
+    project = project_with(tmp_path, VERIFY)
+    term = terminal(project, "--jobs", "2")
+    term.expect("answer> ")
+    os.write(term.fd, b"\x03")  # Ctrl-C on the terminal
+    assert term.wait(timeout=60) == 130, term.text
+    out = run_cli("run", str(project), "--phase", "1", "--approve", "01-01/T2", subprocess=True)
+    assert out.returncode == 0, out.stderr  # resumable, nothing lost
