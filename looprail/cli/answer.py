@@ -65,7 +65,8 @@ def answer(args: argparse.Namespace) -> int:
         if not pending:
             print("no checkpoint waits for an answer")
         for c in pending:
-            print(f"{c.task_id} ({c.kind}): {c.name} — {c.resume_signal or 'approved'}")
+            name = f" {c.name}" if c.name else ""
+            print(f"{c.task_id} ({c.kind}){name} — {c.resume_signal or 'approved'}")
         return 0
     if text is None or text == "-":
         text = _read_answer(task)

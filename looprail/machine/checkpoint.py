@@ -101,7 +101,15 @@ def pass_checkpoint(
     st = _state(runner)
     opts = runner.options
     if task.id in opts.approved_earlier:
-        if not cp.secret or _secret_known(runner, cp, st) or _rest_done(runner, plan, task):
+        if not cp.secret or _rest_done(runner, plan, task):
+            _passed(runner, cp, wave, "approved earlier in this run", None)
+            return
+        # A secret given by `looprail answer` still waits in its file if the call that needed
+        # it never started; one typed on a terminal is gone with the process that read it.
+        value = take_secret(runner.project, _run_id(runner), task.id)
+        if value is not None:
+            with st.lock:
+                st.secrets[plan.id] = (task.id, value)
             _passed(runner, cp, wave, "approved earlier in this run", None)
             return
         runner.progress.line(
@@ -475,13 +483,6 @@ def _events(runner: LoopRunner, kinds: tuple[str, ...]) -> list[Any]:
 
 def _run_id(runner: LoopRunner) -> str:
     return str(getattr(runner.recorder, "run_id", "no-journal"))
-
-
-def _secret_known(runner: LoopRunner, cp: Checkpoint, st: _State) -> bool:
-    with st.lock:
-        if cp.plan_id in st.secrets:
-            return True
-    return take_secret(runner.project, _run_id(runner), cp.task_id) is not None
 
 
 def _rest_done(runner: LoopRunner, plan: Plan, task: Task) -> bool:

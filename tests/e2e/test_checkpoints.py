@@ -191,7 +191,7 @@ def test_human_action_takes_the_plans_own_word_and_asks_again_otherwise(tmp_path
 
 def test_decision_takes_an_option_id_and_asks_again_for_an_unknown_one(tmp_path):
     project = project_with(tmp_path, DECISION)
-    term = terminal(project)
+    term = terminal(project, "--jobs", "2")  # the plan runs on a worker thread
     shown = term.expect("YOUR ACTION: Select: supabase or clerk")
     for part in (
         "CHECKPOINT: Decision Required",
@@ -332,6 +332,8 @@ def test_without_a_terminal_the_run_pauses_and_says_how_to_answer(tmp_path):
     bad = run_cli("answer", str(project), "01-01/T9", "approved")
     assert bad.returncode == 2 and "plan 01-01 has no task 01-01/T9" in bad.stderr
     assert answers(project) == []
+    listed = run_cli("answer", str(project))
+    assert listed.stdout == "01-01/T2 (decision) — Select: supabase or clerk\n"
     ok = run_cli("answer", str(project), "01-01/T2", "clerk")
     assert ok.returncode == 0, ok.stderr
     assert pending_checkpoints(project) == []
@@ -363,8 +365,15 @@ def test_approve_stays_the_word_for_approved(tmp_path):
 
 def test_a_waiting_run_takes_an_answer_given_elsewhere(tmp_path):
     project = project_with(tmp_path, DECISION)
+    from looprail.errors import AnswerRefused
+    from looprail.machine.answers import pending_checkpoints, submit_answer
+
     term = terminal(project)
     term.expect("YOUR ACTION:")
+    (cp,) = pending_checkpoints(project)  # what the dashboard shows of a waiting run
+    assert (cp.task_id, cp.option_ids) == ("01-01/T2", ("supabase", "clerk"))
+    with pytest.raises(AnswerRefused, match="choose one of: supabase, clerk"):
+        submit_answer(project, "01-01/T2", "auth0", source="dashboard")
     given = run_cli("answer", str(project), "01-01/T2", "supabase", subprocess=True)
     assert given.returncode == 0, given.stderr
     term.expect("answered from looprail answer")
@@ -443,3 +452,31 @@ def test_a_secret_lost_to_a_kill_is_asked_again_on_resume(tmp_path):
     ]
     assert_nowhere(project, first)
     assert_nowhere(project, second)
+
+
+def test_looprail_answer_reads_a_secret_from_the_terminal_without_echo(tmp_path):
+    from tests.support.terminal import Terminal
+
+    project = project_with(tmp_path, SECRET)
+    secret = "pw-Quiet-55667788"
+    assert run_cli("run", str(project), "--phase", "1", subprocess=True).returncode == 3
+    term = Terminal("answer", str(project), "01-01/T2", cwd=project)
+    term.expect("answer to 01-01/T2 (not echoed): ")
+    term.send(secret)
+    assert term.wait() == 0, term.text
+    assert "recorded the secret (withheld from the journal)" in term.text
+    assert secret not in term.text
+    out = run_cli("run", str(project), "--phase", "1", subprocess=True)
+    assert out.returncode == 0, out.stderr
+    assert later(project)["secret"] == hashlib.sha256(secret.encode()).hexdigest()
+    assert_nowhere(project, secret)
+
+
+def test_ctrl_c_while_waiting_on_a_worker_thread_stops_the_run(tmp_path):
+    project = project_with(tmp_path, VERIFY)
+    term = terminal(project, "--jobs", "2")
+    term.expect("answer> ")
+    os.write(term.fd, b"\x03")  # Ctrl-C on the terminal
+    assert term.wait(timeout=60) == 130, term.text
+    out = run_cli("run", str(project), "--phase", "1", "--approve", "01-01/T2", subprocess=True)
+    assert out.returncode == 0, out.stderr  # resumable, nothing lost
