@@ -120,10 +120,12 @@ def pending_checkpoints(project: Path) -> list[Checkpoint]:
         if run is None:
             return []
         events = jr.events(run.id, kinds=["checkpoint", "answer", "task_finished"])
-    return _pending(events)
+    return pending_in(events)
 
 
-def _pending(events: list[Any]) -> list[Checkpoint]:
+def pending_in(events: list[Any]) -> list[Checkpoint]:
+    """The checkpoints still unanswered in a run's `checkpoint`, `answer` and `task_finished`
+    events (the dashboard applies it to the events it has already read)."""
     last: dict[str, Any] = {}
     passed: set[str] = set()
     for e in events:
@@ -172,7 +174,7 @@ def submit_answer(project: Path, task_id: str, text: str, *, source: str) -> Ans
             for e in events
         ):
             raise AnswerRefused(f"checkpoint {task_id} of run {run.id} has already passed")
-        asked = [c for c in _pending(events) if c.task_id == task_id]
+        asked = [c for c in pending_in(events) if c.task_id == task_id]
         cp = asked[0] if asked else checkpoint_in_phase(project, run.phase, task_id)
         meaning = interpret(cp, text)
         if meaning.problem:

@@ -165,7 +165,7 @@ def checkpoints_view(
         pending = answers.pending_checkpoints(project)
     else:
         kinds = ("checkpoint", "answer", "task_finished")  # what pending_checkpoints reads
-        pending = answers._pending([e for e in events if e.kind in kinds])
+        pending = answers.pending_in([e for e in events if e.kind in kinds])
     if not pending:
         return None
     items = []
