@@ -90,6 +90,10 @@ def test_the_discuss_is_a_conversation_on_the_terminal_and_the_loop_goes_on(
     assert "<prompt>" in meta["argv"]
     assert not (discuss / "stdout.jsonl").exists()
     assert "## This is a conversation" in (discuss / "prompt.md").read_text()
+    # the report lists the session beside the other calls, with nothing the CLI did not say
+    report = looprail("report", cwd=demo, env=env)
+    assert report.returncode == 0, report.stderr
+    assert str(discuss.relative_to(demo)) in report.stdout
 
 
 def test_a_session_that_ends_without_context_md_halts_naming_the_file(tmp_path: Path) -> None:
