@@ -185,3 +185,24 @@ def test_a_bad_interactive_key_is_one_line_naming_it(tmp_path: Path) -> None:
     assert done.stderr.strip().splitlines() == [
         "looprail: error: .planning/config.json: looprail.interactive: must be true or false"
     ], done.stderr
+
+
+def test_doctor_says_what_the_discuss_would_talk_with(tmp_path: Path) -> None:
+    env = interactive_env(tmp_path)
+    demo = init_demo(tmp_path, "gemini", env)
+    doctor = looprail("doctor", cwd=demo, env=env)
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert (
+        "✓ interactive discuss (run --interactive): gemini --approval-mode auto_edit "
+        "--prompt-interactive=<prompt>, on your terminal"
+    ) in doctor.stdout
+    config = demo / ".planning" / "config.json"
+    config.write_text(json.dumps({"looprail": {"agent": "gemini", "interactive": True}}))
+    doctor = looprail("doctor", cwd=demo, env=env, process=True)
+    assert "! looprail.interactive is on (gemini " in doctor.stdout
+    assert "is not a terminal: a run from here refuses (exit 2) unless given --no-interactive" in (
+        doctor.stdout
+    )
+    with Terminal([*LOOPRAIL, "doctor"], cwd=demo, env=env) as t:
+        assert t.wait() == 0, t.text
+    assert "✓ looprail.interactive is on: the discuss step talks with you here (gemini " in t.text
