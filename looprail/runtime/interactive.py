@@ -4,9 +4,11 @@ discuss step to the agent CLI's own interactive mode (`claude PROMPT`, `codex PR
 or, with the local runtime, to `.looprail/agents/orchestrator` with the terminal as its stdin.
 
 The child inherits looprail's stdin, stdout and stderr and its process group (the terminal's
-foreground group, so Ctrl-Z and `fg` work as for any program the shell started). Nothing it
-says is captured: the transcript of the conversation is the user's screen, and the log folder
-keeps the prompt and what the session came to (`meta.json`). There is no timeout unless
+foreground group, so Ctrl-Z and `fg` work as for any program the shell started); Ctrl-C is
+the session's while it runs (looprail ignores it, as git does while your editor runs), SIGTERM
+and SIGHUP still stop the run and the session with it. Nothing it says is captured: the
+transcript of the conversation is the user's screen, and the log folder keeps the prompt and
+what the session came to (`meta.json`). There is no timeout unless
 `looprail.timeouts.interactive` sets one. The artifact decides: the step is done when the
 session ends with the file it owed written, and failed, naming the file, when it is not.
 """
@@ -113,6 +115,10 @@ def run_on_terminal(
         return Session(None, time.monotonic() - start, spawn_error=why)
     # Journaled as every child is: a resume after a killed looprail stops what it left.
     _notify(Spawned(proc.pid, start_ticks(proc.pid) or 0, 0, 0, str(argv[0])))
+    # Ctrl-C belongs to the session while it runs (as git's editor has it): a CLI that leaves
+    # its raw screen on the first Ctrl-C must not have the second stop the whole run. Ignored
+    # only now, after the exec: an ignored signal would stay ignored in the child.
+    ignored = _ignore_interrupts()
     try:
         code, timed_out = _wait(proc, start + timeout_s if timeout_s else None)
     except BaseException:
@@ -120,7 +126,17 @@ def run_on_terminal(
         raise
     finally:
         _restore_modes(fd_in, saved)
+        for signum, handler in ignored.items():
+            signal.signal(signum, handler)
     return Session(code, time.monotonic() - start, timed_out=timed_out)
+
+
+def _ignore_interrupts() -> dict[int, Any]:
+    """SIGINT and SIGQUIT ignored (main thread only: elsewhere Python cannot set handlers);
+    returns the handlers to put back."""
+    if not _main_thread():
+        return {}
+    return {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGQUIT)}
 
 
 def _wait(proc: subprocess.Popen[Any], deadline: float | None) -> tuple[int | None, bool]:

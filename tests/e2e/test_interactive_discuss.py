@@ -206,3 +206,20 @@ def test_doctor_says_what_the_discuss_would_talk_with(tmp_path: Path) -> None:
     with Terminal([*LOOPRAIL, "doctor"], cwd=demo, env=env) as t:
         assert t.wait() == 0, t.text
     assert "✓ looprail.interactive is on: the discuss step talks with you here (gemini " in t.text
+
+
+def test_ctrl_c_ends_the_session_not_the_run(tmp_path: Path) -> None:
+    """Ctrl-C is the session's while it runs (the stand-in reads a line in the terminal's
+    cooked mode, so the terminal sends SIGINT to the whole foreground group): it ends the
+    conversation, and the run halts as for any session that wrote nothing."""
+    env = interactive_env(tmp_path)
+    demo = init_demo(tmp_path, "opencode", env)
+    with Terminal([*LOOPRAIL, "run", "--phase", "1", "--interactive"], cwd=demo, env=env) as t:
+        t.expect("What must phase 1 deliver?")
+        t.keys(b"\x03")
+        code = t.wait()
+    assert code == 1, t.text  # halted, not interrupted (130)
+    assert "the interactive opencode session was killed by SIGINT without writing " in (
+        " ".join(t.text.split())
+    )
+    assert "interrupted" not in t.text
