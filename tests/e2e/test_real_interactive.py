@@ -2,16 +2,19 @@
 pseudo-terminal, against the scripted model server (tests/support/model_server.py): the CLI's
 interactive screen gets the discuss prompt as its first message, the model writes CONTEXT.md
 with the CLI's own tool, the user ends the session with the keys they would press (`/exit` and
-Enter; Ctrl-C twice), and the loop goes on with the same CLI, non-interactive, to ship.
+Enter; Ctrl-C twice), and the loop goes on with the same CLI, non-interactive, to plan (then the
+test stops the run with SIGTERM, as a user may: the rest of the loop is test_real_agents.py's).
 
 Each CLI gets a fresh HOME set up as after a first interactive start (claude: onboarding done,
-the test's API key approved, the project trusted; gemini: as `real_env` sets it). Codex's and
-OpenCode's screens are not driven here (see docs/agents.md, "An interactive discuss")."""
+the test's API key approved, the project trusted; gemini, opencode: as `real_env` sets them).
+Codex's screen is not driven here (see docs/agents.md, "An interactive discuss")."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -28,7 +31,11 @@ pytestmark = [
 ]
 
 # How a user ends each CLI's interactive session.
-END_KEYS = {"claude": (b"/exit", b"\r"), "gemini": (b"\x03", b"\x03")}
+END_KEYS = {
+    "claude": (b"/exit", b"\r"),
+    "gemini": (b"\x03", b"\x03"),
+    "opencode": (b"\x03", b"\x03"),  # the first leaves its screen, the second is ignored
+}
 
 
 @pytest.mark.parametrize("agent", sorted(END_KEYS))
@@ -64,10 +71,13 @@ def test_the_real_cli_talks_on_the_terminal_then_the_loop_ships(tmp_path: Path, 
             first = server.calls[0].text
             assert "## This is a conversation" in first and "Step: discuss" in first
             t.keys(*END_KEYS[agent])
-            code = t.wait(timeout=600)
-        assert code == 0, t.text[-3000:]
-        assert "shipped" in t.text
+            t.expect("orchestrator did the discuss work", timeout=60)
+            t.expect("planner did the plan work", timeout=300)  # the same CLI, `-p`/`run`
+            os.kill(t.pid, signal.SIGTERM)
+            code = t.wait(timeout=120)
+        assert code == 128 + signal.SIGTERM, t.text[-3000:]
         assert "# Context" in context_of(demo).read_text()
+        assert list(context_of(demo).parent.glob("*-PLAN.md"))
         run = next((demo / ".looprail" / "logs").iterdir())
         discuss = next(p for p in sorted(run.iterdir()) if "phase-discuss" in p.name)
         assert json.loads((discuss / "meta.json").read_text())["interactive"] is True
