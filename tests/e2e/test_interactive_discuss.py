@@ -223,3 +223,17 @@ def test_ctrl_c_ends_the_session_not_the_run(tmp_path: Path) -> None:
         " ".join(t.text.split())
     )
     assert "interrupted" not in t.text
+
+
+def test_a_configured_timeout_stops_a_session_nobody_answers(tmp_path: Path) -> None:
+    env = interactive_env(tmp_path)
+    demo = init_demo(tmp_path, "claude", env)
+    config = demo / ".planning" / "config.json"
+    config.write_text(json.dumps({"looprail": {"agent": "claude", "timeouts": {"interactive": 2}}}))
+    with Terminal([*LOOPRAIL, "run", "--phase", "1", "--interactive"], cwd=demo, env=env) as t:
+        t.expect("What must phase 1 deliver?")
+        code = t.wait(timeout=60)  # nobody answers
+    assert code == 1, t.text
+    assert "the interactive claude session timed out and was stopped without writing " in (
+        " ".join(t.text.split())
+    )
