@@ -90,6 +90,15 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="halt (resumable) before starting more agent work once the run has spent X USD "
         "(--through/--all: once all its phases together have)",
     )
+    p.add_argument(
+        "--interactive",
+        action=_boolean_optional(),
+        default=None,
+        help="the discuss step is a conversation: the agent CLI's interactive mode (the local "
+        "runtime's orchestrator) gets this terminal, and the loop goes on once the session ends "
+        "with CONTEXT.md written (exit 2 without a terminal); default: looprail.interactive in "
+        ".planning/config.json, else off",
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="only the final summary")
     p.add_argument(
         "--json",
@@ -102,6 +111,12 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     add_project_options(p)
     add_flavor_option(p)
+
+
+def _boolean_optional():
+    import argparse
+
+    return argparse.BooleanOptionalAction
 
 
 def _positive_float(text: str) -> float:
@@ -123,10 +138,12 @@ _FLAGS = {
     "--accept-changes": "accept_changes",
     "--no-journal": "no_journal",
     "--json": "json",
+    "--interactive": "interactive",
     "--quiet": "quiet",
     "-q": "quiet",
 }
 _RUN_FLAGS = {"--dry-run": "dry_run", "--new": "new"}
+_OFF_FLAGS = {"--no-interactive": "interactive"}  # the flag is `--interactive` (True) in _FLAGS
 _VALUES = {
     "--jobs": "jobs",
     "--host-tool": "host_tool",
@@ -167,6 +184,7 @@ def fast_args(argv: list[str]) -> Any:
         agent=None,
         budget_usd=None,
         json=False,
+        interactive=None,
         project=".",
         capabilities=[],
         flavor="gsd",
@@ -185,6 +203,8 @@ def fast_args(argv: list[str]) -> Any:
         name, eq, value = arg.partition("=")
         if arg in flags:
             setattr(ns, flags[arg], True)
+        elif arg in _OFF_FLAGS:
+            setattr(ns, _OFF_FLAGS[arg], False)
         elif name in _VALUES and (is_run or name != "--phase"):
             if not eq:
                 if i + 1 >= len(rest) or rest[i + 1].startswith("-"):
@@ -322,6 +342,7 @@ def _options(args, executor=None):
         answers=_answers(args),
         checkpoint_rounds=rounds,
         host_tool=args.host_tool,
+        interactive=args.interactive,
         executor=executor,
     )
 
@@ -356,6 +377,8 @@ def run(args) -> int:
     loaded = load_project(project, args.capabilities)
     if refused := _refuse(loaded):
         return refused
+    if not args.dry_run:
+        _interactive(args, loaded)
     through = getattr(args, "through", None)
     every = getattr(args, "all_phases", False)
     if args.dry_run:
@@ -559,6 +582,7 @@ def resume(args) -> int:
     loaded = load_project(project, args.capabilities)
     if refused := _refuse(loaded):
         return refused
+    _interactive(args, loaded)
     with Journal.open(loaded.project, create=False) as jr:
         target = jr.find_run(run_id) if run_id else None
         if target is None:
@@ -594,6 +618,17 @@ def resume(args) -> int:
         before=[(target.phase, outcome)],
         spent=run_spent(loaded.project, outcome.run_id),
     )
+
+
+def _interactive(args, loaded) -> None:
+    """`--interactive` (or `looprail.interactive`) decided before anything starts (an executor,
+    the lock, the journal): without a terminal to talk on, exit 2 at once."""
+    from looprail.machine.interactive import interactive_options
+    from looprail.machine.run import RunOptions
+    from looprail.machine.session import run_settings
+
+    options = RunOptions(interactive=args.interactive)
+    args.interactive = interactive_options(options, run_settings(loaded).interactive).interactive
 
 
 def _refuse(loaded) -> int:

@@ -33,6 +33,7 @@ from looprail.fsutil import atomic_write, contained_file
 from looprail.machine import guards as G
 from looprail.machine.chart import TaskChart, compile_loop, state_path
 from looprail.machine.dispatch import Dispatcher
+from looprail.machine.interactive import handover
 from looprail.machine.progress import Progress, fmt_duration, plural
 from looprail.machine.record import EventRecord, MemoryRecorder, Recorder
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
@@ -63,6 +64,9 @@ class RunOptions:
     approved_earlier: frozenset[str] = frozenset()  # checkpoints approved before a resume
     answers: tuple[tuple[str, str], ...] = ()  # `--answer TASK=TEXT` (machine/checkpoint.py)
     checkpoint_rounds: int | None = None  # fix-up rounds; None: looprail.checkpoint_rounds
+    # The discuss step is a conversation on the user's terminal (`run --interactive`); None:
+    # `looprail.interactive` in the config decides (machine/session.py).
+    interactive: bool | None = None
     # Runs a wave's plans elsewhere (`run_wave(runner, wave, plans, done) -> [Settled]`, each
     # plan through `LoopRunner.run_plan`), e.g. a Dask cluster
     # (looprail.machine.dask_executor); None: threads here, `jobs` at a time.
@@ -447,7 +451,10 @@ class LoopRunner:
         self._status(f"{spec.role} at work")
         self.progress.new_stage()
         self._role_event("role_started", step, spec.role)
-        outcome = self.runtime.do_phase_work(spec.role, step, self.dispatcher.context(None))
+        ctx = self.dispatcher.context(None)
+        if step == "discuss" and self.options.interactive:
+            ctx = handover(ctx, self.progress)  # the user's terminal (machine/interactive.py)
+        outcome = self.runtime.do_phase_work(spec.role, step, ctx)
         if not outcome.ok:
             self._role_event("role_finished", step, spec.role, outcome="failed")
             raise HaltError(f"{step}: {spec.role} failed: {outcome.detail}")

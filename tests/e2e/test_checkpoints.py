@@ -142,7 +142,7 @@ def answers(project: Path) -> list:
 
 
 def terminal(project: Path, *extra: str):
-    from tests.support.terminal import Terminal
+    from tests.support.looprail_terminal import Terminal
 
     return Terminal("run", str(project), "--phase", "1", "--jobs", "1", *extra, cwd=project)
 
@@ -429,7 +429,7 @@ def test_a_kill_while_waiting_then_a_resume_keeps_what_was_answered(tmp_path):
 
 
 def test_a_secret_lost_to_a_kill_is_asked_again_on_resume(tmp_path):
-    from tests.support.terminal import Terminal
+    from tests.support.looprail_terminal import Terminal
 
     project = project_with(tmp_path, SECRET)
     first, second = "sk-first-AAAA1111", "sk-second-BBBB2222"
@@ -455,7 +455,7 @@ def test_a_secret_lost_to_a_kill_is_asked_again_on_resume(tmp_path):
 
 
 def test_looprail_answer_reads_a_secret_from_the_terminal_without_echo(tmp_path):
-    from tests.support.terminal import Terminal
+    from tests.support.looprail_terminal import Terminal
 
     project = project_with(tmp_path, SECRET)
     secret = "pw-Quiet-55667788"
