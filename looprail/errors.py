@@ -9,6 +9,7 @@ loop point), so a caller need not parse the message.
     LooprailError (exit 1)                 base of every error raised on purpose
     ├── UsageError (exit 2)                the command line itself is wrong
     ├── RefusedToStart (exit 2)            `run` found bad input before it journaled anything
+    ├── AnswerRefused (exit 2)             an answer to a checkpoint that cannot be right
     ├── InvalidFileError                   problems in a supplied file, all kept (`issues`)
     │   └── ManifestError                  a capability manifest or the merged set
     ├── ConfigError                        .planning/config.json cannot be used
@@ -112,6 +113,13 @@ class Issue:
     def __str__(self) -> str:
         where = f"{self.file}: {self.path}" if self.path else self.file
         return f"{where}: {self.reason}"
+
+
+class AnswerRefused(LooprailError):
+    """An answer to a checkpoint that cannot be right (an option the decision does not offer,
+    a task that is not a checkpoint, no run waiting): refused before anything is recorded."""
+
+    exit_code = 2
 
 
 class InvalidFileError(LooprailError):
@@ -309,14 +317,19 @@ class CheckpointPause(LoopSignal):
 
     exit_code = 3
 
-    def __init__(self, task: Any, plan: Any):
+    def __init__(self, task: Any, plan: Any, *, hint: str | None = None):
         self.task = task
         self.plan = plan
         self.path = str(plan.path)
         gate = f", gate={task.gate}" if task.gate else ""
+        how = (
+            f"{hint}, or run again with --approve {task.id}"
+            if hint
+            else (f"approve with --approve {task.id}")
+        )
         super().__init__(
             f"{plan.path.name}: task {task.id} ({task.type}{gate}) "
-            f"{task.name or ''!s} needs a human; approve with --approve {task.id}"
+            f"{task.name or ''!s} needs a human; {how}"
         )
 
 
@@ -330,6 +343,7 @@ class StopRequested(LoopSignal):
 
 
 __all__ = [
+    "AnswerRefused",
     "CheckFailedError",
     "CheckpointPause",
     "ConfigError",

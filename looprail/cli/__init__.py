@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 # Command-group modules, in the order `looprail --help` lists them.
 _GROUPS = (
     "run",
+    "answer",
     "agents",
     "journal",
     "loop",

@@ -269,4 +269,45 @@ def doctor(args) -> int:
         )
     else:
         say("ok", "git: parallel plans each get a worktree")
+    talk = _interactive_check(project, config, name)
+    if talk is not None:
+        say(*talk)
     return finish()
+
+
+def _interactive_check(project, config, name: str) -> tuple[str, str] | None:
+    """What `run --interactive` would hand the terminal to, and whether a run here can (with
+    `looprail.interactive` on, a run without a terminal refuses)."""
+    from looprail.errors import ConfigError
+    from looprail.runtime.agents import ADAPTERS
+    from looprail.runtime.interactive import terminal_problem
+    from looprail.settings import looprail_settings
+
+    if name in ADAPTERS:
+        from types import SimpleNamespace
+
+        from looprail.runtime.interactive import shown_argv
+        from looprail.trust.agents import effective_agent
+
+        settings = effective_agent(project, config, name).settings
+        request = SimpleNamespace(kind="phase", name="discuss", verdict=None)
+        argv = ADAPTERS[name]().interactive_argv("<prompt>", request, settings, git=True)  # type: ignore[arg-type]
+        how = shown_argv(argv, "<prompt>")
+    elif name == "local":
+        how = f"{LOOPRAIL_DIR}/{AGENTS_DIR}/orchestrator, the request in $LOOPRAIL_REQUEST_FILE"
+    else:
+        return None
+    try:
+        on = looprail_settings(config).interactive
+    except ConfigError as exc:
+        return "problem", str(exc)
+    if not on:
+        return "ok", f"interactive discuss (run --interactive): {how}, on your terminal"
+    problem = terminal_problem()
+    if problem is not None:
+        return (
+            "warning",
+            f"looprail.interactive is on ({how}), and {problem}: a run from here refuses "
+            "(exit 2) unless given --no-interactive",
+        )
+    return "ok", f"looprail.interactive is on: the discuss step talks with you here ({how})"

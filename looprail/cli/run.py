@@ -18,7 +18,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--autonomous",
         action="store_true",
-        help='approve checkpoint tasks automatically (except gate="blocking-human")',
+        help="pass checkpoints as the reference's auto-mode does: human-verify and tdd-review "
+        'approve, a decision takes its first option; a human-action and gate="blocking-human" '
+        "still stop",
     )
     p.add_argument(
         "--approve",
@@ -26,6 +28,22 @@ def _common(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="TASK",
         help="approve one checkpoint task (e.g. 01-02/T3); repeatable",
+    )
+    p.add_argument(
+        "--answer",
+        action="append",
+        default=[],
+        metavar="TASK=TEXT",
+        help="answer a checkpoint task: \"approved\" (or the plan's own word), a decision's "
+        "option id, or a human-verify's issues to fix (e.g. 01-02/T3=clerk); repeatable",
+    )
+    p.add_argument(
+        "--checkpoint-rounds",
+        type=int,
+        default=None,
+        metavar="N",
+        help="fix-up rounds a checkpoint's issues get before the run halts (default: "
+        "looprail.checkpoint_rounds in .planning/config.json, else 3)",
     )
     p.add_argument(
         "--jobs",
@@ -72,6 +90,15 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="halt (resumable) before starting more agent work once the run has spent X USD "
         "(--through/--all: once all its phases together have)",
     )
+    p.add_argument(
+        "--interactive",
+        action=_boolean_optional(),
+        default=None,
+        help="the discuss step is a conversation: the agent CLI's interactive mode (the local "
+        "runtime's orchestrator) gets this terminal, and the loop goes on once the session ends "
+        "with CONTEXT.md written (exit 2 without a terminal); default: looprail.interactive in "
+        ".planning/config.json, else off",
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="only the final summary")
     p.add_argument(
         "--json",
@@ -84,6 +111,12 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     add_project_options(p)
     add_flavor_option(p)
+
+
+def _boolean_optional():
+    import argparse
+
+    return argparse.BooleanOptionalAction
 
 
 def _positive_float(text: str) -> float:
@@ -105,10 +138,12 @@ _FLAGS = {
     "--accept-changes": "accept_changes",
     "--no-journal": "no_journal",
     "--json": "json",
+    "--interactive": "interactive",
     "--quiet": "quiet",
     "-q": "quiet",
 }
 _RUN_FLAGS = {"--dry-run": "dry_run", "--new": "new"}
+_OFF_FLAGS = {"--no-interactive": "interactive"}  # the flag is `--interactive` (True) in _FLAGS
 _VALUES = {
     "--jobs": "jobs",
     "--host-tool": "host_tool",
@@ -118,6 +153,8 @@ _VALUES = {
     "--project": "project",
     "--flavor": "flavor",
     "--approve": "approve",
+    "--answer": "answer",
+    "--checkpoint-rounds": "checkpoint_rounds",
     "--capabilities": "capabilities",
     "--phase": "phase",
 }
@@ -137,6 +174,8 @@ def fast_args(argv: list[str]) -> Any:
         command=argv[0],
         autonomous=False,
         approve=[],
+        answer=[],
+        checkpoint_rounds=None,
         jobs=None,
         host_tool=None,
         accept_changes=False,
@@ -145,6 +184,7 @@ def fast_args(argv: list[str]) -> Any:
         agent=None,
         budget_usd=None,
         json=False,
+        interactive=None,
         project=".",
         capabilities=[],
         flavor="gsd",
@@ -163,6 +203,8 @@ def fast_args(argv: list[str]) -> Any:
         name, eq, value = arg.partition("=")
         if arg in flags:
             setattr(ns, flags[arg], True)
+        elif arg in _OFF_FLAGS:
+            setattr(ns, _OFF_FLAGS[arg], False)
         elif name in _VALUES and (is_run or name != "--phase"):
             if not eq:
                 if i + 1 >= len(rest) or rest[i + 1].startswith("-"):
@@ -171,10 +213,10 @@ def fast_args(argv: list[str]) -> Any:
                 i += 1
             key = _VALUES[name]
             try:
-                if key in ("approve", "capabilities"):
+                if key in ("approve", "answer", "capabilities"):
                     getattr(ns, key).append(value)
-                elif key == "jobs":
-                    ns.jobs = int(value)
+                elif key in ("jobs", "checkpoint_rounds"):
+                    setattr(ns, key, int(value))
                 elif key == "budget_usd":
                     ns.budget_usd = _positive_float(value)
                 elif key == "phase":
@@ -287,14 +329,41 @@ def _options(args, executor=None):
         found = resolve_host_tool(args.host_tool)
         if isinstance(found, str):
             raise UsageError(f"--host-tool: {found}")
+    rounds = getattr(args, "checkpoint_rounds", None)
+    if rounds is not None and rounds < 1:
+        from looprail.errors import UsageError
+
+        raise UsageError("--checkpoint-rounds must be at least 1")
     return RunOptions(
         flavor=args.flavor,
         jobs=jobs,
         autonomous=args.autonomous,
         approvals=frozenset(args.approve),
+        answers=_answers(args),
+        checkpoint_rounds=rounds,
         host_tool=args.host_tool,
+        interactive=args.interactive,
         executor=executor,
     )
+
+
+def _answers(args) -> tuple[tuple[str, str], ...]:
+    """`--answer TASK=TEXT`, each checked now against the plan when it is already written (an
+    option the decision does not offer, a task that is not a checkpoint: exit 2)."""
+    from pathlib import Path
+
+    from looprail.errors import UsageError
+    from looprail.machine.answers import check_answer, is_task_id
+
+    out = []
+    project = Path(getattr(args, "project_pos", None) or args.project)
+    for given in getattr(args, "answer", None) or []:
+        task, eq, text = given.partition("=")
+        if not eq or not is_task_id(task):
+            raise UsageError(f"--answer {given!r}: give TASK=TEXT (e.g. 01-02/T3=approved)")
+        check_answer(project, task.strip(), text)
+        out.append((task.strip(), text))
+    return tuple(out)
 
 
 def run(args) -> int:
@@ -308,6 +377,8 @@ def run(args) -> int:
     loaded = load_project(project, args.capabilities)
     if refused := _refuse(loaded):
         return refused
+    if not args.dry_run:
+        _interactive(args, loaded)
     through = getattr(args, "through", None)
     every = getattr(args, "all_phases", False)
     if args.dry_run:
@@ -511,6 +582,7 @@ def resume(args) -> int:
     loaded = load_project(project, args.capabilities)
     if refused := _refuse(loaded):
         return refused
+    _interactive(args, loaded)
     with Journal.open(loaded.project, create=False) as jr:
         target = jr.find_run(run_id) if run_id else None
         if target is None:
@@ -546,6 +618,17 @@ def resume(args) -> int:
         before=[(target.phase, outcome)],
         spent=run_spent(loaded.project, outcome.run_id),
     )
+
+
+def _interactive(args, loaded) -> None:
+    """`--interactive` (or `looprail.interactive`) decided before anything starts (an executor,
+    the lock, the journal): without a terminal to talk on, exit 2 at once."""
+    from looprail.machine.interactive import interactive_options
+    from looprail.machine.run import RunOptions
+    from looprail.machine.session import run_settings
+
+    options = RunOptions(interactive=args.interactive)
+    args.interactive = interactive_options(options, run_settings(loaded).interactive).interactive
 
 
 def _refuse(loaded) -> int:

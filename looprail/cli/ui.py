@@ -1,4 +1,4 @@
-"""`looprail ui`: serve the read-only dashboard of a project on a local port."""
+"""`looprail ui`: serve the dashboard of a project on a local port, behind a per-launch token."""
 
 from __future__ import annotations
 
@@ -13,12 +13,14 @@ DEFAULT_PORT = 8765
 def register(sub) -> None:
     p = sub.add_parser(
         "ui",
-        help="a read-only local web dashboard of the project's runs, live",
-        description="Serve a read-only web page of PROJECT: the loop chart with the current run "
+        help="a local web dashboard of the project's runs, live; answers checkpoints",
+        description="Serve a web page of PROJECT: the loop chart with the current run "
         "on it, the points and their hooks, waves → plans → tasks with their logs, past runs, "
-        "and the command that continues a halted run. It follows a run going on in another "
-        "terminal live, reading the journal read-only. Binds to 127.0.0.1 unless --host says "
-        "otherwise. Needs the ui extra: pip install 'looprail[ui]'.",
+        "the command that continues a halted run, and a form that answers a checkpoint the run "
+        "waits on. It follows a run going on in another terminal live, reading the journal "
+        "read-only; an answer is its only write. The address it prints carries a token made "
+        "for this launch: without it the page and its data are refused. Binds to 127.0.0.1 "
+        "unless --host says otherwise. Needs the ui extra: pip install 'looprail[ui]'.",
     )
     p.add_argument("project_pos", nargs="?", metavar="PROJECT", help="project folder (default: .)")
     p.add_argument(
@@ -50,7 +52,7 @@ def register(sub) -> None:
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
-def _url(bound: str, port: int) -> str:
+def _url(bound: str, port: int, token: str | None = None) -> str:
     import ipaddress
 
     address = ipaddress.ip_address(bound.split("%", 1)[0])
@@ -59,7 +61,7 @@ def _url(bound: str, port: int) -> str:
         shown = "::1" if address.version == 6 else "127.0.0.1"
     if ":" in shown:
         shown = f"[{shown}]"
-    return f"http://{shown}:{port}/"
+    return f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
 
 
 def _own_names() -> list[str]:
@@ -114,6 +116,7 @@ def run(args) -> int:
         raise LooprailError(INSTALL_HINT) from None
     import socket
 
+    from looprail.ui.access import new_token
     from looprail.ui.server import create_app, stop_streams
 
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
@@ -139,13 +142,19 @@ def run(args) -> int:
         where = "every interface" if bound in ("0.0.0.0", "::") else bound
         print(
             f"looprail: warning: the dashboard is reachable from the network (--host "
-            f"{args.host!r} listens on {where}); it shows project files and logs to anyone who "
-            "can connect. Against DNS rebinding (a web page you open making your browser read "
-            f"it) it answers only to the host names {', '.join(allowed)}; add one with "
+            f"{args.host!r} listens on {where}); anyone who has the address it prints (with its "
+            "token, sent in the clear over plain HTTP) can read project files and logs and "
+            "answer checkpoints. Against DNS rebinding (a web page you open making your browser "
+            f"read it) it answers only to the host names {', '.join(allowed)}; add one with "
             "--allow-host NAME",
             file=sys.stderr,
         )
-    app = create_app(project, args.capabilities, flavor=args.flavor, allowed_hosts=allowed)
+    token = new_token()
+    app = create_app(
+        project, args.capabilities, flavor=args.flavor, allowed_hosts=allowed, token=token
+    )
+    # No access log: a request line carries the token (`?token=` of the page, the event
+    # stream and the chart), and nothing of an answer may be written anywhere.
     config = uvicorn.Config(
         app, log_level="warning", lifespan="off", timeout_graceful_shutdown=5, access_log=False
     )
@@ -158,7 +167,7 @@ def run(args) -> int:
     # Ctrl-C is how a dashboard is stopped, not an error, even when it comes before the
     # server has taken over the signal (right after the URL is printed).
     try:
-        print(f"looprail ui: {project.resolve()} at {_url(bound, port)}  (read-only; Ctrl-C stops)")
+        print(f"looprail ui: {project.resolve()} at {_url(bound, port, token)}  (Ctrl-C stops)")
         sys.stdout.flush()
         Server(config).run(sockets=[sock])
     except KeyboardInterrupt:

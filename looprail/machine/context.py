@@ -38,6 +38,11 @@ class RunOptions:
     approvals: frozenset[str] = frozenset()
     host_tool: str | None = None
     approved_earlier: frozenset[str] = frozenset()  # checkpoints approved before a resume
+    answers: tuple[tuple[str, str], ...] = ()  # `--answer TASK=TEXT` (machine/checkpoint.py)
+    checkpoint_rounds: int | None = None  # fix-up rounds; None: looprail.checkpoint_rounds
+    # The discuss step is a conversation on the user's terminal (`run --interactive`); None:
+    # `looprail.interactive` in the config decides (machine/session.py).
+    interactive: bool | None = None
     # Runs a wave's plans elsewhere (`run_wave(runner, wave, plans, done) -> [Settled]`, each
     # plan through `LoopRunner.run_plan`), e.g. a Dask cluster
     # (looprail.machine.dask_executor); None: threads here, `jobs` at a time.

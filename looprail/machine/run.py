@@ -33,6 +33,7 @@ from looprail.machine import guards as G
 from looprail.machine.chart import WAVE_RUNNING, TaskChart, compile_loop, restored, state_path
 from looprail.machine.context import RunContext, RunOptions, RunResult, RunStatus, run_ending
 from looprail.machine.dispatch import Dispatcher
+from looprail.machine.interactive import handover
 from looprail.machine.progress import Progress, fmt_duration
 from looprail.machine.record import EventRecord, Recorder
 from looprail.machine.statechart import TransitionNotAllowed
@@ -333,7 +334,10 @@ class LoopRunner:
         self._status(f"{spec.role} at work")
         self.progress.new_stage()
         self._role_event("role_started", step, spec.role)
-        outcome = self.ctx.runtime.do_phase_work(spec.role, step, self.dispatcher.context(None))
+        ctx = self.dispatcher.context(None)
+        if step == "discuss" and self.options.interactive:
+            ctx = handover(ctx, self.progress)  # the user's terminal (machine/interactive.py)
+        outcome = self.ctx.runtime.do_phase_work(spec.role, step, ctx)
         if not outcome.ok:
             self._role_event("role_finished", step, spec.role, outcome="failed")
             raise HaltError(f"{step}: {spec.role} failed: {outcome.detail}")
@@ -394,11 +398,17 @@ class LoopRunner:
                 continue
             self._safe_point()
             if task.is_checkpoint:
-                self._checkpoint(plan, task, wave)
+                self._checkpoint(plan, task, wave, execute or self.ctx.runtime.execute_task)
                 chart.send("skip_task")
                 continue
             self.run_task(chart, plan, task, wave, execute or self.ctx.runtime.execute_task)
-        write_summary(plan)
+        answered: list[str] = []
+        if plan.has_checkpoints:  # the plan's checkpoint answers go into its SUMMARY too
+            from looprail.machine.checkpoint import summary_lines
+
+            answered = summary_lines(self, plan)
+        write_summary(plan, answered)
+        self.ctx.workspace.finished(plan.id)  # its worktree's changes committed while others run
 
     def run_task(
         self, chart: TaskChart, plan: Plan, task: Task, wave: int, execute: ExecuteTask
@@ -409,11 +419,17 @@ class LoopRunner:
         model: PlanRun = chart.model
         chart.send("begin_task", task=task)
         work = model.work or task_work(plan, task)
+        if plan.has_checkpoints:  # the answers so far, and a secret for this call only
+            from looprail.machine.checkpoint import secret_env, with_answers
+
+            work = with_answers(self, plan, work)
         attempt = self.recorder.task_started(task.id, plan_id=plan.id, wave=wave)
         again = f" (attempt {attempt})" if attempt > 1 else ""
         self._status(f"running {task.id} {task.name or ''}".rstrip())
         dctx = self.dispatcher.context(None, plan_id=plan.id, task_id=work.task_id, wave=wave)
         dctx = self.ctx.workspace.bind(plan.id, dctx)
+        if plan.has_checkpoints:
+            dctx = secret_env(self, plan, dctx)
         self.progress.task_started(task.id, f"{task.id} {task.name or ''}{again}".rstrip())
         try:
             outcome = execute(work, dctx)
@@ -435,27 +451,11 @@ class LoopRunner:
         self._task_event("task_result", plan, task, wave, work)
         chart.send("end_task")
 
-    def _checkpoint(self, plan: Plan, task: Task, wave: int) -> None:
-        approved_by = None
-        if task.id in self.options.approvals:
-            approved_by = "--approve"
-        elif task.id in self.options.approved_earlier:
-            approved_by = "approved earlier in this run"
-        elif self.options.autonomous and task.gate != "blocking-human":
-            approved_by = "--autonomous"
-        if approved_by is None:
-            raise CheckpointPause(task, plan)
-        self.progress.line(f"  ✓ checkpoint {task.id} approved ({approved_by})")
-        self.recorder.event(
-            EventRecord(
-                kind="task_finished",
-                task_id=task.id,
-                plan_id=plan.id,
-                wave=wave,
-                outcome="approved",
-                message=approved_by,
-            )
-        )
+    def _checkpoint(self, plan: Plan, task: Task, wave: int, execute: ExecuteTask) -> None:
+        """Answered (terminal, `looprail answer`, flags), or the run pauses: machine/checkpoint."""
+        from looprail.machine.checkpoint import pass_checkpoint
+
+        pass_checkpoint(self, plan, task, wave, execute)
 
     def _task_event(
         self,

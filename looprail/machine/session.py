@@ -84,6 +84,10 @@ def run_phase(
     from looprail.plans import find_phase
 
     options = options or RunOptions()
+    if options.interactive is not False:  # decided once: a terminal to talk on, or exit 2
+        from looprail.machine.interactive import interactive_options
+
+        options = interactive_options(options, run_settings(loaded).interactive)
     progress = progress or Progress()
     found = find_phase(loaded.project, phase)
     if runtime is None:

@@ -7,6 +7,7 @@ SUMMARY.md that marks a plan done.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from looprail.errors import HaltError, TaskContentError
@@ -151,10 +152,14 @@ def check_read_first(
         )
 
 
-def write_summary(plan: Plan) -> None:
-    """The durable "plan done" marker, unless the executor already wrote one."""
+def write_summary(plan: Plan, answered: list[str] | None = None) -> None:
+    """The durable "plan done" marker, unless the executor already wrote one; `answered`: the
+    plan's checkpoint answers (machine/checkpoint.py `summary_lines`), added to either."""
     target = plan.path.with_name(plan.path.name.replace("-PLAN.md", "-SUMMARY.md"))
+    answered = answered or []
     if target.exists():
+        if answered:
+            _append_answers(target, answered)
         return
     lines = [
         "---",
@@ -171,12 +176,24 @@ def write_summary(plan: Plan) -> None:
     for t in plan.tasks:
         tracker = f" [{t.tracker_id}]" if t.tracker_id else ""
         lines.append(f"- {t.id}: {t.name or t.type}{tracker}")
+    lines += answered
     try:
         atomic_write(target, "\n".join(lines) + "\n")
     except OSError as exc:  # e.g. the phase folder was removed while the plan ran
         raise HaltError(
             f"{target.name}: cannot write the plan summary ({exc.strerror or exc})"
         ) from None
+
+
+def _append_answers(target: Path, answered: list[str]) -> None:
+    """An executor's own SUMMARY gets the plan's checkpoint answers too (once)."""
+    try:
+        text = target.read_text(encoding="utf-8", errors="replace")
+        if answered[1] not in text:
+            atomic_write(target, text.rstrip("\n") + "\n" + "\n".join(answered) + "\n")
+    except OSError as exc:
+        why = exc.strerror or exc
+        raise HaltError(f"{target.name}: cannot add the checkpoint answers ({why})") from None
 
 
 def halted_plans_reason(

@@ -15,7 +15,7 @@ import re
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar, Literal, cast, get_args
+from typing import Any, ClassVar, Literal, NamedTuple, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
@@ -29,8 +29,10 @@ TaskType = Literal[
     "checkpoint:human-verify",
     "checkpoint:decision",
     "checkpoint:human-action",
+    "checkpoint:tdd-review",
 ]
-TaskGate = Literal["blocking", "blocking-human"]
+# `advisory`: the reference's tdd-review checkpoint (auto-mode approves it; it never blocks).
+TaskGate = Literal["blocking", "blocking-human", "advisory"]
 PlanType = Literal["execute", "tdd"]  # the types the reference's templates write
 
 TASK_TYPES: tuple[str, ...] = get_args(TaskType)
@@ -657,6 +659,30 @@ def _make_task(doc: _Doc, plan_id: str, index: int, element: _Element) -> Task:
         extra=extra,
         **fields,
     )
+
+
+class Fragment(NamedTuple):
+    """One element inside a task child's text (`child_elements`)."""
+
+    name: str
+    attributes: dict[str, str]
+    text: str  # cleaned like a task child (`_clean`)
+
+
+def child_elements(text: str, where: str) -> list[Fragment]:
+    """The top-level elements of a task child's text, read by the plan's own scanner: a
+    checkpoint's `<options>` holds `<option id="…">` elements, each with `<name>`, `<pros>` and
+    `<cons>`. A malformed attribute list reads as none (the text is still shown)."""
+    doc = _Doc(text, where)
+    out = []
+    for element in _elements(doc, 0, len(text), (), where):
+        try:
+            attrs = _parse_attributes(doc, element)
+        except PlanError:
+            attrs = {}
+        inner = _clean(text[element.inner_start : element.inner_end])
+        out.append(Fragment(element.name, attrs, inner))
+    return out
 
 
 def _clean(raw: str) -> str:

@@ -146,6 +146,14 @@ class Adapter:
     def parse(self, stdout: str, stderr: str = "") -> Reply:
         raise NotImplementedError
 
+    def interactive_argv(
+        self, prompt: str, request: Request, s: AgentSettings, *, git: bool
+    ) -> list[str]:
+        """The argv of the CLI's interactive mode on the user's terminal, `prompt` its first
+        message: the settings of `argv`, none of its non-interactive flags
+        (`run --interactive`, looprail/runtime/interactive.py)."""
+        raise NotImplementedError
+
     # The prompt goes on stdin, never in argv (a CLI that rewrites its arguments, or whose
     # argv cannot hold a long prompt whole).
     prompt_on_stdin: ClassVar[bool] = False
@@ -244,13 +252,22 @@ class ClaudeAdapter(Adapter):
     def argv(self, prompt: str, request: Request, s: AgentSettings, *, git: bool) -> list[str]:
         # `-p` is a flag (print mode) and the prompt a positional argument: `--` ends the
         # options, so a prompt starting with `-` stays the prompt.
-        argv = [s.binary or self.binary, "-p", "--output-format", "stream-json"]
-        argv += ["--verbose", "--permission-mode", s.permission_mode or self.DEFAULT_MODE]
+        argv = [s.binary or self.binary, "-p", "--output-format", "stream-json", "--verbose"]
+        return [*argv, *self._flags(s), *s.args, "--", prompt]
+
+    def interactive_argv(
+        self, prompt: str, request: Request, s: AgentSettings, *, git: bool
+    ) -> list[str]:
+        # `claude PROMPT` starts an interactive session with PROMPT as its first message
+        return [s.binary or self.binary, *self._flags(s), *s.args, "--", prompt]
+
+    def _flags(self, s: AgentSettings) -> list[str]:
+        flags = ["--permission-mode", s.permission_mode or self.DEFAULT_MODE]
         if s.allowed_tools:
-            argv += ["--allowedTools", ",".join(s.allowed_tools)]
+            flags += ["--allowedTools", ",".join(s.allowed_tools)]
         if s.model:
-            argv += ["--model", s.model]
-        return [*argv, *s.args, "--", prompt]
+            flags += ["--model", s.model]
+        return flags
 
     def skill_form(self) -> str:
         return "/{name}"  # a Claude Code slash command (skills and custom commands)
@@ -346,6 +363,16 @@ class CodexAdapter(Adapter):
             argv += ["--model", s.model]
         return [*argv, *s.args, "--", prompt]
 
+    def interactive_argv(
+        self, prompt: str, request: Request, s: AgentSettings, *, git: bool
+    ) -> list[str]:
+        # `codex PROMPT`: the TUI (it asks for approvals itself, and whether to trust a
+        # folder outside git: `--skip-git-repo-check` is `exec`'s)
+        argv = [s.binary or self.binary, "--sandbox", s.sandbox or self.DEFAULT_SANDBOX]
+        if s.model:
+            argv += ["--model", s.model]
+        return [*argv, *s.args, "--", prompt]
+
     def permissions(self, s: AgentSettings) -> str:
         return f"--sandbox {s.sandbox or self.DEFAULT_SANDBOX} (codex exec never asks)"
 
@@ -412,13 +439,23 @@ class OpenCodeAdapter(Adapter):
 
     def argv(self, prompt: str, request: Request, s: AgentSettings, *, git: bool) -> list[str]:
         argv = [s.binary or self.binary, "run", "--format", "json"]
-        if s.model:
-            argv += ["--model", s.model]
+        return [*argv, *self._flags(request, s), *s.args]
+
+    def interactive_argv(
+        self, prompt: str, request: Request, s: AgentSettings, *, git: bool
+    ) -> list[str]:
+        # `opencode --prompt=PROMPT`: the TUI in the working folder (no `[project]` given),
+        # PROMPT in one argument, so it is never read as an option
+        return [s.binary or self.binary, *self._flags(request, s), *s.args, f"--prompt={prompt}"]
+
+    @staticmethod
+    def _flags(request: Request, s: AgentSettings) -> list[str]:
+        flags = ["--model", s.model] if s.model else []
         if request.kind == "agent":
-            argv += ["--agent", request.name]
+            flags += ["--agent", request.name]
         elif request.kind == "verdict" and request.verdict is not None:
-            argv += ["--agent", request.verdict.ref]
-        return [*argv, *s.args]
+            flags += ["--agent", request.verdict.ref]
+        return flags
 
     def agent_form(self) -> str:
         return "You are the `{name}` agent."
@@ -488,12 +525,20 @@ class GeminiAdapter(Adapter):
     DEFAULT_APPROVAL = "auto_edit"
 
     def argv(self, prompt: str, request: Request, s: AgentSettings, *, git: bool) -> list[str]:
-        argv = [s.binary or self.binary, "--output-format", "json"]
-        argv += ["--approval-mode", s.approval_mode or self.DEFAULT_APPROVAL]
-        if s.model:
-            argv += ["--model", s.model]
+        argv = [s.binary or self.binary, "--output-format", "json", *self._flags(s)]
         # `--prompt=` in one argument: a prompt starting with `-` is never read as an option
         return [*argv, *s.args, f"--prompt={prompt}"]
+
+    def interactive_argv(
+        self, prompt: str, request: Request, s: AgentSettings, *, git: bool
+    ) -> list[str]:
+        # `-i`/`--prompt-interactive`: run the prompt, then go on interactively
+        argv = [s.binary or self.binary, *self._flags(s), *s.args]
+        return [*argv, f"--prompt-interactive={prompt}"]
+
+    def _flags(self, s: AgentSettings) -> list[str]:
+        flags = ["--approval-mode", s.approval_mode or self.DEFAULT_APPROVAL]
+        return flags + (["--model", s.model] if s.model else [])
 
     # Gemini CLI's own exit codes (the others are an HTTP status modulo 256).
     EXIT_CODES: ClassVar[dict[int, str]] = {
@@ -791,12 +836,14 @@ class AgentRuntime(BaseRuntime):
             meter.check()
         with self._lock:
             messages, self._messages = tuple(self._messages), []
+        talk = ctx.terminal and request.kind == "phase"  # `run --interactive`'s discuss
         prompt = build_prompt(
             request,
             self.project,
             messages=messages,
             skill_form=self.adapter.skill_form(),
             agent_form=self.adapter.agent_form(),
+            conversation=talk,
         )
         workdir = ctx.workdir or self.project
         env = self._env(request, ctx)
@@ -806,6 +853,12 @@ class AgentRuntime(BaseRuntime):
             return Outcome.failed(self._missing(binary))
         folder = self.transcripts.folder(request)
         (folder / "prompt.md").write_text(prompt, encoding="utf-8")
+        if talk:
+            from looprail.runtime.interactive import agent_session
+
+            return agent_session(
+                self, request, ctx, prompt=prompt, folder=folder, binary=found, env=env
+            )
         stdin = None
         if self.adapter.prompt_on_stdin:
             argv = self.adapter.argv(prompt, request, self.settings, git=self._git)

@@ -122,6 +122,15 @@ class LocalRuntime(BaseRuntime):
             return self._run_executable(SKILLS_DIR, request.name, [], request, ctx)
         if kind in ("agent", "verdict"):
             return self._run_executable(AGENTS_DIR, request.name, [], request, ctx, banner=True)
+        if kind == "phase" and ctx.terminal:  # `run --interactive`: the role gets the terminal
+            from looprail.runtime.interactive import local_session
+
+            role = request.role or TASK_ROLE
+            found = self.locate(AGENTS_DIR, role)
+            if isinstance(found, str):
+                return Outcome.failed(found)
+            label = f"{LOOPRAIL_DIR}/{AGENTS_DIR}/{role}"
+            return local_session(self, found, label, request, ctx)
         if kind in ("phase", "task"):
             role = request.role or TASK_ROLE
             return self._run_executable(AGENTS_DIR, role, [], request, ctx, banner=True)

@@ -365,6 +365,12 @@ def stopping_children() -> Iterator[None]:
             _REFUSING -= 1
 
 
+def stopping() -> bool:
+    """Is looprail unwinding from Ctrl-C/SIGTERM (`stopping_children`)? A worker thread that
+    waits for a person (a checkpoint on the terminal) stops waiting then."""
+    return _REFUSING > 0
+
+
 _STOP_SIGNALS = tuple(
     getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
 )

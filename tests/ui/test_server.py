@@ -356,10 +356,14 @@ def test_cli_serves_and_prints_the_url(tmp_path):
     try:
         line = proc.stdout.readline()
         assert line.startswith(f"looprail ui: {tmp_path} at http://127.0.0.1:")
-        url = line.split(" at ")[1].split()[0]
+        assert line.rstrip("\n").endswith("  (Ctrl-C stops)")
+        base, _, token = uikit.printed_url(line)
         import httpx
 
-        assert httpx.get(url + "api/state", timeout=10).json()["hint"].startswith("No runs yet")
+        state = httpx.get(f"{base}/api/state", params={"token": token}, timeout=10)
+        assert state.json()["hint"].startswith("No runs yet")
+        assert httpx.get(f"{base}/api/state", timeout=10).status_code == 403  # no token
+        assert httpx.get(line.split(" at ")[1].split()[0], timeout=10).status_code == 200
     finally:
         proc.send_signal(signal.SIGINT)
         code = proc.wait(timeout=15)
