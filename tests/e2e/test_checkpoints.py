@@ -142,9 +142,11 @@ def answers(project: Path) -> list:
 
 
 def terminal(project: Path, *extra: str):
-    from tests.support.looprail_terminal import Terminal
+    from tests.support.terminal import Terminal
 
-    return Terminal("run", str(project), "--phase", "1", "--jobs", "1", *extra, cwd=project)
+    return Terminal.looprail(
+        "run", str(project), "--phase", "1", "--jobs", "1", *extra, cwd=project
+    )
 
 
 # -- each type, each kind of answer, on a terminal ---------------------------------------------
@@ -429,7 +431,7 @@ def test_a_kill_while_waiting_then_a_resume_keeps_what_was_answered(tmp_path):
 
 
 def test_a_secret_lost_to_a_kill_is_asked_again_on_resume(tmp_path):
-    from tests.support.looprail_terminal import Terminal
+    from tests.support.terminal import Terminal
 
     project = project_with(tmp_path, SECRET)
     first, second = "sk-first-AAAA1111", "sk-second-BBBB2222"
@@ -440,7 +442,7 @@ def test_a_secret_lost_to_a_kill_is_asked_again_on_resume(tmp_path):
     wait_for(lambda: (project / ".reached-T3").exists())  # the next call has it, in its env
     term.kill()
     (project / ".hold-T3").unlink()
-    resumed = Terminal("resume", str(project), cwd=project)
+    resumed = Terminal.looprail("resume", str(project), cwd=project)
     resumed.expect("a secret answer is never kept across runs; asked again")
     resumed.expect("secret (not echoed)> ")
     resumed.send(second)
@@ -455,12 +457,12 @@ def test_a_secret_lost_to_a_kill_is_asked_again_on_resume(tmp_path):
 
 
 def test_looprail_answer_reads_a_secret_from_the_terminal_without_echo(tmp_path):
-    from tests.support.looprail_terminal import Terminal
+    from tests.support.terminal import Terminal
 
     project = project_with(tmp_path, SECRET)
     secret = "pw-Quiet-55667788"
     assert run_cli("run", str(project), "--phase", "1", subprocess=True).returncode == 3
-    term = Terminal("answer", str(project), "01-01/T2", cwd=project)
+    term = Terminal.looprail("answer", str(project), "01-01/T2", cwd=project)
     term.expect("answer to 01-01/T2 (not echoed): ")
     term.send(secret)
     assert term.wait() == 0, term.text

@@ -24,7 +24,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 STAND_IN = FAKES / "interactive_agent.py"
-LOOPRAIL = [sys.executable, "-c", "import sys; from looprail.cli import main; sys.exit(main())"]
 ANSWER = "a todo list whose items have due dates"
 
 
@@ -65,7 +64,7 @@ def test_the_discuss_is_a_conversation_on_the_terminal_and_the_loop_goes_on(
 ) -> None:
     env = interactive_env(tmp_path)
     demo = init_demo(tmp_path, agent, env)
-    with Terminal([*LOOPRAIL, "run", "--phase", "1", "--interactive"], cwd=demo, env=env) as t:
+    with Terminal.looprail("run", "--phase", "1", "--interactive", cwd=demo, env=env) as t:
         t.expect(f"{agent} here. What must phase 1 deliver?")
         assert "has the terminal" in t.text and "is not captured" in t.text
         t.send(ANSWER)
@@ -99,7 +98,7 @@ def test_the_discuss_is_a_conversation_on_the_terminal_and_the_loop_goes_on(
 def test_a_session_that_ends_without_context_md_halts_naming_the_file(tmp_path: Path) -> None:
     env = interactive_env(tmp_path, FAKE_AGENT_MODE="lazy")
     demo = init_demo(tmp_path, "claude", env)
-    with Terminal([*LOOPRAIL, "run", "--phase", "1", "--interactive"], cwd=demo, env=env) as t:
+    with Terminal.looprail("run", "--phase", "1", "--interactive", cwd=demo, env=env) as t:
         t.expect("What must phase 1 deliver?")
         t.send(ANSWER)
         code = t.wait()
@@ -116,7 +115,7 @@ def test_a_session_that_ends_without_context_md_halts_naming_the_file(tmp_path: 
 def test_the_local_runtime_gives_its_orchestrator_the_terminal(tmp_path: Path) -> None:
     env = interactive_env(tmp_path)
     demo = init_demo(tmp_path, "local", env)
-    with Terminal([*LOOPRAIL, "run", "--phase", "1", "--interactive"], cwd=demo, env=env) as t:
+    with Terminal.looprail("run", "--phase", "1", "--interactive", cwd=demo, env=env) as t:
         t.expect("What must phase 1 deliver?")
         t.send(ANSWER)
         code = t.wait()
@@ -130,7 +129,7 @@ def test_the_local_orchestrator_ending_without_an_answer_halts_naming_the_file(
 ) -> None:
     env = interactive_env(tmp_path)
     demo = init_demo(tmp_path, "local", env)
-    with Terminal([*LOOPRAIL, "run", "--phase", "1", "--interactive"], cwd=demo, env=env) as t:
+    with Terminal.looprail("run", "--phase", "1", "--interactive", cwd=demo, env=env) as t:
         t.expect("What must phase 1 deliver?")
         t.send_eof()  # Ctrl-D: the starter orchestrator writes nothing and exits 1
         code = t.wait()
@@ -145,7 +144,7 @@ def test_the_config_key_makes_a_run_interactive(tmp_path: Path) -> None:
     demo = init_demo(tmp_path, "codex", env)
     config = demo / ".planning" / "config.json"
     config.write_text(json.dumps({"looprail": {"agent": "codex", "interactive": True}}))
-    with Terminal([*LOOPRAIL, "run", "--phase", "1"], cwd=demo, env=env) as t:
+    with Terminal.looprail("run", "--phase", "1", cwd=demo, env=env) as t:
         t.expect("What must phase 1 deliver?")
         t.send(ANSWER)
         assert t.wait() == 0, t.text
@@ -203,7 +202,7 @@ def test_doctor_says_what_the_discuss_would_talk_with(tmp_path: Path) -> None:
     assert "is not a terminal: a run from here refuses (exit 2) unless given --no-interactive" in (
         doctor.stdout
     )
-    with Terminal([*LOOPRAIL, "doctor"], cwd=demo, env=env) as t:
+    with Terminal.looprail("doctor", cwd=demo, env=env) as t:
         assert t.wait() == 0, t.text
     assert "✓ looprail.interactive is on: the discuss step talks with you here (gemini " in t.text
 
@@ -214,7 +213,7 @@ def test_ctrl_c_ends_the_session_not_the_run(tmp_path: Path) -> None:
     conversation, and the run halts as for any session that wrote nothing."""
     env = interactive_env(tmp_path)
     demo = init_demo(tmp_path, "opencode", env)
-    with Terminal([*LOOPRAIL, "run", "--phase", "1", "--interactive"], cwd=demo, env=env) as t:
+    with Terminal.looprail("run", "--phase", "1", "--interactive", cwd=demo, env=env) as t:
         t.expect("What must phase 1 deliver?")
         t.keys(b"\x03")
         code = t.wait()
@@ -230,7 +229,7 @@ def test_a_configured_timeout_stops_a_session_nobody_answers(tmp_path: Path) -> 
     demo = init_demo(tmp_path, "claude", env)
     config = demo / ".planning" / "config.json"
     config.write_text(json.dumps({"looprail": {"agent": "claude", "timeouts": {"interactive": 2}}}))
-    with Terminal([*LOOPRAIL, "run", "--phase", "1", "--interactive"], cwd=demo, env=env) as t:
+    with Terminal.looprail("run", "--phase", "1", "--interactive", cwd=demo, env=env) as t:
         t.expect("What must phase 1 deliver?")
         code = t.wait(timeout=60)  # nobody answers
     assert code == 1, t.text

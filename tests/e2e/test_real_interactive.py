@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_interactive_discuss import LOOPRAIL, context_of
+from tests.e2e.test_interactive_discuss import context_of
 from tests.support.agents import looprail
 from tests.support.model_server import ModelServer
 from tests.support.real_agents import KEY, real_cli, real_env
@@ -58,8 +58,8 @@ def test_the_real_cli_talks_on_the_terminal_then_the_loop_ships(tmp_path: Path, 
             )
         done = looprail("init", "demo", "--agent", agent, cwd=tmp_path, env=env)
         assert done.returncode == 0, done.stderr
-        argv = [*LOOPRAIL, "run", "--phase", "1", "--interactive"]
-        with Terminal(argv, cwd=demo, env=env, answer=True) as t:
+        argv = ["run", "--phase", "1", "--interactive"]
+        with Terminal.looprail(*argv, cwd=demo, env=env, answer=True) as t:
             t.expect(f"{agent} has the terminal", timeout=60)
             t.expect("CONTEXT.md", timeout=120)  # the model wrote it through the CLI's tool
             for _ in range(600):

@@ -7,17 +7,13 @@ executor writes what each task's request says into `out/`, with the answers it w
 
 from __future__ import annotations
 
-import contextlib
 import os
-import pty
-import select
-import subprocess
-import threading
 from pathlib import Path
 
 from tests.support import write_exe
 from tests.support.phases import COMMON, ORCHESTRATOR, VERIFIER, build
-from tests.support.procs import LOOPRAIL, PY
+from tests.support.procs import PY
+from tests.support.terminal import Terminal
 
 DECISION = """\
 <task type="checkpoint:decision" gate="blocking">
@@ -115,61 +111,8 @@ def answers_log(project: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-class TerminalRun:
+def terminal_run(project: Path, *extra: str) -> Terminal:
     """`looprail run PROJECT --phase 1` on a real pseudo-terminal (stdin and stderr are a tty,
-    so it asks and waits at a checkpoint); everything it writes is collected."""
-
-    def __init__(self, project: Path, *extra: str):
-        master, slave = pty.openpty()
-        self.master = master
-        self.out = bytearray()
-        env = {**os.environ, "TERM": "dumb", "COLUMNS": "120"}
-        self.proc = subprocess.Popen(
-            [*LOOPRAIL, "run", str(project), "--phase", "1", *extra],
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            env=env,
-            start_new_session=True,
-            close_fds=True,
-        )
-        os.close(slave)
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        while True:
-            try:
-                ready, _, _ = select.select([self.master], [], [], 0.2)
-                if ready:
-                    chunk = os.read(self.master, 65536)
-                    if not chunk:
-                        return
-                    self.out += chunk
-                elif self.proc.poll() is not None:
-                    return
-            except OSError:
-                return
-
-    @property
-    def text(self) -> str:
-        return self.out.decode(errors="replace")
-
-    def wait(self, timeout: float = 120) -> int:
-        code = self.proc.wait(timeout=timeout)
-        self._reader.join(timeout=5)
-        return code
-
-    def kill(self) -> None:
-        import signal
-
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=10)
-
-    def close(self) -> None:
-        self.kill()
-        self._reader.join(timeout=5)
-        with contextlib.suppress(OSError):
-            os.close(self.master)
+    so it asks and waits at a checkpoint)."""
+    env = {**os.environ, "TERM": "dumb", "COLUMNS": "120"}
+    return Terminal.looprail("run", str(project), "--phase", "1", *extra, env=env)

@@ -31,7 +31,7 @@ from looprail.ui.access import new_token  # noqa: E402
 from looprail.ui.server import create_app  # noqa: E402
 from tests.support import ui as uikit  # noqa: E402
 from tests.support.procs import LOOPRAIL, wait_for  # noqa: E402
-from tests.ui.checkpoints import TerminalRun, answers_log, checkpoint_project  # noqa: E402
+from tests.ui.checkpoints import answers_log, checkpoint_project, terminal_run  # noqa: E402
 
 TOKEN = new_token()
 SECRET = "sk-live-DASHBOARD-7d1f3a9c"
@@ -218,10 +218,10 @@ def test_the_waiting_run_takes_the_dashboard_s_answer(tmp_path):
     """A run that waits on a terminal (a real pty) goes on with the answer given on the
     dashboard, served by uvicorn, while it waits."""
     project = checkpoint_project(tmp_path, "verify")
-    run = TerminalRun(project)
+    run = terminal_run(project)
     try:
-        wait_for(lambda: pending_checkpoints(project), timeout=90)
-        wait_for(lambda: "answer> " in run.text, timeout=30)
+        run.expect("answer> ", timeout=90)  # it asks on the terminal, and waits
+        wait_for(lambda: pending_checkpoints(project), timeout=30)
         assert "CHECKPOINT: Verification Required" in run.text
         with uikit.serve(create_app(project, token=TOKEN)) as url:
             response = httpx.post(

@@ -342,14 +342,15 @@ def _answers(project: Path) -> list:
 def test_a_checkpoint_is_answered_from_the_page_and_the_waiting_run_goes_on(browser, tmp_path):
     from looprail.machine.answers import pending_checkpoints
     from looprail.ui.access import new_token
-    from tests.ui.checkpoints import TerminalRun, answers_log, checkpoint_project
+    from tests.ui.checkpoints import answers_log, checkpoint_project, terminal_run
 
     project = checkpoint_project(tmp_path, "decision")
     token = new_token()
-    run = TerminalRun(project)  # on a pseudo-terminal: it asks, and waits
+    run = terminal_run(project)  # on a pseudo-terminal: it asks, and waits
     page = browser.page
     try:
-        uikit.wait_for(lambda: pending_checkpoints(project), timeout=90)
+        run.expect("answer> ", timeout=90)  # read while it runs: nothing blocks on the pty
+        uikit.wait_for(lambda: pending_checkpoints(project), timeout=30)
         with uikit.serve(_token_app(project, token)) as url:
             page.goto(f"{url}/?token={token}")
             block = page.locator("#checkpoints .checkpoint[data-task='01-01/T2']")
@@ -361,7 +362,6 @@ def test_a_checkpoint_is_answered_from_the_page_and_the_waiting_run_goes_on(brow
             assert "Cons: Regional" in shown
             assert "→ YOUR ACTION: Select: hello or howdy" in shown
             # the terminal shows the same text
-            uikit.wait_for(lambda: "answer> " in run.text, timeout=30)
             assert "Which greeting should the page use?" in run.text
             assert block.locator("label.option").count() == 2
             browser.shot("checkpoint-decision")
