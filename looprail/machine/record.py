@@ -170,6 +170,11 @@ DURABILITY: dict[str, Durability] = {
     # A child under a guard dies with looprail: its pid is held like the start. Without a
     # guard it is RELAXED (see `durability`): it is what a resume reaps.
     "process": _S,
+    # A run waiting at a checkpoint: committed before it asks, so `looprail answer`, the
+    # dashboard and a resume after a kill see what is asked (no fsync: it decides nothing).
+    "checkpoint": _R,
+    # A person's answer: on disk before the run goes on (it is not asked again).
+    "answer": _F,
 }
 
 
