@@ -7,8 +7,10 @@ looprail phase plan-index N [--raw]
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from looprail.cli._common import add_project_options, group, print_json, warn
+from looprail.plans import load_phase, plan_index
 
 
 def register(sub) -> None:
@@ -38,7 +40,6 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
 
 def _plan_index(args: argparse.Namespace) -> int:
-    from looprail.plans import load_phase, plan_index
     from looprail.plans.phase import list_phases, two_folders_message
 
     # Of two folders for one phase, the index shows the one the reference reads, and says so
@@ -109,8 +110,6 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _relative(path, project: str) -> str:
-    from pathlib import Path
-
     try:
         return Path(path).resolve().relative_to(Path(project).resolve()).as_posix()
     except ValueError:

@@ -12,6 +12,7 @@ error findings.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -89,6 +90,4 @@ def blockers(registry: Registry, compiled: CompiledRegistry) -> list[Blocker]:
 
 
 def _folder(file: str) -> str:
-    import os
-
     return os.path.dirname(file) or file

@@ -5,6 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from looprail.config import MISSING, effective_value, is_active
+from looprail.hooks.registry import config_types_of
+from looprail.hooks.resolve import cap_active
+from looprail.machine.spec import DEFAULT_LOOP
+
 if TYPE_CHECKING:
     pass
 
@@ -55,22 +60,15 @@ def _declarations(data: LintInput) -> list[_Decl]:
 
 
 def _cap_active(data: LintInput, cap_id: str) -> bool:
-    from looprail.hooks.resolve import cap_active
-
     return cap_active(data.compiled, cap_id, data.config)
 
 
 def _when_true(data: LintInput, key: str) -> bool:
-    from looprail.config import is_active
-    from looprail.hooks.registry import config_types_of
-
     return is_active(key, data.config, config_types_of(data.registry))
 
 
 def _runs(data: LintInput, decl: _Decl) -> bool:
     """Would this declaration be dispatched under the current config?"""
-    from looprail.config import MISSING
-
     if not _cap_active(data, decl.cap_id):
         return False
     when = decl.entry.get("when")
@@ -78,9 +76,6 @@ def _runs(data: LintInput, decl: _Decl) -> bool:
         return False
     point_from = decl.entry.get("pointFrom")
     if point_from is not None:
-        from looprail.config import effective_value
-        from looprail.hooks.registry import config_types_of
-
         value = effective_value(point_from, data.config, config_types_of(data.registry))
         return value is not MISSING and value == decl.point
     return True
@@ -88,8 +83,6 @@ def _runs(data: LintInput, decl: _Decl) -> bool:
 
 def _point_order() -> dict[str, int]:
     """Each point's position in the loop (the order the default loop first crosses them)."""
-    from looprail.machine.spec import DEFAULT_LOOP
-
     order: dict[str, int] = {}
     for t in DEFAULT_LOOP.transitions():
         for p in t.points:

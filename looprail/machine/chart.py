@@ -19,9 +19,10 @@ from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any, cast
 
+from statemachine import State, StateChart
+
 from looprail.machine import guards as G
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
-from looprail.machine.statechart import State, StateChart
 
 WAVE_STATES = ("wave_ready", "wave_running", "waves_done")
 

@@ -22,13 +22,13 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from looprail.errors import UsageError
 from looprail.layout import PHASES_DIR, normalize_phase_number, phase_sort_key
 
 # Light on purpose (`looprail status` lists the phases): no dataclasses, typing or plan layer
 # at import; what the phases are is read from file names.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from typing import Any

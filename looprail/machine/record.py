@@ -12,6 +12,7 @@ from contextlib import nullcontext, suppress
 from typing import Any, Protocol
 
 from looprail.store.models import EventRecord, TaskUpdate
+from looprail.store.schema import JournalError
 
 
 class Recorder(Protocol):
@@ -232,8 +233,6 @@ class JournalRecorder:
                 at=start.at,
             )
             if attempt != start.attempt:  # never expected: memory and journal disagree
-                from looprail.store.schema import JournalError
-
                 raise JournalError(
                     f"task {start.key}: attempt {start.attempt} was reported, the journal "
                     f"counts {attempt}; not recorded"
@@ -368,8 +367,6 @@ class JournalRecorder:
         with self._held:
             refused = self._start_errors.pop(key, None)
             if refused is None and self._done is not None and key in self._done:
-                from looprail.store.schema import JournalError
-
                 refused = JournalError(
                     f"{self.journal.path}: task {key} of run {self.run_id} is already done; "
                     "finished tasks are not run again"

@@ -20,6 +20,9 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from statemachine.exceptions import TransitionNotAllowed
+from statemachine.orderedset import OrderedSet
+
 from looprail.errors import (
     CheckpointPause,
     HaltError,
@@ -30,15 +33,17 @@ from looprail.errors import (
 from looprail.errors import StopRequested as _Stop
 from looprail.fsutil import atomic_write, contained_file
 from looprail.hooks.checks import read_frontmatter
+from looprail.hooks.task_content import resolve_task_content
 from looprail.machine import guards as G
 from looprail.machine.chart import TaskChart, compile_loop, state_path
 from looprail.machine.dispatch import Dispatcher
 from looprail.machine.progress import Progress, fmt_duration, plural
 from looprail.machine.record import EventRecord, MemoryRecorder, Recorder
+from looprail.machine.resume import phase_snapshot
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
-from looprail.machine.statechart import TransitionNotAllowed
 from looprail.machine.workspace import NullWorkspace
 from looprail.plans import Phase, PhaseCache, Plan, Task, WavePlan, compute_waves
+from looprail.plans.planfile import unknown_key_warnings
 from looprail.plans.waves import halt_blocked, unmet_blocked
 from looprail.runtime.base import Flavor, TaskWork
 from looprail.runtime.executors import interruptible_executor, run_all, start_threads
@@ -188,8 +193,6 @@ class LoopRunner:
     def _warn_plan_keys(self) -> None:
         """Say once per run what a plan's frontmatter has that looprail ignores (`depend_on:`
         would put the plan in the wrong wave without a word)."""
-        from looprail.plans.planfile import unknown_key_warnings
-
         for plan in self.phase.plans:
             try:
                 where = plan.path.relative_to(self.project).as_posix()
@@ -204,8 +207,6 @@ class LoopRunner:
 
     def _restore(self, state: Sequence[str]) -> None:
         """Put the chart back in a journaled configuration without running enter callbacks."""
-        from looprail.machine.statechart import OrderedSet
-
         values = [s for s in state if s]
         if not values:
             return
@@ -466,8 +467,6 @@ class LoopRunner:
     ) -> None:
         """Bracket a role's work in the journal (committed at once): a resume finds a role that
         started and never finished, does its work again and sets its partial output aside."""
-        from looprail.machine.resume import phase_snapshot
-
         data: dict[str, Any] = {"step": step, "role": role}
         if kind == "role_started":
             data["files"] = phase_snapshot(self.phase.dir)
@@ -608,7 +607,6 @@ class LoopRunner:
         work = _task_work(plan, task)
         if not task.tracker_id:
             return work
-        from looprail.hooks.task_content import resolve_task_content  # pydantic: tasks only
 
         try:
             result = resolve_task_content(

@@ -7,22 +7,43 @@ This is the function the CLI's `looprail run` / `looprail resume` and the pytest
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from looprail.errors import LooprailError, UsageError
-from looprail.fsutil import project_folder
+from pydantic import ValidationError
+
+from looprail.config import load_project_config_strict
+from looprail.errors import ConfigError, LooprailError, PlanError, RefusedToStart, UsageError
+from looprail.fsutil import check_looprail_folders, project_folder, require_inside
+from looprail.hooks.registry import load_registry
+from looprail.hooks.startup import blockers
+from looprail.hooks.task_content import unloadable_resolvers
 from looprail.layout import PLANNING_DIR, PROJECT_CONFIG_FILE
+from looprail.machine.native import load_bridge, read_native_inputs
 from looprail.machine.progress import Progress
+from looprail.machine.record import JournalRecorder, MemoryRecorder
+from looprail.machine.resume import Recovery, recover_role, recover_summaries, replay_role_context
 from looprail.machine.run import LoopRunner, RunOptions, RunResult
+from looprail.machine.workspace import GitWorkspace, NullWorkspace
+from looprail.plans import find_phase
+from looprail.plans.phase import PhaseCache
+from looprail.runtime.agents import ADAPTERS
+from looprail.runtime.local import Timeouts
+from looprail.runtime.meter import Meter
+from looprail.runtime.process import Spawned, reap_spawned, set_spawn_listener
+from looprail.runtime.registry import RuntimeSettings, agent_name, agent_section, create_runtime
+from looprail.store import Journal, RunLock, diff_inputs, digest_inputs
+from looprail.store.journal import journal_path
+from looprail.trust import load_compiled
+from looprail.trust.agents import effective_agent
 
 if TYPE_CHECKING:
     from looprail.hooks.registry import CompiledRegistry, Registry
-    from looprail.machine.record import JournalRecorder
-    from looprail.machine.resume import Recovery
     from looprail.runtime.base import Runtime
     from looprail.store.journal import RunRow
 
@@ -64,7 +85,6 @@ class Loaded:
         }
         if not self.registry.failed:  # the usual case: no need to import the resolver module
             return unconsented
-        from looprail.hooks.task_content import unloadable_resolvers
 
         return unloadable_resolvers(self.registry.failed, served) + unconsented
 
@@ -72,8 +92,6 @@ class Loaded:
     def blockers(self) -> list[Any]:
         """Why `looprail run` must not start (`looprail.hooks.startup`): a missing first-party
         folder, a capability that failed to load, an unconsented project capability's gates."""
-        from looprail.hooks.startup import blockers
-
         return blockers(self.registry, self.compiled)
 
     def input_paths(self, phase_dir: Path | None) -> list[Path]:
@@ -92,15 +110,10 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     the global and project overlays. A malformed `.planning/config.json`, or a `.looprail/` or
     `.planning/` that leads out of the project, raises a `LooprailError`; a capability that
     fails to load is left out and named in `Loaded.warnings`."""
-    from looprail.config import load_project_config_strict
-    from looprail.hooks.registry import load_registry
-    from looprail.trust import load_compiled
-
     root = project_folder(project)
     if not (root / PLANNING_DIR).is_dir():
         raise UsageError(f"{project}: not a project (no .planning/ folder)")
     root = root.resolve()
-    from looprail.fsutil import check_looprail_folders, require_inside
 
     # The journal, lock, logs, worktrees, agents and queued messages live under .looprail/: a
     # symlink out of the project (of it or of a folder in it) would make a run write (and read
@@ -149,8 +162,6 @@ def run_phase(
     a new run's machine config so `looprail resume` can go on with the phases after it.
     `budget_spent`: what the invocation spent before this run, counted against `budget_usd`
     (the budget of `run --all` spans its phases)."""
-    from looprail.plans import find_phase
-
     options = options or RunOptions()
     progress = progress or Progress()
     found = find_phase(loaded.project, phase)
@@ -161,9 +172,6 @@ def run_phase(
         progress.warn(w)
     if not journal:
         return _run_unjournaled(loaded, phase, runtime, options, progress, budget_usd, budget_spent)
-
-    from looprail.store import Journal, RunLock
-    from looprail.store.journal import journal_path
 
     with RunLock(loaded.project) as lock:
         # Everything the run reads up front is read and checked before the journal is opened:
@@ -218,9 +226,6 @@ def read_run_inputs(loaded: Loaded, progress: Progress, runtime: Any = None) -> 
     whether the runtime can run at all (an agent CLI on PATH: `unready()`). Raises
     `RefusedToStart` (exit 2), one line naming the file or program, the field and the reason.
     Returns the native inputs, for the run to use as read here."""
-    from looprail.errors import RefusedToStart
-    from looprail.machine.native import read_native_inputs
-
     section = (loaded.config or {}).get("looprail")
     wanted = section.get("worktrees") if isinstance(section, dict) else None
     if wanted is not None and not isinstance(wanted, bool):
@@ -243,9 +248,6 @@ def _run_unjournaled(
     budget_spent: float = 0.0,
 ) -> SessionResult:
     """`journal=False`: the run records in memory and writes nothing."""
-    from looprail.machine.native import load_bridge
-    from looprail.machine.record import MemoryRecorder
-
     native = read_run_inputs(loaded, progress, runtime)
     phases = read_plans(loaded.project, phase)
     recorder = MemoryRecorder()
@@ -263,9 +265,6 @@ def _run_unjournaled(
         loaded, phase, runtime, options, progress, recorder, None, None, bridge, phases
     )
     runner.workspace = workspace
-    from looprail import gcpause
-
-    gcpause.resume()  # as for a journaled run: the loop needs the collector
     return SessionResult(runner.run(), None)
 
 
@@ -299,9 +298,6 @@ def _open_run(
 ) -> _OpenedRun:
     """Find the run to resume (verified, its orphans reaped, its role state recovered) and
     resume it, or start a new one; either way journal the digest of the phase's inputs."""
-    from looprail.machine.resume import Recovery, recover_role, recover_summaries
-    from looprail.store import diff_inputs, digest_inputs
-
     previous = None
     if resume == "auto" and not new_run:
         previous = jr.unfinished_run(phase)
@@ -374,9 +370,6 @@ def read_plans(project: Path, phase: str) -> Any:
     PLAN.md already there stops it (`RefusedToStart`, exit 2) with nothing journaled. (A
     resumed run reads them after its recovery, which moves a killed planner's partial output
     away first; a bad plan there halts the run, resumable once fixed.)"""
-    from looprail.errors import PlanError, RefusedToStart
-    from looprail.plans.phase import PhaseCache
-
     phases = PhaseCache(project, phase)
     try:
         phases.load()
@@ -401,11 +394,6 @@ def _build_runner(
     """The runner of `opened` and its journal recorder: native hooks bridged, the workspace
     attached, earlier approvals and role context carried over, and the journaled input digest
     kept current at every transition. Bad input found here halts the run (resumable)."""
-    from looprail.machine.native import load_bridge
-    from looprail.machine.record import JournalRecorder
-    from looprail.machine.resume import replay_role_context
-    from looprail.store import digest_inputs
-
     run_id, previous = opened.run_id, opened.previous
     fixed = loaded.input_paths(None)  # capability folders and the config
     seen: dict[str, Any] = {"sig": None}
@@ -477,9 +465,6 @@ def _run_with_signals(
     runner: LoopRunner, recorder: JournalRecorder, jr: Any, run_id: str
 ) -> RunResult:
     """Drive the runner with its children journaled and stop signals turned into a halt."""
-    from looprail import gcpause
-
-    gcpause.resume()  # the console script paused the collector for start-up; the loop needs it
     try:
         with journal_children(recorder), stop_signals():
             return runner.run()
@@ -514,8 +499,6 @@ def _attach(
     """Tell the runtime about the run (transcripts, the cost meter and budget) and choose where
     plans work: git worktrees when the runtime wants them (agent CLIs) or the config says
     `looprail.worktrees: true`; `false` keeps every plan in the main tree."""
-    from looprail.machine.workspace import GitWorkspace, NullWorkspace
-    from looprail.runtime.meter import Meter
     from looprail.store.models import EventRecord
 
     def sink(call: dict[str, Any]) -> None:
@@ -536,8 +519,6 @@ def _attach(
     if wanted is None:
         wanted = bool(getattr(runtime, "wants_worktrees", False))
     if not isinstance(wanted, bool):
-        from looprail.errors import ConfigError
-
         raise ConfigError(".planning/config.json", "looprail.worktrees: must be true or false")
     if hasattr(runtime, "meter"):
         runtime.meter = Meter(run_id=run_id, budget_usd=budget_usd, spent_usd=spent_usd, sink=sink)
@@ -568,8 +549,6 @@ class Terminated(KeyboardInterrupt):
 
 
 def signal_name(signum: int) -> str:
-    import signal
-
     try:
         return signal.Signals(signum).name
     except ValueError:
@@ -584,9 +563,6 @@ def signal_label(exc: BaseException) -> str:
 def stop_signals() -> Iterator[None]:
     """While a run runs: SIGTERM and SIGHUP raise `Terminated` in the main thread, so they
     stop the run like Ctrl-C does. Outside the main thread (an embedding) nothing changes."""
-    import signal
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -607,7 +583,6 @@ def journal_children(recorder: Any) -> Iterator[None]:
     """Journal every child process the run starts (pid and start time, and its guard's), so a
     resume after a crash can reap whatever outlived the killed looprail."""
     from looprail.machine.record import EventRecord
-    from looprail.runtime.process import set_spawn_listener
 
     def listener(spawned: Any) -> None:
         recorder.event(EventRecord(kind="process", data=spawned.as_data()))
@@ -622,8 +597,6 @@ def journal_children(recorder: Any) -> Iterator[None]:
 def reap_journaled_processes(jr: Any, run_id: str, progress: Progress) -> list[int]:
     """Kill what the run's earlier (killed) process left running: each journaled child and
     guard whose pid still names the same process (same start time)."""
-    from looprail.runtime.process import Spawned, reap_spawned
-
     killed: list[int] = []
     for event in jr.events(run_id, kinds=["process"]):
         try:
@@ -694,21 +667,10 @@ def make_runtime(
 ) -> Any:
     """The runtime a run uses, from the registry: `agent` (`--agent`), else `looprail.agent`
     in the config, else `local`; built with the config's timeouts and its agent section."""
-    from looprail.runtime.registry import (
-        RuntimeSettings,
-        agent_name,
-        agent_section,
-        create_runtime,
-    )
-
     name = agent_name(loaded.config, agent)
     section = agent_section(loaded.config, name)
-    from looprail.runtime.agents import ADAPTERS
 
     if name in ADAPTERS:  # the settings a cloned project may not choose alone
-        from looprail.errors import RefusedToStart
-        from looprail.trust.agents import effective_agent
-
         effective = effective_agent(loaded.project, loaded.config, name)
         refusal = effective.refusal()
         if refusal is not None:  # before anything is journaled or run: exit 2
@@ -731,11 +693,6 @@ def make_runtime(
 def timeouts_from_config(config: dict[str, Any] | None) -> Any:
     """`looprail.timeouts` in `.planning/config.json`: seconds per kind of work (`skill`,
     `agent`, `command`, `query`, `verdict`, `phase`, `task`, `message`, `compact`)."""
-    from pydantic import ValidationError
-
-    from looprail.errors import ConfigError
-    from looprail.runtime.local import Timeouts
-
     section = (config or {}).get("looprail")
     raw = section.get("timeouts") if isinstance(section, dict) else None
     if raw is None:

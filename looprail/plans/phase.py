@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 from looprail.config import load_project_config
 from looprail.errors import OutsideProjectError, PlanError
 from looprail.fsutil import contained_file, require_inside
+from looprail.hooks.checks import reference_frontmatter
 from looprail.layout import (
     PHASE_DIR_PATTERN,
     PROJECT_CONFIG_FILE,
@@ -34,8 +35,11 @@ from looprail.plans.waves import (
     _Index,
     bare_dependency_warnings,
     canonical_plan_id,
+    compute_waves,
+    halt_blocked,
     reference_canonical_id,
     resolve_dependencies,
+    unmet_blocked,
 )
 
 PHASES_DIR = Path(LAYOUT_PHASES_DIR)
@@ -320,8 +324,6 @@ def summary_halted(path: Path) -> bool:
     """Does this SUMMARY say `status: halted` (a designed stop)? Read as the reference reads
     it: its frontmatter line reader, a trailing ` # comment` dropped, case ignored. An
     unreadable SUMMARY is not halted (it counts as done, as there)."""
-    from looprail.hooks.checks import reference_frontmatter
-
     try:
         text = path.read_bytes().decode("utf-8", errors="replace")
     except OSError:
@@ -555,8 +557,6 @@ def plan_index(project: str | Path, phase: Phase) -> dict[str, Any]:
     """The `phase plan-index` view of a loaded phase (the shape of the reference's
     `phase-plan-index`, plus `declared_wave`, `sequential_waves` and `warnings`). Raises
     PlanError for a dependency cycle."""
-    from looprail.plans.waves import compute_waves, halt_blocked, unmet_blocked
-
     project = Path(project).resolve()
     waves = compute_waves(phase.plans, root=project)
     blocked = halt_blocked(phase.plans)

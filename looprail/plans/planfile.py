@@ -11,6 +11,7 @@ which is why a `<task>` written inside backticks is text, not a task.
 from __future__ import annotations
 
 import bisect
+import difflib
 import re
 import textwrap
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 
 from looprail.errors import PlanError
 from looprail.layout import plan_id_from_filename as plan_id_from_filename  # its home: layout
+from looprail.yamlcache import cached
 
 TaskType = Literal[
     "auto",
@@ -99,7 +101,6 @@ def unknown_key_warnings(plan: Plan, where: str) -> list[str]:
     for key in plan.extra:
         if key in _GSD_EXTRA_KEYS:
             continue
-        import difflib  # only for a key to warn about (not on every run)
 
         close = difflib.get_close_matches(key, _KNOWN_KEYS, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(_KNOWN_KEYS)}"
@@ -766,7 +767,6 @@ class _YamlSyntaxError(PlanError):
 
 def _cached_yaml(text: str, first_line: int, where: str) -> tuple[Any, dict[str, int]]:
     """`_load_yaml`, through the frontmatter cache (errors are never cached)."""
-    from looprail.yamlcache import cached
 
     def parse(_: str) -> dict[str, Any]:
         data, key_lines = _load_yaml(text, first_line, where)

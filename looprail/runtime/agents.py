@@ -28,6 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from looprail.errors import ConfigError, LooprailError
+from looprail.plans import load_phase
+from looprail.runtime.agent_settings import describe
 from looprail.runtime.base import (
     BaseRuntime,
     DispatchContext,
@@ -103,8 +106,6 @@ class AgentSettings:
 
     @classmethod
     def parse(cls, name: str, raw: Mapping[str, Any]) -> AgentSettings:
-        from looprail.errors import ConfigError
-
         where = f"looprail.agents.{name}"
         out = cls()
         for key, value in raw.items():
@@ -751,8 +752,6 @@ class AgentRuntime(BaseRuntime):
     def begin_run(self, run_id: str | None) -> None:
         self.transcripts.run_id = run_id
         if self.progress is not None:
-            from looprail.runtime.agent_settings import describe
-
             self.progress(describe(self.adapter.name, self.settings))
 
     def own(self, ctx: DispatchContext) -> DispatchContext:
@@ -979,8 +978,6 @@ def owed_problem(request: Request, project: Path) -> str | None:
     """Why the artifact a phase step owed is missing or unreadable, or None when it is there."""
     if request.kind != "phase" or request.step not in ("discuss", "plan", "verify"):
         return None
-    from looprail.errors import LooprailError
-    from looprail.plans import load_phase
 
     try:
         phase = load_phase(project, request.phase.number)

@@ -27,7 +27,11 @@ closes the channel.
 # halves it.
 import _ctypes
 import _signal  # type: ignore[import-not-found]  # no stubs: typeshed has `signal` only
+import marshal
+import os
 import posix
+import select
+import socket
 import sys
 
 
@@ -248,10 +252,6 @@ _REFILL_S = 0.02  # quiet time before one more spare is forked
 
 
 def serve(parent, sock_fd, spares=SPARES):
-    import marshal
-    import select
-    import socket
-
     _prctl(PR_SET_PDEATHSIG, _signal.SIGTERM)
     if posix.getppid() != parent:
         posix._exit(1)
@@ -383,8 +383,6 @@ def _become_guard(fds, request, server, setup):
         _report(status_fd, f"E{exc.strerror or exc}")
         posix._exit(127)
     if "/" not in argv[0]:  # posix_spawnp looks a bare name up on this process's PATH
-        import os
-
         os.environ.clear()  # putenv
         os.environ.update(env)
     guard(argv, status_fd, server, env, served=True)

@@ -7,10 +7,13 @@ declared `command`)."""
 from __future__ import annotations
 
 import contextlib
+import marshal
 import os
 import select
 import selectors
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -19,10 +22,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # only annotations use it
-    from typing import Any
+from looprail.textsafe import one_line
 
 DEFAULT_OUTPUT_CAP = 1 << 20  # 1 MiB per stream: enough for any verdict, bounded for any bug
 
@@ -606,9 +608,6 @@ class _GuardServer:
     def start(self, cmd: list[str], stdin: bool, cwd: Any, env: Any) -> _Served | None:
         """Start `cmd` under a served guard, or None when there is no server (then the caller
         starts a guard of its own)."""
-        import marshal
-        import socket
-
         if self._broken or os.environ.get("LOOPRAIL_GUARD_SERVER") == "0":
             return None
         where = str(cwd) if cwd is not None else os.getcwd()
@@ -672,8 +671,6 @@ class _GuardServer:
         )
 
     def _server(self) -> Any:
-        import socket
-
         if self._sock is not None and self._owner == os.getpid():
             return self._sock
         for old in self._retired:  # a sender that still held one has had its EPIPE
@@ -844,8 +841,6 @@ def child_pwd_env(
 def find_program(name: str, env: Mapping[str, str] | None = None) -> str | None:
     """`shutil.which` over the confined `PATH` (absolute entries only, see `confined_path_env`):
     a bare name is never found in the current directory or the project."""
-    import shutil
-
     base = os.environ if env is None else env
     confined = confined_path_env(base) or base
     path = confined.get("PATH", os.defpath)
@@ -860,6 +855,4 @@ def tail(text: str, limit: int = 2000) -> str:
 def escape_untrusted(text: str) -> str:
     """Make untrusted text (a resolver's stderr, a manifest string) safe to put on one line:
     control characters and newlines become visible escapes (`looprail.textsafe.one_line`)."""
-    from looprail.textsafe import one_line
-
     return one_line(text)

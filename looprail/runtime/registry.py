@@ -15,10 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import import_module
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from looprail.errors import UsageError
+from looprail.errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
     from looprail.runtime.local import Timeouts
@@ -54,8 +55,6 @@ class RuntimeSettings:
 
 
 def _entry_points() -> dict[str, Any]:
-    from importlib.metadata import entry_points
-
     return {ep.name: ep for ep in entry_points(group=GROUP)}
 
 
@@ -95,8 +94,6 @@ def create_runtime(name: str, settings: RuntimeSettings) -> Any:
 
 def agent_name(config: Mapping[str, Any] | None, override: str | None = None) -> str:
     """The runtime a run uses: `--agent`, else `looprail.agent` in the config, else `local`."""
-    from looprail.errors import ConfigError
-
     if override:
         return override
     section = (config or {}).get("looprail")
@@ -110,8 +107,6 @@ def agent_name(config: Mapping[str, Any] | None, override: str | None = None) ->
 
 def agent_section(config: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
     """`looprail.agents.<name>` from the config (permissions, model, extra args), or {}."""
-    from looprail.errors import ConfigError
-
     section = (config or {}).get("looprail")
     agents = section.get("agents") if isinstance(section, dict) else None
     if agents is None:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from looprail.runtime.base import DispatchContext, Outcome, Runtime, TaskWork
+from looprail.runtime.registry import runtime_class
 
 ALL_CALLS = (
     "skill",
@@ -122,8 +123,6 @@ def check_runtime(
 
     name = getattr(type(runtime), "name", "")
     if name:
-        from looprail.runtime.registry import runtime_class
-
         assert runtime_class(name) is type(runtime), f"entry point {name!r} is another class"
         assert callable(getattr(type(runtime), "from_settings", None)), "no from_settings()"
     return out

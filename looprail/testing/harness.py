@@ -25,17 +25,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+import yaml
+
 from looprail.errors import HaltError, ManifestError, UsageError
+from looprail.hooks.manifest import validate_manifest
+from looprail.hooks.registry import load_registry
 from looprail.layout import LOOPRAIL_DIR, PHASES_DIR, PROJECT_CONFIG_FILE
 from looprail.machine.guards import GUARDS, HookResult
+from looprail.machine.progress import Progress
+from looprail.machine.record import MemoryRecorder
+from looprail.machine.run import LoopRunner, RunOptions
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec, TransitionSpec
+from looprail.plans import compute_waves
 from looprail.runtime.base import Outcome
 from looprail.runtime.scripted import Call, CallKind, ScriptedRuntime
+from looprail.trust import load_compiled
 
 if TYPE_CHECKING:
     from looprail.hooks.registry import CompiledRegistry, Registry
-    from looprail.machine.record import MemoryRecorder
-    from looprail.machine.run import LoopRunner, RunOptions, RunResult
+    from looprail.machine.run import RunResult
     from looprail.runtime.base import Flavor
     from looprail.store.models import EventRecord
 
@@ -300,8 +308,6 @@ def _event_line(e: Any) -> str | None:
 
 
 def _logged_recorder(log: _Log) -> MemoryRecorder:
-    from looprail.machine.record import MemoryRecorder
-
     class LoggedRecorder(MemoryRecorder):
         def event(self, record: Any, *, state: Sequence[str] | None = None) -> None:
             line = _event_line(record)
@@ -361,8 +367,6 @@ class LoopHarness:
         """Write a capability (`manifest` needs only `id` and its hooks: role, version, title,
         description, tier, requires and runtimeCompat get defaults). Raises ManifestError,
         naming every problem, if the result is invalid."""
-        from looprail.hooks.manifest import validate_manifest
-
         if "id" not in manifest:
             raise UsageError("capability manifest needs an 'id'")
         cid = str(manifest["id"])
@@ -457,8 +461,6 @@ class LoopHarness:
         """Write a phase artifact (`CONTEXT.md`, `VERIFICATION.md`, `SECURITY.md`, ...)."""
         body = text
         if frontmatter is not None:
-            import yaml
-
             body = "---\n" + yaml.safe_dump(dict(frontmatter), sort_keys=True) + "---\n" + text
         path = self.phase_dir / name
         path.write_text(body)
@@ -596,8 +598,6 @@ class LoopHarness:
     ) -> HarnessRun:
         """Run the whole loop for phase 1 (from `idle`, or from `state`) in memory: no
         journal, no lock."""
-        from looprail.machine.run import RunOptions
-
         log = _Log()
         options = RunOptions(
             flavor=self.flavor, jobs=jobs, autonomous=autonomous, approvals=frozenset(approvals)
@@ -627,9 +627,6 @@ class LoopHarness:
         (self.phase_dir / name).write_text(body + f"# {name} (written by the test harness)\n")
 
     def _load(self) -> tuple[CompiledRegistry, Registry]:
-        from looprail.hooks.registry import load_registry
-        from looprail.trust import load_compiled
-
         roots = [self.capabilities_dir]
         env: dict[str, str] = {}
         compiled = load_compiled(self.project, roots, env=env, home=self.home, use_cache=False)
@@ -646,9 +643,6 @@ class LoopHarness:
         wave: int | None = None,
         options: RunOptions | None = None,
     ) -> LoopRunner:
-        from looprail.machine.progress import Progress
-        from looprail.machine.run import LoopRunner, RunOptions
-
         compiled, registry = self._load()
         # As `session.Loaded.resolvers`: every loaded resolver (no activationKey for execute:task)
         caps = compiled["caps"]
@@ -707,8 +701,6 @@ class LoopHarness:
         return [source]
 
     def _first_pending_wave(self, runner: Any) -> int | None:
-        from looprail.plans import compute_waves
-
         if not runner.phase.plans:
             return None
         waves = compute_waves(runner.phase.plans, root=self.project)

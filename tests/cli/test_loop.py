@@ -138,7 +138,45 @@ def test_unknown_config_key_warns(tmp_path):
     assert "mode" not in p.stderr
 
 
-HEAVY = ("pydantic", "pydantic_core", "nodesemver", "networkx", "graphviz", "statemachine", "rich")
+# The import budget of the render-hooks entry (`looprail/cli/render_hooks.py`): none of these,
+# and no looprail module outside ENTRY.
+HEAVY = (
+    "pydantic",
+    "pydantic_core",
+    "nodesemver",
+    "networkx",
+    "graphviz",
+    "statemachine",
+    "rich",
+    "argparse",
+    "typing",
+)
+ENTRY = {
+    "looprail",
+    "looprail._version",
+    "looprail.cli",
+    "looprail.cli._common",
+    "looprail.cli.render_hooks",
+    "looprail.config",
+    "looprail.errors",
+    "looprail.fsutil",
+    "looprail.frontmatter",
+    "looprail.jsonload",
+    "looprail.yamlcache",
+    "looprail.yamlload",
+    "looprail.hooks",
+    "looprail.hooks.compiled",
+    "looprail.hooks.manifest_io",
+    "looprail.hooks.manifest_rules",
+    "looprail.hooks.manifest_shape",
+    "looprail.hooks.registry",
+    "looprail.hooks.resolve",
+    "looprail.hooks.verdicts",
+    "looprail.layout",
+    "looprail.points",
+    "looprail.trust",
+    "looprail.trust.store",
+}
 
 
 def _heavy_on_second_call(project, root, edit=None) -> str:
@@ -170,6 +208,7 @@ def _heavy_on_second_call(project, root, edit=None) -> str:
     code += 'assert \'"capId": "cap"\' in out.getvalue(), out.getvalue()\n'
     code += (
         f"heavy = sorted({{m.split('.')[0] for m in sys.modules}} & {set((*HEAVY, 'yaml', 'shtab'))!r})\n"
+        f"heavy += sorted(m for m in sys.modules if m.startswith('looprail') and m not in {ENTRY!r})\n"
         "print(heavy)\n"
     )
     import subprocess
@@ -180,7 +219,8 @@ def _heavy_on_second_call(project, root, edit=None) -> str:
 
 
 def test_render_hooks_start_path_stays_light(tmp_path):
-    """No pydantic, networkx, graphviz, statemachine or rich on a cache hit."""
+    """No argparse, typing, pydantic, networkx, graphviz, statemachine or rich on a cache hit,
+    and no looprail module beyond the entry's."""
     project, root = setup(tmp_path)
     assert _heavy_on_second_call(project, root) == "[]"
 
@@ -278,8 +318,8 @@ def test_an_over_long_path_is_one_line_not_a_traceback(tmp_path):
     ],
 )
 def test_fast_path_reads_argv_as_argparse_does(argv):
-    from looprail.cli import build_parser
-    from looprail.cli.loop import fast_render_hooks_args
+    from looprail.cli.app import build_parser
+    from looprail.cli.render_hooks import parse_argv as fast_render_hooks_args
 
     fast = fast_render_hooks_args(argv)
     full = build_parser("loop").parse_args(["loop", "render-hooks", *argv])
@@ -300,7 +340,7 @@ def test_fast_path_reads_argv_as_argparse_does(argv):
     ],
 )
 def test_fast_path_defers_anything_unusual_to_argparse(argv):
-    from looprail.cli.loop import fast_render_hooks_args
+    from looprail.cli.render_hooks import parse_argv as fast_render_hooks_args
 
     assert fast_render_hooks_args(argv) is None
 

@@ -29,7 +29,6 @@ BASE = {
     "roadmap",
     "frontmatter",
 }
-BASE |= {"gcpause"}  # the collector paused for start-up (looprail/gcpause.py)
 TRUST = {"trust"}  # looprail.trust: store, audit, consent, reviewer
 
 

@@ -544,7 +544,7 @@ def test_regenerate_writes_every_file(tmp_path):
 def test_diagrams_modules_stay_out_of_the_cli_start_path():
     code = (
         "import sys\n"
-        "from looprail.cli import build_parser\n"
+        "from looprail.cli.app import build_parser\n"
         "build_parser('diagram'); build_parser('lint')\n"
         "print(sorted(m for m in ('networkx', 'graphviz') if m in sys.modules))\n"
     )

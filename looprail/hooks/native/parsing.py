@@ -8,6 +8,7 @@ import json
 import math
 import os
 import re
+import stat
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -37,6 +38,7 @@ from looprail.hooks.native.models import (
     Preset,
     Scope,
 )
+from looprail.jsonload import loads_strict
 
 SECTION_RE = re.compile(r"^[^/]+/[^/]+$")
 # A Preset member: `local/name` or `owner/repo/name` (docs/native-hooks.md, Presets).
@@ -67,7 +69,6 @@ def _parse_json(raw: bytes, file: str) -> tuple[Any, list[Issue]]:
     except UnicodeDecodeError as exc:
         return None, [Issue(file, "$", f"not UTF-8 (byte {exc.start})")]
     text = text.removeprefix("\ufeff")
-    from looprail.jsonload import loads_strict
 
     try:
         value, duplicates = loads_strict(text)
@@ -113,8 +114,6 @@ def read_hooks_file(
 def _read_regular_file(path: Path, limit: int) -> bytes:
     """At most `limit` bytes of a regular file. A FIFO or a device (a cloned project can link
     hooks.json to /dev/zero) is refused before it is read: reading it could never end."""
-    import stat
-
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         mode = os.fstat(fd).st_mode
