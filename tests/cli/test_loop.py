@@ -364,3 +364,20 @@ def test_phase_context(tmp_path):
     env = json.loads(run_cli(*base, "--phase", "7").stdout)
     assert "context" not in env and "no phase folder" in env["warnings"][0]
     assert "context" not in json.loads(run_cli(*base).stdout)
+
+
+def test_only_the_entry_keeps_its_imports_light_by_hand():
+    """`TYPE_CHECKING = False` (not importing `typing`) is a start-up saving, kept only where
+    start-up is budgeted: the render-hooks entry's modules. Everything else imports plainly."""
+    from tests.support import REPO
+
+    package = REPO / "looprail"
+    offenders = []
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(REPO).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        flagged = "TYPE_CHECKING = False" in path.read_text(encoding="utf-8")
+        if flagged and ".".join(parts) not in ENTRY:
+            offenders.append(".".join(parts))
+    assert offenders == []
