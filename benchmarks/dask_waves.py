@@ -1,8 +1,10 @@
 """Wave efficiency on a Dask LocalCluster: 32 plans of one 1 s task each, one wave, 8 worker
 processes (`--executor dask-local:8`), real processes (`sleep 1` under the process guard).
+`--tasks N` gives each plan N tasks (each handed to the plan's worker once the orchestrator has
+begun it: resolver, read_first, task_call hooks, after the task before was merged).
 
     efficiency = ideal / execute phase
-    ideal         = plans x task seconds / workers           (here 32 x 1 s / 8 = 4 s)
+    ideal         = plans x tasks x task seconds / workers   (here 32 x 1 x 1 s / 8 = 4 s)
     execute phase = the journal's first `wave_started` to its last `wave_finished` (every plan
                     submitted, run on a worker, its change merged and journaled, every SUMMARY
                     written)
@@ -12,7 +14,8 @@ same run: the whole `run_phase` (every transition, journal open and close), and 
 of looprail, the scheduler and the workers (and their children) during it. Goal (issue 16):
 >= 0.85.
 
-    python benchmarks/dask_waves.py [--plans 32] [--workers 8] [--task-s 1] [--repeat 1]
+    python benchmarks/dask_waves.py [--plans 32] [--tasks 1] [--workers 8] [--task-s 1]
+                                    [--repeat 1]
 """
 
 from __future__ import annotations
@@ -47,23 +50,24 @@ def tree_cpu() -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--plans", type=int, default=32)
+    ap.add_argument("--tasks", type=int, default=1, help="tasks per plan")
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--task-s", type=float, default=1.0)
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
 
+    from looprail.machine.dask_executor import DaskExecutor
     from looprail.machine.progress import Progress
     from looprail.machine.run import RunOptions
     from looprail.machine.session import load_project, run_phase
-    from looprail.runtime.dask_executor import DaskExecutor
 
-    ideal = args.plans * args.task_s / args.workers
+    ideal = args.plans * args.tasks * args.task_s / args.workers
     runs = []
     with DaskExecutor(f"dask-local:{args.workers}") as executor:
         executor.client.wait_for_workers(args.workers)
         for _ in range(args.repeat):
             with tempfile.TemporaryDirectory(prefix="looprail-dask-waves-") as tmp:
-                project = sleep_project(Path(tmp), args.plans, args.task_s)
+                project = sleep_project(Path(tmp), args.plans, args.task_s, args.tasks)
                 loaded = load_project(project, [])
                 cpu0 = tree_cpu()
                 start = time.perf_counter()
@@ -81,8 +85,8 @@ def main() -> None:
     whole = statistics.median(r[1] for r in runs)
     cpu = statistics.median(r[2] for r in runs)
     print(
-        f"{args.plans} plans x {args.task_s:g} s on {args.workers} Dask workers, median of "
-        f"{args.repeat}; ideal {ideal:.2f} s (plans x task s / workers)"
+        f"{args.plans} plans x {args.tasks} tasks x {args.task_s:g} s on {args.workers} Dask "
+        f"workers, median of {args.repeat}; ideal {ideal:.2f} s (plans x tasks x task s / workers)"
     )
     print(f"  execute phase (journal: first wave_started → last wave_finished): {execute:.2f} s")
     print(f"  whole run_phase: {whole:.2f} s")

@@ -36,9 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.loop_overhead import make_phase
 
 
-def sleep_project(root: Path, plans: int, task_s: float) -> Path:
-    """`plans` plans of one task each in one wave; the executor agent sleeps `task_s`."""
-    project = make_phase(root, plans, 1, 1)
+def sleep_project(root: Path, plans: int, task_s: float, tasks: int = 1) -> Path:
+    """`plans` plans of `tasks` tasks each in one wave; the executor agent sleeps `task_s`."""
+    project = make_phase(root, plans, tasks, 1)
     agents = project / ".looprail" / "agents"
     agents.mkdir(parents=True)
     (agents / "executor").write_text(f"#!/bin/sh\nsleep {task_s}\n")

@@ -152,7 +152,7 @@ def floor(plans: int, agent_s: float) -> float:
     with tempfile.TemporaryDirectory(prefix="looprail-worktree-floor-") as tmp:
         claude = fake_claude(Path(tmp)) / "claude"
         env = {**os.environ, "FAKE_AGENT_SLEEP": str(agent_s)}
-        argv = [str(claude), "-p", "hi", "--output-format", "stream-json", "--verbose"]
+        argv = [str(claude), "-p", "--output-format", "stream-json", "--verbose", "--", "hi"]
 
         def one(_: int) -> None:
             subprocess.run(argv, env=env, check=True, capture_output=True, cwd=tmp)

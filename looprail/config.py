@@ -28,6 +28,7 @@ import re  # already loaded by json: free on the hot path
 from looprail.errors import (
     ConfigError,  # a plain module: nothing heavy on the hot path
 )
+from looprail.fsutil import read_bounded
 from looprail.layout import PROJECT_CONFIG_FILE
 
 TYPE_CHECKING = False
@@ -49,38 +50,6 @@ MAX_DEEP_BYTES = 2 * 1024 * 1024
 
 def config_path(project: str | Path) -> str:
     return os.path.join(os.fspath(project), PROJECT_CONFIG_FILE)
-
-
-def read_bounded(path: str, limit: int = MAX_CONFIG_BYTES) -> bytes | None:
-    """The bytes of `path`, or None when it does not exist. Raises `OSError` (with a reason) for
-    anything that is not a regular file of at most `limit` bytes: a FIFO, a device such as
-    /dev/zero (through a symlink too) or a folder is refused before a byte is read, so it can
-    never hang or exhaust memory. O_NONBLOCK keeps the open itself from waiting on a FIFO."""
-    import stat
-
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    except FileNotFoundError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-            raise OSError(0, f"{kind} (FIFO, device or socket); not read")
-        if st.st_size > limit:
-            raise OSError(0, f"larger than {limit // (1024 * 1024)} MiB; not read")
-        chunks, total = [], 0
-        while True:  # read what is there now, never past the limit (the file may grow)
-            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > limit:
-                raise OSError(0, f"larger than {limit // (1024 * 1024)} MiB; not read")
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 # --------------------------------------------------------------------------- JSON as JavaScript
@@ -453,7 +422,7 @@ def _read_config(project: str | Path) -> tuple[str, Any]:
     but cannot be used (unreadable, not a regular file, too large, not JSON)."""
     path = config_path(project)
     try:
-        raw = read_bounded(path)
+        raw = read_bounded(path, MAX_CONFIG_BYTES)
     except OSError as exc:
         raise ConfigError(path, f"cannot be read ({exc.strerror or exc})") from None
     if raw is None:

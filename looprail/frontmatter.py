@@ -1,15 +1,42 @@
 """The YAML frontmatter of a markdown artifact (PLAN.md, VERIFICATION.md, every artifact a gate
 reads), as one reader: `yamlload.safe_load` (no aliases, no object tags) behind the parse cache,
 dates as ISO strings. Base layer and light (PyYAML is imported only on a cache miss), so the
-project loop can read a phase's VERIFICATION status without the hooks layer."""
+project loop can read a phase's VERIFICATION status without the hooks layer.
+
+`reference_frontmatter` is the reference's own line reader, kept where looprail must read a
+file exactly as gsd-core does (`artifact_frontmatter_equals`, a SUMMARY's `status: halted`):
+the two disagree on purpose (the reference reads `a: 1` as the text "1"). Two formats with
+frontmatter keep readers of their own, because their rules are not a markdown artifact's: a
+PLAN.md (line numbers for every warning, duplicate keys refused, `01` kept as text:
+`plans/planfile.py`) and the ledger (a strict `key: value` block: `hooks/ledger.py`)."""
 
 from __future__ import annotations
 
+import os
+import re
 from datetime import date, datetime, time
+
+from looprail.fsutil import read_bounded
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+
+# An artifact is a page of markdown; one this large is not one (and is not read whole).
+MAX_ARTIFACT_BYTES = 8 * 1024 * 1024
+
+
+def file_frontmatter(path: str | os.PathLike[str]) -> dict[str, Any] | str:
+    """`read_frontmatter` of the artifact at `path`, read with `fsutil.read_bounded` (a regular
+    file of at most `MAX_ARTIFACT_BYTES`), or a reason (str) why it cannot be read."""
+    try:
+        raw = read_bounded(path, MAX_ARTIFACT_BYTES)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if raw is None:
+        return "does not exist"
+    return read_frontmatter(raw.decode("utf-8", errors="replace"))
 
 
 def read_frontmatter(text: str) -> dict[str, Any] | str:
@@ -62,3 +89,88 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
     return value
+
+
+def reference_frontmatter(text: str) -> dict[str, Any]:
+    """Frontmatter as the reference's line reader sees it: `key: value` lines, values kept as
+    text with one surrounding quote stripped, `[a, b]` as a list of texts, an empty value as a
+    nested object, `- item` lines as a list. No frontmatter, or no closing `---`: `{}`."""
+    text = text.removeprefix("\ufeff")
+    if text.startswith("---\r\n"):
+        head = 5
+    elif text.startswith("---\n"):
+        head = 4
+    else:
+        return {}
+    close = text.find("\n---", head)
+    if close == -1:
+        return {}
+    end = close - 1 if text[close - 1 : close] == "\r" else close
+    root: dict[str, Any] = {}
+    # (container, indent) pairs; a container is a dict or a list
+    stack: list[tuple[Any, int]] = [(root, -1)]
+    for line in re.split(r"\r?\n", text[head:end]):
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        while len(stack) > 1 and indent <= stack[-1][1]:
+            stack.pop()
+        current = stack[-1][0]
+        match = _FM_KEY.match(line)
+        if match:
+            key, value = match.group(2), match.group(3).strip()
+            if not isinstance(current, dict):
+                continue  # the reference writes a key onto an array, where nothing reads it
+            if value in ("", "["):
+                child: Any = [] if value == "[" else {}
+                current[key] = child
+                stack.append((child, indent))
+            elif value.startswith("[") and value.endswith("]"):
+                current[key] = _split_inline_array(value[1:-1])
+            else:
+                current[key] = _strip_quote(value)
+        elif line.strip().startswith("- "):
+            item = _strip_quote(line.strip()[2:])
+            if isinstance(current, dict) and not current and len(stack) > 1:
+                parent = stack[-2][0]
+                for k, v in list(parent.items()) if isinstance(parent, dict) else ():
+                    if v is current:
+                        parent[k] = [item]
+                        stack[-1] = (parent[k], stack[-1][1])
+                        break
+            elif isinstance(current, list):
+                current.append(item)
+    return root
+
+
+_FM_KEY = re.compile(r"^(\s*)([a-zA-Z0-9_-]+):\s*(.*)")
+
+
+def _strip_quote(value: str) -> str:
+    """One leading and one trailing quote character, each on its own (the reference's regex)."""
+    value = value[1:] if value[:1] in ("'", '"') else value
+    return value[:-1] if value[-1:] in ("'", '"') else value
+
+
+def _split_inline_array(body: str) -> list[str]:
+    """`a, "b, c", 'd'` → items: commas inside quotes do not split; quotes are removed."""
+    items: list[str] = []
+    current = ""
+    quote = ""
+    for ch in body:
+        if quote:
+            if ch == quote:
+                quote = ""
+            else:
+                current += ch
+        elif ch in ("'", '"'):
+            quote = ch
+        elif ch == ",":
+            if current.strip():
+                items.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    if current.strip():
+        items.append(current.strip())
+    return items

@@ -9,6 +9,7 @@ file (`contained_file`, `read_contained`)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -81,6 +82,42 @@ def read_private(path: str, max_bytes: int) -> bytes | None:
         return os.read(fd, max_bytes + 1)
     except OSError:
         return None
+    finally:
+        os.close(fd)
+
+
+def _size(limit: int) -> str:
+    mib = 1024 * 1024
+    return f"{limit // mib} MiB" if limit >= mib and limit % mib == 0 else f"{limit} bytes"
+
+
+def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes | None:
+    """The bytes of `path`, or None when it does not exist: the one bounded read of a regular
+    file. Raises `OSError` whose `strerror` is the reason for anything that is not a regular
+    file of at most `limit` bytes: a FIFO, a device such as /dev/zero (through a symlink too)
+    or a folder is refused before a byte is read, so it can never hang or exhaust memory. One
+    open, then `fstat` on what was opened (no check-then-read race); O_NONBLOCK keeps the open
+    itself from waiting on a FIFO. A file that grows while read is refused past `limit`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
+    except FileNotFoundError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        if st.st_size > limit:
+            raise OSError(errno.EFBIG, f"larger than {_size(limit)}")
+        chunks, total = [], 0
+        while True:  # read what is there now, never past the limit (the file may grow)
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise OSError(errno.EFBIG, f"larger than {_size(limit)}")
+        return b"".join(chunks)
     finally:
         os.close(fd)
 

@@ -107,9 +107,9 @@ def test_the_pydantic_name_is_not_shadowed():
 
 
 def test_a_timeouts_config_error_names_its_key(tmp_path):
-    from looprail.machine.session import timeouts_from_config
+    from looprail.settings import looprail_settings
 
     with pytest.raises(ConfigError) as caught:
-        timeouts_from_config({"looprail": {"timeouts": {"agent": "soon"}}})
+        looprail_settings({"looprail": {"timeouts": {"agent": "soon"}}})
     assert caught.value.field == "looprail.timeouts.agent"
     assert str(caught.value).startswith(".planning/config.json: looprail.timeouts.agent: ")

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from looprail.errors import PlanError
-from looprail.hooks.checks import read_frontmatter
+from looprail.frontmatter import read_frontmatter
 from looprail.layout import cache_dir
 from looprail.plans.planfile import parse_plan
 from looprail.yamlcache import SUBDIR, exact_json

@@ -17,13 +17,13 @@ from looprail.cli._common import (
 from looprail.cli.journal import project_and_run
 from looprail.errors import LooprailError, UsageError
 from looprail.layout import LOGS_DIR, LOOPRAIL_DIR, log_of, normalize_phase_number
+from looprail.machine.dask_executor import DaskExecutor, parse_executor
 from looprail.machine.dryrun import dry_run, dry_run_plan
 from looprail.machine.progress import Progress, fmt_duration, plural
 from looprail.machine.project import journal_runs, pending, project_phases, run_project, run_spent
 from looprail.machine.run import RunOptions
-from looprail.machine.session import default_jobs, load_project, run_phase, timeouts_from_config
+from looprail.machine.session import default_jobs, load_project, run_phase, run_settings
 from looprail.points import POINTS
-from looprail.runtime.dask_executor import DaskExecutor, parse_executor
 from looprail.runtime.local import resolve_host_tool
 from looprail.runtime.process import prestart_guard_server
 from looprail.store import Journal
@@ -368,7 +368,7 @@ def _executor(args, loaded):
         return contextlib.nullcontext(None)
 
     parse_executor(args.executor)
-    timeouts = timeouts_from_config(loaded.config)
+    timeouts = run_settings(loaded).timeouts
     return DaskExecutor(
         args.executor,
         host_tool=args.host_tool,

@@ -35,7 +35,7 @@ from pydantic import ValidationError
 from looprail.config import MISSING, lookup
 from looprail.errors import CheckFailedError as CheckFailedError  # re-exported
 from looprail.errors import LooprailError
-from looprail.frontmatter import read_frontmatter as read_frontmatter  # re-exported
+from looprail.frontmatter import reference_frontmatter
 from looprail.hooks.ledger import LedgerError, parse_ledger
 from looprail.hostcall import UNKNOWN_REQ_IDS, predicate_args, predicate_flags
 from looprail.jsonload import json_type_name, loads_strict
@@ -133,11 +133,15 @@ class CheckContext:
 
 
 class CheckRuntime(Protocol):
-    """The two `Runtime` methods a check needs (see `looprail.runtime.base.Runtime`)."""
+    """The `Runtime` methods a check needs (see `looprail.runtime.base.Runtime`)."""
 
     def run_query_check(self, words: Sequence[str], ctx: Any) -> Any: ...
 
     def ask_verdict(self, agent_verdict: Mapping[str, Any], ctx: Any) -> Any: ...
+
+    def host_tool_for(self, ctx: Any) -> str | None: ...
+
+    def run_host(self, args: Sequence[str], ctx: Any) -> Any: ...
 
 
 # ── entry points ─────────────────────────────────────────────────────────────────────────────
@@ -154,19 +158,18 @@ def validate_command(value: object) -> bool:
 
 
 def evaluate_check(
-    check: Mapping[str, Any] | Any,
+    check: object,
     ctx: CheckContext,
     runtime: CheckRuntime | None = None,
     *,
     runtime_ctx: Any = None,
 ) -> CheckResult:
-    """Evaluate one gate `check` (a mapping or the manifest's `Check` model).
+    """Evaluate one gate `check`: the mapping of a compiled gate hook (anything else is a
+    `CheckError`; the one capability shape the machine runs is the compiled one).
 
     `runtime` is needed for `query` and `agentVerdict`; it receives `runtime_ctx` (the caller's
     `DispatchContext`), or one built from `ctx` when that is omitted.
     """
-    if hasattr(check, "model_dump"):  # manifest.Check: absent shapes are None there
-        check = check.model_dump(exclude_none=True)
     if not isinstance(check, Mapping):
         return CheckError(f"check must be an object, got {json_type_name(check)}")
     present = [k for k in CHECK_SHAPES if k in check]
@@ -274,10 +277,11 @@ def evaluate_ledger(
     )
 
 
-def _host_runner(runtime: Any, target: Any) -> Callable[[Sequence[str], Any], Any] | None:
+def _host_runner(
+    runtime: CheckRuntime | None, target: Any
+) -> Callable[[Sequence[str], Any], Any] | None:
     """The runtime's way to call its host tool for `target`, or None without a host tool."""
-    which = getattr(runtime, "host_tool_for", None)
-    if target is None or which is None or not which(target):
+    if runtime is None or target is None or not runtime.host_tool_for(target):
         return None
     return runtime.run_host
 
@@ -285,8 +289,6 @@ def _host_runner(runtime: Any, target: Any) -> Callable[[Sequence[str], Any], An
 def _host_predicate(predicate: Any, ctx: CheckContext, host: Any, target: Any) -> CheckResult:
     """`<tool> check predicate --predicate JSON <flags> --raw`, the flags the workflow at
     `ctx.point` passes."""
-    if hasattr(predicate, "model_dump"):
-        predicate = predicate.model_dump(exclude_none=True)
     try:
         text = json.dumps(predicate, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError):
@@ -379,8 +381,6 @@ def _evaluate_query(query: Any, runtime: CheckRuntime, target: Any) -> CheckResu
 
 
 def _evaluate_agent_verdict(spec: Any, runtime: CheckRuntime, target: Any) -> CheckResult:
-    if hasattr(spec, "model_dump"):
-        spec = spec.model_dump(exclude_none=True)
     if not isinstance(spec, Mapping):
         return CheckError(f"check.agentVerdict must be an object, got {json_type_name(spec)}")
     try:
@@ -667,91 +667,6 @@ def _find_reference_artifact(base: Path, artifact: str) -> Path | None:
         if entry.endswith("-" + artifact) and _is_file(base / entry):
             return base / entry
     return None
-
-
-def reference_frontmatter(text: str) -> dict[str, Any]:
-    """Frontmatter as the reference's line reader sees it: `key: value` lines, values kept as
-    text with one surrounding quote stripped, `[a, b]` as a list of texts, an empty value as a
-    nested object, `- item` lines as a list. No frontmatter, or no closing `---`: `{}`."""
-    text = text.removeprefix("\ufeff")
-    if text.startswith("---\r\n"):
-        head = 5
-    elif text.startswith("---\n"):
-        head = 4
-    else:
-        return {}
-    close = text.find("\n---", head)
-    if close == -1:
-        return {}
-    end = close - 1 if text[close - 1 : close] == "\r" else close
-    root: dict[str, Any] = {}
-    # (container, indent) pairs; a container is a dict or a list
-    stack: list[tuple[Any, int]] = [(root, -1)]
-    for line in re.split(r"\r?\n", text[head:end]):
-        if not line.strip():
-            continue
-        indent = len(line) - len(line.lstrip())
-        while len(stack) > 1 and indent <= stack[-1][1]:
-            stack.pop()
-        current = stack[-1][0]
-        match = _FM_KEY.match(line)
-        if match:
-            key, value = match.group(2), match.group(3).strip()
-            if not isinstance(current, dict):
-                continue  # the reference writes a key onto an array, where nothing reads it
-            if value in ("", "["):
-                child: Any = [] if value == "[" else {}
-                current[key] = child
-                stack.append((child, indent))
-            elif value.startswith("[") and value.endswith("]"):
-                current[key] = _split_inline_array(value[1:-1])
-            else:
-                current[key] = _strip_quote(value)
-        elif line.strip().startswith("- "):
-            item = _strip_quote(line.strip()[2:])
-            if isinstance(current, dict) and not current and len(stack) > 1:
-                parent = stack[-2][0]
-                for k, v in list(parent.items()) if isinstance(parent, dict) else ():
-                    if v is current:
-                        parent[k] = [item]
-                        stack[-1] = (parent[k], stack[-1][1])
-                        break
-            elif isinstance(current, list):
-                current.append(item)
-    return root
-
-
-_FM_KEY = re.compile(r"^(\s*)([a-zA-Z0-9_-]+):\s*(.*)")
-
-
-def _strip_quote(value: str) -> str:
-    """One leading and one trailing quote character, each on its own (the reference's regex)."""
-    value = value[1:] if value[:1] in ("'", '"') else value
-    return value[:-1] if value[-1:] in ("'", '"') else value
-
-
-def _split_inline_array(body: str) -> list[str]:
-    """`a, "b, c", 'd'` → items: commas inside quotes do not split; quotes are removed."""
-    items: list[str] = []
-    current = ""
-    quote = ""
-    for ch in body:
-        if quote:
-            if ch == quote:
-                quote = ""
-            else:
-                current += ch
-        elif ch in ("'", '"'):
-            quote = ch
-        elif ch == ",":
-            if current.strip():
-                items.append(current.strip())
-            current = ""
-        else:
-            current += ch
-    if current.strip():
-        items.append(current.strip())
-    return items
 
 
 def js_string(value: Any) -> str:

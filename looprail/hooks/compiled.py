@@ -19,7 +19,15 @@ import os
 import time
 import zlib
 
-from looprail.layout import CAPABILITIES_DIR, cache_dir, looprail_home, project_path
+from looprail.fsutil import read_bounded
+from looprail.hooks.sources import (
+    PROJECT,
+    RULE_FILES,
+    capability_folders,
+    new_temp_file,
+    root_specs,
+)
+from looprail.layout import cache_dir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
@@ -27,67 +35,15 @@ if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on th
     from pathlib import Path
     from typing import Any, TypeGuard
 
-    from looprail.hooks.registry import CompiledRegistry
+    from looprail.hooks.registry import CompiledRegistry, Registry
 
     # How a caller applies consent to the compiled form: (compiled, home, env) -> compiled.
     # The hooks layer never imports the trust layer; `looprail.trust.load_compiled` passes
     # `trust.compiled_consent` here.
     ConsentFn = Callable[[CompiledRegistry, Any, Mapping[str, str]], CompiledRegistry]
 
-FIRST_PARTY = "first-party"
-GLOBAL = "global"
-PROJECT = "project"
 # Bump whenever the compiled form or the rules that produce it change.
-CACHE_FORMAT = "looprail-registry-8"
-
-
-_HERE = os.path.dirname(os.path.abspath(__file__))
-# The code whose rules decide the compiled form and the validation verdicts (`verdicts` hashes
-# the same files): an edit (a dev checkout, an upgrade that forgot to bump CACHE_FORMAT)
-# invalidates both caches as a manifest edit would.
-RULE_FILES = tuple(
-    os.path.join(_HERE, *parts)
-    for parts in (
-        ("compiled.py",),
-        ("registry.py",),
-        ("verdicts.py",),
-        ("manifest.py",),
-        ("manifest_io.py",),
-        ("manifest_rules.py",),
-        ("manifest_shape.py",),
-        ("checks.py",),
-        ("..", "config.py"),
-        ("..", "points.py"),
-        ("..", "jsonload.py"),
-        ("..", "layout.py"),
-    )
-)
-
-
-def root_specs(
-    project: Any,
-    capability_dirs: Sequence[Any] = (),
-    *,
-    env: Mapping[str, str] | None = None,
-    home: Any = None,
-) -> list[tuple[str, str]]:
-    """The capability search path, in trust order: (folder, origin)."""
-    env = os.environ if env is None else env
-    specs = [(os.fspath(d), FIRST_PARTY) for d in capability_dirs]
-    specs += [(d, FIRST_PARTY) for d in env.get("LOOPRAIL_CAPABILITIES", "").split(os.pathsep) if d]
-    global_home = os.fspath(home) if home is not None else looprail_home(env)
-    specs.append((os.path.join(global_home, CAPABILITIES_DIR), GLOBAL))
-    specs.append((project_path(project, CAPABILITIES_DIR), PROJECT))
-    return specs
-
-
-def capability_folders(root: str) -> list[str]:
-    try:
-        with os.scandir(root) as it:
-            entries = [e for e in it if not e.name.startswith(".") and e.is_dir()]
-    except OSError:
-        return []
-    return [e.path for e in sorted(entries, key=lambda e: e.name)]
+CACHE_FORMAT = "looprail-registry-9"
 
 
 def _sig(path: str) -> list[int] | None:
@@ -124,12 +80,18 @@ def load_compiled(
     home: str | Path | None = None,
     use_cache: bool = True,
     consent: ConsentFn | None = None,
+    registry: Registry | None = None,
 ) -> CompiledRegistry:
     """The compiled registry (see `registry.compile_registry`), cached when nothing changed.
 
     `consent` decides which project-overlay capabilities the user agreed to; without one they
     all stay inactive (fail closed). `looprail.load_compiled` (= `looprail.trust.load_compiled`)
     is this with the user's consent store applied.
+
+    `registry`: the caller's `load_registry` of this very search path (its roots the absolute
+    folders `root_specs` names, under any config: the compiled form does not depend on it). On
+    a cache miss it is compiled instead of loading every manifest again, so a run loads its
+    capabilities once. A registry of other roots is not used.
 
     Activation by `activationKey` is not baked in: it depends on config, which the resolver
     reads per call. Only merge, validation, ordering and fragment materialisation are cached."""
@@ -150,8 +112,13 @@ def load_compiled(
     from looprail.hooks import registry as reg
 
     roots = [reg.Root(Path(p), o) for p, o in specs]
-    started_ns = time.time_ns()
-    registry = reg.load_registry(project, roots=roots, config=None, env=env, use_cache=use_cache)
+    if registry is None or registry.roots != roots:
+        started_ns = time.time_ns()
+        registry = reg.load_registry(project, roots=roots, env=env, use_cache=use_cache)
+        read_first = False
+    else:
+        started_ns = registry.loaded_ns
+        read_first = True  # the caller read the manifests before `deps` stat'ed them
     compiled = reg.compile_registry(registry)
     fresh = compiled
     compiled = _defer_project_fragments(compiled)
@@ -159,15 +126,17 @@ def load_compiled(
         fragments = reg.fragment_dependencies(registry)
         for path in fragments:
             deps[path] = _sig(path)
-        # A fragment is stat'ed after it was read. Its stat is that content's when the file's
-        # last change is older than the read (git's "racy clean" rule, with a margin for
-        # coarse file clocks): then one build is enough, the common case.
-        if all(_settled(deps[path], started_ns) for path in fragments):
+        # A fragment is stat'ed after it was read (and so is every file of a registry the
+        # caller loaded). Its stat is that content's when the file's last change is older than
+        # the read (git's "racy clean" rule, with a margin for coarse file clocks): then one
+        # build is enough, the common case.
+        stat_after_read = list(deps) if read_first else fragments
+        if all(_settled(deps[path], started_ns) for path in stat_after_read):
             _write(cache_file, {"key": key, "deps": deps, "compiled": compiled})
             return _with_consent(compiled, home, env, consent)
         # Changed around the read: read again, so an edit between the first read and the
         # stat is never recorded with the old content and served until the next change.
-        again = reg.load_registry(project, roots=roots, config=None, env=env, use_cache=use_cache)
+        again = reg.load_registry(project, roots=roots, env=env, use_cache=use_cache)
         if reg.fragment_dependencies(again) == fragments and reg.compile_registry(again) == fresh:
             _write(cache_file, {"key": key, "deps": deps, "compiled": compiled})
     return _with_consent(compiled, home, env, consent)
@@ -246,18 +215,11 @@ def _materialise_deferred(compiled: CompiledRegistry) -> None:
 
 
 def _read_fragment(folder: str, target: str) -> str | None:
-    import stat
-
     if os.path.commonpath([folder, target]) != folder or target == folder:
         return None
-    limit = 8 * 1024 * 1024
     try:
-        st = os.stat(target)  # before open: opening a FIFO would block
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            return None
-        with open(target, "rb") as fh:
-            data = fh.read(limit + 1)
-        return data.decode("utf-8") if len(data) <= limit else None
+        data = read_bounded(target, 8 * 1024 * 1024)
+        return None if data is None else data.decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
 
@@ -328,20 +290,6 @@ def _well_formed(compiled: Any) -> TypeGuard[CompiledRegistry]:
         and isinstance(f.get("gatePoints"), list)
         for f in compiled["failed"]
     )
-
-
-def new_temp_file(folder: str, prefix: str) -> tuple[int, str]:
-    """`tempfile.mkstemp` without importing tempfile (~9 ms on the rebuild path): a new file
-    readable by this user only, never an existing file or a symlink. Returns (fd, path)."""
-    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    flags |= getattr(os, "O_CLOEXEC", 0)
-    for _ in range(100):
-        path = os.path.join(folder, prefix + os.urandom(8).hex())
-        try:
-            return os.open(path, flags, 0o600), path
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"no free temporary name in {folder}")
 
 
 def _write(cache_file: str, blob: dict[str, Any]) -> None:

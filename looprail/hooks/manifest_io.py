@@ -5,11 +5,13 @@ validation verdict is cached; `looprail.hooks.manifest` validates the ones that 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 
 from looprail.errors import Issue
+from looprail.fsutil import read_bounded
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
@@ -110,21 +112,19 @@ def materialise_fragment(folder: Path, rel: str) -> tuple[str | None, str | None
     if not target.is_relative_to(base):
         return None, "points outside the capability folder"
     try:
-        st = target.stat()
-    except OSError:
+        data = read_bounded(target, MAX_FRAGMENT_BYTES)
+    except OSError as exc:
+        if exc.errno == errno.EFBIG:
+            return None, f"{rel!r} is larger than {MAX_FRAGMENT_BYTES} bytes"
+        if exc.errno == errno.EINVAL:
+            return None, f"{rel!r} is not a regular file"
+        return None, f"cannot read {rel!r}: {exc.strerror}"
+    if data is None:
         return None, f"file {rel!r} does not exist"
-    import stat as _stat
-
-    if not _stat.S_ISREG(st.st_mode):
-        return None, f"{rel!r} is not a regular file"
-    if st.st_size > MAX_FRAGMENT_BYTES:
-        return None, f"{rel!r} is larger than {MAX_FRAGMENT_BYTES} bytes"
     try:
-        return target.read_bytes().decode("utf-8"), None
+        return data.decode("utf-8"), None
     except UnicodeDecodeError:
         return None, f"{rel!r} is not UTF-8"
-    except OSError as exc:
-        return None, f"cannot read {rel!r}: {exc.strerror}"
 
 
 def _materialise_fragments(data: dict[str, Any], folder: Path, file: str) -> list[Issue]:

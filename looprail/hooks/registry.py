@@ -18,23 +18,24 @@ points where a gate could not be evaluated — fail open, loudly).
 from __future__ import annotations
 
 import json
+import os
+import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from looprail import layout
 from looprail.errors import Issue
-from looprail.hooks import compiled
-from looprail.hooks.compiled import FIRST_PARTY, GLOBAL, PROJECT
+from looprail.hooks import sources
+from looprail.hooks.manifest_io import ManifestFacts
+from looprail.hooks.sources import FIRST_PARTY, GLOBAL, PROJECT
 
-# No `typing` or `dataclasses` at run time (~18 ms of imports): this module is on the
-# `render-hooks` rebuild path. The records below are plain classes; the TypedDict is for
-# type checkers (at run time a compiled registry is a plain dict either way).
+# No `typing` at run time (this module is on the `render-hooks` rebuild path): the TypedDict
+# is for type checkers (at run time a compiled registry is a plain dict either way).
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # manifest imports pydantic: loaded only when a model is asked for
     from typing import Any, TypedDict
 
     from looprail.hooks.manifest import Capability
-    from looprail.hooks.manifest_io import ManifestFacts
     from looprail.hooks.verdicts import VerdictCache
 else:
     TypedDict = dict
@@ -54,76 +55,26 @@ class CompiledRegistry(TypedDict):
     warnings: list[str]
 
 
-class _Record:
-    """What `@dataclass` gave these records: equality (same class, `_compare` fields equal)
-    and a repr of the `_shown` fields."""
-
-    _compare: tuple[str, ...] = ()
-    _shown: tuple[str, ...] = ()
-    __hash__ = None  # type: ignore[assignment]  # mutable, as a non-frozen dataclass
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return all(getattr(self, f) == getattr(other, f) for f in self._compare)
-
-    def __repr__(self) -> str:
-        body = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._shown)
-        return f"{type(self).__name__}({body})"
-
-
-class _Frozen(_Record):
-    """A record whose fields never change after `__init__`: hashable, assignment refused."""
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"cannot delete field {name!r}")
-
-    def __hash__(self) -> int:  # type: ignore[override]
-        return hash(tuple(getattr(self, f) for f in self._compare))
-
-    def _set(self, **fields: object) -> None:
-        for name, value in fields.items():
-            object.__setattr__(self, name, value)
-
-
-class Root(_Frozen):
+@dataclass(frozen=True)
+class Root:
     """One folder of capability folders, with where it sits in the trust order."""
 
-    _compare = _shown = ("path", "origin")
     path: Path
     origin: str  # first-party | global | project
 
-    def __init__(self, path: Path, origin: str):
-        self._set(path=path, origin=origin)
 
-
-class LoadedCapability(_Record):
-    _compare = ("data", "source", "origin", "active", "inactive_reason")  # not the model: `data`
-    _shown = ("model", *_compare)
-
-    def __init__(
-        self,
-        model: Capability | None,
-        data: dict[str, Any],
-        source: Path,
-        origin: str,
-        active: bool = True,
-        inactive_reason: str | None = None,
-        raw: bytes | None = None,
-    ):
-        # The pydantic model, or None (as the registry loads it: validation never builds one,
-        # see `VerdictCache.validate`): `manifest` then builds it from `raw` on first use.
-        self.model = model
-        self.data = data  # the manifest JSON with fragments materialised
-        self.source = source
-        self.origin = origin
-        self.active = active
-        self.inactive_reason = inactive_reason
-        self.raw = raw
-        self._facts: ManifestFacts | None = None
+@dataclass
+class LoadedCapability:
+    # The pydantic model, or None (as the registry loads it: validation never builds one,
+    # see `VerdictCache.validate`): `manifest` then builds it from `raw` on first use.
+    model: Capability | None = field(compare=False)
+    data: dict[str, Any]  # the manifest JSON with fragments materialised
+    source: Path
+    origin: str
+    active: bool = True
+    inactive_reason: str | None = None
+    raw: bytes | None = field(default=None, compare=False, repr=False)
+    _facts: ManifestFacts | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def manifest(self) -> Capability:
@@ -141,43 +92,29 @@ class LoadedCapability(_Record):
     def facts(self) -> ManifestFacts:
         """The fields the registry merges and compiles by, without pydantic."""
         if self._facts is None:
-            from looprail.hooks.manifest_io import ManifestFacts
-
             self._facts = ManifestFacts(self.data)
         return self._facts
 
 
-class FailedCapability(_Record):
-    _compare = _shown = ("id", "file", "origin", "issues", "gate_points")
-
-    def __init__(
-        self,
-        id: str,
-        file: str,
-        origin: str,
-        issues: list[Issue],
-        gate_points: list[str] | None = None,
-    ):
-        self.id = id
-        self.file = file
-        self.origin = origin
-        self.issues = issues
-        self.gate_points: list[str] = [] if gate_points is None else gate_points
+@dataclass
+class FailedCapability:
+    id: str
+    file: str
+    origin: str
+    issues: list[Issue]
+    gate_points: list[str] = field(default_factory=list)
 
 
-class Shadowed(_Frozen):
+@dataclass(frozen=True)
+class Shadowed:
     """A capability folder that is never loaded because another one has its id (earlier in the
     trust order: first-party, then global, then project)."""
 
-    _compare = _shown = ("id", "source", "origin", "winner", "winner_origin")
     id: str
     source: Path
     origin: str
     winner: Path
     winner_origin: str
-
-    def __init__(self, id: str, source: Path, origin: str, winner: Path, winner_origin: str):
-        self._set(id=id, source=source, origin=origin, winner=winner, winner_origin=winner_origin)
 
     @property
     def reason(self) -> str:
@@ -189,34 +126,19 @@ class Shadowed(_Frozen):
         )
 
 
-class Registry(_Record):
+@dataclass
+class Registry:
     """The merged, validated capability set."""
 
-    _compare = _shown = (
-        "capabilities",
-        "failed",
-        "warnings",
-        "roots",
-        "missing_roots",
-        "shadowed",
-    )
-
-    def __init__(
-        self,
-        capabilities: dict[str, LoadedCapability],
-        failed: list[FailedCapability],
-        warnings: list[str],
-        roots: list[Root],
-        missing_roots: list[Root] | None = None,
-        shadowed: list[Shadowed] | None = None,
-    ):
-        self.capabilities = capabilities
-        self.failed = failed
-        self.warnings = warnings
-        self.roots = roots
-        # First-party folders that were named but do not exist (`looprail run` refuses to start).
-        self.missing_roots: list[Root] = [] if missing_roots is None else missing_roots
-        self.shadowed: list[Shadowed] = [] if shadowed is None else shadowed
+    capabilities: dict[str, LoadedCapability]
+    failed: list[FailedCapability]
+    warnings: list[str]
+    roots: list[Root]
+    # First-party folders that were named but do not exist (`looprail run` refuses to start).
+    missing_roots: list[Root] = field(default_factory=list)
+    shadowed: list[Shadowed] = field(default_factory=list)
+    # `time.time_ns()` before the first manifest was read (`compiled.load_compiled`'s stat rule)
+    loaded_ns: int = field(default=0, compare=False, repr=False)
 
     def task_content_resolvers(self) -> list[tuple[str, Any]]:
         """(cap id, TaskContentResolver) of every loaded feature capability that declares one."""
@@ -231,24 +153,24 @@ class Registry(_Record):
         return [i for f in self.failed for i in f.issues]
 
 
-def looprail_home(env: Mapping[str, str] | None = None) -> Path:
-    """`layout.looprail_home` as a Path: global overlay, native hooks, consent store."""
-    return Path(layout.looprail_home(env))
-
-
 def search_roots(
     project: str | Path,
     capability_dirs: Sequence[str | Path] = (),
     *,
     env: Mapping[str, str] | None = None,
     home: Path | None = None,
+    absolute: bool = False,
 ) -> list[Root]:
-    specs = compiled.root_specs(project, capability_dirs, env=env, home=home)
+    """The search path in trust order. `absolute`: its folders as the compiled cache keys them
+    (`compiled.load_compiled`), so a registry loaded from them is what a cache miss compiles."""
+    specs = sources.root_specs(project, capability_dirs, env=env, home=home)
+    if absolute:
+        specs = [(os.path.abspath(path), origin) for path, origin in specs]
     return [Root(Path(path), origin) for path, origin in specs]
 
 
 def _capability_folders(root: Path) -> list[Path]:
-    return [Path(p) for p in compiled.capability_folders(str(root))]
+    return [Path(p) for p in sources.capability_folders(str(root))]
 
 
 # --------------------------------------------------------------------------- loading
@@ -273,6 +195,7 @@ def load_registry(
     when one is."""
     from looprail.hooks.verdicts import VerdictCache
 
+    loaded_ns = time.time_ns()  # before any read: `compiled.load_compiled`'s racy-stat rule
     verdicts = VerdictCache.for_env(env) if use_cache else VerdictCache(None)
     roots = (
         list(roots)
@@ -332,7 +255,13 @@ def load_registry(
     shadowed: list[Shadowed] = []
     accepted = _merge(candidates, failed, warnings, shadowed)
     registry = Registry(
-        accepted, failed, warnings, list(roots), missing_roots=missing, shadowed=shadowed
+        accepted,
+        failed,
+        warnings,
+        list(roots),
+        missing_roots=missing,
+        shadowed=shadowed,
+        loaded_ns=loaded_ns,
     )
     _check_points(registry)
     apply_activation(registry, config)
@@ -683,12 +612,12 @@ def _check_points(registry: Registry) -> None:
 
 def apply_activation(registry: Registry, config: Mapping[str, Any] | None) -> None:
     """Set `active` from each capability's `activationKey` (consent is applied by `trust`)."""
-    from looprail.config import is_active
+    from looprail.hooks.resolve import key_active
 
     schema = config_types_of(registry)
     for lc in registry.capabilities.values():
         key = lc.facts.activationKey
-        if key and not is_active(key, config, schema):
+        if not key_active(key, config, schema):
             lc.active = False
             lc.inactive_reason = f"activationKey {key!r} is not truthy"
 
@@ -749,9 +678,12 @@ def compile_registry(registry: Registry) -> CompiledRegistry:
             "role": lc.facts.role,
             "origin": lc.origin,
             "source": str(lc.source),
-            "active": lc.active,
+            # Loaded: only consent switches a compiled capability off (`trust.compiled_consent`);
+            # its `activationKey` is the resolver's, per call (`resolve.cap_active`), so the
+            # compiled form is the same under any config.
+            "active": True,
             "activationKey": lc.facts.activationKey,
-            "inactiveReason": lc.inactive_reason,
+            "inactiveReason": None,
         }
         for cid, lc in registry.capabilities.items()
     }

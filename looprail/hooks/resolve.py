@@ -16,8 +16,8 @@ from looprail.config import (
     MISSING,
     JSText,
     effective_value,
+    is_active,
     js_dumps,
-    js_truthy,
 )
 from looprail.errors import InvalidPointError
 from looprail.points import POINTS
@@ -38,8 +38,7 @@ def _value(key: str, config: Mapping[str, Any] | None, schema: Mapping[str, Any]
     return effective_value(key, config, schema)
 
 
-def _truthy(key: str, config: Mapping[str, Any] | None, schema: Mapping[str, Any]) -> bool:
-    return js_truthy(effective_value(key, config, schema))
+_truthy = is_active  # `when`: `Boolean()` of the effective value
 
 
 def _schema(compiled: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -57,14 +56,22 @@ def _type_of(value: Any) -> str:
     return "number" if isinstance(value, (int, float)) else "string"
 
 
+def key_active(
+    key: str | None, config: Mapping[str, Any] | None, schema: Mapping[str, Any]
+) -> bool:
+    """The one activation rule: no `activationKey`, or one whose effective value is truthy under
+    `config` (`schema`: the typed config keys, `registry.config_types_of`). `cap_active` and the
+    registry (`registry.apply_activation`, what `capability list` shows) both decide by it."""
+    return not key or is_active(key, config, schema)
+
+
 def cap_active(compiled: Mapping[str, Any], cap_id: str, config: Mapping[str, Any] | None) -> bool:
     """A capability is active when it loaded, nothing (consent) switched it off, and its
     `activationKey`, if any, is truthy under the current config."""
     cap = compiled["caps"].get(cap_id)
     if cap is None or cap.get("consent") is False:
         return False
-    key = cap.get("activationKey")
-    return not key or _truthy(key, config, _schema(compiled))
+    return key_active(cap.get("activationKey"), config, _schema(compiled))
 
 
 def resolve(

@@ -31,9 +31,9 @@ import zlib
 
 from looprail.errors import Issue
 from looprail.fsutil import is_private, read_private
-from looprail.hooks.compiled import RULE_FILES, new_temp_file
 from looprail.hooks.manifest_rules import check_declared, engine_issues, engine_problem
 from looprail.hooks.manifest_shape import compile_shape
+from looprail.hooks.sources import RULE_FILES, new_temp_file
 from looprail.layout import cache_dir
 
 try:  # CPython's built-in SHA-256: the same digest as hashlib's, ~3 ms less to import

@@ -80,10 +80,9 @@ def local_probe(project: Path, runtime_name: str = "local") -> Probe:
     """The probe of a runtime (from the registry): what it would find, e.g. for `local` the
     executables under `.looprail/`. A runtime that resolves names itself finds everything."""
     runtime = create_runtime(runtime_name, RuntimeSettings(project=project))
-    missing = getattr(runtime, "missing", None)
 
     def executable(folder: str, name: str) -> str | None:
-        return missing(folder, name) if missing is not None else None
+        return runtime.missing(folder, name)
 
     def on_path(word: str) -> bool:
         return word in SHELL_BUILTINS or find_program(word) is not None

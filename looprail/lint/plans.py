@@ -7,7 +7,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from looprail.errors import LooprailError
-from looprail.hooks.checks import read_frontmatter
+from looprail.frontmatter import file_frontmatter
 from looprail.layout import LOOPRAIL_DIR
 from looprail.lint.findings import Finding
 from looprail.lint.inputs import LintInput, PhaseInput, _rel
@@ -147,10 +147,7 @@ def _roles(data: LintInput) -> list[Finding]:
 def _verification_status(phase: Any) -> str | None:
     if phase.verification_path is None:
         return None
-    try:
-        fm = read_frontmatter(phase.verification_path.read_text(errors="replace"))
-    except OSError:
-        return None
+    fm = file_frontmatter(phase.verification_path)
     return str(fm.get("status")) if isinstance(fm, dict) and fm.get("status") is not None else None
 
 

@@ -28,7 +28,7 @@ from looprail.hooks.checks import (
     evaluate_check,
 )
 from looprail.hooks.resolve import resolve
-from looprail.hostcall import UNKNOWN_REQ_IDS, predicate_args, query_args, roadmap_req_ids
+from looprail.hostcall import predicate_args, query_args
 from looprail.machine.guards import HookKind, HookResult, HookStatus, refuses
 from looprail.machine.progress import Progress, fmt_duration
 from looprail.machine.record import EventRecord, Recorder
@@ -208,10 +208,7 @@ class Dispatcher:
         docs/checks.md); ask once per point."""
         if "phase_req_ids" not in query_args(point) + predicate_args(point):
             return ""
-        ask = getattr(self.runtime, "phase_req_ids", None)
-        if ask is not None:
-            return ask(ctx)
-        return roadmap_req_ids(self.project, self.phase_number) or UNKNOWN_REQ_IDS
+        return self.runtime.phase_req_ids(ctx)
 
     def _result(
         self,

@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from looprail import layout
-from looprail.config import read_bounded
 from looprail.errors import InvalidFileError, Issue, RefusedToStart
-from looprail.fsutil import atomic_write
+from looprail.fsutil import atomic_write, read_bounded
 from looprail.hooks.native import (
     NativeHookEngine,
     load_native_hooks,

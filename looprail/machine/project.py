@@ -223,7 +223,7 @@ def _progress(folder: Path) -> tuple[int, int, list[str]]:
 def _verification(root: Path, folder: Path, names: list[str]) -> str | None:
     """The frontmatter `status` of the phase's VERIFICATION.md (the file and the reader the
     run's `verify_done` guard uses), or None."""
-    from looprail.frontmatter import read_frontmatter
+    from looprail.frontmatter import file_frontmatter
     from looprail.fsutil import contained_file
     from looprail.layout import phase_artifact
 
@@ -235,10 +235,7 @@ def _verification(root: Path, folder: Path, names: list[str]) -> str | None:
     path = contained_file(root, folder / name)
     if path is None:
         return None
-    try:
-        fm = read_frontmatter(path.read_text(errors="replace"))
-    except OSError:
-        return None
+    fm = file_frontmatter(path)
     if isinstance(fm, dict) and fm.get("status") is not None:
         return str(fm["status"]).strip()
     return None

@@ -31,8 +31,8 @@ from looprail.errors import (
     TransitionRefused,
 )
 from looprail.errors import StopRequested as _Stop
+from looprail.frontmatter import file_frontmatter
 from looprail.fsutil import atomic_write, contained_file
-from looprail.hooks.checks import read_frontmatter
 from looprail.hooks.task_content import resolve_task_content
 from looprail.machine import guards as G
 from looprail.machine.chart import TaskChart, compile_loop, state_path
@@ -45,7 +45,7 @@ from looprail.machine.workspace import NullWorkspace
 from looprail.plans import Phase, PhaseCache, Plan, Task, WavePlan, compute_waves
 from looprail.plans.planfile import unknown_key_warnings
 from looprail.plans.waves import halt_blocked, unmet_blocked
-from looprail.runtime.base import Flavor, TaskWork
+from looprail.runtime.base import DispatchContext, Flavor, Outcome, TaskWork
 from looprail.runtime.executors import interruptible_executor, run_all, start_threads
 
 if TYPE_CHECKING:
@@ -54,6 +54,8 @@ if TYPE_CHECKING:
     from looprail.runtime.base import Runtime
 
 RunStatus = Literal["shipped", "halted", "paused"]
+# Where a task's body runs: `Runtime.execute_task` here, or an executor's worker elsewhere.
+ExecuteTask = Callable[[TaskWork, DispatchContext], Outcome]
 
 
 @dataclass
@@ -64,8 +66,9 @@ class RunOptions:
     approvals: frozenset[str] = frozenset()
     host_tool: str | None = None
     approved_earlier: frozenset[str] = frozenset()  # checkpoints approved before a resume
-    # Runs a wave's plans elsewhere (`run_wave(runner, wave, plans, done) -> [Settled]`), e.g.
-    # a Dask cluster (looprail.runtime.dask_executor); None: threads here, `jobs` at a time.
+    # Runs a wave's plans elsewhere (`run_wave(runner, wave, plans, done) -> [Settled]`, each
+    # plan through `LoopRunner.run_plan`), e.g. a Dask cluster
+    # (looprail.machine.dask_executor); None: threads here, `jobs` at a time.
     executor: Any = None
 
 
@@ -364,7 +367,7 @@ class LoopRunner:
         self.phase = self._phases.load()
         status = None
         if self.phase.verification_path is not None:
-            fm = read_frontmatter(self.phase.verification_path.read_text(errors="replace"))
+            fm = file_frontmatter(self.phase.verification_path)
             if isinstance(fm, dict) and fm.get("status") is not None:
                 status = str(fm.get("status"))
         waves = self._waves() if self.phase.plans else None
@@ -510,7 +513,7 @@ class LoopRunner:
                 # Each plan's task chart is built before the wave starts (it has no effects:
                 # its initial state has no enter action), not by the plan's thread while the
                 # other plans' threads wait for the GIL to start their processes.
-                charts = [self._plan_chart(p, wave.number) for p in pending]
+                charts = [self.plan_chart(p, wave.number) for p in pending]
                 local = stack.enter_context(interruptible_executor(jobs))
                 # Its threads are up before the wave starts: started one per plan as the
                 # plans are handed over, each would wait for the one before to be scheduled.
@@ -531,7 +534,7 @@ class LoopRunner:
                 settled = run_all(
                     local,
                     [
-                        partial(self._run_plan, p, wave.number, done, chart)
+                        partial(self.run_plan, p, wave.number, done, chart)
                         for p, chart in zip(pending, charts, strict=True)
                     ],
                 )
@@ -554,15 +557,22 @@ class LoopRunner:
         if self.native is not None:
             self.native.wave_settled()
 
-    def _plan_chart(self, plan: Plan, wave: int) -> TaskChart:
+    def plan_chart(self, plan: Plan, wave: int) -> TaskChart:
         """A plan's task chart, in its initial state, over a fresh `_Ctx`."""
         return TaskChart(model=_Ctx(self, plan, wave, list(plan.tasks)))
 
-    def _run_plan(
-        self, plan: Plan, wave: int, done: set[str], chart: TaskChart | None = None
+    def run_plan(
+        self,
+        plan: Plan,
+        wave: int,
+        done: set[str],
+        chart: TaskChart | None = None,
+        execute: ExecuteTask | None = None,
     ) -> None:
-        """Run a plan's tasks through its chart (`chart`: built for it by `_plan_chart`)."""
-        chart = chart if chart is not None else self._plan_chart(plan, wave)
+        """Run a plan's tasks in order, each through `run_task`, then write its SUMMARY. Every
+        executor runs a plan this way; `execute` is where a task's body runs (default: this
+        runner's runtime, here), `chart` a chart built for the plan by `plan_chart`."""
+        chart = chart if chart is not None else self.plan_chart(plan, wave)
         ctx: _Ctx = chart.model
         for i, task in enumerate(ctx.tasks):
             ctx.index = i
@@ -575,10 +585,43 @@ class LoopRunner:
                 self._checkpoint(plan, task, wave)
                 chart.send("skip_task")
                 continue
-            chart.send("begin_task", task=task)  # resolver → read_first → task_call hooks
-            self._execute(plan, task, wave, ctx.work)
-            chart.send("end_task")
+            self.run_task(chart, plan, task, wave, execute or self.runtime.execute_task)
         self._write_summary(plan)
+
+    def run_task(
+        self, chart: TaskChart, plan: Plan, task: Task, wave: int, execute: ExecuteTask
+    ) -> None:
+        """The one task protocol, whatever runs the body: the chart's `begin_task` (the
+        `execute:task` resolver → `read_first` → `task_call` hooks, each journaled), then
+        `task_started`, the body (`execute`), `task_finished`, the `task_result` hooks."""
+        ctx: _Ctx = chart.model
+        chart.send("begin_task", task=task)
+        work = ctx.work or _task_work(plan, task)
+        attempt = self.recorder.task_started(task.id, plan_id=plan.id, wave=wave)
+        again = f" (attempt {attempt})" if attempt > 1 else ""
+        self._status(f"running {task.id} {task.name or ''}".rstrip())
+        dctx = self.dispatcher.context(None, plan_id=plan.id, task_id=work.task_id, wave=wave)
+        dctx = self.workspace.bind(plan.id, dctx)
+        self.progress.task_started(task.id, f"{task.id} {task.name or ''}{again}".rstrip())
+        try:
+            outcome = execute(work, dctx)
+        finally:
+            self.progress.task_finished(task.id)
+        ms = int(outcome.duration_s * 1000)
+        if not outcome.ok:
+            self.recorder.task_finished(
+                task.id, status="failed", duration_ms=ms, message=outcome.detail
+            )
+            raise HaltError(f"{plan.path.name}: task {task.id} failed: {outcome.detail}")
+        self.recorder.task_finished(task.id, status="done", duration_ms=ms)
+        with self._count_lock:  # plans of a wave finish tasks on several threads
+            self.tasks_run += 1
+        self._status()
+        self.progress.line(
+            f"  ✓ {task.id} {task.name or ''}{again} {fmt_duration(outcome.duration_s)}"
+        )
+        self._task_event("task_result", plan, task, wave, work)
+        chart.send("end_task")
 
     def _checkpoint(self, plan: Plan, task: Task, wave: int) -> None:
         approved_by = None
@@ -693,33 +736,6 @@ class LoopRunner:
         blocked = next((r for r in results if r.status == "block"), None)
         if blocked is not None:
             raise TransitionRefused(blocked)
-
-    def _execute(self, plan: Plan, task: Task, wave: int, work: TaskWork | None) -> None:
-        work = work or _task_work(plan, task)
-        attempt = self.recorder.task_started(task.id, plan_id=plan.id, wave=wave)
-        again = f" (attempt {attempt})" if attempt > 1 else ""
-        self._status(f"running {task.id} {task.name or ''}".rstrip())
-        ctx = self.dispatcher.context(None, plan_id=plan.id, task_id=work.task_id, wave=wave)
-        ctx = self.workspace.bind(plan.id, ctx)
-        self.progress.task_started(task.id, f"{task.id} {task.name or ''}{again}".rstrip())
-        try:
-            outcome = self.runtime.execute_task(work, ctx)
-        finally:
-            self.progress.task_finished(task.id)
-        ms = int(outcome.duration_s * 1000)
-        if not outcome.ok:
-            self.recorder.task_finished(
-                task.id, status="failed", duration_ms=ms, message=outcome.detail
-            )
-            raise HaltError(f"{plan.path.name}: task {task.id} failed: {outcome.detail}")
-        self.recorder.task_finished(task.id, status="done", duration_ms=ms)
-        with self._count_lock:  # plans of a wave finish tasks on several threads
-            self.tasks_run += 1
-        self._status()
-        self.progress.line(
-            f"  ✓ {task.id} {task.name or ''}{again} {fmt_duration(outcome.duration_s)}"
-        )
-        self._task_event("task_result", plan, task, wave, work)
 
     def _write_summary(self, plan: Plan) -> None:
         """The durable "plan done" marker, unless the executor already wrote one."""

@@ -15,12 +15,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 from looprail.config import load_project_config_strict
 from looprail.errors import ConfigError, LooprailError, PlanError, RefusedToStart, UsageError
 from looprail.fsutil import check_looprail_folders, project_folder, require_inside
-from looprail.hooks.registry import load_registry
+from looprail.hooks.registry import load_registry, search_roots
 from looprail.hooks.startup import blockers
 from looprail.hooks.task_content import unloadable_resolvers
 from looprail.layout import PLANNING_DIR, PROJECT_CONFIG_FILE
@@ -33,12 +31,14 @@ from looprail.machine.workspace import GitWorkspace, NullWorkspace
 from looprail.plans import find_phase
 from looprail.plans.phase import PhaseCache
 from looprail.runtime.agents import ADAPTERS
-from looprail.runtime.local import Timeouts
+from looprail.runtime.base import RunStart
 from looprail.runtime.meter import Meter
 from looprail.runtime.process import Spawned, reap_spawned, set_spawn_listener
 from looprail.runtime.registry import RuntimeSettings, agent_name, agent_section, create_runtime
+from looprail.settings import LooprailSettings, looprail_settings
 from looprail.store import Journal, RunLock, diff_inputs, digest_inputs
 from looprail.store.journal import journal_path
+from looprail.store.models import EventRecord
 from looprail.trust import load_compiled
 from looprail.trust.agents import effective_agent
 
@@ -122,8 +122,11 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     require_inside(root, root / PLANNING_DIR, "the folder")
     config = load_project_config_strict(root)  # a malformed config stops the run
     warnings: list[str] = []
-    compiled = load_compiled(root, capability_dirs)
-    registry = load_registry(root, capability_dirs, config=config)
+    # The capabilities are read once: the compiled form is the cache's, or (on a miss) compiled
+    # from this registry, whose roots are the absolute folders the cache is keyed by.
+    roots = search_roots(root, capability_dirs, absolute=True)
+    registry = load_registry(root, roots=roots, config=config)
+    compiled = load_compiled(root, capability_dirs, registry=registry)
     warnings += list(registry.warnings)
     for failed in registry.failed:
         warnings.append(
@@ -218,21 +221,18 @@ def run_phase(
                 # of a normal end there is nothing left; after an unexpected error what is
                 # still held (task starts, hook events) is lost as in a crash.
                 recorder.close()
+                runtime.end_run()
 
 
-def read_run_inputs(loaded: Loaded, progress: Progress, runtime: Any = None) -> Any:
+def read_run_inputs(loaded: Loaded, progress: Progress, runtime: Runtime | None = None) -> Any:
     """Read and check what a run reads before it does anything: the native hooks and their
     `nextTurn` queue (`.looprail/next-turn.json`), the `looprail` section of the config, and
     whether the runtime can run at all (an agent CLI on PATH: `unready()`). Raises
     `RefusedToStart` (exit 2), one line naming the file or program, the field and the reason.
     Returns the native inputs, for the run to use as read here."""
-    section = (loaded.config or {}).get("looprail")
-    wanted = section.get("worktrees") if isinstance(section, dict) else None
-    if wanted is not None and not isinstance(wanted, bool):
-        raise RefusedToStart(".planning/config.json: looprail.worktrees: must be true or false")
+    run_settings(loaded)  # the `looprail` section, checked before anything runs
     # The config first (a file to fix), then whether the runtime can run at all.
-    unready = getattr(runtime, "unready", None)
-    why = unready() if callable(unready) else None
+    why = runtime.unready() if runtime is not None else None
     if why:
         raise RefusedToStart(f"{why}; the run did not start")
     return read_native_inputs(loaded.project, progress)
@@ -260,12 +260,15 @@ def _run_unjournaled(
         run_id=None,
         inputs=native,
     )
-    workspace = _attach(loaded, runtime, progress, recorder, None, budget_usd, budget_spent)
-    runner = _runner(
-        loaded, phase, runtime, options, progress, recorder, None, None, bridge, phases
-    )
-    runner.workspace = workspace
-    return SessionResult(runner.run(), None)
+    try:
+        workspace = _attach(loaded, runtime, progress, recorder, None, budget_usd, budget_spent)
+        runner = _runner(
+            loaded, phase, runtime, options, progress, recorder, None, None, bridge, phases
+        )
+        runner.workspace = workspace
+        return SessionResult(runner.run(), None)
+    finally:
+        runtime.end_run()
 
 
 @dataclass
@@ -331,7 +334,7 @@ def _open_run(
                 "or start over with --new"
             )
         was = previous.machine_config.get("agent")
-        now = getattr(runtime, "name", "") or type(runtime).__name__
+        now = runtime.describe().name
         if was and was != now:
             progress.warn(f"run {previous.id} was started with agent {was}; resuming with {now}")
         run = jr.resume_run(previous.id, inputs_digest=digest)
@@ -355,7 +358,7 @@ def _open_run(
                 "flavor": options.flavor,
                 "jobs": options.jobs,
                 "autonomous": options.autonomous,
-                "agent": getattr(runtime, "name", "") or type(runtime).__name__,
+                "agent": runtime.describe().name,
                 **({"loop": loop} if loop else {}),
             },
             inputs_digest=digest,
@@ -451,6 +454,7 @@ def _build_runner(
         # is halted (resumable once fixed), never left `running` as if it had crashed.
         recorder.flush()
         jr.finish_run(run_id, "halted", str(exc))
+        runtime.end_run()
         raise
     runner.on_transition = on_transition
     if previous is not None:
@@ -489,7 +493,7 @@ def _close_run(
 
 def _attach(
     loaded: Loaded,
-    runtime: Any,
+    runtime: Runtime,
     progress: Progress,
     recorder: Any,
     run_id: str | None,
@@ -499,7 +503,6 @@ def _attach(
     """Tell the runtime about the run (transcripts, the cost meter and budget) and choose where
     plans work: git worktrees when the runtime wants them (agent CLIs) or the config says
     `looprail.worktrees: true`; `false` keeps every plan in the main tree."""
-    from looprail.store.models import EventRecord
 
     def sink(call: dict[str, Any]) -> None:
         recorder.event(
@@ -514,18 +517,11 @@ def _attach(
             )
         )
 
-    section = (loaded.config or {}).get("looprail")
-    wanted = section.get("worktrees") if isinstance(section, dict) else None
+    wanted = run_settings(loaded).worktrees
     if wanted is None:
-        wanted = bool(getattr(runtime, "wants_worktrees", False))
-    if not isinstance(wanted, bool):
-        raise ConfigError(".planning/config.json", "looprail.worktrees: must be true or false")
-    if hasattr(runtime, "meter"):
-        runtime.meter = Meter(run_id=run_id, budget_usd=budget_usd, spent_usd=spent_usd, sink=sink)
-        runtime.meter.check()  # a run resumed at its budget stops before any work
-    begin = getattr(runtime, "begin_run", None)
-    if begin is not None:
-        begin(run_id)
+        wanted = runtime.describe().wants_worktrees
+    meter = Meter(run_id=run_id, budget_usd=budget_usd, spent_usd=spent_usd, sink=sink)
+    runtime.begin_run(RunStart(run_id, meter))  # a metering runtime checks the budget here
     if not wanted:
         return NullWorkspace()
     return GitWorkspace(loaded.project, run_id, warn=progress.warn, say=progress.line)
@@ -582,7 +578,6 @@ def stop_signals() -> Iterator[None]:
 def journal_children(recorder: Any) -> Iterator[None]:
     """Journal every child process the run starts (pid and start time, and its guard's), so a
     resume after a crash can reap whatever outlived the killed looprail."""
-    from looprail.machine.record import EventRecord
 
     def listener(spawned: Any) -> None:
         recorder.event(EventRecord(kind="process", data=spawned.as_data()))
@@ -667,6 +662,7 @@ def make_runtime(
 ) -> Any:
     """The runtime a run uses, from the registry: `agent` (`--agent`), else `looprail.agent`
     in the config, else `local`; built with the config's timeouts and its agent section."""
+    run_settings(loaded)  # a bad `looprail` section refuses the run (exit 2)
     name = agent_name(loaded.config, agent)
     section = agent_section(loaded.config, name)
 
@@ -682,7 +678,7 @@ def make_runtime(
     settings = RuntimeSettings(
         project=loaded.project,
         host_tool=options.host_tool,
-        timeouts=timeouts_from_config(loaded.config),
+        timeouts=run_settings(loaded).timeouts,
         progress=progress.line,
         output=progress.child_line if progress.verbose else None,
         agent=section,
@@ -690,29 +686,13 @@ def make_runtime(
     return create_runtime(name, settings)
 
 
-def timeouts_from_config(config: dict[str, Any] | None) -> Any:
-    """`looprail.timeouts` in `.planning/config.json`: seconds per kind of work (`skill`,
-    `agent`, `command`, `query`, `verdict`, `phase`, `task`, `message`, `compact`)."""
-    section = (config or {}).get("looprail")
-    raw = section.get("timeouts") if isinstance(section, dict) else None
-    if raw is None:
-        return None
-    if not isinstance(raw, dict):
-        raise ConfigError(
-            ".planning/config.json",
-            "looprail.timeouts: must be an object",
-            field="looprail.timeouts",
-        )
+def run_settings(loaded: Loaded) -> LooprailSettings:
+    """The `looprail` section of the run's config (`looprail.settings`); a value that cannot be
+    used refuses the run before anything is journaled or run (`RefusedToStart`, exit 2)."""
     try:
-        return Timeouts.model_validate(raw)
-    except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        field = ".".join(str(p) for p in err["loc"])
-        raise ConfigError(
-            ".planning/config.json",
-            f"looprail.timeouts.{field}: {err['msg']}",
-            field=f"looprail.timeouts.{field}",
-        ) from None
+        return looprail_settings(loaded.config)
+    except ConfigError as exc:
+        raise RefusedToStart(str(exc), path=exc.path, field=exc.field) from None
 
 
 def default_jobs() -> int:

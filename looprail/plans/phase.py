@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, computed_field
 
 from looprail.config import load_project_config
 from looprail.errors import OutsideProjectError, PlanError
+from looprail.frontmatter import reference_frontmatter
 from looprail.fsutil import contained_file, require_inside
-from looprail.hooks.checks import reference_frontmatter
 from looprail.layout import (
     PHASE_DIR_PATTERN,
     PROJECT_CONFIG_FILE,

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from looprail.errors import ConfigError, LooprailError
+from looprail.frontmatter import file_frontmatter
 from looprail.plans import load_phase
 from looprail.runtime.agent_settings import describe
 from looprail.runtime.base import (
@@ -36,6 +37,8 @@ from looprail.runtime.base import (
     DispatchContext,
     Outcome,
     Request,
+    RunStart,
+    RuntimeInfo,
     Usage,
     output_label,
     parse_json_object,
@@ -709,7 +712,7 @@ class AgentRuntime(BaseRuntime):
         )
         self.transcripts = Transcripts(self.project)
         self.local.transcripts = self.transcripts  # commands and checks: one numbering, one run
-        self.meter: Meter | None = None  # set by the run
+        self._meter: Meter | None = None  # the run's (`begin_run`); none outside a run
         self._messages: list[str] = []
         self._lock = threading.Lock()
         self._git = _in_git(self.project)
@@ -729,9 +732,9 @@ class AgentRuntime(BaseRuntime):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.project)!r})"
 
-    @property
-    def wants_worktrees(self) -> bool:
-        return True
+    def describe(self) -> RuntimeInfo:
+        """An agent CLI edits files: each plan works in a git worktree of its own."""
+        return RuntimeInfo(name=self.name or type(self).__name__, wants_worktrees=True)
 
     def unready(self) -> str | None:
         """Why this runtime cannot run any agent work (its CLI is not on PATH), or None. A run
@@ -749,10 +752,18 @@ class AgentRuntime(BaseRuntime):
             "(`looprail doctor` checks it)"
         )
 
-    def begin_run(self, run_id: str | None) -> None:
-        self.transcripts.run_id = run_id
+    def begin_run(self, run: RunStart) -> None:
+        """Transcripts are filed under the run; its meter tallies every invocation, and a run
+        resumed at its budget stops here, before any work (`BudgetReached`)."""
+        self._meter = run.meter
+        if run.meter is not None:
+            run.meter.check()
+        self.transcripts.run_id = run.run_id
         if self.progress is not None:
             self.progress(describe(self.adapter.name, self.settings))
+
+    def end_run(self) -> None:
+        self._meter = None
 
     def own(self, ctx: DispatchContext) -> DispatchContext:
         return self.local.own(ctx)
@@ -774,8 +785,9 @@ class AgentRuntime(BaseRuntime):
             return Outcome.succeeded()
         if request.kind == "compact":
             return Outcome.succeeded()  # every invocation is a fresh session
-        if self.meter is not None:
-            self.meter.check()
+        meter = self._meter
+        if meter is not None:
+            meter.check()
         with self._lock:
             messages, self._messages = tuple(self._messages), []
         prompt = build_prompt(
@@ -848,8 +860,8 @@ class AgentRuntime(BaseRuntime):
             )
         outcome = self._outcome(request, ctx, result, reply, timeout_s, rel, usage)
         _write_transcript(folder, prompt, argv, result, reply, outcome)
-        if self.meter is not None:
-            self.meter.record(
+        if meter is not None:
+            meter.record(
                 {
                     "agent": self.adapter.name,
                     "kind": request.kind,
@@ -989,24 +1001,12 @@ def owed_problem(request: Request, project: Path) -> str | None:
         return None if phase.plans else "no *-PLAN.md in the phase folder"
     if phase.verification_path is None:
         return "no VERIFICATION.md in the phase folder"
-    fm = _frontmatter(phase.verification_path.read_text(errors="replace"))
+    fm = file_frontmatter(phase.verification_path)
+    if isinstance(fm, str):
+        return f"{phase.verification_path.name}: {fm}"
     if not fm.get("status"):
         return f"{phase.verification_path.name} has no `status:` in its frontmatter"
     return None
-
-
-def _frontmatter(text: str) -> dict[str, Any]:
-    """The YAML frontmatter of a Markdown file as a dict ({} when absent or malformed)."""
-    import yaml
-
-    match = re.match(r"---[ \t]*\n(.*?)\n(?:---|\.\.\.)[ \t]*(?:\n|$)", text, flags=re.S)
-    if match is None:
-        return {}
-    try:
-        value = yaml.safe_load(match.group(1))
-    except yaml.YAMLError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _last_words(reply: Reply, stderr: str) -> str:

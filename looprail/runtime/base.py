@@ -15,11 +15,17 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
+
+from looprail.hostcall import UNKNOWN_REQ_IDS, roadmap_req_ids
+
+if TYPE_CHECKING:
+    from looprail.runtime.meter import Meter
 
 Flavor = Literal["gsd", "msd", "ferrox"]
 RequestKind = Literal[
@@ -407,11 +413,77 @@ def checked_words(words: Sequence[str]) -> tuple[str, ...]:
     return words
 
 
+class RuntimeInfo(_Frozen):
+    """What a runtime declares about itself, read by the machine instead of probing for
+    attributes (`BaseRuntime.describe`). A runtime that declares nothing gets these defaults."""
+
+    #: The name a run journals as its agent (`machine_config.agent`) and resumes compare.
+    name: str
+    #: Plans work in git worktrees unless the config's `looprail.worktrees` says otherwise
+    #: (agent CLIs edit files; a plan's edits must not meet another's).
+    wants_worktrees: bool = False
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """What a runtime is told when a run begins (`begin_run`): everything arrives here, so the
+    machine never assigns onto the runtime. `meter` tallies agent work against the budget; a
+    runtime that spends nothing ignores it."""
+
+    run_id: str | None
+    meter: Meter | None = None
+
+
 @runtime_checkable
 class Runtime(Protocol):
-    """What the state machine calls. Every method is bounded (timeout + output cap) and returns
-    an `Outcome`; a failing unit of work is `Outcome(ok=False, detail=...)`, never an exception.
+    """What the state machine calls: `handle(request, ctx)` behind the typed calls, a declared
+    description, and the run hooks. Every unit of work is bounded (timeout + output cap) and
+    returns an `Outcome`; a failing unit is `Outcome(ok=False, detail=...)`, never an exception.
+    `BaseRuntime` writes all of it once; a runtime implements `handle` and overrides the rest
+    only where it differs (docs/runtime.md, "Runtimes are one method").
     """
+
+    def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
+        """Do the unit of work `request` describes."""
+        ...
+
+    # -- what it declares -------------------------------------------------------------------
+
+    def describe(self) -> RuntimeInfo:
+        """Its name and wishes (worktrees), declared once."""
+        ...
+
+    def unready(self) -> str | None:
+        """Why it cannot run at all (an agent CLI not on PATH), or None; asked before a run."""
+        ...
+
+    def missing(self, folder: str | None, name: str) -> str | None:
+        """Why a named unit (`agents/<name>`, …) would not run, or None (what lint probes)."""
+        ...
+
+    def host_tool_for(self, ctx: DispatchContext) -> str | None:
+        """The host tool (`gsd_run`, …) that answers gates for `ctx`, or None."""
+        ...
+
+    def run_host(self, args: Sequence[str], ctx: DispatchContext) -> Outcome:
+        """`<host tool> <args>` as one bounded process (gates the workflow hosts directly)."""
+        ...
+
+    def phase_req_ids(self, ctx: DispatchContext) -> str:
+        """The phase's requirement ids as the host's plan-phase workflow passes them."""
+        ...
+
+    # -- run hooks --------------------------------------------------------------------------
+
+    def begin_run(self, run: RunStart) -> None:
+        """Told once a run id is known, before any work (transcripts, the cost meter)."""
+        ...
+
+    def end_run(self) -> None:
+        """Told when the run is over, however it ended; later calls belong to no run."""
+        ...
+
+    # -- the typed calls (written once in BaseRuntime on top of `handle`) --------------------
 
     def run_skill(self, skill_id: str, ctx: DispatchContext) -> Outcome:
         """Run a skill step; `skill_id` is already prefixed with the flavor (`gsd-foo`)."""
@@ -470,7 +542,10 @@ class BaseRuntime:
     Hooks a subclass may override: `own(ctx)` (normalise or refuse a context),
     `verdict_label(request, ctx)` (how a verdict error names the unit), `recorded(...)` (see
     every delivered context fragment). `announce(request)` prints the liveness banner; a
-    runtime calls it once it is about to spawn an agent.
+    runtime calls it once it is about to spawn an agent. What the machine asks of a runtime
+    beside its work (`describe`, `unready`, `missing`, the host tool, `begin_run`/`end_run`)
+    has a default here, so a runtime that declares nothing still runs; the machine calls these
+    methods and never probes a runtime for an attribute.
     """
 
     #: The name this runtime is registered under (`looprail.runtimes` entry points).
@@ -497,10 +572,32 @@ class BaseRuntime:
     def verdict_label(self, request: Request, ctx: DispatchContext) -> str:
         return f"{request.kind} {request.name!r}"
 
+    # -- what it declares (defaults) --------------------------------------------------------
+
+    def describe(self) -> RuntimeInfo:
+        """Default: named as registered (else by its class), no worktrees."""
+        return RuntimeInfo(name=self.name or type(self).__name__)
+
+    def unready(self) -> str | None:
+        """Default: always ready."""
+        return None
+
     def missing(self, folder: str | None, name: str) -> str | None:
         """Why a named unit (`agents/<name>`, `checks/<word>`…) would not run, or None when
         this runtime resolves names itself (what `looprail lint` probes)."""
         return None
+
+    def host_tool_for(self, ctx: DispatchContext) -> str | None:
+        """Default: no host tool answers; gates are evaluated by looprail itself."""
+        return None
+
+    def run_host(self, args: Sequence[str], ctx: DispatchContext) -> Outcome:
+        """Default: there is no host tool to call."""
+        return Outcome.failed("no host tool is configured")
+
+    def phase_req_ids(self, ctx: DispatchContext) -> str:
+        """Default: the ROADMAP.md section's ids, "TBD" (the workflow's fallback) when none."""
+        return roadmap_req_ids(ctx.project, ctx.phase_number) or UNKNOWN_REQ_IDS
 
     def recorded(self, role: str, text: str, ctx: DispatchContext) -> None:
         """Called after a context fragment was queued (a test runtime records it)."""
@@ -584,10 +681,13 @@ class BaseRuntime:
         request = build_request("compact", SESSION_NAME, ctx, instructions=instructions)
         return self.handle(request, ctx)
 
-    # -- run lifecycle (optional) ---------------------------------------------------------
+    # -- run hooks ------------------------------------------------------------------------
 
-    def begin_run(self, run_id: str | None) -> None:
+    def begin_run(self, run: RunStart) -> None:
         """Told once a run id is known (transcripts are filed under it); default: nothing."""
+
+    def end_run(self) -> None:
+        """Told when the run is over, however it ended; default: nothing."""
 
 
 def output_label(request: Request) -> str:

@@ -18,9 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from looprail.hostcall import UNKNOWN_REQ_IDS, argument_values, query_args, roadmap_req_ids
+from looprail.hostcall import UNKNOWN_REQ_IDS, argument_values, query_args
 from looprail.layout import AGENTS_DIR, CHECKS_DIR, COMMANDS_DIR, LOOPRAIL_DIR, SKILLS_DIR
 from looprail.runtime.base import (
     EXIT_UNAVAILABLE,
@@ -30,7 +28,7 @@ from looprail.runtime.base import (
     DispatchContext,
     Outcome,
     Request,
-    RequestKind,
+    RunStart,
     build_request,
     output_label,
 )
@@ -43,6 +41,7 @@ from looprail.runtime.process import (
     prestart_guard_server,
     run_bounded,
 )
+from looprail.settings import Timeouts as Timeouts  # re-exported: the runtime's defaults
 
 # A plain file name: no path separator, no leading "-" (option) or "." (hidden, "..").
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:+@-]*\Z")
@@ -50,25 +49,6 @@ _PLAIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:+@-]*\Z")
 
 def _stderr_progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
-
-
-class Timeouts(BaseModel):
-    """Default seconds per kind of work; a `DispatchContext.timeout_s` overrides them."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    skill: float = Field(1800, gt=0)
-    agent: float = Field(3600, gt=0)
-    command: float = Field(600, gt=0)
-    query: float = Field(120, gt=0)
-    verdict: float = Field(600, gt=0)
-    phase: float = Field(3600, gt=0)
-    task: float = Field(3600, gt=0)
-    message: float = Field(60, gt=0)
-    compact: float = Field(600, gt=0)
-
-    def for_kind(self, kind: RequestKind) -> float:
-        return float(getattr(self, kind))
 
 
 class LocalRuntime(BaseRuntime):
@@ -117,14 +97,14 @@ class LocalRuntime(BaseRuntime):
             output=getattr(settings, "output", None),
         )
 
-    def begin_run(self, run_id: str | None) -> None:
+    def begin_run(self, run: RunStart) -> None:
         """From now on each process's output is filed under `.looprail/logs/<run>/`. The guard
         server starts now (as `looprail run` starts it), so a library run's first wave does
         not wait for its interpreter and finds its spare guards forked."""
         prestart_guard_server()
         if self.transcripts is None:
             self.transcripts = Transcripts(self.project)
-        self.transcripts.run_id = run_id
+        self.transcripts.run_id = run.run_id
 
     def missing(self, folder: str | None, name: str) -> str | None:
         """Why `.looprail/<folder>/<name>` would not run, or None (what lint probes)."""
@@ -206,7 +186,7 @@ class LocalRuntime(BaseRuntime):
             if text and "\n" not in text and text not in ("null", "undefined"):
                 return text
             return UNKNOWN_REQ_IDS
-        return roadmap_req_ids(self.project, ctx.phase_number) or UNKNOWN_REQ_IDS
+        return super().phase_req_ids(self.own(ctx))
 
     # -- the edge -------------------------------------------------------------------------
 

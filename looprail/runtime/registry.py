@@ -19,7 +19,9 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from looprail.errors import ConfigError, UsageError
+from looprail.errors import UsageError
+from looprail.runtime.base import Runtime
+from looprail.settings import looprail_settings
 
 if TYPE_CHECKING:
     from looprail.runtime.local import Timeouts
@@ -83,37 +85,30 @@ def runtime_class(name: str) -> type:
     raise UsageError(f"unknown agent runtime {name!r}; choose one of: {', '.join(available())}")
 
 
-def create_runtime(name: str, settings: RuntimeSettings) -> Any:
-    """A runtime instance of `name`, built from `settings`."""
+def create_runtime(name: str, settings: RuntimeSettings) -> Runtime:
+    """A runtime instance of `name`, built from `settings`. What it builds is checked here,
+    once, against the `Runtime` protocol (a `BaseRuntime` subclass has all of it), so the
+    machine calls the runtime's declared methods and never probes for one."""
     cls = runtime_class(name)
     factory = getattr(cls, "from_settings", None)
     if factory is None:
         raise UsageError(f"runtime {name!r} ({cls.__qualname__}) has no from_settings()")
-    return factory(settings)
+    runtime = factory(settings)
+    if not isinstance(runtime, Runtime):
+        declared = {n for n, v in vars(Runtime).items() if callable(v) and n[0] != "_"}
+        lacks = sorted(declared - set(dir(runtime)))
+        raise UsageError(
+            f"runtime {name!r} ({cls.__qualname__}) is not a Runtime: it lacks "
+            f"{', '.join(lacks)} (subclass looprail.runtime.base.BaseRuntime)"
+        )
+    return runtime
 
 
 def agent_name(config: Mapping[str, Any] | None, override: str | None = None) -> str:
     """The runtime a run uses: `--agent`, else `looprail.agent` in the config, else `local`."""
-    if override:
-        return override
-    section = (config or {}).get("looprail")
-    value = section.get("agent") if isinstance(section, dict) else None
-    if value is None:
-        return DEFAULT_RUNTIME
-    if not isinstance(value, str) or not value:
-        raise ConfigError(".planning/config.json", "looprail.agent: must be a runtime name")
-    return value
+    return override or looprail_settings(config).agent or DEFAULT_RUNTIME
 
 
 def agent_section(config: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
     """`looprail.agents.<name>` from the config (permissions, model, extra args), or {}."""
-    section = (config or {}).get("looprail")
-    agents = section.get("agents") if isinstance(section, dict) else None
-    if agents is None:
-        return {}
-    if not isinstance(agents, dict):
-        raise ConfigError(".planning/config.json", "looprail.agents: must be an object")
-    value = agents.get(name, {})
-    if not isinstance(value, dict):
-        raise ConfigError(".planning/config.json", f"looprail.agents.{name}: must be an object")
-    return dict(value)
+    return dict(looprail_settings(config).agents.get(name, {}))

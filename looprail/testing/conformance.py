@@ -27,8 +27,16 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from looprail.runtime.base import DispatchContext, Outcome, Runtime, TaskWork
-from looprail.runtime.registry import runtime_class
+from looprail.runtime.base import (
+    BaseRuntime,
+    DispatchContext,
+    Outcome,
+    RunStart,
+    Runtime,
+    RuntimeInfo,
+    TaskWork,
+)
+from looprail.runtime.registry import RuntimeSettings, create_runtime, runtime_class
 
 ALL_CALLS = (
     "skill",
@@ -121,8 +129,19 @@ def check_runtime(
         for key in keys:
             assert out[key].ok, f"{key} should succeed here: {out[key].detail}"
 
-    name = getattr(type(runtime), "name", "")
+    # What it declares: a typed description, and run hooks that take a run and let it go.
+    info = runtime.describe()
+    assert isinstance(info, RuntimeInfo), f"describe() returned {type(info).__name__}"
+    assert info.name, "describe() names no runtime"
+    why = runtime.unready()
+    assert why is None or (isinstance(why, str) and "\n" not in why), f"unready(): {why!r}"
+    runtime.begin_run(RunStart(None))
+    runtime.end_run()
+
+    name = runtime.name if isinstance(runtime, BaseRuntime) else ""
     if name:
         assert runtime_class(name) is type(runtime), f"entry point {name!r} is another class"
-        assert callable(getattr(type(runtime), "from_settings", None)), "no from_settings()"
+        assert info.name == name, f"describe() names {info.name!r}, registered as {name!r}"
+        built = create_runtime(name, RuntimeSettings(project=project))
+        assert type(built) is type(runtime), f"from_settings() built {type(built).__name__}"
     return out

@@ -29,7 +29,7 @@ import yaml
 
 from looprail.errors import HaltError, ManifestError, UsageError
 from looprail.hooks.manifest import validate_manifest
-from looprail.hooks.registry import load_registry
+from looprail.hooks.registry import load_registry, search_roots
 from looprail.layout import LOOPRAIL_DIR, PHASES_DIR, PROJECT_CONFIG_FILE
 from looprail.machine.guards import GUARDS, HookResult
 from looprail.machine.progress import Progress
@@ -37,7 +37,7 @@ from looprail.machine.record import MemoryRecorder
 from looprail.machine.run import LoopRunner, RunOptions
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec, TransitionSpec
 from looprail.plans import compute_waves
-from looprail.runtime.base import Outcome
+from looprail.runtime.base import Outcome, Request, RunStart, RuntimeInfo
 from looprail.runtime.scripted import Call, CallKind, ScriptedRuntime
 from looprail.trust import load_compiled
 
@@ -243,14 +243,49 @@ class _Log:
 
 
 class _LoggedRuntime:
-    """Delegates to the ScriptedRuntime, writing one log line per call first."""
+    """Delegates to the ScriptedRuntime, writing one log line per call of the work first. The
+    whole `Runtime` protocol is spelled out: the machine calls declared methods only."""
 
     def __init__(self, inner: ScriptedRuntime, log: _Log):
         self._inner = inner
         self._log = log
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+    def handle(self, request: Request, ctx: Any) -> Outcome:
+        return self._inner.handle(request, ctx)
+
+    def describe(self) -> RuntimeInfo:
+        return self._inner.describe()
+
+    def unready(self) -> str | None:
+        return self._inner.unready()
+
+    def missing(self, folder: str | None, name: str) -> str | None:
+        return self._inner.missing(folder, name)
+
+    def host_tool_for(self, ctx: Any) -> str | None:
+        return self._inner.host_tool_for(ctx)
+
+    def run_host(self, args: Sequence[str], ctx: Any) -> Outcome:
+        return self._inner.run_host(args, ctx)
+
+    def phase_req_ids(self, ctx: Any) -> str:
+        return self._inner.phase_req_ids(ctx)
+
+    def begin_run(self, run: RunStart) -> None:
+        self._inner.begin_run(run)
+
+    def end_run(self) -> None:
+        self._inner.end_run()
+
+    def deliver_message(
+        self, text: str, *, send_as: str, delivery: str, trigger_turn: bool, ctx: Any
+    ) -> Outcome:
+        return self._inner.deliver_message(
+            text, send_as=send_as, delivery=delivery, trigger_turn=trigger_turn, ctx=ctx
+        )
+
+    def compact(self, instructions: str | None, ctx: Any) -> Outcome:
+        return self._inner.compact(instructions, ctx)
 
     def run_skill(self, skill_id: str, ctx: Any) -> Outcome:
         self._log.add(f"skill {skill_id}")
@@ -627,10 +662,14 @@ class LoopHarness:
         (self.phase_dir / name).write_text(body + f"# {name} (written by the test harness)\n")
 
     def _load(self) -> tuple[CompiledRegistry, Registry]:
-        roots = [self.capabilities_dir]
+        dirs = [self.capabilities_dir]
         env: dict[str, str] = {}
-        compiled = load_compiled(self.project, roots, env=env, home=self.home, use_cache=False)
-        registry = load_registry(self.project, roots, env=env, home=self.home, config=self._config)
+        # One read: the compiled form is this registry's (`load_compiled(registry=)`).
+        roots = search_roots(self.project, dirs, env=env, home=self.home, absolute=True)
+        registry = load_registry(self.project, env=env, config=self._config, roots=roots)
+        compiled = load_compiled(
+            self.project, dirs, env=env, home=self.home, use_cache=False, registry=registry
+        )
         if registry.failed:
             raise ManifestError(registry.issues)
         return compiled, registry

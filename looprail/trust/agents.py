@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from looprail.config import read_bounded
 from looprail.errors import ConfigError
+from looprail.fsutil import read_bounded
 from looprail.layout import PROJECT_CONFIG_FILE, USER_AGENTS_FILE, looprail_home
 from looprail.runtime.agent_settings import GUARDED, describe, guarded_digest, guarded_of
 from looprail.runtime.agents import AgentSettings

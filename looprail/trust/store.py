@@ -20,17 +20,20 @@ real absolute path: `{"version": 1, "projects": {path: {"capabilities": {id: sha
 unreadable or malformed store means "no consent" (fail closed); only writing refuses a malformed
 store, so nothing is lost.
 
-This module is on the `loop render-hooks` hot path (`compiled_consent`): it imports only `os`
-and `json` at the top; hashing and file locking are imported when used.
+This module is on the `loop render-hooks` hot path (`compiled_consent`): it imports only `os`,
+`errno` and `json` at the top (and base `fsutil`); hashing and file locking are imported when
+used.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 
 from looprail import layout
 from looprail.errors import TrustError
+from looprail.fsutil import read_bounded
 from looprail.layout import CONSENT_FILE, looprail_home
 
 TYPE_CHECKING = False
@@ -157,26 +160,18 @@ def hooks_hash(project: str | os.PathLike[str]) -> str | None:
     """The SHA-256 (hex) of the project's `.looprail/hooks.json`, or None when there is none.
     Raises `TrustError` for something that is not a regular file or is too large."""
     import hashlib
-    import stat
 
     path = hooks_path(project)
     try:
-        st = os.stat(path)
-    except FileNotFoundError:
+        data = read_bounded(path, MAX_HOOKS_FILE_BYTES)
+    except OSError as exc:
+        if exc.errno == errno.EINVAL:
+            raise TrustError(f"{path}: not a regular file") from None
+        if exc.errno == errno.EFBIG:
+            raise TrustError(f"{path}: larger than {MAX_HOOKS_FILE_BYTES} bytes") from None
+        raise TrustError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if data is None:
         return None
-    except OSError as exc:
-        raise TrustError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise TrustError(f"{path}: not a regular file")
-    if st.st_size > MAX_HOOKS_FILE_BYTES:
-        raise TrustError(f"{path}: larger than {MAX_HOOKS_FILE_BYTES} bytes")
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_HOOKS_FILE_BYTES + 1)
-    except OSError as exc:
-        raise TrustError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if len(data) > MAX_HOOKS_FILE_BYTES:
-        raise TrustError(f"{path}: larger than {MAX_HOOKS_FILE_BYTES} bytes")
     return hashlib.sha256(data).hexdigest()
 
 
@@ -492,9 +487,11 @@ def load_compiled(
     env: Mapping[str, str] | None = None,
     home: str | os.PathLike[str] | None = None,
     use_cache: bool = True,
+    registry: Registry | None = None,
 ) -> CompiledRegistry:
     """The compiled registry with the user's consent applied: `hooks.compiled.load_compiled`
-    given `compiled_consent`. This is `looprail.load_compiled` and what every caller uses."""
+    given `compiled_consent` (and the caller's `registry` of the same search path, compiled on
+    a cache miss). This is `looprail.load_compiled` and what every caller uses."""
     from looprail.hooks import compiled as hooks_compiled
 
     def consent(c: CompiledRegistry, h: Any, e: Mapping[str, str]) -> CompiledRegistry:
@@ -507,6 +504,7 @@ def load_compiled(
         home=None if home is None else os.fspath(home),
         use_cache=use_cache,
         consent=consent,
+        registry=registry,
     )
 
 

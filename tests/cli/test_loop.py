@@ -171,6 +171,7 @@ ENTRY = {
     "looprail.hooks.manifest_shape",
     "looprail.hooks.registry",
     "looprail.hooks.resolve",
+    "looprail.hooks.sources",
     "looprail.hooks.verdicts",
     "looprail.layout",
     "looprail.points",

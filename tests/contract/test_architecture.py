@@ -5,6 +5,7 @@ dependency)."""
 from __future__ import annotations
 
 import ast
+import re
 from functools import cache
 from pathlib import Path
 
@@ -28,6 +29,7 @@ BASE = {
     "config",
     "roadmap",
     "frontmatter",
+    "settings",  # the `looprail` config section (pydantic; off the render-hooks path)
 }
 TRUST = {"trust"}  # looprail.trust: store, audit, consent, reviewer
 
@@ -91,10 +93,6 @@ def test_runtime_does_not_import_hooks():
 RUNTIME_UPWARD = {
     "looprail.runtime.agents imports looprail.plans",
     "looprail.runtime.agents imports looprail.plans.load_phase",
-    "looprail.runtime.dask_executor imports looprail.machine.progress",
-    "looprail.runtime.dask_executor imports looprail.machine.progress.fmt_duration",
-    "looprail.runtime.dask_executor imports looprail.machine.record",
-    "looprail.runtime.dask_executor imports looprail.machine.record.EventRecord",
 }
 
 
@@ -127,3 +125,68 @@ def test_the_store_imports_only_the_base_layer():
 
 def test_the_trust_layer_does_not_import_the_machine():
     assert _violations(TRUST, {"machine", "store", "lint", "diagrams", "testing"}) == []
+
+
+def test_plans_imports_only_the_base_layer():
+    """PLAN.md, phases and waves are read without hooks or runtimes (the frontmatter reader
+    is base: `plans/phase.py` once imported `hooks.checks` for it)."""
+    assert _violations({"plans"}, {_layer(m) for m in _imports()} - BASE - {"plans", ""}) == []
+
+
+EDGES = {"cli", "ui", "diagrams", "lint", "testing"}
+
+
+def test_the_machine_does_not_import_the_edges():
+    assert _violations({"machine"}, EDGES) == []
+
+
+def test_diagrams_lint_and_testing_do_not_import_one_another_nor_the_ui():
+    for layer in ("diagrams", "lint", "testing"):
+        assert _violations({layer}, EDGES - {layer}) == []
+
+
+def test_only_the_cli_imports_the_ui():
+    everything = {_layer(m) for m in _imports()} - {"cli", "ui"}
+    assert _violations(everything, {"ui"}) == []
+
+
+def test_no_module_imports_the_root_package_for_a_name():
+    """`looprail/__init__.py` re-exports the library: a module that takes a name from it (say
+    `__version__`) makes a circle the layer scan cannot see, since every layer is below the
+    root. `from looprail import layout` (a submodule) is fine."""
+    submodules = {p.stem for p in PACKAGE.glob("*.py")} | {
+        p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()
+    }
+    offenders = []
+    for path in modules():
+        mod = _module(path)
+        if mod in ("looprail", "looprail.__main__"):
+            continue
+        for node in nodes(path):
+            if isinstance(node, ast.Import) and any(a.name == "looprail" for a in node.names):
+                offenders.append(f"{mod}: import looprail")
+            elif isinstance(node, ast.ImportFrom) and node.module == "looprail":
+                offenders += [
+                    f"{mod}: from looprail import {a.name}"
+                    for a in node.names
+                    if a.name not in submodules
+                ]
+    assert offenders == []
+
+
+def _drawn() -> str:
+    doc = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    return doc.split("```text", 1)[1].split("```", 1)[0]
+
+
+def test_the_picture_draws_every_module_of_the_real_tree():
+    """docs/architecture.md draws the house as built: every layer (package) and every base
+    module is named in its picture, and so is every module it names in its text as new."""
+    drawn = set(re.findall(r"[a-z_]+(?:/[a-z_]+\.py)?", _drawn()))
+    layers = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert layers - drawn == set()
+    assert BASE - drawn == set()
+    top = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "__main__"}
+    assert top - BASE == set()  # every top-level module is a base module
+    for named in re.findall(r"[a-z_]+/[a-z_]+\.py", _drawn()):
+        assert (PACKAGE / named).is_file(), named

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from tests.support import examples, feature, write_capability, write_exe
 from tests.support.loop import demo_phase, halting_gate, halting_step
-from tests.support.procs import PY, alive, completed, pids_in, start_run, wait_for
+from tests.support.procs import HOLDING, PY, alive, completed, pids_in, start_run, wait_for
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the kill matrix needs Linux /proc"
@@ -28,31 +28,22 @@ pytestmark = pytest.mark.skipif(
 
 # Every agent: log its request (normalised), its pid, then hold while .hold/<name> exists
 # (after writing .reached/<name>), do its work, log "done <name>".
-COMMON = r"""
+COMMON = (
+    r"""
 import json, os, sys, time
 from pathlib import Path
 root = Path(os.environ["LOOPRAIL_PROJECT"])
 raw = sys.stdin.read()
 req = json.loads(raw) if raw.strip() else {}
-def append(name, text):
-    with open(root / name, "a") as fh:
-        fh.write(text + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-def hold(name):
-    if (root / ".hold" / name).exists():
-        (root / ".reached").mkdir(exist_ok=True)
-        tmp = root / ".reached" / (name + ".tmp")
-        tmp.write_text(str(os.getpid()))
-        tmp.rename(root / ".reached" / name)
-        while (root / ".hold" / name).exists():
-            time.sleep(0.02)
-append("pids.log", str(os.getpid()))
+"""
+    + HOLDING
+    + r"""
 if req:
     shown = {k: req.get(k) for k in ("kind", "name", "role", "step", "planId", "taskId", "wave")}
     shown["roleContext"] = req.get("roleContext")
     append("requests.log", json.dumps(shown, sort_keys=True))
 """
+)
 
 PLANNER = r"""
 phase = Path(req["phase"]["dir"])

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from looprail.frontmatter import read_frontmatter
 from looprail.hooks.checks import (
     COMMAND_GRAMMAR,
     EXIT_UNAVAILABLE,
@@ -22,7 +23,6 @@ from looprail.hooks.checks import (
     evaluate_predicate,
     evaluate_predicate_json,
     json_equal,
-    read_frontmatter,
     validate_query,
 )
 from looprail.runtime.base import DispatchContext, Outcome
@@ -428,11 +428,15 @@ def test_a_check_needs_exactly_one_shape(ctx, check):
     assert runtime.calls == []
 
 
-def test_manifest_check_model_is_accepted(ctx):
+def test_a_check_is_evaluated_in_its_compiled_form_only(ctx):
+    # One shape: the machine runs the compiled gate hook's mapping (the manifest's JSON); the
+    # pydantic model is refused, not converted on the side.
     from looprail.hooks.manifest import Check
 
     check = Check(predicate={"kind": "config-equals", "key": "workflow.level", "equals": 2})
-    assert evaluate_check(check, ctx).block is False
+    assert evaluate_check(check.model_dump(exclude_none=True), ctx).block is False
+    refused = evaluate_check(check, ctx)
+    assert isinstance(refused, CheckError) and "check must be an object" in refused.reason
 
 
 # ── query: grammar first, then the runtime ────────────────────────────────────────────────────

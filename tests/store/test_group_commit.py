@@ -182,6 +182,9 @@ def test_held_starts_are_written_together_by_one_relaxed_commit(tmp_path):
         journal.task_finished(run_id, keys[0])  # done: a start of it is refused
         journal.task_started(run_id, keys[1])  # in flight (a crash): its next start is attempt 2
         recorder = JournalRecorder(journal, run_id)
+        # Hold the moment, don't race it: at the usual 50 ms a loaded machine can let the
+        # flusher commit between two of the four starts.
+        recorder.FLUSH_AFTER = 2.0
         recorder.done_tasks()
         statements: list[str] = []
         journal._conn.set_trace_callback(statements.append)

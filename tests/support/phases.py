@@ -8,11 +8,12 @@ import json
 from pathlib import Path
 
 from tests.support import run_cli, write_exe
-from tests.support.procs import PY
+from tests.support.procs import HOLDING, PY
 
 # Every agent: log its pid, hold while .hold/<name> exists (after writing .reached/<name>),
 # then do its work and log "done …" (the test reads what ran, and how often).
-COMMON = r"""
+COMMON = (
+    r"""
 import json, os, sys, time
 from pathlib import Path
 root = Path(os.environ["LOOPRAIL_PROJECT"])
@@ -20,21 +21,11 @@ req = json.load(sys.stdin)
 phase_dir = Path(req["phase"]["dir"])
 number = req["phase"]["number"]
 prefix = phase_dir.name.split("-", 1)[0]
-def append(name, text):
-    with open(root / name, "a") as fh:
-        fh.write(text + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-def hold(name):
-    if (root / ".hold" / name).exists():
-        (root / ".reached").mkdir(exist_ok=True)
-        tmp = root / ".reached" / (name + ".tmp")
-        tmp.write_text(str(os.getpid()))
-        tmp.rename(root / ".reached" / name)
-        while (root / ".hold" / name).exists():
-            time.sleep(0.02)
-append("pids.log", str(os.getpid()))
 """
+    + HOLDING
+    + r"""
+"""
+)
 
 ORCHESTRATOR = r"""
 if req["step"] == "discuss":

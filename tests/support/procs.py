@@ -82,3 +82,24 @@ def pids_in(path: Path, *, missing_ok: bool = False) -> list[int]:
     if missing_ok and not path.exists():
         return []
     return [int(x) for x in path.read_text().split()]
+
+
+# The prelude of an agent script that a kill test holds: `append` a line durably to a project
+# file, `hold(name)` while `.hold/<name>` exists (after writing `.reached/<name>`, so the test
+# knows the moment it kills at), and the agent's pid logged. Needs `os`, `time` and `root`.
+HOLDING = r"""
+def append(name, text):
+    with open(root / name, "a") as fh:
+        fh.write(text + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+def hold(name):
+    if (root / ".hold" / name).exists():
+        (root / ".reached").mkdir(exist_ok=True)
+        tmp = root / ".reached" / (name + ".tmp")
+        tmp.write_text(str(os.getpid()))
+        tmp.rename(root / ".reached" / name)
+        while (root / ".hold" / name).exists():
+            time.sleep(0.02)
+append("pids.log", str(os.getpid()))
+"""

@@ -30,7 +30,6 @@ from looprail.hooks.native.config import (
     global_hooks_path,
     hooks_json_schema,
     load_native_hooks,
-    looprail_home,
     project_hooks_path,
     read_hooks_file,
 )
@@ -76,7 +75,6 @@ __all__ = [
     "hooks_json_schema",
     "load_native_hooks",
     "loop_settled_candidate",
-    "looprail_home",
     "point_candidate",
     "project_hooks_path",
     "read_hooks_file",

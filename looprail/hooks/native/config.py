@@ -23,7 +23,6 @@ from looprail.hooks.native.loading import (
     global_hooks_path,
     invalid_file_warning,
     load_native_hooks,
-    looprail_home,
     merge_catalog,
     project_hooks_path,
 )
@@ -74,7 +73,6 @@ __all__ = [
     "hooks_json_schema",
     "invalid_file_warning",
     "load_native_hooks",
-    "looprail_home",
     "merge_catalog",
     "project_hooks_path",
     "read_hooks_file",

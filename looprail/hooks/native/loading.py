@@ -15,13 +15,8 @@ from looprail.runtime.process import escape_untrusted
 # --------------------------------------------------------------------------- locations
 
 
-def looprail_home() -> Path:
-    """looprail's per-user folder (see `layout.looprail_home`)."""
-    return Path(layout.looprail_home())
-
-
 def global_hooks_path(home: Path | None = None) -> Path:
-    return (Path(home) if home is not None else looprail_home()) / layout.HOOKS_FILE
+    return Path(home if home is not None else layout.looprail_home()) / layout.HOOKS_FILE
 
 
 def project_hooks_path(project: str | Path) -> Path:

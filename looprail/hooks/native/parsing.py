@@ -3,18 +3,16 @@ with its file and JSON path."""
 
 from __future__ import annotations
 
-import errno
 import json
 import math
-import os
 import re
-import stat
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeGuard, cast
 
 from looprail.errors import Issue
+from looprail.fsutil import read_bounded
 from looprail.hooks.native._jsonpath import item, member
 from looprail.hooks.native.actions import OwnedAction, parse_action
 from looprail.hooks.native.events import (
@@ -97,34 +95,18 @@ def read_hooks_file(
     path = Path(path)
     file = str(path)
     try:
-        raw = _read_regular_file(path, MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
-        return HooksFile(path, scope, "missing")
+        raw = read_bounded(path, MAX_FILE_BYTES)
     except OSError as exc:
         reason = f"cannot read ({exc.strerror or exc})"
         return HooksFile(path, scope, "invalid", issues=(Issue(file, "$", reason),))
+    if raw is None:
+        return HooksFile(path, scope, "missing")
     if accept is not None and not accept(raw):
         return HooksFile(path, scope, "untrusted")
     data, issues = _parse_json(raw, file)
     if issues:
         return HooksFile(path, scope, "invalid", issues=tuple(issues))
     return validate_hooks_document(data, file=path, scope=scope)
-
-
-def _read_regular_file(path: Path, limit: int) -> bytes:
-    """At most `limit` bytes of a regular file. A FIFO or a device (a cloned project can link
-    hooks.json to /dev/zero) is refused before it is read: reading it could never end."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        mode = os.fstat(fd).st_mode
-    except OSError:
-        os.close(fd)
-        raise
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        raise OSError(errno.EINVAL, "not a regular file")
-    with os.fdopen(fd, "rb") as handle:
-        return handle.read(limit)
 
 
 def validate_hooks_document(data: Any, *, file: str | Path, scope: Scope) -> HooksFile:

@@ -1,4 +1,4 @@
-"""The worker side of the Dask executor (`looprail.runtime.dask_executor`): runs on Dask workers.
+"""The worker side of the Dask executor (`looprail.machine.dask_executor`): runs on Dask workers.
 
 Per-plan cost is kept small, since a wave may have many short plans:
 
@@ -36,7 +36,7 @@ from distributed import get_worker
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from looprail.layout import AGENTS_DIR, CHECKS_DIR, COMMANDS_DIR, LOOPRAIL_DIR, SKILLS_DIR
-from looprail.runtime.dask_executor import _SKIP, PlanJob, apply_changes, plan_topic
+from looprail.machine.dask_job import SKIP, PlanJob, Step, apply_changes, plan_topic, step_name
 from looprail.runtime.git import git
 
 _KEEP_LOOPRAIL = (AGENTS_DIR, SKILLS_DIR, COMMANDS_DIR, CHECKS_DIR)  # executables the runtime runs
@@ -264,7 +264,7 @@ def snapshot(project: Path) -> dict[str, Any]:
     for folder, dirs, names in os.walk(project):
         rel_folder = os.path.relpath(folder, project)
         if rel_folder == ".":
-            dirs[:] = [d for d in dirs if d not in _SKIP]
+            dirs[:] = [d for d in dirs if d not in SKIP]
             rel_folder = ""
         for name in names:
             rel = f"{rel_folder}/{name}" if rel_folder else name
@@ -372,8 +372,9 @@ def earlier_attempts(events: Any) -> tuple[dict[str, dict], str | None, int]:
 
 
 def run_plan_on_worker(job: PlanJob) -> dict[str, Any]:
-    """Run the plan's unfinished tasks in a pooled copy of the project; report every start and
-    end on the plan's topic. Runs on a Dask worker."""
+    """Run the plan's tasks in a pooled copy of the project, each as the orchestrator hands it
+    over (begun there: resolved, read_first checked, `task_call` hooks run); report every start
+    and end on the plan's topic. Runs on a Dask worker."""
     from looprail.runtime.base import DispatchContext, TaskWork
 
     worker = get_worker()
@@ -404,20 +405,14 @@ def run_plan_on_worker(job: PlanJob) -> dict[str, Any]:
         runtime = _runtime(job, project)
         before = snapshot(project)
         done: list[str] = list(finished)
-        for task_key, raw in job.tasks:
-            if task_key in finished:
-                continue
-            work = TaskWork.model_validate(raw)
+        n = len(finished)  # one step per task, and a task that failed ended the plan
+        while True:
+            step = job.first if n == 0 else _next_step(worker, job, n)
+            if step.get("end"):
+                return {"plan": job.plan_id, "ok": True, "done": done}
+            task_key = step["task"]
+            work = TaskWork.model_validate(step["work"])
             report({"task": task_key, "event": "started", "retry": started == task_key})
-            missing = [
-                rel
-                for rel in work.read_first
-                if not (project / rel).resolve().is_relative_to(project)
-                or not (project / rel).exists()
-            ]
-            if missing:
-                report({"task": task_key, "event": "read_first", "missing": missing})
-                return {"plan": job.plan_id, "ok": False, "done": done}
             ctx = DispatchContext(
                 project=project,
                 phase_number=job.phase_number,
@@ -429,30 +424,53 @@ def run_plan_on_worker(job: PlanJob) -> dict[str, Any]:
             )
             began = time.monotonic()
             outcome = runtime.execute_task(work, ctx)
+            if not outcome.duration_s:
+                outcome = outcome.model_copy(update={"duration_s": time.monotonic() - began})
             changes, patch, before = changes_since(project, before)
             report(
                 {
                     "task": task_key,
                     "event": "finished",
                     "ok": outcome.ok,
-                    "detail": outcome.detail,
-                    "duration_s": outcome.duration_s or time.monotonic() - began,
+                    # stdout/stderr stay here: their last lines travel as `logs`
+                    "outcome": outcome.model_dump(mode="json", exclude={"stdout", "stderr"}),
                     "logs": [*_tail(outcome.stdout), *_tail(outcome.stderr)],
                     "changes": changes,
                     "patch": patch,
-                    "work": raw,
                     "worker": worker.address,
                 }
             )
             if not outcome.ok:
                 return {"plan": job.plan_id, "ok": False, "done": done}
             done.append(task_key)
-        return {"plan": job.plan_id, "ok": True, "done": done}
+            if not step.get("more"):
+                return {"plan": job.plan_id, "ok": True, "done": done}
+            n += 1
     finally:
         if own_pool is not None:
             own_pool.teardown(worker)
         else:
             pool.release(job.source, project, manifest)
+
+
+_STEP_POLL_S = 2.0
+
+
+def _next_step(worker: Any, job: PlanJob, n: int) -> Step:
+    """Wait for the orchestrator to hand over step `n`. While waiting, look every few seconds
+    whether this plan is still wanted (a client gone or a cancelled plan never hands it over)."""
+    from distributed import Variable, get_client
+
+    variable = Variable(step_name(job.channel, job.plan_id, n), client=get_client())
+    key = worker.get_current_task()
+    while True:
+        try:
+            step: Step = variable.get(timeout=_STEP_POLL_S)
+            return step
+        except TimeoutError:
+            task = worker.state.tasks.get(key)
+            if task is None or task.state != "executing":
+                raise RuntimeError("the orchestrator no longer waits for this plan") from None
 
 
 def _runtime(job: PlanJob, project: Path) -> Any:

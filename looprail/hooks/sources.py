@@ -1,0 +1,87 @@
+"""Where capabilities come from, and what their on-disk caches are keyed by: the search path in
+trust order (origins, roots, capability folders), the code files whose rules decide a cached
+form, and the caches' private temporary file.
+
+Imported by the registry (`hooks.registry`), the compiled cache (`hooks.compiled`) and the
+validation cache (`hooks.verdicts`), none of which need the others for these: only `os`, on the
+`render-hooks` hot path.
+"""
+
+from __future__ import annotations
+
+import os
+
+from looprail.layout import CAPABILITIES_DIR, looprail_home, project_path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
+    from collections.abc import Mapping, Sequence
+    from typing import Any
+
+FIRST_PARTY = "first-party"
+GLOBAL = "global"
+PROJECT = "project"
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# The code whose rules decide the compiled form and the validation verdicts (`verdicts` hashes
+# the same files): an edit (a dev checkout, an upgrade that forgot to bump CACHE_FORMAT)
+# invalidates both caches as a manifest edit would.
+RULE_FILES = tuple(
+    os.path.join(_HERE, *parts)
+    for parts in (
+        ("compiled.py",),
+        ("sources.py",),
+        ("registry.py",),
+        ("verdicts.py",),
+        ("manifest.py",),
+        ("manifest_io.py",),
+        ("manifest_rules.py",),
+        ("manifest_shape.py",),
+        ("checks.py",),
+        ("..", "config.py"),
+        ("..", "points.py"),
+        ("..", "jsonload.py"),
+        ("..", "layout.py"),
+    )
+)
+
+
+def root_specs(
+    project: Any,
+    capability_dirs: Sequence[Any] = (),
+    *,
+    env: Mapping[str, str] | None = None,
+    home: Any = None,
+) -> list[tuple[str, str]]:
+    """The capability search path, in trust order: (folder, origin)."""
+    env = os.environ if env is None else env
+    specs = [(os.fspath(d), FIRST_PARTY) for d in capability_dirs]
+    specs += [(d, FIRST_PARTY) for d in env.get("LOOPRAIL_CAPABILITIES", "").split(os.pathsep) if d]
+    global_home = os.fspath(home) if home is not None else looprail_home(env)
+    specs.append((os.path.join(global_home, CAPABILITIES_DIR), GLOBAL))
+    specs.append((project_path(project, CAPABILITIES_DIR), PROJECT))
+    return specs
+
+
+def capability_folders(root: str) -> list[str]:
+    try:
+        with os.scandir(root) as it:
+            entries = [e for e in it if not e.name.startswith(".") and e.is_dir()]
+    except OSError:
+        return []
+    return [e.path for e in sorted(entries, key=lambda e: e.name)]
+
+
+def new_temp_file(folder: str, prefix: str) -> tuple[int, str]:
+    """`tempfile.mkstemp` without importing tempfile (~9 ms on the rebuild path): a new file
+    readable by this user only, never an existing file or a symlink. Returns (fd, path)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    flags |= getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        path = os.path.join(folder, prefix + os.urandom(8).hex())
+        try:
+            return os.open(path, flags, 0o600), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name in {folder}")

@@ -1,0 +1,468 @@
+"""Waves on a Dask cluster: each plan of a wave runs on one Dask worker.
+
+    looprail run --phase 1 --executor dask://scheduler:8786   # a running dask.distributed
+    looprail run --phase 1 --executor dask://tls://sched:8786 # the same over TLS
+    looprail run --phase 1 --executor dask-local:8            # a LocalCluster of 8 processes
+
+A LocalCluster listens on 127.0.0.1 over mutual TLS with credentials made for the run
+(`local_security`), and has no HTTP dashboard unless `dask-local:N,dashboard=HOST:PORT` asks
+for one. A scheduler given by address can run any function in this process (it sends the
+results of plans, which are unpickled here): connect only to one you control.
+
+Every plan runs through the runner's one task protocol (`LoopRunner.run_plan` → `run_task`,
+on a thread here per plan): per task the `execute:task` resolver, `read_first`, the
+`task_call` hooks, then its body, the `task_result` hooks, in the order a local run has. Only
+the body runs on a worker (`_PlanRun.execute_task`): the plan's first task submits the plan
+(`Client.submit(..., pure=False)`), each later one is handed to the same worker run once the
+orchestrator has begun it (`dask_job.step_name`). The worker runs it with the chosen runtime
+(a `LocalRuntime` over its own copy of the project, see `looprail.machine.dask_worker`) and
+reports its start and end on the plan's event topic (`Worker.log_event`, pushed here by
+`Client.subscribe_topic`); a finished task carries its outcome, its logs and its change (the
+files it wrote or removed, plus a unified diff for people). The orchestrator alone journals,
+merges each change into the project (before the next task begins), writes the plan's SUMMARY
+and dispatches hooks. Hooks never run on workers.
+
+Where a worker's copy comes from:
+- a shared filesystem (the default): the worker keeps a copy of the project folder it is given
+  (the orchestrator's path must be the same path on every worker, e.g. an NFS mount) and brings
+  it up to date for each plan;
+- a git remote (`source="git+URL"` in `DaskExecutor`): the worker keeps a clone of it, fetched
+  and reset for each plan (the plans must be committed and pushed first; uncommitted work on
+  the orchestrator is not seen).
+
+A worker lost mid-task: the scheduler runs the plan again on another worker. The scheduler
+keeps the plan's reports (its topic's events), so the rerun applies what the finished tasks
+changed to its copy, skips them and starts again at the unfinished task; the journal shows
+that task's second attempt with the message "worker lost; running again elsewhere".
+
+`dask[distributed]` is the optional extra `looprail[dask]`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from looprail.errors import HaltError, LooprailError, UsageError
+from looprail.machine.dask_job import PlanJob, Report, Step, apply_changes, plan_topic, step_name
+from looprail.runtime.base import DispatchContext, Outcome, TaskWork
+from looprail.runtime.executors import Settled, make_executor, run_all, start_threads
+
+if TYPE_CHECKING:
+    from looprail.machine.chart import TaskChart
+    from looprail.machine.run import LoopRunner
+    from looprail.plans import Plan, Task
+
+INSTALL_HINT = "pip install 'looprail[dask]'"
+LEAN_WORKERS = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.worker.memory.monitor-interval": "1s",
+    "distributed.admin.tick.interval": "200ms",
+}
+NO_HTTP_ROUTES: dict[str, list[str]] = {
+    "distributed.scheduler.http.routes": [],
+    "distributed.worker.http.routes": [],
+}
+# A plan that has not reported for this long is looked at again (a lost wake-up).
+_WAKE_S = 1.0
+# How long a plan's end waits for its worker to put its project copy back.
+_END_WAIT_S = 60.0
+
+
+def parse_executor(spec: str) -> tuple[str, Any]:
+    """`dask://HOST:PORT` → ("address", "tcp://HOST:PORT"); `dask://tls://HOST:PORT` →
+    ("address", "tls://HOST:PORT"); `dask-local:N` → ("local", LocalSpec(N)), with
+    `,dashboard=ADDR` to start Dask's HTTP dashboard (off unless asked for). UsageError (exit
+    2) for anything else, or when dask.distributed is not installed."""
+    value: str | LocalSpec
+    if spec.startswith("dask://"):
+        where = spec.removeprefix("dask://")
+        scheme = "tcp"
+        for prefix in ("tls", "tcp"):
+            if where.startswith(f"{prefix}://"):
+                scheme, where = prefix, where.removeprefix(f"{prefix}://")
+        if not where or ":" not in where or "/" in where:
+            raise UsageError(
+                f"--executor {spec}: expected dask://HOST:PORT or dask://tls://HOST:PORT"
+            )
+        kind, value = "address", f"{scheme}://{where}"
+    elif spec.startswith("dask-local:"):
+        count, *options = spec.removeprefix("dask-local:").split(",")
+        if not count.isdigit() or int(count) < 1:
+            raise UsageError(f"--executor {spec}: expected dask-local:N with N >= 1 workers")
+        dashboard = None
+        for option in options:
+            key, eq, addr = option.partition("=")
+            if key != "dashboard" or not eq or ":" not in addr:
+                raise UsageError(
+                    f"--executor {spec}: unknown option {option!r} "
+                    "(known: dashboard=HOST:PORT, e.g. dashboard=127.0.0.1:8787)"
+                )
+            dashboard = addr
+        kind, value = "local", LocalSpec(int(count), dashboard)
+    else:
+        raise UsageError(f"--executor {spec}: expected dask://HOST:PORT or dask-local:N")
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise UsageError(
+            f"--executor {spec} needs dask.distributed; install it with {INSTALL_HINT}"
+        ) from None
+    return kind, value
+
+
+@dataclass(frozen=True)
+class LocalSpec:
+    """`dask-local:N[,dashboard=ADDR]`: N worker processes; Dask's HTTP dashboard only when
+    an address is given (it shows every task, and nothing guards it)."""
+
+    workers: int
+    dashboard: str | None = None
+
+
+def local_security() -> Any:
+    """Per-run credentials for a LocalCluster: a self-signed key and certificate made in
+    memory (`Security.temporary()`), mutual TLS required on every connection. They reach
+    the workers through the nanny's pipe (Dask writes them only for the moment it loads them,
+    into a private 0700 temporary folder), so nobody else on the machine can connect to the
+    scheduler or a worker, let alone run a function in looprail's process."""
+    from distributed.security import Security
+
+    try:
+        return Security.temporary()
+    except ImportError:
+        raise UsageError(
+            f"--executor dask-local needs `cryptography` for its TLS credentials; "
+            f"install it with {INSTALL_HINT}"
+        ) from None
+
+
+def _check_remote_security(spec: str, address: str) -> None:
+    """A scheduler given by address is reached with Dask's own security settings: its
+    `distributed.client.security-loader`, else `distributed.comm.tls.*` (e.g.
+    DASK_DISTRIBUTED__COMM__TLS__CA_FILE). A `tls://` address with neither a loader nor a CA
+    and a client certificate configured is refused before connecting."""
+    import dask
+
+    if not address.startswith("tls://"):
+        return
+    if dask.config.get("distributed.client.security-loader", default=None):
+        return
+    # dask.config.get, not the dict: `ca_file` (from the environment) is also `ca-file`
+    ca = dask.config.get("distributed.comm.tls.ca-file", default=None)
+    cert = dask.config.get("distributed.comm.tls.client.cert", default=None)
+    if not ca or not cert:
+        raise UsageError(
+            f"--executor {spec}: a tls:// scheduler needs Dask's TLS settings: "
+            "distributed.comm.tls.ca-file and distributed.comm.tls.client.cert (and .key), "
+            "e.g. DASK_DISTRIBUTED__COMM__TLS__CA_FILE=ca.pem "
+            "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT=client.pem "
+            "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY=client-key.pem"
+        )
+
+
+@dataclass
+class DaskExecutor:
+    """Runs the plans of each wave on a Dask cluster (see the module docstring). Use as a
+    context manager: it connects (or starts the LocalCluster) on enter and closes on exit."""
+
+    spec: str
+    host_tool: str | None = None
+    timeouts: dict[str, float] | None = None
+    source: str | None = None  # None: the shared filesystem path; "git+URL": clone that remote
+    runtime_factory: Callable[..., Any] | None = None  # picklable; default: a LocalRuntime
+    client: Any = None
+    _cluster: Any = None
+    _pool: str = ""  # the name of the worker plugin that keeps each worker's project copies
+    _topics: list[str] = field(default_factory=list)  # every wave's plan topics
+    _owned: list[Any] = field(default_factory=list)
+
+    def __enter__(self) -> DaskExecutor:
+        kind, value = parse_executor(self.spec)
+        from distributed import Client, LocalCluster
+
+        from looprail.machine.dask_worker import CopyPool
+
+        if kind == "local":
+            import dask
+
+            # A worker here runs processes, not Python compute: its statistical profiler (a
+            # stack sample every 10 ms) and 100 ms memory polls only cost CPU. On a small
+            # machine an idle LocalCluster of 8 took 0.28 CPU-s per second with them, 0.08
+            # without. (A cluster given by address keeps its own configuration.)
+            security = local_security()
+            # The scheduler and every worker start an HTTP server whatever the dashboard
+            # setting (health, metrics, `/info` pages naming every task): with no dashboard
+            # asked for, it serves nothing.
+            quiet = {} if value.dashboard else NO_HTTP_ROUTES
+            with dask.config.set({**LEAN_WORKERS, **quiet}):
+                self._cluster = LocalCluster(
+                    n_workers=value.workers,
+                    threads_per_worker=1,
+                    processes=True,
+                    host="127.0.0.1",
+                    protocol="tls://",
+                    security=security,
+                    dashboard_address=value.dashboard,
+                    silence_logs=40,
+                )
+            self.client = Client(self._cluster, security=security)
+        else:
+            _check_remote_security(self.spec, value)
+            try:  # security=None: Dask's own settings (loader, then distributed.comm.tls.*)
+                self.client = Client(value, timeout="10s")
+            except OSError as exc:
+                raise LooprailError(
+                    f"--executor {self.spec}: cannot reach the scheduler ({exc})"
+                ) from None
+        # Each worker (and each worker that joins later, or is restarted) sets up its pool of
+        # project copies and imports looprail and builds its models once, now.
+        self._pool = f"looprail-copies-{uuid.uuid4().hex}"
+        self.client.register_plugin(CopyPool(), name=self._pool)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.client is not None:
+            self._drop(self._topics)  # by now every unsubscription has arrived
+            self._topics = []
+            if self._cluster is None:  # someone else's cluster: leave no copies behind
+                with contextlib.suppress(Exception):
+                    self.client.unregister_worker_plugin(self._pool)
+            self.client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+        self.client = self._cluster = None
+
+    # -- the seam: LoopRunner._run_wave calls this for the wave's pending plans ----------------
+
+    def run_wave(
+        self, runner: LoopRunner, wave: int, plans: Sequence[Plan], done: set[str]
+    ) -> list[Settled[None]]:
+        """Run each plan through `runner.run_plan` (the one task protocol, each plan on a thread
+        of its own here), its tasks' bodies on one Dask worker (`_PlanRun.execute_task`)."""
+        if self.client is None:
+            raise RuntimeError("DaskExecutor used outside its `with` block")
+        if not plans:
+            return []
+        channel = f"looprail-{uuid.uuid4().hex}"
+        # Each plan's chart is built, and the plans' threads started, before the wave starts
+        # (as the local executor does): not by each thread while the others wait for the GIL.
+        runs = [
+            _PlanRun(self, runner, plan, wave, done, channel, runner.plan_chart(plan, wave))
+            for plan in plans
+        ]
+        # Subscribe before anything is submitted (both go to the scheduler in order): no report
+        # is missed.
+        for run in runs:
+            self.client.subscribe_topic(run.topic, run.on_event)
+        pool = make_executor(len(runs))
+        start_threads(pool, len(runs))
+        try:
+            return run_all(pool, [run.run for run in runs])
+        except BaseException:  # interrupted: no plan thread waits on for its worker
+            for run in runs:
+                run.abandoned.set()
+            raise
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+            self._forget([run.topic for run in runs])
+
+    def submit(self, run: _PlanRun, first: Step) -> Any:
+        """Submit the plan's worker side, `first` its first step."""
+        from looprail.machine.dask_worker import run_plan_on_worker
+
+        runner = run.runner
+        project = runner.project
+        job = PlanJob(
+            channel=run.channel,
+            source=self.source or str(project),
+            phase_number=runner.phase.number,
+            phase_dir=runner.phase.dir.relative_to(project).as_posix(),
+            flavor=runner.options.flavor,
+            plan_id=run.plan.id,
+            wave=run.wave,
+            first=first,
+            host_tool=self.host_tool,
+            timeouts=self.timeouts,
+            runtime_factory=self.runtime_factory,
+            pool=self._pool,
+        )
+        return self.client.submit(
+            run_plan_on_worker, job, pure=False, key=f"looprail-plan-{run.topic}"
+        )
+
+    def _forget(self, topics: list[str]) -> None:
+        """Drop the wave's subscriptions and the reports the scheduler keeps for it."""
+        with contextlib.suppress(Exception):
+            for topic in topics:
+                self.client.unsubscribe_topic(topic)
+        self._topics += topics
+        self._drop(topics)
+
+    def _drop(self, topics: list[str]) -> None:
+        """On the scheduler: drop each topic's events, and the topic itself once nobody is
+        subscribed (an unsubscription still in flight would only make it again, empty)."""
+        if not topics:
+            return
+
+        # Defined here, not at module level: cloudpickle sends it by value, so a scheduler
+        # without looprail installed can run it. There is no public call for this.
+        def drop(topics: list[str], dask_scheduler: Any = None) -> None:
+            kept = getattr(getattr(dask_scheduler, "_broker", None), "_topics", None)
+            if not isinstance(kept, dict):
+                return
+            for name in topics:
+                topic = kept.get(name)
+                if topic is None:
+                    continue
+                topic.events.clear()
+                if not topic.subscribers:
+                    del kept[name]
+
+        with contextlib.suppress(Exception):
+            self.client.run_on_scheduler(drop, topics)
+
+
+@dataclass
+class _PlanRun:
+    """The orchestrator's side of one plan: `runner.run_plan` on a thread here, each task's body
+    (`execute_task`) handed to the plan's worker and waited for. The first task submits the
+    plan with it; each later one is handed over as a Dask `Variable` once the orchestrator has
+    begun it (resolver, read_first, task_call hooks), after the task before was merged."""
+
+    executor: DaskExecutor
+    runner: LoopRunner
+    plan: Plan
+    wave: int
+    done: set[str]
+    channel: str
+    chart: TaskChart
+    inbox: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
+    abandoned: threading.Event = field(default_factory=threading.Event)
+    future: Any = None
+    step: int = 0  # the next step to hand over
+    waiting: bool = False  # the worker waits for a step (the last one handed over said `more`)
+
+    @property
+    def topic(self) -> str:
+        return plan_topic(self.channel, self.plan.id)
+
+    def on_event(self, event: tuple[float, Report]) -> None:
+        self.inbox.put(event[1])  # on the client's event loop: only hand it over
+
+    def run(self) -> None:
+        try:
+            self.runner.run_plan(
+                self.plan, self.wave, self.done, self.chart, execute=self.execute_task
+            )
+        except Exception:  # the plan failed: its worker is done or about to be
+            self._close(wait=True)
+            raise
+        except BaseException:  # interrupted: never wait for a worker mid-task
+            self._close(wait=False)
+            raise
+        self._close(wait=True)
+
+    def execute_task(self, work: TaskWork, ctx: DispatchContext) -> Outcome:
+        task = next(t for t in self.plan.tasks if _short(t.id) == work.task_id)
+        later = self.plan.tasks[self.plan.tasks.index(task) + 1 :]
+        more = any(t.id not in self.done and not t.is_checkpoint for t in later)
+        step: Step = {"task": work.task_id, "work": work.model_dump(mode="json"), "more": more}
+        if self.future is None:
+            self.future = self.executor.submit(self, step)
+            self.future.add_done_callback(lambda _f: self.inbox.put({"event": "done"}))
+        else:
+            self._hand_over(step)
+        self.step += 1
+        self.waiting = more
+        return self._outcome(task)
+
+    def _hand_over(self, step: Step) -> None:
+        from distributed import Variable
+
+        name = step_name(self.channel, self.plan.id, self.step)
+        Variable(name, client=self.executor.client).set(step)
+
+    def _outcome(self, task: Task) -> Outcome:
+        """Wait for the worker's report that `task` finished; merge its change first."""
+        short = _short(task.id)
+        while True:
+            try:
+                msg = self.inbox.get(timeout=_WAKE_S)
+            except queue.Empty:
+                if self.abandoned.is_set():
+                    raise HaltError(f"{self.plan.path.name}: the wave was interrupted") from None
+                if self.future is None or not self.future.done():
+                    continue
+                msg = {"event": "done"}  # a lost wake-up
+            if msg.get("event") == "done":
+                msg = self._reported(short) or self._failed()
+            if msg.get("task") != short:
+                continue
+            if msg.get("event") == "started" and msg.get("retry"):
+                message = "worker lost; running again elsewhere"
+                self.runner.recorder.task_started(
+                    task.id, plan_id=self.plan.id, wave=self.wave, message=message
+                )
+                self.runner.progress.line(f"  ↻ {task.id}: {message}")
+            if msg.get("event") != "finished":
+                continue
+            outcome = Outcome.model_validate(msg["outcome"])
+            if outcome.ok:  # merged before it is journaled done: a crash runs it again
+                apply_changes(self.runner.project, msg["changes"])
+            for line in msg.get("logs", ()):
+                self.runner.progress.line(f"    {line}")
+            self.runner.progress.line(f"    {task.id} ran on {msg['worker']}")
+            return outcome
+
+    def _reported(self, short: str) -> Report | None:
+        """The plan's future completed: its report of `short` from the scheduler, if any (a
+        report may arrive after the future's completion)."""
+        while True:  # what arrived already comes first
+            try:
+                msg = self.inbox.get_nowait()
+            except queue.Empty:
+                break
+            if msg.get("task") == short and msg.get("event") == "finished":
+                return msg
+        for _ts, msg in self.executor.client.get_events(self.topic):
+            if msg.get("task") == short and msg.get("event") == "finished":
+                return msg
+        return None
+
+    def _failed(self) -> NoReturn:
+        future, name = self.future, self.plan.path.name
+        if future.status == "error" or future.cancelled():
+            error = future.exception() if future.status == "error" else "cancelled"
+            raise HaltError(
+                f"{name}: the plan failed on the cluster: {type(error).__name__}: {error}"
+            )
+        raise HaltError(f"{name}: the plan ended on the cluster without reporting its task")
+
+    def _close(self, *, wait: bool) -> None:
+        """Tell a waiting worker the plan has no more steps; wait for it to put its copy back
+        (unless interrupted); drop the plan's variables."""
+        if self.future is None:
+            return
+        with contextlib.suppress(Exception):
+            if self.waiting:
+                self._hand_over({"end": True})
+                self.step += 1
+            if wait and not self.abandoned.is_set():
+                self.future.result(timeout=_END_WAIT_S)
+        if self.step > 1:
+            from distributed import Variable
+
+            for n in range(1, self.step):
+                with contextlib.suppress(Exception):
+                    name = step_name(self.channel, self.plan.id, n)
+                    Variable(name, client=self.executor.client).delete()
+
+
+def _short(task_id: str) -> str:
+    return task_id.rsplit("/", 1)[-1]  # what TaskWork.task_id holds

@@ -1,0 +1,95 @@
+"""The `looprail` section of `.planning/config.json`, as one typed model: which runtime a run
+uses (`agent`), each agent's settings (`agents.<name>`), whether plans run in git worktrees
+(`worktrees`) and the timeouts per kind of work (`timeouts`). Every reader of the section goes
+through `looprail_settings`; a value that cannot be used is one `ConfigError` naming the key.
+
+A module of its own beside `looprail.config` (base layer): `config` is on the `render-hooks`
+start path, which must not import pydantic; nothing there reads this section."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictStr,
+    ValidationError,
+    field_validator,
+)
+
+from looprail.errors import ConfigError
+from looprail.layout import PROJECT_CONFIG_FILE
+
+
+class Timeouts(BaseModel):
+    """Default seconds per kind of work; a `DispatchContext.timeout_s` overrides them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    skill: float = Field(1800, gt=0)
+    agent: float = Field(3600, gt=0)
+    command: float = Field(600, gt=0)
+    query: float = Field(120, gt=0)
+    verdict: float = Field(600, gt=0)
+    phase: float = Field(3600, gt=0)
+    task: float = Field(3600, gt=0)
+    message: float = Field(60, gt=0)
+    compact: float = Field(600, gt=0)
+
+    def for_kind(self, kind: str) -> float:
+        return float(getattr(self, kind))
+
+
+class LooprailSettings(BaseModel):
+    """The `looprail` section. Keys it does not name are ignored (as before this model: a
+    newer looprail's key in an older one's project is not an error). `agents.<name>` stays a
+    plain object here: its keys are checked by the agent adapter that reads them
+    (`runtime.agent_settings`), with the consent rules of `trust.agents`."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    agent: StrictStr | None = Field(None, min_length=1)
+    agents: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    worktrees: StrictBool | None = None
+    timeouts: Timeouts | None = None
+
+    @field_validator("agents", mode="before")
+    @classmethod
+    def _no_agents(cls, value: Any) -> Any:
+        return {} if value is None else value  # `"agents": null` is no agent settings
+
+
+# The reason shown for a value of the wrong type, per key (the words users have read so far).
+_TYPE_REASONS: dict[tuple[str, ...], str] = {
+    ("agent",): "must be a runtime name",
+    ("agents",): "must be an object",
+    ("worktrees",): "must be true or false",
+    ("timeouts",): "must be an object",
+}
+
+
+def looprail_settings(config: Any) -> LooprailSettings:
+    """The `looprail` section of a loaded config (`None`: no config), validated. Raises
+    `ConfigError` (one line, `field` set to the dotted key) for a value that cannot be used."""
+    section = config.get("looprail") if isinstance(config, dict) else None
+    if section is None:
+        return _DEFAULT
+    if not isinstance(section, dict):
+        raise ConfigError(PROJECT_CONFIG_FILE, "looprail: must be an object", field="looprail")
+    try:
+        return LooprailSettings.model_validate(section)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        loc = tuple(str(p) for p in err["loc"])
+        key = "looprail." + ".".join(loc)
+        if loc[:1] == ("agents",) and len(loc) == 2:
+            reason = "must be an object"
+        else:
+            reason = _TYPE_REASONS.get(loc, err["msg"])
+        raise ConfigError(PROJECT_CONFIG_FILE, f"{key}: {reason}", field=key) from None
+
+
+_DEFAULT = LooprailSettings()
