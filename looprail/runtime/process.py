@@ -108,7 +108,7 @@ def run_bounded(
     # being started marks it, and it is killed the moment it exists.
     child = _Child(guarded=guard and guard_available())
     with _LIVE_LOCK:
-        if _REFUSING:
+        if _SPAWNING.refusing:
             why = "looprail is stopping: no new process is started"
             return ProcessResult(shown, None, "", "", 0.0, spawn_error=why)
         _LIVE.add(child)
@@ -321,7 +321,17 @@ def _close_pipes(proc: Any) -> None:
 # and worker threads would otherwise wait for their children's timeouts before the run can stop.
 _LIVE: set[_Child] = set()
 _LIVE_LOCK = threading.Lock()
-_REFUSING = 0  # >0 while `stopping_children` blocks run: no new child starts
+
+
+class _Spawning:
+    """What every `run_bounded` call reads: `refusing` > 0 while `stopping_children` blocks
+    (no new child starts), and the one spawn listener (`set_spawn_listener`)."""
+
+    refusing = 0
+    listener: Callable[[Spawned], None] | None = None
+
+
+_SPAWNING = _Spawning()
 
 
 class _Child:
@@ -356,15 +366,14 @@ def stopping_children() -> Iterator[None]:
     """While looprail unwinds from Ctrl-C/SIGTERM: kill every child (`kill_running`) and start
     no new one (`run_bounded` returns a spawn error at once) until the block ends, so worker
     threads that go on to their next step or plan cannot start anything meanwhile."""
-    global _REFUSING
     with _LIVE_LOCK:
-        _REFUSING += 1
+        _SPAWNING.refusing += 1
     try:
         kill_running()
         yield
     finally:
         with _LIVE_LOCK:
-            _REFUSING -= 1
+            _SPAWNING.refusing -= 1
 
 
 _STOP_SIGNALS = tuple(
@@ -457,7 +466,6 @@ class Spawned:
 
 _GUARD = Path(__file__).with_name("guard.py")
 _GUARD_GRACE_S = 2.0
-_LISTENER: Callable[[Spawned], None] | None = None
 
 
 def guard_available() -> bool:
@@ -474,12 +482,11 @@ def guard_available() -> bool:
 def set_spawn_listener(listener: Callable[[Spawned], None] | None) -> None:
     """Call `listener` with every guarded child as it starts (the session journals them so a
     resume can reap what a killed looprail left behind). One listener; None removes it."""
-    global _LISTENER
-    _LISTENER = listener
+    _SPAWNING.listener = listener
 
 
 def _notify(spawned: Spawned) -> None:
-    listener = _LISTENER
+    listener = _SPAWNING.listener
     if listener is not None:
         with contextlib.suppress(Exception):  # journaling must never break a step
             listener(spawned)
