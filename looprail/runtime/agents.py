@@ -22,16 +22,18 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from looprail.errors import ConfigError, LooprailError
 from looprail.frontmatter import file_frontmatter
 from looprail.plans import load_phase
-from looprail.runtime.agent_settings import describe
+from looprail.runtime.agent_settings import MODE_NAME, mode_in_effect
 from looprail.runtime.base import (
     BaseRuntime,
     DispatchContext,
@@ -661,6 +663,28 @@ def _denial(value: Any) -> str:
 ADAPTERS: dict[str, type[Adapter]] = {
     a.name: a for a in (ClaudeAdapter, CodexAdapter, OpenCodeAdapter, GeminiAdapter)
 }
+
+
+def command_line(name: str, settings: AgentSettings) -> list[str]:
+    """The argv an agent invocation runs with, `<prompt>` in the prompt's place."""
+    request = SimpleNamespace(kind="task", name="", verdict=None)
+    return ADAPTERS[name]().argv("<prompt>", request, settings, git=True)  # type: ignore[arg-type]
+
+
+def describe(name: str, settings: AgentSettings) -> str:
+    """The one line a run, `doctor` and `capability audit` print for agent `name`."""
+    if name not in ADAPTERS:
+        return f"agent {name}"
+    argv = command_line(name, settings)
+    shown = " ".join(_quote(a) for a in argv)
+    mode = mode_in_effect(name, argv)
+    if mode is not None:
+        return f"agent {name}: {shown} ({MODE_NAME[name]} in effect: {mode})"
+    return f"agent {name}: {shown} ({ADAPTERS[name]().permissions(settings)})"
+
+
+def _quote(arg: str) -> str:
+    return arg if arg == "<prompt>" else shlex.quote(arg)
 
 
 def classify(error: str, status: int | None = None) -> str:

@@ -23,8 +23,8 @@ from typing import Any
 from looprail.errors import ConfigError
 from looprail.fsutil import read_bounded
 from looprail.layout import PROJECT_CONFIG_FILE, USER_AGENTS_FILE, looprail_home
-from looprail.runtime.agent_settings import GUARDED, describe, guarded_digest, guarded_of
-from looprail.runtime.agents import AgentSettings
+from looprail.runtime.agent_settings import GUARDED, guarded_digest, guarded_of
+from looprail.runtime.agents import AgentSettings, describe
 from looprail.runtime.registry import agent_section
 from looprail.trust.store import agents_consent
 

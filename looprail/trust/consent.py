@@ -21,8 +21,7 @@ from looprail.hooks.compiled import PROJECT, capability_folders
 from looprail.hooks.native.config import project_hooks_path, read_hooks_file
 from looprail.hooks.registry import load_registry
 from looprail.layout import CAPABILITIES_DIR, LOOPRAIL_DIR, PROJECT_CONFIG_FILE, project_path
-from looprail.runtime.agent_settings import describe
-from looprail.runtime.agents import ADAPTERS, AgentSettings
+from looprail.runtime.agents import ADAPTERS, AgentSettings, describe
 from looprail.trust import (
     CHANGED,
     TrustError,
