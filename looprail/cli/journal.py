@@ -188,8 +188,6 @@ def _phases_line(phases: list) -> str:
 
 def _open_summary(project: str):
     """The journal as a plain connection, or None when the project has none."""
-    from looprail.fsutil import project_folder
-
     try:
         return open_journal(project_folder(project))
     except NoJournalError:

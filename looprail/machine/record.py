@@ -564,8 +564,6 @@ class JournalRecorder:
                     between=between,
                 )
                 if attempt != start.attempt:  # never expected: memory and journal disagree
-                    from looprail.store.schema import JournalError
-
                     raise JournalError(
                         f"task {start.key}: attempt {start.attempt} was reported, the "
                         f"journal counts {attempt}; not recorded"

@@ -69,7 +69,7 @@ def check_runtime(
     expect_ok: Iterable[str] = ("phase", "task"),
 ) -> dict[str, Outcome]:
     """Run the kit (see the module docstring); returns each call's Outcome for further checks."""
-    import pytest
+    import pytest  # a test dependency: only where the kit runs, inside a runtime's tests
 
     project = Path(project).resolve()
     runtime = make()
