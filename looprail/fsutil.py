@@ -9,6 +9,8 @@ file (`contained_file`, `read_contained`)."""
 
 from __future__ import annotations
 
+# On the `render-hooks` start path (`ENTRY` in tests/cli/test_loop.py): what a call there does
+# not need is imported in the function that needs it.
 import errno
 import os
 import stat
