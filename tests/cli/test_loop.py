@@ -180,17 +180,17 @@ ENTRY = {
 }
 
 
-def _heavy_on_second_call(project, root, edit=None) -> str:
+def _heavy_on_second_call(project, root, edit=None, also=()) -> str:
     """In a fresh interpreter: `render-hooks` once (filling the caches), looprail and the heavy
     modules unloaded, `edit` given new bytes (a new verdict key and a new stat) when named,
     `render-hooks` again. Prints which heavy modules (PyYAML and shtab too) the second call
-    imported, as a list."""
+    imported, as a list (and which of `also`)."""
     code = (
         "import sys, io, contextlib, time\n"
         "from looprail.cli import main\n"
         f"args = ['loop', 'render-hooks', 'plan:pre', '--raw', '--project', {str(project)!r}, '--capabilities', {str(root)!r}]\n"
         "with contextlib.redirect_stdout(io.StringIO()): main(args)\n"
-        f"for m in [m for m in sys.modules if m.split('.')[0] in {(*HEAVY, 'shtab', 'looprail')!r}]:\n"
+        f"for m in [m for m in sys.modules if m.split('.')[0] in {(*HEAVY, *also, 'shtab', 'looprail')!r}]:\n"
         "    del sys.modules[m]\n"
     )
     if edit is not None:
@@ -208,7 +208,7 @@ def _heavy_on_second_call(project, root, edit=None) -> str:
     code += f"assert calls == {validated!r}, calls\n"
     code += 'assert \'"capId": "cap"\' in out.getvalue(), out.getvalue()\n'
     code += (
-        f"heavy = sorted({{m.split('.')[0] for m in sys.modules}} & {set((*HEAVY, 'yaml', 'shtab'))!r})\n"
+        f"heavy = sorted({{m.split('.')[0] for m in sys.modules}} & {set((*HEAVY, *also, 'yaml', 'shtab'))!r})\n"
         f"heavy += sorted(m for m in sys.modules if m.startswith('looprail') and m not in {ENTRY!r})\n"
         "print(heavy)\n"
     )
@@ -221,9 +221,10 @@ def _heavy_on_second_call(project, root, edit=None) -> str:
 
 def test_render_hooks_start_path_stays_light(tmp_path):
     """No argparse, typing, pydantic, networkx, graphviz, statemachine or rich on a cache hit,
-    and no looprail module beyond the entry's."""
+    no pathlib either (it is imported on a miss only), and no looprail module beyond the
+    entry's."""
     project, root = setup(tmp_path)
-    assert _heavy_on_second_call(project, root) == "[]"
+    assert _heavy_on_second_call(project, root, also=("pathlib",)) == "[]"
 
 
 def test_render_hooks_after_a_manifest_edit_stays_light(tmp_path):
