@@ -1,5 +1,6 @@
 """Parsed YAML frontmatter kept between runs, so that a `looprail run` whose PLAN.md and
-artifacts did not change neither imports PyYAML nor parses them again.
+artifacts did not change does not parse them again (and a reader of frontmatter alone, such as
+`looprail check`, does not import PyYAML).
 
 An entry is content-addressed: its name is a hash of the text and of everything that decides
 how the text parses (looprail's version, the files holding the parse rules: `yamlload.py` and
@@ -15,6 +16,8 @@ that nobody else can write.
 
 from __future__ import annotations
 
+# On the `render-hooks` start path (`ENTRY` in tests/cli/test_loop.py): what a call there does
+# not need is imported in the function that needs it.
 import hashlib
 import json
 import math

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# On the `render-hooks` start path (`ENTRY` in tests/cli/test_loop.py): what a call there does
+# not need is imported in the function that needs it.
 import json
 import sys
 

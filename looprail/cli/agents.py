@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import json
+import os
 import sys
+from importlib.resources import files
+from pathlib import Path
 
-from looprail.cli._common import add_project_options, add_project_positional
+from looprail.cli._common import (
+    add_project_options,
+    add_project_positional,
+    print_json,
+    project_folder,
+    project_of,
+)
+from looprail.config import load_project_config
+from looprail.errors import UsageError
+from looprail.fsutil import create_new
 from looprail.layout import (
     AGENTS_DIR,
     LOGS_DIR,
@@ -16,6 +29,12 @@ from looprail.layout import (
     ROLES_DIR,
     STATE_PATTERNS,
 )
+from looprail.machine.progress import plural
+from looprail.runtime.agents import ADAPTERS
+from looprail.runtime.git import git, git_program, is_git_repo
+from looprail.runtime.process import find_program, run_bounded
+from looprail.runtime.registry import RuntimeSettings, agent_name, available, create_runtime
+from looprail.trust.agents import effective_agent
 
 GITIGNORE = "# looprail state (journal, run lock, transcripts, plan worktrees)\n" + "".join(
     f"{LOOPRAIL_DIR}/{pattern}\n" for pattern in STATE_PATTERNS
@@ -67,16 +86,6 @@ def register(sub) -> None:
 
 
 def init(args) -> int:
-    import json
-    from importlib.resources import files
-    from pathlib import Path
-
-    from looprail.errors import UsageError
-    from looprail.fsutil import create_new
-    from looprail.runtime.git import git, git_program, is_git_repo
-    from looprail.runtime.process import find_program
-    from looprail.runtime.registry import available
-
     if args.agent not in available():
         raise UsageError(f"unknown agent {args.agent!r}; choose one of: {', '.join(available())}")
     root = Path(args.dir)
@@ -147,8 +156,6 @@ def _add_state_patterns(ignore) -> bool:
     """Append looprail's state patterns to `.gitignore` (created when absent) unless they are
     there; never through a symlink (`O_NOFOLLOW`: a link planted since the check is refused
     by the kernel, not followed). True when the file was written."""
-    import os
-
     flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     fd = os.open(ignore, flags, 0o644)
     with os.fdopen(fd, "r+b") as fh:
@@ -160,15 +167,6 @@ def _add_state_patterns(ignore) -> bool:
 
 
 def doctor(args) -> int:
-    import os
-    from pathlib import Path
-
-    from looprail.cli._common import print_json, project_folder, project_of
-    from looprail.config import load_project_config
-    from looprail.runtime.git import git_program, is_git_repo
-    from looprail.runtime.process import find_program, run_bounded
-    from looprail.runtime.registry import agent_name, available
-
     project = project_folder(project_of(args))
     config, _ = load_project_config(project)
     name = agent_name(config, args.agent)
@@ -190,8 +188,6 @@ def doctor(args) -> int:
             if "settings" in c:
                 print(f"  settings: {c['settings']}")
         if problems:
-            from looprail.machine.progress import plural
-
             print(plural(problems, "problem"), file=sys.stderr)
         return 1 if problems else 0
 
@@ -201,11 +197,8 @@ def doctor(args) -> int:
             f"agent {name!r} is not a runtime here; choose one of: {', '.join(available())}",
         )
         return finish()
-    from looprail.runtime.agents import ADAPTERS
 
     if name in ADAPTERS:
-        from looprail.trust.agents import effective_agent
-
         adapter = ADAPTERS[name]()
         effective = effective_agent(project, config, name)  # what `run` would use
         settings = effective.settings
@@ -246,8 +239,6 @@ def doctor(args) -> int:
         if sources:
             checks[-1]["settings"] = sources
     elif name == "local":
-        from looprail.runtime.registry import RuntimeSettings, create_runtime
-
         runtime = create_runtime(name, RuntimeSettings(project=project))
         missing = [why for role in ROLES if (why := runtime.missing(AGENTS_DIR, role))]
         for why in missing:

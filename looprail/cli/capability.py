@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 
 from looprail.cli._common import (
     add_project_options,
@@ -12,7 +15,41 @@ from looprail.cli._common import (
     project_folder,
     warn,
 )
-from looprail.layout import LOOPRAIL_DIR
+from looprail.config import load_project_config
+from looprail.errors import Issue, LooprailError, ManifestError, UsageError
+from looprail.fsutil import looprail_path
+from looprail.hooks.manifest import (
+    ID_PATTERN,
+    grammar_warnings,
+    parse_manifest_bytes,
+    validate_manifest,
+)
+from looprail.hooks.native.config import global_hooks_path, project_hooks_path, read_hooks_file
+from looprail.hooks.registry import (
+    FIRST_PARTY,
+    FailedCapability,
+    LoadedCapability,
+    Root,
+    load_registry,
+    search_roots,
+)
+from looprail.layout import CAPABILITIES_DIR, LOOPRAIL_DIR, looprail_home
+from looprail.machine.progress import plural
+from looprail.points import POINTS
+from looprail.runtime.agent_settings import GUARDED
+from looprail.runtime.agents import ADAPTERS
+from looprail.runtime.registry import agent_name
+from looprail.trust import copy_folder, folder_hash, grant, is_trusted
+from looprail.trust.agents import effective_agent
+from looprail.trust.audit import (
+    Audit,
+    CapabilityAudit,
+    audit_hooks_file,
+    audit_registry,
+    capability_surfaces,
+    render_text,
+    suspect_surfaces,
+)
 
 
 def register(sub) -> None:
@@ -95,11 +132,6 @@ def register(sub) -> None:
 
 
 def _registry_for(args):
-    from pathlib import Path
-
-    from looprail.config import load_project_config
-    from looprail.hooks.registry import FIRST_PARTY, Root, load_registry
-
     config, _ = load_project_config(args.project)
     if not getattr(args, "dirs", None):
         from looprail.trust import apply_consent
@@ -118,16 +150,11 @@ def _registry_for(args):
         elif is_folder:
             roots.append(Root(path, FIRST_PARTY))
         else:
-            from looprail.errors import UsageError
-
             shown = d if len(d) <= 200 else d[:200] + "…"
             raise UsageError(f"{shown}: not a capability folder or a folder of capabilities")
     registry = load_registry(args.project, roots=roots)
     for folder in singles:
         from dataclasses import replace
-
-        from looprail.hooks.manifest import validate_manifest
-        from looprail.hooks.registry import FailedCapability, LoadedCapability
 
         file = str(folder / "capability.json")
         cap, data, issues = validate_manifest(
@@ -142,8 +169,6 @@ def _registry_for(args):
 
 
 def validate(args) -> int:
-    from looprail.hooks.manifest import grammar_warnings
-    from looprail.machine.progress import plural
 
     registry, _ = _registry_for(args)
     issues = registry.issues
@@ -176,7 +201,6 @@ def validate(args) -> int:
 
 
 def list_capabilities(args) -> int:
-    from looprail.points import POINTS
 
     registry, config = _registry_for(args)
     rows = []
@@ -231,13 +255,6 @@ def list_capabilities(args) -> int:
 
 
 def remove(args) -> int:
-    import shutil
-    from pathlib import Path
-
-    from looprail.errors import UsageError
-    from looprail.fsutil import looprail_path
-    from looprail.layout import CAPABILITIES_DIR, looprail_home
-
     if args.global_:
         base = Path(looprail_home()) / CAPABILITIES_DIR
     else:  # never through a `.looprail/capabilities` linked out of the project
@@ -260,7 +277,7 @@ def audit(args) -> int:
     from pathlib import Path
 
     from looprail.errors import UsageError
-    from looprail.trust.audit import audit_registry, render_text
+    from looprail.trust.audit import render_text
 
     registry, config = _registry_for(args)
     known = set(registry.capabilities) | {f.id for f in registry.failed}
@@ -292,12 +309,6 @@ def _agent_audit(project):
     """The agent a run would use, as `run` computes it (`effective_agent`): every flag, where
     each guarded setting came from, and what a run would refuse. None for a runtime that is
     not an agent CLI."""
-    from looprail.config import load_project_config
-    from looprail.runtime.agent_settings import GUARDED
-    from looprail.runtime.agents import ADAPTERS
-    from looprail.runtime.registry import agent_name
-    from looprail.trust.agents import effective_agent
-
     config, _ = load_project_config(project)
     name = agent_name(config)
     if name not in ADAPTERS:
@@ -315,14 +326,6 @@ def _agent_audit(project):
 def _native_hooks_audits(project):
     """Audits of the global and the project hooks.json (those that exist). The project file is
     read for its audit even when it is not trusted: reading runs nothing."""
-    from looprail.hooks.native.config import (
-        global_hooks_path,
-        project_hooks_path,
-        read_hooks_file,
-    )
-    from looprail.trust import is_trusted
-    from looprail.trust.audit import audit_hooks_file
-
     out = []
     global_path = global_hooks_path()
     project_path = project_hooks_path(project)
@@ -341,16 +344,6 @@ def _native_hooks_audits(project):
 
 
 def install(args) -> int:
-    import shutil
-    import tempfile
-    from pathlib import Path
-
-    from looprail.errors import LooprailError, UsageError
-    from looprail.fsutil import looprail_path
-    from looprail.layout import CAPABILITIES_DIR, looprail_home
-    from looprail.trust import copy_folder, folder_hash, grant
-    from looprail.trust.audit import Audit, CapabilityAudit, capability_surfaces, render_text
-
     source = Path(args.dir)
     manifest = source / "capability.json"
     if not source.is_dir() or not manifest.is_file():
@@ -414,9 +407,6 @@ def install(args) -> int:
 
 
 def _declared_id(manifest) -> str:
-    from looprail.errors import Issue, ManifestError
-    from looprail.hooks.manifest import ID_PATTERN, parse_manifest_bytes
-
     file = str(manifest)
     try:
         raw = manifest.read_bytes()
@@ -435,7 +425,7 @@ def _validate_staged(args, staged, origin: str, target, source):
     """Validate the staged copy merged with the search path, as it will load; problems name
     the files of `source`, not of the staged copy."""
     from looprail.errors import Issue, LooprailError, ManifestError
-    from looprail.hooks.registry import Root, load_registry, search_roots
+    from looprail.hooks.registry import Root, load_registry
 
     file = str(staged / "capability.json")
     roots = []
@@ -466,9 +456,6 @@ def _validate_staged(args, staged, origin: str, target, source):
 
 
 def _refuse_suspects(cap_audit, file: str) -> None:
-    from looprail.errors import Issue, ManifestError
-    from looprail.trust.audit import suspect_surfaces
-
     suspects = suspect_surfaces(cap_audit.surfaces)
     if suspects:
         raise ManifestError([Issue(file, s.where, f"{s.runs}: {s.refused}") for s in suspects])
@@ -476,8 +463,6 @@ def _refuse_suspects(cap_audit, file: str) -> None:
 
 def confirm(args, question: str) -> bool:
     """`--yes`, or ask on a terminal; without a terminal and without --yes, refuse."""
-    from looprail.errors import LooprailError
-
     if args.yes:
         return True
     if not sys.stdin.isatty():

@@ -3,7 +3,21 @@ that opts in with `supportsReviewerLanes: true` (see `looprail.trust.reviewer`).
 
 from __future__ import annotations
 
-from looprail.cli._common import add_project_options, group
+import sys
+
+from looprail.cli._common import add_project_options, group, print_json, warn
+from looprail.config import load_project_config
+from looprail.trust import load_compiled
+from looprail.trust.reviewer import (
+    INVALID_PATHS,
+    MAX_PATHS_BYTES,
+    DispatchRequest,
+    DispatchResult,
+    lanes_of,
+    parse_slugs,
+)
+from looprail.trust.reviewer import dispatch_step as dispatch
+from looprail.trust.reviewer import explicit_from_argv as from_argv
 
 
 def register(sub) -> None:
@@ -46,9 +60,6 @@ def register(sub) -> None:
 
 
 def _lanes(args):
-    from looprail.config import load_project_config
-    from looprail.trust import load_compiled
-    from looprail.trust.reviewer import lanes_of
 
     config, warnings = load_project_config(args.project)
     caps = load_compiled(args.project, args.capabilities)
@@ -58,10 +69,6 @@ def _lanes(args):
 def _read_paths() -> tuple[str, ...] | None:
     """One path per line from stdin (blank lines skipped, a CRLF line ending accepted); None
     when unreadable."""
-    import sys
-
-    from looprail.trust.reviewer import MAX_PATHS_BYTES
-
     if sys.stdin is None or sys.stdin.isatty():
         return ()
     raw = sys.stdin.buffer.read(MAX_PATHS_BYTES + 1)
@@ -76,14 +83,6 @@ def _read_paths() -> tuple[str, ...] | None:
 
 
 def dispatch_step(args) -> int:
-    from looprail.cli._common import print_json, warn
-    from looprail.trust.reviewer import (
-        INVALID_PATHS,
-        DispatchRequest,
-        DispatchResult,
-        parse_slugs,
-    )
-    from looprail.trust.reviewer import dispatch_step as dispatch
 
     if args.cap_id and not args.point:
         warn("review-lane dispatch-step: --cap-id without --point; nothing runs")
@@ -124,7 +123,6 @@ def _print_summary(result) -> None:
 
 
 def explicit_from_argv(args) -> int:
-    from looprail.trust.reviewer import explicit_from_argv as from_argv
 
     lanes, _, _, _ = _lanes(args)
     print(",".join(from_argv(args.argv, lanes)))

@@ -2,16 +2,32 @@
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import math
 import sys
 
-from looprail.cli._common import FLAVORS, add_flavor_option, add_project_options, phase_number
-from looprail.layout import LOGS_DIR, LOOPRAIL_DIR
+from looprail.cli._common import (
+    add_flavor_option,
+    add_project_options,
+    paint,
+    phase_number,
+    print_json,
+)
+from looprail.cli.journal import project_and_run
+from looprail.errors import LooprailError, UsageError
+from looprail.layout import LOGS_DIR, LOOPRAIL_DIR, log_of, normalize_phase_number
+from looprail.machine.dask_executor import DaskExecutor, parse_executor
+from looprail.machine.dryrun import dry_run, dry_run_plan
+from looprail.machine.progress import Progress, fmt_duration, plural
+from looprail.machine.project import journal_runs, pending, project_phases, run_project, run_spent
+from looprail.machine.run import RunOptions
+from looprail.machine.session import default_jobs, load_project, run_phase, run_settings
 from looprail.points import POINTS
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import argparse
-    from typing import Any
+from looprail.runtime.local import resolve_host_tool
+from looprail.runtime.process import prestart_guard_server
+from looprail.store import Journal
+from looprail.textsafe import one_line
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -120,9 +136,6 @@ def _boolean_optional():
 
 
 def _positive_float(text: str) -> float:
-    import argparse
-    import math
-
     try:
         value = float(text)
     except ValueError:
@@ -130,120 +143,6 @@ def _positive_float(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
     return value
-
-
-# Options of `run`/`resume` that `fast_args` reads: flags, then options taking one value.
-_FLAGS = {
-    "--autonomous": "autonomous",
-    "--accept-changes": "accept_changes",
-    "--no-journal": "no_journal",
-    "--json": "json",
-    "--interactive": "interactive",
-    "--quiet": "quiet",
-    "-q": "quiet",
-}
-_RUN_FLAGS = {"--dry-run": "dry_run", "--new": "new"}
-_OFF_FLAGS = {"--no-interactive": "interactive"}  # the flag is `--interactive` (True) in _FLAGS
-_VALUES = {
-    "--jobs": "jobs",
-    "--host-tool": "host_tool",
-    "--executor": "executor",
-    "--agent": "agent",
-    "--budget-usd": "budget_usd",
-    "--project": "project",
-    "--flavor": "flavor",
-    "--approve": "approve",
-    "--answer": "answer",
-    "--checkpoint-rounds": "checkpoint_rounds",
-    "--capabilities": "capabilities",
-    "--phase": "phase",
-}
-
-
-def fast_args(argv: list[str]) -> Any:
-    """`run`/`resume` arguments read without argparse (importing it and building the parser
-    cost every run ~25 ms), or None when argv needs argparse: help, an unknown or abbreviated
-    option, a missing or bad value (argparse says what is wrong), too many positionals. Same
-    meaning as `register`'s definitions; a property test checks the two agree."""
-    from types import SimpleNamespace
-
-    if not argv or argv[0] not in ("run", "resume"):
-        return None
-    is_run = argv[0] == "run"
-    ns = SimpleNamespace(
-        command=argv[0],
-        autonomous=False,
-        approve=[],
-        answer=[],
-        checkpoint_rounds=None,
-        jobs=None,
-        host_tool=None,
-        accept_changes=False,
-        no_journal=False,
-        executor=None,
-        agent=None,
-        budget_usd=None,
-        json=False,
-        interactive=None,
-        project=".",
-        capabilities=[],
-        flavor="gsd",
-        handler=run if is_run else resume,
-    )
-    if is_run:
-        ns.dry_run = ns.new = ns.all_phases = False
-        ns.through = None
-    flags = {**_FLAGS, **_RUN_FLAGS} if is_run else _FLAGS
-    positionals: list[str] = []
-    last_positional = -1
-    rest = argv[1:]
-    i = 0
-    while i < len(rest):
-        arg = rest[i]
-        name, eq, value = arg.partition("=")
-        if arg in flags:
-            setattr(ns, flags[arg], True)
-        elif arg in _OFF_FLAGS:
-            setattr(ns, _OFF_FLAGS[arg], False)
-        elif name in _VALUES and (is_run or name != "--phase"):
-            if not eq:
-                if i + 1 >= len(rest) or rest[i + 1].startswith("-"):
-                    return None
-                value = rest[i + 1]
-                i += 1
-            key = _VALUES[name]
-            try:
-                if key in ("approve", "answer", "capabilities"):
-                    getattr(ns, key).append(value)
-                elif key in ("jobs", "checkpoint_rounds"):
-                    setattr(ns, key, int(value))
-                elif key == "budget_usd":
-                    ns.budget_usd = _positive_float(value)
-                elif key == "phase":
-                    ns.phase = phase_number(value)
-                elif key == "flavor" and value not in FLAVORS:
-                    return None
-                else:
-                    setattr(ns, key, value)
-            except Exception:  # a bad value: argparse reports it
-                return None
-        elif arg.startswith("-") and arg != "-":
-            return None
-        elif positionals and last_positional != i - 1:
-            return None  # argparse takes the positionals in their first run only
-        else:
-            positionals.append(arg)
-            last_positional = i
-        i += 1
-    if is_run:
-        if len(positionals) > 1 or not hasattr(ns, "phase"):
-            return None  # no --phase: the project loop, through argparse
-        ns.project_pos = positionals[0] if positionals else None
-    else:
-        if len(positionals) > 2:
-            return None
-        ns.first, ns.run = ([*positionals, None, None])[:2]
-    return ns
 
 
 def register(sub) -> None:
@@ -313,26 +212,16 @@ def register(sub) -> None:
 
 
 def _options(args, executor=None):
-    from looprail.machine.run import RunOptions
-    from looprail.machine.session import default_jobs
-
     jobs = args.jobs if args.jobs is not None else default_jobs()
     if jobs < 1:
-        from looprail.errors import UsageError
-
         raise UsageError("--jobs must be at least 1")
     if args.host_tool is not None:
-        from looprail.errors import UsageError
-        from looprail.runtime.local import resolve_host_tool
-
         # the same rule as lint, said before anything runs rather than at the first gate
         found = resolve_host_tool(args.host_tool)
         if isinstance(found, str):
             raise UsageError(f"--host-tool: {found}")
     rounds = getattr(args, "checkpoint_rounds", None)
     if rounds is not None and rounds < 1:
-        from looprail.errors import UsageError
-
         raise UsageError("--checkpoint-rounds must be at least 1")
     return RunOptions(
         flavor=args.flavor,
@@ -368,10 +257,7 @@ def _answers(args) -> tuple[tuple[str, str], ...]:
 
 def run(args) -> int:
     if not args.dry_run:
-        from looprail.runtime.process import prestart_guard_server
-
         prestart_guard_server()  # it boots while the machine is imported below
-    from looprail.machine.session import load_project, run_phase
 
     project = args.project_pos or args.project
     loaded = load_project(project, args.capabilities)
@@ -383,17 +269,12 @@ def run(args) -> int:
     every = getattr(args, "all_phases", False)
     if args.dry_run:
         if through is not None or every:
-            from looprail.errors import UsageError
-
             raise UsageError("--dry-run plans one phase: give --phase N, or nothing (the next)")
         phase = args.phase if args.phase is not None else _next_phase(loaded, args)
         if phase is None:
             return 0
-        from looprail.machine.dryrun import dry_run, dry_run_plan
 
         if args.json:
-            from looprail.cli._common import print_json
-
             plan = dry_run_plan(loaded, phase, flavor=args.flavor, host_tool=args.host_tool)
             print_json({**plan, "warnings": [*loaded.warnings, *plan["warnings"]]})
             return 0
@@ -401,13 +282,10 @@ def run(args) -> int:
             print(f"looprail: warning: {w}", file=sys.stderr)
         sys.stdout.write(dry_run(loaded, phase, flavor=args.flavor, host_tool=args.host_tool))
         return 0
-    from looprail.machine.progress import Progress
 
     progress = Progress(quiet=args.quiet, verbose=args.verbose > 0)
     if args.phase is None:
         if through is not None:
-            from looprail.layout import normalize_phase_number
-
             through = normalize_phase_number(through)  # "02" and "2": one phase
         loop = {"through": through} if through is not None else {"all": True} if every else None
         return _run_project(args, loaded, progress, loop=loop)
@@ -429,8 +307,6 @@ def run(args) -> int:
 def _next_phase(loaded, args) -> str | None:
     """The next unfinished phase (for `run --dry-run` without `--phase`), or None after saying
     that every phase is finished."""
-    from looprail.machine.project import journal_runs, pending, project_phases
-
     runs = journal_runs(loaded.project) if not args.no_journal else None
     phases = project_phases(loaded.project, runs)
     todo = pending(phases)
@@ -439,8 +315,6 @@ def _next_phase(loaded, args) -> str | None:
         print(f"{said}; nothing to run", file=sys.stderr)
         return None
     if todo[0].dir is None:
-        from looprail.errors import UsageError
-
         raise UsageError(
             f"phase {todo[0].number} ({todo[0].name}) has no folder yet; a run creates it, "
             "a dry run does not"
@@ -451,9 +325,6 @@ def _next_phase(loaded, args) -> str | None:
 def _run_project(args, loaded, progress, *, loop: dict | None, before=(), spent=0.0) -> int:
     """`run` without `--phase`: the next unfinished phase, or (`loop`) phase after phase; each
     phase's own summary as it ends, then which phases shipped."""
-    from looprail.machine.project import run_project
-    from looprail.machine.session import run_phase
-
     with _executor(args, loaded) as executor:
         options = _options(args, executor)
 
@@ -519,8 +390,6 @@ def project_summary_json(result, loop: dict | None) -> dict:
 
 
 def _project_summary(result, loop: dict | None, *, as_json: bool) -> int:
-    from looprail.cli._common import paint, print_json
-
     code = result.exit_code
     if as_json:
         print_json(project_summary_json(result, loop))
@@ -555,12 +424,8 @@ def _project_summary(result, loop: dict | None, *, as_json: bool) -> int:
 def _executor(args, loaded):
     """`--executor`: a Dask cluster for the plans of each wave (checked before anything runs:
     without dask installed, exit 2 with how to install it), or nothing."""
-    import contextlib
-
     if not getattr(args, "executor", None):
         return contextlib.nullcontext(None)
-    from looprail.machine.dask_executor import DaskExecutor, parse_executor
-    from looprail.machine.session import run_settings
 
     parse_executor(args.executor)
     timeouts = run_settings(loaded).timeouts
@@ -572,12 +437,6 @@ def _executor(args, loaded):
 
 
 def resume(args) -> int:
-    from looprail.cli.journal import project_and_run
-    from looprail.errors import LooprailError
-    from looprail.machine.progress import Progress
-    from looprail.machine.session import load_project, run_phase
-    from looprail.store import Journal
-
     project, run_id = project_and_run(args)
     loaded = load_project(project, args.capabilities)
     if refused := _refuse(loaded):
@@ -604,7 +463,6 @@ def resume(args) -> int:
     if not isinstance(loop, dict) or outcome.result.status != "shipped":
         return _summary(outcome, target.phase, as_json=args.json)
     # The run was one phase of `run --through N` / `run --all`: go on with the phases after it.
-    from looprail.machine.project import run_spent
 
     if not args.json:
         _summary(outcome, target.phase)
@@ -650,8 +508,6 @@ def _refuse(loaded) -> int:
 
 def summary_json(outcome, phase: str) -> dict:
     """The machine-readable end of `run --json` and `resume --json` (stable keys)."""
-    from looprail.layout import log_of
-
     r = outcome.result
     refused = r.refused_by
     return {
@@ -675,10 +531,6 @@ def summary_json(outcome, phase: str) -> dict:
 
 
 def _summary(outcome, phase: str, *, as_json: bool = False) -> int:
-    from looprail.cli._common import paint, print_json
-    from looprail.machine.progress import fmt_duration, plural
-    from looprail.textsafe import one_line
-
     r = outcome.result
     if as_json:
         print_json(summary_json(outcome, phase))

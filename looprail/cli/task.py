@@ -9,7 +9,15 @@ that tracker-id).
 
 from __future__ import annotations
 
-from looprail.cli._common import add_project_options, group, project_folder
+from pathlib import Path
+
+from looprail.cli._common import add_project_options, group, print_json, project_folder, warn
+from looprail.config import load_project_config
+from looprail.errors import UsageError
+from looprail.hooks.task_content import resolve_task_content, unloadable_resolvers
+from looprail.plans.planfile import read_plan
+from looprail.runtime.process import escape_untrusted
+from looprail.trust import load_compiled
 
 
 def register(sub) -> None:
@@ -29,12 +37,6 @@ def register(sub) -> None:
 
 
 def _resolve_content(args) -> int:
-
-    from looprail.cli._common import print_json, warn
-    from looprail.config import load_project_config
-    from looprail.errors import UsageError
-    from looprail.hooks.task_content import resolve_task_content, unloadable_resolvers
-    from looprail.trust import load_compiled
 
     if not args.plan:
         raise UsageError("task resolve-content: --plan is required")
@@ -73,10 +75,6 @@ def _resolve_content(args) -> int:
 
 def _plan_inside(project, given: str):
     """The plan's real path, refusing anything (symlinks and `..` included) outside `project`."""
-    from pathlib import Path
-
-    from looprail.errors import UsageError
-
     raw = Path(given)
     real = (raw if raw.is_absolute() else project / raw).resolve()
     if not real.is_relative_to(project):
@@ -95,16 +93,10 @@ def _is(path, kind: str) -> bool:
 
 
 def _shown(text: str) -> str:
-    from looprail.runtime.process import escape_untrusted
-
     return escape_untrusted(text if len(text) <= 200 else text[:200] + "…")
 
 
 def _require_task(plan, tracker_id: str, project) -> None:
-    from looprail.errors import UsageError
-    from looprail.plans.planfile import read_plan
-    from looprail.runtime.process import escape_untrusted
-
     shown = str(plan.relative_to(project))
     parsed = read_plan(plan, display=shown)
     if not any(task.tracker_id == tracker_id for task in parsed.tasks):

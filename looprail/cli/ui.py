@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
+import socket
 import sys
 
 from looprail.cli._common import add_flavor_option, add_project_options
+from looprail.errors import LooprailError, UsageError
+from looprail.fsutil import project_folder
 
 INSTALL_HINT = "looprail ui needs the ui extra: pip install 'looprail[ui]'"
 DEFAULT_PORT = 8765
@@ -53,8 +58,6 @@ LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 def _url(bound: str, port: int, token: str | None = None) -> str:
-    import ipaddress
-
     address = ipaddress.ip_address(bound.split("%", 1)[0])
     shown = bound
     if address.is_unspecified:  # every interface: this machine reaches it on loopback
@@ -67,9 +70,6 @@ def _url(bound: str, port: int, token: str | None = None) -> str:
 def _own_names() -> list[str]:
     """This machine's own names (its host name, its fully qualified name, and the addresses
     they resolve to): what a browser on the network may rightly send as Host."""
-    import contextlib
-    import socket
-
     names = {socket.gethostname(), socket.getfqdn()}
     for name in list(names):
         with contextlib.suppress(OSError):
@@ -82,10 +82,6 @@ def allowed_hosts(bound: str, extra: list[str]) -> tuple[list[str], bool]:
     address the socket actually bound (`0`, `::0` and `""` are every interface, as is
     `0.0.0.0`), never from how `--host` was spelled. Never `*`: any name would let a page on
     another site read the dashboard through DNS rebinding."""
-    import ipaddress
-
-    from looprail.errors import UsageError
-
     for name in extra:
         if not name or "*" in name or "/" in name or any(c.isspace() for c in name):
             raise UsageError(f"--allow-host {name!r}: give one host name (never '*')")
@@ -102,20 +98,16 @@ def allowed_hosts(bound: str, extra: list[str]) -> tuple[list[str], bool]:
 
 
 def run(args) -> int:
-
-    from looprail.errors import LooprailError, UsageError
-    from looprail.fsutil import project_folder
-
     project = project_folder(args.project_pos or args.project)
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port}: not a port number (0-65535)")
+    # The ui extra (optional): imported only when `looprail ui` runs, so that without it
+    # every other command works and this one says how to install it.
     try:
         import starlette  # noqa: F401
         import uvicorn
     except ImportError:
         raise LooprailError(INSTALL_HINT) from None
-    import socket
-
     from looprail.ui.access import new_token
     from looprail.ui.server import create_app, stop_streams
 

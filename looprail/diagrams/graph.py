@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 
 from looprail.hooks.resolve import resolve
+from looprail.machine.chart import compile_loop
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
 
 if TYPE_CHECKING:
@@ -181,8 +182,6 @@ def build_graph(
 def _add_chart(graph: nx.MultiDiGraph, spec: LoopSpec) -> None:
     """States and transitions read from the compiled chart, joined with the spec's points.
     Nodes are added in the order the loop reaches them (a stable layout and stable text)."""
-    from looprail.machine.chart import compile_loop
-
     chart = compile_loop(spec)
     steps = {s.name: s for s in spec.steps}
     states: dict[str, dict[str, Any]] = {}

@@ -12,6 +12,7 @@ error findings.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -86,6 +87,4 @@ def blockers(registry: CapabilitySet) -> list[Blocker]:
 
 
 def _folder(file: str) -> str:
-    import os
-
     return os.path.dirname(file) or file

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from looprail.errors import TaskContentError
 from looprail.hooks.capset import FailedCapability
-from looprail.jsonload import json_type_name
+from looprail.jsonload import json_type_name, loads_strict
 from looprail.runtime.process import escape_untrusted, run_bounded, tail
 
 ID_PLACEHOLDER = "{{id}}"
@@ -144,7 +144,6 @@ def content_from_output(stdout: str) -> ResolvedContent | str | None:
     why the output is malformed."""
     if not stdout.strip():
         return "stdout is empty (expected a JSON object)"
-    from looprail.jsonload import loads_strict
 
     try:
         body, duplicates = loads_strict(stdout)

@@ -23,6 +23,8 @@ cache, a process running as this user is trusted (it could as well edit looprail
 
 from __future__ import annotations
 
+# On the `render-hooks` start path (`ENTRY` in tests/cli/test_loop.py): what a call there does
+# not need is imported in the function that needs it.
 import functools
 import json
 import os

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from looprail.hooks.startup import blockers
 from looprail.layout import PLANNING_DIR
 
 if TYPE_CHECKING:
@@ -66,7 +67,6 @@ def _capabilities(data: LintInput) -> list[Finding]:
                 )
             )
     # What `looprail run` refuses to start on (besides failed manifests, reported above).
-    from looprail.hooks.startup import blockers
 
     missing = {str(r.path) for r in reg.missing_roots}
     untrusted_gates = set()

@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from looprail.config import MISSING, is_active
+from looprail.hooks.resolve import cap_active
+from looprail.machine.spec import DEFAULT_LOOP
+
 if TYPE_CHECKING:
     pass
 
@@ -55,21 +59,16 @@ def _declarations(data: LintInput) -> list[_Decl]:
 
 
 def _cap_active(data: LintInput, cap_id: str) -> bool:
-    from looprail.hooks.resolve import cap_active
-
     return cap_active(data.compiled, cap_id, data.config)
 
 
 def _when_true(data: LintInput, key: str) -> bool:
-    from looprail.config import is_active
 
     return is_active(key, data.config, data.compiled.config)
 
 
 def _runs(data: LintInput, decl: _Decl) -> bool:
     """Would this declaration be dispatched under the current config?"""
-    from looprail.config import MISSING
-
     if not _cap_active(data, decl.cap_id):
         return False
     when = decl.entry.get("when")
@@ -86,8 +85,6 @@ def _runs(data: LintInput, decl: _Decl) -> bool:
 
 def _point_order() -> dict[str, int]:
     """Each point's position in the loop (the order the default loop first crosses them)."""
-    from looprail.machine.spec import DEFAULT_LOOP
-
     order: dict[str, int] = {}
     for t in DEFAULT_LOOP.transitions():
         for p in t.points:

@@ -6,6 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from looprail.hooks.task_content import split_tracker_id, unloadable_resolvers
+
 if TYPE_CHECKING:
     pass
 
@@ -22,8 +24,6 @@ class _Resolvers:
 
 
 def _resolvers(data: LintInput) -> _Resolvers:
-    from looprail.hooks.task_content import unloadable_resolvers
-
     # As the run does (`loading.Loaded.resolvers`): every loaded resolver counts, whatever its
     # capability's activationKey (execute:task has no `when`), except one without consent.
     active: dict[str, list[tuple[str, Any]]] = {}
@@ -42,8 +42,6 @@ def _resolvers(data: LintInput) -> _Resolvers:
 
 
 def _trackers(data: LintInput, plan: Any, resolvers: _Resolvers) -> Iterable[Finding]:
-    from looprail.hooks.task_content import split_tracker_id
-
     file = _rel(plan.path, data.project)
     for task in plan.tasks:
         tid = task.tracker_id

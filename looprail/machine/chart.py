@@ -19,10 +19,12 @@ from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any, ClassVar, cast
 
+from statemachine import State, StateChart
+from statemachine.orderedset import OrderedSet
+
 from looprail.errors import HaltError
 from looprail.machine import guards as G
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec, TransitionSpec
-from looprail.machine.statechart import OrderedSet, State, StateChart
 
 WAVE_STATES = ("wave_ready", "wave_running", "waves_done")
 WAVE_RUNNING = WAVE_STATES[1]  # where the looped step runs a wave's plans

@@ -5,13 +5,19 @@ nothing."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+from looprail.hooks import checks as C
 from looprail.hooks.checks import COMMAND_GRAMMAR
+from looprail.hooks.native import load_native_hooks
 from looprail.hooks.resolve import resolve
+from looprail.hostcall import argument_values, query_args
 from looprail.layout import LOOPRAIL_DIR
 from looprail.machine.progress import plural
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
+from looprail.plans import compute_waves, load_phase
+from looprail.trust import is_trusted
 
 
 def _hook_plan(
@@ -73,11 +79,6 @@ def _gate_call(
     host_tool: str | None,
 ) -> str:
     """What the gate will run, as the dispatcher will run it (hooks.checks' per-point table)."""
-    from pathlib import Path
-
-    from looprail.hooks import checks as C
-    from looprail.hostcall import argument_values, query_args
-
     project = Path(project) if project is not None else Path(".")
     if (point, cap) in C.LEDGER_GATES:
         return f"ledger {C.LEDGER_PATH}" + (f" ({host_tool} windows status)" if host_tool else "")
@@ -110,10 +111,6 @@ def dry_run_plan(
     """What a run of `phase` would do, as data (`run --dry-run --json`): every transition in
     order with the points it crosses and the hooks active at each, the waves, plans and tasks
     where the phase has plans, and the role work each step would do. Nothing runs."""
-    from looprail.hooks.native import load_native_hooks
-    from looprail.plans import compute_waves, load_phase
-    from looprail.trust import is_trusted
-
     ph = load_phase(loaded.project, phase)
     waves = compute_waves(ph.plans, root=loaded.project) if ph.plans else None
     native = load_native_hooks(loaded.project, trusted=is_trusted)

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from statemachine.exceptions import TransitionNotAllowed
+
 from looprail.errors import (
     CheckpointPause,
     GuardRefused,
@@ -36,7 +38,6 @@ from looprail.machine.dispatch import Dispatcher
 from looprail.machine.interactive import handover
 from looprail.machine.progress import Progress, fmt_duration
 from looprail.machine.record import EventRecord, Recorder
-from looprail.machine.statechart import TransitionNotAllowed
 from looprail.machine.tasks import PlanRun, task_work, write_summary
 from looprail.machine.wave import run_wave
 from looprail.plans import Phase, PhaseCache, Plan, Task, WavePlan, compute_waves

@@ -36,7 +36,10 @@ from looprail.plans.planfile import Plan, plan_id_from_filename, read_plan, unkn
 from looprail.plans.waves import (
     _Index,
     bare_dependency_warnings,
+    compute_waves,
+    halt_blocked,
     resolve_dependencies,
+    unmet_blocked,
 )
 
 PHASES_DIR = Path(LAYOUT_PHASES_DIR)
@@ -527,8 +530,6 @@ def plan_index(project: str | Path, phase: Phase) -> dict[str, Any]:
     """The `phase plan-index` view of a loaded phase (the shape of the reference's
     `phase-plan-index`, plus `declared_wave`, `sequential_waves` and `warnings`). Raises
     PlanError for a dependency cycle."""
-    from looprail.plans.waves import compute_waves, halt_blocked, unmet_blocked
-
     project = Path(project).resolve()
     waves = compute_waves(phase.plans, root=project)
     blocked = halt_blocked(phase.plans)

@@ -22,13 +22,18 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from looprail.errors import ConfigError, LooprailError
 from looprail.frontmatter import file_frontmatter
+from looprail.plans import load_phase
+from looprail.runtime.agent_settings import MODE_NAME, mode_in_effect
 from looprail.runtime.base import (
     BaseRuntime,
     DispatchContext,
@@ -106,8 +111,6 @@ class AgentSettings:
 
     @classmethod
     def parse(cls, name: str, raw: Mapping[str, Any]) -> AgentSettings:
-        from looprail.errors import ConfigError
-
         where = f"looprail.agents.{name}"
         out = cls()
         for key, value in raw.items():
@@ -707,6 +710,28 @@ ADAPTERS: dict[str, type[Adapter]] = {
 }
 
 
+def command_line(name: str, settings: AgentSettings) -> list[str]:
+    """The argv an agent invocation runs with, `<prompt>` in the prompt's place."""
+    request = SimpleNamespace(kind="task", name="", verdict=None)
+    return ADAPTERS[name]().argv("<prompt>", request, settings, git=True)  # type: ignore[arg-type]
+
+
+def describe(name: str, settings: AgentSettings) -> str:
+    """The one line a run, `doctor` and `capability audit` print for agent `name`."""
+    if name not in ADAPTERS:
+        return f"agent {name}"
+    argv = command_line(name, settings)
+    shown = " ".join(_quote(a) for a in argv)
+    mode = mode_in_effect(name, argv)
+    if mode is not None:
+        return f"agent {name}: {shown} ({MODE_NAME[name]} in effect: {mode})"
+    return f"agent {name}: {shown} ({ADAPTERS[name]().permissions(settings)})"
+
+
+def _quote(arg: str) -> str:
+    return arg if arg == "<prompt>" else shlex.quote(arg)
+
+
 def classify(error: str, status: int | None = None) -> str:
     """A short label for a CLI error: rate limited, not authenticated, or just error (by the
     HTTP status when the CLI reported one, else by the words of the message)."""
@@ -804,8 +829,6 @@ class AgentRuntime(BaseRuntime):
             run.meter.check()
         self.transcripts.run_id = run.run_id
         if self.progress is not None:
-            from looprail.runtime.agent_settings import describe
-
             self.progress(describe(self.adapter.name, self.settings))
 
     def end_run(self) -> None:
@@ -1044,8 +1067,6 @@ def owed_problem(request: Request, project: Path) -> str | None:
     """Why the artifact a phase step owed is missing or unreadable, or None when it is there."""
     if request.kind != "phase" or request.step not in ("discuss", "plan", "verify"):
         return None
-    from looprail.errors import LooprailError
-    from looprail.plans import load_phase
 
     try:
         phase = load_phase(project, request.phase.number)

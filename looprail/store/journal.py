@@ -47,9 +47,11 @@ from looprail.store.schema import (
     NoJournalError,
     check_header,
     check_links,
+    connect_readonly,
     prepare,
     translate,
 )
+from looprail.store.seal import SEAL_VERSION, canonical, chain_link, run_seal, user_key
 
 JOURNAL_NAME = JOURNAL_FILE
 
@@ -172,8 +174,6 @@ class Journal:
         viewers that run beside a live run (the dashboard). Raises `NoJournalError` when there
         is none (or it is still an empty file) and `JournalError` for a foreign, corrupt or
         newer one."""
-        from looprail.store.schema import connect_readonly
-
         path = journal_path(project)
         conn = connect_readonly(path)
         return cls(conn, path, lambda: datetime.now(UTC))
@@ -694,8 +694,6 @@ class Journal:
 
     def _user_key(self) -> bytes:
         if self._key is None:
-            from looprail.store.seal import user_key
-
             self._key = user_key()
         return self._key
 
@@ -794,8 +792,6 @@ class Journal:
         """Refuse (one-line `JournalError`) a run this user did not write with looprail on this
         machine: its seal is missing, or its rows were changed outside looprail since. One
         pass over the run's events and one over its task rows."""
-        from looprail.store.seal import SEAL_VERSION, canonical, chain_link, run_seal
-
         with self._mutex:
             run = self._require_run(run_id)
             seal = self._meta(f"seal:{run_id}")

@@ -35,6 +35,7 @@ from looprail.hooks.checks import (
     QUERY_GRAMMAR,
     QUERY_GRAMMAR_TEXT,
 )
+from looprail.hooks.native._jsonpath import member
 from looprail.hostcall import query_args
 from looprail.layout import LOOPRAIL_DIR
 from looprail.runtime.process import escape_untrusted
@@ -625,8 +626,6 @@ def _shell_surface(kind: str, where: str, command: str, hook: Any, timeout_s: fl
 
 def json_path(path: str, *keys: str) -> str:
     """`$.local["my-hook"]`: JSON paths spelled as the native hooks loader spells them."""
-    from looprail.hooks.native._jsonpath import member
-
     for key in keys:
         path = member(path, key)
     return path

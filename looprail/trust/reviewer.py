@@ -29,12 +29,15 @@ from __future__ import annotations
 import math
 import os
 import re
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from looprail.config import MISSING, lookup
 from looprail.errors import UsageError
+from looprail.fsutil import atomic_write
+from looprail.hooks.resolve import InvalidPointError, resolve
 from looprail.runtime.process import (
     ProcessResult,
     escape_untrusted,
@@ -222,8 +225,6 @@ def trait_enabled(
 ) -> bool:
     """Does `cap_id` have an active step at `point` carrying exactly `supportsReviewerLanes:
     true`? Resolved by the one resolver, as `loop render-hooks` resolves it."""
-    from looprail.hooks.resolve import resolve
-
     return any(
         hook.get("capId") == cap_id
         and hook.get("kind") == "step"
@@ -479,7 +480,6 @@ def dispatch_step(
         if request.cap_id and not request.point:
             warnings.append("review-lane dispatch-step: --cap-id without --point; nothing runs")
         return DispatchResult(False, True, TRAIT_NOT_ENABLED, warnings=tuple(warnings))
-    from looprail.hooks.resolve import InvalidPointError
 
     try:
         enabled = trait_enabled(compiled, config, request.cap_id, request.point)
@@ -545,14 +545,11 @@ def _run_dir(given: str | None) -> str:
     if given:
         os.makedirs(given, exist_ok=True)
         return given
-    import tempfile
 
     return tempfile.mkdtemp(prefix="looprail-review-")
 
 
 def _write_text(path: str, text: str) -> None:
-    from looprail.fsutil import atomic_write
-
     atomic_write(path, text)
 
 

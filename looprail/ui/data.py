@@ -17,9 +17,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from looprail.diagrams.graph import crossed_points, hook_summary
 from looprail.errors import OutsideProjectError
 from looprail.fsutil import looprail_path
 from looprail.layout import LOGS_DIR, PLANNING_DIR, normalize_phase_number
+from looprail.machine.project import latest_runs, project_phases
+from looprail.plans.phase import list_phases
 from looprail.store import Journal, JournalError, NoJournalError, RunRow, is_run_id, lock_holder
 from looprail.store.report import format_duration, report_from_rows
 
@@ -76,8 +79,6 @@ def snapshot(
     """Everything the page shows for `run_ref` (None: the latest run). With `event_cache`
     (`{run id: events}`, kept by the caller between calls), only events newer than the cached
     ones are read: events are append-only, so the cache stays true."""
-    from looprail.plans.phase import list_phases
-
     is_project = (project / PLANNING_DIR).is_dir()
     phases: list[str] = []
     if is_project:
@@ -205,8 +206,6 @@ def project_phases_view(
     """The project's phases in ROADMAP order with where each stands (`looprail status`'s
     phases): finished or not and why, its latest run; `next` marks the phase `looprail run`
     runs next, `current` the phase of the run shown (`selected`; None: the latest run)."""
-    from looprail.machine.project import latest_runs, project_phases
-
     try:
         phases = project_phases(project, latest_runs(runs))
     except Exception:  # a damaged ROADMAP or phases folder must not take the page down
@@ -429,8 +428,6 @@ def points_view(
     (the resolver's dispatch order) and what each did in this run. Hooks the run dispatched
     that the current manifests no longer declare (or that were loaded without
     `--capabilities`) follow, in the order they ran."""
-    from looprail.diagrams.graph import crossed_points, hook_summary
-
     dispatches: dict[str, int] = {}
     ran: dict[str, list[Any]] = {}
     for e in events:

@@ -26,8 +26,10 @@ import asyncio
 import hashlib
 import html
 import json
+import re
 import threading
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -40,7 +42,13 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from looprail.diagrams import load_envelopes, run_view
+from looprail.diagrams.graph import build_graph
+from looprail.diagrams.render import render
+from looprail.errors import LooprailError
 from looprail.layout import PLANNING_DIR
+from looprail.runtime.process import find_program
+from looprail.store import JournalError
 from looprail.ui import access, data
 
 PAGE_CSP = (
@@ -101,9 +109,6 @@ class Dashboard:
         envelopes: dict[str, Any] | None = None
         warnings: list[str] = []
         if (self.project / PLANNING_DIR).is_dir():
-            from looprail.diagrams import load_envelopes
-            from looprail.errors import LooprailError
-
             try:
                 envelopes, warnings = load_envelopes(self.project, self.capability_dirs)
             except LooprailError as exc:
@@ -135,8 +140,6 @@ class Dashboard:
         snap["chartError"] = None if snap["chart"] else "Graphviz's dot is not installed"
         snap["chartFocus"] = None
         if snap["chart"]:
-            from looprail.errors import LooprailError
-
             try:
                 run_id = snap["run"]["id"] if snap["run"] else None
                 snap["chartFocus"] = self.chart(run_id)[1]
@@ -185,17 +188,11 @@ class Dashboard:
         """The SVG chart of `run` (None: the latest; the default loop when there is no run),
         and where its current state sits across the chart (0..1, for scrolling it into view).
         Cached until the journal or the hooks change."""
-        from looprail.diagrams.graph import build_graph
-        from looprail.diagrams.render import render
-
         envelopes, _ = self.envelopes()
         marker = data.change_marker(self.project)
         view = None
         journal, _ = data.open_journal(self.project)
         if journal is not None:
-            from looprail.diagrams import run_view
-            from looprail.store import JournalError
-
             with journal:
                 selected = None
                 if run:
@@ -231,8 +228,6 @@ def _focus(svg: bytes, node: str | None) -> float | None:
     """The horizontal position (0..1) of `node`'s box in a Graphviz SVG, or None."""
     if node is None:
         return None
-    import re
-    import xml.etree.ElementTree as ET
 
     ns = "{http://www.w3.org/2000/svg}"
     try:
@@ -346,7 +341,6 @@ def create_app(
                 media_type="text/plain",
                 headers=_headers(),
             )
-        from looprail.errors import LooprailError
 
         try:
             blob, _ = await run_in_threadpool(dash.chart, _run_param(request))
@@ -444,6 +438,4 @@ def create_app(
 
 def _has_dot() -> bool:
     """Whether Graphviz's `dot` is on the confined PATH (never found in the project)."""
-    from looprail.runtime.process import find_program
-
     return find_program("dot") is not None

@@ -423,7 +423,7 @@ def test_without_the_extra_the_command_says_how_to_install_it(tmp_path):
 def test_the_cli_does_not_import_the_web_stack_until_ui_runs():
     code = (
         "import sys\n"
-        "from looprail.cli import build_parser\n"
+        "from looprail.cli.app import build_parser\n"
         "build_parser()\n"
         "print(sorted(m for m in ('starlette', 'uvicorn', 'httpx', 'looprail.ui.server') "
         "if m in sys.modules))\n"
