@@ -30,9 +30,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from looprail.errors import ConfigError, LooprailError
-from looprail.frontmatter import file_frontmatter
-from looprail.plans import load_phase
+from looprail.errors import ConfigError
 from looprail.runtime.agent_settings import MODE_NAME, mode_in_effect
 from looprail.runtime.base import (
     BaseRuntime,
@@ -46,8 +44,17 @@ from looprail.runtime.base import (
     parse_json_object,
 )
 from looprail.runtime.git import is_git_repo
+from looprail.runtime.interactive import (
+    handover_line,
+    run_on_terminal,
+    session_outcome,
+    shown_argv,
+    terminal_problem,
+    write_meta,
+)
 from looprail.runtime.local import LocalRuntime, Timeouts, _last_line, _signal_name
 from looprail.runtime.logs import LOGS_DIR, OutputTee, Transcripts  # noqa: F401 (re-exported)
+from looprail.runtime.owed import owed_problem
 from looprail.runtime.process import escape_untrusted, find_program, run_bounded
 from looprail.runtime.prompts import build_prompt
 
@@ -877,8 +884,6 @@ class AgentRuntime(BaseRuntime):
         folder = self.transcripts.folder(request)
         (folder / "prompt.md").write_text(prompt, encoding="utf-8")
         if talk:
-            from looprail.runtime.interactive import agent_session
-
             return agent_session(
                 self, request, ctx, prompt=prompt, folder=folder, binary=found, env=env
             )
@@ -1063,29 +1068,6 @@ def extract_verdict(text: str) -> dict[str, Any] | None:
     return None
 
 
-def owed_problem(request: Request, project: Path) -> str | None:
-    """Why the artifact a phase step owed is missing or unreadable, or None when it is there."""
-    if request.kind != "phase" or request.step not in ("discuss", "plan", "verify"):
-        return None
-
-    try:
-        phase = load_phase(project, request.phase.number)
-    except LooprailError as exc:
-        return f"the phase does not load: {exc}"
-    if request.step == "discuss":
-        return None if phase.has_context else "no CONTEXT.md in the phase folder"
-    if request.step == "plan":
-        return None if phase.plans else "no *-PLAN.md in the phase folder"
-    if phase.verification_path is None:
-        return "no VERIFICATION.md in the phase folder"
-    fm = file_frontmatter(phase.verification_path)
-    if isinstance(fm, str):
-        return f"{phase.verification_path.name}: {fm}"
-    if not fm.get("status"):
-        return f"{phase.verification_path.name} has no `status:` in its frontmatter"
-    return None
-
-
 def _last_words(reply: Reply, stderr: str) -> str:
     text = reply.final.strip() or reply.error or ""
     line = _last_line(text) if text else ""
@@ -1156,3 +1138,58 @@ class OpenCodeRuntime(AgentRuntime):
 class GeminiRuntime(AgentRuntime):
     name = "gemini"
     adapter_class = GeminiAdapter
+
+
+def agent_session(
+    rt: AgentRuntime,
+    request: Request,
+    ctx: DispatchContext,
+    *,
+    prompt: str,
+    folder: Path,
+    binary: str,
+    env: Mapping[str, str],
+) -> Outcome:
+    """One phase step as a conversation in the agent CLI's interactive mode."""
+    name = rt.adapter.name
+    problem = terminal_problem()
+    if problem is not None:
+        return Outcome.failed(f"{name}: an interactive session needs a terminal: {problem}")
+    given = prompt
+    if len(prompt.encode()) > ARG_LIMIT:  # stdin is the terminal: the CLI reads the file
+        given = f"Read the file {folder / 'prompt.md'} and follow it: it is your brief."
+    argv = rt.adapter.interactive_argv(given, request, rt.settings, git=rt._git)
+    argv[0] = os.path.abspath(binary)
+    shown = shown_argv(argv, given)
+    if rt.progress is not None:
+        rt.progress(handover_line(name, shown, request, rt.project))
+    session = run_on_terminal(
+        argv, cwd=ctx.workdir or rt.project, env=env, timeout_s=rt.timeouts.interactive
+    )
+    rel = rt.transcripts.rel(folder)
+    usage = Usage(agent=name)
+    outcome = session_outcome(
+        name,
+        session,
+        request,
+        rt.project,
+        duration_s=session.duration_s,
+        usage=usage,
+        transcript=rel,
+    )
+    write_meta(folder, shown, session, outcome)
+    if rt._meter is not None:
+        rt._meter.record(
+            {
+                "agent": name,
+                "kind": request.kind,
+                "name": request.name,
+                "planId": request.plan_id,
+                "taskId": request.task_id,
+                "ok": outcome.ok,
+                "interactive": True,
+                "transcript": rel,
+                "durationMs": int(session.duration_s * 1000),
+            }
+        )
+    return outcome

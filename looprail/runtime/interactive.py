@@ -21,14 +21,14 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from looprail.runtime.base import DispatchContext, Outcome, Request, Usage
+from looprail.runtime.base import Outcome, Request
+from looprail.runtime.owed import owed_problem
 from looprail.runtime.process import (
     Spawned,
     _notify,
@@ -37,10 +37,6 @@ from looprail.runtime.process import (
     start_ticks,
 )
 from looprail.runtime.prompts import phase_vars
-
-if TYPE_CHECKING:
-    from looprail.runtime.agents import AgentRuntime
-    from looprail.runtime.local import LocalRuntime
 
 NOT_CAPTURED = "not captured: an interactive session on the terminal"
 _END_GRACE_S = 3.0  # after SIGTERM, before SIGKILL
@@ -277,8 +273,6 @@ def session_outcome(
 ) -> Outcome:
     """The step's outcome: the artifact decides (a CLI's exit code after a conversation says
     little: Ctrl-C twice, `/exit`, Ctrl-D all end it)."""
-    from looprail.runtime.agents import owed_problem
-
     if session.spawn_error:
         return Outcome.failed(f"{who}: could not start: {session.spawn_error}", **common)
     problem = owed_problem(request, project)
@@ -294,98 +288,7 @@ def session_outcome(
     )
 
 
-def agent_session(
-    rt: AgentRuntime,
-    request: Request,
-    ctx: DispatchContext,
-    *,
-    prompt: str,
-    folder: Path,
-    binary: str,
-    env: Mapping[str, str],
-) -> Outcome:
-    """One phase step as a conversation in the agent CLI's interactive mode."""
-    name = rt.adapter.name
-    problem = terminal_problem()
-    if problem is not None:
-        return Outcome.failed(f"{name}: an interactive session needs a terminal: {problem}")
-    from looprail.runtime.agents import ARG_LIMIT
-
-    given = prompt
-    if len(prompt.encode()) > ARG_LIMIT:  # stdin is the terminal: the CLI reads the file
-        given = f"Read the file {folder / 'prompt.md'} and follow it: it is your brief."
-    argv = rt.adapter.interactive_argv(given, request, rt.settings, git=rt._git)
-    argv[0] = os.path.abspath(binary)
-    shown = shown_argv(argv, given)
-    if rt.progress is not None:
-        rt.progress(handover_line(name, shown, request, rt.project))
-    session = run_on_terminal(
-        argv, cwd=ctx.workdir or rt.project, env=env, timeout_s=rt.timeouts.interactive
-    )
-    rel = rt.transcripts.rel(folder)
-    usage = Usage(agent=name)
-    outcome = session_outcome(
-        name,
-        session,
-        request,
-        rt.project,
-        duration_s=session.duration_s,
-        usage=usage,
-        transcript=rel,
-    )
-    _write_meta(folder, shown, session, outcome)
-    if rt._meter is not None:
-        rt._meter.record(
-            {
-                "agent": name,
-                "kind": request.kind,
-                "name": request.name,
-                "planId": request.plan_id,
-                "taskId": request.task_id,
-                "ok": outcome.ok,
-                "interactive": True,
-                "transcript": rel,
-                "durationMs": int(session.duration_s * 1000),
-            }
-        )
-    return outcome
-
-
-def local_session(
-    rt: LocalRuntime, executable: Path, label: str, request: Request, ctx: DispatchContext
-) -> Outcome:
-    """One phase step with `.looprail/agents/<role>` on the terminal: its stdin is the user's,
-    so the request is in the file `$LOOPRAIL_REQUEST_FILE` (and `LOOPRAIL_INTERACTIVE=1`)."""
-    problem = terminal_problem()
-    if problem is not None:
-        return Outcome.failed(f"{label}: an interactive session needs a terminal: {problem}")
-    log = rt._log_file(request)
-    if rt.progress is not None:
-        rt.progress(handover_line(label, label, request, rt.project))
-    with tempfile.TemporaryDirectory(prefix="looprail-request-") as tmp:
-        path = Path(tmp) / "request.json"
-        path.write_text(request.to_json(), encoding="utf-8")
-        env = rt._environment(request, ctx)
-        env.update({"LOOPRAIL_REQUEST_FILE": str(path), "LOOPRAIL_INTERACTIVE": "1"})
-        session = run_on_terminal(
-            [str(executable)],
-            cwd=ctx.workdir or rt.project,
-            env=env,
-            timeout_s=rt.timeouts.interactive,
-        )
-    common: dict[str, Any] = {"duration_s": session.duration_s}
-    if log is not None and rt.transcripts is not None:
-        with contextlib.suppress(OSError):
-            log.write_text(
-                f"# looprail: {label} (transcript {NOT_CAPTURED})\n"
-                f"# looprail: the session {session.how()} ({session.duration_s:.1f}s)\n",
-                encoding="utf-8",
-            )
-            common["transcript"] = rt.transcripts.rel(log)
-    return session_outcome(label, session, request, rt.project, **common)
-
-
-def _write_meta(folder: Path, shown: str, session: Session, outcome: Outcome) -> None:
+def write_meta(folder: Path, shown: str, session: Session, outcome: Outcome) -> None:
     meta = {
         "interactive": True,
         "argv": shown,
@@ -401,9 +304,12 @@ def _write_meta(folder: Path, shown: str, session: Session, outcome: Outcome) ->
 
 
 __all__ = [
+    "NOT_CAPTURED",
     "Session",
-    "agent_session",
-    "local_session",
+    "handover_line",
     "run_on_terminal",
+    "session_outcome",
+    "shown_argv",
     "terminal_problem",
+    "write_meta",
 ]

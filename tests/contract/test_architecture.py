@@ -92,8 +92,8 @@ def test_runtime_does_not_import_hooks():
 # The runtime layer's known upward imports (docs/architecture.md says why each is there). A new
 # one fails here: a runtime knows no capabilities, hooks, consent or machine.
 RUNTIME_UPWARD = {
-    "looprail.runtime.agents imports looprail.plans",
-    "looprail.runtime.agents imports looprail.plans.load_phase",
+    "looprail.runtime.owed imports looprail.plans",
+    "looprail.runtime.owed imports looprail.plans.load_phase",
 }
 
 
