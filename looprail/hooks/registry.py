@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -79,7 +78,6 @@ def load_registry(
     when one is."""
     from looprail.hooks.verdicts import VerdictCache
 
-    loaded_ns = time.time_ns()  # before any read: `compiled.load_compiled`'s racy-stat rule
     verdicts = VerdictCache.for_env(env) if use_cache else VerdictCache(None)
     roots = (
         list(roots)
@@ -152,7 +150,6 @@ def load_registry(
         tuple(roots),
         missing_roots=tuple(missing),
         shadowed=tuple(shadowed),
-        loaded_ns=loaded_ns,
     )
 
 

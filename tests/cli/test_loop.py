@@ -138,7 +138,17 @@ def test_unknown_config_key_warns(tmp_path):
     assert "mode" not in p.stderr
 
 
-HEAVY = ("pydantic", "pydantic_core", "nodesemver", "networkx", "graphviz", "statemachine", "rich")
+HEAVY = (
+    "pydantic",
+    "pydantic_core",
+    "nodesemver",
+    "networkx",
+    "graphviz",
+    "statemachine",
+    "rich",
+    "dataclasses",
+    "inspect",
+)
 
 
 def _heavy_on_second_call(project, root, edit=None) -> str:
@@ -180,7 +190,7 @@ def _heavy_on_second_call(project, root, edit=None) -> str:
 
 
 def test_render_hooks_start_path_stays_light(tmp_path):
-    """No pydantic, networkx, graphviz, statemachine or rich on a cache hit."""
+    """No pydantic, networkx, graphviz, statemachine, rich or dataclasses on a cache hit."""
     project, root = setup(tmp_path)
     assert _heavy_on_second_call(project, root) == "[]"
 
