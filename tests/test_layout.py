@@ -8,7 +8,6 @@ literal `~/lr` relative to the working folder while hooks.json used the expanded
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 from looprail import layout
@@ -106,7 +105,7 @@ def test_hooks_layer_without_a_consent_function_fails_closed(tmp_path):
 
     def consent(c, home, env):
         seen.append(sorted(c.capabilities))
-        return c.replacing({"p": replace(c.capabilities["p"], consent=True)})
+        return c.replacing({"p": c.capabilities["p"]._replace(consent=True)})
 
     given = compiled.load_compiled(
         project, [], env={"HOME": str(tmp_path)}, use_cache=False, consent=consent

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
 

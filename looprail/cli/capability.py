@@ -154,15 +154,13 @@ def _registry_for(args):
             raise UsageError(f"{shown}: not a capability folder or a folder of capabilities")
     registry = load_registry(args.project, roots=roots)
     for folder in singles:
-        from dataclasses import replace
-
         file = str(folder / "capability.json")
         cap, data, issues = validate_manifest(
             (folder / "capability.json").read_bytes(), file, folder
         )
         if cap is None or data is None:  # data is None exactly when cap is
             failed = FailedCapability(folder.name, file, FIRST_PARTY, tuple(issues))
-            registry = replace(registry, failed=(*registry.failed, failed))
+            registry = registry._replace(failed=(*registry.failed, failed))
         elif cap.id not in registry.capabilities:
             registry = registry.replacing({cap.id: LoadedCapability(data, folder, FIRST_PARTY)})
     return registry, config

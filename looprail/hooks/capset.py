@@ -10,22 +10,25 @@ Activation by `activationKey` is not part of the set (it depends on config, read
 `resolve.key_active`); consent is (`LoadedCapability.consent`), applied by the trust layer.
 
 This module is on the `render-hooks` hot path (a cache hit builds one set): it imports no
-pydantic; the model of a manifest is built from its JSON on first use (`manifest`).
+pydantic (the model of a manifest is built from its JSON on first use, `manifest`) and no
+`dataclasses` (it pulls in `inspect`, `ast`, `dis` and `tokenize`, and writes each class's
+methods with `exec`: ~15 ms of a ~25 ms call). The records are `typing.NamedTuple`s: one
+declaration each, immutable, built by `collections.namedtuple` (`typing` costs ~3 ms once
+`re` and `collections` are loaded, as they are here). The two with cached fields add them in a
+subclass, whose instances have a `__dict__`. No `from __future__ import annotations`: a
+`NamedTuple` field's string annotation is compiled into a `ForwardRef` when the class is made
+(~0.2 ms a field); the annotations that name type-checking-only types are quoted instead.
 """
 
-from __future__ import annotations
-
-from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from looprail.errors import Issue
 
-# No `typing` at run time: a cache hit builds a set on the `render-hooks` hot path.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import Any, TypedDict
+    from typing import TypedDict
 
     from looprail.hooks.manifest import Capability, TaskContentResolver
 
@@ -46,16 +49,14 @@ if TYPE_CHECKING:
         gates: list[Hook]
 
 
-@dataclass(frozen=True)
-class Root:
+class Root(NamedTuple):
     """One folder of capability folders, with where it sits in the trust order."""
 
     path: Path
     origin: str  # first-party | global | project
 
 
-@dataclass(frozen=True)
-class Shadowed:
+class Shadowed(NamedTuple):
     """A capability folder that is never loaded because another one has its id (earlier in the
     trust order: first-party, then global, then project)."""
 
@@ -75,8 +76,7 @@ class Shadowed:
         )
 
 
-@dataclass(frozen=True)
-class FailedCapability:
+class FailedCapability(NamedTuple):
     id: str
     file: str
     origin: str
@@ -89,11 +89,8 @@ class FailedCapability:
 DEFERRED = "$deferred"
 
 
-@dataclass(frozen=True)
-class LoadedCapability:
-    """One loaded capability: its validated manifest JSON (each `fragment.path` materialised
-    into `inline`, the path kept) and where it came from. The fields the registry merges and
-    orders by are read from `data` (the model's defaults: absent optional fields are None)."""
+class _LoadedFields(NamedTuple):
+    """The fields of `LoadedCapability` (its cached values live in the subclass's `__dict__`)."""
 
     data: dict[str, Any]
     source: Path
@@ -102,6 +99,12 @@ class LoadedCapability:
     # checked yet). `inactive_reason` says why it is off.
     consent: bool | None = None
     inactive_reason: str | None = None
+
+
+class LoadedCapability(_LoadedFields):
+    """One loaded capability: its validated manifest JSON (each `fragment.path` materialised
+    into `inline`, the path kept) and where it came from. The fields the registry merges and
+    orders by are read from `data` (the model's defaults: absent optional fields are None)."""
 
     @property
     def active(self) -> bool:
@@ -167,7 +170,7 @@ class LoadedCapability:
         return self.source / "capability.json"
 
     @cached_property
-    def manifest(self) -> Capability:
+    def manifest(self) -> "Capability":
         """The pydantic model of the manifest, built from `data` on first use (paid for only by
         callers that need it; `data` was validated when it was loaded)."""
         from looprail.hooks.manifest import Capability
@@ -197,10 +200,8 @@ def _deferred_in(data: dict[str, Any], group: str) -> bool:
     return any(_is_deferred(e) for e in data.get(group) or ())
 
 
-@dataclass(frozen=True)
-class CapabilitySet:
-    """The merged, validated capabilities of one search path (first-party wins), the ones that
-    failed to load, and what the merge said."""
+class _SetFields(NamedTuple):
+    """The fields of `CapabilitySet` (its cached values live in the subclass's `__dict__`)."""
 
     capabilities: dict[str, LoadedCapability]
     failed: tuple[FailedCapability, ...] = ()
@@ -209,15 +210,18 @@ class CapabilitySet:
     # First-party folders that were named but do not exist (`looprail run` refuses to start).
     missing_roots: tuple[Root, ...] = ()
     shadowed: tuple[Shadowed, ...] = ()
-    # `time.time_ns()` before the first manifest was read (`compiled.load_compiled`'s stat rule)
-    loaded_ns: int = field(default=0, compare=False, repr=False)
+
+
+class CapabilitySet(_SetFields):
+    """The merged, validated capabilities of one search path (first-party wins), the ones that
+    failed to load, and what the merge said."""
 
     @property
     def issues(self) -> list[Issue]:
         return [i for f in self.failed for i in f.issues]
 
     @cached_property
-    def config(self) -> dict[str, ConfigKey]:
+    def config(self) -> "dict[str, ConfigKey]":
         """Every federated config key as the resolver types it: {key: {type, default, values?}}."""
         out: dict[str, ConfigKey] = {}
         for lc in self.capabilities.values():
@@ -233,7 +237,7 @@ class CapabilitySet:
         """Declared defaults of every federated config key: {key: default}."""
         return {k: spec["default"] for k, spec in self.config.items()}
 
-    def why_inactive(self, cap_id: str, config: Mapping[str, Any] | None) -> str | None:
+    def why_inactive(self, cap_id: str, config: "Mapping[str, Any] | None") -> str | None:
         """Why a loaded capability is off under `config` (consent, then its `activationKey`,
         decided by the one rule `resolve.key_active`), or None when it is active."""
         from looprail.hooks.resolve import key_active
@@ -246,7 +250,7 @@ class CapabilitySet:
             return f"activationKey {key!r} is not truthy"
         return None
 
-    def task_content_resolvers(self) -> list[tuple[str, TaskContentResolver]]:
+    def task_content_resolvers(self) -> "list[tuple[str, TaskContentResolver]]":
         """(cap id, TaskContentResolver) of every loaded capability that declares one."""
         return [
             (cid, lc.manifest.taskContentResolver)  # type: ignore[misc]
@@ -255,10 +259,10 @@ class CapabilitySet:
         ]
 
     @cached_property
-    def _tables(self) -> dict[str, PointHooks]:
+    def _tables(self) -> "dict[str, PointHooks]":
         return {}
 
-    def hooks_at(self, point: str) -> PointHooks:
+    def hooks_at(self, point: str) -> "PointHooks":
         """The hooks declared at `point` in envelope form: steps and contributions ordered by
         produces→consumes (capId tie-break), gates by capId. Derived from the manifests on
         first use (the registry refused every set whose order has a cycle)."""
@@ -285,11 +289,11 @@ class CapabilitySet:
             if entry.get("point") == point
         ]
 
-    def replacing(self, changed: Mapping[str, LoadedCapability]) -> CapabilitySet:
+    def replacing(self, changed: "Mapping[str, LoadedCapability]") -> "CapabilitySet":
         """This set with some capabilities replaced (consent, deferred fragments)."""
         if not changed:
             return self
-        return replace(self, capabilities={**self.capabilities, **changed})
+        return self._replace(capabilities={**self.capabilities, **changed})
 
     # ----------------------------------------------------------------- serialisation (the cache)
 
@@ -319,7 +323,7 @@ class CapabilitySet:
         }
 
     @classmethod
-    def from_json(cls, blob: Any) -> CapabilitySet:
+    def from_json(cls, blob: Any) -> "CapabilitySet":
         """The set `to_json` wrote. Raises ValueError for anything else (a damaged cache is
         rebuilt, never a crash later)."""
         try:
@@ -414,11 +418,11 @@ def order_entries(entries: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, 
                 queue.append(j)
     if len(out) != n:
         done = set(out)
-        raise OrderCycle(sorted({entries[i][0] for i in range(n) if i not in done}))
+        raise _OrderCycle(sorted({entries[i][0] for i in range(n) if i not in done}))
     return [entries[i] for i in out]
 
 
-class OrderCycle(Exception):
+class _OrderCycle(Exception):
     def __init__(self, cap_ids: list[str]):
         super().__init__(", ".join(cap_ids))
         self.cap_ids = cap_ids
@@ -430,7 +434,7 @@ _GATE_FIELDS = ("when", "check", "blocking", "onError")
 _ONLY_IF_NON_EMPTY = ("produces", "consumes")
 
 
-def _project(cid: str, kind: str, entry: dict[str, Any], fields: tuple[str, ...]) -> Hook:
+def _project(cid: str, kind: str, entry: dict[str, Any], fields: tuple[str, ...]) -> "Hook":
     """The envelope form of one declaration: capId, kind, then only the fields present."""
     hook: Hook = {"capId": cid, "kind": kind}
     for f in fields:
@@ -442,7 +446,7 @@ def _project(cid: str, kind: str, entry: dict[str, Any], fields: tuple[str, ...]
     return hook
 
 
-def _step(cid: str, entry: dict[str, Any]) -> Hook:
+def _step(cid: str, entry: dict[str, Any]) -> "Hook":
     hook = _project(cid, "step", entry, _STEP_FIELDS)
     if entry.get("supportsReviewerLanes") is True:
         hook["supportsReviewerLanes"] = True
@@ -451,7 +455,7 @@ def _step(cid: str, entry: dict[str, Any]) -> Hook:
     return hook
 
 
-def _contribution(cid: str, entry: dict[str, Any]) -> Hook:
+def _contribution(cid: str, entry: dict[str, Any]) -> "Hook":
     hook = _project(cid, "contribution", entry, _CONTRIBUTION_FIELDS)
     if entry.get("configValues"):
         hook["configValues"] = dict(entry["configValues"])
@@ -463,8 +467,8 @@ __all__ = [
     "CapabilitySet",
     "FailedCapability",
     "LoadedCapability",
-    "OrderCycle",
     "Root",
     "Shadowed",
+    "_OrderCycle",
     "order_entries",
 ]

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import zlib
-from dataclasses import replace
 
 from looprail.fsutil import read_bounded
 from looprail.hooks.capset import DEFERRED, CapabilitySet
@@ -106,6 +106,7 @@ def load_compiled(
     from looprail.hooks import registry as reg
 
     roots = [reg.Root(Path(p), o) for p, o in specs]
+    read_ns = time.time_ns()  # before any read: the racy-stat rule below
     fresh = reg.load_registry(project, roots=roots, env=env, use_cache=use_cache)
     caps = _defer_project_fragments(fresh)
     if use_cache:
@@ -115,7 +116,7 @@ def load_compiled(
         # A fragment is stat'ed after it was read. Its stat is that content's when the file's
         # last change is older than the read (git's "racy clean" rule, with a margin for coarse
         # file clocks): then one build is enough, the common case.
-        if all(_settled(deps[path], fresh.loaded_ns) for path in fragments):
+        if all(_settled(deps[path], read_ns) for path in fragments):
             _write(cache_file, {"key": key, "deps": deps, "caps": caps.to_json()})
             return _with_consent(caps, home, env, consent)
         # Changed around the read: read again, so an edit between the first read and the
@@ -142,7 +143,7 @@ def _with_consent(
     if consent is None:
         caps = caps.replacing(
             {
-                cid: replace(lc, consent=False, inactive_reason=CONSENT_NOT_CHECKED)
+                cid: lc._replace(consent=False, inactive_reason=CONSENT_NOT_CHECKED)
                 for cid, lc in project.items()
             }
         )
@@ -163,7 +164,7 @@ def _defer_project_fragments(caps: CapabilitySet) -> CapabilitySet:
             continue
         data = _with_fragments(lc.data, _deferred)
         if data is not lc.data:
-            changed[cid] = replace(lc, data=data)
+            changed[cid] = lc._replace(data=data)
     return caps.replacing(changed)
 
 
@@ -216,7 +217,7 @@ def _materialise_deferred(caps: CapabilitySet) -> CapabilitySet:
 
         data = _with_fragments(lc.data, materialised)
         if data is not lc.data:
-            changed[cid] = replace(lc, data=data)
+            changed[cid] = lc._replace(data=data)
     return caps.replacing(changed)
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -26,9 +25,9 @@ from looprail.hooks.capset import (
     CapabilitySet,
     FailedCapability,
     LoadedCapability,
-    OrderCycle,
     Root,
     Shadowed,
+    _OrderCycle,
     order_entries,
 )
 from looprail.hooks.sources import FIRST_PARTY, GLOBAL, PROJECT
@@ -79,7 +78,6 @@ def load_registry(
     when one is."""
     from looprail.hooks.verdicts import VerdictCache
 
-    loaded_ns = time.time_ns()  # before any read: `compiled.load_compiled`'s racy-stat rule
     verdicts = VerdictCache.for_env(env) if use_cache else VerdictCache(None)
     roots = (
         list(roots)
@@ -152,7 +150,6 @@ def load_registry(
         tuple(roots),
         missing_roots=tuple(missing),
         shadowed=tuple(shadowed),
-        loaded_ns=loaded_ns,
     )
 
 
@@ -432,7 +429,7 @@ def _check_points(caps: dict[str, LoadedCapability], failed: list[FailedCapabili
                     break
                 try:
                     order_entries(entries)
-                except OrderCycle as exc:
+                except _OrderCycle as exc:
                     problem = (
                         exc.cap_ids,
                         f"$.{group}",

@@ -148,7 +148,6 @@ def _run_journaled(
 
 def _run_unjournaled(session: Session) -> SessionResult:
     """`journal=False`: the run records in memory and writes nothing."""
-    from looprail import gcpause
     from looprail.machine.record import MemoryRecorder
 
     loaded, runtime, progress = session.loaded, session.runtime, session.progress
@@ -159,7 +158,6 @@ def _run_unjournaled(session: Session) -> SessionResult:
     try:
         workspace = session.attach(recorder, None, session.budget_spent)
         runner = LoopRunner(session.context(recorder, bridge, workspace, phases=phases))
-        gcpause.resume()  # as for a journaled run: the loop needs the collector
         return SessionResult(runner.run(), None)
     finally:
         runtime.end_run()
@@ -251,9 +249,6 @@ def _run_with_signals(
     runner: LoopRunner, recorder: JournalRecorder, jr: Any, run_id: str
 ) -> RunResult:
     """Drive the runner with its children journaled and stop signals turned into a halt."""
-    from looprail import gcpause
-
-    gcpause.resume()  # the console script paused the collector for start-up; the loop needs it
     try:
         with journal_children(recorder), stop_signals():
             return runner.run()

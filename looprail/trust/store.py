@@ -30,7 +30,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-from dataclasses import replace
 
 from looprail import layout
 from looprail.errors import TrustError
@@ -467,7 +466,7 @@ def apply_consent(
     for cid, lc in project_caps:
         source = os.fspath(lc.source)
         reason = consent_state(_project_of(source), cid, source, store=store)
-        changed[cid] = replace(lc, consent=reason is None, inactive_reason=reason)
+        changed[cid] = lc._replace(consent=reason is None, inactive_reason=reason)
     return caps.replacing(changed)
 
 

@@ -133,7 +133,7 @@ def same_origin(request: Request) -> str | None:
     return None
 
 
-class FormError(Exception):
+class _FormError(Exception):
     """A write whose body cannot be taken: `status` and a one-line reason."""
 
     def __init__(self, status: int, message: str):
@@ -146,18 +146,18 @@ async def read_form(request: Request, limit: int = MAX_FORM_BYTES) -> dict[str, 
     before it is read, by its Content-Length, or as soon as it passes the limit)."""
     kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if kind != "application/x-www-form-urlencoded":
-        raise FormError(415, "send the answer as application/x-www-form-urlencoded")
+        raise _FormError(415, "send the answer as application/x-www-form-urlencoded")
     declared = request.headers.get("content-length")
     if declared is not None:
         if not declared.isdigit():
-            raise FormError(400, "a Content-Length that is not a number")
+            raise _FormError(400, "a Content-Length that is not a number")
         if int(declared) > limit:
-            raise FormError(413, f"the answer is longer than {limit // 1024} KiB")
+            raise _FormError(413, f"the answer is longer than {limit // 1024} KiB")
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
         if len(body) > limit:
-            raise FormError(413, f"the answer is longer than {limit // 1024} KiB")
+            raise _FormError(413, f"the answer is longer than {limit // 1024} KiB")
     try:
         text = body.decode("utf-8")
         pairs = parse_qsl(
@@ -167,11 +167,11 @@ async def read_form(request: Request, limit: int = MAX_FORM_BYTES) -> dict[str, 
             max_num_fields=MAX_FORM_FIELDS,
         )
     except (UnicodeDecodeError, ValueError):
-        raise FormError(400, "a form body that is not urlencoded UTF-8") from None
+        raise _FormError(400, "a form body that is not urlencoded UTF-8") from None
     form: dict[str, str] = {}
     for key, value in pairs:
         if key in form:
-            raise FormError(400, f"the field {key!r} is given twice")
+            raise _FormError(400, f"the field {key!r} is given twice")
         form[key] = value
     return form
 

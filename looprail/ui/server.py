@@ -405,7 +405,7 @@ def create_app(
             return _json({"error": f"refused: {why}; answer from the dashboard's own page"}, 403)
         try:
             form = await access.read_form(request)
-        except access.FormError as exc:
+        except access._FormError as exc:
             return _json({"error": f"refused: {exc}"}, exc.status)
         if not access.token_matches(token, form.get(access.TOKEN_PARAM)):
             return _json({"error": NO_TOKEN}, 403)
