@@ -11,7 +11,6 @@ import pytest
 from looprail.hooks import compiled as hooks_compiled
 from looprail.hooks import registry
 from looprail.hooks.resolve import cap_active, resolve
-from looprail.machine import session
 from looprail.machine.session import load_project
 from tests.support import feature, write_capability, write_config
 
@@ -50,7 +49,6 @@ def counted(monkeypatch):
         return original(*args, **kwargs)
 
     monkeypatch.setattr(registry, "load_registry", load_registry)
-    monkeypatch.setattr(session, "load_registry", load_registry)  # imported at its top
     return calls
 
 
