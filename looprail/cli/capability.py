@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from looprail.cli._common import (
@@ -39,7 +40,7 @@ from looprail.points import POINTS
 from looprail.runtime.agent_settings import GUARDED
 from looprail.runtime.agents import ADAPTERS
 from looprail.runtime.registry import agent_name
-from looprail.trust import copy_folder, folder_hash, grant, is_trusted
+from looprail.trust import apply_consent, copy_folder, folder_hash, grant, is_trusted
 from looprail.trust.agents import effective_agent
 from looprail.trust.audit import (
     Audit,
@@ -134,8 +135,6 @@ def register(sub) -> None:
 def _registry_for(args):
     config, _ = load_project_config(args.project)
     if not getattr(args, "dirs", None):
-        from looprail.trust import apply_consent
-
         return apply_consent(load_registry(args.project, args.capabilities)), config
     roots = []
     singles: list[Path] = []
@@ -154,8 +153,6 @@ def _registry_for(args):
             raise UsageError(f"{shown}: not a capability folder or a folder of capabilities")
     registry = load_registry(args.project, roots=roots)
     for folder in singles:
-        from dataclasses import replace
-
         file = str(folder / "capability.json")
         cap, data, issues = validate_manifest(
             (folder / "capability.json").read_bytes(), file, folder
@@ -274,10 +271,6 @@ def remove(args) -> int:
 
 
 def audit(args) -> int:
-    from pathlib import Path
-
-    from looprail.errors import UsageError
-    from looprail.trust.audit import render_text
 
     registry, config = _registry_for(args)
     known = set(registry.capabilities) | {f.id for f in registry.failed}
@@ -424,9 +417,6 @@ def _declared_id(manifest) -> str:
 def _validate_staged(args, staged, origin: str, target, source):
     """Validate the staged copy merged with the search path, as it will load; problems name
     the files of `source`, not of the staged copy."""
-    from looprail.errors import Issue, LooprailError, ManifestError
-    from looprail.hooks.registry import Root, load_registry
-
     file = str(staged / "capability.json")
     roots = []
     for root in search_roots(args.project, args.capabilities):

@@ -7,10 +7,6 @@ from looprail.cli._common import add_flavor_option, add_project_options, group
 from looprail.cli.render_hooks import render_hooks
 from looprail.points import POINTS, points_text
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: this is the render-hooks hot path
-    pass
-
 
 def register(sub) -> None:
     _, cmds = group(sub, "loop", "resolve loop hooks (the dispatch contract)")

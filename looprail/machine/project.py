@@ -19,16 +19,30 @@ resumed, never a new one started beside it. docs/loop.md, "The project loop", sa
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from looprail.errors import UsageError
-from looprail.layout import PHASES_DIR, normalize_phase_number, phase_sort_key
+from looprail.frontmatter import file_frontmatter
+from looprail.fsutil import contained_file, require_inside
+from looprail.layout import (
+    PHASES_DIR,
+    normalize_phase_number,
+    phase_artifact,
+    phase_sort_key,
+    plan_id_from_filename,
+    scan_phase_dirs,
+    summary_of,
+)
+from looprail.roadmap import read_roadmap, roadmap_phases
+from looprail.store.schema import NoJournalError
+from looprail.store.summary import open_journal
 
-# Light on purpose (`looprail status` lists the phases): no dataclasses, typing or plan layer
-# at import; what the phases are is read from file names.
-TYPE_CHECKING = False
+# `looprail status` lists the phases: no plan layer at import (pydantic); what the phases are is
+# read from file names.
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from typing import Any
@@ -136,9 +150,6 @@ def project_phases(
 ) -> list[ProjectPhase]:
     """The project's phases in order, each with whether it is finished (module docstring).
     `runs`: `latest_runs()` of the journal (none: no journal)."""
-    from looprail.layout import scan_phase_dirs
-    from looprail.roadmap import read_roadmap, roadmap_phases
-
     root = Path(project)
     runs = runs or {}
     folders: dict[str, list[tuple[str, str, str, str]]] = {}
@@ -205,8 +216,6 @@ def _progress(folder: Path, phase: str) -> tuple[int, int, list[str]]:
     """(plans, plans with a SUMMARY, the folder's file names): each plan paired with its
     SUMMARY by the plan layer's rule (`layout.summary_of`), from the file names alone (no plan
     is parsed: a plan the run would refuse still counts)."""
-    from looprail.layout import plan_id_from_filename, summary_of
-
     try:
         with os.scandir(folder) as entries:
             names = sorted(e.name for e in entries if e.is_file())
@@ -220,10 +229,6 @@ def _progress(folder: Path, phase: str) -> tuple[int, int, list[str]]:
 def _verification(root: Path, folder: Path, names: list[str]) -> str | None:
     """The frontmatter `status` of the phase's VERIFICATION.md (the file and the reader the
     run's `verify_done` guard uses), or None."""
-    from looprail.frontmatter import file_frontmatter
-    from looprail.fsutil import contained_file
-    from looprail.layout import phase_artifact
-
     name = phase_artifact(names, "VERIFICATION.md")
     if name is None:
         return None
@@ -268,7 +273,7 @@ def pending(phases: Sequence[ProjectPhase], through: str | None = None) -> list[
 def ensure_folder(project: Path, phase: ProjectPhase) -> Path:
     """The phase's folder, created as the reference's discuss step creates it when the ROADMAP
     names a phase with none yet: `.planning/phases/<NN>-<slug of its name>`."""
-    from looprail.fsutil import require_inside
+    # `looprail status` loads this module and must not load pydantic (plans.phase does)
     from looprail.plans.phase import phase_spelling
 
     if phase.dir is not None:
@@ -369,10 +374,6 @@ def _phases(project: Path, journal: bool) -> list[ProjectPhase]:
 def journal_runs(project: Path) -> dict[str, tuple[str, str]]:
     """`latest_runs` of the project's journal (empty without one), read with plain SQL on a
     read-only connection (`store.summary`, as `looprail status` reads the journal)."""
-    import contextlib
-
-    from looprail.store.schema import NoJournalError
-    from looprail.store.summary import open_journal
 
     try:
         conn = open_journal(project)
@@ -385,6 +386,8 @@ def journal_runs(project: Path) -> dict[str, tuple[str, str]]:
 
 def run_spent(project: Path, run_id: str | None) -> float:
     """What a run's agent calls cost, from the journal (the meter's own record)."""
+    # the typed journal and the machine's opening load pydantic, which `looprail status`
+    # (it loads this module) must not
     from looprail.machine.opening import spent_usd as _spent
     from looprail.store import Journal
 

@@ -165,6 +165,7 @@ ENTRY = {
     "looprail.yamlcache",
     "looprail.yamlload",
     "looprail.hooks",
+    "looprail.hooks.capset",
     "looprail.hooks.compiled",
     "looprail.hooks.manifest_io",
     "looprail.hooks.manifest_rules",
