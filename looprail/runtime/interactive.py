@@ -201,7 +201,7 @@ def _tty_modes(fd: int | None) -> Any:
     if fd is None:
         return None
     try:
-        import termios
+        import termios  # POSIX only: without it there are no modes to keep
 
         return termios.tcgetattr(fd)
     except Exception:  # termios.error, no termios
