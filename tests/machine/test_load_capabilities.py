@@ -11,7 +11,6 @@ import pytest
 from looprail.hooks import compiled as hooks_compiled
 from looprail.hooks import registry
 from looprail.hooks.resolve import cap_active, resolve
-from looprail.machine import session
 from looprail.machine.session import load_project
 from tests.support import feature, write_capability, write_config
 
@@ -41,7 +40,8 @@ GATED = feature(
 
 @pytest.fixture
 def counted(monkeypatch):
-    """Every `load_registry` call, whoever makes it (the session or the cache's rebuild)."""
+    """Every `load_registry` call (the run reads the set through `trust.load_compiled`, whose
+    cache rebuild is the one caller)."""
     calls: list[object] = []
     original = registry.load_registry
 
@@ -50,7 +50,6 @@ def counted(monkeypatch):
         return original(*args, **kwargs)
 
     monkeypatch.setattr(registry, "load_registry", load_registry)
-    monkeypatch.setattr(session, "load_registry", load_registry)  # imported at its top
     return calls
 
 
