@@ -174,6 +174,7 @@ class InvalidPointError(LooprailError, ValueError):
     """Not one of the loop points; the message lists the valid ones (the reference's words)."""
 
     def __init__(self, point: str):
+        # not at the top: the render-hooks entry loads this module (its import budget)
         from looprail.points import invalid_point_message
 
         super().__init__(invalid_point_message(point), point=point)
@@ -202,6 +203,7 @@ class TaskContentError(LooprailError):
         reason: str,
         stderr_tail: str = "",
     ):
+        # not at the top: the render-hooks entry loads this module (its import budget)
         from looprail.textsafe import one_line as escape_untrusted
 
         self.tracker_id = tracker_id

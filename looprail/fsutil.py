@@ -203,6 +203,7 @@ def looprail_path(project: str | os.PathLike[str], *parts: str) -> Path:
 def check_looprail_folders(project: str | os.PathLike[str]) -> None:
     """Refuse (one line) when `.looprail/` or any folder looprail keeps in it is a symlink out
     of the project: `looprail run` checks them all before it starts."""
+    # not at the top: the render-hooks entry loads this module (its import budget)
     from looprail.layout import LOOPRAIL_FOLDERS, project_path
 
     for name in ("", *LOOPRAIL_FOLDERS):

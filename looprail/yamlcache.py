@@ -51,6 +51,7 @@ def exact_json(value: Any, depth: int = 0) -> bool:
 def _stamp(rules: str) -> str:
     """What decides how a text parses, besides the text: stat stamps of the rule files and of
     the installed PyYAML (found without importing it)."""
+    # not at the top: the render-hooks entry loads this module (its import budget)
     from importlib.util import find_spec
 
     from looprail._version import __version__
@@ -101,6 +102,7 @@ def cached(kind: str, rules: str, text: str, parse: Callable[[str], Any]) -> Any
 def _read(path: str) -> Any:
     """The entry at `path`, or None: only a regular file (never through a symlink, never a
     FIFO) owned by this user, in a folder of this user's that nobody else can write."""
+    # not at the top: the render-hooks entry loads this module (its import budget)
     import stat
 
     try:
@@ -118,6 +120,7 @@ def _read(path: str) -> Any:
 
 
 def _store(path: str, text: str, value: Any) -> None:
+    # not at the top: the render-hooks entry loads this module (its import budget)
     import stat
     import tempfile
 

@@ -75,7 +75,7 @@ def console() -> None:
         for t in threading.enumerate()
     )
     if not busy and "multiprocessing" in sys.modules:
-        import multiprocessing
+        import multiprocessing  # already loaded (checked above): this only names it
 
         busy = bool(multiprocessing.active_children())
     if busy:
@@ -92,11 +92,13 @@ def _dispatch(argv: list[str]) -> int:
         print(f"looprail {__version__}")
         raise SystemExit(0)  # as argparse's version action does
     if argv[:2] == ["loop", "render-hooks"]:
+        # not at the top: the render-hooks entry loads this module (its import budget)
         from looprail.cli import render_hooks
 
         args = render_hooks.parse_argv(argv[2:])
         if args is not None:
             return render_hooks.render_hooks(args)
+    # not at the top: the render-hooks entry loads this module (its import budget)
     from looprail.cli import app
 
     return app.dispatch(argv)

@@ -7,6 +7,7 @@ import os
 import sys
 from importlib.resources import files
 from pathlib import Path
+from types import SimpleNamespace
 
 from looprail.cli._common import (
     add_project_options,
@@ -16,7 +17,7 @@ from looprail.cli._common import (
     project_of,
 )
 from looprail.config import load_project_config
-from looprail.errors import UsageError
+from looprail.errors import ConfigError, UsageError
 from looprail.fsutil import create_new
 from looprail.layout import (
     AGENTS_DIR,
@@ -32,8 +33,10 @@ from looprail.layout import (
 from looprail.machine.progress import plural
 from looprail.runtime.agents import ADAPTERS
 from looprail.runtime.git import git, git_program, is_git_repo
+from looprail.runtime.interactive import shown_argv, terminal_problem
 from looprail.runtime.process import find_program, run_bounded
 from looprail.runtime.registry import RuntimeSettings, agent_name, available, create_runtime
+from looprail.settings import looprail_settings
 from looprail.trust.agents import effective_agent
 
 GITIGNORE = "# looprail state (journal, run lock, transcripts, plan worktrees)\n" + "".join(
@@ -269,17 +272,7 @@ def doctor(args) -> int:
 def _interactive_check(project, config, name: str) -> tuple[str, str] | None:
     """What `run --interactive` would hand the terminal to, and whether a run here can (with
     `looprail.interactive` on, a run without a terminal refuses)."""
-    from looprail.errors import ConfigError
-    from looprail.runtime.agents import ADAPTERS
-    from looprail.runtime.interactive import terminal_problem
-    from looprail.settings import looprail_settings
-
     if name in ADAPTERS:
-        from types import SimpleNamespace
-
-        from looprail.runtime.interactive import shown_argv
-        from looprail.trust.agents import effective_agent
-
         settings = effective_agent(project, config, name).settings
         request = SimpleNamespace(kind="phase", name="discuss", verdict=None)
         argv = ADAPTERS[name]().interactive_argv("<prompt>", request, settings, git=True)  # type: ignore[arg-type]

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import getpass
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+from looprail.cli._common import print_json, project_folder
+from looprail.errors import UsageError
+from looprail.machine.answers import is_task_id, pending_checkpoints, submit_answer
 
 if TYPE_CHECKING:
     import argparse
@@ -30,9 +36,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _split(words: list[str], project: str | None) -> tuple[str, str | None, str | None]:
-    from looprail.errors import UsageError
-    from looprail.machine.answers import is_task_id
-
     if len(words) > 3:
         raise UsageError("answer takes [PROJECT] TASK [TEXT] (quote an answer of several words)")
     if words and not is_task_id(words[0]):
@@ -47,10 +50,6 @@ def _split(words: list[str], project: str | None) -> tuple[str, str | None, str 
 
 
 def answer(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from looprail.cli._common import print_json, project_folder
-    from looprail.machine.answers import pending_checkpoints, submit_answer
 
     words = [w for w in (args.project_pos, args.task, args.text) if w is not None]
     # (cli.main has copied the first positional into --project: not a project when it is TASK)
@@ -89,7 +88,5 @@ def _read_answer(task: str) -> str:
     """The answer from the terminal without echo (a secret never sits in argv or the shell's
     history), else from stdin."""
     if sys.stdin.isatty():
-        import getpass
-
         return getpass.getpass(f"answer to {task} (not echoed): ")
     return sys.stdin.read().rstrip("\n")

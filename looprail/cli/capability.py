@@ -39,7 +39,7 @@ from looprail.points import POINTS
 from looprail.runtime.agent_settings import GUARDED
 from looprail.runtime.agents import ADAPTERS
 from looprail.runtime.registry import agent_name
-from looprail.trust import copy_folder, folder_hash, grant, is_trusted
+from looprail.trust import apply_consent, copy_folder, folder_hash, grant, is_trusted
 from looprail.trust.agents import effective_agent
 from looprail.trust.audit import (
     Audit,
@@ -134,8 +134,6 @@ def register(sub) -> None:
 def _registry_for(args):
     config, _ = load_project_config(args.project)
     if not getattr(args, "dirs", None):
-        from looprail.trust import apply_consent
-
         return apply_consent(load_registry(args.project, args.capabilities)), config
     roots = []
     singles: list[Path] = []
@@ -272,10 +270,6 @@ def remove(args) -> int:
 
 
 def audit(args) -> int:
-    from pathlib import Path
-
-    from looprail.errors import UsageError
-    from looprail.trust.audit import render_text
 
     registry, config = _registry_for(args)
     known = set(registry.capabilities) | {f.id for f in registry.failed}
@@ -422,9 +416,6 @@ def _declared_id(manifest) -> str:
 def _validate_staged(args, staged, origin: str, target, source):
     """Validate the staged copy merged with the search path, as it will load; problems name
     the files of `source`, not of the staged copy."""
-    from looprail.errors import Issue, LooprailError, ManifestError
-    from looprail.hooks.registry import Root, load_registry
-
     file = str(staged / "capability.json")
     roots = []
     for root in search_roots(args.project, args.capabilities):

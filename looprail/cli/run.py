@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import math
 import sys
+from pathlib import Path
 
 from looprail.cli._common import (
     add_flavor_option,
@@ -17,8 +18,10 @@ from looprail.cli._common import (
 from looprail.cli.journal import project_and_run
 from looprail.errors import LooprailError, UsageError
 from looprail.layout import LOGS_DIR, LOOPRAIL_DIR, log_of, normalize_phase_number
+from looprail.machine.answers import check_answer, is_task_id
 from looprail.machine.dask_executor import DaskExecutor, parse_executor
 from looprail.machine.dryrun import dry_run, dry_run_plan
+from looprail.machine.interactive import interactive_options
 from looprail.machine.progress import Progress, fmt_duration, plural
 from looprail.machine.project import journal_runs, pending, project_phases, run_project, run_spent
 from looprail.machine.run import RunOptions
@@ -130,8 +133,6 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _boolean_optional():
-    import argparse
-
     return argparse.BooleanOptionalAction
 
 
@@ -239,10 +240,6 @@ def _options(args, executor=None):
 def _answers(args) -> tuple[tuple[str, str], ...]:
     """`--answer TASK=TEXT`, each checked now against the plan when it is already written (an
     option the decision does not offer, a task that is not a checkpoint: exit 2)."""
-    from pathlib import Path
-
-    from looprail.errors import UsageError
-    from looprail.machine.answers import check_answer, is_task_id
 
     out = []
     project = Path(getattr(args, "project_pos", None) or args.project)
@@ -481,10 +478,6 @@ def resume(args) -> int:
 def _interactive(args, loaded) -> None:
     """`--interactive` (or `looprail.interactive`) decided before anything starts (an executor,
     the lock, the journal): without a terminal to talk on, exit 2 at once."""
-    from looprail.machine.interactive import interactive_options
-    from looprail.machine.run import RunOptions
-    from looprail.machine.session import run_settings
-
     options = RunOptions(interactive=args.interactive)
     args.interactive = interactive_options(options, run_settings(loaded).interactive).interactive
 

@@ -108,6 +108,7 @@ def run(args) -> int:
         import uvicorn
     except ImportError:
         raise LooprailError(INSTALL_HINT) from None
+    # the ui extra's own modules (starlette at their tops): only once it is known installed
     from looprail.ui.access import new_token
     from looprail.ui.server import create_app, stop_streams
 

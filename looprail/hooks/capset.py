@@ -173,6 +173,7 @@ class LoadedCapability(_LoadedFields):
     def manifest(self) -> "Capability":
         """The pydantic model of the manifest, built from `data` on first use (paid for only by
         callers that need it; `data` was validated when it was loaded)."""
+        # not at the top: the render-hooks entry loads this module (its import budget)
         from looprail.hooks.manifest import Capability
 
         return Capability.model_validate(_declared(self.data))
@@ -240,6 +241,7 @@ class CapabilitySet(_SetFields):
     def why_inactive(self, cap_id: str, config: "Mapping[str, Any] | None") -> str | None:
         """Why a loaded capability is off under `config` (consent, then its `activationKey`,
         decided by the one rule `resolve.key_active`), or None when it is active."""
+        # not at the top: the render-hooks entry loads this module (its import budget)
         from looprail.hooks.resolve import key_active
 
         lc = self.capabilities[cap_id]

@@ -101,6 +101,7 @@ def load_compiled(
         cached = _read(cache_file, key, deps)
         if cached is not None:
             return _with_consent(cached, home, env, consent)
+    # not at the top: the render-hooks entry loads this module (its import budget)
     from pathlib import Path
 
     from looprail.hooks import registry as reg

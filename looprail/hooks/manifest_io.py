@@ -69,6 +69,7 @@ def parse_manifest_bytes(raw: bytes, file: str) -> tuple[Any, list[Issue]]:
         return None, [Issue(file, "$", f"not UTF-8 (byte {exc.start})")]
     if text.startswith("\ufeff"):
         text = text[1:]
+    # not at the top: the render-hooks entry loads this module (its import budget)
     from looprail.jsonload import loads_strict
 
     try:

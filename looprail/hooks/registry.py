@@ -76,6 +76,7 @@ def load_registry(
     its verdict from the validation cache (`hooks.verdicts`; off with `use_cache=False` or
     `LOOPRAIL_NO_CACHE`): only changed manifests are validated, and pydantic is imported only
     when one is."""
+    # not at the top: the render-hooks entry loads this module (its import budget)
     from looprail.hooks.verdicts import VerdictCache
 
     verdicts = VerdictCache.for_env(env) if use_cache else VerdictCache(None)
@@ -158,10 +159,12 @@ def _validated(
 ) -> tuple[dict[str, Any] | None, list[Issue]]:
     """`manifest.validate_manifest` without the model (built on demand, `LoadedCapability`),
     with the verdict taken from the cache when these bytes were validated before."""
+    # not at the top: the render-hooks entry loads this module (its import budget)
     from looprail.hooks.manifest_io import _materialise_fragments, parse_manifest_bytes
 
     key = cached = None
     if verdicts.directory is not None:
+        # not at the top: the render-hooks entry loads this module (its import budget)
         from looprail.hooks.verdicts import verdict_key
 
         key = verdict_key(raw, folder.name)
@@ -218,6 +221,7 @@ def _exists(path: Path, *, dir: bool) -> bool:
 
 
 def _reserved_prefixes() -> tuple[str, ...]:
+    # not at the top: the render-hooks entry loads this module (its import budget)
     from looprail.hooks.manifest_io import RESERVED_PREFIXES
 
     return RESERVED_PREFIXES

@@ -166,6 +166,7 @@ def _sanitize_reason(reason: Any) -> str:
 
 
 def _root_of(failed: FailedCapability) -> str:
+    # not at the top: the render-hooks entry loads this module (its import budget)
     import os
 
     file = failed.file

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     pass
 
 
+from looprail.config import effective_value
 from looprail.lint.inputs import LintInput, _rel
 
 # --------------------------------------------------------------------------- declarations
@@ -76,8 +77,6 @@ def _runs(data: LintInput, decl: _Decl) -> bool:
         return False
     point_from = decl.entry.get("pointFrom")
     if point_from is not None:
-        from looprail.config import effective_value
-
         value = effective_value(point_from, data.config, data.compiled.config)
         return value is not MISSING and value == decl.point
     return True

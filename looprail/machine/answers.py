@@ -29,8 +29,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from looprail.errors import AnswerRefused, NoJournalError, PlanError
-from looprail.layout import looprail_home
+from looprail.layout import looprail_home, normalize_phase_number
+from looprail.plans import list_phases, load_phase
 from looprail.plans.checkpoint import Checkpoint, Interpreted, checkpoint_of, interpret
+from looprail.store import Journal
 from looprail.store.models import EventRecord
 
 # The environment variable that carries a secret answer into the next executor call of its
@@ -109,8 +111,6 @@ def latest(events: Iterable[Any], task_id: str) -> Any:
 def pending_checkpoints(project: Path) -> list[Checkpoint]:
     """The checkpoints the project's latest unfinished run waits on (paused, or waiting on a
     terminal), in the order it reached them. Empty when there is no journal or no such run."""
-    from looprail.store import Journal
-
     try:
         jr = Journal.open_readonly(project)
     except NoJournalError:
@@ -149,8 +149,6 @@ def submit_answer(project: Path, task_id: str, text: str, *, source: str) -> Ans
     `AnswerRefused` (exit 2, one line) for an answer that cannot be right: no run to answer, a
     task that is not a checkpoint of the run's phase, an option the decision does not offer
     (naming those it does), an empty answer."""
-    from looprail.store import Journal
-
     task_id = task_id.strip()
     if not is_task_id(task_id):
         raise AnswerRefused(f"{task_id!r} is not a task id (like 01-02/T3)")
@@ -196,8 +194,6 @@ def submit_answer(project: Path, task_id: str, text: str, *, source: str) -> Ans
 def checkpoint_in_phase(project: Path, phase: str, task_id: str) -> Checkpoint:
     """The checkpoint `task_id` of `phase`'s plans; `AnswerRefused` when the phase has no such
     task or it is not a checkpoint."""
-    from looprail.plans import load_phase
-
     try:
         loaded = load_phase(project, phase)
     except PlanError as exc:
@@ -219,8 +215,6 @@ def check_answer(project: Path, task_id: str, text: str) -> None:
     """`--answer TASK=TEXT` before the run starts: `AnswerRefused` when the task's plan is
     written and the answer cannot be right for it (a plan not written yet is checked when the
     run reaches the checkpoint)."""
-    from looprail.plans import list_phases
-
     plan_id = task_id.rsplit("/", 1)[0]
     phase_token = plan_id.split("-", 1)[0]
     try:
@@ -241,8 +235,6 @@ def check_answer(project: Path, task_id: str, text: str) -> None:
 
 
 def _same_phase(number: str, token: str) -> bool:
-    from looprail.layout import normalize_phase_number
-
     wanted = normalize_phase_number(token)
     return wanted is not None and normalize_phase_number(number) == wanted
 

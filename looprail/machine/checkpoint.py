@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import select
 import sys
+import termios
 import threading
 import weakref
 from collections.abc import Callable
@@ -41,6 +42,8 @@ from looprail.machine.answers import (
 )
 from looprail.plans.checkpoint import Checkpoint, Interpreted, checkpoint_of, interpret, render
 from looprail.runtime.base import DispatchContext, Outcome, TaskWork
+from looprail.runtime.process import stopping
+from looprail.settings import CHECKPOINT_ROUNDS, looprail_settings
 from looprail.store.models import EventRecord
 
 if TYPE_CHECKING:
@@ -95,8 +98,6 @@ def pass_checkpoint(
 ) -> None:
     """Get checkpoint `task` of `plan` answered (see the module docstring), or raise
     `CheckpointPause` (no terminal) or `HaltError` (rounds used up, a fix-up failed)."""
-    from looprail.settings import CHECKPOINT_ROUNDS, looprail_settings
-
     cp = checkpoint_of(plan, task)
     st = _state(runner)
     opts = runner.options
@@ -415,13 +416,9 @@ def _wait(runner: LoopRunner, plan: Plan, task: Task, cp: Checkpoint, st: _State
 
 def _read(runner: LoopRunner, cp: Checkpoint, prompt: str) -> _Got:
     """One line from the terminal (no echo for a secret), or an answer journaled meanwhile."""
-    from looprail.runtime.process import stopping
-
     fd = sys.stdin.fileno()
     saved = None
     if cp.secret:
-        import termios
-
         saved = termios.tcgetattr(fd)
         quiet = termios.tcgetattr(fd)
         quiet[3] &= ~termios.ECHO
@@ -452,8 +449,6 @@ def _read(runner: LoopRunner, cp: Checkpoint, prompt: str) -> _Got:
                 return _Got(line.strip(), "terminal", interpret(cp, line), False)
     finally:
         if saved is not None:
-            import termios
-
             termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 

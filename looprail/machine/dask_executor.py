@@ -190,7 +190,7 @@ class DaskExecutor:
         # imports distributed at its top)
         from distributed import Client, LocalCluster
 
-        from looprail.machine.dask_worker import CopyPool
+        from looprail.machine.dask_worker import CopyPool  # distributed at its top
 
         if kind == "local":
             # the dask extra (optional): imported only when a Dask executor runs

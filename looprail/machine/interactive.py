@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from looprail.errors import RefusedToStart
+from looprail.runtime.interactive import terminal_problem
+
 if TYPE_CHECKING:
     from looprail.machine.progress import Progress
     from looprail.machine.run import RunOptions
@@ -24,9 +27,6 @@ def interactive_options(options: RunOptions, configured: bool | None) -> RunOpti
     """`options` with `interactive` decided: the option, else `configured` (the config's
     `looprail.interactive`). Raises `RefusedToStart` (exit 2) for a run that should talk but
     has no terminal to talk on."""
-    from looprail.errors import RefusedToStart
-    from looprail.runtime.interactive import terminal_problem
-
     wanted = options.interactive
     if wanted is None:
         wanted = bool(configured)

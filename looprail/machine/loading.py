@@ -12,13 +12,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from looprail.errors import ConfigError, RefusedToStart, UsageError
-from looprail.fsutil import project_folder
+from looprail.config import load_project_config_strict
+from looprail.errors import ConfigError, PlanError, RefusedToStart, UsageError
+from looprail.fsutil import check_looprail_folders, project_folder, require_inside
+from looprail.hooks.startup import blockers
+from looprail.hooks.task_content import unloadable_resolvers
 from looprail.layout import PLANNING_DIR, PROJECT_CONFIG_FILE
 from looprail.machine.context import RunOptions
+from looprail.machine.native import read_native_inputs
 from looprail.machine.progress import Progress
+from looprail.machine.workspace import GitWorkspace, NullWorkspace
+from looprail.plans.phase import PhaseCache
+from looprail.runtime.agents import ADAPTERS
 from looprail.runtime.base import RunStart  # loaded with machine.run (its dispatcher's)
+from looprail.runtime.meter import Meter
+from looprail.runtime.registry import RuntimeSettings, agent_name, agent_section, create_runtime
 from looprail.settings import LooprailSettings, looprail_settings
+from looprail.store.models import EventRecord
+from looprail.trust import load_compiled
+from looprail.trust.agents import effective_agent
 
 if TYPE_CHECKING:
     from looprail.hooks.capset import CapabilitySet
@@ -59,7 +71,6 @@ class Loaded:
         served = {r.trackerPrefix: caps[cid].origin for cid, r in self.resolvers}
         if not self.compiled.failed:  # the usual case: no need to import the resolver module
             return unconsented
-        from looprail.hooks.task_content import unloadable_resolvers
 
         return unloadable_resolvers(self.compiled.failed, served) + unconsented
 
@@ -67,8 +78,6 @@ class Loaded:
     def blockers(self) -> list[Any]:
         """Why `looprail run` must not start (`looprail.hooks.startup`): a missing first-party
         folder, a capability that failed to load, an unconsented project capability's gates."""
-        from looprail.hooks.startup import blockers
-
         return blockers(self.compiled)
 
     def input_paths(self, phase_dir: Path | None) -> list[Path]:
@@ -87,14 +96,10 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     the global and project overlays. A malformed `.planning/config.json`, or a `.looprail/` or
     `.planning/` that leads out of the project, raises a `LooprailError`; a capability that
     fails to load is left out and named in `Loaded.warnings`."""
-    from looprail.config import load_project_config_strict
-    from looprail.trust import load_compiled
-
     root = project_folder(project)
     if not (root / PLANNING_DIR).is_dir():
         raise UsageError(f"{project}: not a project (no .planning/ folder)")
     root = root.resolve()
-    from looprail.fsutil import check_looprail_folders, require_inside
 
     # The journal, lock, logs, worktrees, agents and queued messages live under .looprail/: a
     # symlink out of the project (of it or of a folder in it) would make a run write (and read
@@ -118,9 +123,6 @@ def read_run_inputs(loaded: Loaded, progress: Progress, runtime: Runtime | None 
     whether the runtime can run at all (an agent CLI on PATH: `unready()`). Raises
     `RefusedToStart` (exit 2), one line naming the file or program, the field and the reason.
     Returns the native inputs, for the run to use as read here."""
-    from looprail.errors import RefusedToStart
-    from looprail.machine.native import read_native_inputs
-
     run_settings(loaded)  # the `looprail` section, checked before anything runs
     # The config first (a file to fix), then whether the runtime can run at all.
     why = runtime.unready() if runtime is not None else None
@@ -134,9 +136,6 @@ def read_plans(project: Path, phase: str) -> Any:
     PLAN.md already there stops it (`RefusedToStart`, exit 2) with nothing journaled. (A
     resumed run reads them after its recovery, which moves a killed planner's partial output
     away first; a bad plan there halts the run, resumable once fixed.)"""
-    from looprail.errors import PlanError, RefusedToStart
-    from looprail.plans.phase import PhaseCache
-
     phases = PhaseCache(project, phase)
     try:
         phases.load()
@@ -157,9 +156,6 @@ def attach_run(
     """Tell the runtime about the run (transcripts, the cost meter and budget) and choose where
     plans work: git worktrees when the runtime wants them (agent CLIs) or the config says
     `looprail.worktrees: true`; `false` keeps every plan in the main tree."""
-    from looprail.machine.workspace import GitWorkspace, NullWorkspace
-    from looprail.runtime.meter import Meter
-    from looprail.store.models import EventRecord
 
     def sink(call: dict[str, Any]) -> None:
         recorder.event(
@@ -189,22 +185,11 @@ def make_runtime(
 ) -> Any:
     """The runtime a run uses, from the registry: `agent` (`--agent`), else `looprail.agent`
     in the config, else `local`; built with the config's timeouts and its agent section."""
-    from looprail.runtime.registry import (
-        RuntimeSettings,
-        agent_name,
-        agent_section,
-        create_runtime,
-    )
-
     run_settings(loaded)  # a bad `looprail` section refuses the run (exit 2)
     name = agent_name(loaded.config, agent)
     section = agent_section(loaded.config, name)
-    from looprail.runtime.agents import ADAPTERS
 
     if name in ADAPTERS:  # the settings a cloned project may not choose alone
-        from looprail.errors import RefusedToStart
-        from looprail.trust.agents import effective_agent
-
         effective = effective_agent(loaded.project, loaded.config, name)
         refusal = effective.refusal()
         if refusal is not None:  # before anything is journaled or run: exit 2

@@ -12,7 +12,11 @@ from typing import TYPE_CHECKING, Any
 from looprail.errors import LooprailError
 from looprail.machine.context import RunContext, RunOptions
 from looprail.machine.loading import Loaded, attach_run, read_plans
+from looprail.machine.native import load_bridge
 from looprail.machine.progress import Progress
+from looprail.machine.resume import Recovery, recover_role, recover_summaries
+from looprail.runtime.process import Spawned, reap_spawned
+from looprail.store import diff_inputs, digest_inputs
 
 if TYPE_CHECKING:
     from looprail.machine.resume import Recovery
@@ -40,8 +44,6 @@ class Session:
 
     def bridge(self, recorder: Any, run_id: str | None, native: Any) -> Any:
         """The native hooks' bridge into this run (None without native hooks)."""
-        from looprail.machine.native import load_bridge
-
         return load_bridge(
             self.loaded.project,
             runtime=self.runtime,
@@ -103,9 +105,6 @@ def open_run(
 ) -> OpenedRun:
     """Find the run to resume (verified, its orphans reaped, its role state recovered) and
     resume it, or start a new one; either way journal the digest of the phase's inputs."""
-    from looprail.machine.resume import Recovery, recover_role, recover_summaries
-    from looprail.store import digest_inputs
-
     loaded, phase, phase_dir = session.loaded, session.phase, session.phase_dir
     runtime, progress = session.runtime, session.progress
     previous = None
@@ -177,8 +176,6 @@ def _resume(
 ) -> OpenedRun:
     """Resume `previous` with the inputs as they are now (`digest`): a crashed run whose
     inputs changed (beyond what its recovery excuses) needs `--accept-changes`."""
-    from looprail.store import diff_inputs
-
     changes = [c for c in diff_inputs(previous.inputs_digest, digest) if not recovery.excuses(c)]
     crashed = previous.status == "running"
     if changes and crashed and not accept_changes:
@@ -212,8 +209,6 @@ def spent_usd(jr: Any, run_id: str) -> float:
 def reap_journaled_processes(jr: Any, run_id: str, progress: Progress) -> list[int]:
     """Kill what the run's earlier (killed) process left running: each journaled child and
     guard whose pid still names the same process (same start time)."""
-    from looprail.runtime.process import Spawned, reap_spawned
-
     killed: list[int] = []
     for event in jr.events(run_id, kinds=["process"]):
         try:

@@ -33,14 +33,17 @@ from looprail.errors import StopRequested as _Stop
 from looprail.frontmatter import file_frontmatter
 from looprail.machine import guards as G
 from looprail.machine.chart import WAVE_RUNNING, TaskChart, compile_loop, restored, state_path
+from looprail.machine.checkpoint import pass_checkpoint, secret_env, summary_lines, with_answers
 from looprail.machine.context import RunContext, RunOptions, RunResult, RunStatus, run_ending
 from looprail.machine.dispatch import Dispatcher
 from looprail.machine.interactive import handover
 from looprail.machine.progress import Progress, fmt_duration
 from looprail.machine.record import EventRecord, Recorder
+from looprail.machine.resume import phase_snapshot
 from looprail.machine.tasks import PlanRun, task_work, write_summary
 from looprail.machine.wave import run_wave
 from looprail.plans import Phase, PhaseCache, Plan, Task, WavePlan, compute_waves
+from looprail.plans.planfile import unknown_key_warnings
 from looprail.runtime.base import DispatchContext, Outcome, TaskWork
 
 if TYPE_CHECKING:
@@ -113,8 +116,6 @@ class LoopRunner:
     def _warn_plan_keys(self) -> None:
         """Say once per run what a plan's frontmatter has that looprail ignores (`depend_on:`
         would put the plan in the wrong wave without a word)."""
-        from looprail.plans.planfile import unknown_key_warnings
-
         for plan in self.phase.plans:
             try:
                 where = plan.path.relative_to(self.project).as_posix()
@@ -362,8 +363,6 @@ class LoopRunner:
     ) -> None:
         """Bracket a role's work in the journal (committed at once): a resume finds a role that
         started and never finished, does its work again and sets its partial output aside."""
-        from looprail.machine.resume import phase_snapshot
-
         data: dict[str, Any] = {"step": step, "role": role}
         if kind == "role_started":
             data["files"] = phase_snapshot(self.phase.dir)
@@ -405,8 +404,6 @@ class LoopRunner:
             self.run_task(chart, plan, task, wave, execute or self.ctx.runtime.execute_task)
         answered: list[str] = []
         if plan.has_checkpoints:  # the plan's checkpoint answers go into its SUMMARY too
-            from looprail.machine.checkpoint import summary_lines
-
             answered = summary_lines(self, plan)
         write_summary(plan, answered)
         self.ctx.workspace.finished(plan.id)  # its worktree's changes committed while others run
@@ -421,8 +418,6 @@ class LoopRunner:
         chart.send("begin_task", task=task)
         work = model.work or task_work(plan, task)
         if plan.has_checkpoints:  # the answers so far, and a secret for this call only
-            from looprail.machine.checkpoint import secret_env, with_answers
-
             work = with_answers(self, plan, work)
         attempt = self.recorder.task_started(task.id, plan_id=plan.id, wave=wave)
         again = f" (attempt {attempt})" if attempt > 1 else ""
@@ -454,8 +449,6 @@ class LoopRunner:
 
     def _checkpoint(self, plan: Plan, task: Task, wave: int, execute: ExecuteTask) -> None:
         """Answered (terminal, `looprail answer`, flags), or the run pauses: machine/checkpoint."""
-        from looprail.machine.checkpoint import pass_checkpoint
-
         pass_checkpoint(self, plan, task, wave, execute)
 
     def _task_event(

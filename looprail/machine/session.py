@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from looprail.errors import LooprailError
+from looprail.machine.interactive import interactive_options
 from looprail.machine.loading import (
     Loaded,
     default_jobs,
@@ -29,9 +30,13 @@ from looprail.machine.opening import (
     spent_usd,
 )
 from looprail.machine.progress import Progress
+from looprail.machine.record import JournalRecorder, MemoryRecorder
+from looprail.machine.resume import replay_role_context
 from looprail.machine.run import LoopRunner, RunOptions, RunResult
 from looprail.machine.signals import journal_children, signal_label, stop_signals
-from looprail.plans import PhaseCache
+from looprail.plans import PhaseCache, find_phase
+from looprail.store import Journal, RunLock, digest_inputs
+from looprail.store.journal import journal_path
 
 __all__ = [
     "Loaded",
@@ -81,12 +86,8 @@ def run_phase(
     a new run's machine config so `looprail resume` can go on with the phases after it.
     `budget_spent`: what the invocation spent before this run, counted against `budget_usd`
     (the budget of `run --all` spans its phases)."""
-    from looprail.plans import find_phase
-
     options = options or RunOptions()
     if options.interactive is not False:  # decided once: a terminal to talk on, or exit 2
-        from looprail.machine.interactive import interactive_options
-
         options = interactive_options(options, run_settings(loaded).interactive)
     progress = progress or Progress()
     found = find_phase(loaded.project, phase)
@@ -112,9 +113,6 @@ def _run_journaled(
 ) -> SessionResult:
     """Under the project's run lock: the up-front checks, then the journal run opened (or
     resumed), driven and closed."""
-    from looprail.store import Journal, RunLock
-    from looprail.store.journal import journal_path
-
     with RunLock(session.loaded.project) as lock:
         # Everything the run reads up front is read and checked before the journal is opened:
         # bad input stops here (exit 2) with nothing journaled, not as a failed run.
@@ -148,8 +146,6 @@ def _run_journaled(
 
 def _run_unjournaled(session: Session) -> SessionResult:
     """`journal=False`: the run records in memory and writes nothing."""
-    from looprail.machine.record import MemoryRecorder
-
     loaded, runtime, progress = session.loaded, session.runtime, session.progress
     native = read_run_inputs(loaded, progress, runtime)
     phases = read_plans(*session.where)
@@ -169,9 +165,6 @@ def _build_runner(
     """The runner of `opened` and its journal recorder: native hooks bridged, the workspace
     attached, earlier approvals and role context carried over, and the journaled input digest
     kept current at every transition. Bad input found here halts the run (resumable)."""
-    from looprail.machine.record import JournalRecorder
-    from looprail.machine.resume import replay_role_context
-
     loaded, runtime, options = session.loaded, session.runtime, session.options
     run_id, previous = opened.run_id, opened.previous
     # The runner's phase cache: its last look at the plans is what the digest keeper reads.
@@ -236,8 +229,6 @@ class _InputsDigest:
         return (_stat_signature(self.fixed), folder, plans)
 
     def __call__(self, _state: list[str]) -> None:
-        from looprail.store import digest_inputs
-
         sig = self.signature()
         if sig != self.seen:
             self.seen = sig

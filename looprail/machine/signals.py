@@ -4,9 +4,14 @@ does, and every child it starts is journaled so a resume can reap what outlived 
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
+from looprail.machine.record import EventRecord
+from looprail.runtime.process import set_spawn_listener
 
 
 class Terminated(KeyboardInterrupt):
@@ -18,8 +23,6 @@ class Terminated(KeyboardInterrupt):
 
 
 def signal_name(signum: int) -> str:
-    import signal
-
     try:
         return signal.Signals(signum).name
     except ValueError:
@@ -34,9 +37,6 @@ def signal_label(exc: BaseException) -> str:
 def stop_signals() -> Iterator[None]:
     """While a run runs: SIGTERM and SIGHUP raise `Terminated` in the main thread, so they
     stop the run like Ctrl-C does. Outside the main thread (an embedding) nothing changes."""
-    import signal
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -56,8 +56,6 @@ def stop_signals() -> Iterator[None]:
 def journal_children(recorder: Any) -> Iterator[None]:
     """Journal every child process the run starts (pid and start time, and its guard's), so a
     resume after a crash can reap whatever outlived the killed looprail."""
-    from looprail.machine.record import EventRecord
-    from looprail.runtime.process import set_spawn_listener
 
     def listener(spawned: Any) -> None:
         recorder.event(EventRecord(kind="process", data=spawned.as_data()))

@@ -18,9 +18,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
+import termios
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -198,7 +201,7 @@ def _tty_modes(fd: int | None) -> Any:
     if fd is None:
         return None
     try:
-        import termios
+        import termios  # POSIX only: without it there are no modes to keep
 
         return termios.tcgetattr(fd)
     except Exception:  # termios.error, no termios
@@ -208,7 +211,6 @@ def _tty_modes(fd: int | None) -> Any:
 def _restore_modes(fd: int | None, saved: Any) -> None:
     if fd is None or saved is None:
         return
-    import termios
 
     # A background process that sets the modes is sent SIGTTOU: looprail is in the foreground
     # here, but ignore it for the one call all the same.
@@ -222,8 +224,6 @@ def _restore_modes(fd: int | None, saved: Any) -> None:
 
 
 def _main_thread() -> bool:
-    import threading
-
     return threading.current_thread() is threading.main_thread()
 
 
@@ -255,8 +255,6 @@ def handover_line(who: str, shown: str, request: Request, project: Path) -> str:
 
 def shown_argv(argv: Sequence[str], prompt: str) -> str:
     """The command line as printed and filed: the prompt as `<prompt>`."""
-    import shlex
-
     out = []
     for a in argv:
         if a == prompt:

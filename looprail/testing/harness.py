@@ -25,12 +25,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+import yaml
+
 from looprail.errors import HaltError, ManifestError, UsageError
+from looprail.hooks.manifest import validate_manifest
 from looprail.layout import LOOPRAIL_DIR, PHASES_DIR, PROJECT_CONFIG_FILE
 from looprail.machine.guards import HookResult
+from looprail.machine.loading import Loaded
+from looprail.machine.progress import Progress
+from looprail.machine.record import MemoryRecorder
+from looprail.machine.run import LoopRunner, RunContext, RunOptions
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec, TransitionSpec
+from looprail.plans import compute_waves
 from looprail.runtime.base import Outcome, Request, RunStart, RuntimeInfo
 from looprail.runtime.scripted import Call, CallKind, ScriptedRuntime
+from looprail.trust import load_compiled
 
 if TYPE_CHECKING:
     from looprail.hooks.capset import CapabilitySet
@@ -335,8 +344,6 @@ def _event_line(e: Any) -> str | None:
 
 
 def _logged_recorder(log: _Log) -> MemoryRecorder:
-    from looprail.machine.record import MemoryRecorder
-
     class LoggedRecorder(MemoryRecorder):
         def event(self, record: Any, *, state: Sequence[str] | None = None) -> None:
             line = _event_line(record)
@@ -396,8 +403,6 @@ class LoopHarness:
         """Write a capability (`manifest` needs only `id` and its hooks: role, version, title,
         description, tier, requires and runtimeCompat get defaults). Raises ManifestError,
         naming every problem, if the result is invalid."""
-        from looprail.hooks.manifest import validate_manifest
-
         if "id" not in manifest:
             raise UsageError("capability manifest needs an 'id'")
         cid = str(manifest["id"])
@@ -492,8 +497,6 @@ class LoopHarness:
         """Write a phase artifact (`CONTEXT.md`, `VERIFICATION.md`, `SECURITY.md`, ...)."""
         body = text
         if frontmatter is not None:
-            import yaml
-
             body = "---\n" + yaml.safe_dump(dict(frontmatter), sort_keys=True) + "---\n" + text
         path = self.phase_dir / name
         path.write_text(body)
@@ -631,8 +634,6 @@ class LoopHarness:
     ) -> HarnessRun:
         """Run the whole loop for phase 1 (from `idle`, or from `state`) in memory: no
         journal, no lock."""
-        from looprail.machine.run import RunOptions
-
         log = _Log()
         options = RunOptions(
             flavor=self.flavor, jobs=jobs, autonomous=autonomous, approvals=frozenset(approvals)
@@ -662,8 +663,6 @@ class LoopHarness:
         (self.phase_dir / name).write_text(body + f"# {name} (written by the test harness)\n")
 
     def _load(self) -> CapabilitySet:
-        from looprail.trust import load_compiled
-
         env: dict[str, str] = {}
         compiled = load_compiled(
             self.project, [self.capabilities_dir], env=env, home=self.home, use_cache=False
@@ -680,10 +679,6 @@ class LoopHarness:
         wave: int | None = None,
         options: RunOptions | None = None,
     ) -> LoopRunner:
-        from looprail.machine.loading import Loaded
-        from looprail.machine.progress import Progress
-        from looprail.machine.run import LoopRunner, RunContext, RunOptions
-
         compiled = self._load()
         # As a run: every loaded resolver (no activationKey for execute:task), one with consent.
         resolvers = Loaded(self.project, compiled, self._config).resolvers
@@ -738,8 +733,6 @@ class LoopHarness:
         return [source]
 
     def _first_pending_wave(self, runner: Any) -> int | None:
-        from looprail.plans import compute_waves
-
         if not runner.phase.plans:
             return None
         waves = compute_waves(runner.phase.plans, root=self.project)

@@ -72,6 +72,7 @@ def folder_hash(path: str | os.PathLike[str]) -> str:
     A symlink counts by its target's content and must point at a regular file inside the
     folder; a symlink to a folder or out of the folder, or a special file (FIFO, socket,
     device), raises `TrustError`, so such a folder can never be consented to."""
+    # not at the top: the render-hooks entry loads this module (its import budget)
     import hashlib
 
     top = os.fspath(path)
@@ -100,6 +101,7 @@ def copy_folder(source: str | os.PathLike[str], dest: str | os.PathLike[str]) ->
     """Copy a capability folder as `folder_hash` sees it: regular files and folders only; a
     symlink is copied as its target's content and must point at a regular file inside the
     folder. Bounded like the hash (`MAX_FOLDER_FILES`); raises `TrustError`."""
+    # not at the top: the render-hooks entry loads this module (its import budget)
     import shutil
 
     top = os.fspath(source)
@@ -116,6 +118,7 @@ def copy_folder(source: str | os.PathLike[str], dest: str | os.PathLike[str]) ->
 
 def _folder_files(top: str, root: str) -> list[tuple[bytes, str]]:
     """(relative name as bytes, real path) of every file under `root`."""
+    # not at the top: the render-hooks entry loads this module (its import budget)
     import stat
 
     out: list[tuple[bytes, str]] = []
@@ -167,6 +170,7 @@ def hooks_path(project: str | os.PathLike[str]) -> str:
 def hooks_hash(project: str | os.PathLike[str]) -> str | None:
     """The SHA-256 (hex) of the project's `.looprail/hooks.json`, or None when there is none.
     Raises `TrustError` for something that is not a regular file or is too large."""
+    # not at the top: the render-hooks entry loads this module (its import budget)
     import hashlib
 
     path = hooks_path(project)
@@ -265,6 +269,7 @@ def agents_consent(
 
 def _update_store(home: str | os.PathLike[str] | None, change: Any) -> None:
     """Read-modify-write the store under an exclusive lock; written atomically."""
+    # not at the top: the render-hooks entry loads this module (its import budget)
     import fcntl
 
     from looprail.fsutil import atomic_write
@@ -428,6 +433,7 @@ def hooks_bytes_consented(
     """Did the user consent to exactly these bytes of the project's hooks.json? The loader
     asks this about the bytes it is about to parse, so a file swapped after `is_trusted`
     looked at it is never run."""
+    # not at the top: the render-hooks entry loads this module (its import budget)
     import hashlib
 
     stored = _project_entry(_read_store(store_path(home)), project_key(project)).get("hooks")
@@ -480,6 +486,7 @@ def load_compiled(
 ) -> CapabilitySet:
     """The capability set with the user's consent applied: `hooks.compiled.load_compiled`
     given `apply_consent`. This is `looprail.load_compiled` and what every caller uses."""
+    # not at the top: the render-hooks entry loads this module (its import budget)
     from looprail.hooks import compiled as hooks_compiled
 
     def consent(c: CapabilitySet, h: Any, e: Mapping[str, str]) -> CapabilitySet:

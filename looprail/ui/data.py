@@ -18,10 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from looprail.diagrams.graph import crossed_points, hook_summary
-from looprail.errors import OutsideProjectError
+from looprail.errors import LooprailError, OutsideProjectError
 from looprail.fsutil import looprail_path
 from looprail.layout import LOGS_DIR, PLANNING_DIR, normalize_phase_number
+from looprail.machine import answers
+from looprail.machine.answers import latest
 from looprail.machine.project import latest_runs, project_phases
+from looprail.plans import load_phase
+from looprail.plans.checkpoint import render
 from looprail.plans.phase import list_phases
 from looprail.store import Journal, JournalError, NoJournalError, RunRow, is_run_id, lock_holder
 from looprail.store.report import format_duration, report_from_rows
@@ -159,9 +163,6 @@ def checkpoints_view(
     presentation model, its title, and the text the terminal shows for it
     (`plans.checkpoint.render`, with the plan's progress as the terminal counts it). None when
     it waits on nothing."""
-    from looprail.machine import answers
-    from looprail.plans.checkpoint import render
-
     if events is None:
         pending = answers.pending_checkpoints(project)
     else:
@@ -187,9 +188,6 @@ def _progress(
 ) -> tuple[int | None, int | None]:
     """(tasks of the plan before the checkpoint, tasks of the plan): the terminal's "Progress"
     line; (None, None) when the plan cannot be read now."""
-    from looprail.errors import LooprailError
-    from looprail.plans import load_phase
-
     try:
         plan = load_phase(project, phase).plan(plan_id)
     except (LooprailError, OSError, KeyError):
@@ -542,8 +540,6 @@ def continue_command(
 
 
 def _answered(events: Sequence[Any], task_id: str) -> bool:
-    from looprail.machine.answers import latest
-
     last = latest(events, task_id)
     return last is not None and last.kind == "answer"
 

@@ -47,6 +47,7 @@ from looprail.diagrams.graph import build_graph
 from looprail.diagrams.render import render
 from looprail.errors import LooprailError
 from looprail.layout import PLANNING_DIR
+from looprail.machine.answers import WITHHELD, pending_checkpoints, submit_answer
 from looprail.runtime.process import find_program
 from looprail.store import JournalError
 from looprail.ui import access, data
@@ -154,9 +155,6 @@ class Dashboard:
         and journals it, under the journal's seal) as the dashboard's answer to checkpoint
         `task`: `(HTTP status, what the page shows)`. A refusal is its one line; a secret is
         never echoed back, not even inside a refusal."""
-        from looprail.errors import LooprailError
-        from looprail.machine.answers import WITHHELD, pending_checkpoints, submit_answer
-
         try:
             secret = any(
                 cp.task_id == task.strip() and cp.secret for cp in pending_checkpoints(self.project)

@@ -40,7 +40,8 @@ GATED = feature(
 
 @pytest.fixture
 def counted(monkeypatch):
-    """Every `load_registry` call, whoever makes it (the session or the cache's rebuild)."""
+    """Every `load_registry` call (the run reads the set through `trust.load_compiled`, whose
+    cache rebuild is the one caller)."""
     calls: list[object] = []
     original = registry.load_registry
 
