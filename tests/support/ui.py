@@ -180,6 +180,19 @@ def latest_run_id(project: Path) -> str | None:
         return None
 
 
+def running_task_committed(project: Path) -> bool:
+    """Whether the latest run's journal has a task committed as running (a held start reaches
+    the disk up to 50 ms after it happened: docs/journal.md, "What is committed when")."""
+    from looprail.store import Journal, JournalError
+
+    try:
+        with Journal.open_readonly(project) as journal:
+            run = journal.latest_run()
+            return run is not None and any(t.status == "running" for t in journal.tasks(run.id))
+    except JournalError:  # not created yet, or still an empty file
+        return False
+
+
 def hostile_project(root: Path) -> tuple[Path, str]:
     """A project whose folder name, journal and log hold markup: every string a third party
     controls (capability ids, hook labels, messages, task keys, halt reason)."""

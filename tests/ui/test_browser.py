@@ -181,6 +181,8 @@ def test_a_killed_run_shows_interrupted(browser, tmp_path):
     run = uikit.start_run(project)
     try:
         uikit.wait_for(lambda: (project / ".waiting").exists(), timeout=60)
+        # Hold the moment, don't race it: the task's start is committed shortly after.
+        uikit.wait_for(lambda: uikit.running_task_committed(project), timeout=30)
     finally:
         uikit.kill_group(run)  # SIGKILL: no chance to journal anything
     with uikit.serve(app) as url:
