@@ -18,7 +18,12 @@ steadier figure on a shared machine), the worktree work itself (set-up = execute
 wall time, and the floor: 4 stand-ins started at once by hand against one alone (what 4 CLIs
 sharing the CPUs cost without looprail: the ratio cannot be below it).
 
+With `--against TREE` (a source tree, e.g. `git archive` of main) that tree's looprail runs
+too, in the same rounds, with its own tree's fake agent, and its 4-plan runs are paired with
+this tree's round by round. `--trace` counts each phase's git processes (GIT_TRACE2_EVENT).
+
     python benchmarks/worktree_waves.py [--plans 4] [--agent-s 1.5] [--repeat 3] [--against TREE]
+        [--trace]
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -50,12 +56,15 @@ GIT_ENV = {
 }
 
 
-def fake_claude(root: Path) -> Path:
-    """A folder holding `claude`, the fake agent CLI."""
+def fake_claude(root: Path, tree: Path = ROOT) -> Path:
+    """A folder holding `claude`, the fake agent CLI of `tree` (each looprail with the fake of
+    its own tree: the fake checks the argv that tree's adapter passes, e.g. `--` before the
+    prompt since the real-CLI fixes)."""
     bin_dir = root / "bin"
     bin_dir.mkdir()
     target = bin_dir / "claude"
-    target.write_text(f"#!{sys.executable}\n" + FAKE.read_text())
+    fake = tree / FAKE.relative_to(ROOT)
+    target.write_text(f"#!{sys.executable}\n" + (fake if fake.is_file() else FAKE).read_text())
     target.chmod(0o755)
     return bin_dir
 
@@ -70,7 +79,7 @@ def project(root: Path, plans: int) -> Path:
     return folder
 
 
-def marks(folder: Path) -> dict[str, float]:
+def marks(folder: Path) -> dict[str, Any]:
     """Seconds, from the journal's timestamps: execute, set-up, merge (see the module doc)."""
 
     def ts(text: str) -> float:
@@ -96,10 +105,55 @@ def marks(folder: Path) -> dict[str, float]:
         "execute": left - entered,
         "setup": started - entered,
         "merge": finished - last_task,
+        "at": {"entered": entered, "started": started, "last": last_task, "finished": finished},
     }
 
 
-def run_once(plans: int, agent_s: float, tree: Path = ROOT) -> dict[str, float]:
+PHASES = ("set-up", "wave", "merge", "after")
+
+
+def git_calls(trace: Path, at: dict[str, float]) -> dict[str, list[tuple[float, str]]]:
+    """The git processes of a run (GIT_TRACE2_EVENT), by phase of the execute step: each one's
+    own run time (its `exit` event's t_abs) and its subcommand. Phases by its start: set-up
+    (execute entered -> wave_started), wave (-> the last task_finished), merge (->
+    wave_finished), after. Only top-level processes (git's children have a nested sid)."""
+    starts: dict[str, tuple[float, str]] = {}
+    out: dict[str, list[tuple[float, str]]] = {phase: [] for phase in PHASES}
+    if not trace.is_file():
+        return out
+    for line in trace.read_text().splitlines():
+        event = json.loads(line)
+        sid = event.get("sid", "")
+        if "/" in sid:
+            continue
+        if event["event"] == "start":
+            argv = _drop_config(event["argv"][1:])
+            when = datetime.fromisoformat(event["time"].replace("Z", "+00:00")).timestamp()
+            starts[sid] = (when - event["t_abs"], " ".join(argv[:2]))
+        elif event["event"] == "exit" and sid in starts:
+            when, name = starts.pop(sid)
+            if when < at["entered"]:
+                continue
+            bounds = (at["started"], at["last"], at["finished"])
+            phase = PHASES[sum(when >= b for b in bounds)]
+            out[phase].append((event["t_abs"], name))
+    return out
+
+
+def _drop_config(argv: list[str]) -> list[str]:
+    """argv without its `-c key=value` pairs (looprail's safe config before every call)."""
+    out, skip = [], False
+    for arg in argv:
+        if not skip and arg == "-c":
+            skip = True
+            continue
+        if not skip:
+            out.append(arg)
+        skip = False
+    return out
+
+
+def run_once(plans: int, agent_s: float, tree: Path = ROOT, trace: bool = False) -> dict[str, Any]:
     """One `looprail run` of `plans` plans, with the looprail of `tree` (a source tree)."""
     with tempfile.TemporaryDirectory(prefix="looprail-worktree-waves-") as tmp:
         root = Path(tmp)
@@ -107,9 +161,10 @@ def run_once(plans: int, agent_s: float, tree: Path = ROOT) -> dict[str, float]:
         env = {
             **os.environ,
             **GIT_ENV,
-            "PATH": f"{fake_claude(root)}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
+            "PATH": f"{fake_claude(root, tree)}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
             "FAKE_AGENT_SLEEP": str(agent_s),
             "PYTHONPATH": str(tree),
+            **({"GIT_TRACE2_EVENT": str(root / "git-trace.jsonl")} if trace else {}),
         }
         cpu0 = _children_cpu()
         start = time.perf_counter()
@@ -138,7 +193,9 @@ def run_once(plans: int, agent_s: float, tree: Path = ROOT) -> dict[str, float]:
             raise SystemExit(f"looprail run failed ({done.returncode}): {done.stderr[-2000:]}")
         for i in range(plans):  # every plan's file is in the main tree (merged back)
             assert (folder / "src" / f"{i + 1:03d}" / "1.py").is_file(), f"plan {i + 1} lost"
-        return {**marks(folder), "whole": whole, "cpu": cpu}
+        found = marks(folder)
+        calls = git_calls(root / "git-trace.jsonl", found.pop("at")) if trace else None
+        return {**found, "whole": whole, "cpu": cpu, "git": calls}
 
 
 def _children_cpu() -> float:
@@ -175,29 +232,46 @@ def main() -> None:
         help="also measure the looprail of this source tree (e.g. `git archive` of an older "
         "commit), alternately with this one",
     )
+    ap.add_argument(
+        "--trace",
+        action="store_true",
+        help="also count the git processes of each phase (GIT_TRACE2_EVENT) and their run time",
+    )
     args = ap.parse_args()
     trees = [ROOT, *([args.against.resolve()] if args.against else [])]
-    ones: dict[Path, list[dict[str, float]]] = {t: [] for t in trees}
-    many: dict[Path, list[dict[str, float]]] = {t: [] for t in trees}
+    ones: dict[Path, list[dict[str, Any]]] = {t: [] for t in trees}
+    many: dict[Path, list[dict[str, Any]]] = {t: [] for t in trees}
     floors = []
     for _ in range(args.repeat):  # alternately: a machine that gets busier hits all alike
         for tree in trees:
-            ones[tree].append(run_once(1, args.agent_s, tree))
-            many[tree].append(run_once(args.plans, args.agent_s, tree))
+            ones[tree].append(run_once(1, args.agent_s, tree, args.trace))
+            many[tree].append(run_once(args.plans, args.agent_s, tree, args.trace))
         floors.append(floor(args.plans, args.agent_s) / floor(1, args.agent_s))
     for tree in trees:
         report(args, tree, ones[tree], many[tree], floors)
+    if args.against:
+        paired(args.plans, many[ROOT], many[trees[1]], trees[1])
+
+
+def paired(plans: int, this: list[dict[str, Any]], other: list[dict[str, Any]], tree: Path) -> None:
+    """This tree's runs over the other tree's, round by round (a round's runs are seconds
+    apart, so a machine that gets busier or quieter hits both alike)."""
+    print(f"paired, round by round: {plans} plans with this looprail / with {tree}")
+    for key, label in (("execute", "execute"), ("cpu", "CPU of the run")):
+        ratios = [a[key] / b[key] for a, b in zip(this, other, strict=True)]
+        shown = ", ".join(f"{r:.3f}" for r in ratios)
+        print(f"  {label}: median {statistics.median(ratios):.3f} ({shown})")
 
 
 def report(
     args: argparse.Namespace,
     tree: Path,
-    ones: list[dict[str, float]],
-    many: list[dict[str, float]],
+    ones: list[dict[str, Any]],
+    many: list[dict[str, Any]],
     floors: list[float],
 ) -> None:
 
-    def med(runs: list[dict[str, float]], key: str) -> float:
+    def med(runs: list[dict[str, Any]], key: str) -> float:
         return statistics.median(r[key] for r in runs)
 
     print(
@@ -211,6 +285,16 @@ def report(
             f"{med(runs, 'merge') * 1000:.0f} ms); whole run {med(runs, 'whole'):.3f} s, "
             f"CPU {med(runs, 'cpu'):.3f} s"
         )
+        if runs[0]["git"] is not None:
+            print(f"  {'':>8}  git processes (median count, median of their summed run time):")
+            for phase in PHASES:
+                counts = [len(r["git"][phase]) for r in runs]
+                spent = [sum(t for t, _ in r["git"][phase]) for r in runs]
+                names = ", ".join(name for _, name in runs[-1]["git"][phase])
+                print(
+                    f"  {'':>8}    {phase:>6}: {statistics.median(counts):g} calls, "
+                    f"{statistics.median(spent) * 1000:.0f} ms ({names})"
+                )
     one = med(ones, "execute")
     print(
         f"  floor: {args.plans} stand-ins started at once by hand take "

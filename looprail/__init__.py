@@ -16,8 +16,6 @@ loads its module on first use.
 
 from __future__ import annotations
 
-import importlib
-
 from looprail._version import __version__
 from looprail.errors import LooprailError
 
@@ -85,6 +83,8 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'looprail' has no attribute {name!r}")
+    import importlib  # not at import: `import looprail` is on the `render-hooks` start path
+
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

@@ -103,6 +103,7 @@ _STRING = r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
 
 
 def _parse_iterative(s: str) -> Any:
+    # not at the top: the render-hooks entry loads this module (its import budget)
     import re
     from json.decoder import scanstring  # type: ignore[attr-defined]  # exported, not in typeshed
     from typing import cast  # only deep files take this path: not the hot path
@@ -470,6 +471,7 @@ def load_project_config_strict(project: str | Path) -> dict[str, Any] | None:
 
 
 def _json_type(value: Any) -> str:
+    # not at the top: the render-hooks entry loads this module (its import budget)
     from looprail.jsonload import json_type_name
 
     return json_type_name(value)

@@ -9,6 +9,7 @@ loop point), so a caller need not parse the message.
     LooprailError (exit 1)                 base of every error raised on purpose
     ├── UsageError (exit 2)                the command line itself is wrong
     ├── RefusedToStart (exit 2)            `run` found bad input before it journaled anything
+    ├── AnswerRefused (exit 2)             an answer to a checkpoint that cannot be right
     ├── InvalidFileError                   problems in a supplied file, all kept (`issues`)
     │   └── ManifestError                  a capability manifest or the merged set
     ├── ConfigError                        .planning/config.json cannot be used
@@ -26,6 +27,7 @@ loop point), so a caller need not parse the message.
     ├── GraphvizMissingError               SVG/PNG asked for without Graphviz's `dot`
     └── HaltError                          the loop stopped on purpose
         ├── TransitionRefused              a hook result refused a transition (`result`)
+        ├── GuardRefused                   a plan-fact guard refused a transition (`guard`)
         ├── MergeConflict                  a plan's worktree branch did not merge back
         └── BudgetReached                  the run spent its `--budget-usd` (resumable)
 
@@ -113,6 +115,13 @@ class Issue:
         return f"{where}: {self.reason}"
 
 
+class AnswerRefused(LooprailError):
+    """An answer to a checkpoint that cannot be right (an option the decision does not offer,
+    a task that is not a checkpoint, no run waiting): refused before anything is recorded."""
+
+    exit_code = 2
+
+
 class InvalidFileError(LooprailError):
     """One or more problems in a user- or third-party-supplied file. All are kept, not only the
     first; `str()` is the first one plus a count so a single line still says what is wrong.
@@ -165,6 +174,7 @@ class InvalidPointError(LooprailError, ValueError):
     """Not one of the loop points; the message lists the valid ones (the reference's words)."""
 
     def __init__(self, point: str):
+        # not at the top: the render-hooks entry loads this module (its import budget)
         from looprail.points import invalid_point_message
 
         super().__init__(invalid_point_message(point), point=point)
@@ -193,6 +203,7 @@ class TaskContentError(LooprailError):
         reason: str,
         stderr_tail: str = "",
     ):
+        # not at the top: the render-hooks entry loads this module (its import budget)
         from looprail.textsafe import one_line as escape_untrusted
 
         self.tracker_id = tracker_id
@@ -282,6 +293,17 @@ class TransitionRefused(HaltError):
         super().__init__(text, point=point)
 
 
+class GuardRefused(HaltError):
+    """A transition refused by one of the chart's plan-fact guards (no plans, no CONTEXT.md, a
+    VERIFICATION.md that did not pass, ...). `.event` is the event, `.guard` the guard's name
+    (None when the chart gave no reason); the state is unchanged."""
+
+    def __init__(self, event: str, guard: str | None, reason: str):
+        self.event = event
+        self.guard = guard
+        super().__init__(f"{event}: {reason}")
+
+
 # --------------------------------------------------------------------------- control flow
 
 
@@ -297,14 +319,19 @@ class CheckpointPause(LoopSignal):
 
     exit_code = 3
 
-    def __init__(self, task: Any, plan: Any):
+    def __init__(self, task: Any, plan: Any, *, hint: str | None = None):
         self.task = task
         self.plan = plan
         self.path = str(plan.path)
         gate = f", gate={task.gate}" if task.gate else ""
+        how = (
+            f"{hint}, or run again with --approve {task.id}"
+            if hint
+            else (f"approve with --approve {task.id}")
+        )
         super().__init__(
             f"{plan.path.name}: task {task.id} ({task.type}{gate}) "
-            f"{task.name or ''!s} needs a human; approve with --approve {task.id}"
+            f"{task.name or ''!s} needs a human; {how}"
         )
 
 
@@ -318,10 +345,12 @@ class StopRequested(LoopSignal):
 
 
 __all__ = [
+    "AnswerRefused",
     "CheckFailedError",
     "CheckpointPause",
     "ConfigError",
     "GraphvizMissingError",
+    "GuardRefused",
     "HaltError",
     "InvalidFileError",
     "InvalidPointError",

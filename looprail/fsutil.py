@@ -9,14 +9,16 @@ file (`contained_file`, `read_contained`)."""
 
 from __future__ import annotations
 
+# On the `render-hooks` start path (`ENTRY` in tests/cli/test_loop.py): what a call there does
+# not need is imported in the function that needs it.
 import errno
 import os
 import stat
-from pathlib import Path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
 
 def atomic_write(
@@ -25,6 +27,7 @@ def atomic_write(
     """Replace `path` with `data` in one step. `fsync` also forces the bytes to disk first
     (for stores that must survive a power loss, like the consent store)."""
     import tempfile  # not at import: the run path imports this module and may never write
+    from pathlib import Path  # not at import: a warm `render-hooks` reads its config only
 
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
@@ -48,6 +51,8 @@ def project_folder(
     """The project folder `value`, or a usage error naming it: the one check every command and
     library entry point makes before it reads a project. The name is shown escaped and cut (it
     may be hostile); `label` prefixes it (`"--project: "`)."""
+    from pathlib import Path  # not at import: a warm `render-hooks` reads its config only
+
     from looprail.errors import UsageError
     from looprail.textsafe import one_line
 
@@ -141,6 +146,8 @@ def require_inside(
     project: the line names the part of the path that is the symlink out, and its target. The
     path need not exist: what exists of it is followed, so a symlinked folder on the way is
     caught before anything is created under it."""
+    from pathlib import Path  # not at import: a warm `render-hooks` reads its config only
+
     from looprail.errors import OutsideProjectError
     from looprail.textsafe import one_line
 
@@ -184,6 +191,8 @@ def looprail_path(project: str | os.PathLike[str], *parts: str) -> Path:
     leads out of the project. The one way looprail names a path under `.looprail/` that it
     writes to or reads from, so a cloned project's links cannot send logs, worktrees or
     installed capabilities elsewhere."""
+    from pathlib import Path  # not at import: a warm `render-hooks` reads its config only
+
     from looprail.layout import project_path
 
     path = Path(project_path(project, *parts))
@@ -194,6 +203,7 @@ def looprail_path(project: str | os.PathLike[str], *parts: str) -> Path:
 def check_looprail_folders(project: str | os.PathLike[str]) -> None:
     """Refuse (one line) when `.looprail/` or any folder looprail keeps in it is a symlink out
     of the project: `looprail run` checks them all before it starts."""
+    # not at the top: the render-hooks entry loads this module (its import budget)
     from looprail.layout import LOOPRAIL_FOLDERS, project_path
 
     for name in ("", *LOOPRAIL_FOLDERS):
@@ -207,6 +217,8 @@ def contained_file(root: str | os.PathLike[str], path: str | os.PathLike[str]) -
     inside `root` once symlinks are followed, else None: the rule for every file whose text
     looprail puts into a prompt (a task's `read_first`, a phase's CONTEXT.md, a role brief).
     A link to `~/.aws/credentials` or `/proc/self/environ`, a FIFO, a device, a folder: None."""
+    from pathlib import Path  # not at import: a warm `render-hooks` reads its config only
+
     top = Path(root).resolve()
     given = Path(path)
     try:

@@ -14,11 +14,10 @@ Light on purpose: `os` and `re` only (`pathlib` is the caller's).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from pathlib import Path
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # pragma: no cover
-    from collections.abc import Sequence
-    from pathlib import Path
+from looprail.roadmap import read_roadmap, roadmap_section
 
 # point → the values a query check receives, in order. Points whose workflow dispatches no
 # generic gate get the phase number for a query and both the phase number and folder for a
@@ -104,8 +103,6 @@ def predicate_flags(
 def roadmap_req_ids(project: Path, phase_number: str) -> str:
     """The `**Requirements**:` line of the phase's ROADMAP.md section, as the host's
     `init plan-phase` reads it (`REQ-01, REQ-02`), or "" when there is none or it is TBD."""
-    from looprail.roadmap import read_roadmap, roadmap_section
-
     text = read_roadmap(project)
     section = roadmap_section(text, phase_number) if text is not None else None
     if section is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from functools import lru_cache
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
@@ -162,11 +163,91 @@ def plan_id_from_filename(name: str) -> str | None:
     return match.group(1) if match else None
 
 
+@lru_cache(maxsize=8192)
 def canonical_plan_id(token: str) -> str:
     """The comparison key of a plan id: zero padding and case do not make a different id
     (`01-02` == `1-2`, `02.1-01` == `2.1-1`)."""
     parts = re.split(r"([.-])", token.strip().lower())
     return "".join(str(int(p)) if p.isdigit() else p for p in parts)
+
+
+# A plan id that names its phase: `<phase>-<plan>` (`28-01`, `2.1-03-slug`).
+PLAN_ID_PATTERN = re.compile(r"(?P<phase>\d+[A-Za-z]?(?:\.\d+)*)-(?P<plan>.+)")
+# Compiled on first use (`re`'s own cache), not at import: case-insensitive patterns cost ~1 ms
+# to compile, and this module is on the `render-hooks` hot path, which never pairs plans.
+_REF_TOKEN = r"(?:\d{2,}[A-Z]?|\d[A-Z])(?:\.\d+)*"
+_REF_PLAN_TOKEN = r"(?:\d{2}(?!\d)[A-Z]?|\d[A-Z])(?:\.\d+)*"
+
+
+@lru_cache(maxsize=8192)
+def reference_canonical_id(plan_id: str) -> str:
+    """The reference's `extractCanonicalPlanId`: the first `<phase>-<NN>` pair of an id
+    (`15-01-error-handling` → `15-01`), else the id itself."""
+    parts = [p for p in plan_id.split("-") if p]
+    for i, part in enumerate(parts):
+        if re.fullmatch(_REF_TOKEN, part, re.I):
+            if i + 1 < len(parts) and re.fullmatch(_REF_PLAN_TOKEN, parts[i + 1], re.I):
+                return f"{part}-{parts[i + 1]}"
+            break
+    return plan_id
+
+
+class Summaries:
+    """A folder's file names with its SUMMARY files indexed by canonical plan id, built once
+    per listing: pairing every plan of a phase with its SUMMARY is then linear in the folder,
+    not quadratic (a phase of 640 plans is read again after every wave)."""
+
+    __slots__ = ("by_id", "present")
+
+    def __init__(self, names: list[str]):
+        self.present = set(names)
+        self.by_id: dict[str, tuple[int, str]] = {}  # canonical id -> (position, name): first
+        for at, name in enumerate(names):
+            if name.endswith("-SUMMARY.md"):
+                self.by_id.setdefault(canonical_plan_id(name[: -len("-SUMMARY.md")]), (at, name))
+
+
+def summary_of(
+    plan_file: str, names: list[str] | Summaries, phase: str
+) -> tuple[str | None, str | None]:
+    """The SUMMARY file of a plan file among a phase folder's file `names`, and a note when
+    only looprail pairs them. The reference's candidates first (`PLAN`→`SUMMARY`,
+    `<stem>-SUMMARY.md`, the canonical `<phase>-<NN>-SUMMARY.md`); then looprail's: zero
+    padding ignored (the first such file in the folder's order), and a short-named
+    `01-PLAN.md` paired with its phase's `28-01-SUMMARY.md`. The plan layer and `looprail
+    status` (`machine/project.py`) both pair by this. Pass `Summaries(names)` when pairing
+    many plans of one listing."""
+    index = names if isinstance(names, Summaries) else Summaries(names)
+    candidates, keys = _summary_keys(plan_file, phase)
+    for candidate in candidates:
+        if candidate in index.present:
+            return candidate, None
+    found = [index.by_id[key] for key in keys if key in index.by_id]
+    if found:
+        name = min(found)[1]
+        return name, f"{name} is read as this plan's SUMMARY; the reference does not pair them"
+    return None, None
+
+
+@lru_cache(maxsize=8192)
+def _summary_keys(plan_file: str, phase: str) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The SUMMARY names the reference pairs with `plan_file`, in its order, and the canonical
+    ids looprail also accepts (a pure function of the two names: a run asks after every wave)."""
+    base = plan_file.removesuffix(".md")
+    candidates = [re.sub("PLAN", "SUMMARY", base, count=1, flags=re.I) + ".md"]
+    candidates.append(base + "-SUMMARY.md")
+    extended = re.match(r"(\d+)-PLAN-(\d+)", base, re.I)
+    if extended:
+        candidates.append(f"{extended[1]}-{extended[2]}-SUMMARY.md")
+    stem = re.sub(r"-PLAN$", "", base, flags=re.I)
+    canonical = reference_canonical_id(stem)
+    if canonical != stem:
+        candidates.append(canonical + "-SUMMARY.md")
+    plan_id = plan_id_from_filename(plan_file) or stem
+    keys = {canonical_plan_id(plan_id), canonical_plan_id(reference_canonical_id(plan_id))}
+    if PLAN_ID_PATTERN.fullmatch(plan_id) is None:
+        keys.add(f"{canonical_plan_id(phase)}-{canonical_plan_id(plan_id)}")
+    return tuple(candidates), frozenset(keys)
 
 
 def phase_folders(project: str, phase: str) -> list[str]:

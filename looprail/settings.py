@@ -1,6 +1,8 @@
 """The `looprail` section of `.planning/config.json`, as one typed model: which runtime a run
 uses (`agent`), each agent's settings (`agents.<name>`), whether plans run in git worktrees
-(`worktrees`) and the timeouts per kind of work (`timeouts`). Every reader of the section goes
+(`worktrees`), whether the discuss step is a conversation on the user's terminal
+(`interactive`), the timeouts per kind of work (`timeouts`) and how many fix-up rounds a
+checkpoint's issues get (`checkpoint_rounds`). Every reader of the section goes
 through `looprail_settings`; a value that cannot be used is one `ConfigError` naming the key.
 
 A module of its own beside `looprail.config` (base layer): `config` is on the `render-hooks`
@@ -15,6 +17,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
+    StrictInt,
     StrictStr,
     ValidationError,
     field_validator,
@@ -22,6 +25,8 @@ from pydantic import (
 
 from looprail.errors import ConfigError
 from looprail.layout import PROJECT_CONFIG_FILE
+
+CHECKPOINT_ROUNDS = 3  # the default of `looprail.checkpoint_rounds`
 
 
 class Timeouts(BaseModel):
@@ -38,6 +43,9 @@ class Timeouts(BaseModel):
     task: float = Field(3600, gt=0)
     message: float = Field(60, gt=0)
     compact: float = Field(600, gt=0)
+    # An interactive session on the user's terminal (`run --interactive`): a conversation
+    # takes what it takes, so none unless set.
+    interactive: float | None = Field(None, gt=0)
 
     def for_kind(self, kind: str) -> float:
         return float(getattr(self, kind))
@@ -54,7 +62,13 @@ class LooprailSettings(BaseModel):
     agent: StrictStr | None = Field(None, min_length=1)
     agents: dict[str, dict[str, Any]] = Field(default_factory=dict)
     worktrees: StrictBool | None = None
+    # `run --interactive` by default: the discuss role talks with the user on the terminal.
+    interactive: StrictBool | None = None
     timeouts: Timeouts | None = None
+    # How many times a human-verify checkpoint's issues go to a fix-up executor call before
+    # the run halts (docs/loop.md, "Checkpoints"); `--checkpoint-rounds` overrides it.
+    # (None: `CHECKPOINT_ROUNDS`).
+    checkpoint_rounds: StrictInt | None = Field(None, ge=1)
 
     @field_validator("agents", mode="before")
     @classmethod
@@ -67,7 +81,9 @@ _TYPE_REASONS: dict[tuple[str, ...], str] = {
     ("agent",): "must be a runtime name",
     ("agents",): "must be an object",
     ("worktrees",): "must be true or false",
+    ("interactive",): "must be true or false",
     ("timeouts",): "must be an object",
+    ("checkpoint_rounds",): "must be a whole number of at least 1",
 }
 
 

@@ -10,14 +10,15 @@ Two layers, one rule (C0 controls, DEL and C1 controls become visible escapes):
   forgot `one_line` still cannot emit an escape sequence. looprail's own live status line
   writes through `write_trusted`.
 
-Only the standard library, and nothing imported at module load: this is on the CLI start path.
+Only the standard library.
 """
 
 from __future__ import annotations
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # pragma: no cover
-    from typing import TextIO
+import functools
+import re
+import sys
+from typing import TextIO
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
@@ -26,26 +27,16 @@ def _escape(ch: str) -> str:
     return _NAMED.get(ch) or f"\\x{ord(ch):02x}"
 
 
-# Compiled on first use (scanning long output with a regex is C-speed; a Python loop over
-# every character made `report --json` of a large run slow).
-_ANY_CONTROL = None  # C0, DEL, C1
-_BAD_CONTROL = None  # the same without newline and tab
-
-
-def _patterns():
-    global _ANY_CONTROL, _BAD_CONTROL
-    if _ANY_CONTROL is None or _BAD_CONTROL is None:
-        import re
-
-        _ANY_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
-        _BAD_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-    return _ANY_CONTROL, _BAD_CONTROL
+# Scanning long output with a regex is C-speed (a Python loop over every character made
+# `report --json` of a large run slow).
+_ANY_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # C0, DEL, C1
+_BAD_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # the same without newline and tab
 
 
 def one_line(text: object) -> str:
     """`text` on one line with every control character (newline included) escaped."""
     s = str(text)
-    pattern = _patterns()[0]
+    pattern = _ANY_CONTROL
     if pattern.search(s) is None:
         return s
     return pattern.sub(lambda m: _escape(m.group()), s)
@@ -54,7 +45,7 @@ def one_line(text: object) -> str:
 def multi_line(text: object) -> str:
     """`text` with newlines and tabs kept and every other control character escaped."""
     s = str(text)
-    pattern = _patterns()[1]
+    pattern = _BAD_CONTROL
     if pattern.search(s) is None:
         return s
     return pattern.sub(lambda m: _escape(m.group()), s)
@@ -64,27 +55,23 @@ def multi_line(text: object) -> str:
 # SafeStream lets these through whole; data containing one can at most colour that word, never
 # move the cursor or forge a line.
 _TRUSTED: set[str] = set()
-_trusted_pattern = None
 
 
 def trusted(painted: str) -> str:
     """Mark `painted` (looprail's own colour codes around a fixed word) as safe to print."""
-    global _trusted_pattern
-    if painted not in _TRUSTED:
-        _TRUSTED.add(painted)
-        _trusted_pattern = None
+    _TRUSTED.add(painted)
     return painted
 
 
-def _keep_trusted(text: str) -> str:
-    global _trusted_pattern
-    if _trusted_pattern is None:
-        import re
+@functools.cache
+def _trusted_pattern(spans: frozenset[str]) -> re.Pattern[str]:
+    alternatives = sorted(spans, key=len, reverse=True)
+    return re.compile("|".join(re.escape(t) for t in alternatives))
 
-        alternatives = sorted(_TRUSTED, key=len, reverse=True)
-        _trusted_pattern = re.compile("|".join(re.escape(t) for t in alternatives))
+
+def _keep_trusted(text: str) -> str:
     out, last = [], 0
-    for match in _trusted_pattern.finditer(text):
+    for match in _trusted_pattern(frozenset(_TRUSTED)).finditer(text):
         out += [multi_line(text[last : match.start()]), match.group()]
         last = match.end()
     out.append(multi_line(text[last:]))
@@ -119,8 +106,6 @@ class SafeStream:
 
 def install() -> tuple[object, object]:
     """Wrap `sys.stdout` and `sys.stderr`; returns the originals for `restore`."""
-    import sys
-
     saved = (sys.stdout, sys.stderr)
     if not isinstance(sys.stdout, SafeStream):
         sys.stdout = SafeStream(sys.stdout)
@@ -130,6 +115,4 @@ def install() -> tuple[object, object]:
 
 
 def restore(saved: tuple[object, object]) -> None:
-    import sys
-
     sys.stdout, sys.stderr = saved

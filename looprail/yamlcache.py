@@ -1,5 +1,6 @@
 """Parsed YAML frontmatter kept between runs, so that a `looprail run` whose PLAN.md and
-artifacts did not change neither imports PyYAML nor parses them again.
+artifacts did not change does not parse them again (and a reader of frontmatter alone, such as
+`looprail check`, does not import PyYAML).
 
 An entry is content-addressed: its name is a hash of the text and of everything that decides
 how the text parses (looprail's version, the files holding the parse rules: `yamlload.py` and
@@ -15,6 +16,8 @@ that nobody else can write.
 
 from __future__ import annotations
 
+# On the `render-hooks` start path (`ENTRY` in tests/cli/test_loop.py): what a call there does
+# not need is imported in the function that needs it.
 import hashlib
 import json
 import math
@@ -48,6 +51,7 @@ def exact_json(value: Any, depth: int = 0) -> bool:
 def _stamp(rules: str) -> str:
     """What decides how a text parses, besides the text: stat stamps of the rule files and of
     the installed PyYAML (found without importing it)."""
+    # not at the top: the render-hooks entry loads this module (its import budget)
     from importlib.util import find_spec
 
     from looprail._version import __version__
@@ -98,6 +102,7 @@ def cached(kind: str, rules: str, text: str, parse: Callable[[str], Any]) -> Any
 def _read(path: str) -> Any:
     """The entry at `path`, or None: only a regular file (never through a symlink, never a
     FIFO) owned by this user, in a folder of this user's that nobody else can write."""
+    # not at the top: the render-hooks entry loads this module (its import budget)
     import stat
 
     try:
@@ -115,6 +120,7 @@ def _read(path: str) -> Any:
 
 
 def _store(path: str, text: str, value: Any) -> None:
+    # not at the top: the render-hooks entry loads this module (its import budget)
     import stat
     import tempfile
 

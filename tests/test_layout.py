@@ -99,20 +99,19 @@ def test_hooks_layer_without_a_consent_function_fails_closed(tmp_path):
     project = tmp_path / "project"
     write_capability(project / ".looprail" / "capabilities", feature("p", skills=["s"]))
     raw = compiled.load_compiled(project, [], env={"HOME": str(tmp_path)}, use_cache=False)
-    assert raw["caps"]["p"]["active"] is False
-    assert raw["caps"]["p"]["inactiveReason"] == compiled.CONSENT_NOT_CHECKED
+    assert raw.capabilities["p"].active is False
+    assert raw.capabilities["p"].inactive_reason == compiled.CONSENT_NOT_CHECKED
     seen = []
 
     def consent(c, home, env):
-        seen.append(sorted(c["caps"]))
-        c["caps"]["p"]["consent"] = True
-        return c
+        seen.append(sorted(c.capabilities))
+        return c.replacing({"p": c.capabilities["p"]._replace(consent=True)})
 
     given = compiled.load_compiled(
         project, [], env={"HOME": str(tmp_path)}, use_cache=False, consent=consent
     )
-    assert seen == [["p"]] and given["caps"]["p"]["consent"] is True
-    assert given["caps"]["p"]["active"] is True
+    assert seen == [["p"]] and given.capabilities["p"].consent is True
+    assert given.capabilities["p"].active is True
 
 
 def test_layout_names_match_the_files_on_disk():

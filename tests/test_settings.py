@@ -27,6 +27,7 @@ def test_the_section_is_read_once_into_typed_fields():
                 "agents": {"claude": {"model": "x"}},
                 "worktrees": True,
                 "timeouts": {"task": 5},
+                "checkpoint_rounds": 2,
                 "later": "a key a newer looprail reads",
             }
         }
@@ -34,6 +35,7 @@ def test_the_section_is_read_once_into_typed_fields():
     assert settings.agent == "claude" and settings.worktrees is True
     assert settings.agents == {"claude": {"model": "x"}}
     assert settings.timeouts == Timeouts(task=5)
+    assert settings.checkpoint_rounds == 2
     assert registry.agent_name({"looprail": {"agent": "claude"}}) == "claude"
     assert registry.agent_section({"looprail": {"agents": {"claude": {"a": 1}}}}, "claude") == {
         "a": 1
@@ -52,6 +54,9 @@ def test_the_section_is_read_once_into_typed_fields():
         ({"timeouts": 3}, "looprail.timeouts", "must be an object"),
         ({"timeouts": {"task": 0}}, "looprail.timeouts.task", "greater than 0"),
         ({"timeouts": {"tsk": 1}}, "looprail.timeouts.tsk", "Extra inputs"),
+        ({"checkpoint_rounds": 0}, "looprail.checkpoint_rounds", "of at least 1"),
+        ({"checkpoint_rounds": "2"}, "looprail.checkpoint_rounds", "a whole number"),
+        ({"checkpoint_rounds": 1.5}, "looprail.checkpoint_rounds", "a whole number"),
     ],
 )
 def test_a_bad_value_is_one_line_naming_the_key(section, key, reason):
@@ -63,6 +68,11 @@ def test_a_bad_value_is_one_line_naming_the_key(section, key, reason):
     assert "\n" not in message
 
 
-@given(st.dictionaries(st.sampled_from(["agent", "agents", "worktrees", "timeouts"]), st.none()))
+@given(
+    st.dictionaries(
+        st.sampled_from(["agent", "agents", "worktrees", "timeouts", "checkpoint_rounds"]),
+        st.none(),
+    )
+)
 def test_null_values_are_unset(section):
     assert looprail_settings({"looprail": section}) == LooprailSettings()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# On the `render-hooks` start path (`ENTRY` in tests/cli/test_loop.py): what a call there does
+# not need is imported in the function that needs it.
 import json
 import sys
 
@@ -35,6 +37,7 @@ def add_project_options(parser: argparse.ArgumentParser) -> None:
 
 def project_folder(value: str, *, resolve: bool = False) -> Path:
     """The `--project` folder, or a usage error (exit 2) naming it (`fsutil.project_folder`)."""
+    # not at the top: the render-hooks entry loads this module (its import budget)
     from looprail.fsutil import project_folder as checked
 
     return checked(value, label="--project: ", resolve=resolve)
@@ -87,6 +90,7 @@ def project_of(args: argparse.Namespace) -> str:
 
 def phase_number(text: str) -> str:
     """argparse type of --phase: a phase number (1, 01, 2.1, 12A) or a usage error (exit 2)."""
+    # not at the top: the render-hooks entry loads this module (its import budget)
     from looprail.layout import normalize_phase_number
 
     if normalize_phase_number(text) is None:
@@ -127,6 +131,7 @@ def colour_on(stream: Any) -> bool:
             return False
     except (OSError, ValueError):  # a closed stream
         return False
+    # not at the top: the render-hooks entry loads this module (its import budget)
     from looprail.machine.progress import wants_escapes
 
     return wants_escapes(stream)
@@ -138,10 +143,12 @@ def paint(text: str, status: str, stream: Any = None) -> str:
     style = STYLES.get(status)
     if style is None or not colour_on(stream if stream is not None else sys.stdout):
         return text
+    # not at the top: the render-hooks entry loads this module (its import budget)
     from rich.console import Console
     from rich.text import Text
 
     console = Console(force_terminal=True, color_system="standard", no_color=False)
+    # not at the top: the render-hooks entry loads this module (its import budget)
     from looprail.textsafe import one_line, trusted
 
     with console.capture() as cap:

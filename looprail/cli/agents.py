@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+import json
+import os
 import sys
+from importlib.resources import files
+from pathlib import Path
+from types import SimpleNamespace
 
-from looprail.cli._common import add_project_options, add_project_positional
+from looprail.cli._common import (
+    add_project_options,
+    add_project_positional,
+    print_json,
+    project_folder,
+    project_of,
+)
+from looprail.config import load_project_config
+from looprail.errors import ConfigError, UsageError
+from looprail.fsutil import create_new
 from looprail.layout import (
     AGENTS_DIR,
     LOGS_DIR,
@@ -16,6 +30,14 @@ from looprail.layout import (
     ROLES_DIR,
     STATE_PATTERNS,
 )
+from looprail.machine.progress import plural
+from looprail.runtime.agents import ADAPTERS
+from looprail.runtime.git import git, git_program, is_git_repo
+from looprail.runtime.interactive import shown_argv, terminal_problem
+from looprail.runtime.process import find_program, run_bounded
+from looprail.runtime.registry import RuntimeSettings, agent_name, available, create_runtime
+from looprail.settings import looprail_settings
+from looprail.trust.agents import effective_agent
 
 GITIGNORE = "# looprail state (journal, run lock, transcripts, plan worktrees)\n" + "".join(
     f"{LOOPRAIL_DIR}/{pattern}\n" for pattern in STATE_PATTERNS
@@ -67,16 +89,6 @@ def register(sub) -> None:
 
 
 def init(args) -> int:
-    import json
-    from importlib.resources import files
-    from pathlib import Path
-
-    from looprail.errors import UsageError
-    from looprail.fsutil import create_new
-    from looprail.runtime.git import git, git_program, is_git_repo
-    from looprail.runtime.process import find_program
-    from looprail.runtime.registry import available
-
     if args.agent not in available():
         raise UsageError(f"unknown agent {args.agent!r}; choose one of: {', '.join(available())}")
     root = Path(args.dir)
@@ -147,8 +159,6 @@ def _add_state_patterns(ignore) -> bool:
     """Append looprail's state patterns to `.gitignore` (created when absent) unless they are
     there; never through a symlink (`O_NOFOLLOW`: a link planted since the check is refused
     by the kernel, not followed). True when the file was written."""
-    import os
-
     flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     fd = os.open(ignore, flags, 0o644)
     with os.fdopen(fd, "r+b") as fh:
@@ -160,15 +170,6 @@ def _add_state_patterns(ignore) -> bool:
 
 
 def doctor(args) -> int:
-    import os
-    from pathlib import Path
-
-    from looprail.cli._common import print_json, project_folder, project_of
-    from looprail.config import load_project_config
-    from looprail.runtime.git import git_program, is_git_repo
-    from looprail.runtime.process import find_program, run_bounded
-    from looprail.runtime.registry import agent_name, available
-
     project = project_folder(project_of(args))
     config, _ = load_project_config(project)
     name = agent_name(config, args.agent)
@@ -190,8 +191,6 @@ def doctor(args) -> int:
             if "settings" in c:
                 print(f"  settings: {c['settings']}")
         if problems:
-            from looprail.machine.progress import plural
-
             print(plural(problems, "problem"), file=sys.stderr)
         return 1 if problems else 0
 
@@ -201,11 +200,8 @@ def doctor(args) -> int:
             f"agent {name!r} is not a runtime here; choose one of: {', '.join(available())}",
         )
         return finish()
-    from looprail.runtime.agents import ADAPTERS
 
     if name in ADAPTERS:
-        from looprail.trust.agents import effective_agent
-
         adapter = ADAPTERS[name]()
         effective = effective_agent(project, config, name)  # what `run` would use
         settings = effective.settings
@@ -246,8 +242,6 @@ def doctor(args) -> int:
         if sources:
             checks[-1]["settings"] = sources
     elif name == "local":
-        from looprail.runtime.registry import RuntimeSettings, create_runtime
-
         runtime = create_runtime(name, RuntimeSettings(project=project))
         missing = [why for role in ROLES if (why := runtime.missing(AGENTS_DIR, role))]
         for why in missing:
@@ -269,4 +263,35 @@ def doctor(args) -> int:
         )
     else:
         say("ok", "git: parallel plans each get a worktree")
+    talk = _interactive_check(project, config, name)
+    if talk is not None:
+        say(*talk)
     return finish()
+
+
+def _interactive_check(project, config, name: str) -> tuple[str, str] | None:
+    """What `run --interactive` would hand the terminal to, and whether a run here can (with
+    `looprail.interactive` on, a run without a terminal refuses)."""
+    if name in ADAPTERS:
+        settings = effective_agent(project, config, name).settings
+        request = SimpleNamespace(kind="phase", name="discuss", verdict=None)
+        argv = ADAPTERS[name]().interactive_argv("<prompt>", request, settings, git=True)  # type: ignore[arg-type]
+        how = shown_argv(argv, "<prompt>")
+    elif name == "local":
+        how = f"{LOOPRAIL_DIR}/{AGENTS_DIR}/orchestrator, the request in $LOOPRAIL_REQUEST_FILE"
+    else:
+        return None
+    try:
+        on = looprail_settings(config).interactive
+    except ConfigError as exc:
+        return "problem", str(exc)
+    if not on:
+        return "ok", f"interactive discuss (run --interactive): {how}, on your terminal"
+    problem = terminal_problem()
+    if problem is not None:
+        return (
+            "warning",
+            f"looprail.interactive is on ({how}), and {problem}: a run from here refuses "
+            "(exit 2) unless given --no-interactive",
+        )
+    return "ok", f"looprail.interactive is on: the discuss step talks with you here ({how})"

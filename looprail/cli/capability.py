@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 
 from looprail.cli._common import (
     add_project_options,
@@ -12,7 +15,41 @@ from looprail.cli._common import (
     project_folder,
     warn,
 )
-from looprail.layout import LOOPRAIL_DIR
+from looprail.config import load_project_config
+from looprail.errors import Issue, LooprailError, ManifestError, UsageError
+from looprail.fsutil import looprail_path
+from looprail.hooks.manifest import (
+    ID_PATTERN,
+    grammar_warnings,
+    parse_manifest_bytes,
+    validate_manifest,
+)
+from looprail.hooks.native.config import global_hooks_path, project_hooks_path, read_hooks_file
+from looprail.hooks.registry import (
+    FIRST_PARTY,
+    FailedCapability,
+    LoadedCapability,
+    Root,
+    load_registry,
+    search_roots,
+)
+from looprail.layout import CAPABILITIES_DIR, LOOPRAIL_DIR, looprail_home
+from looprail.machine.progress import plural
+from looprail.points import POINTS
+from looprail.runtime.agent_settings import GUARDED
+from looprail.runtime.agents import ADAPTERS
+from looprail.runtime.registry import agent_name
+from looprail.trust import apply_consent, copy_folder, folder_hash, grant, is_trusted
+from looprail.trust.agents import effective_agent
+from looprail.trust.audit import (
+    Audit,
+    CapabilityAudit,
+    audit_hooks_file,
+    audit_registry,
+    capability_surfaces,
+    render_text,
+    suspect_surfaces,
+)
 
 
 def register(sub) -> None:
@@ -95,18 +132,9 @@ def register(sub) -> None:
 
 
 def _registry_for(args):
-    from pathlib import Path
-
-    from looprail.config import load_project_config
-    from looprail.hooks.registry import FIRST_PARTY, Root, load_registry
-
     config, _ = load_project_config(args.project)
     if not getattr(args, "dirs", None):
-        from looprail.trust import apply_consent
-
-        registry = load_registry(args.project, args.capabilities, config=config)
-        apply_consent(registry)
-        return registry
+        return apply_consent(load_registry(args.project, args.capabilities)), config
     roots = []
     singles: list[Path] = []
     for d in args.dirs:
@@ -120,33 +148,25 @@ def _registry_for(args):
         elif is_folder:
             roots.append(Root(path, FIRST_PARTY))
         else:
-            from looprail.errors import UsageError
-
             shown = d if len(d) <= 200 else d[:200] + "…"
             raise UsageError(f"{shown}: not a capability folder or a folder of capabilities")
-    registry = load_registry(args.project, roots=roots, config=config)
+    registry = load_registry(args.project, roots=roots)
     for folder in singles:
-        from looprail.hooks.manifest import validate_manifest
-        from looprail.hooks.registry import FailedCapability, LoadedCapability
-
         file = str(folder / "capability.json")
         cap, data, issues = validate_manifest(
             (folder / "capability.json").read_bytes(), file, folder
         )
         if cap is None or data is None:  # data is None exactly when cap is
-            registry.failed.append(FailedCapability(folder.name, file, FIRST_PARTY, issues))
-        else:
-            registry.capabilities.setdefault(
-                cap.id, LoadedCapability(cap, data, folder, FIRST_PARTY)
-            )
-    return registry
+            failed = FailedCapability(folder.name, file, FIRST_PARTY, tuple(issues))
+            registry = registry._replace(failed=(*registry.failed, failed))
+        elif cap.id not in registry.capabilities:
+            registry = registry.replacing({cap.id: LoadedCapability(data, folder, FIRST_PARTY)})
+    return registry, config
 
 
 def validate(args) -> int:
-    from looprail.hooks.manifest import grammar_warnings
-    from looprail.machine.progress import plural
 
-    registry = _registry_for(args)
+    registry, _ = _registry_for(args)
     issues = registry.issues
     # Valid but refused at dispatch: warnings, never a failure (the reference accepts them).
     grammar = [
@@ -177,9 +197,8 @@ def validate(args) -> int:
 
 
 def list_capabilities(args) -> int:
-    from looprail.points import POINTS
 
-    registry = _registry_for(args)
+    registry, config = _registry_for(args)
     rows = []
     for cid in sorted(registry.capabilities):
         lc = registry.capabilities[cid]
@@ -194,8 +213,8 @@ def list_capabilities(args) -> int:
                 "role": m.role,
                 "origin": lc.origin,
                 "points": points,
-                "active": lc.active,
-                "reason": lc.inactive_reason,
+                "active": registry.why_inactive(cid, config) is None,
+                "reason": registry.why_inactive(cid, config),
                 "source": str(lc.source),
             }
         )
@@ -232,13 +251,6 @@ def list_capabilities(args) -> int:
 
 
 def remove(args) -> int:
-    import shutil
-    from pathlib import Path
-
-    from looprail.errors import UsageError
-    from looprail.fsutil import looprail_path
-    from looprail.layout import CAPABILITIES_DIR, looprail_home
-
     if args.global_:
         base = Path(looprail_home()) / CAPABILITIES_DIR
     else:  # never through a `.looprail/capabilities` linked out of the project
@@ -258,12 +270,8 @@ def remove(args) -> int:
 
 
 def audit(args) -> int:
-    from pathlib import Path
 
-    from looprail.errors import UsageError
-    from looprail.trust.audit import audit_registry, render_text
-
-    registry = _registry_for(args)
+    registry, config = _registry_for(args)
     known = set(registry.capabilities) | {f.id for f in registry.failed}
     unknown = [i for i in args.ids if i not in known]
     if unknown:
@@ -272,7 +280,7 @@ def audit(args) -> int:
             f"(found: {', '.join(sorted(known)) or 'none'})"
         )
     hooks_files = [] if args.ids else _native_hooks_audits(Path(args.project))
-    result = audit_registry(registry, args.ids, hooks_files=hooks_files)
+    result = audit_registry(registry, args.ids, hooks_files=hooks_files, config=config)
     for w in registry.warnings:
         warn(w)
     agent = None if args.ids else _agent_audit(Path(args.project))
@@ -293,12 +301,6 @@ def _agent_audit(project):
     """The agent a run would use, as `run` computes it (`effective_agent`): every flag, where
     each guarded setting came from, and what a run would refuse. None for a runtime that is
     not an agent CLI."""
-    from looprail.config import load_project_config
-    from looprail.runtime.agent_settings import GUARDED
-    from looprail.runtime.agents import ADAPTERS
-    from looprail.runtime.registry import agent_name
-    from looprail.trust.agents import effective_agent
-
     config, _ = load_project_config(project)
     name = agent_name(config)
     if name not in ADAPTERS:
@@ -316,14 +318,6 @@ def _agent_audit(project):
 def _native_hooks_audits(project):
     """Audits of the global and the project hooks.json (those that exist). The project file is
     read for its audit even when it is not trusted: reading runs nothing."""
-    from looprail.hooks.native.config import (
-        global_hooks_path,
-        project_hooks_path,
-        read_hooks_file,
-    )
-    from looprail.trust import is_trusted
-    from looprail.trust.audit import audit_hooks_file
-
     out = []
     global_path = global_hooks_path()
     project_path = project_hooks_path(project)
@@ -342,16 +336,6 @@ def _native_hooks_audits(project):
 
 
 def install(args) -> int:
-    import shutil
-    import tempfile
-    from pathlib import Path
-
-    from looprail.errors import LooprailError, UsageError
-    from looprail.fsutil import looprail_path
-    from looprail.layout import CAPABILITIES_DIR, looprail_home
-    from looprail.trust import copy_folder, folder_hash, grant
-    from looprail.trust.audit import Audit, CapabilityAudit, capability_surfaces, render_text
-
     source = Path(args.dir)
     manifest = source / "capability.json"
     if not source.is_dir() or not manifest.is_file():
@@ -415,9 +399,6 @@ def install(args) -> int:
 
 
 def _declared_id(manifest) -> str:
-    from looprail.errors import Issue, ManifestError
-    from looprail.hooks.manifest import ID_PATTERN, parse_manifest_bytes
-
     file = str(manifest)
     try:
         raw = manifest.read_bytes()
@@ -435,11 +416,6 @@ def _declared_id(manifest) -> str:
 def _validate_staged(args, staged, origin: str, target, source):
     """Validate the staged copy merged with the search path, as it will load; problems name
     the files of `source`, not of the staged copy."""
-    from looprail.config import load_project_config
-    from looprail.errors import Issue, LooprailError, ManifestError
-    from looprail.hooks.registry import Root, load_registry, search_roots
-
-    config, _ = load_project_config(args.project)
     file = str(staged / "capability.json")
     roots = []
     for root in search_roots(args.project, args.capabilities):
@@ -447,7 +423,7 @@ def _validate_staged(args, staged, origin: str, target, source):
             # Same trust rank as its destination, and ahead of a copy --force replaces.
             roots.append(Root(staged.parent, origin))
         roots.append(root)
-    registry = load_registry(args.project, roots=roots, config=config)
+    registry = load_registry(args.project, roots=roots)
     shown = str(source / "capability.json")
     failed = [f for f in registry.failed if f.file == file]
     if failed:
@@ -469,9 +445,6 @@ def _validate_staged(args, staged, origin: str, target, source):
 
 
 def _refuse_suspects(cap_audit, file: str) -> None:
-    from looprail.errors import Issue, ManifestError
-    from looprail.trust.audit import suspect_surfaces
-
     suspects = suspect_surfaces(cap_audit.surfaces)
     if suspects:
         raise ManifestError([Issue(file, s.where, f"{s.runs}: {s.refused}") for s in suspects])
@@ -479,8 +452,6 @@ def _refuse_suspects(cap_audit, file: str) -> None:
 
 def confirm(args, question: str) -> bool:
     """`--yes`, or ask on a terminal; without a terminal and without --yes, refuse."""
-    from looprail.errors import LooprailError
-
     if args.yes:
         return True
     if not sys.stdin.isatty():

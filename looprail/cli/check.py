@@ -7,7 +7,18 @@ predicate; 2 for a bad command line. The failure reason is one line on stderr.
 
 from __future__ import annotations
 
-from looprail.cli._common import add_project_options, group, project_folder
+from pathlib import Path
+
+from looprail.cli._common import add_project_options, group, print_json, project_folder
+from looprail.config import load_project_config_strict
+from looprail.errors import UsageError
+from looprail.hooks.checks import (
+    CheckContext,
+    CheckError,
+    CheckFailedError,
+    evaluate_predicate_json,
+)
+from looprail.plans.phase import find_phase, list_phases, normalize_phase_number
 
 
 def register(sub) -> None:
@@ -40,18 +51,6 @@ def register(sub) -> None:
 
 
 def _predicate(args) -> int:
-    from pathlib import Path
-
-    from looprail.cli._common import print_json
-    from looprail.config import load_project_config_strict
-    from looprail.errors import UsageError
-    from looprail.hooks.checks import (
-        CheckContext,
-        CheckError,
-        CheckFailedError,
-        evaluate_predicate_json,
-    )
-
     project = project_folder(args.project, resolve=True)
     phase_dir: Path | None
     if args.phase_dir:
@@ -83,9 +82,6 @@ def _predicate(args) -> int:
 def find_phase_dir(project, phase: str):
     """The folder of phase `phase` (`1`, `01`, `2.1`), None when the project has none; several
     folders for one phase are an error."""
-    from looprail.errors import UsageError
-    from looprail.plans.phase import find_phase, list_phases, normalize_phase_number
-
     wanted = normalize_phase_number(phase)
     if wanted is None:
         raise UsageError(f"--phase: {phase!r} is not a phase number")

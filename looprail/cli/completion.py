@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import sys
 
+import shtab
+
+from looprail.cli.app import build_parser
+
 SHELLS = ("bash", "zsh", "tcsh")
 
 
@@ -21,9 +25,5 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    import shtab
-
-    from looprail.cli import build_parser
-
     sys.stdout.write(shtab.complete(build_parser(), shell=args.shell))
     return 0

@@ -3,9 +3,15 @@ Mermaid."""
 
 from __future__ import annotations
 
+import argparse
 import sys
+from pathlib import Path
 
-from looprail.cli._common import add_flavor_option, add_project_options
+from looprail.cli._common import add_flavor_option, add_project_options, warn
+from looprail.diagrams import is_project, load_graph, write_atomic
+from looprail.diagrams.regenerate import main
+from looprail.diagrams.render import format_for, render, require_dot
+from looprail.errors import UsageError
 
 DESCRIPTION = """\
 Draw the loop: the compiled state machine (discuss → plan → execute{waves} → verify → ship),
@@ -29,8 +35,6 @@ examples:
 
 
 def register(sub) -> None:
-    import argparse
-
     p = sub.add_parser(
         "diagram",
         help="draw the loop, a project's hooks and a run (svg, png, dot, mermaid)",
@@ -77,15 +81,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from looprail.cli._common import warn
-    from looprail.errors import UsageError
-
     if args.regenerate_docs:
-        from looprail.diagrams.regenerate import main
-
         return main()
-    from looprail.diagrams import is_project, load_graph
-    from looprail.diagrams.render import format_for, render, require_dot
 
     fmt = format_for(args.format, args.output)
     if fmt in ("svg", "png"):
@@ -108,10 +105,6 @@ def run(args) -> int:
         warn(w)
     blob = render(graph, fmt)
     if args.output:
-        from pathlib import Path
-
-        from looprail.diagrams import write_atomic
-
         target = Path(args.output)
         if target.is_dir():
             raise UsageError(f"{args.output}: is a folder, not a file")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +15,17 @@ from looprail.cli._common import (
     print_json,
     warn,
 )
+from looprail.errors import Issue
+from looprail.hooks.native.config import (
+    NativeHook,
+    check_across_files,
+    global_hooks_path,
+    load_native_hooks,
+    project_hooks_path,
+    read_hooks_file,
+)
 from looprail.layout import LOOPRAIL_DIR
+from looprail.trust import is_trusted
 
 if TYPE_CHECKING:
     from looprail.hooks.native.config import CatalogEntry, HooksFile
@@ -52,13 +63,6 @@ def register(sub) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from looprail.hooks.native.config import (
-        check_across_files,
-        global_hooks_path,
-        project_hooks_path,
-        read_hooks_file,
-    )
-
     global_path = global_hooks_path()
     files: tuple[HooksFile, ...]
     if args.files:
@@ -121,10 +125,6 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _missing_as_invalid(hooks_file: HooksFile) -> HooksFile:
-    from dataclasses import replace
-
-    from looprail.errors import Issue
-
     issue = Issue(str(hooks_file.path), "$", "cannot read (no such file)")
     return replace(hooks_file, status="invalid", issues=(issue,))
 
@@ -133,12 +133,6 @@ def _missing_as_invalid(hooks_file: HooksFile) -> HooksFile:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from looprail.hooks.native.config import (
-        load_native_hooks,
-        project_hooks_path,
-        read_hooks_file,
-    )
-
     project = Path(args.project)
     trusted = _project_trusted(project)
     hooks = load_native_hooks(project, trusted=bool(trusted))
@@ -192,8 +186,6 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _entry_row(entry: CatalogEntry, via: str | None, *, active: bool) -> dict[str, Any]:
-    from looprail.hooks.native.config import NativeHook
-
     if not active:
         enabled = "no (project not trusted)"
     elif entry.kind == "preset":
@@ -224,8 +216,6 @@ def _project_trusted(project: Path) -> bool:
     """Has the user consented (`looprail trust`) to exactly the current bytes of the project's
     hooks.json? Anything else, a broken consent store included, means untrusted: that only
     ever hides project hooks, never runs an unapproved one."""
-    from looprail.trust import is_trusted
-
     try:
         return is_trusted(project)
     except Exception:

@@ -5,6 +5,7 @@ history, exit 0); `report` has nothing to report and says so (exit 1)."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 from pathlib import Path
@@ -12,15 +13,19 @@ from pathlib import Path
 from looprail.cli._common import (
     add_project_options,
     add_project_positional,
+    paint,
     print_json,
     project_folder,
     project_of,
 )
+from looprail.errors import LooprailError
+from looprail.layout import PHASES_DIR, ROADMAP_FILE, log_of
+from looprail.machine.project import journal_runs, project_phases
+from looprail.store import report_data, summary
+from looprail.store.lock import lock_holder
+from looprail.store.schema import NoJournalError
+from looprail.store.summary import format_duration, headers, journal_file, open_journal, reading
 from looprail.textsafe import one_line
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import argparse
 
 
 def register(sub) -> None:
@@ -64,55 +69,6 @@ def register(sub) -> None:
     report.set_defaults(handler=_report)
 
 
-def fast_args(argv: list[str]):
-    """`status`, `history` and `report` arguments read without argparse (importing it and
-    building the parser costs these commands more than their work), or None when argv needs
-    argparse (help, -v, an unknown flag, a missing value, too many arguments). Same meaning as
-    `register`'s definitions; a test checks the two agree."""
-    from types import SimpleNamespace
-
-    handlers = {"status": _status, "history": _history, "report": _report}
-    if not argv or argv[0] not in handlers:
-        return None
-    ns = SimpleNamespace(
-        command=argv[0], project=".", capabilities=[], json=False, handler=handlers[argv[0]]
-    )
-    positionals: list[str] = []
-    rest = argv[1:]
-    i = 0
-    while i < len(rest):
-        arg = rest[i]
-        name, eq, value = arg.partition("=")
-        if arg == "--json":
-            ns.json = True
-        elif arg in ("-q", "--quiet"):
-            ns.quiet = True
-        elif name in ("--project", "--capabilities"):
-            if not eq:
-                if i + 1 >= len(rest) or rest[i + 1].startswith("-"):
-                    return None
-                value = rest[i + 1]
-                i += 1
-            if name == "--project":
-                ns.project = value
-            else:
-                ns.capabilities.append(value)
-        elif arg.startswith("-"):
-            return None
-        else:
-            positionals.append(arg)
-        i += 1
-    if argv[0] == "report":
-        if len(positionals) > 2:
-            return None
-        ns.first, ns.run = ([*positionals, None, None])[:2]
-    else:
-        if len(positionals) > 1:
-            return None
-        ns.project_pos = positionals[0] if positionals else None
-    return ns
-
-
 def project_and_run(args: argparse.Namespace) -> tuple[str, str | None]:
     """`[PROJECT] [RUN]`: with one argument, a folder is the project and anything else the run
     (`looprail report abc123` keeps working)."""
@@ -124,8 +80,6 @@ def project_and_run(args: argparse.Namespace) -> tuple[str, str | None]:
 
 def _status(args: argparse.Namespace) -> int:
     # SQL aggregates, no task rows, no pydantic: cheap on a journal of any size.
-    from looprail.store import summary
-    from looprail.store.lock import lock_holder
 
     project = project_of(args)
     conn = _open_summary(project)
@@ -145,8 +99,6 @@ def _status(args: argparse.Namespace) -> int:
     interrupted = crashed or bool(
         header and run_status == "halted" and (header["haltReason"] or "").startswith("interrupted")
     )
-
-    from looprail.layout import log_of
 
     log = log_of(header["haltReason"]) if header else None
     phases = _project_phases(project, conn is not None)
@@ -180,7 +132,6 @@ def _status(args: argparse.Namespace) -> int:
         if holder is not None:
             print(f"lock: held by {holder.describe()}")
         return 0
-    from looprail.cli._common import paint
 
     status = paint(header["status"], header["status"])
     if live:
@@ -219,12 +170,8 @@ def _status(args: argparse.Namespace) -> int:
 def _project_phases(project: str, has_journal: bool) -> list:
     """The project's phases (ROADMAP order) with where each stands, for `status`; none when the
     folder is not a project or its phases cannot be read (status still says what it can)."""
-    from looprail.layout import PHASES_DIR, ROADMAP_FILE
-
     if not any(os.path.exists(os.path.join(project, p)) for p in (PHASES_DIR, ROADMAP_FILE)):
         return []  # not a project with phases: nothing more to import
-    from looprail.errors import LooprailError
-    from looprail.machine.project import journal_runs, project_phases
 
     try:
         return project_phases(project, journal_runs(Path(project)) if has_journal else None)
@@ -241,10 +188,6 @@ def _phases_line(phases: list) -> str:
 
 def _open_summary(project: str):
     """The journal as a plain connection, or None when the project has none."""
-    from looprail.fsutil import project_folder
-    from looprail.store.schema import NoJournalError
-    from looprail.store.summary import open_journal
-
     try:
         return open_journal(project_folder(project))
     except NoJournalError:
@@ -252,8 +195,6 @@ def _open_summary(project: str):
 
 
 def _history(args: argparse.Namespace) -> int:
-    from looprail.store.summary import format_duration, headers, journal_file, reading
-
     project = project_of(args)
     conn = _open_summary(project)
     runs = []
@@ -292,8 +233,6 @@ def _report(args: argparse.Namespace) -> int:
     project_folder(project)
     if args.json:
         # Straight from SQL to JSON: the report kinds of events only, no pydantic.
-        from looprail.store import report_data, summary
-
         path = summary.journal_file(project)
         conn = summary.open_journal(project)
         with contextlib.closing(conn), summary.reading(path):
@@ -302,6 +241,8 @@ def _report(args: argparse.Namespace) -> int:
         data["projectPhases"] = [p.as_json() for p in _project_phases(project, True)]
         print_json(data)
         return 0
+    # The typed report (pydantic models) only for the text form: status, history and
+    # `report --json` are read straight from SQL, and are what hosts poll.
     from looprail.store import Journal, JournalError, build_report, render_report_text
 
     with Journal.open_readonly(Path(project)) as journal:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
-from looprail.cli._common import add_flavor_option, add_project_options, phase_number
+from looprail.cli._common import add_flavor_option, add_project_options, phase_number, print_json
 from looprail.layout import LOOPRAIL_DIR
+from looprail.lint import lint_project, render_text
 
 DESCRIPTION = f"""\
 Check PROJECT without running anything: capability manifests (every issue), artifacts consumed
@@ -21,8 +23,6 @@ there is an error, 0 otherwise.
 
 
 def register(sub) -> None:
-    import argparse
-
     p = sub.add_parser(
         "lint",
         help="check a project's capabilities, gates and plans before running (exit 1 on errors)",
@@ -53,9 +53,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from looprail.cli._common import print_json
-    from looprail.lint import lint_project, render_text
-
     project = args.project_pos or args.project
     report = lint_project(
         project,

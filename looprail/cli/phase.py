@@ -7,8 +7,11 @@ looprail phase plan-index N [--raw]
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from looprail.cli._common import add_project_options, group, print_json, warn
+from looprail.plans import list_phases, load_phase, plan_index
+from looprail.plans.phase import two_folders_message
 
 
 def register(sub) -> None:
@@ -38,9 +41,6 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
 
 def _plan_index(args: argparse.Namespace) -> int:
-    from looprail.plans import load_phase, plan_index
-    from looprail.plans.phase import list_phases, two_folders_message
-
     # Of two folders for one phase, the index shows the one the reference reads, and says so
     # (`run` refuses until they are one).
     phase = load_phase(args.project, args.phase, as_reference=True)
@@ -90,8 +90,6 @@ def _print_index(index: dict) -> None:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from looprail.plans import list_phases
-
     phases = list_phases(args.project)
     if args.raw:
         print_json(
@@ -109,8 +107,6 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _relative(path, project: str) -> str:
-    from pathlib import Path
-
     try:
         return Path(path).resolve().relative_to(Path(project).resolve()).as_posix()
     except ValueError:

@@ -15,10 +15,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from looprail.cli import main as looprail
+
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from looprail.cli import main as looprail
-
     files = [Path(f) for f in (sys.argv[1:] if argv is None else argv)]
     folders = list(dict.fromkeys(str(f.parent) for f in files if f.name == "capability.json"))
     hooks = [str(f) for f in files if f.name == "hooks.json"]

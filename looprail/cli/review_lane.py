@@ -3,7 +3,21 @@ that opts in with `supportsReviewerLanes: true` (see `looprail.trust.reviewer`).
 
 from __future__ import annotations
 
-from looprail.cli._common import add_project_options, group
+import sys
+
+from looprail.cli._common import add_project_options, group, print_json, warn
+from looprail.config import load_project_config
+from looprail.trust import load_compiled
+from looprail.trust.reviewer import (
+    INVALID_PATHS,
+    MAX_PATHS_BYTES,
+    DispatchRequest,
+    DispatchResult,
+    lanes_of,
+    parse_slugs,
+)
+from looprail.trust.reviewer import dispatch_step as dispatch
+from looprail.trust.reviewer import explicit_from_argv as from_argv
 
 
 def register(sub) -> None:
@@ -46,24 +60,15 @@ def register(sub) -> None:
 
 
 def _lanes(args):
-    from looprail.config import load_project_config
-    from looprail.hooks.registry import load_registry
-    from looprail.trust import apply_consent
-    from looprail.trust.reviewer import lanes_of
 
     config, warnings = load_project_config(args.project)
-    registry = load_registry(args.project, args.capabilities, config=config)
-    apply_consent(registry)
-    return lanes_of(registry), config, warnings
+    caps = load_compiled(args.project, args.capabilities)
+    return lanes_of(caps, config), config, warnings, caps
 
 
 def _read_paths() -> tuple[str, ...] | None:
     """One path per line from stdin (blank lines skipped, a CRLF line ending accepted); None
     when unreadable."""
-    import sys
-
-    from looprail.trust.reviewer import MAX_PATHS_BYTES
-
     if sys.stdin is None or sys.stdin.isatty():
         return ()
     raw = sys.stdin.buffer.read(MAX_PATHS_BYTES + 1)
@@ -78,20 +83,11 @@ def _read_paths() -> tuple[str, ...] | None:
 
 
 def dispatch_step(args) -> int:
-    from looprail.cli._common import print_json, warn
-    from looprail.trust import load_compiled
-    from looprail.trust.reviewer import (
-        INVALID_PATHS,
-        DispatchRequest,
-        DispatchResult,
-        parse_slugs,
-    )
-    from looprail.trust.reviewer import dispatch_step as dispatch
 
     if args.cap_id and not args.point:
         warn("review-lane dispatch-step: --cap-id without --point; nothing runs")
     paths = _read_paths()
-    lanes, config, config_warnings = _lanes(args)
+    lanes, config, config_warnings, compiled = _lanes(args)
     for w in config_warnings:
         warn(w)
     request = DispatchRequest(
@@ -105,7 +101,6 @@ def dispatch_step(args) -> int:
         run_dir=args.run_dir,
         cwd=args.cwd,
     )
-    compiled = load_compiled(args.project, args.capabilities)
     result: DispatchResult = dispatch(request, compiled=compiled, config=config, lanes=lanes)
     if paths is None and result.reason == INVALID_PATHS:
         warn("review-lane dispatch-step: the file list on stdin is not UTF-8 or too large")
@@ -128,8 +123,7 @@ def _print_summary(result) -> None:
 
 
 def explicit_from_argv(args) -> int:
-    from looprail.trust.reviewer import explicit_from_argv as from_argv
 
-    lanes, _, _ = _lanes(args)
+    lanes, _, _, _ = _lanes(args)
     print(",".join(from_argv(args.argv, lanes)))
     return 0

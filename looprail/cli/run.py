@@ -2,23 +2,44 @@
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import math
 import sys
+from pathlib import Path
 
-from looprail.cli._common import FLAVORS, add_flavor_option, add_project_options, phase_number
-from looprail.layout import LOGS_DIR, LOOPRAIL_DIR
+from looprail.cli._common import (
+    add_flavor_option,
+    add_project_options,
+    paint,
+    phase_number,
+    print_json,
+)
+from looprail.cli.journal import project_and_run
+from looprail.errors import LooprailError, UsageError
+from looprail.layout import LOGS_DIR, LOOPRAIL_DIR, log_of, normalize_phase_number
+from looprail.machine.answers import check_answer, is_task_id
+from looprail.machine.dask_executor import DaskExecutor, parse_executor
+from looprail.machine.dryrun import dry_run, dry_run_plan
+from looprail.machine.interactive import interactive_options
+from looprail.machine.progress import Progress, fmt_duration, plural
+from looprail.machine.project import journal_runs, pending, project_phases, run_project, run_spent
+from looprail.machine.run import RunOptions
+from looprail.machine.session import default_jobs, load_project, run_phase, run_settings
 from looprail.points import POINTS
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import argparse
-    from typing import Any
+from looprail.runtime.local import resolve_host_tool
+from looprail.runtime.process import prestart_guard_server
+from looprail.store import Journal
+from looprail.textsafe import one_line
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--autonomous",
         action="store_true",
-        help='approve checkpoint tasks automatically (except gate="blocking-human")',
+        help="pass checkpoints as the reference's auto-mode does: human-verify and tdd-review "
+        'approve, a decision takes its first option; a human-action and gate="blocking-human" '
+        "still stop",
     )
     p.add_argument(
         "--approve",
@@ -26,6 +47,22 @@ def _common(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="TASK",
         help="approve one checkpoint task (e.g. 01-02/T3); repeatable",
+    )
+    p.add_argument(
+        "--answer",
+        action="append",
+        default=[],
+        metavar="TASK=TEXT",
+        help="answer a checkpoint task: \"approved\" (or the plan's own word), a decision's "
+        "option id, or a human-verify's issues to fix (e.g. 01-02/T3=clerk); repeatable",
+    )
+    p.add_argument(
+        "--checkpoint-rounds",
+        type=int,
+        default=None,
+        metavar="N",
+        help="fix-up rounds a checkpoint's issues get before the run halts (default: "
+        "looprail.checkpoint_rounds in .planning/config.json, else 3)",
     )
     p.add_argument(
         "--jobs",
@@ -72,6 +109,15 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="halt (resumable) before starting more agent work once the run has spent X USD "
         "(--through/--all: once all its phases together have)",
     )
+    p.add_argument(
+        "--interactive",
+        action=_boolean_optional(),
+        default=None,
+        help="the discuss step is a conversation: the agent CLI's interactive mode (the local "
+        "runtime's orchestrator) gets this terminal, and the loop goes on once the session ends "
+        "with CONTEXT.md written (exit 2 without a terminal); default: looprail.interactive in "
+        ".planning/config.json, else off",
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="only the final summary")
     p.add_argument(
         "--json",
@@ -86,10 +132,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     add_flavor_option(p)
 
 
-def _positive_float(text: str) -> float:
-    import argparse
-    import math
+def _boolean_optional():
+    return argparse.BooleanOptionalAction
 
+
+def _positive_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -97,111 +144,6 @@ def _positive_float(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
     return value
-
-
-# Options of `run`/`resume` that `fast_args` reads: flags, then options taking one value.
-_FLAGS = {
-    "--autonomous": "autonomous",
-    "--accept-changes": "accept_changes",
-    "--no-journal": "no_journal",
-    "--json": "json",
-    "--quiet": "quiet",
-    "-q": "quiet",
-}
-_RUN_FLAGS = {"--dry-run": "dry_run", "--new": "new"}
-_VALUES = {
-    "--jobs": "jobs",
-    "--host-tool": "host_tool",
-    "--executor": "executor",
-    "--agent": "agent",
-    "--budget-usd": "budget_usd",
-    "--project": "project",
-    "--flavor": "flavor",
-    "--approve": "approve",
-    "--capabilities": "capabilities",
-    "--phase": "phase",
-}
-
-
-def fast_args(argv: list[str]) -> Any:
-    """`run`/`resume` arguments read without argparse (importing it and building the parser
-    cost every run ~25 ms), or None when argv needs argparse: help, an unknown or abbreviated
-    option, a missing or bad value (argparse says what is wrong), too many positionals. Same
-    meaning as `register`'s definitions; a property test checks the two agree."""
-    from types import SimpleNamespace
-
-    if not argv or argv[0] not in ("run", "resume"):
-        return None
-    is_run = argv[0] == "run"
-    ns = SimpleNamespace(
-        command=argv[0],
-        autonomous=False,
-        approve=[],
-        jobs=None,
-        host_tool=None,
-        accept_changes=False,
-        no_journal=False,
-        executor=None,
-        agent=None,
-        budget_usd=None,
-        json=False,
-        project=".",
-        capabilities=[],
-        flavor="gsd",
-        handler=run if is_run else resume,
-    )
-    if is_run:
-        ns.dry_run = ns.new = ns.all_phases = False
-        ns.through = None
-    flags = {**_FLAGS, **_RUN_FLAGS} if is_run else _FLAGS
-    positionals: list[str] = []
-    last_positional = -1
-    rest = argv[1:]
-    i = 0
-    while i < len(rest):
-        arg = rest[i]
-        name, eq, value = arg.partition("=")
-        if arg in flags:
-            setattr(ns, flags[arg], True)
-        elif name in _VALUES and (is_run or name != "--phase"):
-            if not eq:
-                if i + 1 >= len(rest) or rest[i + 1].startswith("-"):
-                    return None
-                value = rest[i + 1]
-                i += 1
-            key = _VALUES[name]
-            try:
-                if key in ("approve", "capabilities"):
-                    getattr(ns, key).append(value)
-                elif key == "jobs":
-                    ns.jobs = int(value)
-                elif key == "budget_usd":
-                    ns.budget_usd = _positive_float(value)
-                elif key == "phase":
-                    ns.phase = phase_number(value)
-                elif key == "flavor" and value not in FLAVORS:
-                    return None
-                else:
-                    setattr(ns, key, value)
-            except Exception:  # a bad value: argparse reports it
-                return None
-        elif arg.startswith("-") and arg != "-":
-            return None
-        elif positionals and last_positional != i - 1:
-            return None  # argparse takes the positionals in their first run only
-        else:
-            positionals.append(arg)
-            last_positional = i
-        i += 1
-    if is_run:
-        if len(positionals) > 1 or not hasattr(ns, "phase"):
-            return None  # no --phase: the project loop, through argparse
-        ns.project_pos = positionals[0] if positionals else None
-    else:
-        if len(positionals) > 2:
-            return None
-        ns.first, ns.run = ([*positionals, None, None])[:2]
-    return ns
 
 
 def register(sub) -> None:
@@ -271,58 +213,65 @@ def register(sub) -> None:
 
 
 def _options(args, executor=None):
-    from looprail.machine.run import RunOptions
-    from looprail.machine.session import default_jobs
-
     jobs = args.jobs if args.jobs is not None else default_jobs()
     if jobs < 1:
-        from looprail.errors import UsageError
-
         raise UsageError("--jobs must be at least 1")
     if args.host_tool is not None:
-        from looprail.errors import UsageError
-        from looprail.runtime.local import resolve_host_tool
-
         # the same rule as lint, said before anything runs rather than at the first gate
         found = resolve_host_tool(args.host_tool)
         if isinstance(found, str):
             raise UsageError(f"--host-tool: {found}")
+    rounds = getattr(args, "checkpoint_rounds", None)
+    if rounds is not None and rounds < 1:
+        raise UsageError("--checkpoint-rounds must be at least 1")
     return RunOptions(
         flavor=args.flavor,
         jobs=jobs,
         autonomous=args.autonomous,
         approvals=frozenset(args.approve),
+        answers=_answers(args),
+        checkpoint_rounds=rounds,
         host_tool=args.host_tool,
+        interactive=args.interactive,
         executor=executor,
     )
 
 
+def _answers(args) -> tuple[tuple[str, str], ...]:
+    """`--answer TASK=TEXT`, each checked now against the plan when it is already written (an
+    option the decision does not offer, a task that is not a checkpoint: exit 2)."""
+
+    out = []
+    project = Path(getattr(args, "project_pos", None) or args.project)
+    for given in getattr(args, "answer", None) or []:
+        task, eq, text = given.partition("=")
+        if not eq or not is_task_id(task):
+            raise UsageError(f"--answer {given!r}: give TASK=TEXT (e.g. 01-02/T3=approved)")
+        check_answer(project, task.strip(), text)
+        out.append((task.strip(), text))
+    return tuple(out)
+
+
 def run(args) -> int:
     if not args.dry_run:
-        from looprail.runtime.process import prestart_guard_server
-
         prestart_guard_server()  # it boots while the machine is imported below
-    from looprail.machine.session import load_project, run_phase
 
     project = args.project_pos or args.project
     loaded = load_project(project, args.capabilities)
     if refused := _refuse(loaded):
         return refused
+    if not args.dry_run:
+        _interactive(args, loaded)
     through = getattr(args, "through", None)
     every = getattr(args, "all_phases", False)
     if args.dry_run:
         if through is not None or every:
-            from looprail.errors import UsageError
-
             raise UsageError("--dry-run plans one phase: give --phase N, or nothing (the next)")
         phase = args.phase if args.phase is not None else _next_phase(loaded, args)
         if phase is None:
             return 0
-        from looprail.machine.dryrun import dry_run, dry_run_plan
 
         if args.json:
-            from looprail.cli._common import print_json
-
             plan = dry_run_plan(loaded, phase, flavor=args.flavor, host_tool=args.host_tool)
             print_json({**plan, "warnings": [*loaded.warnings, *plan["warnings"]]})
             return 0
@@ -330,13 +279,10 @@ def run(args) -> int:
             print(f"looprail: warning: {w}", file=sys.stderr)
         sys.stdout.write(dry_run(loaded, phase, flavor=args.flavor, host_tool=args.host_tool))
         return 0
-    from looprail.machine.progress import Progress
 
     progress = Progress(quiet=args.quiet, verbose=args.verbose > 0)
     if args.phase is None:
         if through is not None:
-            from looprail.layout import normalize_phase_number
-
             through = normalize_phase_number(through)  # "02" and "2": one phase
         loop = {"through": through} if through is not None else {"all": True} if every else None
         return _run_project(args, loaded, progress, loop=loop)
@@ -358,8 +304,6 @@ def run(args) -> int:
 def _next_phase(loaded, args) -> str | None:
     """The next unfinished phase (for `run --dry-run` without `--phase`), or None after saying
     that every phase is finished."""
-    from looprail.machine.project import journal_runs, pending, project_phases
-
     runs = journal_runs(loaded.project) if not args.no_journal else None
     phases = project_phases(loaded.project, runs)
     todo = pending(phases)
@@ -368,8 +312,6 @@ def _next_phase(loaded, args) -> str | None:
         print(f"{said}; nothing to run", file=sys.stderr)
         return None
     if todo[0].dir is None:
-        from looprail.errors import UsageError
-
         raise UsageError(
             f"phase {todo[0].number} ({todo[0].name}) has no folder yet; a run creates it, "
             "a dry run does not"
@@ -380,9 +322,6 @@ def _next_phase(loaded, args) -> str | None:
 def _run_project(args, loaded, progress, *, loop: dict | None, before=(), spent=0.0) -> int:
     """`run` without `--phase`: the next unfinished phase, or (`loop`) phase after phase; each
     phase's own summary as it ends, then which phases shipped."""
-    from looprail.machine.project import run_project
-    from looprail.machine.session import run_phase
-
     with _executor(args, loaded) as executor:
         options = _options(args, executor)
 
@@ -448,8 +387,6 @@ def project_summary_json(result, loop: dict | None) -> dict:
 
 
 def _project_summary(result, loop: dict | None, *, as_json: bool) -> int:
-    from looprail.cli._common import paint, print_json
-
     code = result.exit_code
     if as_json:
         print_json(project_summary_json(result, loop))
@@ -484,12 +421,8 @@ def _project_summary(result, loop: dict | None, *, as_json: bool) -> int:
 def _executor(args, loaded):
     """`--executor`: a Dask cluster for the plans of each wave (checked before anything runs:
     without dask installed, exit 2 with how to install it), or nothing."""
-    import contextlib
-
     if not getattr(args, "executor", None):
         return contextlib.nullcontext(None)
-    from looprail.machine.dask_executor import DaskExecutor, parse_executor
-    from looprail.machine.session import run_settings
 
     parse_executor(args.executor)
     timeouts = run_settings(loaded).timeouts
@@ -501,16 +434,11 @@ def _executor(args, loaded):
 
 
 def resume(args) -> int:
-    from looprail.cli.journal import project_and_run
-    from looprail.errors import LooprailError
-    from looprail.machine.progress import Progress
-    from looprail.machine.session import load_project, run_phase
-    from looprail.store import Journal
-
     project, run_id = project_and_run(args)
     loaded = load_project(project, args.capabilities)
     if refused := _refuse(loaded):
         return refused
+    _interactive(args, loaded)
     with Journal.open(loaded.project, create=False) as jr:
         target = jr.find_run(run_id) if run_id else None
         if target is None:
@@ -532,7 +460,6 @@ def resume(args) -> int:
     if not isinstance(loop, dict) or outcome.result.status != "shipped":
         return _summary(outcome, target.phase, as_json=args.json)
     # The run was one phase of `run --through N` / `run --all`: go on with the phases after it.
-    from looprail.machine.project import run_spent
 
     if not args.json:
         _summary(outcome, target.phase)
@@ -546,6 +473,13 @@ def resume(args) -> int:
         before=[(target.phase, outcome)],
         spent=run_spent(loaded.project, outcome.run_id),
     )
+
+
+def _interactive(args, loaded) -> None:
+    """`--interactive` (or `looprail.interactive`) decided before anything starts (an executor,
+    the lock, the journal): without a terminal to talk on, exit 2 at once."""
+    options = RunOptions(interactive=args.interactive)
+    args.interactive = interactive_options(options, run_settings(loaded).interactive).interactive
 
 
 def _refuse(loaded) -> int:
@@ -567,8 +501,6 @@ def _refuse(loaded) -> int:
 
 def summary_json(outcome, phase: str) -> dict:
     """The machine-readable end of `run --json` and `resume --json` (stable keys)."""
-    from looprail.layout import log_of
-
     r = outcome.result
     refused = r.refused_by
     return {
@@ -592,10 +524,6 @@ def summary_json(outcome, phase: str) -> dict:
 
 
 def _summary(outcome, phase: str, *, as_json: bool = False) -> int:
-    from looprail.cli._common import paint, print_json
-    from looprail.machine.progress import fmt_duration, plural
-    from looprail.textsafe import one_line
-
     r = outcome.result
     if as_json:
         print_json(summary_json(outcome, phase))

@@ -6,6 +6,8 @@ import json
 import sys
 
 from looprail.cli._common import group
+from looprail.hooks.manifest import capability_json_schema
+from looprail.hooks.native.config import hooks_json_schema
 
 
 def register(sub) -> None:
@@ -17,16 +19,12 @@ def register(sub) -> None:
 
 
 def _capability(args) -> int:
-    from looprail.hooks.manifest import capability_json_schema
-
     json.dump(capability_json_schema(), sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0
 
 
 def _hooks(args) -> int:
-    from looprail.hooks.native.config import hooks_json_schema
-
     json.dump(hooks_json_schema(), sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0

@@ -9,7 +9,15 @@ that tracker-id).
 
 from __future__ import annotations
 
-from looprail.cli._common import add_project_options, group, project_folder
+from pathlib import Path
+
+from looprail.cli._common import add_project_options, group, print_json, project_folder, warn
+from looprail.config import load_project_config
+from looprail.errors import UsageError
+from looprail.hooks.task_content import resolve_task_content, unloadable_resolvers
+from looprail.plans.planfile import read_plan
+from looprail.runtime.process import escape_untrusted
+from looprail.trust import load_compiled
 
 
 def register(sub) -> None:
@@ -30,12 +38,6 @@ def register(sub) -> None:
 
 def _resolve_content(args) -> int:
 
-    from looprail.cli._common import print_json, warn
-    from looprail.config import load_project_config
-    from looprail.errors import UsageError
-    from looprail.hooks.registry import load_registry
-    from looprail.hooks.task_content import resolve_task_content, unloadable_resolvers
-
     if not args.plan:
         raise UsageError("task resolve-content: --plan is required")
     if not args.task_id:
@@ -44,18 +46,15 @@ def _resolve_content(args) -> int:
     plan = _plan_inside(project, args.plan)
     _require_task(plan, args.task_id, project)
 
-    config, warnings = load_project_config(project)
-    registry = load_registry(project, args.capabilities, config=config)
-    from looprail.trust import consented as has_consent
-
+    _, warnings = load_project_config(project)
+    registry = load_compiled(project, args.capabilities)
     for message in [*warnings, *registry.warnings]:
         warn(message)
     # A project capability's resolver runs only with the user's consent (`looprail trust`);
     # without it the task halts rather than silently falling back to the inline plan.
     consented, unconsented = [], []
     for cid, r in registry.task_content_resolvers():
-        lc = registry.capabilities[cid]
-        if lc.origin != "project" or has_consent(project, cid, lc.source):
+        if registry.capabilities[cid].consent is not False:
             consented.append((cid, r))
         else:
             reason = "no consent for this project capability (run `looprail trust`)"
@@ -76,10 +75,6 @@ def _resolve_content(args) -> int:
 
 def _plan_inside(project, given: str):
     """The plan's real path, refusing anything (symlinks and `..` included) outside `project`."""
-    from pathlib import Path
-
-    from looprail.errors import UsageError
-
     raw = Path(given)
     real = (raw if raw.is_absolute() else project / raw).resolve()
     if not real.is_relative_to(project):
@@ -98,16 +93,10 @@ def _is(path, kind: str) -> bool:
 
 
 def _shown(text: str) -> str:
-    from looprail.runtime.process import escape_untrusted
-
     return escape_untrusted(text if len(text) <= 200 else text[:200] + "…")
 
 
 def _require_task(plan, tracker_id: str, project) -> None:
-    from looprail.errors import UsageError
-    from looprail.plans.planfile import read_plan
-    from looprail.runtime.process import escape_untrusted
-
     shown = str(plan.relative_to(project))
     parsed = read_plan(plan, display=shown)
     if not any(task.tracker_id == tracker_id for task in parsed.tasks):

@@ -3,8 +3,12 @@ its `.looprail/hooks.json`, after seeing what they can run (see docs/security.md
 
 from __future__ import annotations
 
-from looprail.cli._common import add_project_options, add_project_positional, project_folder
+from looprail.cli._common import add_project_options, add_project_positional, project_folder, warn
+from looprail.cli.capability import confirm
 from looprail.layout import LOOPRAIL_DIR, PROJECT_CONFIG_FILE
+from looprail.trust import revoke as withdraw
+from looprail.trust.audit import render_text
+from looprail.trust.consent import agent_settings_text, commit_consent, plan_consent
 
 
 def register(sub) -> None:
@@ -43,11 +47,6 @@ def register(sub) -> None:
 
 
 def trust(args) -> int:
-    from looprail.cli._common import warn
-    from looprail.cli.capability import confirm
-    from looprail.trust.audit import render_text
-    from looprail.trust.consent import agent_settings_text, commit_consent, plan_consent
-
     project = project_folder(args.project)
     plan = plan_consent(project, args.capabilities)
     for line in [*plan.skipped, *plan.refused]:
@@ -79,8 +78,6 @@ def trust(args) -> int:
 
 
 def revoke(args) -> int:
-
-    from looprail.trust import revoke as withdraw
 
     project = project_folder(args.project)
     removed = withdraw(

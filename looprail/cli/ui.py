@@ -1,10 +1,15 @@
-"""`looprail ui`: serve the read-only dashboard of a project on a local port."""
+"""`looprail ui`: serve the dashboard of a project on a local port, behind a per-launch token."""
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
+import socket
 import sys
 
 from looprail.cli._common import add_flavor_option, add_project_options
+from looprail.errors import LooprailError, UsageError
+from looprail.fsutil import project_folder
 
 INSTALL_HINT = "looprail ui needs the ui extra: pip install 'looprail[ui]'"
 DEFAULT_PORT = 8765
@@ -13,12 +18,14 @@ DEFAULT_PORT = 8765
 def register(sub) -> None:
     p = sub.add_parser(
         "ui",
-        help="a read-only local web dashboard of the project's runs, live",
-        description="Serve a read-only web page of PROJECT: the loop chart with the current run "
+        help="a local web dashboard of the project's runs, live; answers checkpoints",
+        description="Serve a web page of PROJECT: the loop chart with the current run "
         "on it, the points and their hooks, waves → plans → tasks with their logs, past runs, "
-        "and the command that continues a halted run. It follows a run going on in another "
-        "terminal live, reading the journal read-only. Binds to 127.0.0.1 unless --host says "
-        "otherwise. Needs the ui extra: pip install 'looprail[ui]'.",
+        "the command that continues a halted run, and a form that answers a checkpoint the run "
+        "waits on. It follows a run going on in another terminal live, reading the journal "
+        "read-only; an answer is its only write. The address it prints carries a token made "
+        "for this launch: without it the page and its data are refused. Binds to 127.0.0.1 "
+        "unless --host says otherwise. Needs the ui extra: pip install 'looprail[ui]'.",
     )
     p.add_argument("project_pos", nargs="?", metavar="PROJECT", help="project folder (default: .)")
     p.add_argument(
@@ -50,24 +57,19 @@ def register(sub) -> None:
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
-def _url(bound: str, port: int) -> str:
-    import ipaddress
-
+def _url(bound: str, port: int, token: str | None = None) -> str:
     address = ipaddress.ip_address(bound.split("%", 1)[0])
     shown = bound
     if address.is_unspecified:  # every interface: this machine reaches it on loopback
         shown = "::1" if address.version == 6 else "127.0.0.1"
     if ":" in shown:
         shown = f"[{shown}]"
-    return f"http://{shown}:{port}/"
+    return f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
 
 
 def _own_names() -> list[str]:
     """This machine's own names (its host name, its fully qualified name, and the addresses
     they resolve to): what a browser on the network may rightly send as Host."""
-    import contextlib
-    import socket
-
     names = {socket.gethostname(), socket.getfqdn()}
     for name in list(names):
         with contextlib.suppress(OSError):
@@ -80,10 +82,6 @@ def allowed_hosts(bound: str, extra: list[str]) -> tuple[list[str], bool]:
     address the socket actually bound (`0`, `::0` and `""` are every interface, as is
     `0.0.0.0`), never from how `--host` was spelled. Never `*`: any name would let a page on
     another site read the dashboard through DNS rebinding."""
-    import ipaddress
-
-    from looprail.errors import UsageError
-
     for name in extra:
         if not name or "*" in name or "/" in name or any(c.isspace() for c in name):
             raise UsageError(f"--allow-host {name!r}: give one host name (never '*')")
@@ -100,20 +98,18 @@ def allowed_hosts(bound: str, extra: list[str]) -> tuple[list[str], bool]:
 
 
 def run(args) -> int:
-
-    from looprail.errors import LooprailError, UsageError
-    from looprail.fsutil import project_folder
-
     project = project_folder(args.project_pos or args.project)
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port}: not a port number (0-65535)")
+    # The ui extra (optional): imported only when `looprail ui` runs, so that without it
+    # every other command works and this one says how to install it.
     try:
         import starlette  # noqa: F401
         import uvicorn
     except ImportError:
         raise LooprailError(INSTALL_HINT) from None
-    import socket
-
+    # the ui extra's own modules (starlette at their tops): only once it is known installed
+    from looprail.ui.access import new_token
     from looprail.ui.server import create_app, stop_streams
 
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
@@ -139,13 +135,19 @@ def run(args) -> int:
         where = "every interface" if bound in ("0.0.0.0", "::") else bound
         print(
             f"looprail: warning: the dashboard is reachable from the network (--host "
-            f"{args.host!r} listens on {where}); it shows project files and logs to anyone who "
-            "can connect. Against DNS rebinding (a web page you open making your browser read "
-            f"it) it answers only to the host names {', '.join(allowed)}; add one with "
+            f"{args.host!r} listens on {where}); anyone who has the address it prints (with its "
+            "token, sent in the clear over plain HTTP) can read project files and logs and "
+            "answer checkpoints. Against DNS rebinding (a web page you open making your browser "
+            f"read it) it answers only to the host names {', '.join(allowed)}; add one with "
             "--allow-host NAME",
             file=sys.stderr,
         )
-    app = create_app(project, args.capabilities, flavor=args.flavor, allowed_hosts=allowed)
+    token = new_token()
+    app = create_app(
+        project, args.capabilities, flavor=args.flavor, allowed_hosts=allowed, token=token
+    )
+    # No access log: a request line carries the token (`?token=` of the page, the event
+    # stream and the chart), and nothing of an answer may be written anywhere.
     config = uvicorn.Config(
         app, log_level="warning", lifespan="off", timeout_graceful_shutdown=5, access_log=False
     )
@@ -158,7 +160,7 @@ def run(args) -> int:
     # Ctrl-C is how a dashboard is stopped, not an error, even when it comes before the
     # server has taken over the signal (right after the URL is printed).
     try:
-        print(f"looprail ui: {project.resolve()} at {_url(bound, port)}  (read-only; Ctrl-C stops)")
+        print(f"looprail ui: {project.resolve()} at {_url(bound, port, token)}  (Ctrl-C stops)")
         sys.stdout.flush()
         Server(config).run(sockets=[sock])
     except KeyboardInterrupt:

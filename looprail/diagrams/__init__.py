@@ -13,17 +13,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from looprail.fsutil import project_folder
+from looprail.config import load_project_config
+from looprail.diagrams.graph import RunEvent, RunTask, RunView, build_graph, envelopes_for
+from looprail.diagrams.render import render
+from looprail.errors import LooprailError, UsageError
+from looprail.fsutil import atomic_write, project_folder
 from looprail.layout import PLANNING_DIR
+from looprail.machine.spec import DEFAULT_LOOP
+from looprail.store import Journal
+from looprail.trust import load_compiled
 
 if TYPE_CHECKING:  # pragma: no cover
     import networkx as nx
 
     from looprail.diagrams.graph import RunView
+    from looprail.hooks.resolve import Envelope
     from looprail.machine.spec import LoopSpec
-    from looprail.store import Journal, RunRow
+    from looprail.store import RunRow
 
 __all__ = [
     "diagram",
@@ -49,26 +57,18 @@ def load_envelopes(
     env: Mapping[str, str] | None = None,
     home: str | Path | None = None,
     use_cache: bool = True,
-) -> tuple[dict[str, dict[str, Any]], list[str]]:
+) -> tuple[dict[str, Envelope], list[str]]:
     """`({point: envelope}, warnings)` for the project's capabilities under its config.
     `env`/`home` pin the capability search path (the docs diagrams must not see a developer's
     own overlay)."""
-    from looprail.config import load_project_config
-    from looprail.diagrams.graph import envelopes_for
-    from looprail.machine.spec import DEFAULT_LOOP
-    from looprail.trust import load_compiled
-
     config, warnings = load_project_config(project)
     compiled = load_compiled(project, capability_dirs, env=env, home=home, use_cache=use_cache)
-    warnings += list(compiled.get("warnings") or ())
+    warnings += list(compiled.warnings)
     return envelopes_for(compiled, config, spec or DEFAULT_LOOP), warnings
 
 
 def load_run(project: str | Path, ref: str) -> RunView:
     """One run of the project's journal (`ref`: an id, a unique prefix, or `latest`)."""
-    from looprail.errors import LooprailError
-    from looprail.store import Journal
-
     with Journal.open(project, create=False) as journal:
         if ref == "latest":
             run = journal.latest_run()
@@ -81,8 +81,6 @@ def load_run(project: str | Path, ref: str) -> RunView:
 
 def run_view(journal: Journal, run: RunRow) -> RunView:
     """The overlay's view of `run`, read from an open journal (read-only is enough)."""
-    from looprail.diagrams.graph import RunEvent, RunTask, RunView
-
     events = journal.events(run.id, kinds=["transition", "hook", "halted", "native_hook"])
     tasks = journal.tasks(run.id)
     return RunView(
@@ -131,10 +129,6 @@ def load_graph(
     use_cache: bool = True,
 ) -> tuple[nx.MultiDiGraph, list[str]]:
     """The loop graph of `project` (None: the default loop alone) and warnings for people."""
-    from looprail.diagrams.graph import build_graph
-    from looprail.errors import UsageError
-    from looprail.machine.spec import DEFAULT_LOOP
-
     spec = spec or DEFAULT_LOOP
     warnings: list[str] = []
     envelopes = None
@@ -177,14 +171,10 @@ def diagram(
     flavor: str = "gsd",
 ) -> bytes:
     """The picture of the loop (see `load_graph`) in `fmt`: svg | png | dot | mermaid."""
-    from looprail.diagrams.render import render
-
     graph, _ = load_graph(project, capability_dirs, hooks=hooks, run=run, flavor=flavor)
     return render(graph, fmt)
 
 
 def write_atomic(path: str | Path, blob: bytes) -> None:
     """Write `blob` to `path` through a temporary file and a rename: never half-written."""
-    from looprail.fsutil import atomic_write
-
     atomic_write(path, blob)

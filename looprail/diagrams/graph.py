@@ -34,12 +34,17 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
 from looprail.hooks.resolve import resolve
+from looprail.machine.chart import compile_loop
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
+
+if TYPE_CHECKING:
+    from looprail.hooks.capset import CapabilitySet
+    from looprail.hooks.resolve import Envelope
 
 START = "__start__"
 HOOK_KINDS = ("step", "contribution", "gate", "native", "failed")
@@ -103,8 +108,8 @@ def _hook_id(point: str, index: int) -> str:
 
 
 def envelopes_for(
-    compiled: Mapping[str, Any], config: Mapping[str, Any] | None, spec: LoopSpec = DEFAULT_LOOP
-) -> dict[str, dict[str, Any]]:
+    compiled: CapabilitySet, config: Mapping[str, Any] | None, spec: LoopSpec = DEFAULT_LOOP
+) -> dict[str, Envelope]:
     """`{point: envelope}` for every point the loop crosses, from the one resolver."""
     return {p: resolve(compiled, config, p) for p in crossed_points(spec)}
 
@@ -177,8 +182,6 @@ def build_graph(
 def _add_chart(graph: nx.MultiDiGraph, spec: LoopSpec) -> None:
     """States and transitions read from the compiled chart, joined with the spec's points.
     Nodes are added in the order the loop reaches them (a stable layout and stable text)."""
-    from looprail.machine.chart import compile_loop
-
     chart = compile_loop(spec)
     steps = {s.name: s for s in spec.steps}
     states: dict[str, dict[str, Any]] = {}

@@ -19,6 +19,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from looprail.diagrams import load_graph, write_atomic
+from looprail.diagrams.render import pipe_dot, require_dot, to_dot, to_mermaid
+from looprail.errors import UsageError
 from looprail.points import POINTS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -57,9 +60,6 @@ PICTURES = (
 
 def texts(repo: Path = REPO) -> dict[str, str]:
     """`{file name: text}` of every deterministic file (`.dot`, `.mmd`, `README.md`)."""
-    from looprail.diagrams import load_graph
-    from looprail.diagrams.render import to_dot, to_mermaid
-
     out: dict[str, str] = {}
     readme = [
         "# Diagrams",
@@ -115,9 +115,6 @@ def texts(repo: Path = REPO) -> dict[str, str]:
 def regenerate(target: Path | None = None, *, pictures: bool = True) -> list[Path]:
     """Write every file into `target` (default: the repository's `diagrams/`); with
     `pictures`, also `.svg` and `.png` through Graphviz. Returns the files written."""
-    from looprail.diagrams import write_atomic
-    from looprail.diagrams.render import pipe_dot, require_dot
-
     target = target or REPO / "diagrams"
     if pictures:
         require_dot()  # fail before writing anything
@@ -139,8 +136,6 @@ def regenerate(target: Path | None = None, *, pictures: bool = True) -> list[Pat
 
 def main() -> int:
     if not (REPO / "pyproject.toml").is_file() or not (REPO / "examples").is_dir():
-        from looprail.errors import UsageError
-
         raise UsageError(f"{REPO}: not a looprail checkout; --regenerate-docs needs one")
     for path in regenerate():
         print(path.relative_to(REPO))

@@ -24,14 +24,18 @@ from __future__ import annotations
 
 import html
 import itertools
+import tempfile
 import textwrap
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import graphviz
 import networkx as nx
 
 from looprail.diagrams.graph import START, children, hooks_at, point_id, transitions
-from looprail.errors import GraphvizMissingError, LooprailError
+from looprail.errors import GraphvizMissingError, LooprailError, UsageError
+from looprail.runtime.process import find_program, run_bounded
 
 FORMATS = ("svg", "png", "dot", "mermaid")
 INSTALL_HINT = GraphvizMissingError.INSTALL_HINT
@@ -66,8 +70,6 @@ OUTCOME_MARKS = {
 
 def require_dot() -> str:
     """The path of Graphviz's `dot`, or GraphvizMissingError (one line saying how to install)."""
-    from looprail.runtime.process import find_program
-
     found = find_program("dot")
     if found is None:
         raise GraphvizMissingError()
@@ -88,11 +90,6 @@ def render(graph: nx.MultiDiGraph, fmt: str) -> bytes:
 def pipe_dot(source: str, fmt: str) -> bytes:
     """Run `dot -T<fmt>` on DOT `source` (bounded, no shell). dot writes to a temporary file:
     PNG is binary and `run_bounded` reads text."""
-    import tempfile
-    from pathlib import Path
-
-    from looprail.runtime.process import run_bounded
-
     dot = require_dot()
     with tempfile.TemporaryDirectory(prefix="looprail-diagram-") as tmp:
         target = Path(tmp) / f"out.{fmt}"
@@ -263,8 +260,6 @@ def _html(title: str, lines: list[str], *, mono_title: bool = False, size: int =
 
 def to_dot(graph: nx.MultiDiGraph) -> str:
     """The Graphviz DOT source (deterministic)."""
-    import graphviz
-
     g = graphviz.Digraph("looprail")
     title = graph.graph.get("title") or "looprail loop"
     g.attr(
@@ -652,7 +647,6 @@ def format_for(fmt: str | None, output: str | None) -> str:
     for suffix, name in SUFFIXES.items():
         if output.lower().endswith(suffix):
             return name
-    from looprail.errors import UsageError
 
     known = ", ".join(SUFFIXES)
     raise UsageError(

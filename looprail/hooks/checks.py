@@ -30,14 +30,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol, cast
 
+from pydantic import ValidationError
+
 from looprail.config import MISSING, lookup
 from looprail.errors import CheckFailedError as CheckFailedError  # re-exported
 from looprail.errors import LooprailError
 from looprail.frontmatter import reference_frontmatter
+from looprail.hooks.ledger import LedgerError, parse_ledger
 from looprail.hostcall import UNKNOWN_REQ_IDS, predicate_args, predicate_flags
-from looprail.jsonload import json_type_name
+from looprail.jsonload import json_type_name, loads_strict
 from looprail.layout import PLANNING_DIR
-from looprail.runtime.base import EXIT_UNAVAILABLE  # "could not look": never a verdict
+from looprail.runtime.base import (
+    EXIT_UNAVAILABLE,  # "could not look": never a verdict
+    DispatchContext,
+    verdict_problem,
+)
 from looprail.runtime.process import escape_untrusted, run_bounded, tail
 
 # `\Z`, not `$`: Python's `$` also matches before a trailing newline, and a newline is exactly
@@ -222,8 +229,6 @@ def evaluate_ledger(
     `open_count` must be 0; no ledger passes; a ledger that cannot be read blocks. Through the
     host tool's `windows status --raw` when there is one, else from `.planning/WINDOWS.md`
     directly."""
-    from looprail.hooks.ledger import LedgerError, parse_ledger
-
     details: dict[str, Any] = {"ledger": LEDGER_PATH}
     if runtime is not None and runtime_ctx is None:
         runtime_ctx = _dispatch_context(ctx)
@@ -324,8 +329,6 @@ def evaluate_predicate(predicate: Any, ctx: CheckContext) -> CheckResult:
 
 def evaluate_predicate_json(text: str, ctx: CheckContext) -> CheckResult:
     """`evaluate_predicate` for the predicate's JSON text (the CLI's `--predicate` value)."""
-    from looprail.jsonload import loads_strict
-
     try:
         value, duplicates = loads_strict(text)
     except json.JSONDecodeError as exc:
@@ -347,10 +350,6 @@ def evaluate_predicate_json(text: str, ctx: CheckContext) -> CheckResult:
 
 
 def _dispatch_context(ctx: CheckContext) -> Any:
-    from pydantic import ValidationError
-
-    from looprail.runtime.base import DispatchContext
-
     phase_dir = ctx.resolved_phase_dir()
     try:
         return DispatchContext(
@@ -395,8 +394,6 @@ def verdict_from_outcome(outcome: Any, label: str) -> CheckResult:
     """Read a runtime `Outcome` with the two-step contract: step 1 (did the check run and say
     something usable?) decides between `CheckError` and `Verdict`; `block` is never inferred
     from an exit code, and exit 69 is "could not look" even when JSON was printed."""
-    from looprail.runtime.base import verdict_problem
-
     detail = escape_untrusted(outcome.detail or "")
     if outcome.unavailable or outcome.exit_code == EXIT_UNAVAILABLE:
         return CheckError(f"{label} could not look (unavailable): {detail}", unavailable=True)

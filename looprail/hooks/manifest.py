@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 from pydantic import ValidationError as PydanticValidationError
 
 from looprail.errors import Issue
+from looprail.hooks.checks import COMMAND_GRAMMAR, PREDICATE_KINDS
 
 # Re-exported: the limits and the light parsers live in manifest_io (no pydantic there).
 from looprail.hooks.manifest_io import MAX_FRAGMENT_BYTES as MAX_FRAGMENT_BYTES
@@ -268,8 +269,6 @@ class Capability(_Contract):
 
 
 def pydantic_issues(exc: PydanticValidationError, file: str) -> list[Issue]:
-    from looprail.hooks.checks import PREDICATE_KINDS  # checks is heavy: only for such errors
-
     issues = []
     for err in exc.errors(include_url=False):
         loc = [p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
@@ -346,8 +345,6 @@ def grammar_warnings(cap: Capability, file: str) -> list[Issue]:
     """Each `ref.command` and `check.query` that fails the command grammar. Not an error: the
     reference accepts such a manifest; looprail refuses the string when it would dispatch it
     (the step fails by its onError, the gate's check errors), so the author should hear now."""
-    from looprail.hooks.checks import COMMAND_GRAMMAR
-
     found = []
     what = "looprail refuses it at dispatch"
     for i, step in enumerate(cap.steps or ()):

@@ -69,6 +69,7 @@ def parse_manifest_bytes(raw: bytes, file: str) -> tuple[Any, list[Issue]]:
         return None, [Issue(file, "$", f"not UTF-8 (byte {exc.start})")]
     if text.startswith("\ufeff"):
         text = text[1:]
+    # not at the top: the render-hooks entry loads this module (its import budget)
     from looprail.jsonload import loads_strict
 
     try:
@@ -170,43 +171,3 @@ def _over_budget(file: str, where: str) -> Issue:
         f"fragments of this capability total more than {MAX_CAPABILITY_FRAGMENT_BYTES} bytes "
         "(each reference counts: its text is rendered once per reference)",
     )
-
-
-class ManifestFacts:
-    """What the registry merges, orders and compiles by, read from a manifest that passed
-    validation (now or by its cached verdict), without building the pydantic model: the
-    defaults are the model's (absent optional fields are None, `reviewer.requiresBinaries`
-    aside, which the registry does not read)."""
-
-    __slots__ = (
-        "activationKey",
-        "agents",
-        "command_families",
-        "config",
-        "gate_points",
-        "id",
-        "requires",
-        "reviewer",
-        "role",
-        "runtime_compat",
-        "skills",
-        "tier",
-        "tracker_prefix",
-    )
-
-    def __init__(self, data: dict[str, Any]):
-        self.id: str = data["id"]
-        self.role: str = data["role"]
-        self.tier: str = data["tier"]
-        self.requires: list[str] = data["requires"]
-        self.activationKey: str | None = data.get("activationKey")
-        self.skills: list[str] = data.get("skills") or []
-        self.agents: list[str] = data.get("agents") or []
-        # key -> {type, default?, values?, description?}
-        self.config: dict[str, dict[str, Any]] = data.get("config") or {}
-        self.command_families: list[str] = [c["family"] for c in data.get("commands") or ()]
-        resolver = data.get("taskContentResolver")
-        self.tracker_prefix: str | None = resolver["trackerPrefix"] if resolver else None
-        self.reviewer: dict[str, Any] | None = data.get("reviewer")
-        self.runtime_compat: dict[str, Any] | None = data.get("runtimeCompat")
-        self.gate_points: list[str] = sorted({g["point"] for g in data.get("gates") or ()})

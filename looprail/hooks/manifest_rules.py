@@ -44,6 +44,7 @@ def engine_problem(engines: Any) -> str | None:
     rng = engines.get("gsd") if isinstance(engines, dict) else None
     if not isinstance(rng, str) or not rng.strip():
         return None
+    # not at the top: the render-hooks entry loads this module (its import budget)
     import nodesemver
 
     try:
@@ -206,6 +207,7 @@ def check_declared(data: dict[str, Any], file: str, folder_name: str | None) -> 
 def _central_setting(key: str) -> str | None:
     """The host setting a federated key would shadow or live inside, if any: a capability may
     not redefine the central config schema, exactly or under one of its namespaces."""
+    # not at the top: the render-hooks entry loads this module (its import budget)
     from looprail.config import KNOWN_SETTINGS
 
     for setting in sorted(KNOWN_SETTINGS):

@@ -1,7 +1,7 @@
 """The one resolver: which hooks are active at a point, in which order, and how they render.
 
-`resolve` and `render` are pure functions over the compiled registry (plain JSON data, see
-`registry.compile_registry`) and the project's config. `loop render-hooks`, the state machine
+`resolve` and `render` are pure functions over the capability set (`capset.CapabilitySet`)
+and the project's config. `loop render-hooks`, the state machine
 and `review-lane dispatch-step` all call `resolve`; nothing else decides activeness.
 
 This module imports nothing heavy: it is on the `render-hooks` hot path.
@@ -25,7 +25,18 @@ from looprail.points import POINTS
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # not imported at run time: this module is on the render-hooks hot path
     from collections.abc import Iterator, Mapping, Sequence
-    from typing import Any
+    from typing import Any, NotRequired, TypedDict
+
+    from looprail.hooks.capset import CapabilitySet, FailedCapability, Hook
+
+    class Envelope(TypedDict):
+        """What `resolve` answers for one point (the render-hooks contract)."""
+
+        point: str
+        activeHooks: list[Hook]
+        rendered: str | JSText  # a `JSText` when streamed
+        warnings: NotRequired[list[str]]
+        context: NotRequired[dict[str, str]]  # `render-hooks --phase`
 
 
 def check_point(point: str) -> str:
@@ -41,60 +52,45 @@ def _value(key: str, config: Mapping[str, Any] | None, schema: Mapping[str, Any]
 _truthy = is_active  # `when`: `Boolean()` of the effective value
 
 
-def _schema(compiled: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The typed config keys ({key: {type, default, values?}}) of a compiled registry."""
-    schema = compiled.get("config")
-    if isinstance(schema, dict):
-        return schema
-    # An older compiled form: defaults only, typed as their own JSON type.
-    return {k: {"type": _type_of(v), "default": v} for k, v in compiled["defaults"].items()}
-
-
-def _type_of(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    return "number" if isinstance(value, (int, float)) else "string"
-
-
 def key_active(
     key: str | None, config: Mapping[str, Any] | None, schema: Mapping[str, Any]
 ) -> bool:
     """The one activation rule: no `activationKey`, or one whose effective value is truthy under
-    `config` (`schema`: the typed config keys, `registry.config_types_of`). `cap_active` and the
-    registry (`registry.apply_activation`, what `capability list` shows) both decide by it."""
+    `config` (`schema`: the typed config keys, `CapabilitySet.config`). `cap_active` and
+    `CapabilitySet.why_inactive` (what `capability list` shows) both decide by it."""
     return not key or is_active(key, config, schema)
 
 
-def cap_active(compiled: Mapping[str, Any], cap_id: str, config: Mapping[str, Any] | None) -> bool:
+def cap_active(caps: CapabilitySet, cap_id: str, config: Mapping[str, Any] | None) -> bool:
     """A capability is active when it loaded, nothing (consent) switched it off, and its
     `activationKey`, if any, is truthy under the current config."""
-    cap = compiled["caps"].get(cap_id)
-    if cap is None or cap.get("consent") is False:
+    lc = caps.capabilities.get(cap_id)
+    if lc is None or lc.consent is False:
         return False
-    return key_active(cap.get("activationKey"), config, _schema(compiled))
+    return key_active(lc.activation_key, config, caps.config)
 
 
 def resolve(
-    compiled: Mapping[str, Any],
+    caps: CapabilitySet,
     config: Mapping[str, Any] | None,
     point: str,
     *,
     streamed: bool = False,
-) -> dict[str, Any]:
+) -> Envelope:
     """The envelope `{point, activeHooks, rendered, warnings?}` for one point.
 
     With `streamed`, `rendered` is a `JSText` (its `str()` is the text) for `js_dump` to write
     piece by piece: a fragment named by many hooks is then never copied once per hook."""
     check_point(point)
-    defaults = _schema(compiled)
-    table = compiled["points"][point]
+    defaults = caps.config
+    table = caps.hooks_at(point)
     active: dict[str, bool] = {}
-    hooks: list[dict[str, Any]] = []
+    hooks: list[Hook] = []
     for group in ("steps", "contributions", "gates"):
         for entry in table[group]:
             cid = entry["capId"]
             if cid not in active:
-                active[cid] = cap_active(compiled, cid, config)
+                active[cid] = cap_active(caps, cid, config)
             if not active[cid]:
                 continue
             when = entry.get("when")
@@ -119,27 +115,27 @@ def resolve(
                 else:  # the reference omits an empty map
                     del hook["configValues"]
             hooks.append(hook)
-    envelope: dict[str, Any] = {
+    envelope: Envelope = {
         "point": point,
         "activeHooks": hooks,
         "rendered": rendered_text(point, hooks) if streamed else render(point, hooks),
     }
-    warnings = point_warnings(compiled, point)
+    warnings = point_warnings(caps, point)
     if warnings:
         envelope["warnings"] = warnings
     return envelope
 
 
-def point_warnings(compiled: Mapping[str, Any], point: str) -> list[str]:
+def point_warnings(caps: CapabilitySet, point: str) -> list[str]:
     """Fail-open warnings, in the reference's shape: a capability that failed to load (an invalid
     manifest, an `engines.gsd` range this engine does not satisfy, …) and declared a gate here.
     An id that fails the id grammar is withheld: it never appears inside a suggested command."""
     out = []
-    for failed in compiled.get("failed", ()):
-        if point not in failed.get("gatePoints", ()):
+    for failed in caps.failed:
+        if point not in failed.gate_points:
             continue
-        cid, origin = str(failed.get("id")), failed.get("origin")
-        reason = _sanitize_reason(failed["issues"][0] if failed.get("issues") else "invalid")
+        cid, origin = failed.id, failed.origin
+        reason = _sanitize_reason(failed.issues[0] if failed.issues else "invalid")
         folder = _root_of(failed)
         if _CAP_ID.match(cid) is None:
             label = f"with an invalid id (withheld) under {folder}"
@@ -169,19 +165,20 @@ def _sanitize_reason(reason: Any) -> str:
     return " ".join(text.split())[:300] or "(no reason given)"
 
 
-def _root_of(failed: Mapping[str, Any]) -> str:
+def _root_of(failed: FailedCapability) -> str:
+    # not at the top: the render-hooks entry loads this module (its import budget)
     import os
 
-    file = str(failed.get("file") or "")
+    file = failed.file
     root = os.path.dirname(os.path.dirname(file)) if file else "the capability folders"
     return _sanitize_reason(root)
 
 
 def active_cap(
-    compiled: Mapping[str, Any], config: Mapping[str, Any] | None, point: str, cap_id: str
+    caps: CapabilitySet, config: Mapping[str, Any] | None, point: str, cap_id: str
 ) -> bool:
     """`--active-cap`: does `cap_id` have any active hook at `point`?"""
-    return any(h["capId"] == cap_id for h in resolve(compiled, config, point)["activeHooks"])
+    return any(h["capId"] == cap_id for h in resolve(caps, config, point)["activeHooks"])
 
 
 # --------------------------------------------------------------------------- rendering

@@ -31,6 +31,7 @@ RULE_FILES = tuple(
     os.path.join(_HERE, *parts)
     for parts in (
         ("compiled.py",),
+        ("capset.py",),
         ("sources.py",),
         ("registry.py",),
         ("verdicts.py",),

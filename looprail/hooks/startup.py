@@ -12,13 +12,14 @@ error findings.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from looprail.textsafe import one_line
 
 if TYPE_CHECKING:
-    from looprail.hooks.registry import CompiledRegistry, Registry
+    from looprail.hooks.capset import CapabilitySet
 
 
 @dataclass(frozen=True)
@@ -33,11 +34,11 @@ class Blocker:
         return one_line(f"{self.file}: {self.message}; fix: {self.fix}")
 
 
-def blockers(registry: Registry, compiled: CompiledRegistry) -> list[Blocker]:
-    """Every reason a run must not start, in search-path order. `compiled` is the compiled
-    registry with consent applied."""
+def blockers(registry: CapabilitySet) -> list[Blocker]:
+    """Every reason a run must not start, in search-path order (`registry` with consent
+    applied)."""
     out: list[Blocker] = []
-    for root in getattr(registry, "missing_roots", ()):
+    for root in registry.missing_roots:
         out.append(
             Blocker(
                 "capability-folder-missing",
@@ -69,19 +70,16 @@ def blockers(registry: Registry, compiled: CompiledRegistry) -> list[Blocker]:
                 f"{_folder(failed.file)}",
             )
         )
-    caps = compiled.get("caps") or {}
     for cid, lc in registry.capabilities.items():
-        cap = caps.get(cid) or {}
-        cap_gates = lc.manifest.gates or ()
-        if cap.get("consent") is False and cap_gates:
-            points = ", ".join(sorted({g.point for g in cap_gates}))
+        if lc.consent is False and lc.gate_points:
+            points = ", ".join(lc.gate_points)
             out.append(
                 Blocker(
                     "capability-gates-untrusted",
-                    str(lc.source / "capability.json"),
+                    str(lc.manifest_file),
                     "$.gates",
                     f"project capability {cid!r} declares gates at {points} but is not used: "
-                    f"{cap.get('inactiveReason') or 'no consent'}",
+                    f"{lc.inactive_reason or 'no consent'}",
                     f"review it and run `looprail trust`, or remove {lc.source}",
                 )
             )
@@ -89,6 +87,4 @@ def blockers(registry: Registry, compiled: CompiledRegistry) -> list[Blocker]:
 
 
 def _folder(file: str) -> str:
-    import os
-
     return os.path.dirname(file) or file

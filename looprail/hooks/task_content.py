@@ -29,7 +29,8 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from looprail.errors import TaskContentError
-from looprail.jsonload import json_type_name
+from looprail.hooks.capset import FailedCapability
+from looprail.jsonload import json_type_name, loads_strict
 from looprail.runtime.process import escape_untrusted, run_bounded, tail
 
 ID_PLACEHOLDER = "{{id}}"
@@ -42,16 +43,21 @@ STDOUT_SAMPLE_CHARS = 200
 
 
 class _Invoke(Protocol):
-    binary: str
-    args: Sequence[str]
-    timeoutMs: int
+    @property
+    def binary(self) -> str: ...
+    @property
+    def args(self) -> Sequence[str]: ...
+    @property
+    def timeoutMs(self) -> int: ...
 
 
 class ResolverLike(Protocol):
-    """`manifest.TaskContentResolver` or anything with the same attributes."""
+    """`manifest.TaskContentResolver` or anything with the same (read-only) attributes."""
 
-    trackerPrefix: str
-    invoke: _Invoke
+    @property
+    def trackerPrefix(self) -> str: ...
+    @property
+    def invoke(self) -> _Invoke: ...
 
 
 # ── results ──────────────────────────────────────────────────────────────────────────────────
@@ -138,7 +144,6 @@ def content_from_output(stdout: str) -> ResolvedContent | str | None:
     why the output is malformed."""
     if not stdout.strip():
         return "stdout is empty (expected a JSON object)"
-    from looprail.jsonload import loads_strict
 
     try:
         body, duplicates = loads_strict(stdout)
@@ -261,7 +266,7 @@ _ORIGIN_RANK = {"first-party": 0, "global": 1, "project": 2}
 
 
 def unloadable_resolvers(
-    failed: Sequence[Any], served: Mapping[str, str] | None = None
+    failed: Sequence[FailedCapability], served: Mapping[str, str] | None = None
 ) -> list[tuple[str, str, str]]:
     """`(cap_id, trackerPrefix, first issue)` for each failed capability (a registry's
     `FailedCapability`: `.id`, `.file`, `.issues`, `.origin`) whose manifest still names a
@@ -282,7 +287,7 @@ def unloadable_resolvers(
         prefix = declared.get("trackerPrefix") if isinstance(declared, dict) else None
         if isinstance(prefix, str) and prefix:
             owner = served.get(prefix)
-            mine = _ORIGIN_RANK.get(getattr(cap, "origin", "project"), 2)
+            mine = _ORIGIN_RANK.get(cap.origin, 2)
             if owner is not None and _ORIGIN_RANK.get(owner, 2) < mine:
                 continue
             reason = str(cap.issues[0]) if cap.issues else "invalid manifest"

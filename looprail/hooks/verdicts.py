@@ -23,6 +23,8 @@ cache, a process running as this user is trusted (it could as well edit looprail
 
 from __future__ import annotations
 
+# On the `render-hooks` start path (`ENTRY` in tests/cli/test_loop.py): what a call there does
+# not need is imported in the function that needs it.
 import functools
 import json
 import os
@@ -57,6 +59,7 @@ _SHAPE = "shape:capability"  # the entry of the derived shape check's table (a m
 @functools.cache
 def rules_digest() -> str:
     """SHA-256 over looprail's version, the engine version and the rule modules' source."""
+    # not at the top: the render-hooks entry loads this module (its import budget)
     from looprail._version import __version__
     from looprail.hooks.manifest_io import GSD_ENGINE_VERSION
 
@@ -104,6 +107,7 @@ class VerdictCache:
             return check_declared(data, file, folder_name) or engine_issues(
                 data, file, self.engine_problem
             )
+        # not at the top: the render-hooks entry loads this module (its import budget)
         from looprail.hooks import manifest
 
         if shape is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from looprail.hooks.startup import blockers
 from looprail.layout import PLANNING_DIR
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ def _config(data: LintInput) -> list[Finding]:
 
 def _capabilities(data: LintInput) -> list[Finding]:
     out = []
-    reg = data.registry
+    reg = data.compiled
     for failed in reg.failed:
         gates = (
             f"; its gates at {', '.join(failed.gate_points)} are not evaluated"
@@ -66,11 +67,10 @@ def _capabilities(data: LintInput) -> list[Finding]:
                 )
             )
     # What `looprail run` refuses to start on (besides failed manifests, reported above).
-    from looprail.hooks.startup import blockers
 
-    missing = {str(r.path) for r in getattr(reg, "missing_roots", ())}
+    missing = {str(r.path) for r in reg.missing_roots}
     untrusted_gates = set()
-    for b in blockers(reg, data.compiled):
+    for b in blockers(reg):
         if b.code == "capability-not-loaded":
             continue
         if b.code == "capability-gates-untrusted":
@@ -86,7 +86,7 @@ def _capabilities(data: LintInput) -> list[Finding]:
             )
         )
     shadow_warnings = set()
-    for sh in getattr(reg, "shadowed", ()):
+    for sh in reg.shadowed:
         shadow_warnings.add(str(sh.source))
         out.append(
             Finding(
@@ -116,21 +116,20 @@ def _capabilities(data: LintInput) -> list[Finding]:
         )
     for cid, lc in reg.capabilities.items():
         file = _cap_file(data, lc)
-        cap = data.compiled.get("caps", {}).get(cid, {})
-        if cap.get("consent") is False and str(lc.source / "capability.json") in untrusted_gates:
+        if lc.consent is False and str(lc.manifest_file) in untrusted_gates:
             continue
-        if cap.get("consent") is False:
+        if lc.consent is False:
             out.append(
                 Finding(
                     severity="info",
                     code="capability-untrusted",
                     file=file,
-                    message=f"capability {cid!r} is not used: {cap.get('inactiveReason')}",
+                    message=f"capability {cid!r} is not used: {lc.inactive_reason}",
                     fix="review it and run `looprail trust`",
                 )
             )
         elif not _cap_active(data, cid):
-            key = lc.manifest.activationKey
+            key = lc.activation_key
             out.append(
                 Finding(
                     severity="info",

@@ -5,10 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from looprail.config import MISSING, is_active
+from looprail.hooks.resolve import cap_active
+from looprail.machine.spec import DEFAULT_LOOP
+
 if TYPE_CHECKING:
     pass
 
 
+from looprail.config import effective_value
 from looprail.lint.inputs import LintInput, _rel
 
 # --------------------------------------------------------------------------- declarations
@@ -42,12 +47,12 @@ class _Decl:
 
 
 def _cap_file(data: LintInput, lc: Any) -> str:
-    return _rel(lc.source / "capability.json", data.project)
+    return _rel(lc.manifest_file, data.project)
 
 
 def _declarations(data: LintInput) -> list[_Decl]:
     out = []
-    for cid, lc in data.registry.capabilities.items():
+    for cid, lc in data.compiled.capabilities.items():
         for group in ("steps", "contributions", "gates"):
             for i, entry in enumerate(lc.data.get(group) or ()):
                 out.append(_Decl(cid, group, i, entry, _cap_file(data, lc)))
@@ -55,22 +60,16 @@ def _declarations(data: LintInput) -> list[_Decl]:
 
 
 def _cap_active(data: LintInput, cap_id: str) -> bool:
-    from looprail.hooks.resolve import cap_active
-
     return cap_active(data.compiled, cap_id, data.config)
 
 
 def _when_true(data: LintInput, key: str) -> bool:
-    from looprail.config import is_active
-    from looprail.hooks.registry import config_types_of
 
-    return is_active(key, data.config, config_types_of(data.registry))
+    return is_active(key, data.config, data.compiled.config)
 
 
 def _runs(data: LintInput, decl: _Decl) -> bool:
     """Would this declaration be dispatched under the current config?"""
-    from looprail.config import MISSING
-
     if not _cap_active(data, decl.cap_id):
         return False
     when = decl.entry.get("when")
@@ -78,18 +77,13 @@ def _runs(data: LintInput, decl: _Decl) -> bool:
         return False
     point_from = decl.entry.get("pointFrom")
     if point_from is not None:
-        from looprail.config import effective_value
-        from looprail.hooks.registry import config_types_of
-
-        value = effective_value(point_from, data.config, config_types_of(data.registry))
+        value = effective_value(point_from, data.config, data.compiled.config)
         return value is not MISSING and value == decl.point
     return True
 
 
 def _point_order() -> dict[str, int]:
     """Each point's position in the loop (the order the default loop first crosses them)."""
-    from looprail.machine.spec import DEFAULT_LOOP
-
     order: dict[str, int] = {}
     for t in DEFAULT_LOOP.transitions():
         for p in t.points:

@@ -8,7 +8,17 @@ import shlex
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from looprail.hooks.checks import (
+    PREDICATE_KINDS,
+    PREDICATES,
+    CheckContext,
+    Verdict,
+    evaluate_predicate,
+    validate_command,
+    validate_query,
+)
 from looprail.layout import LOOPRAIL_DIR
+from looprail.runtime.local import resolve_host_tool
 
 if TYPE_CHECKING:
     pass
@@ -49,14 +59,10 @@ def _hooks(data: LintInput) -> list[Finding]:
 
 
 def _grammar(value: Any) -> bool:
-    from looprail.hooks.checks import validate_command
-
     return validate_command(value)
 
 
 def _query_grammar(value: Any) -> bool:
-    from looprail.hooks.checks import validate_query
-
     return validate_query(value)
 
 
@@ -133,8 +139,6 @@ def _gate(data: LintInput, d: _Decl) -> list[Finding]:
 
 def _query_target(data: LintInput, d: _Decl, word: str, severe: Severity) -> list[Finding]:
     if data.host_tool is not None:
-        from looprail.runtime.local import resolve_host_tool
-
         found = resolve_host_tool(data.host_tool)
         if not isinstance(found, str):
             return []
@@ -176,7 +180,6 @@ def _predicate(
     path = f"{d.path}.check.predicate"
     if not isinstance(predicate, Mapping):
         return []  # manifest validation already refuses it
-    from looprail.hooks.checks import PREDICATE_KINDS, PREDICATES
 
     kind = predicate.get("kind")
     spec = PREDICATES.get(kind) if isinstance(kind, str) else None
@@ -212,8 +215,6 @@ def _predicate(
     if spec.shell:
         return _command_predicate(data, d, predicate[spec.fields[0]], blocking, severe)
     if spec.pure and blocking:
-        from looprail.hooks.checks import CheckContext, Verdict, evaluate_predicate
-
         # config-equals is pure: its verdict under the current config is known now.
         verdict = evaluate_predicate(predicate, CheckContext(data.project, config=data.config))
         if isinstance(verdict, Verdict) and verdict.block:

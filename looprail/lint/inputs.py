@@ -8,12 +8,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from looprail.config import load_project_config_strict
 from looprail.errors import LooprailError, PlanError
 from looprail.fsutil import project_folder
 from looprail.layout import PLANNING_DIR
+from looprail.plans import compute_waves, find_phase, list_phases, load_phase
+from looprail.runtime.process import find_program
+from looprail.runtime.registry import RuntimeSettings, agent_name, available, create_runtime
+from looprail.trust import load_compiled
 
 if TYPE_CHECKING:
-    from looprail.hooks.registry import CompiledRegistry, Registry
+    from looprail.hooks.capset import CapabilitySet
     from looprail.plans.phase import Phase
     from looprail.plans.waves import WavePlan
 
@@ -59,8 +64,7 @@ class Probe:
 @dataclass
 class LintInput:
     project: Path
-    registry: Registry
-    compiled: CompiledRegistry
+    compiled: CapabilitySet  # consent applied
     config: dict[str, Any] | None
     probe: Probe
     config_warnings: list[str] = field(default_factory=list)
@@ -73,9 +77,6 @@ class LintInput:
 def local_probe(project: Path, runtime_name: str = "local") -> Probe:
     """The probe of a runtime (from the registry): what it would find, e.g. for `local` the
     executables under `.looprail/`. A runtime that resolves names itself finds everything."""
-    from looprail.runtime.process import find_program
-    from looprail.runtime.registry import RuntimeSettings, create_runtime
-
     runtime = create_runtime(runtime_name, RuntimeSettings(project=project))
 
     def executable(folder: str, name: str) -> str | None:
@@ -94,8 +95,6 @@ def local_probe(project: Path, runtime_name: str = "local") -> Probe:
 
 
 def _runtime_name(config: dict[str, Any] | None) -> str:
-    from looprail.runtime.registry import agent_name, available
-
     try:
         name = agent_name(config)
     except LooprailError:
@@ -116,22 +115,16 @@ def load_input(
 ) -> LintInput:
     """Load everything lint looks at. Raises only for a missing project folder or an unknown
     `phase`; everything else that is wrong becomes a finding."""
-    from looprail.config import load_project_config_strict
-    from looprail.hooks.registry import load_registry
-    from looprail.trust import load_compiled
-
     root = project_folder(project, resolve=True)
     has_planning = (root / PLANNING_DIR).is_dir()
     config = load_project_config_strict(root)  # a malformed config stops lint: file:line:col
     config_warnings: list[str] = []
-    registry = load_registry(root, capability_dirs, config=config, env=env, home=home)
     compiled = load_compiled(root, capability_dirs, env=env, home=home)
     phases = _load_phases(root, phase) if has_planning else []
     if phase is not None and not has_planning:
         raise PlanError(f"{project}: no .planning/ folder, so no phase {phase}")
     return LintInput(
         project=root,
-        registry=registry,
         compiled=compiled,
         config=config,
         probe=probe or local_probe(root, _runtime_name(config)),
@@ -144,8 +137,6 @@ def load_input(
 
 
 def _load_phases(root: Path, only: str | None) -> list[PhaseInput]:
-    from looprail.plans import compute_waves, find_phase, list_phases, load_phase
-
     dirs = [find_phase(root, only)] if only is not None else list_phases(root)
     out = []
     for ph in dirs:

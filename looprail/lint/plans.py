@@ -7,10 +7,12 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from looprail.errors import LooprailError
+from looprail.frontmatter import file_frontmatter
 from looprail.layout import LOOPRAIL_DIR
 from looprail.lint.findings import Finding
 from looprail.lint.inputs import LintInput, PhaseInput, _rel
 from looprail.lint.trackers import _resolvers, _trackers
+from looprail.machine.spec import DEFAULT_LOOP
 
 if TYPE_CHECKING:
     from looprail.plans.phase import Phase
@@ -105,8 +107,6 @@ def _roles(data: LintInput) -> list[Finding]:
     the orchestrator for discuss (no CONTEXT.md yet) and always for ship, the planner while
     there is no PLAN.md, the executor while a plan has no SUMMARY.md, the verifier until
     VERIFICATION.md says `status: passed`. `run` fails on the first one that is missing."""
-    from looprail.machine.spec import DEFAULT_LOOP
-
     needed: dict[str, list[str]] = {}  # role -> why, in phase order
     for item in data.phases:
         phase = item.phase
@@ -145,8 +145,6 @@ def _roles(data: LintInput) -> list[Finding]:
 
 
 def _verification_status(phase: Any) -> str | None:
-    from looprail.frontmatter import file_frontmatter
-
     if phase.verification_path is None:
         return None
     fm = file_frontmatter(phase.verification_path)

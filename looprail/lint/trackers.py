@@ -6,6 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from looprail.hooks.task_content import split_tracker_id, unloadable_resolvers
+
 if TYPE_CHECKING:
     pass
 
@@ -22,32 +24,24 @@ class _Resolvers:
 
 
 def _resolvers(data: LintInput) -> _Resolvers:
-    from looprail.hooks.task_content import unloadable_resolvers
-
-    # As the run does (`session.Loaded.resolvers`): every loaded resolver counts, whatever its
+    # As the run does (`loading.Loaded.resolvers`): every loaded resolver counts, whatever its
     # capability's activationKey (execute:task has no `when`), except one without consent.
     active: dict[str, list[tuple[str, Any]]] = {}
     inactive: dict[str, list[str]] = {}
-    caps = data.compiled.get("caps", {})
-    for cid, r in data.registry.task_content_resolvers():
-        if cid in caps and caps[cid].get("consent") is not False:
+    caps = data.compiled.capabilities
+    for cid, r in data.compiled.task_content_resolvers():
+        if caps[cid].consent is not False:
             active.setdefault(r.trackerPrefix, []).append((cid, r))
         else:
             inactive.setdefault(r.trackerPrefix, []).append(cid)
     broken: dict[str, list[tuple[str, str]]] = {}
-    caps_by_id = data.registry.capabilities
-    served = {
-        prefix: getattr(caps_by_id.get(pairs[0][0]), "origin", "project")
-        for prefix, pairs in active.items()
-    }
-    for cid, prefix, reason in unloadable_resolvers(data.registry.failed, served):
+    served = {prefix: caps[pairs[0][0]].origin for prefix, pairs in active.items()}
+    for cid, prefix, reason in unloadable_resolvers(data.compiled.failed, served):
         broken.setdefault(prefix, []).append((cid, reason))
     return _Resolvers(active, inactive, broken)
 
 
 def _trackers(data: LintInput, plan: Any, resolvers: _Resolvers) -> Iterable[Finding]:
-    from looprail.hooks.task_content import split_tracker_id
-
     file = _rel(plan.path, data.project)
     for task in plan.tasks:
         tid = task.tracker_id

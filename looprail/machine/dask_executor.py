@@ -108,7 +108,7 @@ def parse_executor(spec: str) -> tuple[str, Any]:
     else:
         raise UsageError(f"--executor {spec}: expected dask://HOST:PORT or dask-local:N")
     try:
-        import distributed  # noqa: F401
+        import distributed  # noqa: F401  (is the dask extra installed?)
     except ImportError:
         raise UsageError(
             f"--executor {spec} needs dask.distributed; install it with {INSTALL_HINT}"
@@ -131,6 +131,7 @@ def local_security() -> Any:
     the workers through the nanny's pipe (Dask writes them only for the moment it loads them,
     into a private 0700 temporary folder), so nobody else on the machine can connect to the
     scheduler or a worker, let alone run a function in looprail's process."""
+    # the dask extra (optional): imported only when a Dask executor runs
     from distributed.security import Security
 
     try:
@@ -147,6 +148,7 @@ def _check_remote_security(spec: str, address: str) -> None:
     `distributed.client.security-loader`, else `distributed.comm.tls.*` (e.g.
     DASK_DISTRIBUTED__COMM__TLS__CA_FILE). A `tls://` address with neither a loader nor a CA
     and a client certificate configured is refused before connecting."""
+    # the dask extra (optional): imported only when a Dask executor runs
     import dask
 
     if not address.startswith("tls://"):
@@ -184,11 +186,14 @@ class DaskExecutor:
 
     def __enter__(self) -> DaskExecutor:
         kind, value = parse_executor(self.spec)
+        # the dask extra (optional): imported only when a Dask executor runs (dask_worker
+        # imports distributed at its top)
         from distributed import Client, LocalCluster
 
-        from looprail.machine.dask_worker import CopyPool
+        from looprail.machine.dask_worker import CopyPool  # distributed at its top
 
         if kind == "local":
+            # the dask extra (optional): imported only when a Dask executor runs
             import dask
 
             # A worker here runs processes, not Python compute: its statistical profiler (a
@@ -274,6 +279,7 @@ class DaskExecutor:
 
     def submit(self, run: _PlanRun, first: Step) -> Any:
         """Submit the plan's worker side, `first` its first step."""
+        # the dask extra (optional): dask_worker imports distributed at its top
         from looprail.machine.dask_worker import run_plan_on_worker
 
         runner = run.runner
@@ -383,6 +389,7 @@ class _PlanRun:
         return self._outcome(task)
 
     def _hand_over(self, step: Step) -> None:
+        # the dask extra (optional): imported only when a Dask executor runs
         from distributed import Variable
 
         name = step_name(self.channel, self.plan.id, self.step)
@@ -456,6 +463,7 @@ class _PlanRun:
             if wait and not self.abandoned.is_set():
                 self.future.result(timeout=_END_WAIT_S)
         if self.step > 1:
+            # the dask extra (optional): imported only when a Dask executor runs
             from distributed import Variable
 
             for n in range(1, self.step):

@@ -21,7 +21,9 @@ Per-plan cost is kept small, since a wave may have many short plans:
 from __future__ import annotations
 
 import asyncio
+import difflib
 import fcntl
+import hashlib
 import os
 import shutil
 import stat
@@ -32,12 +34,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from distributed import get_worker
+from distributed import Variable, get_client, get_worker
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from looprail.layout import AGENTS_DIR, CHECKS_DIR, COMMANDS_DIR, LOOPRAIL_DIR, SKILLS_DIR
 from looprail.machine.dask_job import SKIP, PlanJob, Step, apply_changes, plan_topic, step_name
+from looprail.runtime.base import DispatchContext, TaskWork
 from looprail.runtime.git import git
+from looprail.runtime.local import LocalRuntime, Timeouts
 
 _KEEP_LOOPRAIL = (AGENTS_DIR, SKILLS_DIR, COMMANDS_DIR, CHECKS_DIR)  # executables the runtime runs
 
@@ -281,8 +285,6 @@ def snapshot(project: Path) -> dict[str, Any]:
 
 
 def _digest(path: str) -> str:
-    import hashlib
-
     try:
         with open(path, "rb") as fh:
             return hashlib.sha256(fh.read()).hexdigest()
@@ -307,8 +309,6 @@ def changes_since(
 ) -> tuple[dict[str, bytes | None], str, dict[str, Any]]:
     """The files a task wrote (new content) or removed (None), a unified diff of them for
     people, and the snapshot after (the next task's "before")."""
-    import difflib
-
     after = snapshot(project)
     changes: dict[str, bytes | None] = {}
     for rel, key in after.items():
@@ -342,14 +342,10 @@ def _tail(text: str, lines: int = 5) -> list[str]:
 
 
 def warm_up() -> None:
-    """Import what a plan needs and build the models' validators (once per worker)."""
-    from looprail.runtime.base import DispatchContext, TaskWork
-    from looprail.runtime.local import LocalRuntime, Timeouts
-
+    """Build the models' validators a plan needs (once per worker, before its first plan)."""
     DispatchContext.model_rebuild()
     TaskWork.model_rebuild()
     Timeouts.model_rebuild()
-    assert LocalRuntime is not None
 
 
 def earlier_attempts(events: Any) -> tuple[dict[str, dict], str | None, int]:
@@ -375,8 +371,6 @@ def run_plan_on_worker(job: PlanJob) -> dict[str, Any]:
     """Run the plan's tasks in a pooled copy of the project, each as the orchestrator hands it
     over (begun there: resolved, read_first checked, `task_call` hooks run); report every start
     and end on the plan's topic. Runs on a Dask worker."""
-    from looprail.runtime.base import DispatchContext, TaskWork
-
     worker = get_worker()
     topic = plan_topic(job.channel, job.plan_id)
     # Ask the scheduler what earlier attempts of this plan did while the copy is brought up to
@@ -459,8 +453,6 @@ _STEP_POLL_S = 2.0
 def _next_step(worker: Any, job: PlanJob, n: int) -> Step:
     """Wait for the orchestrator to hand over step `n`. While waiting, look every few seconds
     whether this plan is still wanted (a client gone or a cancelled plan never hands it over)."""
-    from distributed import Variable, get_client
-
     variable = Variable(step_name(job.channel, job.plan_id, n), client=get_client())
     key = worker.get_current_task()
     while True:
@@ -477,8 +469,6 @@ def _runtime(job: PlanJob, project: Path) -> Any:
     factory: Callable[..., Any] | None = job.runtime_factory
     if factory is not None:
         return factory(project)
-    from looprail.runtime.local import LocalRuntime, Timeouts
-
     timeouts = Timeouts.model_validate(job.timeouts) if job.timeouts else None
     return LocalRuntime(
         project, host_tool=job.host_tool, timeouts=timeouts, progress=lambda _: None

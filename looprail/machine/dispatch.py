@@ -17,8 +17,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
+from looprail.hooks.capset import CapabilitySet
 from looprail.hooks.checks import (
     COMMAND_GRAMMAR,
     LEDGER_GATES,
@@ -34,6 +35,9 @@ from looprail.machine.progress import Progress, fmt_duration
 from looprail.machine.record import EventRecord, Recorder
 from looprail.runtime.base import DispatchContext, Flavor, Runtime
 
+if TYPE_CHECKING:
+    from looprail.hooks.resolve import Envelope
+
 # A callable that evaluates native hooks for a loop event and returns their results.
 NativePoint = Callable[[str, DispatchContext, Sequence[HookResult]], list[HookResult]]
 # How many native hooks will run at a point (their filters match): for the point's header line.
@@ -44,7 +48,7 @@ class Dispatcher:
     def __init__(
         self,
         *,
-        compiled: Mapping[str, Any],
+        compiled: CapabilitySet,
         config: Mapping[str, Any] | None,
         runtime: Runtime,
         project: Path,
@@ -82,7 +86,7 @@ class Dispatcher:
             **extra,
         )
 
-    def envelope(self, point: str) -> dict[str, Any]:
+    def envelope(self, point: str) -> Envelope:
         return resolve(self.compiled, self.config, point)
 
     def dispatch(self, point: str, *, wave: int | None = None) -> list[HookResult]:

@@ -5,13 +5,19 @@ nothing."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+from looprail.hooks import checks as C
 from looprail.hooks.checks import COMMAND_GRAMMAR
+from looprail.hooks.native import load_native_hooks
 from looprail.hooks.resolve import resolve
+from looprail.hostcall import argument_values, query_args
 from looprail.layout import LOOPRAIL_DIR
 from looprail.machine.progress import plural
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
+from looprail.plans import compute_waves, load_phase
+from looprail.trust import is_trusted
 
 
 def _hook_plan(
@@ -73,11 +79,6 @@ def _gate_call(
     host_tool: str | None,
 ) -> str:
     """What the gate will run, as the dispatcher will run it (hooks.checks' per-point table)."""
-    from pathlib import Path
-
-    from looprail.hooks import checks as C
-    from looprail.hostcall import argument_values, query_args
-
     project = Path(project) if project is not None else Path(".")
     if (point, cap) in C.LEDGER_GATES:
         return f"ledger {C.LEDGER_PATH}" + (f" ({host_tool} windows status)" if host_tool else "")
@@ -110,33 +111,12 @@ def dry_run_plan(
     """What a run of `phase` would do, as data (`run --dry-run --json`): every transition in
     order with the points it crosses and the hooks active at each, the waves, plans and tasks
     where the phase has plans, and the role work each step would do. Nothing runs."""
-    from looprail.hooks.native import load_native_hooks
-    from looprail.plans import compute_waves, load_phase
-    from looprail.trust import is_trusted
-
     ph = load_phase(loaded.project, phase)
     waves = compute_waves(ph.plans, root=loaded.project) if ph.plans else None
     native = load_native_hooks(loaded.project, trusted=is_trusted)
 
     def point(p: str, each: str | None = None) -> dict[str, Any]:
-        env = resolve(loaded.compiled, loaded.config, p)
-        return {
-            "point": p,
-            "each": each,
-            "hooks": [
-                _hook_plan(h, flavor, ph.number, host_tool, p, loaded.project, ph.dir)
-                for h in env["activeHooks"]
-            ],
-            "nativeHooks": [
-                {
-                    "ref": h.ref,
-                    "description": h.description,
-                    "filter": {k: list(v) if isinstance(v, tuple) else v for k, v in h.filter},
-                }
-                for h in native.for_event(p)
-            ],
-            "warnings": list(env.get("warnings", ())),
-        }
+        return _point_plan(loaded, ph, native, flavor, host_tool, p, each)
 
     transitions = []
     for t in spec.transitions():
@@ -153,38 +133,11 @@ def dry_run_plan(
         }
         transitions.append(step)
         if t.event == "start_wave":
-            if waves is not None:
-                step["waves"] = [
-                    {
-                        "number": w.number,
-                        "planIds": list(w.plan_ids),
-                        "pending": bool(w.pending),
-                        "parallel": bool(w.parallel_safe),
-                        "overlapFiles": list(w.overlap_files),
-                        "tasks": [
-                            {
-                                "id": task.id,
-                                "name": task.name or "",
-                                "trackerId": task.tracker_id,
-                                "checkpoint": (task.gate or "pauses")
-                                if task.is_checkpoint
-                                else None,
-                            }
-                            for pid in w.plan_ids
-                            for task in ph.plan(pid).tasks
-                        ],
-                    }
-                    for w in waves.waves
-                ]
+            step["waves"] = _waves_plan(waves, ph) if waves is not None else None
             step["points"].append(point(t.points[0], "wave"))
             continue
         step["points"] = [point(p) for p in t.points]
-        role_step = spec.step(t.target) if t.target in {s.name for s in spec.steps} else None
-        if role_step is not None and role_step.name != spec.looped:
-            unless = f"{role_step.artifact} exists" if role_step.artifact else None
-            if role_step.name == "verify":  # a VERIFICATION.md that did not pass is redone
-                unless = f"{role_step.artifact} reports status: passed"
-            step["roleWork"] = {"role": role_step.role, "step": role_step.name, "unless": unless}
+        step["roleWork"] = _role_work(spec, t.target)
     return {
         "dryRun": True,
         "project": str(loaded.project),
@@ -196,6 +149,75 @@ def dry_run_plan(
         "transitions": transitions,
         "ran": False,
     }
+
+
+def _point_plan(
+    loaded: Any,
+    ph: Any,
+    native: Any,
+    flavor: str,
+    host_tool: str | None,
+    p: str,
+    each: str | None,
+) -> dict[str, Any]:
+    """One point as the dry run shows it: its active hooks, native hooks and warnings."""
+    env = resolve(loaded.compiled, loaded.config, p)
+    return {
+        "point": p,
+        "each": each,
+        "hooks": [
+            _hook_plan(h, flavor, ph.number, host_tool, p, loaded.project, ph.dir)
+            for h in env["activeHooks"]
+        ],
+        "nativeHooks": [
+            {
+                "ref": h.ref,
+                "description": h.description,
+                "filter": {k: list(v) if isinstance(v, tuple) else v for k, v in h.filter},
+            }
+            for h in native.for_event(p)
+        ],
+        "warnings": list(env.get("warnings", ())),
+    }
+
+
+def _waves_plan(waves: Any, ph: Any) -> list[dict[str, Any]]:
+    """The phase's waves as the dry run shows them: plans, mode and tasks."""
+    return [
+        {
+            "number": w.number,
+            "planIds": list(w.plan_ids),
+            "pending": bool(w.pending),
+            "parallel": bool(w.parallel_safe),
+            "overlapFiles": list(w.overlap_files),
+            "tasks": [
+                {
+                    "id": task.id,
+                    "name": task.name or "",
+                    "trackerId": task.tracker_id,
+                    "checkpoint": (task.gate or "pauses") if task.is_checkpoint else None,
+                }
+                for pid in w.plan_ids
+                for task in ph.plan(pid).tasks
+            ],
+        }
+        for w in waves.waves
+    ]
+
+
+# What a step's `done_guard` asks of its artifact, where more than that it exists.
+_DONE_WHEN = {"verify_done": "reports status: passed"}  # a VERIFICATION.md that did not pass
+
+
+def _role_work(spec: LoopSpec, target: str) -> dict[str, Any] | None:
+    """The role work of the step a transition enters, unless its artifact is done."""
+    step = next((s for s in spec.steps if s.name == target), None)
+    if step is None or step.name == spec.looped:
+        return None
+    unless = None
+    if step.artifact:
+        unless = f"{step.artifact} {_DONE_WHEN.get(step.done_guard or '', 'exists')}"
+    return {"role": step.role, "step": step.name, "unless": unless}
 
 
 def dry_run(
@@ -228,22 +250,7 @@ def dry_run(
             f"{t['source']} → {t['target']}  [{t['event']}; guards: {', '.join(t['guards'])}]"
         )
         if t["event"] == "start_wave":
-            if t["waves"] is None:
-                out.append("  (no plans yet: the planner writes them; waves are known after plan)")
-            for w in t["waves"] or ():
-                state = "to run" if w["pending"] else "done"
-                mode = (
-                    "parallel" if w["parallel"] else f"sequential ({', '.join(w['overlapFiles'])})"
-                )
-                out.append(f"  wave {w['number']}: {', '.join(w['planIds'])} [{state}, {mode}]")
-                for task in w["tasks"]:
-                    extra = []
-                    if task["trackerId"]:
-                        extra.append(f"execute:task resolver for {task['trackerId']}")
-                    if task["checkpoint"]:
-                        extra.append(f"checkpoint ({task['checkpoint']})")
-                    note = f"  [{'; '.join(extra)}]" if extra else ""
-                    out.append(f"    task {task['id']} {task['name']}{note}")
+            out.extend(_wave_lines(t["waves"]))
         for p in t["points"]:
             point(p)
         work = t["roleWork"]
@@ -253,3 +260,22 @@ def dry_run(
     out.append("")
     out.append("nothing was run")
     return "\n".join(out) + "\n"
+
+
+def _wave_lines(waves: list[dict[str, Any]] | None) -> list[str]:
+    if waves is None:
+        return ["  (no plans yet: the planner writes them; waves are known after plan)"]
+    out = []
+    for w in waves:
+        state = "to run" if w["pending"] else "done"
+        mode = "parallel" if w["parallel"] else f"sequential ({', '.join(w['overlapFiles'])})"
+        out.append(f"  wave {w['number']}: {', '.join(w['planIds'])} [{state}, {mode}]")
+        for task in w["tasks"]:
+            extra = []
+            if task["trackerId"]:
+                extra.append(f"execute:task resolver for {task['trackerId']}")
+            if task["checkpoint"]:
+                extra.append(f"checkpoint ({task['checkpoint']})")
+            note = f"  [{'; '.join(extra)}]" if extra else ""
+            out.append(f"    task {task['id']} {task['name']}{note}")
+    return out

@@ -154,12 +154,3 @@ FACT_REASONS = {
     "discuss_done": "the discuss step produced no CONTEXT.md",
     "verify_done": "VERIFICATION.md does not report `status: passed`",
 }
-
-
-def failed_fact_guard(guard_names: Sequence[str], facts: PlanFacts) -> str | None:
-    """The first plan-fact guard among `guard_names` that refuses, as a reason for people."""
-    for name in guard_names:
-        fn = GUARDS.get(name)
-        if fn is not None and not fn(facts):
-            return FACT_REASONS.get(name, name)
-    return None

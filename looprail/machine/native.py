@@ -18,18 +18,30 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from looprail.fsutil import atomic_write
+from looprail import layout
+from looprail.errors import InvalidFileError, Issue, RefusedToStart
+from looprail.fsutil import atomic_write, read_bounded
+from looprail.hooks.native import (
+    NativeHookEngine,
+    load_native_hooks,
+    loop_settled_candidate,
+    point_candidate,
+    task_candidate,
+)
+from looprail.jsonload import json_type_name
 from looprail.layout import LOOPRAIL_DIR, NEXT_TURN_FILE
 from looprail.machine.guards import HookResult, HookStatus
 from looprail.machine.progress import Progress
 from looprail.machine.record import EventRecord, Recorder
 from looprail.runtime.base import DispatchContext
+from looprail.trust import hooks_bytes_consented, is_trusted
 
 
 class LoopEffects:
@@ -152,8 +164,6 @@ def read_queue(path: Path) -> list[dict[str, Any]]:
     beyond the parser's depth, an entry of the wrong shape) raises `InvalidFileError`, one line
     naming the file, the entry and the reason: never a traceback, and never a silent drop of
     what was queued."""
-    from looprail.errors import InvalidFileError, Issue
-    from looprail.fsutil import read_bounded
 
     def bad(where: str, reason: str) -> InvalidFileError:
         fix = "fix or remove the file (it holds queued messages)"
@@ -191,8 +201,6 @@ def read_queue(path: Path) -> list[dict[str, Any]]:
 
 
 def _json_type(value: Any) -> str:
-    from looprail.jsonload import json_type_name
-
     return json_type_name(value)
 
 
@@ -214,19 +222,12 @@ def read_native_inputs(project: Path, progress: Progress) -> NativeInputs:
     """Load the project's native hooks (warnings shown) and, when there are any, read and check
     the `nextTurn` queue they deliver at the start: before the run starts, so a broken queue
     stops it (`RefusedToStart`, exit 2) with nothing journaled."""
-    import os
-
-    from looprail import layout
-
     global_file = os.path.join(layout.looprail_home(), layout.HOOKS_FILE)
     if not (
         os.path.lexists(global_file)
         or os.path.lexists(layout.project_path(project, layout.HOOKS_FILE))
     ):
         return NativeInputs()  # no hooks file anywhere: nothing to load, warn about or import
-    from looprail.errors import InvalidFileError, RefusedToStart
-    from looprail.hooks.native import load_native_hooks
-    from looprail.trust import hooks_bytes_consented, is_trusted
 
     hooks = load_native_hooks(
         project,
@@ -272,8 +273,6 @@ class NativeBridge:
     def point_hooks(
         self, point: str, ctx: DispatchContext, earlier: Sequence[HookResult]
     ) -> list[HookResult]:
-        from looprail.hooks.native import point_candidate
-
         if not self.engine.has_hooks(point):
             return []
         candidate = point_candidate(point, phase=self.phase, wave=ctx.wave)
@@ -281,8 +280,6 @@ class NativeBridge:
 
     def point_count(self, point: str, wave: int | None) -> int:
         """How many native hooks will run at `point` (enabled, filter matching)."""
-        from looprail.hooks.native import point_candidate
-
         if not self.engine.has_hooks(point):
             return 0
         return self.engine.matching(point, point_candidate(point, phase=self.phase, wave=wave))
@@ -296,8 +293,6 @@ class NativeBridge:
         work: Any,
         ctx: DispatchContext,
     ) -> list[HookResult]:
-        from looprail.hooks.native import task_candidate
-
         if not self.engine.has_hooks(event):
             return []
         content = None
@@ -332,8 +327,6 @@ class NativeBridge:
         ]
 
     def settled(self, status: str, reason: str | None, ctx: DispatchContext) -> None:
-        from looprail.hooks.native import loop_settled_candidate
-
         self.effects.flush_follow_up()
         if self.engine.has_hooks("loop_settled"):
             candidate = loop_settled_candidate(status=status, phase=self.phase, reason=reason)
@@ -463,7 +456,6 @@ def load_bridge(
     hooks = inputs.hooks
     if hooks is None:
         return None
-    from looprail.hooks.native import NativeHookEngine
 
     engine = NativeHookEngine(
         hooks,

@@ -16,6 +16,11 @@ import threading
 import time
 from typing import IO, Any, TextIO, cast
 
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+from looprail.runtime.logs import show_line
 from looprail.textsafe import one_line
 
 BANNER_PREFIX = "◆ Spawning "
@@ -80,8 +85,6 @@ class Progress:
         self._live: Any = None  # rich.live.Live, started on the first status
         self._console: Any = None
         if self.live:
-            from rich.console import Console
-
             self._console = Console(
                 file=_console_file(self.stream), highlight=False, force_terminal=True
             )
@@ -104,7 +107,6 @@ class Progress:
         codes are dropped and every other control character escaped."""
         if not self.verbose:
             return
-        from looprail.runtime.logs import show_line
 
         shown = show_line(text)
         if len(shown) > _STREAM_CUT:
@@ -123,7 +125,6 @@ class Progress:
             return
         # rich's console has its own lock (worker threads print too); never print while
         # holding ours: printing redraws the live area, which reads our state.
-        from rich.text import Text
 
         if style is None:
             style = next((s for mark, s in _LINE_STYLES if text.lstrip().startswith(mark)), None)
@@ -177,8 +178,6 @@ class Progress:
 
     def _rich_console(self) -> Any:
         if self._console is None:  # live=True given for a stream that is not a terminal
-            from rich.console import Console
-
             self._console = Console(
                 file=_console_file(self.stream), highlight=False, force_terminal=True
             )
@@ -187,7 +186,6 @@ class Progress:
     def _ensure_live(self) -> None:
         if self._live is not None:
             return
-        from rich.live import Live
 
         self._live = Live(
             get_renderable=self._render,
@@ -200,8 +198,6 @@ class Progress:
         self._live.start()
 
     def _render(self) -> Any:
-        from rich.text import Text
-
         now = time.monotonic()
         status, tasks = self._status, self._rows  # snapshots: no lock on the redraw path
         text = Text(no_wrap=True, overflow="ellipsis")

@@ -19,16 +19,31 @@ resumed, never a new one started beside it. docs/loop.md, "The project loop", sa
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from looprail.errors import UsageError
-from looprail.layout import PHASES_DIR, normalize_phase_number, phase_sort_key
+from looprail.frontmatter import file_frontmatter
+from looprail.fsutil import contained_file, require_inside
+from looprail.layout import (
+    PHASES_DIR,
+    normalize_phase_number,
+    phase_artifact,
+    phase_sort_key,
+    plan_id_from_filename,
+    scan_phase_dirs,
+    summary_of,
+)
+from looprail.roadmap import read_roadmap, roadmap_phases
+from looprail.store.schema import NoJournalError
+from looprail.store.summary import open_journal
 
-# Light on purpose (`looprail status` lists the phases): no dataclasses, typing or plan layer
-# at import; what the phases are is read from file names.
-TYPE_CHECKING = False
+# `looprail status` lists the phases with this module: no pydantic, plan layer or run
+# machinery at import (what the phases are is read from file names); `ensure_folder` and
+# `run_spent`, a run's, import theirs when called.
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from typing import Any
@@ -136,9 +151,6 @@ def project_phases(
 ) -> list[ProjectPhase]:
     """The project's phases in order, each with whether it is finished (module docstring).
     `runs`: `latest_runs()` of the journal (none: no journal)."""
-    from looprail.layout import scan_phase_dirs
-    from looprail.roadmap import read_roadmap, roadmap_phases
-
     root = Path(project)
     runs = runs or {}
     folders: dict[str, list[tuple[str, str, str, str]]] = {}
@@ -166,7 +178,7 @@ def _phase(
 ) -> ProjectPhase:
     # Two folders for one phase: the run refuses it as ambiguous (find_phase) and says so.
     folder = Path(dirs[0][3]) if dirs else None
-    plans, summaries, names = _progress(folder) if folder is not None else (0, 0, [])
+    plans, summaries, names = _progress(folder, number) if folder is not None else (0, 0, [])
     run_id, run_status = run if run is not None else (None, None)
     verification = None
     if (
@@ -201,32 +213,23 @@ def _phase(
     )
 
 
-def _progress(folder: Path) -> tuple[int, int, list[str]]:
-    """(plans, plans with a SUMMARY, the folder's file names): plans and SUMMARYs matched by
-    their canonical plan id (`layout`, the plan layer's rule), from the file names alone (no
-    plan is parsed: a plan the run would refuse still counts)."""
-    from looprail.layout import canonical_plan_id, plan_id_from_filename
-
+def _progress(folder: Path, phase: str) -> tuple[int, int, list[str]]:
+    """(plans, plans with a SUMMARY, the folder's file names): each plan paired with its
+    SUMMARY by the plan layer's rule (`layout.summary_of`), from the file names alone (no plan
+    is parsed: a plan the run would refuse still counts)."""
     try:
         with os.scandir(folder) as entries:
             names = sorted(e.name for e in entries if e.is_file())
     except OSError:
         return 0, 0, []
-    done = {
-        canonical_plan_id(n.removesuffix("-SUMMARY.md")) for n in names if n.endswith("-SUMMARY.md")
-    }
-    plans = [pid for pid in map(plan_id_from_filename, names) if pid is not None]
-    summaries = sum(1 for pid in plans if canonical_plan_id(pid) in done)
+    plans = [n for n in names if plan_id_from_filename(n) is not None]
+    summaries = sum(1 for n in plans if summary_of(n, names, phase)[0] is not None)
     return len(plans), summaries, names
 
 
 def _verification(root: Path, folder: Path, names: list[str]) -> str | None:
     """The frontmatter `status` of the phase's VERIFICATION.md (the file and the reader the
     run's `verify_done` guard uses), or None."""
-    from looprail.frontmatter import file_frontmatter
-    from looprail.fsutil import contained_file
-    from looprail.layout import phase_artifact
-
     name = phase_artifact(names, "VERIFICATION.md")
     if name is None:
         return None
@@ -271,8 +274,7 @@ def pending(phases: Sequence[ProjectPhase], through: str | None = None) -> list[
 def ensure_folder(project: Path, phase: ProjectPhase) -> Path:
     """The phase's folder, created as the reference's discuss step creates it when the ROADMAP
     names a phase with none yet: `.planning/phases/<NN>-<slug of its name>`."""
-    from looprail.fsutil import require_inside
-    from looprail.plans.phase import phase_spelling
+    from looprail.plans.phase import phase_spelling  # the plan layer: a run's, not status's
 
     if phase.dir is not None:
         return phase.dir
@@ -372,11 +374,6 @@ def _phases(project: Path, journal: bool) -> list[ProjectPhase]:
 def journal_runs(project: Path) -> dict[str, tuple[str, str]]:
     """`latest_runs` of the project's journal (empty without one), read with plain SQL on a
     read-only connection (`store.summary`, as `looprail status` reads the journal)."""
-    import contextlib
-
-    from looprail.store.schema import NoJournalError
-    from looprail.store.summary import open_journal
-
     try:
         conn = open_journal(project)
     except NoJournalError:
@@ -388,7 +385,8 @@ def journal_runs(project: Path) -> dict[str, tuple[str, str]]:
 
 def run_spent(project: Path, run_id: str | None) -> float:
     """What a run's agent calls cost, from the journal (the meter's own record)."""
-    from looprail.machine.session import _spent
+    # The run machinery and the typed journal: a run's, not `looprail status`'s.
+    from looprail.machine.opening import spent_usd as _spent
     from looprail.store import Journal
 
     if run_id is None:

@@ -6,122 +6,54 @@ This is the function the CLI's `looprail run` / `looprail resume` and the pytest
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from looprail.errors import ConfigError, LooprailError, RefusedToStart, UsageError
-from looprail.fsutil import project_folder
-from looprail.layout import PLANNING_DIR, PROJECT_CONFIG_FILE
+from looprail.errors import LooprailError
+from looprail.machine.interactive import interactive_options
+from looprail.machine.loading import (
+    Loaded,
+    default_jobs,
+    load_project,
+    make_runtime,
+    read_plans,
+    read_run_inputs,
+    run_settings,
+)
+from looprail.machine.opening import (
+    OpenedRun,
+    Session,
+    approved_checkpoints,
+    open_run,
+    spent_usd,
+)
 from looprail.machine.progress import Progress
+from looprail.machine.record import JournalRecorder, MemoryRecorder
+from looprail.machine.resume import replay_role_context
 from looprail.machine.run import LoopRunner, RunOptions, RunResult
-from looprail.runtime.base import RunStart  # loaded with machine.run (its dispatcher's)
-from looprail.settings import LooprailSettings, looprail_settings
+from looprail.machine.signals import journal_children, signal_label, stop_signals
+from looprail.plans import PhaseCache, find_phase
+from looprail.store import Journal, RunLock, digest_inputs
+from looprail.store.journal import journal_path
+
+__all__ = [
+    "Loaded",
+    "SessionResult",
+    "default_jobs",
+    "load_project",
+    "make_runtime",
+    "read_plans",
+    "read_run_inputs",
+    "run_phase",
+    "run_settings",
+    "stop_signals",
+]
 
 if TYPE_CHECKING:
-    from looprail.hooks.registry import CompiledRegistry, Registry
     from looprail.machine.record import JournalRecorder
-    from looprail.machine.resume import Recovery
     from looprail.runtime.base import Runtime
-    from looprail.store.journal import RunRow
-
-
-@dataclass
-class Loaded:
-    """Everything loaded from a project and its capability search path."""
-
-    project: Path
-    compiled: CompiledRegistry
-    registry: Registry
-    config: dict[str, Any] | None
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def resolvers(self) -> list[tuple[str, Any]]:
-        """Every loaded capability's resolver, as the reference does (installed, not gated by
-        `activationKey`: execute:task has no `when`) — except one without the user's consent."""
-        caps = self.compiled["caps"]
-        return [
-            (cid, r)
-            for cid, r in self.registry.task_content_resolvers()
-            if cid in caps and caps[cid].get("consent") is not False
-        ]
-
-    @property
-    def unloadable(self) -> list[Any]:
-        """Resolvers that exist but must not run: their capability failed to load, or is a
-        project capability without consent. A task with their prefix halts (never a silent
-        fallback to the inline plan)."""
-        caps = self.compiled["caps"]
-        unconsented = [
-            (cid, r.trackerPrefix, "no consent for this project capability (run `looprail trust`)")
-            for cid, r in self.registry.task_content_resolvers()
-            if cid in caps and caps[cid].get("consent") is False
-        ]
-        served = {
-            r.trackerPrefix: self.registry.capabilities[cid].origin for cid, r in self.resolvers
-        }
-        if not self.registry.failed:  # the usual case: no need to import the resolver module
-            return unconsented
-        from looprail.hooks.task_content import unloadable_resolvers
-
-        return unloadable_resolvers(self.registry.failed, served) + unconsented
-
-    @property
-    def blockers(self) -> list[Any]:
-        """Why `looprail run` must not start (`looprail.hooks.startup`): a missing first-party
-        folder, a capability that failed to load, an unconsented project capability's gates."""
-        from looprail.hooks.startup import blockers
-
-        return blockers(self.registry, self.compiled)
-
-    def input_paths(self, phase_dir: Path | None) -> list[Path]:
-        """What a run depends on: capability folders, the config, the phase's plans."""
-        paths = [lc.source for lc in self.registry.capabilities.values()]
-        paths.append(self.project / PROJECT_CONFIG_FILE)
-        if phase_dir is not None:
-            paths += sorted(phase_dir.glob("*-PLAN.md"))
-        return paths
-
-
-def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()) -> Loaded:
-    """Load a project (a folder with `.planning/`) and its capabilities for `run_phase`.
-
-    `capability_dirs` are first-party capability folders (or folders of them), searched before
-    the global and project overlays. A malformed `.planning/config.json`, or a `.looprail/` or
-    `.planning/` that leads out of the project, raises a `LooprailError`; a capability that
-    fails to load is left out and named in `Loaded.warnings`."""
-    from looprail.config import load_project_config_strict
-    from looprail.hooks.registry import load_registry, search_roots
-    from looprail.trust import load_compiled
-
-    root = project_folder(project)
-    if not (root / PLANNING_DIR).is_dir():
-        raise UsageError(f"{project}: not a project (no .planning/ folder)")
-    root = root.resolve()
-    from looprail.fsutil import check_looprail_folders, require_inside
-
-    # The journal, lock, logs, worktrees, agents and queued messages live under .looprail/: a
-    # symlink out of the project (of it or of a folder in it) would make a run write (and read
-    # its state) elsewhere.
-    check_looprail_folders(root)
-    require_inside(root, root / PLANNING_DIR, "the folder")
-    config = load_project_config_strict(root)  # a malformed config stops the run
-    warnings: list[str] = []
-    # The capabilities are read once: the compiled form is the cache's, or (on a miss) compiled
-    # from this registry, whose roots are the absolute folders the cache is keyed by.
-    roots = search_roots(root, capability_dirs, absolute=True)
-    registry = load_registry(root, roots=roots, config=config)
-    compiled = load_compiled(root, capability_dirs, registry=registry)
-    warnings += list(registry.warnings)
-    for failed in registry.failed:
-        warnings.append(
-            f"capability {failed.id!r} ({failed.origin}) not loaded: {failed.issues[0]}"
-        )
-    return Loaded(root, compiled, registry, config, warnings)
 
 
 @dataclass
@@ -154,39 +86,45 @@ def run_phase(
     a new run's machine config so `looprail resume` can go on with the phases after it.
     `budget_spent`: what the invocation spent before this run, counted against `budget_usd`
     (the budget of `run --all` spans its phases)."""
-    from looprail.plans import find_phase
-
     options = options or RunOptions()
+    if options.interactive is not False:  # decided once: a terminal to talk on, or exit 2
+        options = interactive_options(options, run_settings(loaded).interactive)
     progress = progress or Progress()
     found = find_phase(loaded.project, phase)
-    phase, phase_dir = found.number, found.dir  # "01" and "1" are one phase in the journal
     if runtime is None:
         runtime = make_runtime(loaded, options, progress, agent=agent)
     for w in loaded.warnings:
         progress.warn(w)
+    # "01" and "1" are one phase in the journal: its number, as the phase folder says.
+    session = Session(
+        loaded, found.number, found.dir, runtime, options, progress, budget_usd, budget_spent
+    )
     if not journal:
-        return _run_unjournaled(loaded, phase, runtime, options, progress, budget_usd, budget_spent)
+        return _run_unjournaled(session)
+    return _run_journaled(session, resume, accept_changes, new_run, loop)
 
-    from looprail.store import Journal, RunLock
-    from looprail.store.journal import journal_path
 
-    with RunLock(loaded.project) as lock:
+def _run_journaled(
+    session: Session,
+    resume: str | None,
+    accept_changes: bool,
+    new_run: bool,
+    loop: dict[str, Any] | None,
+) -> SessionResult:
+    """Under the project's run lock: the up-front checks, then the journal run opened (or
+    resumed), driven and closed."""
+    with RunLock(session.loaded.project) as lock:
         # Everything the run reads up front is read and checked before the journal is opened:
         # bad input stops here (exit 2) with nothing journaled, not as a failed run.
-        native = read_run_inputs(loaded, progress, runtime)
+        native = read_run_inputs(session.loaded, session.progress, session.runtime)
         # No journal yet: this is a new run, whose plans are checked before the journal exists.
         phases = (
-            None if journal_path(loaded.project).exists() else read_plans(loaded.project, phase)
+            None if journal_path(session.loaded.project).exists() else read_plans(*session.where)
         )
-        with Journal.open(loaded.project) as jr:
-            opened = _open_run(
+        with Journal.open(session.loaded.project) as jr:
+            opened = open_run(
                 jr,
-                loaded,
-                phase,
-                phase_dir,
-                runtime,
-                options,
-                progress,
+                session,
                 resume=resume,
                 accept_changes=accept_changes,
                 new_run=new_run,
@@ -194,275 +132,66 @@ def run_phase(
                 loop=loop,
             )
             lock.set_run_id(opened.run_id)
-            runner, recorder = _build_runner(
-                jr,
-                loaded,
-                phase,
-                phase_dir,
-                runtime,
-                options,
-                progress,
-                opened,
-                budget_usd,
-                native,
-                budget_spent,
-            )
+            runner, recorder = _build_runner(jr, session, opened, native)
             try:
                 result = _run_with_signals(runner, recorder, jr, opened.run_id)
                 return _close_run(jr, recorder, opened, result)
             finally:
-                # The recorder's flusher thread never outlives the journal. After the flush
+                # The recorder's writer thread never outlives the journal. After the flush
                 # of a normal end there is nothing left; after an unexpected error what is
                 # still held (task starts, hook events) is lost as in a crash.
                 recorder.close()
-                runtime.end_run()
+                session.runtime.end_run()
 
 
-def read_run_inputs(loaded: Loaded, progress: Progress, runtime: Runtime | None = None) -> Any:
-    """Read and check what a run reads before it does anything: the native hooks and their
-    `nextTurn` queue (`.looprail/next-turn.json`), the `looprail` section of the config, and
-    whether the runtime can run at all (an agent CLI on PATH: `unready()`). Raises
-    `RefusedToStart` (exit 2), one line naming the file or program, the field and the reason.
-    Returns the native inputs, for the run to use as read here."""
-    from looprail.errors import RefusedToStart
-    from looprail.machine.native import read_native_inputs
-
-    run_settings(loaded)  # the `looprail` section, checked before anything runs
-    # The config first (a file to fix), then whether the runtime can run at all.
-    why = runtime.unready() if runtime is not None else None
-    if why:
-        raise RefusedToStart(f"{why}; the run did not start")
-    return read_native_inputs(loaded.project, progress)
-
-
-def _run_unjournaled(
-    loaded: Loaded,
-    phase: str,
-    runtime: Runtime,
-    options: RunOptions,
-    progress: Progress,
-    budget_usd: float | None,
-    budget_spent: float = 0.0,
-) -> SessionResult:
+def _run_unjournaled(session: Session) -> SessionResult:
     """`journal=False`: the run records in memory and writes nothing."""
-    from looprail.machine.native import load_bridge
-    from looprail.machine.record import MemoryRecorder
-
+    loaded, runtime, progress = session.loaded, session.runtime, session.progress
     native = read_run_inputs(loaded, progress, runtime)
-    phases = read_plans(loaded.project, phase)
+    phases = read_plans(*session.where)
     recorder = MemoryRecorder()
-    bridge = load_bridge(
-        loaded.project,
-        runtime=runtime,
-        phase=phase,
-        progress=progress,
-        recorder=recorder,
-        run_id=None,
-        inputs=native,
-    )
-    from looprail import gcpause
-
+    bridge = session.bridge(recorder, None, native)
     try:
-        workspace = _attach(loaded, runtime, progress, recorder, None, budget_usd, budget_spent)
-        runner = _runner(
-            loaded, phase, runtime, options, progress, recorder, None, None, bridge, phases
-        )
-        runner.workspace = workspace
-        gcpause.resume()  # as for a journaled run: the loop needs the collector
+        workspace = session.attach(recorder, None, session.budget_spent)
+        runner = LoopRunner(session.context(recorder, bridge, workspace, phases=phases))
         return SessionResult(runner.run(), None)
     finally:
         runtime.end_run()
 
 
-@dataclass
-class _OpenedRun:
-    """The journal run `run_phase` drives: resumed (`previous` is the run as it was) or new."""
-
-    run_id: str
-    previous: RunRow | None  # the journal's run record when resuming
-    recovery: Recovery
-    state: list[str] | None
-    wave: int | None
-    changes: list[str]
-    phases: Any = None  # the PhaseCache a new run read its plans into before it started
-
-
-def _open_run(
-    jr: Any,
-    loaded: Loaded,
-    phase: str,
-    phase_dir: Path,
-    runtime: Runtime,
-    options: RunOptions,
-    progress: Progress,
-    *,
-    resume: str | None,
-    accept_changes: bool,
-    new_run: bool,
-    phases: Any = None,
-    loop: dict[str, Any] | None = None,
-) -> _OpenedRun:
-    """Find the run to resume (verified, its orphans reaped, its role state recovered) and
-    resume it, or start a new one; either way journal the digest of the phase's inputs."""
-    from looprail.machine.resume import Recovery, recover_role, recover_summaries
-    from looprail.store import diff_inputs, digest_inputs
-
-    previous = None
-    if resume == "auto" and not new_run:
-        previous = jr.unfinished_run(phase)
-    elif resume not in (None, "auto"):
-        previous = jr.find_run(resume)
-        if not previous.resumable:
-            raise LooprailError(f"run {previous.id} is {previous.status}; nothing to resume")
-    if previous is not None and new_run:
-        previous = None
-    recovery = Recovery()
-    if previous is not None:
-        # Before anything of this run is trusted or touched: was it written by this user?
-        jr.verify_run(previous.id)
-        reap_journaled_processes(jr, previous.id, progress)
-        recovery = recover_role(loaded.project, phase_dir, previous.id, jr)
-        if previous.status == "running":  # it crashed (a pause or halt finished its tasks)
-            recover_summaries(loaded.project, phase_dir, previous.id, jr, recovery)
-        for note in recovery.notes:
-            progress.line(note)
-    digest = digest_inputs(loaded.input_paths(phase_dir), loaded.project)
-    changes: list[str] = []
-    if previous is not None:
-        changes = [
-            c for c in diff_inputs(previous.inputs_digest, digest) if not recovery.excuses(c)
-        ]
-        crashed = previous.status == "running"
-        if changes and crashed and not accept_changes:
-            raise LooprailError(
-                f"run {previous.id} was interrupted and its inputs changed since "
-                f"({'; '.join(changes)}); resume with --accept-changes, "
-                "or start over with --new"
-            )
-        was = previous.machine_config.get("agent")
-        now = runtime.describe().name
-        if was and was != now:
-            progress.warn(f"run {previous.id} was started with agent {was}; resuming with {now}")
-        run = jr.resume_run(previous.id, inputs_digest=digest)
-        run_id = run.id
-        state, wave = run.state, _last_wave(jr, run_id)
-        progress.line(
-            f"resuming run {run_id} (was {previous.status}) at {'/'.join(state) or 'idle'}"
-            + (f"; inputs changed: {', '.join(changes)}" if changes else "")
-        )
-    else:
-        if phases is None:  # before anything is journaled
-            phases = read_plans(loaded.project, phase)
-        if new_run:
-            old = jr.unfinished_run(phase)
-            if old is not None:
-                jr.finish_run(old.id, "failed", "abandoned: a new run was started with --new")
-        run_id = jr.start_run(
-            phase,
-            state=["idle"],
-            machine_config={
-                "flavor": options.flavor,
-                "jobs": options.jobs,
-                "autonomous": options.autonomous,
-                "agent": runtime.describe().name,
-                **({"loop": loop} if loop else {}),
-            },
-            inputs_digest=digest,
-        )
-        progress.line(f"run {run_id}: phase {phase} of {loaded.project}")
-        return _OpenedRun(run_id, None, recovery, None, None, [], phases)
-    return _OpenedRun(run_id, previous, recovery, state, wave, changes)
-
-
-def read_plans(project: Path, phase: str) -> Any:
-    """The phase's plans as a new run will read them, parsed before it starts: a malformed
-    PLAN.md already there stops it (`RefusedToStart`, exit 2) with nothing journaled. (A
-    resumed run reads them after its recovery, which moves a killed planner's partial output
-    away first; a bad plan there halts the run, resumable once fixed.)"""
-    from looprail.errors import PlanError, RefusedToStart
-    from looprail.plans.phase import PhaseCache
-
-    phases = PhaseCache(project, phase)
-    try:
-        phases.load()
-    except PlanError as exc:
-        raise RefusedToStart(f"{exc}; the run did not start") from None
-    return phases
-
-
 def _build_runner(
-    jr: Any,
-    loaded: Loaded,
-    phase: str,
-    phase_dir: Path,
-    runtime: Runtime,
-    options: RunOptions,
-    progress: Progress,
-    opened: _OpenedRun,
-    budget_usd: float | None,
-    native: Any = None,
-    budget_spent: float = 0.0,
+    jr: Any, session: Session, opened: OpenedRun, native: Any
 ) -> tuple[LoopRunner, JournalRecorder]:
     """The runner of `opened` and its journal recorder: native hooks bridged, the workspace
     attached, earlier approvals and role context carried over, and the journaled input digest
     kept current at every transition. Bad input found here halts the run (resumable)."""
-    from looprail.machine.native import load_bridge
-    from looprail.machine.record import JournalRecorder
-    from looprail.machine.resume import replay_role_context
-    from looprail.store import digest_inputs
-
+    loaded, runtime, options = session.loaded, session.runtime, session.options
     run_id, previous = opened.run_id, opened.previous
-    fixed = loaded.input_paths(None)  # capability folders and the config
-    seen: dict[str, Any] = {"sig": None}
-
-    def signature() -> Any:
-        # The plans' stats are the runner's last look at the phase (its PhaseCache): no
-        # second pass over a folder of hundreds of plans at every transition.
-        phases = getattr(seen.get("runner"), "_phases", None)
-        if phases is None or phases.signature is None or phases.racy:
-            return object()  # unknown: hash again
-        folder, _, plans, _ = phases.signature  # not the file names: SUMMARYs come and go
-        return (_stat_signature(fixed), folder, plans)
-
-    def on_transition(_state: list[str]) -> None:
-        # The run writes plans itself; keep the journaled digest current so a later resume
-        # compares against the last committed state. Hash again only when a stat changed.
-        sig = signature()
-        if sig != seen["sig"]:
-            seen["sig"] = sig
-            paths = loaded.input_paths(phase_dir)
-            jr.update_inputs(run_id, digest_inputs(paths, loaded.project))
-
+    # The runner's phase cache: its last look at the plans is what the digest keeper reads.
+    phases = opened.phases if opened.phases is not None else PhaseCache(*session.where)
+    on_transition = _InputsDigest(jr, loaded, run_id, session.phase_dir, phases)
     recorder = JournalRecorder(jr, run_id)
-    bridge = load_bridge(
-        loaded.project,
-        runtime=runtime,
-        phase=phase,
-        progress=progress,
-        recorder=recorder,
-        run_id=run_id,
-        inputs=native,
-    )
+    bridge = session.bridge(recorder, run_id, native)
+    spent = session.budget_spent
     if previous is not None:
         # Approvals given earlier in this run still hold: a resumed run never asks again.
-        approved = _approved_checkpoints(jr, run_id)
+        approved = approved_checkpoints(jr, run_id)
         options = replace(options, approved_earlier=options.approved_earlier | approved)
-    spent = (_spent(jr, run_id) if previous is not None else 0.0) + budget_spent
+        spent += spent_usd(jr, run_id)
     try:
-        workspace = _attach(loaded, runtime, progress, recorder, run_id, budget_usd, spent)
-        runner = _runner(
-            loaded,
-            phase,
-            runtime,
-            options,
-            progress,
+        workspace = session.attach(recorder, run_id, spent)
+        ctx = session.context(
             recorder,
-            opened.state,
-            opened.wave,
             bridge,
-            opened.phases,
+            workspace,
+            options=options,
+            phases=phases,
+            on_transition=on_transition,
+            state=opened.state,
+            wave=opened.wave,
+            redo_steps=frozenset(opened.recovery.redo_steps),
         )
-        runner.workspace = workspace
+        runner = LoopRunner(ctx)
     except LooprailError as exc:
         # Bad input found while setting up (a malformed plan): the run did nothing, so it
         # is halted (resumable once fixed), never left `running` as if it had crashed.
@@ -470,22 +199,47 @@ def _build_runner(
         jr.finish_run(run_id, "halted", str(exc))
         runtime.end_run()
         raise
-    runner.on_transition = on_transition
     if previous is not None:
         replay_role_context(jr.events(run_id, kinds=["contribution"]), runtime, runner.dispatcher)
-        runner.redo_steps = frozenset(opened.recovery.redo_steps)
-    seen["runner"] = runner
-    seen["sig"] = signature()  # the digest above is of this state
+    on_transition.seen = on_transition.signature()  # the digest journaled is of this state
     return runner, recorder
+
+
+@dataclass
+class _InputsDigest:
+    """Keeps the journaled digest of the run's inputs current (the run's `on_transition`): the
+    run writes plans itself, so a later resume compares against the last committed state.
+    Hashed again only when a stat changed; the plans' stats are the runner's last look at the
+    phase (its PhaseCache), no second pass over a folder of hundreds of plans."""
+
+    jr: Any
+    loaded: Loaded
+    run_id: str
+    phase_dir: Path
+    phases: PhaseCache
+    seen: Any = None
+
+    def __post_init__(self) -> None:
+        self.fixed = self.loaded.input_paths(None)  # capability folders and the config
+
+    def signature(self) -> Any:
+        if self.phases.signature is None or self.phases.racy:
+            return object()  # unknown: hash again
+        folder, _, plans, _ = self.phases.signature  # not the file names: SUMMARYs come and go
+        return (_stat_signature(self.fixed), folder, plans)
+
+    def __call__(self, _state: list[str]) -> None:
+        sig = self.signature()
+        if sig != self.seen:
+            self.seen = sig
+            paths = self.loaded.input_paths(self.phase_dir)
+            self.jr.update_inputs(self.run_id, digest_inputs(paths, self.loaded.project))
 
 
 def _run_with_signals(
     runner: LoopRunner, recorder: JournalRecorder, jr: Any, run_id: str
 ) -> RunResult:
     """Drive the runner with its children journaled and stop signals turned into a halt."""
-    from looprail import gcpause
-
-    gcpause.resume()  # the console script paused the collector for start-up; the loop needs it
     try:
         with journal_children(recorder), stop_signals():
             return runner.run()
@@ -498,7 +252,7 @@ def _run_with_signals(
 
 
 def _close_run(
-    jr: Any, recorder: JournalRecorder, opened: _OpenedRun, result: RunResult
+    jr: Any, recorder: JournalRecorder, opened: OpenedRun, result: RunResult
 ) -> SessionResult:
     """Journal the run's final status."""
     recorder.flush()
@@ -506,134 +260,6 @@ def _close_run(
     return SessionResult(
         result, opened.run_id, resumed=opened.previous is not None, changes=opened.changes
     )
-
-
-def _attach(
-    loaded: Loaded,
-    runtime: Runtime,
-    progress: Progress,
-    recorder: Any,
-    run_id: str | None,
-    budget_usd: float | None,
-    spent_usd: float,
-) -> Any:
-    """Tell the runtime about the run (transcripts, the cost meter and budget) and choose where
-    plans work: git worktrees when the runtime wants them (agent CLIs) or the config says
-    `looprail.worktrees: true`; `false` keeps every plan in the main tree."""
-    from looprail.machine.workspace import GitWorkspace, NullWorkspace
-    from looprail.runtime.meter import Meter
-    from looprail.store.models import EventRecord
-
-    def sink(call: dict[str, Any]) -> None:
-        recorder.event(
-            EventRecord(
-                kind="agent_call",
-                plan_id=call.get("planId"),
-                task_id=call.get("taskId"),
-                outcome="ok" if call.get("ok") else "failed",
-                duration_ms=call.get("durationMs"),
-                message=call.get("transcript"),
-                data=call,
-            )
-        )
-
-    wanted = run_settings(loaded).worktrees
-    if wanted is None:
-        wanted = runtime.describe().wants_worktrees
-    meter = Meter(run_id=run_id, budget_usd=budget_usd, spent_usd=spent_usd, sink=sink)
-    runtime.begin_run(RunStart(run_id, meter))  # a metering runtime checks the budget here
-    if not wanted:
-        return NullWorkspace()
-    return GitWorkspace(loaded.project, run_id, warn=progress.warn, say=progress.line)
-
-
-def _spent(jr: Any, run_id: str) -> float:
-    total = 0.0
-    for e in jr.events(run_id, kinds=["agent_call"]):
-        cost = e.data.get("costUsd")
-        if isinstance(cost, (int, float)):
-            total += float(cost)
-    return total
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP during a run: handled like Ctrl-C (the CLI exits 128 + signal)."""
-
-    def __init__(self, signum: int):
-        self.signum = signum
-        super().__init__(signal_name(signum))
-
-
-def signal_name(signum: int) -> str:
-    import signal
-
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
-
-
-def signal_label(exc: BaseException) -> str:
-    return signal_name(exc.signum) if isinstance(exc, Terminated) else "Ctrl-C"
-
-
-@contextmanager
-def stop_signals() -> Iterator[None]:
-    """While a run runs: SIGTERM and SIGHUP raise `Terminated` in the main thread, so they
-    stop the run like Ctrl-C does. Outside the main thread (an embedding) nothing changes."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum: int, _frame: Any) -> None:
-        raise Terminated(signum)
-
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-
-
-@contextmanager
-def journal_children(recorder: Any) -> Iterator[None]:
-    """Journal every child process the run starts (pid and start time, and its guard's), so a
-    resume after a crash can reap whatever outlived the killed looprail."""
-    from looprail.machine.record import EventRecord
-    from looprail.runtime.process import set_spawn_listener
-
-    def listener(spawned: Any) -> None:
-        recorder.event(EventRecord(kind="process", data=spawned.as_data()))
-
-    set_spawn_listener(listener)
-    try:
-        yield
-    finally:
-        set_spawn_listener(None)
-
-
-def reap_journaled_processes(jr: Any, run_id: str, progress: Progress) -> list[int]:
-    """Kill what the run's earlier (killed) process left running: each journaled child and
-    guard whose pid still names the same process (same start time)."""
-    from looprail.runtime.process import Spawned, reap_spawned
-
-    killed: list[int] = []
-    for event in jr.events(run_id, kinds=["process"]):
-        try:
-            spawned = Spawned(**event.data)
-        except TypeError:
-            continue
-        killed += reap_spawned(spawned)
-    if killed:
-        progress.line(
-            f"stopped {len(killed)} process(es) left running by the interrupted run: "
-            + ", ".join(str(p) for p in killed)
-        )
-    return killed
 
 
 def _stat_signature(paths: Sequence[Path]) -> list[tuple[str, int, int]]:
@@ -646,94 +272,3 @@ def _stat_signature(paths: Sequence[Path]) -> list[tuple[str, int, int]]:
                 continue
             sig.append((str(f), st.st_mtime_ns, st.st_size))
     return sig
-
-
-def _last_wave(jr: Any, run_id: str) -> int | None:
-    waves = [
-        e.wave
-        for e in jr.events(run_id, kinds=["transition"])
-        if e.data.get("event") == "start_wave" and e.wave is not None
-    ]
-    return waves[-1] if waves else None
-
-
-def _approved_checkpoints(jr: Any, run_id: str) -> frozenset[str]:
-    return frozenset(
-        e.task_id
-        for e in jr.events(run_id, kinds=["task_finished"])
-        if e.outcome == "approved" and e.task_id
-    )
-
-
-def _runner(
-    loaded, phase, runtime, options, progress, recorder, state, wave, native, phases=None
-) -> LoopRunner:
-    return LoopRunner(
-        loaded.project,
-        phase,
-        runtime=runtime,
-        compiled=loaded.compiled,
-        config=loaded.config,
-        resolvers=loaded.resolvers,
-        unloadable_resolvers=loaded.unloadable,
-        options=options,
-        recorder=recorder,
-        progress=progress,
-        state=state,
-        wave=wave,
-        native=native,
-        phases=phases,
-    )
-
-
-def make_runtime(
-    loaded: Loaded, options: RunOptions, progress: Progress, *, agent: str | None = None
-) -> Any:
-    """The runtime a run uses, from the registry: `agent` (`--agent`), else `looprail.agent`
-    in the config, else `local`; built with the config's timeouts and its agent section."""
-    from looprail.runtime.registry import (
-        RuntimeSettings,
-        agent_name,
-        agent_section,
-        create_runtime,
-    )
-
-    run_settings(loaded)  # a bad `looprail` section refuses the run (exit 2)
-    name = agent_name(loaded.config, agent)
-    section = agent_section(loaded.config, name)
-    from looprail.runtime.agents import ADAPTERS
-
-    if name in ADAPTERS:  # the settings a cloned project may not choose alone
-        from looprail.errors import RefusedToStart
-        from looprail.trust.agents import effective_agent
-
-        effective = effective_agent(loaded.project, loaded.config, name)
-        refusal = effective.refusal()
-        if refusal is not None:  # before anything is journaled or run: exit 2
-            key = next(iter(effective.pending))
-            raise RefusedToStart(
-                refusal, path=".planning/config.json", field=f"looprail.agents.{name}.{key}"
-            )
-        section = effective.section
-    settings = RuntimeSettings(
-        project=loaded.project,
-        host_tool=options.host_tool,
-        timeouts=run_settings(loaded).timeouts,
-        progress=progress.line,
-        output=progress.child_line if progress.verbose else None,
-        agent=section,
-    )
-    return create_runtime(name, settings)
-
-
-def run_settings(loaded: Loaded) -> LooprailSettings:
-    """The `looprail` section of the run's config (`looprail.settings`); a value that cannot be
-    used refuses the run before anything is journaled or run (`RefusedToStart`, exit 2)."""
-    try:
-        return looprail_settings(loaded.config)
-    except ConfigError as exc:
-        raise RefusedToStart(str(exc), path=exc.path, field=exc.field) from None
-
-
-def default_jobs() -> int:
-    return max(1, min(4, os.cpu_count() or 1))

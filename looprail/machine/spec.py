@@ -7,6 +7,8 @@ artifact that shows the work is done, and the points every transition crosses.
 
 from __future__ import annotations
 
+from functools import cache
+
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from looprail.points import POINTS, WAVE_POST, WAVE_PRE
@@ -29,6 +31,12 @@ class StepSpec(BaseModel):
     @property
     def post(self) -> str:
         return f"{self.name}:post"
+
+    @property
+    def done_guard(self) -> str | None:
+        """The plan-fact guard that says the step's work is already done (its artifact is
+        there), `<name>_done`; None for a step that owes no artifact (its work always runs)."""
+        return f"{self.name}_done" if self.artifact else None
 
 
 class TransitionSpec(BaseModel):
@@ -77,79 +85,74 @@ class LoopSpec(BaseModel):
         """Every transition in loop order. Leaving a step fires its `:post`; entering the next
         fires its `:pre`; the looped step's waves are bracketed by the wave points.
 
-        Built with `model_construct`: the values come from this (validated) spec, and building
-        the validator costs every `looprail run` milliseconds for nothing."""
-        out = [
-            TransitionSpec.model_construct(
-                event="begin",
-                source="idle",
-                target=self.steps[0].name,
-                points=(self.steps[0].pre,),
-                guards=("hooks_allow",),
-                label=f"begin {self.steps[0].name}",
-            )
-        ]
-        for here, nxt in zip(self.steps, self.steps[1:], strict=False):
-            guards = ["hooks_allow"]
-            if nxt.name == self.looped:
-                guards.append("plans_ready")
-            if here.name == self.looped:
-                guards.append("waves_finished")
-            if here.artifact and self.looped not in (here.name, nxt.name):
-                guards.append(f"{here.name}_done")
-            out.append(
-                TransitionSpec.model_construct(
-                    event=f"finish_{here.name}",
-                    source=here.name,
-                    target=nxt.name,
-                    points=(here.post, nxt.pre),
-                    guards=tuple(guards),
-                    label=f"{here.name} → {nxt.name}",
-                )
-            )
-        last = self.steps[-1]
+        Built once per spec, with `model_construct`: the values come from this (validated)
+        spec, and building the validator costs every `looprail run` milliseconds for nothing."""
+        return list(_transitions(self))
+
+    def wave_points(self) -> tuple[str, str]:
+        """The points that bracket each wave: an attempt crossing one is about a wave."""
+        return (self.wave_pre, self.wave_post)
+
+
+@cache
+def _transitions(spec: LoopSpec) -> tuple[TransitionSpec, ...]:
+    first, last = spec.steps[0], spec.steps[-1]
+    out = [_transition("begin", "idle", first.name, (first.pre,), (), f"begin {first.name}")]
+    for here, nxt in zip(spec.steps, spec.steps[1:], strict=False):
+        guards = []
+        if nxt.name == spec.looped:
+            guards.append("plans_ready")
+        if here.name == spec.looped:
+            guards.append("waves_finished")
+        if here.done_guard and spec.looped not in (here.name, nxt.name):
+            guards.append(here.done_guard)
         out.append(
-            TransitionSpec.model_construct(
-                event=f"finish_{last.name}",
-                source=last.name,
-                target="shipped",
-                points=(last.post,),
-                guards=("hooks_allow",),
-                label=f"{last.name} done",
+            _transition(
+                f"finish_{here.name}",
+                here.name,
+                nxt.name,
+                (here.post, nxt.pre),
+                tuple(guards),
+                f"{here.name} → {nxt.name}",
             )
         )
-        # the wave sub-loop inside the looped step
-        out.insert(
-            [t.target for t in out].index(self.looped) + 1,
-            TransitionSpec.model_construct(
-                event="start_wave",
-                source="wave_ready",
-                target="wave_running",
-                points=(self.wave_pre,),
-                guards=("hooks_allow", "wave_pending"),
-                label="start wave",
-            ),
+    out.append(
+        _transition(
+            f"finish_{last.name}", last.name, "shipped", (last.post,), (), f"{last.name} done"
         )
-        idx = [t.event for t in out].index("start_wave") + 1
-        out[idx:idx] = [
-            TransitionSpec.model_construct(
-                event="finish_wave",
-                source="wave_running",
-                target="wave_ready",
-                points=(self.wave_post,),
-                guards=("hooks_allow", "more_waves"),
-                label="next wave",
-            ),
-            TransitionSpec.model_construct(
-                event="finish_wave",
-                source="wave_running",
-                target="waves_done",
-                points=(self.wave_post,),
-                guards=("hooks_allow",),
-                label="last wave",
-            ),
-        ]
-        return out
+    )
+    # the wave sub-loop inside the looped step, right after the transition that enters it
+    at = [t.target for t in out].index(spec.looped) + 1
+    pre, post = spec.wave_pre, spec.wave_post
+    out[at:at] = [
+        _transition(
+            "start_wave", "wave_ready", "wave_running", (pre,), ("wave_pending",), "start wave"
+        ),
+        _transition(
+            "finish_wave", "wave_running", "wave_ready", (post,), ("more_waves",), "next wave"
+        ),
+        _transition("finish_wave", "wave_running", "waves_done", (post,), (), "last wave"),
+    ]
+    return tuple(out)
+
+
+def _transition(
+    event: str,
+    source: str,
+    target: str,
+    points: tuple[str, ...],
+    guards: tuple[str, ...],
+    label: str,
+) -> TransitionSpec:
+    """Every transition is guarded by `hooks_allow` (its hooks' verdicts) first."""
+    return TransitionSpec.model_construct(
+        event=event,
+        source=source,
+        target=target,
+        points=points,
+        guards=("hooks_allow", *guards),
+        label=label,
+    )
 
 
 def _default_loop() -> LoopSpec:

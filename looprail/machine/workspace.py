@@ -2,10 +2,13 @@
 
 Plans that run in parallel each get a worktree under `.looprail/worktrees/<run>/<plan>` on a
 branch `looprail/<run>/w<wave>-<plan>`, made from the main tree's HEAD (the main tree's pending
-changes are committed first, so every worktree starts from what the loop has so far). After the
-wave each worktree's changes are committed and its branch merged into the main tree with
-`git merge --no-ff`, in plan order. A conflict halts the run naming the plans and files; the
-merge is left for the user to resolve and commit, and the worktrees are kept. The next
+changes are committed first, so every worktree starts from what the loop has so far); they are
+made while the wave starts, and each plan's agent starts as soon as its own worktree is checked
+out. When a plan finishes, its worktree's changes are committed on its branch; after the wave
+the branches are merged into the main tree in plan order, with the commits `git merge --no-ff`
+makes (built with `git merge-tree` and `git commit-tree`, the main tree moved once). A conflict
+halts the run naming the plans and files; the merge is left (by `git merge`) for the user to
+resolve and commit, and the worktrees are kept. The next
 `looprail run` skips branches already merged and continues. A resumed run finds its worktrees
 and branches again (or recreates a worktree from its branch).
 
@@ -24,7 +27,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import TypeVar
@@ -65,6 +68,9 @@ class NullWorkspace:
     def bind(self, plan_id: str, ctx: DispatchContext) -> DispatchContext:
         return ctx
 
+    def finished(self, plan_id: str) -> None:
+        return None
+
     def merge(self, wave: int) -> None:
         return None
 
@@ -104,6 +110,9 @@ class GitWorkspace(NullWorkspace):
                 path = Path(line)
                 self._git_dirs[common] = path if path.is_absolute() else self.project / path
         self._cleanup: threading.Thread | None = None
+        self._setup: threading.Thread | None = None  # making the wave's worktrees
+        self._ready: dict[str, Future[None]] = {}  # each plan's worktree, checked out
+        self._committed: dict[str, list[str]] = {}  # plans committed by `finished`: secrets left
         self._wave_branches: dict[int, list[tuple[str, str]]] = {}
         self._pending: list[tuple[str, str]] = []  # the merged wave's branches, removed by `settle`
 
@@ -124,25 +133,33 @@ class GitWorkspace(NullWorkspace):
         self.close()  # the wave before's worktrees are gone before this wave makes its own
         with self._lock:
             self._bound = {}
+            self._ready = {}
+            self._committed = {}
         if not self.git:
             return
         # A resumed wave finds the worktrees it made before (even for a lone unfinished plan);
         # new ones are made only when plans really run in parallel.
-        every = self._run_branches()
+        fresh = jobs > 1 and len(plan_ids) > 1
+        listed: Future[dict[int, list[tuple[str, str]]]] = Future()
+        if fresh:  # the branch listing need not wait for the main tree's checkpoint
+            lister = threading.Thread(target=_resolve, args=(listed, self._run_branches))
+            lister.start()
+            try:
+                self._exclude_state()
+                self._checkpoint(wave)
+            finally:
+                lister.join()
+        else:
+            _resolve(listed, self._run_branches)
+        every = listed.result()
         existing = {plan_id for plan_id, _ in every.get(wave, [])}
         # Branches of waves before this one are all merged: left only by a run killed between
         # a wave's end and their removal (`settle`).
         stale = [pair for w, pairs in every.items() if w < wave for pair in pairs]
         if stale:
             self._remove(stale)
-        fresh = jobs > 1 and len(plan_ids) > 1
-        if fresh:
-            self._exclude_state()
-            self._checkpoint(wave)
         wanted = [p for p in plan_ids if fresh or p in existing]
-        paths = self._worktrees(wave, wanted, existing)
-        with self._lock:
-            self._bound = dict(zip(wanted, paths, strict=True))
+        self._worktrees(wave, wanted, existing)
         # What `merge` merges: every branch of the wave (a plan finished before a kill has
         # one too), known now, so that it need not ask git again.
         found = {branch: plan_id for plan_id, branch in every.get(wave, [])}
@@ -150,9 +167,30 @@ class GitWorkspace(NullWorkspace):
         self._wave_branches[wave] = sorted((plan_id, b) for b, plan_id in found.items())
 
     def bind(self, plan_id: str, ctx: DispatchContext) -> DispatchContext:
+        """The plan's context in its worktree, once that is checked out (each plan's agent
+        starts as soon as its own worktree is ready, while the others' are still being made);
+        a worktree that could not be made halts the plan."""
         with self._lock:
             path = self._bound.get(plan_id)
+            ready = self._ready.get(plan_id)
+        if ready is not None:
+            ready.result()
         return ctx if path is None else ctx.model_copy(update={"workdir": path})
+
+    def finished(self, plan_id: str) -> None:
+        """A plan's tasks are all done: its worktree's changes are committed now, on the plan's
+        own thread, while the other plans still run (`merge` then only merges). Its secrets
+        are handed over by `merge`, after the merges."""
+        with self._lock:
+            path = self._bound.get(plan_id)
+            ready = self._ready.get(plan_id)
+        if ready is not None:  # a plan with every task done before a kill never waited in bind
+            ready.result()
+        if path is None or not path.is_dir():
+            return
+        _, secrets, _ = self._commit_all(path, _plan_message(plan_id, self.run))
+        with self._lock:
+            self._committed[plan_id] = secrets
 
     def merge(self, wave: int) -> None:
         self.close()
@@ -168,20 +206,32 @@ class GitWorkspace(NullWorkspace):
             branches = self._run_branches().get(wave, [])
         if not branches:
             return
-        # Each plan's changes are committed in its own worktree, all at once (no two touch
-        # the same worktree or branch); the merges that follow are one at a time.
+        # What `finished` did not commit (a plan of the wave this process did not run) is in its
+        # own worktree committed now, all at once (no two touch the same worktree or branch).
+        with self._lock:
+            committed, self._committed = self._committed, {}
         folders = [(plan_id, self._folder(plan_id)) for plan_id, _ in branches]
-        folders = [(plan_id, path) for plan_id, path in folders if path.is_dir()]
+        # A worktree never checked out (a kill in between) has nothing to commit: its missing
+        # index would commit the deletion of every file.
+        folders = [
+            (p, path)
+            for p, path in folders
+            if p not in committed and path.is_dir() and _worktree_state(path) == "ready"
+        ]
         results = _all_at_once(
             [
-                partial(self._commit_all, path, f"looprail: plan {plan_id} (run {self.run})")
+                partial(self._commit_all, path, _plan_message(plan_id, self.run))
                 for plan_id, path in folders
             ]
         )
         pairs = zip(folders, results, strict=True)
-        secrets = {plan_id: left for (plan_id, _), (_, left, _) in pairs if left}
-        merged: list[str] = []
-        for plan_id, branch in branches:
+        left_out = {**committed, **{plan_id: left for (plan_id, _), (_, left, _) in pairs}}
+        secrets = {plan_id: left_out[plan_id] for plan_id, _ in branches if left_out.get(plan_id)}
+        # Merged in git's object store, the main tree moved once; what that cannot merge (a
+        # conflict) is merged by `git merge` as before, which leaves the conflict to resolve.
+        count = self._merge_objects(wave, branches)
+        merged = [plan_id for plan_id, _ in branches[:count]]
+        for plan_id, branch in branches[count:]:
             # A branch merged before (by the run before a resume) merges as a no-op.
             done = self._run(
                 [
@@ -192,7 +242,7 @@ class GitWorkspace(NullWorkspace):
                     "-q",
                     "--no-verify",
                     "-m",
-                    f"looprail: merge plan {plan_id} (run {self.run}, wave {wave})",
+                    _merge_message(plan_id, self.run, wave),
                     branch,
                 ],
                 check=False,
@@ -217,6 +267,53 @@ class GitWorkspace(NullWorkspace):
         for plan_id, left in secrets.items():
             self._hand_over(plan_id, left)
         self._pending = branches
+
+    def _merge_objects(self, wave: int, branches: Sequence[tuple[str, str]]) -> int:
+        """Merge `branches` in order without touching the main tree: each into a merge commit
+        on the one before (`git merge-tree --write-tree`, git 2.38 or later, then `git
+        commit-tree`), the same commits `git merge --no-ff` makes; then the main tree moves to
+        the last one in one `git merge --ff-only` (which, like a merge, never overwrites a
+        local change). A branch already in HEAD (a resumed run) merges as a no-op. Returns how
+        many are merged: all, or those before the first that does not merge cleanly (or all
+        none when the main tree cannot move): `git merge` takes it from there."""
+        done = self._run(["rev-parse", "HEAD", "HEAD^{tree}"], check=False)
+        ids = done.stdout.split()
+        if done.exit_code != 0 or len(ids) != 2:
+            return 0
+        head, tree = ids
+        tip, count = head, 0
+        for plan_id, branch in branches:
+            done = self._run(["merge-tree", "--write-tree", "-z", tip, branch], check=False)
+            merged_tree = done.stdout.split("\0", 1)[0].strip()
+            if done.exit_code != 0 or not merged_tree:
+                break  # a conflict (exit 1), or a git without --write-tree
+            if merged_tree == tree and self._is_ancestor(branch, tip):
+                count += 1  # nothing new: `git merge` says "Already up to date"
+                continue
+            made = self._run(
+                [
+                    "commit-tree",
+                    merged_tree,
+                    "-p",
+                    tip,
+                    "-p",
+                    branch,
+                    "-m",
+                    _merge_message(plan_id, self.run, wave),
+                ],
+                check=False,
+            )
+            if made.exit_code != 0 or not made.stdout.strip():
+                break
+            tip, tree, count = made.stdout.strip(), merged_tree, count + 1
+        if tip != head:
+            moved = self._run(["merge", "--ff-only", "-q", "--no-stat", tip], check=False)
+            if moved.exit_code != 0:
+                return 0  # e.g. a local change in the way: each merge says which plan's
+        return count
+
+    def _is_ancestor(self, commit: str, of: str) -> bool:
+        return self._run(["merge-base", "--is-ancestor", commit, of], check=False).exit_code == 0
 
     def _hand_over(self, plan_id: str, files: Sequence[str]) -> None:
         """Files a plan wrote that look like secrets were not committed: they go into the main
@@ -258,10 +355,12 @@ class GitWorkspace(NullWorkspace):
         cleanup.start()
 
     def close(self) -> None:
-        """Wait for the background removal of the last wave's worktrees, if one is running."""
-        cleanup, self._cleanup = self._cleanup, None
-        if cleanup is not None:
-            cleanup.join()
+        """Wait for the background work: the making of this wave's worktrees, the removal of
+        the last wave's."""
+        for thread in (self._setup, self._cleanup):
+            if thread is not None:
+                thread.join()
+        self._setup = self._cleanup = None
 
     # -- git ------------------------------------------------------------------------------
 
@@ -273,31 +372,54 @@ class GitWorkspace(NullWorkspace):
     def branch(self, wave: int, plan_id: str) -> str:
         return f"looprail/{_safe(self.run)}/w{wave}-{_safe(plan_id)}"
 
-    def _worktrees(self, wave: int, plan_ids: Sequence[str], branches: set[str]) -> list[Path]:
-        """Each plan's worktree: found again (a resumed run), or made, all at once."""
-        paths = [self._folder(plan_id) for plan_id in plan_ids]
-        todo = [
-            (plan_id, path)
-            for plan_id, path in zip(plan_ids, paths, strict=True)
-            if not (path.is_dir() and (path / ".git").exists())
-        ]
+    def _worktrees(self, wave: int, plan_ids: Sequence[str], branches: set[str]) -> None:
+        """Each plan's worktree: found again (a resumed run), or made in the background while
+        the wave starts: the new branches in one call, from HEAD; each worktree registered (no
+        checkout: that is quick), one at a time (a `worktree add` reads every other worktree's
+        files and fails on one that another add is half-way through writing), and checked out
+        as soon as it is registered, the checkouts at once. `bind` waits for the plan's own
+        worktree: no agent runs before its worktree is checked out, so a kill before then
+        leaves nothing a resumed run could lose (it makes what is missing again)."""
+        paths = {plan_id: self._folder(plan_id) for plan_id in plan_ids}
+        # Registered but not checked out (a run killed in between): no agent ever ran there.
+        state = {plan_id: _worktree_state(path) for plan_id, path in paths.items()}
+        todo = [plan_id for plan_id in plan_ids if state[plan_id] != "ready"]
+        ready: dict[str, Future[None]] = {plan_id: Future() for plan_id in todo}
+        with self._lock:
+            self._bound = dict(paths)
+            self._ready = ready
         if not todo:
-            return paths
-        if self._stale_worktrees():  # forget those whose folders are gone: paths reused
-            self._run(["worktree", "prune"], check=False)
-        self._folder().mkdir(parents=True, exist_ok=True)
-        # The new branches in one call, from HEAD; each worktree registered (no checkout: that
-        # is quick), one at a time (a `worktree add` reads every other worktree's files and
-        # fails on one that another add is half-way through writing); then every checkout
-        # at once.
-        new = [self.branch(wave, plan_id) for plan_id, _ in todo if plan_id not in branches]
-        if new:
-            refs = "".join(f"create refs/heads/{name} HEAD\n" for name in new)
-            self._run(["update-ref", "--stdin"], stdin=refs)
-        for plan_id, path in todo:
-            self._run(["worktree", "add", "--no-checkout", str(path), self.branch(wave, plan_id)])
-        _all_at_once([partial(self._run, ["reset", "-q", "--hard"], cwd=path) for _, path in todo])
-        return paths
+            return
+        new = [self.branch(wave, plan_id) for plan_id in todo if plan_id not in branches]
+        refs = "".join(f"create refs/heads/{name} HEAD\n" for name in new)
+
+        def make() -> None:
+            with ThreadPoolExecutor(len(todo), thread_name_prefix="looprail-git") as pool:
+                try:
+                    if refs:
+                        self._run(["update-ref", "--stdin"], stdin=refs)
+                    if any(state[p] == "none" for p in todo) and self._stale_worktrees():
+                        self._run(["worktree", "prune"], check=False)  # paths reused
+                    self._folder().mkdir(parents=True, exist_ok=True)
+                except BaseException as exc:
+                    for future in ready.values():
+                        future.set_exception(exc)
+                    return
+                for plan_id in todo:
+                    path, future = paths[plan_id], ready[plan_id]
+                    try:
+                        if state[plan_id] == "none":
+                            branch = self.branch(wave, plan_id)
+                            self._run(["worktree", "add", "--no-checkout", str(path), branch])
+                    except BaseException as exc:
+                        future.set_exception(exc)
+                        continue
+                    done = pool.submit(self._run, ["reset", "-q", "--hard"], cwd=path)
+                    done.add_done_callback(partial(_settled, future))
+            _identity(self.project)  # asked once, before the merge needs it
+
+        self._setup = threading.Thread(target=make, name="looprail-worktrees-add", daemon=True)
+        self._setup.start()
 
     def _stale_worktrees(self) -> bool:
         """Whether git still lists a worktree whose folder is gone (`git worktree prune` would
@@ -455,7 +577,7 @@ class GitWorkspace(NullWorkspace):
         check: bool = True,
         stdin: str | None = None,
     ) -> ProcessResult:
-        done = git(args, cwd or self.project, stdin=stdin)
+        done = git(args, cwd or self.project, stdin=stdin, repo=self.project)
         if check and done.exit_code != 0:
             raise HaltError(f"git {' '.join(args[:2])} failed: {_why(done)}")
         return done
@@ -465,11 +587,14 @@ _identity_lock = threading.Lock()
 _has_identity: dict[str, bool] = {}
 
 
-def git(args: Sequence[str], cwd: Path, *, stdin: str | None = None) -> ProcessResult:
+def git(
+    args: Sequence[str], cwd: Path, *, stdin: str | None = None, repo: Path | None = None
+) -> ProcessResult:
     """`runtime.git.git`, with looprail's identity for a commit or merge where the user has
-    none configured."""
+    none configured (asked once per `repo`, the main tree: its worktrees read the same
+    config)."""
     env = None
-    if args and args[0] in ("commit", "merge") and not _identity(cwd):
+    if args and args[0] in ("commit", "commit-tree", "merge") and not _identity(repo or cwd):
         env = {**os.environ, **_IDENTITY}  # only where the user has no identity configured
     return run_git(args, cwd, env=env, stdin=stdin)
 
@@ -524,6 +649,38 @@ def _parse_status(text: str) -> tuple[list[str], list[str], bool]:
     return changed, untracked, head
 
 
+def _worktree_state(path: Path) -> str:
+    """Whether a plan's worktree is "ready" (checked out: the checkout writes its index last),
+    "registered" (a `worktree add --no-checkout` never checked out) or not there ("none")."""
+    dot_git = path / ".git"
+    try:
+        line = dot_git.read_text(encoding="utf-8", errors="replace").strip()
+    except IsADirectoryError:
+        return "ready"  # not one of looprail's worktrees: used as it is
+    except OSError:
+        return "none"
+    admin = Path(line.removeprefix("gitdir:").strip())
+    if not admin.is_absolute():
+        admin = path / admin
+    return "ready" if (admin / "index").exists() else "registered"
+
+
+def _resolve(future: Future[_T], call: Callable[[], _T]) -> None:
+    try:
+        future.set_result(call())
+    except BaseException as exc:
+        future.set_exception(exc)
+
+
+def _settled(future: Future[None], done: Future[ProcessResult]) -> None:
+    """Pass a checkout's outcome on to the plan waiting for its worktree."""
+    error = done.exception()
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
+
+
 def _all_at_once(calls: Sequence[Callable[[], _T]]) -> list[_T]:
     """Run `calls` each on its own thread; their results in order (the first error raised)."""
     if len(calls) <= 1:
@@ -531,6 +688,14 @@ def _all_at_once(calls: Sequence[Callable[[], _T]]) -> list[_T]:
     with ThreadPoolExecutor(len(calls), thread_name_prefix="looprail-git") as pool:
         futures = [pool.submit(call) for call in calls]
         return [f.result() for f in futures]
+
+
+def _merge_message(plan_id: str, run: str, wave: int) -> str:
+    return f"looprail: merge plan {plan_id} (run {run}, wave {wave})"
+
+
+def _plan_message(plan_id: str, run: str) -> str:
+    return f"looprail: plan {plan_id} (run {run})"
 
 
 def _safe(text: str) -> str:

@@ -22,21 +22,24 @@ from looprail.frontmatter import reference_frontmatter
 from looprail.fsutil import contained_file, require_inside
 from looprail.layout import (
     PHASE_DIR_PATTERN,
+    PLAN_ID_PATTERN,
     PROJECT_CONFIG_FILE,
+    Summaries,
     normalize_phase_number,
     phase_artifact,
     phase_sort_key,
     scan_phase_dirs,
+    summary_of,
 )
 from looprail.layout import PHASES_DIR as LAYOUT_PHASES_DIR
 from looprail.plans.planfile import Plan, plan_id_from_filename, read_plan, unknown_key_warnings
 from looprail.plans.waves import (
-    _PLAN_ID,
     _Index,
     bare_dependency_warnings,
-    canonical_plan_id,
-    reference_canonical_id,
+    compute_waves,
+    halt_blocked,
     resolve_dependencies,
+    unmet_blocked,
 )
 
 PHASES_DIR = Path(LAYOUT_PHASES_DIR)
@@ -146,6 +149,7 @@ def load_phase(project: str | Path, phase: str, *, as_reference: bool = False) -
     subdirs = sorted(entry.name for entry in entries if entry.is_dir())
 
     plans: list[Plan] = []
+    summaries = Summaries(names)
     for name in names:
         plan_id = plan_id_from_filename(name)
         if plan_id is None:
@@ -160,7 +164,7 @@ def load_phase(project: str | Path, phase: str, *, as_reference: bool = False) -
         plan = read_plan(path, display=_relative(path, project))
         if plan_superseded(plan):
             continue
-        summary, note = summary_of(name, names, located.number)
+        summary, note = summary_of(name, summaries, located.number)
         if note:
             warnings.append(f"{_relative(path, project)}: {note}")
         path_s = located.dir / summary if summary else None
@@ -207,35 +211,6 @@ def plan_superseded(plan: Plan) -> bool:
     return isinstance(status, str) and status.strip().lower() == "superseded"
 
 
-def summary_of(plan_file: str, names: list[str], phase: str) -> tuple[str | None, str | None]:
-    """The SUMMARY file of a plan file, and a note when only looprail pairs them. The
-    reference's candidates first (`PLAN`→`SUMMARY`, `<stem>-SUMMARY.md`, the canonical
-    `<phase>-<NN>-SUMMARY.md`); then looprail's: zero padding ignored, and a short-named
-    `01-PLAN.md` paired with its phase's `28-01-SUMMARY.md`."""
-    present = set(names)
-    base = plan_file.removesuffix(".md")
-    candidates = [re.sub("PLAN", "SUMMARY", base, count=1, flags=re.I) + ".md"]
-    candidates.append(base + "-SUMMARY.md")
-    extended = re.match(r"(\d+)-PLAN-(\d+)", base, re.I)
-    if extended:
-        candidates.append(f"{extended[1]}-{extended[2]}-SUMMARY.md")
-    stem = re.sub(r"-PLAN$", "", base, flags=re.I)
-    canonical = reference_canonical_id(stem)
-    if canonical != stem:
-        candidates.append(canonical + "-SUMMARY.md")
-    for candidate in candidates:
-        if candidate in present:
-            return candidate, None
-    plan_id = plan_id_from_filename(plan_file) or stem
-    keys = {canonical_plan_id(plan_id), canonical_plan_id(reference_canonical_id(plan_id))}
-    if _PLAN_ID.fullmatch(plan_id) is None:
-        keys.add(f"{canonical_plan_id(phase)}-{canonical_plan_id(plan_id)}")
-    for name in names:
-        if name.endswith("-SUMMARY.md") and canonical_plan_id(name[: -len("-SUMMARY.md")]) in keys:
-            return name, f"{name} is read as this plan's SUMMARY; the reference does not pair them"
-    return None, None
-
-
 def check_outside(
     project: Path, located: PhaseDir, plans: list[Plan]
 ) -> tuple[list[Plan], list[str]]:
@@ -270,7 +245,7 @@ def _outside_status(
     dep: str,
     folders: dict[str, tuple[PhaseDir | None, list[str]]],
 ) -> str | None:
-    match = _PLAN_ID.fullmatch(dep.strip())
+    match = PLAN_ID_PATTERN.fullmatch(dep.strip())
     phase = normalize_phase_number(match.group("phase")) if match else None
     if phase is None or phase == located.number:
         return f"{dep!r} names no plan of phase {located.number}"
@@ -436,8 +411,9 @@ class PhaseCache:
             )
         plans = []
         marked: dict[str, tuple[Plan, str, Plan]] = {}
+        summaries = Summaries(names)
         for plan in resolved[1]:
-            summary, note = summary_of(plan.path.name, names, located.number)
+            summary, note = summary_of(plan.path.name, summaries, located.number)
             if note:
                 warnings.append(f"{_relative(plan.path, self.project)}: {note}")
             if summary is not None:
@@ -554,8 +530,6 @@ def plan_index(project: str | Path, phase: Phase) -> dict[str, Any]:
     """The `phase plan-index` view of a loaded phase (the shape of the reference's
     `phase-plan-index`, plus `declared_wave`, `sequential_waves` and `warnings`). Raises
     PlanError for a dependency cycle."""
-    from looprail.plans.waves import compute_waves, halt_blocked, unmet_blocked
-
     project = Path(project).resolve()
     waves = compute_waves(phase.plans, root=project)
     blocked = halt_blocked(phase.plans)

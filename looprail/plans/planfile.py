@@ -11,16 +11,20 @@ which is why a `<task>` written inside backticks is text, not a task.
 from __future__ import annotations
 
 import bisect
+import difflib
 import re
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar, Literal, cast, get_args
+from typing import Any, ClassVar, Literal, NamedTuple, cast, get_args
 
+import yaml
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from looprail.errors import PlanError
 from looprail.layout import plan_id_from_filename as plan_id_from_filename  # its home: layout
+from looprail.yamlcache import cached
+from looprail.yamlload import NoAliasCSafeLoader, NoAliasSafeLoader, c_path_ok
 
 TaskType = Literal[
     "auto",
@@ -29,8 +33,10 @@ TaskType = Literal[
     "checkpoint:human-verify",
     "checkpoint:decision",
     "checkpoint:human-action",
+    "checkpoint:tdd-review",
 ]
-TaskGate = Literal["blocking", "blocking-human"]
+# `advisory`: the reference's tdd-review checkpoint (auto-mode approves it; it never blocks).
+TaskGate = Literal["blocking", "blocking-human", "advisory"]
 PlanType = Literal["execute", "tdd"]  # the types the reference's templates write
 
 TASK_TYPES: tuple[str, ...] = get_args(TaskType)
@@ -99,7 +105,6 @@ def unknown_key_warnings(plan: Plan, where: str) -> list[str]:
     for key in plan.extra:
         if key in _GSD_EXTRA_KEYS:
             continue
-        import difflib  # only for a key to warn about (not on every run)
 
         close = difflib.get_close_matches(key, _KNOWN_KEYS, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(_KNOWN_KEYS)}"
@@ -659,6 +664,30 @@ def _make_task(doc: _Doc, plan_id: str, index: int, element: _Element) -> Task:
     )
 
 
+class Fragment(NamedTuple):
+    """One element inside a task child's text (`child_elements`)."""
+
+    name: str
+    attributes: dict[str, str]
+    text: str  # cleaned like a task child (`_clean`)
+
+
+def child_elements(text: str, where: str) -> list[Fragment]:
+    """The top-level elements of a task child's text, read by the plan's own scanner: a
+    checkpoint's `<options>` holds `<option id="…">` elements, each with `<name>`, `<pros>` and
+    `<cons>`. A malformed attribute list reads as none (the text is still shown)."""
+    doc = _Doc(text, where)
+    out = []
+    for element in _elements(doc, 0, len(text), (), where):
+        try:
+            attrs = _parse_attributes(doc, element)
+        except PlanError:
+            attrs = {}
+        inner = _clean(text[element.inner_start : element.inner_end])
+        out.append(Fragment(element.name, attrs, inner))
+    return out
+
+
 def _clean(raw: str) -> str:
     """Element text without the blank lines around it and without its common indentation. Text
     that starts on the tag's own line is kept as is and the following lines are dedented."""
@@ -695,69 +724,48 @@ def split_paths(text: str) -> list[str]:
 # --- frontmatter ----------------------------------------------------------------------------
 
 
-# PyYAML is imported, and the loaders built, only when a frontmatter is not in the cache
-# (`looprail.yamlcache`): a run whose plans did not change never imports it.
-_PlanRules: Any
-_PlanYamlLoader: Any
-_PlanYamlCLoader: type | None
-_LOADERS_BUILT = False
+class _PlanRules:
+    """What PLAN.md frontmatter adds to the frontmatter loader (`looprail.yamlload`, aliases
+    refused): duplicate keys are rejected, and zero-padded numbers stay strings (plan and phase
+    ids are written `01`, and YAML 1.1 would read that as the octal integer 1)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                key = self.construct_scalar(key_node)  # type: ignore[attr-defined]
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r}", key_node.start_mark
+                    )
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
 
 
-def _build_loaders() -> None:
-    global _PlanRules, _PlanYamlLoader, _PlanYamlCLoader, _LOADERS_BUILT
-    if _LOADERS_BUILT:  # (a test may have swapped one out since: keep it)
-        return
-    import yaml
+class _PlanYamlLoader(_PlanRules, NoAliasSafeLoader):
+    """The pure-Python PLAN.md loader: its errors are the ones users read."""
 
-    from looprail.yamlload import NoAliasCSafeLoader, NoAliasSafeLoader
+    # PyYAML reads this as a class attribute; its stubs declare it on instances.
+    yaml_implicit_resolvers: ClassVar[dict[Any, list[Any]]] = {  # type: ignore[misc]
+        first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:int"]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
 
-    class PlanRules:
-        """What PLAN.md frontmatter adds to the frontmatter loader (`looprail.yamlload`,
-        aliases refused): duplicate keys are rejected, and zero-padded numbers stay strings
-        (plan and phase ids are written `01`, and YAML 1.1 would read that as the octal
-        integer 1)."""
 
-        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-            seen: set[Any] = set()
-            for key_node, _ in node.value:
-                if isinstance(key_node, yaml.ScalarNode):
-                    key = self.construct_scalar(key_node)  # type: ignore[attr-defined]
-                    if key in seen:
-                        raise yaml.constructor.ConstructorError(
-                            None, None, f"duplicate key {key!r}", key_node.start_mark
-                        )
-                    seen.add(key)
-            return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
-
-    class PlanYamlLoader(PlanRules, NoAliasSafeLoader):
-        """The pure-Python PLAN.md loader: its errors are the ones users read."""
-
-        # PyYAML reads this as a class attribute; its stubs declare it on instances.
-        yaml_implicit_resolvers: ClassVar[dict[Any, list[Any]]] = {  # type: ignore[misc]
-            first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:int"]
-            for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-        }
-
-    PlanYamlLoader.add_implicit_resolver(
-        "tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:0|[1-9][0-9_]*)\Z"), list("-+0123456789")
+_PlanYamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:0|[1-9][0-9_]*)\Z"), list("-+0123456789")
+)
+# The same rules on libyaml's parser (same composer, constructor and resolvers), when PyYAML
+# was built with it.
+_PlanYamlCLoader: type | None = (
+    None
+    if NoAliasCSafeLoader is None
+    else type(
+        "_PlanYamlCLoader",
+        (_PlanRules, NoAliasCSafeLoader),
+        {"yaml_implicit_resolvers": _PlanYamlLoader.yaml_implicit_resolvers},
     )
-    c_loader: type | None = None
-    if NoAliasCSafeLoader is not None:
-        # The same rules on libyaml's parser (same composer, constructor and resolvers).
-        c_loader = type(
-            "_PlanYamlCLoader",
-            (PlanRules, NoAliasCSafeLoader),
-            {"yaml_implicit_resolvers": PlanYamlLoader.yaml_implicit_resolvers},
-        )
-    _PlanRules, _PlanYamlLoader, _PlanYamlCLoader = PlanRules, PlanYamlLoader, c_loader
-    _LOADERS_BUILT = True
-
-
-def __getattr__(name: str) -> Any:
-    if name in ("_PlanRules", "_PlanYamlLoader", "_PlanYamlCLoader"):
-        _build_loaders()
-        return globals()[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+)
 
 
 class _YamlSyntaxError(PlanError):
@@ -766,7 +774,6 @@ class _YamlSyntaxError(PlanError):
 
 def _cached_yaml(text: str, first_line: int, where: str) -> tuple[Any, dict[str, int]]:
     """`_load_yaml`, through the frontmatter cache (errors are never cached)."""
-    from looprail.yamlcache import cached
 
     def parse(_: str) -> dict[str, Any]:
         data, key_lines = _load_yaml(text, first_line, where)
@@ -777,8 +784,6 @@ def _cached_yaml(text: str, first_line: int, where: str) -> tuple[Any, dict[str,
 
 
 def _compose(loader_class: type, text: str, first_line: int) -> tuple[Any, dict[str, int]]:
-    import yaml
-
     loader = loader_class(text)
     try:
         node = loader.get_single_node()
@@ -794,11 +799,6 @@ def _compose(loader_class: type, text: str, first_line: int) -> tuple[Any, dict[
 
 
 def _load_yaml(text: str, first_line: int, where: str) -> tuple[Any, dict[str, int]]:
-    import yaml
-
-    from looprail.yamlload import c_path_ok
-
-    _build_loaders()
     if _PlanYamlCLoader is not None and c_path_ok(text):
         try:
             return _compose(_PlanYamlCLoader, text, first_line)

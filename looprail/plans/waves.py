@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import graphlib
 import posixpath
-import re
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -23,10 +22,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from looprail.errors import PlanError
-from looprail.layout import canonical_plan_id as _canonical_plan_id
+from looprail.layout import PLAN_ID_PATTERN as _PLAN_ID
+from looprail.layout import canonical_plan_id, reference_canonical_id
 from looprail.plans.planfile import Plan
-
-_PLAN_ID = re.compile(r"(?P<phase>\d+[A-Za-z]?(?:\.\d+)*)-(?P<plan>.+)")
 
 
 class Wave(BaseModel):
@@ -58,10 +56,6 @@ class WavePlan(BaseModel):
         return next((w for w in self.waves if w.number == number), None)
 
 
-# The rule lives in layout (the project loop counts plans without the plan layer); cached here.
-canonical_plan_id = lru_cache(maxsize=8192)(_canonical_plan_id)
-
-
 @lru_cache(maxsize=8192)
 def _plan_part(plan_id: str) -> str | None:
     match = _PLAN_ID.fullmatch(plan_id)
@@ -75,23 +69,6 @@ def _shown(path: Path, root: Path | None) -> str:
         except ValueError:
             pass
     return str(path)
-
-
-_REF_TOKEN = re.compile(r"(?:\d{2,}[A-Z]?|\d[A-Z])(?:\.\d+)*", re.I)
-_REF_PLAN_TOKEN = re.compile(r"(?:\d{2}(?!\d)[A-Z]?|\d[A-Z])(?:\.\d+)*", re.I)
-
-
-@lru_cache(maxsize=8192)
-def reference_canonical_id(plan_id: str) -> str:
-    """The reference's `extractCanonicalPlanId`: the first `<phase>-<NN>` pair of an id
-    (`15-01-error-handling` → `15-01`), else the id itself."""
-    parts = [p for p in plan_id.split("-") if p]
-    for i, part in enumerate(parts):
-        if _REF_TOKEN.fullmatch(part):
-            if i + 1 < len(parts) and _REF_PLAN_TOKEN.fullmatch(parts[i + 1]):
-                return f"{part}-{parts[i + 1]}"
-            break
-    return plan_id
 
 
 class _Index:
@@ -256,7 +233,7 @@ def compute_waves(plans: Sequence[Plan], *, root: Path | None = None) -> WavePla
     Stdlib only (`graphlib`), so the runner never imports networkx. What depends on the plans'
     shape (levels, overlaps, warnings) is cached by that shape: a run asks again after every
     wave, when only `has_summary` changed, and pays one pass over the plans."""
-    plans = resolve_dependencies(plans, root=root)
+    plans = _resolved(plans, root)
     shape = tuple((p.id, tuple(p.depends_on), p.wave, tuple(p.files_modified)) for p in plans)
     try:
         layout = _layout(shape)
@@ -287,6 +264,23 @@ def compute_waves(plans: Sequence[Plan], *, root: Path | None = None) -> WavePla
         depends_on={plan.id: list(plan.depends_on) for plan in plans},
         warnings=list(warnings),
     )
+
+
+# The last dependency shape whose resolution changed no plan (the runner passes plans that are
+# resolved already, after every wave): the same shape resolves to the same plans again.
+_RESOLVED_AS_IS: list[tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]] = []
+
+
+def _resolved(plans: Sequence[Plan], root: Path | None) -> list[Plan]:
+    """`resolve_dependencies(plans)`, without the pass over every dependency when these plans'
+    ids and dependencies are the ones last seen to need no change (it depends on nothing else)."""
+    key = tuple((p.id, tuple(p.depends_on), tuple(p.outside_depends_on)) for p in plans)
+    if _RESOLVED_AS_IS and _RESOLVED_AS_IS[0] == key:
+        return list(plans)
+    resolved = resolve_dependencies(plans, root=root)
+    if all(a is b for a, b in zip(resolved, plans, strict=True)):
+        _RESOLVED_AS_IS[:] = [key]
+    return resolved
 
 
 class _Cycle(Exception):

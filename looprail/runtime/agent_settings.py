@@ -1,9 +1,9 @@
 """Agent settings as facts, pure: which settings change what runs or widen what the agent may
 do (`GUARDED`, with the values no wider than looprail's default in `NARROWER`), what consent to
-them is bound to (`guarded_digest`), and the one line that shows an agent's settings
-(`describe`: the command line without the prompt, every flag, and the permission mode in effect
-once `args` are read). Where each setting may come from, and consent, are the trust layer's:
-`looprail.trust.agents.effective_agent` (docs/security.md "Agent settings").
+them is bound to (`guarded_digest`), and the permission mode in effect once `args` are read
+(`mode_in_effect`). The one line that shows an agent's settings (`runtime.agents.describe`)
+lives beside the adapters it reads. Where each setting may come from, and consent, are the
+trust layer's: `looprail.trust.agents.effective_agent` (docs/security.md "Agent settings").
 """
 
 from __future__ import annotations
@@ -11,11 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from looprail.runtime.agents import AgentSettings
+from typing import Any
 
 # Settings that change what runs or widen what the agent may do.
 GUARDED = ("binary", "args", "permissionMode", "allowedTools", "sandbox", "approvalMode")
@@ -38,7 +34,7 @@ _MODE_FLAGS: Mapping[str, Mapping[str, str | None]] = {
     },
     "gemini": {"--approval-mode": None, "--yolo": "yolo", "-y": "yolo"},
 }
-_MODE_NAME = {"claude": "permission mode", "codex": "sandbox", "gemini": "approval mode"}
+MODE_NAME = {"claude": "permission mode", "codex": "sandbox", "gemini": "approval mode"}
 
 
 def guarded_of(name: str, section: Mapping[str, Any]) -> dict[str, Any]:
@@ -56,14 +52,6 @@ def guarded_digest(name: str, guarded: Mapping[str, Any]) -> str:
     """What consent to the project's guarded settings of agent `name` is bound to."""
     text = json.dumps({"agent": name, "settings": dict(guarded)}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def command_line(name: str, settings: AgentSettings) -> list[str]:
-    """The argv an agent invocation runs with, `<prompt>` in the prompt's place."""
-    from looprail.runtime.agents import ADAPTERS
-
-    request = SimpleNamespace(kind="task", name="", verdict=None)
-    return ADAPTERS[name]().argv("<prompt>", request, settings, git=True)  # type: ignore[arg-type]
 
 
 def mode_in_effect(name: str, argv: Sequence[str]) -> str | None:
@@ -92,31 +80,10 @@ def mode_in_effect(name: str, argv: Sequence[str]) -> str | None:
     return mode
 
 
-def describe(name: str, settings: AgentSettings) -> str:
-    """The one line a run, `doctor` and `capability audit` print for agent `name`."""
-    from looprail.runtime.agents import ADAPTERS
-
-    if name not in ADAPTERS:
-        return f"agent {name}"
-    argv = command_line(name, settings)
-    shown = " ".join(_quote(a) for a in argv)
-    mode = mode_in_effect(name, argv)
-    if mode is not None:
-        return f"agent {name}: {shown} ({_MODE_NAME[name]} in effect: {mode})"
-    return f"agent {name}: {shown} ({ADAPTERS[name]().permissions(settings)})"
-
-
-def _quote(arg: str) -> str:
-    import shlex
-
-    return arg if arg == "<prompt>" else shlex.quote(arg)
-
-
 __all__ = [
     "GUARDED",
+    "MODE_NAME",
     "NARROWER",
-    "command_line",
-    "describe",
     "guarded_digest",
     "guarded_of",
     "mode_in_effect",

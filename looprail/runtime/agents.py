@@ -22,13 +22,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from looprail.frontmatter import file_frontmatter
+from looprail.errors import ConfigError
+from looprail.runtime.agent_settings import MODE_NAME, mode_in_effect
 from looprail.runtime.base import (
     BaseRuntime,
     DispatchContext,
@@ -41,8 +44,17 @@ from looprail.runtime.base import (
     parse_json_object,
 )
 from looprail.runtime.git import is_git_repo
+from looprail.runtime.interactive import (
+    handover_line,
+    run_on_terminal,
+    session_outcome,
+    shown_argv,
+    terminal_problem,
+    write_meta,
+)
 from looprail.runtime.local import LocalRuntime, Timeouts, _last_line, _signal_name
 from looprail.runtime.logs import LOGS_DIR, OutputTee, Transcripts  # noqa: F401 (re-exported)
+from looprail.runtime.owed import owed_problem
 from looprail.runtime.process import escape_untrusted, find_program, run_bounded
 from looprail.runtime.prompts import build_prompt
 
@@ -106,8 +118,6 @@ class AgentSettings:
 
     @classmethod
     def parse(cls, name: str, raw: Mapping[str, Any]) -> AgentSettings:
-        from looprail.errors import ConfigError
-
         where = f"looprail.agents.{name}"
         out = cls()
         for key, value in raw.items():
@@ -144,6 +154,14 @@ class Adapter:
         raise NotImplementedError
 
     def parse(self, stdout: str, stderr: str = "") -> Reply:
+        raise NotImplementedError
+
+    def interactive_argv(
+        self, prompt: str, request: Request, s: AgentSettings, *, git: bool
+    ) -> list[str]:
+        """The argv of the CLI's interactive mode on the user's terminal, `prompt` its first
+        message: the settings of `argv`, none of its non-interactive flags
+        (`run --interactive`, looprail/runtime/interactive.py)."""
         raise NotImplementedError
 
     # The prompt goes on stdin, never in argv (a CLI that rewrites its arguments, or whose
@@ -244,13 +262,22 @@ class ClaudeAdapter(Adapter):
     def argv(self, prompt: str, request: Request, s: AgentSettings, *, git: bool) -> list[str]:
         # `-p` is a flag (print mode) and the prompt a positional argument: `--` ends the
         # options, so a prompt starting with `-` stays the prompt.
-        argv = [s.binary or self.binary, "-p", "--output-format", "stream-json"]
-        argv += ["--verbose", "--permission-mode", s.permission_mode or self.DEFAULT_MODE]
+        argv = [s.binary or self.binary, "-p", "--output-format", "stream-json", "--verbose"]
+        return [*argv, *self._flags(s), *s.args, "--", prompt]
+
+    def interactive_argv(
+        self, prompt: str, request: Request, s: AgentSettings, *, git: bool
+    ) -> list[str]:
+        # `claude PROMPT` starts an interactive session with PROMPT as its first message
+        return [s.binary or self.binary, *self._flags(s), *s.args, "--", prompt]
+
+    def _flags(self, s: AgentSettings) -> list[str]:
+        flags = ["--permission-mode", s.permission_mode or self.DEFAULT_MODE]
         if s.allowed_tools:
-            argv += ["--allowedTools", ",".join(s.allowed_tools)]
+            flags += ["--allowedTools", ",".join(s.allowed_tools)]
         if s.model:
-            argv += ["--model", s.model]
-        return [*argv, *s.args, "--", prompt]
+            flags += ["--model", s.model]
+        return flags
 
     def skill_form(self) -> str:
         return "/{name}"  # a Claude Code slash command (skills and custom commands)
@@ -346,6 +373,16 @@ class CodexAdapter(Adapter):
             argv += ["--model", s.model]
         return [*argv, *s.args, "--", prompt]
 
+    def interactive_argv(
+        self, prompt: str, request: Request, s: AgentSettings, *, git: bool
+    ) -> list[str]:
+        # `codex PROMPT`: the TUI (it asks for approvals itself, and whether to trust a
+        # folder outside git: `--skip-git-repo-check` is `exec`'s)
+        argv = [s.binary or self.binary, "--sandbox", s.sandbox or self.DEFAULT_SANDBOX]
+        if s.model:
+            argv += ["--model", s.model]
+        return [*argv, *s.args, "--", prompt]
+
     def permissions(self, s: AgentSettings) -> str:
         return f"--sandbox {s.sandbox or self.DEFAULT_SANDBOX} (codex exec never asks)"
 
@@ -412,13 +449,23 @@ class OpenCodeAdapter(Adapter):
 
     def argv(self, prompt: str, request: Request, s: AgentSettings, *, git: bool) -> list[str]:
         argv = [s.binary or self.binary, "run", "--format", "json"]
-        if s.model:
-            argv += ["--model", s.model]
+        return [*argv, *self._flags(request, s), *s.args]
+
+    def interactive_argv(
+        self, prompt: str, request: Request, s: AgentSettings, *, git: bool
+    ) -> list[str]:
+        # `opencode --prompt=PROMPT`: the TUI in the working folder (no `[project]` given),
+        # PROMPT in one argument, so it is never read as an option
+        return [s.binary or self.binary, *self._flags(request, s), *s.args, f"--prompt={prompt}"]
+
+    @staticmethod
+    def _flags(request: Request, s: AgentSettings) -> list[str]:
+        flags = ["--model", s.model] if s.model else []
         if request.kind == "agent":
-            argv += ["--agent", request.name]
+            flags += ["--agent", request.name]
         elif request.kind == "verdict" and request.verdict is not None:
-            argv += ["--agent", request.verdict.ref]
-        return [*argv, *s.args]
+            flags += ["--agent", request.verdict.ref]
+        return flags
 
     def agent_form(self) -> str:
         return "You are the `{name}` agent."
@@ -488,12 +535,20 @@ class GeminiAdapter(Adapter):
     DEFAULT_APPROVAL = "auto_edit"
 
     def argv(self, prompt: str, request: Request, s: AgentSettings, *, git: bool) -> list[str]:
-        argv = [s.binary or self.binary, "--output-format", "json"]
-        argv += ["--approval-mode", s.approval_mode or self.DEFAULT_APPROVAL]
-        if s.model:
-            argv += ["--model", s.model]
+        argv = [s.binary or self.binary, "--output-format", "json", *self._flags(s)]
         # `--prompt=` in one argument: a prompt starting with `-` is never read as an option
         return [*argv, *s.args, f"--prompt={prompt}"]
+
+    def interactive_argv(
+        self, prompt: str, request: Request, s: AgentSettings, *, git: bool
+    ) -> list[str]:
+        # `-i`/`--prompt-interactive`: run the prompt, then go on interactively
+        argv = [s.binary or self.binary, *self._flags(s), *s.args]
+        return [*argv, f"--prompt-interactive={prompt}"]
+
+    def _flags(self, s: AgentSettings) -> list[str]:
+        flags = ["--approval-mode", s.approval_mode or self.DEFAULT_APPROVAL]
+        return flags + (["--model", s.model] if s.model else [])
 
     # Gemini CLI's own exit codes (the others are an HTTP status modulo 256).
     EXIT_CODES: ClassVar[dict[int, str]] = {
@@ -662,6 +717,28 @@ ADAPTERS: dict[str, type[Adapter]] = {
 }
 
 
+def command_line(name: str, settings: AgentSettings) -> list[str]:
+    """The argv an agent invocation runs with, `<prompt>` in the prompt's place."""
+    request = SimpleNamespace(kind="task", name="", verdict=None)
+    return ADAPTERS[name]().argv("<prompt>", request, settings, git=True)  # type: ignore[arg-type]
+
+
+def describe(name: str, settings: AgentSettings) -> str:
+    """The one line a run, `doctor` and `capability audit` print for agent `name`."""
+    if name not in ADAPTERS:
+        return f"agent {name}"
+    argv = command_line(name, settings)
+    shown = " ".join(_quote(a) for a in argv)
+    mode = mode_in_effect(name, argv)
+    if mode is not None:
+        return f"agent {name}: {shown} ({MODE_NAME[name]} in effect: {mode})"
+    return f"agent {name}: {shown} ({ADAPTERS[name]().permissions(settings)})"
+
+
+def _quote(arg: str) -> str:
+    return arg if arg == "<prompt>" else shlex.quote(arg)
+
+
 def classify(error: str, status: int | None = None) -> str:
     """A short label for a CLI error: rate limited, not authenticated, or just error (by the
     HTTP status when the CLI reported one, else by the words of the message)."""
@@ -759,8 +836,6 @@ class AgentRuntime(BaseRuntime):
             run.meter.check()
         self.transcripts.run_id = run.run_id
         if self.progress is not None:
-            from looprail.runtime.agent_settings import describe
-
             self.progress(describe(self.adapter.name, self.settings))
 
     def end_run(self) -> None:
@@ -791,12 +866,14 @@ class AgentRuntime(BaseRuntime):
             meter.check()
         with self._lock:
             messages, self._messages = tuple(self._messages), []
+        talk = ctx.terminal and request.kind == "phase"  # `run --interactive`'s discuss
         prompt = build_prompt(
             request,
             self.project,
             messages=messages,
             skill_form=self.adapter.skill_form(),
             agent_form=self.adapter.agent_form(),
+            conversation=talk,
         )
         workdir = ctx.workdir or self.project
         env = self._env(request, ctx)
@@ -806,6 +883,10 @@ class AgentRuntime(BaseRuntime):
             return Outcome.failed(self._missing(binary))
         folder = self.transcripts.folder(request)
         (folder / "prompt.md").write_text(prompt, encoding="utf-8")
+        if talk:
+            return agent_session(
+                self, request, ctx, prompt=prompt, folder=folder, binary=found, env=env
+            )
         stdin = None
         if self.adapter.prompt_on_stdin:
             argv = self.adapter.argv(prompt, request, self.settings, git=self._git)
@@ -987,31 +1068,6 @@ def extract_verdict(text: str) -> dict[str, Any] | None:
     return None
 
 
-def owed_problem(request: Request, project: Path) -> str | None:
-    """Why the artifact a phase step owed is missing or unreadable, or None when it is there."""
-    if request.kind != "phase" or request.step not in ("discuss", "plan", "verify"):
-        return None
-    from looprail.errors import LooprailError
-    from looprail.plans import load_phase
-
-    try:
-        phase = load_phase(project, request.phase.number)
-    except LooprailError as exc:
-        return f"the phase does not load: {exc}"
-    if request.step == "discuss":
-        return None if phase.has_context else "no CONTEXT.md in the phase folder"
-    if request.step == "plan":
-        return None if phase.plans else "no *-PLAN.md in the phase folder"
-    if phase.verification_path is None:
-        return "no VERIFICATION.md in the phase folder"
-    fm = file_frontmatter(phase.verification_path)
-    if isinstance(fm, str):
-        return f"{phase.verification_path.name}: {fm}"
-    if not fm.get("status"):
-        return f"{phase.verification_path.name} has no `status:` in its frontmatter"
-    return None
-
-
 def _last_words(reply: Reply, stderr: str) -> str:
     text = reply.final.strip() or reply.error or ""
     line = _last_line(text) if text else ""
@@ -1082,3 +1138,58 @@ class OpenCodeRuntime(AgentRuntime):
 class GeminiRuntime(AgentRuntime):
     name = "gemini"
     adapter_class = GeminiAdapter
+
+
+def agent_session(
+    rt: AgentRuntime,
+    request: Request,
+    ctx: DispatchContext,
+    *,
+    prompt: str,
+    folder: Path,
+    binary: str,
+    env: Mapping[str, str],
+) -> Outcome:
+    """One phase step as a conversation in the agent CLI's interactive mode."""
+    name = rt.adapter.name
+    problem = terminal_problem()
+    if problem is not None:
+        return Outcome.failed(f"{name}: an interactive session needs a terminal: {problem}")
+    given = prompt
+    if len(prompt.encode()) > ARG_LIMIT:  # stdin is the terminal: the CLI reads the file
+        given = f"Read the file {folder / 'prompt.md'} and follow it: it is your brief."
+    argv = rt.adapter.interactive_argv(given, request, rt.settings, git=rt._git)
+    argv[0] = os.path.abspath(binary)
+    shown = shown_argv(argv, given)
+    if rt.progress is not None:
+        rt.progress(handover_line(name, shown, request, rt.project))
+    session = run_on_terminal(
+        argv, cwd=ctx.workdir or rt.project, env=env, timeout_s=rt.timeouts.interactive
+    )
+    rel = rt.transcripts.rel(folder)
+    usage = Usage(agent=name)
+    outcome = session_outcome(
+        name,
+        session,
+        request,
+        rt.project,
+        duration_s=session.duration_s,
+        usage=usage,
+        transcript=rel,
+    )
+    write_meta(folder, shown, session, outcome)
+    if rt._meter is not None:
+        rt._meter.record(
+            {
+                "agent": name,
+                "kind": request.kind,
+                "name": request.name,
+                "planId": request.plan_id,
+                "taskId": request.task_id,
+                "ok": outcome.ok,
+                "interactive": True,
+                "transcript": rel,
+                "durationMs": int(session.duration_s * 1000),
+            }
+        )
+    return outcome

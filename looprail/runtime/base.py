@@ -83,6 +83,9 @@ class DispatchContext(_Frozen):
     # The folder the work runs in (a plan's git worktree); None is the project itself.
     workdir: Path | None = None
     env: dict[str, str] = Field(default_factory=dict)
+    # The work may have the user's terminal: an interactive session (`run --interactive`'s
+    # discuss), its streams inherited, nothing captured (looprail/runtime/interactive.py).
+    terminal: bool = False
 
     @field_validator("phase_number")
     @classmethod

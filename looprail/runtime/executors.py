@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
+from looprail.runtime.process import stopping_children
+
 T = TypeVar("T")
 _WAKE_S = 0.2
 
@@ -52,8 +54,6 @@ def interruptible_executor(jobs: int) -> Iterator[Executor]:
     exception every child process is killed, work not yet started is cancelled, and no worker
     starts a new child while the block waits for the running ones to end (a worker going on to
     its next step would otherwise start it, and the exit would wait for it to time out)."""
-    from looprail.runtime.process import stopping_children
-
     executor = make_executor(jobs)
     try:
         yield executor

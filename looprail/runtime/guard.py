@@ -27,7 +27,11 @@ closes the channel.
 # halves it.
 import _ctypes
 import _signal  # type: ignore[import-not-found]  # no stubs: typeshed has `signal` only
+import marshal
+import os
 import posix
+import select
+import socket
 import sys
 
 
@@ -52,8 +56,16 @@ PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 _RESET = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP, _signal.SIGPIPE, _signal.SIGXFSZ)
 
-_child = 0
-_group = False  # whether the child's pid still pins its process group id (not yet reaped)
+
+class _G:
+    """The guard's state, shared with its signal handler."""
+
+    child = 0
+    group = False  # whether the child's pid still pins its process group id (not yet reaped)
+    stopping = False  # a death signal came: start nothing, stop what runs
+    reported = False  # served guards: the exit status has been reported, only EOF is awaited
+    idle = False  # a spare guard waiting for its request: it has nothing to stop, it just goes
+    armed = False  # death signal and handlers set (`_arm`)
 
 
 def start_ticks(pid):
@@ -90,9 +102,9 @@ def _children() -> set[int]:
 
 
 def _kill_tree():
-    if _child and _group:
+    if _G.child and _G.group:
         try:  # noqa: SIM105 - contextlib is not built in
-            posix.killpg(_child, _signal.SIGKILL)
+            posix.killpg(_G.child, _signal.SIGKILL)
         except OSError:
             pass
     for pid in _children():
@@ -102,18 +114,10 @@ def _kill_tree():
             pass
 
 
-_stopping = False
-
-
-_reported = False  # served guards: the exit status has been reported, only EOF is awaited
-_idle = False  # a spare guard waiting for its request: it has nothing to stop, it just goes
-
-
 def _on_signal(signum, frame):
-    global _stopping
-    if _reported or _idle:
+    if _G.reported or _G.idle:
         posix._exit(0)
-    _stopping = True
+    _G.stopping = True
     _kill_tree()
 
 
@@ -143,17 +147,13 @@ def main():
     guard(sys.argv[4:], status_fd, parent, posix.environ, served=False)
 
 
-_armed = False
-
-
 def _arm():
     """The guard's death signal and signal handlers (a spare guard arms before it waits)."""
-    global _armed
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     _prctl(PR_SET_PDEATHSIG, _signal.SIGTERM)
     for signum in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP):
         _signal.signal(signum, _on_signal)
-    _armed = True
+    _G.armed = True
 
 
 def guard(argv, status_fd, parent, env, served):
@@ -161,25 +161,24 @@ def guard(argv, status_fd, parent, env, served):
     gone (see the module docstring). Never returns. `served`: forked by the guard server, so
     the exit status goes on `status_fd` (`X<code>`), and the guard then waits for looprail to
     close that channel before it exits (its pid stays its own until looprail is done)."""
-    global _child, _group, _reported
-    if not _armed:
+    if not _G.armed:
         _arm()
     if posix.getppid() != parent:  # looprail died before the death signal was armed
         _report(status_fd, "Elooprail exited before the process could start")
         posix._exit(1)
-    if _stopping:  # told to stop before the child was started: start nothing
+    if _G.stopping:  # told to stop before the child was started: start nothing
         _report(status_fd, "Elooprail is stopping: the process was not started")
         posix._exit(1)
     try:
-        _child = posix.posix_spawnp(argv[0], argv, env, setpgroup=0, setsigdef=_RESET)
+        _G.child = posix.posix_spawnp(argv[0], argv, env, setpgroup=0, setsigdef=_RESET)
     except (OSError, ValueError) as exc:
         _report(status_fd, f"E{getattr(exc, 'strerror', None) or exc}")
         posix._exit(127)
-    _group = True
-    if _stopping:  # told to stop while the child was being started
+    _G.group = True
+    if _G.stopping:  # told to stop while the child was being started
         _kill_tree()
     me = posix.getpid()
-    started = f"P{_child} {start_ticks(_child) or 0} {start_ticks(me) or 0} {me}\n"
+    started = f"P{_G.child} {start_ticks(_G.child) or 0} {start_ticks(me) or 0} {me}\n"
     _report(status_fd, started, close=not served)
     # The guard itself must not hold the child's pipes open: EOF belongs to the child's tree.
     null = posix.open("/dev/null", posix.O_RDWR)
@@ -189,19 +188,19 @@ def guard(argv, status_fd, parent, env, served):
     # Wait for the child without reaping it: while it is a zombie its pid, and so its group id,
     # cannot be reused, so killing the group cannot hit an unrelated process.
     try:  # noqa: SIM105
-        posix.waitid(posix.P_PID, _child, posix.WEXITED | posix.WNOWAIT)
+        posix.waitid(posix.P_PID, _G.child, posix.WEXITED | posix.WNOWAIT)
     except ChildProcessError:
         pass
     _kill_tree()
     status = 0
     try:  # noqa: SIM105
-        _, status = posix.waitpid(_child, 0)
+        _, status = posix.waitpid(_G.child, 0)
     except ChildProcessError:
         pass
-    _group = False
+    _G.group = False
     _drain()
     if served:
-        _reported = True
+        _G.reported = True
         try:
             _report(status_fd, f"X{posix.waitstatus_to_exitcode(status)}\n", close=False)
             while posix.read(status_fd, 4096):  # until looprail closes its end
@@ -248,10 +247,6 @@ _REFILL_S = 0.02  # quiet time before one more spare is forked
 
 
 def serve(parent, sock_fd, spares=SPARES):
-    import marshal
-    import select
-    import socket
-
     _prctl(PR_SET_PDEATHSIG, _signal.SIGTERM)
     if posix.getppid() != parent:
         posix._exit(1)
@@ -336,9 +331,6 @@ def _setup():
 
 def _fork_spare(sock, idle, server):
     """Fork a spare guard; returns our end of its channel (None if the fork failed)."""
-    import socket
-
-    global _idle
     try:
         ours, theirs = socket.socketpair()
         pid = posix.fork()
@@ -347,7 +339,7 @@ def _fork_spare(sock, idle, server):
     if pid:
         theirs.close()
         return ours
-    _idle = True  # until its request: a death signal just ends it
+    _G.idle = True  # until its request: a death signal just ends it
     sock.close()
     for channel in (*idle, ours):
         channel.close()
@@ -358,10 +350,8 @@ def _fork_spare(sock, idle, server):
     if not head or len(fds) != 4:
         posix._exit(0)
     payload = _exactly(theirs, int.from_bytes(_exactly(theirs, 4, head), "big"))
-    _idle = False  # from here on a death signal stops (or refuses) its child
+    _G.idle = False  # from here on a death signal stops (or refuses) its child
     theirs.close()
-    import marshal
-
     _become_guard(fds, marshal.loads(payload), server, setup=False)
 
 
@@ -383,8 +373,6 @@ def _become_guard(fds, request, server, setup):
         _report(status_fd, f"E{exc.strerror or exc}")
         posix._exit(127)
     if "/" not in argv[0]:  # posix_spawnp looks a bare name up on this process's PATH
-        import os
-
         os.environ.clear()  # putenv
         os.environ.update(env)
     guard(argv, status_fd, server, env, served=True)

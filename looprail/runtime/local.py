@@ -10,10 +10,12 @@ inside its folder, and the file it resolves to (symlinks followed) must stay ins
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import sys
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,13 @@ from looprail.runtime.base import (
     RunStart,
     build_request,
     output_label,
+)
+from looprail.runtime.interactive import (
+    NOT_CAPTURED,
+    handover_line,
+    run_on_terminal,
+    session_outcome,
+    terminal_problem,
 )
 from looprail.runtime.logs import OutputTee, Transcripts
 from looprail.runtime.process import (
@@ -122,6 +131,13 @@ class LocalRuntime(BaseRuntime):
             return self._run_executable(SKILLS_DIR, request.name, [], request, ctx)
         if kind in ("agent", "verdict"):
             return self._run_executable(AGENTS_DIR, request.name, [], request, ctx, banner=True)
+        if kind == "phase" and ctx.terminal:  # `run --interactive`: the role gets the terminal
+            role = request.role or TASK_ROLE
+            found = self.locate(AGENTS_DIR, role)
+            if isinstance(found, str):
+                return Outcome.failed(found)
+            label = f"{LOOPRAIL_DIR}/{AGENTS_DIR}/{role}"
+            return local_session(self, found, label, request, ctx)
         if kind in ("phase", "task"):
             role = request.role or TASK_ROLE
             return self._run_executable(AGENTS_DIR, role, [], request, ctx, banner=True)
@@ -412,3 +428,37 @@ def _signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
+
+
+def local_session(
+    rt: LocalRuntime, executable: Path, label: str, request: Request, ctx: DispatchContext
+) -> Outcome:
+    """One phase step with `.looprail/agents/<role>` on the terminal: its stdin is the user's,
+    so the request is in the file `$LOOPRAIL_REQUEST_FILE` (and `LOOPRAIL_INTERACTIVE=1`)."""
+    problem = terminal_problem()
+    if problem is not None:
+        return Outcome.failed(f"{label}: an interactive session needs a terminal: {problem}")
+    log = rt._log_file(request)
+    if rt.progress is not None:
+        rt.progress(handover_line(label, label, request, rt.project))
+    with tempfile.TemporaryDirectory(prefix="looprail-request-") as tmp:
+        path = Path(tmp) / "request.json"
+        path.write_text(request.to_json(), encoding="utf-8")
+        env = rt._environment(request, ctx)
+        env.update({"LOOPRAIL_REQUEST_FILE": str(path), "LOOPRAIL_INTERACTIVE": "1"})
+        session = run_on_terminal(
+            [str(executable)],
+            cwd=ctx.workdir or rt.project,
+            env=env,
+            timeout_s=rt.timeouts.interactive,
+        )
+    common: dict[str, Any] = {"duration_s": session.duration_s}
+    if log is not None and rt.transcripts is not None:
+        with contextlib.suppress(OSError):
+            log.write_text(
+                f"# looprail: {label} (transcript {NOT_CAPTURED})\n"
+                f"# looprail: the session {session.how()} ({session.duration_s:.1f}s)\n",
+                encoding="utf-8",
+            )
+            common["transcript"] = rt.transcripts.rel(log)
+    return session_outcome(label, session, request, rt.project, **common)

@@ -18,12 +18,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from looprail.fsutil import looprail_path
 from looprail.layout import LOGS_DIR, log_of  # noqa: F401 (log_of re-exported)
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from looprail.runtime.base import Request
 

@@ -7,10 +7,13 @@ declared `command`)."""
 from __future__ import annotations
 
 import contextlib
+import marshal
 import os
 import select
 import selectors
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -19,10 +22,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # only annotations use it
-    from typing import Any
+from looprail.textsafe import one_line
 
 DEFAULT_OUTPUT_CAP = 1 << 20  # 1 MiB per stream: enough for any verdict, bounded for any bug
 
@@ -106,7 +108,7 @@ def run_bounded(
     # being started marks it, and it is killed the moment it exists.
     child = _Child(guarded=guard and guard_available())
     with _LIVE_LOCK:
-        if _REFUSING:
+        if _SPAWNING.refusing:
             why = "looprail is stopping: no new process is started"
             return ProcessResult(shown, None, "", "", 0.0, spawn_error=why)
         _LIVE.add(child)
@@ -319,7 +321,17 @@ def _close_pipes(proc: Any) -> None:
 # and worker threads would otherwise wait for their children's timeouts before the run can stop.
 _LIVE: set[_Child] = set()
 _LIVE_LOCK = threading.Lock()
-_REFUSING = 0  # >0 while `stopping_children` blocks run: no new child starts
+
+
+class _Spawning:
+    """What every `run_bounded` call reads: `refusing` > 0 while `stopping_children` blocks
+    (no new child starts), and the one spawn listener (`set_spawn_listener`)."""
+
+    refusing = 0
+    listener: Callable[[Spawned], None] | None = None
+
+
+_SPAWNING = _Spawning()
 
 
 class _Child:
@@ -354,15 +366,20 @@ def stopping_children() -> Iterator[None]:
     """While looprail unwinds from Ctrl-C/SIGTERM: kill every child (`kill_running`) and start
     no new one (`run_bounded` returns a spawn error at once) until the block ends, so worker
     threads that go on to their next step or plan cannot start anything meanwhile."""
-    global _REFUSING
     with _LIVE_LOCK:
-        _REFUSING += 1
+        _SPAWNING.refusing += 1
     try:
         kill_running()
         yield
     finally:
         with _LIVE_LOCK:
-            _REFUSING -= 1
+            _SPAWNING.refusing -= 1
+
+
+def stopping() -> bool:
+    """Is looprail unwinding from Ctrl-C/SIGTERM (`stopping_children`)? A worker thread that
+    waits for a person (a checkpoint on the terminal) stops waiting then."""
+    return _SPAWNING.refusing > 0
 
 
 _STOP_SIGNALS = tuple(
@@ -455,7 +472,6 @@ class Spawned:
 
 _GUARD = Path(__file__).with_name("guard.py")
 _GUARD_GRACE_S = 2.0
-_LISTENER: Callable[[Spawned], None] | None = None
 
 
 def guard_available() -> bool:
@@ -472,12 +488,11 @@ def guard_available() -> bool:
 def set_spawn_listener(listener: Callable[[Spawned], None] | None) -> None:
     """Call `listener` with every guarded child as it starts (the session journals them so a
     resume can reap what a killed looprail left behind). One listener; None removes it."""
-    global _LISTENER
-    _LISTENER = listener
+    _SPAWNING.listener = listener
 
 
 def _notify(spawned: Spawned) -> None:
-    listener = _LISTENER
+    listener = _SPAWNING.listener
     if listener is not None:
         with contextlib.suppress(Exception):  # journaling must never break a step
             listener(spawned)
@@ -606,9 +621,6 @@ class _GuardServer:
     def start(self, cmd: list[str], stdin: bool, cwd: Any, env: Any) -> _Served | None:
         """Start `cmd` under a served guard, or None when there is no server (then the caller
         starts a guard of its own)."""
-        import marshal
-        import socket
-
         if self._broken or os.environ.get("LOOPRAIL_GUARD_SERVER") == "0":
             return None
         where = str(cwd) if cwd is not None else os.getcwd()
@@ -672,8 +684,6 @@ class _GuardServer:
         )
 
     def _server(self) -> Any:
-        import socket
-
         if self._sock is not None and self._owner == os.getpid():
             return self._sock
         for old in self._retired:  # a sender that still held one has had its EPIPE
@@ -844,8 +854,6 @@ def child_pwd_env(
 def find_program(name: str, env: Mapping[str, str] | None = None) -> str | None:
     """`shutil.which` over the confined `PATH` (absolute entries only, see `confined_path_env`):
     a bare name is never found in the current directory or the project."""
-    import shutil
-
     base = os.environ if env is None else env
     confined = confined_path_env(base) or base
     path = confined.get("PATH", os.defpath)
@@ -860,6 +868,4 @@ def tail(text: str, limit: int = 2000) -> str:
 def escape_untrusted(text: str) -> str:
     """Make untrusted text (a resolver's stderr, a manifest string) safe to put on one line:
     control characters and newlines become visible escapes (`looprail.textsafe.one_line`)."""
-    from looprail.textsafe import one_line
-
     return one_line(text)

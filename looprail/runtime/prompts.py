@@ -8,6 +8,9 @@ For role work (discuss, plan, verify, ship, and each task) the prompt is, in ord
 4. the task content from `execute:task` (tasks only), then its `read_first` files;
 5. what is owed, restated last so it is the last thing the agent reads.
 
+An interactive session (`run --interactive`'s discuss, `conversation=True`) gets one more
+section before what is owed: the user is there, so ask them rather than decide alone.
+
 Briefs may use `{phase}`, `{phase_dir}`, `{phase_prefix}` and `{phase_slug}`; nothing else is
 substituted (a brief may contain braces freely). Pure functions except for reading files.
 """
@@ -82,6 +85,7 @@ def build_prompt(
     messages: tuple[str, ...] = (),
     skill_form: str = "Run the skill `{name}`.",
     agent_form: str = "Use the `{name}` subagent.",
+    conversation: bool = False,
 ) -> str:
     """The whole prompt for `request` (see the module docstring for the order)."""
     v = phase_vars(request, project)
@@ -109,10 +113,22 @@ def build_prompt(
         parts.append(_task_section(request, project))
     if messages:
         parts.append("## Messages for this session\n\n" + "\n\n".join(messages))
+    if conversation:
+        parts.append(CONVERSATION)
     due = owed(request, project)
     if due:
         parts.append(f"## What you owe\n\n{due}")
     return "\n\n".join(p for p in parts if p).rstrip() + "\n"
+
+
+# Said to an agent that has the user's terminal (it overrides a brief's "nobody will answer").
+CONVERSATION = """## This is a conversation
+
+The user is at the terminal with you: this step is interactive, whatever the brief above says
+about working alone. Ask them about what is still open for this phase (its scope, what is in
+and what is out, the conventions to follow), a few questions at a time, and write down what you
+agree on. Once the file below is written, tell them so, and that ending the session lets the
+loop go on to the next step."""
 
 
 def _phase_section(request: Request, project: Path, v: dict[str, str]) -> str:
@@ -169,6 +185,8 @@ _PLAN_TITLES = (
     ("objective", "Plan objective"),
     ("interfaces", "Interfaces"),
     ("threat_model", "Threat model"),
+    # machine/checkpoint.py: what the user answered at the plan's checkpoints, verbatim
+    ("checkpoint_answers", "Checkpoint answers (the user's words, verbatim)"),
 )
 
 

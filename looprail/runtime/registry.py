@@ -15,13 +15,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import import_module
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from looprail.errors import UsageError
+from looprail.runtime.base import Runtime
+from looprail.settings import looprail_settings
 
 if TYPE_CHECKING:
-    from looprail.runtime.base import Runtime
     from looprail.runtime.local import Timeouts
 
 GROUP = "looprail.runtimes"
@@ -55,8 +57,6 @@ class RuntimeSettings:
 
 
 def _entry_points() -> dict[str, Any]:
-    from importlib.metadata import entry_points
-
     return {ep.name: ep for ep in entry_points(group=GROUP)}
 
 
@@ -89,8 +89,6 @@ def create_runtime(name: str, settings: RuntimeSettings) -> Runtime:
     """A runtime instance of `name`, built from `settings`. What it builds is checked here,
     once, against the `Runtime` protocol (a `BaseRuntime` subclass has all of it), so the
     machine calls the runtime's declared methods and never probes for one."""
-    from looprail.runtime.base import Runtime  # what a runtime module imports anyway
-
     cls = runtime_class(name)
     factory = getattr(cls, "from_settings", None)
     if factory is None:
@@ -108,13 +106,9 @@ def create_runtime(name: str, settings: RuntimeSettings) -> Runtime:
 
 def agent_name(config: Mapping[str, Any] | None, override: str | None = None) -> str:
     """The runtime a run uses: `--agent`, else `looprail.agent` in the config, else `local`."""
-    from looprail.settings import looprail_settings
-
     return override or looprail_settings(config).agent or DEFAULT_RUNTIME
 
 
 def agent_section(config: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
     """`looprail.agents.<name>` from the config (permissions, model, extra args), or {}."""
-    from looprail.settings import looprail_settings
-
     return dict(looprail_settings(config).agents.get(name, {}))

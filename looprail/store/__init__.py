@@ -10,8 +10,8 @@ docs/journal.md describes the schema, the event kinds and the report's JSON form
 """
 
 import importlib
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from looprail.store.inputs import diff_inputs, digest_inputs
     from looprail.store.journal import Journal, is_run_id, journal_path, new_run_id

@@ -13,7 +13,6 @@ looprail is refused with a one-line `JournalError`, never overwritten.
 
 from __future__ import annotations
 
-import functools
 import hmac
 import json
 import os
@@ -21,10 +20,10 @@ import socket
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel
 
@@ -48,9 +47,11 @@ from looprail.store.schema import (
     NoJournalError,
     check_header,
     check_links,
+    connect_readonly,
     prepare,
     translate,
 )
+from looprail.store.seal import SEAL_VERSION, canonical, chain_link, run_seal, user_key
 
 JOURNAL_NAME = JOURNAL_FILE
 
@@ -58,9 +59,9 @@ JOURNAL_NAME = JOURNAL_FILE
 _GET_TASK = "SELECT * FROM tasks WHERE run_id = ? AND task_key = ?"
 _START_TASK = (
     "INSERT INTO tasks (run_id, task_key, plan_id, wave, status, attempt, started_at) "
-    "VALUES (?, ?, ?, ?, 'running', 1, ?) "
+    "VALUES (?, ?, ?, ?, 'running', ?, ?) "
     "ON CONFLICT (run_id, task_key) DO UPDATE SET status = 'running', "
-    "attempt = attempt + 1, started_at = excluded.started_at, ended_at = NULL, "
+    "attempt = excluded.attempt, started_at = excluded.started_at, ended_at = NULL, "
     "plan_id = coalesce(excluded.plan_id, plan_id), "
     "wave = coalesce(excluded.wave, wave) RETURNING *"
 )
@@ -72,27 +73,11 @@ _SET_TASK = (
     "plan_id = coalesce(excluded.plan_id, plan_id), "
     "wave = coalesce(excluded.wave, wave) RETURNING *"
 )
-_RAN_TASK = (  # _START_TASK and then _SET_TASK, as one write
-    "INSERT INTO tasks (run_id, task_key, plan_id, wave, status, attempt, started_at, ended_at) "
-    "VALUES (?, ?, ?, ?, ?, 1, ?, ?) "
-    "ON CONFLICT (run_id, task_key) DO UPDATE SET status = excluded.status, "
-    "attempt = attempt + 1, started_at = excluded.started_at, ended_at = excluded.ended_at, "
-    "plan_id = coalesce(excluded.plan_id, plan_id), "
-    "wave = coalesce(excluded.wave, wave) RETURNING *"
-)
 _INSERT_EVENT = (
     "INSERT INTO events (run_id, ts, kind, point, wave, plan_id, task_id, cap_id, "
     "hook_kind, outcome, duration_ms, message, data) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *"
 )
-
-
-@functools.cache
-def _insert_events(count: int) -> str:
-    """One INSERT of `count` event rows (task_ran: a task's start, what came between, its
-    finish), in order."""
-    more = ", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)" * (count - 1)
-    return _INSERT_EVENT.removesuffix(" RETURNING *") + more + " RETURNING *"
 
 
 def journal_path(project: str | Path) -> Path:
@@ -138,30 +123,11 @@ class Journal:
         self._clock = clock
         self.path = path
         self._key: bytes | None = None
-        self._touched: set[str] = set()  # runs written in the open transaction: sealed at commit
-        # Task digests (store/seal.py) are never written to the file: a run's digest is kept
-        # here with the seal it went into, and recomputed from the rows when the seal in the
-        # file is not that one (another connection wrote the run since).
-        # With it, the chain head and the run row's canonical bytes it covered: while the file
-        # still holds that seal, nobody else wrote the run, so none of them is read again.
-        self._sealed: dict[str, tuple[str, str, str, bytes]] = {}
-        self._digests: dict[str, str] = {}  # working digests of the open transaction
-        self._heads: dict[str, str] = {}  # chain heads of the open transaction
-        self._checked: dict[str, tuple[str, str, str, bytes] | None] = {}  # per transaction
-        self._run_dirty: set[str] = set()  # runs whose row this transaction changed
-        self._known_runs: set[str] = set()  # runs seen to exist (runs are never deleted)
-        self._macs: dict[tuple[str, str], tuple[tuple[Any, ...], int]] = {}  # see _row_mac
-        # The task rows this connection last wrote, per run: while the file still holds its
-        # seal of the run (nobody else wrote it), such a row is what the file holds, so a task's
-        # change need not read it first. Rows written in the open transaction are kept apart
-        # until it commits.
-        self._rows: dict[str, dict[str, sqlite3.Row]] = {}
-        self._rows_tx: dict[tuple[str, str], sqlite3.Row] = {}
-        # The thread whose open transaction has no savepoints (see transaction), and its
-        # inner blocks: a failure inside one poisons the transaction.
-        self._flat_owner: int | None = None
-        self._flat_block = _FlatBlock(self)
-        self._poisoned = False  # … and a write in it failed
+        # What this connection last sealed per run (store/seal.py). The task digest is never
+        # written to the file, so it is kept here; while the file still holds that seal,
+        # nobody else wrote the run, and the digest, chain head and run row go on from it.
+        self._sealed: dict[str, _Sealed] = {}
+        self._tx: dict[str, _RunTx] = {}  # the runs the open transaction writes: sealed at commit
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -208,8 +174,6 @@ class Journal:
         viewers that run beside a live run (the dashboard). Raises `NoJournalError` when there
         is none (or it is still an empty file) and `JournalError` for a foreign, corrupt or
         newer one."""
-        from looprail.store.schema import connect_readonly
-
         path = journal_path(project)
         conn = connect_readonly(path)
         return cls(conn, path, lambda: datetime.now(UTC))
@@ -233,31 +197,19 @@ class Journal:
 
     # -- transactions ------------------------------------------------------------------------
 
-    def transaction(self, *, savepoints: bool = True) -> AbstractContextManager[None]:
-        """Group writes: everything inside commits together or not at all. Nests (an inner block
-        is a savepoint); every write method already runs in one, so this is only for callers
-        that tie several writes to one step (e.g. a machine transition and its hook events).
-
-        With `savepoints=False` (an outer block only), inner blocks are not savepoints: a write
-        that fails inside fails the whole transaction, which is never committed even if the
-        caller catches the error. For a batch of writes that normally all succeed (the
-        recorder's group commit), it saves two statements per write."""
-        if self._flat_owner == threading.get_ident():  # inside this thread's flat transaction
-            return self._flat_block
-        return self._transaction(savepoints)
-
     @contextmanager
-    def _transaction(self, savepoints: bool) -> Iterator[None]:
+    def transaction(self) -> Iterator[None]:
+        """Group writes: everything inside commits together or not at all. Nests (an inner block
+        is a savepoint, so a write that fails inside leaves the outer ones); every write method
+        already runs in one, so this is only for callers that tie several writes to one step
+        (e.g. a machine transition and its hook events, or the recorder's group commit)."""
         with self._mutex:
             outer = self._depth == 0
             savepoint = f"sp{self._depth}"
             self._sql("BEGIN IMMEDIATE" if outer else f"SAVEPOINT {savepoint}")
-            # What a rollback to the savepoint restores (an outer rollback forgets it all).
-            if not outer:
-                digests, heads, rows = dict(self._digests), dict(self._heads), dict(self._rows_tx)
+            if not outer:  # what a rollback to the savepoint restores
+                saved = {run_id: tx.copy() for run_id, tx in self._tx.items()}
             self._depth += 1
-            if outer and not savepoints:
-                self._flat_owner = threading.get_ident()
             try:
                 yield
             except BaseException:
@@ -265,41 +217,29 @@ class Journal:
                 if outer:
                     self._abandon()
                 else:
-                    self._digests, self._heads, self._rows_tx = digests, heads, rows
+                    self._tx = saved
                     self._sql(f"ROLLBACK TO {savepoint}")
                     self._sql(f"RELEASE {savepoint}")
                 raise
-            finally:
-                if outer:
-                    self._flat_owner = None
             self._depth -= 1
             if not outer:
                 self._sql(f"RELEASE {savepoint}")
                 return
             try:
-                if self._poisoned:
-                    raise JournalError(
-                        f"{self.path}: a write failed inside a transaction; nothing of it is "
-                        "committed"
-                    )
                 sealed = self._seal_touched()
                 self._sql("COMMIT")
             except BaseException:
                 self._abandon()
                 raise
             self._sealed.update(sealed)
-            for (run_id, task_key), row in self._rows_tx.items():
-                self._rows.setdefault(run_id, {})[task_key] = row
-            self._rows_tx.clear()
 
     @contextmanager
     def relaxed(self) -> Iterator[None]:
         """Commits inside wait for no fsync (`synchronous=NORMAL`; WAL keeps them in order).
         Such a commit survives a crash of the process, and one of the machine once any later
         FULL commit has synced the WAL (which holds it). For a task start the recorder's
-        flusher writes, and a child's pid: losing either only means the task, never finished,
-        runs again (or no process is left to reap) — so a task costs one fsync, at its
-        finish."""
+        writer commits on its own, and a child's pid: losing either only means the task, never
+        finished, runs again (or no process is left to reap): a task costs one fsync."""
         with self._mutex:
             if self._depth:  # inside a transaction: its own commit decides
                 yield
@@ -326,7 +266,6 @@ class Journal:
         run_id = run_id or new_run_id(now)
         config = dict(machine_config or {})
         with self.transaction():
-            self._run_dirty.add(run_id)
             self._sql(
                 "INSERT INTO runs (id, phase, status, started_at, state, machine_config, "
                 "inputs_digest, pid, host) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?)",
@@ -341,6 +280,7 @@ class Journal:
                     socket.gethostname(),
                 ),
             )
+            self._run_changed(run_id)
             self._insert_event(
                 run_id,
                 iso_utc(now),
@@ -380,7 +320,7 @@ class Journal:
                 digest = dict(sorted(inputs_digest.items()))
                 data["inputs_changed"] = diff_inputs(run.inputs_digest, digest)
             now = iso_utc(self._clock())
-            self._run_dirty.add(run_id)
+            self._run_changed(run_id)
             self._sql(
                 "UPDATE runs SET status = 'running', ended_at = NULL, halt_reason = NULL, "
                 "pid = ?, host = ?, inputs_digest = ? WHERE id = ?",
@@ -393,9 +333,7 @@ class Journal:
         """Record the inputs as of the run's latest committed state (the run itself writes plans,
         so the digest moves forward with it; a later resume compares against this)."""
         with self.transaction():
-            self._require_run(run_id)
-            self._touched.add(run_id)
-            self._run_dirty.add(run_id)
+            self._run_changed(run_id)
             self._sql(
                 "UPDATE runs SET inputs_digest = ? WHERE id = ?",
                 (_dumps(dict(sorted(inputs_digest.items()))), run_id),
@@ -412,9 +350,8 @@ class Journal:
         if status not in ("shipped", "failed", "halted", "paused"):
             raise ValueError(f"not a finishing status: {status!r}")
         with self.transaction():
-            self._require_run(run_id)
             now = iso_utc(self._clock())
-            self._run_dirty.add(run_id)
+            self._run_changed(run_id)
             self._sql(
                 "UPDATE runs SET status = ?, ended_at = ?, halt_reason = ? WHERE id = ?",
                 (status, now, reason, run_id),
@@ -451,79 +388,20 @@ class Journal:
         wave: int | None = None,
         message: str | None = None,
         data: Mapping[str, Any] | None = None,
+        attempt: int | None = None,
         at: str | None = None,
     ) -> int:
-        """Start an attempt of a task and journal `task_started`. Returns the attempt number
-        (1 on a first run; more when a failed task is retried or an in-flight one re-run).
-        A task that is already `done` is refused: finished tasks never run again. `at` (a
-        `timestamp()`) is when the task started, for a start written later (the recorder
-        holds starts until its next commit); default now."""
+        """Start an attempt of a task and journal `task_started`. Returns the attempt number:
+        `attempt` when the caller counts them (the run's recorder, which answers before it
+        writes), else the row's + 1 (1 on a first run; more when a failed task is retried or an
+        in-flight one re-run). A task that is `done` is refused: finished tasks never run
+        again. `at` (a `timestamp()`) is when the task started, for a start written later (the
+        recorder holds starts until its next commit); default now."""
         with self.transaction():
             after = self._task_step(
-                run_id, task_key, "running", plan_id, wave, message, None, data, at
+                run_id, task_key, "running", plan_id, wave, message, None, data, at, attempt
             )
         return int(after["attempt"])
-
-    def task_ran(
-        self,
-        run_id: str,
-        task_key: str,
-        *,
-        started_at: str,
-        plan_id: str | None = None,
-        wave: int | None = None,
-        start_message: str | None = None,
-        status: Literal["done", "failed"] = "done",
-        duration_ms: int | None = None,
-        message: str | None = None,
-        between: Sequence[tuple[str, EventRecord]] = (),
-    ) -> int:
-        """`task_started(at=started_at)` and `task_finished` in one transaction, for a start
-        not written yet: the same two events with the same values, and the task row goes to
-        its end state in one write (nobody could have seen the state between). `between`:
-        events that change no state (a child's `process` record) with their times, written
-        between the two as `record(at=…)` would write them. Returns the attempt number."""
-        if status not in ("done", "failed"):
-            raise ValueError(f"not a finishing task status: {status!r}")
-        _check_step(task_key, duration_ms)
-        with self.transaction():
-            self._require_run_id(run_id)
-            now = iso_utc(self._clock())
-            self._digest(run_id)  # before the row changes (see _change_task)
-            before = self._task_before(run_id, task_key)
-            self._refuse_done(run_id, task_key, before)
-            after = self._sql(
-                _RAN_TASK, (run_id, task_key, plan_id, wave, status, started_at, now)
-            ).fetchone()
-            self._digest_change(run_id, before, after)
-            self._rows_tx[(run_id, task_key)] = after
-            attempt = int(after["attempt"])
-            # The events' data as `_dumps` writes it (`status` is one of four words, a CHECK).
-            finished = f'{{"attempt":{attempt}}}'
-            started = (
-                f'{{"attempt":{attempt},"previous_status":"{before["status"]}"}}'
-                if before is not None
-                else finished
-            )
-            if duration_ms is None:
-                duration_ms = _elapsed_ms(started_at, now)
-            wave, plan = after["wave"], after["plan_id"]
-            middle: list[Any] = []
-            for ts, e in between:
-                middle += (run_id, ts, e.kind, e.point, e.wave, e.plan_id, e.task_id,
-                           e.cap_id, e.hook_kind, e.outcome, e.duration_ms, e.message,
-                           _dumps(e.data))  # fmt: skip
-            rows = self._sql(
-                _insert_events(2 + len(between)),
-                (run_id, started_at, "task_started", None, wave, plan, task_key, None, None,
-                 None, None, start_message, started,
-                 *middle,
-                 run_id, now, "task_finished", None, wave, plan, task_key, None, None, status,
-                 duration_ms, message, finished),
-            ).fetchall()  # fmt: skip
-            for row in sorted(rows, key=lambda r: r["seq"]):  # RETURNING promises no order
-                self._chain(run_id, row)
-        return attempt
 
     def timestamp(self) -> str:
         """Now, as the journal writes times (its clock): for `task_started(at=…)`."""
@@ -568,8 +446,7 @@ class Journal:
             data={"plans": plans, "tasks": [t.task_key for t in planned]},
         )
         with self.transaction():
-            self._require_run(run_id)
-            self._digest(run_id)  # before any row is added (see _apply_task_update)
+            self._digest(run_id)  # before any row is added (see _change_task)
             for task in planned:
                 added = self._sql(
                     "INSERT OR IGNORE INTO tasks (run_id, task_key, plan_id, wave, status) "
@@ -578,7 +455,6 @@ class Journal:
                 ).fetchone()
                 if added is not None:  # a row that already existed is kept as it was
                     self._digest_change(run_id, None, added)
-                    self._rows_tx[(run_id, task.task_key)] = added
             return self._insert_event(run_id, iso_utc(self._clock()), event)
 
     # -- reading -----------------------------------------------------------------------------
@@ -700,10 +576,10 @@ class Journal:
     ) -> tuple[int, TaskRow | None]:
         state_json = _dumps(list(state)) if state is not None else None
         with self.transaction():
-            self._require_run_id(run_id)
+            self._run_tx(run_id)
             now = at or iso_utc(self._clock())
             if state_json is not None:
-                self._run_dirty.add(run_id)
+                self._run_changed(run_id)
                 self._sql("UPDATE runs SET state = ? WHERE id = ?", (state_json, run_id))
             row = None
             if task_update is not None:
@@ -722,14 +598,15 @@ class Journal:
         duration_ms: int | None,
         data: Mapping[str, Any] | None,
         at: str | None = None,
+        attempt: int | None = None,
     ) -> sqlite3.Row:
         """`task_started` (status `running`) or `task_finished` inside the open transaction:
         the row's change and its event, annotated as `_annotate_task_event` does. The hot path
         of a run (two per task), so no model is built: the checks the models make are here."""
         _check_step(task_key, duration_ms)
-        self._require_run_id(run_id)
+        self._run_tx(run_id)
         now = at or iso_utc(self._clock())
-        before, after = self._change_task(run_id, task_key, status, plan_id, wave, now)
+        before, after = self._change_task(run_id, task_key, status, plan_id, wave, now, attempt)
         values = dict(data or {})
         values.setdefault("attempt", after["attempt"])
         if status == "running":
@@ -764,21 +641,24 @@ class Journal:
         plan_id: str | None,
         wave: int | None,
         now: str,
+        attempt: int | None = None,
     ) -> tuple[sqlite3.Row | None, sqlite3.Row]:
         """Change one task row (inside the open transaction) and the run's task digest with
-        it. Returns the row before (None when there was none) and after."""
+        it. Returns the row before (None when there was none) and after. A start is attempt
+        `attempt`, else the row's + 1 (the one place attempts are counted from the rows)."""
         self._digest(run_id)  # before the row changes: a digest recomputed now must not see it
-        before = self._task_before(run_id, task_key)
+        before = self._sql(_GET_TASK, (run_id, task_key)).fetchone()
         if status == "running":
             self._refuse_done(run_id, task_key, before)
-            cursor = self._sql(_START_TASK, (run_id, task_key, plan_id, wave, now))
+            if attempt is None:
+                attempt = (before["attempt"] if before is not None else 0) + 1
+            cursor = self._sql(_START_TASK, (run_id, task_key, plan_id, wave, attempt, now))
         else:
             ended_at = now if status in ("done", "failed") else None
             cursor = self._sql(_SET_TASK, (run_id, task_key, plan_id, wave, status, ended_at))
         after = cursor.fetchone()
         assert after is not None
         self._digest_change(run_id, before, after)
-        self._rows_tx[(run_id, task_key)] = after
         return before, after
 
     def _refuse_done(self, run_id: str, task_key: str, row: sqlite3.Row | None) -> None:
@@ -787,27 +667,6 @@ class Journal:
                 f"{self.path}: task {task_key} of run {run_id} is already done; "
                 "finished tasks are not run again"
             )
-
-    def _task_before(self, run_id: str, task_key: str) -> sqlite3.Row | None:
-        """The task row as it is now, inside the open transaction: the row this connection
-        last wrote when the file still holds its seal of the run (see `_rows`), else read."""
-        row = self._rows_tx.get((run_id, task_key))
-        if row is not None:
-            return row
-        if self._valid_sealed(run_id) is not None:
-            row = self._rows.get(run_id, {}).get(task_key)
-            if row is not None:
-                return row
-        return self._sql(_GET_TASK, (run_id, task_key)).fetchone()
-
-    def _require_run_id(self, run_id: str) -> None:
-        """`_require_run` without building the row, once per run (looprail never deletes a
-        run, and the events' foreign key refuses a row for a run deleted from outside)."""
-        if run_id in self._known_runs:
-            return
-        if self._sql("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
-            raise JournalError(f"{self.path}: no run {run_id!r}")
-        self._known_runs.add(run_id)
 
     def _require_run(self, run_id: str) -> RunRow:
         row = self._sql("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
@@ -835,8 +694,6 @@ class Journal:
 
     def _user_key(self) -> bytes:
         if self._key is None:
-            from looprail.store.seal import user_key
-
             self._key = user_key()
         return self._key
 
@@ -854,124 +711,87 @@ class Journal:
             pairs,
         )
 
+    def _run_tx(self, run_id: str) -> _RunTx:
+        """What the open transaction writes of a run, begun at its first write of it: the
+        seal in the file is read once (is it still the one this connection wrote?), and a run
+        that does not exist is refused."""
+        tx = self._tx.get(run_id)
+        if tx is None:
+            known = self._sealed.get(run_id)
+            seal = self._meta(f"seal:{run_id}")
+            if known is not None and seal is not None and hmac.compare_digest(known.seal, seal):
+                tx = _RunTx(known, known.digest, known.chain)
+            else:  # written elsewhere, or never sealed here: its rows are read again
+                if self._sql("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+                    raise JournalError(f"{self.path}: no run {run_id!r}")
+                tx = _RunTx(None, None, self._meta(f"chain:{run_id}") or "")
+            self._tx[run_id] = tx
+        return tx
+
+    def _run_changed(self, run_id: str) -> None:
+        """The run's row changes in the open transaction: its seal reads it again."""
+        self._run_tx(run_id).run_changed = True
+
     def _chain(self, run_id: str, row: sqlite3.Row) -> None:
         """Extend the run's event chain by the row just inserted (inside its transaction; the
         head is written once, at commit, with the seal)."""
-        head = self._heads.get(run_id)
-        if head is None:
-            valid = self._valid_sealed(run_id)
-            head = valid[2] if valid is not None else (self._meta(f"chain:{run_id}") or "")
-        self._heads[run_id] = _seal.chain_link(self._user_key(), head, dict(row))
-        self._touched.add(run_id)
+        tx = self._run_tx(run_id)
+        tx.head = _seal.chain_link(self._user_key(), tx.head, dict(row))
 
     def _digest(self, run_id: str) -> str:
-        """The run's task digest as of now, inside the open transaction."""
-        digest = self._digests.get(run_id)
-        if digest is None:
-            # Recomputed on the first write of this run by this connection, or when another
-            # one wrote it since.
-            valid = self._valid_sealed(run_id)
-            digest = valid[1] if valid is not None else self._task_digest(run_id)
-            self._digests[run_id] = digest
-        return digest
-
-    def _valid_sealed(self, run_id: str) -> tuple[str, str, str, bytes] | None:
-        """What this connection last sealed for the run (seal, task digest, chain head, run
-        row bytes), if the file still holds that seal: then nobody else wrote the run since.
-        The seal is read once per transaction."""
-        if run_id in self._checked:
-            return self._checked[run_id]
-        known = self._sealed.get(run_id)
-        valid = None
-        if known is not None:
-            seal = self._meta(f"seal:{run_id}")
-            if seal is not None and hmac.compare_digest(known[0], seal):
-                valid = known
-        self._checked[run_id] = valid
-        if valid is None:  # written elsewhere (or never sealed here): its rows are read again
-            self._rows.pop(run_id, None)
-        return valid
+        """The run's task digest as of now, inside the open transaction (recomputed from the
+        rows on the first write of a run this connection did not seal last)."""
+        tx = self._run_tx(run_id)
+        if tx.digest is None:
+            tx.digest = self._task_digest(run_id)
+        return tx.digest
 
     def _task_digest(self, run_id: str) -> str:
-        from looprail.store.seal import task_digest
-
         rows = self._sql("SELECT * FROM tasks WHERE run_id = ?", (run_id,))
-        return task_digest(self._user_key(), (dict(row) for row in rows))
+        return _seal.task_digest(self._user_key(), (dict(row) for row in rows))
 
     def _digest_change(
         self, run_id: str, before: sqlite3.Row | None, after: sqlite3.Row | None
     ) -> None:
-        """A task row of `run_id` changed (inside the open transaction): update its digest."""
-        digest = self._digests[run_id]  # loaded by the caller before the row changed
-        self._digests[run_id] = _seal.digest_add(
-            digest,
-            remove=self._row_mac(before) if before is not None else 0,
-            add=self._row_mac(after) if after is not None else 0,
+        """A task row of `run_id` changed (inside the open transaction): update its digest, from
+        the value the caller loaded before the row changed."""
+        tx = self._tx[run_id]
+        assert tx.digest is not None
+        key = self._user_key()
+        tx.digest = _seal.digest_add(
+            tx.digest,
+            remove=_seal.task_mac(key, dict(before)) if before is not None else 0,
+            add=_seal.task_mac(key, dict(after)) if after is not None else 0,
         )
-        self._touched.add(run_id)
 
-    def _row_mac(self, row: sqlite3.Row) -> int:
-        """A task row's MAC (`seal.task_mac`). The last one computed for each row is kept with
-        the values it covered, so the row a task's start wrote is not hashed again when its
-        finish replaces it (a MAC depends on the values alone: the cache can never be wrong)."""
-        values = tuple(row)
-        slot = (row["run_id"], row["task_key"])
-        known = self._macs.get(slot)
-        if known is not None and known[0] == values:
-            return known[1]
-        mac = _seal.task_mac(self._user_key(), dict(row))
-        self._macs[slot] = (values, mac)
-        return mac
-
-    def _seal_touched(self) -> dict[str, tuple[str, str, str, bytes]]:
+    def _seal_touched(self) -> dict[str, _Sealed]:
         """Write the seal of every run written in this transaction (O(1) each: the chain head
         and the task digest are kept up to date row by row, and the run row is read again
         only when it changed). Returns them for `_sealed`."""
-        touched, self._touched = self._touched, set()
         sealed = {}
-        for run_id in sorted(touched):
-            valid = self._valid_sealed(run_id)
-            chain = self._heads.get(run_id)
-            extended = chain is not None
-            if chain is None:  # no event in this transaction (e.g. update_inputs)
-                chain = valid[2] if valid is not None else (self._meta(f"chain:{run_id}") or "")
+        for run_id in sorted(self._tx):
             digest = self._digest(run_id)
-            if valid is not None and run_id not in self._run_dirty:
-                run_bytes = valid[3]
+            tx = self._tx[run_id]
+            if tx.valid is not None and not tx.run_changed:
+                run_bytes = tx.valid.run_bytes
             else:
                 run = self._sql("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
                 run_bytes = _seal.canonical(dict(run))
-            seal = _seal.run_seal(self._user_key(), chain, digest, run_bytes)
-            if extended:  # the chain head and the seal in one statement
-                self._set_meta(f"seal:{run_id}", seal, f"chain:{run_id}", chain)
-            else:
-                self._set_meta(f"seal:{run_id}", seal)
-            sealed[run_id] = (seal, digest, chain, run_bytes)
-        self._end_transaction()
+            seal = _seal.run_seal(self._user_key(), tx.head, digest, run_bytes)
+            self._set_meta(f"seal:{run_id}", seal, f"chain:{run_id}", tx.head)
+            sealed[run_id] = _Sealed(seal, digest, tx.head, run_bytes)
+        self._tx = {}
         return sealed
-
-    def _end_transaction(self) -> None:
-        """Forget what belonged to the transaction that ends (committed or not)."""
-        self._digests.clear()
-        self._heads.clear()
-        self._checked.clear()
-        self._run_dirty.clear()
-        self._poisoned = False
 
     def _abandon(self) -> None:
         """The open transaction failed: forget what it would have sealed, roll it back."""
-        self._touched.clear()
-        self._rows_tx.clear()
-        self._end_transaction()
-        self._known_runs.clear()  # a run created in it is gone again
+        self._tx = {}
         self._rollback()
 
     def verify_run(self, run_id: str) -> None:
         """Refuse (one-line `JournalError`) a run this user did not write with looprail on this
         machine: its seal is missing, or its rows were changed outside looprail since. One
         pass over the run's events and one over its task rows."""
-        from looprail.store.seal import SEAL_VERSION, canonical, chain_link, run_seal
-
         with self._mutex:
             run = self._require_run(run_id)
             seal = self._meta(f"seal:{run_id}")
@@ -990,9 +810,7 @@ class Journal:
             )
             if ok:
                 assert seal is not None
-                if self._sealed.get(run_id, ("",))[0] != seal:  # another connection wrote it
-                    self._rows.pop(run_id, None)
-                self._sealed[run_id] = (seal, digest, chain, run_bytes)
+                self._sealed[run_id] = _Sealed(seal, digest, chain, run_bytes)
         if not ok:
             if seal is not None and not seal.startswith(SEAL_VERSION + ":"):
                 raise JournalError(
@@ -1018,21 +836,30 @@ class Journal:
             raise translate(self.path, exc) from None
 
 
-class _FlatBlock:
-    """An inner block of a transaction without savepoints: a failure poisons it. A class, not
-    a generator: it is entered on every write of the hot path."""
+class _Sealed(NamedTuple):
+    """What a connection last sealed of a run: the seal, and the task digest, chain head and
+    run row bytes it covers."""
 
-    __slots__ = ("_journal",)
+    seal: str
+    digest: str
+    chain: str
+    run_bytes: bytes
 
-    def __init__(self, journal: Journal):
-        self._journal = journal
 
-    def __enter__(self) -> None:
-        return None
+class _RunTx:
+    """A run the open transaction writes: its seal as this connection last wrote it (None when
+    the file holds another), its working task digest (None until loaded) and chain head, and
+    whether its row changed."""
 
-    def __exit__(self, kind: object, *_: object) -> None:
-        if kind is not None:
-            self._journal._poisoned = True
+    __slots__ = ("digest", "head", "run_changed", "valid")
+
+    def __init__(self, valid: _Sealed | None, digest: str | None, head: str):
+        self.valid, self.digest, self.head, self.run_changed = valid, digest, head, False
+
+    def copy(self) -> _RunTx:
+        twin = _RunTx(self.valid, self.digest, self.head)
+        twin.run_changed = self.run_changed
+        return twin
 
 
 # -- rows ------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import json
 import os
+import socket
 import stat
 import time
 from datetime import UTC, datetime
@@ -226,6 +227,4 @@ def _read_info(fd: int) -> LockInfo | None:
 
 
 def _hostname() -> str:
-    import socket  # lazy: `looprail status` reads locks and never needs it
-
     return socket.gethostname()

@@ -30,6 +30,8 @@ EventKind = Literal[
     "role_started",
     "role_finished",
     "process",
+    "checkpoint",
+    "answer",
 ]
 EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
 

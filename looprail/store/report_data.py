@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
+from looprail.store.schema import JournalError
 from looprail.store.summary import duration_ms as _duration
 from looprail.store.summary import run_header
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing costs milliseconds on the `report --json` start path
-    from collections.abc import Iterable, Mapping, Sequence
-    from typing import Any
-
-    Row = Mapping[str, Any]
-    # A task row as the fold takes it: the values of TASK_COLUMNS, in that order.
-    TaskTuple = Sequence[Any]
+Row = Mapping[str, Any]
+# A task row as the fold takes it: the values of TASK_COLUMNS, in that order.
+TaskTuple = Sequence[Any]
 
 
 REPORT_VERSION = 1
@@ -49,8 +47,6 @@ REPORT_KINDS = (
 def find_run(conn: sqlite3.Connection, path: object, ref: str | None) -> sqlite3.Row:
     """The run `ref` names (an id or a unique prefix, case-insensitive), or the latest run;
     the same answers and one-line errors as `Journal.find_run` / `latest_run`."""
-    from looprail.store.schema import JournalError
-
     if not ref:
         row = conn.execute("SELECT * FROM runs ORDER BY started_at DESC, id DESC").fetchone()
         if row is None:

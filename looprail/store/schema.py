@@ -8,6 +8,7 @@ with a one-line `JournalError` before anything is written to it.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import stat
@@ -193,22 +194,17 @@ def identify_readonly(conn: sqlite3.Connection, path: Path) -> None:
         raise translate(path, exc) from None
 
 
+@functools.cache
 def _expected_shape() -> dict[str, set[str]]:
     """Table → columns of a journal built by the migrations (built once, in memory)."""
-    global _SHAPE
-    if _SHAPE is None:
-        mem = sqlite3.connect(":memory:")
-        try:
-            for step in MIGRATIONS:
-                for statement in step:
-                    mem.execute(statement)
-            _SHAPE = _shape(mem)
-        finally:
-            mem.close()
-    return _SHAPE
-
-
-_SHAPE: dict[str, set[str]] | None = None
+    mem = sqlite3.connect(":memory:")
+    try:
+        for step in MIGRATIONS:
+            for statement in step:
+                mem.execute(statement)
+        return _shape(mem)
+    finally:
+        mem.close()
 
 
 def _shape(conn: sqlite3.Connection) -> dict[str, set[str]]:

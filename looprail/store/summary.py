@@ -13,15 +13,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from looprail.layout import JOURNAL_FILE as _JOURNAL
 from looprail.layout import LOOPRAIL_DIR
 from looprail.store.schema import connect_readonly, translate
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing costs milliseconds on the `status` start path
-    from typing import Any
-
 
 JOURNAL_FILE = Path(LOOPRAIL_DIR) / _JOURNAL
 

@@ -36,7 +36,7 @@ from looprail.runtime.base import (
     RuntimeInfo,
     TaskWork,
 )
-from looprail.runtime.registry import RuntimeSettings
+from looprail.runtime.registry import RuntimeSettings, create_runtime, runtime_class
 
 ALL_CALLS = (
     "skill",
@@ -69,7 +69,7 @@ def check_runtime(
     expect_ok: Iterable[str] = ("phase", "task"),
 ) -> dict[str, Outcome]:
     """Run the kit (see the module docstring); returns each call's Outcome for further checks."""
-    import pytest
+    import pytest  # a test dependency: only where the kit runs, inside a runtime's tests
 
     project = Path(project).resolve()
     runtime = make()
@@ -140,8 +140,6 @@ def check_runtime(
 
     name = runtime.name if isinstance(runtime, BaseRuntime) else ""
     if name:
-        from looprail.runtime.registry import create_runtime, runtime_class
-
         assert runtime_class(name) is type(runtime), f"entry point {name!r} is another class"
         assert info.name == name, f"describe() names {info.name!r}, registered as {name!r}"
         built = create_runtime(name, RuntimeSettings(project=project))

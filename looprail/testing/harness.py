@@ -25,15 +25,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+import yaml
+
 from looprail.errors import HaltError, ManifestError, UsageError
+from looprail.hooks.manifest import validate_manifest
 from looprail.layout import LOOPRAIL_DIR, PHASES_DIR, PROJECT_CONFIG_FILE
-from looprail.machine.guards import GUARDS, HookResult
+from looprail.machine.guards import HookResult
+from looprail.machine.loading import Loaded
+from looprail.machine.progress import Progress
+from looprail.machine.record import MemoryRecorder
+from looprail.machine.run import LoopRunner, RunContext, RunOptions
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec, TransitionSpec
+from looprail.plans import compute_waves
 from looprail.runtime.base import Outcome, Request, RunStart, RuntimeInfo
 from looprail.runtime.scripted import Call, CallKind, ScriptedRuntime
+from looprail.trust import load_compiled
 
 if TYPE_CHECKING:
-    from looprail.hooks.registry import CompiledRegistry, Registry
+    from looprail.hooks.capset import CapabilitySet
     from looprail.machine.record import MemoryRecorder
     from looprail.machine.run import LoopRunner, RunOptions, RunResult
     from looprail.runtime.base import Flavor
@@ -335,8 +344,6 @@ def _event_line(e: Any) -> str | None:
 
 
 def _logged_recorder(log: _Log) -> MemoryRecorder:
-    from looprail.machine.record import MemoryRecorder
-
     class LoggedRecorder(MemoryRecorder):
         def event(self, record: Any, *, state: Sequence[str] | None = None) -> None:
             line = _event_line(record)
@@ -396,8 +403,6 @@ class LoopHarness:
         """Write a capability (`manifest` needs only `id` and its hooks: role, version, title,
         description, tier, requires and runtimeCompat get defaults). Raises ManifestError,
         naming every problem, if the result is invalid."""
-        from looprail.hooks.manifest import validate_manifest
-
         if "id" not in manifest:
             raise UsageError("capability manifest needs an 'id'")
         cid = str(manifest["id"])
@@ -492,8 +497,6 @@ class LoopHarness:
         """Write a phase artifact (`CONTEXT.md`, `VERIFICATION.md`, `SECURITY.md`, ...)."""
         body = text
         if frontmatter is not None:
-            import yaml
-
             body = "---\n" + yaml.safe_dump(dict(frontmatter), sort_keys=True) + "---\n" + text
         path = self.phase_dir / name
         path.write_text(body)
@@ -598,7 +601,7 @@ class LoopHarness:
             runner.attempt(spec_t.event, wave=wave)
         except HaltError as exc:
             refused = getattr(exc, "result", None)
-            guard = None if refused is not None else self._failed_guard(runner, spec_t)
+            guard = getattr(exc, "guard", None)
             return TransitionResult(
                 event=spec_t.event,
                 state_before=before,
@@ -631,8 +634,6 @@ class LoopHarness:
     ) -> HarnessRun:
         """Run the whole loop for phase 1 (from `idle`, or from `state`) in memory: no
         journal, no lock."""
-        from looprail.machine.run import RunOptions
-
         log = _Log()
         options = RunOptions(
             flavor=self.flavor, jobs=jobs, autonomous=autonomous, approvals=frozenset(approvals)
@@ -661,21 +662,14 @@ class LoopHarness:
         body = "---\nstatus: passed\n---\n" if name == "VERIFICATION.md" else ""
         (self.phase_dir / name).write_text(body + f"# {name} (written by the test harness)\n")
 
-    def _load(self) -> tuple[CompiledRegistry, Registry]:
-        from looprail.hooks.registry import load_registry, search_roots
-        from looprail.trust import load_compiled
-
-        dirs = [self.capabilities_dir]
+    def _load(self) -> CapabilitySet:
         env: dict[str, str] = {}
-        # One read: the compiled form is this registry's (`load_compiled(registry=)`).
-        roots = search_roots(self.project, dirs, env=env, home=self.home, absolute=True)
-        registry = load_registry(self.project, env=env, config=self._config, roots=roots)
         compiled = load_compiled(
-            self.project, dirs, env=env, home=self.home, use_cache=False, registry=registry
+            self.project, [self.capabilities_dir], env=env, home=self.home, use_cache=False
         )
-        if registry.failed:
-            raise ManifestError(registry.issues)
-        return compiled, registry
+        if compiled.failed:
+            raise ManifestError(compiled.issues)
+        return compiled
 
     def _runner(
         self,
@@ -685,32 +679,25 @@ class LoopHarness:
         wave: int | None = None,
         options: RunOptions | None = None,
     ) -> LoopRunner:
-        from looprail.machine.progress import Progress
-        from looprail.machine.run import LoopRunner, RunOptions
-
-        compiled, registry = self._load()
-        # As `session.Loaded.resolvers`: every loaded resolver (no activationKey for execute:task)
-        caps = compiled["caps"]
-        resolvers = [
-            (cid, r)
-            for cid, r in registry.task_content_resolvers()
-            if cid in caps and caps[cid].get("consent") is not False
-        ]
-        runner = LoopRunner(
-            self.project,
-            self.phase,
-            runtime=_LoggedRuntime(self.runtime, log),
-            compiled=compiled,
-            config=self._config,
-            resolvers=resolvers,
-            options=options or RunOptions(flavor=self.flavor, jobs=1),
-            recorder=_logged_recorder(log),
-            progress=Progress(quiet=True),
-            spec=self.spec,
-            state=state,
-            wave=wave,
+        compiled = self._load()
+        # As a run: every loaded resolver (no activationKey for execute:task), one with consent.
+        resolvers = Loaded(self.project, compiled, self._config).resolvers
+        return LoopRunner(
+            RunContext(
+                project=self.project,
+                phase=self.phase,
+                runtime=_LoggedRuntime(self.runtime, log),
+                compiled=compiled,
+                config=self._config,
+                resolvers=resolvers,
+                options=options or RunOptions(flavor=self.flavor, jobs=1),
+                recorder=_logged_recorder(log),
+                progress=Progress(quiet=True),
+                spec=self.spec,
+                state=state,
+                wave=wave,
+            )
         )
-        return runner
 
     def _find(self, source: str, target: str | None, event: str | None) -> TransitionSpec:
         parents = {"wave_ready", "wave_running", "waves_done"}
@@ -746,17 +733,10 @@ class LoopHarness:
         return [source]
 
     def _first_pending_wave(self, runner: Any) -> int | None:
-        from looprail.plans import compute_waves
-
         if not runner.phase.plans:
             return None
         waves = compute_waves(runner.phase.plans, root=self.project)
         return next((w.number for w in waves.waves if w.pending), None)
-
-    @staticmethod
-    def _failed_guard(runner: Any, t: TransitionSpec) -> str | None:
-        facts = runner.facts()
-        return next((g for g in t.guards if g in GUARDS and not GUARDS[g](facts)), None)
 
 
 def _set_dotted(config: dict[str, Any], key: str, value: Any) -> None:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
 def loop_harness(tmp_path_factory: pytest.TempPathFactory) -> LoopHarness:
     """A throwaway looprail project (phase 1 in `.planning/phases/01-test/`), capabilities
     written with `.capability(...)`, every unit of work answered by a scripted runtime."""
+    # Imported here: pytest loads this plugin in every session wherever looprail is installed.
     from looprail.testing.harness import LoopHarness
 
     return LoopHarness(tmp_path_factory.mktemp("looprail"))

@@ -6,7 +6,7 @@
 - `looprail.trust.consent`: the consent workflow (`plan_consent` + `commit_consent`).
 - `looprail.trust.reviewer`: the reviewer lanes.
 
-This package is on the `loop render-hooks` hot path (`compiled_consent`, `load_compiled`): it
+This package is on the `loop render-hooks` hot path (`apply_consent`, `load_compiled`): it
 imports only `store` (itself light: `os` and `json`); the other modules load when imported.
 """
 
@@ -23,7 +23,6 @@ from looprail.trust.store import (
     STORE_VERSION,
     TrustError,
     apply_consent,
-    compiled_consent,
     consent_record,
     consent_state,
     consented,
@@ -52,7 +51,6 @@ __all__ = [
     "STORE_VERSION",
     "TrustError",
     "apply_consent",
-    "compiled_consent",
     "consent_record",
     "consent_state",
     "consented",

@@ -18,13 +18,15 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from looprail.errors import ConfigError
+from looprail.fsutil import read_bounded
 from looprail.layout import PROJECT_CONFIG_FILE, USER_AGENTS_FILE, looprail_home
-from looprail.runtime.agent_settings import GUARDED, describe, guarded_digest, guarded_of
-
-if TYPE_CHECKING:
-    from looprail.runtime.agents import AgentSettings
+from looprail.runtime.agent_settings import GUARDED, guarded_digest, guarded_of
+from looprail.runtime.agents import AgentSettings, describe
+from looprail.runtime.registry import agent_section
+from looprail.trust.store import agents_consent
 
 
 def user_agents_path(env: Mapping[str, str] | None = None) -> str:
@@ -33,9 +35,6 @@ def user_agents_path(env: Mapping[str, str] | None = None) -> str:
 
 def user_section(name: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """`<name>` in the user's `agents.json`, or {}; a file that is not valid is a ConfigError."""
-    from looprail.errors import ConfigError
-    from looprail.fsutil import read_bounded
-
     path = user_agents_path(env)
     try:
         raw = read_bounded(path, 1 << 20)
@@ -100,11 +99,6 @@ def effective_agent(
     """The settings agent `name` runs with in `project`: the project's section, minus what
     needs consent and lacks it (listed in `pending`), overridden by the user's `agents.json`.
     Raises ConfigError for a malformed setting (in either file)."""
-    from looprail.errors import ConfigError
-    from looprail.runtime.agents import AgentSettings
-    from looprail.runtime.registry import agent_section
-    from looprail.trust.store import agents_consent
-
     project_raw = agent_section(config, name)
     AgentSettings.parse(name, project_raw)  # a malformed project setting: its own error
     user_raw = user_section(name, env)

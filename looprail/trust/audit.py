@@ -15,7 +15,7 @@ lists more than the loop's own hooks:
 
 Strings that fail the command grammar are listed as *refused*: looprail never runs them.
 
-Pure: the functions take manifest data (plain JSON, as `LoadedCapability.data` holds it) or
+Pure: the functions take manifest data (plain JSON, as `capset.LoadedCapability.data` holds it) or
 loaded native hooks and return values; rendering returns text.
 """
 
@@ -35,13 +35,14 @@ from looprail.hooks.checks import (
     QUERY_GRAMMAR,
     QUERY_GRAMMAR_TEXT,
 )
+from looprail.hooks.native._jsonpath import member
 from looprail.hostcall import query_args
 from looprail.layout import LOOPRAIL_DIR
 from looprail.runtime.process import escape_untrusted
 
 if TYPE_CHECKING:
+    from looprail.hooks.capset import CapabilitySet, LoadedCapability
     from looprail.hooks.native.config import HooksFile
-    from looprail.hooks.registry import LoadedCapability, Registry
 
 _SHOWN_AS_IS = frozenset({"<N>", "{{id}}", "{{model}}", "{{effort}}", "{{output}}", "{{prompt}}"})
 # Shell syntax in a refused string (shown escaped: a newline appears as `\\n`).
@@ -561,15 +562,19 @@ def suspect_surfaces(surfaces: Sequence[Surface]) -> list[Surface]:
     return [s for s in surfaces if s.refused in refusals and _SUSPECT.search(s.runs)]
 
 
-def audit_capability(lc: LoadedCapability, *, flavor: str = "gsd") -> CapabilityAudit:
-    """The audit of one `registry.LoadedCapability`."""
+def audit_capability(
+    lc: LoadedCapability, *, flavor: str = "gsd", reason: str | None = None
+) -> CapabilityAudit:
+    """The audit of one loaded capability; `reason`: why it is inactive (default: consent's,
+    `lc.inactive_reason`; `CapabilitySet.why_inactive` adds its `activationKey`)."""
+    reason = reason if reason is not None else lc.inactive_reason
     return CapabilityAudit(
-        id=lc.manifest.id,
+        id=lc.id,
         origin=lc.origin,
         source=str(lc.source),
-        role=lc.manifest.role,
-        active=lc.active,
-        reason=lc.inactive_reason,
+        role=lc.role,
+        active=reason is None,
+        reason=reason,
         surfaces=tuple(capability_surfaces(lc.data, flavor=flavor)),
     )
 
@@ -621,8 +626,6 @@ def _shell_surface(kind: str, where: str, command: str, hook: Any, timeout_s: fl
 
 def json_path(path: str, *keys: str) -> str:
     """`$.local["my-hook"]`: JSON paths spelled as the native hooks loader spells them."""
-    from looprail.hooks.native._jsonpath import member
-
     for key in keys:
         path = member(path, key)
     return path
@@ -644,17 +647,21 @@ def audit_hooks_file(hooks_file: HooksFile, *, trusted: bool | None = None) -> H
 
 
 def audit_registry(
-    registry: Registry,
+    registry: CapabilitySet,
     ids: Sequence[str] = (),
     *,
     hooks_files: Sequence[HooksFileAudit] = (),
     flavor: str = "gsd",
+    config: Mapping[str, Any] | None = None,
 ) -> Audit:
-    """The audit of a loaded registry (all capabilities, or those in `ids`) plus native hooks
-    files. Failed capabilities are listed: nothing from them runs."""
+    """The audit of a loaded capability set (all capabilities, or those in `ids`) plus native
+    hooks files, each capability active or not under `config`. Failed capabilities are
+    listed: nothing from them runs."""
     wanted = set(ids)
     caps = tuple(
-        audit_capability(registry.capabilities[cid], flavor=flavor)
+        audit_capability(
+            registry.capabilities[cid], flavor=flavor, reason=registry.why_inactive(cid, config)
+        )
         for cid in sorted(registry.capabilities)
         if not wanted or cid in wanted
     )

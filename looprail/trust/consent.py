@@ -9,15 +9,38 @@ stored) are `looprail.trust`'s; this module only sequences them.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from looprail.config import load_project_config
 from looprail.errors import LooprailError
-from looprail.layout import LOOPRAIL_DIR
-from looprail.trust.agents import EffectiveAgent
-from looprail.trust.audit import Audit, CapabilityAudit, HooksFileAudit
+from looprail.hooks.compiled import PROJECT, capability_folders
+from looprail.hooks.native.config import project_hooks_path, read_hooks_file
+from looprail.hooks.registry import load_registry
+from looprail.layout import CAPABILITIES_DIR, LOOPRAIL_DIR, PROJECT_CONFIG_FILE, project_path
+from looprail.runtime.agents import ADAPTERS, AgentSettings, describe
+from looprail.trust import (
+    CHANGED,
+    TrustError,
+    apply_consent,
+    consent_state,
+    folder_hash,
+    grant,
+    hooks_hash,
+    hooks_state,
+)
+from looprail.trust.agents import EffectiveAgent, effective_agent
+from looprail.trust.audit import (
+    Audit,
+    CapabilityAudit,
+    HooksFileAudit,
+    audit_capability,
+    audit_hooks_file,
+    suspect_surfaces,
+)
 
 
 @dataclass(frozen=True)
@@ -50,8 +73,6 @@ class ConsentPlan:
     @property
     def changed(self) -> list[str]:
         """Ids of the capabilities that were consented before and changed since."""
-        from looprail.trust import CHANGED
-
         return [c.id for c in self.capabilities if c.reason == CHANGED]
 
     @property
@@ -81,10 +102,6 @@ class ConsentPlan:
 def _project_folder_hashes(project: Path) -> dict[str, str]:
     """Folder hashes of the project overlay, taken before the manifests are read: consent must
     cover the content the audit was made from."""
-    from looprail.hooks.compiled import capability_folders
-    from looprail.layout import CAPABILITIES_DIR, project_path
-    from looprail.trust import TrustError, folder_hash
-
     out = {}
     for folder in capability_folders(project_path(project, CAPABILITIES_DIR)):
         try:
@@ -100,25 +117,11 @@ def plan_consent(
     """Audit every project capability and the project hooks.json that lack valid consent.
 
     Raises `LooprailError` when a capability folder changed between its hash and its audit."""
-    from looprail.config import load_project_config
-    from looprail.hooks.compiled import PROJECT
-    from looprail.hooks.native.config import project_hooks_path, read_hooks_file
-    from looprail.hooks.registry import load_registry
-    from looprail.trust import (
-        TrustError,
-        apply_consent,
-        consent_state,
-        folder_hash,
-        hooks_hash,
-        hooks_state,
-    )
-    from looprail.trust.audit import audit_capability, audit_hooks_file, suspect_surfaces
-
     project = Path(project)
     before = _project_folder_hashes(project)
     config, _ = load_project_config(project)
-    registry = load_registry(project, [os.fspath(d) for d in capability_dirs], config=config)
-    apply_consent(registry)  # so the audit says why each one is inactive
+    registry = load_registry(project, [os.fspath(d) for d in capability_dirs])
+    registry = apply_consent(registry)  # so the audit says why each one is inactive
 
     pending: list[CapabilityAudit] = []
     hashes: dict[str, str] = {}
@@ -130,7 +133,7 @@ def plan_consent(
             continue
         if consent_state(project, cid, lc.source) is None:
             continue
-        cap_audit = audit_capability(lc)
+        cap_audit = audit_capability(lc, reason=registry.why_inactive(cid, config))
         try:
             digest = folder_hash(lc.source)
         except TrustError as exc:
@@ -186,9 +189,6 @@ def _pending_agents(
     project: Path, config: dict | None
 ) -> tuple[tuple[EffectiveAgent, ...], list[str]]:
     """The agents whose project settings need consent and lack it (`looprail.trust.agents`)."""
-    from looprail.runtime.agents import ADAPTERS
-    from looprail.trust.agents import effective_agent
-
     out, refused = [], []
     for name in sorted(ADAPTERS):
         try:
@@ -203,12 +203,6 @@ def _pending_agents(
 
 def agent_settings_text(agents: Sequence[EffectiveAgent]) -> list[str]:
     """What `trust` shows of each agent's project settings before asking (with every flag)."""
-    import json
-
-    from looprail.layout import PROJECT_CONFIG_FILE
-    from looprail.runtime.agent_settings import describe
-    from looprail.runtime.agents import AgentSettings
-
     lines = []
     for a in agents:
         wanted = AgentSettings.parse(a.name, {**a.section, **a.pending})
@@ -224,9 +218,6 @@ def commit_consent(plan: ConsentPlan) -> list[str]:
 
     Everything is hashed again first: when any capability folder or the hooks file changed
     since the plan, nothing is recorded and `LooprailError` names the file."""
-    from looprail.hooks.native.config import project_hooks_path
-    from looprail.trust import folder_hash, grant, hooks_hash
-
     for cap in plan.capabilities:  # bind consent to what was shown, not to what is there now
         if folder_hash(cap.source) != plan.hashes[cap.id]:
             raise LooprailError(f"{cap.source}: changed while it was being reviewed; not trusted")
@@ -234,9 +225,6 @@ def commit_consent(plan: ConsentPlan) -> list[str]:
         raise LooprailError(
             f"{project_hooks_path(plan.project)}: changed while it was being reviewed; not trusted"
         )
-    from looprail.config import load_project_config
-    from looprail.layout import PROJECT_CONFIG_FILE
-    from looprail.trust.agents import effective_agent
 
     agents = {}
     if plan.agents:

@@ -29,12 +29,15 @@ from __future__ import annotations
 import math
 import os
 import re
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from looprail.config import MISSING, lookup
 from looprail.errors import UsageError
+from looprail.fsutil import atomic_write
+from looprail.hooks.resolve import InvalidPointError, resolve
 from looprail.runtime.process import (
     ProcessResult,
     escape_untrusted,
@@ -44,7 +47,23 @@ from looprail.runtime.process import (
 )
 
 if TYPE_CHECKING:
-    from looprail.hooks.registry import Registry
+    from typing import TypedDict
+
+    from looprail.hooks.capset import CapabilitySet
+
+    class Unavailable(TypedDict):
+        slug: str
+        reason: str
+
+    class Selection(TypedDict):
+        """The selection record of a dispatch (`select_lanes`)."""
+
+        source: str
+        requested: list[str]
+        selected: list[str]
+        unavailable: list[Unavailable]
+        errors: list[str]
+
 
 TRAIT_NOT_ENABLED = "trait_not_enabled"
 NO_LANES_SELECTED = "no_lanes_selected"
@@ -129,7 +148,7 @@ class DispatchResult:
     dispatched: bool
     ok: bool
     reason: str | None = None
-    selection: dict[str, Any] | None = None
+    selection: Selection | None = None
     results: tuple[LaneResult, ...] = ()
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
@@ -165,14 +184,14 @@ class DispatchRequest:
 # ── pure pieces ──────────────────────────────────────────────────────────────────────────────
 
 
-def lanes_of(registry: Registry) -> dict[str, Lane]:
-    """The roster: slug → lane, from every *active* capability with a reviewer body (consent
-    applied first, so an unconsented project lane is not on it)."""
+def lanes_of(caps: CapabilitySet, config: Mapping[str, Any] | None) -> dict[str, Lane]:
+    """The roster: slug → lane, from every capability with a reviewer body that is active
+    under `config` (consent applied first, so an unconsented project lane is not on it)."""
     out: dict[str, Lane] = {}
-    for cid in sorted(registry.capabilities):
-        lc = registry.capabilities[cid]
-        body = lc.data.get("reviewer")
-        if lc.active and isinstance(body, Mapping) and isinstance(body.get("slug"), str):
+    for cid in sorted(caps.capabilities):
+        body = caps.capabilities[cid].reviewer
+        active = caps.why_inactive(cid, config) is None
+        if active and isinstance(body, Mapping) and isinstance(body.get("slug"), str):
             out.setdefault(body["slug"], Lane(cid, body))
     return out
 
@@ -202,12 +221,10 @@ def explicit_from_argv(argv: Sequence[str], lanes: Mapping[str, Lane]) -> tuple[
 
 
 def trait_enabled(
-    compiled: Mapping[str, Any], config: Mapping[str, Any] | None, cap_id: str, point: str
+    compiled: CapabilitySet, config: Mapping[str, Any] | None, cap_id: str, point: str
 ) -> bool:
     """Does `cap_id` have an active step at `point` carrying exactly `supportsReviewerLanes:
     true`? Resolved by the one resolver, as `loop render-hooks` resolves it."""
-    from looprail.hooks.resolve import resolve
-
     return any(
         hook.get("capId") == cap_id
         and hook.get("kind") == "step"
@@ -420,11 +437,11 @@ def select_lanes(
     *,
     spawn: Spawn = run_bounded,
     which: Which = find_program,
-) -> tuple[list[Lane], dict[str, Any]]:
+) -> tuple[list[Lane], Selection]:
     """The lanes to run among the explicitly requested slugs, and the selection record
     `{source, requested, selected, unavailable: [{slug, reason}], errors}`."""
     selected: list[Lane] = []
-    unavailable: list[dict[str, str]] = []
+    unavailable: list[Unavailable] = []
     for slug in explicit:
         lane = lanes.get(slug) if _SLUG.match(slug) else None
         why = "no active capability declares this lane" if lane is None else None
@@ -434,7 +451,7 @@ def select_lanes(
             selected.append(lane)
         else:
             unavailable.append({"slug": escape_untrusted(slug), "reason": why or "unavailable"})
-    selection = {
+    selection: Selection = {
         "source": "explicit",
         "requested": [escape_untrusted(s) for s in explicit],
         "selected": [lane.slug for lane in selected],
@@ -450,7 +467,7 @@ def select_lanes(
 def dispatch_step(
     request: DispatchRequest,
     *,
-    compiled: Mapping[str, Any],
+    compiled: CapabilitySet,
     config: Mapping[str, Any] | None,
     lanes: Mapping[str, Lane],
     spawn: Spawn = run_bounded,
@@ -463,7 +480,6 @@ def dispatch_step(
         if request.cap_id and not request.point:
             warnings.append("review-lane dispatch-step: --cap-id without --point; nothing runs")
         return DispatchResult(False, True, TRAIT_NOT_ENABLED, warnings=tuple(warnings))
-    from looprail.hooks.resolve import InvalidPointError
 
     try:
         enabled = trait_enabled(compiled, config, request.cap_id, request.point)
@@ -529,14 +545,11 @@ def _run_dir(given: str | None) -> str:
     if given:
         os.makedirs(given, exist_ok=True)
         return given
-    import tempfile
 
     return tempfile.mkdtemp(prefix="looprail-review-")
 
 
 def _write_text(path: str, text: str) -> None:
-    from looprail.fsutil import atomic_write
-
     atomic_write(path, text)
 
 

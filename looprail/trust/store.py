@@ -20,9 +20,9 @@ real absolute path: `{"version": 1, "projects": {path: {"capabilities": {id: sha
 unreadable or malformed store means "no consent" (fail closed); only writing refuses a malformed
 store, so nothing is lost.
 
-This module is on the `loop render-hooks` hot path (`compiled_consent`): it imports only `os`,
-`errno` and `json` at the top (and base `fsutil`); hashing and file locking are imported when
-used.
+This module is on the `loop render-hooks` hot path (`apply_consent`): it imports only `os`,
+`errno`, `json` and `dataclasses` at the top (and base `fsutil`); hashing and file locking
+are imported when used.
 """
 
 from __future__ import annotations
@@ -39,9 +39,17 @@ from looprail.layout import CONSENT_FILE, looprail_home
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: this module is on the hot path
     from collections.abc import Iterable, Mapping
-    from typing import Any
+    from typing import Any, NotRequired, TypedDict
 
-    from looprail.hooks.registry import CompiledRegistry, Registry
+    from looprail.hooks.capset import CapabilitySet
+
+    class ConsentRecord(TypedDict):
+        """What the store holds for one project (`consent_record`)."""
+
+        capabilities: dict[str, str]  # capability id -> sha256 of its folder
+        hooks: NotRequired[str]  # sha256 of the project's hooks.json
+
+
 STORE_VERSION = 1
 PROJECT_ORIGIN = "project"  # looprail.hooks.compiled.PROJECT, without importing it
 HOOKS_FILE = os.path.join(layout.LOOPRAIL_DIR, layout.HOOKS_FILE)  # relative to the project
@@ -64,6 +72,7 @@ def folder_hash(path: str | os.PathLike[str]) -> str:
     A symlink counts by its target's content and must point at a regular file inside the
     folder; a symlink to a folder or out of the folder, or a special file (FIFO, socket,
     device), raises `TrustError`, so such a folder can never be consented to."""
+    # not at the top: the render-hooks entry loads this module (its import budget)
     import hashlib
 
     top = os.fspath(path)
@@ -92,6 +101,7 @@ def copy_folder(source: str | os.PathLike[str], dest: str | os.PathLike[str]) ->
     """Copy a capability folder as `folder_hash` sees it: regular files and folders only; a
     symlink is copied as its target's content and must point at a regular file inside the
     folder. Bounded like the hash (`MAX_FOLDER_FILES`); raises `TrustError`."""
+    # not at the top: the render-hooks entry loads this module (its import budget)
     import shutil
 
     top = os.fspath(source)
@@ -108,6 +118,7 @@ def copy_folder(source: str | os.PathLike[str], dest: str | os.PathLike[str]) ->
 
 def _folder_files(top: str, root: str) -> list[tuple[bytes, str]]:
     """(relative name as bytes, real path) of every file under `root`."""
+    # not at the top: the render-hooks entry loads this module (its import budget)
     import stat
 
     out: list[tuple[bytes, str]] = []
@@ -159,6 +170,7 @@ def hooks_path(project: str | os.PathLike[str]) -> str:
 def hooks_hash(project: str | os.PathLike[str]) -> str | None:
     """The SHA-256 (hex) of the project's `.looprail/hooks.json`, or None when there is none.
     Raises `TrustError` for something that is not a regular file or is too large."""
+    # not at the top: the render-hooks entry loads this module (its import budget)
     import hashlib
 
     path = hooks_path(project)
@@ -228,11 +240,11 @@ def _stored_cap_hash(entry: Mapping[str, Any], cap_id: str) -> str | None:
 
 def consent_record(
     project: str | os.PathLike[str], *, home: str | os.PathLike[str] | None = None
-) -> dict[str, Any]:
+) -> ConsentRecord:
     """What the store holds for `project`: `{"capabilities": {id: sha256}, "hooks": sha256?}`."""
     entry = _project_entry(_read_store(store_path(home)), project_key(project))
     caps = entry.get("capabilities")
-    out: dict[str, Any] = {
+    out: ConsentRecord = {
         "capabilities": {
             k: v for k, v in (caps.items() if isinstance(caps, dict) else ()) if isinstance(v, str)
         }
@@ -257,6 +269,7 @@ def agents_consent(
 
 def _update_store(home: str | os.PathLike[str] | None, change: Any) -> None:
     """Read-modify-write the store under an exclusive lock; written atomically."""
+    # not at the top: the render-hooks entry loads this module (its import budget)
     import fcntl
 
     from looprail.fsutil import atomic_write
@@ -420,6 +433,7 @@ def hooks_bytes_consented(
     """Did the user consent to exactly these bytes of the project's hooks.json? The loader
     asks this about the bytes it is about to parse, so a file swapped after `is_trusted`
     looked at it is never run."""
+    # not at the top: the render-hooks entry loads this module (its import budget)
     import hashlib
 
     stored = _project_entry(_read_store(store_path(home)), project_key(project)).get("hooks")
@@ -439,45 +453,27 @@ def _project_of(source: str) -> str:
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(source))))
 
 
-def apply_consent(registry: Registry, *, home: str | os.PathLike[str] | None = None) -> None:
-    """Switch off every project-origin capability of a loaded `Registry` without valid
-    consent: `.active = False` and `.inactive_reason` says why."""
-    store = _read_store(store_path(home))
-    for cid, lc in registry.capabilities.items():
-        if lc.origin != PROJECT_ORIGIN:
-            continue
-        source = os.fspath(lc.source)
-        reason = consent_state(_project_of(source), cid, source, store=store)
-        if reason is not None:
-            lc.active = False
-            lc.inactive_reason = reason
-
-
-def compiled_consent(
-    compiled: CompiledRegistry,
+def apply_consent(
+    caps: CapabilitySet,
     *,
     home: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
-) -> CompiledRegistry:
-    """The same for the compiled registry of the hot path (plain dicts; see
-    `hooks.compiled.load_compiled`): a project-origin cap without valid consent gets
-    `consent: False`, `active: False` and an `inactiveReason`. Only project-origin folders are
-    hashed, and the store is read once. Returns `compiled`."""
-    caps = compiled.get("caps") or {}
-    project_caps = [(cid, c) for cid, c in caps.items() if c.get("origin") == PROJECT_ORIGIN]
+) -> CapabilitySet:
+    """`caps` with the user's consent applied: a project-origin capability gets `consent`
+    True, or False with an `inactive_reason` saying why. Only project-origin folders are
+    hashed, and the store is read once."""
+    project_caps = [
+        (cid, lc) for cid, lc in caps.capabilities.items() if lc.origin == PROJECT_ORIGIN
+    ]
     if not project_caps:
-        return compiled
+        return caps
     store = _read_store(store_path(home, env))
-    for cid, cap in project_caps:
-        source = cap.get("source") or ""
+    changed = {}
+    for cid, lc in project_caps:
+        source = os.fspath(lc.source)
         reason = consent_state(_project_of(source), cid, source, store=store)
-        if reason is None:
-            cap["consent"] = True
-        else:
-            cap["consent"] = False
-            cap["active"] = False
-            cap["inactiveReason"] = reason
-    return compiled
+        changed[cid] = lc._replace(consent=reason is None, inactive_reason=reason)
+    return caps.replacing(changed)
 
 
 def load_compiled(
@@ -487,15 +483,14 @@ def load_compiled(
     env: Mapping[str, str] | None = None,
     home: str | os.PathLike[str] | None = None,
     use_cache: bool = True,
-    registry: Registry | None = None,
-) -> CompiledRegistry:
-    """The compiled registry with the user's consent applied: `hooks.compiled.load_compiled`
-    given `compiled_consent` (and the caller's `registry` of the same search path, compiled on
-    a cache miss). This is `looprail.load_compiled` and what every caller uses."""
+) -> CapabilitySet:
+    """The capability set with the user's consent applied: `hooks.compiled.load_compiled`
+    given `apply_consent`. This is `looprail.load_compiled` and what every caller uses."""
+    # not at the top: the render-hooks entry loads this module (its import budget)
     from looprail.hooks import compiled as hooks_compiled
 
-    def consent(c: CompiledRegistry, h: Any, e: Mapping[str, str]) -> CompiledRegistry:
-        return compiled_consent(c, home=h, env=e)
+    def consent(c: CapabilitySet, h: Any, e: Mapping[str, str]) -> CapabilitySet:
+        return apply_consent(c, home=h, env=e)
 
     return hooks_compiled.load_compiled(
         os.fspath(project),
@@ -504,7 +499,6 @@ def load_compiled(
         home=None if home is None else os.fspath(home),
         use_cache=use_cache,
         consent=consent,
-        registry=registry,
     )
 
 
@@ -514,7 +508,6 @@ __all__ = [
     "TrustError",
     "agents_consent",
     "apply_consent",
-    "compiled_consent",
     "consent_record",
     "consent_state",
     "consented",

@@ -17,9 +17,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from looprail.errors import OutsideProjectError
+from looprail.diagrams.graph import crossed_points, hook_summary
+from looprail.errors import LooprailError, OutsideProjectError
 from looprail.fsutil import looprail_path
 from looprail.layout import LOGS_DIR, PLANNING_DIR, normalize_phase_number
+from looprail.machine import answers
+from looprail.machine.answers import latest
+from looprail.machine.project import latest_runs, project_phases
+from looprail.plans import load_phase
+from looprail.plans.checkpoint import render
+from looprail.plans.phase import list_phases
 from looprail.store import Journal, JournalError, NoJournalError, RunRow, is_run_id, lock_holder
 from looprail.store.report import format_duration, report_from_rows
 
@@ -76,8 +83,6 @@ def snapshot(
     """Everything the page shows for `run_ref` (None: the latest run). With `event_cache`
     (`{run id: events}`, kept by the caller between calls), only events newer than the cached
     ones are read: events are append-only, so the cache stays true."""
-    from looprail.plans.phase import list_phases
-
     is_project = (project / PLANNING_DIR).is_dir()
     phases: list[str] = []
     if is_project:
@@ -99,6 +104,7 @@ def snapshot(
         "hint": None,
         "warnings": list(envelope_warnings),
     }
+    out["checkpoints"] = None
     journal, error = open_journal(project)
     if journal is None:
         out["journalError"] = error
@@ -126,6 +132,7 @@ def snapshot(
         selected = _select(journal, runs, run_ref)
         counts = journal.task_counts()
         tasks = journal.tasks(selected.id)
+        waiting = journal.unfinished_run()
         if event_cache is None:
             events = journal.events(selected.id)
         else:
@@ -137,7 +144,58 @@ def snapshot(
         for r in sorted(runs, key=lambda r: (r.started_at, r.id), reverse=True)
     ]
     out["run"] = _run_detail(project, capability_dirs, selected, events, tasks, holder, envelopes)
+    if waiting is not None and is_run_id(waiting.id):
+        # The run shown is usually the one that waits: its events are read already.
+        shown = events if waiting.id == selected.id else None
+        out["checkpoints"] = checkpoints_view(project, waiting.id, waiting.phase, shown)
     return out
+
+
+# -- checkpoints -----------------------------------------------------------------------------
+
+
+def checkpoints_view(
+    project: Path, run_id: str, phase: str, events: Sequence[Any] | None = None
+) -> dict[str, Any] | None:
+    """What the latest unfinished run `run_id` waits on (`machine.answers.pending_checkpoints`,
+    the seam the terminal and `looprail answer` use; with that run's `events` at hand, the
+    seam's own rule over them, which spares reading them again): each checkpoint's
+    presentation model, its title, and the text the terminal shows for it
+    (`plans.checkpoint.render`, with the plan's progress as the terminal counts it). None when
+    it waits on nothing."""
+    if events is None:
+        pending = answers.pending_checkpoints(project)
+    else:
+        kinds = ("checkpoint", "answer", "task_finished")  # what pending_checkpoints reads
+        pending = answers.pending_in([e for e in events if e.kind in kinds])
+    if not pending:
+        return None
+    items = []
+    for cp in pending:
+        done, total = _progress(project, phase, cp.plan_id, cp.task_id)
+        items.append(
+            {
+                **cp.model_dump(mode="json"),
+                "title": cp.title,
+                "text": render(cp, done, total),
+            }
+        )
+    return {"runId": run_id, "items": items}
+
+
+def _progress(
+    project: Path, phase: str, plan_id: str, task_id: str
+) -> tuple[int | None, int | None]:
+    """(tasks of the plan before the checkpoint, tasks of the plan): the terminal's "Progress"
+    line; (None, None) when the plan cannot be read now."""
+    try:
+        plan = load_phase(project, phase).plan(plan_id)
+    except (LooprailError, OSError, KeyError):
+        return None, None
+    ids = [t.id for t in plan.tasks]
+    if task_id not in ids:
+        return None, None
+    return ids.index(task_id), len(ids)
 
 
 def project_phases_view(
@@ -146,8 +204,6 @@ def project_phases_view(
     """The project's phases in ROADMAP order with where each stands (`looprail status`'s
     phases): finished or not and why, its latest run; `next` marks the phase `looprail run`
     runs next, `current` the phase of the run shown (`selected`; None: the latest run)."""
-    from looprail.machine.project import latest_runs, project_phases
-
     try:
         phases = project_phases(project, latest_runs(runs))
     except Exception:  # a damaged ROADMAP or phases folder must not take the page down
@@ -278,7 +334,8 @@ def _run_detail(
         "host": run.host,
         "haltReason": run.halt_reason,
         "halt": halt,
-        "continue": continue_command(project, capability_dirs, run, interrupted),
+        "continue": continue_command(project, capability_dirs, run, interrupted, events),
+        "answers": answers_view(events),
         "path": [
             {
                 "source": _states(e.data.get("source")),
@@ -369,8 +426,6 @@ def points_view(
     (the resolver's dispatch order) and what each did in this run. Hooks the run dispatched
     that the current manifests no longer declare (or that were loaded without
     `--capabilities`) follow, in the order they ran."""
-    from looprail.diagrams.graph import crossed_points, hook_summary
-
     dispatches: dict[str, int] = {}
     ran: dict[str, list[Any]] = {}
     for e in events:
@@ -457,9 +512,16 @@ def _caps(capability_dirs: Sequence[str]) -> str:
 
 
 def continue_command(
-    project: Path, capability_dirs: Sequence[str], run: RunRow, interrupted: bool
+    project: Path,
+    capability_dirs: Sequence[str],
+    run: RunRow,
+    interrupted: bool,
+    events: Sequence[Any] = (),
 ) -> str | None:
-    """The command that continues `run`, or None when there is nothing to continue."""
+    """The command that continues `run`, or None when there is nothing to continue. A run
+    paused at a checkpoint continues with `--approve TASK`, unless the checkpoint has been
+    answered since (from the dashboard or `looprail answer`): the resumed run uses the
+    answer."""
     if run.status in ("shipped", "failed"):
         return None
     if run.status == "running" and not interrupted:
@@ -472,9 +534,38 @@ def continue_command(
     )
     if run.status == "paused" and run.halt_reason:
         match = re.search(r"--approve (\S+)", run.halt_reason)
-        if match:
+        if match and not _answered(events, match.group(1)):
             cmd += f" --approve {shlex.quote(match.group(1))}"
     return cmd
+
+
+def _answered(events: Sequence[Any], task_id: str) -> bool:
+    last = latest(events, task_id)
+    return last is not None and last.kind == "answer"
+
+
+def answers_view(events: Sequence[Any]) -> list[dict[str, Any]]:
+    """The run's journaled answers to checkpoints, oldest first: the task, what the answer
+    meant (approved, chosen, issues, value, withheld), the text as journaled (a secret's is
+    "answer withheld": its value is never in the journal), the chosen option, and where it
+    came from (terminal, dashboard, `looprail answer`, …)."""
+    out = []
+    for e in events:
+        if e.kind != "answer":
+            continue
+        data = e.data or {}
+        out.append(
+            {
+                "seq": e.seq,
+                "ts": e.ts,
+                "taskId": e.task_id,
+                "kind": e.outcome,
+                "text": e.message,
+                "option": data.get("option") if isinstance(data.get("option"), str) else None,
+                "source": data.get("source") if isinstance(data.get("source"), str) else None,
+            }
+        )
+    return out
 
 
 def _hint(

@@ -1,6 +1,6 @@
 """The dashboard's web app: a Starlette application over `looprail.ui.data`.
 
-Routes (all GET; the app has no route that changes anything):
+Routes (GET, reading only, except the one write):
 
 - `/` the page (static HTML, the project name escaped into it), `/static/app.js|app.css`;
 - `/api/state?run=ID` the snapshot (`data.snapshot`) as JSON;
@@ -9,8 +9,12 @@ Routes (all GET; the app has no route that changes anything):
   `bye` when the server stops;
 - `/api/chart.svg?run=ID` the loop chart with the project's hooks and the run painted on it
   (the same graph as `looprail diagram --hooks --run`), cached per journal change;
-- `/api/log?run=ID&task=KEY` the tails of a task's log files.
+- `/api/log?run=ID&task=KEY` the tails of a task's log files;
+- `POST /api/answer` (only with a token) the answer to a pending checkpoint, handed to
+  `looprail.machine.answers.submit_answer` (which validates and journals it).
 
+With a token (`looprail ui` always makes one), every route but the static files needs it
+(`looprail.ui.access`), and the write also needs the page's own origin and a small form body.
 Every response carries a strict Content-Security-Policy (scripts only from /static, no inline
 script, no other origin) and the app only answers to the host names it was bound to (a page on
 another site cannot reach it through DNS rebinding).
@@ -22,8 +26,10 @@ import asyncio
 import hashlib
 import html
 import json
+import re
 import threading
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -32,13 +38,19 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from looprail.diagrams import load_envelopes, run_view
+from looprail.diagrams.graph import build_graph
+from looprail.diagrams.render import render
+from looprail.errors import LooprailError
 from looprail.layout import PLANNING_DIR
-from looprail.ui import data
+from looprail.machine.answers import WITHHELD, pending_checkpoints, submit_answer
+from looprail.runtime.process import find_program
+from looprail.store import JournalError
+from looprail.ui import access, data
 
 PAGE_CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -48,6 +60,10 @@ PAGE_CSP = (
 # opened on its own.
 SVG_CSP = "default-src 'none'; style-src 'unsafe-inline'; sandbox"
 STATIC = {"app.js": "text/javascript", "app.css": "text/css"}
+NO_TOKEN = (
+    "refused: this dashboard needs its token; open the address `looprail ui` printed "
+    "(it ends in ?token=…)"
+)
 ENVELOPE_TTL = 5.0  # seconds a resolved hook set is reused before the manifests are re-read
 KEEPALIVE = 15.0
 MAX_PAUSE = 5.0  # longest wait between two polls of a big journal
@@ -80,6 +96,7 @@ class Dashboard:
         self._events: dict[str, list[Any]] = {}  # run id → its events so far (append-only)
         self._reading = threading.Lock()  # one snapshot at a time: they share the event cache
         self._svg: tuple[tuple, tuple[bytes, float | None]] | None = None
+        self.writable = False  # takes answers to checkpoints (the app has a token)
 
     # -- hooks of the project ------------------------------------------------------------------
 
@@ -93,9 +110,6 @@ class Dashboard:
         envelopes: dict[str, Any] | None = None
         warnings: list[str] = []
         if (self.project / PLANNING_DIR).is_dir():
-            from looprail.diagrams import load_envelopes
-            from looprail.errors import LooprailError
-
             try:
                 envelopes, warnings = load_envelopes(self.project, self.capability_dirs)
             except LooprailError as exc:
@@ -122,12 +136,11 @@ class Dashboard:
                 event_cache=self._events,
             )
         snap["version"] = hashlib.sha256(marker.encode()).hexdigest()[:16]
+        snap["writable"] = self.writable
         snap["chart"] = _has_dot()
         snap["chartError"] = None if snap["chart"] else "Graphviz's dot is not installed"
         snap["chartFocus"] = None
         if snap["chart"]:
-            from looprail.errors import LooprailError
-
             try:
                 run_id = snap["run"]["id"] if snap["run"] else None
                 snap["chartFocus"] = self.chart(run_id)[1]
@@ -135,21 +148,49 @@ class Dashboard:
                 snap["chart"], snap["chartError"] = False, str(exc)
         return snap
 
+    # -- the one write -----------------------------------------------------------------------
+
+    def answer(self, task: str, text: str) -> tuple[int, dict[str, Any]]:
+        """Hand `text` to `machine.answers.submit_answer` (the one place that checks an answer
+        and journals it, under the journal's seal) as the dashboard's answer to checkpoint
+        `task`: `(HTTP status, what the page shows)`. A refusal is its one line; a secret is
+        never echoed back, not even inside a refusal."""
+        try:
+            secret = any(
+                cp.task_id == task.strip() and cp.secret for cp in pending_checkpoints(self.project)
+            )
+        except LooprailError as exc:
+            return 400, {"error": _one_line(str(exc))}
+        try:
+            done = submit_answer(self.project, task, text, source="dashboard")
+        except LooprailError as exc:
+            message = _one_line(str(exc))
+            if secret and text.strip() and text.strip() in message:
+                message = message.replace(text.strip(), WITHHELD)
+            return 400, {"error": message}
+        except Exception as exc:  # a traceback in the server log could hold the answer
+            return 500, {"error": f"the answer could not be recorded ({type(exc).__name__})"}
+        withheld = done.withheld or secret
+        return 200, {
+            "ok": True,
+            "runId": done.run_id,
+            "task": done.task_id,
+            "kind": done.kind,
+            "option": done.option,
+            "withheld": withheld,
+            "recorded": WITHHELD if withheld else (done.option or text.strip()),
+            "seq": done.seq,
+        }
+
     def chart(self, run: str | None) -> tuple[bytes, float | None]:
         """The SVG chart of `run` (None: the latest; the default loop when there is no run),
         and where its current state sits across the chart (0..1, for scrolling it into view).
         Cached until the journal or the hooks change."""
-        from looprail.diagrams.graph import build_graph
-        from looprail.diagrams.render import render
-
         envelopes, _ = self.envelopes()
         marker = data.change_marker(self.project)
         view = None
         journal, _ = data.open_journal(self.project)
         if journal is not None:
-            from looprail.diagrams import run_view
-            from looprail.store import JournalError
-
             with journal:
                 selected = None
                 if run:
@@ -177,12 +218,14 @@ class Dashboard:
         return blob, focus
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
 def _focus(svg: bytes, node: str | None) -> float | None:
     """The horizontal position (0..1) of `node`'s box in a Graphviz SVG, or None."""
     if node is None:
         return None
-    import re
-    import xml.etree.ElementTree as ET
 
     ns = "{http://www.w3.org/2000/svg}"
     try:
@@ -243,29 +286,52 @@ def create_app(
     poll_interval: float = 0.5,
     flavor: str = "gsd",
     allowed_hosts: Sequence[str] = ("127.0.0.1", "localhost", "::1", "[::1]", "testserver"),
+    token: str | None = None,
 ) -> Starlette:
     """The dashboard of `project` as an ASGI app (serve it with uvicorn; test it with
     Starlette's TestClient). `allowed_hosts` are exact names: a pattern (`*`, `*.example`)
-    is refused, since it would open the page to DNS rebinding."""
+    is refused, since it would open the page to DNS rebinding.
+
+    With `token` (`looprail ui` always gives one, `access.new_token()`), every route but the
+    static files needs it, and the app takes answers to checkpoints (`POST /api/answer`).
+    Without it the app is the read-only dashboard, with no write route at all."""
     if any("*" in name for name in allowed_hosts):
         raise ValueError("allowed_hosts: exact host names only, never a '*' pattern")
+    if token is not None and len(token) < 16:
+        raise ValueError("token: at least 16 characters (use looprail.ui.access.new_token())")
     dash = Dashboard(Path(project), capability_dirs, poll_interval=poll_interval, flavor=flavor)
+    dash.writable = token is not None
+
+    def allowed(request: Request) -> bool:
+        return token is None or access.token_matches(token, access.request_token(request))
+
+    def refused(request: Request) -> Response:
+        if request.url.path == "/":
+            return HTMLResponse(_asset("locked.html"), 403, headers=_headers())
+        return _json({"error": NO_TOKEN}, 403)
 
     async def page(request: Request) -> Response:
+        if not allowed(request):
+            return refused(request)
         name = html.escape(dash.project.resolve().name)
         body = _asset("index.html").replace("{{project}}", name)
         return HTMLResponse(body, headers=_headers())
 
     async def static(request: Request) -> Response:
+        # the page's own script and style, the same for every project: no token needed
         name = request.path_params["name"]
         if name not in STATIC:
             return Response("not found\n", 404, media_type="text/plain", headers=_headers())
         return Response(_asset(name), media_type=STATIC[name], headers=_headers())
 
     async def state(request: Request) -> Response:
+        if not allowed(request):
+            return refused(request)
         return _json(await run_in_threadpool(dash.snapshot, _run_param(request)))
 
     async def chart(request: Request) -> Response:
+        if not allowed(request):
+            return refused(request)
         if not _has_dot():
             return Response(
                 "the chart needs Graphviz's dot (apt-get install graphviz)\n",
@@ -273,7 +339,6 @@ def create_app(
                 media_type="text/plain",
                 headers=_headers(),
             )
-        from looprail.errors import LooprailError
 
         try:
             blob, _ = await run_in_threadpool(dash.chart, _run_param(request))
@@ -282,6 +347,8 @@ def create_app(
         return Response(blob, media_type="image/svg+xml", headers=_headers(SVG_CSP))
 
     async def log(request: Request) -> Response:
+        if not allowed(request):
+            return refused(request)
         run = _run_param(request)
         task = request.query_params.get("task", "")
         if not run or not task or len(task) > 512:
@@ -289,6 +356,8 @@ def create_app(
         return _json(await run_in_threadpool(data.task_log, dash.project, run, task))
 
     async def events(request: Request) -> Response:
+        if not allowed(request):
+            return refused(request)
         run = _run_param(request)
 
         async def stream():
@@ -325,17 +394,41 @@ def create_app(
     async def favicon(request: Request) -> Response:
         return Response(status_code=204, headers=_headers())
 
+    async def answer(request: Request) -> Response:
+        # Order: where it comes from, then how big it is, then the token in its body. Each
+        # refusal is one line; nothing of the body is ever logged or echoed.
+        assert token is not None
+        why = access.same_origin(request)
+        if why is not None:
+            return _json({"error": f"refused: {why}; answer from the dashboard's own page"}, 403)
+        try:
+            form = await access.read_form(request)
+        except access._FormError as exc:
+            return _json({"error": f"refused: {exc}"}, exc.status)
+        if not access.token_matches(token, form.get(access.TOKEN_PARAM)):
+            return _json({"error": NO_TOKEN}, 403)
+        task = form.get("task", "")
+        if not task or len(task) > 200 or not task.isprintable():
+            return _json(
+                {"error": "refused: give the checkpoint's task (for example 01-02/T2)"}, 400
+            )
+        status, body = await run_in_threadpool(dash.answer, task, form.get("answer", ""))
+        return _json(body, status)
+
+    routes = [
+        Route("/", page),
+        Route("/favicon.ico", favicon),
+        Route("/static/{name}", static),
+        Route("/api/state", state),
+        Route("/api/events", events),
+        Route("/api/chart.svg", chart),
+        Route("/api/log", log),
+    ]
+    if token is not None:
+        routes.append(Route("/api/answer", answer, methods=["POST"]))
     app = Starlette(
-        routes=[
-            Route("/", page),
-            Route("/favicon.ico", favicon),
-            Route("/static/{name}", static),
-            Route("/api/state", state),
-            Route("/api/events", events),
-            Route("/api/chart.svg", chart),
-            Route("/api/log", log),
-        ],
-        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))],
+        routes=routes,
+        middleware=[Middleware(access.HostGuard, allowed_hosts=list(allowed_hosts))],
     )
     app.state.dashboard = dash
     return app
@@ -343,6 +436,4 @@ def create_app(
 
 def _has_dot() -> bool:
     """Whether Graphviz's `dot` is on the confined PATH (never found in the project)."""
-    from looprail.runtime.process import find_program
-
     return find_program("dot") is not None

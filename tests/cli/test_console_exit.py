@@ -58,3 +58,34 @@ def test_console_script_into_a_closed_pipe(tmp_path):
         env=dict(os.environ),
     )
     assert "Traceback" not in proc.stderr
+
+
+def test_console_run_leaves_a_whole_journal_and_no_child(tmp_path):
+    """The fast exit (`os._exit` once flushed and idle) after a run whose agent is a real
+    child process: the run is journaled complete and intact, and the agent's process is gone
+    (waited for, not left running)."""
+    project = idle_project(tmp_path)
+    pid_file = tmp_path / "agent.pid"
+    agent = project / ".looprail" / "agents" / "orchestrator"
+    agent.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexit 0\n")
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from looprail.cli import console; console()",
+            "run",
+            "--phase",
+            "1",
+        ],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    with sqlite3.connect(project / ".looprail" / "journal.sqlite") as conn:
+        assert conn.execute("SELECT status FROM runs").fetchall() == [("shipped",)]
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)

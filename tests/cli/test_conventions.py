@@ -7,9 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import pty
 import re
-import select
 import shutil
 import signal
 import subprocess
@@ -20,41 +18,18 @@ import pytest
 
 from looprail._version import __version__
 from tests.support import REPO, cli_commands, run_cli, write_config
+from tests.support.terminal import Terminal
 
 CAPS = str(REPO / "examples" / "capabilities")
 ESC = re.compile(r"\x1b\[")
 
 
 def run_in_pty(*args: str, env: dict[str, str] | None = None, cwd=None) -> tuple[int, str]:
-    """`looprail ARGS` with stdout and stderr on a pseudo-terminal: (exit code, what it drew)."""
+    """`looprail ARGS` on a pseudo-terminal: (exit code, what it drew, escapes and all)."""
     full_env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
     full_env.update({"TERM": "xterm-256color", "COLUMNS": "120", **(env or {})})
-    primary, secondary = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "looprail", *args],
-        stdin=subprocess.DEVNULL,
-        stdout=secondary,
-        stderr=secondary,
-        env=full_env,
-        cwd=cwd,
-    )
-    os.close(secondary)
-    chunks = []
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([primary], [], [], 0.5)
-        if ready:
-            try:
-                data = os.read(primary, 65536)
-            except OSError:  # the terminal closed: the child is gone
-                break
-            if not data:
-                break
-            chunks.append(data)
-        elif proc.poll() is not None:
-            break
-    os.close(primary)
-    return proc.wait(timeout=30), b"".join(chunks).decode(errors="replace")
+    with Terminal([sys.executable, "-m", "looprail", *args], cwd=cwd, env=full_env) as shown:
+        return shown.wait(), shown.raw_text
 
 
 @pytest.fixture(scope="module")

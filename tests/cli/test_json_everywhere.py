@@ -88,6 +88,7 @@ def _cli(*args: str, process: bool = False) -> subprocess.CompletedProcess[str]:
 COMMANDS = [
     ("run", ["run", "P", "--phase", "1", "--json"]),
     ("resume", ["resume", "P", "--json"]),
+    ("answer", ["answer", "P", "--json"]),
     ("doctor", ["doctor", "P", "--json"]),
     ("status", ["status", "P", "--json"]),
     ("history", ["history", "P", "--json"]),

@@ -138,20 +138,61 @@ def test_unknown_config_key_warns(tmp_path):
     assert "mode" not in p.stderr
 
 
-HEAVY = ("pydantic", "pydantic_core", "nodesemver", "networkx", "graphviz", "statemachine", "rich")
+# The import budget of the render-hooks entry (`looprail/cli/render_hooks.py`): none of these,
+# and no looprail module outside ENTRY.
+HEAVY = (
+    "pydantic",
+    "pydantic_core",
+    "nodesemver",
+    "networkx",
+    "graphviz",
+    "statemachine",
+    "rich",
+    "argparse",
+    "dataclasses",
+    "inspect",
+)
+ENTRY = {
+    "looprail",
+    "looprail._version",
+    "looprail.cli",
+    "looprail.cli._common",
+    "looprail.cli.render_hooks",
+    "looprail.config",
+    "looprail.errors",
+    "looprail.fsutil",
+    "looprail.frontmatter",
+    "looprail.jsonload",
+    "looprail.yamlcache",
+    "looprail.yamlload",
+    "looprail.hooks",
+    "looprail.hooks.capset",
+    "looprail.hooks.compiled",
+    "looprail.hooks.manifest_io",
+    "looprail.hooks.manifest_rules",
+    "looprail.hooks.manifest_shape",
+    "looprail.hooks.registry",
+    "looprail.hooks.resolve",
+    "looprail.hooks.sources",
+    "looprail.hooks.verdicts",
+    "looprail.layout",
+    "looprail.points",
+    "looprail.trust",
+    "looprail.trust.store",
+}
 
 
-def _heavy_on_second_call(project, root, edit=None) -> str:
+def _heavy_on_second_call(project, root, edit=None, also=()) -> str:
     """In a fresh interpreter: `render-hooks` once (filling the caches), looprail and the heavy
     modules unloaded, `edit` given new bytes (a new verdict key and a new stat) when named,
     `render-hooks` again. Prints which heavy modules (PyYAML and shtab too) the second call
-    imported, as a list."""
+    imported, as a list (and which of `also`)."""
     code = (
         "import sys, io, contextlib, time\n"
         "from looprail.cli import main\n"
         f"args = ['loop', 'render-hooks', 'plan:pre', '--raw', '--project', {str(project)!r}, '--capabilities', {str(root)!r}]\n"
         "with contextlib.redirect_stdout(io.StringIO()): main(args)\n"
-        f"for m in [m for m in sys.modules if m.split('.')[0] in {(*HEAVY, 'shtab', 'looprail')!r}]:\n"
+        f"for m in [m for m in sys.modules if m.split('.')[0] in {(*HEAVY, *also, 'shtab', 'looprail')!r}]:\n"
         "    del sys.modules[m]\n"
     )
     if edit is not None:
@@ -169,7 +210,8 @@ def _heavy_on_second_call(project, root, edit=None) -> str:
     code += f"assert calls == {validated!r}, calls\n"
     code += 'assert \'"capId": "cap"\' in out.getvalue(), out.getvalue()\n'
     code += (
-        f"heavy = sorted({{m.split('.')[0] for m in sys.modules}} & {set((*HEAVY, 'yaml', 'shtab'))!r})\n"
+        f"heavy = sorted({{m.split('.')[0] for m in sys.modules}} & {set((*HEAVY, *also, 'yaml', 'shtab'))!r})\n"
+        f"heavy += sorted(m for m in sys.modules if m.startswith('looprail') and m not in {ENTRY!r})\n"
         "print(heavy)\n"
     )
     import subprocess
@@ -180,7 +222,9 @@ def _heavy_on_second_call(project, root, edit=None) -> str:
 
 
 def test_render_hooks_start_path_stays_light(tmp_path):
-    """No pydantic, networkx, graphviz, statemachine or rich on a cache hit."""
+    """No argparse, dataclasses, pydantic, networkx, graphviz, statemachine or rich on a cache
+    hit, and no looprail module beyond the entry's. (pathlib is: the capability set's records
+    hold their folders as paths.)"""
     project, root = setup(tmp_path)
     assert _heavy_on_second_call(project, root) == "[]"
 
@@ -278,8 +322,8 @@ def test_an_over_long_path_is_one_line_not_a_traceback(tmp_path):
     ],
 )
 def test_fast_path_reads_argv_as_argparse_does(argv):
-    from looprail.cli import build_parser
-    from looprail.cli.loop import fast_render_hooks_args
+    from looprail.cli.app import build_parser
+    from looprail.cli.render_hooks import parse_argv as fast_render_hooks_args
 
     fast = fast_render_hooks_args(argv)
     full = build_parser("loop").parse_args(["loop", "render-hooks", *argv])
@@ -300,7 +344,7 @@ def test_fast_path_reads_argv_as_argparse_does(argv):
     ],
 )
 def test_fast_path_defers_anything_unusual_to_argparse(argv):
-    from looprail.cli.loop import fast_render_hooks_args
+    from looprail.cli.render_hooks import parse_argv as fast_render_hooks_args
 
     assert fast_render_hooks_args(argv) is None
 
@@ -324,3 +368,20 @@ def test_phase_context(tmp_path):
     env = json.loads(run_cli(*base, "--phase", "7").stdout)
     assert "context" not in env and "no phase folder" in env["warnings"][0]
     assert "context" not in json.loads(run_cli(*base).stdout)
+
+
+def test_only_the_entry_keeps_its_imports_light_by_hand():
+    """`TYPE_CHECKING = False` (not importing `typing`) is a start-up saving, kept only where
+    start-up is budgeted: the render-hooks entry's modules. Everything else imports plainly."""
+    from tests.support import REPO
+
+    package = REPO / "looprail"
+    offenders = []
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(REPO).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        flagged = "TYPE_CHECKING = False" in path.read_text(encoding="utf-8")
+        if flagged and ".".join(parts) not in ENTRY:
+            offenders.append(".".join(parts))
+    assert offenders == []

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 import looprail.cli as cli
+import looprail.cli.app as cli_app
 
 ENTRY = "import sys; from looprail.cli import main; sys.exit(main(sys.argv[1:]))"
 
@@ -52,6 +53,6 @@ def test_an_interrupt_while_parsing_is_exit_130_without_traceback(
     def interrupted(only=None):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "build_parser", interrupted)
+    monkeypatch.setattr(cli_app, "build_parser", interrupted)
     assert cli.main(["schema", "capability"]) == 130
     assert capsys.readouterr().err == "looprail: interrupted\n"

@@ -73,10 +73,8 @@ def test_active_cap_matches_reference(tmp_path, path):
     config, _ = load_project_config(project)
     for point in POINTS:
         expected = set(scenario["active_cap_true"].get(point, []))
-        checked = {h["capId"] for h in compiled["points"][point]["steps"]}
-        checked |= {
-            h["capId"] for g in ("contributions", "gates") for h in compiled["points"][point][g]
-        }
+        table = compiled.hooks_at(point)
+        checked = {h["capId"] for g in ("steps", "contributions", "gates") for h in table[g]}
         checked |= {"security", "no-such-cap"}
         got = {cid for cid in checked if active_cap(compiled, config, point, cid)}
         assert got == expected, point

@@ -19,6 +19,10 @@ ALLOWED = {
     # The guard: it runs the very argv `run_bounded` handed it, in the environment
     # `run_bounded` confined (posix_spawnp looks a bare name up on that PATH).
     "runtime/guard.py": "starts what run_bounded asked for, with its confined environment",
+    # An interactive session (`run --interactive`): the child gets the terminal, so no pipes
+    # and no guard (its own session would lose the terminal); an absolute argv[0] found by
+    # `find_program` or `locate`, and run_bounded's confined environment.
+    "runtime/interactive.py": "the terminal handed over, with the confined environment",
 }
 
 # (module, attribute) pairs that start a process or look a program up on PATH.

@@ -36,13 +36,13 @@ USER_CODE = """
 from typing import assert_type, Literal
 
 import looprail
-from looprail.hooks.registry import CompiledRegistry
+from looprail.hooks.capset import CapabilitySet
 from looprail.machine.record import EventRecord
 from looprail.testing.harness import LoopHarness
 
 loaded = looprail.load_project("project")
-assert_type(loaded.compiled, CompiledRegistry)
-assert_type(loaded.compiled["warnings"], list[str])
+assert_type(loaded.compiled, CapabilitySet)
+assert_type(loaded.compiled.warnings, tuple[str, ...])
 runtime: looprail.Runtime = looprail.ScriptedRuntime()
 outcome = looprail.run_phase(loaded, "1", runtime=runtime)
 assert_type(outcome.result.status, Literal["shipped", "halted", "paused"])

@@ -190,8 +190,15 @@ def test_sigkill_then_resume(tmp_path, reference, point):
     wait_for(lambda: line in log(project), timeout=30)
     if point == "mid-wave":
         # Hold the moment, don't race it: T1's `done` row may still be on its way to disk when
-        # T2's agent logs its start (slower under coverage), so wait until it is committed.
-        wait_for(lambda: journaled(project).get("01-01/T1") == "done", timeout=30)
+        # T2's agent logs its start (slower under coverage), and T2's start is held by the
+        # recorder for up to 50 ms (docs/journal.md): wait until both are committed.
+        wait_for(
+            lambda: (
+                journaled(project).get("01-01/T1") == "done"
+                and journaled(project).get("01-01/T2") == "running"
+            ),
+            timeout=30,
+        )
     killpg(proc)
     release(project)
 

@@ -364,8 +364,16 @@ def test_a_well_checksummed_cache_of_the_wrong_shape_is_rebuilt(tmp_path):
     load_compiled(project, [root])
     (cache,) = _cache_files(tmp_path)
     blob = json.loads(cache.read_bytes().partition(b"\n")[2])
-    for compiled in ({}, {**blob["compiled"], "points": {}}, {**blob["compiled"], "caps": []}):
-        body = json.dumps({**blob, "compiled": compiled}).encode()
+    (cap,) = blob["caps"]["capabilities"]
+    no_id = [{k: v for k, v in cap[0].items() if k != "id"}, *cap[1:]]
+    for caps in (
+        {},
+        {**blob["caps"], "failed": {}},
+        {**blob["caps"], "capabilities": [cap[:3]]},
+        {**blob["caps"], "capabilities": [no_id]},
+        {**blob["caps"], "roots": [[1, "first-party"]]},
+    ):
+        body = json.dumps({**blob, "caps": caps}).encode()
         header = f"{compiled_mod.CACHE_FORMAT} {zlib.crc32(body):08x}\n".encode()
         cache.write_bytes(header + body)
         assert _inline(load_compiled(project, [root])) == ["alpha"]
@@ -377,7 +385,7 @@ def test_the_cache_sees_a_missing_fragment_appear(tmp_path):
     (folder / "frag").mkdir()
     project = tmp_path / "project"
     first = load_compiled(project, [root])
-    assert [f["id"] for f in first["failed"]] == ["cap"]
+    assert [f.id for f in first.failed] == ["cap"]
     (folder / "frag" / "f.md").write_text("now here")
     assert _inline(load_compiled(project, [root])) == ["now here"]
 
@@ -408,18 +416,18 @@ def test_a_fragment_edited_while_the_cache_is_built_is_not_cached_stale(tmp_path
         root, feature("cap", contributions=[_contribution("f.md")]), files={"f.md": "one"}
     )
     project = tmp_path / "project"
-    original = registry.compile_registry
+    original = registry.load_registry
     edits = []
 
-    def compile_then_edit(reg):
-        out = original(reg)
+    def load_then_edit(*args, **kwargs):
+        out = original(*args, **kwargs)
         if not edits:  # an editor saves right after the fragment was read, before its stat
             edits.append((folder / "f.md").write_text("two, longer"))
         return out
 
-    monkeypatch.setattr(registry, "compile_registry", compile_then_edit)
+    monkeypatch.setattr(registry, "load_registry", load_then_edit)
     load_compiled(project, [root])
-    monkeypatch.setattr(registry, "compile_registry", original)
+    monkeypatch.setattr(registry, "load_registry", original)
     assert _inline(load_compiled(project, [root])) == ["two, longer"]
 
 
@@ -457,6 +465,6 @@ def test_the_cache_sees_a_dangling_capability_symlink_come_alive(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     os.symlink(elsewhere / "cap", root / "cap")  # dangling for now
     project = tmp_path / "project"
-    assert load_compiled(project, [root])["caps"] == {}
+    assert load_compiled(project, [root]).capabilities == {}
     write_capability(elsewhere, feature("cap", skills=["s"], steps=[step("s")]))
-    assert list(load_compiled(project, [root])["caps"]) == ["cap"]
+    assert list(load_compiled(project, [root]).capabilities) == ["cap"]

@@ -237,13 +237,14 @@ def test_a_capability_that_failed_to_load_is_never_no_resolver(tmp_path):
 
 def test_unloadable_resolvers_reads_failed_manifests(tmp_path):
     from looprail.errors import Issue
+    from looprail.hooks.capset import FailedCapability
 
-    class Failed:
-        def __init__(self, cap_id: str, body: str):
-            self.id = cap_id
-            self.file = str(tmp_path / f"{cap_id}.json")
-            Path(self.file).write_text(body)
-            self.issues = [Issue(self.file, "$.version", "not semver")]
+    def Failed(cap_id: str, body: str) -> FailedCapability:
+        file = tmp_path / f"{cap_id}.json"
+        file.write_text(body)
+        return FailedCapability(
+            cap_id, str(file), "project", (Issue(str(file), "$.version", "not semver"),)
+        )
 
     failed = [
         Failed("beads", json.dumps({"taskContentResolver": {"trackerPrefix": "beads"}})),

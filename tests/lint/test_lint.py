@@ -561,8 +561,14 @@ def test_tracker_prefix_of_a_broken_or_two_capabilities(project, caps):
     resolver = type(
         "R", (), {"trackerPrefix": "demo", "invoke": type("I", (), {"binary": "sh"})()}
     )()
-    data.registry.task_content_resolvers = lambda: [("one", resolver), ("two", resolver)]
-    data.compiled["caps"].update({"one": {}, "two": {}})
+    from looprail.hooks.capset import CapabilitySet, LoadedCapability
+
+    class Two(CapabilitySet):
+        def task_content_resolvers(self):
+            return [("one", resolver), ("two", resolver)]
+
+    loaded = LoadedCapability({"id": "one"}, project, "first-party")
+    data.compiled = Two({"one": loaded, "two": loaded})
     f = one(lint(data), "tracker-resolver-ambiguous")
     assert f.severity == "error" and "(one, two)" in f.message
 

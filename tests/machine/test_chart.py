@@ -589,17 +589,18 @@ def test_checkpoint_approval_survives_resume(tmp_path):
 
 def test_restoring_an_unknown_journaled_state_is_a_clear_error(tmp_path):
     from looprail.errors import LooprailError
-    from looprail.machine.run import LoopRunner
+    from looprail.machine.run import LoopRunner, RunContext
 
     project = simple_project(tmp_path)
     with pytest.raises(LooprailError, match="'reviewing' is not a state of this loop"):
         LoopRunner(
-            project,
-            "1",
-            runtime=scripted(project),
-            compiled={"caps": {}},
-            config=None,
-            state=["reviewing"],
+            RunContext(
+                project=project,
+                phase="1",
+                runtime=scripted(project),
+                compiled={"caps": {}},
+                state=["reviewing"],
+            )
         )
 
 

@@ -1,5 +1,5 @@
-"""A run reads its capabilities once (`session.load_project`): the registry it loads is what a
-cache miss compiles, the compiled form is the same under any config (activation is the
+"""A run reads its capabilities once (`session.load_project`): one capability set, from the
+cache or (on a miss) the manifests; the set is the same under any config (activation is the
 resolver's, per call), and a manifest edited after that read is never cached stale."""
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ GATED = feature(
 
 @pytest.fixture
 def counted(monkeypatch):
-    """Every `load_registry` call, whoever makes it (the session or the cache's rebuild)."""
+    """Every `load_registry` call (the run reads the set through `trust.load_compiled`, whose
+    cache rebuild is the one caller)."""
     calls: list[object] = []
     original = registry.load_registry
 
@@ -65,10 +66,10 @@ def test_a_run_reads_its_capabilities_once_and_fills_the_cache(tmp_path, monkeyp
     project = _project(tmp_path, gated=True)
     monkeypatch.chdir(tmp_path)  # a relative --capabilities folder, as a user types it
     loaded = load_project(project, ["caps"])
-    assert len(counted) == 1  # a cache miss compiled the session's registry
+    assert len(counted) == 1  # a cache miss: one read of the manifests
     assert cap_active(loaded.compiled, "gated", loaded.config)
     again = load_project(project, ["caps"])
-    assert len(counted) == 2  # a hit: only the session's own read
+    assert len(counted) == 1  # a hit: no manifest read at all
     assert again.compiled == loaded.compiled
     # What the run cached is what a load of its own builds, with no config at all.
     own = hooks_compiled.load_compiled(project, [tmp_path / "caps"], use_cache=False)
@@ -81,32 +82,32 @@ def test_a_run_reads_its_capabilities_once_and_fills_the_cache(tmp_path, monkeyp
 def test_the_compiled_form_does_not_depend_on_the_run_config(tmp_path, counted):
     project = _project(tmp_path, gated=False)
     off = load_project(project, [tmp_path / "caps"])
-    assert off.registry.capabilities["gated"].active is False  # what `capability list` shows
+    reason = off.compiled.why_inactive("gated", off.config)  # what `capability list` shows
+    assert reason == "activationKey 'workflow.gated' is not truthy"
     assert not cap_active(off.compiled, "gated", off.config)
     write_config(project, {"workflow": {"gated": True}})
     on = load_project(project, [tmp_path / "caps"])
-    assert len(counted) == 2  # the config is no input of the cache: a hit
-    assert on.registry.capabilities["gated"].active is True
+    assert len(counted) == 1  # the config is no input of the cache: a hit
+    assert on.compiled.why_inactive("gated", on.config) is None
     assert cap_active(on.compiled, "gated", on.config)
     assert on.compiled == off.compiled
 
 
-def test_a_manifest_edited_after_the_run_read_it_is_not_cached_stale(tmp_path, counted):
+def test_a_manifest_edited_after_the_run_read_it_is_not_cached_stale(
+    tmp_path, monkeypatch, counted
+):
     project = _project(tmp_path, gated=True)
-    roots = [registry.Root(tmp_path / "caps", registry.FIRST_PARTY)]
-    roots += registry.search_roots(project)
-    read = registry.load_registry(project, roots=roots)
+    original = registry.load_registry
     edited = dict(GATED, steps=[dict(STEP, ref={"skill": "s"}, onError="halt")])
-    write_capability(tmp_path / "caps", edited)  # saved after the read, before the stat
-    stale = hooks_compiled.load_compiled(project, [tmp_path / "caps"], registry=read)
-    assert stale["points"]["plan:pre"]["steps"][0]["onError"] == "skip"  # the run's read
+
+    def read_then_edit(*args, **kwargs):
+        out = original(*args, **kwargs)
+        write_capability(tmp_path / "caps", edited)  # saved after the read
+        return out
+
+    monkeypatch.setattr(registry, "load_registry", read_then_edit)
+    stale = hooks_compiled.load_compiled(project, [tmp_path / "caps"])
+    monkeypatch.setattr(registry, "load_registry", original)
+    assert stale.hooks_at("plan:pre")["steps"][0]["onError"] == "skip"  # what was read
     fresh = hooks_compiled.load_compiled(project, [tmp_path / "caps"])
-    assert fresh["points"]["plan:pre"]["steps"][0]["onError"] == "halt"
-
-
-def test_a_registry_of_other_roots_is_not_compiled(tmp_path, counted):
-    project = _project(tmp_path, gated=True)
-    other = registry.load_registry(project, [])  # no first-party folder: not the same path
-    compiled = hooks_compiled.load_compiled(project, [tmp_path / "caps"], registry=other)
-    assert "gated" in compiled["caps"]
-    assert len(counted) == 2  # the cache loaded its own
+    assert fresh.hooks_at("plan:pre")["steps"][0]["onError"] == "halt"

@@ -1,7 +1,8 @@
 """Deferred, never lost task starts (`JournalRecorder`): a task's start is held and written
 first in the next commit, so a short task is one FULL commit; a flusher commits a held start
 within `FLUSH_AFTER`, so a long task shows as running; attempt numbers are the journal's; a
-refused or failed start reaches its caller."""
+refused or failed start reaches its caller. One writer thread makes every commit; it stops at
+`flush`/`close`."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from looprail.store import EventRecord, Journal, JournalError, journal_path
 from tests.support import examples, run_cli
 from tests.support.journal import commits_failing
 
-FLUSHER = "looprail-journal-flusher"
+FLUSHER = "looprail-journal-writer"
 
 
 def _row(project: Path, run_id: str, key: str) -> tuple[str, int] | None:
@@ -35,7 +36,7 @@ def _row(project: Path, run_id: str, key: str) -> tuple[str, int] | None:
 
 
 def _flushers(run_id: str) -> list[threading.Thread]:
-    """The run's recorder's flusher threads that are alive."""
+    """The run's recorder's writer threads that are alive."""
     name = f"{FLUSHER} {run_id}"
     return [t for t in threading.enumerate() if t.name == name and t.is_alive()]
 
@@ -69,7 +70,9 @@ def test_a_short_task_is_one_full_commit_with_both_events_sealed(tmp_path):
         journal._conn.set_trace_callback(None)
         assert statements.count("BEGIN IMMEDIATE") == 1 and statements.count("COMMIT") == 1
         assert not any("synchronous" in s for s in statements)  # FULL: the finish syncs
-        assert not any("SAVEPOINT" in s for s in statements)
+        # The start and the finish, each a savepoint of the one commit (a refused one fails
+        # only its own caller).
+        assert [s for s in statements if s.startswith("SAVEPOINT")] == ["SAVEPOINT sp1"] * 2
         assert _row(tmp_path, run_id, "01-01/T1") == ("done", 1)
         events = journal.events(run_id, kinds=["task_started", "task_finished"])
         assert [(e.kind, e.task_id, e.data["attempt"]) for e in events] == [
@@ -228,6 +231,7 @@ def test_a_failed_flusher_commit_is_raised_by_the_next_call_and_nothing_is_lost(
         assert _row(tmp_path, run_id, "01-01/T1") == ("running", 1)
         recorder.task_finished("01-01/T1", status="done", duration_ms=1)
         assert _row(tmp_path, run_id, "01-01/T1") == ("done", 1)
+        recorder.flush()
         journal.verify_run(run_id)
     assert not _flushers(run_id)
 

@@ -166,7 +166,7 @@ def kept_dependencies(ours: dict, theirs: dict, ctx: dict) -> bool:
         if plan["id"] in fenced or re.search(r"^depends_on:\s*\[\s*$", fm, re.M):
             kept.update((plan["id"], d) for d in plan["depends_on"])
     # An edge also declared in a form the reference reads is not kept only by looprail.
-    from looprail.plans.waves import reference_canonical_id
+    from looprail.layout import reference_canonical_id
 
     for mine, ref in zip(ours["plans"], theirs["plans"], strict=False):
         for entry in ref["depends_on"]:
@@ -253,7 +253,7 @@ def resolved_depends_on(ours: dict, theirs: dict, ctx: dict) -> bool:
     → `"15-01-error-handling"`), then the entries naming none, as written; the reference shows
     an entry it cannot match to a whole id as written. Checked: each entry of the reference's
     is the looprail one or names it."""
-    from looprail.plans.waves import canonical_plan_id, reference_canonical_id
+    from looprail.layout import canonical_plan_id, reference_canonical_id
 
     changed = False
     for mine, ref in zip(ours["plans"], theirs["plans"], strict=False):

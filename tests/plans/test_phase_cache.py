@@ -114,3 +114,57 @@ def test_a_same_size_rewrite_within_one_clock_tick_is_seen(tmp_path):
     assert cache.load().plan("01-01").objective_line.strip() == "aaaa"
     plan.write_text(plan_text("01", [], "bbbb"))  # same size, likely the same mtime tick
     assert cache.load().plan("01-01").objective_line.strip() == "bbbb"
+
+
+# -- pairing plans with SUMMARY files: indexed once per listing, same answer as a scan -------
+
+_NAMES = st.sampled_from(
+    [
+        "01-01-PLAN.md", "01-1-PLAN.md", "01-001-PLAN.md", "01-PLAN.md", "1-02-PLAN.md",
+        "01-PLAN-03.md", "01-01-SUMMARY.md", "01-1-SUMMARY.md", "01-001-SUMMARY.md",
+        "01-02-SUMMARY.md", "1-2-SUMMARY.md", "01-03-SUMMARY.md", "01-SUMMARY.md",
+        "28-01-SUMMARY.md", "x-SUMMARY.md", "01-CONTEXT.md",
+    ]
+)  # fmt: skip
+
+
+def _scan(plan_file: str, names: list[str], phase: str):
+    """The pairing as it was before the index (git show onesource2:looprail/plans/phase.py):
+    the reference's candidates, then a scan of every name."""
+    import re
+
+    from looprail import layout as ph
+
+    base = plan_file.removesuffix(".md")
+    candidates = [re.sub("PLAN", "SUMMARY", base, count=1, flags=re.I) + ".md"]
+    candidates.append(base + "-SUMMARY.md")
+    extended = re.match(r"(\d+)-PLAN-(\d+)", base, re.I)
+    if extended:
+        candidates.append(f"{extended[1]}-{extended[2]}-SUMMARY.md")
+    stem = re.sub(r"-PLAN$", "", base, flags=re.I)
+    canonical = ph.reference_canonical_id(stem)
+    if canonical != stem:
+        candidates.append(canonical + "-SUMMARY.md")
+    for candidate in candidates:
+        if candidate in names:
+            return candidate, None
+    plan_id = ph.plan_id_from_filename(plan_file) or stem
+    keys = {ph.canonical_plan_id(plan_id), ph.canonical_plan_id(ph.reference_canonical_id(plan_id))}
+    if ph.PLAN_ID_PATTERN.fullmatch(plan_id) is None:
+        keys.add(f"{ph.canonical_plan_id(phase)}-{ph.canonical_plan_id(plan_id)}")
+    for name in names:
+        if name.endswith("-SUMMARY.md") and ph.canonical_plan_id(name[:-11]) in keys:
+            return name, f"{name} is read as this plan's SUMMARY; the reference does not pair them"
+    return None, None
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(names=st.lists(_NAMES, unique=True), phase=st.sampled_from(["01", "1", "28"]))
+def test_indexed_summary_pairing_is_the_scan(names, phase):
+    from looprail.layout import Summaries, summary_of
+
+    names = sorted(names)
+    index = Summaries(names)
+    for plan in (n for n in names if "PLAN" in n):
+        assert summary_of(plan, index, phase) == summary_of(plan, names, phase)
+        assert summary_of(plan, index, phase) == _scan(plan, names, phase)

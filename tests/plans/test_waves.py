@@ -121,3 +121,22 @@ def test_pending_plans_per_wave():
 def test_no_plans():
     waves = compute_waves([])
     assert waves.waves == [] and waves.warnings == [] and waves.effective_wave == {}
+
+
+def test_plans_resolved_already_are_not_resolved_again(monkeypatch):
+    """The runner asks after every wave with the same, resolved plans (only `has_summary`
+    moves): the pass over every dependency is made once, and the waves are the same."""
+    from looprail.plans import waves as w
+
+    plans = resolve_dependencies([plan("01-01"), plan("01-02", "1-1"), plan("01-03", "01-02")])
+    first = compute_waves(plans)
+    calls = []
+    real = w.resolve_dependencies
+    monkeypatch.setattr(w, "resolve_dependencies", lambda *a, **k: calls.append(1) or real(*a, **k))
+    done = [plans[0].model_copy(update={"has_summary": True}), *plans[1:]]
+    again = compute_waves(done)
+    assert calls == []
+    assert [x.plan_ids for x in again.waves] == [x.plan_ids for x in first.waves]
+    assert [x.pending for x in again.waves] == [[], ["01-02"], ["01-03"]]
+    changed = [*plans[:2], plan("01-03", "01-1")]  # a dependency written another way
+    assert compute_waves(changed).depends_on["01-03"] == ["01-01"] and calls == [1]

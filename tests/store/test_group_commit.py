@@ -139,8 +139,8 @@ def test_a_bad_status_is_refused_before_queueing(tmp_path):
 
 
 def _queued(recorder: JournalRecorder, calls) -> tuple[dict, dict]:
-    """Run `calls` (name → function) on threads while a commit is "in flight", so every one
-    of them queues; then let them go: the first to wake commits them all in one batch."""
+    """Run `calls` (name → function) on threads while the writer is held off (as while it
+    commits), so every one of them queues; then let it go: it commits them all in one batch."""
     results: dict = {}
     errors: dict = {}
 
@@ -150,22 +150,17 @@ def _queued(recorder: JournalRecorder, calls) -> tuple[dict, dict]:
         except BaseException as exc:
             errors[name] = exc
 
-    with recorder._group:
-        recorder._committing = True
+    recorder.close()  # stops the writer; what is held stays queued
+    with recorder._cv:  # a writer that is not running yet: callers queue and wait
+        recorder._writer = threading.Thread(target=recorder._write_loop, daemon=True)
     threads = [threading.Thread(target=run, args=item) for item in calls.items()]
     for t in threads:
         t.start()
-
-    def queued() -> int:  # the flusher's own (empty) write may queue too: not counted
-        return sum(not w.flusher for w in recorder._queue)
-
     wait_until = time.monotonic() + 10
-    while queued() < len(calls) and time.monotonic() < wait_until:
+    while recorder._waiting < len(calls) and time.monotonic() < wait_until:
         time.sleep(0.01)
-    assert queued() == len(calls)
-    with recorder._group:
-        recorder._committing = False
-        recorder._group.notify_all()
+    assert recorder._waiting == len(calls)
+    recorder._writer.start()
     for t in threads:
         t.join(30)
     return results, errors

@@ -186,10 +186,16 @@ def test_events_of_two_runs_do_not_mix(journal):
 
 
 def test_event_kinds_are_checked():
-    assert {"native_hook", "native_selection", "contribution", "process", "agent_call"} <= set(
-        EVENT_KINDS
-    )
-    assert len(EVENT_KINDS) == 22
+    assert {
+        "native_hook",
+        "native_selection",
+        "contribution",
+        "process",
+        "agent_call",
+        "checkpoint",
+        "answer",
+    } <= set(EVENT_KINDS)
+    assert len(EVENT_KINDS) == 24
     with pytest.raises(ValueError):
         EventRecord(kind="transitoin")  # type: ignore[arg-type]
 

@@ -185,8 +185,8 @@ def _cli(project: Path, *argv: str, check_modules: bool = False) -> subprocess.C
     code = "import sys; from looprail.cli import main; rc = main(sys.argv[1:]); "
     if check_modules:
         code += (
-            "heavy = sorted(m for m in ('argparse', 'pydantic', 'statemachine', 'networkx', "
-            "'rich', 'typing', 'dataclasses') if m in sys.modules); "
+            "heavy = sorted(m for m in ('pydantic', 'statemachine', 'networkx', 'rich') "
+            "if m in sys.modules); "
             "print('HEAVY', heavy, file=sys.stderr); "
         )
     code += "raise SystemExit(rc)"
@@ -250,47 +250,3 @@ def test_damage_met_while_reading_is_one_line(tmp_path):
         assert res.returncode == 1, (argv, res.stdout)
         assert "Traceback" not in res.stderr
         assert "is corrupt" in res.stderr and len(res.stderr.strip().splitlines()) == 1
-
-
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["status"],
-        ["status", "--json", "/x"],
-        ["status", "--project", "p", "-q"],
-        ["history", "--project=p", "--json", "--capabilities", "c"],
-        ["report"],
-        ["report", "abc"],
-        ["report", "/x", "01AB", "--json"],
-        ["report", "--project", "p", "--quiet", "r"],
-    ],
-)
-def test_fast_read_args_are_argparse_s(argv):
-    from looprail.cli import build_parser
-    from looprail.cli.journal import fast_args
-
-    fast = fast_args(argv)
-    full = build_parser("journal").parse_args(argv)
-    assert fast is not None
-    for key in ("project", "capabilities", "json", "project_pos", "first", "run"):
-        assert getattr(fast, key, None) == getattr(full, key, None), key
-    assert bool(getattr(fast, "quiet", False)) == bool(getattr(full, "quiet", False))
-    assert fast.handler is full.handler
-
-
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["status", "-h"],
-        ["status", "-v"],
-        ["status", "a", "b"],
-        ["history", "--project"],
-        ["report", "a", "b", "c"],
-        ["report", "--nope"],
-        ["status", "--project", "--json"],
-    ],
-)
-def test_fast_read_args_defer_anything_unusual(argv):
-    from looprail.cli.journal import fast_args
-
-    assert fast_args(argv) is None

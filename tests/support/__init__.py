@@ -215,7 +215,7 @@ def cli_commands(parser: Any = None, path: tuple[str, ...] = ()) -> Any:
     import argparse
 
     if parser is None:
-        from looprail.cli import build_parser
+        from looprail.cli.app import build_parser
 
         parser = build_parser()
     yield path, parser

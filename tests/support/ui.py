@@ -76,6 +76,18 @@ def set_allow_ship(project: Path, allow: bool) -> None:
     config.write_text(json.dumps(data))
 
 
+def printed_url(line: str) -> tuple[str, int, str]:
+    """`(base URL, port, token)` of the line `looprail ui` prints
+    (`looprail ui: PROJECT at http://127.0.0.1:PORT/?token=TOKEN  (Ctrl-C stops)`)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    url = line.split(" at ")[1].split()[0]
+    parts = urlsplit(url)
+    assert parts.port is not None, line
+    (token,) = parse_qs(parts.query)["token"]
+    return f"{parts.scheme}://{parts.netloc}", parts.port, token
+
+
 def looprail_bin() -> str:
     return str(Path(sys.executable).with_name("looprail"))
 
@@ -150,7 +162,8 @@ def serve(app) -> Iterator[str]:
     finally:
         from looprail.ui.server import stop_streams
 
-        stop_streams(app)
+        if hasattr(app.state, "dashboard"):  # a dashboard (the tests serve other apps too)
+            stop_streams(app)
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
@@ -165,6 +178,19 @@ def latest_run_id(project: Path) -> str | None:
             return run.id if run else None
     except NoJournalError:
         return None
+
+
+def running_task_committed(project: Path) -> bool:
+    """Whether the latest run's journal has a task committed as running (a held start reaches
+    the disk up to 50 ms after it happened: docs/journal.md, "What is committed when")."""
+    from looprail.store import Journal, JournalError
+
+    try:
+        with Journal.open_readonly(project) as journal:
+            run = journal.latest_run()
+            return run is not None and any(t.status == "running" for t in journal.tasks(run.id))
+    except JournalError:  # not created yet, or still an empty file
+        return False
 
 
 def hostile_project(root: Path) -> tuple[Path, str]:

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from looprail.runtime.agent_settings import describe, mode_in_effect
-from looprail.runtime.agents import AgentSettings
+from looprail.runtime.agent_settings import mode_in_effect
+from looprail.runtime.agents import AgentSettings, describe
 from tests.support.agents import agent_env, calls, looprail
 
 pytestmark = pytest.mark.skipif(

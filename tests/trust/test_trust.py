@@ -163,28 +163,30 @@ def test_apply_consent_switches_off_unconsented_project_capabilities(project, tm
     first_party = tmp_path / "fp"
     write_capability(first_party, feature("own", skills=["s"], steps=[step("s")]))
     folder = overlay(project)
-    registry = load_registry(project, [first_party])
-    apply_consent(registry)
-    assert registry.capabilities["own"].active
+    loaded = load_registry(project, [first_party])
+    registry = apply_consent(loaded)
+    assert loaded.capabilities["extra"].consent is None  # the loaded set is not changed
+    assert registry.capabilities["own"].active and registry.capabilities["own"].consent is None
     assert not registry.capabilities["extra"].active
+    assert registry.capabilities["extra"].consent is False
     assert registry.capabilities["extra"].inactive_reason == NO_CONSENT
     grant(project, {"extra": folder_hash(folder)})
-    registry = load_registry(project, [first_party])
-    apply_consent(registry)
+    registry = apply_consent(load_registry(project, [first_party]))
     assert registry.capabilities["extra"].active
+    assert registry.capabilities["extra"].consent is True
 
 
 def test_compiled_registry_gets_consent_at_read_time_not_from_the_cache(project):
     folder = overlay(project)
     compiled = load_compiled(project)
-    assert compiled["caps"]["extra"]["consent"] is False
+    assert compiled.capabilities["extra"].consent is False
     assert resolve(compiled, None, "plan:pre")["activeHooks"] == []
     grant(project, {"extra": folder_hash(folder)})
     cached = load_compiled(project)  # same manifests: a cache hit, consent read afresh
     assert [h["capId"] for h in resolve(cached, None, "plan:pre")["activeHooks"]] == ["extra"]
     (folder / "scripts" / "run.sh").write_text("echo changed\n")  # not a manifest: cache hit
     again = load_compiled(project)
-    assert again["caps"]["extra"]["inactiveReason"] == CHANGED
+    assert again.capabilities["extra"].inactive_reason == CHANGED
     assert resolve(again, None, "plan:pre")["activeHooks"] == []
 
 

@@ -181,6 +181,8 @@ def test_a_killed_run_shows_interrupted(browser, tmp_path):
     run = uikit.start_run(project)
     try:
         uikit.wait_for(lambda: (project / ".waiting").exists(), timeout=60)
+        # Hold the moment, don't race it: the task's start is committed shortly after.
+        uikit.wait_for(lambda: uikit.running_task_committed(project), timeout=30)
     finally:
         uikit.kill_group(run)  # SIGKILL: no chance to journal anything
     with uikit.serve(app) as url:
@@ -306,3 +308,326 @@ def test_the_phases_table_shows_the_project_and_a_click_shows_a_phase_s_run(brow
         assert page.url.endswith(f"#run={first}")
         assert "selected" in (rows.nth(0).get_attribute("class") or "")
         browser.shot("phases")
+
+
+# -- answering checkpoints (issue 30): the dashboard's one write --------------------------------
+
+
+def _token_app(project: Path, token: str):
+    return create_app(project, token=token, poll_interval=0.1)
+
+
+def _paused(root: Path, kind: str) -> Path:
+    from tests.support.procs import LOOPRAIL
+    from tests.ui.checkpoints import checkpoint_project
+
+    project = checkpoint_project(root, kind)
+    done = uikit.subprocess.run(
+        [*LOOPRAIL, "run", str(project), "--phase", "1"],
+        capture_output=True,
+        text=True,
+        stdin=uikit.subprocess.DEVNULL,
+        timeout=120,
+    )
+    assert done.returncode == 3, done.stdout + done.stderr
+    return project
+
+
+def _answers(project: Path) -> list:
+    from looprail.store import Journal
+
+    with Journal.open_readonly(project) as journal:
+        run = journal.latest_run()
+        return [e for e in journal.events(run.id) if e.kind == "answer"] if run else []
+
+
+def test_a_checkpoint_is_answered_from_the_page_and_the_waiting_run_goes_on(browser, tmp_path):
+    from looprail.machine.answers import pending_checkpoints
+    from looprail.ui.access import new_token
+    from tests.ui.checkpoints import answers_log, checkpoint_project, terminal_run
+
+    project = checkpoint_project(tmp_path, "decision")
+    token = new_token()
+    run = terminal_run(project)  # on a pseudo-terminal: it asks, and waits
+    page = browser.page
+    try:
+        run.expect("answer> ", timeout=90)  # read while it runs: nothing blocks on the pty
+        uikit.wait_for(lambda: pending_checkpoints(project), timeout=30)
+        with uikit.serve(_token_app(project, token)) as url:
+            page.goto(f"{url}/?token={token}")
+            block = page.locator("#checkpoints .checkpoint[data-task='01-01/T2']")
+            block.wait_for()
+            shown = block.locator(".checkpoint-text").text_content() or ""
+            assert "CHECKPOINT: Decision Required" in shown
+            assert "Progress: 1/3 tasks complete" in shown
+            assert "howdy - Howdy" in shown and "Pros: Friendly" in shown
+            assert "Cons: Regional" in shown
+            assert "→ YOUR ACTION: Select: hello or howdy" in shown
+            # the terminal shows the same text
+            assert "Which greeting should the page use?" in run.text
+            assert block.locator("label.option").count() == 2
+            browser.shot("checkpoint-decision")
+            block.screenshot(path=str(browser.shots / "checkpoint-block.png"))  # docs/ui.md
+            block.locator("label.option[data-option='howdy'] input").check()
+            block.locator("button.choose").click()
+            page.locator(
+                "#answers .last-answer", has_text="Recorded for 01-01/T2: howdy"
+            ).wait_for()
+            assert run.wait(timeout=120) == 0, run.text
+            assert "answered from dashboard" in run.text
+            page.locator("#runbar .badge", has_text="shipped").wait_for()
+            row = page.locator("#answers .answer-row[data-task='01-01/T2']")
+            assert "howdy" in (row.text_content() or "")
+            assert "from dashboard" in (row.text_content() or "")
+            assert page.locator("#checkpoints").is_hidden()
+            browser.shot("checkpoint-answered")
+        assert "01-01-T3 secret=0 howdy" in answers_log(project)
+    finally:
+        run.close()
+
+
+def test_a_paused_run_answered_on_the_page_resumes_with_the_answer(browser, tmp_path):
+    from looprail.ui.access import new_token
+    from tests.ui.checkpoints import answers_log
+
+    project = _paused(tmp_path, "decision")
+    token = new_token()
+    page = browser.page
+    with uikit.serve(_token_app(project, token)) as url:
+        page.goto(f"{url}/?token={token}")
+        block = page.locator("#checkpoints .checkpoint[data-task='01-01/T2']")
+        block.wait_for()
+        assert text(page, "#halt .cmd").endswith("--approve 01-01/T2")
+        # an option the decision does not offer (the page offers none such: forged here) is
+        # refused with its one-line reason, and nothing is journaled
+        block.locator("label.option[data-option='hello'] input").evaluate(
+            "radio => { radio.value = 'nextauth'; radio.checked = true; }"
+        )
+        block.locator("button.choose").click()
+        refused = block.locator(".answer-result.refused")
+        refused.wait_for()
+        assert "choose one of: hello, howdy" in (refused.text_content() or "")
+        assert _answers(project) == []
+        # chromium logs the refusal's status (400) on the console: that one is expected
+        assert browser.errors == [
+            "Failed to load resource: the server responded with a status of 400 (Bad Request)"
+        ]
+        browser.errors.clear()
+        block.locator("label.option[data-option='howdy'] input").check()
+        block.locator("button.choose").click()
+        page.locator("#answers .last-answer", has_text="howdy").wait_for()
+        # the run's command now continues with the answer, not with --approve
+        page.wait_for_function(
+            "() => !document.querySelector('#halt .cmd').textContent.includes('--approve')"
+        )
+        command = text(page, "#halt .cmd")
+        (event,) = _answers(project)
+        assert (event.message, event.data["source"]) == ("howdy", "dashboard")
+        done = uikit.subprocess.run(
+            command.split(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**uikit.os.environ, "PATH": str(Path(uikit.looprail_bin()).parent)},
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        page.locator("#runbar .badge", has_text="shipped").wait_for()
+    assert "01-01-T3 secret=0 howdy" in answers_log(project)
+
+
+def test_a_secret_is_typed_unseen_and_never_shown_back(browser, tmp_path, monkeypatch):
+    from looprail.ui.access import new_token
+    from tests.ui.checkpoints import answers_log
+
+    secret = "sk-live-BROWSER-51c0ffee"
+    monkeypatch.setenv("LOOPRAIL_HOME", str(tmp_path / "home"))
+    project = _paused(tmp_path, "secret")
+    token = new_token()
+    page = browser.page
+    with uikit.serve(_token_app(project, token)) as url:
+        page.goto(f"{url}/?token={token}")
+        block = page.locator("#checkpoints .checkpoint[data-task='01-01/T2']")
+        block.wait_for()
+        assert "CHECKPOINT: Action Required" in (block.text_content() or "")
+        field = block.locator("input[name=answer]")
+        assert field.get_attribute("type") == "password"
+        field.fill(secret)
+        block.locator("button.send").click()
+        page.locator("#answers .last-answer", has_text="answer withheld").wait_for()
+        assert secret not in page.content()
+        assert page.locator("input[type=password]").count() == 0 or all(
+            v == ""
+            for v in page.locator("input[type=password]").evaluate_all("f => f.map(x => x.value)")
+        )
+        row = page.locator("#answers .answer-row[data-task='01-01/T2']")
+        row.wait_for()
+        assert "answer withheld" in (row.text_content() or "")
+        browser.shot("checkpoint-secret")
+        command = text(page, "#halt .cmd")
+        done = uikit.subprocess.run(
+            command.split(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**uikit.os.environ, "PATH": str(Path(uikit.looprail_bin()).parent)},
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        page.locator("#runbar .badge", has_text="shipped").wait_for()
+        assert secret not in page.content()
+    assert f"01-01-T3 secret={len(secret)} -" in answers_log(project)
+
+
+EVIL_PAGE = """<!doctype html><html><body>
+<form method="post" action="{target}">
+<input type="hidden" name="token" value="{guess}">
+<input type="hidden" name="task" value="01-01/T2">
+<input type="hidden" name="answer" value="hello">
+<button id="go" type="submit">win a prize</button>
+</form></body></html>"""
+
+
+def test_a_second_browser_without_the_token_is_refused(browser, chromium, tmp_path):
+    from starlette.applications import Starlette
+    from starlette.responses import HTMLResponse
+    from starlette.routing import Route
+
+    from looprail.ui.access import new_token
+
+    project = _paused(tmp_path, "decision")
+    token = new_token()
+    with uikit.serve(_token_app(project, token)) as url:
+        # the first browser has the printed address: it sees the checkpoint
+        browser.page.goto(f"{url}/?token={token}")
+        browser.page.locator("#checkpoints .checkpoint[data-task='01-01/T2']").wait_for()
+
+        other = chromium.new_context()
+        try:
+            page = other.new_page()
+            page.set_default_timeout(TIMEOUT_MS)
+            response = page.goto(url + "/")
+            assert response is not None and response.status == 403
+            assert "needs its token" in (page.text_content("body") or "")
+            assert page.locator("#checkpoints").count() == 0
+            got = page.evaluate(
+                """async () => {
+                    const state = await fetch('/api/state');
+                    const wrong = await fetch('/api/state?token=' + 'x'.repeat(43));
+                    const post = await fetch('/api/answer', {method: 'POST',
+                        body: new URLSearchParams({token: 'guess', task: '01-01/T2', answer: 'hello'})});
+                    return [state.status, wrong.status, post.status, (await post.json()).error];
+                }"""
+            )
+            assert got[:3] == [403, 403, 403] and "needs its token" in got[3]
+
+            # a page of another site (here: another port of this machine) posting a form to
+            # the dashboard, even with the right token, is refused by the origin check
+            evil = Starlette(
+                routes=[
+                    Route(
+                        "/",
+                        lambda request: HTMLResponse(
+                            EVIL_PAGE.format(target=f"{url}/api/answer", guess=token)
+                        ),
+                    )
+                ]
+            )
+            with uikit.serve(evil) as evil_url:
+                page.goto(evil_url + "/")
+                with page.expect_response(f"{url}/api/answer") as posted:
+                    page.click("#go")
+                assert posted.value.status == 403
+                assert "refused: a same-site request" in posted.value.text()
+        finally:
+            other.close()
+        assert _answers(project) == []
+        # the first browser's page is still waiting on the checkpoint
+        assert browser.page.locator("#checkpoints .checkpoint").count() == 1
+
+
+def test_a_hostile_checkpoint_is_shown_as_text(browser, tmp_path):
+    """A checkpoint's text comes from a PLAN.md (or a journal) someone else wrote: its name,
+    options, pros and cons, and resume signal are shown as text, in the terminal's rendering
+    and in the form."""
+    from looprail.machine.answers import asked_record
+    from looprail.plans.checkpoint import Checkpoint, CheckpointOption
+    from looprail.store import Journal
+    from looprail.ui.access import new_token
+
+    project = tmp_path / "p"
+    (project / ".planning" / "phases" / "01-x").mkdir(parents=True)
+    hostile = uikit.HOSTILE
+    cp = Checkpoint(
+        task_id="01-01/T2",
+        plan_id="01-01",
+        kind="decision",
+        name=hostile,
+        decision=hostile,
+        context=hostile,
+        options=(
+            CheckpointOption(id="a", name=hostile, pros=hostile, cons=hostile),
+            CheckpointOption(id="b", name="plain"),
+        ),
+        resume_signal=hostile,
+    )
+    with Journal.open(project) as journal:
+        run_id = journal.start_run("1", state=["execute", "wave_running"])
+        journal.record(run_id, asked_record(cp, 1))
+        journal.finish_run(run_id, "paused", "01-01-PLAN.md: task 01-01/T2 needs a human")
+    token = new_token()
+    page = browser.page
+    with uikit.serve(_token_app(project, token)) as url:
+        page.goto(f"{url}/?token={token}")
+        block = page.locator("#checkpoints .checkpoint[data-task='01-01/T2']")
+        block.wait_for()
+        shown = block.locator(".checkpoint-text").text_content() or ""
+        assert f"Decision: {hostile}" in shown and f"Pros: {hostile}" in shown
+        label = block.locator("label.option[data-option='a']").text_content() or ""
+        assert label.endswith("a — " + hostile)
+        assert page.evaluate("document.scripts.length") == 1
+        assert page.evaluate("document.querySelectorAll('[onerror]').length") == 0
+        page.wait_for_timeout(300)
+    assert browser.dialogs == []
+
+
+def test_issues_are_described_on_the_page_and_approved_once_fixed(browser, tmp_path):
+    from looprail.ui.access import new_token
+    from tests.ui.checkpoints import answers_log
+
+    project = _paused(tmp_path, "verify")
+    token = new_token()
+    page = browser.page
+    env = {**uikit.os.environ, "PATH": str(Path(uikit.looprail_bin()).parent)}
+    with uikit.serve(_token_app(project, token)) as url:
+        page.goto(f"{url}/?token={token}")
+        block = page.locator("#checkpoints .checkpoint[data-task='01-01/T2']")
+        block.wait_for()
+        assert "CHECKPOINT: Verification Required" in (block.text_content() or "")
+        assert "How to verify:" in (block.text_content() or "")
+        block.locator("textarea[name=answer]").fill("ISSUE-MARK: the greeting is shouted")
+        block.locator("button.send").click()
+        page.locator("#answers .last-answer", has_text="(issues)").wait_for()
+        page.wait_for_function(
+            "() => !document.querySelector('#halt .cmd').textContent.includes('--approve')"
+        )
+        done = uikit.subprocess.run(
+            text(page, "#halt .cmd").split(), capture_output=True, text=True, timeout=120, env=env
+        )
+        assert done.returncode == 3, done.stdout + done.stderr  # fixed up, asked again
+        assert any("ISSUE-MARK" in line for line in answers_log(project))
+        # asked again: the page shows the checkpoint again; this time it is approved
+        page.locator("#halt .cmd", has_text="--approve 01-01/T2").wait_for()
+        block = page.locator("#checkpoints .checkpoint[data-task='01-01/T2']")
+        block.wait_for()
+        assert block.locator(".answer-result").is_hidden()  # asked again: a clean form
+        block.locator("button.approve").click()
+        page.locator("#answers .last-answer", has_text="approved").wait_for()
+        page.wait_for_function(
+            "() => !document.querySelector('#halt .cmd').textContent.includes('--approve')"
+        )
+        done = uikit.subprocess.run(
+            text(page, "#halt .cmd").split(), capture_output=True, text=True, timeout=120, env=env
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        page.locator("#runbar .badge", has_text="shipped").wait_for()
+        kinds = page.locator("#answers .answer-row .badge").all_text_contents()
+        assert kinds == ["issues", "approved"]

@@ -145,18 +145,15 @@ def _stop(proc: subprocess.Popen) -> None:
     assert proc.wait(timeout=15) == 0, proc.stderr.read() if proc.stderr else ""
 
 
-def _port(line: str) -> int:
-    url = line.split(" at ")[1].split()[0]
-    return int(url.rstrip("/").rsplit(":", 1)[1])
-
-
-def _get(port: int, host_header: str, address: str = "127.0.0.1") -> int:
+def _get(printed: str, host_header: str, address: str = "127.0.0.1") -> int:
+    _, port, token = uikit.printed_url(printed)
     url = (
         f"http://[{address}]:{port}/api/state"
         if ":" in address
         else f"http://{address}:{port}/api/state"
     )
-    return httpx.get(url, headers={"Host": host_header}, timeout=10).status_code
+    headers = {"Host": host_header, "X-Looprail-Token": token}
+    return httpx.get(url, headers=headers, timeout=10).status_code
 
 
 def _ipv6() -> bool:
@@ -181,11 +178,10 @@ def test_every_interface_however_spelled_warns_and_still_refuses_other_hosts(tmp
         line = proc.stdout.readline()
         loopback = "::1" if ":" in host else "127.0.0.1"
         assert f"at http://{'[::1]' if ':' in host else '127.0.0.1'}:" in line, line
-        port = _port(line)
-        assert _get(port, "evil.example", loopback) == 400  # a rebinding page's name
-        assert _get(port, "localhost", loopback) == 200
-        assert _get(port, "dash.example.lan", loopback) == 200  # --allow-host
-        assert _get(port, socket.gethostname(), loopback) == 200  # the machine's own name
+        assert _get(line, "evil.example", loopback) == 400  # a rebinding page's name
+        assert _get(line, "localhost", loopback) == 200
+        assert _get(line, "dash.example.lan", loopback) == 200  # --allow-host
+        assert _get(line, socket.gethostname(), loopback) == 200  # the machine's own name
     finally:
         _stop(proc)
 
@@ -196,10 +192,9 @@ def test_loopback_gives_no_warning_and_only_local_names(tmp_path):
     try:
         line = proc.stdout.readline()
         assert line.startswith(f"looprail ui: {tmp_path} at http://127.0.0.1:"), line
-        port = _port(line)
-        assert _get(port, "localhost") == 200
-        assert _get(port, "evil.example") == 400
-        assert _get(port, socket.gethostname()) == 400  # loopback: not the network's names
+        assert _get(line, "localhost") == 200
+        assert _get(line, "evil.example") == 400
+        assert _get(line, socket.gethostname()) == 400  # loopback: not the network's names
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=15)

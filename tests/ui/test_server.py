@@ -356,10 +356,14 @@ def test_cli_serves_and_prints_the_url(tmp_path):
     try:
         line = proc.stdout.readline()
         assert line.startswith(f"looprail ui: {tmp_path} at http://127.0.0.1:")
-        url = line.split(" at ")[1].split()[0]
+        assert line.rstrip("\n").endswith("  (Ctrl-C stops)")
+        base, _, token = uikit.printed_url(line)
         import httpx
 
-        assert httpx.get(url + "api/state", timeout=10).json()["hint"].startswith("No runs yet")
+        state = httpx.get(f"{base}/api/state", params={"token": token}, timeout=10)
+        assert state.json()["hint"].startswith("No runs yet")
+        assert httpx.get(f"{base}/api/state", timeout=10).status_code == 403  # no token
+        assert httpx.get(line.split(" at ")[1].split()[0], timeout=10).status_code == 200
     finally:
         proc.send_signal(signal.SIGINT)
         code = proc.wait(timeout=15)
@@ -419,7 +423,7 @@ def test_without_the_extra_the_command_says_how_to_install_it(tmp_path):
 def test_the_cli_does_not_import_the_web_stack_until_ui_runs():
     code = (
         "import sys\n"
-        "from looprail.cli import build_parser\n"
+        "from looprail.cli.app import build_parser\n"
         "build_parser()\n"
         "print(sorted(m for m in ('starlette', 'uvicorn', 'httpx', 'looprail.ui.server') "
         "if m in sys.modules))\n"

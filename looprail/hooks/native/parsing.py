@@ -36,6 +36,7 @@ from looprail.hooks.native.models import (
     Preset,
     Scope,
 )
+from looprail.jsonload import loads_strict
 
 SECTION_RE = re.compile(r"^[^/]+/[^/]+$")
 # A Preset member: `local/name` or `owner/repo/name` (docs/native-hooks.md, Presets).
@@ -66,7 +67,6 @@ def _parse_json(raw: bytes, file: str) -> tuple[Any, list[Issue]]:
     except UnicodeDecodeError as exc:
         return None, [Issue(file, "$", f"not UTF-8 (byte {exc.start})")]
     text = text.removeprefix("\ufeff")
-    from looprail.jsonload import loads_strict
 
     try:
         value, duplicates = loads_strict(text)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from looprail.hooks.native.document import HooksDocument
+
 SCHEMA_URI = "https://json-schema.org/draft/2020-12/schema"
 
 
@@ -13,6 +15,4 @@ def hooks_json_schema() -> dict[str, Any]:
     `HooksDocument`. `looprail hooks validate` is the authority: it also checks what a schema
     cannot say (`document.SCHEMA_CANNOT_SAY`: regular expressions compile, an Action's `code`
     can pair with its `outcome`, Preset members are not Presets)."""
-    from looprail.hooks.native.document import HooksDocument
-
     return {"$schema": SCHEMA_URI, **HooksDocument.model_json_schema(by_alias=True)}

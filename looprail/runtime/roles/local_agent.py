@@ -4,13 +4,21 @@
 looprail runs `.looprail/agents/<role>` with a JSON request on stdin (docs/runtime.md). This
 script does each role's minimum so that `looprail run --phase 1` ships: replace a role's copy
 with your own agent (a script that calls your tools or model) as the project grows.
+
+With `looprail run --interactive` the orchestrator's discuss step gets the terminal: the
+request is then in the file `$LOOPRAIL_REQUEST_FILE`, and this script asks what the phase is
+to deliver and writes the answer into the context file.
 """
 
 import json
+import os
 import sys
 from pathlib import Path
 
-request = json.load(sys.stdin)
+if os.environ.get("LOOPRAIL_REQUEST_FILE"):  # an interactive session: stdin is the terminal
+    request = json.loads(Path(os.environ["LOOPRAIL_REQUEST_FILE"]).read_text())
+else:
+    request = json.load(sys.stdin)
 project = Path(request["project"])
 phase_dir = Path(request["phase"]["dir"] or project)
 prefix = phase_dir.name.split("-", 1)[0]
@@ -19,10 +27,15 @@ step = request.get("step")
 if request["kind"] == "phase" and step == "discuss":
     roadmap = project / ".planning" / "ROADMAP.md"
     goal = roadmap.read_text() if roadmap.exists() else ""
+    decided = "- Decided by the starter orchestrator; edit .looprail/agents/orchestrator.\n\n"
+    if os.environ.get("LOOPRAIL_INTERACTIVE") == "1" and sys.stdin.isatty():
+        try:
+            said = input(f"What must phase {request['phase']['number']} deliver? ").strip()
+        except EOFError:  # Ctrl-D: nothing agreed, nothing written
+            sys.exit(1)
+        decided = f"- The user: {said}\n\n" if said else decided
     (phase_dir / f"{prefix}-CONTEXT.md").write_text(
-        f"# Phase {request['phase']['number']} context\n\n"
-        "- Decided by the starter orchestrator; edit .looprail/agents/orchestrator.\n\n"
-        f"{goal}"
+        f"# Phase {request['phase']['number']} context\n\n{decided}{goal}"
     )
 elif request["kind"] == "phase" and step == "plan":
     (phase_dir / f"{prefix}-01-PLAN.md").write_text(
@@ -66,4 +79,5 @@ elif request["kind"] == "phase" and step == "verify":
     (phase_dir / f"{prefix}-VERIFICATION.md").write_text(
         f"---\nstatus: {status}\n---\n\n# Verification\n\n- {len(plans)} plan(s) checked.\n"
     )
-print(json.dumps({"ok": True}))
+if not os.environ.get("LOOPRAIL_REQUEST_FILE"):  # the terminal is the user's
+    print(json.dumps({"ok": True}))

@@ -55,9 +55,21 @@
     const parts = [];
     if (selectedRun) parts.push("run=" + selectedRun);
     if (openTask) parts.push("task=" + encodeURIComponent(openTask));
-    history.replaceState(null, "", parts.length ? "#" + parts.join("&") : location.pathname);
+    history.replaceState(null, "", location.pathname + location.search + (parts.length ? "#" + parts.join("&") : ""));
   }
-  function runQuery() { return selectedRun ? "?run=" + encodeURIComponent(selectedRun) : ""; }
+  // The per-launch token `looprail ui` printed in the address (`?token=…`): every request for
+  // data carries it, and the answer form sends it in its body. It stays in the address, so a
+  // reload keeps working; the page sends no Referer, so it never leaves through a link.
+  const TOKEN = new URLSearchParams(location.search).get("token") || "";
+  // `/api/…?token=…&k=v…` (EventSource and <img> cannot send a header)
+  function api(path, params) {
+    const q = new URLSearchParams();
+    if (TOKEN) q.set("token", TOKEN);
+    for (const [k, v] of Object.entries(params || {})) if (v !== null && v !== undefined) q.set(k, v);
+    const query = q.toString();
+    return path + (query ? "?" + query : "");
+  }
+  function runParams() { return selectedRun ? { run: selectedRun } : {}; }
 
   function connect() {
     if (source) source.close();
@@ -65,7 +77,7 @@
     const conn = $("conn");
     conn.textContent = "connecting…";
     conn.className = "conn";
-    source = new EventSource("/api/events" + runQuery());
+    source = new EventSource(api("/api/events", runParams()));
     source.addEventListener("state", (ev) => {
       conn.textContent = "connected";
       conn.className = "conn ok";
@@ -92,6 +104,8 @@
     renderNotice();
     const run = snap.run;
     renderRunbar(run);
+    renderCheckpoints();
+    renderAnswers(run);
     renderHalt(run);
     renderChart(run);
     renderPath(run);
@@ -140,6 +154,143 @@
     if (run.live) bar.appendChild(el("span", { cls: "muted" }, "pid " + run.pid + " on " + run.host));
   }
 
+  // -- checkpoints: what the waiting run needs answered, and the form that answers it ----------
+
+  // The forms are rebuilt only when what is asked changes, so a state update never throws
+  // away what is being typed.
+  let checkpointsKey = null;
+  const results = {};  // task → the last answer's outcome shown under its form
+
+  function renderCheckpoints() {
+    const box = $("checkpoints");
+    const cps = snap.checkpoints;
+    const items = cps ? cps.items : [];
+    const key = JSON.stringify([cps ? cps.runId : null, snap.writable, items.map((c) => [c.task_id, c.text])]);
+    box.hidden = items.length === 0;
+    if (key === checkpointsKey) return;
+    checkpointsKey = key;
+    // an outcome belongs to its checkpoint while it is pending: one asked again starts clean
+    for (const task of Object.keys(results)) if (!items.some((c) => c.task_id === task)) delete results[task];
+    clear(box);
+    for (const cp of items) box.appendChild(checkpointBlock(cps.runId, cp));
+  }
+
+  function checkpointBlock(runId, cp) {
+    const block = el("div", { cls: "checkpoint k-" + cp.kind, data: { task: cp.task_id, kind: cp.kind } },
+      el("div", { cls: "checkpoint-head" }, "Run ", el("code", null, runId), " waits for an answer: ",
+        el("code", null, cp.task_id), " ", cp.title),
+      el("pre", { cls: "checkpoint-text" }, cp.text));
+    if (!snap.writable) {
+      block.appendChild(el("p", { cls: "muted" }, "Answer it in the terminal, or with looprail answer " + cp.task_id + " …"));
+      return block;
+    }
+    block.appendChild(answerForm(cp));
+    return block;
+  }
+
+  function input(type, name, opts) {
+    const node = document.createElement(type === "textarea" ? "textarea" : "input");
+    if (type !== "textarea") node.type = type;
+    node.name = name;
+    for (const [k, v] of Object.entries(opts || {})) node.setAttribute(k, v);
+    return node;
+  }
+
+  function answerForm(cp) {
+    const form = el("form", { cls: "answer-form" });
+    form.setAttribute("autocomplete", "off");
+    const token = input("hidden", "token");
+    token.value = TOKEN;  // the dashboard's token travels in the form's body, never a cookie
+    const task = input("hidden", "task");
+    task.value = cp.task_id;
+    form.append(token, task);
+    const result = el("div", { cls: "answer-result", data: { task: cp.task_id } });
+    result.hidden = true;
+    const send = (answer) => submitAnswer(form, cp, answer, result);
+    const word = cp.words.length > 1 ? cp.words[cp.words.length - 1] : "approved";
+    if (cp.kind === "decision" && cp.options.length) {
+      const list = el("div", { cls: "options" });
+      cp.options.forEach((o, i) => {
+        const radio = input("radio", "answer", { value: o.id });
+        if (i === 0) radio.required = true;
+        list.appendChild(el("label", { cls: "option", data: { option: o.id } }, radio, " " + (i + 1) + ". ",
+          el("code", null, o.id), o.name ? " — " + o.name : ""));
+      });
+      form.append(list, el("div", { cls: "row" }, el("button", { type: "submit", cls: "choose" }, "Choose")));
+      form.addEventListener("submit", (ev) => {
+        ev.preventDefault();
+        const picked = form.querySelector("input[name=answer]:checked");
+        if (picked) send(picked.value);
+      });
+    } else if (cp.secret) {
+      const field = input("password", "answer", { autocomplete: "new-password", spellcheck: "false", "aria-label": "the secret answer" });
+      field.required = true;
+      form.append(el("label", null, "The answer is a secret: it is not shown, and the journal records \u201canswer withheld\u201d."),
+        el("div", { cls: "row" }, field, el("button", { type: "submit", cls: "send" }, "Send")));
+      form.addEventListener("submit", (ev) => { ev.preventDefault(); send(field.value); });
+    } else {
+      const approve = el("button", { type: "button", cls: "approve" }, cp.kind === "human-action" ? word : "approved");
+      approve.addEventListener("click", () => send(approve.textContent));
+      const free = cp.kind === "human-verify" || cp.kind === "tdd-review" || (cp.kind === "human-action" && cp.words.length <= 1) || cp.kind === "decision";
+      const row = el("div", { cls: "row" }, approve);
+      form.appendChild(row);
+      if (free) {
+        const what = cp.kind === "human-verify" ? "or describe the issues to fix" : cp.kind === "tdd-review" ? "or write review notes" : "or type the answer";
+        const text = input("textarea", "answer", { rows: "3", "aria-label": what, placeholder: what });
+        form.append(text, el("div", { cls: "row" }, el("button", { type: "submit", cls: "send" }, cp.kind === "human-verify" ? "Send the issues" : "Send")));
+        form.addEventListener("submit", (ev) => { ev.preventDefault(); if (text.value.trim()) send(text.value); });
+      } else {
+        form.addEventListener("submit", (ev) => { ev.preventDefault(); send(approve.textContent); });
+      }
+    }
+    form.appendChild(result);
+    if (results[cp.task_id]) showResult(result, results[cp.task_id]);
+    return form;
+  }
+
+  function showResult(node, r) {
+    node.hidden = false;
+    node.className = "answer-result " + (r.ok ? "ok" : "refused");
+    node.textContent = r.text;
+  }
+
+  function submitAnswer(form, cp, answer, result) {
+    const body = new URLSearchParams(new FormData(form));
+    body.set("answer", answer);
+    for (const b of form.querySelectorAll("button")) b.disabled = true;
+    fetch("/api/answer", { method: "POST", body: body, headers: { "Content-Type": "application/x-www-form-urlencoded" }, cache: "no-store", credentials: "omit" })
+      .then((r) => r.json().then((j) => [r.ok, j]), () => [false, { error: "the dashboard did not answer" }])
+      .then(([ok, j]) => {
+        const r = ok && j.ok
+          ? { ok: true, text: "Recorded for " + j.task + ": " + j.recorded + (j.withheld ? "" : " (" + j.kind + ")") }
+          : { ok: false, text: (j && j.error) || "refused" };
+        results[cp.task_id] = r;
+        lastAnswer = r.ok ? r : lastAnswer;
+        showResult(result, r);
+        if (r.ok) { form.reset(); renderAnswers(snap && snap.run); }
+      })
+      .catch(() => showResult(result, { ok: false, text: "the dashboard did not answer" }))
+      .finally(() => { for (const b of form.querySelectorAll("button")) b.disabled = false; });
+  }
+
+  let lastAnswer = null;  // the latest answer this page recorded (its form is gone once taken)
+  function renderAnswers(run) {
+    const box = $("answers");
+    clear(box);
+    const rows = run && run.answers ? run.answers : [];
+    box.hidden = rows.length === 0 && !lastAnswer;
+    if (lastAnswer) box.appendChild(el("div", { cls: "answer-result ok last-answer" }, lastAnswer.text));
+    if (!rows.length) return;
+    box.appendChild(el("div", { cls: "halt-title" }, "Answers"));
+    for (const a of rows) {
+      box.appendChild(el("div", { cls: "answer-row", data: { task: a.taskId || "" } },
+        el("code", null, a.taskId || "-"), badge(a.kind || "?", "o-" + String(a.kind || "none").replace(/[^a-z]/g, "")),
+        el("span", { cls: "answer-text" }, a.text || ""),
+        a.source ? el("span", { cls: "muted" }, "from " + a.source) : null,
+        el("span", { cls: "muted" }, shortTs(a.ts))));
+    }
+  }
+
   function renderHalt(run) {
     const box = $("halt");
     clear(box);
@@ -173,7 +324,7 @@
       return;
     }
     chartVersion = version;
-    const url = "/api/chart.svg?" + (run ? "run=" + encodeURIComponent(run.id) + "&" : "") + "v=" + encodeURIComponent(snap.version);
+    const url = api("/api/chart.svg", { run: run ? run.id : null, v: snap.version });
     // load off-screen, then swap: no flicker while a run moves
     const next = new Image();
     const focus = snap.chartFocus;
@@ -334,7 +485,7 @@
 
   function loadLog(task) {
     const my = ++logSeq;
-    const url = "/api/log?run=" + encodeURIComponent(snap.run.id) + "&task=" + encodeURIComponent(task.key);
+    const url = api("/api/log", { run: snap.run.id, task: task.key });
     fetch(url).then((r) => r.json()).then((log) => {
       if (my !== logSeq) return;
       const box = $("task-detail").querySelector(".log");

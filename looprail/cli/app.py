@@ -1,0 +1,127 @@
+"""The argparse command line: every command except a host's plain `loop render-hooks` call
+(`looprail/cli/render_hooks.py`) is parsed here and dispatched to its handler.
+
+Each command group lives in its own module of this package and exposes `register(subparsers)`;
+only the group argv names is imported and built (a group module imports what its handlers use
+at its top, so `looprail status` does not pay for the run machinery).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+import looprail.cli._common as _common
+from looprail import textsafe
+from looprail._version import __version__
+
+# Command-group modules, in the order `looprail --help` lists them.
+GROUPS = (
+    "run",
+    "answer",
+    "agents",
+    "journal",
+    "loop",
+    "capability",
+    "phase",
+    "check",
+    "task",
+    "hooks",
+    "trust",
+    "review_lane",
+    "diagram",
+    "lint",
+    "schema",
+    "completion",
+    "ui",
+)
+
+
+# Top-level commands that live in a group module under another name.
+_COMMAND_MODULE = {
+    "status": "journal",
+    "history": "journal",
+    "report": "journal",
+    "resume": "run",
+    "init": "agents",
+    "doctor": "agents",
+    "review-lane": "review_lane",
+    "trust": "trust",
+    "revoke": "trust",
+}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or (with `only`) just the one command group argv names."""
+    parser = argparse.ArgumentParser(
+        prog="looprail",
+        description="Declarative state-machine orchestrator for the discuss → plan → execute → "
+        "verify → ship loop.",
+    )
+    parser.add_argument("--version", action="version", version=f"looprail {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in GROUPS if only is None else (only,):
+        importlib.import_module(f"looprail.cli.{name}").register(sub)
+    _add_globals(parser)
+    return parser
+
+
+def _add_globals(parser: argparse.ArgumentParser) -> None:
+    """-q/-v on this parser and every subcommand under it. Defaults are SUPPRESS so that
+    `looprail -q run` and `looprail run -q` both count (a subcommand's default would otherwise
+    overwrite the flag given before it); `dispatch` fills in the defaults after parsing."""
+    known = parser._option_string_actions
+    if "-q" in known:
+        known["-q"].default = argparse.SUPPRESS
+    else:
+        parser.add_argument(
+            "-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="say less"
+        )
+    if "-v" not in known:
+        parser.add_argument(
+            "-v",
+            "--verbose",
+            action="count",
+            default=argparse.SUPPRESS,
+            help="say more (repeatable); run and resume stream what every step, check and "
+            "agent prints while it runs",
+        )
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                _add_globals(child)
+
+
+def _group_of(argv: Sequence[str]) -> str | None:
+    if not argv or argv[0].startswith("-"):
+        return None
+    name = _COMMAND_MODULE.get(argv[0], argv[0].replace("-", "_"))
+    return name if name in GROUPS else None
+
+
+def dispatch(argv: list[str]) -> int:
+    """Parse argv with argparse and run its handler. Everything printed from data goes through
+    one filter (no escape sequences, ever); the render-hooks envelope is JSON (control
+    characters already escaped) and stays byte-exact."""
+    saved = textsafe.install() if argv[:2] != ["loop", "render-hooks"] else None
+    try:
+        return run_handler(build_parser(_group_of(argv)).parse_args(argv))
+    finally:
+        if saved is not None:
+            textsafe.restore(saved)
+
+
+def run_handler(args: argparse.Namespace) -> int:
+    if getattr(args, "project_pos", None) and hasattr(args, "project"):
+        args.project = args.project_pos  # `looprail CMD PROJECT` is `--project PROJECT`
+    args.quiet = bool(getattr(args, "quiet", False))
+    args.verbose = int(getattr(args, "verbose", 0) or 0)
+    _common.VERBOSITY = -1 if args.quiet else args.verbose
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        # A group without its subcommand: show that group's help.
+        (getattr(args, "group_parser", None) or build_parser()).print_help(sys.stderr)
+        return 2
+    return int(handler(args) or 0)

@@ -1,0 +1,476 @@
+"""The capability set: what a search path loaded, one immutable, typed value.
+
+`registry.load_registry` builds it (merge, validation, ordering checks); `compiled.load_compiled`
+caches its JSON form (`to_json` / `from_json`: the cache *is* its serialisation) and applies
+consent; `resolve` reads the hooks of one point from it (`hooks_at`), `capability list`, audits,
+the task-content resolvers and the start-up checks read the same value. Nothing holds a second
+shape of it: the per-point hook tables are derived from the manifests on first use.
+
+Activation by `activationKey` is not part of the set (it depends on config, read per call by
+`resolve.key_active`); consent is (`LoadedCapability.consent`), applied by the trust layer.
+
+This module is on the `render-hooks` hot path (a cache hit builds one set): it imports no
+pydantic (the model of a manifest is built from its JSON on first use, `manifest`) and no
+`dataclasses` (it pulls in `inspect`, `ast`, `dis` and `tokenize`, and writes each class's
+methods with `exec`: ~15 ms of a ~25 ms call). The records are `typing.NamedTuple`s: one
+declaration each, immutable, built by `collections.namedtuple` (`typing` costs ~3 ms once
+`re` and `collections` are loaded, as they are here). The two with cached fields add them in a
+subclass, whose instances have a `__dict__`. No `from __future__ import annotations`: a
+`NamedTuple` field's string annotation is compiled into a `ForwardRef` when the class is made
+(~0.2 ms a field); the annotations that name type-checking-only types are quoted instead.
+"""
+
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from looprail.errors import Issue
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import TypedDict
+
+    from looprail.hooks.manifest import Capability, TaskContentResolver
+
+    class ConfigKey(TypedDict, total=False):
+        """A federated config key as the resolver types it (`config.effective_value`)."""
+
+        type: str
+        default: Any
+        values: list[Any]
+
+    # A hook in envelope form (capId, kind, then the declared fields that are set): the
+    # contract shape of an envelope's `activeHooks`, so a mapping, not a model.
+    Hook = dict[str, Any]
+
+    class PointHooks(TypedDict):
+        steps: list[Hook]
+        contributions: list[Hook]
+        gates: list[Hook]
+
+
+class Root(NamedTuple):
+    """One folder of capability folders, with where it sits in the trust order."""
+
+    path: Path
+    origin: str  # first-party | global | project
+
+
+class Shadowed(NamedTuple):
+    """A capability folder that is never loaded because another one has its id (earlier in the
+    trust order: first-party, then global, then project)."""
+
+    id: str
+    source: Path
+    origin: str
+    winner: Path
+    winner_origin: str
+
+    @property
+    def reason(self) -> str:
+        """One sentence a user can act on: the copy has no effect, and why."""
+        return (
+            f"capability {self.id!r} in {self.source} has no effect: the {self.winner_origin} "
+            f"{self.id!r} ({self.winner}) is loaded instead ({self.winner_origin} wins; a "
+            f"{self.origin} copy never replaces it)"
+        )
+
+
+class FailedCapability(NamedTuple):
+    id: str
+    file: str
+    origin: str
+    issues: tuple[Issue, ...]
+    gate_points: tuple[str, ...] = ()
+
+
+# A project capability's fragment text is held only once the user consented to it: until
+# then (and in the cache) its fragment keeps only its path and this marker.
+DEFERRED = "$deferred"
+
+
+class _LoadedFields(NamedTuple):
+    """The fields of `LoadedCapability` (its cached values live in the subclass's `__dict__`)."""
+
+    data: dict[str, Any]
+    source: Path
+    origin: str
+    # Project capabilities only: the user's consent (None: not a project capability, or not
+    # checked yet). `inactive_reason` says why it is off.
+    consent: bool | None = None
+    inactive_reason: str | None = None
+
+
+class LoadedCapability(_LoadedFields):
+    """One loaded capability: its validated manifest JSON (each `fragment.path` materialised
+    into `inline`, the path kept) and where it came from. The fields the registry merges and
+    orders by are read from `data` (the model's defaults: absent optional fields are None)."""
+
+    @property
+    def active(self) -> bool:
+        """Not switched off by consent (`activationKey` is per config: `why_inactive`)."""
+        return self.inactive_reason is None
+
+    @property
+    def id(self) -> str:
+        return str(self.data["id"])
+
+    @property
+    def role(self) -> str:
+        return str(self.data["role"])
+
+    @property
+    def tier(self) -> str:
+        return str(self.data["tier"])
+
+    @property
+    def requires(self) -> list[str]:
+        return list(self.data["requires"])
+
+    @property
+    def activation_key(self) -> str | None:
+        return self.data.get("activationKey")
+
+    @property
+    def skills(self) -> list[str]:
+        return list(self.data.get("skills") or ())
+
+    @property
+    def agents(self) -> list[str]:
+        return list(self.data.get("agents") or ())
+
+    @property
+    def config(self) -> dict[str, dict[str, Any]]:
+        """key -> {type, default?, values?, description?}"""
+        return dict(self.data.get("config") or {})
+
+    @property
+    def command_families(self) -> list[str]:
+        return [c["family"] for c in self.data.get("commands") or ()]
+
+    @property
+    def tracker_prefix(self) -> str | None:
+        resolver = self.data.get("taskContentResolver")
+        return resolver["trackerPrefix"] if resolver else None
+
+    @property
+    def reviewer(self) -> dict[str, Any] | None:
+        return self.data.get("reviewer")
+
+    @property
+    def runtime_compat(self) -> dict[str, Any] | None:
+        return self.data.get("runtimeCompat")
+
+    @property
+    def gate_points(self) -> tuple[str, ...]:
+        return tuple(sorted({g["point"] for g in self.data.get("gates") or ()}))
+
+    @property
+    def manifest_file(self) -> Path:
+        return self.source / "capability.json"
+
+    @cached_property
+    def manifest(self) -> "Capability":
+        """The pydantic model of the manifest, built from `data` on first use (paid for only by
+        callers that need it; `data` was validated when it was loaded)."""
+        # not at the top: the render-hooks entry loads this module (its import budget)
+        from looprail.hooks.manifest import Capability
+
+        return Capability.model_validate(_declared(self.data))
+
+
+def _declared(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` without the deferred-fragment markers (the model has no such field)."""
+    if not any(_deferred_in(data, group) for group in ("steps", "contributions")):
+        return data
+    out = dict(data)
+    for group in ("steps", "contributions"):
+        out[group] = [
+            {**e, "fragment": {"path": e["fragment"]["path"]}} if _is_deferred(e) else e
+            for e in data.get(group) or ()
+        ]
+    return out
+
+
+def _is_deferred(entry: Any) -> bool:
+    frag = entry.get("fragment") if isinstance(entry, dict) else None
+    return isinstance(frag, dict) and frag.get(DEFERRED) is True
+
+
+def _deferred_in(data: dict[str, Any], group: str) -> bool:
+    return any(_is_deferred(e) for e in data.get(group) or ())
+
+
+class _SetFields(NamedTuple):
+    """The fields of `CapabilitySet` (its cached values live in the subclass's `__dict__`)."""
+
+    capabilities: dict[str, LoadedCapability]
+    failed: tuple[FailedCapability, ...] = ()
+    warnings: tuple[str, ...] = ()
+    roots: tuple[Root, ...] = ()
+    # First-party folders that were named but do not exist (`looprail run` refuses to start).
+    missing_roots: tuple[Root, ...] = ()
+    shadowed: tuple[Shadowed, ...] = ()
+
+
+class CapabilitySet(_SetFields):
+    """The merged, validated capabilities of one search path (first-party wins), the ones that
+    failed to load, and what the merge said."""
+
+    @property
+    def issues(self) -> list[Issue]:
+        return [i for f in self.failed for i in f.issues]
+
+    @cached_property
+    def config(self) -> "dict[str, ConfigKey]":
+        """Every federated config key as the resolver types it: {key: {type, default, values?}}."""
+        out: dict[str, ConfigKey] = {}
+        for lc in self.capabilities.values():
+            for k, spec in (lc.data.get("config") or {}).items():
+                entry: ConfigKey = {"type": spec["type"], "default": spec.get("default")}
+                if spec.get("values") is not None:
+                    entry["values"] = list(spec["values"])
+                out[k] = entry
+        return out
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        """Declared defaults of every federated config key: {key: default}."""
+        return {k: spec["default"] for k, spec in self.config.items()}
+
+    def why_inactive(self, cap_id: str, config: "Mapping[str, Any] | None") -> str | None:
+        """Why a loaded capability is off under `config` (consent, then its `activationKey`,
+        decided by the one rule `resolve.key_active`), or None when it is active."""
+        # not at the top: the render-hooks entry loads this module (its import budget)
+        from looprail.hooks.resolve import key_active
+
+        lc = self.capabilities[cap_id]
+        if lc.inactive_reason is not None:
+            return lc.inactive_reason
+        key = lc.activation_key
+        if not key_active(key, config, self.config):
+            return f"activationKey {key!r} is not truthy"
+        return None
+
+    def task_content_resolvers(self) -> "list[tuple[str, TaskContentResolver]]":
+        """(cap id, TaskContentResolver) of every loaded capability that declares one."""
+        return [
+            (cid, lc.manifest.taskContentResolver)  # type: ignore[misc]
+            for cid, lc in self.capabilities.items()
+            if lc.tracker_prefix is not None  # the model only for those that have one
+        ]
+
+    @cached_property
+    def _tables(self) -> "dict[str, PointHooks]":
+        return {}
+
+    def hooks_at(self, point: str) -> "PointHooks":
+        """The hooks declared at `point` in envelope form: steps and contributions ordered by
+        produces→consumes (capId tie-break), gates by capId. Derived from the manifests on
+        first use (the registry refused every set whose order has a cycle)."""
+        table = self._tables.get(point)
+        if table is None:
+            table = self._tables[point] = {
+                "steps": [_step(cid, e) for cid, e in order_entries(self._entries(point, "steps"))],
+                "contributions": [
+                    _contribution(cid, e)
+                    for cid, e in order_entries(self._entries(point, "contributions"))
+                ],
+                "gates": [
+                    _project(cid, "gate", e, _GATE_FIELDS)
+                    for cid, e in self._entries(point, "gates")
+                ],
+            }
+        return table
+
+    def _entries(self, point: str, group: str) -> list[tuple[str, dict[str, Any]]]:
+        return [
+            (cid, entry)
+            for cid in sorted(self.capabilities)
+            for entry in self.capabilities[cid].data.get(group) or ()
+            if entry.get("point") == point
+        ]
+
+    def replacing(self, changed: "Mapping[str, LoadedCapability]") -> "CapabilitySet":
+        """This set with some capabilities replaced (consent, deferred fragments)."""
+        if not changed:
+            return self
+        return self._replace(capabilities={**self.capabilities, **changed})
+
+    # ----------------------------------------------------------------- serialisation (the cache)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "capabilities": [
+                [lc.data, str(lc.source), lc.origin, lc.consent, lc.inactive_reason]
+                for lc in self.capabilities.values()
+            ],
+            "failed": [
+                [
+                    f.id,
+                    f.file,
+                    f.origin,
+                    [[i.file, i.path, i.reason] for i in f.issues],
+                    list(f.gate_points),
+                ]
+                for f in self.failed
+            ],
+            "warnings": list(self.warnings),
+            "roots": [[str(r.path), r.origin] for r in self.roots],
+            "missingRoots": [[str(r.path), r.origin] for r in self.missing_roots],
+            "shadowed": [
+                [s.id, str(s.source), s.origin, str(s.winner), s.winner_origin]
+                for s in self.shadowed
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, blob: Any) -> "CapabilitySet":
+        """The set `to_json` wrote. Raises ValueError for anything else (a damaged cache is
+        rebuilt, never a crash later)."""
+        try:
+            caps = {}
+            for data, source, origin, consent, reason in blob["capabilities"]:
+                if not _well_formed(data):
+                    raise ValueError("capability")
+                caps[data["id"]] = LoadedCapability(
+                    data, Path(_str(source)), _str(origin), consent, reason
+                )
+            return cls(
+                caps,
+                tuple(
+                    FailedCapability(
+                        _str(cid),
+                        _str(file),
+                        _str(origin),
+                        tuple(Issue(_str(a), _str(b), _str(c)) for a, b, c in issues),
+                        tuple(_str(p) for p in points),
+                    )
+                    for cid, file, origin, issues, points in blob["failed"]
+                ),
+                tuple(_str(w) for w in blob["warnings"]),
+                tuple(Root(Path(_str(p)), _str(o)) for p, o in blob["roots"]),
+                tuple(Root(Path(_str(p)), _str(o)) for p, o in blob["missingRoots"]),
+                tuple(
+                    Shadowed(_str(i), Path(_str(s)), _str(o), Path(_str(w)), _str(wo))
+                    for i, s, o, w, wo in blob["shadowed"]
+                ),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"not a capability set: {exc}") from None
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(repr(value))
+    return value
+
+
+def _well_formed(data: Any) -> bool:
+    """The fields every reader of the set indexes into (the entries were checked when the set
+    was built; the cache's checksum says these bytes are what was written)."""
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("id"), str)
+        and isinstance(data.get("role"), str)
+        and isinstance(data.get("tier"), str)
+        and isinstance(data.get("requires"), list)
+    )
+
+
+# --------------------------------------------------------------------------- per point
+
+
+def order_entries(entries: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+    """Kahn's topological sort on produces→consumes, ties broken by capId.
+
+    The ready queue starts sorted by capId; entries that become ready later are appended in
+    the order they are released (FIFO, not re-sorted). This is the reference's behaviour and the
+    conformance goldens pin it (`ui` before `pattern-mapper` at plan:pre)."""
+    n = len(entries)
+    order = sorted(range(n), key=lambda i: entries[i][0])
+    succ: dict[int, list[int]] = {i: [] for i in range(n)}
+    indeg = [0] * n
+    # artifact → consumers, so edges cost O(entries + edges), not O(entries²): a manifest may
+    # be third-party and hold thousands of entries.
+    rank = {i: r for r, i in enumerate(order)}
+    consumers: dict[str, list[int]] = {}
+    for b in order:
+        for art in dict.fromkeys(entries[b][1].get("consumes") or ()):
+            consumers.setdefault(art, []).append(b)
+    for a in order:
+        targets: dict[int, None] = {}
+        for art in entries[a][1].get("produces") or ():
+            for b in consumers.get(art, ()):
+                if b != a:
+                    targets[b] = None
+        for b in sorted(targets, key=rank.__getitem__):
+            succ[a].append(b)
+            indeg[b] += 1
+    queue = [i for i in order if indeg[i] == 0]
+    out: list[int] = []
+    head = 0
+    while head < len(queue):
+        i = queue[head]
+        head += 1
+        out.append(i)
+        for j in succ[i]:
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                queue.append(j)
+    if len(out) != n:
+        done = set(out)
+        raise _OrderCycle(sorted({entries[i][0] for i in range(n) if i not in done}))
+    return [entries[i] for i in out]
+
+
+class _OrderCycle(Exception):
+    def __init__(self, cap_ids: list[str]):
+        super().__init__(", ".join(cap_ids))
+        self.cap_ids = cap_ids
+
+
+_STEP_FIELDS = ("ref", "fragment", "when", "produces", "consumes", "onError")
+_CONTRIBUTION_FIELDS = ("into", "fragment", "when", "produces", "consumes", "onError")
+_GATE_FIELDS = ("when", "check", "blocking", "onError")
+_ONLY_IF_NON_EMPTY = ("produces", "consumes")
+
+
+def _project(cid: str, kind: str, entry: dict[str, Any], fields: tuple[str, ...]) -> "Hook":
+    """The envelope form of one declaration: capId, kind, then only the fields present."""
+    hook: Hook = {"capId": cid, "kind": kind}
+    for f in fields:
+        if entry.get(f) is None:  # absent, or null: the reference emits only what is set
+            continue
+        if f in _ONLY_IF_NON_EMPTY and not entry[f]:
+            continue
+        hook[f] = entry[f]
+    return hook
+
+
+def _step(cid: str, entry: dict[str, Any]) -> "Hook":
+    hook = _project(cid, "step", entry, _STEP_FIELDS)
+    if entry.get("supportsReviewerLanes") is True:
+        hook["supportsReviewerLanes"] = True
+    if "pointFrom" in entry:
+        hook["$pointFrom"] = entry["pointFrom"]
+    return hook
+
+
+def _contribution(cid: str, entry: dict[str, Any]) -> "Hook":
+    hook = _project(cid, "contribution", entry, _CONTRIBUTION_FIELDS)
+    if entry.get("configValues"):
+        hook["configValues"] = dict(entry["configValues"])
+    return hook
+
+
+__all__ = [
+    "DEFERRED",
+    "CapabilitySet",
+    "FailedCapability",
+    "LoadedCapability",
+    "Root",
+    "Shadowed",
+    "_OrderCycle",
+    "order_entries",
+]

@@ -1,0 +1,489 @@
+"""The checkpoint step of a plan: where the run meets a person.
+
+`pass_checkpoint` is what `LoopRunner._checkpoint` does with a checkpoint task. The answer comes
+from, in this order: `--answer TASK=TEXT`, an answer journaled for it (`looprail answer`, the
+dashboard, or one given before a kill), `--approve TASK`, an approval earlier in the run,
+`--autonomous` (the reference's auto-mode: human-verify and tdd-review pass, a decision takes its
+first option, a human-action and any `gate="blocking-human"` still stop). Without one, the run
+journals that it asks (a `checkpoint` event) and, on a terminal, shows the checkpoint and waits
+for the person or for an answer journaled meanwhile, whichever comes first; without a terminal
+it pauses (exit 3) and says how to answer.
+
+What an answer does (`plans.checkpoint.interpret`): "approved" or the plan's own word passes; a
+decision's option id passes with that option chosen; other text on a human-verify is the list
+of issues: a fix-up executor call of the plan gets the words verbatim, then the checkpoint is
+asked again, at most `checkpoint_rounds` times before the run halts. Every answer is journaled
+(a secret only as "answer withheld") and reaches every later executor request of the plan
+(`with_answers`) and its SUMMARY (`summary_lines`), verbatim. A secret reaches the next executor
+call of its plan in `$LOOPRAIL_CHECKPOINT_ANSWER` only (`secret_env`).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import sys
+import termios
+import threading
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from looprail.errors import CheckpointPause, HaltError
+from looprail.machine.answers import (
+    SECRET_ENV,
+    WITHHELD,
+    answer_record,
+    asked_record,
+    drop_secret,
+    latest,
+    take_secret,
+)
+from looprail.plans.checkpoint import Checkpoint, Interpreted, checkpoint_of, interpret, render
+from looprail.runtime.base import DispatchContext, Outcome, TaskWork
+from looprail.runtime.process import stopping
+from looprail.settings import CHECKPOINT_ROUNDS, looprail_settings
+from looprail.store.models import EventRecord
+
+if TYPE_CHECKING:
+    from looprail.machine.run import LoopRunner
+    from looprail.plans import Plan, Task
+
+# One checkpoint at a time asks on the terminal (plans of a wave run on several threads).
+_TERMINAL = threading.Lock()
+POLL_S = 0.2  # how often a waiting run looks for an answer journaled by another process
+ANSWERS_KEY = "checkpoint_answers"  # TaskWork.plan_sections key (runtime/prompts.py shows it)
+
+
+@dataclass
+class _State:
+    """What a runner keeps in memory about checkpoints: never journaled."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    used_flags: set[str] = field(default_factory=set)  # --answer values already taken
+    # plan id → (checkpoint task id, secret): for the plan's next executor call only
+    secrets: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+
+_STATES: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
+_STATES_LOCK = threading.Lock()
+
+
+def _state(runner: LoopRunner) -> _State:
+    with _STATES_LOCK:
+        st = _STATES.get(runner)
+        if st is None:
+            st = _STATES[runner] = _State()
+        return st
+
+
+@dataclass(frozen=True)
+class _Got:
+    text: str
+    source: str
+    meaning: Interpreted
+    journaled: bool  # already an `answer` event (from another process, or before a kill)
+
+
+# -- the step ----------------------------------------------------------------------------------
+
+
+def pass_checkpoint(
+    runner: LoopRunner,
+    plan: Plan,
+    task: Task,
+    wave: int,
+    execute: Callable[[TaskWork, DispatchContext], Outcome],
+) -> None:
+    """Get checkpoint `task` of `plan` answered (see the module docstring), or raise
+    `CheckpointPause` (no terminal) or `HaltError` (rounds used up, a fix-up failed)."""
+    cp = checkpoint_of(plan, task)
+    st = _state(runner)
+    opts = runner.options
+    if task.id in opts.approved_earlier:
+        if not cp.secret or _rest_done(runner, plan, task):
+            _passed(runner, cp, wave, "approved earlier in this run", None)
+            return
+        # A secret given by `looprail answer` still waits in its file if the call that needed
+        # it never started; one typed on a terminal is gone with the process that read it.
+        value = take_secret(runner.project, _run_id(runner), task.id)
+        if value is not None:
+            with st.lock:
+                st.secrets[plan.id] = (task.id, value)
+            _passed(runner, cp, wave, "approved earlier in this run", None)
+            return
+        runner.progress.line(
+            f"  ! checkpoint {task.id}: a secret answer is never kept across runs; asked again"
+        )
+    limit = (
+        opts.checkpoint_rounds
+        or looprail_settings(runner.ctx.config).checkpoint_rounds
+        or CHECKPOINT_ROUNDS
+    )
+    while True:
+        got = _given(runner, cp, st)
+        if got is None:
+            _ask(runner, cp, wave)
+            if not _terminal():
+                for line in render(cp, _done_before(plan, task), len(plan.tasks)).splitlines():
+                    runner.progress.line(f"  {line}" if line else "")
+                raise CheckpointPause(task, plan, hint=how_to_answer(runner, cp))
+            got = _wait(runner, plan, task, cp, st)
+        if not got.journaled:
+            runner.recorder.event(
+                answer_record(cp, got.text, got.meaning, got.source).model_copy(
+                    update={"wave": wave}
+                )
+            )
+        if got.meaning.kind == "issues":
+            rounds = _issue_rounds(runner, cp)
+            if rounds > limit:
+                raise HaltError(
+                    f"{plan.path.name}: checkpoint {task.id}: {limit} "
+                    f"{'round' if limit == 1 else 'rounds'} of fixes and it still has issues "
+                    f"(looprail.checkpoint_rounds = {limit}); fix them, then answer approved "
+                    f"(looprail answer . {task.id} approved) or raise the limit "
+                    "(--checkpoint-rounds N), and resume"
+                )
+            _fixup(runner, plan, task, cp, got.text, rounds, wave, execute)
+            _ask(runner, cp, wave, again=True)
+            continue
+        if got.meaning.kind == "secret":
+            value = (
+                got.text
+                if not got.journaled
+                else take_secret(runner.project, _run_id(runner), task.id)
+            )
+            if value is None:  # its file is gone (removed by hand): ask again
+                _ask(runner, cp, wave, again=True)
+                continue
+            with st.lock:
+                st.secrets[plan.id] = (task.id, value)
+        _passed(runner, cp, wave, got.source, got.meaning)
+        return
+
+
+def _given(runner: LoopRunner, cp: Checkpoint, st: _State) -> _Got | None:
+    opts = runner.options
+    flagged = dict(opts.answers).get(cp.task_id)
+    if flagged is not None and cp.task_id not in st.used_flags:
+        st.used_flags.add(cp.task_id)
+        meaning = interpret(cp, flagged)
+        if meaning.problem:
+            raise HaltError(f"--answer {cp.task_id}: {meaning.problem}")
+        return _Got(flagged, "--answer", meaning, False)
+    journaled = _journaled_answer(runner, cp)
+    if journaled is not None:
+        return journaled
+    if cp.task_id in opts.approvals:
+        return _approve(cp, "--approve")
+    if (
+        opts.autonomous
+        and cp.gate != "blocking-human"
+        and cp.kind in ("human-verify", "decision", "tdd-review")
+    ):
+        return _approve(cp, "--autonomous")
+    return None
+
+
+def _approve(cp: Checkpoint, source: str) -> _Got:
+    """`--approve`/`--autonomous`: "approved"; a decision takes its first option (the
+    reference's auto-mode)."""
+    if cp.kind == "decision" and cp.options:
+        first = cp.options[0].id
+        return _Got(
+            first, f"{source}: the first option", Interpreted(kind="chosen", option=first), False
+        )
+    return _Got("approved", source, Interpreted(kind="approved"), False)
+
+
+def _journaled_answer(runner: LoopRunner, cp: Checkpoint) -> _Got | None:
+    e = latest(_events(runner, ("checkpoint", "answer")), cp.task_id)
+    if e is None or e.kind != "answer":
+        return None
+    kind = e.outcome if e.outcome != "withheld" else "secret"
+    meaning = Interpreted.model_validate({"kind": kind, "option": e.data.get("option")})
+    return _Got(e.message or "", str(e.data.get("source") or "journal"), meaning, True)
+
+
+def _ask(runner: LoopRunner, cp: Checkpoint, wave: int, *, again: bool = False) -> None:
+    """Journal that the run waits on `cp` (once: not again while the last event of the task
+    already says so)."""
+    last = latest(_events(runner, ("checkpoint", "answer")), cp.task_id)
+    if last is not None and last.kind == "checkpoint" and not again:
+        return
+    runner.recorder.event(asked_record(cp, wave))
+
+
+def _passed(
+    runner: LoopRunner, cp: Checkpoint, wave: int, source: str, meaning: Interpreted | None
+) -> None:
+    what = "approved"
+    if meaning is not None and meaning.kind == "chosen" and meaning.option:
+        what = f"decided: {meaning.option}"
+    elif meaning is not None and meaning.kind == "secret":
+        what = "answered (answer withheld)"
+    elif meaning is not None and meaning.kind == "value":
+        what = "answered"
+    runner.progress.line(f"  ✓ checkpoint {cp.task_id} {what} ({source})")
+    runner.recorder.event(
+        EventRecord(
+            kind="task_finished",
+            task_id=cp.task_id,
+            plan_id=cp.plan_id,
+            wave=wave,
+            outcome="approved",
+            message=source,
+            data={"option": meaning.option} if meaning is not None and meaning.option else {},
+        )
+    )
+
+
+def _issue_rounds(runner: LoopRunner, cp: Checkpoint) -> int:
+    return sum(
+        1 for e in _events(runner, ("answer",)) if e.task_id == cp.task_id and e.outcome == "issues"
+    )
+
+
+def _fixup(
+    runner: LoopRunner,
+    plan: Plan,
+    task: Task,
+    cp: Checkpoint,
+    issues: str,
+    round_: int,
+    wave: int,
+    execute: Callable[[TaskWork, DispatchContext], Outcome],
+) -> None:
+    """One executor call of the plan that fixes the issues the user described, verbatim."""
+    short = task.id.rsplit("/", 1)[-1]
+    action = (
+        f"At checkpoint {task.id} ({cp.kind}) the user checked what was built and described "
+        "these issues to fix, in their own words:\n\n"
+        f"{issues}\n\n"
+        "Fix them. The checkpoint is asked again once this call ends."
+    )
+    work = TaskWork(
+        plan_id=plan.id,
+        task_id=f"{short}-fix{round_}",
+        index=task.index,
+        name=f"fix the issues found at checkpoint {task.id} (round {round_})",
+        type="auto",
+        files=tuple(plan.files_modified),
+        action=action,
+        verify=cp.how_to_verify or cp.verification,
+        done="every issue the user described is fixed",
+        plan_sections={"objective": (plan.objective or "").strip()} if plan.objective else {},
+    )
+    work = with_answers(runner, plan, work)
+    runner.recorder.task_started(work.key, plan_id=plan.id, wave=wave)
+    runner.progress.line(f"  ↻ {task.id}: fix-up round {round_} for the issues described")
+    dctx = runner.dispatcher.context(None, plan_id=plan.id, task_id=work.task_id, wave=wave)
+    dctx = secret_env(runner, plan, runner.ctx.workspace.bind(plan.id, dctx))
+    outcome = execute(work, dctx)
+    ms = int(outcome.duration_s * 1000)
+    status = "done" if outcome.ok else "failed"
+    runner.recorder.task_finished(work.key, status=status, duration_ms=ms, message=outcome.detail)
+    if not outcome.ok:
+        raise HaltError(
+            f"{plan.path.name}: the fix-up for checkpoint {task.id} failed: {outcome.detail}"
+        )
+
+
+# -- what later work of the plan gets ----------------------------------------------------------
+
+
+def plan_answers(runner: LoopRunner, plan_id: str) -> list[Any]:
+    """The plan's journaled answers, in order (a secret's message is "answer withheld")."""
+    return [e for e in _events(runner, ("answer",)) if e.plan_id == plan_id]
+
+
+def _answers_text(answers: list[Any]) -> str:
+    parts = []
+    for e in answers:
+        kind = e.data.get("type", "checkpoint")
+        if e.outcome == "withheld":
+            head = f"{e.task_id} ({kind}): {WITHHELD} (a secret)"
+        elif e.outcome == "issues":
+            head = f"{e.task_id} ({kind}): issues to fix"
+        elif e.outcome == "chosen" and e.data.get("option"):
+            head = f"{e.task_id} ({kind}): chose option {e.data['option']}"
+        else:
+            head = f"{e.task_id} ({kind}): {e.outcome}"
+        body = "" if e.outcome == "withheld" else f"\n\n{e.message or ''}"
+        parts.append(f"#### {head}{body}")
+    return "\n\n".join(parts)
+
+
+def with_answers(runner: LoopRunner, plan: Plan, work: TaskWork) -> TaskWork:
+    """`work` with the plan's checkpoint answers so far in its plan sections (unchanged for a
+    plan without checkpoints, or none answered yet)."""
+    if not plan.has_checkpoints:
+        return work
+    answers = plan_answers(runner, plan.id)
+    if not answers:
+        return work
+    text = _answers_text(answers)
+    st = _state(runner)
+    with st.lock:
+        waiting = st.secrets.get(plan.id)
+    if waiting is not None:
+        text += (
+            f"\n\nThe answer to {waiting[0]} is in the environment variable ${SECRET_ENV} of "
+            "this call (and of no other): use it from there, never write it into a file."
+        )
+    return work.model_copy(update={"plan_sections": {**work.plan_sections, ANSWERS_KEY: text}})
+
+
+def secret_env(runner: LoopRunner, plan: Plan, dctx: DispatchContext) -> DispatchContext:
+    """The next executor call of `plan` after a secret answer gets it in `$LOOPRAIL_CHECKPOINT_
+    ANSWER`, once; its file under `looprail_home()` (from `looprail answer`) is removed."""
+    st = _state(runner)
+    with st.lock:
+        waiting = st.secrets.pop(plan.id, None)
+    if waiting is None:
+        return dctx
+    drop_secret(runner.project, _run_id(runner), waiting[0])
+    return dctx.model_copy(update={"env": {**dctx.env, SECRET_ENV: waiting[1]}})
+
+
+def summary_lines(runner: LoopRunner, plan: Plan) -> list[str]:
+    """The plan SUMMARY's "Checkpoint answers" section (empty without answers)."""
+    if not plan.has_checkpoints:
+        return []
+    answers = plan_answers(runner, plan.id)
+    if not answers:
+        return []
+    return ["", "## Checkpoint answers", "", _answers_text(answers)]
+
+
+# -- waiting -----------------------------------------------------------------------------------
+
+
+def how_to_answer(runner: LoopRunner, cp: Checkpoint) -> str:
+    """The line a paused run prints: the command that answers `cp`."""
+    where = _project_arg(runner)
+    if cp.kind == "decision" and cp.options:
+        what = "|".join(cp.option_ids)
+    elif cp.secret:
+        return f"answer with: looprail answer {where} {cp.task_id}  (asks for it without echo)"
+    elif cp.kind == "human-verify":
+        what = f'{cp.words[-1] if len(cp.words) > 1 else "approved"}|"<the issues to fix>"'
+    else:
+        what = cp.words[-1]
+    return f"answer with: looprail answer {where} {cp.task_id} {what}"
+
+
+def _project_arg(runner: LoopRunner) -> str:
+    try:
+        return (
+            "." if runner.project == type(runner.project).cwd().resolve() else str(runner.project)
+        )
+    except OSError:
+        return str(runner.project)
+
+
+def _terminal() -> bool:
+    """A person can answer here: stdin and stderr (where the checkpoint is shown) are a tty."""
+    try:
+        return sys.stdin is not None and sys.stdin.isatty() and sys.stderr.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _wait(runner: LoopRunner, plan: Plan, task: Task, cp: Checkpoint, st: _State) -> _Got:
+    with _TERMINAL:
+        runner.progress.close()  # the live status area would draw over the question
+        out = sys.stderr
+        out.write("\n" + render(cp, _done_before(plan, task), len(plan.tasks)) + "\n")
+        out.write(
+            f"  (or from elsewhere: {how_to_answer(runner, cp).removeprefix('answer with: ')})\n"
+        )
+        out.flush()
+        while True:
+            got = _read(runner, cp, "secret (not echoed)> " if cp.secret else "answer> ")
+            if got.journaled:
+                out.write(f"\n  answered from {got.source}\n")
+                out.flush()
+                return got
+            if got.meaning.problem:
+                out.write(f"  {got.meaning.problem}; asked again\n")
+                out.flush()
+                continue
+            return got
+
+
+def _read(runner: LoopRunner, cp: Checkpoint, prompt: str) -> _Got:
+    """One line from the terminal (no echo for a secret), or an answer journaled meanwhile."""
+    fd = sys.stdin.fileno()
+    saved = None
+    if cp.secret:
+        saved = termios.tcgetattr(fd)
+        quiet = termios.tcgetattr(fd)
+        quiet[3] &= ~termios.ECHO
+        termios.tcsetattr(fd, termios.TCSADRAIN, quiet)
+    sys.stderr.write(prompt)
+    sys.stderr.flush()
+    buf = b""
+    try:
+        while True:
+            journaled = _journaled_answer(runner, cp)
+            if journaled is not None:
+                return journaled
+            if stopping():  # Ctrl-C/SIGTERM while another thread waits here
+                raise HaltError(f"checkpoint {cp.task_id}: stopped while waiting for an answer")
+            ready, _, _ = select.select([fd], [], [], POLL_S)
+            if not ready:
+                continue
+            chunk = os.read(fd, 4096)
+            if not chunk:  # the terminal closed (Ctrl-D): pause as without one
+                raise CheckpointPause(
+                    _task_of(runner, cp), _plan_of(runner, cp), hint=how_to_answer(runner, cp)
+                )
+            buf += chunk
+            if b"\n" in buf or b"\r" in buf:
+                line = buf.replace(b"\r", b"\n").split(b"\n", 1)[0].decode(errors="replace")
+                if cp.secret:
+                    sys.stderr.write("\n")
+                return _Got(line.strip(), "terminal", interpret(cp, line), False)
+    finally:
+        if saved is not None:
+            termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def _done_before(plan: Plan, task: Task) -> int:
+    return sum(1 for t in plan.tasks if t.index < task.index)
+
+
+def _task_of(runner: LoopRunner, cp: Checkpoint) -> Any:
+    plan = _plan_of(runner, cp)
+    return next(t for t in plan.tasks if t.id == cp.task_id)
+
+
+def _plan_of(runner: LoopRunner, cp: Checkpoint) -> Any:
+    return runner.phase.plan(cp.plan_id)
+
+
+# -- the journal, or the memory of an unjournaled run -----------------------------------------
+
+
+def _events(runner: LoopRunner, kinds: tuple[str, ...]) -> list[Any]:
+    rec = runner.recorder
+    journal = getattr(rec, "journal", None)
+    if journal is not None:
+        return list(journal.events(rec.run_id, kinds=list(kinds)))  # type: ignore[attr-defined]
+    return list(rec.kinds(*kinds)) if hasattr(rec, "kinds") else []
+
+
+def _run_id(runner: LoopRunner) -> str:
+    return str(getattr(runner.recorder, "run_id", "no-journal"))
+
+
+def _rest_done(runner: LoopRunner, plan: Plan, task: Task) -> bool:
+    """Has every task after `task` in its plan finished (a resume needs no secret then)?"""
+    done = runner.recorder.done_tasks()
+    return all(t.id in done or t.is_checkpoint for t in plan.tasks if t.index > task.index)
+
+
+__all__ = ["pass_checkpoint", "secret_env", "summary_lines", "with_answers"]

@@ -1,0 +1,117 @@
+"""What one run of the loop is given, and what it gives back.
+
+`RunContext` is built once (`machine/session.py`, the pytest plugin's harness) and handed to
+the `LoopRunner` whole: the project and phase, the options, the runtime, the capabilities, the
+recorder, the progress display, the workspace and where a resumed run starts. It is frozen: the
+runner never patches it, and no one patches the runner after construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from looprail.errors import CheckpointPause, StopRequested, TaskContentError, TransitionRefused
+from looprail.machine import guards as G
+from looprail.machine.progress import Progress
+from looprail.machine.record import MemoryRecorder, Recorder
+from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
+from looprail.machine.workspace import NullWorkspace
+from looprail.runtime.base import Flavor
+
+if TYPE_CHECKING:
+    from looprail.hooks.capset import CapabilitySet
+    from looprail.machine.native import NativeBridge
+    from looprail.plans import PhaseCache
+    from looprail.runtime.base import Runtime
+
+RunStatus = Literal["shipped", "halted", "paused"]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    flavor: Flavor = "gsd"
+    jobs: int = 1
+    autonomous: bool = False
+    approvals: frozenset[str] = frozenset()
+    host_tool: str | None = None
+    approved_earlier: frozenset[str] = frozenset()  # checkpoints approved before a resume
+    answers: tuple[tuple[str, str], ...] = ()  # `--answer TASK=TEXT` (machine/checkpoint.py)
+    checkpoint_rounds: int | None = None  # fix-up rounds; None: looprail.checkpoint_rounds
+    # The discuss step is a conversation on the user's terminal (`run --interactive`); None:
+    # `looprail.interactive` in the config decides (machine/session.py).
+    interactive: bool | None = None
+    # Runs a wave's plans elsewhere (`run_wave(runner, wave, plans, done) -> [Settled]`, each
+    # plan through `LoopRunner.run_plan`), e.g. a Dask cluster
+    # (looprail.machine.dask_executor); None: threads here, `jobs` at a time.
+    executor: Any = None
+
+
+@dataclass
+class RunResult:
+    status: RunStatus
+    state: list[str]
+    reason: str | None = None
+    refused_by: G.HookResult | None = None
+    tasks_run: int = 0
+    duration_s: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+    waves_run: int = 0
+    hooks_dispatched: int = 0
+
+    @property
+    def exit_code(self) -> int:
+        return {"shipped": 0, "halted": 1, "paused": 3}[self.status]
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Everything one run of one phase is given (see the module docstring).
+
+    `compiled` is the capability set (consent applied); `resolvers` every loaded capability's
+    `taskContentResolver` (`unloadable`: those that exist but must not run); `recorder`
+    receives every event (a journal makes the run durable and resumable); `on_transition` is
+    told the state after each transition and after a role wrote artifacts. A resumed run
+    starts in `state` (the journaled configuration), inside `wave`, and does again the steps
+    in `redo_steps` (their role was killed mid-work). `phases`: the caller's `PhaseCache`,
+    when it read the phase before the run started."""
+
+    project: Path
+    phase: str
+    runtime: Runtime
+    compiled: CapabilitySet
+    config: dict[str, Any] | None = None
+    resolvers: Sequence[tuple[str, Any]] = ()
+    unloadable: Sequence[Any] = ()
+    options: RunOptions = field(default_factory=RunOptions)
+    recorder: Recorder = field(default_factory=MemoryRecorder)
+    progress: Progress = field(default_factory=lambda: Progress(quiet=True))
+    spec: LoopSpec = DEFAULT_LOOP
+    native: NativeBridge | None = None
+    workspace: Any = field(default_factory=NullWorkspace)  # machine/workspace.py
+    phases: PhaseCache | None = None
+    on_transition: Callable[[list[str]], None] | None = None
+    state: Sequence[str] | None = None
+    wave: int | None = None
+    redo_steps: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "project", Path(self.project).resolve())
+
+
+def run_ending(exc: BaseException) -> tuple[RunStatus, str, G.HookResult | None]:
+    """How a run that stopped on `exc` ends: its status, the reason, the refusing hook."""
+    if isinstance(exc, TransitionRefused):
+        return "halted", str(exc), exc.result
+    if isinstance(exc, CheckpointPause):
+        return "paused", str(exc), None
+    if isinstance(exc, StopRequested):
+        return exc.status, str(exc), None
+    if isinstance(exc, TaskContentError):
+        return "halted", f"execute:task resolver failed: {exc}", None
+    if isinstance(exc, OSError):  # a file of the project vanished or became unreadable mid-run
+        where = f"{exc.filename}: " if exc.filename else ""
+        return "halted", f"{where}{exc.strerror or exc}", None
+    return "halted", str(exc), None

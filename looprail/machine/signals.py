@@ -1,0 +1,67 @@
+"""Stop signals and child processes while a run runs: SIGTERM and SIGHUP stop it as Ctrl-C
+does, and every child it starts is journaled so a resume can reap what outlived a crash.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from looprail.machine.record import EventRecord
+from looprail.runtime.process import set_spawn_listener
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP during a run: handled like Ctrl-C (the CLI exits 128 + signal)."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(signal_name(signum))
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def signal_label(exc: BaseException) -> str:
+    return signal_name(exc.signum) if isinstance(exc, Terminated) else "Ctrl-C"
+
+
+@contextmanager
+def stop_signals() -> Iterator[None]:
+    """While a run runs: SIGTERM and SIGHUP raise `Terminated` in the main thread, so they
+    stop the run like Ctrl-C does. Outside the main thread (an embedding) nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: Any) -> None:
+        raise Terminated(signum)
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+@contextmanager
+def journal_children(recorder: Any) -> Iterator[None]:
+    """Journal every child process the run starts (pid and start time, and its guard's), so a
+    resume after a crash can reap whatever outlived the killed looprail."""
+
+    def listener(spawned: Any) -> None:
+        recorder.event(EventRecord(kind="process", data=spawned.as_data()))
+
+    set_spawn_listener(listener)
+    try:
+        yield
+    finally:
+        set_spawn_listener(None)

@@ -1,0 +1,219 @@
+"""The pieces of the one task protocol (`LoopRunner.run_plan` → `run_task`) that need nothing
+of the runner but the run's context: what a task's body is handed (`task_work`), the mandatory
+`execute:task` resolver and `read_first` check the `TaskChart`'s `begin_task` runs, and the
+SUMMARY.md that marks a plan done.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from looprail.errors import HaltError, TaskContentError
+from looprail.fsutil import atomic_write, contained_file
+from looprail.machine.context import RunContext
+from looprail.machine.record import EventRecord
+from looprail.plans import Plan, Task
+from looprail.runtime.base import TaskWork
+
+if TYPE_CHECKING:
+    from looprail.machine.run import LoopRunner
+
+
+@dataclass
+class PlanRun:
+    """One plan's run through its `TaskChart` (the chart's model: its callbacks are the
+    mandatory actions of `begin_task`)."""
+
+    runner: LoopRunner
+    plan: Plan
+    wave: int
+    tasks: list[Task]
+    index: int = 0
+    work: TaskWork | None = None
+
+    # TaskChart callbacks -------------------------------------------------------------
+
+    def more_tasks(self, **_: Any) -> bool:
+        return self.index + 1 < len(self.tasks)
+
+    def resolve_task_content(self, task: Task, **_: Any) -> None:
+        self.work = resolve_task(self.runner.ctx, self.plan, task, self.wave)
+
+    def check_read_first(self, task: Task, **_: Any) -> None:
+        check_read_first(self.runner.ctx, self.plan, task, self.work, self.wave)
+
+    def task_call_hooks(self, task: Task, **_: Any) -> None:
+        self.runner._task_event("task_call", self.plan, task, self.wave, self.work)
+
+
+# The plan sections an executor is handed beside its task (TaskWork.plan_sections).
+_EXECUTOR_SECTIONS = ("interfaces", "threat_model")
+
+
+def task_work(plan: Plan, task: Task) -> TaskWork:
+    """What the task's body is handed, from the plan as written."""
+    criteria = tuple(
+        line.strip().removeprefix("- ").strip()
+        for line in (task.acceptance_criteria or "").splitlines()
+        if line.strip()
+    )
+    return TaskWork(
+        plan_id=plan.id,
+        task_id=task.id.rsplit("/", 1)[-1],  # the plan id is its own field
+        index=task.index,
+        name=task.name or "",
+        type=task.type,
+        files=tuple(task.files),
+        read_first=tuple(task.read_first),
+        action=task.action or "",
+        verify=task.verify or "",
+        acceptance_criteria=criteria,
+        done=task.done or "",
+        tracker_id=task.tracker_id,
+        plan_sections=_plan_sections(plan),
+    )
+
+
+def _plan_sections(plan: Plan) -> dict[str, str]:
+    texts = {"objective": plan.objective or ""}
+    texts |= {key: plan.sections.get(key) or "" for key in _EXECUTOR_SECTIONS}
+    return {key: text.strip() for key, text in texts.items() if text.strip()}
+
+
+def resolve_task(run: RunContext, plan: Plan, task: Task, wave: int) -> TaskWork:
+    """The `execute:task` point: mandatory, before read_first, never a fallback."""
+    work = task_work(plan, task)
+    if not task.tracker_id:
+        return work
+    from looprail.hooks.task_content import resolve_task_content  # pydantic: tasks only
+
+    def journal(outcome: str, message: str | None = None) -> None:
+        run.recorder.event(
+            EventRecord(
+                kind="resolver",
+                plan_id=plan.id,
+                task_id=task.id,
+                wave=wave,
+                outcome=outcome,
+                message=message,
+                data={"trackerId": task.tracker_id},
+            )
+        )
+
+    try:
+        result = resolve_task_content(
+            task.tracker_id, run.resolvers, cwd=run.project, unloadable=run.unloadable
+        )
+    except TaskContentError as exc:
+        journal("failed", str(exc))
+        run.progress.line(f"  ✗ execute:task {task.id} [{task.tracker_id}] resolver failed")
+        raise
+    journal(result.outcome)
+    if not result.resolved or result.content is None:
+        return work
+    c = result.content
+    run.progress.line(f"  ⇣ execute:task {task.id} content from {task.tracker_id}")
+    return work.model_copy(
+        update={
+            "action": c.action,
+            "verify": c.verify,
+            "acceptance_criteria": tuple(c.acceptanceCriteria),
+            "read_first": tuple(c.readFirst),
+            "done": c.done,
+            "resolved_by_tracker": True,
+        }
+    )
+
+
+def check_read_first(
+    run: RunContext, plan: Plan, task: Task, work: TaskWork | None, wave: int | None = None
+) -> None:
+    """Every `read_first` file is a regular file inside the project, or the task halts."""
+    paths = work.read_first if work is not None else tuple(task.read_first)
+    # Inside the project once symlinks are followed, and a regular file: the one rule for
+    # every file whose text goes into a prompt (fsutil.contained_file).
+    missing = [rel for rel in paths if contained_file(run.project, rel) is None]
+    run.recorder.event(
+        EventRecord(
+            kind="read_first",
+            plan_id=plan.id,
+            task_id=task.id,
+            wave=wave,
+            outcome="missing" if missing else "ok",
+            message=", ".join(missing) or None,
+            data={"paths": list(paths)},
+        )
+    )
+    if missing:
+        raise HaltError(
+            f"{plan.path.name}: task {task.id} read_first: missing {', '.join(missing)}"
+        )
+
+
+def write_summary(plan: Plan, answered: list[str] | None = None) -> None:
+    """The durable "plan done" marker, unless the executor already wrote one; `answered`: the
+    plan's checkpoint answers (machine/checkpoint.py `summary_lines`), added to either."""
+    target = plan.path.with_name(plan.path.name.replace("-PLAN.md", "-SUMMARY.md"))
+    answered = answered or []
+    if target.exists():
+        if answered:
+            _append_answers(target, answered)
+        return
+    lines = [
+        "---",
+        f"plan: {plan.id}",
+        "status: complete",
+        f"tasks: {len(plan.tasks)}",
+        "---",
+        "",
+        f"# {plan.id} summary",
+        "",
+    ]
+    if plan.objective_line:
+        lines += [plan.objective_line, ""]
+    for t in plan.tasks:
+        tracker = f" [{t.tracker_id}]" if t.tracker_id else ""
+        lines.append(f"- {t.id}: {t.name or t.type}{tracker}")
+    lines += answered
+    try:
+        atomic_write(target, "\n".join(lines) + "\n")
+    except OSError as exc:  # e.g. the phase folder was removed while the plan ran
+        raise HaltError(
+            f"{target.name}: cannot write the plan summary ({exc.strerror or exc})"
+        ) from None
+
+
+def _append_answers(target: Path, answered: list[str]) -> None:
+    """An executor's own SUMMARY gets the plan's checkpoint answers too (once)."""
+    try:
+        text = target.read_text(encoding="utf-8", errors="replace")
+        if answered[1] not in text:
+            atomic_write(target, text.rstrip("\n") + "\n" + "\n".join(answered) + "\n")
+    except OSError as exc:
+        why = exc.strerror or exc
+        raise HaltError(f"{target.name}: cannot add the checkpoint answers ({why})") from None
+
+
+def halted_plans_reason(
+    wave: int,
+    stopped: list[str],
+    plans: dict[str, Plan],
+    blocked: dict[str, list[str]],
+    waiting: dict[str, list[str]] | None = None,
+) -> str:
+    """Why a wave's plans did not all run: halted, blocked by a halted plan, or waiting for a
+    dependency of an earlier phase."""
+    parts = []
+    for pid in stopped:
+        if waiting and pid in waiting and not plans[pid].halted and pid not in blocked:
+            parts.append(f"plan {pid} waits: depends_on {'; '.join(waiting[pid])}")
+            continue
+        if plans[pid].halted:
+            summary = plans[pid].summary_path
+            where = summary.name if summary else "its SUMMARY"
+            parts.append(f"plan {pid} halted ({where} says status: halted)")
+        else:
+            parts.append(f"plan {pid} is blocked by halted plan {', '.join(blocked[pid])}")
+    return f"wave {wave}: " + "; ".join(parts) + " (resolve the halt, then run again)"

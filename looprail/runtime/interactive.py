@@ -1,0 +1,313 @@
+"""An interactive session on the user's terminal: `looprail run --interactive` hands the
+discuss step to the agent CLI's own interactive mode (`claude PROMPT`, `codex PROMPT`,
+`opencode --prompt=PROMPT`, `gemini --prompt-interactive=PROMPT`; the adapters build the argv)
+or, with the local runtime, to `.looprail/agents/orchestrator` with the terminal as its stdin.
+
+The child inherits looprail's stdin, stdout and stderr and its process group (the terminal's
+foreground group, so Ctrl-Z and `fg` work as for any program the shell started); Ctrl-C is
+the session's while it runs (looprail ignores it, as git does while your editor runs), SIGTERM
+and SIGHUP still stop the run and the session with it. Nothing it says is captured: the
+transcript of the conversation is the user's screen, and the log folder keeps the prompt and
+what the session came to (`meta.json`). There is no timeout unless
+`looprail.timeouts.interactive` sets one. The artifact decides: the step is done when the
+session ends with the file it owed written, and failed, naming the file, when it is not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import termios
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from looprail.runtime.base import Outcome, Request
+from looprail.runtime.owed import owed_problem
+from looprail.runtime.process import (
+    Spawned,
+    _notify,
+    child_pwd_env,
+    confined_path_env,
+    start_ticks,
+)
+from looprail.runtime.prompts import phase_vars
+
+NOT_CAPTURED = "not captured: an interactive session on the terminal"
+_END_GRACE_S = 3.0  # after SIGTERM, before SIGKILL
+
+
+def terminal_problem() -> str | None:
+    """Why this process cannot hand its terminal to a child (None: it can): stdin and stdout
+    must be a terminal, and looprail in its foreground (a background job's child would be
+    stopped the moment it reads)."""
+    fds = {}
+    for name in ("stdin", "stdout"):
+        fd = _fd(getattr(sys, name))
+        if fd is None or not os.isatty(fd):
+            return f"{name} is not a terminal"
+        fds[name] = fd
+    try:
+        if os.tcgetpgrp(fds["stdin"]) != os.getpgrp():
+            return "looprail runs in the background of its terminal"
+    except OSError:
+        return "stdin is not looprail's controlling terminal"
+    return None
+
+
+@dataclass(frozen=True)
+class Session:
+    """How an interactive session ended."""
+
+    exit_code: int | None  # negative: killed by that signal; None: not started or timed out
+    duration_s: float
+    timed_out: bool = False
+    spawn_error: str | None = None
+
+    def how(self) -> str:
+        if self.spawn_error:
+            return f"could not start: {self.spawn_error}"
+        if self.timed_out:
+            return "timed out and was stopped"
+        if self.exit_code is not None and self.exit_code < 0:
+            return f"was killed by {_signal_name(-self.exit_code)}"
+        return f"exited {self.exit_code}"
+
+
+def run_on_terminal(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_s: float | None = None,
+) -> Session:
+    """Run `argv` with the terminal (see the module docstring) until it exits, or until
+    `timeout_s` when set. Ctrl-C or SIGTERM that stop looprail stop the session with it. The
+    terminal's modes are put back as they were (a CLI killed in raw mode leaves them raw)."""
+    fd_in, fd_out = _fd(sys.stdin), _fd(sys.stdout)
+    fd_err = _fd(sys.stderr)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    saved = _tty_modes(fd_in)
+    start = time.monotonic()
+    child_env = child_pwd_env(confined_path_env(env), cwd) or env
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=fd_in,
+            stdout=fd_out,
+            stderr=fd_err,
+            cwd=str(cwd),
+            env=dict(child_env),
+        )
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in argv or env
+        why = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+        return Session(None, time.monotonic() - start, spawn_error=why)
+    # Journaled as every child is: a resume after a killed looprail stops what it left.
+    _notify(Spawned(proc.pid, start_ticks(proc.pid) or 0, 0, 0, str(argv[0])))
+    # Ctrl-C belongs to the session while it runs (as git's editor has it): a CLI that leaves
+    # its raw screen on the first Ctrl-C must not have the second stop the whole run. Ignored
+    # only now, after the exec: an ignored signal would stay ignored in the child.
+    ignored = _ignore_interrupts()
+    try:
+        code, timed_out = _wait(proc, start + timeout_s if timeout_s else None)
+    except BaseException:
+        _end(proc)
+        raise
+    finally:
+        _restore_modes(fd_in, saved)
+        for signum, handler in ignored.items():
+            signal.signal(signum, handler)
+    return Session(code, time.monotonic() - start, timed_out=timed_out)
+
+
+def _ignore_interrupts() -> dict[int, Any]:
+    """SIGINT and SIGQUIT ignored (main thread only: elsewhere Python cannot set handlers);
+    returns the handlers to put back."""
+    if not _main_thread():
+        return {}
+    return {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGQUIT)}
+
+
+def _wait(proc: subprocess.Popen[Any], deadline: float | None) -> tuple[int | None, bool]:
+    """Reap the session's process: `(exit code, timed out)`. A CLI that stops itself (Ctrl-Z
+    in its raw-mode screen) stops looprail's whole job with it, so the shell gets the terminal
+    back; `fg` continues both."""
+    flags = os.WUNTRACED | (os.WNOHANG if deadline is not None else 0)
+    while True:
+        pid, status = os.waitpid(proc.pid, flags)
+        if pid == 0:  # still running (only with a deadline)
+            if time.monotonic() >= deadline:  # type: ignore[operator]
+                _end(proc)
+                return None, True
+            time.sleep(0.05)
+            continue
+        if os.WIFSTOPPED(status):
+            time.sleep(0.05)  # a Ctrl-Z of the whole job is continued by `fg` meanwhile
+            if _stopped(proc.pid):
+                os.killpg(os.getpgrp(), signal.SIGTSTP)
+            continue
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        return proc.returncode, False
+
+
+def _end(proc: subprocess.Popen[Any]) -> None:
+    """Stop the session: SIGTERM, then SIGKILL after a grace; reaped either way. (It shares
+    looprail's process group, so it is signalled by pid.)"""
+    if proc.returncode is not None:
+        return
+    with contextlib.suppress(OSError):
+        proc.send_signal(signal.SIGCONT)  # a stopped process would not see the SIGTERM
+        proc.terminate()
+    try:
+        proc.wait(timeout=_END_GRACE_S)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
+            proc.kill()
+        with contextlib.suppress(Exception):
+            proc.wait(timeout=_END_GRACE_S)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            proc.kill()
+        raise
+
+
+def _stopped(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            text = fh.read()
+    except OSError:
+        return False
+    return text[text.rindex(b")") + 2 :][:1] in (b"T", b"t")
+
+
+def _fd(stream: Any) -> int | None:
+    try:
+        return int(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _tty_modes(fd: int | None) -> Any:
+    if fd is None:
+        return None
+    try:
+        import termios  # POSIX only: without it there are no modes to keep
+
+        return termios.tcgetattr(fd)
+    except Exception:  # termios.error, no termios
+        return None
+
+
+def _restore_modes(fd: int | None, saved: Any) -> None:
+    if fd is None or saved is None:
+        return
+
+    # A background process that sets the modes is sent SIGTTOU: looprail is in the foreground
+    # here, but ignore it for the one call all the same.
+    previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN) if _main_thread() else None
+    try:
+        with contextlib.suppress(termios.error, OSError):
+            termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTTOU, previous)
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+# -- what the runtimes call ---------------------------------------------------------------------
+
+
+def owed_file(request: Request, project: Path) -> str:
+    """The file a phase step owes, as the prompt names it (`.planning/phases/01-x/01-CONTEXT.md`);
+    for a step that owes files by pattern, the pattern."""
+    v = phase_vars(request, project)
+    name = {"discuss": "CONTEXT.md", "plan": "NN-PLAN.md", "verify": "VERIFICATION.md"}
+    return f"{v['{phase_dir}']}/{v['{phase_prefix}']}-{name.get(request.step or '', 'CONTEXT.md')}"
+
+
+def handover_line(who: str, shown: str, request: Request, project: Path) -> str:
+    return (
+        f"◆ {request.role or request.name}: {who} has the terminal ({shown}); the loop goes on "
+        f"when you end the session with {owed_file(request, project)} written (the conversation "
+        "is not captured)"
+    )
+
+
+def shown_argv(argv: Sequence[str], prompt: str) -> str:
+    """The command line as printed and filed: the prompt as `<prompt>`."""
+    out = []
+    for a in argv:
+        if a == prompt:
+            out.append("<prompt>")
+        elif prompt and a.endswith("=" + prompt):
+            out.append(shlex.quote(a[: -len(prompt)]) + "<prompt>")
+        else:
+            out.append(shlex.quote(a))
+    return " ".join(out)
+
+
+def session_outcome(
+    who: str, session: Session, request: Request, project: Path, **common: Any
+) -> Outcome:
+    """The step's outcome: the artifact decides (a CLI's exit code after a conversation says
+    little: Ctrl-C twice, `/exit`, Ctrl-D all end it)."""
+    if session.spawn_error:
+        return Outcome.failed(f"{who}: could not start: {session.spawn_error}", **common)
+    problem = owed_problem(request, project)
+    if problem is None:
+        return Outcome.succeeded(**common)
+    code = session.exit_code if session.exit_code not in (0, None) else None
+    return Outcome.failed(
+        f"{request.role or who} did not deliver: {problem}: the interactive {who} session "
+        f"{session.how()} without writing {owed_file(request, project)}",
+        exit_code=code,
+        timed_out=session.timed_out,
+        **common,
+    )
+
+
+def write_meta(folder: Path, shown: str, session: Session, outcome: Outcome) -> None:
+    meta = {
+        "interactive": True,
+        "argv": shown,
+        "transcript": NOT_CAPTURED,
+        "exitCode": session.exit_code,
+        "timedOut": session.timed_out,
+        "durationS": round(session.duration_s, 3),
+        "ok": outcome.ok,
+        "detail": outcome.detail,
+    }
+    with contextlib.suppress(OSError):
+        (folder / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+
+
+__all__ = [
+    "NOT_CAPTURED",
+    "Session",
+    "handover_line",
+    "run_on_terminal",
+    "session_outcome",
+    "shown_argv",
+    "terminal_problem",
+    "write_meta",
+]
