@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from looprail.runtime.agents import ADAPTERS, AgentSettings
@@ -78,6 +78,17 @@ WORDS = st.text(alphabet="abcxyz-_=./", min_size=1, max_size=8)
     kind=st.sampled_from(["phase", "agent"]),
     git=st.booleans(),
 )
+@example(  # found in CI: a model named "--" is a setting, not the prompt's separator
+    name="claude",
+    model="--",
+    mode=None,
+    tools=[],
+    sandbox=None,
+    approval=None,
+    args=[],
+    kind="phase",
+    git=False,
+)
 def test_the_interactive_argv_keeps_every_setting_of_the_non_interactive_one(
     name, model, mode, tools, sandbox, approval, args, kind, git
 ) -> None:
@@ -100,5 +111,12 @@ def test_the_interactive_argv_keeps_every_setting_of_the_non_interactive_one(
     assert not BATCH_ONLY[name] & set(talk) - set(args)
     tail = PROMPT_FORM[name](prompt)
     assert talk[-len(tail) :] == tail
-    kept = [a for a in batch if a not in BATCH_ONLY[name] and prompt not in a and a != "--"]
+    # "--" right before the prompt is the prompt's form, not a setting (a model may be "--")
+    kept = [
+        a
+        for i, a in enumerate(batch)
+        if a not in BATCH_ONLY[name]
+        and prompt not in a
+        and not (a == "--" and i + 1 < len(batch) and prompt in batch[i + 1])
+    ]
     assert talk[: -len(tail)] == kept
