@@ -31,7 +31,8 @@ What is checked:
   resolver, several, or one that failed to load, a resolver binary that is not there.
 
 One module per family of rules: `capabilities`, `artifacts`, `hooks` (gates and steps),
-`plans`, `trackers`; `findings` holds the rule table, `inputs` the loading and the probe.
+`plans`, `trackers`; each pass yields its findings; `findings` holds the rule table and the
+report, `inputs` the loading and the probe.
 """
 
 from __future__ import annotations
@@ -42,11 +43,18 @@ from typing import Any
 
 from looprail.lint.artifacts import _artifacts
 from looprail.lint.capabilities import _capabilities, _config
-from looprail.lint.findings import RULES, SEVERITIES, Finding, LintReport, Rule, Severity
+from looprail.lint.findings import (
+    RULES,
+    SEVERITIES,
+    Finding,
+    LintReport,
+    Rule,
+    Severity,
+    render_text,
+)
 from looprail.lint.hooks import _hooks
 from looprail.lint.inputs import LintInput, PhaseInput, Probe, load_input, local_probe
 from looprail.lint.plans import _plans, _roles
-from looprail.lint.text import render_text
 
 
 def lint_project(
@@ -56,9 +64,6 @@ def lint_project(
 ) -> LintReport:
     """Load `project` and lint it (see `load_input` for the options)."""
     return LintReport(findings=lint(load_input(project, capability_dirs, **options)))
-
-
-# --------------------------------------------------------------------------- the checks
 
 
 def lint(data: LintInput) -> list[Finding]:
