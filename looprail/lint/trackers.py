@@ -83,23 +83,7 @@ def _tracker(
             path=where,
         )
     elif not matches:
-        off = resolvers.inactive.get(prefix)
-        why = (
-            f"capability {off[0]!r} declares it but has no consent"
-            if off
-            else "no capability declares that trackerPrefix"
-        )
-        yield finding(
-            "tracker-no-resolver",
-            file,
-            f"tracker-id {tid!r}: no resolver for prefix {prefix!r} ({why}); the task runs from "
-            "the plan's inline content",
-            f"review {off[0]} and run `looprail trust`"
-            if off
-            else f"add a capability whose taskContentResolver.trackerPrefix is {prefix!r}, or "
-            "remove the tracker-id",
-            path=where,
-        )
+        yield _no_resolver(resolvers.inactive.get(prefix), file, where, tid, prefix)
     elif not data.probe.runnable(binary := matches[0][1].invoke.binary):
         cid = matches[0][0]
         yield finding(
@@ -110,3 +94,22 @@ def _tracker(
             f"install {binary} or fix {cid}'s taskContentResolver.invoke.binary",
             path=where,
         )
+
+
+def _no_resolver(off: list[str] | None, file: str, where: str, tid: str, prefix: str) -> Finding:
+    why = (
+        f"capability {off[0]!r} declares it but has no consent"
+        if off
+        else "no capability declares that trackerPrefix"
+    )
+    return finding(
+        "tracker-no-resolver",
+        file,
+        f"tracker-id {tid!r}: no resolver for prefix {prefix!r} ({why}); the task runs from "
+        "the plan's inline content",
+        f"review {off[0]} and run `looprail trust`"
+        if off
+        else f"add a capability whose taskContentResolver.trackerPrefix is {prefix!r}, or "
+        "remove the tracker-id",
+        path=where,
+    )

@@ -104,15 +104,9 @@ def lane_argv(
     effort = None
     if invoke.get("effortChannel") == "argv":
         effort = _string(config, effort_key or f"review.efforts.{lane.slug}")
-    # A project's config is not the user's: a value starting with '-' would be read by the CLI
-    # as an option of its own (`--dangerously-skip-permissions`), not as a model or an effort.
-    for name, key, value in (("model", model_key, model), ("effort", effort_key, effort)):
-        if value is not None and value.startswith("-"):
-            return (
-                f"config value {escape_untrusted(value)!r} for the {name} "
-                f"({escape_untrusted(str(key or name))}) starts with '-' and would be read as an "
-                "option; refused"
-            )
+    refused = _option_like(("model", model_key, model), ("effort", effort_key, effort))
+    if refused:
+        return refused
     to_file = invoke.get("outputChannel", "stdout") == "file-arg"
     prompt_ref = f"Read the review request in {prompt_path} and follow it."
     by_file = invoke.get("promptChannel") == "argv-file-ref"
@@ -126,6 +120,20 @@ def lane_argv(
     for arg in args:
         argv += expansions.get(arg, [arg])
     return argv
+
+
+def _option_like(*values: tuple[str, object, str | None]) -> str | None:
+    """Why a config value may not be passed, else None. A project's config is not the user's:
+    a value starting with '-' would be read by the CLI as an option of its own
+    (`--dangerously-skip-permissions`), not as a model or an effort."""
+    for name, key, value in values:
+        if value is not None and value.startswith("-"):
+            return (
+                f"config value {escape_untrusted(value)!r} for the {name} "
+                f"({escape_untrusted(str(key or name))}) starts with '-' and would be read as an "
+                "option; refused"
+            )
+    return None
 
 
 def _flagged(flag: Any, value: str | None) -> list[str]:
