@@ -35,6 +35,7 @@ from looprail.trust.lanes import (
     lane_timeout_s,
     probe_lane,
 )
+from looprail.trust.store import is_inside
 
 if TYPE_CHECKING:
     from typing import TypedDict
@@ -219,15 +220,9 @@ def check_paths(repo_root: str, paths: Sequence[str]) -> str | None:
         if not isinstance(p, str) or not p or _CONTROL.search(p):
             return INVALID_PATHS
         lexical = os.path.normpath(os.path.join(root, p))
-        if not _within(lexical, root):
-            return PATH_ESCAPES_REPO_ROOT
-        if not _within(os.path.realpath(lexical), real_root):
+        if not is_inside(lexical, root) or not is_inside(os.path.realpath(lexical), real_root):
             return PATH_ESCAPES_REPO_ROOT
     return None
-
-
-def _within(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def build_prompt(repo_root: str, depth: str, base_sha: str, paths: Sequence[str]) -> str:
@@ -257,6 +252,7 @@ def build_prompt(repo_root: str, depth: str, base_sha: str, paths: Sequence[str]
 
 
 def estimate_tokens(text: str) -> int:
+    """The prompt's size in tokens, as the budgets count them."""
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 

@@ -131,7 +131,7 @@ def _folder_files(top: str, root: str) -> list[tuple[bytes, str]]:
             shown = os.path.join(top, name)
             if entry.is_symlink():
                 target = os.path.realpath(entry.path)
-                if not _inside(target, root):
+                if not is_inside(target, root):
                     raise TrustError(f"{shown}: symlink points outside the capability folder")
                 try:
                     st = os.stat(target)
@@ -151,7 +151,8 @@ def _folder_files(top: str, root: str) -> list[tuple[bytes, str]]:
     return out
 
 
-def _inside(path: str, root: str) -> bool:
+def is_inside(path: str, root: str) -> bool:
+    """Is `path` `root` or below it (both absolute and normalised)?"""
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
