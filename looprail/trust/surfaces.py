@@ -135,9 +135,10 @@ def interpreter_of(binary: object, args: Sequence[object]) -> str | None:
     return None
 
 
-def _spawn(kind: str, where: str, binary: object, args: list[object], how: str) -> Surface:
-    """A surface that spawns `binary args…` with no shell, or says loudly that the program is
-    itself a shell or interpreter."""
+def _spawn(kind: str, where: str, invoke: Mapping[str, Any], how: str) -> Surface:
+    """A surface that spawns `invoke`'s `binary args…` with no shell, or says loudly that the
+    program is itself a shell or interpreter."""
+    binary, args = invoke.get("binary", "?"), _list(invoke.get("args"))
     found = interpreter_of(binary, args)
     note = (
         "no shell"
@@ -202,13 +203,7 @@ def _contribution_surfaces(con: Mapping[str, Any], where: str) -> list[Surface]:
 def _resolver_surfaces(tcr: Mapping[str, Any], where: str) -> list[Surface]:
     invoke = _mapping(tcr.get("invoke"))
     how = 'cwd = the project; "{{id}}" = the task\'s tracker id'
-    spawn = _spawn(
-        "taskContentResolver",
-        f"{where}.invoke",
-        invoke.get("binary", "?"),
-        _list(invoke.get("args")),
-        how,
-    )
+    spawn = _spawn("taskContentResolver", f"{where}.invoke", invoke, how)
     return [
         replace(
             spawn,
@@ -337,13 +332,7 @@ def _reviewer_surfaces(reviewer: Mapping[str, Any], where: str) -> list[Surface]
         channel = invoke.get("promptChannel")
         how = f"prompt via {_q(channel)}; output via {_q(invoke.get('outputChannel'))}"
         flags = ", ".join(_q(f) for f in reviewer.get("flags") or ())
-        spawn = _spawn(
-            "reviewer.invoke",
-            f"{where}.invoke",
-            invoke.get("binary", "?"),
-            _list(invoke.get("args")),
-            how,
-        )
+        spawn = _spawn("reviewer.invoke", f"{where}.invoke", invoke, how)
         out.append(
             replace(
                 spawn,
