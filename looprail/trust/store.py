@@ -218,9 +218,17 @@ def _read_store(path: str) -> dict[str, object] | None:
     return data
 
 
-def _project_entry(store: Mapping[str, object] | None, project: str) -> Mapping[str, object]:
+def _entry(
+    project: str | os.PathLike[str],
+    home: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    store: Mapping[str, object] | None = None,
+) -> Mapping[str, object]:
+    """What the store (read now unless given) holds for `project`, `{}` when nothing."""
+    if store is None:
+        store = _read_store(store_path(home, env))
     projects = store.get("projects") if isinstance(store, dict) else None
-    entry = projects.get(project) if isinstance(projects, dict) else None
+    entry = projects.get(project_key(project)) if isinstance(projects, dict) else None
     return entry if isinstance(entry, dict) else {}
 
 
@@ -234,7 +242,7 @@ def consent_record(
     project: str | os.PathLike[str], *, home: str | os.PathLike[str] | None = None
 ) -> ConsentRecord:
     """What the store holds for `project`: `{"capabilities": {id: sha256}, "hooks": sha256?}`."""
-    entry = _project_entry(_read_store(store_path(home)), project_key(project))
+    entry = _entry(project, home)
     out: ConsentRecord = {"capabilities": _strings(entry.get("capabilities"))}
     hooks = entry.get("hooks")
     if isinstance(hooks, str):
@@ -249,8 +257,7 @@ def agents_consent(
     env: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Agent name -> the digest of the project agent settings the user consented to."""
-    entry = _project_entry(_read_store(store_path(home, env)), project_key(project))
-    return _strings(entry.get("agents"))
+    return _strings(_entry(project, home, env).get("agents"))
 
 
 def _update_store(
@@ -377,9 +384,7 @@ def consent_state(
 ) -> str | None:
     """None when `cap_id` (in `folder`) of `project` has valid consent, else why not (the
     reason `capability list` shows)."""
-    if store is None:
-        store = _read_store(store_path(home))
-    stored = _strings(_project_entry(store, project_key(project)).get("capabilities")).get(cap_id)
+    stored = _strings(_entry(project, home, store=store).get("capabilities")).get(cap_id)
     try:
         current = folder_hash(folder)
     except TrustError as exc:
@@ -404,7 +409,7 @@ def hooks_state(
     project: str | os.PathLike[str], *, home: str | os.PathLike[str] | None = None
 ) -> str | None:
     """None when the project's hooks.json has valid consent, else why not."""
-    stored = _project_entry(_read_store(store_path(home)), project_key(project)).get("hooks")
+    stored = _entry(project, home).get("hooks")
     try:
         current = hooks_hash(project)
     except TrustError as exc:
@@ -425,7 +430,7 @@ def hooks_bytes_consented(
     # not at the top: the render-hooks entry loads this module (its import budget)
     import hashlib
 
-    stored = _project_entry(_read_store(store_path(home)), project_key(project)).get("hooks")
+    stored = _entry(project, home).get("hooks")
     return isinstance(stored, str) and hashlib.sha256(raw).hexdigest() == stored
 
 
