@@ -78,9 +78,6 @@ def local_probe(project: Path, runtime_name: str = "local") -> Probe:
     executables under `.looprail/`. A runtime that resolves names itself finds everything."""
     runtime = create_runtime(runtime_name, RuntimeSettings(project=project))
 
-    def executable(folder: str, name: str) -> str | None:
-        return runtime.missing(folder, name)
-
     def on_path(word: str) -> bool:
         return word in SHELL_BUILTINS or find_program(word) is not None
 
@@ -90,7 +87,7 @@ def local_probe(project: Path, runtime_name: str = "local") -> Probe:
             return path.is_file() and os.access(path, os.X_OK)
         return find_program(binary) is not None
 
-    return Probe(executable, on_path, runnable)
+    return Probe(runtime.missing, on_path, runnable)
 
 
 def _runtime_name(config: Mapping[str, object] | None) -> str:
@@ -138,17 +135,16 @@ def _load_phases(root: Path, only: str | None) -> list[PhaseInput]:
     out = []
     for ph in dirs:
         item = PhaseInput(label=_rel(ph.dir, root))
+        out.append(item)
         try:
             item.phase = load_phase(root, ph.number)
         except PlanError as exc:
             item.error = exc
-            out.append(item)
             continue
         try:
             item.waves = compute_waves(item.phase.plans, root=root)
         except PlanError as exc:
             item.wave_error = exc
-        out.append(item)
     return out
 
 
