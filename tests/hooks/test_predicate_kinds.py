@@ -19,7 +19,7 @@ from looprail.hooks.checks import (
 )
 from looprail.lint.declarations import _Decl
 from looprail.lint.hooks import _predicate
-from looprail.trust.audit import _predicate_surface
+from looprail.trust.surfaces import _predicate_surface
 from tests.support import REPO
 
 DOCS = REPO / "docs" / "checks.md"
