@@ -100,27 +100,9 @@ def pass_checkpoint(
     `CheckpointPause` (no terminal) or `HaltError` (rounds used up, a fix-up failed)."""
     cp = checkpoint_of(plan, task)
     st = _state(runner)
-    opts = runner.options
-    if task.id in opts.approved_earlier:
-        if not cp.secret or _rest_done(runner, plan, task):
-            _passed(runner, cp, wave, "approved earlier in this run", None)
-            return
-        # A secret given by `looprail answer` still waits in its file if the call that needed
-        # it never started; one typed on a terminal is gone with the process that read it.
-        value = take_secret(runner.project, _run_id(runner), task.id)
-        if value is not None:
-            with st.lock:
-                st.secrets[plan.id] = (task.id, value)
-            _passed(runner, cp, wave, "approved earlier in this run", None)
-            return
-        runner.progress.line(
-            f"  ! checkpoint {task.id}: a secret answer is never kept across runs; asked again"
-        )
-    limit = (
-        opts.checkpoint_rounds
-        or looprail_settings(runner.ctx.config).checkpoint_rounds
-        or CHECKPOINT_ROUNDS
-    )
+    if task.id in runner.options.approved_earlier and _approved_earlier(runner, plan, task, st):
+        _passed(runner, cp, wave, "approved earlier in this run", None)
+        return
     while True:
         got = _given(runner, cp, st)
         if got is None:
@@ -137,15 +119,7 @@ def pass_checkpoint(
                 )
             )
         if got.meaning.kind == "issues":
-            rounds = _issue_rounds(runner, cp)
-            if rounds > limit:
-                raise HaltError(
-                    f"{plan.path.name}: checkpoint {task.id}: {limit} "
-                    f"{'round' if limit == 1 else 'rounds'} of fixes and it still has issues "
-                    f"(looprail.checkpoint_rounds = {limit}); fix them, then answer approved "
-                    f"(looprail answer . {task.id} approved) or raise the limit "
-                    "(--checkpoint-rounds N), and resume"
-                )
+            rounds = _within_rounds(runner, plan, cp)
             _fixup(runner, plan, task, cp, got.text, rounds, wave, execute)
             _ask(runner, cp, wave, again=True)
             continue
@@ -153,7 +127,7 @@ def pass_checkpoint(
             value = (
                 got.text
                 if not got.journaled
-                else take_secret(runner.project, _run_id(runner), task.id)
+                else take_secret(runner.project, runner.recorder.run_id, task.id)
             )
             if value is None:  # its file is gone (removed by hand): ask again
                 _ask(runner, cp, wave, again=True)
@@ -162,6 +136,42 @@ def pass_checkpoint(
                 st.secrets[plan.id] = (task.id, value)
         _passed(runner, cp, wave, got.source, got.meaning)
         return
+
+
+def _approved_earlier(runner: LoopRunner, plan: Plan, task: Task, st: _State) -> bool:
+    """Whether an approval earlier in the run still holds: a secret answer holds only while
+    its file waits (`looprail answer`, the call that needed it never started) or nothing
+    after it needs it; one typed on a terminal is gone with the process that read it."""
+    if not checkpoint_of(plan, task).secret or _rest_done(runner, plan, task):
+        return True
+    value = take_secret(runner.project, runner.recorder.run_id, task.id)
+    if value is not None:
+        with st.lock:
+            st.secrets[plan.id] = (task.id, value)
+        return True
+    runner.progress.line(
+        f"  ! checkpoint {task.id}: a secret answer is never kept across runs; asked again"
+    )
+    return False
+
+
+def _within_rounds(runner: LoopRunner, plan: Plan, cp: Checkpoint) -> int:
+    """The round of fixes this answer starts; halts once `checkpoint_rounds` are used up."""
+    limit = (
+        runner.options.checkpoint_rounds
+        or looprail_settings(runner.ctx.config).checkpoint_rounds
+        or CHECKPOINT_ROUNDS
+    )
+    rounds = _issue_rounds(runner, cp)
+    if rounds > limit:
+        raise HaltError(
+            f"{plan.path.name}: checkpoint {cp.task_id}: {limit} "
+            f"{'round' if limit == 1 else 'rounds'} of fixes and it still has issues "
+            f"(looprail.checkpoint_rounds = {limit}); fix them, then answer approved "
+            f"(looprail answer . {cp.task_id} approved) or raise the limit "
+            "(--checkpoint-rounds N), and resume"
+        )
+    return rounds
 
 
 def _given(runner: LoopRunner, cp: Checkpoint, st: _State) -> _Got | None:
@@ -199,7 +209,7 @@ def _approve(cp: Checkpoint, source: str) -> _Got:
 
 
 def _journaled_answer(runner: LoopRunner, cp: Checkpoint) -> _Got | None:
-    e = latest(_events(runner, ("checkpoint", "answer")), cp.task_id)
+    e = latest(runner.recorder.kinds("checkpoint", "answer"), cp.task_id)
     if e is None or e.kind != "answer":
         return None
     kind = e.outcome if e.outcome != "withheld" else "secret"
@@ -210,7 +220,7 @@ def _journaled_answer(runner: LoopRunner, cp: Checkpoint) -> _Got | None:
 def _ask(runner: LoopRunner, cp: Checkpoint, wave: int, *, again: bool = False) -> None:
     """Journal that the run waits on `cp` (once: not again while the last event of the task
     already says so)."""
-    last = latest(_events(runner, ("checkpoint", "answer")), cp.task_id)
+    last = latest(runner.recorder.kinds("checkpoint", "answer"), cp.task_id)
     if last is not None and last.kind == "checkpoint" and not again:
         return
     runner.recorder.event(asked_record(cp, wave))
@@ -242,7 +252,9 @@ def _passed(
 
 def _issue_rounds(runner: LoopRunner, cp: Checkpoint) -> int:
     return sum(
-        1 for e in _events(runner, ("answer",)) if e.task_id == cp.task_id and e.outcome == "issues"
+        1
+        for e in runner.recorder.kinds("answer")
+        if e.task_id == cp.task_id and e.outcome == "issues"
     )
 
 
@@ -296,7 +308,7 @@ def _fixup(
 
 def plan_answers(runner: LoopRunner, plan_id: str) -> list[Any]:
     """The plan's journaled answers, in order (a secret's message is "answer withheld")."""
-    return [e for e in _events(runner, ("answer",)) if e.plan_id == plan_id]
+    return [e for e in runner.recorder.kinds("answer") if e.plan_id == plan_id]
 
 
 def _answers_text(answers: list[Any]) -> str:
@@ -344,7 +356,7 @@ def secret_env(runner: LoopRunner, plan: Plan, dctx: DispatchContext) -> Dispatc
         waiting = st.secrets.pop(plan.id, None)
     if waiting is None:
         return dctx
-    drop_secret(runner.project, _run_id(runner), waiting[0])
+    drop_secret(runner.project, runner.recorder.run_id, waiting[0])
     return dctx.model_copy(update={"env": {**dctx.env, SECRET_ENV: waiting[1]}})
 
 
@@ -456,28 +468,13 @@ def _done_before(plan: Plan, task: Task) -> int:
     return sum(1 for t in plan.tasks if t.index < task.index)
 
 
-def _task_of(runner: LoopRunner, cp: Checkpoint) -> Any:
+def _task_of(runner: LoopRunner, cp: Checkpoint) -> Task:
     plan = _plan_of(runner, cp)
     return next(t for t in plan.tasks if t.id == cp.task_id)
 
 
-def _plan_of(runner: LoopRunner, cp: Checkpoint) -> Any:
+def _plan_of(runner: LoopRunner, cp: Checkpoint) -> Plan:
     return runner.phase.plan(cp.plan_id)
-
-
-# -- the journal, or the memory of an unjournaled run -----------------------------------------
-
-
-def _events(runner: LoopRunner, kinds: tuple[str, ...]) -> list[Any]:
-    rec = runner.recorder
-    journal = getattr(rec, "journal", None)
-    if journal is not None:
-        return list(journal.events(rec.run_id, kinds=list(kinds)))  # type: ignore[attr-defined]
-    return list(rec.kinds(*kinds)) if hasattr(rec, "kinds") else []
-
-
-def _run_id(runner: LoopRunner) -> str:
-    return str(getattr(runner.recorder, "run_id", "no-journal"))
 
 
 def _rest_done(runner: LoopRunner, plan: Plan, task: Task) -> bool:

@@ -192,9 +192,7 @@ class LoopRunner:
             self._task_total = (self.phase, total)
         total = self._task_total[1]
         if total:
-            count = getattr(self.recorder, "done_count", None)
-            done = count() if count is not None else len(self.recorder.done_tasks())
-            parts.append(f"{done}/{total} tasks done")
+            parts.append(f"{self.recorder.done_count()}/{total} tasks done")
         if doing:
             parts.append(doing)
         self.progress.status(" · ".join(parts))
