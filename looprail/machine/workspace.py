@@ -33,7 +33,6 @@ from looprail.layout import LOOPRAIL_DIR
 from looprail.layout import WORKTREES_DIR as _WORKTREES
 from looprail.machine.commits import Repo, has_identity, why
 from looprail.runtime.base import DispatchContext
-from looprail.runtime.process import ProcessResult
 
 _T = TypeVar("_T")
 
@@ -87,7 +86,7 @@ class GitWorkspace(NullWorkspace):
         self.git = self.repo.work_tree
         self._cleanup: threading.Thread | None = None
         self._setup: threading.Thread | None = None  # making the wave's worktrees
-        self._ready: dict[str, Future[None]] = {}  # each plan's worktree, checked out
+        self._ready: dict[str, Future[object]] = {}  # each plan's worktree, checked out
         self._committed: dict[str, list[str]] = {}  # plans committed by `finished`: secrets left
         self._wave_branches: dict[int, list[tuple[str, str]]] = {}
         self._pending: list[tuple[str, str]] = []  # the merged wave's branches, removed by `settle`
@@ -336,7 +335,7 @@ class GitWorkspace(NullWorkspace):
         # Registered but not checked out (a run killed in between): no agent ever ran there.
         state = {plan_id: _worktree_state(path) for plan_id, path in paths.items()}
         todo = [plan_id for plan_id in plan_ids if state[plan_id] != "ready"]
-        ready: dict[str, Future[None]] = {plan_id: Future() for plan_id in todo}
+        ready: dict[str, Future[object]] = {plan_id: Future() for plan_id in todo}
         with self._lock:
             self._bound = dict(paths)
             self._ready = ready
@@ -366,8 +365,8 @@ class GitWorkspace(NullWorkspace):
                     except BaseException as exc:
                         future.set_exception(exc)
                         continue
-                    done = pool.submit(self.repo.run, ["reset", "-q", "--hard"], cwd=path)
-                    done.add_done_callback(partial(_settled, future))
+                    checkout = partial(self.repo.run, ["reset", "-q", "--hard"], cwd=path)
+                    pool.submit(_resolve, future, checkout)
             has_identity(self.project)  # asked once, before the merge needs it
 
         self._setup = threading.Thread(target=make, name="looprail-worktrees-add", daemon=True)
@@ -466,19 +465,11 @@ def _worktree_state(path: Path) -> str:
 
 
 def _resolve(future: Future[_T], call: Callable[[], _T]) -> None:
+    """Settle `future` with what `call` returns or raises."""
     try:
         future.set_result(call())
     except BaseException as exc:
         future.set_exception(exc)
-
-
-def _settled(future: Future[None], done: Future[ProcessResult]) -> None:
-    """Pass a checkout's outcome on to the plan waiting for its worktree."""
-    error = done.exception()
-    if error is None:
-        future.set_result(None)
-    else:
-        future.set_exception(error)
 
 
 def _all_at_once(calls: Sequence[Callable[[], _T]]) -> list[_T]:
