@@ -243,6 +243,33 @@ class Dispatcher:
     # ------------------------------------------------------------------ reporting
 
     def _report(self, r: HookResult, wave: int | None) -> None:
+        """Say what a hook did (one line) and journal its `hook` event."""
+        self._say(r)
+        outcome = {
+            "ok": "ok",
+            "pass": "pass",
+            "block": "blocked" if r.blocking else "advisory",
+        }.get(r.status, r.status)
+        self._record(
+            EventRecord(
+                kind="hook",
+                point=r.point,
+                wave=wave,
+                cap_id=r.cap_id,
+                hook_kind=r.kind,
+                outcome=outcome,
+                duration_ms=int(r.duration_s * 1000),
+                message=(r.shown if r.status == "block" else r.message) or None,
+                data={
+                    "label": r.label,
+                    "onError": r.on_error,
+                    "blocking": r.blocking,
+                    **({"details": r.details} if r.details else {}),
+                },
+            )
+        )
+
+    def _say(self, r: HookResult) -> None:
         took = fmt_duration(r.duration_s)
         what = f"{r.kind} {r.label or ''} ({r.cap_id})".replace("  ", " ")
         if r.kind == "gate":
@@ -276,29 +303,6 @@ class Dispatcher:
             self.progress.warn(f"{what} reported: {r.message}")
         else:
             self.progress.warn(f"{what} failed, onError {r.on_error or 'skip'}: {r.message}")
-        outcome = {
-            "ok": "ok",
-            "pass": "pass",
-            "block": "blocked" if r.blocking else "advisory",
-        }.get(r.status, r.status)
-        self._record(
-            EventRecord(
-                kind="hook",
-                point=r.point,
-                wave=wave,
-                cap_id=r.cap_id,
-                hook_kind=r.kind,
-                outcome=outcome,
-                duration_ms=int(r.duration_s * 1000),
-                message=(r.shown if r.status == "block" else r.message) or None,
-                data={
-                    "label": r.label,
-                    "onError": r.on_error,
-                    "blocking": r.blocking,
-                    **({"details": r.details} if r.details else {}),
-                },
-            )
-        )
 
     def _record(self, event: EventRecord) -> None:
         if self.recorder is not None:
