@@ -25,10 +25,9 @@ import select
 import sys
 import termios
 import threading
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from looprail.errors import CheckpointPause, HaltError
 from looprail.machine.answers import (
@@ -57,25 +56,14 @@ ANSWERS_KEY = "checkpoint_answers"  # TaskWork.plan_sections key (runtime/prompt
 
 
 @dataclass
-class _State:
-    """What a runner keeps in memory about checkpoints: never journaled."""
+class CheckpointState:
+    """What a runner keeps in memory about checkpoints (`LoopRunner.checkpoints`): never
+    journaled."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     used_flags: set[str] = field(default_factory=set)  # --answer values already taken
     # plan id → (checkpoint task id, secret): for the plan's next executor call only
     secrets: dict[str, tuple[str, str]] = field(default_factory=dict)
-
-
-_STATES: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
-_STATES_LOCK = threading.Lock()
-
-
-def _state(runner: LoopRunner) -> _State:
-    with _STATES_LOCK:
-        st = _STATES.get(runner)
-        if st is None:
-            st = _STATES[runner] = _State()
-        return st
 
 
 @dataclass(frozen=True)
@@ -99,7 +87,7 @@ def pass_checkpoint(
     """Get checkpoint `task` of `plan` answered (see the module docstring), or raise
     `CheckpointPause` (no terminal) or `HaltError` (rounds used up, a fix-up failed)."""
     cp = checkpoint_of(plan, task)
-    st = _state(runner)
+    st = runner.checkpoints
     if task.id in runner.options.approved_earlier and _approved_earlier(runner, plan, task, st):
         _passed(runner, cp, wave, "approved earlier in this run", None)
         return
@@ -138,7 +126,7 @@ def pass_checkpoint(
         return
 
 
-def _approved_earlier(runner: LoopRunner, plan: Plan, task: Task, st: _State) -> bool:
+def _approved_earlier(runner: LoopRunner, plan: Plan, task: Task, st: CheckpointState) -> bool:
     """Whether an approval earlier in the run still holds: a secret answer holds only while
     its file waits (`looprail answer`, the call that needed it never started) or nothing
     after it needs it; one typed on a terminal is gone with the process that read it."""
@@ -174,7 +162,7 @@ def _within_rounds(runner: LoopRunner, plan: Plan, cp: Checkpoint) -> int:
     return rounds
 
 
-def _given(runner: LoopRunner, cp: Checkpoint, st: _State) -> _Got | None:
+def _given(runner: LoopRunner, cp: Checkpoint, st: CheckpointState) -> _Got | None:
     opts = runner.options
     flagged = dict(opts.answers).get(cp.task_id)
     if flagged is not None and cp.task_id not in st.used_flags:
@@ -306,12 +294,12 @@ def _fixup(
 # -- what later work of the plan gets ----------------------------------------------------------
 
 
-def plan_answers(runner: LoopRunner, plan_id: str) -> list[Any]:
+def plan_answers(runner: LoopRunner, plan_id: str) -> list[EventRecord]:
     """The plan's journaled answers, in order (a secret's message is "answer withheld")."""
     return [e for e in runner.recorder.kinds("answer") if e.plan_id == plan_id]
 
 
-def _answers_text(answers: list[Any]) -> str:
+def _answers_text(answers: list[EventRecord]) -> str:
     parts = []
     for e in answers:
         kind = e.data.get("type", "checkpoint")
@@ -337,7 +325,7 @@ def with_answers(runner: LoopRunner, plan: Plan, work: TaskWork) -> TaskWork:
     if not answers:
         return work
     text = _answers_text(answers)
-    st = _state(runner)
+    st = runner.checkpoints
     with st.lock:
         waiting = st.secrets.get(plan.id)
     if waiting is not None:
@@ -351,7 +339,7 @@ def with_answers(runner: LoopRunner, plan: Plan, work: TaskWork) -> TaskWork:
 def secret_env(runner: LoopRunner, plan: Plan, dctx: DispatchContext) -> DispatchContext:
     """The next executor call of `plan` after a secret answer gets it in `$LOOPRAIL_CHECKPOINT_
     ANSWER`, once; its file under `looprail_home()` (from `looprail answer`) is removed."""
-    st = _state(runner)
+    st = runner.checkpoints
     with st.lock:
         waiting = st.secrets.pop(plan.id, None)
     if waiting is None:
@@ -404,7 +392,7 @@ def _terminal() -> bool:
         return False
 
 
-def _wait(runner: LoopRunner, plan: Plan, task: Task, cp: Checkpoint, st: _State) -> _Got:
+def _wait(runner: LoopRunner, plan: Plan, task: Task, cp: Checkpoint, st: CheckpointState) -> _Got:
     with _TERMINAL:
         runner.progress.close()  # the live status area would draw over the question
         out = sys.stderr

@@ -4,36 +4,24 @@
     looprail run --phase 1 --executor dask://tls://sched:8786 # the same over TLS
     looprail run --phase 1 --executor dask-local:8            # a LocalCluster of 8 processes
 
-A LocalCluster listens on 127.0.0.1 over mutual TLS with credentials made for the run
-(`local_security`), and has no HTTP dashboard unless `dask-local:N,dashboard=HOST:PORT` asks
-for one. A scheduler given by address can run any function in this process (it sends the
-results of plans, which are unpickled here): connect only to one you control.
+A LocalCluster listens on 127.0.0.1 over mutual TLS with credentials made for the run, with no
+HTTP dashboard unless `dask-local:N,dashboard=HOST:PORT` asks for one. A scheduler given by
+address can run any function in this process (plans' results are unpickled here): connect only
+to one you control.
 
-Every plan runs through the runner's one task protocol (`LoopRunner.run_plan` → `run_task`,
-on a thread here per plan): per task the `execute:task` resolver, `read_first`, the
-`task_call` hooks, then its body, the `task_result` hooks, in the order a local run has. Only
-the body runs on a worker (`_PlanRun.execute_task`): the plan's first task submits the plan
-(`Client.submit(..., pure=False)`), each later one is handed to the same worker run once the
-orchestrator has begun it (`dask_job.step_name`). The worker runs it with the chosen runtime
-(a `LocalRuntime` over its own copy of the project, see `looprail.machine.dask_worker`) and
-reports its start and end on the plan's event topic (`Worker.log_event`, pushed here by
-`Client.subscribe_topic`); a finished task carries its outcome, its logs and its change (the
-files it wrote or removed, plus a unified diff for people). The orchestrator alone journals,
-merges each change into the project (before the next task begins), writes the plan's SUMMARY
-and dispatches hooks. Hooks never run on workers.
+Every plan runs through the runner's one task protocol (`LoopRunner.run_plan` → `run_task`, a
+thread here per plan); only a task's body runs on a worker (`_PlanRun.execute_task`): the first
+submits the plan, each later one is handed to the same worker run once begun here
+(`dask_job.step_name`). The worker reports each start and end on the plan's event topic; a
+finished task carries its outcome, logs and change (files written or removed, and a diff). The
+orchestrator alone journals, merges each change (before the next task begins), writes the
+SUMMARY and dispatches hooks.
 
-Where a worker's copy comes from:
-- a shared filesystem (the default): the worker keeps a copy of the project folder it is given
-  (the orchestrator's path must be the same path on every worker, e.g. an NFS mount) and brings
-  it up to date for each plan;
-- a git remote (`source="git+URL"` in `DaskExecutor`): the worker keeps a clone of it, fetched
-  and reset for each plan (the plans must be committed and pushed first; uncommitted work on
-  the orchestrator is not seen).
-
-A worker lost mid-task: the scheduler runs the plan again on another worker. The scheduler
-keeps the plan's reports (its topic's events), so the rerun applies what the finished tasks
-changed to its copy, skips them and starts again at the unfinished task; the journal shows
-that task's second attempt with the message "worker lost; running again elsewhere".
+A worker's copy comes from a shared filesystem (the default: the same path on every worker,
+e.g. an NFS mount) or a git remote (`source="git+URL"`: only pushed commits are seen). A worker
+lost mid-task: the scheduler runs the plan again elsewhere; the rerun applies the finished
+tasks' changes from the kept reports, skips them and starts again at the unfinished task,
+journaled as its second attempt ("worker lost; running again elsewhere").
 
 `dask[distributed]` is the optional extra `looprail[dask]`.
 """

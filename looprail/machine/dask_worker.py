@@ -1,21 +1,12 @@
-"""The worker side of the Dask executor (`looprail.machine.dask_executor`): runs on Dask workers.
+"""The worker side of the Dask executor (`looprail.machine.dask_executor`), kept cheap per plan:
 
-Per-plan cost is kept small, since a wave may have many short plans:
-
-- Each worker keeps a pool of project copies (`CopyPool`, a worker plugin registered once per
-  run). A plan takes a copy from the pool and brings it up to date with the project instead of
-  copying it afresh: from a shared filesystem, only the files whose stat (either side) changed
-  since the copy was last synced are copied again, and files no longer in the project are
-  removed; from a git remote, the clone is fetched and reset (`git fetch --depth 1` + `reset
-  --hard` + `clean -ffdx`) instead of cloned. Either way the copy ends as a fresh copy would be.
-- The plugin's `setup` imports what a plan needs and builds the models once per worker.
-- What a task changed is found by stat (size, mtime, ctime, inode): only the files whose stat
-  changed are read, never every file of the project before and after each task.
-- Reports go out with `Worker.log_event` on the plan's topic: batched with the worker's other
-  messages, no round trip per report. The scheduler keeps a topic's events, so a rerun of the
-  plan (its worker was lost) reads them once at its start, overlapped with the sync of its copy:
-  the finished tasks' changes are applied to its copy and those tasks are skipped; the task
-  that was started and never finished runs again, reported as a retry.
+- each worker keeps a pool of project copies (`CopyPool`, a worker plugin that also builds the
+  models once): a plan brings a pooled copy up to date instead of copying afresh (only files
+  whose stat changed on either side; a git remote's clone fetched and reset);
+- what a task changed is found by stat: only changed files are read;
+- reports go out with `Worker.log_event` on the plan's topic (batched, no round trip); a rerun
+  of the plan (its worker was lost) reads them back while its copy syncs, applies the finished
+  tasks' changes, skips them, and runs the unfinished task again as a retry.
 """
 
 from __future__ import annotations
@@ -47,7 +38,7 @@ from looprail.machine.dask_job import (
     plan_topic,
     step_name,
 )
-from looprail.runtime.base import DispatchContext, Runtime, TaskWork
+from looprail.runtime.base import DispatchContext, Outcome, Runtime, TaskWork
 from looprail.runtime.git import git
 from looprail.runtime.local import LocalRuntime, Timeouts
 
@@ -440,19 +431,7 @@ def _run_steps(
         task_key = step["task"]
         work = TaskWork.model_validate(step["work"])
         report({"task": task_key, "event": "started", "retry": started == task_key})
-        ctx = DispatchContext(
-            project=project,
-            phase_number=job.phase_number,
-            phase_dir=project / job.phase_dir,
-            flavor=job.flavor,  # type: ignore[arg-type]
-            plan_id=job.plan_id,
-            task_id=work.task_id,
-            wave=job.wave,
-        )
-        began = time.monotonic()
-        outcome = runtime.execute_task(work, ctx)
-        if not outcome.duration_s:
-            outcome = outcome.model_copy(update={"duration_s": time.monotonic() - began})
+        outcome = _execute(runtime, job, project, work)
         changes, patch, before = changes_since(project, before)
         report(
             {
@@ -473,6 +452,24 @@ def _run_steps(
         if not step.get("more"):
             return True
         n += 1
+
+
+def _execute(runtime: Runtime, job: PlanJob, project: Path, work: TaskWork) -> Outcome:
+    """The task's body, in this worker's copy of the project, timed."""
+    ctx = DispatchContext(
+        project=project,
+        phase_number=job.phase_number,
+        phase_dir=project / job.phase_dir,
+        flavor=job.flavor,  # type: ignore[arg-type]
+        plan_id=job.plan_id,
+        task_id=work.task_id,
+        wave=job.wave,
+    )
+    began = time.monotonic()
+    outcome = runtime.execute_task(work, ctx)
+    if not outcome.duration_s:
+        outcome = outcome.model_copy(update={"duration_s": time.monotonic() - began})
+    return outcome
 
 
 _STEP_POLL_S = 2.0

@@ -33,7 +33,13 @@ from looprail.errors import StopRequested as _Stop
 from looprail.frontmatter import file_frontmatter
 from looprail.machine import guards as G
 from looprail.machine.chart import WAVE_RUNNING, TaskChart, compile_loop, restored, state_path
-from looprail.machine.checkpoint import pass_checkpoint, secret_env, summary_lines, with_answers
+from looprail.machine.checkpoint import (
+    CheckpointState,
+    pass_checkpoint,
+    secret_env,
+    summary_lines,
+    with_answers,
+)
 from looprail.machine.context import RunContext, RunOptions, RunResult, RunStatus, run_ending
 from looprail.machine.dispatch import Dispatcher
 from looprail.machine.interactive import handover
@@ -93,6 +99,7 @@ class LoopRunner:
         # Steps whose role was killed mid-work in an earlier process: done again on resume.
         self.redo_steps: frozenset[str] = ctx.redo_steps
         self._said: set[str] = set()
+        self.checkpoints = CheckpointState()
         self._warn_plan_keys()
 
     # What the run was given: read-only, from the frozen context.
