@@ -22,7 +22,7 @@ import contextlib
 import hashlib
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -123,10 +123,10 @@ def pending_checkpoints(project: Path) -> list[Checkpoint]:
     return pending_in(events)
 
 
-def pending_in(events: list[Any]) -> list[Checkpoint]:
+def pending_in(events: Sequence[EventRecord]) -> list[Checkpoint]:
     """The checkpoints still unanswered in a run's `checkpoint`, `answer` and `task_finished`
     events (the dashboard applies it to the events it has already read)."""
-    last: dict[str, Any] = {}
+    last: dict[str, EventRecord] = {}
     passed: set[str] = set()
     for e in events:
         if e.kind == "task_finished":

@@ -8,7 +8,7 @@ runner never patches it, and no one patches the runner after construction.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -90,7 +90,7 @@ class RunContext:
     phase: str
     runtime: Runtime
     compiled: CapabilitySet
-    config: dict[str, Any] | None = None
+    config: Mapping[str, object] | None = None
     resolvers: Sequence[tuple[str, Any]] = ()
     unloadable: Sequence[Any] = ()
     options: RunOptions = field(default_factory=RunOptions)

@@ -309,7 +309,7 @@ class Dispatcher:
             self.recorder.event(event)
 
 
-def shown_details(message: str, details: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def shown_details(message: str, details: Mapping[str, Any] | None) -> dict[str, object] | None:
     """The extra keys of a verdict worth showing: not `block`/`message`, and not a copy of the
     message (the reference repeats its report as `table`)."""
     if not details:

@@ -7,7 +7,7 @@ runtime (`make_runtime`) and where its plans work (`attach_run`). Bad input here
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,7 +47,7 @@ class Loaded:
 
     project: Path
     compiled: CapabilitySet  # consent applied
-    config: dict[str, Any] | None
+    config: Mapping[str, object] | None
     warnings: list[str] = field(default_factory=list)
 
     @property

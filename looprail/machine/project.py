@@ -111,7 +111,8 @@ class ProjectPhase:
             return "discussed"
         return "not started"
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
+        """The phase as `looprail status --json` shows it."""
         return {
             "number": self.number,
             "name": self.name,

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from statemachine.exceptions import TransitionNotAllowed
 
@@ -368,7 +368,7 @@ class LoopRunner:
     ) -> None:
         """Bracket a role's work in the journal (committed at once): a resume finds a role that
         started and never finished, does its work again and sets its partial output aside."""
-        data: dict[str, Any] = {"step": step, "role": role}
+        data: dict[str, object] = {"step": step, "role": role}
         if kind == "role_started":
             data["files"] = phase_snapshot(self.phase.dir)
         self.recorder.event(
