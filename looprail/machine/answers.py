@@ -96,7 +96,7 @@ def answer_record(
     )
 
 
-def latest(events: Iterable[Any], task_id: str) -> Any:
+def latest(events: Iterable[EventRecord], task_id: str) -> EventRecord | None:
     """The last `checkpoint` or `answer` event of `task_id` (None: none yet)."""
     last = None
     for e in events:
