@@ -18,7 +18,7 @@ from looprail.fsutil import atomic_write
 from looprail.layout import LOOPRAIL_DIR
 
 if TYPE_CHECKING:
-    from looprail.runtime.base import Runtime
+    from looprail.runtime.base import Flavor, Runtime
 
 # Never copied into a worker's copy, never part of a change: looprail's own state.
 SKIP = {LOOPRAIL_DIR, ".git"}
@@ -83,7 +83,7 @@ class PlanJob:
     source: str
     phase_number: str
     phase_dir: str
-    flavor: str
+    flavor: Flavor
     plan_id: str
     wave: int
     first: Step

@@ -460,7 +460,7 @@ def _execute(runtime: Runtime, job: PlanJob, project: Path, work: TaskWork) -> O
         project=project,
         phase_number=job.phase_number,
         phase_dir=project / job.phase_dir,
-        flavor=job.flavor,  # type: ignore[arg-type]
+        flavor=job.flavor,
         plan_id=job.plan_id,
         task_id=work.task_id,
         wave=job.wave,
