@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 FLAVORS = ("gsd", "msd", "ferrox")
+JSON_HELP = "machine-readable output"
 
 
 def add_project_options(parser: argparse.ArgumentParser) -> None:
@@ -57,6 +58,30 @@ def group(sub, name: str, help_text: str):
     parser = sub.add_parser(name, help=help_text, description=help_text)
     parser.set_defaults(group_parser=parser, handler=None)
     return parser, parser.add_subparsers(dest=f"{name}_command", metavar="SUBCOMMAND")
+
+
+def command(
+    cmds,
+    name: str,
+    handler,
+    help_text: str,
+    description: str | None = None,
+    *,
+    positional: bool = False,
+    json: str | None = None,
+    project: bool = True,
+) -> argparse.ArgumentParser:
+    """Subcommand NAME of `cmds` running `handler`: [PROJECT] (`positional`), --json (`json`:
+    its help), then --project and --capabilities (unless `project=False`)."""
+    p = cmds.add_parser(name, help=help_text, description=description)
+    if positional:
+        add_project_positional(p)
+    if json:
+        p.add_argument("--json", action="store_true", help=json)
+    if project:
+        add_project_options(p)
+    p.set_defaults(handler=handler)
+    return p
 
 
 def print_json(value: Any) -> None:

@@ -9,13 +9,7 @@ from importlib.resources import files
 from pathlib import Path
 from types import SimpleNamespace
 
-from looprail.cli._common import (
-    add_project_options,
-    add_project_positional,
-    print_json,
-    project_folder,
-    project_of,
-)
+from looprail.cli._common import command, print_json, project_folder, project_of
 from looprail.config import load_project_config
 from looprail.errors import ConfigError, UsageError
 from looprail.fsutil import create_new
@@ -74,18 +68,18 @@ def register(sub) -> None:
     p.add_argument("--goal", default=None, metavar="TEXT", help="phase 1's goal in ROADMAP.md")
     p.set_defaults(handler=init)
 
-    p = sub.add_parser(
+    p = command(
+        sub,
         "doctor",
-        help="check that the chosen agent CLI is installed and runs, and say how to fix it",
-        description="Check the runtime a run would use (--agent, else looprail.agent in "
+        doctor,
+        "check that the chosen agent CLI is installed and runs, and say how to fix it",
+        "Check the runtime a run would use (--agent, else looprail.agent in "
         ".planning/config.json, else local): its CLI is on PATH and answers --version; git is "
         "there for plan worktrees. Exit 0 when ready, 1 with what to do otherwise.",
+        positional=True,
+        json="one line of JSON: agent, ready, checks",
     )
-    add_project_positional(p)
     p.add_argument("--agent", metavar="NAME", help="the runtime to check (default: the project's)")
-    p.add_argument("--json", action="store_true", help="one line of JSON: agent, ready, checks")
-    add_project_options(p)
-    p.set_defaults(handler=doctor)
 
 
 def init(args) -> int:

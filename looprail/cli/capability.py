@@ -8,8 +8,8 @@ import tempfile
 from pathlib import Path
 
 from looprail.cli._common import (
-    add_project_options,
-    add_project_positional,
+    JSON_HELP,
+    command,
     group,
     print_json,
     project_folder,
@@ -54,11 +54,13 @@ from looprail.trust.audit import (
 
 def register(sub) -> None:
     _, cmds = group(sub, "capability", "validate, list and manage capabilities")
-    p = cmds.add_parser(
+    p = command(
+        cmds,
         "validate",
-        help="validate capability manifests: errors (exit 1) and warnings, each with its file "
+        validate,
+        "validate capability manifests: errors (exit 1) and warnings, each with its file "
         "and JSON path",
-        description="Validate every capability in DIR… (a capability folder holding "
+        "Validate every capability in DIR… (a capability folder holding "
         "capability.json, or a folder of them). Without DIR, validate the project's whole "
         f"search path (--capabilities, LOOPRAIL_CAPABILITIES, ~/{LOOPRAIL_DIR}/capabilities, "
         f"<project>/{LOOPRAIL_DIR}/capabilities) merged, as the loop would load it. Each problem "
@@ -68,6 +70,7 @@ def register(sub) -> None:
         "fails the command grammar is a warning, not an error: the manifest is valid (the "
         "reference accepts it) but looprail refuses that string at dispatch. Exit 1 when any "
         "manifest is invalid.",
+        json=JSON_HELP,
     )
     p.add_argument(
         "dirs",
@@ -75,47 +78,45 @@ def register(sub) -> None:
         metavar="DIR",
         help="a capability folder or a folder of them (default: the project's search path)",
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    add_project_options(p)
-    p.set_defaults(handler=validate)
-
-    p = cmds.add_parser("list", help="list loaded capabilities: id, role, origin, points, active")
-    add_project_positional(p)
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    add_project_options(p)
-    p.set_defaults(handler=list_capabilities)
-
-    p = cmds.add_parser(
+    command(
+        cmds,
+        "list",
+        list_capabilities,
+        "list loaded capabilities: id, role, origin, points, active",
+        positional=True,
+        json=JSON_HELP,
+    )
+    p = command(
+        cmds,
         "remove",
-        help="delete an overlay capability (project overlay, or --global)",
-        description="Remove capability ID from the project overlay "
+        remove,
+        "delete an overlay capability (project overlay, or --global)",
+        "Remove capability ID from the project overlay "
         f"(<project>/{LOOPRAIL_DIR}/capabilities/ID) or, with --global, from "
         f"~/{LOOPRAIL_DIR}/capabilities. First-party sets are never touched.",
     )
     p.add_argument("id", metavar="ID", help="id of the overlay capability to delete")
     p.add_argument("--global", dest="global_", action="store_true", help="the global overlay")
-    add_project_options(p)
-    p.set_defaults(handler=remove)
-
-    p = cmds.add_parser(
+    p = command(
+        cmds,
         "audit",
-        help="list everything a capability (and the native hooks files) can run",
-        description="List every executable surface of the loaded capabilities (or only ID…): "
+        audit,
+        "list everything a capability (and the native hooks files) can run",
+        "List every executable surface of the loaded capabilities (or only ID…): "
         "step skills, agents and commands with their command lines, gate queries and predicates "
         "(the /bin/sh command of a command-exit-zero predicate), the task-content resolver, "
         "reviewer lanes (probe and invoke), host lifecycle hooks and command modules; without "
         "ID, also every `when` and `shell` of the global and project hooks.json. Strings that "
         "fail the command grammar are marked REFUSED: looprail never runs them.",
+        json=JSON_HELP,
     )
     p.add_argument("ids", nargs="*", metavar="ID", help="capability ids (default: all loaded)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    add_project_options(p)
-    p.set_defaults(handler=audit)
-
-    p = cmds.add_parser(
+    p = command(
+        cmds,
         "install",
-        help="validate, audit and copy a capability folder into an overlay (asks consent)",
-        description="Validate the capability folder DIR, print its audit, ask for consent "
+        install,
+        "validate, audit and copy a capability folder into an overlay (asks consent)",
+        "Validate the capability folder DIR, print its audit, ask for consent "
         "(--yes answers yes; without a terminal --yes is required) and copy it to the project "
         f"overlay <project>/{LOOPRAIL_DIR}/capabilities/<id> (default; consent is recorded) "
         f"or, with --global, to ~/{LOOPRAIL_DIR}/capabilities/<id>. A capability carrying a "
@@ -127,8 +128,6 @@ def register(sub) -> None:
     )
     p.add_argument("--yes", "-y", action="store_true", help="consent without asking")
     p.add_argument("--force", action="store_true", help="replace an installed copy")
-    add_project_options(p)
-    p.set_defaults(handler=install)
 
 
 def _registry_for(args):

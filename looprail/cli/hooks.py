@@ -8,13 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from looprail.cli._common import (
-    add_project_options,
-    add_project_positional,
-    group,
-    print_json,
-    warn,
-)
+from looprail.cli._common import command, group, print_json, warn
 from looprail.errors import Issue
 from looprail.hooks.native.config import (
     NativeHook,
@@ -30,33 +24,35 @@ from looprail.trust import is_trusted
 if TYPE_CHECKING:
     from looprail.hooks.native.config import CatalogEntry, HooksFile
 
+JSON_ONE = "print one JSON object"
+
 
 def register(sub) -> None:
     _, cmds = group(sub, "hooks", "native hooks (hooks.json): validate files, list effective hooks")
 
-    p = cmds.add_parser(
+    # --capabilities is accepted for uniformity; hooks.json is not one
+    p = command(
+        cmds,
         "validate",
-        help="validate hooks files; every problem with its file and JSON path",
-        description="Validate native hooks files. Without FILE: the global file "
+        _validate,
+        "validate hooks files; every problem with its file and JSON path",
+        "Validate native hooks files. Without FILE: the global file "
         f"($LOOPRAIL_HOME/hooks.json or ~/{LOOPRAIL_DIR}/hooks.json) and the project's "
         f"{LOOPRAIL_DIR}/hooks.json, those that exist. Exit 1 when any file has a problem.",
+        json=JSON_ONE,
     )
     p.add_argument("files", nargs="*", metavar="FILE", help="hooks files to validate")
-    add_project_options(p)  # --capabilities is accepted for uniformity; hooks.json is not one
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(handler=_validate)
-
-    p = cmds.add_parser(
+    command(
+        cmds,
         "list",
-        help="the effective native hooks with their source",
-        description="List the merged native hooks of a project: global then project entries "
+        _list,
+        "the effective native hooks with their source",
+        "List the merged native hooks of a project: global then project entries "
         "(a project entry replaces the global one of the same reference), whether each "
         "is enabled and why.",
+        positional=True,
+        json=JSON_ONE,
     )
-    add_project_positional(p)
-    add_project_options(p)  # --capabilities is accepted for uniformity; hooks.json is not one
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(handler=_list)
 
 
 # --------------------------------------------------------------------------- validate

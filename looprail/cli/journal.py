@@ -10,14 +10,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from looprail.cli._common import (
-    add_project_options,
-    add_project_positional,
-    paint,
-    print_json,
-    project_folder,
-    project_of,
-)
+from looprail.cli._common import command, paint, print_json, project_folder, project_of
 from looprail.errors import LooprailError
 from looprail.layout import PHASES_DIR, ROADMAP_FILE, log_of
 from looprail.machine.project import journal_runs, project_phases
@@ -30,31 +23,32 @@ from looprail.textsafe import one_line
 
 def register(sub) -> None:
     """Add this group's commands to the top-level subparsers."""
-    status = sub.add_parser(
+    command(
+        sub,
         "status",
-        help="the current (or last) run: state, wave, task counts, halt reason",
-        description="Show the current or last run of the project from its journal.",
+        _status,
+        "the current (or last) run: state, wave, task counts, halt reason",
+        "Show the current or last run of the project from its journal.",
+        positional=True,
+        json="one line of JSON",
     )
-    add_project_positional(status)
-    add_project_options(status)
-    status.add_argument("--json", action="store_true", help="one line of JSON")
-    status.set_defaults(handler=_status)
-
-    history = sub.add_parser(
+    command(
+        sub,
         "history",
-        help="every recorded run, oldest first",
-        description="List the project's runs from its journal, oldest first.",
+        _history,
+        "every recorded run, oldest first",
+        "List the project's runs from its journal, oldest first.",
+        positional=True,
+        json="one line of JSON",
     )
-    add_project_positional(history)
-    add_project_options(history)
-    history.add_argument("--json", action="store_true", help="one line of JSON")
-    history.set_defaults(handler=_history)
-
-    report = sub.add_parser(
+    report = command(
+        sub,
         "report",
-        help="the execution report of a run (default: the latest)",
-        description="Show what a run did: transitions, points and their hooks, waves, tasks, "
+        _report,
+        "the execution report of a run (default: the latest)",
+        "Show what a run did: transitions, points and their hooks, waves, tasks, "
         "native hooks, warnings. The --json form is stable (reportVersion 1, docs/journal.md).",
+        json="the stable JSON form, one line",
     )
     report.add_argument(
         "first",
@@ -64,9 +58,6 @@ def register(sub) -> None:
         "argument that is not a folder is taken as RUN",
     )
     report.add_argument("run", nargs="?", metavar="RUN", help="run id or a unique prefix of it")
-    add_project_options(report)
-    report.add_argument("--json", action="store_true", help="the stable JSON form, one line")
-    report.set_defaults(handler=_report)
 
 
 def project_and_run(args: argparse.Namespace) -> tuple[str, str | None]:

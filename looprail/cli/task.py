@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from looprail.cli._common import add_project_options, group, print_json, project_folder, warn
+from looprail.cli._common import command, group, print_json, project_folder, warn
 from looprail.config import load_project_config
 from looprail.errors import UsageError
 from looprail.hooks.task_content import resolve_task_content, unloadable_resolvers
@@ -22,18 +22,18 @@ from looprail.trust import load_compiled
 
 def register(sub) -> None:
     _, cmds = group(sub, "task", "per-task operations of the execute step")
-    p = cmds.add_parser(
+    p = command(
+        cmds,
         "resolve-content",
-        help="resolve a task's content from its tracker (taskContentResolver)",
-        description="Resolve the content of the task with --task-id (its tracker-id) in --plan "
+        _resolve_content,
+        "resolve a task's content from its tracker (taskContentResolver)",
+        "Resolve the content of the task with --task-id (its tracker-id) in --plan "
         "through the one capability whose taskContentResolver.trackerPrefix matches.",
     )
     # Not `required=True`: argparse would print a two-line usage error; ours is one line.
     p.add_argument("--plan", metavar="PATH", help="the PLAN.md (relative to --project)")
     p.add_argument("--task-id", metavar="TRACKER_ID", help="the task's tracker-id attribute")
     p.add_argument("--raw", action="store_true", help="print JSON only (the default output)")
-    add_project_options(p)
-    p.set_defaults(handler=_resolve_content)
 
 
 def _resolve_content(args) -> int:
