@@ -13,7 +13,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     from pathlib import Path
-    from typing import Any
 
 FLAVORS = ("gsd", "msd", "ferrox")
 JSON_HELP = "machine-readable output"
@@ -84,7 +83,7 @@ def command(
     return p
 
 
-def print_json(value: Any) -> None:
+def print_json(value: object) -> None:
     """Compact, key-order-preserving JSON on one line (what hosts parse)."""
     sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
 
@@ -147,7 +146,7 @@ STYLES = {
 }
 
 
-def colour_on(stream: Any) -> bool:
+def colour_on(stream: object) -> bool:
     """Colour only for a person at a terminal (not with NO_COLOR or TERM=dumb, never into a
     pipe or file): the same rule as the live progress."""
     isatty = getattr(stream, "isatty", None)
@@ -162,7 +161,7 @@ def colour_on(stream: Any) -> bool:
     return wants_escapes(stream)
 
 
-def paint(text: str, status: str, stream: Any = None) -> str:
+def paint(text: str, status: str, stream: object = None) -> str:
     """`text` in the colour of `status` (a key of STYLES) when `stream` shows colour, else
     `text` unchanged. rich is imported only when there is colour to draw."""
     style = STYLES.get(status)

@@ -6,7 +6,7 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from looprail.cli._common import command, group, print_json, warn
 from looprail.errors import Issue
@@ -168,7 +168,7 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_table(rows: list[dict[str, Any]]) -> None:
+def _print_table(rows: list[EntryRow]) -> None:
     header = ("REF", "KIND", "EVENT", "SOURCE", "ENABLED", "ACTION")
     table = [
         (
@@ -186,7 +186,21 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
         print("  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
 
 
-def _entry_row(entry: CatalogEntry, via: str | None, *, active: bool) -> dict[str, Any]:
+class EntryRow(TypedDict):
+    """A native hook or preset as `hooks list --json` shows it."""
+
+    ref: str
+    kind: str
+    source: str
+    file: str
+    enabled: str
+    description: str | None
+    event: NotRequired[str]
+    action: NotRequired[str | None]
+    preset: NotRequired[list[str]]
+
+
+def _entry_row(entry: CatalogEntry, via: str | None, *, active: bool) -> EntryRow:
     if not active:
         enabled = "no (project not trusted)"
     elif entry.kind == "preset":
@@ -197,7 +211,7 @@ def _entry_row(entry: CatalogEntry, via: str | None, *, active: bool) -> dict[st
         enabled = "yes"
     else:
         enabled = f"via {via}"
-    row: dict[str, Any] = {
+    row: EntryRow = {
         "ref": entry.ref,
         "kind": entry.kind,
         "source": entry.scope,

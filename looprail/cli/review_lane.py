@@ -59,7 +59,6 @@ def register(sub) -> None:
 
 
 def _lanes(args):
-
     config, warnings = load_project_config(args.project)
     caps = load_compiled(args.project, args.capabilities)
     return lanes_of(caps, config), config, warnings, caps
@@ -82,7 +81,6 @@ def _read_paths() -> tuple[str, ...] | None:
 
 
 def dispatch_step(args) -> int:
-
     if args.cap_id and not args.point:
         warn("review-lane dispatch-step: --cap-id without --point; nothing runs")
     paths = _read_paths()
@@ -122,7 +120,6 @@ def _print_summary(result) -> None:
 
 
 def explicit_from_argv(args) -> int:
-
     lanes, _, _, _ = _lanes(args)
     print(",".join(from_argv(args.argv, lanes)))
     return 0

@@ -37,7 +37,6 @@ def register(sub) -> None:
 
 
 def _resolve_content(args) -> int:
-
     if not args.plan:
         raise UsageError("task resolve-content: --plan is required")
     if not args.task_id:
@@ -79,17 +78,13 @@ def _plan_inside(project, given: str):
     real = (raw if raw.is_absolute() else project / raw).resolve()
     if not real.is_relative_to(project):
         raise UsageError(f"--plan: {_shown(given)} is outside the project {project}")
-    if not _is(real, "file"):
+    try:
+        is_file = real.is_file()
+    except OSError:  # a name the OS refuses (too long, say)
+        is_file = False
+    if not is_file:
         raise UsageError(f"--plan: {_shown(given)} does not exist")
     return real
-
-
-def _is(path, kind: str) -> bool:
-    """`is_dir()`/`is_file()`, False for a path the OS refuses (a name too long, say)."""
-    try:
-        return path.is_dir() if kind == "dir" else path.is_file()
-    except OSError:
-        return False
 
 
 def _shown(text: str) -> str:

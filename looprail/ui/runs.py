@@ -171,8 +171,7 @@ def display_status(run: RunRow, holder: LockInfo | None) -> tuple[str, bool, boo
     return "interrupted", False, True
 
 
-def run_summary(run: RunRow, task_counts: Mapping[str, int], holder: LockInfo | None) -> RunSummary:
-    """The run's row in the list of runs."""
+def _run(run: RunRow, holder: LockInfo | None) -> _Run:
     shown, live, interrupted = display_status(run, holder)
     return {
         "id": run.id,
@@ -185,8 +184,13 @@ def run_summary(run: RunRow, task_counts: Mapping[str, int], holder: LockInfo | 
         "endedAt": run.ended_at,
         "took": format_duration(duration_ms(run.started_at, run.ended_at)),
         "haltReason": run.halt_reason,
-        "tasks": {"pending": 0, "running": 0, "done": 0, "failed": 0, **task_counts},
     }
+
+
+def run_summary(run: RunRow, task_counts: Mapping[str, int], holder: LockInfo | None) -> RunSummary:
+    """The run's row in the list of runs."""
+    tasks = {"pending": 0, "running": 0, "done": 0, "failed": 0, **task_counts}
+    return {**_run(run, holder), "tasks": tasks}
 
 
 def run_detail(
@@ -200,29 +204,21 @@ def run_detail(
 ) -> RunDetail:
     """Everything the page shows of the run it shows."""
     report = report_from_rows(run, events, tasks)
-    shown, live, interrupted = display_status(run, holder)
+    base = _run(run, holder)
     logs = task_logs(project, run.id, [t.task_key for t in tasks])
     finished = {e.task_id: e for e in events if e.kind == "task_finished" and e.task_id}
     return {
-        "id": run.id,
-        "phase": run.phase,
-        "status": run.status,
-        "display": shown,
-        "live": live,
-        "interrupted": interrupted,
+        **base,
         "state": run.state,
-        "startedAt": run.started_at,
-        "endedAt": run.ended_at,
         "took": format_duration(report.run.durationMs),
         "pid": run.pid,
         "host": run.host,
-        "haltReason": run.halt_reason,
         "halt": _current_halt(run, events),
-        "continue": continue_command(project, capability_dirs, run, interrupted, events),
+        "continue": continue_command(project, capability_dirs, run, base["interrupted"], events),
         "answers": answers_view(events),
         "path": [_step(e) for e in events if e.kind == "transition"],
         "points": points_view(events, envelopes),
-        "waves": [_wave(w, finished, logs, live) for w in report.waves],
+        "waves": [_wave(w, finished, logs, base["live"]) for w in report.waves],
         "tasks": report.run.tasks.model_dump(mode="json"),
         "warnings": [w.model_dump(mode="json") for w in report.warnings],
         "resumes": [r.model_dump(mode="json") for r in report.resumes],
