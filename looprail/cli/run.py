@@ -13,6 +13,7 @@ from looprail.cli._common import (
     add_project_options,
     phase_number,
     print_json,
+    project_of,
 )
 from looprail.cli.journal import add_project_and_run, project_and_run
 from looprail.cli.outcome import phase_summary, project_summary
@@ -226,7 +227,7 @@ def _options(args, executor=None):
         found = resolve_host_tool(args.host_tool)
         if isinstance(found, str):
             raise UsageError(f"--host-tool: {found}")
-    rounds = getattr(args, "checkpoint_rounds", None)
+    rounds = args.checkpoint_rounds
     if rounds is not None and rounds < 1:
         raise UsageError("--checkpoint-rounds must be at least 1")
     return RunOptions(
@@ -247,8 +248,8 @@ def _answers(args) -> tuple[tuple[str, str], ...]:
     option the decision does not offer, a task that is not a checkpoint: exit 2)."""
 
     out = []
-    project = Path(getattr(args, "project_pos", None) or args.project)
-    for given in getattr(args, "answer", None) or []:
+    project = Path(project_of(args))
+    for given in args.answer:
         task, eq, text = given.partition("=")
         if not eq or not is_task_id(task):
             raise UsageError(f"--answer {given!r}: give TASK=TEXT (e.g. 01-02/T3=approved)")

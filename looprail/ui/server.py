@@ -23,6 +23,7 @@ another site cannot reach it through DNS rebinding).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import html
 import json
@@ -195,10 +196,8 @@ class Dashboard:
             with journal:
                 selected = None
                 if run:
-                    try:
+                    with contextlib.suppress(JournalError):  # unknown: the latest
                         selected = journal.find_run(run)
-                    except JournalError:
-                        selected = None
                 selected = selected or journal.latest_run()
                 key = (selected.id if selected else None, marker, id(envelopes))
                 with self._lock:
