@@ -7,7 +7,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from looprail.cli._common import add_flavor_option, add_project_options, warn
+from looprail.cli._common import (
+    add_flavor_option,
+    add_project_options,
+    add_project_positional,
+    warn,
+)
 from looprail.diagrams import is_project, load_graph, write_atomic
 from looprail.diagrams.regenerate import main
 from looprail.diagrams.render import format_for, render, require_dot
@@ -42,12 +47,7 @@ def register(sub) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument(
-        "project_pos",
-        nargs="?",
-        metavar="PROJECT",
-        help="project folder (default: --project, else the current directory)",
-    )
+    add_project_positional(p)
     p.add_argument(
         "--hooks",
         action="store_true",

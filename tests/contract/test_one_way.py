@@ -130,7 +130,7 @@ OWN_REGULAR_FILE_CHECK = {
     "store/lock.py": "opens the run lock for writing and locking",
     "store/schema.py": "reads the 16-byte SQLite header with pread",
     "store/seal.py": "the journal key: owner and mode are checked too (SealError)",
-    "ui/data.py": "reads the tail of a log with pread",
+    "ui/logs.py": "reads the tail of a log with pread",
 }
 
 
