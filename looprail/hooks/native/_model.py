@@ -19,6 +19,7 @@ from pydantic import (
     WrapValidator,
     model_validator,
 )
+from pydantic.json_schema import JsonDict
 from pydantic_core import InitErrorDetails, PydanticCustomError
 from pydantic_core.core_schema import ValidatorFunctionWrapHandler
 
@@ -69,7 +70,7 @@ def says(reason: str | Callable[[Any], str]) -> WrapValidator:
     return WrapValidator(words)
 
 
-def no_default(schema: dict[str, Any]) -> None:
+def no_default(schema: JsonDict) -> None:
     schema.pop("default", None)
 
 
@@ -103,18 +104,22 @@ class Doc(BaseModel):
         return "unknown field"
 
     @classmethod
-    def cross(cls, value: dict[str, Any], failed: set[Loc], context: Context) -> list[Failure]:
+    def cross(cls, value: dict[str, object], failed: set[Loc], context: Context) -> list[Failure]:
         """Rules across members, on the raw object (`failed`: where members already failed)."""
         return []
 
     @classmethod
     def arrange(
-        cls, value: dict[str, Any], failures: list[Failure], context: Context
+        cls, value: dict[str, object], failures: list[Failure], context: Context
     ) -> list[Failure]:
         """Unknown members first, then the members' problems, then the rules across them."""
         unknown = [f for f in failures if len(f[0]) == 1 and f[1].type == "extra_forbidden"]
         others = [f for f in failures if f not in unknown]
         return unknown + others + cls.cross(value, {loc for loc, _ in failures}, context)
+
+    def whole(self) -> list[Failure]:
+        """Rules across the members of a valid object."""
+        return []
 
     @model_validator(mode="wrap")
     @classmethod
@@ -132,6 +137,8 @@ class Doc(BaseModel):
                     error = problem(cls.unknown(str(loc[0])), "extra_forbidden")
                 failures.append((loc, error))
         failures = cls.arrange(value, failures, info.context or {})
+        if not failures and model is not None:
+            failures = model.whole()
         if failures:
             fail(failures, cls.__name__)
         return model

@@ -16,6 +16,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 
 from pydantic import AfterValidator, ConfigDict, Field, ValidationError, ValidationInfo
 from pydantic import WrapValidator as Wrap
+from pydantic.json_schema import JsonDict
 from pydantic_core.core_schema import ValidatorFunctionWrapHandler as Handler
 
 from looprail.hooks.native._jsonpath import json_path
@@ -59,7 +60,7 @@ class Interrupt:
 
     type: ClassVar[ActionType] = "interrupt"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"type": self.type}
 
 
@@ -70,7 +71,7 @@ class Shutdown:
     type: ClassVar[ActionType] = "shutdown"
     interrupt: bool = False
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"type": self.type, "interrupt": self.interrupt}
 
 
@@ -81,8 +82,8 @@ class Compact:
     type: ClassVar[ActionType] = "compact"
     instructions: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": self.type}
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"type": self.type}
         if self.instructions is not None:
             out["instructions"] = self.instructions
         return out
@@ -98,7 +99,7 @@ class Message:
     send_as: SendAs = "custom"
     trigger_turn: bool = False
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "type": self.type,
             "message": self.message,
@@ -121,8 +122,8 @@ class EmitCustomEvent:
     def data(self) -> Any:
         return None if self.data_json is None else json.loads(self.data_json)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": self.type, "name": self.name}
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"type": self.type, "name": self.name}
         if self.data_json is not None:
             out["data"] = self.data
         return out
@@ -302,7 +303,7 @@ class CompactAction(_Action):
         return Compact(instructions=self.instructions)
 
 
-def _message_rules(schema: dict[str, Any]) -> None:
+def _message_rules(schema: JsonDict) -> None:
     schema["allOf"] = [
         {  # a user message always starts a turn, and cannot wait for the next run
             "if": {"required": ["sendAs"], "properties": {"sendAs": {"const": "user"}}},

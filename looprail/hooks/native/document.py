@@ -17,6 +17,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import ConfigDict, Field, ValidationInfo
 from pydantic import WrapValidator as Wrap
+from pydantic.json_schema import JsonDict, JsonValue
 from pydantic_core import PydanticCustomError
 from pydantic_core.core_schema import ValidatorFunctionWrapHandler as Handler
 
@@ -53,7 +54,7 @@ REF_RE = re.compile(r"^local/[^/\x00]+$|^(?!local/)[A-Za-z0-9._-]+/[A-Za-z0-9._-
 # Entry names the reader refuses: they would shadow JavaScript object internals in the host.
 FORBIDDEN_NAMES = ("__proto__", "constructor", "prototype")
 ENTRY_NAME = rf"^(?!(?:{'|'.join(FORBIDDEN_NAMES)})$)[^/\x00]+$"
-BLOCK_EVENTS = [name for name, spec in EVENTS.items() if spec.failure == "block"]
+BLOCK_EVENTS: list[JsonValue] = [name for name, spec in EVENTS.items() if spec.failure == "block"]
 _KEY_HINTS = {"timeout": "timeoutMs", "hook": "event", "command": "shell"}
 IS_BOOL = says("must be true or false")
 DESCRIPTION = "is required and must be a string"
@@ -63,7 +64,7 @@ FilterValue = Union[Scalar, list[Scalar]]  # noqa: UP007
 EventName = Literal[EVENT_NAMES]  # type: ignore[valid-type]  # the catalog, as a Literal
 
 
-def _unique_items_no_default(schema: dict[str, Any]) -> None:
+def _unique_items_no_default(schema: JsonDict) -> None:
     schema.pop("default", None)
     schema["uniqueItems"] = True  # what `_unique_list` checks
 
@@ -135,7 +136,7 @@ def _filter(value: Any, handler: Handler, info: ValidationInfo) -> Any:
     return handler(value)
 
 
-def _outcomes_only(allowed: list[str]) -> dict[str, Any]:
+def _outcomes_only(allowed: list[JsonValue]) -> JsonDict:
     return {
         "properties": {
             "outcome": {
@@ -148,24 +149,24 @@ def _outcomes_only(allowed: list[str]) -> dict[str, Any]:
     }
 
 
-def _hook_rules(schema: dict[str, Any]) -> None:
+def _hook_rules(schema: JsonDict) -> None:
     """The Hook's cross-field rules, as `HookEntry.cross` and the validators enforce them."""
-    regex_value = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
-    code = {"type": ["number", "null"]}
-    hook_result_filter = {
-        "type": "object",
-        "properties": {
+    regex_value: JsonDict = {
+        "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]
+    }
+    code: JsonDict = {"type": ["number", "null"]}
+    properties: JsonDict = {
+        **{
             key: regex_value for key in HOOK_RESULT_FILTER_KEYS if key not in HOOK_RESULT_EXACT_KEYS
-        }
-        | {
-            "outcome": {
-                "anyOf": [
-                    {"enum": list(OUTCOMES)},
-                    {"type": "array", "items": {"enum": list(OUTCOMES)}},
-                ]
-            },
-            "code": {"anyOf": [code, {"type": "array", "items": code}]},
         },
+        "outcome": {
+            "anyOf": [{"enum": [*OUTCOMES]}, {"type": "array", "items": {"enum": [*OUTCOMES]}}]
+        },
+        "code": {"anyOf": [code, {"type": "array", "items": code}]},
+    }
+    hook_result_filter: JsonDict = {
+        "type": "object",
+        "properties": properties,
         "additionalProperties": False,
     }
     schema["anyOf"] = [{"required": ["shell"]}, {"required": ["action"]}]
@@ -237,7 +238,7 @@ class HookEntry(Doc):
 
     @classmethod
     def arrange(
-        cls, value: dict[str, Any], failures: list[Failure], context: Context
+        cls, value: dict[str, object], failures: list[Failure], context: Context
     ) -> list[Failure]:
         """Unknown members first, then in the order people read a Hook (its `when` and `shell`,
         whether it has either, then what it filters on and does)."""
@@ -251,7 +252,7 @@ class HookEntry(Doc):
         return sorted(super().arrange(value, failures, context), key=place)
 
     @classmethod
-    def cross(cls, value: dict[str, Any], failed: set[Loc], context: Context) -> list[Failure]:
+    def cross(cls, value: dict[str, object], failed: set[Loc], context: Context) -> list[Failure]:
         failures: list[Failure] = []
         if "shell" not in value and "action" not in value:
             reason = 'needs "shell" or "action" (a Hook without shell runs the canonical "true")'
@@ -331,15 +332,16 @@ NESTED = "references Preset {}; nested Presets are not supported"
 # --------------------------------------------------------------------------- the file
 
 
-def _sections(schema: dict[str, Any]) -> None:
+def _sections(schema: JsonDict) -> None:
     # Post-processing, for what the models cannot say in a schema:
     # - Section names are a pattern, which a model's fields cannot be: `extra` holds the
     #   Sections and `cross` checks their names; here the schema says which names an extra
     #   member may have.
     # - pydantic writes a dict with a constrained key as `patternProperties` only, which lets
     #   any other key through; the entry-name rule is closed with `additionalProperties`.
-    section = dict(schema.pop("additionalProperties"))
-    section["additionalProperties"] = False
+    section = schema.pop("additionalProperties")
+    assert isinstance(section, dict)
+    section = {**section, "additionalProperties": False}
     schema["patternProperties"] = {"^local$": section, SECTION_RE.pattern: section}
     schema["additionalProperties"] = False
 
@@ -386,7 +388,7 @@ class HooksDocument(Doc):
 
     @classmethod
     def arrange(
-        cls, value: dict[str, Any], failures: list[Failure], context: Context
+        cls, value: dict[str, object], failures: list[Failure], context: Context
     ) -> list[Failure]:
         """In file order, each Section's own problem first; a Section or an entry with an
         invalid name is not looked into. Presets are checked across entries when all else is
@@ -404,10 +406,10 @@ class HooksDocument(Doc):
             kept.append((loc, error))
         order = {key: i for i, key in enumerate(value)} | {"$schema": -2, "repos": -1}
         kept.sort(key=lambda f: (order[str(f[0][0])] if f[0] else -3, len(f[0]) > 1))
-        return kept or cls._nesting(value)
+        return kept
 
     @classmethod
-    def cross(cls, value: dict[str, Any], failed: set[Loc], context: Context) -> list[Failure]:
+    def cross(cls, value: dict[str, object], failed: set[Loc], context: Context) -> list[Failure]:
         """Section names (`failed`: the invalid ones), and the project file's `repos`."""
         repos = declared_repos(value)
         failures: list[Failure] = []
@@ -425,14 +427,13 @@ class HooksDocument(Doc):
                 failures.append(((name,), problem(reason)))
         return failures
 
-    @classmethod
-    def _nesting(cls, value: dict[str, Any]) -> list[Failure]:
+    def whole(self) -> list[Failure]:
+        """A Preset member may not be a Preset (checked once all else is valid)."""
         presets = {
-            f"{section}/{name}": entry["preset"]
-            for section, body in value.items()
-            if section not in ("$schema", "repos")
+            f"{section}/{name}": entry.preset
+            for section, body in self.sections().items()
             for name, entry in body.items()
-            if "preset" in entry
+            if isinstance(entry, PresetEntry)
         }
         return [
             ((*ref.rsplit("/", 1), "preset", i), cannot_say(NESTED.format(json.dumps(member))))

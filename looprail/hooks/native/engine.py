@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from looprail.hooks.native.actions import ActionRequest, ActionType, EmitCustomEvent
 from looprail.hooks.native.config import NativeHook, NativeHookSet
@@ -86,8 +86,12 @@ class Effect:
     def type(self) -> ActionType:
         return self.request.type
 
-    def to_json(self) -> dict[str, Any]:
-        out = {"hookRef": self.hook_ref, "event": self.event, "action": self.request.to_json()}
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "hookRef": self.hook_ref,
+            "event": self.event,
+            "action": self.request.to_json(),
+        }
         if self.origin_ref is not None:
             out["originRef"] = self.origin_ref
         return out
@@ -236,7 +240,7 @@ class NativeHookEngine:
         with self._lock:
             return self._selections.get(hook_ref, 0)
 
-    def matching(self, event: str, candidate: Mapping[str, Any] | None = None) -> int:
+    def matching(self, event: str, candidate: Mapping[str, object] | None = None) -> int:
         """How many hooks of `event` pass their filter for `candidate`: the hooks an evaluation
         will start (a `when` may still skip one). A filter that cannot be evaluated counts (the
         evaluation fails closed on it)."""
@@ -259,7 +263,7 @@ class NativeHookEngine:
     def evaluate(
         self,
         event: str,
-        candidate: Mapping[str, Any] | None = None,
+        candidate: Mapping[str, object] | None = None,
         env: Mapping[str, str] | None = None,
     ) -> EventEvaluation:
         """Evaluate `event` with the filter `candidate` (see `events.py` builders) and extra
@@ -275,7 +279,7 @@ class NativeHookEngine:
     def _evaluate(
         self,
         spec: EventSpec,
-        payload: dict[str, Any],
+        payload: dict[str, object],
         shell_env: dict[str, str],
         native_event: str,
         origin: NativeHookResult | None,
@@ -283,9 +287,53 @@ class NativeHookEngine:
         hooks = [h for h in self._hooks if h.event == spec.name]
         if not hooks:
             return EventEvaluation(spec.name, "pass", origin_ref=_ref_of(origin))
+        invocations, errors = self._run_all(hooks, spec, payload, shell_env, origin)
+        # The Event Outcome is decided here, from results alone, before any Action.
+        failed = [i.result for i in invocations if i.result.outcome != "pass"]
+        outcome: Outcome = spec.failure if failed or errors else "pass"
+        results: list[NativeHookResult] = []
+        effects: list[Effect] = []
+        rows: list[ReportRow] = []
+        projections: list[EventEvaluation] = []
+        for invocation in invocations:
+            result = self._select(invocation)
+            results.append(result)
+            rows.extend(_rows(result))
+            if result.action_selected:
+                assert invocation.hook.action is not None
+                request = invocation.hook.action.request
+                effects.append(_effect(result, native_event, spec.name, request))
+            if origin is None and spec.name != "hook_result":
+                observed = _hook_result_payload(result, spec.name)
+                projected = self._evaluate(
+                    EVENTS["hook_result"], observed, shell_env, native_event, origin=result
+                )
+                projections.append(projected)
+                effects.extend(projected.effects)
+                rows.extend(projected.report_rows)
+        return EventEvaluation(
+            event=spec.name,
+            outcome=outcome,
+            reason=_reason(spec, failed, errors) if outcome != "pass" else None,
+            results=tuple(results),
+            effects=tuple(effects),
+            report_rows=tuple(rows),
+            hook_result_evaluations=tuple(projections),
+            errors=tuple(errors),
+            origin_ref=_ref_of(origin),
+        )
+
+    def _run_all(
+        self,
+        hooks: list[NativeHook],
+        spec: EventSpec,
+        payload: dict[str, object],
+        shell_env: dict[str, str],
+        origin: NativeHookResult | None,
+    ) -> tuple[list[_Invocation], list[str]]:
+        """Every hook in order, each even after another failed: filter → `when` → `shell`."""
         exact = HOOK_RESULT_EXACT_KEYS if spec.name == "hook_result" else frozenset()
         env = {**shell_env, **event_environment(spec, payload)}
-
         invocations: list[_Invocation] = []
         errors: list[str] = []
         for hook in hooks:
@@ -298,54 +346,7 @@ class NativeHookEngine:
                 continue
             if invocation is not None:
                 invocations.append(invocation)
-
-        # The Event Outcome is decided here, from results alone, before any Action.
-        failed = [i.result for i in invocations if i.result.outcome != "pass"]
-        outcome: Outcome = spec.failure if failed or errors else "pass"
-        reason = _reason(spec, failed, errors) if outcome != "pass" else None
-
-        results: list[NativeHookResult] = []
-        effects: list[Effect] = []
-        rows: list[ReportRow] = []
-        projections: list[EventEvaluation] = []
-        for invocation in invocations:
-            result = self._select(invocation)
-            results.append(result)
-            rows.extend(_rows(result))
-            if result.action_selected:
-                assert invocation.hook.action is not None
-                effects.append(
-                    Effect(
-                        hook_ref=result.hook_ref,
-                        invocation_id=result.invocation_id,
-                        event=native_event,
-                        hook_event=spec.name,
-                        request=invocation.hook.action.request,
-                        origin_ref=result.origin_ref,
-                    )
-                )
-            if origin is None and spec.name != "hook_result":
-                projected = self._evaluate(
-                    EVENTS["hook_result"],
-                    _hook_result_payload(result, spec.name),
-                    shell_env,
-                    native_event,
-                    origin=result,
-                )
-                projections.append(projected)
-                effects.extend(projected.effects)
-                rows.extend(projected.report_rows)
-        return EventEvaluation(
-            event=spec.name,
-            outcome=outcome,
-            reason=reason,
-            results=tuple(results),
-            effects=tuple(effects),
-            report_rows=tuple(rows),
-            hook_result_evaluations=tuple(projections),
-            errors=tuple(errors),
-            origin_ref=_ref_of(origin),
-        )
+        return invocations, errors
 
     def _invoke(
         self,
@@ -483,7 +484,7 @@ def _checked_counts(counts: Mapping[str, int] | None) -> dict[str, int]:
     return dict(counts)
 
 
-def _snapshot(candidate: Mapping[str, Any] | None) -> dict[str, Any]:
+def _snapshot(candidate: Mapping[str, object] | None) -> dict[str, object]:
     """A private JSON copy of the candidate: later changes by the caller cannot reach an
     evaluation, and every value is JSON (paths and other objects become strings)."""
     if candidate is None:
@@ -497,7 +498,20 @@ def _ref_of(result: NativeHookResult | None) -> str | None:
     return result.hook_ref if result is not None else None
 
 
-def _hook_result_payload(result: NativeHookResult, origin_event: str) -> dict[str, Any]:
+def _effect(
+    result: NativeHookResult, event: str, hook_event: str, request: ActionRequest
+) -> Effect:
+    return Effect(
+        hook_ref=result.hook_ref,
+        invocation_id=result.invocation_id,
+        event=event,
+        hook_event=hook_event,
+        request=request,
+        origin_ref=result.origin_ref,
+    )
+
+
+def _hook_result_payload(result: NativeHookResult, origin_event: str) -> dict[str, object]:
     return {
         "event": "hook_result",
         "hookRef": result.hook_ref,
@@ -509,20 +523,19 @@ def _hook_result_payload(result: NativeHookResult, origin_event: str) -> dict[st
 
 
 def _rows(result: NativeHookResult) -> list[ReportRow]:
-    rows = []
-    common: dict[str, Any] = {  # the fields both rows share
-        "hook_ref": result.hook_ref,
-        "event": result.event,
-        "outcome": result.outcome,
-        "code": result.code,
-        "origin_ref": result.origin_ref,
-        "origin_outcome": result.origin_outcome,
-    }
-    if result.started:
-        rows.append(ReportRow("hook", duration_s=result.duration_s, **common))
+    row = ReportRow(
+        "hook",
+        result.hook_ref,
+        result.event,
+        result.outcome,
+        result.code,
+        origin_ref=result.origin_ref,
+        origin_outcome=result.origin_outcome,
+    )
+    rows = [replace(row, duration_s=result.duration_s)] if result.started else []
     if result.action_selected or result.guarded:
         rows.append(
-            ReportRow("action", action_type=result.action_type, guarded=result.guarded, **common)
+            replace(row, kind="action", action_type=result.action_type, guarded=result.guarded)
         )
     return rows
 

@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from pydantic.json_schema import JsonDict
 
 from looprail.hooks.native.document import HooksDocument
 
 SCHEMA_URI = "https://json-schema.org/draft/2020-12/schema"
 
 
-def hooks_json_schema() -> dict[str, Any]:
+def hooks_json_schema() -> JsonDict:
     """JSON Schema (draft 2020-12) of hooks.json, for editors, generated from
     `HooksDocument`. `looprail hooks validate` is the authority: it also checks what a schema
     cannot say (`document.SCHEMA_CANNOT_SAY`: regular expressions compile, an Action's `code`
