@@ -35,17 +35,12 @@ from looprail.hooks.native.events import EVENTS, OUTCOMES, EventSpec, Outcome
 from looprail.hooks.native.filters import selector_matches
 
 ActionType = Literal["interrupt", "shutdown", "compact", "message", "emit-custom-event"]
-ACTION_TYPES: tuple[ActionType, ...] = (
-    "interrupt",
-    "shutdown",
-    "compact",
-    "message",
-    "emit-custom-event",
-)
+ACTION_TYPES: tuple[ActionType, ...] = get_args(ActionType)
 SendAs = Literal["custom", "user"]
 Delivery = Literal["steer", "followUp", "nextTurn"]
+# A user message always starts a turn, so it cannot wait for the next run.
 DELIVERIES: dict[str, tuple[Delivery, ...]] = {
-    "custom": ("steer", "followUp", "nextTurn"),
+    "custom": get_args(Delivery),
     "user": ("steer", "followUp"),
 }
 Code = int | float | None
@@ -348,10 +343,8 @@ class MessageAction(_Action):
 
     type: Literal["message"]
     message: NonBlank = Field(description="Static text, never interpolated.")
-    send_as: Annotated[Literal["custom", "user"], says('must be "custom" or "user"')] = Field(
-        "custom", alias="sendAs"
-    )
-    delivery: Annotated[Literal["steer", "followUp", "nextTurn"], Wrap(_delivery)]
+    send_as: Annotated[SendAs, says('must be "custom" or "user"')] = Field("custom", alias="sendAs")
+    delivery: Annotated[Delivery, Wrap(_delivery)]
     trigger_turn: Annotated[bool, Wrap(_trigger_turn)] = Field(False, alias="triggerTurn")
     MISSING: ClassVar[Mapping[str, str]] = {
         **_Action.MISSING,

@@ -1,6 +1,6 @@
 """Native hooks files: the models, loading, merging, validation and the JSON Schema.
 
-This module re-exports the public names of `models`, `parsing`, `loading` and `schema`.
+This module re-exports the public names of `models`, `document`, `parsing` and `loading`.
 
 Two files, both optional:
 - global `~/.looprail/hooks.json` (the folder is `$LOOPRAIL_HOME` when that is set);
@@ -17,6 +17,13 @@ one warning; `looprail hooks validate` lists every problem with its file and JSO
 
 from __future__ import annotations
 
+from looprail.hooks.native.document import (
+    HOOK_KEYS,
+    PRESET_KEYS,
+    REF_RE,
+    SECTION_RE,
+    hooks_json_schema,
+)
 from looprail.hooks.native.loading import (
     check_across_files,
     enabled_hook_set,
@@ -39,17 +46,7 @@ from looprail.hooks.native.models import (
     Preset,
     Scope,
 )
-from looprail.hooks.native.parsing import (
-    HOOK_KEYS,
-    PRESET_KEYS,
-    REF_RE,
-    SECTION_RE,
-    read_hooks_file,
-    validate_hooks_document,
-)
-from looprail.hooks.native.schema import (
-    hooks_json_schema,
-)
+from looprail.hooks.native.parsing import read_hooks_file, validate_hooks_document
 
 __all__ = [
     "DEFAULT_TIMEOUT_MS",

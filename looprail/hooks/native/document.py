@@ -1,7 +1,7 @@
 """The hooks.json document as pydantic models: the one declaration of the format. They are the
 reader looprail runs (`parsing.validate_hooks_document` turns what they accept into Hooks and
 Presets), each rule words its own problem for people (`_model`), and the JSON Schema is
-generated from them (`looprail schema hooks`, `schema.hooks_json_schema()`).
+generated from them (`looprail schema hooks`, `hooks_json_schema()`).
 
 What a JSON Schema cannot state is listed in `SCHEMA_CANNOT_SAY` and fails with the error type
 `schema_cannot_say`. The cross-field rules appear in the schema through each model's
@@ -46,7 +46,7 @@ from looprail.hooks.native.events import (
 from looprail.hooks.native.filters import compile_pattern
 from looprail.hooks.native.models import DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS
 
-__all__ = ["SCHEMA_CANNOT_SAY", "HookEntry", "HooksDocument", "PresetEntry"]
+__all__ = ["SCHEMA_CANNOT_SAY", "HookEntry", "HooksDocument", "PresetEntry", "hooks_json_schema"]
 
 SECTION_RE = re.compile(r"^[^/]+/[^/]+$")
 # A Preset member: `local/name` or `owner/repo/name` (docs/native-hooks.md, Presets).
@@ -439,3 +439,14 @@ class HooksDocument(Doc):
             ((*ref.rsplit("/", 1), "preset", i), cannot_say(NESTED.format(json.dumps(member))))
             for ref, i, member in nested_presets(presets)
         ]
+
+
+SCHEMA_URI = "https://json-schema.org/draft/2020-12/schema"
+
+
+def hooks_json_schema() -> JsonDict:
+    """JSON Schema (draft 2020-12) of hooks.json, for editors, generated from
+    `HooksDocument`. `looprail hooks validate` is the authority: it also checks what a schema
+    cannot say (`SCHEMA_CANNOT_SAY`: regular expressions compile, an Action's `code` can pair
+    with its `outcome`, Preset members are not Presets)."""
+    return {"$schema": SCHEMA_URI, **HooksDocument.model_json_schema(by_alias=True)}

@@ -13,11 +13,7 @@ from looprail.errors import Issue
 from looprail.fsutil import read_bounded
 from looprail.hooks.native._jsonpath import json_path
 from looprail.hooks.native.document import (
-    HOOK_KEYS,
     NESTED,
-    PRESET_KEYS,
-    REF_RE,
-    SECTION_RE,
     HookEntry,
     HooksDocument,
     PresetEntry,
@@ -34,15 +30,6 @@ from looprail.hooks.native.models import (
     Scope,
 )
 from looprail.jsonload import loads_strict
-
-__all__ = [
-    "HOOK_KEYS",
-    "PRESET_KEYS",
-    "REF_RE",
-    "SECTION_RE",
-    "read_hooks_file",
-    "validate_hooks_document",
-]
 
 # --------------------------------------------------------------------------- parsing
 
