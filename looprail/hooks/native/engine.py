@@ -39,10 +39,8 @@ from looprail.hooks.native.events import (
 )
 from looprail.hooks.native.filters import filter_matches
 from looprail.hooks.native.report import ReportRow
-from looprail.runtime.process import escape_untrusted, run_bounded, tail
-
-_OUTPUT_CAP = 64 * 1024  # hook output is never interpreted; keep only enough for a stderr tail
-
+from looprail.hooks.native.shell import ShellRun, run_hook_shell
+from looprail.runtime.process import escape_untrusted
 
 # --------------------------------------------------------------------------- results
 
@@ -140,47 +138,6 @@ class EffectSink(Protocol):
     delivery is best-effort and can never change an Event Outcome."""
 
     def deliver(self, effect: Effect) -> None: ...
-
-
-# --------------------------------------------------------------------------- shells
-
-
-@dataclass(frozen=True)
-class ShellRun:
-    passed: bool
-    code: int | None  # None: it never exited on its own (timeout, signal, could not start)
-    started: bool
-    detail: str
-    stderr_tail: str = ""
-
-
-def run_hook_shell(command: str, *, env: Mapping[str, str], cwd: Path, timeout_ms: int) -> ShellRun:
-    """Run one `when`/`shell` string under `/bin/sh -c` with stdin closed. The exact strings
-    `true` and `false` are answered without a process (and still count as started)."""
-    if command == "true":
-        return ShellRun(True, 0, True, "exit 0")
-    if command == "false":
-        return ShellRun(False, 1, True, "exit 1")
-    try:
-        run = run_bounded(
-            command,
-            shell=True,
-            timeout_s=timeout_ms / 1000,
-            env=env,
-            cwd=cwd,
-            output_cap=_OUTPUT_CAP,
-        )
-    except (OSError, ValueError) as exc:  # e.g. a NUL byte in the command or the environment
-        return ShellRun(False, None, False, f"could not start: {exc}")
-    if run.spawn_error:
-        return ShellRun(False, None, False, f"could not start: {run.spawn_error}")
-    stderr = escape_untrusted(tail(run.stderr, 2000))
-    if run.timed_out:
-        return ShellRun(False, None, True, f"timed out after {timeout_ms} ms", stderr)
-    if run.exit_code is None or run.exit_code < 0:
-        signal = -(run.exit_code or 0)
-        return ShellRun(False, None, True, f"killed by signal {signal}", stderr)
-    return ShellRun(run.exit_code == 0, run.exit_code, True, f"exit {run.exit_code}", stderr)
 
 
 # --------------------------------------------------------------------------- engine
@@ -302,7 +259,10 @@ class NativeHookEngine:
             if result.action_selected:
                 assert invocation.hook.action is not None
                 request = invocation.hook.action.request
-                effects.append(_effect(result, native_event, spec.name, request))
+                ref, origin_ref = result.hook_ref, result.origin_ref
+                effects.append(
+                    Effect(ref, result.invocation_id, native_event, spec.name, request, origin_ref)
+                )
             if origin is None and spec.name != "hook_result":
                 observed = _hook_result_payload(result, spec.name)
                 projected = self._evaluate(
@@ -453,8 +413,6 @@ class NativeHookEngine:
         spec = EVENTS["custom_event"]
         return self._evaluate(spec, payload, self._shell_env(env), spec.name, origin=None)
 
-    # ----------------------------------------------------------------- environment
-
     def _shell_env(self, extra: Mapping[str, str] | None) -> dict[str, str]:
         """Inherited variables minus stale managed ones, then the engine's and the call's."""
         env = {k: v for k, v in os.environ.items() if not is_managed_env(k)}
@@ -496,19 +454,6 @@ def _snapshot(candidate: Mapping[str, object] | None) -> dict[str, object]:
 
 def _ref_of(result: NativeHookResult | None) -> str | None:
     return result.hook_ref if result is not None else None
-
-
-def _effect(
-    result: NativeHookResult, event: str, hook_event: str, request: ActionRequest
-) -> Effect:
-    return Effect(
-        hook_ref=result.hook_ref,
-        invocation_id=result.invocation_id,
-        event=event,
-        hook_event=hook_event,
-        request=request,
-        origin_ref=result.origin_ref,
-    )
 
 
 def _hook_result_payload(result: NativeHookResult, origin_event: str) -> dict[str, object]:
