@@ -1,19 +1,8 @@
 """Native hooks in the loop: the bridge between the native hooks engine
-(`looprail.hooks.native`) and the runner.
-
-- At each point, after the capability hooks, the point's native hooks run; a `:pre`
-  point's failure (`block`) refuses the transition exactly as a blocking gate does, a `:post`
-  failure is a `report`.
-- `task_call` runs before a task body (after its content is resolved and read_first checked) and
-  may block the task; `task_result` reports after it.
-- `loop_settled` runs once when the loop stops, halts or ships.
-- Selected Actions become Effects, delivered best-effort through `LoopEffects` (a delivery failure
-  is recorded and never weakens an outcome): `interrupt` pauses at the next safe point,
-  `shutdown` stops there (the journal is flushed as on any stop), `compact` asks the runtime to
-  compact role context, `message` queues text into role context (`steer` now, `followUp` when
-  the current wave settles, `nextTurn` at the start of the next run), `emit-custom-event` raises
-  `custom_event` (the engine does that itself).
-"""
+(`looprail.hooks.native`) and the runner. A `:pre` point's or `task_call`'s failure refuses the
+step as a blocking gate does; selected Actions become Effects, delivered best-effort through
+`LoopEffects` (`message` deliveries: `steer` now, `followUp` when the wave settles, `nextTurn`
+at the start of the next run)."""
 
 from __future__ import annotations
 

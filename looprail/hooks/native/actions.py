@@ -46,9 +46,6 @@ DELIVERIES: dict[str, tuple[Delivery, ...]] = {
 Code = int | float | None
 
 
-# --------------------------------------------------------------------------- requests (payloads)
-
-
 @dataclass(frozen=True)
 class Interrupt:
     """Pause the loop at its next safe point."""
@@ -143,8 +140,6 @@ class OwnedAction:
         """Whether the owner's own Hook Outcome and code select this Action."""
         return selector_matches(self.outcomes, self.codes, outcome, code)
 
-
-# --------------------------------------------------------------------------- the document
 
 Problems = list[tuple[str, str]]  # (JSON path, reason)
 

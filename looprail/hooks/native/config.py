@@ -1,19 +1,6 @@
-"""Native hooks files: the models, loading, merging, validation and the JSON Schema.
-
-This module re-exports the public names of `models`, `document`, `parsing` and `loading`.
-
-Two files, both optional:
-- global `~/.looprail/hooks.json` (the folder is `$LOOPRAIL_HOME` when that is set);
-- project `<project>/.looprail/hooks.json`, read only when the user trusts the project.
-
-Each file holds Sections: `local` and `owner/repo` (in the project file every `owner/repo`
-Section must be listed in that file's `repos`). A Section maps entry names to Hooks or Presets;
-`section/name` is the entry's reference. The project file's entry replaces the global entry with
-the same reference whole (no field merge) and keeps its place in the catalog order.
-
-Loading never raises for a bad file: an invalid file activates none of its entries and yields
-one warning; `looprail hooks validate` lists every problem with its file and JSON path.
-"""
+"""Native hooks files (`~/.looprail/hooks.json`, and a trusted project's `.looprail/hooks.json`):
+the public names of `models`, `document`, `parsing` and `loading`, re-exported. Loading never
+raises for a bad file (docs/native-hooks.md)."""
 
 from __future__ import annotations
 

@@ -89,9 +89,6 @@ def _unique_list(pattern: re.Pattern[str], kind: str, bad: str, duplicate: str) 
     return Wrap(check)
 
 
-# --------------------------------------------------------------------------- Hooks and Presets
-
-
 def _filter_problem(key: str, value: object, hook_result: bool) -> str | PydanticCustomError | None:
     """What is wrong with one value a filter field lists (None: nothing)."""
     if hook_result and key == "outcome":
@@ -329,16 +326,9 @@ def nested_presets(presets: Mapping[str, Sequence[str]]) -> Iterator[tuple[str, 
 NESTED = "references Preset {}; nested Presets are not supported"
 
 
-# --------------------------------------------------------------------------- the file
-
-
 def _sections(schema: JsonDict) -> None:
-    # Post-processing, for what the models cannot say in a schema:
-    # - Section names are a pattern, which a model's fields cannot be: `extra` holds the
-    #   Sections and `cross` checks their names; here the schema says which names an extra
-    #   member may have.
-    # - pydantic writes a dict with a constrained key as `patternProperties` only, which lets
-    #   any other key through; the entry-name rule is closed with `additionalProperties`.
+    # Section names are a pattern (`extra` holds the Sections), and pydantic's
+    # `patternProperties` for a constrained key would let any other key through.
     section = schema.pop("additionalProperties")
     assert isinstance(section, dict)
     section = {**section, "additionalProperties": False}

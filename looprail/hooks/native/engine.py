@@ -42,8 +42,6 @@ from looprail.hooks.native.report import ReportRow
 from looprail.hooks.native.shell import ShellRun, run_hook_shell
 from looprail.runtime.process import escape_untrusted
 
-# --------------------------------------------------------------------------- results
-
 
 @dataclass(frozen=True)
 class NativeHookResult:
@@ -140,9 +138,6 @@ class EffectSink(Protocol):
     def deliver(self, effect: Effect) -> None: ...
 
 
-# --------------------------------------------------------------------------- engine
-
-
 @dataclass(frozen=True)
 class _Invocation:
     hook: NativeHook
@@ -214,8 +209,6 @@ class NativeHookEngine:
             except Exception:
                 count += 1
         return count
-
-    # ----------------------------------------------------------------- evaluate
 
     def evaluate(
         self,
@@ -369,8 +362,6 @@ class NativeHookEngine:
             self._selections[hook.ref] = count + 1
         return replace(result, action_selected=True)
 
-    # ----------------------------------------------------------------- deliver
-
     def deliver(
         self,
         effects: Sequence[Effect],
@@ -419,9 +410,6 @@ class NativeHookEngine:
         env.update(self._env)
         env.update(_checked_env(extra))
         return env
-
-
-# --------------------------------------------------------------------------- helpers
 
 
 def _checked_env(env: Mapping[str, str] | None) -> dict[str, str]:

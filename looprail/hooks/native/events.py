@@ -207,7 +207,6 @@ def event_environment(spec: EventSpec, candidate: Mapping[str, Any]) -> dict[str
     return env
 
 
-# --------------------------------------------------------------------------- candidate builders
 # The loop builds candidates with these so that filter keys and variables stay the documented
 # ones. Extra keys are allowed (a filter may use them); `event` is always set by the engine.
 

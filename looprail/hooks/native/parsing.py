@@ -31,8 +31,6 @@ from looprail.hooks.native.models import (
 )
 from looprail.jsonload import loads_strict
 
-# --------------------------------------------------------------------------- parsing
-
 
 def _parse_json(raw: bytes, file: str) -> tuple[object, list[Issue]]:
     if len(raw) > MAX_FILE_BYTES:
