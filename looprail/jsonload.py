@@ -379,29 +379,30 @@ def _js_scalar(v: object) -> str:
     raise TypeError(f"not JSON: {type(v).__name__}")
 
 
+def _escaped(v: str, shared: dict[int, tuple[str, str]], quoted: bool = True) -> str:
+    """`v` as a JSON string (without its quotes unless `quoted`). A long string is escaped once
+    per dump however often it is named; the entry keeps it alive, so its id is not reused."""
+    if len(v) < _SHARED_MIN:
+        return _js_string(v) if quoted else _js_string(v)[1:-1]
+    key = id(v) if quoted else ~id(v)
+    hit = shared.get(key)
+    if hit is None:
+        out = _js_string(v)
+        hit = shared[key] = (v, out if quoted else out[1:-1])
+    return hit[1]
+
+
 def _emit(value: Any, put: Callable[[str], object], indent: int | None) -> None:
     sep_key = ":" if indent is None else ": "
-    # A long string escaped once per dump however often it is named. The entry keeps the string
-    # alive, so its id cannot be reused by another string meanwhile.
     shared: dict[int, tuple[str, str]] = {}
-
-    def escaped(v: str, quoted: bool = True) -> str:
-        if len(v) < _SHARED_MIN:
-            return _js_string(v) if quoted else _js_string(v)[1:-1]
-        key = id(v) if quoted else ~id(v)
-        hit = shared.get(key)
-        if hit is None:
-            out = _js_string(v)
-            hit = shared[key] = (v, out if quoted else out[1:-1])
-        return hit[1]
 
     def emit(v: Any, level: int) -> None:
         if isinstance(v, str):
-            put(escaped(v))
+            put(_escaped(v, shared))
         elif isinstance(v, JSText):
             put('"')
             for piece in v.pieces():
-                put(escaped(piece, quoted=False))
+                put(_escaped(piece, shared, quoted=False))
             put('"')
         elif isinstance(v, dict):
             container(list(v.items()), "{}", level)

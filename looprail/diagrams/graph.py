@@ -40,7 +40,7 @@ import networkx as nx
 
 from looprail.hooks.resolve import resolve
 from looprail.machine.chart import compile_loop
-from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
+from looprail.machine.spec import DEFAULT_LOOP, LoopSpec, TransitionSpec
 
 if TYPE_CHECKING:
     from looprail.hooks.capset import CapabilitySet
@@ -183,24 +183,7 @@ def _add_chart(graph: nx.MultiDiGraph, spec: LoopSpec) -> None:
     """States and transitions read from the compiled chart, joined with the spec's points.
     Nodes are added in the order the loop reaches them (a stable layout and stable text)."""
     chart = compile_loop(spec)
-    steps = {s.name: s for s in spec.steps}
-    states: dict[str, dict[str, Any]] = {}
-    for state in chart.states_map.values():
-        parent = state.parent.id if state.parent is not None else None
-        step = steps.get(state.id)
-        states[state.id] = dict(
-            kind="state",
-            label=state.id if parent is None else str(state.name),
-            parent=parent,
-            compound=bool(state.states),
-            initial=bool(state.initial),
-            final=bool(state.final),
-            role=step.role if step else None,
-            artifact=step.artifact if step else None,
-            description=step.description if step else "",
-            visited=False,
-            current=False,
-        )
+    states = _state_attrs(chart, spec)
     graph.add_node(START, kind="start", label="", parent=None)
 
     def add_state(name: str) -> None:
@@ -219,17 +202,47 @@ def _add_chart(graph: nx.MultiDiGraph, spec: LoopSpec) -> None:
         add_state(t.target)
     for name in states:
         add_state(name)
+    _add_edges(graph, chart, spec_transitions)
+    for p in crossed_points(spec):
+        graph.nodes[point_id(p)]["parent"] = _inside(graph, p)
 
-    by_key = {(t.event, t.source, t.target): t for t in spec_transitions}
+
+def _state_attrs(chart: Any, spec: LoopSpec) -> dict[str, dict[str, Any]]:
+    """The node attributes of every state of the compiled chart."""
+    steps = {s.name: s for s in spec.steps}
+    states: dict[str, dict[str, Any]] = {}
+    for state in chart.states_map.values():
+        parent = state.parent.id if state.parent is not None else None
+        step = steps.get(state.id)
+        states[state.id] = dict(
+            kind="state",
+            label=state.id if parent is None else str(state.name),
+            parent=parent,
+            compound=bool(state.states),
+            initial=bool(state.initial),
+            final=bool(state.final),
+            role=step.role if step else None,
+            artifact=step.artifact if step else None,
+            description=step.description if step else "",
+            visited=False,
+            current=False,
+        )
+    return states
+
+
+def _add_edges(
+    graph: nx.MultiDiGraph, chart: Any, spec_transitions: Sequence[TransitionSpec]
+) -> None:
+    """The initial edges, then the chart's transitions in loop order (their guards from the
+    chart, their points from the spec)."""
     for state in chart.states_map.values():
         if state.initial and state.parent is None:
             graph.add_edge(START, state.id, key="initial", kind="initial")
         for tr in state.transitions:
-            targets = [t.id for t in tr.targets]
             if tr.initial or not tr.events:  # the compound's implicit entry into its first child
-                for target in targets:
-                    graph.add_edge(state.id, target, key="initial", kind="initial")
-    for t in spec_transitions:  # the chart's transitions, in loop order
+                for target in tr.targets:
+                    graph.add_edge(state.id, target.id, key="initial", kind="initial")
+    for t in spec_transitions:
         tr = _chart_transition(chart, t.event, t.source, t.target)
         graph.add_edge(
             t.source,
@@ -238,13 +251,11 @@ def _add_chart(graph: nx.MultiDiGraph, spec: LoopSpec) -> None:
             kind="transition",
             event=t.event,
             guards=[str(c) for c in tr.cond],
-            points=list(by_key[(t.event, t.source, t.target)].points),
+            points=list(t.points),
             label=t.label,
             visited=False,
             refused=False,
         )
-    for p in crossed_points(spec):
-        graph.nodes[point_id(p)]["parent"] = _inside(graph, p)
 
 
 def _chart_transition(chart: Any, event: str, source: str, target: str) -> Any:
@@ -387,58 +398,14 @@ def _refusal(graph: nx.MultiDiGraph, run: RunView, current: Sequence[str]) -> No
     halted = next((e for e in reversed(run.events) if e.kind == "halted"), None)
     # A native task hook halts at its event (`task_call`), not at one of the drawn points: then
     # only the note says why.
-    at_point = bool(halted is not None and halted.point and point_id(halted.point) in graph)
-    if halted is not None and halted.point and halted.cap_id and at_point:
+    if halted is not None and halted.point and halted.cap_id and point_id(halted.point) in graph:
         # The refused transition: the one leaving the current state through the halted point.
         for u, _, _, d in transitions(graph):
             if u in current and halted.point in d["points"]:
                 d["refused"] = True
                 d["refused_by"] = halted.cap_id
                 d["refused_at"] = halted.point
-        # The hook that refused: the last one at that point, of that capability, whose outcome
-        # refuses (a capability may have a step and a gate at one point).
-        hook_event = next(
-            (
-                e
-                for e in reversed(run.events)
-                if e.kind in ("hook", "native_hook")
-                and e.point == halted.point
-                and e.cap_id == halted.cap_id
-                and e.outcome in REFUSING_OUTCOMES
-            ),
-            None,
-        )
-        kind = (hook_event.hook_kind if hook_event else None) or "gate"
-        node = next(
-            (
-                n
-                for n, d in graph.nodes(data=True)
-                if d.get("kind") == "hook"
-                and d["point"] == halted.point
-                and d["cap_id"] == halted.cap_id
-                and d["hook_kind"] == kind
-            ),
-            None,
-        )
-        if node is None:  # hooks not drawn: draw the one that refused
-            data = hook_event.data if hook_event else {}
-            node = _add_hook(
-                graph,
-                halted.point,
-                graph.nodes[point_id(halted.point)]["hooks"],
-                {
-                    "hook_kind": kind if kind in HOOK_KINDS else "step",
-                    "cap_id": halted.cap_id,
-                    "summary": data.get("label") or "",
-                    "blocking": bool(data.get("blocking")),
-                    "on_error": data.get("onError"),
-                    "when": None,
-                },
-            )
-            if hook_event is not None:
-                graph.nodes[node]["outcome"] = hook_event.outcome
-                graph.nodes[node]["message"] = hook_event.message
-        graph.nodes[node]["refused"] = True
+        graph.nodes[_refusing_hook(graph, run, halted.point, halted.cap_id)]["refused"] = True
     reason = run.halt_reason or (halted.message if halted else None)
     if current:
         verb = {"paused": "paused", "failed": "failed"}.get(run.status, "halted")
@@ -450,6 +417,46 @@ def _refusal(graph: nx.MultiDiGraph, run: RunView, current: Sequence[str]) -> No
             parent=graph.nodes[current[-1]].get("parent"),
         )
         graph.add_edge(current[-1], "halt_note", key="note", kind="note")
+
+
+def _refusing_hook(graph: nx.MultiDiGraph, run: RunView, point: str, cap_id: str) -> str:
+    """The node of the hook that refused at `point`: the last one of that capability whose
+    outcome refuses (a capability may have a step and a gate at one point), drawn now if the
+    hooks are not."""
+    hook_event = next(
+        (
+            e
+            for e in reversed(run.events)
+            if e.kind in ("hook", "native_hook")
+            and e.point == point
+            and e.cap_id == cap_id
+            and e.outcome in REFUSING_OUTCOMES
+        ),
+        None,
+    )
+    kind = (hook_event.hook_kind if hook_event else None) or "gate"
+    wanted = (point, cap_id, kind)
+    for n, d in graph.nodes(data=True):
+        if d.get("kind") == "hook" and (d["point"], d["cap_id"], d["hook_kind"]) == wanted:
+            return str(n)
+    data = hook_event.data if hook_event else {}
+    node = _add_hook(
+        graph,
+        point,
+        graph.nodes[point_id(point)]["hooks"],
+        {
+            "hook_kind": kind if kind in HOOK_KINDS else "step",
+            "cap_id": cap_id,
+            "summary": data.get("label") or "",
+            "blocking": bool(data.get("blocking")),
+            "on_error": data.get("onError"),
+            "when": None,
+        },
+    )
+    if hook_event is not None:
+        graph.nodes[node]["outcome"] = hook_event.outcome
+        graph.nodes[node]["message"] = hook_event.message
+    return node
 
 
 def _tasks(graph: nx.MultiDiGraph, spec: LoopSpec, run: RunView) -> None:

@@ -5,9 +5,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 PHASE_FOLDER = "01-test"
+
+
+class PlanTask(TypedDict):
+    """One task of a test plan, as `task` fills it in."""
+
+    name: str
+    action: str
+    tracker_id: str | None
+    read_first: list[str]
+    files: list[str]
+    type: str
+    gate: str | None
+    verify: str
+    done: str
 
 
 def task(
@@ -21,7 +35,7 @@ def task(
     gate: str | None = None,
     verify: str = "it works",
     done: str | None = None,
-) -> dict[str, Any]:
+) -> PlanTask:
     """One task for `plan_markdown` / `LoopHarness.plan`."""
     return {
         "name": name,
@@ -70,20 +84,24 @@ def plan_markdown(
         "<tasks>",
     ]
     for t in items:
-        attrs = f'type="{t["type"]}"'
-        if t["gate"]:
-            attrs += f' gate="{t["gate"]}"'
-        if t["tracker_id"]:
-            attrs += f' tracker-id="{t["tracker_id"]}"'
-        front += [
-            f"<task {attrs}>",
-            f"<name>{t['name']}</name>",
-            f"<files>{', '.join(t['files'])}</files>",
-            f"<read_first>{', '.join(t['read_first'])}</read_first>",
-            f"<action>{t['action']}</action>",
-            f"<verify>{t['verify']}</verify>",
-            f"<done>{t['done']}</done>",
-            "</task>",
-        ]
+        front += _task_xml(t)
     front += ["</tasks>", ""]
     return "\n".join(front)
+
+
+def _task_xml(t: PlanTask) -> list[str]:
+    attrs = f'type="{t["type"]}"'
+    if t["gate"]:
+        attrs += f' gate="{t["gate"]}"'
+    if t["tracker_id"]:
+        attrs += f' tracker-id="{t["tracker_id"]}"'
+    return [
+        f"<task {attrs}>",
+        f"<name>{t['name']}</name>",
+        f"<files>{', '.join(t['files'])}</files>",
+        f"<read_first>{', '.join(t['read_first'])}</read_first>",
+        f"<action>{t['action']}</action>",
+        f"<verify>{t['verify']}</verify>",
+        f"<done>{t['done']}</done>",
+        "</task>",
+    ]
