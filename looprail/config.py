@@ -31,6 +31,7 @@ from looprail.layout import PROJECT_CONFIG_FILE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs milliseconds on the render-hooks start path
+    from collections.abc import Mapping
     from pathlib import Path
     from typing import Any
 
@@ -261,7 +262,7 @@ REFERENCE_SETTINGS = frozenset(
 )
 
 
-def unknown_keys(config: dict[str, Any], declared: Any) -> list[str]:
+def unknown_keys(config: Mapping[str, object], declared: Any) -> list[str]:
     """Leaf keys of `config` (dotted) that no capability declares and no known setting covers."""
     out: list[str] = []
 
@@ -274,7 +275,7 @@ def unknown_keys(config: dict[str, Any], declared: Any) -> list[str]:
             for i in range(1, len(parts))
         )
 
-    def walk(node: dict[str, Any], prefix: str, depth: int) -> None:
+    def walk(node: Mapping[str, object], prefix: str, depth: int) -> None:
         for key, value in node.items():
             dotted = f"{prefix}{key}"
             if known(dotted):

@@ -30,8 +30,8 @@ def loads_strict(text: str) -> tuple[Any, list[str]]:
     `json.JSONDecodeError`, `ValueError` (NaN/Infinity) or `RecursionError` (deep nesting)."""
     duplicates: list[str] = []
 
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def pairs(items: list[tuple[str, object]]) -> dict[str, object]:
+        out: dict[str, object] = {}
         for key, value in items:
             if key in out:
                 duplicates.append(key)

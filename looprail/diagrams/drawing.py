@@ -2,7 +2,6 @@
 palette, each transition routed through its points as segments, and the text of each node.
 
 Drawing rules:
-
 - phases top to bottom (a page-shaped picture, readable at page width), hooks beside their
   point; the looped step (`execute`) is a box (a cluster / subgraph) holding the
   wave loop `wave_ready → execute:wave:pre → wave_running → execute:wave:post → wave_ready`;
@@ -22,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import textwrap
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -146,7 +146,7 @@ def wrap(text: str, width: int = 36, lines: int = 4) -> list[str]:
     return wrapped
 
 
-def state_lines(d: dict[str, Any]) -> tuple[str, list[str]]:
+def state_lines(d: Mapping[str, Any]) -> tuple[str, list[str]]:
     """(title, detail lines) of a state."""
     detail = []
     if d.get("role") and not d.get("compound"):
@@ -155,13 +155,13 @@ def state_lines(d: dict[str, Any]) -> tuple[str, list[str]]:
     return d["label"], detail
 
 
-def compound_title(d: dict[str, Any]) -> str:
+def compound_title(d: Mapping[str, Any]) -> str:
     """The title of the looped step's box."""
     work = f"{d['role']} per task → {d['artifact']}" if d.get("artifact") else d.get("role") or ""
     return f"{d['label']}: waves → plans → tasks  ({work})"
 
 
-def hook_lines(d: dict[str, Any]) -> list[str]:
+def hook_lines(d: Mapping[str, Any]) -> list[str]:
     """The lines under a hook's capId."""
     lines = [d["summary"]] if d.get("summary") else []
     if d["hook_kind"] == "gate":
@@ -179,7 +179,7 @@ def hook_lines(d: dict[str, Any]) -> list[str]:
     return lines
 
 
-def task_line(d: dict[str, Any]) -> str:
+def task_line(d: Mapping[str, Any]) -> str:
     """A task of the overlaid run: its status mark, key and attempt."""
     again = f" (attempt {d['attempt']})" if d.get("attempt", 0) > 1 else ""
     return f"{TASK_MARKS[d['status']]} {d['task_key']}{again}"

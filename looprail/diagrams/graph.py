@@ -3,30 +3,18 @@ transition fires, the hooks active at each point, and (optionally) what one jour
 
     graph = build_graph(DEFAULT_LOOP, envelopes=envelopes_for(compiled, config), run=view)
 
-Nodes (attribute `kind`):
+Nodes (`kind`): `start` (the initial pseudo-state); `state` (`parent`: the compound holding it,
+`final`, `compound`: the looped step whose waves are its children); `point` (`inside`: the
+compound every transition crossing it stays in); `hook` (`hook_kind` step | contribution | gate
+| native | failed: a capability that failed to load but declared a gate there); `task` (a task
+of the overlaid run); `note` (why the run halted).
 
-- `start`: the initial pseudo-state (a dot);
-- `state`: a state of the chart (`parent` names the compound state holding it, `final` marks a
-  final state, `compound` marks the looped step whose waves are its children);
-- `point`: one of the extension points (`inside` names the compound when every transition
-  crossing it stays inside that compound: the wave points);
-- `hook`: one active hook at a point (`hook_kind` step | contribution | gate | failed; a
-  `failed` hook is a capability that failed to load but declared a gate there; a run overlay
-  may add the `native` hook that refused);
-- `task`: one task row of the overlaid run, inside the compound;
-- `note`: why the overlaid run halted.
+Edges (`kind`): `initial` (start → initial state, compound → first child); `transition` (keyed
+`event:target`, with `event`, `guards` and the `points` it dispatches in order); `fires` (point
+→ hook, in dispatch order); `note` (state → note).
 
-Edges (attribute `kind`):
-
-- `initial`: start → initial state (and compound → its initial child);
-- `transition`: state → state, keyed by `event:target`, with `event`, `guards` and the `points`
-  it dispatches in order (the renderers draw it through its point nodes);
-- `fires`: point → hook, in dispatch order;
-- `note`: state → note.
-
-The graph is built in loop order, so iterating it is deterministic (no set or hash order), and it
-holds no absolute path and no time. Everything here is pure: reading the journal and loading
-capabilities happen in `looprail.diagrams.load_*`.
+Built in loop order (iteration is deterministic), with no absolute path and no time. Pure:
+loading happens in `looprail.diagrams.load_*`.
 """
 
 from __future__ import annotations
@@ -34,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import networkx as nx
 
@@ -207,14 +195,37 @@ def _add_chart(graph: nx.MultiDiGraph, spec: LoopSpec) -> None:
         graph.nodes[point_id(p)]["parent"] = _inside(graph, p)
 
 
-def _state_attrs(chart: Any, spec: LoopSpec) -> dict[str, dict[str, Any]]:
+class _StateAttrs(TypedDict):
+    kind: str
+    label: str
+    parent: str | None
+    compound: bool
+    initial: bool
+    final: bool
+    role: str | None
+    artifact: str | None
+    description: str
+    visited: bool
+    current: bool
+
+
+class _HookAttrs(TypedDict):
+    hook_kind: str
+    cap_id: str
+    summary: str
+    blocking: bool
+    on_error: str | None
+    when: str | None
+
+
+def _state_attrs(chart: Any, spec: LoopSpec) -> dict[str, _StateAttrs]:
     """The node attributes of every state of the compiled chart."""
     steps = {s.name: s for s in spec.steps}
-    states: dict[str, dict[str, Any]] = {}
+    states: dict[str, _StateAttrs] = {}
     for state in chart.states_map.values():
         parent = state.parent.id if state.parent is not None else None
         step = steps.get(state.id)
-        states[state.id] = dict(
+        states[state.id] = _StateAttrs(
             kind="state",
             label=state.id if parent is None else str(state.name),
             parent=parent,
@@ -320,7 +331,7 @@ def _add_hooks(
             index += 1
 
 
-def _hook_attrs(hook: Mapping[str, Any], flavor: str) -> dict[str, Any]:
+def _hook_attrs(hook: Mapping[str, Any], flavor: str) -> _HookAttrs:
     return {
         "hook_kind": str(hook.get("kind")),
         "cap_id": str(hook.get("capId")),
@@ -331,7 +342,7 @@ def _hook_attrs(hook: Mapping[str, Any], flavor: str) -> dict[str, Any]:
     }
 
 
-def _add_hook(graph: nx.MultiDiGraph, point: str, index: int, attrs: dict[str, Any]) -> str:
+def _add_hook(graph: nx.MultiDiGraph, point: str, index: int, attrs: _HookAttrs) -> str:
     pid = point_id(point)
     node = _hook_id(point, index)
     graph.add_node(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -214,7 +215,7 @@ def _dot_scope(graph: nx.MultiDiGraph, g: Any, parent: str | None) -> None:
         _dot_tasks(graph, g, parent)
 
 
-def _dot_note(g: Any, n: str, d: dict[str, Any]) -> None:
+def _dot_note(g: Any, n: str, d: Mapping[str, Any]) -> None:
     paused = d.get("status") == "paused"  # waiting for a human, not broken
     g.node(
         n,
@@ -279,7 +280,7 @@ def _dot_tasks(graph: nx.MultiDiGraph, g: Any, compound: str) -> None:
             s.edge(running, node, style="invis")
 
 
-def _dot_state(d: dict[str, Any]) -> dict[str, str]:
+def _dot_state(d: Mapping[str, Any]) -> dict[str, str]:
     title, detail = state_lines(d)
     attrs = {
         "label": _html(title, detail, size=9),
@@ -303,7 +304,7 @@ def _dot_state(d: dict[str, Any]) -> dict[str, str]:
     return attrs
 
 
-def _dot_point(graph: nx.MultiDiGraph, g: Any, n: str, d: dict[str, Any]) -> None:
+def _dot_point(graph: nx.MultiDiGraph, g: Any, n: str, d: Mapping[str, Any]) -> None:
     hooks = hooks_at(graph, d["point"])
     with g.subgraph() as s:
         s.attr(rank="same")
@@ -327,7 +328,7 @@ def _dot_point(graph: nx.MultiDiGraph, g: Any, n: str, d: dict[str, Any]) -> Non
             previous = h
 
 
-def _dot_hook(d: dict[str, Any]) -> dict[str, str]:
+def _dot_hook(d: Mapping[str, Any]) -> dict[str, str]:
     kind = d["hook_kind"]
     attrs = {"label": _html(d["cap_id"], hook_lines(d), size=9), "fontsize": "10"}
     if kind == "step":

@@ -77,8 +77,8 @@ class LoopHarness:
         self.runtime = LoggingRuntime()
         for step, name in _STEP_ARTIFACTS.items():
             self.runtime.effect(("phase", step), partial(self._default_artifact, name))
-        self._manifests: dict[str, dict[str, Any]] = {}
-        self._config: dict[str, Any] = {}
+        self._manifests: dict[str, Mapping[str, Any]] = {}
+        self._config: dict[str, object] = {}
         self.config({})
 
     # ------------------------------------------------------------------ building the project
@@ -95,7 +95,7 @@ class LoopHarness:
         if "id" not in manifest:
             raise UsageError("capability manifest needs an 'id'")
         cid = str(manifest["id"])
-        full: dict[str, Any] = {
+        full: dict[str, object] = {
             "role": "feature",
             "version": "1.0.0",
             "title": cid,
@@ -424,7 +424,7 @@ def _capture_results(runner: LoopRunner) -> list[HookResult]:
     return captured
 
 
-def _set_dotted(config: dict[str, Any], key: str, value: Any) -> None:
+def _set_dotted(config: dict[str, object], key: str, value: object) -> None:
     node = config
     parts = key.split(".")
     for part in parts[:-1]:
