@@ -78,24 +78,15 @@ if TYPE_CHECKING:  # the names, typed for checkers (`x as x`: a re-export); at r
     from looprail.trust import load_compiled as load_compiled
 
 
-def lazy_getattr(package: str, exports: dict[str, str], namespace: dict[str, object]) -> Any:
-    """A module `__getattr__` that imports `exports[name]` on first use and keeps the value in
-    `namespace` (looprail's and looprail.testing's public names)."""
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'looprail' has no attribute {name!r}")
+    import importlib  # not at import: `import looprail` is on the `render-hooks` start path
 
-    def __getattr__(name: str) -> Any:
-        module = exports.get(name)
-        if module is None:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        import importlib  # not at import: `import looprail` is on the `render-hooks` start path
-
-        value = getattr(importlib.import_module(module), name)
-        namespace[name] = value
-        return value
-
-    return __getattr__
-
-
-__getattr__ = lazy_getattr(__name__, _EXPORTS, globals())
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:

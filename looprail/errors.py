@@ -286,6 +286,14 @@ class GuardRefused(HaltError):
         super().__init__(f"{event}: {reason}")
 
 
+class MergeConflict(HaltError):
+    """Merging a plan's branch back conflicted; the message names plans and files."""
+
+
+class BudgetReached(HaltError):
+    """Spent ≥ budget: no more agent work starts in this run (resumable)."""
+
+
 # --------------------------------------------------------------------------- control flow
 
 
@@ -320,40 +328,3 @@ class StopRequested(LoopSignal):
     def __init__(self, status: Literal["halted", "paused"], reason: str):
         self.status: Literal["halted", "paused"] = status
         super().__init__(reason)
-
-
-__all__ = [
-    "AnswerRefused",
-    "CheckFailedError",
-    "CheckpointPause",
-    "ConfigError",
-    "GraphvizMissingError",
-    "GuardRefused",
-    "HaltError",
-    "InvalidFileError",
-    "InvalidPointError",
-    "Issue",
-    "JournalError",
-    "LedgerError",
-    "LockedError",
-    "LoopSignal",
-    "LooprailError",
-    "ManifestError",
-    "NoJournalError",
-    "OutsideProjectError",
-    "PlanError",
-    "SealError",
-    "StopRequested",
-    "TaskContentError",
-    "TransitionRefused",
-    "TrustError",
-    "UsageError",
-]
-
-
-class MergeConflict(HaltError):
-    """Merging a plan's branch back conflicted; the message names plans and files."""
-
-
-class BudgetReached(HaltError):
-    """Spent ≥ budget: no more agent work starts in this run (resumable)."""

@@ -72,15 +72,22 @@ def is_private(st: os.stat_result, is_kind: Callable[[int], bool]) -> bool:
 def read_private(path: str, max_bytes: int) -> bytes | None:
     """The bytes of a cache entry, or None: only a regular file (never through a symlink, never
     a FIFO) owned by this user, writable by nobody else, of at most `max_bytes`."""
+
+    def private(st: os.stat_result) -> bool:
+        return is_private(st, stat.S_ISREG) and st.st_size <= max_bytes
+
+    return _read_if(path, private, max_bytes + 1)
+
+
+def _read_if(path: str | Path, accept: Callable[[os.stat_result], bool], n: int) -> bytes | None:
+    """At most `n` bytes of `path` when what was opened (never through a last symlink, never
+    waiting on a FIFO) passes `accept` by its `fstat`, else None."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
     try:
-        st = os.fstat(fd)
-        if not is_private(st, stat.S_ISREG) or st.st_size > max_bytes:
-            return None
-        return _read_upto(fd, max_bytes + 1)
+        return _read_upto(fd, n) if accept(os.fstat(fd)) else None
     except OSError:
         return None
     finally:
@@ -234,18 +241,7 @@ def read_contained(
     real = contained_file(root, path)
     if real is None:
         return None
-    try:
-        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return _read_upto(fd, max_bytes + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    return _read_if(real, lambda st: stat.S_ISREG(st.st_mode), max_bytes + 1)
 
 
 def create_new(path: str | os.PathLike[str], data: str | bytes, *, mode: int = 0o644) -> bool:

@@ -29,6 +29,7 @@ import yaml
 from looprail.errors import HaltError, ManifestError, UsageError
 from looprail.hooks.manifest import validate_manifest
 from looprail.layout import LOOPRAIL_DIR, PHASES_DIR, PROJECT_CONFIG_FILE
+from looprail.machine.chart import WAVE_STATES
 from looprail.machine.guards import HookResult
 from looprail.machine.loading import Loaded
 from looprail.machine.progress import Progress
@@ -332,9 +333,8 @@ class LoopHarness:
         (self.phase_dir / name).write_text(body + f"# {name} (written by the test harness)\n")
 
     def _load(self) -> CapabilitySet:
-        env: dict[str, str] = {}
         compiled = load_compiled(
-            self.project, [self.capabilities_dir], env=env, home=self.home, use_cache=False
+            self.project, [self.capabilities_dir], env={}, home=self.home, use_cache=False
         )
         if compiled.failed:
             raise ManifestError(compiled.issues)
@@ -370,15 +370,16 @@ class LoopHarness:
         )
 
     def _find(self, source: str, target: str | None, event: str | None) -> TransitionSpec:
-        parents = {"wave_ready", "wave_running", "waves_done"}
         looped = self.spec.looped
 
         def src_ok(t: TransitionSpec) -> bool:
-            return t.source == source or (t.source == looped and source in parents)
+            return t.source == source or (t.source == looped and source in WAVE_STATES)
 
         def tgt_ok(t: TransitionSpec) -> bool:
             return (
-                target is None or t.target == target or (t.target == looped and target in parents)
+                target is None
+                or t.target == target
+                or (t.target == looped and target in WAVE_STATES)
             )
 
         found = [
@@ -395,8 +396,7 @@ class LoopHarness:
         return exact[0]
 
     def _state_of(self, source: str) -> list[str]:
-        inner = ("wave_ready", "wave_running", "waves_done")
-        if source in inner:
+        if source in WAVE_STATES:
             return [self.spec.looped, source]
         if source == self.spec.looped:
             return [self.spec.looped, "waves_done"]
