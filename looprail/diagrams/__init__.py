@@ -29,7 +29,6 @@ from looprail.trust import load_compiled
 if TYPE_CHECKING:  # pragma: no cover
     import networkx as nx
 
-    from looprail.diagrams.graph import RunView
     from looprail.hooks.resolve import Envelope
     from looprail.machine.spec import LoopSpec
     from looprail.store import RunRow

@@ -60,6 +60,8 @@ class RunEvent:
 
 @dataclass(frozen=True)
 class RunTask:
+    """The journal task fields the overlay reads (a `store.TaskRow` has all of them)."""
+
     task_key: str
     status: str
     plan_id: str | None = None

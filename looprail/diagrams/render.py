@@ -48,7 +48,6 @@ from looprail.errors import GraphvizMissingError, LooprailError, UsageError
 from looprail.runtime.process import find_program, run_bounded
 
 FORMATS = ("svg", "png", "dot", "mermaid")
-INSTALL_HINT = GraphvizMissingError.INSTALL_HINT
 
 
 def require_dot() -> str:
@@ -102,9 +101,8 @@ def _clip(text: str, limit: int = LINE_MAX) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _html(title: str, lines: list[str], *, mono_title: bool = False, size: int = 10) -> str:
-    face = MONO if mono_title else FONT
-    parts = [f'<font face="{face}"><b>{html.escape(_clip(title))}</b></font>']
+def _html(title: str, lines: list[str], *, size: int = 10) -> str:
+    parts = [f'<font face="{FONT}"><b>{html.escape(_clip(title))}</b></font>']
     parts += [f'<font point-size="{size}">{html.escape(_clip(line))}</font>' for line in lines]
     return "<" + "<br/>".join(parts) + ">"
 
