@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 import networkx as nx
 
@@ -211,13 +211,15 @@ class _StateAttrs(TypedDict):
     current: bool
 
 
-class _HookAttrs(TypedDict):
+class _Hook(NamedTuple):
+    """The attributes of a hook node that come from the hook (or the warning) it draws."""
+
     hook_kind: str
     cap_id: str
     summary: str
-    blocking: bool
-    on_error: str | None
-    when: str | None
+    blocking: bool = False
+    on_error: str | None = None
+    when: str | None = None
 
 
 def _state_attrs(chart: Any, spec: LoopSpec) -> dict[str, _StateAttrs]:
@@ -308,43 +310,33 @@ def _add_hooks(
 ) -> None:
     for point in crossed_points(spec):
         env = envelopes.get(point) or {}
-        hooks = list(env.get("activeHooks") or ())
-        index = 0
-        for hook in hooks:
-            _add_hook(graph, point, index, _hook_attrs(hook, flavor))
-            index += 1
-        for warning in env.get("warnings") or ():
-            # The fail-open warning's shape (hooks/resolve.py point_warnings); a withheld
-            # invalid id shows as "?".
-            match = re.match(r'capability "([^"]+)"', warning)
-            _add_hook(
-                graph,
-                point,
-                index,
-                {
-                    "hook_kind": "failed",
-                    "cap_id": match.group(1) if match else "?",
-                    "summary": "failed to load: its gate here is not evaluated",
-                    "blocking": False,
-                    "on_error": None,
-                    "when": None,
-                },
-            )
-            index += 1
+        hooks = [_hook_of(hook, flavor) for hook in env.get("activeHooks") or ()]
+        hooks += [_failed_hook(warning) for warning in env.get("warnings") or ()]
+        for index, hook in enumerate(hooks):
+            _add_hook(graph, point, index, hook)
 
 
-def _hook_attrs(hook: Mapping[str, Any], flavor: str) -> _HookAttrs:
-    return {
-        "hook_kind": str(hook.get("kind")),
-        "cap_id": str(hook.get("capId")),
-        "summary": hook_summary(hook, flavor),
-        "blocking": hook.get("blocking") is True,
-        "on_error": hook.get("onError"),
-        "when": hook.get("when") if isinstance(hook.get("when"), str) else None,
-    }
+def _hook_of(hook: Mapping[str, Any], flavor: str) -> _Hook:
+    when = hook.get("when")
+    return _Hook(
+        str(hook.get("kind")),
+        str(hook.get("capId")),
+        hook_summary(hook, flavor),
+        hook.get("blocking") is True,
+        hook.get("onError"),
+        when if isinstance(when, str) else None,
+    )
 
 
-def _add_hook(graph: nx.MultiDiGraph, point: str, index: int, attrs: _HookAttrs) -> str:
+def _failed_hook(warning: str) -> _Hook:
+    # The fail-open warning's shape (hooks/resolve.py point_warnings); a withheld invalid id
+    # shows as "?".
+    match = re.match(r'capability "([^"]+)"', warning)
+    cap_id = match.group(1) if match else "?"
+    return _Hook("failed", cap_id, "failed to load: its gate here is not evaluated")
+
+
+def _add_hook(graph: nx.MultiDiGraph, point: str, index: int, attrs: _Hook) -> str:
     pid = point_id(point)
     node = _hook_id(point, index)
     graph.add_node(
@@ -355,7 +347,7 @@ def _add_hook(graph: nx.MultiDiGraph, point: str, index: int, attrs: _HookAttrs)
         parent=graph.nodes[pid]["parent"],
         outcome=None,
         message=None,
-        **attrs,
+        **attrs._asdict(),
     )
     graph.add_edge(pid, node, key="fires", kind="fires", order=index)
     graph.nodes[pid]["hooks"] += 1
@@ -453,19 +445,11 @@ def _refusing_hook(graph: nx.MultiDiGraph, run: RunView, point: str, cap_id: str
         if d.get("kind") == "hook" and (d["point"], d["cap_id"], d["hook_kind"]) == wanted:
             return str(n)
     data = hook_event.data if hook_event else {}
-    node = _add_hook(
-        graph,
-        point,
-        graph.nodes[point_id(point)]["hooks"],
-        {
-            "hook_kind": kind if kind in HOOK_KINDS else "step",
-            "cap_id": cap_id,
-            "summary": data.get("label") or "",
-            "blocking": bool(data.get("blocking")),
-            "on_error": data.get("onError"),
-            "when": None,
-        },
+    kind = kind if kind in HOOK_KINDS else "step"
+    hook = _Hook(
+        kind, cap_id, data.get("label") or "", bool(data.get("blocking")), data.get("onError")
     )
+    node = _add_hook(graph, point, graph.nodes[point_id(point)]["hooks"], hook)
     if hook_event is not None:
         graph.nodes[node]["outcome"] = hook_event.outcome
         graph.nodes[node]["message"] = hook_event.message
