@@ -79,10 +79,8 @@ def _read_config(project: str | Path) -> tuple[str, Any]:
 
 
 def load_project_config(project: str | Path) -> tuple[dict[str, Any] | None, list[str]]:
-    """Read `.planning/config.json` fail-open, as the reference's `render-hooks` does.
-
-    Returns `(config or None, warnings)`: absent → `(None, [])`; unreadable, not JSON or not an
-    object → `(None, [one warning])`, and every key takes its default."""
+    """`(config or None, warnings)`, fail-open as the reference's `render-hooks`: absent →
+    `(None, [])`; unreadable, not JSON or not an object → `(None, [one warning])`."""
     try:
         path, value = _read_config(project)
     except ConfigError as exc:
@@ -97,9 +95,8 @@ def load_project_config(project: str | Path) -> tuple[dict[str, Any] | None, lis
 
 
 def load_project_config_strict(project: str | Path) -> dict[str, Any] | None:
-    """Read `.planning/config.json` for `run`, `lint` and `check`: absent → None; a file that
-    exists but cannot be used raises `ConfigError` (file, line and column where known), because
-    running a whole phase on defaults the user did not choose is worse than stopping."""
+    """The config for `run`, `lint` and `check`: absent → None; an unusable file raises
+    `ConfigError` (running a phase on defaults the user did not choose is worse than stopping)."""
     path, value = _read_config(project)
     if value is MISSING:
         return None
@@ -112,13 +109,9 @@ def load_project_config_strict(project: str | Path) -> dict[str, Any] | None:
 
 
 def lookup(config: Any, dotted: str) -> Any:
-    """The value at `dotted` in `config` (a path through nested objects), or `MISSING`.
-
-    As the reference resolver: each segment must be an own key of an object on the way
-    (`{"workflow.research": true}`, a literal dotted key, is not `workflow.research`), and
-    `__proto__`/`constructor`/`prototype` segments never resolve. Arrays are objects in
-    JavaScript: a segment `0`, `1`, … or `length` resolves in one. A key present with `null`
-    is found (and is falsy)."""
+    """The value at `dotted` in `config` (a path through nested objects), or `MISSING`. As the
+    reference resolver: each segment an own key on the way (a literal dotted key is not a path),
+    `FORBIDDEN_SEGMENTS` never resolve, and an array resolves `0`, `1`, … and `length`."""
     if not config or not isinstance(dotted, str) or not dotted:
         return MISSING
     node: Any = config
@@ -169,12 +162,9 @@ def type_matches(value: Any, spec: Any) -> bool:
 
 
 def effective_value(key: str, config: Any, schema: Any) -> Any:
-    """The value the reference resolves for a dotted `key`, or `MISSING`.
-
-    `schema` maps each declared key to `{"type", "default", "values"?}`. A declared key is the
-    config's value when it fits the declared type, else the declared default (`null`, `0` for a
-    boolean, `"HIGH"` outside an enum all give the default). An undeclared key is the raw value
-    at its nested path, or `MISSING`."""
+    """The value the reference resolves for a dotted `key`, or `MISSING`: for a key `schema`
+    declares (`{"type", "default", "values"?}`) the config's value when it fits the type, else
+    the default; for an undeclared key the raw value at its nested path."""
     spec = schema.get(key) if schema else None
     value = lookup(config, key) if config else MISSING
     if isinstance(spec, dict) and "default" in spec:

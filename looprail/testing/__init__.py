@@ -37,21 +37,7 @@ _EXPORTS = {
     "task": "looprail.testing.plantext",
 }
 
-__all__ = [
-    "Call",
-    "HarnessRun",
-    "HookResult",
-    "LoopHarness",
-    "Outcome",
-    "PlanFacts",
-    "ScriptedRuntime",
-    "TransitionResult",
-    "hooks_allow",
-    "plan_markdown",
-    "refusal",
-    "refuses",
-    "task",
-]
+__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str):

@@ -128,10 +128,9 @@ class LoopHarness:
         fail: str | None = None,
         cap_id: str | None = None,
     ) -> Path:
-        """A capability whose `taskContentResolver` answers tracker-ids `prefix:<ID>` from
-        `items` (`{ID: {"description": ..., "read_first": [...], ...}}`, the resolver output
-        fields). An unknown ID, or `fail`, makes it exit non-zero (the loop halts). It runs as a
-        real bounded process, as in production."""
+        """A capability whose `taskContentResolver` (a real bounded process) answers tracker-ids
+        `prefix:<ID>` from `items` (`{ID: {"description": ..., "read_first": [...]}}`); an
+        unknown ID, or `fail`, makes it exit non-zero (the loop halts)."""
         cid = cap_id or f"{prefix}-tracker"
         data = self.root / f"{cid}.json"
         data.write_text(json.dumps({"items": dict(items or {}), "fail": fail}))
