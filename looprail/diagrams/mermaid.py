@@ -158,7 +158,7 @@ class _Scope:
 def _links(graph: nx.MultiDiGraph) -> list[tuple[str, str]]:
     """Every link line with its linkStyle name ("" for none), in order."""
     links: list[tuple[str, str]] = []
-    for u, v, _, d in graph.edges(keys=True, data=True):
+    for u, v, d in graph.edges(data=True):
         if d["kind"] == "initial" and u == START:
             links.append((f"  {u} --> {v}", "visited" if graph.nodes[u].get("visited") else ""))
     for seg in segments(graph):

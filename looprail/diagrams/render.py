@@ -144,13 +144,12 @@ def to_dot(graph: nx.MultiDiGraph) -> str:
         if seg.back:
             attrs["constraint"] = "false"
         g.edge(seg.tail, seg.head, **attrs)
-    for u, v, k, d in graph.edges(keys=True, data=True):
+    for u, v, d in graph.edges(data=True):
         if d["kind"] == "initial" and u == START:
             visited = graph.nodes[START].get("visited")
             g.edge(u, v, **({"color": GREEN, "penwidth": "2.2"} if visited else {}))
         elif d["kind"] == "note":
             g.edge(u, v, style="dashed", color=RED, arrowhead="none")
-        del k
     return g.source
 
 
