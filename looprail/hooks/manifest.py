@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 from pydantic import ValidationError as PydanticValidationError
 
 from looprail.errors import Issue
-from looprail.hooks.checks import COMMAND_GRAMMAR, PREDICATE_KINDS
+from looprail.hooks.checks import COMMAND_GRAMMAR
 
 # Re-exported: the limits and the light parsers live in manifest_io (no pydantic there).
 from looprail.hooks.manifest_io import MAX_FRAGMENT_BYTES as MAX_FRAGMENT_BYTES
@@ -42,6 +42,7 @@ from looprail.hooks.manifest_io import parse_manifest_bytes as parse_manifest_by
 from looprail.hooks.manifest_rules import ID_PATTERN as ID_PATTERN
 from looprail.hooks.manifest_rules import check_declared, engine_issues, engine_problem
 from looprail.hooks.manifest_shape import derive
+from looprail.hooks.predicates import COMMAND_MAX_TIMEOUT_S, PREDICATE_KINDS
 from looprail.points import POINTS
 
 SEMVER = re.compile(
@@ -106,7 +107,7 @@ class AgentVerdict(_Contract):
     prompt: NonEmpty
 
 
-# `check.predicate`: one shape per `kind` (looprail.hooks.checks.PREDICATE_KINDS), so a typo in a
+# `check.predicate`: one shape per `kind` (looprail.hooks.predicates.PREDICATE_KINDS), so a typo in a
 # kind or a field is a validation error naming it, and editors complete both from the schema.
 # (The reference validates only that `kind` is a string and fails at evaluation; a deliberate
 # difference, docs/checks.md.) Values are checked again where they are evaluated.
@@ -117,7 +118,7 @@ class CommandExitZero(_Contract):
 
     kind: Literal["command-exit-zero"]
     command: NonEmpty
-    timeout: Annotated[float, Field(gt=0, le=3600, strict=True)] | None = None
+    timeout: Annotated[float, Field(gt=0, le=COMMAND_MAX_TIMEOUT_S, strict=True)] | None = None
 
 
 class ArtifactExists(_Contract):

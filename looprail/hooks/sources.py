@@ -40,6 +40,7 @@ RULE_FILES = tuple(
         ("manifest_rules.py",),
         ("manifest_shape.py",),
         ("checks.py",),
+        ("predicates.py",),
         ("..", "config.py"),
         ("..", "points.py"),
         ("..", "jsonload.py"),
