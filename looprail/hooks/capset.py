@@ -271,25 +271,22 @@ class CapabilitySet(_SetFields):
         table = self._tables.get(point)
         if table is None:
             table = self._tables[point] = {
-                "steps": [_step(cid, e) for cid, e in order_entries(self._entries(point, "steps"))],
+                "steps": [
+                    _step(cid, e)
+                    for cid, e in order_entries(entries_at(self.capabilities, point, "steps"))
+                ],
                 "contributions": [
                     _contribution(cid, e)
-                    for cid, e in order_entries(self._entries(point, "contributions"))
+                    for cid, e in order_entries(
+                        entries_at(self.capabilities, point, "contributions")
+                    )
                 ],
                 "gates": [
                     _project(cid, "gate", e, _GATE_FIELDS)
-                    for cid, e in self._entries(point, "gates")
+                    for cid, e in entries_at(self.capabilities, point, "gates")
                 ],
             }
         return table
-
-    def _entries(self, point: str, group: str) -> list[tuple[str, dict[str, Any]]]:
-        return [
-            (cid, entry)
-            for cid in sorted(self.capabilities)
-            for entry in self.capabilities[cid].data.get(group) or ()
-            if entry.get("point") == point
-        ]
 
     def replacing(self, changed: "Mapping[str, LoadedCapability]") -> "CapabilitySet":
         """This set with some capabilities replaced (consent, deferred fragments)."""
@@ -379,6 +376,19 @@ def _well_formed(data: Any) -> bool:
 
 
 # --------------------------------------------------------------------------- per point
+
+
+def entries_at(
+    caps: "Mapping[str, LoadedCapability]", point: str, group: str
+) -> list[tuple[str, dict[str, Any]]]:
+    """`(capId, entry)` of each `group` entry (steps, contributions, gates) declared at `point`,
+    by capId."""
+    return [
+        (cid, entry)
+        for cid in sorted(caps)
+        for entry in caps[cid].data.get(group) or ()
+        if entry.get("point") == point
+    ]
 
 
 def order_entries(entries: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
@@ -472,5 +482,6 @@ __all__ = [
     "Root",
     "Shadowed",
     "_OrderCycle",
+    "entries_at",
     "order_entries",
 ]

@@ -107,10 +107,9 @@ class AgentVerdict(_Contract):
     prompt: NonEmpty
 
 
-# `check.predicate`: one shape per `kind` (looprail.hooks.predicates.PREDICATE_KINDS), so a typo in a
-# kind or a field is a validation error naming it, and editors complete both from the schema.
-# (The reference validates only that `kind` is a string and fails at evaluation; a deliberate
-# difference, docs/checks.md.) Values are checked again where they are evaluated.
+# `check.predicate`: one shape per kind (`predicates.PREDICATE_KINDS`), so a typo in a kind or a
+# field is a validation error naming it. (The reference validates only that `kind` is a string
+# and fails at evaluation; a deliberate difference, docs/checks.md.)
 
 
 class CommandExitZero(_Contract):

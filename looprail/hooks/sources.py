@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on th
 FIRST_PARTY = "first-party"
 GLOBAL = "global"
 PROJECT = "project"
+ORIGIN_RANK = {FIRST_PARTY: 0, GLOBAL: 1, PROJECT: 2}  # the trust order, most trusted first
 
 
 _HERE = os.path.dirname(os.path.abspath(__file__))

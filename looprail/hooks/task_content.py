@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from looprail.errors import TaskContentError
 from looprail.hooks.capset import FailedCapability
+from looprail.hooks.sources import ORIGIN_RANK
 from looprail.jsonload import json_type_name, loads_strict
 from looprail.runtime.process import escape_untrusted, run_bounded, tail
 
@@ -262,9 +263,6 @@ def resolve_task_content(
     return TaskContentResult(resolved=True, content=content)
 
 
-_ORIGIN_RANK = {"first-party": 0, "global": 1, "project": 2}
-
-
 def unloadable_resolvers(
     failed: Sequence[FailedCapability], served: Mapping[str, str] | None = None
 ) -> list[tuple[str, str, str]]:
@@ -287,8 +285,8 @@ def unloadable_resolvers(
         prefix = declared.get("trackerPrefix") if isinstance(declared, dict) else None
         if isinstance(prefix, str) and prefix:
             owner = served.get(prefix)
-            mine = _ORIGIN_RANK.get(cap.origin, 2)
-            if owner is not None and _ORIGIN_RANK.get(owner, 2) < mine:
+            mine = ORIGIN_RANK.get(cap.origin, 2)
+            if owner is not None and ORIGIN_RANK.get(owner, 2) < mine:
                 continue
             reason = str(cap.issues[0]) if cap.issues else "invalid manifest"
             out.append((cap.id, prefix, "failed to load: " + escape_untrusted(reason)))
