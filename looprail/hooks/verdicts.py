@@ -29,13 +29,12 @@ import functools
 import json
 import os
 import stat
-import zlib
 
 from looprail.errors import Issue
 from looprail.fsutil import is_private, read_private
 from looprail.hooks.manifest_rules import check_declared, engine_issues, engine_problem
 from looprail.hooks.manifest_shape import compile_shape
-from looprail.hooks.sources import RULE_FILES, new_temp_file
+from looprail.hooks.sources import RULE_FILES, read_checked, write_checked
 from looprail.layout import cache_dir
 
 try:  # CPython's built-in SHA-256: the same digest as hashlib's, ~3 ms less to import
@@ -184,10 +183,8 @@ class VerdictCache:
         if self.directory is None or not self._folder_ok():
             return None
         raw = read_private(self._entry(name), MAX_ENTRY_BYTES)
-        if raw is None:
-            return None
-        header, sep, body = raw.partition(b"\n")
-        if not sep or header != _header(body):
+        body = None if raw is None else read_checked(raw, FORMAT)
+        if body is None:
             return None
         try:
             blob = json.loads(body)
@@ -208,17 +205,6 @@ class VerdictCache:
             self._usable = None
             if not self._folder_ok():
                 return  # not ours: never write verdicts where others can plant them
-            fd, tmp = new_temp_file(self.directory, ".verdict-")
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(_header(body) + b"\n" + body)
-                os.replace(tmp, self._entry(name))
-            except BaseException:
-                os.unlink(tmp)
-                raise
+            write_checked(self._entry(name), FORMAT, body, ".verdict-")
         except OSError:
             pass
-
-
-def _header(body: bytes) -> bytes:
-    return f"{FORMAT} {zlib.crc32(body):08x}".encode()
