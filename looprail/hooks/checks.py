@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from looprail.errors import CheckFailedError as CheckFailedError  # re-exported
 from looprail.errors import LooprailError
 from looprail.hooks.ledger import LedgerError, parse_ledger
+from looprail.hooks.manifest_rules import CHECK_SHAPES
 
 # Re-exported: callers know the shared result types and the predicate kinds by this module.
 from looprail.hooks.predicates import PREDICATE_KINDS as PREDICATE_KINDS
@@ -48,8 +49,6 @@ GRAMMAR_TEXT = "^[a-z][a-z0-9-]*( [a-z][a-z0-9-]*)*$"  # as docs/contract.md wri
 _QUERY_WORD = r"[a-z][a-z0-9-]*(?:\.[a-z][a-z0-9-]*)*"
 QUERY_GRAMMAR = re.compile(rf"^{_QUERY_WORD}(?: {_QUERY_WORD})*\Z")
 QUERY_GRAMMAR_TEXT = "words [a-z][a-z0-9-]*(\\.[a-z][a-z0-9-]*)* separated by single spaces"
-
-CHECK_SHAPES = ("query", "predicate", "agentVerdict")
 
 
 # Gates the reference's workflow enforces its own way rather than by their declared check:
