@@ -43,6 +43,10 @@ if TYPE_CHECKING:  # `typing` is not imported at run time on the render-hooks re
 # All fragment text of the whole search path, in search order (first-party first): a capability
 # that would push it past this fails to load (each one is already at most 16 MiB).
 MAX_REGISTRY_FRAGMENT_BYTES = 64 * 1024 * 1024
+_OVER_BUDGET = (
+    f"fragments of all capabilities would exceed {MAX_REGISTRY_FRAGMENT_BYTES} bytes with this "
+    "one; not loaded"
+)
 
 _TIER_RANK = {"core": 0, "standard": 1, "full": 2}
 
@@ -77,12 +81,9 @@ def load_registry(
     use_cache: bool = True,
 ) -> CapabilitySet:
     """Load, validate and merge every capability on the search path. Never raises for bad
-    manifests: they are returned in `failed` with every issue.
-
-    A manifest whose bytes (and folder name, and looprail's rules) were validated before takes
-    its verdict from the validation cache (`hooks.verdicts`; off with `use_cache=False` or
-    `LOOPRAIL_NO_CACHE`): only changed manifests are validated, and pydantic is imported only
-    when one is."""
+    manifests: they are returned in `failed` with every issue. Verdicts come from the validation
+    cache (`hooks.verdicts`; off with `use_cache=False` or `LOOPRAIL_NO_CACHE`) for manifests
+    validated before."""
     verdicts = VerdictCache.for_env(env) if use_cache else VerdictCache(None)
     if roots is None:
         roots = search_roots(project, capability_dirs, env=env, home=home)
@@ -98,19 +99,15 @@ def load_registry(
             continue
         for folder in capability_folders(str(root.path)):
             loaded = _load(Path(folder), root.origin, verdicts)
-            if isinstance(loaded, FailedCapability):
-                failed.append(loaded)
-            elif loaded is not None:
+            if isinstance(loaded, LoadedCapability):
                 size = _fragment_bytes(loaded.data)
                 if fragment_total + size <= MAX_REGISTRY_FRAGMENT_BYTES:
                     fragment_total += size
                     candidates.append(loaded)
                     continue
-                reason = (
-                    f"fragments of all capabilities would exceed {MAX_REGISTRY_FRAGMENT_BYTES} "
-                    "bytes with this one; not loaded"
-                )
-                _fail(loaded, failed, "$", reason)
+                loaded = _failure(loaded, "$", _OVER_BUDGET)
+            if loaded is not None:
+                failed.append(loaded)
     shadowed: list[Shadowed] = []
     accepted = _merge(candidates, failed, warnings, shadowed)
     _check_points(accepted, failed)
@@ -204,11 +201,9 @@ def _gate_points(raw: bytes) -> tuple[str, ...]:
         return ()
 
 
-def _fail(lc: LoadedCapability, failed: list[FailedCapability], path: str, reason: str) -> None:
+def _failure(lc: LoadedCapability, path: str, reason: str) -> FailedCapability:
     file = str(lc.manifest_file)
-    failed.append(
-        FailedCapability(lc.id, file, lc.origin, (Issue(file, path, reason),), lc.gate_points)
-    )
+    return FailedCapability(lc.id, file, lc.origin, (Issue(file, path, reason),), lc.gate_points)
 
 
 # --------------------------------------------------------------------------- across the set
@@ -237,7 +232,8 @@ def _merge(
         if clash:
             kind, value, path = clash
             owner = owners[(kind, value)]
-            _fail(lc, failed, path, f"{kind} {value!r} is already owned by capability {owner!r}")
+            reason = f"{kind} {value!r} is already owned by capability {owner!r}"
+            failed.append(_failure(lc, path, reason))
             continue
         owners.update(((kind, value), lc.id) for kind, value, _ in claims)
         accepted[lc.id] = lc
@@ -273,10 +269,11 @@ def _check_requires(accepted: dict[str, LoadedCapability], failed: list[FailedCa
     a time: dropping one can break another's), then each `requires` cycle."""
     while (broken := _broken_requirement(accepted)) is not None:
         cid, path, reason = broken
-        _fail(accepted.pop(cid), failed, path, reason)
+        failed.append(_failure(accepted.pop(cid), path, reason))
     while cycle := _find_cycle({cid: lc.requires for cid, lc in accepted.items()}):
         victim = accepted.pop(cycle[-1])
-        _fail(victim, failed, "$.requires", "requires cycle: " + " -> ".join([*cycle, cycle[0]]))
+        reason = "requires cycle: " + " -> ".join([*cycle, cycle[0]])
+        failed.append(_failure(victim, "$.requires", reason))
 
 
 def _broken_requirement(accepted: Mapping[str, LoadedCapability]) -> tuple[str, str, str] | None:
@@ -330,7 +327,7 @@ def _check_points(caps: dict[str, LoadedCapability], failed: list[FailedCapabili
     while (problem := _point_problem(caps)) is not None:
         ids, path, reason = problem
         victim_id = max(ids, key=lambda c: (ORIGIN_RANK[caps[c].origin], ids.index(c)))
-        _fail(caps.pop(victim_id), failed, path, reason)
+        failed.append(_failure(caps.pop(victim_id), path, reason))
 
 
 def _point_problem(caps: Mapping[str, LoadedCapability]) -> _Problem | None:

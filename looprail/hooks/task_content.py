@@ -22,7 +22,7 @@ description) sends the caller back to the inline plan.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -214,22 +214,31 @@ def resolve_task_content(
         )
     if not matches:
         return NO_RESOLVER
-    cap_ids = [cap_id for cap_id, _ in matches]
     if len(matches) > 1:
         raise TaskContentError(
             tracker_id,
             prefix,
-            cap_ids,
+            [cap_id for cap_id, _ in matches],
             f"ambiguous: {len(matches)} capabilities declare this trackerPrefix; refusing to pick",
         )
     cap_id, resolver = matches[0]
-    invoke = resolver.invoke
 
     def fail(reason: str, stderr: str = "") -> TaskContentError:
         return TaskContentError(
             tracker_id, prefix, [cap_id], reason, tail(stderr, STDERR_TAIL_CHARS)
         )
 
+    content = _run(resolver.invoke, ident, cwd, fail)
+    if content is None:
+        return EMPTY
+    return TaskContentResult(resolved=True, content=content)
+
+
+def _run(
+    invoke: _Invoke, ident: str, cwd: Path, fail: Callable[..., TaskContentError]
+) -> ResolvedContent | None:
+    """Run the resolver for `ident`: its content, None for an empty description, or the
+    `fail(reason, stderr)` error raised."""
     timeout_ms = invoke.timeoutMs
     if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int):
         raise fail("invoke.timeoutMs must be an integer")
@@ -258,9 +267,7 @@ def resolve_task_content(
     content = content_from_output(result.stdout)
     if isinstance(content, str):
         raise fail(f"resolver '{binary}' produced malformed output: {content}")
-    if content is None:
-        return EMPTY
-    return TaskContentResult(resolved=True, content=content)
+    return content
 
 
 def unloadable_resolvers(
