@@ -170,7 +170,7 @@ def _defer_project_fragments(caps: CapabilitySet) -> CapabilitySet:
     return caps.replacing(changed)
 
 
-def _deferred(frag: dict[str, Any]) -> dict[str, Any] | None:
+def _deferred(frag: Mapping[str, Any]) -> dict[str, object] | None:
     if "inline" in frag and isinstance(frag.get("path"), str):
         return {"path": frag["path"], DEFERRED: True}
     return None
@@ -208,7 +208,9 @@ def _materialise_deferred(caps: CapabilitySet) -> CapabilitySet:
         if lc.consent is not True:
             continue
 
-        def materialised(frag: dict[str, Any], folder: Path = lc.source) -> dict[str, Any] | None:
+        def materialised(
+            frag: Mapping[str, Any], folder: Path = lc.source
+        ) -> dict[str, object] | None:
             if frag.get(DEFERRED) is not True:
                 return None
             target = os.path.realpath(os.path.join(folder, frag["path"]))

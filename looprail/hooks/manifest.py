@@ -1,29 +1,15 @@
-"""Capability manifests (`<id>/capability.json`): pydantic models and validation.
-
-Validation happens in three layers, and every layer reports *all* its problems as `Issue`s
-(file, JSON path, reason), never only the first:
-
-1. `parse_manifest_bytes`: safe JSON (size and depth limits, no duplicate keys, no
-   `__proto__`/`constructor`/`prototype` keys).
-2. `Capability.model_validate`: shapes and types (pydantic, `extra="forbid"` on contract shapes).
-3. `check_capability` (`manifest_rules.check_declared` on plain JSON): rules across fields of
-   one manifest (refs owned by the capability, `when` keys declared in its own `config`,
-   `into` roles, role-forbidden bodies, reserved prefixes…).
-
-These models are the one declaration of the format. The registry does not import this module
-to validate a changed manifest: `verdicts.VerdictCache.validate` proves a well-formed manifest's
-shape without pydantic, with a check derived from `Capability` (`shape_table`, cached), and
-comes here only for one it cannot prove, so shape errors are always pydantic's.
-
-Rules across the whole set (duplicate owners, `requires`, produces/consumes) live in
-`registry.py`, which knows the merge order.
+"""Capability manifests (`<id>/capability.json`): the pydantic models, the one declaration of
+the format, and validation in three layers, each reporting *all* its problems as `Issue`s:
+safe JSON (`manifest_io`), shapes and types (`Capability`), and the rules across fields of one
+manifest (`manifest_rules`). The registry comes here only for a manifest whose shape the check
+derived from these models (`manifest_shape`) cannot prove, so shape errors are pydantic's.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -292,15 +278,6 @@ def pydantic_issues(exc: PydanticValidationError, file: str) -> list[Issue]:
     return issues
 
 
-# --------------------------------------------------------------------------- per-manifest rules
-
-
-def check_capability(cap: Capability, file: str, folder_name: str | None) -> list[Issue]:
-    """Rules that span fields of one manifest (the reference's validator, manifest-local part):
-    `manifest_rules.check_declared` on the model's fields as set."""
-    return check_declared(cap.model_dump(exclude_unset=True), file, folder_name)
-
-
 def validate_manifest(
     raw: bytes, file: str, folder: Path | None
 ) -> tuple[Capability | None, dict[str, Any] | None, list[Issue]]:
@@ -323,7 +300,7 @@ def validate_manifest(
 
 
 def validate_declared(
-    data: dict[str, Any],
+    data: Mapping[str, Any],
     file: str,
     folder_name: str | None,
     engine: Callable[[Any], str | None] = engine_problem,
@@ -369,7 +346,8 @@ def shape_table() -> dict[str, Any]:
     return derive(Capability.__pydantic_core_schema__)
 
 
-def capability_json_schema() -> dict[str, Any]:
+def capability_json_schema() -> dict[str, object]:
+    """The JSON Schema of `capability.json`, from the models."""
     schema = Capability.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "looprail capability.json"
@@ -385,7 +363,6 @@ __all__ = [
     "Step",
     "TaskContentResolver",
     "capability_json_schema",
-    "check_capability",
     "grammar_warnings",
     "materialise_fragment",
     "parse_manifest_bytes",

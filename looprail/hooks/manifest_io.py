@@ -39,10 +39,6 @@ MAX_JSON_DEPTH = 64
 # --------------------------------------------------------------------------- safe JSON
 
 
-class _DuplicateKey(Exception):
-    pass
-
-
 def _json_path(parts: tuple[Any, ...] | list[Any]) -> str:
     out = "$"
     for p in parts:

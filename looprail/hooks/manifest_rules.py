@@ -58,13 +58,13 @@ def engine_problem(engines: Any) -> str | None:
 
 
 def engine_issues(
-    data: dict[str, Any], file: str, engine: Callable[[Any], str | None]
+    data: Mapping[str, object], file: str, engine: Callable[[object], str | None]
 ) -> list[Issue]:
     problem = engine(data.get("engines"))
     return [] if problem is None else [Issue(file, "$.engines.gsd", problem)]
 
 
-def check_declared(data: dict[str, Any], file: str, folder_name: str | None) -> list[Issue]:
+def check_declared(data: Mapping[str, Any], file: str, folder_name: str | None) -> list[Issue]:
     """Rules that span fields of one manifest (the reference's validator, manifest-local part),
     on a manifest whose shape the models accept (the derived shape check, or pydantic): a
     field the models default is absent or null here, and "set" means present as a key."""
@@ -255,7 +255,7 @@ def _central_setting(key: str) -> str | None:
     return None
 
 
-def _check_config_default(spec: dict[str, Any]) -> list[tuple[str, str]]:
+def _check_config_default(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
     d, kind, values = spec.get("default"), spec["type"], spec.get("values")
     if kind == "enum":
         if not values:
