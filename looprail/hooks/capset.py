@@ -173,24 +173,20 @@ class LoadedCapability(_LoadedFields):
 
 def _declared(data: dict[str, Any]) -> dict[str, Any]:
     """`data` without the deferred-fragment markers (the model has no such field)."""
-    if not any(_deferred_in(data, group) for group in ("steps", "contributions")):
-        return data
     out = dict(data)
     for group in ("steps", "contributions"):
-        out[group] = [
-            {**e, "fragment": {"path": e["fragment"]["path"]}} if _is_deferred(e) else e
-            for e in data.get(group) or ()
-        ]
+        entries = data.get(group) or ()
+        if any(_is_deferred(e) for e in entries):
+            out[group] = [
+                {**e, "fragment": {"path": e["fragment"]["path"]}} if _is_deferred(e) else e
+                for e in entries
+            ]
     return out
 
 
 def _is_deferred(entry: Any) -> bool:
     frag = entry.get("fragment") if isinstance(entry, dict) else None
     return isinstance(frag, dict) and frag.get(DEFERRED) is True
-
-
-def _deferred_in(data: "Mapping[str, Any]", group: str) -> bool:
-    return any(_is_deferred(e) for e in data.get(group) or ())
 
 
 class _SetFields(NamedTuple):

@@ -22,11 +22,11 @@ from looprail.hooks.checks import COMMAND_GRAMMAR
 # Re-exported: the limits and the light parsers live in manifest_io (no pydantic there).
 from looprail.hooks.manifest_io import MAX_FRAGMENT_BYTES as MAX_FRAGMENT_BYTES
 from looprail.hooks.manifest_io import MAX_MANIFEST_BYTES as MAX_MANIFEST_BYTES
-from looprail.hooks.manifest_io import _json_path, _materialise_fragments
+from looprail.hooks.manifest_io import _materialise_fragments, json_path
 from looprail.hooks.manifest_io import materialise_fragment as materialise_fragment
 from looprail.hooks.manifest_io import parse_manifest_bytes as parse_manifest_bytes
 from looprail.hooks.manifest_rules import ID_PATTERN as ID_PATTERN
-from looprail.hooks.manifest_rules import check_declared, engine_issues, engine_problem
+from looprail.hooks.manifest_rules import engine_problem, rule_issues
 from looprail.hooks.manifest_shape import derive
 from looprail.hooks.predicates import COMMAND_MAX_TIMEOUT_S, PREDICATE_KINDS
 from looprail.points import POINTS
@@ -274,7 +274,7 @@ def pydantic_issues(exc: PydanticValidationError, file: str) -> list[Issue]:
             msg = "required field is missing"
         elif err["type"] == "literal_error":
             msg = msg.replace("Input should be", "must be")
-        issues.append(Issue(file, _json_path(loc), msg))
+        issues.append(Issue(file, json_path(*loc), msg))
     return issues
 
 
@@ -314,7 +314,7 @@ def validate_declared(
         cap = Capability.model_validate(data)
     except PydanticValidationError as exc:
         return None, pydantic_issues(exc, file)
-    issues = check_declared(data, file, folder_name) or engine_issues(data, file, engine)
+    issues = rule_issues(data, file, folder_name, engine)
     return (None, issues) if issues else (cap, [])
 
 

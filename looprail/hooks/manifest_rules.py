@@ -57,9 +57,16 @@ def engine_problem(engines: Any) -> str | None:
     return f'incompatible with GSD {GSD_ENGINE_VERSION} (requires engines.gsd "{rng}")'
 
 
-def engine_issues(
-    data: Mapping[str, object], file: str, engine: Callable[[object], str | None]
+def rule_issues(
+    data: Mapping[str, Any],
+    file: str,
+    folder_name: str | None,
+    engine: Callable[[object], str | None],
 ) -> list[Issue]:
+    """Layer 3 of a manifest whose shape is right: the cross-field rules, then (only when they
+    hold) the engine range, decided by `engine` (`engine_problem` or a memo of it)."""
+    if issues := check_declared(data, file, folder_name):
+        return issues
     problem = engine(data.get("engines"))
     return [] if problem is None else [Issue(file, "$.engines.gsd", problem)]
 

@@ -363,15 +363,9 @@ def _find_artifact(base: Path, artifact: str, *, allow_prefix: bool) -> Path | N
         return None
     if not allow_prefix or "/" in artifact:
         return None
-    try:
-        names = sorted(entry.name for entry in base.iterdir())
-    except OSError:
-        return None
-    suffix = "-" + artifact
-    for entry in names:
-        if entry.endswith(suffix) and _PHASE_PREFIX.fullmatch(entry[: -len(artifact)]):
-            return base / entry
-    return None
+    return _first_ending(
+        base, artifact, lambda name: _PHASE_PREFIX.fullmatch(name[: -len(artifact)]) is not None
+    )
 
 
 def _find_reference_artifact(base: Path, artifact: str) -> Path | None:
@@ -383,14 +377,16 @@ def _find_reference_artifact(base: Path, artifact: str) -> Path | None:
     for candidate in (base / artifact, base / PLANNING_DIR / artifact):
         if _is_file(candidate):
             return candidate
+    return _first_ending(base, artifact, lambda name: _is_file(base / name))
+
+
+def _first_ending(base: Path, artifact: str, ok: Callable[[str], bool]) -> Path | None:
+    """The first entry of `base`, in name order, named `…-artifact` that is `ok`."""
     try:
         names = sorted(entry.name for entry in base.iterdir())
     except OSError:
         return None
-    for entry in names:
-        if entry.endswith("-" + artifact) and _is_file(base / entry):
-            return base / entry
-    return None
+    return next((base / n for n in names if n.endswith("-" + artifact) and ok(n)), None)
 
 
 def js_string(value: object) -> str:

@@ -23,7 +23,7 @@ import stat
 
 from looprail.errors import Issue
 from looprail.fsutil import is_private, read_private
-from looprail.hooks.manifest_rules import check_declared, engine_issues, engine_problem
+from looprail.hooks.manifest_rules import engine_problem, rule_issues
 from looprail.hooks.manifest_shape import compile_shape
 from looprail.hooks.sources import RULE_FILES, read_checked, write_checked
 from looprail.layout import cache_dir
@@ -94,9 +94,7 @@ class VerdictCache:
         is not cached yet: then it is derived and cached). Fragment files are not read here."""
         shape = self._shape_check()
         if shape is not None and shape(data):
-            return check_declared(data, file, folder_name) or engine_issues(
-                data, file, self.engine_problem
-            )
+            return rule_issues(data, file, folder_name, self.engine_problem)
         # not at the top: the render-hooks entry loads this module (its import budget)
         from looprail.hooks import manifest
 
