@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from looprail.errors import CheckFailedError as CheckFailedError  # re-exported
 from looprail.errors import LooprailError
 from looprail.hooks.ledger import LedgerError, parse_ledger
-from looprail.hooks.manifest_rules import CHECK_SHAPES
+from looprail.hooks.manifest_rules import CHECK_SHAPES, ID_WORD
 
 # Re-exported: callers know the shared result types and the predicate kinds by this module.
 from looprail.hooks.predicates import PREDICATE_KINDS as PREDICATE_KINDS
@@ -42,13 +42,13 @@ from looprail.runtime.process import escape_untrusted
 
 # `\Z`, not `$`: Python's `$` also matches before a trailing newline, and a newline is exactly
 # what must never slip through. The same grammar guards step `ref.command`.
-COMMAND_GRAMMAR = re.compile(r"^[a-z][a-z0-9-]*(?: [a-z][a-z0-9-]*)*\Z")
-GRAMMAR_TEXT = "^[a-z][a-z0-9-]*( [a-z][a-z0-9-]*)*$"  # as docs/contract.md writes it
+COMMAND_GRAMMAR = re.compile(rf"^{ID_WORD}(?: {ID_WORD})*\Z")
+GRAMMAR_TEXT = f"^{ID_WORD}( {ID_WORD})*$"  # as docs/contract.md writes it
 # `check.query` words may be dotted handler names (`ui.plan-gate`): the reference's router reads
 # a dot as a hyphen. A dot never starts or ends a word and never doubles, so `..` cannot occur.
-_QUERY_WORD = r"[a-z][a-z0-9-]*(?:\.[a-z][a-z0-9-]*)*"
+_QUERY_WORD = rf"{ID_WORD}(?:\.{ID_WORD})*"
 QUERY_GRAMMAR = re.compile(rf"^{_QUERY_WORD}(?: {_QUERY_WORD})*\Z")
-QUERY_GRAMMAR_TEXT = "words [a-z][a-z0-9-]*(\\.[a-z][a-z0-9-]*)* separated by single spaces"
+QUERY_GRAMMAR_TEXT = f"words {ID_WORD}(\\.{ID_WORD})* separated by single spaces"
 
 
 # Gates the reference's workflow enforces its own way rather than by their declared check:

@@ -26,7 +26,7 @@ from looprail.hooks.manifest_io import _materialise_fragments, json_path
 from looprail.hooks.manifest_io import materialise_fragment as materialise_fragment
 from looprail.hooks.manifest_io import parse_manifest_bytes as parse_manifest_bytes
 from looprail.hooks.manifest_rules import ID_PATTERN as ID_PATTERN
-from looprail.hooks.manifest_rules import engine_problem, rule_issues
+from looprail.hooks.manifest_rules import ID_WORD, engine_problem, rule_issues
 from looprail.hooks.manifest_shape import derive
 from looprail.hooks.predicates import COMMAND_MAX_TIMEOUT_S, PREDICATE_KINDS
 from looprail.points import POINTS
@@ -40,6 +40,7 @@ Point = Literal[POINTS]  # type: ignore[valid-type]  # the one vocabulary, as a 
 Role = Literal["feature", "runtime", "reviewer"]
 OnError = Literal["skip", "halt", "fail"]  # `fail` is the older spelling of `halt`
 NonEmpty = Annotated[StrictStr, Field(min_length=1)]
+KEBAB = f"^{ID_WORD}$"
 
 
 class _Contract(BaseModel):
@@ -179,7 +180,7 @@ class Invoke(_Contract):
 
 
 class TaskContentResolver(_Contract):
-    trackerPrefix: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9-]*$")]
+    trackerPrefix: Annotated[StrictStr, Field(pattern=KEBAB)]
     invoke: Invoke
 
 
@@ -220,13 +221,13 @@ class Provenance(_Contract):
 class Capability(_Contract):
     """One `capability.json`: the envelope every role has, then the role's body."""
 
-    id: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9-]*$")]
+    id: Annotated[StrictStr, Field(pattern=KEBAB)]
     role: Role
     version: Annotated[StrictStr, Field(pattern=SEMVER.pattern)]
     title: NonEmpty
     description: NonEmpty
     tier: Literal["core", "standard", "full"]
-    requires: list[Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9-]*$")]]
+    requires: list[Annotated[StrictStr, Field(pattern=KEBAB)]]
     engines: dict[str, StrictStr] | None = None
     runtimeCompat: RuntimeCompat | None = None
     # optional metadata
@@ -322,21 +323,15 @@ def grammar_warnings(cap: Capability, file: str) -> list[Issue]:
     """Each `ref.command` and `check.query` that fails the command grammar. Not an error: the
     reference accepts such a manifest; looprail refuses the string when it would dispatch it
     (the step fails by its onError, the gate's check errors), so the author should hear now."""
-    found = []
-    what = "looprail refuses it at dispatch"
-    for i, step in enumerate(cap.steps or ()):
-        command = step.ref.command
-        if command is not None and not COMMAND_GRAMMAR.match(command):
-            found.append(
-                Issue(file, f"$.steps[{i}].ref.command", f"{command!r} fails the grammar; {what}")
-            )
-    for i, gate in enumerate(cap.gates or ()):
-        query = gate.check.query
-        if query is not None and not COMMAND_GRAMMAR.match(query):
-            found.append(
-                Issue(file, f"$.gates[{i}].check.query", f"{query!r} fails the grammar; {what}")
-            )
-    return found
+    declared = [(f"$.steps[{i}].ref.command", s.ref.command) for i, s in enumerate(cap.steps or ())]
+    declared += [
+        (f"$.gates[{i}].check.query", g.check.query) for i, g in enumerate(cap.gates or ())
+    ]
+    return [
+        Issue(file, path, f"{text!r} fails the grammar; looprail refuses it at dispatch")
+        for path, text in declared
+        if text is not None and not COMMAND_GRAMMAR.match(text)
+    ]
 
 
 def shape_table() -> dict[str, Any]:

@@ -20,7 +20,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on th
     from collections.abc import Callable, Mapping
     from typing import Any
 
-ID_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\Z")
+ID_WORD = "[a-z][a-z0-9-]*"  # a kebab-case id: capabilities, runtimes, command words
+ID_PATTERN = re.compile(rf"^{ID_WORD}\Z")
 CHECK_SHAPES = ("query", "predicate", "agentVerdict")  # exactly one per gate check
 SCRIPT_PATTERN = re.compile(r"^[A-Za-z0-9._/-]+\Z")
 
