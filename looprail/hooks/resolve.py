@@ -184,11 +184,17 @@ def _check_label(check: Any) -> str:
     """The reference's `check=` text: JSON for an object, `String()` for a scalar."""
     if check is None:
         return "(none)"
-    if isinstance(check, str):
-        return check
-    if isinstance(check, (dict, list, int, float)) and not isinstance(check, bool):
-        return js_dumps(check)
-    return "true" if check is True else "false"
+    return check if isinstance(check, str) else js_dumps(check)
+
+
+def _fragment_lines(frag: Mapping[str, Any], what: str) -> list[str]:
+    if frag.get("inline"):
+        return [frag["inline"]]
+    if frag.get("path"):
+        return [
+            f"_{what} fragment path is declared but not rendered by loop-resolver: {frag['path']}_"
+        ]
+    return []
 
 
 def _meta_lines(hook: Mapping[str, Any]) -> list[str]:
@@ -245,26 +251,13 @@ def _render_lines(point: str, hooks: Sequence[Mapping[str, Any]]) -> list[str]:
             label = _ref_label(ref if isinstance(ref, dict) else {})
             lines.append(f"### Step {step_no}: {label} ({hook['capId']})")
             lines += _meta_lines(hook)
-            if frag.get("inline"):
-                lines += ["", frag["inline"]]
-            elif frag.get("path"):
-                lines += [
-                    "",
-                    "_Step fragment path is declared but not rendered by loop-resolver: "
-                    f"{frag['path']}_",
-                ]
-            lines.append("")
+            text = _fragment_lines(frag, "Step")
+            lines += ["", *text, ""] if text else [""]
         elif kind == "contribution":
             lines.append(
                 f'<contribution from="{hook["capId"]}" into="{hook.get("into", "(unset)")}">'
             )
-            if frag.get("inline"):
-                lines.append(frag["inline"])
-            elif frag.get("path"):
-                lines.append(
-                    "_Contribution fragment path is declared but not rendered by loop-resolver: "
-                    f"{frag['path']}_"
-                )
+            lines += _fragment_lines(frag, "Contribution")
             lines += _meta_lines(hook)
             lines += ["</contribution>", ""]
         else:
