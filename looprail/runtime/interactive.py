@@ -37,6 +37,7 @@ from looprail.runtime.process import (
     _notify,
     child_pwd_env,
     confined_path_env,
+    signal_name,
     start_ticks,
 )
 from looprail.runtime.prompts import phase_vars
@@ -78,7 +79,7 @@ class Session:
         if self.timed_out:
             return "timed out and was stopped"
         if self.exit_code is not None and self.exit_code < 0:
-            return f"was killed by {_signal_name(-self.exit_code)}"
+            return f"was killed by {signal_name(-self.exit_code)}"
         return f"exited {self.exit_code}"
 
 
@@ -225,13 +226,6 @@ def _restore_modes(fd: int | None, saved: Any) -> None:
 
 def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 # -- what the runtimes call ---------------------------------------------------------------------

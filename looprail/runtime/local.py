@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import signal
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -49,6 +48,7 @@ from looprail.runtime.process import (
     find_program,
     prestart_guard_server,
     run_bounded,
+    signal_name,
 )
 from looprail.settings import Timeouts as Timeouts  # re-exported: the runtime's defaults
 
@@ -398,12 +398,12 @@ def outcome_of(result: ProcessResult, label: str, timeout_s: float) -> Outcome:
     if code == 0:
         return Outcome.succeeded(**common)
     if code is not None and code < 0:
-        why = f"was killed by {_signal_name(-code)}"
+        why = f"was killed by {signal_name(-code)}"
     elif code == EXIT_UNAVAILABLE:
         why = f"exited {code} (unavailable: could not look)"
     else:
         why = f"exited {code}"
-    last = _last_line(result.stderr)
+    last = last_line(result.stderr)
     return Outcome.failed(f"{label} {why}{': ' + last if last else ''}", exit_code=code, **common)
 
 
@@ -415,19 +415,13 @@ def _refuse_words(words: Sequence[str]) -> str | None:
     return None
 
 
-def _last_line(text: str, limit: int = 300) -> str:
+def last_line(text: str, limit: int = 300) -> str:
+    """The last non-blank line of `text`, escaped and cut to `limit` characters."""
     for line in reversed(text.splitlines()):
         if line.strip():
             line = escape_untrusted(line.strip())
             return line if len(line) <= limit else line[: limit - 1] + "…"
     return ""
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 def local_session(

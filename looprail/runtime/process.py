@@ -860,6 +860,14 @@ def find_program(name: str, env: Mapping[str, str] | None = None) -> str | None:
     return shutil.which(name, path=path or os.defpath)
 
 
+def signal_name(number: int) -> str:
+    """A signal's name (`SIGKILL`), or `signal N` for a number that names none."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
 def tail(text: str, limit: int = 2000) -> str:
     """The last `limit` characters of `text` (stderr tails in error messages)."""
     return text if len(text) <= limit else text[-limit:]
