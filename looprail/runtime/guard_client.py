@@ -164,14 +164,7 @@ class GuardServer:
         starts a guard of its own)."""
         if self._broken or os.environ.get("LOOPRAIL_GUARD_SERVER") == "0":
             return None
-        where = str(cwd) if cwd is not None else os.getcwd()
-        environment = dict(env if env is not None else os.environ)
-        # What Popen refuses before it starts anything, refused the same way.
-        if any("\0" in text for text in (*cmd, where, *environment, *environment.values())):
-            raise ValueError("embedded null byte")
-        if any("=" in name or not name for name in environment):
-            raise ValueError("illegal environment variable name")
-        payload = marshal.dumps((cmd, where, environment))
+        payload = _request(cmd, cwd, env)
         head = len(payload).to_bytes(4, "big")
         ours, theirs = socket.socketpair()
         in_r, in_w = os.pipe() if stdin else (os.open(os.devnull, os.O_RDONLY), -1)
@@ -181,34 +174,10 @@ class GuardServer:
         big = -1
         try:
             if len(payload) > _INLINE_MAX:  # too big for one record: it goes in a memfd
-                try:
-                    big = os.memfd_create("looprail-request", os.MFD_CLOEXEC)
-                    view = memoryview(payload)
-                    while view:
-                        view = view[os.write(big, view) :]
-                except OSError:  # no memfd here: this child gets a guard of its own
-                    raise _NoServer from None
+                big = _memfd(payload)
                 fds.append(big)
                 payload = b""
-            for attempt in (1, 2):
-                sock = self._sock if self._owner == os.getpid() else None
-                if sock is None:
-                    with self._lock:
-                        sock = self._server()
-                    if sock is None:
-                        raise _NoServer
-                try:
-                    # One record on a SOCK_SEQPACKET socket: atomic, so the wave's threads
-                    # send at once, with no lock held across the send (a lock held while a
-                    # thread waits to get the GIL back made every other start wait in line).
-                    socket.send_fds(sock, [head, payload], fds)
-                    break
-                except OSError:  # it died: start another, once
-                    with self._lock:
-                        if self._sock is sock:
-                            self._sock = None
-                    if attempt == 2:
-                        raise _NoServer from None
+            self._send(head, payload, fds)
         except _NoServer:
             close_fds(in_w, out_r, err_r)
             ours.close()
@@ -224,6 +193,27 @@ class GuardServer:
             os.fdopen(err_r, "rb", buffering=0),
         )
 
+    def _send(self, head: bytes, payload: bytes, fds: list[int]) -> None:
+        for attempt in (1, 2):
+            sock = self._sock if self._owner == os.getpid() else None
+            if sock is None:
+                with self._lock:
+                    sock = self._server()
+                if sock is None:
+                    raise _NoServer
+            try:
+                # One record on a SOCK_SEQPACKET socket: atomic, so the wave's threads send at
+                # once, with no lock held across the send (a lock held while a thread waits to
+                # get the GIL back made every other start wait in line).
+                socket.send_fds(sock, [head, payload], fds)
+                return
+            except OSError:  # it died: start another, once
+                with self._lock:
+                    if self._sock is sock:
+                        self._sock = None
+                if attempt == 2:
+                    raise _NoServer from None
+
     def _server(self) -> Any:
         if self._sock is not None and self._owner == os.getpid():
             return self._sock
@@ -233,44 +223,12 @@ class GuardServer:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         started = threading.Event()
         failed: list[BaseException] = []
-
-        def keep() -> None:
-            try:
-                proc = subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-I",
-                        "-S",
-                        str(_GUARD),
-                        "--serve",
-                        str(os.getpid()),
-                        str(theirs.fileno()),
-                        *_spares_arg(),
-                    ],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    start_new_session=True,
-                    pass_fds=(theirs.fileno(),),
-                )
-            except OSError as exc:
-                failed.append(exc)
-                return
-            finally:
-                theirs.close()
-                started.set()
-            proc.wait()  # this thread is the server's parent for as long as it runs
-            # Shut down, not closed: a thread may be sending on it without the lock right
-            # now; its descriptor number must not be reused under it. Closed with the next
-            # server's start.
-            with contextlib.suppress(OSError):
-                ours.shutdown(socket.SHUT_RDWR)
-            with self._lock:
-                if self._sock is ours:
-                    self._sock = None
-                self._retired.append(ours)
-
-        threading.Thread(target=keep, name="looprail-guard-server", daemon=True).start()
+        threading.Thread(
+            target=self._keep,
+            args=(ours, theirs, started, failed),
+            name="looprail-guard-server",
+            daemon=True,
+        ).start()
         started.wait()
         if failed:
             self._broken = True
@@ -278,6 +236,59 @@ class GuardServer:
             return None
         self._sock, self._owner = ours, os.getpid()
         return ours
+
+    def _keep(
+        self, ours: Any, theirs: Any, started: threading.Event, failed: list[BaseException]
+    ) -> None:
+        """The server's parent thread, for as long as the server runs."""
+        argv = [sys.executable, "-I", "-S", str(_GUARD), "--serve", str(os.getpid())]
+        try:
+            proc = subprocess.Popen(
+                [*argv, str(theirs.fileno()), *_spares_arg()],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                pass_fds=(theirs.fileno(),),
+            )
+        except OSError as exc:
+            failed.append(exc)
+            return
+        finally:
+            theirs.close()
+            started.set()
+        proc.wait()
+        # Shut down, not closed: a thread may be sending on it without the lock right now; its
+        # descriptor number must not be reused under it. Closed with the next server's start.
+        with contextlib.suppress(OSError):
+            ours.shutdown(socket.SHUT_RDWR)
+        with self._lock:
+            if self._sock is ours:
+                self._sock = None
+            self._retired.append(ours)
+
+
+def _request(cmd: list[str], cwd: Any, env: Any) -> bytes:
+    """What the server is sent: argv, folder and environment, refused as Popen refuses them
+    before it starts anything."""
+    where = str(cwd) if cwd is not None else os.getcwd()
+    environment = dict(env if env is not None else os.environ)
+    if any("\0" in text for text in (*cmd, where, *environment, *environment.values())):
+        raise ValueError("embedded null byte")
+    if any("=" in name or not name for name in environment):
+        raise ValueError("illegal environment variable name")
+    return marshal.dumps((cmd, where, environment))
+
+
+def _memfd(payload: bytes) -> int:
+    try:
+        big = os.memfd_create("looprail-request", os.MFD_CLOEXEC)
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(big, view) :]
+    except OSError:  # no memfd here: this child gets a guard of its own
+        raise _NoServer from None
+    return big
 
 
 # A request up to this size is one record on the server's socket; a bigger one (a huge
