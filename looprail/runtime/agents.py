@@ -1,18 +1,11 @@
-"""Coding agents as runtimes: Claude Code, Codex, OpenCode and Gemini CLI.
+"""Coding agents as runtimes: Claude Code, Codex, OpenCode and Gemini CLI. `AgentRuntime` is
+one `BaseRuntime` for them all; what differs per CLI is its `Adapter` (runtime/adapters.py).
 
-`AgentRuntime` is a `BaseRuntime` (one method, `handle`) shared by every agent; what differs per
-CLI is its `Adapter` (`looprail.runtime.adapters`).
-
-Per request kind:
-- skill, agent, verdict, phase, task: one bounded CLI invocation with the prompt from
-  `looprail.runtime.prompts`, cwd = the plan's worktree (or the project). Its full transcript
-  (prompt, argv, stdout stream events, stderr, what was read from them) is filed under
-  `.looprail/logs/<run>/`. After a phase step, the artifact it owed must exist and parse; a
-  verdict reply must carry a `{block, message}` JSON object (else the gate's check errors).
-- command, query: not agent work; they run as with the local runtime (the host tool, or
-  `.looprail/commands` / `.looprail/checks`).
-- message: queued, and handed verbatim to the next agent invocation's prompt (each invocation is
-  a fresh non-interactive session). compact: nothing to compact in a fresh session; ok.
+Skill, agent, verdict, phase and task work is one bounded CLI invocation with the prompt from
+`looprail.runtime.prompts`, in the plan's worktree (or the project), its transcript filed under
+`.looprail/logs/<run>/`; a phase step must leave the artifact it owed, a verdict must carry a
+`{block, message}` object. Commands and queries run as with the local runtime. Messages are
+queued for the next invocation's prompt (each is a fresh session), so compact has nothing to do.
 """
 
 from __future__ import annotations
@@ -237,37 +230,10 @@ class AgentRuntime(BaseRuntime):
     ) -> Outcome:
         timeout_s = ctx.timeout_s or self.timeouts.for_kind(request.kind)
         self.announce(request)
-        # The streams go to the transcript as they arrive (a killed run leaves them), and
-        # with -v to the terminal, each event read into one line.
-        tee = OutputTee(
-            split={"stdout": folder / "stdout.jsonl", "stderr": folder / "stderr.txt"},
-            on_line=self._line_sink(request),
-        )
-        try:
-            result = run_bounded(
-                argv,
-                timeout_s=timeout_s,
-                stdin=stdin,
-                cwd=ctx.workdir or self.project,
-                env=env,
-                output_cap=AGENT_OUTPUT_CAP,
-                on_output=tee,
-            )
-        finally:
-            tee.close()
+        result = self._run(request, ctx, argv, stdin, folder, env, timeout_s)
         reply = self.adapter.parse(result.stdout, result.stderr)
         rel = self.transcripts.rel(folder)
-        # A CLI that reports no cost, or $0 (opencode and claude for a model they have no
-        # price for), is priced from its tokens when prices are configured.
-        estimate = self._estimate(reply) if not reply.cost_usd else None
-        usage = Usage(
-            agent=self.adapter.name,
-            session_id=reply.session_id,
-            input_tokens=reply.input_tokens,
-            cached_input_tokens=reply.cached_input_tokens,
-            output_tokens=reply.output_tokens,
-            cost_usd=estimate if estimate is not None else reply.cost_usd,
-        )
+        usage, estimated = self._usage(reply)
         if reply.denials and self.progress is not None:
             self.progress(
                 f"{self.adapter.name} refused {len(reply.denials)} tool call(s) in "
@@ -285,10 +251,54 @@ class AgentRuntime(BaseRuntime):
             cachedInputTokens=usage.cached_input_tokens,
             outputTokens=usage.output_tokens,
             costUsd=usage.cost_usd,
-            costEstimated=estimate is not None,
+            costEstimated=estimated,
             permissionDenials=reply.denials or None,
         )
         return outcome
+
+    def _run(
+        self,
+        request: Request,
+        ctx: DispatchContext,
+        argv: list[str],
+        stdin: str | None,
+        folder: Path,
+        env: Mapping[str, str],
+        timeout_s: float,
+    ) -> ProcessResult:
+        """The CLI's run. Its streams go to the transcript as they arrive (a killed run leaves
+        them), and with -v to the terminal, each event read into one line."""
+        tee = OutputTee(
+            split={"stdout": folder / "stdout.jsonl", "stderr": folder / "stderr.txt"},
+            on_line=self._line_sink(request),
+        )
+        try:
+            return run_bounded(
+                argv,
+                timeout_s=timeout_s,
+                stdin=stdin,
+                cwd=ctx.workdir or self.project,
+                env=env,
+                output_cap=AGENT_OUTPUT_CAP,
+                on_output=tee,
+            )
+        finally:
+            tee.close()
+
+    def _usage(self, reply: Reply) -> tuple[Usage, bool]:
+        """What the invocation used, and whether its cost is an estimate: a CLI that reports
+        no cost, or $0 (opencode and claude for a model they have no price for), is priced
+        from its tokens when prices are configured."""
+        estimate = self._estimate(reply) if not reply.cost_usd else None
+        usage = Usage(
+            agent=self.adapter.name,
+            session_id=reply.session_id,
+            input_tokens=reply.input_tokens,
+            cached_input_tokens=reply.cached_input_tokens,
+            output_tokens=reply.output_tokens,
+            cost_usd=estimate if estimate is not None else reply.cost_usd,
+        )
+        return usage, estimate is not None
 
     def _record(
         self, request: Request, outcome: Outcome, rel: str, duration_s: float, **extra: object
