@@ -37,7 +37,7 @@ _MODE_FLAGS: Mapping[str, Mapping[str, str | None]] = {
 MODE_NAME = {"claude": "permission mode", "codex": "sandbox", "gemini": "approval mode"}
 
 
-def guarded_of(name: str, section: Mapping[str, Any]) -> dict[str, Any]:
+def guarded_of(name: str, section: Mapping[str, object]) -> dict[str, object]:
     """The project's settings that need consent: guarded, and wider than the default."""
     narrower = NARROWER.get(name, {})
     return {

@@ -31,6 +31,7 @@ from looprail.runtime.base import (
     BaseRuntime,
     DispatchContext,
     Outcome,
+    OutcomeFields,
     Request,
     RunStart,
     RuntimeInfo,
@@ -329,7 +330,7 @@ class AgentRuntime(BaseRuntime):
         rel: str,
         usage: Usage,
     ) -> Outcome:
-        common: dict[str, Any] = {
+        common: OutcomeFields = {
             "stderr": result.stderr,
             "duration_s": result.duration_s,
             "truncated": result.truncated,
@@ -337,18 +338,15 @@ class AgentRuntime(BaseRuntime):
             "transcript": rel,
         }
         why = self._failure(request, result, reply, timeout_s)
-        if why is None and request.kind == "verdict":
-            verdict = extract_verdict(reply.final)
-            stdout = json.dumps(verdict) if verdict is not None else reply.final
-            return Outcome.succeeded(stdout, **common)
         if why is None:
-            return Outcome.succeeded(reply.final, **common)
+            verdict = extract_verdict(reply.final) if request.kind == "verdict" else None
+            common["stdout"] = json.dumps(verdict) if verdict is not None else reply.final
+            return Outcome.succeeded(**common)
         last = _last_words(reply, result.stderr)
         said = f"; last words: {last}" if last and last not in why else ""
         code = result.exit_code if result.exit_code not in (0, None) else None
-        failed = Outcome.failed(
-            f"{why}{said} (transcript: {rel})", exit_code=code, stdout=reply.final, **common
-        )
+        common["stdout"] = reply.final
+        failed = Outcome.failed(f"{why}{said} (transcript: {rel})", exit_code=code, **common)
         return failed.model_copy(update={"timed_out": True}) if result.timed_out else failed
 
     def _failure(

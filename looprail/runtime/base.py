@@ -16,7 +16,7 @@ import json
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypedDict, runtime_checkable
 
 from pydantic import model_validator
 
@@ -70,6 +70,17 @@ class Usage(Frozen):
     cost_usd: float | None = None
 
 
+class OutcomeFields(TypedDict, total=False):
+    """What a runtime passes on to `Outcome.succeeded` / `Outcome.failed` beside the verdict."""
+
+    stdout: str
+    stderr: str
+    duration_s: float
+    truncated: bool
+    usage: Usage | None
+    transcript: str | None
+
+
 class Outcome(Frozen):
     """What one unit of work did. `ok` is the only thing a caller must read; `detail` is one
     line saying why it failed (empty when it did not)."""
@@ -79,7 +90,7 @@ class Outcome(Frozen):
     stdout: str = ""
     stderr: str = ""
     duration_s: float = 0.0
-    data: dict[str, Any] | None = None  # stdout parsed, when stdout is one JSON object
+    data: dict[str, object] | None = None  # stdout parsed, when stdout is one JSON object
     detail: str = ""
     timed_out: bool = False
     unavailable: bool = False  # exit 69: the unit could not look
@@ -127,7 +138,7 @@ class Outcome(Frozen):
         )
 
 
-def parse_json_object(text: str) -> dict[str, Any] | None:
+def parse_json_object(text: str) -> dict[str, object] | None:
     """`text` as a JSON object, or None when it is empty, not JSON, or not an object."""
     text = text.strip()
     if not text:

@@ -28,6 +28,7 @@ from looprail.runtime.base import (
     BaseRuntime,
     DispatchContext,
     Outcome,
+    OutcomeFields,
     Request,
     RunStart,
     build_request,
@@ -302,7 +303,7 @@ class LocalRuntime(BaseRuntime):
         if log is None or self.transcripts is None:
             return outcome
         rel = self.transcripts.rel(log)
-        update: dict[str, Any] = {"transcript": rel}
+        update: dict[str, object] = {"transcript": rel}
         if not outcome.ok:
             update["detail"] = f"{outcome.detail} (log: {rel})"
         return outcome.model_copy(update=update)
@@ -382,7 +383,7 @@ def resolve_host_tool(host: str, path: str | None = None) -> Path | str:
 
 def outcome_of(result: ProcessResult, label: str, timeout_s: float) -> Outcome:
     """Map a finished process to an `Outcome`: exit 0 ok, 69 unavailable, the rest failed."""
-    common: dict[str, Any] = {
+    common: OutcomeFields = {
         "stdout": result.stdout,
         "stderr": result.stderr,
         "duration_s": result.duration_s,
@@ -446,7 +447,7 @@ def local_session(
             env=env,
             timeout_s=rt.timeouts.interactive,
         )
-    common: dict[str, Any] = {"duration_s": session.duration_s}
+    common: OutcomeFields = {"duration_s": session.duration_s}
     if log is not None and rt.transcripts is not None:
         with contextlib.suppress(OSError):
             log.write_text(

@@ -184,22 +184,17 @@ class Request(_Camel):
 def build_request(kind: RequestKind, name: str, ctx: DispatchContext, **extra: Any) -> Request:
     """The request for one unit of work: the context's common fields, then kind-specific ones
     (which may override `plan_id`/`task_id`/`wave`)."""
-    fields: dict[str, Any] = {
-        "kind": kind,
-        "name": name,
-        "project": str(ctx.project),
-        "point": ctx.point,
-        "cap_id": ctx.cap_id,
-        "flavor": ctx.flavor,
-        "phase": PhaseRef(
-            number=ctx.phase_number, dir=str(ctx.phase_dir) if ctx.phase_dir else None
-        ),
-        "plan_id": ctx.plan_id,
-        "task_id": ctx.task_id,
-        "wave": ctx.wave,
-    }
-    fields.update(extra)
-    return Request(**fields)
+    where = {"plan_id": ctx.plan_id, "task_id": ctx.task_id, "wave": ctx.wave}
+    return Request(
+        kind=kind,
+        name=name,
+        project=str(ctx.project),
+        point=ctx.point,
+        cap_id=ctx.cap_id,
+        flavor=ctx.flavor,
+        phase=PhaseRef(number=ctx.phase_number, dir=str(ctx.phase_dir) if ctx.phase_dir else None),
+        **(where | extra),
+    )
 
 
 _SEND_AS = ("custom", "user")
