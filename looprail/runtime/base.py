@@ -246,87 +246,68 @@ class Runtime(Protocol):
 
     def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
         """Do the unit of work `request` describes."""
-        ...
 
     # -- what it declares -------------------------------------------------------------------
 
     def describe(self) -> RuntimeInfo:
         """Its name and wishes (worktrees), declared once."""
-        ...
 
     def unready(self) -> str | None:
         """Why it cannot run at all (an agent CLI not on PATH), or None; asked before a run."""
-        ...
 
     def missing(self, folder: str | None, name: str) -> str | None:
         """Why a named unit (`agents/<name>`, …) would not run, or None (what lint probes)."""
-        ...
 
     def host_tool_for(self, ctx: DispatchContext) -> str | None:
         """The host tool (`gsd_run`, …) that answers gates for `ctx`, or None."""
-        ...
 
     def run_host(self, args: Sequence[str], ctx: DispatchContext) -> Outcome:
         """`<host tool> <args>` as one bounded process (gates the workflow hosts directly)."""
-        ...
 
     def phase_req_ids(self, ctx: DispatchContext) -> str:
         """The phase's requirement ids as the host's plan-phase workflow passes them."""
-        ...
 
     # -- run hooks --------------------------------------------------------------------------
 
     def begin_run(self, run: RunStart) -> None:
         """Told once a run id is known, before any work (transcripts, the cost meter)."""
-        ...
 
     def end_run(self) -> None:
         """Told when the run is over, however it ended; later calls belong to no run."""
-        ...
 
     # -- the typed calls (written once in BaseRuntime on top of `handle`) --------------------
 
     def run_skill(self, skill_id: str, ctx: DispatchContext) -> Outcome:
         """Run a skill step; `skill_id` is already prefixed with the flavor (`gsd-foo`)."""
-        ...
 
     def spawn_agent(self, agent: str, ctx: DispatchContext) -> Outcome:
         """Spawn an agent step, after printing the liveness banner."""
-        ...
 
     def run_command(self, words: Sequence[str], ctx: DispatchContext) -> Outcome:
         """Run a grammar-checked `ref.command` (split on spaces) with `--phase <N> --raw`."""
-        ...
 
     def run_query_check(self, words: Sequence[str], ctx: DispatchContext) -> Outcome:
         """Run a gate's `check.query`; ok means a `{block, message}` verdict is in `data`."""
-        ...
 
     def ask_verdict(self, agent_verdict: Mapping[str, Any], ctx: DispatchContext) -> Outcome:
         """Ask an agent for an advisory `agentVerdict` (`{ref, prompt}`)."""
-        ...
 
     def do_phase_work(self, role: str, step: str, ctx: DispatchContext) -> Outcome:
         """The step's main work by a role agent (orchestrator, planner, verifier)."""
-        ...
 
     def execute_task(self, task: TaskWork, ctx: DispatchContext) -> Outcome:
         """The executor role runs one task."""
-        ...
 
     def deliver_context(self, role: str, text: str, ctx: DispatchContext) -> None:
         """Queue a contribution fragment, verbatim, into `role`'s context for this step."""
-        ...
 
     def deliver_message(
         self, text: str, *, send_as: str, delivery: str, trigger_turn: bool, ctx: DispatchContext
     ) -> Outcome:
         """Deliver a native-hook message to the agent session."""
-        ...
 
     def compact(self, instructions: str | None, ctx: DispatchContext) -> Outcome:
         """Ask the agent session to compact its context."""
-        ...
 
 
 class BaseRuntime:

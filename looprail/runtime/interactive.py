@@ -31,15 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from looprail.runtime.base import Outcome, Request
+from looprail.runtime.childenv import child_pwd_env, confined_path_env
 from looprail.runtime.owed import owed_problem
-from looprail.runtime.process import (
-    Spawned,
-    _notify,
-    child_pwd_env,
-    confined_path_env,
-    signal_name,
-    start_ticks,
-)
+from looprail.runtime.process import Spawned, _notify, signal_name, start_ticks
 from looprail.runtime.prompts import phase_vars
 
 NOT_CAPTURED = "not captured: an interactive session on the terminal"

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
-import selectors
 import shutil
 import signal
 import subprocess
@@ -21,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from looprail.runtime.childenv import child_pwd_env, confined_path_env
 from looprail.runtime.guard_client import (
     GUARD_GRACE_S,
     SERVER,
@@ -28,12 +27,13 @@ from looprail.runtime.guard_client import (
     Spawned,
     close_fds,
     guard_argv,
+    guard_available,
     parse_started,
+    reap_spawned,
 )
-from looprail.runtime.guard_client import guard_available as guard_available
 from looprail.runtime.guard_client import prestart_guard_server as prestart_guard_server
-from looprail.runtime.guard_client import reap_spawned as reap_spawned
 from looprail.runtime.guard_client import start_ticks as start_ticks
+from looprail.runtime.pump import close_pipes, pump
 from looprail.textsafe import one_line
 
 DEFAULT_OUTPUT_CAP = 1 << 20  # 1 MiB per stream: enough for any verdict, bounded for any bug
@@ -66,13 +66,6 @@ class ProcessResult:
         return f"exited {self.exit_code}"
 
 
-# How long to keep draining the pipes after the child has exited (or been killed): output its
-# last writes left in flight arrives within this, and a grandchild that holds a pipe open (a
-# background job, a daemon that escaped the process group) cannot hold the call up longer.
-_DRAIN_GRACE_S = 0.5
-_CHUNK = 65536
-
-
 def run_bounded(
     argv: Sequence[str] | str,
     *,
@@ -85,20 +78,14 @@ def run_bounded(
     on_output: Callable[[str, bytes], None] | None = None,
     guard: bool = True,
 ) -> ProcessResult:
-    """Run one process to completion or to its timeout, whichever is first.
-
-    `argv` is an argument list (no shell) unless `shell=True`, in which case it is one string run
-    by `/bin/sh -c`. stdin is closed when `stdin` is None. Output beyond `output_cap` bytes per
-    stream is dropped (and `truncated` set). On timeout the whole process group is killed. The
-    call returns within `timeout_s` plus a short grace whatever the process's children do with
-    the pipes, and leaves no thread, descriptor or zombie behind.
-
-    `on_output(stream, chunk)` ("stdout" or "stderr", raw bytes) sees every chunk as it
-    arrives, cap or not, on the calling thread (logs and `-v` read it there).
-
-    `guard=False` starts the child without the guard (a process group of its own, killed by
-    `kill_running` all the same), and so unjournaled: for looprail's own short calls such as
-    git, which a killed looprail cannot leave running for long and which a run makes dozens of.
+    """Run one process to completion or to its timeout (then its whole tree is killed),
+    whichever is first; back within `timeout_s` plus a short grace whatever its children do with
+    the pipes, leaving no thread, descriptor or zombie behind. `argv` is a list, or with
+    `shell=True` one string for `/bin/sh -c`; stdin is closed when `stdin` is None; output past
+    `output_cap` bytes per stream is dropped (`truncated`). `on_output(stream, chunk)` sees
+    every raw chunk as it arrives, cap or not, on the calling thread (logs and `-v`).
+    `guard=False`: no guard (a process group of its own, killed by `kill_running` all the same),
+    so unjournaled: for looprail's own short calls such as git, which a run makes dozens of.
     """
     cmd = _command(argv, shell)
     if not timeout_s or timeout_s <= 0:
@@ -237,7 +224,7 @@ def _await_guard(child: _Child, proc: Any, fds: list[int], argv0: str) -> str | 
         fd, fds[0] = fds[0], -1
         spawned = _read_guard_status(proc, fd, argv0)
     if isinstance(spawned, str):
-        _close_pipes(proc)
+        close_pipes(proc)
         proc.wait()
         return spawned
     with _LIVE_LOCK:
@@ -260,7 +247,7 @@ def _abandon(child: _Child, proc: Any, argv0: str) -> None:
         with contextlib.suppress(BaseException), _stop_signals_deferred():
             proc.read_started(argv0)
     _stop(child)
-    _close_pipes(proc)
+    close_pipes(proc)
     with contextlib.suppress(BaseException):
         proc.wait()
 
@@ -272,87 +259,17 @@ def _pump(
     cap: int,
     on_output: Callable[[str, bytes], None] | None = None,
 ) -> tuple[bool, bytearray, bytearray, bool]:
-    """Feed stdin and drain stdout/stderr from this thread with one selector, until the child
-    has exited and the pipes are closed, or the deadline (then the group is killed), or a short
-    grace after the child's exit (a grandchild holding a pipe). Returns (timed_out, stdout,
-    stderr, truncated); the child is reaped and every pipe closed."""
+    """`pump` the child's pipes; then, if they closed before it exited, wait out its time.
+    Returns (timed_out, stdout, stderr, truncated); the child is reaped and every pipe closed."""
     proc = child.proc
     assert proc is not None
-    output = _Output(proc, cap, on_output)
-    timed_out = False
-    pending = memoryview(data or b"")
-    stop_at: float | None = None  # set once the child has exited (or was killed)
-    with selectors.DefaultSelector() as selector:
-        for stream in (proc.stdout, proc.stderr):
-            selector.register(stream, selectors.EVENT_READ)
-        if proc.stdin is not None:
-            if pending:
-                selector.register(proc.stdin, selectors.EVENT_WRITE)
-            else:
-                proc.stdin.close()
-        try:
-            while selector.get_map():
-                now = time.monotonic()
-                if stop_at is None and proc.poll() is not None:
-                    stop_at = now + _DRAIN_GRACE_S
-                if stop_at is None and now >= deadline:
-                    timed_out = True
-                    _stop(child)
-                    proc.wait()
-                    stop_at = now + _DRAIN_GRACE_S
-                if stop_at is not None and now >= stop_at:
-                    break
-                wake = min(deadline if stop_at is None else stop_at, now + 0.1) - now
-                for key, _events in selector.select(max(wake, 0)):
-                    if key.fileobj is proc.stdin:
-                        pending = _feed(selector, key, pending)
-                    else:
-                        output.read(selector, key)
-        finally:
-            _close_pipes(proc)
-    timed_out = _wait_out(child, deadline) or timed_out
-    return timed_out, output.sinks[proc.stdout], output.sinks[proc.stderr], output.truncated
 
+    def kill() -> None:
+        _stop(child)
+        proc.wait()
 
-def _feed(
-    selector: selectors.BaseSelector, key: selectors.SelectorKey, pending: memoryview
-) -> memoryview:
-    """Write what the child's stdin can take; unregister and close it once all is written."""
-    try:
-        written = os.write(key.fd, pending[: select.PIPE_BUF])
-    except OSError:  # the child closed its stdin: it need not read it
-        written = len(pending)
-    pending = pending[written:]
-    if not pending:
-        selector.unregister(key.fileobj)
-        with contextlib.suppress(OSError):
-            key.fileobj.close()  # type: ignore[union-attr]
-    return pending
-
-
-class _Output:
-    """What the child printed, per pipe, up to `cap` bytes each (`truncated` past it)."""
-
-    def __init__(self, proc: Any, cap: int, on_output: Callable[[str, bytes], None] | None):
-        self.sinks: dict[object, bytearray] = {proc.stdout: bytearray(), proc.stderr: bytearray()}
-        self.names: dict[object, str] = {proc.stdout: "stdout", proc.stderr: "stderr"}
-        self.cap = cap
-        self.on_output = on_output
-        self.truncated = False
-
-    def read(self, selector: selectors.BaseSelector, key: selectors.SelectorKey) -> None:
-        chunk = os.read(key.fd, _CHUNK)
-        if not chunk:
-            selector.unregister(key.fileobj)
-            return
-        if self.on_output is not None:
-            self.on_output(self.names[key.fileobj], chunk)
-        sink = self.sinks[key.fileobj]
-        room = self.cap - len(sink)
-        if room > 0:
-            sink.extend(chunk[:room])
-        if len(chunk) > max(room, 0):
-            self.truncated = True  # keep draining so the child never blocks on a full pipe
+    timed_out, out, err, truncated = pump(proc, data, deadline, cap, on_output, kill)
+    return _wait_out(child, deadline) or timed_out, out, err, truncated
 
 
 def _wait_out(child: _Child, deadline: float) -> bool:
@@ -368,13 +285,6 @@ def _wait_out(child: _Child, deadline: float) -> bool:
         proc.wait()
         return True
     return False
-
-
-def _close_pipes(proc: Any) -> None:
-    for stream in (proc.stdin, proc.stdout, proc.stderr):
-        if stream is not None:
-            with contextlib.suppress(OSError):
-                stream.close()
 
 
 # Every child of run_bounded, from just before it is started until it is reaped, so that Ctrl-C
@@ -531,45 +441,6 @@ def _read_guard_status(proc: subprocess.Popen, fd: int, argv0: str) -> Spawned |
     finally:
         os.close(fd)
     return parse_started(b"".join(chunks), proc.pid, argv0)
-
-
-def confined_path_env(env: Mapping[str, str] | None) -> Mapping[str, str] | None:
-    """`env` (or this process's environment) with every empty or relative `PATH` entry removed.
-
-    An empty entry means "the current directory" to execvp and to `/bin/sh`, and the child's
-    current directory is the project: a bare program name (a resolver's `binary`, a reviewer
-    CLI, a word in a shell predicate) would then run a file the project ships. Returns `env`
-    unchanged (None stays None) when `PATH` has nothing to remove."""
-    base = os.environ if env is None else env
-    path = base.get("PATH")
-    if path is None:
-        return env
-    entries = path.split(os.pathsep)
-    kept = [e for e in entries if e and os.path.isabs(e)]
-    if kept == entries:
-        return env
-    confined = dict(base)
-    confined["PATH"] = os.pathsep.join(kept) if kept else os.defpath
-    return confined
-
-
-def child_pwd_env(
-    env: Mapping[str, str] | None, cwd: str | Path | None
-) -> Mapping[str, str] | None:
-    """`env` (or this process's environment) with `PWD` set to the child's working folder.
-
-    A program that asks `$PWD` before `getcwd()` (OpenCode does, as shells and Node tools often
-    do) must find the folder it runs in, not the folder looprail was started from: otherwise a
-    task in a plan's worktree writes into the main tree. Unchanged when `cwd` is None."""
-    if cwd is None:
-        return env
-    where = os.path.abspath(cwd)
-    base = os.environ if env is None else env
-    if base.get("PWD") == where:
-        return env
-    out = dict(base)
-    out["PWD"] = where
-    return out
 
 
 def find_program(name: str, env: Mapping[str, str] | None = None) -> str | None:
