@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
 
 Flavor = Literal["gsd", "msd", "ferrox"]
@@ -62,18 +62,11 @@ class DispatchContext(Frozen):
             raise ValueError("phase_number must not be empty")
         return value
 
-    @field_validator("phase_dir")
+    @field_validator("phase_dir", "workdir")
     @classmethod
-    def _phase_dir_absolute(cls, value: Path | None) -> Path | None:
+    def _absolute(cls, value: Path | None, info: ValidationInfo) -> Path | None:
         if value is not None and not value.is_absolute():
-            raise ValueError(f"phase_dir must be absolute, got {value}")
-        return value
-
-    @field_validator("workdir")
-    @classmethod
-    def _workdir_absolute(cls, value: Path | None) -> Path | None:
-        if value is not None and not value.is_absolute():
-            raise ValueError(f"workdir must be absolute, got {value}")
+            raise ValueError(f"{info.field_name} must be absolute, got {value}")
         return value
 
     @field_validator("timeout_s")
