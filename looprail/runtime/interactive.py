@@ -34,7 +34,7 @@ from looprail.runtime.base import Outcome, Request
 from looprail.runtime.childenv import child_pwd_env, confined_path_env
 from looprail.runtime.owed import owed_problem
 from looprail.runtime.process import Spawned, _notify, signal_name, start_ticks
-from looprail.runtime.prompts import phase_vars
+from looprail.runtime.prompts import owed_file
 
 NOT_CAPTURED = "not captured: an interactive session on the terminal"
 _END_GRACE_S = 3.0  # after SIGTERM, before SIGKILL
@@ -223,14 +223,6 @@ def _main_thread() -> bool:
 
 
 # -- what the runtimes call ---------------------------------------------------------------------
-
-
-def owed_file(request: Request, project: Path) -> str:
-    """The file a phase step owes, as the prompt names it (`.planning/phases/01-x/01-CONTEXT.md`);
-    for a step that owes files by pattern, the pattern."""
-    v = phase_vars(request, project)
-    name = {"discuss": "CONTEXT.md", "plan": "NN-PLAN.md", "verify": "VERIFICATION.md"}
-    return f"{v['{phase_dir}']}/{v['{phase_prefix}']}-{name.get(request.step or '', 'CONTEXT.md')}"
 
 
 def handover_line(who: str, shown: str, request: Request, project: Path) -> str:
