@@ -78,13 +78,3 @@ def mode_in_effect(name: str, argv: Sequence[str]) -> str | None:
                 i += 1
         i += 1
     return mode
-
-
-__all__ = [
-    "GUARDED",
-    "MODE_NAME",
-    "NARROWER",
-    "guarded_digest",
-    "guarded_of",
-    "mode_in_effect",
-]

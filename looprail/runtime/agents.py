@@ -429,29 +429,21 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 
 class ClaudeRuntime(AgentRuntime):
-    """Claude Code as a runtime."""
-
     name = "claude"
     adapter_class = ClaudeAdapter
 
 
 class CodexRuntime(AgentRuntime):
-    """Codex CLI as a runtime."""
-
     name = "codex"
     adapter_class = CodexAdapter
 
 
 class OpenCodeRuntime(AgentRuntime):
-    """OpenCode as a runtime."""
-
     name = "opencode"
     adapter_class = OpenCodeAdapter
 
 
 class GeminiRuntime(AgentRuntime):
-    """Gemini CLI as a runtime."""
-
     name = "gemini"
     adapter_class = GeminiAdapter
 

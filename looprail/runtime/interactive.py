@@ -279,15 +279,3 @@ def write_meta(folder: Path, shown: str, session: Session, outcome: Outcome) -> 
     }
     with contextlib.suppress(OSError):
         (folder / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-
-
-__all__ = [
-    "NOT_CAPTURED",
-    "Session",
-    "handover_line",
-    "run_on_terminal",
-    "session_outcome",
-    "shown_argv",
-    "terminal_problem",
-    "write_meta",
-]
