@@ -54,9 +54,9 @@ from looprail.runtime.owed import owed_problem
 from looprail.runtime.process import (
     ProcessResult,
     escape_untrusted,
+    exit_words,
     find_program,
     run_bounded,
-    signal_name,
 )
 from looprail.runtime.prompts import build_prompt
 
@@ -271,7 +271,7 @@ class AgentRuntime(BaseRuntime):
         them), and with -v to the terminal, each event read into one line."""
         tee = OutputTee(
             split={"stdout": folder / "stdout.jsonl", "stderr": folder / "stderr.txt"},
-            on_line=self._line_sink(request),
+            on_line=self.line_sink(request, self.adapter.show),
         )
         try:
             return run_bounded(
@@ -362,11 +362,9 @@ class AgentRuntime(BaseRuntime):
         if reply.error:
             label = classify(reply.error, reply.error_status)
             return f"{name}: {label}: {_one_line(reply.error)}"
-        if code is not None and code < 0:
-            return f"{name} was killed by {signal_name(-code)}"
         if code != 0:
-            meaning = self.adapter.exit_reason(code) if code is not None else None
-            return f"{name} exited {code}" + (f" ({meaning})" if meaning else "")
+            meaning = self.adapter.exit_reason(code) if code is not None and code > 0 else None
+            return f"{name} {exit_words(code, meaning)}"
         if not reply.complete:
             return f"{name}: the output stream ended before the final result (cut off)"
         problem = owed_problem(request, self.project) if request.kind != "verdict" else None
@@ -374,20 +372,6 @@ class AgentRuntime(BaseRuntime):
             return None
         refused = f" ({name} refused: {'; '.join(reply.denials)})" if reply.denials else ""
         return f"{request.role or name} did not deliver: {problem}{refused}"
-
-    def _line_sink(self, request: Request) -> Callable[[str, str], None] | None:
-        output = self.output
-        if output is None:
-            return None
-        label = output_label(request)
-        adapter = self.adapter
-
-        def sink(stream: str, text: str) -> None:
-            shown = adapter.show(text) if stream == "stdout" else text
-            for part in (shown or "").splitlines():  # an event's text may hold many lines
-                output(label, stream, part)
-
-        return sink
 
     def _estimate(self, reply: Reply) -> float | None:
         """Cost from tokens and the configured prices, for CLIs that report no cost."""

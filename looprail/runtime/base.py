@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypedDict, runtime_checkable
 
@@ -140,12 +140,9 @@ class Outcome(Frozen):
 
 def parse_json_object(text: str) -> dict[str, object] | None:
     """`text` as a JSON object, or None when it is empty, not JSON, or not an object."""
-    text = text.strip()
-    if not text:
-        return None
     try:
         value = json.loads(text)
-    except (ValueError, RecursionError):  # JSONDecodeError, or an int too long to convert
+    except (ValueError, RecursionError):  # JSONDecodeError (empty too), or an int too long
         return None
     return value if isinstance(value, dict) else None
 
@@ -168,9 +165,7 @@ def verdict_problem(outcome: Outcome) -> str | None:
 
 def require_verdict(outcome: Outcome, label: str) -> Outcome:
     """A check that exited 0 without a usable verdict is an error of the check itself."""
-    if not outcome.ok:
-        return outcome
-    problem = verdict_problem(outcome)
+    problem = verdict_problem(outcome) if outcome.ok else None
     if problem is None:
         return outcome
     return outcome.model_copy(update={"ok": False, "detail": f"{label} {problem}"})
@@ -179,13 +174,10 @@ def require_verdict(outcome: Outcome, label: str) -> Outcome:
 class RoleContextBook:
     """Contribution fragments queued per role, scoped to one (phase, step).
 
-    A fragment delivered at any point of a step (`plan:pre`, `execute:wave:pre`, …) is handed
-    verbatim, in delivery order, to every later piece of that role's work in the same step, and
-    no other step reads it. The same text delivered twice for one role in one step is kept once
-    (a wave-level contribution is re-dispatched at every wave). One exception: the host
-    contract lets execute points contribute `into: verifier`, and looprail's verifier works in
-    the verify step, so those fragments are kept for verify. Thread-safe: the tasks of a wave
-    read it in parallel.
+    A fragment delivered at any point of a step is handed verbatim, in delivery order, to every
+    later piece of that role's work in that step only; the same text twice is kept once (a wave
+    contribution is re-dispatched at every wave). Execute points may contribute `into:
+    verifier` (host contract): those are kept for verify, where the verifier works. Thread-safe.
     """
 
     # (step, role) → the step whose work reads what that role is given at that step's points
@@ -237,11 +229,9 @@ class RunStart:
 
 @runtime_checkable
 class Runtime(Protocol):
-    """What the state machine calls: `handle(request, ctx)` behind the typed calls, a declared
-    description, and the run hooks. Every unit of work is bounded (timeout + output cap) and
-    returns an `Outcome`; a failing unit is `Outcome(ok=False, detail=...)`, never an exception.
-    `BaseRuntime` writes all of it once; a runtime implements `handle` and overrides the rest
-    only where it differs (docs/runtime.md, "Runtimes are one method").
+    """What the state machine calls: `handle` behind the typed calls, a declared description,
+    and the run hooks. Every unit of work is bounded and returns an `Outcome`, failed or not,
+    never an exception. `BaseRuntime` writes it all once (docs/runtime.md).
     """
 
     def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
@@ -376,6 +366,26 @@ class BaseRuntime:
 
     def recorded(self, role: str, text: str, ctx: DispatchContext) -> None:
         """Called after a context fragment was queued (a test runtime records it)."""
+
+    def line_sink(
+        self, request: Request, show: Callable[[str], str | None] | None = None
+    ) -> Callable[[str, str], None] | None:
+        """What `-v` is handed each line a unit of work prints, labelled (None without `-v`);
+        `show` reads a stdout line into words first (an agent CLI's JSON events)."""
+        output = self.output
+        if output is None:
+            return None
+        label = output_label(request)
+
+        def sink(stream: str, text: str) -> None:
+            if show is None:
+                output(label, stream, text)
+                return
+            shown = show(text) if stream == "stdout" else text
+            for part in (shown or "").splitlines():  # an event's text may hold many lines
+                output(label, stream, part)
+
+        return sink
 
     def announce(self, request: Request) -> None:
         """Print the liveness banner for an agent-backed request (agent, verdict, phase,

@@ -33,7 +33,7 @@ from typing import Any
 from looprail.runtime.base import Outcome, Request
 from looprail.runtime.childenv import child_pwd_env, confined_path_env
 from looprail.runtime.owed import owed_problem
-from looprail.runtime.process import Spawned, _notify, signal_name, start_ticks
+from looprail.runtime.process import Spawned, _notify, exit_words, start_ticks
 from looprail.runtime.prompts import owed_file
 
 NOT_CAPTURED = "not captured: an interactive session on the terminal"
@@ -72,9 +72,7 @@ class Session:
             return f"could not start: {self.spawn_error}"
         if self.timed_out:
             return "timed out and was stopped"
-        if self.exit_code is not None and self.exit_code < 0:
-            return f"was killed by {signal_name(-self.exit_code)}"
-        return f"exited {self.exit_code}"
+        return exit_words(self.exit_code)
 
 
 def run_on_terminal(
@@ -193,14 +191,9 @@ def _fd(stream: Any) -> int | None:
 
 
 def _tty_modes(fd: int | None) -> Any:
-    if fd is None:
-        return None
-    try:
-        import termios  # POSIX only: without it there are no modes to keep
-
-        return termios.tcgetattr(fd)
-    except Exception:  # termios.error, no termios
-        return None
+    with contextlib.suppress(Exception):  # termios.error: not a terminal
+        return None if fd is None else termios.tcgetattr(fd)
+    return None
 
 
 def _restore_modes(fd: int | None, saved: Any) -> None:

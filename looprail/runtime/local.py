@@ -32,7 +32,6 @@ from looprail.runtime.base import (
     Request,
     RunStart,
     build_request,
-    output_label,
 )
 from looprail.runtime.interactive import (
     NOT_CAPTURED,
@@ -46,10 +45,10 @@ from looprail.runtime.process import (
     DEFAULT_OUTPUT_CAP,
     ProcessResult,
     escape_untrusted,
+    exit_words,
     find_program,
     prestart_guard_server,
     run_bounded,
-    signal_name,
 )
 from looprail.settings import Timeouts as Timeouts  # re-exported: the runtime's defaults
 
@@ -281,7 +280,7 @@ class LocalRuntime(BaseRuntime):
         log = self._log_file(request)
         tee = OutputTee(
             combined=log,
-            on_line=self._line_sink(request),
+            on_line=self.line_sink(request),
             header=f"# looprail: {label} {' '.join(argv[1:])}".rstrip() if log else None,
         )
         try:
@@ -315,17 +314,6 @@ class LocalRuntime(BaseRuntime):
             return self.transcripts.file(request)
         except OSError:  # no room for logs: the work still runs
             return None
-
-    def _line_sink(self, request: Request) -> Callable[[str, str], None] | None:
-        output = self.output
-        if output is None:
-            return None
-        label = output_label(request)
-
-        def sink(stream: str, text: str) -> None:
-            output(label, stream, text)
-
-        return sink
 
     def _environment(self, request: Request, ctx: DispatchContext) -> dict[str, str]:
         env = dict(os.environ)
@@ -398,12 +386,7 @@ def outcome_of(result: ProcessResult, label: str, timeout_s: float) -> Outcome:
     code = result.exit_code
     if code == 0:
         return Outcome.succeeded(**common)
-    if code is not None and code < 0:
-        why = f"was killed by {signal_name(-code)}"
-    elif code == EXIT_UNAVAILABLE:
-        why = f"exited {code} (unavailable: could not look)"
-    else:
-        why = f"exited {code}"
+    why = exit_words(code, "unavailable: could not look" if code == EXIT_UNAVAILABLE else None)
     last = last_line(result.stderr)
     return Outcome.failed(f"{label} {why}{': ' + last if last else ''}", exit_code=code, **common)
 

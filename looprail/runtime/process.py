@@ -452,12 +452,14 @@ def find_program(name: str, env: Mapping[str, str] | None = None) -> str | None:
     return shutil.which(name, path=path or os.defpath)
 
 
-def signal_name(number: int) -> str:
-    """A signal's name (`SIGKILL`), or `signal N` for a number that names none."""
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
+def exit_words(code: int | None, meaning: str | None = None) -> str:
+    """How a process ended, in words: `was killed by SIGKILL`, `exited 3 (meaning)`."""
+    if code is not None and code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited {code}" + (f" ({meaning})" if meaning else "")
 
 
 def tail(text: str, limit: int = 2000) -> str:
