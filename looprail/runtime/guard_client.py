@@ -328,21 +328,26 @@ def close_fds(*fds: int) -> None:
                 os.close(fd)
 
 
-def start_ticks(pid: int, *, live_only: bool = False) -> int | None:
-    """Field 22 of /proc/PID/stat (start time since boot), or None when there is no such
-    process (or no /proc); with `live_only`, also None for a zombie (dead, not yet reaped)."""
+def proc_state(pid: int) -> list[bytes]:
+    """The fields of /proc/PID/stat after the command name, the state first; [] when there is
+    no such process (or no /proc)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             text = fh.read()
-    except OSError:
+        return text[text.rindex(b")") + 2 :].split()
+    except (OSError, ValueError):
+        return []
+
+
+def start_ticks(pid: int, *, live_only: bool = False) -> int | None:
+    """Field 22 of /proc/PID/stat (start time since boot), or None when there is no such
+    process; with `live_only`, also None for a zombie (dead, not yet reaped)."""
+    fields = proc_state(pid)
+    if len(fields) < 20 or (live_only and fields[0] in (b"Z", b"X")):
         return None
-    try:
-        fields = text[text.rindex(b")") + 2 :].split()
-        if live_only and fields[0] in (b"Z", b"X"):
-            return None
+    with contextlib.suppress(ValueError):
         return int(fields[19])
-    except (ValueError, IndexError):
-        return None
+    return None
 
 
 def reap_spawned(spawned: Spawned) -> list[int]:

@@ -32,6 +32,7 @@ from typing import Any
 
 from looprail.runtime.base import Outcome, Request
 from looprail.runtime.childenv import child_pwd_env, confined_path_env
+from looprail.runtime.guard_client import proc_state
 from looprail.runtime.owed import owed_problem
 from looprail.runtime.process import Spawned, _notify, exit_words, start_ticks
 from looprail.runtime.prompts import owed_file
@@ -146,7 +147,7 @@ def _wait(proc: subprocess.Popen[Any], deadline: float | None) -> tuple[int | No
             continue
         if os.WIFSTOPPED(status):
             time.sleep(0.05)  # a Ctrl-Z of the whole job is continued by `fg` meanwhile
-            if _stopped(proc.pid):
+            if proc_state(proc.pid)[:1] in ([b"T"], [b"t"]):
                 os.killpg(os.getpgrp(), signal.SIGTSTP)
             continue
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -172,15 +173,6 @@ def _end(proc: subprocess.Popen[Any]) -> None:
         with contextlib.suppress(OSError):
             proc.kill()
         raise
-
-
-def _stopped(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            text = fh.read()
-    except OSError:
-        return False
-    return text[text.rindex(b")") + 2 :][:1] in (b"T", b"t")
 
 
 def _fd(stream: Any) -> int | None:
