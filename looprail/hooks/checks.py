@@ -291,5 +291,7 @@ def verdict_from_outcome(outcome: Outcome, label: str) -> CheckResult:
     problem, data = verdict_problem(outcome), outcome.data
     if problem is not None or data is None:  # no data: verdict_problem says why
         return CheckError(f"{label} {problem}")
+    block, message = data["block"], data.get("message", "")
+    assert isinstance(block, bool) and isinstance(message, str)  # verdict_problem checked both
     extra = {k: v for k, v in data.items() if k not in ("block", "message")}
-    return Verdict(block=data["block"], message=data.get("message", ""), details=extra or None)
+    return Verdict(block=block, message=message, details=extra or None)
