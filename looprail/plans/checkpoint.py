@@ -17,7 +17,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from looprail.plans.planfile import Plan, Task, child_elements
+from looprail.plans.planfile import Plan, Task
+from looprail.plans.scan import child_elements
 
 CheckpointKind = Literal["human-verify", "decision", "human-action", "tdd-review"]
 AnswerKind = Literal["approved", "chosen", "issues", "value", "secret"]
