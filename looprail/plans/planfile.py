@@ -9,13 +9,14 @@ from __future__ import annotations
 import difflib
 import re
 from pathlib import Path
-from typing import Any, Literal, TypedDict, cast, get_args
+from typing import Any, Literal, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from looprail.errors import PlanError
 from looprail.layout import plan_id_from_filename as plan_id_from_filename  # its home: layout
-from looprail.plans.planyaml import YamlSyntaxError, cached_yaml, error_line, top_level_blocks
+from looprail.plans.planyaml import GSD_EXTRA_KEYS, KNOWN_KEYS, KeyReader, PlanFields, lenient_yaml
+from looprail.plans.planyaml import PLAN_TYPES as PLAN_TYPES  # its home: planyaml
 from looprail.plans.scan import Doc, Element, clean, elements, parse_attributes
 
 TaskType = Literal[
@@ -29,11 +30,10 @@ TaskType = Literal[
 ]
 # `advisory`: the reference's tdd-review checkpoint (auto-mode approves it; it never blocks).
 TaskGate = Literal["blocking", "blocking-human", "advisory"]
-PlanType = Literal["execute", "tdd"]  # the types the reference's templates write
+
 
 TASK_TYPES: tuple[str, ...] = get_args(TaskType)
 TASK_GATES: tuple[str, ...] = get_args(TaskGate)
-PLAN_TYPES: tuple[str, ...] = get_args(PlanType)
 
 # Child elements of <task> that get a typed field; any other child lands in `Task.extra`.
 _TASK_CHILDREN = ("name", "files", "read_first", "action", "verify", "acceptance_criteria", "done")
@@ -56,38 +56,6 @@ _OTHER_SECTIONS = (
     "user_setup",
     "must_haves",
 )
-# Frontmatter keys with a typed field on `Plan`; the rest are kept in `Plan.extra`.
-_KNOWN_KEYS = (
-    "phase",
-    "plan",
-    "type",
-    "wave",
-    "depends_on",
-    "files_modified",
-    "autonomous",
-    "requirements",
-    "user_setup",
-    "must_haves",
-)
-# Keys GSD writes that looprail does not interpret (the reference's planner, templates and
-# real plans): kept in `Plan.extra` without a warning. `status: superseded` drops the plan.
-_GSD_EXTRA_KEYS = (
-    "gap_closure",
-    "execution_strategy",
-    "domain",
-    "name",
-    "title",
-    "tags",
-    "subsystem",
-    "threat_ids",
-    "checkpoint_reason",
-    "status",
-    "objective",
-)
-# The keys the plan's waves and checkpoints are read from: a YAML error inside one of them
-# refuses the plan (running it with the value dropped would lose a dependency); an error
-# anywhere else only loses that key, with a warning.
-_SCHEDULING_KEYS = ("phase", "plan", "type", "wave", "depends_on", "files_modified", "autonomous")
 
 
 def unknown_key_warnings(plan: Plan, where: str) -> list[str]:
@@ -95,11 +63,11 @@ def unknown_key_warnings(plan: Plan, where: str) -> list[str]:
     miss: `depend_on:` is silently ignored otherwise and the plan lands in the wrong wave."""
     out: list[str] = []
     for key in plan.extra:
-        if key in _GSD_EXTRA_KEYS:
+        if key in GSD_EXTRA_KEYS:
             continue
 
-        close = difflib.get_close_matches(key, _KNOWN_KEYS, n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(_KNOWN_KEYS)}"
+        close = difflib.get_close_matches(key, KNOWN_KEYS, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(KNOWN_KEYS)}"
         out.append(f"{where}: frontmatter key {key!r} is unknown and ignored ({hint})")
     return out
 
@@ -237,7 +205,7 @@ def parse_plan(
         fm_text, fm_first_line, body_start = _fenced_frontmatter(doc), 0, 0
     else:
         fm_text, fm_first_line, body_start = split
-    data, key_lines, kept = _lenient_yaml(doc, fm_text, fm_first_line)
+    data, key_lines, kept = lenient_yaml(doc, fm_text, fm_first_line)
     fields = _frontmatter_fields(doc, data, key_lines, fm_first_line, kept)
 
     sections, other, task_elements, features = _scan_body(doc, body_start)
@@ -487,68 +455,9 @@ def split_paths(text: str) -> list[str]:
 # --- frontmatter ----------------------------------------------------------------------------
 
 
-def _lenient_yaml(
-    doc: Doc, text: str, first_line: int
-) -> tuple[Any, dict[str, int], dict[str, str]]:
-    """The frontmatter parsed; on a YAML error inside a key looprail keeps only as written
-    (`must_haves`, `user_setup`, an unknown key), that key's block is taken out, kept as raw
-    text and warned about, and the rest is read. An error in a key the waves are read from
-    (`_SCHEDULING_KEYS`) refuses the plan, naming the line."""
-    kept: dict[str, str] = {}
-    lines = text.split("\n")
-    while True:
-        try:
-            data, key_lines = cached_yaml("\n".join(lines), first_line, doc.where)
-            return data, key_lines, kept
-        except YamlSyntaxError as exc:
-            error = exc
-        blocks = top_level_blocks(lines)
-        bad = error_line(str(error), doc.where, first_line)
-        around = [b for b in blocks if bad is not None and b[1] <= bad < b[2]]
-        candidates = around + [b for b in blocks if b[0] in ("must_haves", "user_setup")]
-        candidates += [b for b in blocks if b[0] not in _KNOWN_KEYS]
-        for key, start, end in candidates:
-            if key in _SCHEDULING_KEYS or key in kept:
-                continue
-            trial = lines[:start] + [""] * (end - start) + lines[end:]
-            try:
-                cached_yaml("\n".join(trial), first_line, doc.where)
-            except YamlSyntaxError:
-                if (key, start, end) not in around:
-                    continue
-            except PlanError:
-                continue
-            reason = str(error).split("invalid YAML frontmatter: ", 1)[-1]
-            doc.notes.append(
-                f"{doc.where}:{first_line + start}: {key}: invalid YAML ({reason}); kept as "
-                "written, unread (looprail does not schedule on it)"
-            )
-            kept[key] = "\n".join(lines[start:end])
-            lines = trial
-            break
-        else:
-            raise error
-
-
-class _PlanFields(TypedDict):
-    """The `Plan` fields the frontmatter gives."""
-
-    phase: str | None
-    plan: str | None
-    type: str
-    wave: int | None
-    depends_on: list[str]
-    files_modified: list[str]
-    requirements: list[str]
-    autonomous: bool
-    must_haves: object
-    user_setup: object
-    extra: dict[str, object]
-
-
 def _frontmatter_fields(
     doc: Doc, data: object, key_lines: dict[str, int], first_line: int, kept: dict[str, str]
-) -> _PlanFields:
+) -> PlanFields:
     """The typed fields, read as leniently as the reference reads them: what it would read
     is read (a string `depends_on` is a one-item list, an unquoted `3` is "3"); a value that
     cannot mean anything is dropped with a warning naming file, line and field. Only a
@@ -560,7 +469,7 @@ def _frontmatter_fields(
         # Not a plan's frontmatter at all (the reference would read defaults): refused.
         kind = type(data).__name__
         raise doc.fail_line(max(first_line, 1), f"frontmatter must be a YAML mapping, got a {kind}")
-    keys = _Keys(doc, data, key_lines, first_line)
+    keys = KeyReader(doc, data, key_lines, first_line)
     return {
         "phase": keys.text("phase"),
         "plan": keys.text("plan"),
@@ -573,111 +482,7 @@ def _frontmatter_fields(
         "must_haves": kept.get("must_haves", keys.must_haves()),
         "user_setup": kept.get("user_setup", data.get("user_setup")),
         "extra": {
-            **{str(k): v for k, v in data.items() if k not in _KNOWN_KEYS},
+            **{str(k): v for k, v in data.items() if k not in KNOWN_KEYS},
             **{k: v for k, v in kept.items() if k not in ("must_haves", "user_setup")},
         },
     }
-
-
-class _Keys:
-    """The frontmatter's keys, each read on its own; what cannot be read is a note on the plan
-    naming the key's line."""
-
-    def __init__(self, doc: Doc, data: dict[Any, Any], key_lines: dict[str, int], first_line: int):
-        self.doc, self.data, self.key_lines, self.first_line = doc, data, key_lines, first_line
-
-    def line(self, key: str) -> int:
-        return self.key_lines.get(key, max(self.first_line, 1))
-
-    def warn(self, key: str, reason: str) -> None:
-        self.doc.notes.append(f"{self.doc.where}:{self.line(key)}: {key}: {reason}")
-
-    def text(self, key: str) -> str | None:
-        value = self.data.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            self.warn(key, f"must be a string, got {_describe(value)}; ignored")
-            return None
-        return str(value)
-
-    def strings(self, key: str, example: str, *aliases: str) -> list[str]:
-        """A list of strings; a dependency that cannot be read would be lost, so a bad
-        `depends_on` refuses the plan (other lists: warned, the bad item dropped)."""
-        value = next((self.data[k] for k in (key, *aliases) if self.data.get(k) is not None), None)
-        if value is None:
-            return []
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            value = [value]  # the reference reads `depends_on: 01-01` as ["01-01"]
-        strict = key == "depends_on"
-        if not isinstance(value, list):
-            reason = f"must be a list of strings such as {example}, got {_describe(value)}"
-            if strict:
-                raise self.doc.fail_line(self.line(key), f"{key}: {reason}")
-            self.warn(key, reason)
-            return []
-        out: list[str] = []
-        for i, item in enumerate(value):
-            if isinstance(item, (int, float)) and not isinstance(item, bool):
-                item = str(item)
-            if isinstance(item, str) and item.strip():
-                out.append(item.strip())
-                continue
-            reason = f"item {i} must be a non-empty string such as {example}, got {_describe(item)}"
-            if strict:
-                raise self.doc.fail_line(self.line(key), f"{key}: {reason}")
-            self.warn(key, f"{reason}; ignored")
-        return out
-
-    def plan_type(self) -> str:
-        plan_type = self.data.get("type", "execute")
-        if plan_type is None:
-            return "execute"
-        if plan_type not in PLAN_TYPES:
-            known = ", ".join(PLAN_TYPES)
-            self.warn(
-                "type", f"unknown plan type {_describe(plan_type)}; run as execute (known: {known})"
-            )
-        return str(plan_type)
-
-    def wave(self) -> int | None:
-        wave = self.data.get("wave")
-        if wave is None:
-            return None
-        # As the reference's parseInt reads it: `wave: 2` and `wave: "02"` are 2.
-        digits = None if isinstance(wave, bool) else re.match(r"\s*(\d+)", str(wave))
-        if digits is None:
-            self.warn("wave", f"must be a non-negative integer, got {_describe(wave)}; ignored")
-            return None
-        return int(digits.group(1))
-
-    def autonomous(self) -> bool:
-        value = self.data.get("autonomous", True)
-        if value is None or isinstance(value, bool):
-            return value is not False
-        # The reference: autonomous only when it reads the word `true`.
-        read = str(value).strip().lower() == "true"
-        self.warn("autonomous", f"must be true or false, got {_describe(value)}; read as {read}")
-        return read
-
-    def must_haves(self) -> object:
-        value = self.data.get("must_haves")
-        if value is not None and not isinstance(value, dict):
-            self.warn(
-                "must_haves",
-                f"is {_describe(value)}, not a mapping (truths, artifacts, key_links); "
-                "kept as written",
-            )
-        return value
-
-
-def _describe(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return repr(value) if len(value) <= 40 else repr(value[:37] + "...")
-    return f"a {type(value).__name__}"
