@@ -141,57 +141,7 @@ def load_phase(project: str | Path, phase: str, *, as_reference: bool = False) -
     """Find phase `phase` and read it: plans parsed, summaries matched, dependencies resolved,
     artifacts located. Raises PlanError (one line) for a plan that cannot be read.
     `as_reference`: see `find_phase`."""
-    project = Path(project).resolve()
-    located = find_phase(project, phase, as_reference=as_reference)
-    config, warnings = load_project_config(project)
-    entries = list(located.dir.iterdir())
-    names = sorted(entry.name for entry in entries if entry.is_file())
-    subdirs = sorted(entry.name for entry in entries if entry.is_dir())
-
-    plans: list[Plan] = []
-    summaries = Summaries(names)
-    for name in names:
-        plan_id = plan_id_from_filename(name)
-        if plan_id is None:
-            if _looks_like_plan(name):
-                warnings.append(
-                    f"{_relative(located.dir / name, project)}: looks like a plan but is not "
-                    f"named {{phase}}-{{plan}}-PLAN.md; skipped"
-                )
-            continue
-        path = located.dir / name
-        require_inside(project, path, "the plan")
-        plan = read_plan(path, display=_relative(path, project))
-        if plan_superseded(plan):
-            continue
-        summary, note = summary_of(name, summaries, located.number)
-        if note:
-            warnings.append(f"{_relative(path, project)}: {note}")
-        path_s = located.dir / summary if summary else None
-        update = {
-            "has_summary": path_s is not None,
-            "summary_path": path_s,
-            "halted": path_s is not None and summary_halted(path_s),
-        }
-        plans.append(plan.model_copy(update=update))
-        warnings.extend(_plan_warnings(plan, project))
-    warnings.extend(bare_dependency_warnings(plans, root=project, phase=located.number))
-    resolved = resolve_dependencies(plans, root=project, phase=located.number)
-    resolved, unmet_warnings = check_outside(project, located, resolved)
-    stray = stray_plans(project, located.dir, subdirs)
-    return Phase(
-        number=located.number,
-        token=located.token,
-        slug=located.slug,
-        dir=located.dir,
-        plans=resolved,
-        context_path=_artifact(project, located.dir, names, "CONTEXT.md"),
-        verification_path=_artifact(project, located.dir, names, "VERIFICATION.md"),
-        uat_path=_artifact(project, located.dir, names, "UAT.md"),
-        config=config,
-        warnings=[*warnings, *unmet_warnings, *_stray_warnings(project, located, stray)],
-        stray_plans=stray,
-    )
+    return PhaseCache(project, phase, as_reference=as_reference).load()
 
 
 def _looks_like_plan(name: str) -> bool:
@@ -313,36 +263,38 @@ def phase_spelling(number: str) -> str:
     return match.group(1).zfill(2) + match.group(2) if match else number
 
 
+_StatKey = tuple[int, ...]
+_Entries = list[tuple[str, list[str]]]  # (file name, its warnings), in name order
+
+
 class PhaseCache:
-    """A phase kept in memory for a run. `load()` answers what `load_phase` would, but only
-    lists the folder and stats what can change: the plan files, `.planning/config.json` and the
-    folder itself. A plan file is parsed again only when its stat changed; a new SUMMARY only
-    flips that plan's `has_summary`. Unchanged → the very same `Phase` object, so callers can
-    cache what they derive from it (waves) by identity.
+    """A phase kept in memory for a run: `load()` is `load_phase`, but only lists the folder and
+    stats what can change (the plan files, `.planning/config.json`, the folder itself). A plan
+    file is parsed again only when its stat changed; a new SUMMARY only flips that plan's
+    `has_summary`. Unchanged → the very same `Phase` object, so callers can cache what they
+    derive from it (waves) by identity.
 
     A plan edited in place within the same nanosecond, to the same size, is not seen (the stat
     is the key, as for `make`); every edit through a rename or a later write is."""
 
-    def __init__(self, project: str | Path, phase: str):
+    def __init__(self, project: str | Path, phase: str, *, as_reference: bool = False):
         self.project = Path(project).resolve()
         self.token = phase
-        self._signature: tuple[Any, ...] | None = None
+        self._as_reference = as_reference
+        self._signature: tuple[object, ...] | None = None
         self._phase: Phase | None = None
         # file name → (stat key, parsed plan, its warnings); a renamed phase folder re-reads
-        self._plans: dict[str, tuple[tuple[int, ...], Plan, list[str]]] = {}
+        self._plans: dict[str, tuple[_StatKey, Plan, list[str]]] = {}
         self._resolved: tuple[list[Plan], list[Plan]] | None = None  # parsed → resolved
         self._marked: dict[str, tuple[Plan, str, Plan]] = {}  # plans with their SUMMARY
-        self._parsed: tuple[Any, list[Plan], list[str]] | None = None
-        self._listing: tuple[str, Any, list[str]] | None = None  # folder, its stat, file names
+        # (names, stat keys) → parsed plans, each file's warnings, dependency warnings
+        self._parsed: tuple[object, list[Plan], _Entries, list[str]] | None = None
+        self._listing: tuple[str, _StatKey | None, list[str]] | None = None  # folder, stat, names
         self._racy = False  # a plan file changed so recently that its stat cannot be trusted
-        self._config: tuple[tuple[int, ...] | None, dict[str, Any] | None, list[str]] = (
-            None,
-            None,
-            [],
-        )
+        self._config: tuple[_StatKey | None, dict[str, Any] | None, list[str]] = (None, None, [])
 
     @property
-    def signature(self) -> tuple[Any, ...] | None:
+    def signature(self) -> tuple[object, ...] | None:
         """What the last `load()` saw (the folder, its file names, the plans' and the config's
         stats); equal signatures, same phase. None before the first load."""
         return self._signature
@@ -353,7 +305,8 @@ class PhaseCache:
         return self._racy
 
     def load(self) -> Phase:
-        located = find_phase(self.project, self.token)
+        """The phase as `load_phase` reads it, from memory where nothing changed."""
+        located = find_phase(self.project, self.token, as_reference=self._as_reference)
         folder = str(located.dir)
         listed = _stat_key(folder)
         if self._listing is not None and self._listing[:2] == (folder, listed):
@@ -378,64 +331,27 @@ class PhaseCache:
         self,
         located: PhaseDir,
         names: list[str],
-        keys: dict[str, tuple[int, ...] | None],
-        config_key: Any,
+        keys: dict[str, _StatKey | None],
+        config_key: _StatKey | None,
     ) -> Phase:
         if self._config[0] != config_key or config_key is None:
             config, config_warnings = load_project_config(self.project)
             self._config = (config_key, config, list(config_warnings))
-        _, config, config_warnings = self._config
-        warnings = list(config_warnings)
-        others = [name for name in names if not name.endswith("-SUMMARY.md")]
-        if self._parsed is not None and self._parsed[0] == (others, keys) and not self._racy:
-            # Only SUMMARY files came or went (a wave finished): nothing to parse or warn anew.
-            parsed, plan_warnings = self._parsed[1], self._parsed[2]
-        else:
-            parsed, plan_warnings = self._parse(located, others, keys)
-            plan_warnings += bare_dependency_warnings(
-                parsed, root=self.project, phase=located.number
-            )
-            self._parsed = ((others, keys), parsed, plan_warnings)
-        warnings.extend(plan_warnings)
-        # Dependencies depend on the plans only, not on which have a SUMMARY: resolve once.
-        # (Identity, not equality: the cache holds the objects, so no id is ever reused.)
-        resolved = self._resolved
-        if (
-            resolved is None
-            or len(resolved[0]) != len(parsed)
-            or not all(a is b for a, b in zip(resolved[0], parsed, strict=True))
-        ):
-            resolved = self._resolved = (
-                parsed,
-                resolve_dependencies(parsed, root=self.project, phase=located.number),
-            )
-        plans = []
-        marked: dict[str, tuple[Plan, str, Plan]] = {}
+        _, config, warnings = self._config
+        warnings = list(warnings)
+        parsed, entries, dependency_warnings = self._parse_all(located, names, keys)
         summaries = Summaries(names)
-        for plan in resolved[1]:
-            summary, note = summary_of(plan.path.name, summaries, located.number)
+        paired = {p.path.name: summary_of(p.path.name, summaries, located.number) for p in parsed}
+        for name, plan_warnings in entries:  # in file order, as the folder lists them
+            note = paired[name][1] if name in paired else None
             if note:
-                warnings.append(f"{_relative(plan.path, self.project)}: {note}")
-            if summary is not None:
-                hit = self._marked.get(plan.id)
-                if hit is not None and hit[0] is plan and hit[1] == summary:
-                    copy = hit[2]
-                else:
-                    path = located.dir / summary
-                    copy = plan.model_copy(
-                        update={
-                            "has_summary": True,
-                            "summary_path": path,
-                            "halted": summary_halted(path),
-                        }
-                    )
-                marked[plan.id] = (plan, summary, copy)
-                plan = copy
-            plans.append(plan)
-        self._marked = marked
+                warnings.append(f"{_relative(located.dir / name, self.project)}: {note}")
+            warnings.extend(plan_warnings)
+        warnings.extend(dependency_warnings)
+        plans = self._mark_summaries(located, self._resolve(located, parsed), paired)
         plans, unmet_warnings = check_outside(self.project, located, plans)
-        with os.scandir(located.dir) as entries:
-            subdirs = sorted(e.name for e in entries if e.is_dir())
+        with os.scandir(located.dir) as listing:
+            subdirs = sorted(e.name for e in listing if e.is_dir())
         stray = stray_plans(self.project, located.dir, subdirs) if subdirs else []
         warnings += unmet_warnings + _stray_warnings(self.project, located, stray)
         # Every part is already validated (plans are `Plan`s): construct, do not validate again.
@@ -453,21 +369,72 @@ class PhaseCache:
             stray_plans=stray,
         )
 
+    def _parse_all(
+        self, located: PhaseDir, names: list[str], keys: dict[str, _StatKey | None]
+    ) -> tuple[list[Plan], _Entries, list[str]]:
+        """The plans, each file's warnings and the dependency warnings, parsed again only when
+        a plan file changed (not when only SUMMARY files came or went: a wave finished)."""
+        others = [name for name in names if not name.endswith("-SUMMARY.md")]
+        if self._parsed is not None and self._parsed[0] == (others, keys) and not self._racy:
+            return self._parsed[1], self._parsed[2], self._parsed[3]
+        parsed, entries = self._parse(located, others, keys)
+        deps = bare_dependency_warnings(parsed, root=self.project, phase=located.number)
+        self._parsed = ((others, keys), parsed, entries, deps)
+        return parsed, entries, deps
+
+    def _resolve(self, located: PhaseDir, parsed: list[Plan]) -> list[Plan]:
+        """Dependencies depend on the plans only, not on which have a SUMMARY: resolved once.
+        (Identity, not equality: the cache holds the objects, so no id is ever reused.)"""
+        resolved = self._resolved
+        if (
+            resolved is None
+            or len(resolved[0]) != len(parsed)
+            or not all(a is b for a, b in zip(resolved[0], parsed, strict=True))
+        ):
+            plans = resolve_dependencies(parsed, root=self.project, phase=located.number)
+            resolved = self._resolved = (parsed, plans)
+        return resolved[1]
+
+    def _mark_summaries(
+        self, located: PhaseDir, plans: list[Plan], paired: dict[str, tuple[str | None, str | None]]
+    ) -> list[Plan]:
+        """Each plan with a SUMMARY copied with `has_summary`, `summary_path` and `halted`
+        (the copy kept while the plan and its SUMMARY's name stay the same)."""
+        out = []
+        marked: dict[str, tuple[Plan, str, Plan]] = {}
+        for plan in plans:
+            summary = paired[plan.path.name][0]
+            if summary is not None:
+                hit = self._marked.get(plan.id)
+                if hit is not None and hit[0] is plan and hit[1] == summary:
+                    copy = hit[2]
+                else:
+                    path = located.dir / summary
+                    update = {"has_summary": True, "summary_path": path}
+                    copy = plan.model_copy(update={**update, "halted": summary_halted(path)})
+                marked[plan.id] = (plan, summary, copy)
+                plan = copy
+            out.append(plan)
+        self._marked = marked
+        return out
+
     def _parse(
-        self, located: PhaseDir, names: list[str], keys: dict[str, tuple[int, ...] | None]
-    ) -> tuple[list[Plan], list[str]]:
-        """The folder's plans, parsing only files whose stat changed, and their warnings."""
-        warnings: list[str] = []
+        self, located: PhaseDir, names: list[str], keys: dict[str, _StatKey | None]
+    ) -> tuple[list[Plan], _Entries]:
+        """The folder's plans, parsing only files whose stat changed, and each file's warnings
+        (`(name, warnings)` in name order; a superseded plan has none)."""
+        entries: _Entries = []
         parsed: list[Plan] = []
-        keep: dict[str, tuple[tuple[int, ...], Plan, list[str]]] = {}
+        keep: dict[str, tuple[_StatKey, Plan, list[str]]] = {}
         self._racy = False
         for name in names:
             if plan_id_from_filename(name) is None:
                 if _looks_like_plan(name):
-                    warnings.append(
+                    warning = (
                         f"{_relative(located.dir / name, self.project)}: looks like a plan but "
                         f"is not named {{phase}}-{{plan}}-PLAN.md; skipped"
                     )
+                    entries.append((name, [warning]))
                 continue
             key = keys.get(name) or ()
             cached = self._plans.get(name)
@@ -485,16 +452,16 @@ class PhaseCache:
             if plan_superseded(cached[1]):
                 continue
             parsed.append(cached[1])
-            warnings.extend(cached[2])
+            entries.append((name, cached[2]))
         self._plans = keep
-        return parsed, warnings
+        return parsed, entries
 
 
-def _stat_keys(folder: str, names: list[str]) -> dict[str, tuple[int, ...] | None]:
+def _stat_keys(folder: str, names: list[str]) -> dict[str, _StatKey | None]:
     """`_stat_key` of each name in `folder` (relative to an open folder: no path walks)."""
     if os.stat not in os.supports_dir_fd:  # pragma: no cover - Windows
         return {name: _stat_key(os.path.join(folder, name)) for name in names}
-    keys: dict[str, tuple[int, ...] | None] = {}
+    keys: dict[str, _StatKey | None] = {}
     fd = os.open(folder, os.O_RDONLY)
     try:
         for name in names:
@@ -512,13 +479,13 @@ def _stat_keys(folder: str, names: list[str]) -> dict[str, tuple[int, ...] | Non
 _RACY_NS = 50_000_000  # file times tick coarsely (jiffies): anything this fresh is read again
 
 
-def _racy(key: tuple[int, ...] | None) -> bool:
+def _racy(key: _StatKey | None) -> bool:
     if not key:  # unreadable: nothing cached to distrust
         return False
     return time.time_ns() - max(key[0], key[1]) < _RACY_NS
 
 
-def _stat_key(path: str) -> tuple[int, ...] | None:
+def _stat_key(path: str) -> _StatKey | None:
     try:
         st = os.stat(path)
     except OSError:
