@@ -42,21 +42,18 @@ class Doc:
     def fail_line(self, line: int, reason: str) -> PlanError:
         return PlanError(f"{self.where}:{line}: {reason}")
 
-    def fail(self, offset: int | None, reason: str) -> PlanError:
-        if offset is None:
-            return PlanError(f"{self.where}: {reason}")
-        return PlanError(f"{self.where}:{self.line(offset)}: {reason}")
+    def fail(self, offset: int, reason: str) -> PlanError:
+        return self.fail_line(self.line(offset), reason)
 
 
-class Element:
+class Element(NamedTuple):
     """A scanned `<name attrs>inner</name>`: offsets into the document."""
 
-    def __init__(self, name: str, attrs: str, start: int, inner_start: int, inner_end: int):
-        self.name = name
-        self.attrs = attrs
-        self.start = start
-        self.inner_start = inner_start
-        self.inner_end = inner_end
+    name: str
+    attrs: str
+    start: int
+    inner_start: int
+    inner_end: int
 
 
 _FENCE_OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})", re.M)
