@@ -13,7 +13,6 @@ looprail is refused with a one-line `JournalError`, never overwritten.
 
 from __future__ import annotations
 
-import hmac
 import json
 import os
 import socket
@@ -23,13 +22,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from looprail._version import __version__
 from looprail.layout import JOURNAL_FILE, project_path
-from looprail.store import seal as _seal  # hashes every commit: imported once, not per call
 from looprail.store.inputs import diff_inputs
 from looprail.store.models import (
     FINAL_STATUSES,
@@ -51,7 +49,7 @@ from looprail.store.schema import (
     prepare,
     translate,
 )
-from looprail.store.seal import SEAL_VERSION, canonical, chain_link, run_seal, user_key
+from looprail.store.seal import RunSeals
 
 JOURNAL_NAME = JOURNAL_FILE
 
@@ -122,12 +120,7 @@ class Journal:
         self._depth = 0
         self._clock = clock
         self.path = path
-        self._key: bytes | None = None
-        # What this connection last sealed per run (store/seal.py). The task digest is never
-        # written to the file, so it is kept here; while the file still holds that seal,
-        # nobody else wrote the run, and the digest, chain head and run row go on from it.
-        self._sealed: dict[str, _Sealed] = {}
-        self._tx: dict[str, _RunTx] = {}  # the runs the open transaction writes: sealed at commit
+        self._seals = RunSeals(path, self._sql)  # every commit's seals (store/seal.py)
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -208,7 +201,7 @@ class Journal:
             savepoint = f"sp{self._depth}"
             self._sql("BEGIN IMMEDIATE" if outer else f"SAVEPOINT {savepoint}")
             if not outer:  # what a rollback to the savepoint restores
-                saved = {run_id: tx.copy() for run_id, tx in self._tx.items()}
+                saved = self._seals.save()
             self._depth += 1
             try:
                 yield
@@ -217,7 +210,7 @@ class Journal:
                 if outer:
                     self._abandon()
                 else:
-                    self._tx = saved
+                    self._seals.restore(saved)
                     self._sql(f"ROLLBACK TO {savepoint}")
                     self._sql(f"RELEASE {savepoint}")
                 raise
@@ -226,12 +219,12 @@ class Journal:
                 self._sql(f"RELEASE {savepoint}")
                 return
             try:
-                sealed = self._seal_touched()
+                sealed = self._seals.seal()
                 self._sql("COMMIT")
             except BaseException:
                 self._abandon()
                 raise
-            self._sealed.update(sealed)
+            self._seals.committed(sealed)
 
     @contextmanager
     def relaxed(self) -> Iterator[None]:
@@ -280,7 +273,7 @@ class Journal:
                     socket.gethostname(),
                 ),
             )
-            self._run_changed(run_id)
+            self._seals.run_changed(run_id)
             self._insert_event(
                 run_id,
                 iso_utc(now),
@@ -320,7 +313,7 @@ class Journal:
                 digest = dict(sorted(inputs_digest.items()))
                 data["inputs_changed"] = diff_inputs(run.inputs_digest, digest)
             now = iso_utc(self._clock())
-            self._run_changed(run_id)
+            self._seals.run_changed(run_id)
             self._sql(
                 "UPDATE runs SET status = 'running', ended_at = NULL, halt_reason = NULL, "
                 "pid = ?, host = ?, inputs_digest = ? WHERE id = ?",
@@ -333,7 +326,7 @@ class Journal:
         """Record the inputs as of the run's latest committed state (the run itself writes plans,
         so the digest moves forward with it; a later resume compares against this)."""
         with self.transaction():
-            self._run_changed(run_id)
+            self._seals.run_changed(run_id)
             self._sql(
                 "UPDATE runs SET inputs_digest = ? WHERE id = ?",
                 (_dumps(dict(sorted(inputs_digest.items()))), run_id),
@@ -351,7 +344,7 @@ class Journal:
             raise ValueError(f"not a finishing status: {status!r}")
         with self.transaction():
             now = iso_utc(self._clock())
-            self._run_changed(run_id)
+            self._seals.run_changed(run_id)
             self._sql(
                 "UPDATE runs SET status = ?, ended_at = ?, halt_reason = ? WHERE id = ?",
                 (status, now, reason, run_id),
@@ -446,7 +439,7 @@ class Journal:
             data={"plans": plans, "tasks": [t.task_key for t in planned]},
         )
         with self.transaction():
-            self._digest(run_id)  # before any row is added (see _change_task)
+            self._seals.digest(run_id)  # before any row is added (see _change_task)
             for task in planned:
                 added = self._sql(
                     "INSERT OR IGNORE INTO tasks (run_id, task_key, plan_id, wave, status) "
@@ -454,7 +447,7 @@ class Journal:
                     (run_id, task.task_key, task.plan_id, wave),
                 ).fetchone()
                 if added is not None:  # a row that already existed is kept as it was
-                    self._digest_change(run_id, None, added)
+                    self._seals.digest_change(run_id, None, added)
             return self._insert_event(run_id, iso_utc(self._clock()), event)
 
     # -- reading -----------------------------------------------------------------------------
@@ -576,10 +569,10 @@ class Journal:
     ) -> tuple[int, TaskRow | None]:
         state_json = _dumps(list(state)) if state is not None else None
         with self.transaction():
-            self._run_tx(run_id)
+            self._seals.touch(run_id)
             now = at or iso_utc(self._clock())
             if state_json is not None:
-                self._run_changed(run_id)
+                self._seals.run_changed(run_id)
                 self._sql("UPDATE runs SET state = ? WHERE id = ?", (state_json, run_id))
             row = None
             if task_update is not None:
@@ -604,7 +597,7 @@ class Journal:
         the row's change and its event, annotated as `_annotate_task_event` does. The hot path
         of a run (two per task), so no model is built: the checks the models make are here."""
         _check_step(task_key, duration_ms)
-        self._run_tx(run_id)
+        self._seals.touch(run_id)
         now = at or iso_utc(self._clock())
         before, after = self._change_task(run_id, task_key, status, plan_id, wave, now, attempt)
         values = dict(data or {})
@@ -646,7 +639,9 @@ class Journal:
         """Change one task row (inside the open transaction) and the run's task digest with
         it. Returns the row before (None when there was none) and after. A start is attempt
         `attempt`, else the row's + 1 (the one place attempts are counted from the rows)."""
-        self._digest(run_id)  # before the row changes: a digest recomputed now must not see it
+        self._seals.digest(
+            run_id
+        )  # before the row changes: a digest recomputed now must not see it
         before = self._sql(_GET_TASK, (run_id, task_key)).fetchone()
         if status == "running":
             self._refuse_done(run_id, task_key, before)
@@ -658,7 +653,7 @@ class Journal:
             cursor = self._sql(_SET_TASK, (run_id, task_key, plan_id, wave, status, ended_at))
         after = cursor.fetchone()
         assert after is not None
-        self._digest_change(run_id, before, after)
+        self._seals.digest_change(run_id, before, after)
         return before, after
 
     def _refuse_done(self, run_id: str, task_key: str, row: sqlite3.Row | None) -> None:
@@ -687,143 +682,21 @@ class Journal:
         """Append an event row (`values`: kind … data, in `_INSERT_EVENT`'s order) and extend
         the run's chain with it. Returns its `seq`."""
         row = self._sql(_INSERT_EVENT, (run_id, ts, *values)).fetchone()
-        self._chain(run_id, row)
+        self._seals.chain(run_id, row)
         return int(row["seq"])
 
     # -- seals (see store/seal.py) -----------------------------------------------------------
 
-    def _user_key(self) -> bytes:
-        if self._key is None:
-            self._key = user_key()
-        return self._key
-
-    def _meta(self, key: str) -> str | None:
-        row = self._sql("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
-
-    def _set_meta(self, key: str, value: str, *more: str) -> None:
-        """Write `meta` rows: `key, value` and further key/value pairs, in one statement."""
-        pairs = (key, value, *more)
-        marks = ", ".join(["(?, ?)"] * (len(pairs) // 2))
-        self._sql(
-            f"INSERT INTO meta (key, value) VALUES {marks} "
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            pairs,
-        )
-
-    def _run_tx(self, run_id: str) -> _RunTx:
-        """What the open transaction writes of a run, begun at its first write of it: the
-        seal in the file is read once (is it still the one this connection wrote?), and a run
-        that does not exist is refused."""
-        tx = self._tx.get(run_id)
-        if tx is None:
-            known = self._sealed.get(run_id)
-            seal = self._meta(f"seal:{run_id}")
-            if known is not None and seal is not None and hmac.compare_digest(known.seal, seal):
-                tx = _RunTx(known, known.digest, known.chain)
-            else:  # written elsewhere, or never sealed here: its rows are read again
-                if self._sql("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
-                    raise JournalError(f"{self.path}: no run {run_id!r}")
-                tx = _RunTx(None, None, self._meta(f"chain:{run_id}") or "")
-            self._tx[run_id] = tx
-        return tx
-
-    def _run_changed(self, run_id: str) -> None:
-        """The run's row changes in the open transaction: its seal reads it again."""
-        self._run_tx(run_id).run_changed = True
-
-    def _chain(self, run_id: str, row: sqlite3.Row) -> None:
-        """Extend the run's event chain by the row just inserted (inside its transaction; the
-        head is written once, at commit, with the seal)."""
-        tx = self._run_tx(run_id)
-        tx.head = _seal.chain_link(self._user_key(), tx.head, dict(row))
-
-    def _digest(self, run_id: str) -> str:
-        """The run's task digest as of now, inside the open transaction (recomputed from the
-        rows on the first write of a run this connection did not seal last)."""
-        tx = self._run_tx(run_id)
-        if tx.digest is None:
-            tx.digest = self._task_digest(run_id)
-        return tx.digest
-
-    def _task_digest(self, run_id: str) -> str:
-        rows = self._sql("SELECT * FROM tasks WHERE run_id = ?", (run_id,))
-        return _seal.task_digest(self._user_key(), (dict(row) for row in rows))
-
-    def _digest_change(
-        self, run_id: str, before: sqlite3.Row | None, after: sqlite3.Row | None
-    ) -> None:
-        """A task row of `run_id` changed (inside the open transaction): update its digest, from
-        the value the caller loaded before the row changed."""
-        tx = self._tx[run_id]
-        assert tx.digest is not None
-        key = self._user_key()
-        tx.digest = _seal.digest_add(
-            tx.digest,
-            remove=_seal.task_mac(key, dict(before)) if before is not None else 0,
-            add=_seal.task_mac(key, dict(after)) if after is not None else 0,
-        )
-
-    def _seal_touched(self) -> dict[str, _Sealed]:
-        """Write the seal of every run written in this transaction (O(1) each: the chain head
-        and the task digest are kept up to date row by row, and the run row is read again
-        only when it changed). Returns them for `_sealed`."""
-        sealed = {}
-        for run_id in sorted(self._tx):
-            digest = self._digest(run_id)
-            tx = self._tx[run_id]
-            if tx.valid is not None and not tx.run_changed:
-                run_bytes = tx.valid.run_bytes
-            else:
-                run = self._sql("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-                run_bytes = _seal.canonical(dict(run))
-            seal = _seal.run_seal(self._user_key(), tx.head, digest, run_bytes)
-            self._set_meta(f"seal:{run_id}", seal, f"chain:{run_id}", tx.head)
-            sealed[run_id] = _Sealed(seal, digest, tx.head, run_bytes)
-        self._tx = {}
-        return sealed
-
     def _abandon(self) -> None:
         """The open transaction failed: forget what it would have sealed, roll it back."""
-        self._tx = {}
+        self._seals.abandon()
         self._rollback()
 
     def verify_run(self, run_id: str) -> None:
         """Refuse (one-line `JournalError`) a run this user did not write with looprail on this
-        machine: its seal is missing, or its rows were changed outside looprail since. One
-        pass over the run's events and one over its task rows."""
+        machine, or whose rows were changed outside looprail since (`RunSeals.verify`)."""
         with self._mutex:
-            run = self._require_run(run_id)
-            seal = self._meta(f"seal:{run_id}")
-            key = self._user_key()
-            chain = ""
-            for row in self._sql("SELECT * FROM events WHERE run_id = ? ORDER BY seq", (run_id,)):
-                chain = chain_link(key, chain, dict(row))
-            digest = self._task_digest(run_id)
-            run_row = self._sql("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-            run_bytes = canonical(dict(run_row))
-            expected = run_seal(key, chain, digest, run_bytes)
-            ok = (
-                seal is not None
-                and hmac.compare_digest(chain, self._meta(f"chain:{run_id}") or "")
-                and hmac.compare_digest(seal, expected)
-            )
-            if ok:
-                assert seal is not None
-                self._sealed[run_id] = _Sealed(seal, digest, chain, run_bytes)
-        if not ok:
-            if seal is not None and not seal.startswith(SEAL_VERSION + ":"):
-                raise JournalError(
-                    f"{self.path}: run {run.id} was sealed by an older looprail (another seal "
-                    "format); this one cannot check it, so it is not resumed (start over with "
-                    "--new)"
-                )
-            why = "it carries no seal" if seal is None else "its seal does not match its rows"
-            raise JournalError(
-                f"{self.path}: run {run.id} was not written by this user's looprail on this "
-                f"machine, or was changed outside looprail ({why}); refusing to resume it "
-                "(start over with --new)"
-            )
+            self._seals.verify(self._require_run(run_id).id)
 
     def _rollback(self) -> None:
         if self._conn.in_transaction:
@@ -834,32 +707,6 @@ class Journal:
             return self._conn.execute(sql, params)
         except sqlite3.DatabaseError as exc:
             raise translate(self.path, exc) from None
-
-
-class _Sealed(NamedTuple):
-    """What a connection last sealed of a run: the seal, and the task digest, chain head and
-    run row bytes it covers."""
-
-    seal: str
-    digest: str
-    chain: str
-    run_bytes: bytes
-
-
-class _RunTx:
-    """A run the open transaction writes: its seal as this connection last wrote it (None when
-    the file holds another), its working task digest (None until loaded) and chain head, and
-    whether its row changed."""
-
-    __slots__ = ("digest", "head", "run_changed", "valid")
-
-    def __init__(self, valid: _Sealed | None, digest: str | None, head: str):
-        self.valid, self.digest, self.head, self.run_changed = valid, digest, head, False
-
-    def copy(self) -> _RunTx:
-        twin = _RunTx(self.valid, self.digest, self.head)
-        twin.run_changed = self.run_changed
-        return twin
 
 
 # -- rows ------------------------------------------------------------------------------------
