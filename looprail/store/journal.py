@@ -39,17 +39,10 @@ from looprail.store.models import (
     TaskRow,
     TaskUpdate,
 )
-from looprail.store.schema import (
-    BUSY_TIMEOUT_MS,
-    JournalError,
-    NoJournalError,
-    check_header,
-    check_links,
-    connect_readonly,
-    prepare,
-    translate,
-)
+from looprail.store.report_data import find_run
+from looprail.store.schema import JournalError, connect, translate
 from looprail.store.seal import RunSeals
+from looprail.store.summary import reading
 
 JOURNAL_NAME = JOURNAL_FILE
 
@@ -137,28 +130,7 @@ class Journal:
         Raises `NoJournalError` when there is none and `create` is false, and `JournalError` for
         a foreign, corrupt or newer file."""
         path = journal_path(project)
-        check_links(path)  # before anything else: a dangling link "does not exist"
-        if not path.exists():
-            if not create:
-                raise NoJournalError(f"{path}: no journal yet (no run has been recorded)")
-            path.parent.mkdir(parents=True, exist_ok=True)
-        check_header(path)
-        try:
-            conn = sqlite3.connect(
-                path,
-                isolation_level=None,  # explicit BEGIN IMMEDIATE … COMMIT only
-                check_same_thread=False,  # guarded by Journal._mutex
-                timeout=BUSY_TIMEOUT_MS / 1000,
-            )
-        except sqlite3.Error as exc:
-            raise JournalError(f"{path}: cannot open the journal ({exc})") from None
-        try:
-            prepare(conn, path)
-        except BaseException:
-            conn.close()
-            raise
-        conn.row_factory = sqlite3.Row
-        return cls(conn, path, clock or (lambda: datetime.now(UTC)))
+        return cls(connect(path, create=create), path, clock or (lambda: datetime.now(UTC)))
 
     @classmethod
     def open_readonly(cls, project: str | Path) -> Journal:
@@ -168,8 +140,7 @@ class Journal:
         is none (or it is still an empty file) and `JournalError` for a foreign, corrupt or
         newer one."""
         path = journal_path(project)
-        conn = connect_readonly(path)
-        return cls(conn, path, lambda: datetime.now(UTC))
+        return cls(connect(path, readonly=True), path, lambda: datetime.now(UTC))
 
     def close(self) -> None:
         with self._mutex:
@@ -369,8 +340,20 @@ class Journal:
         `seq`. With a task update, unset `task_id`/`plan_id`/`wave` come from the task row and
         `data["attempt"]` is the row's attempt. `at` (from `timestamp()`): when it happened,
         for an event written later than that (held by the recorder); default now."""
-        seq, _ = self._record(run_id, event, state=state, task_update=task_update, at=at)
-        return seq
+        state_json = _dumps(list(state)) if state is not None else None
+        with self.transaction():
+            self._seals.touch(run_id)
+            now = at or iso_utc(self._clock())
+            if state_json is not None:
+                self._seals.run_changed(run_id)
+                self._sql("UPDATE runs SET state = ? WHERE id = ?", (state_json, run_id))
+            if task_update is not None:
+                update = task_update
+                before, after = self._change_task(
+                    run_id, update.task_key, update.status, update.plan_id, update.wave, now
+                )
+                event = _annotate_task_event(event, after, before)
+            return self._insert_event(run_id, now, event)
 
     def task_started(
         self,
@@ -459,24 +442,10 @@ class Journal:
 
     def find_run(self, ref: str) -> RunRow:
         """A run by its id or a unique prefix of it (case-insensitive)."""
-        exact = self.get_run(ref)
-        if exact is not None:
-            return exact
-        pattern = ref.upper().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        with self._mutex:
-            rows = self._sql(
-                "SELECT * FROM runs WHERE upper(id) LIKE ? ESCAPE '\\' ORDER BY started_at, id",
-                (pattern + "%",),
-            ).fetchall()
-        if not ref or not rows:
+        if not ref:
             raise JournalError(f"{self.path}: no run {ref!r} (`looprail history` lists them)")
-        if len(rows) > 1:
-            listed = ", ".join(row["id"] for row in rows[:3]) + (", …" if len(rows) > 3 else "")
-            raise JournalError(
-                f"{self.path}: run prefix {ref!r} matches {len(rows)} runs ({listed}); "
-                "give more characters"
-            )
-        return _run_row(rows[0])
+        with self._mutex, reading(self.path):
+            return _run_row(find_run(self._conn, self.path, ref))
 
     def runs(self) -> list[RunRow]:
         """Every run, oldest first."""
@@ -558,28 +527,6 @@ class Journal:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _record(
-        self,
-        run_id: str,
-        event: EventRecord,
-        *,
-        state: Sequence[str] | None = None,
-        task_update: TaskUpdate | None = None,
-        at: str | None = None,
-    ) -> tuple[int, TaskRow | None]:
-        state_json = _dumps(list(state)) if state is not None else None
-        with self.transaction():
-            self._seals.touch(run_id)
-            now = at or iso_utc(self._clock())
-            if state_json is not None:
-                self._seals.run_changed(run_id)
-                self._sql("UPDATE runs SET state = ? WHERE id = ?", (state_json, run_id))
-            row = None
-            if task_update is not None:
-                row, before = self._apply_task_update(run_id, task_update, now)
-                event = _annotate_task_event(event, row, before)
-            return self._insert_event(run_id, now, event), row
-
     def _task_step(
         self,
         run_id: str,
@@ -617,14 +564,6 @@ class Journal:
              duration_ms, message, _dumps(values)),
         )  # fmt: skip
         return after
-
-    def _apply_task_update(
-        self, run_id: str, update: TaskUpdate, now: str
-    ) -> tuple[TaskRow, TaskRow | None]:
-        before, after = self._change_task(
-            run_id, update.task_key, update.status, update.plan_id, update.wave, now
-        )
-        return _task_row(after), _task_row(before) if before is not None else None
 
     def _change_task(
         self,
@@ -758,19 +697,21 @@ def _task_row(row: sqlite3.Row) -> TaskRow:
     return TaskRow(**_columns(row, TaskRow))
 
 
-def _annotate_task_event(event: EventRecord, row: TaskRow, before: TaskRow | None) -> EventRecord:
+def _annotate_task_event(
+    event: EventRecord, row: sqlite3.Row, before: sqlite3.Row | None
+) -> EventRecord:
     """An event written with a task update carries the task's coordinates and the attempt it
     belongs to (and, on a start, what the row was), so the journal alone shows a re-run."""
     data = dict(event.data)
-    data.setdefault("attempt", row.attempt)
+    data.setdefault("attempt", row["attempt"])
     if event.kind == "task_started" and before is not None:
-        data.setdefault("previous_status", before.status)
-    update: dict[str, Any] = {
+        data.setdefault("previous_status", before["status"])
+    update: dict[str, object] = {
         "data": data,
-        "task_id": event.task_id or row.task_key,
-        "plan_id": event.plan_id or row.plan_id,
-        "wave": event.wave if event.wave is not None else row.wave,
+        "task_id": event.task_id or row["task_key"],
+        "plan_id": event.plan_id or row["plan_id"],
+        "wave": event.wave if event.wave is not None else row["wave"],
     }
-    if event.kind == "task_finished" and event.duration_ms is None and row.started_at:
-        update["duration_ms"] = _elapsed_ms(row.started_at, row.ended_at)
+    if event.kind == "task_finished" and event.duration_ms is None and row["started_at"]:
+        update["duration_ms"] = _elapsed_ms(row["started_at"], row["ended_at"])
     return event.model_copy(update=update)
