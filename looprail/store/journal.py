@@ -17,34 +17,27 @@ import json
 import os
 import socket
 import sqlite3
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel
-
 from looprail._version import __version__
 from looprail.layout import JOURNAL_FILE, project_path
 from looprail.store.inputs import diff_inputs
 from looprail.store.models import (
     FINAL_STATUSES,
-    RESUMABLE_STATUSES,
     EventRecord,
-    EventRow,
     PlannedTask,
     RunRow,
     TaskRow,
     TaskUpdate,
 )
-from looprail.store.report_data import find_run
-from looprail.store.schema import JournalError, connect, translate
+from looprail.store.reading import JournalReader, task_row
+from looprail.store.schema import JournalError, connect
 from looprail.store.seal import RunSeals
-from looprail.store.summary import reading
-
-JOURNAL_NAME = JOURNAL_FILE
+from looprail.store.summary import duration_ms as duration
 
 # The statements of the per-task path, as constants (sqlite3 keeps them prepared by their text).
 _GET_TASK = "SELECT * FROM tasks WHERE run_id = ? AND task_key = ?"
@@ -72,7 +65,7 @@ _INSERT_EVENT = (
 
 
 def journal_path(project: str | Path) -> Path:
-    return Path(project_path(project, JOURNAL_NAME))
+    return Path(project_path(project, JOURNAL_FILE))
 
 
 _RUN_ID_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford base32
@@ -102,17 +95,15 @@ def iso_utc(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class Journal:
+class Journal(JournalReader):
     """A project's run journal. Open with `Journal.open(project)`; use as a context manager or
     call `close()`. Safe to share between threads (one connection behind a lock); other
     processes may read it at the same time (WAL)."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path, clock: Callable[[], datetime]):
-        self._conn = conn
-        self._mutex = threading.RLock()
+        super().__init__(conn, path)
         self._depth = 0
         self._clock = clock
-        self.path = path
         self._seals = RunSeals(path, self._sql)  # every commit's seals (store/seal.py)
 
     # -- opening -----------------------------------------------------------------------------
@@ -141,23 +132,6 @@ class Journal:
         newer one."""
         path = journal_path(project)
         return cls(connect(path, readonly=True), path, lambda: datetime.now(UTC))
-
-    def close(self) -> None:
-        with self._mutex:
-            self._conn.close()
-
-    def __enter__(self) -> Journal:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def pragma(self, name: str) -> Any:
-        """The current value of a connection pragma (`journal_mode`, `synchronous`, …)."""
-        if not name.isidentifier():
-            raise ValueError(f"not a pragma name: {name!r}")
-        with self._mutex:
-            return self._sql(f"PRAGMA {name}").fetchone()[0]
 
     # -- transactions ------------------------------------------------------------------------
 
@@ -401,7 +375,7 @@ class Journal:
             after = self._task_step(
                 run_id, task_key, status, None, None, message, duration_ms, data
             )
-        return _task_row(after)
+        return task_row(after)
 
     def wave_started(
         self,
@@ -432,98 +406,6 @@ class Journal:
                 if added is not None:  # a row that already existed is kept as it was
                     self._seals.digest_change(run_id, None, added)
             return self._insert_event(run_id, iso_utc(self._clock()), event)
-
-    # -- reading -----------------------------------------------------------------------------
-
-    def get_run(self, run_id: str) -> RunRow | None:
-        with self._mutex:
-            row = self._sql("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-        return _run_row(row) if row else None
-
-    def find_run(self, ref: str) -> RunRow:
-        """A run by its id or a unique prefix of it (case-insensitive)."""
-        if not ref:
-            raise JournalError(f"{self.path}: no run {ref!r} (`looprail history` lists them)")
-        with self._mutex, reading(self.path):
-            return _run_row(find_run(self._conn, self.path, ref))
-
-    def runs(self) -> list[RunRow]:
-        """Every run, oldest first."""
-        with self._mutex:
-            rows = self._sql("SELECT * FROM runs ORDER BY started_at, id").fetchall()
-        return [_run_row(row) for row in rows]
-
-    def latest_run(self) -> RunRow | None:
-        with self._mutex:
-            row = self._sql("SELECT * FROM runs ORDER BY started_at DESC, id DESC").fetchone()
-        return _run_row(row) if row else None
-
-    def unfinished_run(self, phase: str | None = None) -> RunRow | None:
-        """The latest run (of `phase`, when given) that can be resumed: status `running` (its
-        process may have died), `paused` or `halted`."""
-        marks = ", ".join("?" * len(RESUMABLE_STATUSES))
-        sql = f"SELECT * FROM runs WHERE status IN ({marks})"
-        params: list[Any] = list(RESUMABLE_STATUSES)
-        if phase is not None:
-            sql += " AND phase = ?"
-            params.append(str(phase))
-        with self._mutex:
-            row = self._sql(sql + " ORDER BY started_at DESC, id DESC", params).fetchone()
-        return _run_row(row) if row else None
-
-    def events(
-        self, run_id: str, *, kinds: Iterable[str] | None = None, after: int = 0
-    ) -> list[EventRow]:
-        """The run's events in the order they were recorded (optionally only some kinds, and
-        only those after `seq` `after`: a reader that polls fetches just what is new)."""
-        sql = "SELECT * FROM events WHERE run_id = ?"
-        params: list[Any] = [run_id]
-        if after:
-            sql += " AND seq > ?"
-            params.append(int(after))
-        if kinds is not None:
-            wanted = list(kinds)
-            sql += f" AND kind IN ({', '.join('?' * len(wanted))})"
-            params.extend(wanted)
-        with self._mutex:
-            rows = self._sql(sql + " ORDER BY seq", params).fetchall()
-        return [_event_row(row) for row in rows]
-
-    def last_seq(self) -> int:
-        """The `seq` of the newest event of any run (0 when there is none): a cheap change
-        marker for readers that poll."""
-        with self._mutex:
-            return int(self._sql("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
-
-    def task_counts(self) -> dict[str, dict[str, int]]:
-        """`{run id: {status: count}}` of every run's task rows, in one query (for listings
-        that show counts without reading every row)."""
-        with self._mutex:
-            rows = self._sql(
-                "SELECT run_id, status, count(*) FROM tasks GROUP BY run_id, status"
-            ).fetchall()
-        out: dict[str, dict[str, int]] = {}
-        for run_id, status, count in rows:
-            out.setdefault(run_id, {})[status] = count
-        return out
-
-    def task_states(self, run_id: str) -> dict[str, tuple[str, int]]:
-        """`{task key: (status, attempt)}` of the run's task rows, without building a model per
-        row (the recorder reads them once per run)."""
-        with self._mutex:
-            rows = self._sql(
-                "SELECT task_key, status, attempt FROM tasks WHERE run_id = ?", (run_id,)
-            ).fetchall()
-        return {key: (status, attempt) for key, status, attempt in rows}
-
-    def tasks(self, run_id: str) -> list[TaskRow]:
-        """The run's task rows by wave, then in the order they were first registered."""
-        with self._mutex:
-            rows = self._sql(
-                "SELECT * FROM tasks WHERE run_id = ? ORDER BY wave IS NULL, wave, rowid",
-                (run_id,),
-            ).fetchall()
-        return [_task_row(row) for row in rows]
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -556,7 +438,9 @@ class Journal:
         else:
             kind, outcome = "task_finished", status
             if duration_ms is None and after["started_at"]:
-                duration_ms = _elapsed_ms(after["started_at"], after["ended_at"])
+                duration_ms = duration(
+                    after["started_at"], after["ended_at"] or after["started_at"]
+                )
         self._insert_row(
             run_id,
             now,
@@ -578,9 +462,7 @@ class Journal:
         """Change one task row (inside the open transaction) and the run's task digest with
         it. Returns the row before (None when there was none) and after. A start is attempt
         `attempt`, else the row's + 1 (the one place attempts are counted from the rows)."""
-        self._seals.digest(
-            run_id
-        )  # before the row changes: a digest recomputed now must not see it
+        self._seals.digest(run_id)  # loaded before the row changes
         before = self._sql(_GET_TASK, (run_id, task_key)).fetchone()
         if status == "running":
             self._refuse_done(run_id, task_key, before)
@@ -602,12 +484,6 @@ class Journal:
                 "finished tasks are not run again"
             )
 
-    def _require_run(self, run_id: str) -> RunRow:
-        row = self._sql("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-        if row is None:
-            raise JournalError(f"{self.path}: no run {run_id!r}")
-        return _run_row(row)
-
     def _insert_event(self, run_id: str, ts: str, event: EventRecord) -> int:
         return self._insert_row(
             run_id,
@@ -624,28 +500,17 @@ class Journal:
         self._seals.chain(run_id, row)
         return int(row["seq"])
 
-    # -- seals (see store/seal.py) -----------------------------------------------------------
-
     def _abandon(self) -> None:
         """The open transaction failed: forget what it would have sealed, roll it back."""
         self._seals.abandon()
-        self._rollback()
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
 
     def verify_run(self, run_id: str) -> None:
         """Refuse (one-line `JournalError`) a run this user did not write with looprail on this
         machine, or whose rows were changed outside looprail since (`RunSeals.verify`)."""
         with self._mutex:
             self._seals.verify(self._require_run(run_id).id)
-
-    def _rollback(self) -> None:
-        if self._conn.in_transaction:
-            self._conn.execute("ROLLBACK")
-
-    def _sql(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
-        try:
-            return self._conn.execute(sql, params)
-        except sqlite3.DatabaseError as exc:
-            raise translate(self.path, exc) from None
 
 
 # -- rows ------------------------------------------------------------------------------------
@@ -668,35 +533,6 @@ def _check_step(task_key: Any, duration_ms: Any) -> None:
         raise ValueError(f"duration_ms must be a whole number >= 0, got {duration_ms!r}")
 
 
-def _elapsed_ms(started_at: str, ended_at: str | None) -> int:
-    started = datetime.fromisoformat(started_at)
-    ended = datetime.fromisoformat(ended_at or started_at)
-    return max(0, round((ended - started).total_seconds() * 1000))
-
-
-def _columns(row: sqlite3.Row, model: type[BaseModel]) -> dict[str, Any]:
-    """The row's values for the model's fields (a column added by a later migration is not a
-    field of an older model)."""
-    return {name: row[name] for name in model.model_fields}
-
-
-def _run_row(row: sqlite3.Row) -> RunRow:
-    values = _columns(row, RunRow)
-    for column in ("state", "machine_config", "inputs_digest"):
-        values[column] = json.loads(values[column])
-    return RunRow(**values)
-
-
-def _event_row(row: sqlite3.Row) -> EventRow:
-    values = _columns(row, EventRow)
-    values["data"] = json.loads(values["data"])
-    return EventRow(**values)
-
-
-def _task_row(row: sqlite3.Row) -> TaskRow:
-    return TaskRow(**_columns(row, TaskRow))
-
-
 def _annotate_task_event(
     event: EventRecord, row: sqlite3.Row, before: sqlite3.Row | None
 ) -> EventRecord:
@@ -713,5 +549,5 @@ def _annotate_task_event(
         "wave": event.wave if event.wave is not None else row["wave"],
     }
     if event.kind == "task_finished" and event.duration_ms is None and row["started_at"]:
-        update["duration_ms"] = _elapsed_ms(row["started_at"], row["ended_at"])
+        update["duration_ms"] = duration(row["started_at"], row["ended_at"] or row["started_at"])
     return event.model_copy(update=update)
