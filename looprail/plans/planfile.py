@@ -123,7 +123,7 @@ class Plan(BaseModel):
     requirements: list[str] = []
     user_setup: Any = None
     must_haves: Any = None  # as written (a mapping of truths/artifacts/key_links, or raw text)
-    extra: dict[str, Any] = {}  # frontmatter keys looprail does not interpret (GSD has more)
+    extra: dict[str, object] = {}  # frontmatter keys looprail does not interpret (GSD has more)
     sections: dict[str, str] = {}  # other known sections: <interfaces>, <threat_model>, ...
     notes: list[str] = []  # what reading the file had to work around ("file:line: ...")
     objective: str | None = None

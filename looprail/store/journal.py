@@ -221,7 +221,7 @@ class Journal(JournalReader):
                     f"{self.path}: run {run_id} already {run.status}; nothing to resume"
                 )
             in_flight = [t.task_key for t in self.tasks(run_id) if t.status == "running"]
-            data: dict[str, Any] = {
+            data: dict[str, object] = {
                 "previous_status": run.status,
                 "previous_pid": run.pid,
                 "previous_host": run.host,

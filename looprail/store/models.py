@@ -106,7 +106,7 @@ class RunRow(BaseModel):
     started_at: str
     ended_at: str | None
     state: list[str]
-    machine_config: dict[str, Any]
+    machine_config: dict[str, object]
     inputs_digest: dict[str, str]
     pid: int | None
     host: str | None

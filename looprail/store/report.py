@@ -5,7 +5,7 @@ it ended. `build_report` gathers it (a pure fold over the journal's rows); its J
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -42,7 +42,7 @@ class RunHeader(_Out):
     state: list[str]
     pid: int | None
     host: str | None
-    machineConfig: dict[str, Any]
+    machineConfig: dict[str, object]
     tasks: TaskCounts
 
 
@@ -123,7 +123,7 @@ class NativeHookRow(_Out):
     outcome: str | None
     durationMs: int | None
     message: str | None
-    data: dict[str, Any]
+    data: dict[str, object]
 
 
 class NoteRow(_Out):

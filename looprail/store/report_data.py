@@ -70,7 +70,7 @@ def find_run(conn: sqlite3.Connection, path: object, ref: str | None) -> sqlite3
     return rows[0]
 
 
-def report_json(conn: sqlite3.Connection, path: object, ref: str | None) -> dict[str, Any]:
+def report_json(conn: sqlite3.Connection, path: object, ref: str | None) -> dict[str, object]:
     """The report of run `ref` (default: the latest), read with SQL from `conn`."""
     run = dict(find_run(conn, path, ref))
     for column in ("state", "machine_config", "inputs_digest"):
@@ -103,7 +103,7 @@ def _dicts(conn: sqlite3.Connection, sql: str, params: tuple[object, ...]) -> li
     return [dict(zip(columns, row, strict=True)) for row in cursor]
 
 
-def fold(run: Row, events: Sequence[Row], tasks: Sequence[TaskTuple]) -> dict[str, Any]:
+def fold(run: Row, events: Sequence[Row], tasks: Sequence[TaskTuple]) -> dict[str, object]:
     """The report of one run from its rows (columns as in the journal, JSON columns decoded;
     task rows as tuples of TASK_COLUMNS, in registration order or wave by wave).
     Keys are in the order of `looprail.store.report.RunReport`'s fields."""
@@ -156,7 +156,7 @@ def fold(run: Row, events: Sequence[Row], tasks: Sequence[TaskTuple]) -> dict[st
     }
 
 
-def header(run: Row, tasks: Iterable[TaskTuple]) -> dict[str, Any]:
+def header(run: Row, tasks: Iterable[TaskTuple]) -> dict[str, object]:
     counts = {"pending": 0, "running": 0, "done": 0, "failed": 0}
     for task in tasks:
         counts[task[3]] += 1
@@ -214,11 +214,11 @@ def _spend(calls: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _points(events: Sequence[Row]) -> list[dict[str, Any]]:
+def _points(events: Sequence[Row]) -> list[dict[str, object]]:
     order: list[str] = []
     dispatches: dict[str, int] = {}
-    hooks: dict[str, list[dict[str, Any]]] = {}
-    verdicts: dict[str, list[dict[str, Any]]] = {}
+    hooks: dict[str, list[dict[str, object]]] = {}
+    verdicts: dict[str, list[dict[str, object]]] = {}
     for e in events:
         point = e["point"]
         if e["kind"] not in ("point", "hook", "gate_verdict") or point is None:
@@ -258,7 +258,7 @@ def _points(events: Sequence[Row]) -> list[dict[str, Any]]:
     ]
 
 
-def _waves(events: Sequence[Row], tasks: Sequence[TaskTuple]) -> list[dict[str, Any]]:
+def _waves(events: Sequence[Row], tasks: Sequence[TaskTuple]) -> list[dict[str, object]]:
     started: dict[int | None, Row] = {}
     finished: dict[int | None, Row] = {}
     for e in events:
@@ -271,7 +271,7 @@ def _waves(events: Sequence[Row], tasks: Sequence[TaskTuple]) -> list[dict[str, 
     plan_order: dict[int | None, list[str | None]] = {}
     for wave, event in started.items():
         plan_order[wave] = list(event["data"].get("plans", []))
-    by_plan: dict[tuple[int | None, str | None], list[dict[str, Any]]] = {}
+    by_plan: dict[tuple[int | None, str | None], list[dict[str, object]]] = {}
     for task in tasks:
         key, plan, wave = task[0], task[1], task[2]
         plans = plan_order.get(wave)
@@ -307,7 +307,7 @@ def _waves(events: Sequence[Row], tasks: Sequence[TaskTuple]) -> list[dict[str, 
     return waves
 
 
-def _task_report(task: TaskTuple, resolver: Row | None) -> dict[str, Any]:
+def _task_report(task: TaskTuple, resolver: Row | None) -> dict[str, object]:
     key, plan, wave, status, attempt, started, ended = task
     return {
         "key": key,
@@ -334,7 +334,7 @@ def _task_report(task: TaskTuple, resolver: Row | None) -> dict[str, Any]:
     }
 
 
-def _note(e: Row) -> dict[str, Any]:
+def _note(e: Row) -> dict[str, object]:
     return {
         "seq": e["seq"],
         "ts": e["ts"],
