@@ -91,20 +91,15 @@ class Journal(JournalReader):
         create: bool = True,
         clock: Callable[[], datetime] | None = None,
     ) -> Journal:
-        """Open (and with `create`, create or migrate) the project's journal.
-
-        Raises `NoJournalError` when there is none and `create` is false, and `JournalError` for
-        a foreign, corrupt or newer file."""
+        """Open (and with `create`, create or migrate) the project's journal: `schema.connect`,
+        which refuses a foreign, corrupt or newer file."""
         path = journal_path(project)
         return cls(connect(path, create=create), path, clock or (lambda: datetime.now(UTC)))
 
     @classmethod
     def open_readonly(cls, project: str | Path) -> Journal:
-        """Open the project's journal for reading only (`mode=ro`, `query_only`): no schema
-        change, no migration, no pragma stored in the file, and every write method fails. For
-        viewers that run beside a live run (the dashboard). Raises `NoJournalError` when there
-        is none (or it is still an empty file) and `JournalError` for a foreign, corrupt or
-        newer one."""
+        """Open the project's journal for reading only (`schema.connect(readonly=True)`): every
+        write method fails. For viewers beside a live run (the dashboard)."""
         path = journal_path(project)
         return cls(connect(path, readonly=True), path, lambda: datetime.now(UTC))
 
@@ -178,35 +173,18 @@ class Journal(JournalReader):
         now = self._clock()
         run_id = run_id or new_run_id(now)
         config = dict(machine_config or {})
+        data = {"phase": str(phase), "state": list(state), "machine_config": config}
         with self.transaction():
             self._sql(
                 "INSERT INTO runs (id, phase, status, started_at, state, machine_config, "
                 "inputs_digest, pid, host) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?)",
-                (
-                    run_id,
-                    str(phase),
-                    iso_utc(now),
-                    _dumps(list(state)),
-                    _dumps(config),
-                    _dumps(dict(sorted((inputs_digest or {}).items()))),
-                    os.getpid(),
-                    socket.gethostname(),
-                ),
-            )
+                (run_id, data["phase"], iso_utc(now), _dumps(data["state"]),
+                 _dumps(data["machine_config"]), _sorted_json(inputs_digest or {}), os.getpid(),
+                 socket.gethostname()),
+            )  # fmt: skip
             self._seals.run_changed(run_id)
-            self._insert_event(
-                run_id,
-                iso_utc(now),
-                EventRecord(
-                    kind="run_started",
-                    data={
-                        "phase": str(phase),
-                        "state": list(state),
-                        "machine_config": config,
-                        "looprail": __version__,  # which looprail ran it
-                    },
-                ),
-            )
+            event = EventRecord(kind="run_started", data={**data, "looprail": __version__})
+            self._insert_event(run_id, iso_utc(now), event)  # (which looprail ran it)
         return run_id
 
     def resume_run(self, run_id: str, *, inputs_digest: Mapping[str, str] | None = None) -> RunRow:
@@ -249,7 +227,7 @@ class Journal(JournalReader):
             self._seals.run_changed(run_id)
             self._sql(
                 "UPDATE runs SET inputs_digest = ? WHERE id = ?",
-                (_dumps(dict(sorted(inputs_digest.items()))), run_id),
+                (_sorted_json(inputs_digest), run_id),
             )
 
     def finish_run(
@@ -364,12 +342,8 @@ class Journal(JournalReader):
         transaction. Registering is idempotent: rows that exist (a resumed wave) are kept."""
         planned = [PlannedTask(*task) for task in tasks]
         plans = list(dict.fromkeys(t.plan_id for t in planned if t.plan_id is not None))
-        event = EventRecord(
-            kind="wave_started",
-            wave=wave,
-            message=message,
-            data={"plans": plans, "tasks": [t.task_key for t in planned]},
-        )
+        data = {"plans": plans, "tasks": [t.task_key for t in planned]}
+        event = EventRecord(kind="wave_started", wave=wave, message=message, data=data)
         with self.transaction():
             self._seals.digest(run_id)  # before any row is added (see _change_task)
             for task in planned:
@@ -381,8 +355,6 @@ class Journal(JournalReader):
                 if added is not None:  # a row that already existed is kept as it was
                     self._seals.digest_change(run_id, None, added)
             return self._insert_event(run_id, iso_utc(self._clock()), event)
-
-    # -- internals ---------------------------------------------------------------------------
 
     def _task_step(
         self,
@@ -397,9 +369,8 @@ class Journal(JournalReader):
         at: str | None = None,
         attempt: int | None = None,
     ) -> sqlite3.Row:
-        """`task_started` (status `running`) or `task_finished` inside the open transaction:
-        the row's change and its event, annotated as `_annotate_task_event` does. The hot path
-        of a run (two per task), so no model is built: the checks the models make are here."""
+        """`task_started` (status `running`) or `task_finished`: the row's change and its event,
+        annotated as `_annotate_task_event` does, without a model (the hot path of a run)."""
         _check_step(task_key, duration_ms)
         self._seals.touch(run_id)
         now = at or iso_utc(self._clock())
@@ -434,9 +405,8 @@ class Journal(JournalReader):
         now: str,
         attempt: int | None = None,
     ) -> tuple[sqlite3.Row | None, sqlite3.Row]:
-        """Change one task row (inside the open transaction) and the run's task digest with
-        it. Returns the row before (None when there was none) and after. A start is attempt
-        `attempt`, else the row's + 1 (the one place attempts are counted from the rows)."""
+        """Change one task row and the run's task digest with it; the row before (None when
+        there was none) and after. A start is attempt `attempt`, else the row's + 1."""
         self._seals.digest(run_id)  # loaded before the row changes
         before = self._sql(_GET_TASK, (run_id, task_key)).fetchone()
         if status == "running":
@@ -469,14 +439,13 @@ class Journal(JournalReader):
         )  # fmt: skip
 
     def _insert_row(self, run_id: str, ts: str, values: tuple[Any, ...]) -> int:
-        """Append an event row (`values`: kind … data, in `_INSERT_EVENT`'s order) and extend
-        the run's chain with it. Returns its `seq`."""
+        """Append an event row (`values` in `_INSERT_EVENT`'s order), extend its run's chain."""
         row = self._sql(_INSERT_EVENT, (run_id, ts, *values)).fetchone()
         self._seals.chain(run_id, row)
         return int(row["seq"])
 
     def _abandon(self) -> None:
-        """The open transaction failed: forget what it would have sealed, roll it back."""
+        """The open transaction failed: forget its seals, roll it back."""
         self._seals.abandon()
         if self._conn.in_transaction:
             self._conn.execute("ROLLBACK")
@@ -488,14 +457,15 @@ class Journal(JournalReader):
             self._seals.verify(self._require_run(run_id).id)
 
 
-# -- rows ------------------------------------------------------------------------------------
-
-
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # built once
 
 
 def _dumps(value: Any) -> str:
     return _ENCODER.encode(value)
+
+
+def _sorted_json(digest: Mapping[str, str]) -> str:
+    return _dumps(dict(sorted(digest.items())))
 
 
 def _check_step(task_key: Any, duration_ms: Any) -> None:
