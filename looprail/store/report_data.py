@@ -111,48 +111,49 @@ def fold(run: Row, events: Sequence[Row], tasks: Sequence[TaskTuple]) -> dict[st
     return {
         "reportVersion": REPORT_VERSION,
         "run": header(run, tasks),
-        "transitions": [
-            {
-                "seq": e["seq"],
-                "ts": e["ts"],
-                "source": _state(e["data"].get("source")),
-                "target": _state(e["data"].get("target")),
-                "event": _str(e["data"].get("event")),
-            }
-            for e in events
-            if e["kind"] == "transition"
-        ],
+        "transitions": [_transition(e) for e in events if e["kind"] == "transition"],
         "points": _points(events),
         "waves": _waves(events, tasks),
         "nativeHooks": [
-            {
-                "seq": e["seq"],
-                "ts": e["ts"],
-                "capId": e["cap_id"],
-                "outcome": e["outcome"],
-                "durationMs": e["duration_ms"],
-                "message": e["message"],
-                "data": e["data"],
-            }
+            _pick(e, "seq", "ts", "cap_id", "outcome", "duration_ms", "message", "data")
             for e in events
             if e["kind"] == "native_hook"
         ],
         "warnings": [_note(e) for e in events if e["kind"] == "warning"],
         "halts": [_note(e) for e in events if e["kind"] == "halted"],
-        "resumes": [
-            {
-                "seq": e["seq"],
-                "ts": e["ts"],
-                "previousStatus": _str(e["data"].get("previous_status")),
-                "previousPid": e["data"].get("previous_pid"),
-                "inFlight": list(e["data"].get("in_flight", [])),
-                "inputsChanged": list(e["data"].get("inputs_changed", [])),
-            }
-            for e in events
-            if e["kind"] == "run_resumed"
-        ],
+        "resumes": [_resume(e) for e in events if e["kind"] == "run_resumed"],
         "agentCalls": calls,
         "spend": _spend(calls) if calls else None,
+    }
+
+
+# The report's JSON key of a journal column, where they differ.
+_KEYS = {"cap_id": "capId", "duration_ms": "durationMs", "task_id": "taskId", "hook_kind": "kind"}
+
+
+def _pick(e: Row, *columns: str) -> dict[str, object]:
+    """The event's `columns`, under the report's keys, in that order."""
+    return {_KEYS.get(column, column): e[column] for column in columns}
+
+
+def _transition(e: Row) -> dict[str, object]:
+    data = e["data"]
+    return {
+        **_pick(e, "seq", "ts"),
+        "source": _state(data.get("source")),
+        "target": _state(data.get("target")),
+        "event": _str(data.get("event")),
+    }
+
+
+def _resume(e: Row) -> dict[str, object]:
+    data = e["data"]
+    return {
+        **_pick(e, "seq", "ts"),
+        "previousStatus": _str(data.get("previous_status")),
+        "previousPid": data.get("previous_pid"),
+        "inFlight": list(data.get("in_flight", [])),
+        "inputsChanged": list(data.get("inputs_changed", [])),
     }
 
 
@@ -229,29 +230,10 @@ def _points(events: Sequence[Row]) -> list[dict[str, object]]:
         if e["kind"] == "point":
             dispatches[point] += 1
         elif e["kind"] == "hook":
-            hooks[point].append(
-                {
-                    "seq": e["seq"],
-                    "ts": e["ts"],
-                    "wave": e["wave"],
-                    "kind": e["hook_kind"],
-                    "capId": e["cap_id"],
-                    "outcome": e["outcome"],
-                    "durationMs": e["duration_ms"],
-                    "message": e["message"],
-                }
-            )
+            columns = ("seq", "ts", "wave", "hook_kind", "cap_id", "outcome", "duration_ms")
+            hooks[point].append(_pick(e, *columns, "message"))
         else:
-            verdicts[point].append(
-                {
-                    "seq": e["seq"],
-                    "ts": e["ts"],
-                    "wave": e["wave"],
-                    "capId": e["cap_id"],
-                    "outcome": e["outcome"],
-                    "message": e["message"],
-                }
-            )
+            verdicts[point].append(_pick(e, "seq", "ts", "wave", "cap_id", "outcome", "message"))
     return [
         {"point": p, "dispatches": dispatches[p], "hooks": hooks[p], "verdicts": verdicts[p]}
         for p in order
@@ -318,31 +300,23 @@ def _task_report(task: TaskTuple, resolver: Row | None) -> dict[str, object]:
         "startedAt": started,
         "endedAt": ended,
         "durationMs": _duration(started, ended),
-        "resolver": None
-        if resolver is None
-        else {
-            "seq": resolver["seq"],
-            # the runner writes `trackerId`; early journals wrote `tracker_id`
-            "trackerId": _str(
-                resolver["data"].get("trackerId", resolver["data"].get("tracker_id"))
-            ),
-            "capId": resolver["cap_id"],
-            "outcome": resolver["outcome"],
-            "durationMs": resolver["duration_ms"],
-            "message": resolver["message"],
-        },
+        "resolver": None if resolver is None else _resolver(resolver),
+    }
+
+
+def _resolver(e: Row) -> dict[str, object]:
+    data = e["data"]
+    # the runner writes `trackerId`; early journals wrote `tracker_id`
+    tracker = _str(data.get("trackerId", data.get("tracker_id")))
+    return {
+        "seq": e["seq"],
+        "trackerId": tracker,
+        **_pick(e, "cap_id", "outcome", "duration_ms", "message"),
     }
 
 
 def _note(e: Row) -> dict[str, object]:
-    return {
-        "seq": e["seq"],
-        "ts": e["ts"],
-        "point": e["point"],
-        "capId": e["cap_id"],
-        "taskId": e["task_id"],
-        "message": e["message"],
-    }
+    return _pick(e, "seq", "ts", "point", "cap_id", "task_id", "message")
 
 
 def _int(value: Any) -> int | None:
