@@ -23,7 +23,7 @@ from looprail.layout import (
     summary_of,
 )
 from looprail.plans.planfile import Plan, plan_id_from_filename
-from looprail.plans.waves import _Index
+from looprail.plans.waves import _Index, relative
 
 PHASES_DIR = Path(LAYOUT_PHASES_DIR)
 
@@ -219,10 +219,3 @@ def artifact(project: Path, directory: Path, names: list[str], suffix: str) -> P
             f"{relative(path, project)}: the phase's {suffix} is not a regular file; refused"
         )
     return path
-
-
-def relative(path: Path, project: Path) -> str:
-    try:
-        return path.relative_to(project).as_posix()
-    except ValueError:
-        return str(path)

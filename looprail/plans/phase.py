@@ -28,7 +28,6 @@ from looprail.plans.folders import (
     looks_like_plan,
     phase_spelling,
     plan_superseded,
-    relative,
     stray_plans,
     stray_warnings,
     summary_halted,
@@ -40,6 +39,7 @@ from looprail.plans.waves import (
     bare_dependency_warnings,
     compute_waves,
     halt_blocked,
+    relative,
     resolve_dependencies,
     unmet_blocked,
 )

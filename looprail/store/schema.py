@@ -212,13 +212,14 @@ def _expected_shape() -> dict[str, set[str]]:
 
 
 def _shape(conn: sqlite3.Connection) -> dict[str, set[str]]:
-    tables = [
-        row[0]
-        for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-        )
-    ]
-    return {t: {row[1] for row in conn.execute(f"PRAGMA table_info({_quote(t)})")} for t in tables}
+    info = "PRAGMA table_info({})"
+    return {t: {row[1] for row in conn.execute(info.format(_quote(t)))} for t in _tables(conn)}
+
+
+def _tables(conn: sqlite3.Connection) -> list[str]:
+    """The database's own tables (not SQLite's), by name."""
+    sql = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+    return [row[0] for row in conn.execute(sql + "ORDER BY name")]
 
 
 def _quote(name: str) -> str:
@@ -245,13 +246,7 @@ def check_shape(conn: sqlite3.Connection, path: Path) -> None:
 
 def _identify(conn: sqlite3.Connection, path: Path) -> int:
     """The file's schema version: 0 for an empty database, else it must carry our meta row."""
-    tables = [
-        row[0]
-        for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-            "ORDER BY name"
-        )
-    ]
+    tables = _tables(conn)
     version = conn.execute("PRAGMA user_version").fetchone()[0]
 
     def foreign(why: str) -> JournalError:
