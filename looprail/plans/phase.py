@@ -277,9 +277,8 @@ class PhaseCache:
 
 
 def _stat_keys(folder: str, names: list[str]) -> dict[str, _StatKey | None]:
-    """`_stat_key` of each name in `folder` (relative to an open folder: no path walks)."""
-    if os.stat not in os.supports_dir_fd:  # pragma: no cover - Windows
-        return {name: _stat_key(os.path.join(folder, name)) for name in names}
+    """`_stat_key` of each name in `folder` (relative to an open folder: no path walks; POSIX
+    only, as the run lock's `flock` is)."""
     keys: dict[str, _StatKey | None] = {}
     fd = os.open(folder, os.O_RDONLY)
     try:
