@@ -81,6 +81,8 @@ class AgentSettings:
             elif attr in ("args", "allowed_tools"):
                 if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                     _bad(name, key, "must be a list of strings")
+                if attr == "args" and "--" in value:  # what follows would not be options
+                    _bad(name, key, '"--" ends the CLI\'s options: the prompt after it is lost')
             elif not isinstance(value, str) or not value:
                 _bad(name, key, "must be a non-empty string")
             setattr(out, attr, value)
