@@ -202,13 +202,12 @@ def project_key(project: str | os.PathLike[str]) -> str:
 
 def _read_store(path: str) -> dict[str, object] | None:
     """The store, `{}` when absent, None when it exists but is unusable."""
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(16 << 20)
-    except FileNotFoundError:
-        return {}
+    try:  # bounded, and a FIFO or device put there is refused, not waited on
+        raw = read_bounded(path, 16 << 20)
     except OSError:
         return None
+    if raw is None:
+        return {}
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
