@@ -103,3 +103,9 @@ def install() -> tuple[object, object]:
 
 def restore(saved: tuple[object, object]) -> None:
     sys.stdout, sys.stderr = saved
+
+
+def plural(n: int, noun: str, many: str | None = None) -> str:
+    """`1 error`, `2 errors`, `0 errors` (`many` for irregular nouns: `plural(n, "dispatch",
+    "dispatches")`)."""
+    return f"{n} {noun if n == 1 else many or noun + 's'}"

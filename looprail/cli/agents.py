@@ -25,13 +25,13 @@ from looprail.layout import (
     ROLES_DIR,
     STATE_PATTERNS,
 )
-from looprail.machine.progress import plural
 from looprail.runtime.agents import ADAPTERS
 from looprail.runtime.git import git, git_program, is_git_repo
 from looprail.runtime.interactive import shown_argv, terminal_problem
 from looprail.runtime.process import find_program, run_bounded
 from looprail.runtime.registry import RuntimeSettings, agent_name, available, create_runtime
 from looprail.settings import looprail_settings
+from looprail.textsafe import plural
 from looprail.trust.agents import effective_agent
 
 GITIGNORE = "# looprail state (journal, run lock, transcripts, plan worktrees)\n" + "".join(

@@ -35,11 +35,11 @@ from looprail.hooks.registry import (
     search_roots,
 )
 from looprail.layout import CAPABILITIES_DIR, LOOPRAIL_DIR, looprail_home
-from looprail.machine.progress import plural
 from looprail.points import POINTS
 from looprail.runtime.agent_settings import GUARDED
 from looprail.runtime.agents import ADAPTERS
 from looprail.runtime.registry import agent_name
+from looprail.textsafe import plural
 from looprail.trust import apply_consent, copy_folder, folder_hash, grant, is_trusted
 from looprail.trust.agents import effective_agent
 from looprail.trust.audit import (

@@ -19,7 +19,7 @@ from looprail.hooks.native.config import (
     read_hooks_file,
 )
 from looprail.layout import LOOPRAIL_DIR
-from looprail.machine.progress import plural
+from looprail.textsafe import plural
 from looprail.trust import is_trusted
 
 if TYPE_CHECKING:

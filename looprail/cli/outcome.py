@@ -7,8 +7,8 @@ import sys
 
 from looprail.cli._common import paint, print_json
 from looprail.layout import log_of
-from looprail.machine.progress import fmt_duration, plural
-from looprail.textsafe import one_line
+from looprail.machine.progress import fmt_duration
+from looprail.textsafe import one_line, plural
 
 
 def project_summary_json(result, loop: dict | None) -> dict:

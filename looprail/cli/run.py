@@ -23,7 +23,7 @@ from looprail.machine.answers import check_answer, is_task_id
 from looprail.machine.dask_executor import DaskExecutor, parse_executor
 from looprail.machine.dryrun import dry_run, dry_run_plan
 from looprail.machine.interactive import interactive_options
-from looprail.machine.progress import Progress, plural
+from looprail.machine.progress import Progress
 from looprail.machine.project import journal_runs, pending, project_phases, run_project, run_spent
 from looprail.machine.run import RunOptions
 from looprail.machine.session import default_jobs, load_project, run_phase, run_settings
@@ -31,6 +31,7 @@ from looprail.points import POINTS
 from looprail.runtime.local import resolve_host_tool
 from looprail.runtime.process import prestart_guard_server
 from looprail.store import Journal
+from looprail.textsafe import plural
 
 
 def _run_options(p: argparse.ArgumentParser) -> None:

@@ -15,9 +15,9 @@ from looprail.hooks.native import load_native_hooks
 from looprail.hooks.resolve import resolve
 from looprail.hostcall import argument_values, query_args
 from looprail.layout import LOOPRAIL_DIR
-from looprail.machine.progress import plural
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
 from looprail.plans import compute_waves, load_phase
+from looprail.textsafe import plural
 from looprail.trust import is_trusted
 
 if TYPE_CHECKING:

@@ -203,12 +203,6 @@ class Progress:
         return text
 
 
-def plural(n: int, noun: str, many: str | None = None) -> str:
-    """`1 error`, `2 errors`, `0 errors` (`many` for irregular nouns: `plural(n, "dispatch",
-    "dispatches")`)."""
-    return f"{n} {noun if n == 1 else many or noun + 's'}"
-
-
 def fmt_duration(seconds: float) -> str:
     if seconds < 1:
         return f"{seconds * 1000:.0f}ms"
