@@ -452,13 +452,18 @@ def find_program(name: str, env: Mapping[str, str] | None = None) -> str | None:
     return shutil.which(name, path=path or os.defpath)
 
 
+def signal_name(signum: int) -> str:
+    """`SIGTERM`, or `signal 64` for a number with no name."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
 def exit_words(code: int | None, meaning: str | None = None) -> str:
     """How a process ended, in words: `was killed by SIGKILL`, `exited 3 (meaning)`."""
     if code is not None and code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
+        return f"was killed by {signal_name(-code)}"
     return f"exited {code}" + (f" ({meaning})" if meaning else "")
 
 

@@ -419,15 +419,20 @@ def _resumes(report: RunReport) -> list[str]:
     return lines
 
 
-def refusal_of(report: RunReport) -> tuple[str, str | None] | None:
-    """(point, capId) of the hook that refused the transition a `halted` run stands at: the
-    last halt since the last resume, when it names a point. The run's state is where it stayed,
-    which is not where it was refused (a block at `execute:pre` stays in `plan`)."""
-    if report.run.status != "halted":
-        return None
+def current_halt(report: RunReport) -> NoteRow | None:
+    """The run's last halt since its last resume (a resumed run is not still refused where an
+    earlier attempt was), or None."""
     since = max((r.seq for r in report.resumes), default=0)
     halts = [h for h in report.halts if h.seq > since]
-    return (halts[-1].point, halts[-1].capId) if halts and halts[-1].point else None
+    return halts[-1] if halts else None
+
+
+def refusal_of(report: RunReport) -> tuple[str, str | None] | None:
+    """(point, capId) of the hook that refused the transition a `halted` run stands at: its
+    `current_halt`, when that names a point. The run's state is where it stayed, which is not
+    where it was refused (a block at `execute:pre` stays in `plan`)."""
+    halt = current_halt(report) if report.run.status == "halted" else None
+    return (halt.point, halt.capId) if halt is not None and halt.point else None
 
 
 def _mark(outcome: str | None) -> str:

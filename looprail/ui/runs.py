@@ -15,7 +15,13 @@ from looprail.diagrams.graph import crossed_points, hook_summary
 from looprail.machine.answers import latest
 from looprail.store import EventRow, RunRow, TaskRow, is_run_id
 from looprail.store.lock import LockInfo
-from looprail.store.report import WaveReport, format_duration, report_from_rows
+from looprail.store.report import (
+    RunReport,
+    WaveReport,
+    current_halt,
+    format_duration,
+    report_from_rows,
+)
 from looprail.store.summary import duration_ms
 from looprail.ui.logs import task_logs
 
@@ -213,7 +219,7 @@ def run_detail(
         "took": format_duration(report.run.durationMs),
         "pid": run.pid,
         "host": run.host,
-        "halt": _current_halt(run, events),
+        "halt": _current_halt(report),
         "continue": continue_command(project, capability_dirs, run, base["interrupted"], events),
         "answers": answers_view(events),
         "path": [_step(e) for e in events if e.kind == "transition"],
@@ -276,26 +282,18 @@ def _step(e: EventRow) -> Step:
     }
 
 
-def _current_halt(run: RunRow, events: list[EventRow]) -> Halt | None:
-    """Where a stopped run stopped: its last `halted` event since the last resume (a resumed
-    run is not still refused where an earlier attempt was)."""
-    if run.status not in ("halted", "paused", "failed"):
-        return None
-    last = None
-    for e in events:
-        if e.kind == "run_resumed":
-            last = None
-        elif e.kind == "halted":
-            last = e
-    if last is None:
+def _current_halt(report: RunReport) -> Halt | None:
+    """Where a stopped run stopped: the store's `current_halt`."""
+    halt = current_halt(report) if report.run.status in ("halted", "paused", "failed") else None
+    if halt is None:
         return None
     return {
-        "seq": last.seq,
-        "ts": last.ts,
-        "point": last.point,
-        "capId": last.cap_id,
-        "taskId": last.task_id,
-        "message": last.message,
+        "seq": halt.seq,
+        "ts": halt.ts,
+        "point": halt.point,
+        "capId": halt.capId,
+        "taskId": halt.taskId,
+        "message": halt.message,
     }
 
 
