@@ -4,9 +4,8 @@ discuss → plan → execute (waves → plans → tasks) → verify → ship. Ca
 JSON manifests; at each of the twelve extension points looprail resolves the active hooks and
 dispatches every one of them from code.
 
-The public API is re-exported here lazily: importing `looprail` stays cheap (the
-`render-hooks` hot path must not pay for pydantic, networkx or statemachine), and each name
-loads its module on first use.
+The public API is re-exported here lazily (each name loads its module on first use): the
+`render-hooks` hot path must not pay for pydantic, networkx or statemachine.
 
     import looprail
     loaded = looprail.load_project("path/to/project", ["path/to/capabilities"])

@@ -1,10 +1,7 @@
 """Every exception looprail raises, in one tree.
 
-Every error a user can cause is a `LooprailError` whose `str()` is one line naming the file,
-the field (a JSON path where there is one) and the reason; the CLI prints it without a
-traceback and exits with its `exit_code`. Where an error knows them it also carries them as
-attributes: `path` (the file), `field` (a JSON path or a dotted config key) and `point` (the
-loop point), so a caller need not parse the message.
+A `LooprailError`'s `str()` is one line (file, field, reason); the CLI prints it without a
+traceback and exits with its `exit_code`. `path`, `field` and `point` carry the same context.
 
     LooprailError (exit 1)                 base of every error raised on purpose
     ├── UsageError (exit 2)                the command line itself is wrong
@@ -35,9 +32,8 @@ loop point), so a caller need not parse the message.
     ├── CheckpointPause (exit 3)           a checkpoint task needs a human
     └── StopRequested                      a native `interrupt`/`shutdown`, at a safe point
 
-`ConfigError`, `InvalidPointError` and `LedgerError` are also `ValueError`s (callers that
-caught them as such keep working). This module imports nothing heavy: it is on the
-`render-hooks` hot path.
+`ConfigError`, `InvalidPointError` and `LedgerError` are also `ValueError`s. On the
+`render-hooks` hot path: imports nothing heavy.
 """
 
 from __future__ import annotations
@@ -80,15 +76,14 @@ class UsageError(LooprailError):
 
 
 class RefusedToStart(LooprailError):
-    """An input a run reads up front is unusable: found before the run started, so nothing was
-    journaled (one line naming the file, the field and the reason)."""
+    """An input a run reads up front is unusable; nothing was journaled."""
 
     exit_code = 2
 
 
 class Issue:
-    """One validation problem: where (file + JSON path) and why. (A plain class rather than a
-    dataclass: this module is on the CLI start path, and dataclasses costs ~10 ms to import.)"""
+    """One validation problem: where (file + JSON path) and why. (Not a dataclass: importing
+    dataclasses costs ~10 ms on the CLI start path.)"""
 
     __slots__ = ("file", "path", "reason")
 
@@ -97,15 +92,14 @@ class Issue:
         self.path = path
         self.reason = reason
 
+    def _key(self) -> tuple[str, str, str]:
+        return (self.file, self.path, self.reason)
+
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Issue) and (self.file, self.path, self.reason) == (
-            other.file,
-            other.path,
-            other.reason,
-        )
+        return isinstance(other, Issue) and self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash((self.file, self.path, self.reason))
+        return hash(self._key())
 
     def __repr__(self) -> str:
         return f"Issue({self.file!r}, {self.path!r}, {self.reason!r})"
@@ -116,17 +110,14 @@ class Issue:
 
 
 class AnswerRefused(LooprailError):
-    """An answer to a checkpoint that cannot be right (an option the decision does not offer,
-    a task that is not a checkpoint, no run waiting): refused before anything is recorded."""
+    """An answer to a checkpoint that cannot be right; refused before anything is recorded."""
 
     exit_code = 2
 
 
 class InvalidFileError(LooprailError):
-    """One or more problems in a user- or third-party-supplied file. All are kept, not only the
-    first; `str()` is the first one plus a count so a single line still says what is wrong.
-    `path` and `field` are the first issue's file and JSON path. (Named so it cannot be
-    mistaken for pydantic's `ValidationError`.)"""
+    """Problems in a supplied file, all kept in `issues`; `str()` is the first plus a count.
+    (Not named `ValidationError`: that is pydantic's.)"""
 
     def __init__(self, issues: Sequence[Issue]):
         if not issues:
@@ -147,14 +138,12 @@ class PlanError(LooprailError):
 
 
 class OutsideProjectError(PlanError):
-    """A path looprail reads or writes in the project (`.planning/`, a phase folder or file,
-    `.looprail/` and its folders) leads out of the project through a symlink, or is not the
-    regular file it must be: refused before a byte is read or written there."""
+    """A project path leads out of the project through a symlink, or is not the regular file
+    it must be: refused before a byte is read or written there."""
 
 
 class ConfigError(LooprailError, ValueError):
-    """`.planning/config.json` exists but cannot be used: one line with file (and line, column,
-    or the config key as `field`) and the reason."""
+    """`.planning/config.json` exists but cannot be used (line and column, or `field`)."""
 
     def __init__(
         self,
@@ -185,15 +174,12 @@ class LedgerError(LooprailError, ValueError):
 
 
 class TrustError(LooprailError):
-    """Something cannot be consented to (a symlink out of its folder, a special file, a folder
-    too large), or the consent store cannot be written."""
+    """Something cannot be consented to, or the consent store cannot be written."""
 
 
 class TaskContentError(LooprailError):
     """Task content could not be resolved: a hard halt, never a fallback to the inline plan.
-
-    `str()` is one line naming the tracker-id, the prefix, the capability and the reason, with
-    the resolver's stderr tail escaped (it is untrusted text)."""
+    The resolver's stderr tail is escaped (untrusted text)."""
 
     def __init__(
         self,
@@ -223,8 +209,7 @@ class TaskContentError(LooprailError):
 
 
 class CheckFailedError(LooprailError):
-    """The CLI form of a `hooks.checks.CheckError`: its exit code (69 when the check could not
-    look, else 1)."""
+    """The CLI form of a `hooks.checks.CheckError`, with its exit code."""
 
     def __init__(self, error: Any):
         super().__init__(error.reason)
@@ -246,8 +231,7 @@ class LockedError(LooprailError):
 
 
 class JournalError(LooprailError):
-    """The journal file cannot be used as it is (foreign, corrupt, newer, busy, unwritable), or
-    a request names a run or task it does not hold."""
+    """The journal cannot be used as it is, or holds no such run or task."""
 
 
 class NoJournalError(JournalError):
@@ -276,8 +260,7 @@ class HaltError(LooprailError):
 
 
 class TransitionRefused(HaltError):
-    """A transition refused by a hook result (a blocking gate, a halting step or check, a
-    native `:pre` hook). `.result` is that hook's `HookResult`; the state is unchanged."""
+    """A transition refused by a hook result (`.result`); the state is unchanged."""
 
     def __init__(self, result: Any):
         self.result = result
@@ -294,9 +277,8 @@ class TransitionRefused(HaltError):
 
 
 class GuardRefused(HaltError):
-    """A transition refused by one of the chart's plan-fact guards (no plans, no CONTEXT.md, a
-    VERIFICATION.md that did not pass, ...). `.event` is the event, `.guard` the guard's name
-    (None when the chart gave no reason); the state is unchanged."""
+    """A transition refused by a plan-fact guard (`.guard`, None when the chart gave no
+    reason); the state is unchanged."""
 
     def __init__(self, event: str, guard: str | None, reason: str):
         self.event = event
@@ -304,12 +286,19 @@ class GuardRefused(HaltError):
         super().__init__(f"{event}: {reason}")
 
 
+class MergeConflict(HaltError):
+    """Merging a plan's branch back conflicted; the message names plans and files."""
+
+
+class BudgetReached(HaltError):
+    """Spent ≥ budget: no more agent work starts in this run (resumable)."""
+
+
 # --------------------------------------------------------------------------- control flow
 
 
 class LoopSignal(Exception):
-    """Base of the runner's control-flow signals: raised and caught inside the loop to end a
-    run in a given state. Not a user error (never a `LooprailError`)."""
+    """Base of the runner's control-flow signals (never a `LooprailError`)."""
 
     exit_code = 1
 
@@ -324,11 +313,9 @@ class CheckpointPause(LoopSignal):
         self.plan = plan
         self.path = str(plan.path)
         gate = f", gate={task.gate}" if task.gate else ""
-        how = (
-            f"{hint}, or run again with --approve {task.id}"
-            if hint
-            else (f"approve with --approve {task.id}")
-        )
+        how = f"approve with --approve {task.id}"
+        if hint:
+            how = f"{hint}, or run again with --approve {task.id}"
         super().__init__(
             f"{plan.path.name}: task {task.id} ({task.type}{gate}) "
             f"{task.name or ''!s} needs a human; {how}"
@@ -336,46 +323,8 @@ class CheckpointPause(LoopSignal):
 
 
 class StopRequested(LoopSignal):
-    """A native hook's `interrupt` (paused) or `shutdown` (halted), taken at a safe point.
-    `status` is the state the run ends in."""
+    """A native `interrupt` (paused) or `shutdown` (halted), taken at a safe point."""
 
     def __init__(self, status: Literal["halted", "paused"], reason: str):
         self.status: Literal["halted", "paused"] = status
         super().__init__(reason)
-
-
-__all__ = [
-    "AnswerRefused",
-    "CheckFailedError",
-    "CheckpointPause",
-    "ConfigError",
-    "GraphvizMissingError",
-    "GuardRefused",
-    "HaltError",
-    "InvalidFileError",
-    "InvalidPointError",
-    "Issue",
-    "JournalError",
-    "LedgerError",
-    "LockedError",
-    "LoopSignal",
-    "LooprailError",
-    "ManifestError",
-    "NoJournalError",
-    "OutsideProjectError",
-    "PlanError",
-    "SealError",
-    "StopRequested",
-    "TaskContentError",
-    "TransitionRefused",
-    "TrustError",
-    "UsageError",
-]
-
-
-class MergeConflict(HaltError):
-    """Merging a plan's branch back conflicted; the message names plans and files."""
-
-
-class BudgetReached(HaltError):
-    """Spent ≥ budget: no more agent work starts in this run (resumable)."""

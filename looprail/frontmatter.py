@@ -1,14 +1,9 @@
-"""The YAML frontmatter of a markdown artifact (PLAN.md, VERIFICATION.md, every artifact a gate
-reads), as one reader: `yamlload.safe_load` (no aliases, no object tags) behind the parse cache,
-dates as ISO strings. Base layer and light (PyYAML is imported only on a cache miss), so the
-project loop can read a phase's VERIFICATION status without the hooks layer.
+"""The YAML frontmatter of a markdown artifact, as one reader: `yamlload.safe_load` (no aliases,
+no object tags) behind the parse cache, dates as ISO strings; PyYAML is imported only on a miss.
 
-`reference_frontmatter` is the reference's own line reader, kept where looprail must read a
-file exactly as gsd-core does (`artifact_frontmatter_equals`, a SUMMARY's `status: halted`):
-the two disagree on purpose (the reference reads `a: 1` as the text "1"). Two formats with
-frontmatter keep readers of their own, because their rules are not a markdown artifact's: a
-PLAN.md (line numbers for every warning, duplicate keys refused, `01` kept as text:
-`plans/planfile.py`) and the ledger (a strict `key: value` block: `hooks/ledger.py`)."""
+`reference_frontmatter` is the reference's own line reader, where looprail must read a file
+exactly as gsd-core does (it reads `a: 1` as the text "1"). PLAN.md (`plans/planfile.py`) and
+the ledger (`hooks/ledger.py`) keep readers of their own: their rules are not an artifact's."""
 
 from __future__ import annotations
 
@@ -28,8 +23,8 @@ MAX_ARTIFACT_BYTES = 8 * 1024 * 1024
 
 
 def file_frontmatter(path: str | os.PathLike[str]) -> dict[str, Any] | str:
-    """`read_frontmatter` of the artifact at `path`, read with `fsutil.read_bounded` (a regular
-    file of at most `MAX_ARTIFACT_BYTES`), or a reason (str) why it cannot be read."""
+    """`read_frontmatter` of the regular file at `path` (at most `MAX_ARTIFACT_BYTES`), or a
+    reason (str) why it cannot be read."""
     try:
         raw = read_bounded(path, MAX_ARTIFACT_BYTES)
     except OSError as exc:

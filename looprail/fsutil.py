@@ -1,16 +1,13 @@
-"""Writing files so that nothing is ever half-written: a temporary file in the same folder,
-flushed, then renamed over the target (atomic on POSIX), or a new file created where nothing
-was (never through a symlink). Reading the private files of looprail's caches, trusting only
-what this user alone could have written. The containment rule for the project's own paths: a
-path looprail reads or writes in a project (`.planning/`, a phase's files, `.looprail/` and
-every folder in it) must stay inside the project once symlinks are followed
-(`require_inside`, `looprail_path`), and a file that goes into a prompt must also be a regular
-file (`contained_file`, `read_contained`)."""
+"""Files written so that nothing is ever half-written (`atomic_write`, `create_new`), bounded
+reads that cannot hang or exhaust memory, private cache files trusted only when this user alone
+could have written them, and the containment rule: a path looprail reads or writes in a project
+must stay inside it once symlinks are followed (`require_inside`, `looprail_path`), and a file
+that goes into a prompt must also be a regular file (`contained_file`, `read_contained`)."""
 
 from __future__ import annotations
 
 # On the `render-hooks` start path (`ENTRY` in tests/cli/test_loop.py): what a call there does
-# not need is imported in the function that needs it.
+# not need (pathlib, tempfile, looprail.errors…) is imported in the function that needs it.
 import errno
 import os
 import stat
@@ -26,8 +23,8 @@ def atomic_write(
 ) -> None:
     """Replace `path` with `data` in one step. `fsync` also forces the bytes to disk first
     (for stores that must survive a power loss, like the consent store)."""
-    import tempfile  # not at import: the run path imports this module and may never write
-    from pathlib import Path  # not at import: a warm `render-hooks` reads its config only
+    import tempfile
+    from pathlib import Path
 
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
@@ -48,10 +45,9 @@ def atomic_write(
 def project_folder(
     value: str | os.PathLike[str], *, label: str = "", resolve: bool = False
 ) -> Path:
-    """The project folder `value`, or a usage error naming it: the one check every command and
-    library entry point makes before it reads a project. The name is shown escaped and cut (it
-    may be hostile); `label` prefixes it (`"--project: "`)."""
-    from pathlib import Path  # not at import: a warm `render-hooks` reads its config only
+    """The project folder `value`, or a usage error naming it (escaped and cut: it may be
+    hostile; `label` prefixes it): the check every entry point makes before it reads a project."""
+    from pathlib import Path
 
     from looprail.errors import UsageError
     from looprail.textsafe import one_line
@@ -76,19 +72,38 @@ def is_private(st: os.stat_result, is_kind: Callable[[int], bool]) -> bool:
 def read_private(path: str, max_bytes: int) -> bytes | None:
     """The bytes of a cache entry, or None: only a regular file (never through a symlink, never
     a FIFO) owned by this user, writable by nobody else, of at most `max_bytes`."""
+
+    def private(st: os.stat_result) -> bool:
+        return is_private(st, stat.S_ISREG) and st.st_size <= max_bytes
+
+    return _read_if(path, private, max_bytes + 1)
+
+
+def _read_if(path: str | Path, accept: Callable[[os.stat_result], bool], n: int) -> bytes | None:
+    """At most `n` bytes of `path` when what was opened (never through a last symlink, never
+    waiting on a FIFO) passes `accept` by its `fstat`, else None."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
     try:
-        st = os.fstat(fd)
-        if not is_private(st, stat.S_ISREG) or st.st_size > max_bytes:
-            return None
-        return os.read(fd, max_bytes + 1)
+        return _read_upto(fd, n) if accept(os.fstat(fd)) else None
     except OSError:
         return None
     finally:
         os.close(fd)
+
+
+def _read_upto(fd: int, n: int) -> bytes:
+    """At most `n` bytes of `fd`: what is there now, never more (the file may grow)."""
+    chunks, got = [], 0
+    while got < n:
+        chunk = os.read(fd, min(1 << 20, n - got))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
 
 
 def _size(limit: int) -> str:
@@ -97,12 +112,10 @@ def _size(limit: int) -> str:
 
 
 def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes | None:
-    """The bytes of `path`, or None when it does not exist: the one bounded read of a regular
-    file. Raises `OSError` whose `strerror` is the reason for anything that is not a regular
-    file of at most `limit` bytes: a FIFO, a device such as /dev/zero (through a symlink too)
-    or a folder is refused before a byte is read, so it can never hang or exhaust memory. One
-    open, then `fstat` on what was opened (no check-then-read race); O_NONBLOCK keeps the open
-    itself from waiting on a FIFO. A file that grows while read is refused past `limit`."""
+    """The bytes of `path`, or None when it does not exist. Raises `OSError` (`strerror`: the
+    reason) for anything but a regular file of at most `limit` bytes, before a byte is read: a
+    FIFO, a device (through a symlink too), a folder. `fstat` checks what was opened (no race);
+    O_NONBLOCK keeps the open from waiting on a FIFO; a file that grows is refused past `limit`."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
     except FileNotFoundError:
@@ -113,16 +126,10 @@ def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes | None:
             raise OSError(errno.EINVAL, "not a regular file")
         if st.st_size > limit:
             raise OSError(errno.EFBIG, f"larger than {_size(limit)}")
-        chunks, total = [], 0
-        while True:  # read what is there now, never past the limit (the file may grow)
-            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > limit:
-                raise OSError(errno.EFBIG, f"larger than {_size(limit)}")
-        return b"".join(chunks)
+        data = _read_upto(fd, limit + 1)
+        if len(data) > limit:
+            raise OSError(errno.EFBIG, f"larger than {_size(limit)}")
+        return data
     finally:
         os.close(fd)
 
@@ -141,12 +148,10 @@ def require_inside(
     *,
     error: type[Exception] | None = None,
 ) -> Path:
-    """`path` (absolute, or relative to the project `root`) with its symlinks followed, or an
-    error (one line, `OutsideProjectError` unless `error` says otherwise) when that leaves the
-    project: the line names the part of the path that is the symlink out, and its target. The
-    path need not exist: what exists of it is followed, so a symlinked folder on the way is
-    caught before anything is created under it."""
-    from pathlib import Path  # not at import: a warm `render-hooks` reads its config only
+    """`path` (absolute, or relative to the project `root`) with its symlinks followed, or one
+    line (`OutsideProjectError`, or `error`) naming the symlink out and its target. What exists
+    of the path is followed, so a symlinked folder is caught before anything is created in it."""
+    from pathlib import Path
 
     from looprail.errors import OutsideProjectError
     from looprail.textsafe import one_line
@@ -162,7 +167,7 @@ def require_inside(
         raise kind(
             one_line(f"{_shown_rel(given, top)}: {what} cannot be resolved (symlink loop)")
         ) from None
-    if real == top or real.is_relative_to(top):
+    if real.is_relative_to(top):
         return real
     # Name the link itself: the first part of the path whose real path is outside.
     culprit, target = given, real
@@ -172,7 +177,7 @@ def require_inside(
         if not part.is_relative_to(top) or part == top or not os.path.islink(part):
             continue
         here = part.resolve()
-        if not (here == top or here.is_relative_to(top)):
+        if not here.is_relative_to(top):
             culprit, target = part, here
             break
     if culprit != given:  # a folder on the way is the link
@@ -186,12 +191,10 @@ def require_inside(
 
 
 def looprail_path(project: str | os.PathLike[str], *parts: str) -> Path:
-    """`<project>/.looprail/<parts…>`, checked: `OutsideProjectError` (one line) when it, or any
-    folder on the way to it (`.looprail/logs`, `.looprail/worktrees`, …), is a symlink that
-    leads out of the project. The one way looprail names a path under `.looprail/` that it
-    writes to or reads from, so a cloned project's links cannot send logs, worktrees or
-    installed capabilities elsewhere."""
-    from pathlib import Path  # not at import: a warm `render-hooks` reads its config only
+    """`<project>/.looprail/<parts…>`, or `OutsideProjectError` when it or a folder on the way
+    is a symlink out of the project: the one way to name a path there, so a cloned project's
+    links cannot send logs, worktrees or installed capabilities elsewhere."""
+    from pathlib import Path
 
     from looprail.layout import project_path
 
@@ -203,7 +206,6 @@ def looprail_path(project: str | os.PathLike[str], *parts: str) -> Path:
 def check_looprail_folders(project: str | os.PathLike[str]) -> None:
     """Refuse (one line) when `.looprail/` or any folder looprail keeps in it is a symlink out
     of the project: `looprail run` checks them all before it starts."""
-    # not at the top: the render-hooks entry loads this module (its import budget)
     from looprail.layout import LOOPRAIL_FOLDERS, project_path
 
     for name in ("", *LOOPRAIL_FOLDERS):
@@ -214,16 +216,15 @@ def check_looprail_folders(project: str | os.PathLike[str]) -> None:
 
 def contained_file(root: str | os.PathLike[str], path: str | os.PathLike[str]) -> Path | None:
     """The real path of `path` (relative to `root` or absolute) when it is a regular file
-    inside `root` once symlinks are followed, else None: the rule for every file whose text
-    looprail puts into a prompt (a task's `read_first`, a phase's CONTEXT.md, a role brief).
-    A link to `~/.aws/credentials` or `/proc/self/environ`, a FIFO, a device, a folder: None."""
-    from pathlib import Path  # not at import: a warm `render-hooks` reads its config only
+    inside `root` once symlinks are followed, else None: the rule for every file whose text goes
+    into a prompt (a link to `~/.aws/credentials`, a FIFO, a device, a folder: None)."""
+    from pathlib import Path
 
     top = Path(root).resolve()
     given = Path(path)
     try:
         real = (given if given.is_absolute() else top / given).resolve()
-        if not (real == top or real.is_relative_to(top)):
+        if not real.is_relative_to(top):
             return None
         st = os.stat(real)
     except (OSError, RuntimeError, ValueError):
@@ -240,25 +241,7 @@ def read_contained(
     real = contained_file(root, path)
     if real is None:
         return None
-    try:
-        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks, got = [], 0
-        while got <= max_bytes:
-            chunk = os.read(fd, max_bytes + 1 - got)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            got += len(chunk)
-        return b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    return _read_if(real, lambda st: stat.S_ISREG(st.st_mode), max_bytes + 1)
 
 
 def create_new(path: str | os.PathLike[str], data: str | bytes, *, mode: int = 0o644) -> bool:

@@ -3,12 +3,8 @@
 A query check runs as `<host tool> check <words> <values…> --raw` (or
 `.looprail/checks/<word> <words…> <values…>` without a host tool), a host predicate as
 `<host tool> check predicate --predicate JSON <flags…> --raw`. Which values follow the words
-depends on the point: each workflow of the host passes its own (docs/checks.md has the table).
-This is a fact about points and the host contract, not about any capability, so it sits in the
-base layer: the runtime builds the argv from it and the hooks layer evaluates checks with it,
-and neither has to import the other.
-
-Light on purpose: `os` and `re` only (`pathlib` is the caller's).
+depends on the point (docs/checks.md has the table). In the base layer: the runtime builds the
+argv from it and the hooks layer evaluates checks with it, and neither imports the other.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""The layout facts every layer shares, with nothing heavy imported (the `render-hooks` hot
-path uses them): looprail's folders (the per-user home and the project's `.looprail/`) and the
-well-known files in them; where phases live, how a phase folder is named, how a phase
-number is normalised (`01` and `1` are one phase) and ordered, and how a plan file is named.
-Every other module asks here rather than spelling a path out, so two layers can never disagree
-about where a file lives."""
+"""The layout facts every layer shares (on the `render-hooks` hot path: nothing heavy): looprail's
+folders and the well-known files in them, where phases live, how phase numbers are normalised
+(`01` and `1` are one phase) and ordered, how plan files are named and paired with SUMMARYs.
+Every module asks here rather than spelling a path out, so no two can disagree."""
 
 from __future__ import annotations
 
@@ -70,8 +68,7 @@ PROJECT_CONFIG_FILE = os.path.join(PLANNING_DIR, "config.json")
 
 def looprail_home(env: Mapping[str, str] | None = None) -> str:
     """looprail's per-user folder: `$LOOPRAIL_HOME` (a leading `~` expanded against the same
-    environment's `HOME`), else `$HOME/.looprail`. It holds the global capability overlay, the
-    global native hooks, the consent store and the journal key."""
+    environment's `HOME`), else `$HOME/.looprail`."""
     env = os.environ if env is None else env
     user_home = env.get("HOME") or os.path.expanduser("~")
     configured = env.get("LOOPRAIL_HOME")
@@ -127,8 +124,7 @@ def phase_sort_key(number: str) -> tuple[int, str, tuple[int, ...]]:
 
 def scan_phase_dirs(project: str | os.PathLike[str]) -> list[tuple[str, str, str, str]]:
     """(number, token, slug, path) of every phase folder under `.planning/phases/`, in phase
-    order (then by name); entries whose name does not start with a phase number, and files,
-    are not phases."""
+    order (then by name)."""
     root = os.path.join(os.fspath(project), PHASES_DIR)
     try:
         entries = list(os.scandir(root))
@@ -146,9 +142,8 @@ def scan_phase_dirs(project: str | os.PathLike[str]) -> list[tuple[str, str, str
 
 
 def phase_artifact(names: list[str], suffix: str) -> str | None:
-    """Which of a phase folder's file `names` is its `suffix` artifact (`VERIFICATION.md`,
-    `CONTEXT.md`, `UAT.md`): `SUFFIX` itself, else the first `*-SUFFIX` / `*SUFFIX` in name
-    order."""
+    """Which of a phase folder's file `names` is its `suffix` artifact (`CONTEXT.md`…): the
+    suffix itself, else the first name ending with it."""
     if suffix in names:
         return suffix
     return next((n for n in names if n.endswith(suffix)), None)
@@ -193,9 +188,8 @@ def reference_canonical_id(plan_id: str) -> str:
 
 
 class Summaries:
-    """A folder's file names with its SUMMARY files indexed by canonical plan id, built once
-    per listing: pairing every plan of a phase with its SUMMARY is then linear in the folder,
-    not quadratic (a phase of 640 plans is read again after every wave)."""
+    """A folder's file names with its SUMMARY files indexed by canonical plan id, built once per
+    listing, so pairing every plan of a phase is linear, not quadratic."""
 
     __slots__ = ("by_id", "present")
 
@@ -210,13 +204,10 @@ class Summaries:
 def summary_of(
     plan_file: str, names: list[str] | Summaries, phase: str
 ) -> tuple[str | None, str | None]:
-    """The SUMMARY file of a plan file among a phase folder's file `names`, and a note when
-    only looprail pairs them. The reference's candidates first (`PLAN`→`SUMMARY`,
-    `<stem>-SUMMARY.md`, the canonical `<phase>-<NN>-SUMMARY.md`); then looprail's: zero
-    padding ignored (the first such file in the folder's order), and a short-named
-    `01-PLAN.md` paired with its phase's `28-01-SUMMARY.md`. The plan layer and `looprail
-    status` (`machine/project.py`) both pair by this. Pass `Summaries(names)` when pairing
-    many plans of one listing."""
+    """The SUMMARY file of a plan file among a phase folder's file `names`, and a note when only
+    looprail pairs them: the reference's candidates first (`PLAN`→`SUMMARY`, `<stem>-SUMMARY.md`,
+    `<phase>-<NN>-SUMMARY.md`), then zero padding ignored and a short `01-PLAN.md` paired with
+    `28-01-SUMMARY.md`. Pass `Summaries(names)` when pairing many plans of one listing."""
     index = names if isinstance(names, Summaries) else Summaries(names)
     candidates, keys = _summary_keys(plan_file, phase)
     for candidate in candidates:
@@ -271,9 +262,7 @@ _LOG_IN_REASON = re.compile(r"\((?:log|transcript): ([^\s()]+)\)")
 
 
 def log_of(reason: str | None) -> str | None:
-    """The log a failure line points to (`… (log: .looprail/logs/…)` from the local runtime,
-    `(transcript: …)` from an agent's), or None: what `--json`, `status` and `report` show as
-    the failed work's log."""
+    """The log a failure line points to (`… (log: …)`, `(transcript: …)`), or None."""
     if not reason:
         return None
     found = _LOG_IN_REASON.findall(reason)

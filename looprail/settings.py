@@ -1,12 +1,7 @@
-"""The `looprail` section of `.planning/config.json`, as one typed model: which runtime a run
-uses (`agent`), each agent's settings (`agents.<name>`), whether plans run in git worktrees
-(`worktrees`), whether the discuss step is a conversation on the user's terminal
-(`interactive`), the timeouts per kind of work (`timeouts`) and how many fix-up rounds a
-checkpoint's issues get (`checkpoint_rounds`). Every reader of the section goes
+"""The `looprail` section of `.planning/config.json`, as one typed model. Every reader goes
 through `looprail_settings`; a value that cannot be used is one `ConfigError` naming the key.
-
-A module of its own beside `looprail.config` (base layer): `config` is on the `render-hooks`
-start path, which must not import pydantic; nothing there reads this section."""
+Not in `looprail.config`: that is on the `render-hooks` start path, which must not import
+pydantic (and does not read this section)."""
 
 from __future__ import annotations
 

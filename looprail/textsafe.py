@@ -1,16 +1,11 @@
 """Terminal-safe text: what looprail prints from data (manifests, folder names, the journal,
 a child's output) can never move the cursor, recolour, clear a line or forge a line of its own.
+C0 controls, DEL and C1 controls become visible escapes.
 
-Two layers, one rule (C0 controls, DEL and C1 controls become visible escapes):
-- `one_line(text)`: for a value shown inside a line (an id, a path, a reason): newlines, tabs
-  and carriage returns are escaped too, so the value cannot start a line of its own.
-- `SafeStream`: what the CLI installs over stdout and stderr for every command except the
-  `render-hooks` hot path (whose JSON envelope must stay byte-identical to the reference's). Its
-  `write` keeps newlines and tabs and escapes every other control character, so a path that
-  forgot `one_line` still cannot emit an escape sequence. looprail's own live status line
-  writes through `write_trusted`.
-
-Only the standard library.
+- `one_line(text)`: for a value shown inside a line; newlines and tabs are escaped too.
+- `SafeStream`: installed by the CLI over stdout and stderr for every command except
+  `render-hooks` (its JSON must stay byte-identical to the reference's). It keeps newlines and
+  tabs, so a path that forgot `one_line` still cannot emit an escape sequence.
 """
 
 from __future__ import annotations
@@ -23,32 +18,24 @@ from typing import TextIO
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-def _escape(ch: str) -> str:
+def _escape(m: re.Match[str]) -> str:
+    ch = m.group()
     return _NAMED.get(ch) or f"\\x{ord(ch):02x}"
 
 
-# Scanning long output with a regex is C-speed (a Python loop over every character made
-# `report --json` of a large run slow).
+# A regex scans long output at C speed (a Python loop per character made `report --json` slow).
 _ANY_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # C0, DEL, C1
 _BAD_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # the same without newline and tab
 
 
 def one_line(text: object) -> str:
     """`text` on one line with every control character (newline included) escaped."""
-    s = str(text)
-    pattern = _ANY_CONTROL
-    if pattern.search(s) is None:
-        return s
-    return pattern.sub(lambda m: _escape(m.group()), s)
+    return _ANY_CONTROL.sub(_escape, str(text))
 
 
 def multi_line(text: object) -> str:
     """`text` with newlines and tabs kept and every other control character escaped."""
-    s = str(text)
-    pattern = _BAD_CONTROL
-    if pattern.search(s) is None:
-        return s
-    return pattern.sub(lambda m: _escape(m.group()), s)
+    return _BAD_CONTROL.sub(_escape, str(text))
 
 
 # Exact strings looprail itself coloured (`cli._common.paint`: a status word between SGR codes).
@@ -116,3 +103,9 @@ def install() -> tuple[object, object]:
 
 def restore(saved: tuple[object, object]) -> None:
     sys.stdout, sys.stderr = saved
+
+
+def plural(n: int, noun: str, many: str | None = None) -> str:
+    """`1 error`, `2 errors`, `0 errors` (`many` for irregular nouns: `plural(n, "dispatch",
+    "dispatches")`)."""
+    return f"{n} {noun if n == 1 else many or noun + 's'}"

@@ -1,17 +1,11 @@
-"""Parsed YAML frontmatter kept between runs, so that a `looprail run` whose PLAN.md and
-artifacts did not change does not parse them again (and a reader of frontmatter alone, such as
-`looprail check`, does not import PyYAML).
+"""Parsed YAML frontmatter kept between runs, so an unchanged PLAN.md or artifact is not parsed
+again (and `looprail check` need not import PyYAML).
 
-An entry is content-addressed: its name is a hash of the text and of everything that decides
-how the text parses (looprail's version, the files holding the parse rules: `yamlload.py` and
-the caller's module, and the installed PyYAML), and it holds the text itself, compared in full
-on a hit. Only values JSON gives back exactly are stored (str keys; str, int, finite float,
-bool, None, lists, dicts): a date, a set or a tuple is parsed again every time, and a parser
-that raises stores nothing (it says what is wrong, in its own words, every time). A damaged or
-foreign entry is a miss, and a cache that cannot be written is no cache: nothing else changes.
-Entries live in `cache_dir()/frontmatter/` (only speed lives there; deleting it is safe), and
-are trusted as the verdict cache's are: a regular file of this user's, in a folder of this user's
-that nobody else can write.
+An entry's name hashes the text and what decides how it parses (looprail's version, the rule
+files, the installed PyYAML); it holds the text, compared in full on a hit. Only values JSON
+gives back exactly are stored; a parser that raises stores nothing. A damaged or foreign entry
+is a miss, an unwritable cache is no cache. Entries live in `cache_dir()/frontmatter/`, trusted
+only as a regular file of this user's in a folder nobody else can write.
 """
 
 from __future__ import annotations
@@ -49,9 +43,7 @@ def exact_json(value: Any, depth: int = 0) -> bool:
 
 @cache
 def _stamp(rules: str) -> str:
-    """What decides how a text parses, besides the text: stat stamps of the rule files and of
-    the installed PyYAML (found without importing it)."""
-    # not at the top: the render-hooks entry loads this module (its import budget)
+    """Stat stamps of the rule files and of the installed PyYAML (found without importing it)."""
     from importlib.util import find_spec
 
     from looprail._version import __version__
@@ -100,9 +92,8 @@ def cached(kind: str, rules: str, text: str, parse: Callable[[str], Any]) -> Any
 
 
 def _read(path: str) -> Any:
-    """The entry at `path`, or None: only a regular file (never through a symlink, never a
-    FIFO) owned by this user, in a folder of this user's that nobody else can write."""
-    # not at the top: the render-hooks entry loads this module (its import budget)
+    """The entry at `path`, or None unless it is private (`fsutil.read_private`) in a private
+    folder."""
     import stat
 
     try:
@@ -120,7 +111,6 @@ def _read(path: str) -> Any:
 
 
 def _store(path: str, text: str, value: Any) -> None:
-    # not at the top: the render-hooks entry loads this module (its import budget)
     import stat
     import tempfile
 

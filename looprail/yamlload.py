@@ -1,11 +1,8 @@
-"""The one YAML loader for frontmatter (PLAN.md, VERIFICATION.md and every artifact a gate
-reads): PyYAML's safe loader (no tags that construct objects) that refuses aliases, on
-libyaml's C parser when PyYAML was built with it.
+"""The one YAML loader for frontmatter: PyYAML's safe loader (no tags that construct objects),
+refusing aliases, on libyaml's C parser when PyYAML was built with it.
 
-An alias (`*name`) makes one node appear many times; nine levels of nine aliases are a
-"billion laughs" document of a few hundred bytes whose JSON form has 9^9 leaves. Frontmatter never
-needs them, so the composer refuses the first alias with the line it is on, before anything is
-expanded.
+Aliases allow a "billion laughs" document (nine levels of nine aliases: 9^9 leaves from a few
+hundred bytes); frontmatter never needs them, so the first one is refused before expansion.
 """
 
 from __future__ import annotations
@@ -67,9 +64,8 @@ if getattr(yaml, "__with_libyaml__", False):
         yaml.constructor.SafeConstructor,
         yaml.resolver.Resolver,
     ):
-        """libyaml scans and parses (the slow part in Python); the composer above (the same
-        code as the pure loader's: aliases refused, depth bounded) builds the nodes from its
-        events, and PyYAML's safe constructor and resolver make the values."""
+        """libyaml scans and parses; the shared composer builds the nodes from its events, and
+        PyYAML's safe constructor and resolver make the values."""
 
         def __init__(self, stream: str) -> None:
             CParser.__init__(self, stream)
@@ -105,10 +101,8 @@ def safe_load(text: str) -> Any:
     """`yaml.safe_load` with aliases refused (raises `yaml.YAMLError`, or RecursionError past
     `MAX_DEPTH`).
 
-    With libyaml present its parser is used (`c_path_ok`); a document it refuses, or that
-    fails in any way, is loaded again by the pure-Python loader, so an error (its class and its
-    words, line and column) is always the pure loader's. tests/test_yaml_cloader.py checks that
-    both loaders agree on generated documents."""
+    With libyaml present its parser is used (`c_path_ok`); a document that fails there is
+    loaded again by the pure loader, so an error is always the pure loader's."""
     if NoAliasCSafeLoader is not None and c_path_ok(text):
         try:
             return _load(NoAliasCSafeLoader, text)

@@ -1,4 +1,4 @@
-"""Frontmatter YAML on libyaml's C parser (`looprail.yamlload`, `plans.planfile`): the same
+"""Frontmatter YAML on libyaml's C parser (`looprail.yamlload`, `plans.planyaml`): the same
 limits as the pure-Python loader (aliases refused before expansion, nesting bounded at 200
 levels) and the same values; any document the C path refuses is loaded again by the pure
 loader, so every error a user reads is the pure loader's. Property tests compare both."""
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from looprail import yamlload
-from looprail.plans import planfile
+from looprail.plans import planyaml
 from looprail.yamlload import MAX_DEPTH, NoAliasCSafeLoader, NoAliasSafeLoader, safe_load
 from tests.support import examples
 
@@ -153,7 +153,7 @@ def test_where_the_parsers_disagree_the_pure_loader_answers(text):
 
 def plan_outcome(loader_class, text):
     try:
-        return ("ok", repr(planfile._compose(loader_class, text, 2)))
+        return ("ok", repr(planyaml._compose(loader_class, text, 2)))
     except Exception as exc:
         return ("error", type(exc).__name__)
 
@@ -171,23 +171,23 @@ def test_plan_frontmatter_reads_the_same_on_both_paths(fields, dupe):
     text = "".join(f"{k}: {v}\n" for k, v in fields.items())
     if dupe and fields:
         text += next(iter(fields)) + ": again\n"
-    assert planfile._PlanYamlCLoader is not None
-    c = plan_outcome(planfile._PlanYamlCLoader, text)
-    py = plan_outcome(planfile._PlanYamlLoader, text)
+    assert planyaml._PlanYamlCLoader is not None
+    c = plan_outcome(planyaml._PlanYamlCLoader, text)
+    py = plan_outcome(planyaml._PlanYamlLoader, text)
     if c[0] == "ok":
         assert c == py
     # What a user sees (values, or the PlanError's words) is what the pure loader gives.
-    with_c = outcome(planfile._load_yaml, text, 2, "PLAN.md")
-    saved, planfile._PlanYamlCLoader = planfile._PlanYamlCLoader, None
+    with_c = outcome(planyaml._load_yaml, text, 2, "PLAN.md")
+    saved, planyaml._PlanYamlCLoader = planyaml._PlanYamlCLoader, None
     try:
-        assert with_c == outcome(planfile._load_yaml, text, 2, "PLAN.md")
+        assert with_c == outcome(planyaml._load_yaml, text, 2, "PLAN.md")
     finally:
-        planfile._PlanYamlCLoader = saved
+        planyaml._PlanYamlCLoader = saved
 
 
 def test_plan_ids_stay_strings_and_duplicates_are_refused_on_the_c_path():
-    data, lines = planfile._compose(planfile._PlanYamlCLoader, "phase: 01\nplan: 002\nwave: 1\n", 2)
+    data, lines = planyaml._compose(planyaml._PlanYamlCLoader, "phase: 01\nplan: 002\nwave: 1\n", 2)
     assert data == {"phase": "01", "plan": "002", "wave": 1}
     assert lines == {"phase": 2, "plan": 3, "wave": 4}
     with pytest.raises(yaml.constructor.ConstructorError, match="duplicate key"):
-        planfile._compose(planfile._PlanYamlCLoader, "a: 1\na: 2\n", 2)
+        planyaml._compose(planyaml._PlanYamlCLoader, "a: 1\na: 2\n", 2)

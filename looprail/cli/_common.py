@@ -13,9 +13,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     from pathlib import Path
-    from typing import Any
 
 FLAVORS = ("gsd", "msd", "ferrox")
+JSON_HELP = "machine-readable output"
 
 
 def add_project_options(parser: argparse.ArgumentParser) -> None:
@@ -59,7 +59,31 @@ def group(sub, name: str, help_text: str):
     return parser, parser.add_subparsers(dest=f"{name}_command", metavar="SUBCOMMAND")
 
 
-def print_json(value: Any) -> None:
+def command(
+    cmds,
+    name: str,
+    handler,
+    help_text: str,
+    description: str | None = None,
+    *,
+    positional: bool = False,
+    json: str | None = None,
+    project: bool = True,
+) -> argparse.ArgumentParser:
+    """Subcommand NAME of `cmds` running `handler`: [PROJECT] (`positional`), --json (`json`:
+    its help), then --project and --capabilities (unless `project=False`)."""
+    p = cmds.add_parser(name, help=help_text, description=description)
+    if positional:
+        add_project_positional(p)
+    if json:
+        p.add_argument("--json", action="store_true", help=json)
+    if project:
+        add_project_options(p)
+    p.set_defaults(handler=handler)
+    return p
+
+
+def print_json(value: object) -> None:
     """Compact, key-order-preserving JSON on one line (what hosts parse)."""
     sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
 
@@ -122,7 +146,7 @@ STYLES = {
 }
 
 
-def colour_on(stream: Any) -> bool:
+def colour_on(stream: object) -> bool:
     """Colour only for a person at a terminal (not with NO_COLOR or TERM=dumb, never into a
     pipe or file): the same rule as the live progress."""
     isatty = getattr(stream, "isatty", None)
@@ -137,7 +161,7 @@ def colour_on(stream: Any) -> bool:
     return wants_escapes(stream)
 
 
-def paint(text: str, status: str, stream: Any = None) -> str:
+def paint(text: str, status: str, stream: object = None) -> str:
     """`text` in the colour of `status` (a key of STYLES) when `stream` shows colour, else
     `text` unchanged. rich is imported only when there is colour to draw."""
     style = STYLES.get(status)

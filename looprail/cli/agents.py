@@ -8,14 +8,9 @@ import sys
 from importlib.resources import files
 from pathlib import Path
 from types import SimpleNamespace
+from typing import NotRequired, TypedDict
 
-from looprail.cli._common import (
-    add_project_options,
-    add_project_positional,
-    print_json,
-    project_folder,
-    project_of,
-)
+from looprail.cli._common import command, print_json, project_folder, project_of
 from looprail.config import load_project_config
 from looprail.errors import ConfigError, UsageError
 from looprail.fsutil import create_new
@@ -30,13 +25,13 @@ from looprail.layout import (
     ROLES_DIR,
     STATE_PATTERNS,
 )
-from looprail.machine.progress import plural
 from looprail.runtime.agents import ADAPTERS
 from looprail.runtime.git import git, git_program, is_git_repo
 from looprail.runtime.interactive import shown_argv, terminal_problem
 from looprail.runtime.process import find_program, run_bounded
 from looprail.runtime.registry import RuntimeSettings, agent_name, available, create_runtime
 from looprail.settings import looprail_settings
+from looprail.textsafe import plural
 from looprail.trust.agents import effective_agent
 
 GITIGNORE = "# looprail state (journal, run lock, transcripts, plan worktrees)\n" + "".join(
@@ -74,18 +69,18 @@ def register(sub) -> None:
     p.add_argument("--goal", default=None, metavar="TEXT", help="phase 1's goal in ROADMAP.md")
     p.set_defaults(handler=init)
 
-    p = sub.add_parser(
+    p = command(
+        sub,
         "doctor",
-        help="check that the chosen agent CLI is installed and runs, and say how to fix it",
-        description="Check the runtime a run would use (--agent, else looprail.agent in "
+        doctor,
+        "check that the chosen agent CLI is installed and runs, and say how to fix it",
+        "Check the runtime a run would use (--agent, else looprail.agent in "
         ".planning/config.json, else local): its CLI is on PATH and answers --version; git is "
         "there for plan worktrees. Exit 0 when ready, 1 with what to do otherwise.",
+        positional=True,
+        json="one line of JSON: agent, ready, checks",
     )
-    add_project_positional(p)
     p.add_argument("--agent", metavar="NAME", help="the runtime to check (default: the project's)")
-    p.add_argument("--json", action="store_true", help="one line of JSON: agent, ready, checks")
-    add_project_options(p)
-    p.set_defaults(handler=doctor)
 
 
 def init(args) -> int:
@@ -111,13 +106,7 @@ def init(args) -> int:
     files_ = [config, roadmap, phase / ".gitkeep", ignore]
     files_ += [roles / f"{role}.md" for role in ROLES]
     files_ += [agents / role for role in ROLES] if local else []
-    for path in [*folders, *files_]:
-        if path.is_symlink():
-            raise UsageError(
-                f"{path}: is a symlink; looprail init never writes through one (nothing changed)"
-            )
-    if ignore.exists() and not ignore.is_file():
-        raise UsageError(f"{ignore}: is not a regular file (nothing changed)")
+    _refuse_links([*folders, *files_], ignore)
     for folder in folders:
         folder.mkdir(parents=True, exist_ok=True)
     create_new(phase / ".gitkeep", "")
@@ -127,19 +116,7 @@ def init(args) -> int:
     goal = args.goal or "Describe what phase 1 delivers, in a few sentences."
     if create_new(roadmap, ROADMAP.format(title="first", goal=goal)):
         written.append(roadmap)
-    for role in ROLES:
-        target = roles / f"{role}.md"
-        if create_new(target, (files("looprail.runtime.roles") / f"{role}.md").read_text()):
-            written.append(target)
-    if local:
-        starter = (files("looprail.runtime.roles") / "local_agent.py").read_text()
-        if find_program("python3") is None:  # keep the portable #! only where it resolves
-            starter = starter.replace("#!/usr/bin/env python3", f"#!{sys.executable}", 1)
-        for role in ROLES:
-            target = agents / role
-            text = starter.replace("#!/usr/bin/env python3", f"#!{sys.executable}", 1)
-            if create_new(target, text, mode=0o755):
-                written.append(target)
+    written += _write_roles(roles, agents if local else None)
     if _add_state_patterns(ignore):
         written.append(ignore)
     if git_program() and not is_git_repo(root):
@@ -153,6 +130,35 @@ def init(args) -> int:
         + (f" (in {root})" if str(root) != "." else "")
     )
     return 0
+
+
+def _refuse_links(paths: list[Path], ignore: Path) -> None:
+    for path in paths:
+        if path.is_symlink():
+            raise UsageError(
+                f"{path}: is a symlink; looprail init never writes through one (nothing changed)"
+            )
+    if ignore.exists() and not ignore.is_file():
+        raise UsageError(f"{ignore}: is not a regular file (nothing changed)")
+
+
+def _write_roles(roles: Path, agents: Path | None) -> list[Path]:
+    """The role briefs, and (`agents`: the local runtime) a starter executable for each role;
+    the files written (existing ones are kept)."""
+    written = []
+    for role in ROLES:
+        target = roles / f"{role}.md"
+        if create_new(target, (files("looprail.runtime.roles") / f"{role}.md").read_text()):
+            written.append(target)
+    if agents is None:
+        return written
+    # the interpreter running looprail, which has what the starter imports
+    starter = (files("looprail.runtime.roles") / "local_agent.py").read_text()
+    text = starter.replace("#!/usr/bin/env python3", f"#!{sys.executable}", 1)
+    for role in ROLES:
+        if create_new(agents / role, text, mode=0o755):
+            written.append(agents / role)
+    return written
 
 
 def _add_state_patterns(ignore) -> bool:
@@ -169,104 +175,124 @@ def _add_state_patterns(ignore) -> bool:
     return True
 
 
+class Check(TypedDict):
+    """One line of `looprail doctor`."""
+
+    status: str  # ok | problem | warning
+    message: str
+    permissions: NotRequired[str]
+    settings: NotRequired[str]
+
+
 def doctor(args) -> int:
     project = project_folder(project_of(args))
     config, _ = load_project_config(project)
     name = agent_name(config, args.agent)
-    checks: list[dict[str, str]] = []  # {"status": ok | problem | warning, "message": …}
-
-    def say(status: str, line: str) -> None:
-        checks.append({"status": status, "message": line})
-
-    def finish() -> int:
-        problems = sum(c["status"] == "problem" for c in checks)
-        if args.json:
-            print_json({"agent": name, "ready": not problems, "checks": checks})
-            return 1 if problems else 0
-        marks = {"ok": "✓", "problem": "✗", "warning": "!"}
-        for c in checks:
-            print(f"{marks[c['status']]} {c['message']}")
-            if "permissions" in c:
-                print(f"  {c['permissions']}")
-            if "settings" in c:
-                print(f"  settings: {c['settings']}")
-        if problems:
-            print(plural(problems, "problem"), file=sys.stderr)
-        return 1 if problems else 0
-
     if name not in available():
-        say(
-            "problem",
-            f"agent {name!r} is not a runtime here; choose one of: {', '.join(available())}",
-        )
-        return finish()
+        choose = f"choose one of: {', '.join(available())}"
+        checks = [
+            Check(status="problem", message=f"agent {name!r} is not a runtime here; {choose}")
+        ]
+    else:
+        checks = [*_runtime_checks(project, config, name), _git_check(project)]
+        talk = _interactive_check(project, config, name)
+        if talk is not None:
+            checks.append(Check(status=talk[0], message=talk[1]))
+    problems = sum(c["status"] == "problem" for c in checks)
+    if args.json:
+        print_json({"agent": name, "ready": not problems, "checks": checks})
+        return 1 if problems else 0
+    marks = {"ok": "✓", "problem": "✗", "warning": "!"}
+    for c in checks:
+        print(f"{marks[c['status']]} {c['message']}")
+        if "permissions" in c:
+            print(f"  {c['permissions']}")
+        if "settings" in c:
+            print(f"  settings: {c['settings']}")
+    if problems:
+        print(plural(problems, "problem"), file=sys.stderr)
+    return 1 if problems else 0
 
+
+def _runtime_checks(project: Path, config, name: str) -> list[Check]:
     if name in ADAPTERS:
-        adapter = ADAPTERS[name]()
-        effective = effective_agent(project, config, name)  # what `run` would use
-        settings = effective.settings
-        refusal = effective.refusal()
-        if refusal is not None:
-            say("problem", f"{name}: a run refuses: {refusal}")
-        binary = settings.binary or adapter.binary
-        found = find_program(binary)
-        # Never run what the project supplies: a `binary` from its config (consented or not),
-        # or a program found inside the project folder (e.g. through a relative PATH entry).
-        supplied = PROJECT_CONFIG_FILE in effective.origin.get("binary", "") or (
-            found is not None and Path(found).resolve().is_relative_to(Path(project).resolve())
+        return _adapter_checks(project, config, name)
+    if name != "local":
+        return [Check(status="ok", message=f"{name}: a registered runtime (nothing to check)")]
+    runtime = create_runtime(name, RuntimeSettings(project=project))
+    missing = [why for role in ROLES if (why := runtime.missing(AGENTS_DIR, role))]
+    if not missing:
+        return [
+            Check(
+                status="ok", message=f"local: role executables under {LOOPRAIL_DIR}/{AGENTS_DIR}/"
+            )
+        ]
+    fix = "write it, or pick an agent: looprail init --agent claude"
+    return [Check(status="problem", message=f"local: {why} ({fix})") for why in missing]
+
+
+def _adapter_checks(project: Path, config, name: str) -> list[Check]:
+    """An agent CLI: what a run would refuse, and its program found and answering --version
+    (never a program the project supplies)."""
+    adapter = ADAPTERS[name]()
+    effective = effective_agent(project, config, name)  # what `run` would use
+    checks: list[Check] = []
+    refusal = effective.refusal()
+    if refusal is not None:
+        checks.append(Check(status="problem", message=f"{name}: a run refuses: {refusal}"))
+    binary = effective.settings.binary or adapter.binary
+    found = find_program(binary)
+    # Never run what the project supplies: a `binary` from its config (consented or not),
+    # or a program found inside the project folder (e.g. through a relative PATH entry).
+    supplied = PROJECT_CONFIG_FILE in effective.origin.get("binary", "") or (
+        found is not None and Path(found).resolve().is_relative_to(Path(project).resolve())
+    )
+    if found is None:
+        checks.append(
+            Check(
+                status="problem", message=f"{name}: `{binary}` not found on PATH; {adapter.install}"
+            )
         )
-        if found is None:
-            say("problem", f"{name}: `{binary}` not found on PATH; {adapter.install}")
-        elif supplied:
-            where = effective.origin.get("binary") or "the project folder"
-            say(
-                "warning",
-                f"{name}: {os.path.abspath(found)} (from {where}): not run; doctor never runs "
-                "a program the project supplies",
-            )
-            checks[-1]["permissions"] = effective.line()
-        else:
-            done = run_bounded([found, *adapter.version_args], timeout_s=30)
-            ok, said = done.ok, (done.stdout or done.stderr).strip()
-            if done.spawn_error or done.timed_out:
-                said = done.describe_failure()
-            if ok:
-                say("ok", f"{name}: {found} ({said.splitlines()[0] if said else 'runs'})")
-                checks[-1]["permissions"] = effective.line()
-                for status, line in adapter.readiness(project, settings, os.environ):
-                    say(status, line)
-            else:
-                last = said.splitlines()[-1] if said else "no output"
-                say("problem", f"{name}: `{found} --version` failed ({last}); {adapter.install}")
-        sources = effective.sources()
-        if sources:
-            checks[-1]["settings"] = sources
-    elif name == "local":
-        runtime = create_runtime(name, RuntimeSettings(project=project))
-        missing = [why for role in ROLES if (why := runtime.missing(AGENTS_DIR, role))]
-        for why in missing:
-            say(
-                "problem",
-                f"local: {why} (write it, or pick an agent: looprail init --agent claude)",
-            )
-        if not missing:
-            say("ok", f"local: role executables under {LOOPRAIL_DIR}/{AGENTS_DIR}/")
+    elif supplied:
+        where = effective.origin.get("binary") or "the project folder"
+        message = (
+            f"{name}: {os.path.abspath(found)} (from {where}): not run; doctor never runs "
+            "a program the project supplies"
+        )
+        checks.append(Check(status="warning", message=message, permissions=effective.line()))
     else:
-        say("ok", f"{name}: a registered runtime (nothing to check)")
+        checks += _version_checks(project, adapter, effective, name, found)
+    if sources := effective.sources():
+        checks[-1]["settings"] = sources
+    return checks
+
+
+def _version_checks(project: Path, adapter, effective, name: str, found: str) -> list[Check]:
+    done = run_bounded([found, *adapter.version_args], timeout_s=30)
+    said = (done.stdout or done.stderr).strip()
+    if done.spawn_error or done.timed_out:
+        said = done.describe_failure()
+    if not done.ok:
+        last = said.splitlines()[-1] if said else "no output"
+        message = f"{name}: `{found} --version` failed ({last}); {adapter.install}"
+        return [Check(status="problem", message=message)]
+    first = said.splitlines()[0] if said else "runs"
+    checks = [
+        Check(status="ok", message=f"{name}: {found} ({first})", permissions=effective.line())
+    ]
+    for status, line in adapter.readiness(project, effective.settings, os.environ):
+        checks.append(Check(status=status, message=line))
+    return checks
+
+
+def _git_check(project: Path) -> Check:
     if git_program() is None:
-        say(
-            "problem", "git not found on PATH: plans of a wave will run one at a time (install git)"
-        )
-    elif not is_git_repo(project):
-        say(
-            "warning", f"{project} is not a git repository: plans will run one at a time (git init)"
-        )
-    else:
-        say("ok", "git: parallel plans each get a worktree")
-    talk = _interactive_check(project, config, name)
-    if talk is not None:
-        say(*talk)
-    return finish()
+        message = "git not found on PATH: plans of a wave will run one at a time (install git)"
+        return Check(status="problem", message=message)
+    if not is_git_repo(project):
+        message = f"{project} is not a git repository: plans will run one at a time (git init)"
+        return Check(status="warning", message=message)
+    return Check(status="ok", message="git: parallel plans each get a worktree")
 
 
 def _interactive_check(project, config, name: str) -> tuple[str, str] | None:

@@ -50,7 +50,6 @@ def _split(words: list[str], project: str | None) -> tuple[str, str | None, str 
 
 
 def answer(args: argparse.Namespace) -> int:
-
     words = [w for w in (args.project_pos, args.task, args.text) if w is not None]
     # (cli.main has copied the first positional into --project: not a project when it is TASK)
     explicit = args.project if args.project != args.project_pos else None

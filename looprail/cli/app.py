@@ -47,8 +47,6 @@ _COMMAND_MODULE = {
     "resume": "run",
     "init": "agents",
     "doctor": "agents",
-    "review-lane": "review_lane",
-    "trust": "trust",
     "revoke": "trust",
 }
 

@@ -6,10 +6,11 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import TypedDict
 
 from looprail.cli._common import (
-    add_project_options,
-    add_project_positional,
+    JSON_HELP,
+    command,
     group,
     print_json,
     project_folder,
@@ -34,11 +35,11 @@ from looprail.hooks.registry import (
     search_roots,
 )
 from looprail.layout import CAPABILITIES_DIR, LOOPRAIL_DIR, looprail_home
-from looprail.machine.progress import plural
 from looprail.points import POINTS
 from looprail.runtime.agent_settings import GUARDED
 from looprail.runtime.agents import ADAPTERS
 from looprail.runtime.registry import agent_name
+from looprail.textsafe import plural
 from looprail.trust import apply_consent, copy_folder, folder_hash, grant, is_trusted
 from looprail.trust.agents import effective_agent
 from looprail.trust.audit import (
@@ -54,11 +55,13 @@ from looprail.trust.audit import (
 
 def register(sub) -> None:
     _, cmds = group(sub, "capability", "validate, list and manage capabilities")
-    p = cmds.add_parser(
+    p = command(
+        cmds,
         "validate",
-        help="validate capability manifests: errors (exit 1) and warnings, each with its file "
+        validate,
+        "validate capability manifests: errors (exit 1) and warnings, each with its file "
         "and JSON path",
-        description="Validate every capability in DIR… (a capability folder holding "
+        "Validate every capability in DIR… (a capability folder holding "
         "capability.json, or a folder of them). Without DIR, validate the project's whole "
         f"search path (--capabilities, LOOPRAIL_CAPABILITIES, ~/{LOOPRAIL_DIR}/capabilities, "
         f"<project>/{LOOPRAIL_DIR}/capabilities) merged, as the loop would load it. Each problem "
@@ -68,6 +71,7 @@ def register(sub) -> None:
         "fails the command grammar is a warning, not an error: the manifest is valid (the "
         "reference accepts it) but looprail refuses that string at dispatch. Exit 1 when any "
         "manifest is invalid.",
+        json=JSON_HELP,
     )
     p.add_argument(
         "dirs",
@@ -75,47 +79,50 @@ def register(sub) -> None:
         metavar="DIR",
         help="a capability folder or a folder of them (default: the project's search path)",
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    add_project_options(p)
-    p.set_defaults(handler=validate)
-
-    p = cmds.add_parser("list", help="list loaded capabilities: id, role, origin, points, active")
-    add_project_positional(p)
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    add_project_options(p)
-    p.set_defaults(handler=list_capabilities)
-
-    p = cmds.add_parser(
-        "remove",
-        help="delete an overlay capability (project overlay, or --global)",
-        description="Remove capability ID from the project overlay "
-        f"(<project>/{LOOPRAIL_DIR}/capabilities/ID) or, with --global, from "
-        f"~/{LOOPRAIL_DIR}/capabilities. First-party sets are never touched.",
+    command(
+        cmds,
+        "list",
+        list_capabilities,
+        "list loaded capabilities: id, role, origin, points, active",
+        positional=True,
+        json=JSON_HELP,
     )
-    p.add_argument("id", metavar="ID", help="id of the overlay capability to delete")
-    p.add_argument("--global", dest="global_", action="store_true", help="the global overlay")
-    add_project_options(p)
-    p.set_defaults(handler=remove)
-
-    p = cmds.add_parser(
+    p = command(
+        cmds,
         "audit",
-        help="list everything a capability (and the native hooks files) can run",
-        description="List every executable surface of the loaded capabilities (or only ID…): "
+        audit,
+        "list everything a capability (and the native hooks files) can run",
+        "List every executable surface of the loaded capabilities (or only ID…): "
         "step skills, agents and commands with their command lines, gate queries and predicates "
         "(the /bin/sh command of a command-exit-zero predicate), the task-content resolver, "
         "reviewer lanes (probe and invoke), host lifecycle hooks and command modules; without "
         "ID, also every `when` and `shell` of the global and project hooks.json. Strings that "
         "fail the command grammar are marked REFUSED: looprail never runs them.",
+        json=JSON_HELP,
     )
     p.add_argument("ids", nargs="*", metavar="ID", help="capability ids (default: all loaded)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    add_project_options(p)
-    p.set_defaults(handler=audit)
+    _add_overlay_commands(cmds)
 
-    p = cmds.add_parser(
+
+def _add_overlay_commands(cmds) -> None:
+    """`remove` and `install`: the project's and the global overlay."""
+    p = command(
+        cmds,
+        "remove",
+        remove,
+        "delete an overlay capability (project overlay, or --global)",
+        "Remove capability ID from the project overlay "
+        f"(<project>/{LOOPRAIL_DIR}/capabilities/ID) or, with --global, from "
+        f"~/{LOOPRAIL_DIR}/capabilities. First-party sets are never touched.",
+    )
+    p.add_argument("id", metavar="ID", help="id of the overlay capability to delete")
+    p.add_argument("--global", dest="global_", action="store_true", help="the global overlay")
+    p = command(
+        cmds,
         "install",
-        help="validate, audit and copy a capability folder into an overlay (asks consent)",
-        description="Validate the capability folder DIR, print its audit, ask for consent "
+        install,
+        "validate, audit and copy a capability folder into an overlay (asks consent)",
+        "Validate the capability folder DIR, print its audit, ask for consent "
         "(--yes answers yes; without a terminal --yes is required) and copy it to the project "
         f"overlay <project>/{LOOPRAIL_DIR}/capabilities/<id> (default; consent is recorded) "
         f"or, with --global, to ~/{LOOPRAIL_DIR}/capabilities/<id>. A capability carrying a "
@@ -127,8 +134,6 @@ def register(sub) -> None:
     )
     p.add_argument("--yes", "-y", action="store_true", help="consent without asking")
     p.add_argument("--force", action="store_true", help="replace an installed copy")
-    add_project_options(p)
-    p.set_defaults(handler=install)
 
 
 def _registry_for(args):
@@ -165,7 +170,6 @@ def _registry_for(args):
 
 
 def validate(args) -> int:
-
     registry, _ = _registry_for(args)
     issues = registry.issues
     # Valid but refused at dispatch: warnings, never a failure (the reference accepts them).
@@ -197,27 +201,8 @@ def validate(args) -> int:
 
 
 def list_capabilities(args) -> int:
-
     registry, config = _registry_for(args)
-    rows = []
-    for cid in sorted(registry.capabilities):
-        lc = registry.capabilities[cid]
-        m = lc.manifest
-        points = sorted(
-            {e.point for group in (m.steps, m.contributions, m.gates) for e in group or ()},
-            key=POINTS.index,
-        )
-        rows.append(
-            {
-                "id": cid,
-                "role": m.role,
-                "origin": lc.origin,
-                "points": points,
-                "active": registry.why_inactive(cid, config) is None,
-                "reason": registry.why_inactive(cid, config),
-                "source": str(lc.source),
-            }
-        )
+    rows = [_capability_row(registry, cid, config) for cid in sorted(registry.capabilities)]
     failed = [
         {"id": f.id, "origin": f.origin, "file": f.file, "reason": str(f.issues[0])}
         for f in registry.failed
@@ -250,6 +235,36 @@ def list_capabilities(args) -> int:
     return 0
 
 
+class CapabilityRow(TypedDict):
+    """A capability as `capability list --json` shows it."""
+
+    id: str
+    role: str
+    origin: str
+    points: list[str]
+    active: bool
+    reason: str | None
+    source: str
+
+
+def _capability_row(registry, cid: str, config) -> CapabilityRow:
+    lc = registry.capabilities[cid]
+    m = lc.manifest
+    points = sorted(
+        {e.point for group in (m.steps, m.contributions, m.gates) for e in group or ()},
+        key=POINTS.index,
+    )
+    return {
+        "id": cid,
+        "role": m.role,
+        "origin": lc.origin,
+        "points": points,
+        "active": registry.why_inactive(cid, config) is None,
+        "reason": registry.why_inactive(cid, config),
+        "source": str(lc.source),
+    }
+
+
 def remove(args) -> int:
     if args.global_:
         base = Path(looprail_home()) / CAPABILITIES_DIR
@@ -270,7 +285,6 @@ def remove(args) -> int:
 
 
 def audit(args) -> int:
-
     registry, config = _registry_for(args)
     known = set(registry.capabilities) | {f.id for f in registry.failed}
     unknown = [i for i in args.ids if i not in known]
@@ -343,12 +357,11 @@ def install(args) -> int:
     cap_id = _declared_id(manifest)
     project = Path(args.project)
     if args.global_:
-        root = Path(looprail_home()) / CAPABILITIES_DIR
-        origin = "global"
+        root, origin = Path(looprail_home()) / CAPABILITIES_DIR, "global"
     else:
         project_folder(args.project)
-        root = looprail_path(project, CAPABILITIES_DIR)  # refused when linked out of it
-        origin = "project"
+        # refused when linked out of the project
+        root, origin = looprail_path(project, CAPABILITIES_DIR), "project"
     target = root / cap_id
     if (target.exists() or target.is_symlink()) and not args.force:
         raise LooprailError(
@@ -369,33 +382,33 @@ def install(args) -> int:
         print(render_text(Audit((cap_audit,))))
         _refuse_suspects(cap_audit, str(manifest))
         where = "the global overlay" if args.global_ else f"project {project.resolve()}"
-        shells = [s.where for s in cap_audit.surfaces if s.shell and not s.refused]
-        shell_note = ""
-        if shells:  # said even with --yes
-            shell_note = f" It runs SHELL or interpreter code ({'; '.join(shells)})."
-            print(
-                f"looprail: warning: {cap_id} runs shell or interpreter code: {'; '.join(shells)}",
-                file=sys.stderr,
-            )
-        question = f"Install capability {cap_id!r} into {where} and allow it to run?{shell_note}"
-        if not confirm(args, question):
+        if not confirm(args, _install_question(cap_audit, where)):
             print("not installed")
             return 1
         if folder_hash(staged) != digest:
             raise LooprailError(f"{source}: changed while it was being reviewed; not installed")
         if target.exists() or target.is_symlink():
-            old = staging / f".old-{cap_id}"
-            target.rename(old)
+            target.rename(staging / f".old-{cap_id}")
         staged.rename(target)
+        consented = ""
         if origin == "project":
             grant(project, {cap_id: digest})
-        print(
-            f"installed {cap_id} into {target}"
-            + (" (consent recorded)" if origin == "project" else "")
-        )
+            consented = " (consent recorded)"
+        print(f"installed {cap_id} into {target}{consented}")
         return 0
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _install_question(cap_audit: CapabilityAudit, where: str) -> str:
+    """What `install` asks; shell or interpreter code is said on stderr too, even with --yes."""
+    cap_id = cap_audit.id
+    shells = "; ".join(s.where for s in cap_audit.surfaces if s.shell and not s.refused)
+    shell_note = ""
+    if shells:
+        shell_note = f" It runs SHELL or interpreter code ({shells})."
+        warn(f"{cap_id} runs shell or interpreter code: {shells}")
+    return f"Install capability {cap_id!r} into {where} and allow it to run?{shell_note}"
 
 
 def _declared_id(manifest) -> str:

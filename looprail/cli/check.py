@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from looprail.cli._common import add_project_options, group, print_json, project_folder
+from looprail.cli._common import command, group, print_json, project_folder
 from looprail.config import load_project_config_strict
 from looprail.errors import UsageError
 from looprail.hooks.checks import (
@@ -23,10 +23,12 @@ from looprail.plans.phase import find_phase, list_phases, normalize_phase_number
 
 def register(sub) -> None:
     _, cmds = group(sub, "check", "evaluate gate checks")
-    p = cmds.add_parser(
+    p = command(
+        cmds,
         "predicate",
-        help="evaluate a check.predicate and print {block, message}",
-        description="Evaluate a gate's check.predicate (JSON, passed as one argument) and print "
+        _predicate,
+        "evaluate a check.predicate and print {block, message}",
+        "Evaluate a gate's check.predicate (JSON, passed as one argument) and print "
         "{block, message}. Exit 0 for any delivered verdict, non-zero when the check itself "
         "failed (the gate's onError decides what that means).",
     )
@@ -46,8 +48,6 @@ def register(sub) -> None:
     )
     p.add_argument("--phase-req-ids", default="", metavar="IDS", help="exported as PHASE_REQ_IDS")
     p.add_argument("--raw", action="store_true", help="print JSON only (the default output)")
-    add_project_options(p)
-    p.set_defaults(handler=_predicate)
 
 
 def _predicate(args) -> int:

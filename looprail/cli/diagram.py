@@ -7,11 +7,17 @@ import argparse
 import sys
 from pathlib import Path
 
-from looprail.cli._common import add_flavor_option, add_project_options, warn
-from looprail.diagrams import is_project, load_graph, write_atomic
+from looprail.cli._common import (
+    add_flavor_option,
+    add_project_options,
+    add_project_positional,
+    warn,
+)
+from looprail.diagrams import is_project, load_graph
 from looprail.diagrams.regenerate import main
 from looprail.diagrams.render import format_for, render, require_dot
 from looprail.errors import UsageError
+from looprail.fsutil import atomic_write
 
 DESCRIPTION = """\
 Draw the loop: the compiled state machine (discuss → plan → execute{waves} → verify → ship),
@@ -42,12 +48,7 @@ def register(sub) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument(
-        "project_pos",
-        nargs="?",
-        metavar="PROJECT",
-        help="project folder (default: --project, else the current directory)",
-    )
+    add_project_positional(p)
     p.add_argument(
         "--hooks",
         action="store_true",
@@ -110,7 +111,7 @@ def run(args) -> int:
             raise UsageError(f"{args.output}: is a folder, not a file")
         if not target.parent.is_dir():
             raise UsageError(f"{args.output}: folder {target.parent} does not exist")
-        write_atomic(target, blob)
+        atomic_write(target, blob)
         return 0
     sys.stdout.buffer.write(blob)
     sys.stdout.flush()

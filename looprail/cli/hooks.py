@@ -6,15 +6,9 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
-from looprail.cli._common import (
-    add_project_options,
-    add_project_positional,
-    group,
-    print_json,
-    warn,
-)
+from looprail.cli._common import command, group, print_json, warn
 from looprail.errors import Issue
 from looprail.hooks.native.config import (
     NativeHook,
@@ -25,68 +19,48 @@ from looprail.hooks.native.config import (
     read_hooks_file,
 )
 from looprail.layout import LOOPRAIL_DIR
+from looprail.textsafe import plural
 from looprail.trust import is_trusted
 
 if TYPE_CHECKING:
     from looprail.hooks.native.config import CatalogEntry, HooksFile
 
+JSON_ONE = "print one JSON object"
+
 
 def register(sub) -> None:
     _, cmds = group(sub, "hooks", "native hooks (hooks.json): validate files, list effective hooks")
 
-    p = cmds.add_parser(
+    # --capabilities is accepted for uniformity; hooks.json is not one
+    p = command(
+        cmds,
         "validate",
-        help="validate hooks files; every problem with its file and JSON path",
-        description="Validate native hooks files. Without FILE: the global file "
+        _validate,
+        "validate hooks files; every problem with its file and JSON path",
+        "Validate native hooks files. Without FILE: the global file "
         f"($LOOPRAIL_HOME/hooks.json or ~/{LOOPRAIL_DIR}/hooks.json) and the project's "
         f"{LOOPRAIL_DIR}/hooks.json, those that exist. Exit 1 when any file has a problem.",
+        json=JSON_ONE,
     )
     p.add_argument("files", nargs="*", metavar="FILE", help="hooks files to validate")
-    add_project_options(p)  # --capabilities is accepted for uniformity; hooks.json is not one
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(handler=_validate)
-
-    p = cmds.add_parser(
+    command(
+        cmds,
         "list",
-        help="the effective native hooks with their source",
-        description="List the merged native hooks of a project: global then project entries "
+        _list,
+        "the effective native hooks with their source",
+        "List the merged native hooks of a project: global then project entries "
         "(a project entry replaces the global one of the same reference), whether each "
         "is enabled and why.",
+        positional=True,
+        json=JSON_ONE,
     )
-    add_project_positional(p)
-    add_project_options(p)  # --capabilities is accepted for uniformity; hooks.json is not one
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(handler=_list)
 
 
 # --------------------------------------------------------------------------- validate
 
 
 def _validate(args: argparse.Namespace) -> int:
-    global_path = global_hooks_path()
-    files: tuple[HooksFile, ...]
-    if args.files:
-        # An explicit file gets the project rules unless it is the global file itself.
-        files = tuple(
-            read_hooks_file(path, scope="global" if _same(path, global_path) else "project")
-            for path in map(Path, args.files)
-        )
-        files = tuple(_missing_as_invalid(f) if f.status == "missing" else f for f in files)
-    else:
-        found = [
-            read_hooks_file(global_path, scope="global"),
-            read_hooks_file(project_hooks_path(args.project), scope="project"),
-        ]
-        if _same(global_path, project_hooks_path(args.project)):
-            found = found[:1]
-        files = check_across_files(tuple(f for f in found if f.status != "missing"))
-        if not files and not args.json:
-            print(
-                f"looprail: no native hooks files ({global_path}, "
-                f"{project_hooks_path(args.project)})",
-                file=sys.stderr,
-            )
-
+    files = _named_files(args.files) if args.files else _found_files(args.project, args.json)
     valid = all(f.status == "valid" for f in files)
     if args.json:
         print_json(
@@ -109,7 +83,7 @@ def _validate(args: argparse.Namespace) -> int:
     for f in files:
         if f.status == "valid":
             print(
-                f"{f.path}: ok ({_count(len(f.hooks), 'hook')}, {_count(len(f.presets), 'preset')})"
+                f"{f.path}: ok ({plural(len(f.hooks), 'hook')}, {plural(len(f.presets), 'preset')})"
             )
         for issue in f.issues:
             print(f"looprail: error: {issue}", file=sys.stderr)
@@ -117,11 +91,34 @@ def _validate(args: argparse.Namespace) -> int:
         problems = sum(len(f.issues) for f in files)
         bad = sum(1 for f in files if f.status != "valid")
         print(
-            f"looprail: {_count(problems, 'problem')} in {_count(bad, 'file')}; "
+            f"looprail: {plural(problems, 'problem')} in {plural(bad, 'file')}; "
             "an invalid file activates none of its hooks",
             file=sys.stderr,
         )
     return 0 if valid else 1
+
+
+def _named_files(names: list[str]) -> tuple[HooksFile, ...]:
+    """The files named on the command line: the project rules unless it is the global file
+    itself; a missing one is invalid."""
+    global_path = global_hooks_path()
+    files = (
+        read_hooks_file(path, scope="global" if _same(path, global_path) else "project")
+        for path in map(Path, names)
+    )
+    return tuple(_missing_as_invalid(f) if f.status == "missing" else f for f in files)
+
+
+def _found_files(project: str, quiet: bool) -> tuple[HooksFile, ...]:
+    """The global and the project's hooks.json, those that exist, checked across files."""
+    global_path, project_path = global_hooks_path(), project_hooks_path(project)
+    found = [read_hooks_file(global_path, scope="global")]
+    if not _same(global_path, project_path):
+        found.append(read_hooks_file(project_path, scope="project"))
+    files = check_across_files(tuple(f for f in found if f.status != "missing"))
+    if not files and not quiet:
+        print(f"looprail: no native hooks files ({global_path}, {project_path})", file=sys.stderr)
+    return files
 
 
 def _missing_as_invalid(hooks_file: HooksFile) -> HooksFile:
@@ -167,6 +164,11 @@ def _list(args: argparse.Namespace) -> int:
     if not rows:
         print("no native hooks")
         return 0
+    _print_table(rows)
+    return 0
+
+
+def _print_table(rows: list[EntryRow]) -> None:
     header = ("REF", "KIND", "EVENT", "SOURCE", "ENABLED", "ACTION")
     table = [
         (
@@ -182,10 +184,23 @@ def _list(args: argparse.Namespace) -> int:
     widths = [max(len(str(c)) for c in col) for col in zip(header, *table, strict=True)]
     for line in (header, *table):
         print("  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
-    return 0
 
 
-def _entry_row(entry: CatalogEntry, via: str | None, *, active: bool) -> dict[str, Any]:
+class EntryRow(TypedDict):
+    """A native hook or preset as `hooks list --json` shows it."""
+
+    ref: str
+    kind: str
+    source: str
+    file: str
+    enabled: str
+    description: str | None
+    event: NotRequired[str]
+    action: NotRequired[str | None]
+    preset: NotRequired[list[str]]
+
+
+def _entry_row(entry: CatalogEntry, via: str | None, *, active: bool) -> EntryRow:
     if not active:
         enabled = "no (project not trusted)"
     elif entry.kind == "preset":
@@ -196,7 +211,7 @@ def _entry_row(entry: CatalogEntry, via: str | None, *, active: bool) -> dict[st
         enabled = "yes"
     else:
         enabled = f"via {via}"
-    row: dict[str, Any] = {
+    row: EntryRow = {
         "ref": entry.ref,
         "kind": entry.kind,
         "source": entry.scope,
@@ -230,7 +245,3 @@ def _same(a: Path, b: Path) -> bool:
         return Path(a).resolve() == Path(b).resolve()
     except OSError:
         return False
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -10,19 +10,12 @@ import contextlib
 import os
 from pathlib import Path
 
-from looprail.cli._common import (
-    add_project_options,
-    add_project_positional,
-    paint,
-    print_json,
-    project_folder,
-    project_of,
-)
+from looprail.cli._common import command, paint, print_json, project_folder, project_of
 from looprail.errors import LooprailError
 from looprail.layout import PHASES_DIR, ROADMAP_FILE, log_of
 from looprail.machine.project import journal_runs, project_phases
 from looprail.store import report_data, summary
-from looprail.store.lock import lock_holder
+from looprail.store.lock import LockInfo, lock_holder
 from looprail.store.schema import NoJournalError
 from looprail.store.summary import format_duration, headers, journal_file, open_journal, reading
 from looprail.textsafe import one_line
@@ -30,43 +23,46 @@ from looprail.textsafe import one_line
 
 def register(sub) -> None:
     """Add this group's commands to the top-level subparsers."""
-    status = sub.add_parser(
+    command(
+        sub,
         "status",
-        help="the current (or last) run: state, wave, task counts, halt reason",
-        description="Show the current or last run of the project from its journal.",
+        _status,
+        "the current (or last) run: state, wave, task counts, halt reason",
+        "Show the current or last run of the project from its journal.",
+        positional=True,
+        json="one line of JSON",
     )
-    add_project_positional(status)
-    add_project_options(status)
-    status.add_argument("--json", action="store_true", help="one line of JSON")
-    status.set_defaults(handler=_status)
-
-    history = sub.add_parser(
+    command(
+        sub,
         "history",
-        help="every recorded run, oldest first",
-        description="List the project's runs from its journal, oldest first.",
+        _history,
+        "every recorded run, oldest first",
+        "List the project's runs from its journal, oldest first.",
+        positional=True,
+        json="one line of JSON",
     )
-    add_project_positional(history)
-    add_project_options(history)
-    history.add_argument("--json", action="store_true", help="one line of JSON")
-    history.set_defaults(handler=_history)
-
-    report = sub.add_parser(
+    report = command(
+        sub,
         "report",
-        help="the execution report of a run (default: the latest)",
-        description="Show what a run did: transitions, points and their hooks, waves, tasks, "
+        _report,
+        "the execution report of a run (default: the latest)",
+        "Show what a run did: transitions, points and their hooks, waves, tasks, "
         "native hooks, warnings. The --json form is stable (reportVersion 1, docs/journal.md).",
+        json="the stable JSON form, one line",
     )
-    report.add_argument(
+    add_project_and_run(report)
+
+
+def add_project_and_run(parser: argparse.ArgumentParser) -> None:
+    """`[PROJECT] [RUN]` (read back with `project_and_run`)."""
+    parser.add_argument(
         "first",
         nargs="?",
         metavar="PROJECT",
         help="project folder (default: --project, else the current directory); a single "
         "argument that is not a folder is taken as RUN",
     )
-    report.add_argument("run", nargs="?", metavar="RUN", help="run id or a unique prefix of it")
-    add_project_options(report)
-    report.add_argument("--json", action="store_true", help="the stable JSON form, one line")
-    report.set_defaults(handler=_report)
+    parser.add_argument("run", nargs="?", metavar="RUN", help="run id or a unique prefix of it")
 
 
 def project_and_run(args: argparse.Namespace) -> tuple[str, str | None]:
@@ -80,18 +76,10 @@ def project_and_run(args: argparse.Namespace) -> tuple[str, str | None]:
 
 def _status(args: argparse.Namespace) -> int:
     # SQL aggregates, no task rows, no pydantic: cheap on a journal of any size.
-
     project = project_of(args)
     conn = _open_summary(project)
     holder = lock_holder(Path(project))
-    header = wave = refusal = None
-    if conn is not None:
-        with contextlib.closing(conn), summary.reading(summary.journal_file(project)):
-            found = summary.headers(conn, latest=True)
-            if found:
-                header = found[0]
-                wave = summary.last_wave(conn, header["id"])
-                refusal = summary.refusal(conn, header["id"], header["status"])
+    header, wave, refusal = _latest_run(conn, project)
     run_status = header["status"] if header else None
     live = bool(header and run_status == "running" and holder and holder.run_id == header["id"])
     crashed = bool(run_status == "running" and holder is None)
@@ -99,7 +87,6 @@ def _status(args: argparse.Namespace) -> int:
     interrupted = crashed or bool(
         header and run_status == "halted" and (header["haltReason"] or "").startswith("interrupted")
     )
-
     log = log_of(header["haltReason"]) if header else None
     phases = _project_phases(project, conn is not None)
     if args.json:
@@ -112,27 +99,54 @@ def _status(args: argparse.Namespace) -> int:
                 "refusedAt": None
                 if refusal is None
                 else {"point": refusal[0], "capId": refusal[1]},
-                "lockHolder": None
-                if holder is None
-                else {
-                    "pid": holder.pid,
-                    "runId": holder.run_id,
-                    "startedAt": holder.started_at,
-                    "host": holder.host,
-                },
+                "lockHolder": None if holder is None else _holder_json(holder),
                 "log": log,
                 "phases": [p.as_json() for p in phases],
             }
         )
-        return 0
-    if header is None:
+    elif header is None:
         print("no runs yet")
         if phases:
             print(_phases_line(phases))
         if holder is not None:
             print(f"lock: held by {holder.describe()}")
-        return 0
+    else:
+        lines = _status_lines(header, wave, refusal, live=live, crashed=crashed)
+        if log:
+            lines.append(f"log: {one_line(log)}")
+        if holder is not None and not live:
+            lines.append(f"lock: held by {holder.describe()}")
+        if phases:
+            lines.append(_phases_line(phases))
+        print("\n".join(lines))
+    return 0
 
+
+def _latest_run(conn, project: str):
+    """(header, last wave, refusal) of the latest run, Nones when there is none."""
+    if conn is None:
+        return None, None, None
+    with contextlib.closing(conn), summary.reading(summary.journal_file(project)):
+        found = summary.headers(conn, latest=True)
+        if not found:
+            return None, None, None
+        header = found[0]
+        wave = summary.last_wave(conn, header["id"])
+        return header, wave, summary.refusal(conn, header["id"], header["status"])
+
+
+def _holder_json(holder: LockInfo) -> dict[str, object]:
+    """The run lock's holder as `status --json` shows it."""
+    return {
+        "pid": holder.pid,
+        "runId": holder.run_id,
+        "startedAt": holder.started_at,
+        "host": holder.host,
+    }
+
+
+def _status_lines(header, wave, refusal, *, live: bool, crashed: bool) -> list[str]:
+    """The run's lines of `looprail status`: id, phase and status, state, wave, tasks, times."""
     status = paint(header["status"], header["status"])
     if live:
         status += f" (live: pid {header['pid']} on {header['host']})"
@@ -142,29 +156,19 @@ def _status(args: argparse.Namespace) -> int:
             "`looprail resume` continues it)"
         )
     counts = header["tasks"]
+    ended = header["endedAt"]
+    took = f" · ended {ended} ({summary.format_duration(header['durationMs'])})" if ended else ""
     lines = [
         f"run {header['id']} · phase {one_line(header['phase'])} · {status}",
         f"state: {'/'.join(header['state']) or '-'}{summary.format_refusal(refusal)}",
         f"wave: {'-' if wave is None else wave}",
         f"tasks: {counts['done']} done, {counts['running']} running, "
         f"{counts['pending']} pending, {counts['failed']} failed",
-        f"started: {header['startedAt']}"
-        + (
-            f" · ended {header['endedAt']} ({summary.format_duration(header['durationMs'])})"
-            if header["endedAt"]
-            else ""
-        ),
+        f"started: {header['startedAt']}{took}",
     ]
     if header["haltReason"]:
         lines.append(f"halt reason: {one_line(header['haltReason'])}")
-    if log:
-        lines.append(f"log: {one_line(log)}")
-    if holder is not None and not live:
-        lines.append(f"lock: held by {holder.describe()}")
-    if phases:
-        lines.append(_phases_line(phases))
-    print("\n".join(lines))
-    return 0
+    return lines
 
 
 def _project_phases(project: str, has_journal: bool) -> list:

@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from looprail.cli._common import add_flavor_option, add_project_options, phase_number, print_json
+from looprail.cli._common import (
+    add_flavor_option,
+    add_project_options,
+    add_project_positional,
+    phase_number,
+    print_json,
+)
 from looprail.layout import LOOPRAIL_DIR
 from looprail.lint import lint_project, render_text
 
@@ -31,12 +37,7 @@ def register(sub) -> None:
         '"errors": N, "warnings": N}',
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument(
-        "project_pos",
-        nargs="?",
-        metavar="PROJECT",
-        help="project folder (default: --project, else the current directory)",
-    )
+    add_project_positional(p)
     p.add_argument(
         "--phase", metavar="N", type=phase_number, help="lint only phase N (default: every phase)"
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from looprail.cli._common import add_project_options, group, print_json, warn
+from looprail.cli._common import command, group, print_json, warn
 from looprail.plans import list_phases, load_phase, plan_index
 from looprail.plans.phase import two_folders_message
 
@@ -18,26 +18,20 @@ def register(sub) -> None:
     """Add this group's commands to the top-level subparsers."""
     _, commands = group(sub, "phase", "inspect the phases and plans under .planning/phases/")
 
-    index = commands.add_parser(
+    # --raw prints JSON (what hosts parse); --capabilities is accepted, not read here
+    index = command(
+        commands,
         "plan-index",
-        help="a phase's plans, their waves (from depends_on) and what is still to do",
-        description="A phase's plans, their effective waves (from depends_on), which plans "
+        _plan_index,
+        "a phase's plans, their waves (from depends_on) and what is still to do",
+        "A phase's plans, their effective waves (from depends_on), which plans "
         "have no SUMMARY yet, and which waves must run sequentially because plans share a "
         "files_modified entry.",
     )
     index.add_argument("phase", metavar="N", help="phase number: 1, 01, 2.1, ...")
-    _add_common(index)
-    index.set_defaults(handler=_plan_index)
-
-    listing = commands.add_parser("list", help="the phase folders found, in phase order")
-    _add_common(listing)
-    listing.set_defaults(handler=_list)
-
-
-def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--raw", action="store_true", help="print JSON (what hosts parse)")
-    # the same --project/--capabilities as every command (capabilities are not read here)
-    add_project_options(parser)
+    listing = command(commands, "list", _list, "the phase folders found, in phase order")
+    for p in (index, listing):
+        p.add_argument("--raw", action="store_true", help="print JSON (what hosts parse)")
 
 
 def _plan_index(args: argparse.Namespace) -> int:

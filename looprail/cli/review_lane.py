@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from looprail.cli._common import add_project_options, group, print_json, warn
+from looprail.cli._common import command, group, print_json, warn
 from looprail.config import load_project_config
 from looprail.trust import load_compiled
 from looprail.trust.reviewer import (
@@ -22,10 +22,12 @@ from looprail.trust.reviewer import explicit_from_argv as from_argv
 
 def register(sub) -> None:
     _, cmds = group(sub, "review-lane", "external reviewer lanes for opted-in steps")
-    p = cmds.add_parser(
+    p = command(
+        cmds,
         "dispatch-step",
-        help="run the named reviewer lanes for one step, if that step opts in",
-        description="Resolve the active hooks at --point with the same resolver as "
+        dispatch_step,
+        "run the named reviewer lanes for one step, if that step opts in",
+        "Resolve the active hooks at --point with the same resolver as "
         "`loop render-hooks`; only when --cap-id's step there carries supportsReviewerLanes: "
         "true, run each lane named by --explicit (that is available) on the files listed on "
         "stdin (one path per line, inside --repo-root), each as a bounded subprocess given a "
@@ -45,22 +47,18 @@ def register(sub) -> None:
     )
     p.add_argument("--cwd", metavar="DIR", help="working folder of the lanes (default: repo root)")
     p.add_argument("--raw", action="store_true", help="print the JSON result (for hosts)")
-    add_project_options(p)
-    p.set_defaults(handler=dispatch_step)
-
-    p = cmds.add_parser(
+    p = command(
+        cmds,
         "explicit-from-argv",
-        help="map a workflow's CLI flags to lane slugs (comma-separated)",
-        description="Print the slugs of the lanes whose `flags` appear among ARGS, sorted and "
+        explicit_from_argv,
+        "map a workflow's CLI flags to lane slugs (comma-separated)",
+        "Print the slugs of the lanes whose `flags` appear among ARGS, sorted and "
         "comma-separated (empty when none), e.g. `--codex --agy` → `antigravity,codex`.",
     )
     p.add_argument("argv", nargs="*", metavar="ARGS", help="the workflow's own arguments")
-    add_project_options(p)
-    p.set_defaults(handler=explicit_from_argv)
 
 
 def _lanes(args):
-
     config, warnings = load_project_config(args.project)
     caps = load_compiled(args.project, args.capabilities)
     return lanes_of(caps, config), config, warnings, caps
@@ -83,7 +81,6 @@ def _read_paths() -> tuple[str, ...] | None:
 
 
 def dispatch_step(args) -> int:
-
     if args.cap_id and not args.point:
         warn("review-lane dispatch-step: --cap-id without --point; nothing runs")
     paths = _read_paths()
@@ -123,7 +120,6 @@ def _print_summary(result) -> None:
 
 
 def explicit_from_argv(args) -> int:
-
     lanes, _, _, _ = _lanes(args)
     print(",".join(from_argv(args.argv, lanes)))
     return 0

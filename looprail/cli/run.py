@@ -11,18 +11,19 @@ from pathlib import Path
 from looprail.cli._common import (
     add_flavor_option,
     add_project_options,
-    paint,
     phase_number,
     print_json,
+    project_of,
 )
-from looprail.cli.journal import project_and_run
+from looprail.cli.journal import add_project_and_run, project_and_run
+from looprail.cli.outcome import phase_summary, project_summary
 from looprail.errors import LooprailError, UsageError
-from looprail.layout import LOGS_DIR, LOOPRAIL_DIR, log_of, normalize_phase_number
+from looprail.layout import LOGS_DIR, LOOPRAIL_DIR, normalize_phase_number
 from looprail.machine.answers import check_answer, is_task_id
 from looprail.machine.dask_executor import DaskExecutor, parse_executor
 from looprail.machine.dryrun import dry_run, dry_run_plan
 from looprail.machine.interactive import interactive_options
-from looprail.machine.progress import Progress, fmt_duration, plural
+from looprail.machine.progress import Progress
 from looprail.machine.project import journal_runs, pending, project_phases, run_project, run_spent
 from looprail.machine.run import RunOptions
 from looprail.machine.session import default_jobs, load_project, run_phase, run_settings
@@ -30,10 +31,29 @@ from looprail.points import POINTS
 from looprail.runtime.local import resolve_host_tool
 from looprail.runtime.process import prestart_guard_server
 from looprail.store import Journal
-from looprail.textsafe import one_line
+from looprail.textsafe import plural
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _run_options(p: argparse.ArgumentParser) -> None:
+    """The options `run` and `resume` share."""
+    _checkpoint_options(p)
+    _work_options(p)
+    _agent_options(p)
+    p.add_argument("--quiet", "-q", action="store_true", help="only the final summary")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="end with one line of JSON on stdout: runId, phase, status, state, reason, "
+        "refusedBy, exitCode, durationS, tasksRun, wavesRun, hooksDispatched, resumed, log (of "
+        "the work that failed), warnings; without --phase (and for a resumed run of `run "
+        "--all`/`--through`): loop, through, status, exitCode, shipped, finishedBefore, "
+        "notRun, reason, spentUsd, phases (each phase's own summary)",
+    )
+    add_project_options(p)
+    add_flavor_option(p)
+
+
+def _checkpoint_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--autonomous",
         action="store_true",
@@ -64,6 +84,9 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="fix-up rounds a checkpoint's issues get before the run halts (default: "
         "looprail.checkpoint_rounds in .planning/config.json, else 3)",
     )
+
+
+def _work_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--jobs",
         type=int,
@@ -87,6 +110,9 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="no journal, no resume, no lock (for experiments); the logs still go to "
         f"{LOOPRAIL_DIR}/{LOGS_DIR}/no-journal-<time>/",
     )
+
+
+def _agent_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--executor",
         metavar="SPEC",
@@ -111,29 +137,13 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--interactive",
-        action=_boolean_optional(),
+        action=argparse.BooleanOptionalAction,
         default=None,
         help="the discuss step is a conversation: the agent CLI's interactive mode (the local "
         "runtime's orchestrator) gets this terminal, and the loop goes on once the session ends "
         "with CONTEXT.md written (exit 2 without a terminal); default: looprail.interactive in "
         ".planning/config.json, else off",
     )
-    p.add_argument("--quiet", "-q", action="store_true", help="only the final summary")
-    p.add_argument(
-        "--json",
-        action="store_true",
-        help="end with one line of JSON on stdout: runId, phase, status, state, reason, "
-        "refusedBy, exitCode, durationS, tasksRun, wavesRun, hooksDispatched, resumed, log (of "
-        "the work that failed), warnings; without --phase (and for a resumed run of `run "
-        "--all`/`--through`): loop, through, status, exitCode, shipped, finishedBefore, "
-        "notRun, reason, spentUsd, phases (each phase's own summary)",
-    )
-    add_project_options(p)
-    add_flavor_option(p)
-
-
-def _boolean_optional():
-    return argparse.BooleanOptionalAction
 
 
 def _positive_float(text: str) -> float:
@@ -161,6 +171,33 @@ def register(sub) -> None:
         "halted (the reason is printed), 3 when a checkpoint needs a human.",
     )
     p.add_argument("project_pos", nargs="?", metavar="PROJECT", help="project folder (default: .)")
+    _which_phases(p)
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="walk the machine and print what would be dispatched; run nothing (with --json: "
+        "one JSON document of the transitions, points, hooks, waves and tasks)",
+    )
+    p.add_argument(
+        "--new",
+        action="store_true",
+        help="start a new run even if an unfinished one exists (it is marked failed)",
+    )
+    _run_options(p)
+    p.set_defaults(handler=run)
+    p = sub.add_parser(
+        "resume",
+        help="resume an unfinished run (default: the latest one)",
+        description="Resume RUN (an id or unique prefix; default: the latest unfinished run). "
+        "Finished tasks never run again; tasks that were in flight run again.",
+    )
+    add_project_and_run(p)
+    _run_options(p)
+    p.set_defaults(handler=resume)
+
+
+def _which_phases(p: argparse.ArgumentParser) -> None:
+    """--phase N, --through N or --all (one of them)."""
     which = p.add_mutually_exclusive_group()
     which.add_argument(
         "--phase",
@@ -180,36 +217,6 @@ def register(sub) -> None:
         action="store_true",
         help="run every unfinished phase of the ROADMAP, one after another",
     )
-    p.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="walk the machine and print what would be dispatched; run nothing (with --json: "
-        "one JSON document of the transitions, points, hooks, waves and tasks)",
-    )
-    p.add_argument(
-        "--new",
-        action="store_true",
-        help="start a new run even if an unfinished one exists (it is marked failed)",
-    )
-    _common(p)
-    p.set_defaults(handler=run)
-
-    p = sub.add_parser(
-        "resume",
-        help="resume an unfinished run (default: the latest one)",
-        description="Resume RUN (an id or unique prefix; default: the latest unfinished run). "
-        "Finished tasks never run again; tasks that were in flight run again.",
-    )
-    p.add_argument(
-        "first",
-        nargs="?",
-        metavar="PROJECT",
-        help="project folder (default: --project, else the current directory); a single "
-        "argument that is not a folder is taken as RUN",
-    )
-    p.add_argument("run", nargs="?", metavar="RUN", help="run id or a unique prefix of it")
-    _common(p)
-    p.set_defaults(handler=resume)
 
 
 def _options(args, executor=None):
@@ -221,7 +228,7 @@ def _options(args, executor=None):
         found = resolve_host_tool(args.host_tool)
         if isinstance(found, str):
             raise UsageError(f"--host-tool: {found}")
-    rounds = getattr(args, "checkpoint_rounds", None)
+    rounds = args.checkpoint_rounds
     if rounds is not None and rounds < 1:
         raise UsageError("--checkpoint-rounds must be at least 1")
     return RunOptions(
@@ -242,8 +249,8 @@ def _answers(args) -> tuple[tuple[str, str], ...]:
     option the decision does not offer, a task that is not a checkpoint: exit 2)."""
 
     out = []
-    project = Path(getattr(args, "project_pos", None) or args.project)
-    for given in getattr(args, "answer", None) or []:
+    project = Path(project_of(args))
+    for given in args.answer:
         task, eq, text = given.partition("=")
         if not eq or not is_task_id(task):
             raise UsageError(f"--answer {given!r}: give TASK=TEXT (e.g. 01-02/T3=approved)")
@@ -255,50 +262,70 @@ def _answers(args) -> tuple[tuple[str, str], ...]:
 def run(args) -> int:
     if not args.dry_run:
         prestart_guard_server()  # it boots while the machine is imported below
-
-    project = args.project_pos or args.project
-    loaded = load_project(project, args.capabilities)
+    loaded = load_project(args.project_pos or args.project, args.capabilities)
     if refused := _refuse(loaded):
         return refused
-    if not args.dry_run:
-        _interactive(args, loaded)
-    through = getattr(args, "through", None)
-    every = getattr(args, "all_phases", False)
     if args.dry_run:
-        if through is not None or every:
-            raise UsageError("--dry-run plans one phase: give --phase N, or nothing (the next)")
-        phase = args.phase if args.phase is not None else _next_phase(loaded, args)
-        if phase is None:
-            return 0
-
-        if args.json:
-            plan = dry_run_plan(loaded, phase, flavor=args.flavor, host_tool=args.host_tool)
-            print_json({**plan, "warnings": [*loaded.warnings, *plan["warnings"]]})
-            return 0
-        for w in loaded.warnings:
-            print(f"looprail: warning: {w}", file=sys.stderr)
-        sys.stdout.write(dry_run(loaded, phase, flavor=args.flavor, host_tool=args.host_tool))
-        return 0
-
-    progress = Progress(quiet=args.quiet, verbose=args.verbose > 0)
+        return _dry_run(args, loaded)
+    _interactive(args, loaded)
     if args.phase is None:
+        through = args.through
         if through is not None:
             through = normalize_phase_number(through)  # "02" and "2": one phase
-        loop = {"through": through} if through is not None else {"all": True} if every else None
-        return _run_project(args, loaded, progress, loop=loop)
+        loop = (
+            {"through": through}
+            if through is not None
+            else {"all": True}
+            if args.all_phases
+            else None
+        )
+        return _run_project(args, loaded, _progress(args), loop=loop)
     with _executor(args, loaded) as executor:
-        outcome = run_phase(
+        outcome = _run_phase(
+            args,
             loaded,
             args.phase,
-            options=_options(args, executor),
-            progress=progress,
+            _options(args, executor),
+            _progress(args),
             journal=not args.no_journal,
-            accept_changes=args.accept_changes,
             new_run=args.new,
-            agent=args.agent,
-            budget_usd=args.budget_usd,
         )
-    return _summary(outcome, args.phase, as_json=args.json)
+    return phase_summary(outcome, args.phase, as_json=args.json)
+
+
+def _run_phase(args, loaded, phase: str, options: RunOptions, progress: Progress, **more):
+    """`run_phase` with what every command line gives it: --accept-changes, --agent and
+    --budget-usd."""
+    return run_phase(
+        loaded,
+        phase,
+        options=options,
+        progress=progress,
+        accept_changes=args.accept_changes,
+        agent=args.agent,
+        budget_usd=args.budget_usd,
+        **more,
+    )
+
+
+def _progress(args) -> Progress:
+    return Progress(quiet=args.quiet, verbose=args.verbose > 0)
+
+
+def _dry_run(args, loaded) -> int:
+    if args.through is not None or args.all_phases:
+        raise UsageError("--dry-run plans one phase: give --phase N, or nothing (the next)")
+    phase = args.phase if args.phase is not None else _next_phase(loaded, args)
+    if phase is None:
+        return 0
+    if args.json:
+        plan = dry_run_plan(loaded, phase, flavor=args.flavor, host_tool=args.host_tool)
+        print_json({**plan, "warnings": [*loaded.warnings, *plan["warnings"]]})
+        return 0
+    for w in loaded.warnings:
+        print(f"looprail: warning: {w}", file=sys.stderr)
+    sys.stdout.write(dry_run(loaded, phase, flavor=args.flavor, host_tool=args.host_tool))
+    return 0
 
 
 def _next_phase(loaded, args) -> str | None:
@@ -326,21 +353,19 @@ def _run_project(args, loaded, progress, *, loop: dict | None, before=(), spent=
         options = _options(args, executor)
 
         def one(number: str, spent_before: float, first: bool):
-            outcome = run_phase(
+            outcome = _run_phase(
+                args,
                 loaded,
                 number,
-                options=options,
-                progress=progress,
+                options,
+                progress,
                 journal=not args.no_journal,
-                accept_changes=args.accept_changes,
                 new_run=bool(getattr(args, "new", False)) and first,
-                agent=args.agent,
-                budget_usd=args.budget_usd,
                 budget_spent=spent_before,
                 loop=loop,
             )
             if not args.json:
-                _summary(outcome, number)
+                phase_summary(outcome, number)
             return outcome
 
         result = run_project(
@@ -357,65 +382,7 @@ def _run_project(args, loaded, progress, *, loop: dict | None, before=(), spent=
         result.sessions[:0] = list(before)
         ran = {number for number, _ in before}
         result.finished_before = [n for n in result.finished_before if n not in ran]
-    return _project_summary(result, loop, as_json=args.json)
-
-
-def project_summary_json(result, loop: dict | None) -> dict:
-    """The machine-readable end of `run --json` without `--phase` (stable keys): each phase's
-    own summary (as `run --phase N --json` prints it), which shipped, which were finished
-    before, which were not run, and why it stopped."""
-    sessions = [summary_json(s, n) for n, s in result.sessions]
-    if result.sessions:
-        last = result.sessions[-1][1].result
-        status = last.status if last.status != "shipped" or not result.stopped else "halted"
-    else:
-        status = "halted" if result.stopped else "nothing-to-run"
-    return {
-        "loop": "through" if loop and "through" in loop else "all" if loop else "next",
-        "through": loop.get("through") if loop else None,
-        "status": status,
-        "exitCode": result.exit_code,
-        "shipped": result.shipped,
-        "finishedBefore": result.finished_before,
-        "notRun": result.remaining,
-        "reason": result.stopped
-        if result.stopped
-        else (sessions[-1]["reason"] if sessions and status != "shipped" else None),
-        "spentUsd": round(result.spent_usd, 6),
-        "phases": sessions,
-    }
-
-
-def _project_summary(result, loop: dict | None, *, as_json: bool) -> int:
-    code = result.exit_code
-    if as_json:
-        print_json(project_summary_json(result, loop))
-        return code
-    if not result.sessions:
-        if result.stopped:
-            print(f"looprail: {result.stopped}", file=sys.stderr)
-        elif not result.phase_count:
-            print(
-                "the project names no phase (ROADMAP.md has no `## Phase N: Name` heading "
-                "outside archived milestones); nothing to run (run one with --phase N)"
-            )
-        else:
-            upto = f" through phase {loop['through']}" if loop and "through" in loop else ""
-            print(f"every phase{upto} is finished; nothing to run")
-        return code
-    if loop is None and not result.stopped:
-        return code  # one phase: its own summary said it all
-    words = []
-    for number, session in result.sessions:
-        status = session.result.status
-        words.append(f"{number} {paint(status, status, sys.stdout if code == 0 else sys.stderr)}")
-    line = "phases: " + ", ".join(words)
-    if result.remaining:
-        line += f"; not run: {', '.join(result.remaining)}"
-    if result.stopped:
-        line += f" ({result.stopped})"
-    print(line, file=sys.stdout if code == 0 else sys.stderr)
-    return code
+    return project_summary(result, loop, as_json=args.json)
 
 
 def _executor(args, loaded):
@@ -446,29 +413,19 @@ def resume(args) -> int:
             if target is None:
                 raise LooprailError("no unfinished run to resume")
     with _executor(args, loaded) as executor:
-        outcome = run_phase(
-            loaded,
-            target.phase,
-            options=_options(args, executor),
-            progress=Progress(quiet=args.quiet, verbose=args.verbose > 0),
-            resume=target.id,
-            accept_changes=args.accept_changes,
-            agent=args.agent,
-            budget_usd=args.budget_usd,
-        )
+        options = _options(args, executor)
+        outcome = _run_phase(args, loaded, target.phase, options, _progress(args), resume=target.id)
     loop = target.machine_config.get("loop")
     if not isinstance(loop, dict) or outcome.result.status != "shipped":
-        return _summary(outcome, target.phase, as_json=args.json)
+        return phase_summary(outcome, target.phase, as_json=args.json)
     # The run was one phase of `run --through N` / `run --all`: go on with the phases after it.
-
     if not args.json:
-        _summary(outcome, target.phase)
-    progress = Progress(quiet=args.quiet, verbose=args.verbose > 0)
+        phase_summary(outcome, target.phase)
     args.no_journal = False
     return _run_project(
         args,
         loaded,
-        progress,
+        _progress(args),
         loop=loop,
         before=[(target.phase, outcome)],
         spent=run_spent(loaded.project, outcome.run_id),
@@ -489,61 +446,10 @@ def _refuse(loaded) -> int:
     for b in found:
         print(f"looprail: error: {b.line()}", file=sys.stderr)
     if found:
-        n = len(found)
         print(
-            f"looprail: error: refusing to start: {n} problem{'s' * (n > 1)} would drop hooks "
-            "or gates silently (see above)",
+            f"looprail: error: refusing to start: {plural(len(found), 'problem')} would drop "
+            "hooks or gates silently (see above)",
             file=sys.stderr,
         )
         return 2
     return 0
-
-
-def summary_json(outcome, phase: str) -> dict:
-    """The machine-readable end of `run --json` and `resume --json` (stable keys)."""
-    r = outcome.result
-    refused = r.refused_by
-    return {
-        "runId": outcome.run_id,
-        "phase": phase,
-        "status": r.status,
-        "state": list(r.state),
-        "reason": r.reason,
-        "refusedBy": None
-        if refused is None
-        else {"capId": refused.cap_id, "point": refused.point, "kind": refused.kind},
-        "exitCode": r.exit_code,
-        "durationS": round(r.duration_s, 3),
-        "tasksRun": r.tasks_run,
-        "wavesRun": r.waves_run,
-        "hooksDispatched": r.hooks_dispatched,
-        "resumed": outcome.resumed,
-        "log": log_of(r.reason),
-        "warnings": list(r.warnings),
-    }
-
-
-def _summary(outcome, phase: str, *, as_json: bool = False) -> int:
-    r = outcome.result
-    if as_json:
-        print_json(summary_json(outcome, phase))
-        return r.exit_code
-    run = f"run {outcome.run_id}: " if outcome.run_id else ""
-    took = fmt_duration(r.duration_s)
-    if r.status == "shipped":
-        waves = plural(r.waves_run, "wave")
-        hooks = f"{plural(r.hooks_dispatched, 'hook')} dispatched"
-        shipped = paint("shipped", "shipped")
-        print(f"{run}{shipped} in {took} ({plural(r.tasks_run, 'task')} run, {waves}, {hooks})")
-    elif r.status == "paused":
-        print(
-            f"{run}{paint('paused', 'paused', sys.stderr)}: {one_line(r.reason)}", file=sys.stderr
-        )
-    else:
-        # The state is where the run stayed; a refusal also names the point that refused (a
-        # block at execute:pre stays in plan).
-        refused = r.refused_by
-        where = f", refused at {refused.point}" if refused is not None else ""
-        halted = paint("halted", "halted", sys.stderr)
-        print(f"{run}{halted} in {'/'.join(r.state)}{where}: {one_line(r.reason)}", file=sys.stderr)
-    return r.exit_code

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from looprail.cli._common import add_project_options, group, print_json, project_folder, warn
+from looprail.cli._common import command, group, print_json, project_folder, warn
 from looprail.config import load_project_config
 from looprail.errors import UsageError
 from looprail.hooks.task_content import resolve_task_content, unloadable_resolvers
@@ -22,22 +22,21 @@ from looprail.trust import load_compiled
 
 def register(sub) -> None:
     _, cmds = group(sub, "task", "per-task operations of the execute step")
-    p = cmds.add_parser(
+    p = command(
+        cmds,
         "resolve-content",
-        help="resolve a task's content from its tracker (taskContentResolver)",
-        description="Resolve the content of the task with --task-id (its tracker-id) in --plan "
+        _resolve_content,
+        "resolve a task's content from its tracker (taskContentResolver)",
+        "Resolve the content of the task with --task-id (its tracker-id) in --plan "
         "through the one capability whose taskContentResolver.trackerPrefix matches.",
     )
     # Not `required=True`: argparse would print a two-line usage error; ours is one line.
     p.add_argument("--plan", metavar="PATH", help="the PLAN.md (relative to --project)")
     p.add_argument("--task-id", metavar="TRACKER_ID", help="the task's tracker-id attribute")
     p.add_argument("--raw", action="store_true", help="print JSON only (the default output)")
-    add_project_options(p)
-    p.set_defaults(handler=_resolve_content)
 
 
 def _resolve_content(args) -> int:
-
     if not args.plan:
         raise UsageError("task resolve-content: --plan is required")
     if not args.task_id:
@@ -79,17 +78,13 @@ def _plan_inside(project, given: str):
     real = (raw if raw.is_absolute() else project / raw).resolve()
     if not real.is_relative_to(project):
         raise UsageError(f"--plan: {_shown(given)} is outside the project {project}")
-    if not _is(real, "file"):
+    try:
+        is_file = real.is_file()
+    except OSError:  # a name the OS refuses (too long, say)
+        is_file = False
+    if not is_file:
         raise UsageError(f"--plan: {_shown(given)} does not exist")
     return real
-
-
-def _is(path, kind: str) -> bool:
-    """`is_dir()`/`is_file()`, False for a path the OS refuses (a name too long, say)."""
-    try:
-        return path.is_dir() if kind == "dir" else path.is_file()
-    except OSError:
-        return False
 
 
 def _shown(text: str) -> str:

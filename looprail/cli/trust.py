@@ -3,7 +3,7 @@ its `.looprail/hooks.json`, after seeing what they can run (see docs/security.md
 
 from __future__ import annotations
 
-from looprail.cli._common import add_project_options, add_project_positional, project_folder, warn
+from looprail.cli._common import command, project_folder, warn
 from looprail.cli.capability import confirm
 from looprail.layout import LOOPRAIL_DIR, PROJECT_CONFIG_FILE
 from looprail.trust import revoke as withdraw
@@ -12,26 +12,27 @@ from looprail.trust.consent import agent_settings_text, commit_consent, plan_con
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "trust",
-        help="review and consent to the project's own capabilities, hooks.json and agent settings",
-        description=f"Print the audit of every project capability (<project>/{LOOPRAIL_DIR}/"
+        trust,
+        "review and consent to the project's own capabilities, hooks.json and agent settings",
+        f"Print the audit of every project capability (<project>/{LOOPRAIL_DIR}/"
         f"capabilities), of the project's {LOOPRAIL_DIR}/hooks.json and of the agent settings "
         f"in {PROJECT_CONFIG_FILE} that change what runs or widen permissions (binary, args, "
         "permissionMode, allowedTools, sandbox, approvalMode) that have no valid consent "
         "(never consented, or changed since), then ask for consent (--yes answers yes; without "
         "a terminal --yes is required). Consent is bound to the exact content: changing any "
         "file makes it inactive again until you trust it again.",
+        positional=True,
     )
-    add_project_positional(p)
     p.add_argument("--yes", "-y", action="store_true", help="consent without asking")
-    add_project_options(p)
-    p.set_defaults(handler=trust)
-
-    p = sub.add_parser(
+    p = command(
+        sub,
         "revoke",
-        help="withdraw consent (all of the project's, or the named capabilities)",
-        description="Withdraw consent for capabilities ID… of the project, with --hooks for "
+        revoke,
+        "withdraw consent (all of the project's, or the named capabilities)",
+        "Withdraw consent for capabilities ID… of the project, with --hooks for "
         "its hooks.json, with --agent-settings for its agent settings; with none of them, "
         "everything consented to in the project.",
     )
@@ -42,8 +43,6 @@ def register(sub) -> None:
         action="store_true",
         help="withdraw consent for the project's agent settings (looprail.agents.<cli>)",
     )
-    add_project_options(p)
-    p.set_defaults(handler=revoke)
 
 
 def trust(args) -> int:
@@ -78,7 +77,6 @@ def trust(args) -> int:
 
 
 def revoke(args) -> int:
-
     project = project_folder(args.project)
     removed = withdraw(
         project, args.ids or None, hooks=args.hooks, agent_settings=args.agent_settings

@@ -7,7 +7,7 @@ import ipaddress
 import socket
 import sys
 
-from looprail.cli._common import add_flavor_option, add_project_options
+from looprail.cli._common import add_flavor_option, add_project_options, warn
 from looprail.errors import LooprailError, UsageError
 from looprail.fsutil import project_folder
 
@@ -97,6 +97,33 @@ def allowed_hosts(bound: str, extra: list[str]) -> tuple[list[str], bool]:
     return list(dict.fromkeys(names)), network
 
 
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        why = exc.strerror or str(exc)
+        raise UsageError(
+            f"cannot listen on {host}:{port} ({why}); give another --port (0 picks a free one)"
+        ) from None
+    sock.listen(64)
+    return sock
+
+
+def _warn_network(host: str, bound: str, allowed: list[str]) -> None:
+    where = "every interface" if bound in ("0.0.0.0", "::") else bound
+    warn(
+        f"the dashboard is reachable from the network (--host {host!r} listens on {where}); "
+        "anyone who has the address it prints (with its token, sent in the clear over plain "
+        "HTTP) can read project files and logs and answer checkpoints. Against DNS rebinding "
+        "(a web page you open making your browser read it) it answers only to the host names "
+        f"{', '.join(allowed)}; add one with --allow-host NAME"
+    )
+
+
 def run(args) -> int:
     project = project_folder(args.project_pos or args.project)
     if not 0 <= args.port <= 65535:
@@ -112,19 +139,7 @@ def run(args) -> int:
     from looprail.ui.access import new_token
     from looprail.ui.server import create_app, stop_streams
 
-    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((args.host.strip("[]"), args.port))
-    except OSError as exc:
-        sock.close()
-        why = exc.strerror or str(exc)
-        raise UsageError(
-            f"cannot listen on {args.host}:{args.port} ({why}); give another --port "
-            "(0 picks a free one)"
-        ) from None
-    sock.listen(64)
+    sock = _listen(args.host, args.port)
     bound, port = sock.getsockname()[:2]
     try:
         allowed, network = allowed_hosts(bound, args.allow_host)
@@ -132,16 +147,7 @@ def run(args) -> int:
         sock.close()
         raise
     if network:
-        where = "every interface" if bound in ("0.0.0.0", "::") else bound
-        print(
-            f"looprail: warning: the dashboard is reachable from the network (--host "
-            f"{args.host!r} listens on {where}); anyone who has the address it prints (with its "
-            "token, sent in the clear over plain HTTP) can read project files and logs and "
-            "answer checkpoints. Against DNS rebinding (a web page you open making your browser "
-            f"read it) it answers only to the host names {', '.join(allowed)}; add one with "
-            "--allow-host NAME",
-            file=sys.stderr,
-        )
+        _warn_network(args.host, bound, allowed)
     token = new_token()
     app = create_app(
         project, args.capabilities, flavor=args.flavor, allowed_hosts=allowed, token=token

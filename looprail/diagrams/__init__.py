@@ -12,14 +12,15 @@ only by those modules, never by `looprail` itself.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from looprail.config import load_project_config
 from looprail.diagrams.graph import RunEvent, RunTask, RunView, build_graph, envelopes_for
 from looprail.diagrams.render import render
 from looprail.errors import LooprailError, UsageError
-from looprail.fsutil import atomic_write, project_folder
+from looprail.fsutil import project_folder
 from looprail.layout import PLANNING_DIR
 from looprail.machine.spec import DEFAULT_LOOP
 from looprail.store import Journal
@@ -28,7 +29,6 @@ from looprail.trust import load_compiled
 if TYPE_CHECKING:  # pragma: no cover
     import networkx as nx
 
-    from looprail.diagrams.graph import RunView
     from looprail.hooks.resolve import Envelope
     from looprail.machine.spec import LoopSpec
     from looprail.store import RunRow
@@ -40,7 +40,6 @@ __all__ = [
     "load_graph",
     "load_run",
     "run_view",
-    "write_atomic",
 ]
 
 
@@ -82,37 +81,20 @@ def load_run(project: str | Path, ref: str) -> RunView:
 def run_view(journal: Journal, run: RunRow) -> RunView:
     """The overlay's view of `run`, read from an open journal (read-only is enough)."""
     events = journal.events(run.id, kinds=["transition", "hook", "halted", "native_hook"])
-    tasks = journal.tasks(run.id)
     return RunView(
         run_id=run.id,
         phase=run.phase,
         status=run.status,
         state=tuple(run.state),
         halt_reason=run.halt_reason,
-        events=tuple(
-            RunEvent(
-                kind=e.kind,
-                point=e.point,
-                cap_id=e.cap_id,
-                hook_kind=e.hook_kind,
-                outcome=e.outcome,
-                message=e.message,
-                wave=e.wave,
-                data=dict(e.data),
-            )
-            for e in events
-        ),
-        tasks=tuple(
-            RunTask(
-                task_key=t.task_key,
-                status=t.status,
-                plan_id=t.plan_id,
-                wave=t.wave,
-                attempt=t.attempt,
-            )
-            for t in tasks
-        ),
+        events=tuple(RunEvent(**_same_fields(RunEvent, e)) for e in events),
+        tasks=tuple(RunTask(**_same_fields(RunTask, t)) for t in journal.tasks(run.id)),
     )
+
+
+def _same_fields(cls: type[RunEvent | RunTask], row: object) -> dict[str, Any]:
+    """The values of `row`'s attributes named as `cls`'s fields (a journal row has them all)."""
+    return {f.name: getattr(row, f.name) for f in fields(cls)}
 
 
 def load_graph(
@@ -173,8 +155,3 @@ def diagram(
     """The picture of the loop (see `load_graph`) in `fmt`: svg | png | dot | mermaid."""
     graph, _ = load_graph(project, capability_dirs, hooks=hooks, run=run, flavor=flavor)
     return render(graph, fmt)
-
-
-def write_atomic(path: str | Path, blob: bytes) -> None:
-    """Write `blob` to `path` through a temporary file and a rename: never half-written."""
-    atomic_write(path, blob)

@@ -3,30 +3,18 @@ transition fires, the hooks active at each point, and (optionally) what one jour
 
     graph = build_graph(DEFAULT_LOOP, envelopes=envelopes_for(compiled, config), run=view)
 
-Nodes (attribute `kind`):
+Nodes (`kind`): `start` (the initial pseudo-state); `state` (`parent`: the compound holding it,
+`final`, `compound`: the looped step whose waves are its children); `point` (`inside`: the
+compound every transition crossing it stays in); `hook` (`hook_kind` step | contribution | gate
+| native | failed: a capability that failed to load but declared a gate there); `task` (a task
+of the overlaid run); `note` (why the run halted).
 
-- `start`: the initial pseudo-state (a dot);
-- `state`: a state of the chart (`parent` names the compound state holding it, `final` marks a
-  final state, `compound` marks the looped step whose waves are its children);
-- `point`: one of the extension points (`inside` names the compound when every transition
-  crossing it stays inside that compound: the wave points);
-- `hook`: one active hook at a point (`hook_kind` step | contribution | gate | failed; a
-  `failed` hook is a capability that failed to load but declared a gate there; a run overlay
-  may add the `native` hook that refused);
-- `task`: one task row of the overlaid run, inside the compound;
-- `note`: why the overlaid run halted.
+Edges (`kind`): `initial` (start → initial state, compound → first child); `transition` (keyed
+`event:target`, with `event`, `guards` and the `points` it dispatches in order); `fires` (point
+→ hook, in dispatch order); `note` (state → note).
 
-Edges (attribute `kind`):
-
-- `initial`: start → initial state (and compound → its initial child);
-- `transition`: state → state, keyed by `event:target`, with `event`, `guards` and the `points`
-  it dispatches in order (the renderers draw it through its point nodes);
-- `fires`: point → hook, in dispatch order;
-- `note`: state → note.
-
-The graph is built in loop order, so iterating it is deterministic (no set or hash order), and it
-holds no absolute path and no time. Everything here is pure: reading the journal and loading
-capabilities happen in `looprail.diagrams.load_*`.
+Built in loop order (iteration is deterministic), with no absolute path and no time. Pure:
+loading happens in `looprail.diagrams.load_*`.
 """
 
 from __future__ import annotations
@@ -34,13 +22,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 import networkx as nx
 
 from looprail.hooks.resolve import resolve
 from looprail.machine.chart import compile_loop
-from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
+from looprail.machine.spec import DEFAULT_LOOP, LoopSpec, TransitionSpec
 
 if TYPE_CHECKING:
     from looprail.hooks.capset import CapabilitySet
@@ -72,6 +60,8 @@ class RunEvent:
 
 @dataclass(frozen=True)
 class RunTask:
+    """The journal task fields the overlay reads (a `store.TaskRow` has all of them)."""
+
     task_key: str
     status: str
     plan_id: str | None = None
@@ -183,24 +173,7 @@ def _add_chart(graph: nx.MultiDiGraph, spec: LoopSpec) -> None:
     """States and transitions read from the compiled chart, joined with the spec's points.
     Nodes are added in the order the loop reaches them (a stable layout and stable text)."""
     chart = compile_loop(spec)
-    steps = {s.name: s for s in spec.steps}
-    states: dict[str, dict[str, Any]] = {}
-    for state in chart.states_map.values():
-        parent = state.parent.id if state.parent is not None else None
-        step = steps.get(state.id)
-        states[state.id] = dict(
-            kind="state",
-            label=state.id if parent is None else str(state.name),
-            parent=parent,
-            compound=bool(state.states),
-            initial=bool(state.initial),
-            final=bool(state.final),
-            role=step.role if step else None,
-            artifact=step.artifact if step else None,
-            description=step.description if step else "",
-            visited=False,
-            current=False,
-        )
+    states = _state_attrs(chart, spec)
     graph.add_node(START, kind="start", label="", parent=None)
 
     def add_state(name: str) -> None:
@@ -219,17 +192,72 @@ def _add_chart(graph: nx.MultiDiGraph, spec: LoopSpec) -> None:
         add_state(t.target)
     for name in states:
         add_state(name)
+    _add_edges(graph, chart, spec_transitions)
+    for p in crossed_points(spec):
+        graph.nodes[point_id(p)]["parent"] = _inside(graph, p)
 
-    by_key = {(t.event, t.source, t.target): t for t in spec_transitions}
+
+class _StateAttrs(TypedDict):
+    kind: str
+    label: str
+    parent: str | None
+    compound: bool
+    initial: bool
+    final: bool
+    role: str | None
+    artifact: str | None
+    description: str
+    visited: bool
+    current: bool
+
+
+class _Hook(NamedTuple):
+    """The attributes of a hook node that come from the hook (or the warning) it draws."""
+
+    hook_kind: str
+    cap_id: str
+    summary: str
+    blocking: bool = False
+    on_error: str | None = None
+    when: str | None = None
+
+
+def _state_attrs(chart: Any, spec: LoopSpec) -> dict[str, _StateAttrs]:
+    """The node attributes of every state of the compiled chart."""
+    steps = {s.name: s for s in spec.steps}
+    states: dict[str, _StateAttrs] = {}
+    for state in chart.states_map.values():
+        parent = state.parent.id if state.parent is not None else None
+        step = steps.get(state.id)
+        states[state.id] = _StateAttrs(
+            kind="state",
+            label=state.id if parent is None else str(state.name),
+            parent=parent,
+            compound=bool(state.states),
+            initial=bool(state.initial),
+            final=bool(state.final),
+            role=step.role if step else None,
+            artifact=step.artifact if step else None,
+            description=step.description if step else "",
+            visited=False,
+            current=False,
+        )
+    return states
+
+
+def _add_edges(
+    graph: nx.MultiDiGraph, chart: Any, spec_transitions: Sequence[TransitionSpec]
+) -> None:
+    """The initial edges, then the chart's transitions in loop order (their guards from the
+    chart, their points from the spec)."""
     for state in chart.states_map.values():
         if state.initial and state.parent is None:
             graph.add_edge(START, state.id, key="initial", kind="initial")
         for tr in state.transitions:
-            targets = [t.id for t in tr.targets]
             if tr.initial or not tr.events:  # the compound's implicit entry into its first child
-                for target in targets:
-                    graph.add_edge(state.id, target, key="initial", kind="initial")
-    for t in spec_transitions:  # the chart's transitions, in loop order
+                for target in tr.targets:
+                    graph.add_edge(state.id, target.id, key="initial", kind="initial")
+    for t in spec_transitions:
         tr = _chart_transition(chart, t.event, t.source, t.target)
         graph.add_edge(
             t.source,
@@ -238,13 +266,11 @@ def _add_chart(graph: nx.MultiDiGraph, spec: LoopSpec) -> None:
             kind="transition",
             event=t.event,
             guards=[str(c) for c in tr.cond],
-            points=list(by_key[(t.event, t.source, t.target)].points),
+            points=list(t.points),
             label=t.label,
             visited=False,
             refused=False,
         )
-    for p in crossed_points(spec):
-        graph.nodes[point_id(p)]["parent"] = _inside(graph, p)
 
 
 def _chart_transition(chart: Any, event: str, source: str, target: str) -> Any:
@@ -284,43 +310,33 @@ def _add_hooks(
 ) -> None:
     for point in crossed_points(spec):
         env = envelopes.get(point) or {}
-        hooks = list(env.get("activeHooks") or ())
-        index = 0
-        for hook in hooks:
-            _add_hook(graph, point, index, _hook_attrs(hook, flavor))
-            index += 1
-        for warning in env.get("warnings") or ():
-            # The fail-open warning's shape (hooks/resolve.py point_warnings); a withheld
-            # invalid id shows as "?".
-            match = re.match(r'capability "([^"]+)"', warning)
-            _add_hook(
-                graph,
-                point,
-                index,
-                {
-                    "hook_kind": "failed",
-                    "cap_id": match.group(1) if match else "?",
-                    "summary": "failed to load: its gate here is not evaluated",
-                    "blocking": False,
-                    "on_error": None,
-                    "when": None,
-                },
-            )
-            index += 1
+        hooks = [_hook_of(hook, flavor) for hook in env.get("activeHooks") or ()]
+        hooks += [_failed_hook(warning) for warning in env.get("warnings") or ()]
+        for index, hook in enumerate(hooks):
+            _add_hook(graph, point, index, hook)
 
 
-def _hook_attrs(hook: Mapping[str, Any], flavor: str) -> dict[str, Any]:
-    return {
-        "hook_kind": str(hook.get("kind")),
-        "cap_id": str(hook.get("capId")),
-        "summary": hook_summary(hook, flavor),
-        "blocking": hook.get("blocking") is True,
-        "on_error": hook.get("onError"),
-        "when": hook.get("when") if isinstance(hook.get("when"), str) else None,
-    }
+def _hook_of(hook: Mapping[str, Any], flavor: str) -> _Hook:
+    when = hook.get("when")
+    return _Hook(
+        str(hook.get("kind")),
+        str(hook.get("capId")),
+        hook_summary(hook, flavor),
+        hook.get("blocking") is True,
+        hook.get("onError"),
+        when if isinstance(when, str) else None,
+    )
 
 
-def _add_hook(graph: nx.MultiDiGraph, point: str, index: int, attrs: dict[str, Any]) -> str:
+def _failed_hook(warning: str) -> _Hook:
+    # The fail-open warning's shape (hooks/resolve.py point_warnings); a withheld invalid id
+    # shows as "?".
+    match = re.match(r'capability "([^"]+)"', warning)
+    cap_id = match.group(1) if match else "?"
+    return _Hook("failed", cap_id, "failed to load: its gate here is not evaluated")
+
+
+def _add_hook(graph: nx.MultiDiGraph, point: str, index: int, attrs: _Hook) -> str:
     pid = point_id(point)
     node = _hook_id(point, index)
     graph.add_node(
@@ -331,7 +347,7 @@ def _add_hook(graph: nx.MultiDiGraph, point: str, index: int, attrs: dict[str, A
         parent=graph.nodes[pid]["parent"],
         outcome=None,
         message=None,
-        **attrs,
+        **attrs._asdict(),
     )
     graph.add_edge(pid, node, key="fires", kind="fires", order=index)
     graph.nodes[pid]["hooks"] += 1
@@ -387,58 +403,14 @@ def _refusal(graph: nx.MultiDiGraph, run: RunView, current: Sequence[str]) -> No
     halted = next((e for e in reversed(run.events) if e.kind == "halted"), None)
     # A native task hook halts at its event (`task_call`), not at one of the drawn points: then
     # only the note says why.
-    at_point = bool(halted is not None and halted.point and point_id(halted.point) in graph)
-    if halted is not None and halted.point and halted.cap_id and at_point:
+    if halted is not None and halted.point and halted.cap_id and point_id(halted.point) in graph:
         # The refused transition: the one leaving the current state through the halted point.
         for u, _, _, d in transitions(graph):
             if u in current and halted.point in d["points"]:
                 d["refused"] = True
                 d["refused_by"] = halted.cap_id
                 d["refused_at"] = halted.point
-        # The hook that refused: the last one at that point, of that capability, whose outcome
-        # refuses (a capability may have a step and a gate at one point).
-        hook_event = next(
-            (
-                e
-                for e in reversed(run.events)
-                if e.kind in ("hook", "native_hook")
-                and e.point == halted.point
-                and e.cap_id == halted.cap_id
-                and e.outcome in REFUSING_OUTCOMES
-            ),
-            None,
-        )
-        kind = (hook_event.hook_kind if hook_event else None) or "gate"
-        node = next(
-            (
-                n
-                for n, d in graph.nodes(data=True)
-                if d.get("kind") == "hook"
-                and d["point"] == halted.point
-                and d["cap_id"] == halted.cap_id
-                and d["hook_kind"] == kind
-            ),
-            None,
-        )
-        if node is None:  # hooks not drawn: draw the one that refused
-            data = hook_event.data if hook_event else {}
-            node = _add_hook(
-                graph,
-                halted.point,
-                graph.nodes[point_id(halted.point)]["hooks"],
-                {
-                    "hook_kind": kind if kind in HOOK_KINDS else "step",
-                    "cap_id": halted.cap_id,
-                    "summary": data.get("label") or "",
-                    "blocking": bool(data.get("blocking")),
-                    "on_error": data.get("onError"),
-                    "when": None,
-                },
-            )
-            if hook_event is not None:
-                graph.nodes[node]["outcome"] = hook_event.outcome
-                graph.nodes[node]["message"] = hook_event.message
-        graph.nodes[node]["refused"] = True
+        graph.nodes[_refusing_hook(graph, run, halted.point, halted.cap_id)]["refused"] = True
     reason = run.halt_reason or (halted.message if halted else None)
     if current:
         verb = {"paused": "paused", "failed": "failed"}.get(run.status, "halted")
@@ -450,6 +422,38 @@ def _refusal(graph: nx.MultiDiGraph, run: RunView, current: Sequence[str]) -> No
             parent=graph.nodes[current[-1]].get("parent"),
         )
         graph.add_edge(current[-1], "halt_note", key="note", kind="note")
+
+
+def _refusing_hook(graph: nx.MultiDiGraph, run: RunView, point: str, cap_id: str) -> str:
+    """The node of the hook that refused at `point`: the last one of that capability whose
+    outcome refuses (a capability may have a step and a gate at one point), drawn now if the
+    hooks are not."""
+    hook_event = next(
+        (
+            e
+            for e in reversed(run.events)
+            if e.kind in ("hook", "native_hook")
+            and e.point == point
+            and e.cap_id == cap_id
+            and e.outcome in REFUSING_OUTCOMES
+        ),
+        None,
+    )
+    kind = (hook_event.hook_kind if hook_event else None) or "gate"
+    wanted = (point, cap_id, kind)
+    for n, d in graph.nodes(data=True):
+        if d.get("kind") == "hook" and (d["point"], d["cap_id"], d["hook_kind"]) == wanted:
+            return str(n)
+    data = hook_event.data if hook_event else {}
+    kind = kind if kind in HOOK_KINDS else "step"
+    hook = _Hook(
+        kind, cap_id, data.get("label") or "", bool(data.get("blocking")), data.get("onError")
+    )
+    node = _add_hook(graph, point, graph.nodes[point_id(point)]["hooks"], hook)
+    if hook_event is not None:
+        graph.nodes[node]["outcome"] = hook_event.outcome
+        graph.nodes[node]["message"] = hook_event.message
+    return node
 
 
 def _tasks(graph: nx.MultiDiGraph, spec: LoopSpec, run: RunView) -> None:

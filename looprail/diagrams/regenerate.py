@@ -19,9 +19,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from looprail.diagrams import load_graph, write_atomic
+from looprail.diagrams import load_graph
 from looprail.diagrams.render import pipe_dot, require_dot, to_dot, to_mermaid
 from looprail.errors import UsageError
+from looprail.fsutil import atomic_write
 from looprail.points import POINTS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,24 +59,27 @@ PICTURES = (
 )
 
 
+_README_HEAD = [
+    "# Diagrams",
+    "",
+    "Pictures of the loop, drawn from the compiled state machine (and, for the example, the",
+    "active hooks of its capabilities). Do not edit: regenerate them with",
+    "",
+    "```sh",
+    COMMAND,
+    "```",
+    "",
+    "A test fails when the `.dot` or `.mmd` files here differ from what that command draws.",
+    "Draw your own project with `looprail diagram PROJECT --hooks -o loop.svg`, and overlay",
+    "a run with `--run RUN`.",
+    "",
+]
+
+
 def texts(repo: Path = REPO) -> dict[str, str]:
     """`{file name: text}` of every deterministic file (`.dot`, `.mmd`, `README.md`)."""
     out: dict[str, str] = {}
-    readme = [
-        "# Diagrams",
-        "",
-        "Pictures of the loop, drawn from the compiled state machine (and, for the example, the",
-        "active hooks of its capabilities). Do not edit: regenerate them with",
-        "",
-        "```sh",
-        COMMAND,
-        "```",
-        "",
-        "A test fails when the `.dot` or `.mmd` files here differ from what that command draws.",
-        "Draw your own project with `looprail diagram PROJECT --hooks -o loop.svg`, and overlay",
-        "a run with `--run RUN`.",
-        "",
-    ]
+    readme = list(_README_HEAD)
     with tempfile.TemporaryDirectory(prefix="looprail-diagrams-") as home:
         for pic in PICTURES:
             graph, _ = load_graph(
@@ -89,27 +93,32 @@ def texts(repo: Path = REPO) -> dict[str, str]:
             )
             out[f"{pic.name}.dot"] = to_dot(graph)
             out[f"{pic.name}.mmd"] = mermaid = to_mermaid(graph)
-            readme += [
-                f"## {pic.title}",
-                "",
-                pic.about,
-                "",
-                f"![{pic.title}]({pic.name}.svg)",
-                "",
-                f"Files: [`{pic.name}.svg`]({pic.name}.svg), [`{pic.name}.png`]({pic.name}.png), "
-                f"[`{pic.name}.dot`]({pic.name}.dot), [`{pic.name}.mmd`]({pic.name}.mmd).",
-                "",
-                "<details><summary>Mermaid</summary>",
-                "",
-                "```mermaid",
-                mermaid.rstrip("\n"),
-                "```",
-                "",
-                "</details>",
-                "",
-            ]
+            readme += _readme_section(pic, mermaid)
     out["README.md"] = "\n".join(readme)
     return out
+
+
+def _readme_section(pic: Picture, mermaid: str) -> list[str]:
+    n = pic.name
+    return [
+        f"## {pic.title}",
+        "",
+        pic.about,
+        "",
+        f"![{pic.title}]({n}.svg)",
+        "",
+        f"Files: [`{n}.svg`]({n}.svg), [`{n}.png`]({n}.png), [`{n}.dot`]({n}.dot), "
+        f"[`{n}.mmd`]({n}.mmd).",
+        "",
+        "<details><summary>Mermaid</summary>",
+        "",
+        "```mermaid",
+        mermaid.rstrip("\n"),
+        "```",
+        "",
+        "</details>",
+        "",
+    ]
 
 
 def regenerate(target: Path | None = None, *, pictures: bool = True) -> list[Path]:
@@ -129,7 +138,7 @@ def regenerate(target: Path | None = None, *, pictures: bool = True) -> list[Pat
     written = []
     for name, blob in blobs.items():
         path = target / name
-        write_atomic(path, blob)
+        atomic_write(path, blob)
         written.append(path)
     return written
 

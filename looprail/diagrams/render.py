@@ -1,71 +1,53 @@
-"""Render the loop graph (`graph.build_graph`) as Graphviz DOT, SVG, PNG, or Mermaid text.
-
-Drawing rules (the same for DOT and Mermaid, so the pictures agree):
-
-- phases top to bottom (a page-shaped picture, readable at page width), hooks beside their
-  point; the looped step (`execute`) is a box (a cluster / subgraph) holding the
-  wave loop `wave_ready → execute:wave:pre → wave_running → execute:wave:post → wave_ready`;
-- a transition is drawn through the points it dispatches, in order: its event and plan-fact
-  guards (`finish_plan [plans_ready]`) label the first segment, except where routes branch at a
-  point (`finish_wave`): there each branch carries its own guard (`[more_waves]`, `[else]`);
-  `hooks_allow` is not written, the gates drawn at the points are that guard;
-- hooks hang off their point: steps are boxes, contributions are notes, gates are octagons with a
-  red border when blocking and a dashed grey one when advisory; a capability that failed to load
-  but declared a gate there is a dashed red box;
-- a run overlay paints visited states and transitions green, the current state bold, a refused
-  transition red up to the point where it was refused (with the hook that refused it), per-task
-  status inside `execute`, and the halt reason as a note.
-
-DOT and Mermaid text are deterministic (built in the graph's loop order, no time, no path); SVG
-and PNG come from Graphviz's `dot`, which must be installed (`require_dot`).
+"""Render the loop graph (`graph.build_graph`) as Graphviz DOT, SVG, PNG, or Mermaid text (the
+drawing rules: `drawing.py`). DOT and Mermaid text are deterministic (built in the graph's loop
+order, no time, no path); SVG and PNG come from Graphviz's `dot` (`require_dot`).
 """
 
 from __future__ import annotations
 
 import html
-import itertools
 import tempfile
-import textwrap
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import graphviz
 import networkx as nx
 
-from looprail.diagrams.graph import START, children, hooks_at, point_id, transitions
+from looprail.diagrams.drawing import (
+    CURRENT_FILL,
+    FONT,
+    GATE_FILL,
+    GATE_LINE,
+    GREEN,
+    INK,
+    MONO,
+    MUTED,
+    NOTE_FILL,
+    NOTE_LINE,
+    POINT_FILL,
+    POINT_LINE,
+    RED,
+    STATE_FILL,
+    STATE_LINE,
+    STEP_FILL,
+    STEP_LINE,
+    TASK_FILLS,
+    VISITED_FILL,
+    compound_title,
+    hook_lines,
+    segments,
+    state_lines,
+    task_line,
+    task_waves,
+    wrap,
+)
+from looprail.diagrams.graph import START, children, hooks_at
+from looprail.diagrams.mermaid import to_mermaid
 from looprail.errors import GraphvizMissingError, LooprailError, UsageError
 from looprail.runtime.process import find_program, run_bounded
 
 FORMATS = ("svg", "png", "dot", "mermaid")
-INSTALL_HINT = GraphvizMissingError.INSTALL_HINT
-
-FONT = "Helvetica"
-MONO = "Courier"
-INK = "#1f2937"
-MUTED = "#6b7280"
-GREEN = "#2e7d32"
-RED = "#c62828"
-
-# fill, border per node role
-STATE_FILL, STATE_LINE = "#e8eef9", "#3b5b92"
-POINT_FILL, POINT_LINE = "#fff8dc", "#b8962e"
-STEP_FILL, STEP_LINE = "#e8f5e9", "#4c8c4a"
-NOTE_FILL, NOTE_LINE = "#f3e8f7", "#8e5ea2"
-GATE_FILL, GATE_LINE = "#fff1e0", "#b26a00"
-VISITED_FILL = "#dcefd9"
-CURRENT_FILL = "#a5d6a7"
-TASK_FILLS = {"done": "#c8e6c9", "failed": "#ffcdd2", "running": "#ffe0b2", "pending": "#eceff1"}
-TASK_MARKS = {"done": "✓", "failed": "✗", "running": "…", "pending": "○"}
-OUTCOME_MARKS = {
-    "ok": "✓ ok",
-    "pass": "✓ pass",
-    "blocked": "✗ blocked",
-    "advisory": "! advisory",
-    "failed": "✗ failed",
-    "error": "✗ check error",
-    "skipped": "– skipped",
-}
 
 
 def require_dot() -> str:
@@ -105,138 +87,6 @@ def pipe_dot(source: str, fmt: str) -> bytes:
         return target.read_bytes()
 
 
-# --------------------------------------------------------------------------- segments
-
-
-@dataclass
-class Segment:
-    """One drawn edge of a transition's route (state → point → … → state)."""
-
-    tail: str
-    head: str
-    labels: list[str] = field(default_factory=list)
-    visited: bool = False
-    refused: bool = False
-    ltail: str | None = None  # compound the tail state stands for
-    lhead: str | None = None
-    back: bool = False  # goes back in the loop (drawn without pulling the layout)
-
-
-def _entry(graph: nx.MultiDiGraph, state: str) -> str:
-    """The node a transition into `state` is drawn to: a compound's initial child."""
-    if graph.nodes[state].get("compound"):
-        return next(c for c in children(graph, state, "state") if graph.nodes[c]["initial"])
-    return state
-
-
-def _exit(graph: nx.MultiDiGraph, state: str) -> str:
-    """The node a transition out of `state` is drawn from: a compound's final child."""
-    if graph.nodes[state].get("compound"):
-        return next(c for c in children(graph, state, "state") if graph.nodes[c]["final"])
-    return state
-
-
-def segments(graph: nx.MultiDiGraph) -> list[Segment]:
-    """Every transition routed through its point nodes, shared segments merged, in order."""
-    out: dict[tuple[str, str], Segment] = {}
-    branches: dict[str, int] = {}
-    for _, _, _, d in transitions(graph):
-        last = point_id(d["points"][-1]) if d["points"] else None
-        if last:
-            branches[last] = branches.get(last, 0) + 1
-    order = {n: i for i, n in enumerate(graph.nodes)}
-    for u, v, _, d in transitions(graph):
-        route = [u, *(point_id(p) for p in d["points"]), v]
-        refused_upto = (
-            route.index(point_id(d["refused_at"]))
-            if d.get("refused") and d.get("refused_at")
-            else -1
-        )
-        guards = [g for g in d["guards"] if g != "hooks_allow"]
-        for i, (a, b) in enumerate(itertools.pairwise(route)):
-            seg = out.get((a, b))
-            if seg is None:
-                seg = out[(a, b)] = Segment(a, b)
-                if graph.nodes[a].get("compound"):
-                    seg.tail, seg.ltail = _exit(graph, a), a
-                if graph.nodes[b].get("compound"):
-                    seg.head, seg.lhead = _entry(graph, b), b
-                seg.back = graph.nodes[b].get("kind") == "state" and order[b] < order[u]
-            # The event names the first segment; the plan-fact guards go with it, unless the
-            # route branches at its last point (finish_wave), where each branch shows its own.
-            branching = branches.get(route[-2], 0) > 1
-            labels = []
-            if i == 0:
-                labels.append(d["event"])
-            if guards and (i == len(route) - 2 if branching else i == 0):
-                labels.append("[" + ", ".join(guards) + "]")
-            elif branching and not guards and i == len(route) - 2:
-                labels.append("[else]")
-            for label in labels:
-                if label not in seg.labels:
-                    seg.labels.append(label)
-            seg.visited |= d.get("visited", False)
-            if 0 <= i < refused_upto:
-                seg.refused = True
-                if i == refused_upto - 1:
-                    seg.labels.append(f"✗ refused by {d['refused_by']}")
-    return list(out.values())
-
-
-# --------------------------------------------------------------------------- labels
-
-
-def _wrap(text: str, width: int = 36, lines: int = 4) -> list[str]:
-    wrapped = textwrap.wrap(" ".join(text.split()), width) or [""]
-    if len(wrapped) > lines:
-        wrapped = [*wrapped[: lines - 1], wrapped[lines - 1][: width - 1] + "…"]
-    return wrapped
-
-
-def _state_lines(d: dict[str, Any]) -> tuple[str, list[str]]:
-    """(title, detail lines) of a state."""
-    detail = []
-    if d.get("role") and not d.get("compound"):
-        work = f"{d['role']} → {d['artifact']}" if d.get("artifact") else d["role"]
-        detail.append(work)
-    return d["label"], detail
-
-
-def _compound_title(d: dict[str, Any]) -> str:
-    work = f"{d['role']} per task → {d['artifact']}" if d.get("artifact") else d.get("role") or ""
-    return f"{d['label']}: waves → plans → tasks  ({work})"
-
-
-def _hook_lines(d: dict[str, Any]) -> list[str]:
-    """The lines under a hook's capId."""
-    lines = [d["summary"]] if d.get("summary") else []
-    if d["hook_kind"] == "gate":
-        lines.append(
-            ("blocking" if d["blocking"] else "advisory") + f" · onError {d['on_error'] or 'skip'}"
-        )
-    elif d["hook_kind"] == "step" and d.get("on_error"):
-        lines.append(f"onError {d['on_error']}")
-    if d.get("when"):
-        lines.append(f"when {d['when']}")
-    if d.get("outcome"):
-        lines.append(OUTCOME_MARKS.get(d["outcome"], d["outcome"]))
-        if d.get("message") and d["outcome"] not in ("ok", "pass"):
-            lines += _wrap(d["message"], 34, 3)
-    return lines
-
-
-def _task_line(d: dict[str, Any]) -> str:
-    again = f" (attempt {d['attempt']})" if d.get("attempt", 0) > 1 else ""
-    return f"{TASK_MARKS[d['status']]} {d['task_key']}{again}"
-
-
-def _waves(graph: nx.MultiDiGraph, compound: str) -> list[tuple[int | None, list[str]]]:
-    out: dict[int | None, list[str]] = {}
-    for n in children(graph, compound, "task"):
-        out.setdefault(graph.nodes[n]["wave"], []).append(n)
-    return list(out.items())
-
-
 # --------------------------------------------------------------------------- DOT
 
 
@@ -251,9 +101,8 @@ def _clip(text: str, limit: int = LINE_MAX) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _html(title: str, lines: list[str], *, mono_title: bool = False, size: int = 10) -> str:
-    face = MONO if mono_title else FONT
-    parts = [f'<font face="{face}"><b>{html.escape(_clip(title))}</b></font>']
+def _html(title: str, lines: list[str], *, size: int = 10) -> str:
+    parts = [f'<font face="{FONT}"><b>{html.escape(_clip(title))}</b></font>']
     parts += [f'<font point-size="{size}">{html.escape(_clip(line))}</font>' for line in lines]
     return "<" + "<br/>".join(parts) + ">"
 
@@ -295,13 +144,12 @@ def to_dot(graph: nx.MultiDiGraph) -> str:
         if seg.back:
             attrs["constraint"] = "false"
         g.edge(seg.tail, seg.head, **attrs)
-    for u, v, k, d in graph.edges(keys=True, data=True):
+    for u, v, d in graph.edges(data=True):
         if d["kind"] == "initial" and u == START:
             visited = graph.nodes[START].get("visited")
             g.edge(u, v, **({"color": GREEN, "penwidth": "2.2"} if visited else {}))
         elif d["kind"] == "note":
             g.edge(u, v, style="dashed", color=RED, arrowhead="none")
-        del k
     return g.source
 
 
@@ -341,7 +189,7 @@ def _dot_scope(graph: nx.MultiDiGraph, g: Any, parent: str | None) -> None:
             with g.subgraph(name=f"cluster_{n}") as c:
                 visited = d.get("visited")
                 c.attr(
-                    label=_html(_compound_title(d), [], size=10),
+                    label=_html(compound_title(d), [], size=10),
                     style="rounded,filled",
                     fillcolor="#f4f7fc" if not visited else "#eef7ec",
                     color=STATE_LINE if not visited else GREEN,
@@ -364,11 +212,11 @@ def _dot_scope(graph: nx.MultiDiGraph, g: Any, parent: str | None) -> None:
         _dot_tasks(graph, g, parent)
 
 
-def _dot_note(g: Any, n: str, d: dict[str, Any]) -> None:
+def _dot_note(g: Any, n: str, d: Mapping[str, Any]) -> None:
     paused = d.get("status") == "paused"  # waiting for a human, not broken
     g.node(
         n,
-        label="\n".join(_wrap(d["label"], 38, 5)),
+        label="\n".join(wrap(d["label"], 38, 5)),
         shape="note",
         style="filled",
         fillcolor=GATE_FILL if paused else "#ffebee",
@@ -380,7 +228,7 @@ def _dot_note(g: Any, n: str, d: dict[str, Any]) -> None:
 
 def _dot_tasks(graph: nx.MultiDiGraph, g: Any, compound: str) -> None:
     """The overlaid run's tasks as one table under the wave loop: a row per wave."""
-    waves = _waves(graph, compound)
+    waves = task_waves(graph, compound)
     if not waves:
         return
     rows: list[str] = []
@@ -389,7 +237,7 @@ def _dot_tasks(graph: nx.MultiDiGraph, g: Any, compound: str) -> None:
         cells = [
             f'<td bgcolor="{TASK_FILLS[graph.nodes[t]["status"]]}">'
             f'<font face="{MONO}" point-size="9">'
-            f"{html.escape(_clip(_task_line(graph.nodes[t]), 60))}</font>"
+            f"{html.escape(_clip(task_line(graph.nodes[t]), 60))}</font>"
             "</td>"
             for t in tasks
         ]
@@ -429,8 +277,8 @@ def _dot_tasks(graph: nx.MultiDiGraph, g: Any, compound: str) -> None:
             s.edge(running, node, style="invis")
 
 
-def _dot_state(d: dict[str, Any]) -> dict[str, str]:
-    title, detail = _state_lines(d)
+def _dot_state(d: Mapping[str, Any]) -> dict[str, str]:
+    title, detail = state_lines(d)
     attrs = {
         "label": _html(title, detail, size=9),
         "shape": "box",
@@ -453,7 +301,7 @@ def _dot_state(d: dict[str, Any]) -> dict[str, str]:
     return attrs
 
 
-def _dot_point(graph: nx.MultiDiGraph, g: Any, n: str, d: dict[str, Any]) -> None:
+def _dot_point(graph: nx.MultiDiGraph, g: Any, n: str, d: Mapping[str, Any]) -> None:
     hooks = hooks_at(graph, d["point"])
     with g.subgraph() as s:
         s.attr(rank="same")
@@ -477,9 +325,9 @@ def _dot_point(graph: nx.MultiDiGraph, g: Any, n: str, d: dict[str, Any]) -> Non
             previous = h
 
 
-def _dot_hook(d: dict[str, Any]) -> dict[str, str]:
+def _dot_hook(d: Mapping[str, Any]) -> dict[str, str]:
     kind = d["hook_kind"]
-    attrs = {"label": _html(d["cap_id"], _hook_lines(d), size=9), "fontsize": "10"}
+    attrs = {"label": _html(d["cap_id"], hook_lines(d), size=9), "fontsize": "10"}
     if kind == "step":
         attrs.update(shape="box", style="filled", fillcolor=STEP_FILL, color=STEP_LINE)
     elif kind == "contribution":
@@ -502,136 +350,6 @@ def _dot_hook(d: dict[str, Any]) -> dict[str, str]:
     elif outcome in ("blocked", "failed", "error") or d.get("refused"):
         attrs.update(fillcolor="#ffcdd2", color=RED, penwidth="2.6")
     return attrs
-
-
-# --------------------------------------------------------------------------- Mermaid
-
-
-def _mm(text: str) -> str:
-    """Text safe inside a quoted Mermaid label."""
-    return html.escape(text, quote=False).replace('"', "#quot;")
-
-
-def _mm_label(title: str, lines: list[str]) -> str:
-    return '"' + "<br/>".join([f"<b>{_mm(title)}</b>", *(_mm(x) for x in lines)]) + '"'
-
-
-def to_mermaid(graph: nx.MultiDiGraph) -> str:
-    """Mermaid `flowchart TB` text for markdown (deterministic)."""
-    out = ["---", f"title: {graph.graph.get('title') or 'looprail loop'}", "---", "flowchart TB"]
-    classes: dict[str, list[str]] = {}
-
-    def cls(node: str, name: str) -> None:
-        classes.setdefault(name, []).append(node)
-
-    def scope(parent: str | None, indent: str) -> None:
-        for n in children(graph, parent):
-            d = graph.nodes[n]
-            kind = d["kind"]
-            if kind == "start":
-                out.append(f"{indent}{n}(( ))")
-                cls(n, "start")
-            elif kind == "state" and d.get("compound"):
-                out.append(f'{indent}subgraph {n} ["{_mm(_compound_title(d))}"]')
-                out.append(f"{indent}  direction TB")
-                scope(n, indent + "  ")
-                out.append(f"{indent}end")
-                cls(n, "visitedbox" if d.get("visited") else "box")
-            elif kind == "state":
-                title, detail = _state_lines(d)
-                shape = ("(((", ")))") if d.get("final") else ("(", ")")
-                out.append(f"{indent}{n}{shape[0]}{_mm_label(title, detail)}{shape[1]}")
-                cls(
-                    n, "current" if d.get("current") else "visited" if d.get("visited") else "state"
-                )
-            elif kind == "point":
-                out.append(f'{indent}{n}(["{_mm(d["label"])}"])')
-                cls(n, "point")
-                for h in hooks_at(graph, d["point"]):
-                    hd = graph.nodes[h]
-                    label = _mm_label(hd["cap_id"], _hook_lines(hd))
-                    shape = {
-                        "step": ("[", "]"),
-                        "contribution": (">", "]"),
-                        "gate": ("{{", "}}"),
-                        "native": ("[[", "]]"),
-                    }.get(hd["hook_kind"], ("[", "]"))
-                    out.append(f"{indent}{h}{shape[0]}{label}{shape[1]}")
-                    name = hd["hook_kind"]
-                    if name == "gate":
-                        name = "blocking" if hd["blocking"] else "advisory"
-                    if hd.get("outcome") in ("blocked", "failed", "error") or hd.get("refused"):
-                        name = "refusedhook"
-                    cls(h, name)
-            elif kind == "note":
-                out.append(f'{indent}{n}>"{_mm(" ".join(_wrap(d["label"], 60, 3)))}"]')
-                cls(n, "halt")
-        if parent is not None:
-            for wave, tasks in _waves(graph, parent):
-                wid = f"{parent}_wave_{wave}"
-                out.append(f'{indent}subgraph {wid} ["wave {wave}"]')
-                for t in tasks:
-                    td = graph.nodes[t]
-                    out.append(f'{indent}  {t}["{_mm(_task_line(td))}"]')
-                    cls(t, f"task{td['status']}")
-                out.append(f"{indent}end")
-                cls(wid, "wavebox")
-
-    scope(None, "  ")
-    links: list[tuple[str, str]] = []  # (line, linkStyle)
-
-    for u, v, _, d in graph.edges(keys=True, data=True):
-        if d["kind"] == "initial" and u == START:
-            links.append((f"  {u} --> {v}", "visited" if graph.nodes[u].get("visited") else ""))
-    for seg in segments(graph):
-        tail = seg.ltail or seg.tail
-        head = seg.lhead or seg.head
-        arrow = f' -- "{_mm(" ".join(seg.labels))}" --> ' if seg.labels else " --> "
-        style = "refused" if seg.refused else "visited" if seg.visited else ""
-        links.append((f"  {tail}{arrow}{head}", style))
-    for n, d in graph.nodes(data=True):
-        if d.get("kind") == "point":
-            # each hook on its own link to the point: dagre stacks them in one column
-            for h in hooks_at(graph, d["point"]):
-                links.append((f"  {n} -.- {h}", "hook"))
-        if d.get("kind") == "note":
-            source = next(iter(graph.predecessors(n)))
-            links.append((f"  {source} -.- {n}", "refused"))
-    out += [line for line, _ in links]
-    styles = {
-        "visited": f"stroke:{GREEN},stroke-width:2.5px",
-        "refused": f"stroke:{RED},stroke-width:3px",
-        "hook": "stroke:#9ca3af,stroke-dasharray:3 3",
-    }
-    for name, style in styles.items():
-        ids = [str(i) for i, (_, s) in enumerate(links) if s == name]
-        if ids:
-            out.append(f"  linkStyle {','.join(ids)} {style}")
-    defs = {
-        "start": f"fill:{INK},stroke:{INK}",
-        "state": f"fill:{STATE_FILL},stroke:{STATE_LINE},color:{INK}",
-        "visited": f"fill:{VISITED_FILL},stroke:{GREEN},color:{INK}",
-        "current": f"fill:{CURRENT_FILL},stroke:#1b5e20,stroke-width:3px,color:{INK}",
-        "box": f"fill:#f4f7fc,stroke:{STATE_LINE}",
-        "visitedbox": f"fill:#eef7ec,stroke:{GREEN}",
-        "wavebox": f"fill:#fafafa,stroke:{MUTED},stroke-dasharray:4 3",
-        "point": f"fill:{POINT_FILL},stroke:{POINT_LINE},color:{INK},font-family:monospace",
-        "step": f"fill:{STEP_FILL},stroke:{STEP_LINE},color:{INK}",
-        "contribution": f"fill:{NOTE_FILL},stroke:{NOTE_LINE},color:{INK}",
-        "native": f"fill:{STEP_FILL},stroke:{STEP_LINE},color:{INK}",
-        "blocking": f"fill:{GATE_FILL},stroke:{RED},stroke-width:2.5px,color:{INK}",
-        "advisory": f"fill:{GATE_FILL},stroke:{MUTED},stroke-dasharray:4 3,color:{INK}",
-        "failed": f"fill:#ffebee,stroke:{RED},stroke-dasharray:4 3,color:{INK}",
-        "refusedhook": f"fill:#ffcdd2,stroke:{RED},stroke-width:3px,color:{INK}",
-        "halt": f"fill:#ffebee,stroke:{RED},color:{RED}",
-        **{f"task{s}": f"fill:{fill},stroke:{MUTED},color:{INK}" for s, fill in TASK_FILLS.items()},
-    }
-    for name, style in defs.items():
-        if name in classes:
-            out.append(f"  classDef {name} {style}")
-    for name, nodes in classes.items():
-        out.append(f"  class {','.join(nodes)} {name}")
-    return "\n".join(out) + "\n"
 
 
 SUFFIXES = {".svg": "svg", ".png": "png", ".dot": "dot", ".gv": "dot", ".mmd": "mermaid"}

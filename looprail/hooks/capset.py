@@ -1,23 +1,15 @@
 """The capability set: what a search path loaded, one immutable, typed value.
 
-`registry.load_registry` builds it (merge, validation, ordering checks); `compiled.load_compiled`
-caches its JSON form (`to_json` / `from_json`: the cache *is* its serialisation) and applies
-consent; `resolve` reads the hooks of one point from it (`hooks_at`), `capability list`, audits,
-the task-content resolvers and the start-up checks read the same value. Nothing holds a second
-shape of it: the per-point hook tables are derived from the manifests on first use.
+`registry.load_registry` builds it, `compiled.load_compiled` caches its JSON form (`to_json` /
+`from_json`: the cache *is* its serialisation) and applies consent; every reader (resolve,
+`capability list`, audits, the task-content resolvers, start-up checks) reads the same value.
+Activation by `activationKey` is decided per call (`resolve.key_active`), not held here.
 
-Activation by `activationKey` is not part of the set (it depends on config, read per call by
-`resolve.key_active`); consent is (`LoadedCapability.consent`), applied by the trust layer.
-
-This module is on the `render-hooks` hot path (a cache hit builds one set): it imports no
-pydantic (the model of a manifest is built from its JSON on first use, `manifest`) and no
-`dataclasses` (it pulls in `inspect`, `ast`, `dis` and `tokenize`, and writes each class's
-methods with `exec`: ~15 ms of a ~25 ms call). The records are `typing.NamedTuple`s: one
-declaration each, immutable, built by `collections.namedtuple` (`typing` costs ~3 ms once
-`re` and `collections` are loaded, as they are here). The two with cached fields add them in a
-subclass, whose instances have a `__dict__`. No `from __future__ import annotations`: a
-`NamedTuple` field's string annotation is compiled into a `ForwardRef` when the class is made
-(~0.2 ms a field); the annotations that name type-checking-only types are quoted instead.
+On the `render-hooks` hot path (a cache hit builds one set): no pydantic (a manifest's model is
+built from its JSON on first use) and no `dataclasses` (it pulls in `inspect`, `ast`, `dis`);
+the records are `typing.NamedTuple`s, cached fields in a subclass. No `from __future__ import
+annotations`: a `NamedTuple` field's string annotation becomes a `ForwardRef` when the class is
+made (~0.2 ms a field), so only type-checking-only names are quoted.
 """
 
 from functools import cached_property
@@ -140,7 +132,7 @@ class LoadedCapability(_LoadedFields):
         return list(self.data.get("agents") or ())
 
     @property
-    def config(self) -> dict[str, dict[str, Any]]:
+    def config(self) -> "dict[str, Mapping[str, Any]]":
         """key -> {type, default?, values?, description?}"""
         return dict(self.data.get("config") or {})
 
@@ -154,11 +146,11 @@ class LoadedCapability(_LoadedFields):
         return resolver["trackerPrefix"] if resolver else None
 
     @property
-    def reviewer(self) -> dict[str, Any] | None:
+    def reviewer(self) -> "Mapping[str, Any] | None":
         return self.data.get("reviewer")
 
     @property
-    def runtime_compat(self) -> dict[str, Any] | None:
+    def runtime_compat(self) -> "Mapping[str, Any] | None":
         return self.data.get("runtimeCompat")
 
     @property
@@ -181,24 +173,20 @@ class LoadedCapability(_LoadedFields):
 
 def _declared(data: dict[str, Any]) -> dict[str, Any]:
     """`data` without the deferred-fragment markers (the model has no such field)."""
-    if not any(_deferred_in(data, group) for group in ("steps", "contributions")):
-        return data
     out = dict(data)
     for group in ("steps", "contributions"):
-        out[group] = [
-            {**e, "fragment": {"path": e["fragment"]["path"]}} if _is_deferred(e) else e
-            for e in data.get(group) or ()
-        ]
+        entries = data.get(group) or ()
+        if any(_is_deferred(e) for e in entries):
+            out[group] = [
+                {**e, "fragment": {"path": e["fragment"]["path"]}} if _is_deferred(e) else e
+                for e in entries
+            ]
     return out
 
 
 def _is_deferred(entry: Any) -> bool:
     frag = entry.get("fragment") if isinstance(entry, dict) else None
     return isinstance(frag, dict) and frag.get(DEFERRED) is True
-
-
-def _deferred_in(data: dict[str, Any], group: str) -> bool:
-    return any(_is_deferred(e) for e in data.get(group) or ())
 
 
 class _SetFields(NamedTuple):
@@ -234,7 +222,7 @@ class CapabilitySet(_SetFields):
         return out
 
     @property
-    def defaults(self) -> dict[str, Any]:
+    def defaults(self) -> dict[str, object]:
         """Declared defaults of every federated config key: {key: default}."""
         return {k: spec["default"] for k, spec in self.config.items()}
 
@@ -270,26 +258,19 @@ class CapabilitySet(_SetFields):
         first use (the registry refused every set whose order has a cycle)."""
         table = self._tables.get(point)
         if table is None:
+
+            def ordered(group: str) -> "list[tuple[str, Mapping[str, Any]]]":
+                return order_entries(entries_at(self.capabilities, point, group))
+
             table = self._tables[point] = {
-                "steps": [_step(cid, e) for cid, e in order_entries(self._entries(point, "steps"))],
-                "contributions": [
-                    _contribution(cid, e)
-                    for cid, e in order_entries(self._entries(point, "contributions"))
-                ],
+                "steps": [_step(cid, e) for cid, e in ordered("steps")],
+                "contributions": [_contribution(cid, e) for cid, e in ordered("contributions")],
                 "gates": [
                     _project(cid, "gate", e, _GATE_FIELDS)
-                    for cid, e in self._entries(point, "gates")
+                    for cid, e in entries_at(self.capabilities, point, "gates")
                 ],
             }
         return table
-
-    def _entries(self, point: str, group: str) -> list[tuple[str, dict[str, Any]]]:
-        return [
-            (cid, entry)
-            for cid in sorted(self.capabilities)
-            for entry in self.capabilities[cid].data.get(group) or ()
-            if entry.get("point") == point
-        ]
 
     def replacing(self, changed: "Mapping[str, LoadedCapability]") -> "CapabilitySet":
         """This set with some capabilities replaced (consent, deferred fragments)."""
@@ -299,7 +280,8 @@ class CapabilitySet(_SetFields):
 
     # ----------------------------------------------------------------- serialisation (the cache)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
+        """The JSON form `from_json` reads back (the compiled cache)."""
         return {
             "capabilities": [
                 [lc.data, str(lc.source), lc.origin, lc.consent, lc.inactive_reason]
@@ -381,7 +363,22 @@ def _well_formed(data: Any) -> bool:
 # --------------------------------------------------------------------------- per point
 
 
-def order_entries(entries: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+def entries_at(
+    caps: "Mapping[str, LoadedCapability]", point: str, group: str
+) -> "list[tuple[str, Mapping[str, Any]]]":
+    """`(capId, entry)` of each `group` entry (steps, contributions, gates) declared at `point`,
+    by capId."""
+    return [
+        (cid, entry)
+        for cid in sorted(caps)
+        for entry in caps[cid].data.get(group) or ()
+        if entry.get("point") == point
+    ]
+
+
+def order_entries(
+    entries: "list[tuple[str, Mapping[str, Any]]]",
+) -> "list[tuple[str, Mapping[str, Any]]]":
     """Kahn's topological sort on produces→consumes, ties broken by capId.
 
     The ready queue starts sorted by capId; entries that become ready later are appended in
@@ -436,7 +433,7 @@ _GATE_FIELDS = ("when", "check", "blocking", "onError")
 _ONLY_IF_NON_EMPTY = ("produces", "consumes")
 
 
-def _project(cid: str, kind: str, entry: dict[str, Any], fields: tuple[str, ...]) -> "Hook":
+def _project(cid: str, kind: str, entry: "Mapping[str, Any]", fields: tuple[str, ...]) -> "Hook":
     """The envelope form of one declaration: capId, kind, then only the fields present."""
     hook: Hook = {"capId": cid, "kind": kind}
     for f in fields:
@@ -448,7 +445,7 @@ def _project(cid: str, kind: str, entry: dict[str, Any], fields: tuple[str, ...]
     return hook
 
 
-def _step(cid: str, entry: dict[str, Any]) -> "Hook":
+def _step(cid: str, entry: "Mapping[str, Any]") -> "Hook":
     hook = _project(cid, "step", entry, _STEP_FIELDS)
     if entry.get("supportsReviewerLanes") is True:
         hook["supportsReviewerLanes"] = True
@@ -457,7 +454,7 @@ def _step(cid: str, entry: dict[str, Any]) -> "Hook":
     return hook
 
 
-def _contribution(cid: str, entry: dict[str, Any]) -> "Hook":
+def _contribution(cid: str, entry: "Mapping[str, Any]") -> "Hook":
     hook = _project(cid, "contribution", entry, _CONTRIBUTION_FIELDS)
     if entry.get("configValues"):
         hook["configValues"] = dict(entry["configValues"])
@@ -472,5 +469,6 @@ __all__ = [
     "Root",
     "Shadowed",
     "_OrderCycle",
+    "entries_at",
     "order_entries",
 ]

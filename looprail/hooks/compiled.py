@@ -1,15 +1,10 @@
 """The capability set on the `render-hooks` hot path: find it in the on-disk cache or load it.
 
-Only `os`, `json` and `time` here (no typing, pydantic): a host calls
-`render-hooks` many times per loop and process start-up is most of its cost. The cache entry
-records the stat signature (mtime, ctime, size, inode) of every folder, manifest and fragment it
-was built from (and of the modules that compile it); any difference rebuilds it. A fragment's
-path is only known once its manifest is read, so it is stat'ed after the build: when its last
-change is older than the build, that stat is the content's and one build is enough; otherwise
-the entry is built twice around the stat and written only when both builds agree. The file
-carries a checksum and holds the set's own JSON form (`CapabilitySet.to_json`), checked by
-`CapabilitySet.from_json` on read. Writing is atomic (temp
-file + rename), and a cache that cannot be read, is damaged or cannot be written only costs
+Only `os`, `json`, `time` and `zlib` here: a host calls `render-hooks` many times per loop and
+process start-up is most of its cost. The cache entry (the set's own JSON form,
+`CapabilitySet.to_json`) records the stat signature (mtime, ctime, size, inode) of every
+folder, manifest and fragment it was built from, and of the modules that compile it; any
+difference rebuilds it. A cache that cannot be read, is damaged or cannot be written only costs
 speed, never correctness.
 """
 
@@ -19,22 +14,22 @@ import json
 import os
 import time
 import zlib
+from pathlib import Path  # loaded anyway: the set's records hold their folders as paths
 
-from looprail.fsutil import read_bounded
 from looprail.hooks.capset import DEFERRED, CapabilitySet
 from looprail.hooks.sources import (
     PROJECT,
     RULE_FILES,
     capability_folders,
-    new_temp_file,
+    read_checked,
     root_specs,
+    write_checked,
 )
 from looprail.layout import cache_dir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
     from collections.abc import Callable, Mapping, Sequence
-    from pathlib import Path
     from typing import Any
 
     # How a caller applies consent to the set: (caps, home, env) -> caps. The hooks layer
@@ -92,40 +87,46 @@ def load_compiled(
     env = os.environ if env is None else env
     specs = root_specs(project, capability_dirs, env=env, home=home)
     specs = [(os.path.abspath(p), origin) for p, origin in specs]
-    if env.get("LOOPRAIL_NO_CACHE"):
-        use_cache = False
+    use_cache = use_cache and not env.get("LOOPRAIL_NO_CACHE")
     key = json.dumps([CACHE_FORMAT, specs])
     cache_file = os.path.join(cache_dir(env), f"registry-{zlib.crc32(key.encode()):08x}.json")
     deps = _dependencies(specs)
-    if use_cache:
-        cached = _read(cache_file, key, deps)
-        if cached is not None:
-            return _with_consent(cached, home, env, consent)
-    # not at the top: the render-hooks entry loads this module (its import budget)
-    from pathlib import Path
+    caps = _read(cache_file, key, deps) if use_cache else None
+    if caps is None:
+        caps, settled = _build(project, specs, env, use_cache, deps)
+        if settled:
+            _write(cache_file, {"key": key, "deps": deps, "caps": caps.to_json()})
+    return _with_consent(caps, home, env, consent)
 
+
+def _build(
+    project: str | Path,
+    specs: list[tuple[str, str]],
+    env: Mapping[str, str],
+    use_cache: bool,
+    deps: dict[str, list[int] | None],
+) -> tuple[CapabilitySet, bool]:
+    """Load the set; with `use_cache`, add each fragment's stat to `deps` (taken before the
+    read, like the rest) and say whether those stats are the content's (then it may be cached)."""
+    # not at the top: the registry and the validation it runs are only needed on a miss
     from looprail.hooks import registry as reg
 
     roots = [reg.Root(Path(p), o) for p, o in specs]
     read_ns = time.time_ns()  # before any read: the racy-stat rule below
     fresh = reg.load_registry(project, roots=roots, env=env, use_cache=use_cache)
     caps = _defer_project_fragments(fresh)
-    if use_cache:
-        fragments = reg.fragment_dependencies(fresh)
-        for path in fragments:
-            deps[path] = _sig(path)
-        # A fragment is stat'ed after it was read. Its stat is that content's when the file's
-        # last change is older than the read (git's "racy clean" rule, with a margin for coarse
-        # file clocks): then one build is enough, the common case.
-        if all(_settled(deps[path], read_ns) for path in fragments):
-            _write(cache_file, {"key": key, "deps": deps, "caps": caps.to_json()})
-            return _with_consent(caps, home, env, consent)
-        # Changed around the read: read again, so an edit between the first read and the
-        # stat is never recorded with the old content and served until the next change.
-        again = reg.load_registry(project, roots=roots, env=env, use_cache=use_cache)
-        if reg.fragment_dependencies(again) == fragments and again == fresh:
-            _write(cache_file, {"key": key, "deps": deps, "caps": caps.to_json()})
-    return _with_consent(caps, home, env, consent)
+    if not use_cache:
+        return caps, False
+    fragments = reg.fragment_dependencies(fresh)
+    deps.update((path, _sig(path)) for path in fragments)
+    # A fragment is stat'ed after it was read. Its stat is that content's when the file's last
+    # change is older than the read (git's "racy clean" rule, with a margin for coarse file
+    # clocks): then one build is enough, the common case. Otherwise read again, so an edit
+    # between the first read and the stat is never recorded with the old content.
+    if all(_settled(deps[path], read_ns) for path in fragments):
+        return caps, True
+    again = reg.load_registry(project, roots=roots, env=env, use_cache=use_cache)
+    return caps, reg.fragment_dependencies(again) == fragments and again == fresh
 
 
 # Why a project capability is inactive when the caller supplied no consent function.
@@ -169,7 +170,7 @@ def _defer_project_fragments(caps: CapabilitySet) -> CapabilitySet:
     return caps.replacing(changed)
 
 
-def _deferred(frag: dict[str, Any]) -> dict[str, Any] | None:
+def _deferred(frag: Mapping[str, Any]) -> dict[str, object] | None:
     if "inline" in frag and isinstance(frag.get("path"), str):
         return {"path": frag["path"], DEFERRED: True}
     return None
@@ -195,22 +196,26 @@ def _with_fragments(data: dict[str, Any], change: Callable[..., Any]) -> dict[st
 
 
 def _materialise_deferred(caps: CapabilitySet) -> CapabilitySet:
-    """Read the deferred fragments of consented project capabilities (as the manifest loader
-    does: inside the folder after symlinks, a regular file, at most 8 MiB of UTF-8). A fragment
-    that cannot be read keeps its path only (the envelope says it is not rendered)."""
+    """Read the deferred fragments of consented project capabilities, by the manifest loader's
+    rule (`manifest_io.materialise_fragment`). A fragment that cannot be read keeps its path
+    only (the envelope says it is not rendered)."""
+    # not at the top: only a set with consented project capabilities reads fragments here
+    from looprail.hooks.manifest_io import materialise_fragment
+
     read: dict[str, str | None] = {}
     changed = {}
     for cid, lc in caps.capabilities.items():
         if lc.consent is not True:
             continue
-        folder = os.path.realpath(lc.source)
 
-        def materialised(frag: dict[str, Any], folder: str = folder) -> dict[str, Any] | None:
+        def materialised(
+            frag: Mapping[str, Any], folder: Path = lc.source
+        ) -> dict[str, object] | None:
             if frag.get(DEFERRED) is not True:
                 return None
             target = os.path.realpath(os.path.join(folder, frag["path"]))
             if target not in read:
-                read[target] = _read_fragment(folder, target)
+                read[target] = materialise_fragment(folder, frag["path"])[0]
             text = read[target]
             return (
                 {"path": frag["path"]} if text is None else {"inline": text, "path": frag["path"]}
@@ -222,24 +227,11 @@ def _materialise_deferred(caps: CapabilitySet) -> CapabilitySet:
     return caps.replacing(changed)
 
 
-def _read_fragment(folder: str, target: str) -> str | None:
-    if os.path.commonpath([folder, target]) != folder or target == folder:
-        return None
-    try:
-        data = read_bounded(target, 8 * 1024 * 1024)
-        return None if data is None else data.decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
 def _read(cache_file: str, key: str, deps: dict[str, list[int] | None]) -> CapabilitySet | None:
     try:
         with open(cache_file, "rb") as fh:
-            raw = fh.read()
-        header, sep, body = raw.partition(b"\n")
-        if not sep or header != _header(body):
-            return None  # damaged or written by another format: rebuild
-        blob = json.loads(body)
+            body = read_checked(fh.read(), CACHE_FORMAT)
+        blob = None if body is None else json.loads(body)  # None: damaged or another format
     except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(blob, dict) or blob.get("key") != key:
@@ -259,21 +251,10 @@ def _read(cache_file: str, key: str, deps: dict[str, list[int] | None]) -> Capab
         return None
 
 
-def _header(body: bytes) -> bytes:
-    return f"{CACHE_FORMAT} {zlib.crc32(body):08x}".encode()
-
-
-def _write(cache_file: str, blob: dict[str, Any]) -> None:
+def _write(cache_file: str, blob: dict[str, object]) -> None:
     body = json.dumps(blob, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     try:
         os.makedirs(os.path.dirname(cache_file), exist_ok=True)
-        fd, tmp = new_temp_file(os.path.dirname(cache_file), ".registry-")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(_header(body) + b"\n" + body)
-            os.replace(tmp, cache_file)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        write_checked(cache_file, CACHE_FORMAT, body, ".registry-")
     except OSError:
         pass  # a cache that cannot be written only costs speed

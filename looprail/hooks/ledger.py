@@ -80,7 +80,7 @@ def _is_integer(value: Any) -> bool:
     return _is_number(value) and float(value).is_integer()
 
 
-def _frontmatter(raw: str) -> dict[str, Any]:
+def _frontmatter(raw: str) -> dict[str, int | float | str]:
     if raw.startswith("---\r\n"):
         head = 5
     elif raw.startswith("---\n"):
@@ -90,7 +90,7 @@ def _frontmatter(raw: str) -> dict[str, Any]:
     close = raw.find("\n---", head)
     if close == -1:
         raise LedgerError("Ledger missing frontmatter closing ---")
-    out: dict[str, Any] = {}
+    out: dict[str, int | float | str] = {}
     for line in re.split(r"\r?\n", raw[head:close]):
         line = line.removesuffix("\r")
         if not line.strip():
@@ -110,7 +110,7 @@ def _frontmatter(raw: str) -> dict[str, Any]:
     return out
 
 
-def _entries(raw: str) -> list[dict[str, Any]]:
+def _entries(raw: str) -> list[dict[str, object]]:
     start = raw.find(_FENCE_OPEN)
     if start == -1:
         raise LedgerError("Ledger missing JSON code block for entries.")

@@ -1,29 +1,15 @@
-"""Capability manifests (`<id>/capability.json`): pydantic models and validation.
-
-Validation happens in three layers, and every layer reports *all* its problems as `Issue`s
-(file, JSON path, reason), never only the first:
-
-1. `parse_manifest_bytes`: safe JSON (size and depth limits, no duplicate keys, no
-   `__proto__`/`constructor`/`prototype` keys).
-2. `Capability.model_validate`: shapes and types (pydantic, `extra="forbid"` on contract shapes).
-3. `check_capability` (`manifest_rules.check_declared` on plain JSON): rules across fields of
-   one manifest (refs owned by the capability, `when` keys declared in its own `config`,
-   `into` roles, role-forbidden bodies, reserved prefixes…).
-
-These models are the one declaration of the format. The registry does not import this module
-to validate a changed manifest: `verdicts.VerdictCache.validate` proves a well-formed manifest's
-shape without pydantic, with a check derived from `Capability` (`shape_table`, cached), and
-comes here only for one it cannot prove, so shape errors are always pydantic's.
-
-Rules across the whole set (duplicate owners, `requires`, produces/consumes) live in
-`registry.py`, which knows the merge order.
+"""Capability manifests (`<id>/capability.json`): the pydantic models, the one declaration of
+the format, and validation in three layers, each reporting *all* its problems as `Issue`s:
+safe JSON (`manifest_io`), shapes and types (`Capability`), and the rules across fields of one
+manifest (`manifest_rules`). The registry comes here only for a manifest whose shape the check
+derived from these models (`manifest_shape`) cannot prove, so shape errors are pydantic's.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -31,17 +17,18 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 from pydantic import ValidationError as PydanticValidationError
 
 from looprail.errors import Issue
-from looprail.hooks.checks import COMMAND_GRAMMAR, PREDICATE_KINDS
+from looprail.hooks.checks import COMMAND_GRAMMAR
 
 # Re-exported: the limits and the light parsers live in manifest_io (no pydantic there).
 from looprail.hooks.manifest_io import MAX_FRAGMENT_BYTES as MAX_FRAGMENT_BYTES
 from looprail.hooks.manifest_io import MAX_MANIFEST_BYTES as MAX_MANIFEST_BYTES
-from looprail.hooks.manifest_io import _json_path, _materialise_fragments
+from looprail.hooks.manifest_io import _materialise_fragments, json_path
 from looprail.hooks.manifest_io import materialise_fragment as materialise_fragment
 from looprail.hooks.manifest_io import parse_manifest_bytes as parse_manifest_bytes
 from looprail.hooks.manifest_rules import ID_PATTERN as ID_PATTERN
-from looprail.hooks.manifest_rules import check_declared, engine_issues, engine_problem
+from looprail.hooks.manifest_rules import ID_WORD, engine_problem, rule_issues
 from looprail.hooks.manifest_shape import derive
+from looprail.hooks.predicates import COMMAND_MAX_TIMEOUT_S, PREDICATE_KINDS
 from looprail.points import POINTS
 
 SEMVER = re.compile(
@@ -53,6 +40,7 @@ Point = Literal[POINTS]  # type: ignore[valid-type]  # the one vocabulary, as a 
 Role = Literal["feature", "runtime", "reviewer"]
 OnError = Literal["skip", "halt", "fail"]  # `fail` is the older spelling of `halt`
 NonEmpty = Annotated[StrictStr, Field(min_length=1)]
+KEBAB = f"^{ID_WORD}$"
 
 
 class _Contract(BaseModel):
@@ -106,10 +94,9 @@ class AgentVerdict(_Contract):
     prompt: NonEmpty
 
 
-# `check.predicate`: one shape per `kind` (looprail.hooks.checks.PREDICATE_KINDS), so a typo in a
-# kind or a field is a validation error naming it, and editors complete both from the schema.
-# (The reference validates only that `kind` is a string and fails at evaluation; a deliberate
-# difference, docs/checks.md.) Values are checked again where they are evaluated.
+# `check.predicate`: one shape per kind (`predicates.PREDICATE_KINDS`), so a typo in a kind or a
+# field is a validation error naming it. (The reference validates only that `kind` is a string
+# and fails at evaluation; a deliberate difference, docs/checks.md.)
 
 
 class CommandExitZero(_Contract):
@@ -117,7 +104,7 @@ class CommandExitZero(_Contract):
 
     kind: Literal["command-exit-zero"]
     command: NonEmpty
-    timeout: Annotated[float, Field(gt=0, le=3600, strict=True)] | None = None
+    timeout: Annotated[float, Field(gt=0, le=COMMAND_MAX_TIMEOUT_S, strict=True)] | None = None
 
 
 class ArtifactExists(_Contract):
@@ -193,7 +180,7 @@ class Invoke(_Contract):
 
 
 class TaskContentResolver(_Contract):
-    trackerPrefix: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9-]*$")]
+    trackerPrefix: Annotated[StrictStr, Field(pattern=KEBAB)]
     invoke: Invoke
 
 
@@ -234,13 +221,13 @@ class Provenance(_Contract):
 class Capability(_Contract):
     """One `capability.json`: the envelope every role has, then the role's body."""
 
-    id: Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9-]*$")]
+    id: Annotated[StrictStr, Field(pattern=KEBAB)]
     role: Role
     version: Annotated[StrictStr, Field(pattern=SEMVER.pattern)]
     title: NonEmpty
     description: NonEmpty
     tier: Literal["core", "standard", "full"]
-    requires: list[Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9-]*$")]]
+    requires: list[Annotated[StrictStr, Field(pattern=KEBAB)]]
     engines: dict[str, StrictStr] | None = None
     runtimeCompat: RuntimeCompat | None = None
     # optional metadata
@@ -288,17 +275,8 @@ def pydantic_issues(exc: PydanticValidationError, file: str) -> list[Issue]:
             msg = "required field is missing"
         elif err["type"] == "literal_error":
             msg = msg.replace("Input should be", "must be")
-        issues.append(Issue(file, _json_path(loc), msg))
+        issues.append(Issue(file, json_path(*loc), msg))
     return issues
-
-
-# --------------------------------------------------------------------------- per-manifest rules
-
-
-def check_capability(cap: Capability, file: str, folder_name: str | None) -> list[Issue]:
-    """Rules that span fields of one manifest (the reference's validator, manifest-local part):
-    `manifest_rules.check_declared` on the model's fields as set."""
-    return check_declared(cap.model_dump(exclude_unset=True), file, folder_name)
 
 
 def validate_manifest(
@@ -323,7 +301,7 @@ def validate_manifest(
 
 
 def validate_declared(
-    data: dict[str, Any],
+    data: Mapping[str, Any],
     file: str,
     folder_name: str | None,
     engine: Callable[[Any], str | None] = engine_problem,
@@ -337,7 +315,7 @@ def validate_declared(
         cap = Capability.model_validate(data)
     except PydanticValidationError as exc:
         return None, pydantic_issues(exc, file)
-    issues = check_declared(data, file, folder_name) or engine_issues(data, file, engine)
+    issues = rule_issues(data, file, folder_name, engine)
     return (None, issues) if issues else (cap, [])
 
 
@@ -345,21 +323,15 @@ def grammar_warnings(cap: Capability, file: str) -> list[Issue]:
     """Each `ref.command` and `check.query` that fails the command grammar. Not an error: the
     reference accepts such a manifest; looprail refuses the string when it would dispatch it
     (the step fails by its onError, the gate's check errors), so the author should hear now."""
-    found = []
-    what = "looprail refuses it at dispatch"
-    for i, step in enumerate(cap.steps or ()):
-        command = step.ref.command
-        if command is not None and not COMMAND_GRAMMAR.match(command):
-            found.append(
-                Issue(file, f"$.steps[{i}].ref.command", f"{command!r} fails the grammar; {what}")
-            )
-    for i, gate in enumerate(cap.gates or ()):
-        query = gate.check.query
-        if query is not None and not COMMAND_GRAMMAR.match(query):
-            found.append(
-                Issue(file, f"$.gates[{i}].check.query", f"{query!r} fails the grammar; {what}")
-            )
-    return found
+    declared = [(f"$.steps[{i}].ref.command", s.ref.command) for i, s in enumerate(cap.steps or ())]
+    declared += [
+        (f"$.gates[{i}].check.query", g.check.query) for i, g in enumerate(cap.gates or ())
+    ]
+    return [
+        Issue(file, path, f"{text!r} fails the grammar; looprail refuses it at dispatch")
+        for path, text in declared
+        if text is not None and not COMMAND_GRAMMAR.match(text)
+    ]
 
 
 def shape_table() -> dict[str, Any]:
@@ -369,7 +341,8 @@ def shape_table() -> dict[str, Any]:
     return derive(Capability.__pydantic_core_schema__)
 
 
-def capability_json_schema() -> dict[str, Any]:
+def capability_json_schema() -> dict[str, object]:
+    """The JSON Schema of `capability.json`, from the models."""
     schema = Capability.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "looprail capability.json"
@@ -385,7 +358,6 @@ __all__ = [
     "Step",
     "TaskContentResolver",
     "capability_json_schema",
-    "check_capability",
     "grammar_warnings",
     "materialise_fragment",
     "parse_manifest_bytes",

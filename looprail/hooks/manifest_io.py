@@ -39,11 +39,8 @@ MAX_JSON_DEPTH = 64
 # --------------------------------------------------------------------------- safe JSON
 
 
-class _DuplicateKey(Exception):
-    pass
-
-
-def _json_path(parts: tuple[Any, ...] | list[Any]) -> str:
+def json_path(*parts: Any) -> str:
+    """The JSON path of `parts` (`$.steps[0].fragment`, `$.config["a.b"]`)."""
     out = "$"
     for p in parts:
         if isinstance(p, int):
@@ -53,10 +50,6 @@ def _json_path(parts: tuple[Any, ...] | list[Any]) -> str:
         else:
             out += f"[{json.dumps(p)}]"
     return out
-
-
-def json_path(*parts: Any) -> str:
-    return _json_path(parts)
 
 
 def parse_manifest_bytes(raw: bytes, file: str) -> tuple[Any, list[Issue]]:
@@ -89,12 +82,12 @@ def parse_manifest_bytes(raw: bytes, file: str) -> tuple[Any, list[Issue]]:
 
 def _walk_forbidden(value: Any, path: tuple[Any, ...], file: str, depth: int = 0) -> list[Issue]:
     if depth > MAX_JSON_DEPTH:
-        return [Issue(file, _json_path(path), f"nested deeper than {MAX_JSON_DEPTH} levels")]
+        return [Issue(file, json_path(*path), f"nested deeper than {MAX_JSON_DEPTH} levels")]
     issues: list[Issue] = []
     if isinstance(value, dict):
         for k, v in value.items():
             if k in FORBIDDEN_KEYS:
-                issues.append(Issue(file, _json_path((*path, k)), "forbidden key"))
+                issues.append(Issue(file, json_path(*path, k), "forbidden key"))
             else:
                 issues += _walk_forbidden(v, (*path, k), file, depth + 1)
     elif isinstance(value, list):

@@ -17,10 +17,12 @@ from looprail.points import POINT_ROLES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from typing import Any
 
-ID_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\Z")
+ID_WORD = "[a-z][a-z0-9-]*"  # a kebab-case id: capabilities, runtimes, command words
+ID_PATTERN = re.compile(rf"^{ID_WORD}\Z")
+CHECK_SHAPES = ("query", "predicate", "agentVerdict")  # exactly one per gate check
 SCRIPT_PATTERN = re.compile(r"^[A-Za-z0-9._/-]+\Z")
 
 FEATURE_ONLY = (
@@ -56,152 +58,197 @@ def engine_problem(engines: Any) -> str | None:
     return f'incompatible with GSD {GSD_ENGINE_VERSION} (requires engines.gsd "{rng}")'
 
 
-def engine_issues(
-    data: dict[str, Any], file: str, engine: Callable[[Any], str | None]
+def rule_issues(
+    data: Mapping[str, Any],
+    file: str,
+    folder_name: str | None,
+    engine: Callable[[object], str | None],
 ) -> list[Issue]:
+    """Layer 3 of a manifest whose shape is right: the cross-field rules, then (only when they
+    hold) the engine range, decided by `engine` (`engine_problem` or a memo of it)."""
+    if issues := check_declared(data, file, folder_name):
+        return issues
     problem = engine(data.get("engines"))
     return [] if problem is None else [Issue(file, "$.engines.gsd", problem)]
 
 
-def check_declared(data: dict[str, Any], file: str, folder_name: str | None) -> list[Issue]:
+def check_declared(data: Mapping[str, Any], file: str, folder_name: str | None) -> list[Issue]:
     """Rules that span fields of one manifest (the reference's validator, manifest-local part),
     on a manifest whose shape the models accept (the derived shape check, or pydantic): a
     field the models default is absent or null here, and "set" means present as a key."""
-    issues: list[Issue] = []
+    config = data.get("config") or {}
+    found = [
+        *_envelope(data, folder_name),
+        *_config(data, config),
+        *_steps(data, config),
+        *_contributions(data, config),
+        *_gates(data, config),
+        *_hooks_and_commands(data),
+        *_resolver(data),
+    ]
+    return [Issue(file, path, reason) for path, reason in found]
 
-    def add(path: str, reason: str) -> None:
-        issues.append(Issue(file, path, reason))
 
-    cid, role, requires = data["id"], data["role"], data["requires"]
-    compat = data.get("runtimeCompat")
+_Found = list[tuple[str, str]]  # (JSON path, reason)
+
+
+def _envelope(data: Mapping[str, Any], folder_name: str | None) -> _Found:
+    cid, role = data["id"], data["role"]
+    out: _Found = []
     if folder_name is not None and cid != folder_name:
-        add("$.id", f"id {cid!r} does not match its folder name {folder_name!r}")
-    if cid in requires:
-        add("$.requires", "a capability cannot require itself")
-
+        out.append(("$.id", f"id {cid!r} does not match its folder name {folder_name!r}"))
+    if cid in data["requires"]:
+        out.append(("$.requires", "a capability cannot require itself"))
+    reviewer, runtime = data.get("reviewer") is not None, data.get("runtime") is not None
     if role == "feature":
-        if compat is None:
-            add("$.runtimeCompat", "required for role 'feature'")
-        if data.get("reviewer") is not None:
-            add("$.reviewer", "a reviewer body is only allowed on runtime and reviewer roles")
-        if data.get("runtime") is not None:
-            add("$.runtime", "a runtime body is only allowed on role 'runtime'")
+        if data.get("runtimeCompat") is None:
+            out.append(("$.runtimeCompat", "required for role 'feature'"))
+        if reviewer:
+            out.append(
+                ("$.reviewer", "a reviewer body is only allowed on runtime and reviewer roles")
+            )
+        if runtime:
+            out.append(("$.runtime", "a runtime body is only allowed on role 'runtime'"))
     else:
-        for name in FEATURE_ONLY:
-            if name in data:
-                add(f"$.{name}", f"not allowed on role {role!r}")
-        if role == "reviewer":
-            if data.get("reviewer") is None:
-                add("$.reviewer", "required for role 'reviewer'")
-            if data.get("runtime") is not None:
-                add("$.runtime", "not allowed on role 'reviewer'")
+        out += [
+            (f"$.{name}", f"not allowed on role {role!r}") for name in FEATURE_ONLY if name in data
+        ]
+        if role == "reviewer" and not reviewer:
+            out.append(("$.reviewer", "required for role 'reviewer'"))
+        if role == "reviewer" and runtime:
+            out.append(("$.runtime", "not allowed on role 'reviewer'"))
+    compat = data.get("runtimeCompat")
     if compat is not None:
         sup = compat["supported"]
         if "*" in sup and len(sup) > 1:
-            add("$.runtimeCompat.supported", 'either exactly ["*"] or a list of ids, not both')
-        for i, rid in enumerate(sup):
-            if rid != "*" and not ID_PATTERN.match(rid):
-                add(f"$.runtimeCompat.supported[{i}]", f"{rid!r} is not a kebab-case id")
-        for i, rid in enumerate(compat["unsupported"]):
-            if not ID_PATTERN.match(rid):
-                add(f"$.runtimeCompat.unsupported[{i}]", f"{rid!r} is not a kebab-case id")
+            out.append(
+                ("$.runtimeCompat.supported", 'either exactly ["*"] or a list of ids, not both')
+            )
+        for group in ("supported", "unsupported"):
+            out += [
+                (f"$.runtimeCompat.{group}[{i}]", f"{rid!r} is not a kebab-case id")
+                for i, rid in enumerate(compat[group])
+                if not (rid == "*" and group == "supported") and not ID_PATTERN.match(rid)
+            ]
+    return out
 
-    config: dict[str, Any] = data.get("config") or {}
+
+def _config(data: Mapping[str, Any], config: Mapping[str, Any]) -> _Found:
+    out: _Found = []
     for key, spec in config.items():
         path = f"$.config[{json.dumps(key)}]"
         if any(seg in FORBIDDEN_KEYS for seg in key.split(".")):
-            add(path, "forbidden key segment")
+            out.append((path, "forbidden key segment"))
         setting = _central_setting(key)
         if setting is not None:
-            add(path, f"{key!r} collides with the central setting {setting!r} (#2797)")
-        issues += [Issue(file, path + p, r) for p, r in _check_config_default(spec)]
+            out.append((path, f"{key!r} collides with the central setting {setting!r} (#2797)"))
+        out += [(path + p, r) for p, r in _check_config_default(spec)]
     activation = data.get("activationKey")
     if activation is not None and activation not in config:
-        add("$.activationKey", f"{activation!r} is not declared in this capability's config")
+        out.append(("$.activationKey", _undeclared(activation)))
+    return out
 
-    skills = set(data.get("skills") or ())
-    agents = set(data.get("agents") or ())
 
-    def check_when(when: Any, path: str) -> None:
-        if when is None:
-            return
-        if not isinstance(when, str) or not when:
-            add(path, "must be a non-empty string (a dotted config key)")
-        elif when not in config:
-            add(path, f"{when!r} is not declared in this capability's config")
+def _undeclared(key: object) -> str:
+    return f"{key!r} is not declared in this capability's config"
 
+
+def _when(entry: Mapping[str, Any], base: str, config: Mapping[str, Any]) -> _Found:
+    when = entry.get("when")
+    if when is None:
+        return []
+    if not isinstance(when, str) or not when:
+        return [(f"{base}.when", "must be a non-empty string (a dotted config key)")]
+    return [] if when in config else [(f"{base}.when", _undeclared(when))]
+
+
+def _steps(data: Mapping[str, Any], config: Mapping[str, Any]) -> _Found:
+    skills, agents = set(data.get("skills") or ()), set(data.get("agents") or ())
+    out: _Found = []
     for i, step in enumerate(data.get("steps") or ()):
         base = f"$.steps[{i}]"
         ref = step["ref"]
         skill, agent = ref.get("skill"), ref.get("agent")
-        set_keys = [k for k in ("skill", "agent", "command") if ref.get(k) is not None]
-        if len(set_keys) != 1:
-            add(f"{base}.ref", "must have exactly one of skill, agent, command")
-        if skill is not None:
-            if skill.startswith("gsd-"):
-                add(f"{base}.ref.skill", "must not start with 'gsd-' (the dispatcher adds it)")
-            if skill not in skills:
-                add(f"{base}.ref.skill", f"{skill!r} is not in this capability's skills")
+        if sum(ref.get(k) is not None for k in ("skill", "agent", "command")) != 1:
+            out.append((f"{base}.ref", "must have exactly one of skill, agent, command"))
+        if skill is not None and skill.startswith("gsd-"):
+            out.append((f"{base}.ref.skill", "must not start with 'gsd-' (the dispatcher adds it)"))
+        if skill is not None and skill not in skills:
+            out.append((f"{base}.ref.skill", f"{skill!r} is not in this capability's skills"))
         if agent is not None and agent not in agents:
-            add(f"{base}.ref.agent", f"{agent!r} is not in this capability's agents")
-        check_when(step.get("when"), f"{base}.when")
+            out.append((f"{base}.ref.agent", f"{agent!r} is not in this capability's agents"))
+        out += _when(step, base, config)
         point_from = step.get("pointFrom")
         if point_from is not None and point_from not in config:
-            add(f"{base}.pointFrom", f"{point_from!r} is not declared in this capability's config")
-        issues += _check_fragment(step.get("fragment"), f"{base}.fragment", file)
+            out.append((f"{base}.pointFrom", _undeclared(point_from)))
+        out += _check_fragment(step.get("fragment"), f"{base}.fragment")
+    return out
+
+
+def _contributions(data: Mapping[str, Any], config: Mapping[str, Any]) -> _Found:
+    out: _Found = []
     for i, con in enumerate(data.get("contributions") or ()):
         base = f"$.contributions[{i}]"
-        roles = POINT_ROLES[con["point"]]
-        if con["into"] not in roles:
-            add(
-                f"{base}.into",
-                f"{con['into']!r} is not a role of {con['point']} ({', '.join(roles)})",
-            )
-        check_when(con.get("when"), f"{base}.when")
-        issues += _check_fragment(con["fragment"], f"{base}.fragment", file)
+        point, into = con["point"], con["into"]
+        if into not in POINT_ROLES[point]:
+            roles = ", ".join(POINT_ROLES[point])
+            out.append((f"{base}.into", f"{into!r} is not a role of {point} ({roles})"))
+        out += _when(con, base, config)
+        out += _check_fragment(con["fragment"], f"{base}.fragment")
+    return out
+
+
+def _gates(data: Mapping[str, Any], config: Mapping[str, Any]) -> _Found:
+    out: _Found = []
     for i, gate in enumerate(data.get("gates") or ()):
         base = f"$.gates[{i}]"
         chk = gate["check"]
-        kinds = [k for k in ("query", "predicate", "agentVerdict") if chk.get(k) is not None]
-        if len(kinds) != 1:
-            add(f"{base}.check", "must have exactly one of query, predicate, agentVerdict")
+        if sum(chk.get(k) is not None for k in CHECK_SHAPES) != 1:
+            out.append((f"{base}.check", f"must have exactly one of {', '.join(CHECK_SHAPES)}"))
         if chk.get("agentVerdict") is not None and gate["blocking"]:
-            add(f"{base}.blocking", "an agentVerdict gate is advisory: blocking must be false")
-        check_when(gate.get("when"), f"{base}.when")
-    for i, hook in enumerate(data.get("hooks") or ()):
-        base = f"$.hooks[{i}]"
-        s = hook["script"]
-        if not SCRIPT_PATTERN.match(s) or s.startswith("-") or s.startswith("/") or ".." in s:
-            add(
-                f"{base}.script",
-                "must be a relative path of [A-Za-z0-9._/-], no '..', no leading '-'",
+            out.append(
+                (f"{base}.blocking", "an agentVerdict gate is advisory: blocking must be false")
             )
+        out += _when(gate, base, config)
+    return out
+
+
+def _hooks_and_commands(data: Mapping[str, Any]) -> _Found:
+    out: _Found = []
+    for i, hook in enumerate(data.get("hooks") or ()):
+        s = hook["script"]
+        if not SCRIPT_PATTERN.match(s) or s.startswith(("-", "/")) or ".." in s:
+            reason = "must be a relative path of [A-Za-z0-9._/-], no '..', no leading '-'"
+            out.append((f"$.hooks[{i}].script", reason))
         matcher = hook.get("matcher")
         if matcher is not None and any(ord(c) < 0x20 or ord(c) == 0x7F for c in matcher):
-            add(f"{base}.matcher", "must not contain control characters")
+            out.append((f"$.hooks[{i}].matcher", "must not contain control characters"))
     for i, family in enumerate(data.get("commands") or ()):
         module = family["module"]
-        if (
-            "/" in module
-            or "\\" in module
-            or module in (".", "..")
-            or module.startswith("-")
-            or "\0" in module
-        ):
-            add(f"$.commands[{i}].module", "must be a bare file name (no folders, no leading '-')")
+        if any(c in module for c in "/\\\0") or module in (".", "..") or module.startswith("-"):
+            reason = "must be a bare file name (no folders, no leading '-')"
+            out.append((f"$.commands[{i}].module", reason))
+    return out
+
+
+def _resolver(data: Mapping[str, Any]) -> _Found:
     tcr = data.get("taskContentResolver")
-    if "taskContentResolver" in data and tcr is None:
-        add("$.taskContentResolver", "null is not allowed; leave the key out to declare none")
-    if tcr is not None:
-        invoke = tcr["invoke"]
-        if "{{id}}" not in invoke["args"]:
-            add("$.taskContentResolver.invoke.args", 'needs at least one element exactly "{{id}}"')
-        if "\0" in invoke["binary"]:
-            add("$.taskContentResolver.invoke.binary", "must not contain a NUL byte")
-        for i, arg in enumerate(invoke["args"]):
-            if "\0" in arg:
-                add(f"$.taskContentResolver.invoke.args[{i}]", "must not contain a NUL byte")
-    return issues
+    if tcr is None:
+        if "taskContentResolver" not in data:
+            return []
+        return [("$.taskContentResolver", "null is not allowed; leave the key out to declare none")]
+    base, invoke = "$.taskContentResolver.invoke", tcr["invoke"]
+    out: _Found = []
+    if "{{id}}" not in invoke["args"]:
+        out.append((f"{base}.args", 'needs at least one element exactly "{{id}}"'))
+    if "\0" in invoke["binary"]:
+        out.append((f"{base}.binary", "must not contain a NUL byte"))
+    out += [
+        (f"{base}.args[{i}]", "must not contain a NUL byte")
+        for i, arg in enumerate(invoke["args"])
+        if "\0" in arg
+    ]
+    return out
 
 
 def _central_setting(key: str) -> str | None:
@@ -216,7 +263,7 @@ def _central_setting(key: str) -> str | None:
     return None
 
 
-def _check_config_default(spec: dict[str, Any]) -> list[tuple[str, str]]:
+def _check_config_default(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
     d, kind, values = spec.get("default"), spec["type"], spec.get("values")
     if kind == "enum":
         if not values:
@@ -239,16 +286,16 @@ def _check_config_default(spec: dict[str, Any]) -> list[tuple[str, str]]:
     return []
 
 
-def _check_fragment(fragment: dict[str, Any] | None, path: str, file: str) -> list[Issue]:
+def _check_fragment(fragment: Mapping[str, Any] | None, path: str) -> _Found:
     if fragment is None:
         return []
     inline, p = fragment.get("inline"), fragment.get("path")
     if inline is None and p is None:
-        return [Issue(file, path, "must have inline or path")]
+        return [(path, "must have inline or path")]
     if inline is not None and p is not None:
-        return [Issue(file, path, "must have inline or path, not both")]
+        return [(path, "must have inline or path, not both")]
     # `".." in p.split("/")` is `".." in PurePosixPath(p).parts` (empty and "." parts, which
     # pathlib drops, are never ".."); a backslash is refused before.
     if p is not None and (p.startswith("/") or "\\" in p or ".." in p.split("/") or "\0" in p):
-        return [Issue(file, f"{path}.path", "must be a relative path without '..'")]
+        return [(f"{path}.path", "must be a relative path without '..'")]
     return []

@@ -1,19 +1,14 @@
 """A pydantic-free proof that a parsed manifest has the shape `manifest.Capability` accepts,
-derived from the model itself.
+derived from the model itself (`render-hooks` validates a changed manifest without paying for
+pydantic).
 
-`render-hooks` validates a manifest whose bytes changed since its verdict was cached. Importing
-pydantic and building the model costs more than the rest of that call together, yet almost every
-changed manifest is valid. So `derive(core_schema)` prunes the model's own pydantic-core schema
-(what pydantic validates with) to a small JSON table, which the verdict cache keeps next to the
-verdicts (`verdicts.VerdictCache.validate`), and `compile_shape(table)` turns the table into a
-check of the JSON. True means `Capability.model_validate(data)` succeeds; False means "not
-proven": the caller validates with pydantic, so every problem is still reported in pydantic's
-words. A schema node or setting this module does not know becomes `never` (not proven), and
-where the two could differ (non-ASCII text or a newline in a pattern field, a lone surrogate, a
-number a float cannot hold, a value pydantic would coerce) the answer is False, never a wrong
-True. A property test holds the derived check to pydantic's verdict.
-
-Only `re` here: this is on the `render-hooks` start path.
+`derive(core_schema)` prunes the model's own pydantic-core schema to a small JSON table (cached
+by `verdicts`), `compile_shape(table)` turns it into a check. True means
+`Capability.model_validate(data)` succeeds; False means "not proven" and the caller asks
+pydantic. A node or setting not understood here is `never`, and wherever the two could differ
+(non-ASCII text or a newline in a pattern field, a lone surrogate, a number a float cannot
+hold, a value pydantic would coerce) the answer is False, never a wrong True. Only `re`: this is
+on the `render-hooks` start path.
 """
 
 from __future__ import annotations

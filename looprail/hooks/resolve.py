@@ -1,14 +1,13 @@
 """The one resolver: which hooks are active at a point, in which order, and how they render.
 
-`resolve` and `render` are pure functions over the capability set (`capset.CapabilitySet`)
-and the project's config. `loop render-hooks`, the state machine
-and `review-lane dispatch-step` all call `resolve`; nothing else decides activeness.
-
-This module imports nothing heavy: it is on the `render-hooks` hot path.
+`resolve` and `render` are pure functions over the capability set and the project's config;
+`loop render-hooks`, the state machine and `review-lane dispatch-step` all call `resolve`, and
+nothing else decides activeness. Nothing heavy imported: this is on the `render-hooks` hot path.
 """
 
 from __future__ import annotations
 
+import os
 import re  # already loaded by json: free on the hot path
 
 from looprail.config import (
@@ -45,13 +44,6 @@ def check_point(point: str) -> str:
     return point
 
 
-def _value(key: str, config: Mapping[str, Any] | None, schema: Mapping[str, Any]) -> Any:
-    return effective_value(key, config, schema)
-
-
-_truthy = is_active  # `when`: `Boolean()` of the effective value
-
-
 def key_active(
     key: str | None, config: Mapping[str, Any] | None, schema: Mapping[str, Any]
 ) -> bool:
@@ -82,7 +74,6 @@ def resolve(
     With `streamed`, `rendered` is a `JSText` (its `str()` is the text) for `js_dump` to write
     piece by piece: a fragment named by many hooks is then never copied once per hook."""
     check_point(point)
-    defaults = caps.config
     table = caps.hooks_at(point)
     active: dict[str, bool] = {}
     hooks: list[Hook] = []
@@ -91,30 +82,9 @@ def resolve(
             cid = entry["capId"]
             if cid not in active:
                 active[cid] = cap_active(caps, cid, config)
-            if not active[cid]:
-                continue
-            when = entry.get("when")
-            if when is not None and not (
-                isinstance(when, str) and when and _truthy(when, config, defaults)
-            ):
-                continue
-            point_from = entry.get("$pointFrom")
-            if point_from is not None and _value(point_from, config, defaults) != point:
-                continue
-            hook = {k: v for k, v in entry.items() if not k.startswith("$")}
-            if "configValues" in hook:
-                resolved = {}
-                for alias, key in hook["configValues"].items():
-                    if alias in FORBIDDEN_SEGMENTS or not isinstance(key, str):
-                        continue
-                    v = _value(key, config, defaults)
-                    if v is not MISSING:  # JSON.stringify drops undefined
-                        resolved[alias] = v
-                if resolved:
-                    hook["configValues"] = resolved
-                else:  # the reference omits an empty map
-                    del hook["configValues"]
-            hooks.append(hook)
+            hook = _configured(entry, config, caps.config, point) if active[cid] else None
+            if hook is not None:
+                hooks.append(hook)
     envelope: Envelope = {
         "point": point,
         "activeHooks": hooks,
@@ -124,6 +94,35 @@ def resolve(
     if warnings:
         envelope["warnings"] = warnings
     return envelope
+
+
+def _configured(
+    entry: Hook, config: Mapping[str, Any] | None, defaults: Mapping[str, Any], point: str
+) -> Hook | None:
+    """The hook as the envelope lists it under `config` (its `configValues` resolved), or None
+    when its `when` is falsy or its `pointFrom` names another point."""
+    when = entry.get("when")
+    if when is not None and not (
+        isinstance(when, str) and when and is_active(when, config, defaults)
+    ):
+        return None
+    point_from = entry.get("$pointFrom")
+    if point_from is not None and effective_value(point_from, config, defaults) != point:
+        return None
+    hook = {k: v for k, v in entry.items() if not k.startswith("$")}
+    if "configValues" in hook:
+        resolved = {}
+        for alias, key in hook["configValues"].items():
+            if alias in FORBIDDEN_SEGMENTS or not isinstance(key, str):
+                continue
+            v = effective_value(key, config, defaults)
+            if v is not MISSING:  # JSON.stringify drops undefined
+                resolved[alias] = v
+        if resolved:
+            hook["configValues"] = resolved
+        else:  # the reference omits an empty map
+            del hook["configValues"]
+    return hook
 
 
 def point_warnings(caps: CapabilitySet, point: str) -> list[str]:
@@ -166,9 +165,6 @@ def _sanitize_reason(reason: Any) -> str:
 
 
 def _root_of(failed: FailedCapability) -> str:
-    # not at the top: the render-hooks entry loads this module (its import budget)
-    import os
-
     file = failed.file
     root = os.path.dirname(os.path.dirname(file)) if file else "the capability folders"
     return _sanitize_reason(root)
@@ -184,21 +180,21 @@ def active_cap(
 # --------------------------------------------------------------------------- rendering
 
 
-def js_stringify(value: Any) -> str:
-    """`JSON.stringify(value)`: compact, key order kept, non-ASCII kept, numbers as JavaScript
-    prints them."""
-    return js_dumps(value)
-
-
 def _check_label(check: Any) -> str:
     """The reference's `check=` text: JSON for an object, `String()` for a scalar."""
     if check is None:
         return "(none)"
-    if isinstance(check, str):
-        return check
-    if isinstance(check, (dict, list, int, float)) and not isinstance(check, bool):
-        return js_dumps(check)
-    return "true" if check is True else "false"
+    return check if isinstance(check, str) else js_dumps(check)
+
+
+def _fragment_lines(frag: Mapping[str, Any], what: str) -> list[str]:
+    if frag.get("inline"):
+        return [frag["inline"]]
+    if frag.get("path"):
+        return [
+            f"_{what} fragment path is declared but not rendered by loop-resolver: {frag['path']}_"
+        ]
+    return []
 
 
 def _meta_lines(hook: Mapping[str, Any]) -> list[str]:
@@ -219,7 +215,7 @@ def _ref_label(ref: Mapping[str, Any]) -> str:
         return f"skill:{ref['skill']}"
     if ref.get("agent"):
         return f"agent:{ref['agent']}"
-    return js_stringify(ref)
+    return js_dumps(ref)
 
 
 def render(point: str, hooks: Sequence[Mapping[str, Any]]) -> str:
@@ -255,26 +251,13 @@ def _render_lines(point: str, hooks: Sequence[Mapping[str, Any]]) -> list[str]:
             label = _ref_label(ref if isinstance(ref, dict) else {})
             lines.append(f"### Step {step_no}: {label} ({hook['capId']})")
             lines += _meta_lines(hook)
-            if frag.get("inline"):
-                lines += ["", frag["inline"]]
-            elif frag.get("path"):
-                lines += [
-                    "",
-                    "_Step fragment path is declared but not rendered by loop-resolver: "
-                    f"{frag['path']}_",
-                ]
-            lines.append("")
+            text = _fragment_lines(frag, "Step")
+            lines += ["", *text, ""] if text else [""]
         elif kind == "contribution":
             lines.append(
                 f'<contribution from="{hook["capId"]}" into="{hook.get("into", "(unset)")}">'
             )
-            if frag.get("inline"):
-                lines.append(frag["inline"])
-            elif frag.get("path"):
-                lines.append(
-                    "_Contribution fragment path is declared but not rendered by loop-resolver: "
-                    f"{frag['path']}_"
-                )
+            lines += _fragment_lines(frag, "Contribution")
             lines += _meta_lines(hook)
             lines += ["</contribution>", ""]
         else:

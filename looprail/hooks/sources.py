@@ -1,15 +1,13 @@
-"""Where capabilities come from, and what their on-disk caches are keyed by: the search path in
+"""Where capabilities come from, and how their on-disk caches are kept: the search path in
 trust order (origins, roots, capability folders), the code files whose rules decide a cached
-form, and the caches' private temporary file.
-
-Imported by the registry (`hooks.registry`), the compiled cache (`hooks.compiled`) and the
-validation cache (`hooks.verdicts`), none of which need the others for these: only `os`, on the
-`render-hooks` hot path.
+form, and the caches' checked, atomic files. Shared by `registry`, `compiled` and `verdicts`;
+only `os` and `zlib`, on the `render-hooks` hot path.
 """
 
 from __future__ import annotations
 
 import os
+import zlib
 
 from looprail.layout import CAPABILITIES_DIR, looprail_home, project_path
 
@@ -21,6 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on th
 FIRST_PARTY = "first-party"
 GLOBAL = "global"
 PROJECT = "project"
+ORIGIN_RANK = {FIRST_PARTY: 0, GLOBAL: 1, PROJECT: 2}  # the trust order, most trusted first
 
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -40,6 +39,7 @@ RULE_FILES = tuple(
         ("manifest_rules.py",),
         ("manifest_shape.py",),
         ("checks.py",),
+        ("predicates.py",),
         ("..", "config.py"),
         ("..", "points.py"),
         ("..", "jsonload.py"),
@@ -86,3 +86,26 @@ def new_temp_file(folder: str, prefix: str) -> tuple[int, str]:
         except FileExistsError:
             continue
     raise FileExistsError(f"no free temporary name in {folder}")
+
+
+def write_checked(path: str, fmt: str, body: bytes, prefix: str) -> None:
+    """Write `body` to `path` atomically (a private temporary file, then a rename) behind a
+    header line: the cache format and a CRC-32 of the body. Raises OSError."""
+    fd, tmp = new_temp_file(os.path.dirname(path), prefix)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(_header(fmt, body) + b"\n" + body)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def read_checked(raw: bytes, fmt: str) -> bytes | None:
+    """The body `write_checked` wrote, or None when `raw` is damaged or of another format."""
+    header, sep, body = raw.partition(b"\n")
+    return body if sep and header == _header(fmt, body) else None
+
+
+def _header(fmt: str, body: bytes) -> bytes:
+    return f"{fmt} {zlib.crc32(body):08x}".encode()

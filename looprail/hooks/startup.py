@@ -50,11 +50,9 @@ def blockers(registry: CapabilitySet) -> list[Blocker]:
             )
         )
     for failed in registry.failed:
+        issue = failed.issues[0] if failed.issues else None
         first = (
-            (f"{failed.issues[0].path}: " if failed.issues[0].path else "")
-            + failed.issues[0].reason
-            if failed.issues
-            else "unreadable"
+            "unreadable" if issue is None else f"{issue.path}: " * bool(issue.path) + issue.reason
         )
         more = len(failed.issues) - 1
         extra = f" (and {more} more problem{'s' * (more > 1)})" if more > 0 else ""
@@ -63,7 +61,7 @@ def blockers(registry: CapabilitySet) -> list[Blocker]:
             Blocker(
                 "capability-not-loaded",
                 failed.file,
-                failed.issues[0].path if failed.issues else "",
+                issue.path if issue else "",
                 f"capability {failed.id!r} ({failed.origin}) failed to load: {first}{extra}"
                 + (gates if failed.gate_points else ""),
                 "fix the manifest (`looprail capability validate`) or remove its folder "

@@ -1,63 +1,35 @@
 """`execute:task`: resolve one task's content from an external tracker (`taskContentResolver`).
 
-A task's `tracker-id` (`beads:GSD-42`) is split on its first `:` into a prefix and an id; the one
-active capability whose `taskContentResolver.trackerPrefix` equals the prefix is asked, as a
-bounded argv subprocess with no shell, for the task's content as a JSON object on stdout.
-
-There are exactly four results (`TaskContentResult`), and every other outcome raises
-`TaskContentError`, which the loop treats as a hard halt. There is deliberately no fallback: a
-resolver that failed must never look like "no resolver", or an executor would work from stale
-inline PLAN.md content believing it current. Only `empty` (the resolver ran and had no
-description) sends the caller back to the inline plan.
-
-| result                     | JSON                                                    |
-|----------------------------|---------------------------------------------------------|
-| no `:`, empty prefix or id | `{"resolved": false}`                                   |
-| no resolver for the prefix | `{"resolved": false, "reason": "no-resolver"}`          |
-| blank/absent description   | `{"resolved": false, "reason": "empty"}`                |
-| description present        | `{"resolved": true, "content": {action, verify,`        |
-|                            | `acceptanceCriteria, readFirst, done}}`                 |
+A task's `tracker-id` (`beads:GSD-42`) is split on its first `:`; the one active capability
+whose `taskContentResolver.trackerPrefix` is the prefix is run (a bounded argv subprocess, no
+shell) and prints the content as a JSON object. There are four results (`TaskContentResult`:
+not applicable, `no-resolver`, `empty`, resolved); every other outcome raises
+`TaskContentError`, a hard halt. There is deliberately no fallback: a failed resolver must
+never look like "no resolver", or an executor would work from stale inline PLAN.md content.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from looprail.errors import TaskContentError
 from looprail.hooks.capset import FailedCapability
+from looprail.hooks.sources import ORIGIN_RANK
 from looprail.jsonload import json_type_name, loads_strict
 from looprail.runtime.process import escape_untrusted, run_bounded, tail
+
+if TYPE_CHECKING:
+    from looprail.hooks.manifest import Invoke, TaskContentResolver
 
 ID_PLACEHOLDER = "{{id}}"
 MAX_TIMEOUT_MS = 120_000
 STDERR_TAIL_CHARS = 2000
 STDOUT_SAMPLE_CHARS = 200
-
-
-# ── the resolver declaration, as much of it as this module reads ────────────────────────────
-
-
-class _Invoke(Protocol):
-    @property
-    def binary(self) -> str: ...
-    @property
-    def args(self) -> Sequence[str]: ...
-    @property
-    def timeoutMs(self) -> int: ...
-
-
-class ResolverLike(Protocol):
-    """`manifest.TaskContentResolver` or anything with the same (read-only) attributes."""
-
-    @property
-    def trackerPrefix(self) -> str: ...
-    @property
-    def invoke(self) -> _Invoke: ...
 
 
 # ── results ──────────────────────────────────────────────────────────────────────────────────
@@ -98,8 +70,9 @@ class TaskContentResult(BaseModel):
             return "resolved"
         return self.reason or "not-applicable"
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"resolved": self.resolved}
+    def to_json(self) -> dict[str, object]:
+        """The exact CLI output."""
+        out: dict[str, object] = {"resolved": self.resolved}
         if self.reason is not None:
             out["reason"] = self.reason
         if self.content is not None:
@@ -127,13 +100,13 @@ def split_tracker_id(tracker_id: str) -> tuple[str, str] | None:
 
 
 def find_resolvers(
-    prefix: str, resolvers: Sequence[tuple[str, ResolverLike]]
-) -> list[tuple[str, ResolverLike]]:
+    prefix: str, resolvers: Sequence[tuple[str, TaskContentResolver]]
+) -> list[tuple[str, TaskContentResolver]]:
     """Every `(cap_id, resolver)` declaring `prefix`, in the given order."""
     return [(cap_id, r) for cap_id, r in resolvers if r.trackerPrefix == prefix]
 
 
-def build_argv(invoke: _Invoke, ident: str) -> list[str]:
+def build_argv(invoke: Invoke, ident: str) -> list[str]:
     """`[binary, *args]` with every element that is exactly `{{id}}` replaced by `ident`;
     `{{id}}` inside a longer element is left alone (no templating, no shell)."""
     return [invoke.binary, *(ident if a == ID_PLACEHOLDER else a for a in invoke.args)]
@@ -157,27 +130,27 @@ def content_from_output(stdout: str) -> ResolvedContent | str | None:
         return f"stdout has duplicate key {escape_untrusted(json.dumps(duplicates[0]))}"
     if not isinstance(body, dict):
         return f"stdout is JSON {json_type_name(body)}, not an object (sample: {_sample(stdout)})"
-    fields: dict[str, Any] = {}
-    for source, target in (("description", "action"), ("verify", "verify"), ("done", "done")):
-        value = body.get(source)
-        if value is None:  # absent or null: the optional default
-            value = ""
+    texts: dict[str, str] = {}
+    for source in ("description", "verify", "done"):
+        value = "" if body.get(source) is None else body[source]  # absent or null: the default
         if not isinstance(value, str):
             return f"field {source!r} must be a string, got {json_type_name(value)}"
-        fields[target] = value
-    for source, target in (
-        ("acceptance_criteria", "acceptanceCriteria"),
-        ("read_first", "readFirst"),
-    ):
-        value = body.get(source)
-        if value is None:
-            value = []
+        texts[source] = value
+    lists: dict[str, list[str]] = {}
+    for source in ("acceptance_criteria", "read_first"):
+        value = [] if body.get(source) is None else body[source]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             return f"field {source!r} must be an array of strings"
-        fields[target] = value
-    if not fields["action"].strip():
+        lists[source] = value
+    if not texts["description"].strip():
         return None
-    return ResolvedContent(**fields)
+    return ResolvedContent(
+        action=texts["description"],
+        verify=texts["verify"],
+        done=texts["done"],
+        acceptanceCriteria=lists["acceptance_criteria"],
+        readFirst=lists["read_first"],
+    )
 
 
 # ── the one effect: run the resolver ─────────────────────────────────────────────────────────
@@ -185,7 +158,7 @@ def content_from_output(stdout: str) -> ResolvedContent | str | None:
 
 def resolve_task_content(
     tracker_id: str,
-    resolvers: Sequence[tuple[str, ResolverLike]],
+    resolvers: Sequence[tuple[str, TaskContentResolver]],
     *,
     cwd: Path,
     unloadable: Sequence[tuple[str, str, str]] = (),
@@ -213,22 +186,31 @@ def resolve_task_content(
         )
     if not matches:
         return NO_RESOLVER
-    cap_ids = [cap_id for cap_id, _ in matches]
     if len(matches) > 1:
         raise TaskContentError(
             tracker_id,
             prefix,
-            cap_ids,
+            [cap_id for cap_id, _ in matches],
             f"ambiguous: {len(matches)} capabilities declare this trackerPrefix; refusing to pick",
         )
     cap_id, resolver = matches[0]
-    invoke = resolver.invoke
 
     def fail(reason: str, stderr: str = "") -> TaskContentError:
         return TaskContentError(
             tracker_id, prefix, [cap_id], reason, tail(stderr, STDERR_TAIL_CHARS)
         )
 
+    content = _run(resolver.invoke, ident, cwd, fail)
+    if content is None:
+        return EMPTY
+    return TaskContentResult(resolved=True, content=content)
+
+
+def _run(
+    invoke: Invoke, ident: str, cwd: Path, fail: Callable[..., TaskContentError]
+) -> ResolvedContent | None:
+    """Run the resolver for `ident`: its content, None for an empty description, or the
+    `fail(reason, stderr)` error raised."""
     timeout_ms = invoke.timeoutMs
     if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int):
         raise fail("invoke.timeoutMs must be an integer")
@@ -257,12 +239,7 @@ def resolve_task_content(
     content = content_from_output(result.stdout)
     if isinstance(content, str):
         raise fail(f"resolver '{binary}' produced malformed output: {content}")
-    if content is None:
-        return EMPTY
-    return TaskContentResult(resolved=True, content=content)
-
-
-_ORIGIN_RANK = {"first-party": 0, "global": 1, "project": 2}
+    return content
 
 
 def unloadable_resolvers(
@@ -287,8 +264,8 @@ def unloadable_resolvers(
         prefix = declared.get("trackerPrefix") if isinstance(declared, dict) else None
         if isinstance(prefix, str) and prefix:
             owner = served.get(prefix)
-            mine = _ORIGIN_RANK.get(cap.origin, 2)
-            if owner is not None and _ORIGIN_RANK.get(owner, 2) < mine:
+            mine = ORIGIN_RANK.get(cap.origin, 2)
+            if owner is not None and ORIGIN_RANK.get(owner, 2) < mine:
                 continue
             reason = str(cap.issues[0]) if cap.issues else "invalid manifest"
             out.append((cap.id, prefix, "failed to load: " + escape_untrusted(reason)))

@@ -1,24 +1,15 @@
 """Per-manifest validation verdicts, cached by content: validate only the manifests that changed.
 
-Validating a manifest (pydantic shapes, the cross-field rules, the `engines.gsd` range) depends
-only on its bytes, the name of its folder and looprail's rules. The verdict (valid, or the list
-of issues) is stored under the looprail cache folder (`layout.cache_dir`), one small file per
-manifest location, keyed by a SHA-256 of: this format, looprail's version, the GSD engine
-version manifests are checked against, a digest of the rule modules' source, the folder name
-and the manifest bytes. One edited manifest therefore costs one validation; the others are
-read back. Fragment files are read again every time (they are not part of the key).
+A verdict (valid, or the issues) depends only on the manifest's bytes, its folder's name and
+looprail's rules, so it is stored under `layout.cache_dir`, one small file per manifest
+location, keyed by a SHA-256 of this format, looprail's version, the GSD engine version, the
+rule modules' source, the folder name and the bytes. Fragment files are not part of the key
+(they are read again every time). A changed manifest is validated by `VerdictCache.validate`.
 
-A changed manifest is validated by `VerdictCache.validate`: the shape check derived from the
-pydantic models (`manifest_shape`), whose table is cached here under the same rules digest,
-then the cross-field rules (`manifest_rules`). pydantic is imported only for a manifest that
-check cannot prove (its errors are pydantic's) or when the table is not cached yet.
-
-A verdict is only ever used when everything about it checks out: the file is a regular file
-(never followed through a symlink) owned by this user in a folder owned by this user that
-nobody else can write, its checksum matches, its shape is right and its key is exactly the one
-computed for these bytes. Anything else (corrupt, truncated, symlinked, planted by another user,
-copied from another manifest's entry) is a miss: the manifest is validated again. Like every
-cache, a process running as this user is trusted (it could as well edit looprail itself).
+A verdict is used only when everything about it checks out: a regular file (never through a
+symlink) owned by this user in a folder of this user's that nobody else can write, with a
+matching checksum, shape and key. Anything else is a miss. Like every cache, a process running
+as this user is trusted (it could as well edit looprail itself).
 """
 
 from __future__ import annotations
@@ -29,13 +20,12 @@ import functools
 import json
 import os
 import stat
-import zlib
 
 from looprail.errors import Issue
 from looprail.fsutil import is_private, read_private
-from looprail.hooks.manifest_rules import check_declared, engine_issues, engine_problem
+from looprail.hooks.manifest_rules import engine_problem, rule_issues
 from looprail.hooks.manifest_shape import compile_shape
-from looprail.hooks.sources import RULE_FILES, new_temp_file
+from looprail.hooks.sources import RULE_FILES, read_checked, write_checked
 from looprail.layout import cache_dir
 
 try:  # CPython's built-in SHA-256: the same digest as hashlib's, ~3 ms less to import
@@ -97,16 +87,14 @@ class VerdictCache:
             return cls(None)
         return cls(os.path.join(cache_dir(env), SUBDIR))
 
-    def validate(self, data: dict[str, Any], file: str, folder_name: str | None) -> list[Issue]:
+    def validate(self, data: Mapping[str, Any], file: str, folder_name: str | None) -> list[Issue]:
         """The issues of layers 2 and 3 (shapes, cross-field rules, the engine range) of a parsed
         manifest ([] = valid): `manifest.validate_declared`'s verdict, with pydantic imported only
         when the shape check derived from the models cannot prove the shape right (or its table
         is not cached yet: then it is derived and cached). Fragment files are not read here."""
         shape = self._shape_check()
         if shape is not None and shape(data):
-            return check_declared(data, file, folder_name) or engine_issues(
-                data, file, self.engine_problem
-            )
+            return rule_issues(data, file, folder_name, self.engine_problem)
         # not at the top: the render-hooks entry loads this module (its import budget)
         from looprail.hooks import manifest
 
@@ -184,10 +172,8 @@ class VerdictCache:
         if self.directory is None or not self._folder_ok():
             return None
         raw = read_private(self._entry(name), MAX_ENTRY_BYTES)
-        if raw is None:
-            return None
-        header, sep, body = raw.partition(b"\n")
-        if not sep or header != _header(body):
+        body = None if raw is None else read_checked(raw, FORMAT)
+        if body is None:
             return None
         try:
             blob = json.loads(body)
@@ -208,17 +194,6 @@ class VerdictCache:
             self._usable = None
             if not self._folder_ok():
                 return  # not ours: never write verdicts where others can plant them
-            fd, tmp = new_temp_file(self.directory, ".verdict-")
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(_header(body) + b"\n" + body)
-                os.replace(tmp, self._entry(name))
-            except BaseException:
-                os.unlink(tmp)
-                raise
+            write_checked(self._entry(name), FORMAT, body, ".verdict-")
         except OSError:
             pass
-
-
-def _header(body: bytes) -> bytes:
-    return f"{FORMAT} {zlib.crc32(body):08x}".encode()

@@ -2,36 +2,16 @@
 
 Each finding has a severity (`error`: the run would fail or a hook can never do its job;
 `warning`: it will run, probably not as meant; `info`: worth knowing), the file and JSON path (or
-line) it is about, what is wrong and how to fix it.
+line) it is about, what is wrong and how to fix it; `RULES` lists every kind (docs/lint.md).
 
     report = lint_project("path/to/project", ["caps/"])
     report.errors, report.findings[0].fix
 
-The checks (`lint`) are pure functions of a `LintInput`: the loaded registry, compiled registry,
-config and phases, plus a `Probe` that answers the only questions about the machine (is this
-executable under `.looprail/`? is this command on PATH?). `load_input` does the loading.
-
-What is checked:
-
-- capabilities: manifests that failed validation (every issue), registry warnings (shadowed
-  ids), capabilities that are inactive or have no consent;
-- artifacts: a `consumes` that nothing produces at that point or earlier (host artifacts become
-  available at their step's `:post`), one only inactive producers make, two producers of one
-  artifact at one point;
-- gates: never run (`when` false under the config), a query failing the grammar (dotted words
-  such as `ui.plan-gate` pass; a fix keeps the dots), a query with no
-  `.looprail/checks/<first word>` (or a `--host-tool` that cannot be found), a
-  predicate of an unknown kind or missing fields, a `command-exit-zero` whose command is not
-  there (a blocking gate that always blocks), a `config-equals` gate that refuses under the
-  current config, an agentVerdict agent that is missing;
-- steps: a skill, agent or command with no executable under `.looprail/`, a command failing the
-  grammar, a step whose `when` is never true;
-- plans (every phase, or one): invalid PLAN.md, dangling `depends_on`, cycles, waves that run
-  sequentially because plans share `files_modified`, a task `tracker-id` whose prefix has no
-  resolver, several, or one that failed to load, a resolver binary that is not there.
-
-One module per family of rules: `capabilities`, `artifacts`, `hooks` (gates and steps),
-`plans`, `trackers`; `findings` holds the rule table, `inputs` the loading and the probe.
+The checks (`lint`) are pure functions of a `LintInput` (the loaded registry, config and
+phases, `load_input`) and a `Probe` that answers the only questions about the machine (is this
+executable under `.looprail/`? is this command on PATH?). One module per family of rules, each
+pass yielding its findings: `capabilities`, `artifacts`, `hooks` (gates and steps), `plans`,
+`trackers`; `findings` holds the rule table and the report, `inputs` the loading and the probe.
 """
 
 from __future__ import annotations
@@ -42,11 +22,18 @@ from typing import Any
 
 from looprail.lint.artifacts import _artifacts
 from looprail.lint.capabilities import _capabilities, _config
-from looprail.lint.findings import RULES, SEVERITIES, Finding, LintReport, Rule, Severity
+from looprail.lint.findings import (
+    RULES,
+    SEVERITIES,
+    Finding,
+    LintReport,
+    Rule,
+    Severity,
+    render_text,
+)
 from looprail.lint.hooks import _hooks
 from looprail.lint.inputs import LintInput, PhaseInput, Probe, load_input, local_probe
 from looprail.lint.plans import _plans, _roles
-from looprail.lint.text import render_text
 
 
 def lint_project(
@@ -56,9 +43,6 @@ def lint_project(
 ) -> LintReport:
     """Load `project` and lint it (see `load_input` for the options)."""
     return LintReport(findings=lint(load_input(project, capability_dirs, **options)))
-
-
-# --------------------------------------------------------------------------- the checks
 
 
 def lint(data: LintInput) -> list[Finding]:

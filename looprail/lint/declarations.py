@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from looprail.config import MISSING, is_active
+from looprail.config import MISSING, effective_value, is_active
 from looprail.hooks.resolve import cap_active
+from looprail.lint.inputs import LintInput, _rel
 from looprail.machine.spec import DEFAULT_LOOP
 
 if TYPE_CHECKING:
-    pass
+    from looprail.hooks.capset import LoadedCapability
 
-
-from looprail.config import effective_value
-from looprail.lint.inputs import LintInput, _rel
-
-# --------------------------------------------------------------------------- declarations
+_KINDS = {"steps": "step", "contributions": "contribution", "gates": "gate"}
 
 
 @dataclass(frozen=True)
@@ -26,7 +24,7 @@ class _Decl:
     cap_id: str
     group: str  # steps | contributions | gates
     index: int
-    entry: dict[str, Any]
+    entry: Mapping[str, Any]  # the manifest JSON of the entry
     file: str
 
     @property
@@ -35,28 +33,28 @@ class _Decl:
 
     @property
     def point(self) -> str:
-        return self.entry["point"]
+        return str(self.entry["point"])
 
     @property
     def kind(self) -> str:
-        return {"steps": "step", "contributions": "contribution", "gates": "gate"}[self.group]
+        return _KINDS[self.group]
 
     @property
     def name(self) -> str:
         return f"{self.kind} {self.path} of {self.cap_id!r} at {self.point}"
 
 
-def _cap_file(data: LintInput, lc: Any) -> str:
+def _cap_file(data: LintInput, lc: LoadedCapability) -> str:
     return _rel(lc.manifest_file, data.project)
 
 
 def _declarations(data: LintInput) -> list[_Decl]:
-    out = []
-    for cid, lc in data.compiled.capabilities.items():
-        for group in ("steps", "contributions", "gates"):
-            for i, entry in enumerate(lc.data.get(group) or ()):
-                out.append(_Decl(cid, group, i, entry, _cap_file(data, lc)))
-    return out
+    return [
+        _Decl(cid, group, i, entry, _cap_file(data, lc))
+        for cid, lc in data.compiled.capabilities.items()
+        for group in _KINDS
+        for i, entry in enumerate(lc.data.get(group) or ())
+    ]
 
 
 def _cap_active(data: LintInput, cap_id: str) -> bool:
@@ -64,16 +62,13 @@ def _cap_active(data: LintInput, cap_id: str) -> bool:
 
 
 def _when_true(data: LintInput, key: str) -> bool:
-
     return is_active(key, data.config, data.compiled.config)
 
 
 def _runs(data: LintInput, decl: _Decl) -> bool:
     """Would this declaration be dispatched under the current config?"""
-    if not _cap_active(data, decl.cap_id):
-        return False
     when = decl.entry.get("when")
-    if when is not None and not _when_true(data, when):
+    if not _cap_active(data, decl.cap_id) or (when is not None and not _when_true(data, when)):
         return False
     point_from = decl.entry.get("pointFrom")
     if point_from is not None:

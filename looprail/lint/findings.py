@@ -1,17 +1,13 @@
-"""The rule table, a finding and the report."""
+"""The rule table, a finding and the report (and its text form)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from looprail.layout import LOOPRAIL_DIR
-
-if TYPE_CHECKING:
-    pass
-
 
 Severity = Literal["error", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
@@ -104,27 +100,63 @@ class Finding(BaseModel):
         return self
 
 
+def finding(
+    code: str, file: str, message: str, fix: str, path: str = "", severity: Severity | None = None
+) -> Finding:
+    """A finding of rule `code`, with the rule's first severity unless `severity` is given."""
+    level = severity or RULES[code].severities[0]
+    return Finding(severity=level, code=code, file=file, path=path, message=message, fix=fix)
+
+
 class LintReport(BaseModel):
+    """The findings of one lint run."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     findings: list[Finding]
 
+    def count(self, severity: Severity) -> int:
+        """How many findings have `severity`."""
+        return sum(1 for f in self.findings if f.severity == severity)
+
     @property
     def errors(self) -> int:
-        return sum(1 for f in self.findings if f.severity == "error")
+        """How many findings are errors."""
+        return self.count("error")
 
     @property
     def warnings(self) -> int:
-        return sum(1 for f in self.findings if f.severity == "warning")
+        """How many findings are warnings."""
+        return self.count("warning")
 
     @property
     def exit_code(self) -> int:
+        """1 when there is an error, else 0."""
         return 1 if self.errors else 0
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The stable `--json` shape."""
         return {
             "findings": [f.model_dump() for f in self.findings],
             "errors": self.errors,
             "warnings": self.warnings,
         }
+
+
+def render_text(report: LintReport) -> str:
+    """The human form: one block per finding, then a count."""
+    lines = []
+    for f in report.findings:
+        where = f.file + (f": {f.path}" if f.path else "")
+        lines.append(f"{where}: {f.severity} [{f.code}] {f.message}")
+        if f.fix:
+            lines.append(f"    fix: {f.fix}")
+    if not report.findings:
+        return "no problems found\n"
+    counts = [
+        (report.errors, "error"),
+        (report.warnings, "warning"),
+        (report.count("info"), "note"),
+    ]
+    lines.append(", ".join(f"{n} {word}{'s' * (n != 1)}" for n, word in counts))
+    return "\n".join(lines) + "\n"

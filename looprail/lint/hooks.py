@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Mapping
 
 from looprail.hooks.checks import (
     PREDICATE_KINDS,
@@ -18,52 +17,32 @@ from looprail.hooks.checks import (
     validate_query,
 )
 from looprail.layout import LOOPRAIL_DIR
+from looprail.lint.declarations import _cap_active, _Decl, _declarations, _when_true
+from looprail.lint.findings import Finding, Severity, finding
+from looprail.lint.inputs import LintInput
 from looprail.runtime.local import resolve_host_tool
 
-if TYPE_CHECKING:
-    pass
 
-
-from looprail.lint.declarations import _cap_active, _Decl, _declarations, _when_true
-from looprail.lint.findings import Finding, Severity
-from looprail.lint.inputs import LintInput
-
-# --------------------------------------------------------------------------- hooks
-
-
-def _hooks(data: LintInput) -> list[Finding]:
-    out = []
+def _hooks(data: LintInput) -> Iterator[Finding]:
     for d in _declarations(data):
         if not _cap_active(data, d.cap_id):
             continue  # reported once as capability-inactive / untrusted
         when = d.entry.get("when")
         if when is not None and not _when_true(data, when):
             gate = d.group == "gates"
-            out.append(
-                Finding(
-                    severity="warning" if gate else "info",
-                    code="gate-never-runs" if gate else "hook-never-runs",
-                    file=d.file,
-                    path=f"{d.path}.when",
-                    message=f"{d.name} never runs: `when` key {when!r} is not true under the "
-                    "current config (nor by its default)",
-                    fix=f"set {when!r} to true in .planning/config.json, or remove the {d.kind}",
-                )
+            yield finding(
+                "gate-never-runs" if gate else "hook-never-runs",
+                d.file,
+                f"{d.name} never runs: `when` key {when!r} is not true under the current "
+                "config (nor by its default)",
+                f"set {when!r} to true in .planning/config.json, or remove the {d.kind}",
+                path=f"{d.path}.when",
             )
             continue  # nothing else about it matters while it cannot run
         if d.group == "gates":
-            out += _gate(data, d)
+            yield from _gate(data, d)
         elif d.group == "steps":
-            out += _step(data, d)
-    return out
-
-
-def _grammar(value: Any) -> bool:
-    return validate_command(value)
-
-
-def _query_grammar(value: Any) -> bool:
-    return validate_query(value)
+            yield from _step(data, d)
 
 
 def _words_fix(value: str) -> str:
@@ -85,115 +64,90 @@ def _query_fix(value: str) -> str:
         if parts:
             words.append(".".join(parts))
     fixed = " ".join(words)
-    return fixed if fixed != value and _query_grammar(fixed) else ""
+    return fixed if fixed != value and validate_query(fixed) else ""
 
 
-def _gate(data: LintInput, d: _Decl) -> list[Finding]:
+def _gate(data: LintInput, d: _Decl) -> Iterator[Finding]:
     check = d.entry.get("check") or {}
     blocking = d.entry.get("blocking") is True
-    halting = d.entry.get("onError") in ("halt", "fail")
-    severe: Severity = "error" if blocking or halting else "warning"
-    out = []
+    # A check error stops the loop only when the gate blocks or halts on one.
+    severe: Severity = (
+        "error" if blocking or d.entry.get("onError") in ("halt", "fail") else "warning"
+    )
     if "query" in check:
-        query = check["query"]
-        if not _query_grammar(query):
-            better = _query_fix(str(query))
-            out.append(
-                Finding(
-                    # the loop refuses to run it; that stops the loop only when the gate
-                    # blocks or halts on a check error, else it is a warning at run time
-                    severity=severe,
-                    code="query-grammar",
-                    file=d.file,
-                    path=f"{d.path}.check.query",
-                    message=f"{d.name}: query {query!r} fails the grammar (lowercase words "
-                    "[a-z][a-z0-9-]* joined by single dots, separated by single spaces), so "
-                    f"it is never run (a check error routed by onError {d.entry.get('onError')})",
-                    fix=f"write it as `{better}`"
-                    if better
-                    else "use lowercase dotted words separated by single spaces",
-                )
-            )
-        else:
-            out += _query_target(data, d, query.split(" ")[0], severe)
+        yield from _query(data, d, check["query"], severe)
     elif "predicate" in check:
-        out += _predicate(data, d, check["predicate"], blocking, severe)
+        yield from _predicate(data, d, check["predicate"], blocking, severe)
     elif "agentVerdict" in check:
         ref = (check.get("agentVerdict") or {}).get("ref")
-        if isinstance(ref, str):
-            why = data.probe.executable("agents", ref)
-            if why is not None:
-                out.append(
-                    Finding(
-                        severity="warning",
-                        code="agent-missing",
-                        file=d.file,
-                        path=f"{d.path}.check.agentVerdict.ref",
-                        message=f"{d.name}: {why}, so this advisory gate can never deliver a "
-                        "verdict",
-                        fix=f"add an executable {LOOPRAIL_DIR}/agents/{ref}",
-                    )
-                )
-    return out
-
-
-def _query_target(data: LintInput, d: _Decl, word: str, severe: Severity) -> list[Finding]:
-    if data.host_tool is not None:
-        found = resolve_host_tool(data.host_tool)
-        if not isinstance(found, str):
-            return []
-        return [
-            Finding(
-                severity=severe,
-                code="check-missing",
-                file=d.file,
-                path=f"{d.path}.check.query",
-                message=f"{d.name}: {found}, so the query can never run",
-                fix=f"install {data.host_tool} (a name on PATH or an absolute path) or run "
-                "without --host-tool",
+        why = data.probe.executable("agents", ref) if isinstance(ref, str) else None
+        if why is not None:
+            yield finding(
+                "agent-missing",
+                d.file,
+                f"{d.name}: {why}, so this advisory gate can never deliver a verdict",
+                f"add an executable {LOOPRAIL_DIR}/agents/{ref}",
+                path=f"{d.path}.check.agentVerdict.ref",
             )
-        ]
-    why = data.probe.executable("checks", word)
-    if why is None:
-        return []
-    effect = (
-        "the loop halts here every time"
-        if severe == "error"
-        else "the gate is skipped every time (onError skip)"
-    )
-    return [
-        Finding(
+
+
+def _query(data: LintInput, d: _Decl, query: str, severe: Severity) -> Iterator[Finding]:
+    path = f"{d.path}.check.query"
+    if not validate_query(query):
+        better = _query_fix(str(query))
+        yield finding(
+            "query-grammar",
+            d.file,
+            f"{d.name}: query {query!r} fails the grammar (lowercase words [a-z][a-z0-9-]* "
+            "joined by single dots, separated by single spaces), so it is never run (a check "
+            f"error routed by onError {d.entry.get('onError')})",
+            f"write it as `{better}`"
+            if better
+            else "use lowercase dotted words separated by single spaces",
+            path=path,
             severity=severe,
-            code="check-missing",
-            file=d.file,
-            path=f"{d.path}.check.query",
-            message=f"{d.name}: {why}, so the gate can never pass: {effect}",
-            fix=f"add an executable {LOOPRAIL_DIR}/checks/{word} that prints "
-            '{"block": false, "message": ""}, or run with --host-tool',
         )
-    ]
+    elif data.host_tool is not None:
+        found = resolve_host_tool(data.host_tool)
+        if isinstance(found, str):
+            yield finding(
+                "check-missing",
+                d.file,
+                f"{d.name}: {found}, so the query can never run",
+                f"install {data.host_tool} (a name on PATH or an absolute path) or run without "
+                "--host-tool",
+                path=path,
+                severity=severe,
+            )
+    elif (why := data.probe.executable("checks", word := query.split(" ")[0])) is not None:
+        effect = (
+            "the loop halts here every time"
+            if severe == "error"
+            else "the gate is skipped every time (onError skip)"
+        )
+        yield finding(
+            "check-missing",
+            d.file,
+            f"{d.name}: {why}, so the gate can never pass: {effect}",
+            f"add an executable {LOOPRAIL_DIR}/checks/{word} that prints "
+            '{"block": false, "message": ""}, or run with --host-tool',
+            path=path,
+            severity=severe,
+        )
 
 
 def _predicate(
-    data: LintInput, d: _Decl, predicate: Any, blocking: bool, severe: Severity
+    data: LintInput, d: _Decl, predicate: object, blocking: bool, severe: Severity
 ) -> list[Finding]:
     path = f"{d.path}.check.predicate"
     if not isinstance(predicate, Mapping):
         return []  # manifest validation already refuses it
-
     kind = predicate.get("kind")
     spec = PREDICATES.get(kind) if isinstance(kind, str) else None
     if spec is None:
-        return [
-            Finding(
-                severity="error",
-                code="predicate-invalid",
-                file=d.file,
-                path=f"{path}.kind",
-                message=f"{d.name}: unknown predicate kind {kind!r}: the check always errors",
-                fix=f"use one of {', '.join(PREDICATE_KINDS)}",
-            )
-        ]
+        message = f"{d.name}: unknown predicate kind {kind!r}: the check always errors"
+        fix = f"use one of {', '.join(PREDICATE_KINDS)}"
+        return [finding("predicate-invalid", d.file, message, fix, path=f"{path}.kind")]
     missing = [
         f
         for f in (*spec.fields, *spec.values)
@@ -201,35 +155,23 @@ def _predicate(
         or (f in spec.fields and (not isinstance(predicate[f], str) or not predicate[f].strip()))
     ]
     if missing:
-        return [
-            Finding(
-                severity="error",
-                code="predicate-invalid",
-                file=d.file,
-                path=f"{path}.{missing[0]}",
-                message=f"{d.name}: predicate {kind} needs {', '.join(map(repr, missing))}: the "
-                "check always errors",
-                fix=f"add {', '.join(missing)} to the predicate",
-            )
-        ]
+        message = (
+            f"{d.name}: predicate {kind} needs {', '.join(map(repr, missing))}: the check always "
+            "errors"
+        )
+        fix = f"add {', '.join(missing)} to the predicate"
+        return [finding("predicate-invalid", d.file, message, fix, path=f"{path}.{missing[0]}")]
     if spec.shell:
         return _command_predicate(data, d, predicate[spec.fields[0]], blocking, severe)
-    if spec.pure and blocking:
-        # config-equals is pure: its verdict under the current config is known now.
-        verdict = evaluate_predicate(predicate, CheckContext(data.project, config=data.config))
-        if isinstance(verdict, Verdict) and verdict.block:
-            return [
-                Finding(
-                    severity="warning",
-                    code="gate-blocks",
-                    file=d.file,
-                    path=path,
-                    message=f"{d.name} refuses under the current config: {verdict.message}",
-                    fix=f"set {predicate['key']} in .planning/config.json when the loop may "
-                    "pass this point",
-                )
-            ]
-    return []
+    if not (spec.pure and blocking):
+        return []
+    # config-equals is pure: its verdict under the current config is known now.
+    verdict = evaluate_predicate(predicate, CheckContext(data.project, config=data.config))
+    if not (isinstance(verdict, Verdict) and verdict.block):
+        return []
+    message = f"{d.name} refuses under the current config: {verdict.message}"
+    fix = f"set {predicate['key']} in .planning/config.json when the loop may pass this point"
+    return [finding("gate-blocks", d.file, message, fix, path=path)]
 
 
 def _command_predicate(
@@ -239,34 +181,23 @@ def _command_predicate(
     try:
         first = _first_program(command)
     except ValueError as exc:
-        return [
-            Finding(
-                severity=severe,
-                code="command-invalid",
-                file=d.file,
-                path=path,
-                message=f"{d.name}: the command is not valid shell ({exc})",
-                fix="fix the quoting of the command",
-            )
-        ]
+        message = f"{d.name}: the command is not valid shell ({exc})"
+        fix = "fix the quoting of the command"
+        return [finding("command-invalid", d.file, message, fix, path=path, severity=severe)]
     if first is None or any(c in first for c in "$`"):
         return []  # decided at run time
-    found = data.probe.runnable(first) if "/" in first else data.probe.on_path(first)
-    if found:
+    if data.probe.runnable(first) if "/" in first else data.probe.on_path(first):
         return []
-    effect = (
-        "the command exits 127, so this blocking gate always refuses"
-        if blocking
-        else "the command exits 127, so this advisory gate always complains"
-    )
+    gate = "blocking gate always refuses" if blocking else "advisory gate always complains"
     return [
-        Finding(
-            severity="error" if blocking else "warning",
-            code="predicate-command-missing",
-            file=d.file,
+        finding(
+            "predicate-command-missing",
+            d.file,
+            f"{d.name}: {first!r} is not on PATH nor a shell builtin: the command exits 127, "
+            f"so this {gate}",
+            f"install {first}, or change the predicate's command",
             path=path,
-            message=f"{d.name}: {first!r} is not on PATH nor a shell builtin: {effect}",
-            fix=f"install {first}, or change the predicate's command",
+            severity="error" if blocking else "warning",
         )
     ]
 
@@ -293,47 +224,38 @@ def _first_program(command: str) -> str | None:
     return None
 
 
-def _step(data: LintInput, d: _Decl) -> list[Finding]:
+def _step(data: LintInput, d: _Decl) -> Iterator[Finding]:
     ref = d.entry.get("ref") or {}
-    out = []
     if ref.get("skill"):
-        skill = f"{data.flavor}-{ref['skill']}"
-        folder, name, path = "skills", skill, f"{d.path}.ref.skill"
+        folder, name, path = "skills", f"{data.flavor}-{ref['skill']}", f"{d.path}.ref.skill"
     elif ref.get("agent"):
         folder, name, path = "agents", ref["agent"], f"{d.path}.ref.agent"
-    elif isinstance(ref.get("command"), str):
-        command = ref["command"]
+    elif isinstance(command := ref.get("command"), str):
         path = f"{d.path}.ref.command"
-        if not _grammar(command):
+        if not validate_command(command):
             better = _words_fix(command)
-            return [
-                Finding(
-                    severity="error",
-                    code="command-grammar",
-                    file=d.file,
-                    path=path,
-                    message=f"{d.name}: command {command!r} fails the grammar "
-                    "^[a-z][a-z0-9-]*( [a-z][a-z0-9-]*)*$, so it is never run",
-                    fix=f"use spaces: `{better}`" if better else "use lowercase words",
-                )
-            ]
+            yield finding(
+                "command-grammar",
+                d.file,
+                f"{d.name}: command {command!r} fails the grammar "
+                "^[a-z][a-z0-9-]*( [a-z][a-z0-9-]*)*$, so it is never run",
+                f"use spaces: `{better}`" if better else "use lowercase words",
+                path=path,
+            )
+            return
         if data.host_tool is not None:
-            return []
+            return
         folder, name = "commands", command.split(" ")[0]
     else:
-        return []
+        return
     why = data.probe.executable(folder, name)
     if why is not None:
         on_error = d.entry.get("onError") or "skip"
         effect = "the loop halts here" if on_error in ("halt", "fail") else "it is skipped"
-        out.append(
-            Finding(
-                severity="warning",
-                code=f"{folder[:-1]}-missing",
-                file=d.file,
-                path=path,
-                message=f"{d.name}: {why}; when it runs, {effect} (onError {on_error})",
-                fix=f"add an executable {LOOPRAIL_DIR}/{folder}/{name}",
-            )
+        yield finding(
+            f"{folder[:-1]}-missing",
+            d.file,
+            f"{d.name}: {why}; when it runs, {effect} (onError {on_error})",
+            f"add an executable {LOOPRAIL_DIR}/{folder}/{name}",
+            path=path,
         )
-    return out

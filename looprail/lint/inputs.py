@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from looprail.config import load_project_config_strict
 from looprail.errors import LooprailError, PlanError
@@ -35,9 +35,6 @@ SHELL_BUILTINS = frozenset((
 # fmt: on
 
 
-# --------------------------------------------------------------------------- input
-
-
 @dataclass
 class PhaseInput:
     """One phase: loaded (`phase`, `waves`) or the PlanError that stopped loading it."""
@@ -63,9 +60,11 @@ class Probe:
 
 @dataclass
 class LintInput:
+    """What the checks read: the loaded project (`load_input`) and the probe."""
+
     project: Path
     compiled: CapabilitySet  # consent applied
-    config: dict[str, Any] | None
+    config: dict[str, object] | None
     probe: Probe
     config_warnings: list[str] = field(default_factory=list)
     phases: list[PhaseInput] = field(default_factory=list)
@@ -79,9 +78,6 @@ def local_probe(project: Path, runtime_name: str = "local") -> Probe:
     executables under `.looprail/`. A runtime that resolves names itself finds everything."""
     runtime = create_runtime(runtime_name, RuntimeSettings(project=project))
 
-    def executable(folder: str, name: str) -> str | None:
-        return runtime.missing(folder, name)
-
     def on_path(word: str) -> bool:
         return word in SHELL_BUILTINS or find_program(word) is not None
 
@@ -91,10 +87,10 @@ def local_probe(project: Path, runtime_name: str = "local") -> Probe:
             return path.is_file() and os.access(path, os.X_OK)
         return find_program(binary) is not None
 
-    return Probe(executable, on_path, runnable)
+    return Probe(runtime.missing, on_path, runnable)
 
 
-def _runtime_name(config: dict[str, Any] | None) -> str:
+def _runtime_name(config: Mapping[str, object] | None) -> str:
     try:
         name = agent_name(config)
     except LooprailError:
@@ -118,7 +114,6 @@ def load_input(
     root = project_folder(project, resolve=True)
     has_planning = (root / PLANNING_DIR).is_dir()
     config = load_project_config_strict(root)  # a malformed config stops lint: file:line:col
-    config_warnings: list[str] = []
     compiled = load_compiled(root, capability_dirs, env=env, home=home)
     phases = _load_phases(root, phase) if has_planning else []
     if phase is not None and not has_planning:
@@ -128,7 +123,6 @@ def load_input(
         compiled=compiled,
         config=config,
         probe=probe or local_probe(root, _runtime_name(config)),
-        config_warnings=config_warnings,
         phases=phases,
         has_planning=has_planning,
         flavor=flavor,
@@ -141,17 +135,16 @@ def _load_phases(root: Path, only: str | None) -> list[PhaseInput]:
     out = []
     for ph in dirs:
         item = PhaseInput(label=_rel(ph.dir, root))
+        out.append(item)
         try:
             item.phase = load_phase(root, ph.number)
         except PlanError as exc:
             item.error = exc
-            out.append(item)
             continue
         try:
             item.waves = compute_waves(item.phase.plans, root=root)
         except PlanError as exc:
             item.wave_error = exc
-        out.append(item)
     return out
 
 

@@ -22,7 +22,7 @@ import contextlib
 import hashlib
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +96,7 @@ def answer_record(
     )
 
 
-def latest(events: Iterable[Any], task_id: str) -> Any:
+def latest(events: Iterable[EventRecord], task_id: str) -> EventRecord | None:
     """The last `checkpoint` or `answer` event of `task_id` (None: none yet)."""
     last = None
     for e in events:
@@ -123,10 +123,10 @@ def pending_checkpoints(project: Path) -> list[Checkpoint]:
     return pending_in(events)
 
 
-def pending_in(events: list[Any]) -> list[Checkpoint]:
+def pending_in(events: Sequence[EventRecord]) -> list[Checkpoint]:
     """The checkpoints still unanswered in a run's `checkpoint`, `answer` and `task_finished`
     events (the dashboard applies it to the events it has already read)."""
-    last: dict[str, Any] = {}
+    last: dict[str, EventRecord] = {}
     passed: set[str] = set()
     for e in events:
         if e.kind == "task_finished":

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, cast
 
 from statemachine import State, StateChart
 from statemachine.orderedset import OrderedSet
+from statemachine.transition_list import TransitionList
 
 from looprail.errors import HaltError
 from looprail.machine import guards as G
@@ -135,13 +136,13 @@ def compile_loop(spec: LoopSpec = DEFAULT_LOOP) -> type[LoopChart]:
     states["shipped"] = State("shipped", final=True)
     lookup = {**states, **inner}
 
-    attrs: dict[str, Any] = dict(states)
+    attrs: dict[str, object] = dict(states)
     transitions = spec.transitions()
     for name in {g for t in transitions for g in t.guards}:
         if name != "hooks_allow" and name not in G.GUARDS:
             raise KeyError(name)  # a guard the spec names and no one defines
         attrs[name] = _guard_method(name)
-    by_event: dict[str, Any] = {}
+    by_event: dict[str, TransitionList] = {}
     crossing: dict[tuple[str, str], tuple[TransitionSpec, ...]] = {}
     events: dict[str, tuple[str, ...]] = {}
     for t in transitions:

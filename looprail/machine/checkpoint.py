@@ -25,10 +25,9 @@ import select
 import sys
 import termios
 import threading
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from looprail.errors import CheckpointPause, HaltError
 from looprail.machine.answers import (
@@ -57,25 +56,14 @@ ANSWERS_KEY = "checkpoint_answers"  # TaskWork.plan_sections key (runtime/prompt
 
 
 @dataclass
-class _State:
-    """What a runner keeps in memory about checkpoints: never journaled."""
+class CheckpointState:
+    """What a runner keeps in memory about checkpoints (`LoopRunner.checkpoints`): never
+    journaled."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     used_flags: set[str] = field(default_factory=set)  # --answer values already taken
     # plan id → (checkpoint task id, secret): for the plan's next executor call only
     secrets: dict[str, tuple[str, str]] = field(default_factory=dict)
-
-
-_STATES: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
-_STATES_LOCK = threading.Lock()
-
-
-def _state(runner: LoopRunner) -> _State:
-    with _STATES_LOCK:
-        st = _STATES.get(runner)
-        if st is None:
-            st = _STATES[runner] = _State()
-        return st
 
 
 @dataclass(frozen=True)
@@ -99,28 +87,10 @@ def pass_checkpoint(
     """Get checkpoint `task` of `plan` answered (see the module docstring), or raise
     `CheckpointPause` (no terminal) or `HaltError` (rounds used up, a fix-up failed)."""
     cp = checkpoint_of(plan, task)
-    st = _state(runner)
-    opts = runner.options
-    if task.id in opts.approved_earlier:
-        if not cp.secret or _rest_done(runner, plan, task):
-            _passed(runner, cp, wave, "approved earlier in this run", None)
-            return
-        # A secret given by `looprail answer` still waits in its file if the call that needed
-        # it never started; one typed on a terminal is gone with the process that read it.
-        value = take_secret(runner.project, _run_id(runner), task.id)
-        if value is not None:
-            with st.lock:
-                st.secrets[plan.id] = (task.id, value)
-            _passed(runner, cp, wave, "approved earlier in this run", None)
-            return
-        runner.progress.line(
-            f"  ! checkpoint {task.id}: a secret answer is never kept across runs; asked again"
-        )
-    limit = (
-        opts.checkpoint_rounds
-        or looprail_settings(runner.ctx.config).checkpoint_rounds
-        or CHECKPOINT_ROUNDS
-    )
+    st = runner.checkpoints
+    if task.id in runner.options.approved_earlier and _approved_earlier(runner, plan, task, st):
+        _passed(runner, cp, wave, "approved earlier in this run", None)
+        return
     while True:
         got = _given(runner, cp, st)
         if got is None:
@@ -137,15 +107,7 @@ def pass_checkpoint(
                 )
             )
         if got.meaning.kind == "issues":
-            rounds = _issue_rounds(runner, cp)
-            if rounds > limit:
-                raise HaltError(
-                    f"{plan.path.name}: checkpoint {task.id}: {limit} "
-                    f"{'round' if limit == 1 else 'rounds'} of fixes and it still has issues "
-                    f"(looprail.checkpoint_rounds = {limit}); fix them, then answer approved "
-                    f"(looprail answer . {task.id} approved) or raise the limit "
-                    "(--checkpoint-rounds N), and resume"
-                )
+            rounds = _within_rounds(runner, plan, cp)
             _fixup(runner, plan, task, cp, got.text, rounds, wave, execute)
             _ask(runner, cp, wave, again=True)
             continue
@@ -153,7 +115,7 @@ def pass_checkpoint(
             value = (
                 got.text
                 if not got.journaled
-                else take_secret(runner.project, _run_id(runner), task.id)
+                else take_secret(runner.project, runner.recorder.run_id, task.id)
             )
             if value is None:  # its file is gone (removed by hand): ask again
                 _ask(runner, cp, wave, again=True)
@@ -164,7 +126,43 @@ def pass_checkpoint(
         return
 
 
-def _given(runner: LoopRunner, cp: Checkpoint, st: _State) -> _Got | None:
+def _approved_earlier(runner: LoopRunner, plan: Plan, task: Task, st: CheckpointState) -> bool:
+    """Whether an approval earlier in the run still holds: a secret answer holds only while
+    its file waits (`looprail answer`, the call that needed it never started) or nothing
+    after it needs it; one typed on a terminal is gone with the process that read it."""
+    if not checkpoint_of(plan, task).secret or _rest_done(runner, plan, task):
+        return True
+    value = take_secret(runner.project, runner.recorder.run_id, task.id)
+    if value is not None:
+        with st.lock:
+            st.secrets[plan.id] = (task.id, value)
+        return True
+    runner.progress.line(
+        f"  ! checkpoint {task.id}: a secret answer is never kept across runs; asked again"
+    )
+    return False
+
+
+def _within_rounds(runner: LoopRunner, plan: Plan, cp: Checkpoint) -> int:
+    """The round of fixes this answer starts; halts once `checkpoint_rounds` are used up."""
+    limit = (
+        runner.options.checkpoint_rounds
+        or looprail_settings(runner.ctx.config).checkpoint_rounds
+        or CHECKPOINT_ROUNDS
+    )
+    rounds = _issue_rounds(runner, cp)
+    if rounds > limit:
+        raise HaltError(
+            f"{plan.path.name}: checkpoint {cp.task_id}: {limit} "
+            f"{'round' if limit == 1 else 'rounds'} of fixes and it still has issues "
+            f"(looprail.checkpoint_rounds = {limit}); fix them, then answer approved "
+            f"(looprail answer . {cp.task_id} approved) or raise the limit "
+            "(--checkpoint-rounds N), and resume"
+        )
+    return rounds
+
+
+def _given(runner: LoopRunner, cp: Checkpoint, st: CheckpointState) -> _Got | None:
     opts = runner.options
     flagged = dict(opts.answers).get(cp.task_id)
     if flagged is not None and cp.task_id not in st.used_flags:
@@ -199,7 +197,7 @@ def _approve(cp: Checkpoint, source: str) -> _Got:
 
 
 def _journaled_answer(runner: LoopRunner, cp: Checkpoint) -> _Got | None:
-    e = latest(_events(runner, ("checkpoint", "answer")), cp.task_id)
+    e = latest(runner.recorder.kinds("checkpoint", "answer"), cp.task_id)
     if e is None or e.kind != "answer":
         return None
     kind = e.outcome if e.outcome != "withheld" else "secret"
@@ -210,7 +208,7 @@ def _journaled_answer(runner: LoopRunner, cp: Checkpoint) -> _Got | None:
 def _ask(runner: LoopRunner, cp: Checkpoint, wave: int, *, again: bool = False) -> None:
     """Journal that the run waits on `cp` (once: not again while the last event of the task
     already says so)."""
-    last = latest(_events(runner, ("checkpoint", "answer")), cp.task_id)
+    last = latest(runner.recorder.kinds("checkpoint", "answer"), cp.task_id)
     if last is not None and last.kind == "checkpoint" and not again:
         return
     runner.recorder.event(asked_record(cp, wave))
@@ -242,7 +240,9 @@ def _passed(
 
 def _issue_rounds(runner: LoopRunner, cp: Checkpoint) -> int:
     return sum(
-        1 for e in _events(runner, ("answer",)) if e.task_id == cp.task_id and e.outcome == "issues"
+        1
+        for e in runner.recorder.kinds("answer")
+        if e.task_id == cp.task_id and e.outcome == "issues"
     )
 
 
@@ -294,12 +294,12 @@ def _fixup(
 # -- what later work of the plan gets ----------------------------------------------------------
 
 
-def plan_answers(runner: LoopRunner, plan_id: str) -> list[Any]:
+def plan_answers(runner: LoopRunner, plan_id: str) -> list[EventRecord]:
     """The plan's journaled answers, in order (a secret's message is "answer withheld")."""
-    return [e for e in _events(runner, ("answer",)) if e.plan_id == plan_id]
+    return [e for e in runner.recorder.kinds("answer") if e.plan_id == plan_id]
 
 
-def _answers_text(answers: list[Any]) -> str:
+def _answers_text(answers: list[EventRecord]) -> str:
     parts = []
     for e in answers:
         kind = e.data.get("type", "checkpoint")
@@ -325,7 +325,7 @@ def with_answers(runner: LoopRunner, plan: Plan, work: TaskWork) -> TaskWork:
     if not answers:
         return work
     text = _answers_text(answers)
-    st = _state(runner)
+    st = runner.checkpoints
     with st.lock:
         waiting = st.secrets.get(plan.id)
     if waiting is not None:
@@ -339,12 +339,12 @@ def with_answers(runner: LoopRunner, plan: Plan, work: TaskWork) -> TaskWork:
 def secret_env(runner: LoopRunner, plan: Plan, dctx: DispatchContext) -> DispatchContext:
     """The next executor call of `plan` after a secret answer gets it in `$LOOPRAIL_CHECKPOINT_
     ANSWER`, once; its file under `looprail_home()` (from `looprail answer`) is removed."""
-    st = _state(runner)
+    st = runner.checkpoints
     with st.lock:
         waiting = st.secrets.pop(plan.id, None)
     if waiting is None:
         return dctx
-    drop_secret(runner.project, _run_id(runner), waiting[0])
+    drop_secret(runner.project, runner.recorder.run_id, waiting[0])
     return dctx.model_copy(update={"env": {**dctx.env, SECRET_ENV: waiting[1]}})
 
 
@@ -392,7 +392,7 @@ def _terminal() -> bool:
         return False
 
 
-def _wait(runner: LoopRunner, plan: Plan, task: Task, cp: Checkpoint, st: _State) -> _Got:
+def _wait(runner: LoopRunner, plan: Plan, task: Task, cp: Checkpoint, st: CheckpointState) -> _Got:
     with _TERMINAL:
         runner.progress.close()  # the live status area would draw over the question
         out = sys.stderr
@@ -456,28 +456,13 @@ def _done_before(plan: Plan, task: Task) -> int:
     return sum(1 for t in plan.tasks if t.index < task.index)
 
 
-def _task_of(runner: LoopRunner, cp: Checkpoint) -> Any:
+def _task_of(runner: LoopRunner, cp: Checkpoint) -> Task:
     plan = _plan_of(runner, cp)
     return next(t for t in plan.tasks if t.id == cp.task_id)
 
 
-def _plan_of(runner: LoopRunner, cp: Checkpoint) -> Any:
+def _plan_of(runner: LoopRunner, cp: Checkpoint) -> Plan:
     return runner.phase.plan(cp.plan_id)
-
-
-# -- the journal, or the memory of an unjournaled run -----------------------------------------
-
-
-def _events(runner: LoopRunner, kinds: tuple[str, ...]) -> list[Any]:
-    rec = runner.recorder
-    journal = getattr(rec, "journal", None)
-    if journal is not None:
-        return list(journal.events(rec.run_id, kinds=list(kinds)))  # type: ignore[attr-defined]
-    return list(rec.kinds(*kinds)) if hasattr(rec, "kinds") else []
-
-
-def _run_id(runner: LoopRunner) -> str:
-    return str(getattr(runner.recorder, "run_id", "no-journal"))
 
 
 def _rest_done(runner: LoopRunner, plan: Plan, task: Task) -> bool:

@@ -8,10 +8,10 @@ runner never patches it, and no one patches the runner after construction.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from looprail.errors import CheckpointPause, StopRequested, TaskContentError, TransitionRefused
 from looprail.machine import guards as G
@@ -24,10 +24,21 @@ from looprail.runtime.base import Flavor
 if TYPE_CHECKING:
     from looprail.hooks.capset import CapabilitySet
     from looprail.machine.native import NativeBridge
-    from looprail.plans import PhaseCache
+    from looprail.machine.run import LoopRunner
+    from looprail.plans import PhaseCache, Plan
     from looprail.runtime.base import Runtime
+    from looprail.runtime.executors import Settled
 
 RunStatus = Literal["shipped", "halted", "paused"]
+
+
+class WaveExecutor(Protocol):
+    """Runs a wave's plans elsewhere (e.g. `machine.dask_executor.DaskExecutor`), each plan
+    through `LoopRunner.run_plan`."""
+
+    def run_wave(
+        self, runner: LoopRunner, wave: int, plans: Sequence[Plan], done: set[str]
+    ) -> list[Settled[None]]: ...
 
 
 @dataclass(frozen=True)
@@ -43,10 +54,7 @@ class RunOptions:
     # The discuss step is a conversation on the user's terminal (`run --interactive`); None:
     # `looprail.interactive` in the config decides (machine/session.py).
     interactive: bool | None = None
-    # Runs a wave's plans elsewhere (`run_wave(runner, wave, plans, done) -> [Settled]`, each
-    # plan through `LoopRunner.run_plan`), e.g. a Dask cluster
-    # (looprail.machine.dask_executor); None: threads here, `jobs` at a time.
-    executor: Any = None
+    executor: WaveExecutor | None = None  # None: threads here, `jobs` at a time
 
 
 @dataclass
@@ -82,7 +90,7 @@ class RunContext:
     phase: str
     runtime: Runtime
     compiled: CapabilitySet
-    config: dict[str, Any] | None = None
+    config: Mapping[str, object] | None = None
     resolvers: Sequence[tuple[str, Any]] = ()
     unloadable: Sequence[Any] = ()
     options: RunOptions = field(default_factory=RunOptions)
@@ -90,7 +98,7 @@ class RunContext:
     progress: Progress = field(default_factory=lambda: Progress(quiet=True))
     spec: LoopSpec = DEFAULT_LOOP
     native: NativeBridge | None = None
-    workspace: Any = field(default_factory=NullWorkspace)  # machine/workspace.py
+    workspace: NullWorkspace = field(default_factory=NullWorkspace)  # machine/workspace.py
     phases: PhaseCache | None = None
     on_transition: Callable[[list[str]], None] | None = None
     state: Sequence[str] | None = None

@@ -4,36 +4,24 @@
     looprail run --phase 1 --executor dask://tls://sched:8786 # the same over TLS
     looprail run --phase 1 --executor dask-local:8            # a LocalCluster of 8 processes
 
-A LocalCluster listens on 127.0.0.1 over mutual TLS with credentials made for the run
-(`local_security`), and has no HTTP dashboard unless `dask-local:N,dashboard=HOST:PORT` asks
-for one. A scheduler given by address can run any function in this process (it sends the
-results of plans, which are unpickled here): connect only to one you control.
+A LocalCluster listens on 127.0.0.1 over mutual TLS with credentials made for the run, with no
+HTTP dashboard unless `dask-local:N,dashboard=HOST:PORT` asks for one. A scheduler given by
+address can run any function in this process (plans' results are unpickled here): connect only
+to one you control.
 
-Every plan runs through the runner's one task protocol (`LoopRunner.run_plan` → `run_task`,
-on a thread here per plan): per task the `execute:task` resolver, `read_first`, the
-`task_call` hooks, then its body, the `task_result` hooks, in the order a local run has. Only
-the body runs on a worker (`_PlanRun.execute_task`): the plan's first task submits the plan
-(`Client.submit(..., pure=False)`), each later one is handed to the same worker run once the
-orchestrator has begun it (`dask_job.step_name`). The worker runs it with the chosen runtime
-(a `LocalRuntime` over its own copy of the project, see `looprail.machine.dask_worker`) and
-reports its start and end on the plan's event topic (`Worker.log_event`, pushed here by
-`Client.subscribe_topic`); a finished task carries its outcome, its logs and its change (the
-files it wrote or removed, plus a unified diff for people). The orchestrator alone journals,
-merges each change into the project (before the next task begins), writes the plan's SUMMARY
-and dispatches hooks. Hooks never run on workers.
+Every plan runs through the runner's one task protocol (`LoopRunner.run_plan` → `run_task`, a
+thread here per plan); only a task's body runs on a worker (`_PlanRun.execute_task`): the first
+submits the plan, each later one is handed to the same worker run once begun here
+(`dask_job.step_name`). The worker reports each start and end on the plan's event topic; a
+finished task carries its outcome, logs and change (files written or removed, and a diff). The
+orchestrator alone journals, merges each change (before the next task begins), writes the
+SUMMARY and dispatches hooks.
 
-Where a worker's copy comes from:
-- a shared filesystem (the default): the worker keeps a copy of the project folder it is given
-  (the orchestrator's path must be the same path on every worker, e.g. an NFS mount) and brings
-  it up to date for each plan;
-- a git remote (`source="git+URL"` in `DaskExecutor`): the worker keeps a clone of it, fetched
-  and reset for each plan (the plans must be committed and pushed first; uncommitted work on
-  the orchestrator is not seen).
-
-A worker lost mid-task: the scheduler runs the plan again on another worker. The scheduler
-keeps the plan's reports (its topic's events), so the rerun applies what the finished tasks
-changed to its copy, skips them and starts again at the unfinished task; the journal shows
-that task's second attempt with the message "worker lost; running again elsewhere".
+A worker's copy comes from a shared filesystem (the default: the same path on every worker,
+e.g. an NFS mount) or a git remote (`source="git+URL"`: only pushed commits are seen). A worker
+lost mid-task: the scheduler runs the plan again elsewhere; the rerun applies the finished
+tasks' changes from the kept reports, skips them and starts again at the unfinished task,
+journaled as its second attempt ("worker lost; running again elsewhere").
 
 `dask[distributed]` is the optional extra `looprail[dask]`.
 """
@@ -50,10 +38,12 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from looprail.errors import HaltError, LooprailError, UsageError
 from looprail.machine.dask_job import PlanJob, Report, Step, apply_changes, plan_topic, step_name
-from looprail.runtime.base import DispatchContext, Outcome, TaskWork
+from looprail.runtime.base import DispatchContext, Outcome, Runtime, TaskWork
 from looprail.runtime.executors import Settled, make_executor, run_all, start_threads
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from looprail.machine.chart import TaskChart
     from looprail.machine.run import LoopRunner
     from looprail.plans import Plan, Task
@@ -74,11 +64,10 @@ _WAKE_S = 1.0
 _END_WAIT_S = 60.0
 
 
-def parse_executor(spec: str) -> tuple[str, Any]:
-    """`dask://HOST:PORT` → ("address", "tcp://HOST:PORT"); `dask://tls://HOST:PORT` →
-    ("address", "tls://HOST:PORT"); `dask-local:N` → ("local", LocalSpec(N)), with
-    `,dashboard=ADDR` to start Dask's HTTP dashboard (off unless asked for). UsageError (exit
-    2) for anything else, or when dask.distributed is not installed."""
+def parse_executor(spec: str) -> str | LocalSpec:
+    """`dask://HOST:PORT` → "tcp://HOST:PORT"; `dask://tls://HOST:PORT` → "tls://HOST:PORT";
+    `dask-local:N` → LocalSpec(N), with `,dashboard=ADDR` to start Dask's HTTP dashboard (off
+    unless asked for). UsageError (exit 2) for anything else, or without dask.distributed."""
     value: str | LocalSpec
     if spec.startswith("dask://"):
         where = spec.removeprefix("dask://")
@@ -90,7 +79,7 @@ def parse_executor(spec: str) -> tuple[str, Any]:
             raise UsageError(
                 f"--executor {spec}: expected dask://HOST:PORT or dask://tls://HOST:PORT"
             )
-        kind, value = "address", f"{scheme}://{where}"
+        value = f"{scheme}://{where}"
     elif spec.startswith("dask-local:"):
         count, *options = spec.removeprefix("dask-local:").split(",")
         if not count.isdigit() or int(count) < 1:
@@ -104,7 +93,7 @@ def parse_executor(spec: str) -> tuple[str, Any]:
                     "(known: dashboard=HOST:PORT, e.g. dashboard=127.0.0.1:8787)"
                 )
             dashboard = addr
-        kind, value = "local", LocalSpec(int(count), dashboard)
+        value = LocalSpec(int(count), dashboard)
     else:
         raise UsageError(f"--executor {spec}: expected dask://HOST:PORT or dask-local:N")
     try:
@@ -113,7 +102,7 @@ def parse_executor(spec: str) -> tuple[str, Any]:
         raise UsageError(
             f"--executor {spec} needs dask.distributed; install it with {INSTALL_HINT}"
         ) from None
-    return kind, value
+    return value
 
 
 @dataclass(frozen=True)
@@ -177,59 +166,67 @@ class DaskExecutor:
     host_tool: str | None = None
     timeouts: dict[str, float] | None = None
     source: str | None = None  # None: the shared filesystem path; "git+URL": clone that remote
-    runtime_factory: Callable[..., Any] | None = None  # picklable; default: a LocalRuntime
+    runtime_factory: Callable[[Path], Runtime] | None = None  # picklable; default: LocalRuntime
     client: Any = None
     _cluster: Any = None
     _pool: str = ""  # the name of the worker plugin that keeps each worker's project copies
     _topics: list[str] = field(default_factory=list)  # every wave's plan topics
-    _owned: list[Any] = field(default_factory=list)
 
     def __enter__(self) -> DaskExecutor:
-        kind, value = parse_executor(self.spec)
-        # the dask extra (optional): imported only when a Dask executor runs (dask_worker
-        # imports distributed at its top)
-        from distributed import Client, LocalCluster
+        where = parse_executor(self.spec)
+        # the dask extra (optional): dask_worker imports distributed at its top
+        from looprail.machine.dask_worker import CopyPool
 
-        from looprail.machine.dask_worker import CopyPool  # distributed at its top
-
-        if kind == "local":
-            # the dask extra (optional): imported only when a Dask executor runs
-            import dask
-
-            # A worker here runs processes, not Python compute: its statistical profiler (a
-            # stack sample every 10 ms) and 100 ms memory polls only cost CPU. On a small
-            # machine an idle LocalCluster of 8 took 0.28 CPU-s per second with them, 0.08
-            # without. (A cluster given by address keeps its own configuration.)
-            security = local_security()
-            # The scheduler and every worker start an HTTP server whatever the dashboard
-            # setting (health, metrics, `/info` pages naming every task): with no dashboard
-            # asked for, it serves nothing.
-            quiet = {} if value.dashboard else NO_HTTP_ROUTES
-            with dask.config.set({**LEAN_WORKERS, **quiet}):
-                self._cluster = LocalCluster(
-                    n_workers=value.workers,
-                    threads_per_worker=1,
-                    processes=True,
-                    host="127.0.0.1",
-                    protocol="tls://",
-                    security=security,
-                    dashboard_address=value.dashboard,
-                    silence_logs=40,
-                )
-            self.client = Client(self._cluster, security=security)
+        if isinstance(where, LocalSpec):
+            self._start_local(where)
         else:
-            _check_remote_security(self.spec, value)
-            try:  # security=None: Dask's own settings (loader, then distributed.comm.tls.*)
-                self.client = Client(value, timeout="10s")
-            except OSError as exc:
-                raise LooprailError(
-                    f"--executor {self.spec}: cannot reach the scheduler ({exc})"
-                ) from None
+            self._connect(where)
         # Each worker (and each worker that joins later, or is restarted) sets up its pool of
         # project copies and imports looprail and builds its models once, now.
         self._pool = f"looprail-copies-{uuid.uuid4().hex}"
         self.client.register_plugin(CopyPool(), name=self._pool)
         return self
+
+    def _start_local(self, local: LocalSpec) -> None:
+        """Start the LocalCluster (127.0.0.1, mutual TLS with this run's credentials)."""
+        # the dask extra (optional): imported only when a Dask executor runs
+        import dask
+        from distributed import Client, LocalCluster
+
+        # A worker here runs processes, not Python compute: its statistical profiler (a stack
+        # sample every 10 ms) and 100 ms memory polls only cost CPU. On a small machine an idle
+        # LocalCluster of 8 took 0.28 CPU-s per second with them, 0.08 without. (A cluster
+        # given by address keeps its own configuration.)
+        security = local_security()
+        # The scheduler and every worker start an HTTP server whatever the dashboard setting
+        # (health, metrics, `/info` pages naming every task): with no dashboard asked for, it
+        # serves nothing.
+        quiet = {} if local.dashboard else NO_HTTP_ROUTES
+        with dask.config.set({**LEAN_WORKERS, **quiet}):
+            self._cluster = LocalCluster(
+                n_workers=local.workers,
+                threads_per_worker=1,
+                processes=True,
+                host="127.0.0.1",
+                protocol="tls://",
+                security=security,
+                dashboard_address=local.dashboard,
+                silence_logs=40,
+            )
+        self.client = Client(self._cluster, security=security)
+
+    def _connect(self, address: str) -> None:
+        """Connect to the scheduler at `address` with Dask's own security settings."""
+        # the dask extra (optional): imported only when a Dask executor runs
+        from distributed import Client
+
+        _check_remote_security(self.spec, address)
+        try:  # security=None: Dask's own settings (loader, then distributed.comm.tls.*)
+            self.client = Client(address, timeout="10s")
+        except OSError as exc:
+            raise LooprailError(
+                f"--executor {self.spec}: cannot reach the scheduler ({exc})"
+            ) from None
 
     def __exit__(self, *exc: object) -> None:
         if self.client is not None:

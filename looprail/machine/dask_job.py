@@ -11,11 +11,14 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from looprail.errors import HaltError
 from looprail.fsutil import atomic_write
 from looprail.layout import LOOPRAIL_DIR
+
+if TYPE_CHECKING:
+    from looprail.runtime.base import Flavor, Runtime
 
 # Never copied into a worker's copy, never part of a change: looprail's own state.
 SKIP = {LOOPRAIL_DIR, ".git"}
@@ -44,8 +47,30 @@ class Step(TypedDict, total=False):
     end: bool
 
 
-# What a worker reports on its plan's topic (`event`: attempt, started, finished), as received.
-Report = Mapping[str, Any]
+class Report(TypedDict, total=False):
+    """What a worker reports on its plan's topic: `event` "attempt" (`n`), "started" (`task`,
+    `retry`) or "finished" (`task`, `ok`, its `outcome` as JSON without stdout and stderr,
+    their last lines as `logs`, the `changes` it made and their `patch`, the `worker`)."""
+
+    plan: str
+    event: str
+    n: int
+    task: str
+    retry: bool
+    ok: bool
+    outcome: dict[str, object]
+    logs: list[str]
+    changes: dict[str, bytes | None]
+    patch: str
+    worker: str
+
+
+class PlanDone(TypedDict):
+    """What a plan's worker returns: whether its tasks ran, and which finished."""
+
+    plan: str
+    ok: bool
+    done: list[str]
 
 
 @dataclass(frozen=True)
@@ -58,20 +83,20 @@ class PlanJob:
     source: str
     phase_number: str
     phase_dir: str
-    flavor: str
+    flavor: Flavor
     plan_id: str
     wave: int
     first: Step
     host_tool: str | None = None
     timeouts: dict[str, float] | None = None
-    runtime_factory: Callable[..., Any] | None = None
+    runtime_factory: Callable[[Path], Runtime] | None = None
     pool: str = ""  # the worker plugin keeping project copies ("" or absent: a copy per plan)
 
 
 _apply_lock = threading.Lock()
 
 
-def apply_changes(project: Path, changes: dict[str, bytes | None]) -> None:
+def apply_changes(project: Path, changes: Mapping[str, bytes | None]) -> None:
     """Write a task's change into `project` (the orchestrator's merge). Paths are checked to
     stay inside the project."""
     root = Path(project).resolve()

@@ -1,21 +1,12 @@
-"""The worker side of the Dask executor (`looprail.machine.dask_executor`): runs on Dask workers.
+"""The worker side of the Dask executor (`looprail.machine.dask_executor`), kept cheap per plan:
 
-Per-plan cost is kept small, since a wave may have many short plans:
-
-- Each worker keeps a pool of project copies (`CopyPool`, a worker plugin registered once per
-  run). A plan takes a copy from the pool and brings it up to date with the project instead of
-  copying it afresh: from a shared filesystem, only the files whose stat (either side) changed
-  since the copy was last synced are copied again, and files no longer in the project are
-  removed; from a git remote, the clone is fetched and reset (`git fetch --depth 1` + `reset
-  --hard` + `clean -ffdx`) instead of cloned. Either way the copy ends as a fresh copy would be.
-- The plugin's `setup` imports what a plan needs and builds the models once per worker.
-- What a task changed is found by stat (size, mtime, ctime, inode): only the files whose stat
-  changed are read, never every file of the project before and after each task.
-- Reports go out with `Worker.log_event` on the plan's topic: batched with the worker's other
-  messages, no round trip per report. The scheduler keeps a topic's events, so a rerun of the
-  plan (its worker was lost) reads them once at its start, overlapped with the sync of its copy:
-  the finished tasks' changes are applied to its copy and those tasks are skipped; the task
-  that was started and never finished runs again, reported as a retry.
+- each worker keeps a pool of project copies (`CopyPool`, a worker plugin that also builds the
+  models once): a plan brings a pooled copy up to date instead of copying afresh (only files
+  whose stat changed on either side; a git remote's clone fetched and reset);
+- what a task changed is found by stat: only changed files are read;
+- reports go out with `Worker.log_event` on the plan's topic (batched, no round trip); a rerun
+  of the plan (its worker was lost) reads them back while its copy syncs, applies the finished
+  tasks' changes, skips them, and runs the unfinished task again as a retry.
 """
 
 from __future__ import annotations
@@ -30,16 +21,24 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
-from distributed import Variable, get_client, get_worker
+from distributed import Variable, Worker, get_client, get_worker
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from looprail.layout import AGENTS_DIR, CHECKS_DIR, COMMANDS_DIR, LOOPRAIL_DIR, SKILLS_DIR
-from looprail.machine.dask_job import SKIP, PlanJob, Step, apply_changes, plan_topic, step_name
-from looprail.runtime.base import DispatchContext, TaskWork
+from looprail.machine.dask_job import (
+    SKIP,
+    PlanDone,
+    PlanJob,
+    Report,
+    Step,
+    apply_changes,
+    plan_topic,
+    step_name,
+)
+from looprail.runtime.base import DispatchContext, Outcome, Runtime, TaskWork
 from looprail.runtime.git import git
 from looprail.runtime.local import LocalRuntime, Timeouts
 
@@ -52,7 +51,15 @@ _RACY_NS = 50_000_000  # 50 ms: well above any kernel's file-time granularity
 StatKey = tuple[int, int, int, int, int]
 
 
+# What a snapshot holds for a file: its stat, or with a digest of its content (racy).
+Seen = StatKey | tuple[StatKey, str]
+
+# A pooled copy's manifest: per file, its source's and its copy's stat after the last copy.
+Manifest = dict[str, tuple[StatKey, StatKey]]
+
+
 def stat_key(st: os.stat_result) -> StatKey:
+    """A file's identity for "did it change" (`StatKey`)."""
     return (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
@@ -75,23 +82,23 @@ class CopyPool(WorkerPlugin):
 
     root: Path | None = None
 
-    def setup(self, worker: Any) -> None:
+    def setup(self, worker: Worker) -> None:
         # State is made here, on the worker (the instance is pickled to every worker).
-        self._free: dict[str, list[tuple[Path, dict[str, tuple[StatKey, StatKey]]]]] = {}
+        self._free: dict[str, list[tuple[Path, Manifest]]] = {}
         self._lock = threading.Lock()
         self._count = 0
         self.root, self._owner_fd = _claim_folder()
         remove_orphaned_folders()
         warm_up()
 
-    def teardown(self, worker: Any) -> None:
+    def teardown(self, worker: Worker) -> None:
         if self.root is not None:
             shutil.rmtree(self.root, ignore_errors=True)
             os.close(self._owner_fd)
             self.root = None
         remove_orphaned_folders()
 
-    def acquire(self, source: str) -> tuple[Path, dict[str, tuple[StatKey, StatKey]]]:
+    def acquire(self, source: str) -> tuple[Path, Manifest]:
         with self._lock:
             free = self._free.get(source)
             if free:
@@ -100,7 +107,7 @@ class CopyPool(WorkerPlugin):
             assert self.root is not None, "CopyPool used before setup"
             return self.root / f"copy-{self._count}", {}
 
-    def release(self, source: str, path: Path, manifest: dict) -> None:
+    def release(self, source: str, path: Path, manifest: Manifest) -> None:
         with self._lock:
             self._free.setdefault(source, []).append((path, manifest))
 
@@ -136,7 +143,7 @@ def remove_orphaned_folders(where: Path | None = None) -> list[Path]:
     return removed
 
 
-def refresh(source: str, target: Path, manifest: dict) -> dict:
+def refresh(source: str, target: Path, manifest: Manifest) -> Manifest:
     """Bring `target` to what a fresh copy (or clone) of `source` would be; returns the new
     manifest (what `sync_tree` needs next time)."""
     if source.startswith("git+"):
@@ -206,7 +213,7 @@ def _scan(root: Path, *, wanted: bool = True) -> tuple[dict[str, os.stat_result]
     return entries, dirs
 
 
-def sync_tree(source: Path, target: Path, manifest: dict) -> dict:
+def sync_tree(source: Path, target: Path, manifest: Manifest) -> Manifest:
     """Make `target` hold what `shutil.copytree(source, target, symlinks=True)` would (with the
     copy's exclusions), copying only what changed: a file is copied again unless both its
     source stat and its copy's stat are what they were right after it was last copied."""
@@ -230,7 +237,7 @@ def sync_tree(source: Path, target: Path, manifest: dict) -> dict:
         if where.is_symlink() or (where.exists() and not where.is_dir()):
             where.unlink()
         where.mkdir(exist_ok=True)
-    new: dict[str, tuple[StatKey, StatKey]] = {}
+    new: Manifest = {}
     for rel, st in src_files.items():
         src_key = stat_key(st)
         have = dst_files.get(rel)
@@ -259,12 +266,12 @@ def sync_tree(source: Path, target: Path, manifest: dict) -> dict:
 # -- what a task changed -----------------------------------------------------------------------
 
 
-def snapshot(project: Path) -> dict[str, Any]:
+def snapshot(project: Path) -> dict[str, Seen]:
     """What each file a change may name (not `.git/`, not `.looprail/`) is now: its stat, or
     for a file changed within the last moments (its stat may not show the next change: the
     racy-clean rule above) its stat and a digest of its content."""
     racy_after = time.time_ns() - _RACY_NS
-    out: dict[str, Any] = {}
+    out: dict[str, Seen] = {}
     for folder, dirs, names in os.walk(project):
         rel_folder = os.path.relpath(folder, project)
         if rel_folder == ".":
@@ -277,10 +284,9 @@ def snapshot(project: Path) -> dict[str, Any]:
                 st = os.lstat(path)
             except OSError:
                 continue
-            key: Any = stat_key(st)
-            if max(st.st_mtime_ns, st.st_ctime_ns) >= racy_after and stat.S_ISREG(st.st_mode):
-                key = (key, _digest(path))
-            out[rel] = key
+            key = stat_key(st)
+            racy = max(st.st_mtime_ns, st.st_ctime_ns) >= racy_after and stat.S_ISREG(st.st_mode)
+            out[rel] = (key, _digest(path)) if racy else key
     return out
 
 
@@ -292,21 +298,17 @@ def _digest(path: str) -> str:
         return ""
 
 
-def _racy(key: Any) -> bool:
-    return isinstance(key[0], tuple)  # (stat, digest) rather than a stat
-
-
-def _changed(before: Any, now: Any, path: str) -> bool:
+def _changed(before: Seen | None, now: Seen, path: str) -> bool:
     if before is None:
         return True
-    if _racy(before):  # its stat cannot tell: its content does
+    if len(before) == 2:  # (stat, digest): its stat cannot tell, its content does
         return before[1] != _digest(path)
-    return before != (now[0] if _racy(now) else now)
+    return before != (now[0] if len(now) == 2 else now)
 
 
 def changes_since(
-    project: Path, before: dict[str, Any]
-) -> tuple[dict[str, bytes | None], str, dict[str, Any]]:
+    project: Path, before: dict[str, Seen]
+) -> tuple[dict[str, bytes | None], str, dict[str, Seen]]:
     """The files a task wrote (new content) or removed (None), a unified diff of them for
     people, and the snapshot after (the next task's "before")."""
     after = snapshot(project)
@@ -348,7 +350,9 @@ def warm_up() -> None:
     Timeouts.model_rebuild()
 
 
-def earlier_attempts(events: Any) -> tuple[dict[str, dict], str | None, int]:
+def earlier_attempts(
+    events: Iterable[tuple[float, Report]],
+) -> tuple[dict[str, Report], str | None, int]:
     """From a plan's events on the scheduler: the tasks earlier attempts finished (their
     records, in order), the task one started and never finished, and how many attempts ran."""
     msgs = [msg for _ts, msg in events]
@@ -356,7 +360,7 @@ def earlier_attempts(events: Any) -> tuple[dict[str, dict], str | None, int]:
         # The scheduler keeps a bounded number of events per topic: the oldest are gone, so
         # which tasks finished is no longer known. Better to stop than to run one twice.
         raise RuntimeError("the plan's reports on the scheduler were truncated; cannot resume it")
-    finished: dict[str, dict] = {}
+    finished: dict[str, Report] = {}
     started: str | None = None
     for msg in msgs:
         if msg.get("event") == "started":
@@ -367,7 +371,7 @@ def earlier_attempts(events: Any) -> tuple[dict[str, dict], str | None, int]:
     return finished, started, sum(1 for m in msgs if m.get("event") == "attempt")
 
 
-def run_plan_on_worker(job: PlanJob) -> dict[str, Any]:
+def run_plan_on_worker(job: PlanJob) -> PlanDone:
     """Run the plan's tasks in a pooled copy of the project, each as the orchestrator hands it
     over (begun there: resolved, read_first checked, `task_call` hooks run); report every start
     and end on the plan's topic. Runs on a Dask worker."""
@@ -390,56 +394,15 @@ def run_plan_on_worker(job: PlanJob) -> dict[str, Any]:
         project = project.resolve()
         finished, started, attempts = earlier_attempts(asked.result(timeout=60))
 
-        def report(msg: dict[str, Any]) -> None:
+        def report(msg: Report) -> None:
             worker.log_event(topic, {"plan": job.plan_id, **msg})
 
         report({"event": "attempt", "n": attempts + 1})
         for rec in finished.values():  # what earlier attempts finished, in order
             apply_changes(project, rec["changes"])
-        runtime = _runtime(job, project)
-        before = snapshot(project)
-        done: list[str] = list(finished)
-        n = len(finished)  # one step per task, and a task that failed ended the plan
-        while True:
-            step = job.first if n == 0 else _next_step(worker, job, n)
-            if step.get("end"):
-                return {"plan": job.plan_id, "ok": True, "done": done}
-            task_key = step["task"]
-            work = TaskWork.model_validate(step["work"])
-            report({"task": task_key, "event": "started", "retry": started == task_key})
-            ctx = DispatchContext(
-                project=project,
-                phase_number=job.phase_number,
-                phase_dir=project / job.phase_dir,
-                flavor=job.flavor,  # type: ignore[arg-type]
-                plan_id=job.plan_id,
-                task_id=work.task_id,
-                wave=job.wave,
-            )
-            began = time.monotonic()
-            outcome = runtime.execute_task(work, ctx)
-            if not outcome.duration_s:
-                outcome = outcome.model_copy(update={"duration_s": time.monotonic() - began})
-            changes, patch, before = changes_since(project, before)
-            report(
-                {
-                    "task": task_key,
-                    "event": "finished",
-                    "ok": outcome.ok,
-                    # stdout/stderr stay here: their last lines travel as `logs`
-                    "outcome": outcome.model_dump(mode="json", exclude={"stdout", "stderr"}),
-                    "logs": [*_tail(outcome.stdout), *_tail(outcome.stderr)],
-                    "changes": changes,
-                    "patch": patch,
-                    "worker": worker.address,
-                }
-            )
-            if not outcome.ok:
-                return {"plan": job.plan_id, "ok": False, "done": done}
-            done.append(task_key)
-            if not step.get("more"):
-                return {"plan": job.plan_id, "ok": True, "done": done}
-            n += 1
+        done = list(finished)
+        ok = _run_steps(worker, job, project, done, started, report)
+        return {"plan": job.plan_id, "ok": ok, "done": done}
     finally:
         if own_pool is not None:
             own_pool.teardown(worker)
@@ -447,10 +410,72 @@ def run_plan_on_worker(job: PlanJob) -> dict[str, Any]:
             pool.release(job.source, project, manifest)
 
 
+def _run_steps(
+    worker: Worker,
+    job: PlanJob,
+    project: Path,
+    done: list[str],
+    started: str | None,
+    report: Callable[[Report], None],
+) -> bool:
+    """Run each task the orchestrator hands over, until it says the plan has no more; `done`
+    gets each task that finished. False: a task failed, which ends the plan. `started` is the
+    task an earlier attempt started and never finished (its start is reported as a retry)."""
+    runtime = _runtime(job, project)
+    before = snapshot(project)
+    n = len(done)  # one step per task, and a task that failed ended the plan
+    while True:
+        step = job.first if n == 0 else _next_step(worker, job, n)
+        if step.get("end"):
+            return True
+        task_key = step["task"]
+        work = TaskWork.model_validate(step["work"])
+        report({"task": task_key, "event": "started", "retry": started == task_key})
+        outcome = _execute(runtime, job, project, work)
+        changes, patch, before = changes_since(project, before)
+        report(
+            {
+                "task": task_key,
+                "event": "finished",
+                "ok": outcome.ok,
+                # stdout/stderr stay here: their last lines travel as `logs`
+                "outcome": outcome.model_dump(mode="json", exclude={"stdout", "stderr"}),
+                "logs": [*_tail(outcome.stdout), *_tail(outcome.stderr)],
+                "changes": changes,
+                "patch": patch,
+                "worker": worker.address,
+            }
+        )
+        if not outcome.ok:
+            return False
+        done.append(task_key)
+        if not step.get("more"):
+            return True
+        n += 1
+
+
+def _execute(runtime: Runtime, job: PlanJob, project: Path, work: TaskWork) -> Outcome:
+    """The task's body, in this worker's copy of the project, timed."""
+    ctx = DispatchContext(
+        project=project,
+        phase_number=job.phase_number,
+        phase_dir=project / job.phase_dir,
+        flavor=job.flavor,
+        plan_id=job.plan_id,
+        task_id=work.task_id,
+        wave=job.wave,
+    )
+    began = time.monotonic()
+    outcome = runtime.execute_task(work, ctx)
+    if not outcome.duration_s:
+        outcome = outcome.model_copy(update={"duration_s": time.monotonic() - began})
+    return outcome
+
+
 _STEP_POLL_S = 2.0
 
 
-def _next_step(worker: Any, job: PlanJob, n: int) -> Step:
+def _next_step(worker: Worker, job: PlanJob, n: int) -> Step:
     """Wait for the orchestrator to hand over step `n`. While waiting, look every few seconds
     whether this plan is still wanted (a client gone or a cancelled plan never hands it over)."""
     variable = Variable(step_name(job.channel, job.plan_id, n), client=get_client())
@@ -465,10 +490,9 @@ def _next_step(worker: Any, job: PlanJob, n: int) -> Step:
                 raise RuntimeError("the orchestrator no longer waits for this plan") from None
 
 
-def _runtime(job: PlanJob, project: Path) -> Any:
-    factory: Callable[..., Any] | None = job.runtime_factory
-    if factory is not None:
-        return factory(project)
+def _runtime(job: PlanJob, project: Path) -> Runtime:
+    if job.runtime_factory is not None:
+        return job.runtime_factory(project)
     timeouts = Timeouts.model_validate(job.timeouts) if job.timeouts else None
     return LocalRuntime(
         project, host_tool=job.host_tool, timeouts=timeouts, progress=lambda _: None

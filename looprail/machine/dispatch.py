@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -44,38 +45,26 @@ NativePoint = Callable[[str, DispatchContext, Sequence[HookResult]], list[HookRe
 NativeCount = Callable[[str, int | None], int]
 
 
+@dataclass(kw_only=True, eq=False)
 class Dispatcher:
-    def __init__(
-        self,
-        *,
-        compiled: CapabilitySet,
-        config: Mapping[str, Any] | None,
-        runtime: Runtime,
-        project: Path,
-        phase_number: str,
-        phase_dir: Path | None,
-        flavor: Flavor = "gsd",
-        host_tool: str | None = None,
-        progress: Progress | None = None,
-        recorder: Recorder | None = None,
-        native: NativePoint | None = None,
-        native_count: NativeCount | None = None,
-    ):
-        self.compiled = compiled
-        self.config = config
-        self.runtime = runtime
-        self.project = project
-        self.phase_number = phase_number
-        self.phase_dir = phase_dir
-        self.flavor = flavor
-        self.host_tool = host_tool
-        self.progress = progress or Progress(quiet=True)
-        self.recorder = recorder
-        self.native = native
-        self.native_count = native_count
-        self.dispatched = 0  # hooks dispatched so far in this run (capability and native)
+    """Dispatches the points of one phase's run (`LoopRunner.dispatcher`)."""
+
+    compiled: CapabilitySet
+    config: Mapping[str, Any] | None
+    runtime: Runtime
+    project: Path
+    phase_number: str
+    phase_dir: Path | None
+    flavor: Flavor = "gsd"
+    host_tool: str | None = None
+    progress: Progress = field(default_factory=lambda: Progress(quiet=True))
+    recorder: Recorder | None = None
+    native: NativePoint | None = None
+    native_count: NativeCount | None = None
+    dispatched: int = field(default=0, init=False)  # hooks dispatched so far (native too)
 
     def context(self, point: str | None = None, **extra: Any) -> DispatchContext:
+        """The context of work dispatched at `point` (`extra`: plan, task, wave...)."""
         return DispatchContext(
             project=self.project,
             phase_number=self.phase_number,
@@ -87,6 +76,7 @@ class Dispatcher:
         )
 
     def envelope(self, point: str) -> Envelope:
+        """The point's resolved hooks (`hooks.resolve.resolve`)."""
         return resolve(self.compiled, self.config, point)
 
     def dispatch(self, point: str, *, wave: int | None = None) -> list[HookResult]:
@@ -104,20 +94,20 @@ class Dispatcher:
             self._record(EventRecord(kind="warning", point=point, message=w))
         results: list[HookResult] = []
         for hook in hooks:
-            result = self._dispatch_one(point, hook, wave)
-            self.dispatched += 1
-            results.append(result)
-            self._report(result, wave)
-            if refuses(result):
+            if self._counted(results, self._dispatch_one(point, hook, wave), wave):
                 return results
         if self.native is not None:
             for result in self.native(point, self.context(point, wave=wave), results):
-                self.dispatched += 1
-                results.append(result)
-                self._report(result, wave)
-                if refuses(result):
+                if self._counted(results, result, wave):
                     break
         return results
+
+    def _counted(self, results: list[HookResult], result: HookResult, wave: int | None) -> bool:
+        """Count, keep and report `result`; whether it refuses (the point stops there)."""
+        self.dispatched += 1
+        results.append(result)
+        self._report(result, wave)
+        return refuses(result)
 
     # ------------------------------------------------------------------ one hook
 
@@ -243,6 +233,33 @@ class Dispatcher:
     # ------------------------------------------------------------------ reporting
 
     def _report(self, r: HookResult, wave: int | None) -> None:
+        """Say what a hook did (one line) and journal its `hook` event."""
+        self._say(r)
+        outcome = {
+            "ok": "ok",
+            "pass": "pass",
+            "block": "blocked" if r.blocking else "advisory",
+        }.get(r.status, r.status)
+        self._record(
+            EventRecord(
+                kind="hook",
+                point=r.point,
+                wave=wave,
+                cap_id=r.cap_id,
+                hook_kind=r.kind,
+                outcome=outcome,
+                duration_ms=int(r.duration_s * 1000),
+                message=(r.shown if r.status == "block" else r.message) or None,
+                data={
+                    "label": r.label,
+                    "onError": r.on_error,
+                    "blocking": r.blocking,
+                    **({"details": r.details} if r.details else {}),
+                },
+            )
+        )
+
+    def _say(self, r: HookResult) -> None:
         took = fmt_duration(r.duration_s)
         what = f"{r.kind} {r.label or ''} ({r.cap_id})".replace("  ", " ")
         if r.kind == "gate":
@@ -276,36 +293,13 @@ class Dispatcher:
             self.progress.warn(f"{what} reported: {r.message}")
         else:
             self.progress.warn(f"{what} failed, onError {r.on_error or 'skip'}: {r.message}")
-        outcome = {
-            "ok": "ok",
-            "pass": "pass",
-            "block": "blocked" if r.blocking else "advisory",
-        }.get(r.status, r.status)
-        self._record(
-            EventRecord(
-                kind="hook",
-                point=r.point,
-                wave=wave,
-                cap_id=r.cap_id,
-                hook_kind=r.kind,
-                outcome=outcome,
-                duration_ms=int(r.duration_s * 1000),
-                message=(r.shown if r.status == "block" else r.message) or None,
-                data={
-                    "label": r.label,
-                    "onError": r.on_error,
-                    "blocking": r.blocking,
-                    **({"details": r.details} if r.details else {}),
-                },
-            )
-        )
 
     def _record(self, event: EventRecord) -> None:
         if self.recorder is not None:
             self.recorder.event(event)
 
 
-def shown_details(message: str, details: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def shown_details(message: str, details: Mapping[str, Any] | None) -> dict[str, object] | None:
     """The extra keys of a verdict worth showing: not `block`/`message`, and not a copy of the
     message (the reference repeats its report as `table`)."""
     if not details:

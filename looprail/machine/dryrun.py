@@ -5,8 +5,9 @@ nothing."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from looprail.hooks import checks as C
 from looprail.hooks.checks import COMMAND_GRAMMAR
@@ -14,24 +15,113 @@ from looprail.hooks.native import load_native_hooks
 from looprail.hooks.resolve import resolve
 from looprail.hostcall import argument_values, query_args
 from looprail.layout import LOOPRAIL_DIR
-from looprail.machine.progress import plural
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
 from looprail.plans import compute_waves, load_phase
+from looprail.textsafe import plural
 from looprail.trust import is_trusted
+
+if TYPE_CHECKING:
+    from looprail.hooks.capset import Hook
+    from looprail.hooks.native.loading import NativeHookSet
+    from looprail.machine.loading import Loaded
+    from looprail.plans import Phase, WavePlan
+
+
+class HookPlan(TypedDict, total=False):
+    """One active hook: `runs` for a step or a gate, `into`/`firstLine` for a contribution."""
+
+    capId: str
+    kind: str
+    runs: str
+    onError: str
+    blocking: bool
+    into: str | None
+    firstLine: str
+
+
+class NativePlan(TypedDict):
+    """One native hook of a point."""
+
+    ref: str
+    description: str
+    filter: dict[str, object]
+
+
+class PointPlan(TypedDict):
+    """One point crossed: its hooks, native hooks and warnings (`each`: "wave" or None)."""
+
+    point: str
+    each: str | None
+    hooks: list[HookPlan]
+    nativeHooks: list[NativePlan]
+    warnings: list[str]
+
+
+class TaskPlan(TypedDict):
+    """One task of a wave (`checkpoint`: its gate, for a checkpoint task)."""
+
+    id: str
+    name: str
+    trackerId: str | None
+    checkpoint: str | None
+
+
+class WaveDoc(TypedDict):
+    """One wave: its plans, whether it is still to run, its mode and its tasks."""
+
+    number: int
+    planIds: list[str]
+    pending: bool
+    parallel: bool
+    overlapFiles: list[str]
+    tasks: list[TaskPlan]
+
+
+class RoleWork(TypedDict):
+    """The role work of the step a transition enters, unless its artifact is done."""
+
+    role: str
+    step: str
+    unless: str | None
+
+
+class TransitionPlan(TypedDict):
+    """One transition in order (`waves` for `start_wave` when the phase has plans)."""
+
+    source: str
+    target: str
+    event: str
+    guards: list[str]
+    points: list[PointPlan]
+    waves: list[WaveDoc] | None
+    roleWork: RoleWork | None
+
+
+class DryRunPlan(TypedDict):
+    """What `run --dry-run --json` prints."""
+
+    dryRun: bool
+    project: str
+    phase: str
+    phaseDir: str
+    flavor: str
+    hostTool: str | None
+    warnings: list[str]
+    transitions: list[TransitionPlan]
+    ran: bool
 
 
 def _hook_plan(
-    hook: dict[str, Any],
+    hook: Hook,
     flavor: str,
     phase: str,
     host_tool: str | None,
     point: str = "",
-    project: Any = None,
-    phase_dir: Any = None,
-) -> dict[str, Any]:
+    project: Path | None = None,
+    phase_dir: Path | None = None,
+) -> HookPlan:
     """One active hook as the dry run shows it: its capability, kind, and what would run."""
-    kind = hook["kind"]
-    out: dict[str, Any] = {"capId": hook["capId"], "kind": kind}
+    kind, cap = hook["kind"], hook["capId"]
     if kind == "step":
         ref = hook.get("ref") or {}
         if ref.get("skill"):
@@ -44,22 +134,23 @@ def _hook_plan(
         else:
             tool = f"{host_tool} " if host_tool else ""
             what = f"command {tool}{ref['command']} --phase {phase} --raw"
-        out.update(runs=what, onError=hook.get("onError") or "skip")
-    elif kind == "contribution":
+        return {"capId": cap, "kind": kind, "runs": what, "onError": hook.get("onError") or "skip"}
+    if kind == "contribution":
         text = (hook.get("fragment") or {}).get("inline", "")
         first = text.strip().splitlines()[0] if text.strip() else ""
-        out.update(into=hook.get("into"), firstLine=first[:60])
-    else:
-        check = hook.get("check") or {}
-        out.update(
-            runs=_gate_call(check, hook["capId"], point, phase, project, phase_dir, host_tool),
-            blocking=bool(hook.get("blocking")),
-            onError=hook.get("onError") or "skip",
-        )
-    return out
+        return {"capId": cap, "kind": kind, "into": hook.get("into"), "firstLine": first[:60]}
+    return {
+        "capId": cap,
+        "kind": kind,
+        "runs": _gate_call(
+            hook.get("check") or {}, cap, point, phase, project, phase_dir, host_tool
+        ),
+        "blocking": bool(hook.get("blocking")),
+        "onError": hook.get("onError") or "skip",
+    }
 
 
-def _hook_line(h: dict[str, Any]) -> str:
+def _hook_line(h: HookPlan) -> str:
     cap = h["capId"]
     if h["kind"] == "step":
         return f"    step          {h['runs']}  ({cap}, onError {h['onError']})"
@@ -70,16 +161,16 @@ def _hook_line(h: dict[str, Any]) -> str:
 
 
 def _gate_call(
-    check: dict[str, Any],
+    check: Mapping[str, Any],
     cap: str,
     point: str,
     phase: str,
-    project: Any,
-    phase_dir: Any,
+    project: Path | None,
+    phase_dir: Path | None,
     host_tool: str | None,
 ) -> str:
     """What the gate will run, as the dispatcher will run it (hooks.checks' per-point table)."""
-    project = Path(project) if project is not None else Path(".")
+    project = project if project is not None else Path(".")
     if (point, cap) in C.LEDGER_GATES:
         return f"ledger {C.LEDGER_PATH}" + (f" ({host_tool} windows status)" if host_tool else "")
     if "query" in check:
@@ -101,13 +192,13 @@ def _gate_call(
 
 
 def dry_run_plan(
-    loaded: Any,
+    loaded: Loaded,
     phase: str,
     *,
     flavor: str = "gsd",
     spec: LoopSpec = DEFAULT_LOOP,
     host_tool: str | None = None,
-) -> dict[str, Any]:
+) -> DryRunPlan:
     """What a run of `phase` would do, as data (`run --dry-run --json`): every transition in
     order with the points it crosses and the hooks active at each, the waves, plans and tasks
     where the phase has plans, and the role work each step would do. Nothing runs."""
@@ -115,14 +206,14 @@ def dry_run_plan(
     waves = compute_waves(ph.plans, root=loaded.project) if ph.plans else None
     native = load_native_hooks(loaded.project, trusted=is_trusted)
 
-    def point(p: str, each: str | None = None) -> dict[str, Any]:
+    def point(p: str, each: str | None = None) -> PointPlan:
         return _point_plan(loaded, ph, native, flavor, host_tool, p, each)
 
-    transitions = []
+    transitions: list[TransitionPlan] = []
     for t in spec.transitions():
         if t.event == "finish_wave" and t.target == "waves_done":
             continue  # the same points as the other finish_wave branch
-        step: dict[str, Any] = {
+        step: TransitionPlan = {
             "source": t.source,
             "target": t.target,
             "event": t.event,
@@ -152,14 +243,14 @@ def dry_run_plan(
 
 
 def _point_plan(
-    loaded: Any,
-    ph: Any,
-    native: Any,
+    loaded: Loaded,
+    ph: Phase,
+    native: NativeHookSet,
     flavor: str,
     host_tool: str | None,
     p: str,
     each: str | None,
-) -> dict[str, Any]:
+) -> PointPlan:
     """One point as the dry run shows it: its active hooks, native hooks and warnings."""
     env = resolve(loaded.compiled, loaded.config, p)
     return {
@@ -181,7 +272,7 @@ def _point_plan(
     }
 
 
-def _waves_plan(waves: Any, ph: Any) -> list[dict[str, Any]]:
+def _waves_plan(waves: WavePlan, ph: Phase) -> list[WaveDoc]:
     """The phase's waves as the dry run shows them: plans, mode and tasks."""
     return [
         {
@@ -209,7 +300,7 @@ def _waves_plan(waves: Any, ph: Any) -> list[dict[str, Any]]:
 _DONE_WHEN = {"verify_done": "reports status: passed"}  # a VERIFICATION.md that did not pass
 
 
-def _role_work(spec: LoopSpec, target: str) -> dict[str, Any] | None:
+def _role_work(spec: LoopSpec, target: str) -> RoleWork | None:
     """The role work of the step a transition enters, unless its artifact is done."""
     step = next((s for s in spec.steps if s.name == target), None)
     if step is None or step.name == spec.looped:
@@ -221,7 +312,7 @@ def _role_work(spec: LoopSpec, target: str) -> dict[str, Any] | None:
 
 
 def dry_run(
-    loaded: Any,
+    loaded: Loaded,
     phase: str,
     *,
     flavor: str = "gsd",
@@ -233,7 +324,7 @@ def dry_run(
     out = [f"dry run: phase {doc['phase']} ({doc['phaseDir']}) of {doc['project']}", ""]
     out.extend(f"  ! {w}" for w in doc["warnings"])
 
-    def point(p: dict[str, Any]) -> None:
+    def point(p: PointPlan) -> None:
         hooks, natives = p["hooks"], p["nativeHooks"]
         counts = [plural(len(hooks), "active hook")] if hooks else []
         counts += [plural(len(natives), "native hook")] if natives else []
@@ -262,7 +353,7 @@ def dry_run(
     return "\n".join(out) + "\n"
 
 
-def _wave_lines(waves: list[dict[str, Any]] | None) -> list[str]:
+def _wave_lines(waves: list[WaveDoc] | None) -> list[str]:
     if waves is None:
         return ["  (no plans yet: the planner writes them; waves are known after plan)"]
     out = []

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -42,7 +42,7 @@ class HookResult(BaseModel):
     message: str = ""
     label: str = ""  # what ran: `skill:gsd-x`, `query ui plan-gate`, `hooks/section/name`
     duration_s: float = 0.0
-    details: dict[str, Any] | None = None  # a gate verdict's extra keys (what the host printed)
+    details: dict[str, object] | None = None  # a gate verdict's extra keys (what the host printed)
 
     @property
     def shown(self) -> str:

@@ -7,7 +7,7 @@ runtime (`make_runtime`) and where its plans work (`attach_run`). Bad input here
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +34,10 @@ from looprail.trust.agents import effective_agent
 
 if TYPE_CHECKING:
     from looprail.hooks.capset import CapabilitySet
+    from looprail.hooks.manifest import TaskContentResolver
+    from looprail.hooks.startup import Blocker
+    from looprail.machine.native import NativeInputs
+    from looprail.machine.record import Recorder
     from looprail.runtime.base import Runtime
 
 
@@ -43,11 +47,11 @@ class Loaded:
 
     project: Path
     compiled: CapabilitySet  # consent applied
-    config: dict[str, Any] | None
+    config: Mapping[str, object] | None
     warnings: list[str] = field(default_factory=list)
 
     @property
-    def resolvers(self) -> list[tuple[str, Any]]:
+    def resolvers(self) -> list[tuple[str, TaskContentResolver]]:
         """Every loaded capability's resolver, as the reference does (installed, not gated by
         `activationKey`: execute:task has no `when`) — except one without the user's consent."""
         caps = self.compiled.capabilities
@@ -58,7 +62,7 @@ class Loaded:
         ]
 
     @property
-    def unloadable(self) -> list[Any]:
+    def unloadable(self) -> list[tuple[str, str, str]]:
         """Resolvers that exist but must not run: their capability failed to load, or is a
         project capability without consent. A task with their prefix halts (never a silent
         fallback to the inline plan)."""
@@ -75,7 +79,7 @@ class Loaded:
         return unloadable_resolvers(self.compiled.failed, served) + unconsented
 
     @property
-    def blockers(self) -> list[Any]:
+    def blockers(self) -> list[Blocker]:
         """Why `looprail run` must not start (`looprail.hooks.startup`): a missing first-party
         folder, a capability that failed to load, an unconsented project capability's gates."""
         return blockers(self.compiled)
@@ -117,7 +121,9 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     return Loaded(root, compiled, config, warnings)
 
 
-def read_run_inputs(loaded: Loaded, progress: Progress, runtime: Runtime | None = None) -> Any:
+def read_run_inputs(
+    loaded: Loaded, progress: Progress, runtime: Runtime | None = None
+) -> NativeInputs:
     """Read and check what a run reads before it does anything: the native hooks and their
     `nextTurn` queue (`.looprail/next-turn.json`), the `looprail` section of the config, and
     whether the runtime can run at all (an agent CLI on PATH: `unready()`). Raises
@@ -131,7 +137,7 @@ def read_run_inputs(loaded: Loaded, progress: Progress, runtime: Runtime | None 
     return read_native_inputs(loaded.project, progress)
 
 
-def read_plans(project: Path, phase: str) -> Any:
+def read_plans(project: Path, phase: str) -> PhaseCache:
     """The phase's plans as a new run will read them, parsed before it starts: a malformed
     PLAN.md already there stops it (`RefusedToStart`, exit 2) with nothing journaled. (A
     resumed run reads them after its recovery, which moves a killed planner's partial output
@@ -148,11 +154,11 @@ def attach_run(
     loaded: Loaded,
     runtime: Runtime,
     progress: Progress,
-    recorder: Any,
+    recorder: Recorder,
     run_id: str | None,
     budget_usd: float | None,
     spent_usd: float,
-) -> Any:
+) -> NullWorkspace:
     """Tell the runtime about the run (transcripts, the cost meter and budget) and choose where
     plans work: git worktrees when the runtime wants them (agent CLIs) or the config says
     `looprail.worktrees: true`; `false` keeps every plan in the main tree."""
@@ -182,7 +188,7 @@ def attach_run(
 
 def make_runtime(
     loaded: Loaded, options: RunOptions, progress: Progress, *, agent: str | None = None
-) -> Any:
+) -> Runtime:
     """The runtime a run uses, from the registry: `agent` (`--agent`), else `looprail.agent`
     in the config, else `local`; built with the config's timeouts and its agent section."""
     run_settings(loaded)  # a bad `looprail` section refuses the run (exit 2)

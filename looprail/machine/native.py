@@ -1,35 +1,32 @@
 """Native hooks in the loop: the bridge between the native hooks engine
-(`looprail.hooks.native`) and the runner.
-
-- At each point, after the capability hooks, the point's native hooks run; a `:pre`
-  point's failure (`block`) refuses the transition exactly as a blocking gate does, a `:post`
-  failure is a `report`.
-- `task_call` runs before a task body (after its content is resolved and read_first checked) and
-  may block the task; `task_result` reports after it.
-- `loop_settled` runs once when the loop stops, halts or ships.
-- Selected Actions become Effects, delivered best-effort through `LoopEffects` (a delivery failure
-  is recorded and never weakens an outcome): `interrupt` pauses at the next safe point,
-  `shutdown` stops there (the journal is flushed as on any stop), `compact` asks the runtime to
-  compact role context, `message` queues text into role context (`steer` now, `followUp` when
-  the current wave settles, `nextTurn` at the start of the next run), `emit-custom-event` raises
-  `custom_event` (the engine does that itself).
-"""
+(`looprail.hooks.native`) and the runner. A `:pre` point's or `task_call`'s failure refuses the
+step as a blocking gate does; selected Actions become Effects, delivered best-effort through
+`LoopEffects` (`message` deliveries: `steer` now, `followUp` when the wave settles, `nextTurn`
+at the start of the next run)."""
 
 from __future__ import annotations
 
 import json
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal, NotRequired, TypedDict
 
 from looprail import layout
 from looprail.errors import InvalidFileError, Issue, RefusedToStart
 from looprail.fsutil import atomic_write, read_bounded
 from looprail.hooks.native import (
+    Compact,
+    Effect,
+    EmitCustomEvent,
+    EventEvaluation,
+    Interrupt,
+    Message,
     NativeHookEngine,
+    NativeHookSet,
+    Shutdown,
     load_native_hooks,
     loop_settled_candidate,
     point_candidate,
@@ -40,14 +37,26 @@ from looprail.layout import LOOPRAIL_DIR, NEXT_TURN_FILE
 from looprail.machine.guards import HookResult, HookStatus
 from looprail.machine.progress import Progress
 from looprail.machine.record import EventRecord, Recorder
-from looprail.runtime.base import DispatchContext
+from looprail.plans import Plan, Task
+from looprail.runtime.base import DispatchContext, Outcome, Runtime, TaskWork
 from looprail.trust import hooks_bytes_consented, is_trusted
+
+Stop = tuple[Literal["paused", "halted"], str]  # (status, reason)
+_STATUS: dict[str, HookStatus] = {"pass": "ok", "block": "block", "report": "report"}
+
+
+class QueuedMessage(TypedDict):
+    """One `nextTurn` message waiting in the queue file for the next run."""
+
+    message: str
+    sendAs: NotRequired[str]
+    triggerTurn: NotRequired[bool]
 
 
 class LoopEffects:
     """The loop's `EffectSink`."""
 
-    def __init__(self, runtime: Any, project: Path, progress: Progress):
+    def __init__(self, runtime: Runtime, project: Path, progress: Progress):
         self.runtime = runtime
         self.project = project
         self.progress = progress
@@ -55,20 +64,19 @@ class LoopEffects:
         # context is per thread, with the run's context as the default.
         self._local = threading.local()
         self.default_ctx: DispatchContext | None = None
-        self.stop: tuple[Literal["paused", "halted"], str] | None = None  # (status, reason)
-        self.follow_up: list[Any] = []
+        self.stop: Stop | None = None
+        self.follow_up: list[Message] = []
         self._lock = threading.Lock()
 
-    def deliver(self, effect: Any) -> None:
+    def deliver(self, effect: Effect) -> None:
         req = effect.request
-        kind = req.type
-        if kind == "interrupt":
+        if isinstance(req, Interrupt):
             self._request_stop("paused", f"interrupted by native hook {effect.hook_ref}")
-        elif kind == "shutdown":
+        elif isinstance(req, Shutdown):
             self._request_stop("halted", f"shutdown requested by native hook {effect.hook_ref}")
-        elif kind == "compact":
+        elif isinstance(req, Compact):
             self._check(self.runtime.compact(req.instructions, self._ctx()), "compact")
-        elif kind == "message":
+        elif isinstance(req, Message):
             if req.delivery == "followUp":
                 with self._lock:
                     self.follow_up.append(req)
@@ -76,7 +84,7 @@ class LoopEffects:
                 self._queue_next_turn(req)
             else:
                 self._send(req)
-        elif kind == "emit-custom-event":
+        elif isinstance(req, EmitCustomEvent):
             self.progress.line(f"  ◇ custom event {req.name} (from {effect.hook_ref})")
 
     def _request_stop(self, status: Literal["paused", "halted"], reason: str) -> None:
@@ -99,7 +107,7 @@ class LoopEffects:
             raise RuntimeError("no dispatch context yet")
         return ctx
 
-    def _send(self, req: Any) -> None:
+    def _send(self, req: Message) -> None:
         outcome = self.runtime.deliver_message(
             req.message,
             send_as=req.send_as,
@@ -109,7 +117,7 @@ class LoopEffects:
         )
         self._check(outcome, "message")
 
-    def _check(self, outcome: Any, what: str) -> None:
+    def _check(self, outcome: Outcome, what: str) -> None:
         if not outcome.ok:
             raise RuntimeError(f"{what} delivery failed: {outcome.detail}")
 
@@ -122,15 +130,16 @@ class LoopEffects:
             except Exception as exc:  # best-effort: never weakens an outcome
                 self.progress.warn(f"follow-up message not delivered: {exc}")
 
-    def _queue_next_turn(self, req: Any) -> None:
+    def _queue_next_turn(self, req: Message) -> None:
         path = self.project / LOOPRAIL_DIR / NEXT_TURN_FILE
         queued = read_queue(path)
         queued.append(
             {"message": req.message, "sendAs": req.send_as, "triggerTurn": req.trigger_turn}
         )
-        _write_queue(path, queued)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, json.dumps(queued))
 
-    def deliver_next_turn_queue(self, queued: list[dict[str, Any]] | None = None) -> None:
+    def deliver_next_turn_queue(self, queued: Sequence[QueuedMessage] | None = None) -> None:
         """At the start of a run: the `nextTurn` messages queued by the previous one (`queued`
         when the caller read them before the run started, else read now)."""
         path = self.project / LOOPRAIL_DIR / NEXT_TURN_FILE
@@ -154,11 +163,11 @@ class LoopEffects:
         path.unlink(missing_ok=True)
 
 
-_QUEUE_KEYS = {"message", "sendAs", "triggerTurn"}
+_QUEUE_KEYS = set(QueuedMessage.__annotations__)
 _MAX_QUEUE_BYTES = 16 * 1024 * 1024
 
 
-def read_queue(path: Path) -> list[dict[str, Any]]:
+def read_queue(path: Path) -> list[QueuedMessage]:
     """The queued `nextTurn` messages. A missing file is an empty queue. Anything else that is
     not a JSON list of `{message, sendAs?, triggerTurn?}` (truncated, hostile, a FIFO, nested
     beyond the parser's depth, an entry of the wrong shape) raises `InvalidFileError`, one line
@@ -184,10 +193,10 @@ def read_queue(path: Path) -> list[dict[str, Any]]:
     except ValueError as exc:
         raise bad("$", f"not valid JSON ({' '.join(str(exc).split())})") from None
     if not isinstance(data, list):
-        raise bad("$", f"must be a list of messages, not {_json_type(data)}")
+        raise bad("$", f"must be a list of messages, not {json_type_name(data)}")
     for i, item in enumerate(data):
         if not isinstance(item, dict):
-            raise bad(f"$[{i}]", f"must be an object, not {_json_type(item)}")
+            raise bad(f"$[{i}]", f"must be an object, not {json_type_name(item)}")
         if not isinstance(item.get("message"), str):
             raise bad(f"$[{i}].message", "must be a string")
         if item.get("sendAs", "custom") not in ("custom", "user"):
@@ -200,22 +209,13 @@ def read_queue(path: Path) -> list[dict[str, Any]]:
     return data
 
 
-def _json_type(value: Any) -> str:
-    return json_type_name(value)
-
-
-def _write_queue(path: Path, items: list[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, json.dumps(items))
-
-
 @dataclass(frozen=True)
 class NativeInputs:
     """What the native hooks of a run read before it starts: the hooks (None when there are
     none) and the `nextTurn` queue they will deliver."""
 
-    hooks: Any = None
-    queued: tuple[dict[str, Any], ...] = ()
+    hooks: NativeHookSet | None = None
+    queued: tuple[QueuedMessage, ...] = ()
 
 
 def read_native_inputs(project: Path, progress: Progress) -> NativeInputs:
@@ -227,7 +227,7 @@ def read_native_inputs(project: Path, progress: Progress) -> NativeInputs:
         os.path.lexists(global_file)
         or os.path.lexists(layout.project_path(project, layout.HOOKS_FILE))
     ):
-        return NativeInputs()  # no hooks file anywhere: nothing to load, warn about or import
+        return NativeInputs()  # no hooks file anywhere: nothing to load or warn about
 
     hooks = load_native_hooks(
         project,
@@ -245,19 +245,31 @@ def read_native_inputs(project: Path, progress: Progress) -> NativeInputs:
     return NativeInputs(hooks, tuple(queued))
 
 
+def _task_content(work: TaskWork | None) -> dict[str, object] | None:
+    if work is None:
+        return None
+    return {
+        "action": work.action,
+        "verify": work.verify,
+        "acceptanceCriteria": list(work.acceptance_criteria),
+        "readFirst": list(work.read_first),
+        "done": work.done,
+    }
+
+
 class NativeBridge:
     """What the runner calls: `point_hooks`, `task_hooks`, `settled`, and `stop` after each."""
 
     def __init__(
         self,
-        engine: Any,
+        engine: NativeHookEngine,
         *,
-        runtime: Any,
+        runtime: Runtime,
         project: Path,
         phase: str,
         progress: Progress,
         recorder: Recorder | None,
-        queued: list[dict[str, Any]] | None = None,
+        queued: list[QueuedMessage] | None = None,
     ):
         self.engine = engine
         self.queued = queued
@@ -267,7 +279,7 @@ class NativeBridge:
         self.effects = LoopEffects(runtime, project, progress)
 
     @property
-    def stop(self) -> tuple[Literal["paused", "halted"], str] | None:
+    def stop(self) -> Stop | None:
         return self.effects.stop
 
     def point_hooks(
@@ -287,23 +299,14 @@ class NativeBridge:
     def task_hooks(
         self,
         event: Literal["task_call", "task_result"],
-        plan: Any,
-        task: Any,
+        plan: Plan,
+        task: Task,
         wave: int,
-        work: Any,
+        work: TaskWork | None,
         ctx: DispatchContext,
     ) -> list[HookResult]:
         if not self.engine.has_hooks(event):
             return []
-        content = None
-        if work is not None:
-            content = {
-                "action": work.action,
-                "verify": work.verify,
-                "acceptanceCriteria": list(work.acceptance_criteria),
-                "readFirst": list(work.read_first),
-                "done": work.done,
-            }
         candidate = task_candidate(
             event,
             task_id=task.id,
@@ -313,7 +316,7 @@ class NativeBridge:
             files=list(task.files),
             tracker_id=task.tracker_id,
             phase=self.phase,
-            content=content,
+            content=_task_content(work),
             resolved=bool(work and work.resolved_by_tracker),
             ok=True if event == "task_result" else None,
         )
@@ -342,7 +345,7 @@ class NativeBridge:
     def _evaluate(
         self,
         event: str,
-        candidate: dict[str, Any],
+        candidate: Mapping[str, object],
         ctx: DispatchContext,
         *,
         point: str | None,
@@ -351,60 +354,8 @@ class NativeBridge:
     ) -> list[HookResult]:
         self.effects.ctx = ctx
         evaluation = self.engine.evaluate(event, candidate)
-        results = []
-        for r in evaluation.results:
-            status: HookStatus
-            if r.outcome == "pass":
-                status = "ok"
-            elif r.outcome == "block":
-                status = "block"
-            else:
-                status = "report"
-            results.append(
-                HookResult(
-                    point=point or event,
-                    cap_id=r.hook_ref,
-                    kind="native",
-                    status=status,
-                    blocking=r.outcome == "block",
-                    message=r.detail if r.outcome != "pass" else "",
-                    label=f"native {event}",
-                    duration_s=r.duration_s,
-                )
-            )
-        if evaluation.outcome != "pass" and all(r.status == "ok" for r in results):
-            # A hook that crashed has no result, yet the event failed closed: never drop that.
-            results.append(
-                HookResult(
-                    point=point or event,
-                    cap_id="native",
-                    kind="native",
-                    status="block" if evaluation.outcome == "block" else "report",
-                    blocking=evaluation.outcome == "block",
-                    message=evaluation.reason or "a native hook could not run",
-                    label=f"native {event}",
-                )
-            )
-        for row in evaluation.report_rows:
-            if row.kind == "action" and row.guarded:
-                self.progress.line(
-                    f"  ⊘ native hook {row.hook_ref}: {row.action_type} not selected "
-                    f"(maxSelections {self._limit(row.hook_ref)} reached in this run)"
-                )
-        # Report rows never hold message bodies or commands (they come from the engine so).
-        if self.recorder is not None:
-            for row in evaluation.report_rows:
-                self.recorder.event(
-                    EventRecord(
-                        kind="native_hook",
-                        point=point,
-                        hook_kind="native",
-                        cap_id=row.hook_ref,
-                        outcome=row.outcome,
-                        duration_ms=round(row.duration_s * 1000) if row.duration_s else None,
-                        data=row.to_json(),
-                    )
-                )
+        results = _hook_results(evaluation, point or event)
+        self._journal_rows(evaluation, point)
         if point is None or record_results:  # the dispatcher reports the points' results
             for r in results:
                 if r.status == "block":
@@ -415,32 +366,87 @@ class NativeBridge:
                     self.progress.warn(
                         f"native hook {r.cap_id} reported at {event}{subject}: {r.message}"
                     )
-        for record in self.engine.deliver(evaluation.effects, self.effects):
-            if not record.delivered:
-                self.progress.warn(
-                    f"native hook {record.effect.hook_ref}: {record.effect.type} not delivered: "
-                    f"{record.error}"
-                )
-                if self.recorder is not None:
-                    self.recorder.event(
-                        EventRecord(
-                            kind="warning",
-                            point=point,
-                            cap_id=record.effect.hook_ref,
-                            message=f"{record.effect.type} not delivered: {record.error}",
-                        )
-                    )
+        self._deliver(evaluation, point)
         return results
+
+    def _journal_rows(self, evaluation: EventEvaluation, point: str | None) -> None:
+        """Say which Actions the loop guard held back, and journal every report row (rows
+        never hold message bodies or commands: the engine makes them so)."""
+        for row in evaluation.report_rows:
+            if row.kind == "action" and row.guarded:
+                self.progress.line(
+                    f"  ⊘ native hook {row.hook_ref}: {row.action_type} not selected "
+                    f"(maxSelections {self._limit(row.hook_ref)} reached in this run)"
+                )
+        if self.recorder is None:
+            return
+        for row in evaluation.report_rows:
+            self.recorder.event(
+                EventRecord(
+                    kind="native_hook",
+                    point=point,
+                    hook_kind="native",
+                    cap_id=row.hook_ref,
+                    outcome=row.outcome,
+                    duration_ms=round(row.duration_s * 1000) if row.duration_s else None,
+                    data=row.to_json(),
+                )
+            )
+
+    def _deliver(self, evaluation: EventEvaluation, point: str | None) -> None:
+        for record in self.engine.deliver(evaluation.effects, self.effects):
+            if record.delivered:
+                continue
+            message = f"{record.effect.type} not delivered: {record.error}"
+            self.progress.warn(f"native hook {record.effect.hook_ref}: {message}")
+            if self.recorder is not None:
+                self.recorder.event(
+                    EventRecord(
+                        kind="warning", point=point, cap_id=record.effect.hook_ref, message=message
+                    )
+                )
 
     def _limit(self, hook_ref: str) -> int | str:
         hook = next((h for h in self.engine.hooks if h.ref == hook_ref), None)
         return hook.max_selections if hook is not None and hook.max_selections else "?"
 
 
+def _hook_results(evaluation: EventEvaluation, point: str) -> list[HookResult]:
+    """The evaluation as the dispatcher's results: one per native hook result, and one for the
+    event when it failed closed without a failing result (a hook that crashed has none)."""
+    label = f"native {evaluation.event}"
+    results = [
+        HookResult(
+            point=point,
+            cap_id=r.hook_ref,
+            kind="native",
+            status=_STATUS[r.outcome],
+            blocking=r.outcome == "block",
+            message=r.detail if r.outcome != "pass" else "",
+            label=label,
+            duration_s=r.duration_s,
+        )
+        for r in evaluation.results
+    ]
+    if evaluation.outcome != "pass" and all(r.status == "ok" for r in results):
+        results.append(
+            HookResult(
+                point=point,
+                cap_id="native",
+                kind="native",
+                status=_STATUS[evaluation.outcome],
+                blocking=evaluation.outcome == "block",
+                message=evaluation.reason or "a native hook could not run",
+                label=label,
+            )
+        )
+    return results
+
+
 def load_bridge(
     project: Path,
     *,
-    runtime: Any,
+    runtime: Runtime,
     phase: str,
     progress: Progress,
     recorder: Recorder | None,
@@ -450,15 +456,12 @@ def load_bridge(
     """The native hooks of this project (global, and project when trusted), or None. `inputs`
     are the hooks and queue `read_native_inputs` read before the run started (read now when
     not given)."""
-
     if inputs is None:
         inputs = read_native_inputs(project, progress)
-    hooks = inputs.hooks
-    if hooks is None:
+    if inputs.hooks is None:
         return None
-
     engine = NativeHookEngine(
-        hooks,
+        inputs.hooks,
         run_id=run_id,
         cwd=project,
         # The loop guard holds per run, across any number of resumes: counts come back from

@@ -5,6 +5,7 @@ started, and what a resumed run carries over (its last wave, approvals, spending
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,9 +20,12 @@ from looprail.runtime.process import Spawned, reap_spawned
 from looprail.store import diff_inputs, digest_inputs
 
 if TYPE_CHECKING:
-    from looprail.machine.resume import Recovery
+    from looprail.machine.native import NativeBridge, NativeInputs
+    from looprail.machine.record import Recorder
+    from looprail.machine.workspace import NullWorkspace
+    from looprail.plans import PhaseCache
     from looprail.runtime.base import Runtime
-    from looprail.store.journal import RunRow
+    from looprail.store.journal import Journal, RunRow
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,9 @@ class Session:
     def where(self) -> tuple[Path, str]:
         return self.loaded.project, self.phase
 
-    def bridge(self, recorder: Any, run_id: str | None, native: Any) -> Any:
+    def bridge(
+        self, recorder: Recorder, run_id: str | None, native: NativeInputs | None
+    ) -> NativeBridge | None:
         """The native hooks' bridge into this run (None without native hooks)."""
         return load_bridge(
             self.loaded.project,
@@ -54,13 +60,19 @@ class Session:
             inputs=native,
         )
 
-    def attach(self, recorder: Any, run_id: str | None, spent_usd: float) -> Any:
+    def attach(self, recorder: Recorder, run_id: str | None, spent_usd: float) -> NullWorkspace:
         """Tell the runtime about the run; the workspace its plans work in (`attach_run`)."""
         return attach_run(
             self.loaded, self.runtime, self.progress, recorder, run_id, self.budget_usd, spent_usd
         )
 
-    def context(self, recorder: Any, native: Any, workspace: Any, **more: Any) -> RunContext:
+    def context(
+        self,
+        recorder: Recorder,
+        native: NativeBridge | None,
+        workspace: NullWorkspace,
+        **more: Any,
+    ) -> RunContext:
         """The run's context (`more`: where a resumed run starts, the journal's
         `on_transition`, the phase cache already read, the options with earlier approvals)."""
         more.setdefault("options", self.options)
@@ -90,18 +102,20 @@ class OpenedRun:
     state: list[str] | None
     wave: int | None
     changes: list[str]
-    phases: Any = None  # the PhaseCache a new run read its plans into before it started
+    phases: PhaseCache | None = (
+        None  # the PhaseCache a new run read its plans into before it started
+    )
 
 
 def open_run(
-    jr: Any,
+    jr: Journal,
     session: Session,
     *,
     resume: str | None,
     accept_changes: bool,
     new_run: bool,
-    phases: Any = None,
-    loop: dict[str, Any] | None = None,
+    phases: PhaseCache | None = None,
+    loop: Mapping[str, object] | None = None,
 ) -> OpenedRun:
     """Find the run to resume (verified, its orphans reaped, its role state recovered) and
     resume it, or start a new one; either way journal the digest of the phase's inputs."""
@@ -133,13 +147,13 @@ def open_run(
 
 
 def _start(
-    jr: Any,
+    jr: Journal,
     session: Session,
     recovery: Recovery,
-    digest: Any,
+    digest: dict[str, str],
     new_run: bool,
-    phases: Any,
-    loop: dict[str, Any] | None,
+    phases: PhaseCache | None,
+    loop: Mapping[str, object] | None,
 ) -> OpenedRun:
     """Start a new journal run (`--new`: the unfinished one is abandoned first)."""
     phase, options = session.phase, session.options
@@ -166,10 +180,10 @@ def _start(
 
 
 def _resume(
-    jr: Any,
+    jr: Journal,
     previous: RunRow,
     recovery: Recovery,
-    digest: Any,
+    digest: dict[str, str],
     runtime: Runtime,
     progress: Progress,
     accept_changes: bool,
@@ -197,7 +211,7 @@ def _resume(
     return OpenedRun(run.id, previous, recovery, state, wave, changes)
 
 
-def spent_usd(jr: Any, run_id: str) -> float:
+def spent_usd(jr: Journal, run_id: str) -> float:
     total = 0.0
     for e in jr.events(run_id, kinds=["agent_call"]):
         cost = e.data.get("costUsd")
@@ -206,7 +220,7 @@ def spent_usd(jr: Any, run_id: str) -> float:
     return total
 
 
-def reap_journaled_processes(jr: Any, run_id: str, progress: Progress) -> list[int]:
+def reap_journaled_processes(jr: Journal, run_id: str, progress: Progress) -> list[int]:
     """Kill what the run's earlier (killed) process left running: each journaled child and
     guard whose pid still names the same process (same start time)."""
     killed: list[int] = []
@@ -224,7 +238,7 @@ def reap_journaled_processes(jr: Any, run_id: str, progress: Progress) -> list[i
     return killed
 
 
-def _last_wave(jr: Any, run_id: str) -> int | None:
+def _last_wave(jr: Journal, run_id: str) -> int | None:
     waves = [
         e.wave
         for e in jr.events(run_id, kinds=["transition"])
@@ -233,7 +247,7 @@ def _last_wave(jr: Any, run_id: str) -> int | None:
     return waves[-1] if waves else None
 
 
-def approved_checkpoints(jr: Any, run_id: str) -> frozenset[str]:
+def approved_checkpoints(jr: Journal, run_id: str) -> frozenset[str]:
     return frozenset(
         e.task_id
         for e in jr.events(run_id, kinds=["task_finished"])

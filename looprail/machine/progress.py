@@ -82,12 +82,8 @@ class Progress:
         self._tasks: dict[str, tuple[str, float]] = {}  # key -> (label, started)
         self._rows: tuple[tuple[str, float], ...] = ()  # a snapshot the redraw reads unlocked
         self._banner_shown = False  # on a terminal: one spawning banner per wave
-        self._live: Any = None  # rich.live.Live, started on the first status
-        self._console: Any = None
-        if self.live:
-            self._console = Console(
-                file=_console_file(self.stream), highlight=False, force_terminal=True
-            )
+        self._live: Live | None = None  # started on the first status
+        self._console: Console | None = None  # made on the first line drawn
 
     # ------------------------------------------------------------------ lines
 
@@ -107,7 +103,6 @@ class Progress:
         codes are dropped and every other control character escaped."""
         if not self.verbose:
             return
-
         shown = show_line(text)
         if len(shown) > _STREAM_CUT:
             shown = shown[: _STREAM_CUT - 1] + "…"
@@ -125,7 +120,6 @@ class Progress:
             return
         # rich's console has its own lock (worker threads print too); never print while
         # holding ours: printing redraws the live area, which reads our state.
-
         if style is None:
             style = next((s for mark, s in _LINE_STYLES if text.lstrip().startswith(mark)), None)
         self._rich_console().print(Text(one_line(text), style=style or ""), soft_wrap=True)
@@ -153,8 +147,7 @@ class Progress:
         with self._lock:
             self._tasks[key] = (one_line(label), time.monotonic())
             self._rows = tuple(self._tasks.values())
-            self._ensure_live()
-            live = self._live
+            live = self._ensure_live()
         # Drawn now, not at the next tick: a task shorter than a tick would never be seen.
         # Outside our lock, as printing is (the redraw reads snapshots, rich locks itself).
         live.refresh()
@@ -176,17 +169,16 @@ class Progress:
 
     # ------------------------------------------------------------------ rich
 
-    def _rich_console(self) -> Any:
-        if self._console is None:  # live=True given for a stream that is not a terminal
+    def _rich_console(self) -> Console:
+        if self._console is None:
             self._console = Console(
                 file=_console_file(self.stream), highlight=False, force_terminal=True
             )
         return self._console
 
-    def _ensure_live(self) -> None:
+    def _ensure_live(self) -> Live:
         if self._live is not None:
-            return
-
+            return self._live
         self._live = Live(
             get_renderable=self._render,
             console=self._rich_console(),
@@ -196,8 +188,9 @@ class Progress:
             redirect_stderr=False,
         )
         self._live.start()
+        return self._live
 
-    def _render(self) -> Any:
+    def _render(self) -> Text:
         now = time.monotonic()
         status, tasks = self._status, self._rows  # snapshots: no lock on the redraw path
         text = Text(no_wrap=True, overflow="ellipsis")
@@ -208,12 +201,6 @@ class Progress:
             text.append(f"  ▹ {label}  ", style="cyan")
             text.append(f"[{fmt_duration(now - started)}]", style="dim")
         return text
-
-
-def plural(n: int, noun: str, many: str | None = None) -> str:
-    """`1 error`, `2 errors`, `0 errors` (`many` for irregular nouns: `plural(n, "dispatch",
-    "dispatches")`)."""
-    return f"{n} {noun if n == 1 else many or noun + 's'}"
 
 
 def fmt_duration(seconds: float) -> str:

@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
+    from looprail.machine.loading import Loaded
+    from looprail.machine.progress import Progress
     from looprail.machine.session import SessionResult
 
 
@@ -109,7 +111,8 @@ class ProjectPhase:
             return "discussed"
         return "not started"
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
+        """The phase as `looprail status --json` shows it."""
         return {
             "number": self.number,
             "name": self.name,
@@ -312,14 +315,14 @@ class ProjectResult:
 
 
 def run_project(
-    loaded: Any,
+    loaded: Loaded,
     *,
     through: str | None = None,
     one: bool = False,
     run: Callable[[str, float, bool], SessionResult],
     budget_usd: float | None = None,
     journal: bool = True,
-    progress: Any = None,
+    progress: Progress | None = None,
     spent_usd: float = 0.0,
 ) -> ProjectResult:
     """Run the project's unfinished phases in order (only the next one with `one`; up to and
@@ -340,16 +343,7 @@ def run_project(
     ]
     while True:
         todo = [p for p in pending(phases, limit) if p.number not in seen]
-        if not todo:
-            return result
-        if seen and one:
-            return result
-        if budget_usd is not None and result.spent_usd >= budget_usd:
-            result.stopped = (
-                f"budget reached: ${result.spent_usd:.4f} spent of --budget-usd "
-                f"{budget_usd:g}; phase {todo[0].number} not started"
-            )
-            result.remaining = [p.number for p in todo]
+        if not todo or (seen and one) or _over_budget(result, budget_usd, todo):
             return result
         phase = todo[0]
         ensure_folder(loaded.project, phase)
@@ -358,13 +352,26 @@ def run_project(
         session = run(phase.number, result.spent_usd, not seen)
         seen.append(phase.number)
         result.sessions.append((phase.number, session))
-        result.spent_usd += run_spent(loaded.project, session.run_id) if journal else 0.0
         # (a resumed run's spending before the kill counts too, as it does for one phase)
+        result.spent_usd += run_spent(loaded.project, session.run_id) if journal else 0.0
+        phases = _phases(loaded.project, journal)
         if session.result.status != "shipped":
-            phases = _phases(loaded.project, journal)
             result.remaining = [p.number for p in pending(phases, limit) if p.number not in seen]
             return result
-        phases = _phases(loaded.project, journal)
+
+
+def _over_budget(
+    result: ProjectResult, budget_usd: float | None, todo: Sequence[ProjectPhase]
+) -> bool:
+    """Whether the budget is spent before `todo`'s first phase (said in `result`)."""
+    if budget_usd is None or result.spent_usd < budget_usd:
+        return False
+    result.stopped = (
+        f"budget reached: ${result.spent_usd:.4f} spent of --budget-usd "
+        f"{budget_usd:g}; phase {todo[0].number} not started"
+    )
+    result.remaining = [p.number for p in todo]
+    return True
 
 
 def _phases(project: Path, journal: bool) -> list[ProjectPhase]:

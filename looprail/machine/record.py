@@ -17,6 +17,10 @@ from looprail.store.schema import JournalError
 
 
 class Recorder(Protocol):
+    """What a run writes to and reads back from (`run_id`: "no-journal" in memory)."""
+
+    run_id: str
+
     def event(self, record: EventRecord, *, state: Sequence[str] | None = None) -> None: ...
 
     def task_started(
@@ -30,6 +34,10 @@ class Recorder(Protocol):
     def wave_started(self, wave: int, tasks: Iterable[tuple[str, str]]) -> None: ...
 
     def done_tasks(self) -> set[str]: ...
+
+    def done_count(self) -> int: ...
+
+    def kinds(self, *kinds: str) -> list[EventRecord]: ...
 
     def native_selected(self, hook_ref: str, count: int, limit: int | None) -> None: ...
 
@@ -60,6 +68,8 @@ def selection_counts(events: Iterable[EventRecord]) -> dict[str, int]:
 
 class MemoryRecorder:
     """Events in a list, in order. Thread-safe: plans of a wave run in parallel."""
+
+    run_id = "no-journal"
 
     def __init__(self) -> None:
         self.events: list[EventRecord] = []
@@ -120,11 +130,12 @@ class MemoryRecorder:
         self.event(selection_record(hook_ref, count, limit))
 
     def native_selections(self) -> dict[str, int]:
-        with self._lock:
-            return selection_counts(self.events)
+        return selection_counts(self.kinds("native_selection"))
 
     def kinds(self, *kinds: str) -> list[EventRecord]:
-        return [e for e in self.events if not kinds or e.kind in kinds]
+        """The events of these kinds (every event without any), in order."""
+        with self._lock:
+            return [e for e in self.events if not kinds or e.kind in kinds]
 
 
 class Durability(enum.Enum):
@@ -438,7 +449,11 @@ class JournalRecorder:
 
     def native_selections(self) -> dict[str, int]:
         """The loop guard's counters of this run so far (a resumed run continues them)."""
-        return selection_counts(self.journal.events(self.run_id, kinds=["native_selection"]))
+        return selection_counts(self.kinds("native_selection"))
+
+    def kinds(self, *kinds: str) -> list[EventRecord]:
+        """The run's journaled events of these kinds, in order."""
+        return list(self.journal.events(self.run_id, kinds=list(kinds) or None))
 
 
 def _nothing() -> None:

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 from statemachine.exceptions import TransitionNotAllowed
 
@@ -33,7 +33,13 @@ from looprail.errors import StopRequested as _Stop
 from looprail.frontmatter import file_frontmatter
 from looprail.machine import guards as G
 from looprail.machine.chart import WAVE_RUNNING, TaskChart, compile_loop, restored, state_path
-from looprail.machine.checkpoint import pass_checkpoint, secret_env, summary_lines, with_answers
+from looprail.machine.checkpoint import (
+    CheckpointState,
+    pass_checkpoint,
+    secret_env,
+    summary_lines,
+    with_answers,
+)
 from looprail.machine.context import RunContext, RunOptions, RunResult, RunStatus, run_ending
 from looprail.machine.dispatch import Dispatcher
 from looprail.machine.interactive import handover
@@ -45,9 +51,6 @@ from looprail.machine.wave import run_wave
 from looprail.plans import Phase, PhaseCache, Plan, Task, WavePlan, compute_waves
 from looprail.plans.planfile import unknown_key_warnings
 from looprail.runtime.base import DispatchContext, Outcome, TaskWork
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["LoopRunner", "RunContext", "RunOptions", "RunResult", "RunStatus"]
 
@@ -93,6 +96,7 @@ class LoopRunner:
         # Steps whose role was killed mid-work in an earlier process: done again on resume.
         self.redo_steps: frozenset[str] = ctx.redo_steps
         self._said: set[str] = set()
+        self.checkpoints = CheckpointState()
         self._warn_plan_keys()
 
     # What the run was given: read-only, from the frozen context.
@@ -132,9 +136,6 @@ class LoopRunner:
     def state(self) -> list[str]:
         return state_path(self.machine)
 
-    def _leaf(self) -> str:
-        return self.state[-1]
-
     # ------------------------------------------------------------------ run
 
     def run(self) -> RunResult:
@@ -167,7 +168,8 @@ class LoopRunner:
                 ),
                 state=self.state,
             )
-        self._native_settled(status, reason)
+        if self.ctx.native is not None:
+            self.ctx.native.settled(status, reason, self.dispatcher.context(None))
         return RunResult(
             status=status,
             state=self.state,
@@ -192,9 +194,7 @@ class LoopRunner:
             self._task_total = (self.phase, total)
         total = self._task_total[1]
         if total:
-            count = getattr(self.recorder, "done_count", None)
-            done = count() if count is not None else len(self.recorder.done_tasks())
-            parts.append(f"{done}/{total} tasks done")
+            parts.append(f"{self.recorder.done_count()}/{total} tasks done")
         if doing:
             parts.append(doing)
         self.progress.status(" · ".join(parts))
@@ -207,7 +207,7 @@ class LoopRunner:
 
     def _step(self) -> None:
         """Do the work of the state the loop is in, then attempt the event the chart names."""
-        self._work(self._leaf())
+        self._work(self.state[-1])
         event = self.machine.next_event(self._looked or self.facts())
         self._attempt(event, wave=self._wave_of(event))
 
@@ -363,7 +363,7 @@ class LoopRunner:
     ) -> None:
         """Bracket a role's work in the journal (committed at once): a resume finds a role that
         started and never finished, does its work again and sets its partial output aside."""
-        data: dict[str, Any] = {"step": step, "role": role}
+        data: dict[str, object] = {"step": step, "role": role}
         if kind == "role_started":
             data["files"] = phase_snapshot(self.phase.dir)
         self.recorder.event(
@@ -398,7 +398,8 @@ class LoopRunner:
                 continue
             self._safe_point()
             if task.is_checkpoint:
-                self._checkpoint(plan, task, wave, execute or self.ctx.runtime.execute_task)
+                # answered (terminal, `looprail answer`, flags), or the run pauses
+                pass_checkpoint(self, plan, task, wave, execute or self.ctx.runtime.execute_task)
                 chart.send("skip_task")
                 continue
             self.run_task(chart, plan, task, wave, execute or self.ctx.runtime.execute_task)
@@ -447,10 +448,6 @@ class LoopRunner:
         self._task_event("task_result", plan, task, wave, work)
         chart.send("end_task")
 
-    def _checkpoint(self, plan: Plan, task: Task, wave: int, execute: ExecuteTask) -> None:
-        """Answered (terminal, `looprail answer`, flags), or the run pauses: machine/checkpoint."""
-        pass_checkpoint(self, plan, task, wave, execute)
-
     def _task_event(
         self,
         event: Literal["task_call", "task_result"],
@@ -467,7 +464,3 @@ class LoopRunner:
         blocked = next((r for r in results if r.status == "block"), None)
         if blocked is not None:
             raise TransitionRefused(blocked)
-
-    def _native_settled(self, status: str, reason: str | None) -> None:
-        if self.ctx.native is not None:
-            self.ctx.native.settled(status, reason, self.dispatcher.context(None))

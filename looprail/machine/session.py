@@ -6,10 +6,10 @@ This is the function the CLI's `looprail run` / `looprail resume` and the pytest
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from looprail.errors import LooprailError
 from looprail.machine.interactive import interactive_options
@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from looprail.machine.record import JournalRecorder
+    from looprail.machine.native import NativeInputs
     from looprail.runtime.base import Runtime
 
 
@@ -77,7 +77,7 @@ def run_phase(
     new_run: bool = False,
     agent: str | None = None,
     budget_usd: float | None = None,
-    loop: dict[str, Any] | None = None,
+    loop: Mapping[str, object] | None = None,
     budget_spent: float = 0.0,
 ) -> SessionResult:
     """Run (or resume) `phase`. `resume`: "auto" resumes an unfinished run of this phase, a run
@@ -109,7 +109,7 @@ def _run_journaled(
     resume: str | None,
     accept_changes: bool,
     new_run: bool,
-    loop: dict[str, Any] | None,
+    loop: Mapping[str, object] | None,
 ) -> SessionResult:
     """Under the project's run lock: the up-front checks, then the journal run opened (or
     resumed), driven and closed."""
@@ -160,7 +160,7 @@ def _run_unjournaled(session: Session) -> SessionResult:
 
 
 def _build_runner(
-    jr: Any, session: Session, opened: OpenedRun, native: Any
+    jr: Journal, session: Session, opened: OpenedRun, native: NativeInputs | None
 ) -> tuple[LoopRunner, JournalRecorder]:
     """The runner of `opened` and its journal recorder: native hooks bridged, the workspace
     attached, earlier approvals and role context carried over, and the journaled input digest
@@ -212,17 +212,18 @@ class _InputsDigest:
     Hashed again only when a stat changed; the plans' stats are the runner's last look at the
     phase (its PhaseCache), no second pass over a folder of hundreds of plans."""
 
-    jr: Any
+    jr: Journal
     loaded: Loaded
     run_id: str
     phase_dir: Path
     phases: PhaseCache
-    seen: Any = None
+    seen: object = None
 
     def __post_init__(self) -> None:
         self.fixed = self.loaded.input_paths(None)  # capability folders and the config
 
-    def signature(self) -> Any:
+    def signature(self) -> object:
+        """What the inputs' stats are now (a new object when unknown: hashed again)."""
         if self.phases.signature is None or self.phases.racy:
             return object()  # unknown: hash again
         folder, _, plans, _ = self.phases.signature  # not the file names: SUMMARYs come and go
@@ -237,7 +238,7 @@ class _InputsDigest:
 
 
 def _run_with_signals(
-    runner: LoopRunner, recorder: JournalRecorder, jr: Any, run_id: str
+    runner: LoopRunner, recorder: JournalRecorder, jr: Journal, run_id: str
 ) -> RunResult:
     """Drive the runner with its children journaled and stop signals turned into a halt."""
     try:
@@ -252,7 +253,7 @@ def _run_with_signals(
 
 
 def _close_run(
-    jr: Any, recorder: JournalRecorder, opened: OpenedRun, result: RunResult
+    jr: Journal, recorder: JournalRecorder, opened: OpenedRun, result: RunResult
 ) -> SessionResult:
     """Journal the run's final status."""
     recorder.flush()

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from looprail.machine.record import EventRecord
-from looprail.runtime.process import set_spawn_listener
+from looprail.runtime.process import set_spawn_listener, signal_name
 
 
 class Terminated(KeyboardInterrupt):
@@ -20,13 +20,6 @@ class Terminated(KeyboardInterrupt):
     def __init__(self, signum: int):
         self.signum = signum
         super().__init__(signal_name(signum))
-
-
-def signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
 
 
 def signal_label(exc: BaseException) -> str:

@@ -14,12 +14,12 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from looprail.errors import CheckpointPause, HaltError
-from looprail.machine.progress import plural
 from looprail.machine.record import EventRecord
 from looprail.machine.tasks import halted_plans_reason
 from looprail.plans import Plan, Wave
 from looprail.plans.waves import halt_blocked, unmet_blocked
 from looprail.runtime.executors import Settled, interruptible_executor, run_all, start_threads
+from looprail.textsafe import plural
 
 if TYPE_CHECKING:
     from looprail.machine.run import LoopRunner

@@ -1,29 +1,24 @@
 """Where each plan of a wave works: its own `git worktree`, merged back after the wave.
 
-Plans that run in parallel each get a worktree under `.looprail/worktrees/<run>/<plan>` on a
-branch `looprail/<run>/w<wave>-<plan>`, made from the main tree's HEAD (the main tree's pending
-changes are committed first, so every worktree starts from what the loop has so far); they are
-made while the wave starts, and each plan's agent starts as soon as its own worktree is checked
-out. When a plan finishes, its worktree's changes are committed on its branch; after the wave
-the branches are merged into the main tree in plan order, with the commits `git merge --no-ff`
-makes (built with `git merge-tree` and `git commit-tree`, the main tree moved once). A conflict
-halts the run naming the plans and files; the merge is left (by `git merge`) for the user to
-resolve and commit, and the worktrees are kept. The next
-`looprail run` skips branches already merged and continues. A resumed run finds its worktrees
-and branches again (or recreates a worktree from its branch).
+Parallel plans each get a worktree `.looprail/worktrees/<run>/<plan>` on a branch
+`looprail/<run>/w<wave>-<plan>` from the main tree's HEAD (its pending changes committed first),
+made while the wave starts; a plan's agent starts once its own worktree is checked out. A
+finished plan's changes are committed on its branch; after the wave the branches are merged in
+plan order with the commits `git merge --no-ff` makes (`git merge-tree` + `git commit-tree`, the
+main tree moved once). A conflict halts the run naming the plans and files, the merge left (by
+`git merge`) to resolve, the worktrees kept; the next `looprail run` skips merged branches. A
+resumed run finds its worktrees and branches again (or recreates a worktree from its branch).
 
-Sequential plans work in the main tree. Outside a git repository plans run one at a time, with
+Sequential plans work in the main tree; outside a git repository plans run one at a time, with
 one warning line. `NullWorkspace` is the seam's no-op (the local and scripted runtimes, tests).
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import re
 import shutil
-import stat
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -32,28 +27,17 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
-from looprail.errors import HaltError, MergeConflict
+from looprail.errors import MergeConflict
 from looprail.fsutil import looprail_path
 from looprail.layout import LOOPRAIL_DIR
-from looprail.layout import STATE_PATTERNS as _STATE
 from looprail.layout import WORKTREES_DIR as _WORKTREES
+from looprail.machine.commits import Repo, has_identity, why
 from looprail.runtime.base import DispatchContext
-from looprail.runtime.git import git as run_git
-from looprail.runtime.git import is_git_repo  # noqa: F401 (re-exported: its old home)
-from looprail.runtime.process import ProcessResult
 
 _T = TypeVar("_T")
 
 WORKTREES_DIR = Path(LOOPRAIL_DIR) / _WORKTREES
-# looprail's own state never belongs in a commit (written to .git/info/exclude, which needs no
-# change to the user's .gitignore).
-STATE_PATTERNS = tuple(f"/{LOOPRAIL_DIR}/{pattern}" for pattern in _STATE)
-_IDENTITY = {
-    "GIT_AUTHOR_NAME": "looprail",
-    "GIT_AUTHOR_EMAIL": "looprail@localhost",
-    "GIT_COMMITTER_NAME": "looprail",
-    "GIT_COMMITTER_EMAIL": "looprail@localhost",
-}
+_SHOWN = 8  # files named in the checkpoint's line
 
 
 class NullWorkspace:
@@ -98,20 +82,11 @@ class GitWorkspace(NullWorkspace):
         self._bound: dict[str, Path] = {}
         self._lock = threading.Lock()
         self._warned = False
-        # Whether this is a work tree, and its git folders, in one call.
-        self._git_dirs: dict[bool, Path] = {}
-        done = git(
-            ["rev-parse", "--is-inside-work-tree", "--git-dir", "--git-common-dir"], self.project
-        )
-        lines = done.stdout.splitlines() if done.exit_code == 0 else []
-        self.git = len(lines) == 3 and lines[0] == "true"
-        if self.git:
-            for common, line in ((False, lines[1]), (True, lines[2])):
-                path = Path(line)
-                self._git_dirs[common] = path if path.is_absolute() else self.project / path
+        self.repo = Repo(self.project)
+        self.git = self.repo.work_tree
         self._cleanup: threading.Thread | None = None
         self._setup: threading.Thread | None = None  # making the wave's worktrees
-        self._ready: dict[str, Future[None]] = {}  # each plan's worktree, checked out
+        self._ready: dict[str, Future[object]] = {}  # each plan's worktree, checked out
         self._committed: dict[str, list[str]] = {}  # plans committed by `finished`: secrets left
         self._wave_branches: dict[int, list[tuple[str, str]]] = {}
         self._pending: list[tuple[str, str]] = []  # the merged wave's branches, removed by `settle`
@@ -145,7 +120,7 @@ class GitWorkspace(NullWorkspace):
             lister = threading.Thread(target=_resolve, args=(listed, self._run_branches))
             lister.start()
             try:
-                self._exclude_state()
+                self.repo.exclude_state()
                 self._checkpoint(wave)
             finally:
                 lister.join()
@@ -167,9 +142,8 @@ class GitWorkspace(NullWorkspace):
         self._wave_branches[wave] = sorted((plan_id, b) for b, plan_id in found.items())
 
     def bind(self, plan_id: str, ctx: DispatchContext) -> DispatchContext:
-        """The plan's context in its worktree, once that is checked out (each plan's agent
-        starts as soon as its own worktree is ready, while the others' are still being made);
-        a worktree that could not be made halts the plan."""
+        """The plan's context in its worktree, once that is checked out (the others may still
+        be being made); a worktree that could not be made halts the plan."""
         with self._lock:
             path = self._bound.get(plan_id)
             ready = self._ready.get(plan_id)
@@ -178,9 +152,8 @@ class GitWorkspace(NullWorkspace):
         return ctx if path is None else ctx.model_copy(update={"workdir": path})
 
     def finished(self, plan_id: str) -> None:
-        """A plan's tasks are all done: its worktree's changes are committed now, on the plan's
-        own thread, while the other plans still run (`merge` then only merges). Its secrets
-        are handed over by `merge`, after the merges."""
+        """A plan's tasks are all done: its worktree's changes are committed now, on its own
+        thread while other plans run (`merge` hands its secrets over, after the merges)."""
         with self._lock:
             path = self._bound.get(plan_id)
             ready = self._ready.get(plan_id)
@@ -188,15 +161,16 @@ class GitWorkspace(NullWorkspace):
             ready.result()
         if path is None or not path.is_dir():
             return
-        _, secrets, _ = self._commit_all(path, _plan_message(plan_id, self.run))
+        _, secrets, _ = self.repo.commit_all(path, _plan_message(plan_id, self.run))
         with self._lock:
             self._committed[plan_id] = secrets
 
     def merge(self, wave: int) -> None:
+        """Merge the wave's branches into the main tree in plan order (the module docstring)."""
         self.close()
         if not self.git:
             return
-        if (self._git_dir() / "MERGE_HEAD").exists():
+        if (self.repo.git_dir() / "MERGE_HEAD").exists():
             raise MergeConflict(
                 "a merge is in progress in the main tree; resolve the conflicts, commit, and run "
                 "`looprail run` again"
@@ -206,8 +180,22 @@ class GitWorkspace(NullWorkspace):
             branches = self._run_branches().get(wave, [])
         if not branches:
             return
-        # What `finished` did not commit (a plan of the wave this process did not run) is in its
-        # own worktree committed now, all at once (no two touch the same worktree or branch).
+        secrets = self._commit_rest(branches)
+        # Merged in git's object store, the main tree moved once; what that cannot merge (a
+        # conflict) is merged by `git merge` as before, which leaves the conflict to resolve.
+        count = self._merge_objects(wave, branches)
+        merged = [plan_id for plan_id, _ in branches[:count]]
+        for plan_id, branch in branches[count:]:
+            self._merge_branch(wave, plan_id, branch, merged)
+            merged.append(plan_id)
+        for plan_id, left in secrets.items():
+            self._hand_over(plan_id, left)
+        self._pending = branches
+
+    def _commit_rest(self, branches: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
+        """Commit what `finished` did not (a plan of the wave this process did not run), in
+        each worktree at once (no two touch the same worktree or branch). Returns the secrets
+        each plan left out."""
         with self._lock:
             committed, self._committed = self._committed, {}
         folders = [(plan_id, self._folder(plan_id)) for plan_id, _ in branches]
@@ -220,100 +208,68 @@ class GitWorkspace(NullWorkspace):
         ]
         results = _all_at_once(
             [
-                partial(self._commit_all, path, _plan_message(plan_id, self.run))
+                partial(self.repo.commit_all, path, _plan_message(plan_id, self.run))
                 for plan_id, path in folders
             ]
         )
         pairs = zip(folders, results, strict=True)
         left_out = {**committed, **{plan_id: left for (plan_id, _), (_, left, _) in pairs}}
-        secrets = {plan_id: left_out[plan_id] for plan_id, _ in branches if left_out.get(plan_id)}
-        # Merged in git's object store, the main tree moved once; what that cannot merge (a
-        # conflict) is merged by `git merge` as before, which leaves the conflict to resolve.
-        count = self._merge_objects(wave, branches)
-        merged = [plan_id for plan_id, _ in branches[:count]]
-        for plan_id, branch in branches[count:]:
-            # A branch merged before (by the run before a resume) merges as a no-op.
-            done = self._run(
-                [
-                    "merge",
-                    "--no-ff",
-                    "--no-edit",
-                    "--no-stat",
-                    "-q",
-                    "--no-verify",
-                    "-m",
-                    _merge_message(plan_id, self.run, wave),
-                    branch,
-                ],
-                check=False,
+        return {plan_id: left_out[plan_id] for plan_id, _ in branches if left_out.get(plan_id)}
+
+    def _merge_branch(self, wave: int, plan_id: str, branch: str, merged: list[str]) -> None:
+        """`git merge` of one plan's branch (a branch merged before, by the run before a
+        resume, merges as a no-op); a conflict is left in the main tree to resolve."""
+        message = _merge_message(plan_id, self.run, wave)
+        args = ["merge", "--no-ff", "--no-edit", "--no-stat", "-q", "--no-verify", "-m", message]
+        done = self.repo.run([*args, branch], check=False)
+        if done.exit_code == 0:
+            return
+        files = self.repo.out(["diff", "--name-only", "--diff-filter=U"]).split()
+        if not files:  # refused before merging (e.g. local changes in the way)
+            self.repo.run(["merge", "--abort"], check=False)
+            raise MergeConflict(
+                f"merging plan {plan_id} (branch {branch}) failed: {why(done)}; worktrees kept "
+                f"under {WORKTREES_DIR}/{self.run}/"
             )
-            if done.exit_code != 0:
-                files = self._out(["diff", "--name-only", "--diff-filter=U"]).split()
-                if not files:  # refused before merging (e.g. local changes in the way)
-                    self._run(["merge", "--abort"], check=False)
-                    raise MergeConflict(
-                        f"merging plan {plan_id} (branch {branch}) failed: "
-                        f"{_why(done)}; worktrees kept under "
-                        f"{WORKTREES_DIR}/{self.run}/"
-                    )
-                others = self._touching(merged, wave, files, branch)
-                against = f" with plan {', '.join(others)}" if others else ""
-                raise MergeConflict(
-                    f"merge conflict: plan {plan_id}{against} in {', '.join(files)}; resolve "
-                    "them in the main tree and commit (git status shows the merge), then run "
-                    f"`looprail run` again (worktrees kept under {WORKTREES_DIR}/{self.run}/)"
-                )
-            merged.append(plan_id)
-        for plan_id, left in secrets.items():
-            self._hand_over(plan_id, left)
-        self._pending = branches
+        others = self._touching(merged, wave, files, branch)
+        against = f" with plan {', '.join(others)}" if others else ""
+        raise MergeConflict(
+            f"merge conflict: plan {plan_id}{against} in {', '.join(files)}; resolve "
+            "them in the main tree and commit (git status shows the merge), then run "
+            f"`looprail run` again (worktrees kept under {WORKTREES_DIR}/{self.run}/)"
+        )
 
     def _merge_objects(self, wave: int, branches: Sequence[tuple[str, str]]) -> int:
-        """Merge `branches` in order without touching the main tree: each into a merge commit
-        on the one before (`git merge-tree --write-tree`, git 2.38 or later, then `git
-        commit-tree`), the same commits `git merge --no-ff` makes; then the main tree moves to
-        the last one in one `git merge --ff-only` (which, like a merge, never overwrites a
-        local change). A branch already in HEAD (a resumed run) merges as a no-op. Returns how
-        many are merged: all, or those before the first that does not merge cleanly (or all
-        none when the main tree cannot move): `git merge` takes it from there."""
-        done = self._run(["rev-parse", "HEAD", "HEAD^{tree}"], check=False)
+        """Merge `branches` in order in git's object store (`merge-tree --write-tree`, git 2.38+,
+        and `commit-tree`: the commits `git merge --no-ff` makes), then move the main tree once
+        (`merge --ff-only`, which never overwrites a local change); a branch already in HEAD
+        merges as a no-op. Returns how many merged (none if the main tree cannot move)."""
+        done = self.repo.run(["rev-parse", "HEAD", "HEAD^{tree}"], check=False)
         ids = done.stdout.split()
         if done.exit_code != 0 or len(ids) != 2:
             return 0
         head, tree = ids
         tip, count = head, 0
         for plan_id, branch in branches:
-            done = self._run(["merge-tree", "--write-tree", "-z", tip, branch], check=False)
+            done = self.repo.run(["merge-tree", "--write-tree", "-z", tip, branch], check=False)
             merged_tree = done.stdout.split("\0", 1)[0].strip()
             if done.exit_code != 0 or not merged_tree:
                 break  # a conflict (exit 1), or a git without --write-tree
-            if merged_tree == tree and self._is_ancestor(branch, tip):
+            ancestor = ["merge-base", "--is-ancestor", branch, tip]
+            if merged_tree == tree and self.repo.run(ancestor, check=False).exit_code == 0:
                 count += 1  # nothing new: `git merge` says "Already up to date"
                 continue
-            made = self._run(
-                [
-                    "commit-tree",
-                    merged_tree,
-                    "-p",
-                    tip,
-                    "-p",
-                    branch,
-                    "-m",
-                    _merge_message(plan_id, self.run, wave),
-                ],
-                check=False,
-            )
+            message = _merge_message(plan_id, self.run, wave)
+            parents = ["-p", tip, "-p", branch]
+            made = self.repo.run(["commit-tree", merged_tree, *parents, "-m", message], check=False)
             if made.exit_code != 0 or not made.stdout.strip():
                 break
             tip, tree, count = made.stdout.strip(), merged_tree, count + 1
         if tip != head:
-            moved = self._run(["merge", "--ff-only", "-q", "--no-stat", tip], check=False)
+            moved = self.repo.run(["merge", "--ff-only", "-q", "--no-stat", tip], check=False)
             if moved.exit_code != 0:
                 return 0  # e.g. a local change in the way: each merge says which plan's
         return count
-
-    def _is_ancestor(self, commit: str, of: str) -> bool:
-        return self._run(["merge-base", "--is-ancestor", commit, of], check=False).exit_code == 0
 
     def _hand_over(self, plan_id: str, files: Sequence[str]) -> None:
         """Files a plan wrote that look like secrets were not committed: they go into the main
@@ -342,9 +298,8 @@ class GitWorkspace(NullWorkspace):
         )
 
     def settle(self, wave: int) -> None:
-        """After the wave is journaled finished: its worktrees and branches are removed in the
-        background (every plan is merged; nothing needs them), while the run goes on. `close`
-        (and the next wave) waits for it."""
+        """The wave is journaled finished: its worktrees and branches are removed in the
+        background while the run goes on (`close`, and the next wave, wait for it)."""
         branches, self._pending = self._pending, []
         if not self.git or not branches:
             return
@@ -355,8 +310,7 @@ class GitWorkspace(NullWorkspace):
         cleanup.start()
 
     def close(self) -> None:
-        """Wait for the background work: the making of this wave's worktrees, the removal of
-        the last wave's."""
+        """Wait for the making of this wave's worktrees and the removal of the last wave's."""
         for thread in (self._setup, self._cleanup):
             if thread is not None:
                 thread.join()
@@ -373,18 +327,15 @@ class GitWorkspace(NullWorkspace):
         return f"looprail/{_safe(self.run)}/w{wave}-{_safe(plan_id)}"
 
     def _worktrees(self, wave: int, plan_ids: Sequence[str], branches: set[str]) -> None:
-        """Each plan's worktree: found again (a resumed run), or made in the background while
-        the wave starts: the new branches in one call, from HEAD; each worktree registered (no
-        checkout: that is quick), one at a time (a `worktree add` reads every other worktree's
-        files and fails on one that another add is half-way through writing), and checked out
-        as soon as it is registered, the checkouts at once. `bind` waits for the plan's own
-        worktree: no agent runs before its worktree is checked out, so a kill before then
-        leaves nothing a resumed run could lose (it makes what is missing again)."""
+        """Each plan's worktree: found again (a resumed run), or made in the background: the
+        new branches in one call; each worktree registered one at a time (a `worktree add`
+        fails on one another add is half-way through writing), checked out at once. No agent
+        runs before `bind` sees its worktree checked out: a kill before loses nothing."""
         paths = {plan_id: self._folder(plan_id) for plan_id in plan_ids}
         # Registered but not checked out (a run killed in between): no agent ever ran there.
         state = {plan_id: _worktree_state(path) for plan_id, path in paths.items()}
         todo = [plan_id for plan_id in plan_ids if state[plan_id] != "ready"]
-        ready: dict[str, Future[None]] = {plan_id: Future() for plan_id in todo}
+        ready: dict[str, Future[object]] = {plan_id: Future() for plan_id in todo}
         with self._lock:
             self._bound = dict(paths)
             self._ready = ready
@@ -397,9 +348,9 @@ class GitWorkspace(NullWorkspace):
             with ThreadPoolExecutor(len(todo), thread_name_prefix="looprail-git") as pool:
                 try:
                     if refs:
-                        self._run(["update-ref", "--stdin"], stdin=refs)
+                        self.repo.run(["update-ref", "--stdin"], stdin=refs)
                     if any(state[p] == "none" for p in todo) and self._stale_worktrees():
-                        self._run(["worktree", "prune"], check=False)  # paths reused
+                        self.repo.run(["worktree", "prune"], check=False)  # paths reused
                     self._folder().mkdir(parents=True, exist_ok=True)
                 except BaseException as exc:
                     for future in ready.values():
@@ -410,13 +361,13 @@ class GitWorkspace(NullWorkspace):
                     try:
                         if state[plan_id] == "none":
                             branch = self.branch(wave, plan_id)
-                            self._run(["worktree", "add", "--no-checkout", str(path), branch])
+                            self.repo.run(["worktree", "add", "--no-checkout", str(path), branch])
                     except BaseException as exc:
                         future.set_exception(exc)
                         continue
-                    done = pool.submit(self._run, ["reset", "-q", "--hard"], cwd=path)
-                    done.add_done_callback(partial(_settled, future))
-            _identity(self.project)  # asked once, before the merge needs it
+                    checkout = partial(self.repo.run, ["reset", "-q", "--hard"], cwd=path)
+                    pool.submit(_resolve, future, checkout)
+            has_identity(self.project)  # asked once, before the merge needs it
 
         self._setup = threading.Thread(target=make, name="looprail-worktrees-add", daemon=True)
         self._setup.start()
@@ -424,7 +375,7 @@ class GitWorkspace(NullWorkspace):
     def _stale_worktrees(self) -> bool:
         """Whether git still lists a worktree whose folder is gone (`git worktree prune` would
         drop it): each `worktrees/*/gitdir` names the `.git` file in its worktree's folder."""
-        admin = self._git_dir(common=True) / "worktrees"
+        admin = self.repo.git_dir(common=True) / "worktrees"
         try:
             entries = list(admin.iterdir())
         except OSError:
@@ -439,22 +390,21 @@ class GitWorkspace(NullWorkspace):
         return False
 
     def _remove(self, branches: Sequence[tuple[str, str]]) -> None:
-        """Remove the worktrees and branches of `branches` ((plan, branch) pairs): the folders
-        deleted, then one prune and one branch deletion for them all."""
+        """Remove the worktrees and branches of `branches`: one prune, one branch deletion."""
         base = self._folder()
         for plan_id, _ in branches:
             path = base / plan_id
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path, ignore_errors=True)
-        self._run(["worktree", "prune"], check=False)
-        self._run(["branch", "-D", *(branch for _, branch in branches)], check=False)
+        self.repo.run(["worktree", "prune"], check=False)
+        self.repo.run(["branch", "-D", *(branch for _, branch in branches)], check=False)
         with contextlib.suppress(OSError):
             base.rmdir()  # only when empty
 
     def _run_branches(self) -> dict[int, list[tuple[str, str]]]:
         """This run's branches by wave: (plan, branch) pairs in plan order."""
         prefix = f"looprail/{_safe(self.run)}/w"
-        names = self._out(["branch", "--list", f"{prefix}*", "--format=%(refname:short)"])
+        names = self.repo.out(["branch", "--list", f"{prefix}*", "--format=%(refname:short)"])
         out: dict[int, list[tuple[str, str]]] = {}
         for name in names.split():
             wave, sep, plan_id = name[len(prefix) :].partition("-")
@@ -470,10 +420,10 @@ class GitWorkspace(NullWorkspace):
         out = []
         for plan_id in plan_ids:
             branch = self.branch(wave, plan_id)
-            base = self._out(["merge-base", against, branch]).strip()
+            base = self.repo.out(["merge-base", against, branch]).strip()
             if not base:
                 continue
-            changed = set(self._out(["diff", "--name-only", base, branch]).split())
+            changed = set(self.repo.out(["diff", "--name-only", base, branch]).split())
             if changed & set(files):
                 out.append(plan_id)
         return out
@@ -482,9 +432,9 @@ class GitWorkspace(NullWorkspace):
         """Commit what the loop has so far in the main tree, so every worktree starts from it,
         and say what went in (and what was left out as a likely secret)."""
         message = f"looprail: run {self.run} before wave {wave}"
-        committed, secrets, head = self._commit_all(self.project, message)
+        committed, secrets, head = self.repo.commit_all(self.project, message)
         if not head:  # no commit yet (and nothing to commit): worktrees need one to start from
-            self._run(["commit", "--allow-empty", "-q", "-m", "looprail: initial commit"])
+            self.repo.run(["commit", "--allow-empty", "-q", "-m", "looprail: initial commit"])
         if committed:
             shown = ", ".join(committed[:_SHOWN])
             if len(committed) > _SHOWN:
@@ -496,157 +446,6 @@ class GitWorkspace(NullWorkspace):
                 f"worktrees will not have them): {', '.join(secrets)}; add them to .gitignore, "
                 "or commit them yourself"
             )
-
-    def _commit_all(self, where: Path, message: str) -> tuple[list[str], list[str], bool]:
-        """Commit every change in `where` but what git ignores (`.gitignore`, the exclude file)
-        and untracked files that look like secrets (`.env`, keys). Returns (the files
-        committed, the secrets left out, whether there is a commit at all)."""
-        status = self._out(
-            [
-                "status",
-                "--porcelain=v2",
-                "-z",
-                "--branch",
-                "--untracked-files=all",
-                "--no-renames",
-            ],
-            cwd=where,
-        )
-        changed, untracked, head = _parse_status(status)
-        secrets = sorted(p for p in untracked if is_secret(p))
-        keep = sorted({*changed, *untracked} - set(secrets))
-        if not keep:
-            return [], secrets, head
-        self._run(
-            ["add", "-A", "--", ".", *(f":(top,exclude,literal){p}" for p in secrets)], cwd=where
-        )
-        self._run(["commit", "-q", "--no-verify", "-m", message], cwd=where)
-        return keep, secrets, True
-
-    def _exclude_state(self) -> None:
-        """looprail's state patterns in the repository's `info/exclude`, written only to the
-        real file: a symlinked `info` folder or `exclude` file (which could point anywhere)
-        halts the run instead."""
-        info = self._git_dir(common=True) / "info"
-        with contextlib.suppress(FileExistsError):
-            info.mkdir(parents=True)
-        flags = os.O_NOFOLLOW | os.O_CLOEXEC
-        try:
-            folder = os.open(info, os.O_RDONLY | os.O_DIRECTORY | flags)
-            try:
-                fd = os.open(
-                    "exclude", os.O_RDWR | os.O_CREAT | os.O_APPEND | flags, 0o644, dir_fd=folder
-                )
-            finally:
-                os.close(folder)
-        except OSError as exc:
-            why = exc.strerror or str(exc)
-            if exc.errno in (errno.ELOOP, errno.ENOTDIR) and (
-                info.is_symlink() or (info / "exclude").is_symlink()
-            ):
-                why = "a symlink: looprail writes only the real file"
-            raise HaltError(
-                f"{info / 'exclude'}: cannot add looprail's state to it ({why})"
-            ) from None
-        with os.fdopen(fd, "r+b") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                raise HaltError(f"{info / 'exclude'}: not a regular file")
-            text = fh.read().decode("utf-8", errors="replace")
-            missing = [p for p in STATE_PATTERNS if p not in text.splitlines()]
-            if missing:
-                lead = "\n" if text and not text.endswith("\n") else ""
-                block = "".join(f"{p}\n" for p in ["# looprail state", *missing])
-                fh.write((lead + block).encode())
-
-    def _git_dir(self, *, common: bool = False) -> Path:
-        found = self._git_dirs.get(common)
-        if found is None:
-            arg = "--git-common-dir" if common else "--git-dir"
-            path = Path(self._out(["rev-parse", arg]).strip())
-            found = self._git_dirs[common] = path if path.is_absolute() else self.project / path
-        return found
-
-    def _out(self, args: Sequence[str], cwd: Path | None = None) -> str:
-        return self._run(args, cwd=cwd, check=False).stdout
-
-    def _run(
-        self,
-        args: Sequence[str],
-        *,
-        cwd: Path | None = None,
-        check: bool = True,
-        stdin: str | None = None,
-    ) -> ProcessResult:
-        done = git(args, cwd or self.project, stdin=stdin, repo=self.project)
-        if check and done.exit_code != 0:
-            raise HaltError(f"git {' '.join(args[:2])} failed: {_why(done)}")
-        return done
-
-
-_identity_lock = threading.Lock()
-_has_identity: dict[str, bool] = {}
-
-
-def git(
-    args: Sequence[str], cwd: Path, *, stdin: str | None = None, repo: Path | None = None
-) -> ProcessResult:
-    """`runtime.git.git`, with looprail's identity for a commit or merge where the user has
-    none configured (asked once per `repo`, the main tree: its worktrees read the same
-    config)."""
-    env = None
-    if args and args[0] in ("commit", "commit-tree", "merge") and not _identity(repo or cwd):
-        env = {**os.environ, **_IDENTITY}  # only where the user has no identity configured
-    return run_git(args, cwd, env=env, stdin=stdin)
-
-
-def _identity(cwd: Path) -> bool:
-    key = str(cwd)
-    with _identity_lock:
-        if key not in _has_identity:
-            done = run_git(["config", "user.email"], cwd, timeout_s=30)
-            have = done.exit_code == 0 and bool(done.stdout.strip())
-            _has_identity[key] = have or bool(os.environ.get("GIT_AUTHOR_EMAIL"))
-        return _has_identity[key]
-
-
-_SHOWN = 8  # files named in the checkpoint's line
-
-
-# Untracked files with these names (or endings) are never committed by looprail on its own:
-# they are where credentials usually live, and a commit would copy them into every worktree
-# and into history. Matched on the file's name, in any folder.
-SECRET_NAMES = (".env", ".envrc", ".netrc", ".npmrc", ".pypirc", ".pgpass", "credentials")
-SECRET_PREFIXES = (".env.", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")
-SAMPLE_SUFFIXES = (".example", ".sample", ".template", ".dist")
-SECRET_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".keystore", ".jks")
-
-
-def is_secret(path: str) -> bool:
-    """Whether an untracked file looks like a secret by its name (see SECRET_NAMES)."""
-    name = path.rsplit("/", 1)[-1].lower()
-    if name.endswith(SAMPLE_SUFFIXES):  # `.env.example`: a template, meant to be committed
-        return False
-    return (
-        name in SECRET_NAMES or name.startswith(SECRET_PREFIXES) or name.endswith(SECRET_SUFFIXES)
-    )
-
-
-def _parse_status(text: str) -> tuple[list[str], list[str], bool]:
-    """`git status --porcelain=v2 -z --branch --no-renames`: (changed paths, untracked paths,
-    whether HEAD names a commit)."""
-    changed: list[str] = []
-    untracked: list[str] = []
-    head = True
-    for entry in text.split("\0"):
-        if entry.startswith("# branch.oid "):
-            head = entry != "# branch.oid (initial)"
-        elif entry.startswith("1 "):
-            changed.append(entry.split(" ", 8)[-1])
-        elif entry.startswith("u "):
-            changed.append(entry.split(" ", 10)[-1])
-        elif entry.startswith("? "):
-            untracked.append(entry[2:])
-    return changed, untracked, head
 
 
 def _worktree_state(path: Path) -> str:
@@ -666,19 +465,11 @@ def _worktree_state(path: Path) -> str:
 
 
 def _resolve(future: Future[_T], call: Callable[[], _T]) -> None:
+    """Settle `future` with what `call` returns or raises."""
     try:
         future.set_result(call())
     except BaseException as exc:
         future.set_exception(exc)
-
-
-def _settled(future: Future[None], done: Future[ProcessResult]) -> None:
-    """Pass a checkout's outcome on to the plan waiting for its worktree."""
-    error = done.exception()
-    if error is None:
-        future.set_result(None)
-    else:
-        future.set_exception(error)
 
 
 def _all_at_once(calls: Sequence[Callable[[], _T]]) -> list[_T]:
@@ -700,14 +491,3 @@ def _plan_message(plan_id: str, run: str) -> str:
 
 def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "x"
-
-
-def _why(done: ProcessResult) -> str:
-    if done.spawn_error or done.timed_out:
-        return done.describe_failure()
-    return _last(done.stderr or done.stdout)
-
-
-def _last(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else "(no output)"

@@ -17,7 +17,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from looprail.plans.planfile import Plan, Task, child_elements
+from looprail.plans.planfile import Plan, Task
+from looprail.plans.scan import child_elements
 
 CheckpointKind = Literal["human-verify", "decision", "human-action", "tdd-review"]
 AnswerKind = Literal["approved", "chosen", "issues", "value", "secret"]
@@ -213,55 +214,56 @@ def render(cp: Checkpoint, done: int | None = None, total: int | None = None) ->
     """The checkpoint as the reference's execution protocol displays it."""
     bar = "─" * 56
     head = f"CHECKPOINT: {cp.title}"
-    lines = [
-        "╔" + "═" * 55 + "╗",
-        f"║  {head:<53}║",
-        "╚" + "═" * 55 + "╝",
-        "",
-    ]
+    lines = ["╔" + "═" * 55 + "╗", f"║  {head:<53}║", "╚" + "═" * 55 + "╝", ""]
     if done is not None and total is not None:
         lines.append(f"Progress: {done}/{total} tasks complete")
-    lines.append(f"Task: {cp.task_id} {cp.name}".rstrip())
-    lines.append("")
-
-    def block(title: str, body: str) -> None:
-        if not body.strip():
-            return
-        if "\n" in body.strip():
+    lines += [f"Task: {cp.task_id} {cp.name}".rstrip(), ""]
+    for title, body in _blocks(cp):
+        if title == "Options:":
+            lines += _option_block(cp)
+        elif not body.strip():
+            continue
+        elif "\n" in body.strip():
             lines.append(f"{title}:")
             lines.extend("  " + line if line.strip() else "" for line in body.strip().splitlines())
+            lines.append("")
         else:
-            lines.append(f"{title}: {body.strip()}")
-        lines.append("")
-
-    if cp.kind == "human-verify":
-        block("Built", cp.what_built)
-        block("How to verify", cp.how_to_verify)
-    elif cp.kind == "decision":
-        block("Decision", cp.decision or cp.name)
-        block("Context", cp.context)
-        if cp.options:
-            lines.append("Options:")
-            for i, o in enumerate(cp.options, 1):
-                lines.append(f"  {i}. {o.id}" + (f" - {o.name}" if o.name else ""))
-                if o.pros:
-                    lines.append(f"     Pros: {_one(o.pros)}")
-                if o.cons:
-                    lines.append(f"     Cons: {_one(o.cons)}")
-                lines.append("")
-        else:
-            block("Action", cp.action)
-    elif cp.kind == "human-action":
-        block("Action", cp.action)
-        block("What you need to do", cp.instructions)
-        block("I'll verify", cp.verification)
-    else:
-        block("Checked", cp.what_checked)
-        block("Gate results", cp.gate_results)
-        block("Violations", cp.violations)
+            lines += [f"{title}: {body.strip()}", ""]
     signal = cp.resume_signal or _default_signal(cp)
     lines += [bar, f"→ YOUR ACTION: {_one(signal)}", bar]
     return "\n".join(lines)
+
+
+def _blocks(cp: Checkpoint) -> list[tuple[str, str]]:
+    """(title, text) of what a checkpoint of its kind shows, in order."""
+    if cp.kind == "human-verify":
+        return [("Built", cp.what_built), ("How to verify", cp.how_to_verify)]
+    if cp.kind == "decision":
+        shown = ("Options:", "") if cp.options else ("Action", cp.action)
+        return [("Decision", cp.decision or cp.name), ("Context", cp.context), shown]
+    if cp.kind == "human-action":
+        return [
+            ("Action", cp.action),
+            ("What you need to do", cp.instructions),
+            ("I'll verify", cp.verification),
+        ]
+    return [
+        ("Checked", cp.what_checked),
+        ("Gate results", cp.gate_results),
+        ("Violations", cp.violations),
+    ]
+
+
+def _option_block(cp: Checkpoint) -> list[str]:
+    lines = ["Options:"]
+    for i, o in enumerate(cp.options, 1):
+        lines.append(f"  {i}. {o.id}" + (f" - {o.name}" if o.name else ""))
+        if o.pros:
+            lines.append(f"     Pros: {_one(o.pros)}")
+        if o.cons:
+            lines.append(f"     Cons: {_one(o.cons)}")
+        lines.append("")
+    return lines
 
 
 def _default_signal(cp: Checkpoint) -> str:

@@ -62,7 +62,8 @@ def _plan_part(plan_id: str) -> str | None:
     return canonical_plan_id(match.group("plan")) if match else None
 
 
-def _shown(path: Path, root: Path | None) -> str:
+def relative(path: Path, root: Path | None) -> str:
+    """`path` as errors and warnings show it: relative to `root` when inside it."""
     if root is not None:
         try:
             return path.relative_to(root).as_posix()
@@ -124,7 +125,7 @@ def resolve_dependencies(
         if key in by_canonical:
             other = by_canonical[key]
             raise PlanError(
-                f"{_shown(plan.path, root)}: duplicate plan id {plan.id!r} in one phase "
+                f"{relative(plan.path, root)}: duplicate plan id {plan.id!r} in one phase "
                 f"(also {other.path.name})"
             )
         by_canonical[key] = plan
@@ -219,7 +220,7 @@ def bare_dependency_warnings(
             target, reference_too = index.find(dep)
             if target is not None and not reference_too:
                 warnings.append(
-                    f"{_shown(plan.path, root)}: depends_on {dep!r} is read as plan {target}; "
+                    f"{relative(plan.path, root)}: depends_on {dep!r} is read as plan {target}; "
                     f"the reference drops {'a bare plan number' if '-' not in dep else 'it'} "
                     f"(write {target!r} to agree)"
                 )
@@ -242,7 +243,7 @@ def compute_waves(plans: Sequence[Plan], *, root: Path | None = None) -> WavePla
         first = next(p for p in plans if p.id == members[0])
         chain = " → ".join([*members, members[0]])
         raise PlanError(
-            f"{_shown(first.path, root)}: depends_on: plans form a cycle: {chain}"
+            f"{relative(first.path, root)}: depends_on: plans form a cycle: {chain}"
         ) from None
     effective, groups, overlaps, warnings = layout
     done = {p.id: p.has_summary and not p.halted for p in plans}  # a halted plan is not done

@@ -37,7 +37,7 @@ _MODE_FLAGS: Mapping[str, Mapping[str, str | None]] = {
 MODE_NAME = {"claude": "permission mode", "codex": "sandbox", "gemini": "approval mode"}
 
 
-def guarded_of(name: str, section: Mapping[str, Any]) -> dict[str, Any]:
+def guarded_of(name: str, section: Mapping[str, object]) -> dict[str, object]:
     """The project's settings that need consent: guarded, and wider than the default."""
     narrower = NARROWER.get(name, {})
     return {
@@ -78,13 +78,3 @@ def mode_in_effect(name: str, argv: Sequence[str]) -> str | None:
                 i += 1
         i += 1
     return mode
-
-
-__all__ = [
-    "GUARDED",
-    "MODE_NAME",
-    "NARROWER",
-    "guarded_digest",
-    "guarded_of",
-    "mode_in_effect",
-]

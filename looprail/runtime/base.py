@@ -5,34 +5,39 @@ decides *how* (local executables, an agent CLI, a script in a test). Every call 
 returns a typed `Outcome`; a failing unit of work is a failed `Outcome`, never an exception.
 Runtimes raise only for programming errors (a malformed call).
 
-This module also owns what every runtime shares: the request each unit of work receives
-(`Request`, serialised as the JSON documented in docs/runtime.md), the verdict shape check, the
-liveness banner, and the per-step role-context book.
+This module also owns what every runtime shares: the verdict shape check, the liveness
+banner, and the per-step role-context book; the request each unit of work receives is in
+`looprail.runtime.request`, re-exported here.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypedDict, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import model_validator
 
 from looprail.hostcall import UNKNOWN_REQ_IDS, roadmap_req_ids
+from looprail.runtime.request import (
+    DispatchContext,
+    Frozen,
+    Request,
+    TaskWork,
+    build_request,
+    checked_words,
+    message_ask,
+    step_of,
+    verdict_ask,
+)
+from looprail.runtime.request import Flavor as Flavor
+from looprail.runtime.request import RequestKind as RequestKind
 
 if TYPE_CHECKING:
     from looprail.runtime.meter import Meter
 
-Flavor = Literal["gsd", "msd", "ferrox"]
-RequestKind = Literal[
-    "skill", "agent", "command", "query", "verdict", "phase", "task", "message", "compact"
-]
-
-PROTOCOL_VERSION = 1
 EXIT_UNAVAILABLE = 69  # "could not look": an error of the check itself, never a verdict
 TASK_ROLE = "executor"
 SESSION_NAME = "session"  # the name native-hook messages and compactions are addressed to
@@ -54,73 +59,7 @@ def spawn_banner(agent: str) -> str:
     )
 
 
-def step_of(point: str) -> str:
-    """The loop step a point belongs to: `execute:wave:pre` → `execute`."""
-    return point.split(":", 1)[0]
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
-
-
-class DispatchContext(_Frozen):
-    """Where a unit of work runs: the project, the phase, and the hook that asked for it."""
-
-    project: Path
-    phase_number: str
-    phase_dir: Path | None = None
-    point: str | None = None
-    cap_id: str | None = None
-    flavor: Flavor = "gsd"
-    plan_id: str | None = None
-    task_id: str | None = None
-    wave: int | None = None
-    # A host tool (`gsd_run`, …) that receives commands and queries instead of
-    # `.looprail/commands` / `.looprail/checks`; None uses the runtime's own setting.
-    host_tool: str | None = None
-    # Overrides the runtime's per-kind default when set.
-    timeout_s: float | None = None
-    # The folder the work runs in (a plan's git worktree); None is the project itself.
-    workdir: Path | None = None
-    env: dict[str, str] = Field(default_factory=dict)
-    # The work may have the user's terminal: an interactive session (`run --interactive`'s
-    # discuss), its streams inherited, nothing captured (looprail/runtime/interactive.py).
-    terminal: bool = False
-
-    @field_validator("phase_number")
-    @classmethod
-    def _phase_number_present(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("phase_number must not be empty")
-        return value
-
-    @field_validator("phase_dir")
-    @classmethod
-    def _phase_dir_absolute(cls, value: Path | None) -> Path | None:
-        if value is not None and not value.is_absolute():
-            raise ValueError(f"phase_dir must be absolute, got {value}")
-        return value
-
-    @field_validator("workdir")
-    @classmethod
-    def _workdir_absolute(cls, value: Path | None) -> Path | None:
-        if value is not None and not value.is_absolute():
-            raise ValueError(f"workdir must be absolute, got {value}")
-        return value
-
-    @field_validator("timeout_s")
-    @classmethod
-    def _timeout_positive(cls, value: float | None) -> float | None:
-        if value is not None and not value > 0:
-            raise ValueError(f"timeout_s must be positive, got {value}")
-        return value
-
-    @property
-    def step(self) -> str | None:
-        return step_of(self.point) if self.point else None
-
-
-class Usage(_Frozen):
+class Usage(Frozen):
     """What an agent CLI reported about one invocation; None where it reported nothing."""
 
     agent: str
@@ -131,7 +70,18 @@ class Usage(_Frozen):
     cost_usd: float | None = None
 
 
-class Outcome(_Frozen):
+class OutcomeFields(TypedDict, total=False):
+    """What a runtime passes on to `Outcome.succeeded` / `Outcome.failed` beside the verdict."""
+
+    stdout: str
+    stderr: str
+    duration_s: float
+    truncated: bool
+    usage: Usage | None
+    transcript: str | None
+
+
+class Outcome(Frozen):
     """What one unit of work did. `ok` is the only thing a caller must read; `detail` is one
     line saying why it failed (empty when it did not)."""
 
@@ -140,7 +90,7 @@ class Outcome(_Frozen):
     stdout: str = ""
     stderr: str = ""
     duration_s: float = 0.0
-    data: dict[str, Any] | None = None  # stdout parsed, when stdout is one JSON object
+    data: dict[str, object] | None = None  # stdout parsed, when stdout is one JSON object
     detail: str = ""
     timed_out: bool = False
     unavailable: bool = False  # exit 69: the unit could not look
@@ -188,14 +138,11 @@ class Outcome(_Frozen):
         )
 
 
-def parse_json_object(text: str) -> dict[str, Any] | None:
+def parse_json_object(text: str) -> dict[str, object] | None:
     """`text` as a JSON object, or None when it is empty, not JSON, or not an object."""
-    text = text.strip()
-    if not text:
-        return None
     try:
         value = json.loads(text)
-    except (ValueError, RecursionError):  # JSONDecodeError, or an int too long to convert
+    except (ValueError, RecursionError):  # JSONDecodeError (empty too), or an int too long
         return None
     return value if isinstance(value, dict) else None
 
@@ -218,138 +165,19 @@ def verdict_problem(outcome: Outcome) -> str | None:
 
 def require_verdict(outcome: Outcome, label: str) -> Outcome:
     """A check that exited 0 without a usable verdict is an error of the check itself."""
-    if not outcome.ok:
-        return outcome
-    problem = verdict_problem(outcome)
+    problem = verdict_problem(outcome) if outcome.ok else None
     if problem is None:
         return outcome
     return outcome.model_copy(update={"ok": False, "detail": f"{label} {problem}"})
 
 
-class _Camel(BaseModel):
-    """Python names in code, camelCase in the JSON a unit of work reads."""
-
-    model_config = ConfigDict(
-        defer_build=True,
-        frozen=True,
-        extra="forbid",
-        alias_generator=to_camel,
-        populate_by_name=True,
-    )
-
-
-class TaskWork(_Camel):
-    """One task of a plan, with its content already final (inline PLAN.md or tracker-resolved)."""
-
-    plan_id: str
-    task_id: str
-    index: int
-    name: str
-    type: str = "auto"
-    files: tuple[str, ...] = ()
-    read_first: tuple[str, ...] = ()
-    action: str = ""
-    verify: str = ""
-    acceptance_criteria: tuple[str, ...] = ()
-    done: str = ""
-    tracker_id: str | None = None
-    resolved_by_tracker: bool = False
-    # What the executor needs of its plan beside the task (the reference's vocabulary): the
-    # plan's `<objective>`, `<interfaces>` and `<threat_model>` as written, the ones it has.
-    plan_sections: dict[str, str] = {}
-
-    @property
-    def key(self) -> str:
-        return f"{self.plan_id}/{self.task_id}"
-
-
-class PhaseRef(_Camel):
-    number: str
-    dir: str | None
-
-
-class VerdictAsk(_Camel):
-    ref: str
-    prompt: str = ""
-
-
-class MessageAsk(_Camel):
-    text: str
-    send_as: str
-    delivery: str
-    trigger_turn: bool
-
-
-# Keys present only for the kinds that use them (absent, not null, elsewhere).
-_KIND_SPECIFIC = ("role", "step", "words", "role_context", "task", "verdict", "message")
-
-
-class Request(_Camel):
-    """What one unit of work is asked to do; the JSON on an executable's stdin (docs/runtime.md).
-    Scripted outcomes in tests receive the same value."""
-
-    protocol: int = PROTOCOL_VERSION
-    kind: RequestKind
-    name: str
-    project: str
-    point: str | None
-    cap_id: str | None
-    flavor: Flavor
-    phase: PhaseRef
-    plan_id: str | None = None
-    task_id: str | None = None
-    wave: int | None = None
-    role: str | None = None
-    step: str | None = None
-    words: tuple[str, ...] | None = None
-    role_context: dict[str, tuple[str, ...]] | None = None
-    task: TaskWork | None = None
-    verdict: VerdictAsk | None = None
-    message: MessageAsk | None = None
-    instructions: str | None = None
-
-    def to_json(self) -> str:
-        body = self.model_dump(mode="json", by_alias=True)
-        for key in _KIND_SPECIFIC:
-            alias = to_camel(key)
-            if body.get(alias) is None:
-                body.pop(alias, None)
-        if self.kind != "compact":
-            body.pop("instructions", None)
-        return json.dumps(body, ensure_ascii=False, sort_keys=False)
-
-
-def build_request(kind: RequestKind, name: str, ctx: DispatchContext, **extra: Any) -> Request:
-    """The request for one unit of work: the context's common fields, then kind-specific ones
-    (which may override `plan_id`/`task_id`/`wave`)."""
-    fields: dict[str, Any] = {
-        "kind": kind,
-        "name": name,
-        "project": str(ctx.project),
-        "point": ctx.point,
-        "cap_id": ctx.cap_id,
-        "flavor": ctx.flavor,
-        "phase": PhaseRef(
-            number=ctx.phase_number, dir=str(ctx.phase_dir) if ctx.phase_dir else None
-        ),
-        "plan_id": ctx.plan_id,
-        "task_id": ctx.task_id,
-        "wave": ctx.wave,
-    }
-    fields.update(extra)
-    return Request(**fields)
-
-
 class RoleContextBook:
     """Contribution fragments queued per role, scoped to one (phase, step).
 
-    A fragment delivered at any point of a step (`plan:pre`, `execute:wave:pre`, …) is handed
-    verbatim, in delivery order, to every later piece of that role's work in the same step, and
-    no other step reads it. The same text delivered twice for one role in one step is kept once
-    (a wave-level contribution is re-dispatched at every wave). One exception: the host
-    contract lets execute points contribute `into: verifier`, and looprail's verifier works in
-    the verify step, so those fragments are kept for verify. Thread-safe: the tasks of a wave
-    read it in parallel.
+    A fragment delivered at any point of a step is handed verbatim, in delivery order, to every
+    later piece of that role's work in that step only; the same text twice is kept once (a wave
+    contribution is re-dispatched at every wave). Execute points may contribute `into:
+    verifier` (host contract): those are kept for verify, where the verifier works. Thread-safe.
     """
 
     # (step, role) → the step whose work reads what that role is given at that step's points
@@ -378,45 +206,7 @@ class RoleContextBook:
             return tuple(self._texts.get((ctx.phase_number, step), {}).get(role, ()))
 
 
-_SEND_AS = ("custom", "user")
-_DELIVERIES = ("steer", "followUp", "nextTurn")
-
-
-def message_ask(text: str, *, send_as: str, delivery: str, trigger_turn: bool) -> MessageAsk:
-    """A message Action's delivery, checked (an invalid combination is a caller's bug). A user
-    message always starts a turn, whatever `trigger_turn` says."""
-    if send_as not in _SEND_AS:
-        raise ValueError(f"send_as must be one of {_SEND_AS}, got {send_as!r}")
-    if delivery not in _DELIVERIES:
-        raise ValueError(f"delivery must be one of {_DELIVERIES}, got {delivery!r}")
-    if send_as == "user" and delivery == "nextTurn":
-        raise ValueError("a user message cannot use delivery nextTurn")
-    if delivery == "nextTurn" and trigger_turn:
-        raise ValueError("delivery nextTurn cannot trigger a turn")
-    return MessageAsk(text=text, send_as=send_as, delivery=delivery, trigger_turn=trigger_turn)
-
-
-def verdict_ask(agent_verdict: Mapping[str, Any]) -> VerdictAsk | str:
-    """An `agentVerdict` check as a typed ask, or one line saying why it is unusable."""
-    ref, prompt = agent_verdict.get("ref"), agent_verdict.get("prompt", "")
-    if not isinstance(ref, str) or not ref:
-        return 'agentVerdict has no "ref" naming an agent'
-    if not isinstance(prompt, str):
-        return f'agentVerdict "prompt" for {ref!r} is not a string'
-    return VerdictAsk(ref=ref, prompt=prompt)
-
-
-def checked_words(words: Sequence[str]) -> tuple[str, ...]:
-    """`words` (a command or query split on spaces) as a tuple; anything else is a caller's bug."""
-    if isinstance(words, str):
-        raise TypeError("words is a sequence of words (the command split on spaces), not a str")
-    words = tuple(words)
-    if not words or not all(isinstance(w, str) for w in words):
-        raise ValueError(f"words must be a non-empty sequence of strings, got {words!r}")
-    return words
-
-
-class RuntimeInfo(_Frozen):
+class RuntimeInfo(Frozen):
     """What a runtime declares about itself, read by the machine instead of probing for
     attributes (`BaseRuntime.describe`). A runtime that declares nothing gets these defaults."""
 
@@ -439,116 +229,88 @@ class RunStart:
 
 @runtime_checkable
 class Runtime(Protocol):
-    """What the state machine calls: `handle(request, ctx)` behind the typed calls, a declared
-    description, and the run hooks. Every unit of work is bounded (timeout + output cap) and
-    returns an `Outcome`; a failing unit is `Outcome(ok=False, detail=...)`, never an exception.
-    `BaseRuntime` writes all of it once; a runtime implements `handle` and overrides the rest
-    only where it differs (docs/runtime.md, "Runtimes are one method").
+    """What the state machine calls: `handle` behind the typed calls, a declared description,
+    and the run hooks. Every unit of work is bounded and returns an `Outcome`, failed or not,
+    never an exception. `BaseRuntime` writes it all once (docs/runtime.md).
     """
 
     def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
         """Do the unit of work `request` describes."""
-        ...
 
     # -- what it declares -------------------------------------------------------------------
 
     def describe(self) -> RuntimeInfo:
         """Its name and wishes (worktrees), declared once."""
-        ...
 
     def unready(self) -> str | None:
         """Why it cannot run at all (an agent CLI not on PATH), or None; asked before a run."""
-        ...
 
     def missing(self, folder: str | None, name: str) -> str | None:
         """Why a named unit (`agents/<name>`, …) would not run, or None (what lint probes)."""
-        ...
 
     def host_tool_for(self, ctx: DispatchContext) -> str | None:
         """The host tool (`gsd_run`, …) that answers gates for `ctx`, or None."""
-        ...
 
     def run_host(self, args: Sequence[str], ctx: DispatchContext) -> Outcome:
         """`<host tool> <args>` as one bounded process (gates the workflow hosts directly)."""
-        ...
 
     def phase_req_ids(self, ctx: DispatchContext) -> str:
         """The phase's requirement ids as the host's plan-phase workflow passes them."""
-        ...
 
     # -- run hooks --------------------------------------------------------------------------
 
     def begin_run(self, run: RunStart) -> None:
         """Told once a run id is known, before any work (transcripts, the cost meter)."""
-        ...
 
     def end_run(self) -> None:
         """Told when the run is over, however it ended; later calls belong to no run."""
-        ...
 
     # -- the typed calls (written once in BaseRuntime on top of `handle`) --------------------
 
     def run_skill(self, skill_id: str, ctx: DispatchContext) -> Outcome:
         """Run a skill step; `skill_id` is already prefixed with the flavor (`gsd-foo`)."""
-        ...
 
     def spawn_agent(self, agent: str, ctx: DispatchContext) -> Outcome:
         """Spawn an agent step, after printing the liveness banner."""
-        ...
 
     def run_command(self, words: Sequence[str], ctx: DispatchContext) -> Outcome:
         """Run a grammar-checked `ref.command` (split on spaces) with `--phase <N> --raw`."""
-        ...
 
     def run_query_check(self, words: Sequence[str], ctx: DispatchContext) -> Outcome:
         """Run a gate's `check.query`; ok means a `{block, message}` verdict is in `data`."""
-        ...
 
     def ask_verdict(self, agent_verdict: Mapping[str, Any], ctx: DispatchContext) -> Outcome:
         """Ask an agent for an advisory `agentVerdict` (`{ref, prompt}`)."""
-        ...
 
     def do_phase_work(self, role: str, step: str, ctx: DispatchContext) -> Outcome:
         """The step's main work by a role agent (orchestrator, planner, verifier)."""
-        ...
 
     def execute_task(self, task: TaskWork, ctx: DispatchContext) -> Outcome:
         """The executor role runs one task."""
-        ...
 
     def deliver_context(self, role: str, text: str, ctx: DispatchContext) -> None:
         """Queue a contribution fragment, verbatim, into `role`'s context for this step."""
-        ...
 
     def deliver_message(
         self, text: str, *, send_as: str, delivery: str, trigger_turn: bool, ctx: DispatchContext
     ) -> Outcome:
         """Deliver a native-hook message to the agent session."""
-        ...
 
     def compact(self, instructions: str | None, ctx: DispatchContext) -> Outcome:
         """Ask the agent session to compact its context."""
-        ...
 
 
 class BaseRuntime:
     """The typed `Runtime` calls, written once; a runtime implements one method, `handle`.
 
-    As httpx's `BaseTransport.handle_request`: each call builds the `Request` a unit of work
-    receives (the same value for every runtime, so a test runtime cannot drift from a real
-    one) and hands it to `handle(request, ctx)`, which does the one thing this runtime does —
-    run an executable, drive an agent CLI, answer from a script. What every runtime shares
-    (argument checks, the per-step role-context book, the verdict-shape check of queries and
-    verdicts) lives here. `ctx` travels beside the request because it carries what is not the
-    unit's business (timeouts, host tool, extra environment, the folder to work in).
-
+    Each call builds the `Request` a unit of work receives (the same value for every runtime,
+    so a test runtime cannot drift from a real one) and hands it to `handle(request, ctx)`;
+    `ctx` carries what is not the unit's business (timeouts, host tool, environment, folder).
     Hooks a subclass may override: `own(ctx)` (normalise or refuse a context),
     `verdict_label(request, ctx)` (how a verdict error names the unit), `recorded(...)` (see
-    every delivered context fragment). `announce(request)` prints the liveness banner; a
-    runtime calls it once it is about to spawn an agent. What the machine asks of a runtime
-    beside its work (`describe`, `unready`, `missing`, the host tool, `begin_run`/`end_run`)
-    has a default here, so a runtime that declares nothing still runs; the machine calls these
-    methods and never probes a runtime for an attribute.
+    every delivered context fragment); `announce(request)` prints the liveness banner. What the
+    machine asks beside the work (`describe`, `unready`, `missing`, the host tool, the run
+    hooks) has a default here: the machine calls these methods, never probes for attributes.
     """
 
     #: The name this runtime is registered under (`looprail.runtimes` entry points).
@@ -604,6 +366,26 @@ class BaseRuntime:
 
     def recorded(self, role: str, text: str, ctx: DispatchContext) -> None:
         """Called after a context fragment was queued (a test runtime records it)."""
+
+    def line_sink(
+        self, request: Request, show: Callable[[str], str | None] | None = None
+    ) -> Callable[[str, str], None] | None:
+        """What `-v` is handed each line a unit of work prints, labelled (None without `-v`);
+        `show` reads a stdout line into words first (an agent CLI's JSON events)."""
+        output = self.output
+        if output is None:
+            return None
+        label = output_label(request)
+
+        def sink(stream: str, text: str) -> None:
+            if show is None:
+                output(label, stream, text)
+                return
+            shown = show(text) if stream == "stdout" else text
+            for part in (shown or "").splitlines():  # an event's text may hold many lines
+                output(label, stream, part)
+
+        return sink
 
     def announce(self, request: Request) -> None:
         """Print the liveness banner for an agent-backed request (agent, verdict, phase,

@@ -161,6 +161,30 @@ def guard(argv, status_fd, parent, env, served):
     gone (see the module docstring). Never returns. `served`: forked by the guard server, so
     the exit status goes on `status_fd` (`X<code>`), and the guard then waits for looprail to
     close that channel before it exits (its pid stays its own until looprail is done)."""
+    _spawn(argv, status_fd, parent, env)
+    me = posix.getpid()
+    started = f"P{_G.child} {start_ticks(_G.child) or 0} {start_ticks(me) or 0} {me}\n"
+    _report(status_fd, started, close=not served)
+    # The guard itself must not hold the child's pipes open: EOF belongs to the child's tree.
+    null = posix.open("/dev/null", posix.O_RDWR)
+    for fd in (0, 1, 2):
+        posix.dup2(null, fd)
+    posix.close(null)
+    status = _outlive()
+    if served:
+        _G.reported = True
+        try:
+            _report(status_fd, f"X{posix.waitstatus_to_exitcode(status)}\n", close=False)
+            while posix.read(status_fd, 4096):  # until looprail closes its end
+                pass
+        except OSError:
+            pass
+        posix._exit(0)
+    _exit_as(status)
+
+
+def _spawn(argv, status_fd, parent, env):
+    """Start the child in a group of its own, or report why not and exit."""
     if not _G.armed:
         _arm()
     if posix.getppid() != parent:  # looprail died before the death signal was armed
@@ -177,14 +201,10 @@ def guard(argv, status_fd, parent, env, served):
     _G.group = True
     if _G.stopping:  # told to stop while the child was being started
         _kill_tree()
-    me = posix.getpid()
-    started = f"P{_G.child} {start_ticks(_G.child) or 0} {start_ticks(me) or 0} {me}\n"
-    _report(status_fd, started, close=not served)
-    # The guard itself must not hold the child's pipes open: EOF belongs to the child's tree.
-    null = posix.open("/dev/null", posix.O_RDWR)
-    for fd in (0, 1, 2):
-        posix.dup2(null, fd)
-    posix.close(null)
+
+
+def _outlive():
+    """Wait for the child, kill its tree, reap it: its wait status."""
     # Wait for the child without reaping it: while it is a zombie its pid, and so its group id,
     # cannot be reused, so killing the group cannot hit an unrelated process.
     try:  # noqa: SIM105
@@ -199,15 +219,11 @@ def guard(argv, status_fd, parent, env, served):
         pass
     _G.group = False
     _drain()
-    if served:
-        _G.reported = True
-        try:
-            _report(status_fd, f"X{posix.waitstatus_to_exitcode(status)}\n", close=False)
-            while posix.read(status_fd, 4096):  # until looprail closes its end
-                pass
-        except OSError:
-            pass
-        posix._exit(0)
+    return status
+
+
+def _exit_as(status):
+    """Exit with the child's own status: a signal death is passed on as the same signal."""
     if posix.WIFSIGNALED(status):
         sig = posix.WTERMSIG(status)
         import resource  # only on this path: it is not built in
@@ -242,7 +258,7 @@ def guard(argv, status_fd, parent, env, served):
 # server dies (its death signal, or EOF on its channel) and starts nothing.
 
 SPARES = 8
-_RECORD_MAX = 4 + 60000  # process.py's _INLINE_MAX: a bigger request comes in a memfd
+_RECORD_MAX = 4 + 60000  # guard_client.py's _INLINE_MAX: a bigger request comes in a memfd
 _REFILL_S = 0.02  # quiet time before one more spare is forked
 
 

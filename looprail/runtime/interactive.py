@@ -31,15 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from looprail.runtime.base import Outcome, Request
+from looprail.runtime.childenv import child_pwd_env, confined_path_env
+from looprail.runtime.guard_client import proc_state
 from looprail.runtime.owed import owed_problem
-from looprail.runtime.process import (
-    Spawned,
-    _notify,
-    child_pwd_env,
-    confined_path_env,
-    start_ticks,
-)
-from looprail.runtime.prompts import phase_vars
+from looprail.runtime.process import Spawned, _notify, exit_words, start_ticks
+from looprail.runtime.prompts import owed_file
 
 NOT_CAPTURED = "not captured: an interactive session on the terminal"
 _END_GRACE_S = 3.0  # after SIGTERM, before SIGKILL
@@ -77,9 +73,7 @@ class Session:
             return f"could not start: {self.spawn_error}"
         if self.timed_out:
             return "timed out and was stopped"
-        if self.exit_code is not None and self.exit_code < 0:
-            return f"was killed by {_signal_name(-self.exit_code)}"
-        return f"exited {self.exit_code}"
+        return exit_words(self.exit_code)
 
 
 def run_on_terminal(
@@ -153,7 +147,7 @@ def _wait(proc: subprocess.Popen[Any], deadline: float | None) -> tuple[int | No
             continue
         if os.WIFSTOPPED(status):
             time.sleep(0.05)  # a Ctrl-Z of the whole job is continued by `fg` meanwhile
-            if _stopped(proc.pid):
+            if proc_state(proc.pid)[:1] in ([b"T"], [b"t"]):
                 os.killpg(os.getpgrp(), signal.SIGTSTP)
             continue
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -181,15 +175,6 @@ def _end(proc: subprocess.Popen[Any]) -> None:
         raise
 
 
-def _stopped(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            text = fh.read()
-    except OSError:
-        return False
-    return text[text.rindex(b")") + 2 :][:1] in (b"T", b"t")
-
-
 def _fd(stream: Any) -> int | None:
     try:
         return int(stream.fileno())
@@ -198,14 +183,9 @@ def _fd(stream: Any) -> int | None:
 
 
 def _tty_modes(fd: int | None) -> Any:
-    if fd is None:
-        return None
-    try:
-        import termios  # POSIX only: without it there are no modes to keep
-
-        return termios.tcgetattr(fd)
-    except Exception:  # termios.error, no termios
-        return None
+    with contextlib.suppress(Exception):  # termios.error: not a terminal
+        return None if fd is None else termios.tcgetattr(fd)
+    return None
 
 
 def _restore_modes(fd: int | None, saved: Any) -> None:
@@ -227,22 +207,7 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
 # -- what the runtimes call ---------------------------------------------------------------------
-
-
-def owed_file(request: Request, project: Path) -> str:
-    """The file a phase step owes, as the prompt names it (`.planning/phases/01-x/01-CONTEXT.md`);
-    for a step that owes files by pattern, the pattern."""
-    v = phase_vars(request, project)
-    name = {"discuss": "CONTEXT.md", "plan": "NN-PLAN.md", "verify": "VERIFICATION.md"}
-    return f"{v['{phase_dir}']}/{v['{phase_prefix}']}-{name.get(request.step or '', 'CONTEXT.md')}"
 
 
 def handover_line(who: str, shown: str, request: Request, project: Path) -> str:
@@ -299,15 +264,3 @@ def write_meta(folder: Path, shown: str, session: Session, outcome: Outcome) -> 
     }
     with contextlib.suppress(OSError):
         (folder / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-
-
-__all__ = [
-    "NOT_CAPTURED",
-    "Session",
-    "handover_line",
-    "run_on_terminal",
-    "session_outcome",
-    "shown_argv",
-    "terminal_problem",
-    "write_meta",
-]

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import signal
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -29,10 +28,10 @@ from looprail.runtime.base import (
     BaseRuntime,
     DispatchContext,
     Outcome,
+    OutcomeFields,
     Request,
     RunStart,
     build_request,
-    output_label,
 )
 from looprail.runtime.interactive import (
     NOT_CAPTURED,
@@ -46,6 +45,7 @@ from looprail.runtime.process import (
     DEFAULT_OUTPUT_CAP,
     ProcessResult,
     escape_untrusted,
+    exit_words,
     find_program,
     prestart_guard_server,
     run_bounded,
@@ -280,7 +280,7 @@ class LocalRuntime(BaseRuntime):
         log = self._log_file(request)
         tee = OutputTee(
             combined=log,
-            on_line=self._line_sink(request),
+            on_line=self.line_sink(request),
             header=f"# looprail: {label} {' '.join(argv[1:])}".rstrip() if log else None,
         )
         try:
@@ -302,7 +302,7 @@ class LocalRuntime(BaseRuntime):
         if log is None or self.transcripts is None:
             return outcome
         rel = self.transcripts.rel(log)
-        update: dict[str, Any] = {"transcript": rel}
+        update: dict[str, object] = {"transcript": rel}
         if not outcome.ok:
             update["detail"] = f"{outcome.detail} (log: {rel})"
         return outcome.model_copy(update=update)
@@ -314,17 +314,6 @@ class LocalRuntime(BaseRuntime):
             return self.transcripts.file(request)
         except OSError:  # no room for logs: the work still runs
             return None
-
-    def _line_sink(self, request: Request) -> Callable[[str, str], None] | None:
-        output = self.output
-        if output is None:
-            return None
-        label = output_label(request)
-
-        def sink(stream: str, text: str) -> None:
-            output(label, stream, text)
-
-        return sink
 
     def _environment(self, request: Request, ctx: DispatchContext) -> dict[str, str]:
         env = dict(os.environ)
@@ -382,7 +371,7 @@ def resolve_host_tool(host: str, path: str | None = None) -> Path | str:
 
 def outcome_of(result: ProcessResult, label: str, timeout_s: float) -> Outcome:
     """Map a finished process to an `Outcome`: exit 0 ok, 69 unavailable, the rest failed."""
-    common: dict[str, Any] = {
+    common: OutcomeFields = {
         "stdout": result.stdout,
         "stderr": result.stderr,
         "duration_s": result.duration_s,
@@ -397,13 +386,8 @@ def outcome_of(result: ProcessResult, label: str, timeout_s: float) -> Outcome:
     code = result.exit_code
     if code == 0:
         return Outcome.succeeded(**common)
-    if code is not None and code < 0:
-        why = f"was killed by {_signal_name(-code)}"
-    elif code == EXIT_UNAVAILABLE:
-        why = f"exited {code} (unavailable: could not look)"
-    else:
-        why = f"exited {code}"
-    last = _last_line(result.stderr)
+    why = exit_words(code, "unavailable: could not look" if code == EXIT_UNAVAILABLE else None)
+    last = last_line(result.stderr)
     return Outcome.failed(f"{label} {why}{': ' + last if last else ''}", exit_code=code, **common)
 
 
@@ -415,19 +399,13 @@ def _refuse_words(words: Sequence[str]) -> str | None:
     return None
 
 
-def _last_line(text: str, limit: int = 300) -> str:
+def last_line(text: str, limit: int = 300) -> str:
+    """The last non-blank line of `text`, escaped and cut to `limit` characters."""
     for line in reversed(text.splitlines()):
         if line.strip():
             line = escape_untrusted(line.strip())
             return line if len(line) <= limit else line[: limit - 1] + "…"
     return ""
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 def local_session(
@@ -452,7 +430,7 @@ def local_session(
             env=env,
             timeout_s=rt.timeouts.interactive,
         )
-    common: dict[str, Any] = {"duration_s": session.duration_s}
+    common: OutcomeFields = {"duration_s": session.duration_s}
     if log is not None and rt.transcripts is not None:
         with contextlib.suppress(OSError):
             log.write_text(

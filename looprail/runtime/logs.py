@@ -12,11 +12,12 @@ leaves the partial log behind.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -24,7 +25,9 @@ from looprail.fsutil import looprail_path
 from looprail.layout import LOGS_DIR, log_of  # noqa: F401 (log_of re-exported)
 
 if TYPE_CHECKING:
-    from looprail.runtime.base import Request
+    from looprail.runtime.adapter import Reply
+    from looprail.runtime.base import Outcome, Request
+    from looprail.runtime.process import ProcessResult
 
 # One line a process printed, as `(stream, text)`; text has no newline and is not yet escaped.
 LineSink = Callable[[str, str], None]
@@ -210,3 +213,45 @@ def show_line(text: str) -> str:
     """A child's line as `-v` shows it: colour codes dropped, trailing blanks trimmed (the
     display escapes any other control character)."""
     return ANSI.sub("", text).rstrip()
+
+
+def write_transcript(
+    folder: Path,
+    prompt: str,
+    argv: Sequence[str],
+    result: ProcessResult,
+    reply: Reply,
+    outcome: Outcome,
+) -> None:
+    """An agent invocation's prompt.md and meta.json, beside the streams `OutputTee` wrote as
+    the CLI ran; in the argv the prompt (or gemini's `--prompt=PROMPT`) is `<prompt.md>`."""
+    (folder / "prompt.md").write_text(prompt, encoding="utf-8")
+    shown = [
+        "<prompt.md>"
+        if a == prompt
+        else a[: -len(prompt)] + "<prompt.md>"
+        if a.endswith("=" + prompt)
+        else a
+        for a in argv
+    ]
+    meta = {
+        "argv": shown,
+        "exitCode": result.exit_code,
+        "timedOut": result.timed_out,
+        "durationS": round(result.duration_s, 3),
+        "truncated": result.truncated,
+        "events": reply.events,
+        "complete": reply.complete,
+        "sessionId": reply.session_id,
+        "inputTokens": reply.input_tokens,
+        "cachedInputTokens": reply.cached_input_tokens,
+        "outputTokens": reply.output_tokens,
+        "costUsd": reply.cost_usd,
+        "error": reply.error,
+        "errorStatus": reply.error_status,
+        "permissionDenials": reply.denials,
+        "final": reply.final,
+        "ok": outcome.ok,
+        "detail": outcome.detail,
+    }
+    (folder / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")

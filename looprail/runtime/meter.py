@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from looprail.errors import BudgetReached
 
@@ -20,7 +19,7 @@ class Meter:
         run_id: str | None = None,
         budget_usd: float | None = None,
         spent_usd: float = 0.0,
-        sink: Callable[[dict[str, Any]], None] | None = None,
+        sink: Callable[[dict[str, object]], None] | None = None,
     ) -> None:
         if budget_usd is not None and not budget_usd > 0:
             raise ValueError(f"budget_usd must be positive, got {budget_usd}")
@@ -46,7 +45,7 @@ class Meter:
                 "run again with a higher --budget-usd to continue"
             )
 
-    def record(self, call: dict[str, Any]) -> None:
+    def record(self, call: dict[str, object]) -> None:
         """Tally one invocation (`costUsd` may be None) and hand it to the sink."""
         cost = call.get("costUsd")
         with self._lock:

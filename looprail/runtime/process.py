@@ -7,15 +7,10 @@ declared `command`)."""
 from __future__ import annotations
 
 import contextlib
-import marshal
 import os
-import select
-import selectors
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -24,6 +19,21 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from looprail.runtime.childenv import child_pwd_env, confined_path_env
+from looprail.runtime.guard_client import (
+    GUARD_GRACE_S,
+    SERVER,
+    Served,
+    Spawned,
+    close_fds,
+    guard_argv,
+    guard_available,
+    parse_started,
+    reap_spawned,
+)
+from looprail.runtime.guard_client import prestart_guard_server as prestart_guard_server
+from looprail.runtime.guard_client import start_ticks as start_ticks
+from looprail.runtime.pump import close_pipes, pump
 from looprail.textsafe import one_line
 
 DEFAULT_OUTPUT_CAP = 1 << 20  # 1 MiB per stream: enough for any verdict, bounded for any bug
@@ -56,13 +66,6 @@ class ProcessResult:
         return f"exited {self.exit_code}"
 
 
-# How long to keep draining the pipes after the child has exited (or been killed): output its
-# last writes left in flight arrives within this, and a grandchild that holds a pipe open (a
-# background job, a daemon that escaped the process group) cannot hold the call up longer.
-_DRAIN_GRACE_S = 0.5
-_CHUNK = 65536
-
-
 def run_bounded(
     argv: Sequence[str] | str,
     *,
@@ -75,29 +78,16 @@ def run_bounded(
     on_output: Callable[[str, bytes], None] | None = None,
     guard: bool = True,
 ) -> ProcessResult:
-    """Run one process to completion or to its timeout, whichever is first.
-
-    `argv` is an argument list (no shell) unless `shell=True`, in which case it is one string run
-    by `/bin/sh -c`. stdin is closed when `stdin` is None. Output beyond `output_cap` bytes per
-    stream is dropped (and `truncated` set). On timeout the whole process group is killed. The
-    call returns within `timeout_s` plus a short grace whatever the process's children do with
-    the pipes, and leaves no thread, descriptor or zombie behind.
-
-    `on_output(stream, chunk)` ("stdout" or "stderr", raw bytes) sees every chunk as it
-    arrives, cap or not, on the calling thread (logs and `-v` read it there).
-
-    `guard=False` starts the child without the guard (a process group of its own, killed by
-    `kill_running` all the same), and so unjournaled: for looprail's own short calls such as
-    git, which a killed looprail cannot leave running for long and which a run makes dozens of.
+    """Run one process to completion or to its timeout (then its whole tree is killed),
+    whichever is first; back within `timeout_s` plus a short grace whatever its children do with
+    the pipes, leaving no thread, descriptor or zombie behind. `argv` is a list, or with
+    `shell=True` one string for `/bin/sh -c`; stdin is closed when `stdin` is None; output past
+    `output_cap` bytes per stream is dropped (`truncated`). `on_output(stream, chunk)` sees
+    every raw chunk as it arrives, cap or not, on the calling thread (logs and `-v`).
+    `guard=False`: no guard (a process group of its own, killed by `kill_running` all the same),
+    so unjournaled: for looprail's own short calls such as git, which a run makes dozens of.
     """
-    if shell:
-        if not isinstance(argv, str):
-            raise TypeError("shell=True takes one command string")
-        cmd: list[str] = ["/bin/sh", "-c", argv]
-    else:
-        if isinstance(argv, str):
-            raise TypeError("argv must be a list of arguments unless shell=True")
-        cmd = [str(a) for a in argv]
+    cmd = _command(argv, shell)
     if not timeout_s or timeout_s <= 0:
         raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
     shown = tuple(cmd)
@@ -121,6 +111,16 @@ def run_bounded(
             _LIVE.discard(child)
 
 
+def _command(argv: Sequence[str] | str, shell: bool) -> list[str]:
+    if not shell:
+        if isinstance(argv, str):
+            raise TypeError("argv must be a list of arguments unless shell=True")
+        return [str(a) for a in argv]
+    if not isinstance(argv, str):
+        raise TypeError("shell=True takes one command string")
+    return ["/bin/sh", "-c", argv]
+
+
 def _run_child(
     child: _Child,
     cmd: list[str],
@@ -133,91 +133,35 @@ def _run_child(
     output_cap: int,
     on_output: Callable[[str, bytes], None] | None,
 ) -> ProcessResult:
-    status_r = status_w = -1
-    proc: Any = None  # subprocess.Popen, or _Served (a guard forked by the guard server)
+    fds = [-1, -1]  # an own guard's status pipe (read end, write end) while open
+    proc: Any = None  # subprocess.Popen, or Served (a guard forked by the guard server)
     try:
         # Ctrl-C/SIGTERM wait until the child is in `child.proc`: raised inside Popen (after
         # the fork), it would leave a process nobody knows about.
         with _stop_signals_deferred():
-            if child.guarded:
-                # Through the guard server (a fork of a running guard): no interpreter start
-                # per child. None: there is no server, so this child gets a guard of its own.
-                try:
-                    proc = _SERVER.start(cmd, data is not None, cwd, env)
-                except (OSError, ValueError) as exc:  # ValueError: a NUL byte, as Popen says
-                    why = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
-                    return ProcessResult(
-                        shown, None, "", "", time.monotonic() - start, spawn_error=why
-                    )
-            if proc is None:
-                if child.guarded:
-                    status_r, status_w = os.pipe()
-                    cmd = [*_guard_argv(status_w), "--", *cmd]
-                try:
-                    proc = subprocess.Popen(
-                        cmd,
-                        stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
-                        stdout=subprocess.PIPE,
-                        stderr=subprocess.PIPE,
-                        cwd=str(cwd) if cwd is not None else None,
-                        env=dict(env) if env is not None else None,
-                        start_new_session=True,  # own process group: a timeout kills its tree
-                        pass_fds=(status_w,) if child.guarded else (),
-                    )
-                except (OSError, ValueError) as exc:  # ValueError: a NUL byte in argv or env
-                    why = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
-                    _close_fds(status_r, status_w)
-                    status_r = status_w = -1
-                    return ProcessResult(
-                        shown, None, "", "", time.monotonic() - start, spawn_error=why
-                    )
+            proc = _start(child, cmd, data is not None, cwd, env, fds)
+            if isinstance(proc, str):
+                spent = time.monotonic() - start
+                return ProcessResult(shown, None, "", "", spent, spawn_error=proc)
             with _LIVE_LOCK:
                 child.proc = proc
                 cancelled = child.cancelled
-        if status_w >= 0:
-            os.close(status_w)
-            status_w = -1
+        if fds[1] >= 0:
+            os.close(fds[1])
+            fds[1] = -1
         if cancelled:  # `kill_running` came while it was being started
             _stop(child)
-        if child.guarded:
-            if isinstance(proc, _Served):
-                spawned = proc.read_started(shown[0])
-            else:
-                fd, status_r = status_r, -1
-                spawned = _read_guard_status(proc, fd, shown[0])
-            if isinstance(spawned, str):
-                _close_pipes(proc)
-                proc.wait()
-                return ProcessResult(
-                    shown, None, "", "", time.monotonic() - start, spawn_error=spawned
-                )
-            with _LIVE_LOCK:
-                child.spawned = spawned
-                # A served guard's pid is known only now: a `kill_running` before this could
-                # not signal it (see `_stop`), so it is stopped here.
-                cancelled = child.cancelled and isinstance(proc, _Served)
-            _notify(spawned)
-            if cancelled:
-                _stop(child)
+        why = _await_guard(child, proc, fds, shown[0]) if child.guarded else None
+        if why is not None:
+            return ProcessResult(shown, None, "", "", time.monotonic() - start, spawn_error=why)
         timed_out, out, err, truncated = _pump(
             child, data, start + timeout_s, output_cap, on_output
         )
     except BaseException:
-        # Ctrl-C (or any bug) at any point once the child exists: it has its own session, so
-        # nothing else will stop it. Stop its tree and reap it before unwinding.
-        _close_fds(status_r, status_w)
-        if proc is not None:
-            if isinstance(proc, _Served) and not proc.pid and proc.returncode is None:
-                # Interrupted before its guard said its pid: hear it out (the guard reports
-                # right after it starts the child), so that the guard can be told to stop.
-                with contextlib.suppress(BaseException), _stop_signals_deferred():
-                    proc.read_started(shown[0])
-            _stop(child)
-            _close_pipes(proc)
-            with contextlib.suppress(BaseException):
-                proc.wait()
+        close_fds(*fds)
+        if proc is not None and not isinstance(proc, str):
+            _abandon(child, proc, shown[0])
         raise
-    assert proc is not None  # Popen returned: every path that did not returned above
     return ProcessResult(
         argv=shown,
         exit_code=None if timed_out else proc.returncode,
@@ -229,6 +173,85 @@ def _run_child(
     )
 
 
+def _start(
+    child: _Child,
+    cmd: list[str],
+    stdin: bool,
+    cwd: str | Path | None,
+    env: Mapping[str, str] | None,
+    fds: list[int],
+) -> Any:
+    """Start `cmd`, under a guard when `child.guarded`: the process (Popen or Served), or why
+    it did not start. A guard of its own writes its report on a pipe, kept in `fds`."""
+    if child.guarded:
+        # Through the guard server (a fork of a running guard): no interpreter start per
+        # child. None: there is no server, so this child gets a guard of its own.
+        try:
+            served = SERVER.start(cmd, stdin, cwd, env)
+        except (OSError, ValueError) as exc:  # ValueError: a NUL byte, as Popen says
+            return _why(exc)
+        if served is not None:
+            return served
+        fds[:] = os.pipe()
+        cmd = [*guard_argv(fds[1]), "--", *cmd]
+    try:
+        return subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=str(cwd) if cwd is not None else None,
+            env=dict(env) if env is not None else None,
+            start_new_session=True,  # own process group: a timeout kills its tree
+            pass_fds=(fds[1],) if child.guarded else (),
+        )
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in argv or env
+        close_fds(*fds)
+        fds[:] = [-1, -1]
+        return _why(exc)
+
+
+def _why(exc: OSError | ValueError) -> str:
+    return (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+
+
+def _await_guard(child: _Child, proc: Any, fds: list[int], argv0: str) -> str | None:
+    """Hear the guard out: None once it has started the real child, else why it could not
+    (the guard is reaped then)."""
+    if isinstance(proc, Served):
+        spawned = proc.read_started(argv0)
+    else:
+        fd, fds[0] = fds[0], -1
+        spawned = _read_guard_status(proc, fd, argv0)
+    if isinstance(spawned, str):
+        close_pipes(proc)
+        proc.wait()
+        return spawned
+    with _LIVE_LOCK:
+        child.spawned = spawned
+        # A served guard's pid is known only now: a `kill_running` before this could not
+        # signal it (see `_stop`), so it is stopped here.
+        cancelled = child.cancelled and isinstance(proc, Served)
+    _notify(spawned)
+    if cancelled:
+        _stop(child)
+    return None
+
+
+def _abandon(child: _Child, proc: Any, argv0: str) -> None:
+    """Ctrl-C (or any bug) once the child exists: it has its own session, so nothing else
+    will stop it. Stop its tree and reap it before unwinding."""
+    if isinstance(proc, Served) and not proc.pid and proc.returncode is None:
+        # Interrupted before its guard said its pid: hear it out (the guard reports right
+        # after it starts the child), so that the guard can be told to stop.
+        with contextlib.suppress(BaseException), _stop_signals_deferred():
+            proc.read_started(argv0)
+    _stop(child)
+    close_pipes(proc)
+    with contextlib.suppress(BaseException):
+        proc.wait()
+
+
 def _pump(
     child: _Child,
     data: bytes | None,
@@ -236,84 +259,32 @@ def _pump(
     cap: int,
     on_output: Callable[[str, bytes], None] | None = None,
 ) -> tuple[bool, bytearray, bytearray, bool]:
-    """Feed stdin and drain stdout/stderr from this thread with one selector, until the child
-    has exited and the pipes are closed, or the deadline (then the group is killed), or a short
-    grace after the child's exit (a grandchild holding a pipe). Returns (timed_out, stdout,
-    stderr, truncated); the child is reaped and every pipe closed."""
+    """`pump` the child's pipes; then, if they closed before it exited, wait out its time.
+    Returns (timed_out, stdout, stderr, truncated); the child is reaped and every pipe closed."""
     proc = child.proc
     assert proc is not None
-    # Keyed by the pipe objects, which the selector hands back as `key.fileobj`.
-    sinks: dict[Any, bytearray] = {proc.stdout: bytearray(), proc.stderr: bytearray()}
-    names: dict[Any, str] = {proc.stdout: "stdout", proc.stderr: "stderr"}
-    truncated = False
-    timed_out = False
-    pending = memoryview(data) if data else memoryview(b"")
-    stop_at: float | None = None  # set once the child has exited (or was killed)
-    with selectors.DefaultSelector() as selector:
-        for stream in sinks:
-            selector.register(stream, selectors.EVENT_READ)
-        if proc.stdin is not None:
-            if pending:
-                selector.register(proc.stdin, selectors.EVENT_WRITE)
-            else:
-                proc.stdin.close()
-        try:
-            while selector.get_map():
-                now = time.monotonic()
-                if stop_at is None and proc.poll() is not None:
-                    stop_at = now + _DRAIN_GRACE_S
-                if stop_at is None and now >= deadline:
-                    timed_out = True
-                    _stop(child)
-                    proc.wait()
-                    stop_at = now + _DRAIN_GRACE_S
-                if stop_at is not None and now >= stop_at:
-                    break
-                wake = min(deadline if stop_at is None else stop_at, now + 0.1) - now
-                for key, _events in selector.select(max(wake, 0)):
-                    stream = key.fileobj
-                    if stream is proc.stdin and stream is not None:
-                        try:
-                            written = os.write(key.fd, pending[: select.PIPE_BUF])
-                        except OSError:  # the child closed its stdin: it need not read it
-                            written = len(pending)
-                        pending = pending[written:]
-                        if not pending:
-                            selector.unregister(stream)
-                            with contextlib.suppress(OSError):
-                                stream.close()
-                        continue
-                    chunk = os.read(key.fd, _CHUNK)
-                    if not chunk:
-                        selector.unregister(stream)
-                        continue
-                    if on_output is not None:
-                        on_output(names[stream], chunk)
-                    sink = sinks[stream]
-                    room = cap - len(sink)
-                    if room > 0:
-                        sink.extend(chunk[:room])
-                    if len(chunk) > max(room, 0):
-                        truncated = True  # keep draining so the child never blocks on a full pipe
-        finally:
-            _close_pipes(proc)
-    if proc.poll() is None:
-        # The pipes closed before the child exited (it closed them itself): wait out the rest
-        # of its time, then kill it.
-        try:
-            proc.wait(timeout=max(deadline - time.monotonic(), 0))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _stop(child)
-            proc.wait()
-    return timed_out, sinks[proc.stdout], sinks[proc.stderr], truncated
+
+    def kill() -> None:
+        _stop(child)
+        proc.wait()
+
+    timed_out, out, err, truncated = pump(proc, data, deadline, cap, on_output, kill)
+    return _wait_out(child, deadline) or timed_out, out, err, truncated
 
 
-def _close_pipes(proc: Any) -> None:
-    for stream in (proc.stdin, proc.stdout, proc.stderr):
-        if stream is not None:
-            with contextlib.suppress(OSError):
-                stream.close()
+def _wait_out(child: _Child, deadline: float) -> bool:
+    """The pipes closed before the child exited (it closed them itself): wait out the rest of
+    its time, then kill it. True when it had to be killed."""
+    proc = child.proc
+    if proc.poll() is not None:
+        return False
+    try:
+        proc.wait(timeout=max(deadline - time.monotonic(), 0))
+    except subprocess.TimeoutExpired:
+        _stop(child)
+        proc.wait()
+        return True
+    return False
 
 
 # Every child of run_bounded, from just before it is started until it is reaped, so that Ctrl-C
@@ -342,7 +313,7 @@ class _Child:
 
     def __init__(self, guarded: bool):
         self.guarded = guarded
-        self.proc: Any = None  # subprocess.Popen or _Served, once started
+        self.proc: Any = None  # subprocess.Popen or Served, once started
         self.spawned: Spawned | None = None
         self.cancelled = False
 
@@ -425,7 +396,7 @@ def _stop(child: _Child) -> None:
     proc = child.proc
     if proc is None:
         return
-    if isinstance(proc, _Served) and (proc.returncode is not None or not proc.pid):
+    if isinstance(proc, Served) and (proc.returncode is not None or not proc.pid):
         # Its guard has reported its end (the pid may no longer be its own), or has not yet
         # said its pid: then the starting thread stops it once it has (`child.cancelled`).
         # Never signal pid 0: that is this process's own group.
@@ -434,7 +405,7 @@ def _stop(child: _Child) -> None:
         with contextlib.suppress(OSError):
             proc.send_signal(signal.SIGTERM)  # not once it is reaped: its pid may be reused
         try:
-            proc.wait(timeout=_GUARD_GRACE_S)
+            proc.wait(timeout=GUARD_GRACE_S)
             return
         except subprocess.TimeoutExpired:
             if child.spawned is not None:
@@ -444,45 +415,6 @@ def _stop(child: _Child) -> None:
     except (ProcessLookupError, PermissionError):
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
-
-
-# -- the process guard (Linux) ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Spawned:
-    """A started child and its guard, each with its start time in clock ticks since boot
-    (field 22 of /proc/PID/stat): a pid plus its start time names one process for good."""
-
-    pid: int
-    start: int
-    guard_pid: int
-    guard_start: int
-    argv0: str = ""
-
-    def as_data(self) -> dict[str, object]:
-        return {
-            "pid": self.pid,
-            "start": self.start,
-            "guard_pid": self.guard_pid,
-            "guard_start": self.guard_start,
-            "argv0": self.argv0,
-        }
-
-
-_GUARD = Path(__file__).with_name("guard.py")
-_GUARD_GRACE_S = 2.0
-
-
-def guard_available() -> bool:
-    """Every child runs under the guard where the kernel offers what it needs (Linux prctl);
-    `LOOPRAIL_NO_GUARD=1` turns it off (then children are process groups, as elsewhere)."""
-    return (
-        sys.platform.startswith("linux")
-        and os.environ.get("LOOPRAIL_NO_GUARD") != "1"
-        and bool(sys.executable)  # an embedding interpreter may have none to start the guard
-        and _GUARD.is_file()
-    )
 
 
 def set_spawn_listener(listener: Callable[[Spawned], None] | None) -> None:
@@ -498,10 +430,6 @@ def _notify(spawned: Spawned) -> None:
             listener(spawned)
 
 
-def _guard_argv(status_fd: int) -> list[str]:
-    return [sys.executable, "-I", "-S", str(_GUARD), str(os.getpid()), str(status_fd)]
-
-
 def _read_guard_status(proc: subprocess.Popen, fd: int, argv0: str) -> Spawned | str:
     """The guard's one report: `P<pid> <start> <guard start> <guard pid>` or `E<why>`."""
     chunks = []
@@ -512,343 +440,7 @@ def _read_guard_status(proc: subprocess.Popen, fd: int, argv0: str) -> Spawned |
                 break
     finally:
         os.close(fd)
-    return _parse_started(b"".join(chunks), proc.pid, argv0)
-
-
-def _parse_started(raw: bytes, guard_pid: int, argv0: str) -> Spawned | str:
-    text = raw.decode(errors="replace").strip()
-    if text.startswith("P"):
-        pid, start, guard_start = (int(x) for x in text[1:].split()[:3])
-        return Spawned(pid, start, guard_pid, guard_start, argv0)
-    return text[1:] if text.startswith("E") else "the process guard did not start"
-
-
-# -- the guard server: one running guard interpreter forks a guard per child -------------------
-
-
-class _Served:
-    """A child started through the guard server, with what `run_bounded` uses of a `Popen`:
-    the guard's pid (its own session and group), the pipes, `poll`, `wait` and `kill`. The exit
-    status comes on the status channel (`X<code>`); the guard keeps its pid until this side
-    closes the channel, so signalling `pid` before then never hits another process."""
-
-    def __init__(self, args: list[str], status: Any, stdin: Any, stdout: Any, stderr: Any):
-        self.args = args
-        self.pid = 0
-        self.returncode: int | None = None
-        self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
-        self._status = status  # our end of the guard's status channel (a socket)
-        self._buf = b""
-        self._lock = threading.Lock()  # one reader of the channel at a time (as Popen's wait)
-
-    def read_started(self, argv0: str) -> Spawned | str:
-        while b"\n" not in self._buf:
-            chunk = self._status.recv(4096)
-            if not chunk:
-                break
-            self._buf += chunk
-        line, _, self._buf = self._buf.partition(b"\n")
-        text = line.decode(errors="replace")
-        if text.startswith("P") and len(text.split()) >= 4:
-            self.pid = int(text.split()[3])
-        spawned = _parse_started(line, self.pid, argv0)
-        if isinstance(spawned, str):
-            self.returncode = 127
-            self._status.close()
-        return spawned
-
-    def poll(self) -> int | None:
-        if self.returncode is not None or not self._lock.acquire(blocking=False):
-            return self.returncode  # another thread is waiting: it will set it
-        try:
-            return self._wait(0, polling=True)
-        finally:
-            self._lock.release()
-
-    def wait(self, timeout: float | None = None) -> int | None:
-        if self.returncode is not None:
-            return self.returncode
-        if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
-            raise subprocess.TimeoutExpired(self.args, timeout or 0)
-        try:
-            return self._wait(timeout)
-        finally:
-            self._lock.release()
-
-    def _wait(self, timeout: float | None, polling: bool = False) -> int | None:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.returncode is None:
-            if b"\n" in self._buf:
-                line, _, self._buf = self._buf.partition(b"\n")
-                if line.startswith(b"X"):
-                    self._finish(int(line[1:]))
-                continue
-            left = None if deadline is None else max(deadline - time.monotonic(), 0)
-            ready, _, _ = select.select([self._status], [], [], left)
-            if not ready:
-                if polling:
-                    return None
-                raise subprocess.TimeoutExpired(self.args, timeout or 0)
-            chunk = self._status.recv(4096)
-            if not chunk:  # the guard died without a word (SIGKILL)
-                self._finish(-signal.SIGKILL)
-            self._buf += chunk
-        return self.returncode
-
-    def _finish(self, code: int) -> None:
-        self.returncode = code
-        self._status.close()  # the guard exits now
-
-    def send_signal(self, signum: int) -> None:
-        if self.returncode is None and self.pid:
-            os.kill(self.pid, signum)
-
-    def kill(self) -> None:
-        self.send_signal(signal.SIGKILL)
-
-
-class _GuardServer:
-    """The guard server of this process (see guard.py), started on first use from a thread
-    that lives as long as it does (PR_SET_PDEATHSIG follows the parent *thread*)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._sock: Any = None
-        self._owner = 0  # the pid that started it: a forked child starts its own
-        self._broken = False
-        self._retired: list[Any] = []  # sockets of servers that died, closed at the next start
-
-    def start(self, cmd: list[str], stdin: bool, cwd: Any, env: Any) -> _Served | None:
-        """Start `cmd` under a served guard, or None when there is no server (then the caller
-        starts a guard of its own)."""
-        if self._broken or os.environ.get("LOOPRAIL_GUARD_SERVER") == "0":
-            return None
-        where = str(cwd) if cwd is not None else os.getcwd()
-        environment = dict(env if env is not None else os.environ)
-        # What Popen refuses before it starts anything, refused the same way.
-        if any("\0" in text for text in (*cmd, where, *environment, *environment.values())):
-            raise ValueError("embedded null byte")
-        if any("=" in name or not name for name in environment):
-            raise ValueError("illegal environment variable name")
-        payload = marshal.dumps((cmd, where, environment))
-        head = len(payload).to_bytes(4, "big")
-        ours, theirs = socket.socketpair()
-        in_r, in_w = os.pipe() if stdin else (os.open(os.devnull, os.O_RDONLY), -1)
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        fds = [in_r, out_w, err_w, theirs.fileno()]
-        big = -1
-        try:
-            if len(payload) > _INLINE_MAX:  # too big for one record: it goes in a memfd
-                try:
-                    big = os.memfd_create("looprail-request", os.MFD_CLOEXEC)
-                    view = memoryview(payload)
-                    while view:
-                        view = view[os.write(big, view) :]
-                except OSError:  # no memfd here: this child gets a guard of its own
-                    raise _NoServer from None
-                fds.append(big)
-                payload = b""
-            for attempt in (1, 2):
-                sock = self._sock if self._owner == os.getpid() else None
-                if sock is None:
-                    with self._lock:
-                        sock = self._server()
-                    if sock is None:
-                        raise _NoServer
-                try:
-                    # One record on a SOCK_SEQPACKET socket: atomic, so the wave's threads
-                    # send at once, with no lock held across the send (a lock held while a
-                    # thread waits to get the GIL back made every other start wait in line).
-                    socket.send_fds(sock, [head, payload], fds)
-                    break
-                except OSError:  # it died: start another, once
-                    with self._lock:
-                        if self._sock is sock:
-                            self._sock = None
-                    if attempt == 2:
-                        raise _NoServer from None
-        except _NoServer:
-            _close_fds(in_w, out_r, err_r)
-            ours.close()
-            return None
-        finally:
-            _close_fds(in_r, out_w, err_w, big)
-            theirs.close()
-        return _Served(
-            cmd,
-            ours,
-            os.fdopen(in_w, "wb", buffering=0) if in_w >= 0 else None,
-            os.fdopen(out_r, "rb", buffering=0),
-            os.fdopen(err_r, "rb", buffering=0),
-        )
-
-    def _server(self) -> Any:
-        if self._sock is not None and self._owner == os.getpid():
-            return self._sock
-        for old in self._retired:  # a sender that still held one has had its EPIPE
-            old.close()
-        self._retired.clear()
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        started = threading.Event()
-        failed: list[BaseException] = []
-
-        def keep() -> None:
-            try:
-                proc = subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-I",
-                        "-S",
-                        str(_GUARD),
-                        "--serve",
-                        str(os.getpid()),
-                        str(theirs.fileno()),
-                        *_spares_arg(),
-                    ],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    start_new_session=True,
-                    pass_fds=(theirs.fileno(),),
-                )
-            except OSError as exc:
-                failed.append(exc)
-                return
-            finally:
-                theirs.close()
-                started.set()
-            proc.wait()  # this thread is the server's parent for as long as it runs
-            # Shut down, not closed: a thread may be sending on it without the lock right
-            # now; its descriptor number must not be reused under it. Closed with the next
-            # server's start.
-            with contextlib.suppress(OSError):
-                ours.shutdown(socket.SHUT_RDWR)
-            with self._lock:
-                if self._sock is ours:
-                    self._sock = None
-                self._retired.append(ours)
-
-        threading.Thread(target=keep, name="looprail-guard-server", daemon=True).start()
-        started.wait()
-        if failed:
-            self._broken = True
-            ours.close()
-            return None
-        self._sock, self._owner = ours, os.getpid()
-        return ours
-
-
-# A request up to this size is one record on the server's socket; a bigger one (a huge
-# environment) goes in a memfd passed with it. guard.py reads records of up to this size.
-_INLINE_MAX = 60000
-
-
-def _spares_arg() -> list[str]:
-    """How many spare guards the server keeps forked ahead (guard.py `SPARES` unless
-    `LOOPRAIL_GUARD_SPARES` says, 0 to 64): a wave's starts take a spare each, no fork."""
-    text = os.environ.get("LOOPRAIL_GUARD_SPARES", "").strip()
-    return [str(min(int(text), 64))] if text.isdigit() else []
-
-
-class _NoServer(Exception):
-    pass
-
-
-_SERVER = _GuardServer()
-
-
-def prestart_guard_server() -> None:
-    """Start this process's guard server now rather than at the first child, so that its
-    interpreter boots while the caller does other work (`looprail run` imports the machine
-    meanwhile) instead of while the first agent waits. A no-op where children get no guard or
-    the server is off; a server that cannot start is left to the first child to report."""
-    if not guard_available() or os.environ.get("LOOPRAIL_GUARD_SERVER") == "0":
-        return
-    with _SERVER._lock:
-        _SERVER._server()
-
-
-def _close_fds(*fds: int) -> None:
-    for fd in fds:
-        if fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-
-def start_ticks(pid: int, *, live_only: bool = False) -> int | None:
-    """Field 22 of /proc/PID/stat (start time since boot), or None when there is no such
-    process (or no /proc); with `live_only`, also None for a zombie (dead, not yet reaped)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            text = fh.read()
-    except OSError:
-        return None
-    try:
-        fields = text[text.rindex(b")") + 2 :].split()
-        if live_only and fields[0] in (b"Z", b"X"):
-            return None
-        return int(fields[19])
-    except (ValueError, IndexError):
-        return None
-
-
-def reap_spawned(spawned: Spawned) -> list[int]:
-    """Kill what is left of a child started by an earlier looprail process: its guard and the
-    child's process group, each only when its pid still names the very same process (same
-    start time), never a process that merely reuses the number. Returns the pids killed."""
-    killed = []
-    if spawned.guard_pid and start_ticks(spawned.guard_pid, live_only=True) == spawned.guard_start:
-        with contextlib.suppress(OSError):
-            os.kill(spawned.guard_pid, signal.SIGTERM)  # it kills its whole tree
-            killed.append(spawned.guard_pid)
-    if spawned.pid and start_ticks(spawned.pid, live_only=True) == spawned.start:
-        with contextlib.suppress(OSError):
-            if os.getpgid(spawned.pid) == spawned.pid:
-                os.killpg(spawned.pid, signal.SIGKILL)
-            else:
-                os.kill(spawned.pid, signal.SIGKILL)
-            killed.append(spawned.pid)
-    return killed
-
-
-def confined_path_env(env: Mapping[str, str] | None) -> Mapping[str, str] | None:
-    """`env` (or this process's environment) with every empty or relative `PATH` entry removed.
-
-    An empty entry means "the current directory" to execvp and to `/bin/sh`, and the child's
-    current directory is the project: a bare program name (a resolver's `binary`, a reviewer
-    CLI, a word in a shell predicate) would then run a file the project ships. Returns `env`
-    unchanged (None stays None) when `PATH` has nothing to remove."""
-    base = os.environ if env is None else env
-    path = base.get("PATH")
-    if path is None:
-        return env
-    entries = path.split(os.pathsep)
-    kept = [e for e in entries if e and os.path.isabs(e)]
-    if kept == entries:
-        return env
-    confined = dict(base)
-    confined["PATH"] = os.pathsep.join(kept) if kept else os.defpath
-    return confined
-
-
-def child_pwd_env(
-    env: Mapping[str, str] | None, cwd: str | Path | None
-) -> Mapping[str, str] | None:
-    """`env` (or this process's environment) with `PWD` set to the child's working folder.
-
-    A program that asks `$PWD` before `getcwd()` (OpenCode does, as shells and Node tools often
-    do) must find the folder it runs in, not the folder looprail was started from: otherwise a
-    task in a plan's worktree writes into the main tree. Unchanged when `cwd` is None."""
-    if cwd is None:
-        return env
-    where = os.path.abspath(cwd)
-    base = os.environ if env is None else env
-    if base.get("PWD") == where:
-        return env
-    out = dict(base)
-    out["PWD"] = where
-    return out
+    return parse_started(b"".join(chunks), proc.pid, argv0)
 
 
 def find_program(name: str, env: Mapping[str, str] | None = None) -> str | None:
@@ -858,6 +450,21 @@ def find_program(name: str, env: Mapping[str, str] | None = None) -> str | None:
     confined = confined_path_env(base) or base
     path = confined.get("PATH", os.defpath)
     return shutil.which(name, path=path or os.defpath)
+
+
+def signal_name(signum: int) -> str:
+    """`SIGTERM`, or `signal 64` for a number with no name."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def exit_words(code: int | None, meaning: str | None = None) -> str:
+    """How a process ended, in words: `was killed by SIGKILL`, `exited 3 (meaning)`."""
+    if code is not None and code < 0:
+        return f"was killed by {signal_name(-code)}"
+    return f"exited {code}" + (f" ({meaning})" if meaning else "")
 
 
 def tail(text: str, limit: int = 2000) -> str:

@@ -59,17 +59,26 @@ def role_brief(project: Path, role: str) -> tuple[str, str]:
     )
 
 
+# The file each phase step owes, after the phase prefix.
+_OWED = {"discuss": "CONTEXT.md", "plan": "NN-PLAN.md", "verify": "VERIFICATION.md"}
+
+
+def owed_file(request: Request, project: Path) -> str:
+    """The file a phase step owes, as the prompt names it (`.planning/phases/01-x/01-CONTEXT.md`);
+    for a step that owes files by pattern, the pattern."""
+    v = phase_vars(request, project)
+    return f"{v['{phase_dir}']}/{v['{phase_prefix}']}-{_OWED.get(request.step or '', 'CONTEXT.md')}"
+
+
 def owed(request: Request, project: Path) -> str | None:
     """One sentence naming the artifact this unit of work owes, or None."""
-    v = phase_vars(request, project)
-    if request.kind == "phase":
+    if request.kind == "phase" and request.step in _OWED:
+        path = owed_file(request, project)
         return {
-            "discuss": f"Write {v['{phase_dir}']}/{v['{phase_prefix}']}-CONTEXT.md.",
-            "plan": f"Write at least one {v['{phase_dir}']}/{v['{phase_prefix}']}-NN-PLAN.md "
-            "in the format above.",
-            "verify": f"Write {v['{phase_dir}']}/{v['{phase_prefix}']}-VERIFICATION.md with a "
-            "`status:` of passed or gaps_found in its frontmatter.",
-        }.get(request.step or "")
+            "discuss": f"Write {path}.",
+            "plan": f"Write at least one {path} in the format above.",
+            "verify": f"Write {path} with a `status:` of passed or gaps_found in its frontmatter.",
+        }[request.step]
     if request.kind == "verdict":
         return (
             'Finish with exactly one JSON object on the last line: {"block": true or false, '

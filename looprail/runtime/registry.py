@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import import_module
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,11 +52,11 @@ class RuntimeSettings:
     progress: Callable[[str], None] | None = None
     # `-v`: each line a unit of work prints, as `output(label, stream, line)`; None: nothing
     output: Callable[[str, str, str], None] | None = None
-    agent: dict[str, Any] = field(default_factory=dict)
+    agent: dict[str, object] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
 
 
-def _entry_points() -> dict[str, Any]:
+def _entry_points() -> dict[str, EntryPoint]:
     return {ep.name: ep for ep in entry_points(group=GROUP)}
 
 
@@ -109,6 +109,6 @@ def agent_name(config: Mapping[str, Any] | None, override: str | None = None) ->
     return override or looprail_settings(config).agent or DEFAULT_RUNTIME
 
 
-def agent_section(config: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
+def agent_section(config: Mapping[str, Any] | None, name: str) -> dict[str, object]:
     """`looprail.agents.<name>` from the config (permissions, model, extra args), or {}."""
     return dict(looprail_settings(config).agents.get(name, {}))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from looprail.store.inputs import diff_inputs, digest_inputs
-    from looprail.store.journal import Journal, is_run_id, journal_path, new_run_id
+    from looprail.store.journal import Journal, journal_path
     from looprail.store.lock import LockedError, LockInfo, RunLock, lock_holder, lock_path
     from looprail.store.models import (
         EVENT_KINDS,
@@ -30,48 +30,38 @@ if TYPE_CHECKING:
         TaskRow,
         TaskStatus,
         TaskUpdate,
+        is_run_id,
+        new_run_id,
     )
     from looprail.store.report import RunReport, build_report, render_report_text
     from looprail.store.schema import JournalError, NoJournalError, schema_version
 
 # Imported on first use: `looprail status` needs the schema and the lock, not pydantic's models.
-_WHERE = {
-    "diff_inputs": "inputs",
-    "digest_inputs": "inputs",
-    "Journal": "journal",
-    "journal_path": "journal",
-    "new_run_id": "journal",
-    "is_run_id": "journal",
-    "LockedError": "lock",
-    "LockInfo": "lock",
-    "RunLock": "lock",
-    "lock_holder": "lock",
-    "lock_path": "lock",
-    "RunReport": "report",
-    "build_report": "report",
-    "render_report_text": "report",
-    "JournalError": "schema",
-    "NoJournalError": "schema",
-    "schema_version": "schema",
-    **{
-        name: "models"
-        for name in (
-            "EVENT_KINDS",
-            "FINAL_STATUSES",
-            "RESUMABLE_STATUSES",
-            "EventKind",
-            "EventRecord",
-            "EventRow",
-            "HookKind",
-            "PlannedTask",
-            "RunRow",
-            "RunStatus",
-            "TaskRow",
-            "TaskStatus",
-            "TaskUpdate",
-        )
-    },
+_MODULES = {
+    "inputs": ("diff_inputs", "digest_inputs"),
+    "journal": ("Journal", "journal_path"),
+    "lock": ("LockedError", "LockInfo", "RunLock", "lock_holder", "lock_path"),
+    "models": (
+        "EVENT_KINDS",
+        "FINAL_STATUSES",
+        "RESUMABLE_STATUSES",
+        "EventKind",
+        "EventRecord",
+        "EventRow",
+        "HookKind",
+        "JournalRunStatus",
+        "PlannedTask",
+        "RunRow",
+        "TaskRow",
+        "TaskStatus",
+        "TaskUpdate",
+        "is_run_id",
+        "new_run_id",
+    ),
+    "report": ("RunReport", "build_report", "render_report_text"),
+    "schema": ("JournalError", "NoJournalError", "schema_version"),
 }
+_WHERE = {name: module for module, names in _MODULES.items() for name in names}
 
 
 def __getattr__(name: str):

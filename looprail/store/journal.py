@@ -13,47 +13,33 @@ looprail is refused with a one-line `JournalError`, never overwritten.
 
 from __future__ import annotations
 
-import hmac
 import json
 import os
 import socket
 import sqlite3
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
-
-from pydantic import BaseModel
+from typing import Any, Literal
 
 from looprail._version import __version__
 from looprail.layout import JOURNAL_FILE, project_path
-from looprail.store import seal as _seal  # hashes every commit: imported once, not per call
 from looprail.store.inputs import diff_inputs
 from looprail.store.models import (
     FINAL_STATUSES,
-    RESUMABLE_STATUSES,
     EventRecord,
-    EventRow,
     PlannedTask,
     RunRow,
     TaskRow,
     TaskUpdate,
+    iso_utc,
+    new_run_id,
 )
-from looprail.store.schema import (
-    BUSY_TIMEOUT_MS,
-    JournalError,
-    NoJournalError,
-    check_header,
-    check_links,
-    connect_readonly,
-    prepare,
-    translate,
-)
-from looprail.store.seal import SEAL_VERSION, canonical, chain_link, run_seal, user_key
-
-JOURNAL_NAME = JOURNAL_FILE
+from looprail.store.reading import JournalReader, task_row
+from looprail.store.schema import JournalError, connect
+from looprail.store.seal import RunSeals
+from looprail.store.summary import duration_ms as duration
 
 # The statements of the per-task path, as constants (sqlite3 keeps them prepared by their text).
 _GET_TASK = "SELECT * FROM tasks WHERE run_id = ? AND task_key = ?"
@@ -81,53 +67,19 @@ _INSERT_EVENT = (
 
 
 def journal_path(project: str | Path) -> Path:
-    return Path(project_path(project, JOURNAL_NAME))
+    return Path(project_path(project, JOURNAL_FILE))
 
 
-_RUN_ID_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford base32
-
-
-def new_run_id(now: datetime | None = None) -> str:
-    """A ULID: 48-bit millisecond time + 80 random bits, Crockford base32, so ids sort by start."""
-    moment = now or datetime.now(UTC)
-    value = (int(moment.timestamp() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
-    return "".join(_RUN_ID_ALPHABET[(value >> shift) & 31] for shift in range(125, -1, -5))
-
-
-def is_run_id(value: object) -> bool:
-    """Is `value` a run id in the form `new_run_id` makes (26 characters of Crockford base32,
-    the first at most `7`)? A journal is a file in the project, so an id read from it may be
-    planted: one that is not looprail's never reaches a path or a printed command."""
-    return (
-        isinstance(value, str)
-        and len(value) == 26
-        and value[0] <= "7"
-        and all(c in _RUN_ID_ALPHABET for c in value)
-    )
-
-
-def iso_utc(moment: datetime) -> str:
-    """`2026-05-09T07:35:25.123Z`: fixed width, so text order is time order."""
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-class Journal:
+class Journal(JournalReader):
     """A project's run journal. Open with `Journal.open(project)`; use as a context manager or
     call `close()`. Safe to share between threads (one connection behind a lock); other
     processes may read it at the same time (WAL)."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path, clock: Callable[[], datetime]):
-        self._conn = conn
-        self._mutex = threading.RLock()
+        super().__init__(conn, path)
         self._depth = 0
         self._clock = clock
-        self.path = path
-        self._key: bytes | None = None
-        # What this connection last sealed per run (store/seal.py). The task digest is never
-        # written to the file, so it is kept here; while the file still holds that seal,
-        # nobody else wrote the run, and the digest, chain head and run row go on from it.
-        self._sealed: dict[str, _Sealed] = {}
-        self._tx: dict[str, _RunTx] = {}  # the runs the open transaction writes: sealed at commit
+        self._seals = RunSeals(path, self._sql)  # every commit's seals (store/seal.py)
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -139,61 +91,17 @@ class Journal:
         create: bool = True,
         clock: Callable[[], datetime] | None = None,
     ) -> Journal:
-        """Open (and with `create`, create or migrate) the project's journal.
-
-        Raises `NoJournalError` when there is none and `create` is false, and `JournalError` for
-        a foreign, corrupt or newer file."""
+        """Open (and with `create`, create or migrate) the project's journal: `schema.connect`,
+        which refuses a foreign, corrupt or newer file."""
         path = journal_path(project)
-        check_links(path)  # before anything else: a dangling link "does not exist"
-        if not path.exists():
-            if not create:
-                raise NoJournalError(f"{path}: no journal yet (no run has been recorded)")
-            path.parent.mkdir(parents=True, exist_ok=True)
-        check_header(path)
-        try:
-            conn = sqlite3.connect(
-                path,
-                isolation_level=None,  # explicit BEGIN IMMEDIATE … COMMIT only
-                check_same_thread=False,  # guarded by Journal._mutex
-                timeout=BUSY_TIMEOUT_MS / 1000,
-            )
-        except sqlite3.Error as exc:
-            raise JournalError(f"{path}: cannot open the journal ({exc})") from None
-        try:
-            prepare(conn, path)
-        except BaseException:
-            conn.close()
-            raise
-        conn.row_factory = sqlite3.Row
-        return cls(conn, path, clock or (lambda: datetime.now(UTC)))
+        return cls(connect(path, create=create), path, clock or (lambda: datetime.now(UTC)))
 
     @classmethod
     def open_readonly(cls, project: str | Path) -> Journal:
-        """Open the project's journal for reading only (`mode=ro`, `query_only`): no schema
-        change, no migration, no pragma stored in the file, and every write method fails. For
-        viewers that run beside a live run (the dashboard). Raises `NoJournalError` when there
-        is none (or it is still an empty file) and `JournalError` for a foreign, corrupt or
-        newer one."""
+        """Open the project's journal for reading only (`schema.connect(readonly=True)`): every
+        write method fails. For viewers beside a live run (the dashboard)."""
         path = journal_path(project)
-        conn = connect_readonly(path)
-        return cls(conn, path, lambda: datetime.now(UTC))
-
-    def close(self) -> None:
-        with self._mutex:
-            self._conn.close()
-
-    def __enter__(self) -> Journal:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def pragma(self, name: str) -> Any:
-        """The current value of a connection pragma (`journal_mode`, `synchronous`, …)."""
-        if not name.isidentifier():
-            raise ValueError(f"not a pragma name: {name!r}")
-        with self._mutex:
-            return self._sql(f"PRAGMA {name}").fetchone()[0]
+        return cls(connect(path, readonly=True), path, lambda: datetime.now(UTC))
 
     # -- transactions ------------------------------------------------------------------------
 
@@ -208,7 +116,7 @@ class Journal:
             savepoint = f"sp{self._depth}"
             self._sql("BEGIN IMMEDIATE" if outer else f"SAVEPOINT {savepoint}")
             if not outer:  # what a rollback to the savepoint restores
-                saved = {run_id: tx.copy() for run_id, tx in self._tx.items()}
+                saved = self._seals.save()
             self._depth += 1
             try:
                 yield
@@ -217,7 +125,7 @@ class Journal:
                 if outer:
                     self._abandon()
                 else:
-                    self._tx = saved
+                    self._seals.restore(saved)
                     self._sql(f"ROLLBACK TO {savepoint}")
                     self._sql(f"RELEASE {savepoint}")
                 raise
@@ -226,12 +134,12 @@ class Journal:
                 self._sql(f"RELEASE {savepoint}")
                 return
             try:
-                sealed = self._seal_touched()
+                sealed = self._seals.seal()
                 self._sql("COMMIT")
             except BaseException:
                 self._abandon()
                 raise
-            self._sealed.update(sealed)
+            self._seals.committed(sealed)
 
     @contextmanager
     def relaxed(self) -> Iterator[None]:
@@ -265,35 +173,18 @@ class Journal:
         now = self._clock()
         run_id = run_id or new_run_id(now)
         config = dict(machine_config or {})
+        data = {"phase": str(phase), "state": list(state), "machine_config": config}
         with self.transaction():
             self._sql(
                 "INSERT INTO runs (id, phase, status, started_at, state, machine_config, "
                 "inputs_digest, pid, host) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?)",
-                (
-                    run_id,
-                    str(phase),
-                    iso_utc(now),
-                    _dumps(list(state)),
-                    _dumps(config),
-                    _dumps(dict(sorted((inputs_digest or {}).items()))),
-                    os.getpid(),
-                    socket.gethostname(),
-                ),
-            )
-            self._run_changed(run_id)
-            self._insert_event(
-                run_id,
-                iso_utc(now),
-                EventRecord(
-                    kind="run_started",
-                    data={
-                        "phase": str(phase),
-                        "state": list(state),
-                        "machine_config": config,
-                        "looprail": __version__,  # which looprail ran it
-                    },
-                ),
-            )
+                (run_id, data["phase"], iso_utc(now), _dumps(data["state"]),
+                 _dumps(data["machine_config"]), _sorted_json(inputs_digest or {}), os.getpid(),
+                 socket.gethostname()),
+            )  # fmt: skip
+            self._seals.run_changed(run_id)
+            event = EventRecord(kind="run_started", data={**data, "looprail": __version__})
+            self._insert_event(run_id, iso_utc(now), event)  # (which looprail ran it)
         return run_id
 
     def resume_run(self, run_id: str, *, inputs_digest: Mapping[str, str] | None = None) -> RunRow:
@@ -308,7 +199,7 @@ class Journal:
                     f"{self.path}: run {run_id} already {run.status}; nothing to resume"
                 )
             in_flight = [t.task_key for t in self.tasks(run_id) if t.status == "running"]
-            data: dict[str, Any] = {
+            data: dict[str, object] = {
                 "previous_status": run.status,
                 "previous_pid": run.pid,
                 "previous_host": run.host,
@@ -320,7 +211,7 @@ class Journal:
                 digest = dict(sorted(inputs_digest.items()))
                 data["inputs_changed"] = diff_inputs(run.inputs_digest, digest)
             now = iso_utc(self._clock())
-            self._run_changed(run_id)
+            self._seals.run_changed(run_id)
             self._sql(
                 "UPDATE runs SET status = 'running', ended_at = NULL, halt_reason = NULL, "
                 "pid = ?, host = ?, inputs_digest = ? WHERE id = ?",
@@ -333,10 +224,10 @@ class Journal:
         """Record the inputs as of the run's latest committed state (the run itself writes plans,
         so the digest moves forward with it; a later resume compares against this)."""
         with self.transaction():
-            self._run_changed(run_id)
+            self._seals.run_changed(run_id)
             self._sql(
                 "UPDATE runs SET inputs_digest = ? WHERE id = ?",
-                (_dumps(dict(sorted(inputs_digest.items()))), run_id),
+                (_sorted_json(inputs_digest), run_id),
             )
 
     def finish_run(
@@ -351,7 +242,7 @@ class Journal:
             raise ValueError(f"not a finishing status: {status!r}")
         with self.transaction():
             now = iso_utc(self._clock())
-            self._run_changed(run_id)
+            self._seals.run_changed(run_id)
             self._sql(
                 "UPDATE runs SET status = ?, ended_at = ?, halt_reason = ? WHERE id = ?",
                 (status, now, reason, run_id),
@@ -376,8 +267,20 @@ class Journal:
         `seq`. With a task update, unset `task_id`/`plan_id`/`wave` come from the task row and
         `data["attempt"]` is the row's attempt. `at` (from `timestamp()`): when it happened,
         for an event written later than that (held by the recorder); default now."""
-        seq, _ = self._record(run_id, event, state=state, task_update=task_update, at=at)
-        return seq
+        state_json = _dumps(list(state)) if state is not None else None
+        with self.transaction():
+            self._seals.touch(run_id)
+            now = at or iso_utc(self._clock())
+            if state_json is not None:
+                self._seals.run_changed(run_id)
+                self._sql("UPDATE runs SET state = ? WHERE id = ?", (state_json, run_id))
+            if task_update is not None:
+                update = task_update
+                before, after = self._change_task(
+                    run_id, update.task_key, update.status, update.plan_id, update.wave, now
+                )
+                event = _annotate_task_event(event, after, before)
+            return self._insert_event(run_id, now, event)
 
     def task_started(
         self,
@@ -425,7 +328,7 @@ class Journal:
             after = self._task_step(
                 run_id, task_key, status, None, None, message, duration_ms, data
             )
-        return _task_row(after)
+        return task_row(after)
 
     def wave_started(
         self,
@@ -439,14 +342,10 @@ class Journal:
         transaction. Registering is idempotent: rows that exist (a resumed wave) are kept."""
         planned = [PlannedTask(*task) for task in tasks]
         plans = list(dict.fromkeys(t.plan_id for t in planned if t.plan_id is not None))
-        event = EventRecord(
-            kind="wave_started",
-            wave=wave,
-            message=message,
-            data={"plans": plans, "tasks": [t.task_key for t in planned]},
-        )
+        data = {"plans": plans, "tasks": [t.task_key for t in planned]}
+        event = EventRecord(kind="wave_started", wave=wave, message=message, data=data)
         with self.transaction():
-            self._digest(run_id)  # before any row is added (see _change_task)
+            self._seals.digest(run_id)  # before any row is added (see _change_task)
             for task in planned:
                 added = self._sql(
                     "INSERT OR IGNORE INTO tasks (run_id, task_key, plan_id, wave, status) "
@@ -454,138 +353,8 @@ class Journal:
                     (run_id, task.task_key, task.plan_id, wave),
                 ).fetchone()
                 if added is not None:  # a row that already existed is kept as it was
-                    self._digest_change(run_id, None, added)
+                    self._seals.digest_change(run_id, None, added)
             return self._insert_event(run_id, iso_utc(self._clock()), event)
-
-    # -- reading -----------------------------------------------------------------------------
-
-    def get_run(self, run_id: str) -> RunRow | None:
-        with self._mutex:
-            row = self._sql("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-        return _run_row(row) if row else None
-
-    def find_run(self, ref: str) -> RunRow:
-        """A run by its id or a unique prefix of it (case-insensitive)."""
-        exact = self.get_run(ref)
-        if exact is not None:
-            return exact
-        pattern = ref.upper().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        with self._mutex:
-            rows = self._sql(
-                "SELECT * FROM runs WHERE upper(id) LIKE ? ESCAPE '\\' ORDER BY started_at, id",
-                (pattern + "%",),
-            ).fetchall()
-        if not ref or not rows:
-            raise JournalError(f"{self.path}: no run {ref!r} (`looprail history` lists them)")
-        if len(rows) > 1:
-            listed = ", ".join(row["id"] for row in rows[:3]) + (", …" if len(rows) > 3 else "")
-            raise JournalError(
-                f"{self.path}: run prefix {ref!r} matches {len(rows)} runs ({listed}); "
-                "give more characters"
-            )
-        return _run_row(rows[0])
-
-    def runs(self) -> list[RunRow]:
-        """Every run, oldest first."""
-        with self._mutex:
-            rows = self._sql("SELECT * FROM runs ORDER BY started_at, id").fetchall()
-        return [_run_row(row) for row in rows]
-
-    def latest_run(self) -> RunRow | None:
-        with self._mutex:
-            row = self._sql("SELECT * FROM runs ORDER BY started_at DESC, id DESC").fetchone()
-        return _run_row(row) if row else None
-
-    def unfinished_run(self, phase: str | None = None) -> RunRow | None:
-        """The latest run (of `phase`, when given) that can be resumed: status `running` (its
-        process may have died), `paused` or `halted`."""
-        marks = ", ".join("?" * len(RESUMABLE_STATUSES))
-        sql = f"SELECT * FROM runs WHERE status IN ({marks})"
-        params: list[Any] = list(RESUMABLE_STATUSES)
-        if phase is not None:
-            sql += " AND phase = ?"
-            params.append(str(phase))
-        with self._mutex:
-            row = self._sql(sql + " ORDER BY started_at DESC, id DESC", params).fetchone()
-        return _run_row(row) if row else None
-
-    def events(
-        self, run_id: str, *, kinds: Iterable[str] | None = None, after: int = 0
-    ) -> list[EventRow]:
-        """The run's events in the order they were recorded (optionally only some kinds, and
-        only those after `seq` `after`: a reader that polls fetches just what is new)."""
-        sql = "SELECT * FROM events WHERE run_id = ?"
-        params: list[Any] = [run_id]
-        if after:
-            sql += " AND seq > ?"
-            params.append(int(after))
-        if kinds is not None:
-            wanted = list(kinds)
-            sql += f" AND kind IN ({', '.join('?' * len(wanted))})"
-            params.extend(wanted)
-        with self._mutex:
-            rows = self._sql(sql + " ORDER BY seq", params).fetchall()
-        return [_event_row(row) for row in rows]
-
-    def last_seq(self) -> int:
-        """The `seq` of the newest event of any run (0 when there is none): a cheap change
-        marker for readers that poll."""
-        with self._mutex:
-            return int(self._sql("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
-
-    def task_counts(self) -> dict[str, dict[str, int]]:
-        """`{run id: {status: count}}` of every run's task rows, in one query (for listings
-        that show counts without reading every row)."""
-        with self._mutex:
-            rows = self._sql(
-                "SELECT run_id, status, count(*) FROM tasks GROUP BY run_id, status"
-            ).fetchall()
-        out: dict[str, dict[str, int]] = {}
-        for run_id, status, count in rows:
-            out.setdefault(run_id, {})[status] = count
-        return out
-
-    def task_states(self, run_id: str) -> dict[str, tuple[str, int]]:
-        """`{task key: (status, attempt)}` of the run's task rows, without building a model per
-        row (the recorder reads them once per run)."""
-        with self._mutex:
-            rows = self._sql(
-                "SELECT task_key, status, attempt FROM tasks WHERE run_id = ?", (run_id,)
-            ).fetchall()
-        return {key: (status, attempt) for key, status, attempt in rows}
-
-    def tasks(self, run_id: str) -> list[TaskRow]:
-        """The run's task rows by wave, then in the order they were first registered."""
-        with self._mutex:
-            rows = self._sql(
-                "SELECT * FROM tasks WHERE run_id = ? ORDER BY wave IS NULL, wave, rowid",
-                (run_id,),
-            ).fetchall()
-        return [_task_row(row) for row in rows]
-
-    # -- internals ---------------------------------------------------------------------------
-
-    def _record(
-        self,
-        run_id: str,
-        event: EventRecord,
-        *,
-        state: Sequence[str] | None = None,
-        task_update: TaskUpdate | None = None,
-        at: str | None = None,
-    ) -> tuple[int, TaskRow | None]:
-        state_json = _dumps(list(state)) if state is not None else None
-        with self.transaction():
-            self._run_tx(run_id)
-            now = at or iso_utc(self._clock())
-            if state_json is not None:
-                self._run_changed(run_id)
-                self._sql("UPDATE runs SET state = ? WHERE id = ?", (state_json, run_id))
-            row = None
-            if task_update is not None:
-                row, before = self._apply_task_update(run_id, task_update, now)
-                event = _annotate_task_event(event, row, before)
-            return self._insert_event(run_id, now, event), row
 
     def _task_step(
         self,
@@ -600,11 +369,10 @@ class Journal:
         at: str | None = None,
         attempt: int | None = None,
     ) -> sqlite3.Row:
-        """`task_started` (status `running`) or `task_finished` inside the open transaction:
-        the row's change and its event, annotated as `_annotate_task_event` does. The hot path
-        of a run (two per task), so no model is built: the checks the models make are here."""
+        """`task_started` (status `running`) or `task_finished`: the row's change and its event,
+        annotated as `_annotate_task_event` does, without a model (the hot path of a run)."""
         _check_step(task_key, duration_ms)
-        self._run_tx(run_id)
+        self._seals.touch(run_id)
         now = at or iso_utc(self._clock())
         before, after = self._change_task(run_id, task_key, status, plan_id, wave, now, attempt)
         values = dict(data or {})
@@ -616,7 +384,9 @@ class Journal:
         else:
             kind, outcome = "task_finished", status
             if duration_ms is None and after["started_at"]:
-                duration_ms = _elapsed_ms(after["started_at"], after["ended_at"])
+                duration_ms = duration(
+                    after["started_at"], after["ended_at"] or after["started_at"]
+                )
         self._insert_row(
             run_id,
             now,
@@ -624,14 +394,6 @@ class Journal:
              duration_ms, message, _dumps(values)),
         )  # fmt: skip
         return after
-
-    def _apply_task_update(
-        self, run_id: str, update: TaskUpdate, now: str
-    ) -> tuple[TaskRow, TaskRow | None]:
-        before, after = self._change_task(
-            run_id, update.task_key, update.status, update.plan_id, update.wave, now
-        )
-        return _task_row(after), _task_row(before) if before is not None else None
 
     def _change_task(
         self,
@@ -643,10 +405,9 @@ class Journal:
         now: str,
         attempt: int | None = None,
     ) -> tuple[sqlite3.Row | None, sqlite3.Row]:
-        """Change one task row (inside the open transaction) and the run's task digest with
-        it. Returns the row before (None when there was none) and after. A start is attempt
-        `attempt`, else the row's + 1 (the one place attempts are counted from the rows)."""
-        self._digest(run_id)  # before the row changes: a digest recomputed now must not see it
+        """Change one task row and the run's task digest with it; the row before (None when
+        there was none) and after. A start is attempt `attempt`, else the row's + 1."""
+        self._seals.digest(run_id)  # loaded before the row changes
         before = self._sql(_GET_TASK, (run_id, task_key)).fetchone()
         if status == "running":
             self._refuse_done(run_id, task_key, before)
@@ -658,7 +419,7 @@ class Journal:
             cursor = self._sql(_SET_TASK, (run_id, task_key, plan_id, wave, status, ended_at))
         after = cursor.fetchone()
         assert after is not None
-        self._digest_change(run_id, before, after)
+        self._seals.digest_change(run_id, before, after)
         return before, after
 
     def _refuse_done(self, run_id: str, task_key: str, row: sqlite3.Row | None) -> None:
@@ -667,12 +428,6 @@ class Journal:
                 f"{self.path}: task {task_key} of run {run_id} is already done; "
                 "finished tasks are not run again"
             )
-
-    def _require_run(self, run_id: str) -> RunRow:
-        row = self._sql("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-        if row is None:
-            raise JournalError(f"{self.path}: no run {run_id!r}")
-        return _run_row(row)
 
     def _insert_event(self, run_id: str, ts: str, event: EventRecord) -> int:
         return self._insert_row(
@@ -684,185 +439,22 @@ class Journal:
         )  # fmt: skip
 
     def _insert_row(self, run_id: str, ts: str, values: tuple[Any, ...]) -> int:
-        """Append an event row (`values`: kind … data, in `_INSERT_EVENT`'s order) and extend
-        the run's chain with it. Returns its `seq`."""
+        """Append an event row (`values` in `_INSERT_EVENT`'s order), extend its run's chain."""
         row = self._sql(_INSERT_EVENT, (run_id, ts, *values)).fetchone()
-        self._chain(run_id, row)
+        self._seals.chain(run_id, row)
         return int(row["seq"])
 
-    # -- seals (see store/seal.py) -----------------------------------------------------------
-
-    def _user_key(self) -> bytes:
-        if self._key is None:
-            self._key = user_key()
-        return self._key
-
-    def _meta(self, key: str) -> str | None:
-        row = self._sql("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
-
-    def _set_meta(self, key: str, value: str, *more: str) -> None:
-        """Write `meta` rows: `key, value` and further key/value pairs, in one statement."""
-        pairs = (key, value, *more)
-        marks = ", ".join(["(?, ?)"] * (len(pairs) // 2))
-        self._sql(
-            f"INSERT INTO meta (key, value) VALUES {marks} "
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            pairs,
-        )
-
-    def _run_tx(self, run_id: str) -> _RunTx:
-        """What the open transaction writes of a run, begun at its first write of it: the
-        seal in the file is read once (is it still the one this connection wrote?), and a run
-        that does not exist is refused."""
-        tx = self._tx.get(run_id)
-        if tx is None:
-            known = self._sealed.get(run_id)
-            seal = self._meta(f"seal:{run_id}")
-            if known is not None and seal is not None and hmac.compare_digest(known.seal, seal):
-                tx = _RunTx(known, known.digest, known.chain)
-            else:  # written elsewhere, or never sealed here: its rows are read again
-                if self._sql("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
-                    raise JournalError(f"{self.path}: no run {run_id!r}")
-                tx = _RunTx(None, None, self._meta(f"chain:{run_id}") or "")
-            self._tx[run_id] = tx
-        return tx
-
-    def _run_changed(self, run_id: str) -> None:
-        """The run's row changes in the open transaction: its seal reads it again."""
-        self._run_tx(run_id).run_changed = True
-
-    def _chain(self, run_id: str, row: sqlite3.Row) -> None:
-        """Extend the run's event chain by the row just inserted (inside its transaction; the
-        head is written once, at commit, with the seal)."""
-        tx = self._run_tx(run_id)
-        tx.head = _seal.chain_link(self._user_key(), tx.head, dict(row))
-
-    def _digest(self, run_id: str) -> str:
-        """The run's task digest as of now, inside the open transaction (recomputed from the
-        rows on the first write of a run this connection did not seal last)."""
-        tx = self._run_tx(run_id)
-        if tx.digest is None:
-            tx.digest = self._task_digest(run_id)
-        return tx.digest
-
-    def _task_digest(self, run_id: str) -> str:
-        rows = self._sql("SELECT * FROM tasks WHERE run_id = ?", (run_id,))
-        return _seal.task_digest(self._user_key(), (dict(row) for row in rows))
-
-    def _digest_change(
-        self, run_id: str, before: sqlite3.Row | None, after: sqlite3.Row | None
-    ) -> None:
-        """A task row of `run_id` changed (inside the open transaction): update its digest, from
-        the value the caller loaded before the row changed."""
-        tx = self._tx[run_id]
-        assert tx.digest is not None
-        key = self._user_key()
-        tx.digest = _seal.digest_add(
-            tx.digest,
-            remove=_seal.task_mac(key, dict(before)) if before is not None else 0,
-            add=_seal.task_mac(key, dict(after)) if after is not None else 0,
-        )
-
-    def _seal_touched(self) -> dict[str, _Sealed]:
-        """Write the seal of every run written in this transaction (O(1) each: the chain head
-        and the task digest are kept up to date row by row, and the run row is read again
-        only when it changed). Returns them for `_sealed`."""
-        sealed = {}
-        for run_id in sorted(self._tx):
-            digest = self._digest(run_id)
-            tx = self._tx[run_id]
-            if tx.valid is not None and not tx.run_changed:
-                run_bytes = tx.valid.run_bytes
-            else:
-                run = self._sql("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-                run_bytes = _seal.canonical(dict(run))
-            seal = _seal.run_seal(self._user_key(), tx.head, digest, run_bytes)
-            self._set_meta(f"seal:{run_id}", seal, f"chain:{run_id}", tx.head)
-            sealed[run_id] = _Sealed(seal, digest, tx.head, run_bytes)
-        self._tx = {}
-        return sealed
-
     def _abandon(self) -> None:
-        """The open transaction failed: forget what it would have sealed, roll it back."""
-        self._tx = {}
-        self._rollback()
-
-    def verify_run(self, run_id: str) -> None:
-        """Refuse (one-line `JournalError`) a run this user did not write with looprail on this
-        machine: its seal is missing, or its rows were changed outside looprail since. One
-        pass over the run's events and one over its task rows."""
-        with self._mutex:
-            run = self._require_run(run_id)
-            seal = self._meta(f"seal:{run_id}")
-            key = self._user_key()
-            chain = ""
-            for row in self._sql("SELECT * FROM events WHERE run_id = ? ORDER BY seq", (run_id,)):
-                chain = chain_link(key, chain, dict(row))
-            digest = self._task_digest(run_id)
-            run_row = self._sql("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-            run_bytes = canonical(dict(run_row))
-            expected = run_seal(key, chain, digest, run_bytes)
-            ok = (
-                seal is not None
-                and hmac.compare_digest(chain, self._meta(f"chain:{run_id}") or "")
-                and hmac.compare_digest(seal, expected)
-            )
-            if ok:
-                assert seal is not None
-                self._sealed[run_id] = _Sealed(seal, digest, chain, run_bytes)
-        if not ok:
-            if seal is not None and not seal.startswith(SEAL_VERSION + ":"):
-                raise JournalError(
-                    f"{self.path}: run {run.id} was sealed by an older looprail (another seal "
-                    "format); this one cannot check it, so it is not resumed (start over with "
-                    "--new)"
-                )
-            why = "it carries no seal" if seal is None else "its seal does not match its rows"
-            raise JournalError(
-                f"{self.path}: run {run.id} was not written by this user's looprail on this "
-                f"machine, or was changed outside looprail ({why}); refusing to resume it "
-                "(start over with --new)"
-            )
-
-    def _rollback(self) -> None:
+        """The open transaction failed: forget its seals, roll it back."""
+        self._seals.abandon()
         if self._conn.in_transaction:
             self._conn.execute("ROLLBACK")
 
-    def _sql(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
-        try:
-            return self._conn.execute(sql, params)
-        except sqlite3.DatabaseError as exc:
-            raise translate(self.path, exc) from None
-
-
-class _Sealed(NamedTuple):
-    """What a connection last sealed of a run: the seal, and the task digest, chain head and
-    run row bytes it covers."""
-
-    seal: str
-    digest: str
-    chain: str
-    run_bytes: bytes
-
-
-class _RunTx:
-    """A run the open transaction writes: its seal as this connection last wrote it (None when
-    the file holds another), its working task digest (None until loaded) and chain head, and
-    whether its row changed."""
-
-    __slots__ = ("digest", "head", "run_changed", "valid")
-
-    def __init__(self, valid: _Sealed | None, digest: str | None, head: str):
-        self.valid, self.digest, self.head, self.run_changed = valid, digest, head, False
-
-    def copy(self) -> _RunTx:
-        twin = _RunTx(self.valid, self.digest, self.head)
-        twin.run_changed = self.run_changed
-        return twin
-
-
-# -- rows ------------------------------------------------------------------------------------
+    def verify_run(self, run_id: str) -> None:
+        """Refuse (one-line `JournalError`) a run this user did not write with looprail on this
+        machine, or whose rows were changed outside looprail since (`RunSeals.verify`)."""
+        with self._mutex:
+            self._seals.verify(self._require_run(run_id).id)
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # built once
@@ -870,6 +462,10 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # built 
 
 def _dumps(value: Any) -> str:
     return _ENCODER.encode(value)
+
+
+def _sorted_json(digest: Mapping[str, str]) -> str:
+    return _dumps(dict(sorted(digest.items())))
 
 
 def _check_step(task_key: Any, duration_ms: Any) -> None:
@@ -882,48 +478,21 @@ def _check_step(task_key: Any, duration_ms: Any) -> None:
         raise ValueError(f"duration_ms must be a whole number >= 0, got {duration_ms!r}")
 
 
-def _elapsed_ms(started_at: str, ended_at: str | None) -> int:
-    started = datetime.fromisoformat(started_at)
-    ended = datetime.fromisoformat(ended_at or started_at)
-    return max(0, round((ended - started).total_seconds() * 1000))
-
-
-def _columns(row: sqlite3.Row, model: type[BaseModel]) -> dict[str, Any]:
-    """The row's values for the model's fields (a column added by a later migration is not a
-    field of an older model)."""
-    return {name: row[name] for name in model.model_fields}
-
-
-def _run_row(row: sqlite3.Row) -> RunRow:
-    values = _columns(row, RunRow)
-    for column in ("state", "machine_config", "inputs_digest"):
-        values[column] = json.loads(values[column])
-    return RunRow(**values)
-
-
-def _event_row(row: sqlite3.Row) -> EventRow:
-    values = _columns(row, EventRow)
-    values["data"] = json.loads(values["data"])
-    return EventRow(**values)
-
-
-def _task_row(row: sqlite3.Row) -> TaskRow:
-    return TaskRow(**_columns(row, TaskRow))
-
-
-def _annotate_task_event(event: EventRecord, row: TaskRow, before: TaskRow | None) -> EventRecord:
+def _annotate_task_event(
+    event: EventRecord, row: sqlite3.Row, before: sqlite3.Row | None
+) -> EventRecord:
     """An event written with a task update carries the task's coordinates and the attempt it
     belongs to (and, on a start, what the row was), so the journal alone shows a re-run."""
     data = dict(event.data)
-    data.setdefault("attempt", row.attempt)
+    data.setdefault("attempt", row["attempt"])
     if event.kind == "task_started" and before is not None:
-        data.setdefault("previous_status", before.status)
-    update: dict[str, Any] = {
+        data.setdefault("previous_status", before["status"])
+    update: dict[str, object] = {
         "data": data,
-        "task_id": event.task_id or row.task_key,
-        "plan_id": event.plan_id or row.plan_id,
-        "wave": event.wave if event.wave is not None else row.wave,
+        "task_id": event.task_id or row["task_key"],
+        "plan_id": event.plan_id or row["plan_id"],
+        "wave": event.wave if event.wave is not None else row["wave"],
     }
-    if event.kind == "task_finished" and event.duration_ms is None and row.started_at:
-        update["duration_ms"] = _elapsed_ms(row.started_at, row.ended_at)
+    if event.kind == "task_finished" and event.duration_ms is None and row["started_at"]:
+        update["duration_ms"] = duration(row["started_at"], row["ended_at"] or row["started_at"])
     return event.model_copy(update=update)

@@ -18,6 +18,7 @@ import stat
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from looprail.errors import LockedError, LooprailError
 from looprail.layout import LOCK_FILE, project_path
@@ -25,45 +26,16 @@ from looprail.layout import LOCK_FILE, project_path
 LOCK_NAME = LOCK_FILE
 
 
-class LockInfo:
-    """Who holds (or last held) a project's run lock. Immutable. (A plain class, not a
-    dataclass: `looprail status` reads the lock, and dataclasses costs it milliseconds.)"""
+class LockInfo(NamedTuple):
+    """Who holds (or last held) a project's run lock."""
 
-    __slots__ = ("host", "pid", "run_id", "started_at")
     pid: int
     run_id: str | None
     started_at: str
     host: str
 
-    def __init__(self, pid: int, run_id: str | None, started_at: str, host: str) -> None:
-        for name, value in (
-            ("pid", pid),
-            ("run_id", run_id),
-            ("started_at", started_at),
-            ("host", host),
-        ):
-            object.__setattr__(self, name, value)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"LockInfo is read-only (cannot set {name})")
-
     def as_dict(self) -> dict[str, object]:
-        return {
-            "pid": self.pid,
-            "run_id": self.run_id,
-            "started_at": self.started_at,
-            "host": self.host,
-        }
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, LockInfo) and self.as_dict() == other.as_dict()
-
-    def __hash__(self) -> int:
-        return hash((self.pid, self.run_id, self.started_at, self.host))
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{k}={v!r}" for k, v in self.as_dict().items())
-        return f"LockInfo({fields})"
+        return dict(self._asdict())
 
     def describe(self) -> str:
         run = f"run {self.run_id}" if self.run_id else "no run id yet"
@@ -118,7 +90,7 @@ class RunLock:
             pid=os.getpid(),
             run_id=self._run_id,
             started_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
-            host=_hostname(),
+            host=socket.gethostname(),
         )
         self._write(self._info)
         return self
@@ -129,7 +101,7 @@ class RunLock:
             raise RuntimeError("set_run_id needs the lock to be held")
         self._run_id = run_id
         info = self._info
-        self._info = LockInfo(info.pid, run_id, info.started_at, info.host)
+        self._info = info._replace(run_id=run_id)
         self._write(self._info)
 
     def release(self) -> None:
@@ -224,7 +196,3 @@ def _read_info(fd: int) -> LockInfo | None:
                 host=str(value.get("host", "?")),
             )
     return None
-
-
-def _hostname() -> str:
-    return socket.gethostname()

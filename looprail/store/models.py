@@ -1,8 +1,11 @@
-"""The journal's data shapes: what callers append (`EventRecord`, `TaskUpdate`, `PlannedTask`)
-and what they read back (`RunRow`, `EventRow`, `TaskRow`). Plain values, no database here."""
+"""The journal's data shapes: what callers append (`EventRecord`, `TaskUpdate`, `PlannedTask`),
+what they read back (`RunRow`, `EventRow`, `TaskRow`), run ids and times as it writes them.
+Plain values, no database here."""
 
 from __future__ import annotations
 
+import os
+from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -103,7 +106,7 @@ class RunRow(BaseModel):
     started_at: str
     ended_at: str | None
     state: list[str]
-    machine_config: dict[str, Any]
+    machine_config: dict[str, object]
     inputs_digest: dict[str, str]
     pid: int | None
     host: str | None
@@ -125,3 +128,30 @@ class TaskRow(BaseModel):
     attempt: int
     started_at: str | None
     ended_at: str | None
+
+
+_RUN_ID_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford base32
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """A ULID: 48-bit millisecond time + 80 random bits, Crockford base32, so ids sort by start."""
+    moment = now or datetime.now(UTC)
+    value = (int(moment.timestamp() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
+    return "".join(_RUN_ID_ALPHABET[(value >> shift) & 31] for shift in range(125, -1, -5))
+
+
+def is_run_id(value: object) -> bool:
+    """Is `value` a run id in the form `new_run_id` makes (26 characters of Crockford base32,
+    the first at most `7`)? A journal is a file in the project, so an id read from it may be
+    planted: one that is not looprail's never reaches a path or a printed command."""
+    return (
+        isinstance(value, str)
+        and len(value) == 26
+        and value[0] <= "7"
+        and all(c in _RUN_ID_ALPHABET for c in value)
+    )
+
+
+def iso_utc(moment: datetime) -> str:
+    """`2026-05-09T07:35:25.123Z`: fixed width, so text order is time order."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -5,8 +5,7 @@ it ended. `build_report` gathers it (a pure fold over the journal's rows); its J
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -14,7 +13,6 @@ from looprail.layout import log_of
 from looprail.store.journal import Journal
 from looprail.store.models import EventRow, RunRow, TaskRow
 from looprail.store.report_data import TASK_COLUMNS, fold
-from looprail.store.summary import duration_ms as _duration
 from looprail.store.summary import format_duration, format_refusal
 
 REPORT_VERSION: Literal[1] = 1
@@ -44,7 +42,7 @@ class RunHeader(_Out):
     state: list[str]
     pid: int | None
     host: str | None
-    machineConfig: dict[str, Any]
+    machineConfig: dict[str, object]
     tasks: TaskCounts
 
 
@@ -125,7 +123,7 @@ class NativeHookRow(_Out):
     outcome: str | None
     durationMs: int | None
     message: str | None
-    data: dict[str, Any]
+    data: dict[str, object]
 
 
 class NoteRow(_Out):
@@ -229,41 +227,6 @@ def format_spend(s: Spend) -> str:
     return f"{cost} · {s.inputTokens} in{cached} / {s.outputTokens} out tokens · {calls}"
 
 
-def run_header(run: RunRow, tasks: Iterable[TaskRow]) -> RunHeader:
-    counts = {"pending": 0, "running": 0, "done": 0, "failed": 0}
-    for task in tasks:
-        counts[task.status] += 1
-    return RunHeader(
-        id=run.id,
-        phase=run.phase,
-        status=run.status,
-        startedAt=run.started_at,
-        endedAt=run.ended_at,
-        durationMs=_duration(run.started_at, run.ended_at),
-        haltReason=run.halt_reason,
-        state=run.state,
-        pid=run.pid,
-        host=run.host,
-        machineConfig=run.machine_config,
-        tasks=TaskCounts(**counts),
-    )
-
-
-def refused_at(status: str, events: Iterable[EventRow]) -> tuple[str, str | None] | None:
-    """(point, capId) of the hook that refused the transition a `halted` run stands at: the
-    last `halted` event since the last resume, when it names a point. The run's state is where
-    it stayed, which is not where it was refused (a block at `execute:pre` stays in `plan`)."""
-    if status != "halted":
-        return None
-    last = None
-    for e in events:
-        if e.kind == "run_resumed":
-            last = None
-        elif e.kind == "halted":
-            last = e
-    return (last.point, last.cap_id) if last is not None and last.point else None
-
-
 # -- text ------------------------------------------------------------------------------------
 
 _MARKS = {
@@ -285,17 +248,20 @@ _MARKS = {
 
 def render_report_text(report: RunReport) -> str:
     """The report for a terminal: one header, then only the sections that have rows."""
+    lines = _header_lines(report)
+    for section in (_transitions, _points, _waves, _spend, _native_hooks, _notes, _resumes):
+        lines += section(report)
+    return "\n".join(lines) + "\n"
+
+
+def _header_lines(report: RunReport) -> list[str]:
     run = report.run
     counts = run.tasks
+    took = f" · ended {run.endedAt} · took {format_duration(run.durationMs)}"
     lines = [
         f"Run {run.id} · phase {run.phase} · {run.status}",
-        f"  started {run.startedAt}"
-        + (
-            f" · ended {run.endedAt} · took {format_duration(run.durationMs)}"
-            if run.endedAt
-            else ""
-        ),
-        f"  state: {'/'.join(run.state) or '-'}{format_refusal(_refusal(report))}",
+        f"  started {run.startedAt}{took if run.endedAt else ''}",
+        f"  state: {'/'.join(run.state) or '-'}{format_refusal(refusal_of(report))}",
     ]
     if run.haltReason:
         lines.append(f"  reason: {run.haltReason}")
@@ -305,144 +271,172 @@ def render_report_text(report: RunReport) -> str:
         f"  tasks: {counts.done} done, {counts.failed} failed, {counts.running} running, "
         f"{counts.pending} pending"
     )
+    return lines
 
-    if report.transitions:
-        lines += ["", "Transitions"]
-        lines += [
-            f"  {t.source or '?'} → {t.target or '?'}" + (f"  ({t.event})" if t.event else "")
-            for t in report.transitions
-        ]
-    if report.points:
-        lines += ["", "Points"]
-        for point in report.points:
-            plural = "es" if point.dispatches != 1 else ""
-            lines.append(f"  {point.point}  ({point.dispatches} dispatch{plural})")
-            for hook in point.hooks:
-                lines.append(
-                    "    "
-                    + _columns(
-                        _mark(hook.outcome),
-                        f"{hook.kind or '?':<12}",
-                        f"{hook.capId or '-':<24}",
-                        f"{hook.outcome or '-':<9}",
-                        f"{format_duration(hook.durationMs):>7}",
-                        _wave_label(hook.wave),
-                        hook.message,
-                    )
-                )
-            for verdict in point.verdicts:
-                lines.append(
-                    "    "
-                    + _columns(
-                        _mark(verdict.outcome),
-                        f"{'verdict':<12}",
-                        f"{verdict.capId or '-':<24}",
-                        f"{verdict.outcome or '-':<9}",
-                        " " * 7,  # the duration column of hook rows
-                        verdict.message,
-                    )
-                )
-    if report.waves:
-        lines += ["", "Waves"]
-        for wave in report.waves:
-            label = "no wave" if wave.wave is None else f"wave {wave.wave}"
-            lines.append(
-                "  " + _columns(label, wave.outcome or "", format_duration(wave.durationMs))
-            )
-            for plan in wave.plans:
-                lines.append(f"    plan {plan.planId or '-'}")
-                for task in plan.tasks:
-                    tries = f"attempt{'s' if task.attempts != 1 else ''} {task.attempts}"
-                    lines.append(
-                        "      "
-                        + _columns(
-                            _mark(task.status),
-                            f"{task.key:<20}",
-                            f"{task.status:<8}",
-                            tries,
-                            format_duration(task.durationMs),
-                            f"tracker {task.resolver.trackerId} {task.resolver.outcome or ''}"
-                            if task.resolver
-                            else None,
-                        )
-                    )
-    if report.spend is not None:
-        agents = sorted({c.agent for c in report.agentCalls if c.agent})
-        lines += ["", f"Agent work ({', '.join(agents) or '?'})"]
-        lines.append(f"  run: {format_spend(report.spend.run)}")
-        for plan_id, spend in report.spend.plans.items():
-            lines.append(f"  plan {plan_id}: {format_spend(spend)}")
-        for task_key, spend in report.spend.tasks.items():
-            lines.append(f"    task {task_key}: {format_spend(spend)}")
-        lines.append("  calls (transcripts):")
-        for c in report.agentCalls:
-            what = c.taskKey or f"{c.kind} {c.name}"
-            cost = f"${c.costUsd:.4f}" if c.costUsd is not None else "-"
-            cost = f"~{cost}" if c.costEstimated else cost
+
+def _transitions(report: RunReport) -> list[str]:
+    if not report.transitions:
+        return []
+    return ["", "Transitions"] + [
+        f"  {t.source or '?'} → {t.target or '?'}" + (f"  ({t.event})" if t.event else "")
+        for t in report.transitions
+    ]
+
+
+def _points(report: RunReport) -> list[str]:
+    if not report.points:
+        return []
+    lines = ["", "Points"]
+    for point in report.points:
+        plural = "es" if point.dispatches != 1 else ""
+        lines.append(f"  {point.point}  ({point.dispatches} dispatch{plural})")
+        for hook in point.hooks:
             lines.append(
                 "    "
                 + _columns(
-                    "✓" if c.ok else "✗",
-                    f"{what:<24}",
-                    f"{cost:>9}",
-                    c.sessionId,
-                    c.transcript,
+                    _mark(hook.outcome),
+                    f"{hook.kind or '?':<12}",
+                    f"{hook.capId or '-':<24}",
+                    f"{hook.outcome or '-':<9}",
+                    f"{format_duration(hook.durationMs):>7}",
+                    None if hook.wave is None else f"wave {hook.wave}",
+                    hook.message,
                 )
             )
-    if report.nativeHooks:
-        lines += ["", "Native hooks"]
-        for row in report.nativeHooks:
-            data = row.data or {}
-            # an engine row is either the hook's own result or its owned Action's selection
-            what = (
-                f"action {data.get('actionType')}" + (" (guarded)" if data.get("guarded") else "")
-                if data.get("type") == "action"
-                else f"at {data.get('event', '?')}"
-            )
+        for verdict in point.verdicts:
             lines.append(
-                "  "
+                "    "
                 + _columns(
-                    _mark(row.outcome),
-                    f"{row.capId or '-':<24}",
-                    f"{row.outcome or '-':<9}",
-                    f"{format_duration(row.durationMs):>7}",
-                    what,
-                    row.message,
+                    _mark(verdict.outcome),
+                    f"{'verdict':<12}",
+                    f"{verdict.capId or '-':<24}",
+                    f"{verdict.outcome or '-':<9}",
+                    " " * 7,  # the duration column of hook rows
+                    verdict.message,
                 )
             )
+    return lines
+
+
+def _waves(report: RunReport) -> list[str]:
+    if not report.waves:
+        return []
+    lines = ["", "Waves"]
+    for wave in report.waves:
+        label = "no wave" if wave.wave is None else f"wave {wave.wave}"
+        lines.append("  " + _columns(label, wave.outcome or "", format_duration(wave.durationMs)))
+        for plan in wave.plans:
+            lines.append(f"    plan {plan.planId or '-'}")
+            for task in plan.tasks:
+                tries = f"attempt{'s' if task.attempts != 1 else ''} {task.attempts}"
+                resolver = task.resolver
+                tracker = (
+                    f"tracker {resolver.trackerId} {resolver.outcome or ''}" if resolver else None
+                )
+                lines.append(
+                    "      "
+                    + _columns(
+                        _mark(task.status),
+                        f"{task.key:<20}",
+                        f"{task.status:<8}",
+                        tries,
+                        format_duration(task.durationMs),
+                        tracker,
+                    )
+                )
+    return lines
+
+
+def _spend(report: RunReport) -> list[str]:
+    if report.spend is None:
+        return []
+    agents = sorted({c.agent for c in report.agentCalls if c.agent})
+    lines = ["", f"Agent work ({', '.join(agents) or '?'})"]
+    lines.append(f"  run: {format_spend(report.spend.run)}")
+    lines += [f"  plan {plan}: {format_spend(s)}" for plan, s in report.spend.plans.items()]
+    lines += [f"    task {task}: {format_spend(s)}" for task, s in report.spend.tasks.items()]
+    lines.append("  calls (transcripts):")
+    for c in report.agentCalls:
+        what = c.taskKey or f"{c.kind} {c.name}"
+        cost = f"${c.costUsd:.4f}" if c.costUsd is not None else "-"
+        cost = f"~{cost}" if c.costEstimated else cost
+        mark = "✓" if c.ok else "✗"
+        lines.append(
+            "    " + _columns(mark, f"{what:<24}", f"{cost:>9}", c.sessionId, c.transcript)
+        )
+    return lines
+
+
+def _native_hooks(report: RunReport) -> list[str]:
+    if not report.nativeHooks:
+        return []
+    lines = ["", "Native hooks"]
+    for row in report.nativeHooks:
+        data = row.data or {}
+        # an engine row is either the hook's own result or its owned Action's selection
+        what = (
+            f"action {data.get('actionType')}" + (" (guarded)" if data.get("guarded") else "")
+            if data.get("type") == "action"
+            else f"at {data.get('event', '?')}"
+        )
+        lines.append(
+            "  "
+            + _columns(
+                _mark(row.outcome),
+                f"{row.capId or '-':<24}",
+                f"{row.outcome or '-':<9}",
+                f"{format_duration(row.durationMs):>7}",
+                what,
+                row.message,
+            )
+        )
+    return lines
+
+
+def _notes(report: RunReport) -> list[str]:
+    lines: list[str] = []
     for title, notes in (("Warnings", report.warnings), ("Halts", report.halts)):
         if notes:
             lines += ["", title]
             for note in notes:
                 where = " ".join(x for x in (note.point, note.capId, note.taskId) if x)
                 lines.append(f"  {where + ': ' if where else ''}{note.message or ''}".rstrip())
-    if report.resumes:
-        lines += ["", "Resumes"]
-        for resume in report.resumes:
-            parts = [f"  {resume.ts} from {resume.previousStatus or '?'}"]
-            if resume.previousPid:
-                parts.append(f"(pid {resume.previousPid})")
-            if resume.inFlight:
-                parts.append(f"re-running {', '.join(resume.inFlight)}")
-            lines.append(" ".join(parts))
-            lines += [f"    {change}" for change in resume.inputsChanged]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
-def _refusal(report: RunReport) -> tuple[str, str | None] | None:
-    if report.run.status != "halted":
-        return None
+def _resumes(report: RunReport) -> list[str]:
+    if not report.resumes:
+        return []
+    lines = ["", "Resumes"]
+    for resume in report.resumes:
+        parts = [f"  {resume.ts} from {resume.previousStatus or '?'}"]
+        if resume.previousPid:
+            parts.append(f"(pid {resume.previousPid})")
+        if resume.inFlight:
+            parts.append(f"re-running {', '.join(resume.inFlight)}")
+        lines.append(" ".join(parts))
+        lines += [f"    {change}" for change in resume.inputsChanged]
+    return lines
+
+
+def current_halt(report: RunReport) -> NoteRow | None:
+    """The run's last halt since its last resume (a resumed run is not still refused where an
+    earlier attempt was), or None."""
     since = max((r.seq for r in report.resumes), default=0)
     halts = [h for h in report.halts if h.seq > since]
-    return (halts[-1].point, halts[-1].capId) if halts and halts[-1].point else None
+    return halts[-1] if halts else None
+
+
+def refusal_of(report: RunReport) -> tuple[str, str | None] | None:
+    """(point, capId) of the hook that refused the transition a `halted` run stands at: its
+    `current_halt`, when that names a point. The run's state is where it stayed, which is not
+    where it was refused (a block at `execute:pre` stays in `plan`)."""
+    halt = current_halt(report) if report.run.status == "halted" else None
+    return (halt.point, halt.capId) if halt is not None and halt.point else None
 
 
 def _mark(outcome: str | None) -> str:
     return _MARKS.get(outcome or "", "?")
-
-
-def _wave_label(wave: int | None) -> str | None:
-    return None if wave is None else f"wave {wave}"
 
 
 def _columns(*cells: str | None) -> str:

@@ -70,7 +70,7 @@ def find_run(conn: sqlite3.Connection, path: object, ref: str | None) -> sqlite3
     return rows[0]
 
 
-def report_json(conn: sqlite3.Connection, path: object, ref: str | None) -> dict[str, Any]:
+def report_json(conn: sqlite3.Connection, path: object, ref: str | None) -> dict[str, object]:
     """The report of run `ref` (default: the latest), read with SQL from `conn`."""
     run = dict(find_run(conn, path, ref))
     for column in ("state", "machine_config", "inputs_digest"):
@@ -103,7 +103,7 @@ def _dicts(conn: sqlite3.Connection, sql: str, params: tuple[object, ...]) -> li
     return [dict(zip(columns, row, strict=True)) for row in cursor]
 
 
-def fold(run: Row, events: Sequence[Row], tasks: Sequence[TaskTuple]) -> dict[str, Any]:
+def fold(run: Row, events: Sequence[Row], tasks: Sequence[TaskTuple]) -> dict[str, object]:
     """The report of one run from its rows (columns as in the journal, JSON columns decoded;
     task rows as tuples of TASK_COLUMNS, in registration order or wave by wave).
     Keys are in the order of `looprail.store.report.RunReport`'s fields."""
@@ -111,52 +111,53 @@ def fold(run: Row, events: Sequence[Row], tasks: Sequence[TaskTuple]) -> dict[st
     return {
         "reportVersion": REPORT_VERSION,
         "run": header(run, tasks),
-        "transitions": [
-            {
-                "seq": e["seq"],
-                "ts": e["ts"],
-                "source": _state(e["data"].get("source")),
-                "target": _state(e["data"].get("target")),
-                "event": _str(e["data"].get("event")),
-            }
-            for e in events
-            if e["kind"] == "transition"
-        ],
+        "transitions": [_transition(e) for e in events if e["kind"] == "transition"],
         "points": _points(events),
         "waves": _waves(events, tasks),
         "nativeHooks": [
-            {
-                "seq": e["seq"],
-                "ts": e["ts"],
-                "capId": e["cap_id"],
-                "outcome": e["outcome"],
-                "durationMs": e["duration_ms"],
-                "message": e["message"],
-                "data": e["data"],
-            }
+            _pick(e, "seq", "ts", "cap_id", "outcome", "duration_ms", "message", "data")
             for e in events
             if e["kind"] == "native_hook"
         ],
         "warnings": [_note(e) for e in events if e["kind"] == "warning"],
         "halts": [_note(e) for e in events if e["kind"] == "halted"],
-        "resumes": [
-            {
-                "seq": e["seq"],
-                "ts": e["ts"],
-                "previousStatus": _str(e["data"].get("previous_status")),
-                "previousPid": e["data"].get("previous_pid"),
-                "inFlight": list(e["data"].get("in_flight", [])),
-                "inputsChanged": list(e["data"].get("inputs_changed", [])),
-            }
-            for e in events
-            if e["kind"] == "run_resumed"
-        ],
+        "resumes": [_resume(e) for e in events if e["kind"] == "run_resumed"],
         "agentCalls": calls,
         "spend": _spend(calls) if calls else None,
     }
 
 
-def header(run: Row, tasks: Iterable[TaskTuple]) -> dict[str, Any]:
+# The report's JSON key of a journal column, where they differ.
+_KEYS = {"cap_id": "capId", "duration_ms": "durationMs", "task_id": "taskId", "hook_kind": "kind"}
+
+
+def _pick(e: Row, *columns: str) -> dict[str, object]:
+    """The event's `columns`, under the report's keys, in that order."""
+    return {_KEYS.get(column, column): e[column] for column in columns}
+
+
+def _transition(e: Row) -> dict[str, object]:
+    data = e["data"]
+    return {
+        **_pick(e, "seq", "ts"),
+        "source": _state(data.get("source")),
+        "target": _state(data.get("target")),
+        "event": _str(data.get("event")),
+    }
+
+
+def _resume(e: Row) -> dict[str, object]:
+    data = e["data"]
+    return {
+        **_pick(e, "seq", "ts"),
+        "previousStatus": _str(data.get("previous_status")),
+        "previousPid": data.get("previous_pid"),
+        "inFlight": list(data.get("in_flight", [])),
+        "inputsChanged": list(data.get("inputs_changed", [])),
+    }
+
+
+def header(run: Row, tasks: Iterable[TaskTuple]) -> dict[str, object]:
     counts = {"pending": 0, "running": 0, "done": 0, "failed": 0}
     for task in tasks:
         counts[task[3]] += 1
@@ -214,11 +215,11 @@ def _spend(calls: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _points(events: Sequence[Row]) -> list[dict[str, Any]]:
+def _points(events: Sequence[Row]) -> list[dict[str, object]]:
     order: list[str] = []
     dispatches: dict[str, int] = {}
-    hooks: dict[str, list[dict[str, Any]]] = {}
-    verdicts: dict[str, list[dict[str, Any]]] = {}
+    hooks: dict[str, list[dict[str, object]]] = {}
+    verdicts: dict[str, list[dict[str, object]]] = {}
     for e in events:
         point = e["point"]
         if e["kind"] not in ("point", "hook", "gate_verdict") or point is None:
@@ -229,36 +230,17 @@ def _points(events: Sequence[Row]) -> list[dict[str, Any]]:
         if e["kind"] == "point":
             dispatches[point] += 1
         elif e["kind"] == "hook":
-            hooks[point].append(
-                {
-                    "seq": e["seq"],
-                    "ts": e["ts"],
-                    "wave": e["wave"],
-                    "kind": e["hook_kind"],
-                    "capId": e["cap_id"],
-                    "outcome": e["outcome"],
-                    "durationMs": e["duration_ms"],
-                    "message": e["message"],
-                }
-            )
+            columns = ("seq", "ts", "wave", "hook_kind", "cap_id", "outcome", "duration_ms")
+            hooks[point].append(_pick(e, *columns, "message"))
         else:
-            verdicts[point].append(
-                {
-                    "seq": e["seq"],
-                    "ts": e["ts"],
-                    "wave": e["wave"],
-                    "capId": e["cap_id"],
-                    "outcome": e["outcome"],
-                    "message": e["message"],
-                }
-            )
+            verdicts[point].append(_pick(e, "seq", "ts", "wave", "cap_id", "outcome", "message"))
     return [
         {"point": p, "dispatches": dispatches[p], "hooks": hooks[p], "verdicts": verdicts[p]}
         for p in order
     ]
 
 
-def _waves(events: Sequence[Row], tasks: Sequence[TaskTuple]) -> list[dict[str, Any]]:
+def _waves(events: Sequence[Row], tasks: Sequence[TaskTuple]) -> list[dict[str, object]]:
     started: dict[int | None, Row] = {}
     finished: dict[int | None, Row] = {}
     for e in events:
@@ -271,7 +253,7 @@ def _waves(events: Sequence[Row], tasks: Sequence[TaskTuple]) -> list[dict[str, 
     plan_order: dict[int | None, list[str | None]] = {}
     for wave, event in started.items():
         plan_order[wave] = list(event["data"].get("plans", []))
-    by_plan: dict[tuple[int | None, str | None], list[dict[str, Any]]] = {}
+    by_plan: dict[tuple[int | None, str | None], list[dict[str, object]]] = {}
     for task in tasks:
         key, plan, wave = task[0], task[1], task[2]
         plans = plan_order.get(wave)
@@ -307,7 +289,7 @@ def _waves(events: Sequence[Row], tasks: Sequence[TaskTuple]) -> list[dict[str, 
     return waves
 
 
-def _task_report(task: TaskTuple, resolver: Row | None) -> dict[str, Any]:
+def _task_report(task: TaskTuple, resolver: Row | None) -> dict[str, object]:
     key, plan, wave, status, attempt, started, ended = task
     return {
         "key": key,
@@ -318,31 +300,23 @@ def _task_report(task: TaskTuple, resolver: Row | None) -> dict[str, Any]:
         "startedAt": started,
         "endedAt": ended,
         "durationMs": _duration(started, ended),
-        "resolver": None
-        if resolver is None
-        else {
-            "seq": resolver["seq"],
-            # the runner writes `trackerId`; early journals wrote `tracker_id`
-            "trackerId": _str(
-                resolver["data"].get("trackerId", resolver["data"].get("tracker_id"))
-            ),
-            "capId": resolver["cap_id"],
-            "outcome": resolver["outcome"],
-            "durationMs": resolver["duration_ms"],
-            "message": resolver["message"],
-        },
+        "resolver": None if resolver is None else _resolver(resolver),
     }
 
 
-def _note(e: Row) -> dict[str, Any]:
+def _resolver(e: Row) -> dict[str, object]:
+    data = e["data"]
+    # the runner writes `trackerId`; early journals wrote `tracker_id`
+    tracker = _str(data.get("trackerId", data.get("tracker_id")))
     return {
         "seq": e["seq"],
-        "ts": e["ts"],
-        "point": e["point"],
-        "capId": e["cap_id"],
-        "taskId": e["task_id"],
-        "message": e["message"],
+        "trackerId": tracker,
+        **_pick(e, "cap_id", "outcome", "duration_ms", "message"),
     }
+
+
+def _note(e: Row) -> dict[str, object]:
+    return _pick(e, "seq", "ts", "point", "cap_id", "task_id", "message")
 
 
 def _int(value: Any) -> int | None:

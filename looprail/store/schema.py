@@ -144,19 +144,23 @@ def prepare(conn: sqlite3.Connection, path: Path) -> None:
         raise translate(path, exc) from None
 
 
-def connect_readonly(path: Path) -> sqlite3.Connection:
-    """A read-only connection (`mode=ro`, `query_only`) to the journal at `path`, identified by
-    `identify_readonly`: no migration, no pragma stored, nothing written; no integrity scan
+def connect(path: Path, *, create: bool = True, readonly: bool = False) -> sqlite3.Connection:
+    """A connection to the journal at `path` (explicit `BEGIN IMMEDIATE … COMMIT` only; shared
+    between threads behind the caller's lock), prepared: created or migrated (with `create`;
+    else NoJournalError when there is none). `readonly`: `mode=ro` and `query_only`, identified
+    by `identify_readonly`: no migration, no pragma stored, nothing written; no integrity scan
     either (a reader meets damage only in the pages it reads, and `translate` turns that into
     the same one-line "is corrupt"). For `status`, `history`, `report` and the dashboard."""
-    check_links(path)
+    check_links(path)  # before anything else: a dangling link "does not exist"
     if not path.exists():
-        raise NoJournalError(f"{path}: no journal yet (no run has been recorded)")
+        if readonly or not create:
+            raise NoJournalError(f"{path}: no journal yet (no run has been recorded)")
+        path.parent.mkdir(parents=True, exist_ok=True)
     check_header(path)
     try:
         conn = sqlite3.connect(
-            path.resolve().as_uri() + "?mode=ro",
-            uri=True,
+            path.resolve().as_uri() + "?mode=ro" if readonly else path,
+            uri=readonly,
             isolation_level=None,
             check_same_thread=False,
             timeout=BUSY_TIMEOUT_MS / 1000,
@@ -164,7 +168,7 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
     except sqlite3.Error as exc:
         raise JournalError(f"{path}: cannot open the journal ({exc})") from None
     try:
-        identify_readonly(conn, path)
+        (identify_readonly if readonly else prepare)(conn, path)
     except BaseException:
         conn.close()
         raise
@@ -208,13 +212,14 @@ def _expected_shape() -> dict[str, set[str]]:
 
 
 def _shape(conn: sqlite3.Connection) -> dict[str, set[str]]:
-    tables = [
-        row[0]
-        for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-        )
-    ]
-    return {t: {row[1] for row in conn.execute(f"PRAGMA table_info({_quote(t)})")} for t in tables}
+    info = "PRAGMA table_info({})"
+    return {t: {row[1] for row in conn.execute(info.format(_quote(t)))} for t in _tables(conn)}
+
+
+def _tables(conn: sqlite3.Connection) -> list[str]:
+    """The database's own tables (not SQLite's), by name."""
+    sql = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+    return [row[0] for row in conn.execute(sql + "ORDER BY name")]
 
 
 def _quote(name: str) -> str:
@@ -241,13 +246,7 @@ def check_shape(conn: sqlite3.Connection, path: Path) -> None:
 
 def _identify(conn: sqlite3.Connection, path: Path) -> int:
     """The file's schema version: 0 for an empty database, else it must carry our meta row."""
-    tables = [
-        row[0]
-        for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-            "ORDER BY name"
-        )
-    ]
+    tables = _tables(conn)
     version = conn.execute("PRAGMA user_version").fetchone()[0]
 
     def foreign(why: str) -> JournalError:

@@ -20,8 +20,9 @@ transaction as the write it covers, so a commit costs the same at 50 tasks as at
   every task row at every commit); such a run is refused like a tampered one, with its own
   reason, and `--new` starts over.
 
-`Journal.verify_run` recomputes all three from the rows (one pass over the run's events and one
-over its task rows) and a resume refuses a run whose seal is missing or wrong.
+`RunSeals` keeps them up to date for a journal connection, and `RunSeals.verify` (through
+`Journal.verify_run`) recomputes all three from the rows (one pass over the run's events and one
+over its task rows): a resume refuses a run whose seal is missing or wrong.
 
 The key is 32 random bytes in `$LOOPRAIL_HOME/journal.key` (default `~/.looprail/journal.key`),
 created on first use with mode 0600 in a 0700 folder. A key file that others can read or write,
@@ -33,12 +34,13 @@ from __future__ import annotations
 import hmac
 import json
 import os
+import sqlite3
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from looprail.errors import SealError
+from looprail.errors import JournalError, SealError
 from looprail.layout import JOURNAL_KEY_FILE, looprail_home
 
 KEY_NAME = JOURNAL_KEY_FILE
@@ -133,24 +135,9 @@ def task_mac(key: bytes, task_row: Mapping[str, Any]) -> int:
     )
 
 
-def digest_update(
-    digest: str,
-    key: bytes,
-    *,
-    remove: Mapping[str, Any] | None = None,
-    add: Mapping[str, Any] | None = None,
-) -> str:
-    """The task digest after one row changed: `remove` the old row (if any), `add` the new."""
-    value = int(digest, 16) if digest else 0
-    if remove is not None:
-        value -= task_mac(key, remove)
-    if add is not None:
-        value += task_mac(key, add)
-    return format(value % _MODULUS, f"0{DIGEST_BITS // 4}x")
-
-
 def digest_add(digest: str, *, remove: int = 0, add: int = 0) -> str:
-    """`digest_update` with the rows' MACs (`task_mac`) already computed."""
+    """The task digest after one row changed: `remove` the old row's MAC (`task_mac`), `add`
+    the new one's."""
     value = (int(digest, 16) if digest else 0) - remove + add
     return format(value % _MODULUS, f"0{DIGEST_BITS // 4}x")
 
@@ -167,3 +154,172 @@ def run_seal(key: bytes, chain: str, digest: str, run_row: Mapping[str, Any] | b
     row = run_row if isinstance(run_row, bytes) else canonical(run_row)
     msg = b"looprail-run-seal-v2\n" + chain.encode() + b"\n" + digest.encode() + b"\n" + row
     return f"{SEAL_VERSION}:{hmac.digest(key, msg, 'sha256').hex()}"
+
+
+class _Sealed(NamedTuple):
+    """What a connection last sealed of a run: the seal, and the task digest, chain head and
+    run row bytes it covers."""
+
+    seal: str
+    digest: str
+    chain: str
+    run_bytes: bytes
+
+
+class _RunTx:
+    """A run the open transaction writes: its seal as this connection last wrote it (None when
+    the file holds another), its working task digest (None until loaded) and chain head, and
+    whether its row changed."""
+
+    __slots__ = ("digest", "head", "run_changed", "valid")
+
+    def __init__(self, valid: _Sealed | None, digest: str | None, head: str):
+        self.valid, self.digest, self.head, self.run_changed = valid, digest, head, False
+
+    def copy(self) -> _RunTx:
+        twin = _RunTx(self.valid, self.digest, self.head)
+        twin.run_changed = self.run_changed
+        return twin
+
+
+class RunSeals:
+    """The seals of one journal connection, kept up to date write by write inside its open
+    transaction (`sql` runs a statement on it) and written at commit.
+
+    What the connection last sealed of each run is kept: the task digest is never written to
+    the file, so while the file still holds that seal nobody else wrote the run, and the digest,
+    chain head and run row go on from it; otherwise the run's rows are read again once."""
+
+    def __init__(self, path: Path, sql: Callable[..., sqlite3.Cursor]):
+        self._path = path
+        self._sql = sql
+        self._key: bytes | None = None
+        self._sealed: dict[str, _Sealed] = {}
+        self._tx: dict[str, _RunTx] = {}  # the runs the open transaction writes
+
+    def key(self) -> bytes:
+        if self._key is None:
+            self._key = user_key()
+        return self._key
+
+    def touch(self, run_id: str) -> _RunTx:
+        """What the open transaction writes of a run, begun at its first write of it: the
+        seal in the file is read once (is it still the one this connection wrote?), and a run
+        that does not exist is refused."""
+        tx = self._tx.get(run_id)
+        if tx is None:
+            known = self._sealed.get(run_id)
+            seal = self._meta(f"seal:{run_id}")
+            if known is not None and seal is not None and hmac.compare_digest(known.seal, seal):
+                tx = _RunTx(known, known.digest, known.chain)
+            else:  # written elsewhere, or never sealed here: its rows are read again
+                if self._sql("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+                    raise JournalError(f"{self._path}: no run {run_id!r}")
+                tx = _RunTx(None, None, self._meta(f"chain:{run_id}") or "")
+            self._tx[run_id] = tx
+        return tx
+
+    def run_changed(self, run_id: str) -> None:
+        """The run's row changes in the open transaction: its seal reads it again."""
+        self.touch(run_id).run_changed = True
+
+    def chain(self, run_id: str, row: sqlite3.Row) -> None:
+        """Extend the run's event chain by the row just inserted (the head is written once, at
+        commit, with the seal)."""
+        tx = self.touch(run_id)
+        tx.head = chain_link(self.key(), tx.head, dict(row))
+
+    def digest(self, run_id: str) -> str:
+        """The run's task digest as of now (recomputed from the rows on the first write of a
+        run this connection did not seal last). Load it before a task row changes."""
+        tx = self.touch(run_id)
+        if tx.digest is None:
+            tx.digest = self._task_digest(run_id)
+        return tx.digest
+
+    def digest_change(self, run_id: str, before: sqlite3.Row | None, after: sqlite3.Row) -> None:
+        """A task row of `run_id` changed: update its digest (loaded before the change)."""
+        tx = self._tx[run_id]
+        assert tx.digest is not None
+        key = self.key()
+        tx.digest = digest_add(
+            tx.digest,
+            remove=task_mac(key, dict(before)) if before is not None else 0,
+            add=task_mac(key, dict(after)),
+        )
+
+    def save(self) -> dict[str, _RunTx]:
+        """What a rollback to a savepoint taken now restores (`restore`)."""
+        return {run_id: tx.copy() for run_id, tx in self._tx.items()}
+
+    def restore(self, saved: dict[str, _RunTx]) -> None:
+        self._tx = saved
+
+    def seal(self) -> dict[str, _Sealed]:
+        """Write the seal of every run written in this transaction (O(1) each: the chain head
+        and the task digest are kept up to date row by row, and the run row is read again only
+        when it changed). Pass what it returns to `committed` once the commit succeeded."""
+        sealed = {}
+        for run_id in sorted(self._tx):
+            digest = self.digest(run_id)
+            tx = self._tx[run_id]
+            if tx.valid is not None and not tx.run_changed:
+                run_bytes = tx.valid.run_bytes
+            else:
+                run = self._sql("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+                run_bytes = canonical(dict(run))
+            seal = run_seal(self.key(), tx.head, digest, run_bytes)
+            self._sql(
+                "INSERT INTO meta (key, value) VALUES (?, ?), (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (f"seal:{run_id}", seal, f"chain:{run_id}", tx.head),
+            )
+            sealed[run_id] = _Sealed(seal, digest, tx.head, run_bytes)
+        self._tx = {}
+        return sealed
+
+    def committed(self, sealed: dict[str, _Sealed]) -> None:
+        self._sealed.update(sealed)
+
+    def abandon(self) -> None:
+        """The open transaction failed: forget what it would have sealed."""
+        self._tx = {}
+
+    def verify(self, run_id: str) -> None:
+        """Refuse (one-line `JournalError`) a run this user did not write with looprail on this
+        machine: its seal is missing, or its rows were changed outside looprail since. One pass
+        over the run's events and one over its task rows."""
+        seal = self._meta(f"seal:{run_id}")
+        key = self.key()
+        chain = ""
+        for row in self._sql("SELECT * FROM events WHERE run_id = ? ORDER BY seq", (run_id,)):
+            chain = chain_link(key, chain, dict(row))
+        digest = self._task_digest(run_id)
+        run_row = self._sql("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        run_bytes = canonical(dict(run_row))
+        if (
+            seal is not None
+            and hmac.compare_digest(chain, self._meta(f"chain:{run_id}") or "")
+            and hmac.compare_digest(seal, run_seal(key, chain, digest, run_bytes))
+        ):
+            self._sealed[run_id] = _Sealed(seal, digest, chain, run_bytes)
+            return
+        if seal is not None and not seal.startswith(SEAL_VERSION + ":"):
+            raise JournalError(
+                f"{self._path}: run {run_id} was sealed by an older looprail (another seal "
+                "format); this one cannot check it, so it is not resumed (start over with --new)"
+            )
+        why = "it carries no seal" if seal is None else "its seal does not match its rows"
+        raise JournalError(
+            f"{self._path}: run {run_id} was not written by this user's looprail on this "
+            f"machine, or was changed outside looprail ({why}); refusing to resume it "
+            "(start over with --new)"
+        )
+
+    def _meta(self, key: str) -> str | None:
+        row = self._sql("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def _task_digest(self, run_id: str) -> str:
+        rows = self._sql("SELECT * FROM tasks WHERE run_id = ?", (run_id,))
+        return task_digest(self.key(), (dict(row) for row in rows))

@@ -17,16 +17,16 @@ from typing import Any
 
 from looprail.layout import JOURNAL_FILE as _JOURNAL
 from looprail.layout import LOOPRAIL_DIR
-from looprail.store.schema import connect_readonly, translate
+from looprail.store.schema import connect, translate
 
 JOURNAL_FILE = Path(LOOPRAIL_DIR) / _JOURNAL
 
 
 def open_journal(project: str | Path) -> sqlite3.Connection:
-    """The project's journal, read-only (`schema.connect_readonly`: identified, never changed).
+    """The project's journal, read-only (`schema.connect`: identified, never changed).
     Raises NoJournalError when there is none, JournalError for a foreign, corrupt or newer file.
     Read the rows inside `reading(path)`, so damage met in a page is one line too."""
-    return connect_readonly(journal_file(project))
+    return connect(journal_file(project), readonly=True)
 
 
 def journal_file(project: str | Path) -> Path:

@@ -30,28 +30,14 @@ _EXPORTS = {
     "Outcome": "looprail.runtime.base",
     "Call": "looprail.runtime.scripted",
     "ScriptedRuntime": "looprail.runtime.scripted",
-    "HarnessRun": "looprail.testing.harness",
+    "HarnessRun": "looprail.testing.results",
     "LoopHarness": "looprail.testing.harness",
-    "TransitionResult": "looprail.testing.harness",
-    "plan_markdown": "looprail.testing.harness",
-    "task": "looprail.testing.harness",
+    "TransitionResult": "looprail.testing.results",
+    "plan_markdown": "looprail.testing.plantext",
+    "task": "looprail.testing.plantext",
 }
 
-__all__ = [
-    "Call",
-    "HarnessRun",
-    "HookResult",
-    "LoopHarness",
-    "Outcome",
-    "PlanFacts",
-    "ScriptedRuntime",
-    "TransitionResult",
-    "hooks_allow",
-    "plan_markdown",
-    "refusal",
-    "refuses",
-    "task",
-]
+__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str):

@@ -38,18 +38,6 @@ from looprail.runtime.base import (
 )
 from looprail.runtime.registry import RuntimeSettings, create_runtime, runtime_class
 
-ALL_CALLS = (
-    "skill",
-    "agent",
-    "command",
-    "query",
-    "verdict",
-    "phase",
-    "task",
-    "message",
-    "compact",
-)
-
 
 def _check_outcome(what: str, outcome: Any) -> Outcome:
     assert isinstance(outcome, Outcome), f"{what} returned {type(outcome).__name__}, not Outcome"
@@ -69,8 +57,6 @@ def check_runtime(
     expect_ok: Iterable[str] = ("phase", "task"),
 ) -> dict[str, Outcome]:
     """Run the kit (see the module docstring); returns each call's Outcome for further checks."""
-    import pytest  # a test dependency: only where the kit runs, inside a runtime's tests
-
     project = Path(project).resolve()
     runtime = make()
     assert isinstance(runtime, Runtime), f"{type(runtime).__name__} is not a Runtime"
@@ -80,11 +66,23 @@ def check_runtime(
         phase_dir=phase_dir.resolve() if phase_dir else None,
         point="plan:pre",
     )
-    out: dict[str, Outcome] = {}
+    out = _hook_calls(runtime, ctx)
+    _check_programming_errors(runtime, ctx)
+    out.update(_work_calls(runtime, ctx))
+    for kind in expect_ok:
+        keys = [k for k in out if k == kind or k.startswith(f"{kind}:")]
+        for key in keys:
+            assert out[key].ok, f"{key} should succeed here: {out[key].detail}"
+    _check_declared(runtime, project)
+    return out
 
+
+def _hook_calls(runtime: Runtime, ctx: DispatchContext) -> dict[str, Outcome]:
+    """The calls a hook makes: context, skill, agent, command, query, verdict."""
     # Typed `-> None`, but a plugin may still return something: the kit checks it does not.
     deliver: Callable[..., object] = runtime.deliver_context
     assert deliver("planner", "CONFORMANCE: a contribution", ctx) is None
+    out: dict[str, Outcome] = {}
     out["skill"] = _check_outcome("run_skill", runtime.run_skill("gsd-conformance", ctx))
     out["agent"] = _check_outcome("spawn_agent", runtime.spawn_agent("conformance", ctx))
     out["command"] = _check_outcome("run_command", runtime.run_command(["conformance"], ctx))
@@ -98,11 +96,21 @@ def check_runtime(
             assert isinstance(data.get("block"), bool), f"ok {kind} without a boolean block"
     bad = runtime.ask_verdict({"prompt": "no ref"}, ctx)
     assert not _check_outcome("ask_verdict without ref", bad).ok
+    return out
+
+
+def _check_programming_errors(runtime: Runtime, ctx: DispatchContext) -> None:
+    import pytest  # a test dependency: only where the kit runs, inside a runtime's tests
+
     with pytest.raises(TypeError):
         runtime.run_command("conformance", ctx)  # a str type-checks as Sequence[str]
     with pytest.raises(ValueError):
         runtime.do_phase_work("planner", "", ctx)
 
+
+def _work_calls(runtime: Runtime, ctx: DispatchContext) -> dict[str, Outcome]:
+    """The role work (the phase steps, one task) and the session calls (message, compact)."""
+    out: dict[str, Outcome] = {}
     for role, step in (("orchestrator", "discuss"), ("planner", "plan"), ("verifier", "verify")):
         out[f"phase:{step}"] = _check_outcome(
             f"do_phase_work({step})",
@@ -112,24 +120,17 @@ def check_runtime(
     task = TaskWork(plan_id="01-01", task_id="T1", index=1, name="conformance", files=("c.txt",))
     task_ctx = ctx.model_copy(update={"point": None, "plan_id": "01-01", "task_id": "T1"})
     out["task"] = _check_outcome("execute_task", runtime.execute_task(task, task_ctx))
-    out["message"] = _check_outcome(
-        "deliver_message",
-        runtime.deliver_message(
-            "CONFORMANCE: a message",
-            send_as="custom",
-            delivery="steer",
-            trigger_turn=False,
-            ctx=ctx,
-        ),
+    message = runtime.deliver_message(
+        "CONFORMANCE: a message", send_as="custom", delivery="steer", trigger_turn=False, ctx=ctx
     )
+    out["message"] = _check_outcome("deliver_message", message)
     out["compact"] = _check_outcome("compact", runtime.compact(None, ctx))
+    return out
 
-    for kind in expect_ok:
-        keys = [k for k in out if k == kind or k.startswith(f"{kind}:")]
-        for key in keys:
-            assert out[key].ok, f"{key} should succeed here: {out[key].detail}"
 
-    # What it declares: a typed description, and run hooks that take a run and let it go.
+def _check_declared(runtime: Runtime, project: Path) -> None:
+    """What it declares: a typed description, run hooks that take a run and let it go, and (if
+    registered) the entry point that builds it."""
     info = runtime.describe()
     assert isinstance(info, RuntimeInfo), f"describe() returned {type(info).__name__}"
     assert info.name, "describe() names no runtime"
@@ -137,11 +138,9 @@ def check_runtime(
     assert why is None or (isinstance(why, str) and "\n" not in why), f"unready(): {why!r}"
     runtime.begin_run(RunStart(None))
     runtime.end_run()
-
     name = runtime.name if isinstance(runtime, BaseRuntime) else ""
     if name:
         assert runtime_class(name) is type(runtime), f"entry point {name!r} is another class"
         assert info.name == name, f"describe() names {info.name!r}, registered as {name!r}"
         built = create_runtime(name, RuntimeSettings(project=project))
         assert type(built) is type(runtime), f"from_settings() built {type(built).__name__}"
-    return out

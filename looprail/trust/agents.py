@@ -33,7 +33,7 @@ def user_agents_path(env: Mapping[str, str] | None = None) -> str:
     return os.path.join(looprail_home(env), USER_AGENTS_FILE)
 
 
-def user_section(name: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+def user_section(name: str, env: Mapping[str, str] | None = None) -> dict[str, object]:
     """`<name>` in the user's `agents.json`, or {}; a file that is not valid is a ConfigError."""
     path = user_agents_path(env)
     try:
@@ -60,9 +60,9 @@ class EffectiveAgent:
 
     name: str
     settings: AgentSettings
-    section: dict[str, Any]  # the merged raw settings (what the runtime is built from)
+    section: dict[str, object]  # the merged raw settings (what the runtime is built from)
     origin: dict[str, str] = field(default_factory=dict)  # key -> where its value came from
-    pending: dict[str, Any] = field(default_factory=dict)  # project keys without consent
+    pending: dict[str, object] = field(default_factory=dict)  # project keys without consent
     digest: str | None = None  # of the project's guarded settings (None: there are none)
     user_file: str = ""  # the user's own agent settings file
 
@@ -112,7 +112,7 @@ def effective_agent(
     consented = digest is not None and agents_consent(project, env=env).get(name) == digest
     origin = {k: PROJECT_CONFIG_FILE for k in project_raw}
     merged = dict(project_raw)
-    pending: dict[str, Any] = {}
+    pending: dict[str, object] = {}
     for key in guarded:
         if consented:
             origin[key] = f"{PROJECT_CONFIG_FILE}, consented"

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from looprail.config import load_project_config
 from looprail.errors import LooprailError
@@ -41,6 +42,9 @@ from looprail.trust.audit import (
     audit_hooks_file,
     suspect_surfaces,
 )
+
+if TYPE_CHECKING:
+    from looprail.hooks.capset import CapabilitySet
 
 
 @dataclass(frozen=True)
@@ -122,16 +126,45 @@ def plan_consent(
     config, _ = load_project_config(project)
     registry = load_registry(project, [os.fspath(d) for d in capability_dirs])
     registry = apply_consent(registry)  # so the audit says why each one is inactive
+    pending, hashes, refused = _pending_capabilities(project, registry, config, before)
+    skipped = [
+        f"capability {failed.id}: failed to load, nothing from it runs"
+        for failed in registry.failed
+        if failed.origin == PROJECT
+    ]
+    skipped += [  # consenting would change nothing: say so, never "trusted"
+        f"{shadow.reason}; not reviewed, consent would not make it run"
+        for shadow in registry.shadowed
+        if shadow.origin == PROJECT
+    ]
+    hooks_pending, hooks_digest = _pending_hooks(project, refused)
+    agents, agent_refused = _pending_agents(project, config)
+    return ConsentPlan(
+        project,
+        tuple(pending),
+        hashes,
+        hooks_pending,
+        hooks_digest,
+        tuple(skipped),
+        (*refused, *agent_refused),
+        agents,
+    )
 
+
+def _pending_capabilities(
+    project: Path,
+    registry: CapabilitySet,
+    config: Mapping[str, object] | None,
+    before: Mapping[str, str],
+) -> tuple[list[CapabilityAudit], dict[str, str], list[str]]:
+    """The audits and folder hashes of the project capabilities that lack consent, and why
+    others cannot be consented to."""
     pending: list[CapabilityAudit] = []
     hashes: dict[str, str] = {}
-    skipped: list[str] = []
     refused: list[str] = []
     for cid in sorted(registry.capabilities):
         lc = registry.capabilities[cid]
-        if lc.origin != PROJECT:
-            continue
-        if consent_state(project, cid, lc.source) is None:
+        if lc.origin != PROJECT or consent_state(project, cid, lc.source) is None:
             continue
         cap_audit = audit_capability(lc, reason=registry.why_inactive(cid, config))
         try:
@@ -151,42 +184,29 @@ def plan_consent(
             continue
         pending.append(cap_audit)
         hashes[cid] = digest
-    for failed in registry.failed:
-        if failed.origin == PROJECT:
-            skipped.append(f"capability {failed.id}: failed to load, nothing from it runs")
-    for shadow in registry.shadowed:
-        if shadow.origin == PROJECT:  # consenting would change nothing: say so, never "trusted"
-            skipped.append(f"{shadow.reason}; not reviewed, consent would not make it run")
+    return pending, hashes, refused
 
-    hooks_pending = None
-    hooks_digest = None
+
+def _pending_hooks(project: Path, refused: list[str]) -> tuple[HooksFileAudit | None, str | None]:
+    """The audit and hash of the project hooks.json when it lacks consent; why it cannot be
+    consented to goes to `refused`."""
     state = hooks_state(project)
-    if state is not None and state.startswith("cannot be consented to"):
+    if state is None or state == "no project hooks file":
+        return None, None
+    if state.startswith("cannot be consented to"):
         refused.append(f"hooks.json: {state}")
-    elif state is not None and state != "no project hooks file":
-        hooks_now = hooks_hash(project)  # before reading: consent covers what the audit shows
-        hooks_file = read_hooks_file(project_hooks_path(project), scope="project")
-        if hooks_file.status != "valid":
-            issue = hooks_file.issues[0] if hooks_file.issues else "invalid"
-            refused.append(f"hooks.json: invalid, none of its hooks run ({issue}); fix it first")
-        else:
-            hooks_pending = audit_hooks_file(hooks_file, trusted=False)
-            hooks_digest = hooks_now
-    agents, agent_refused = _pending_agents(project, config)
-    return ConsentPlan(
-        project,
-        tuple(pending),
-        hashes,
-        hooks_pending,
-        hooks_digest,
-        tuple(skipped),
-        (*refused, *agent_refused),
-        agents,
-    )
+        return None, None
+    digest = hooks_hash(project)  # before reading: consent covers what the audit shows
+    hooks_file = read_hooks_file(project_hooks_path(project), scope="project")
+    if hooks_file.status != "valid":
+        issue = hooks_file.issues[0] if hooks_file.issues else "invalid"
+        refused.append(f"hooks.json: invalid, none of its hooks run ({issue}); fix it first")
+        return None, None
+    return audit_hooks_file(hooks_file, trusted=False), digest
 
 
 def _pending_agents(
-    project: Path, config: dict | None
+    project: Path, config: Mapping[str, object] | None
 ) -> tuple[tuple[EffectiveAgent, ...], list[str]]:
     """The agents whose project settings need consent and lack it (`looprail.trust.agents`)."""
     out, refused = [], []

@@ -1,27 +1,14 @@
 """Reviewer lanes: `review-lane dispatch-step`, for a step that opts in with
 `supportsReviewerLanes: true` (the reference's review lane; docs/contract.md).
 
-A reviewer lane is an external CLI (or HTTP model) declared in a capability's `reviewer` body. A
-workflow that wants external reviews of a step names the lanes (`--explicit`) and the step
-(`--cap-id`, `--point`); this module decides whether anything runs, and runs it:
-
-1. the trait: resolve the point with the one resolver (`hooks.resolve.resolve`, as
-   `render-hooks` does) and find that capability's active step; only the literal `true` opts in,
-   anything else is the no-op `trait_not_enabled`;
-2. selection: each named slug must be a lane of an active (consented) capability whose probe
-   says it is available; nothing named is `no_lanes_selected`, nothing available is
-   `selection_failed`;
-3. the request: a non-empty file list without control characters, every path inside the repo
-   root (`invalid_paths`, `path_escapes_repo_root`), a depth and a base SHA
-   (`missing_provenance`; control characters are `invalid_provenance`);
-4. one metadata-only prompt (repo root, depth, base SHA, files, four fixed prohibitions) written
-   once to the run folder; then per lane: budget check (`budget_exceeded`) and a bounded
-   subprocess. One lane's failure never cancels its siblings.
-
-The result is `{dispatched, ok, reason?, selection, results: [{slug, ok, reason, detail,
-reviewPath, errPath}]}`. Effects go through two injectable seams, `spawn` (default
-`run_bounded`) and `which` (default `find_program`: `shutil.which` over absolute PATH
-entries only), so unit tests drive it with fakes.
+A lane is an external CLI declared in a capability's `reviewer` body. `dispatch_step` decides
+whether anything runs, and runs it: the trait (the step resolved by the one resolver carries
+the literal `true`), the selection (each `--explicit` slug a lane of an active capability whose
+probe says it is available), the request (files inside the repo root, a depth and a base SHA,
+no control characters), then one metadata-only prompt written to the run folder and one
+bounded subprocess per lane, within its budget. One lane's failure never cancels its siblings.
+Effects go through two injectable seams, `spawn` (default `run_bounded`) and `which` (default
+`find_program`), so unit tests drive it with fakes.
 """
 
 from __future__ import annotations
@@ -30,21 +17,25 @@ import math
 import os
 import re
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from looprail.config import MISSING, lookup
 from looprail.errors import UsageError
 from looprail.fsutil import atomic_write
 from looprail.hooks.resolve import InvalidPointError, resolve
-from looprail.runtime.process import (
-    ProcessResult,
-    escape_untrusted,
-    find_program,
-    run_bounded,
-    tail,
+from looprail.runtime.process import escape_untrusted, find_program, run_bounded, tail
+from looprail.trust.lanes import (
+    _CONTROL,
+    Lane,
+    Spawn,
+    Which,
+    lane_argv,
+    lane_budget,
+    lane_timeout_s,
+    probe_lane,
 )
+from looprail.trust.store import is_inside
 
 if TYPE_CHECKING:
     from typing import TypedDict
@@ -91,40 +82,18 @@ DEPTH_MEANING = {
 }
 PROMPT_FILE = "review-prompt.md"
 CHARS_PER_TOKEN = 4
-DEFAULT_TIMEOUT_MS = 600_000
-MAX_TIMEOUT_MS = 2 * 60 * 60 * 1000
 MAX_PATHS_BYTES = 4 << 20
 STDERR_TAIL = 2000
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
 _SLUG = re.compile(r"^[a-z][a-z0-9_-]*\Z")
-_PLACEHOLDERS = ("{{model}}", "{{effort}}", "{{output}}", "{{prompt}}")
-
-Spawn = Callable[..., ProcessResult]
-Which = Callable[[str], "str | None"]
 
 
 # ── data ─────────────────────────────────────────────────────────────────────────────────────
 
 
 @dataclass(frozen=True)
-class Lane:
-    """A declared reviewer lane: the `reviewer` body of capability `cap_id`."""
-
-    cap_id: str
-    body: Mapping[str, Any]
-
-    @property
-    def slug(self) -> str:
-        return str(self.body.get("slug"))
-
-    @property
-    def invoke(self) -> Mapping[str, Any]:
-        invoke = self.body.get("invoke")
-        return invoke if isinstance(invoke, Mapping) else {}
-
-
-@dataclass(frozen=True)
 class LaneResult:
+    """What one lane did: `reason` None when it wrote a review."""
+
     slug: str
     ok: bool
     reason: str | None
@@ -132,7 +101,8 @@ class LaneResult:
     review_path: str | None = None
     err_path: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
+        """The `--json` form of one lane's result."""
         return {
             "slug": self.slug,
             "ok": self.ok,
@@ -145,6 +115,8 @@ class LaneResult:
 
 @dataclass(frozen=True)
 class DispatchResult:
+    """The outcome of `dispatch_step`."""
+
     dispatched: bool
     ok: bool
     reason: str | None = None
@@ -152,8 +124,9 @@ class DispatchResult:
     results: tuple[LaneResult, ...] = ()
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"dispatched": self.dispatched, "ok": self.ok}
+    def to_json(self) -> dict[str, object]:
+        """`{dispatched, ok, reason?, selection?, results}`."""
+        out: dict[str, object] = {"dispatched": self.dispatched, "ok": self.ok}
         if self.reason is not None:
             out["reason"] = self.reason
         if self.selection is not None:
@@ -170,6 +143,8 @@ class DispatchResult:
 
 @dataclass(frozen=True)
 class DispatchRequest:
+    """What `review-lane dispatch-step` asks for."""
+
     cap_id: str | None
     point: str | None
     explicit: tuple[str, ...]
@@ -245,15 +220,9 @@ def check_paths(repo_root: str, paths: Sequence[str]) -> str | None:
         if not isinstance(p, str) or not p or _CONTROL.search(p):
             return INVALID_PATHS
         lexical = os.path.normpath(os.path.join(root, p))
-        if not _within(lexical, root):
-            return PATH_ESCAPES_REPO_ROOT
-        if not _within(os.path.realpath(lexical), real_root):
+        if not is_inside(lexical, root) or not is_inside(os.path.realpath(lexical), real_root):
             return PATH_ESCAPES_REPO_ROOT
     return None
-
-
-def _within(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def build_prompt(repo_root: str, depth: str, base_sha: str, paths: Sequence[str]) -> str:
@@ -283,152 +252,11 @@ def build_prompt(repo_root: str, depth: str, base_sha: str, paths: Sequence[str]
 
 
 def estimate_tokens(text: str) -> int:
+    """The prompt's size in tokens, as the budgets count them."""
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
-def lane_budget(lane: Lane, config: Mapping[str, Any] | None) -> int | None:
-    """The lane's prompt budget in tokens: its `promptBudgetKey` config value (`-1` falls back
-    to `review.max_prompt_tokens`); None or 0 means unbounded."""
-    key = lane.body.get("promptBudgetKey")
-    if not isinstance(key, str) or not key:
-        return None
-    value = _number(config, key)
-    if value is not None and value != -1:
-        return int(value)
-    fallback = _number(config, "review.max_prompt_tokens")
-    return int(fallback) if fallback is not None else None
-
-
-def lane_timeout_s(lane: Lane, config: Mapping[str, Any] | None) -> float:
-    """`timeoutConfigKey`'s value (ms), never below `timeoutFloorMs`, bounded above."""
-    floor = lane.body.get("timeoutFloorMs")
-    floor_ms = floor if isinstance(floor, int) and not isinstance(floor, bool) and floor > 0 else 0
-    key = lane.body.get("timeoutConfigKey")
-    configured = _number(config, key) if isinstance(key, str) and key else None
-    ms = max(floor_ms, int(configured) if configured and configured > 0 else 0)
-    return min(ms or DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS) / 1000
-
-
-def _number(config: Mapping[str, Any] | None, key: str) -> float | None:
-    value = lookup(dict(config) if config else None, key)
-    if value is MISSING or isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _string(config: Mapping[str, Any] | None, key: Any) -> str | None:
-    if not isinstance(key, str) or not key:
-        return None
-    value = lookup(dict(config) if config else None, key)
-    return value if isinstance(value, str) and value and not _CONTROL.search(value) else None
-
-
-def lane_argv(
-    lane: Lane,
-    binary: str,
-    config: Mapping[str, Any] | None,
-    *,
-    review_path: str,
-    prompt_path: str,
-) -> list[str] | str:
-    """The lane's argv: `invoke.args` with the whole-element placeholders expanded (an element
-    that merely contains one is left as written, never templated):
-
-    - `{{model}}` → `[modelArg, model]` (or `[model]` without `modelArg`) when the config sets
-      `modelConfigKey`, else nothing;
-    - `{{effort}}` → the same with `effortArg` and `effortConfigKey` (default
-      `review.efforts.<slug>`), only when `effortChannel` is `argv`;
-    - `{{output}}` → `[outputArg, <review path>]` when `outputChannel` is `file-arg`;
-    - `{{prompt}}` → one element naming the prompt file when `promptChannel` is
-      `argv-file-ref`.
-
-    Returns a reason (str) when the invoke shape is malformed."""
-    invoke = lane.invoke
-    args = invoke.get("args")
-    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-        return "invoke.args must be a list of strings"
-    expansions: dict[str, list[str]] = {}
-    model = _string(config, lane.body.get("modelConfigKey"))
-    expansions["{{model}}"] = _flagged(invoke.get("modelArg"), model)
-    effort = None
-    if invoke.get("effortChannel") == "argv":
-        key = invoke.get("effortConfigKey") or lane.body.get("effortConfigKey")
-        effort = _string(config, key or f"review.efforts.{lane.slug}")
-    expansions["{{effort}}"] = _flagged(invoke.get("effortArg"), effort)
-    # A project's config is not the user's: a value starting with '-' would be read by the CLI
-    # as an option of its own (`--dangerously-skip-permissions`), not as a model or an effort.
-    for name, key, value in (
-        ("model", lane.body.get("modelConfigKey"), model),
-        ("effort", invoke.get("effortConfigKey") or lane.body.get("effortConfigKey"), effort),
-    ):
-        if value is not None and value.startswith("-"):
-            return (
-                f"config value {escape_untrusted(value)!r} for the {name} "
-                f"({escape_untrusted(str(key or name))}) starts with '-' and would be read as an "
-                "option; refused"
-            )
-    output_channel = invoke.get("outputChannel", "stdout")
-    expansions["{{output}}"] = (
-        _flagged(invoke.get("outputArg"), review_path) if output_channel == "file-arg" else []
-    )
-    expansions["{{prompt}}"] = (
-        [f"Read the review request in {prompt_path} and follow it."]
-        if invoke.get("promptChannel") == "argv-file-ref"
-        else []
-    )
-    argv = [binary]
-    for arg in args:
-        argv += expansions[arg] if arg in _PLACEHOLDERS else [arg]
-    return argv
-
-
-def _flagged(flag: Any, value: str | None) -> list[str]:
-    if value is None:
-        return []
-    return [flag, value] if isinstance(flag, str) and flag else [value]
-
-
 # ── selection ────────────────────────────────────────────────────────────────────────────────
-
-
-def probe_lane(
-    lane: Lane, *, spawn: Spawn = run_bounded, which: Which = find_program
-) -> str | None:
-    """None when the lane is available, else why not. `command-exists` looks the binary up on
-    PATH; `command-capability` also runs `<binary> --help` (bounded) and looks for `needle` in
-    its output; `http-reachable` is never available (looprail makes no network requests)."""
-    if lane.body.get("transport") == "openai-http":
-        return None  # selected, then reported as unsupported_transport: nothing is contacted
-    for binary in lane.body.get("requiresBinaries") or ():
-        if not isinstance(binary, str) or which(binary) is None:
-            return f"required binary {escape_untrusted(str(binary))} not found on PATH"
-    probe = lane.body.get("probe")
-    probe = probe if isinstance(probe, Mapping) else {}
-    kind = probe.get("kind")
-    if kind == "http-reachable":
-        return "http-reachable probe: looprail makes no network requests"
-    binary = probe.get("binary") or lane.invoke.get("binary")
-    if not isinstance(binary, str) or not binary:
-        return "probe names no binary"
-    found = which(binary)
-    if found is None:
-        return f"{escape_untrusted(binary)} not found on PATH"
-    if kind == "command-exists":
-        return None
-    if kind == "command-capability":
-        timeout = probe.get("timeoutMs")
-        needle = probe.get("needle")
-        if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
-            return "command-capability probe needs a positive timeoutMs"
-        if not isinstance(needle, str) or not needle:
-            return "command-capability probe needs a needle"
-        result = spawn([found, "--help"], timeout_s=min(timeout, MAX_TIMEOUT_MS) / 1000)
-        if result.spawn_error or result.timed_out:
-            return f"{escape_untrusted(binary)} --help {result.describe_failure()}"
-        if needle not in result.stdout + result.stderr:
-            return f"{escape_untrusted(binary)} --help does not mention {escape_untrusted(needle)}"
-        return None
-    return f"unknown probe kind {escape_untrusted(str(kind))}"
 
 
 def select_lanes(
@@ -464,6 +292,19 @@ def select_lanes(
 # ── the dispatch ─────────────────────────────────────────────────────────────────────────────
 
 
+@dataclass(frozen=True)
+class _Run:
+    """What every lane of one dispatch shares."""
+
+    prompt: str
+    prompt_path: str
+    run_dir: str
+    cwd: str
+    tokens: int
+    spawn: Spawn
+    which: Which
+
+
 def dispatch_step(
     request: DispatchRequest,
     *,
@@ -475,175 +316,144 @@ def dispatch_step(
 ) -> DispatchResult:
     """Decide and run (see the module docstring). Raises `UsageError` only for a point that is
     not one of the points (`points.POINTS`); everything else is a result."""
-    warnings: list[str] = []
     if not request.cap_id or not request.point:
-        if request.cap_id and not request.point:
-            warnings.append("review-lane dispatch-step: --cap-id without --point; nothing runs")
-        return DispatchResult(False, True, TRAIT_NOT_ENABLED, warnings=tuple(warnings))
-
+        said = "review-lane dispatch-step: --cap-id without --point; nothing runs"
+        warnings = (said,) if request.cap_id else ()
+        return DispatchResult(False, True, TRAIT_NOT_ENABLED, warnings=warnings)
     try:
         enabled = trait_enabled(compiled, config, request.cap_id, request.point)
     except InvalidPointError as exc:
         raise UsageError(f"--point: {exc}") from None
     if not enabled:
         return DispatchResult(False, True, TRAIT_NOT_ENABLED)
-
     chosen, selection = select_lanes(request.explicit, lanes, spawn=spawn, which=which)
     if not chosen:
         failed = bool(selection["errors"])
         reason = SELECTION_FAILED if failed else NO_LANES_SELECTED
         return DispatchResult(False, not failed, reason, selection)
-
-    def refuse(reason: str) -> DispatchResult:
-        return DispatchResult(False, False, reason, selection)
-
-    if not request.repo_root:
-        return refuse(MISSING_PROVENANCE)
-    path_problem = check_paths(request.repo_root, request.paths)
-    if path_problem:
-        return refuse(path_problem)
-    if not request.depth or not request.base_sha:
-        return refuse(MISSING_PROVENANCE)
-    provenance = (request.depth, request.base_sha, request.repo_root, request.run_dir or "")
-    if any(_CONTROL.search(v) for v in provenance):
-        return refuse(INVALID_PROVENANCE)
-
-    prompt = build_prompt(request.repo_root, request.depth, request.base_sha, request.paths)
+    provenance = _provenance(request)
+    if isinstance(provenance, str):
+        return DispatchResult(False, False, provenance, selection)
+    prompt = build_prompt(*provenance, request.paths)
     try:
-        run_dir = _run_dir(request.run_dir)
+        run_dir = request.run_dir or tempfile.mkdtemp(prefix="looprail-review-")
+        os.makedirs(run_dir, exist_ok=True)
         prompt_path = os.path.join(run_dir, PROMPT_FILE)
-        _write_text(prompt_path, prompt)
+        atomic_write(prompt_path, prompt)
     except OSError:
-        return refuse(PROMPT_WRITE_FAILED)
+        return DispatchResult(False, False, PROMPT_WRITE_FAILED, selection)
+    cwd = request.cwd or provenance[0]
+    run = _Run(prompt, prompt_path, run_dir, cwd, estimate_tokens(prompt), spawn, which)
+    results, planned = _run_lanes(chosen, config, run)
+    ok = not selection["errors"] and all(r.ok for r in results)
+    return DispatchResult(planned, ok, None, selection, results)
 
-    tokens = estimate_tokens(prompt)
+
+def _run_lanes(
+    chosen: Sequence[Lane], config: Mapping[str, Any] | None, run: _Run
+) -> tuple[tuple[LaneResult, ...], bool]:
+    """Every chosen lane's result, and whether any got to run."""
     results: list[LaneResult] = []
-    any_failed = bool(selection["errors"])
     planned = False
     for lane in chosen:
         try:
-            result, ran = _run_lane(
-                lane,
-                config,
-                prompt=prompt,
-                prompt_path=prompt_path,
-                tokens=tokens,
-                run_dir=run_dir,
-                cwd=request.cwd or request.repo_root,
-                spawn=spawn,
-                which=which,
-            )
+            result, ran = _run_lane(lane, config, run)
         except Exception as exc:  # one lane must never take its siblings down
             result, ran = LaneResult(lane.slug, False, "invoke_failed", _one_line(exc)), True
         planned = planned or ran
-        any_failed = any_failed or not result.ok
         results.append(result)
-    return DispatchResult(planned, not any_failed, None, selection, tuple(results))
+    return tuple(results), planned
 
 
-def _run_dir(given: str | None) -> str:
-    if given:
-        os.makedirs(given, exist_ok=True)
-        return given
-
-    return tempfile.mkdtemp(prefix="looprail-review-")
-
-
-def _write_text(path: str, text: str) -> None:
-    atomic_write(path, text)
+def _provenance(request: DispatchRequest) -> tuple[str, str, str] | str:
+    """(repo root, depth, base SHA) of a request that may run, else the reason it may not."""
+    if not request.repo_root:
+        return MISSING_PROVENANCE
+    path_problem = check_paths(request.repo_root, request.paths)
+    if path_problem:
+        return path_problem
+    if not request.depth or not request.base_sha:
+        return MISSING_PROVENANCE
+    given = (request.depth, request.base_sha, request.repo_root, request.run_dir or "")
+    if any(_CONTROL.search(v) for v in given):
+        return INVALID_PROVENANCE
+    return request.repo_root, request.depth, request.base_sha
 
 
 def _one_line(exc: BaseException) -> str:
     return escape_untrusted(str(exc) or type(exc).__name__)
 
 
-def _run_lane(
-    lane: Lane,
-    config: Mapping[str, Any] | None,
-    *,
-    prompt: str,
-    prompt_path: str,
-    tokens: int,
-    run_dir: str,
-    cwd: str,
-    spawn: Spawn,
-    which: Which,
-) -> tuple[LaneResult, bool]:
+def _run_lane(lane: Lane, config: Mapping[str, Any] | None, run: _Run) -> tuple[LaneResult, bool]:
     """One lane: plan → budget → invoke. Returns the result and whether it got to run."""
     slug = lane.slug
-    review_path = os.path.join(run_dir, f"{slug}-REVIEW.md")
-    err_path = os.path.join(run_dir, f"{slug}.err")
-    if lane.body.get("transport") != "spawn":
-        transport = escape_untrusted(str(lane.body.get("transport")))
-        return LaneResult(
-            slug,
-            False,
-            "unsupported_transport",
-            f"transport {transport!r} is not supported (looprail makes no HTTP requests)",
-        ), False
-    invoke = lane.invoke
-    channel = invoke.get("promptChannel", "stdin")
-    if channel == "none":
-        return LaneResult(
-            slug,
-            False,
-            "prompt_channel_unsupported",
-            f"lane {slug!r} declares promptChannel 'none' and cannot take the scoped prompt",
-        ), False
-    if channel not in ("stdin", "argv-file-ref"):
-        detail = f"unknown promptChannel {escape_untrusted(str(channel))}"
-        return LaneResult(slug, False, "malformed_lane", detail), False
-    output_channel = invoke.get("outputChannel", "stdout")
-    if output_channel not in ("stdout", "file-arg"):
-        detail = f"unknown outputChannel {escape_untrusted(str(output_channel))}"
-        return LaneResult(slug, False, "malformed_lane", detail), False
-    budget = lane_budget(lane, config)
-    if budget and tokens > budget:
-        return LaneResult(
-            slug,
-            False,
-            "budget_exceeded",
-            f"estimated {tokens} tokens exceeds the budget {budget} of lane {slug!r}",
-        ), False
-    binary = invoke.get("binary")
-    found = which(binary) if isinstance(binary, str) and binary else None
-    if found is None:
-        shown = escape_untrusted(str(binary))
-        return LaneResult(slug, False, "unavailable", f"{shown} not found on PATH"), False
-    argv = lane_argv(lane, found, config, review_path=review_path, prompt_path=prompt_path)
-    if isinstance(argv, str):
-        return LaneResult(slug, False, "malformed_lane", argv), False
-    if output_channel == "file-arg" and os.path.lexists(review_path):
+    review_path = os.path.join(run.run_dir, f"{slug}-REVIEW.md")
+    argv = _lane_plan(lane, config, run, review_path)
+    if isinstance(argv, LaneResult):
+        return argv, False
+    to_file = lane.invoke.get("outputChannel", "stdout") == "file-arg"
+    if to_file and os.path.lexists(review_path):
         os.unlink(review_path)  # a stale review must not pass for this run's
     timeout_s = lane_timeout_s(lane, config)
-    run = spawn(
-        argv,
-        timeout_s=timeout_s,
-        stdin=prompt if channel == "stdin" else None,
-        cwd=cwd,
-    )
-    _write_text(err_path, run.stderr)
-    paths = {"review_path": review_path, "err_path": err_path}
-    if run.spawn_error:
-        detail = f"could not start: {escape_untrusted(run.spawn_error)}"
-        return LaneResult(slug, False, "spawn_failed", detail, **paths), True
-    if run.timed_out:
-        detail = f"timed out after {timeout_s:g}s and was killed"
-        return LaneResult(slug, False, "timeout", detail, **paths), True
-    if run.exit_code != 0:
-        last = escape_untrusted(tail(run.stderr.strip(), 300))
-        detail = f"exited {run.exit_code}" + (f": {last}" if last else "")
-        return LaneResult(slug, False, "exit_nonzero", detail, **paths), True
-    review = run.stdout if output_channel == "stdout" else _read_review(review_path)
+    stdin = run.prompt if lane.invoke.get("promptChannel", "stdin") == "stdin" else None
+    proc = run.spawn(argv, timeout_s=timeout_s, stdin=stdin, cwd=run.cwd)
+    err_path = os.path.join(run.run_dir, f"{slug}.err")
+    atomic_write(err_path, proc.stderr)
+
+    def failed(reason: str, detail: str) -> tuple[LaneResult, bool]:
+        return LaneResult(slug, False, reason, detail, review_path, err_path), True
+
+    if proc.spawn_error:
+        return failed("spawn_failed", f"could not start: {escape_untrusted(proc.spawn_error)}")
+    if proc.timed_out:
+        return failed("timeout", f"timed out after {timeout_s:g}s and was killed")
+    if proc.exit_code != 0:
+        last = escape_untrusted(tail(proc.stderr.strip(), 300))
+        return failed("exit_nonzero", f"exited {proc.exit_code}" + (f": {last}" if last else ""))
+    review = _read_review(review_path) if to_file else proc.stdout
     if not review.strip():
         if lane.body.get("emptyOutput") == "stub-with-stderr":
-            said = tail(run.stderr.strip(), STDERR_TAIL) or "(no stderr)"
-            _write_text(review_path, f"_{slug} produced no review._\n\nstderr:\n\n{said}\n")
-        return LaneResult(slug, False, "empty_output", "the lane produced no review", **paths), True
-    if output_channel == "stdout":
-        _write_text(review_path, review)
-    detail = "review written" + (" (output truncated at the cap)" if run.truncated else "")
-    return LaneResult(slug, True, None, detail, **paths), True
+            said = tail(proc.stderr.strip(), STDERR_TAIL) or "(no stderr)"
+            atomic_write(review_path, f"_{slug} produced no review._\n\nstderr:\n\n{said}\n")
+        return failed("empty_output", "the lane produced no review")
+    if not to_file:
+        atomic_write(review_path, review)
+    detail = "review written" + (" (output truncated at the cap)" if proc.truncated else "")
+    return LaneResult(slug, True, None, detail, review_path, err_path), True
+
+
+def _lane_plan(
+    lane: Lane, config: Mapping[str, Any] | None, run: _Run, review_path: str
+) -> list[str] | LaneResult:
+    """The argv of a lane that may run, else why it may not (a result: it never ran)."""
+    slug, invoke = lane.slug, lane.invoke
+    channel = invoke.get("promptChannel", "stdin")
+    output_channel = invoke.get("outputChannel", "stdout")
+    if lane.body.get("transport") != "spawn":
+        transport = escape_untrusted(str(lane.body.get("transport")))
+        detail = f"transport {transport!r} is not supported (looprail makes no HTTP requests)"
+        return LaneResult(slug, False, "unsupported_transport", detail)
+    if channel == "none":
+        detail = f"lane {slug!r} declares promptChannel 'none' and cannot take the scoped prompt"
+        return LaneResult(slug, False, "prompt_channel_unsupported", detail)
+    for name, value, known in (
+        ("promptChannel", channel, ("stdin", "argv-file-ref")),
+        ("outputChannel", output_channel, ("stdout", "file-arg")),
+    ):
+        if value not in known:
+            detail = f"unknown {name} {escape_untrusted(str(value))}"
+            return LaneResult(slug, False, "malformed_lane", detail)
+    budget = lane_budget(lane, config)
+    if budget and run.tokens > budget:
+        detail = f"estimated {run.tokens} tokens exceeds the budget {budget} of lane {slug!r}"
+        return LaneResult(slug, False, "budget_exceeded", detail)
+    binary = invoke.get("binary")
+    found = run.which(binary) if isinstance(binary, str) and binary else None
+    if found is None:
+        detail = f"{escape_untrusted(str(binary))} not found on PATH"
+        return LaneResult(slug, False, "unavailable", detail)
+    argv = lane_argv(lane, found, config, review_path=review_path, prompt_path=run.prompt_path)
+    return LaneResult(slug, False, "malformed_lane", argv) if isinstance(argv, str) else argv
 
 
 def _read_review(path: str) -> str:
@@ -659,19 +469,14 @@ __all__ = [
     "PROHIBITIONS",
     "DispatchRequest",
     "DispatchResult",
-    "Lane",
     "LaneResult",
     "build_prompt",
     "check_paths",
     "dispatch_step",
     "estimate_tokens",
     "explicit_from_argv",
-    "lane_argv",
-    "lane_budget",
-    "lane_timeout_s",
     "lanes_of",
     "parse_slugs",
-    "probe_lane",
     "select_lanes",
     "trait_enabled",
 ]

@@ -11,18 +11,14 @@ yes. Consent is bound to content, not to a name:
   makes it inactive again until the user re-consents;
 - the project hooks file's consent is the SHA-256 of that file;
 - consent to a project's agent settings that change what runs or widen permissions
-  (`looprail.agents.<cli>.binary`, `args`, …, see `looprail.trust.agents`) is the SHA-256 of
-  exactly those values.
+  (`looprail.trust.agents`) is the SHA-256 of exactly those values.
 
 The store is `~/.looprail/consent.json` (`$LOOPRAIL_HOME` when set), keyed by the project's
 real absolute path: `{"version": 1, "projects": {path: {"capabilities": {id: sha256},
 "hooks": sha256, "agents": {cli: sha256}}}}`, written atomically under a lock. A missing,
 unreadable or malformed store means "no consent" (fail closed); only writing refuses a malformed
-store, so nothing is lost.
-
-This module is on the `loop render-hooks` hot path (`apply_consent`): it imports only `os`,
-`errno`, `json` and `dataclasses` at the top (and base `fsutil`); hashing and file locking
-are imported when used.
+store, so nothing is lost. On the `loop render-hooks` hot path (`apply_consent`): hashing and
+file locking are imported when used.
 """
 
 from __future__ import annotations
@@ -38,8 +34,8 @@ from looprail.layout import CONSENT_FILE, looprail_home
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: this module is on the hot path
-    from collections.abc import Iterable, Mapping
-    from typing import Any, NotRequired, TypedDict
+    from collections.abc import Callable, Iterable, Mapping
+    from typing import NotRequired, TypedDict
 
     from looprail.hooks.capset import CapabilitySet
 
@@ -135,7 +131,7 @@ def _folder_files(top: str, root: str) -> list[tuple[bytes, str]]:
             shown = os.path.join(top, name)
             if entry.is_symlink():
                 target = os.path.realpath(entry.path)
-                if not _inside(target, root):
+                if not is_inside(target, root):
                     raise TrustError(f"{shown}: symlink points outside the capability folder")
                 try:
                     st = os.stat(target)
@@ -155,7 +151,8 @@ def _folder_files(top: str, root: str) -> list[tuple[bytes, str]]:
     return out
 
 
-def _inside(path: str, root: str) -> bool:
+def is_inside(path: str, root: str) -> bool:
+    """Is `path` `root` or below it (both absolute and normalised)?"""
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
@@ -164,6 +161,7 @@ def _shown(name: bytes) -> str:
 
 
 def hooks_path(project: str | os.PathLike[str]) -> str:
+    """The project's `.looprail/hooks.json`."""
     return os.path.join(os.fspath(project), HOOKS_FILE)
 
 
@@ -190,17 +188,11 @@ def hooks_hash(project: str | os.PathLike[str]) -> str | None:
 # --------------------------------------------------------------------------- the store
 
 
-def _home(home: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None) -> str:
-    if home is not None:
-        return os.fspath(home)
-    return looprail_home(env)
-
-
 def store_path(
     home: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
 ) -> str:
     """Where consent is kept: `$LOOPRAIL_HOME/consent.json` or `~/.looprail/consent.json`."""
-    return os.path.join(_home(home, env), CONSENT_FILE)
+    return os.path.join(looprail_home(env) if home is None else os.fspath(home), CONSENT_FILE)
 
 
 def project_key(project: str | os.PathLike[str]) -> str:
@@ -208,15 +200,14 @@ def project_key(project: str | os.PathLike[str]) -> str:
     return os.path.realpath(os.fspath(project))
 
 
-def _read_store(path: str) -> dict[str, Any] | None:
+def _read_store(path: str) -> dict[str, object] | None:
     """The store, `{}` when absent, None when it exists but is unusable."""
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(16 << 20)
-    except FileNotFoundError:
-        return {}
+    try:  # bounded, and a FIFO or device put there is refused, not waited on
+        raw = read_bounded(path, 16 << 20)
     except OSError:
         return None
+    if raw is None:
+        return {}
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -226,31 +217,35 @@ def _read_store(path: str) -> dict[str, Any] | None:
     return data
 
 
-def _project_entry(store: Mapping[str, Any] | None, project: str) -> Mapping[str, Any]:
+def _entry(
+    project: str | os.PathLike[str],
+    home: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    store: Mapping[str, object] | None = None,
+) -> Mapping[str, object]:
+    """What the store (read now unless given) holds for `project`, `{}` when nothing."""
+    if store is None:
+        store = _read_store(store_path(home, env))
     projects = store.get("projects") if isinstance(store, dict) else None
-    entry = projects.get(project) if isinstance(projects, dict) else None
+    entry = projects.get(project_key(project)) if isinstance(projects, dict) else None
     return entry if isinstance(entry, dict) else {}
 
 
-def _stored_cap_hash(entry: Mapping[str, Any], cap_id: str) -> str | None:
-    caps = entry.get("capabilities")
-    value = caps.get(cap_id) if isinstance(caps, dict) else None
-    return value if isinstance(value, str) else None
+def _strings(value: object) -> dict[str, str]:
+    """The string values of a stored object (`{}` for anything else)."""
+    items = value.items() if isinstance(value, dict) else ()
+    return {k: v for k, v in items if isinstance(v, str)}
 
 
 def consent_record(
     project: str | os.PathLike[str], *, home: str | os.PathLike[str] | None = None
 ) -> ConsentRecord:
     """What the store holds for `project`: `{"capabilities": {id: sha256}, "hooks": sha256?}`."""
-    entry = _project_entry(_read_store(store_path(home)), project_key(project))
-    caps = entry.get("capabilities")
-    out: ConsentRecord = {
-        "capabilities": {
-            k: v for k, v in (caps.items() if isinstance(caps, dict) else ()) if isinstance(v, str)
-        }
-    }
-    if isinstance(entry.get("hooks"), str):
-        out["hooks"] = entry["hooks"]
+    entry = _entry(project, home)
+    out: ConsentRecord = {"capabilities": _strings(entry.get("capabilities"))}
+    hooks = entry.get("hooks")
+    if isinstance(hooks, str):
+        out["hooks"] = hooks
     return out
 
 
@@ -261,13 +256,12 @@ def agents_consent(
     env: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Agent name -> the digest of the project agent settings the user consented to."""
-    entry = _project_entry(_read_store(store_path(home, env)), project_key(project))
-    agents = entry.get("agents")
-    items = agents.items() if isinstance(agents, dict) else ()
-    return {k: v for k, v in items if isinstance(v, str)}
+    return _strings(_entry(project, home, env).get("agents"))
 
 
-def _update_store(home: str | os.PathLike[str] | None, change: Any) -> None:
+def _update_store(
+    home: str | os.PathLike[str] | None, change: Callable[[dict[str, object]], None]
+) -> None:
     """Read-modify-write the store under an exclusive lock; written atomically."""
     # not at the top: the render-hooks entry loads this module (its import budget)
     import fcntl
@@ -292,8 +286,9 @@ def _update_store(home: str | os.PathLike[str] | None, change: Any) -> None:
                 "fix or delete it (deleting it withdraws every consent)"
             )
         store.setdefault("version", STORE_VERSION)
-        store.setdefault("projects", {})
-        change(store["projects"])
+        projects = store.setdefault("projects", {})
+        assert isinstance(projects, dict)  # `_read_store` refuses any other
+        change(projects)
         text = json.dumps(store, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
         atomic_write(path, text, mode=0o600, fsync=True)
     except OSError as exc:
@@ -317,23 +312,23 @@ def grant(
     hashes computed *before* showing the audit, so consent covers exactly what was seen."""
     key = project_key(project)
 
-    def change(projects: dict[str, Any]) -> None:
-        entry = projects.get(key)
-        if not isinstance(entry, dict):
-            entry = projects[key] = {}
-        caps = entry.get("capabilities")
-        if not isinstance(caps, dict):
-            caps = entry["capabilities"] = {}
-        caps.update(capabilities or {})
+    def change(projects: dict[str, object]) -> None:
+        entry = _object(projects, key)
+        _object(entry, "capabilities").update(capabilities or {})
         if hooks is not None:
             entry["hooks"] = hooks
         if agents:
-            stored = entry.get("agents")
-            if not isinstance(stored, dict):
-                stored = entry["agents"] = {}
-            stored.update(agents)
+            _object(entry, "agents").update(agents)
 
     _update_store(home, change)
+
+
+def _object(parent: dict[str, object], key: str) -> dict[str, object]:
+    """`parent[key]`, made an empty object first when it is not one."""
+    value = parent.get(key)
+    if not isinstance(value, dict):
+        value = parent[key] = {}
+    return value
 
 
 def revoke(
@@ -353,7 +348,7 @@ def revoke(
     everything = wanted is None and not hooks and not agent_settings
     removed: list[str] = []
 
-    def change(projects: dict[str, Any]) -> None:
+    def change(projects: dict[str, object]) -> None:
         entry = projects.get(key)
         if not isinstance(entry, dict):
             return
@@ -384,13 +379,11 @@ def consent_state(
     folder: str | os.PathLike[str],
     *,
     home: str | os.PathLike[str] | None = None,
-    store: Mapping[str, Any] | None = None,
+    store: Mapping[str, object] | None = None,
 ) -> str | None:
     """None when `cap_id` (in `folder`) of `project` has valid consent, else why not (the
     reason `capability list` shows)."""
-    if store is None:
-        store = _read_store(store_path(home))
-    stored = _stored_cap_hash(_project_entry(store, project_key(project)), cap_id)
+    stored = _strings(_entry(project, home, store=store).get("capabilities")).get(cap_id)
     try:
         current = folder_hash(folder)
     except TrustError as exc:
@@ -415,7 +408,7 @@ def hooks_state(
     project: str | os.PathLike[str], *, home: str | os.PathLike[str] | None = None
 ) -> str | None:
     """None when the project's hooks.json has valid consent, else why not."""
-    stored = _project_entry(_read_store(store_path(home)), project_key(project)).get("hooks")
+    stored = _entry(project, home).get("hooks")
     try:
         current = hooks_hash(project)
     except TrustError as exc:
@@ -436,7 +429,7 @@ def hooks_bytes_consented(
     # not at the top: the render-hooks entry loads this module (its import budget)
     import hashlib
 
-    stored = _project_entry(_read_store(store_path(home)), project_key(project)).get("hooks")
+    stored = _entry(project, home).get("hooks")
     return isinstance(stored, str) and hashlib.sha256(raw).hexdigest() == stored
 
 
@@ -489,7 +482,7 @@ def load_compiled(
     # not at the top: the render-hooks entry loads this module (its import budget)
     from looprail.hooks import compiled as hooks_compiled
 
-    def consent(c: CapabilitySet, h: Any, e: Mapping[str, str]) -> CapabilitySet:
+    def consent(c: CapabilitySet, h: str | None, e: Mapping[str, str]) -> CapabilitySet:
         return apply_consent(c, home=h, env=e)
 
     return hooks_compiled.load_compiled(
@@ -500,25 +493,3 @@ def load_compiled(
         use_cache=use_cache,
         consent=consent,
     )
-
-
-__all__ = [
-    "CHANGED",
-    "NO_CONSENT",
-    "TrustError",
-    "agents_consent",
-    "apply_consent",
-    "consent_record",
-    "consent_state",
-    "consented",
-    "copy_folder",
-    "folder_hash",
-    "grant",
-    "hooks_hash",
-    "hooks_state",
-    "is_trusted",
-    "load_compiled",
-    "project_key",
-    "revoke",
-    "store_path",
-]

@@ -23,6 +23,7 @@ another site cannot reach it through DNS rebinding).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import html
 import json
@@ -30,10 +31,9 @@ import re
 import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -49,8 +49,10 @@ from looprail.errors import LooprailError
 from looprail.layout import PLANNING_DIR
 from looprail.machine.answers import WITHHELD, pending_checkpoints, submit_answer
 from looprail.runtime.process import find_program
-from looprail.store import JournalError
+from looprail.store import EventRow, JournalError
 from looprail.ui import access, data
+from looprail.ui.logs import task_log
+from looprail.ui.runs import Envelopes
 
 PAGE_CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -92,22 +94,22 @@ class Dashboard:
         # Set when the server is stopping: event streams say goodbye and end, so the server
         # does not wait for them (and the page says it stopped instead of retrying forever).
         self.closing = threading.Event()
-        self._envelopes: tuple[float, dict[str, Any] | None, list[str]] | None = None
-        self._events: dict[str, list[Any]] = {}  # run id → its events so far (append-only)
+        self._envelopes: tuple[float, Envelopes | None, list[str]] | None = None
+        self._events: dict[str, list[EventRow]] = {}  # run id → its events so far (append-only)
         self._reading = threading.Lock()  # one snapshot at a time: they share the event cache
         self._svg: tuple[tuple, tuple[bytes, float | None]] | None = None
         self.writable = False  # takes answers to checkpoints (the app has a token)
 
     # -- hooks of the project ------------------------------------------------------------------
 
-    def envelopes(self) -> tuple[dict[str, Any] | None, list[str]]:
+    def envelopes(self) -> tuple[Envelopes | None, list[str]]:
         """The project's active hooks per point, re-read at most every few seconds; a manifest
         that cannot be loaded is a warning on the page, not a failure."""
         with self._lock:
             cached = self._envelopes
             if cached is not None and time.monotonic() - cached[0] < ENVELOPE_TTL:
                 return cached[1], cached[2]
-        envelopes: dict[str, Any] | None = None
+        envelopes: Envelopes | None = None
         warnings: list[str] = []
         if (self.project / PLANNING_DIR).is_dir():
             try:
@@ -120,7 +122,7 @@ class Dashboard:
 
     # -- views ---------------------------------------------------------------------------------
 
-    def snapshot(self, run: str | None, marker: str | None = None) -> dict[str, Any]:
+    def snapshot(self, run: str | None, marker: str | None = None) -> data.Snapshot:
         """The page's data. `version` names the journal state it was read at or after: the
         marker is taken first, so a change that lands while reading shows up as a new marker
         on the next poll and is sent again."""
@@ -150,7 +152,7 @@ class Dashboard:
 
     # -- the one write -----------------------------------------------------------------------
 
-    def answer(self, task: str, text: str) -> tuple[int, dict[str, Any]]:
+    def answer(self, task: str, text: str) -> tuple[int, dict[str, object]]:
         """Hand `text` to `machine.answers.submit_answer` (the one place that checks an answer
         and journals it, under the journal's seal) as the dashboard's answer to checkpoint
         `task`: `(HTTP status, what the page shows)`. A refusal is its one line; a secret is
@@ -194,10 +196,8 @@ class Dashboard:
             with journal:
                 selected = None
                 if run:
-                    try:
+                    with contextlib.suppress(JournalError):  # unknown: the latest
                         selected = journal.find_run(run)
-                    except JournalError:
-                        selected = None
                 selected = selected or journal.latest_run()
                 key = (selected.id if selected else None, marker, id(envelopes))
                 with self._lock:
@@ -265,7 +265,7 @@ def _headers(csp: str = PAGE_CSP) -> dict[str, str]:
     }
 
 
-def _json(value: Any, status: int = 200) -> Response:
+def _json(value: object, status: int = 200) -> Response:
     return JSONResponse(value, status_code=status, headers=_headers())
 
 
@@ -277,6 +277,123 @@ def _run_param(request: Request) -> str | None:
 def stop_streams(app: Starlette) -> None:
     """End every open event stream (call before stopping the server)."""
     app.state.dashboard.closing.set()
+
+
+Handler = Callable[[Request, Dashboard], Awaitable[Response]]
+
+
+def _guarded(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """`handler(request, dashboard)`, once the request carries the app's token (when it has
+    one); else the locked page (for `/`) or a one-line refusal."""
+
+    async def route(request: Request) -> Response:
+        token = request.app.state.token
+        if token is not None and not access.token_matches(token, access.request_token(request)):
+            if request.url.path == "/":
+                return HTMLResponse(_asset("locked.html"), 403, headers=_headers())
+            return _json({"error": NO_TOKEN}, 403)
+        return await handler(request, request.app.state.dashboard)
+
+    return route
+
+
+def _text(body: str, status: int) -> Response:
+    return Response(body, status, media_type="text/plain", headers=_headers())
+
+
+async def _page(request: Request, dash: Dashboard) -> Response:
+    name = html.escape(dash.project.resolve().name)
+    return HTMLResponse(_asset("index.html").replace("{{project}}", name), headers=_headers())
+
+
+async def _static(request: Request) -> Response:
+    # the page's own script and style, the same for every project: no token needed
+    name = request.path_params["name"]
+    if name not in STATIC:
+        return _text("not found\n", 404)
+    return Response(_asset(name), media_type=STATIC[name], headers=_headers())
+
+
+async def _state(request: Request, dash: Dashboard) -> Response:
+    return _json(await run_in_threadpool(dash.snapshot, _run_param(request)))
+
+
+async def _chart(request: Request, dash: Dashboard) -> Response:
+    if not _has_dot():
+        return _text("the chart needs Graphviz's dot (apt-get install graphviz)\n", 503)
+    try:
+        blob, _ = await run_in_threadpool(dash.chart, _run_param(request))
+    except LooprailError as exc:
+        return _text(f"{exc}\n", 503)
+    return Response(blob, media_type="image/svg+xml", headers=_headers(SVG_CSP))
+
+
+async def _log(request: Request, dash: Dashboard) -> Response:
+    run = _run_param(request)
+    task = request.query_params.get("task", "")
+    if not run or not task or len(task) > 512:
+        return _json({"error": "give run and task"}, 400)
+    return _json(await run_in_threadpool(task_log, dash.project, run, task))
+
+
+async def _events(request: Request, dash: Dashboard) -> Response:
+    headers = {**_headers(), "X-Accel-Buffering": "no"}
+    return StreamingResponse(
+        _stream(dash, _run_param(request)), media_type="text/event-stream", headers=headers
+    )
+
+
+async def _stream(dash: Dashboard, run: str | None) -> AsyncIterator[str]:
+    """The server-sent events of `/api/events`: the snapshot whenever the journal changes."""
+    yield "retry: 2000\n\n"
+    last = None
+    quiet = 0.0
+    while not dash.closing.is_set():
+        marker = await run_in_threadpool(data.change_marker, dash.project)
+        pause = dash.poll_interval
+        if marker != last:
+            started = time.monotonic()
+            snap = await run_in_threadpool(dash.snapshot, run, marker)
+            last = marker
+            quiet = 0.0
+            payload = json.dumps(snap, ensure_ascii=False, separators=(",", ":"))
+            yield f"event: state\ndata: {payload}\n\n"
+            # A big journal makes a snapshot slow: wait twice as long as it took, so the page
+            # never takes more than a third of a core from the run it shows.
+            pause = max(pause, min(MAX_PAUSE, 2 * (time.monotonic() - started)))
+        elif quiet >= KEEPALIVE:
+            quiet = 0.0
+            yield ": keep-alive\n\n"
+        waited = 0.0
+        while waited < pause and not dash.closing.is_set():  # a stop ends the wait
+            await asyncio.sleep(min(0.1, pause - waited))
+            waited += 0.1
+        quiet += pause
+    yield "event: bye\ndata: {}\n\n"
+
+
+async def _favicon(request: Request) -> Response:
+    return Response(status_code=204, headers=_headers())
+
+
+async def _answer(request: Request) -> Response:
+    # Order: where it comes from, then how big it is, then the token in its body. Each
+    # refusal is one line; nothing of the body is ever logged or echoed.
+    why = access.same_origin(request)
+    if why is not None:
+        return _json({"error": f"refused: {why}; answer from the dashboard's own page"}, 403)
+    try:
+        form = await access.read_form(request)
+    except access._FormError as exc:
+        return _json({"error": f"refused: {exc}"}, exc.status)
+    if not access.token_matches(request.app.state.token, form.get(access.TOKEN_PARAM)):
+        return _json({"error": NO_TOKEN}, 403)
+    task = form.get("task", "")
+    if not task or len(task) > 200 or not task.isprintable():
+        return _json({"error": "refused: give the checkpoint's task (for example 01-02/T2)"}, 400)
+    dash = request.app.state.dashboard
+    status, body = await run_in_threadpool(dash.answer, task, form.get("answer", ""))
+    return _json(body, status)
 
 
 def create_app(
@@ -301,136 +418,23 @@ def create_app(
         raise ValueError("token: at least 16 characters (use looprail.ui.access.new_token())")
     dash = Dashboard(Path(project), capability_dirs, poll_interval=poll_interval, flavor=flavor)
     dash.writable = token is not None
-
-    def allowed(request: Request) -> bool:
-        return token is None or access.token_matches(token, access.request_token(request))
-
-    def refused(request: Request) -> Response:
-        if request.url.path == "/":
-            return HTMLResponse(_asset("locked.html"), 403, headers=_headers())
-        return _json({"error": NO_TOKEN}, 403)
-
-    async def page(request: Request) -> Response:
-        if not allowed(request):
-            return refused(request)
-        name = html.escape(dash.project.resolve().name)
-        body = _asset("index.html").replace("{{project}}", name)
-        return HTMLResponse(body, headers=_headers())
-
-    async def static(request: Request) -> Response:
-        # the page's own script and style, the same for every project: no token needed
-        name = request.path_params["name"]
-        if name not in STATIC:
-            return Response("not found\n", 404, media_type="text/plain", headers=_headers())
-        return Response(_asset(name), media_type=STATIC[name], headers=_headers())
-
-    async def state(request: Request) -> Response:
-        if not allowed(request):
-            return refused(request)
-        return _json(await run_in_threadpool(dash.snapshot, _run_param(request)))
-
-    async def chart(request: Request) -> Response:
-        if not allowed(request):
-            return refused(request)
-        if not _has_dot():
-            return Response(
-                "the chart needs Graphviz's dot (apt-get install graphviz)\n",
-                503,
-                media_type="text/plain",
-                headers=_headers(),
-            )
-
-        try:
-            blob, _ = await run_in_threadpool(dash.chart, _run_param(request))
-        except LooprailError as exc:
-            return Response(f"{exc}\n", 503, media_type="text/plain", headers=_headers())
-        return Response(blob, media_type="image/svg+xml", headers=_headers(SVG_CSP))
-
-    async def log(request: Request) -> Response:
-        if not allowed(request):
-            return refused(request)
-        run = _run_param(request)
-        task = request.query_params.get("task", "")
-        if not run or not task or len(task) > 512:
-            return _json({"error": "give run and task"}, 400)
-        return _json(await run_in_threadpool(data.task_log, dash.project, run, task))
-
-    async def events(request: Request) -> Response:
-        if not allowed(request):
-            return refused(request)
-        run = _run_param(request)
-
-        async def stream():
-            yield "retry: 2000\n\n"
-            last = None
-            quiet = 0.0
-            while not dash.closing.is_set():
-                marker = await run_in_threadpool(data.change_marker, dash.project)
-                pause = dash.poll_interval
-                if marker != last:
-                    started = time.monotonic()
-                    snap = await run_in_threadpool(dash.snapshot, run, marker)
-                    last = marker
-                    quiet = 0.0
-                    payload = json.dumps(snap, ensure_ascii=False, separators=(",", ":"))
-                    yield f"event: state\ndata: {payload}\n\n"
-                    # A big journal makes a snapshot slow: wait twice as long as it took, so
-                    # the page never takes more than a third of a core from the run it shows.
-                    pause = max(pause, min(MAX_PAUSE, 2 * (time.monotonic() - started)))
-                elif quiet >= KEEPALIVE:
-                    quiet = 0.0
-                    yield ": keep-alive\n\n"
-                waited = 0.0
-                while waited < pause and not dash.closing.is_set():  # a stop ends the wait
-                    await asyncio.sleep(min(0.1, pause - waited))
-                    waited += 0.1
-                quiet += pause
-            yield "event: bye\ndata: {}\n\n"
-
-        headers = _headers()
-        headers["X-Accel-Buffering"] = "no"
-        return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
-
-    async def favicon(request: Request) -> Response:
-        return Response(status_code=204, headers=_headers())
-
-    async def answer(request: Request) -> Response:
-        # Order: where it comes from, then how big it is, then the token in its body. Each
-        # refusal is one line; nothing of the body is ever logged or echoed.
-        assert token is not None
-        why = access.same_origin(request)
-        if why is not None:
-            return _json({"error": f"refused: {why}; answer from the dashboard's own page"}, 403)
-        try:
-            form = await access.read_form(request)
-        except access._FormError as exc:
-            return _json({"error": f"refused: {exc}"}, exc.status)
-        if not access.token_matches(token, form.get(access.TOKEN_PARAM)):
-            return _json({"error": NO_TOKEN}, 403)
-        task = form.get("task", "")
-        if not task or len(task) > 200 or not task.isprintable():
-            return _json(
-                {"error": "refused: give the checkpoint's task (for example 01-02/T2)"}, 400
-            )
-        status, body = await run_in_threadpool(dash.answer, task, form.get("answer", ""))
-        return _json(body, status)
-
     routes = [
-        Route("/", page),
-        Route("/favicon.ico", favicon),
-        Route("/static/{name}", static),
-        Route("/api/state", state),
-        Route("/api/events", events),
-        Route("/api/chart.svg", chart),
-        Route("/api/log", log),
+        Route("/", _guarded(_page)),
+        Route("/favicon.ico", _favicon),
+        Route("/static/{name}", _static),
+        Route("/api/state", _guarded(_state)),
+        Route("/api/events", _guarded(_events)),
+        Route("/api/chart.svg", _guarded(_chart)),
+        Route("/api/log", _guarded(_log)),
     ]
     if token is not None:
-        routes.append(Route("/api/answer", answer, methods=["POST"]))
+        routes.append(Route("/api/answer", _answer, methods=["POST"]))
     app = Starlette(
         routes=routes,
         middleware=[Middleware(access.HostGuard, allowed_hosts=list(allowed_hosts))],
     )
     app.state.dashboard = dash
+    app.state.token = token
     return app
 
 

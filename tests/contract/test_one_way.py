@@ -126,11 +126,11 @@ def test_an_artifact_file_is_read_through_file_frontmatter():
 # why they do not read through `fsutil.read_bounded` / `read_contained`.
 OWN_REGULAR_FILE_CHECK = {
     "fsutil.py": "the helpers themselves",
-    "machine/workspace.py": "appends to git's info/exclude (a write, not a read)",
+    "machine/commits.py": "appends to git's info/exclude (a write, not a read)",
     "store/lock.py": "opens the run lock for writing and locking",
     "store/schema.py": "reads the 16-byte SQLite header with pread",
     "store/seal.py": "the journal key: owner and mode are checked too (SealError)",
-    "ui/data.py": "reads the tail of a log with pread",
+    "ui/logs.py": "reads the tail of a log with pread",
 }
 
 

@@ -628,7 +628,7 @@ def test_linear_code_span_masking_matches_the_backtracking_regex(text):
     """The linear scanner blanks exactly what the old regex did (on inputs small enough for it)."""
     import re
 
-    from looprail.plans.planfile import _blank_code_spans
+    from looprail.plans.scan import _blank_code_spans
 
     old = re.compile(r"(?<!`)(`+)(?!`)([^\n]+?)(?<!`)\1(?!`)")
     expected = old.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
@@ -642,7 +642,7 @@ def test_linear_code_span_masking_matches_the_backtracking_regex(text):
 def test_linear_comment_masking_matches_the_regex(text):
     import re
 
-    from looprail.plans.planfile import _blank_comments
+    from looprail.plans.scan import _blank_comments
 
     expected = re.compile(r"<!--.*?-->", re.S).sub(
         lambda m: re.sub(r"[^\n]", " ", m.group(0)), text

@@ -249,7 +249,7 @@ def test_secrets_a_plan_writes_in_its_worktree_reach_the_main_tree_uncommitted(
 def test_a_commit_takes_every_file_whatever_its_name_but_the_secrets(
     tmp_path_factory: pytest.TempPathFactory, names: set[str], secret: str
 ) -> None:
-    from looprail.machine.workspace import GitWorkspace, is_secret
+    from looprail.machine.commits import Repo, is_secret
 
     repo = tmp_path_factory.mktemp("repo")
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
@@ -257,7 +257,7 @@ def test_a_commit_takes_every_file_whatever_its_name_but_the_secrets(
         (repo / name).write_text("x")
     (repo / "sub").mkdir()
     (repo / "sub" / secret).write_text("KEY=1\n")
-    committed, secrets, head = GitWorkspace(repo, "prop")._commit_all(repo, "all of it")
+    committed, secrets, head = Repo(repo).commit_all(repo, "all of it")
     expected = {n for n in names if not is_secret(n)}
     assert head and set(committed) == expected
     assert set(secrets) == {n for n in names if is_secret(n)} | {f"sub/{secret}"}

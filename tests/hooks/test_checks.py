@@ -22,9 +22,9 @@ from looprail.hooks.checks import (
     evaluate_check,
     evaluate_predicate,
     evaluate_predicate_json,
-    json_equal,
     validate_query,
 )
+from looprail.hooks.predicates import json_equal
 from looprail.runtime.base import DispatchContext, Outcome
 
 

@@ -1,4 +1,4 @@
-"""Predicate kinds are declared once (`hooks.checks.PREDICATES`, one `PredicateKind` each):
+"""Predicate kinds are declared once (`hooks.predicates.PREDICATES`, one `PredicateKind` each):
 evaluation, lint's field checks and the audit's text all read that record, so a new kind is one
 record."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from looprail import lint
-from looprail.hooks.checks import (
+from looprail.hooks.predicates import (
     PREDICATE_KINDS,
     PREDICATES,
     REFERENCE_KINDS,
@@ -19,7 +19,7 @@ from looprail.hooks.checks import (
 )
 from looprail.lint.declarations import _Decl
 from looprail.lint.hooks import _predicate
-from looprail.trust.audit import _predicate_surface
+from looprail.trust.surfaces import _predicate_surface
 from tests.support import REPO
 
 DOCS = REPO / "docs" / "checks.md"

@@ -232,7 +232,7 @@ def fenced_frontmatter(ours: dict, theirs: dict, ctx: dict) -> bool:
 def masked_tasks(ours: dict, theirs: dict, ctx: dict) -> bool:
     """`task_count` counts `<task>` elements; the reference counts `<task` anywhere, in code
     fences and comments too. Checked: looprail's count is the count outside code."""
-    from looprail.plans.planfile import _mask_code
+    from looprail.plans.scan import mask_code as _mask_code
 
     changed = False
     for mine, ref in zip(ours["plans"], theirs["plans"], strict=False):

@@ -138,6 +138,10 @@ def test_an_unknown_agent_is_a_usage_error_naming_the_choices(project: Path, cap
             {"agent": "codex", "agents": {"codex": {"args": "--x"}}},
             ".planning/config.json: looprail.agents.codex.args: must be a list of strings",
         ),
+        (  # the prompt comes after the args: a "--" there would make it a positional
+            {"agent": "gemini", "agents": {"gemini": {"args": ["--debug", "--"]}}},
+            ".planning/config.json: looprail.agents.gemini.args: \"--\" ends the CLI's options",
+        ),
         (
             {"agent": "claude", "worktrees": "yes"},
             ".planning/config.json: looprail.worktrees: must be true or false",

@@ -95,7 +95,7 @@ def test_the_interactive_argv_keeps_every_setting_of_the_non_interactive_one(
     """Take the non-interactive flags and the prompt out of the non-interactive argv, and the
     prompt out of the interactive one: what is left is the same (model, permissions, sandbox,
     approval mode, the user's args, in the same order)."""
-    args = [a for a in args if a not in BATCH_ONLY[name]]
+    args = [a for a in args if a not in BATCH_ONLY[name] and a != "--"]  # "--": refused
     s = AgentSettings(
         model=model,
         permission_mode=mode,

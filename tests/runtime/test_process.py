@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from looprail.runtime import process
+from looprail.runtime import pump
 from looprail.runtime.process import run_bounded
 
 PY = sys.executable
@@ -83,7 +83,7 @@ def test_an_interrupt_kills_the_process_group(tmp_path: Path, monkeypatch) -> No
     # left running when the interrupt unwinds run_bounded.
     pid_file = tmp_path / "pid"
     calls = {"n": 0}
-    real_select = process.selectors.DefaultSelector.select
+    real_select = pump.selectors.DefaultSelector.select
 
     def interrupt_once_running(self, timeout=None):
         if pid_file.exists() and pid_file.read_text().strip():
@@ -91,7 +91,7 @@ def test_an_interrupt_kills_the_process_group(tmp_path: Path, monkeypatch) -> No
             raise KeyboardInterrupt
         return real_select(self, 0.05)
 
-    monkeypatch.setattr(process.selectors.DefaultSelector, "select", interrupt_once_running)
+    monkeypatch.setattr(pump.selectors.DefaultSelector, "select", interrupt_once_running)
     with pytest.raises(KeyboardInterrupt):
         run_bounded(["/bin/sh", "-c", f"sleep 60 & echo $! > {pid_file}; wait"], timeout_s=120)
     grandchild = int(pid_file.read_text())

@@ -73,7 +73,7 @@ def main_thread_sigint():
 @pytest.fixture(params=["own-guard", "served-guard"])
 def spawn_path(request, monkeypatch):
     """Each gap on both ways a guarded child starts: a guard process of its own (Popen), or a
-    guard forked by the guard server (`_SERVER.start`)."""
+    guard forked by the guard server (`SERVER.start`)."""
     if request.param == "own-guard":
         monkeypatch.setenv("LOOPRAIL_GUARD_SERVER", "0")
     elif not process.guard_available():
@@ -93,14 +93,14 @@ def _patch_start(monkeypatch, spawn_path, after_start) -> None:
 
         monkeypatch.setattr(process.subprocess, "Popen", popen)
     else:
-        real_start = process._SERVER.start
+        real_start = process.SERVER.start
 
         def start(*args, **kwargs):
             proc = real_start(*args, **kwargs)
             after_start()
             return proc
 
-        monkeypatch.setattr(process._SERVER, "start", start)
+        monkeypatch.setattr(process.SERVER, "start", start)
 
 
 # --------------------------------------------------------------------------- each gap, exactly
@@ -144,7 +144,7 @@ def test_ctrl_c_before_the_guard_reported_the_child_kills_the_child(
 
         monkeypatch.setattr(process, "_read_guard_status", child_started_then_ctrl_c)
     else:
-        real_read = process._Served.read_started
+        real_read = process.Served.read_started
         calls = []
 
         def served_child_started_then_ctrl_c(self, argv0):
@@ -154,7 +154,7 @@ def test_ctrl_c_before_the_guard_reported_the_child_kills_the_child(
                 raise KeyboardInterrupt
             return real_read(self, argv0)
 
-        monkeypatch.setattr(process._Served, "read_started", served_child_started_then_ctrl_c)
+        monkeypatch.setattr(process.Served, "read_started", served_child_started_then_ctrl_c)
     started = time.monotonic()
     try:
         with pytest.raises(KeyboardInterrupt):

@@ -52,7 +52,7 @@ def test_done_set_is_read_once_then_kept_in_memory(tmp_path):
 
 def test_sql_headers_match_the_report_models(tmp_path):
     from looprail.store import EventRecord, summary
-    from looprail.store.report import refused_at, run_header
+    from looprail.store.report import build_report, refusal_of
 
     with Journal.open(tmp_path) as journal:
         first = journal.start_run("1", state=["idle"])
@@ -65,13 +65,9 @@ def test_sql_headers_match_the_report_models(tmp_path):
         journal.finish_run(first, "halted", "blocked")
         second = journal.start_run("2", state=["idle"])
         journal.wave_started(second, 3, [("02-01/T1", "02-01")])
-        expected = [
-            run_header(run, journal.tasks(run.id)).model_dump(mode="json") for run in journal.runs()
-        ]
-        refusals = {
-            run.id: refused_at(run.status, journal.events(run.id, kinds=["halted", "run_resumed"]))
-            for run in journal.runs()
-        }
+        reports = [build_report(journal, run.id) for run in journal.runs()]
+        expected = [report.run.model_dump(mode="json") for report in reports]
+        refusals = {report.run.id: refusal_of(report) for report in reports}
     conn = summary.open_journal(tmp_path)
     try:
         assert summary.headers(conn) == expected

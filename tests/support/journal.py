@@ -12,14 +12,14 @@ from looprail.store import Journal, JournalError
 def commits_failing(journal: Journal, message: str = "disk full") -> Iterator[None]:
     """While the block runs, every commit of `journal` fails after its writes (as on a full
     disk): nobody may believe what it committed was kept."""
-    real = journal._seal_touched
+    real = journal._seals.seal
 
     def failing() -> None:
         real()
         raise JournalError(message)
 
-    journal._seal_touched = failing  # type: ignore[method-assign]
+    journal._seals.seal = failing  # type: ignore[method-assign]
     try:
         yield
     finally:
-        journal._seal_touched = real  # type: ignore[method-assign]
+        journal._seals.seal = real  # type: ignore[method-assign]

@@ -12,15 +12,13 @@ import pytest
 from looprail.errors import UsageError
 from looprail.hooks.compiled import load_compiled
 from looprail.runtime.process import ProcessResult
+from looprail.trust.lanes import Lane, lane_argv, lane_budget
 from looprail.trust.reviewer import (
     PROHIBITIONS,
     DispatchRequest,
-    Lane,
     build_prompt,
     dispatch_step,
     explicit_from_argv,
-    lane_argv,
-    lane_budget,
     parse_slugs,
 )
 from tests.support import run_cli, write_capability

@@ -437,3 +437,17 @@ def test_trust_asks_on_a_terminal(project, monkeypatch, capsys, answer, granted)
     assert consented(project, "extra", folder) is granted
     out = capsys.readouterr().out
     assert ("trusted: capability extra" in out) is granted
+
+
+def test_a_fifo_in_place_of_the_consent_store_grants_nothing_and_is_never_waited_on(
+    tmp_path,
+) -> None:
+    """Found in review: the store was read with a plain open(), which blocks on a FIFO. Now a
+    FIFO (or a device) there reads as an unusable store: no consent, and a grant refuses."""
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    os.mkfifo(store_path(home))  # nobody writes to it: an open() for reading would hang
+    assert consent_record(project, home=home) == {"capabilities": {}}
+    with pytest.raises(TrustError, match="consent store"):
+        grant(project, {"cap-a": "0" * 64}, home=home)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from looprail.store import EventRecord, Journal, JournalError, NoJournalError, new_run_id
-from looprail.ui import data
+from looprail.ui import data, logs
 from tests.support import examples
 
 
@@ -109,15 +109,15 @@ layouts = st.sampled_from(
 def test_each_task_gets_its_own_log_files_and_no_other(tmp_path_factory, keys, layout):
     project = tmp_path_factory.mktemp("logs")
     run = new_run_id()
-    root = data.log_dir(project, run)
+    root = logs.log_dir(project, run)
     assert root is not None
     for key in keys:
         plan, task = key.split("/")
         path = root / layout.format(plan=plan, task=task)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"log of {key}\n")
-    found = data.task_logs(project, run, keys)
+    found = logs.task_logs(project, run, keys)
     for key in keys:
         (only,) = found[key]
         assert only[1].read_text() == f"log of {key}\n"
-    assert data.task_logs(project, run, ["99-99/T99"]) == {}
+    assert logs.task_logs(project, run, ["99-99/T99"]) == {}

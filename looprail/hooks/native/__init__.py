@@ -6,11 +6,11 @@
     if evaluation.blocked: ...                                     # frozen before any Action
     engine.deliver(evaluation.effects, sink)                       # best-effort
 
-Modules: `events` (catalog, candidates, environment), `filters` (matching), `actions` (Action
-variants, validation, selection), `models` (Hook, Preset, file, enabled set), `parsing` (reading
-and validating one file), `loading` (locations, merge, the enabled set), `schema` (the JSON
-Schema), `config` (re-exports those four), `engine` (evaluation, Effects, delivery), `report`
-(execution report rows).
+Modules: `events` (catalog, candidates, environment), `filters` (matching), `actions` (the Action
+variants: their models, requests and selection), `document` (the hooks.json models, the one
+reader, and the JSON Schema generated from them), `models` (Hook, Preset, file, enabled set),
+`parsing` (reading one file), `loading` (locations, merge, the enabled set), `config` (re-exports
+those four), `engine` (evaluation, Effects, delivery), `report` (execution report rows).
 """
 
 from looprail.hooks.native.actions import (

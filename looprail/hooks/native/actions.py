@@ -1,4 +1,4 @@
-"""Owned Actions: the five variants, their validation rules and their selection.
+"""Owned Actions: the five variants (their document models and their requests) and selection.
 
 A Hook may own one Action. Its `outcome` (required) and `code` (optional) select it against the
 owner's own Hook Outcome and exit code, never against the aggregate Event Outcome. A selected
@@ -10,40 +10,40 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, cast
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 
-from looprail.hooks.native._jsonpath import member
-from looprail.hooks.native.events import EventSpec
+from pydantic import AfterValidator, ConfigDict, Field, ValidationError, ValidationInfo
+from pydantic import WrapValidator as Wrap
+from pydantic.json_schema import JsonDict
+from pydantic_core.core_schema import ValidatorFunctionWrapHandler as Handler
+
+from looprail.hooks.native._jsonpath import json_path
+from looprail.hooks.native._model import (
+    Doc,
+    Failure,
+    absent,
+    as_list,
+    cannot_say,
+    fail,
+    no_default,
+    problem,
+    says,
+)
+from looprail.hooks.native.events import EVENTS, OUTCOMES, EventSpec, Outcome
 from looprail.hooks.native.filters import selector_matches
 
 ActionType = Literal["interrupt", "shutdown", "compact", "message", "emit-custom-event"]
-ACTION_TYPES: tuple[ActionType, ...] = (
-    "interrupt",
-    "shutdown",
-    "compact",
-    "message",
-    "emit-custom-event",
-)
+ACTION_TYPES: tuple[ActionType, ...] = get_args(ActionType)
 SendAs = Literal["custom", "user"]
 Delivery = Literal["steer", "followUp", "nextTurn"]
+# A user message always starts a turn, so it cannot wait for the next run.
 DELIVERIES: dict[str, tuple[Delivery, ...]] = {
-    "custom": ("steer", "followUp", "nextTurn"),
+    "custom": get_args(Delivery),
     "user": ("steer", "followUp"),
 }
 Code = int | float | None
-
-_SELECTOR_KEYS = ("type", "outcome", "code")
-ACTION_KEYS: dict[str, tuple[str, ...]] = {
-    "interrupt": _SELECTOR_KEYS,
-    "shutdown": (*_SELECTOR_KEYS, "interrupt"),
-    "compact": (*_SELECTOR_KEYS, "instructions"),
-    "message": (*_SELECTOR_KEYS, "message", "sendAs", "delivery", "triggerTurn"),
-    "emit-custom-event": (*_SELECTOR_KEYS, "name", "data"),
-}
-
-
-# --------------------------------------------------------------------------- requests (payloads)
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class Interrupt:
 
     type: ClassVar[ActionType] = "interrupt"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"type": self.type}
 
 
@@ -63,7 +63,7 @@ class Shutdown:
     type: ClassVar[ActionType] = "shutdown"
     interrupt: bool = False
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"type": self.type, "interrupt": self.interrupt}
 
 
@@ -74,8 +74,8 @@ class Compact:
     type: ClassVar[ActionType] = "compact"
     instructions: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": self.type}
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"type": self.type}
         if self.instructions is not None:
             out["instructions"] = self.instructions
         return out
@@ -91,7 +91,7 @@ class Message:
     send_as: SendAs = "custom"
     trigger_turn: bool = False
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "type": self.type,
             "message": self.message,
@@ -114,8 +114,8 @@ class EmitCustomEvent:
     def data(self) -> Any:
         return None if self.data_json is None else json.loads(self.data_json)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": self.type, "name": self.name}
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"type": self.type, "name": self.name}
         if self.data_json is not None:
             out["data"] = self.data
         return out
@@ -141,16 +141,10 @@ class OwnedAction:
         return selector_matches(self.outcomes, self.codes, outcome, code)
 
 
-# --------------------------------------------------------------------------- validation
-
 Problems = list[tuple[str, str]]  # (JSON path, reason)
 
 
-def _blank(value: Any) -> bool:
-    return not isinstance(value, str) or value.strip() == ""
-
-
-def is_json_number(value: Any) -> bool:
+def is_json_number(value: object) -> bool:
     return (
         isinstance(value, (int, float))
         and not isinstance(value, bool)
@@ -158,7 +152,7 @@ def is_json_number(value: Any) -> bool:
     )
 
 
-def invalid_json_reason(value: Any, depth: int = 0) -> str | None:
+def invalid_json_reason(value: object, depth: int = 0) -> str | None:
     """Why `value` is not static JSON data (None when it is)."""
     if depth > 64:
         return "nested deeper than 64 levels"
@@ -166,25 +160,12 @@ def invalid_json_reason(value: Any, depth: int = 0) -> str | None:
         return None
     if isinstance(value, (int, float)):
         return None if is_json_number(value) else "numbers must be finite"
-    if isinstance(value, list):
-        for item in value:
-            reason = invalid_json_reason(item, depth + 1)
-            if reason:
-                return reason
-        return None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                return "object keys must be strings"
-            reason = invalid_json_reason(item, depth + 1)
-            if reason:
-                return reason
-        return None
+    if isinstance(value, dict) and not all(isinstance(key, str) for key in value):
+        return "object keys must be strings"
+    if isinstance(value, (list, dict)):
+        items = value.values() if isinstance(value, dict) else value
+        return next(filter(None, (invalid_json_reason(item, depth + 1) for item in items)), None)
     return f"{type(value).__name__} is not a JSON value"
-
-
-def _as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
 
 
 def _pairing_possible(outcomes: list[str], codes: list[Code]) -> bool:
@@ -198,178 +179,258 @@ def _pairing_possible(outcomes: list[str], codes: list[Code]) -> bool:
     )
 
 
+def _outcome(value: Any, handler: Handler, info: ValidationInfo) -> Any:
+    """Each outcome must be possible for the owner's event (every outcome when the Hook's own
+    event is invalid)."""
+    if isinstance(value, list) and not value:
+        raise problem("must not be an empty array")
+    if not all(isinstance(o, str) for o in as_list(value)):
+        raise problem("must be an outcome string or a non-empty array of them")
+    spec: EventSpec | None = EVENTS.get((info.context or {}).get("event") or "")
+    possible = spec.outcomes if spec else OUTCOMES
+    owner = f"a {spec.name} Hook" if spec else "a Hook"
+    reason = "{} is not possible for {} (possible: {})"
+    failures: list[Failure] = [
+        (
+            (i,) if isinstance(value, list) else (),
+            problem(reason.format(json.dumps(o), owner, ", ".join(possible))),
+        )
+        for i, o in enumerate(as_list(value))
+        if o not in possible
+    ]
+    if failures:
+        fail(failures)
+    return handler(value)
+
+
+def _code(value: Any, handler: Handler, info: ValidationInfo) -> Any:
+    if isinstance(value, list) and not value:
+        raise problem("must not be an empty array")
+    if not all(c is None or is_json_number(c) for c in as_list(value)):
+        raise problem("must be a number, null, or a non-empty array of them")
+    outcomes = info.data.get("outcome")
+    if outcomes is not None and not _pairing_possible(as_list(outcomes), as_list(value)):
+        raise cannot_say(
+            "has no possible pairing with outcome: pass always has code 0, "
+            "a failure has a non-zero code or null"
+        )
+    return handler(value)
+
+
+def _non_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must have at least one non-whitespace character")
+    return value
+
+
+NonBlank = Annotated[
+    str,
+    AfterValidator(_non_blank),
+    Field(json_schema_extra={"pattern": r"\S"}),
+    says("must be a string with at least one non-whitespace character"),
+]
+OutcomeSel = Union[Outcome, Annotated[list[Outcome], Field(min_length=1)]]  # noqa: UP007
+CodeSel = Union[Code, Annotated[list[Code], Field(min_length=1)]]  # noqa: UP007
+
+
+class _Action(Doc):
+    outcome: Annotated[OutcomeSel, Wrap(_outcome)] = Field(
+        description="The owner's Hook Outcome(s) that select this Action."
+    )
+    code: Annotated[CodeSel, Wrap(_code)] = absent(
+        description="Narrows selection to the owner's exit code: pass has 0, a failure a "
+        "non-zero code or null (timeout, could not start)."
+    )
+    MISSING: ClassVar[Mapping[str, str]] = {
+        "outcome": "is required: the owner's Hook Outcome that selects this Action"
+    }
+
+    @classmethod
+    def kind(cls) -> ActionType:
+        """The variant's `type`."""
+        return get_args(cls.model_fields["type"].annotation)[0]
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        """The members a variant may have, `type` first."""
+        names = [f.alias or name for name, f in cls.model_fields.items() if name != "type"]
+        return ("type", *names)
+
+    @classmethod
+    def unknown(cls, key: str) -> str:
+        return f"unknown field for Action type {cls.kind()} (allowed: {', '.join(cls.keys())})"
+
+    def request(self) -> ActionRequest:
+        """What this Action asks of the loop once selected."""
+        raise NotImplementedError
+
+    def owned(self) -> OwnedAction:
+        """The Action as its Hook holds it: the selector and the request."""
+        codes = tuple(as_list(self.code)) if "code" in self.model_fields_set else None
+        return OwnedAction(self.request(), tuple(as_list(self.outcome)), codes)
+
+
+class InterruptAction(_Action):
+    type: Literal["interrupt"]
+
+    def request(self) -> ActionRequest:
+        return Interrupt()
+
+
+class ShutdownAction(_Action):
+    type: Literal["shutdown"]
+    interrupt: Annotated[bool, says("must be true or false")] = False
+
+    def request(self) -> ActionRequest:
+        return Shutdown(interrupt=self.interrupt)
+
+
+class CompactAction(_Action):
+    type: Literal["compact"]
+    instructions: Annotated[str, says("must be a string")] = absent()
+
+    def request(self) -> ActionRequest:
+        return Compact(instructions=self.instructions)
+
+
+def _message_rules(schema: JsonDict) -> None:
+    schema["allOf"] = [
+        {  # a user message always starts a turn, and cannot wait for the next run
+            "if": {"required": ["sendAs"], "properties": {"sendAs": {"const": "user"}}},
+            "then": {
+                "properties": {"delivery": {"enum": list(DELIVERIES["user"])}},
+                "not": {"required": ["triggerTurn"]},
+            },
+        },
+        {
+            "if": {"properties": {"delivery": {"const": "nextTurn"}}},
+            "then": {"properties": {"triggerTurn": {"const": False}}},
+        },
+    ]
+
+
+def _delivery(value: Any, handler: Handler, info: ValidationInfo) -> Any:
+    send_as = info.data.get("send_as")
+    if send_as is None:
+        return value  # sendAs is invalid: its own problem says enough
+    allowed = DELIVERIES[send_as]
+    if value not in allowed:
+        if send_as == "user" and value == "nextTurn":
+            raise problem(
+                f"nextTurn is not possible with sendAs user (allowed: {', '.join(allowed)})"
+            )
+        raise problem(f"must be one of {', '.join(allowed)}")
+    return handler(value)
+
+
+def _trigger_turn(value: Any, handler: Handler, info: ValidationInfo) -> Any:
+    if not isinstance(value, bool):
+        raise problem("must be true or false")
+    if info.data.get("send_as") == "user":
+        raise problem("is not allowed with sendAs user (a user message always starts a turn)")
+    if value and info.data.get("delivery") == "nextTurn":
+        raise problem("true is not possible with delivery nextTurn (it waits for the next run)")
+    return handler(value)
+
+
+class MessageAction(_Action):
+    model_config = ConfigDict(json_schema_extra=_message_rules)
+
+    type: Literal["message"]
+    message: NonBlank = Field(description="Static text, never interpolated.")
+    send_as: Annotated[SendAs, says('must be "custom" or "user"')] = Field("custom", alias="sendAs")
+    delivery: Annotated[Delivery, Wrap(_delivery)]
+    trigger_turn: Annotated[bool, Wrap(_trigger_turn)] = Field(False, alias="triggerTurn")
+    MISSING: ClassVar[Mapping[str, str]] = {
+        **_Action.MISSING,
+        "message": "is required: the static text to deliver",
+        "delivery": "is required: steer, followUp or nextTurn",
+    }
+
+    def request(self) -> ActionRequest:
+        return Message(self.message, self.delivery, self.send_as, self.trigger_turn)
+
+
+def _static_json(value: Any, handler: Handler) -> Any:
+    reason = invalid_json_reason(value)
+    if reason:
+        raise problem(f"must be static JSON data ({reason})")
+    return handler(value)
+
+
+class EmitCustomEventAction(_Action):
+    type: Literal["emit-custom-event"]
+    name: NonBlank
+    data: Annotated[Any, Wrap(_static_json)] = Field(
+        default=None,
+        description="Static JSON data, never interpolated.",
+        json_schema_extra=no_default,
+    )
+    MISSING: ClassVar[Mapping[str, str]] = {
+        **_Action.MISSING,
+        "name": "is required: the custom event's name",
+    }
+
+    def request(self) -> ActionRequest:
+        if "data" not in self.model_fields_set:
+            return EmitCustomEvent(self.name)
+        return EmitCustomEvent(
+            self.name, json.dumps(self.data, ensure_ascii=False, separators=(",", ":"))
+        )
+
+
+ACTION_MODELS: dict[str, type[_Action]] = {
+    model.kind(): model
+    for model in (
+        InterruptAction,
+        ShutdownAction,
+        CompactAction,
+        MessageAction,
+        EmitCustomEventAction,
+    )
+}
+ACTION_KEYS: dict[str, tuple[str, ...]] = {kind: m.keys() for kind, m in ACTION_MODELS.items()}
+assert tuple(ACTION_MODELS) == ACTION_TYPES
+
+
+def validate_action(value: object, event: str | None) -> _Action:
+    """The Action a Hook of `event` owns (None: the Hook's event is itself invalid, and every
+    outcome is possible); `ValidationError` with every problem, placed below the action."""
+    if not isinstance(value, dict):
+        fail([((), problem("must be an object with a `type`"))])
+    kind = value.get("type")
+    if not isinstance(kind, str) or kind not in ACTION_MODELS:
+        one_of = f"one of {', '.join(ACTION_TYPES)}"
+        if "type" not in value:
+            fail([(("type",), problem(f"is required; {one_of}"))])
+        fail([(("type",), problem(f"{json.dumps(kind)} is not an Action type; {one_of}"))])
+    return ACTION_MODELS[kind].model_validate(value, context={"event": event})
+
+
+def _hook_action(value: Any, handler: Handler, info: ValidationInfo) -> _Action:
+    return validate_action(value, info.data.get("event"))
+
+
+Action = Annotated[
+    Union[  # noqa: UP007
+        InterruptAction, ShutdownAction, CompactAction, MessageAction, EmitCustomEventAction
+    ],
+    Field(
+        discriminator="type",
+        description="The owned Action; selected against the owner's own outcome and code, "
+        "delivered best-effort as an Effect.",
+    ),
+    Wrap(_hook_action),
+]
+
+
 def parse_action(
-    value: Any, spec: EventSpec | None, path: str
+    value: object, spec: EventSpec | None, path: str
 ) -> tuple[OwnedAction | None, Problems]:
     """Validate one `action` object owned by a Hook of event `spec` (None when the Hook's event
-    is itself invalid: the outcome check is then skipped). Returns `(action or None, problems)`
-    with every problem found, each with its JSON path."""
-    problems: Problems = []
-
-    def add(sub: str, reason: str) -> None:
-        problems.append((f"{path}{sub}", reason))
-
-    if not isinstance(value, dict):
-        add("", "must be an object with a `type`")
-        return None, problems
-    kind = value.get("type")
-    if not isinstance(kind, str) or kind not in ACTION_KEYS:
-        if "type" not in value:
-            add(".type", f"is required; one of {', '.join(ACTION_TYPES)}")
-        else:
-            add(
-                ".type",
-                f"{json.dumps(kind)} is not an Action type; one of {', '.join(ACTION_TYPES)}",
-            )
-        return None, problems
-    allowed = ACTION_KEYS[kind]
-    for key in value:
-        if key not in allowed:
-            add(
-                member("", key),
-                f"unknown field for Action type {kind} (allowed: {', '.join(allowed)})",
-            )
-
-    # Selector: outcome (required), code (optional, with a possible pairing).
-    outcomes: list[str] = []
-    if "outcome" not in value:
-        add(".outcome", "is required: the owner's Hook Outcome that selects this Action")
-    else:
-        raw = value["outcome"]
-        if isinstance(raw, list) and not raw:
-            add(".outcome", "must not be an empty array")
-        elif not all(isinstance(o, str) for o in _as_list(raw)):
-            add(".outcome", "must be an outcome string or a non-empty array of them")
-        else:
-            possible = spec.outcomes if spec else ("pass", "block", "report")
-            for i, outcome in enumerate(_as_list(raw)):
-                if outcome not in possible:
-                    where = f".outcome[{i}]" if isinstance(raw, list) else ".outcome"
-                    event = f"a {spec.name} Hook" if spec else "a Hook"
-                    add(
-                        where,
-                        f"{json.dumps(outcome)} is not possible for {event} "
-                        f"(possible: {', '.join(possible)})",
-                    )
-                else:
-                    outcomes.append(outcome)
-            if len(outcomes) != len(_as_list(raw)):
-                outcomes = []
-    codes: list[Code] | None = None
-    if "code" in value:
-        raw_code = value["code"]
-        if isinstance(raw_code, list) and not raw_code:
-            add(".code", "must not be an empty array")
-        elif not all(c is None or is_json_number(c) for c in _as_list(raw_code)):
-            add(".code", "must be a number, null, or a non-empty array of them")
-        else:
-            codes = list(_as_list(raw_code))
-            if outcomes and not _pairing_possible(outcomes, codes):
-                add(
-                    ".code",
-                    "has no possible pairing with outcome: pass always has code 0, "
-                    "a failure has a non-zero code or null",
-                )
-
-    request, variant_problems = _parse_request(kind, value)
-    problems += [(f"{path}{sub}", reason) for sub, reason in variant_problems]
-    if problems or request is None:
-        return None, problems
-    return OwnedAction(request, tuple(outcomes), tuple(codes) if codes is not None else None), []
-
-
-def _parse_request(kind: str, value: dict[str, Any]) -> tuple[ActionRequest | None, Problems]:
-    problems: Problems = []
-
-    def add(sub: str, reason: str) -> None:
-        problems.append((sub, reason))
-
-    def optional_bool(key: str) -> bool:
-        raw = value.get(key, False)
-        if not isinstance(raw, bool):
-            add(f".{key}", "must be true or false")
-            return False
-        return raw
-
-    if kind == "interrupt":
-        return Interrupt(), problems
-    if kind == "shutdown":
-        interrupt = optional_bool("interrupt")
-        return (Shutdown(interrupt=interrupt) if not problems else None), problems
-    if kind == "compact":
-        instructions = value.get("instructions")
-        if "instructions" in value and not isinstance(instructions, str):
-            add(".instructions", "must be a string")
-            return None, problems
-        return Compact(instructions=instructions), problems
-    if kind == "message":
-        return _parse_message(value)
-    # emit-custom-event
-    name = value.get("name")
-    if "name" not in value:
-        add(".name", "is required: the custom event's name")
-    elif _blank(name):
-        add(".name", "must be a string with at least one non-whitespace character")
-    data_json = None
-    if "data" in value:
-        reason = invalid_json_reason(value["data"])
-        if reason:
-            add(".data", f"must be static JSON data ({reason})")
-        else:
-            data_json = json.dumps(value["data"], ensure_ascii=False, separators=(",", ":"))
-    if problems:
-        return None, problems
-    # No problems: `name` is a non-blank string.
-    return EmitCustomEvent(name=cast(str, name), data_json=data_json), problems
-
-
-def _parse_message(value: dict[str, Any]) -> tuple[Message | None, Problems]:
-    problems: Problems = []
-
-    def add(sub: str, reason: str) -> None:
-        problems.append((sub, reason))
-
-    message = value.get("message")
-    if "message" not in value:
-        add(".message", "is required: the static text to deliver")
-    elif _blank(message):
-        add(".message", "must be a string with at least one non-whitespace character")
-    send_as = value.get("sendAs", "custom")
-    if not isinstance(send_as, str) or send_as not in DELIVERIES:
-        add(".sendAs", 'must be "custom" or "user"')
-        send_as = None
-    delivery = value.get("delivery")
-    if "delivery" not in value:
-        add(".delivery", "is required: steer, followUp or nextTurn")
-    elif send_as is not None and delivery not in DELIVERIES[send_as]:
-        allowed = ", ".join(DELIVERIES[send_as])
-        if send_as == "user" and delivery == "nextTurn":
-            add(".delivery", f"nextTurn is not possible with sendAs user (allowed: {allowed})")
-        else:
-            add(".delivery", f"must be one of {allowed}")
-    trigger_turn = False
-    if "triggerTurn" in value:
-        raw = value["triggerTurn"]
-        if not isinstance(raw, bool):
-            add(".triggerTurn", "must be true or false")
-        elif send_as == "user":
-            add(
-                ".triggerTurn",
-                "is not allowed with sendAs user (a user message always starts a turn)",
-            )
-        elif raw and delivery == "nextTurn":
-            add(
-                ".triggerTurn",
-                "true is not possible with delivery nextTurn (it waits for the next run)",
-            )
-        else:
-            trigger_turn = raw
-    if problems:
-        return None, problems
-    # No problems: `message` is a non-blank string and `delivery` one of DELIVERIES[send_as].
-    return Message(
-        message=cast(str, message),
-        delivery=cast(Delivery, delivery),
-        send_as=send_as,
-        trigger_turn=trigger_turn,
-    ), []
+    is itself invalid). Returns `(action or None, problems)` with every problem found, each
+    with its JSON path."""
+    try:
+        return validate_action(value, spec.name if spec else None).owned(), []
+    except ValidationError as exc:
+        return None, [(json_path(e["loc"], path), e["msg"]) for e in exc.errors()]

@@ -1,225 +1,139 @@
-"""The hooks.json document as pydantic models: the one declaration its JSON Schema is generated
-from (`looprail schema hooks`, `schema.hooks_json_schema()`).
+"""The hooks.json document as pydantic models: the one declaration of the format. They are the
+reader looprail runs (`parsing.validate_hooks_document` turns what they accept into Hooks and
+Presets), each rule words its own problem for people (`_model`), and the JSON Schema is
+generated from them (`looprail schema hooks`, `hooks_json_schema()`).
 
-`parsing.validate_hooks_document` stays the reader looprail runs: it is pydantic-free (native
-hooks load on every loop event) and words each problem for people. The two must agree, and a
-property test (tests/hooks/native/test_schema.py) holds them to it: on generated documents the
-models accept exactly what the reader accepts, and the generated schema accepts exactly what
-the models accept, except for the rules a JSON Schema cannot state. Those are listed in
-`SCHEMA_CANNOT_SAY` and fail with the error type `schema_cannot_say`.
-
-Cross-field rules the models check in validators (an Action's outcomes against its Hook's
-event, `hook_result` filters, a `message` Action's delivery) appear in the schema through each
-model's `json_schema_extra`, next to the validator that enforces them.
+What a JSON Schema cannot state is listed in `SCHEMA_CANNOT_SAY` and fails with the error type
+`schema_cannot_say`. The cross-field rules appear in the schema through each model's
+`json_schema_extra`, next to the rule that enforces them (`cross`).
 """
 
 from __future__ import annotations
 
+import json
 import re
-from typing import Annotated, Any, Literal, Union
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    model_validator,
-)
+from pydantic import ConfigDict, Field, ValidationInfo
+from pydantic import WrapValidator as Wrap
+from pydantic.json_schema import JsonDict, JsonValue
 from pydantic_core import PydanticCustomError
+from pydantic_core.core_schema import ValidatorFunctionWrapHandler as Handler
 
-from looprail.hooks.native.actions import ACTION_KEYS, DELIVERIES, ActionType
+from looprail.hooks.native._model import (
+    SCHEMA_CANNOT_SAY,
+    Context,
+    Doc,
+    Failure,
+    Loc,
+    absent,
+    as_list,
+    cannot_say,
+    fail,
+    problem,
+    says,
+)
+from looprail.hooks.native.actions import Action, is_json_number
 from looprail.hooks.native.events import (
     EVENT_NAMES,
     EVENTS,
     HOOK_RESULT_EXACT_KEYS,
     HOOK_RESULT_FILTER_KEYS,
     OUTCOMES,
-    Outcome,
+    unknown_event_message,
 )
 from looprail.hooks.native.filters import compile_pattern
 from looprail.hooks.native.models import DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS
-from looprail.hooks.native.parsing import REF_RE, SECTION_RE
 
+__all__ = ["SCHEMA_CANNOT_SAY", "HookEntry", "HooksDocument", "PresetEntry", "hooks_json_schema"]
+
+SECTION_RE = re.compile(r"^[^/]+/[^/]+$")
+# A Preset member: `local/name` or `owner/repo/name` (docs/native-hooks.md, Presets).
+REF_RE = re.compile(r"^local/[^/\x00]+$|^(?!local/)[A-Za-z0-9._-]+/[A-Za-z0-9._-]+/[^/\x00]+$")
 # Entry names the reader refuses: they would shadow JavaScript object internals in the host.
 FORBIDDEN_NAMES = ("__proto__", "constructor", "prototype")
 ENTRY_NAME = rf"^(?!(?:{'|'.join(FORBIDDEN_NAMES)})$)[^/\x00]+$"
-# What only the reader (and these models) check; the schema accepts documents that break them.
-SCHEMA_CANNOT_SAY = {
-    "regex": "a filter string compiles as a regular expression",
-    "pairing": "an Action's code can pair with its outcome (pass has 0, a failure non-zero "
-    "or null)",
-    "nested-preset": "a Preset member is not itself a Preset (a rule across entries)",
-}
-BLOCK_EVENTS = [name for name, spec in EVENTS.items() if spec.failure == "block"]
+BLOCK_EVENTS: list[JsonValue] = [name for name, spec in EVENTS.items() if spec.failure == "block"]
+_KEY_HINTS = {"timeout": "timeoutMs", "hook": "event", "command": "shell"}
+IS_BOOL = says("must be true or false")
+DESCRIPTION = "is required and must be a string"
 
-
-def _cannot_say(rule: str, message: str) -> PydanticCustomError:
-    """The error of a `SCHEMA_CANNOT_SAY` rule: its type is `schema_cannot_say`."""
-    return PydanticCustomError(
-        "schema_cannot_say", "{rule}: {message}", {"rule": rule, "message": message}
-    )
-
-
-def _no_default(schema: dict[str, Any]) -> None:
-    schema.pop("default", None)
-
-
-def _unique_items_no_default(schema: dict[str, Any]) -> None:
-    schema.pop("default", None)
-    schema["uniqueItems"] = True  # what `_unique` checks
-
-
-def _absent(**kwargs: Any) -> Any:
-    """An optional member that must not be `null` when present: absent reads as None, and the
-    schema shows no default (None is not a value the file may hold)."""
-    return Field(default=None, json_schema_extra=_no_default, **kwargs)
-
-
-def _non_blank(value: str) -> str:
-    if not value.strip():
-        raise ValueError("must have at least one non-whitespace character")
-    return value
-
-
-def _unique(values: list[Any]) -> list[Any]:
-    if len(set(values)) != len(values):
-        raise ValueError("items must be unique")
-    return values
-
-
-NonBlank = Annotated[str, AfterValidator(_non_blank), Field(json_schema_extra={"pattern": r"\S"})]
-EventName = Literal[EVENT_NAMES]  # type: ignore[valid-type]  # the catalog, as a Literal
 Scalar = Union[str, int, float, bool, None]  # noqa: UP007 - a runtime value, read by pydantic
-Code = Union[int, float, None]  # noqa: UP007
-OutcomeSel = Union[Outcome, Annotated[list[Outcome], Field(min_length=1)]]  # noqa: UP007
-CodeSel = Union[Code, Annotated[list[Code], Field(min_length=1)]]  # noqa: UP007
 FilterValue = Union[Scalar, list[Scalar]]  # noqa: UP007
+EventName = Literal[EVENT_NAMES]  # type: ignore[valid-type]  # the catalog, as a Literal
 
 
-class _Doc(BaseModel):
-    # strict: `1` is not `true`, `"5"` is not `5`; camelCase members have an explicit alias
-    model_config = ConfigDict(
-        extra="forbid",
-        strict=True,
-        frozen=True,
-        allow_inf_nan=False,
-        regex_engine="python-re",  # the reader's `re`, and lookahead for ENTRY_NAME
-    )
+def _unique_items_no_default(schema: JsonDict) -> None:
+    schema.pop("default", None)
+    schema["uniqueItems"] = True  # what `_unique_list` checks
 
 
-# --------------------------------------------------------------------------- Actions
+def _unique_list(pattern: re.Pattern[str], kind: str, bad: str, duplicate: str) -> Wrap:
+    """A list of unique strings matching `pattern`; `bad` and `duplicate` word the problem of
+    one item (`{}` is the item, as JSON)."""
+
+    def check(value: Any, handler: Handler) -> Any:
+        if not isinstance(value, list):
+            raise problem(f"must be an array of {kind}")
+        failures: list[Failure] = []
+        for i, item in enumerate(value):
+            if not isinstance(item, str) or not pattern.fullmatch(item):
+                failures.append(((i,), problem(bad.format(json.dumps(item)))))
+            elif item in value[:i]:
+                failures.append(((i,), problem(duplicate.format(json.dumps(item)))))
+        if failures:
+            fail(failures)
+        return handler(value)
+
+    return Wrap(check)
 
 
-def _as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
+def _filter_problem(key: str, value: object, hook_result: bool) -> str | PydanticCustomError | None:
+    """What is wrong with one value a filter field lists (None: nothing)."""
+    if hook_result and key == "outcome":
+        if value not in OUTCOMES:
+            return f"{json.dumps(value)} is not an outcome (one of {', '.join(OUTCOMES)})"
+    elif hook_result and key in HOOK_RESULT_EXACT_KEYS:  # code
+        if value is not None and not is_json_number(value):
+            return f"{json.dumps(value)} is not an exit code (a number or null)"
+    elif hook_result and not isinstance(value, str):
+        return "must be a regular expression string (or an array of them)"
+    elif not (value is None or isinstance(value, (str, bool)) or is_json_number(value)):
+        return "must be a string, number, boolean or null (or an array of them)"
+    elif isinstance(value, str):
+        try:
+            compile_pattern(value)
+        except re.error as exc:
+            return cannot_say(f"invalid regular expression {json.dumps(value)}: {exc}")
+    return None
 
 
-class _Action(_Doc):
-    outcome: OutcomeSel = Field(description="The owner's Hook Outcome(s) that select this Action.")
-    code: CodeSel = _absent(
-        description="Narrows selection to the owner's exit code: pass has 0, a failure a "
-        "non-zero code or null (timeout, could not start)."
-    )
-
-    @model_validator(mode="after")
-    def _pairing(self) -> _Action:
-        if "code" not in self.model_fields_set:
-            return self
-        codes = _as_list(self.code)
-        outcomes = _as_list(self.outcome)
-        if not any(
-            (c is not None and c == 0) if o == "pass" else (c is None or c != 0)
-            for o in outcomes
-            for c in codes
-        ):
-            raise _cannot_say("pairing", "code has no possible pairing with outcome")
-        return self
-
-
-class InterruptAction(_Action):
-    type: Literal["interrupt"]
+def _filter(value: Any, handler: Handler, info: ValidationInfo) -> Any:
+    """A filter's fields and values; a `hook_result` Hook filters on its own few fields."""
+    if not isinstance(value, dict):
+        raise problem("must be an object of field → pattern or value")
+    hook_result = info.data.get("event") == "hook_result"
+    failures: list[Failure] = []
+    for key, expected in value.items():
+        if hook_result and key not in HOOK_RESULT_FILTER_KEYS:
+            allowed = ", ".join(HOOK_RESULT_FILTER_KEYS)
+            failures.append(
+                ((key,), problem(f"not a hook_result filter field (allowed: {allowed})"))
+            )
+            continue
+        listed = isinstance(expected, list)
+        for i, member in enumerate(as_list(expected)):
+            reason = _filter_problem(key, member, hook_result)
+            if reason is not None:
+                loc: Loc = (key, i) if listed else (key,)
+                failures.append((loc, problem(reason) if isinstance(reason, str) else reason))
+    if failures:
+        fail(failures)
+    return handler(value)
 
 
-class ShutdownAction(_Action):
-    type: Literal["shutdown"]
-    interrupt: bool = False
-
-
-class CompactAction(_Action):
-    type: Literal["compact"]
-    instructions: str = _absent()
-
-
-def _message_rules(schema: dict[str, Any]) -> None:
-    schema["allOf"] = [
-        {  # a user message always starts a turn, and cannot wait for the next run
-            "if": {"required": ["sendAs"], "properties": {"sendAs": {"const": "user"}}},
-            "then": {
-                "properties": {"delivery": {"enum": list(DELIVERIES["user"])}},
-                "not": {"required": ["triggerTurn"]},
-            },
-        },
-        {
-            "if": {"properties": {"delivery": {"const": "nextTurn"}}},
-            "then": {"properties": {"triggerTurn": {"const": False}}},
-        },
-    ]
-
-
-class MessageAction(_Action):
-    model_config = ConfigDict(json_schema_extra=_message_rules)
-
-    type: Literal["message"]
-    message: NonBlank = Field(description="Static text, never interpolated.")
-    send_as: Literal["custom", "user"] = Field("custom", alias="sendAs")
-    delivery: Literal["steer", "followUp", "nextTurn"]
-    trigger_turn: bool = Field(False, alias="triggerTurn")
-
-    @model_validator(mode="after")
-    def _delivery(self) -> MessageAction:
-        if self.delivery not in DELIVERIES[self.send_as]:
-            raise ValueError(f"delivery {self.delivery} is not possible with sendAs user")
-        if self.send_as == "user" and "trigger_turn" in self.model_fields_set:
-            raise ValueError("triggerTurn is not allowed with sendAs user")
-        if self.trigger_turn and self.delivery == "nextTurn":
-            raise ValueError("triggerTurn true is not possible with delivery nextTurn")
-        return self
-
-
-class EmitCustomEventAction(_Action):
-    type: Literal["emit-custom-event"]
-    name: NonBlank
-    data: Any = Field(
-        default=None,
-        description="Static JSON data, never interpolated.",
-        json_schema_extra=_no_default,
-    )
-
-
-Action = Annotated[
-    Union[  # noqa: UP007
-        InterruptAction, ShutdownAction, CompactAction, MessageAction, EmitCustomEventAction
-    ],
-    Field(
-        discriminator="type",
-        description="The owned Action; selected against the owner's own outcome and code, "
-        "delivered best-effort as an Effect.",
-    ),
-]
-ACTION_MODELS: dict[ActionType, type[_Action]] = {
-    "interrupt": InterruptAction,
-    "shutdown": ShutdownAction,
-    "compact": CompactAction,
-    "message": MessageAction,
-    "emit-custom-event": EmitCustomEventAction,
-}
-assert set(ACTION_MODELS) == set(ACTION_KEYS)
-
-
-# --------------------------------------------------------------------------- Hooks and Presets
-
-
-def _outcomes_only(allowed: list[str]) -> dict[str, Any]:
+def _outcomes_only(allowed: list[JsonValue]) -> JsonDict:
     return {
         "properties": {
             "outcome": {
@@ -232,24 +146,24 @@ def _outcomes_only(allowed: list[str]) -> dict[str, Any]:
     }
 
 
-def _hook_rules(schema: dict[str, Any]) -> None:
-    """The Hook's cross-field rules, as the validators below enforce them."""
-    regex_value = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
-    code = {"type": ["number", "null"]}
-    hook_result_filter = {
-        "type": "object",
-        "properties": {
+def _hook_rules(schema: JsonDict) -> None:
+    """The Hook's cross-field rules, as `HookEntry.cross` and the validators enforce them."""
+    regex_value: JsonDict = {
+        "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]
+    }
+    code: JsonDict = {"type": ["number", "null"]}
+    properties: JsonDict = {
+        **{
             key: regex_value for key in HOOK_RESULT_FILTER_KEYS if key not in HOOK_RESULT_EXACT_KEYS
-        }
-        | {
-            "outcome": {
-                "anyOf": [
-                    {"enum": list(OUTCOMES)},
-                    {"type": "array", "items": {"enum": list(OUTCOMES)}},
-                ]
-            },
-            "code": {"anyOf": [code, {"type": "array", "items": code}]},
         },
+        "outcome": {
+            "anyOf": [{"enum": [*OUTCOMES]}, {"type": "array", "items": {"enum": [*OUTCOMES]}}]
+        },
+        "code": {"anyOf": [code, {"type": "array", "items": code}]},
+    }
+    hook_result_filter: JsonDict = {
+        "type": "object",
+        "properties": properties,
         "additionalProperties": False,
     }
     schema["anyOf"] = [{"required": ["shell"]}, {"required": ["action"]}]
@@ -267,102 +181,172 @@ def _hook_rules(schema: dict[str, Any]) -> None:
     ]
 
 
-class HookEntry(_Doc):
+# The order a Hook's problems are listed in ("-": the Hook itself, which needs shell or action).
+_READING_ORDER = [
+    "description",
+    "event",
+    "when",
+    "shell",
+    "-",
+    "filter",
+    "action",
+    "default",
+    "timeoutMs",
+    "maxSelections",
+]
+ShellString = Annotated[str, says("must be a string (a /bin/sh command)")]
+
+
+class HookEntry(Doc):
     """A Hook: runs `when` then `shell` at `event` when `filter` matches."""
 
     model_config = ConfigDict(json_schema_extra=_hook_rules)
 
-    description: str
-    event: EventName
-    filter: dict[str, FilterValue] = _absent(
+    description: Annotated[str, says(DESCRIPTION)]
+    event: Annotated[EventName, says(unknown_event_message)]
+    filter: Annotated[dict[str, FilterValue], Wrap(_filter)] = absent(
         description="ANDed fields of the event candidate; strings are regular expressions, "
         "other scalars match exactly, arrays are any-of."
     )
-    when: str = _absent(description="Precondition /bin/sh command.")
-    shell: str = _absent(
+    when: ShellString = absent(description="Precondition /bin/sh command.")
+    shell: ShellString = absent(
         description="/bin/sh command: exit 0 passes, anything else is the event's failure "
         'kind. Omitted: the canonical "true".'
     )
-    action: Action = _absent()
-    default: bool = True
-    timeout_ms: int = Field(DEFAULT_TIMEOUT_MS, ge=1, le=MAX_TIMEOUT_MS, alias="timeoutMs")
-    max_selections: int = _absent(
+    action: Action = absent()
+    default: Annotated[bool, IS_BOOL] = True
+    timeout_ms: Annotated[int, says(f"must be an integer from 1 to {MAX_TIMEOUT_MS}")] = Field(
+        DEFAULT_TIMEOUT_MS, ge=1, le=MAX_TIMEOUT_MS, alias="timeoutMs"
+    )
+    max_selections: Annotated[int, says("must be a positive integer")] = absent(
         ge=1,
         alias="maxSelections",
         description="Loop guard: the Action is selected at most this many times per run.",
     )
+    MISSING: ClassVar[Mapping[str, str]] = {
+        "description": DESCRIPTION,
+        "event": f"is required; supported events: {', '.join(EVENT_NAMES)}",
+    }
 
-    @model_validator(mode="after")
-    def _rules(self) -> HookEntry:
-        given = self.model_fields_set
-        if "shell" not in given and "action" not in given:
-            raise ValueError('needs "shell" or "action"')
-        if "max_selections" in given and "action" not in given:
-            raise ValueError('maxSelections guards an Action; this Hook has no "action"')
-        if self.action is not None:
-            possible = EVENTS[self.event].outcomes
-            if any(o not in possible for o in _as_list(self.action.outcome)):
-                raise ValueError(f"an Action of a {self.event} Hook selects on {possible}")
-        for key, expected in (self.filter or {}).items():
-            # The field is checked even when it lists no value (`"phase": []`).
-            if self.event == "hook_result" and key not in HOOK_RESULT_FILTER_KEYS:
-                raise ValueError(f"{key} is not a hook_result filter field")
-            for value in _as_list(expected):
-                self._check_filter_value(key, value)
-        return self
+    @classmethod
+    def unknown(cls, key: str) -> str:
+        hint = f'; did you mean "{_KEY_HINTS[key]}"?' if key in _KEY_HINTS else ""
+        return f"unknown field (allowed: {', '.join(HOOK_KEYS)}){hint}"
 
-    def _check_filter_value(self, key: str, value: Any) -> None:
-        if self.event == "hook_result":
-            if key == "outcome":
-                if value not in OUTCOMES:
-                    raise ValueError(f"{value!r} is not an outcome")
-                return
-            if key == "code":
-                if isinstance(value, (str, bool)):
-                    raise ValueError(f"{value!r} is not an exit code")
-                return
-            if not isinstance(value, str):
-                raise ValueError("a hook_result filter value is a regular expression string")
-        if isinstance(value, str):
-            try:
-                compile_pattern(value)
-            except re.error as exc:
-                raise _cannot_say("regex", f"invalid regular expression: {exc}") from None
+    @classmethod
+    def arrange(
+        cls, value: dict[str, object], failures: list[Failure], context: Context
+    ) -> list[Failure]:
+        """Unknown members first, then in the order people read a Hook (its `when` and `shell`,
+        whether it has either, then what it filters on and does)."""
+
+        def place(failure: Failure) -> int:
+            loc, error = failure
+            if len(loc) == 1 and error.type == "extra_forbidden":
+                return -1
+            return _READING_ORDER.index(str(loc[0]) if loc else "-")
+
+        return sorted(super().arrange(value, failures, context), key=place)
+
+    @classmethod
+    def cross(cls, value: dict[str, object], failed: set[Loc], context: Context) -> list[Failure]:
+        failures: list[Failure] = []
+        if "shell" not in value and "action" not in value:
+            reason = 'needs "shell" or "action" (a Hook without shell runs the canonical "true")'
+            failures.append(((), problem(reason)))
+        if "maxSelections" in value and ("maxSelections",) not in failed and "action" not in value:
+            failures.append(
+                (("maxSelections",), problem('guards an Action; this Hook has no "action"'))
+            )
+        return failures
 
 
-class PresetEntry(_Doc):
+class PresetEntry(Doc):
     """A Preset: enables the listed Hooks together."""
 
-    description: str
+    description: Annotated[str, says(DESCRIPTION)]
     preset: Annotated[
         list[Annotated[str, Field(pattern=REF_RE.pattern)]],
-        AfterValidator(_unique),
+        _unique_list(
+            REF_RE,
+            "hook references",
+            "{} is not a hook reference (local/name or owner/repo/name)",
+            "duplicate reference {}",
+        ),
         Field(json_schema_extra={"uniqueItems": True}),
     ]
-    default: bool = True
+    default: Annotated[bool, IS_BOOL] = True
+    MISSING: ClassVar[Mapping[str, str]] = {"description": DESCRIPTION}
+
+    @classmethod
+    def unknown(cls, key: str) -> str:
+        return (
+            "not allowed on a Preset (a Preset has only "
+            "description, preset and default; a Hook cannot have preset)"
+        )
 
 
-Entry = Union[HookEntry, PresetEntry]  # noqa: UP007
-Section = dict[Annotated[str, Field(pattern=ENTRY_NAME)], Entry]
+HOOK_KEYS = tuple(f.alias or name for name, f in HookEntry.model_fields.items())
+PRESET_KEYS = tuple(PresetEntry.model_fields)
 
 
-# --------------------------------------------------------------------------- the file
+def _entry(value: Any, handler: Handler, info: ValidationInfo) -> HookEntry | PresetEntry:
+    """An entry with `preset` is a Preset, any other a Hook."""
+    if not isinstance(value, dict):
+        fail([((), problem("must be an object (a Hook or a Preset)"))])
+    model = PresetEntry if "preset" in value else HookEntry
+    return model.model_validate(value, context=info.context)
 
 
-def _sections(schema: dict[str, Any]) -> None:
-    # Post-processing, for what the models cannot say in a schema:
-    # - Section names are a pattern, which a model's fields cannot be: `extra` holds the
-    #   Sections and a validator checks their names; here the schema says which names an extra
-    #   member may have.
-    # - pydantic writes a dict with a constrained key as `patternProperties` only, which lets
-    #   any other key through; the entry-name rule is closed with `additionalProperties`.
-    section = dict(schema.pop("additionalProperties"))
-    section["additionalProperties"] = False
+def _entry_name(value: Any, handler: Handler) -> Any:
+    if value in FORBIDDEN_NAMES:
+        raise problem(f"forbidden entry name {json.dumps(value)}")
+    try:
+        return handler(value)
+    except ValueError:
+        raise problem(
+            f"invalid entry name {json.dumps(value)}; names must be non-empty and "
+            "contain neither / nor NUL"
+        ) from None
+
+
+Entry = Annotated[Union[HookEntry, PresetEntry], Wrap(_entry)]  # noqa: UP007
+Section = dict[Annotated[str, Field(pattern=ENTRY_NAME), Wrap(_entry_name)], Entry]
+
+
+def nested_presets(presets: Mapping[str, Sequence[str]]) -> Iterator[tuple[str, int, str]]:
+    """(Preset ref, member index, member ref) for each Preset member that is itself a Preset
+    (nested Presets are not supported; a member that names nothing is fine: it is ignored)."""
+    for ref, members in presets.items():
+        for i, member in enumerate(members):
+            if member in presets:
+                yield ref, i, member
+
+
+NESTED = "references Preset {}; nested Presets are not supported"
+
+
+def _sections(schema: JsonDict) -> None:
+    # Section names are a pattern (`extra` holds the Sections), and pydantic's
+    # `patternProperties` for a constrained key would let any other key through.
+    section = schema.pop("additionalProperties")
+    assert isinstance(section, dict)
+    section = {**section, "additionalProperties": False}
     schema["patternProperties"] = {"^local$": section, SECTION_RE.pattern: section}
     schema["additionalProperties"] = False
 
 
-class HooksDocument(_Doc):
+_MEMBERS = ("$schema", "repos", "local")  # what is not an owner/repo Section
+
+
+def declared_repos(document: Mapping[str, object]) -> tuple[str, ...]:
+    """The valid owner/repo names of a document's `repos`, each once."""
+    repos = document.get("repos")
+    listed = repos if isinstance(repos, list) else []
+    return tuple(dict.fromkeys(r for r in listed if isinstance(r, str) and SECTION_RE.fullmatch(r)))
+
+
+class HooksDocument(Doc):
     """Global ~/.looprail/hooks.json and project .looprail/hooks.json: Sections `local` and
     `owner/repo` of named Hooks and Presets."""
 
@@ -371,31 +355,88 @@ class HooksDocument(_Doc):
     )
     __pydantic_extra__: dict[str, Section] = Field(init=False)
 
-    schema_: str = _absent(alias="$schema")
+    schema_: Annotated[str, says("must be a string")] = absent(alias="$schema")
     repos: Annotated[
         list[Annotated[str, Field(pattern=SECTION_RE.pattern)]],
-        AfterValidator(_unique),
+        _unique_list(
+            SECTION_RE,
+            "unique owner/repo strings",
+            "{} is not an owner/repo string",
+            "duplicate repository {}",
+        ),
         Field(
             default=None,
             description="owner/repo Sections this (project) file may hold.",
             json_schema_extra=_unique_items_no_default,
         ),
     ]
+    NOT_AN_OBJECT: ClassVar[str] = "top level is not a JSON object"
 
-    @model_validator(mode="after")
-    def _section_names_and_presets(self) -> HooksDocument:
-        sections = self.__pydantic_extra__ or {}
-        for name in sections:
-            if name != "local" and not SECTION_RE.fullmatch(name):
-                raise ValueError(f'section {name!r} is not "local" or owner/repo')
-        kinds = {
-            f"{section}/{name}": entry
-            for section, entries in sections.items()
-            for name, entry in entries.items()
+    def sections(self) -> dict[str, dict[str, HookEntry | PresetEntry]]:
+        """The Sections, in file order."""
+        return dict(self.__pydantic_extra__ or {})
+
+    @classmethod
+    def arrange(
+        cls, value: dict[str, object], failures: list[Failure], context: Context
+    ) -> list[Failure]:
+        """In file order, each Section's own problem first; a Section or an entry with an
+        invalid name is not looked into. Presets are checked across entries when all else is
+        valid."""
+        bad: set[Loc] = {
+            (name,) for name in value if name not in _MEMBERS and not SECTION_RE.fullmatch(name)
         }
-        for entry in kinds.values():
-            if isinstance(entry, PresetEntry):
-                for ref in entry.preset:
-                    if isinstance(kinds.get(ref), PresetEntry):
-                        raise _cannot_say("nested-preset", f"{ref} is a Preset")
-        return self
+        bad_entries = {loc[:2] for loc, _ in failures if loc[2:] == ("[key]",)}
+        kept = cls.cross(value, bad, context)
+        for loc, error in failures:
+            if loc[:1] in bad or (loc[:2] in bad_entries and loc[2:] != ("[key]",)):
+                continue
+            if len(loc) == 1 and loc[0] not in ("$schema", "repos"):
+                error = problem(f"section {json.dumps(loc[0])} must be an object of named entries")
+            kept.append((loc, error))
+        order = {key: i for i, key in enumerate(value)} | {"$schema": -2, "repos": -1}
+        kept.sort(key=lambda f: (order[str(f[0][0])] if f[0] else -3, len(f[0]) > 1))
+        return kept
+
+    @classmethod
+    def cross(cls, value: dict[str, object], failed: set[Loc], context: Context) -> list[Failure]:
+        """Section names (`failed`: the invalid ones), and the project file's `repos`."""
+        repos = declared_repos(value)
+        failures: list[Failure] = []
+        for name in value:
+            if name in _MEMBERS:
+                continue
+            if (name,) in failed:
+                expected = 'expected "local" or owner/repo'
+                reason = f"section {json.dumps(name)} is not a valid source; {expected}"
+                failures.append(((name,), problem(reason)))
+            elif context.get("scope") == "project" and name not in repos:
+                reason = (
+                    f'repository section {json.dumps(name)} is not declared in this file\'s "repos"'
+                )
+                failures.append(((name,), problem(reason)))
+        return failures
+
+    def whole(self) -> list[Failure]:
+        """A Preset member may not be a Preset (checked once all else is valid)."""
+        presets = {
+            f"{section}/{name}": entry.preset
+            for section, body in self.sections().items()
+            for name, entry in body.items()
+            if isinstance(entry, PresetEntry)
+        }
+        return [
+            ((*ref.rsplit("/", 1), "preset", i), cannot_say(NESTED.format(json.dumps(member))))
+            for ref, i, member in nested_presets(presets)
+        ]
+
+
+SCHEMA_URI = "https://json-schema.org/draft/2020-12/schema"
+
+
+def hooks_json_schema() -> JsonDict:
+    """JSON Schema (draft 2020-12) of hooks.json, for editors, generated from
+    `HooksDocument`. `looprail hooks validate` is the authority: it also checks what a schema
+    cannot say (`SCHEMA_CANNOT_SAY`: regular expressions compile, an Action's `code` can pair
+    with its `outcome`, Preset members are not Presets)."""
+    return {"$schema": SCHEMA_URI, **HooksDocument.model_json_schema(by_alias=True)}

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from looprail.hooks.native.actions import ActionRequest, ActionType, EmitCustomEvent
 from looprail.hooks.native.config import NativeHook, NativeHookSet
@@ -39,12 +39,8 @@ from looprail.hooks.native.events import (
 )
 from looprail.hooks.native.filters import filter_matches
 from looprail.hooks.native.report import ReportRow
-from looprail.runtime.process import escape_untrusted, run_bounded, tail
-
-_OUTPUT_CAP = 64 * 1024  # hook output is never interpreted; keep only enough for a stderr tail
-
-
-# --------------------------------------------------------------------------- results
+from looprail.hooks.native.shell import ShellRun, run_hook_shell
+from looprail.runtime.process import escape_untrusted
 
 
 @dataclass(frozen=True)
@@ -86,8 +82,12 @@ class Effect:
     def type(self) -> ActionType:
         return self.request.type
 
-    def to_json(self) -> dict[str, Any]:
-        out = {"hookRef": self.hook_ref, "event": self.event, "action": self.request.to_json()}
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "hookRef": self.hook_ref,
+            "event": self.event,
+            "action": self.request.to_json(),
+        }
         if self.origin_ref is not None:
             out["originRef"] = self.origin_ref
         return out
@@ -136,50 +136,6 @@ class EffectSink(Protocol):
     delivery is best-effort and can never change an Event Outcome."""
 
     def deliver(self, effect: Effect) -> None: ...
-
-
-# --------------------------------------------------------------------------- shells
-
-
-@dataclass(frozen=True)
-class ShellRun:
-    passed: bool
-    code: int | None  # None: it never exited on its own (timeout, signal, could not start)
-    started: bool
-    detail: str
-    stderr_tail: str = ""
-
-
-def run_hook_shell(command: str, *, env: Mapping[str, str], cwd: Path, timeout_ms: int) -> ShellRun:
-    """Run one `when`/`shell` string under `/bin/sh -c` with stdin closed. The exact strings
-    `true` and `false` are answered without a process (and still count as started)."""
-    if command == "true":
-        return ShellRun(True, 0, True, "exit 0")
-    if command == "false":
-        return ShellRun(False, 1, True, "exit 1")
-    try:
-        run = run_bounded(
-            command,
-            shell=True,
-            timeout_s=timeout_ms / 1000,
-            env=env,
-            cwd=cwd,
-            output_cap=_OUTPUT_CAP,
-        )
-    except (OSError, ValueError) as exc:  # e.g. a NUL byte in the command or the environment
-        return ShellRun(False, None, False, f"could not start: {exc}")
-    if run.spawn_error:
-        return ShellRun(False, None, False, f"could not start: {run.spawn_error}")
-    stderr = escape_untrusted(tail(run.stderr, 2000))
-    if run.timed_out:
-        return ShellRun(False, None, True, f"timed out after {timeout_ms} ms", stderr)
-    if run.exit_code is None or run.exit_code < 0:
-        signal = -(run.exit_code or 0)
-        return ShellRun(False, None, True, f"killed by signal {signal}", stderr)
-    return ShellRun(run.exit_code == 0, run.exit_code, True, f"exit {run.exit_code}", stderr)
-
-
-# --------------------------------------------------------------------------- engine
 
 
 @dataclass(frozen=True)
@@ -236,7 +192,7 @@ class NativeHookEngine:
         with self._lock:
             return self._selections.get(hook_ref, 0)
 
-    def matching(self, event: str, candidate: Mapping[str, Any] | None = None) -> int:
+    def matching(self, event: str, candidate: Mapping[str, object] | None = None) -> int:
         """How many hooks of `event` pass their filter for `candidate`: the hooks an evaluation
         will start (a `when` may still skip one). A filter that cannot be evaluated counts (the
         evaluation fails closed on it)."""
@@ -254,12 +210,10 @@ class NativeHookEngine:
                 count += 1
         return count
 
-    # ----------------------------------------------------------------- evaluate
-
     def evaluate(
         self,
         event: str,
-        candidate: Mapping[str, Any] | None = None,
+        candidate: Mapping[str, object] | None = None,
         env: Mapping[str, str] | None = None,
     ) -> EventEvaluation:
         """Evaluate `event` with the filter `candidate` (see `events.py` builders) and extra
@@ -275,7 +229,7 @@ class NativeHookEngine:
     def _evaluate(
         self,
         spec: EventSpec,
-        payload: dict[str, Any],
+        payload: dict[str, object],
         shell_env: dict[str, str],
         native_event: str,
         origin: NativeHookResult | None,
@@ -283,9 +237,56 @@ class NativeHookEngine:
         hooks = [h for h in self._hooks if h.event == spec.name]
         if not hooks:
             return EventEvaluation(spec.name, "pass", origin_ref=_ref_of(origin))
+        invocations, errors = self._run_all(hooks, spec, payload, shell_env, origin)
+        # The Event Outcome is decided here, from results alone, before any Action.
+        failed = [i.result for i in invocations if i.result.outcome != "pass"]
+        outcome: Outcome = spec.failure if failed or errors else "pass"
+        results: list[NativeHookResult] = []
+        effects: list[Effect] = []
+        rows: list[ReportRow] = []
+        projections: list[EventEvaluation] = []
+        for invocation in invocations:
+            result = self._select(invocation)
+            results.append(result)
+            rows.extend(_rows(result))
+            if result.action_selected:
+                assert invocation.hook.action is not None
+                request = invocation.hook.action.request
+                ref, origin_ref = result.hook_ref, result.origin_ref
+                effects.append(
+                    Effect(ref, result.invocation_id, native_event, spec.name, request, origin_ref)
+                )
+            if origin is None and spec.name != "hook_result":
+                observed = _hook_result_payload(result, spec.name)
+                projected = self._evaluate(
+                    EVENTS["hook_result"], observed, shell_env, native_event, origin=result
+                )
+                projections.append(projected)
+                effects.extend(projected.effects)
+                rows.extend(projected.report_rows)
+        return EventEvaluation(
+            event=spec.name,
+            outcome=outcome,
+            reason=_reason(spec, failed, errors) if outcome != "pass" else None,
+            results=tuple(results),
+            effects=tuple(effects),
+            report_rows=tuple(rows),
+            hook_result_evaluations=tuple(projections),
+            errors=tuple(errors),
+            origin_ref=_ref_of(origin),
+        )
+
+    def _run_all(
+        self,
+        hooks: list[NativeHook],
+        spec: EventSpec,
+        payload: dict[str, object],
+        shell_env: dict[str, str],
+        origin: NativeHookResult | None,
+    ) -> tuple[list[_Invocation], list[str]]:
+        """Every hook in order, each even after another failed: filter → `when` → `shell`."""
         exact = HOOK_RESULT_EXACT_KEYS if spec.name == "hook_result" else frozenset()
         env = {**shell_env, **event_environment(spec, payload)}
-
         invocations: list[_Invocation] = []
         errors: list[str] = []
         for hook in hooks:
@@ -298,54 +299,7 @@ class NativeHookEngine:
                 continue
             if invocation is not None:
                 invocations.append(invocation)
-
-        # The Event Outcome is decided here, from results alone, before any Action.
-        failed = [i.result for i in invocations if i.result.outcome != "pass"]
-        outcome: Outcome = spec.failure if failed or errors else "pass"
-        reason = _reason(spec, failed, errors) if outcome != "pass" else None
-
-        results: list[NativeHookResult] = []
-        effects: list[Effect] = []
-        rows: list[ReportRow] = []
-        projections: list[EventEvaluation] = []
-        for invocation in invocations:
-            result = self._select(invocation)
-            results.append(result)
-            rows.extend(_rows(result))
-            if result.action_selected:
-                assert invocation.hook.action is not None
-                effects.append(
-                    Effect(
-                        hook_ref=result.hook_ref,
-                        invocation_id=result.invocation_id,
-                        event=native_event,
-                        hook_event=spec.name,
-                        request=invocation.hook.action.request,
-                        origin_ref=result.origin_ref,
-                    )
-                )
-            if origin is None and spec.name != "hook_result":
-                projected = self._evaluate(
-                    EVENTS["hook_result"],
-                    _hook_result_payload(result, spec.name),
-                    shell_env,
-                    native_event,
-                    origin=result,
-                )
-                projections.append(projected)
-                effects.extend(projected.effects)
-                rows.extend(projected.report_rows)
-        return EventEvaluation(
-            event=spec.name,
-            outcome=outcome,
-            reason=reason,
-            results=tuple(results),
-            effects=tuple(effects),
-            report_rows=tuple(rows),
-            hook_result_evaluations=tuple(projections),
-            errors=tuple(errors),
-            origin_ref=_ref_of(origin),
-        )
+        return invocations, errors
 
     def _invoke(
         self,
@@ -408,8 +362,6 @@ class NativeHookEngine:
             self._selections[hook.ref] = count + 1
         return replace(result, action_selected=True)
 
-    # ----------------------------------------------------------------- deliver
-
     def deliver(
         self,
         effects: Sequence[Effect],
@@ -452,17 +404,12 @@ class NativeHookEngine:
         spec = EVENTS["custom_event"]
         return self._evaluate(spec, payload, self._shell_env(env), spec.name, origin=None)
 
-    # ----------------------------------------------------------------- environment
-
     def _shell_env(self, extra: Mapping[str, str] | None) -> dict[str, str]:
         """Inherited variables minus stale managed ones, then the engine's and the call's."""
         env = {k: v for k, v in os.environ.items() if not is_managed_env(k)}
         env.update(self._env)
         env.update(_checked_env(extra))
         return env
-
-
-# --------------------------------------------------------------------------- helpers
 
 
 def _checked_env(env: Mapping[str, str] | None) -> dict[str, str]:
@@ -483,7 +430,7 @@ def _checked_counts(counts: Mapping[str, int] | None) -> dict[str, int]:
     return dict(counts)
 
 
-def _snapshot(candidate: Mapping[str, Any] | None) -> dict[str, Any]:
+def _snapshot(candidate: Mapping[str, object] | None) -> dict[str, object]:
     """A private JSON copy of the candidate: later changes by the caller cannot reach an
     evaluation, and every value is JSON (paths and other objects become strings)."""
     if candidate is None:
@@ -497,7 +444,7 @@ def _ref_of(result: NativeHookResult | None) -> str | None:
     return result.hook_ref if result is not None else None
 
 
-def _hook_result_payload(result: NativeHookResult, origin_event: str) -> dict[str, Any]:
+def _hook_result_payload(result: NativeHookResult, origin_event: str) -> dict[str, object]:
     return {
         "event": "hook_result",
         "hookRef": result.hook_ref,
@@ -509,20 +456,19 @@ def _hook_result_payload(result: NativeHookResult, origin_event: str) -> dict[st
 
 
 def _rows(result: NativeHookResult) -> list[ReportRow]:
-    rows = []
-    common: dict[str, Any] = {  # the fields both rows share
-        "hook_ref": result.hook_ref,
-        "event": result.event,
-        "outcome": result.outcome,
-        "code": result.code,
-        "origin_ref": result.origin_ref,
-        "origin_outcome": result.origin_outcome,
-    }
-    if result.started:
-        rows.append(ReportRow("hook", duration_s=result.duration_s, **common))
+    row = ReportRow(
+        "hook",
+        result.hook_ref,
+        result.event,
+        result.outcome,
+        result.code,
+        origin_ref=result.origin_ref,
+        origin_outcome=result.origin_outcome,
+    )
+    rows = [replace(row, duration_s=result.duration_s)] if result.started else []
     if result.action_selected or result.guarded:
         rows.append(
-            ReportRow("action", action_type=result.action_type, guarded=result.guarded, **common)
+            replace(row, kind="action", action_type=result.action_type, guarded=result.guarded)
         )
     return rows
 

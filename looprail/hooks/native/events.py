@@ -133,7 +133,7 @@ EVENT_NAMES: tuple[str, ...] = tuple(EVENTS)
 
 # `hook_result` filters may use only these keys; `outcome` and `code` match exactly (the
 # selector semantics Actions use), the others are regular expressions.
-HOOK_RESULT_FILTER_KEYS = ("event", "hookRef", "invocationId", "outcome", "code", "originEvent")
+HOOK_RESULT_FILTER_KEYS = ("event", *(field.key for field in EVENTS["hook_result"].fields))
 HOOK_RESULT_EXACT_KEYS = frozenset({"outcome", "code"})
 
 # Variables the engine sets for every invocation (besides the event's own fields).
@@ -207,19 +207,18 @@ def event_environment(spec: EventSpec, candidate: Mapping[str, Any]) -> dict[str
     return env
 
 
-# --------------------------------------------------------------------------- candidate builders
 # The loop builds candidates with these so that filter keys and variables stay the documented
 # ones. Extra keys are allowed (a filter may use them); `event` is always set by the engine.
 
 
 def point_candidate(
-    point: str, *, phase: str | None = None, wave: int | None = None, **extra: Any
-) -> dict[str, Any]:
+    point: str, *, phase: str | None = None, wave: int | None = None, **extra: object
+) -> dict[str, object]:
     """The candidate of one of the twelve loop points (`wave` only for the wave points)."""
     spec = event_spec(point)
     if spec.name not in POINTS:
         raise ValueError(f"{point!r} is not a loop point; points: {', '.join(POINTS)}")
-    candidate: dict[str, Any] = {"event": point, "point": point, "phase": phase}
+    candidate: dict[str, object] = {"event": point, "point": point, "phase": phase}
     if wave is not None:
         candidate["wave"] = wave
     candidate.update(extra)
@@ -239,8 +238,8 @@ def task_candidate(
     content: Mapping[str, Any] | None = None,
     resolved: bool = False,
     ok: bool | None = None,
-    **extra: Any,
-) -> dict[str, Any]:
+    **extra: object,
+) -> dict[str, object]:
     """The candidate of `task_call` / `task_result`.
 
     `content` is the task's effective content (`action`, `verify`, `acceptanceCriteria`,
@@ -248,7 +247,7 @@ def task_candidate(
     `ok` (task_result only) says whether the executor succeeded."""
     if event not in ("task_call", "task_result"):
         raise ValueError(f"{event!r} is not a task event; use task_call or task_result")
-    candidate: dict[str, Any] = {
+    candidate: dict[str, object] = {
         "event": event,
         "taskId": task_id,
         "trackerId": tracker_id,
@@ -266,7 +265,7 @@ def task_candidate(
     return candidate
 
 
-def loop_settled_candidate(*, status: str, phase: str | None = None, **extra: Any) -> dict:
+def loop_settled_candidate(*, status: str, phase: str | None = None, **extra: object) -> dict:
     """The candidate of `loop_settled`; `status` is how the run ended (`completed`, `halted`,
     `paused`, …)."""
     return {"event": "loop_settled", "status": status, "phase": phase, **extra}

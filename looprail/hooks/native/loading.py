@@ -12,8 +12,6 @@ from looprail.hooks.native.models import CatalogEntry, HooksFile, NativeHook, Na
 from looprail.hooks.native.parsing import _nesting_issues, read_hooks_file
 from looprail.runtime.process import escape_untrusted
 
-# --------------------------------------------------------------------------- locations
-
 
 def global_hooks_path(home: Path | None = None) -> Path:
     return Path(home if home is not None else layout.looprail_home()) / layout.HOOKS_FILE
@@ -21,9 +19,6 @@ def global_hooks_path(home: Path | None = None) -> Path:
 
 def project_hooks_path(project: str | Path) -> Path:
     return Path(layout.project_path(project, layout.HOOKS_FILE))
-
-
-# --------------------------------------------------------------------------- merging + loading
 
 
 def merge_catalog(files: Collection[HooksFile]) -> tuple[CatalogEntry, ...]:
@@ -40,7 +35,6 @@ def merge_catalog(files: Collection[HooksFile]) -> tuple[CatalogEntry, ...]:
 def check_across_files(files: tuple[HooksFile, ...]) -> tuple[HooksFile, ...]:
     """Problems only the merged catalog shows (a Preset naming another file's Preset) make the
     file holding the referencing Preset invalid; repeated until the merge is clean."""
-    files = tuple(files)
     while True:
         issues = _nesting_issues(merge_catalog(files))
         if not issues:

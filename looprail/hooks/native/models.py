@@ -18,7 +18,6 @@ DEFAULT_TIMEOUT_MS = 5000
 MAX_TIMEOUT_MS = 3_600_000
 MAX_FILE_BYTES = 1 << 20
 MAX_JSON_DEPTH = 64
-# --------------------------------------------------------------------------- models
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from looprail.hooks.native.events import Outcome
 from looprail.runtime.process import escape_untrusted
@@ -31,8 +31,8 @@ class ReportRow:
     origin_ref: str | None = None  # reactions: the hook whose result this hook observed
     origin_outcome: Outcome | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {
             "type": self.kind,
             "hookRef": self.hook_ref,
             "event": self.event,

@@ -173,12 +173,12 @@ def test_a_post_point_failure_is_a_report_with_a_single_line_reason(tmp_path):
 
 
 def test_exact_true_and_false_do_not_spawn_but_count_as_rows(tmp_path, monkeypatch):
-    import looprail.hooks.native.engine as engine_module
+    import looprail.hooks.native.shell as shell_module
 
     def no_processes(*args, **kwargs):
         raise AssertionError("a process was started")
 
-    monkeypatch.setattr(engine_module, "run_bounded", no_processes)
+    monkeypatch.setattr(shell_module, "run_bounded", no_processes)
     engine = engine_for({"t": h(shell="true"), "f": h(shell="false")}, tmp_path)
     evaluation = engine.evaluate("task_call", task())
     assert [(r.kind, r.hook_ref, r.outcome) for r in evaluation.report_rows] == [

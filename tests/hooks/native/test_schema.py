@@ -1,7 +1,7 @@
-"""The hooks.json JSON Schema is generated from the document models, and the three agree: the
-reader looprail runs (`validate_hooks_document`), the pydantic models (`HooksDocument`) and
-the generated schema (checked with `jsonschema`), on generated documents, the documented
-examples and the hostile corpus."""
+"""The hooks.json JSON Schema is generated from the document models, and they agree: the reader
+looprail runs (`validate_hooks_document`, which is the pydantic models, `HooksDocument`, with
+the file's scope) and the generated schema (checked with `jsonschema`), on generated documents,
+the documented examples and the hostile corpus."""
 
 from __future__ import annotations
 

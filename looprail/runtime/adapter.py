@@ -1,0 +1,259 @@
+"""What every agent CLI adapter shares: the `Adapter` contract (one non-interactive argv, and
+how to read its output into a `Reply`), the checked `AgentSettings`, and the readers of the
+CLIs' JSON, which is read, never trusted. The four CLIs are in `looprail.runtime.adapters`."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, NoReturn
+
+from looprail.errors import ConfigError
+from looprail.runtime.base import Request, parse_json_object
+
+LONG_PROMPT = "Follow the instructions given on stdin."
+_CONFIG_FILE = ".planning/config.json"
+
+
+@dataclass
+class Reply:
+    """What was read from one invocation's output."""
+
+    final: str = ""  # the agent's last words (final message)
+    session_id: str | None = None
+    # Tokens counted the same way for every CLI: `input_tokens` is every prompt token the
+    # model read, prompt-cache reads and writes included; `cached_input_tokens` is the part
+    # read from the cache (claude and opencode report the two apart, codex and gemini together).
+    input_tokens: int | None = None
+    cached_input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    error: str | None = None  # an error the CLI reported (event or JSON field)
+    error_status: int | None = None  # the HTTP status of that error, when the CLI says it
+    denials: list[str] = field(default_factory=list)  # tool calls the CLI's permissions refused
+    complete: bool = False  # the terminal event / object was seen
+    events: int = 0
+
+
+@dataclass
+class AgentSettings:
+    """`looprail.agents.<name>` in `.planning/config.json`, checked. Every field is optional."""
+
+    binary: str | None = None  # the executable (default: the adapter's)
+    model: str | None = None
+    args: list[str] = field(default_factory=list)  # appended verbatim before the prompt
+    permission_mode: str | None = None  # claude: --permission-mode
+    allowed_tools: list[str] = field(default_factory=list)  # claude: --allowedTools
+    sandbox: str | None = None  # codex: --sandbox
+    approval_mode: str | None = None  # gemini: --approval-mode
+    # USD per million tokens, to estimate the cost of CLIs that report only tokens
+    input_usd_per_mtok: float | None = None
+    output_usd_per_mtok: float | None = None
+
+    _KEYS: ClassVar[dict[str, str]] = {
+        "binary": "binary",
+        "model": "model",
+        "args": "args",
+        "permissionMode": "permission_mode",
+        "allowedTools": "allowed_tools",
+        "sandbox": "sandbox",
+        "approvalMode": "approval_mode",
+        "inputUsdPerMTok": "input_usd_per_mtok",
+        "outputUsdPerMTok": "output_usd_per_mtok",
+    }
+
+    @classmethod
+    def parse(cls, name: str, raw: Mapping[str, object]) -> AgentSettings:
+        """The section `looprail.agents.<name>`, checked key by key (`ConfigError`)."""
+        out = cls()
+        for key, value in raw.items():
+            attr = cls._KEYS.get(key)
+            if attr is None:
+                _bad(name, key, f"unknown setting (known: {', '.join(cls._KEYS)})")
+            elif attr.endswith("_per_mtok"):
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+                if not ok or not value >= 0:  # type: ignore[operator]
+                    _bad(name, key, "must be a number of USD, 0 or more")
+                value = float(value)  # type: ignore[arg-type]
+            elif attr in ("args", "allowed_tools"):
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    _bad(name, key, "must be a list of strings")
+                if attr == "args" and "--" in value:  # what follows would not be options
+                    _bad(name, key, '"--" ends the CLI\'s options: the prompt after it is lost')
+            elif not isinstance(value, str) or not value:
+                _bad(name, key, "must be a non-empty string")
+            setattr(out, attr, value)
+        return out
+
+    def exe(self, default: str) -> str:
+        """The executable: the `binary` setting, else the adapter's."""
+        return self.binary or default
+
+
+def _bad(name: str, key: str, why: str) -> NoReturn:
+    raise ConfigError(_CONFIG_FILE, f"looprail.agents.{name}.{key}: {why}")
+
+
+class Adapter:
+    """One agent CLI: its argv and its output format. Pure: no process, no files."""
+
+    name: ClassVar[str] = ""
+    binary: ClassVar[str] = ""
+    install: ClassVar[str] = ""  # how a user installs and logs in (doctor prints it)
+    version_args: ClassVar[tuple[str, ...]] = ("--version",)
+    # The prompt goes on stdin, never in argv (a CLI that rewrites its arguments, or whose
+    # argv cannot hold a long prompt whole).
+    prompt_on_stdin: ClassVar[bool] = False
+    skill_form: ClassVar[str] = "Run the skill `{name}`."
+    agent_form: ClassVar[str] = "Act as the `{name}` agent."
+    # Every argv is `[binary, *head, *flags, *args, *prompt]`: `head` only in the
+    # non-interactive one; `{prompt}` in a prompt template is the prompt.
+    head: ClassVar[tuple[str, ...]] = ()
+    prompt_args: ClassVar[tuple[str, ...]] = ("--", "{prompt}")
+    interactive_prompt_args: ClassVar[tuple[str, ...]] = ("--", "{prompt}")
+
+    def flags(self, request: Request, s: AgentSettings, *, git: bool, live: bool) -> list[str]:
+        """The options the settings (and `request`) give; `live`: the interactive mode's."""
+        return []
+
+    def argv(self, prompt: str, request: Request, s: AgentSettings, *, git: bool) -> list[str]:
+        """The argv of one non-interactive invocation with `prompt`."""
+        flags = self.flags(request, s, git=git, live=False)
+        return [s.exe(self.binary), *self.head, *flags, *s.args, *_filled(self.prompt_args, prompt)]
+
+    def parse(self, stdout: str, stderr: str = "") -> Reply:
+        """What one invocation's output says."""
+        raise NotImplementedError
+
+    def interactive_argv(
+        self, prompt: str, request: Request, s: AgentSettings, *, git: bool
+    ) -> list[str]:
+        """The argv of the CLI's interactive mode on the user's terminal, `prompt` its first
+        message: the settings of `argv`, none of its non-interactive flags
+        (`run --interactive`, looprail/runtime/interactive.py)."""
+        flags = self.flags(request, s, git=git, live=True)
+        return [s.exe(self.binary), *flags, *s.args, *_filled(self.interactive_prompt_args, prompt)]
+
+    def exit_reason(self, code: int) -> str | None:
+        """What a non-zero exit code means for this CLI, when it means something."""
+        return None
+
+    def readiness(
+        self, project: Path, s: AgentSettings, env: Mapping[str, str]
+    ) -> list[tuple[str, str]]:
+        """`(status, line)` checks `looprail doctor` prints beyond `--version`: what a run in
+        `project` needs from this CLI's own settings ("ok", "warning" or "problem")."""
+        return []
+
+    def long_prompt(self, path: Path) -> tuple[str, list[str], bool]:
+        """A prompt too long for argv: `(short prompt, extra args, send the prompt on stdin)`.
+        Default: piped stdin, which claude -p, codex exec and gemini -p all read as input."""
+        return LONG_PROMPT, [], True
+
+    def permissions(self, s: AgentSettings) -> str:
+        """One line: the permissions an invocation runs with (printed once per run)."""
+        return ""
+
+    def show(self, line: str) -> str | None:
+        """A line of the CLI's stdout as `-v` shows it while the agent works: an event read
+        into words (`event`), a line that is no JSON event as it is; None shows nothing."""
+        ev = parse_json_object(line) if line.lstrip().startswith("{") else None
+        return line if ev is None else self.event(ev)
+
+    def event(self, ev: dict[str, object]) -> str | None:
+        """One JSON event in words; default: the event, cut."""
+        return cut(json.dumps(ev, ensure_ascii=False), 200)
+
+
+def _filled(template: tuple[str, ...], prompt: str) -> list[str]:
+    return [arg.replace("{prompt}", prompt) for arg in template]
+
+
+def cut(text: str, limit: int) -> str:
+    """`text`, cut to `limit` characters with an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def events(stdout: str) -> list[dict[str, object]]:
+    """The JSON objects of a JSON-lines stream; a cut-off last line is skipped."""
+    found = (parse_json_object(line) for line in stdout.splitlines() if line.strip()[:1] == "{")
+    return [obj for obj in found if obj is not None]
+
+
+def brief(value: object, limit: int = 120) -> str:
+    """A tool's input or result in one short line."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return cut(" ".join(text.split()), limit)
+
+
+def obj(value: object) -> dict[str, object]:
+    """`value` when it is a JSON object, else {}."""
+    return value if isinstance(value, dict) else {}
+
+
+def items(value: object) -> list[object]:
+    """`value` when it is a JSON array, else []."""
+    return value if isinstance(value, list) else []
+
+
+def text_of(value: object, default: str | None = None) -> str | None:
+    """`value` when it is a string, else `default`."""
+    return value if isinstance(value, str) else default
+
+
+def whole(value: object) -> int | None:
+    """`value` when it is an integer (not a bool), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def number(value: object) -> float | None:
+    """`value` when it is a number (not a bool), else None."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return float(value) if ok else None  # type: ignore[arg-type]
+
+
+def add(a: int | None, *values: object) -> int | None:
+    """`a` plus every integer of `values`; None while none of them is one."""
+    for value in values:
+        b = whole(value)
+        if b is not None:
+            a = (a or 0) + b
+    return a
+
+
+def read_json(path: Path) -> dict[str, object]:
+    """A JSON object file (comments allowed, as the CLIs allow them), or {}."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return {}
+    return obj(parse_json_object(re.sub(r"^\s*//.*$", "", text, flags=re.M)))
+
+
+def json_block(text: str) -> dict[str, object] | None:
+    """The JSON object in `text`: all of it, or the last block that starts with `{` at the
+    start of a line (Gemini CLI prints a stack trace before its JSON error)."""
+    starts = [m.start() for m in re.finditer(r"^\{", text, flags=re.M)]
+    for start in (0, *reversed(starts)):
+        found = parse_json_object(text[start:])
+        if found is not None:
+            return found
+    return None
+
+
+def classify(error: str, status: int | None = None) -> str:
+    """A short label for a CLI error: rate limited, not authenticated, or just error (by the
+    HTTP status when the CLI reported one, else by the words of the message)."""
+    if status == 429:
+        return "rate limited"
+    if status in (401, 403):
+        return "not authenticated"
+    low = error.lower()
+    if any(word in low for word in ("429", "rate limit", "rate_limit", "quota")):
+        return "rate limited"
+    if any(word in low for word in ("401", "auth", "api key", "login")):
+        return "not authenticated"
+    return "error"

@@ -1,0 +1,228 @@
+"""What one unit of work is asked, and where it runs: the `Request` a runtime's `handle`
+receives (serialised as the JSON documented in docs/runtime.md), its parts, and the
+`DispatchContext` beside it. `looprail.runtime.base` re-exports them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic.alias_generators import to_camel
+
+Flavor = Literal["gsd", "msd", "ferrox"]
+RequestKind = Literal[
+    "skill", "agent", "command", "query", "verdict", "phase", "task", "message", "compact"
+]
+
+PROTOCOL_VERSION = 1
+
+
+def step_of(point: str) -> str:
+    """The loop step a point belongs to: `execute:wave:pre` → `execute`."""
+    return point.split(":", 1)[0]
+
+
+class Frozen(BaseModel):
+    """A frozen model that refuses unknown fields."""
+
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+
+
+class DispatchContext(Frozen):
+    """Where a unit of work runs: the project, the phase, and the hook that asked for it."""
+
+    project: Path
+    phase_number: str
+    phase_dir: Path | None = None
+    point: str | None = None
+    cap_id: str | None = None
+    flavor: Flavor = "gsd"
+    plan_id: str | None = None
+    task_id: str | None = None
+    wave: int | None = None
+    # A host tool (`gsd_run`, …) that receives commands and queries instead of
+    # `.looprail/commands` / `.looprail/checks`; None uses the runtime's own setting.
+    host_tool: str | None = None
+    # Overrides the runtime's per-kind default when set.
+    timeout_s: float | None = None
+    # The folder the work runs in (a plan's git worktree); None is the project itself.
+    workdir: Path | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    # The work may have the user's terminal: an interactive session (`run --interactive`'s
+    # discuss), its streams inherited, nothing captured (looprail/runtime/interactive.py).
+    terminal: bool = False
+
+    @field_validator("phase_number")
+    @classmethod
+    def _phase_number_present(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("phase_number must not be empty")
+        return value
+
+    @field_validator("phase_dir", "workdir")
+    @classmethod
+    def _absolute(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        if value is not None and not value.is_absolute():
+            raise ValueError(f"{info.field_name} must be absolute, got {value}")
+        return value
+
+    @field_validator("timeout_s")
+    @classmethod
+    def _timeout_positive(cls, value: float | None) -> float | None:
+        if value is not None and not value > 0:
+            raise ValueError(f"timeout_s must be positive, got {value}")
+        return value
+
+    @property
+    def step(self) -> str | None:
+        return step_of(self.point) if self.point else None
+
+
+class _Camel(BaseModel):
+    """Python names in code, camelCase in the JSON a unit of work reads."""
+
+    model_config = ConfigDict(
+        defer_build=True,
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+    )
+
+
+class TaskWork(_Camel):
+    """One task of a plan, with its content already final (inline PLAN.md or tracker-resolved)."""
+
+    plan_id: str
+    task_id: str
+    index: int
+    name: str
+    type: str = "auto"
+    files: tuple[str, ...] = ()
+    read_first: tuple[str, ...] = ()
+    action: str = ""
+    verify: str = ""
+    acceptance_criteria: tuple[str, ...] = ()
+    done: str = ""
+    tracker_id: str | None = None
+    resolved_by_tracker: bool = False
+    # What the executor needs of its plan beside the task (the reference's vocabulary): the
+    # plan's `<objective>`, `<interfaces>` and `<threat_model>` as written, the ones it has.
+    plan_sections: dict[str, str] = {}
+
+    @property
+    def key(self) -> str:
+        return f"{self.plan_id}/{self.task_id}"
+
+
+class PhaseRef(_Camel):
+    number: str
+    dir: str | None
+
+
+class VerdictAsk(_Camel):
+    ref: str
+    prompt: str = ""
+
+
+class MessageAsk(_Camel):
+    text: str
+    send_as: str
+    delivery: str
+    trigger_turn: bool
+
+
+# Keys present only for the kinds that use them (absent, not null, elsewhere).
+_KIND_SPECIFIC = ("role", "step", "words", "role_context", "task", "verdict", "message")
+
+
+class Request(_Camel):
+    """What one unit of work is asked to do; the JSON on an executable's stdin (docs/runtime.md).
+    Scripted outcomes in tests receive the same value."""
+
+    protocol: int = PROTOCOL_VERSION
+    kind: RequestKind
+    name: str
+    project: str
+    point: str | None
+    cap_id: str | None
+    flavor: Flavor
+    phase: PhaseRef
+    plan_id: str | None = None
+    task_id: str | None = None
+    wave: int | None = None
+    role: str | None = None
+    step: str | None = None
+    words: tuple[str, ...] | None = None
+    role_context: dict[str, tuple[str, ...]] | None = None
+    task: TaskWork | None = None
+    verdict: VerdictAsk | None = None
+    message: MessageAsk | None = None
+    instructions: str | None = None
+
+    def to_json(self) -> str:
+        body = self.model_dump(mode="json", by_alias=True)
+        for key in _KIND_SPECIFIC:
+            alias = to_camel(key)
+            if body.get(alias) is None:
+                body.pop(alias, None)
+        if self.kind != "compact":
+            body.pop("instructions", None)
+        return json.dumps(body, ensure_ascii=False, sort_keys=False)
+
+
+def build_request(kind: RequestKind, name: str, ctx: DispatchContext, **extra: Any) -> Request:
+    """The request for one unit of work: the context's common fields, then kind-specific ones
+    (which may override `plan_id`/`task_id`/`wave`)."""
+    where = {"plan_id": ctx.plan_id, "task_id": ctx.task_id, "wave": ctx.wave}
+    return Request(
+        kind=kind,
+        name=name,
+        project=str(ctx.project),
+        point=ctx.point,
+        cap_id=ctx.cap_id,
+        flavor=ctx.flavor,
+        phase=PhaseRef(number=ctx.phase_number, dir=str(ctx.phase_dir) if ctx.phase_dir else None),
+        **(where | extra),
+    )
+
+
+_SEND_AS = ("custom", "user")
+_DELIVERIES = ("steer", "followUp", "nextTurn")
+
+
+def message_ask(text: str, *, send_as: str, delivery: str, trigger_turn: bool) -> MessageAsk:
+    """A message Action's delivery, checked (an invalid combination is a caller's bug). A user
+    message always starts a turn, whatever `trigger_turn` says."""
+    if send_as not in _SEND_AS:
+        raise ValueError(f"send_as must be one of {_SEND_AS}, got {send_as!r}")
+    if delivery not in _DELIVERIES:
+        raise ValueError(f"delivery must be one of {_DELIVERIES}, got {delivery!r}")
+    if send_as == "user" and delivery == "nextTurn":
+        raise ValueError("a user message cannot use delivery nextTurn")
+    if delivery == "nextTurn" and trigger_turn:
+        raise ValueError("delivery nextTurn cannot trigger a turn")
+    return MessageAsk(text=text, send_as=send_as, delivery=delivery, trigger_turn=trigger_turn)
+
+
+def verdict_ask(agent_verdict: Mapping[str, Any]) -> VerdictAsk | str:
+    """An `agentVerdict` check as a typed ask, or one line saying why it is unusable."""
+    ref, prompt = agent_verdict.get("ref"), agent_verdict.get("prompt", "")
+    if not isinstance(ref, str) or not ref:
+        return 'agentVerdict has no "ref" naming an agent'
+    if not isinstance(prompt, str):
+        return f'agentVerdict "prompt" for {ref!r} is not a string'
+    return VerdictAsk(ref=ref, prompt=prompt)
+
+
+def checked_words(words: Sequence[str]) -> tuple[str, ...]:
+    """`words` (a command or query split on spaces) as a tuple; anything else is a caller's bug."""
+    if isinstance(words, str):
+        raise TypeError("words is a sequence of words (the command split on spaces), not a str")
+    words = tuple(words)
+    if not words or not all(isinstance(w, str) for w in words):
+        raise ValueError(f"words must be a non-empty sequence of strings, got {words!r}")
+    return words

@@ -1,0 +1,474 @@
+"""One run as the dashboard shows it (`snapshot()["run"]` and the list of runs): its status
+(a `running` run whose lock nobody holds was interrupted), waves and tasks, the hooks at each
+point and what they did, its answers, where it stopped and the command that continues it."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict, TypeGuard
+
+from looprail.diagrams.graph import crossed_points, hook_summary
+from looprail.machine.answers import latest
+from looprail.store import EventRow, RunRow, TaskRow, is_run_id
+from looprail.store.lock import LockInfo
+from looprail.store.report import (
+    RunReport,
+    WaveReport,
+    current_halt,
+    format_duration,
+    report_from_rows,
+)
+from looprail.store.summary import duration_ms
+from looprail.ui.logs import task_logs
+
+if TYPE_CHECKING:
+    from looprail.hooks.resolve import Envelope
+
+Envelopes = Mapping[str, "Envelope"]
+
+
+class _Run(TypedDict):
+    id: str
+    phase: str
+    status: str
+    display: str
+    live: bool
+    interrupted: bool
+    startedAt: str
+    endedAt: str | None
+    took: str
+    haltReason: str | None
+
+
+class RunSummary(_Run):
+    """One row of the page's list of runs."""
+
+    tasks: dict[str, int]
+
+
+class TaskView(TypedDict):
+    """A task of a wave's plan: its status, timing, resolver, usage and log files."""
+
+    key: str
+    status: str
+    attempts: int
+    startedAt: str | None
+    endedAt: str | None
+    elapsedMs: int | None
+    elapsed: str
+    resolver: dict[str, object] | None
+    tokens: int | None
+    cost: float | None
+    logFiles: list[str]
+
+
+class PlanView(TypedDict):
+    """A plan of a wave and its tasks."""
+
+    planId: str | None
+    tasks: list[TaskView]
+
+
+class WaveView(TypedDict):
+    """A wave of the run: outcome, timing and plans."""
+
+    wave: int | None
+    outcome: str | None
+    startedAt: str | None
+    endedAt: str | None
+    took: str
+    plans: list[PlanView]
+
+
+class Halt(TypedDict):
+    """Where a stopped run stopped (its last `halted` event)."""
+
+    seq: int
+    ts: str
+    point: str | None
+    capId: str | None
+    taskId: str | None
+    message: str | None
+
+
+class Step(TypedDict):
+    """One transition of the run's path through the chart."""
+
+    source: list[str]
+    target: list[str]
+    event: str | None
+
+
+class AnswerView(TypedDict):
+    """A journaled answer to a checkpoint."""
+
+    seq: int
+    ts: str
+    taskId: str | None
+    kind: str | None
+    text: str | None
+    option: str | None
+    source: str | None
+
+
+class HookResult(TypedDict):
+    """What one hook (or gate verdict) did at a point in this run."""
+
+    wave: int | None
+    outcome: str | None
+    durationMs: int | None
+    took: str
+    message: str | None
+    verdict: bool
+
+
+class HookView(TypedDict):
+    """A hook at a point: its place in dispatch order (None until placed), what it is, and what
+    it did in this run."""
+
+    order: int | None
+    kind: str
+    capId: str | None
+    summary: str
+    blocking: bool
+    onError: object
+    results: list[HookResult]
+
+
+class PointView(TypedDict):
+    """A point the loop crosses, how often this run dispatched it, and its hooks."""
+
+    point: str
+    dispatches: int
+    hooks: list[HookView]
+
+
+_Continue = TypedDict("_Continue", {"continue": str | None})  # a keyword: no class syntax
+
+
+class RunDetail(_Run, _Continue):
+    """The run the page shows: its summary, chart state, answers, points, waves and report."""
+
+    state: list[str]
+    pid: int | None
+    host: str | None
+    halt: Halt | None
+    answers: list[AnswerView]
+    path: list[Step]
+    points: list[PointView]
+    waves: list[WaveView]
+    tasks: dict[str, object]
+    warnings: list[dict[str, object]]
+    resumes: list[dict[str, object]]
+    nativeHooks: list[dict[str, object]]
+
+
+def display_status(run: RunRow, holder: LockInfo | None) -> tuple[str, bool, bool]:
+    """(status to show, live, interrupted): a `running` run that nobody holds the lock for was
+    interrupted (its process is gone)."""
+    if run.status != "running":
+        return run.status, False, False
+    if holder is not None and (holder.run_id in (None, run.id)):
+        return "running", True, False
+    return "interrupted", False, True
+
+
+def _run(run: RunRow, holder: LockInfo | None) -> _Run:
+    shown, live, interrupted = display_status(run, holder)
+    return {
+        "id": run.id,
+        "phase": run.phase,
+        "status": run.status,
+        "display": shown,
+        "live": live,
+        "interrupted": interrupted,
+        "startedAt": run.started_at,
+        "endedAt": run.ended_at,
+        "took": format_duration(duration_ms(run.started_at, run.ended_at)),
+        "haltReason": run.halt_reason,
+    }
+
+
+def run_summary(run: RunRow, task_counts: Mapping[str, int], holder: LockInfo | None) -> RunSummary:
+    """The run's row in the list of runs."""
+    tasks = {"pending": 0, "running": 0, "done": 0, "failed": 0, **task_counts}
+    return {**_run(run, holder), "tasks": tasks}
+
+
+def run_detail(
+    project: Path,
+    capability_dirs: Sequence[str],
+    run: RunRow,
+    events: list[EventRow],
+    tasks: list[TaskRow],
+    holder: LockInfo | None,
+    envelopes: Envelopes | None,
+) -> RunDetail:
+    """Everything the page shows of the run it shows."""
+    report = report_from_rows(run, events, tasks)
+    base = _run(run, holder)
+    logs = task_logs(project, run.id, [t.task_key for t in tasks])
+    finished = {e.task_id: e for e in events if e.kind == "task_finished" and e.task_id}
+    return {
+        **base,
+        "state": run.state,
+        "took": format_duration(report.run.durationMs),
+        "pid": run.pid,
+        "host": run.host,
+        "halt": _current_halt(report),
+        "continue": continue_command(project, capability_dirs, run, base["interrupted"], events),
+        "answers": answers_view(events),
+        "path": [_step(e) for e in events if e.kind == "transition"],
+        "points": points_view(events, envelopes),
+        "waves": [_wave(w, finished, logs, base["live"]) for w in report.waves],
+        "tasks": report.run.tasks.model_dump(mode="json"),
+        "warnings": [w.model_dump(mode="json") for w in report.warnings],
+        "resumes": [r.model_dump(mode="json") for r in report.resumes],
+        "nativeHooks": [h.model_dump(mode="json", exclude={"data"}) for h in report.nativeHooks],
+    }
+
+
+def _wave(
+    wave: WaveReport,
+    finished: Mapping[str, EventRow],
+    logs: Mapping[str, list[tuple[str, Path]]],
+    live: bool,
+) -> WaveView:
+    now = datetime.now(UTC).isoformat()
+    plans: list[PlanView] = []
+    for plan in wave.plans:
+        rows: list[TaskView] = []
+        for task in plan.tasks:
+            tokens, cost = _usage(finished.get(task.key))
+            elapsed = task.durationMs
+            if elapsed is None and task.startedAt and task.status == "running" and live:
+                elapsed = duration_ms(task.startedAt, now)
+            rows.append(
+                {
+                    "key": task.key,
+                    "status": task.status,
+                    "attempts": task.attempts,
+                    "startedAt": task.startedAt,
+                    "endedAt": task.endedAt,
+                    "elapsedMs": elapsed,
+                    "elapsed": format_duration(elapsed),
+                    "resolver": task.resolver.model_dump(mode="json") if task.resolver else None,
+                    "tokens": tokens,
+                    "cost": cost,
+                    "logFiles": [name for name, _ in logs.get(task.key, [])],
+                }
+            )
+        plans.append({"planId": plan.planId, "tasks": rows})
+    return {
+        "wave": wave.wave,
+        "outcome": wave.outcome,
+        "startedAt": wave.startedAt,
+        "endedAt": wave.endedAt,
+        "took": format_duration(wave.durationMs),
+        "plans": plans,
+    }
+
+
+def _step(e: EventRow) -> Step:
+    event = e.data.get("event")
+    return {
+        "source": _states(e.data.get("source")),
+        "target": _states(e.data.get("target")),
+        "event": event if isinstance(event, str) else None,
+    }
+
+
+def _current_halt(report: RunReport) -> Halt | None:
+    """Where a stopped run stopped: the store's `current_halt`."""
+    halt = current_halt(report) if report.run.status in ("halted", "paused", "failed") else None
+    if halt is None:
+        return None
+    return {
+        "seq": halt.seq,
+        "ts": halt.ts,
+        "point": halt.point,
+        "capId": halt.capId,
+        "taskId": halt.taskId,
+        "message": halt.message,
+    }
+
+
+def _states(value: object) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def _number(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _usage(event: EventRow | None) -> tuple[int | None, float | None]:
+    """(tokens, cost) of a finished task, when its runtime reported them (`tokens`,
+    `usage.{input,output}_tokens`, `cost`/`cost_usd`/`costUsd` in the event's data)."""
+    data = (event.data or {}) if event is not None else {}
+    tokens, usage = data.get("tokens"), data.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+    if tokens is None and usage:
+        parts = [p for k in ("input_tokens", "output_tokens") if isinstance(p := usage.get(k), int)]
+        if parts:
+            tokens = sum(parts)
+        elif isinstance(usage.get("total_tokens"), int):
+            tokens = usage["total_tokens"]
+    costs = (data.get(k, usage.get(k)) for k in ("cost", "cost_usd", "costUsd", "total_cost_usd"))
+    cost = next((float(c) for c in costs if _number(c)), None)
+    return (int(tokens) if _number(tokens) else None), cost
+
+
+# -- points ----------------------------------------------------------------------------------
+
+
+def points_view(events: list[EventRow], envelopes: Envelopes | None) -> list[PointView]:
+    """Every point the loop crosses, in loop order, with its active hooks in contract order
+    (the resolver's dispatch order) and what each did in this run. Hooks the run dispatched
+    that the current manifests no longer declare (or that were loaded without
+    `--capabilities`) follow, in the order they ran."""
+    dispatches: dict[str, int] = {}
+    ran: dict[str, list[EventRow]] = {}
+    for e in events:
+        if e.point is None:
+            continue
+        if e.kind == "point":
+            dispatches[e.point] = dispatches.get(e.point, 0) + 1
+        elif e.kind in ("hook", "gate_verdict"):
+            ran.setdefault(e.point, []).append(e)
+    order = list(crossed_points())
+    order += [p for p in list(dispatches) + list(ran) if p not in order]
+    points: list[PointView] = []
+    for point in dict.fromkeys(order):
+        env = (envelopes or {}).get(point)
+        active = (env.get("activeHooks") if env else None) or ()
+        hooks = [_active_hook(i + 1, hook) for i, hook in enumerate(active)]
+        unmatched: list[HookView] = []
+        for e in ran.get(point, ()):
+            target = _hook_of(e, hooks) or _hook_of(e, unmatched)
+            if target is None:
+                target = _unknown_hook(e)
+                unmatched.append(target)
+            target["results"].append(_result(e))
+        for extra in unmatched:
+            extra["order"] = len(hooks) + 1
+            hooks.append(extra)
+        points.append({"point": point, "dispatches": dispatches.get(point, 0), "hooks": hooks})
+    return points
+
+
+def _active_hook(order: int, hook: Mapping[str, object]) -> HookView:
+    return {
+        "order": order,
+        "kind": str(hook.get("kind")),
+        "capId": str(hook.get("capId")),
+        "summary": hook_summary(hook),
+        "blocking": hook.get("blocking") is True,
+        "onError": hook.get("onError"),
+        "results": [],
+    }
+
+
+def _unknown_hook(e: EventRow) -> HookView:
+    """A hook the run dispatched that the current manifests do not declare."""
+    data = e.data or {}
+    label, on_error = data.get("label"), data.get("onError")
+    return {
+        "order": None,
+        "kind": e.hook_kind or ("gate" if e.kind == "gate_verdict" else "?"),
+        "capId": e.cap_id,
+        "summary": label if isinstance(label, str) else "",
+        "blocking": data.get("blocking") is True,
+        "onError": on_error if isinstance(on_error, str) else None,
+        "results": [],
+    }
+
+
+def _hook_of(e: EventRow, hooks: list[HookView]) -> HookView | None:
+    """The hook of `hooks` that event `e` is a result of (a gate's verdict: its capability's
+    first hook)."""
+    verdict = e.kind == "gate_verdict"
+    return next(
+        (h for h in hooks if h["capId"] == e.cap_id and (verdict or h["kind"] == e.hook_kind)),
+        None,
+    )
+
+
+def _result(e: EventRow) -> HookResult:
+    return {
+        "wave": e.wave,
+        "outcome": e.outcome,
+        "durationMs": e.duration_ms,
+        "took": format_duration(e.duration_ms),
+        "message": e.message,
+        "verdict": e.kind == "gate_verdict",
+    }
+
+
+# -- what to do next -------------------------------------------------------------------------
+
+
+def caps_args(capability_dirs: Sequence[str]) -> str:
+    """` --capabilities DIR` for each capability folder, quoted for a shell."""
+    return "".join(f" --capabilities {shlex.quote(str(d))}" for d in capability_dirs)
+
+
+def continue_command(
+    project: Path,
+    capability_dirs: Sequence[str],
+    run: RunRow,
+    interrupted: bool,
+    events: Sequence[EventRow] = (),
+) -> str | None:
+    """The command that continues `run`, or None when there is nothing to continue. A run
+    paused at a checkpoint continues with `--approve TASK`, unless the checkpoint has been
+    answered since (from the dashboard or `looprail answer`): the resumed run uses the
+    answer."""
+    if run.status in ("shipped", "failed"):
+        return None
+    if run.status == "running" and not interrupted:
+        return None  # live: it is going on right now
+    if not is_run_id(run.id):
+        return None  # never print a planted id as a command to copy
+    cmd = (
+        f"looprail resume {shlex.quote(run.id)} --project {shlex.quote(str(project))}"
+        f"{caps_args(capability_dirs)}"
+    )
+    if run.status == "paused" and run.halt_reason:
+        match = re.search(r"--approve (\S+)", run.halt_reason)
+        if match and not _answered(events, match.group(1)):
+            cmd += f" --approve {shlex.quote(match.group(1))}"
+    return cmd
+
+
+def _answered(events: Sequence[EventRow], task_id: str) -> bool:
+    last = latest(events, task_id)
+    return last is not None and last.kind == "answer"
+
+
+def answers_view(events: Sequence[EventRow]) -> list[AnswerView]:
+    """The run's journaled answers to checkpoints, oldest first: the task, what the answer
+    meant (approved, chosen, issues, value, withheld), the text as journaled (a secret's is
+    "answer withheld": its value is never in the journal), the chosen option, and where it
+    came from (terminal, dashboard, `looprail answer`, …)."""
+    out: list[AnswerView] = []
+    for e in events:
+        if e.kind != "answer":
+            continue
+        data = e.data or {}
+        option, source = data.get("option"), data.get("source")
+        out.append(
+            {
+                "seq": e.seq,
+                "ts": e.ts,
+                "taskId": e.task_id,
+                "kind": e.outcome,
+                "text": e.message,
+                "option": option if isinstance(option, str) else None,
+                "source": source if isinstance(source, str) else None,
+            }
+        )
+    return out
