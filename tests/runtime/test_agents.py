@@ -140,7 +140,7 @@ def test_an_unknown_agent_is_a_usage_error_naming_the_choices(project: Path, cap
         ),
         (  # the prompt comes after the args: a "--" there would make it a positional
             {"agent": "gemini", "agents": {"gemini": {"args": ["--debug", "--"]}}},
-            ".planning/config.json: looprail.agents.gemini.args: \"--\" ends the CLI's options",
+            '.planning/config.json: looprail.agents.gemini.args: "--" ends the CLI\'s options',
         ),
         (
             {"agent": "claude", "worktrees": "yes"},
