@@ -84,17 +84,6 @@ class WaveView(TypedDict):
     plans: list[PlanView]
 
 
-class Halt(TypedDict):
-    """Where a stopped run stopped (its last `halted` event)."""
-
-    seq: int
-    ts: str
-    point: str | None
-    capId: str | None
-    taskId: str | None
-    message: str | None
-
-
 class Step(TypedDict):
     """One transition of the run's path through the chart."""
 
@@ -156,7 +145,7 @@ class RunDetail(_Run, _Continue):
     state: list[str]
     pid: int | None
     host: str | None
-    halt: Halt | None
+    halt: dict[str, object] | None  # the report's NoteRow, as warnings are
     answers: list[AnswerView]
     path: list[Step]
     points: list[PointView]
@@ -282,19 +271,10 @@ def _step(e: EventRow) -> Step:
     }
 
 
-def _current_halt(report: RunReport) -> Halt | None:
-    """Where a stopped run stopped: the store's `current_halt`."""
+def _current_halt(report: RunReport) -> dict[str, object] | None:
+    """Where a stopped run stopped: the store's `current_halt`, in the report's own shape."""
     halt = current_halt(report) if report.run.status in ("halted", "paused", "failed") else None
-    if halt is None:
-        return None
-    return {
-        "seq": halt.seq,
-        "ts": halt.ts,
-        "point": halt.point,
-        "capId": halt.capId,
-        "taskId": halt.taskId,
-        "message": halt.message,
-    }
+    return None if halt is None else halt.model_dump(mode="json")
 
 
 def _states(value: object) -> list[str]:
