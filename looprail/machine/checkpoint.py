@@ -277,10 +277,10 @@ def _fixup(
         plan_sections={"objective": (plan.objective or "").strip()} if plan.objective else {},
     )
     work = with_answers(runner, plan, work)
-    runner.recorder.task_started(work.key, plan_id=plan.id, wave=wave)
-    runner.progress.line(f"  ↻ {task.id}: fix-up round {round_} for the issues described")
     dctx = runner.dispatcher.context(None, plan_id=plan.id, task_id=work.task_id, wave=wave)
     dctx = secret_env(runner, plan, runner.ctx.workspace.bind(plan.id, dctx))
+    runner.recorder.task_started(work.key, plan_id=plan.id, wave=wave)
+    runner.progress.line(f"  ↻ {task.id}: fix-up round {round_} for the issues described")
     outcome = execute(work, dctx)
     ms = int(outcome.duration_s * 1000)
     status = "done" if outcome.ok else "failed"
@@ -338,12 +338,23 @@ def with_answers(runner: LoopRunner, plan: Plan, work: TaskWork) -> TaskWork:
 
 def secret_env(runner: LoopRunner, plan: Plan, dctx: DispatchContext) -> DispatchContext:
     """The next executor call of `plan` after a secret answer gets it in `$LOOPRAIL_CHECKPOINT_
-    ANSWER`, once; its file under `looprail_home()` (from `looprail answer`) is removed."""
+    ANSWER`, once; its file under `looprail_home()` (from `looprail answer`) is removed. An
+    executor that cannot carry it safely (`WaveExecutor.secret_refusal`) halts the run before
+    the call starts, the secret untouched (its file kept for the resume)."""
     st = runner.checkpoints
     with st.lock:
-        waiting = st.secrets.pop(plan.id, None)
+        waiting = st.secrets.get(plan.id)
     if waiting is None:
         return dctx
+    executor = runner.options.executor
+    refusal = executor.secret_refusal() if executor is not None else None
+    if refusal is not None:
+        raise HaltError(
+            f"{plan.path.name}: the secret answer to checkpoint {waiting[0]} is not sent to "
+            f"{dctx.plan_id}/{dctx.task_id}: {refusal}"
+        )
+    with st.lock:
+        st.secrets.pop(plan.id, None)
     drop_secret(runner.project, runner.recorder.run_id, waiting[0])
     return dctx.model_copy(update={"env": {**dctx.env, SECRET_ENV: waiting[1]}})
 

@@ -40,6 +40,11 @@ class WaveExecutor(Protocol):
         self, runner: LoopRunner, wave: int, plans: Sequence[Plan], done: set[str]
     ) -> list[Settled[None]]: ...
 
+    def secret_refusal(self) -> str | None:
+        """Why a secret checkpoint answer must not be sent where a task's body runs (None: it
+        may; `machine.checkpoint.secret_env` asks just before it would be)."""
+        ...
+
 
 @dataclass(frozen=True)
 class RunOptions:

@@ -15,7 +15,9 @@ submits the plan, each later one is handed to the same worker run once begun her
 (`dask_job.step_name`). The worker reports each start and end on the plan's event topic; a
 finished task carries its outcome, logs and change (files written or removed, and a diff). The
 orchestrator alone journals, merges each change (before the next task begins), writes the
-SUMMARY and dispatches hooks.
+SUMMARY and dispatches hooks. A task's `DispatchContext.env` (a secret checkpoint answer, for
+that call only) travels with its step, and only to a cluster reached over TLS
+(`DaskExecutor.secret_refusal`).
 
 A worker's copy comes from a shared filesystem (the default: the same path on every worker,
 e.g. an NFS mount) or a git remote (`source="git+URL"`: only pushed commits are seen). A worker
@@ -228,6 +230,20 @@ class DaskExecutor:
                 f"--executor {self.spec}: cannot reach the scheduler ({exc})"
             ) from None
 
+    def secret_refusal(self) -> str | None:
+        """Why a secret checkpoint answer must not go to this cluster (None: it may). Its step
+        goes to the scheduler and on to a worker: a LocalCluster is mutual TLS throughout, a
+        `dask://tls://` scheduler unless a worker joined it over TCP; `dask://HOST:PORT` is TCP."""
+        info = self.client.scheduler_info()
+        addresses = [self.client.scheduler.address, *info.get("workers", {})]
+        plain = next((a for a in addresses if not str(a).startswith("tls://")), None)
+        if plain is None:
+            return None
+        return (
+            f"a secret would cross an unencrypted connection ({plain} is plain TCP); "
+            "run on a TLS scheduler (dask://tls://HOST:PORT) or dask-local:N, then resume"
+        )
+
     def __exit__(self, *exc: object) -> None:
         if self.client is not None:
             self._drop(self._topics)  # by now every unsubscription has arrived
@@ -376,6 +392,9 @@ class _PlanRun:
         later = self.plan.tasks[self.plan.tasks.index(task) + 1 :]
         more = any(t.id not in self.done and not t.is_checkpoint for t in later)
         step: Step = {"task": work.task_id, "work": work.model_dump(mode="json"), "more": more}
+        if ctx.env:  # a secret checkpoint answer, for this call only (`checkpoint.secret_env`)
+            step["env"] = dict(ctx.env)
+        handed = self.step
         if self.future is None:
             self.future = self.executor.submit(self, step)
             self.future.add_done_callback(lambda _f: self.inbox.put({"event": "done"}))
@@ -383,7 +402,10 @@ class _PlanRun:
             self._hand_over(step)
         self.step += 1
         self.waiting = more
-        return self._outcome(task)
+        outcome = self._outcome(task)
+        if handed and "env" in step:  # its variable on the scheduler goes once the call ended
+            self._drop_step(handed)
+        return outcome
 
     def _hand_over(self, step: Step) -> None:
         # the dask extra (optional): imported only when a Dask executor runs
@@ -391,6 +413,15 @@ class _PlanRun:
 
         name = step_name(self.channel, self.plan.id, self.step)
         Variable(name, client=self.executor.client).set(step)
+
+    def _drop_step(self, n: int) -> None:
+        """Delete the variable of step `n` on the scheduler (a rerun never reads a finished
+        task's step again)."""
+        # the dask extra (optional): imported only when a Dask executor runs
+        from distributed import Variable
+
+        with contextlib.suppress(Exception):
+            Variable(step_name(self.channel, self.plan.id, n), client=self.executor.client).delete()
 
     def _outcome(self, task: Task) -> Outcome:
         """Wait for the worker's report that `task` finished; merge its change first."""
@@ -459,14 +490,8 @@ class _PlanRun:
                 self.step += 1
             if wait and not self.abandoned.is_set():
                 self.future.result(timeout=_END_WAIT_S)
-        if self.step > 1:
-            # the dask extra (optional): imported only when a Dask executor runs
-            from distributed import Variable
-
-            for n in range(1, self.step):
-                with contextlib.suppress(Exception):
-                    name = step_name(self.channel, self.plan.id, n)
-                    Variable(name, client=self.executor.client).delete()
+        for n in range(1, self.step):
+            self._drop_step(n)
 
 
 def _short(task_id: str) -> str:

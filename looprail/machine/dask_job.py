@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
@@ -32,18 +32,21 @@ def plan_topic(channel: str, plan_id: str) -> str:
 
 def step_name(channel: str, plan_id: str, step: int) -> str:
     """The Dask `Variable` that hands a plan's worker its step `step` (1, 2, ...; step 0 travels
-    in the job): `{"task", "work", "more"}` or `{"end": True}`. A variable, not a queue: a
-    rerun of the plan on another worker reads the step its lost attempt was running again."""
+    in the job): a `Step`. A variable, not a queue: a rerun of the plan on another worker reads
+    the step its lost attempt was running again."""
     return f"{plan_topic(channel, plan_id)}-step-{step}"
 
 
 class Step(TypedDict, total=False):
     """One step for a plan's worker: a task to run (`work` is its `TaskWork` as JSON; `more`:
-    whether another task of the plan may follow), or `end`: the plan has no more tasks."""
+    whether another task of the plan may follow; `env`: its call's `DispatchContext.env`, i.e.
+    a secret checkpoint answer for this call only, `machine.checkpoint.secret_env`), or `end`:
+    the plan has no more tasks."""
 
     task: str
     work: Mapping[str, object]
     more: bool
+    env: dict[str, str]
     end: bool
 
 
@@ -86,7 +89,8 @@ class PlanJob:
     flavor: Flavor
     plan_id: str
     wave: int
-    first: Step
+    # Its `env` may hold a secret: kept out of the repr a worker logs of a failed task.
+    first: Step = field(repr=False)
     host_tool: str | None = None
     timeouts: dict[str, float] | None = None
     runtime_factory: Callable[[Path], Runtime] | None = None

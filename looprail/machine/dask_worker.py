@@ -429,9 +429,8 @@ def _run_steps(
         if step.get("end"):
             return True
         task_key = step["task"]
-        work = TaskWork.model_validate(step["work"])
         report({"task": task_key, "event": "started", "retry": started == task_key})
-        outcome = _execute(runtime, job, project, work)
+        outcome = _execute(runtime, job, project, step)
         changes, patch, before = changes_since(project, before)
         report(
             {
@@ -454,8 +453,9 @@ def _run_steps(
         n += 1
 
 
-def _execute(runtime: Runtime, job: PlanJob, project: Path, work: TaskWork) -> Outcome:
-    """The task's body, in this worker's copy of the project, timed."""
+def _execute(runtime: Runtime, job: PlanJob, project: Path, step: Step) -> Outcome:
+    """The task's body in this worker's copy of the project, with the step's `env`, timed."""
+    work = TaskWork.model_validate(step["work"])
     ctx = DispatchContext(
         project=project,
         phase_number=job.phase_number,
@@ -464,6 +464,7 @@ def _execute(runtime: Runtime, job: PlanJob, project: Path, work: TaskWork) -> O
         plan_id=job.plan_id,
         task_id=work.task_id,
         wave=job.wave,
+        env=step.get("env", {}),
     )
     began = time.monotonic()
     outcome = runtime.execute_task(work, ctx)

@@ -420,13 +420,13 @@ class LoopRunner:
         work = model.work or task_work(plan, task)
         if plan.has_checkpoints:  # the answers so far, and a secret for this call only
             work = with_answers(self, plan, work)
+        dctx = self.dispatcher.context(None, plan_id=plan.id, task_id=work.task_id, wave=wave)
+        dctx = self.ctx.workspace.bind(plan.id, dctx)
+        if plan.has_checkpoints:  # before it is journaled started: a refusal halts before it
+            dctx = secret_env(self, plan, dctx)
         attempt = self.recorder.task_started(task.id, plan_id=plan.id, wave=wave)
         again = f" (attempt {attempt})" if attempt > 1 else ""
         self._status(f"running {task.id} {task.name or ''}".rstrip())
-        dctx = self.dispatcher.context(None, plan_id=plan.id, task_id=work.task_id, wave=wave)
-        dctx = self.ctx.workspace.bind(plan.id, dctx)
-        if plan.has_checkpoints:
-            dctx = secret_env(self, plan, dctx)
         self.progress.task_started(task.id, f"{task.id} {task.name or ''}{again}".rstrip())
         try:
             outcome = execute(work, dctx)
