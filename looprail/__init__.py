@@ -15,6 +15,7 @@ The public API is re-exported here lazily (each name loads its module on first u
 
 from __future__ import annotations
 
+from looprail._lazy import lazy_exports
 from looprail._version import __version__
 from looprail.errors import LooprailError
 
@@ -51,9 +52,7 @@ __all__ = ["LooprailError", "__version__", *sorted(_EXPORTS)]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the names, typed for checkers (`x as x`: a re-export); at run time
-    # `__getattr__` loads them
-    from typing import Any
-
+    # `__getattr__` loads them (tests/test_exports.py checks these agree with `_EXPORTS`)
     from looprail.hooks.registry import load_registry as load_registry
     from looprail.hooks.resolve import render as render
     from looprail.hooks.resolve import resolve as resolve
@@ -78,16 +77,4 @@ if TYPE_CHECKING:  # the names, typed for checkers (`x as x`: a re-export); at r
     from looprail.trust import load_compiled as load_compiled
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'looprail' has no attribute {name!r}")
-    import importlib  # not at import: `import looprail` is on the `render-hooks` start path
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), __all__)

@@ -239,7 +239,7 @@ class Capability(_Contract):
     repository: Any = None
     license: StrictStr | None = None
     keywords: list[StrictStr] | None = None
-    # feature body
+    # feature body (those only a feature may declare: `manifest_rules.FEATURE_ONLY`)
     skills: list[NonEmpty] | None = None
     agents: list[NonEmpty] | None = None
     hooks: list[HostHook] | None = None

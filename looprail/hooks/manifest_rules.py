@@ -25,6 +25,9 @@ ID_PATTERN = re.compile(rf"^{ID_WORD}\Z")
 CHECK_SHAPES = ("query", "predicate", "agentVerdict")  # exactly one per gate check
 SCRIPT_PATTERN = re.compile(r"^[A-Za-z0-9._/-]+\Z")
 
+# The bodies only role 'feature' may declare: the one declaration of this rule (the models say
+# which fields exist, not which role may use them; they are pydantic, so not read from here on
+# this path). tests/hooks/test_manifest.py checks each name is an optional `Capability` field.
 FEATURE_ONLY = (
     "skills",
     "agents",

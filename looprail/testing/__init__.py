@@ -17,7 +17,7 @@ The guards are pure, so they can also be tested with plain values:
 See docs/testing.md.
 """
 
-import importlib
+from looprail._lazy import lazy_exports
 
 # Loaded lazily: pytest imports this package for the `looprail` plugin in every session of every
 # project where looprail is installed, and pydantic + the machine cost a second or more there.
@@ -39,15 +39,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'looprail.testing' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), __all__)

@@ -154,6 +154,7 @@ HEAVY = (
 )
 ENTRY = {
     "looprail",
+    "looprail._lazy",
     "looprail._version",
     "looprail.cli",
     "looprail.cli._common",

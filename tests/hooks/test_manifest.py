@@ -234,6 +234,18 @@ def test_role_forbidden_bodies(tmp_path):
     assert ("$.reviewer", "required for role 'reviewer'") in issues
 
 
+def test_the_feature_only_bodies_are_fields_of_the_model():
+    """`manifest_rules.FEATURE_ONLY` declares which bodies only a feature may have (it is on the
+    pydantic-free path, so it cannot read them off the models): each is an optional field of
+    `Capability`, so a renamed field cannot leave the rule behind."""
+    from looprail.hooks.manifest import Capability
+    from looprail.hooks.manifest_rules import FEATURE_ONLY
+
+    fields = Capability.model_fields
+    assert set(FEATURE_ONLY) <= set(fields)
+    assert not any(fields[name].is_required() for name in FEATURE_ONLY)
+
+
 def test_feature_needs_runtime_compat(tmp_path):
     m = feature("cap")
     del m["runtimeCompat"]
