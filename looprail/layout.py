@@ -101,7 +101,9 @@ def project_path(project: str | os.PathLike[str], *parts: str) -> str:
     return os.path.join(project_dir(project), *parts)
 
 
-PHASE_DIR_PATTERN = re.compile(r"(?P<token>\d+[A-Za-z]?(?:\.\d+)*)(?:-(?P<slug>.*))?")
+# The patterns below are compiled on first use (`re`'s own cache), not at import: ~0.7M
+# instructions each, and this module is on the `render-hooks` hot path.
+PHASE_DIR_RE = r"(?P<token>\d+[A-Za-z]?(?:\.\d+)*)(?:-(?P<slug>.*))?"
 
 
 def normalize_phase_number(token: str) -> str | None:
@@ -132,7 +134,7 @@ def scan_phase_dirs(project: str | os.PathLike[str]) -> list[tuple[str, str, str
         return []
     found = []
     for entry in entries:
-        match = PHASE_DIR_PATTERN.fullmatch(entry.name)
+        match = re.fullmatch(PHASE_DIR_RE, entry.name)
         if match is None or not entry.is_dir():
             continue
         number = normalize_phase_number(match.group("token"))
@@ -167,9 +169,7 @@ def canonical_plan_id(token: str) -> str:
 
 
 # A plan id that names its phase: `<phase>-<plan>` (`28-01`, `2.1-03-slug`).
-PLAN_ID_PATTERN = re.compile(r"(?P<phase>\d+[A-Za-z]?(?:\.\d+)*)-(?P<plan>.+)")
-# Compiled on first use (`re`'s own cache), not at import: case-insensitive patterns cost ~1 ms
-# to compile, and this module is on the `render-hooks` hot path, which never pairs plans.
+PLAN_ID_RE = r"(?P<phase>\d+[A-Za-z]?(?:\.\d+)*)-(?P<plan>.+)"
 _REF_TOKEN = r"(?:\d{2,}[A-Z]?|\d[A-Z])(?:\.\d+)*"
 _REF_PLAN_TOKEN = r"(?:\d{2}(?!\d)[A-Z]?|\d[A-Z])(?:\.\d+)*"
 
@@ -236,7 +236,7 @@ def _summary_keys(plan_file: str, phase: str) -> tuple[tuple[str, ...], frozense
         candidates.append(canonical + "-SUMMARY.md")
     plan_id = plan_id_from_filename(plan_file) or stem
     keys = {canonical_plan_id(plan_id), canonical_plan_id(reference_canonical_id(plan_id))}
-    if PLAN_ID_PATTERN.fullmatch(plan_id) is None:
+    if re.fullmatch(PLAN_ID_RE, plan_id) is None:
         keys.add(f"{canonical_plan_id(phase)}-{canonical_plan_id(plan_id)}")
     return tuple(candidates), frozenset(keys)
 
@@ -251,19 +251,19 @@ def phase_folders(project: str, phase: str) -> list[str]:
         return []
     out = []
     for name in names:
-        match = PHASE_DIR_PATTERN.fullmatch(name)
+        match = re.fullmatch(PHASE_DIR_RE, name)
         same = match and normalize_phase_number(match.group("token")) == wanted
         if same and os.path.isdir(os.path.join(root, name)):
             out.append(name)
     return out
 
 
-_LOG_IN_REASON = re.compile(r"\((?:log|transcript): ([^\s()]+)\)")
+_LOG_IN_REASON = r"\((?:log|transcript): ([^\s()]+)\)"
 
 
 def log_of(reason: str | None) -> str | None:
     """The log a failure line points to (`… (log: …)`, `(transcript: …)`), or None."""
     if not reason:
         return None
-    found = _LOG_IN_REASON.findall(reason)
+    found = re.findall(_LOG_IN_REASON, reason)
     return found[-1] if found else None

@@ -151,7 +151,7 @@ def _registry_for(args):
         if single:
             singles.append(path)
         elif is_folder:
-            roots.append(Root(path, FIRST_PARTY))
+            roots.append(Root(str(path), FIRST_PARTY))
         else:
             shown = d if len(d) <= 200 else d[:200] + "…"
             raise UsageError(f"{shown}: not a capability folder or a folder of capabilities")
@@ -165,7 +165,9 @@ def _registry_for(args):
             failed = FailedCapability(folder.name, file, FIRST_PARTY, tuple(issues))
             registry = registry._replace(failed=(*registry.failed, failed))
         elif cap.id not in registry.capabilities:
-            registry = registry.replacing({cap.id: LoadedCapability(data, folder, FIRST_PARTY)})
+            registry = registry.replacing(
+                {cap.id: LoadedCapability(data, str(folder), FIRST_PARTY)}
+            )
     return registry, config
 
 
@@ -177,7 +179,7 @@ def validate(args) -> int:
         issue
         for cid in sorted(registry.capabilities)
         for lc in [registry.capabilities[cid]]
-        for issue in grammar_warnings(lc.manifest, str(lc.source / "capability.json"))
+        for issue in grammar_warnings(lc.manifest, lc.manifest_file)
     ]
     warnings = [*registry.warnings, *(str(g) for g in grammar)]
     if args.json:
@@ -432,9 +434,9 @@ def _validate_staged(args, staged, origin: str, target, source):
     file = str(staged / "capability.json")
     roots = []
     for root in search_roots(args.project, args.capabilities):
-        if root.path.resolve() == target.parent.resolve():
+        if Path(root.path).resolve() == target.parent.resolve():
             # Same trust rank as its destination, and ahead of a copy --force replaces.
-            roots.append(Root(staged.parent, origin))
+            roots.append(Root(str(staged.parent), origin))
         roots.append(root)
     registry = load_registry(args.project, roots=roots)
     shown = str(source / "capability.json")
@@ -449,7 +451,7 @@ def _validate_staged(args, staged, origin: str, target, source):
     lc = registry.capabilities.get(staged.name)
     if lc is None:
         raise ManifestError([Issue(shown, "$", "did not load")])
-    if lc.source.resolve() != staged.resolve():
+    if Path(lc.source).resolve() != staged.resolve():
         raise LooprailError(
             f"{shown}: $.id: capability {staged.name!r} already exists in the {lc.origin} set "
             f"({lc.source}), which wins over this one: it would never load"

@@ -7,20 +7,22 @@ Activation by `activationKey` is decided per call (`resolve.key_active`), not he
 
 On the `render-hooks` hot path (a cache hit builds one set): no pydantic (a manifest's model is
 built from its JSON on first use) and no `dataclasses` (it pulls in `inspect`, `ast`, `dis`);
-the records are `typing.NamedTuple`s, cached fields in a subclass. No `from __future__ import
-annotations`: a `NamedTuple` field's string annotation becomes a `ForwardRef` when the class is
-made (~0.2 ms a field), so only type-checking-only names are quoted.
+the records are named tuples (`looprail.records.NamedTuple`: `typing`'s, without importing
+`typing`), cached fields in a subclass, and folders are strings (the form the cache stores:
+no `pathlib` either).
 """
 
+from __future__ import annotations
+
+import os
 from functools import cached_property
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
 
 from looprail.errors import Issue
 
-if TYPE_CHECKING:
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
     from collections.abc import Mapping
-    from typing import TypedDict
+    from typing import Any, NamedTuple, TypedDict
 
     from looprail.hooks.manifest import Capability, TaskContentResolver
 
@@ -40,11 +42,14 @@ if TYPE_CHECKING:
         contributions: list[Hook]
         gates: list[Hook]
 
+else:  # `typing.NamedTuple`, without importing typing
+    from looprail.records import NamedTuple
+
 
 class Root(NamedTuple):
     """One folder of capability folders, with where it sits in the trust order."""
 
-    path: Path
+    path: str
     origin: str  # first-party | global | project
 
 
@@ -53,9 +58,9 @@ class Shadowed(NamedTuple):
     trust order: first-party, then global, then project)."""
 
     id: str
-    source: Path
+    source: str
     origin: str
-    winner: Path
+    winner: str
     winner_origin: str
 
     @property
@@ -85,7 +90,7 @@ class _LoadedFields(NamedTuple):
     """The fields of `LoadedCapability` (its cached values live in the subclass's `__dict__`)."""
 
     data: dict[str, Any]
-    source: Path
+    source: str  # the capability's folder
     origin: str
     # Project capabilities only: the user's consent (None: not a project capability, or not
     # checked yet). `inactive_reason` says why it is off.
@@ -132,7 +137,7 @@ class LoadedCapability(_LoadedFields):
         return list(self.data.get("agents") or ())
 
     @property
-    def config(self) -> "dict[str, Mapping[str, Any]]":
+    def config(self) -> dict[str, Mapping[str, Any]]:
         """key -> {type, default?, values?, description?}"""
         return dict(self.data.get("config") or {})
 
@@ -146,11 +151,11 @@ class LoadedCapability(_LoadedFields):
         return resolver["trackerPrefix"] if resolver else None
 
     @property
-    def reviewer(self) -> "Mapping[str, Any] | None":
+    def reviewer(self) -> Mapping[str, Any] | None:
         return self.data.get("reviewer")
 
     @property
-    def runtime_compat(self) -> "Mapping[str, Any] | None":
+    def runtime_compat(self) -> Mapping[str, Any] | None:
         return self.data.get("runtimeCompat")
 
     @property
@@ -158,11 +163,11 @@ class LoadedCapability(_LoadedFields):
         return tuple(sorted({g["point"] for g in self.data.get("gates") or ()}))
 
     @property
-    def manifest_file(self) -> Path:
-        return self.source / "capability.json"
+    def manifest_file(self) -> str:
+        return os.path.join(self.source, "capability.json")
 
     @cached_property
-    def manifest(self) -> "Capability":
+    def manifest(self) -> Capability:
         """The pydantic model of the manifest, built from `data` on first use (paid for only by
         callers that need it; `data` was validated when it was loaded)."""
         # not at the top: the render-hooks entry loads this module (its import budget)
@@ -210,7 +215,7 @@ class CapabilitySet(_SetFields):
         return [i for f in self.failed for i in f.issues]
 
     @cached_property
-    def config(self) -> "dict[str, ConfigKey]":
+    def config(self) -> dict[str, ConfigKey]:
         """Every federated config key as the resolver types it: {key: {type, default, values?}}."""
         out: dict[str, ConfigKey] = {}
         for lc in self.capabilities.values():
@@ -226,7 +231,7 @@ class CapabilitySet(_SetFields):
         """Declared defaults of every federated config key: {key: default}."""
         return {k: spec["default"] for k, spec in self.config.items()}
 
-    def why_inactive(self, cap_id: str, config: "Mapping[str, Any] | None") -> str | None:
+    def why_inactive(self, cap_id: str, config: Mapping[str, Any] | None) -> str | None:
         """Why a loaded capability is off under `config` (consent, then its `activationKey`,
         decided by the one rule `resolve.key_active`), or None when it is active."""
         # not at the top: the render-hooks entry loads this module (its import budget)
@@ -240,7 +245,7 @@ class CapabilitySet(_SetFields):
             return f"activationKey {key!r} is not truthy"
         return None
 
-    def task_content_resolvers(self) -> "list[tuple[str, TaskContentResolver]]":
+    def task_content_resolvers(self) -> list[tuple[str, TaskContentResolver]]:
         """(cap id, TaskContentResolver) of every loaded capability that declares one."""
         return [
             (cid, lc.manifest.taskContentResolver)  # type: ignore[misc]
@@ -249,17 +254,17 @@ class CapabilitySet(_SetFields):
         ]
 
     @cached_property
-    def _tables(self) -> "dict[str, PointHooks]":
+    def _tables(self) -> dict[str, PointHooks]:
         return {}
 
-    def hooks_at(self, point: str) -> "PointHooks":
+    def hooks_at(self, point: str) -> PointHooks:
         """The hooks declared at `point` in envelope form: steps and contributions ordered by
         produces→consumes (capId tie-break), gates by capId. Derived from the manifests on
         first use (the registry refused every set whose order has a cycle)."""
         table = self._tables.get(point)
         if table is None:
 
-            def ordered(group: str) -> "list[tuple[str, Mapping[str, Any]]]":
+            def ordered(group: str) -> list[tuple[str, Mapping[str, Any]]]:
                 return order_entries(entries_at(self.capabilities, point, group))
 
             table = self._tables[point] = {
@@ -272,7 +277,7 @@ class CapabilitySet(_SetFields):
             }
         return table
 
-    def replacing(self, changed: "Mapping[str, LoadedCapability]") -> "CapabilitySet":
+    def replacing(self, changed: Mapping[str, LoadedCapability]) -> CapabilitySet:
         """This set with some capabilities replaced (consent, deferred fragments)."""
         if not changed:
             return self
@@ -284,7 +289,7 @@ class CapabilitySet(_SetFields):
         """The JSON form `from_json` reads back (the compiled cache)."""
         return {
             "capabilities": [
-                [lc.data, str(lc.source), lc.origin, lc.consent, lc.inactive_reason]
+                [lc.data, lc.source, lc.origin, lc.consent, lc.inactive_reason]
                 for lc in self.capabilities.values()
             ],
             "failed": [
@@ -298,16 +303,15 @@ class CapabilitySet(_SetFields):
                 for f in self.failed
             ],
             "warnings": list(self.warnings),
-            "roots": [[str(r.path), r.origin] for r in self.roots],
-            "missingRoots": [[str(r.path), r.origin] for r in self.missing_roots],
+            "roots": [[r.path, r.origin] for r in self.roots],
+            "missingRoots": [[r.path, r.origin] for r in self.missing_roots],
             "shadowed": [
-                [s.id, str(s.source), s.origin, str(s.winner), s.winner_origin]
-                for s in self.shadowed
+                [s.id, s.source, s.origin, s.winner, s.winner_origin] for s in self.shadowed
             ],
         }
 
     @classmethod
-    def from_json(cls, blob: Any) -> "CapabilitySet":
+    def from_json(cls, blob: Any) -> CapabilitySet:
         """The set `to_json` wrote. Raises ValueError for anything else (a damaged cache is
         rebuilt, never a crash later)."""
         try:
@@ -316,7 +320,7 @@ class CapabilitySet(_SetFields):
                 if not _well_formed(data):
                     raise ValueError("capability")
                 caps[data["id"]] = LoadedCapability(
-                    data, Path(_str(source)), _str(origin), consent, reason
+                    data, _str(source), _str(origin), consent, reason
                 )
             return cls(
                 caps,
@@ -331,10 +335,10 @@ class CapabilitySet(_SetFields):
                     for cid, file, origin, issues, points in blob["failed"]
                 ),
                 tuple(_str(w) for w in blob["warnings"]),
-                tuple(Root(Path(_str(p)), _str(o)) for p, o in blob["roots"]),
-                tuple(Root(Path(_str(p)), _str(o)) for p, o in blob["missingRoots"]),
+                tuple(Root(_str(p), _str(o)) for p, o in blob["roots"]),
+                tuple(Root(_str(p), _str(o)) for p, o in blob["missingRoots"]),
                 tuple(
-                    Shadowed(_str(i), Path(_str(s)), _str(o), Path(_str(w)), _str(wo))
+                    Shadowed(_str(i), _str(s), _str(o), _str(w), _str(wo))
                     for i, s, o, w, wo in blob["shadowed"]
                 ),
             )
@@ -364,8 +368,8 @@ def _well_formed(data: Any) -> bool:
 
 
 def entries_at(
-    caps: "Mapping[str, LoadedCapability]", point: str, group: str
-) -> "list[tuple[str, Mapping[str, Any]]]":
+    caps: Mapping[str, LoadedCapability], point: str, group: str
+) -> list[tuple[str, Mapping[str, Any]]]:
     """`(capId, entry)` of each `group` entry (steps, contributions, gates) declared at `point`,
     by capId."""
     return [
@@ -377,8 +381,8 @@ def entries_at(
 
 
 def order_entries(
-    entries: "list[tuple[str, Mapping[str, Any]]]",
-) -> "list[tuple[str, Mapping[str, Any]]]":
+    entries: list[tuple[str, Mapping[str, Any]]],
+) -> list[tuple[str, Mapping[str, Any]]]:
     """Kahn's topological sort on produces→consumes, ties broken by capId.
 
     The ready queue starts sorted by capId; entries that become ready later are appended in
@@ -433,7 +437,7 @@ _GATE_FIELDS = ("when", "check", "blocking", "onError")
 _ONLY_IF_NON_EMPTY = ("produces", "consumes")
 
 
-def _project(cid: str, kind: str, entry: "Mapping[str, Any]", fields: tuple[str, ...]) -> "Hook":
+def _project(cid: str, kind: str, entry: Mapping[str, Any], fields: tuple[str, ...]) -> Hook:
     """The envelope form of one declaration: capId, kind, then only the fields present."""
     hook: Hook = {"capId": cid, "kind": kind}
     for f in fields:
@@ -445,7 +449,7 @@ def _project(cid: str, kind: str, entry: "Mapping[str, Any]", fields: tuple[str,
     return hook
 
 
-def _step(cid: str, entry: "Mapping[str, Any]") -> "Hook":
+def _step(cid: str, entry: Mapping[str, Any]) -> Hook:
     hook = _project(cid, "step", entry, _STEP_FIELDS)
     if entry.get("supportsReviewerLanes") is True:
         hook["supportsReviewerLanes"] = True
@@ -454,7 +458,7 @@ def _step(cid: str, entry: "Mapping[str, Any]") -> "Hook":
     return hook
 
 
-def _contribution(cid: str, entry: "Mapping[str, Any]") -> "Hook":
+def _contribution(cid: str, entry: Mapping[str, Any]) -> Hook:
     hook = _project(cid, "contribution", entry, _CONTRIBUTION_FIELDS)
     if entry.get("configValues"):
         hook["configValues"] = dict(entry["configValues"])

@@ -1,11 +1,11 @@
 """The capability set on the `render-hooks` hot path: find it in the on-disk cache or load it.
 
-Only `os`, `json`, `time` and `zlib` here: a host calls `render-hooks` many times per loop and
-process start-up is most of its cost. The cache entry (the set's own JSON form,
-`CapabilitySet.to_json`) records the stat signature (mtime, ctime, size, inode) of every
-folder, manifest and fragment it was built from, and of the modules that compile it; any
-difference rebuilds it. A cache that cannot be read, is damaged or cannot be written only costs
-speed, never correctness.
+Only `os`, `json`, `time` and `zlib` here (no `pathlib`: paths are strings on this path): a
+host calls `render-hooks` many times per loop and process start-up is most of its cost. The
+cache entry (the set's own JSON form, `CapabilitySet.to_json`) records the stat signature
+(mtime, ctime, size, inode) of every folder, manifest and fragment it was built from, and of
+the modules that compile it; any difference rebuilds it. A cache that cannot be read, is
+damaged or cannot be written only costs speed, never correctness.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import json
 import os
 import time
 import zlib
-from pathlib import Path  # loaded anyway: the set's records hold their folders as paths
 
 from looprail.hooks.capset import DEFERRED, CapabilitySet
 from looprail.hooks.sources import (
@@ -30,6 +29,7 @@ from looprail.layout import cache_dir
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
     from collections.abc import Callable, Mapping, Sequence
+    from pathlib import Path
     from typing import Any
 
     # How a caller applies consent to the set: (caps, home, env) -> caps. The hooks layer
@@ -111,7 +111,7 @@ def _build(
     # not at the top: the registry and the validation it runs are only needed on a miss
     from looprail.hooks import registry as reg
 
-    roots = [reg.Root(Path(p), o) for p, o in specs]
+    roots = [reg.Root(p, o) for p, o in specs]
     read_ns = time.time_ns()  # before any read: the racy-stat rule below
     fresh = reg.load_registry(project, roots=roots, env=env, use_cache=use_cache)
     caps = _defer_project_fragments(fresh)
@@ -200,6 +200,8 @@ def _materialise_deferred(caps: CapabilitySet) -> CapabilitySet:
     rule (`manifest_io.materialise_fragment`). A fragment that cannot be read keeps its path
     only (the envelope says it is not rendered)."""
     # not at the top: only a set with consented project capabilities reads fragments here
+    from pathlib import Path
+
     from looprail.hooks.manifest_io import materialise_fragment
 
     read: dict[str, str | None] = {}
@@ -209,13 +211,13 @@ def _materialise_deferred(caps: CapabilitySet) -> CapabilitySet:
             continue
 
         def materialised(
-            frag: Mapping[str, Any], folder: Path = lc.source
+            frag: Mapping[str, Any], folder: str = lc.source
         ) -> dict[str, object] | None:
             if frag.get(DEFERRED) is not True:
                 return None
             target = os.path.realpath(os.path.join(folder, frag["path"]))
             if target not in read:
-                read[target] = materialise_fragment(folder, frag["path"])[0]
+                read[target] = materialise_fragment(Path(folder), frag["path"])[0]
             text = read[target]
             return (
                 {"path": frag["path"]} if text is None else {"inline": text, "path": frag["path"]}

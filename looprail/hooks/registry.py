@@ -65,7 +65,7 @@ def search_roots(
 ) -> list[Root]:
     """The search path in trust order."""
     specs = root_specs(project, capability_dirs, env=env, home=home)
-    return [Root(Path(path), origin) for path, origin in specs]
+    return [Root(path, origin) for path, origin in specs]
 
 
 # --------------------------------------------------------------------------- loading
@@ -93,7 +93,7 @@ def load_registry(
     missing: list[Root] = []
     fragment_total = 0
     for root in roots:
-        if root.origin == FIRST_PARTY and not _exists(root.path, dir=True):
+        if root.origin == FIRST_PARTY and not _exists(Path(root.path), dir=True):
             warnings.append(f"{root.path}: capability folder does not exist")
             missing.append(root)
             continue
@@ -141,7 +141,7 @@ def _load(
             issues = [Issue(file, "$.id", f"prefix {prefix!r} is reserved for first-party")]
     if data is None:
         return FailedCapability(folder.name, file, origin, tuple(issues), _gate_points(raw))
-    return LoadedCapability(data, folder, origin)
+    return LoadedCapability(data, str(folder), origin)
 
 
 def _validated(
@@ -202,7 +202,7 @@ def _gate_points(raw: bytes) -> tuple[str, ...]:
 
 
 def _failure(lc: LoadedCapability, path: str, reason: str) -> FailedCapability:
-    file = str(lc.manifest_file)
+    file = lc.manifest_file
     return FailedCapability(lc.id, file, lc.origin, (Issue(file, path, reason),), lc.gate_points)
 
 
@@ -363,7 +363,7 @@ def fragment_dependencies(registry: CapabilitySet) -> list[str]:
     to it and the path itself (so a retargeted symlink or a fragment that appears later is seen;
     a missing path is watched as missing), then the real file behind symlinks and its folder."""
     sources: list[tuple[Path, object]] = [
-        (lc.source, lc.data) for lc in registry.capabilities.values()
+        (Path(lc.source), lc.data) for lc in registry.capabilities.values()
     ]
     for failed in registry.failed:
         try:

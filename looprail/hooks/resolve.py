@@ -136,7 +136,7 @@ def point_warnings(caps: CapabilitySet, point: str) -> list[str]:
         cid, origin = failed.id, failed.origin
         reason = _sanitize_reason(failed.issues[0] if failed.issues else "invalid")
         folder = _root_of(failed)
-        if _CAP_ID.match(cid) is None:
+        if re.match(_CAP_ID, cid) is None:
             label = f"with an invalid id (withheld) under {folder}"
             fix = f"Remove the offending capability folder under {folder}, or fix the load error."
         else:
@@ -154,7 +154,7 @@ def point_warnings(caps: CapabilitySet, point: str) -> list[str]:
     return out
 
 
-_CAP_ID = re.compile(r"[a-z][a-z0-9-]*\Z")  # the reference's id grammar (LOAD_FAIL_CAP_ID_RE)
+_CAP_ID = r"[a-z][a-z0-9-]*\Z"  # the reference's id grammar (LOAD_FAIL_CAP_ID_RE)
 
 
 def _sanitize_reason(reason: Any) -> str:

@@ -74,7 +74,7 @@ def blockers(registry: CapabilitySet) -> list[Blocker]:
             out.append(
                 Blocker(
                     "capability-gates-untrusted",
-                    str(lc.manifest_file),
+                    lc.manifest_file,
                     "$.gates",
                     f"project capability {cid!r} declares gates at {points} but is not used: "
                     f"{lc.inactive_reason or 'no consent'}",

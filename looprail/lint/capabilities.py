@@ -3,6 +3,7 @@ capabilities."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 from looprail.hooks.startup import blockers
@@ -44,7 +45,7 @@ def _capabilities(data: LintInput) -> Iterator[Finding]:
     for cid, lc in data.compiled.capabilities.items():
         file = _cap_file(data, lc)
         if lc.consent is False:
-            if str(lc.manifest_file) not in untrusted_gates:
+            if lc.manifest_file not in untrusted_gates:
                 message = f"capability {cid!r} is not used: {lc.inactive_reason}"
                 fix = "review it and run `looprail trust`"
                 yield finding("capability-untrusted", file, message, fix)
@@ -85,7 +86,7 @@ def _registry_warnings(data: LintInput) -> Iterator[Finding]:
     for sh in reg.shadowed:
         yield finding(
             "shadowed-capability",
-            _rel(str(sh.source / "capability.json"), data.project),
+            _rel(os.path.join(sh.source, "capability.json"), data.project),
             sh.reason,
             f"give your copy its own id (not {sh.id!r}) to run it beside the "
             f"{sh.winner_origin} one, or remove it; a fix to {sh.id!r} itself belongs in the "

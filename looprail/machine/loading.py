@@ -86,7 +86,7 @@ class Loaded:
 
     def input_paths(self, phase_dir: Path | None) -> list[Path]:
         """What a run depends on: capability folders, the config, the phase's plans."""
-        paths = [lc.source for lc in self.compiled.capabilities.values()]
+        paths = [Path(lc.source) for lc in self.compiled.capabilities.values()]
         paths.append(self.project / PROJECT_CONFIG_FILE)
         if phase_dir is not None:
             paths += sorted(phase_dir.glob("*-PLAN.md"))

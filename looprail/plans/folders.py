@@ -16,7 +16,7 @@ from looprail.frontmatter import reference_frontmatter
 from looprail.fsutil import contained_file, require_inside
 from looprail.layout import PHASES_DIR as LAYOUT_PHASES_DIR
 from looprail.layout import (
-    PLAN_ID_PATTERN,
+    PLAN_ID_RE,
     normalize_phase_number,
     phase_artifact,
     scan_phase_dirs,
@@ -136,7 +136,7 @@ def _outside_status(
     dep: str,
     folders: dict[str, tuple[PhaseDir | None, list[str]]],
 ) -> str | None:
-    match = PLAN_ID_PATTERN.fullmatch(dep.strip())
+    match = re.fullmatch(PLAN_ID_RE, dep.strip())
     phase = normalize_phase_number(match.group("phase")) if match else None
     if phase is None or phase == located.number:
         return f"{dep!r} names no plan of phase {located.number}"

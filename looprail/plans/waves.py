@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import graphlib
 import posixpath
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -22,8 +23,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from looprail.errors import PlanError
-from looprail.layout import PLAN_ID_PATTERN as _PLAN_ID
-from looprail.layout import canonical_plan_id, reference_canonical_id
+from looprail.layout import PLAN_ID_RE, canonical_plan_id, reference_canonical_id
 from looprail.plans.planfile import Plan
 
 
@@ -58,7 +58,7 @@ class WavePlan(BaseModel):
 
 @lru_cache(maxsize=8192)
 def _plan_part(plan_id: str) -> str | None:
-    match = _PLAN_ID.fullmatch(plan_id)
+    match = re.fullmatch(PLAN_ID_RE, plan_id)
     return canonical_plan_id(match.group("plan")) if match else None
 
 
@@ -87,7 +87,7 @@ class _Index:
         phase_key = canonical_plan_id(phase) if phase else None
         for pid in ids:
             keys = {canonical_plan_id(pid), canonical_plan_id(reference_canonical_id(pid))}
-            if phase_key is not None and _PLAN_ID.fullmatch(pid) is None:
+            if phase_key is not None and re.fullmatch(PLAN_ID_RE, pid) is None:
                 keys.add(f"{phase_key}-{canonical_plan_id(pid)}")  # `01-PLAN.md` is 28-01
             for key in keys:
                 self.padded.setdefault(key, []).append(pid)

@@ -178,7 +178,7 @@ def _pending_capabilities(
         if suspects:
             first = suspects[0]
             refused.append(
-                f"capability {cid}: {lc.source / 'capability.json'}: {first.where}: "
+                f"capability {cid}: {lc.manifest_file}: {first.where}: "
                 f"{first.runs}: {first.refused}; not consented (fix or remove it)"
             )
             continue

@@ -467,29 +467,3 @@ def apply_consent(
         reason = consent_state(_project_of(source), cid, source, store=store)
         changed[cid] = lc._replace(consent=reason is None, inactive_reason=reason)
     return caps.replacing(changed)
-
-
-def load_compiled(
-    project: str | os.PathLike[str],
-    capability_dirs: Iterable[str | os.PathLike[str]] = (),
-    *,
-    env: Mapping[str, str] | None = None,
-    home: str | os.PathLike[str] | None = None,
-    use_cache: bool = True,
-) -> CapabilitySet:
-    """The capability set with the user's consent applied: `hooks.compiled.load_compiled`
-    given `apply_consent`. This is `looprail.load_compiled` and what every caller uses."""
-    # not at the top: the render-hooks entry loads this module (its import budget)
-    from looprail.hooks import compiled as hooks_compiled
-
-    def consent(c: CapabilitySet, h: str | None, e: Mapping[str, str]) -> CapabilitySet:
-        return apply_consent(c, home=h, env=e)
-
-    return hooks_compiled.load_compiled(
-        os.fspath(project),
-        tuple(os.fspath(d) for d in capability_dirs),
-        env=env,
-        home=None if home is None else os.fspath(home),
-        use_cache=use_cache,
-        consent=consent,
-    )

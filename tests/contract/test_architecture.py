@@ -31,6 +31,7 @@ BASE = {
     "config",
     "roadmap",
     "frontmatter",
+    "records",  # typing.NamedTuple without typing (the render-hooks hot path)
     "settings",  # the `looprail` config section (pydantic; off the render-hooks path)
 }
 TRUST = {"trust"}  # looprail.trust: store, audit, consent, reviewer

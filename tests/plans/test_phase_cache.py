@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -131,7 +132,6 @@ _NAMES = st.sampled_from(
 def _scan(plan_file: str, names: list[str], phase: str):
     """The pairing as it was before the index (git show onesource2:looprail/plans/phase.py):
     the reference's candidates, then a scan of every name."""
-    import re
 
     from looprail import layout as ph
 
@@ -150,7 +150,7 @@ def _scan(plan_file: str, names: list[str], phase: str):
             return candidate, None
     plan_id = ph.plan_id_from_filename(plan_file) or stem
     keys = {ph.canonical_plan_id(plan_id), ph.canonical_plan_id(ph.reference_canonical_id(plan_id))}
-    if ph.PLAN_ID_PATTERN.fullmatch(plan_id) is None:
+    if re.fullmatch(ph.PLAN_ID_RE, plan_id) is None:
         keys.add(f"{ph.canonical_plan_id(phase)}-{ph.canonical_plan_id(plan_id)}")
     for name in names:
         if name.endswith("-SUMMARY.md") and ph.canonical_plan_id(name[:-11]) in keys:
