@@ -20,7 +20,8 @@ from looprail.cli.outcome import phase_summary, project_summary
 from looprail.errors import LooprailError, UsageError
 from looprail.layout import LOGS_DIR, LOOPRAIL_DIR, normalize_phase_number
 from looprail.machine.answers import check_answer, is_task_id
-from looprail.machine.dask_executor import DaskExecutor, parse_executor
+from looprail.machine.dask_cluster import parse_executor
+from looprail.machine.dask_executor import DaskExecutor
 from looprail.machine.dryrun import dry_run, dry_run_plan
 from looprail.machine.interactive import interactive_options
 from looprail.machine.progress import Progress

@@ -39,7 +39,14 @@ from looprail.machine.answers import (
     latest,
     take_secret,
 )
-from looprail.plans.checkpoint import Checkpoint, Interpreted, checkpoint_of, interpret, render
+from looprail.plans.checkpoint import (
+    Checkpoint,
+    Interpreted,
+    checkpoint_of,
+    interpret,
+    render,
+    takes_issues,
+)
 from looprail.runtime.base import DispatchContext, Outcome, TaskWork
 from looprail.runtime.process import stopping
 from looprail.settings import CHECKPOINT_ROUNDS, looprail_settings
@@ -256,7 +263,11 @@ def _fixup(
     wave: int,
     execute: Callable[[TaskWork, DispatchContext], Outcome],
 ) -> None:
-    """One executor call of the plan that fixes the issues the user described, verbatim."""
+    """One executor call of the plan that fixes the issues the user described, verbatim,
+    journaled as task `<plan>/<checkpoint>-fix<round>` (`LoopRunner.executor_call`, as a task's
+    body is, on whichever executor runs the plan). Deliberately not a `run_task`: it is no task
+    of the plan, so no `TaskChart` transition, no `execute:task` resolver, no `read_first`
+    check and no native `task_call`/`task_result` hooks; its work is written here."""
     short = task.id.rsplit("/", 1)[-1]
     action = (
         f"At checkpoint {task.id} ({cp.kind}) the user checked what was built and described "
@@ -267,7 +278,7 @@ def _fixup(
     work = TaskWork(
         plan_id=plan.id,
         task_id=f"{short}-fix{round_}",
-        index=task.index,
+        index=task.index,  # its checkpoint's: asked again, it may make another call
         name=f"fix the issues found at checkpoint {task.id} (round {round_})",
         type="auto",
         files=tuple(plan.files_modified),
@@ -277,18 +288,20 @@ def _fixup(
         plan_sections={"objective": (plan.objective or "").strip()} if plan.objective else {},
     )
     work = with_answers(runner, plan, work)
-    dctx = runner.dispatcher.context(None, plan_id=plan.id, task_id=work.task_id, wave=wave)
-    dctx = secret_env(runner, plan, runner.ctx.workspace.bind(plan.id, dctx))
-    runner.recorder.task_started(work.key, plan_id=plan.id, wave=wave)
     runner.progress.line(f"  ↻ {task.id}: fix-up round {round_} for the issues described")
-    outcome = execute(work, dctx)
-    ms = int(outcome.duration_s * 1000)
-    status = "done" if outcome.ok else "failed"
-    runner.recorder.task_finished(work.key, status=status, duration_ms=ms, message=outcome.detail)
+    outcome = runner.executor_call(plan, work, work.key, wave, execute, f"{work.key} {work.name}")
     if not outcome.ok:
         raise HaltError(
             f"{plan.path.name}: the fix-up for checkpoint {task.id} failed: {outcome.detail}"
         )
+
+
+def may_call(plan: Plan, task: Task) -> bool:
+    """Whether reaching `task` of `plan` may make an executor call: a task that is not a
+    checkpoint does; a checkpoint does when it may be answered with issues (its fix-up,
+    `plans.checkpoint.takes_issues`). What tells the Dask executor's worker that more calls of
+    the plan may follow (`dask_executor._PlanRun.more`)."""
+    return not task.is_checkpoint or takes_issues(checkpoint_of(plan, task))
 
 
 # -- what later work of the plan gets ----------------------------------------------------------
@@ -482,4 +495,4 @@ def _rest_done(runner: LoopRunner, plan: Plan, task: Task) -> bool:
     return all(t.id in done or t.is_checkpoint for t in plan.tasks if t.index > task.index)
 
 
-__all__ = ["pass_checkpoint", "secret_env", "summary_lines", "with_answers"]
+__all__ = ["may_call", "pass_checkpoint", "secret_env", "summary_lines", "with_answers"]

@@ -7,17 +7,18 @@
 A LocalCluster listens on 127.0.0.1 over mutual TLS with credentials made for the run, with no
 HTTP dashboard unless `dask-local:N,dashboard=HOST:PORT` asks for one. A scheduler given by
 address can run any function in this process (plans' results are unpickled here): connect only
-to one you control.
+to one you control. (Parsing the value and the security: `machine.dask_cluster`.)
 
 Every plan runs through the runner's one task protocol (`LoopRunner.run_plan` → `run_task`, a
-thread here per plan); only a task's body runs on a worker (`_PlanRun.execute_task`): the first
-submits the plan, each later one is handed to the same worker run once begun here
-(`dask_job.step_name`). The worker reports each start and end on the plan's event topic; a
-finished task carries its outcome, logs and change (files written or removed, and a diff). The
-orchestrator alone journals, merges each change (before the next task begins), writes the
-SUMMARY and dispatches hooks. A task's `DispatchContext.env` (a secret checkpoint answer, for
-that call only) travels with its step, and only to a cluster reached over TLS
-(`DaskExecutor.secret_refusal`).
+thread here per plan); only its executor calls run on a worker (`_PlanRun.execute_task`): a
+task's body, or the fix-up of a checkpoint answered with issues. The first submits the plan,
+each later one is handed to the same worker run once begun here (`dask_job.step_name`); the
+worker waits for another while one may follow (`_PlanRun.more`). The worker reports each start
+and end on the plan's event topic; a finished call carries its outcome, logs and change (files
+written or removed, and a diff). The orchestrator alone journals, merges each change (before
+the next call begins), writes the SUMMARY and dispatches hooks. A call's `DispatchContext.env`
+(a secret checkpoint answer, for that call only) travels with its step, and only to a cluster
+reached over TLS (`DaskExecutor.secret_refusal`).
 
 A worker's copy comes from a shared filesystem (the default: the same path on every worker,
 e.g. an NFS mount) or a git remote (`source="git+URL"`: only pushed commits are seen). A worker
@@ -38,7 +39,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from looprail.errors import HaltError, LooprailError, UsageError
+from looprail.errors import HaltError, LooprailError
+from looprail.machine.checkpoint import may_call
+from looprail.machine.dask_cluster import (
+    LEAN_WORKERS,
+    NO_HTTP_ROUTES,
+    LocalSpec,
+    check_remote_security,
+    local_security,
+    parse_executor,
+)
 from looprail.machine.dask_job import PlanJob, Report, Step, apply_changes, plan_topic, step_name
 from looprail.runtime.base import DispatchContext, Outcome, Runtime, TaskWork
 from looprail.runtime.executors import Settled, make_executor, run_all, start_threads
@@ -48,115 +58,12 @@ if TYPE_CHECKING:
 
     from looprail.machine.chart import TaskChart
     from looprail.machine.run import LoopRunner
-    from looprail.plans import Plan, Task
+    from looprail.plans import Plan
 
-INSTALL_HINT = "pip install 'looprail[dask]'"
-LEAN_WORKERS = {
-    "distributed.worker.profile.enabled": False,
-    "distributed.worker.memory.monitor-interval": "1s",
-    "distributed.admin.tick.interval": "200ms",
-}
-NO_HTTP_ROUTES: dict[str, list[str]] = {
-    "distributed.scheduler.http.routes": [],
-    "distributed.worker.http.routes": [],
-}
 # A plan that has not reported for this long is looked at again (a lost wake-up).
 _WAKE_S = 1.0
 # How long a plan's end waits for its worker to put its project copy back.
 _END_WAIT_S = 60.0
-
-
-def parse_executor(spec: str) -> str | LocalSpec:
-    """`dask://HOST:PORT` → "tcp://HOST:PORT"; `dask://tls://HOST:PORT` → "tls://HOST:PORT";
-    `dask-local:N` → LocalSpec(N), with `,dashboard=ADDR` to start Dask's HTTP dashboard (off
-    unless asked for). UsageError (exit 2) for anything else, or without dask.distributed."""
-    value: str | LocalSpec
-    if spec.startswith("dask://"):
-        where = spec.removeprefix("dask://")
-        scheme = "tcp"
-        for prefix in ("tls", "tcp"):
-            if where.startswith(f"{prefix}://"):
-                scheme, where = prefix, where.removeprefix(f"{prefix}://")
-        if not where or ":" not in where or "/" in where:
-            raise UsageError(
-                f"--executor {spec}: expected dask://HOST:PORT or dask://tls://HOST:PORT"
-            )
-        value = f"{scheme}://{where}"
-    elif spec.startswith("dask-local:"):
-        count, *options = spec.removeprefix("dask-local:").split(",")
-        if not count.isdigit() or int(count) < 1:
-            raise UsageError(f"--executor {spec}: expected dask-local:N with N >= 1 workers")
-        dashboard = None
-        for option in options:
-            key, eq, addr = option.partition("=")
-            if key != "dashboard" or not eq or ":" not in addr:
-                raise UsageError(
-                    f"--executor {spec}: unknown option {option!r} "
-                    "(known: dashboard=HOST:PORT, e.g. dashboard=127.0.0.1:8787)"
-                )
-            dashboard = addr
-        value = LocalSpec(int(count), dashboard)
-    else:
-        raise UsageError(f"--executor {spec}: expected dask://HOST:PORT or dask-local:N")
-    try:
-        import distributed  # noqa: F401  (is the dask extra installed?)
-    except ImportError:
-        raise UsageError(
-            f"--executor {spec} needs dask.distributed; install it with {INSTALL_HINT}"
-        ) from None
-    return value
-
-
-@dataclass(frozen=True)
-class LocalSpec:
-    """`dask-local:N[,dashboard=ADDR]`: N worker processes; Dask's HTTP dashboard only when
-    an address is given (it shows every task, and nothing guards it)."""
-
-    workers: int
-    dashboard: str | None = None
-
-
-def local_security() -> Any:
-    """Per-run credentials for a LocalCluster: a self-signed key and certificate made in
-    memory (`Security.temporary()`), mutual TLS required on every connection. They reach
-    the workers through the nanny's pipe (Dask writes them only for the moment it loads them,
-    into a private 0700 temporary folder), so nobody else on the machine can connect to the
-    scheduler or a worker, let alone run a function in looprail's process."""
-    # the dask extra (optional): imported only when a Dask executor runs
-    from distributed.security import Security
-
-    try:
-        return Security.temporary()
-    except ImportError:
-        raise UsageError(
-            f"--executor dask-local needs `cryptography` for its TLS credentials; "
-            f"install it with {INSTALL_HINT}"
-        ) from None
-
-
-def _check_remote_security(spec: str, address: str) -> None:
-    """A scheduler given by address is reached with Dask's own security settings: its
-    `distributed.client.security-loader`, else `distributed.comm.tls.*` (e.g.
-    DASK_DISTRIBUTED__COMM__TLS__CA_FILE). A `tls://` address with neither a loader nor a CA
-    and a client certificate configured is refused before connecting."""
-    # the dask extra (optional): imported only when a Dask executor runs
-    import dask
-
-    if not address.startswith("tls://"):
-        return
-    if dask.config.get("distributed.client.security-loader", default=None):
-        return
-    # dask.config.get, not the dict: `ca_file` (from the environment) is also `ca-file`
-    ca = dask.config.get("distributed.comm.tls.ca-file", default=None)
-    cert = dask.config.get("distributed.comm.tls.client.cert", default=None)
-    if not ca or not cert:
-        raise UsageError(
-            f"--executor {spec}: a tls:// scheduler needs Dask's TLS settings: "
-            "distributed.comm.tls.ca-file and distributed.comm.tls.client.cert (and .key), "
-            "e.g. DASK_DISTRIBUTED__COMM__TLS__CA_FILE=ca.pem "
-            "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT=client.pem "
-            "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY=client-key.pem"
-        )
 
 
 @dataclass
@@ -222,7 +129,7 @@ class DaskExecutor:
         # the dask extra (optional): imported only when a Dask executor runs
         from distributed import Client
 
-        _check_remote_security(self.spec, address)
+        check_remote_security(self.spec, address)
         try:  # security=None: Dask's own settings (loader, then distributed.comm.tls.*)
             self.client = Client(address, timeout="10s")
         except OSError as exc:
@@ -349,10 +256,11 @@ class DaskExecutor:
 
 @dataclass
 class _PlanRun:
-    """The orchestrator's side of one plan: `runner.run_plan` on a thread here, each task's body
-    (`execute_task`) handed to the plan's worker and waited for. The first task submits the
-    plan with it; each later one is handed over as a Dask `Variable` once the orchestrator has
-    begun it (resolver, read_first, task_call hooks), after the task before was merged."""
+    """The orchestrator's side of one plan: `runner.run_plan` on a thread here, each executor
+    call (`execute_task`: a task's body, a checkpoint's fix-up) handed to the plan's worker and
+    waited for. The first call submits the plan with it; each later one is handed over as a
+    Dask `Variable` once the orchestrator has begun it (a task: resolver, read_first, task_call
+    hooks), after the call before was merged."""
 
     executor: DaskExecutor
     runner: LoopRunner
@@ -388,9 +296,9 @@ class _PlanRun:
         self._close(wait=True)
 
     def execute_task(self, work: TaskWork, ctx: DispatchContext) -> Outcome:
-        task = next(t for t in self.plan.tasks if _short(t.id) == work.task_id)
-        later = self.plan.tasks[self.plan.tasks.index(task) + 1 :]
-        more = any(t.id not in self.done and not t.is_checkpoint for t in later)
+        """One executor call of the plan on its worker: a task's body, or a checkpoint's
+        fix-up (`checkpoint._fixup`, no task of the plan: `work.task_id` is `T2-fix1`)."""
+        more = self.more(work)
         step: Step = {"task": work.task_id, "work": work.model_dump(mode="json"), "more": more}
         if ctx.env:  # a secret checkpoint answer, for this call only (`checkpoint.secret_env`)
             step["env"] = dict(ctx.env)
@@ -402,7 +310,7 @@ class _PlanRun:
             self._hand_over(step)
         self.step += 1
         self.waiting = more
-        outcome = self._outcome(task)
+        outcome = self._outcome(work)
         if handed and "env" in step:  # its variable on the scheduler goes once the call ended
             self._drop_step(handed)
         return outcome
@@ -423,9 +331,22 @@ class _PlanRun:
         with contextlib.suppress(Exception):
             Variable(step_name(self.channel, self.plan.id, n), client=self.executor.client).delete()
 
-    def _outcome(self, task: Task) -> Outcome:
-        """Wait for the worker's report that `task` finished; merge its change first."""
-        short = _short(task.id)
+    def more(self, work: TaskWork) -> bool:
+        """Whether another call of the plan may follow `work`'s (the worker then waits for its
+        step): a task not done from `work`'s index on may make one (`checkpoint.may_call`).
+        A fix-up has its checkpoint's index: that checkpoint, asked again, may make another."""
+        plan = self.plan
+        return any(
+            t.index >= work.index
+            and _short(t.id) != work.task_id
+            and t.id not in self.done
+            and may_call(plan, t)
+            for t in plan.tasks
+        )
+
+    def _outcome(self, work: TaskWork) -> Outcome:
+        """Wait for the worker's report that `work`'s call finished; merge its change first."""
+        short, key = work.task_id, work.key
         while True:
             try:
                 msg = self.inbox.get(timeout=_WAKE_S)
@@ -442,9 +363,9 @@ class _PlanRun:
             if msg.get("event") == "started" and msg.get("retry"):
                 message = "worker lost; running again elsewhere"
                 self.runner.recorder.task_started(
-                    task.id, plan_id=self.plan.id, wave=self.wave, message=message
+                    key, plan_id=self.plan.id, wave=self.wave, message=message
                 )
-                self.runner.progress.line(f"  ↻ {task.id}: {message}")
+                self.runner.progress.line(f"  ↻ {key}: {message}")
             if msg.get("event") != "finished":
                 continue
             outcome = Outcome.model_validate(msg["outcome"])
@@ -452,7 +373,7 @@ class _PlanRun:
                 apply_changes(self.runner.project, msg["changes"])
             for line in msg.get("logs", ()):
                 self.runner.progress.line(f"    {line}")
-            self.runner.progress.line(f"    {task.id} ran on {msg['worker']}")
+            self.runner.progress.line(f"    {key} ran on {msg['worker']}")
             return outcome
 
     def _reported(self, short: str) -> Report | None:

@@ -38,10 +38,11 @@ def step_name(channel: str, plan_id: str, step: int) -> str:
 
 
 class Step(TypedDict, total=False):
-    """One step for a plan's worker: a task to run (`work` is its `TaskWork` as JSON; `more`:
-    whether another task of the plan may follow; `env`: its call's `DispatchContext.env`, i.e.
-    a secret checkpoint answer for this call only, `machine.checkpoint.secret_env`), or `end`:
-    the plan has no more tasks."""
+    """One step for a plan's worker: a call to run, a task's body or a checkpoint's fix-up
+    (`task` its id, e.g. "T3" or "T2-fix1"; `work` its `TaskWork` as JSON; `more`: whether
+    another call of the plan may follow, `dask_executor._PlanRun.more`; `env`: its call's
+    `DispatchContext.env`, i.e. a secret checkpoint answer for this call only,
+    `machine.checkpoint.secret_env`), or `end`: the plan has no more calls."""
 
     task: str
     work: Mapping[str, object]

@@ -423,7 +423,7 @@ def _run_steps(
     task an earlier attempt started and never finished (its start is reported as a retry)."""
     runtime = _runtime(job, project)
     before = snapshot(project)
-    n = len(done)  # one step per task, and a task that failed ended the plan
+    n = len(done)  # one step per call (a task or a fix-up); one that failed ended the plan
     while True:
         step = job.first if n == 0 else _next_step(worker, job, n)
         if step.get("end"):

@@ -413,40 +413,53 @@ class LoopRunner:
         self, chart: TaskChart, plan: Plan, task: Task, wave: int, execute: ExecuteTask
     ) -> None:
         """The one task protocol, whatever runs the body: the chart's `begin_task` (the
-        `execute:task` resolver → `read_first` → `task_call` hooks, each journaled), then
-        `task_started`, the body (`execute`), `task_finished`, the `task_result` hooks."""
+        `execute:task` resolver → `read_first` → `task_call` hooks, each journaled), then the
+        body as an executor call (`executor_call`), the `task_result` hooks."""
         model: PlanRun = chart.model
         chart.send("begin_task", task=task)
         work = model.work or task_work(plan, task)
         if plan.has_checkpoints:  # the answers so far, and a secret for this call only
             work = with_answers(self, plan, work)
+        label = f"{task.id} {task.name or ''}".rstrip()
+        outcome = self.executor_call(plan, work, task.id, wave, execute, label)
+        if not outcome.ok:
+            raise HaltError(f"{plan.path.name}: task {task.id} failed: {outcome.detail}")
+        with self._count_lock:  # plans of a wave finish tasks on several threads
+            self.tasks_run += 1
+        self._status()
+        self._task_event("task_result", plan, task, wave, work)
+        chart.send("end_task")
+
+    def executor_call(
+        self, plan: Plan, work: TaskWork, key: str, wave: int, execute: ExecuteTask, label: str
+    ) -> Outcome:
+        """One executor call of `plan` (`execute(work, ctx)`), journaled as task `key`: its
+        context (the plan's workspace bound, a secret checkpoint answer waiting for it, or the
+        executor's refusal of the secret) is built before `key` is journaled started, so a
+        refusal halts with no attempt counted; `label` names it while it runs and once done;
+        `task_finished` with its duration. A task's body (`run_task`) and a checkpoint's fix-up
+        (`checkpoint._fixup`) are such calls; the caller halts on a failed outcome."""
         dctx = self.dispatcher.context(None, plan_id=plan.id, task_id=work.task_id, wave=wave)
         dctx = self.ctx.workspace.bind(plan.id, dctx)
         if plan.has_checkpoints:  # before it is journaled started: a refusal halts before it
             dctx = secret_env(self, plan, dctx)
-        attempt = self.recorder.task_started(task.id, plan_id=plan.id, wave=wave)
+        attempt = self.recorder.task_started(key, plan_id=plan.id, wave=wave)
         again = f" (attempt {attempt})" if attempt > 1 else ""
-        self._status(f"running {task.id} {task.name or ''}".rstrip())
-        self.progress.task_started(task.id, f"{task.id} {task.name or ''}{again}".rstrip())
+        self._status(f"running {label}")
+        self.progress.task_started(key, f"{label}{again}")
         try:
             outcome = execute(work, dctx)
         finally:
-            self.progress.task_finished(task.id)
+            self.progress.task_finished(key)
         ms = int(outcome.duration_s * 1000)
         if not outcome.ok:
             self.recorder.task_finished(
-                task.id, status="failed", duration_ms=ms, message=outcome.detail
+                key, status="failed", duration_ms=ms, message=outcome.detail
             )
-            raise HaltError(f"{plan.path.name}: task {task.id} failed: {outcome.detail}")
-        self.recorder.task_finished(task.id, status="done", duration_ms=ms)
-        with self._count_lock:  # plans of a wave finish tasks on several threads
-            self.tasks_run += 1
-        self._status()
-        self.progress.line(
-            f"  ✓ {task.id} {task.name or ''}{again} {fmt_duration(outcome.duration_s)}"
-        )
-        self._task_event("task_result", plan, task, wave, work)
-        chart.send("end_task")
+            return outcome
+        self.recorder.task_finished(key, status="done", duration_ms=ms)
+        self.progress.line(f"  ✓ {label}{again} {fmt_duration(outcome.duration_s)}")
+        return outcome
 
     def _task_event(
         self,

@@ -172,6 +172,13 @@ def _option_lines(action: str) -> list[CheckpointOption]:
     return out
 
 
+def takes_issues(cp: Checkpoint) -> bool:
+    """Whether an answer to `cp` may be issues to fix (a human-verify, not asking for a
+    secret): other text than its words is then the issues, and a fix-up executor call of its
+    plan follows (`machine.checkpoint`)."""
+    return cp.kind == "human-verify" and not cp.secret
+
+
 def interpret(cp: Checkpoint, text: str) -> Interpreted:
     """What `text` means as an answer to `cp`. A decision takes one of its option ids (or the
     option's number as shown); a human-verify passes on one of its words and takes any other
@@ -200,7 +207,7 @@ def interpret(cp: Checkpoint, text: str) -> Interpreted:
         return Interpreted(kind="secret")
     if word in cp.words:
         return Interpreted(kind="approved")
-    if cp.kind == "human-verify":
+    if takes_issues(cp):
         return Interpreted(kind="issues")
     if cp.kind == "human-action":
         if len(cp.words) > 1:  # its signal names the word that says it is done
@@ -286,4 +293,5 @@ __all__ = [
     "checkpoint_of",
     "interpret",
     "render",
+    "takes_issues",
 ]
