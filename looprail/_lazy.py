@@ -1,5 +1,5 @@
 """The one lazy-export mechanism of the packages that re-export names (`looprail`,
-`looprail.runtime`, `looprail.testing`).
+`looprail.runtime`, `looprail.testing`, `looprail.trust`).
 
 Each package declares its public names once, in a table `name -> module`, and takes its module
 `__getattr__` and `__dir__` from `lazy_exports`: a name loads its module on first use and is then

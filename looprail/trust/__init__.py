@@ -6,8 +6,8 @@
 - `looprail.trust.consent`: the consent workflow (`plan_consent` + `commit_consent`).
 - `looprail.trust.reviewer`: the reviewer lanes.
 
-This package is on the `loop render-hooks` hot path (`load_compiled`): it imports nothing at
-import time; `store` loads on first use of one of its names, or when a set has project
+This package is on the `loop render-hooks` hot path (`load_compiled`): it imports no trust module
+at import time; `store` loads on first use of one of its names, or when a set has project
 capabilities to apply consent to (a warm call without them never reads the consent store).
 """
 
