@@ -1,6 +1,6 @@
 """Project configuration: `<project>/.planning/config.json`, read and typed as the reference does
-(docs/checks.md "Config semantics"). On the `render-hooks` start path: only `os`, `json` and
-`math` are imported.
+(docs/checks.md "Config semantics"). On the `render-hooks` start path: only `os` and `json` are
+imported.
 
 - Read as UTF-8 with U+FFFD for bad bytes and parsed as `JSON.parse` would (the last duplicate
   key wins, numbers are doubles, any depth); used only when it is an object.
@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 
 from looprail.errors import ConfigError  # a plain module: nothing heavy on the hot path
@@ -182,7 +181,7 @@ def js_truthy(value: Any) -> bool:
     if isinstance(value, bool):
         return value
     if isinstance(value, (int, float)):
-        return not (value == 0 or (isinstance(value, float) and math.isnan(value)))
+        return not (value == 0 or value != value)  # NaN is the one value unequal to itself
     if isinstance(value, str):
         return value != ""
     return True  # dict, list: objects are truthy in JS

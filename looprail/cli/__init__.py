@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
 
 from looprail.errors import LooprailError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # collections.abc is not imported at run time: the render-hooks hot path
+    from collections.abc import Sequence
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -351,7 +351,7 @@ def test_a_corrupted_cache_entry_is_rebuilt_never_served(tmp_path):
 
 
 def test_a_well_checksummed_cache_of_the_wrong_shape_is_rebuilt(tmp_path):
-    import json
+    import marshal
     import zlib
 
     from looprail.hooks import compiled as compiled_mod
@@ -363,7 +363,7 @@ def test_a_well_checksummed_cache_of_the_wrong_shape_is_rebuilt(tmp_path):
     project = tmp_path / "project"
     load_compiled(project, [root])
     (cache,) = _cache_files(tmp_path)
-    blob = json.loads(cache.read_bytes().partition(b"\n")[2])
+    blob = marshal.loads(cache.read_bytes().partition(b"\n")[2])
     (cap,) = blob["caps"]["capabilities"]
     no_id = [{k: v for k, v in cap[0].items() if k != "id"}, *cap[1:]]
     for caps in (
@@ -373,7 +373,7 @@ def test_a_well_checksummed_cache_of_the_wrong_shape_is_rebuilt(tmp_path):
         {**blob["caps"], "capabilities": [no_id]},
         {**blob["caps"], "roots": [[1, "first-party"]]},
     ):
-        body = json.dumps({**blob, "caps": caps}).encode()
+        body = marshal.dumps({**blob, "caps": caps})
         header = f"{compiled_mod.CACHE_FORMAT} {zlib.crc32(body):08x}\n".encode()
         cache.write_bytes(header + body)
         assert _inline(load_compiled(project, [root])) == ["alpha"]
