@@ -18,7 +18,7 @@ from operator import itemgetter
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
-    from typing import Any
+    from typing import Any, ClassVar
 
 # What a class body holds besides its fields and methods (typing's `_special`).
 _SPECIAL = frozenset({"__module__", "__qualname__", "__annotations__", "__doc__"})
@@ -28,8 +28,8 @@ class _Record(tuple):
     """The methods every record shares; `_Meta` adds each class's fields."""
 
     __slots__ = ()
-    _fields: tuple[str, ...] = ()
-    _field_defaults: dict[str, Any] = {}
+    _fields: ClassVar[tuple[str, ...]] = ()
+    _field_defaults: ClassVar[dict[str, Any]] = {}
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         fields = cls._fields
@@ -57,16 +57,18 @@ class _Record(tuple):
         return tuple.__new__(cls, values)
 
     def _replace(self, **changes: Any) -> Any:
-        values = [changes.pop(name, value) for name, value in zip(self._fields, self)]
+        values = [changes.pop(name, value) for name, value in zip(self._fields, self, strict=True)]
         if changes:
             raise ValueError(f"got unexpected field names: {list(changes)!r}")
         return tuple.__new__(type(self), values)
 
     def _asdict(self) -> dict[str, Any]:
-        return dict(zip(self._fields, self))
+        return dict(zip(self._fields, self, strict=True))
 
     def __repr__(self) -> str:
-        inner = ", ".join(f"{name}={value!r}" for name, value in zip(self._fields, self))
+        inner = ", ".join(
+            f"{name}={value!r}" for name, value in zip(self._fields, self, strict=True)
+        )
         return f"{type(self).__name__}({inner})"
 
     def __getnewargs__(self) -> tuple[Any, ...]:
