@@ -15,7 +15,6 @@ imported.
 from __future__ import annotations
 
 import json
-import os
 
 from looprail.errors import ConfigError  # a plain module: nothing heavy on the hot path
 from looprail.fsutil import read_bounded
@@ -26,7 +25,7 @@ from looprail.jsonload import js_dump as js_dump
 from looprail.jsonload import js_dumps as js_dumps
 from looprail.jsonload import js_number as js_number
 from looprail.jsonload import json_type_name, parse_json_js
-from looprail.layout import PROJECT_CONFIG_FILE
+from looprail.layout import config_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs milliseconds on the render-hooks start path
@@ -40,10 +39,6 @@ FORBIDDEN_SEGMENTS = frozenset({"__proto__", "constructor", "prototype"})
 # The reference reads any size; a Python object tree costs ~10x the file, so looprail stops at a
 # generous bound (no real config comes near it). Over it: unreadable.
 MAX_CONFIG_BYTES = 64 * 1024 * 1024
-
-
-def config_path(project: str | Path) -> str:
-    return os.path.join(os.fspath(project), PROJECT_CONFIG_FILE)
 
 
 def decode_utf8(raw: bytes) -> str:

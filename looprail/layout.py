@@ -96,6 +96,11 @@ def project_dir(project: str | os.PathLike[str]) -> str:
     return os.path.join(os.fspath(project), LOOPRAIL_DIR)
 
 
+def config_path(project: str | os.PathLike[str]) -> str:
+    """The project's `.planning/config.json`."""
+    return os.path.join(os.fspath(project), PROJECT_CONFIG_FILE)
+
+
 def project_path(project: str | os.PathLike[str], *parts: str) -> str:
     """A path inside the project's looprail folder."""
     return os.path.join(project_dir(project), *parts)

@@ -95,7 +95,12 @@ def _dispatch(argv: list[str]) -> int:
         print(f"looprail {__version__}")
         raise SystemExit(0)  # as argparse's version action does
     if argv[:2] == ["loop", "render-hooks"]:
-        # not at the top: the render-hooks entry loads this module (its import budget)
+        # not at the top: the render-hooks entry loads these modules (its import budget)
+        from looprail.cli import render_memo
+
+        replayed = render_memo.replay(argv[2:])
+        if replayed is not None:
+            return replayed
         from looprail.cli import render_hooks
 
         args = render_hooks.parse_argv(argv[2:])

@@ -88,8 +88,13 @@ def print_json(value: object) -> None:
     sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
 
 
+def warning(message: str) -> str:
+    """The line a warning is printed as."""
+    return f"looprail: warning: {message}\n"
+
+
 def warn(message: str) -> None:
-    print(f"looprail: warning: {message}", file=sys.stderr)
+    sys.stderr.write(warning(message))
 
 
 # --------------------------------------------------------------------------- global options

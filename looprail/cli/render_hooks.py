@@ -14,9 +14,11 @@ from __future__ import annotations
 import sys
 from types import SimpleNamespace
 
-from looprail.cli._common import FLAVORS, warn
+from looprail.cli._common import FLAVORS, warning
+from looprail.cli.render_memo import Recorder
 from looprail.config import JSText, js_dump, load_project_config, unknown_keys
 from looprail.hooks.resolve import InvalidPointError, active_cap, check_point, resolve
+from looprail.hooks.sources import PROJECT
 from looprail.layout import PHASES_DIR, phase_folders
 from looprail.points import points_text
 from looprail.trust import load_compiled
@@ -47,6 +49,7 @@ def parse_argv(argv: list[str]) -> SimpleNamespace | None:
         flavor="gsd",
         phase=None,
         handler=render_hooks,
+        argv=list(argv),  # the memo's key (`render_memo`)
     )
     i = 0
     while i < len(argv):
@@ -88,32 +91,45 @@ def render_hooks(args) -> int:
         # other bad argument (README.md, "Exit codes").
         print(f"Error: {exc}", file=sys.stderr)
         return 2
+    # A call without --phase is memoised (`render_memo`): a repeat with nothing changed is
+    # replayed from it. argparse's namespace has no argv: never memoised.
+    memo = getattr(args, "argv", None) if args.phase is None else None
+    rec = Recorder(memo, args.project, args.capabilities)
     compiled = load_compiled(args.project, args.capabilities)
     config, config_warnings = load_project_config(args.project)
     for w in config_warnings:
-        warn(w)
+        rec.err(warning(w))
     if config is not None:
         for key in unknown_keys(config, compiled.defaults):
-            warn(f".planning/config.json: key {key!r} is not declared by any capability or setting")
+            rec.err(
+                warning(
+                    f".planning/config.json: key {key!r} is not declared by any capability or "
+                    "setting"
+                )
+            )
+    memoisable = all(lc.origin != PROJECT for lc in compiled.capabilities.values())
     if args.active_cap is not None:
-        print("true" if active_cap(compiled, config, args.point, args.active_cap) else "false")
-        return 0
+        rec.out(
+            "true\n" if active_cap(compiled, config, args.point, args.active_cap) else "false\n"
+        )
+        return rec.finish(0, memoisable)
     # Streamed: the envelope is written piece by piece, so a fragment that many hooks name is
-    # held once, not once per hook (and not again as the joined output and its bytes).
+    # held once, not once per hook (and not again as the joined output and its bytes; the memo
+    # keeps outputs up to `render_memo.MAX_OUTPUT`).
     envelope = resolve(compiled, config, args.point, streamed=True)
     if args.phase is not None:
         _add_context(envelope, args.project, args.phase)
     for w in envelope.get("warnings", ()):
-        warn(w)
+        rec.err(warning(w))
     if args.raw:  # byte for byte the reference's `JSON.stringify(envelope, null, 2)`: no newline
-        js_dump(envelope, sys.stdout.write, indent=2)
+        js_dump(envelope, rec.out, indent=2)
     else:
         rendered = envelope["rendered"]
         assert isinstance(rendered, JSText)  # resolve(streamed=True)
         for piece in rendered.pieces():
-            sys.stdout.write(piece)
-        sys.stdout.write("\n")
-    return 1 if args.strict and envelope.get("warnings") else 0
+            rec.out(piece)
+        rec.out("\n")
+    return rec.finish(1 if args.strict and envelope.get("warnings") else 0, memoisable)
 
 
 def _add_context(envelope: Envelope, project: str, phase: str) -> None:

@@ -18,6 +18,7 @@ import os
 from functools import cached_property
 
 from looprail.errors import Issue
+from looprail.hooks.sources import DEFERRED
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
@@ -79,11 +80,6 @@ class FailedCapability(NamedTuple):
     origin: str
     issues: tuple[Issue, ...]
     gate_points: tuple[str, ...] = ()
-
-
-# A project capability's fragment text is held only once the user consented to it: until
-# then (and in the cache) its fragment keeps only its path and this marker.
-DEFERRED = "$deferred"
 
 
 class _LoadedFields(NamedTuple):

@@ -18,13 +18,15 @@ import os
 import time
 import zlib
 
-from looprail.hooks.capset import DEFERRED, CapabilitySet
 from looprail.hooks.sources import (
+    DEFERRED,
     PROJECT,
     RULE_FILES,
     capability_folders,
     read_checked,
     root_specs,
+    settled,
+    stat_sig,
     write_checked,
 )
 from looprail.layout import cache_dir
@@ -35,37 +37,24 @@ if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on th
     from pathlib import Path
     from typing import Any
 
+    from looprail.hooks.capset import CapabilitySet
+
     # How a caller applies consent to the set: (caps, home, env) -> caps. The hooks layer
     # never imports the trust layer; `looprail.trust.load_compiled` passes `trust.apply_consent`.
     ConsentFn = Callable[[CapabilitySet, Any, Mapping[str, str]], CapabilitySet]
 
 # Bump whenever the set's JSON form or the rules that produce it change.
-CACHE_FORMAT = "looprail-registry-11"
-
-
-def _sig(path: str) -> list[int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino]
-
-
-_RACY_NS = 50_000_000  # file times tick coarsely; a change this close to the read is suspect
-
-
-def _settled(sig: list[int] | None, read_ns: int) -> bool:
-    return sig is None or max(sig[0], sig[1]) < read_ns - _RACY_NS
+CACHE_FORMAT = "looprail-registry-12"
 
 
 def _dependencies(specs: list[tuple[str, str]]) -> dict[str, list[int] | None]:
-    deps: dict[str, list[int] | None] = {path: _sig(path) for path in RULE_FILES}
+    deps: dict[str, list[int] | None] = {path: stat_sig(path) for path in RULE_FILES}
     for root, _ in specs:
-        deps[root] = _sig(root)
+        deps[root] = stat_sig(root)
         for folder in capability_folders(root):
-            deps[folder] = _sig(folder)
+            deps[folder] = stat_sig(folder)
             manifest = os.path.join(folder, "capability.json")
-            deps[manifest] = _sig(manifest)
+            deps[manifest] = stat_sig(manifest)
     return deps
 
 
@@ -88,18 +77,48 @@ def load_compiled(
     Activation by `activationKey` is not part of the set: it depends on config, which the
     resolver reads per call."""
     env = os.environ if env is None else env
+    key, cache_file, specs, deps = _locate(project, capability_dirs, env, home)
+    use_cache = use_cache and not env.get("LOOPRAIL_NO_CACHE")
+    entry = _read_entry(cache_file, key, deps) if use_cache else None
+    caps = None if entry is None else _decode(entry[1])
+    if caps is None:
+        caps, cacheable = _build(project, specs, env, use_cache, deps)
+        if cacheable:
+            _write(cache_file, key, deps, caps)
+    return _with_consent(caps, home, env, consent)
+
+
+def entry_id(
+    project: str | Path,
+    capability_dirs: Sequence[str | Path] = (),
+    *,
+    env: Mapping[str, str] | None = None,
+    home: str | Path | None = None,
+) -> str | None:
+    """The id of the cache entry `load_compiled` would read now (its checked header), or None
+    when it would build the set (nothing cached, something changed, no cache). An id names one
+    state of the files: the entry records their stat signatures, ctime included, so an entry
+    written after any change has another id. The set itself is not decoded."""
+    env = os.environ if env is None else env
+    if env.get("LOOPRAIL_NO_CACHE"):
+        return None
+    key, cache_file, _, deps = _locate(project, capability_dirs, env, home)
+    entry = _read_entry(cache_file, key, deps)
+    return None if entry is None else entry[0]
+
+
+def _locate(
+    project: str | Path,
+    capability_dirs: Sequence[str | Path],
+    env: Mapping[str, str],
+    home: str | Path | None,
+) -> tuple[str, str, list[tuple[str, str]], dict[str, list[int] | None]]:
+    """(key, cache file, search path, the stat signatures of what it is built from now)."""
     specs = root_specs(project, capability_dirs, env=env, home=home)
     specs = [(os.path.abspath(p), origin) for p, origin in specs]
-    use_cache = use_cache and not env.get("LOOPRAIL_NO_CACHE")
     key = json.dumps([CACHE_FORMAT, specs])
     cache_file = os.path.join(cache_dir(env), f"registry-{zlib.crc32(key.encode()):08x}.bin")
-    deps = _dependencies(specs)
-    caps = _read(cache_file, key, deps) if use_cache else None
-    if caps is None:
-        caps, settled = _build(project, specs, env, use_cache, deps)
-        if settled:
-            _write(cache_file, {"key": key, "deps": deps, "caps": caps.to_json()})
-    return _with_consent(caps, home, env, consent)
+    return key, cache_file, specs, _dependencies(specs)
 
 
 def _build(
@@ -121,12 +140,12 @@ def _build(
     if not use_cache:
         return caps, False
     fragments = reg.fragment_dependencies(fresh)
-    deps.update((path, _sig(path)) for path in fragments)
+    deps.update((path, stat_sig(path)) for path in fragments)
     # A fragment is stat'ed after it was read. Its stat is that content's when the file's last
     # change is older than the read (git's "racy clean" rule, with a margin for coarse file
     # clocks): then one build is enough, the common case. Otherwise read again, so an edit
     # between the first read and the stat is never recorded with the old content.
-    if all(_settled(deps[path], read_ns) for path in fragments):
+    if all(settled(deps[path], read_ns) for path in fragments):
         return caps, True
     again = reg.load_registry(project, roots=roots, env=env, use_cache=use_cache)
     return caps, reg.fragment_dependencies(again) == fragments and again == fresh
@@ -232,34 +251,50 @@ def _materialise_deferred(caps: CapabilitySet) -> CapabilitySet:
     return caps.replacing(changed)
 
 
-def _read(cache_file: str, key: str, deps: dict[str, list[int] | None]) -> CapabilitySet | None:
+def _read_entry(
+    cache_file: str, key: str, deps: dict[str, list[int] | None]
+) -> tuple[str, bytes] | None:
+    """(id, the set's bytes) of the entry in `cache_file` when it is for `key` and was built
+    from the files as they are (`deps`, and the fragments it recorded); else None."""
     try:
         with open(cache_file, "rb") as fh:
-            body = read_checked(fh.read(), CACHE_FORMAT)
+            raw = fh.read()
+        body = read_checked(raw, CACHE_FORMAT)
         # None: damaged or another format. The CRC keeps damage away from `marshal` (which is
         # not meant for damaged bytes); a checksummed file of another shape is refused below.
         blob = None if body is None else marshal.loads(body)
     except (OSError, ValueError, EOFError, TypeError, RecursionError):
         return None
-    if not isinstance(blob, dict) or blob.get("key") != key:
+    if not (isinstance(blob, tuple) and len(blob) == 3 and blob[0] == key):
         return None
-    stored = blob.get("deps")
-    if not isinstance(stored, dict):
+    _, stored, caps = blob
+    if not isinstance(stored, dict) or not isinstance(caps, bytes):
         return None
     for path, sig in deps.items():
         if stored.get(path, "absent") != sig:
             return None
     for path, sig in stored.items():
-        if path not in deps and _sig(path) != sig:
+        if path not in deps and stat_sig(path) != sig:
             return None
+    return raw.partition(b"\n")[0].decode("ascii", "replace"), caps
+
+
+def _decode(caps: bytes) -> CapabilitySet | None:
+    # not at the top: a replayed `render-hooks` call (`cli/render_memo.py`) checks an entry
+    # with `entry_id` and never decodes a set
+    from looprail.hooks.capset import CapabilitySet
+
     try:
-        return CapabilitySet.from_json(blob.get("caps"))
-    except ValueError:
+        return CapabilitySet.from_json(marshal.loads(caps))
+    except (ValueError, EOFError, TypeError, RecursionError):
         return None
 
 
-def _write(cache_file: str, blob: dict[str, object]) -> None:
-    body = marshal.dumps(blob)
+def _write(
+    cache_file: str, key: str, deps: dict[str, list[int] | None], caps: CapabilitySet
+) -> None:
+    # The set's bytes nested in the entry: `entry_id` checks an entry without decoding its set.
+    body = marshal.dumps((key, deps, marshal.dumps(caps.to_json())))
     try:
         os.makedirs(os.path.dirname(cache_file), exist_ok=True)
         write_checked(cache_file, CACHE_FORMAT, body, ".registry-")

@@ -21,6 +21,10 @@ GLOBAL = "global"
 PROJECT = "project"
 ORIGIN_RANK = {FIRST_PARTY: 0, GLOBAL: 1, PROJECT: 2}  # the trust order, most trusted first
 
+# A project capability's fragment text is held only once the user consented to it: until
+# then (and in the cache) its fragment keeps only its path and this marker.
+DEFERRED = "$deferred"
+
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # The code whose rules decide the compiled form and the validation verdicts (`verdicts` hashes
@@ -86,6 +90,24 @@ def new_temp_file(folder: str, prefix: str) -> tuple[int, str]:
         except FileExistsError:
             continue
     raise FileExistsError(f"no free temporary name in {folder}")
+
+
+def stat_sig(path: str) -> list[int] | None:
+    """What the caches record of a file or folder they depend on (None: absent)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino]
+
+
+_RACY_NS = 50_000_000  # file times tick coarsely; a change this close to the read is suspect
+
+
+def settled(sig: list[int] | None, read_ns: int) -> bool:
+    """Whether `sig` (taken after a read begun at `read_ns`) is the content that was read: the
+    file's last change is older than the read, with a margin (git's "racy clean" rule)."""
+    return sig is None or max(sig[0], sig[1]) < read_ns - _RACY_NS
 
 
 def write_checked(path: str, fmt: str, body: bytes, prefix: str) -> None:
