@@ -95,7 +95,7 @@ def entry_id(
     env: Mapping[str, str] | None = None,
     home: str | Path | None = None,
 ) -> str | None:
-    """The id of the cache entry `load_compiled` would read now (its checked header), or None
+    """The id of the cache entry `load_compiled` would read now (two checksums of it), or None
     when it would build the set (nothing cached, something changed, no cache). An id names one
     state of the files: the entry records their stat signatures, ctime included, so an entry
     written after any change has another id. The set itself is not decoded."""
@@ -276,7 +276,9 @@ def _read_entry(
     for path, sig in stored.items():
         if path not in deps and stat_sig(path) != sig:
             return None
-    return raw.partition(b"\n")[0].decode("ascii", "replace"), caps
+    # The id: the header's CRC-32 and an Adler-32 of the body, 64 bits for one state of files.
+    header = raw.partition(b"\n")[0].decode("ascii", "replace")
+    return f"{header} {zlib.adler32(body):08x}", caps
 
 
 def _decode(caps: bytes) -> CapabilitySet | None:

@@ -159,6 +159,7 @@ ENTRY = {
     "looprail.cli",
     "looprail.cli._common",
     "looprail.cli.render_hooks",
+    "looprail.cli.render_memo",
     "looprail.config",
     "looprail.errors",
     "looprail.fsutil",

@@ -363,17 +363,29 @@ def test_a_well_checksummed_cache_of_the_wrong_shape_is_rebuilt(tmp_path):
     project = tmp_path / "project"
     load_compiled(project, [root])
     (cache,) = _cache_files(tmp_path)
-    blob = marshal.loads(cache.read_bytes().partition(b"\n")[2])
-    (cap,) = blob["caps"]["capabilities"]
+    key, deps, nested = marshal.loads(cache.read_bytes().partition(b"\n")[2])
+    good = marshal.loads(nested)
+    (cap,) = good["capabilities"]
     no_id = [{k: v for k, v in cap[0].items() if k != "id"}, *cap[1:]]
-    for caps in (
-        {},
-        {**blob["caps"], "failed": {}},
-        {**blob["caps"], "capabilities": [cap[:3]]},
-        {**blob["caps"], "capabilities": [no_id]},
-        {**blob["caps"], "roots": [[1, "first-party"]]},
-    ):
-        body = marshal.dumps({**blob, "caps": caps})
+    bodies = [
+        marshal.dumps((key, deps, marshal.dumps(caps)))
+        for caps in (
+            {},
+            {**good, "failed": {}},
+            {**good, "capabilities": [cap[:3]]},
+            {**good, "capabilities": [no_id]},
+            {**good, "roots": [[1, "first-party"]]},
+        )
+    ]
+    # the entry itself of another shape: a dict, a pair, the set not as bytes, bad set bytes
+    bodies += [
+        marshal.dumps({"key": key, "deps": deps, "caps": good}),
+        marshal.dumps((key, deps)),
+        marshal.dumps((key, deps, good)),
+        marshal.dumps((key, deps, nested[: len(nested) // 2])),
+        marshal.dumps((key, list(deps), nested)),
+    ]
+    for body in bodies:
         header = f"{compiled_mod.CACHE_FORMAT} {zlib.crc32(body):08x}\n".encode()
         cache.write_bytes(header + body)
         assert _inline(load_compiled(project, [root])) == ["alpha"]
