@@ -2,8 +2,11 @@
 as a host calls it: a whole new process each time, against the reference implementation
 (`node $LOOPRAIL_REFERENCE loop render-hooks plan:pre --raw`) measured in the same run.
 
-Three looprail figures:
-- warm: nothing changed since the last call (the compiled registry is read from the cache);
+Four looprail figures:
+- warm: nothing changed since the last call (the call is replayed from its memo,
+  `looprail/cli/render_memo.py`);
+- warm, no memo: the set is cached but this call has no memo (a host's first call at a point:
+  the set is read from its cache entry and the hooks resolved);
 - cold, one manifest changed: the first call after one `capability.json` got new bytes (a new
   stat and a new content hash, so the compiled registry is rebuilt and that one manifest is
   validated; the other 43 verdicts come from the validation cache);
@@ -120,6 +123,7 @@ def main() -> None:
         rows: dict[str, list[tuple[float, float]]] = {
             "floor": [],
             "warm": [],
+            "nomemo": [],
             "one": [],
             "all": [],
             "base-warm": [],
@@ -129,7 +133,12 @@ def main() -> None:
         }
         for _ in range(args.runs):
             rows["floor"].append(once([sys.executable, "-c", "pass"], env, tmp))
+            once(cmd, env, tmp)  # this state's memo (the cold call before had no entry to key it)
             rows["warm"].append(once(cmd, env, tmp))
+            for memo in (Path(tmp) / "cache" / "looprail").glob("render-*.bin"):
+                memo.unlink()
+            rows["nomemo"].append(once(cmd, env, tmp))
+            once(cmd, env, tmp)  # the memo again, for the next warm call
             if baseline is not None:
                 rows["base-warm"].append(once(base_cmd, base_env, tmp))
             change(manifests[:1])  # each version's first call after the edit is its cold one
@@ -147,6 +156,7 @@ def main() -> None:
     labels = {
         "floor": "python -c pass (floor)",
         "warm": "render-hooks, warm",
+        "nomemo": "render-hooks, warm, no memo",
         "one": "render-hooks, cold (one manifest changed)",
         "all": "render-hooks, cold (all 44 changed)",
         "base-warm": "baseline, warm",
@@ -177,7 +187,8 @@ def main() -> None:
             )
         )
     print(
-        f"warm / floor {wall['warm'] / wall['floor']:.2f}x wall   "
+        f"warm / floor {wall['warm'] / wall['floor']:.2f}x wall, "
+        f"warm without a memo / floor {wall['nomemo'] / wall['floor']:.2f}x wall   "
         f"(medians of {args.runs} calls each, interleaved)"
     )
 

@@ -23,6 +23,7 @@ import sys
 import time
 import zlib
 
+from looprail.fsutil import read_private
 from looprail.hooks.compiled import entry_id
 from looprail.hooks.sources import read_checked, settled, stat_sig, write_checked
 from looprail.layout import cache_dir, config_path
@@ -33,6 +34,7 @@ if TYPE_CHECKING:  # typing is not imported at run time: this is the render-hook
 
 MEMO_FORMAT = "looprail-render-1"
 MAX_OUTPUT = 4 << 20  # characters of stdout and stderr together
+MAX_MEMO_BYTES = 4 * MAX_OUTPUT + (1 << 20)  # UTF-8 takes at most 4 bytes a character
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # The code that turns a set and a config into output, beyond the rules the entry id covers
@@ -65,11 +67,15 @@ def replay(argv: list[str], env: Mapping[str, str] | None = None) -> int | None:
     if env.get("LOOPRAIL_NO_CACHE"):
         return None
     key = _key(argv)
+    # Only a regular file of this user's that nobody else can write: a memo is what a host is
+    # told to run, so one planted in a shared cache folder is never replayed.
+    raw = read_private(_file(key, env), MAX_MEMO_BYTES)
+    body = None if raw is None else read_checked(raw, MEMO_FORMAT)
+    if body is None:
+        return None
     try:
-        with open(_file(key, env), "rb") as fh:
-            body = read_checked(fh.read(), MEMO_FORMAT)
-        memo = None if body is None else marshal.loads(body)
-    except (OSError, ValueError, EOFError, TypeError, RecursionError):
+        memo = marshal.loads(body)
+    except (ValueError, EOFError, TypeError, RecursionError):
         return None
     if not (isinstance(memo, tuple) and len(memo) == 9 and memo[0] == key):
         return None

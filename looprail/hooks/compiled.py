@@ -18,6 +18,7 @@ import os
 import time
 import zlib
 
+from looprail.fsutil import read_private
 from looprail.hooks.sources import (
     DEFERRED,
     PROJECT,
@@ -45,6 +46,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on th
 
 # Bump whenever the set's JSON form or the rules that produce it change.
 CACHE_FORMAT = "looprail-registry-12"
+# Far above any set the fragment limits admit (64 MiB of fragment text over a search path).
+MAX_ENTRY_BYTES = 256 << 20
 
 
 def _dependencies(specs: list[tuple[str, str]]) -> dict[str, list[int] | None]:
@@ -256,14 +259,17 @@ def _read_entry(
 ) -> tuple[str, bytes] | None:
     """(id, the set's bytes) of the entry in `cache_file` when it is for `key` and was built
     from the files as they are (`deps`, and the fragments it recorded); else None."""
+    # Only a regular file of this user's that nobody else can write: an entry says which
+    # hooks run, so one planted in a shared cache folder is never read.
+    raw = read_private(cache_file, MAX_ENTRY_BYTES)
+    body = None if raw is None else read_checked(raw, CACHE_FORMAT)
+    if raw is None or body is None:  # absent, not ours, damaged or another format
+        return None
     try:
-        with open(cache_file, "rb") as fh:
-            raw = fh.read()
-        body = read_checked(raw, CACHE_FORMAT)
-        # None: damaged or another format. The CRC keeps damage away from `marshal` (which is
-        # not meant for damaged bytes); a checksummed file of another shape is refused below.
-        blob = None if body is None else marshal.loads(body)
-    except (OSError, ValueError, EOFError, TypeError, RecursionError):
+        # The CRC keeps damage away from `marshal` (which is not meant for damaged bytes); a
+        # checksummed file of another shape is refused below.
+        blob = marshal.loads(body)
+    except (ValueError, EOFError, TypeError, RecursionError):
         return None
     if not (isinstance(blob, tuple) and len(blob) == 3 and blob[0] == key):
         return None

@@ -256,3 +256,35 @@ def test_the_memo_key_is_the_argv_and_the_folder(tmp_path, monkeypatch):
     assert len(outs[tmp_path]) == 1 and len(outs[other]) == 1
     assert outs[tmp_path] != outs[other]
     assert "elsewhere" in json.dumps(sorted(outs[other]))
+
+
+def test_a_memo_others_could_have_written_is_never_replayed(tmp_path):
+    """A memo is what a host is told to run: one that is writable by others, or a symlink, is
+    not replayed even with a good checksum and key (then rewritten as this user's own)."""
+    import marshal
+    import zlib
+
+    from looprail.cli import render_memo
+
+    project, root = _setup(tmp_path)
+    argv = ["plan:pre", "--raw"]
+    for _ in range(2):
+        want = _render(project, root, argv)
+        time.sleep(SETTLE)
+    (memo,) = _memo_files()
+    fields = list(marshal.loads(memo.read_bytes().partition(b"\n")[2]))
+    fields[6] = '{"planted": true}'
+    body = marshal.dumps(tuple(fields))
+    planted = f"{render_memo.MEMO_FORMAT} {zlib.crc32(body):08x}\n".encode() + body
+    memo.write_bytes(planted)
+    memo.chmod(0o600)
+    assert _render(project, root, argv)[1] == '{"planted": true}'  # this user's own: trusted
+    for mode in (0o622, 0o660):
+        memo.write_bytes(planted)
+        memo.chmod(mode)
+        assert _render(project, root, argv) == want
+    elsewhere = tmp_path / "planted.bin"
+    elsewhere.write_bytes(planted)
+    memo.unlink()
+    memo.symlink_to(elsewhere)
+    assert _render(project, root, argv) == want

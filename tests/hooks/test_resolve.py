@@ -480,3 +480,35 @@ def test_the_cache_sees_a_dangling_capability_symlink_come_alive(tmp_path):
     assert load_compiled(project, [root]).capabilities == {}
     write_capability(elsewhere, feature("cap", skills=["s"], steps=[step("s")]))
     assert list(load_compiled(project, [root]).capabilities) == ["cap"]
+
+
+def test_a_cache_entry_others_could_have_written_is_never_read(tmp_path):
+    """An entry says which hooks run: one writable by others (or a symlink) is rebuilt, even
+    with a good checksum; this user's own file is trusted, as looprail's own code is."""
+    import marshal
+    import zlib
+
+    from looprail.hooks import compiled as compiled_mod
+
+    root = tmp_path / "caps"
+    write_capability(
+        root, feature("cap", contributions=[_contribution("f.md")]), files={"f.md": "alpha"}
+    )
+    project = tmp_path / "project"
+    load_compiled(project, [root])
+    (cache,) = _cache_files(tmp_path)
+    key, deps, nested = marshal.loads(cache.read_bytes().partition(b"\n")[2])
+    body = marshal.dumps((key, deps, nested.replace(b"alpha", b"omega")))
+    planted = f"{compiled_mod.CACHE_FORMAT} {zlib.crc32(body):08x}\n".encode() + body
+    cache.write_bytes(planted)
+    cache.chmod(0o600)
+    assert _inline(load_compiled(project, [root])) == ["omega"]
+    for mode in (0o622, 0o660):
+        cache.write_bytes(planted)
+        cache.chmod(mode)
+        assert _inline(load_compiled(project, [root])) == ["alpha"]
+    elsewhere = tmp_path / "planted.bin"
+    elsewhere.write_bytes(planted)
+    cache.unlink()
+    cache.symlink_to(elsewhere)
+    assert _inline(load_compiled(project, [root])) == ["alpha"]
