@@ -21,7 +21,7 @@ from looprail.hooks.resolve import InvalidPointError, active_cap, check_point, r
 from looprail.hooks.sources import PROJECT
 from looprail.layout import PHASES_DIR, phase_folders
 from looprail.points import points_text
-from looprail.trust import load_compiled
+from looprail.trust import load_entry
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: this is the render-hooks hot path
@@ -95,7 +95,9 @@ def render_hooks(args) -> int:
     # replayed from it. argparse's namespace has no argv: never memoised.
     memo = getattr(args, "argv", None) if args.phase is None else None
     rec = Recorder(memo, args.project, args.capabilities)
-    compiled = load_compiled(args.project, args.capabilities)
+    compiled, entry = load_entry(args.project, args.capabilities)
+    if any(lc.origin == PROJECT for lc in compiled.capabilities.values()):
+        entry = None  # consent is checked at every call: never memoised
     config, config_warnings = load_project_config(args.project)
     for w in config_warnings:
         rec.err(warning(w))
@@ -107,12 +109,11 @@ def render_hooks(args) -> int:
                     "setting"
                 )
             )
-    memoisable = all(lc.origin != PROJECT for lc in compiled.capabilities.values())
     if args.active_cap is not None:
         rec.out(
             "true\n" if active_cap(compiled, config, args.point, args.active_cap) else "false\n"
         )
-        return rec.finish(0, memoisable)
+        return rec.finish(0, entry)
     # Streamed: the envelope is written piece by piece, so a fragment that many hooks name is
     # held once, not once per hook (and not again as the joined output and its bytes; the memo
     # keeps outputs up to `render_memo.MAX_OUTPUT`).
@@ -129,7 +130,7 @@ def render_hooks(args) -> int:
         for piece in rendered.pieces():
             rec.out(piece)
         rec.out("\n")
-    return rec.finish(1 if args.strict and envelope.get("warnings") else 0, memoisable)
+    return rec.finish(1 if args.strict and envelope.get("warnings") else 0, entry)
 
 
 def _add_context(envelope: Envelope, project: str, phase: str) -> None:

@@ -11,7 +11,7 @@ imported (a warm call costs 0.8 of what it did; `benchmarks/render_hooks.py`).
 Never memoised: a call with `--phase` (it reads the phase folders), a set with project
 capabilities (consent is checked at every call), LOOPRAIL_NO_CACHE, output over 4 MiB, a
 config.json changed within 50 ms of its read (the set cache's racy-stat rule), a call whose
-set was not cached before it rendered. A memo that is damaged, stale or of another format is
+set that could not be cached. A memo that is damaged, stale or of another format is
 ignored and rewritten; deleting the cache folder is always safe.
 """
 
@@ -109,15 +109,12 @@ class Recorder:
         self._out: list[str] = []
         self._err: list[str] = []
         self._size = 0
-        self._entry: str | None = None
-        if argv is not None and not self._env.get("LOOPRAIL_NO_CACHE"):
-            # Before anything is read: what the output is rendered from is this state or a
-            # newer one, so a memo can only be stored under an older id, which no file state
-            # has any more (ids record ctimes).
-            self._read_ns = time.time_ns()
-            self._config = stat_sig(config_path(project))
-            self._code = [stat_sig(p) for p in _CODE]
-            self._entry = entry_id(project, capabilities, env=self._env)
+        # What the output is rendered from is read after these: a config or code change
+        # from here on is seen by the memo's next check.
+        self._keep_memo = argv is not None and not self._env.get("LOOPRAIL_NO_CACHE")
+        self._read_ns = time.time_ns()
+        self._config = stat_sig(config_path(project)) if self._keep_memo else None
+        self._code = [stat_sig(p) for p in _CODE] if self._keep_memo else []
 
     def out(self, text: str) -> None:
         sys.stdout.write(text)
@@ -128,20 +125,21 @@ class Recorder:
         self._keep(self._err, text)
 
     def _keep(self, parts: list[str], text: str) -> None:
-        if self._entry is None:
+        if not self._keep_memo:
             return
         self._size += len(text)
         if self._size > MAX_OUTPUT:
-            self._entry = None  # too big to memoise: the rest is only passed through
+            self._keep_memo = False  # too big to memoise: the rest is only passed through
             self._out.clear()
             self._err.clear()
             return
         parts.append(text)
 
-    def finish(self, status: int, memoisable: bool) -> int:
-        """The call's exit code, after its memo is written (when `memoisable`: no project
-        capabilities)."""
-        if self._entry is None or not memoisable or not settled(self._config, self._read_ns):
+    def finish(self, status: int, entry: str | None) -> int:
+        """The call's exit code, after its memo is written under `entry`: the id of the set's
+        cache entry the output was rendered from (`trust.load_entry`); None for a set that is
+        not cached or has project capabilities (never memoised)."""
+        if entry is None or not self._keep_memo or not settled(self._config, self._read_ns):
             return status
         assert self._argv is not None
         key = _key(self._argv)
@@ -149,7 +147,7 @@ class Recorder:
             key,
             self._project,
             self._capabilities,
-            self._entry,
+            entry,
             self._config,
             self._code,
             "".join(self._out),

@@ -79,16 +79,32 @@ def load_compiled(
 
     Activation by `activationKey` is not part of the set: it depends on config, which the
     resolver reads per call."""
+    return load_entry(
+        project, capability_dirs, env=env, home=home, use_cache=use_cache, consent=consent
+    )[0]
+
+
+def load_entry(
+    project: str | Path,
+    capability_dirs: Sequence[str | Path] = (),
+    *,
+    env: Mapping[str, str] | None = None,
+    home: str | Path | None = None,
+    use_cache: bool = True,
+    consent: ConsentFn | None = None,
+) -> tuple[CapabilitySet, str | None]:
+    """`load_compiled`, and the id of the cache entry the set was read from or written to
+    (`entry_id`), or None when it is not cached."""
     env = os.environ if env is None else env
     key, cache_file, specs, deps = _locate(project, capability_dirs, env, home)
     use_cache = use_cache and not env.get("LOOPRAIL_NO_CACHE")
     entry = _read_entry(cache_file, key, deps) if use_cache else None
     caps = None if entry is None else _decode(entry[1])
+    ident = None if entry is None else entry[0]
     if caps is None:
         caps, cacheable = _build(project, specs, env, use_cache, deps)
-        if cacheable:
-            _write(cache_file, key, deps, caps)
-    return _with_consent(caps, home, env, consent)
+        ident = _write(cache_file, key, deps, caps) if cacheable else None
+    return _with_consent(caps, home, env, consent), ident
 
 
 def entry_id(
@@ -282,9 +298,12 @@ def _read_entry(
     for path, sig in stored.items():
         if path not in deps and stat_sig(path) != sig:
             return None
-    # The id: the header's CRC-32 and an Adler-32 of the body, 64 bits for one state of files.
-    header = raw.partition(b"\n")[0].decode("ascii", "replace")
-    return f"{header} {zlib.adler32(body):08x}", caps
+    return _id(body), caps
+
+
+def _id(body: bytes) -> str:
+    """An entry's id: a CRC-32 and an Adler-32 of its body, 64 bits for one state of files."""
+    return f"{zlib.crc32(body):08x}{zlib.adler32(body):08x}"
 
 
 def _decode(caps: bytes) -> CapabilitySet | None:
@@ -300,11 +319,13 @@ def _decode(caps: bytes) -> CapabilitySet | None:
 
 def _write(
     cache_file: str, key: str, deps: dict[str, list[int] | None], caps: CapabilitySet
-) -> None:
+) -> str | None:
+    """Cache the set; its entry's id, or None when it could not be written."""
     # The set's bytes nested in the entry: `entry_id` checks an entry without decoding its set.
     body = marshal.dumps((key, deps, marshal.dumps(caps.to_json())))
     try:
         os.makedirs(os.path.dirname(cache_file), exist_ok=True)
         write_checked(cache_file, CACHE_FORMAT, body, ".registry-")
     except OSError:
-        pass  # a cache that cannot be written only costs speed
+        return None  # a cache that cannot be written only costs speed
+    return _id(body)

@@ -179,6 +179,8 @@ def _edit(tmp: Path, project: Path, root: Path, op: str, n: int) -> None:
         write_capability(root, _manifest(f"new{n % 3}"), files={"f.md": f"new {n}"})
     elif op == "remove-cap":
         shutil.rmtree(root / f"new{n % 3}", ignore_errors=True)
+    elif op == "project-cap-gone":
+        shutil.rmtree(project / ".looprail", ignore_errors=True)
     elif op == "project-cap":
         write_capability(
             project / ".looprail" / "capabilities", _manifest("gamma"), files={"f.md": "g"}
@@ -204,6 +206,8 @@ STEPS = st.lists(
                 "add-cap",
                 "remove-cap",
                 "project-cap",
+                "project-cap-gone",
+                "project-cap-gone",
             ]
         ),
         st.integers(0, len(ARGVS) - 1),
@@ -228,9 +232,9 @@ def test_every_call_renders_what_an_uncached_call_renders(steps):
                     continue
                 argv = ARGVS[which]
                 want = _render(project, root, argv, cached=False)
-                # after a change: the first builds the set's entry, the second stores its
-                # memo, the third replays it
-                for _ in range(3):
+                # after a change: the first builds the set's entry and stores its memo (when
+                # what it read had settled), the next ones replay it
+                for _ in range(4):
                     assert _render(project, root, argv) == want, (steps, i)
                     time.sleep(SETTLE)
         finally:
