@@ -96,8 +96,9 @@ def render_hooks(args) -> int:
     memo = getattr(args, "argv", None) if args.phase is None else None
     rec = Recorder(memo, args.project, args.capabilities)
     compiled, entry = load_entry(args.project, args.capabilities)
-    if any(lc.origin == PROJECT for lc in compiled.capabilities.values()):
-        entry = None  # consent is checked at every call: never memoised
+    # consent is checked at every call: a set with project capabilities is never memoised
+    project_caps = any(lc.origin == PROJECT for lc in compiled.capabilities.values())
+    rec.rendering_from(None if project_caps else entry)
     config, config_warnings = load_project_config(args.project)
     for w in config_warnings:
         rec.err(warning(w))
@@ -113,7 +114,7 @@ def render_hooks(args) -> int:
         rec.out(
             "true\n" if active_cap(compiled, config, args.point, args.active_cap) else "false\n"
         )
-        return rec.finish(0, entry)
+        return rec.finish(0)
     # Streamed: the envelope is written piece by piece, so a fragment that many hooks name is
     # held once, not once per hook (and not again as the joined output and its bytes; the memo
     # keeps outputs up to `render_memo.MAX_OUTPUT`).
@@ -130,7 +131,7 @@ def render_hooks(args) -> int:
         for piece in rendered.pieces():
             rec.out(piece)
         rec.out("\n")
-    return rec.finish(1 if args.strict and envelope.get("warnings") else 0, entry)
+    return rec.finish(1 if args.strict and envelope.get("warnings") else 0)
 
 
 def _add_context(envelope: Envelope, project: str, phase: str) -> None:

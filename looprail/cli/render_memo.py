@@ -9,7 +9,7 @@ back from the memo, and the resolver, the config reader and the set's records ar
 imported (a warm call costs 0.8 of what it did; `benchmarks/render_hooks.py`).
 
 Never memoised: a call with `--phase` (it reads the phase folders), a set with project
-capabilities (consent is checked at every call), LOOPRAIL_NO_CACHE, output over 4 MiB, a
+capabilities (consent is checked at every call), LOOPRAIL_NO_CACHE, output over 1 MiB, a
 config.json changed within 50 ms of its read (the set cache's racy-stat rule), a call whose
 set that could not be cached. A memo that is damaged, stale or of another format is
 ignored and rewritten; deleting the cache folder is always safe.
@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # typing is not imported at run time: this is the render-hook
     from collections.abc import Mapping
 
 MEMO_FORMAT = "looprail-render-1"
-MAX_OUTPUT = 4 << 20  # characters of stdout and stderr together
+MAX_OUTPUT = 1 << 20  # characters of stdout and stderr together
 MAX_MEMO_BYTES = 4 * MAX_OUTPUT + (1 << 20)  # UTF-8 takes at most 4 bytes a character
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -115,6 +115,14 @@ class Recorder:
         self._read_ns = time.time_ns()
         self._config = stat_sig(config_path(project)) if self._keep_memo else None
         self._code = [stat_sig(p) for p in _CODE] if self._keep_memo else []
+        self._entry: str | None = None
+
+    def rendering_from(self, entry: str | None) -> None:
+        """The output comes from the set of cache entry `entry` (`trust.load_entry`); None (a
+        set that is not cached, or has project capabilities): never memoised, nothing kept."""
+        self._entry = entry
+        if entry is None:
+            self._keep_memo = False
 
     def out(self, text: str) -> None:
         sys.stdout.write(text)
@@ -135,11 +143,9 @@ class Recorder:
             return
         parts.append(text)
 
-    def finish(self, status: int, entry: str | None) -> int:
-        """The call's exit code, after its memo is written under `entry`: the id of the set's
-        cache entry the output was rendered from (`trust.load_entry`); None for a set that is
-        not cached or has project capabilities (never memoised)."""
-        if entry is None or not self._keep_memo or not settled(self._config, self._read_ns):
+    def finish(self, status: int) -> int:
+        """The call's exit code, after its memo is written (when it can have one)."""
+        if not self._keep_memo or self._entry is None or not settled(self._config, self._read_ns):
             return status
         assert self._argv is not None
         key = _key(self._argv)
@@ -147,7 +153,7 @@ class Recorder:
             key,
             self._project,
             self._capabilities,
-            entry,
+            self._entry,
             self._config,
             self._code,
             "".join(self._out),

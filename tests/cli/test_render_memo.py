@@ -294,3 +294,15 @@ def test_a_memo_others_could_have_written_is_never_replayed(tmp_path):
     memo.unlink()
     memo.symlink_to(elsewhere)
     assert _render(project, root, argv) == want
+
+
+def test_an_output_past_the_limit_is_written_whole_and_not_memoised(tmp_path, monkeypatch):
+    from looprail.cli import render_memo
+
+    project, root = _setup(tmp_path)
+    want = _render(project, root, ["plan:pre", "--raw"], cached=False)
+    monkeypatch.setattr(render_memo, "MAX_OUTPUT", len(want[1]) // 2)
+    for _ in range(3):
+        assert _render(project, root, ["plan:pre", "--raw"]) == want
+        time.sleep(SETTLE)
+    assert _memo_files() == []
