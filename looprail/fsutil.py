@@ -64,6 +64,27 @@ def project_folder(
     return project.resolve() if resolve else project
 
 
+# Git's "racy clean" rule: file times tick coarsely (the kernel's clock tick), so a file changed
+# this close to a read may change again without its stat showing it. The caches, the phase
+# scan and the Dask worker's sync all distrust a stat this fresh.
+RACY_NS = 50_000_000
+
+
+def stat_sig(path: str) -> list[int] | None:
+    """What the caches record of a file or folder they depend on (None: absent)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino]
+
+
+def settled(sig: list[int] | None, read_ns: int) -> bool:
+    """Whether `sig` (taken after a read begun at `read_ns`) is the content that was read: the
+    file's last change is older than the read by more than `RACY_NS`."""
+    return sig is None or max(sig[0], sig[1]) < read_ns - RACY_NS
+
+
 def is_private(st: os.stat_result, is_kind: Callable[[int], bool]) -> bool:
     """Of this kind (`stat.S_ISDIR`/`S_ISREG`), owned by this user, writable by nobody else."""
     return is_kind(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import zlib
 
+from looprail.fsutil import settled as settled
+from looprail.fsutil import stat_sig as stat_sig
 from looprail.layout import CAPABILITIES_DIR, looprail_home, project_path
 
 TYPE_CHECKING = False
@@ -48,6 +50,7 @@ RULE_FILES = tuple(
         ("..", "points.py"),
         ("..", "jsonload.py"),
         ("..", "layout.py"),
+        ("..", "fsutil.py"),
     )
 )
 
@@ -90,24 +93,6 @@ def new_temp_file(folder: str, prefix: str) -> tuple[int, str]:
         except FileExistsError:
             continue
     raise FileExistsError(f"no free temporary name in {folder}")
-
-
-def stat_sig(path: str) -> list[int] | None:
-    """What the caches record of a file or folder they depend on (None: absent)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino]
-
-
-_RACY_NS = 50_000_000  # file times tick coarsely; a change this close to the read is suspect
-
-
-def settled(sig: list[int] | None, read_ns: int) -> bool:
-    """Whether `sig` (taken after a read begun at `read_ns`) is the content that was read: the
-    file's last change is older than the read, with a margin (git's "racy clean" rule)."""
-    return sig is None or max(sig[0], sig[1]) < read_ns - _RACY_NS
 
 
 def write_checked(path: str, fmt: str, body: bytes, prefix: str) -> None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from distributed import Variable, Worker, get_client, get_worker
 from distributed.diagnostics.plugin import WorkerPlugin
 
+from looprail.fsutil import RACY_NS
 from looprail.layout import AGENTS_DIR, CHECKS_DIR, COMMANDS_DIR, LOOPRAIL_DIR, SKILLS_DIR
 from looprail.machine.dask_job import (
     SKIP,
@@ -43,8 +44,6 @@ from looprail.runtime.git import git
 from looprail.runtime.local import LocalRuntime, Timeouts
 
 _KEEP_LOOPRAIL = (AGENTS_DIR, SKILLS_DIR, COMMANDS_DIR, CHECKS_DIR)  # executables the runtime runs
-
-_RACY_NS = 50_000_000  # 50 ms: well above any kernel's file-time granularity
 
 # A file's identity for "did it change": type and permissions, size, mtime, ctime, inode. ctime
 # cannot be set back by a task, so a rewrite to the same size and mtime is still seen.
@@ -221,7 +220,7 @@ def sync_tree(source: Path, target: Path, manifest: Manifest) -> Manifest:
     # Git's "racy clean" rule: a source file changed this close to the sync may change again
     # without its stat showing it (file times are as coarse as the kernel's tick), so it is
     # not trusted next time, it is copied again.
-    racy_after = time.time_ns() - _RACY_NS
+    racy_after = time.time_ns() - RACY_NS
     src_files, src_dirs = _scan(source)
     dst_files, dst_dirs = _scan(target, wanted=False)
     src_dir_set = set(src_dirs)
@@ -270,7 +269,7 @@ def snapshot(project: Path) -> dict[str, Seen]:
     """What each file a change may name (not `.git/`, not `.looprail/`) is now: its stat, or
     for a file changed within the last moments (its stat may not show the next change: the
     racy-clean rule above) its stat and a digest of its content."""
-    racy_after = time.time_ns() - _RACY_NS
+    racy_after = time.time_ns() - RACY_NS
     out: dict[str, Seen] = {}
     for folder, dirs, names in os.walk(project):
         rel_folder = os.path.relpath(folder, project)

@@ -16,7 +16,7 @@ from pydantic import Field, computed_field
 
 from looprail.config import load_project_config
 from looprail.errors import PlanError
-from looprail.fsutil import require_inside
+from looprail.fsutil import RACY_NS, require_inside
 from looprail.layout import PROJECT_CONFIG_FILE, Summaries, summary_of
 from looprail.layout import normalize_phase_number as normalize_phase_number  # re-exported
 from looprail.plans.folders import PHASES_DIR as PHASES_DIR  # re-exported
@@ -294,13 +294,10 @@ def _stat_keys(folder: str, names: list[str]) -> dict[str, _StatKey | None]:
     return keys
 
 
-_RACY_NS = 50_000_000  # file times tick coarsely (jiffies): anything this fresh is read again
-
-
 def _racy(key: _StatKey | None) -> bool:
     if not key:  # unreadable: nothing cached to distrust
         return False
-    return time.time_ns() - max(key[0], key[1]) < _RACY_NS
+    return time.time_ns() - max(key[0], key[1]) < RACY_NS  # read again: the racy-clean rule
 
 
 def _stat_key(path: str) -> _StatKey | None:
