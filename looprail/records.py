@@ -29,7 +29,7 @@ class _Record(tuple):
 
     __slots__ = ()
     _fields: ClassVar[tuple[str, ...]] = ()
-    _field_defaults: ClassVar[dict[str, Any]] = {}
+    _field_defaults: ClassVar[dict[str, object]] = {}
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         fields = cls._fields
@@ -76,15 +76,16 @@ class _Record(tuple):
 
 
 class _Meta(type):
-    def __new__(mcls, name: str, bases: tuple[type, ...], ns: dict[str, Any]) -> type:
+    def __new__(mcls, name: str, bases: tuple[type, ...], ns: dict[str, object]) -> type:
         if not bases:  # `NamedTuple` itself
             return super().__new__(mcls, name, bases, ns)
         annotations = ns.get("__annotations__", {})
+        assert isinstance(annotations, dict)
         fields = tuple(annotations)
         defaults = {f: ns[f] for f in fields if f in ns}
         if any(f not in defaults for f in fields[len(fields) - len(defaults) :]):
             raise TypeError(f"{name}: a field without a default follows one with a default")
-        body: dict[str, Any] = {
+        body: dict[str, object] = {
             key: value for key, value in ns.items() if key not in fields or key in _SPECIAL
         }
         body.update(

@@ -25,6 +25,10 @@ from looprail.trust import load_entry
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: this is the render-hooks hot path
+    from collections.abc import Mapping
+    from typing import Any
+
+    from looprail.hooks.capset import CapabilitySet
     from looprail.hooks.resolve import Envelope
 
 _VALUE_FLAGS = {
@@ -110,11 +114,15 @@ def render_hooks(args) -> int:
                     "setting"
                 )
             )
+    return rec.finish(_write(args, rec, compiled, config))
+
+
+def _write(args, rec: Recorder, compiled: CapabilitySet, config: Mapping[str, Any] | None) -> int:
+    """Write the call's answer through `rec`; its exit code."""
     if args.active_cap is not None:
-        rec.out(
-            "true\n" if active_cap(compiled, config, args.point, args.active_cap) else "false\n"
-        )
-        return rec.finish(0)
+        active = active_cap(compiled, config, args.point, args.active_cap)
+        rec.out("true\n" if active else "false\n")
+        return 0
     # Streamed: the envelope is written piece by piece, so a fragment that many hooks name is
     # held once, not once per hook (and not again as the joined output and its bytes; the memo
     # keeps outputs up to `render_memo.MAX_OUTPUT`).
@@ -131,7 +139,7 @@ def render_hooks(args) -> int:
         for piece in rendered.pieces():
             rec.out(piece)
         rec.out("\n")
-    return rec.finish(1 if args.strict and envelope.get("warnings") else 0)
+    return 1 if args.strict and envelope.get("warnings") else 0
 
 
 def _add_context(envelope: Envelope, project: str, phase: str) -> None:
