@@ -7,6 +7,8 @@ import typing
 from functools import cached_property
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from looprail.records import NamedTuple
 
@@ -65,3 +67,38 @@ def test_descriptors_of_a_subclass_work_as_with_typing():
             return self.a * 2
 
     assert Cached(3).twice == 6
+
+
+def _outcome(make):
+    try:
+        return "ok", tuple(make())
+    except (TypeError, ValueError) as exc:
+        return type(exc).__name__, None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    args=st.lists(st.integers(), max_size=4),
+    kwargs=st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), st.integers(), max_size=3),
+    made=st.lists(st.integers(), max_size=4),
+)
+def test_construction_make_and_replace_behave_as_typings(args, kwargs, made):
+    """Any positional and keyword arguments, any `_make` length, any `_replace` names: the same
+    record or the same kind of error as `typing.NamedTuple`."""
+    assert _outcome(lambda: Light(*args, **kwargs)) == _outcome(lambda: Typed(*args, **kwargs))
+    assert _outcome(lambda: Light._make(made)) == _outcome(lambda: Typed._make(made))
+    one, two = Light(1), Typed(1)
+    assert _outcome(lambda: one._replace(**kwargs)) == _outcome(lambda: two._replace(**kwargs))
+    assert one._asdict() == two._asdict()
+
+
+def test_a_record_pickles_and_matches_as_typings():
+    import pickle
+
+    record = Light(2, "x", (1,))
+    assert pickle.loads(pickle.dumps(record)) == record
+    assert type(pickle.loads(pickle.dumps(record))) is Light
+    match record:
+        case Light(a, b, c):
+            assert (a, b, c) == (2, "x", (1,))
+    assert Light.__match_args__ == Typed.__match_args__
