@@ -110,21 +110,11 @@ def test_what_is_never_memoised(tmp_path):
     project, root = _setup(tmp_path)
     phases = project / ".planning" / "phases" / "01-x"
     phases.mkdir(parents=True)
-    for argv in (["plan:pre", "--phase", "1"], ["plan:pre"]):
-        env = {"LOOPRAIL_NO_CACHE": "1"} if "--phase" not in argv else {}
+    # --phase reads the phase folders; LOOPRAIL_NO_CACHE turns every cache off
+    for argv, cached in ((["plan:pre", "--phase", "1"], True), (["plan:pre"], False)):
         for _ in range(3):
             time.sleep(SETTLE)
-            p = run_cli(
-                "loop",
-                "render-hooks",
-                *argv,
-                "--project",
-                str(project),
-                "--capabilities",
-                str(root),
-                env=env,
-            )
-            assert p.returncode == 0, p.stderr
+            assert _render(project, root, argv, cached=cached)[0] == 0
     assert _memo_files() == []
     # a set with project capabilities: consent is checked at every call
     write_capability(

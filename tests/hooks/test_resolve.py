@@ -4,6 +4,7 @@ the rendered markdown."""
 
 from __future__ import annotations
 
+import marshal
 from pathlib import Path
 
 import pytest
@@ -350,12 +351,9 @@ def test_a_corrupted_cache_entry_is_rebuilt_never_served(tmp_path):
         assert _inline(load_compiled(project, [root])) == ["alpha"]
 
 
-def test_a_well_checksummed_cache_of_the_wrong_shape_is_rebuilt(tmp_path):
-    import marshal
-    import zlib
-
-    from looprail.hooks import compiled as compiled_mod
-
+def _one_cached_capability(tmp_path):
+    """A capability whose fragment says "alpha", its set cached: (project, root, the cache
+    entry, its (key, deps, the set's bytes))."""
     root = tmp_path / "caps"
     write_capability(
         root, feature("cap", contributions=[_contribution("f.md")]), files={"f.md": "alpha"}
@@ -363,7 +361,20 @@ def test_a_well_checksummed_cache_of_the_wrong_shape_is_rebuilt(tmp_path):
     project = tmp_path / "project"
     load_compiled(project, [root])
     (cache,) = _cache_files(tmp_path)
-    key, deps, nested = marshal.loads(cache.read_bytes().partition(b"\n")[2])
+    return project, root, cache, marshal.loads(cache.read_bytes().partition(b"\n")[2])
+
+
+def _checked(body: bytes) -> bytes:
+    """`body` behind a good header: the set cache's format and its CRC-32."""
+    import zlib
+
+    from looprail.hooks import compiled as compiled_mod
+
+    return f"{compiled_mod.CACHE_FORMAT} {zlib.crc32(body):08x}\n".encode() + body
+
+
+def test_a_well_checksummed_cache_of_the_wrong_shape_is_rebuilt(tmp_path):
+    project, root, cache, (key, deps, nested) = _one_cached_capability(tmp_path)
     good = marshal.loads(nested)
     (cap,) = good["capabilities"]
     no_id = [{k: v for k, v in cap[0].items() if k != "id"}, *cap[1:]]
@@ -386,8 +397,7 @@ def test_a_well_checksummed_cache_of_the_wrong_shape_is_rebuilt(tmp_path):
         marshal.dumps((key, list(deps), nested)),
     ]
     for body in bodies:
-        header = f"{compiled_mod.CACHE_FORMAT} {zlib.crc32(body):08x}\n".encode()
-        cache.write_bytes(header + body)
+        cache.write_bytes(_checked(body))
         assert _inline(load_compiled(project, [root])) == ["alpha"]
 
 
@@ -485,21 +495,8 @@ def test_the_cache_sees_a_dangling_capability_symlink_come_alive(tmp_path):
 def test_a_cache_entry_others_could_have_written_is_never_read(tmp_path):
     """An entry says which hooks run: one writable by others (or a symlink) is rebuilt, even
     with a good checksum; this user's own file is trusted, as looprail's own code is."""
-    import marshal
-    import zlib
-
-    from looprail.hooks import compiled as compiled_mod
-
-    root = tmp_path / "caps"
-    write_capability(
-        root, feature("cap", contributions=[_contribution("f.md")]), files={"f.md": "alpha"}
-    )
-    project = tmp_path / "project"
-    load_compiled(project, [root])
-    (cache,) = _cache_files(tmp_path)
-    key, deps, nested = marshal.loads(cache.read_bytes().partition(b"\n")[2])
-    body = marshal.dumps((key, deps, nested.replace(b"alpha", b"omega")))
-    planted = f"{compiled_mod.CACHE_FORMAT} {zlib.crc32(body):08x}\n".encode() + body
+    project, root, cache, (key, deps, nested) = _one_cached_capability(tmp_path)
+    planted = _checked(marshal.dumps((key, deps, nested.replace(b"alpha", b"omega"))))
     cache.write_bytes(planted)
     cache.chmod(0o600)
     assert _inline(load_compiled(project, [root])) == ["omega"]
