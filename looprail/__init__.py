@@ -17,9 +17,11 @@ from __future__ import annotations
 
 from looprail._lazy import lazy_exports
 from looprail._version import __version__
-from looprail.errors import LooprailError
 
 _EXPORTS = {
+    # the error every refusal raises (loaded on first use: a replayed `render-hooks` call
+    # never builds the error tree)
+    "LooprailError": "looprail.errors",
     # the loop
     "LoopSpec": "looprail.machine.spec",
     "StepSpec": "looprail.machine.spec",
@@ -48,11 +50,12 @@ _EXPORTS = {
     "ScriptedRuntime": "looprail.runtime.scripted",
 }
 
-__all__ = ["LooprailError", "__version__", *sorted(_EXPORTS)]
+__all__ = ["__version__", *sorted(_EXPORTS)]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the names, typed for checkers (`x as x`: a re-export); at run time
     # `__getattr__` loads them (tests/test_exports.py checks these agree with `_EXPORTS`)
+    from looprail.errors import LooprailError as LooprailError
     from looprail.hooks.registry import load_registry as load_registry
     from looprail.hooks.resolve import render as render
     from looprail.hooks.resolve import resolve as resolve

@@ -15,8 +15,6 @@ from __future__ import annotations
 import os
 import sys
 
-from looprail.errors import LooprailError
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # collections.abc is not imported at run time: the render-hooks hot path
     from collections.abc import Sequence
@@ -29,25 +27,37 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
     try:
         return _dispatch(argv)
-    except LooprailError as exc:
-        print(f"looprail: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except BrokenPipeError:
-        # The reader went away (`looprail … | head`): not an error. Point stdout at /dev/null
-        # so the interpreter's final flush does not fail again with a traceback.
-        _silence_stdout()
-        return 0
-    except OSError as exc:
-        # A file or folder the user named that the OS refuses (permissions, a name too long,
-        # a full disk): one line, like every other user error.
-        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
-        print(f"looprail: error: {where}{exc.strerror or exc}", file=sys.stderr)
-        return 1
+    except Exception as exc:
+        return _refused(exc)
     except KeyboardInterrupt as exc:
         # SIGTERM/SIGHUP during a run arrive as a KeyboardInterrupt carrying the signal.
         signum = getattr(exc, "signum", None)
         print(f"looprail: interrupted{f' (signal {signum})' if signum else ''}", file=sys.stderr)
         return 128 + signum if signum else 130
+
+
+def _refused(exc: Exception) -> int:
+    """The exit code of a call that raised `exc`, after one line saying why; anything but a
+    looprail error, a closed pipe or an OS refusal is raised again (a bug: its traceback)."""
+    # not at the top: a call that raises nothing never builds the error tree (3M instructions
+    # of a replayed `render-hooks` call, which imports little else)
+    from looprail.errors import LooprailError
+
+    if isinstance(exc, LooprailError):
+        print(f"looprail: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    if isinstance(exc, BrokenPipeError):
+        # The reader went away (`looprail … | head`): not an error. Point stdout at /dev/null
+        # so the interpreter's final flush does not fail again with a traceback.
+        _silence_stdout()
+        return 0
+    if isinstance(exc, OSError):
+        # A file or folder the user named that the OS refuses (permissions, a name too long,
+        # a full disk): one line, like every other user error.
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        print(f"looprail: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 1
+    raise exc
 
 
 def console() -> None:
