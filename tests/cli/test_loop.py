@@ -240,26 +240,16 @@ STDLIB_NOT_ON_A_WARM_CALL = ("typing", "pathlib", "urllib", "ipaddress", "contex
 def test_a_warm_render_hooks_call_imports_no_typing_or_pathlib(tmp_path):
     """In a fresh interpreter, as a host's call: once to fill the cache, then again."""
     import os
-    import subprocess
-    import sys
+
+    from tests.support import calls_in_fresh_interpreters
 
     project, root = setup(tmp_path)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("COV", "COVERAGE"))}
-    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
     argv = ["loop", "render-hooks", "plan:pre", "--raw", "--project", str(project)]
     argv += ["--capabilities", str(root)]
-    code = (
-        "import sys\n"
-        "from looprail.cli import main\n"
-        f"main({argv!r})\n"
-        f"print(sorted(m.split('.')[0] for m in sys.modules if m.split('.')[0] in {STDLIB_NOT_ON_A_WARM_CALL!r}), file=sys.stderr)\n"
-    )
-    for _ in range(2):
-        out = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
-        )
-    assert '"capId": "cap"' in out.stdout
-    assert out.stderr.strip().splitlines()[-1] == "[]", out.stderr
+    outs, loaded = calls_in_fresh_interpreters(argv, env, times=2)
+    assert '"capId": "cap"' in outs[-1] and "json" in loaded
+    assert sorted({m.split(".")[0] for m in loaded} & set(STDLIB_NOT_ON_A_WARM_CALL)) == []
 
 
 def test_render_hooks_after_a_manifest_edit_stays_light(tmp_path):

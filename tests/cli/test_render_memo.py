@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -15,7 +13,13 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support import feature, run_cli, write_capability, write_config
+from tests.support import (
+    calls_in_fresh_interpreters,
+    feature,
+    run_cli,
+    write_capability,
+    write_config,
+)
 
 SETTLE = 0.06  # past the caches' 50 ms racy-stat margin
 
@@ -84,24 +88,11 @@ def test_a_repeat_is_replayed_from_the_memo(tmp_path, monkeypatch):
 
 def test_a_replayed_call_imports_no_resolver_config_or_set_records(tmp_path):
     project, root = _setup(tmp_path)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("COV", "COVERAGE"))}
     argv = ["loop", "render-hooks", "plan:pre", "--raw", "--project", str(project)]
     argv += ["--capabilities", str(root)]
-    code = (
-        "import sys\n"
-        "from looprail.cli import main\n"
-        f"main({argv!r})\n"
-        "print(sorted(m for m in sys.modules if m.startswith('looprail')), file=sys.stderr)\n"
-    )
-    outs = []
-    for _ in range(3):
-        time.sleep(SETTLE)
-        p = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
-        )
-        outs.append(p.stdout)
+    outs, loaded = calls_in_fresh_interpreters(argv, dict(os.environ), times=3, pause=SETTLE)
     assert outs[0] == outs[1] == outs[2] and '"capId": "alpha"' in outs[2]
-    loaded = eval(p.stderr.strip().splitlines()[-1])
+    assert "looprail.cli.render_memo" in loaded  # the list is the call's, not empty
     for module in ("looprail.hooks.resolve", "looprail.hooks.capset", "looprail.config"):
         assert module not in loaded, loaded
 
