@@ -6,12 +6,12 @@ same argv in the same folder finds the same capability-set cache entry it render
 set's own code included), the same `.planning/config.json` (its stat signature) and the same
 rendering code, its output is the output it had: stdout, stderr and the exit code are written
 back from the memo, and the resolver, the config reader and the set's records are never
-imported (a warm call costs 0.8 of what it did; `benchmarks/render_hooks.py`).
+imported (a warm call costs 0.8-0.9 of what it did; `benchmarks/render_hooks.py`).
 
 Never memoised: a call with `--phase` (it reads the phase folders), a set with project
 capabilities (consent is checked at every call), LOOPRAIL_NO_CACHE, output over 1 MiB, a
-config.json changed within 50 ms of its read (the set cache's racy-stat rule), a call whose
-set that could not be cached. A memo that is damaged, stale or of another format is
+config.json changed within 50 ms of its read (`fsutil.RACY_NS`), a set that could not be
+cached. A memo that is damaged, stale or of another format is
 ignored and rewritten; deleting the cache folder is always safe.
 """
 
@@ -23,9 +23,9 @@ import sys
 import time
 import zlib
 
-from looprail.fsutil import read_private
+from looprail.fsutil import read_private, settled, stat_sig
 from looprail.hooks.compiled import entry_id
-from looprail.hooks.sources import read_checked, settled, stat_sig, write_checked
+from looprail.hooks.sources import read_checked, write_checked
 from looprail.layout import cache_dir, config_path
 
 TYPE_CHECKING = False

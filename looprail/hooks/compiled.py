@@ -18,7 +18,7 @@ import os
 import time
 import zlib
 
-from looprail.fsutil import read_private
+from looprail.fsutil import read_private, settled, stat_sig
 from looprail.hooks.sources import (
     DEFERRED,
     PROJECT,
@@ -26,8 +26,6 @@ from looprail.hooks.sources import (
     capability_folders,
     read_checked,
     root_specs,
-    settled,
-    stat_sig,
     write_checked,
 )
 from looprail.layout import cache_dir

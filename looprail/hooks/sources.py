@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 import zlib
 
-from looprail.fsutil import settled as settled
-from looprail.fsutil import stat_sig as stat_sig
 from looprail.layout import CAPABILITIES_DIR, looprail_home, project_path
 
 TYPE_CHECKING = False
