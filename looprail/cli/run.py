@@ -30,7 +30,6 @@ from looprail.machine.run import RunOptions
 from looprail.machine.session import default_jobs, load_project, run_phase, run_settings
 from looprail.points import POINTS
 from looprail.runtime.local import resolve_host_tool
-from looprail.runtime.process import prestart_guard_server
 from looprail.store import Journal
 from looprail.textsafe import plural
 
@@ -261,8 +260,6 @@ def _answers(args) -> tuple[tuple[str, str], ...]:
 
 
 def run(args) -> int:
-    if not args.dry_run:
-        prestart_guard_server()  # it boots while the machine is imported below
     loaded = load_project(args.project_pos or args.project, args.capabilities)
     if refused := _refuse(loaded):
         return refused

@@ -32,9 +32,8 @@ from typing import Any
 
 from looprail.runtime.base import Outcome, Request
 from looprail.runtime.childenv import child_pwd_env, confined_path_env
-from looprail.runtime.guard_client import proc_state
 from looprail.runtime.owed import owed_problem
-from looprail.runtime.process import Spawned, _notify, exit_words, start_ticks
+from looprail.runtime.process import Spawned, _notify, exit_words, proc_state, start_ticks
 from looprail.runtime.prompts import owed_file
 
 NOT_CAPTURED = "not captured: an interactive session on the terminal"

@@ -47,7 +47,6 @@ from looprail.runtime.process import (
     escape_untrusted,
     exit_words,
     find_program,
-    prestart_guard_server,
     run_bounded,
 )
 from looprail.settings import Timeouts as Timeouts  # re-exported: the runtime's defaults
@@ -107,10 +106,7 @@ class LocalRuntime(BaseRuntime):
         )
 
     def begin_run(self, run: RunStart) -> None:
-        """From now on each process's output is filed under `.looprail/logs/<run>/`. The guard
-        server starts now (as `looprail run` starts it), so a library run's first wave does
-        not wait for its interpreter and finds its spare guards forked."""
-        prestart_guard_server()
+        """From now on each process's output is filed under `.looprail/logs/<run>/`."""
         if self.transcripts is None:
             self.transcripts = Transcripts(self.project)
         self.transcripts.run_id = run.run_id

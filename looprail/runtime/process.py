@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -20,23 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from looprail.runtime.childenv import child_pwd_env, confined_path_env
-from looprail.runtime.guard_client import (
-    GUARD_GRACE_S,
-    SERVER,
-    Served,
-    Spawned,
-    close_fds,
-    guard_argv,
-    guard_available,
-    parse_started,
-    reap_spawned,
-)
-from looprail.runtime.guard_client import prestart_guard_server as prestart_guard_server
-from looprail.runtime.guard_client import start_ticks as start_ticks
 from looprail.runtime.pump import close_pipes, pump
 from looprail.textsafe import one_line
 
 DEFAULT_OUTPUT_CAP = 1 << 20  # 1 MiB per stream: enough for any verdict, bounded for any bug
+_GUARD = Path(__file__).with_name("guard.py")
+GUARD_GRACE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -64,6 +54,27 @@ class ProcessResult:
         if self.timed_out:
             return f"timed out after {self.duration_s:.1f}s"
         return f"exited {self.exit_code}"
+
+
+@dataclass(frozen=True)
+class Spawned:
+    """A started child and its guard, each with its start time in clock ticks since boot
+    (field 22 of /proc/PID/stat): a pid plus its start time names one process for good."""
+
+    pid: int
+    start: int
+    guard_pid: int
+    guard_start: int
+    argv0: str = ""
+
+    def as_data(self) -> dict[str, object]:
+        return {
+            "pid": self.pid,
+            "start": self.start,
+            "guard_pid": self.guard_pid,
+            "guard_start": self.guard_start,
+            "argv0": self.argv0,
+        }
 
 
 def run_bounded(
@@ -133,16 +144,17 @@ def _run_child(
     output_cap: int,
     on_output: Callable[[str, bytes], None] | None,
 ) -> ProcessResult:
-    fds = [-1, -1]  # an own guard's status pipe (read end, write end) while open
-    proc: Any = None  # subprocess.Popen, or Served (a guard forked by the guard server)
+    fds = [-1, -1]  # the guard's status pipe (read end, write end) while open
+    proc: subprocess.Popen | None = None
     try:
         # Ctrl-C/SIGTERM wait until the child is in `child.proc`: raised inside Popen (after
         # the fork), it would leave a process nobody knows about.
         with _stop_signals_deferred():
-            proc = _start(child, cmd, data is not None, cwd, env, fds)
-            if isinstance(proc, str):
+            started = _start(child, cmd, data is not None, cwd, env, fds)
+            if isinstance(started, str):
                 spent = time.monotonic() - start
-                return ProcessResult(shown, None, "", "", spent, spawn_error=proc)
+                return ProcessResult(shown, None, "", "", spent, spawn_error=started)
+            proc = started
             with _LIVE_LOCK:
                 child.proc = proc
                 cancelled = child.cancelled
@@ -159,8 +171,8 @@ def _run_child(
         )
     except BaseException:
         close_fds(*fds)
-        if proc is not None and not isinstance(proc, str):
-            _abandon(child, proc, shown[0])
+        if proc is not None:
+            _abandon(child, proc)
         raise
     return ProcessResult(
         argv=shown,
@@ -180,18 +192,10 @@ def _start(
     cwd: str | Path | None,
     env: Mapping[str, str] | None,
     fds: list[int],
-) -> Any:
-    """Start `cmd`, under a guard when `child.guarded`: the process (Popen or Served), or why
-    it did not start. A guard of its own writes its report on a pipe, kept in `fds`."""
+) -> subprocess.Popen | str:
+    """Start `cmd`, under a guard when `child.guarded`: the process, or why it did not start.
+    The guard writes its report on a pipe, kept in `fds`."""
     if child.guarded:
-        # Through the guard server (a fork of a running guard): no interpreter start per
-        # child. None: there is no server, so this child gets a guard of its own.
-        try:
-            served = SERVER.start(cmd, stdin, cwd, env)
-        except (OSError, ValueError) as exc:  # ValueError: a NUL byte, as Popen says
-            return _why(exc)
-        if served is not None:
-            return served
         fds[:] = os.pipe()
         cmd = [*guard_argv(fds[1]), "--", *cmd]
     try:
@@ -215,37 +219,24 @@ def _why(exc: OSError | ValueError) -> str:
     return (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
 
 
-def _await_guard(child: _Child, proc: Any, fds: list[int], argv0: str) -> str | None:
+def _await_guard(child: _Child, proc: subprocess.Popen, fds: list[int], argv0: str) -> str | None:
     """Hear the guard out: None once it has started the real child, else why it could not
     (the guard is reaped then)."""
-    if isinstance(proc, Served):
-        spawned = proc.read_started(argv0)
-    else:
-        fd, fds[0] = fds[0], -1
-        spawned = _read_guard_status(proc, fd, argv0)
+    fd, fds[0] = fds[0], -1
+    spawned = _read_guard_status(proc, fd, argv0)
     if isinstance(spawned, str):
         close_pipes(proc)
         proc.wait()
         return spawned
     with _LIVE_LOCK:
         child.spawned = spawned
-        # A served guard's pid is known only now: a `kill_running` before this could not
-        # signal it (see `_stop`), so it is stopped here.
-        cancelled = child.cancelled and isinstance(proc, Served)
     _notify(spawned)
-    if cancelled:
-        _stop(child)
     return None
 
 
-def _abandon(child: _Child, proc: Any, argv0: str) -> None:
+def _abandon(child: _Child, proc: subprocess.Popen) -> None:
     """Ctrl-C (or any bug) once the child exists: it has its own session, so nothing else
     will stop it. Stop its tree and reap it before unwinding."""
-    if isinstance(proc, Served) and not proc.pid and proc.returncode is None:
-        # Interrupted before its guard said its pid: hear it out (the guard reports right
-        # after it starts the child), so that the guard can be told to stop.
-        with contextlib.suppress(BaseException), _stop_signals_deferred():
-            proc.read_started(argv0)
     _stop(child)
     close_pipes(proc)
     with contextlib.suppress(BaseException):
@@ -276,6 +267,7 @@ def _wait_out(child: _Child, deadline: float) -> bool:
     """The pipes closed before the child exited (it closed them itself): wait out the rest of
     its time, then kill it. True when it had to be killed."""
     proc = child.proc
+    assert proc is not None
     if proc.poll() is not None:
         return False
     try:
@@ -313,7 +305,7 @@ class _Child:
 
     def __init__(self, guarded: bool):
         self.guarded = guarded
-        self.proc: Any = None  # subprocess.Popen or Served, once started
+        self.proc: subprocess.Popen | None = None
         self.spawned: Spawned | None = None
         self.cancelled = False
 
@@ -396,11 +388,6 @@ def _stop(child: _Child) -> None:
     proc = child.proc
     if proc is None:
         return
-    if isinstance(proc, Served) and (proc.returncode is not None or not proc.pid):
-        # Its guard has reported its end (the pid may no longer be its own), or has not yet
-        # said its pid: then the starting thread stops it once it has (`child.cancelled`).
-        # Never signal pid 0: that is this process's own group.
-        return
     if child.guarded:
         with contextlib.suppress(OSError):
             proc.send_signal(signal.SIGTERM)  # not once it is reaped: its pid may be reused
@@ -430,6 +417,29 @@ def _notify(spawned: Spawned) -> None:
             listener(spawned)
 
 
+def guard_available() -> bool:
+    """Every child runs under the guard where the kernel offers what it needs (Linux prctl);
+    `LOOPRAIL_NO_GUARD=1` turns it off (then children are process groups, as elsewhere)."""
+    return (
+        sys.platform.startswith("linux")
+        and os.environ.get("LOOPRAIL_NO_GUARD") != "1"
+        and bool(sys.executable)  # an embedding interpreter may have none to start the guard
+        and _GUARD.is_file()
+    )
+
+
+def guard_argv(status_fd: int) -> list[str]:
+    return [sys.executable, "-I", "-S", str(_GUARD), str(os.getpid()), str(status_fd)]
+
+
+def parse_started(raw: bytes, guard_pid: int, argv0: str) -> Spawned | str:
+    text = raw.decode(errors="replace").strip()
+    if text.startswith("P"):
+        pid, start, guard_start = (int(x) for x in text[1:].split()[:3])
+        return Spawned(pid, start, guard_pid, guard_start, argv0)
+    return text[1:] if text.startswith("E") else "the process guard did not start"
+
+
 def _read_guard_status(proc: subprocess.Popen, fd: int, argv0: str) -> Spawned | str:
     """The guard's one report: `P<pid> <start> <guard start> <guard pid>` or `E<why>`."""
     chunks = []
@@ -441,6 +451,54 @@ def _read_guard_status(proc: subprocess.Popen, fd: int, argv0: str) -> Spawned |
     finally:
         os.close(fd)
     return parse_started(b"".join(chunks), proc.pid, argv0)
+
+
+def close_fds(*fds: int) -> None:
+    for fd in fds:
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def proc_state(pid: int) -> list[bytes]:
+    """The fields of /proc/PID/stat after the command name, the state first; [] when there is
+    no such process (or no /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            text = fh.read()
+        return text[text.rindex(b")") + 2 :].split()
+    except (OSError, ValueError):
+        return []
+
+
+def start_ticks(pid: int, *, live_only: bool = False) -> int | None:
+    """Field 22 of /proc/PID/stat (start time since boot), or None when there is no such
+    process; with `live_only`, also None for a zombie (dead, not yet reaped)."""
+    fields = proc_state(pid)
+    if len(fields) < 20 or (live_only and fields[0] in (b"Z", b"X")):
+        return None
+    with contextlib.suppress(ValueError):
+        return int(fields[19])
+    return None
+
+
+def reap_spawned(spawned: Spawned) -> list[int]:
+    """Kill what is left of a child started by an earlier looprail process: its guard and the
+    child's process group, each only when its pid still names the very same process (same
+    start time), never a process that merely reuses the number. Returns the pids killed."""
+    killed = []
+    if spawned.guard_pid and start_ticks(spawned.guard_pid, live_only=True) == spawned.guard_start:
+        with contextlib.suppress(OSError):
+            os.kill(spawned.guard_pid, signal.SIGTERM)  # it kills its whole tree
+            killed.append(spawned.guard_pid)
+    if spawned.pid and start_ticks(spawned.pid, live_only=True) == spawned.start:
+        with contextlib.suppress(OSError):
+            if os.getpgid(spawned.pid) == spawned.pid:
+                os.killpg(spawned.pid, signal.SIGKILL)
+            else:
+                os.kill(spawned.pid, signal.SIGKILL)
+            killed.append(spawned.pid)
+    return killed
 
 
 def find_program(name: str, env: Mapping[str, str] | None = None) -> str | None:

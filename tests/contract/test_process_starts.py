@@ -16,9 +16,6 @@ ALLOWED = {
     # The process module: `run_bounded` (Popen of the guard or of the child, with the
     # confined environment) and `find_program` (`shutil.which` over the confined PATH).
     "runtime/process.py": "the confined lookup and start themselves",
-    # Its guard client: the guard server's interpreter (Popen, no shell, a fixed argv), and
-    # `subprocess.TimeoutExpired` for what run_bounded waits on.
-    "runtime/guard_client.py": "starts the guard server itself",
     # The guard: it runs the very argv `run_bounded` handed it, in the environment
     # `run_bounded` confined (posix_spawnp looks a bare name up on that PATH).
     "runtime/guard.py": "starts what run_bounded asked for, with its confined environment",

@@ -70,48 +70,28 @@ def main_thread_sigint():
     signal.signal(signal.SIGINT, previous)
 
 
-@pytest.fixture(params=["own-guard", "served-guard"])
-def spawn_path(request, monkeypatch):
-    """Each gap on both ways a guarded child starts: a guard process of its own (Popen), or a
-    guard forked by the guard server (`SERVER.start`)."""
-    if request.param == "own-guard":
-        monkeypatch.setenv("LOOPRAIL_GUARD_SERVER", "0")
-    elif not process.guard_available():
-        pytest.skip("no process guard here")
-    return request.param
+def _patch_start(monkeypatch, after_start) -> None:
+    """Run `after_start()` right after the child (its guard) was started, before run_bounded
+    has it."""
+    real = subprocess.Popen
 
+    def popen(*args, **kwargs):
+        proc = real(*args, **kwargs)
+        after_start()
+        return proc
 
-def _patch_start(monkeypatch, spawn_path, after_start) -> None:
-    """Run `after_start()` right after the child was started, before run_bounded has it."""
-    if spawn_path == "own-guard":
-        real = subprocess.Popen
-
-        def popen(*args, **kwargs):
-            proc = real(*args, **kwargs)
-            after_start()
-            return proc
-
-        monkeypatch.setattr(process.subprocess, "Popen", popen)
-    else:
-        real_start = process.SERVER.start
-
-        def start(*args, **kwargs):
-            proc = real_start(*args, **kwargs)
-            after_start()
-            return proc
-
-        monkeypatch.setattr(process.SERVER, "start", start)
+    monkeypatch.setattr(process.subprocess, "Popen", popen)
 
 
 # --------------------------------------------------------------------------- each gap, exactly
 
 
 def test_a_signal_inside_popen_after_the_fork_still_kills_the_child(
-    tmp_path, monkeypatch, main_thread_sigint, spawn_path
+    tmp_path, monkeypatch, main_thread_sigint
 ):
     pids = tmp_path / "pids"
-    # lands before Popen (or the server's start) has returned to run_bounded
-    _patch_start(monkeypatch, spawn_path, lambda: signal.raise_signal(signal.SIGINT))
+    # lands before Popen has returned to run_bounded
+    _patch_start(monkeypatch, lambda: signal.raise_signal(signal.SIGINT))
     try:
         with pytest.raises(KeyboardInterrupt):
             run_bounded(_record(pids), timeout_s=20)
@@ -123,7 +103,7 @@ def test_a_signal_inside_popen_after_the_fork_still_kills_the_child(
 
 
 def test_ctrl_c_before_the_guard_reported_the_child_kills_the_child(
-    tmp_path, monkeypatch, main_thread_sigint, spawn_path
+    tmp_path, monkeypatch, main_thread_sigint
 ):
     if not process.guard_available():
         pytest.skip("no process guard here")
@@ -135,32 +115,18 @@ def test_ctrl_c_before_the_guard_reported_the_child_kills_the_child(
             assert time.monotonic() < deadline
             time.sleep(0.005)
 
-    if spawn_path == "own-guard":
+    def child_started_then_ctrl_c(proc, fd, argv0):
+        wait_for_the_child()
+        os.close(fd)
+        raise KeyboardInterrupt
 
-        def child_started_then_ctrl_c(proc, fd, argv0):
-            wait_for_the_child()
-            os.close(fd)
-            raise KeyboardInterrupt
-
-        monkeypatch.setattr(process, "_read_guard_status", child_started_then_ctrl_c)
-    else:
-        real_read = process.Served.read_started
-        calls = []
-
-        def served_child_started_then_ctrl_c(self, argv0):
-            calls.append(argv0)
-            if len(calls) == 1:  # the first read is interrupted before the pid is known
-                wait_for_the_child()
-                raise KeyboardInterrupt
-            return real_read(self, argv0)
-
-        monkeypatch.setattr(process.Served, "read_started", served_child_started_then_ctrl_c)
+    monkeypatch.setattr(process, "_read_guard_status", child_started_then_ctrl_c)
     started = time.monotonic()
     try:
         with pytest.raises(KeyboardInterrupt):
             run_bounded(_record(pids), timeout_s=20)
         # Before the fix the guard's own group was SIGKILLed and its child, in a group of its
-        # own, was orphaned alive (a served guard's could not even be signalled: no pid yet).
+        # own, was orphaned alive.
         assert _survivors(pids) == []
         assert time.monotonic() - started < 10
     finally:
@@ -168,12 +134,10 @@ def test_ctrl_c_before_the_guard_reported_the_child_kills_the_child(
         _kill(pids)
 
 
-def test_kill_running_while_a_worker_is_inside_popen_kills_that_child(
-    tmp_path, monkeypatch, spawn_path
-):
+def test_kill_running_while_a_worker_is_inside_popen_kills_that_child(tmp_path, monkeypatch):
     pids = tmp_path / "pids"
     # the main thread's Ctrl-C path, before this child is known
-    _patch_start(monkeypatch, spawn_path, kill_running)
+    _patch_start(monkeypatch, kill_running)
     out: list = []
     worker = threading.Thread(target=lambda: out.append(run_bounded(_record(pids), timeout_s=20)))
     started = time.monotonic()
