@@ -79,13 +79,10 @@ def console() -> None:
     except (OSError, ValueError):
         sys.exit(code)
     # No threading module loaded: no thread was ever started through it (and importing it
-    # just to ask would cost `status` milliseconds). The guard server's keeper thread does not
-    # count: no guard is running by now, and the server dies with this process
-    # (PR_SET_PDEATHSIG), as designed.
+    # just to ask would cost `status` milliseconds).
     threading = sys.modules.get("threading")
     busy = threading is not None and any(
-        t is not threading.current_thread() and t.name != "looprail-guard-server"
-        for t in threading.enumerate()
+        t is not threading.current_thread() for t in threading.enumerate()
     )
     if not busy and "multiprocessing" in sys.modules:
         import multiprocessing  # already loaded (checked above): this only names it
