@@ -21,8 +21,8 @@ if [ -n "$KILL_TASK" ] && [ "$LOOPRAIL_PLAN_ID/$LOOPRAIL_TASK_ID" = "$KILL_TASK"
    && [ ! -e "$KILL_MARK" ]; then
   touch "$KILL_MARK"
   worker=$PPID
-  # On Linux every child runs under looprail's process guard, forked by the worker's guard
-  # server: the worker is the nearest ancestor that is not a guard.
+  # On Linux every child runs under a process guard of its own, started by the worker: the
+  # worker is the nearest ancestor that is not a guard.
   while grep -q guard.py "/proc/$worker/cmdline" 2>/dev/null; do
     worker=$(awk '{print $4}' "/proc/$worker/stat")
   done
