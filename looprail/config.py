@@ -3,7 +3,8 @@
 imported.
 
 - Read as UTF-8 with U+FFFD for bad bytes and parsed as `JSON.parse` would (the last duplicate
-  key wins, numbers are doubles, any depth); used only when it is an object.
+  key wins, numbers are doubles; at most about 1,000 levels deep, where JSON.parse reads any
+  depth); used only when it is an object.
 - A declared key (`type`, `default`, enum `values`) counts only when its value fits the type;
   anything else, `null` included, is the default. An undeclared key is the raw nested value.
 - `when`/`activationKey` take JavaScript's `Boolean()`; `configValues` carry the value.
@@ -62,6 +63,10 @@ def _read_config(project: str | Path) -> tuple[str, Any]:
         return path, MISSING
     try:
         return path, parse_json_js(decode_utf8(raw))
+    except RecursionError:  # JSON.parse reads any depth; Python's parser stops near its
+        # recursion limit (the exact depth depends on the Python version; docs/security.md)
+        reason = "cannot be read (JSON nested too deeply: looprail reads about 1,000 levels)"
+        raise ConfigError(path, reason) from None
     except json.JSONDecodeError as exc:
         doc, pos, msg = exc.doc, exc.pos, exc.msg
         before = doc[:pos].rstrip(" \t\n\r")

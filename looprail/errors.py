@@ -38,9 +38,12 @@ traceback and exits with its `exit_code`. `path`, `field` and `point` carry the 
 
 from __future__ import annotations
 
+import json
+import re
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
     from typing import Any, Literal
 
 
@@ -107,6 +110,24 @@ class Issue:
     def __str__(self) -> str:
         where = f"{self.file}: {self.path}" if self.path else self.file
         return f"{where}: {self.reason}"
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def json_path(loc: Iterable[str | int], root: str = "$") -> str:
+    """The JSON path an `Issue` names: `$.steps[0].fragment`, `$.local["my-hook"].event`.
+    `loc` is a pydantic error's `loc` or any keys and indexes (pydantic's `[key]` marker for a
+    dict key is left out; `$schema` is spelled as people write it)."""
+    path = root
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part == "$schema" or _PLAIN_KEY.fullmatch(part):
+            path += f".{part}"
+        elif part != "[key]":
+            path += f"[{json.dumps(part)}]"
+    return path
 
 
 class AnswerRefused(LooprailError):

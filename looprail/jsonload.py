@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 import re  # already loaded by json: free on the hot path
-from json.decoder import scanstring  # type: ignore[attr-defined]  # exported, not in typeshed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
-    from typing import Any, NoReturn
+    from typing import Any
 
 
 def _no_constant(name: str) -> Any:
@@ -70,13 +69,6 @@ def is_finite(value: float) -> bool:
     return value - value == 0
 
 
-# A file nested deeper than Python's C parser allows is parsed iteratively only up to this size.
-MAX_DEEP_BYTES = 2 * 1024 * 1024
-# Containers nested deeper than this are checked for syntax but kept empty: no key path is that
-# long, and a 30 MB run of `[` would otherwise cost gigabytes of Python lists.
-MAX_KEPT_DEPTH = 512
-
-
 def _as_double(value: int) -> int | float:
     """An integer as a JavaScript double: exact up to 2**53, rounded above, ±Infinity past it."""
     if -_MAX_SAFE_INTEGER <= value <= _MAX_SAFE_INTEGER:
@@ -95,180 +87,23 @@ def _js_int(text: str) -> int | float:
 
 def parse_json_js(text: str) -> Any:
     """`JSON.parse(text)` in Python values: duplicate keys keep the last value (at the first
-    key's position), numbers are doubles, any nesting depth. Raises `json.JSONDecodeError`
-    (with line and column) for text that `JSON.parse` refuses."""
+    key's position), numbers are doubles. Raises `json.JSONDecodeError` (with line and column)
+    for text that `JSON.parse` refuses, and `RecursionError` for text nested deeper than
+    Python's parser goes (about 1,000 levels), which `JSON.parse` reads: a deliberate
+    difference (docs/security.md)."""
     try:
         return json.loads(text, parse_int=_js_int, parse_constant=_no_constant)
     except json.JSONDecodeError:
         raise
-    except (ValueError, RecursionError):
-        # Deeper than the C parser's recursion limit, or NaN/Infinity: the iterative parser
-        # gives JSON.parse's answer and the exact error position, at microseconds per nesting
-        # level, so past MAX_DEEP_BYTES it is refused (a deliberate difference).
-        if len(text) > MAX_DEEP_BYTES:
-            raise json.JSONDecodeError(
-                f"nested too deeply for a file over {MAX_DEEP_BYTES >> 20} MiB", text, 0
-            ) from None
-        return _DeepParser(text).parse()
+    except ValueError:  # NaN or Infinity: JSON.parse refuses them where they start
+        raise json.JSONDecodeError("Expecting value", text, _constant_at(text)) from None
 
 
-_WS = r"[ \t\n\r]*"
-_STRING = r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
-_LITERALS = (("true", True), ("false", False), ("null", None))
-_OPENERS_AS_CLOSERS = str.maketrans("[{", "]}", " \t\n\r:")
-_NO_WS = str.maketrans("", "", " \t\n\r")
-_OPEN: Any = object()  # "a container was opened: parse the next value"
-
-
-class _DeepParser:
-    """`JSON.parse` without recursion. Containers below MAX_KEPT_DEPTH are checked for syntax
-    only (`deep` holds their closers), and runs of openers and closers there are consumed in one
-    regex step, so a pathological `[[[[…` file is checked at C speed, not per character."""
-
-    def __init__(self, s: str) -> None:
-        self.s, self.n = s, len(s)
-        self._ws = re.compile(_WS).match  # matches at every position: never None
-        self._number = re.compile(r"(-?(?:0|[1-9]\d*))(\.\d+)?([eE][-+]?\d+)?").match
-        self._opener_run = re.compile(rf"(?:\[{_WS}|\{{{_WS}{_STRING}{_WS}:{_WS}){{1,4096}}").match
-        self._closer_run = re.compile(rf"(?:[\]}}]{_WS}){{1,4096}}").match
-        self._strings = re.compile(_STRING)
-        self.stack: list[list[Any]] = []  # kept containers: [container, pending key, closer]
-        self.deep = bytearray()
-        self.result: Any = None
-
-    def skip(self, pos: int) -> int:
-        return self._ws(self.s, pos).end()  # type: ignore[union-attr]
-
-    def fail(self, msg: str, pos: int) -> NoReturn:
-        raise json.JSONDecodeError(msg, self.s, pos)
-
-    def key_at(self, pos: int) -> tuple[str, int]:
-        if pos >= self.n or self.s[pos] != '"':
-            self.fail("Expecting property name enclosed in double quotes", pos)
-        key, pos = scanstring(self.s, pos + 1, True)
-        pos = self.skip(pos)
-        if pos >= self.n or self.s[pos] != ":":
-            self.fail("Expecting ':' delimiter", pos)
-        return key, self.skip(pos + 1)
-
-    def parse(self) -> Any:
-        pos = self.skip(0)
-        while True:
-            value, pos = self.value(pos)
-            if value is not _OPEN:
-                pos = self.attach(value, pos)
-                if pos < 0:
-                    return self.result
-
-    def value(self, pos: int) -> tuple[Any, int]:
-        """The value at `pos` and the position after it, or `_OPEN` for an opened container."""
-        s = self.s
-        if pos >= self.n:
-            self.fail("Expecting value", pos)
-        c = s[pos]
-        if c == "{" or c == "[":
-            return self.open(c, pos)
-        if c == '"':
-            return scanstring(s, pos + 1, True)
-        for word, literal in _LITERALS:
-            if s.startswith(word, pos):
-                return literal, pos + len(word)
-        m = self._number(s, pos)
-        if m is None:
-            self.fail("Expecting value", pos)
-        integer, frac, exp = m.groups()
-        return (float(m.group()) if frac or exp else _js_int(integer)), m.end()
-
-    def open(self, c: str, pos: int) -> tuple[Any, int]:
-        if len(self.stack) >= MAX_KEPT_DEPTH:
-            m = self._opener_run(self.s, pos)
-            if m is not None:
-                self.deep += (
-                    self._strings.sub("", m.group()).translate(_OPENERS_AS_CLOSERS).encode()
-                )
-                pos = m.end()
-                if pos >= self.n or self.s[pos] != "]" or self.deep[-1] != 93:
-                    return _OPEN, pos
-                del self.deep[-1]  # the run ended with an empty array
-                return [], pos + 1
-        closer = "}" if c == "{" else "]"
-        pos = self.skip(pos + 1)
-        if pos < self.n and self.s[pos] == closer:
-            return ({} if c == "{" else []), pos + 1
-        entry: list[Any] = [{} if c == "{" else [], None, closer]
-        if c == "{":  # below MAX_KEPT_DEPTH only a malformed first key gets here: it raises
-            entry[1], pos = self.key_at(pos)
-        self.stack.append(entry)
-        return _OPEN, pos
-
-    def attach(self, value: Any, pos: int) -> int:
-        """Put `value` into its container and close the containers that end here. Returns where
-        the next value starts, or -1 at the end of the text (the value is `self.result`)."""
-        s, n, stack = self.s, self.n, self.stack
-        while True:
-            pos = self.skip(pos)
-            if self.deep:
-                value, pos = self.close_deep(pos)
-                if value is _OPEN:
-                    return pos
-                continue
-            if not stack:
-                if pos != n:
-                    self.fail("Extra data", pos)
-                self.result = value
-                return -1
-            top = stack[-1]
-            container, closer = top[0], top[2]
-            if closer == "}":
-                container[top[1]] = value
-            else:
-                container.append(value)
-            if pos < n and s[pos] == ",":
-                pos = self.skip(pos + 1)
-                if closer == "}":
-                    top[1], pos = self.key_at(pos)
-                return pos
-            if pos >= n or s[pos] != closer:
-                self.fail("Expecting ',' delimiter", pos)
-            pos += 1
-            stack.pop()
-            value = container
-
-    def close_deep(self, pos: int) -> tuple[Any, int]:
-        """After a value below MAX_KEPT_DEPTH: a comma (`_OPEN`), or a run of closers (the closed
-        container, or None while still below MAX_KEPT_DEPTH)."""
-        s, deep = self.s, self.deep
-        if pos < self.n and s[pos] == ",":
-            pos = self.skip(pos + 1)
-            if deep[-1] == 125:
-                _, pos = self.key_at(pos)
-            return _OPEN, pos
-        m = self._closer_run(s, pos)
-        if m is None:
-            self.fail("Expecting ',' delimiter", pos)
-        run = m.group()
-        closers = run.translate(_NO_WS).encode()
-        k = min(len(closers), len(deep))
-        if deep[len(deep) - k :] != closers[:k][::-1]:
-            i = next(i for i in range(k) if deep[-1 - i] != closers[i])
-            self.fail("Expecting ',' delimiter", pos + _offset_of(run, closers, i))
-        last = deep[len(deep) - k]
-        del deep[len(deep) - k :]
-        pos += _offset_of(run, closers, k) if k < len(closers) else len(run)
-        return (({} if last == 125 else []) if not deep else None), pos
-
-
-def _offset_of(run: str, closers: bytes, count: int) -> int:
-    """Offset in `run` (closers and whitespace) of its closer number `count`."""
-    if len(closers) == len(run):
-        return count
-    seen = 0
-    for offset, ch in enumerate(run):
-        if ch in "]}":
-            if seen == count:
-                return offset
-            seen += 1
-    return len(run)
+def _constant_at(text: str) -> int:
+    """Where the first NaN/Infinity outside a string starts (the text before it parsed)."""
+    masked = re.sub(r'"(?:[^"\\]|\\.)*"', lambda m: " " * len(m.group()), text)
+    found = re.search(r"-?(?:NaN|Infinity)", masked)
+    return found.start() if found is not None else 0
 
 
 def js_number(value: float | int) -> str:

@@ -245,7 +245,7 @@ def _report(args: argparse.Namespace) -> int:
         data["projectPhases"] = [p.as_json() for p in _project_phases(project, True)]
         print_json(data)
         return 0
-    # The typed report (pydantic models) only for the text form: status, history and
+    # The text form reads through a Journal (it names the latest run); status, history and
     # `report --json` are read straight from SQL, and are what hosts poll.
     from looprail.store import Journal, JournalError, build_report, render_report_text
 

@@ -16,13 +16,13 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 from pydantic import ValidationError as PydanticValidationError
 
-from looprail.errors import Issue
+from looprail.errors import Issue, json_path
 from looprail.hooks.checks import COMMAND_GRAMMAR
 
 # Re-exported: the limits and the light parsers live in manifest_io (no pydantic there).
 from looprail.hooks.manifest_io import MAX_FRAGMENT_BYTES as MAX_FRAGMENT_BYTES
 from looprail.hooks.manifest_io import MAX_MANIFEST_BYTES as MAX_MANIFEST_BYTES
-from looprail.hooks.manifest_io import _materialise_fragments, json_path
+from looprail.hooks.manifest_io import _materialise_fragments
 from looprail.hooks.manifest_io import materialise_fragment as materialise_fragment
 from looprail.hooks.manifest_io import parse_manifest_bytes as parse_manifest_bytes
 from looprail.hooks.manifest_rules import ID_PATTERN as ID_PATTERN
@@ -275,7 +275,7 @@ def pydantic_issues(exc: PydanticValidationError, file: str) -> list[Issue]:
             msg = "required field is missing"
         elif err["type"] == "literal_error":
             msg = msg.replace("Input should be", "must be")
-        issues.append(Issue(file, json_path(*loc), msg))
+        issues.append(Issue(file, json_path(loc), msg))
     return issues
 
 

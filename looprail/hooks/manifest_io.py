@@ -8,9 +8,8 @@ from __future__ import annotations
 import errno
 import json
 import os
-import re
 
-from looprail.errors import Issue
+from looprail.errors import Issue, json_path
 from looprail.fsutil import read_bounded
 
 TYPE_CHECKING = False
@@ -37,19 +36,6 @@ MAX_JSON_DEPTH = 64
 
 
 # --------------------------------------------------------------------------- safe JSON
-
-
-def json_path(*parts: Any) -> str:
-    """The JSON path of `parts` (`$.steps[0].fragment`, `$.config["a.b"]`)."""
-    out = "$"
-    for p in parts:
-        if isinstance(p, int):
-            out += f"[{p}]"
-        elif isinstance(p, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", p):
-            out += f".{p}"
-        else:
-            out += f"[{json.dumps(p)}]"
-    return out
 
 
 def parse_manifest_bytes(raw: bytes, file: str) -> tuple[Any, list[Issue]]:
@@ -82,12 +68,12 @@ def parse_manifest_bytes(raw: bytes, file: str) -> tuple[Any, list[Issue]]:
 
 def _walk_forbidden(value: Any, path: tuple[Any, ...], file: str, depth: int = 0) -> list[Issue]:
     if depth > MAX_JSON_DEPTH:
-        return [Issue(file, json_path(*path), f"nested deeper than {MAX_JSON_DEPTH} levels")]
+        return [Issue(file, json_path(path), f"nested deeper than {MAX_JSON_DEPTH} levels")]
     issues: list[Issue] = []
     if isinstance(value, dict):
         for k, v in value.items():
             if k in FORBIDDEN_KEYS:
-                issues.append(Issue(file, json_path(*path, k), "forbidden key"))
+                issues.append(Issue(file, json_path((*path, k)), "forbidden key"))
             else:
                 issues += _walk_forbidden(v, (*path, k), file, depth + 1)
     elif isinstance(value, list):

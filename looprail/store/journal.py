@@ -269,18 +269,23 @@ class Journal(JournalReader):
         for an event written later than that (held by the recorder); default now."""
         state_json = _dumps(list(state)) if state is not None else None
         with self.transaction():
-            self._seals.touch(run_id)
-            now = at or iso_utc(self._clock())
             if state_json is not None:
                 self._seals.run_changed(run_id)
                 self._sql("UPDATE runs SET state = ? WHERE id = ?", (state_json, run_id))
-            if task_update is not None:
-                update = task_update
-                before, after = self._change_task(
-                    run_id, update.task_key, update.status, update.plan_id, update.wave, now
-                )
-                event = _annotate_task_event(event, after, before)
-            return self._insert_event(run_id, now, event)
+            return self._append(run_id, event, task_update, at)[0]
+
+    def _append(
+        self, run_id: str, event: EventRecord, update: TaskUpdate | None, at: str | None = None
+    ) -> tuple[int, sqlite3.Row | None]:
+        """The one way an event is written (inside a transaction): with `update`, the task row
+        changes too and the event is annotated from it. (seq, the task row after)."""
+        self._seals.touch(run_id)
+        now = at or iso_utc(self._clock())
+        after = None
+        if update is not None:
+            before, after = self._change_task(run_id, update, now)
+            event = _annotate_task_event(event, after, before)
+        return self._insert_event(run_id, now, event), after
 
     def task_started(
         self,
@@ -300,10 +305,13 @@ class Journal(JournalReader):
         in-flight one re-run). A task that is `done` is refused: finished tasks never run
         again. `at` (a `timestamp()`) is when the task started, for a start written later (the
         recorder holds starts until its next commit); default now."""
+        event = EventRecord(kind="task_started", message=message, data=dict(data or {}))
+        update = TaskUpdate(
+            task_key=task_key, status="running", plan_id=plan_id, wave=wave, attempt=attempt
+        )
         with self.transaction():
-            after = self._task_step(
-                run_id, task_key, "running", plan_id, wave, message, None, data, at, attempt
-            )
+            _, after = self._append(run_id, event, update, at)
+        assert after is not None
         return int(after["attempt"])
 
     def timestamp(self) -> str:
@@ -324,10 +332,16 @@ class Journal(JournalReader):
         duration defaults to the time since the attempt started."""
         if status not in ("done", "failed"):
             raise ValueError(f"not a finishing task status: {status!r}")
+        event = EventRecord(
+            kind="task_finished",
+            outcome=status,
+            duration_ms=duration_ms,
+            message=message,
+            data=dict(data or {}),
+        )
         with self.transaction():
-            after = self._task_step(
-                run_id, task_key, status, None, None, message, duration_ms, data
-            )
+            _, after = self._append(run_id, event, TaskUpdate(task_key=task_key, status=status))
+        assert after is not None
         return task_row(after)
 
     def wave_started(
@@ -356,67 +370,24 @@ class Journal(JournalReader):
                     self._seals.digest_change(run_id, None, added)
             return self._insert_event(run_id, iso_utc(self._clock()), event)
 
-    def _task_step(
-        self,
-        run_id: str,
-        task_key: str,
-        status: str,
-        plan_id: str | None,
-        wave: int | None,
-        message: str | None,
-        duration_ms: int | None,
-        data: Mapping[str, Any] | None,
-        at: str | None = None,
-        attempt: int | None = None,
-    ) -> sqlite3.Row:
-        """`task_started` (status `running`) or `task_finished`: the row's change and its event,
-        annotated as `_annotate_task_event` does, without a model (the hot path of a run)."""
-        _check_step(task_key, duration_ms)
-        self._seals.touch(run_id)
-        now = at or iso_utc(self._clock())
-        before, after = self._change_task(run_id, task_key, status, plan_id, wave, now, attempt)
-        values = dict(data or {})
-        values.setdefault("attempt", after["attempt"])
-        if status == "running":
-            kind, outcome = "task_started", None
-            if before is not None:
-                values.setdefault("previous_status", before["status"])
-        else:
-            kind, outcome = "task_finished", status
-            if duration_ms is None and after["started_at"]:
-                duration_ms = duration(
-                    after["started_at"], after["ended_at"] or after["started_at"]
-                )
-        self._insert_row(
-            run_id,
-            now,
-            (kind, None, after["wave"], after["plan_id"], task_key, None, None, outcome,
-             duration_ms, message, _dumps(values)),
-        )  # fmt: skip
-        return after
-
     def _change_task(
-        self,
-        run_id: str,
-        task_key: str,
-        status: str,
-        plan_id: str | None,
-        wave: int | None,
-        now: str,
-        attempt: int | None = None,
+        self, run_id: str, update: TaskUpdate, now: str
     ) -> tuple[sqlite3.Row | None, sqlite3.Row]:
         """Change one task row and the run's task digest with it; the row before (None when
-        there was none) and after. A start is attempt `attempt`, else the row's + 1."""
+        there was none) and after. A start is attempt `update.attempt`, else the row's + 1."""
         self._seals.digest(run_id)  # loaded before the row changes
+        task_key, plan_id, wave = update.task_key, update.plan_id, update.wave
         before = self._sql(_GET_TASK, (run_id, task_key)).fetchone()
-        if status == "running":
+        if update.status == "running":
             self._refuse_done(run_id, task_key, before)
+            attempt = update.attempt
             if attempt is None:
                 attempt = (before["attempt"] if before is not None else 0) + 1
             cursor = self._sql(_START_TASK, (run_id, task_key, plan_id, wave, attempt, now))
         else:
-            ended_at = now if status in ("done", "failed") else None
-            cursor = self._sql(_SET_TASK, (run_id, task_key, plan_id, wave, status, ended_at))
+            ended_at = now if update.status in ("done", "failed") else None
+            values = (run_id, task_key, plan_id, wave, update.status, ended_at)
+            cursor = self._sql(_SET_TASK, values)
         after = cursor.fetchone()
         assert after is not None
         self._seals.digest_change(run_id, before, after)
@@ -430,17 +401,11 @@ class Journal(JournalReader):
             )
 
     def _insert_event(self, run_id: str, ts: str, event: EventRecord) -> int:
-        return self._insert_row(
-            run_id,
-            ts,
-            (event.kind, event.point, event.wave, event.plan_id, event.task_id, event.cap_id,
-             event.hook_kind, event.outcome, event.duration_ms, event.message,
-             _dumps(event.data)),
-        )  # fmt: skip
-
-    def _insert_row(self, run_id: str, ts: str, values: tuple[Any, ...]) -> int:
-        """Append an event row (`values` in `_INSERT_EVENT`'s order), extend its run's chain."""
-        row = self._sql(_INSERT_EVENT, (run_id, ts, *values)).fetchone()
+        """Append an event row and extend its run's chain; its `seq`."""
+        values = (run_id, ts, event.kind, event.point, event.wave, event.plan_id, event.task_id,
+                  event.cap_id, event.hook_kind, event.outcome, event.duration_ms, event.message,
+                  _dumps(event.data))  # fmt: skip
+        row = self._sql(_INSERT_EVENT, values).fetchone()
         self._seals.chain(run_id, row)
         return int(row["seq"])
 
@@ -466,16 +431,6 @@ def _dumps(value: Any) -> str:
 
 def _sorted_json(digest: Mapping[str, str]) -> str:
     return _dumps(dict(sorted(digest.items())))
-
-
-def _check_step(task_key: Any, duration_ms: Any) -> None:
-    """What the models would check of a task step (the hot path builds none)."""
-    if not isinstance(task_key, str) or not task_key:
-        raise ValueError(f"a task key must be a non-empty string, got {task_key!r}")
-    if duration_ms is not None and (
-        isinstance(duration_ms, bool) or not isinstance(duration_ms, int) or duration_ms < 0
-    ):
-        raise ValueError(f"duration_ms must be a whole number >= 0, got {duration_ms!r}")
 
 
 def _annotate_task_event(

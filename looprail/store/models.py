@@ -80,7 +80,8 @@ class TaskUpdate(BaseModel):
 
     `running` starts an attempt (attempt + 1, even when the row was already `running`: that is
     an in-flight task re-run after a crash); `done`/`failed` end it; `pending` (re)queues it.
-    `plan_id`/`wave` of None keep what the row already has."""
+    `plan_id`/`wave` of None keep what the row already has. `attempt`: a start's attempt
+    number when the caller counts them (the run's recorder answers before it writes)."""
 
     model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
@@ -88,6 +89,7 @@ class TaskUpdate(BaseModel):
     status: TaskStatus
     plan_id: str | None = None
     wave: int | None = None
+    attempt: int | None = Field(default=None, ge=1)
 
 
 class PlannedTask(NamedTuple):

@@ -1,13 +1,12 @@
 """The execution report of one run, built from the journal alone: what ran, in which order, how
-it ended. `build_report` gathers it (a pure fold over the journal's rows); its JSON form
-(`report.model_dump(mode="json")`) is stable and versioned by `reportVersion` (docs/journal.md);
-`render_report_text` is the same facts for people."""
+it ended. `build_report` gathers it: the one fold over the run's rows (`report_data.fold`),
+whose JSON form `looprail report --json` prints (stable, versioned by `reportVersion`,
+docs/journal.md); `render_report_text` is the same facts for people."""
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict
+from collections.abc import Mapping
+from typing import Any
 
 from looprail.layout import log_of
 from looprail.store.journal import Journal
@@ -15,187 +14,9 @@ from looprail.store.models import EventRow, RunRow, TaskRow
 from looprail.store.report_data import TASK_COLUMNS, fold
 from looprail.store.summary import format_duration, format_refusal
 
-REPORT_VERSION: Literal[1] = 1
-
-
-class _Out(BaseModel):
-    """Part of the stable report: field names are the JSON keys, in this order."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
-
-class TaskCounts(_Out):
-    pending: int = 0
-    running: int = 0
-    done: int = 0
-    failed: int = 0
-
-
-class RunHeader(_Out):
-    id: str
-    phase: str
-    status: str
-    startedAt: str
-    endedAt: str | None
-    durationMs: int | None
-    haltReason: str | None
-    state: list[str]
-    pid: int | None
-    host: str | None
-    machineConfig: dict[str, object]
-    tasks: TaskCounts
-
-
-class TransitionRow(_Out):
-    seq: int
-    ts: str
-    source: str | None
-    target: str | None
-    event: str | None
-
-
-class HookRow(_Out):
-    seq: int
-    ts: str
-    wave: int | None
-    kind: str | None
-    capId: str | None
-    outcome: str | None
-    durationMs: int | None
-    message: str | None
-
-
-class VerdictRow(_Out):
-    seq: int
-    ts: str
-    wave: int | None
-    capId: str | None
-    outcome: str | None
-    message: str | None
-
-
-class PointReport(_Out):
-    point: str
-    dispatches: int
-    hooks: list[HookRow]
-    verdicts: list[VerdictRow]
-
-
-class ResolverRow(_Out):
-    seq: int
-    trackerId: str | None
-    capId: str | None
-    outcome: str | None
-    durationMs: int | None
-    message: str | None
-
-
-class TaskReport(_Out):
-    key: str
-    planId: str | None
-    wave: int | None
-    status: str
-    attempts: int
-    startedAt: str | None
-    endedAt: str | None
-    durationMs: int | None
-    resolver: ResolverRow | None
-
-
-class PlanReport(_Out):
-    planId: str | None
-    tasks: list[TaskReport]
-
-
-class WaveReport(_Out):
-    wave: int | None
-    startedAt: str | None
-    endedAt: str | None
-    durationMs: int | None
-    outcome: str | None
-    plans: list[PlanReport]
-
-
-class NativeHookRow(_Out):
-    seq: int
-    ts: str
-    capId: str | None
-    outcome: str | None
-    durationMs: int | None
-    message: str | None
-    data: dict[str, object]
-
-
-class NoteRow(_Out):
-    """A warning or a halt: where it happened and what was said."""
-
-    seq: int
-    ts: str
-    point: str | None
-    capId: str | None
-    taskId: str | None
-    message: str | None
-
-
-class ResumeRow(_Out):
-    seq: int
-    ts: str
-    previousStatus: str | None
-    previousPid: int | None
-    inFlight: list[str]
-    inputsChanged: list[str]
-
-
-class AgentCallRow(_Out):
-    """One agent CLI invocation: what it was for, what it cost, where its transcript is."""
-
-    seq: int
-    ts: str
-    agent: str | None
-    kind: str | None
-    name: str | None
-    planId: str | None
-    taskKey: str | None
-    ok: bool
-    sessionId: str | None
-    inputTokens: int | None  # prompt-cache reads and writes included, for every CLI
-    cachedInputTokens: int | None = None  # of those, read from the prompt cache
-    outputTokens: int | None
-    costUsd: float | None
-    costEstimated: bool = False  # from tokens and configured prices, not reported by the CLI
-    durationMs: int | None
-    transcript: str | None
-
-
-class Spend(_Out):
-    """Totals of agent calls (tokens and cost summed over the calls that reported them)."""
-
-    calls: int = 0
-    inputTokens: int = 0
-    cachedInputTokens: int = 0
-    outputTokens: int = 0
-    costUsd: float | None = None  # None when no call reported a cost
-    estimated: bool = False  # some of costUsd was estimated from tokens
-
-
-class AgentSpend(_Out):
-    run: Spend
-    plans: dict[str, Spend]
-    tasks: dict[str, Spend]
-
-
-class RunReport(_Out):
-    reportVersion: Literal[1] = REPORT_VERSION
-    run: RunHeader
-    transitions: list[TransitionRow]
-    points: list[PointReport]
-    waves: list[WaveReport]
-    nativeHooks: list[NativeHookRow]
-    warnings: list[NoteRow]
-    halts: list[NoteRow]
-    resumes: list[ResumeRow]
-    agentCalls: list[AgentCallRow] = []
-    spend: AgentSpend | None = None
+# The report as the fold builds it: its keys and their order are docs/journal.md's table.
+RunReport = dict[str, Any]
+Row = Mapping[str, Any]
 
 
 def build_report(journal: Journal, run_id: str) -> RunReport:
@@ -207,24 +28,21 @@ def build_report(journal: Journal, run_id: str) -> RunReport:
 
 
 def report_from_rows(run: RunRow, events: list[EventRow], tasks: list[TaskRow]) -> RunReport:
-    """The pure part of `build_report`: a fold over the run's rows (`report_data.fold`, the one
-    fold `report --json` also prints), validated into the typed report."""
-    return RunReport.model_validate(
-        fold(
-            run.model_dump(),
-            [e.model_dump() for e in events],
-            [tuple(getattr(t, c) for c in TASK_COLUMNS) for t in tasks],
-        )
+    """The pure part of `build_report`: the fold over the run's rows."""
+    return fold(
+        run.model_dump(),
+        [e.model_dump() for e in events],
+        [tuple(getattr(t, c) for c in TASK_COLUMNS) for t in tasks],
     )
 
 
-def format_spend(s: Spend) -> str:
-    calls = f"{s.calls} call{'s' if s.calls != 1 else ''}"
-    cost = f"${s.costUsd:.4f}" if s.costUsd is not None else "cost not reported"
-    if s.estimated:
+def format_spend(s: Row) -> str:
+    calls = f"{s['calls']} call{'s' if s['calls'] != 1 else ''}"
+    cost = f"${s['costUsd']:.4f}" if s["costUsd"] is not None else "cost not reported"
+    if s["estimated"]:
         cost = f"~{cost} (estimated from tokens)"
-    cached = f" ({s.cachedInputTokens} cached)" if s.cachedInputTokens else ""
-    return f"{cost} · {s.inputTokens} in{cached} / {s.outputTokens} out tokens · {calls}"
+    cached = f" ({s['cachedInputTokens']} cached)" if s["cachedInputTokens"] else ""
+    return f"{cost} · {s['inputTokens']} in{cached} / {s['outputTokens']} out tokens · {calls}"
 
 
 # -- text ------------------------------------------------------------------------------------
@@ -255,124 +73,125 @@ def render_report_text(report: RunReport) -> str:
 
 
 def _header_lines(report: RunReport) -> list[str]:
-    run = report.run
-    counts = run.tasks
-    took = f" · ended {run.endedAt} · took {format_duration(run.durationMs)}"
+    run = report["run"]
+    counts = run["tasks"]
+    took = f" · ended {run['endedAt']} · took {format_duration(run['durationMs'])}"
     lines = [
-        f"Run {run.id} · phase {run.phase} · {run.status}",
-        f"  started {run.startedAt}{took if run.endedAt else ''}",
-        f"  state: {'/'.join(run.state) or '-'}{format_refusal(refusal_of(report))}",
+        f"Run {run['id']} · phase {run['phase']} · {run['status']}",
+        f"  started {run['startedAt']}{took if run['endedAt'] else ''}",
+        f"  state: {'/'.join(run['state']) or '-'}{format_refusal(refusal_of(report))}",
     ]
-    if run.haltReason:
-        lines.append(f"  reason: {run.haltReason}")
-    if log := log_of(run.haltReason):  # the failed work's log, on a line of its own
+    if run["haltReason"]:
+        lines.append(f"  reason: {run['haltReason']}")
+    if log := log_of(run["haltReason"]):  # the failed work's log, on a line of its own
         lines.append(f"  log: {log}")
     lines.append(
-        f"  tasks: {counts.done} done, {counts.failed} failed, {counts.running} running, "
-        f"{counts.pending} pending"
+        f"  tasks: {counts['done']} done, {counts['failed']} failed, "
+        f"{counts['running']} running, {counts['pending']} pending"
     )
     return lines
 
 
 def _transitions(report: RunReport) -> list[str]:
-    if not report.transitions:
+    if not report["transitions"]:
         return []
     return ["", "Transitions"] + [
-        f"  {t.source or '?'} → {t.target or '?'}" + (f"  ({t.event})" if t.event else "")
-        for t in report.transitions
+        f"  {t['source'] or '?'} → {t['target'] or '?'}"
+        + (f"  ({t['event']})" if t["event"] else "")
+        for t in report["transitions"]
     ]
 
 
 def _points(report: RunReport) -> list[str]:
-    if not report.points:
+    if not report["points"]:
         return []
     lines = ["", "Points"]
-    for point in report.points:
-        plural = "es" if point.dispatches != 1 else ""
-        lines.append(f"  {point.point}  ({point.dispatches} dispatch{plural})")
-        for hook in point.hooks:
+    for point in report["points"]:
+        plural = "es" if point["dispatches"] != 1 else ""
+        lines.append(f"  {point['point']}  ({point['dispatches']} dispatch{plural})")
+        for hook in point["hooks"]:
             lines.append(
                 "    "
                 + _columns(
-                    _mark(hook.outcome),
-                    f"{hook.kind or '?':<12}",
-                    f"{hook.capId or '-':<24}",
-                    f"{hook.outcome or '-':<9}",
-                    f"{format_duration(hook.durationMs):>7}",
-                    None if hook.wave is None else f"wave {hook.wave}",
-                    hook.message,
+                    _mark(hook["outcome"]),
+                    f"{hook['kind'] or '?':<12}",
+                    f"{hook['capId'] or '-':<24}",
+                    f"{hook['outcome'] or '-':<9}",
+                    f"{format_duration(hook['durationMs']):>7}",
+                    None if hook["wave"] is None else f"wave {hook['wave']}",
+                    hook["message"],
                 )
             )
-        for verdict in point.verdicts:
+        for verdict in point["verdicts"]:
             lines.append(
                 "    "
                 + _columns(
-                    _mark(verdict.outcome),
+                    _mark(verdict["outcome"]),
                     f"{'verdict':<12}",
-                    f"{verdict.capId or '-':<24}",
-                    f"{verdict.outcome or '-':<9}",
+                    f"{verdict['capId'] or '-':<24}",
+                    f"{verdict['outcome'] or '-':<9}",
                     " " * 7,  # the duration column of hook rows
-                    verdict.message,
+                    verdict["message"],
                 )
             )
     return lines
 
 
 def _waves(report: RunReport) -> list[str]:
-    if not report.waves:
+    if not report["waves"]:
         return []
     lines = ["", "Waves"]
-    for wave in report.waves:
-        label = "no wave" if wave.wave is None else f"wave {wave.wave}"
-        lines.append("  " + _columns(label, wave.outcome or "", format_duration(wave.durationMs)))
-        for plan in wave.plans:
-            lines.append(f"    plan {plan.planId or '-'}")
-            for task in plan.tasks:
-                tries = f"attempt{'s' if task.attempts != 1 else ''} {task.attempts}"
-                resolver = task.resolver
-                tracker = (
-                    f"tracker {resolver.trackerId} {resolver.outcome or ''}" if resolver else None
-                )
-                lines.append(
-                    "      "
-                    + _columns(
-                        _mark(task.status),
-                        f"{task.key:<20}",
-                        f"{task.status:<8}",
-                        tries,
-                        format_duration(task.durationMs),
-                        tracker,
-                    )
-                )
+    for wave in report["waves"]:
+        label = "no wave" if wave["wave"] is None else f"wave {wave['wave']}"
+        took = format_duration(wave["durationMs"])
+        lines.append("  " + _columns(label, wave["outcome"] or "", took))
+        for plan in wave["plans"]:
+            lines.append(f"    plan {plan['planId'] or '-'}")
+            lines += ["      " + _task_line(task) for task in plan["tasks"]]
     return lines
 
 
+def _task_line(task: Row) -> str:
+    tries = f"attempt{'s' if task['attempts'] != 1 else ''} {task['attempts']}"
+    resolver = task["resolver"]
+    tracker = f"tracker {resolver['trackerId']} {resolver['outcome'] or ''}" if resolver else None
+    return _columns(
+        _mark(task["status"]),
+        f"{task['key']:<20}",
+        f"{task['status']:<8}",
+        tries,
+        format_duration(task["durationMs"]),
+        tracker,
+    )
+
+
 def _spend(report: RunReport) -> list[str]:
-    if report.spend is None:
+    spend = report["spend"]
+    if spend is None:
         return []
-    agents = sorted({c.agent for c in report.agentCalls if c.agent})
+    calls = report["agentCalls"]
+    agents = sorted({c["agent"] for c in calls if c["agent"]})
     lines = ["", f"Agent work ({', '.join(agents) or '?'})"]
-    lines.append(f"  run: {format_spend(report.spend.run)}")
-    lines += [f"  plan {plan}: {format_spend(s)}" for plan, s in report.spend.plans.items()]
-    lines += [f"    task {task}: {format_spend(s)}" for task, s in report.spend.tasks.items()]
+    lines.append(f"  run: {format_spend(spend['run'])}")
+    lines += [f"  plan {plan}: {format_spend(s)}" for plan, s in spend["plans"].items()]
+    lines += [f"    task {task}: {format_spend(s)}" for task, s in spend["tasks"].items()]
     lines.append("  calls (transcripts):")
-    for c in report.agentCalls:
-        what = c.taskKey or f"{c.kind} {c.name}"
-        cost = f"${c.costUsd:.4f}" if c.costUsd is not None else "-"
-        cost = f"~{cost}" if c.costEstimated else cost
-        mark = "✓" if c.ok else "✗"
-        lines.append(
-            "    " + _columns(mark, f"{what:<24}", f"{cost:>9}", c.sessionId, c.transcript)
-        )
+    for c in calls:
+        what = c["taskKey"] or f"{c['kind']} {c['name']}"
+        cost = f"${c['costUsd']:.4f}" if c["costUsd"] is not None else "-"
+        cost = f"~{cost}" if c["costEstimated"] else cost
+        mark = "✓" if c["ok"] else "✗"
+        cells = (mark, f"{what:<24}", f"{cost:>9}", c["sessionId"], c["transcript"])
+        lines.append("    " + _columns(*cells))
     return lines
 
 
 def _native_hooks(report: RunReport) -> list[str]:
-    if not report.nativeHooks:
+    if not report["nativeHooks"]:
         return []
     lines = ["", "Native hooks"]
-    for row in report.nativeHooks:
-        data = row.data or {}
+    for row in report["nativeHooks"]:
+        data = row["data"] or {}
         # an engine row is either the hook's own result or its owned Action's selection
         what = (
             f"action {data.get('actionType')}" + (" (guarded)" if data.get("guarded") else "")
@@ -382,12 +201,12 @@ def _native_hooks(report: RunReport) -> list[str]:
         lines.append(
             "  "
             + _columns(
-                _mark(row.outcome),
-                f"{row.capId or '-':<24}",
-                f"{row.outcome or '-':<9}",
-                f"{format_duration(row.durationMs):>7}",
+                _mark(row["outcome"]),
+                f"{row['capId'] or '-':<24}",
+                f"{row['outcome'] or '-':<9}",
+                f"{format_duration(row['durationMs']):>7}",
                 what,
-                row.message,
+                row["message"],
             )
         )
     return lines
@@ -395,35 +214,35 @@ def _native_hooks(report: RunReport) -> list[str]:
 
 def _notes(report: RunReport) -> list[str]:
     lines: list[str] = []
-    for title, notes in (("Warnings", report.warnings), ("Halts", report.halts)):
+    for title, notes in (("Warnings", report["warnings"]), ("Halts", report["halts"])):
         if notes:
             lines += ["", title]
             for note in notes:
-                where = " ".join(x for x in (note.point, note.capId, note.taskId) if x)
-                lines.append(f"  {where + ': ' if where else ''}{note.message or ''}".rstrip())
+                where = " ".join(x for x in (note["point"], note["capId"], note["taskId"]) if x)
+                lines.append(f"  {where + ': ' if where else ''}{note['message'] or ''}".rstrip())
     return lines
 
 
 def _resumes(report: RunReport) -> list[str]:
-    if not report.resumes:
+    if not report["resumes"]:
         return []
     lines = ["", "Resumes"]
-    for resume in report.resumes:
-        parts = [f"  {resume.ts} from {resume.previousStatus or '?'}"]
-        if resume.previousPid:
-            parts.append(f"(pid {resume.previousPid})")
-        if resume.inFlight:
-            parts.append(f"re-running {', '.join(resume.inFlight)}")
+    for resume in report["resumes"]:
+        parts = [f"  {resume['ts']} from {resume['previousStatus'] or '?'}"]
+        if resume["previousPid"]:
+            parts.append(f"(pid {resume['previousPid']})")
+        if resume["inFlight"]:
+            parts.append(f"re-running {', '.join(resume['inFlight'])}")
         lines.append(" ".join(parts))
-        lines += [f"    {change}" for change in resume.inputsChanged]
+        lines += [f"    {change}" for change in resume["inputsChanged"]]
     return lines
 
 
-def current_halt(report: RunReport) -> NoteRow | None:
+def current_halt(report: RunReport) -> Row | None:
     """The run's last halt since its last resume (a resumed run is not still refused where an
     earlier attempt was), or None."""
-    since = max((r.seq for r in report.resumes), default=0)
-    halts = [h for h in report.halts if h.seq > since]
+    since = max((r["seq"] for r in report["resumes"]), default=0)
+    halts = [h for h in report["halts"] if h["seq"] > since]
     return halts[-1] if halts else None
 
 
@@ -431,8 +250,8 @@ def refusal_of(report: RunReport) -> tuple[str, str | None] | None:
     """(point, capId) of the hook that refused the transition a `halted` run stands at: its
     `current_halt`, when that names a point. The run's state is where it stayed, which is not
     where it was refused (a block at `execute:pre` stays in `plan`)."""
-    halt = current_halt(report) if report.run.status == "halted" else None
-    return (halt.point, halt.capId) if halt is not None and halt.point else None
+    halt = current_halt(report) if report["run"]["status"] == "halted" else None
+    return (halt["point"], halt["capId"]) if halt is not None and halt["point"] else None
 
 
 def _mark(outcome: str | None) -> str:

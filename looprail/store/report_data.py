@@ -1,11 +1,10 @@
-"""The execution report as plain data: the fold from a run's rows to the report's stable JSON
-form (docs/journal.md, `reportVersion` 1), with the standard library only.
+"""The execution report as plain data: the one fold from a run's rows to the report's stable
+JSON form (docs/journal.md, `reportVersion` 1), the only declaration of its keys.
 
 `looprail report --json` prints `report_json(conn, ref)` straight from SQL: only the event kinds
 the report shows are read (a run's `task_started`/`task_finished` rows, most of its events,
-never leave SQLite), and nothing imports pydantic. `looprail.store.report.RunReport` is the
-typed model of the same data (`report_from_rows` validates this fold's output into it), and a
-test checks that both print the same JSON.
+never leave SQLite). `looprail.store.report.build_report` folds the same rows read through a
+`Journal`, and a test checks that both print the same JSON.
 """
 
 from __future__ import annotations
@@ -106,7 +105,7 @@ def _dicts(conn: sqlite3.Connection, sql: str, params: tuple[object, ...]) -> li
 def fold(run: Row, events: Sequence[Row], tasks: Sequence[TaskTuple]) -> dict[str, object]:
     """The report of one run from its rows (columns as in the journal, JSON columns decoded;
     task rows as tuples of TASK_COLUMNS, in registration order or wave by wave).
-    Keys are in the order of `looprail.store.report.RunReport`'s fields."""
+    Keys are in the order docs/journal.md lists them."""
     calls = _agent_calls(events)
     return {
         "reportVersion": REPORT_VERSION,

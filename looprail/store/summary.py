@@ -2,7 +2,7 @@
 aggregated by SQLite (`GROUP BY`), never loaded row by row, and nothing here imports pydantic,
 so these commands cost little more than Python's start-up on any size of journal.
 
-Each header is the JSON form of `looprail.store.report.RunHeader` (same keys, same values).
+Each header is the report's `run` (`run_header`, the one place its keys are written).
 """
 
 from __future__ import annotations

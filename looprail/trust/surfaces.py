@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from looprail.errors import json_path
 from looprail.hooks.checks import (
     COMMAND_GRAMMAR,
     GRAMMAR_TEXT,
@@ -24,7 +25,6 @@ from looprail.hooks.checks import (
     QUERY_GRAMMAR,
     QUERY_GRAMMAR_TEXT,
 )
-from looprail.hooks.native._jsonpath import member
 from looprail.hostcall import query_args
 from looprail.layout import LOOPRAIL_DIR
 from looprail.runtime.process import escape_untrusted
@@ -412,7 +412,7 @@ def native_surfaces(hooks: Sequence[NativeHook]) -> list[Surface]:
     """Every `when`, `shell` and Action of native hooks."""
     out: list[Surface] = []
     for hook in hooks:
-        base = json_path("$", hook.section, hook.name)
+        base = json_path((hook.section, hook.name))
         off = "" if hook.default else " (off unless enabled)"
         label = f"hook {_q(hook.ref)}{off}"
         for kind, command in (("when", hook.when), ("shell", hook.shell)):
@@ -434,18 +434,10 @@ def _shell_surface(kind: str, where: str, command: str, hook: NativeHook, label:
     return Surface(kind, where, runs, hook.event, shell=True, timeout_s=timeout_s, note=label)
 
 
-def json_path(path: str, *keys: str) -> str:
-    """`$.local["my-hook"]`: JSON paths spelled as the native hooks loader spells them."""
-    for key in keys:
-        path = member(path, key)
-    return path
-
-
 __all__ = [
     "Surface",
     "capability_surfaces",
     "interpreter_of",
-    "json_path",
     "native_surfaces",
     "suspect_surfaces",
 ]

@@ -9,19 +9,13 @@ import shlex
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict, TypeGuard
+from typing import TYPE_CHECKING, Any, TypedDict, TypeGuard
 
 from looprail.diagrams.graph import crossed_points, hook_summary
 from looprail.machine.answers import latest
 from looprail.store import EventRow, RunRow, TaskRow, is_run_id
 from looprail.store.lock import LockInfo
-from looprail.store.report import (
-    RunReport,
-    WaveReport,
-    current_halt,
-    format_duration,
-    report_from_rows,
-)
+from looprail.store.report import RunReport, current_halt, format_duration, report_from_rows
 from looprail.store.summary import duration_ms
 from looprail.ui.logs import task_logs
 
@@ -205,7 +199,7 @@ def run_detail(
     return {
         **base,
         "state": run.state,
-        "took": format_duration(report.run.durationMs),
+        "took": format_duration(report["run"]["durationMs"]),
         "pid": run.pid,
         "host": run.host,
         "halt": _current_halt(report),
@@ -213,51 +207,52 @@ def run_detail(
         "answers": answers_view(events),
         "path": [_step(e) for e in events if e.kind == "transition"],
         "points": points_view(events, envelopes),
-        "waves": [_wave(w, finished, logs, base["live"]) for w in report.waves],
-        "tasks": report.run.tasks.model_dump(mode="json"),
-        "warnings": [w.model_dump(mode="json") for w in report.warnings],
-        "resumes": [r.model_dump(mode="json") for r in report.resumes],
-        "nativeHooks": [h.model_dump(mode="json", exclude={"data"}) for h in report.nativeHooks],
+        "waves": [_wave(w, finished, logs, base["live"]) for w in report["waves"]],
+        "tasks": report["run"]["tasks"],
+        "warnings": report["warnings"],
+        "resumes": report["resumes"],
+        "nativeHooks": [{k: v for k, v in h.items() if k != "data"} for h in report["nativeHooks"]],
     }
 
 
 def _wave(
-    wave: WaveReport,
+    wave: Mapping[str, Any],
     finished: Mapping[str, EventRow],
     logs: Mapping[str, list[tuple[str, Path]]],
     live: bool,
 ) -> WaveView:
     now = datetime.now(UTC).isoformat()
     plans: list[PlanView] = []
-    for plan in wave.plans:
+    for plan in wave["plans"]:
         rows: list[TaskView] = []
-        for task in plan.tasks:
-            tokens, cost = _usage(finished.get(task.key))
-            elapsed = task.durationMs
-            if elapsed is None and task.startedAt and task.status == "running" and live:
-                elapsed = duration_ms(task.startedAt, now)
+        for task in plan["tasks"]:
+            key, started = task["key"], task["startedAt"]
+            tokens, cost = _usage(finished.get(key))
+            elapsed = task["durationMs"]
+            if elapsed is None and started and task["status"] == "running" and live:
+                elapsed = duration_ms(started, now)
             rows.append(
                 {
-                    "key": task.key,
-                    "status": task.status,
-                    "attempts": task.attempts,
-                    "startedAt": task.startedAt,
-                    "endedAt": task.endedAt,
+                    "key": key,
+                    "status": task["status"],
+                    "attempts": task["attempts"],
+                    "startedAt": started,
+                    "endedAt": task["endedAt"],
                     "elapsedMs": elapsed,
                     "elapsed": format_duration(elapsed),
-                    "resolver": task.resolver.model_dump(mode="json") if task.resolver else None,
+                    "resolver": task["resolver"],
                     "tokens": tokens,
                     "cost": cost,
-                    "logFiles": [name for name, _ in logs.get(task.key, [])],
+                    "logFiles": [name for name, _ in logs.get(key, [])],
                 }
             )
-        plans.append({"planId": plan.planId, "tasks": rows})
+        plans.append({"planId": plan["planId"], "tasks": rows})
     return {
-        "wave": wave.wave,
-        "outcome": wave.outcome,
-        "startedAt": wave.startedAt,
-        "endedAt": wave.endedAt,
-        "took": format_duration(wave.durationMs),
+        "wave": wave["wave"],
+        "outcome": wave["outcome"],
+        "startedAt": wave["startedAt"],
+        "endedAt": wave["endedAt"],
+        "took": format_duration(wave["durationMs"]),
         "plans": plans,
     }
 
@@ -273,8 +268,10 @@ def _step(e: EventRow) -> Step:
 
 def _current_halt(report: RunReport) -> dict[str, object] | None:
     """Where a stopped run stopped: the store's `current_halt`, in the report's own shape."""
-    halt = current_halt(report) if report.run.status in ("halted", "paused", "failed") else None
-    return None if halt is None else halt.model_dump(mode="json")
+    halt = (
+        current_halt(report) if report["run"]["status"] in ("halted", "paused", "failed") else None
+    )
+    return None if halt is None else dict(halt)
 
 
 def _states(value: object) -> list[str]:

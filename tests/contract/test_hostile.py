@@ -513,6 +513,29 @@ def test_deeply_nested_config_is_set_aside(tmp_path):
 
     config, warnings = load_project_config(project)
     assert config is None and "config.json" in warnings[0]
+    assert "nested too deeply" in warnings[0]
+
+
+@pytest.mark.parametrize("depth", [5_000, 100_000])
+def test_deep_config_is_refused_in_one_line_where_the_reference_reads_it(tmp_path, depth):
+    """A deliberate difference (docs/security.md): JSON.parse reads any depth; looprail refuses
+    a config nested deeper than Python's parser reads, as it refuses an oversized one."""
+    project = make_project(tmp_path)
+    write_config(project, '{"d": ' + "[" * depth + "]" * depth + "}")
+    result = run_cli("lint", "--project", str(project))
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "config.json" in line and "nested too deeply" in line
+
+
+def test_config_nested_a_few_hundred_levels_is_read(tmp_path):
+    project = make_project(tmp_path)
+    write_config(project, '{"d": ' + "[" * 300 + "]" * 300 + ', "e": 1}')
+    from looprail.config import load_project_config
+
+    config, warnings = load_project_config(project)
+    assert config is not None and config["e"] == 1 and warnings == []
 
 
 def test_config_with_duplicate_keys_keeps_the_last_as_the_reference(tmp_path):

@@ -66,8 +66,8 @@ def test_sql_headers_match_the_report_models(tmp_path):
         second = journal.start_run("2", state=["idle"])
         journal.wave_started(second, 3, [("02-01/T1", "02-01")])
         reports = [build_report(journal, run.id) for run in journal.runs()]
-        expected = [report.run.model_dump(mode="json") for report in reports]
-        refusals = {report.run.id: refusal_of(report) for report in reports}
+        expected = [report["run"] for report in reports]
+        refusals = {report["run"]["id"]: refusal_of(report) for report in reports}
     conn = summary.open_journal(tmp_path)
     try:
         assert summary.headers(conn) == expected

@@ -99,7 +99,7 @@ def _typed_json(project: Path, run_id: str) -> str:
     from looprail.store import build_report
 
     with Journal.open_readonly(project) as j:
-        return json.dumps(build_report(j, run_id).model_dump(mode="json"), ensure_ascii=False)
+        return json.dumps(build_report(j, run_id), ensure_ascii=False)
 
 
 def _sql_json(project: Path, run_id: str | None) -> str:

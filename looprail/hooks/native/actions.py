@@ -19,7 +19,7 @@ from pydantic import WrapValidator as Wrap
 from pydantic.json_schema import JsonDict
 from pydantic_core.core_schema import ValidatorFunctionWrapHandler as Handler
 
-from looprail.hooks.native._jsonpath import json_path
+from looprail.errors import json_path
 from looprail.hooks.native._model import (
     Doc,
     Failure,

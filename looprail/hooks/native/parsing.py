@@ -9,9 +9,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from looprail.errors import Issue
+from looprail.errors import Issue, json_path
 from looprail.fsutil import read_bounded
-from looprail.hooks.native._jsonpath import json_path
 from looprail.hooks.native.document import (
     NESTED,
     HookEntry,
