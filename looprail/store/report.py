@@ -185,6 +185,8 @@ class AgentSpend(_Out):
 
 
 class RunReport(_Out):
+    """The execution report of one run (`looprail report`; docs/journal.md)."""
+
     reportVersion: Literal[1] = REPORT_VERSION
     run: RunHeader
     transitions: list[TransitionRow]
