@@ -38,10 +38,8 @@ traceback and exits with its `exit_code`. `path`, `field` and `point` carry the 
 
 from __future__ import annotations
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from collections.abc import Sequence
-    from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Any, Literal
 
 
 class LooprailError(Exception):

@@ -10,13 +10,9 @@ from __future__ import annotations
 import os
 import re
 from datetime import date, datetime, time
+from typing import Any
 
 from looprail.fsutil import read_bounded
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
-
 
 # An artifact is a page of markdown; one this large is not one (and is not read whole).
 MAX_ARTIFACT_BYTES = 8 * 1024 * 1024

@@ -11,11 +11,8 @@ from __future__ import annotations
 import errno
 import os
 import stat
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from pathlib import Path
+from collections.abc import Callable
+from pathlib import Path
 
 
 def atomic_write(

@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import json
 import re  # already loaded by json: free on the hot path
+from collections.abc import Callable, Iterable
 from json.decoder import scanstring  # type: ignore[attr-defined]  # exported, not in typeshed
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
-    from typing import Any, NoReturn
+from typing import Any, NoReturn
 
 
 def _no_constant(name: str) -> Any:

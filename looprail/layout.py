@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from functools import lru_cache
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
-    from collections.abc import Mapping
 
 # The folder looprail keeps in a project and, by default, in the user's home.
 LOOPRAIL_DIR = ".looprail"

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
+
 # On the `render-hooks` start path (`ENTRY` in tests/cli/test_loop.py): what a call there does
 # not need is imported in the function that needs it.
 import json
 import sys
+from pathlib import Path
 
 from looprail.layout import LOOPRAIL_DIR
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import argparse
-    from pathlib import Path
 
 FLAVORS = ("gsd", "msd", "ferrox")
 JSON_HELP = "machine-readable output"

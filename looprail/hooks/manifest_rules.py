@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from looprail.errors import Issue
-from looprail.hooks.manifest_io import FORBIDDEN_KEYS, GSD_ENGINE_VERSION
 from looprail.points import POINT_ROLES
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
-    from collections.abc import Callable, Mapping
-    from typing import Any
+FORBIDDEN_KEYS = frozenset({"__proto__", "constructor", "prototype"})
+
+# The version of the reference engine (open-gsd/gsd-core, its package.json) whose loop-hook
+# contract looprail implements. A manifest's `engines.gsd` range is checked against it: a
+# capability that requires another engine is not loaded (docs/checks.md, "Engine version").
+GSD_ENGINE_VERSION = "1.10.0"
 
 ID_WORD = "[a-z][a-z0-9-]*"  # a kebab-case id: capabilities, runtimes, command words
 ID_PATTERN = re.compile(rf"^{ID_WORD}\Z")

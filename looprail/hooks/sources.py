@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import os
 import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from looprail.layout import CAPABILITIES_DIR, looprail_home, project_path
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
-    from collections.abc import Mapping, Sequence
-    from typing import Any
 
 FIRST_PARTY = "first-party"
 GLOBAL = "global"
@@ -39,7 +36,6 @@ RULE_FILES = tuple(
         ("registry.py",),
         ("verdicts.py",),
         ("manifest.py",),
-        ("manifest_io.py",),
         ("manifest_rules.py",),
         ("manifest_shape.py",),
         ("checks.py",),
