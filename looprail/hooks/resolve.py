@@ -2,13 +2,13 @@
 
 `resolve` and `render` are pure functions over the capability set and the project's config;
 `loop render-hooks`, the state machine and `review-lane dispatch-step` all call `resolve`, and
-nothing else decides activeness. Nothing heavy imported: this is on the `render-hooks` hot path.
+nothing else decides activeness.
 """
 
 from __future__ import annotations
 
 import os
-import re  # already loaded by json: free on the hot path
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NotRequired, TypedDict
 
