@@ -17,7 +17,6 @@ from tests.support.source import PACKAGE, tree
 
 PACKAGES = (
     "looprail",
-    "looprail.runtime",
     "looprail.testing",
     "looprail.trust",
     "looprail.store",
