@@ -4,9 +4,6 @@ discuss → plan → execute (waves → plans → tasks) → verify → ship. Ca
 JSON manifests; at each of the twelve extension points looprail resolves the active hooks and
 dispatches every one of them from code.
 
-The public API is re-exported here lazily (each name loads its module on first use): the
-`render-hooks` hot path must not pay for pydantic, networkx or statemachine.
-
     import looprail
     loaded = looprail.load_project("path/to/project", ["path/to/capabilities"])
     outcome = looprail.run_phase(loaded, "1")
@@ -15,46 +12,12 @@ The public API is re-exported here lazily (each name loads its module on first u
 
 from __future__ import annotations
 
-from looprail._lazy import lazy_exports
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from looprail._version import __version__
 
-_EXPORTS = {
-    # the error every refusal raises (loaded on first use: a replayed `render-hooks` call
-    # never builds the error tree)
-    "LooprailError": "looprail.errors",
-    # the loop
-    "LoopSpec": "looprail.machine.spec",
-    "StepSpec": "looprail.machine.spec",
-    "DEFAULT_LOOP": "looprail.machine.spec",
-    "compile_loop": "looprail.machine.chart",
-    "LoopRunner": "looprail.machine.run",
-    "RunOptions": "looprail.machine.run",
-    "RunResult": "looprail.machine.run",
-    "load_project": "looprail.machine.session",
-    "run_phase": "looprail.machine.session",
-    # guards, for unit tests of gates
-    "HookResult": "looprail.machine.guards",
-    "PlanFacts": "looprail.machine.guards",
-    "hooks_allow": "looprail.machine.guards",
-    "refusal": "looprail.machine.guards",
-    # the resolver
-    "load_compiled": "looprail.trust",
-    "load_registry": "looprail.hooks.registry",
-    "resolve": "looprail.hooks.resolve",
-    "render": "looprail.hooks.resolve",
-    "POINTS": "looprail.points",
-    # runtimes
-    "Runtime": "looprail.runtime.base",
-    "Outcome": "looprail.runtime.base",
-    "LocalRuntime": "looprail.runtime.local",
-    "ScriptedRuntime": "looprail.runtime.scripted",
-}
-
-__all__ = ["__version__", *sorted(_EXPORTS)]
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # the names, typed for checkers (`x as x`: a re-export); at run time
-    # `__getattr__` loads them (tests/test_exports.py checks these agree with `_EXPORTS`)
+if TYPE_CHECKING:  # the names of `_LIBRARY`, typed (`x as x`: a re-export)
     from looprail.errors import LooprailError as LooprailError
     from looprail.hooks.registry import load_registry as load_registry
     from looprail.hooks.resolve import render as render
@@ -79,5 +42,32 @@ if TYPE_CHECKING:  # the names, typed for checkers (`x as x`: a re-export); at r
     from looprail.runtime.scripted import ScriptedRuntime as ScriptedRuntime
     from looprail.trust import load_compiled as load_compiled
 
+# The library, by module. `import looprail` is on every command's path (a host calls
+# `loop render-hooks` at every point), and these modules bring pydantic, statemachine and
+# networkx (~0.4 s of CPU), so a name loads its module on first use (`__getattr__`).
+_LIBRARY = {
+    "looprail.errors": ("LooprailError",),
+    "looprail.machine.spec": ("DEFAULT_LOOP", "LoopSpec", "StepSpec"),
+    "looprail.machine.chart": ("compile_loop",),
+    "looprail.machine.run": ("LoopRunner", "RunOptions", "RunResult"),
+    "looprail.machine.session": ("load_project", "run_phase"),
+    "looprail.machine.guards": ("HookResult", "PlanFacts", "hooks_allow", "refusal"),
+    "looprail.trust": ("load_compiled",),
+    "looprail.hooks.registry": ("load_registry",),
+    "looprail.hooks.resolve": ("render", "resolve"),
+    "looprail.points": ("POINTS",),
+    "looprail.runtime.base": ("Outcome", "Runtime"),
+    "looprail.runtime.local": ("LocalRuntime",),
+    "looprail.runtime.scripted": ("ScriptedRuntime",),
+}
+_HOME = {name: module for module, names in _LIBRARY.items() for name in names}
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), __all__)
+__all__ = ["__version__", *sorted(_HOME)]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module 'looprail' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOME[name]), name)
+    globals()[name] = value  # the next lookup finds it without this function
+    return value

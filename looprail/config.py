@@ -16,6 +16,9 @@ imported.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 from looprail.errors import ConfigError  # a plain module: nothing heavy on the hot path
 from looprail.fsutil import read_bounded
@@ -27,12 +30,6 @@ from looprail.jsonload import js_dumps as js_dumps
 from looprail.jsonload import js_number as js_number
 from looprail.jsonload import json_type_name, parse_json_js
 from looprail.layout import config_path
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing costs milliseconds on the render-hooks start path
-    from collections.abc import Mapping
-    from pathlib import Path
-    from typing import Any
 
 # Keys that must never resolve, whatever the file says (prototype-pollution parity).
 FORBIDDEN_SEGMENTS = frozenset({"__proto__", "constructor", "prototype"})

@@ -32,19 +32,19 @@ traceback and exits with its `exit_code`. `path`, `field` and `point` carry the 
     ├── CheckpointPause (exit 3)           a checkpoint task needs a human
     └── StopRequested                      a native `interrupt`/`shutdown`, at a safe point
 
-`ConfigError`, `InvalidPointError` and `LedgerError` are also `ValueError`s. On the
-`render-hooks` hot path: imports nothing heavy.
+`ConfigError`, `InvalidPointError` and `LedgerError` are also `ValueError`s.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from collections.abc import Iterable, Sequence
-    from typing import Any, Literal
+from looprail.points import invalid_point_message
+from looprail.textsafe import one_line as escape_untrusted
 
 
 class LooprailError(Exception):
@@ -84,28 +84,13 @@ class RefusedToStart(LooprailError):
     exit_code = 2
 
 
+@dataclass(frozen=True, slots=True)
 class Issue:
-    """One validation problem: where (file + JSON path) and why. (Not a dataclass: importing
-    dataclasses costs ~10 ms on the CLI start path.)"""
+    """One validation problem: where (file + JSON path) and why."""
 
-    __slots__ = ("file", "path", "reason")
-
-    def __init__(self, file: str, path: str, reason: str):
-        self.file = file
-        self.path = path
-        self.reason = reason
-
-    def _key(self) -> tuple[str, str, str]:
-        return (self.file, self.path, self.reason)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Issue) and self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
-
-    def __repr__(self) -> str:
-        return f"Issue({self.file!r}, {self.path!r}, {self.reason!r})"
+    file: str
+    path: str
+    reason: str
 
     def __str__(self) -> str:
         where = f"{self.file}: {self.path}" if self.path else self.file
@@ -184,9 +169,6 @@ class InvalidPointError(LooprailError, ValueError):
     """Not one of the loop points; the message lists the valid ones (the reference's words)."""
 
     def __init__(self, point: str):
-        # not at the top: the render-hooks entry loads this module (its import budget)
-        from looprail.points import invalid_point_message
-
         super().__init__(invalid_point_message(point), point=point)
 
 
@@ -210,9 +192,6 @@ class TaskContentError(LooprailError):
         reason: str,
         stderr_tail: str = "",
     ):
-        # not at the top: the render-hooks entry loads this module (its import budget)
-        from looprail.textsafe import one_line as escape_untrusted
-
         self.tracker_id = tracker_id
         self.prefix = prefix
         self.cap_ids = list(cap_ids)

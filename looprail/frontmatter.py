@@ -1,5 +1,5 @@
 """The YAML frontmatter of a markdown artifact, as one reader: `yamlload.safe_load` (no aliases,
-no object tags) behind the parse cache, dates as ISO strings; PyYAML is imported only on a miss.
+no object tags) behind the parse cache, dates as ISO strings.
 
 `reference_frontmatter` is the reference's own line reader, where looprail must read a file
 exactly as gsd-core does (it reads `a: 1` as the text "1"). PLAN.md (`plans/planfile.py`) and
@@ -10,13 +10,12 @@ from __future__ import annotations
 import os
 import re
 from datetime import date, datetime, time
+from typing import Any
+
+import yaml
 
 from looprail.fsutil import read_bounded
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
-
+from looprail.yamlload import safe_load
 
 # An artifact is a page of markdown; one this large is not one (and is not read whole).
 MAX_ARTIFACT_BYTES = 8 * 1024 * 1024
@@ -51,10 +50,6 @@ def read_frontmatter(text: str) -> dict[str, Any] | str:
 
 
 def _parse_frontmatter(body: str) -> dict[str, Any] | str:
-    import yaml  # lazy: `looprail check` is on hosts' hot path, most checks need no YAML
-
-    from looprail.yamlload import safe_load
-
     try:
         value = safe_load(body)
     except yaml.YAMLError as exc:

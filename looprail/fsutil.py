@@ -6,16 +6,16 @@ that goes into a prompt must also be a regular file (`contained_file`, `read_con
 
 from __future__ import annotations
 
-# On the `render-hooks` start path (`ENTRY` in tests/cli/test_loop.py): what a call there does
-# not need (pathlib, tempfile, looprail.errors…) is imported in the function that needs it.
 import errno
 import os
 import stat
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from pathlib import Path
+from looprail.errors import OutsideProjectError, UsageError
+from looprail.layout import LOOPRAIL_FOLDERS, project_path
+from looprail.textsafe import one_line
 
 
 def atomic_write(
@@ -23,9 +23,6 @@ def atomic_write(
 ) -> None:
     """Replace `path` with `data` in one step. `fsync` also forces the bytes to disk first
     (for stores that must survive a power loss, like the consent store)."""
-    import tempfile
-    from pathlib import Path
-
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
@@ -47,10 +44,6 @@ def project_folder(
 ) -> Path:
     """The project folder `value`, or a usage error naming it (escaped and cut: it may be
     hostile; `label` prefixes it): the check every entry point makes before it reads a project."""
-    from pathlib import Path
-
-    from looprail.errors import UsageError
-    from looprail.textsafe import one_line
 
     project = Path(value)
     try:
@@ -172,10 +165,6 @@ def require_inside(
     """`path` (absolute, or relative to the project `root`) with its symlinks followed, or one
     line (`OutsideProjectError`, or `error`) naming the symlink out and its target. What exists
     of the path is followed, so a symlinked folder is caught before anything is created in it."""
-    from pathlib import Path
-
-    from looprail.errors import OutsideProjectError
-    from looprail.textsafe import one_line
 
     kind = error or OutsideProjectError
     top = Path(root).resolve()
@@ -215,9 +204,6 @@ def looprail_path(project: str | os.PathLike[str], *parts: str) -> Path:
     """`<project>/.looprail/<parts…>`, or `OutsideProjectError` when it or a folder on the way
     is a symlink out of the project: the one way to name a path there, so a cloned project's
     links cannot send logs, worktrees or installed capabilities elsewhere."""
-    from pathlib import Path
-
-    from looprail.layout import project_path
 
     path = Path(project_path(project, *parts))
     require_inside(project, path, "the folder")
@@ -227,8 +213,6 @@ def looprail_path(project: str | os.PathLike[str], *parts: str) -> Path:
 def check_looprail_folders(project: str | os.PathLike[str]) -> None:
     """Refuse (one line) when `.looprail/` or any folder looprail keeps in it is a symlink out
     of the project: `looprail run` checks them all before it starts."""
-    from looprail.layout import LOOPRAIL_FOLDERS, project_path
-
     for name in ("", *LOOPRAIL_FOLDERS):
         path = project_path(project, name) if name else project_path(project)
         if os.path.lexists(path):
@@ -239,8 +223,6 @@ def contained_file(root: str | os.PathLike[str], path: str | os.PathLike[str]) -
     """The real path of `path` (relative to `root` or absolute) when it is a regular file
     inside `root` once symlinks are followed, else None: the rule for every file whose text goes
     into a prompt (a link to `~/.aws/credentials`, a FIFO, a device, a folder: None)."""
-    from pathlib import Path
-
     top = Path(root).resolve()
     given = Path(path)
     try:

@@ -1,5 +1,4 @@
-"""JSON as looprail reads and writes it. Only `json` and `re` (which json loads) are imported:
-this is on the `render-hooks` start path.
+"""JSON as looprail reads and writes it.
 
 - `loads_strict`, for files from users and third parties: the standard parser, plus duplicate
   keys collected (which of two values wins differs between readers, so callers refuse to guess)
@@ -11,12 +10,10 @@ this is on the `render-hooks` start path.
 from __future__ import annotations
 
 import json
-import re  # already loaded by json: free on the hot path
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
-    from typing import Any
+import math
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
 
 
 def _no_constant(name: str) -> Any:
@@ -59,14 +56,6 @@ def json_type_name(value: Any) -> str:
 # --------------------------------------------------------------------------- JSON as JavaScript
 
 _MAX_SAFE_INTEGER = 2**53
-# `math.inf` and `math.isfinite` without `math`: the extension module's import costs a warm
-# `render-hooks` call 0.6M instructions and a dozen system calls for these two facts.
-INF = float("inf")
-
-
-def is_finite(value: float) -> bool:
-    """`math.isfinite`: infinity minus itself and NaN are NaN, never 0."""
-    return value - value == 0
 
 
 def _as_double(value: int) -> int | float:
@@ -76,12 +65,12 @@ def _as_double(value: int) -> int | float:
     try:
         return float(value)
     except OverflowError:
-        return INF if value > 0 else -INF
+        return math.inf if value > 0 else -math.inf
 
 
 def _js_int(text: str) -> int | float:
     if len(text) > 400:  # past 1.8e308 (JSON has no leading zeros); int() would refuse it
-        return -INF if text.startswith("-") else INF
+        return -math.inf if text.startswith("-") else math.inf
     return _as_double(int(text))
 
 
@@ -112,7 +101,7 @@ def js_number(value: float | int) -> str:
         value = _as_double(value)
         if isinstance(value, int):
             return str(value)
-    if not is_finite(value):
+    if not math.isfinite(value):
         return "null"
     if value == 0:
         return "0"
@@ -146,13 +135,12 @@ def _js_string(value: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: JSON.stringify escapes them (\udXXX)
-        out = re.sub(_SURROGATE, lambda m: f"\\u{ord(m.group()):04x}", out)
+        out = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", out)
     return out
 
 
 _dumps_str = json.encoder.encode_basestring
-# Compiled only when a string holds one (`re`'s cache): ~2M instructions, on the hot path.
-_SURROGATE = "[\ud800-\udfff]"
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class JSText:

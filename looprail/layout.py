@@ -1,17 +1,14 @@
-"""The layout facts every layer shares (on the `render-hooks` hot path: nothing heavy): looprail's
-folders and the well-known files in them, where phases live, how phase numbers are normalised
-(`01` and `1` are one phase) and ordered, how plan files are named and paired with SUMMARYs.
+"""The layout facts every layer shares: looprail's folders and the well-known files in them,
+where phases live, how phase numbers are normalised (`01` and `1` are one phase) and ordered,
+how plan files are named and paired with SUMMARYs.
 Every module asks here rather than spelling a path out, so no two can disagree."""
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from functools import lru_cache
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
-    from collections.abc import Mapping
 
 # The folder looprail keeps in a project and, by default, in the user's home.
 LOOPRAIL_DIR = ".looprail"
@@ -106,8 +103,6 @@ def project_path(project: str | os.PathLike[str], *parts: str) -> str:
     return os.path.join(project_dir(project), *parts)
 
 
-# The patterns below are compiled on first use (`re`'s own cache), not at import: ~0.7M
-# instructions each, and this module is on the `render-hooks` hot path.
 PHASE_DIR_RE = r"(?P<token>\d+[A-Za-z]?(?:\.\d+)*)(?:-(?P<slug>.*))?"
 
 

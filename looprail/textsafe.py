@@ -11,6 +11,7 @@ C0 controls, DEL and C1 controls become visible escapes.
 from __future__ import annotations
 
 import functools
+import os
 import re
 import sys
 from typing import TextIO
@@ -109,3 +110,15 @@ def plural(n: int, noun: str, many: str | None = None) -> str:
     """`1 error`, `2 errors`, `0 errors` (`many` for irregular nouns: `plural(n, "dispatch",
     "dispatches")`)."""
     return f"{n} {noun if n == 1 else many or noun + 's'}"
+
+
+def wants_escapes(stream: object) -> bool:
+    """Escape codes (colour, redrawing) only for a person at a terminal: never into a pipe or
+    a file, nor with NO_COLOR set (any value, no-color.org) or TERM=dumb."""
+    if "NO_COLOR" in os.environ or os.environ.get("TERM") == "dumb":
+        return False
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except (OSError, ValueError):  # a closed stream
+        return False

@@ -42,7 +42,6 @@ def on_page_markdown(markdown: str, page: Any, config: MkDocsConfig, files: File
 
 def _api_blocks(module_name: str, where: str, shown: set[str]) -> str:
     module = importlib.import_module(module_name)
-    exports: dict[str, str] = getattr(module, "_EXPORTS", {})  # lazy names: where they live
     blocks, again = [], []
     for name in module.__all__:
         if name.startswith("__"):
@@ -50,7 +49,7 @@ def _api_blocks(module_name: str, where: str, shown: set[str]) -> str:
         value = getattr(module, name)
         if (inspect.isclass(value) or inspect.isroutine(value)) and not value.__doc__:
             log.warning(f"{where}: {module_name}.{name} has no docstring")
-        target = f"{exports.get(name, module_name)}.{name}"
+        target = api_target(module_name, name, value)
         if target in shown:
             again.append(f"[`{name}`](#{target})")
         else:
@@ -59,3 +58,10 @@ def _api_blocks(module_name: str, where: str, shown: set[str]) -> str:
     if again:
         blocks.insert(0, f"Also exported here, documented above: {', '.join(again)}.\n")
     return "\n".join(blocks)
+
+
+def api_target(module_name: str, name: str, value: object) -> str:
+    """Where the reference documents `module_name.name`: a class or function where it is
+    defined, a constant where it is exported."""
+    home = value.__module__ if inspect.isclass(value) or inspect.isroutine(value) else None
+    return f"{home or module_name}.{name}"

@@ -27,6 +27,15 @@ def test_getting_started_follows_the_readmes_two_commands():
     assert _commands((REPO / "docs" / "getting-started.md").read_text()) == readme
 
 
+def _mkdocs_hooks() -> types.ModuleType:
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import mkdocs_hooks
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    return mkdocs_hooks
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     for module in ("mkdocs", "mkdocstrings_handlers.python", "material"):
@@ -47,14 +56,14 @@ def test_the_api_reference_documents_every_export(site):
     import looprail
     import looprail.testing
 
+    hooks = _mkdocs_hooks()
     page = (site / "api" / "index.html").read_text()
     anchors = set(re.findall(r'<h3 id="([^"]+)"', page))
     for module in (looprail, looprail.testing):
-        exports = getattr(module, "_EXPORTS", {})
         for name in module.__all__:
             if name.startswith("__"):
                 continue
-            target = f"{exports.get(name, module.__name__)}.{name}"
+            target = hooks.api_target(module.__name__, name, getattr(module, name))
             assert target in anchors, f"{module.__name__}.{name} is not in the API reference"
     # the runtime plugin interface and the pytest plugin's fixtures
     assert {"looprail.runtime.base.BaseRuntime", "looprail.runtime.base.Request"} <= anchors
@@ -75,12 +84,7 @@ def test_diagrams_and_screenshots_are_served(site):
 
 def test_an_export_without_a_docstring_is_a_warning(monkeypatch, caplog):
     pytest.importorskip("mkdocs", reason="the docs extra is not installed")
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        import mkdocs_hooks
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
-
+    mkdocs_hooks = _mkdocs_hooks()
     fake = types.ModuleType("fake_api")
 
     def documented() -> None:
@@ -89,6 +93,7 @@ def test_an_export_without_a_docstring_is_a_warning(monkeypatch, caplog):
     def bare() -> None:
         pass
 
+    documented.__module__ = bare.__module__ = "fake_api"  # defined there, as an export is
     fake.documented, fake.bare = documented, bare
     fake.__all__ = ["__version__", "documented", "bare"]
     fake.__version__ = "1"

@@ -1,58 +1,60 @@
-"""The packages that re-export names lazily (`looprail`, `looprail.runtime`, `looprail.testing`,
-`looprail.trust`)
-declare them once, in their `_EXPORTS` table, and share one mechanism (`looprail/_lazy.py`).
-`__all__` derives from the table; the `TYPE_CHECKING` re-exports a type checker needs cannot, so
-this test checks they name exactly the table's names, from the table's modules."""
+"""Each package's public names are its `__all__`: every name there resolves, is the object of
+the module that defines it, and a class or function among them says what it is (a docstring).
+
+The root package imports its library on first use (`import looprail` is on every command's
+path); its `__all__` derives from one table, and the `TYPE_CHECKING` re-exports that type
+checkers read name exactly the same objects."""
 
 from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 
 import pytest
 
 from tests.support.source import PACKAGE, tree
 
-PACKAGES = ("looprail", "looprail.runtime", "looprail.testing", "looprail.trust")
-
-
-# Modules a package imports under TYPE_CHECKING for its own annotations, not to re-export.
-_OWN_TYPES = {"looprail.trust": ("looprail.hooks.capset",)}
-
-
-def _type_checking_imports(package: str) -> set[tuple[str, str]]:
-    """(name, module) of each `from module import name as name` under `if TYPE_CHECKING:`."""
-    path = PACKAGE.parent.joinpath(*package.split("."), "__init__.py")
-    found: set[tuple[str, str]] = set()
-    for node in tree(path).body:
-        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
-            for stmt in node.body:
-                if not isinstance(stmt, ast.ImportFrom) or stmt.module is None:
-                    continue  # a type alias or a TypedDict the package types itself with
-                if stmt.module.split(".")[0] != "looprail" or stmt.module == package:
-                    continue  # typing's own names, not re-exports
-                if stmt.module in _OWN_TYPES.get(package, ()):
-                    continue
-                for alias in stmt.names:
-                    assert alias.asname == alias.name, f"{package}: {ast.unparse(stmt)}"
-                    found.add((alias.name, stmt.module))
-    return found
+PACKAGES = (
+    "looprail",
+    "looprail.testing",
+    "looprail.trust",
+    "looprail.store",
+    "looprail.plans",
+    "looprail.lint",
+    "looprail.diagrams",
+    "looprail.hooks.native",
+)
 
 
 @pytest.mark.parametrize("package", PACKAGES)
-def test_the_table_is_the_one_list_of_names(package):
+def test_every_public_name_resolves_and_is_documented(package):
     module = importlib.import_module(package)
-    table = module._EXPORTS
-    eager = set(module.__all__) - set(table)  # defined or imported by the package itself
-    assert eager <= set(vars(module)), eager
-    assert dir(module) == sorted(module.__all__)
-    typed = _type_checking_imports(package)
-    assert typed in (set(), set(table.items()))  # none (looprail.testing), or the same names
-    for name, source in table.items():
-        assert getattr(module, name) is getattr(importlib.import_module(source), name)
-    with pytest.raises(AttributeError, match=f"module '{package}' has no attribute 'nope'"):
+    for name in module.__all__:
+        value = getattr(module, name)
+        if inspect.isclass(value) or inspect.isfunction(value):
+            assert (value.__doc__ or "").strip(), f"{package}.{name} has no docstring"
+    with pytest.raises(AttributeError, match="has no attribute 'nope'"):
         module.nope  # noqa: B018
 
 
-def test_the_root_package_and_the_runtime_keep_their_names_typed():
-    assert _type_checking_imports("looprail") and _type_checking_imports("looprail.runtime")
+def _typed_names() -> dict[str, str]:
+    """name -> module of each `from module import name as name` under the root's TYPE_CHECKING."""
+    found: dict[str, str] = {}
+    for node in tree(PACKAGE / "__init__.py").body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for stmt in node.body:
+                assert isinstance(stmt, ast.ImportFrom) and stmt.module
+                for alias in stmt.names:
+                    assert alias.asname == alias.name, ast.unparse(stmt)
+                    found[alias.name] = stmt.module
+    return found
+
+
+def test_the_root_types_exactly_the_names_it_loads():
+    import looprail
+
+    typed = _typed_names()
+    assert sorted(typed) == [n for n in looprail.__all__ if n != "__version__"]
+    for name, source in typed.items():
+        assert getattr(looprail, name) is getattr(importlib.import_module(source), name)

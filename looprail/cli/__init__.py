@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # collections.abc is not imported at run time: the render-hooks hot path
-    from collections.abc import Sequence
+from looprail.errors import LooprailError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -39,10 +38,6 @@ def _main(argv: list[str]) -> int:
 def _refused(exc: Exception) -> int:
     """The exit code of a call that raised `exc`, after one line saying why; anything but a
     looprail error, a closed pipe or an OS refusal is raised again (a bug: its traceback)."""
-    # not at the top: a call that raises nothing never builds the error tree (3M instructions
-    # of a replayed `render-hooks` call, which imports little else)
-    from looprail.errors import LooprailError
-
     if isinstance(exc, LooprailError):
         print(f"looprail: error: {exc}", file=sys.stderr)
         return exc.exit_code

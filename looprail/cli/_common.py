@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-# On the `render-hooks` start path (`ENTRY` in tests/cli/test_loop.py): what a call there does
-# not need is imported in the function that needs it.
+import argparse
 import json
 import sys
+from pathlib import Path
 
-from looprail.layout import LOOPRAIL_DIR
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import argparse
-    from pathlib import Path
+from looprail import fsutil
+from looprail.layout import LOOPRAIL_DIR, normalize_phase_number
+from looprail.textsafe import one_line, trusted, wants_escapes
 
 FLAVORS = ("gsd", "msd", "ferrox")
 JSON_HELP = "machine-readable output"
@@ -37,10 +34,7 @@ def add_project_options(parser: argparse.ArgumentParser) -> None:
 
 def project_folder(value: str, *, resolve: bool = False) -> Path:
     """The `--project` folder, or a usage error (exit 2) naming it (`fsutil.project_folder`)."""
-    # not at the top: the render-hooks entry loads this module (its import budget)
-    from looprail.fsutil import project_folder as checked
-
-    return checked(value, label="--project: ", resolve=resolve)
+    return fsutil.project_folder(value, label="--project: ", resolve=resolve)
 
 
 def add_flavor_option(parser: argparse.ArgumentParser) -> None:
@@ -119,12 +113,7 @@ def project_of(args: argparse.Namespace) -> str:
 
 def phase_number(text: str) -> str:
     """argparse type of --phase: a phase number (1, 01, 2.1, 12A) or a usage error (exit 2)."""
-    # not at the top: the render-hooks entry loads this module (its import budget)
-    from looprail.layout import normalize_phase_number
-
     if normalize_phase_number(text) is None:
-        import argparse  # only to say what is wrong (run's fast argv reads --phase with this)
-
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a phase number (such as 1, 02, 2.1 or 12A)"
         )
@@ -151,35 +140,18 @@ STYLES = {
 }
 
 
-def colour_on(stream: object) -> bool:
-    """Colour only for a person at a terminal (not with NO_COLOR or TERM=dumb, never into a
-    pipe or file): the same rule as the live progress."""
-    isatty = getattr(stream, "isatty", None)
-    try:
-        if not (isatty and isatty()):  # no terminal: no need to import the progress module
-            return False
-    except (OSError, ValueError):  # a closed stream
-        return False
-    # not at the top: the render-hooks entry loads this module (its import budget)
-    from looprail.machine.progress import wants_escapes
-
-    return wants_escapes(stream)
-
-
 def paint(text: str, status: str, stream: object = None) -> str:
     """`text` in the colour of `status` (a key of STYLES) when `stream` shows colour, else
     `text` unchanged. rich is imported only when there is colour to draw."""
     style = STYLES.get(status)
-    if style is None or not colour_on(stream if stream is not None else sys.stdout):
+    if style is None or not wants_escapes(stream if stream is not None else sys.stdout):
         return text
-    # not at the top: the render-hooks entry loads this module (its import budget)
+    # Here, not at the top: every command imports this module, and rich costs more than a
+    # `render-hooks` call does; only colour on a terminal needs it.
     from rich.console import Console
     from rich.text import Text
 
     console = Console(force_terminal=True, color_system="standard", no_color=False)
-    # not at the top: the render-hooks entry loads this module (its import budget)
-    from looprail.textsafe import one_line, trusted
-
     with console.capture() as cap:
         console.print(Text(one_line(text), style=style), end="", soft_wrap=True)
     return trusted(cap.get())

@@ -25,7 +25,8 @@ from looprail.hooks.manifest import (
     parse_manifest_bytes,
     validate_manifest,
 )
-from looprail.hooks.native.config import global_hooks_path, project_hooks_path, read_hooks_file
+from looprail.hooks.native.loading import global_hooks_path, project_hooks_path
+from looprail.hooks.native.parsing import read_hooks_file
 from looprail.hooks.registry import (
     FIRST_PARTY,
     FailedCapability,

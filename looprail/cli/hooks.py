@@ -10,20 +10,20 @@ from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from looprail.cli._common import command, group, print_json, warn
 from looprail.errors import Issue
-from looprail.hooks.native.config import (
-    NativeHook,
+from looprail.hooks.native.loading import (
     check_across_files,
     global_hooks_path,
     load_native_hooks,
     project_hooks_path,
-    read_hooks_file,
 )
+from looprail.hooks.native.models import NativeHook
+from looprail.hooks.native.parsing import read_hooks_file
 from looprail.layout import LOOPRAIL_DIR
 from looprail.textsafe import plural
 from looprail.trust import is_trusted
 
 if TYPE_CHECKING:
-    from looprail.hooks.native.config import CatalogEntry, HooksFile
+    from looprail.hooks.native.models import CatalogEntry, HooksFile
 
 JSON_ONE = "print one JSON object"
 

@@ -14,7 +14,14 @@ from looprail.cli._common import command, paint, print_json, project_folder, pro
 from looprail.errors import LooprailError
 from looprail.layout import PHASES_DIR, ROADMAP_FILE, log_of
 from looprail.machine.project import journal_runs, project_phases
-from looprail.store import report_data, summary
+from looprail.store import (
+    Journal,
+    JournalError,
+    build_report,
+    render_report_text,
+    report_data,
+    summary,
+)
 from looprail.store.lock import LockInfo, lock_holder
 from looprail.store.schema import NoJournalError
 from looprail.store.summary import format_duration, headers, journal_file, open_journal, reading
@@ -245,10 +252,6 @@ def _report(args: argparse.Namespace) -> int:
         data["projectPhases"] = [p.as_json() for p in _project_phases(project, True)]
         print_json(data)
         return 0
-    # The text form reads through a Journal (it names the latest run); status, history and
-    # `report --json` are read straight from SQL, and are what hosts poll.
-    from looprail.store import Journal, JournalError, build_report, render_report_text
-
     with Journal.open_readonly(Path(project)) as journal:
         run = journal.find_run(run_id) if run_id else journal.latest_run()
         if run is None:

@@ -12,24 +12,19 @@ checks the two agree).
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from types import SimpleNamespace
+from typing import Any
 
 from looprail.cli._common import FLAVORS, warning
 from looprail.cli.render_memo import Recorder
 from looprail.config import JSText, js_dump, load_project_config, unknown_keys
-from looprail.hooks.resolve import InvalidPointError, active_cap, check_point, resolve
+from looprail.hooks.capset import CapabilitySet
+from looprail.hooks.resolve import Envelope, InvalidPointError, active_cap, check_point, resolve
 from looprail.hooks.sources import PROJECT
 from looprail.layout import PHASES_DIR, phase_folders
 from looprail.points import points_text
 from looprail.trust import load_entry
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: this is the render-hooks hot path
-    from collections.abc import Mapping
-    from typing import Any
-
-    from looprail.hooks.capset import CapabilitySet
-    from looprail.hooks.resolve import Envelope
 
 _VALUE_FLAGS = {
     "--active-cap": "active_cap",

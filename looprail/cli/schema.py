@@ -7,7 +7,7 @@ import sys
 
 from looprail.cli._common import group
 from looprail.hooks.manifest import capability_json_schema
-from looprail.hooks.native.config import hooks_json_schema
+from looprail.hooks.native.document import hooks_json_schema
 
 
 def register(sub) -> None:

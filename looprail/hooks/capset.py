@@ -3,48 +3,53 @@
 `registry.load_registry` builds it, `compiled.load_compiled` caches its JSON form (`to_json` /
 `from_json`: the cache *is* its serialisation) and applies consent; every reader (resolve,
 `capability list`, audits, the task-content resolvers, start-up checks) reads the same value.
-Activation by `activationKey` is decided per call (`resolve.key_active`), not held here.
+Activation by `activationKey` is decided per call (`key_active`), not held here.
 
-On the `render-hooks` hot path (a cache hit builds one set): no pydantic (a manifest's model is
-built from its JSON on first use) and no `dataclasses` (it pulls in `inspect`, `ast`, `dis`);
-the records are named tuples (`looprail.records.NamedTuple`: `typing`'s, without importing
-`typing`), cached fields in a subclass, and folders are strings (the form the cache stores:
-no `pathlib` either).
+The records are named tuples (cached fields in a subclass) and folders are strings: the form
+the cache stores. A manifest's pydantic model is built from its JSON on first use.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from functools import cached_property
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
+from looprail.config import is_active
 from looprail.errors import Issue
 from looprail.hooks.sources import DEFERRED
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
-    from collections.abc import Mapping
-    from typing import Any, NamedTuple, TypedDict
-
+if TYPE_CHECKING:  # the pydantic models: imported where a model is built (`manifest`)
     from looprail.hooks.manifest import Capability, TaskContentResolver
 
-    class ConfigKey(TypedDict, total=False):
-        """A federated config key as the resolver types it (`config.effective_value`)."""
 
-        type: str
-        default: Any
-        values: list[Any]
+class ConfigKey(TypedDict, total=False):
+    """A federated config key as the resolver types it (`config.effective_value`)."""
 
-    # A hook in envelope form (capId, kind, then the declared fields that are set): the
-    # contract shape of an envelope's `activeHooks`, so a mapping, not a model.
-    Hook = dict[str, Any]
+    type: str
+    default: Any
+    values: list[Any]
 
-    class PointHooks(TypedDict):
-        steps: list[Hook]
-        contributions: list[Hook]
-        gates: list[Hook]
 
-else:  # `typing.NamedTuple`, without importing typing
-    from looprail.records import NamedTuple
+# A hook in envelope form (capId, kind, then the declared fields that are set): the
+# contract shape of an envelope's `activeHooks`, so a mapping, not a model.
+Hook = dict[str, Any]
+
+
+class PointHooks(TypedDict):
+    steps: list[Hook]
+    contributions: list[Hook]
+    gates: list[Hook]
+
+
+def key_active(
+    key: str | None, config: Mapping[str, Any] | None, schema: Mapping[str, Any]
+) -> bool:
+    """The one activation rule: no `activationKey`, or one whose effective value is truthy under
+    `config` (`schema`: the typed config keys, `CapabilitySet.config`). `resolve.cap_active` and
+    `CapabilitySet.why_inactive` (what `capability list` shows) both decide by it."""
+    return not key or is_active(key, config, schema)
 
 
 class Root(NamedTuple):
@@ -166,7 +171,8 @@ class LoadedCapability(_LoadedFields):
     def manifest(self) -> Capability:
         """The pydantic model of the manifest, built from `data` on first use (paid for only by
         callers that need it; `data` was validated when it was loaded)."""
-        # not at the top: the render-hooks entry loads this module (its import budget)
+        # Here, not at the top: pydantic and the models cost a set read from the cache (every
+        # `render-hooks` call) more than the rest of the call, and it never asks for one.
         from looprail.hooks.manifest import Capability
 
         return Capability.model_validate(_declared(self.data))
@@ -229,10 +235,7 @@ class CapabilitySet(_SetFields):
 
     def why_inactive(self, cap_id: str, config: Mapping[str, Any] | None) -> str | None:
         """Why a loaded capability is off under `config` (consent, then its `activationKey`,
-        decided by the one rule `resolve.key_active`), or None when it is active."""
-        # not at the top: the render-hooks entry loads this module (its import budget)
-        from looprail.hooks.resolve import key_active
-
+        decided by the one rule `key_active`), or None when it is active."""
         lc = self.capabilities[cap_id]
         if lc.inactive_reason is not None:
             return lc.inactive_reason

@@ -1,12 +1,10 @@
 """The capability set on the `render-hooks` hot path: find it in the on-disk cache or load it.
 
-Only `os`, `json`, `marshal`, `time` and `zlib` here (no `pathlib`: paths are strings on this
-path): a host calls `render-hooks` many times per loop and process start-up is most of its cost.
-The cache entry (the set's own plain-data form, `CapabilitySet.to_json`, written with `marshal`:
-it reads back in 3.1M instructions where `json.loads` took 7.6M, a twelfth of a warm call)
-records the stat signature
-(mtime, ctime, size, inode) of every folder, manifest and fragment it was built from, and of
-the modules that compile it; any difference rebuilds it. A cache that cannot be read, is
+A host calls `render-hooks` many times per loop, so the set is kept on disk. The cache entry
+(the set's own plain-data form, `CapabilitySet.to_json`, written with `marshal`: it reads back
+in 3.1M instructions where `json.loads` took 7.6M, a twelfth of a warm call) records the stat
+signature (mtime, ctime, size, inode) of every folder, manifest and fragment it was built from,
+and of the modules that compile it; any difference rebuilds it. A cache that cannot be read, is
 damaged or cannot be written only costs speed, never correctness.
 """
 
@@ -17,8 +15,12 @@ import marshal
 import os
 import time
 import zlib
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 from looprail.fsutil import read_private, settled, stat_sig
+from looprail.hooks.capset import CapabilitySet
 from looprail.hooks.sources import (
     DEFERRED,
     PROJECT,
@@ -30,17 +32,9 @@ from looprail.hooks.sources import (
 )
 from looprail.layout import cache_dir
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
-    from collections.abc import Callable, Mapping, Sequence
-    from pathlib import Path
-    from typing import Any
-
-    from looprail.hooks.capset import CapabilitySet
-
-    # How a caller applies consent to the set: (caps, home, env) -> caps. The hooks layer
-    # never imports the trust layer; `looprail.trust.load_compiled` passes `trust.apply_consent`.
-    ConsentFn = Callable[[CapabilitySet, Any, Mapping[str, str]], CapabilitySet]
+# How a caller applies consent to the set: (caps, home, env) -> caps. The hooks layer
+# never imports the trust layer; `looprail.trust.load_compiled` passes `trust.apply_consent`.
+ConsentFn = Callable[[CapabilitySet, Any, Mapping[str, str]], CapabilitySet]
 
 # Bump whenever the set's JSON form or the rules that produce it change.
 CACHE_FORMAT = "looprail-registry-12"
@@ -147,7 +141,7 @@ def _build(
 ) -> tuple[CapabilitySet, bool]:
     """Load the set; with `use_cache`, add each fragment's stat to `deps` (taken before the
     read, like the rest) and say whether those stats are the content's (then it may be cached)."""
-    # not at the top: the registry and the validation it runs are only needed on a miss
+    # Here, not at the top: the registry validates with pydantic, needed only on a miss.
     from looprail.hooks import registry as reg
 
     roots = [reg.Root(p, o) for p, o in specs]
@@ -236,12 +230,11 @@ def _with_fragments(data: dict[str, Any], change: Callable[..., Any]) -> dict[st
 
 def _materialise_deferred(caps: CapabilitySet) -> CapabilitySet:
     """Read the deferred fragments of consented project capabilities, by the manifest loader's
-    rule (`manifest_io.materialise_fragment`). A fragment that cannot be read keeps its path
+    rule (`manifest.materialise_fragment`). A fragment that cannot be read keeps its path
     only (the envelope says it is not rendered)."""
-    # not at the top: only a set with consented project capabilities reads fragments here
-    from pathlib import Path
-
-    from looprail.hooks.manifest_io import materialise_fragment
+    # Here, not at the top: the manifest module is pydantic's, which a set read from the cache
+    # (every `render-hooks` call) needs only when it has consented project capabilities.
+    from looprail.hooks.manifest import materialise_fragment
 
     read: dict[str, str | None] = {}
     changed = {}
@@ -305,10 +298,6 @@ def _id(body: bytes) -> str:
 
 
 def _decode(caps: bytes) -> CapabilitySet | None:
-    # not at the top: a replayed `render-hooks` call (`cli/render_memo.py`) checks an entry
-    # with `entry_id` and never decodes a set
-    from looprail.hooks.capset import CapabilitySet
-
     try:
         return CapabilitySet.from_json(marshal.loads(caps))
     except (ValueError, EOFError, TypeError, RecursionError):

@@ -2,23 +2,27 @@
 range, on the plain JSON of a manifest whose shape the models accept. `manifest.validate_declared`
 runs them after pydantic, `verdicts.VerdictCache.validate` after the shape check derived from
 the models (`manifest_shape`): the same code on the same JSON either way.
-
-Only `json`, `re` and the light looprail modules here: this is on the `render-hooks` path.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Mapping
+from typing import Any
 
+import nodesemver
+
+from looprail.config import KNOWN_SETTINGS
 from looprail.errors import Issue
-from looprail.hooks.manifest_io import FORBIDDEN_KEYS, GSD_ENGINE_VERSION
 from looprail.points import POINT_ROLES
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
-    from collections.abc import Callable, Mapping
-    from typing import Any
+FORBIDDEN_KEYS = frozenset({"__proto__", "constructor", "prototype"})
+
+# The version of the reference engine (open-gsd/gsd-core, its package.json) whose loop-hook
+# contract looprail implements. A manifest's `engines.gsd` range is checked against it: a
+# capability that requires another engine is not loaded (docs/checks.md, "Engine version").
+GSD_ENGINE_VERSION = "1.10.0"
 
 ID_WORD = "[a-z][a-z0-9-]*"  # a kebab-case id: capabilities, runtimes, command words
 ID_PATTERN = re.compile(rf"^{ID_WORD}\Z")
@@ -49,9 +53,6 @@ def engine_problem(engines: Any) -> str | None:
     rng = engines.get("gsd") if isinstance(engines, dict) else None
     if not isinstance(rng, str) or not rng.strip():
         return None
-    # not at the top: the render-hooks entry loads this module (its import budget)
-    import nodesemver
-
     try:
         ok = nodesemver.satisfies(GSD_ENGINE_VERSION, rng, loose=False)
     except (ValueError, TypeError):
@@ -257,9 +258,6 @@ def _resolver(data: Mapping[str, Any]) -> _Found:
 def _central_setting(key: str) -> str | None:
     """The host setting a federated key would shadow or live inside, if any: a capability may
     not redefine the central config schema, exactly or under one of its namespaces."""
-    # not at the top: the render-hooks entry loads this module (its import budget)
-    from looprail.config import KNOWN_SETTINGS
-
     for setting in sorted(KNOWN_SETTINGS):
         if key == setting or key.startswith(setting + ".") or setting.startswith(key + "."):
             return setting

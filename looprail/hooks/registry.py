@@ -15,6 +15,7 @@ import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from looprail.errors import Issue
 from looprail.hooks.capset import (
@@ -27,7 +28,7 @@ from looprail.hooks.capset import (
     entries_at,
     order_entries,
 )
-from looprail.hooks.manifest_io import (
+from looprail.hooks.manifest import (
     RESERVED_PREFIXES,
     _materialise_fragments,
     parse_manifest_bytes,
@@ -35,10 +36,6 @@ from looprail.hooks.manifest_io import (
 from looprail.hooks.sources import FIRST_PARTY, ORIGIN_RANK, capability_folders, root_specs
 from looprail.hooks.verdicts import VerdictCache, verdict_key
 from looprail.points import POINTS
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # `typing` is not imported at run time on the render-hooks rebuild path
-    from typing import Any
 
 # All fragment text of the whole search path, in search order (first-party first): a capability
 # that would push it past this fails to load (each one is already at most 16 MiB).

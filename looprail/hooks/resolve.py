@@ -2,13 +2,15 @@
 
 `resolve` and `render` are pure functions over the capability set and the project's config;
 `loop render-hooks`, the state machine and `review-lane dispatch-step` all call `resolve`, and
-nothing else decides activeness. Nothing heavy imported: this is on the `render-hooks` hot path.
+nothing else decides activeness.
 """
 
 from __future__ import annotations
 
 import os
-import re  # already loaded by json: free on the hot path
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, NotRequired, TypedDict
 
 from looprail.config import (
     FORBIDDEN_SEGMENTS,
@@ -19,38 +21,24 @@ from looprail.config import (
     js_dumps,
 )
 from looprail.errors import InvalidPointError
+from looprail.hooks.capset import CapabilitySet, FailedCapability, Hook, key_active
 from looprail.points import POINTS
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # not imported at run time: this module is on the render-hooks hot path
-    from collections.abc import Iterator, Mapping, Sequence
-    from typing import Any, NotRequired, TypedDict
 
-    from looprail.hooks.capset import CapabilitySet, FailedCapability, Hook
+class Envelope(TypedDict):
+    """What `resolve` answers for one point (the render-hooks contract)."""
 
-    class Envelope(TypedDict):
-        """What `resolve` answers for one point (the render-hooks contract)."""
-
-        point: str
-        activeHooks: list[Hook]
-        rendered: str | JSText  # a `JSText` when streamed
-        warnings: NotRequired[list[str]]
-        context: NotRequired[dict[str, str]]  # `render-hooks --phase`
+    point: str
+    activeHooks: list[Hook]
+    rendered: str | JSText  # a `JSText` when streamed
+    warnings: NotRequired[list[str]]
+    context: NotRequired[dict[str, str]]  # `render-hooks --phase`
 
 
 def check_point(point: str) -> str:
     if point not in POINTS:
         raise InvalidPointError(point)
     return point
-
-
-def key_active(
-    key: str | None, config: Mapping[str, Any] | None, schema: Mapping[str, Any]
-) -> bool:
-    """The one activation rule: no `activationKey`, or one whose effective value is truthy under
-    `config` (`schema`: the typed config keys, `CapabilitySet.config`). `cap_active` and
-    `CapabilitySet.why_inactive` (what `capability list` shows) both decide by it."""
-    return not key or is_active(key, config, schema)
 
 
 def cap_active(caps: CapabilitySet, cap_id: str, config: Mapping[str, Any] | None) -> bool:

@@ -1,20 +1,17 @@
 """Where capabilities come from, and how their on-disk caches are kept: the search path in
 trust order (origins, roots, capability folders), the code files whose rules decide a cached
-form, and the caches' checked, atomic files. Shared by `registry`, `compiled` and `verdicts`;
-only `os` and `zlib`, on the `render-hooks` hot path.
+form, and the caches' checked, atomic files. Shared by `registry`, `compiled` and `verdicts`.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from looprail.layout import CAPABILITIES_DIR, looprail_home, project_path
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
-    from collections.abc import Mapping, Sequence
-    from typing import Any
 
 FIRST_PARTY = "first-party"
 GLOBAL = "global"
@@ -39,7 +36,6 @@ RULE_FILES = tuple(
         ("registry.py",),
         ("verdicts.py",),
         ("manifest.py",),
-        ("manifest_io.py",),
         ("manifest_rules.py",),
         ("manifest_shape.py",),
         ("checks.py",),
@@ -79,24 +75,10 @@ def capability_folders(root: str) -> list[str]:
     return [e.path for e in sorted(entries, key=lambda e: e.name)]
 
 
-def new_temp_file(folder: str, prefix: str) -> tuple[int, str]:
-    """`tempfile.mkstemp` without importing tempfile (~9 ms on the rebuild path): a new file
-    readable by this user only, never an existing file or a symlink. Returns (fd, path)."""
-    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    flags |= getattr(os, "O_CLOEXEC", 0)
-    for _ in range(100):
-        path = os.path.join(folder, prefix + os.urandom(8).hex())
-        try:
-            return os.open(path, flags, 0o600), path
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"no free temporary name in {folder}")
-
-
 def write_checked(path: str, fmt: str, body: bytes, prefix: str) -> None:
     """Write `body` to `path` atomically (a private temporary file, then a rename) behind a
     header line: the cache format and a CRC-32 of the body. Raises OSError."""
-    fd, tmp = new_temp_file(os.path.dirname(path), prefix)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=prefix)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(_header(fmt, body) + b"\n" + body)

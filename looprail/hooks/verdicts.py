@@ -51,7 +51,7 @@ def rules_digest() -> str:
     """SHA-256 over looprail's version, the engine version and the rule modules' source."""
     # not at the top: the render-hooks entry loads this module (its import budget)
     from looprail._version import __version__
-    from looprail.hooks.manifest_io import GSD_ENGINE_VERSION
+    from looprail.hooks.manifest_rules import GSD_ENGINE_VERSION
 
     h = sha256(f"{FORMAT}\0{__version__}\0{GSD_ENGINE_VERSION}\0".encode())
     for path in RULE_FILES:

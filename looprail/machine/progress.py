@@ -4,13 +4,11 @@ Plain lines when the output is not a terminal (CI, pipes, logs), under `NO_COLOR
 `TERM=dumb`: no escape codes at all, every line kept (the "◆ Spawning …" banner of every agent
 included). On a terminal the same lines scroll above a live area drawn by rich: where the loop
 is (step, wave, tasks done) with a ticking elapsed time, and one line per running task with its
-own elapsed time; the spawning banner is shown once per wave there, not once per task. rich is
-imported only when there is a terminal to draw on.
+own elapsed time; the spawning banner is shown once per wave there, not once per task.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
@@ -21,21 +19,9 @@ from rich.live import Live
 from rich.text import Text
 
 from looprail.runtime.logs import show_line
-from looprail.textsafe import one_line
+from looprail.textsafe import one_line, wants_escapes
 
 BANNER_PREFIX = "◆ Spawning "
-
-
-def wants_escapes(stream: Any) -> bool:
-    """Escape codes (colour, redrawing) only for a person at a terminal: never into a pipe or
-    a file, nor with NO_COLOR set (any value, no-color.org) or TERM=dumb."""
-    if "NO_COLOR" in os.environ or os.environ.get("TERM") == "dumb":
-        return False
-    isatty = getattr(stream, "isatty", None)
-    try:
-        return bool(isatty and isatty())
-    except (OSError, ValueError):  # a closed stream
-        return False
 
 
 class _Trusted:

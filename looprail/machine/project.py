@@ -37,7 +37,10 @@ from looprail.layout import (
     scan_phase_dirs,
     summary_of,
 )
+from looprail.machine.opening import spent_usd as _spent
+from looprail.plans.phase import phase_spelling
 from looprail.roadmap import read_roadmap, roadmap_phases
+from looprail.store import Journal
 from looprail.store.schema import NoJournalError
 from looprail.store.summary import open_journal
 
@@ -277,8 +280,6 @@ def pending(phases: Sequence[ProjectPhase], through: str | None = None) -> list[
 def ensure_folder(project: Path, phase: ProjectPhase) -> Path:
     """The phase's folder, created as the reference's discuss step creates it when the ROADMAP
     names a phase with none yet: `.planning/phases/<NN>-<slug of its name>`."""
-    from looprail.plans.phase import phase_spelling  # the plan layer: a run's, not status's
-
     if phase.dir is not None:
         return phase.dir
     slug = re.sub(r"[^a-z0-9]+", "-", phase.name.lower()).strip("-")[:60].strip("-")
@@ -392,10 +393,6 @@ def journal_runs(project: Path) -> dict[str, tuple[str, str]]:
 
 def run_spent(project: Path, run_id: str | None) -> float:
     """What a run's agent calls cost, from the journal (the meter's own record)."""
-    # The run machinery and the typed journal: a run's, not `looprail status`'s.
-    from looprail.machine.opening import spent_usd as _spent
-    from looprail.store import Journal
-
     if run_id is None:
         return 0.0
     with Journal.open_readonly(project) as jr:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from looprail.errors import HaltError, TaskContentError
 from looprail.fsutil import atomic_write, contained_file
+from looprail.hooks.task_content import resolve_task_content
 from looprail.machine.context import RunContext
 from looprail.machine.record import EventRecord
 from looprail.plans import Plan, Task
@@ -87,7 +88,6 @@ def resolve_task(run: RunContext, plan: Plan, task: Task, wave: int) -> TaskWork
     work = task_work(plan, task)
     if not task.tracker_id:
         return work
-    from looprail.hooks.task_content import resolve_task_content  # pydantic: tasks only
 
     def journal(outcome: str, message: str | None = None) -> None:
         run.recorder.event(

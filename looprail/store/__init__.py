@@ -9,69 +9,28 @@ the inputs digest a resume is checked against, and the execution report.
 docs/journal.md describes the schema, the event kinds and the report's JSON form.
 """
 
-import importlib
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from looprail.store.inputs import diff_inputs, digest_inputs
-    from looprail.store.journal import Journal, journal_path
-    from looprail.store.lock import LockedError, LockInfo, RunLock, lock_holder, lock_path
-    from looprail.store.models import (
-        EVENT_KINDS,
-        FINAL_STATUSES,
-        RESUMABLE_STATUSES,
-        EventKind,
-        EventRecord,
-        EventRow,
-        HookKind,
-        JournalRunStatus,
-        PlannedTask,
-        RunRow,
-        TaskRow,
-        TaskStatus,
-        TaskUpdate,
-        is_run_id,
-        new_run_id,
-    )
-    from looprail.store.report import RunReport, build_report, render_report_text
-    from looprail.store.schema import JournalError, NoJournalError, schema_version
-
-# Imported on first use: `looprail status` needs the schema and the lock, not pydantic's models.
-_MODULES = {
-    "inputs": ("diff_inputs", "digest_inputs"),
-    "journal": ("Journal", "journal_path"),
-    "lock": ("LockedError", "LockInfo", "RunLock", "lock_holder", "lock_path"),
-    "models": (
-        "EVENT_KINDS",
-        "FINAL_STATUSES",
-        "RESUMABLE_STATUSES",
-        "EventKind",
-        "EventRecord",
-        "EventRow",
-        "HookKind",
-        "JournalRunStatus",
-        "PlannedTask",
-        "RunRow",
-        "TaskRow",
-        "TaskStatus",
-        "TaskUpdate",
-        "is_run_id",
-        "new_run_id",
-    ),
-    "report": ("RunReport", "build_report", "render_report_text"),
-    "schema": ("JournalError", "NoJournalError", "schema_version"),
-}
-_WHERE = {name: module for module, names in _MODULES.items() for name in names}
-
-
-def __getattr__(name: str):
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'looprail.store' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"looprail.store.{module}"), name)
-    globals()[name] = value
-    return value
-
+from looprail.store.inputs import diff_inputs, digest_inputs
+from looprail.store.journal import Journal, journal_path
+from looprail.store.lock import LockedError, LockInfo, RunLock, lock_holder, lock_path
+from looprail.store.models import (
+    EVENT_KINDS,
+    FINAL_STATUSES,
+    RESUMABLE_STATUSES,
+    EventKind,
+    EventRecord,
+    EventRow,
+    HookKind,
+    JournalRunStatus,
+    PlannedTask,
+    RunRow,
+    TaskRow,
+    TaskStatus,
+    TaskUpdate,
+    is_run_id,
+    new_run_id,
+)
+from looprail.store.report import RunReport, build_report, render_report_text
+from looprail.store.schema import JournalError, NoJournalError, schema_version
 
 __all__ = [
     "EVENT_KINDS",

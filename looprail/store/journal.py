@@ -67,6 +67,7 @@ _INSERT_EVENT = (
 
 
 def journal_path(project: str | Path) -> Path:
+    """The project's journal, `.looprail/journal.sqlite`."""
     return Path(project_path(project, JOURNAL_FILE))
 
 

@@ -100,6 +100,8 @@ class PlannedTask(NamedTuple):
 
 
 class RunRow(BaseModel):
+    """One row of the journal's `runs` table: a run of one phase and where it stands."""
+
     model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     id: str
@@ -120,6 +122,8 @@ class RunRow(BaseModel):
 
 
 class TaskRow(BaseModel):
+    """One row of the journal's `tasks` table: a task of a run and how it ended."""
+
     model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     run_id: str

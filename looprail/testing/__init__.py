@@ -17,26 +17,25 @@ The guards are pure, so they can also be tested with plain values:
 See docs/testing.md.
 """
 
-from looprail._lazy import lazy_exports
+from looprail.machine.guards import HookResult, PlanFacts, hooks_allow, refusal, refuses
+from looprail.runtime.base import Outcome
+from looprail.runtime.scripted import Call, ScriptedRuntime
+from looprail.testing.harness import LoopHarness
+from looprail.testing.plantext import plan_markdown, task
+from looprail.testing.results import HarnessRun, TransitionResult
 
-# Loaded lazily: pytest imports this package for the `looprail` plugin in every session of every
-# project where looprail is installed, and pydantic + the machine cost a second or more there.
-_EXPORTS = {
-    "HookResult": "looprail.machine.guards",
-    "PlanFacts": "looprail.machine.guards",
-    "hooks_allow": "looprail.machine.guards",
-    "refusal": "looprail.machine.guards",
-    "refuses": "looprail.machine.guards",
-    "Outcome": "looprail.runtime.base",
-    "Call": "looprail.runtime.scripted",
-    "ScriptedRuntime": "looprail.runtime.scripted",
-    "HarnessRun": "looprail.testing.results",
-    "LoopHarness": "looprail.testing.harness",
-    "TransitionResult": "looprail.testing.results",
-    "plan_markdown": "looprail.testing.plantext",
-    "task": "looprail.testing.plantext",
-}
-
-__all__ = sorted(_EXPORTS)
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), __all__)
+__all__ = [
+    "Call",
+    "HarnessRun",
+    "HookResult",
+    "LoopHarness",
+    "Outcome",
+    "PlanFacts",
+    "ScriptedRuntime",
+    "TransitionResult",
+    "hooks_allow",
+    "plan_markdown",
+    "refusal",
+    "refuses",
+    "task",
+]

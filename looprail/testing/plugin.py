@@ -3,28 +3,20 @@ capabilities against the real machine without subprocesses.
 
 - `loop_harness`: a `LoopHarness` over a fresh project in the test's `tmp_path`;
 - `scripted_runtime`: that harness's `ScriptedRuntime`, to script skills, agents and tasks.
-
-Importing this module imports nothing heavy: the harness is loaded when a fixture is used.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pytest
 
-if TYPE_CHECKING:  # pragma: no cover
-    from looprail.runtime.scripted import ScriptedRuntime
-    from looprail.testing.harness import LoopHarness
+from looprail.runtime.scripted import ScriptedRuntime
+from looprail.testing.harness import LoopHarness
 
 
 @pytest.fixture
 def loop_harness(tmp_path_factory: pytest.TempPathFactory) -> LoopHarness:
     """A throwaway looprail project (phase 1 in `.planning/phases/01-test/`), capabilities
     written with `.capability(...)`, every unit of work answered by a scripted runtime."""
-    # Imported here: pytest loads this plugin in every session wherever looprail is installed.
-    from looprail.testing.harness import LoopHarness
-
     return LoopHarness(tmp_path_factory.mktemp("looprail"))
 
 

@@ -19,7 +19,7 @@ from looprail.trust.surfaces import (
 
 if TYPE_CHECKING:
     from looprail.hooks.capset import CapabilitySet, LoadedCapability
-    from looprail.hooks.native.config import HooksFile
+    from looprail.hooks.native.models import HooksFile
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,7 @@ def audit_capability(
 
 
 def audit_hooks_file(hooks_file: HooksFile, *, trusted: bool | None = None) -> HooksFileAudit:
-    """The audit of one `native.config.HooksFile` (read with `read_hooks_file`)."""
+    """The audit of one `native.models.HooksFile` (read with `read_hooks_file`)."""
     return HooksFileAudit(
         file=str(hooks_file.path),
         scope=hooks_file.scope,

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 from looprail.config import load_project_config
 from looprail.errors import LooprailError
 from looprail.hooks.compiled import PROJECT, capability_folders
-from looprail.hooks.native.config import project_hooks_path, read_hooks_file
+from looprail.hooks.native.loading import project_hooks_path
+from looprail.hooks.native.parsing import read_hooks_file
 from looprail.hooks.registry import load_registry
 from looprail.layout import CAPABILITIES_DIR, LOOPRAIL_DIR, PROJECT_CONFIG_FILE, project_path
 from looprail.runtime.agents import ADAPTERS, AgentSettings, describe

@@ -17,37 +17,37 @@ The store is `~/.looprail/consent.json` (`$LOOPRAIL_HOME` when set), keyed by th
 real absolute path: `{"version": 1, "projects": {path: {"capabilities": {id: sha256},
 "hooks": sha256, "agents": {cli: sha256}}}}`, written atomically under a lock. A missing,
 unreadable or malformed store means "no consent" (fail closed); only writing refuses a malformed
-store, so nothing is lost. On the `loop render-hooks` hot path (`apply_consent`): hashing and
-file locking are imported when used.
+store, so nothing is lost.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
+import hashlib
 import json
 import os
+import shutil
+import stat
+from collections.abc import Callable, Iterable, Mapping
+from typing import NotRequired, TypedDict
 
 from looprail import layout
 from looprail.errors import TrustError
-from looprail.fsutil import read_bounded
+from looprail.fsutil import atomic_write, read_bounded
+from looprail.hooks.capset import CapabilitySet
+from looprail.hooks.sources import PROJECT as PROJECT_ORIGIN
 from looprail.layout import CONSENT_FILE, looprail_home
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is not imported at run time: this module is on the hot path
-    from collections.abc import Callable, Iterable, Mapping
-    from typing import NotRequired, TypedDict
 
-    from looprail.hooks.capset import CapabilitySet
+class ConsentRecord(TypedDict):
+    """What the store holds for one project (`consent_record`)."""
 
-    class ConsentRecord(TypedDict):
-        """What the store holds for one project (`consent_record`)."""
-
-        capabilities: dict[str, str]  # capability id -> sha256 of its folder
-        hooks: NotRequired[str]  # sha256 of the project's hooks.json
+    capabilities: dict[str, str]  # capability id -> sha256 of its folder
+    hooks: NotRequired[str]  # sha256 of the project's hooks.json
 
 
 STORE_VERSION = 1
-PROJECT_ORIGIN = "project"  # looprail.hooks.compiled.PROJECT, without importing it
 HOOKS_FILE = os.path.join(layout.LOOPRAIL_DIR, layout.HOOKS_FILE)  # relative to the project
 # Hashing is bounded like everything else: a capability is a handful of small files.
 MAX_FOLDER_FILES = 10_000
@@ -68,9 +68,6 @@ def folder_hash(path: str | os.PathLike[str]) -> str:
     A symlink counts by its target's content and must point at a regular file inside the
     folder; a symlink to a folder or out of the folder, or a special file (FIFO, socket,
     device), raises `TrustError`, so such a folder can never be consented to."""
-    # not at the top: the render-hooks entry loads this module (its import budget)
-    import hashlib
-
     top = os.fspath(path)
     root = os.path.realpath(top)
     if not os.path.isdir(root):
@@ -97,9 +94,6 @@ def copy_folder(source: str | os.PathLike[str], dest: str | os.PathLike[str]) ->
     """Copy a capability folder as `folder_hash` sees it: regular files and folders only; a
     symlink is copied as its target's content and must point at a regular file inside the
     folder. Bounded like the hash (`MAX_FOLDER_FILES`); raises `TrustError`."""
-    # not at the top: the render-hooks entry loads this module (its import budget)
-    import shutil
-
     top = os.fspath(source)
     files = _folder_files(top, os.path.realpath(top))
     if len(files) > MAX_FOLDER_FILES:
@@ -114,9 +108,6 @@ def copy_folder(source: str | os.PathLike[str], dest: str | os.PathLike[str]) ->
 
 def _folder_files(top: str, root: str) -> list[tuple[bytes, str]]:
     """(relative name as bytes, real path) of every file under `root`."""
-    # not at the top: the render-hooks entry loads this module (its import budget)
-    import stat
-
     out: list[tuple[bytes, str]] = []
     pending = [""]
     while pending:
@@ -168,9 +159,6 @@ def hooks_path(project: str | os.PathLike[str]) -> str:
 def hooks_hash(project: str | os.PathLike[str]) -> str | None:
     """The SHA-256 (hex) of the project's `.looprail/hooks.json`, or None when there is none.
     Raises `TrustError` for something that is not a regular file or is too large."""
-    # not at the top: the render-hooks entry loads this module (its import budget)
-    import hashlib
-
     path = hooks_path(project)
     try:
         data = read_bounded(path, MAX_HOOKS_FILE_BYTES)
@@ -263,11 +251,6 @@ def _update_store(
     home: str | os.PathLike[str] | None, change: Callable[[dict[str, object]], None]
 ) -> None:
     """Read-modify-write the store under an exclusive lock; written atomically."""
-    # not at the top: the render-hooks entry loads this module (its import budget)
-    import fcntl
-
-    from looprail.fsutil import atomic_write
-
     path = store_path(home)
     folder = os.path.dirname(path)
     try:
@@ -426,9 +409,6 @@ def hooks_bytes_consented(
     """Did the user consent to exactly these bytes of the project's hooks.json? The loader
     asks this about the bytes it is about to parse, so a file swapped after `is_trusted`
     looked at it is never run."""
-    # not at the top: the render-hooks entry loads this module (its import budget)
-    import hashlib
-
     stored = _entry(project, home).get("hooks")
     return isinstance(stored, str) and hashlib.sha256(raw).hexdigest() == stored
 

@@ -14,7 +14,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support import (
-    calls_in_fresh_interpreters,
     feature,
     run_cli,
     write_capability,
@@ -84,17 +83,6 @@ def test_a_repeat_is_replayed_from_the_memo(tmp_path, monkeypatch):
 
     monkeypatch.setattr(resolve, "resolve", explode)
     assert _render(project, root, argv) == second
-
-
-def test_a_replayed_call_imports_no_resolver_config_or_set_records(tmp_path):
-    project, root = _setup(tmp_path)
-    argv = ["loop", "render-hooks", "plan:pre", "--raw", "--project", str(project)]
-    argv += ["--capabilities", str(root)]
-    outs, loaded = calls_in_fresh_interpreters(argv, dict(os.environ), times=3, pause=SETTLE)
-    assert outs[0] == outs[1] == outs[2] and '"capId": "alpha"' in outs[2]
-    assert "looprail.cli.render_memo" in loaded  # the list is the call's, not empty
-    for module in ("looprail.hooks.resolve", "looprail.hooks.capset", "looprail.config"):
-        assert module not in loaded, loaded
 
 
 def test_what_is_never_memoised(tmp_path):

@@ -18,7 +18,6 @@ PACKAGE = REPO / "looprail"
 
 BASE = {
     "_version",  # the version, written once (imports nothing)
-    "_lazy",  # the lazy re-export of the packages' public names (imports nothing)
     "errors",
     "layout",
     "points",

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from looprail.runtime import InlineExecutor, Settled, make_executor, run_all
+from looprail.runtime.executors import InlineExecutor, Settled, make_executor, run_all
 
 
 def test_jobs_one_runs_inline_in_submission_order() -> None:

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from looprail.runtime import DispatchContext, LocalRuntime, Outcome, Runtime, TaskWork
-from looprail.runtime.base import spawn_banner
-from looprail.runtime.local import Timeouts
+from looprail.runtime.base import DispatchContext, Outcome, Runtime, TaskWork, spawn_banner
+from looprail.runtime.local import LocalRuntime, Timeouts
 
 # Writes its stdin (the request) and a few facts about how it was started next to the project.
 RECORDER = """#!/bin/sh

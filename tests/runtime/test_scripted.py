@@ -7,17 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from looprail.runtime import (
-    DispatchContext,
-    Outcome,
-    Request,
-    Runtime,
-    ScriptedRuntime,
-    TaskWork,
-    make_executor,
-    run_all,
-)
-from looprail.runtime.base import spawn_banner
+from looprail.runtime.base import DispatchContext, Outcome, Request, Runtime, TaskWork, spawn_banner
+from looprail.runtime.executors import make_executor, run_all
+from looprail.runtime.scripted import ScriptedRuntime
 
 
 def make_ctx(tmp_path: Path, **overrides) -> DispatchContext:

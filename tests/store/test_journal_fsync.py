@@ -81,24 +81,6 @@ def test_sql_headers_match_the_report_models(tmp_path):
         conn.close()
 
 
-def test_status_and_history_import_no_pydantic(tmp_path):
-    import subprocess
-    import sys
-
-    with Journal.open(tmp_path) as journal:
-        journal.start_run("1", state=["idle"])
-    for command in ("status", "history"):
-        code = (
-            "import sys; from looprail.cli import main\n"
-            f"rc = main([{command!r}, '--project', {str(tmp_path)!r}])\n"
-            "assert rc == 0\n"
-            "print('pydantic' in sys.modules)\n"
-        )
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-        assert out.returncode == 0, out.stderr
-        assert out.stdout.strip().splitlines()[-1] == "False", command
-
-
 def test_wave_start_and_process_events_are_relaxed_transitions_full(tmp_path):
     """A wave's start (pending rows) and a child's pid commit without an fsync of their own;
     a state change and `wave_finished` commit FULL."""

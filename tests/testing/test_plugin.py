@@ -295,19 +295,3 @@ def test_work_done_can_be_left_to_the_test(loop_harness):
     assert loop_harness.transition("verify", "ship").guard == "verify_done"  # not overwritten
     loop_harness.artifact("VERIFICATION.md", frontmatter={"status": "passed"})
     assert loop_harness.transition("verify", "ship").allowed
-
-
-def test_the_plugin_costs_nothing_in_sessions_that_do_not_use_it():
-    # pytest loads the entry point in every session wherever looprail is installed.
-    import subprocess
-    import sys
-
-    code = (
-        "import sys, looprail.testing.plugin\n"
-        "heavy = {'pydantic', 'statemachine', 'networkx', 'yaml', 'graphviz', 'rich'}\n"
-        "print(sorted({m.split('.')[0] for m in sys.modules} & heavy))\n"
-        "from looprail.testing import LoopHarness, plan_markdown\n"
-        "print(LoopHarness.__name__, plan_markdown.__name__)\n"
-    )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert r.stdout.splitlines() == ["[]", "LoopHarness plan_markdown"], r.stderr

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from looprail.hooks.native.config import read_hooks_file
+from looprail.hooks.native.parsing import read_hooks_file
 from looprail.trust.audit import capability_surfaces, native_surfaces, render_text, suspect_surfaces
 from tests.support import GSD_CAPABILITIES, feature, needs_corpus, run_cli, write_capability
 

@@ -9,8 +9,8 @@
 Modules: `events` (catalog, candidates, environment), `filters` (matching), `actions` (the Action
 variants: their models, requests and selection), `document` (the hooks.json models, the one
 reader, and the JSON Schema generated from them), `models` (Hook, Preset, file, enabled set),
-`parsing` (reading one file), `loading` (locations, merge, the enabled set), `config` (re-exports
-those four), `engine` (evaluation, Effects, delivery), `report` (execution report rows).
+`parsing` (reading one file), `loading` (locations, merge, the enabled set), `engine`
+(evaluation, Effects, delivery), `report` (execution report rows).
 """
 
 from looprail.hooks.native.actions import (
@@ -22,17 +22,7 @@ from looprail.hooks.native.actions import (
     OwnedAction,
     Shutdown,
 )
-from looprail.hooks.native.config import (
-    HooksFile,
-    NativeHook,
-    NativeHookSet,
-    Preset,
-    global_hooks_path,
-    hooks_json_schema,
-    load_native_hooks,
-    project_hooks_path,
-    read_hooks_file,
-)
+from looprail.hooks.native.document import hooks_json_schema
 from looprail.hooks.native.engine import (
     DeliveryRecord,
     Effect,
@@ -48,6 +38,9 @@ from looprail.hooks.native.events import (
     point_candidate,
     task_candidate,
 )
+from looprail.hooks.native.loading import global_hooks_path, load_native_hooks, project_hooks_path
+from looprail.hooks.native.models import HooksFile, NativeHook, NativeHookSet, Preset
+from looprail.hooks.native.parsing import read_hooks_file
 from looprail.hooks.native.report import ReportRow, render_row, summarize
 
 __all__ = [

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
 from looprail.hooks.native.actions import ActionRequest, ActionType, EmitCustomEvent
-from looprail.hooks.native.config import NativeHook, NativeHookSet
 from looprail.hooks.native.events import (
     EVENTS,
     HOOK_RESULT_EXACT_KEYS,
@@ -38,6 +37,7 @@ from looprail.hooks.native.events import (
     is_managed_env,
 )
 from looprail.hooks.native.filters import filter_matches
+from looprail.hooks.native.models import NativeHook, NativeHookSet
 from looprail.hooks.native.report import ReportRow
 from looprail.hooks.native.shell import ShellRun, run_hook_shell
 from looprail.runtime.process import escape_untrusted

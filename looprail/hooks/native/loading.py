@@ -14,10 +14,12 @@ from looprail.runtime.process import escape_untrusted
 
 
 def global_hooks_path(home: Path | None = None) -> Path:
+    """The user's own `hooks.json`, in looprail's home folder."""
     return Path(home if home is not None else layout.looprail_home()) / layout.HOOKS_FILE
 
 
 def project_hooks_path(project: str | Path) -> Path:
+    """The project's `.looprail/hooks.json`."""
     return Path(layout.project_path(project, layout.HOOKS_FILE))
 
 

@@ -16,8 +16,8 @@ from looprail.hooks.native.actions import (
     Shutdown,
     parse_action,
 )
-from looprail.hooks.native.config import validate_hooks_document
 from looprail.hooks.native.events import EVENTS
+from looprail.hooks.native.parsing import validate_hooks_document
 
 
 def validate(doc):

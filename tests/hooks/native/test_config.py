@@ -10,15 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from looprail.hooks.native.config import (
-    NativeHook,
-    Preset,
-    hooks_json_schema,
-    load_native_hooks,
-    read_hooks_file,
-    validate_hooks_document,
-)
+from looprail.hooks.native.document import hooks_json_schema
 from looprail.hooks.native.events import EVENT_NAMES, EVENTS, task_candidate
+from looprail.hooks.native.loading import load_native_hooks
+from looprail.hooks.native.models import NativeHook, Preset
+from looprail.hooks.native.parsing import read_hooks_file, validate_hooks_document
 from tests.support import examples
 
 
@@ -481,7 +477,7 @@ def test_schema_agrees_with_the_catalog_and_the_validator():
         k: set(v) for k, v in ACTION_KEYS.items()
     }
     assert all(v["additionalProperties"] is False for v in variants)
-    from looprail.hooks.native.config import HOOK_KEYS
+    from looprail.hooks.native.document import HOOK_KEYS
 
     assert set(hook_schema["properties"]) == set(HOOK_KEYS)
 
@@ -596,7 +592,7 @@ def test_a_hooks_file_that_is_a_device_or_fifo_is_invalid_without_reading_it(tmp
     os.mkfifo(fifo)
     probe = (
         "import sys\n"
-        "from looprail.hooks.native.config import read_hooks_file\n"
+        "from looprail.hooks.native.parsing import read_hooks_file\n"
         "for path in sys.argv[1:]:\n"
         "    f = read_hooks_file(path, scope='project')\n"
         "    print(f.status, f.issues[0].reason)\n"

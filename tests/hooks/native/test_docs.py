@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from looprail.hooks.native.config import validate_hooks_document
+from looprail.hooks.native.parsing import validate_hooks_document
 from tests.support import REPO
 
 DOC = REPO / "docs" / "native-hooks.md"

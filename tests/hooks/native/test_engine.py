@@ -13,13 +13,14 @@ from pathlib import Path
 import pytest
 
 from looprail.hooks.native.actions import Compact, EmitCustomEvent, Interrupt, Message, Shutdown
-from looprail.hooks.native.config import NativeHook, validate_hooks_document
 from looprail.hooks.native.engine import Effect, EffectSink, NativeHookEngine
 from looprail.hooks.native.events import (
     loop_settled_candidate,
     point_candidate,
     task_candidate,
 )
+from looprail.hooks.native.models import NativeHook
+from looprail.hooks.native.parsing import validate_hooks_document
 from looprail.hooks.native.report import render_row, summarize
 
 PY = sys.executable

@@ -286,7 +286,7 @@ def test_native_task_hooks_see_the_plan_qualified_task_id(hello, _isolated_home)
 
 def _guarded_engine(tmp_path, **kwargs):
     from looprail.hooks.native import NativeHookEngine
-    from looprail.hooks.native.config import validate_hooks_document
+    from looprail.hooks.native.parsing import validate_hooks_document
 
     doc = {
         "local": {

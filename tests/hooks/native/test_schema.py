@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from looprail.cli import main
 from looprail.hooks.native.actions import ACTION_TYPES
-from looprail.hooks.native.config import hooks_json_schema, validate_hooks_document
+from looprail.hooks.native.document import hooks_json_schema
 from looprail.hooks.native.events import EVENT_NAMES, EVENTS
+from looprail.hooks.native.parsing import validate_hooks_document
 from tests.support import REPO, examples
 
 jsonschema = pytest.importorskip("jsonschema")
