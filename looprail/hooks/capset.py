@@ -5,17 +5,16 @@
 `capability list`, audits, the task-content resolvers, start-up checks) reads the same value.
 Activation by `activationKey` is decided per call (`resolve.key_active`), not held here.
 
-On the `render-hooks` hot path (a cache hit builds one set): no pydantic (a manifest's model is
-built from its JSON on first use) and no `dataclasses` (it pulls in `inspect`, `ast`, `dis`);
-the records are named tuples (`looprail.records.NamedTuple`: `typing`'s, without importing
-`typing`), cached fields in a subclass, and folders are strings (the form the cache stores:
-no `pathlib` either).
+A manifest's pydantic model is built from its JSON on first use (`LoadedCapability.manifest`).
+The records are `typing.NamedTuple`s (cached fields in a subclass); folders are strings, the
+form the cache stores.
 """
 
 from __future__ import annotations
 
 import os
 from functools import cached_property
+from typing import NamedTuple
 
 from looprail.errors import Issue
 from looprail.hooks.sources import DEFERRED
@@ -23,7 +22,7 @@ from looprail.hooks.sources import DEFERRED
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on this path
     from collections.abc import Mapping
-    from typing import Any, NamedTuple, TypedDict
+    from typing import Any, TypedDict
 
     from looprail.hooks.manifest import Capability, TaskContentResolver
 
@@ -42,9 +41,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing is not imported at run time on th
         steps: list[Hook]
         contributions: list[Hook]
         gates: list[Hook]
-
-else:  # `typing.NamedTuple`, without importing typing
-    from looprail.records import NamedTuple
 
 
 class Root(NamedTuple):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 
 from looprail._lazy import lazy_exports
+from looprail.hooks import compiled as hooks_compiled
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the names, typed for checkers; at run time `__getattr__` loads them
@@ -74,7 +75,7 @@ _EXPORTS = {
     "store_path": "looprail.trust.store",
 }
 
-__all__ = sorted([*_EXPORTS, "load_compiled", "load_entry"])
+__all__ = sorted([*_EXPORTS, "load_compiled"])
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), __all__)
 
 
@@ -88,24 +89,7 @@ def load_compiled(
 ) -> CapabilitySet:
     """The capability set with the user's consent applied: `hooks.compiled.load_compiled`
     given `store.apply_consent`. This is `looprail.load_compiled` and what every caller uses."""
-    return load_entry(project, capability_dirs, env=env, home=home, use_cache=use_cache)[0]
-
-
-def load_entry(
-    project: str | os.PathLike[str],
-    capability_dirs: Iterable[str | os.PathLike[str]] = (),
-    *,
-    env: Mapping[str, str] | None = None,
-    home: str | os.PathLike[str] | None = None,
-    use_cache: bool = True,
-) -> tuple[CapabilitySet, str | None]:
-    """`load_compiled`, and the id of the cache entry the set was read from or written to
-    (None: not cached; `hooks.compiled.load_entry`): what `render-hooks` memoises a call
-    under."""
-    # not at the top: the render-hooks entry loads this module (its import budget)
-    from looprail.hooks import compiled as hooks_compiled
-
-    return hooks_compiled.load_entry(
+    return hooks_compiled.load_compiled(
         os.fspath(project),
         tuple(os.fspath(d) for d in capability_dirs),
         env=env,

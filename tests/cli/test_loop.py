@@ -1,11 +1,9 @@
 """`looprail loop render-hooks` and `looprail capability …` through the CLI (in process; the first
-test, and the start-path import check, run a real subprocess)."""
+test runs a real subprocess)."""
 
 from __future__ import annotations
 
 import json
-
-import pytest
 
 from tests.support import feature, run_cli, write_capability, write_config
 
@@ -138,129 +136,6 @@ def test_unknown_config_key_warns(tmp_path):
     assert "mode" not in p.stderr
 
 
-# The import budget of the render-hooks entry (`looprail/cli/render_hooks.py`): none of these,
-# and no looprail module outside ENTRY.
-HEAVY = (
-    "pydantic",
-    "pydantic_core",
-    "nodesemver",
-    "networkx",
-    "graphviz",
-    "statemachine",
-    "rich",
-    "argparse",
-    "dataclasses",
-    "inspect",
-)
-ENTRY = {
-    "looprail",
-    "looprail._lazy",
-    "looprail._version",
-    "looprail.cli",
-    "looprail.cli._common",
-    "looprail.cli.render_hooks",
-    "looprail.cli.render_memo",
-    "looprail.config",
-    "looprail.errors",
-    "looprail.fsutil",
-    "looprail.frontmatter",
-    "looprail.jsonload",
-    "looprail.yamlcache",
-    "looprail.yamlload",
-    "looprail.hooks",
-    "looprail.hooks.capset",
-    "looprail.hooks.compiled",
-    "looprail.hooks.manifest_io",
-    "looprail.hooks.manifest_rules",
-    "looprail.hooks.manifest_shape",
-    "looprail.hooks.registry",
-    "looprail.hooks.resolve",
-    "looprail.hooks.sources",
-    "looprail.hooks.verdicts",
-    "looprail.layout",
-    "looprail.points",
-    "looprail.records",
-    "looprail.trust",
-    "looprail.trust.store",
-}
-
-
-def _heavy_on_second_call(project, root, edit=None, also=()) -> str:
-    """In a fresh interpreter: `render-hooks` once (filling the caches), looprail and the heavy
-    modules unloaded, `edit` given new bytes (a new verdict key and a new stat) when named,
-    `render-hooks` again. Prints which heavy modules (PyYAML and shtab too) the second call
-    imported, as a list (and which of `also`)."""
-    code = (
-        "import sys, io, contextlib, time\n"
-        "from looprail.cli import main\n"
-        f"args = ['loop', 'render-hooks', 'plan:pre', '--raw', '--project', {str(project)!r}, '--capabilities', {str(root)!r}]\n"
-        "with contextlib.redirect_stdout(io.StringIO()): main(args)\n"
-        f"for m in [m for m in sys.modules if m.split('.')[0] in {(*HEAVY, *also, 'shtab', 'looprail')!r}]:\n"
-        "    del sys.modules[m]\n"
-    )
-    if edit is not None:
-        code += f"open({str(edit)!r}, 'a').write('  ')\ntime.sleep(0.06)\n"
-    code += (
-        "from looprail.hooks.verdicts import VerdictCache as V\n"  # to count validations
-        "calls = []\n"
-        "real = V.validate\n"
-        "V.validate = lambda *a: calls.append(a[3]) or real(*a)\n"
-        "from looprail.cli import main\n"
-        "out = io.StringIO()\n"
-        "with contextlib.redirect_stdout(out): main(args)\n"
-    )
-    validated = [] if edit is None else [edit.parent.name]
-    code += f"assert calls == {validated!r}, calls\n"
-    code += 'assert \'"capId": "cap"\' in out.getvalue(), out.getvalue()\n'
-    code += (
-        f"heavy = sorted({{m.split('.')[0] for m in sys.modules}} & {set((*HEAVY, *also, 'yaml', 'shtab'))!r})\n"
-        f"heavy += sorted(m for m in sys.modules if m.startswith('looprail') and m not in {ENTRY!r})\n"
-        "print(heavy)\n"
-    )
-    import subprocess
-    import sys
-
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    return out.stdout.strip() + out.stderr
-
-
-def test_render_hooks_start_path_stays_light(tmp_path):
-    """No argparse, dataclasses, pydantic, networkx, graphviz, statemachine or rich on a cache
-    hit, and no looprail module beyond the entry's."""
-    project, root = setup(tmp_path)
-    assert _heavy_on_second_call(project, root) == "[]"
-
-
-# Standard modules a warm `render-hooks` call does without: each costs a tenth or more of the
-# call's instructions (typing and pathlib with urllib.parse and ipaddress: 14M and 18M of 134M,
-# callgrind), and the call needs none of them.
-STDLIB_NOT_ON_A_WARM_CALL = ("typing", "pathlib", "urllib", "ipaddress", "contextlib")
-
-
-def test_a_warm_render_hooks_call_imports_no_typing_or_pathlib(tmp_path):
-    """In a fresh interpreter, as a host's call: once to fill the cache, then again."""
-    import os
-
-    from tests.support import calls_in_fresh_interpreters
-
-    project, root = setup(tmp_path)
-    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
-    argv = ["loop", "render-hooks", "plan:pre", "--raw", "--project", str(project)]
-    argv += ["--capabilities", str(root)]
-    outs, loaded = calls_in_fresh_interpreters(argv, env, times=2)
-    assert '"capId": "cap"' in outs[-1] and "json" in loaded
-    assert sorted({m.split(".")[0] for m in loaded} & set(STDLIB_NOT_ON_A_WARM_CALL)) == []
-
-
-def test_render_hooks_after_a_manifest_edit_stays_light(tmp_path):
-    """A cold call (a manifest got new bytes, so it is validated and the registry rebuilt)
-    imports none of the heavy modules either: not pydantic, not node-semver (its range is
-    memoised), not networkx, graphviz, statemachine, yaml or rich."""
-    project, root = setup(tmp_path)
-    edit = root / "cap" / "capability.json"
-    assert _heavy_on_second_call(project, root, edit=edit) == "[]"
-
-
 def test_capability_validate_reports_every_error_and_exits_1(tmp_path):
     root = tmp_path / "caps"
     write_capability(root, feature("good"))
@@ -324,54 +199,6 @@ def test_an_over_long_path_is_one_line_not_a_traceback(tmp_path):
         assert out.stderr.count("\n") <= 2, (args, out.stderr)
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["plan:pre", "--raw"],
-        [
-            "--raw",
-            "ship:pre",
-            "--strict",
-            "--project",
-            "/x",
-            "--capabilities",
-            "a",
-            "--capabilities=b",
-        ],
-        ["plan:pre", "--active-cap", "ui", "--flavor", "msd"],
-        ["plan:pre", "--active-cap=ui", "--project=p", "--flavor=ferrox"],
-        ["plan:pre", "--phase", "01", "--raw"],
-        ["plan"],
-    ],
-)
-def test_fast_path_reads_argv_as_argparse_does(argv):
-    from looprail.cli.app import build_parser
-    from looprail.cli.render_hooks import parse_argv as fast_render_hooks_args
-
-    fast = fast_render_hooks_args(argv)
-    full = build_parser("loop").parse_args(["loop", "render-hooks", *argv])
-    keys = ("point", "raw", "strict", "active_cap", "project", "capabilities", "flavor", "phase")
-    for key in keys:
-        assert getattr(fast, key) == getattr(full, key), key
-    assert fast.handler is full.handler
-
-
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["-h"],
-        ["plan:pre", "--nope"],
-        ["plan:pre", "--project"],
-        ["a", "b"],
-        ["p", "--flavor", "x"],
-    ],
-)
-def test_fast_path_defers_anything_unusual_to_argparse(argv):
-    from looprail.cli.render_hooks import parse_argv as fast_render_hooks_args
-
-    assert fast_render_hooks_args(argv) is None
-
-
 def test_phase_context(tmp_path):
     project, root = setup(tmp_path)
     (project / ".planning" / "phases" / "02-api").mkdir(parents=True)
@@ -391,20 +218,3 @@ def test_phase_context(tmp_path):
     env = json.loads(run_cli(*base, "--phase", "7").stdout)
     assert "context" not in env and "no phase folder" in env["warnings"][0]
     assert "context" not in json.loads(run_cli(*base).stdout)
-
-
-def test_only_the_entry_keeps_its_imports_light_by_hand():
-    """`TYPE_CHECKING = False` (not importing `typing`) is a start-up saving, kept only where
-    start-up is budgeted: the render-hooks entry's modules. Everything else imports plainly."""
-    from tests.support import REPO
-
-    package = REPO / "looprail"
-    offenders = []
-    for path in sorted(package.rglob("*.py")):
-        parts = list(path.relative_to(REPO).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        flagged = "TYPE_CHECKING = False" in path.read_text(encoding="utf-8")
-        if flagged and ".".join(parts) not in ENTRY:
-            offenders.append(".".join(parts))
-    assert offenders == []

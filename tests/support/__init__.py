@@ -71,33 +71,6 @@ def run_cli(
     return run_cli_in_process(*args, cwd=cwd, env=env, input=input)
 
 
-def calls_in_fresh_interpreters(
-    argv: list[str], env: dict[str, str], times: int, pause: float = 0.0
-) -> tuple[list[str], list[str]]:
-    """`looprail ARGV` (`looprail.cli.main`) `times` times, each in a new interpreter as a
-    host's call would be (without coverage, whose tracer imports modules of its own), `pause`
-    seconds before each: (each call's stdout, the modules the last one had loaded)."""
-    import time
-
-    env = {k: v for k, v in env.items() if not k.startswith(("COV", "COVERAGE"))}
-    code = (
-        "import sys\n"
-        "from looprail.cli import main\n"
-        f"main({argv!r})\n"
-        "import json\n"  # after the call: what it loaded is already in sys.modules
-        "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
-    )
-    outs, p = [], None
-    for _ in range(times):
-        time.sleep(pause)
-        p = subprocess_.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
-        )
-        outs.append(p.stdout)
-    assert p is not None
-    return outs, json.loads(p.stderr.strip().splitlines()[-1])
-
-
 def run_cli_process(
     *args: str,
     cwd: Path | None = None,
