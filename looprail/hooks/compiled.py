@@ -58,15 +58,14 @@ def code_stamp() -> list[object]:
         folder = folders.pop()
         try:
             with os.scandir(folder) as it:
-                names = sorted(e.name for e in it if e.name != "__pycache__")
+                entries = sorted(it, key=lambda e: e.name)
         except OSError:
             continue
-        for name in names:
-            path = os.path.join(folder, name)
-            if name.endswith(".py"):
-                sigs.append((path, stat_sig(path)))
-            elif os.path.isdir(path) and not os.path.islink(path):
-                folders.append(path)
+        for entry in entries:
+            if entry.name.endswith(".py"):
+                sigs.append((entry.path, stat_sig(entry.path)))
+            elif entry.name != "__pycache__" and entry.is_dir(follow_symlinks=False):
+                folders.append(entry.path)
     return [__version__, zlib.crc32(repr(sigs).encode())]
 
 
