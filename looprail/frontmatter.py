@@ -1,5 +1,5 @@
 """The YAML frontmatter of a markdown artifact, as one reader: `yamlload.safe_load` (no aliases,
-no object tags) behind the parse cache, dates as ISO strings.
+no object tags), dates as ISO strings.
 
 `reference_frontmatter` is the reference's own line reader, where looprail must read a file
 exactly as gsd-core does (it reads `a: 1` as the text "1"). PLAN.md (`plans/planfile.py`) and
@@ -44,9 +44,7 @@ def read_frontmatter(text: str) -> dict[str, Any] | str:
             break
     else:
         return "frontmatter is not closed by '---'"
-    from looprail.yamlcache import cached  # an unchanged artifact is not parsed again
-
-    return cached("frontmatter", __file__, "\n".join(lines[1:end]), _parse_frontmatter)
+    return _parse_frontmatter("\n".join(lines[1:end]))
 
 
 def _parse_frontmatter(body: str) -> dict[str, Any] | str:

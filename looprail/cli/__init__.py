@@ -1,7 +1,5 @@
-"""The `looprail` command line's entry: a host's plain `loop render-hooks` call takes its own
-light path (`looprail/cli/render_hooks.py`: no argparse, no pydantic; `loop render-hooks` is
-called at every point of every loop), every other command goes through argparse
-(`looprail/cli/app.py`). One error policy for both.
+"""The `looprail` command line's entry: every command goes through argparse
+(`looprail/cli/app.py`), under one error policy.
 
 Exit codes: 0 success; 1 the work was refused or failed (bad input, halted loop); 2 usage error;
 3 paused at a checkpoint; 130 interrupted (Ctrl-C); 143 terminated (SIGTERM); 129 hung up
@@ -96,19 +94,6 @@ def _dispatch(argv: list[str]) -> int:
 
         print(f"looprail {__version__}")
         raise SystemExit(0)  # as argparse's version action does
-    if argv[:2] == ["loop", "render-hooks"]:
-        # not at the top: the render-hooks entry loads these modules (its import budget)
-        from looprail.cli import render_memo
-
-        replayed = render_memo.replay(argv[2:])
-        if replayed is not None:
-            return replayed
-        from looprail.cli import render_hooks
-
-        args = render_hooks.parse_argv(argv[2:])
-        if args is not None:
-            return render_hooks.render_hooks(args)
-    # not at the top: the render-hooks entry loads this module (its import budget)
     from looprail.cli import app
 
     return app.dispatch(argv)

@@ -1,5 +1,4 @@
-"""The argparse command line: every command except a host's plain `loop render-hooks` call
-(`looprail/cli/render_hooks.py`) is parsed here and dispatched to its handler.
+"""The argparse command line: every command is parsed here and dispatched to its handler.
 
 Each command group lives in its own module of this package and exposes `register(subparsers)`;
 only the group argv names is imported and built (a group module imports what its handlers use

@@ -5,8 +5,9 @@
 `capability list`, audits, the task-content resolvers, start-up checks) reads the same value.
 Activation by `activationKey` is decided per call (`key_active`), not held here.
 
-The records are named tuples (cached fields in a subclass) and folders are strings: the form
-the cache stores. A manifest's pydantic model is built from its JSON on first use.
+A manifest's pydantic model is built from its JSON on first use (`LoadedCapability.manifest`).
+The records are `typing.NamedTuple`s (cached fields in a subclass); folders are strings, the
+form the cache stores.
 """
 
 from __future__ import annotations

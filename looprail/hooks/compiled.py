@@ -1,11 +1,11 @@
-"""The capability set on the `render-hooks` hot path: find it in the on-disk cache or load it.
+"""The capability set, from the one on-disk cache or loaded.
 
-A host calls `render-hooks` many times per loop, so the set is kept on disk. The cache entry
-(the set's own plain-data form, `CapabilitySet.to_json`, written with `marshal`: it reads back
-in 3.1M instructions where `json.loads` took 7.6M, a twelfth of a warm call) records the stat
-signature (mtime, ctime, size, inode) of every folder, manifest and fragment it was built from,
-and of the modules that compile it; any difference rebuilds it. A cache that cannot be read, is
-damaged or cannot be written only costs speed, never correctness.
+The cache entry is the set's own plain-data form (`CapabilitySet.to_json`, written with
+`marshal`). It records the stat signature (mtime, ctime, size, inode) of every folder, manifest
+and fragment the set was built from, and looprail's code stamp (`code_stamp`: the version and
+the stat of every module of the package); any difference rebuilds it. A cache that cannot be
+read, is damaged or cannot be written only costs speed, never correctness. This is looprail's
+only cache.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from looprail._version import __version__
 from looprail.fsutil import read_private, settled, stat_sig
 from looprail.hooks.capset import CapabilitySet
 from looprail.hooks.sources import (
     DEFERRED,
     PROJECT,
-    RULE_FILES,
     capability_folders,
     read_checked,
     root_specs,
@@ -37,13 +37,37 @@ from looprail.layout import cache_dir
 ConsentFn = Callable[[CapabilitySet, Any, Mapping[str, str]], CapabilitySet]
 
 # Bump whenever the set's JSON form or the rules that produce it change.
-CACHE_FORMAT = "looprail-registry-12"
+CACHE_FORMAT = "looprail-registry-13"
 # Far above any set the fragment limits admit (64 MiB of fragment text over a search path).
 MAX_ENTRY_BYTES = 256 << 20
+# The looprail package: its modules are the code the set is built by.
+PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def code_stamp() -> list[object]:
+    """looprail's version and a checksum of the stat signature of every module of the package:
+    an upgrade, or an edit in a development checkout, is a new stamp. Every `.py` file counts,
+    so no list of "the files that matter" is kept by hand (one missing from it would serve a
+    stale set)."""
+    sigs: list[object] = []
+    folders = [PACKAGE]
+    while folders:
+        folder = folders.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name.endswith(".py"):
+                sigs.append((entry.path, stat_sig(entry.path)))
+            elif entry.name != "__pycache__" and entry.is_dir(follow_symlinks=False):
+                folders.append(entry.path)
+    return [__version__, zlib.crc32(repr(sigs).encode())]
 
 
 def _dependencies(specs: list[tuple[str, str]]) -> dict[str, list[int] | None]:
-    deps: dict[str, list[int] | None] = {path: stat_sig(path) for path in RULE_FILES}
+    deps: dict[str, list[int] | None] = {}
     for root, _ in specs:
         deps[root] = stat_sig(root)
         for folder in capability_folders(root):
@@ -63,7 +87,7 @@ def load_compiled(
     consent: ConsentFn | None = None,
 ) -> CapabilitySet:
     """The capability set of the search path (`registry.load_registry`), cached when nothing
-    changed.
+    changed (`LOOPRAIL_NO_CACHE` or `use_cache=False`: always loaded, nothing written).
 
     `consent` decides which project-overlay capabilities the user agreed to; without one they
     all stay inactive (fail closed). `looprail.load_compiled` (= `looprail.trust.load_compiled`)
@@ -71,51 +95,16 @@ def load_compiled(
 
     Activation by `activationKey` is not part of the set: it depends on config, which the
     resolver reads per call."""
-    return load_entry(
-        project, capability_dirs, env=env, home=home, use_cache=use_cache, consent=consent
-    )[0]
-
-
-def load_entry(
-    project: str | Path,
-    capability_dirs: Sequence[str | Path] = (),
-    *,
-    env: Mapping[str, str] | None = None,
-    home: str | Path | None = None,
-    use_cache: bool = True,
-    consent: ConsentFn | None = None,
-) -> tuple[CapabilitySet, str | None]:
-    """`load_compiled`, and the id of the cache entry the set was read from or written to
-    (`entry_id`), or None when it is not cached."""
     env = os.environ if env is None else env
     key, cache_file, specs, deps = _locate(project, capability_dirs, env, home)
     use_cache = use_cache and not env.get("LOOPRAIL_NO_CACHE")
-    entry = _read_entry(cache_file, key, deps) if use_cache else None
-    caps = None if entry is None else _decode(entry[1])
-    ident = None if entry is None else entry[0]
+    stamp = code_stamp() if use_cache else None
+    caps = _read_entry(cache_file, key, stamp, deps) if use_cache else None
     if caps is None:
         caps, cacheable = _build(project, specs, env, use_cache, deps)
-        ident = _write(cache_file, key, deps, caps) if cacheable else None
-    return _with_consent(caps, home, env, consent), ident
-
-
-def entry_id(
-    project: str | Path,
-    capability_dirs: Sequence[str | Path] = (),
-    *,
-    env: Mapping[str, str] | None = None,
-    home: str | Path | None = None,
-) -> str | None:
-    """The id of the cache entry `load_compiled` would read now (two checksums of it), or None
-    when it would build the set (nothing cached, something changed, no cache). An id names one
-    state of the files: the entry records their stat signatures, ctime included, so an entry
-    written after any change has another id. The set itself is not decoded."""
-    env = os.environ if env is None else env
-    if env.get("LOOPRAIL_NO_CACHE"):
-        return None
-    key, cache_file, _, deps = _locate(project, capability_dirs, env, home)
-    entry = _read_entry(cache_file, key, deps)
-    return None if entry is None else entry[0]
+        if cacheable:
+            _write(cache_file, key, stamp, deps, caps)
+    return _with_consent(caps, home, env, consent)
 
 
 def _locate(
@@ -141,12 +130,12 @@ def _build(
 ) -> tuple[CapabilitySet, bool]:
     """Load the set; with `use_cache`, add each fragment's stat to `deps` (taken before the
     read, like the rest) and say whether those stats are the content's (then it may be cached)."""
-    # Here, not at the top: the registry validates with pydantic, needed only on a miss.
+    # not at the top: the registry and the validation it runs are only needed on a miss
     from looprail.hooks import registry as reg
 
     roots = [reg.Root(p, o) for p, o in specs]
     read_ns = time.time_ns()  # before any read: the racy-stat rule below
-    fresh = reg.load_registry(project, roots=roots, env=env, use_cache=use_cache)
+    fresh = reg.load_registry(project, roots=roots, env=env)
     caps = _defer_project_fragments(fresh)
     if not use_cache:
         return caps, False
@@ -158,7 +147,7 @@ def _build(
     # between the first read and the stat is never recorded with the old content.
     if all(settled(deps[path], read_ns) for path in fragments):
         return caps, True
-    again = reg.load_registry(project, roots=roots, env=env, use_cache=use_cache)
+    again = reg.load_registry(project, roots=roots, env=env)
     return caps, reg.fragment_dependencies(again) == fragments and again == fresh
 
 
@@ -262,15 +251,15 @@ def _materialise_deferred(caps: CapabilitySet) -> CapabilitySet:
 
 
 def _read_entry(
-    cache_file: str, key: str, deps: dict[str, list[int] | None]
-) -> tuple[str, bytes] | None:
-    """(id, the set's bytes) of the entry in `cache_file` when it is for `key` and was built
-    from the files as they are (`deps`, and the fragments it recorded); else None."""
+    cache_file: str, key: str, stamp: list[object] | None, deps: dict[str, list[int] | None]
+) -> CapabilitySet | None:
+    """The set in `cache_file` when the entry is for `key`, was written by this code (`stamp`)
+    and was built from the files as they are (`deps`, and the fragments it recorded); else None."""
     # Only a regular file of this user's that nobody else can write: an entry says which
     # hooks run, so one planted in a shared cache folder is never read.
     raw = read_private(cache_file, MAX_ENTRY_BYTES)
     body = None if raw is None else read_checked(raw, CACHE_FORMAT)
-    if raw is None or body is None:  # absent, not ours, damaged or another format
+    if body is None:  # absent, not ours, damaged or another format
         return None
     try:
         # The CRC keeps damage away from `marshal` (which is not meant for damaged bytes); a
@@ -278,10 +267,10 @@ def _read_entry(
         blob = marshal.loads(body)
     except (ValueError, EOFError, TypeError, RecursionError):
         return None
-    if not (isinstance(blob, tuple) and len(blob) == 3 and blob[0] == key):
+    if not (isinstance(blob, tuple) and len(blob) == 4 and blob[0] == key and blob[1] == stamp):
         return None
-    _, stored, caps = blob
-    if not isinstance(stored, dict) or not isinstance(caps, bytes):
+    _, _, stored, data = blob
+    if not isinstance(stored, dict):
         return None
     for path, sig in deps.items():
         if stored.get(path, "absent") != sig:
@@ -289,30 +278,23 @@ def _read_entry(
     for path, sig in stored.items():
         if path not in deps and stat_sig(path) != sig:
             return None
-    return _id(body), caps
-
-
-def _id(body: bytes) -> str:
-    """An entry's id: a CRC-32 and an Adler-32 of its body, 64 bits for one state of files."""
-    return f"{zlib.crc32(body):08x}{zlib.adler32(body):08x}"
-
-
-def _decode(caps: bytes) -> CapabilitySet | None:
     try:
-        return CapabilitySet.from_json(marshal.loads(caps))
-    except (ValueError, EOFError, TypeError, RecursionError):
+        return CapabilitySet.from_json(data)
+    except ValueError:  # not a set this looprail wrote
         return None
 
 
 def _write(
-    cache_file: str, key: str, deps: dict[str, list[int] | None], caps: CapabilitySet
-) -> str | None:
-    """Cache the set; its entry's id, or None when it could not be written."""
-    # The set's bytes nested in the entry: `entry_id` checks an entry without decoding its set.
-    body = marshal.dumps((key, deps, marshal.dumps(caps.to_json())))
+    cache_file: str,
+    key: str,
+    stamp: list[object] | None,
+    deps: dict[str, list[int] | None],
+    caps: CapabilitySet,
+) -> None:
+    """Cache the set; a cache that cannot be written only costs speed."""
+    body = marshal.dumps((key, stamp, deps, caps.to_json()))
     try:
         os.makedirs(os.path.dirname(cache_file), exist_ok=True)
         write_checked(cache_file, CACHE_FORMAT, body, ".registry-")
     except OSError:
-        return None  # a cache that cannot be written only costs speed
-    return _id(body)
+        pass

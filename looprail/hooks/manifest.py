@@ -2,8 +2,7 @@
 the format, and validation in three layers, each reporting *all* its problems as `Issue`s:
 safe JSON (`parse_manifest_bytes`, with the fragments and the limits), shapes and types
 (`Capability`), and the rules across fields of one manifest (`manifest_rules`). The registry
-comes here only for a manifest whose shape the check derived from these models
-(`manifest_shape`) cannot prove, so shape errors are pydantic's.
+validates every manifest it loads here (`validate_manifest`).
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ import errno
 import json
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -23,9 +22,8 @@ from pydantic import ValidationError as PydanticValidationError
 from looprail.errors import Issue, json_path
 from looprail.fsutil import read_bounded
 from looprail.hooks.checks import COMMAND_GRAMMAR
-from looprail.hooks.manifest_rules import FORBIDDEN_KEYS, ID_WORD, engine_problem, rule_issues
+from looprail.hooks.manifest_rules import FORBIDDEN_KEYS, ID_WORD, rule_issues
 from looprail.hooks.manifest_rules import ID_PATTERN as ID_PATTERN
-from looprail.hooks.manifest_shape import derive
 from looprail.hooks.predicates import COMMAND_MAX_TIMEOUT_S, PREDICATE_KINDS
 from looprail.jsonload import loads_strict
 from looprail.points import POINTS
@@ -43,7 +41,6 @@ MAX_JSON_DEPTH = 64
 
 
 # --------------------------------------------------------------------------- safe JSON
-
 
 
 def parse_manifest_bytes(raw: bytes, file: str) -> tuple[Any, list[Issue]]:
@@ -427,21 +424,15 @@ def validate_manifest(
 
 
 def validate_declared(
-    data: Mapping[str, Any],
-    file: str,
-    folder_name: str | None,
-    engine: Callable[[Any], str | None] = engine_problem,
+    data: Mapping[str, Any], file: str, folder_name: str | None
 ) -> tuple[Capability | None, list[Issue]]:
     """Layers 2 and 3 (shapes, cross-field rules, the engine range) of a parsed manifest: a
-    function of the JSON and the folder name only, so its verdict can be cached by content
-    (`looprail.hooks.verdicts`). Fragment files are not read here. `engine` is
-    `engine_problem` or a memo of it (`VerdictCache.engine_problem`). The registry runs
-    `VerdictCache.validate`, which gives the same issues, pydantic only if needed."""
+    function of the JSON and the folder name only. Fragment files are not read here."""
     try:
         cap = Capability.model_validate(data)
     except PydanticValidationError as exc:
         return None, pydantic_issues(exc, file)
-    issues = rule_issues(data, file, folder_name, engine)
+    issues = rule_issues(data, file, folder_name)
     return (None, issues) if issues else (cap, [])
 
 
@@ -458,13 +449,6 @@ def grammar_warnings(cap: Capability, file: str) -> list[Issue]:
         for path, text in declared
         if text is not None and not COMMAND_GRAMMAR.match(text)
     ]
-
-
-def shape_table() -> dict[str, Any]:
-    """The table of the pydantic-free shape check (`manifest_shape`), derived from the schema
-    pydantic validates `Capability` with."""
-    Capability.model_rebuild()  # the models defer their build to first use
-    return derive(Capability.__pydantic_core_schema__)
 
 
 def capability_json_schema() -> dict[str, object]:
@@ -487,7 +471,6 @@ __all__ = [
     "grammar_warnings",
     "materialise_fragment",
     "parse_manifest_bytes",
-    "shape_table",
     "validate_declared",
     "validate_manifest",
 ]

@@ -1,14 +1,13 @@
 """Layer 3 of manifest validation: the rules across fields of one manifest and the engine
-range, on the plain JSON of a manifest whose shape the models accept. `manifest.validate_declared`
-runs them after pydantic, `verdicts.VerdictCache.validate` after the shape check derived from
-the models (`manifest_shape`): the same code on the same JSON either way.
+range, on the plain JSON of a manifest whose shape the models accept: `manifest.validate_declared`
+runs them after pydantic.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import nodesemver
@@ -62,23 +61,18 @@ def engine_problem(engines: Any) -> str | None:
     return f'incompatible with GSD {GSD_ENGINE_VERSION} (requires engines.gsd "{rng}")'
 
 
-def rule_issues(
-    data: Mapping[str, Any],
-    file: str,
-    folder_name: str | None,
-    engine: Callable[[object], str | None],
-) -> list[Issue]:
+def rule_issues(data: Mapping[str, Any], file: str, folder_name: str | None) -> list[Issue]:
     """Layer 3 of a manifest whose shape is right: the cross-field rules, then (only when they
-    hold) the engine range, decided by `engine` (`engine_problem` or a memo of it)."""
+    hold) the engine range."""
     if issues := check_declared(data, file, folder_name):
         return issues
-    problem = engine(data.get("engines"))
+    problem = engine_problem(data.get("engines"))
     return [] if problem is None else [Issue(file, "$.engines.gsd", problem)]
 
 
 def check_declared(data: Mapping[str, Any], file: str, folder_name: str | None) -> list[Issue]:
     """Rules that span fields of one manifest (the reference's validator, manifest-local part),
-    on a manifest whose shape the models accept (the derived shape check, or pydantic): a
+    on a manifest whose shape the models accept: a
     field the models default is absent or null here, and "set" means present as a key."""
     config = data.get("config") or {}
     found = [

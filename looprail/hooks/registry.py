@@ -28,13 +28,8 @@ from looprail.hooks.capset import (
     entries_at,
     order_entries,
 )
-from looprail.hooks.manifest import (
-    RESERVED_PREFIXES,
-    _materialise_fragments,
-    parse_manifest_bytes,
-)
+from looprail.hooks.manifest import RESERVED_PREFIXES, validate_manifest
 from looprail.hooks.sources import FIRST_PARTY, ORIGIN_RANK, capability_folders, root_specs
-from looprail.hooks.verdicts import VerdictCache, verdict_key
 from looprail.points import POINTS
 
 # All fragment text of the whole search path, in search order (first-party first): a capability
@@ -75,13 +70,9 @@ def load_registry(
     env: Mapping[str, str] | None = None,
     home: Path | None = None,
     roots: Sequence[Root] | None = None,
-    use_cache: bool = True,
 ) -> CapabilitySet:
     """Load, validate and merge every capability on the search path. Never raises for bad
-    manifests: they are returned in `failed` with every issue. Verdicts come from the validation
-    cache (`hooks.verdicts`; off with `use_cache=False` or `LOOPRAIL_NO_CACHE`) for manifests
-    validated before."""
-    verdicts = VerdictCache.for_env(env) if use_cache else VerdictCache(None)
+    manifests: they are returned in `failed` with every issue."""
     if roots is None:
         roots = search_roots(project, capability_dirs, env=env, home=home)
     failed: list[FailedCapability] = []
@@ -95,7 +86,7 @@ def load_registry(
             missing.append(root)
             continue
         for folder in capability_folders(str(root.path)):
-            loaded = _load(Path(folder), root.origin, verdicts)
+            loaded = _load(Path(folder), root.origin)
             if isinstance(loaded, LoadedCapability):
                 size = _fragment_bytes(loaded.data)
                 if fragment_total + size <= MAX_REGISTRY_FRAGMENT_BYTES:
@@ -118,9 +109,7 @@ def load_registry(
     )
 
 
-def _load(
-    folder: Path, origin: str, verdicts: VerdictCache
-) -> LoadedCapability | FailedCapability | None:
+def _load(folder: Path, origin: str) -> LoadedCapability | FailedCapability | None:
     """The capability in `folder`, why it failed, or None when the folder holds no manifest."""
     manifest_path = folder / "capability.json"
     if not _exists(manifest_path, dir=False):
@@ -130,7 +119,8 @@ def _load(
         raw = manifest_path.read_bytes()
     except OSError as exc:
         return FailedCapability(folder.name, file, origin, (Issue(file, "$", str(exc)),))
-    data, issues = _validated(raw, file, folder, verdicts)
+    # the model is built again from `data` when asked for (`LoadedCapability.manifest`)
+    _, data, issues = validate_manifest(raw, file, folder)
     if data is not None and origin != FIRST_PARTY:
         prefix = next((p for p in RESERVED_PREFIXES if data["id"].startswith(p)), None)
         if prefix is not None:
@@ -139,39 +129,6 @@ def _load(
     if data is None:
         return FailedCapability(folder.name, file, origin, tuple(issues), _gate_points(raw))
     return LoadedCapability(data, str(folder), origin)
-
-
-def _validated(
-    raw: bytes, file: str, folder: Path, verdicts: VerdictCache
-) -> tuple[dict[str, Any] | None, list[Issue]]:
-    """`manifest.validate_manifest` without the model (built on demand, `LoadedCapability`),
-    with the verdict taken from the cache when these bytes were validated before."""
-    key = verdict_key(raw, folder.name) if verdicts.directory is not None else None
-    cached = verdicts.get(file, key) if key is not None else None
-    if cached:
-        return None, cached
-    data: Any = None
-    if cached is not None:
-        # A verdict is only recorded for bytes that passed the hostile-safe parse (and its
-        # key is these bytes): the plain C parser gives the same value, several times faster.
-        try:
-            data = json.loads(raw.decode("utf-8").removeprefix("\ufeff"))
-        except (ValueError, RecursionError):  # cannot happen for a verdict we wrote
-            data = None
-    if not isinstance(data, dict):
-        data, issues = parse_manifest_bytes(raw, file)
-        if issues:
-            return None, issues
-        if not isinstance(data, dict):
-            return None, [Issue(file, "$", "top level must be a JSON object")]
-        # pydantic only for a manifest whose shape is not proven right (`VerdictCache.validate`)
-        issues = verdicts.validate(data, file, folder.name)
-        if key is not None:
-            verdicts.put(file, key, issues)
-        if issues:
-            return None, issues
-    issues = _materialise_fragments(data, folder, file)
-    return (None, issues) if issues else (data, [])
 
 
 def _fragment_bytes(data: Mapping[str, Any]) -> int:

@@ -1,6 +1,6 @@
-"""Where capabilities come from, and how their on-disk caches are kept: the search path in
-trust order (origins, roots, capability folders), the code files whose rules decide a cached
-form, and the caches' checked, atomic files. Shared by `registry`, `compiled` and `verdicts`.
+"""Where capabilities come from, and how the set's cache file is kept: the search path in
+trust order (origins, roots, capability folders) and the checked, atomic file. Shared by
+`registry` and `compiled`.
 """
 
 from __future__ import annotations
@@ -21,32 +21,6 @@ ORIGIN_RANK = {FIRST_PARTY: 0, GLOBAL: 1, PROJECT: 2}  # the trust order, most t
 # A project capability's fragment text is held only once the user consented to it: until
 # then (and in the cache) its fragment keeps only its path and this marker.
 DEFERRED = "$deferred"
-
-
-_HERE = os.path.dirname(os.path.abspath(__file__))
-# The code whose rules decide the compiled form and the validation verdicts (`verdicts` hashes
-# the same files): an edit (a dev checkout, an upgrade that forgot to bump CACHE_FORMAT)
-# invalidates both caches as a manifest edit would.
-RULE_FILES = tuple(
-    os.path.join(_HERE, *parts)
-    for parts in (
-        ("compiled.py",),
-        ("capset.py",),
-        ("sources.py",),
-        ("registry.py",),
-        ("verdicts.py",),
-        ("manifest.py",),
-        ("manifest_rules.py",),
-        ("manifest_shape.py",),
-        ("checks.py",),
-        ("predicates.py",),
-        ("..", "config.py"),
-        ("..", "points.py"),
-        ("..", "jsonload.py"),
-        ("..", "layout.py"),
-        ("..", "fsutil.py"),
-    )
-)
 
 
 def root_specs(

@@ -10,7 +10,6 @@ import yaml
 
 from looprail.errors import PlanError
 from looprail.plans.scan import Doc
-from looprail.yamlcache import cached
 from looprail.yamlload import NoAliasCSafeLoader, NoAliasSafeLoader, c_path_ok
 
 PlanType = Literal["execute", "tdd"]  # the types the reference's templates write
@@ -98,18 +97,6 @@ class _YamlSyntaxError(PlanError):
     refused alias, a tag or a duplicate key never is)."""
 
 
-def _cached_yaml(text: str, first_line: int, where: str) -> tuple[Any, dict[str, int]]:
-    """The frontmatter's data and each top-level key's line, through the frontmatter cache
-    (errors are never cached). Line numbers count from `first_line`."""
-
-    def parse(_: str) -> dict[str, object]:
-        data, key_lines = _load_yaml(text, first_line, where)
-        return {"data": data, "lines": key_lines}
-
-    value = cached("plan", __file__, f"{first_line}\n{text}", parse)
-    return value["data"], value["lines"]
-
-
 def _compose(loader_class: type, text: str, first_line: int) -> tuple[Any, dict[str, int]]:
     loader = loader_class(text)  # the pure reader rejects control characters here
     try:
@@ -175,7 +162,7 @@ def lenient_yaml(
     lines = text.split("\n")
     while True:
         try:
-            data, key_lines = _cached_yaml("\n".join(lines), first_line, doc.where)
+            data, key_lines = _load_yaml("\n".join(lines), first_line, doc.where)
             return data, key_lines, kept
         except _YamlSyntaxError as exc:
             error = exc
@@ -189,7 +176,7 @@ def lenient_yaml(
                 continue
             trial = lines[:start] + [""] * (end - start) + lines[end:]
             try:
-                _cached_yaml("\n".join(trial), first_line, doc.where)
+                _load_yaml("\n".join(trial), first_line, doc.where)
             except _YamlSyntaxError:
                 if (key, start, end) not in around:
                     continue

@@ -64,7 +64,6 @@ __all__ = [
     "hooks_state",
     "is_trusted",
     "load_compiled",
-    "load_entry",
     "project_key",
     "revoke",
     "store_path",
@@ -81,21 +80,7 @@ def load_compiled(
 ) -> CapabilitySet:
     """The capability set with the user's consent applied: `hooks.compiled.load_compiled`
     given `store.apply_consent`. This is `looprail.load_compiled` and what every caller uses."""
-    return load_entry(project, capability_dirs, env=env, home=home, use_cache=use_cache)[0]
-
-
-def load_entry(
-    project: str | os.PathLike[str],
-    capability_dirs: Iterable[str | os.PathLike[str]] = (),
-    *,
-    env: Mapping[str, str] | None = None,
-    home: str | os.PathLike[str] | None = None,
-    use_cache: bool = True,
-) -> tuple[CapabilitySet, str | None]:
-    """`load_compiled`, and the id of the cache entry the set was read from or written to
-    (None: not cached; `hooks.compiled.load_entry`): what `render-hooks` memoises a call
-    under."""
-    return hooks_compiled.load_entry(
+    return hooks_compiled.load_compiled(
         os.fspath(project),
         tuple(os.fspath(d) for d in capability_dirs),
         env=env,

@@ -1,11 +1,9 @@
 """`looprail loop render-hooks` and `looprail capability …` through the CLI (in process; the first
-test, and the start-path import check, run a real subprocess)."""
+test runs a real subprocess)."""
 
 from __future__ import annotations
 
 import json
-
-import pytest
 
 from tests.support import feature, run_cli, write_capability, write_config
 
@@ -199,54 +197,6 @@ def test_an_over_long_path_is_one_line_not_a_traceback(tmp_path):
         out = run_cli(*args, "--project", str(tmp_path), cwd=tmp_path)
         assert "Traceback" not in out.stderr, args
         assert out.stderr.count("\n") <= 2, (args, out.stderr)
-
-
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["plan:pre", "--raw"],
-        [
-            "--raw",
-            "ship:pre",
-            "--strict",
-            "--project",
-            "/x",
-            "--capabilities",
-            "a",
-            "--capabilities=b",
-        ],
-        ["plan:pre", "--active-cap", "ui", "--flavor", "msd"],
-        ["plan:pre", "--active-cap=ui", "--project=p", "--flavor=ferrox"],
-        ["plan:pre", "--phase", "01", "--raw"],
-        ["plan"],
-    ],
-)
-def test_fast_path_reads_argv_as_argparse_does(argv):
-    from looprail.cli.app import build_parser
-    from looprail.cli.render_hooks import parse_argv as fast_render_hooks_args
-
-    fast = fast_render_hooks_args(argv)
-    full = build_parser("loop").parse_args(["loop", "render-hooks", *argv])
-    keys = ("point", "raw", "strict", "active_cap", "project", "capabilities", "flavor", "phase")
-    for key in keys:
-        assert getattr(fast, key) == getattr(full, key), key
-    assert fast.handler is full.handler
-
-
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["-h"],
-        ["plan:pre", "--nope"],
-        ["plan:pre", "--project"],
-        ["a", "b"],
-        ["p", "--flavor", "x"],
-    ],
-)
-def test_fast_path_defers_anything_unusual_to_argparse(argv):
-    from looprail.cli.render_hooks import parse_argv as fast_render_hooks_args
-
-    assert fast_render_hooks_args(argv) is None
 
 
 def test_phase_context(tmp_path):

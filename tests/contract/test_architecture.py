@@ -26,11 +26,9 @@ BASE = {
     "fsutil",
     "jsonload",
     "yamlload",
-    "yamlcache",
     "config",
     "roadmap",
     "frontmatter",
-    "records",  # typing.NamedTuple without typing (the render-hooks hot path)
     "settings",  # the `looprail` config section (pydantic; off the render-hooks path)
 }
 TRUST = {"trust"}  # looprail.trust: store, audit, consent, reviewer

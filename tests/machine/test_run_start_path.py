@@ -1,7 +1,6 @@
 """What `looprail run` does not import: no networkx or graphviz (waves with graphlib), in a
 fresh interpreter. (The run's fixed-cost target is retired, issue 29: everything else, PyYAML
-included, is imported plainly; `looprail.yamlcache` still spares the parse of unchanged files,
-`tests/test_yamlcache.py`.)"""
+included, is imported plainly.)"""
 
 from __future__ import annotations
 
@@ -36,5 +35,5 @@ def test_a_run_imports_no_networkx_or_graphviz(tmp_path):
     project = idle_project(tmp_path)
     rc, loaded = _run(project, NEVER)
     assert rc == 0 and loaded == []
-    rc, loaded = _run(project, NEVER)  # its files parsed and cached: the same
+    rc, loaded = _run(project, NEVER)  # the capability set cached: the same
     assert rc == 0 and loaded == []
