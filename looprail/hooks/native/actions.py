@@ -124,23 +124,6 @@ class EmitCustomEvent:
 ActionRequest = Interrupt | Shutdown | Compact | Message | EmitCustomEvent
 
 
-@dataclass(frozen=True)
-class OwnedAction:
-    """An Action as configured on its Hook: the selector plus the request it becomes."""
-
-    request: ActionRequest
-    outcomes: tuple[str, ...]
-    codes: tuple[Code, ...] | None = None
-
-    @property
-    def type(self) -> ActionType:
-        return self.request.type
-
-    def selects(self, outcome: str, code: int | None) -> bool:
-        """Whether the owner's own Hook Outcome and code select this Action."""
-        return selector_matches(self.outcomes, self.codes, outcome, code)
-
-
 Problems = list[tuple[str, str]]  # (JSON path, reason)
 
 
@@ -260,19 +243,22 @@ class _Action(Doc):
     def unknown(cls, key: str) -> str:
         return f"unknown field for Action type {cls.kind()} (allowed: {', '.join(cls.keys())})"
 
+    @property
     def request(self) -> ActionRequest:
         """What this Action asks of the loop once selected."""
         raise NotImplementedError
 
-    def owned(self) -> OwnedAction:
-        """The Action as its Hook holds it: the selector and the request."""
-        codes = tuple(as_list(self.code)) if "code" in self.model_fields_set else None
-        return OwnedAction(self.request(), tuple(as_list(self.outcome)), codes)
+    def selects(self, outcome: str, code: int | None) -> bool:
+        """Whether the owner's own Hook Outcome and code select this Action (`"code": null`
+        narrows to no code; an absent `code` does not narrow)."""
+        codes = as_list(self.code) if "code" in self.model_fields_set else None
+        return selector_matches(as_list(self.outcome), codes, outcome, code)
 
 
 class InterruptAction(_Action):
     type: Literal["interrupt"]
 
+    @property
     def request(self) -> ActionRequest:
         return Interrupt()
 
@@ -281,6 +267,7 @@ class ShutdownAction(_Action):
     type: Literal["shutdown"]
     interrupt: Annotated[bool, says("must be true or false")] = False
 
+    @property
     def request(self) -> ActionRequest:
         return Shutdown(interrupt=self.interrupt)
 
@@ -289,6 +276,7 @@ class CompactAction(_Action):
     type: Literal["compact"]
     instructions: Annotated[str, says("must be a string")] = absent()
 
+    @property
     def request(self) -> ActionRequest:
         return Compact(instructions=self.instructions)
 
@@ -347,6 +335,7 @@ class MessageAction(_Action):
         "delivery": "is required: steer, followUp or nextTurn",
     }
 
+    @property
     def request(self) -> ActionRequest:
         return Message(self.message, self.delivery, self.send_as, self.trigger_turn)
 
@@ -371,6 +360,7 @@ class EmitCustomEventAction(_Action):
         "name": "is required: the custom event's name",
     }
 
+    @property
     def request(self) -> ActionRequest:
         if "data" not in self.model_fields_set:
             return EmitCustomEvent(self.name)
@@ -411,10 +401,12 @@ def _hook_action(value: Any, handler: Handler, info: ValidationInfo) -> _Action:
     return validate_action(value, info.data.get("event"))
 
 
+# An Action as its Hook owns it: the selector (`outcome`, `code`) and the `request` it becomes.
+OwnedAction = Union[  # noqa: UP007 - a runtime value, read by pydantic
+    InterruptAction, ShutdownAction, CompactAction, MessageAction, EmitCustomEventAction
+]
 Action = Annotated[
-    Union[  # noqa: UP007
-        InterruptAction, ShutdownAction, CompactAction, MessageAction, EmitCustomEventAction
-    ],
+    OwnedAction,
     Field(
         discriminator="type",
         description="The owned Action; selected against the owner's own outcome and code, "
@@ -426,11 +418,11 @@ Action = Annotated[
 
 def parse_action(
     value: object, spec: EventSpec | None, path: str
-) -> tuple[OwnedAction | None, Problems]:
+) -> tuple[_Action | None, Problems]:
     """Validate one `action` object owned by a Hook of event `spec` (None when the Hook's event
     is itself invalid). Returns `(action or None, problems)` with every problem found, each
     with its JSON path."""
     try:
-        return validate_action(value, spec.name if spec else None).owned(), []
+        return validate_action(value, spec.name if spec else None), []
     except ValidationError as exc:
         return None, [(json_path(e["loc"], path), e["msg"]) for e in exc.errors()]

@@ -5,7 +5,9 @@ raises for a bad file (docs/native-hooks.md)."""
 from __future__ import annotations
 
 from looprail.hooks.native.document import (
+    DEFAULT_TIMEOUT_MS,
     HOOK_KEYS,
+    MAX_TIMEOUT_MS,
     PRESET_KEYS,
     REF_RE,
     SECTION_RE,
@@ -21,10 +23,8 @@ from looprail.hooks.native.loading import (
     project_hooks_path,
 )
 from looprail.hooks.native.models import (
-    DEFAULT_TIMEOUT_MS,
     MAX_FILE_BYTES,
     MAX_JSON_DEPTH,
-    MAX_TIMEOUT_MS,
     CatalogEntry,
     FileStatus,
     HooksFile,

@@ -1,6 +1,6 @@
 """The hooks.json document as pydantic models: the one declaration of the format. They are the
-reader looprail runs (`parsing.validate_hooks_document` turns what they accept into Hooks and
-Presets), each rule words its own problem for people (`_model`), and the JSON Schema is
+reader looprail runs (`parsing.validate_hooks_document` names each entry they accept: a
+`models.NativeHook` or `Preset` holds it as validated), each rule words its own problem for people (`_model`), and the JSON Schema is
 generated from them (`looprail schema hooks`, `hooks_json_schema()`).
 
 What a JSON Schema cannot state is listed in `SCHEMA_CANNOT_SAY` and fails with the error type
@@ -44,10 +44,11 @@ from looprail.hooks.native.events import (
     unknown_event_message,
 )
 from looprail.hooks.native.filters import compile_pattern
-from looprail.hooks.native.models import DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS
 
 __all__ = ["SCHEMA_CANNOT_SAY", "HookEntry", "HooksDocument", "PresetEntry", "hooks_json_schema"]
 
+DEFAULT_TIMEOUT_MS = 5000
+MAX_TIMEOUT_MS = 3_600_000
 SECTION_RE = re.compile(r"^[^/]+/[^/]+$")
 # A Preset member: `local/name` or `owner/repo/name` (docs/native-hooks.md, Presets).
 REF_RE = re.compile(r"^local/[^/\x00]+$|^(?!local/)[A-Za-z0-9._-]+/[A-Za-z0-9._-]+/[^/\x00]+$")
@@ -209,9 +210,10 @@ class HookEntry(Doc):
         "other scalars match exactly, arrays are any-of."
     )
     when: ShellString = absent(description="Precondition /bin/sh command.")
-    shell: ShellString = absent(
+    shell: ShellString = Field(
+        "true",
         description="/bin/sh command: exit 0 passes, anything else is the event's failure "
-        'kind. Omitted: the canonical "true".'
+        'kind. Omitted: the canonical "true".',
     )
     action: Action = absent()
     default: Annotated[bool, IS_BOOL] = True

@@ -131,14 +131,13 @@ def test_seed_valid_examples_are_valid(text):
 def test_seed_block_message_example_parses_to_its_request():
     result = validate(json.loads(SEED_VALID[0]))
     (hook,) = result.hooks
-    assert hook.action.outcomes == ("block",)
-    assert hook.action.codes == (1,)
-    assert hook.action.request == Message(
+    assert (hook.entry.action.outcome, hook.entry.action.code) == ("block", 1)
+    assert hook.entry.action.request == Message(
         message="A dotenv write was blocked by HooKit.", delivery="followUp", send_as="custom"
     )
     user = validate(json.loads(SEED_VALID[1])).hooks[0]
-    assert user.shell == "true"  # an action-only Hook is the canonical "true" Hook
-    assert user.action.request.send_as == "user"
+    assert user.entry.shell == "true"  # an action-only Hook is the canonical "true" Hook
+    assert user.entry.action.request.send_as == "user"
 
 
 @pytest.mark.parametrize(("text", "paths"), SEED_INVALID)
@@ -191,8 +190,7 @@ def test_seed_field_table_examples():
         },
         "task_result",
     )
-    assert action.outcomes == ("pass", "report")
-    assert action.codes == (1, None)
+    assert (action.outcome, action.code) == (["pass", "report"], [1, None])
     assert action.request.data == {"source": "HooKit"}
 
 
