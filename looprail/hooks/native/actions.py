@@ -14,22 +14,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 
-from pydantic import AfterValidator, ConfigDict, Field, ValidationError, ValidationInfo
+from pydantic import AfterValidator, ConfigDict, Field, ValidationInfo
 from pydantic import WrapValidator as Wrap
 from pydantic.json_schema import JsonDict
 from pydantic_core.core_schema import ValidatorFunctionWrapHandler as Handler
 
-from looprail.errors import json_path
 from looprail.hooks.native._model import (
     Doc,
     Failure,
+    Says,
     absent,
     as_list,
     cannot_say,
     fail,
     no_default,
     problem,
-    says,
 )
 from looprail.hooks.native.events import EVENTS, OUTCOMES, EventSpec, Outcome
 from looprail.hooks.native.filters import selector_matches
@@ -124,9 +123,6 @@ class EmitCustomEvent:
 ActionRequest = Interrupt | Shutdown | Compact | Message | EmitCustomEvent
 
 
-Problems = list[tuple[str, str]]  # (JSON path, reason)
-
-
 def is_json_number(value: object) -> bool:
     return (
         isinstance(value, (int, float))
@@ -210,7 +206,7 @@ NonBlank = Annotated[
     str,
     AfterValidator(_non_blank),
     Field(json_schema_extra={"pattern": r"\S"}),
-    says("must be a string with at least one non-whitespace character"),
+    Says("must be a string with at least one non-whitespace character"),
 ]
 OutcomeSel = Union[Outcome, Annotated[list[Outcome], Field(min_length=1)]]  # noqa: UP007
 CodeSel = Union[Code, Annotated[list[Code], Field(min_length=1)]]  # noqa: UP007
@@ -265,7 +261,7 @@ class InterruptAction(_Action):
 
 class ShutdownAction(_Action):
     type: Literal["shutdown"]
-    interrupt: Annotated[bool, says("must be true or false")] = False
+    interrupt: Annotated[bool, Says("must be true or false")] = False
 
     @property
     def request(self) -> ActionRequest:
@@ -274,7 +270,7 @@ class ShutdownAction(_Action):
 
 class CompactAction(_Action):
     type: Literal["compact"]
-    instructions: Annotated[str, says("must be a string")] = absent()
+    instructions: Annotated[str, Says("must be a string")] = absent()
 
     @property
     def request(self) -> ActionRequest:
@@ -326,7 +322,7 @@ class MessageAction(_Action):
 
     type: Literal["message"]
     message: NonBlank = Field(description="Static text, never interpolated.")
-    send_as: Annotated[SendAs, says('must be "custom" or "user"')] = Field("custom", alias="sendAs")
+    send_as: Annotated[SendAs, Says('must be "custom" or "user"')] = Field("custom", alias="sendAs")
     delivery: Annotated[Delivery, Wrap(_delivery)]
     trigger_turn: Annotated[bool, Wrap(_trigger_turn)] = Field(False, alias="triggerTurn")
     MISSING: ClassVar[Mapping[str, str]] = {
@@ -414,15 +410,3 @@ Action = Annotated[
     ),
     Wrap(_hook_action),
 ]
-
-
-def parse_action(
-    value: object, spec: EventSpec | None, path: str
-) -> tuple[_Action | None, Problems]:
-    """Validate one `action` object owned by a Hook of event `spec` (None when the Hook's event
-    is itself invalid). Returns `(action or None, problems)` with every problem found, each
-    with its JSON path."""
-    try:
-        return validate_action(value, spec.name if spec else None), []
-    except ValidationError as exc:
-        return None, [(json_path(e["loc"], path), e["msg"]) for e in exc.errors()]

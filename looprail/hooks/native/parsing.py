@@ -17,6 +17,7 @@ from looprail.hooks.native.document import (
     HooksDocument,
     PresetEntry,
     declared_repos,
+    hooks_words,
     nested_presets,
 )
 from looprail.hooks.native.models import (
@@ -89,7 +90,9 @@ def validate_hooks_document(data: object, *, file: str | Path, scope: Scope) -> 
     try:
         document = HooksDocument.model_validate(data, context={"scope": scope})
     except ValidationError as exc:
-        issues = tuple(Issue(str(path), json_path(e["loc"]), e["msg"]) for e in exc.errors())
+        from looprail.hooks.manifest import pydantic_issues  # only for a bad file: it is heavy
+
+        issues = tuple(pydantic_issues(exc, str(path), hooks_words(data)))
         repos = declared_repos(data) if isinstance(data, dict) else ()
         return HooksFile(path, scope, "invalid", issues=issues, repos=repos)
     entries = tuple(

@@ -14,7 +14,6 @@ from looprail.hooks.native.actions import (
     Interrupt,
     Message,
     Shutdown,
-    parse_action,
 )
 from looprail.hooks.native.config import validate_hooks_document
 from looprail.hooks.native.events import EVENTS
@@ -24,15 +23,21 @@ def validate(doc):
     return validate_hooks_document(doc, file="hooks.json", scope="global")
 
 
+def validate_action(action, event):
+    """The Action as a Hook of `event` owns it: the Hook alone in a file."""
+    assert event in EVENTS
+    return validate({"local": {"h": {"description": "d", "event": event, "action": action}}})
+
+
 def action_problems(action, event="task_call"):
-    _, problems = parse_action(action, EVENTS[event], "$.action")
-    return problems
+    issues = validate_action(action, event).issues
+    return [(i.path.replace("$.local.h.", "$.", 1), i.reason) for i in issues]
 
 
 def parsed(action, event="task_call"):
-    result, problems = parse_action(action, EVENTS[event], "$.action")
-    assert problems == [], problems
-    return result
+    result = validate_action(action, event)
+    assert result.issues == (), result.issues
+    return result.hooks[0].entry.action
 
 
 # --------------------------------------------------------------------------- seed documents
