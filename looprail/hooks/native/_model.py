@@ -56,11 +56,6 @@ def fail(failures: Sequence[Failure], title: str = "hooks.json") -> NoReturn:
     )
 
 
-def failures_of(exc: ValidationError) -> list[Failure]:
-    """The failures of `exc`, the type of each kept (`schema_cannot_say` stays recognisable)."""
-    return [(tuple(e["loc"]), problem(e["msg"], e["type"])) for e in exc.errors()]
-
-
 @dataclass(frozen=True)
 class Says:
     """A field's one problem when its value fails its type or constraints (a function of the
@@ -142,7 +137,8 @@ class Doc(BaseModel):
         try:
             model = handler(value)
         except ValidationError as exc:
-            failures = failures_of(exc)
+            # each type kept: `schema_cannot_say` stays recognisable, pydantic's are worded later
+            failures = [(tuple(e["loc"]), problem(e["msg"], e["type"])) for e in exc.errors()]
         failures = cls.arrange(value, failures, info.context or {})
         if not failures and model is not None:
             failures = model.whole()

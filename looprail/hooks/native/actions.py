@@ -379,9 +379,9 @@ ACTION_KEYS: dict[str, tuple[str, ...]] = {kind: m.keys() for kind, m in ACTION_
 assert tuple(ACTION_MODELS) == ACTION_TYPES
 
 
-def validate_action(value: object, event: str | None) -> _Action:
-    """The Action a Hook of `event` owns (None: the Hook's event is itself invalid, and every
-    outcome is possible); `ValidationError` with every problem, placed below the action."""
+def _hook_action(value: Any, handler: Handler, info: ValidationInfo) -> _Action:
+    """The Action a Hook owns, checked against the Hook's event (every outcome is possible when
+    the event is itself invalid)."""
     if not isinstance(value, dict):
         fail([((), problem("must be an object with a `type`"))])
     kind = value.get("type")
@@ -390,11 +390,7 @@ def validate_action(value: object, event: str | None) -> _Action:
         if "type" not in value:
             fail([(("type",), problem(f"is required; {one_of}"))])
         fail([(("type",), problem(f"{json.dumps(kind)} is not an Action type; {one_of}"))])
-    return ACTION_MODELS[kind].model_validate(value, context={"event": event})
-
-
-def _hook_action(value: Any, handler: Handler, info: ValidationInfo) -> _Action:
-    return validate_action(value, info.data.get("event"))
+    return ACTION_MODELS[kind].model_validate(value, context={"event": info.data.get("event")})
 
 
 # An Action as its Hook owns it: the selector (`outcome`, `code`) and the `request` it becomes.
