@@ -200,11 +200,11 @@ class EntryRow(TypedDict):
     preset: NotRequired[list[str]]
 
 
-def _entry_row(entry: CatalogEntry, via: str | None, *, active: bool) -> EntryRow:
+def _entry_row(item: CatalogEntry, via: str | None, *, active: bool) -> EntryRow:
     if not active:
         enabled = "no (project not trusted)"
-    elif entry.kind == "preset":
-        enabled = "yes" if entry.default else "no"
+    elif item.kind == "preset":
+        enabled = "yes" if item.entry.default else "no"
     elif via is None:
         enabled = "no"
     elif via in ("default", "enabled"):
@@ -212,18 +212,18 @@ def _entry_row(entry: CatalogEntry, via: str | None, *, active: bool) -> EntryRo
     else:
         enabled = f"via {via}"
     row: EntryRow = {
-        "ref": entry.ref,
-        "kind": entry.kind,
-        "source": entry.scope,
-        "file": str(entry.file),
+        "ref": item.ref,
+        "kind": item.kind,
+        "source": item.scope,
+        "file": str(item.file),
         "enabled": enabled,
-        "description": entry.description,
+        "description": item.entry.description,
     }
-    if isinstance(entry, NativeHook):
-        row["event"] = entry.event
-        row["action"] = entry.action.type if entry.action else None
+    if isinstance(item, NativeHook):
+        row["event"] = item.entry.event
+        row["action"] = item.entry.action.type if item.entry.action else None
     else:
-        row["preset"] = list(entry.refs)
+        row["preset"] = list(item.entry.preset)
     return row
 
 

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 from pydantic import ValidationError as PydanticValidationError
+from pydantic_core import ErrorDetails
 
 from looprail.errors import Issue, json_path
 from looprail.fsutil import read_bounded
@@ -378,28 +379,47 @@ class Capability(_Contract):
     reviewer: Reviewer | None = None
 
 
-def pydantic_issues(exc: PydanticValidationError, file: str) -> list[Issue]:
+Loc = tuple[str | int, ...]
+# A format's own place and words for one pydantic error (None: `plain_reason`).
+Words = Callable[[Loc, ErrorDetails], tuple[Loc, str | None]]
+
+
+def pydantic_issues(
+    exc: PydanticValidationError, file: str, words: Words | None = None
+) -> list[Issue]:
+    """One `Issue` per pydantic error, where a person reads it: the one place pydantic's errors
+    become looprail's words. `words` places and words the errors of a format (the manifest's
+    by default; hooks.json's: `native.document.hooks_words`)."""
     issues = []
     for err in exc.errors(include_url=False):
-        loc = [p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
-        # A discriminated union puts the tag in the path (`predicate["config-equals"].key`).
-        loc = [p for i, p in enumerate(loc) if not (i and loc[i - 1] == "predicate")]
-        msg = err["msg"]
-        if err["type"] == "union_tag_invalid":
-            tag, known = str(err["ctx"]["tag"]), PREDICATE_KINDS
-            close = difflib.get_close_matches(tag, known, n=1, cutoff=0.6)
-            hint = f"did you mean {close[0]}? " if close else ""
-            loc, msg = [*loc, "kind"], f"unknown kind {tag!r} ({hint}known: {', '.join(known)})"
-        elif err["type"] == "union_tag_not_found":
-            loc, msg = [*loc, "kind"], f"required: one of {', '.join(PREDICATE_KINDS)}"
-        elif err["type"] == "extra_forbidden":
-            msg = "unknown field"
-        elif err["type"] == "missing":
-            msg = "required field is missing"
-        elif err["type"] == "literal_error":
-            msg = msg.replace("Input should be", "must be")
-        issues.append(Issue(file, json_path(loc), msg))
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        loc, reason = (words or _manifest_words)(loc, err)
+        issues.append(Issue(file, json_path(loc), reason or plain_reason(err)))
     return issues
+
+
+def _manifest_words(loc: Loc, err: ErrorDetails) -> tuple[Loc, str | None]:
+    # A discriminated union puts the tag in the path (`predicate["config-equals"].key`).
+    loc = tuple(p for i, p in enumerate(loc) if not (i and loc[i - 1] == "predicate"))
+    if err["type"] == "union_tag_invalid":
+        tag, known = str(err["ctx"]["tag"]), PREDICATE_KINDS
+        close = difflib.get_close_matches(tag, known, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}? " if close else ""
+        return (*loc, "kind"), f"unknown kind {tag!r} ({hint}known: {', '.join(known)})"
+    if err["type"] == "union_tag_not_found":
+        return (*loc, "kind"), f"required: one of {', '.join(PREDICATE_KINDS)}"
+    return loc, None
+
+
+def plain_reason(err: ErrorDetails) -> str:
+    """pydantic's reason, in looprail's words where they differ."""
+    if err["type"] == "extra_forbidden":
+        return "unknown field"
+    if err["type"] == "missing":
+        return "required field is missing"
+    if err["type"] == "literal_error":
+        return err["msg"].replace("Input should be", "must be")
+    return err["msg"]
 
 
 def validate_manifest(

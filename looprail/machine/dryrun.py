@@ -263,8 +263,8 @@ def _point_plan(
         "nativeHooks": [
             {
                 "ref": h.ref,
-                "description": h.description,
-                "filter": {k: list(v) if isinstance(v, tuple) else v for k, v in h.filter},
+                "description": h.entry.description,
+                "filter": dict(h.entry.filter or {}),
             }
             for h in native.for_event(p)
         ],

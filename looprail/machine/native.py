@@ -408,7 +408,8 @@ class NativeBridge:
 
     def _limit(self, hook_ref: str) -> int | str:
         hook = next((h for h in self.engine.hooks if h.ref == hook_ref), None)
-        return hook.max_selections if hook is not None and hook.max_selections else "?"
+        limit = hook.entry.max_selections if hook is not None else None
+        return limit or "?"
 
 
 def _hook_results(evaluation: EventEvaluation, point: str) -> list[HookResult]:
@@ -468,7 +469,7 @@ def load_bridge(
         # the recorder (the journal) and every new selection is committed before delivery.
         selections=recorder.native_selections() if recorder is not None else None,
         on_select=(
-            (lambda hook, count: recorder.native_selected(hook.ref, count, hook.max_selections))
+            (lambda h, count: recorder.native_selected(h.ref, count, h.entry.max_selections))
             if recorder is not None
             else None
         ),

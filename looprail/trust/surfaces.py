@@ -30,6 +30,7 @@ from looprail.layout import LOOPRAIL_DIR
 from looprail.runtime.process import escape_untrusted
 
 if TYPE_CHECKING:
+    from looprail.hooks.native.document import HookEntry
     from looprail.hooks.native.models import NativeHook
 
 _SHOWN_AS_IS = frozenset({"<N>", "{{id}}", "{{model}}", "{{effort}}", "{{output}}", "{{prompt}}"})
@@ -412,20 +413,21 @@ def native_surfaces(hooks: Sequence[NativeHook]) -> list[Surface]:
     """Every `when`, `shell` and Action of native hooks."""
     out: list[Surface] = []
     for hook in hooks:
-        base = json_path((hook.section, hook.name))
-        off = "" if hook.default else " (off unless enabled)"
+        base, entry = json_path((hook.section, hook.name)), hook.entry
+        off = "" if entry.default else " (off unless enabled)"
         label = f"hook {_q(hook.ref)}{off}"
-        for kind, command in (("when", hook.when), ("shell", hook.shell)):
+        for kind, command in (("when", entry.when), ("shell", entry.shell)):
             if command is not None:
-                out.append(_shell_surface(f"native.{kind}", f"{base}.{kind}", command, hook, label))
-        if hook.action is not None:
-            runs = f"Action {hook.action.type} (no process)"
-            note = f"hook {_q(hook.ref)} on {_q(hook.event)}{off}"
-            out.append(Surface("native.action", f"{base}.action", runs, hook.event, note=note))
+                where = f"{base}.{kind}"
+                out.append(_shell_surface(f"native.{kind}", where, command, entry, label))
+        if entry.action is not None:
+            runs = f"Action {entry.action.type} (no process)"
+            note = f"hook {_q(hook.ref)} on {_q(entry.event)}{off}"
+            out.append(Surface("native.action", f"{base}.action", runs, entry.event, note=note))
     return out
 
 
-def _shell_surface(kind: str, where: str, command: str, hook: NativeHook, label: str) -> Surface:
+def _shell_surface(kind: str, where: str, command: str, hook: HookEntry, label: str) -> Surface:
     if command in ("true", "false"):
         runs = f"{command} (answered without a process)"
         return Surface(kind, where, runs, point=hook.event, note=label)

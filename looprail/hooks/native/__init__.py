@@ -8,9 +8,9 @@
 
 Modules: `events` (catalog, candidates, environment), `filters` (matching), `actions` (the Action
 variants: their models, requests and selection), `document` (the hooks.json models, the one
-reader, and the JSON Schema generated from them), `models` (Hook, Preset, file, enabled set),
-`parsing` (reading one file), `loading` (locations, merge, the enabled set), `engine`
-(evaluation, Effects, delivery), `report` (execution report rows).
+reader, and the JSON Schema generated from them), `models` (a named Hook or Preset, a file, the
+enabled set), `parsing` (reading one file), `loading` (locations, merge, the enabled set),
+`engine` (evaluation, Effects, delivery), `report` (execution report rows).
 """
 
 from looprail.hooks.native.actions import (

@@ -1,13 +1,17 @@
-"""What the hooks.json models share: the strict base model and the words of their problems.
+"""What the hooks.json models share: the strict base model, the rules across members, and the
+words of problems pydantic finds.
 
-Each rule words its problem for people where it is declared: `says` on a field, the model's
-`MISSING` and `unknown` for absent and unknown members, `cross` for rules across members (run
-even when a member failed, so every problem is reported at once).
+A rule looprail adds raises its own problem (`problem`, `cannot_say`). The problems pydantic
+finds (a wrong type, an absent or unknown member) are worded afterwards, where every pydantic
+error becomes an `Issue` (`manifest.pydantic_issues`, with `document.hooks_words`), from what
+each model declares: `Says` on a field, `MISSING` and `unknown` on the model. `cross` states
+rules across members (run even when a member failed, so every problem is reported at once).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, NoReturn
 
 from pydantic import (
@@ -16,7 +20,6 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
-    WrapValidator,
     model_validator,
 )
 from pydantic.json_schema import JsonDict
@@ -53,21 +56,15 @@ def fail(failures: Sequence[Failure], title: str = "hooks.json") -> NoReturn:
     )
 
 
-def failures_of(exc: ValidationError) -> list[Failure]:
-    """The failures of `exc`, the type of each kept (`schema_cannot_say` stays recognisable)."""
-    return [(tuple(e["loc"]), problem(e["msg"], e["type"])) for e in exc.errors()]
+@dataclass(frozen=True)
+class Says:
+    """A field's one problem when its value fails its type or constraints (a function of the
+    value, or the words)."""
 
+    reason: str | Callable[[Any], str]
 
-def says(reason: str | Callable[[Any], str]) -> WrapValidator:
-    """A field whose value fails its type or constraints has this one problem."""
-
-    def words(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-        try:
-            return handler(value)
-        except ValidationError:
-            raise problem(reason if isinstance(reason, str) else reason(value)) from None
-
-    return WrapValidator(words)
+    def words(self, value: Any) -> str:
+        return self.reason if isinstance(self.reason, str) else self.reason(value)
 
 
 def no_default(schema: JsonDict) -> None:
@@ -96,7 +93,6 @@ class Doc(BaseModel):
         regex_engine="python-re",  # the `re` of filters, and lookahead for entry names
     )
     MISSING: ClassVar[Mapping[str, str]] = {}
-    NOT_AN_OBJECT: ClassVar[str] = "must be an object"
 
     @classmethod
     def unknown(cls, key: str) -> str:
@@ -121,21 +117,28 @@ class Doc(BaseModel):
         """Rules across the members of a valid object."""
         return []
 
+    @classmethod
+    def reason(cls, key: str | int, kind: str, value: Any) -> str | None:
+        """The words of a problem pydantic found with member `key` (None: pydantic's own)."""
+        if kind == "missing":
+            return cls.MISSING.get(str(key))
+        if kind == "extra_forbidden":
+            return cls.unknown(str(key))
+        fields = {f.alias or name: f for name, f in cls.model_fields.items()}
+        says = [m for m in fields[key].metadata if isinstance(m, Says)] if key in fields else []
+        return says[0].words(value) if says else None
+
     @model_validator(mode="wrap")
     @classmethod
-    def _words(cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+    def _rules(cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
         if not isinstance(value, dict):
-            fail([((), problem(cls.NOT_AN_OBJECT))])
+            return handler(value)  # not an object: pydantic says so
         model, failures = None, []
         try:
             model = handler(value)
         except ValidationError as exc:
-            for loc, error in failures_of(exc):
-                if len(loc) == 1 and error.type == "missing":
-                    error = problem(cls.MISSING.get(str(loc[0]), "is required"))
-                elif len(loc) == 1 and error.type == "extra_forbidden":
-                    error = problem(cls.unknown(str(loc[0])), "extra_forbidden")
-                failures.append((loc, error))
+            # each type kept: `schema_cannot_say` stays recognisable, pydantic's are worded later
+            failures = [(tuple(e["loc"]), problem(e["msg"], e["type"])) for e in exc.errors()]
         failures = cls.arrange(value, failures, info.context or {})
         if not failures and model is not None:
             failures = model.whole()

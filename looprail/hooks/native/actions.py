@@ -14,22 +14,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 
-from pydantic import AfterValidator, ConfigDict, Field, ValidationError, ValidationInfo
+from pydantic import AfterValidator, ConfigDict, Field, ValidationInfo
 from pydantic import WrapValidator as Wrap
 from pydantic.json_schema import JsonDict
 from pydantic_core.core_schema import ValidatorFunctionWrapHandler as Handler
 
-from looprail.errors import json_path
 from looprail.hooks.native._model import (
     Doc,
     Failure,
+    Says,
     absent,
     as_list,
     cannot_say,
     fail,
     no_default,
     problem,
-    says,
 )
 from looprail.hooks.native.events import EVENTS, OUTCOMES, EventSpec, Outcome
 from looprail.hooks.native.filters import selector_matches
@@ -124,26 +123,6 @@ class EmitCustomEvent:
 ActionRequest = Interrupt | Shutdown | Compact | Message | EmitCustomEvent
 
 
-@dataclass(frozen=True)
-class OwnedAction:
-    """An Action as configured on its Hook: the selector plus the request it becomes."""
-
-    request: ActionRequest
-    outcomes: tuple[str, ...]
-    codes: tuple[Code, ...] | None = None
-
-    @property
-    def type(self) -> ActionType:
-        return self.request.type
-
-    def selects(self, outcome: str, code: int | None) -> bool:
-        """Whether the owner's own Hook Outcome and code select this Action."""
-        return selector_matches(self.outcomes, self.codes, outcome, code)
-
-
-Problems = list[tuple[str, str]]  # (JSON path, reason)
-
-
 def is_json_number(value: object) -> bool:
     return (
         isinstance(value, (int, float))
@@ -227,7 +206,7 @@ NonBlank = Annotated[
     str,
     AfterValidator(_non_blank),
     Field(json_schema_extra={"pattern": r"\S"}),
-    says("must be a string with at least one non-whitespace character"),
+    Says("must be a string with at least one non-whitespace character"),
 ]
 OutcomeSel = Union[Outcome, Annotated[list[Outcome], Field(min_length=1)]]  # noqa: UP007
 CodeSel = Union[Code, Annotated[list[Code], Field(min_length=1)]]  # noqa: UP007
@@ -260,35 +239,40 @@ class _Action(Doc):
     def unknown(cls, key: str) -> str:
         return f"unknown field for Action type {cls.kind()} (allowed: {', '.join(cls.keys())})"
 
+    @property
     def request(self) -> ActionRequest:
         """What this Action asks of the loop once selected."""
         raise NotImplementedError
 
-    def owned(self) -> OwnedAction:
-        """The Action as its Hook holds it: the selector and the request."""
-        codes = tuple(as_list(self.code)) if "code" in self.model_fields_set else None
-        return OwnedAction(self.request(), tuple(as_list(self.outcome)), codes)
+    def selects(self, outcome: str, code: int | None) -> bool:
+        """Whether the owner's own Hook Outcome and code select this Action (`"code": null`
+        narrows to no code; an absent `code` does not narrow)."""
+        codes = as_list(self.code) if "code" in self.model_fields_set else None
+        return selector_matches(as_list(self.outcome), codes, outcome, code)
 
 
 class InterruptAction(_Action):
     type: Literal["interrupt"]
 
+    @property
     def request(self) -> ActionRequest:
         return Interrupt()
 
 
 class ShutdownAction(_Action):
     type: Literal["shutdown"]
-    interrupt: Annotated[bool, says("must be true or false")] = False
+    interrupt: Annotated[bool, Says("must be true or false")] = False
 
+    @property
     def request(self) -> ActionRequest:
         return Shutdown(interrupt=self.interrupt)
 
 
 class CompactAction(_Action):
     type: Literal["compact"]
-    instructions: Annotated[str, says("must be a string")] = absent()
+    instructions: Annotated[str, Says("must be a string")] = absent()
 
+    @property
     def request(self) -> ActionRequest:
         return Compact(instructions=self.instructions)
 
@@ -338,7 +322,7 @@ class MessageAction(_Action):
 
     type: Literal["message"]
     message: NonBlank = Field(description="Static text, never interpolated.")
-    send_as: Annotated[SendAs, says('must be "custom" or "user"')] = Field("custom", alias="sendAs")
+    send_as: Annotated[SendAs, Says('must be "custom" or "user"')] = Field("custom", alias="sendAs")
     delivery: Annotated[Delivery, Wrap(_delivery)]
     trigger_turn: Annotated[bool, Wrap(_trigger_turn)] = Field(False, alias="triggerTurn")
     MISSING: ClassVar[Mapping[str, str]] = {
@@ -347,6 +331,7 @@ class MessageAction(_Action):
         "delivery": "is required: steer, followUp or nextTurn",
     }
 
+    @property
     def request(self) -> ActionRequest:
         return Message(self.message, self.delivery, self.send_as, self.trigger_turn)
 
@@ -371,6 +356,7 @@ class EmitCustomEventAction(_Action):
         "name": "is required: the custom event's name",
     }
 
+    @property
     def request(self) -> ActionRequest:
         if "data" not in self.model_fields_set:
             return EmitCustomEvent(self.name)
@@ -393,9 +379,9 @@ ACTION_KEYS: dict[str, tuple[str, ...]] = {kind: m.keys() for kind, m in ACTION_
 assert tuple(ACTION_MODELS) == ACTION_TYPES
 
 
-def validate_action(value: object, event: str | None) -> _Action:
-    """The Action a Hook of `event` owns (None: the Hook's event is itself invalid, and every
-    outcome is possible); `ValidationError` with every problem, placed below the action."""
+def _hook_action(value: Any, handler: Handler, info: ValidationInfo) -> _Action:
+    """The Action a Hook owns, checked against the Hook's event (every outcome is possible when
+    the event is itself invalid)."""
     if not isinstance(value, dict):
         fail([((), problem("must be an object with a `type`"))])
     kind = value.get("type")
@@ -404,17 +390,15 @@ def validate_action(value: object, event: str | None) -> _Action:
         if "type" not in value:
             fail([(("type",), problem(f"is required; {one_of}"))])
         fail([(("type",), problem(f"{json.dumps(kind)} is not an Action type; {one_of}"))])
-    return ACTION_MODELS[kind].model_validate(value, context={"event": event})
+    return ACTION_MODELS[kind].model_validate(value, context={"event": info.data.get("event")})
 
 
-def _hook_action(value: Any, handler: Handler, info: ValidationInfo) -> _Action:
-    return validate_action(value, info.data.get("event"))
-
-
+# An Action as its Hook owns it: the selector (`outcome`, `code`) and the `request` it becomes.
+OwnedAction = Union[  # noqa: UP007 - a runtime value, read by pydantic
+    InterruptAction, ShutdownAction, CompactAction, MessageAction, EmitCustomEventAction
+]
 Action = Annotated[
-    Union[  # noqa: UP007
-        InterruptAction, ShutdownAction, CompactAction, MessageAction, EmitCustomEventAction
-    ],
+    OwnedAction,
     Field(
         discriminator="type",
         description="The owned Action; selected against the owner's own outcome and code, "
@@ -422,15 +406,3 @@ Action = Annotated[
     ),
     Wrap(_hook_action),
 ]
-
-
-def parse_action(
-    value: object, spec: EventSpec | None, path: str
-) -> tuple[OwnedAction | None, Problems]:
-    """Validate one `action` object owned by a Hook of event `spec` (None when the Hook's event
-    is itself invalid). Returns `(action or None, problems)` with every problem found, each
-    with its JSON path."""
-    try:
-        return validate_action(value, spec.name if spec else None).owned(), []
-    except ValidationError as exc:
-        return None, [(json_path(e["loc"], path), e["msg"]) for e in exc.errors()]

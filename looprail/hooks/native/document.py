@@ -1,7 +1,8 @@
 """The hooks.json document as pydantic models: the one declaration of the format. They are the
-reader looprail runs (`parsing.validate_hooks_document` turns what they accept into Hooks and
-Presets), each rule words its own problem for people (`_model`), and the JSON Schema is
-generated from them (`looprail schema hooks`, `hooks_json_schema()`).
+reader looprail runs (`parsing.validate_hooks_document` names each entry they accept: a
+`models.NativeHook` or `Preset` holds it as validated), each problem is worded for people
+(`_model`, `hooks_words`), and the JSON Schema is generated from them (`looprail schema
+hooks`, `hooks_json_schema()`).
 
 What a JSON Schema cannot state is listed in `SCHEMA_CANNOT_SAY` and fails with the error type
 `schema_cannot_say`. The cross-field rules appear in the schema through each model's
@@ -12,13 +13,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import ConfigDict, Field, ValidationInfo
 from pydantic import WrapValidator as Wrap
 from pydantic.json_schema import JsonDict, JsonValue
-from pydantic_core import PydanticCustomError
+from pydantic_core import ErrorDetails, PydanticCustomError
 from pydantic_core.core_schema import ValidatorFunctionWrapHandler as Handler
 
 from looprail.hooks.native._model import (
@@ -27,14 +28,14 @@ from looprail.hooks.native._model import (
     Doc,
     Failure,
     Loc,
+    Says,
     absent,
     as_list,
     cannot_say,
     fail,
     problem,
-    says,
 )
-from looprail.hooks.native.actions import Action, is_json_number
+from looprail.hooks.native.actions import ACTION_MODELS, Action, is_json_number
 from looprail.hooks.native.events import (
     EVENT_NAMES,
     EVENTS,
@@ -44,10 +45,11 @@ from looprail.hooks.native.events import (
     unknown_event_message,
 )
 from looprail.hooks.native.filters import compile_pattern
-from looprail.hooks.native.models import DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS
 
 __all__ = ["SCHEMA_CANNOT_SAY", "HookEntry", "HooksDocument", "PresetEntry", "hooks_json_schema"]
 
+DEFAULT_TIMEOUT_MS = 5000
+MAX_TIMEOUT_MS = 3_600_000
 SECTION_RE = re.compile(r"^[^/]+/[^/]+$")
 # A Preset member: `local/name` or `owner/repo/name` (docs/native-hooks.md, Presets).
 REF_RE = re.compile(r"^local/[^/\x00]+$|^(?!local/)[A-Za-z0-9._-]+/[A-Za-z0-9._-]+/[^/\x00]+$")
@@ -56,7 +58,7 @@ FORBIDDEN_NAMES = ("__proto__", "constructor", "prototype")
 ENTRY_NAME = rf"^(?!(?:{'|'.join(FORBIDDEN_NAMES)})$)[^/\x00]+$"
 BLOCK_EVENTS: list[JsonValue] = [name for name, spec in EVENTS.items() if spec.failure == "block"]
 _KEY_HINTS = {"timeout": "timeoutMs", "hook": "event", "command": "shell"}
-IS_BOOL = says("must be true or false")
+IS_BOOL = Says("must be true or false")
 DESCRIPTION = "is required and must be a string"
 
 Scalar = Union[str, int, float, bool, None]  # noqa: UP007 - a runtime value, read by pydantic
@@ -194,7 +196,7 @@ _READING_ORDER = [
     "timeoutMs",
     "maxSelections",
 ]
-ShellString = Annotated[str, says("must be a string (a /bin/sh command)")]
+ShellString = Annotated[str, Says("must be a string (a /bin/sh command)")]
 
 
 class HookEntry(Doc):
@@ -202,23 +204,24 @@ class HookEntry(Doc):
 
     model_config = ConfigDict(json_schema_extra=_hook_rules)
 
-    description: Annotated[str, says(DESCRIPTION)]
-    event: Annotated[EventName, says(unknown_event_message)]
+    description: Annotated[str, Says(DESCRIPTION)]
+    event: Annotated[EventName, Says(unknown_event_message)]
     filter: Annotated[dict[str, FilterValue], Wrap(_filter)] = absent(
         description="ANDed fields of the event candidate; strings are regular expressions, "
         "other scalars match exactly, arrays are any-of."
     )
     when: ShellString = absent(description="Precondition /bin/sh command.")
-    shell: ShellString = absent(
+    shell: ShellString = Field(
+        "true",
         description="/bin/sh command: exit 0 passes, anything else is the event's failure "
-        'kind. Omitted: the canonical "true".'
+        'kind. Omitted: the canonical "true".',
     )
     action: Action = absent()
     default: Annotated[bool, IS_BOOL] = True
-    timeout_ms: Annotated[int, says(f"must be an integer from 1 to {MAX_TIMEOUT_MS}")] = Field(
+    timeout_ms: Annotated[int, Says(f"must be an integer from 1 to {MAX_TIMEOUT_MS}")] = Field(
         DEFAULT_TIMEOUT_MS, ge=1, le=MAX_TIMEOUT_MS, alias="timeoutMs"
     )
-    max_selections: Annotated[int, says("must be a positive integer")] = absent(
+    max_selections: Annotated[int, Says("must be a positive integer")] = absent(
         ge=1,
         alias="maxSelections",
         description="Loop guard: the Action is selected at most this many times per run.",
@@ -264,7 +267,7 @@ class HookEntry(Doc):
 class PresetEntry(Doc):
     """A Preset: enables the listed Hooks together."""
 
-    description: Annotated[str, says(DESCRIPTION)]
+    description: Annotated[str, Says(DESCRIPTION)]
     preset: Annotated[
         list[Annotated[str, Field(pattern=REF_RE.pattern)]],
         _unique_list(
@@ -294,8 +297,11 @@ def _entry(value: Any, handler: Handler, info: ValidationInfo) -> HookEntry | Pr
     """An entry with `preset` is a Preset, any other a Hook."""
     if not isinstance(value, dict):
         fail([((), problem("must be an object (a Hook or a Preset)"))])
-    model = PresetEntry if "preset" in value else HookEntry
-    return model.model_validate(value, context=info.context)
+    return _entry_model(value).model_validate(value, context=info.context)
+
+
+def _entry_model(entry: dict[str, object]) -> type[HookEntry | PresetEntry]:
+    return PresetEntry if "preset" in entry else HookEntry
 
 
 def _entry_name(value: Any, handler: Handler) -> Any:
@@ -355,7 +361,7 @@ class HooksDocument(Doc):
     )
     __pydantic_extra__: dict[str, Section] = Field(init=False)
 
-    schema_: Annotated[str, says("must be a string")] = absent(alias="$schema")
+    schema_: Annotated[str, Says("must be a string")] = absent(alias="$schema")
     repos: Annotated[
         list[Annotated[str, Field(pattern=SECTION_RE.pattern)]],
         _unique_list(
@@ -370,7 +376,6 @@ class HooksDocument(Doc):
             json_schema_extra=_unique_items_no_default,
         ),
     ]
-    NOT_AN_OBJECT: ClassVar[str] = "top level is not a JSON object"
 
     def sections(self) -> dict[str, dict[str, HookEntry | PresetEntry]]:
         """The Sections, in file order."""
@@ -391,8 +396,6 @@ class HooksDocument(Doc):
         for loc, error in failures:
             if loc[:1] in bad or (loc[:2] in bad_entries and loc[2:] != ("[key]",)):
                 continue
-            if len(loc) == 1 and loc[0] not in ("$schema", "repos"):
-                error = problem(f"section {json.dumps(loc[0])} must be an object of named entries")
             kept.append((loc, error))
         order = {key: i for i, key in enumerate(value)} | {"$schema": -2, "repos": -1}
         kept.sort(key=lambda f: (order[str(f[0][0])] if f[0] else -3, len(f[0]) > 1))
@@ -429,6 +432,41 @@ class HooksDocument(Doc):
             ((*ref.rsplit("/", 1), "preset", i), cannot_say(NESTED.format(json.dumps(member))))
             for ref, i, member in nested_presets(presets)
         ]
+
+
+def hooks_words(document: object) -> Callable[[Loc, ErrorDetails], tuple[Loc, str | None]]:
+    """The words of a problem pydantic found in `document`, for `manifest.pydantic_issues`:
+    a rule's own, the document's, or the member's (`Doc.reason` of the model holding it)."""
+
+    def words(loc: Loc, err: ErrorDetails) -> tuple[Loc, str | None]:
+        if err["type"] in ("looprail", "schema_cannot_say"):
+            return loc, err["msg"]  # a rule's own words
+        if not loc:
+            return loc, "top level is not a JSON object"
+        if len(loc) == 1 and loc[0] not in ("$schema", "repos"):
+            return loc, f"section {json.dumps(loc[0])} must be an object of named entries"
+        *parent, key = loc
+        holder: Any = document
+        for step in parent:
+            holder = holder.get(step) if isinstance(holder, dict) else None
+        model = _holder(parent, holder)
+        value = holder.get(key) if isinstance(holder, dict) else None
+        return loc, model.reason(key, err["type"], value) if model is not None else None
+
+    return words
+
+
+def _holder(parent: list[str | int], value: object) -> type[Doc] | None:
+    """The model of the object at `parent` (`value`, as written): the document, an entry, or
+    an entry's Action."""
+    if not isinstance(value, dict):
+        return None
+    if not parent:
+        return HooksDocument
+    if len(parent) == 2:
+        return _entry_model(value)
+    kind = value.get("type")
+    return ACTION_MODELS.get(kind) if parent[2:] == ["action"] and isinstance(kind, str) else None
 
 
 SCHEMA_URI = "https://json-schema.org/draft/2020-12/schema"

@@ -185,7 +185,7 @@ class NativeHookEngine:
         return self._hooks
 
     def has_hooks(self, event: str) -> bool:
-        return any(h.event == event for h in self._hooks)
+        return any(h.entry.event == event for h in self._hooks)
 
     def selections(self, hook_ref: str) -> int:
         """How many times this run selected the Action of `hook_ref` so far."""
@@ -196,7 +196,7 @@ class NativeHookEngine:
         """How many hooks of `event` pass their filter for `candidate`: the hooks an evaluation
         will start (a `when` may still skip one). A filter that cannot be evaluated counts (the
         evaluation fails closed on it)."""
-        hooks = [h for h in self._hooks if h.event == event]
+        hooks = [h for h in self._hooks if h.entry.event == event]
         if not hooks:
             return 0
         payload = _snapshot(candidate)
@@ -205,7 +205,7 @@ class NativeHookEngine:
         count = 0
         for hook in hooks:
             try:
-                count += bool(filter_matches(hook.filter, payload, exact_keys=exact))
+                count += bool(filter_matches(hook.entry.filter, payload, exact_keys=exact))
             except Exception:
                 count += 1
         return count
@@ -234,7 +234,7 @@ class NativeHookEngine:
         native_event: str,
         origin: NativeHookResult | None,
     ) -> EventEvaluation:
-        hooks = [h for h in self._hooks if h.event == spec.name]
+        hooks = [h for h in self._hooks if h.entry.event == spec.name]
         if not hooks:
             return EventEvaluation(spec.name, "pass", origin_ref=_ref_of(origin))
         invocations, errors = self._run_all(hooks, spec, payload, shell_env, origin)
@@ -250,8 +250,9 @@ class NativeHookEngine:
             results.append(result)
             rows.extend(_rows(result))
             if result.action_selected:
-                assert invocation.hook.action is not None
-                request = invocation.hook.action.request
+                action = invocation.hook.entry.action
+                assert action is not None
+                request = action.request
                 ref, origin_ref = result.hook_ref, result.origin_ref
                 effects.append(
                     Effect(ref, result.invocation_id, native_event, spec.name, request, origin_ref)
@@ -291,7 +292,7 @@ class NativeHookEngine:
         errors: list[str] = []
         for hook in hooks:
             try:
-                if not filter_matches(hook.filter, payload, exact_keys=exact):
+                if not filter_matches(hook.entry.filter, payload, exact_keys=exact):
                     continue
                 invocation = self._invoke(hook, spec, env, origin)
             except Exception as exc:  # a broken hook has no result; its siblings still run
@@ -309,10 +310,11 @@ class NativeHookEngine:
         origin: NativeHookResult | None,
     ) -> _Invocation | None:
         invocation_id = str(uuid.uuid4())  # shared by `when` and `shell`
+        entry = hook.entry
         env = {
             **env,
             "LOOPRAIL_HOOK_REF": hook.ref,
-            "LOOPRAIL_HOOK_EVENT": hook.event,
+            "LOOPRAIL_HOOK_EVENT": entry.event,
             "LOOPRAIL_HOOK_INVOCATION_ID": invocation_id,
             "LOOPRAIL_CWD": str(self._cwd),
             "PWD": str(self._cwd),
@@ -323,7 +325,7 @@ class NativeHookEngine:
         def result(run: ShellRun, during: Literal["when", "shell"] | None) -> NativeHookResult:
             return NativeHookResult(
                 hook_ref=hook.ref,
-                event=hook.event,
+                event=entry.event,
                 invocation_id=invocation_id,
                 outcome="pass" if run.passed else spec.failure,
                 code=run.code,
@@ -332,30 +334,31 @@ class NativeHookEngine:
                 failed_during=None if run.passed else during,
                 detail=run.detail,
                 stderr_tail=run.stderr_tail,
-                action_type=hook.action.type if hook.action else None,
+                action_type=entry.action.type if entry.action else None,
                 origin_ref=_ref_of(origin),
                 origin_outcome=origin.outcome if origin else None,
             )
 
         started_at = time.monotonic()  # a passing `when` counts toward the hook's duration
-        if hook.when is not None:
-            when = run_hook_shell(hook.when, env=env, cwd=self._cwd, timeout_ms=hook.timeout_ms)
+        if entry.when is not None:
+            when = run_hook_shell(entry.when, env=env, cwd=self._cwd, timeout_ms=entry.timeout_ms)
             if when.code is None:  # could not run the precondition: fail closed
                 return _Invocation(hook, result(when, "when"))
             if not when.passed:
                 return None  # an ordinary false precondition: the hook does not apply
-        shell = run_hook_shell(hook.shell, env=env, cwd=self._cwd, timeout_ms=hook.timeout_ms)
+        shell = run_hook_shell(entry.shell, env=env, cwd=self._cwd, timeout_ms=entry.timeout_ms)
         return _Invocation(hook, result(shell, "shell"))
 
     def _select(self, invocation: _Invocation) -> NativeHookResult:
         """Consider the owned Action against the owner's own outcome and code; apply the
         per-run loop guard."""
         hook, result = invocation.hook, invocation.result
-        if hook.action is None or not hook.action.selects(result.outcome, result.code):
+        action, limit = hook.entry.action, hook.entry.max_selections
+        if action is None or not action.selects(result.outcome, result.code):
             return result
         with self._lock:
             count = self._selections.get(hook.ref, 0)
-            if hook.max_selections is not None and count >= hook.max_selections:
+            if limit is not None and count >= limit:
                 return replace(result, guarded=True)
             if self._on_select is not None:
                 self._on_select(hook, count + 1)  # persisted before it counts or is delivered

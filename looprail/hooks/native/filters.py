@@ -21,8 +21,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 FilterScalar = str | int | float | bool | None
-FilterValue = FilterScalar | tuple[FilterScalar, ...]
-Filter = tuple[tuple[str, FilterValue], ...]
 
 
 class _Missing:
@@ -85,7 +83,7 @@ def _match_value(expected: FilterScalar, actual: Any) -> bool:
 
 
 def filter_matches(
-    filter_: Filter | Mapping[str, Any] | None,
+    filter_: Mapping[str, Any] | None,
     candidate: Mapping[str, Any],
     *,
     exact_keys: frozenset[str] = frozenset(),
@@ -95,8 +93,7 @@ def filter_matches(
     pattern that was never validated."""
     if not filter_:
         return True
-    items = filter_.items() if isinstance(filter_, Mapping) else filter_
-    for key, expected in items:
+    for key, expected in filter_.items():
         actual = resolve_field(candidate, key)
         members = expected if isinstance(expected, (list, tuple)) else (expected,)
         if key in exact_keys:

@@ -65,20 +65,20 @@ def enabled_hook_set(
     chosen = set(enabled) if enabled is not None else None
     hooks: dict[str, NativeHook] = {}
     via: dict[str, str] = {}
-    for entry in catalog:
-        on = entry.default if chosen is None else entry.ref in chosen
+    for item in catalog:
+        on = item.entry.default if chosen is None else item.ref in chosen
         if not on:
             continue
-        if isinstance(entry, NativeHook):
-            if entry.ref not in hooks:
-                hooks[entry.ref] = entry
-                via[entry.ref] = "default" if chosen is None else "enabled"
+        if isinstance(item, NativeHook):
+            if item.ref not in hooks:
+                hooks[item.ref] = item
+                via[item.ref] = "default" if chosen is None else "enabled"
             continue
-        for ref in entry.refs:
+        for ref in item.entry.preset:
             target = by_ref.get(ref)
             if isinstance(target, NativeHook) and ref not in hooks:
                 hooks[ref] = target
-                via[ref] = entry.ref
+                via[ref] = item.ref
     return tuple(hooks.values()), via
 
 

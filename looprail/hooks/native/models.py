@@ -1,65 +1,50 @@
-"""Native hooks files: the models (a Hook, a Preset, a file, the enabled set) and their limits."""
+"""Native hooks files as loaded: a named Hook or Preset (its validated `document` entry and where
+it was found), a file, the enabled set, and the limits of a file."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import ClassVar, Generic, Literal, TypeVar
 
 from looprail.errors import Issue
-from looprail.hooks.native.actions import OwnedAction
-from looprail.hooks.native.filters import Filter
+from looprail.hooks.native.document import HookEntry, PresetEntry
 
 Scope = Literal["global", "project"]
 FileStatus = Literal["missing", "valid", "invalid", "untrusted"]
 
-DEFAULT_TIMEOUT_MS = 5000
-MAX_TIMEOUT_MS = 3_600_000
 MAX_FILE_BYTES = 1 << 20
 MAX_JSON_DEPTH = 64
+E = TypeVar("E", HookEntry, PresetEntry)
 
 
 @dataclass(frozen=True)
-class NativeHook:
-    """One Hook as configured. `shell` omitted in the file is the canonical `"true"`."""
+class Named(Generic[E]):
+    """An entry of a hooks file as validated (`entry`, the one declaration of its members),
+    with where it was found: `section`/`name` in the file of `scope`."""
+
+    section: str
+    name: str
+    entry: E
+    scope: Scope = "global"
+    file: Path | None = None
+
+    @property
+    def ref(self) -> str:
+        return f"{self.section}/{self.name}"
+
+
+class NativeHook(Named[HookEntry]):
+    """One Hook as configured (`entry.shell` omitted in the file is the canonical `"true"`)."""
 
     kind: ClassVar[str] = "hook"
-    section: str
-    name: str
-    description: str
-    event: str
-    shell: str = "true"
-    when: str | None = None
-    filter: Filter = ()
-    action: OwnedAction | None = None
-    default: bool = True
-    timeout_ms: int = DEFAULT_TIMEOUT_MS
-    max_selections: int | None = None
-    scope: Scope = "global"
-    file: Path | None = None
-
-    @property
-    def ref(self) -> str:
-        return f"{self.section}/{self.name}"
 
 
-@dataclass(frozen=True)
-class Preset:
-    """A named list of Hook references enabled together."""
+class Preset(Named[PresetEntry]):
+    """A named list of Hook references (`entry.preset`) enabled together."""
 
     kind: ClassVar[str] = "preset"
-    section: str
-    name: str
-    description: str
-    refs: tuple[str, ...]
-    default: bool = True
-    scope: Scope = "global"
-    file: Path | None = None
-
-    @property
-    def ref(self) -> str:
-        return f"{self.section}/{self.name}"
 
 
 CatalogEntry = NativeHook | Preset
@@ -99,7 +84,7 @@ class NativeHookSet:
     warnings: tuple[str, ...] = ()
 
     def for_event(self, event: str) -> tuple[NativeHook, ...]:
-        return tuple(h for h in self.hooks if h.event == event)
+        return tuple(h for h in self.hooks if h.entry.event == event)
 
     def entry(self, ref: str) -> CatalogEntry | None:
         return next((e for e in self.catalog if e.ref == ref), None)

@@ -17,6 +17,7 @@ from looprail.hooks.native.document import (
     HooksDocument,
     PresetEntry,
     declared_repos,
+    hooks_words,
     nested_presets,
 )
 from looprail.hooks.native.models import (
@@ -89,7 +90,9 @@ def validate_hooks_document(data: object, *, file: str | Path, scope: Scope) -> 
     try:
         document = HooksDocument.model_validate(data, context={"scope": scope})
     except ValidationError as exc:
-        issues = tuple(Issue(str(path), json_path(e["loc"]), e["msg"]) for e in exc.errors())
+        from looprail.hooks.manifest import pydantic_issues  # only for a bad file: it is heavy
+
+        issues = tuple(pydantic_issues(exc, str(path), hooks_words(data)))
         repos = declared_repos(data) if isinstance(data, dict) else ()
         return HooksFile(path, scope, "invalid", issues=issues, repos=repos)
     entries = tuple(
@@ -104,34 +107,15 @@ def _entry(
     section: str, name: str, entry: HookEntry | PresetEntry, scope: Scope, path: Path
 ) -> CatalogEntry:
     if isinstance(entry, PresetEntry):
-        return Preset(
-            section, name, entry.description, tuple(entry.preset), entry.default, scope, path
-        )
-    return NativeHook(
-        section=section,
-        name=name,
-        description=entry.description,
-        event=entry.event,
-        shell="true" if entry.shell is None else entry.shell,
-        when=entry.when,
-        filter=tuple(
-            (key, tuple(value) if isinstance(value, list) else value)
-            for key, value in (entry.filter or {}).items()
-        ),
-        action=entry.action.owned() if entry.action is not None else None,
-        default=entry.default,
-        timeout_ms=entry.timeout_ms,
-        max_selections=entry.max_selections,
-        scope=scope,
-        file=path,
-    )
+        return Preset(section, name, entry, scope, path)
+    return NativeHook(section, name, entry, scope, path)
 
 
 def _nesting_issues(catalog: tuple[CatalogEntry, ...]) -> list[Issue]:
     """A Preset member that is itself a Preset (`document.nested_presets`), across files."""
     presets = {e.ref: e for e in catalog if isinstance(e, Preset)}
     issues = []
-    for ref, i, member in nested_presets({r: p.refs for r, p in presets.items()}):
+    for ref, i, member in nested_presets({r: p.entry.preset for r, p in presets.items()}):
         preset = presets[ref]
         where = json_path((preset.section, preset.name, "preset", i))
         issues.append(Issue(str(preset.file), where, NESTED.format(json.dumps(member))))

@@ -14,7 +14,6 @@ from looprail.hooks.native.actions import (
     Interrupt,
     Message,
     Shutdown,
-    parse_action,
 )
 from looprail.hooks.native.events import EVENTS
 from looprail.hooks.native.parsing import validate_hooks_document
@@ -24,15 +23,21 @@ def validate(doc):
     return validate_hooks_document(doc, file="hooks.json", scope="global")
 
 
+def validate_action(action, event):
+    """The Action as a Hook of `event` owns it: the Hook alone in a file."""
+    assert event in EVENTS
+    return validate({"local": {"h": {"description": "d", "event": event, "action": action}}})
+
+
 def action_problems(action, event="task_call"):
-    _, problems = parse_action(action, EVENTS[event], "$.action")
-    return problems
+    issues = validate_action(action, event).issues
+    return [(i.path.replace("$.local.h.", "$.", 1), i.reason) for i in issues]
 
 
 def parsed(action, event="task_call"):
-    result, problems = parse_action(action, EVENTS[event], "$.action")
-    assert problems == [], problems
-    return result
+    result = validate_action(action, event)
+    assert result.issues == (), result.issues
+    return result.hooks[0].entry.action
 
 
 # --------------------------------------------------------------------------- seed documents
@@ -131,14 +136,13 @@ def test_seed_valid_examples_are_valid(text):
 def test_seed_block_message_example_parses_to_its_request():
     result = validate(json.loads(SEED_VALID[0]))
     (hook,) = result.hooks
-    assert hook.action.outcomes == ("block",)
-    assert hook.action.codes == (1,)
-    assert hook.action.request == Message(
+    assert (hook.entry.action.outcome, hook.entry.action.code) == ("block", 1)
+    assert hook.entry.action.request == Message(
         message="A dotenv write was blocked by HooKit.", delivery="followUp", send_as="custom"
     )
     user = validate(json.loads(SEED_VALID[1])).hooks[0]
-    assert user.shell == "true"  # an action-only Hook is the canonical "true" Hook
-    assert user.action.request.send_as == "user"
+    assert user.entry.shell == "true"  # an action-only Hook is the canonical "true" Hook
+    assert user.entry.action.request.send_as == "user"
 
 
 @pytest.mark.parametrize(("text", "paths"), SEED_INVALID)
@@ -191,8 +195,7 @@ def test_seed_field_table_examples():
         },
         "task_result",
     )
-    assert action.outcomes == ("pass", "report")
-    assert action.codes == (1, None)
+    assert (action.outcome, action.code) == (["pass", "report"], [1, None])
     assert action.request.data == {"source": "HooKit"}
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from looprail.hooks.native.document import hooks_json_schema
 from looprail.hooks.native.events import EVENT_NAMES, EVENTS, task_candidate
@@ -62,15 +63,17 @@ def test_a_valid_hook_becomes_a_typed_immutable_model():
     (lint,) = result.hooks
     assert isinstance(lint, NativeHook)
     assert lint.ref == "local/lint"
-    assert lint.filter == (("phase", "^0[1-3]$"), ("wave", (1, 2)))
-    assert (lint.when, lint.shell, lint.timeout_ms, lint.default) == (
+    assert lint.entry.filter == {"phase": "^0[1-3]$", "wave": [1, 2]}
+    assert (lint.entry.when, lint.entry.shell, lint.entry.timeout_ms, lint.entry.default) == (
         "test -f Makefile",
         "make lint",
         20000,
         True,
     )
     with pytest.raises(AttributeError):
-        lint.shell = "rm -rf /"  # type: ignore[misc]
+        lint.entry = lint.entry  # type: ignore[misc]
+    with pytest.raises(ValidationError, match="frozen"):
+        lint.entry.shell = "rm -rf /"  # type: ignore[misc]
 
 
 def test_description_and_event_are_required_and_unknown_events_list_the_supported_ones():
@@ -348,7 +351,7 @@ def test_project_entry_replaces_global_entry_whole_and_keeps_its_position(layout
     hooks = load_native_hooks(project, trusted=True, home=home)
     assert [h.ref for h in hooks.hooks] == ["local/first", "local/second", "local/third"]
     first = hooks.hooks[0]
-    assert (first.scope, first.event, first.when, first.shell) == (
+    assert (first.scope, first.entry.event, first.entry.when, first.entry.shell) == (
         "project",
         "plan:pre",
         None,

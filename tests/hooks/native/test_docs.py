@@ -37,5 +37,5 @@ def test_the_doc_shows_every_event_and_action():
         if kind == "valid"
         for h in validate_hooks_document(json.loads(text), file="doc", scope="project").hooks
     ]
-    assert {h.event for h in hooks} == set(EVENT_NAMES)
-    assert {h.action.type for h in hooks if h.action} == set(ACTION_TYPES)
+    assert {h.entry.event for h in hooks} == set(EVENT_NAMES)
+    assert {h.entry.action.type for h in hooks if h.entry.action} == set(ACTION_TYPES)

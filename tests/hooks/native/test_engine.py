@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from looprail.hooks.native.actions import Compact, EmitCustomEvent, Interrupt, Message, Shutdown
+from looprail.hooks.native.document import HookEntry
 from looprail.hooks.native.engine import Effect, EffectSink, NativeHookEngine
 from looprail.hooks.native.events import (
     loop_settled_candidate,
@@ -222,9 +223,10 @@ def test_spawn_failure_fails_closed_without_a_hook_row(tmp_path):
 
 
 def test_nul_byte_in_a_command_is_a_spawn_failure_not_a_crash(tmp_path):
-    hook = NativeHook(
-        section="local", name="nul", description="d", event="task_call", shell="echo a\x00b"
+    entry = HookEntry.model_validate(
+        {"description": "d", "event": "task_call", "shell": "echo a\x00b"}
     )
+    hook = NativeHook(section="local", name="nul", entry=entry)
     evaluation = NativeHookEngine([hook], cwd=tmp_path).evaluate("task_call", task())
     assert (evaluation.outcome, evaluation.results[0].code, evaluation.errors) == (
         "block",
@@ -344,15 +346,13 @@ def test_null_values_leave_variables_unset(tmp_path):
 
 
 def test_a_crashing_hook_has_no_result_siblings_run_and_the_event_fails_closed(tmp_path):
-    broken = NativeHook(
-        section="local",
-        name="broken",
-        description="d",
-        event="task_call",
-        filter=(("name", "["),),
-        action=None,
+    # a filter the reader would refuse, so built without validation
+    bad_filter = HookEntry.model_construct(description="d", event="task_call", filter={"name": "["})
+    broken = NativeHook(section="local", name="broken", entry=bad_filter)
+    fine_entry = HookEntry.model_validate(
+        {"description": "d", "event": "task_call", "shell": "true"}
     )
-    fine = NativeHook(section="local", name="fine", description="d", event="task_call")
+    fine = NativeHook(section="local", name="fine", entry=fine_entry)
     evaluation = NativeHookEngine([broken, fine], cwd=tmp_path).evaluate("task_call", task())
     assert [r.hook_ref for r in evaluation.results] == ["local/fine"]
     assert evaluation.outcome == "block"

@@ -312,7 +312,7 @@ def test_engine_continues_journaled_counts_and_persists_each_selection_first(tmp
     engine = _guarded_engine(
         tmp_path,
         selections={"local/nudge": 1},
-        on_select=lambda hook, n: persisted.append((hook.ref, n, hook.max_selections)),
+        on_select=lambda hook, n: persisted.append((hook.ref, n, hook.entry.max_selections)),
     )
     assert [_selected(engine) for _ in range(3)] == [True, False, False]
     assert persisted == [("local/nudge", 2, 2)]
