@@ -14,7 +14,17 @@ from pydantic.alias_generators import to_camel
 
 Flavor = Literal["gsd", "msd", "ferrox"]
 RequestKind = Literal[
-    "skill", "agent", "command", "query", "verdict", "phase", "task", "message", "compact"
+    "skill",
+    "agent",
+    "command",
+    "query",
+    "verdict",
+    "phase",
+    "task",
+    "message",
+    "compact",
+    "context",  # a contribution's fragment was queued for a role (the runtime may ignore it)
+    "host",  # `<host tool> <words>`, for the gates the host's workflow answers directly
 ]
 
 PROTOCOL_VERSION = 1
