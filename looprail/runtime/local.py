@@ -256,8 +256,8 @@ class LocalRuntime(BaseRuntime):
         env: Mapping[str, str] | None = None,
     ) -> Outcome:
         # a call of the host tool is bounded as a query check is
-        kind = "query" if request.kind == "host" else request.kind
-        timeout_s = ctx.timeout_s or self.timeouts.for_kind(kind)
+        bound = "query" if request.kind == "host" else request.kind
+        timeout_s = ctx.timeout_s or self.timeouts.for_kind(bound)
         log = self._log_file(request)
         tee = OutputTee(
             combined=log,
@@ -287,7 +287,7 @@ class LocalRuntime(BaseRuntime):
                 update["detail"] = f"{outcome.detail} (log: {rel})"
             outcome = outcome.model_copy(update=update)
         # A check that exited 0 must have printed a verdict (named as what ran).
-        return require_verdict(outcome, label) if kind in ("query", "verdict") else outcome
+        return require_verdict(outcome, label) if request.kind in ("query", "verdict") else outcome
 
     def _log_file(self, request: Request) -> Path | None:
         if self.transcripts is None:
