@@ -28,7 +28,7 @@ from looprail.layout import (
 from looprail.runtime.agents import ADAPTERS
 from looprail.runtime.git import git, git_program, is_git_repo
 from looprail.runtime.interactive import shown_argv, terminal_problem
-from looprail.runtime.local import LocalRuntime
+from looprail.runtime.local import missing_executable
 from looprail.runtime.process import find_program, run_bounded
 from looprail.runtime.registry import agent_name, available
 from looprail.settings import looprail_settings
@@ -220,8 +220,7 @@ def _runtime_checks(project: Path, config, name: str) -> list[Check]:
         return _adapter_checks(project, config, name)
     if name != "local":
         return [Check(status="ok", message=f"{name}: a registered runtime (nothing to check)")]
-    local = LocalRuntime(project)
-    missing = [why for role in ROLES if (why := local.missing(AGENTS_DIR, role))]
+    missing = [why for role in ROLES if (why := missing_executable(project, AGENTS_DIR, role))]
     if not missing:
         return [
             Check(

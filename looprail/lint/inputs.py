@@ -13,7 +13,7 @@ from looprail.errors import LooprailError, PlanError
 from looprail.fsutil import project_folder
 from looprail.layout import PLANNING_DIR
 from looprail.plans import compute_waves, find_phase, list_phases, load_phase
-from looprail.runtime.local import LocalRuntime
+from looprail.runtime.local import missing_executable
 from looprail.runtime.process import find_program
 from looprail.runtime.registry import agent_name, available
 from looprail.trust import load_compiled
@@ -77,7 +77,9 @@ class LintInput:
 def local_probe(project: Path, runtime_name: str = "local") -> Probe:
     """The probe of a runtime: what it would find. The local runtime runs the executables
     under `.looprail/`; any other resolves names itself and finds everything."""
-    missing = LocalRuntime(project).missing if runtime_name == "local" else _finds_all
+
+    def missing(folder: str, name: str) -> str | None:
+        return missing_executable(project, folder, name) if runtime_name == "local" else None
 
     def on_path(word: str) -> bool:
         return word in SHELL_BUILTINS or find_program(word) is not None
@@ -89,10 +91,6 @@ def local_probe(project: Path, runtime_name: str = "local") -> Probe:
         return find_program(binary) is not None
 
     return Probe(missing, on_path, runnable)
-
-
-def _finds_all(folder: str, name: str) -> None:
-    return None
 
 
 def _runtime_name(config: Mapping[str, object] | None) -> str:

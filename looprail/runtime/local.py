@@ -113,12 +113,6 @@ class LocalRuntime(BaseRuntime):
             self.transcripts = Transcripts(self.project)
         self.transcripts.run_id = run.run_id
 
-    def missing(self, folder: str | None, name: str) -> str | None:
-        """Why `.looprail/<folder>/<name>` would not run, or None (what `looprail doctor`
-        reports of the role executables)."""
-        found = self.locate(folder, name)
-        return found if isinstance(found, str) else None
-
     def __repr__(self) -> str:
         return f"LocalRuntime({str(self.project)!r}, host_tool={self.host_tool!r})"
 
@@ -138,7 +132,7 @@ class LocalRuntime(BaseRuntime):
             return self._run_executable(AGENTS_DIR, request.name, [], request, ctx, banner=True)
         if kind == "phase" and ctx.terminal:  # `run --interactive`: the role gets the terminal
             role = request.role or TASK_ROLE
-            found = self.locate(AGENTS_DIR, role)
+            found = locate(self.root, AGENTS_DIR, role)
             if isinstance(found, str):
                 return Outcome.failed(found)
             label = f"{LOOPRAIL_DIR}/{AGENTS_DIR}/{role}"
@@ -194,29 +188,6 @@ class LocalRuntime(BaseRuntime):
         request = request.model_copy(update={"project": str(self.project)})
         return request, ctx.model_copy(update={"project": self.project})
 
-    def locate(self, folder: str | None, name: str) -> Path | str:
-        """The executable `.looprail/<folder>/<name>`, or one line saying why there is none."""
-        where = f"{LOOPRAIL_DIR}/{folder}/" if folder else f"{LOOPRAIL_DIR}/"
-        label = f"{where}{name}"
-        if not _PLAIN_NAME.match(name) or ".." in name:
-            return (
-                f"refused name {escape_untrusted(name)!r} under {where}: "
-                'not a plain file name (no "/", "..", or leading "-" or ".")'
-            )
-        path = self.root / folder / name if folder else self.root / name
-        if not os.path.lexists(path):
-            return f"no executable {label}"
-        real = path.resolve()
-        if not real.is_relative_to(self.root.resolve()):
-            return f"{label} resolves outside {LOOPRAIL_DIR}/ (to {real}); refused"
-        if not real.exists():
-            return f"no executable {label} (dangling symlink)"
-        if not real.is_file():
-            return f"{label} is not a file"
-        if not os.access(real, os.X_OK):
-            return f"{label} is not executable (chmod +x {label})"
-        return real
-
     def _run_executable(
         self,
         folder: str | None,
@@ -227,7 +198,7 @@ class LocalRuntime(BaseRuntime):
         *,
         banner: bool = False,
     ) -> Outcome:
-        found = self.locate(folder, name)
+        found = locate(self.root, folder, name)
         if isinstance(found, str):
             return Outcome.failed(found)
         if banner:
@@ -319,6 +290,38 @@ class LocalRuntime(BaseRuntime):
             }
         )
         return env
+
+
+def locate(root: Path, folder: str | None, name: str) -> Path | str:
+    """The executable `<root>/<folder>/<name>` (`root` a project's `.looprail/`), or one line
+    saying why there is none."""
+    where = f"{LOOPRAIL_DIR}/{folder}/" if folder else f"{LOOPRAIL_DIR}/"
+    label = f"{where}{name}"
+    if not _PLAIN_NAME.match(name) or ".." in name:
+        return (
+            f"refused name {escape_untrusted(name)!r} under {where}: "
+            'not a plain file name (no "/", "..", or leading "-" or ".")'
+        )
+    path = root / folder / name if folder else root / name
+    if not os.path.lexists(path):
+        return f"no executable {label}"
+    real = path.resolve()
+    if not real.is_relative_to(root.resolve()):
+        return f"{label} resolves outside {LOOPRAIL_DIR}/ (to {real}); refused"
+    if not real.exists():
+        return f"no executable {label} (dangling symlink)"
+    if not real.is_file():
+        return f"{label} is not a file"
+    if not os.access(real, os.X_OK):
+        return f"{label} is not executable (chmod +x {label})"
+    return real
+
+
+def missing_executable(project: Path, folder: str | None, name: str) -> str | None:
+    """Why the local runtime could not run `.looprail/<folder>/<name>`, or None (what
+    `looprail lint` and `looprail doctor` report)."""
+    found = locate(Path(project).resolve() / LOOPRAIL_DIR, folder, name)
+    return found if isinstance(found, str) else None
 
 
 def resolve_host_tool(host: str, path: str | None = None) -> Path | str:
