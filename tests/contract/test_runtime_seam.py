@@ -95,5 +95,5 @@ def test_the_seam_is_handle_what_a_runtime_declares_and_the_run_hooks():
     """As httpx's transport is `handle_request` and `close`: the typed calls are functions over
     `handle` (`looprail.runtime.base`), and a runtime that subclasses `BaseRuntime` and
     declares nothing gets every default."""
-    assert DECLARED == {"handle", "describe", "begin_run", "end_run"}
+    assert {"handle", "describe", "begin_run", "end_run"} == DECLARED
     assert set(dir(BaseRuntime)) >= DECLARED
