@@ -28,8 +28,9 @@ from looprail.layout import (
 from looprail.runtime.agents import ADAPTERS
 from looprail.runtime.git import git, git_program, is_git_repo
 from looprail.runtime.interactive import shown_argv, terminal_problem
+from looprail.runtime.local import missing_executable
 from looprail.runtime.process import find_program, run_bounded
-from looprail.runtime.registry import RuntimeSettings, agent_name, available, create_runtime
+from looprail.runtime.registry import agent_name, available
 from looprail.settings import looprail_settings
 from looprail.textsafe import plural
 from looprail.trust.agents import effective_agent
@@ -219,8 +220,7 @@ def _runtime_checks(project: Path, config, name: str) -> list[Check]:
         return _adapter_checks(project, config, name)
     if name != "local":
         return [Check(status="ok", message=f"{name}: a registered runtime (nothing to check)")]
-    runtime = create_runtime(name, RuntimeSettings(project=project))
-    missing = [why for role in ROLES if (why := runtime.missing(AGENTS_DIR, role))]
+    missing = [why for role in ROLES if (why := missing_executable(project, AGENTS_DIR, role))]
     if not missing:
         return [
             Check(

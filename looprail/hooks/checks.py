@@ -4,19 +4,18 @@ Two types on purpose (the two-step gate contract): a `CheckError` means no verdi
 (malformed check, refused query, a runtime that failed or "could not look", unparseable output)
 and is routed by the gate's `onError`; a `Verdict` is read by its `block` against `blocking`.
 An unknown or malformed check is always an error, never a pass. Exactly one shape per check:
-`query` (grammar-checked here, then `runtime.run_query_check`), `predicate` (by kind,
+`query` (grammar-checked here, then `runtime.base.run_query_check`), `predicate` (by kind,
 `hooks.predicates`; the reference's kinds through the host tool when there is one) or
-`agentVerdict` (`runtime.ask_verdict`, advisory).
+`agentVerdict` (`runtime.base.ask_verdict`, advisory).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Protocol
 
 from pydantic import ValidationError
 
@@ -37,7 +36,16 @@ from looprail.hooks.predicates import evaluate_predicate_json as evaluate_predic
 from looprail.hostcall import UNKNOWN_REQ_IDS, predicate_args, predicate_flags
 from looprail.jsonload import json_type_name
 from looprail.runtime.base import EXIT_UNAVAILABLE as EXIT_UNAVAILABLE
-from looprail.runtime.base import DispatchContext, Outcome, verdict_problem
+from looprail.runtime.base import (
+    DispatchContext,
+    Outcome,
+    Runtime,
+    ask_verdict,
+    host_tool_for,
+    run_host,
+    run_query_check,
+    verdict_problem,
+)
 from looprail.runtime.process import escape_untrusted
 
 # `\Z`, not `$`: Python's `$` also matches before a trailing newline, and a newline is exactly
@@ -58,18 +66,6 @@ LEDGER_GATES = {("ship:pre", "broken-windows")}
 LEDGER_PATH = ".planning/WINDOWS.md"
 
 
-class CheckRuntime(Protocol):
-    """The `Runtime` methods a check needs (see `looprail.runtime.base.Runtime`)."""
-
-    def run_query_check(self, words: Sequence[str], ctx: DispatchContext) -> Outcome: ...
-
-    def ask_verdict(self, agent_verdict: Mapping[str, object], ctx: DispatchContext) -> Outcome: ...
-
-    def host_tool_for(self, ctx: DispatchContext) -> str | None: ...
-
-    def run_host(self, args: Sequence[str], ctx: DispatchContext) -> Outcome: ...
-
-
 # ── entry points ─────────────────────────────────────────────────────────────────────────────
 
 
@@ -86,7 +82,7 @@ def validate_command(value: object) -> bool:
 def evaluate_check(
     check: object,
     ctx: CheckContext,
-    runtime: CheckRuntime | None = None,
+    runtime: Runtime | None = None,
     *,
     runtime_ctx: DispatchContext | None = None,
 ) -> CheckResult:
@@ -125,7 +121,7 @@ def evaluate_check(
         return _evaluate_query(value, runtime, target)
     if shape == "agentVerdict":
         return _evaluate_agent_verdict(value, runtime, target)
-    if runtime.host_tool_for(target):
+    if host_tool_for(runtime, target):
         return _host_predicate(value, ctx, runtime, target)
     return evaluate_predicate(value, at_point(ctx))
 
@@ -147,7 +143,7 @@ def at_point(ctx: CheckContext) -> CheckContext:
 
 def evaluate_ledger(
     ctx: CheckContext,
-    runtime: CheckRuntime | None = None,
+    runtime: Runtime | None = None,
     runtime_ctx: DispatchContext | None = None,
 ) -> CheckResult:
     """The broken-windows ship gate as the reference's ship workflow enforces it: the ledger's
@@ -157,7 +153,7 @@ def evaluate_ledger(
     target = _target(ctx, runtime, runtime_ctx)
     if isinstance(target, CheckError):
         return target
-    if runtime is not None and target is not None and runtime.host_tool_for(target):
+    if runtime is not None and target is not None and host_tool_for(runtime, target):
         open_count, problem = _host_open_count(runtime, target)
     else:
         open_count, problem = _ledger_open_count(ctx.project / LEDGER_PATH)
@@ -181,9 +177,9 @@ def evaluate_ledger(
     )
 
 
-def _host_open_count(runtime: CheckRuntime, target: DispatchContext) -> tuple[object, str]:
+def _host_open_count(runtime: Runtime, target: DispatchContext) -> tuple[object, str]:
     """`ledger.open_count` from the host tool's `windows status --raw`, and what went wrong."""
-    outcome = runtime.run_host(["windows", "status", "--raw"], target)
+    outcome = run_host(runtime, ["windows", "status", "--raw"], target)
     data = outcome.data if outcome.ok and isinstance(outcome.data, dict) else {}
     ledger = raw if isinstance(raw := data.get("ledger"), dict) else {}
     return ledger.get("open_count"), outcome.detail or "no ledger.open_count in its output"
@@ -204,7 +200,7 @@ def _ledger_open_count(path: Path) -> tuple[object, str]:
 
 
 def _target(
-    ctx: CheckContext, runtime: CheckRuntime | None, runtime_ctx: DispatchContext | None
+    ctx: CheckContext, runtime: Runtime | None, runtime_ctx: DispatchContext | None
 ) -> DispatchContext | CheckError | None:
     """What the runtime is called with: the caller's context, or one built from `ctx`."""
     if runtime is None or runtime_ctx is not None:
@@ -213,7 +209,7 @@ def _target(
 
 
 def _host_predicate(
-    predicate: object, ctx: CheckContext, runtime: CheckRuntime, target: DispatchContext
+    predicate: object, ctx: CheckContext, runtime: Runtime, target: DispatchContext
 ) -> CheckResult:
     """`<tool> check predicate --predicate JSON <flags> --raw`, the flags the workflow at
     `ctx.point` passes."""
@@ -228,7 +224,8 @@ def _host_predicate(
         ctx.resolved_phase_dir(),
         ctx.phase_req_ids,
     )
-    outcome = runtime.run_host(["check", "predicate", "--predicate", text, *flags, "--raw"], target)
+    argv = ["check", "predicate", "--predicate", text, *flags, "--raw"]
+    outcome = run_host(runtime, argv, target)
     return verdict_from_outcome(outcome, "check predicate")
 
 
@@ -250,7 +247,7 @@ def _dispatch_context(ctx: CheckContext) -> DispatchContext | CheckError:
         return CheckError(f"cannot build the runtime context: {reason}")
 
 
-def _evaluate_query(query: object, runtime: CheckRuntime, target: DispatchContext) -> CheckResult:
+def _evaluate_query(query: object, runtime: Runtime, target: DispatchContext) -> CheckResult:
     if not isinstance(query, str):
         return CheckError(f"check.query must be a string, got {json_type_name(query)}; not run")
     if not validate_query(query):
@@ -260,19 +257,17 @@ def _evaluate_query(query: object, runtime: CheckRuntime, target: DispatchContex
         )
     words = query.split(" ")
     try:
-        outcome = runtime.run_query_check(words, target)
+        outcome = run_query_check(runtime, words, target)
     except (LooprailError, OSError) as exc:
         return CheckError(f"check.query {query!r}: runtime failed: {escape_untrusted(str(exc))}")
     return verdict_from_outcome(outcome, f"check.query {query!r}")
 
 
-def _evaluate_agent_verdict(
-    spec: object, runtime: CheckRuntime, target: DispatchContext
-) -> CheckResult:
+def _evaluate_agent_verdict(spec: object, runtime: Runtime, target: DispatchContext) -> CheckResult:
     if not isinstance(spec, Mapping):
         return CheckError(f"check.agentVerdict must be an object, got {json_type_name(spec)}")
     try:
-        outcome = runtime.ask_verdict(spec, target)
+        outcome = ask_verdict(runtime, spec, target)
     except (LooprailError, OSError) as exc:
         return CheckError(f"check.agentVerdict: runtime failed: {escape_untrusted(str(exc))}")
     return verdict_from_outcome(outcome, "check.agentVerdict")

@@ -13,8 +13,9 @@ from looprail.errors import LooprailError, PlanError
 from looprail.fsutil import project_folder
 from looprail.layout import PLANNING_DIR
 from looprail.plans import compute_waves, find_phase, list_phases, load_phase
+from looprail.runtime.local import missing_executable
 from looprail.runtime.process import find_program
-from looprail.runtime.registry import RuntimeSettings, agent_name, available, create_runtime
+from looprail.runtime.registry import agent_name, available
 from looprail.trust import load_compiled
 
 if TYPE_CHECKING:
@@ -74,9 +75,11 @@ class LintInput:
 
 
 def local_probe(project: Path, runtime_name: str = "local") -> Probe:
-    """The probe of a runtime (from the registry): what it would find, e.g. for `local` the
-    executables under `.looprail/`. A runtime that resolves names itself finds everything."""
-    runtime = create_runtime(runtime_name, RuntimeSettings(project=project))
+    """The probe of a runtime: what it would find. The local runtime runs the executables
+    under `.looprail/`; any other resolves names itself and finds everything."""
+
+    def missing(folder: str, name: str) -> str | None:
+        return missing_executable(project, folder, name) if runtime_name == "local" else None
 
     def on_path(word: str) -> bool:
         return word in SHELL_BUILTINS or find_program(word) is not None
@@ -87,7 +90,7 @@ def local_probe(project: Path, runtime_name: str = "local") -> Probe:
             return path.is_file() and os.access(path, os.X_OK)
         return find_program(binary) is not None
 
-    return Probe(runtime.missing, on_path, runnable)
+    return Probe(missing, on_path, runnable)
 
 
 def _runtime_name(config: Mapping[str, object] | None) -> str:

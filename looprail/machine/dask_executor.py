@@ -50,7 +50,7 @@ from looprail.machine.dask_cluster import (
     parse_executor,
 )
 from looprail.machine.dask_job import PlanJob, Report, Step, apply_changes, plan_topic, step_name
-from looprail.runtime.base import DispatchContext, Outcome, Runtime, TaskWork
+from looprail.runtime.base import TASK_ROLE, DispatchContext, Outcome, Runtime, TaskWork
 from looprail.runtime.executors import Settled, make_executor, run_all, start_threads
 
 if TYPE_CHECKING:
@@ -300,6 +300,7 @@ class _PlanRun:
         fix-up (`checkpoint._fixup`, no task of the plan: `work.task_id` is `T2-fix1`)."""
         more = self.more(work)
         step: Step = {"task": work.task_id, "work": work.model_dump(mode="json"), "more": more}
+        step["context"] = list(self.runner.dispatcher.role_context(TASK_ROLE, "execute"))
         if ctx.env:  # a secret checkpoint answer, for this call only (`checkpoint.secret_env`)
             step["env"] = dict(ctx.env)
         handed = self.step

@@ -42,12 +42,14 @@ class Step(TypedDict, total=False):
     (`task` its id, e.g. "T3" or "T2-fix1"; `work` its `TaskWork` as JSON; `more`: whether
     another call of the plan may follow, `dask_executor._PlanRun.more`; `env`: its call's
     `DispatchContext.env`, i.e. a secret checkpoint answer for this call only,
-    `machine.checkpoint.secret_env`), or `end`: the plan has no more calls."""
+    `machine.checkpoint.secret_env`; `context`: the executor's role context), or `end`: the
+    plan has no more calls."""
 
     task: str
     work: Mapping[str, object]
     more: bool
     env: dict[str, str]
+    context: list[str]
     end: bool
 
 

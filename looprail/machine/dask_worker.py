@@ -39,7 +39,7 @@ from looprail.machine.dask_job import (
     plan_topic,
     step_name,
 )
-from looprail.runtime.base import DispatchContext, Outcome, Runtime, TaskWork
+from looprail.runtime.base import DispatchContext, Outcome, Runtime, TaskWork, execute_task
 from looprail.runtime.git import git
 from looprail.runtime.local import LocalRuntime, Timeouts
 
@@ -466,7 +466,7 @@ def _execute(runtime: Runtime, job: PlanJob, project: Path, step: Step) -> Outco
         env=step.get("env", {}),
     )
     began = time.monotonic()
-    outcome = runtime.execute_task(work, ctx)
+    outcome = execute_task(runtime, work, ctx, step.get("context", ()))
     if not outcome.duration_s:
         outcome = outcome.model_copy(update={"duration_s": time.monotonic() - began})
     return outcome

@@ -4,7 +4,8 @@ The envelope comes from the one resolver (`hooks.resolve.resolve`). Every active
 dispatched, whatever its shape — the reference's worst bugs were hooks of one shape silently
 never run. Nothing here decides whether a transition happens: the results go to the guards.
 
-- contribution → `fragment.inline`, verbatim, into the context of the role named by `into`;
+- contribution → `fragment.inline`, verbatim, into the context of the role named by `into`
+  (kept here, per step, and handed to that role's later work: `role_context`);
 - step → skill `<flavor>-<skill>`; agent (the runtime prints the liveness banner first);
   command after the grammar check, as `<words> --phase <N> --raw` (a value failing the grammar
   is a warning and is never run). A failed step warns and follows `onError`;
@@ -14,6 +15,7 @@ never run. Nothing here decides whether a transition happens: the results go to 
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +36,17 @@ from looprail.hostcall import predicate_args, query_args
 from looprail.machine.guards import HookKind, HookResult, HookStatus, refuses
 from looprail.machine.progress import Progress, fmt_duration
 from looprail.machine.record import EventRecord, Recorder
-from looprail.runtime.base import DispatchContext, Flavor, Runtime
+from looprail.runtime.base import (
+    DispatchContext,
+    Flavor,
+    Runtime,
+    deliver_context,
+    phase_req_ids,
+    run_command,
+    run_skill,
+    spawn_agent,
+    step_of,
+)
 
 if TYPE_CHECKING:
     from looprail.hooks.resolve import Envelope
@@ -43,6 +55,9 @@ if TYPE_CHECKING:
 NativePoint = Callable[[str, DispatchContext, Sequence[HookResult]], list[HookResult]]
 # How many native hooks will run at a point (their filters match): for the point's header line.
 NativeCount = Callable[[str, int | None], int]
+# (step, role) → the step whose work reads what that role is given at that step's points:
+# execute points may contribute `into: verifier` (host contract), for verify.
+_CARRIED: Mapping[tuple[str, str], str] = {("execute", "verifier"): "verify"}
 
 
 @dataclass(kw_only=True, eq=False)
@@ -62,6 +77,9 @@ class Dispatcher:
     native: NativePoint | None = None
     native_count: NativeCount | None = None
     dispatched: int = field(default=0, init=False)  # hooks dispatched so far (native too)
+    # The contributions' fragments, per (step, role), in delivery order.
+    _texts: dict[tuple[str, str], list[str]] = field(default_factory=dict, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def context(self, point: str | None = None, **extra: Any) -> DispatchContext:
         """The context of work dispatched at `point` (`extra`: plan, task, wave...)."""
@@ -74,6 +92,23 @@ class Dispatcher:
             host_tool=self.host_tool,
             **extra,
         )
+
+    def contribute(self, role: str, text: str, ctx: DispatchContext) -> None:
+        """Queue `text` for `role`'s later work in the step of `ctx.point`, and tell the
+        runtime. The same text twice is kept once (a wave contribution is dispatched again at
+        every wave); a step's texts are for that step's work only."""
+        deliver_context(self.runtime, role, text, ctx)  # refuses a call without role or point
+        step = step_of(ctx.point or "")
+        step = _CARRIED.get((step, role), step)
+        with self._lock:
+            texts = self._texts.setdefault((step, role), [])
+            if text not in texts:
+                texts.append(text)
+
+    def role_context(self, role: str, step: str) -> tuple[str, ...]:
+        """Everything queued for `role` in this phase's `step`, in delivery order."""
+        with self._lock:
+            return tuple(self._texts.get((step, role), ()))
 
     def envelope(self, point: str) -> Envelope:
         """The point's resolved hooks (`hooks.resolve.resolve`)."""
@@ -123,7 +158,7 @@ class Dispatcher:
                 return self._result(
                     point, hook, "failed", start, "contribution has no inline text or role"
                 )
-            self.runtime.deliver_context(role, text, ctx)
+            self.contribute(role, text, ctx)
             # Journaled so that a resumed run hands the same fragments to later role work.
             self._record(
                 EventRecord(
@@ -147,10 +182,10 @@ class Dispatcher:
         ref = hook.get("ref") or {}
         if ref.get("skill"):
             label = f"skill:{self.flavor}-{ref['skill']}"
-            outcome = self.runtime.run_skill(f"{self.flavor}-{ref['skill']}", ctx)
+            outcome = run_skill(self.runtime, f"{self.flavor}-{ref['skill']}", ctx)
         elif ref.get("agent"):
             label = f"agent:{ref['agent']}"
-            outcome = self.runtime.spawn_agent(ref["agent"], ctx)
+            outcome = spawn_agent(self.runtime, ref["agent"], ctx)
         elif isinstance(ref.get("command"), str):
             command = ref["command"]
             label = f"command:{command}"
@@ -163,7 +198,7 @@ class Dispatcher:
                     "ref.command fails the grammar ^[a-z][a-z0-9-]*( [a-z][a-z0-9-]*)*$; not run",
                     label=label,
                 )
-            outcome = self.runtime.run_command(command.split(" "), ctx)
+            outcome = run_command(self.runtime, command.split(" "), ctx)
         else:
             return self._result(
                 point, hook, "failed", start, "step ref has no skill, agent or command"
@@ -202,7 +237,7 @@ class Dispatcher:
         docs/checks.md); ask once per point."""
         if "phase_req_ids" not in query_args(point) + predicate_args(point):
             return ""
-        return self.runtime.phase_req_ids(ctx)
+        return phase_req_ids(self.runtime, ctx)
 
     def _result(
         self,

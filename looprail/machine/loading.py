@@ -126,12 +126,12 @@ def read_run_inputs(
 ) -> NativeInputs:
     """Read and check what a run reads before it does anything: the native hooks and their
     `nextTurn` queue (`.looprail/next-turn.json`), the `looprail` section of the config, and
-    whether the runtime can run at all (an agent CLI on PATH: `unready()`). Raises
+    whether the runtime can run at all (an agent CLI on PATH: `describe().unready`). Raises
     `RefusedToStart` (exit 2), one line naming the file or program, the field and the reason.
     Returns the native inputs, for the run to use as read here."""
     run_settings(loaded)  # the `looprail` section, checked before anything runs
     # The config first (a file to fix), then whether the runtime can run at all.
-    why = runtime.unready() if runtime is not None else None
+    why = runtime.describe().unready if runtime is not None else None
     if why:
         raise RefusedToStart(f"{why}; the run did not start")
     return read_native_inputs(loaded.project, progress)

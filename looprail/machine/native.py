@@ -38,7 +38,14 @@ from looprail.machine.guards import HookResult, HookStatus
 from looprail.machine.progress import Progress
 from looprail.machine.record import EventRecord, Recorder
 from looprail.plans import Plan, Task
-from looprail.runtime.base import DispatchContext, Outcome, Runtime, TaskWork
+from looprail.runtime.base import (
+    DispatchContext,
+    Outcome,
+    Runtime,
+    TaskWork,
+    compact,
+    deliver_message,
+)
 from looprail.trust import hooks_bytes_consented, is_trusted
 
 Stop = tuple[Literal["paused", "halted"], str]  # (status, reason)
@@ -75,7 +82,7 @@ class LoopEffects:
         elif isinstance(req, Shutdown):
             self._request_stop("halted", f"shutdown requested by native hook {effect.hook_ref}")
         elif isinstance(req, Compact):
-            self._check(self.runtime.compact(req.instructions, self._ctx()), "compact")
+            self._check(compact(self.runtime, req.instructions, self._ctx()), "compact")
         elif isinstance(req, Message):
             if req.delivery == "followUp":
                 with self._lock:
@@ -108,7 +115,8 @@ class LoopEffects:
         return ctx
 
     def _send(self, req: Message) -> None:
-        outcome = self.runtime.deliver_message(
+        outcome = deliver_message(
+            self.runtime,
             req.message,
             send_as=req.send_as,
             delivery=req.delivery,
@@ -149,7 +157,8 @@ class LoopEffects:
             return
         for item in queued:
             try:
-                outcome = self.runtime.deliver_message(
+                outcome = deliver_message(
+                    self.runtime,
                     item["message"],
                     send_as=item.get("sendAs", "custom"),
                     delivery="nextTurn",

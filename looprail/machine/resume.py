@@ -141,9 +141,9 @@ def recover_summaries(
         )
 
 
-def replay_role_context(events: Iterable[EventRow], runtime: Any, dispatcher: Any) -> int:
-    """Deliver the run's journaled contributions to `runtime` again, in journal order. Returns
-    how many were delivered (a runtime keeps one copy of a repeated fragment)."""
+def replay_role_context(events: Iterable[EventRow], dispatcher: Any) -> int:
+    """Deliver the run's journaled contributions again, in journal order, through the run's
+    dispatcher. Returns how many were delivered (one copy of a repeated fragment is kept)."""
     count = 0
     for event in events:
         if event.kind != "contribution" or event.point is None:
@@ -152,7 +152,7 @@ def replay_role_context(events: Iterable[EventRow], runtime: Any, dispatcher: An
         if not isinstance(role, str) or not isinstance(text, str) or not role:
             continue
         ctx = dispatcher.context(event.point, cap_id=event.cap_id, wave=event.wave)
-        runtime.deliver_context(role, text, ctx)
+        dispatcher.contribute(role, text, ctx)
         count += 1
     return count
 

@@ -50,11 +50,18 @@ from looprail.machine.tasks import PlanRun, task_work, write_summary
 from looprail.machine.wave import run_wave
 from looprail.plans import Phase, PhaseCache, Plan, Task, WavePlan, compute_waves
 from looprail.plans.planfile import unknown_key_warnings
-from looprail.runtime.base import DispatchContext, Outcome, TaskWork
+from looprail.runtime.base import (
+    TASK_ROLE,
+    DispatchContext,
+    Outcome,
+    TaskWork,
+    do_phase_work,
+    execute_task,
+)
 
 __all__ = ["LoopRunner", "RunContext", "RunOptions", "RunResult", "RunStatus"]
 
-# Where a task's body runs: `Runtime.execute_task` here, or an executor's worker elsewhere.
+# Where a task's body runs: `LoopRunner.execute_here`, or an executor's worker elsewhere.
 ExecuteTask = Callable[[TaskWork, DispatchContext], Outcome]
 
 
@@ -339,7 +346,8 @@ class LoopRunner:
         ctx = self.dispatcher.context(None)
         if step == "discuss" and self.options.interactive:
             ctx = handover(ctx, self.progress)  # the user's terminal (machine/interactive.py)
-        outcome = self.ctx.runtime.do_phase_work(spec.role, step, ctx)
+        texts = self.dispatcher.role_context(spec.role, step)
+        outcome = do_phase_work(self.ctx.runtime, spec.role, step, ctx, texts)
         if not outcome.ok:
             self._role_event("role_finished", step, spec.role, outcome="failed")
             raise HaltError(f"{step}: {spec.role} failed: {outcome.detail}")
@@ -399,15 +407,20 @@ class LoopRunner:
             self._safe_point()
             if task.is_checkpoint:
                 # answered (terminal, `looprail answer`, flags), or the run pauses
-                pass_checkpoint(self, plan, task, wave, execute or self.ctx.runtime.execute_task)
+                pass_checkpoint(self, plan, task, wave, execute or self.execute_here)
                 chart.send("skip_task")
                 continue
-            self.run_task(chart, plan, task, wave, execute or self.ctx.runtime.execute_task)
+            self.run_task(chart, plan, task, wave, execute or self.execute_here)
         answered: list[str] = []
         if plan.has_checkpoints:  # the plan's checkpoint answers go into its SUMMARY too
             answered = summary_lines(self, plan)
         write_summary(plan, answered)
         self.ctx.workspace.finished(plan.id)  # its worktree's changes committed while others run
+
+    def execute_here(self, work: TaskWork, ctx: DispatchContext) -> Outcome:
+        """A task's body on this run's runtime, with the executor's role context."""
+        texts = self.dispatcher.role_context(TASK_ROLE, "execute")
+        return execute_task(self.ctx.runtime, work, ctx, texts)
 
     def run_task(
         self, chart: TaskChart, plan: Plan, task: Task, wave: int, execute: ExecuteTask

@@ -200,7 +200,7 @@ def _build_runner(
         runtime.end_run()
         raise
     if previous is not None:
-        replay_role_context(jr.events(run_id, kinds=["contribution"]), runtime, runner.dispatcher)
+        replay_role_context(jr.events(run_id, kinds=["contribution"]), runner.dispatcher)
     on_transition.seen = on_transition.signature()  # the digest journaled is of this state
     return runner, recorder
 

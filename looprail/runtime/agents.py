@@ -38,6 +38,7 @@ from looprail.runtime.base import (
     Usage,
     output_label,
     parse_json_object,
+    require_verdict,
 )
 from looprail.runtime.git import is_git_repo
 from looprail.runtime.interactive import (
@@ -122,18 +123,18 @@ class AgentRuntime(BaseRuntime):
         return f"{type(self).__name__}({str(self.project)!r})"
 
     def describe(self) -> RuntimeInfo:
-        """An agent CLI edits files: each plan works in a git worktree of its own."""
-        return RuntimeInfo(name=self.name or type(self).__name__, wants_worktrees=True)
-
-    def unready(self) -> str | None:
-        """Why this runtime cannot run any agent work (its CLI is not on PATH), or None. A run
-        asks before it starts, so a missing CLI is not found at the first role, after the run
-        was journaled and its first hooks ran."""
+        """An agent CLI edits files: each plan works in a git worktree of its own. It cannot
+        run at all when its CLI is not on PATH: a run reads that before it starts, so a missing
+        CLI is not found at the first role, after the run was journaled and its first hooks
+        ran."""
         env = {**os.environ, **self.local.env, **self.env}
         binary = self.settings.exe(self.adapter.binary)
-        if find_program(binary, env) is None:
-            return self._missing(binary)
-        return None
+        return RuntimeInfo(
+            name=self.name or type(self).__name__,
+            wants_worktrees=True,
+            host_tool=self.local.host_tool,
+            unready=self._missing(binary) if find_program(binary, env) is None else None,
+        )
 
     def _missing(self, binary: str) -> str:
         return (
@@ -154,26 +155,20 @@ class AgentRuntime(BaseRuntime):
     def end_run(self) -> None:
         self._meter = None
 
-    def own(self, ctx: DispatchContext) -> DispatchContext:
-        return self.local.own(ctx)
-
-    def verdict_label(self, request: Request, ctx: DispatchContext) -> str:
-        if request.kind == "query":
-            return self.local.verdict_label(request, ctx)
-        return f"{self.adapter.name} verdict from {request.name}"
-
     # -- the one method -------------------------------------------------------------------
 
     def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
-        if request.kind in ("command", "query"):
+        request, ctx = self.local.own(request, ctx)
+        if request.kind in ("command", "query", "host"):
             return self.local.handle(request, ctx)
         if request.kind == "message":
             assert request.message is not None
             with self._lock:
                 self._messages.append(request.message.text)
             return Outcome.succeeded()
-        if request.kind == "compact":
-            return Outcome.succeeded()  # every invocation is a fresh session
+        if request.kind in ("compact", "context"):
+            # every invocation is a fresh session; role work's prompt has the contributions
+            return Outcome.succeeded()
         meter = self._meter
         if meter is not None:
             meter.check()
@@ -201,7 +196,10 @@ class AgentRuntime(BaseRuntime):
             )
         argv, stdin = self._invocation(prompt, request, folder)
         argv[0] = os.path.abspath(found)
-        return self._invoke(request, ctx, prompt, argv, stdin, folder, env)
+        outcome = self._invoke(request, ctx, prompt, argv, stdin, folder, env)
+        if request.kind != "verdict":
+            return outcome
+        return require_verdict(outcome, f"{self.adapter.name} verdict from {request.name}")
 
     def _invocation(
         self, prompt: str, request: Request, folder: Path

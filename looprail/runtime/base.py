@@ -5,15 +5,16 @@ decides *how* (local executables, an agent CLI, a script in a test). Every call 
 returns a typed `Outcome`; a failing unit of work is a failed `Outcome`, never an exception.
 Runtimes raise only for programming errors (a malformed call).
 
-This module also owns what every runtime shares: the verdict shape check, the liveness
-banner, and the per-step role-context book; the request each unit of work receives is in
+The protocol is four methods (`handle`, `describe` and the run hooks); the typed calls the
+machine makes (`run_skill(runtime, ...)`, ...) are functions here that build the `Request` and
+hand it to `handle`. This module also owns what every runtime shares: the verdict shape check
+and the liveness banner; the request each unit of work receives is in
 `looprail.runtime.request`, re-exported here.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypedDict, runtime_checkable
@@ -171,50 +172,20 @@ def require_verdict(outcome: Outcome, label: str) -> Outcome:
     return outcome.model_copy(update={"ok": False, "detail": f"{label} {problem}"})
 
 
-class RoleContextBook:
-    """Contribution fragments queued per role, scoped to one (phase, step).
-
-    A fragment delivered at any point of a step is handed verbatim, in delivery order, to every
-    later piece of that role's work in that step only; the same text twice is kept once (a wave
-    contribution is re-dispatched at every wave). Execute points may contribute `into:
-    verifier` (host contract): those are kept for verify, where the verifier works. Thread-safe.
-    """
-
-    # (step, role) → the step whose work reads what that role is given at that step's points
-    _CARRIED: ClassVar[Mapping[tuple[str, str], str]] = {("execute", "verifier"): "verify"}
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._texts: dict[tuple[str, str], dict[str, list[str]]] = {}
-
-    def deliver(self, role: str, text: str, ctx: DispatchContext) -> None:
-        """Queue `text` for `role` in the step of `ctx.point`."""
-        if not role:
-            raise ValueError("deliver_context needs a role")
-        if ctx.point is None:
-            raise ValueError("deliver_context needs ctx.point (the contribution's point)")
-        step = step_of(ctx.point)
-        step = self._CARRIED.get((step, role), step)
-        with self._lock:
-            texts = self._texts.setdefault((ctx.phase_number, step), {}).setdefault(role, [])
-            if text not in texts:
-                texts.append(text)
-
-    def for_role(self, role: str, step: str, ctx: DispatchContext) -> tuple[str, ...]:
-        """Everything queued for `role` in this phase's `step`, in delivery order."""
-        with self._lock:
-            return tuple(self._texts.get((ctx.phase_number, step), {}).get(role, ()))
-
-
 class RuntimeInfo(Frozen):
-    """What a runtime declares about itself, read by the machine instead of probing for
-    attributes (`BaseRuntime.describe`). A runtime that declares nothing gets these defaults."""
+    """What a runtime declares about itself (`describe()`), read by the machine instead of
+    probing for attributes. A runtime that declares nothing gets these defaults."""
 
     #: The name a run journals as its agent (`machine_config.agent`) and resumes compare.
     name: str
     #: Plans work in git worktrees unless the config's `looprail.worktrees` says otherwise
     #: (agent CLIs edit files; a plan's edits must not meet another's).
     wants_worktrees: bool = False
+    #: The host tool (`gsd_run`, …) it calls for commands, queries and `host` requests, unless
+    #: the context names another; None: looprail evaluates the host's gates itself.
+    host_tool: str | None = None
+    #: Why it cannot run at all (an agent CLI not on PATH), or None; read before a run starts.
+    unready: str | None = None
 
 
 @dataclass(frozen=True)
@@ -229,35 +200,17 @@ class RunStart:
 
 @runtime_checkable
 class Runtime(Protocol):
-    """What the state machine calls: `handle` behind the typed calls, a declared description,
-    and the run hooks. Every unit of work is bounded and returns an `Outcome`, failed or not,
-    never an exception. `BaseRuntime` writes it all once (docs/runtime.md).
+    """What the state machine calls, and all of it: `handle` does every unit of work (the typed
+    calls below build its `Request`), `describe` says what the runtime declares, and the run
+    hooks bracket a run. Every unit of work is bounded and returns an `Outcome`, failed or not,
+    never an exception. `BaseRuntime` has a default for all but `handle` (docs/runtime.md).
     """
 
     def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
         """Do the unit of work `request` describes."""
 
-    # -- what it declares -------------------------------------------------------------------
-
     def describe(self) -> RuntimeInfo:
-        """Its name and wishes (worktrees), declared once."""
-
-    def unready(self) -> str | None:
-        """Why it cannot run at all (an agent CLI not on PATH), or None; asked before a run."""
-
-    def missing(self, folder: str | None, name: str) -> str | None:
-        """Why a named unit (`agents/<name>`, …) would not run, or None (what lint probes)."""
-
-    def host_tool_for(self, ctx: DispatchContext) -> str | None:
-        """The host tool (`gsd_run`, …) that answers gates for `ctx`, or None."""
-
-    def run_host(self, args: Sequence[str], ctx: DispatchContext) -> Outcome:
-        """`<host tool> <args>` as one bounded process (gates the workflow hosts directly)."""
-
-    def phase_req_ids(self, ctx: DispatchContext) -> str:
-        """The phase's requirement ids as the host's plan-phase workflow passes them."""
-
-    # -- run hooks --------------------------------------------------------------------------
+        """Its name, wishes (worktrees), host tool and readiness."""
 
     def begin_run(self, run: RunStart) -> None:
         """Told once a run id is known, before any work (transcripts, the cost meter)."""
@@ -265,52 +218,14 @@ class Runtime(Protocol):
     def end_run(self) -> None:
         """Told when the run is over, however it ended; later calls belong to no run."""
 
-    # -- the typed calls (written once in BaseRuntime on top of `handle`) --------------------
-
-    def run_skill(self, skill_id: str, ctx: DispatchContext) -> Outcome:
-        """Run a skill step; `skill_id` is already prefixed with the flavor (`gsd-foo`)."""
-
-    def spawn_agent(self, agent: str, ctx: DispatchContext) -> Outcome:
-        """Spawn an agent step, after printing the liveness banner."""
-
-    def run_command(self, words: Sequence[str], ctx: DispatchContext) -> Outcome:
-        """Run a grammar-checked `ref.command` (split on spaces) with `--phase <N> --raw`."""
-
-    def run_query_check(self, words: Sequence[str], ctx: DispatchContext) -> Outcome:
-        """Run a gate's `check.query`; ok means a `{block, message}` verdict is in `data`."""
-
-    def ask_verdict(self, agent_verdict: Mapping[str, Any], ctx: DispatchContext) -> Outcome:
-        """Ask an agent for an advisory `agentVerdict` (`{ref, prompt}`)."""
-
-    def do_phase_work(self, role: str, step: str, ctx: DispatchContext) -> Outcome:
-        """The step's main work by a role agent (orchestrator, planner, verifier)."""
-
-    def execute_task(self, task: TaskWork, ctx: DispatchContext) -> Outcome:
-        """The executor role runs one task."""
-
-    def deliver_context(self, role: str, text: str, ctx: DispatchContext) -> None:
-        """Queue a contribution fragment, verbatim, into `role`'s context for this step."""
-
-    def deliver_message(
-        self, text: str, *, send_as: str, delivery: str, trigger_turn: bool, ctx: DispatchContext
-    ) -> Outcome:
-        """Deliver a native-hook message to the agent session."""
-
-    def compact(self, instructions: str | None, ctx: DispatchContext) -> Outcome:
-        """Ask the agent session to compact its context."""
-
 
 class BaseRuntime:
-    """The typed `Runtime` calls, written once; a runtime implements one method, `handle`.
+    """A runtime implements one method, `handle`; the rest of `Runtime` has a default here.
 
-    Each call builds the `Request` a unit of work receives (the same value for every runtime,
-    so a test runtime cannot drift from a real one) and hands it to `handle(request, ctx)`;
-    `ctx` carries what is not the unit's business (timeouts, host tool, environment, folder).
-    Hooks a subclass may override: `own(ctx)` (normalise or refuse a context),
-    `verdict_label(request, ctx)` (how a verdict error names the unit), `recorded(...)` (see
-    every delivered context fragment); `announce(request)` prints the liveness banner. What the
-    machine asks beside the work (`describe`, `unready`, `missing`, the host tool, the run
-    hooks) has a default here: the machine calls these methods, never probes for attributes.
+    `handle(request, ctx)` receives the same `Request` value from every typed call whatever the
+    runtime, so a test runtime cannot drift from a real one; `ctx` carries what is not the
+    unit's business (timeouts, host tool, environment, folder). `announce(request)` prints the
+    liveness banner and `line_sink(request)` feeds `-v`.
     """
 
     #: The name this runtime is registered under (`looprail.runtimes` entry points).
@@ -321,51 +236,20 @@ class BaseRuntime:
         # `output(label, stream, line)`: each line a unit of work prints, as it prints it
         # (`-v`); None shows nothing. `label` names the unit (`output_label`).
         self.output = output
-        self._context = RoleContextBook()
-
-    # -- the one method -------------------------------------------------------------------
 
     def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
         """Do the unit of work `request` describes; a failure is a failed `Outcome`."""
         raise NotImplementedError(f"{type(self).__name__} does not implement handle()")
 
-    # -- hooks ----------------------------------------------------------------------------
-
-    def own(self, ctx: DispatchContext) -> DispatchContext:
-        return ctx
-
-    def verdict_label(self, request: Request, ctx: DispatchContext) -> str:
-        return f"{request.kind} {request.name!r}"
-
-    # -- what it declares (defaults) --------------------------------------------------------
-
     def describe(self) -> RuntimeInfo:
-        """Default: named as registered (else by its class), no worktrees."""
+        """Default: named as registered (else by its class), no worktrees, no host tool."""
         return RuntimeInfo(name=self.name or type(self).__name__)
 
-    def unready(self) -> str | None:
-        """Default: always ready."""
-        return None
+    def begin_run(self, run: RunStart) -> None:
+        """Told once a run id is known (transcripts are filed under it); default: nothing."""
 
-    def missing(self, folder: str | None, name: str) -> str | None:
-        """Why a named unit (`agents/<name>`, `checks/<word>`…) would not run, or None when
-        this runtime resolves names itself (what `looprail lint` probes)."""
-        return None
-
-    def host_tool_for(self, ctx: DispatchContext) -> str | None:
-        """Default: no host tool answers; gates are evaluated by looprail itself."""
-        return None
-
-    def run_host(self, args: Sequence[str], ctx: DispatchContext) -> Outcome:
-        """Default: there is no host tool to call."""
-        return Outcome.failed("no host tool is configured")
-
-    def phase_req_ids(self, ctx: DispatchContext) -> str:
-        """Default: the ROADMAP.md section's ids, "TBD" (the workflow's fallback) when none."""
-        return roadmap_req_ids(ctx.project, ctx.phase_number) or UNKNOWN_REQ_IDS
-
-    def recorded(self, role: str, text: str, ctx: DispatchContext) -> None:
-        """Called after a context fragment was queued (a test runtime records it)."""
+    def end_run(self) -> None:
+        """Told when the run is over, however it ended; default: nothing."""
 
     def line_sink(
         self, request: Request, show: Callable[[str], str | None] | None = None
@@ -394,85 +278,136 @@ class BaseRuntime:
         if label is not None and self.progress is not None:
             self.progress(spawn_banner(label))
 
-    # -- the typed calls (the `Runtime` protocol) -----------------------------------------
 
-    def run_skill(self, skill_id: str, ctx: DispatchContext) -> Outcome:
-        ctx = self.own(ctx)
-        return self.handle(build_request("skill", skill_id, ctx), ctx)
+# -- the typed calls: each checks its arguments, builds the `Request` and hands it to `handle` --
 
-    def spawn_agent(self, agent: str, ctx: DispatchContext) -> Outcome:
-        ctx = self.own(ctx)
-        return self.handle(build_request("agent", agent, ctx), ctx)
 
-    def run_command(self, words: Sequence[str], ctx: DispatchContext) -> Outcome:
-        ctx = self.own(ctx)
-        words = checked_words(words)
-        return self.handle(build_request("command", " ".join(words), ctx, words=words), ctx)
+def run_skill(runtime: Runtime, skill_id: str, ctx: DispatchContext) -> Outcome:
+    """Run a skill step; `skill_id` is already prefixed with the flavor (`gsd-foo`)."""
+    return runtime.handle(build_request("skill", skill_id, ctx), ctx)
 
-    def run_query_check(self, words: Sequence[str], ctx: DispatchContext) -> Outcome:
-        ctx = self.own(ctx)
-        words = checked_words(words)
-        request = build_request("query", " ".join(words), ctx, words=words)
-        return require_verdict(self.handle(request, ctx), self.verdict_label(request, ctx))
 
-    def ask_verdict(self, agent_verdict: Mapping[str, Any], ctx: DispatchContext) -> Outcome:
-        ctx = self.own(ctx)
-        ask = verdict_ask(agent_verdict)
-        if isinstance(ask, str):
-            return Outcome.failed(ask)
-        request = build_request("verdict", ask.ref, ctx, verdict=ask)
-        return require_verdict(self.handle(request, ctx), self.verdict_label(request, ctx))
+def spawn_agent(runtime: Runtime, agent: str, ctx: DispatchContext) -> Outcome:
+    """Spawn an agent step (the runtime prints the liveness banner first)."""
+    return runtime.handle(build_request("agent", agent, ctx), ctx)
 
-    def do_phase_work(self, role: str, step: str, ctx: DispatchContext) -> Outcome:
-        ctx = self.own(ctx)
-        if not step:
-            raise ValueError("do_phase_work needs a step")
-        texts = self._context.for_role(role, step, ctx)
-        request = build_request(
-            "phase", step, ctx, role=role, step=step, role_context={role: texts}
-        )
-        return self.handle(request, ctx)
 
-    def execute_task(self, task: TaskWork, ctx: DispatchContext) -> Outcome:
-        ctx = self.own(ctx)
-        texts = self._context.for_role(TASK_ROLE, "execute", ctx)
-        request = build_request(
-            "task",
-            task.key,
-            ctx,
-            plan_id=task.plan_id,
-            task_id=task.task_id,
-            role=TASK_ROLE,
-            step="execute",
-            role_context={TASK_ROLE: texts},
-            task=task,
-        )
-        return self.handle(request, ctx)
+def run_command(runtime: Runtime, words: Sequence[str], ctx: DispatchContext) -> Outcome:
+    """Run a grammar-checked `ref.command` (split on spaces) with `--phase <N> --raw`."""
+    words = checked_words(words)
+    return runtime.handle(build_request("command", " ".join(words), ctx, words=words), ctx)
 
-    def deliver_context(self, role: str, text: str, ctx: DispatchContext) -> None:
-        ctx = self.own(ctx)
-        self._context.deliver(role, text, ctx)
-        self.recorded(role, text, ctx)
 
-    def deliver_message(
-        self, text: str, *, send_as: str, delivery: str, trigger_turn: bool, ctx: DispatchContext
-    ) -> Outcome:
-        ctx = self.own(ctx)
-        message = message_ask(text, send_as=send_as, delivery=delivery, trigger_turn=trigger_turn)
-        return self.handle(build_request("message", SESSION_NAME, ctx, message=message), ctx)
+def run_query_check(runtime: Runtime, words: Sequence[str], ctx: DispatchContext) -> Outcome:
+    """Run a gate's `check.query`; ok means a `{block, message}` verdict is in `data`."""
+    words = checked_words(words)
+    return _verdict(runtime, build_request("query", " ".join(words), ctx, words=words), ctx)
 
-    def compact(self, instructions: str | None, ctx: DispatchContext) -> Outcome:
-        ctx = self.own(ctx)
-        request = build_request("compact", SESSION_NAME, ctx, instructions=instructions)
-        return self.handle(request, ctx)
 
-    # -- run hooks ------------------------------------------------------------------------
+def ask_verdict(
+    runtime: Runtime, agent_verdict: Mapping[str, Any], ctx: DispatchContext
+) -> Outcome:
+    """Ask an agent for an advisory `agentVerdict` (`{ref, prompt}`); ok as for a query."""
+    ask = verdict_ask(agent_verdict)
+    if isinstance(ask, str):
+        return Outcome.failed(ask)
+    return _verdict(runtime, build_request("verdict", ask.ref, ctx, verdict=ask), ctx)
 
-    def begin_run(self, run: RunStart) -> None:
-        """Told once a run id is known (transcripts are filed under it); default: nothing."""
 
-    def end_run(self) -> None:
-        """Told when the run is over, however it ended; default: nothing."""
+def _verdict(runtime: Runtime, request: Request, ctx: DispatchContext) -> Outcome:
+    # A runtime checks the verdict in its own words first (the executable it ran); this is
+    # for one that does not.
+    return require_verdict(runtime.handle(request, ctx), f"{request.kind} {request.name!r}")
+
+
+def do_phase_work(
+    runtime: Runtime, role: str, step: str, ctx: DispatchContext, texts: Sequence[str] = ()
+) -> Outcome:
+    """The step's main work by a role agent (orchestrator, planner, verifier); `texts` are
+    the contributions queued for the role in this step (its `roleContext`)."""
+    if not step:
+        raise ValueError("do_phase_work needs a step")
+    context = {role: tuple(texts)}
+    request = build_request("phase", step, ctx, role=role, step=step, role_context=context)
+    return runtime.handle(request, ctx)
+
+
+def execute_task(
+    runtime: Runtime, task: TaskWork, ctx: DispatchContext, texts: Sequence[str] = ()
+) -> Outcome:
+    """The executor role runs one task; `texts` as for `do_phase_work`."""
+    request = build_request(
+        "task",
+        task.key,
+        ctx,
+        plan_id=task.plan_id,
+        task_id=task.task_id,
+        role=TASK_ROLE,
+        step="execute",
+        role_context={TASK_ROLE: tuple(texts)},
+        task=task,
+    )
+    return runtime.handle(request, ctx)
+
+
+def deliver_context(runtime: Runtime, role: str, text: str, ctx: DispatchContext) -> Outcome:
+    """Tell the runtime a contribution queued `text` for `role` at `ctx.point`. The machine
+    keeps the fragments and hands them to the role's work; a runtime may ignore this."""
+    if not role:
+        raise ValueError("deliver_context needs a role")
+    if ctx.point is None:
+        raise ValueError("deliver_context needs ctx.point (the contribution's point)")
+    request = build_request(
+        "context", role, ctx, role=role, step=step_of(ctx.point), role_context={role: (text,)}
+    )
+    return runtime.handle(request, ctx)
+
+
+def deliver_message(
+    runtime: Runtime,
+    text: str,
+    *,
+    send_as: str,
+    delivery: str,
+    trigger_turn: bool,
+    ctx: DispatchContext,
+) -> Outcome:
+    """Deliver a native-hook message to the agent session."""
+    message = message_ask(text, send_as=send_as, delivery=delivery, trigger_turn=trigger_turn)
+    return runtime.handle(build_request("message", SESSION_NAME, ctx, message=message), ctx)
+
+
+def compact(runtime: Runtime, instructions: str | None, ctx: DispatchContext) -> Outcome:
+    """Ask the agent session to compact its context."""
+    request = build_request("compact", SESSION_NAME, ctx, instructions=instructions)
+    return runtime.handle(request, ctx)
+
+
+def host_tool_for(runtime: Runtime, ctx: DispatchContext) -> str | None:
+    """The host tool (`gsd_run`, …) that answers gates for `ctx`: the context's, else the one
+    the runtime declares; None: looprail evaluates them itself."""
+    return ctx.host_tool or runtime.describe().host_tool
+
+
+def run_host(runtime: Runtime, args: Sequence[str], ctx: DispatchContext) -> Outcome:
+    """`<host tool> <args>` as one bounded process: the gates the host's workflow calls the
+    tool for directly (`check predicate …`, `windows status`)."""
+    args = tuple(args)
+    return runtime.handle(build_request("host", " ".join(args[:2]), ctx, words=args), ctx)
+
+
+def phase_req_ids(runtime: Runtime, ctx: DispatchContext) -> str:
+    """The phase's requirement ids as the reference's plan-phase workflow gets them
+    (docs/checks.md): from the host tool's `query init.plan-phase N --pick phase_req_ids`,
+    else the ROADMAP.md section; "TBD" (the workflow's fallback) when neither knows."""
+    if not host_tool_for(runtime, ctx):
+        return roadmap_req_ids(ctx.project, ctx.phase_number) or UNKNOWN_REQ_IDS
+    args = ["query", "init.plan-phase", ctx.phase_number, "--pick", "phase_req_ids"]
+    outcome = run_host(runtime, args, ctx)
+    text = outcome.stdout.strip() if outcome.ok else ""
+    if text and "\n" not in text and text not in ("null", "undefined"):
+        return text
+    return UNKNOWN_REQ_IDS
 
 
 def output_label(request: Request) -> str:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from looprail.hostcall import UNKNOWN_REQ_IDS, argument_values, query_args
+from looprail.hostcall import argument_values, query_args
 from looprail.layout import AGENTS_DIR, CHECKS_DIR, COMMANDS_DIR, LOOPRAIL_DIR, SKILLS_DIR
 from looprail.runtime.base import (
     EXIT_UNAVAILABLE,
@@ -31,7 +31,9 @@ from looprail.runtime.base import (
     OutcomeFields,
     Request,
     RunStart,
-    build_request,
+    RuntimeInfo,
+    phase_req_ids,
+    require_verdict,
 )
 from looprail.runtime.interactive import (
     NOT_CAPTURED,
@@ -111,25 +113,26 @@ class LocalRuntime(BaseRuntime):
             self.transcripts = Transcripts(self.project)
         self.transcripts.run_id = run.run_id
 
-    def missing(self, folder: str | None, name: str) -> str | None:
-        """Why `.looprail/<folder>/<name>` would not run, or None (what lint probes)."""
-        found = self.locate(folder, name)
-        return found if isinstance(found, str) else None
-
     def __repr__(self) -> str:
         return f"LocalRuntime({str(self.project)!r}, host_tool={self.host_tool!r})"
+
+    def describe(self) -> RuntimeInfo:
+        return RuntimeInfo(name=self.name, host_tool=self.host_tool)
 
     # -- the one method -------------------------------------------------------------------
 
     def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
+        request, ctx = self.own(request, ctx)
         kind = request.kind
+        if kind == "context":  # the machine keeps the fragments; role work gets them
+            return Outcome.succeeded()
         if kind == "skill":
             return self._run_executable(SKILLS_DIR, request.name, [], request, ctx)
         if kind in ("agent", "verdict"):
             return self._run_executable(AGENTS_DIR, request.name, [], request, ctx, banner=True)
         if kind == "phase" and ctx.terminal:  # `run --interactive`: the role gets the terminal
             role = request.role or TASK_ROLE
-            found = self.locate(AGENTS_DIR, role)
+            found = locate(self.root, AGENTS_DIR, role)
             if isinstance(found, str):
                 return Outcome.failed(found)
             label = f"{LOOPRAIL_DIR}/{AGENTS_DIR}/{role}"
@@ -139,11 +142,20 @@ class LocalRuntime(BaseRuntime):
             return self._run_executable(AGENTS_DIR, role, [], request, ctx, banner=True)
         if kind in ("message", "compact"):
             return self._run_executable(None, SESSION_NAME, [], request, ctx)
-        words = request.words or ()
+        return self._host_or_words(request, ctx)
+
+    def _host_or_words(self, request: Request, ctx: DispatchContext) -> Outcome:
+        """A command, a query check, or a call of the host tool (`host`): through the host
+        tool when there is one (the context's, else this runtime's), else `.looprail/`."""
+        kind, words = request.kind, request.words or ()
+        host = ctx.host_tool or self.host_tool
+        if kind == "host":  # `check predicate --predicate JSON ...`: words of the host's own
+            if not host:
+                return Outcome.failed("no host tool is configured")
+            return self._run_host_tool(host, words, f"{host} {request.name}", request, ctx)
         refused = _refuse_words(words)
         if refused:
             return Outcome.failed(f"refused {kind} {' '.join(words)!r}: {refused}")
-        host = ctx.host_tool or self.host_tool
         if kind == "command":
             tail = ["--phase", ctx.phase_number, "--raw"]
             if host:
@@ -154,7 +166,7 @@ class LocalRuntime(BaseRuntime):
             # The values the host's workflow passes at `ctx.point` (`hostcall.QUERY_ARGS`:
             # the phase number, or the phase folder, …).
             names = query_args(ctx.point)
-            req_ids = self.phase_req_ids(ctx) if "phase_req_ids" in names else ""
+            req_ids = phase_req_ids(self, ctx) if "phase_req_ids" in names else ""
             values = argument_values(names, self.project, ctx.phase_number, ctx.phase_dir, req_ids)
             if host:
                 argv = ["check", *words, *values, "--raw"]
@@ -163,76 +175,18 @@ class LocalRuntime(BaseRuntime):
             return self._run_executable(CHECKS_DIR, words[0], [*words[1:], *values], request, ctx)
         raise ValueError(f"unknown request kind {kind!r}")  # pragma: no cover - Literal
 
-    def verdict_label(self, request: Request, ctx: DispatchContext) -> str:
-        if request.kind == "verdict":
-            return f"{LOOPRAIL_DIR}/{AGENTS_DIR}/{request.name}"
-        host = ctx.host_tool or self.host_tool
-        if host:
-            return f"{host} check {request.name}"
-        return f"{LOOPRAIL_DIR}/{CHECKS_DIR}/{(request.words or ('',))[0]}"
-
-    def host_tool_for(self, ctx: DispatchContext) -> str | None:
-        """The host tool that answers for `ctx` (its own, else this runtime's), or None."""
-        return ctx.host_tool or self.host_tool
-
-    def run_host(self, args: Sequence[str], ctx: DispatchContext) -> Outcome:
-        """`<host tool> <args>` as one bounded process (no shell): how gates whose reference
-        workflow calls the host directly (`check predicate …`, `windows status`) are run."""
-        ctx = self.own(ctx)
-        host = self.host_tool_for(ctx)
-        if not host:
-            return Outcome.failed("no host tool is configured")
-        request = build_request("query", " ".join(args[:2]), ctx, words=tuple(args[:2]))
-        return self._run_host_tool(host, list(args), f"{host} {' '.join(args[:2])}", request, ctx)
-
-    def phase_req_ids(self, ctx: DispatchContext) -> str:
-        """The phase's requirement ids as the reference's plan-phase workflow gets them
-        (docs/checks.md): from the host tool's `query init.plan-phase N --pick phase_req_ids`,
-        else the ROADMAP.md section; "TBD"
-        (the workflow's fallback) when neither knows."""
-        host = self.host_tool_for(ctx)
-        if host:
-            args = ["query", "init.plan-phase", ctx.phase_number, "--pick", "phase_req_ids"]
-            outcome = self.run_host(args, ctx)
-            text = outcome.stdout.strip() if outcome.ok else ""
-            if text and "\n" not in text and text not in ("null", "undefined"):
-                return text
-            return UNKNOWN_REQ_IDS
-        return super().phase_req_ids(self.own(ctx))
-
     # -- the edge -------------------------------------------------------------------------
 
-    def own(self, ctx: DispatchContext) -> DispatchContext:
-        """`ctx` with the project spelled as this runtime's absolute path (requests and
-        `LOOPRAIL_PROJECT` agree); a context for another project is a caller's bug."""
+    def own(self, request: Request, ctx: DispatchContext) -> tuple[Request, DispatchContext]:
+        """`request` and `ctx` with the project spelled as this runtime's absolute path (the
+        request and `LOOPRAIL_PROJECT` agree); a context for another project is a caller's
+        bug."""
         if ctx.project == self.project:
-            return ctx
+            return request, ctx
         if Path(ctx.project).resolve() != self.project:
             raise ValueError(f"context is for project {ctx.project}, runtime for {self.project}")
-        return ctx.model_copy(update={"project": self.project})
-
-    def locate(self, folder: str | None, name: str) -> Path | str:
-        """The executable `.looprail/<folder>/<name>`, or one line saying why there is none."""
-        where = f"{LOOPRAIL_DIR}/{folder}/" if folder else f"{LOOPRAIL_DIR}/"
-        label = f"{where}{name}"
-        if not _PLAIN_NAME.match(name) or ".." in name:
-            return (
-                f"refused name {escape_untrusted(name)!r} under {where}: "
-                'not a plain file name (no "/", "..", or leading "-" or ".")'
-            )
-        path = self.root / folder / name if folder else self.root / name
-        if not os.path.lexists(path):
-            return f"no executable {label}"
-        real = path.resolve()
-        if not real.is_relative_to(self.root.resolve()):
-            return f"{label} resolves outside {LOOPRAIL_DIR}/ (to {real}); refused"
-        if not real.exists():
-            return f"no executable {label} (dangling symlink)"
-        if not real.is_file():
-            return f"{label} is not a file"
-        if not os.access(real, os.X_OK):
-            return f"{label} is not executable (chmod +x {label})"
-        return real
+        request = request.model_copy(update={"project": str(self.project)})
+        return request, ctx.model_copy(update={"project": self.project})
 
     def _run_executable(
         self,
@@ -244,7 +198,7 @@ class LocalRuntime(BaseRuntime):
         *,
         banner: bool = False,
     ) -> Outcome:
-        found = self.locate(folder, name)
+        found = locate(self.root, folder, name)
         if isinstance(found, str):
             return Outcome.failed(found)
         if banner:
@@ -272,7 +226,9 @@ class LocalRuntime(BaseRuntime):
         send_request: bool,
         env: Mapping[str, str] | None = None,
     ) -> Outcome:
-        timeout_s = ctx.timeout_s or self.timeouts.for_kind(request.kind)
+        # a call of the host tool is bounded as a query check is
+        bound = "query" if request.kind == "host" else request.kind
+        timeout_s = ctx.timeout_s or self.timeouts.for_kind(bound)
         log = self._log_file(request)
         tee = OutputTee(
             combined=log,
@@ -295,13 +251,14 @@ class LocalRuntime(BaseRuntime):
         outcome = outcome_of(result, label, timeout_s)
         end = "ok" if outcome.ok else outcome.detail
         tee.close(f"# looprail: {end} ({result.duration_s:.1f}s)" if log else None)
-        if log is None or self.transcripts is None:
-            return outcome
-        rel = self.transcripts.rel(log)
-        update: dict[str, object] = {"transcript": rel}
-        if not outcome.ok:
-            update["detail"] = f"{outcome.detail} (log: {rel})"
-        return outcome.model_copy(update=update)
+        if log is not None and self.transcripts is not None:
+            rel = self.transcripts.rel(log)
+            update: dict[str, object] = {"transcript": rel}
+            if not outcome.ok:
+                update["detail"] = f"{outcome.detail} (log: {rel})"
+            outcome = outcome.model_copy(update=update)
+        # A check that exited 0 must have printed a verdict (named as what ran).
+        return require_verdict(outcome, label) if request.kind in ("query", "verdict") else outcome
 
     def _log_file(self, request: Request) -> Path | None:
         if self.transcripts is None:
@@ -333,6 +290,38 @@ class LocalRuntime(BaseRuntime):
             }
         )
         return env
+
+
+def locate(root: Path, folder: str | None, name: str) -> Path | str:
+    """The executable `<root>/<folder>/<name>` (`root` a project's `.looprail/`), or one line
+    saying why there is none."""
+    where = f"{LOOPRAIL_DIR}/{folder}/" if folder else f"{LOOPRAIL_DIR}/"
+    label = f"{where}{name}"
+    if not _PLAIN_NAME.match(name) or ".." in name:
+        return (
+            f"refused name {escape_untrusted(name)!r} under {where}: "
+            'not a plain file name (no "/", "..", or leading "-" or ".")'
+        )
+    path = root / folder / name if folder else root / name
+    if not os.path.lexists(path):
+        return f"no executable {label}"
+    real = path.resolve()
+    if not real.is_relative_to(root.resolve()):
+        return f"{label} resolves outside {LOOPRAIL_DIR}/ (to {real}); refused"
+    if not real.exists():
+        return f"no executable {label} (dangling symlink)"
+    if not real.is_file():
+        return f"{label} is not a file"
+    if not os.access(real, os.X_OK):
+        return f"{label} is not executable (chmod +x {label})"
+    return real
+
+
+def missing_executable(project: Path, folder: str | None, name: str) -> str | None:
+    """Why the local runtime could not run `.looprail/<folder>/<name>`, or None (what
+    `looprail lint` and `looprail doctor` report)."""
+    found = locate(Path(project).resolve() / LOOPRAIL_DIR, folder, name)
+    return found if isinstance(found, str) else None
 
 
 def resolve_host_tool(host: str, path: str | None = None) -> Path | str:

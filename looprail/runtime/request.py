@@ -13,9 +13,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from pydantic.alias_generators import to_camel
 
 Flavor = Literal["gsd", "msd", "ferrox"]
+# `context`: a contribution's fragment was queued for a role (a runtime may ignore it);
+# `host`: `<host tool> <words>`, for the gates the host's workflow answers directly.
 RequestKind = Literal[
-    "skill", "agent", "command", "query", "verdict", "phase", "task", "message", "compact"
-]
+    "skill", "agent", "command", "query", "verdict", "phase", "task", "message", "compact",
+    "context", "host",
+]  # fmt: skip
 
 PROTOCOL_VERSION = 1
 

@@ -9,7 +9,8 @@
 
 Keys are `(kind, name)`; `(kind, "*")` matches every call of that kind. Names per kind: skill →
 the skill id, agent → the agent, command/query → the words joined by spaces, verdict → the
-agentVerdict `ref`, phase → the step, task → `<plan id>/<task id>`, message/compact → `session`.
+agentVerdict `ref`, phase → the step, task → `<plan id>/<task id>`, message/compact → `session`,
+context → the role, host → the tool's first two words.
 Unscripted calls succeed (queries and verdicts with `{"block": false, "message": ""}`).
 Queries and verdicts go through the same verdict-shape check as `LocalRuntime`.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -30,11 +31,10 @@ from looprail.runtime.base import (
     RequestKind,
     banner_label,
     output_label,
+    require_verdict,
     spawn_banner,
-    step_of,
 )
 
-CallKind = RequestKind | Literal["context"]
 CallKey = tuple[str, str]
 Responder = Outcome | Callable[[Request], Outcome]
 # One responder, or a list consumed one per call (the last one repeats).
@@ -46,12 +46,11 @@ _NO_BLOCK = {"block": False, "message": ""}
 
 
 class Call(BaseModel):
-    """One call the runtime received, with what it answered (None for `deliver_context`, or
-    while the call is still running)."""
+    """One call the runtime received, with what it answered (None while it is running)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: CallKind
+    kind: RequestKind
     name: str
     point: str | None = None
     cap_id: str | None = None
@@ -61,7 +60,7 @@ class Call(BaseModel):
     role: str | None = None
     step: str | None = None
     words: tuple[str, ...] | None = None
-    text: str | None = None  # a delivered context fragment or message
+    text: str | None = None  # a contribution's fragment (`context`) or a message
     role_context: dict[str, tuple[str, ...]] = {}
     request: Request | None = None
     outcome: Outcome | None = None
@@ -127,41 +126,25 @@ class ScriptedRuntime(BaseRuntime):
         with self._lock:
             return list(self._banners)
 
-    def calls_of(self, kind: CallKind) -> list[Call]:
+    def calls_of(self, kind: RequestKind) -> list[Call]:
         return [c for c in self.calls if c.kind == kind]
 
-    def names(self, kind: CallKind | None = None) -> list[str]:
+    def names(self, kind: RequestKind | None = None) -> list[str]:
         return [c.name for c in self.calls if kind is None or c.kind == kind]
 
     # -- the one method ---------------------------------------------------------------------
 
     def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
         self.announce(request)
-        return self._answer(request)
-
-    def verdict_label(self, request: Request, ctx: DispatchContext) -> str:
-        return f"scripted {request.kind} {request.name!r}"
+        outcome = self._answer(request)
+        if request.kind not in ("query", "verdict"):
+            return outcome
+        return require_verdict(outcome, f"scripted {request.kind} {request.name!r}")
 
     def announce(self, request: Request) -> None:
         label = banner_label(request)
         if label is not None:
             self._banner(label)
-
-    def recorded(self, role: str, text: str, ctx: DispatchContext) -> None:
-        call = Call(
-            kind="context",
-            name=role,
-            point=ctx.point,
-            cap_id=ctx.cap_id,
-            plan_id=ctx.plan_id,
-            task_id=ctx.task_id,
-            wave=ctx.wave,
-            role=role,
-            step=step_of(ctx.point) if ctx.point else None,
-            text=text,
-        )
-        with self._lock:
-            self._calls.append(call)
 
     # -- internals --------------------------------------------------------------------------
 
@@ -185,7 +168,7 @@ class ScriptedRuntime(BaseRuntime):
             role=request.role,
             step=request.step,
             words=request.words,
-            text=request.message.text if request.message else None,
+            text=_text(request),
             role_context=request.role_context or {},
             request=request,
         )
@@ -240,3 +223,9 @@ class ScriptedRuntime(BaseRuntime):
                 f"{type(outcome).__name__}, not an Outcome"
             )
         return outcome
+
+
+def _text(request: Request) -> str | None:
+    if request.kind == "context" and request.role and request.role_context:
+        return request.role_context[request.role][0]
+    return request.message.text if request.message else None

@@ -37,8 +37,8 @@ from looprail.machine.record import MemoryRecorder
 from looprail.machine.run import LoopRunner, RunContext, RunOptions
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec, TransitionSpec
 from looprail.plans import compute_waves
-from looprail.runtime.base import Outcome
-from looprail.runtime.scripted import Call, CallKind
+from looprail.runtime.base import Outcome, RequestKind
+from looprail.runtime.scripted import Call
 from looprail.testing.plantext import PHASE_FOLDER, plan_markdown
 from looprail.testing.results import HarnessRun, TransitionResult
 from looprail.testing.runlog import LoggingRuntime, logged_recorder
@@ -318,7 +318,7 @@ class LoopHarness:
             log=list(self.runtime.log),
         )
 
-    def calls_of(self, kind: CallKind) -> list[Call]:
+    def calls_of(self, kind: RequestKind) -> list[Call]:
         """Every runtime call of `kind` so far (skill, agent, command, query, verdict, phase,
         task, context...)."""
         return self.runtime.calls_of(kind)

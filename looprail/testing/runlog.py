@@ -3,11 +3,11 @@ worth reading, in the order they happened."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from looprail.machine.record import MemoryRecorder
-from looprail.runtime.base import Outcome
+from looprail.runtime.base import DispatchContext, Outcome, Request
 from looprail.runtime.scripted import ScriptedRuntime
 
 
@@ -21,37 +21,22 @@ class LoggingRuntime(ScriptedRuntime):
         super().__init__()
         self.log = []
 
-    def run_skill(self, skill_id: str, ctx: Any) -> Outcome:
-        self.log.append(f"skill {skill_id}")
-        return super().run_skill(skill_id, ctx)
+    def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
+        line = _call_line(request)
+        if line is not None:
+            self.log.append(line)
+        return super().handle(request, ctx)
 
-    def spawn_agent(self, agent: str, ctx: Any) -> Outcome:
-        self.log.append(f"agent {agent}")
-        return super().spawn_agent(agent, ctx)
 
-    def run_command(self, words: Sequence[str], ctx: Any) -> Outcome:
-        self.log.append(f"command {' '.join(words)}")
-        return super().run_command(words, ctx)
-
-    def run_query_check(self, words: Sequence[str], ctx: Any) -> Outcome:
-        self.log.append(f"query {' '.join(words)}")
-        return super().run_query_check(words, ctx)
-
-    def ask_verdict(self, agent_verdict: Mapping[str, Any], ctx: Any) -> Outcome:
-        self.log.append(f"verdict {agent_verdict.get('ref')}")
-        return super().ask_verdict(agent_verdict, ctx)
-
-    def do_phase_work(self, role: str, step: str, ctx: Any) -> Outcome:
-        self.log.append(f"phase {step} ({role})")
-        return super().do_phase_work(role, step, ctx)
-
-    def execute_task(self, task: Any, ctx: Any) -> Outcome:
-        self.log.append(f"task {task.key}")
-        return super().execute_task(task, ctx)
-
-    def deliver_context(self, role: str, text: str, ctx: Any) -> None:
-        self.log.append(f"context {role} ({ctx.cap_id})")
-        super().deliver_context(role, text, ctx)
+def _call_line(r: Request) -> str | None:
+    """One log line per call of the work (None: not logged, the session's and the host's)."""
+    if r.kind == "phase":
+        return f"phase {r.step} ({r.role})"
+    if r.kind == "context":
+        return f"context {r.role} ({r.cap_id})"
+    if r.kind in ("skill", "agent", "command", "query", "verdict", "task"):
+        return f"{r.kind} {r.name}"
+    return None
 
 
 def _event_line(e: Any) -> str | None:

@@ -26,6 +26,7 @@ from looprail.hooks.native.parsing import read_hooks_file
 from looprail.hooks.registry import load_registry
 from looprail.machine.progress import Progress
 from looprail.machine.session import load_project, run_phase
+from looprail.runtime.base import run_skill
 from looprail.runtime.local import LocalRuntime, Timeouts
 from tests.support import HOSTILE, feature, run_cli, write_capability, write_config
 from tests.support.loop import make_project, plan_md, task_xml, write_plan
@@ -739,5 +740,5 @@ def test_output_of_a_chatty_step_is_capped(tmp_path):
     runtime = LocalRuntime(project, output_cap=1024, progress=lambda line: None)
     from looprail.runtime.base import DispatchContext
 
-    outcome = runtime.run_skill("gsd-chatty", DispatchContext(project=project, phase_number="1"))
+    outcome = run_skill(runtime, "gsd-chatty", DispatchContext(project=project, phase_number="1"))
     assert outcome.ok and len(outcome.stdout) == 1024 and outcome.truncated

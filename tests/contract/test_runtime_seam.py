@@ -1,6 +1,6 @@
-"""The runtime seam has no hidden surface (issue 29, point 5): the machine, the checks and lint
-call only what the `Runtime` protocol declares, never probe a runtime for an attribute
-(`getattr`/`hasattr`), and never assign onto one (the meter arrives in `begin_run`)."""
+"""The runtime seam has no hidden surface (issue 29, point 5; issue 38 item 12): it is four
+methods, the machine, the checks and lint call only those, never probe a runtime for an
+attribute (`getattr`/`hasattr`), and never assign onto one (the meter arrives in `begin_run`)."""
 
 from __future__ import annotations
 
@@ -91,7 +91,9 @@ def test_every_runtime_method_the_callers_use_is_declared_by_the_protocol():
     assert found == []
 
 
-def test_base_runtime_implements_every_declared_method():
-    """So a runtime that subclasses it and declares nothing gets every default."""
+def test_the_seam_is_handle_what_a_runtime_declares_and_the_run_hooks():
+    """As httpx's transport is `handle_request` and `close`: the typed calls are functions over
+    `handle` (`looprail.runtime.base`), and a runtime that subclasses `BaseRuntime` and
+    declares nothing gets every default."""
+    assert {"handle", "describe", "begin_run", "end_run"} == DECLARED
     assert set(dir(BaseRuntime)) >= DECLARED
-    assert {"handle", "describe", "begin_run", "end_run"} <= DECLARED

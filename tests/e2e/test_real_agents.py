@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from looprail.runtime.base import DispatchContext, TaskWork
+from looprail.runtime.base import DispatchContext, TaskWork, execute_task
 from looprail.runtime.registry import RuntimeSettings, create_runtime
 from tests.support.agents import AGENTS, git, looprail
 from tests.support.model_server import SHELL_MARK, ModelServer, Script
@@ -202,7 +202,7 @@ def test_the_default_permissions_and_a_shell_command(
             plan_id="01-01", task_id="T1", index=1, name="Out", files=("out.txt",), action="Do"
         )
         ctx = DispatchContext(project=project, phase_number="1", phase_dir=phase)
-        outcome = runtime.execute_task(task, ctx)
+        outcome = execute_task(runtime, task, ctx)
         offered = {c.shell_offered for c in server.calls if c.shell_offered is not None}
     # The shell command does not decide: the task wrote its file, so it is done.
     assert outcome.ok, outcome.detail

@@ -25,7 +25,7 @@ from looprail.hooks.checks import (
     validate_query,
 )
 from looprail.hooks.predicates import json_equal
-from looprail.runtime.base import DispatchContext, Outcome
+from looprail.runtime.base import BaseRuntime, DispatchContext, Outcome, Request
 
 
 @pytest.fixture
@@ -49,19 +49,18 @@ def predicate(ctx: CheckContext, **fields: Any):
     return evaluate_check({"predicate": fields}, ctx)
 
 
-class FakeRuntime:
-    """Records every call; answers with a fixed Outcome."""
+class FakeRuntime(BaseRuntime):
+    """Records every request (its kind, words or verdict ask, context); answers with a fixed
+    Outcome."""
 
     def __init__(self, outcome: Outcome | None = None):
+        super().__init__()
         self.outcome = outcome or Outcome.succeeded(data={"block": False, "message": "fine"})
         self.calls: list[tuple[str, Any, Any]] = []
 
-    def run_query_check(self, words, ctx):
-        self.calls.append(("query", list(words), ctx))
-        return self.outcome
-
-    def ask_verdict(self, agent_verdict, ctx):
-        self.calls.append(("verdict", dict(agent_verdict), ctx))
+    def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
+        asked = request.verdict.model_dump() if request.verdict else list(request.words or ())
+        self.calls.append((request.kind, asked, ctx))
         return self.outcome
 
 

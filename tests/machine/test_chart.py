@@ -189,6 +189,35 @@ def test_every_hook_kind_dispatched_at_every_point_in_order(tmp_path):
     assert ctx.role == "researcher" and ctx.text == "context for plan:pre"
 
 
+def test_a_contribution_reaches_its_role_s_later_work_in_its_step_once(tmp_path):
+    """The machine keeps the fragments per step and role, in delivery order, one copy of a
+    repeated one; an execute point's fragment for the verifier is for verify's work."""
+
+    def into(point, role, text):
+        return {"point": point, "into": role, "fragment": {"inline": text}}
+
+    contributions = [
+        into("discuss:pre", "orchestrator", "TALK"),
+        into("execute:pre", "executor", "A"),
+        into("execute:wave:pre", "executor", "B"),
+        into("execute:wave:pre", "executor", "A"),  # the same text again: kept once
+        into("execute:post", "verifier", "V"),
+        into("discuss:post", "orchestrator", "TOO LATE"),  # after the discuss work
+    ]
+    manifest = feature(
+        "ctx", contributions=[{**c, "produces": [], "consumes": []} for c in contributions]
+    )
+    project = simple_project(tmp_path)
+    rt = scripted(project)
+    outcome = run_loop(project, rt, caps_dir(tmp_path, manifest))
+    assert outcome.result.status == "shipped", outcome.result.reason
+    work = {c.name: c.role_context for c in rt.calls if c.kind in ("phase", "task")}
+    assert work["discuss"] == {"orchestrator": ("TALK",)}
+    assert work["01-01/T1"] == {"executor": ("A", "B")}
+    assert work["verify"] == {"verifier": ("V",)}
+    assert "plan" not in work  # its plan was there already
+
+
 def test_flavor_changes_skill_prefix(tmp_path):
     project = simple_project(tmp_path)
     caps = caps_dir(tmp_path, *every_kind_at_every_point())

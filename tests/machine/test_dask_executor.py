@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.loop_overhead import make_phase
+from tests.support import feature, write_capability
 
 AGENT = """#!/bin/sh
 # The executor agent: writes one file per task; with KILL_TASK set, the first time it runs
@@ -30,7 +31,8 @@ if [ -n "$KILL_TASK" ] && [ "$LOOPRAIL_PLAN_ID/$LOOPRAIL_TASK_ID" = "$KILL_TASK"
   sleep 30
 fi
 mkdir -p "$LOOPRAIL_PROJECT/out"
-echo "$LOOPRAIL_PLAN_ID $LOOPRAIL_TASK_ID" >> "$LOOPRAIL_PROJECT/out/$LOOPRAIL_PLAN_ID.txt"
+hints=$(grep -c HINT-FOR-THE-EXECUTOR)  # the request on stdin: its role context
+echo "$LOOPRAIL_PLAN_ID $LOOPRAIL_TASK_ID $hints" >> "$LOOPRAIL_PROJECT/out/$LOOPRAIL_PLAN_ID.txt"
 echo "wrote $LOOPRAIL_TASK_ID"
 """
 
@@ -85,14 +87,18 @@ def test_plans_run_on_local_cluster_workers_and_merge_back(tmp_path, capsys):
     from looprail.cli import main
 
     project = dask_project(tmp_path)
-    code = main(["run", "--phase", "1", "--project", str(project), "--executor", "dask-local:2"])
+    hint = {"point": "execute:pre", "into": "executor", "produces": [], "consumes": []}
+    hint["fragment"] = {"inline": "HINT-FOR-THE-EXECUTOR"}
+    write_capability(tmp_path / "caps", feature("hint", contributions=[hint]))
+    argv = ["run", "--phase", "1", "--project", str(project), "--executor", "dask-local:2"]
+    code = main([*argv, "--capabilities", str(tmp_path / "caps")])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "shipped" in captured.out and "4 tasks run" in captured.out
     # The workers' changes were merged into the project by the orchestrator.
     for plan in ("01-001", "01-002"):
         lines = (project / "out" / f"{plan}.txt").read_text().splitlines()
-        assert [line.split()[1] for line in lines] == ["T1", "T2"]
+        assert [line.split()[1:] for line in lines] == [["T1", "1"], ["T2", "1"]]  # the hint too
         assert (project / ".planning/phases/01-bench" / f"{plan}-SUMMARY.md").exists()
     tasks = journal_tasks(project)
     assert len(tasks) == 4 and {s for s, _ in tasks.values()} == {"done"}

@@ -18,7 +18,19 @@ from looprail.cli import main
 from looprail.hooks.checks import CheckContext, CheckError, Verdict, evaluate_check
 from looprail.runtime import registry
 from looprail.runtime.agents import ADAPTERS, AgentSettings, extract_verdict
-from looprail.runtime.base import BaseRuntime, DispatchContext, Outcome, Request, TaskWork
+from looprail.runtime.base import (
+    BaseRuntime,
+    DispatchContext,
+    Outcome,
+    Request,
+    TaskWork,
+    deliver_context,
+    deliver_message,
+    do_phase_work,
+    execute_task,
+    run_skill,
+    spawn_agent,
+)
 from looprail.runtime.local import LocalRuntime
 from looprail.runtime.registry import RuntimeSettings, create_runtime
 from looprail.runtime.scripted import ScriptedRuntime
@@ -226,17 +238,16 @@ def test_phase_prompt_is_brief_phase_contributions_and_what_is_owed(
 ) -> None:
     (phase_dir(project) / "01-CONTEXT.md").write_text("# Context\n\nUse tabs.\n")
     rt = agent_runtime("claude", project)
-    rt.deliver_context("planner", "FIRST: keep plans small", ctx_for(project, point="plan:pre"))
-    rt.deliver_context("executor", "NOT FOR THE PLANNER", ctx_for(project, point="plan:pre"))
-    rt.deliver_context("planner", "SECOND: {braces} stay", ctx_for(project, point="plan:pre"))
-    outcome = rt.do_phase_work("planner", "plan", ctx_for(project))
+    assert deliver_context(rt, "planner", "NOT A PROMPT", ctx_for(project, point="plan:pre")).ok
+    texts = ["FIRST: keep plans small", "SECOND: {braces} stay"]
+    outcome = do_phase_work(rt, "planner", "plan", ctx_for(project), texts)
     assert outcome.ok, outcome.detail
     prompt = prompt_of(outcome, project)
     assert prompt.startswith("You are the planner")
     assert "`.planning/phases/01-demo/`" in prompt  # the brief's {phase_dir}, substituted
     assert "Use tabs." in prompt  # the phase context
     assert prompt.index("FIRST: keep plans small") < prompt.index("SECOND: {braces} stay")
-    assert "NOT FOR THE PLANNER" not in prompt
+    assert "NOT A PROMPT" not in prompt  # the machine hands the role its context
     assert prompt.rstrip().endswith("in the format above.")  # what is owed comes last
 
 
@@ -244,7 +255,7 @@ def test_a_project_overrides_a_role_brief(project: Path, fakes_on_path: Path) ->
     own = project / ".looprail" / "roles" / "verifier.md"
     own.parent.mkdir(parents=True)
     own.write_text("HOUSE VERIFIER for phase {phase} in {phase_dir}\n")
-    outcome = agent_runtime("codex", project).do_phase_work("verifier", "verify", ctx_for(project))
+    outcome = do_phase_work(agent_runtime("codex", project), "verifier", "verify", ctx_for(project))
     prompt = prompt_of(outcome, project)
     assert prompt.startswith("HOUSE VERIFIER for phase 1 in .planning/phases/01-demo")
     assert "You are the verifier" not in prompt
@@ -268,8 +279,7 @@ def test_task_prompt_has_the_task_content_and_its_read_first_files(
         tracker_id="gh:12",
     )
     rt = agent_runtime("gemini", project)
-    rt.deliver_context("executor", "EXEC HINT", ctx_for(project, point="execute:pre"))
-    outcome = rt.execute_task(task, ctx_for(project, plan_id="01-02", task_id="T3"))
+    outcome = execute_task(rt, task, ctx_for(project, plan_id="01-02", task_id="T3"), ["EXEC HINT"])
     assert outcome.ok, outcome.detail
     prompt = prompt_of(outcome, project)
     for text in (
@@ -294,13 +304,13 @@ def test_skills_and_subagents_run_the_agents_way(
 ) -> None:
     claude = agent_runtime("claude", project)
     assert prompt_of(
-        claude.run_skill("gsd-lint", ctx_for(project, point="plan:pre")), project
+        run_skill(claude, "gsd-lint", ctx_for(project, point="plan:pre")), project
     ).startswith("/gsd-lint\n")
     assert "Use the gsd-mapper subagent" in prompt_of(
-        claude.spawn_agent("gsd-mapper", ctx_for(project, point="plan:pre")), project
+        spawn_agent(claude, "gsd-mapper", ctx_for(project, point="plan:pre")), project
     )
     opencode = agent_runtime("opencode", project)
-    opencode.spawn_agent("reviewer", ctx_for(project, point="plan:pre"))
+    spawn_agent(opencode, "reviewer", ctx_for(project, point="plan:pre"))
     last = json.loads((tmp_path / "calls.jsonl").read_text().splitlines()[-1])
     assert last["argv"][:6] == [
         "run",
@@ -315,11 +325,11 @@ def test_skills_and_subagents_run_the_agents_way(
 def test_messages_reach_the_next_prompt_once(project: Path, fakes_on_path: Path) -> None:
     rt = agent_runtime("claude", project)
     ctx = ctx_for(project, point="plan:pre")
-    assert rt.deliver_message(
-        "MIND THE TESTS", send_as="custom", delivery="nextTurn", trigger_turn=False, ctx=ctx
+    assert deliver_message(
+        rt, "MIND THE TESTS", send_as="custom", delivery="nextTurn", trigger_turn=False, ctx=ctx
     ).ok
-    first = prompt_of(rt.run_skill("gsd-a", ctx), project)
-    second = prompt_of(rt.run_skill("gsd-b", ctx), project)
+    first = prompt_of(run_skill(rt, "gsd-a", ctx), project)
+    second = prompt_of(run_skill(rt, "gsd-b", ctx), project)
     assert "MIND THE TESTS" in first and "MIND THE TESTS" not in second
 
 
@@ -343,7 +353,9 @@ def test_a_missing_cli_says_how_to_install_it(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
-    outcome = agent_runtime("codex", project).run_skill("gsd-a", ctx_for(project, point="plan:pre"))
+    outcome = run_skill(
+        agent_runtime("codex", project), "gsd-a", ctx_for(project, point="plan:pre")
+    )
     assert not outcome.ok
     assert outcome.detail.startswith("codex: `codex` not found on PATH; install Codex CLI")
 
@@ -473,8 +485,8 @@ def test_a_prompt_too_long_for_argv_goes_the_way_the_cli_reads_more_input(
         read_first=("big1.txt", "big2.txt"),
         action="Write out.txt",
     )
-    outcome = agent_runtime(agent, project).execute_task(
-        task, ctx_for(project, plan_id="01-01", task_id="T1")
+    outcome = execute_task(
+        agent_runtime(agent, project), task, ctx_for(project, plan_id="01-01", task_id="T1")
     )
     assert outcome.ok, outcome.detail
     assert (project / "out.txt").is_file()  # the fake read the task from stdin / the file
@@ -653,6 +665,6 @@ def test_a_cost_of_zero_is_priced_from_the_tokens_when_prices_are_configured(
         ),
     )
     task = TaskWork(plan_id="01-01", task_id="T1", index=1, name="X", files=("x.txt",))
-    outcome = runtime.execute_task(task, ctx_for(project, plan_id="01-01", task_id="T1"))
+    outcome = execute_task(runtime, task, ctx_for(project, plan_id="01-01", task_id="T1"))
     assert outcome.ok and outcome.usage is not None
     assert outcome.usage.cost_usd == round((100 * 3 + 20 * 15) / 1_000_000, 6)

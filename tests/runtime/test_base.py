@@ -1,4 +1,5 @@
-"""The shared runtime models: Outcome invariants, DispatchContext, Request JSON, role context."""
+"""The shared runtime models: Outcome invariants, DispatchContext, Request JSON, and the typed
+calls' own checks."""
 
 from __future__ import annotations
 
@@ -9,18 +10,25 @@ import pytest
 from pydantic import ValidationError
 
 from looprail.runtime.base import (
+    BaseRuntime,
     DispatchContext,
     Outcome,
-    RoleContextBook,
+    Request,
     TaskWork,
+    ask_verdict,
     build_request,
+    deliver_context,
+    do_phase_work,
     message_ask,
     parse_json_object,
     require_verdict,
+    run_command,
+    run_query_check,
     spawn_banner,
     step_of,
     verdict_ask,
 )
+from looprail.runtime.scripted import ScriptedRuntime
 
 
 def ctx(**overrides) -> DispatchContext:
@@ -136,30 +144,34 @@ def test_task_work_reads_and_writes_camel_case() -> None:
     assert work.model_dump(by_alias=True)["readFirst"] == ("a.md",)
 
 
-def test_role_context_book_scopes_to_phase_and_step() -> None:
-    book = RoleContextBook()
-    book.deliver("executor", "A", ctx(point="execute:pre"))
-    book.deliver("executor", "B", ctx(point="execute:wave:pre"))
-    book.deliver("executor", "A", ctx(point="execute:wave:pre"))  # same text again: kept once
-    assert book.for_role("executor", "execute", ctx()) == ("A", "B")
-    assert book.for_role("planner", "execute", ctx()) == ()
-    assert book.for_role("executor", "execute", ctx(phase_number="5")) == ()  # another phase
-    assert book.for_role("executor", "verify", ctx()) == ()  # another step
-
-
-def test_execute_contributions_into_verifier_reach_the_verify_step() -> None:
-    book = RoleContextBook()
-    book.deliver("verifier", "check the API", ctx(point="execute:post"))
-    assert book.for_role("verifier", "verify", ctx()) == ("check the API",)
-    assert book.for_role("verifier", "execute", ctx()) == ()
-
-
-def test_role_context_needs_a_point_and_a_role() -> None:
-    book = RoleContextBook()
+def test_a_contribution_needs_a_point_and_a_role() -> None:
+    rt = ScriptedRuntime()
     with pytest.raises(ValueError, match="point"):
-        book.deliver("planner", "x", ctx(point=None))
+        deliver_context(rt, "planner", "x", ctx(point=None))
     with pytest.raises(ValueError, match="role"):
-        book.deliver("", "x", ctx())
+        deliver_context(rt, "", "x", ctx())
+    assert rt.calls == []
+
+
+def test_the_typed_calls_refuse_a_caller_s_bug_before_the_runtime_sees_it() -> None:
+    rt = ScriptedRuntime()
+    with pytest.raises(TypeError):
+        run_command(rt, "sync", ctx())  # type: ignore[arg-type]  # words, not a str
+    with pytest.raises(ValueError, match="step"):
+        do_phase_work(rt, "planner", "", ctx())
+    unusable = ask_verdict(rt, {"prompt": "no ref"}, ctx())
+    assert not unusable.ok and unusable.detail == 'agentVerdict has no "ref" naming an agent'
+    assert rt.calls == []
+
+
+def test_a_runtime_that_does_not_check_a_verdict_is_checked_by_the_call() -> None:
+    class Plain(BaseRuntime):
+        def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
+            return Outcome.succeeded("all good")
+
+    outcome = run_query_check(Plain(), ["ui", "gate"], ctx())
+    assert outcome.detail == "query 'ui gate' stdout is not a JSON object"
+    assert ask_verdict(Plain(), {"ref": "judge"}, ctx()).detail.startswith("verdict 'judge' ")
 
 
 @pytest.mark.parametrize(

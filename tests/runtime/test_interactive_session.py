@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from looprail.runtime.base import DispatchContext
+from looprail.runtime.base import DispatchContext, do_phase_work
 from looprail.runtime.interactive import Session
 from looprail.runtime.registry import RuntimeSettings, create_runtime
 
@@ -45,7 +45,7 @@ def test_without_a_terminal_the_session_is_refused_not_started(tmp_path: Path, n
     )
     runtime = create_runtime(name, settings)
     ctx = DispatchContext(project=project, phase_number="1", phase_dir=phase, terminal=True)
-    outcome = runtime.do_phase_work("orchestrator", "discuss", ctx)
+    outcome = do_phase_work(runtime, "orchestrator", "discuss", ctx)
     assert not outcome.ok
     assert "an interactive session needs a terminal: stdin is not a terminal" in outcome.detail
     assert not (tmp_path / "started").exists()

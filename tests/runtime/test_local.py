@@ -9,7 +9,23 @@ from pathlib import Path
 
 import pytest
 
-from looprail.runtime.base import DispatchContext, Outcome, Runtime, TaskWork, spawn_banner
+from looprail.runtime.base import (
+    DispatchContext,
+    Outcome,
+    Runtime,
+    TaskWork,
+    ask_verdict,
+    compact,
+    deliver_context,
+    deliver_message,
+    do_phase_work,
+    execute_task,
+    run_command,
+    run_query_check,
+    run_skill,
+    spawn_agent,
+    spawn_banner,
+)
 from looprail.runtime.local import LocalRuntime, Timeouts
 
 # Writes its stdin (the request) and a few facts about how it was started next to the project.
@@ -83,7 +99,7 @@ def test_satisfies_the_runtime_protocol(runtime: LocalRuntime) -> None:
 
 def test_skill_receives_the_request_on_stdin(project: Path, runtime: LocalRuntime) -> None:
     write_exe(project / ".looprail/skills/gsd-foo", RECORDER)
-    outcome = runtime.run_skill("gsd-foo", make_ctx(project, plan_id="03-01", wave=1))
+    outcome = run_skill(runtime, "gsd-foo", make_ctx(project, plan_id="03-01", wave=1))
     assert outcome.ok, outcome.detail
     assert read_request(project) == {
         "protocol": 1,
@@ -104,7 +120,7 @@ def test_skill_receives_the_request_on_stdin(project: Path, runtime: LocalRuntim
 def test_environment_and_working_directory(project: Path, runtime: LocalRuntime) -> None:
     write_exe(project / ".looprail/skills/gsd-foo", RECORDER)
     ctx = make_ctx(project, env={"EXTRA_VAR": "x", "LOOPRAIL_POINT": "spoofed"})
-    assert runtime.run_skill("gsd-foo", ctx).ok
+    assert run_skill(runtime, "gsd-foo", ctx).ok
     env = read_env(project)
     assert env["LOOPRAIL_PROJECT"] == str(project)
     assert env["LOOPRAIL_PHASE"] == "3"
@@ -122,7 +138,7 @@ def test_absent_values_are_empty_not_inherited(
 ) -> None:
     monkeypatch.setenv("LOOPRAIL_POINT", "stale:point")
     write_exe(project / ".looprail/skills/gsd-foo", RECORDER)
-    assert runtime.run_skill("gsd-foo", make_ctx(project, point=None, phase_dir=None)).ok
+    assert run_skill(runtime, "gsd-foo", make_ctx(project, point=None, phase_dir=None)).ok
     env = read_env(project)
     assert env["LOOPRAIL_POINT"] == ""
     assert env["LOOPRAIL_PHASE_DIR"] == ""
@@ -130,14 +146,14 @@ def test_absent_values_are_empty_not_inherited(
 
 def test_exit_zero_with_json_stdout_is_ok_with_data(project: Path, runtime: LocalRuntime) -> None:
     write_exe(project / ".looprail/skills/gsd-foo", '#!/bin/sh\necho \'{"wrote": ["a.md"]}\'\n')
-    outcome = runtime.run_skill("gsd-foo", make_ctx(project))
+    outcome = run_skill(runtime, "gsd-foo", make_ctx(project))
     assert outcome.ok and outcome.exit_code == 0 and outcome.detail == ""
     assert outcome.data == {"wrote": ["a.md"]}
 
 
 def test_plain_stdout_has_no_data(project: Path, runtime: LocalRuntime) -> None:
     write_exe(project / ".looprail/skills/gsd-foo", "#!/bin/sh\necho done\n")
-    outcome = runtime.run_skill("gsd-foo", make_ctx(project))
+    outcome = run_skill(runtime, "gsd-foo", make_ctx(project))
     assert outcome.ok and outcome.stdout == "done\n" and outcome.data is None
 
 
@@ -145,7 +161,7 @@ def test_non_zero_exit_is_a_failed_outcome(project: Path, runtime: LocalRuntime)
     write_exe(
         project / ".looprail/skills/gsd-foo", "#!/bin/sh\necho warming >&2\necho boom >&2\nexit 3\n"
     )
-    outcome = runtime.run_skill("gsd-foo", make_ctx(project))
+    outcome = run_skill(runtime, "gsd-foo", make_ctx(project))
     assert not outcome.ok and not outcome.unavailable
     assert outcome.exit_code == 3
     assert outcome.detail == ".looprail/skills/gsd-foo exited 3: boom"
@@ -155,7 +171,7 @@ def test_non_zero_exit_is_a_failed_outcome(project: Path, runtime: LocalRuntime)
 def test_exit_69_is_unavailable(project: Path, runtime: LocalRuntime) -> None:
     body = '#!/bin/sh\necho \'{"block": false, "message": "no data"}\'\nexit 69\n'
     write_exe(project / ".looprail/checks/drift", body)
-    outcome = runtime.run_query_check(["drift"], make_ctx(project))
+    outcome = run_query_check(runtime, ["drift"], make_ctx(project))
     assert not outcome.ok and outcome.unavailable and outcome.exit_code == 69
     assert "unavailable" in outcome.detail
     assert outcome.data == {"block": False, "message": "no data"}  # kept, but not a verdict
@@ -163,7 +179,7 @@ def test_exit_69_is_unavailable(project: Path, runtime: LocalRuntime) -> None:
 
 def test_timeout_kills_the_process(project: Path, runtime: LocalRuntime) -> None:
     write_exe(project / ".looprail/agents/slow", "#!/bin/sh\nsleep 30\n")
-    outcome = runtime.spawn_agent("slow", make_ctx(project, timeout_s=0.5))
+    outcome = spawn_agent(runtime, "slow", make_ctx(project, timeout_s=0.5))
     assert not outcome.ok and outcome.timed_out and outcome.exit_code is None
     assert outcome.detail == ".looprail/agents/slow timed out after 0.5s and was killed"
 
@@ -171,7 +187,7 @@ def test_timeout_kills_the_process(project: Path, runtime: LocalRuntime) -> None
 def test_default_timeouts_come_from_the_runtime(project: Path, lines: list[str]) -> None:
     write_exe(project / ".looprail/skills/gsd-slow", "#!/bin/sh\nsleep 30\n")
     runtime = LocalRuntime(project, timeouts=Timeouts(skill=0.5), progress=lines.append)
-    outcome = runtime.run_skill("gsd-slow", make_ctx(project, timeout_s=None))
+    outcome = run_skill(runtime, "gsd-slow", make_ctx(project, timeout_s=None))
     assert outcome.timed_out
 
 
@@ -181,8 +197,8 @@ def test_a_large_request_to_a_process_that_never_reads_still_times_out(
     # 1 MiB of role context would block a synchronous stdin write on a full pipe.
     write_exe(project / ".looprail/agents/planner", "#!/bin/sh\nsleep 30\n")
     ctx = make_ctx(project, timeout_s=0.5)
-    runtime.deliver_context("planner", "x" * (1 << 20), ctx)
-    outcome = runtime.do_phase_work("planner", "plan", ctx)
+    deliver_context(runtime, "planner", "x" * (1 << 20), ctx)
+    outcome = do_phase_work(runtime, "planner", "plan", ctx)
     assert outcome.timed_out
 
 
@@ -190,40 +206,40 @@ def test_output_is_capped(project: Path, lines: list[str]) -> None:
     body = "#!/bin/sh\nhead -c 10000 /dev/zero | tr '\\0' a\n"
     write_exe(project / ".looprail/skills/gsd-chatty", body)
     runtime = LocalRuntime(project, output_cap=100, progress=lines.append)
-    outcome = runtime.run_skill("gsd-chatty", make_ctx(project))
+    outcome = run_skill(runtime, "gsd-chatty", make_ctx(project))
     assert outcome.ok and outcome.truncated
     assert outcome.stdout == "a" * 100
 
 
 def test_missing_executable(project: Path, runtime: LocalRuntime) -> None:
-    outcome = runtime.run_skill("gsd-foo", make_ctx(project))
+    outcome = run_skill(runtime, "gsd-foo", make_ctx(project))
     assert not outcome.ok and outcome.exit_code is None
     assert outcome.detail == "no executable .looprail/skills/gsd-foo"
 
 
 def test_non_executable_file(project: Path, runtime: LocalRuntime) -> None:
     write_exe(project / ".looprail/skills/gsd-foo", "#!/bin/sh\n", executable=False)
-    outcome = runtime.run_skill("gsd-foo", make_ctx(project))
+    outcome = run_skill(runtime, "gsd-foo", make_ctx(project))
     assert not outcome.ok
     assert outcome.detail.startswith(".looprail/skills/gsd-foo is not executable")
 
 
 def test_a_directory_is_not_an_executable(project: Path, runtime: LocalRuntime) -> None:
     (project / ".looprail/skills/gsd-foo").mkdir(parents=True)
-    outcome = runtime.run_skill("gsd-foo", make_ctx(project))
+    outcome = run_skill(runtime, "gsd-foo", make_ctx(project))
     assert outcome.detail == ".looprail/skills/gsd-foo is not a file"
 
 
 def test_a_file_that_cannot_start(project: Path, runtime: LocalRuntime) -> None:
     write_exe(project / ".looprail/skills/gsd-foo", "echo no shebang\n")
-    outcome = runtime.run_skill("gsd-foo", make_ctx(project))
+    outcome = run_skill(runtime, "gsd-foo", make_ctx(project))
     assert not outcome.ok
     assert outcome.detail.startswith("could not start .looprail/skills/gsd-foo")
 
 
 def test_killed_by_a_signal(project: Path, runtime: LocalRuntime) -> None:
     write_exe(project / ".looprail/skills/gsd-foo", "#!/bin/sh\nkill -9 $$\n")
-    outcome = runtime.run_skill("gsd-foo", make_ctx(project))
+    outcome = run_skill(runtime, "gsd-foo", make_ctx(project))
     assert not outcome.ok
     assert outcome.detail == ".looprail/skills/gsd-foo was killed by SIGKILL"
 
@@ -233,7 +249,7 @@ def test_names_that_are_not_plain_file_names_are_refused(
     project: Path, runtime: LocalRuntime, name: str
 ) -> None:
     write_exe(project / "escape", "#!/bin/sh\ntouch ran\n")
-    outcome = runtime.run_skill(name, make_ctx(project))
+    outcome = run_skill(runtime, name, make_ctx(project))
     assert not outcome.ok
     assert outcome.detail.startswith("refused name")
     assert "\n" not in outcome.detail
@@ -246,7 +262,7 @@ def test_symlink_escaping_looprail_is_refused(
     outside = write_exe(project.parent / "outside" / "agent", "#!/bin/sh\ntouch ran\n")
     (project / ".looprail/agents").mkdir()
     (project / ".looprail/agents/evil").symlink_to(outside)
-    outcome = runtime.spawn_agent("evil", make_ctx(project))
+    outcome = spawn_agent(runtime, "evil", make_ctx(project))
     assert not outcome.ok
     assert outcome.detail.startswith(".looprail/agents/evil resolves outside .looprail/")
     assert lines == []  # nothing was spawned, so no banner
@@ -258,7 +274,7 @@ def test_symlinked_folder_escaping_looprail_is_refused(
 ) -> None:
     write_exe(project.parent / "elsewhere" / "gsd-foo", "#!/bin/sh\n")
     (project / ".looprail/skills").symlink_to(project.parent / "elsewhere")
-    outcome = runtime.run_skill("gsd-foo", make_ctx(project))
+    outcome = run_skill(runtime, "gsd-foo", make_ctx(project))
     assert not outcome.ok and "resolves outside" in outcome.detail
 
 
@@ -266,20 +282,20 @@ def test_symlink_inside_looprail_is_followed(project: Path, runtime: LocalRuntim
     target = write_exe(project / ".looprail/bin/shared", "#!/bin/sh\necho shared\n")
     (project / ".looprail/skills").mkdir()
     (project / ".looprail/skills/gsd-foo").symlink_to(target)
-    outcome = runtime.run_skill("gsd-foo", make_ctx(project))
+    outcome = run_skill(runtime, "gsd-foo", make_ctx(project))
     assert outcome.ok and outcome.stdout == "shared\n"
 
 
 def test_dangling_symlink_is_missing(project: Path, runtime: LocalRuntime) -> None:
     (project / ".looprail/skills").mkdir()
     (project / ".looprail/skills/gsd-foo").symlink_to(project / ".looprail/nothing")
-    outcome = runtime.run_skill("gsd-foo", make_ctx(project))
+    outcome = run_skill(runtime, "gsd-foo", make_ctx(project))
     assert outcome.detail == "no executable .looprail/skills/gsd-foo (dangling symlink)"
 
 
 def test_command_argv_gets_phase_and_raw(project: Path, runtime: LocalRuntime) -> None:
     write_exe(project / ".looprail/commands/beads", RECORDER)
-    outcome = runtime.run_command(["beads", "sync", "close"], make_ctx(project))
+    outcome = run_command(runtime, ["beads", "sync", "close"], make_ctx(project))
     assert outcome.ok, outcome.detail
     assert read_args(project) == ["sync", "close", "--phase", "3", "--raw"]
     request = read_request(project)
@@ -291,7 +307,7 @@ def test_command_argv_gets_phase_and_raw(project: Path, runtime: LocalRuntime) -
 def test_command_missing_executable_names_the_first_word(
     project: Path, runtime: LocalRuntime
 ) -> None:
-    outcome = runtime.run_command(["beads", "sync"], make_ctx(project))
+    outcome = run_command(runtime, ["beads", "sync"], make_ctx(project))
     assert outcome.detail == "no executable .looprail/commands/beads"
 
 
@@ -299,21 +315,21 @@ def test_command_words_that_look_like_options_are_refused(
     project: Path, runtime: LocalRuntime
 ) -> None:
     write_exe(project / ".looprail/commands/beads", RECORDER)
-    outcome = runtime.run_command(["beads", "--exec=rm"], make_ctx(project))
+    outcome = run_command(runtime, ["beads", "--exec=rm"], make_ctx(project))
     assert not outcome.ok and outcome.detail.startswith("refused command")
     assert not (project / "args.txt").exists()
 
 
 def test_words_must_be_a_sequence_not_a_string(project: Path, runtime: LocalRuntime) -> None:
     with pytest.raises(TypeError):
-        runtime.run_command("beads sync", make_ctx(project))
+        run_command(runtime, "beads sync", make_ctx(project))
     with pytest.raises(ValueError):
-        runtime.run_query_check([], make_ctx(project))
+        run_query_check(runtime, [], make_ctx(project))
 
 
 def test_query_argv_and_verdict(project: Path, runtime: LocalRuntime) -> None:
     write_exe(project / ".looprail/checks/ui", VERDICT)
-    outcome = runtime.run_query_check(["ui", "plan-gate"], make_ctx(project))
+    outcome = run_query_check(runtime, ["ui", "plan-gate"], make_ctx(project))
     assert outcome.ok, outcome.detail
     assert read_args(project) == ["plan-gate", "3"]
     assert outcome.data == {"block": True, "message": "no UI-SPEC.md"}
@@ -335,7 +351,7 @@ def test_query_without_a_usable_verdict_is_an_error_of_the_check(
 ) -> None:
     body = f"#!/bin/sh\nprintf '%s' '{stdout}'\n"
     write_exe(project / ".looprail/checks/ui", body)
-    outcome = runtime.run_query_check(["ui", "plan-gate"], make_ctx(project))
+    outcome = run_query_check(runtime, ["ui", "plan-gate"], make_ctx(project))
     assert not outcome.ok and outcome.exit_code == 0
     assert outcome.detail == f".looprail/checks/ui {problem}"
 
@@ -353,10 +369,10 @@ if [ "$1" = check ]; then echo '{{"block": false, "message": "fine"}}'; fi
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     runtime = LocalRuntime(project, host_tool="gsd_run", progress=lines.append)
 
-    assert runtime.run_command(["beads", "sync"], make_ctx(project)).ok
+    assert run_command(runtime, ["beads", "sync"], make_ctx(project)).ok
     assert log.read_text().splitlines() == ["beads", "sync", "--phase", "3", "--raw"]
 
-    outcome = runtime.run_query_check(["ui", "plan-gate"], make_ctx(project))
+    outcome = run_query_check(runtime, ["ui", "plan-gate"], make_ctx(project))
     assert outcome.ok, outcome.detail
     assert log.read_text().splitlines() == ["check", "ui", "plan-gate", "3", "--raw"]
     assert outcome.data == {"block": False, "message": "fine"}
@@ -368,7 +384,7 @@ def test_host_tool_from_the_context_overrides(
     bin_dir = tmp_path / "bin"
     write_exe(bin_dir / "msd_run", "#!/bin/sh\nexit 4\n")
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    outcome = runtime.run_command(["sync"], make_ctx(project, host_tool="msd_run", flavor="msd"))
+    outcome = run_command(runtime, ["sync"], make_ctx(project, host_tool="msd_run", flavor="msd"))
     assert outcome.exit_code == 4
     assert outcome.detail == "msd_run sync exited 4"
 
@@ -376,8 +392,8 @@ def test_host_tool_from_the_context_overrides(
 def test_missing_host_tool_is_a_failed_outcome(project: Path, lines: list[str]) -> None:
     runtime = LocalRuntime(project, host_tool="looprail_no_such_tool", progress=lines.append)
     for outcome in (
-        runtime.run_command(["sync"], make_ctx(project)),
-        runtime.run_query_check(["ui", "gate"], make_ctx(project)),
+        run_command(runtime, ["sync"], make_ctx(project)),
+        run_query_check(runtime, ["ui", "gate"], make_ctx(project)),
     ):
         assert not outcome.ok
         assert outcome.detail == "host tool looprail_no_such_tool not found on PATH"
@@ -388,7 +404,7 @@ def test_banner_is_printed_before_the_agent_runs(project: Path) -> None:
     write_exe(project / ".looprail/agents/gsd-mapper", f"#!/bin/sh\ntouch '{marker}'\n")
     seen: list[tuple[str, bool]] = []
     runtime = LocalRuntime(project, progress=lambda line: seen.append((line, marker.exists())))
-    assert runtime.spawn_agent("gsd-mapper", make_ctx(project)).ok
+    assert spawn_agent(runtime, "gsd-mapper", make_ctx(project)).ok
     banner = (
         "◆ Spawning gsd-mapper... (runs in a subagent — no output until it returns; "
         "expected, not a freeze)"
@@ -399,26 +415,24 @@ def test_banner_is_printed_before_the_agent_runs(project: Path) -> None:
 
 def test_banner_defaults_to_stderr(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_exe(project / ".looprail/agents/gsd-mapper", "#!/bin/sh\n")
-    assert LocalRuntime(project).spawn_agent("gsd-mapper", make_ctx(project)).ok
+    assert spawn_agent(LocalRuntime(project), "gsd-mapper", make_ctx(project)).ok
     assert capsys.readouterr().err == spawn_banner("gsd-mapper") + "\n"
 
 
 def test_no_banner_for_a_missing_agent(
     project: Path, runtime: LocalRuntime, lines: list[str]
 ) -> None:
-    outcome = runtime.spawn_agent("gsd-mapper", make_ctx(project))
+    outcome = spawn_agent(runtime, "gsd-mapper", make_ctx(project))
     assert outcome.detail == "no executable .looprail/agents/gsd-mapper"
     assert lines == []
 
 
-def test_phase_work_gets_the_roles_queued_context(
+def test_phase_work_gets_the_roles_context(
     project: Path, runtime: LocalRuntime, lines: list[str]
 ) -> None:
     write_exe(project / ".looprail/agents/planner", RECORDER)
-    runtime.deliver_context("planner", "Read UI-SPEC.md first.\n", make_ctx(project))
-    runtime.deliver_context("orchestrator", "not for the planner", make_ctx(project))
     ctx = make_ctx(project, point=None, cap_id=None)
-    assert runtime.do_phase_work("planner", "plan", ctx).ok
+    assert do_phase_work(runtime, "planner", "plan", ctx, ["Read UI-SPEC.md first.\n"]).ok
     request = read_request(project)
     assert request["kind"] == "phase"
     assert request["name"] == "plan"
@@ -427,28 +441,19 @@ def test_phase_work_gets_the_roles_queued_context(
     assert lines == [spawn_banner("planner")]
 
 
-def test_context_is_kept_for_the_step_and_dropped_after(
-    project: Path, runtime: LocalRuntime
-) -> None:
+def test_a_contribution_runs_nothing(project: Path, runtime: LocalRuntime) -> None:
     write_exe(project / ".looprail/agents/planner", RECORDER)
-    runtime.deliver_context("planner", "hint", make_ctx(project, point="plan:pre"))
-    ctx = make_ctx(project, point=None)
-    assert runtime.do_phase_work("planner", "plan", ctx).ok
-    assert runtime.do_phase_work("planner", "plan", ctx).ok  # a re-plan still sees it
-    assert read_request(project)["roleContext"] == {"planner": ["hint"]}
-    assert runtime.do_phase_work("planner", "verify", ctx).ok  # another step: gone
-    assert read_request(project)["roleContext"] == {"planner": []}
+    outcome = deliver_context(runtime, "planner", "hint", make_ctx(project, point="plan:pre"))
+    assert outcome.ok and not (project / "request.json").exists()
 
 
 def test_missing_role_agent_fails_phase_work(project: Path, runtime: LocalRuntime) -> None:
-    outcome = runtime.do_phase_work("verifier", "verify", make_ctx(project))
+    outcome = do_phase_work(runtime, "verifier", "verify", make_ctx(project))
     assert outcome.detail == "no executable .looprail/agents/verifier"
 
 
 def test_execute_task_sends_the_resolved_task(project: Path, runtime: LocalRuntime) -> None:
     write_exe(project / ".looprail/agents/executor", RECORDER)
-    ctx = make_ctx(project, point="execute:wave:pre", wave=1)
-    runtime.deliver_context("executor", "Use the design tokens.", ctx)
     task = TaskWork(
         plan_id="03-01",
         task_id="T2",
@@ -463,7 +468,8 @@ def test_execute_task_sends_the_resolved_task(project: Path, runtime: LocalRunti
         tracker_id="beads:GSD-7",
         resolved_by_tracker=True,
     )
-    assert runtime.execute_task(task, make_ctx(project, point=None, wave=1)).ok
+    ctx = make_ctx(project, point=None, wave=1)
+    assert execute_task(runtime, task, ctx, ["Use the design tokens."]).ok
     request = read_request(project)
     assert request["kind"] == "task" and request["name"] == "03-01/T2"
     assert (request["planId"], request["taskId"], request["wave"]) == ("03-01", "T2", 1)
@@ -499,7 +505,7 @@ echo '{"block": true, "message": "looks off"}'
 """
     write_exe(project / ".looprail/agents/ui-auditor", body)
     ask = {"ref": "ui-auditor", "prompt": "Does the UI match?"}
-    outcome = runtime.ask_verdict(ask, make_ctx(project))
+    outcome = ask_verdict(runtime, ask, make_ctx(project))
     assert outcome.ok and outcome.data == {"block": True, "message": "looks off"}
     request = read_request(project)
     assert request["kind"] == "verdict"
@@ -508,15 +514,15 @@ echo '{"block": true, "message": "looks off"}'
 
 
 def test_agent_verdict_without_ref(project: Path, runtime: LocalRuntime) -> None:
-    outcome = runtime.ask_verdict({"prompt": "?"}, make_ctx(project))
+    outcome = ask_verdict(runtime, {"prompt": "?"}, make_ctx(project))
     assert outcome == Outcome.failed('agentVerdict has no "ref" naming an agent')
 
 
 def test_message_and_compact_go_to_the_session(project: Path, runtime: LocalRuntime) -> None:
     write_exe(project / ".looprail/session", RECORDER)
     ctx = make_ctx(project, point=None)
-    outcome = runtime.deliver_message(
-        "Blocked.", send_as="custom", delivery="followUp", trigger_turn=True, ctx=ctx
+    outcome = deliver_message(
+        runtime, "Blocked.", send_as="custom", delivery="followUp", trigger_turn=True, ctx=ctx
     )
     assert outcome.ok
     request = read_request(project)
@@ -527,13 +533,13 @@ def test_message_and_compact_go_to_the_session(project: Path, runtime: LocalRunt
         "delivery": "followUp",
         "triggerTurn": True,
     }
-    assert runtime.compact("Keep the decisions.", ctx).ok
+    assert compact(runtime, "Keep the decisions.", ctx).ok
     request = read_request(project)
     assert request["kind"] == "compact" and request["instructions"] == "Keep the decisions."
 
 
 def test_missing_session_is_a_failed_delivery(project: Path, runtime: LocalRuntime) -> None:
-    outcome = runtime.compact(None, make_ctx(project))
+    outcome = compact(runtime, None, make_ctx(project))
     assert outcome.detail == "no executable .looprail/session"
 
 
@@ -541,8 +547,13 @@ def test_invalid_message_delivery_is_a_programming_error(
     project: Path, runtime: LocalRuntime
 ) -> None:
     with pytest.raises(ValueError):
-        runtime.deliver_message(
-            "x", send_as="custom", delivery="nextTurn", trigger_turn=True, ctx=make_ctx(project)
+        deliver_message(
+            runtime,
+            "x",
+            send_as="custom",
+            delivery="nextTurn",
+            trigger_turn=True,
+            ctx=make_ctx(project),
         )
 
 
@@ -550,7 +561,7 @@ def test_context_for_another_project_is_a_programming_error(
     project: Path, runtime: LocalRuntime, tmp_path: Path
 ) -> None:
     with pytest.raises(ValueError, match="project"):
-        runtime.run_skill("gsd-foo", make_ctx(tmp_path / "other"))
+        run_skill(runtime, "gsd-foo", make_ctx(tmp_path / "other"))
 
 
 def test_a_relative_project_is_reported_absolute(
@@ -559,7 +570,7 @@ def test_a_relative_project_is_reported_absolute(
     write_exe(project / ".looprail/skills/gsd-foo", RECORDER)
     monkeypatch.chdir(project.parent)
     ctx = make_ctx(Path(project.name), phase_dir=None)
-    assert runtime.run_skill("gsd-foo", ctx).ok
+    assert run_skill(runtime, "gsd-foo", ctx).ok
     assert read_request(project)["project"] == str(project.resolve())
 
 
@@ -574,7 +585,7 @@ def test_host_tool_is_never_found_through_an_empty_or_relative_path_entry(
     monkeypatch.chdir(project)
     monkeypatch.setenv("PATH", path_var)
     runtime = LocalRuntime(project, host_tool="gsd_run", progress=lines.append)
-    outcome = runtime.run_command(["sync"], make_ctx(project))
+    outcome = run_command(runtime, ["sync"], make_ctx(project))
     assert not outcome.ok
     assert "not found on PATH" in outcome.detail
 
@@ -582,7 +593,7 @@ def test_host_tool_is_never_found_through_an_empty_or_relative_path_entry(
 @pytest.mark.parametrize("host", ["./gsd_run", "bin/gsd_run", "-gsd_run", ".."])
 def test_host_tool_must_be_a_plain_name(project: Path, lines: list[str], host: str) -> None:
     runtime = LocalRuntime(project, host_tool=host, progress=lines.append)
-    outcome = runtime.run_command(["sync"], make_ctx(project))
+    outcome = run_command(runtime, ["sync"], make_ctx(project))
     assert not outcome.ok
     assert "host tool" in outcome.detail and "a plain name" in outcome.detail
 
@@ -591,9 +602,9 @@ def test_host_tool_may_be_an_absolute_path(tmp_path: Path, project: Path, lines:
     tool = tmp_path / "elsewhere" / "gsd_run"
     write_exe(tool, '#!/bin/sh\necho "$@"\n')
     runtime = LocalRuntime(project, host_tool=str(tool), progress=lines.append)
-    outcome = runtime.run_command(["sync"], make_ctx(project))
+    outcome = run_command(runtime, ["sync"], make_ctx(project))
     assert outcome.ok, outcome.detail
     assert outcome.stdout == "sync --phase 3 --raw\n"
     missing = LocalRuntime(project, host_tool=str(tmp_path / "nope"), progress=lines.append)
-    outcome = missing.run_command(["sync"], make_ctx(project))
+    outcome = run_command(missing, ["sync"], make_ctx(project))
     assert not outcome.ok and "does not exist" in outcome.detail

@@ -7,7 +7,24 @@ from pathlib import Path
 
 import pytest
 
-from looprail.runtime.base import DispatchContext, Outcome, Request, Runtime, TaskWork, spawn_banner
+from looprail.runtime.base import (
+    DispatchContext,
+    Outcome,
+    Request,
+    Runtime,
+    TaskWork,
+    ask_verdict,
+    compact,
+    deliver_context,
+    deliver_message,
+    do_phase_work,
+    execute_task,
+    run_command,
+    run_query_check,
+    run_skill,
+    spawn_agent,
+    spawn_banner,
+)
 from looprail.runtime.executors import make_executor, run_all
 from looprail.runtime.scripted import ScriptedRuntime
 
@@ -29,13 +46,13 @@ def test_satisfies_the_runtime_protocol() -> None:
 def test_unscripted_calls_succeed_and_are_recorded_in_order(tmp_path: Path) -> None:
     rt = ScriptedRuntime()
     ctx = make_ctx(tmp_path)
-    assert rt.run_skill("gsd-foo", ctx).ok
-    assert rt.spawn_agent("gsd-mapper", ctx).ok
-    assert rt.run_command(["beads", "sync"], ctx).ok
-    query = rt.run_query_check(["ui", "plan-gate"], ctx)
+    assert run_skill(rt, "gsd-foo", ctx).ok
+    assert spawn_agent(rt, "gsd-mapper", ctx).ok
+    assert run_command(rt, ["beads", "sync"], ctx).ok
+    query = run_query_check(rt, ["ui", "plan-gate"], ctx)
     assert query.ok and query.data == {"block": False, "message": ""}
-    assert rt.do_phase_work("planner", "plan", ctx).ok
-    assert rt.execute_task(task("T1"), ctx).ok
+    assert do_phase_work(rt, "planner", "plan", ctx).ok
+    assert execute_task(rt, task("T1"), ctx).ok
     assert [c.key for c in rt.calls] == [
         ("skill", "gsd-foo"),
         ("agent", "gsd-mapper"),
@@ -61,18 +78,18 @@ def test_scripted_failures_and_verdicts(tmp_path: Path) -> None:
         }
     )
     ctx = make_ctx(tmp_path)
-    lint = rt.run_skill("gsd-lint", ctx)
+    lint = run_skill(rt, "gsd-lint", ctx)
     assert not lint.ok and lint.exit_code == 2 and lint.detail == "lint crashed"
-    gate = rt.run_query_check(["ui", "plan-gate"], ctx)
+    gate = run_query_check(rt, ["ui", "plan-gate"], ctx)
     assert gate.ok and gate.data == {"block": True, "message": "no UI-SPEC"}
-    drift = rt.run_query_check(["drift"], ctx)
+    drift = run_query_check(rt, ["drift"], ctx)
     assert drift.unavailable and not drift.ok
     assert rt.calls[0].outcome == lint
 
 
 def test_a_query_without_a_verdict_fails_like_a_real_check(tmp_path: Path) -> None:
     rt = ScriptedRuntime({("query", "ui plan-gate"): Outcome.succeeded("hello")})
-    outcome = rt.run_query_check(["ui", "plan-gate"], make_ctx(tmp_path))
+    outcome = run_query_check(rt, ["ui", "plan-gate"], make_ctx(tmp_path))
     assert not outcome.ok
     assert outcome.detail == "scripted query 'ui plan-gate' stdout is not a JSON object"
 
@@ -88,7 +105,7 @@ def test_callable_responders_receive_the_request_and_can_write_artifacts(
         return Outcome.succeeded(data={"plans": ["02-01"]})
 
     rt = ScriptedRuntime({("phase", "plan"): planner})
-    outcome = rt.do_phase_work("planner", "plan", make_ctx(tmp_path, point=None))
+    outcome = do_phase_work(rt, "planner", "plan", make_ctx(tmp_path, point=None))
     assert outcome.data == {"plans": ["02-01"]}
     assert (tmp_path / "02-01-PLAN.md").exists()
     assert seen[0].role == "planner" and seen[0].phase.number == "2"
@@ -104,13 +121,13 @@ def test_effects_run_before_the_outcome(tmp_path: Path) -> None:
         {("task", "*"): check_marker},
         effects={("task", "02-01/T1"): lambda request: marker.write_text("done")},
     )
-    assert rt.execute_task(task("T1"), make_ctx(tmp_path)).ok
+    assert execute_task(rt, task("T1"), make_ctx(tmp_path)).ok
 
 
 def test_a_list_is_consumed_one_per_call_and_the_last_repeats(tmp_path: Path) -> None:
     rt = ScriptedRuntime({("task", "02-01/T1"): [Outcome.failed("flaky"), Outcome.succeeded()]})
     ctx = make_ctx(tmp_path)
-    results = [rt.execute_task(task("T1"), ctx).ok for _ in range(3)]
+    results = [execute_task(rt, task("T1"), ctx).ok for _ in range(3)]
     assert results == [False, True, True]
 
 
@@ -122,64 +139,62 @@ def test_wildcard_matches_every_name_of_a_kind_and_exact_wins(tmp_path: Path) ->
         }
     )
     ctx = make_ctx(tmp_path)
-    assert not rt.run_skill("gsd-a", ctx).ok
-    assert rt.run_skill("gsd-ok", ctx).ok
+    assert not run_skill(rt, "gsd-a", ctx).ok
+    assert run_skill(rt, "gsd-ok", ctx).ok
 
 
 def test_script_can_change_between_calls(tmp_path: Path) -> None:
     rt = ScriptedRuntime()
     ctx = make_ctx(tmp_path)
-    assert rt.run_skill("gsd-a", ctx).ok
+    assert run_skill(rt, "gsd-a", ctx).ok
     rt.script(("skill", "gsd-a"), Outcome.failed("now broken"))
-    assert not rt.run_skill("gsd-a", ctx).ok
+    assert not run_skill(rt, "gsd-a", ctx).ok
 
 
 def test_a_responder_must_return_an_outcome(tmp_path: Path) -> None:
     rt = ScriptedRuntime({("skill", "gsd-a"): lambda request: True})  # type: ignore[dict-item]
     with pytest.raises(TypeError, match="not an Outcome"):
-        rt.run_skill("gsd-a", make_ctx(tmp_path))
+        run_skill(rt, "gsd-a", make_ctx(tmp_path))
 
 
-def test_context_is_recorded_and_handed_to_the_roles_work(tmp_path: Path) -> None:
+def test_a_contribution_is_recorded_and_work_gets_its_role_context(tmp_path: Path) -> None:
     rt = ScriptedRuntime()
-    rt.deliver_context("executor", "Use tokens.", make_ctx(tmp_path, point="execute:wave:pre"))
-    rt.deliver_context("executor", "Use tokens.", make_ctx(tmp_path, point="execute:wave:pre"))
-    rt.deliver_context("verifier", "Check a11y.", make_ctx(tmp_path, point="execute:pre"))
-    rt.execute_task(task("T1"), make_ctx(tmp_path, point=None))
-    delivered, _, _, work = rt.calls
+    assert deliver_context(rt, "executor", "Use tokens.", make_ctx(tmp_path, point="execute:pre"))
+    execute_task(rt, task("T1"), make_ctx(tmp_path, point=None), ["Use tokens."])
+    delivered, work = rt.calls
     assert (delivered.kind, delivered.name, delivered.text) == (
         "context",
         "executor",
         "Use tokens.",
     )
-    assert delivered.step == "execute" and delivered.outcome is None
-    assert work.role_context == {"executor": ("Use tokens.",)}  # kept once
+    assert delivered.step == "execute" and delivered.outcome == Outcome.succeeded()
+    assert work.role_context == {"executor": ("Use tokens.",)}
 
 
 def test_agent_verdict_and_banners(tmp_path: Path) -> None:
     printed: list[str] = []
     rt = ScriptedRuntime(progress=printed.append)
     ctx = make_ctx(tmp_path)
-    verdict = rt.ask_verdict({"ref": "ui-auditor", "prompt": "ok?"}, ctx)
+    verdict = ask_verdict(rt, {"ref": "ui-auditor", "prompt": "ok?"}, ctx)
     assert verdict.ok and verdict.data == {"block": False, "message": ""}
-    rt.spawn_agent("gsd-mapper", ctx)
-    rt.run_skill("gsd-foo", ctx)
+    spawn_agent(rt, "gsd-mapper", ctx)
+    run_skill(rt, "gsd-foo", ctx)
     assert rt.calls[0].request.verdict.prompt == "ok?"
     assert printed == rt.banners == [spawn_banner("ui-auditor"), spawn_banner("gsd-mapper")]
-    assert not rt.ask_verdict({"ref": ""}, ctx).ok
+    assert not ask_verdict(rt, {"ref": ""}, ctx).ok
 
 
 def test_message_and_compact(tmp_path: Path) -> None:
     rt = ScriptedRuntime({("message", "*"): Outcome.failed("session gone")})
     ctx = make_ctx(tmp_path)
-    sent = rt.deliver_message(
-        "Blocked.", send_as="user", delivery="steer", trigger_turn=False, ctx=ctx
+    sent = deliver_message(
+        rt, "Blocked.", send_as="user", delivery="steer", trigger_turn=False, ctx=ctx
     )
     assert not sent.ok
-    assert rt.compact("Keep decisions.", ctx).ok
-    message, compact = rt.calls
+    assert compact(rt, "Keep decisions.", ctx).ok
+    message, compacted = rt.calls
     assert message.key == ("message", "session") and message.text == "Blocked."
-    assert compact.request.instructions == "Keep decisions."
+    assert compacted.request.instructions == "Keep decisions."
 
 
 def test_parallel_tasks_are_all_recorded(tmp_path: Path) -> None:
@@ -194,7 +209,7 @@ def test_parallel_tasks_are_all_recorded(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path, point=None)
     tasks = [task(f"T{i}") for i in range(4)]
     with make_executor(4) as executor:
-        settled = run_all(executor, [lambda t=t: rt.execute_task(t, ctx) for t in tasks])
+        settled = run_all(executor, [lambda t=t: execute_task(rt, t, ctx) for t in tasks])
     assert all(s.ok and s.value.ok for s in settled)
     assert sorted(rt.names("task")) == [t.key for t in tasks]
     assert all(c.outcome is not None and c.outcome.ok for c in rt.calls)

@@ -1,7 +1,8 @@
-"""The runtime seam's declared surface (issue 29, point 5): `describe()`, `unready()`,
-`missing()`, the host tool, `phase_req_ids()` and the run hooks `begin_run(RunStart)` /
-`end_run()` have defaults in `BaseRuntime`, so a plugin that writes only `handle` runs; what a
-plugin built by the registry lacks is refused once, at creation, in one line."""
+"""The runtime seam's declared surface (issue 29, point 5; issue 38 item 12): `handle`,
+`describe()` (name, worktrees, host tool, readiness) and the run hooks `begin_run(RunStart)` /
+`end_run()`; all but `handle` have defaults in `BaseRuntime`, so a plugin that writes only
+`handle` runs; what a plugin built by the registry lacks is refused once, at creation, in one
+line."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ from looprail.runtime.base import (
     RunStart,
     Runtime,
     RuntimeInfo,
+    host_tool_for,
+    phase_req_ids,
+    run_host,
 )
 from looprail.runtime.local import LocalRuntime
 from looprail.runtime.meter import Meter
@@ -41,7 +45,7 @@ class Bare(BaseRuntime):
 
 
 class Half:
-    """A plugin written against the typed calls only, not a `BaseRuntime`."""
+    """A plugin written against the typed calls of old, not a `BaseRuntime`."""
 
     @classmethod
     def from_settings(cls, settings: RuntimeSettings) -> Half:
@@ -66,40 +70,41 @@ def test_a_runtime_that_declares_nothing_gets_the_defaults(project: Path) -> Non
     bare = Bare()
     assert isinstance(bare, Runtime)
     assert bare.describe() == RuntimeInfo(name="Bare", wants_worktrees=False)
-    assert bare.unready() is None
-    assert bare.missing("agents", "executor") is None
-    assert bare.host_tool_for(_ctx(project, host_tool="gsd_run")) is None
-    refused = bare.run_host(["windows", "status"], _ctx(project))
-    assert not refused.ok and refused.detail == "no host tool is configured"
-    assert bare.phase_req_ids(_ctx(project)) == "TBD"  # the workflow's fallback
+    assert bare.describe().unready is None and bare.describe().host_tool is None
+    assert host_tool_for(bare, _ctx(project)) is None  # looprail evaluates the host's gates
+    assert phase_req_ids(bare, _ctx(project)) == "TBD"  # the workflow's fallback
     (project / ".planning" / "ROADMAP.md").write_text(
         "# Roadmap\n\n### Phase 1: Demo\n**Goal**: x\n**Requirements**: REQ-01, REQ-02\n"
     )
-    assert bare.phase_req_ids(_ctx(project)) == "REQ-01, REQ-02"
+    assert phase_req_ids(bare, _ctx(project)) == "REQ-01, REQ-02"
     bare.begin_run(RunStart("r1", Meter(run_id="r1")))
     bare.end_run()
 
 
-def test_the_description_is_the_registered_name_and_an_agent_cli_wants_worktrees(
+def test_the_description_is_the_registered_name_its_host_tool_and_readiness(
     project: Path,
 ) -> None:
     assert LocalRuntime(project).describe() == RuntimeInfo(name="local")
     assert ScriptedRuntime().describe() == RuntimeInfo(name="scripted")
-    assert ClaudeRuntime(project).describe() == RuntimeInfo(name="claude", wants_worktrees=True)
+    claude = ClaudeRuntime(project, host_tool="gsd_run", env={"PATH": str(project)})
+    info = claude.describe()
+    assert (info.name, info.wants_worktrees, info.host_tool) == ("claude", True, "gsd_run")
+    assert info.unready is not None and info.unready.startswith("claude: `claude` not found")
     with pytest.raises(Exception, match="frozen"):
         LocalRuntime(project).describe().name = "other"  # type: ignore[misc]
 
 
-def test_the_local_runtime_s_req_ids_come_from_the_roadmap_without_a_host_tool(
-    project: Path,
-) -> None:
+def test_the_host_tool_is_the_context_s_else_the_declared_one(project: Path) -> None:
     (project / ".planning" / "ROADMAP.md").write_text(
         "# Roadmap\n\n### Phase 1: Demo\n**Requirements**: REQ-07\n"
     )
     local = LocalRuntime(project)
-    assert local.host_tool_for(_ctx(project)) is None
-    assert local.host_tool_for(_ctx(project, host_tool="gsd_run")) == "gsd_run"
-    assert local.phase_req_ids(_ctx(project)) == "REQ-07" == Bare().phase_req_ids(_ctx(project))
+    assert host_tool_for(local, _ctx(project)) is None
+    assert host_tool_for(local, _ctx(project, host_tool="gsd_run")) == "gsd_run"
+    assert host_tool_for(LocalRuntime(project, host_tool="msd_run"), _ctx(project)) == "msd_run"
+    assert phase_req_ids(local, _ctx(project)) == "REQ-07" == phase_req_ids(Bare(), _ctx(project))
+    refused = run_host(local, ["windows", "status"], _ctx(project))
+    assert not refused.ok and refused.detail == "no host tool is configured"
 
 
 def test_an_agent_runtime_meters_only_the_run_it_was_given(project: Path) -> None:
@@ -122,7 +127,7 @@ def test_a_plugin_that_is_not_a_runtime_is_refused_naming_what_it_lacks(
     with pytest.raises(Exception, match="is not a Runtime") as caught:
         create_runtime("half", RuntimeSettings(project=project))
     message = str(caught.value)
-    assert "lacks ask_verdict, begin_run, compact, deliver_context" in message
+    assert "lacks begin_run, describe, end_run, handle" in message
     assert "run_skill" not in message and "subclass looprail.runtime.base.BaseRuntime" in message
     code = main(["run", str(project), "--phase", "1", "--agent", "half", "--no-journal"])
     err = capsys.readouterr().err.strip()
