@@ -4,7 +4,6 @@ point and what they did, its answers, where it stopped and the command that cont
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -13,6 +12,7 @@ from typing import TYPE_CHECKING, TypedDict, TypeGuard
 
 from looprail.diagrams.graph import crossed_points, hook_summary
 from looprail.machine.answers import latest
+from looprail.machine.commands import approve_option
 from looprail.store import EventRow, RunRow, TaskRow, is_run_id
 from looprail.store.lock import LockInfo
 from looprail.store.report import (
@@ -418,9 +418,11 @@ def continue_command(
         f"{caps_args(capability_dirs)}"
     )
     if run.status == "paused" and run.halt_reason:
-        match = re.search(r"--approve (\S+)", run.halt_reason)
-        if match and not _answered(events, match.group(1)):
-            cmd += f" --approve {shlex.quote(match.group(1))}"
+        # the checkpoint the run paused at: the one its halt reason says to approve
+        asked = {e.task_id for e in events if e.kind == "checkpoint" and e.task_id}
+        named = [t for t in asked if f"{approve_option(t)}," in run.halt_reason]
+        if named and not _answered(events, max(named, key=len)):
+            cmd += f" {approve_option(max(named, key=len))}"
     return cmd
 
 
