@@ -225,12 +225,18 @@ def summary_of(
     return None, None
 
 
+def summary_file(plan_file: str) -> str:
+    """The SUMMARY file looprail writes when a plan is done: the first name `summary_of` pairs
+    with it (`01-02-PLAN.md` → `01-02-SUMMARY.md`, a bare `PLAN.md` → `SUMMARY.md`)."""
+    return re.sub("PLAN", "SUMMARY", plan_file.removesuffix(".md"), count=1, flags=re.I) + ".md"
+
+
 @lru_cache(maxsize=8192)
 def _summary_keys(plan_file: str, phase: str) -> tuple[tuple[str, ...], frozenset[str]]:
     """The SUMMARY names the reference pairs with `plan_file`, in its order, and the canonical
     ids looprail also accepts (a pure function of the two names: a run asks after every wave)."""
     base = plan_file.removesuffix(".md")
-    candidates = [re.sub("PLAN", "SUMMARY", base, count=1, flags=re.I) + ".md"]
+    candidates = [summary_file(plan_file)]
     candidates.append(base + "-SUMMARY.md")
     extended = re.match(r"(\d+)-PLAN-(\d+)", base, re.I)
     if extended:

@@ -90,6 +90,8 @@ class LoopRunner:
         )
         self.tasks_run = 0
         self.waves_run = 0
+        # Plans that ran to their SUMMARY in this run: one is never run again (issue 40).
+        self.finished_plans: set[str] = set()
         self._count_lock = threading.Lock()
         self.warnings: list[str] = []
         self.wave: int | None = ctx.wave  # the wave being run (journaled with start_wave)
