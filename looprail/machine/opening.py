@@ -16,6 +16,7 @@ from looprail.machine.loading import Loaded, attach_run, read_plans
 from looprail.machine.native import load_bridge
 from looprail.machine.progress import Progress
 from looprail.machine.resume import Recovery, recover_role, recover_summaries
+from looprail.machine.started_with import active_hooks, check_keeps_hooks, start_record
 from looprail.runtime.process import Spawned, reap_spawned
 from looprail.store import diff_inputs, digest_inputs
 
@@ -130,6 +131,9 @@ def open_run(
             raise LooprailError(f"run {previous.id} is {previous.status}; nothing to resume")
     if previous is not None and new_run:
         previous = None
+    if previous is not None:  # before anything is touched: no gate is dropped by a resume
+        hooks = active_hooks(loaded.compiled, loaded.config)
+        check_keeps_hooks(previous, hooks, session.options.accepted_changes)
     recovery = Recovery()
     if previous is not None:
         # Before anything of this run is trusted or touched: was it written by this user?
@@ -171,6 +175,11 @@ def _start(
             "jobs": options.jobs,
             "autonomous": options.autonomous,
             "agent": session.runtime.describe().name,
+            **start_record(
+                session.loaded.capability_dirs,
+                options.host_tool,
+                active_hooks(session.loaded.compiled, session.loaded.config),
+            ),
             **({"loop": loop} if loop else {}),
         },
         inputs_digest=digest,

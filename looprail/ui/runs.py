@@ -209,7 +209,7 @@ def run_detail(
         "pid": run.pid,
         "host": run.host,
         "halt": _current_halt(report),
-        "continue": continue_command(project, capability_dirs, run, base["interrupted"], events),
+        "continue": continue_command(project, run, base["interrupted"], events),
         "answers": answers_view(events),
         "path": [_step(e) for e in events if e.kind == "transition"],
         "points": points_view(events, envelopes),
@@ -398,7 +398,6 @@ def caps_args(capability_dirs: Sequence[str]) -> str:
 
 def continue_command(
     project: Path,
-    capability_dirs: Sequence[str],
     run: RunRow,
     interrupted: bool,
     events: Sequence[EventRow] = (),
@@ -406,17 +405,15 @@ def continue_command(
     """The command that continues `run`, or None when there is nothing to continue. A run
     paused at a checkpoint continues with `--approve TASK`, unless the checkpoint has been
     answered since (from the dashboard or `looprail answer`): the resumed run uses the
-    answer."""
+    answer. No `--capabilities`: a resume uses the folders its run started with (its journal
+    record, machine/started_with.py), not the dashboard's."""
     if run.status in ("shipped", "failed"):
         return None
     if run.status == "running" and not interrupted:
         return None  # live: it is going on right now
     if not is_run_id(run.id):
         return None  # never print a planted id as a command to copy
-    cmd = (
-        f"looprail resume {shlex.quote(run.id)} --project {shlex.quote(str(project))}"
-        f"{caps_args(capability_dirs)}"
-    )
+    cmd = f"looprail resume {shlex.quote(run.id)} --project {shlex.quote(str(project))}"
     if run.status == "paused" and run.halt_reason:
         # the checkpoint the run paused at: the one its halt reason says to approve
         asked = {e.task_id for e in events if e.kind == "checkpoint" and e.task_id}

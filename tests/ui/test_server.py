@@ -62,10 +62,8 @@ def test_halted_run_shows_the_refused_gate_its_message_and_how_to_continue(halte
     assert run["status"] == run["display"] == "halted"
     assert run["state"] == ["verify"]
     assert run["halt"]["point"] == "ship:pre" and run["halt"]["capId"] == "release-gate"
-    assert run["continue"] == (
-        f"looprail resume {run['id']} --project {halted_example} "
-        f"--capabilities {uikit.CAPABILITIES}"
-    )
+    # no --capabilities: the resume uses the ones the run started with (issue 40)
+    assert run["continue"] == f"looprail resume {run['id']} --project {halted_example}"
     ship_pre = next(p for p in run["points"] if p["point"] == "ship:pre")
     (gate,) = ship_pre["hooks"]
     assert (gate["kind"], gate["capId"], gate["blocking"], gate["order"]) == (
