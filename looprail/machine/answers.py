@@ -282,6 +282,17 @@ def drop_secret(project: Path, run_id: str, task_id: str) -> None:
         os.unlink(secret_path(project, run_id, task_id))
 
 
+def drop_run_secrets(project: Path, run_id: str) -> None:
+    """Remove every secret still waiting for `run_id` (its run has ended: nothing can take
+    them any more)."""
+    folder = secret_path(project, run_id, "x/T0").parent
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name.startswith(f"{run_id}-") and entry.name.endswith(".secret"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+
+
 __all__ = [
     "SECRET_ENV",
     "AnswerRecorded",

@@ -374,6 +374,16 @@ def secret_env(runner: LoopRunner, plan: Plan, dctx: DispatchContext) -> Dispatc
     return dctx.model_copy(update={"env": {**dctx.env, SECRET_ENV: waiting[1]}})
 
 
+def drop_plan_secret(runner: LoopRunner, plan: Plan) -> None:
+    """Forget the secret answer waiting for `plan`'s next executor call, and remove its file:
+    the plan is done, so no call of it can take it."""
+    st = runner.checkpoints
+    with st.lock:
+        waiting = st.secrets.pop(plan.id, None)
+    if waiting is not None:
+        drop_secret(runner.project, runner.recorder.run_id, waiting[0])
+
+
 def summary_lines(runner: LoopRunner, plan: Plan) -> list[str]:
     """The plan SUMMARY's "Checkpoint answers" section (empty without answers)."""
     if not plan.has_checkpoints:

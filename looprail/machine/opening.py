@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from looprail.errors import LooprailError
+from looprail.machine.answers import drop_run_secrets
 from looprail.machine.context import RunContext, RunOptions
 from looprail.machine.loading import Loaded, attach_run, read_plans
 from looprail.machine.native import load_bridge
@@ -167,6 +168,7 @@ def _start(
         old = jr.unfinished_run(phase)
         if old is not None:
             jr.finish_run(old.id, "failed", "abandoned: a new run was started with --new")
+            drop_run_secrets(session.loaded.project, old.id)
     run_id = jr.start_run(
         phase,
         state=["idle"],

@@ -35,6 +35,7 @@ from looprail.machine import guards as G
 from looprail.machine.chart import WAVE_RUNNING, TaskChart, compile_loop, restored, state_path
 from looprail.machine.checkpoint import (
     CheckpointState,
+    drop_plan_secret,
     pass_checkpoint,
     secret_env,
     summary_lines,
@@ -409,6 +410,7 @@ class LoopRunner:
         if plan.has_checkpoints:  # the plan's checkpoint answers go into its SUMMARY too
             answered = summary_lines(self, plan)
         write_summary(plan, answered)
+        drop_plan_secret(self, plan)  # a secret never outlives its plan
         self.ctx.workspace.finished(plan.id)  # its worktree's changes committed while others run
 
     def run_task(
