@@ -66,15 +66,17 @@ def remembered(run: RunRow | None) -> tuple[list[str] | None, str | None, str | 
 
 def resumed_run(project: str | Path, phase: str | None, run_id: str | None) -> RunRow | None:
     """The run a `resume` (`run_id`, else the latest resumable) or a `run` (the unfinished run
-    of `phase`, of any phase without one) would resume; None without a journal or such a run."""
+    of `phase`, of any phase without one) would resume; None without a journal or such a run.
+    Its seal is checked first (`Journal.verify_run`): a planted run is refused, one line."""
     try:
         jr = Journal.open(project, create=False)
     except (NoJournalError, OSError):
         return None
     with jr:
-        if run_id:
-            return jr.find_run(run_id)
-        return jr.unfinished_run(phase)
+        run = jr.find_run(run_id) if run_id else jr.unfinished_run(phase)
+        if run is not None:  # its record names folders whose code runs: only one this user wrote
+            jr.verify_run(run.id)
+        return run
 
 
 def check_keeps_hooks(previous: RunRow, now: Collection[str], accepted: Collection[str]) -> None:
@@ -90,6 +92,7 @@ def check_keeps_hooks(previous: RunRow, now: Collection[str], accepted: Collecti
     caps = " ".join(f"--capabilities {shlex.quote(d)}" for d in dirs or []) or "no --capabilities"
     raise RefusedToStart(
         f"run {previous.id}: resuming would drop {plural(len(lost), 'hook')} active when it "
-        f"started: {'; '.join(lost)}; it started with {caps}: resume with those, or name "
+        f"started: {'; '.join(lost)}; it started with {caps}: resume with those (and the same "
+        f"LOOPRAIL_CAPABILITIES and consent), or name "
         f"each dropped hook with --accept-changes (e.g. --accept-changes {shlex.quote(lost[0])})"
     )

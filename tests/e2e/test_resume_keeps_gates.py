@@ -78,3 +78,23 @@ def test_the_host_tool_and_flavor_are_remembered(tmp_path: Path) -> None:
     assert config["capabilities"] == [str(caps.resolve())]
     assert (config["hostTool"], config["flavor"]) == (str(tool), "gsd")
     assert config["hooks"] == [GATE]
+
+
+def test_a_planted_record_never_names_the_folders_a_resume_loads(tmp_path: Path) -> None:
+    """The record names first-party folders, whose code runs without consent: a record
+    changed outside looprail is refused by the journal's seal before it is used."""
+    import sqlite3
+
+    project, _ = halted(tmp_path)
+    planted = tmp_path / "planted-caps"
+    planted.mkdir()
+    db = sqlite3.connect(project / ".looprail" / "journal.sqlite")
+    db.execute(
+        "UPDATE runs SET machine_config = ?", (json.dumps({"capabilities": [str(planted)]}),)
+    )
+    db.commit()
+    db.close()
+    done = run_cli("resume", "--project", str(project))
+    assert done.returncode != 0
+    assert "its seal does not match its rows" in done.stderr, done.stderr
+    assert str(planted) not in done.stderr and "Traceback" not in done.stderr
