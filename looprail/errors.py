@@ -308,17 +308,15 @@ class CheckpointPause(LoopSignal):
 
     exit_code = 3
 
-    def __init__(self, task: Any, plan: Any, *, hint: str | None = None):
+    def __init__(self, task: Any, plan: Any, *, hint: str):
+        """`hint`: how to go on, the commands quoted (`machine.commands.pause_hint`)."""
         self.task = task
         self.plan = plan
         self.path = str(plan.path)
         gate = f", gate={task.gate}" if task.gate else ""
-        how = f"approve with --approve {task.id}"
-        if hint:
-            how = f"{hint}, or run again with --approve {task.id}"
         super().__init__(
             f"{plan.path.name}: task {task.id} ({task.type}{gate}) "
-            f"{task.name or ''!s} needs a human; {how}"
+            f"{task.name or ''!s} needs a human; {hint}"
         )
 
 

@@ -112,16 +112,28 @@ def normalize_phase_number(token: str) -> str | None:
     if match is None:
         return None
     main, letter, decimals = match.groups()
-    rest = "".join(f".{int(part)}" for part in decimals.split(".")[1:])
-    return f"{int(main)}{letter.upper()}{rest}"
+    rest = "".join(f".{_number(part)}" for part in decimals.split(".")[1:])
+    return f"{_number(main)}{letter.upper()}{rest}"
 
 
-def phase_sort_key(number: str) -> tuple[int, str, tuple[int, ...]]:
-    """The order of normalised phase numbers: `2` < `2.1` < `2.10` < `10` < `12` < `12A`."""
+def _number(digits: str) -> str:
+    """A run of digits without its leading zeros: through `int()` (any script's digits read
+    as numbers) up to 100 digits; past that, as text (`int()` refuses over 4,300 digits), so
+    a number of any length normalises and never raises."""
+    return str(int(digits)) if len(digits) <= 100 else digits.lstrip("0") or "0"
+
+
+def phase_sort_key(
+    number: str,
+) -> tuple[tuple[int, str], str, tuple[tuple[int, str], ...]]:
+    """The order of normalised phase numbers: `2` < `2.1` < `2.10` < `10` < `12` < `12A`.
+    Digits compare as numbers by (length, text): they have no leading zeros, and no `int()`
+    is needed whatever their length."""
     match = re.fullmatch(r"(\d+)([A-Z]?)((?:\.\d+)*)", number)
     assert match is not None  # numbers come from normalize_phase_number
     main, letter, decimals = match.groups()
-    return int(main), letter, tuple(int(p) for p in decimals.split(".")[1:])
+    parts = tuple((len(p), p) for p in decimals.split(".")[1:])
+    return (len(main), main), letter, parts
 
 
 def scan_phase_dirs(project: str | os.PathLike[str]) -> list[tuple[str, str, str, str]]:
@@ -165,7 +177,7 @@ def canonical_plan_id(token: str) -> str:
     """The comparison key of a plan id: zero padding and case do not make a different id
     (`01-02` == `1-2`, `02.1-01` == `2.1-1`)."""
     parts = re.split(r"([.-])", token.strip().lower())
-    return "".join(str(int(p)) if p.isdigit() else p for p in parts)
+    return "".join(_number(p) if p.isdecimal() else p for p in parts)
 
 
 # A plan id that names its phase: `<phase>-<plan>` (`28-01`, `2.1-03-slug`).
@@ -220,12 +232,18 @@ def summary_of(
     return None, None
 
 
+def summary_file(plan_file: str) -> str:
+    """The SUMMARY file looprail writes when a plan is done: the first name `summary_of` pairs
+    with it (`01-02-PLAN.md` → `01-02-SUMMARY.md`, a bare `PLAN.md` → `SUMMARY.md`)."""
+    return re.sub("PLAN", "SUMMARY", plan_file.removesuffix(".md"), count=1, flags=re.I) + ".md"
+
+
 @lru_cache(maxsize=8192)
 def _summary_keys(plan_file: str, phase: str) -> tuple[tuple[str, ...], frozenset[str]]:
     """The SUMMARY names the reference pairs with `plan_file`, in its order, and the canonical
     ids looprail also accepts (a pure function of the two names: a run asks after every wave)."""
     base = plan_file.removesuffix(".md")
-    candidates = [re.sub("PLAN", "SUMMARY", base, count=1, flags=re.I) + ".md"]
+    candidates = [summary_file(plan_file)]
     candidates.append(base + "-SUMMARY.md")
     extended = re.match(r"(\d+)-PLAN-(\d+)", base, re.I)
     if extended:

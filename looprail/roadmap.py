@@ -14,24 +14,59 @@ from __future__ import annotations
 import os
 import re
 
+from looprail.errors import LooprailError
+from looprail.fsutil import read_bounded
 from looprail.layout import ROADMAP_FILE, normalize_phase_number
 
 _TOKEN = r"\d+[A-Z]?(?:\.\d+)*"
 _HEADING = re.compile(
     rf"#{{2,4}}\s*Phase\s+({_TOKEN})(?:\s*\([^)\n]{{0,200}}\))?\s*:\s*([^\n]+)", re.I
 )
-_CHECKBOX = re.compile(rf"-\s*\[(x| )\]\s*.*Phase\s+({_TOKEN})[:\s]", re.I)
+# A checkbox is `-\s*\[(x| )\]\s*.*Phase\s+N[:\s]`, the last `Phase N` of its line; read in
+# two linear steps (the box, then its line), not with `.*`, which backtracks quadratically.
+_BOX = re.compile(r"-\s*\[(x| )\]\s*", re.I)
+_PHASE_IN_LINE = re.compile(rf"Phase[^\S\n]+({_TOKEN})[:\s]", re.I)
 _DETAILS = re.compile(r"<details\b[^>]*>.*?</details>", re.I | re.S)
-_SENTINELS = {0, 999}
+_SENTINELS = {"0", "999"}
+ROADMAP_LIMIT = 16 << 20  # bytes: a roadmap is a page of text
 
 
 def read_roadmap(project: str | os.PathLike[str]) -> str | None:
-    """The ROADMAP.md text, or None when there is none (or it cannot be read)."""
+    """The ROADMAP.md text, or None when there is none. Read as config.json is
+    (`fsutil.read_bounded`): a regular file of at most `ROADMAP_LIMIT`, checked with `fstat` on
+    a non-blocking open; a FIFO, a device (`/dev/zero` through a link), a folder or an oversize
+    file raises a `LooprailError`, one line, and is never read."""
+    path = os.path.join(project, ROADMAP_FILE)
     try:
-        with open(os.path.join(project, ROADMAP_FILE), encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except OSError:
-        return None
+        data = read_bounded(path, ROADMAP_LIMIT)
+    except OSError as exc:
+        raise LooprailError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    return None if data is None else data.decode("utf-8", errors="replace")
+
+
+def _checkboxes(text: str) -> list[tuple[str, str]]:
+    """(mark, phase token) of every checkbox, in order, as the pattern above finds them: a box
+    matches when a `Phase N` starts after it on the line its text begins on (the box's own
+    spaces may cross lines), and takes the last one there. Each line's last `Phase N` is found
+    once, so a line of 50,000 boxes is one pass, not 50,000."""
+    found: list[tuple[str, str]] = []
+    last_on: dict[int, re.Match[str] | None] = {}  # line start -> its last `Phase N`
+    pos = 0
+    while (box := _BOX.search(text, pos)) is not None:
+        line = text.rfind("\n", 0, box.end()) + 1
+        if line not in last_on:
+            end = text.find("\n", line)
+            last = None
+            for last in _PHASE_IN_LINE.finditer(text, line, len(text) if end < 0 else end + 1):  # noqa: B007
+                pass
+            last_on[line] = last
+        phase = last_on[line]
+        if phase is not None and phase.start() >= box.end():
+            found.append((box.group(1), phase.group(1)))
+            pos = phase.end()
+        else:
+            pos = box.start() + 1
+    return found
 
 
 def roadmap_phases(text: str) -> list[tuple[str, str, bool]]:
@@ -40,10 +75,10 @@ def roadmap_phases(text: str) -> list[tuple[str, str, bool]]:
     checkbox marks that phase done."""
     current = _DETAILS.sub("", text)
     checked: dict[str, bool] = {}
-    for box in _CHECKBOX.finditer(current):
-        number = normalize_phase_number(box.group(2))
+    for mark, token in _checkboxes(current):
+        number = normalize_phase_number(token)
         if number is not None:
-            checked[number] = box.group(1).lower() == "x"
+            checked[number] = mark.lower() == "x"
     out: list[tuple[str, str, bool]] = []
     seen: set[str] = set()
     for heading in _HEADING.finditer(current):
@@ -70,5 +105,6 @@ def roadmap_section(text: str, phase_number: str) -> str | None:
 
 
 def _sentinel(number: str) -> bool:
+    """Phase 0 or 999 (`999.1` is backlog too); `number` is normalised (no leading zeros)."""
     match = re.match(r"\d+", number)
-    return match is not None and int(match.group()) in _SENTINELS  # 999.1 is backlog too
+    return match is not None and match.group() in _SENTINELS

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import sys
 import tempfile
@@ -369,7 +370,7 @@ def install(args) -> int:
     if (target.exists() or target.is_symlink()) and not args.force:
         raise LooprailError(
             f"{target}: capability {cap_id!r} is already installed; replace it with --force "
-            f"or remove it with `looprail capability remove {cap_id}`"
+            f"or remove it with `looprail capability remove {shlex.quote(cap_id)}`"
         )
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=root, prefix=".install-"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import sys
 from pathlib import Path
 
 from looprail.cli._common import command, paint, print_json, project_folder, project_of
@@ -180,13 +181,15 @@ def _status_lines(header, wave, refusal, *, live: bool, crashed: bool) -> list[s
 
 def _project_phases(project: str, has_journal: bool) -> list:
     """The project's phases (ROADMAP order) with where each stands, for `status`; none when the
-    folder is not a project or its phases cannot be read (status still says what it can)."""
+    folder is not a project or its phases cannot be read (status still says what it can, and
+    why in one line: a ROADMAP.md that is a FIFO, a device or too large)."""
     if not any(os.path.exists(os.path.join(project, p)) for p in (PHASES_DIR, ROADMAP_FILE)):
         return []  # not a project with phases: nothing more to import
 
     try:
         return project_phases(project, journal_runs(Path(project)) if has_journal else None)
-    except (LooprailError, OSError):
+    except (LooprailError, OSError) as exc:
+        print(f"looprail: warning: {one_line(str(exc))}", file=sys.stderr)
         return []
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import shlex
 import sys
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from looprail.machine.progress import Progress
 from looprail.machine.project import journal_runs, pending, project_phases, run_project, run_spent
 from looprail.machine.run import RunOptions
 from looprail.machine.session import default_jobs, load_project, run_phase, run_settings
+from looprail.machine.started_with import remembered, resumed_run
 from looprail.points import POINTS
 from looprail.runtime.local import resolve_host_tool
 from looprail.store import Journal
@@ -101,8 +103,14 @@ def _work_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--accept-changes",
-        action="store_true",
-        help="resume even if manifests, plans or config changed since the crash",
+        action="append",
+        nargs="?",
+        const="",
+        default=[],
+        metavar="HOOK",
+        help="resume even if manifests, plans or config changed since the crash; with HOOK "
+        "(`CAPABILITY KIND at POINT`, as a refused resume names it): resume without that hook, "
+        "which was active when the run started; repeatable",
     )
     p.add_argument(
         "--no-journal",
@@ -184,7 +192,7 @@ def register(sub) -> None:
         help="start a new run even if an unfinished one exists (it is marked failed)",
     )
     _run_options(p)
-    p.set_defaults(handler=run)
+    p.set_defaults(handler=run, flavor=None)  # None: the resumed run's, else gsd (`_remember`)
     p = sub.add_parser(
         "resume",
         help="resume an unfinished run (default: the latest one)",
@@ -193,7 +201,7 @@ def register(sub) -> None:
     )
     add_project_and_run(p)
     _run_options(p)
-    p.set_defaults(handler=resume)
+    p.set_defaults(handler=resume, flavor=None)
 
 
 def _which_phases(p: argparse.ArgumentParser) -> None:
@@ -241,6 +249,7 @@ def _options(args, executor=None):
         host_tool=args.host_tool,
         interactive=args.interactive,
         executor=executor,
+        accepted_changes=frozenset(a for a in args.accept_changes if a),
     )
 
 
@@ -259,7 +268,30 @@ def _answers(args) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+def _remember(args, project: str, run_id: str | None = None) -> None:
+    """A resume keeps what its run started with (issue 40): without --capabilities,
+    --host-tool or --flavor, the ones its journal record holds (`run`: the unfinished run of
+    --phase, or of any phase; `resume`: RUN or the latest)."""
+    fresh = args.no_journal or getattr(args, "new", False) or getattr(args, "dry_run", False)
+    phase = getattr(args, "phase", None)
+    previous = None if fresh else resumed_run(project, phase, run_id)
+    dirs, tool, flavor = remembered(previous)
+    if previous is not None and not args.capabilities and dirs:
+        args.capabilities = dirs
+        if not args.quiet:
+            given = " ".join(f"--capabilities {shlex.quote(d)}" for d in dirs)
+            print(
+                f"looprail: run {previous.id} started with {given}: resuming with them",
+                file=sys.stderr,
+            )
+    if args.host_tool is None:
+        args.host_tool = tool
+    if args.flavor is None:
+        args.flavor = flavor or "gsd"
+
+
 def run(args) -> int:
+    _remember(args, args.project_pos or args.project)
     loaded = load_project(args.project_pos or args.project, args.capabilities)
     if refused := _refuse(loaded):
         return refused
@@ -299,7 +331,7 @@ def _run_phase(args, loaded, phase: str, options: RunOptions, progress: Progress
         phase,
         options=options,
         progress=progress,
-        accept_changes=args.accept_changes,
+        accept_changes=bool(args.accept_changes),
         agent=args.agent,
         budget_usd=args.budget_usd,
         **more,
@@ -400,6 +432,7 @@ def _executor(args, loaded):
 
 def resume(args) -> int:
     project, run_id = project_and_run(args)
+    _remember(args, project, run_id)
     loaded = load_project(project, args.capabilities)
     if refused := _refuse(loaded):
         return refused

@@ -22,6 +22,7 @@ import contextlib
 import hashlib
 import os
 import re
+import shlex
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -157,14 +158,14 @@ def submit_answer(project: Path, task_id: str, text: str, *, source: str) -> Ans
     except NoJournalError:
         raise AnswerRefused(
             f"{project}: no run to answer (no journal yet); give the answer to the run: "
-            f"looprail run --answer {task_id}=TEXT"
+            f"looprail run --answer {shlex.quote(task_id)}=TEXT"
         ) from None
     with jr:
         run = jr.unfinished_run()
         if run is None:
             raise AnswerRefused(
                 f"{project}: no paused or running run to answer; give the answer to the next "
-                f"run: looprail run --answer {task_id}=TEXT"
+                f"run: looprail run --answer {shlex.quote(task_id)}=TEXT"
             )
         events = jr.events(run.id, kinds=["checkpoint", "answer", "task_finished"])
         if any(
@@ -279,6 +280,17 @@ def take_secret(project: Path, run_id: str, task_id: str) -> str | None:
 def drop_secret(project: Path, run_id: str, task_id: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(secret_path(project, run_id, task_id))
+
+
+def drop_run_secrets(project: Path, run_id: str) -> None:
+    """Remove every secret still waiting for `run_id` (its run has ended: nothing can take
+    them any more)."""
+    folder = secret_path(project, run_id, "x/T0").parent
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name.startswith(f"{run_id}-") and entry.name.endswith(".secret"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
 
 
 __all__ = [

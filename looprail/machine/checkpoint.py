@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import select
+import shlex
 import sys
 import termios
 import threading
@@ -39,6 +40,7 @@ from looprail.machine.answers import (
     latest,
     take_secret,
 )
+from looprail.machine.commands import answer_hint, pause_hint
 from looprail.plans.checkpoint import (
     Checkpoint,
     Interpreted,
@@ -105,7 +107,7 @@ def pass_checkpoint(
             if not _terminal():
                 for line in render(cp, _done_before(plan, task), len(plan.tasks)).splitlines():
                     runner.progress.line(f"  {line}" if line else "")
-                raise CheckpointPause(task, plan, hint=how_to_answer(runner, cp))
+                raise CheckpointPause(task, plan, hint=pause_hint(_project_arg(runner), cp))
             got = _wait(runner, plan, task, cp, st)
         if not got.journaled:
             runner.recorder.event(
@@ -162,9 +164,9 @@ def _within_rounds(runner: LoopRunner, plan: Plan, cp: Checkpoint) -> int:
         raise HaltError(
             f"{plan.path.name}: checkpoint {cp.task_id}: {limit} "
             f"{'round' if limit == 1 else 'rounds'} of fixes and it still has issues "
-            f"(looprail.checkpoint_rounds = {limit}); fix them, then answer approved "
-            f"(looprail answer . {cp.task_id} approved) or raise the limit "
-            "(--checkpoint-rounds N), and resume"
+            f"(looprail.checkpoint_rounds = {limit}); fix them and answer approved, or raise "
+            "the limit (--checkpoint-rounds N), and resume; answer with: "
+            + shlex.join(["looprail", "answer", ".", cp.task_id, "approved"])
         )
     return rounds
 
@@ -372,6 +374,16 @@ def secret_env(runner: LoopRunner, plan: Plan, dctx: DispatchContext) -> Dispatc
     return dctx.model_copy(update={"env": {**dctx.env, SECRET_ENV: waiting[1]}})
 
 
+def drop_plan_secret(runner: LoopRunner, plan: Plan) -> None:
+    """Forget the secret answer waiting for `plan`'s next executor call, and remove its file:
+    the plan is done, so no call of it can take it."""
+    st = runner.checkpoints
+    with st.lock:
+        waiting = st.secrets.pop(plan.id, None)
+    if waiting is not None:
+        drop_secret(runner.project, runner.recorder.run_id, waiting[0])
+
+
 def summary_lines(runner: LoopRunner, plan: Plan) -> list[str]:
     """The plan SUMMARY's "Checkpoint answers" section (empty without answers)."""
     if not plan.has_checkpoints:
@@ -383,20 +395,6 @@ def summary_lines(runner: LoopRunner, plan: Plan) -> list[str]:
 
 
 # -- waiting -----------------------------------------------------------------------------------
-
-
-def how_to_answer(runner: LoopRunner, cp: Checkpoint) -> str:
-    """The line a paused run prints: the command that answers `cp`."""
-    where = _project_arg(runner)
-    if cp.kind == "decision" and cp.options:
-        what = "|".join(cp.option_ids)
-    elif cp.secret:
-        return f"answer with: looprail answer {where} {cp.task_id}  (asks for it without echo)"
-    elif cp.kind == "human-verify":
-        what = f'{cp.words[-1] if len(cp.words) > 1 else "approved"}|"<the issues to fix>"'
-    else:
-        what = cp.words[-1]
-    return f"answer with: looprail answer {where} {cp.task_id} {what}"
 
 
 def _project_arg(runner: LoopRunner) -> str:
@@ -421,9 +419,7 @@ def _wait(runner: LoopRunner, plan: Plan, task: Task, cp: Checkpoint, st: Checkp
         runner.progress.close()  # the live status area would draw over the question
         out = sys.stderr
         out.write("\n" + render(cp, _done_before(plan, task), len(plan.tasks)) + "\n")
-        out.write(
-            f"  (or from elsewhere: {how_to_answer(runner, cp).removeprefix('answer with: ')})\n"
-        )
+        out.write(f"  or from elsewhere, {answer_hint(_project_arg(runner), cp)}\n")
         out.flush()
         while True:
             got = _read(runner, cp, "secret (not echoed)> " if cp.secret else "answer> ")
@@ -463,7 +459,9 @@ def _read(runner: LoopRunner, cp: Checkpoint, prompt: str) -> _Got:
             chunk = os.read(fd, 4096)
             if not chunk:  # the terminal closed (Ctrl-D): pause as without one
                 raise CheckpointPause(
-                    _task_of(runner, cp), _plan_of(runner, cp), hint=how_to_answer(runner, cp)
+                    _task_of(runner, cp),
+                    _plan_of(runner, cp),
+                    hint=pause_hint(_project_arg(runner), cp),
                 )
             buf += chunk
             if b"\n" in buf or b"\r" in buf:

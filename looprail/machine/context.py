@@ -60,6 +60,8 @@ class RunOptions:
     # `looprail.interactive` in the config decides (machine/session.py).
     interactive: bool | None = None
     executor: WaveExecutor | None = None  # None: threads here, `jobs` at a time
+    # `--accept-changes HOOK`: hooks a resume may drop (machine/started_with.py)
+    accepted_changes: frozenset[str] = frozenset()
 
 
 @dataclass

@@ -49,6 +49,8 @@ class Loaded:
     compiled: CapabilitySet  # consent applied
     config: Mapping[str, object] | None
     warnings: list[str] = field(default_factory=list)
+    # the first-party capability folders given (a run records them, a resume reuses them)
+    capability_dirs: tuple[str, ...] = ()
 
     @property
     def resolvers(self) -> list[tuple[str, TaskContentResolver]]:
@@ -118,7 +120,7 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
         warnings.append(
             f"capability {failed.id!r} ({failed.origin}) not loaded: {failed.issues[0]}"
         )
-    return Loaded(root, compiled, config, warnings)
+    return Loaded(root, compiled, config, warnings, tuple(str(d) for d in capability_dirs))
 
 
 def read_run_inputs(

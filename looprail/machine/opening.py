@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from looprail.errors import LooprailError
+from looprail.machine.answers import drop_run_secrets
 from looprail.machine.context import RunContext, RunOptions
 from looprail.machine.loading import Loaded, attach_run, read_plans
 from looprail.machine.native import load_bridge
 from looprail.machine.progress import Progress
 from looprail.machine.resume import Recovery, recover_role, recover_summaries
+from looprail.machine.started_with import active_hooks, check_keeps_hooks, start_record
 from looprail.runtime.process import Spawned, reap_spawned
 from looprail.store import diff_inputs, digest_inputs
 
@@ -130,6 +132,9 @@ def open_run(
             raise LooprailError(f"run {previous.id} is {previous.status}; nothing to resume")
     if previous is not None and new_run:
         previous = None
+    if previous is not None:  # before anything is touched: no gate is dropped by a resume
+        hooks = active_hooks(loaded.compiled, loaded.config)
+        check_keeps_hooks(previous, hooks, session.options.accepted_changes)
     recovery = Recovery()
     if previous is not None:
         # Before anything of this run is trusted or touched: was it written by this user?
@@ -163,6 +168,7 @@ def _start(
         old = jr.unfinished_run(phase)
         if old is not None:
             jr.finish_run(old.id, "failed", "abandoned: a new run was started with --new")
+            drop_run_secrets(session.loaded.project, old.id)
     run_id = jr.start_run(
         phase,
         state=["idle"],
@@ -171,6 +177,11 @@ def _start(
             "jobs": options.jobs,
             "autonomous": options.autonomous,
             "agent": session.runtime.describe().name,
+            **start_record(
+                session.loaded.capability_dirs,
+                options.host_tool,
+                active_hooks(session.loaded.compiled, session.loaded.config),
+            ),
             **({"loop": loop} if loop else {}),
         },
         inputs_digest=digest,

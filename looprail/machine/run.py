@@ -35,6 +35,7 @@ from looprail.machine import guards as G
 from looprail.machine.chart import WAVE_RUNNING, TaskChart, compile_loop, restored, state_path
 from looprail.machine.checkpoint import (
     CheckpointState,
+    drop_plan_secret,
     pass_checkpoint,
     secret_env,
     summary_lines,
@@ -97,6 +98,8 @@ class LoopRunner:
         )
         self.tasks_run = 0
         self.waves_run = 0
+        # Plans that ran to their SUMMARY in this run: one is never run again (issue 40).
+        self.finished_plans: set[str] = set()
         self._count_lock = threading.Lock()
         self.warnings: list[str] = []
         self.wave: int | None = ctx.wave  # the wave being run (journaled with start_wave)
@@ -415,6 +418,7 @@ class LoopRunner:
         if plan.has_checkpoints:  # the plan's checkpoint answers go into its SUMMARY too
             answered = summary_lines(self, plan)
         write_summary(plan, answered)
+        drop_plan_secret(self, plan)  # a secret never outlives its plan
         self.ctx.workspace.finished(plan.id)  # its worktree's changes committed while others run
 
     def execute_here(self, work: TaskWork, ctx: DispatchContext) -> Outcome:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from looprail.errors import LooprailError
+from looprail.machine.answers import drop_run_secrets
 from looprail.machine.interactive import interactive_options
 from looprail.machine.loading import (
     Loaded,
@@ -135,6 +136,8 @@ def _run_journaled(
             runner, recorder = _build_runner(jr, session, opened, native)
             try:
                 result = _run_with_signals(runner, recorder, jr, opened.run_id)
+                if result.status == "shipped":  # ended: no secret of it is needed any more
+                    drop_run_secrets(session.loaded.project, opened.run_id)
                 return _close_run(jr, recorder, opened, result)
             finally:
                 # The recorder's writer thread never outlives the journal. After the flush

@@ -6,6 +6,8 @@ SUMMARY.md that marks a plan done.
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from looprail.errors import HaltError, TaskContentError
 from looprail.fsutil import atomic_write, contained_file
 from looprail.hooks.task_content import resolve_task_content
+from looprail.layout import summary_file
 from looprail.machine.context import RunContext
 from looprail.machine.record import EventRecord
 from looprail.plans import Plan, Task
@@ -154,10 +157,13 @@ def check_read_first(
 
 def write_summary(plan: Plan, answered: list[str] | None = None) -> None:
     """The durable "plan done" marker, unless the executor already wrote one; `answered`: the
-    plan's checkpoint answers (machine/checkpoint.py `summary_lines`), added to either."""
-    target = plan.path.with_name(plan.path.name.replace("-PLAN.md", "-SUMMARY.md"))
+    plan's checkpoint answers (machine/checkpoint.py `summary_lines`), added to either. The
+    marker is the file the phase scan reads first for the plan (`layout.summary_file`, a bare
+    PLAN.md's is SUMMARY.md), under its rule: a regular file, links followed. Anything else
+    there (a folder, a link to a device) halts the plan: it could never be seen done."""
+    target = plan.path.with_name(summary_file(plan.path.name))
     answered = answered or []
-    if target.exists():
+    if _marker_there(target):
         if answered:
             _append_answers(target, answered)
         return
@@ -183,6 +189,24 @@ def write_summary(plan: Plan, answered: list[str] | None = None) -> None:
         raise HaltError(
             f"{target.name}: cannot write the plan summary ({exc.strerror or exc})"
         ) from None
+
+
+def _marker_there(target: Path) -> bool:
+    """Whether a regular file is at `target` (links followed, as the phase scan reads it);
+    nothing there (or a dangling link, which the marker replaces): False."""
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise HaltError(f"{target}: cannot read the plan summary ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+        raise HaltError(
+            f"{target}: the plan's SUMMARY is {kind}, so the plan could never be seen done; "
+            "remove it and resume"
+        )
+    return True
 
 
 def _append_answers(target: Path, answered: list[str]) -> None:

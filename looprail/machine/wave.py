@@ -14,6 +14,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from looprail.errors import CheckpointPause, HaltError
+from looprail.layout import summary_file
 from looprail.machine.record import EventRecord
 from looprail.machine.tasks import halted_plans_reason
 from looprail.plans import Plan, Wave
@@ -57,6 +58,7 @@ def run_wave(runner: LoopRunner) -> None:
                 next((e for e in errors if not isinstance(e, CheckpointPause)), None) or pauses[0]
             )
         runner.ctx.workspace.merge(wave.number)  # what finished comes back before any halt
+        runner.finished_plans.update(p.id for p in pending)
         if halt is not None:
             raise HaltError(halt)
         runner.recorder.event(EventRecord(kind="wave_finished", wave=wave.number, outcome="done"))
@@ -81,6 +83,13 @@ def _wave_plans(runner: LoopRunner) -> tuple[Wave, list[Plan], str | None]:
     waiting = unmet_blocked(runner.phase.plans)  # a dependency of an earlier phase unfinished
     stopped = [pid for pid in wave.pending if plans[pid].halted or pid in blocked or pid in waiting]
     pending = [plans[pid] for pid in wave.pending if pid not in stopped]
+    again = [p for p in pending if p.id in runner.finished_plans]
+    if again:  # no progress: the wave would run nothing and start again, forever
+        raise HaltError(
+            f"wave {wave.number}: plan {again[0].id} finished in this run, but the phase scan "
+            f"does not see it done (no regular {summary_file(again[0].path.name)} beside "
+            f"{again[0].path.name}); the wave is not started again"
+        )
     why = halted_plans_reason(wave.number, stopped, plans, blocked, waiting)
     return wave, pending, why if stopped else None
 

@@ -15,6 +15,14 @@ from looprail.errors import ConfigError
 from looprail.runtime.base import Request, parse_json_object
 
 LONG_PROMPT = "Follow the instructions given on stdin."
+
+
+def file_prompt(path: Path) -> str:
+    """The first message of an interactive session, whose stdin is the terminal: the prompt
+    itself is in `path` (a file only the user can read), never on the command line."""
+    return f"Read the file {path} and follow it: it is your brief."
+
+
 _CONFIG_FILE = ".planning/config.json"
 
 
@@ -149,9 +157,23 @@ class Adapter:
         return []
 
     def long_prompt(self, path: Path) -> tuple[str, list[str], bool]:
-        """A prompt too long for argv: `(short prompt, extra args, send the prompt on stdin)`.
-        Default: piped stdin, which claude -p, codex exec and gemini -p all read as input."""
+        """What stands in the prompt's place in argv: `(short prompt, extra args, send the
+        prompt on stdin)`. Default: piped stdin, which claude -p, codex exec and gemini -p all
+        read as input."""
         return LONG_PROMPT, [], True
+
+    def invocation(
+        self, request: Request, s: AgentSettings, *, git: bool, prompt_file: Path
+    ) -> tuple[list[str], bool]:
+        """The argv of one non-interactive invocation, and whether the prompt goes on its
+        stdin. The prompt is never on a command line, where any local user reads it in
+        `/proc/PID/cmdline` for as long as the agent runs (issue 40): a fixed line stands in
+        its place (`long_prompt`) and the prompt follows on stdin."""
+        if self.prompt_on_stdin:
+            return self.argv("", request, s, git=git), True
+        short, extra, via_stdin = self.long_prompt(prompt_file)
+        # the extra args after the prompt: an array option must not swallow it
+        return self.argv(short, request, s, git=git) + extra, via_stdin
 
     def permissions(self, s: AgentSettings) -> str:
         """One line: the permissions an invocation runs with (printed once per run)."""

@@ -437,9 +437,11 @@ ADAPTERS: dict[str, type[Adapter]] = {
 
 
 def command_line(name: str, settings: AgentSettings) -> list[str]:
-    """The argv an agent invocation runs with, `<prompt>` in the prompt's place."""
+    """The argv an agent invocation runs with (the prompt itself goes on stdin)."""
     request = SimpleNamespace(kind="task", name="", verdict=None)
-    return ADAPTERS[name]().argv("<prompt>", request, settings, git=True)  # type: ignore[arg-type]
+    adapter = ADAPTERS[name]()
+    argv, _ = adapter.invocation(request, settings, git=True, prompt_file=Path("prompt.md"))  # type: ignore[arg-type]
+    return argv
 
 
 def describe(name: str, settings: AgentSettings) -> str:
@@ -447,7 +449,7 @@ def describe(name: str, settings: AgentSettings) -> str:
     if name not in ADAPTERS:
         return f"agent {name}"
     argv = command_line(name, settings)
-    shown = " ".join(a if a == "<prompt>" else shlex.quote(a) for a in argv)
+    shown = " ".join(shlex.quote(a) for a in argv) + " < <prompt>"
     mode = mode_in_effect(name, argv)
     if mode is not None:
         return f"agent {name}: {shown} ({MODE_NAME[name]} in effect: {mode})"

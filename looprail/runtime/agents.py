@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from looprail.runtime.adapter import Adapter, AgentSettings, Reply, classify, cut
+from looprail.runtime.adapter import Adapter, AgentSettings, Reply, classify, cut, file_prompt
 from looprail.runtime.adapters import ADAPTERS as ADAPTERS  # re-exported
 from looprail.runtime.adapters import (
     ClaudeAdapter,
@@ -50,7 +50,7 @@ from looprail.runtime.interactive import (
     write_meta,
 )
 from looprail.runtime.local import LocalRuntime, Timeouts, last_line
-from looprail.runtime.logs import OutputTee, Transcripts, write_transcript
+from looprail.runtime.logs import OutputTee, Transcripts, write_prompt, write_transcript
 from looprail.runtime.owed import owed_problem
 from looprail.runtime.process import (
     ProcessResult,
@@ -65,7 +65,6 @@ if TYPE_CHECKING:
     from looprail.runtime.meter import Meter
 
 AGENT_OUTPUT_CAP = 32 << 20  # 32 MiB per stream: a long agent session, still bounded
-ARG_LIMIT = 100_000  # bytes of prompt passed as one argument (the kernel's cap is 128 KiB)
 
 
 class AgentRuntime(BaseRuntime):
@@ -189,7 +188,7 @@ class AgentRuntime(BaseRuntime):
         if found is None:
             return Outcome.failed(self._missing(binary))
         folder = self.transcripts.folder(request)
-        (folder / "prompt.md").write_text(prompt, encoding="utf-8")
+        write_prompt(folder, prompt)
         if talk:
             return agent_session(
                 self, request, ctx, prompt=prompt, folder=folder, binary=found, env=env
@@ -204,17 +203,10 @@ class AgentRuntime(BaseRuntime):
     def _invocation(
         self, prompt: str, request: Request, folder: Path
     ) -> tuple[list[str], str | None]:
-        """The argv and the stdin of one invocation with `prompt`."""
-        adapter, s = self.adapter, self.settings
-        if adapter.prompt_on_stdin:
-            return adapter.argv(prompt, request, s, git=self._git), prompt
-        if len(prompt.encode()) <= ARG_LIMIT:
-            return adapter.argv(prompt, request, s, git=self._git), None
-        # One argv string may hold at most 128 KiB (Linux MAX_ARG_STRLEN): a long prompt goes
-        # the way each CLI reads more input (stdin, or an attached file).
-        short, extra, via_stdin = adapter.long_prompt(folder / "prompt.md")
-        # the extra args after the prompt: an array option must not swallow it
-        argv = adapter.argv(short, request, s, git=self._git) + extra
+        """The argv and the stdin of one invocation with `prompt` (never in the argv)."""
+        argv, via_stdin = self.adapter.invocation(
+            request, self.settings, git=self._git, prompt_file=folder / "prompt.md"
+        )
         return argv, prompt if via_stdin else None
 
     def _invoke(
@@ -445,9 +437,7 @@ def agent_session(
     problem = terminal_problem()
     if problem is not None:
         return Outcome.failed(f"{name}: an interactive session needs a terminal: {problem}")
-    given = prompt
-    if len(prompt.encode()) > ARG_LIMIT:  # stdin is the terminal: the CLI reads the file
-        given = f"Read the file {folder / 'prompt.md'} and follow it: it is your brief."
+    given = file_prompt(folder / "prompt.md")  # stdin is the terminal: the CLI reads the file
     argv = rt.adapter.interactive_argv(given, request, rt.settings, git=rt._git)
     argv[0] = os.path.abspath(binary)
     shown = shown_argv(argv, given)

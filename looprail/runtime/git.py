@@ -2,14 +2,18 @@
 project: an empty or relative PATH entry is dropped, see `process.find_program`), run bounded
 (`process.run_bounded`), and with the project's own hooks and fsmonitor switched off, so a
 cloned project's `.git/hooks`, `core.hooksPath` or `core.fsmonitor` never runs code when
-looprail makes a worktree, commits or merges."""
+looprail makes a worktree, commits or merges; nor does any other program the repository's own
+configuration names (filter drivers, signing programs, merge drivers, textconv:
+`runtime/gitprograms.py`)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from looprail.runtime.gitprograms import LIST_ARGS, override_env, repository_programs
 from looprail.runtime.process import ProcessResult, find_program, run_bounded
 
 # Before the subcommand: they override whatever the repository's config says. `/dev/null` is
@@ -46,11 +50,17 @@ def git(
     program = git_program(env)
     if program is None:
         return ProcessResult(shown, None, "", "", 0.0, spawn_error="git not found on PATH")
+    listed = run_bounded(
+        [program, *SAFE_CONFIG, *LIST_ARGS], timeout_s=timeout_s, cwd=cwd, env=env, guard=False
+    )
+    if listed.exit_code != 0:  # fail closed: unread configuration is never run with
+        return replace(listed, argv=shown)
+    programs = repository_programs(listed.stdout)
     done = run_bounded(
         [program, *SAFE_CONFIG, *args],
         timeout_s=timeout_s,
         cwd=cwd,
-        env=env,
+        env=override_env(os.environ if env is None else env, programs) if programs else env,
         stdin=stdin,
         guard=False,
     )

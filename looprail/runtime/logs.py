@@ -41,6 +41,17 @@ _SEQ = re.compile(r"^(\d{3,})-")
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
 
+def write_prompt(folder: Path, prompt: str) -> Path:
+    """`folder/prompt.md`, readable by the user alone (an interactive CLI is told to read it,
+    and a prompt can hold CONTEXT.md and checkpoint answers); never written through a link."""
+    path = folder / "prompt.md"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        os.fchmod(fd, 0o600)  # a file that was there keeps no wider mode
+        fh.write(prompt)
+    return path
+
+
 def slug(name: str) -> str:
     """A request name as a file-name part: `01-02/T3` → `01-02-T3`."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")[:60] or "work"
@@ -224,18 +235,10 @@ def write_transcript(
     outcome: Outcome,
 ) -> None:
     """An agent invocation's prompt.md and meta.json, beside the streams `OutputTee` wrote as
-    the CLI ran; in the argv the prompt (or gemini's `--prompt=PROMPT`) is `<prompt.md>`."""
-    (folder / "prompt.md").write_text(prompt, encoding="utf-8")
-    shown = [
-        "<prompt.md>"
-        if a == prompt
-        else a[: -len(prompt)] + "<prompt.md>"
-        if a.endswith("=" + prompt)
-        else a
-        for a in argv
-    ]
+    the CLI ran (the argv holds no prompt: it went on stdin)."""
+    write_prompt(folder, prompt)
     meta = {
-        "argv": shown,
+        "argv": list(argv),
         "exitCode": result.exit_code,
         "timedOut": result.timed_out,
         "durationS": round(result.duration_s, 3),

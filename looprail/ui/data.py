@@ -16,6 +16,7 @@ from typing import NotRequired, TypedDict
 from looprail.errors import LooprailError
 from looprail.layout import PLANNING_DIR, normalize_phase_number
 from looprail.machine import answers
+from looprail.machine.commands import answer_command
 from looprail.machine.project import latest_runs, project_phases
 from looprail.plans import load_phase
 from looprail.plans.checkpoint import render
@@ -216,7 +217,12 @@ def checkpoints_view(
     for cp in pending:
         done, total = _progress(project, phase, cp.plan_id, cp.task_id)
         items.append(
-            {**cp.model_dump(mode="json"), "title": cp.title, "text": render(cp, done, total)}
+            {
+                **cp.model_dump(mode="json"),
+                "title": cp.title,
+                "text": render(cp, done, total),
+                "command": answer_command(str(project), cp),  # every part quoted
+            }
         )
     return {"runId": run_id, "items": items}
 
@@ -288,6 +294,6 @@ def _hint(
     phase = view["phases"][0] if view["phases"] else "1"
     return (
         "No runs yet. Start one in another terminal: "
-        f"`looprail run {where} --phase {phase}{caps_args(capability_dirs)}`; "
+        f"`looprail run {where} --phase {shlex.quote(phase)}{caps_args(capability_dirs)}`; "
         "this page follows it live."
     )

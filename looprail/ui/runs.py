@@ -4,7 +4,6 @@ point and what they did, its answers, where it stopped and the command that cont
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -13,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, TypeGuard
 
 from looprail.diagrams.graph import crossed_points, hook_summary
 from looprail.machine.answers import latest
+from looprail.machine.commands import approve_option
 from looprail.store import EventRow, RunRow, TaskRow, is_run_id
 from looprail.store.lock import LockInfo
 from looprail.store.report import RunReport, current_halt, format_duration, report_from_rows
@@ -203,7 +203,7 @@ def run_detail(
         "pid": run.pid,
         "host": run.host,
         "halt": _current_halt(report),
-        "continue": continue_command(project, capability_dirs, run, base["interrupted"], events),
+        "continue": continue_command(project, run, base["interrupted"], events),
         "answers": answers_view(events),
         "path": [_step(e) for e in events if e.kind == "transition"],
         "points": points_view(events, envelopes),
@@ -395,7 +395,6 @@ def caps_args(capability_dirs: Sequence[str]) -> str:
 
 def continue_command(
     project: Path,
-    capability_dirs: Sequence[str],
     run: RunRow,
     interrupted: bool,
     events: Sequence[EventRow] = (),
@@ -403,21 +402,21 @@ def continue_command(
     """The command that continues `run`, or None when there is nothing to continue. A run
     paused at a checkpoint continues with `--approve TASK`, unless the checkpoint has been
     answered since (from the dashboard or `looprail answer`): the resumed run uses the
-    answer."""
+    answer. No `--capabilities`: a resume uses the folders its run started with (its journal
+    record, machine/started_with.py), not the dashboard's."""
     if run.status in ("shipped", "failed"):
         return None
     if run.status == "running" and not interrupted:
         return None  # live: it is going on right now
     if not is_run_id(run.id):
         return None  # never print a planted id as a command to copy
-    cmd = (
-        f"looprail resume {shlex.quote(run.id)} --project {shlex.quote(str(project))}"
-        f"{caps_args(capability_dirs)}"
-    )
+    cmd = f"looprail resume {shlex.quote(run.id)} --project {shlex.quote(str(project))}"
     if run.status == "paused" and run.halt_reason:
-        match = re.search(r"--approve (\S+)", run.halt_reason)
-        if match and not _answered(events, match.group(1)):
-            cmd += f" --approve {shlex.quote(match.group(1))}"
+        # the checkpoint the run paused at: the one its halt reason says to approve
+        asked = {e.task_id for e in events if e.kind == "checkpoint" and e.task_id}
+        named = [t for t in asked if f"{approve_option(t)}," in run.halt_reason]
+        if named and not _answered(events, max(named, key=len)):
+            cmd += f" {approve_option(max(named, key=len))}"
     return cmd
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from looprail.runtime.adapter import LONG_PROMPT
 from tests.support.agents import AGENTS, agent_env, calls, git, looprail
 
 pytestmark = pytest.mark.skipif(
@@ -70,9 +71,9 @@ def test_a_phase_with_parallel_plans_ships_with_each_agent(tmp_path: Path, agent
     assert len(folders) == 7, folders  # discuss, plan, 3 tasks, verify, ship
     meta = json.loads((runs[0] / folders[0] / "meta.json").read_text())
     assert meta["ok"] and meta["sessionId"].startswith("ses-") and meta["events"] >= 1
-    # the prompt is filed in prompt.md, not copied into meta.json's argv
+    # the prompt is filed in prompt.md, and was never in the argv (it went on stdin)
     assert all(len(a) < 300 for a in meta["argv"]), meta["argv"]
-    assert agent == "opencode" or meta["argv"][-1].endswith("<prompt.md>")
+    assert agent == "opencode" or meta["argv"][-1].endswith(LONG_PROMPT)
     assert (runs[0] / folders[0] / "stdout.jsonl").read_text().strip()
     assert "CONTEXT.md" in (runs[0] / folders[0] / "prompt.md").read_text()
 

@@ -315,7 +315,10 @@ def test_without_a_terminal_the_run_pauses_and_says_how_to_answer(tmp_path):
     project = project_with(tmp_path, DECISION)
     out = run_cli("run", str(project), "--phase", "1", subprocess=True)
     assert out.returncode == 3, out.stderr
-    assert f"looprail answer {project} 01-01/T2 supabase|clerk" in out.stderr
+    assert (
+        f"(one of the option ids supabase, clerk): looprail answer {project} 01-01/T2 supabase"
+        in out.stderr
+    )
     assert "--approve 01-01/T2" in out.stderr
     assert "CHECKPOINT: Decision Required" in out.stderr  # shown as on a terminal
     assert "Cons: Paid after 10k MAU" in out.stderr

@@ -75,6 +75,15 @@ else:
 if not sys.stdin.isatty():  # piped input is read as (more) prompt
     prompt += "\n" + sys.stdin.read()
 
+
+def cmdline() -> list[str]:
+    """This process's command line as any local user reads it (`/proc/PID/cmdline`)."""
+    try:
+        return Path(f"/proc/{os.getpid()}/cmdline").read_bytes().decode().split("\0")
+    except OSError:
+        return sys.argv
+
+
 log = os.environ.get("FAKE_AGENT_LOG")
 if log:
     with open(log, "a") as fh:
@@ -87,6 +96,7 @@ if log:
                     "cwd": os.getcwd(),
                     "pwd": os.environ.get("PWD"),
                     "pid": os.getpid(),
+                    "cmdline": cmdline(),
                 }
             )
             + "\n"

@@ -43,7 +43,18 @@ def prompt_of() -> str | None:
     return given[-1][len(flag) :] if given and flag else None
 
 
+def cmdline() -> list[str]:
+    """This process's command line as any local user reads it (`/proc/PID/cmdline`)."""
+    try:
+        return Path(f"/proc/{os.getpid()}/cmdline").read_bytes().decode().split("\0")
+    except OSError:
+        return sys.argv
+
+
 prompt = prompt_of()
+brief = re.fullmatch(r"Read the file (.+) and follow it: it is your brief\.", prompt or "")
+if brief:  # the real CLI reads it with its file tool
+    prompt = Path(brief.group(1)).read_text()
 if prompt is None:  # the loop's other steps: the fake CLI (its name is argv[0]'s, kept)
     exec(compile(FAKE.read_text(), str(FAKE), "exec"), {"__name__": "__main__"})
     sys.exit(0)
@@ -67,6 +78,7 @@ log = os.environ.get("FAKE_AGENT_LOG")
 if log:
     with open(log, "a") as fh:
         entry = {"agent": agent, "argv": args, "prompt": prompt, "cwd": os.getcwd()}
+        entry["cmdline"] = cmdline()
         fh.write(json.dumps({**entry, "interactive": True, "pid": os.getpid()}) + "\n")
 
 owed = re.search(r"Write (\S+-CONTEXT\.md)\.", prompt)

@@ -25,6 +25,7 @@ with warnings.catch_warnings():
     from starlette.testclient import TestClient
 
 from looprail.machine.answers import pending_checkpoints  # noqa: E402
+from looprail.machine.commands import answer_command  # noqa: E402
 from looprail.plans.checkpoint import render  # noqa: E402
 from looprail.store import Journal  # noqa: E402
 from looprail.ui.access import new_token  # noqa: E402
@@ -96,10 +97,11 @@ def test_a_paused_checkpoint_is_shown_as_the_terminal_shows_it(tmp_path):
     assert shown["runId"] == snap["run"]["id"]
     (item,) = shown["items"]
     # one model, one text: what pending_checkpoints gives, and the terminal's rendering of it
-    assert {k: v for k, v in item.items() if k not in ("title", "text")} == cp.model_dump(
-        mode="json"
+    assert {k: v for k, v in item.items() if k not in ("title", "text", "command")} == (
+        cp.model_dump(mode="json")
     )
     assert item["text"] == render(cp, 1, 3)
+    assert item["command"] == answer_command(str(project), cp)  # what the run prints
     assert item["title"] == "Decision Required" and item["kind"] == "decision"
     assert [(o["id"], o["pros"], o["cons"]) for o in item["options"]] == [
         ("hello", "Plain, understood everywhere", "Dull"),

@@ -153,9 +153,8 @@ def test_a_refused_gate_is_shown_with_its_message_and_the_continue_command(brows
         assert "release.allow_ship is false" in message
         assert text(page, "#runbar .badge") == "halted"
         assert "blocked at ship:pre by gate release-gate" in text(page, "#halt .halt-reason")
-        assert text(page, "#halt .cmd") == (
-            f"looprail resume {run_id} --project {project} --capabilities {uikit.CAPABILITIES}"
-        )
+        # no --capabilities: the resume uses the ones the run started with (issue 40)
+        assert text(page, "#halt .cmd") == f"looprail resume {run_id} --project {project}"
         page.locator("#chart[src]").wait_for(state="attached")
         page.wait_for_function("() => document.getElementById('chart').naturalWidth > 0")
         browser.shot("refused-gate")

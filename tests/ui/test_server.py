@@ -26,6 +26,8 @@ with warnings.catch_warnings():
     from starlette.testclient import TestClient
 
 from looprail.cli import main
+from looprail.machine.answers import asked_record
+from looprail.plans.checkpoint import Checkpoint
 from looprail.store import EventRecord, Journal
 from looprail.ui.server import create_app
 from tests.support import ui as uikit
@@ -60,10 +62,8 @@ def test_halted_run_shows_the_refused_gate_its_message_and_how_to_continue(halte
     assert run["status"] == run["display"] == "halted"
     assert run["state"] == ["verify"]
     assert run["halt"]["point"] == "ship:pre" and run["halt"]["capId"] == "release-gate"
-    assert run["continue"] == (
-        f"looprail resume {run['id']} --project {halted_example} "
-        f"--capabilities {uikit.CAPABILITIES}"
-    )
+    # no --capabilities: the resume uses the ones the run started with (issue 40)
+    assert run["continue"] == f"looprail resume {run['id']} --project {halted_example}"
     ship_pre = next(p for p in run["points"] if p["point"] == "ship:pre")
     (gate,) = ship_pre["hooks"]
     assert (gate["kind"], gate["capId"], gate["blocking"], gate["order"]) == (
@@ -224,16 +224,18 @@ def test_a_run_killed_for_real_is_interrupted(tmp_path):
 def test_paused_run_continues_with_the_approval(tmp_path):
     project = tmp_path / "p"
     (project / ".planning").mkdir(parents=True)
+    cp = Checkpoint(task_id="01-01/T2", plan_id="01-01", kind="human-verify", name="Look")
     with Journal.open(project) as journal:
         run_id = journal.start_run("1", state=["execute", "wave_running"])
+        journal.record(run_id, asked_record(cp, 1))
         journal.finish_run(
             run_id,
             "paused",
-            "01-01-PLAN.md: task T2 (checkpoint:human-verify) Look needs a human; "
-            "approve with --approve T2",
+            "01-01-PLAN.md: task 01-01/T2 (checkpoint:human-verify) Look needs a human; "
+            "run again with --approve 01-01/T2, or answer with: looprail answer . 01-01/T2 approved",
         )
     run = client(project).get("/api/state").json()["run"]
-    assert run["continue"].endswith("--approve T2")
+    assert run["continue"].endswith("--approve 01-01/T2")
 
 
 def test_history_lists_every_run_newest_first_and_a_run_can_be_chosen(tmp_path):

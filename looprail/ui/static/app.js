@@ -181,7 +181,7 @@
         el("code", null, cp.task_id), " ", cp.title),
       el("pre", { cls: "checkpoint-text" }, cp.text));
     if (!snap.writable) {
-      block.appendChild(el("p", { cls: "muted" }, "Answer it in the terminal, or with looprail answer " + cp.task_id + " …"));
+      block.appendChild(el("p", { cls: "muted" }, "Answer it in the terminal, or with ", el("code", { cls: "cmd" }, cp.command)));
       return block;
     }
     block.appendChild(answerForm(cp));
