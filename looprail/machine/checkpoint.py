@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from looprail.errors import CheckpointPause, HaltError
+from looprail.journal.models import EventRecord
 from looprail.machine.answers import (
     SECRET_ENV,
     WITHHELD,
@@ -50,10 +51,9 @@ from looprail.plans.checkpoint import (
 from looprail.runtime.base import DispatchContext, Outcome, TaskWork
 from looprail.runtime.process import stopping
 from looprail.settings import CHECKPOINT_ROUNDS, looprail_settings
-from looprail.store.models import EventRecord
 
 if TYPE_CHECKING:
-    from looprail.machine.run import LoopRunner
+    from looprail.machine.runner import LoopRunner
     from looprail.plans import Plan, Task
 
 # One checkpoint at a time asks on the terminal (plans of a wave run on several threads).

@@ -1,6 +1,6 @@
 """What one run of the loop is given, and what it gives back.
 
-`RunContext` is built once (`machine/session.py`, the pytest plugin's harness) and handed to
+`RunContext` is built once (`machine/session/phase.py`, the pytest plugin's harness) and handed to
 the `LoopRunner` whole: the project and phase, the options, the runtime, the capabilities, the
 recorder, the progress display, the workspace and where a resumed run starts. It is frozen: the
 runner never patches it, and no one patches the runner after construction.
@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from looprail.errors import CheckpointPause, StopRequested, TaskContentError, TransitionRefused
+from looprail.journal.recorder import MemoryRecorder, Recorder
 from looprail.machine import guards as G
 from looprail.machine.progress import Progress
-from looprail.machine.record import MemoryRecorder, Recorder
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
 from looprail.machine.workspace import NullWorkspace
 from looprail.runtime.base import Flavor
@@ -24,7 +24,7 @@ from looprail.runtime.base import Flavor
 if TYPE_CHECKING:
     from looprail.hooks.capset import CapabilitySet
     from looprail.machine.native import NativeBridge
-    from looprail.machine.run import LoopRunner
+    from looprail.machine.runner import LoopRunner
     from looprail.plans import PhaseCache, Plan
     from looprail.runtime.base import Runtime
     from looprail.runtime.executors import Settled
@@ -33,7 +33,7 @@ RunStatus = Literal["shipped", "halted", "paused"]
 
 
 class WaveExecutor(Protocol):
-    """Runs a wave's plans elsewhere (e.g. `machine.dask_executor.DaskExecutor`), each plan
+    """Runs a wave's plans elsewhere (e.g. `machine.dask.executor.DaskExecutor`), each plan
     through `LoopRunner.run_plan`."""
 
     def run_wave(
@@ -57,7 +57,7 @@ class RunOptions:
     answers: tuple[tuple[str, str], ...] = ()  # `--answer TASK=TEXT` (machine/checkpoint.py)
     checkpoint_rounds: int | None = None  # fix-up rounds; None: looprail.checkpoint_rounds
     # The discuss step is a conversation on the user's terminal (`run --interactive`); None:
-    # `looprail.interactive` in the config decides (machine/session.py).
+    # `looprail.interactive` in the config decides (machine/session/phase.py).
     interactive: bool | None = None
     executor: WaveExecutor | None = None  # None: threads here, `jobs` at a time
 

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 from looprail.errors import HaltError, TaskContentError
 from looprail.fsutil import atomic_write, contained_file
 from looprail.hooks.task_content import resolve_task_content
+from looprail.journal.recorder import EventRecord
 from looprail.machine.context import RunContext
-from looprail.machine.record import EventRecord
 from looprail.plans import Plan, Task
 from looprail.runtime.base import TaskWork
 
 if TYPE_CHECKING:
-    from looprail.machine.run import LoopRunner
+    from looprail.machine.runner import LoopRunner
 
 
 @dataclass

@@ -14,7 +14,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from looprail.errors import CheckpointPause, HaltError
-from looprail.machine.record import EventRecord
+from looprail.journal.recorder import EventRecord
 from looprail.machine.tasks import halted_plans_reason
 from looprail.plans import Plan, Wave
 from looprail.plans.waves import halt_blocked, unmet_blocked
@@ -22,7 +22,7 @@ from looprail.runtime.executors import Settled, interruptible_executor, run_all,
 from looprail.textsafe import plural
 
 if TYPE_CHECKING:
-    from looprail.machine.run import LoopRunner
+    from looprail.machine.runner import LoopRunner
 
 
 def run_wave(runner: LoopRunner) -> None:

@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from looprail.hostcall import UNKNOWN_REQ_IDS, argument_values, query_args
 from looprail.layout import AGENTS_DIR, CHECKS_DIR, COMMANDS_DIR, LOOPRAIL_DIR, SKILLS_DIR
 from looprail.runtime.base import (
     EXIT_UNAVAILABLE,
@@ -33,6 +32,7 @@ from looprail.runtime.base import (
     RunStart,
     build_request,
 )
+from looprail.runtime.hostcall import UNKNOWN_REQ_IDS, argument_values, query_args
 from looprail.runtime.interactive import (
     NOT_CAPTURED,
     handover_line,

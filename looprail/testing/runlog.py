@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from looprail.machine.record import MemoryRecorder
+from looprail.journal.recorder import MemoryRecorder
 from looprail.runtime.base import Outcome
 from looprail.runtime.scripted import ScriptedRuntime
 

@@ -129,7 +129,7 @@ def test_the_trust_layer_does_not_import_the_machine():
 
 def test_plans_imports_only_the_base_layer():
     """PLAN.md, phases and waves are read without hooks or runtimes (the frontmatter reader
-    is base: `plans/phase.py` once imported `hooks.checks` for it)."""
+    is base: `plans/phase.py` once imported `hooks.gates.checks` for it)."""
     assert _violations({"plans"}, {_layer(m) for m in _imports()} - BASE - {"plans", ""}) == []
 
 

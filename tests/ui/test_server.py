@@ -26,7 +26,7 @@ with warnings.catch_warnings():
     from starlette.testclient import TestClient
 
 from looprail.cli import main
-from looprail.store import EventRecord, Journal
+from looprail.journal import EventRecord, Journal
 from looprail.ui.server import create_app
 from tests.support import ui as uikit
 
