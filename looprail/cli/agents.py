@@ -30,7 +30,7 @@ from looprail.runtime.git import git, git_program, is_git_repo
 from looprail.runtime.interactive import shown_argv, terminal_problem
 from looprail.runtime.process import find_program, run_bounded
 from looprail.runtime.registry import RuntimeSettings, agent_name, available, create_runtime
-from looprail.settings import looprail_settings
+from looprail.runtime.settings import looprail_settings
 from looprail.textsafe import plural
 from looprail.trust.agents import effective_agent
 

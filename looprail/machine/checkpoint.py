@@ -50,7 +50,7 @@ from looprail.plans.checkpoint import (
 )
 from looprail.runtime.base import DispatchContext, Outcome, TaskWork
 from looprail.runtime.process import stopping
-from looprail.settings import CHECKPOINT_ROUNDS, looprail_settings
+from looprail.runtime.settings import CHECKPOINT_ROUNDS, looprail_settings
 
 if TYPE_CHECKING:
     from looprail.machine.runner import LoopRunner

@@ -49,7 +49,7 @@ from looprail.runtime.process import (
     find_program,
     run_bounded,
 )
-from looprail.settings import Timeouts as Timeouts  # re-exported: the runtime's defaults
+from looprail.runtime.settings import Timeouts as Timeouts  # re-exported: the runtime's defaults
 
 # A plain file name: no path separator, no leading "-" (option) or "." (hidden, "..").
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:+@-]*\Z")

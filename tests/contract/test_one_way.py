@@ -1,7 +1,7 @@
 """One way to do each small thing (issue 29, point 8), read from the source with `ast`: YAML is
 loaded only by `looprail.plans.yamlload`, frontmatter is read by `looprail.plans.frontmatter`, a file's
 kind is checked on what was opened (`os.fstat`), never by a `stat` before the read, and the
-`looprail` config section is read only through `looprail.settings`. Each exception is listed
+`looprail` config section is read only through `looprail.runtime.settings`. Each exception is listed
 with the reason it is not the shared helper; a new one fails here."""
 
 from __future__ import annotations
@@ -161,11 +161,11 @@ def test_a_file_kind_is_checked_on_what_was_opened():
 
 
 def test_the_looprail_section_is_read_only_through_the_settings_model():
-    """`config.get("looprail")` / `config["looprail"]` appear in `looprail/settings.py` only:
+    """`config.get("looprail")` / `config["looprail"]` appear in `looprail/runtime/settings.py` only:
     every other module reads `looprail_settings(config)`, so a key's type is checked once."""
     offenders = []
     for path in modules():
-        if _rel(path) == "settings.py":
+        if _rel(path) == "runtime/settings.py":
             continue
         for node in nodes(path):
             key = None

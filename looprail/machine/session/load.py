@@ -28,7 +28,7 @@ from looprail.runtime.agents import ADAPTERS
 from looprail.runtime.base import RunStart  # loaded with machine.runner (its dispatcher's)
 from looprail.runtime.meter import Meter
 from looprail.runtime.registry import RuntimeSettings, agent_name, agent_section, create_runtime
-from looprail.settings import LooprailSettings, looprail_settings
+from looprail.runtime.settings import LooprailSettings, looprail_settings
 from looprail.trust import load_compiled
 from looprail.trust.agents import effective_agent
 
@@ -216,8 +216,9 @@ def make_runtime(
 
 
 def run_settings(loaded: Loaded) -> LooprailSettings:
-    """The `looprail` section of the run's config (`looprail.settings`); a value that cannot be
-    used refuses the run before anything is journaled or run (`RefusedToStart`, exit 2)."""
+    """The `looprail` section of the run's config (`looprail.runtime.settings`); a value that
+    cannot be used refuses the run before anything is journaled or run (`RefusedToStart`, exit
+    2)."""
     try:
         return looprail_settings(loaded.config)
     except ConfigError as exc:
