@@ -23,21 +23,53 @@ from looprail.runtime.base import Flavor
 
 if TYPE_CHECKING:
     from looprail.hooks.capset import CapabilitySet
+    from looprail.machine.chart import TaskChart
+    from looprail.machine.dispatch import Dispatcher
     from looprail.machine.native import NativeBridge
-    from looprail.machine.runner import LoopRunner
-    from looprail.plans import PhaseCache, Plan
-    from looprail.runtime.base import Runtime
+    from looprail.plans import Phase, PhaseCache, Plan
+    from looprail.runtime.base import DispatchContext, Outcome, Runtime, TaskWork
     from looprail.runtime.executors import Settled
 
 RunStatus = Literal["shipped", "halted", "paused"]
 
+# Where a task's body runs: the run's runtime here, or an executor's worker elsewhere.
+ExecuteTask = Callable[["TaskWork", "DispatchContext"], "Outcome"]
+
+
+class PlanRunner(Protocol):
+    """What an executor is handed to run a wave's plans: the run's one task protocol
+    (`LoopRunner.run_plan`, over a chart from `plan_chart`) and what a plan's run reads."""
+
+    @property
+    def project(self) -> Path: ...
+    @property
+    def options(self) -> RunOptions: ...
+    @property
+    def recorder(self) -> Recorder: ...
+    @property
+    def progress(self) -> Progress: ...
+
+    phase: Phase
+    dispatcher: Dispatcher
+
+    def plan_chart(self, plan: Plan, wave: int) -> TaskChart: ...
+
+    def run_plan(
+        self,
+        plan: Plan,
+        wave: int,
+        done: set[str],
+        chart: TaskChart | None = None,
+        execute: ExecuteTask | None = None,
+    ) -> None: ...
+
 
 class WaveExecutor(Protocol):
     """Runs a wave's plans elsewhere (e.g. `machine.dask.executor.DaskExecutor`), each plan
-    through `LoopRunner.run_plan`."""
+    through `PlanRunner.run_plan`."""
 
     def run_wave(
-        self, runner: LoopRunner, wave: int, plans: Sequence[Plan], done: set[str]
+        self, runner: PlanRunner, wave: int, plans: Sequence[Plan], done: set[str]
     ) -> list[Settled[None]]: ...
 
     def secret_refusal(self) -> str | None:

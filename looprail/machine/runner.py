@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -40,22 +42,27 @@ from looprail.machine.checkpoint import (
     summary_lines,
     with_answers,
 )
-from looprail.machine.context import RunContext, RunOptions, RunResult, RunStatus, run_ending
+from looprail.machine.context import (
+    ExecuteTask,
+    RunContext,
+    RunOptions,
+    RunResult,
+    RunStatus,
+    run_ending,
+)
 from looprail.machine.dispatch import Dispatcher
 from looprail.machine.progress import Progress, fmt_duration
-from looprail.machine.session.interactive import handover
 from looprail.machine.session.resume import phase_snapshot
-from looprail.machine.tasks import PlanRun, task_work, write_summary
-from looprail.machine.wave import run_wave
-from looprail.plans import Phase, PhaseCache, Plan, Task, WavePlan, compute_waves
+from looprail.machine.tasks import PlanRun, halted_plans_reason, task_work, write_summary
+from looprail.plans import Phase, PhaseCache, Plan, Task, Wave, WavePlan, compute_waves
 from looprail.plans.frontmatter import file_frontmatter
 from looprail.plans.planfile import unknown_key_warnings
-from looprail.runtime.base import DispatchContext, Outcome, TaskWork
+from looprail.plans.waves import halt_blocked, unmet_blocked
+from looprail.runtime.base import Outcome, TaskWork
+from looprail.runtime.executors import Settled, interruptible_executor, run_all, start_threads
+from looprail.textsafe import plural
 
 __all__ = ["LoopRunner", "RunContext", "RunOptions", "RunResult", "RunStatus"]
-
-# Where a task's body runs: `Runtime.execute_task` here, or an executor's worker elsewhere.
-ExecuteTask = Callable[[TaskWork, DispatchContext], Outcome]
 
 
 class LoopRunner:
@@ -104,6 +111,10 @@ class LoopRunner:
     @property
     def project(self) -> Path:
         return self.ctx.project
+
+    @property
+    def config(self) -> Mapping[str, object] | None:
+        return self.ctx.config
 
     @property
     def options(self) -> RunOptions:
@@ -217,7 +228,7 @@ class LoopRunner:
         runs the current wave. Every other state has none."""
         if state == WAVE_RUNNING:
             self._looked = None  # plans run: files change
-            run_wave(self)
+            self._run_wave()
             return
         step = next((s for s in self.ctx.spec.steps if s.name == state), None)
         if step is None or step.name == self.ctx.spec.looped:
@@ -338,7 +349,11 @@ class LoopRunner:
         self._role_event("role_started", step, spec.role)
         ctx = self.dispatcher.context(None)
         if step == "discuss" and self.options.interactive:
-            ctx = handover(ctx, self.progress)  # the user's terminal
+            # `run --interactive`: the discuss step is a conversation on the user's terminal
+            # (runtime/interactive.py); the live status area is put away first (it would draw
+            # over the session) and comes back with the next status.
+            self.progress.close()
+            ctx = ctx.model_copy(update={"terminal": True})
         outcome = self.ctx.runtime.do_phase_work(spec.role, step, ctx)
         if not outcome.ok:
             self._role_event("role_finished", step, spec.role, outcome="failed")
@@ -373,9 +388,97 @@ class LoopRunner:
 
     # ------------------------------------------------------------------ waves
 
+    # The looped step's work in `wave_running`: one wave of the phase's plans. Which plans run
+    # (a halted plan, and what depends on it, never does), where (the run's executor, e.g.
+    # Dask, or here on `jobs` threads), each through `run_plan` (the one task protocol); then
+    # what they did comes back (the workspace merges) and the wave is journaled finished.
+
+    def _run_wave(self) -> None:
+        """Run the current wave's plans (on the run's executor, or here on `jobs` threads), merge
+        what they did back, journal the wave finished; halt after it if a plan was stopped."""
+        wave, pending, halt = self._wave_plans()
+        jobs = self.options.jobs if wave.parallel_safe else 1
+        if not wave.parallel_safe and self.options.jobs > 1:
+            self.progress.line(
+                f"  wave {wave.number} runs sequentially: plans share "
+                + ", ".join(wave.overlap_files)
+            )
+        jobs = self.ctx.workspace.jobs(jobs, len(pending))
+        self.ctx.workspace.prepare(wave.number, [p.id for p in pending], jobs)
+        done = self.recorder.done_tasks()
+        with ExitStack() as stack:
+            run_plans = self._plan_runs(stack, wave.number, pending, done, jobs)
+            self.recorder.wave_started(
+                wave.number,
+                [(t.id, p.id) for p in pending for t in p.tasks if not t.is_checkpoint],
+            )
+            self.progress.new_stage()
+            self.progress.line(
+                f"  wave {wave.number}: {plural(len(pending), 'plan')}, {jobs} at a time"
+            )
+            errors = [s.error for s in run_plans() if not s.ok]
+            # Still in the block: the pool's idle threads are joined once the wave is
+            # journaled as finished, not before.
+            if errors:
+                # Siblings were never cancelled; the first failure (in plan order) is the reason.
+                pauses = [e for e in errors if isinstance(e, CheckpointPause)]
+                raise (
+                    next((e for e in errors if not isinstance(e, CheckpointPause)), None)
+                    or pauses[0]
+                )
+            self.ctx.workspace.merge(wave.number)  # what finished comes back before any halt
+            if halt is not None:
+                raise HaltError(halt)
+            self.recorder.event(EventRecord(kind="wave_finished", wave=wave.number, outcome="done"))
+            self.ctx.workspace.settle(wave.number)  # worktrees removed while the run goes on
+            self.waves_run += 1
+        if self.ctx.native is not None:
+            self.ctx.native.wave_settled()
+
+    def _wave_plans(self) -> tuple[Wave, list[Plan], str | None]:
+        """The current wave, its plans to run, and why the loop stops after it (a halted plan
+        is never re-run and what depends on it never runs: the rest of the wave runs, then the
+        loop stops there, as the reference's plan-index `runnable` says)."""
+        waves = self.waves()
+        if self.wave is None:  # resumed inside a running wave: it is the first unfinished one
+            self.wave = next((w.number for w in waves.waves if w.pending), None)
+        wave = waves.wave(self.wave) if self.wave is not None else None
+        if wave is None:
+            raise HaltError(f"wave {self.wave} no longer exists (plans changed?)")
+        plans = {p.id: p for p in self.phase.plans}
+        blocked = halt_blocked(self.phase.plans)
+        waiting = unmet_blocked(self.phase.plans)  # a dependency of an earlier phase unfinished
+        stopped = [
+            pid for pid in wave.pending if plans[pid].halted or pid in blocked or pid in waiting
+        ]
+        pending = [plans[pid] for pid in wave.pending if pid not in stopped]
+        why = halted_plans_reason(wave.number, stopped, plans, blocked, waiting)
+        return wave, pending, why if stopped else None
+
+    def _plan_runs(
+        self, stack: ExitStack, wave: int, pending: list[Plan], done: set[str], jobs: int
+    ) -> Callable[[], Sequence[Settled[None]]]:
+        """How the wave's plans will run: on the given executor, or here on `jobs` threads."""
+        executor = self.options.executor
+        if executor is not None:
+            return partial(executor.run_wave, self, wave, pending, done)
+        # Each plan's task chart is built before the wave starts (it has no effects: its
+        # initial state has no enter action), not by the plan's thread while the other plans'
+        # threads wait for the GIL to start their processes.
+        charts = [self.plan_chart(p, wave) for p in pending]
+        local = stack.enter_context(interruptible_executor(jobs))
+        # Its threads are up before the wave starts: started one per plan as the plans are
+        # handed over, each would wait for the one before to be scheduled.
+        start_threads(local, min(jobs, len(pending)))
+        calls = [
+            partial(self.run_plan, p, wave, done, chart)
+            for p, chart in zip(pending, charts, strict=True)
+        ]
+        return partial(run_all, local, calls)
+
     def plan_chart(self, plan: Plan, wave: int) -> TaskChart:
         """A plan's task chart, in its initial state, over a fresh `PlanRun`."""
-        return TaskChart(model=PlanRun(self, plan, wave, list(plan.tasks)))
+        return TaskChart(model=PlanRun(self.ctx, self.task_hooks, plan, wave, list(plan.tasks)))
 
     def run_plan(
         self,
@@ -427,7 +530,7 @@ class LoopRunner:
         with self._count_lock:  # plans of a wave finish tasks on several threads
             self.tasks_run += 1
         self._status()
-        self._task_event("task_result", plan, task, wave, work)
+        self.task_hooks("task_result", plan, task, wave, work)
         chart.send("end_task")
 
     def executor_call(
@@ -461,7 +564,7 @@ class LoopRunner:
         self.progress.line(f"  ✓ {label}{again} {fmt_duration(outcome.duration_s)}")
         return outcome
 
-    def _task_event(
+    def task_hooks(
         self,
         event: Literal["task_call", "task_result"],
         plan: Plan,

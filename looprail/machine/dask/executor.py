@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from looprail.machine.chart import TaskChart
-    from looprail.machine.runner import LoopRunner
+    from looprail.machine.context import PlanRunner
     from looprail.plans import Plan
 
 # A plan that has not reported for this long is looked at again (a lost wake-up).
@@ -166,7 +166,7 @@ class DaskExecutor:
     # -- the seam: LoopRunner._run_wave calls this for the wave's pending plans ----------------
 
     def run_wave(
-        self, runner: LoopRunner, wave: int, plans: Sequence[Plan], done: set[str]
+        self, runner: PlanRunner, wave: int, plans: Sequence[Plan], done: set[str]
     ) -> list[Settled[None]]:
         """Run each plan through `runner.run_plan` (the one task protocol, each plan on a thread
         of its own here), its tasks' bodies on one Dask worker (`_PlanRun.execute_task`)."""
@@ -263,7 +263,7 @@ class _PlanRun:
     hooks), after the call before was merged."""
 
     executor: DaskExecutor
-    runner: LoopRunner
+    runner: PlanRunner
     plan: Plan
     wave: int
     done: set[str]

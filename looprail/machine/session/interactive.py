@@ -3,7 +3,7 @@
 Whether a run is interactive (`--interactive`/`--no-interactive`, else `looprail.interactive`
 in `.planning/config.json`) and whether it can be (a terminal to hand over) are decided here,
 once, before the run starts; the runner hands the terminal over at its discuss step
-(`handover`); the runtime runs the session (looprail/runtime/interactive.py)."""
+(`LoopRunner._phase_work`); the runtime runs the session (looprail/runtime/interactive.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,7 @@ from looprail.errors import RefusedToStart
 from looprail.runtime.interactive import terminal_problem
 
 if TYPE_CHECKING:
-    from looprail.machine.progress import Progress
-    from looprail.machine.runner import RunOptions
-    from looprail.runtime.base import DispatchContext
+    from looprail.machine.context import RunOptions
 
 
 _CONFIG = ".planning/config.json"
@@ -42,9 +40,3 @@ def interactive_options(options: RunOptions, configured: bool | None) -> RunOpti
             )
     return options if options.interactive is wanted else replace(options, interactive=wanted)
 
-
-def handover(ctx: DispatchContext, progress: Progress) -> DispatchContext:
-    """The discuss step's context with the terminal: the live status area is put away first
-    (it would draw over the session), and comes back with the next status."""
-    progress.close()
-    return ctx.model_copy(update={"terminal": True})
