@@ -39,4 +39,3 @@ def interactive_options(options: RunOptions, configured: bool | None) -> RunOpti
                 **({} if options.interactive else {"path": _CONFIG, "field": _KEY}),
             )
     return options if options.interactive is wanted else replace(options, interactive=wanted)
-
