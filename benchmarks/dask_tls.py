@@ -1,6 +1,6 @@
 """What the local cluster's TLS costs: a LocalCluster started and used over plain TCP (the
 baseline, what `dask-local:N` did before issue 27) against the same over mutual TLS with
-per-run credentials (`looprail.machine.dask_cluster.local_security`, what it does now), in one
+per-run credentials (`looprail.machine.dask.cluster.local_security`, what it does now), in one
 run, same machine, same load.
 
     start      = LocalCluster(...) + Client(...) until the workers are up
@@ -29,7 +29,7 @@ def measure(workers: int, calls: int, tls: bool) -> tuple[float, float]:
     import dask
     from distributed import Client, LocalCluster
 
-    from looprail.machine.dask_cluster import LEAN_WORKERS, NO_HTTP_ROUTES, local_security
+    from looprail.machine.dask.cluster import LEAN_WORKERS, NO_HTTP_ROUTES, local_security
 
     extra = {"protocol": "tls://", "security": local_security()} if tls else {}
     t0 = time.perf_counter()

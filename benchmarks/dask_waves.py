@@ -56,10 +56,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
 
-    from looprail.machine.dask_executor import DaskExecutor
+    from looprail.machine.dask.executor import DaskExecutor
     from looprail.machine.progress import Progress
-    from looprail.machine.run import RunOptions
-    from looprail.machine.session import load_project, run_phase
+    from looprail.machine.runner import RunOptions
+    from looprail.machine.session.phase import load_project, run_phase
 
     ideal = args.plans * args.tasks * args.task_s / args.workers
     runs = []

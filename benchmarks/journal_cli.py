@@ -31,7 +31,7 @@ GOALS = {"status": 5.0, "history": 5.0, "report --json": 8.0}
 def make_journal(project: Path, tasks: int, per_wave: int = 50) -> None:
     """A finished run of `tasks` tasks in waves of `per_wave`, written through the Journal
     (one transaction per wave: the same rows as a real run, without waiting for 8,000 fsyncs)."""
-    from looprail.store import EventRecord, Journal
+    from looprail.journal import EventRecord, Journal
 
     (project / ".planning").mkdir(parents=True)
     with Journal.open(project) as journal:

@@ -2,7 +2,7 @@
 
 A task is journaled by `JournalRecorder.task_started` (held: nothing written yet) and
 `task_finished`, whose one FULL commit (one fsync) writes the start and the finish, sealed
-(store/seal.py). The calls here are sequential, so the recorder's group commit never merges two
+(journal/seal.py). The calls here are sequential, so the recorder's group commit never merges two
 tasks: this is the cost of one task on its own. A second figure is a task with one child
 process under a guard (as every child is on Linux): start, its `process` event (held like the
 start: the guard kills the child if looprail dies) and finish, still one FULL commit. The
@@ -78,8 +78,8 @@ def task_cost(folder: Path, rows: int, n: int, child: bool = False) -> tuple[flo
     """Median wall seconds and mean CPU seconds per journaled task (start + finish through the
     recorder; with `child`, a `process` event between them) in a run that holds `rows` task
     rows."""
-    from looprail.machine.record import JournalRecorder
-    from looprail.store import EventRecord, Journal, journal_path
+    from looprail.journal import EventRecord, Journal, journal_path
+    from looprail.journal.recorder import JournalRecorder
 
     project = folder / f"p{rows}{'c' if child else ''}"
     project.mkdir()

@@ -67,8 +67,8 @@ def make_phase(root: Path, plans: int, tasks: int, waves: int) -> Path:
 
 def run_once(plans: int, tasks: int, waves: int, jobs: int, journal: bool) -> tuple[float, int]:
     from looprail.machine.progress import Progress
-    from looprail.machine.run import RunOptions
-    from looprail.machine.session import load_project, run_phase
+    from looprail.machine.runner import RunOptions
+    from looprail.machine.session.phase import load_project, run_phase
     from looprail.runtime.scripted import ScriptedRuntime
 
     with tempfile.TemporaryDirectory() as tmp:

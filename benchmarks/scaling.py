@@ -30,8 +30,8 @@ def run_once(plans: int, jobs: int, journal: bool) -> tuple[float, float]:
     """Seconds per task of one run (set-up excluded): wall time and this process's CPU time
     (the CPU figure is the steadier one on a machine shared with other work)."""
     from looprail.machine.progress import Progress
-    from looprail.machine.run import RunOptions
-    from looprail.machine.session import load_project, run_phase
+    from looprail.machine.runner import RunOptions
+    from looprail.machine.session.phase import load_project, run_phase
     from looprail.runtime.scripted import ScriptedRuntime
 
     with tempfile.TemporaryDirectory(prefix="looprail-scaling-") as tmp:

@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def make_project(project: Path, tasks: int, per_wave: int = 50) -> None:
     """A paused run of `tasks` tasks whose last event asks checkpoint 01-001/T1 (a decision),
     written through the Journal as a run would."""
+    from looprail.journal import EventRecord, Journal
     from looprail.machine.answers import asked_record
     from looprail.plans.checkpoint import Checkpoint, CheckpointOption
-    from looprail.store import EventRecord, Journal
 
     (project / ".planning" / "phases" / "01-big").mkdir(parents=True)
     with Journal.open(project) as journal:

@@ -79,8 +79,8 @@ def run_local(
 ) -> tuple[float, float, float, tuple[float, float, float, float]]:
     """(execute phase s, whole run_phase s, CPU s of looprail and its children, `wave_marks`)."""
     from looprail.machine.progress import Progress
-    from looprail.machine.run import RunOptions
-    from looprail.machine.session import load_project, run_phase
+    from looprail.machine.runner import RunOptions
+    from looprail.machine.session.phase import load_project, run_phase
 
     with tempfile.TemporaryDirectory(prefix="looprail-wave-eff-") as tmp:
         project = sleep_project(Path(tmp), plans, task_s)

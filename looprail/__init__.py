@@ -27,11 +27,11 @@ if TYPE_CHECKING:  # the names of `_LIBRARY`, typed (`x as x`: a re-export)
     from looprail.machine.guards import PlanFacts as PlanFacts
     from looprail.machine.guards import hooks_allow as hooks_allow
     from looprail.machine.guards import refusal as refusal
-    from looprail.machine.run import LoopRunner as LoopRunner
-    from looprail.machine.run import RunOptions as RunOptions
-    from looprail.machine.run import RunResult as RunResult
-    from looprail.machine.session import load_project as load_project
-    from looprail.machine.session import run_phase as run_phase
+    from looprail.machine.runner import LoopRunner as LoopRunner
+    from looprail.machine.runner import RunOptions as RunOptions
+    from looprail.machine.runner import RunResult as RunResult
+    from looprail.machine.session.phase import load_project as load_project
+    from looprail.machine.session.phase import run_phase as run_phase
     from looprail.machine.spec import DEFAULT_LOOP as DEFAULT_LOOP
     from looprail.machine.spec import LoopSpec as LoopSpec
     from looprail.machine.spec import StepSpec as StepSpec
@@ -49,8 +49,8 @@ _LIBRARY = {
     "looprail.errors": ("LooprailError",),
     "looprail.machine.spec": ("DEFAULT_LOOP", "LoopSpec", "StepSpec"),
     "looprail.machine.chart": ("compile_loop",),
-    "looprail.machine.run": ("LoopRunner", "RunOptions", "RunResult"),
-    "looprail.machine.session": ("load_project", "run_phase"),
+    "looprail.machine.runner": ("LoopRunner", "RunOptions", "RunResult"),
+    "looprail.machine.session.phase": ("load_project", "run_phase"),
     "looprail.machine.guards": ("HookResult", "PlanFacts", "hooks_allow", "refusal"),
     "looprail.trust": ("load_compiled",),
     "looprail.hooks.registry": ("load_registry",),

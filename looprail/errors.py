@@ -209,7 +209,7 @@ class TaskContentError(LooprailError):
 
 
 class CheckFailedError(LooprailError):
-    """The CLI form of a `hooks.checks.CheckError`, with its exit code."""
+    """The CLI form of a `hooks.gates.checks.CheckError`, with its exit code."""
 
     def __init__(self, error: Any):
         super().__init__(error.reason)

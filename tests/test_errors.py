@@ -107,7 +107,7 @@ def test_the_pydantic_name_is_not_shadowed():
 
 
 def test_a_timeouts_config_error_names_its_key(tmp_path):
-    from looprail.settings import looprail_settings
+    from looprail.runtime.settings import looprail_settings
 
     with pytest.raises(ConfigError) as caught:
         looprail_settings({"looprail": {"timeouts": {"agent": "soon"}}})

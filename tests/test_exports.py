@@ -19,7 +19,7 @@ PACKAGES = (
     "looprail",
     "looprail.testing",
     "looprail.trust",
-    "looprail.store",
+    "looprail.journal",
     "looprail.plans",
     "looprail.lint",
     "looprail.diagrams",

@@ -8,8 +8,8 @@ import os
 import subprocess
 import sys
 
-from looprail import frontmatter
-from looprail.frontmatter import file_frontmatter
+from looprail.plans import frontmatter
+from looprail.plans.frontmatter import file_frontmatter
 
 
 def test_an_artifact_is_read(tmp_path):
@@ -36,7 +36,7 @@ def test_a_file_over_the_bound_is_not_read_whole(tmp_path, monkeypatch):
 def test_a_fifo_is_refused_without_hanging(tmp_path):
     fifo = tmp_path / "VERIFICATION.md"
     os.mkfifo(fifo)  # opening it for reading would wait for a writer forever
-    probe = "import sys\nfrom looprail.frontmatter import file_frontmatter\n"
+    probe = "import sys\nfrom looprail.plans.frontmatter import file_frontmatter\n"
     probe += "print(file_frontmatter(sys.argv[1]))\n"
     done = subprocess.run(
         [sys.executable, "-c", probe, str(fifo)], capture_output=True, text=True, timeout=30

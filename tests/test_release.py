@@ -15,7 +15,7 @@ import zipfile
 import pytest
 
 from looprail._version import __version__
-from looprail.store.journal import Journal
+from looprail.journal.writer import Journal
 from tests.support import EXAMPLE_CAPS, REPO, run_cli
 from tests.support.source import modules, nodes
 

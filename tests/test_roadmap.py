@@ -1,4 +1,4 @@
-"""`looprail.roadmap`, the one reader of ROADMAP.md: the phases its headings name, the
+"""`looprail.plans.roadmap`, the one reader of ROADMAP.md: the phases its headings name, the
 checkboxes that mark one done, archived milestones left out, sentinels skipped; and the
 section of one phase (what `roadmap_req_ids` reads the requirement ids from)."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from looprail.hostcall import roadmap_req_ids
-from looprail.roadmap import roadmap_phases, roadmap_section
+from looprail.plans.roadmap import roadmap_phases, roadmap_section
+from looprail.runtime.hostcall import roadmap_req_ids
 
 ROADMAP = """\
 # Roadmap

@@ -1,4 +1,4 @@
-"""The one model of the `looprail` config section (`looprail.settings`): every key's type is
+"""The one model of the `looprail` config section (`looprail.runtime.settings`): every key's type is
 checked in one place, and the reason names the dotted key."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from looprail.errors import ConfigError
 from looprail.runtime import registry
-from looprail.settings import LooprailSettings, Timeouts, looprail_settings
+from looprail.runtime.settings import LooprailSettings, Timeouts, looprail_settings
 
 
 def test_no_config_or_no_section_is_the_defaults():

@@ -1,4 +1,4 @@
-"""Frontmatter YAML on libyaml's C parser (`looprail.yamlload`, `plans.planyaml`): the same
+"""Frontmatter YAML on libyaml's C parser (`looprail.plans.yamlload`, `plans.planyaml`): the same
 limits as the pure-Python loader (aliases refused before expansion, nesting bounded at 200
 levels) and the same values; any document the C path refuses is loaded again by the pure
 loader, so every error a user reads is the pure loader's. Property tests compare both."""
@@ -10,9 +10,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from looprail import yamlload
-from looprail.plans import planyaml
-from looprail.yamlload import MAX_DEPTH, NoAliasCSafeLoader, NoAliasSafeLoader, safe_load
+from looprail.plans import planyaml, yamlload
+from looprail.plans.yamlload import MAX_DEPTH, NoAliasCSafeLoader, NoAliasSafeLoader, safe_load
 from tests.support import examples
 
 pytestmark = pytest.mark.skipif(

@@ -31,7 +31,7 @@ from looprail.runtime.interactive import shown_argv, terminal_problem
 from looprail.runtime.local import missing_executable
 from looprail.runtime.process import find_program, run_bounded
 from looprail.runtime.registry import agent_name, available
-from looprail.settings import looprail_settings
+from looprail.runtime.settings import looprail_settings
 from looprail.textsafe import plural
 from looprail.trust.agents import effective_agent
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from looprail.cli._common import command, group, print_json, project_folder
 from looprail.config import load_project_config_strict
 from looprail.errors import UsageError
-from looprail.hooks.checks import (
+from looprail.hooks.gates.checks import (
     CheckContext,
     CheckError,
     CheckFailedError,

@@ -13,9 +13,7 @@ from pathlib import Path
 
 from looprail.cli._common import command, paint, print_json, project_folder, project_of
 from looprail.errors import LooprailError
-from looprail.layout import PHASES_DIR, ROADMAP_FILE, log_of
-from looprail.machine.project import journal_runs, project_phases
-from looprail.store import (
+from looprail.journal import (
     Journal,
     JournalError,
     build_report,
@@ -23,9 +21,11 @@ from looprail.store import (
     report_data,
     summary,
 )
-from looprail.store.lock import LockInfo, lock_holder
-from looprail.store.schema import NoJournalError
-from looprail.store.summary import format_duration, headers, journal_file, open_journal, reading
+from looprail.journal.lock import LockInfo, lock_holder
+from looprail.journal.schema import NoJournalError
+from looprail.journal.summary import format_duration, headers, journal_file, open_journal, reading
+from looprail.layout import PHASES_DIR, ROADMAP_FILE, log_of
+from looprail.machine.project import journal_runs, project_phases
 from looprail.textsafe import one_line
 
 

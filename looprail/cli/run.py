@@ -19,20 +19,20 @@ from looprail.cli._common import (
 from looprail.cli.journal import add_project_and_run, project_and_run
 from looprail.cli.outcome import phase_summary, project_summary
 from looprail.errors import LooprailError, UsageError
+from looprail.journal import Journal
 from looprail.layout import LOGS_DIR, LOOPRAIL_DIR, normalize_phase_number
 from looprail.machine.answers import check_answer, is_task_id
-from looprail.machine.dask_cluster import parse_executor
-from looprail.machine.dask_executor import DaskExecutor
+from looprail.machine.dask.cluster import parse_executor
+from looprail.machine.dask.executor import DaskExecutor
 from looprail.machine.dryrun import dry_run, dry_run_plan
-from looprail.machine.interactive import interactive_options
 from looprail.machine.progress import Progress
 from looprail.machine.project import journal_runs, pending, project_phases, run_project, run_spent
-from looprail.machine.run import RunOptions
-from looprail.machine.session import default_jobs, load_project, run_phase, run_settings
+from looprail.machine.runner import RunOptions
+from looprail.machine.session.interactive import interactive_options
+from looprail.machine.session.phase import default_jobs, load_project, run_phase, run_settings
 from looprail.machine.started_with import remembered, resumed_run
 from looprail.points import POINTS
 from looprail.runtime.local import resolve_host_tool
-from looprail.store import Journal
 from looprail.textsafe import plural
 
 

@@ -21,17 +21,17 @@ from looprail.diagrams.graph import RunEvent, RunTask, RunView, build_graph, env
 from looprail.diagrams.render import render
 from looprail.errors import LooprailError, UsageError
 from looprail.fsutil import project_folder
+from looprail.journal import Journal
 from looprail.layout import PLANNING_DIR
 from looprail.machine.spec import DEFAULT_LOOP
-from looprail.store import Journal
 from looprail.trust import load_compiled
 
 if TYPE_CHECKING:  # pragma: no cover
     import networkx as nx
 
     from looprail.hooks.resolve import Envelope
+    from looprail.journal import RunRow
     from looprail.machine.spec import LoopSpec
-    from looprail.store import RunRow
 
 __all__ = [
     "diagram",

@@ -22,10 +22,10 @@ from pydantic_core import ErrorDetails
 
 from looprail.errors import Issue, json_path
 from looprail.fsutil import read_bounded
-from looprail.hooks.checks import COMMAND_GRAMMAR
+from looprail.hooks.gates.checks import COMMAND_GRAMMAR
+from looprail.hooks.gates.predicates import COMMAND_MAX_TIMEOUT_S, PREDICATE_KINDS
 from looprail.hooks.manifest_rules import FORBIDDEN_KEYS, ID_WORD, rule_issues
 from looprail.hooks.manifest_rules import ID_PATTERN as ID_PATTERN
-from looprail.hooks.predicates import COMMAND_MAX_TIMEOUT_S, PREDICATE_KINDS
 from looprail.jsonload import loads_strict
 from looprail.points import POINTS
 

@@ -7,7 +7,7 @@ import re
 import shlex
 from collections.abc import Iterator, Mapping
 
-from looprail.hooks.checks import (
+from looprail.hooks.gates.checks import (
     PREDICATE_KINDS,
     PREDICATES,
     CheckContext,

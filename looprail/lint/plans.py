@@ -8,12 +8,12 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from looprail.errors import LooprailError
-from looprail.frontmatter import file_frontmatter
 from looprail.layout import LOOPRAIL_DIR
 from looprail.lint.findings import Finding, finding
 from looprail.lint.inputs import LintInput, PhaseInput, _rel
 from looprail.lint.trackers import _Resolvers, _resolvers, _trackers
 from looprail.machine.spec import DEFAULT_LOOP
+from looprail.plans.frontmatter import file_frontmatter
 
 if TYPE_CHECKING:
     from looprail.plans.phase import Phase

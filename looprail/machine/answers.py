@@ -30,11 +30,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from looprail.errors import AnswerRefused, NoJournalError, PlanError
+from looprail.journal import Journal
+from looprail.journal.models import EventRecord
 from looprail.layout import looprail_home, normalize_phase_number
 from looprail.plans import list_phases, load_phase
 from looprail.plans.checkpoint import Checkpoint, Interpreted, checkpoint_of, interpret
-from looprail.store import Journal
-from looprail.store.models import EventRecord
 
 # The environment variable that carries a secret answer into the next executor call of its
 # plan (and only that call); the prompt names the variable, never the value.

@@ -1,6 +1,6 @@
 """The checkpoint step of a plan: where the run meets a person.
 
-`pass_checkpoint` is what `LoopRunner._checkpoint` does with a checkpoint task. The answer comes
+`pass_checkpoint` is what `LoopRunner.run_plan` does with a checkpoint task. The answer comes
 from, in this order: `--answer TASK=TEXT`, an answer journaled for it (`looprail answer`, the
 dashboard, or one given before a kill), `--approve TASK`, an approval earlier in the run,
 `--autonomous` (the reference's auto-mode: human-verify and tdd-review pass, a decision takes its
@@ -26,11 +26,13 @@ import shlex
 import sys
 import termios
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from looprail.errors import CheckpointPause, HaltError
+from looprail.journal.models import EventRecord
 from looprail.machine.answers import (
     SECRET_ENV,
     WITHHELD,
@@ -51,12 +53,13 @@ from looprail.plans.checkpoint import (
 )
 from looprail.runtime.base import DispatchContext, Outcome, TaskWork
 from looprail.runtime.process import stopping
-from looprail.settings import CHECKPOINT_ROUNDS, looprail_settings
-from looprail.store.models import EventRecord
+from looprail.runtime.settings import CHECKPOINT_ROUNDS, looprail_settings
 
 if TYPE_CHECKING:
-    from looprail.machine.run import LoopRunner
-    from looprail.plans import Plan, Task
+    from looprail.journal.recorder import Recorder
+    from looprail.machine.context import RunOptions
+    from looprail.machine.progress import Progress
+    from looprail.plans import Phase, Plan, Task
 
 # One checkpoint at a time asks on the terminal (plans of a wave run on several threads).
 _TERMINAL = threading.Lock()
@@ -75,6 +78,36 @@ class CheckpointState:
     secrets: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
+class CheckpointRun(Protocol):
+    """What a checkpoint needs of the run (`LoopRunner` is one): where it runs, its options,
+    journal and display, the phase as last read, the checkpoint memory, and the one executor
+    call a fix-up is made with (`LoopRunner.executor_call`, as a task's body is)."""
+
+    @property
+    def project(self) -> Path: ...
+    @property
+    def config(self) -> Mapping[str, object] | None: ...
+    @property
+    def options(self) -> RunOptions: ...
+    @property
+    def recorder(self) -> Recorder: ...
+    @property
+    def progress(self) -> Progress: ...
+
+    phase: Phase
+    checkpoints: CheckpointState
+
+    def executor_call(
+        self,
+        plan: Plan,
+        work: TaskWork,
+        key: str,
+        wave: int,
+        execute: Callable[[TaskWork, DispatchContext], Outcome],
+        label: str,
+    ) -> Outcome: ...
+
+
 @dataclass(frozen=True)
 class _Got:
     text: str
@@ -87,7 +120,7 @@ class _Got:
 
 
 def pass_checkpoint(
-    runner: LoopRunner,
+    runner: CheckpointRun,
     plan: Plan,
     task: Task,
     wave: int,
@@ -135,7 +168,7 @@ def pass_checkpoint(
         return
 
 
-def _approved_earlier(runner: LoopRunner, plan: Plan, task: Task, st: CheckpointState) -> bool:
+def _approved_earlier(runner: CheckpointRun, plan: Plan, task: Task, st: CheckpointState) -> bool:
     """Whether an approval earlier in the run still holds: a secret answer holds only while
     its file waits (`looprail answer`, the call that needed it never started) or nothing
     after it needs it; one typed on a terminal is gone with the process that read it."""
@@ -152,11 +185,11 @@ def _approved_earlier(runner: LoopRunner, plan: Plan, task: Task, st: Checkpoint
     return False
 
 
-def _within_rounds(runner: LoopRunner, plan: Plan, cp: Checkpoint) -> int:
+def _within_rounds(runner: CheckpointRun, plan: Plan, cp: Checkpoint) -> int:
     """The round of fixes this answer starts; halts once `checkpoint_rounds` are used up."""
     limit = (
         runner.options.checkpoint_rounds
-        or looprail_settings(runner.ctx.config).checkpoint_rounds
+        or looprail_settings(runner.config).checkpoint_rounds
         or CHECKPOINT_ROUNDS
     )
     rounds = _issue_rounds(runner, cp)
@@ -171,7 +204,7 @@ def _within_rounds(runner: LoopRunner, plan: Plan, cp: Checkpoint) -> int:
     return rounds
 
 
-def _given(runner: LoopRunner, cp: Checkpoint, st: CheckpointState) -> _Got | None:
+def _given(runner: CheckpointRun, cp: Checkpoint, st: CheckpointState) -> _Got | None:
     opts = runner.options
     flagged = dict(opts.answers).get(cp.task_id)
     if flagged is not None and cp.task_id not in st.used_flags:
@@ -205,7 +238,7 @@ def _approve(cp: Checkpoint, source: str) -> _Got:
     return _Got("approved", source, Interpreted(kind="approved"), False)
 
 
-def _journaled_answer(runner: LoopRunner, cp: Checkpoint) -> _Got | None:
+def _journaled_answer(runner: CheckpointRun, cp: Checkpoint) -> _Got | None:
     e = latest(runner.recorder.kinds("checkpoint", "answer"), cp.task_id)
     if e is None or e.kind != "answer":
         return None
@@ -214,7 +247,7 @@ def _journaled_answer(runner: LoopRunner, cp: Checkpoint) -> _Got | None:
     return _Got(e.message or "", str(e.data.get("source") or "journal"), meaning, True)
 
 
-def _ask(runner: LoopRunner, cp: Checkpoint, wave: int, *, again: bool = False) -> None:
+def _ask(runner: CheckpointRun, cp: Checkpoint, wave: int, *, again: bool = False) -> None:
     """Journal that the run waits on `cp` (once: not again while the last event of the task
     already says so)."""
     last = latest(runner.recorder.kinds("checkpoint", "answer"), cp.task_id)
@@ -224,7 +257,7 @@ def _ask(runner: LoopRunner, cp: Checkpoint, wave: int, *, again: bool = False) 
 
 
 def _passed(
-    runner: LoopRunner, cp: Checkpoint, wave: int, source: str, meaning: Interpreted | None
+    runner: CheckpointRun, cp: Checkpoint, wave: int, source: str, meaning: Interpreted | None
 ) -> None:
     what = "approved"
     if meaning is not None and meaning.kind == "chosen" and meaning.option:
@@ -247,7 +280,7 @@ def _passed(
     )
 
 
-def _issue_rounds(runner: LoopRunner, cp: Checkpoint) -> int:
+def _issue_rounds(runner: CheckpointRun, cp: Checkpoint) -> int:
     return sum(
         1
         for e in runner.recorder.kinds("answer")
@@ -256,7 +289,7 @@ def _issue_rounds(runner: LoopRunner, cp: Checkpoint) -> int:
 
 
 def _fixup(
-    runner: LoopRunner,
+    runner: CheckpointRun,
     plan: Plan,
     task: Task,
     cp: Checkpoint,
@@ -309,7 +342,7 @@ def may_call(plan: Plan, task: Task) -> bool:
 # -- what later work of the plan gets ----------------------------------------------------------
 
 
-def plan_answers(runner: LoopRunner, plan_id: str) -> list[EventRecord]:
+def plan_answers(runner: CheckpointRun, plan_id: str) -> list[EventRecord]:
     """The plan's journaled answers, in order (a secret's message is "answer withheld")."""
     return [e for e in runner.recorder.kinds("answer") if e.plan_id == plan_id]
 
@@ -331,7 +364,7 @@ def _answers_text(answers: list[EventRecord]) -> str:
     return "\n\n".join(parts)
 
 
-def with_answers(runner: LoopRunner, plan: Plan, work: TaskWork) -> TaskWork:
+def with_answers(runner: CheckpointRun, plan: Plan, work: TaskWork) -> TaskWork:
     """`work` with the plan's checkpoint answers so far in its plan sections (unchanged for a
     plan without checkpoints, or none answered yet)."""
     if not plan.has_checkpoints:
@@ -351,7 +384,7 @@ def with_answers(runner: LoopRunner, plan: Plan, work: TaskWork) -> TaskWork:
     return work.model_copy(update={"plan_sections": {**work.plan_sections, ANSWERS_KEY: text}})
 
 
-def secret_env(runner: LoopRunner, plan: Plan, dctx: DispatchContext) -> DispatchContext:
+def secret_env(runner: CheckpointRun, plan: Plan, dctx: DispatchContext) -> DispatchContext:
     """The next executor call of `plan` after a secret answer gets it in `$LOOPRAIL_CHECKPOINT_
     ANSWER`, once; its file under `looprail_home()` (from `looprail answer`) is removed. An
     executor that cannot carry it safely (`WaveExecutor.secret_refusal`) halts the run before
@@ -374,7 +407,7 @@ def secret_env(runner: LoopRunner, plan: Plan, dctx: DispatchContext) -> Dispatc
     return dctx.model_copy(update={"env": {**dctx.env, SECRET_ENV: waiting[1]}})
 
 
-def drop_plan_secret(runner: LoopRunner, plan: Plan) -> None:
+def drop_plan_secret(runner: CheckpointRun, plan: Plan) -> None:
     """Forget the secret answer waiting for `plan`'s next executor call, and remove its file:
     the plan is done, so no call of it can take it."""
     st = runner.checkpoints
@@ -384,7 +417,7 @@ def drop_plan_secret(runner: LoopRunner, plan: Plan) -> None:
         drop_secret(runner.project, runner.recorder.run_id, waiting[0])
 
 
-def summary_lines(runner: LoopRunner, plan: Plan) -> list[str]:
+def summary_lines(runner: CheckpointRun, plan: Plan) -> list[str]:
     """The plan SUMMARY's "Checkpoint answers" section (empty without answers)."""
     if not plan.has_checkpoints:
         return []
@@ -397,7 +430,7 @@ def summary_lines(runner: LoopRunner, plan: Plan) -> list[str]:
 # -- waiting -----------------------------------------------------------------------------------
 
 
-def _project_arg(runner: LoopRunner) -> str:
+def _project_arg(runner: CheckpointRun) -> str:
     try:
         return (
             "." if runner.project == type(runner.project).cwd().resolve() else str(runner.project)
@@ -414,7 +447,9 @@ def _terminal() -> bool:
         return False
 
 
-def _wait(runner: LoopRunner, plan: Plan, task: Task, cp: Checkpoint, st: CheckpointState) -> _Got:
+def _wait(
+    runner: CheckpointRun, plan: Plan, task: Task, cp: Checkpoint, st: CheckpointState
+) -> _Got:
     with _TERMINAL:
         runner.progress.close()  # the live status area would draw over the question
         out = sys.stderr
@@ -434,7 +469,7 @@ def _wait(runner: LoopRunner, plan: Plan, task: Task, cp: Checkpoint, st: Checkp
             return got
 
 
-def _read(runner: LoopRunner, cp: Checkpoint, prompt: str) -> _Got:
+def _read(runner: CheckpointRun, cp: Checkpoint, prompt: str) -> _Got:
     """One line from the terminal (no echo for a secret), or an answer journaled meanwhile."""
     fd = sys.stdin.fileno()
     saved = None
@@ -478,16 +513,16 @@ def _done_before(plan: Plan, task: Task) -> int:
     return sum(1 for t in plan.tasks if t.index < task.index)
 
 
-def _task_of(runner: LoopRunner, cp: Checkpoint) -> Task:
+def _task_of(runner: CheckpointRun, cp: Checkpoint) -> Task:
     plan = _plan_of(runner, cp)
     return next(t for t in plan.tasks if t.id == cp.task_id)
 
 
-def _plan_of(runner: LoopRunner, cp: Checkpoint) -> Plan:
+def _plan_of(runner: CheckpointRun, cp: Checkpoint) -> Plan:
     return runner.phase.plan(cp.plan_id)
 
 
-def _rest_done(runner: LoopRunner, plan: Plan, task: Task) -> bool:
+def _rest_done(runner: CheckpointRun, plan: Plan, task: Task) -> bool:
     """Has every task after `task` in its plan finished (a resume needs no secret then)?"""
     done = runner.recorder.done_tasks()
     return all(t.id in done or t.is_checkpoint for t in plan.tasks if t.index > task.index)

@@ -1,6 +1,6 @@
 """What one run of the loop is given, and what it gives back.
 
-`RunContext` is built once (`machine/session.py`, the pytest plugin's harness) and handed to
+`RunContext` is built once (`machine/session/phase.py`, the pytest plugin's harness) and handed to
 the `LoopRunner` whole: the project and phase, the options, the runtime, the capabilities, the
 recorder, the progress display, the workspace and where a resumed run starts. It is frozen: the
 runner never patches it, and no one patches the runner after construction.
@@ -14,30 +14,62 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from looprail.errors import CheckpointPause, StopRequested, TaskContentError, TransitionRefused
+from looprail.journal.recorder import MemoryRecorder, Recorder
 from looprail.machine import guards as G
 from looprail.machine.progress import Progress
-from looprail.machine.record import MemoryRecorder, Recorder
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
 from looprail.machine.workspace import NullWorkspace
 from looprail.runtime.base import Flavor
 
 if TYPE_CHECKING:
     from looprail.hooks.capset import CapabilitySet
+    from looprail.machine.chart import TaskChart
+    from looprail.machine.dispatch import Dispatcher
     from looprail.machine.native import NativeBridge
-    from looprail.machine.run import LoopRunner
-    from looprail.plans import PhaseCache, Plan
-    from looprail.runtime.base import Runtime
+    from looprail.plans import Phase, PhaseCache, Plan
+    from looprail.runtime.base import DispatchContext, Outcome, Runtime, TaskWork
     from looprail.runtime.executors import Settled
 
 RunStatus = Literal["shipped", "halted", "paused"]
 
+# Where a task's body runs: the run's runtime here, or an executor's worker elsewhere.
+ExecuteTask = Callable[["TaskWork", "DispatchContext"], "Outcome"]
+
+
+class PlanRunner(Protocol):
+    """What an executor is handed to run a wave's plans: the run's one task protocol
+    (`LoopRunner.run_plan`, over a chart from `plan_chart`) and what a plan's run reads."""
+
+    @property
+    def project(self) -> Path: ...
+    @property
+    def options(self) -> RunOptions: ...
+    @property
+    def recorder(self) -> Recorder: ...
+    @property
+    def progress(self) -> Progress: ...
+
+    phase: Phase
+    dispatcher: Dispatcher
+
+    def plan_chart(self, plan: Plan, wave: int) -> TaskChart: ...
+
+    def run_plan(
+        self,
+        plan: Plan,
+        wave: int,
+        done: set[str],
+        chart: TaskChart | None = None,
+        execute: ExecuteTask | None = None,
+    ) -> None: ...
+
 
 class WaveExecutor(Protocol):
-    """Runs a wave's plans elsewhere (e.g. `machine.dask_executor.DaskExecutor`), each plan
-    through `LoopRunner.run_plan`."""
+    """Runs a wave's plans elsewhere (e.g. `machine.dask.executor.DaskExecutor`), each plan
+    through `PlanRunner.run_plan`."""
 
     def run_wave(
-        self, runner: LoopRunner, wave: int, plans: Sequence[Plan], done: set[str]
+        self, runner: PlanRunner, wave: int, plans: Sequence[Plan], done: set[str]
     ) -> list[Settled[None]]: ...
 
     def secret_refusal(self) -> str | None:
@@ -57,7 +89,7 @@ class RunOptions:
     answers: tuple[tuple[str, str], ...] = ()  # `--answer TASK=TEXT` (machine/checkpoint.py)
     checkpoint_rounds: int | None = None  # fix-up rounds; None: looprail.checkpoint_rounds
     # The discuss step is a conversation on the user's terminal (`run --interactive`); None:
-    # `looprail.interactive` in the config decides (machine/session.py).
+    # `looprail.interactive` in the config decides (machine/session/phase.py).
     interactive: bool | None = None
     executor: WaveExecutor | None = None  # None: threads here, `jobs` at a time
     # `--accept-changes HOOK`: hooks a resume may drop (machine/started_with.py)

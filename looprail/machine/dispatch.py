@@ -9,7 +9,7 @@ never run. Nothing here decides whether a transition happens: the results go to 
 - step → skill `<flavor>-<skill>`; agent (the runtime prints the liveness banner first);
   command after the grammar check, as `<words> --phase <N> --raw` (a value failing the grammar
   is a warning and is never run). A failed step warns and follows `onError`;
-- gate → its check through `hooks.checks.evaluate_check`: an error of the check follows
+- gate → its check through `hooks.gates.checks.evaluate_check`: an error of the check follows
   `onError`; a delivered `block: true` refuses when the gate is blocking, and is shown when not.
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from looprail.hooks.capset import CapabilitySet
-from looprail.hooks.checks import (
+from looprail.hooks.gates.checks import (
     COMMAND_GRAMMAR,
     LEDGER_GATES,
     LEDGER_PATH,
@@ -32,10 +32,9 @@ from looprail.hooks.checks import (
     evaluate_check,
 )
 from looprail.hooks.resolve import resolve
-from looprail.hostcall import predicate_args, query_args
+from looprail.journal.recorder import EventRecord, Recorder
 from looprail.machine.guards import HookKind, HookResult, HookStatus, refuses
 from looprail.machine.progress import Progress, fmt_duration
-from looprail.machine.record import EventRecord, Recorder
 from looprail.runtime.base import (
     DispatchContext,
     Flavor,
@@ -47,6 +46,7 @@ from looprail.runtime.base import (
     spawn_agent,
     step_of,
 )
+from looprail.runtime.hostcall import predicate_args, query_args
 
 if TYPE_CHECKING:
     from looprail.hooks.resolve import Envelope

@@ -9,21 +9,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from looprail.hooks import checks as C
-from looprail.hooks.checks import COMMAND_GRAMMAR
+from looprail.hooks.gates import checks as C
+from looprail.hooks.gates.checks import COMMAND_GRAMMAR
 from looprail.hooks.native import load_native_hooks
 from looprail.hooks.resolve import resolve
-from looprail.hostcall import argument_values, query_args
 from looprail.layout import LOOPRAIL_DIR
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
 from looprail.plans import compute_waves, load_phase
+from looprail.runtime.hostcall import argument_values, query_args
 from looprail.textsafe import plural
 from looprail.trust import is_trusted
 
 if TYPE_CHECKING:
     from looprail.hooks.capset import Hook
     from looprail.hooks.native.loading import NativeHookSet
-    from looprail.machine.loading import Loaded
+    from looprail.machine.session.load import Loaded
     from looprail.plans import Phase, WavePlan
 
 
@@ -169,7 +169,8 @@ def _gate_call(
     phase_dir: Path | None,
     host_tool: str | None,
 ) -> str:
-    """What the gate will run, as the dispatcher will run it (hooks.checks' per-point table)."""
+    """What the gate will run, as the dispatcher will run it (the per-point table of
+    hooks.gates.checks)."""
     project = project if project is not None else Path(".")
     if (point, cap) in C.LEDGER_GATES:
         return f"ledger {C.LEDGER_PATH}" + (f" ({host_tool} windows status)" if host_tool else "")

@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from looprail.store.models import HookKind  # the journal records the same kinds
+from looprail.journal.models import HookKind  # the journal records the same kinds
 
 DETAILS_MAX_CHARS = 1000
 # ok: ran / delivered. failed: a step or native hook did not succeed. pass/block: a gate's

@@ -32,11 +32,11 @@ from looprail.hooks.native import (
     point_candidate,
     task_candidate,
 )
+from looprail.journal.recorder import EventRecord, Recorder
 from looprail.jsonload import json_type_name
 from looprail.layout import LOOPRAIL_DIR, NEXT_TURN_FILE
 from looprail.machine.guards import HookResult, HookStatus
 from looprail.machine.progress import Progress
-from looprail.machine.record import EventRecord, Recorder
 from looprail.plans import Plan, Task
 from looprail.runtime.base import (
     DispatchContext,

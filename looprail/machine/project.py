@@ -1,10 +1,10 @@
 """The project loop: a project's phases in ROADMAP order, which are finished, and running them
 one after another (`looprail run` without `--phase`, `--through N`, `--all`).
 
-Which phases: those ROADMAP.md's headings name (`looprail.roadmap`), in phase-number order as the
-reference's autonomous workflow sorts them (`8.1` after `8`, before `9`); without a ROADMAP, the
-phase folders (a ROADMAP that names no phase, e.g. every milestone archived: none). A phase is
-**finished** when
+Which phases: those ROADMAP.md's headings name (`looprail.plans.roadmap`), in phase-number order
+as the reference's autonomous workflow sorts them (`8.1` after `8`, before `9`); without a
+ROADMAP, the phase folders (a ROADMAP that names no phase, e.g. every milestone archived: none).
+A phase is **finished** when
 
 1. its latest journaled run shipped; or, when it has no unfinished journaled run,
 2. GSD's artifacts say so as the reference's `init manager` decides `phase_complete`: at least
@@ -26,8 +26,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from looprail.errors import UsageError
-from looprail.frontmatter import file_frontmatter
 from looprail.fsutil import contained_file, require_inside
+from looprail.journal import Journal
+from looprail.journal.schema import NoJournalError
+from looprail.journal.summary import open_journal
 from looprail.layout import (
     PHASES_DIR,
     normalize_phase_number,
@@ -37,12 +39,10 @@ from looprail.layout import (
     scan_phase_dirs,
     summary_of,
 )
-from looprail.machine.opening import spent_usd as _spent
+from looprail.machine.session.open import spent_usd as _spent
+from looprail.plans.frontmatter import file_frontmatter
 from looprail.plans.phase import phase_spelling
-from looprail.roadmap import read_roadmap, roadmap_phases
-from looprail.store import Journal
-from looprail.store.schema import NoJournalError
-from looprail.store.summary import open_journal
+from looprail.plans.roadmap import read_roadmap, roadmap_phases
 
 # `looprail status` lists the phases with this module: no pydantic, plan layer or run
 # machinery at import (what the phases are is read from file names); `ensure_folder` and
@@ -51,9 +51,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
-    from looprail.machine.loading import Loaded
     from looprail.machine.progress import Progress
-    from looprail.machine.session import SessionResult
+    from looprail.machine.session.load import Loaded
+    from looprail.machine.session.phase import SessionResult
 
 
 class ProjectPhase:
@@ -139,7 +139,7 @@ def phase_order(number: str) -> tuple[Any, ...]:
 
 def latest_runs(runs: Sequence[Any]) -> dict[str, tuple[str, str]]:
     """phase → (run id, status) of its latest journaled run; `runs` oldest first, each with
-    `id`, `phase` and `status` (journal `RunRow`s, or the headers of `store.summary`)."""
+    `id`, `phase` and `status` (journal `RunRow`s, or the headers of `journal.summary`)."""
     out: dict[str, tuple[str, str]] = {}
     for run in runs:
         row = (
@@ -381,7 +381,7 @@ def _phases(project: Path, journal: bool) -> list[ProjectPhase]:
 
 def journal_runs(project: Path) -> dict[str, tuple[str, str]]:
     """`latest_runs` of the project's journal (empty without one), read with plain SQL on a
-    read-only connection (`store.summary`, as `looprail status` reads the journal)."""
+    read-only connection (`journal.summary`, as `looprail status` reads the journal)."""
     try:
         conn = open_journal(project)
     except NoJournalError:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from looprail.machine.record import EventRecord
+from looprail.journal.recorder import EventRecord
 from looprail.runtime.process import set_spawn_listener, signal_name
 
 

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from looprail.errors import NoJournalError, RefusedToStart
 from looprail.hooks.resolve import resolve
+from looprail.journal import Journal
 from looprail.points import POINTS
-from looprail.store import Journal
 from looprail.textsafe import plural
 
 if TYPE_CHECKING:
     from looprail.hooks.capset import CapabilitySet
-    from looprail.store.models import RunRow
+    from looprail.journal.models import RunRow
 
 # `machine_config` keys (the flavor is journaled as `flavor` since the first runs).
 CAPABILITIES, HOST_TOOL, FLAVOR, HOOKS = "capabilities", "hostTool", "flavor", "hooks"

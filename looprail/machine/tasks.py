@@ -8,29 +8,32 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
 from looprail.errors import HaltError, TaskContentError
 from looprail.fsutil import atomic_write, contained_file
 from looprail.hooks.task_content import resolve_task_content
+from looprail.journal.recorder import EventRecord
 from looprail.layout import summary_file
 from looprail.machine.context import RunContext
-from looprail.machine.record import EventRecord
 from looprail.plans import Plan, Task
 from looprail.runtime.base import TaskWork
 
-if TYPE_CHECKING:
-    from looprail.machine.run import LoopRunner
+# A task's native hooks at `task_call` / `task_result` (`LoopRunner.task_hooks`): raises
+# `TransitionRefused` when one blocks.
+TaskHooks = Callable[[Literal["task_call", "task_result"], Plan, Task, int, TaskWork | None], None]
 
 
 @dataclass
 class PlanRun:
     """One plan's run through its `TaskChart` (the chart's model: its callbacks are the
-    mandatory actions of `begin_task`)."""
+    mandatory actions of `begin_task`), given the run's context and its task hooks."""
 
-    runner: LoopRunner
+    run: RunContext
+    task_hooks: TaskHooks
     plan: Plan
     wave: int
     tasks: list[Task]
@@ -43,13 +46,13 @@ class PlanRun:
         return self.index + 1 < len(self.tasks)
 
     def resolve_task_content(self, task: Task, **_: Any) -> None:
-        self.work = resolve_task(self.runner.ctx, self.plan, task, self.wave)
+        self.work = resolve_task(self.run, self.plan, task, self.wave)
 
     def check_read_first(self, task: Task, **_: Any) -> None:
-        check_read_first(self.runner.ctx, self.plan, task, self.work, self.wave)
+        check_read_first(self.run, self.plan, task, self.work, self.wave)
 
     def task_call_hooks(self, task: Task, **_: Any) -> None:
-        self.runner._task_event("task_call", self.plan, task, self.wave, self.work)
+        self.task_hooks("task_call", self.plan, task, self.wave, self.work)
 
 
 # The plan sections an executor is handed beside its task (TaskWork.plan_sections).

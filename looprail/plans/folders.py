@@ -12,7 +12,6 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from looprail.errors import OutsideProjectError, PlanError
-from looprail.frontmatter import reference_frontmatter
 from looprail.fsutil import contained_file, require_inside
 from looprail.layout import PHASES_DIR as LAYOUT_PHASES_DIR
 from looprail.layout import (
@@ -22,6 +21,7 @@ from looprail.layout import (
     scan_phase_dirs,
     summary_of,
 )
+from looprail.plans.frontmatter import reference_frontmatter
 from looprail.plans.planfile import Plan, plan_id_from_filename
 from looprail.plans.waves import _Index, relative
 

@@ -10,7 +10,7 @@ import yaml
 
 from looprail.errors import PlanError
 from looprail.plans.scan import Doc
-from looprail.yamlload import NoAliasCSafeLoader, NoAliasSafeLoader, c_path_ok
+from looprail.plans.yamlload import NoAliasCSafeLoader, NoAliasSafeLoader, c_path_ok
 
 PlanType = Literal["execute", "tdd"]  # the types the reference's templates write
 PLAN_TYPES: tuple[str, ...] = get_args(PlanType)
@@ -49,7 +49,7 @@ SCHEDULING_KEYS = ("phase", "plan", "type", "wave", "depends_on", "files_modifie
 
 
 class _PlanRules:
-    """What PLAN.md frontmatter adds to the frontmatter loader (`looprail.yamlload`, aliases
+    """What PLAN.md frontmatter adds to the frontmatter loader (`looprail.plans.yamlload`, aliases
     refused): duplicate keys are rejected, and zero-padded numbers stay strings (plan and phase
     ids are written `01`, and YAML 1.1 would read that as the octal integer 1)."""
 

@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from looprail.hostcall import argument_values, query_args
 from looprail.layout import AGENTS_DIR, CHECKS_DIR, COMMANDS_DIR, LOOPRAIL_DIR, SKILLS_DIR
 from looprail.runtime.base import (
     EXIT_UNAVAILABLE,
@@ -35,6 +34,7 @@ from looprail.runtime.base import (
     phase_req_ids,
     require_verdict,
 )
+from looprail.runtime.hostcall import argument_values, query_args
 from looprail.runtime.interactive import (
     NOT_CAPTURED,
     handover_line,
@@ -51,7 +51,7 @@ from looprail.runtime.process import (
     find_program,
     run_bounded,
 )
-from looprail.settings import Timeouts as Timeouts  # re-exported: the runtime's defaults
+from looprail.runtime.settings import Timeouts as Timeouts  # re-exported: the runtime's defaults
 
 # A plain file name: no path separator, no leading "-" (option) or "." (hidden, "..").
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:+@-]*\Z")

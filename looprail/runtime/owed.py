@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from looprail.errors import LooprailError
-from looprail.frontmatter import file_frontmatter
 from looprail.plans import load_phase
+from looprail.plans.frontmatter import file_frontmatter
 from looprail.runtime.base import Request
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from looprail.errors import UsageError
 from looprail.runtime.base import Runtime
-from looprail.settings import looprail_settings
+from looprail.runtime.settings import looprail_settings
 
 if TYPE_CHECKING:
     from looprail.runtime.local import Timeouts

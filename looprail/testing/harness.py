@@ -28,13 +28,13 @@ import yaml
 
 from looprail.errors import HaltError, ManifestError, UsageError
 from looprail.hooks.manifest import validate_manifest
+from looprail.journal.recorder import MemoryRecorder
 from looprail.layout import LOOPRAIL_DIR, PHASES_DIR, PROJECT_CONFIG_FILE
 from looprail.machine.chart import WAVE_STATES
 from looprail.machine.guards import HookResult
-from looprail.machine.loading import Loaded
 from looprail.machine.progress import Progress
-from looprail.machine.record import MemoryRecorder
-from looprail.machine.run import LoopRunner, RunContext, RunOptions
+from looprail.machine.runner import LoopRunner, RunContext, RunOptions
+from looprail.machine.session.load import Loaded
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec, TransitionSpec
 from looprail.plans import compute_waves
 from looprail.runtime.base import Outcome, RequestKind

@@ -10,8 +10,8 @@ from looprail.machine.guards import HookResult
 from looprail.runtime.scripted import Call
 
 if TYPE_CHECKING:
-    from looprail.machine.run import RunResult
-    from looprail.store.models import EventRecord
+    from looprail.journal.models import EventRecord
+    from looprail.machine.runner import RunResult
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from looprail.machine.record import MemoryRecorder
+from looprail.journal.recorder import MemoryRecorder
 from looprail.runtime.base import DispatchContext, Outcome, Request
 from looprail.runtime.scripted import ScriptedRuntime
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from looprail.errors import json_path
-from looprail.hooks.checks import (
+from looprail.hooks.gates.checks import (
     COMMAND_GRAMMAR,
     GRAMMAR_TEXT,
     PREDICATE_KINDS,
@@ -25,8 +25,8 @@ from looprail.hooks.checks import (
     QUERY_GRAMMAR,
     QUERY_GRAMMAR_TEXT,
 )
-from looprail.hostcall import query_args
 from looprail.layout import LOOPRAIL_DIR
+from looprail.runtime.hostcall import query_args
 from looprail.runtime.process import escape_untrusted
 
 if TYPE_CHECKING:

@@ -14,14 +14,7 @@ from pathlib import Path
 from typing import NotRequired, TypedDict
 
 from looprail.errors import LooprailError
-from looprail.layout import PLANNING_DIR, normalize_phase_number
-from looprail.machine import answers
-from looprail.machine.commands import answer_command
-from looprail.machine.project import latest_runs, project_phases
-from looprail.plans import load_phase
-from looprail.plans.checkpoint import render
-from looprail.plans.phase import list_phases
-from looprail.store import (
+from looprail.journal import (
     EventRow,
     Journal,
     JournalError,
@@ -30,6 +23,13 @@ from looprail.store import (
     is_run_id,
     lock_holder,
 )
+from looprail.layout import PLANNING_DIR, normalize_phase_number
+from looprail.machine import answers
+from looprail.machine.commands import answer_command
+from looprail.machine.project import latest_runs, project_phases
+from looprail.plans import load_phase
+from looprail.plans.checkpoint import render
+from looprail.plans.phase import list_phases
 from looprail.ui.runs import Envelopes, RunDetail, RunSummary, caps_args, run_detail, run_summary
 
 

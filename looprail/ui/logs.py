@@ -12,9 +12,9 @@ from typing import TypedDict
 
 from looprail.errors import OutsideProjectError
 from looprail.fsutil import looprail_path
+from looprail.journal import is_run_id
 from looprail.layout import LOGS_DIR
 from looprail.runtime.logs import ANSI
-from looprail.store import is_run_id
 
 LOG_TAIL_BYTES = 64 * 1024
 LOG_TAIL_LINES = 200

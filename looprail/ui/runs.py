@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, TypeGuard
 
 from looprail.diagrams.graph import crossed_points, hook_summary
+from looprail.journal import EventRow, RunRow, TaskRow, is_run_id
+from looprail.journal.lock import LockInfo
+from looprail.journal.report import RunReport, current_halt, format_duration, report_from_rows
+from looprail.journal.summary import duration_ms
 from looprail.machine.answers import latest
 from looprail.machine.commands import approve_option
-from looprail.store import EventRow, RunRow, TaskRow, is_run_id
-from looprail.store.lock import LockInfo
-from looprail.store.report import RunReport, current_halt, format_duration, report_from_rows
-from looprail.store.summary import duration_ms
 from looprail.ui.logs import task_logs
 
 if TYPE_CHECKING:

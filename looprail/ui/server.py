@@ -46,10 +46,10 @@ from looprail.diagrams import load_envelopes, run_view
 from looprail.diagrams.graph import build_graph
 from looprail.diagrams.render import render
 from looprail.errors import LooprailError
+from looprail.journal import EventRow, JournalError
 from looprail.layout import PLANNING_DIR
 from looprail.machine.answers import WITHHELD, pending_checkpoints, submit_answer
 from looprail.runtime.process import find_program
-from looprail.store import EventRow, JournalError
 from looprail.ui import access, data
 from looprail.ui.logs import task_log
 from looprail.ui.runs import Envelopes

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from looprail.hooks.checks import CheckContext, CheckError, Verdict, evaluate_check
+from looprail.hooks.gates.checks import CheckContext, CheckError, Verdict, evaluate_check
 from looprail.runtime.base import DispatchContext
 from looprail.runtime.local import LocalRuntime
 from tests.support import GSD_CAPABILITIES

@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 
 from looprail.cli import main
-from looprail.hooks.checks import CheckContext, evaluate_predicate
+from looprail.hooks.gates.checks import CheckContext, evaluate_predicate
 from looprail.hooks.manifest import MAX_FRAGMENT_BYTES, MAX_MANIFEST_BYTES, validate_manifest
 from looprail.hooks.native.models import MAX_FILE_BYTES as MAX_HOOKS_BYTES
 from looprail.hooks.native.parsing import read_hooks_file
 from looprail.hooks.registry import load_registry
 from looprail.machine.progress import Progress
-from looprail.machine.session import load_project, run_phase
+from looprail.machine.session.phase import load_project, run_phase
 from looprail.runtime.base import run_skill
 from looprail.runtime.local import LocalRuntime, Timeouts
 from tests.support import HOSTILE, feature, run_cli, write_capability, write_config

@@ -1,7 +1,7 @@
 """One way to do each small thing (issue 29, point 8), read from the source with `ast`: YAML is
-loaded only by `looprail.yamlload`, frontmatter is read by `looprail.frontmatter`, a file's
+loaded only by `looprail.plans.yamlload`, frontmatter is read by `looprail.plans.frontmatter`, a file's
 kind is checked on what was opened (`os.fstat`), never by a `stat` before the read, and the
-`looprail` config section is read only through `looprail.settings`. Each exception is listed
+`looprail` config section is read only through `looprail.runtime.settings`. Each exception is listed
 with the reason it is not the shared helper; a new one fails here."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _called(node: ast.AST) -> set[str]:
 def test_the_scan_sees_the_helpers():
     fsutil = {f.name for f in _functions(PACKAGE / "fsutil.py")}
     assert {"read_bounded", "read_contained", "contained_file"} <= fsutil
-    front = {f.name for f in _functions(PACKAGE / "frontmatter.py")}
+    front = {f.name for f in _functions(PACKAGE / "plans/frontmatter.py")}
     assert {"read_frontmatter", "reference_frontmatter"} <= front
 
 
@@ -53,7 +53,7 @@ def test_yaml_is_loaded_only_by_yamlload():
     want (`yamlload` refuses aliases and object tags): nobody else calls them."""
     offenders = []
     for path in modules():
-        if _rel(path) == "yamlload.py":
+        if _rel(path) == "plans/yamlload.py":
             continue
         for node in nodes(path):
             if isinstance(node, ast.ImportFrom) and node.module == "yaml":
@@ -72,7 +72,7 @@ def test_yaml_is_loaded_only_by_yamlload():
 
 # --------------------------------------------------------------------------- frontmatter
 
-# Readers of a frontmatter that are not `looprail.frontmatter`, and why.
+# Readers of a frontmatter that are not `looprail.plans.frontmatter`, and why.
 OWN_FRONTMATTER = {
     # PLAN.md: warnings name each key's line, duplicate keys are refused, `01` stays text,
     # and a frontmatter in a ```yaml block is found: the plan format's own rules.
@@ -80,16 +80,16 @@ OWN_FRONTMATTER = {
     ("plans/planfile.py", "_fenced_frontmatter"),
     ("plans/planfile.py", "_frontmatter_fields"),
     # The ledger: a strict `key: value` block whose every bad line is an error.
-    ("hooks/ledger.py", "_frontmatter"),
+    ("hooks/gates/ledger.py", "_frontmatter"),
 }
 
 
 def test_frontmatter_is_read_by_the_frontmatter_module():
-    """A function about frontmatter outside `looprail/frontmatter.py` either reads it through
+    """A function about frontmatter outside `looprail/plans/frontmatter.py` either reads it through
     `read_frontmatter`/`reference_frontmatter` or is a format's own reader listed above."""
     found, offenders = set(), []
     for path in modules():
-        if _rel(path) == "frontmatter.py":
+        if _rel(path) == "plans/frontmatter.py":
             continue
         for fn in _functions(path):
             if "frontmatter" not in fn.name.lower():
@@ -127,9 +127,9 @@ def test_an_artifact_file_is_read_through_file_frontmatter():
 OWN_REGULAR_FILE_CHECK = {
     "fsutil.py": "the helpers themselves",
     "machine/commits.py": "appends to git's info/exclude (a write, not a read)",
-    "store/lock.py": "opens the run lock for writing and locking",
-    "store/schema.py": "reads the 16-byte SQLite header with pread",
-    "store/seal.py": "the journal key: owner and mode are checked too (SealError)",
+    "journal/lock.py": "opens the run lock for writing and locking",
+    "journal/schema.py": "reads the 16-byte SQLite header with pread",
+    "journal/seal.py": "the journal key: owner and mode are checked too (SealError)",
     "ui/logs.py": "reads the tail of a log with pread",
 }
 
@@ -161,11 +161,11 @@ def test_a_file_kind_is_checked_on_what_was_opened():
 
 
 def test_the_looprail_section_is_read_only_through_the_settings_model():
-    """`config.get("looprail")` / `config["looprail"]` appear in `looprail/settings.py` only:
+    """`config.get("looprail")` / `config["looprail"]` appear in `looprail/runtime/settings.py` only:
     every other module reads `looprail_settings(config)`, so a key's type is checked once."""
     offenders = []
     for path in modules():
-        if _rel(path) == "settings.py":
+        if _rel(path) == "runtime/settings.py":
             continue
         for node in nodes(path):
             key = None

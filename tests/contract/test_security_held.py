@@ -49,7 +49,7 @@ def test_worktree_branch_names_are_plain_whatever_the_ids(tmp_path_factory, run,
 )
 def test_a_dask_workers_change_never_lands_outside_the_project_or_in_git(tmp_path, rel):
     pytest.importorskip("distributed")
-    from looprail.machine.dask_job import apply_changes
+    from looprail.machine.dask.job import apply_changes
 
     project = tmp_path / "p"
     project.mkdir()
@@ -63,7 +63,7 @@ def test_a_dask_workers_change_never_lands_outside_the_project_or_in_git(tmp_pat
 def test_a_dask_workers_change_never_lands_in_looprails_own_folder(tmp_path):
     pytest.importorskip("distributed")
     from looprail.layout import LOOPRAIL_DIR
-    from looprail.machine.dask_job import apply_changes
+    from looprail.machine.dask.job import apply_changes
 
     project = tmp_path / "p"
     project.mkdir()

@@ -37,7 +37,7 @@ from typing import assert_type, Literal
 
 import looprail
 from looprail.hooks.capset import CapabilitySet
-from looprail.machine.record import EventRecord
+from looprail.journal.recorder import EventRecord
 from looprail.testing.harness import LoopHarness
 
 loaded = looprail.load_project("project")

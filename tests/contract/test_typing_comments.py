@@ -47,7 +47,7 @@ def _names_used(path: Path) -> set[str]:
 def test_session_lint_and_the_cli_do_not_hard_code_the_local_runtime():
     """They build runtimes through `runtime.registry` (the `looprail.runtimes` entry points)."""
     paths = [
-        PACKAGE / "machine" / "session.py",
+        *sorted((PACKAGE / "machine" / "session").glob("*.py")),
         *sorted((PACKAGE / "lint").glob("*.py")),
         *sorted((PACKAGE / "cli").glob("*.py")),
     ]

@@ -133,7 +133,7 @@ def summary(project: Path) -> str:
 
 
 def answers(project: Path) -> list:
-    from looprail.store import Journal
+    from looprail.journal import Journal
 
     with Journal.open(project, create=False) as jr:
         run = jr.latest_run()

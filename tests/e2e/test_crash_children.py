@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from looprail.journal import Journal
 from looprail.runtime.process import Spawned, reap_spawned, run_bounded, start_ticks
-from looprail.store import Journal
 from tests.support import run_cli
 from tests.support.loop import demo_phase, plan_md, task_xml
 from tests.support.procs import PY, alive, pids_in, start_run, wait_for
@@ -200,7 +200,7 @@ def test_a_resume_reaps_a_journaled_child_that_is_still_running(tmp_path):
         # stranger with a wrong start time (a pid reused by an unrelated process).
         with Journal.open(project, create=False) as jr:
             run_id = jr.latest_run().id
-            from looprail.store import EventRecord
+            from looprail.journal import EventRecord
 
             for p, ticks in (
                 (survivor.pid, start_ticks(survivor.pid)),

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from looprail.errors import JournalError
-from looprail.store import Journal
+from looprail.journal import Journal
 from tests.support import examples, feature, write_capability, write_exe
 from tests.support.loop import demo_phase, halting_gate, halting_step, plan_md, task_xml
 from tests.support.procs import PY, killpg, start_run, wait_for
@@ -463,7 +463,7 @@ def _done_count(project: Path) -> int:
     """Tasks the journal shows done (-1 while it holds no run yet)."""
     import sqlite3
 
-    from looprail.store import journal_path
+    from looprail.journal import journal_path
 
     path = journal_path(project)
     if not path.exists():

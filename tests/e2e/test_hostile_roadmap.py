@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from looprail.roadmap import ROADMAP_LIMIT, roadmap_phases
+from looprail.plans.roadmap import ROADMAP_LIMIT, roadmap_phases
 from tests.support.agents import looprail
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POSIX")

@@ -12,8 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from looprail.frontmatter import read_frontmatter
-from looprail.hooks.checks import (
+from looprail.hooks.gates.checks import (
     COMMAND_GRAMMAR,
     EXIT_UNAVAILABLE,
     CheckContext,
@@ -24,7 +23,8 @@ from looprail.hooks.checks import (
     evaluate_predicate_json,
     validate_query,
 )
-from looprail.hooks.predicates import json_equal
+from looprail.hooks.gates.predicates import json_equal
+from looprail.plans.frontmatter import read_frontmatter
 from looprail.runtime.base import BaseRuntime, DispatchContext, Outcome, Request
 
 

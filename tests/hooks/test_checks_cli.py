@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from looprail.hooks.checks import CheckError, CheckFailedError
+from looprail.hooks.gates.checks import CheckError, CheckFailedError
 from tests.support import run_cli
 
 

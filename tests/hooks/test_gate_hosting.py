@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from looprail.cli import main
-from looprail.hooks.checks import CheckContext, Verdict, evaluate_check
-from looprail.hooks.ledger import LedgerError, parse_ledger
+from looprail.hooks.gates.checks import CheckContext, Verdict, evaluate_check
+from looprail.hooks.gates.ledger import LedgerError, parse_ledger
 from tests.support import feature, write_capability
 from tests.support.gsd import PHASE, make_gsd_project, write_executables, write_ledger
 

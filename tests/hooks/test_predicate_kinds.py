@@ -1,4 +1,4 @@
-"""Predicate kinds are declared once (`hooks.predicates.PREDICATES`, one `PredicateKind` each):
+"""Predicate kinds are declared once (`hooks.gates.predicates.PREDICATES`, one `PredicateKind` each):
 evaluation, lint's field checks and the audit's text all read that record, so a new kind is one
 record."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from looprail import lint
-from looprail.hooks.predicates import (
+from looprail.hooks.gates.predicates import (
     PREDICATE_KINDS,
     PREDICATES,
     REFERENCE_KINDS,

@@ -547,7 +547,7 @@ def test_journaled_run_records_events(tmp_path):
     project = simple_project(tmp_path)
     caps = caps_dir(tmp_path, *every_kind_at_every_point())
     out = run_loop(project, scripted(project), caps, journal=True)
-    from looprail.store import Journal
+    from looprail.journal import Journal
 
     with Journal.open(project, create=False) as jr:
         events = jr.events(out.run_id)
@@ -577,8 +577,8 @@ def test_a_run_that_cannot_start_is_not_left_running(tmp_path):
     # `running` as if it had crashed, and no halted run either. Fixing the plan and running
     # again ships as a new run.
     from looprail.errors import RefusedToStart
-    from looprail.store import Journal
-    from looprail.store.journal import journal_path
+    from looprail.journal import Journal
+    from looprail.journal.writer import journal_path
 
     project = make_project(tmp_path)
     write_plan(project, "01", "---\nwave: 1\n")  # a frontmatter never closed: refused
@@ -618,7 +618,7 @@ def test_checkpoint_approval_survives_resume(tmp_path):
 
 def test_restoring_an_unknown_journaled_state_is_a_clear_error(tmp_path):
     from looprail.errors import LooprailError
-    from looprail.machine.run import LoopRunner, RunContext
+    from looprail.machine.runner import LoopRunner, RunContext
 
     project = simple_project(tmp_path)
     with pytest.raises(LooprailError, match="'reviewing' is not a state of this loop"):
@@ -637,7 +637,7 @@ def test_dry_run_shows_commands_as_they_would_run(tmp_path):
     # The real phase number, the host tool when one is named, and a command that fails the
     # grammar shown as never run (as the real dispatch treats it), not as if it would run.
     from looprail.machine.dryrun import dry_run
-    from looprail.machine.session import load_project
+    from looprail.machine.session.phase import load_project
 
     project = simple_project(tmp_path)
     step = {"produces": [], "consumes": [], "onError": "skip"}

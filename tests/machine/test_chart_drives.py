@@ -15,7 +15,7 @@ from looprail.errors import GuardRefused
 from looprail.machine import guards as G
 from looprail.machine.chart import compile_loop, restored
 from looprail.machine.context import RunContext, RunOptions
-from looprail.machine.run import LoopRunner
+from looprail.machine.runner import LoopRunner
 from looprail.machine.spec import DEFAULT_LOOP
 from tests.support import feature
 from tests.support.loop import (

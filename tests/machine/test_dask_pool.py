@@ -1,4 +1,4 @@
-"""A Dask worker's pooled project copy (looprail/machine/dask_worker.py): brought up to date
+"""A Dask worker's pooled project copy (looprail/machine/dask/worker.py): brought up to date
 by stat instead of copied afresh, it must always end as a fresh copy would be; and a task's
 change found by stat must be every file it wrote or removed, even one rewritten in place at
 once to the same size. Real files; property tests over random edits on both sides."""
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("distributed")
 
-from looprail.machine.dask_worker import changes_since, snapshot, sync_tree
+from looprail.machine.dask.worker import changes_since, snapshot, sync_tree
 from tests.support import examples
 
 # Paths a project may hold; "t" and "t/u" make a file become a folder and back.
@@ -155,7 +155,7 @@ def git(*args: str, cwd: Path) -> str:
 
 
 def test_a_pooled_clone_is_fetched_and_reset_to_the_remote_not_cloned_again(tmp_path):
-    from looprail.machine.dask_worker import refresh
+    from looprail.machine.dask.worker import refresh
 
     if shutil.which("git") is None:
         pytest.skip("no git")
@@ -189,7 +189,7 @@ def test_a_pooled_clone_is_fetched_and_reset_to_the_remote_not_cloned_again(tmp_
 def test_a_file_gone_while_syncing_is_left_out(tmp_path, monkeypatch):
     """The orchestrator writes atomically (a temporary file, then a rename) while plans start:
     a file listed and then gone is what a copy made a moment later would lack."""
-    import looprail.machine.dask_worker as worker
+    import looprail.machine.dask.worker as worker
 
     source, copy = tmp_path / "s", tmp_path / "c"
     (source / "phase").mkdir(parents=True)
@@ -220,14 +220,14 @@ def test_a_pool_folder_is_removed_only_once_its_worker_is_gone(tmp_path):
     import subprocess
     import sys
 
-    from looprail.machine.dask_worker import remove_orphaned_folders
+    from looprail.machine.dask.worker import remove_orphaned_folders
 
     owner = subprocess.Popen(
         [
             sys.executable,
             "-c",
             "import sys, time\n"
-            "from looprail.machine.dask_worker import _claim_folder\n"
+            "from looprail.machine.dask.worker import _claim_folder\n"
             "root, _ = _claim_folder()\n"
             "print(root, flush=True)\n"
             "time.sleep(60)\n",

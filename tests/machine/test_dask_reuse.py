@@ -44,10 +44,10 @@ def looprail_reports(dask_scheduler) -> list[str]:
 
 
 def test_workers_reuse_their_copies_and_waves_leave_no_reports_behind(tmp_path):
-    from looprail.machine.dask_executor import DaskExecutor
+    from looprail.machine.dask.executor import DaskExecutor
     from looprail.machine.progress import Progress
-    from looprail.machine.run import RunOptions
-    from looprail.machine.session import load_project, run_phase
+    from looprail.machine.runner import RunOptions
+    from looprail.machine.session.phase import load_project, run_phase
 
     with DaskExecutor("dask-local:2") as executor:
         for n in range(2):  # two runs of 3 waves of 4 plans each, one cluster

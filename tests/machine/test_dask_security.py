@@ -227,7 +227,7 @@ def http_port(executor) -> int:
 
 
 def test_dask_http_pages_only_when_a_dashboard_is_asked_for():
-    from looprail.machine.dask_executor import DaskExecutor
+    from looprail.machine.dask.executor import DaskExecutor
 
     with DaskExecutor("dask-local:1") as ex:
         assert ex.client.scheduler.address.startswith("tls://127.0.0.1:")

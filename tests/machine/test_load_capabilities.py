@@ -11,7 +11,7 @@ import pytest
 from looprail.hooks import compiled as hooks_compiled
 from looprail.hooks import registry
 from looprail.hooks.resolve import cap_active, resolve
-from looprail.machine.session import load_project
+from looprail.machine.session.phase import load_project
 from tests.support import feature, write_capability, write_config
 
 STEP = {

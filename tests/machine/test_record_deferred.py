@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from looprail.machine.record import JournalRecorder
-from looprail.store import EventRecord, Journal, JournalError, journal_path
+from looprail.journal import EventRecord, Journal, JournalError, journal_path
+from looprail.journal.recorder import JournalRecorder
 from tests.support import examples, run_cli
 from tests.support.journal import commits_failing
 

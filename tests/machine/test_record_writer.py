@@ -1,4 +1,4 @@
-"""Each event kind declares its durability once (`looprail.machine.record.DURABILITY`), and the
+"""Each event kind declares its durability once (`looprail.journal.recorder.DURABILITY`), and the
 recorder's one writer does what the declaration says: HELD and SOON writes return before
 anything is written, RELAXED ones return committed without an fsync of their own, FULL ones
 return committed and synced."""
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from looprail.machine.record import DURABILITY, Durability, JournalRecorder, durability
-from looprail.store import EventRecord, Journal
-from looprail.store.models import EVENT_KINDS
+from looprail.journal import EventRecord, Journal
+from looprail.journal.models import EVENT_KINDS
+from looprail.journal.recorder import DURABILITY, Durability, JournalRecorder, durability
 
 
 def test_every_event_kind_declares_its_durability():

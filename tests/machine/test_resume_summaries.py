@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from looprail.machine.record import JournalRecorder
-from looprail.machine.resume import Recovery, recover_summaries
-from looprail.store import Journal
+from looprail.journal import Journal
+from looprail.journal.recorder import JournalRecorder
+from looprail.machine.session.resume import Recovery, recover_summaries
 
 
 @pytest.mark.parametrize("row", ["pending", "running", "failed"])

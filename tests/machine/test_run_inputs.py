@@ -40,7 +40,7 @@ def _run(project, env=None):
 
 
 def _runs(project) -> list:
-    from looprail.store import Journal
+    from looprail.journal import Journal
 
     if not (project / ".looprail" / "journal.sqlite").exists():
         return []

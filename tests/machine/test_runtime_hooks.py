@@ -49,7 +49,7 @@ def _phase_dir(project: Path) -> Path:
 
 
 def test_a_journaled_run_passes_its_id_and_meter_then_ends(project: Path) -> None:
-    from looprail.store import Journal
+    from looprail.journal import Journal
 
     runtime = Hooked(_phase_dir(project))
     out = run_loop(project, runtime, journal=True)

@@ -63,8 +63,8 @@ def task_hooks(_isolated_home):
 
 def run(project: Path, caps: Path, executor=None) -> tuple[str, str | None]:
     from looprail.machine.progress import Progress
-    from looprail.machine.run import RunOptions
-    from looprail.machine.session import load_project, run_phase
+    from looprail.machine.runner import RunOptions
+    from looprail.machine.session.phase import load_project, run_phase
 
     out = run_phase(
         load_project(project, [caps]),
@@ -114,7 +114,7 @@ def test_the_local_executor_runs_the_task_protocol_in_order(tmp_path, task_hooks
 
 def test_dask_and_local_executors_journal_the_same_task_protocol(tmp_path, task_hooks):
     pytest.importorskip("distributed")
-    from looprail.machine.dask_executor import DaskExecutor
+    from looprail.machine.dask.executor import DaskExecutor
 
     caps = caps_dir(tmp_path, resolver_cap(tmp_path, RESOLVER))
     local = project_at(tmp_path / "local")

@@ -128,7 +128,7 @@ def test_the_run_path_does_not_import_networkx():
         "import sys\n"
         "from pathlib import Path\n"
         "from looprail.plans import Plan, compute_waves\n"
-        "import looprail.machine.run\n"
+        "import looprail.machine.runner\n"
         "compute_waves([Plan(id='01-01', path=Path('/p/01-01-PLAN.md'))])\n"
         "print('networkx' in sys.modules)\n"
     )

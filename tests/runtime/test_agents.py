@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from looprail.cli import main
-from looprail.hooks.checks import CheckContext, CheckError, Verdict, evaluate_check
+from looprail.hooks.gates.checks import CheckContext, CheckError, Verdict, evaluate_check
 from looprail.runtime import registry
 from looprail.runtime.agents import ADAPTERS, AgentSettings, extract_verdict
 from looprail.runtime.base import (

@@ -169,7 +169,7 @@ def test_no_child_starts_while_children_are_being_stopped(tmp_path):
 # SIGTERM handled as `looprail run` handles it; it exits 128 + the signal.
 DRIVER = """
 import sys
-from looprail.machine.session import stop_signals
+from looprail.machine.session.phase import stop_signals
 from looprail.runtime.executors import interruptible_executor, run_all
 from looprail.runtime.process import run_bounded
 

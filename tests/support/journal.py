@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from looprail.store import Journal, JournalError
+from looprail.journal import Journal, JournalError
 
 
 @contextmanager

@@ -100,8 +100,8 @@ def run_loop(
     **options,
 ):
     from looprail.machine.progress import Progress
-    from looprail.machine.run import RunOptions
-    from looprail.machine.session import load_project, run_phase
+    from looprail.machine.runner import RunOptions
+    from looprail.machine.session.phase import load_project, run_phase
 
     loaded = load_project(project, [caps] if caps else [])
     return run_phase(

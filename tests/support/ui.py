@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from looprail.store import EventRecord, Journal, TaskUpdate
+from looprail.journal import EventRecord, Journal, TaskUpdate
 from tests.support import REPO
 
 EXAMPLE = REPO / "examples" / "hello-loop"
@@ -170,7 +170,7 @@ def serve(app) -> Iterator[str]:
 
 
 def latest_run_id(project: Path) -> str | None:
-    from looprail.store import Journal, NoJournalError
+    from looprail.journal import Journal, NoJournalError
 
     try:
         with Journal.open_readonly(project) as journal:
@@ -183,7 +183,7 @@ def latest_run_id(project: Path) -> str | None:
 def running_task_committed(project: Path) -> bool:
     """Whether the latest run's journal has a task committed as running (a held start reaches
     the disk up to 50 ms after it happened: docs/journal.md, "What is committed when")."""
-    from looprail.store import Journal, JournalError
+    from looprail.journal import Journal, JournalError
 
     try:
         with Journal.open_readonly(project) as journal:

@@ -191,7 +191,7 @@ def test_compiled_registry_gets_consent_at_read_time_not_from_the_cache(project)
 
 
 def test_runner_resolvers_exclude_unconsented_capabilities(project):
-    from looprail.machine.session import load_project
+    from looprail.machine.session.phase import load_project
 
     resolver = {
         "trackerPrefix": "jira",

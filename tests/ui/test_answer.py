@@ -24,10 +24,10 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", "Using `httpx`")
     from starlette.testclient import TestClient
 
+from looprail.journal import Journal  # noqa: E402
 from looprail.machine.answers import pending_checkpoints  # noqa: E402
 from looprail.machine.commands import answer_command  # noqa: E402
 from looprail.plans.checkpoint import render  # noqa: E402
-from looprail.store import Journal  # noqa: E402
 from looprail.ui.access import new_token  # noqa: E402
 from looprail.ui.server import create_app  # noqa: E402
 from tests.support import ui as uikit  # noqa: E402

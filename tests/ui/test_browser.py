@@ -248,7 +248,7 @@ def test_the_chart_is_an_image_scripts_in_it_could_never_run(browser, tmp_path):
 
 
 def test_history_picks_a_past_run_and_the_url_keeps_it(browser, tmp_path):
-    from looprail.store import Journal
+    from looprail.journal import Journal
 
     project = tmp_path / "p"
     (project / ".planning").mkdir(parents=True)
@@ -333,7 +333,7 @@ def _paused(root: Path, kind: str) -> Path:
 
 
 def _answers(project: Path) -> list:
-    from looprail.store import Journal
+    from looprail.journal import Journal
 
     with Journal.open_readonly(project) as journal:
         run = journal.latest_run()
@@ -547,9 +547,9 @@ def test_a_hostile_checkpoint_is_shown_as_text(browser, tmp_path):
     """A checkpoint's text comes from a PLAN.md (or a journal) someone else wrote: its name,
     options, pros and cons, and resume signal are shown as text, in the terminal's rendering
     and in the form."""
+    from looprail.journal import Journal
     from looprail.machine.answers import asked_record
     from looprail.plans.checkpoint import Checkpoint, CheckpointOption
-    from looprail.store import Journal
     from looprail.ui.access import new_token
 
     project = tmp_path / "p"

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from looprail.store import EventRecord, Journal, JournalError, NoJournalError, new_run_id
+from looprail.journal import EventRecord, Journal, JournalError, NoJournalError, new_run_id
 from looprail.ui import data, logs
 from tests.support import examples
 

@@ -18,7 +18,7 @@ pytest.importorskip("starlette")
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("uvicorn")
 
-from looprail.store import EventRecord, Journal, TaskUpdate  # noqa: E402
+from looprail.journal import EventRecord, Journal, TaskUpdate  # noqa: E402
 from looprail.ui.server import create_app  # noqa: E402
 from tests.support import ui as uikit  # noqa: E402
 

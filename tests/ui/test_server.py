@@ -26,9 +26,9 @@ with warnings.catch_warnings():
     from starlette.testclient import TestClient
 
 from looprail.cli import main
+from looprail.journal import EventRecord, Journal
 from looprail.machine.answers import asked_record
 from looprail.plans.checkpoint import Checkpoint
-from looprail.store import EventRecord, Journal
 from looprail.ui.server import create_app
 from tests.support import ui as uikit
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from looprail.store import Journal
+from looprail.journal import Journal
 from tests.support import REPO, run_cli
 
 EXAMPLE = REPO / "examples" / "hello-loop"
@@ -338,8 +338,8 @@ def test_engine_refuses_nonsense_counts(tmp_path, bad):
 def test_a_selection_is_committed_at_once_with_what_was_held(tmp_path):
     """Unlike `native_hook` rows (held until the next state change), a selection commits in its
     own transaction, before the Action is delivered: a crash right after cannot lose it."""
-    from looprail.machine.record import JournalRecorder
-    from looprail.store import EventRecord
+    from looprail.journal import EventRecord
+    from looprail.journal.recorder import JournalRecorder
 
     with Journal.open(tmp_path) as journal:
         run_id = journal.start_run("01", state=["discuss"])

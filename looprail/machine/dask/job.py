@@ -1,0 +1,119 @@
+"""What the Dask executor's two sides share: the job a worker is handed for one plan, the names
+its messages travel under, and how a worker's change is merged into a project.
+
+Imported by the orchestrator (`looprail.machine.dask.executor`) and by every worker
+(`looprail.machine.dask.worker`), so it needs neither `distributed` nor the runner.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict
+
+from looprail.errors import HaltError
+from looprail.fsutil import atomic_write
+from looprail.layout import LOOPRAIL_DIR
+
+if TYPE_CHECKING:
+    from looprail.runtime.base import Flavor, Runtime
+
+# Never copied into a worker's copy, never part of a change: looprail's own state.
+SKIP = {LOOPRAIL_DIR, ".git"}
+
+
+def plan_topic(channel: str, plan_id: str) -> str:
+    """The event topic a plan's reports go to (one per plan: the scheduler keeps a bounded
+    number of events per topic, and a rerun reads its plan's)."""
+    return f"{channel}-{plan_id}"
+
+
+def step_name(channel: str, plan_id: str, step: int) -> str:
+    """The Dask `Variable` that hands a plan's worker its step `step` (1, 2, ...; step 0 travels
+    in the job): a `Step`. A variable, not a queue: a rerun of the plan on another worker reads
+    the step its lost attempt was running again."""
+    return f"{plan_topic(channel, plan_id)}-step-{step}"
+
+
+class Step(TypedDict, total=False):
+    """One step for a plan's worker: a call to run, a task's body or a checkpoint's fix-up
+    (`task` its id, e.g. "T3" or "T2-fix1"; `work` its `TaskWork` as JSON; `more`: whether
+    another call of the plan may follow, `dask_executor._PlanRun.more`; `env`: its call's
+    `DispatchContext.env`, i.e. a secret checkpoint answer for this call only,
+    `machine.checkpoint.secret_env`; `context`: the executor's role context), or `end`: the
+    plan has no more calls."""
+
+    task: str
+    work: Mapping[str, object]
+    more: bool
+    env: dict[str, str]
+    context: list[str]
+    end: bool
+
+
+class Report(TypedDict, total=False):
+    """What a worker reports on its plan's topic: `event` "attempt" (`n`), "started" (`task`,
+    `retry`) or "finished" (`task`, `ok`, its `outcome` as JSON without stdout and stderr,
+    their last lines as `logs`, the `changes` it made and their `patch`, the `worker`)."""
+
+    plan: str
+    event: str
+    n: int
+    task: str
+    retry: bool
+    ok: bool
+    outcome: dict[str, object]
+    logs: list[str]
+    changes: dict[str, bytes | None]
+    patch: str
+    worker: str
+
+
+class PlanDone(TypedDict):
+    """What a plan's worker returns: whether its tasks ran, and which finished."""
+
+    plan: str
+    ok: bool
+    done: list[str]
+
+
+@dataclass(frozen=True)
+class PlanJob:
+    """One plan for a worker (pickled to it). `first` is its first task to run, begun (resolved,
+    read_first checked, `task_call` hooks run) by the orchestrator; later ones come one at a
+    time as the orchestrator begins them (`step_name`)."""
+
+    channel: str
+    source: str
+    phase_number: str
+    phase_dir: str
+    flavor: Flavor
+    plan_id: str
+    wave: int
+    # Its `env` may hold a secret: kept out of the repr a worker logs of a failed task.
+    first: Step = field(repr=False)
+    host_tool: str | None = None
+    timeouts: dict[str, float] | None = None
+    runtime_factory: Callable[[Path], Runtime] | None = None
+    pool: str = ""  # the worker plugin keeping project copies ("" or absent: a copy per plan)
+
+
+_apply_lock = threading.Lock()
+
+
+def apply_changes(project: Path, changes: Mapping[str, bytes | None]) -> None:
+    """Write a task's change into `project` (the orchestrator's merge). Paths are checked to
+    stay inside the project."""
+    root = Path(project).resolve()
+    with _apply_lock:
+        for rel, data in changes.items():
+            target = (root / rel).resolve()
+            if not target.is_relative_to(root) or rel.split("/")[0] in SKIP:
+                raise HaltError(f"{rel}: a worker's change points outside the project")
+            if data is None:
+                target.unlink(missing_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(target, data)

@@ -1,0 +1,608 @@
+"""The runner: drives the compiled loop chart for one phase of one project.
+
+The chart (`machine/chart.py`, compiled from the `LoopSpec`) is the only place that says which
+state follows which, which event fires and which guard refuses. At each step the runner does
+the work of the state the loop is in, as its `StepSpec` says (the role writes the step's
+artifact unless its `done` guard says it is there; in the looped step, `wave_running` runs a
+wave), then asks the chart for the next event and attempts it: the chart's plan-fact guards
+first (pure, cheap: refuse before any effect), then the points the transition crosses are
+dispatched (hooks run, gates produce verdicts), then `send(event, results, facts)`, where the
+chart's guards decide. A refusal leaves the state unchanged and the run halts naming the gate
+(capId, message) or the guard. Each plan's tasks go through a `TaskChart` whose `begin_task`
+runs the mandatory `execute:task` resolver and the `read_first` check before the body.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
+from functools import partial
+from pathlib import Path
+from typing import Literal
+
+from statemachine.exceptions import TransitionNotAllowed
+
+from looprail.errors import (
+    CheckpointPause,
+    GuardRefused,
+    HaltError,
+    LooprailError,
+    TransitionRefused,
+)
+from looprail.errors import StopRequested as _Stop
+from looprail.journal.recorder import EventRecord, Recorder
+from looprail.layout import summary_file
+from looprail.machine import guards as G
+from looprail.machine.chart import WAVE_RUNNING, TaskChart, compile_loop, restored, state_path
+from looprail.machine.checkpoint import (
+    CheckpointState,
+    drop_plan_secret,
+    pass_checkpoint,
+    secret_env,
+    summary_lines,
+    with_answers,
+)
+from looprail.machine.context import (
+    ExecuteTask,
+    RunContext,
+    RunOptions,
+    RunResult,
+    RunStatus,
+    run_ending,
+)
+from looprail.machine.dispatch import Dispatcher
+from looprail.machine.progress import Progress, fmt_duration
+from looprail.machine.session.resume import phase_snapshot
+from looprail.machine.tasks import PlanRun, halted_plans_reason, task_work, write_summary
+from looprail.plans import Phase, PhaseCache, Plan, Task, Wave, WavePlan, compute_waves
+from looprail.plans.frontmatter import file_frontmatter
+from looprail.plans.planfile import unknown_key_warnings
+from looprail.plans.waves import halt_blocked, unmet_blocked
+from looprail.runtime.base import (
+    TASK_ROLE,
+    DispatchContext,
+    Outcome,
+    TaskWork,
+    do_phase_work,
+    execute_task,
+)
+from looprail.runtime.executors import Settled, interruptible_executor, run_all, start_threads
+from looprail.textsafe import plural
+
+__all__ = ["LoopRunner", "RunContext", "RunOptions", "RunResult", "RunStatus"]
+
+
+class LoopRunner:
+    """One run of the loop over one phase: `LoopRunner(ctx).run()`, `ctx` a `RunContext`
+    (`runtime` any `Runtime`: LocalRuntime by default in the CLI, ScriptedRuntime in tests)."""
+
+    def __init__(self, ctx: RunContext):
+        self.ctx = ctx
+        self.chart_class = compile_loop(ctx.spec)
+        # A resumed run's chart is put back in its journaled configuration.
+        self.machine = restored(self.chart_class, ctx.state or ())
+        # The phase stays in memory for the run: each look re-stats, parses only what changed.
+        self.phases = ctx.phases if ctx.phases is not None else PhaseCache(ctx.project, ctx.phase)
+        self.phase: Phase = self.phases.load()
+        self._waves_of: tuple[Phase, WavePlan] | None = None
+        self._task_total: tuple[Phase, int] | None = None
+        self._looked: G.PlanFacts | None = None  # the last facts, until anything may have run
+        native = ctx.native
+        self.dispatcher = Dispatcher(
+            compiled=ctx.compiled,
+            config=ctx.config,
+            runtime=ctx.runtime,
+            project=ctx.project,
+            phase_number=self.phase.number,
+            phase_dir=self.phase.dir,
+            flavor=ctx.options.flavor,
+            host_tool=ctx.options.host_tool,
+            progress=ctx.progress,
+            recorder=ctx.recorder,
+            native=native.point_hooks if native is not None else None,
+            native_count=native.point_count if native is not None else None,
+        )
+        self.tasks_run = 0
+        self.waves_run = 0
+        # Plans that ran to their SUMMARY in this run: one is never run again (issue 40).
+        self.finished_plans: set[str] = set()
+        self._count_lock = threading.Lock()
+        self.warnings: list[str] = []
+        self.wave: int | None = ctx.wave  # the wave being run (journaled with start_wave)
+        # Steps whose role was killed mid-work in an earlier process: done again on resume.
+        self.redo_steps: frozenset[str] = ctx.redo_steps
+        self._said: set[str] = set()
+        self.checkpoints = CheckpointState()
+        self._warn_plan_keys()
+
+    # What the run was given: read-only, from the frozen context.
+
+    @property
+    def project(self) -> Path:
+        return self.ctx.project
+
+    @property
+    def config(self) -> Mapping[str, object] | None:
+        return self.ctx.config
+
+    @property
+    def options(self) -> RunOptions:
+        return self.ctx.options
+
+    @property
+    def recorder(self) -> Recorder:
+        return self.ctx.recorder
+
+    @property
+    def progress(self) -> Progress:
+        return self.ctx.progress
+
+    def _warn_plan_keys(self) -> None:
+        """Say once per run what a plan's frontmatter has that looprail ignores (`depend_on:`
+        would put the plan in the wrong wave without a word)."""
+        for plan in self.phase.plans:
+            try:
+                where = plan.path.relative_to(self.project).as_posix()
+            except ValueError:
+                where = str(plan.path)
+            for w in unknown_key_warnings(plan, where):
+                if w not in self._said:
+                    self._said.add(w)
+                    self.progress.warn(w)
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def state(self) -> list[str]:
+        return state_path(self.machine)
+
+    # ------------------------------------------------------------------ run
+
+    def run(self) -> RunResult:
+        start = time.monotonic()
+        self._looked = None
+        status: RunStatus = "shipped"
+        reason: str | None = None
+        refused: G.HookResult | None = None
+        try:
+            if self.ctx.native is not None:
+                self.ctx.native.start(self.dispatcher.context(None))
+            while self.machine.next_events():  # none: the chart is in its final state
+                self._safe_point()
+                self._step()
+        except (LooprailError, CheckpointPause, _Stop, OSError) as exc:
+            status, reason, refused = run_ending(exc)
+        finally:
+            try:
+                self.ctx.workspace.close()  # the last wave's worktrees are gone before the run ends
+            finally:
+                self.progress.close()
+        if status != "shipped":
+            self.recorder.event(
+                EventRecord(
+                    kind="halted",
+                    point=refused.point if refused else None,
+                    cap_id=refused.cap_id if refused else None,
+                    outcome=status,
+                    message=reason,
+                ),
+                state=self.state,
+            )
+        if self.ctx.native is not None:
+            self.ctx.native.settled(status, reason, self.dispatcher.context(None))
+        return RunResult(
+            status=status,
+            state=self.state,
+            reason=reason,
+            refused_by=refused,
+            tasks_run=self.tasks_run,
+            waves_run=self.waves_run,
+            hooks_dispatched=self.dispatcher.dispatched,
+            duration_s=time.monotonic() - start,
+            warnings=self.warnings,
+        )
+
+    def _status(self, doing: str | None = None) -> None:
+        """The live status line (terminals only): where the loop is and how far along."""
+        if not self.progress.live or self.progress.quiet:
+            return
+        parts = ["/".join(self.state)]
+        if self.wave is not None and self.ctx.spec.looped in self.state:
+            parts.append(f"wave {self.wave}")
+        if self._task_total is None or self._task_total[0] is not self.phase:
+            total = sum(1 for p in self.phase.plans for t in p.tasks if not t.is_checkpoint)
+            self._task_total = (self.phase, total)
+        total = self._task_total[1]
+        if total:
+            parts.append(f"{self.recorder.done_count()}/{total} tasks done")
+        if doing:
+            parts.append(doing)
+        self.progress.status(" · ".join(parts))
+
+    def _safe_point(self) -> None:
+        """Between steps and tasks: honour an `interrupt`/`shutdown` a native hook asked for."""
+        if self.ctx.native is not None and self.ctx.native.stop is not None:
+            status, reason = self.ctx.native.stop
+            raise _Stop(status, reason)
+
+    def _step(self) -> None:
+        """Do the work of the state the loop is in, then attempt the event the chart names."""
+        self._work(self.state[-1])
+        event = self.machine.next_event(self._looked or self.facts())
+        self._attempt(event, wave=self._wave_of(event))
+
+    def _work(self, state: str) -> None:
+        """The work of `state`, as the spec says: a step's role writes the step's artifact
+        unless the step's `done` guard says it is there; in the looped step, `wave_running`
+        runs the current wave. Every other state has none."""
+        if state == WAVE_RUNNING:
+            self._looked = None  # plans run: files change
+            self._run_wave()
+            return
+        step = next((s for s in self.ctx.spec.steps if s.name == state), None)
+        if step is None or step.name == self.ctx.spec.looped:
+            return
+        facts = self.facts()
+        if step.artifact == "PLAN.md" and not self.phase.plans and self.phase.stray_plans:
+            # Planning again would write over work that only sits in the wrong folder.
+            raise HaltError(self.phase.warnings[-1])
+        # A VERIFICATION.md that did not pass is verified again (gaps may be fixed by now).
+        guard = step.done_guard
+        self._phase_work(step.name, done=guard is not None and self.machine.verdict(guard, facts))
+
+    def _wave_of(self, event: str) -> int | None:
+        """The wave an attempt is about: opening a wave, the first with plans left; closing
+        one, the wave that ran; None for an attempt that crosses no wave point."""
+        points = self.machine.crossing(event)[0].points
+        if self.ctx.spec.wave_pre in points:
+            self.wave = next((w.number for w in self.waves().waves if w.pending), None)
+        return self.wave if set(points) & set(self.ctx.spec.wave_points()) else None
+
+    # ------------------------------------------------------------------ transitions
+
+    def waves(self) -> WavePlan:
+        """The waves of the phase as it is now: computed once per phase state."""
+        if self._waves_of is None or self._waves_of[0] is not self.phase:
+            self._waves_of = (self.phase, compute_waves(self.phase.plans, root=self.project))
+        return self._waves_of[1]
+
+    def facts(self) -> G.PlanFacts:
+        """Look at the phase again: what the chart's plan-fact guards are given."""
+        self._looked = self._facts()
+        return self._looked
+
+    def _facts(self) -> G.PlanFacts:
+        self.phase = self.phases.load()
+        status = None
+        if self.phase.verification_path is not None:
+            fm = file_frontmatter(self.phase.verification_path)
+            if isinstance(fm, dict) and fm.get("status") is not None:
+                status = str(fm.get("status"))
+        waves = self.waves() if self.phase.plans else None
+        # Counts and a str, derived here: no validator to build (a run-path cost).
+        return G.PlanFacts.model_construct(
+            plan_count=len(self.phase.plans),
+            waves_total=len(waves.waves) if waves else 0,
+            waves_pending=sum(1 for w in waves.waves if w.pending) if waves else 0,
+            has_context=self.phase.has_context,
+            verification_status=status,
+        )
+
+    def attempt(self, event: str, *, wave: int | None = None) -> list[G.HookResult]:
+        """One transition attempt, in public: returns the hook results of the attempt, raises
+        `TransitionRefused` (with `.result`, the refusing hook) or `GuardRefused` (with
+        `.guard`, the refusing plan-fact guard) and then leaves the state unchanged. What a
+        guard test drives."""
+        self._looked = None  # a caller may have changed files since: look again
+        return self._attempt(event, wave=wave)
+
+    def _attempt(self, event: str, *, wave: int | None = None) -> list[G.HookResult]:
+        """One transition attempt (see the module docstring for the order)."""
+        crossing = self.machine.crossing(event)
+        if not crossing:  # pragma: no cover - the runner only sends events the chart names
+            raise HaltError(f"no transition {event!r} from {self.state}")
+        # Nothing ran since the last look (e.g. finish_wave → start_wave): no need to look again.
+        facts = self._looked or self.facts()
+        if not self.machine.allows(event, facts):  # refused before any hook has effects
+            raise self._refused(event)
+        results: list[G.HookResult] = []
+        for point in crossing[0].points:
+            results += self.dispatcher.dispatch(point, wave=wave)
+            if not G.hooks_allow(results):
+                break
+        before = self.state
+        if results:  # hooks may have written plans or artifacts: look again
+            facts = self.facts()
+        try:
+            self.machine.send(event, results=results, facts=facts)
+        except TransitionNotAllowed:
+            refused = G.refusal(results)
+            if refused is not None:
+                raise TransitionRefused(refused) from None
+            raise self._refused(event) from None
+        self.recorder.event(
+            EventRecord(
+                kind="transition",
+                wave=wave,
+                message=f"{'/'.join(before)} → {'/'.join(self.state)}",
+                data={"event": event, "source": before, "target": self.state},
+            ),
+            state=self.state,
+        )
+        self.progress.line(f"● {'/'.join(self.state)}")
+        self._status()
+        if self.ctx.on_transition is not None:
+            self.ctx.on_transition(self.state)
+        return results
+
+    def _refused(self, event: str) -> GuardRefused:
+        """The refusal of `event` by the plan-fact guard the chart found refusing."""
+        guard = self.machine.refused_guard(event)
+        reason = G.FACT_REASONS.get(guard, guard) if guard else "refused"
+        return GuardRefused(event, guard, reason)
+
+    # ------------------------------------------------------------------ step work
+
+    def _phase_work(self, step: str, *, done: bool) -> None:
+        """The step's role does its work, unless it is `done` (its artifact is there)."""
+        spec = self.ctx.spec.step(step)
+        if step in self.redo_steps:  # killed mid-work before: its artifacts do not count
+            self.redo_steps = self.redo_steps - {step}
+            done = False
+        if done:  # nothing ran: the facts just looked at still hold for the attempt
+            self.progress.line(f"  {spec.artifact} exists: no {spec.role} work needed")
+            return
+        self._looked = None
+        self._status(f"{spec.role} at work")
+        self.progress.new_stage()
+        self._role_event("role_started", step, spec.role)
+        ctx = self.dispatcher.context(None)
+        if step == "discuss" and self.options.interactive:
+            # `run --interactive`: the discuss step is a conversation on the user's terminal
+            # (runtime/interactive.py); the live status area is put away first (it would draw
+            # over the session) and comes back with the next status.
+            self.progress.close()
+            ctx = ctx.model_copy(update={"terminal": True})
+        texts = self.dispatcher.role_context(spec.role, step)
+        outcome = do_phase_work(self.ctx.runtime, spec.role, step, ctx, texts)
+        if not outcome.ok:
+            self._role_event("role_finished", step, spec.role, outcome="failed")
+            raise HaltError(f"{step}: {spec.role} failed: {outcome.detail}")
+        self.progress.line(
+            f"  {spec.role} did the {step} work in {fmt_duration(outcome.duration_s)}"
+        )
+        self.phase = self.phases.load()
+        self._warn_plan_keys()
+        if self.ctx.on_transition is not None:
+            # The role wrote artifacts (plans): journal the inputs now, so a crash before the
+            # next transition does not look like someone changed them underneath the run.
+            self.ctx.on_transition(self.state)
+        self._role_event("role_finished", step, spec.role, outcome="ok")
+
+    def _role_event(
+        self,
+        kind: Literal["role_started", "role_finished"],
+        step: str,
+        role: str,
+        outcome: str | None = None,
+    ) -> None:
+        """Bracket a role's work in the journal (committed at once): a resume finds a role that
+        started and never finished, does its work again and sets its partial output aside."""
+        data: dict[str, object] = {"step": step, "role": role}
+        if kind == "role_started":
+            data["files"] = phase_snapshot(self.phase.dir)
+        self.recorder.event(
+            EventRecord(kind=kind, outcome=outcome, data=data),
+            state=self.state,
+        )
+
+    # ------------------------------------------------------------------ waves
+
+    # The looped step's work in `wave_running`: one wave of the phase's plans. Which plans run
+    # (a halted plan, and what depends on it, never does), where (the run's executor, e.g.
+    # Dask, or here on `jobs` threads), each through `run_plan` (the one task protocol); then
+    # what they did comes back (the workspace merges) and the wave is journaled finished.
+
+    def _run_wave(self) -> None:
+        """Run the current wave's plans (on the run's executor, or here on `jobs` threads), merge
+        what they did back, journal the wave finished; halt after it if a plan was stopped."""
+        wave, pending, halt = self._wave_plans()
+        jobs = self.options.jobs if wave.parallel_safe else 1
+        if not wave.parallel_safe and self.options.jobs > 1:
+            self.progress.line(
+                f"  wave {wave.number} runs sequentially: plans share "
+                + ", ".join(wave.overlap_files)
+            )
+        jobs = self.ctx.workspace.jobs(jobs, len(pending))
+        self.ctx.workspace.prepare(wave.number, [p.id for p in pending], jobs)
+        done = self.recorder.done_tasks()
+        with ExitStack() as stack:
+            run_plans = self._plan_runs(stack, wave.number, pending, done, jobs)
+            self.recorder.wave_started(
+                wave.number,
+                [(t.id, p.id) for p in pending for t in p.tasks if not t.is_checkpoint],
+            )
+            self.progress.new_stage()
+            self.progress.line(
+                f"  wave {wave.number}: {plural(len(pending), 'plan')}, {jobs} at a time"
+            )
+            errors = [s.error for s in run_plans() if not s.ok]
+            # Still in the block: the pool's idle threads are joined once the wave is
+            # journaled as finished, not before.
+            if errors:
+                # Siblings were never cancelled; the first failure (in plan order) is the reason.
+                pauses = [e for e in errors if isinstance(e, CheckpointPause)]
+                raise (
+                    next((e for e in errors if not isinstance(e, CheckpointPause)), None)
+                    or pauses[0]
+                )
+            self.ctx.workspace.merge(wave.number)  # what finished comes back before any halt
+            self.finished_plans.update(p.id for p in pending)
+            if halt is not None:
+                raise HaltError(halt)
+            self.recorder.event(EventRecord(kind="wave_finished", wave=wave.number, outcome="done"))
+            self.ctx.workspace.settle(wave.number)  # worktrees removed while the run goes on
+            self.waves_run += 1
+        if self.ctx.native is not None:
+            self.ctx.native.wave_settled()
+
+    def _wave_plans(self) -> tuple[Wave, list[Plan], str | None]:
+        """The current wave, its plans to run, and why the loop stops after it (a halted plan
+        is never re-run and what depends on it never runs: the rest of the wave runs, then the
+        loop stops there, as the reference's plan-index `runnable` says)."""
+        waves = self.waves()
+        if self.wave is None:  # resumed inside a running wave: it is the first unfinished one
+            self.wave = next((w.number for w in waves.waves if w.pending), None)
+        wave = waves.wave(self.wave) if self.wave is not None else None
+        if wave is None:
+            raise HaltError(f"wave {self.wave} no longer exists (plans changed?)")
+        plans = {p.id: p for p in self.phase.plans}
+        blocked = halt_blocked(self.phase.plans)
+        waiting = unmet_blocked(self.phase.plans)  # a dependency of an earlier phase unfinished
+        stopped = [
+            pid for pid in wave.pending if plans[pid].halted or pid in blocked or pid in waiting
+        ]
+        pending = [plans[pid] for pid in wave.pending if pid not in stopped]
+        again = [p for p in pending if p.id in self.finished_plans]
+        if again:  # no progress: the wave would run nothing and start again, forever
+            raise HaltError(
+                f"wave {wave.number}: plan {again[0].id} finished in this run, but the phase scan "
+                f"does not see it done (no regular {summary_file(again[0].path.name)} beside "
+                f"{again[0].path.name}); the wave is not started again"
+            )
+        why = halted_plans_reason(wave.number, stopped, plans, blocked, waiting)
+        return wave, pending, why if stopped else None
+
+    def _plan_runs(
+        self, stack: ExitStack, wave: int, pending: list[Plan], done: set[str], jobs: int
+    ) -> Callable[[], Sequence[Settled[None]]]:
+        """How the wave's plans will run: on the given executor, or here on `jobs` threads."""
+        executor = self.options.executor
+        if executor is not None:
+            return partial(executor.run_wave, self, wave, pending, done)
+        # Each plan's task chart is built before the wave starts (it has no effects: its
+        # initial state has no enter action), not by the plan's thread while the other plans'
+        # threads wait for the GIL to start their processes.
+        charts = [self.plan_chart(p, wave) for p in pending]
+        local = stack.enter_context(interruptible_executor(jobs))
+        # Its threads are up before the wave starts: started one per plan as the plans are
+        # handed over, each would wait for the one before to be scheduled.
+        start_threads(local, min(jobs, len(pending)))
+        calls = [
+            partial(self.run_plan, p, wave, done, chart)
+            for p, chart in zip(pending, charts, strict=True)
+        ]
+        return partial(run_all, local, calls)
+
+    def plan_chart(self, plan: Plan, wave: int) -> TaskChart:
+        """A plan's task chart, in its initial state, over a fresh `PlanRun`."""
+        return TaskChart(model=PlanRun(self.ctx, self.task_hooks, plan, wave, list(plan.tasks)))
+
+    def run_plan(
+        self,
+        plan: Plan,
+        wave: int,
+        done: set[str],
+        chart: TaskChart | None = None,
+        execute: ExecuteTask | None = None,
+    ) -> None:
+        """Run a plan's tasks in order, each through `run_task`, then write its SUMMARY. Every
+        executor runs a plan this way; `execute` is where a task's body runs (default: this
+        runner's runtime, here), `chart` a chart built for the plan by `plan_chart`."""
+        chart = chart if chart is not None else self.plan_chart(plan, wave)
+        model: PlanRun = chart.model
+        for i, task in enumerate(model.tasks):
+            model.index = i
+            model.work = None
+            if task.id in done:
+                chart.send("skip_task")
+                continue
+            self._safe_point()
+            if task.is_checkpoint:
+                # answered (terminal, `looprail answer`, flags), or the run pauses
+                pass_checkpoint(self, plan, task, wave, execute or self.execute_here)
+                chart.send("skip_task")
+                continue
+            self.run_task(chart, plan, task, wave, execute or self.execute_here)
+        answered: list[str] = []
+        if plan.has_checkpoints:  # the plan's checkpoint answers go into its SUMMARY too
+            answered = summary_lines(self, plan)
+        write_summary(plan, answered)
+        drop_plan_secret(self, plan)  # a secret never outlives its plan
+        self.ctx.workspace.finished(plan.id)  # its worktree's changes committed while others run
+
+    def execute_here(self, work: TaskWork, ctx: DispatchContext) -> Outcome:
+        """A task's body on this run's runtime, with the executor's role context."""
+        texts = self.dispatcher.role_context(TASK_ROLE, "execute")
+        return execute_task(self.ctx.runtime, work, ctx, texts)
+
+    def run_task(
+        self, chart: TaskChart, plan: Plan, task: Task, wave: int, execute: ExecuteTask
+    ) -> None:
+        """The one task protocol, whatever runs the body: the chart's `begin_task` (the
+        `execute:task` resolver → `read_first` → `task_call` hooks, each journaled), then the
+        body as an executor call (`executor_call`), the `task_result` hooks."""
+        model: PlanRun = chart.model
+        chart.send("begin_task", task=task)
+        work = model.work or task_work(plan, task)
+        if plan.has_checkpoints:  # the answers so far, and a secret for this call only
+            work = with_answers(self, plan, work)
+        label = f"{task.id} {task.name or ''}".rstrip()
+        outcome = self.executor_call(plan, work, task.id, wave, execute, label)
+        if not outcome.ok:
+            raise HaltError(f"{plan.path.name}: task {task.id} failed: {outcome.detail}")
+        with self._count_lock:  # plans of a wave finish tasks on several threads
+            self.tasks_run += 1
+        self._status()
+        self.task_hooks("task_result", plan, task, wave, work)
+        chart.send("end_task")
+
+    def executor_call(
+        self, plan: Plan, work: TaskWork, key: str, wave: int, execute: ExecuteTask, label: str
+    ) -> Outcome:
+        """One executor call of `plan` (`execute(work, ctx)`), journaled as task `key`: its
+        context (the plan's workspace bound, a secret checkpoint answer waiting for it, or the
+        executor's refusal of the secret) is built before `key` is journaled started, so a
+        refusal halts with no attempt counted; `label` names it while it runs and once done;
+        `task_finished` with its duration. A task's body (`run_task`) and a checkpoint's fix-up
+        (`checkpoint._fixup`) are such calls; the caller halts on a failed outcome."""
+        dctx = self.dispatcher.context(None, plan_id=plan.id, task_id=work.task_id, wave=wave)
+        dctx = self.ctx.workspace.bind(plan.id, dctx)
+        if plan.has_checkpoints:  # before it is journaled started: a refusal halts before it
+            dctx = secret_env(self, plan, dctx)
+        attempt = self.recorder.task_started(key, plan_id=plan.id, wave=wave)
+        again = f" (attempt {attempt})" if attempt > 1 else ""
+        self._status(f"running {label}")
+        self.progress.task_started(key, f"{label}{again}")
+        try:
+            outcome = execute(work, dctx)
+        finally:
+            self.progress.task_finished(key)
+        ms = int(outcome.duration_s * 1000)
+        if not outcome.ok:
+            self.recorder.task_finished(
+                key, status="failed", duration_ms=ms, message=outcome.detail
+            )
+            return outcome
+        self.recorder.task_finished(key, status="done", duration_ms=ms)
+        self.progress.line(f"  ✓ {label}{again} {fmt_duration(outcome.duration_s)}")
+        return outcome
+
+    def task_hooks(
+        self,
+        event: Literal["task_call", "task_result"],
+        plan: Plan,
+        task: Task,
+        wave: int,
+        work: TaskWork | None,
+    ) -> None:
+        if self.ctx.native is None:
+            return
+        results = self.ctx.native.task_hooks(
+            event, plan, task, wave, work, self.dispatcher.context(None)
+        )
+        blocked = next((r for r in results if r.status == "block"), None)
+        if blocked is not None:
+            raise TransitionRefused(blocked)

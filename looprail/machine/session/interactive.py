@@ -1,0 +1,41 @@
+"""`run --interactive`: the discuss step is a conversation on the user's terminal.
+
+Whether a run is interactive (`--interactive`/`--no-interactive`, else `looprail.interactive`
+in `.planning/config.json`) and whether it can be (a terminal to hand over) are decided here,
+once, before the run starts; the runner hands the terminal over at its discuss step
+(`LoopRunner._phase_work`); the runtime runs the session (looprail/runtime/interactive.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from looprail.errors import RefusedToStart
+from looprail.runtime.interactive import terminal_problem
+
+if TYPE_CHECKING:
+    from looprail.machine.context import RunOptions
+
+
+_CONFIG = ".planning/config.json"
+_KEY = "looprail.interactive"
+
+
+def interactive_options(options: RunOptions, configured: bool | None) -> RunOptions:
+    """`options` with `interactive` decided: the option, else `configured` (the config's
+    `looprail.interactive`). Raises `RefusedToStart` (exit 2) for a run that should talk but
+    has no terminal to talk on."""
+    wanted = options.interactive
+    if wanted is None:
+        wanted = bool(configured)
+    if wanted:
+        problem = terminal_problem()
+        if problem is not None:
+            said = "--interactive" if options.interactive else f"{_KEY} in {_CONFIG}"
+            also = "" if options.interactive else ", or pass --no-interactive"
+            raise RefusedToStart(
+                f"{said}: the discuss step is a conversation on your terminal, and {problem}; "
+                f"run it from a terminal{also}",
+                **({} if options.interactive else {"path": _CONFIG, "field": _KEY}),
+            )
+    return options if options.interactive is wanted else replace(options, interactive=wanted)

@@ -1,0 +1,231 @@
+"""What a run is given before it starts: the project and its capabilities (`load_project`),
+the checks of what it reads up front (`read_run_inputs`, `read_plans`, `run_settings`), its
+runtime (`make_runtime`) and where its plans work (`attach_run`). Bad input here refuses the run
+(`RefusedToStart`, exit 2) with nothing journaled.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from looprail.config import load_project_config_strict
+from looprail.errors import ConfigError, PlanError, RefusedToStart, UsageError
+from looprail.fsutil import check_looprail_folders, project_folder, require_inside
+from looprail.hooks.startup import blockers
+from looprail.hooks.task_content import unloadable_resolvers
+from looprail.journal.models import EventRecord
+from looprail.layout import PLANNING_DIR, PROJECT_CONFIG_FILE
+from looprail.machine.context import RunOptions
+from looprail.machine.native import read_native_inputs
+from looprail.machine.progress import Progress
+from looprail.machine.workspace import GitWorkspace, NullWorkspace
+from looprail.plans.phase import PhaseCache
+from looprail.runtime.agents import ADAPTERS
+from looprail.runtime.base import RunStart  # loaded with machine.runner (its dispatcher's)
+from looprail.runtime.meter import Meter
+from looprail.runtime.registry import RuntimeSettings, agent_name, agent_section, create_runtime
+from looprail.runtime.settings import LooprailSettings, looprail_settings
+from looprail.trust import load_compiled
+from looprail.trust.agents import effective_agent
+
+if TYPE_CHECKING:
+    from looprail.hooks.capset import CapabilitySet
+    from looprail.hooks.manifest import TaskContentResolver
+    from looprail.hooks.startup import Blocker
+    from looprail.journal.recorder import Recorder
+    from looprail.machine.native import NativeInputs
+    from looprail.runtime.base import Runtime
+
+
+@dataclass
+class Loaded:
+    """Everything loaded from a project and its capability search path."""
+
+    project: Path
+    compiled: CapabilitySet  # consent applied
+    config: Mapping[str, object] | None
+    warnings: list[str] = field(default_factory=list)
+    # the first-party capability folders given (a run records them, a resume reuses them)
+    capability_dirs: tuple[str, ...] = ()
+
+    @property
+    def resolvers(self) -> list[tuple[str, TaskContentResolver]]:
+        """Every loaded capability's resolver, as the reference does (installed, not gated by
+        `activationKey`: execute:task has no `when`) — except one without the user's consent."""
+        caps = self.compiled.capabilities
+        return [
+            (cid, r)
+            for cid, r in self.compiled.task_content_resolvers()
+            if caps[cid].consent is not False
+        ]
+
+    @property
+    def unloadable(self) -> list[tuple[str, str, str]]:
+        """Resolvers that exist but must not run: their capability failed to load, or is a
+        project capability without consent. A task with their prefix halts (never a silent
+        fallback to the inline plan)."""
+        caps = self.compiled.capabilities
+        unconsented = [
+            (cid, r.trackerPrefix, "no consent for this project capability (run `looprail trust`)")
+            for cid, r in self.compiled.task_content_resolvers()
+            if caps[cid].consent is False
+        ]
+        served = {r.trackerPrefix: caps[cid].origin for cid, r in self.resolvers}
+        if not self.compiled.failed:  # the usual case: no need to import the resolver module
+            return unconsented
+
+        return unloadable_resolvers(self.compiled.failed, served) + unconsented
+
+    @property
+    def blockers(self) -> list[Blocker]:
+        """Why `looprail run` must not start (`looprail.hooks.startup`): a missing first-party
+        folder, a capability that failed to load, an unconsented project capability's gates."""
+        return blockers(self.compiled)
+
+    def input_paths(self, phase_dir: Path | None) -> list[Path]:
+        """What a run depends on: capability folders, the config, the phase's plans."""
+        paths = [Path(lc.source) for lc in self.compiled.capabilities.values()]
+        paths.append(self.project / PROJECT_CONFIG_FILE)
+        if phase_dir is not None:
+            paths += sorted(phase_dir.glob("*-PLAN.md"))
+        return paths
+
+
+def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()) -> Loaded:
+    """Load a project (a folder with `.planning/`) and its capabilities for `run_phase`.
+
+    `capability_dirs` are first-party capability folders (or folders of them), searched before
+    the global and project overlays. A malformed `.planning/config.json`, or a `.looprail/` or
+    `.planning/` that leads out of the project, raises a `LooprailError`; a capability that
+    fails to load is left out and named in `Loaded.warnings`."""
+    root = project_folder(project)
+    if not (root / PLANNING_DIR).is_dir():
+        raise UsageError(f"{project}: not a project (no .planning/ folder)")
+    root = root.resolve()
+
+    # The journal, lock, logs, worktrees, agents and queued messages live under .looprail/: a
+    # symlink out of the project (of it or of a folder in it) would make a run write (and read
+    # its state) elsewhere.
+    check_looprail_folders(root)
+    require_inside(root, root / PLANNING_DIR, "the folder")
+    config = load_project_config_strict(root)  # a malformed config stops the run
+    # The capabilities are read once: one set, from the cache or (on a miss) the manifests.
+    compiled = load_compiled(root, capability_dirs)
+    warnings = list(compiled.warnings)
+    for failed in compiled.failed:
+        warnings.append(
+            f"capability {failed.id!r} ({failed.origin}) not loaded: {failed.issues[0]}"
+        )
+    return Loaded(root, compiled, config, warnings, tuple(str(d) for d in capability_dirs))
+
+
+def read_run_inputs(
+    loaded: Loaded, progress: Progress, runtime: Runtime | None = None
+) -> NativeInputs:
+    """Read and check what a run reads before it does anything: the native hooks and their
+    `nextTurn` queue (`.looprail/next-turn.json`), the `looprail` section of the config, and
+    whether the runtime can run at all (an agent CLI on PATH: `describe().unready`). Raises
+    `RefusedToStart` (exit 2), one line naming the file or program, the field and the reason.
+    Returns the native inputs, for the run to use as read here."""
+    run_settings(loaded)  # the `looprail` section, checked before anything runs
+    # The config first (a file to fix), then whether the runtime can run at all.
+    why = runtime.describe().unready if runtime is not None else None
+    if why:
+        raise RefusedToStart(f"{why}; the run did not start")
+    return read_native_inputs(loaded.project, progress)
+
+
+def read_plans(project: Path, phase: str) -> PhaseCache:
+    """The phase's plans as a new run will read them, parsed before it starts: a malformed
+    PLAN.md already there stops it (`RefusedToStart`, exit 2) with nothing journaled. (A
+    resumed run reads them after its recovery, which moves a killed planner's partial output
+    away first; a bad plan there halts the run, resumable once fixed.)"""
+    phases = PhaseCache(project, phase)
+    try:
+        phases.load()
+    except PlanError as exc:
+        raise RefusedToStart(f"{exc}; the run did not start") from None
+    return phases
+
+
+def attach_run(
+    loaded: Loaded,
+    runtime: Runtime,
+    progress: Progress,
+    recorder: Recorder,
+    run_id: str | None,
+    budget_usd: float | None,
+    spent_usd: float,
+) -> NullWorkspace:
+    """Tell the runtime about the run (transcripts, the cost meter and budget) and choose where
+    plans work: git worktrees when the runtime wants them (agent CLIs) or the config says
+    `looprail.worktrees: true`; `false` keeps every plan in the main tree."""
+
+    def sink(call: dict[str, Any]) -> None:
+        recorder.event(
+            EventRecord(
+                kind="agent_call",
+                plan_id=call.get("planId"),
+                task_id=call.get("taskId"),
+                outcome="ok" if call.get("ok") else "failed",
+                duration_ms=call.get("durationMs"),
+                message=call.get("transcript"),
+                data=call,
+            )
+        )
+
+    wanted = run_settings(loaded).worktrees
+    if wanted is None:
+        wanted = runtime.describe().wants_worktrees
+    meter = Meter(run_id=run_id, budget_usd=budget_usd, spent_usd=spent_usd, sink=sink)
+    runtime.begin_run(RunStart(run_id, meter))  # a metering runtime checks the budget here
+    if not wanted:
+        return NullWorkspace()
+    return GitWorkspace(loaded.project, run_id, warn=progress.warn, say=progress.line)
+
+
+def make_runtime(
+    loaded: Loaded, options: RunOptions, progress: Progress, *, agent: str | None = None
+) -> Runtime:
+    """The runtime a run uses, from the registry: `agent` (`--agent`), else `looprail.agent`
+    in the config, else `local`; built with the config's timeouts and its agent section."""
+    run_settings(loaded)  # a bad `looprail` section refuses the run (exit 2)
+    name = agent_name(loaded.config, agent)
+    section = agent_section(loaded.config, name)
+
+    if name in ADAPTERS:  # the settings a cloned project may not choose alone
+        effective = effective_agent(loaded.project, loaded.config, name)
+        refusal = effective.refusal()
+        if refusal is not None:  # before anything is journaled or run: exit 2
+            key = next(iter(effective.pending))
+            raise RefusedToStart(
+                refusal, path=".planning/config.json", field=f"looprail.agents.{name}.{key}"
+            )
+        section = effective.section
+    settings = RuntimeSettings(
+        project=loaded.project,
+        host_tool=options.host_tool,
+        timeouts=run_settings(loaded).timeouts,
+        progress=progress.line,
+        output=progress.child_line if progress.verbose else None,
+        agent=section,
+    )
+    return create_runtime(name, settings)
+
+
+def run_settings(loaded: Loaded) -> LooprailSettings:
+    """The `looprail` section of the run's config (`looprail.runtime.settings`); a value that
+    cannot be used refuses the run before anything is journaled or run (`RefusedToStart`, exit
+    2)."""
+    try:
+        return looprail_settings(loaded.config)
+    except ConfigError as exc:
+        raise RefusedToStart(str(exc), path=exc.path, field=exc.field) from None
+
+
+def default_jobs() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
