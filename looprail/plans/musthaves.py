@@ -177,7 +177,10 @@ def _texts(item: dict[str, Any], key: str, where: str, notes: list[str]) -> list
 
 
 def _artifact(item: object, where: str, notes: list[str]) -> Artifact | None:
-    if not isinstance(item, dict) or not isinstance(item.get("path"), str) or not item["path"]:
+    if not isinstance(item, dict):
+        notes.append(f"{where}: text, not a mapping with a path; not checked")
+        return None
+    if not isinstance(item.get("path"), str) or not item["path"]:
         notes.append(f"{where}: no path; not checked")
         return None
     min_lines = item.get("min_lines")
