@@ -4,8 +4,9 @@ RegExp(pattern).test(text)`, no flags): this compiles one with JavaScript's mean
 
 Translated: `$` (end of input only, Python's `\\Z`), `(?<name>…)` and `\\k<name>`, `\\d`/`\\w`/
 `\\b` (ASCII in JavaScript), `{,n}` (text), `\\s` (JavaScript's Unicode space set), `[^]`
-(any character) and `[]` (nothing), and a `[` inside a class (literal in JavaScript). What
-Python still cannot compile is an invalid pattern, as one the reference cannot compile is."""
+(any character) and `[]` (nothing), a `[` inside a class (literal in JavaScript), and `*+`
+(possessive in Python, an error in JavaScript). What Python cannot compile is an invalid
+pattern, as one the reference cannot compile is."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ _JS_SPACE = "\\t\\n\\v\\f\\r \\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u
 _GROUP_NAME = re.compile(r"\(\?<([A-Za-z_$][\w$]*)>")
 _BACKREF = re.compile(r"\\k<([A-Za-z_$][\w$]*)>")
 _NO_MIN = re.compile(r"\{,\d*\}")
+_COUNTED = re.compile(r"(?<!\\)\{\d+(?:,\d*)?\}\Z")
 
 
 def js_regex(pattern: str) -> re.Pattern[str]:
@@ -44,6 +46,8 @@ def _translate(pattern: str) -> str:
             out.append("\\Z")
         elif ch == "{" and _NO_MIN.match(pattern, i):
             out.append("\\{")  # `{,3}` is text in JavaScript, a quantifier in Python
+        elif ch == "+" and _ends_quantifier(out):
+            raise re.error("nothing to repeat (JavaScript has no possessive quantifier)")
         elif (named := _GROUP_NAME.match(pattern, i)) is not None:
             out.append(f"(?P<{named.group(1)}>")
             i = named.end()
@@ -52,6 +56,12 @@ def _translate(pattern: str) -> str:
             out.append(ch)
         i += 1
     return "".join(out)
+
+
+def _ends_quantifier(out: list[str]) -> bool:
+    """Whether the translation so far ends with a quantifier (`+` after one is possessive in
+    Python, an error in JavaScript)."""
+    return bool(out) and (out[-1] in ("*", "+", "?") or _COUNTED.search("".join(out)) is not None)
 
 
 def _escape(pair: str, in_class: bool) -> str:

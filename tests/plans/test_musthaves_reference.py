@@ -227,9 +227,10 @@ def _plan_level(case: Case) -> str:
         "error", ""
     ).startswith(f"No must_haves.{block} found"):
         return "none to check: one line, exit 1"
-    if ours.get("error", "").endswith(f"must_haves.{block}: none to check") and theirs.get(
-        "total"
-    ) == 0:
+    if (
+        ours.get("error", "").endswith(f"must_haves.{block}: none to check")
+        and theirs.get("total") == 0
+    ):
         return "text entries: the reference passes 0 of 0"
     if "invalid YAML frontmatter" in ours.get("error", "") and "error" not in theirs:
         return "plan refused: frontmatter is not YAML"
