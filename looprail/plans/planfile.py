@@ -90,6 +90,8 @@ class Task(BaseModel):
     read_first: list[str] = []
     action: str | None = None
     verify: str | None = None
+    # each `<automated>` inside `<verify>`, as written (`plans/taskchecks.py` reads them)
+    automated: list[str] = []
     acceptance_criteria: str | None = None
     done: str | None = None
     extra: dict[str, str] = {}  # other children: <what-built>, <resume-signal>, <options>, ...
@@ -262,7 +264,10 @@ def _feature_task(
     doc: Doc, plan_id: str, index: int, element: Element, verification: str | None
 ) -> Task:
     children: dict[str, str] = {}
+    automated: list[str] = []
     for child in elements(doc, element.inner_start, element.inner_end, (), "inside <feature>"):
+        if child.name == "verify" and child.name not in children:
+            automated = automated_commands(doc, child)
         children.setdefault(child.name, clean(doc.text[child.inner_start : child.inner_end]))
     parts = [
         f"{title}:\n{children[name]}"
@@ -279,6 +284,7 @@ def _feature_task(
         files=split_paths(children.get("files", "")),
         action="\n\n".join(parts) or None,
         verify=children.get("verify") or verification,
+        automated=automated,
         done=children.get("done"),
         extra={k: v for k, v in children.items() if k not in ("name", "files")},
     )
@@ -387,6 +393,8 @@ def _make_task(doc: Doc, plan_id: str, index: int, element: Element) -> Task:
             doc.note(child.start, f"<task> has a second <{child.name}>: the first is used")
         elif child.name in ("files", "read_first"):
             fields[child.name] = split_paths(value)
+        elif child.name == "verify":
+            fields["verify"], fields["automated"] = value, automated_commands(doc, child)
         elif child.name in _TASK_CHILDREN:
             fields[child.name] = value
         else:
@@ -403,6 +411,18 @@ def _make_task(doc: Doc, plan_id: str, index: int, element: Element) -> Task:
         extra=extra,
         **fields,
     )
+
+
+def automated_commands(doc: Doc, verify: Element) -> list[str]:
+    """The text of each `<automated>` directly inside a `<verify>`, in order (empty ones left
+    out): the task's checks as the reference's planner writes them."""
+    inside = f"inside the <verify> at line {doc.line(verify.start)}"
+    return [
+        text
+        for child in elements(doc, verify.inner_start, verify.inner_end, (), inside)
+        if child.name == "automated"
+        and (text := clean(doc.text[child.inner_start : child.inner_end]))
+    ]
 
 
 def _task_kind(

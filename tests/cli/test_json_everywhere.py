@@ -35,6 +35,8 @@ NO_JSON = {
     "phase plan-index": "GSD contract: --raw",
     "phase list": "GSD contract: --raw",
     "check predicate": "GSD contract: --raw",
+    "check artifacts": "GSD contract: --raw",
+    "check key-links": "GSD contract: --raw",
     "task resolve-content": "GSD contract: --raw",
     "review-lane dispatch-step": "GSD contract: --raw",
     "review-lane explicit-from-argv": "GSD contract: prints the lane slugs",

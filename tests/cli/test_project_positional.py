@@ -28,6 +28,8 @@ OTHER_POSITIONAL = {
     "phase plan-index": "GSD contract",
     "phase list": "GSD contract",
     "check predicate": "GSD contract",
+    "check artifacts": "PLAN (GSD contract)",
+    "check key-links": "PLAN (GSD contract)",
     "task resolve-content": "GSD contract",
     "review-lane dispatch-step": "GSD contract",
     "review-lane explicit-from-argv": "GSD contract",

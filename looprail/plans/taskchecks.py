@@ -1,0 +1,62 @@
+"""Each task's automated checks, read from the parsed plan (pure): the commands of its
+`<verify><automated>…</automated></verify>` (`Task.automated`, read by `plans/planfile.py`),
+and which tasks have none, so nothing verifies them but prose (an unchecked task).
+
+The reference's planner writes `<automated>MISSING — …</automated>` where no test exists yet
+(its "Nyquist rule"): that is no command, and the task is unchecked until one is written."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from looprail.plans.planfile import Plan, Task
+
+UncheckedReason = Literal["no <verify>", "<verify> is prose only", "<automated> is MISSING"]
+_MISSING = re.compile(r"MISSING\b")
+
+
+class TaskChecks(BaseModel):
+    """One task's checks. `unchecked`: an executor task with no command (a checkpoint is
+    checked by a person); `prose`: its `<verify>` text, for the verifier."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    task_id: str
+    name: str | None = None
+    commands: list[str] = []
+    unchecked: bool = False
+    reason: UncheckedReason | None = None
+    prose: str | None = None
+
+
+def task_checks(plan: Plan) -> list[TaskChecks]:
+    """Every task of `plan`, in order, with the commands a run would execute as its checks."""
+    return [checks_of(task) for task in plan.tasks]
+
+
+def checks_of(task: Task) -> TaskChecks:
+    commands = [c for c in task.automated if not _MISSING.match(c)]
+    reason: UncheckedReason | None = None
+    if not commands and not task.is_checkpoint:
+        if task.automated:
+            reason = "<automated> is MISSING"
+        elif task.verify:
+            reason = "<verify> is prose only"
+        else:
+            reason = "no <verify>"
+    return TaskChecks(
+        task_id=task.id,
+        name=task.name,
+        commands=commands,
+        unchecked=reason is not None,
+        reason=reason,
+        prose=task.verify,
+    )
+
+
+def unchecked_tasks(plan: Plan) -> list[TaskChecks]:
+    """The tasks of `plan` that no command checks (what `lint` and a run's summary name)."""
+    return [checks for checks in task_checks(plan) if checks.unchecked]
