@@ -28,6 +28,7 @@ from looprail.layout import (
 from looprail.runtime.agents import ADAPTERS
 from looprail.runtime.git import git, git_program, is_git_repo
 from looprail.runtime.interactive import shown_argv, terminal_problem
+from looprail.runtime.models import role_models
 from looprail.runtime.process import find_program, run_bounded
 from looprail.runtime.registry import RuntimeSettings, agent_name, available, create_runtime
 from looprail.settings import looprail_settings
@@ -182,6 +183,7 @@ class Check(TypedDict):
     message: str
     permissions: NotRequired[str]
     settings: NotRequired[str]
+    models: NotRequired[dict[str, str]]  # role -> its model (and where it comes from)
 
 
 def doctor(args) -> int:
@@ -209,6 +211,8 @@ def doctor(args) -> int:
             print(f"  {c['permissions']}")
         if "settings" in c:
             print(f"  settings: {c['settings']}")
+        for role, model in c.get("models", {}).items():
+            print(f"  {role}: {model}")
     if problems:
         print(plural(problems, "problem"), file=sys.stderr)
     return 1 if problems else 0
@@ -264,7 +268,17 @@ def _adapter_checks(project: Path, config, name: str) -> list[Check]:
         checks += _version_checks(project, adapter, effective, name, found)
     if sources := effective.sources():
         checks[-1]["settings"] = sources
-    return checks
+    return [*checks, _models_check(config, name, effective.settings)]
+
+
+def _models_check(config, name: str, settings) -> Check:
+    """The model each role's call gets, and where it comes from (docs/agents.md, "Models")."""
+    try:
+        models = role_models(config, name, settings)
+    except ConfigError as exc:
+        return Check(status="problem", message=f"{name}: models: {exc}")
+    shown = {m.role: f"{m.model} ({m.source})" if m.model else m.source for m in models.values()}
+    return Check(status="ok", message=f"{name}: the model of each role", models=shown)
 
 
 def _version_checks(project: Path, adapter, effective, name: str, found: str) -> list[Check]:

@@ -23,10 +23,10 @@ from typing import Any
 
 from looprail.errors import ConfigError
 from looprail.layout import PROJECT_CONFIG_FILE
-from looprail.runtime.adapter import ROLES, AgentSettings
+from looprail.runtime.adapter import AgentSettings
 
 CATALOG_FILE = "model_catalog.json"
-# The reference's agent type for each looprail role. Discuss and ship run in the reference's
+# The reference's agent type for each looprail role (every one of `adapter.ROLES`). Discuss and ship run in the reference's
 # own session, whose model GSD does not choose: the orchestrator has none.
 ROLE_AGENTS: Mapping[str, str | None] = {
     "orchestrator": None,
@@ -75,8 +75,8 @@ class RoleModel:
 def role_models(
     config: Mapping[str, Any] | None, cli: str, settings: AgentSettings
 ) -> dict[str, RoleModel]:
-    """The model each role's call to agent CLI `cli` gets, in the order of `ROLES`."""
-    return {role: role_model(config, cli, settings, role) for role in ROLES}
+    """The model each role's call to agent CLI `cli` gets, in the loop's order."""
+    return {role: role_model(config, cli, settings, role) for role in ROLE_AGENTS}
 
 
 def role_model(

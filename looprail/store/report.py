@@ -156,6 +156,8 @@ class AgentCallRow(_Out):
     name: str | None
     planId: str | None
     taskKey: str | None
+    role: str | None = None  # the role whose work the call was (journals before: none)
+    model: str | None = None  # the model passed to the CLI (None: its default)
     ok: bool
     sessionId: str | None
     inputTokens: int | None  # prompt-cache reads and writes included, for every CLI
@@ -180,6 +182,7 @@ class Spend(_Out):
 
 class AgentSpend(_Out):
     run: Spend
+    roles: dict[str, Spend] = {}  # by the role whose work it was (calls for no role: not here)
     plans: dict[str, Spend]
     tasks: dict[str, Spend]
 
@@ -353,6 +356,11 @@ def _spend(report: RunReport) -> list[str]:
     agents = sorted({c.agent for c in report.agentCalls if c.agent})
     lines = ["", f"Agent work ({', '.join(agents) or '?'})"]
     lines.append(f"  run: {format_spend(report.spend.run)}")
+    models = _role_models(report.agentCalls)
+    lines += [
+        f"  {role}{models.get(role, '')}: {format_spend(s)}"
+        for role, s in report.spend.roles.items()
+    ]
     lines += [f"  plan {plan}: {format_spend(s)}" for plan, s in report.spend.plans.items()]
     lines += [f"    task {task}: {format_spend(s)}" for task, s in report.spend.tasks.items()]
     lines.append("  calls (transcripts):")
@@ -365,6 +373,15 @@ def _spend(report: RunReport) -> list[str]:
             "    " + _columns(mark, f"{what:<24}", f"{cost:>9}", c.sessionId, c.transcript)
         )
     return lines
+
+
+def _role_models(calls: list[AgentCallRow]) -> dict[str, str]:
+    """` (model, …)` per role: the models its calls were given."""
+    seen: dict[str, dict[str, None]] = {}
+    for c in calls:
+        if c.role:
+            seen.setdefault(c.role, {})[c.model or "CLI default"] = None
+    return {role: f" ({', '.join(models)})" for role, models in seen.items()}
 
 
 def _native_hooks(report: RunReport) -> list[str]:
