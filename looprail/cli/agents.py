@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+from dataclasses import replace
 from importlib.resources import files
 from pathlib import Path
 from types import SimpleNamespace
@@ -26,9 +28,10 @@ from looprail.layout import (
     STATE_PATTERNS,
 )
 from looprail.runtime.agents import ADAPTERS
+from looprail.runtime.base import PHASE_ROLES
 from looprail.runtime.git import git, git_program, is_git_repo
 from looprail.runtime.interactive import shown_argv, terminal_problem
-from looprail.runtime.models import role_models
+from looprail.runtime.models import role_model, role_models
 from looprail.runtime.process import find_program, run_bounded
 from looprail.runtime.registry import RuntimeSettings, agent_name, available, create_runtime
 from looprail.settings import looprail_settings
@@ -48,6 +51,7 @@ ROADMAP = """\
 """
 
 ROLES = ("orchestrator", "planner", "executor", "verifier")
+ROLE = PHASE_ROLES["discuss"]  # the role `run --interactive` hands the terminal to
 
 
 def register(sub) -> None:
@@ -314,6 +318,8 @@ def _interactive_check(project, config, name: str) -> tuple[str, str] | None:
     `looprail.interactive` on, a run without a terminal refuses)."""
     if name in ADAPTERS:
         settings = effective_agent(project, config, name).settings
+        with contextlib.suppress(ConfigError):  # a bad GSD model key: the models check says it
+            settings = replace(settings, model=role_model(config, name, settings, ROLE).model)
         request = SimpleNamespace(kind="phase", name="discuss", verdict=None)
         argv = ADAPTERS[name]().interactive_argv("<prompt>", request, settings, git=True)  # type: ignore[arg-type]
         how = shown_argv(argv, "<prompt>")

@@ -26,8 +26,8 @@ from looprail.layout import PROJECT_CONFIG_FILE
 from looprail.runtime.adapter import AgentSettings
 
 CATALOG_FILE = "model_catalog.json"
-# The reference's agent type for each looprail role (every one of `adapter.ROLES`). Discuss and ship run in the reference's
-# own session, whose model GSD does not choose: the orchestrator has none.
+# The reference's agent type for each looprail role (each of `adapter.ROLES`). Discuss and
+# ship run in the reference's own session, whose model GSD does not choose: none for them.
 ROLE_AGENTS: Mapping[str, str | None] = {
     "orchestrator": None,
     "planner": "gsd-planner",
@@ -122,8 +122,8 @@ def _source(r: Resolved) -> str:
 
 
 def models_line(models: Mapping[str, RoleModel]) -> str:
-    """One line: each role's model (`-`: the CLI's default)."""
-    return "models: " + ", ".join(f"{m.role} {m.model or '-'}" for m in models.values())
+    """One line: each role's model."""
+    return "models: " + ", ".join(f"{m.role} {m.model or 'CLI default'}" for m in models.values())
 
 
 def resolve_gsd(config: Mapping[str, Any] | None, agent_type: str) -> Resolved:

@@ -358,7 +358,7 @@ def _spend(report: RunReport) -> list[str]:
     lines.append(f"  run: {format_spend(report.spend.run)}")
     models = _role_models(report.agentCalls)
     lines += [
-        f"  {role}{models.get(role, '')}: {format_spend(s)}"
+        f"  role {role}{models.get(role, '')}: {format_spend(s)}"
         for role, s in report.spend.roles.items()
     ]
     lines += [f"  plan {plan}: {format_spend(s)}" for plan, s in report.spend.plans.items()]

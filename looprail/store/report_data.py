@@ -208,7 +208,7 @@ def _spend(calls: list[dict[str, Any]]) -> dict[str, Any]:
             "estimated": any(r["costEstimated"] for r in rows),
         }
 
-    roles = sorted({r["role"] for r in calls if r["role"]})
+    roles = list(dict.fromkeys(r["role"] for r in calls if r["role"]))  # in the loop's order
     plans = sorted({r["planId"] for r in calls if r["planId"]})
     tasks = sorted({r["taskKey"] for r in calls if r["taskKey"]})
     return {

@@ -29,7 +29,9 @@ from looprail.runtime.models import (
     role_model,
     role_models,
 )
+from looprail.store.report import Spend, format_spend
 from tests.support import REFERENCE_DRIVER, REPO
+from tests.support.agents import agent_env, looprail
 
 REFERENCE = os.environ.get("LOOPRAIL_REFERENCE", "")
 needs_reference = pytest.mark.skipif(
@@ -73,7 +75,11 @@ def _key_variants() -> list[dict[str, Any]]:
         {"resolve_model_ids": "omit"},
         {"model_profile_overrides": {"codex": {"opus": "o-big", "sonnet": {"model": "o-mid"}}}},
         {"model_profile_overrides": {"gemini": {"sonnet": "gemini-pro"}, "cline": {"haiku": "x"}}},
-        {"model_policy": {"runtime_tiers": {"codex": {"sonnet": "rt-c"}, "claude": {"opus": "haiku"}}}},
+        {
+            "model_policy": {
+                "runtime_tiers": {"codex": {"sonnet": "rt-c"}, "claude": {"opus": "haiku"}}
+            }
+        },
         {"model_policy": {"provider": "generic", "high": "g-high", "medium": "g-med"}},
         {"model_policy": {"provider": "custom", "low": "c-low"}, "model_profile": "budget"},
         {"model_policy": {"provider": "no-such-provider"}},
@@ -139,7 +145,11 @@ def _agree(tmp_path: Path, configs: list[dict[str, Any]], agents: list[str]) -> 
 @needs_reference
 @pytest.mark.parametrize(
     "config",
-    [{}, {"runtime": "codex", "model_profile": "budget"}, {"model_overrides": {"gsd-verifier": "x"}}],
+    [
+        {},
+        {"runtime": "codex", "model_profile": "budget"},
+        {"model_overrides": {"gsd-verifier": "x"}},
+    ],
 )
 def test_the_driver_answers_as_the_command_line_does(tmp_path: Path, config: dict) -> None:
     """`gsd-tools resolve-model AGENT` itself, run in the project, as a user runs it."""
@@ -190,7 +200,10 @@ def test_looprail_settings_win_over_gsd_role_first() -> None:
 
 def test_the_orchestrator_has_no_gsd_agent_and_keeps_the_clis_default() -> None:
     for cli in ADAPTERS:
-        assert role_model({"model_profile": "quality"}, cli, AgentSettings(), "orchestrator").model is None
+        assert (
+            role_model({"model_profile": "quality"}, cli, AgentSettings(), "orchestrator").model
+            is None
+        )
 
 
 @pytest.mark.parametrize("cli", ["codex", "opencode"])
@@ -224,7 +237,10 @@ def test_a_claude_tier_is_never_passed_to_another_cli() -> None:
         ({"model_overrides": {"gsd-planner": 1}}, "model_overrides.gsd-planner"),
         ({"resolve_model_ids": "yes"}, "resolve_model_ids"),
         ({"model_policy": {"budget": 2}}, "model_policy.budget"),
-        ({"model_policy": {"runtime_tiers": {"codex": {"opus": 5}}}}, "model_policy.runtime_tiers.codex.opus"),
+        (
+            {"model_policy": {"runtime_tiers": {"codex": {"opus": 5}}}},
+            "model_policy.runtime_tiers.codex.opus",
+        ),
         ({"model_profile_overrides": {"codex": "x"}}, "model_profile_overrides.codex"),
     ],
 )
@@ -246,3 +262,77 @@ def test_a_gsd_model_key_of_the_wrong_type_is_one_line_naming_it(config: dict, f
 def test_a_bad_models_setting_is_one_line_naming_it(models: object, reason: str) -> None:
     with pytest.raises(ConfigError, match=f"looprail.agents.codex.{reason}"):
         AgentSettings.parse("codex", {"models": models})
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is needed for plan worktrees")
+@pytest.mark.parametrize(
+    ("agent", "gsd"),
+    [
+        ("claude", {"model_profile": "quality"}),
+        ("codex", {"runtime": "codex", "model_profile": "budget"}),
+    ],
+)
+def test_each_roles_call_gets_its_model_and_the_report_sums_by_role(
+    tmp_path: Path, agent: str, gsd: dict[str, str]
+) -> None:
+    """`looprail run` with a fake agent CLI: each call's argv carries its role's model, the
+    journal says which, and `report` sums tokens and cost per role."""
+    env = agent_env(tmp_path)
+    assert looprail("init", "demo", "--agent", agent, cwd=tmp_path, env=env).returncode == 0
+    demo = tmp_path / "demo"
+    ours = {"models": {"verifier": "v-model"}}
+    config = {**gsd, "looprail": {"agent": agent, "agents": {agent: ours}}}
+    (demo / ".planning" / "config.json").write_text(json.dumps(config))
+    done = looprail("run", "--phase", "1", cwd=demo, env=env)
+    assert done.returncode == 0, done.stderr
+    expected = role_models(config, agent, AgentSettings.parse(agent, ours))
+    data = json.loads(looprail("report", "--json", cwd=demo, env=env).stdout)
+    for call in data["agentCalls"]:
+        model = expected[call["role"]].model
+        assert call["model"] == model
+        argv = json.loads((demo / call["transcript"] / "meta.json").read_text())["argv"]
+        given = argv[argv.index("--model") + 1] if "--model" in argv else None
+        assert given == model, (call["role"], argv)
+    roles = data["spend"]["roles"]
+    assert list(roles) == ["orchestrator", "planner", "executor", "verifier"]  # as they ran
+    assert roles["executor"]["calls"] == 3 and roles["verifier"]["calls"] == 1
+    assert sum(r["outputTokens"] for r in roles.values()) == data["spend"]["run"]["outputTokens"]
+    text = looprail("report", cwd=demo, env=env).stdout
+    assert f"  role verifier (v-model): {format_spend(Spend(**roles['verifier']))}" in text
+
+
+def test_doctor_shows_each_roles_model_and_where_it_comes_from(tmp_path: Path) -> None:
+    env = agent_env(tmp_path)
+    assert looprail("init", "demo", "--agent", "codex", cwd=tmp_path, env=env).returncode == 0
+    demo = tmp_path / "demo"
+    ours = {"models": {"verifier": "v-model"}}
+    config = {"runtime": "codex", "looprail": {"agent": "codex", "agents": {"codex": ours}}}
+    (demo / ".planning" / "config.json").write_text(json.dumps(config))
+    done = looprail("doctor", "--json", cwd=demo, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    shown = next(c["models"] for c in json.loads(done.stdout)["checks"] if "models" in c)
+    for role, m in role_models(config, "codex", AgentSettings.parse("codex", ours)).items():
+        assert shown[role] == (f"{m.model} ({m.source})" if m.model else m.source)
+    assert shown["verifier"] == "v-model (looprail.agents.codex.models.verifier)"
+    text = looprail("doctor", cwd=demo, env=env).stdout
+    assert f"  planner: {shown['planner']}\n" in text
+
+    config["model_profile"] = ["quality"]  # a GSD key of the wrong type
+    (demo / ".planning" / "config.json").write_text(json.dumps(config))
+    done = looprail("doctor", cwd=demo, env=env)
+    assert done.returncode == 1
+    assert "✗ codex: models: .planning/config.json: model_profile: must be a string" in done.stdout
+
+
+def test_a_run_with_a_bad_gsd_model_key_stops_before_any_work(tmp_path: Path) -> None:
+    env = agent_env(tmp_path)
+    assert looprail("init", "demo", "--agent", "claude", cwd=tmp_path, env=env).returncode == 0
+    demo = tmp_path / "demo"
+    config = {"model_overrides": {"gsd-planner": 3}, "looprail": {"agent": "claude"}}
+    (demo / ".planning" / "config.json").write_text(json.dumps(config))
+    done = looprail("run", "--phase", "1", cwd=demo, env=env)
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines() == [
+        "looprail: error: .planning/config.json: model_overrides.gsd-planner: must be a string"
+    ]
+    assert not (tmp_path / "calls.jsonl").exists()  # no agent was called
