@@ -1,10 +1,12 @@
-// Runs the reference's `loop render-hooks` in one node process for many jobs (the differential
-// fuzzer calls it once per batch instead of starting node thousands of times).
+// Runs the reference's `loop render-hooks` (or `resolve-model`) in one node process for many
+// jobs (the differential tests call it once per batch instead of starting node thousands of
+// times).
 //
 //   node tests/reference_driver.cjs /path/to/gsd-tools.cjs results.jsonl < jobs.jsonl
 //
-// Each input line is {"cwd", "point", "activeCap"?}; each output line is {"stdout", "stderr"}
-// with exactly the bytes the CLI would have written (`@file:` payloads read back inline).
+// Each input line is {"cwd", "point", "activeCap"?} or {"cwd", "resolveModel": AGENT}; each
+// output line is {"stdout", "stderr"} with exactly the bytes the CLI would have written
+// (`@file:` payloads read back inline).
 'use strict';
 const fs = require('node:fs');
 const path = require('node:path');
@@ -37,8 +39,13 @@ for (const line of lines) {
   out = '';
   err = '';
   try {
-    const options = job.activeCap ? { activeCap: job.activeCap } : {};
-    cmdLoopRenderHooks(job.cwd, job.point, true, options);
+    if (job.resolveModel !== undefined) {
+      // what `gsd-tools resolve-model AGENT` calls (its router: routeResolveModel)
+      require(path.join(lib, 'commands.cjs')).cmdResolveModel(job.cwd, job.resolveModel, false);
+    } else {
+      const options = job.activeCap ? { activeCap: job.activeCap } : {};
+      cmdLoopRenderHooks(job.cwd, job.point, true, options);
+    }
   } catch (e) {
     err += 'driver: ' + (e && e.message);
   }

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+from dataclasses import replace
 from importlib.resources import files
 from pathlib import Path
 from types import SimpleNamespace
@@ -26,9 +28,11 @@ from looprail.layout import (
     STATE_PATTERNS,
 )
 from looprail.runtime.agents import ADAPTERS
+from looprail.runtime.base import PHASE_ROLES
 from looprail.runtime.git import git, git_program, is_git_repo
 from looprail.runtime.interactive import shown_argv, terminal_problem
 from looprail.runtime.local import missing_executable
+from looprail.runtime.models import role_model, role_models
 from looprail.runtime.process import find_program, run_bounded
 from looprail.runtime.registry import agent_name, available
 from looprail.runtime.settings import looprail_settings
@@ -48,6 +52,7 @@ ROADMAP = """\
 """
 
 ROLES = ("orchestrator", "planner", "executor", "verifier")
+ROLE = PHASE_ROLES["discuss"]  # the role `run --interactive` hands the terminal to
 
 
 def register(sub) -> None:
@@ -183,6 +188,7 @@ class Check(TypedDict):
     message: str
     permissions: NotRequired[str]
     settings: NotRequired[str]
+    models: NotRequired[dict[str, str]]  # role -> its model (and where it comes from)
 
 
 def doctor(args) -> int:
@@ -210,6 +216,8 @@ def doctor(args) -> int:
             print(f"  {c['permissions']}")
         if "settings" in c:
             print(f"  settings: {c['settings']}")
+        for role, model in c.get("models", {}).items():
+            print(f"  {role}: {model}")
     if problems:
         print(plural(problems, "problem"), file=sys.stderr)
     return 1 if problems else 0
@@ -264,7 +272,17 @@ def _adapter_checks(project: Path, config, name: str) -> list[Check]:
         checks += _version_checks(project, adapter, effective, name, found)
     if sources := effective.sources():
         checks[-1]["settings"] = sources
-    return checks
+    return [*checks, _models_check(config, name, effective.settings)]
+
+
+def _models_check(config, name: str, settings) -> Check:
+    """The model each role's call gets, and where it comes from (docs/agents.md, "Models")."""
+    try:
+        models = role_models(config, name, settings)
+    except ConfigError as exc:
+        return Check(status="problem", message=f"{name}: models: {exc}")
+    shown = {m.role: f"{m.model} ({m.source})" if m.model else m.source for m in models.values()}
+    return Check(status="ok", message=f"{name}: the model of each role", models=shown)
 
 
 def _version_checks(project: Path, adapter, effective, name: str, found: str) -> list[Check]:
@@ -300,6 +318,8 @@ def _interactive_check(project, config, name: str) -> tuple[str, str] | None:
     `looprail.interactive` on, a run without a terminal refuses)."""
     if name in ADAPTERS:
         settings = effective_agent(project, config, name).settings
+        with contextlib.suppress(ConfigError):  # a bad GSD model key: the models check says it
+            settings = replace(settings, model=role_model(config, name, settings, ROLE).model)
         request = SimpleNamespace(kind="phase", name="discuss", verdict=None)
         argv = ADAPTERS[name]().interactive_argv("<prompt>", request, settings, git=True)  # type: ignore[arg-type]
         how = shown_argv(argv, "<prompt>")

@@ -173,6 +173,9 @@ def _spend(report: RunReport) -> list[str]:
     agents = sorted({c["agent"] for c in calls if c["agent"]})
     lines = ["", f"Agent work ({', '.join(agents) or '?'})"]
     lines.append(f"  run: {format_spend(spend['run'])}")
+    models = _role_models(calls)
+    roles = spend.get("roles", {})
+    lines += [f"  role {r}{models.get(r, '')}: {format_spend(s)}" for r, s in roles.items()]
     lines += [f"  plan {plan}: {format_spend(s)}" for plan, s in spend["plans"].items()]
     lines += [f"    task {task}: {format_spend(s)}" for task, s in spend["tasks"].items()]
     lines.append("  calls (transcripts):")
@@ -184,6 +187,15 @@ def _spend(report: RunReport) -> list[str]:
         cells = (mark, f"{what:<24}", f"{cost:>9}", c["sessionId"], c["transcript"])
         lines.append("    " + _columns(*cells))
     return lines
+
+
+def _role_models(calls: list[Row]) -> dict[str, str]:
+    """` (model, …)` per role: the models its calls were given."""
+    seen: dict[str, dict[str, None]] = {}
+    for c in calls:
+        if c["role"]:
+            seen.setdefault(c["role"], {})[c["model"] or "CLI default"] = None
+    return {role: f" ({', '.join(models)})" for role, models in seen.items()}
 
 
 def _native_hooks(report: RunReport) -> list[str]:

@@ -179,6 +179,8 @@ def _agent_calls(events: Sequence[Row]) -> list[dict[str, Any]]:
                 "name": _str(d.get("name")),
                 "planId": plan,
                 "taskKey": f"{plan}/{task}" if plan and task else None,
+                "role": _str(d.get("role")),
+                "model": _str(d.get("model")),
                 "ok": bool(d.get("ok")),
                 "sessionId": _str(d.get("sessionId")),
                 "inputTokens": _int(d.get("inputTokens")),
@@ -205,10 +207,12 @@ def _spend(calls: list[dict[str, Any]]) -> dict[str, Any]:
             "estimated": any(r["costEstimated"] for r in rows),
         }
 
+    roles = list(dict.fromkeys(r["role"] for r in calls if r["role"]))  # in the loop's order
     plans = sorted({r["planId"] for r in calls if r["planId"]})
     tasks = sorted({r["taskKey"] for r in calls if r["taskKey"]})
     return {
         "run": total(calls),
+        "roles": {role: total([r for r in calls if r["role"] == role]) for role in roles},
         "plans": {p: total([r for r in calls if r["planId"] == p]) for p in plans},
         "tasks": {t: total([r for r in calls if r["taskKey"] == t]) for t in tasks},
     }

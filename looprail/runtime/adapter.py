@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import ClassVar, NoReturn
 
 from looprail.errors import ConfigError
-from looprail.runtime.base import Request, parse_json_object
+from looprail.runtime.base import PHASE_ROLES, TASK_ROLE, Request, parse_json_object
 
 LONG_PROMPT = "Follow the instructions given on stdin."
 
@@ -24,6 +24,7 @@ def file_prompt(path: Path) -> str:
 
 
 _CONFIG_FILE = ".planning/config.json"
+ROLES = tuple(dict.fromkeys([*PHASE_ROLES.values(), TASK_ROLE]))  # each role's model is its own
 
 
 @dataclass
@@ -52,6 +53,7 @@ class AgentSettings:
 
     binary: str | None = None  # the executable (default: the adapter's)
     model: str | None = None
+    models: dict[str, str] = field(default_factory=dict)  # role -> model, over `model`
     args: list[str] = field(default_factory=list)  # appended verbatim before the prompt
     permission_mode: str | None = None  # claude: --permission-mode
     allowed_tools: list[str] = field(default_factory=list)  # claude: --allowedTools
@@ -64,6 +66,7 @@ class AgentSettings:
     _KEYS: ClassVar[dict[str, str]] = {
         "binary": "binary",
         "model": "model",
+        "models": "models",
         "args": "args",
         "permissionMode": "permission_mode",
         "allowedTools": "allowed_tools",
@@ -86,6 +89,8 @@ class AgentSettings:
                 if not ok or not value >= 0:  # type: ignore[operator]
                     _bad(name, key, "must be a number of USD, 0 or more")
                 value = float(value)  # type: ignore[arg-type]
+            elif attr == "models":
+                value = _role_models(name, value)
             elif attr in ("args", "allowed_tools"):
                 if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                     _bad(name, key, "must be a list of strings")
@@ -99,6 +104,17 @@ class AgentSettings:
     def exe(self, default: str) -> str:
         """The executable: the `binary` setting, else the adapter's."""
         return self.binary or default
+
+
+def _role_models(name: str, value: object) -> dict[str, str]:
+    if not isinstance(value, dict):
+        _bad(name, "models", f"must be an object of role -> model ({', '.join(ROLES)})")
+    for role, model in value.items():
+        if role not in ROLES:
+            _bad(name, f"models.{role}", f"not a role (the roles: {', '.join(ROLES)})")
+        if not isinstance(model, str) or not model:
+            _bad(name, f"models.{role}", "must be a non-empty string")
+    return dict(value)
 
 
 def _bad(name: str, key: str, why: str) -> NoReturn:

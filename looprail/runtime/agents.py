@@ -15,6 +15,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -51,6 +52,7 @@ from looprail.runtime.interactive import (
 )
 from looprail.runtime.local import LocalRuntime, Timeouts, last_line
 from looprail.runtime.logs import OutputTee, Transcripts, write_prompt, write_transcript
+from looprail.runtime.models import models_line, role_models
 from looprail.runtime.owed import owed_problem
 from looprail.runtime.process import (
     ProcessResult,
@@ -82,6 +84,7 @@ class AgentRuntime(BaseRuntime):
         host_tool: str | None = None,
         env: Mapping[str, str] | None = None,
         output: Callable[[str, str, str], None] | None = None,
+        gsd_config: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(progress=progress, output=output)
         self.adapter = self.adapter_class()
@@ -89,6 +92,8 @@ class AgentRuntime(BaseRuntime):
         if settings is None or isinstance(settings, Mapping):
             settings = AgentSettings.parse(self.adapter.name, settings or {})
         self.settings = settings
+        # each role's model (`looprail.runtime.models`): GSD's keys in the project's config
+        self.models = role_models(gsd_config, self.adapter.name, settings)
         self.timeouts = timeouts or Timeouts()
         self.env = dict(env or {})
         self.local = LocalRuntime(
@@ -116,6 +121,7 @@ class AgentRuntime(BaseRuntime):
             host_tool=settings.host_tool,
             env=settings.env,
             output=getattr(settings, "output", None),
+            gsd_config=getattr(settings, "config", None),
         )
 
     def __repr__(self) -> str:
@@ -150,6 +156,7 @@ class AgentRuntime(BaseRuntime):
         self.transcripts.run_id = run.run_id
         if self.progress is not None:
             self.progress(describe(self.adapter.name, self.settings))
+            self.progress(models_line(self.models))
 
     def end_run(self) -> None:
         self._meter = None
@@ -205,9 +212,14 @@ class AgentRuntime(BaseRuntime):
     ) -> tuple[list[str], str | None]:
         """The argv and the stdin of one invocation with `prompt` (never in the argv)."""
         argv, via_stdin = self.adapter.invocation(
-            request, self.settings, git=self._git, prompt_file=folder / "prompt.md"
+            request, self.settings_for(request), git=self._git, prompt_file=folder / "prompt.md"
         )
         return argv, prompt if via_stdin else None
+
+    def settings_for(self, request: Request) -> AgentSettings:
+        """The settings of `request`'s call: its role's model in place of `model`."""
+        known = self.models.get(request.role or "")
+        return replace(self.settings, model=known.model) if known else self.settings
 
     def _invoke(
         self,
@@ -303,6 +315,8 @@ class AgentRuntime(BaseRuntime):
             "name": request.name,
             "planId": request.plan_id,
             "taskId": request.task_id,
+            "role": request.role,
+            "model": self.settings_for(request).model,
             "ok": outcome.ok,
         }
         call.update(extra)
@@ -438,7 +452,7 @@ def agent_session(
     if problem is not None:
         return Outcome.failed(f"{name}: an interactive session needs a terminal: {problem}")
     given = file_prompt(folder / "prompt.md")  # stdin is the terminal: the CLI reads the file
-    argv = rt.adapter.interactive_argv(given, request, rt.settings, git=rt._git)
+    argv = rt.adapter.interactive_argv(given, request, rt.settings_for(request), git=rt._git)
     argv[0] = os.path.abspath(binary)
     shown = shown_argv(argv, given)
     if rt.progress is not None:

@@ -54,6 +54,9 @@ class RuntimeSettings:
     output: Callable[[str, str, str], None] | None = None
     agent: dict[str, object] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
+    # the project's `.planning/config.json`, loaded (None: none): an agent CLI reads GSD's
+    # model keys from it (`looprail.runtime.models`)
+    config: Mapping[str, Any] | None = None
 
 
 def _entry_points() -> dict[str, EntryPoint]:

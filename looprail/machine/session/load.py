@@ -213,6 +213,7 @@ def make_runtime(
         progress=progress.line,
         output=progress.child_line if progress.verbose else None,
         agent=section,
+        config=loaded.config,
     )
     return create_runtime(name, settings)
 
