@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
+from looprail.layout import FLAVORS as FLAVORS
 from looprail.layout import LOOPRAIL_DIR
 
 TYPE_CHECKING = False
@@ -14,7 +15,6 @@ if TYPE_CHECKING:
     import argparse
     from pathlib import Path
 
-FLAVORS = ("gsd", "msd", "ferrox")
 JSON_HELP = "machine-readable output"
 
 

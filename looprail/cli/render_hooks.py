@@ -14,12 +14,12 @@ from __future__ import annotations
 import sys
 from types import SimpleNamespace
 
-from looprail.cli._common import FLAVORS, warning
+from looprail.cli._common import warning
 from looprail.cli.render_memo import Recorder
 from looprail.config import JSText, js_dump, load_project_config, unknown_keys
 from looprail.hooks.resolve import InvalidPointError, active_cap, check_point, resolve
 from looprail.hooks.sources import PROJECT
-from looprail.layout import PHASES_DIR, phase_folders
+from looprail.layout import FLAVORS, PHASES_DIR, phase_folders
 from looprail.points import points_text
 from looprail.trust import load_entry
 
