@@ -11,9 +11,11 @@ from pathlib import Path
 from looprail.cli._common import (
     add_flavor_option,
     add_project_options,
+    gsd_sources,
     phase_number,
     print_json,
     project_of,
+    warn_no_capabilities,
 )
 from looprail.cli.journal import add_project_and_run, project_and_run
 from looprail.cli.outcome import phase_summary, project_summary
@@ -51,7 +53,7 @@ def _run_options(p: argparse.ArgumentParser) -> None:
         "notRun, reason, spentUsd, phases (each phase's own summary)",
     )
     add_project_options(p)
-    add_flavor_option(p)
+    add_flavor_option(p, configured=True)
 
 
 def _checkpoint_options(p: argparse.ArgumentParser) -> None:
@@ -98,7 +100,9 @@ def _work_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--host-tool",
         metavar="TOOL",
-        help="send step commands and query checks to this host tool (e.g. gsd_run)",
+        help="send step commands and query checks to this host tool (e.g. gsd_run; default: "
+        "looprail.host_tool in .planning/config.json, else the gsd-tools of the GSD install "
+        "whose capabilities are used)",
     )
     p.add_argument(
         "--accept-changes",
@@ -263,7 +267,7 @@ def _answers(args) -> tuple[tuple[str, str], ...]:
 def run(args) -> int:
     if not args.dry_run:
         prestart_guard_server()  # it boots while the machine is imported below
-    loaded = load_project(args.project_pos or args.project, args.capabilities)
+    loaded = _load(args, args.project_pos or args.project)
     if refused := _refuse(loaded):
         return refused
     if args.dry_run:
@@ -403,7 +407,7 @@ def _executor(args, loaded):
 
 def resume(args) -> int:
     project, run_id = project_and_run(args)
-    loaded = load_project(project, args.capabilities)
+    loaded = _load(args, project)
     if refused := _refuse(loaded):
         return refused
     _interactive(args, loaded)
@@ -438,6 +442,17 @@ def _interactive(args, loaded) -> None:
     the lock, the journal): without a terminal to talk on, exit 2 at once."""
     options = RunOptions(interactive=args.interactive)
     args.interactive = interactive_options(options, run_settings(loaded).interactive).interactive
+
+
+def _load(args, project: str):
+    """The project with the capabilities, host tool and flavor its flags, its config or a GSD
+    install give (`gsd_sources`), said before the run's own first line."""
+    found = gsd_sources(args, project)
+    loaded = load_project(project, args.capabilities)
+    if not args.json:
+        _progress(args).line(found.line())
+    warn_no_capabilities(found, len(loaded.compiled.capabilities))
+    return loaded
 
 
 def _refuse(loaded) -> int:

@@ -180,7 +180,8 @@ def _add(found: dict[str, GsdInstall], install: GsdInstall | None) -> None:
 @dataclass(frozen=True)
 class Sources:
     """What a command uses (first-party capability folders, host tool, flavor), where the
-    capabilities came from in words, the installs found, and what was found and not used."""
+    capabilities came from in words, the installs found, what was found and not used
+    (`notes`), and what could not be read (`problems`)."""
 
     capabilities: tuple[str, ...]
     host_tool: str | None
@@ -189,6 +190,7 @@ class Sources:
     installs: tuple[GsdInstall, ...] = ()
     used: GsdInstall | None = None
     notes: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
 
     def line(self) -> str:
         """The one line `lint`, `doctor` and `run` say it in."""
@@ -212,20 +214,21 @@ def sources(
     root = Path(project).resolve()
     settings = looprail_settings(load_project_config(root)[0])
     notes: list[str] = []
+    problems: list[str] = []
     used: list[GsdInstall] = []
     installs: tuple[GsdInstall, ...] = ()
     if capabilities:
-        folders = _named(list(capabilities), used, notes, env)
+        folders = _named(list(capabilities), used, problems, env)
         where = "--capabilities " + ", ".join(capabilities)
     elif env.get("LOOPRAIL_CAPABILITIES"):
         folders, where = [], "LOOPRAIL_CAPABILITIES"
     elif settings.capabilities is not None:
         named = [_config_folder(root, entry) for entry in settings.capabilities]
-        folders = _named(named, used, notes, env)
+        folders = _named(named, used, problems, env)
         where = f"{PROJECT_CONFIG_FILE} (looprail.capabilities)"
     elif (root / PLANNING_DIR).is_dir():
         installs = find_installs(root, env)
-        folders, where = _found(installs, settings.agent, used, notes, env)
+        folders, where = _found(installs, settings.agent, used, (notes, problems), env)
     else:
         folders, where = [], "none named"
     if host_tool is None and settings.host_tool is not None:
@@ -234,11 +237,13 @@ def sources(
         host_tool = str(used[0].tool)
     flavor = flavor or settings.flavor or "gsd"
     first = used[0] if used else None
-    return Sources(tuple(folders), host_tool, flavor, where, installs, first, tuple(notes))
+    return Sources(
+        tuple(folders), host_tool, flavor, where, installs, first, tuple(notes), tuple(problems)
+    )
 
 
 def _named(
-    entries: list[str], used: list[GsdInstall], notes: list[str], env: Mapping[str, str]
+    entries: list[str], used: list[GsdInstall], problems: list[str], env: Mapping[str, str]
 ) -> list[str]:
     """Each folder as it is, an install's as the folder of its registry's capabilities."""
     out = []
@@ -249,7 +254,7 @@ def _named(
             continue
         folder = registry_folder(install, env)
         if isinstance(folder, str):
-            notes.append(folder)
+            problems.append(folder)
             continue
         used.append(install)
         out.append(str(folder))
@@ -260,23 +265,23 @@ def _found(
     installs: tuple[GsdInstall, ...],
     agent: str | None,
     used: list[GsdInstall],
-    notes: list[str],
+    said: tuple[list[str], list[str]],
     env: Mapping[str, str],
 ) -> tuple[list[str], str]:
-    """The first global install (the agent's own first) that reads; the others noted."""
+    """The first global install (the agent's own first) that reads; the others noted, and why
+    one could not be read."""
+    notes, problems = said
     for install in installs:
         if install.scope == "local":
             notes.append(
                 f"{install.label()}: not read on its own (it came with the project, and "
                 f"reading its registry runs its code); to use it: --capabilities {install.root}"
             )
-    ranked = sorted(
-        (i for i in installs if i.scope == "global"), key=lambda i: i.runtime != agent
-    )
+    ranked = sorted((i for i in installs if i.scope == "global"), key=lambda i: i.runtime != agent)
     for install in ranked:
         folder = registry_folder(install, env)
         if isinstance(folder, str):
-            notes.append(folder)
+            problems.append(folder)
             continue
         used.append(install)
         notes += [f"{i.label()}: also installed, not used" for i in ranked if i is not install]
