@@ -32,7 +32,14 @@ from typing import Any
 from looprail.config import load_project_config
 from looprail.errors import ConfigError
 from looprail.fsutil import read_bounded
-from looprail.layout import PLANNING_DIR, PROJECT_CONFIG_FILE, cache_dir
+from looprail.layout import (
+    CAPABILITIES_DIR,
+    GSD_DIR,
+    LOOPRAIL_DIR,
+    PLANNING_DIR,
+    PROJECT_CONFIG_FILE,
+    cache_dir,
+)
 from looprail.runtime.process import find_program, run_bounded
 from looprail.settings import looprail_settings
 
@@ -303,8 +310,8 @@ def _config_folder(root: Path, entry: str) -> str:
         raise ConfigError(
             PROJECT_CONFIG_FILE,
             f"looprail.capabilities: {entry!r} is inside the project; a project's own "
-            "capabilities go in .looprail/capabilities or .gsd/capabilities, where "
-            "`looprail trust` reviews them",
+            f"capabilities go in {LOOPRAIL_DIR}/{CAPABILITIES_DIR} or {GSD_DIR}/"
+            f"{CAPABILITIES_DIR}, where `looprail trust` reviews them",
             field="looprail.capabilities",
         )
     return str(path)
