@@ -12,10 +12,11 @@ from looprail.cli._common import (
     add_flavor_option,
     add_project_options,
     gsd_sources,
+    no_capabilities,
     phase_number,
     print_json,
     project_of,
-    warn_no_capabilities,
+    warn,
 )
 from looprail.cli.journal import add_project_and_run, project_and_run
 from looprail.cli.outcome import phase_summary, project_summary
@@ -314,10 +315,11 @@ def _run_phase(args, loaded, phase: str, options: RunOptions, progress: Progress
 
 
 def _progress(args) -> Progress:
-    return Progress(quiet=args.quiet, verbose=args.verbose > 0)
+    return _Announcing(args)
 
 
 def _dry_run(args, loaded) -> int:
+    _announce(args)
     if args.through is not None or args.all_phases:
         raise UsageError("--dry-run plans one phase: give --phase N, or nothing (the next)")
     phase = args.phase if args.phase is not None else _next_phase(loaded, args)
@@ -446,13 +448,39 @@ def _interactive(args, loaded) -> None:
 
 def _load(args, project: str):
     """The project with the capabilities, host tool and flavor its flags, its config or a GSD
-    install give (`gsd_sources`), said before the run's own first line."""
+    install give (`gsd_sources`; a config value it cannot use refuses, exit 2). Where they came
+    from is said on the run's first line (`_Announcing`), after any refusal, and a run with no
+    capability at all is warned about there."""
     found = gsd_sources(args, project)
     loaded = load_project(project, args.capabilities)
-    if not args.json:
-        _progress(args).line(found.line())
-    warn_no_capabilities(found, len(loaded.compiled.capabilities))
+    none = not loaded.compiled.capabilities
+    args.announce = (found.line(), no_capabilities(found) if none else None)
     return loaded
+
+
+def _announce(args) -> None:
+    """Say `args.announce` (once per command): the line unless quiet, the warning always."""
+    said = getattr(args, "announce", None)
+    if said is None:
+        return
+    args.announce = None
+    line, warning = said
+    if not (args.quiet or args.json):
+        print(line, file=sys.stderr)
+    if warning is not None:
+        warn(warning)
+
+
+class _Announcing(Progress):
+    """A run's progress: what `_load` found is said just before the run's own first line."""
+
+    def __init__(self, args) -> None:
+        super().__init__(quiet=args.quiet, verbose=args.verbose > 0)
+        self._args = args
+
+    def line(self, text: str) -> None:
+        _announce(self._args)
+        super().line(text)
 
 
 def _refuse(loaded) -> int:

@@ -201,7 +201,8 @@ class Sources:
 
     def line(self) -> str:
         """The one line `lint`, `doctor` and `run` say it in."""
-        return f"capabilities: {self.where}; host tool: {self.host_tool or 'none'}"
+        tool = _shown(self.host_tool) if self.host_tool else "none"
+        return f"capabilities: {self.where}; host tool: {tool}"
 
 
 def sources(
@@ -219,7 +220,8 @@ def sources(
     `ConfigError` for a config value that cannot be used."""
     env = os.environ if env is None else env
     root = Path(project).resolve()
-    settings = looprail_settings(load_project_config(root)[0])
+    config = load_project_config(root)[0]
+    settings = _own_settings(config)
     notes: list[str] = []
     problems: list[str] = []
     used: list[GsdInstall] = []
@@ -235,7 +237,7 @@ def sources(
         where = f"{PROJECT_CONFIG_FILE} (looprail.capabilities)"
     elif (root / PLANNING_DIR).is_dir():
         installs = find_installs(root, env)
-        folders, where = _found(installs, settings.agent, used, (notes, problems), env)
+        folders, where = _found(installs, _agent(config), used, (notes, problems), env)
     else:
         folders, where = [], "none named"
     if host_tool is None and settings.host_tool is not None:
@@ -247,6 +249,25 @@ def sources(
     return Sources(
         tuple(folders), host_tool, flavor, where, installs, first, tuple(notes), tuple(problems)
     )
+
+
+def _own_settings(config: Any) -> Any:
+    """The config's `looprail` section, only the keys read here validated (a wrong value of
+    another key is for the reader of that key to say, in its own way)."""
+    section = config.get("looprail") if isinstance(config, dict) else None
+    if isinstance(section, dict):
+        section = {k: v for k, v in section.items() if k in _OWN_KEYS}
+    return looprail_settings({"looprail": section})
+
+
+_OWN_KEYS = ("capabilities", "host_tool", "flavor")
+
+
+def _agent(config: Any) -> str | None:
+    """`looprail.agent` when it is a name (its reader says when it is not)."""
+    section = config.get("looprail") if isinstance(config, dict) else None
+    agent = section.get("agent") if isinstance(section, dict) else None
+    return agent if isinstance(agent, str) else None
 
 
 def _named(
