@@ -319,12 +319,12 @@ def _progress(args) -> Progress:
 
 
 def _dry_run(args, loaded) -> int:
-    _announce(args)
     if args.through is not None or args.all_phases:
         raise UsageError("--dry-run plans one phase: give --phase N, or nothing (the next)")
     phase = args.phase if args.phase is not None else _next_phase(loaded, args)
     if phase is None:
         return 0
+    _announce(args)
     if args.json:
         plan = dry_run_plan(loaded, phase, flavor=args.flavor, host_tool=args.host_tool)
         print_json({**plan, "warnings": [*loaded.warnings, *plan["warnings"]]})
