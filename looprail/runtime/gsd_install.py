@@ -41,7 +41,7 @@ from looprail.layout import (
     cache_dir,
 )
 from looprail.runtime.process import find_program, run_bounded
-from looprail.settings import looprail_settings
+from looprail.settings import LooprailSettings, looprail_settings
 
 # The folder the installer copies GSD's core into (`get-shit-done` before GSD renamed it).
 CORE_DIRS = ("gsd-core", "get-shit-done")
@@ -228,13 +228,13 @@ def sources(
     installs: tuple[GsdInstall, ...] = ()
     if capabilities:
         folders = _named(list(capabilities), used, problems, env)
-        where = "--capabilities " + ", ".join(capabilities)
+        where = "--capabilities " + ", ".join(capabilities) + _labels(used)
     elif env.get("LOOPRAIL_CAPABILITIES"):
         folders, where = [], "LOOPRAIL_CAPABILITIES"
     elif settings.capabilities is not None:
         named = [_config_folder(root, entry) for entry in settings.capabilities]
         folders = _named(named, used, problems, env)
-        where = f"{PROJECT_CONFIG_FILE} (looprail.capabilities)"
+        where = f"{PROJECT_CONFIG_FILE} (looprail.capabilities)" + _labels(used)
     elif (root / PLANNING_DIR).is_dir():
         installs = find_installs(root, env)
         folders, where = _found(installs, _agent(config), used, (notes, problems), env)
@@ -251,7 +251,12 @@ def sources(
     )
 
 
-def _own_settings(config: Any) -> Any:
+def _labels(installs: list[GsdInstall]) -> str:
+    """The installs a named folder turned out to be, in words (or nothing)."""
+    return f": {'; '.join(i.label() for i in installs)}" if installs else ""
+
+
+def _own_settings(config: Any) -> LooprailSettings:
     """The config's `looprail` section, only the keys read here validated (a wrong value of
     another key is for the reader of that key to say, in its own way)."""
     section = config.get("looprail") if isinstance(config, dict) else None

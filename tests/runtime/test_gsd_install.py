@@ -142,7 +142,7 @@ def test_a_project_local_install_is_said_and_used_only_when_named(tmp_path, _iso
     local = project / ".claude" / "gsd-core"
 
     done = run_cli("lint", str(project))
-    assert f"not read on its own (it came with the project" in done.stdout
+    assert "not read on its own (it came with the project" in done.stdout
     assert f"--capabilities {local}" in done.stdout
     warnings = [line for line in done.stderr.splitlines() if "no capabilities loaded" in line]
     assert len(warnings) == 1
@@ -167,7 +167,11 @@ def test_the_config_names_capabilities_host_tool_and_flavor(tmp_path, _isolated_
     }
     write_config(project, config)
     sources = lint_json(project)["sources"]
-    assert sources["capabilities"] == ".planning/config.json (looprail.capabilities)"
+    version = (elsewhere / ".claude" / "gsd-core" / "VERSION").read_text().strip()
+    assert sources["capabilities"] == (
+        f".planning/config.json (looprail.capabilities): GSD {version} (named) at "
+        f"{elsewhere / '.claude' / 'gsd-core'}"
+    )
     assert sources["hostTool"] == str(project.resolve() / "bin" / "my-tool")
     assert sources["flavor"] == "msd"
     # a flag still wins
