@@ -62,6 +62,14 @@ PHASES_DIR = os.path.join(PLANNING_DIR, "phases")
 ROADMAP_FILE = os.path.join(PLANNING_DIR, "ROADMAP.md")
 PROJECT_CONFIG_FILE = os.path.join(PLANNING_DIR, "config.json")
 
+# GSD's own folder, in the user's home (`$GSD_HOME`, else `$HOME`) and in a project: its
+# third-party capabilities live in `<it>/.gsd/capabilities/<id>/` (the reference's
+# capability-loader), which looprail searches beside its own overlays.
+GSD_DIR = ".gsd"
+# The host flavors: skill-id prefix, host tool name, onError vocabulary (`--flavor`,
+# `looprail.flavor`).
+FLAVORS = ("gsd", "msd", "ferrox")
+
 
 def looprail_home(env: Mapping[str, str] | None = None) -> str:
     """looprail's per-user folder: `$LOOPRAIL_HOME` (a leading `~` expanded against the same
@@ -74,6 +82,19 @@ def looprail_home(env: Mapping[str, str] | None = None) -> str:
     if configured == "~" or configured.startswith("~" + os.sep):
         return user_home + configured[1:]
     return os.path.expanduser(configured)  # `~user/...`, or nothing to expand
+
+
+def gsd_overlays(
+    project: str | os.PathLike[str], env: Mapping[str, str] | None = None
+) -> tuple[str, str]:
+    """GSD's capability overlays: (`$GSD_HOME/.gsd/capabilities`, else under `$HOME`; the
+    project's `.gsd/capabilities`)."""
+    env = os.environ if env is None else env
+    home = env.get("GSD_HOME") or env.get("HOME") or os.path.expanduser("~")
+    return (
+        os.path.join(home, GSD_DIR, CAPABILITIES_DIR),
+        os.path.join(os.fspath(project), GSD_DIR, CAPABILITIES_DIR),
+    )
 
 
 def cache_dir(env: Mapping[str, str] | None = None) -> str:

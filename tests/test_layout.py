@@ -90,7 +90,14 @@ def test_looprail_home_expands_against_the_given_environment():
     assert layout.looprail_home({"HOME": "/h"}) == "/h/.looprail"
     assert layout.looprail_home({"HOME": "/h", "LOOPRAIL_HOME": ""}) == "/h/.looprail"
     specs = compiled.root_specs("/p", env={"HOME": "/h", "LOOPRAIL_HOME": "~/lr"})
-    assert specs == [("/h/lr/capabilities", "global"), ("/p/.looprail/capabilities", "project")]
+    assert specs == [
+        ("/h/lr/capabilities", "global"),
+        ("/h/.gsd/capabilities", "global"),  # GSD's own overlays: `$GSD_HOME`, else HOME
+        ("/p/.looprail/capabilities", "project"),
+        ("/p/.gsd/capabilities", "project"),
+    ]
+    specs = compiled.root_specs("/p", env={"HOME": "/h", "GSD_HOME": "/g"})
+    assert ("/g/.gsd/capabilities", "global") in specs
 
 
 def test_hooks_layer_without_a_consent_function_fails_closed(tmp_path):

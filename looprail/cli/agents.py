@@ -12,7 +12,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import NotRequired, TypedDict
 
-from looprail.cli._common import command, print_json, project_folder, project_of
+from looprail.cli._common import (
+    command,
+    gsd_sources,
+    no_capabilities,
+    print_json,
+    project_folder,
+    project_of,
+)
 from looprail.config import load_project_config
 from looprail.errors import ConfigError, UsageError
 from looprail.fsutil import create_new
@@ -31,12 +38,13 @@ from looprail.runtime.agents import ADAPTERS
 from looprail.runtime.base import PHASE_ROLES
 from looprail.runtime.git import git, git_program, is_git_repo
 from looprail.runtime.interactive import shown_argv, terminal_problem
-from looprail.runtime.local import missing_executable
+from looprail.runtime.local import missing_executable, resolve_host_tool
 from looprail.runtime.models import role_model, role_models
 from looprail.runtime.process import find_program, run_bounded
 from looprail.runtime.registry import agent_name, available
 from looprail.runtime.settings import looprail_settings
 from looprail.textsafe import plural
+from looprail.trust import load_compiled
 from looprail.trust.agents import effective_agent
 
 GITIGNORE = "# looprail state (journal, run lock, transcripts, plan worktrees)\n" + "".join(
@@ -205,6 +213,7 @@ def doctor(args) -> int:
         talk = _interactive_check(project, config, name)
         if talk is not None:
             checks.append(Check(status=talk[0], message=talk[1]))
+        checks += _capability_checks(args, project)
     problems = sum(c["status"] == "problem" for c in checks)
     if args.json:
         print_json({"agent": name, "ready": not problems, "checks": checks})
@@ -301,6 +310,22 @@ def _version_checks(project: Path, adapter, effective, name: str, found: str) ->
     for status, line in adapter.readiness(project, effective.settings, os.environ):
         checks.append(Check(status=status, message=line))
     return checks
+
+
+def _capability_checks(args, project: Path) -> list[Check]:
+    """Which capabilities and host tool a run would use (`gsd_sources`), what else was found,
+    and a warning when there would be none."""
+    found = gsd_sources(args, project)
+    count = len(load_compiled(project, args.capabilities).capabilities)
+    if count:
+        checks = [Check(status="ok", message=found.line())]
+    else:
+        checks = [Check(status="warning", message=no_capabilities(found))]
+    tool = resolve_host_tool(found.host_tool) if found.host_tool is not None else None
+    if isinstance(tool, str):
+        checks.append(Check(status="problem", message=f"host tool: {tool}"))
+    checks += [Check(status="warning", message=p) for p in found.problems if count]
+    return checks + [Check(status="ok", message=note) for note in found.notes]
 
 
 def _git_check(project: Path) -> Check:

@@ -13,6 +13,7 @@ from looprail.cli._common import (
     JSON_HELP,
     command,
     group,
+    gsd_sources,
     print_json,
     project_folder,
     warn,
@@ -36,7 +37,7 @@ from looprail.hooks.registry import (
     load_registry,
     search_roots,
 )
-from looprail.layout import CAPABILITIES_DIR, LOOPRAIL_DIR, looprail_home
+from looprail.layout import CAPABILITIES_DIR, LOOPRAIL_DIR, PROJECT_CONFIG_FILE, looprail_home
 from looprail.points import POINTS
 from looprail.runtime.agent_settings import GUARDED
 from looprail.runtime.agents import ADAPTERS
@@ -141,6 +142,7 @@ def _add_overlay_commands(cmds) -> None:
 def _registry_for(args):
     config, _ = load_project_config(args.project)
     if not getattr(args, "dirs", None):
+        gsd_sources(args, args.project)  # what `run` would load: the config's, or GSD's
         return apply_consent(load_registry(args.project, args.capabilities)), config
     roots = []
     singles: list[Path] = []
@@ -225,7 +227,10 @@ def list_capabilities(args) -> int:
         print_json({"capabilities": rows, "failed": failed, "shadowed": shadowed})
         return 0
     if not rows and not failed:
-        print("no capabilities found (use --capabilities DIR or LOOPRAIL_CAPABILITIES)")
+        print(
+            "no capabilities found (install GSD, or name them with --capabilities DIR, "
+            f"LOOPRAIL_CAPABILITIES or looprail.capabilities in {PROJECT_CONFIG_FILE})"
+        )
         return 0
     width = max([len(r["id"]) for r in rows] + [len(f["id"]) for f in failed] + [2])
     for r in rows:

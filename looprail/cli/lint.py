@@ -5,15 +5,19 @@ from __future__ import annotations
 import argparse
 import sys
 
+from looprail.cli import _common
 from looprail.cli._common import (
     add_flavor_option,
     add_project_options,
     add_project_positional,
+    gsd_sources,
     phase_number,
     print_json,
+    sources_json,
+    warn_no_capabilities,
 )
 from looprail.layout import LOOPRAIL_DIR
-from looprail.lint import lint_project, render_text
+from looprail.lint import LintReport, lint, load_input, render_text
 
 DESCRIPTION = f"""\
 Check PROJECT without running anything: capability manifests (every issue), artifacts consumed
@@ -22,6 +26,10 @@ pass (a `when` that is never true, a query failing the grammar or with no {LOOPR
 executable, a predicate command that is not installed), steps whose skill, agent or command is
 missing under {LOOPRAIL_DIR}/, and the plans of every phase (invalid PLAN.md, dangling depends_on,
 cycles, waves that must run sequentially, tracker-ids without exactly one resolver).
+
+Without --capabilities, lint reads what .planning/config.json names (looprail.capabilities,
+looprail.host_tool, looprail.flavor), else GSD's own capabilities and gsd-tools where GSD is
+installed, and says which on its first line.
 
 Each finding has a severity (error, warning, info), the file and field, and a fix. Exit 1 when
 there is an error, 0 otherwise.
@@ -34,7 +42,7 @@ def register(sub) -> None:
         help="check a project's capabilities, gates and plans before running (exit 1 on errors)",
         description=DESCRIPTION,
         epilog='--json prints {"findings": [{severity, code, file, path, message, fix}], '
-        '"errors": N, "warnings": N}',
+        '"errors": N, "warnings": N, "sources": {capabilities, hostTool, flavor, notes, problems}}',
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_project_positional(p)
@@ -49,21 +57,30 @@ def register(sub) -> None:
     )
     p.add_argument("--json", action="store_true", help="machine-readable output (stable shape)")
     add_project_options(p)
-    add_flavor_option(p)
+    add_flavor_option(p, configured=True)
     p.set_defaults(handler=run)
 
 
 def run(args) -> int:
     project = args.project_pos or args.project
-    report = lint_project(
+    found = gsd_sources(args, project)
+    data = load_input(
         project,
         args.capabilities,
         phase=args.phase,
         flavor=args.flavor,
         host_tool=args.host_tool,
     )
+    report = LintReport(findings=lint(data))
+    warn_no_capabilities(found, len(data.compiled.capabilities))
     if args.json:
-        print_json(report.to_json())
-    else:
-        sys.stdout.write(render_text(report))
+        print_json({**report.to_json(), "sources": sources_json(found)})
+        return report.exit_code
+    if _common.VERBOSITY >= 0:
+        print(found.line())
+        for note in found.notes:
+            print(f"  note: {note}")
+        for problem in found.problems:
+            print(f"  problem: {problem}")
+    sys.stdout.write(render_text(report))
     return report.exit_code

@@ -12,9 +12,12 @@ from pathlib import Path
 from looprail.cli._common import (
     add_flavor_option,
     add_project_options,
+    gsd_sources,
+    no_capabilities,
     phase_number,
     print_json,
     project_of,
+    warn,
 )
 from looprail.cli.journal import add_project_and_run, project_and_run
 from looprail.cli.outcome import phase_summary, project_summary
@@ -52,7 +55,7 @@ def _run_options(p: argparse.ArgumentParser) -> None:
         "notRun, reason, spentUsd, phases (each phase's own summary)",
     )
     add_project_options(p)
-    add_flavor_option(p)
+    add_flavor_option(p, configured=True)
 
 
 def _checkpoint_options(p: argparse.ArgumentParser) -> None:
@@ -99,7 +102,9 @@ def _work_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--host-tool",
         metavar="TOOL",
-        help="send step commands and query checks to this host tool (e.g. gsd_run)",
+        help="send step commands and query checks to this host tool (e.g. gsd_run; default: "
+        "looprail.host_tool in .planning/config.json, else the gsd-tools of the GSD install "
+        "whose capabilities are used)",
     )
     p.add_argument(
         "--accept-changes",
@@ -292,7 +297,7 @@ def _remember(args, project: str, run_id: str | None = None) -> None:
 
 def run(args) -> int:
     _remember(args, args.project_pos or args.project)
-    loaded = load_project(args.project_pos or args.project, args.capabilities)
+    loaded = _load(args, args.project_pos or args.project)
     if refused := _refuse(loaded):
         return refused
     if args.dry_run:
@@ -339,7 +344,7 @@ def _run_phase(args, loaded, phase: str, options: RunOptions, progress: Progress
 
 
 def _progress(args) -> Progress:
-    return Progress(quiet=args.quiet, verbose=args.verbose > 0)
+    return _Announcing(args)
 
 
 def _dry_run(args, loaded) -> int:
@@ -348,6 +353,7 @@ def _dry_run(args, loaded) -> int:
     phase = args.phase if args.phase is not None else _next_phase(loaded, args)
     if phase is None:
         return 0
+    _announce(args)
     if args.json:
         plan = dry_run_plan(loaded, phase, flavor=args.flavor, host_tool=args.host_tool)
         print_json({**plan, "warnings": [*loaded.warnings, *plan["warnings"]]})
@@ -433,7 +439,7 @@ def _executor(args, loaded):
 def resume(args) -> int:
     project, run_id = project_and_run(args)
     _remember(args, project, run_id)
-    loaded = load_project(project, args.capabilities)
+    loaded = _load(args, project)
     if refused := _refuse(loaded):
         return refused
     _interactive(args, loaded)
@@ -468,6 +474,43 @@ def _interactive(args, loaded) -> None:
     the lock, the journal): without a terminal to talk on, exit 2 at once."""
     options = RunOptions(interactive=args.interactive)
     args.interactive = interactive_options(options, run_settings(loaded).interactive).interactive
+
+
+def _load(args, project: str):
+    """The project with the capabilities, host tool and flavor its flags, its config or a GSD
+    install give (`gsd_sources`; a config value it cannot use refuses, exit 2). Where they came
+    from is said on the run's first line (`_Announcing`), after any refusal, and a run with no
+    capability at all is warned about there."""
+    found = gsd_sources(args, project)
+    loaded = load_project(project, args.capabilities)
+    none = not loaded.compiled.capabilities
+    args.announce = (found.line(), no_capabilities(found) if none else None)
+    return loaded
+
+
+def _announce(args) -> None:
+    """Say `args.announce` (once per command): the line unless quiet, the warning always."""
+    said = getattr(args, "announce", None)
+    if said is None:
+        return
+    args.announce = None
+    line, warning = said
+    if not (args.quiet or args.json):
+        print(line, file=sys.stderr)
+    if warning is not None:
+        warn(warning)
+
+
+class _Announcing(Progress):
+    """A run's progress: what `_load` found is said just before the run's own first line."""
+
+    def __init__(self, args) -> None:
+        super().__init__(quiet=args.quiet, verbose=args.verbose > 0)
+        self._args = args
+
+    def line(self, text: str) -> None:
+        _announce(self._args)
+        super().line(text)
 
 
 def _refuse(loaded) -> int:

@@ -11,7 +11,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from looprail.layout import CAPABILITIES_DIR, looprail_home, project_path
+from looprail.layout import CAPABILITIES_DIR, gsd_overlays, looprail_home, project_path
 
 FIRST_PARTY = "first-party"
 GLOBAL = "global"
@@ -30,14 +30,22 @@ def root_specs(
     env: Mapping[str, str] | None = None,
     home: Any = None,
 ) -> list[tuple[str, str]]:
-    """The capability search path, in trust order: (folder, origin)."""
+    """The capability search path, in trust order: (folder, origin). GSD's own overlays
+    (`~/.gsd/capabilities`, `<project>/.gsd/capabilities`) follow looprail's of the same trust."""
     env = os.environ if env is None else env
     specs = [(os.fspath(d), FIRST_PARTY) for d in capability_dirs]
     specs += [(d, FIRST_PARTY) for d in env.get("LOOPRAIL_CAPABILITIES", "").split(os.pathsep) if d]
     global_home = os.fspath(home) if home is not None else looprail_home(env)
     specs.append((os.path.join(global_home, CAPABILITIES_DIR), GLOBAL))
-    specs.append((project_path(project, CAPABILITIES_DIR), PROJECT))
+    specs.append((gsd_overlays(project, env)[0], GLOBAL))
+    specs += [(folder, PROJECT) for folder in project_overlays(project, env)]
     return specs
+
+
+def project_overlays(project: Any, env: Mapping[str, str] | None = None) -> list[str]:
+    """The project's capability overlays (their capabilities need consent): looprail's, then
+    GSD's."""
+    return [project_path(project, CAPABILITIES_DIR), gsd_overlays(project, env)[1]]
 
 
 def capability_folders(root: str) -> list[str]:

@@ -19,7 +19,7 @@ from pydantic import (
 )
 
 from looprail.errors import ConfigError
-from looprail.layout import PROJECT_CONFIG_FILE
+from looprail.layout import FLAVORS, PROJECT_CONFIG_FILE
 
 CHECKPOINT_ROUNDS = 3  # the default of `looprail.checkpoint_rounds`
 
@@ -64,6 +64,18 @@ class LooprailSettings(BaseModel):
     # the run halts (docs/loop.md, "Checkpoints"); `--checkpoint-rounds` overrides it.
     # (None: `CHECKPOINT_ROUNDS`).
     checkpoint_rounds: StrictInt | None = Field(None, ge=1)
+    # What `--capabilities`, `--host-tool` and `--flavor` would say, so a project needs no flags
+    # (`runtime.gsd_install.sources`; a flag still wins). Paths are relative to the project.
+    capabilities: list[StrictStr] | None = None
+    host_tool: StrictStr | None = Field(None, min_length=1)
+    flavor: StrictStr | None = None
+
+    @field_validator("flavor")
+    @classmethod
+    def _known_flavor(cls, value: str | None) -> str | None:
+        if value is not None and value not in FLAVORS:
+            raise ValueError("unknown flavor")  # said as `_TYPE_REASONS` words it
+        return value
 
     @field_validator("agents", mode="before")
     @classmethod
@@ -79,6 +91,9 @@ _TYPE_REASONS: dict[tuple[str, ...], str] = {
     ("interactive",): "must be true or false",
     ("timeouts",): "must be an object",
     ("checkpoint_rounds",): "must be a whole number of at least 1",
+    ("capabilities",): "must be a list of folders",
+    ("host_tool",): "must be a program name or path",
+    ("flavor",): f"must be one of {', '.join(FLAVORS)}",
 }
 
 
@@ -98,6 +113,8 @@ def looprail_settings(config: Any) -> LooprailSettings:
         key = "looprail." + ".".join(loc)
         if loc[:1] == ("agents",) and len(loc) == 2:
             reason = "must be an object"
+        elif loc[:1] == ("capabilities",):
+            reason = _TYPE_REASONS[loc[:1]]
         else:
             reason = _TYPE_REASONS.get(loc, err["msg"])
         raise ConfigError(PROJECT_CONFIG_FILE, f"{key}: {reason}", field=key) from None

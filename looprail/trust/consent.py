@@ -22,7 +22,8 @@ from looprail.hooks.compiled import PROJECT, capability_folders
 from looprail.hooks.native.loading import project_hooks_path
 from looprail.hooks.native.parsing import read_hooks_file
 from looprail.hooks.registry import load_registry
-from looprail.layout import CAPABILITIES_DIR, LOOPRAIL_DIR, PROJECT_CONFIG_FILE, project_path
+from looprail.hooks.sources import project_overlays
+from looprail.layout import LOOPRAIL_DIR, PROJECT_CONFIG_FILE
 from looprail.runtime.agents import ADAPTERS, AgentSettings, describe
 from looprail.trust import (
     CHANGED,
@@ -108,7 +109,9 @@ def _project_folder_hashes(project: Path) -> dict[str, str]:
     """Folder hashes of the project overlay, taken before the manifests are read: consent must
     cover the content the audit was made from."""
     out = {}
-    for folder in capability_folders(project_path(project, CAPABILITIES_DIR)):
+    for folder in (f for root in project_overlays(project) for f in capability_folders(root)):
+        if os.path.basename(folder) in out:
+            continue  # the first of an id is the one loaded (registry merge)
         try:
             out[os.path.basename(folder)] = folder_hash(folder)
         except TrustError:

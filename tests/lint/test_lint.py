@@ -581,7 +581,7 @@ def test_cli_exit_codes_and_json_shape(project, caps):
     r = run_cli("lint", str(project), "--capabilities", str(caps), "--json", subprocess=True)
     assert r.returncode == 1, r.stderr
     body = json.loads(r.stdout)
-    assert set(body) == {"findings", "errors", "warnings"}
+    assert set(body) == {"findings", "errors", "warnings", "sources"}
     assert body["errors"] == 1
     assert set(body["findings"][0]) == {"severity", "code", "file", "path", "message", "fix"}
     r = run_cli("lint", "--project", str(project), "--capabilities", str(caps))

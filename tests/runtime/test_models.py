@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from looprail.errors import ConfigError
+from looprail.journal.report import Spend, format_spend
 from looprail.runtime.adapter import ROLES, AgentSettings
 from looprail.runtime.agents import ADAPTERS
 from looprail.runtime.models import (
@@ -29,7 +30,6 @@ from looprail.runtime.models import (
     role_model,
     role_models,
 )
-from looprail.journal.report import Spend, format_spend
 from tests.support import REFERENCE_DRIVER, REPO
 from tests.support.agents import agent_env, looprail
 
