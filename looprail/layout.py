@@ -64,6 +64,8 @@ PLANNING_DIR = ".planning"
 PHASES_DIR = os.path.join(PLANNING_DIR, "phases")
 ROADMAP_FILE = os.path.join(PLANNING_DIR, "ROADMAP.md")
 PROJECT_CONFIG_FILE = os.path.join(PLANNING_DIR, "config.json")
+STATE_FILE = os.path.join(PLANNING_DIR, "STATE.md")  # GSD's tracking files (looprail/tracking.py)
+REQUIREMENTS_FILE = os.path.join(PLANNING_DIR, "REQUIREMENTS.md")
 
 
 def looprail_home(env: Mapping[str, str] | None = None) -> str:

@@ -181,7 +181,7 @@ def _phase(
 ) -> ProjectPhase:
     # Two folders for one phase: the run refuses it as ambiguous (find_phase) and says so.
     folder = Path(dirs[0][3]) if dirs else None
-    plans, summaries, names = _progress(folder, number) if folder is not None else (0, 0, [])
+    plans, summaries, names = folder_progress(folder, number) if folder is not None else (0, 0, [])
     run_id, run_status = run if run is not None else (None, None)
     verification = None
     if (
@@ -190,7 +190,7 @@ def _phase(
         and (summaries >= plans)
     ):
         # Read only where it decides: VERIFICATION.md is the last word on an executed phase.
-        verification = _verification(root, folder, names)  # type: ignore[arg-type]
+        verification = verification_status(root, folder, names)  # type: ignore[arg-type]
     if run_status == "shipped":
         finished, why = True, f"run {run_id} shipped"
     elif run_status in ("running", "paused", "halted"):
@@ -216,7 +216,7 @@ def _phase(
     )
 
 
-def _progress(folder: Path, phase: str) -> tuple[int, int, list[str]]:
+def folder_progress(folder: Path, phase: str) -> tuple[int, int, list[str]]:
     """(plans, plans with a SUMMARY, the folder's file names): each plan paired with its
     SUMMARY by the plan layer's rule (`layout.summary_of`), from the file names alone (no plan
     is parsed: a plan the run would refuse still counts)."""
@@ -230,7 +230,7 @@ def _progress(folder: Path, phase: str) -> tuple[int, int, list[str]]:
     return len(plans), summaries, names
 
 
-def _verification(root: Path, folder: Path, names: list[str]) -> str | None:
+def verification_status(root: Path, folder: Path, names: list[str]) -> str | None:
     """The frontmatter `status` of the phase's VERIFICATION.md (the file and the reader the
     run's `verify_done` guard uses), or None."""
     name = phase_artifact(names, "VERIFICATION.md")

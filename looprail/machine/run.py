@@ -47,6 +47,7 @@ from looprail.machine.progress import Progress, fmt_duration
 from looprail.machine.record import EventRecord, Recorder
 from looprail.machine.resume import phase_snapshot
 from looprail.machine.tasks import PlanRun, task_work, write_summary
+from looprail.machine.tracking import track_phase, track_plan
 from looprail.machine.wave import run_wave
 from looprail.plans import Phase, PhaseCache, Plan, Task, WavePlan, compute_waves
 from looprail.plans.planfile import unknown_key_warnings
@@ -150,6 +151,7 @@ class LoopRunner:
             while self.machine.next_events():  # none: the chart is in its final state
                 self._safe_point()
                 self._step()
+            track_phase(self)  # shipped: GSD's tracking files, as `phase complete` writes them
         except (LooprailError, CheckpointPause, _Stop, OSError) as exc:
             status, reason, refused = run_ending(exc)
         finally:
@@ -407,6 +409,7 @@ class LoopRunner:
         if plan.has_checkpoints:  # the plan's checkpoint answers go into its SUMMARY too
             answered = summary_lines(self, plan)
         write_summary(plan, answered)
+        track_plan(self)  # GSD's ROADMAP.md progress, as update-plan-progress writes it
         self.ctx.workspace.finished(plan.id)  # its worktree's changes committed while others run
 
     def run_task(
