@@ -400,12 +400,14 @@ def _set_field(body: str, names: Sequence[str], value: str) -> str:
 
 
 def _set_keys(front: str, keys: dict[str, str]) -> str:
-    """Top-level `key: value` lines of a frontmatter set (quoted), missing ones left out."""
+    """Top-level `key: value` lines of a frontmatter set (quoted), missing ones added."""
     lines = front.splitlines(keepends=True)
+    left = dict(keys)
     for i, line in enumerate(lines):
         found = re.match(r"^([A-Za-z_][\w-]*):(.*)$", line.rstrip("\r\n"))
-        if found and found.group(1) in keys:
-            lines[i] = f"{found.group(1)}: {_yaml_scalar(keys[found.group(1)])}\n"
+        if found and found.group(1) in left:
+            lines[i] = f"{found.group(1)}: {_yaml_scalar(left.pop(found.group(1)))}\n"
+    lines += [f"{key}: {_yaml_scalar(value)}\n" for key, value in left.items()]
     return "".join(lines)
 
 

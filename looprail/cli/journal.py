@@ -13,7 +13,7 @@ from pathlib import Path
 from looprail.cli._common import command, paint, print_json, project_folder, project_of
 from looprail.errors import LooprailError
 from looprail.layout import PHASES_DIR, ROADMAP_FILE, log_of
-from looprail.machine.project import journal_runs, project_phases
+from looprail.machine.project import journal_runs, no_phase_reason, project_phases
 from looprail.store import report_data, summary
 from looprail.store.lock import LockInfo, lock_holder
 from looprail.store.schema import NoJournalError
@@ -108,6 +108,8 @@ def _status(args: argparse.Namespace) -> int:
         print("no runs yet")
         if phases:
             print(_phases_line(phases))
+        elif os.path.exists(os.path.join(project, ROADMAP_FILE)):
+            print(f"phases: none ({no_phase_reason(project)})")
         if holder is not None:
             print(f"lock: held by {holder.describe()}")
     else:
