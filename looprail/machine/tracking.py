@@ -3,8 +3,9 @@
 GSD's own commands: after each plan, ROADMAP.md's progress (`roadmap update-plan-progress N`);
 when the phase ships, ROADMAP.md, STATE.md and REQUIREMENTS.md (`phase complete N`).
 
-With a host tool (`--host-tool`, e.g. gsd-tools) the host writes them itself; without one the
-same edits are made here (`looprail/tracking.py`, pure text → text). The effects live here:
+With a host tool (`--host-tool`, e.g. gsd-tools) the host writes them itself; without one, or
+when it refuses (the reference cannot find a phase folder named `9.1-…`), the same edits are
+made here (`looprail/tracking.py`, pure text → text). The effects live here:
 each file is read bounded, inside the project, and replaced atomically; one lock serialises
 plans that finish on parallel threads. Tracking never stops a run: a file that cannot be
 read or written is one warning.
@@ -103,14 +104,17 @@ def next_phase(project: Path, number: str) -> NextPhase:
 
 
 def _host(runner: LoopRunner, args: list[str]) -> bool:
-    """Whether the run's host tool did the update (`<host> <args>`): False without one."""
+    """Whether the run's host tool did the update (`<host> <args>`): False without one, or
+    when it refused (the reference writes all or nothing; looprail then writes the same)."""
     ctx = runner.dispatcher.context(None)
     if not runner.ctx.runtime.host_tool_for(ctx):
         return False
     outcome = runner.ctx.runtime.run_host(args, ctx)
     if not outcome.ok:
-        runner.progress.warn(f"GSD tracking: {' '.join(args)}: {one_line(outcome.detail)}")
-    return True
+        runner.progress.warn(
+            f"GSD tracking: {' '.join(args)}: {one_line(outcome.detail)}; looprail writes it"
+        )
+    return outcome.ok
 
 
 def _counts(project: Path, folder: Path | None, number: str) -> tuple[Counts, bool]:
