@@ -85,7 +85,8 @@ def phase_complete(roadmap: str, number: str, counts: Counts, *, today: str) -> 
     roadmap = _in_active(roadmap, lambda t: _check_phase(t, src, today, tight=True))
     roadmap = _in_progress_section(roadmap, cells)
     body = f"{_count(counts)} plans complete"
-    return _in_active(roadmap, lambda t: _plan_count(t, src, body, bold_colon_only=True))
+    roadmap = _in_active(roadmap, lambda t: _plan_count(t, src, body, bold_colon_only=True))
+    return _check_plans(roadmap, counts.summary_names)
 
 
 def _count(counts: Counts) -> str:

@@ -79,11 +79,7 @@ def track_phase(runner: LoopRunner) -> None:
             return
         today = _today()
 
-        def roadmap(text: str) -> str:
-            text = plan_progress(text, number, counts, verified=True, today=today)
-            return phase_complete(text, number, counts, today=today)
-
-        text = _edit(runner, ROADMAP_FILE, roadmap)
+        text = _edit(runner, ROADMAP_FILE, lambda t: phase_complete(t, number, counts, today=today))
         section = roadmap_section(_active(text), number) if text is not None else None
         ids = requirement_ids(section)
         if ids:
