@@ -269,11 +269,14 @@ def requirements_complete(requirements: str, ids: Sequence[str]) -> str:
         for i in ticked:
             lines[i] = box.sub(r"\1x\2", lines[i], count=1)
         requirements = "".join(lines)
-        requirements = _in_traceability(
-            requirements,
-            lambda t, req=req: _set_cell(t, _first_cell(req), "Status", _complete_status),
-        )
+        requirements = _in_traceability(requirements, _closer(req))
     return requirements
+
+
+def _closer(req: str) -> Callable[[str], str]:
+    """The edit of a Traceability table that marks `req`'s row Complete."""
+    row = _first_cell(req)
+    return lambda table: _set_cell(table, row, "Status", _complete_status)
 
 
 def _complete_status(current: str) -> str:

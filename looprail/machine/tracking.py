@@ -95,8 +95,8 @@ def next_phase(project: Path, number: str) -> NextPhase:
     here = phase_order(number)
     todo = [p for p in project_phases(project) if not p.finished and p.number != number]
     later = [p for p in todo if phase_order(p.number) > here]
-    pick = (later or todo or [None])[0]
-    return NextPhase(None, None) if pick is None else NextPhase(pick.number, pick.name)
+    pick = later or todo
+    return NextPhase(pick[0].number, pick[0].name) if pick else NextPhase(None, None)
 
 
 def _host(runner: LoopRunner, args: list[str]) -> bool:

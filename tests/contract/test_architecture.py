@@ -30,6 +30,7 @@ BASE = {
     "yamlcache",
     "config",
     "roadmap",
+    "tracking",  # GSD's tracking files as the reference writes them (pure text → text)
     "frontmatter",
     "records",  # typing.NamedTuple without typing (the render-hooks hot path)
     "settings",  # the `looprail` config section (pydantic; off the render-hooks path)
