@@ -61,6 +61,8 @@ PLANNING_DIR = ".planning"
 PHASES_DIR = os.path.join(PLANNING_DIR, "phases")
 ROADMAP_FILE = os.path.join(PLANNING_DIR, "ROADMAP.md")
 PROJECT_CONFIG_FILE = os.path.join(PLANNING_DIR, "config.json")
+STATE_FILE = os.path.join(PLANNING_DIR, "STATE.md")  # GSD's tracking files (looprail/tracking.py)
+REQUIREMENTS_FILE = os.path.join(PLANNING_DIR, "REQUIREMENTS.md")
 
 # GSD's own folder, in the user's home (`$GSD_HOME`, else `$HOME`) and in a project: its
 # third-party capabilities live in `<it>/.gsd/capabilities/<id>/` (the reference's

@@ -25,7 +25,7 @@ from looprail.journal.lock import LockInfo, lock_holder
 from looprail.journal.schema import NoJournalError
 from looprail.journal.summary import format_duration, headers, journal_file, open_journal, reading
 from looprail.layout import PHASES_DIR, ROADMAP_FILE, log_of
-from looprail.machine.project import journal_runs, project_phases
+from looprail.machine.project import journal_runs, no_phase_reason, project_phases
 from looprail.textsafe import one_line
 
 
@@ -116,6 +116,8 @@ def _status(args: argparse.Namespace) -> int:
         print("no runs yet")
         if phases:
             print(_phases_line(phases))
+        elif os.path.exists(os.path.join(project, ROADMAP_FILE)):
+            print(f"phases: none ({no_phase_reason(project)})")
         if holder is not None:
             print(f"lock: held by {holder.describe()}")
     else:

@@ -47,10 +47,7 @@ def project_summary(result, loop: dict | None, *, as_json: bool) -> int:
         if result.stopped:
             print(f"looprail: {result.stopped}", file=sys.stderr)
         elif not result.phase_count:
-            print(
-                "the project names no phase (ROADMAP.md has no `## Phase N: Name` heading "
-                "outside archived milestones); nothing to run (run one with --phase N)"
-            )
+            print(f"no phase to run: {result.no_phase}; nothing to run (use --phase N for one)")
         else:
             upto = f" through phase {loop['through']}" if loop and "through" in loop else ""
             print(f"every phase{upto} is finished; nothing to run")

@@ -29,7 +29,14 @@ from looprail.machine.dask.cluster import parse_executor
 from looprail.machine.dask.executor import DaskExecutor
 from looprail.machine.dryrun import dry_run, dry_run_plan
 from looprail.machine.progress import Progress
-from looprail.machine.project import journal_runs, pending, project_phases, run_project, run_spent
+from looprail.machine.project import (
+    journal_runs,
+    no_phase_reason,
+    pending,
+    project_phases,
+    run_project,
+    run_spent,
+)
 from looprail.machine.runner import RunOptions
 from looprail.machine.session.interactive import interactive_options
 from looprail.machine.session.phase import default_jobs, load_project, run_phase, run_settings
@@ -371,8 +378,12 @@ def _next_phase(loaded, args) -> str | None:
     phases = project_phases(loaded.project, runs)
     todo = pending(phases)
     if not todo:
-        said = "every phase is finished" if phases else "the project names no phase"
-        print(f"{said}; nothing to run", file=sys.stderr)
+        if phases:
+            print("every phase is finished; nothing to run", file=sys.stderr)
+        else:
+            why = no_phase_reason(loaded.project)
+            said = f"no phase to run: {why}; nothing to run (use --phase N for one)"
+            print(said, file=sys.stderr)
         return None
     if todo[0].dir is None:
         raise UsageError(

@@ -55,6 +55,10 @@ if TYPE_CHECKING:
     from looprail.machine.session.load import Loaded
     from looprail.machine.session.phase import SessionResult
 
+# A phase the ROADMAP keeps only as a record (`### Phase 12: SMS (REMOVED)`): never run. The
+# reference's own `phase remove` deletes the heading; a hand-marked one it counts as unstarted.
+_REMOVED = re.compile(r"\(REMOVED\)", re.I)
+
 
 class ProjectPhase:
     """One phase of the project as the project loop sees it."""
@@ -66,6 +70,7 @@ class ProjectPhase:
         "name",
         "number",
         "plans",
+        "removed",
         "run_id",
         "run_status",
         "summaries",
@@ -87,11 +92,12 @@ class ProjectPhase:
         run_status: str | None = None,
         finished: bool = False,
         why: str = "",  # why finished (or why not)
+        removed: bool = False,  # its heading says (REMOVED): never run
     ) -> None:
         self.number, self.name, self.dir = number, name, dir
         self.plans, self.summaries, self.verification = plans, summaries, verification
         self.checked, self.run_id, self.run_status = checked, run_id, run_status
-        self.finished, self.why = finished, why
+        self.finished, self.why, self.removed = finished, why, removed
 
     def __repr__(self) -> str:
         return f"ProjectPhase({self.number!r}, {self.status!r}, finished={self.finished})"
@@ -102,6 +108,8 @@ class ProjectPhase:
         what the folder holds (complete, executed, partial, planned, discussed, not started)."""
         if self.run_status in ("shipped", "running", "paused", "halted"):
             return self.run_status
+        if self.removed:
+            return "removed"
         if self.finished:
             return "complete"
         if self.plans and self.summaries >= self.plans:
@@ -122,6 +130,7 @@ class ProjectPhase:
             "dir": None if self.dir is None else self.dir.name,
             "status": self.status,
             "finished": self.finished,
+            "removed": self.removed,
             "why": self.why,
             "plans": self.plans,
             "summaries": self.summaries,
@@ -174,6 +183,16 @@ def project_phases(
     return sorted(out, key=lambda p: phase_order(p.number))
 
 
+def no_phase_reason(project: str | os.PathLike[str]) -> str:
+    """Why `project_phases` found none, in words for `run` and `status`."""
+    text = read_roadmap(Path(project))
+    if text is None:
+        return "no ROADMAP.md and no phase folder"
+    if re.search(r"<details\b", text, re.I):
+        return "every phase of ROADMAP.md is in an archived milestone (inside <details>)"
+    return "ROADMAP.md has no `## Phase N: Name` heading"
+
+
 def _phase(
     root: Path,
     number: str,
@@ -184,7 +203,7 @@ def _phase(
 ) -> ProjectPhase:
     # Two folders for one phase: the run refuses it as ambiguous (find_phase) and says so.
     folder = Path(dirs[0][3]) if dirs else None
-    plans, summaries, names = _progress(folder, number) if folder is not None else (0, 0, [])
+    plans, summaries, names = folder_progress(folder, number) if folder is not None else (0, 0, [])
     run_id, run_status = run if run is not None else (None, None)
     verification = None
     if (
@@ -193,15 +212,24 @@ def _phase(
         and (summaries >= plans)
     ):
         # Read only where it decides: VERIFICATION.md is the last word on an executed phase.
-        verification = _verification(root, folder, names)  # type: ignore[arg-type]
+        verification = verification_status(root, folder, names)  # type: ignore[arg-type]
+    executed = bool(plans) and summaries >= plans
+    unverified = executed and phase_artifact(names, "VERIFICATION.md") is None
+    removed = _REMOVED.search(name) is not None
     if run_status == "shipped":
         finished, why = True, f"run {run_id} shipped"
     elif run_status in ("running", "paused", "halted"):
         finished, why = False, f"run {run_id} is {run_status}; it is resumed"
-    elif plans and summaries >= plans and verification == "passed":
+    elif removed:
+        finished, why = True, "ROADMAP.md marks it (REMOVED): never run"
+    elif executed and verification == "passed":
         finished, why = True, "every plan has a SUMMARY and VERIFICATION.md says passed"
     elif checked:
         finished, why = True, "ROADMAP.md marks it done ([x])"
+    elif unverified:
+        finished, why = True, "every plan has a SUMMARY and there is no VERIFICATION.md"
+    elif executed:
+        finished, why = False, f"VERIFICATION.md says {verification or 'nothing'}"
     else:
         finished, why = False, "not finished"
     return ProjectPhase(
@@ -216,10 +244,11 @@ def _phase(
         run_status=run_status,
         finished=finished,
         why=why,
+        removed=removed,
     )
 
 
-def _progress(folder: Path, phase: str) -> tuple[int, int, list[str]]:
+def folder_progress(folder: Path, phase: str) -> tuple[int, int, list[str]]:
     """(plans, plans with a SUMMARY, the folder's file names): each plan paired with its
     SUMMARY by the plan layer's rule (`layout.summary_of`), from the file names alone (no plan
     is parsed: a plan the run would refuse still counts)."""
@@ -233,7 +262,7 @@ def _progress(folder: Path, phase: str) -> tuple[int, int, list[str]]:
     return len(plans), summaries, names
 
 
-def _verification(root: Path, folder: Path, names: list[str]) -> str | None:
+def verification_status(root: Path, folder: Path, names: list[str]) -> str | None:
     """The frontmatter `status` of the phase's VERIFICATION.md (the file and the reader the
     run's `verify_done` guard uses), or None."""
     name = phase_artifact(names, "VERIFICATION.md")
@@ -303,6 +332,7 @@ class ProjectResult:
         self.finished_before: list[str] = []  # already finished when it began
         self.spent_usd = spent_usd
         self.phase_count = 0  # phases the project has (0: the ROADMAP names none)
+        self.no_phase = ""  # why it has none (`no_phase_reason`)
 
     @property
     def shipped(self) -> list[str]:
@@ -336,6 +366,7 @@ def run_project(
     result = ProjectResult(spent_usd=spent_usd)
     phases = _phases(loaded.project, journal)
     result.phase_count = len(phases)
+    result.no_phase = "" if phases else no_phase_reason(loaded.project)
     limit = through_number(phases, through) if through is not None else None
     result.finished_before = [
         p.number

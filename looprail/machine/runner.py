@@ -56,6 +56,7 @@ from looprail.machine.dispatch import Dispatcher
 from looprail.machine.progress import Progress, fmt_duration
 from looprail.machine.session.resume import phase_snapshot
 from looprail.machine.tasks import PlanRun, halted_plans_reason, task_work, write_summary
+from looprail.machine.tracking import track_phase, track_plan
 from looprail.plans import Phase, PhaseCache, Plan, Task, Wave, WavePlan, compute_waves
 from looprail.plans.frontmatter import file_frontmatter
 from looprail.plans.planfile import unknown_key_warnings
@@ -172,6 +173,7 @@ class LoopRunner:
             while self.machine.next_events():  # none: the chart is in its final state
                 self._safe_point()
                 self._step()
+            track_phase(self)  # shipped: GSD's tracking files, as `phase complete` writes them
         except (LooprailError, CheckpointPause, _Stop, OSError) as exc:
             status, reason, refused = run_ending(exc)
         finally:
@@ -531,6 +533,7 @@ class LoopRunner:
             answered = summary_lines(self, plan)
         write_summary(plan, answered)
         drop_plan_secret(self, plan)  # a secret never outlives its plan
+        track_plan(self)  # GSD's ROADMAP.md progress, as update-plan-progress writes it
         self.ctx.workspace.finished(plan.id)  # its worktree's changes committed while others run
 
     def execute_here(self, work: TaskWork, ctx: DispatchContext) -> Outcome:

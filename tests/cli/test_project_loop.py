@@ -186,6 +186,7 @@ def test_status_shows_the_project_phases(tmp_path):
         "dir": None,
         "status": "not started",
         "finished": False,
+        "removed": False,
         "why": "not finished",
         "plans": 0,
         "summaries": 0,
@@ -257,7 +258,14 @@ def test_a_roadmap_that_names_no_phase_leaves_nothing_to_run(tmp_path):
     project = build(tmp_path, roadmap, folders=("01-old-work",))
     assert project_phases(project) == []
     out = run_cli("run", str(project))
-    assert out.returncode == 0 and out.stdout.startswith("the project names no phase")
+    assert out.returncode == 0 and out.stdout == (
+        "no phase to run: every phase of ROADMAP.md is in an archived milestone (inside "
+        "<details>); nothing to run (use --phase N for one)\n"
+    )
+    dry = run_cli("run", str(project), "--dry-run")
+    assert dry.returncode == 0 and "(use --phase N for one)" in dry.stderr
+    status = run_cli("status", str(project))
+    assert "phases: none (every phase of ROADMAP.md is in an archived milestone" in status.stdout
     assert journal_runs(project) == []
     through = run_cli("run", str(project), "--through", "1")
     assert through.returncode == 2

@@ -81,6 +81,9 @@ OWN_FRONTMATTER = {
     ("plans/planfile.py", "_frontmatter_fields"),
     # The ledger: a strict `key: value` block whose every bad line is an error.
     ("hooks/gates/ledger.py", "_frontmatter"),
+    # STATE.md's frontmatter is edited in place, line by line (a key's value replaced, the
+    # rest byte for byte, as `phase complete` keeps it); nothing is read from it.
+    ("plans/tracking.py", "_split_frontmatter"),
 }
 
 
