@@ -64,6 +64,12 @@ PLANNING_DIR = ".planning"
 PHASES_DIR = os.path.join(PLANNING_DIR, "phases")
 ROADMAP_FILE = os.path.join(PLANNING_DIR, "ROADMAP.md")
 PROJECT_CONFIG_FILE = os.path.join(PLANNING_DIR, "config.json")
+# The project's documents a planner, verifier or discuss agent is pointed to (it reads them).
+PROJECT_DOCS = tuple(
+    os.path.join(PLANNING_DIR, name) for name in ("REQUIREMENTS.md", "PROJECT.md", "STATE.md")
+)
+# A phase folder's documents those agents are pointed to, by the suffix of their name.
+PHASE_DOCS = ("RESEARCH.md", "PATTERNS.md", "UI-SPEC.md")
 
 
 def looprail_home(env: Mapping[str, str] | None = None) -> str:

@@ -417,7 +417,7 @@ class LoopRunner:
         body as an executor call (`executor_call`), the `task_result` hooks."""
         model: PlanRun = chart.model
         chart.send("begin_task", task=task)
-        work = model.work or task_work(plan, task)
+        work = model.work or task_work(plan, task, self.project)
         if plan.has_checkpoints:  # the answers so far, and a secret for this call only
             work = with_answers(self, plan, work)
         label = f"{task.id} {task.name or ''}".rstrip()

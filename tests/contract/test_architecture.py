@@ -96,6 +96,8 @@ def test_runtime_does_not_import_hooks():
 RUNTIME_UPWARD = {
     "looprail.runtime.owed imports looprail.plans",
     "looprail.runtime.owed imports looprail.plans.load_phase",
+    "looprail.runtime.prompts imports looprail.plans.briefing",
+    "looprail.runtime.prompts imports looprail.plans.briefing.phase_sections",
 }
 
 
