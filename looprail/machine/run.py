@@ -43,6 +43,7 @@ from looprail.machine.checkpoint import (
 from looprail.machine.context import RunContext, RunOptions, RunResult, RunStatus, run_ending
 from looprail.machine.dispatch import Dispatcher
 from looprail.machine.interactive import handover
+from looprail.machine.plan_review import review_own_plans, warn_existing_plans
 from looprail.machine.progress import Progress, fmt_duration
 from looprail.machine.record import EventRecord, Recorder
 from looprail.machine.resume import phase_snapshot
@@ -98,6 +99,7 @@ class LoopRunner:
         self._said: set[str] = set()
         self.checkpoints = CheckpointState()
         self._warn_plan_keys()
+        warn_existing_plans(self)
 
     # What the run was given: read-only, from the frozen context.
 
@@ -340,6 +342,8 @@ class LoopRunner:
         if step == "discuss" and self.options.interactive:
             ctx = handover(ctx, self.progress)  # the user's terminal (machine/interactive.py)
         outcome = self.ctx.runtime.do_phase_work(spec.role, step, ctx)
+        if outcome.ok and spec.artifact == "PLAN.md":  # its plans meet the plan checks
+            outcome = review_own_plans(self, spec.role, ctx)
         if not outcome.ok:
             self._role_event("role_finished", step, spec.role, outcome="failed")
             raise HaltError(f"{step}: {spec.role} failed: {outcome.detail}")

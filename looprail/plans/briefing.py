@@ -21,6 +21,7 @@ from looprail.errors import LooprailError
 from looprail.hostcall import roadmap_req_ids
 from looprail.layout import PHASE_DOCS, PROJECT_DOCS, phase_artifact
 from looprail.plans.phase import load_phase
+from looprail.plans.waves import relative
 from looprail.plans.planfile import Plan, Task
 from looprail.plans.readfirst import resolve
 from looprail.roadmap import read_roadmap, roadmap_section
@@ -35,7 +36,7 @@ _INTERFACES = re.compile(r"<interfaces>.*?</interfaces>", re.S)
 def executor_plan_sections(plan: Plan, task: Task, project: Path | None) -> dict[str, str]:
     """The plan's parts an executor needs beside its task, as written (the ones it has)."""
     texts = {
-        "path": _rel(plan.path, project) if project is not None else plan.path.name,
+        "path": relative(plan.path, project) if project is not None else plan.path.name,
         "objective": plan.objective or "",
         "must_haves": plan.written.get("must_haves", ""),
         "requirements": plan.written.get("requirements", ""),
@@ -69,7 +70,7 @@ def context_list(context: str) -> str:
     rest = _INTERFACES.sub("", _CONTEXT_REF.sub("", context)).strip()
     lines = [f"- {ref}" for ref in refs]
     if rest:
-        lines += (["", rest] if lines else [rest])
+        lines += ["", rest] if lines else [rest]
     return "\n".join(lines)
 
 
@@ -115,7 +116,7 @@ def phase_sections(
     docs = [p for p in PROJECT_DOCS if os.path.isfile(project / p)]
     names = sorted(os.listdir(phase_dir)) if phase_dir is not None and phase_dir.is_dir() else []
     found = (phase_artifact(names, suffix) for suffix in PHASE_DOCS)
-    docs += [_rel(phase_dir / n, project) for n in found if n and phase_dir is not None]
+    docs += [relative(phase_dir / n, project) for n in found if n and phase_dir is not None]
     if docs:
         out.append(("Read these files (the project's and the phase's)", _bullets(docs)))
     if step == "verify":
@@ -129,21 +130,12 @@ def _must_haves(project: Path, phase_number: str) -> list[tuple[str, str]]:
     except LooprailError as exc:
         return [("The plans' must_haves", f"(the phase's plans do not load: {exc})")]
     return [
-        (f"must_haves of {_rel(plan.path, project)}", plan.written.get("must_haves", ""))
+        (f"must_haves of {relative(plan.path, project)}", plan.written.get("must_haves", ""))
         if plan.written.get("must_haves")
-        else (f"must_haves of {_rel(plan.path, project)}", "(the plan has none)")
+        else (f"must_haves of {relative(plan.path, project)}", "(the plan has none)")
         for plan in phase.plans
     ]
 
 
 def _bullets(items: list[str]) -> str:
     return "\n".join(f"- {item}" for item in items)
-
-
-def _rel(path: Path, project: Path | None) -> str:
-    if project is None:
-        return str(path)
-    try:
-        return path.resolve().relative_to(project.resolve()).as_posix()
-    except ValueError:
-        return str(path)

@@ -183,7 +183,9 @@ def _task_section(request: Request, project: Path) -> str:
     if t.tracker_id:
         lines.append(f"- Tracker: {t.tracker_id}")
     if t.task_sections.get("tdd"):
-        lines.append('- TDD: yes (`tdd="true"`): the failing test first (red), then the code (green)')
+        lines.append(
+            '- TDD: yes (`tdd="true"`): the failing test first (red), then the code (green)'
+        )
     for title, body in (("Action", t.action), ("Verify", t.verify), ("Done when", t.done)):
         if body.strip():
             lines += ["", f"### {title}", "", _bounded(body.strip(), f"the task's {title}")]
@@ -208,10 +210,14 @@ def _read_first(t: TaskWork, project: Path) -> list[str]:
         note = t.read_first_notes.get(rel)
         lines += ["", f"### {rel}" + (f" — {note}" if note else "")]
         text = _read_inside(project, project / rel)
-        lines += ["", _fenced(text.rstrip())] if text is not None else [
-            "",
-            "(not readable from the project)",
-        ]
+        lines += (
+            ["", _fenced(text.rstrip())]
+            if text is not None
+            else [
+                "",
+                "(not readable from the project)",
+            ]
+        )
     return lines
 
 
