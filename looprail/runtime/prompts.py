@@ -84,7 +84,10 @@ def owed(request: Request, project: Path) -> str | None:
         return {
             "discuss": f"Write {path}.",
             "plan": f"Write at least one {path} in the format above.",
-            "verify": f"Write {path} with a `status:` of passed or gaps_found in its frontmatter.",
+            "verify": (
+                f"Write {path} with a `status:` of passed, gaps_found or human_needed in its "
+                "frontmatter."
+            ),
         }[request.step]
     if request.kind == "verdict":
         return (
