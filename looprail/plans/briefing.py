@@ -29,7 +29,7 @@ from looprail.roadmap import read_roadmap, roadmap_section
 # The plan's parts an executor is handed, by `plan_sections` key, in prompt order (the prompt's
 # titles live in runtime/prompts.py).
 _TASK_CHILDREN = ("behavior", "implementation", "precondition", "reversibility")
-_CONTEXT_REF = re.compile(r"^\s*@(\S+)\s*$", re.M)
+_CONTEXT_REF = re.compile(r"^[ \t]*@(\S+)[ \t]*(.*?)[ \t]*$", re.M)  # `@path (note)`
 _INTERFACES = re.compile(r"<interfaces>.*?</interfaces>", re.S)
 
 
@@ -68,7 +68,7 @@ def context_list(context: str) -> str:
     else it says, as written (`<interfaces>` is handed on its own)."""
     refs = _CONTEXT_REF.findall(context)
     rest = _INTERFACES.sub("", _CONTEXT_REF.sub("", context)).strip()
-    lines = [f"- {ref}" for ref in refs]
+    lines = [f"- {ref} — {note}" if note else f"- {ref}" for ref, note in refs]
     if rest:
         lines += ["", rest] if lines else [rest]
     return "\n".join(lines)

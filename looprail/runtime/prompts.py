@@ -235,8 +235,8 @@ _TASK_TITLES = (
 # order, under these titles; `fenced`: YAML from the frontmatter, shown as a block.
 _PLAN_TITLES = (
     ("objective", "Plan objective", False),
-    ("must_haves", "The plan's must_haves (frontmatter, as written)", True),
-    ("requirements", "The plan's requirements (frontmatter, as written)", True),
+    ("must_haves", "must_haves, as written", True),
+    ("requirements", "requirements, as written", True),
     ("context", "The plan's context: read these", False),
     ("interfaces", "Interfaces", False),
     ("threat_model", "Threat model", False),
