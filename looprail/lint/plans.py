@@ -13,8 +13,8 @@ from looprail.layout import LOOPRAIL_DIR
 from looprail.lint.findings import Finding, finding
 from looprail.lint.inputs import LintInput, PhaseInput, _rel
 from looprail.lint.trackers import _Resolvers, _resolvers, _trackers
-from looprail.plans.plancheck import check_phase_plans
 from looprail.machine.spec import DEFAULT_LOOP
+from looprail.plans.plancheck import check_phase_plans
 
 if TYPE_CHECKING:
     from looprail.plans.phase import Phase

@@ -21,9 +21,9 @@ from looprail.errors import LooprailError
 from looprail.hostcall import roadmap_req_ids
 from looprail.layout import PHASE_DOCS, PROJECT_DOCS, phase_artifact
 from looprail.plans.phase import load_phase
-from looprail.plans.waves import relative
 from looprail.plans.planfile import Plan, Task
 from looprail.plans.readfirst import resolve
+from looprail.plans.waves import relative
 from looprail.roadmap import read_roadmap, roadmap_section
 
 # The plan's parts an executor is handed, by `plan_sections` key, in prompt order (the prompt's

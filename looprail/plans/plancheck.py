@@ -24,8 +24,8 @@ from typing import NamedTuple
 
 from looprail.hostcall import roadmap_req_ids
 from looprail.plans.phase import Phase
-from looprail.plans.waves import relative
 from looprail.plans.planfile import Plan, Task
+from looprail.plans.waves import relative
 
 # `<automated>` inside a task's `<verify>`. A small local reader for now: plans/taskchecks.py
 # (branch v-musthaves) reads `Task.automated` in the PLAN.md parser and lists unchecked tasks;

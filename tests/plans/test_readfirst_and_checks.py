@@ -29,7 +29,9 @@ def test_entries_take_the_path_part_and_keep_the_rest_as_the_note():
         ReadFirst("01-CONTEXT.md", "(D-01, D-02)"),
         ReadFirst("src/server/gameState.js", "(…)"),
         ReadFirst("src/server/socketHandlers.js", "(…)"),
-        ReadFirst("frontend/src/Sidebar.tsx", "read the full file: the reducer, TYPE_ORDER, FOLDER_ORDER"),
+        ReadFirst(
+            "frontend/src/Sidebar.tsx", "read the full file: the reducer, TYPE_ORDER, FOLDER_ORDER"
+        ),
         ReadFirst("engine/api.py"),
         ReadFirst("engine/db.py", "Read the module's public functions first."),
     ]
@@ -124,7 +126,9 @@ def test_the_dry_run_warns_the_plan_check_findings(tmp_path: Path):
 
 def test_what_a_prompt_takes_from_a_plan_is_bounded_and_says_what_was_cut(tmp_path: Path):
     big = "x" * (70 * 1024)
-    project = _project(tmp_path, PLAN.replace("<tasks>", f"<verification>\n{big}\n</verification>\n<tasks>"))
+    project = _project(
+        tmp_path, PLAN.replace("<tasks>", f"<verification>\n{big}\n</verification>\n<tasks>")
+    )
     phase = load_phase(project, "1")
     plan = phase.plans[0]
     work = task_work(plan, plan.tasks[0], project)

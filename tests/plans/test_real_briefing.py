@@ -70,9 +70,7 @@ def test_every_task_prompt_carries_its_plan_verbatim(phases):
 
 
 def test_annotated_read_first_keeps_the_note_with_the_file(phases):
-    found = [
-        (project, token) for project, token in phases if project.name.startswith("demoshane")
-    ]
+    found = [(project, token) for project, token in phases if project.name.startswith("demoshane")]
     phase = next(load_phase(p, t) for p, t in found if t == "41.3")
     project = next(p for p, t in found if t == "41.3")
     plan = phase.plans[0]
@@ -90,12 +88,16 @@ def test_every_phase_prompt_carries_the_roadmap_section_and_the_must_haves(phase
         phase = load_phase(project, token)
         roadmap = read_roadmap(project) or ""
         section = roadmap_section(roadmap, phase.number, heading=True)
-        for step, role in (("discuss", "orchestrator"), ("plan", "planner"), ("verify", "verifier")):
+        for step, role in (
+            ("discuss", "orchestrator"),
+            ("plan", "planner"),
+            ("verify", "verifier"),
+        ):
             ctx = _ctx(project, phase, f"{step}:pre")
             request = build_request("phase", step, ctx, role=role, step=step)
             prompt = build_prompt(request, project)
             if section and section.strip():
-                assert section.strip()[:64 * 1024 - 100] in prompt, (project.name, token)
+                assert section.strip()[: 64 * 1024 - 100] in prompt, (project.name, token)
             assert ".planning/STATE.md" in prompt  # every corpus project keeps its STATE.md
             if step == "verify":
                 for plan in phase.plans:
