@@ -71,6 +71,12 @@ GSD_DIR = ".gsd"
 # The host flavors: skill-id prefix, host tool name, onError vocabulary (`--flavor`,
 # `looprail.flavor`).
 FLAVORS = ("gsd", "msd", "ferrox")
+# The project's documents a planner, verifier or discuss agent is pointed to (it reads them).
+PROJECT_DOCS = tuple(
+    os.path.join(PLANNING_DIR, name) for name in ("REQUIREMENTS.md", "PROJECT.md", "STATE.md")
+)
+# A phase folder's documents those agents are pointed to, by the suffix of their name.
+PHASE_DOCS = ("RESEARCH.md", "PATTERNS.md", "UI-SPEC.md")
 
 
 def looprail_home(env: Mapping[str, str] | None = None) -> str:

@@ -66,6 +66,13 @@ RULES: dict[str, Rule] = {
         Rule("plan-dependency-missing", _E, "a depends_on entry names no plan: it halts"),
         Rule("plan-dependency-unfinished", _W, "a plan of another phase it needs is not done"),
         Rule("plan-warning", _W, "a plan layout the DAG or the format disagrees with"),
+        Rule(
+            "plan-check",
+            _W,
+            "a plan fails a plan check (a task without action/files/done or "
+            "<automated> verify, a requirement id or must_haves artifact not covered)",
+        ),
+        Rule("plan-unchecked", _I, "a task its plan lists as unchecked (<automated>MISSING)"),
         Rule("role-agent-missing", _E, "a role agent the local runtime needs is not there"),
         Rule("wave-sequential", _W, "plans of one wave modify one file: they run in turn"),
         Rule("tracker-id-malformed", _W, "a tracker-id without prefix:id"),

@@ -14,6 +14,7 @@ from looprail.lint.inputs import LintInput, PhaseInput, _rel
 from looprail.lint.trackers import _Resolvers, _resolvers, _trackers
 from looprail.machine.spec import DEFAULT_LOOP
 from looprail.plans.frontmatter import file_frontmatter
+from looprail.plans.plancheck import check_phase_plans
 
 if TYPE_CHECKING:
     from looprail.plans.phase import Phase
@@ -83,6 +84,19 @@ def _phase(
         yield from _waves(item, phase, item.waves, data)
     for plan in phase.plans:
         yield from _trackers(data, plan, resolvers)
+    yield from _plan_checks(data, phase)
+
+
+def _plan_checks(data: LintInput, phase: Phase) -> Iterator[Finding]:
+    """The plan checks a run holds its own planner's plans to (plans/plancheck.py): warned
+    here, never refused (the user's plans)."""
+    report = check_phase_plans(data.project, phase)
+    for f in report.findings:
+        fix = "add what is missing to the plan (docs/plans.md, Plan checks)"
+        yield finding("plan-check", f.where, f.message, fix)
+    for f in report.unchecked:
+        fix = "write a command in <verify><automated>…</automated></verify>"
+        yield finding("plan-unchecked", f.where, f.message, fix)
 
 
 def _roles(data: LintInput) -> Iterator[Finding]:

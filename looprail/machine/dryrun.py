@@ -16,6 +16,7 @@ from looprail.hooks.resolve import resolve
 from looprail.layout import LOOPRAIL_DIR
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
 from looprail.plans import compute_waves, load_phase
+from looprail.plans.plancheck import check_phase_plans, warning_lines
 from looprail.runtime.hostcall import argument_values, query_args
 from looprail.textsafe import plural
 from looprail.trust import is_trusted
@@ -237,7 +238,7 @@ def dry_run_plan(
         "phaseDir": ph.dir.name,
         "flavor": flavor,
         "hostTool": host_tool,
-        "warnings": list(native.warnings),
+        "warnings": [*native.warnings, *warning_lines(check_phase_plans(loaded.project, ph))],
         "transitions": transitions,
         "ran": False,
     }

@@ -53,6 +53,7 @@ from looprail.machine.context import (
     run_ending,
 )
 from looprail.machine.dispatch import Dispatcher
+from looprail.machine.plan_review import review_own_plans, warn_existing_plans
 from looprail.machine.progress import Progress, fmt_duration
 from looprail.machine.session.resume import phase_snapshot
 from looprail.machine.tasks import PlanRun, halted_plans_reason, task_work, write_summary
@@ -117,6 +118,7 @@ class LoopRunner:
         self._said: set[str] = set()
         self.checkpoints = CheckpointState()
         self._warn_plan_keys()
+        warn_existing_plans(self)
 
     # What the run was given: read-only, from the frozen context.
 
@@ -369,6 +371,8 @@ class LoopRunner:
             ctx = ctx.model_copy(update={"terminal": True})
         texts = self.dispatcher.role_context(spec.role, step)
         outcome = do_phase_work(self.ctx.runtime, spec.role, step, ctx, texts)
+        if outcome.ok and spec.artifact == "PLAN.md":  # its plans meet the plan checks
+            outcome = review_own_plans(self, spec.role, ctx)
         if not outcome.ok:
             self._role_event("role_finished", step, spec.role, outcome="failed")
             raise HaltError(f"{step}: {spec.role} failed: {outcome.detail}")
@@ -549,7 +553,7 @@ class LoopRunner:
         body as an executor call (`executor_call`), the `task_result` hooks."""
         model: PlanRun = chart.model
         chart.send("begin_task", task=task)
-        work = model.work or task_work(plan, task)
+        work = model.work or task_work(plan, task, self.project)
         if plan.has_checkpoints:  # the answers so far, and a secret for this call only
             work = with_answers(self, plan, work)
         label = f"{task.id} {task.name or ''}".rstrip()

@@ -20,6 +20,12 @@ from looprail.journal.recorder import EventRecord
 from looprail.layout import summary_file
 from looprail.machine.context import RunContext
 from looprail.plans import Plan, Task
+from looprail.plans.briefing import (
+    executor_plan_sections,
+    executor_task_sections,
+    task_read_first,
+)
+from looprail.plans.readfirst import read_first_entries
 from looprail.runtime.base import TaskWork
 
 # A task's native hooks at `task_call` / `task_result` (`LoopRunner.task_hooks`): raises
@@ -55,17 +61,15 @@ class PlanRun:
         self.task_hooks("task_call", self.plan, task, self.wave, self.work)
 
 
-# The plan sections an executor is handed beside its task (TaskWork.plan_sections).
-_EXECUTOR_SECTIONS = ("interfaces", "threat_model")
-
-
-def task_work(plan: Plan, task: Task) -> TaskWork:
-    """What the task's body is handed, from the plan as written."""
+def task_work(plan: Plan, task: Task, project: Path | None = None) -> TaskWork:
+    """What the task's body is handed, from the plan as written (plans/briefing.py);
+    `project`: where `read_first` and the plan's path are read from."""
     criteria = tuple(
         line.strip().removeprefix("- ").strip()
         for line in (task.acceptance_criteria or "").splitlines()
         if line.strip()
     )
+    read_first, notes = task_read_first(plan, task.read_first, task.read_first_notes, project)
     return TaskWork(
         plan_id=plan.id,
         task_id=task.id.rsplit("/", 1)[-1],  # the plan id is its own field
@@ -73,25 +77,21 @@ def task_work(plan: Plan, task: Task) -> TaskWork:
         name=task.name or "",
         type=task.type,
         files=tuple(task.files),
-        read_first=tuple(task.read_first),
+        read_first=read_first,
+        read_first_notes=notes,
         action=task.action or "",
         verify=task.verify or "",
         acceptance_criteria=criteria,
         done=task.done or "",
         tracker_id=task.tracker_id,
-        plan_sections=_plan_sections(plan),
+        plan_sections=executor_plan_sections(plan, task, project),
+        task_sections=executor_task_sections(task),
     )
-
-
-def _plan_sections(plan: Plan) -> dict[str, str]:
-    texts = {"objective": plan.objective or ""}
-    texts |= {key: plan.sections.get(key) or "" for key in _EXECUTOR_SECTIONS}
-    return {key: text.strip() for key, text in texts.items() if text.strip()}
 
 
 def resolve_task(run: RunContext, plan: Plan, task: Task, wave: int) -> TaskWork:
     """The `execute:task` point: mandatory, before read_first, never a fallback."""
-    work = task_work(plan, task)
+    work = task_work(plan, task, run.project)
     if not task.tracker_id:
         return work
 
@@ -121,12 +121,17 @@ def resolve_task(run: RunContext, plan: Plan, task: Task, wave: int) -> TaskWork
         return work
     c = result.content
     run.progress.line(f"  ⇣ execute:task {task.id} content from {task.tracker_id}")
+    entries = read_first_entries("\n".join(c.readFirst))
+    written = {e.path: e.note for e in entries if e.note}
+    paths = [e.path for e in entries if e.path]
+    read_first, notes = task_read_first(plan, paths, written, run.project)
     return work.model_copy(
         update={
             "action": c.action,
             "verify": c.verify,
             "acceptance_criteria": tuple(c.acceptanceCriteria),
-            "read_first": tuple(c.readFirst),
+            "read_first": read_first,
+            "read_first_notes": notes,
             "done": c.done,
             "resolved_by_tracker": True,
         }

@@ -15,8 +15,16 @@ from pydantic import BaseModel, ConfigDict, computed_field
 
 from looprail.errors import PlanError
 from looprail.layout import plan_id_from_filename as plan_id_from_filename  # its home: layout
-from looprail.plans.planyaml import GSD_EXTRA_KEYS, KNOWN_KEYS, KeyReader, PlanFields, lenient_yaml
+from looprail.plans.planyaml import (
+    GSD_EXTRA_KEYS,
+    KNOWN_KEYS,
+    KeyReader,
+    PlanFields,
+    lenient_yaml,
+    top_level_blocks,
+)
 from looprail.plans.planyaml import PLAN_TYPES as PLAN_TYPES  # its home: planyaml
+from looprail.plans.readfirst import read_first_entries
 from looprail.plans.scan import Doc, Element, clean, elements, parse_attributes
 
 TaskType = Literal[
@@ -87,7 +95,10 @@ class Task(BaseModel):
     attributes: dict[str, str] = {}  # every attribute as written, known or not
     name: str | None = None
     files: list[str] = []
-    read_first: list[str] = []
+    read_first: list[str] = []  # the path part of each entry (plans/readfirst.py)
+    # what an entry says beside its path (`01-CONTEXT.md (D-01, D-02)` → "(D-01, D-02)"),
+    # passed on to the executor with the file; "" holds a note that names no file
+    read_first_notes: dict[str, str] = {}
     action: str | None = None
     verify: str | None = None
     # each `<automated>` inside `<verify>`, as written (`plans/taskchecks.py` reads them)
@@ -125,6 +136,8 @@ class Plan(BaseModel):
     requirements: list[str] = []
     user_setup: Any = None
     must_haves: Any = None  # as written (a mapping of truths/artifacts/key_links, or raw text)
+    # each top-level frontmatter key's lines, byte for byte (what an agent is handed verbatim)
+    written: dict[str, str] = {}
     extra: dict[str, object] = {}  # frontmatter keys looprail does not interpret (GSD has more)
     sections: dict[str, str] = {}  # other known sections: <interfaces>, <threat_model>, ...
     notes: list[str] = []  # what reading the file had to work around ("file:line: ...")
@@ -226,8 +239,15 @@ def parse_plan(
         verification=sections.get("verification"),
         success_criteria=sections.get("success_criteria"),
         output=sections.get("output"),
+        written=_written_keys(fm_text),
         **fields,
     )
+
+
+def _written_keys(fm_text: str) -> dict[str, str]:
+    lines = fm_text.split("\n")
+    blocks = top_level_blocks(lines)
+    return {key: "\n".join(lines[a:b]).rstrip() for key, a, b in blocks}
 
 
 _MD_TASK = re.compile(r"^(#{2,6})[ \t]*(Task[ \t]*\d+\b.*)$", re.M | re.I)
@@ -391,10 +411,14 @@ def _make_task(doc: Doc, plan_id: str, index: int, element: Element) -> Task:
         value = clean(doc.text[child.inner_start : child.inner_end])
         if child.name in fields or child.name in extra:
             doc.note(child.start, f"<task> has a second <{child.name}>: the first is used")
-        elif child.name in ("files", "read_first"):
+        elif child.name == "files":
             fields[child.name] = split_paths(value)
         elif child.name == "verify":
             fields["verify"], fields["automated"] = value, automated_commands(doc, child)
+        elif child.name == "read_first":
+            entries = read_first_entries(value)
+            fields["read_first"] = [e.path for e in entries if e.path]
+            fields["read_first_notes"] = {e.path: e.note for e in entries if e.note}
         elif child.name in _TASK_CHILDREN:
             fields[child.name] = value
         else:

@@ -134,7 +134,7 @@ def _load_yaml(text: str, first_line: int, where: str) -> tuple[Any, dict[str, i
         raise PlanError(f"{where}: YAML frontmatter is nested too deeply") from None
 
 
-def _top_level_blocks(lines: list[str]) -> list[tuple[str, int, int]]:
+def top_level_blocks(lines: list[str]) -> list[tuple[str, int, int]]:
     """(key, first line, line after the last) of each top-level `key:` of a YAML mapping."""
     starts = [
         (m.group(1), i) for i, line in enumerate(lines) if (m := re.match(r"([\w-]+)\s*:", line))
@@ -166,7 +166,7 @@ def lenient_yaml(
             return data, key_lines, kept
         except _YamlSyntaxError as exc:
             error = exc
-        blocks = _top_level_blocks(lines)
+        blocks = top_level_blocks(lines)
         bad = _error_line(str(error), doc.where, first_line)
         around = [b for b in blocks if bad is not None and b[1] <= bad < b[2]]
         candidates = around + [b for b in blocks if b[0] in ("must_haves", "user_setup")]

@@ -91,17 +91,22 @@ def roadmap_phases(text: str) -> list[tuple[str, str, bool]]:
     return out
 
 
-def roadmap_section(text: str, phase_number: str) -> str | None:
+def roadmap_section(text: str, phase_number: str, *, heading: bool = False) -> str | None:
     """The text after phase `phase_number`'s heading (any level, `Phase 01` or `Phase 1`) up to
-    the next phase heading, or None when the ROADMAP has no such heading."""
+    the next phase heading, or None when the ROADMAP has no such heading. `heading`: from the
+    start of the heading's line (the section as written, for an agent)."""
     number = phase_number.lstrip("0") or "0"
-    heading = re.compile(rf"^#{{1,6}}\s*Phase\s+0*{re.escape(number)}(?![0-9.])", re.M)
-    found = heading.search(text)
+    pattern = re.compile(rf"^#{{1,6}}\s*Phase\s+0*{re.escape(number)}(?![0-9.])", re.M)
+    found = pattern.search(text)
     if found is None:
         return None
-    rest = text[found.end() :]
-    following = re.search(r"^#{1,6}\s*Phase\s+", rest, re.M)
-    return rest[: following.start()] if following else rest
+    following = re.compile(r"^#{1,6}\s*Phase\s+", re.M).search(text, found.end())
+    end = following.start() if following else len(text)
+    if heading:  # for an agent, also not past the end of the heading's own level (`## Progress`)
+        level = len(found.group(0)) - len(found.group(0).lstrip("#"))
+        above = re.compile(rf"^#{{1,{level}}}[^#]", re.M).search(text, found.end(), end)
+        end = above.start() if above else end
+    return text[found.start() if heading else found.end() : end]
 
 
 def _sentinel(number: str) -> bool:

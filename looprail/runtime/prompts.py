@@ -3,16 +3,22 @@
 For role work (discuss, plan, verify, ship, and each task) the prompt is, in order:
 1. the role brief — what artifact to write and in which format. Briefs ship with looprail
    (`looprail/runtime/roles/<role>.md`); a project overrides one with `.looprail/roles/<role>.md`;
-2. the phase context — the phase number and folder, and its CONTEXT.md when there is one;
+2. the phase context — the phase number and folder, and its CONTEXT.md when there is one; for
+   discuss, plan and verify also what the project says about the phase (its ROADMAP.md
+   section, the documents to read; every plan's `must_haves` for verify: plans/briefing.py);
 3. the contributions delivered to that role, verbatim and in delivery order;
-4. the task content from `execute:task` (tasks only), then its `read_first` files;
+4. the task content from `execute:task` (tasks only), the task's and its plan's parts as written
+   (`TaskWork.task_sections` / `plan_sections`), then its `read_first` files with their notes;
 5. what is owed, restated last so it is the last thing the agent reads.
 
 An interactive session (`run --interactive`'s discuss, `conversation=True`) gets one more
 section before what is owed: the user is there, so ask them rather than decide alone.
 
 Briefs may use `{phase}`, `{phase_dir}`, `{phase_prefix}` and `{phase_slug}`; nothing else is
-substituted (a brief may contain braces freely). Pure functions except for reading files.
+substituted (a brief may contain braces freely). Every text taken from the project is bounded
+as a `read_first` file is (64 KiB) and says where it was cut. Pure functions except for reading
+files. (It loads the phase for the verifier's `must_haves`: the runtime layer's second known
+upward import, beside runtime/owed.py.)
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from pathlib import Path
 
 from looprail.fsutil import read_contained
 from looprail.layout import LOOPRAIL_DIR, ROLES_DIR
+from looprail.plans.briefing import phase_sections
 from looprail.runtime.base import Request, TaskWork
 
 READ_CAP = 64 * 1024  # bytes of one read_first file / context file put into a prompt
@@ -77,7 +84,10 @@ def owed(request: Request, project: Path) -> str | None:
         return {
             "discuss": f"Write {path}.",
             "plan": f"Write at least one {path} in the format above.",
-            "verify": f"Write {path} with a `status:` of passed or gaps_found in its frontmatter.",
+            "verify": (
+                f"Write {path} with a `status:` of passed, gaps_found or human_needed in its "
+                "frontmatter."
+            ),
         }[request.step]
     if request.kind == "verdict":
         return (
@@ -112,6 +122,7 @@ def build_prompt(
         if request.verdict.prompt:
             parts.append(request.verdict.prompt.strip())
     parts.append(_phase_section(request, project, v))
+    parts.append(_phase_facts(request, project))
     if request.kind in ("phase", "task"):
         texts = (request.role_context or {}).get(request.role or "executor", ())
         if texts:
@@ -168,45 +179,114 @@ def _task_section(request: Request, project: Path) -> str:
     t = request.task
     assert t is not None
     lines = [f"## Task {t.key}: {t.name}".rstrip(": ")]
+    if t.plan_sections.get("path"):
+        lines.append(f"- Plan: `{t.plan_sections['path']}` (read it whole if anything is unclear)")
     if t.files:
         lines.append(f"- Files: {', '.join(t.files)}")
     if t.tracker_id:
         lines.append(f"- Tracker: {t.tracker_id}")
+    if t.task_sections.get("tdd"):
+        lines.append(
+            '- TDD: yes (`tdd="true"`): the failing test first (red), then the code (green)'
+        )
     for title, body in (("Action", t.action), ("Verify", t.verify), ("Done when", t.done)):
         if body.strip():
-            lines += ["", f"### {title}", "", body.strip()]
+            lines += ["", f"### {title}", "", _bounded(body.strip(), f"the task's {title}")]
     if t.acceptance_criteria:
         lines += ["", "### Acceptance criteria", ""] + [f"- {c}" for c in t.acceptance_criteria]
+    for key, title in _TASK_TITLES:
+        if t.task_sections.get(key):
+            lines += ["", f"### {title}", "", _bounded(t.task_sections[key], f"<{key}>")]
     lines += _plan_vocabulary(t)
-    if t.read_first:
-        lines += ["", "## Read first"]
-        for rel in t.read_first:
-            text = _read_inside(project, project / rel)
-            if text is not None:
-                lines += ["", f"### {rel}", "", "```", text.rstrip(), "```"]
-            else:
-                lines += ["", f"### {rel}", "", "(not readable from the project)"]
+    lines += _read_first(t, project)
     return "\n".join(lines)
 
 
-# The plan's sections an executor is handed with its task, in this order, under these titles.
+def _read_first(t: TaskWork, project: Path) -> list[str]:
+    """Each `read_first` file with what the plan says about it, then its text (bounded)."""
+    if not t.read_first and not t.read_first_notes.get(""):
+        return []
+    lines = ["", "## Read first"]
+    if t.read_first_notes.get(""):
+        lines += ["", t.read_first_notes[""]]
+    for rel in t.read_first:
+        note = t.read_first_notes.get(rel)
+        lines += ["", f"### {rel}" + (f" — {note}" if note else "")]
+        text = _read_inside(project, project / rel)
+        lines += (
+            ["", _fenced(text.rstrip())]
+            if text is not None
+            else [
+                "",
+                "(not readable from the project)",
+            ]
+        )
+    return lines
+
+
+# The task's own parts (TaskWork.task_sections), in this order, under these titles.
+_TASK_TITLES = (
+    ("behavior", "Behavior (the tests to write first)"),
+    ("implementation", "Implementation"),
+    ("precondition", "Precondition (true before you start)"),
+    ("reversibility", "Reversibility"),
+)
+# The plan's parts an executor is handed with its task (TaskWork.plan_sections), in this
+# order, under these titles; `fenced`: YAML from the frontmatter, shown as a block.
 _PLAN_TITLES = (
-    ("objective", "Plan objective"),
-    ("interfaces", "Interfaces"),
-    ("threat_model", "Threat model"),
+    ("objective", "Plan objective", False),
+    ("must_haves", "must_haves, as written", True),
+    ("requirements", "requirements, as written", True),
+    ("context", "The plan's context: read these", False),
+    ("interfaces", "Interfaces", False),
+    ("threat_model", "Threat model", False),
+    ("verification", "The plan's verification", False),
+    ("success_criteria", "The plan's success criteria", False),
+    ("tasks", "The plan's tasks (earlier ones are done in this tree)", False),
     # machine/checkpoint.py: what the user answered at the plan's checkpoints, verbatim
-    ("checkpoint_answers", "Checkpoint answers (the user's words, verbatim)"),
+    ("checkpoint_answers", "Checkpoint answers (the user's words, verbatim)", False),
 )
 
 
 def _plan_vocabulary(task: TaskWork) -> list[str]:
-    """The task's plan's `<objective>`, `<interfaces>` and `<threat_model>`, when it has them."""
+    """The plan's parts the executor is handed, the ones it has, each bounded."""
     lines: list[str] = []
-    for key, title in _PLAN_TITLES:
+    for key, title, fenced in _PLAN_TITLES:
         text = task.plan_sections.get(key)
         if text:
-            lines += ["", f"### {title} ({task.plan_id})", "", text]
+            shown = _bounded(text, f"the plan's {key}")
+            lines += ["", f"### {title} ({task.plan_id})", "", _fenced(shown) if fenced else shown]
     return lines
+
+
+def _phase_facts(request: Request, project: Path) -> str:
+    """What the discuss, plan or verify agent is handed of its phase (plans/briefing.py)."""
+    if request.kind != "phase" or request.step not in ("discuss", "plan", "verify"):
+        return ""
+    phase_dir = Path(request.phase.dir) if request.phase.dir else None
+    sections = phase_sections(project, request.phase.number, phase_dir, request.step)
+    parts = []
+    for title, text in sections:
+        shown = _bounded(text, title)
+        fenced = title.startswith(("The phase in", "must_haves of"))
+        parts.append(f"### {title}\n\n{_fenced(shown) if fenced else shown}")
+    return "\n\n".join(["## What the project says about this phase", *parts]) if parts else ""
+
+
+def _bounded(text: str, what: str, cap: int = READ_CAP) -> str:
+    """`text`, cut at `cap` bytes like a `read_first` file, saying so when it was."""
+    data = text.encode("utf-8")
+    if len(data) <= cap:
+        return text
+    kept = data[:cap].decode("utf-8", errors="ignore")
+    return f"{kept}\n… ({what} cut at {cap // 1024} KiB: {len(data) - cap} bytes more)"
+
+
+def _fenced(text: str) -> str:
+    """`text` in a code fence longer than any backtick run inside it."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{text}\n{fence}"
 
 
 def _subst(text: str, v: dict[str, str]) -> str:
@@ -222,7 +302,7 @@ def _read_inside(project: Path, path: Path) -> str | None:
     if data is None:
         return None
     text = data[:READ_CAP].decode("utf-8", errors="replace")
-    return text + ("\n… (cut at 64 KiB)" if len(data) > READ_CAP else "")
+    return text + ("\n… (cut at 64 KiB: the file is longer)" if len(data) > READ_CAP else "")
 
 
 def _rel(path: Path, project: Path) -> str:

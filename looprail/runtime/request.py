@@ -112,9 +112,17 @@ class TaskWork(_Camel):
     done: str = ""
     tracker_id: str | None = None
     resolved_by_tracker: bool = False
-    # What the executor needs of its plan beside the task (the reference's vocabulary): the
-    # plan's `<objective>`, `<interfaces>` and `<threat_model>` as written, the ones it has.
+    # What `read_first` says beside a path (`01-CONTEXT.md (D-01, D-02)` → "(D-01, D-02)"),
+    # keyed by the path in `read_first`; "" holds a note that names no file.
+    read_first_notes: dict[str, str] = {}
+    # What the executor needs of its plan beside the task, as written, the ones it has
+    # (plans/briefing.py): `path`, `objective`, `must_haves`, `requirements`, `context`,
+    # `interfaces`, `threat_model`, `verification`, `success_criteria`, `tasks` (the plan's
+    # tasks, which are done), `checkpoint_answers`.
     plan_sections: dict[str, str] = {}
+    # The task's own: `tdd` ("true"), `behavior`, `implementation`, `precondition`,
+    # `reversibility`, as written.
+    task_sections: dict[str, str] = {}
 
     @property
     def key(self) -> str:

@@ -456,7 +456,9 @@ def test_role_agents_the_local_runtime_needs(project, caps):
     (project / ".looprail" / "agents" / "orchestrator").chmod(0o644)
     r = run_cli("lint", str(project), "--json")
     assert r.returncode == 1
-    assert [f["code"] for f in json.loads(r.stdout)["findings"]] == ["role-agent-missing"]
+    codes = [f["code"] for f in json.loads(r.stdout)["findings"]]
+    # (the test plan has no files and no <automated>: plan-check warnings, not errors)
+    assert [c for c in codes if not c.startswith("plan-")] == ["role-agent-missing"]
 
 
 def test_a_broken_config_stops_lint_with_one_line(project, caps):
