@@ -18,20 +18,15 @@ refused: `lint`, the dry run and the run's output warn.
 from __future__ import annotations
 
 import posixpath
-import re
 from pathlib import Path
 from typing import NamedTuple
 
+from looprail.plans.musthaves import read_must_haves
 from looprail.plans.phase import Phase
 from looprail.plans.planfile import Plan, Task
+from looprail.plans.taskchecks import checks_of
 from looprail.plans.waves import relative
 from looprail.runtime.hostcall import roadmap_req_ids
-
-# `<automated>` inside a task's `<verify>`. A small local reader for now: plans/taskchecks.py
-# (branch v-musthaves) reads `Task.automated` in the PLAN.md parser and lists unchecked tasks;
-# once both are merged, `unchecked_reason` is `taskchecks.checks_of(task).reason` (one source).
-_AUTOMATED = re.compile(r"<automated>(.*?)</automated>", re.S)
-_MISSING = re.compile(r"\s*MISSING\b")
 
 
 class PlanFinding(NamedTuple):
@@ -97,14 +92,9 @@ def _task_gaps(task: Task) -> list[str]:
 
 
 def unchecked_reason(task: Task) -> str | None:
-    """Why no command checks `task` (None: an `<automated>` command does), in the words of
-    plans/taskchecks.py (another branch), whose `Task.automated` this reads once merged."""
-    commands = [c.strip() for c in _AUTOMATED.findall(task.verify or "") if c.strip()]
-    if any(not _MISSING.match(c) for c in commands):
-        return None
-    if commands:
-        return "<automated> is MISSING"
-    return "<verify> is prose only" if (task.verify or "").strip() else "no <verify>"
+    """Why no command checks `task` (None: an `<automated>` command does): `plans/taskchecks.py`
+    decides."""
+    return checks_of(task).reason
 
 
 def _uncovered(project: Path, phase: Phase) -> list[PlanFinding]:
@@ -133,16 +123,8 @@ def _artifacts_outside(plan: Plan, plans: list[Plan]) -> list[str]:
 
 
 def must_have_artifacts(plan: Plan) -> list[str]:
-    """The paths `must_haves.artifacts` names (an entry's `path`, or a bare string). A small
-    local reader: plans/musthaves.py (another branch) is the full one; the lead reconciles."""
-    must = plan.must_haves
-    artifacts = must.get("artifacts") if isinstance(must, dict) else None
-    out: list[str] = []
-    for item in artifacts if isinstance(artifacts, list) else []:
-        path = item.get("path") if isinstance(item, dict) else item
-        if isinstance(path, str) and path.strip():
-            out.append(path.strip())
-    return out
+    """The paths `must_haves.artifacts` names, as `plans/musthaves.py` reads them."""
+    return [a.path for a in read_must_haves(plan).artifacts]
 
 
 def _task_files(plan: Plan) -> list[str]:
