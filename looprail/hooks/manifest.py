@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 from pydantic import ValidationError as PydanticValidationError
 
 from looprail.errors import Issue
-from looprail.hooks.checks import COMMAND_GRAMMAR
+from looprail.hooks.checks import validate_command, validate_query
 
 # Re-exported: the limits and the light parsers live in manifest_io (no pydantic there).
 from looprail.hooks.manifest_io import MAX_FRAGMENT_BYTES as MAX_FRAGMENT_BYTES
@@ -320,17 +320,23 @@ def validate_declared(
 
 
 def grammar_warnings(cap: Capability, file: str) -> list[Issue]:
-    """Each `ref.command` and `check.query` that fails the command grammar. Not an error: the
-    reference accepts such a manifest; looprail refuses the string when it would dispatch it
-    (the step fails by its onError, the gate's check errors), so the author should hear now."""
-    declared = [(f"$.steps[{i}].ref.command", s.ref.command) for i, s in enumerate(cap.steps or ())]
+    """Each `ref.command` and `check.query` that fails its grammar: the rules the dispatcher
+    and `lint` apply (`hooks.checks.validate_command`, `validate_query`: a query's words may be
+    dotted, `ui.plan-gate`). Not an error: the reference accepts such a manifest; looprail
+    refuses the string when it would dispatch it (the step fails by its onError, the gate's
+    check errors), so the author should hear now."""
+    declared = [
+        (f"$.steps[{i}].ref.command", s.ref.command, validate_command)
+        for i, s in enumerate(cap.steps or ())
+    ]
     declared += [
-        (f"$.gates[{i}].check.query", g.check.query) for i, g in enumerate(cap.gates or ())
+        (f"$.gates[{i}].check.query", g.check.query, validate_query)
+        for i, g in enumerate(cap.gates or ())
     ]
     return [
         Issue(file, path, f"{text!r} fails the grammar; looprail refuses it at dispatch")
-        for path, text in declared
-        if text is not None and not COMMAND_GRAMMAR.match(text)
+        for path, text, valid in declared
+        if text is not None and not valid(text)
     ]
 
 
