@@ -17,6 +17,7 @@ from types import SimpleNamespace
 from looprail.cli._common import FLAVORS, warning
 from looprail.cli.render_memo import Recorder
 from looprail.config import JSText, js_dump, load_project_config, unknown_keys
+from looprail.fsutil import project_root
 from looprail.hooks.resolve import InvalidPointError, active_cap, check_point, resolve
 from looprail.hooks.sources import PROJECT
 from looprail.layout import PHASES_DIR, phase_folders
@@ -96,8 +97,11 @@ def render_hooks(args) -> int:
         print(f"Error: {exc}", file=sys.stderr)
         return 2
     # A call without --phase is memoised (`render_memo`): a repeat with nothing changed is
-    # replayed from it. argparse's namespace has no argv: never memoised.
-    memo = getattr(args, "argv", None) if args.phase is None else None
+    # replayed from it. argparse's namespace has no argv: never memoised. Nor is a call from a
+    # subfolder (the project found upward): a memo is keyed by the folder the call names.
+    root = project_root(args.project)
+    memo = getattr(args, "argv", None) if args.phase is None and root == args.project else None
+    args.project = root
     rec = Recorder(memo, args.project, args.capabilities)
     compiled, entry = load_entry(args.project, args.capabilities)
     # consent is checked at every call: a set with project capabilities is never memoised
