@@ -1,18 +1,23 @@
-"""A GSD project taken as it is (issue 39): the project root found upward from a subfolder, as
-git finds it, by every command that reads a project. Where a real project from
+"""A GSD project taken as it is (issue 39): `init` adopts it, adding only what is missing, and
+`doctor` suggests only commands that then work; the starter role agents run on any machine and
+a new repository gets a first commit; the project root found upward from a subfolder, as git
+finds it, by every command that reads a project. Where a real project from
 `../shared/conformance/real-projects` shows the problem, a copy of it is used (skipped
 without `../shared`)."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support import CONFORMANCE, GSD_CAPABILITIES, needs_corpus, run_cli
+from tests.support.agents import agent_env, looprail
 from tests.support.phases import build
 
 REAL = CONFORMANCE / "real-projects"
@@ -37,6 +42,146 @@ def git(cwd: Path, *args: str) -> str:
     done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def files_of(project: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(project)): p.read_bytes()
+        for p in project.rglob("*")
+        if p.is_file() and ".git" not in p.relative_to(project).parts
+    }
+
+
+# ---------------------------------------------------------------- 1: init adopts a GSD project
+
+
+def test_init_adopts_a_real_project_adding_only_what_is_missing(tmp_path):
+    project = real_project(tmp_path)
+    before = files_of(project)
+    env = agent_env(tmp_path)
+    done = looprail("init", "--agent", "claude", cwd=project, env=env)
+    assert done.returncode == 0, done.stderr
+    config = ".planning/config.json"
+    assert done.stdout.splitlines()[:6] == [
+        f"added the looprail section to {config} (agent: claude)",
+        *(
+            f"added .looprail/roles/{role}.md"
+            for role in ("orchestrator", "planner", "executor", "verifier")
+        ),
+        "added .gitignore",
+    ]
+    after = files_of(project)
+    # every file the project had is as it was, but config.json, which only gained the section
+    assert {k: v for k, v in after.items() if k in before and k != config} == {
+        k: v for k, v in before.items() if k != config
+    }
+    old, new = before[config].decode(), after[config].decode()
+    assert new.startswith(old.rstrip()[:-1].rstrip())
+    assert json.loads(new) == {**json.loads(old), "looprail": {"agent": "claude"}}
+    # no phase folder, ROADMAP or role executables of its own: claude does the work
+    assert sorted(set(after) - set(before)) == [
+        ".gitignore",
+        *(
+            f".looprail/roles/{role}.md"
+            for role in ("executor", "orchestrator", "planner", "verifier")
+        ),
+    ]
+    assert git(project, "log", "--format=%s").splitlines() == ["the project as GSD left it"]
+    again = looprail("init", cwd=project, env=env)
+    assert (again.returncode, again.stdout.splitlines()[0]) == (
+        0,
+        "nothing to add: . has what looprail init adds",
+    )
+    assert files_of(project) == after
+    other = looprail("init", "--agent", "codex", cwd=project, env=env)
+    assert other.returncode == 1 and "init never changes a setting" in other.stderr
+    assert files_of(project) == after
+
+
+def test_init_help_says_it_adds_only_what_is_missing():
+    out = run_cli("init", "--help").stdout
+    assert "adding only what is missing" in " ".join(out.split())
+    assert "a second init adds nothing" in " ".join(out.split())
+
+
+@pytest.mark.parametrize("configured", [None, "local"])
+def test_every_init_doctor_suggests_then_works(tmp_path, configured):
+    """doctor's advice for a GSD project's missing role agents: each command it names runs
+    (exit 0) on a copy, and doctor then finds that runtime ready."""
+    project = real_project(tmp_path)
+    if configured:
+        path = project / ".planning" / "config.json"
+        path.write_text(
+            json.dumps({**json.loads(path.read_text()), "looprail": {"agent": configured}})
+        )
+    env = agent_env(tmp_path)
+    doctor = looprail("doctor", cwd=project, env=env)
+    assert doctor.returncode == 1
+    suggested = sorted(set(re.findall(r"`(looprail init[^`]*)`", doctor.stdout)))
+    assert suggested == (
+        ["looprail init"] if configured else ["looprail init", "looprail init --agent claude"]
+    )
+    for i, command in enumerate(suggested):
+        copy = tmp_path / f"copy{i}"
+        shutil.copytree(project, copy)
+        done = looprail(*command.split()[1:], cwd=copy, env=env)
+        assert done.returncode == 0, (command, done.stderr)
+        ready = looprail("doctor", cwd=copy, env=env)
+        assert ready.returncode == 0, (command, ready.stdout)
+
+
+# ---------------------------------------------------------------- 12: role agents, first commit
+
+
+def test_starter_role_agents_run_on_any_python3_and_the_repository_has_a_first_commit(tmp_path):
+    env = agent_env(tmp_path)
+    done = looprail("init", "new", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    project = tmp_path / "new"
+    assert "initialised a git repository in new, with a first commit of the files above" in (
+        done.stdout
+    )
+    # the first commit holds everything init wrote (and the tree is clean after it)
+    assert sorted(git(project, "ls-files").split()) == sorted(files_of(project))
+    assert git(project, "status", "--porcelain") == ""
+    agent = project / ".looprail" / "agents" / "planner"
+    assert agent.read_text().splitlines()[0] == "#!/usr/bin/env python3"
+    # the standard library alone (-I -S: no site-packages, so no looprail): any python3 runs it
+    phase = project / ".planning" / "phases" / "01-first"
+    request = {
+        "kind": "phase",
+        "step": "plan",
+        "project": str(project),
+        "phase": {"dir": str(phase), "number": "1"},
+    }
+    ran = subprocess.run(
+        [sys.executable, "-I", "-S", str(agent)],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert (phase / "01-01-PLAN.md").is_file()
+
+
+def test_no_role_executables_for_an_agent_cli(tmp_path):
+    env = agent_env(tmp_path)
+    assert looprail("init", "new", "--agent", "codex", cwd=tmp_path, env=env).returncode == 0
+    assert not (tmp_path / "new" / ".looprail" / "agents").exists()
+    assert sorted(p.name for p in (tmp_path / "new" / ".looprail" / "roles").iterdir()) == [
+        "executor.md",
+        "orchestrator.md",
+        "planner.md",
+        "verifier.md",
+    ]
+
+
+def test_init_says_why_there_is_no_repository(tmp_path):
+    env = {**agent_env(tmp_path), "PATH": str(Path(sys.executable).parent)}
+    done = looprail("init", "new", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "no git repository: git is not on PATH" in done.stdout
+    assert not (tmp_path / "new" / ".git").exists()
 
 
 # ---------------------------------------------------------------- 3: the root, found upward
@@ -68,9 +213,10 @@ def test_lint_and_phase_list_from_a_subfolder_of_a_real_project(tmp_path):
         assert here.returncode == there.returncode, (argv, here.stderr)
         assert here.stdout == there.stdout and here.stdout.strip(), argv
     # a path given on the command line is searched upward too, as `git -C sub` is
-    assert run_cli("phase", "list", "--project", str(sub)).stdout == run_cli(
-        "phase", "list", "--project", str(project)
-    ).stdout
+    assert (
+        run_cli("phase", "list", "--project", str(sub)).stdout
+        == run_cli("phase", "list", "--project", str(project)).stdout
+    )
 
 
 def test_the_search_stops_at_a_nested_repository(tmp_path):
