@@ -92,7 +92,7 @@ def project_root(start: str | os.PathLike[str]) -> str:
         except (OSError, ValueError):  # a name the OS refuses: no project there
             return text
         parent = os.path.dirname(folder)
-        if parent == folder or parent == stop:
+        if parent in (folder, stop):
             return text
         folder = parent
 

@@ -102,7 +102,7 @@ def init(args) -> int:
     if root.exists() and not root.is_dir():
         raise UsageError(f"{root}: exists and is not a folder")
     config = root / PROJECT_CONFIG_FILE
-    section, agent = _chosen_agent(config, args.agent)
+    has_section, agent = _chosen_agent(config, args.agent)
     phase = root / PHASES_DIR / "01-first"
     roadmap = root / ROADMAP_FILE
     # A new project gets a ROADMAP and a first phase; a GSD project keeps what it has.
@@ -125,41 +125,41 @@ def init(args) -> int:
         folder.mkdir(parents=True, exist_ok=True)
     added: list[Path] = []
     said: dict[Path, str] = {}  # how an addition is named, where "added PATH" is not enough
-    if section is None:
+    if not has_section:
         if _write_config(config, agent):
             said[config] = f"added the looprail section to {config} (agent: {agent})"
         added.append(config)
-    if fresh:
-        create_new(phase / ".gitkeep", "")
-        added.append(phase)
-        goal = args.goal or "Describe what phase 1 delivers, in a few sentences."
-        if create_new(roadmap, ROADMAP.format(title="first", goal=goal)):
-            added.append(roadmap)
+    added += _write_first_phase(phase, roadmap, args.goal) if fresh else []
     added += _write_roles(roles, agents if local else None)
     if _add_state_patterns(ignore):
         added.append(ignore)
     git_line = _first_commit(root, added)
-    _report(
-        root,
-        [said.get(p, f"added {p}" + ("/" if p.is_dir() else "")) for p in added],
-        git_line,
-        fresh=fresh,
-    )
+    lines = [said.get(p, f"added {p}" + ("/" if p.is_dir() else "")) for p in added]
+    _report(root, lines, git_line, fresh=fresh)
     return 0
 
 
-def _chosen_agent(config: Path, given: str | None) -> tuple[object, str]:
-    """The config's `looprail` section (None: it has none, init adds it) and the agent the
+def _write_first_phase(phase: Path, roadmap: Path, goal: str | None) -> list[Path]:
+    """A new project's first phase folder and ROADMAP.md: what was written."""
+    create_new(phase / ".gitkeep", "")
+    goal = goal or "Describe what phase 1 delivers, in a few sentences."
+    return [phase] + (
+        [roadmap] if create_new(roadmap, ROADMAP.format(title="first", goal=goal)) else []
+    )
+
+
+def _chosen_agent(config: Path, given: str | None) -> tuple[bool, str]:
+    """Whether the config has a `looprail` section (without one, init adds it) and the agent the
     project will use: the one the section names, else `--agent`, else local. An `--agent`
     other than the one the config names is refused (exit 1): init never changes a setting."""
     if given is not None and given not in available():
         raise UsageError(f"unknown agent {given!r}; choose one of: {', '.join(available())}")
     root = config.parent.parent
     if config.is_symlink() or (root / PLANNING_DIR).is_symlink():
-        return None, given or "local"  # refused with the other links, before a read
+        return False, given or "local"  # refused with the other links, before a read
     loaded = load_project_config_strict(root) if root.is_dir() else None
     if loaded is None or "looprail" not in loaded:
-        return None, given or "local"
+        return False, given or "local"
     named = agent_name(loaded)
     if given is not None and given != named:
         said = f"is {named!r}" if looprail_settings(loaded).agent else "is not set (local)"
@@ -167,7 +167,7 @@ def _chosen_agent(config: Path, given: str | None) -> tuple[object, str]:
             f"{config}: looprail.agent {said}; init never changes a setting, so --agent "
             f"{given} was not applied: set it in the file (nothing changed)"
         )
-    return loaded["looprail"], named
+    return True, named
 
 
 def _write_config(config: Path, agent: str) -> bool:

@@ -68,9 +68,9 @@ def register(sub) -> None:
         "is one line naming the file and JSON path. A manifest is checked in layers: JSON, then "
         "the shape (every shape error at once), then the rules across fields once the shape is "
         "valid, so fixing one layer can reveal the next. A `ref.command` or `check.query` that "
-        "fails its grammar (a query's words may be dotted: `ui.plan-gate`) is a warning, not an error: the manifest is valid (the "
-        "reference accepts it) but looprail refuses that string at dispatch. Exit 1 when any "
-        "manifest is invalid.",
+        "fails its grammar (a query's words may be dotted: `ui.plan-gate`) is a warning, not "
+        "an error: the manifest is valid (the reference accepts it) but looprail refuses that "
+        "string at dispatch. Exit 1 when any manifest is invalid.",
         json=JSON_HELP,
     )
     p.add_argument(

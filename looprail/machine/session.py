@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from looprail.errors import LooprailError
+from looprail.machine.commits import exclude_state
 from looprail.machine.interactive import interactive_options
 from looprail.machine.loading import (
     Loaded,
@@ -99,6 +100,8 @@ def run_phase(
     session = Session(
         loaded, found.number, found.dir, runtime, options, progress, budget_usd, budget_spent
     )
+    # what the run writes under .looprail/ (journal, lock, logs) is never an untracked file
+    exclude_state(loaded.project)
     if not journal:
         return _run_unjournaled(session)
     return _run_journaled(session, resume, accept_changes, new_run, loop)

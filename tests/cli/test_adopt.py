@@ -184,6 +184,28 @@ def test_init_says_why_there_is_no_repository(tmp_path):
     assert not (tmp_path / "new" / ".git").exists()
 
 
+# ---------------------------------------------------------------- 7: .looprail/ state untracked
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["repo-top", "repo-folder"])
+def test_a_run_leaves_no_untracked_state(tmp_path, nested):
+    """After a run, `git status` shows nothing of looprail's state (journal, logs, lock), with
+    no .gitignore of the project's, for a project at the repository's top or in a folder of
+    it; the project's own role agents stay the user's to commit."""
+    project = build(tmp_path)
+    top = tmp_path if nested else project
+    git(top, "init", "-q")
+    git(top, "add", "-A")
+    git(top, "commit", "-qm", "start")
+    done = run_cli("run", str(project), "--phase", "1", "--jobs", "1", "-q")
+    assert done.returncode == 0, done.stderr
+    assert (project / ".looprail" / "journal.sqlite").is_file()
+    assert any((project / ".looprail" / "logs").iterdir())
+    status = git(top, "status", "--porcelain", "--untracked-files=all").splitlines()
+    assert [line for line in status if ".looprail/" in line] == []
+    assert not (project / ".gitignore").exists()
+
+
 # ---------------------------------------------------------------- 3: the root, found upward
 
 
