@@ -27,6 +27,7 @@ from looprail.layout import (
     STATE_PATTERNS,
 )
 from looprail.machine.commits import git as commit_git
+from looprail.machine.loading import start_refusals
 from looprail.runtime.agents import ADAPTERS
 from looprail.runtime.git import git, git_program, is_git_repo
 from looprail.runtime.interactive import shown_argv, terminal_problem
@@ -316,8 +317,12 @@ def doctor(args) -> int:
             Check(status="problem", message=f"agent {name!r} is not a runtime here; {choose}")
         ]
     else:
-        checks = [*_runtime_checks(project, config, name), _git_check(project)]
-        talk = _interactive_check(project, config, name)
+        # what `run` refuses to start on (the one rule doctor, lint and run share), then how
+        # the runtime looks; nothing passes here that a run refuses
+        refused = start_refusals(project, config, agent=args.agent)
+        checks = [Check(status="problem", message=f"a run refuses: {r}") for r in refused]
+        checks += [*_runtime_checks(project, config, name, bool(refused)), _git_check(project)]
+        talk = None if refused else _interactive_check(project, config, name)
         if talk is not None:
             checks.append(Check(status=talk[0], message=talk[1]))
     problems = sum(c["status"] == "problem" for c in checks)
@@ -336,9 +341,9 @@ def doctor(args) -> int:
     return 1 if problems else 0
 
 
-def _runtime_checks(project: Path, config, name: str) -> list[Check]:
+def _runtime_checks(project: Path, config, name: str, refused: bool) -> list[Check]:
     if name in ADAPTERS:
-        return _adapter_checks(project, config, name)
+        return _adapter_checks(project, config, name, refused)
     if name != "local":
         return [Check(status="ok", message=f"{name}: a registered runtime (nothing to check)")]
     runtime = create_runtime(name, RuntimeSettings(project=project))
@@ -372,15 +377,12 @@ def _agents_fix(config) -> str:
     return "write it"
 
 
-def _adapter_checks(project: Path, config, name: str) -> list[Check]:
-    """An agent CLI: what a run would refuse, and its program found and answering --version
-    (never a program the project supplies)."""
+def _adapter_checks(project: Path, config, name: str, refused: bool) -> list[Check]:
+    """An agent CLI: its program found and answering --version (never a program the project
+    supplies). Not found: said by the start refusal (`refused`) already."""
     adapter = ADAPTERS[name]()
     effective = effective_agent(project, config, name)  # what `run` would use
     checks: list[Check] = []
-    refusal = effective.refusal()
-    if refusal is not None:
-        checks.append(Check(status="problem", message=f"{name}: a run refuses: {refusal}"))
     binary = effective.settings.binary or adapter.binary
     found = find_program(binary)
     # Never run what the project supplies: a `binary` from its config (consented or not),
@@ -389,11 +391,9 @@ def _adapter_checks(project: Path, config, name: str) -> list[Check]:
         found is not None and Path(found).resolve().is_relative_to(Path(project).resolve())
     )
     if found is None:
-        checks.append(
-            Check(
-                status="problem", message=f"{name}: `{binary}` not found on PATH; {adapter.install}"
-            )
-        )
+        if not refused:  # (else the start refusal said it, with the same advice)
+            message = f"{name}: `{binary}` not found on PATH; {adapter.install}"
+            checks.append(Check(status="problem", message=message))
     elif supplied:
         where = effective.origin.get("binary") or "the project folder"
         message = (
@@ -403,7 +403,7 @@ def _adapter_checks(project: Path, config, name: str) -> list[Check]:
         checks.append(Check(status="warning", message=message, permissions=effective.line()))
     else:
         checks += _version_checks(project, adapter, effective, name, found)
-    if sources := effective.sources():
+    if (sources := effective.sources()) and checks:
         checks[-1]["settings"] = sources
     return checks
 

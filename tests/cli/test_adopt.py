@@ -8,6 +8,7 @@ without `../shared`)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -182,6 +183,54 @@ def test_init_says_why_there_is_no_repository(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "no git repository: git is not on PATH" in done.stdout
     assert not (tmp_path / "new" / ".git").exists()
+
+
+# ---------------------------------------------------------------- 13: one start-refusal rule
+
+
+def _refusal(stderr: str) -> str:
+    """The reason of a run's start refusal (`looprail: error: REASON; the run did not start`)."""
+    line = stderr.strip().splitlines()[-1]
+    assert line.startswith("looprail: error: ") and line.endswith("; the run did not start"), line
+    return line.removeprefix("looprail: error: ").removesuffix("; the run did not start")
+
+
+@pytest.mark.parametrize("why", ["cli-missing", "settings-not-consented"])
+def test_doctor_and_lint_fail_where_run_refuses_to_start(tmp_path, why):
+    """The issue's case (interactive discuss with claude not installed) and a project that
+    chose claude's binary without the user's consent: `run` refuses; doctor and lint say the
+    same reason and fail, and doctor draws no ✓ for the interactive discuss."""
+    project = real_project(tmp_path)
+    env = agent_env(tmp_path)
+    assert looprail("init", "--agent", "claude", cwd=project, env=env).returncode == 0
+    path = project / ".planning" / "config.json"
+    config = json.loads(path.read_text())
+    config["looprail"]["interactive"] = True
+    if why == "cli-missing":
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}/usr/bin{os.pathsep}/bin"
+    else:
+        config["looprail"]["agents"] = {"claude": {"binary": "tools/claude"}}
+    path.write_text(json.dumps(config))
+    run = looprail("run", "--phase", "1", "--no-interactive", cwd=project, env=env)
+    assert run.returncode != 0
+    reason = _refusal(run.stderr)
+    doctor = looprail("doctor", cwd=project, env=env)
+    assert doctor.returncode == 1
+    assert f"✗ a run refuses: {reason}" in doctor.stdout.splitlines()
+    assert "✓ interactive" not in doctor.stdout and "✓ looprail.interactive" not in doctor.stdout
+    lint = looprail("lint", "--json", cwd=project, env=env)
+    assert lint.returncode == 1
+    refused = [f for f in json.loads(lint.stdout)["findings"] if f["code"] == "run-refused"]
+    assert [f["message"] for f in refused] == [f"{reason}; `looprail run` refuses to start"]
+
+
+def test_doctor_lint_and_run_agree_when_the_cli_is_there(tmp_path):
+    project = real_project(tmp_path)
+    env = agent_env(tmp_path)  # a claude on PATH
+    assert looprail("init", "--agent", "claude", cwd=project, env=env).returncode == 0
+    assert looprail("doctor", cwd=project, env=env).returncode == 0
+    lint = json.loads(looprail("lint", "--json", cwd=project, env=env).stdout)
+    assert [f for f in lint["findings"] if f["code"] == "run-refused"] == []
 
 
 # ---------------------------------------------------------------- 7: .looprail/ state untracked

@@ -354,8 +354,8 @@ def test_doctor_says_how_to_fix_a_missing_cli(project: Path, monkeypatch, capsys
     out = capsys.readouterr().out
     assert code == 1
     assert (
-        "✗ gemini: `gemini` not found on PATH; install Gemini CLI (npm install -g @google/gemini-cli)"
-        in out
+        "✗ a run refuses: gemini: `gemini` not found on PATH; install Gemini CLI (npm install -g "
+        "@google/gemini-cli)" in out
     )
 
 
