@@ -19,7 +19,7 @@ import pytest
 
 from tests.support import CONFORMANCE, GSD_CAPABILITIES, needs_corpus, run_cli
 from tests.support.agents import agent_env, looprail
-from tests.support.phases import build
+from tests.support.phases import build, ship_gate
 
 REAL = CONFORMANCE / "real-projects"
 ASTORIA = "thomasdwood+astoria-runners-backend"
@@ -183,6 +183,64 @@ def test_init_says_why_there_is_no_repository(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "no git repository: git is not on PATH" in done.stdout
     assert not (tmp_path / "new" / ".git").exists()
+
+
+# ---------------------------------------------------------------- 4: the loop, previewed
+
+
+def test_dry_run_of_a_real_projects_next_phase_with_no_folder(tmp_path):
+    """secondbrain's next phase (50) is named by its ROADMAP and has no folder yet: the dry
+    run says what discuss and plan would do there, and creates nothing."""
+    project = real_project(tmp_path, "demoshane+secondbrain")
+    before = files_of(project)
+    folders = sorted(p.name for p in (project / ".planning" / "phases").iterdir())
+    out = run_cli("run", "--dry-run", cwd=project)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "next unfinished phase: 50 (not started, no folder yet: a run makes it)"
+    assert (
+        lines[1].startswith("dry run: phase 50 (50-")
+        and "no folder yet, a run makes it" in (lines[1])
+    )
+    assert "  then orchestrator does the discuss work: nothing there yet, it writes CONTEXT.md" in (
+        lines
+    )
+    assert "  then planner does the plan work: nothing there yet, it writes PLAN.md" in lines
+    plan = json.loads(run_cli("run", "--dry-run", "--json", cwd=project).stdout)
+    assert (plan["phase"], plan["phaseDirExists"]) == ("50", False)
+    assert plan["phaseDir"] not in folders
+    assert files_of(project) == before
+    assert sorted(p.name for p in (project / ".planning" / "phases").iterdir()) == folders
+
+
+def test_dry_run_all_and_through_say_which_phases_in_order_and_why(tmp_path):
+    project = build(tmp_path)
+    caps = ship_gate(tmp_path, project)
+    (project / ".block-2").write_text("")  # phase 1 ships, phase 2's run halts at ship:pre
+    halted = run_cli("run", str(project), "--through", "2", "--capabilities", str(caps), "--json")
+    assert halted.returncode == 1
+    summary = json.loads(halted.stdout)
+    assert summary["shipped"] == ["1"]
+    run_id = summary["phases"][1]["runId"]
+    everything = run_cli("run", str(project), "--dry-run", "--all", "--json")
+    assert everything.returncode == 0, everything.stderr
+    doc = json.loads(everything.stdout)
+    assert [(p["phase"], p["phaseDirExists"], p["why"]) for p in doc["phases"]] == [
+        ("2", True, f"run {run_id} is halted; it is resumed"),
+        ("3", False, "not started, no folder yet: a run makes it"),
+    ]
+    assert doc["finishedBefore"] == ["1"] and doc["first"]["phase"] == "2"
+    text = run_cli("run", str(project), "--dry-run", "--through", "3").stdout.splitlines()
+    assert text[1:3] == [
+        f"  1. phase 2: Core Work (02-core-work): run {run_id} is halted; it is resumed",
+        "  2. phase 3: Polish & Ship (03-polish-ship): not started, no folder yet: a run makes it",
+    ]
+    assert text[3] == "finished already, not run: 1"
+    through = json.loads(
+        run_cli("run", str(project), "--dry-run", "--through", "2", "--json").stdout
+    )
+    assert [p["phase"] for p in through["phases"]] == ["2"]
+    assert not (project / ".planning" / "phases" / "03-polish-ship").exists()
 
 
 # ---------------------------------------------------------------- 13: one start-refusal rule
