@@ -54,7 +54,40 @@ def project_folder(
         text = os.fspath(value)
         shown = one_line(text if len(text) <= 200 else text[:200] + "…")
         raise UsageError(f"{label}{shown}: no such project folder")
+    project = Path(project_root(project))
     return project.resolve() if resolve else project
+
+
+def project_root(start: str | os.PathLike[str]) -> str:
+    """The project `start` is in, found upward as git finds its repository (and as the
+    reference's `findProjectRoot` does by its last rule): the nearest folder, `start` itself or
+    above, holding a `.planning/` folder. `start` as given when that is `start` itself, when
+    there is none, or when `start` is no folder. The search never crosses a repository's top
+    (a folder holding `.git`: a nested repository is a project of its own) and never looks in
+    the home folder or past it."""
+    from looprail.layout import PLANNING_DIR
+
+    text = os.fspath(start)
+    try:
+        here = os.path.abspath(text)
+        if not os.path.isdir(here):  # not a folder (an answer's TASK, a typo): not searched
+            return text
+    except (OSError, ValueError):
+        return text
+    stop = os.path.expanduser("~")
+    folder = here
+    while True:
+        try:
+            if os.path.isdir(os.path.join(folder, PLANNING_DIR)):
+                return text if folder == here else folder
+            if os.path.lexists(os.path.join(folder, ".git")):
+                return text
+        except (OSError, ValueError):  # a name the OS refuses: no project there
+            return text
+        parent = os.path.dirname(folder)
+        if parent in (folder, stop):
+            return text
+        folder = parent
 
 
 # Git's "racy clean" rule: file times tick coarsely (the kernel's clock tick), so a file changed

@@ -46,13 +46,15 @@ LOOPRAIL_FOLDERS = (
     CHECKS_DIR,
 )
 # looprail's run state inside the project folder, as .gitignore patterns relative to it: it
-# never belongs in a commit (`looprail init` writes them to .gitignore, plan worktrees to
+# never belongs in a commit (`looprail init` writes them to .gitignore, every run to
 # .git/info/exclude).
 STATE_PATTERNS = (
     f"{JOURNAL_FILE}*",
     LOCK_FILE,
+    NEXT_TURN_FILE,
     f"{LOGS_DIR}/",
     f"{WORKTREES_DIR}/",
+    f"{PARTIAL_DIR}/",
     f"{CACHE_DIR}/",
 )
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import stat
 import sys
 from dataclasses import replace
 from importlib.resources import files
@@ -20,12 +22,11 @@ from looprail.cli._common import (
     project_folder,
     project_of,
 )
-from looprail.config import load_project_config
-from looprail.errors import ConfigError, UsageError
-from looprail.fsutil import create_new
+from looprail.config import MAX_CONFIG_BYTES, load_project_config, load_project_config_strict
+from looprail.errors import ConfigError, LooprailError, UsageError
+from looprail.fsutil import atomic_write, create_new, read_bounded
 from looprail.layout import (
     AGENTS_DIR,
-    LOGS_DIR,
     LOOPRAIL_DIR,
     PHASES_DIR,
     PLANNING_DIR,
@@ -34,6 +35,8 @@ from looprail.layout import (
     ROLES_DIR,
     STATE_PATTERNS,
 )
+from looprail.machine.commits import git as commit_git
+from looprail.machine.session.load import start_refusals
 from looprail.runtime.agents import ADAPTERS
 from looprail.runtime.base import PHASE_ROLES
 from looprail.runtime.git import git, git_program, is_git_repo
@@ -66,20 +69,32 @@ ROLE = PHASE_ROLES["discuss"]  # the role `run --interactive` hands the terminal
 def register(sub) -> None:
     p = sub.add_parser(
         "init",
-        help="scaffold a project that runs (config, roadmap, first phase, role briefs, git)",
-        description="Create DIR (default: .) as a looprail project: .planning/config.json with "
-        f"the chosen agent, ROADMAP.md, a first phase folder, {LOOPRAIL_DIR}/roles/ with the role "
-        "briefs to edit, a .gitignore for looprail's state, and a git repository. Existing "
-        "files are never overwritten.",
+        help="make a folder a looprail project, or adopt a GSD project: adds only what is missing",
+        description="Make DIR (default: .) a looprail project, adding only what is missing and "
+        "naming each thing added. A new folder gets .planning/config.json (with the agent), "
+        "ROADMAP.md and a first phase folder; an existing GSD project keeps its own and gets "
+        "only the `looprail` section of its config.json (nothing else in the file changes). "
+        f"Both get the role briefs to edit ({LOOPRAIL_DIR}/roles/), .gitignore entries for "
+        "looprail's run state, and, with the local runtime only, a starter executable for each "
+        f"role ({LOOPRAIL_DIR}/agents/; an agent CLI needs none). Where there is no git "
+        "repository, one is made, with a first commit of what init wrote. A file that exists "
+        "is never changed (config.json only gains its `looprail` section); a second init adds "
+        "nothing.",
     )
     p.add_argument(
         "dir",
         nargs="?",
         default=".",
         metavar="DIR",
-        help="the project folder to create (default: here)",
+        help="the project folder (default: here); created when absent",
     )
-    p.add_argument("--agent", default="local", metavar="NAME", help="runtime (default: local)")
+    p.add_argument(
+        "--agent",
+        default=None,
+        metavar="NAME",
+        help="the runtime that does the work: local, claude, codex, ... (default: the "
+        "config's looprail.agent, else local); an agent the config already names is kept",
+    )
     p.add_argument("--goal", default=None, metavar="TEXT", help="phase 1's goal in ROADMAP.md")
     p.set_defaults(handler=init)
 
@@ -98,52 +113,156 @@ def register(sub) -> None:
 
 
 def init(args) -> int:
-    if args.agent not in available():
-        raise UsageError(f"unknown agent {args.agent!r}; choose one of: {', '.join(available())}")
     root = Path(args.dir)
     if root.exists() and not root.is_dir():
         raise UsageError(f"{root}: exists and is not a folder")
     config = root / PROJECT_CONFIG_FILE
-    if config.exists():
-        raise UsageError(f"{config}: already a looprail project (nothing changed)")
+    has_section, agent = _chosen_agent(config, args.agent)
     phase = root / PHASES_DIR / "01-first"
     roadmap = root / ROADMAP_FILE
+    # A new project gets a ROADMAP and a first phase; a GSD project keeps what it has.
+    fresh = not (roadmap.exists() or (root / PHASES_DIR).exists())
     roles = root / LOOPRAIL_DIR / ROLES_DIR
     agents = root / LOOPRAIL_DIR / AGENTS_DIR
     ignore = root / ".gitignore"
-    local = args.agent == "local"  # the local runtime runs executables: start with working ones
+    local = agent == "local"  # the local runtime runs executables: start with working ones
     # Nothing is written through a symlink: a cloned folder's `.planning`, `.looprail` (or a
     # folder in them) linked elsewhere, or a file there linked elsewhere (dangling or not), is
     # refused before anything is written, so init never creates or appends outside the project.
-    folders = [root / PLANNING_DIR, root / PHASES_DIR, phase, root / LOOPRAIL_DIR]
-    folders += [roles] + ([agents] if local else [])
-    files_ = [config, roadmap, phase / ".gitkeep", ignore]
-    files_ += [roles / f"{role}.md" for role in ROLES]
+    folders = [root / PLANNING_DIR, root / LOOPRAIL_DIR, roles]
+    folders += [root / PHASES_DIR, phase] if fresh else []
+    folders += [agents] if local else []
+    files_ = [config, ignore, *(roles / f"{role}.md" for role in ROLES)]
+    files_ += [roadmap, phase / ".gitkeep"] if fresh else []
     files_ += [agents / role for role in ROLES] if local else []
     _refuse_links([*folders, *files_], ignore)
     for folder in folders:
         folder.mkdir(parents=True, exist_ok=True)
-    create_new(phase / ".gitkeep", "")
-    if not create_new(config, json.dumps({"looprail": {"agent": args.agent}}, indent=2) + "\n"):
-        raise UsageError(f"{config}: already a looprail project (nothing changed)")
-    written = [config, phase]
-    goal = args.goal or "Describe what phase 1 delivers, in a few sentences."
-    if create_new(roadmap, ROADMAP.format(title="first", goal=goal)):
-        written.append(roadmap)
-    written += _write_roles(roles, agents if local else None)
+    added: list[Path] = []
+    said: dict[Path, str] = {}  # how an addition is named, where "added PATH" is not enough
+    if not has_section:
+        if _write_config(config, agent):
+            said[config] = f"added the looprail section to {config} (agent: {agent})"
+        added.append(config)
+    added += _write_first_phase(phase, roadmap, args.goal) if fresh else []
+    added += _write_roles(roles, agents if local else None)
     if _add_state_patterns(ignore):
-        written.append(ignore)
-    if git_program() and not is_git_repo(root):
-        done = git(["init", "-q"], root)
-        if done.exit_code == 0:
-            print(f"initialised a git repository in {root}")
-    for path in written:
-        print(f"wrote {path}")
-    print(
-        f"next: edit {roadmap}, then `looprail doctor` and `looprail run --phase 1`"
-        + (f" (in {root})" if str(root) != "." else "")
-    )
+        added.append(ignore)
+    git_line = _first_commit(root, added)
+    lines = [said.get(p, f"added {p}" + ("/" if p.is_dir() else "")) for p in added]
+    _report(root, lines, git_line, fresh=fresh)
     return 0
+
+
+def _write_first_phase(phase: Path, roadmap: Path, goal: str | None) -> list[Path]:
+    """A new project's first phase folder and ROADMAP.md: what was written."""
+    create_new(phase / ".gitkeep", "")
+    goal = goal or "Describe what phase 1 delivers, in a few sentences."
+    return [phase] + (
+        [roadmap] if create_new(roadmap, ROADMAP.format(title="first", goal=goal)) else []
+    )
+
+
+def _chosen_agent(config: Path, given: str | None) -> tuple[bool, str]:
+    """Whether the config has a `looprail` section (without one, init adds it) and the agent the
+    project will use: the one the section names, else `--agent`, else local. An `--agent`
+    other than the one the config names is refused (exit 1): init never changes a setting."""
+    if given is not None and given not in available():
+        raise UsageError(f"unknown agent {given!r}; choose one of: {', '.join(available())}")
+    root = config.parent.parent
+    if config.is_symlink() or (root / PLANNING_DIR).is_symlink():
+        return False, given or "local"  # refused with the other links, before a read
+    loaded = load_project_config_strict(root) if root.is_dir() else None
+    if loaded is None or "looprail" not in loaded:
+        return False, given or "local"
+    named = agent_name(loaded)
+    if given is not None and given != named:
+        said = f"is {named!r}" if looprail_settings(loaded).agent else "is not set (local)"
+        raise LooprailError(
+            f"{config}: looprail.agent {said}; init never changes a setting, so --agent "
+            f"{given} was not applied: set it in the file (nothing changed)"
+        )
+    return True, named
+
+
+def _write_config(config: Path, agent: str) -> bool:
+    """`config.json` with the `looprail` section added (created when absent: False): the
+    file's own bytes are kept, the section inserted before its closing brace."""
+    entry = {"agent": agent}
+    raw = read_bounded(config, MAX_CONFIG_BYTES)
+    if raw is None:
+        create_new(config, json.dumps({"looprail": entry}, indent=2) + "\n")
+        return False
+    text = raw.decode("utf-8")
+    updated = with_section(text, "looprail", entry)
+    if updated is None:
+        raise LooprailError(f"{config}: cannot add the looprail section here (nothing changed)")
+    atomic_write(config, updated, mode=stat.S_IMODE(os.stat(config).st_mode))
+    return True
+
+
+def with_section(text: str, key: str, value: object) -> str | None:
+    """`text`, a JSON object, with `"key": value` added as its last member and every other
+    byte kept (its indentation followed); None when `text` is not a JSON object without
+    `key`, or the result would not read back as that object plus the member."""
+    try:
+        before = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(before, dict) or key in before:
+        return None
+    body = text.rstrip()
+    inner = body[:-1].rstrip()
+    indent = re.search(r"\n([ \t]+)\"", inner)
+    member = f"{indent.group(1) if indent else '  '}{json.dumps(key)}: {json.dumps(value)}"
+    joined = f"{inner}\n{member}\n}}" if inner.endswith("{") else f"{inner},\n{member}\n}}"
+    updated = joined + text[len(body) :]
+    try:
+        after = json.loads(updated)
+    except ValueError:
+        return None
+    return updated if after == {**before, key: value} else None
+
+
+def _first_commit(root: Path, added: list[Path]) -> str:
+    """Where there is no git repository: make one, with a first commit of what init wrote
+    (the user's own files are theirs to commit). What happened, or why not, in one line."""
+    if git_program() is None:
+        return "no git repository: git is not on PATH (plans of a wave will run one at a time)"
+    if is_git_repo(root):
+        return ""
+    done = git(["init", "-q"], root)
+    if done.exit_code != 0:
+        return f"no git repository: git init failed ({_last_line(done)})"
+    paths = [str(p.relative_to(root)) for p in added]
+    if not paths:
+        return f"initialised a git repository in {root} (init wrote nothing to commit)"
+    staged = commit_git(["add", "--", *paths], root)
+    if staged.exit_code == 0:
+        staged = commit_git(["commit", "-q", "-m", "looprail init"], root)
+    if staged.exit_code != 0:
+        return f"initialised a git repository in {root}; no first commit ({_last_line(staged)})"
+    return f"initialised a git repository in {root}, with a first commit of the files above"
+
+
+def _last_line(done) -> str:
+    said = (done.stderr or done.stdout).strip()
+    return said.splitlines()[-1] if said else done.describe_failure()
+
+
+def _report(root: Path, lines: list[str], git_line: str, *, fresh: bool) -> None:
+    for line in lines:
+        print(line)
+    if not lines:
+        print(f"nothing to add: {root} has what looprail init adds")
+    if git_line:
+        print(git_line)
+    where = f" (in {root})" if str(root) != "." else ""
+    if fresh:
+        roadmap = root / ROADMAP_FILE
+        print(f"next: edit {roadmap}, then `looprail doctor` and `looprail run --phase 1`{where}")
+    else:
+        print(f"next: `looprail doctor`, `looprail lint`, then `looprail run --dry-run`{where}")
 
 
 def _refuse_links(paths: list[Path], ignore: Path) -> None:
@@ -158,7 +277,8 @@ def _refuse_links(paths: list[Path], ignore: Path) -> None:
 
 def _write_roles(roles: Path, agents: Path | None) -> list[Path]:
     """The role briefs, and (`agents`: the local runtime) a starter executable for each role;
-    the files written (existing ones are kept)."""
+    the files written (existing ones are kept). The starter needs only the standard library,
+    so its `#!/usr/bin/env python3` runs on any machine (a clone, a reinstall)."""
     written = []
     for role in ROLES:
         target = roles / f"{role}.md"
@@ -166,11 +286,9 @@ def _write_roles(roles: Path, agents: Path | None) -> list[Path]:
             written.append(target)
     if agents is None:
         return written
-    # the interpreter running looprail, which has what the starter imports
     starter = (files("looprail.runtime.roles") / "local_agent.py").read_text()
-    text = starter.replace("#!/usr/bin/env python3", f"#!{sys.executable}", 1)
     for role in ROLES:
-        if create_new(agents / role, text, mode=0o755):
+        if create_new(agents / role, starter, mode=0o755):
             written.append(agents / role)
     return written
 
@@ -183,9 +301,14 @@ def _add_state_patterns(ignore) -> bool:
     fd = os.open(ignore, flags, 0o644)
     with os.fdopen(fd, "r+b") as fh:
         have = fh.read().decode("utf-8", errors="replace")
-        if f"{LOOPRAIL_DIR}/{LOGS_DIR}/" in have:
+        lines = [line.strip() for line in have.splitlines()]
+        if any(line.strip("/") == LOOPRAIL_DIR for line in lines):
+            return False  # the whole folder is ignored already
+        missing = [line for line in GITIGNORE.splitlines()[1:] if line not in lines]
+        if not missing:
             return False
-        fh.write((("\n" if have and not have.endswith("\n") else "") + GITIGNORE).encode())
+        block = "".join(f"{line}\n" for line in [GITIGNORE.splitlines()[0], *missing])
+        fh.write((("\n" if have and not have.endswith("\n") else "") + block).encode())
     return True
 
 
@@ -209,8 +332,12 @@ def doctor(args) -> int:
             Check(status="problem", message=f"agent {name!r} is not a runtime here; {choose}")
         ]
     else:
-        checks = [*_runtime_checks(project, config, name), _git_check(project)]
-        talk = _interactive_check(project, config, name)
+        # what `run` refuses to start on (the one rule doctor, lint and run share), then how
+        # the runtime looks; nothing passes here that a run refuses
+        refused = start_refusals(project, config, agent=args.agent)
+        checks = [Check(status="problem", message=f"a run refuses: {r}") for r in refused]
+        checks += [*_runtime_checks(project, config, name, bool(refused)), _git_check(project)]
+        talk = None if refused else _interactive_check(project, config, name)
         if talk is not None:
             checks.append(Check(status=talk[0], message=talk[1]))
         checks += _capability_checks(args, project)
@@ -232,9 +359,9 @@ def doctor(args) -> int:
     return 1 if problems else 0
 
 
-def _runtime_checks(project: Path, config, name: str) -> list[Check]:
+def _runtime_checks(project: Path, config, name: str, refused: bool) -> list[Check]:
     if name in ADAPTERS:
-        return _adapter_checks(project, config, name)
+        return _adapter_checks(project, config, name, refused)
     if name != "local":
         return [Check(status="ok", message=f"{name}: a registered runtime (nothing to check)")]
     missing = [why for role in ROLES if (why := missing_executable(project, AGENTS_DIR, role))]
@@ -244,19 +371,35 @@ def _runtime_checks(project: Path, config, name: str) -> list[Check]:
                 status="ok", message=f"local: role executables under {LOOPRAIL_DIR}/{AGENTS_DIR}/"
             )
         ]
-    fix = "write it, or pick an agent: looprail init --agent claude"
-    return [Check(status="problem", message=f"local: {why} ({fix})") for why in missing]
+    return [
+        Check(status="problem", message=f"local: {why} ({_agents_fix(config)})") for why in missing
+    ]
 
 
-def _adapter_checks(project: Path, config, name: str) -> list[Check]:
-    """An agent CLI: what a run would refuse, and its program found and answering --version
-    (never a program the project supplies)."""
+def _agents_fix(config) -> str:
+    """How to get the local runtime's role agents: only commands that then do it (`init`
+    writes the starters when the project's agent is local, and takes `--agent` only while the
+    config names none)."""
+    try:
+        named = looprail_settings(config).agent
+    except ConfigError:
+        named = "?"
+    if named is None:
+        return (
+            "write it, or `looprail init` writes a starter for each role, or pick an agent "
+            "CLI: `looprail init --agent claude`"
+        )
+    if named == "local":
+        return "write it, or `looprail init` writes a starter for each role"
+    return "write it"
+
+
+def _adapter_checks(project: Path, config, name: str, refused: bool) -> list[Check]:
+    """An agent CLI: its program found and answering --version (never a program the project
+    supplies). Not found: said by the start refusal (`refused`) already."""
     adapter = ADAPTERS[name]()
     effective = effective_agent(project, config, name)  # what `run` would use
     checks: list[Check] = []
-    refusal = effective.refusal()
-    if refusal is not None:
-        checks.append(Check(status="problem", message=f"{name}: a run refuses: {refusal}"))
     binary = effective.settings.binary or adapter.binary
     found = find_program(binary)
     # Never run what the project supplies: a `binary` from its config (consented or not),
@@ -265,11 +408,9 @@ def _adapter_checks(project: Path, config, name: str) -> list[Check]:
         found is not None and Path(found).resolve().is_relative_to(Path(project).resolve())
     )
     if found is None:
-        checks.append(
-            Check(
-                status="problem", message=f"{name}: `{binary}` not found on PATH; {adapter.install}"
-            )
-        )
+        if not refused:  # (else the start refusal said it, with the same advice)
+            message = f"{name}: `{binary}` not found on PATH; {adapter.install}"
+            checks.append(Check(status="problem", message=message))
     elif supplied:
         where = effective.origin.get("binary") or "the project folder"
         message = (
@@ -279,7 +420,7 @@ def _adapter_checks(project: Path, config, name: str) -> list[Check]:
         checks.append(Check(status="warning", message=message, permissions=effective.line()))
     else:
         checks += _version_checks(project, adapter, effective, name, found)
-    if sources := effective.sources():
+    if (sources := effective.sources()) and checks:
         checks[-1]["settings"] = sources
     return [*checks, _models_check(config, name, effective.settings)]
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import looprail.cli._common as _common
 from looprail import textsafe
 from looprail._version import __version__
+from looprail.fsutil import project_root
 
 # Command-group modules, in the order `looprail --help` lists them.
 GROUPS = (
@@ -113,6 +114,12 @@ def dispatch(argv: list[str]) -> int:
 def run_handler(args: argparse.Namespace) -> int:
     if getattr(args, "project_pos", None) and hasattr(args, "project"):
         args.project = args.project_pos  # `looprail CMD PROJECT` is `--project PROJECT`
+    if isinstance(getattr(args, "project", None), str):
+        # From a subfolder, the project it is in (found upward, as git finds its repository):
+        # every command that reads a project reads that one.
+        args.project = project_root(args.project)
+        if getattr(args, "project_pos", None):
+            args.project_pos = args.project
     args.quiet = bool(getattr(args, "quiet", False))
     args.verbose = int(getattr(args, "verbose", 0) or 0)
     _common.VERBOSITY = -1 if args.quiet else args.verbose

@@ -71,9 +71,9 @@ def register(sub) -> None:
         "is one line naming the file and JSON path. A manifest is checked in layers: JSON, then "
         "the shape (every shape error at once), then the rules across fields once the shape is "
         "valid, so fixing one layer can reveal the next. A `ref.command` or `check.query` that "
-        "fails the command grammar is a warning, not an error: the manifest is valid (the "
-        "reference accepts it) but looprail refuses that string at dispatch. Exit 1 when any "
-        "manifest is invalid.",
+        "fails its grammar (a query's words may be dotted: `ui.plan-gate`) is a warning, not "
+        "an error: the manifest is valid (the reference accepts it) but looprail refuses that "
+        "string at dispatch. Exit 1 when any manifest is invalid.",
         json=JSON_HELP,
     )
     p.add_argument(
@@ -100,7 +100,7 @@ def register(sub) -> None:
         "(the /bin/sh command of a command-exit-zero predicate), the task-content resolver, "
         "reviewer lanes (probe and invoke), host lifecycle hooks and command modules; without "
         "ID, also every `when` and `shell` of the global and project hooks.json. Strings that "
-        "fail the command grammar are marked REFUSED: looprail never runs them.",
+        "fail their grammar are marked REFUSED: looprail never runs them.",
         json=JSON_HELP,
     )
     p.add_argument("ids", nargs="*", metavar="ID", help="capability ids (default: all loaded)")
@@ -129,7 +129,7 @@ def _add_overlay_commands(cmds) -> None:
         "(--yes answers yes; without a terminal --yes is required) and copy it to the project "
         f"overlay <project>/{LOOPRAIL_DIR}/capabilities/<id> (default; consent is recorded) "
         f"or, with --global, to ~/{LOOPRAIL_DIR}/capabilities/<id>. A capability carrying a "
-        "command or query that fails the command grammar is refused.",
+        "command or query that fails its grammar is refused.",
     )
     p.add_argument("dir", metavar="DIR", help="the capability folder (holding capability.json)")
     p.add_argument(

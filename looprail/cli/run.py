@@ -27,7 +27,13 @@ from looprail.layout import LOGS_DIR, LOOPRAIL_DIR, normalize_phase_number
 from looprail.machine.answers import check_answer, is_task_id
 from looprail.machine.dask.cluster import parse_executor
 from looprail.machine.dask.executor import DaskExecutor
-from looprail.machine.dryrun import dry_run, dry_run_plan
+from looprail.machine.dryrun import (
+    dry_run,
+    dry_run_plan,
+    loop_dry_run,
+    loop_dry_run_plan,
+    unfinished_reason,
+)
 from looprail.machine.progress import Progress
 from looprail.machine.project import (
     journal_runs,
@@ -195,8 +201,10 @@ def register(sub) -> None:
     p.add_argument(
         "--dry-run",
         action="store_true",
-        help="walk the machine and print what would be dispatched; run nothing (with --json: "
-        "one JSON document of the transitions, points, hooks, waves and tasks)",
+        help="walk the machine and print what would be dispatched; run and create nothing "
+        "(with --json: one JSON document of the transitions, points, hooks, waves and tasks); "
+        "a phase with no folder yet too; with --all/--through N: the phases that would run, in "
+        "order, why each is unfinished, then the first in full",
     )
     p.add_argument(
         "--new",
@@ -355,26 +363,40 @@ def _progress(args) -> Progress:
 
 
 def _dry_run(args, loaded) -> int:
+    """`--dry-run`: one phase (`--phase N`, else the next unfinished one), or with `--all` /
+    `--through N` the phases the loop would run, in order, and the first in full."""
+    runs = journal_runs(loaded.project) if not args.no_journal else None
+    options = {"flavor": args.flavor, "host_tool": args.host_tool}
     if args.through is not None or args.all_phases:
-        raise UsageError("--dry-run plans one phase: give --phase N, or nothing (the next)")
-    phase = args.phase if args.phase is not None else _next_phase(loaded, args)
+        through = args.through
+        if args.json:
+            doc = loop_dry_run_plan(loaded, through=through, runs=runs, **options)
+            print_json({**doc, "warnings": list(loaded.warnings)})
+            return 0
+        _warn(loaded)
+        sys.stdout.write(loop_dry_run(loaded, through=through, runs=runs, **options))
+        return 0
+    phase = args.phase if args.phase is not None else _next_phase(loaded, runs, args.json)
     if phase is None:
         return 0
     _announce(args)
     if args.json:
-        plan = dry_run_plan(loaded, phase, flavor=args.flavor, host_tool=args.host_tool)
+        plan = dry_run_plan(loaded, phase, **options)
         print_json({**plan, "warnings": [*loaded.warnings, *plan["warnings"]]})
         return 0
-    for w in loaded.warnings:
-        print(f"looprail: warning: {w}", file=sys.stderr)
-    sys.stdout.write(dry_run(loaded, phase, flavor=args.flavor, host_tool=args.host_tool))
+    _warn(loaded)
+    sys.stdout.write(dry_run(loaded, phase, **options))
     return 0
 
 
-def _next_phase(loaded, args) -> str | None:
-    """The next unfinished phase (for `run --dry-run` without `--phase`), or None after saying
-    that every phase is finished."""
-    runs = journal_runs(loaded.project) if not args.no_journal else None
+def _warn(loaded) -> None:
+    for w in loaded.warnings:
+        print(f"looprail: warning: {w}", file=sys.stderr)
+
+
+def _next_phase(loaded, runs, quiet: bool) -> str | None:
+    """The next unfinished phase (for `run --dry-run` without `--phase`; a phase with no folder
+    yet too), or None after saying that every phase is finished."""
     phases = project_phases(loaded.project, runs)
     todo = pending(phases)
     if not todo:
@@ -385,11 +407,8 @@ def _next_phase(loaded, args) -> str | None:
             said = f"no phase to run: {why}; nothing to run (use --phase N for one)"
             print(said, file=sys.stderr)
         return None
-    if todo[0].dir is None:
-        raise UsageError(
-            f"phase {todo[0].number} ({todo[0].name}) has no folder yet; a run creates it, "
-            "a dry run does not"
-        )
+    if not quiet:
+        print(f"next unfinished phase: {todo[0].number} ({unfinished_reason(todo[0])})")
     return todo[0].number
 
 

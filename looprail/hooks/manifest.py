@@ -22,7 +22,7 @@ from pydantic_core import ErrorDetails
 
 from looprail.errors import Issue, json_path
 from looprail.fsutil import read_bounded
-from looprail.hooks.gates.checks import COMMAND_GRAMMAR
+from looprail.hooks.gates.checks import validate_command, validate_query
 from looprail.hooks.gates.predicates import COMMAND_MAX_TIMEOUT_S, PREDICATE_KINDS
 from looprail.hooks.manifest_rules import FORBIDDEN_KEYS, ID_WORD, rule_issues
 from looprail.hooks.manifest_rules import ID_PATTERN as ID_PATTERN
@@ -457,17 +457,23 @@ def validate_declared(
 
 
 def grammar_warnings(cap: Capability, file: str) -> list[Issue]:
-    """Each `ref.command` and `check.query` that fails the command grammar. Not an error: the
-    reference accepts such a manifest; looprail refuses the string when it would dispatch it
-    (the step fails by its onError, the gate's check errors), so the author should hear now."""
-    declared = [(f"$.steps[{i}].ref.command", s.ref.command) for i, s in enumerate(cap.steps or ())]
+    """Each `ref.command` and `check.query` that fails its grammar: the rules the dispatcher
+    and `lint` apply (`hooks.checks.validate_command`, `validate_query`: a query's words may be
+    dotted, `ui.plan-gate`). Not an error: the reference accepts such a manifest; looprail
+    refuses the string when it would dispatch it (the step fails by its onError, the gate's
+    check errors), so the author should hear now."""
+    declared = [
+        (f"$.steps[{i}].ref.command", s.ref.command, validate_command)
+        for i, s in enumerate(cap.steps or ())
+    ]
     declared += [
-        (f"$.gates[{i}].check.query", g.check.query) for i, g in enumerate(cap.gates or ())
+        (f"$.gates[{i}].check.query", g.check.query, validate_query)
+        for i, g in enumerate(cap.gates or ())
     ]
     return [
         Issue(file, path, f"{text!r} fails the grammar; looprail refuses it at dispatch")
-        for path, text in declared
-        if text is not None and not COMMAND_GRAMMAR.match(text)
+        for path, text, valid in declared
+        if text is not None and not valid(text)
     ]
 
 

@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterator
 
 from looprail.hooks.startup import blockers
-from looprail.layout import PLANNING_DIR
+from looprail.layout import PLANNING_DIR, PROJECT_CONFIG_FILE
 from looprail.lint.declarations import _cap_active, _cap_file
 from looprail.lint.findings import Finding, finding
 from looprail.lint.inputs import LintInput, _rel
@@ -21,6 +21,14 @@ def _config(data: LintInput) -> Iterator[Finding]:
             w.split(": ", 1)[-1],
             "make .planning/config.json a valid JSON object; until then every `when` key falls "
             "back to its declared default",
+        )
+    for refused in data.refusals:  # the rule `run` and `doctor` apply
+        yield finding(
+            "run-refused",
+            refused.path or PROJECT_CONFIG_FILE,
+            f"{refused}; `looprail run` refuses to start",
+            "`looprail doctor` says what to do",
+            refused.field or "looprail.agent",
         )
     if not data.has_planning:
         yield finding(

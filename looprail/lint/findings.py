@@ -43,6 +43,7 @@ RULES: dict[str, Rule] = {
         # config
         Rule("config-invalid", _W, "the config is not usable: `when` keys use their defaults"),
         Rule("no-planning", _I, "no .planning/: only capabilities were checked"),
+        Rule("run-refused", _E, "`looprail run` refuses to start (its agent CLI, its settings)"),
         # artifacts
         Rule("consumes-unsatisfied", _E, "nothing produces a consumed artifact in time"),
         Rule("consumes-inactive", _W, "the only earlier producers do not run"),

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from looprail.config import load_project_config_strict
-from looprail.errors import LooprailError, PlanError
+from looprail.errors import LooprailError, PlanError, RefusedToStart
 from looprail.fsutil import project_folder
 from looprail.layout import PLANNING_DIR
+from looprail.machine.session.load import start_refusals
 from looprail.plans import compute_waves, find_phase, list_phases, load_phase
 from looprail.runtime.local import missing_executable
 from looprail.runtime.process import find_program
@@ -72,6 +73,8 @@ class LintInput:
     has_planning: bool = True
     flavor: str = "gsd"
     host_tool: str | None = None
+    # why `looprail run` would refuse to start (`machine.loading.start_refusals`)
+    refusals: list[RefusedToStart] = field(default_factory=list)
 
 
 def local_probe(project: Path, runtime_name: str = "local") -> Probe:
@@ -130,6 +133,7 @@ def load_input(
         has_planning=has_planning,
         flavor=flavor,
         host_tool=host_tool,
+        refusals=start_refusals(root, config) if has_planning else [],
     )
 
 

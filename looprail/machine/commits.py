@@ -18,9 +18,22 @@ from looprail.layout import STATE_PATTERNS as _STATE
 from looprail.runtime.git import git as run_git
 from looprail.runtime.process import ProcessResult
 
-# looprail's own state never belongs in a commit (written to .git/info/exclude, which needs no
-# change to the user's .gitignore).
-STATE_PATTERNS = tuple(f"/{LOOPRAIL_DIR}/{pattern}" for pattern in _STATE)
+
+def state_patterns(prefix: str = "") -> tuple[str, ...]:
+    """looprail's own state, which never belongs in a commit, as `info/exclude` patterns (no
+    change to the user's .gitignore) anchored at the project folder (`prefix`: where it sits
+    in the repository, "" at its top)."""
+    return tuple(f"/{prefix}{LOOPRAIL_DIR}/{pattern}" for pattern in _STATE)
+
+
+def exclude_state(project: Path) -> None:
+    """looprail's run state in the `info/exclude` of the repository `project` is in (nothing
+    outside one), so that the journal and logs never show up as untracked and a host's own
+    commit (GSD's `commit_docs`) never takes them. Every run does this before it writes."""
+    repo = Repo(project)
+    if repo.work_tree:
+        repo.exclude_state()
+
 
 _IDENTITY = {
     "GIT_AUTHOR_NAME": "looprail",
@@ -107,9 +120,11 @@ class Repo:
     def __init__(self, project: Path) -> None:
         self.project = project
         self._dirs: dict[bool, Path] = {}
-        done = git(["rev-parse", "--is-inside-work-tree", "--git-dir", "--git-common-dir"], project)
+        asked = ["--is-inside-work-tree", "--git-dir", "--git-common-dir", "--show-prefix"]
+        done = git(["rev-parse", *asked], project)
         lines = done.stdout.splitlines() if done.exit_code == 0 else []
-        self.work_tree = len(lines) == 3 and lines[0] == "true"
+        self.work_tree = len(lines) >= 3 and lines[0] == "true"
+        self.prefix = lines[3] if self.work_tree and len(lines) > 3 else ""
         if self.work_tree:
             for common, line in ((False, lines[1]), (True, lines[2])):
                 path = Path(line)
@@ -170,7 +185,7 @@ class Repo:
             if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
                 raise HaltError(f"{info / 'exclude'}: not a regular file")
             text = fh.read().decode("utf-8", errors="replace")
-            missing = [p for p in STATE_PATTERNS if p not in text.splitlines()]
+            missing = [p for p in state_patterns(self.prefix) if p not in text.splitlines()]
             if missing:
                 lead = "\n" if text and not text.endswith("\n") else ""
                 block = "".join(f"{p}\n" for p in ["# looprail state", *missing])

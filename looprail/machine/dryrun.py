@@ -9,11 +9,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from looprail.errors import PlanError
 from looprail.hooks.gates import checks as C
 from looprail.hooks.gates.checks import COMMAND_GRAMMAR
 from looprail.hooks.native import load_native_hooks
 from looprail.hooks.resolve import resolve
-from looprail.layout import LOOPRAIL_DIR
+from looprail.layout import LOOPRAIL_DIR, normalize_phase_number
+from looprail.machine.project import (
+    ProjectPhase,
+    new_folder,
+    pending,
+    phase_order,
+    project_phases,
+    through_number,
+)
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
 from looprail.plans import compute_waves, load_phase
 from looprail.plans.plancheck import check_phase_plans, warning_lines
@@ -79,10 +88,12 @@ class WaveDoc(TypedDict):
 
 
 class RoleWork(TypedDict):
-    """The role work of the step a transition enters, unless its artifact is done."""
+    """The role work of the step a transition enters (the artifact it `writes`), unless its
+    artifact is done (none for a phase with no folder yet: nothing is done)."""
 
     role: str
     step: str
+    writes: str | None
     unless: str | None
 
 
@@ -105,6 +116,7 @@ class DryRunPlan(TypedDict):
     project: str
     phase: str
     phaseDir: str
+    phaseDirExists: bool
     flavor: str
     hostTool: str | None
     warnings: list[str]
@@ -203,13 +215,15 @@ def dry_run_plan(
 ) -> DryRunPlan:
     """What a run of `phase` would do, as data (`run --dry-run --json`): every transition in
     order with the points it crosses and the hooks active at each, the waves, plans and tasks
-    where the phase has plans, and the role work each step would do. Nothing runs."""
-    ph = load_phase(loaded.project, phase)
-    waves = compute_waves(ph.plans, root=loaded.project) if ph.plans else None
+    where the phase has plans, and the role work each step would do. A phase the ROADMAP names
+    with no folder yet is planned in the folder a run would create (`phaseDirExists` false:
+    discuss and plan have everything still to do). Nothing runs, nothing is created."""
+    number, phase_dir, ph = _the_phase(loaded.project, phase)
+    waves = compute_waves(ph.plans, root=loaded.project) if ph is not None and ph.plans else None
     native = load_native_hooks(loaded.project, trusted=is_trusted)
 
     def point(p: str, each: str | None = None) -> PointPlan:
-        return _point_plan(loaded, ph, native, flavor, host_tool, p, each)
+        return _point_plan(loaded, number, phase_dir, native, (flavor, host_tool), p, each)
 
     transitions: list[TransitionPlan] = []
     for t in spec.transitions():
@@ -226,40 +240,63 @@ def dry_run_plan(
         }
         transitions.append(step)
         if t.event == "start_wave":
-            step["waves"] = _waves_plan(waves, ph) if waves is not None else None
+            step["waves"] = _waves_plan(waves, ph) if waves is not None and ph else None
             step["points"].append(point(t.points[0], "wave"))
             continue
         step["points"] = [point(p) for p in t.points]
-        step["roleWork"] = _role_work(spec, t.target)
+        step["roleWork"] = _role_work(spec, t.target, started=ph is not None)
     return {
         "dryRun": True,
         "project": str(loaded.project),
-        "phase": ph.number,
-        "phaseDir": ph.dir.name,
+        "phase": number,
+        "phaseDir": phase_dir.name,
+        "phaseDirExists": ph is not None,
         "flavor": flavor,
         "hostTool": host_tool,
-        "warnings": [*native.warnings, *warning_lines(check_phase_plans(loaded.project, ph))],
+        "warnings": [*native.warnings, *_plan_warnings(loaded.project, ph)],
         "transitions": transitions,
         "ran": False,
     }
 
 
+def _plan_warnings(project: Path, phase: Phase | None) -> list[str]:
+    """What the plan checks say of a phase's existing plans (none before it has a folder)."""
+    return warning_lines(check_phase_plans(project, phase)) if phase is not None else []
+
+
+def _the_phase(project: Path, phase: str) -> tuple[str, Path, Phase | None]:
+    """The phase's number, folder and plans; for a phase the ROADMAP names with no folder yet,
+    the folder a run would create and no plans (any other phase that cannot be found or read
+    raises the run's PlanError)."""
+    try:
+        ph = load_phase(project, phase)
+    except PlanError:
+        wanted = normalize_phase_number(phase)
+        named = [p for p in project_phases(project) if p.number == wanted and p.dir is None]
+        if not named:
+            raise
+        return named[0].number, new_folder(Path(project), named[0]), None
+    return ph.number, ph.dir, ph
+
+
 def _point_plan(
     loaded: Loaded,
-    ph: Phase,
+    number: str,
+    phase_dir: Path,
     native: NativeHookSet,
-    flavor: str,
-    host_tool: str | None,
+    how: tuple[str, str | None],
     p: str,
     each: str | None,
 ) -> PointPlan:
-    """One point as the dry run shows it: its active hooks, native hooks and warnings."""
+    """One point as the dry run shows it: its active hooks, native hooks and warnings (`how`:
+    the flavor and the host tool)."""
+    flavor, host_tool = how
     env = resolve(loaded.compiled, loaded.config, p)
     return {
         "point": p,
         "each": each,
         "hooks": [
-            _hook_plan(h, flavor, ph.number, host_tool, p, loaded.project, ph.dir)
+            _hook_plan(h, flavor, number, host_tool, p, loaded.project, phase_dir)
             for h in env["activeHooks"]
         ],
         "nativeHooks": [
@@ -302,15 +339,16 @@ def _waves_plan(waves: WavePlan, ph: Phase) -> list[WaveDoc]:
 _DONE_WHEN = {"verify_done": "reports status: passed"}  # a VERIFICATION.md that did not pass
 
 
-def _role_work(spec: LoopSpec, target: str) -> RoleWork | None:
-    """The role work of the step a transition enters, unless its artifact is done."""
+def _role_work(spec: LoopSpec, target: str, *, started: bool = True) -> RoleWork | None:
+    """The role work of the step a transition enters, unless its artifact is done (a phase
+    not `started`, with no folder yet, has nothing done)."""
     step = next((s for s in spec.steps if s.name == target), None)
     if step is None or step.name == spec.looped:
         return None
     unless = None
-    if step.artifact:
+    if step.artifact and started:
         unless = f"{step.artifact} {_DONE_WHEN.get(step.done_guard or '', 'exists')}"
-    return {"role": step.role, "step": step.name, "unless": unless}
+    return {"role": step.role, "step": step.name, "writes": step.artifact, "unless": unless}
 
 
 def dry_run(
@@ -323,7 +361,8 @@ def dry_run(
 ) -> str:
     """The dry run for people: `dry_run_plan`, one line per transition, point, hook and task."""
     doc = dry_run_plan(loaded, phase, flavor=flavor, spec=spec, host_tool=host_tool)
-    out = [f"dry run: phase {doc['phase']} ({doc['phaseDir']}) of {doc['project']}", ""]
+    folder = doc["phaseDir"] + ("" if doc["phaseDirExists"] else ": no folder yet, a run makes it")
+    out = [f"dry run: phase {doc['phase']} ({folder}) of {doc['project']}", ""]
     out.extend(f"  ! {w}" for w in doc["warnings"])
 
     def point(p: PointPlan) -> None:
@@ -348,8 +387,10 @@ def dry_run(
             point(p)
         work = t["roleWork"]
         if work is not None:
-            unless = f" (unless {work['unless']})" if work["unless"] else ""
-            out.append(f"  then {work['role']} does the {work['step']} work{unless}")
+            note = f" (unless {work['unless']})" if work["unless"] else ""
+            if not doc["phaseDirExists"] and work["writes"]:
+                note = f": nothing there yet, it writes {work['writes']}"
+            out.append(f"  then {work['role']} does the {work['step']} work{note}")
     out.append("")
     out.append("nothing was run")
     return "\n".join(out) + "\n"
@@ -372,3 +413,118 @@ def _wave_lines(waves: list[WaveDoc] | None) -> list[str]:
             note = f"  [{'; '.join(extra)}]" if extra else ""
             out.append(f"    task {task['id']} {task['name']}{note}")
     return out
+
+
+class LoopPhase(TypedDict):
+    """One phase the project loop would run: where, its status and why it is unfinished."""
+
+    phase: str
+    name: str
+    phaseDir: str
+    phaseDirExists: bool
+    status: str
+    why: str
+
+
+class LoopDryRun(TypedDict):
+    """What `run --dry-run --all` / `--through N` prints with `--json`."""
+
+    dryRun: bool
+    project: str
+    loop: str
+    through: str | None
+    phases: list[LoopPhase]
+    finishedBefore: list[str]
+    first: DryRunPlan | None
+    ran: bool
+
+
+def unfinished_reason(p: ProjectPhase) -> str:
+    """Why the project loop counts `p` as unfinished (`machine.project`'s rule), in words."""
+    if p.run_status in ("running", "paused", "halted"):
+        return p.why
+    if p.dir is None:
+        return "not started, no folder yet: a run makes it"
+    if not p.plans:
+        return "discussed; no plan yet" if p.status == "discussed" else "no CONTEXT.md or plan yet"
+    if p.summaries < p.plans:
+        return f"{p.summaries} of {p.plans} plans have a SUMMARY"
+    said = (
+        "no VERIFICATION.md has a status"
+        if p.verification is None
+        else f"VERIFICATION.md says status: {p.verification}"
+    )
+    return f"every plan has a SUMMARY, but {said}, and ROADMAP.md does not mark it done"
+
+
+def loop_dry_run_plan(
+    loaded: Loaded,
+    *,
+    through: str | None = None,
+    runs: Mapping[str, tuple[str, str]] | None = None,
+    flavor: str = "gsd",
+    spec: LoopSpec = DEFAULT_LOOP,
+    host_tool: str | None = None,
+) -> LoopDryRun:
+    """What `run --all` (or `--through N`) would do, as data: the unfinished phases it would
+    run, in order, each with why it counts as unfinished, the phases already finished, and the
+    first phase's full dry run (`dry_run_plan`). `runs`: `project.latest_runs` of the journal.
+    Nothing runs, nothing is created."""
+    phases = project_phases(loaded.project, runs)
+    limit = through_number(phases, through) if through is not None else None
+    todo = pending(phases, limit)
+    return {
+        "dryRun": True,
+        "project": str(loaded.project),
+        "loop": "all" if through is None else "through",
+        "through": limit,
+        "phases": [
+            {
+                "phase": p.number,
+                "name": p.name,
+                "phaseDir": (p.dir or new_folder(loaded.project, p)).name,
+                "phaseDirExists": p.dir is not None,
+                "status": p.status,
+                "why": unfinished_reason(p),
+            }
+            for p in todo
+        ],
+        "finishedBefore": [
+            p.number
+            for p in phases
+            if p.finished and (limit is None or phase_order(p.number) <= phase_order(limit))
+        ],
+        "first": (
+            dry_run_plan(loaded, todo[0].number, flavor=flavor, spec=spec, host_tool=host_tool)
+            if todo
+            else None
+        ),
+        "ran": False,
+    }
+
+
+def loop_dry_run(loaded: Loaded, **options: Any) -> str:
+    """`loop_dry_run_plan` for people: the phases in order, then the first one in full."""
+    doc = loop_dry_run_plan(loaded, **options)
+    which = "--all" if doc["through"] is None else f"--through {doc['through']}"
+    phases, done = doc["phases"], doc["finishedBefore"]
+    if not phases:
+        return f"dry run of `run {which}`: every phase is finished; nothing would run\n"
+    out = [
+        f"dry run of `run {which}` in {doc['project']}: {plural(len(phases), 'phase')} would "
+        "run, in this order, each once the one before ships:"
+    ]
+    for i, p in enumerate(phases, 1):
+        out.append(f"  {i}. phase {p['phase']}: {p['name']} ({p['phaseDir']}): {p['why']}")
+    if done:
+        out.append(f"finished already, not run: {', '.join(done)}")
+    out += [
+        "",
+        f"phase {phases[0]['phase']}, the first, in full (the others cross the same points):",
+    ]
+    return "\n".join(out) + "\n" + dry_run(loaded, phases[0]["phase"], **_single(options))
+
+
+def _single(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options of `loop_dry_run` that `dry_run` takes."""
+    return {k: v for k, v in options.items() if k in ("flavor", "spec", "host_tool")}

@@ -306,18 +306,22 @@ def pending(phases: Sequence[ProjectPhase], through: str | None = None) -> list[
     ]
 
 
+def new_folder(project: Path, phase: ProjectPhase) -> Path:
+    """The folder a run creates for a phase the ROADMAP names with none yet, as the
+    reference's discuss step names it: `.planning/phases/<NN>-<slug of its name>`."""
+
+    slug = re.sub(r"[^a-z0-9]+", "-", phase.name.lower()).strip("-")[:60].strip("-")
+    return project / PHASES_DIR / (phase_spelling(phase.number) + (f"-{slug}" if slug else ""))
+
+
 def ensure_folder(project: Path, phase: ProjectPhase) -> Path:
-    """The phase's folder, created as the reference's discuss step creates it when the ROADMAP
-    names a phase with none yet: `.planning/phases/<NN>-<slug of its name>`."""
+    """The phase's folder, created (`new_folder`) when the ROADMAP names a phase with none."""
     if phase.dir is not None:
         return phase.dir
-    slug = re.sub(r"[^a-z0-9]+", "-", phase.name.lower()).strip("-")[:60].strip("-")
-    name = phase_spelling(phase.number) + (f"-{slug}" if slug else "")
-    root = project / PHASES_DIR
+    folder = new_folder(project, phase)
     require_inside(project, project / PHASES_DIR.split(os.sep)[0], "the folder")
-    root.mkdir(parents=True, exist_ok=True)
-    require_inside(project, root, "the folder")
-    folder = root / name
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    require_inside(project, folder.parent, "the folder")
     folder.mkdir(exist_ok=True)
     return folder
 

@@ -66,7 +66,7 @@ def test_an_empty_or_dot_path_entry_never_runs_the_projects_claude(
     assert "claude: `claude` not found on PATH" in done.stderr, done.stderr
     doctor = looprail("doctor", cwd=project, env=env)
     assert not marker.exists(), marker.read_text()
-    assert "✗ claude: `claude` not found on PATH" in doctor.stdout, doctor.stdout
+    assert "✗ a run refuses: claude: `claude` not found on PATH" in doctor.stdout, doctor.stdout
 
 
 def test_a_leading_empty_path_entry_never_runs_the_projects_git(tmp_path: Path) -> None:

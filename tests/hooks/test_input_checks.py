@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from tests.support import feature, run_cli, write_capability
+from tests.support import GSD_CAPABILITIES, feature, needs_corpus, run_cli, write_capability
 
 
 def _gate(check, **kw):
@@ -81,3 +81,29 @@ def test_validate_warns_but_passes_on_strings_failing_the_grammar(tmp_path):
     write_capability(clean, feature("c", gates=[_gate({"query": "ui plan-gate"})]))
     r = run_cli("capability", "validate", str(clean))
     assert r.returncode == 0 and r.stderr == ""
+
+
+def test_validate_takes_dotted_queries_as_the_dispatcher_does(tmp_path):
+    """One rule for a query: `ui.plan-gate` passes validate as it passes dispatch (and the dry
+    run shows it as run); a dot in a step command is still refused, by both."""
+    caps = tmp_path / "caps"
+    step = {
+        "point": "plan:post",
+        "ref": {"command": "verify.drift"},
+        "produces": [],
+        "consumes": [],
+        "onError": "skip",
+    }
+    write_capability(caps, feature("ui", steps=[step], gates=[_gate({"query": "ui.plan-gate"})]))
+    r = run_cli("capability", "validate", str(caps))
+    assert r.returncode == 0, r.stderr
+    assert "'ui.plan-gate'" not in r.stderr
+    assert "$.steps[0].ref.command: 'verify.drift' fails the grammar" in r.stderr
+
+
+@needs_corpus
+def test_validate_of_the_reference_capabilities_warns_of_no_dotted_query():
+    r = run_cli("capability", "validate", str(GSD_CAPABILITIES))
+    assert r.returncode == 0, r.stderr
+    assert "fails the grammar" not in r.stderr
+    assert "44 valid, 0 invalid" in r.stdout

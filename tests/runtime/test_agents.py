@@ -366,15 +366,20 @@ def test_doctor_says_how_to_fix_a_missing_cli(project: Path, monkeypatch, capsys
     out = capsys.readouterr().out
     assert code == 1
     assert (
-        "✗ gemini: `gemini` not found on PATH; install Gemini CLI (npm install -g @google/gemini-cli)"
-        in out
+        "✗ a run refuses: gemini: `gemini` not found on PATH; install Gemini CLI (npm install -g "
+        "@google/gemini-cli)" in out
     )
 
 
 def test_init_never_overwrites_a_project(tmp_path: Path, capsys) -> None:
     assert main(["init", str(tmp_path / "p"), "--agent", "codex"]) == 0
-    assert main(["init", str(tmp_path / "p")]) == 2
-    assert "already a looprail project (nothing changed)" in capsys.readouterr().err
+    config = (tmp_path / "p" / ".planning" / "config.json").read_bytes()
+    capsys.readouterr()
+    assert main(["init", str(tmp_path / "p")]) == 0  # the agent the config names: kept
+    assert "nothing to add" in capsys.readouterr().out
+    assert main(["init", str(tmp_path / "p"), "--agent", "claude"]) == 1  # never changed
+    assert "looprail.agent is 'codex'; init never changes a setting" in capsys.readouterr().err
+    assert (tmp_path / "p" / ".planning" / "config.json").read_bytes() == config
     assert main(["init", str(tmp_path / "q"), "--agent", "nope"]) == 2
 
 

@@ -1,7 +1,7 @@
 """What a run is given before it starts: the project and its capabilities (`load_project`),
-the checks of what it reads up front (`read_run_inputs`, `read_plans`, `run_settings`), its
-runtime (`make_runtime`) and where its plans work (`attach_run`). Bad input here refuses the run
-(`RefusedToStart`, exit 2) with nothing journaled.
+the checks of what it reads up front (`start_refusals`, `read_run_inputs`, `read_plans`,
+`run_settings`), its runtime (`make_runtime`) and where its plans work (`attach_run`). Bad input
+here refuses the run (`RefusedToStart`, exit 2) with nothing journaled.
 """
 
 from __future__ import annotations
@@ -123,19 +123,11 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     return Loaded(root, compiled, config, warnings, tuple(str(d) for d in capability_dirs))
 
 
-def read_run_inputs(
-    loaded: Loaded, progress: Progress, runtime: Runtime | None = None
-) -> NativeInputs:
-    """Read and check what a run reads before it does anything: the native hooks and their
-    `nextTurn` queue (`.looprail/next-turn.json`), the `looprail` section of the config, and
-    whether the runtime can run at all (an agent CLI on PATH: `describe().unready`). Raises
-    `RefusedToStart` (exit 2), one line naming the file or program, the field and the reason.
-    Returns the native inputs, for the run to use as read here."""
-    run_settings(loaded)  # the `looprail` section, checked before anything runs
-    # The config first (a file to fix), then whether the runtime can run at all.
-    why = runtime.describe().unready if runtime is not None else None
-    if why:
-        raise RefusedToStart(f"{why}; the run did not start")
+def read_run_inputs(loaded: Loaded, progress: Progress) -> NativeInputs:
+    """Read and check what a run reads before it does anything (`run_phase` has asked
+    `start_refusals` already): the native hooks and their `nextTurn` queue
+    (`.looprail/next-turn.json`). Raises `RefusedToStart` (exit 2), one line naming the file,
+    the field and the reason. Returns the native inputs, for the run to use as read here."""
     return read_native_inputs(loaded.project, progress)
 
 
@@ -188,31 +180,64 @@ def attach_run(
     return GitWorkspace(loaded.project, run_id, warn=progress.warn, say=progress.line)
 
 
+def start_refusals(
+    project: Path,
+    config: Mapping[str, Any] | None,
+    *,
+    agent: str | None = None,
+    runtime: Runtime | None = None,
+) -> list[RefusedToStart]:
+    """Why `looprail run` would refuse to start here, before anything is journaled or run, in
+    the order a run checks: the `looprail` section of the config unusable; the settings of an
+    agent CLI that the project chose and the user has not consented to; the runtime unable to
+    run at all (its CLI not on PATH). The one rule: `run` raises the first, `doctor` and
+    `lint` report each. `runtime`: the run's own (one handed to `run_phase`); without one,
+    the runtime the registry builds for `agent`, else the config's `looprail.agent`."""
+    try:
+        looprail_settings(config)
+    except ConfigError as exc:
+        return [RefusedToStart(str(exc), path=exc.path, field=exc.field)]
+    found = []
+    if runtime is None:
+        name = agent_name(config, agent)
+        if name in ADAPTERS:  # the settings a cloned project may not choose alone
+            effective = effective_agent(project, config, name)
+            refusal = effective.refusal()
+            if refusal is not None:
+                key = next(iter(effective.pending))
+                field = f"looprail.agents.{name}.{key}"
+                found.append(RefusedToStart(refusal, path=PROJECT_CONFIG_FILE, field=field))
+        section = _agent_settings(project, config, name)
+        runtime = create_runtime(name, RuntimeSettings(project=project, agent=section))
+    why = runtime.describe().unready
+    if why:
+        found.append(RefusedToStart(why))
+    return found
+
+
+def _agent_settings(
+    project: Path, config: Mapping[str, Any] | None, name: str
+) -> dict[str, object]:
+    """The agent section a runtime is built with: an agent CLI's as consent leaves it."""
+    if name in ADAPTERS:
+        return effective_agent(project, config, name).section
+    return agent_section(config, name)
+
+
 def make_runtime(
     loaded: Loaded, options: RunOptions, progress: Progress, *, agent: str | None = None
 ) -> Runtime:
     """The runtime a run uses, from the registry: `agent` (`--agent`), else `looprail.agent`
-    in the config, else `local`; built with the config's timeouts and its agent section."""
-    run_settings(loaded)  # a bad `looprail` section refuses the run (exit 2)
+    in the config, else `local`; built with the config's timeouts and its agent section (a run
+    asks `start_refusals` first)."""
     name = agent_name(loaded.config, agent)
-    section = agent_section(loaded.config, name)
-
-    if name in ADAPTERS:  # the settings a cloned project may not choose alone
-        effective = effective_agent(loaded.project, loaded.config, name)
-        refusal = effective.refusal()
-        if refusal is not None:  # before anything is journaled or run: exit 2
-            key = next(iter(effective.pending))
-            raise RefusedToStart(
-                refusal, path=".planning/config.json", field=f"looprail.agents.{name}.{key}"
-            )
-        section = effective.section
     settings = RuntimeSettings(
         project=loaded.project,
         host_tool=options.host_tool,
         timeouts=run_settings(loaded).timeouts,
         progress=progress.line,
         output=progress.child_line if progress.verbose else None,
-        agent=section,
+        agent=_agent_settings(loaded.project, loaded.config, name),
         config=loaded.config,
     )
     return create_runtime(name, settings)

@@ -11,11 +11,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from looprail.errors import LooprailError
+from looprail.errors import LooprailError, RefusedToStart
 from looprail.journal import Journal, RunLock, digest_inputs
 from looprail.journal.recorder import JournalRecorder, MemoryRecorder
 from looprail.journal.writer import journal_path
 from looprail.machine.answers import drop_run_secrets
+from looprail.machine.commits import exclude_state
 from looprail.machine.progress import Progress
 from looprail.machine.runner import LoopRunner, RunOptions, RunResult
 from looprail.machine.session.interactive import interactive_options
@@ -27,6 +28,7 @@ from looprail.machine.session.load import (
     read_plans,
     read_run_inputs,
     run_settings,
+    start_refusals,
 )
 from looprail.machine.session.open import (
     OpenedRun,
@@ -92,6 +94,9 @@ def run_phase(
         options = interactive_options(options, run_settings(loaded).interactive)
     progress = progress or Progress()
     found = find_phase(loaded.project, phase)
+    # what doctor and lint report, refused here before anything is journaled or run
+    for why in start_refusals(loaded.project, loaded.config, agent=agent, runtime=runtime):
+        raise RefusedToStart(f"{why}; the run did not start", path=why.path, field=why.field)
     if runtime is None:
         runtime = make_runtime(loaded, options, progress, agent=agent)
     for w in loaded.warnings:
@@ -100,6 +105,8 @@ def run_phase(
     session = Session(
         loaded, found.number, found.dir, runtime, options, progress, budget_usd, budget_spent
     )
+    # what the run writes under .looprail/ (journal, lock, logs) is never an untracked file
+    exclude_state(loaded.project)
     if not journal:
         return _run_unjournaled(session)
     return _run_journaled(session, resume, accept_changes, new_run, loop)
@@ -117,7 +124,7 @@ def _run_journaled(
     with RunLock(session.loaded.project) as lock:
         # Everything the run reads up front is read and checked before the journal is opened:
         # bad input stops here (exit 2) with nothing journaled, not as a failed run.
-        native = read_run_inputs(session.loaded, session.progress, session.runtime)
+        native = read_run_inputs(session.loaded, session.progress)
         # No journal yet: this is a new run, whose plans are checked before the journal exists.
         phases = (
             None if journal_path(session.loaded.project).exists() else read_plans(*session.where)
@@ -150,7 +157,7 @@ def _run_journaled(
 def _run_unjournaled(session: Session) -> SessionResult:
     """`journal=False`: the run records in memory and writes nothing."""
     loaded, runtime, progress = session.loaded, session.runtime, session.progress
-    native = read_run_inputs(loaded, progress, runtime)
+    native = read_run_inputs(loaded, progress)
     phases = read_plans(*session.where)
     recorder = MemoryRecorder()
     bridge = session.bridge(recorder, None, native)
