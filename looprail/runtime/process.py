@@ -132,6 +132,10 @@ def _command(argv: Sequence[str] | str, shell: bool) -> list[str]:
     return ["/bin/sh", "-c", argv]
 
 
+def _since(start: float) -> float:
+    return time.monotonic() - start
+
+
 def _run_child(
     child: _Child,
     cmd: list[str],
@@ -152,8 +156,7 @@ def _run_child(
         with _stop_signals_deferred():
             started = _start(child, cmd, data is not None, cwd, env, fds)
             if isinstance(started, str):
-                spent = time.monotonic() - start
-                return ProcessResult(shown, None, "", "", spent, spawn_error=started)
+                return ProcessResult(shown, None, "", "", _since(start), spawn_error=started)
             proc = started
             with _LIVE_LOCK:
                 child.proc = proc
@@ -165,7 +168,7 @@ def _run_child(
             _stop(child)
         why = _await_guard(child, proc, fds, shown[0]) if child.guarded else None
         if why is not None:
-            return ProcessResult(shown, None, "", "", time.monotonic() - start, spawn_error=why)
+            return ProcessResult(shown, None, "", "", _since(start), spawn_error=why)
         timed_out, out, err, truncated = _pump(
             child, data, start + timeout_s, output_cap, on_output
         )
@@ -179,7 +182,7 @@ def _run_child(
         exit_code=None if timed_out else proc.returncode,
         stdout=out.decode("utf-8", errors="replace"),
         stderr=err.decode("utf-8", errors="replace"),
-        duration_s=time.monotonic() - start,
+        duration_s=_since(start),
         timed_out=timed_out,
         truncated=truncated,
     )
