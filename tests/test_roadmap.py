@@ -7,8 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from looprail.plans.roadmap import roadmap_phases, roadmap_section
-from looprail.runtime.hostcall import roadmap_req_ids
+from looprail.plans.roadmap import roadmap_phases, roadmap_req_ids, roadmap_section
 
 ROADMAP = """\
 # Roadmap

@@ -22,9 +22,8 @@ from looprail.layout import PHASE_DOCS, PROJECT_DOCS, phase_artifact
 from looprail.plans.phase import load_phase
 from looprail.plans.planfile import Plan, Task
 from looprail.plans.readfirst import resolve
-from looprail.plans.roadmap import read_roadmap, roadmap_section
+from looprail.plans.roadmap import read_roadmap, roadmap_req_ids, roadmap_section
 from looprail.plans.waves import relative
-from looprail.runtime.hostcall import roadmap_req_ids
 
 # The plan's parts an executor is handed, by `plan_sections` key, in prompt order (the prompt's
 # titles live in runtime/prompts.py).

@@ -24,9 +24,9 @@ from typing import NamedTuple
 from looprail.plans.musthaves import read_must_haves
 from looprail.plans.phase import Phase
 from looprail.plans.planfile import Plan, Task
+from looprail.plans.roadmap import roadmap_req_ids
 from looprail.plans.taskchecks import checks_of
 from looprail.plans.waves import relative
-from looprail.runtime.hostcall import roadmap_req_ids
 
 
 class PlanFinding(NamedTuple):

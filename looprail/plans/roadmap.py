@@ -18,6 +18,9 @@ from looprail.errors import LooprailError
 from looprail.fsutil import read_bounded
 from looprail.layout import ROADMAP_FILE, normalize_phase_number
 
+# What plan-phase passes when the requirement ids are unknown.
+UNKNOWN_REQ_IDS = "TBD"
+
 _TOKEN = r"\d+[A-Z]?(?:\.\d+)*"
 _HEADING = re.compile(
     rf"#{{2,4}}\s*Phase\s+({_TOKEN})(?:\s*\([^)\n]{{0,200}}\))?\s*:\s*([^\n]+)", re.I
@@ -113,3 +116,18 @@ def _sentinel(number: str) -> bool:
     """Phase 0 or 999 (`999.1` is backlog too); `number` is normalised (no leading zeros)."""
     match = re.match(r"\d+", number)
     return match is not None and match.group() in _SENTINELS
+
+
+def roadmap_req_ids(project: str | os.PathLike[str], phase_number: str) -> str:
+    """The `**Requirements**:` line of the phase's ROADMAP.md section, as the host's
+    `init plan-phase` reads it (`REQ-01, REQ-02`), or "" when there is none or it is TBD."""
+    text = read_roadmap(project)
+    section = roadmap_section(text, phase_number) if text is not None else None
+    if section is None:
+        return ""
+    line = re.search(r"^\*\*Requirements:?\*\*[^\S\n]*:?[^\S\n]*([^\n]*)$", section, re.M)
+    if line is None:
+        return ""
+    ids = [p.strip() for p in line.group(1).replace("[", "").replace("]", "").split(",")]
+    joined = ", ".join(p for p in ids if p)
+    return "" if joined == UNKNOWN_REQ_IDS else joined

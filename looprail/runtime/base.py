@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypedDict, runtime_ch
 
 from pydantic import model_validator
 
-from looprail.runtime.hostcall import UNKNOWN_REQ_IDS, roadmap_req_ids
+from looprail.plans.roadmap import UNKNOWN_REQ_IDS, roadmap_req_ids
 from looprail.runtime.request import (
     DispatchContext,
     Frozen,

@@ -1,7 +1,7 @@
 """Find GSD where it is installed, and what a command uses when nothing else was named.
 
 The reference's installer (`bin/install.js --<runtime> --global|--local`) copies GSD's core,
-`gsd-core/`, into each runtime's config folder: `~/.claude/gsd-core`, `~/.codex/gsd-core`,
+a `gsd-core` folder, into each runtime's config folder: `~/.claude/gsd-core`, `~/.codex/gsd-core`,
 `~/.config/opencode/gsd-core`, … (global) or `<project>/.claude/gsd-core`, … (local). In it,
 `bin/gsd-tools.cjs` is the host tool, and the 44 first-party capability manifests exist only
 inside the generated module `bin/lib/capability-registry.cjs` (an install has no
@@ -41,7 +41,7 @@ from looprail.layout import (
     cache_dir,
 )
 from looprail.runtime.process import find_program, run_bounded
-from looprail.runtime.settings import LooprailSettings, looprail_settings
+from looprail.runtime.settings import LooprailSettings, looprail_settings_of
 
 # The folder the installer copies GSD's core into (`get-shit-done` before GSD renamed it).
 CORE_DIRS = ("gsd-core", "get-shit-done")
@@ -259,10 +259,7 @@ def _labels(installs: list[GsdInstall]) -> str:
 def _own_settings(config: Any) -> LooprailSettings:
     """The config's `looprail` section, only the keys read here validated (a wrong value of
     another key is for the reader of that key to say, in its own way)."""
-    section = config.get("looprail") if isinstance(config, dict) else None
-    if isinstance(section, dict):
-        section = {k: v for k, v in section.items() if k in _OWN_KEYS}
-    return looprail_settings({"looprail": section})
+    return looprail_settings_of(config, _OWN_KEYS)
 
 
 _OWN_KEYS = ("capabilities", "host_tool", "flavor")
@@ -270,9 +267,10 @@ _OWN_KEYS = ("capabilities", "host_tool", "flavor")
 
 def _agent(config: Any) -> str | None:
     """`looprail.agent` when it is a name (its reader says when it is not)."""
-    section = config.get("looprail") if isinstance(config, dict) else None
-    agent = section.get("agent") if isinstance(section, dict) else None
-    return agent if isinstance(agent, str) else None
+    try:
+        return looprail_settings_of(config, ("agent",)).agent
+    except ConfigError:
+        return None
 
 
 def _named(

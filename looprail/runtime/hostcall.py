@@ -9,11 +9,10 @@ argv from it and the hooks layer evaluates checks with it, and neither imports t
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from looprail.plans.roadmap import read_roadmap, roadmap_section
+from looprail.plans.roadmap import UNKNOWN_REQ_IDS
 
 # point → the values a query check receives, in order. Points whose workflow dispatches no
 # generic gate get the phase number for a query and both the phase number and folder for a
@@ -34,8 +33,6 @@ PREDICATE_ARGS: dict[str, tuple[str, ...]] = {
 }
 DEFAULT_QUERY_ARGS = ("phase_number",)
 DEFAULT_PREDICATE_ARGS = ("phase_number", "phase_dir")
-# What plan-phase passes when the requirement ids are unknown.
-UNKNOWN_REQ_IDS = "TBD"
 
 
 def query_args(point: str | None) -> tuple[str, ...]:
@@ -94,18 +91,3 @@ def predicate_flags(
         elif name == "phase_req_ids":
             flags += ["--phase-req-ids", phase_req_ids or UNKNOWN_REQ_IDS]
     return flags
-
-
-def roadmap_req_ids(project: Path, phase_number: str) -> str:
-    """The `**Requirements**:` line of the phase's ROADMAP.md section, as the host's
-    `init plan-phase` reads it (`REQ-01, REQ-02`), or "" when there is none or it is TBD."""
-    text = read_roadmap(project)
-    section = roadmap_section(text, phase_number) if text is not None else None
-    if section is None:
-        return ""
-    line = re.search(r"^\*\*Requirements:?\*\*[^\S\n]*:?[^\S\n]*([^\n]*)$", section, re.M)
-    if line is None:
-        return ""
-    ids = [p.strip() for p in line.group(1).replace("[", "").replace("]", "").split(",")]
-    joined = ", ".join(p for p in ids if p)
-    return "" if joined == UNKNOWN_REQ_IDS else joined

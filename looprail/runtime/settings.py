@@ -97,6 +97,15 @@ _TYPE_REASONS: dict[tuple[str, ...], str] = {
 }
 
 
+def looprail_settings_of(config: Any, keys: tuple[str, ...]) -> LooprailSettings:
+    """`looprail_settings` with only `keys` of the section validated (the others default): for
+    a reader of those keys, whose command must not fail on a bad value of another key."""
+    section = config.get("looprail") if isinstance(config, dict) else None
+    if isinstance(section, dict):
+        section = {k: v for k, v in section.items() if k in keys}
+    return looprail_settings({"looprail": section})
+
+
 def looprail_settings(config: Any) -> LooprailSettings:
     """The `looprail` section of a loaded config (`None`: no config), validated. Raises
     `ConfigError` (one line, `field` set to the dotted key) for a value that cannot be used."""

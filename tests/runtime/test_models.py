@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from looprail.errors import ConfigError
-from looprail.journal.report import Spend, format_spend
+from looprail.journal.report import format_spend
 from looprail.runtime.adapter import ROLES, AgentSettings
 from looprail.runtime.agents import ADAPTERS
 from looprail.runtime.models import (
@@ -298,7 +298,7 @@ def test_each_roles_call_gets_its_model_and_the_report_sums_by_role(
     assert roles["executor"]["calls"] == 3 and roles["verifier"]["calls"] == 1
     assert sum(r["outputTokens"] for r in roles.values()) == data["spend"]["run"]["outputTokens"]
     text = looprail("report", cwd=demo, env=env).stdout
-    assert f"  role verifier (v-model): {format_spend(Spend(**roles['verifier']))}" in text
+    assert f"  role verifier (v-model): {format_spend(roles['verifier'])}" in text
 
 
 def test_doctor_shows_each_roles_model_and_where_it_comes_from(tmp_path: Path) -> None:
