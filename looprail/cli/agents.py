@@ -12,7 +12,7 @@ from typing import NotRequired, TypedDict
 
 from looprail.cli._common import command, print_json, project_folder, project_of
 from looprail.config import load_project_config
-from looprail.errors import ConfigError, UsageError
+from looprail.errors import ConfigError, LooprailError, UsageError
 from looprail.fsutil import create_new
 from looprail.layout import (
     AGENTS_DIR,
@@ -88,10 +88,10 @@ def init(args) -> int:
         raise UsageError(f"unknown agent {args.agent!r}; choose one of: {', '.join(available())}")
     root = Path(args.dir)
     if root.exists() and not root.is_dir():
-        raise UsageError(f"{root}: exists and is not a folder")
+        raise LooprailError(f"{root}: exists and is not a folder")
     config = root / PROJECT_CONFIG_FILE
     if config.exists():
-        raise UsageError(f"{config}: already a looprail project (nothing changed)")
+        raise LooprailError(f"{config}: already a looprail project (nothing changed)")
     phase = root / PHASES_DIR / "01-first"
     roadmap = root / ROADMAP_FILE
     roles = root / LOOPRAIL_DIR / ROLES_DIR
@@ -111,7 +111,7 @@ def init(args) -> int:
         folder.mkdir(parents=True, exist_ok=True)
     create_new(phase / ".gitkeep", "")
     if not create_new(config, json.dumps({"looprail": {"agent": args.agent}}, indent=2) + "\n"):
-        raise UsageError(f"{config}: already a looprail project (nothing changed)")
+        raise LooprailError(f"{config}: already a looprail project (nothing changed)")
     written = [config, phase]
     goal = args.goal or "Describe what phase 1 delivers, in a few sentences."
     if create_new(roadmap, ROADMAP.format(title="first", goal=goal)):
@@ -135,11 +135,11 @@ def init(args) -> int:
 def _refuse_links(paths: list[Path], ignore: Path) -> None:
     for path in paths:
         if path.is_symlink():
-            raise UsageError(
+            raise LooprailError(
                 f"{path}: is a symlink; looprail init never writes through one (nothing changed)"
             )
     if ignore.exists() and not ignore.is_file():
-        raise UsageError(f"{ignore}: is not a regular file (nothing changed)")
+        raise LooprailError(f"{ignore}: is not a regular file (nothing changed)")
 
 
 def _write_roles(roles: Path, agents: Path | None) -> list[Path]:
@@ -318,6 +318,6 @@ def _interactive_check(project, config, name: str) -> tuple[str, str] | None:
         return (
             "warning",
             f"looprail.interactive is on ({how}), and {problem}: a run from here refuses "
-            "(exit 2) unless given --no-interactive",
+            "(exit 1) unless given --no-interactive",
         )
     return "ok", f"looprail.interactive is on: the discuss step talks with you here ({how})"

@@ -106,7 +106,7 @@ def _listen(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         why = exc.strerror or str(exc)
-        raise UsageError(
+        raise LooprailError(
             f"cannot listen on {host}:{port} ({why}); give another --port (0 picks a free one)"
         ) from None
     sock.listen(64)

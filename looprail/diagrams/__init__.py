@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from looprail.config import load_project_config
 from looprail.diagrams.graph import RunEvent, RunTask, RunView, build_graph, envelopes_for
 from looprail.diagrams.render import render
-from looprail.errors import LooprailError, UsageError
+from looprail.errors import LooprailError
 from looprail.fsutil import project_folder
 from looprail.layout import PLANNING_DIR
 from looprail.machine.spec import DEFAULT_LOOP
@@ -120,7 +120,7 @@ def load_graph(
         root = project_folder(project)
         if not is_project(root):
             if run is not None:
-                raise UsageError(
+                raise LooprailError(
                     f"{project}: not a project (no .planning/ folder); --run needs one"
                 )
             if hooks:

@@ -1,7 +1,7 @@
 """What a run is given before it starts: the project and its capabilities (`load_project`),
 the checks of what it reads up front (`read_run_inputs`, `read_plans`, `run_settings`), its
 runtime (`make_runtime`) and where its plans work (`attach_run`). Bad input here refuses the run
-(`RefusedToStart`, exit 2) with nothing journaled.
+(`RefusedToStart`, exit 1) with nothing journaled.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from looprail.config import load_project_config_strict
-from looprail.errors import ConfigError, PlanError, RefusedToStart, UsageError
+from looprail.errors import ConfigError, LooprailError, PlanError, RefusedToStart
 from looprail.fsutil import check_looprail_folders, project_folder, require_inside
 from looprail.hooks.startup import blockers
 from looprail.hooks.task_content import unloadable_resolvers
@@ -102,7 +102,7 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     fails to load is left out and named in `Loaded.warnings`."""
     root = project_folder(project)
     if not (root / PLANNING_DIR).is_dir():
-        raise UsageError(f"{project}: not a project (no .planning/ folder)")
+        raise LooprailError(f"{project}: not a project (no .planning/ folder)")
     root = root.resolve()
 
     # The journal, lock, logs, worktrees, agents and queued messages live under .looprail/: a
@@ -127,7 +127,7 @@ def read_run_inputs(
     """Read and check what a run reads before it does anything: the native hooks and their
     `nextTurn` queue (`.looprail/next-turn.json`), the `looprail` section of the config, and
     whether the runtime can run at all (an agent CLI on PATH: `unready()`). Raises
-    `RefusedToStart` (exit 2), one line naming the file or program, the field and the reason.
+    `RefusedToStart` (exit 1), one line naming the file or program, the field and the reason.
     Returns the native inputs, for the run to use as read here."""
     run_settings(loaded)  # the `looprail` section, checked before anything runs
     # The config first (a file to fix), then whether the runtime can run at all.
@@ -139,7 +139,7 @@ def read_run_inputs(
 
 def read_plans(project: Path, phase: str) -> PhaseCache:
     """The phase's plans as a new run will read them, parsed before it starts: a malformed
-    PLAN.md already there stops it (`RefusedToStart`, exit 2) with nothing journaled. (A
+    PLAN.md already there stops it (`RefusedToStart`, exit 1) with nothing journaled. (A
     resumed run reads them after its recovery, which moves a killed planner's partial output
     away first; a bad plan there halts the run, resumable once fixed.)"""
     phases = PhaseCache(project, phase)
@@ -191,14 +191,14 @@ def make_runtime(
 ) -> Runtime:
     """The runtime a run uses, from the registry: `agent` (`--agent`), else `looprail.agent`
     in the config, else `local`; built with the config's timeouts and its agent section."""
-    run_settings(loaded)  # a bad `looprail` section refuses the run (exit 2)
+    run_settings(loaded)  # a bad `looprail` section refuses the run (exit 1)
     name = agent_name(loaded.config, agent)
     section = agent_section(loaded.config, name)
 
     if name in ADAPTERS:  # the settings a cloned project may not choose alone
         effective = effective_agent(loaded.project, loaded.config, name)
         refusal = effective.refusal()
-        if refusal is not None:  # before anything is journaled or run: exit 2
+        if refusal is not None:  # before anything is journaled or run: exit 1
             key = next(iter(effective.pending))
             raise RefusedToStart(
                 refusal, path=".planning/config.json", field=f"looprail.agents.{name}.{key}"
@@ -217,7 +217,7 @@ def make_runtime(
 
 def run_settings(loaded: Loaded) -> LooprailSettings:
     """The `looprail` section of the run's config (`looprail.settings`); a value that cannot be
-    used refuses the run before anything is journaled or run (`RefusedToStart`, exit 2)."""
+    used refuses the run before anything is journaled or run (`RefusedToStart`, exit 1)."""
     try:
         return looprail_settings(loaded.config)
     except ConfigError as exc:

@@ -133,7 +133,7 @@ def test_timeouts_come_from_config(hello):
     data["looprail"] = {"timeouts": {"task": "soon"}}
     cfg.write_text(json.dumps(data))
     p = run_cli("run", str(hello), "--phase", "1", "--capabilities", str(CAPS), "-q")
-    # A bad `looprail` key refuses the run before it starts (exit 2), whichever key it is.
+    # A bad `looprail` key refuses the run before it starts (exit 1), whichever key it is.
     assert (
-        p.returncode == 2 and "looprail.timeouts.task" in p.stderr and "Traceback" not in p.stderr
+        p.returncode == 1 and "looprail.timeouts.task" in p.stderr and "Traceback" not in p.stderr
     )

@@ -460,7 +460,7 @@ def test_cli_default_loop_outside_a_project(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "subgraph execute" in r.stdout and "hk_" not in r.stdout
     r = run_cli("diagram", "--hooks", "--format", "dot", cwd=tmp_path)
-    assert r.returncode == 2 and "need a project" in r.stderr
+    assert r.returncode == 1 and "need a project" in r.stderr
     r = run_cli("diagram", str(tmp_path / "nope"), "--format", "dot")
     assert r.returncode == 2 and "no such project folder" in r.stderr
 

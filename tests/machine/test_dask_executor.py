@@ -63,7 +63,7 @@ def test_without_dask_the_flag_says_how_to_install(tmp_path):
         "'--executor', 'dask-local:2']))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.returncode == 2
+    assert out.returncode == 1
     assert out.stderr.strip().count("\n") == 0
     assert "pip install 'looprail[dask]'" in out.stderr
     assert not (project / ".looprail" / "journal.sqlite").exists()  # nothing ran

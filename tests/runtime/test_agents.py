@@ -361,7 +361,7 @@ def test_doctor_says_how_to_fix_a_missing_cli(project: Path, monkeypatch, capsys
 
 def test_init_never_overwrites_a_project(tmp_path: Path, capsys) -> None:
     assert main(["init", str(tmp_path / "p"), "--agent", "codex"]) == 0
-    assert main(["init", str(tmp_path / "p")]) == 2
+    assert main(["init", str(tmp_path / "p")]) == 1
     assert "already a looprail project (nothing changed)" in capsys.readouterr().err
     assert main(["init", str(tmp_path / "q"), "--agent", "nope"]) == 2
 

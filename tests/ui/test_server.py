@@ -386,7 +386,7 @@ def test_cli_on_every_interface_warns_first(tmp_path):
         assert proc.wait(timeout=15) == 0
 
 
-def test_cli_port_in_use_and_missing_folder_are_one_line_usage_errors(tmp_path, capsys):
+def test_cli_port_in_use_is_a_one_line_refusal_and_a_missing_folder_a_usage_error(tmp_path, capsys):
     import socket
 
     sock = socket.socket()
@@ -394,7 +394,7 @@ def test_cli_port_in_use_and_missing_folder_are_one_line_usage_errors(tmp_path, 
     sock.listen(1)
     try:
         port = sock.getsockname()[1]
-        assert main(["ui", str(tmp_path), "--port", str(port)]) == 2
+        assert main(["ui", str(tmp_path), "--port", str(port)]) == 1
     finally:
         sock.close()
     err = capsys.readouterr().err
