@@ -24,7 +24,7 @@ missing under {LOOPRAIL_DIR}/, and the plans of every phase (invalid PLAN.md, da
 cycles, waves that must run sequentially, tracker-ids without exactly one resolver).
 
 Each finding has a severity (error, warning, info), the file and field, and a fix. Exit 1 when
-there is an error, 0 otherwise.
+there is an error, 0 otherwise. With -q: errors and warnings only, no notes and no count.
 """
 
 
@@ -65,5 +65,5 @@ def run(args) -> int:
     if args.json:
         print_json(report.to_json())
     else:
-        sys.stdout.write(render_text(report))
+        sys.stdout.write(render_text(report, quiet=args.quiet))
     return report.exit_code

@@ -130,6 +130,55 @@ def test_usage_errors_exit_2(tmp_path, argv):
     assert "Traceback" not in r.stderr and r.stdout == ""
 
 
+def test_a_mistyped_command_gets_did_you_mean_not_every_choice(tmp_path):
+    r = run_cli("stauts", cwd=tmp_path)
+    assert r.returncode == 2
+    last = r.stderr.strip().splitlines()[-1]
+    assert (
+        last
+        == "looprail: error: argument COMMAND: invalid choice: 'stauts'; did you mean 'status'?"
+    )
+    assert "'history'" not in r.stderr  # the 22 choices are not listed
+    nothing_close = run_cli("xyzzy", cwd=tmp_path).stderr.strip().splitlines()[-1]
+    assert nothing_close.endswith("invalid choice: 'xyzzy' (`looprail --help` lists them)")
+    # a short list of choices is still shown, with the close one first
+    fmt = run_cli("diagram", "--format", "jpg", cwd=tmp_path).stderr.strip().splitlines()[-1]
+    assert "did you mean 'png'? (choose from 'svg', 'png', 'dot', 'mermaid')" in fmt
+
+
+def test_a_mistyped_option_is_named_by_its_command_with_a_suggestion(tmp_path):
+    r = run_cli("run", "--phse", "1", cwd=tmp_path)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith("usage: looprail run ")
+    last = r.stderr.strip().splitlines()[-1]
+    assert last == "looprail run: error: unrecognized arguments: --phse (did you mean --phase?)"
+    nested = run_cli("phase", "plan-index", "1", "--rwa", cwd=tmp_path)
+    assert nested.stderr.strip().splitlines()[-1] == (
+        "looprail phase plan-index: error: unrecognized arguments: --rwa (did you mean --raw?)"
+    )
+
+
+def test_quiet_status_is_one_line_and_quiet_lint_only_the_problems(halted):
+    loud, quiet = run_cli("status", str(halted)), run_cli("status", str(halted), "-q")
+    assert quiet.returncode == loud.returncode == 0
+    assert quiet.stdout.splitlines() == loud.stdout.splitlines()[:1]
+    assert re.fullmatch(r"run \w+ · phase 1 · halted\n", quiet.stdout)
+    lint = run_cli("lint", str(halted), "--capabilities", CAPS)
+    quiet_lint = run_cli("-q", "lint", str(halted), "--capabilities", CAPS)
+    assert quiet_lint.returncode == lint.returncode
+    problems = [ln for ln in lint.stdout.splitlines() if "] " in ln and ": info [" not in ln]
+    assert problems, lint.stdout  # the example has warnings to keep
+    assert [ln for ln in quiet_lint.stdout.splitlines() if "] " in ln] == problems
+    assert not re.search(r"^\d+ errors?, ", quiet_lint.stdout, re.MULTILINE)  # no count line
+
+
+def test_quiet_lint_of_a_clean_project_prints_nothing(tmp_path):
+    (tmp_path / ".planning").mkdir()
+    assert run_cli("lint", str(tmp_path)).stdout == "no problems found\n"
+    quiet = run_cli("lint", str(tmp_path), "-q")
+    assert quiet.returncode == 0 and quiet.stdout == ""
+
+
 def _tiny_project(tmp_path, executor: str):
     """One phase, one plan, one task; role agents that do nothing but the executor's body."""
     project = tmp_path / "p"
