@@ -34,11 +34,8 @@ def test_example_ships(hello):
     assert (phase / "01-STYLE-REPORT.md").exists()
     assert (hello / "CHANGELOG.md").read_text().count("closed") == 2
     assert "⇣ execute:task 01-03/T1 content from demo:HELLO-3" in p.stderr
-    assert (
-        "◆ Spawning planner... (runs in a subagent — no output until it returns; expected, not a freeze)"
-        in p.stderr
-    )
-    assert p.stderr.count("◆ Spawning executor") == 4  # plain logs: one per task
+    # the example's role agents return in milliseconds: no liveness banner (issue 39)
+    assert "◆ Spawning" not in p.stderr
     for point in POINTS:
         assert f"▸ {point}" in p.stderr
 
