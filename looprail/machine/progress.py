@@ -5,8 +5,7 @@ Plain lines when the output is not a terminal (CI, pipes, logs), under `NO_COLOR
 that runs silent for a while included). On a terminal the same lines scroll above a live area
 drawn by rich: where the loop is (step, wave, tasks done) with a ticking elapsed time, and one
 line per running task with its own elapsed time; the spawning banner is shown once per wave
-there, not once per task. rich is
-imported only when there is a terminal to draw on.
+there, not once per task. rich is imported only when there is a terminal to draw on.
 """
 
 from __future__ import annotations
