@@ -18,6 +18,7 @@ from looprail.machine.progress import Progress
 from looprail.machine.resume import Recovery, recover_role, recover_summaries
 from looprail.runtime.process import Spawned, reap_spawned
 from looprail.store import diff_inputs, digest_inputs
+from looprail.store.inputs import changes_text
 
 if TYPE_CHECKING:
     from looprail.machine.native import NativeBridge, NativeInputs
@@ -195,7 +196,7 @@ def _resume(
     if changes and crashed and not accept_changes:
         raise LooprailError(
             f"run {previous.id} was interrupted and its inputs changed since "
-            f"({'; '.join(changes)}); resume with --accept-changes, "
+            f"({changes_text(changes)}); resume with --accept-changes, "
             "or start over with --new"
         )
     was = previous.machine_config.get("agent")
@@ -206,7 +207,7 @@ def _resume(
     state, wave = run.state, _last_wave(jr, run.id)
     progress.line(
         f"resuming run {run.id} (was {previous.status}) at {'/'.join(state) or 'idle'}"
-        + (f"; inputs changed: {', '.join(changes)}" if changes else "")
+        + (f"; inputs changed: {changes_text(changes)}" if changes else "")
     )
     return OpenedRun(run.id, previous, recovery, state, wave, changes)
 
