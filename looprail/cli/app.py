@@ -78,7 +78,7 @@ class Parser(argparse.ArgumentParser):
             message = message[: found.start()] + f"invalid choice: {found['given']}{hint}"
         super().error(message)
 
-    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+    def parse_args(self, args=None, namespace=None):
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
             # the innermost command parsed (its defaults are laid over its parents')
