@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from looprail.errors import LooprailError, UsageError
+from looprail.extras import install_command
 
-INSTALL_HINT = "pip install 'looprail[dask]'"
 LEAN_WORKERS = {
     "distributed.worker.profile.enabled": False,
     "distributed.worker.memory.monitor-interval": "1s",
@@ -60,7 +60,7 @@ def parse_executor(spec: str) -> str | LocalSpec:
         import distributed  # noqa: F401  (is the dask extra installed?)
     except ImportError:
         raise LooprailError(
-            f"--executor {spec} needs dask.distributed; install it with {INSTALL_HINT}"
+            f"--executor {spec} needs dask.distributed; install it with {install_command('dask')}"
         ) from None
     return value
 
@@ -88,7 +88,7 @@ def local_security() -> Any:
     except ImportError:
         raise LooprailError(
             f"--executor dask-local needs `cryptography` for its TLS credentials; "
-            f"install it with {INSTALL_HINT}"
+            f"install it with {install_command('dask')}"
         ) from None
 
 
@@ -118,7 +118,6 @@ def check_remote_security(spec: str, address: str) -> None:
 
 
 __all__ = [
-    "INSTALL_HINT",
     "LEAN_WORKERS",
     "NO_HTTP_ROUTES",
     "LocalSpec",

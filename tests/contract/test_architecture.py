@@ -33,6 +33,7 @@ BASE = {
     "frontmatter",
     "records",  # typing.NamedTuple without typing (the render-hooks hot path)
     "settings",  # the `looprail` config section (pydantic; off the render-hooks path)
+    "extras",  # the command that adds an optional extra, as looprail was installed
 }
 TRUST = {"trust"}  # looprail.trust: store, audit, consent, reviewer
 

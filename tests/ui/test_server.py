@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -28,6 +29,7 @@ with warnings.catch_warnings():
 from looprail.cli import main
 from looprail.store import EventRecord, Journal
 from looprail.ui.server import create_app
+from tests.support import REPO
 from tests.support import ui as uikit
 
 HOSTILE, LONG = uikit.HOSTILE, uikit.LONG
@@ -405,18 +407,43 @@ def test_cli_port_in_use_is_a_one_line_refusal_and_a_missing_folder_a_usage_erro
     )
 
 
-def test_without_the_extra_the_command_says_how_to_install_it(tmp_path):
+def _ui_without_the_extra(project, prefix=None) -> subprocess.CompletedProcess:
+    """`looprail ui` where the ui extra cannot be imported, in an environment laid out at
+    `prefix` (the markers pipx and uv tool leave there), else this one."""
     code = (
         "import sys\n"
         "sys.modules['starlette'] = None; sys.modules['uvicorn'] = None\n"
-        "from looprail.cli import main\n"
-        f"sys.exit(main(['ui', {str(tmp_path)!r}]))\n"
+        + (f"sys.prefix = {str(prefix)!r}\n" if prefix else "")
+        + "from looprail.cli import main\n"
+        f"sys.exit(main(['ui', {str(project)!r}]))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+
+def test_without_the_extra_the_command_says_how_to_install_it(tmp_path):
+    # this checkout is installed with pip, editable: the advice keeps it so
+    done = _ui_without_the_extra(tmp_path)
     assert done.returncode == 1
-    assert (
-        done.stderr
-        == "looprail: error: looprail ui needs the ui extra: pip install 'looprail[ui]'\n"
+    assert done.stderr == (
+        "looprail: error: looprail ui needs the ui extra: "
+        f"{shlex.quote(sys.executable)} -m pip install -e '{REPO}[ui]'\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("marker", "command"),
+    [("pipx_metadata.json", "pipx install --force"), ("uv-receipt.toml", "uv tool install")],
+)
+def test_the_install_advice_follows_pipx_and_uv_tool(tmp_path, marker, command):
+    env = tmp_path / "tool-env"
+    env.mkdir()
+    (env / marker).write_text("{}\n")
+    done = _ui_without_the_extra(tmp_path, prefix=env)
+    assert done.returncode == 1
+    # the same source this looprail came from (a folder here; a wheel or a git commit there)
+    assert done.stderr == (
+        f"looprail: error: looprail ui needs the ui extra: {command} "
+        f"'looprail[ui] @ {REPO.as_uri()}'\n"
     )
 
 
