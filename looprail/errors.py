@@ -5,8 +5,8 @@ traceback and exits with its `exit_code`. `path`, `field` and `point` carry the 
 
     LooprailError (exit 1)                 base of every error raised on purpose
     ├── UsageError (exit 2)                the command line itself is wrong
-    ├── RefusedToStart (exit 2)            `run` found bad input before it journaled anything
-    ├── AnswerRefused (exit 2)             an answer to a checkpoint that cannot be right
+    ├── RefusedToStart                     `run` found bad input before it journaled anything
+    ├── AnswerRefused                      an answer to a checkpoint that cannot be right
     ├── InvalidFileError                   problems in a supplied file, all kept (`issues`)
     │   └── ManifestError                  a capability manifest or the merged set
     ├── ConfigError                        .planning/config.json cannot be used
@@ -79,9 +79,8 @@ class UsageError(LooprailError):
 
 
 class RefusedToStart(LooprailError):
-    """An input a run reads up front is unusable; nothing was journaled."""
-
-    exit_code = 2
+    """An input a run reads up front is unusable; nothing was journaled. A refusal, not a
+    usage error: exit 1 (2 is kept for a command line that is itself wrong)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,9 +115,8 @@ def json_path(loc: Iterable[str | int], root: str = "$") -> str:
 
 
 class AnswerRefused(LooprailError):
-    """An answer to a checkpoint that cannot be right; refused before anything is recorded."""
-
-    exit_code = 2
+    """An answer to a checkpoint that cannot be right; refused before anything is recorded
+    (exit 1, as every refusal)."""
 
 
 class InvalidFileError(LooprailError):

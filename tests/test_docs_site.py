@@ -16,15 +16,35 @@ import pytest
 from tests.support import REPO
 
 
-def _commands(markdown: str) -> list[str]:
-    """The one-line shell commands of a page's sh blocks that set up a virtual environment."""
-    return re.findall(r"^python3 -m venv \.venv .*$", markdown, re.MULTILINE)
+def _quick_start(markdown: str) -> list[str]:
+    """The lines of the first sh block that starts by setting up a virtual environment."""
+    found = re.search(r"```sh\n(python3 -m venv \.venv .*?)```", markdown, re.DOTALL)
+    assert found, "no sh block starting with `python3 -m venv .venv`"
+    return found[1].splitlines()
 
 
-def test_getting_started_follows_the_readmes_two_commands():
-    readme = _commands((REPO / "README.md").read_text())
-    assert len(readme) == 2  # run the example; run the tests
-    assert _commands((REPO / "docs" / "getting-started.md").read_text()) == readme
+def test_the_readmes_two_commands_are_what_ci_and_getting_started_run():
+    readme = _quick_start((REPO / "README.md").read_text())
+    assert len(readme) == 2  # install; ship the example
+    assert all(len(line) < 140 and " # " not in line for line in readme)  # copyable lines
+    assert _quick_start((REPO / "docs" / "getting-started.md").read_text()) == readme
+    ci = (REPO / ".ci" / "run").read_text().splitlines()
+    assert all(line in ci for line in readme), "`.ci/run` no longer runs the README's commands"
+
+
+def test_the_readme_is_a_first_page_and_the_reference_lives_in_docs():
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) < 80 and len(readme.split()) < 700
+    assert re.findall(r"^## (.*)$", readme, re.MULTILINE) == [
+        "Quick start",
+        "On your GSD project",
+        "Read more",
+    ]
+    gsd = readme.split("## On your GSD project", 1)[1].split("```sh\n", 1)[1].split("```")[0]
+    assert [line.split()[:2] for line in gsd.splitlines()] == [["looprail", "lint"]] + [
+        ["looprail", "run"]
+    ] * 2
+    assert "docs/reference.md" in readme and "reference.md" in (REPO / "mkdocs.yml").read_text()
 
 
 def _mkdocs_hooks() -> types.ModuleType:

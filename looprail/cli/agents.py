@@ -115,7 +115,7 @@ def register(sub) -> None:
 def init(args) -> int:
     root = Path(args.dir)
     if root.exists() and not root.is_dir():
-        raise UsageError(f"{root}: exists and is not a folder")
+        raise LooprailError(f"{root}: exists and is not a folder")
     config = root / PROJECT_CONFIG_FILE
     has_section, agent = _chosen_agent(config, args.agent)
     phase = root / PHASES_DIR / "01-first"
@@ -268,11 +268,11 @@ def _report(root: Path, lines: list[str], git_line: str, *, fresh: bool) -> None
 def _refuse_links(paths: list[Path], ignore: Path) -> None:
     for path in paths:
         if path.is_symlink():
-            raise UsageError(
+            raise LooprailError(
                 f"{path}: is a symlink; looprail init never writes through one (nothing changed)"
             )
     if ignore.exists() and not ignore.is_file():
-        raise UsageError(f"{ignore}: is not a regular file (nothing changed)")
+        raise LooprailError(f"{ignore}: is not a regular file (nothing changed)")
 
 
 def _write_roles(roles: Path, agents: Path | None) -> list[Path]:
@@ -504,6 +504,6 @@ def _interactive_check(project, config, name: str) -> tuple[str, str] | None:
         return (
             "warning",
             f"looprail.interactive is on ({how}), and {problem}: a run from here refuses "
-            "(exit 2) unless given --no-interactive",
+            "(exit 1) unless given --no-interactive",
         )
     return "ok", f"looprail.interactive is on: the discuss step talks with you here ({how})"

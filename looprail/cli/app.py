@@ -8,9 +8,12 @@ at its top, so `looprail status` does not pay for the run machinery).
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
+import re
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 import looprail.cli._common as _common
 from looprail import textsafe
@@ -51,9 +54,53 @@ _COMMAND_MODULE = {
 }
 
 
+# More choices than this and a wrong one is answered with "did you mean", not the whole list.
+_LISTED_CHOICES = 8
+_INVALID_CHOICE = re.compile(r"invalid choice: (?P<given>'.*?') \(choose from (?P<known>.*)\)$")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with usage errors that help: a mistyped command or option gets "did you mean"
+    (difflib), and an option the command does not know is reported by that command's parser
+    (`looprail run: error: …`, its own usage), not the top level's."""
+
+    def error(self, message: str) -> NoReturn:
+        found = _INVALID_CHOICE.search(message)
+        if found:
+            known = re.findall(r"'([^']*)'", found["known"])
+            given = found["given"][1:-1]
+            close = difflib.get_close_matches(given, known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            if len(known) <= _LISTED_CHOICES:
+                hint += f" (choose from {found['known']})"
+            elif not close:
+                hint = f" (`{self.prog} --help` lists them)"
+            message = message[: found.start()] + f"invalid choice: {found['given']}{hint}"
+        super().error(message)
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            # the innermost command parsed (its defaults are laid over its parents')
+            owner: argparse.ArgumentParser = getattr(parsed, "usage_parser", self)
+            owner.error(f"unrecognized arguments: {' '.join(extras)}{_suggest(owner, extras)}")
+        return parsed
+
+
+def _suggest(parser: argparse.ArgumentParser, extras: list[str]) -> str:
+    """The hint `(did you mean --phase?)` for the first unknown option close to a known one."""
+    known = [o for o in parser._option_string_actions if o.startswith("--")]
+    for extra in extras:
+        if extra.startswith("--"):
+            close = difflib.get_close_matches(extra.split("=", 1)[0], known, n=1)
+            if close:
+                return f" (did you mean {close[0]}?)"
+    return ""
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole parser, or (with `only`) just the one command group argv names."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="looprail",
         description="Declarative state-machine orchestrator for the discuss → plan → execute → "
         "verify → ship loop.",
@@ -69,7 +116,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def _add_globals(parser: argparse.ArgumentParser) -> None:
     """-q/-v on this parser and every subcommand under it. Defaults are SUPPRESS so that
     `looprail -q run` and `looprail run -q` both count (a subcommand's default would otherwise
-    overwrite the flag given before it); `dispatch` fills in the defaults after parsing."""
+    overwrite the flag given before it); `dispatch` fills in the defaults after parsing. Each
+    parser also names itself (`usage_parser`), so an unknown option is reported by the
+    innermost command that was parsed."""
+    parser.set_defaults(usage_parser=parser)
     known = parser._option_string_actions
     if "-q" in known:
         known["-q"].default = argparse.SUPPRESS

@@ -16,7 +16,7 @@ from looprail.cli._common import (
 from looprail.diagrams import is_project, load_graph
 from looprail.diagrams.regenerate import main
 from looprail.diagrams.render import format_for, render, require_dot
-from looprail.errors import UsageError
+from looprail.errors import LooprailError, UsageError
 from looprail.fsutil import atomic_write
 
 DESCRIPTION = """\
@@ -95,7 +95,7 @@ def run(args) -> int:
     if not explicit and not is_project(project):
         project = None  # no project here: the default loop alone
         if args.hooks or args.run:
-            raise UsageError(
+            raise LooprailError(
                 "--hooks and --run need a project: no .planning/ folder in the current "
                 "directory (give PROJECT)"
             )

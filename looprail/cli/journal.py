@@ -112,6 +112,12 @@ def _status(args: argparse.Namespace) -> int:
                 "phases": [p.as_json() for p in phases],
             }
         )
+    elif args.quiet:  # one line: the latest run and how it stands
+        print(
+            _status_lines(header, wave, refusal, live=live, crashed=crashed)[0]
+            if header
+            else "no runs yet"
+        )
     elif header is None:
         print("no runs yet")
         if phases:

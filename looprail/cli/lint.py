@@ -32,7 +32,7 @@ looprail.host_tool, looprail.flavor), else GSD's own capabilities and gsd-tools 
 installed, and says which on its first line.
 
 Each finding has a severity (error, warning, info), the file and field, and a fix. Exit 1 when
-there is an error, 0 otherwise.
+there is an error, 0 otherwise. With -q: errors and warnings only, no notes and no count.
 """
 
 
@@ -76,11 +76,11 @@ def run(args) -> int:
     if args.json:
         print_json({**report.to_json(), "sources": sources_json(found)})
         return report.exit_code
-    if _common.VERBOSITY >= 0:
+    if _common.VERBOSITY >= 0 and not args.quiet:
         print(found.line())
         for note in found.notes:
             print(f"  note: {note}")
         for problem in found.problems:
             print(f"  problem: {problem}")
-    sys.stdout.write(render_text(report))
+    sys.stdout.write(render_text(report, quiet=args.quiet))
     return report.exit_code

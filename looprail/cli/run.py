@@ -167,7 +167,7 @@ def _agent_options(p: argparse.ArgumentParser) -> None:
         default=None,
         help="the discuss step is a conversation: the agent CLI's interactive mode (the local "
         "runtime's orchestrator) gets this terminal, and the loop goes on once the session ends "
-        "with CONTEXT.md written (exit 2 without a terminal); default: looprail.interactive in "
+        "with CONTEXT.md written (exit 1 without a terminal); default: looprail.interactive in "
         ".planning/config.json, else off",
     )
 
@@ -275,7 +275,7 @@ def _options(args, executor=None):
 
 def _answers(args) -> tuple[tuple[str, str], ...]:
     """`--answer TASK=TEXT`, each checked now against the plan when it is already written (an
-    option the decision does not offer, a task that is not a checkpoint: exit 2)."""
+    option the decision does not offer, a task that is not a checkpoint: exit 1)."""
 
     out = []
     project = Path(project_of(args))
@@ -453,7 +453,7 @@ def _run_project(args, loaded, progress, *, loop: dict | None, before=(), spent=
 
 def _executor(args, loaded):
     """`--executor`: a Dask cluster for the plans of each wave (checked before anything runs:
-    without dask installed, exit 2 with how to install it), or nothing."""
+    without dask installed, exit 1 with how to install it), or nothing."""
     if not getattr(args, "executor", None):
         return contextlib.nullcontext(None)
 
@@ -501,7 +501,7 @@ def resume(args) -> int:
 
 def _interactive(args, loaded) -> None:
     """`--interactive` (or `looprail.interactive`) decided before anything starts (an executor,
-    the lock, the journal): without a terminal to talk on, exit 2 at once."""
+    the lock, the journal): without a terminal to talk on, exit 1 at once."""
     options = RunOptions(interactive=args.interactive)
     args.interactive = interactive_options(options, run_settings(loaded).interactive).interactive
 
@@ -545,7 +545,7 @@ class _Announcing(Progress):
 
 def _refuse(loaded) -> int:
     """Nothing is dropped silently: a hook or gate that could not be loaded stops the run before
-    it starts (exit 2), one line per problem with its fix."""
+    it starts (exit 1), one line per problem with its fix."""
     found = loaded.blockers
     for b in found:
         print(f"looprail: error: {b.line()}", file=sys.stderr)
@@ -555,5 +555,5 @@ def _refuse(loaded) -> int:
             "hooks or gates silently (see above)",
             file=sys.stderr,
         )
-        return 2
+        return 1
     return 0

@@ -11,7 +11,6 @@ from looprail.cli._common import add_flavor_option, add_project_options, warn
 from looprail.errors import LooprailError, UsageError
 from looprail.fsutil import project_folder
 
-INSTALL_HINT = "looprail ui needs the ui extra: pip install 'looprail[ui]'"
 DEFAULT_PORT = 8765
 
 
@@ -25,7 +24,8 @@ def register(sub) -> None:
         "waits on. It follows a run going on in another terminal live, reading the journal "
         "read-only; an answer is its only write. The address it prints carries a token made "
         "for this launch: without it the page and its data are refused. Binds to 127.0.0.1 "
-        "unless --host says otherwise. Needs the ui extra: pip install 'looprail[ui]'.",
+        "unless --host says otherwise. Needs the ui extra; without it, this command prints the "
+        "one that adds it, as looprail was installed (pipx, uv tool, pip).",
     )
     p.add_argument("project_pos", nargs="?", metavar="PROJECT", help="project folder (default: .)")
     p.add_argument(
@@ -106,7 +106,7 @@ def _listen(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         why = exc.strerror or str(exc)
-        raise UsageError(
+        raise LooprailError(
             f"cannot listen on {host}:{port} ({why}); give another --port (0 picks a free one)"
         ) from None
     sock.listen(64)
@@ -134,7 +134,9 @@ def run(args) -> int:
         import starlette  # noqa: F401
         import uvicorn
     except ImportError:
-        raise LooprailError(INSTALL_HINT) from None
+        from looprail.runtime.extras import install_command
+
+        raise LooprailError(f"looprail ui needs the ui extra: {install_command('ui')}") from None
     # the ui extra's own modules (starlette at their tops): only once it is known installed
     from looprail.ui.access import new_token
     from looprail.ui.server import create_app, stop_streams

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 from looprail.config import load_project_config
 from looprail.diagrams.graph import RunEvent, RunTask, RunView, build_graph, envelopes_for
 from looprail.diagrams.render import render
-from looprail.errors import LooprailError, UsageError
+from looprail.errors import LooprailError
 from looprail.fsutil import project_folder
 from looprail.journal import Journal
-from looprail.layout import PLANNING_DIR
+from looprail.layout import CAPABILITIES_DIR, LOOPRAIL_DIR, PLANNING_DIR
 from looprail.machine.spec import DEFAULT_LOOP
 from looprail.trust import load_compiled
 
@@ -41,6 +41,14 @@ __all__ = [
     "load_run",
     "run_view",
 ]
+
+
+# Why `--hooks` drew none, said on stderr and in the picture.
+NO_CAPABILITIES = (
+    "no capabilities loaded (none given with --capabilities or LOOPRAIL_CAPABILITIES, none "
+    f"under ~/{LOOPRAIL_DIR}/{CAPABILITIES_DIR} or the project's "
+    f"{LOOPRAIL_DIR}/{CAPABILITIES_DIR}): no hooks to draw"
+)
 
 
 def is_project(path: str | Path) -> bool:
@@ -63,7 +71,15 @@ def load_envelopes(
     config, warnings = load_project_config(project)
     compiled = load_compiled(project, capability_dirs, env=env, home=home, use_cache=use_cache)
     warnings += list(compiled.warnings)
-    return envelopes_for(compiled, config, spec or DEFAULT_LOOP), warnings
+    envelopes = envelopes_for(compiled, config, spec or DEFAULT_LOOP)
+    if not compiled.capabilities:
+        warnings.append(NO_CAPABILITIES)
+    elif not any(e["activeHooks"] for e in envelopes.values()):
+        warnings.append(
+            f"{len(compiled.capabilities)} capabilities loaded, and none has a hook active "
+            "under this project's config: no hooks to draw"
+        )
+    return envelopes, warnings
 
 
 def load_run(project: str | Path, ref: str) -> RunView:
@@ -120,7 +136,7 @@ def load_graph(
         root = project_folder(project)
         if not is_project(root):
             if run is not None:
-                raise UsageError(
+                raise LooprailError(
                     f"{project}: not a project (no .planning/ folder); --run needs one"
                 )
             if hooks:
@@ -140,6 +156,8 @@ def load_graph(
     if title is None:
         title = "looprail loop" + (f" · {name}" if name else "")
     graph = build_graph(spec, envelopes=envelopes, run=view, title=title, flavor=flavor)
+    if envelopes is not None and not any(e["activeHooks"] for e in envelopes.values()):
+        graph.graph["no_hooks"] = warnings[-1] if warnings else "no hooks to draw"
     return graph, warnings
 
 

@@ -401,8 +401,11 @@ def _hook_outcomes(graph: nx.MultiDiGraph, run: RunView) -> None:
 
 def _refusal(graph: nx.MultiDiGraph, run: RunView, current: Sequence[str]) -> None:
     halted = next((e for e in reversed(run.events) if e.kind == "halted"), None)
-    # A native task hook halts at its event (`task_call`), not at one of the drawn points: then
-    # only the note says why.
+    # The note hangs on what stopped the run: the hook that refused at a drawn point (a run
+    # refused at verify:pre still stands in `execute`, but the note belongs by the gate), else
+    # the state it stands in (a native task hook halts at its event, `task_call`, not at one of
+    # the drawn points: then only the note says why).
+    at = current[-1] if current else None
     if halted is not None and halted.point and halted.cap_id and point_id(halted.point) in graph:
         # The refused transition: the one leaving the current state through the halted point.
         for u, _, _, d in transitions(graph):
@@ -410,18 +413,19 @@ def _refusal(graph: nx.MultiDiGraph, run: RunView, current: Sequence[str]) -> No
                 d["refused"] = True
                 d["refused_by"] = halted.cap_id
                 d["refused_at"] = halted.point
-        graph.nodes[_refusing_hook(graph, run, halted.point, halted.cap_id)]["refused"] = True
+        at = _refusing_hook(graph, run, halted.point, halted.cap_id)
+        graph.nodes[at]["refused"] = True
     reason = run.halt_reason or (halted.message if halted else None)
-    if current:
+    if at is not None:
         verb = {"paused": "paused", "failed": "failed"}.get(run.status, "halted")
         graph.add_node(
             "halt_note",
             kind="note",
             label=f"{verb}: {reason}" if reason else verb,
             status=run.status,
-            parent=graph.nodes[current[-1]].get("parent"),
+            parent=graph.nodes[at].get("parent"),
         )
-        graph.add_edge(current[-1], "halt_note", key="note", kind="note")
+        graph.add_edge(at, "halt_note", key="note", kind="note")
 
 
 def _refusing_hook(graph: nx.MultiDiGraph, run: RunView, point: str, cap_id: str) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from looprail.diagrams import load_graph
 from looprail.diagrams.render import pipe_dot, require_dot, to_dot, to_mermaid
-from looprail.errors import UsageError
+from looprail.errors import LooprailError
 from looprail.fsutil import atomic_write
 from looprail.points import POINTS
 
@@ -145,7 +145,7 @@ def regenerate(target: Path | None = None, *, pictures: bool = True) -> list[Pat
 
 def main() -> int:
     if not (REPO / "pyproject.toml").is_file() or not (REPO / "examples").is_dir():
-        raise UsageError(f"{REPO}: not a looprail checkout; --regenerate-docs needs one")
+        raise LooprailError(f"{REPO}: not a looprail checkout; --regenerate-docs needs one")
     for path in regenerate():
         print(path.relative_to(REPO))
     return 0

@@ -6,6 +6,7 @@ order, no time, no path); SVG and PNG come from Graphviz's `dot` (`require_dot`)
 from __future__ import annotations
 
 import html
+import itertools
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -143,7 +144,12 @@ def to_dot(graph: nx.MultiDiGraph) -> str:
             attrs.update(color=GREEN, penwidth="2.2")
         if seg.back:
             attrs["constraint"] = "false"
+        else:
+            attrs["weight"] = "8"  # the loop's spine stays straight beside wrapped hooks
         g.edge(seg.tail, seg.head, **attrs)
+        below = _last_hook_row(graph, seg.tail)
+        if below and not seg.back:  # the next step starts under the point's last row of hooks
+            g.edge(below, seg.head, style="invis", weight="0")
     for u, v, d in graph.edges(data=True):
         if d["kind"] == "initial" and u == START:
             visited = graph.nodes[START].get("visited")
@@ -160,7 +166,9 @@ def _caption(graph: nx.MultiDiGraph) -> list[str]:
             f"run {graph.graph['run_id']} · phase {graph.graph['run_phase']} · "
             f"{graph.graph['run_status']}"
         )
-    if graph.graph.get("hooks_shown"):
+    if graph.graph.get("no_hooks"):  # --hooks drew none: the picture says why
+        lines += wrap(graph.graph["no_hooks"], 90, 3)
+    elif graph.graph.get("hooks_shown"):
         lines.append(
             "box: step · note: contribution · octagon: gate (red border: blocking, "
             "dashed: advisory)"
@@ -301,8 +309,27 @@ def _dot_state(d: Mapping[str, Any]) -> dict[str, str]:
     return attrs
 
 
+# Hooks of one point per row: more wrap onto rows below, so ten hooks at `plan:pre` make a
+# block of 4 × 3 beside the loop rather than one row four times wider than the loop.
+HOOKS_PER_ROW = 4
+
+
+def _hook_rows(graph: nx.MultiDiGraph, point: str) -> list[list[str]]:
+    hooks = hooks_at(graph, point)
+    return [hooks[i : i + HOOKS_PER_ROW] for i in range(0, len(hooks), HOOKS_PER_ROW)]
+
+
+def _last_hook_row(graph: nx.MultiDiGraph, node: str) -> str | None:
+    """The first hook of a point node's last row when its hooks take more than one row."""
+    d = graph.nodes[node]
+    if d["kind"] != "point":
+        return None
+    rows = _hook_rows(graph, d["point"])
+    return rows[-1][0] if len(rows) > 1 else None
+
+
 def _dot_point(graph: nx.MultiDiGraph, g: Any, n: str, d: Mapping[str, Any]) -> None:
-    hooks = hooks_at(graph, d["point"])
+    rows = _hook_rows(graph, d["point"])
     with g.subgraph() as s:
         s.attr(rank="same")
         s.node(
@@ -317,12 +344,21 @@ def _dot_point(graph: nx.MultiDiGraph, g: Any, n: str, d: Mapping[str, Any]) -> 
             height="0.28",
             margin="0.08,0.03",
         )
-        for h in hooks:
+        for h in rows[0] if rows else ():
             s.node(h, **_dot_hook(graph.nodes[h]))
         previous = n
-        for h in hooks:
+        for h in rows[0] if rows else ():
             s.edge(previous, h, style="dashed", color="#9ca3af", arrowhead="none", weight="5")
             previous = h
+    for above, row in itertools.pairwise(rows):
+        with g.subgraph() as s:  # the next row, each hook under the one above it
+            s.attr(rank="same")
+            for h in row:
+                s.node(h, **_dot_hook(graph.nodes[h]))
+            for left, right in itertools.pairwise(row):
+                s.edge(left, right, style="invis", weight="5")
+        for top, under in zip(above, row, strict=False):
+            g.edge(top, under, style="invis", weight="10")
 
 
 def _dot_hook(d: Mapping[str, Any]) -> dict[str, str]:

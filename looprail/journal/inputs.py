@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 
@@ -32,6 +32,14 @@ def diff_inputs(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:
         elif old[key] != new[key]:
             lines.append(f"changed: {key}")
     return lines
+
+
+def changes_text(changes: Sequence[str], shown: int = 3) -> str:
+    """`diff_inputs` lines for one message: the first `shown`, then how many more (a resume
+    after a checkout may change dozens of files; the journal keeps them all)."""
+    more = len(changes) - shown
+    head = "; ".join(changes[:shown] if more > 0 else changes)
+    return f"{head}; and {more} more" if more > 0 else head
 
 
 def _files(path: Path) -> list[Path]:

@@ -5,7 +5,7 @@ docs/journal.md); `render_report_text` is the same facts for people."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from looprail.journal.models import EventRow, RunRow, TaskRow
@@ -81,8 +81,8 @@ def _header_lines(report: RunReport) -> list[str]:
         f"  started {run['startedAt']}{took if run['endedAt'] else ''}",
         f"  state: {'/'.join(run['state']) or '-'}{format_refusal(refusal_of(report))}",
     ]
-    if run["haltReason"]:
-        lines.append(f"  reason: {run['haltReason']}")
+    if run["haltReason"]:  # the one place the halt reason is stated in full
+        lines.append("  reason: " + run["haltReason"].strip().replace("\n", "\n          "))
     if log := log_of(run["haltReason"]):  # the failed work's log, on a line of its own
         lines.append(f"  log: {log}")
     lines.append(
@@ -105,6 +105,7 @@ def _transitions(report: RunReport) -> list[str]:
 def _points(report: RunReport) -> list[str]:
     if not report["points"]:
         return []
+    said = _said_by_halt(report)
     lines = ["", "Points"]
     for point in report["points"]:
         plural = "es" if point["dispatches"] != 1 else ""
@@ -119,7 +120,7 @@ def _points(report: RunReport) -> list[str]:
                     f"{hook['outcome'] or '-':<9}",
                     f"{format_duration(hook['durationMs']):>7}",
                     None if hook["wave"] is None else f"wave {hook['wave']}",
-                    hook["message"],
+                    said(hook["message"]),
                 )
             )
         for verdict in point["verdicts"]:
@@ -131,7 +132,7 @@ def _points(report: RunReport) -> list[str]:
                     f"{verdict['capId'] or '-':<24}",
                     f"{verdict['outcome'] or '-':<9}",
                     " " * 7,  # the duration column of hook rows
-                    verdict["message"],
+                    said(verdict["message"]),
                 )
             )
     return lines
@@ -218,7 +219,7 @@ def _native_hooks(report: RunReport) -> list[str]:
                 f"{row['outcome'] or '-':<9}",
                 f"{format_duration(row['durationMs']):>7}",
                 what,
-                row["message"],
+                _cell(row["message"]),
             )
         )
     return lines
@@ -226,13 +227,40 @@ def _native_hooks(report: RunReport) -> list[str]:
 
 def _notes(report: RunReport) -> list[str]:
     lines: list[str] = []
-    for title, notes in (("Warnings", report["warnings"]), ("Halts", report["halts"])):
+    reason = report["run"]["haltReason"]
+    # the halt the header states is not repeated (earlier halts, before a resume, are listed)
+    halts = [h for h in report["halts"] if not (reason and h["message"] == reason)]
+    for title, notes in (("Warnings", report["warnings"]), ("Halts", halts)):
         if notes:
             lines += ["", title]
             for note in notes:
                 where = " ".join(x for x in (note["point"], note["capId"], note["taskId"]) if x)
-                lines.append(f"  {where + ': ' if where else ''}{note['message'] or ''}".rstrip())
+                text = _cell(note["message"]) or ""
+                lines.append(f"  {where + ': ' if where else ''}{text}".rstrip())
     return lines
+
+
+def _cell(text: str | None) -> str | None:
+    """A message in one row of a table: its first line, and how many more it has (a gate's
+    message may be a whole page; `report --json` keeps it all)."""
+    rows = [row.strip() for row in (text or "").splitlines() if row.strip()]
+    if len(rows) <= 1:
+        return rows[0] if rows else None
+    more = len(rows) - 1
+    return f"{rows[0]} (+{more} more line{'s' * (more > 1)}: report --json)"
+
+
+def _said_by_halt(report: RunReport) -> Callable[[str | None], str | None]:
+    """A hook's message for its row: a pointer to the header when the halt reason there
+    already says it, else the message as one row."""
+    reason = report["run"]["haltReason"] or ""
+
+    def said(message: str | None) -> str | None:
+        if message and message.strip() and message.strip() in reason:
+            return "(the halt reason, above)"
+        return _cell(message)
+
+    return said
 
 
 def _resumes(report: RunReport) -> list[str]:

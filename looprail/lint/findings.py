@@ -151,14 +151,19 @@ class LintReport(BaseModel):
         }
 
 
-def render_text(report: LintReport) -> str:
-    """The human form: one block per finding, then a count."""
+def render_text(report: LintReport, *, quiet: bool = False) -> str:
+    """The human form: one block per finding, then a count. `quiet` (`lint -q`): the errors
+    and warnings alone, without notes or the count, and nothing at all when there are none."""
     lines = []
     for f in report.findings:
+        if quiet and f.severity == "info":
+            continue
         where = f.file + (f": {f.path}" if f.path else "")
         lines.append(f"{where}: {f.severity} [{f.code}] {f.message}")
         if f.fix:
             lines.append(f"    fix: {f.fix}")
+    if quiet:
+        return "".join(line + "\n" for line in lines)
     if not report.findings:
         return "no problems found\n"
     counts = [

@@ -147,7 +147,7 @@ def pending_in(events: Sequence[EventRecord]) -> list[Checkpoint]:
 def submit_answer(project: Path, task_id: str, text: str, *, source: str) -> AnswerRecorded:
     """Check `text` as the answer to checkpoint `task_id` of the project's latest unfinished run
     and journal it (the run uses it when it reaches, or waits at, the checkpoint). Raises
-    `AnswerRefused` (exit 2, one line) for an answer that cannot be right: no run to answer, a
+    `AnswerRefused` (exit 1, one line) for an answer that cannot be right: no run to answer, a
     task that is not a checkpoint of the run's phase, an option the decision does not offer
     (naming those it does), an empty answer."""
     task_id = task_id.strip()

@@ -230,7 +230,7 @@ class NativeInputs:
 def read_native_inputs(project: Path, progress: Progress) -> NativeInputs:
     """Load the project's native hooks (warnings shown) and, when there are any, read and check
     the `nextTurn` queue they deliver at the start: before the run starts, so a broken queue
-    stops it (`RefusedToStart`, exit 2) with nothing journaled."""
+    stops it (`RefusedToStart`, exit 1) with nothing journaled."""
     global_file = os.path.join(layout.looprail_home(), layout.HOOKS_FILE)
     if not (
         os.path.lexists(global_file)

@@ -2,9 +2,10 @@
 
 Plain lines when the output is not a terminal (CI, pipes, logs), under `NO_COLOR` and on
 `TERM=dumb`: no escape codes at all, every line kept (the "◆ Spawning …" banner of every agent
-included). On a terminal the same lines scroll above a live area drawn by rich: where the loop
-is (step, wave, tasks done) with a ticking elapsed time, and one line per running task with its
-own elapsed time; the spawning banner is shown once per wave there, not once per task.
+that runs silent for a while included). On a terminal the same lines scroll above a live area
+drawn by rich: where the loop is (step, wave, tasks done) with a ticking elapsed time, and one
+line per running task with its own elapsed time; the spawning banner is shown once per wave
+there, not once per task.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from looprail.runtime.adapters import (
 from looprail.runtime.base import (
     BaseRuntime,
     DispatchContext,
+    Liveness,
     Outcome,
     OutcomeFields,
     Request,
@@ -232,8 +233,11 @@ class AgentRuntime(BaseRuntime):
         env: Mapping[str, str],
     ) -> Outcome:
         timeout_s = ctx.timeout_s or self.timeouts.for_kind(request.kind)
-        self.announce(request)
-        result = self._run(request, ctx, argv, stdin, folder, env, timeout_s)
+        liveness = self.announce(request)
+        try:
+            result = self._run(request, ctx, argv, stdin, folder, env, timeout_s, liveness)
+        finally:
+            liveness.close()
         reply = self.adapter.parse(result.stdout, result.stderr)
         rel = self.transcripts.rel(folder)
         usage, estimated = self._usage(reply)
@@ -268,12 +272,13 @@ class AgentRuntime(BaseRuntime):
         folder: Path,
         env: Mapping[str, str],
         timeout_s: float,
+        liveness: Liveness,
     ) -> ProcessResult:
         """The CLI's run. Its streams go to the transcript as they arrive (a killed run leaves
         them), and with -v to the terminal, each event read into one line."""
         tee = OutputTee(
             split={"stdout": folder / "stdout.jsonl", "stderr": folder / "stderr.txt"},
-            on_line=self.line_sink(request, self.adapter.show),
+            on_line=self.line_sink(request, self.adapter.show, liveness),
         )
         try:
             return run_bounded(

@@ -15,6 +15,7 @@ and the liveness banner; the request each unit of work receives is in
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypedDict, runtime_checkable
@@ -58,6 +59,40 @@ def spawn_banner(agent: str) -> str:
         f"◆ Spawning {agent}... (runs in a subagent — no output until it returns; "
         "expected, not a freeze)"
     )
+
+
+# How long agent work is silent before its liveness banner is printed: work that returns
+# sooner (a 40 ms script) never shows it, and with -v a line it prints first cancels it.
+BANNER_AFTER_S = 2.0
+
+
+class Liveness:
+    """The liveness banner of one unit of agent work: `show(line)` once the work has been
+    silent for `after_s` (at once when `after_s` <= 0), never after `heard()` or `close()`."""
+
+    def __init__(self, show: Callable[[str], Any] | None, line: str | None, after_s: float):
+        self._timer: threading.Timer | None = None
+        if show is None or line is None:
+            return
+        if after_s <= 0:
+            show(line)
+            return
+        self._timer = threading.Timer(after_s, show, args=(line,))
+        self._timer.name = "looprail-liveness"
+        self._timer.daemon = True
+        self._timer.start()
+
+    def heard(self) -> None:
+        """The work printed a line (shown with -v): its output shows it is alive."""
+        self.close()
+
+    def close(self) -> None:
+        """The work ended: no banner from now on (the timer's thread is gone on return)."""
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+            if timer is not threading.current_thread():
+                timer.join()
 
 
 class Usage(Frozen):
@@ -230,6 +265,8 @@ class BaseRuntime:
 
     #: The name this runtime is registered under (`looprail.runtimes` entry points).
     name: ClassVar[str] = ""
+    #: Seconds of silence before agent work's liveness banner (`announce`); 0: at once.
+    banner_after_s: float = BANNER_AFTER_S
 
     def __init__(self, *, progress: Any = None, output: Any = None) -> None:
         self.progress = progress
@@ -252,16 +289,22 @@ class BaseRuntime:
         """Told when the run is over, however it ended; default: nothing."""
 
     def line_sink(
-        self, request: Request, show: Callable[[str], str | None] | None = None
+        self,
+        request: Request,
+        show: Callable[[str], str | None] | None = None,
+        liveness: Liveness | None = None,
     ) -> Callable[[str, str], None] | None:
         """What `-v` is handed each line a unit of work prints, labelled (None without `-v`);
-        `show` reads a stdout line into words first (an agent CLI's JSON events)."""
+        `show` reads a stdout line into words first (an agent CLI's JSON events). A line
+        shown cancels the work's `liveness` banner."""
         output = self.output
         if output is None:
             return None
         label = output_label(request)
 
         def sink(stream: str, text: str) -> None:
+            if liveness is not None:
+                liveness.heard()
             if show is None:
                 output(label, stream, text)
                 return
@@ -271,12 +314,13 @@ class BaseRuntime:
 
         return sink
 
-    def announce(self, request: Request) -> None:
-        """Print the liveness banner for an agent-backed request (agent, verdict, phase,
-        task); other kinds have none."""
+    def announce(self, request: Request) -> Liveness:
+        """The liveness banner for an agent-backed request (agent, verdict, phase, task),
+        printed once the work has been silent for `banner_after_s`; other kinds have none.
+        The caller closes it when the work ends."""
         label = banner_label(request)
-        if label is not None and self.progress is not None:
-            self.progress(spawn_banner(label))
+        line = spawn_banner(label) if label is not None else None
+        return Liveness(self.progress, line, self.banner_after_s)
 
 
 # -- the typed calls: each checks its arguments, builds the `Request` and hands it to `handle` --

@@ -26,6 +26,7 @@ from looprail.runtime.base import (
     TASK_ROLE,
     BaseRuntime,
     DispatchContext,
+    Liveness,
     Outcome,
     OutcomeFields,
     Request,
@@ -201,10 +202,14 @@ class LocalRuntime(BaseRuntime):
         found = locate(self.root, folder, name)
         if isinstance(found, str):
             return Outcome.failed(found)
-        if banner:
-            self.announce(request)
         label = f"{LOOPRAIL_DIR}/{folder}/{name}" if folder else f"{LOOPRAIL_DIR}/{name}"
-        return self._spawn([str(found), *args], label, request, ctx, send_request=True)
+        liveness = self.announce(request) if banner else None
+        try:
+            argv = [str(found), *args]
+            return self._spawn(argv, label, request, ctx, send_request=True, liveness=liveness)
+        finally:
+            if liveness is not None:
+                liveness.close()
 
     def _run_host_tool(
         self, host: str, args: Sequence[str], label: str, request: Request, ctx: DispatchContext
@@ -225,6 +230,7 @@ class LocalRuntime(BaseRuntime):
         *,
         send_request: bool,
         env: Mapping[str, str] | None = None,
+        liveness: Liveness | None = None,
     ) -> Outcome:
         # a call of the host tool is bounded as a query check is
         bound = "query" if request.kind == "host" else request.kind
@@ -232,7 +238,7 @@ class LocalRuntime(BaseRuntime):
         log = self._log_file(request)
         tee = OutputTee(
             combined=log,
-            on_line=self.line_sink(request),
+            on_line=self.line_sink(request, liveness=liveness),
             header=f"# looprail: {label} {' '.join(argv[1:])}".rstrip() if log else None,
         )
         try:

@@ -19,7 +19,7 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from looprail.errors import UsageError
+from looprail.errors import LooprailError, UsageError
 from looprail.runtime.base import Runtime
 from looprail.runtime.settings import looprail_settings
 
@@ -82,7 +82,7 @@ def runtime_class(name: str) -> type:
         try:
             return found.load()
         except Exception as exc:  # a broken plugin is one line, never a traceback
-            raise UsageError(
+            raise LooprailError(
                 f"runtime {name!r} ({found.value}) cannot be loaded: {type(exc).__name__}: {exc}"
             ) from None
     raise UsageError(f"unknown agent runtime {name!r}; choose one of: {', '.join(available())}")
@@ -95,12 +95,12 @@ def create_runtime(name: str, settings: RuntimeSettings) -> Runtime:
     cls = runtime_class(name)
     factory = getattr(cls, "from_settings", None)
     if factory is None:
-        raise UsageError(f"runtime {name!r} ({cls.__qualname__}) has no from_settings()")
+        raise LooprailError(f"runtime {name!r} ({cls.__qualname__}) has no from_settings()")
     runtime = factory(settings)
     if not isinstance(runtime, Runtime):
         declared = {n for n, v in vars(Runtime).items() if callable(v) and n[0] != "_"}
         lacks = sorted(declared - set(dir(runtime)))
-        raise UsageError(
+        raise LooprailError(
             f"runtime {name!r} ({cls.__qualname__}) is not a Runtime: it lacks "
             f"{', '.join(lacks)} (subclass looprail.runtime.base.BaseRuntime)"
         )

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict
 from looprail.runtime.base import (
     BaseRuntime,
     DispatchContext,
+    Liveness,
     Outcome,
     Request,
     RequestKind,
@@ -141,10 +142,13 @@ class ScriptedRuntime(BaseRuntime):
             return outcome
         return require_verdict(outcome, f"scripted {request.kind} {request.name!r}")
 
-    def announce(self, request: Request) -> None:
+    def announce(self, request: Request) -> Liveness:
+        """A scripted call returns at once: its banner is recorded (and printed) right away,
+        as the banner a real call would print had it stayed silent."""
         label = banner_label(request)
         if label is not None:
             self._banner(label)
+        return Liveness(None, None, 0)
 
     # -- internals --------------------------------------------------------------------------
 

@@ -223,18 +223,19 @@ def _one_line(text: str) -> str:
 
 
 def _focus(svg: bytes, node: str | None) -> float | None:
-    """The horizontal position (0..1) of `node`'s box in a Graphviz SVG, or None."""
+    """The vertical position (0..1) of `node`'s box in a Graphviz SVG, or None: the chart is
+    drawn top to bottom, so the page scrolls it down to the state the run is in."""
     if node is None:
         return None
 
     ns = "{http://www.w3.org/2000/svg}"
     try:
         root = ET.fromstring(svg)
-        width = float(root.attrib["viewBox"].split()[2])
+        height = float(root.attrib["viewBox"].split()[3])
         graph = root.find(f"{ns}g")
         transform = graph.get("transform", "") if graph is not None else ""
-        shift = re.search(r"translate\((-?[\d.]+)", transform)
-        offset = float(shift.group(1)) if shift else 0.0
+        shift = re.search(r"translate\((-?[\d.]+)[ ,]+(-?[\d.]+)", transform)
+        offset = float(shift.group(2)) if shift else 0.0
     except (ET.ParseError, KeyError, IndexError, ValueError):
         return None
     for group in root.iter(f"{ns}g"):
@@ -244,12 +245,12 @@ def _focus(svg: bytes, node: str | None) -> float | None:
         for shape in group:
             if shape.tag in (f"{ns}polygon", f"{ns}path", f"{ns}ellipse"):
                 if shape.tag == f"{ns}ellipse":
-                    xs = [float(shape.get("cx", "0"))]
+                    ys = [float(shape.get("cy", "0"))]
                 else:
                     raw = shape.get("points") or shape.get("d") or ""
-                    xs = [float(x) for x in re.findall(r"(-?[\d.]+),-?[\d.]+", raw)]
-                if xs and width > 0:
-                    return max(0.0, min(1.0, (sum(xs) / len(xs) + offset) / width))
+                    ys = [float(y) for y in re.findall(r"-?[\d.]+,(-?[\d.]+)", raw)]
+                if ys and height > 0:
+                    return max(0.0, min(1.0, (sum(ys) / len(ys) + offset) / height))
     return None
 
 

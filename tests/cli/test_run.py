@@ -34,11 +34,8 @@ def test_example_ships(hello):
     assert (phase / "01-STYLE-REPORT.md").exists()
     assert (hello / "CHANGELOG.md").read_text().count("closed") == 2
     assert "⇣ execute:task 01-03/T1 content from demo:HELLO-3" in p.stderr
-    assert (
-        "◆ Spawning planner... (runs in a subagent — no output until it returns; expected, not a freeze)"
-        in p.stderr
-    )
-    assert p.stderr.count("◆ Spawning executor") == 4  # plain logs: one per task
+    # the example's role agents return in milliseconds: no liveness banner (issue 39)
+    assert "◆ Spawning" not in p.stderr
     for point in POINTS:
         assert f"▸ {point}" in p.stderr
 
@@ -133,7 +130,7 @@ def test_timeouts_come_from_config(hello):
     data["looprail"] = {"timeouts": {"task": "soon"}}
     cfg.write_text(json.dumps(data))
     p = run_cli("run", str(hello), "--phase", "1", "--capabilities", str(CAPS), "-q")
-    # A bad `looprail` key refuses the run before it starts (exit 2), whichever key it is.
+    # A bad `looprail` key refuses the run before it starts (exit 1), whichever key it is.
     assert (
-        p.returncode == 2 and "looprail.timeouts.task" in p.stderr and "Traceback" not in p.stderr
+        p.returncode == 1 and "looprail.timeouts.task" in p.stderr and "Traceback" not in p.stderr
     )

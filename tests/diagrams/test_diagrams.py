@@ -10,7 +10,7 @@ import struct
 
 import pytest
 
-from looprail.diagrams import load_graph
+from looprail.diagrams import NO_CAPABILITIES, load_graph
 from looprail.diagrams.graph import (
     START,
     RunEvent,
@@ -24,6 +24,7 @@ from looprail.diagrams.graph import (
     transitions,
 )
 from looprail.diagrams.render import (
+    HOOKS_PER_ROW,
     GraphvizMissingError,
     format_for,
     render,
@@ -35,7 +36,17 @@ from looprail.errors import UsageError
 from looprail.hooks.compiled import load_compiled
 from looprail.machine.spec import DEFAULT_LOOP
 from looprail.points import POINTS
-from tests.support import REPO, feature, run_cli, write_capability, write_config
+from tests.support import (
+    CONFORMANCE,
+    GSD_CAPABILITIES,
+    REPO,
+    feature,
+    needs_corpus,
+    run_cli,
+    write_capability,
+    write_config,
+    write_exe,
+)
 
 
 def _compiled(tmp_path, *manifests):
@@ -460,7 +471,7 @@ def test_cli_default_loop_outside_a_project(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "subgraph execute" in r.stdout and "hk_" not in r.stdout
     r = run_cli("diagram", "--hooks", "--format", "dot", cwd=tmp_path)
-    assert r.returncode == 2 and "need a project" in r.stderr
+    assert r.returncode == 1 and "need a project" in r.stderr
     r = run_cli("diagram", str(tmp_path / "nope"), "--format", "dot")
     assert r.returncode == 2 and "no such project folder" in r.stderr
 
@@ -537,3 +548,61 @@ def test_regenerate_writes_every_file(tmp_path):
     names = {p.name for p in written}
     assert {"loop.dot", "loop.mmd", "hello-loop.dot", "hello-loop.mmd", "README.md"} <= names
     assert "```mermaid" in (tmp_path / "README.md").read_text()
+
+
+# --------------------------------------------------------------------------- readable (issue 39)
+
+
+def _hooks_per_rank(dot: str) -> list[int]:
+    """How many hook nodes each `rank=same` group of a DOT source holds."""
+    groups = re.findall(r"\{\s*rank=same(.*?)\}", dot, re.DOTALL)
+    return [len(re.findall(r"^\s*hk_\w+ \[", g, re.MULTILINE)) for g in groups]
+
+
+@needs_corpus
+def test_the_reference_capabilities_wrap_four_hooks_to_a_row(tmp_path):
+    project = shutil.copytree(
+        CONFORMANCE / "real-projects" / "itsvetkov1+XtraSkill", tmp_path / "p"
+    )
+    caps = ("--capabilities", str(GSD_CAPABILITIES))
+    dot = run_cli("diagram", str(project), "--hooks", *caps, "--format", "dot")
+    assert dot.returncode == 0, dot.stderr
+    per_rank = _hooks_per_rank(dot.stdout)
+    at_plan_pre = set(re.findall(r"^\s*(hk_plan_pre_\d+) \[", dot.stdout, re.MULTILINE))
+    assert len(at_plan_pre) > 2 * HOOKS_PER_ROW  # ten of the 44 fire at plan:pre…
+    assert max(per_rank) == HOOKS_PER_ROW  # …drawn in rows of at most four
+    if shutil.which("dot") is None:
+        return
+    out = tmp_path / "hooks.png"
+    assert run_cli("diagram", str(project), "--hooks", *caps, "-o", str(out)).returncode == 0
+    width, height = struct.unpack(">II", out.read_bytes()[16:24])
+    assert width <= 1920 < height, (width, height)  # one screen wide, at its natural size
+
+
+def test_hooks_with_no_capabilities_says_why_on_stderr_and_in_the_picture(tmp_path):
+    project = tmp_path / "p"
+    (project / ".planning").mkdir(parents=True)
+    done = run_cli(
+        "diagram", str(project), "--hooks", "--format", "dot", env={"HOME": str(tmp_path)}
+    )
+    assert done.returncode == 0
+    assert done.stderr == f"looprail: warning: {NO_CAPABILITIES}\n"
+    assert "no capabilities loaded" in done.stdout and "hk_" not in done.stdout
+    assert "box: step" not in done.stdout  # no legend for hooks that are not there
+
+
+def test_a_run_refused_at_verify_pre_hangs_its_note_on_the_refusing_gate(tmp_path):
+    project = shutil.copytree(REPO / "examples" / "hello-loop", tmp_path / "hello")
+    caps = shutil.copytree(REPO / "examples" / "capabilities", tmp_path / "caps")
+    gate = {"point": "verify:pre", "check": {"query": "coverage"}, "blocking": True}
+    write_capability(caps, feature("coverage-gate", gates=[{**gate, "onError": "halt"}]))
+    write_exe(
+        project / ".looprail" / "checks" / "coverage",
+        'echo \'{"block": true, "message": "REQ-01 has no test"}\'\n',
+    )
+    run = run_cli("run", str(project), "--phase", "1", "--capabilities", str(caps), "-q")
+    assert run.returncode == 1 and "refused at verify:pre" in run.stderr, run.stderr
+    dot = run_cli("diagram", str(project), "--run", "latest", "--format", "dot").stdout
+    (edge,) = re.findall(r"^\s*(\S+) -> halt_note", dot, re.MULTILINE)
+    assert edge.startswith("hk_verify_pre_"), edge  # beside the gate, not on a state
+    assert "coverage-gate" in dot.split(f"{edge} [", 1)[1].split("]", 1)[0]

@@ -325,17 +325,17 @@ def test_without_a_terminal_the_run_pauses_and_says_how_to_answer(tmp_path):
     (cp,) = pending_checkpoints(project)
     assert (cp.task_id, cp.kind, cp.option_ids) == ("01-01/T2", "decision", ("supabase", "clerk"))
     assert cp.options[1].cons == "Paid after 10k MAU"
-    # refused at once, one line, exit 2, nothing recorded
+    # refused at once, one line, exit 1, nothing recorded
     bad = run_cli("answer", str(project), "01-01/T2", "auth0")
-    assert bad.returncode == 2
+    assert bad.returncode == 1
     assert bad.stderr.strip().endswith(
         "01-01/T2: 'auth0' is not an option of 01-01/T2; choose one of: supabase, clerk"
     )
     assert len(bad.stderr.strip().splitlines()) == 1
     bad = run_cli("answer", str(project), "01-01/T1", "approved")
-    assert bad.returncode == 2 and "01-01/T1 is not a checkpoint (type auto)" in bad.stderr
+    assert bad.returncode == 1 and "01-01/T1 is not a checkpoint (type auto)" in bad.stderr
     bad = run_cli("answer", str(project), "01-01/T9", "approved")
-    assert bad.returncode == 2 and "plan 01-01 has no task 01-01/T9" in bad.stderr
+    assert bad.returncode == 1 and "plan 01-01 has no task 01-01/T9" in bad.stderr
     assert answers(project) == []
     listed = run_cli("answer", str(project))
     assert listed.stdout == "01-01/T2 (decision) — Select: supabase or clerk\n"
@@ -351,7 +351,7 @@ def test_without_a_terminal_the_run_pauses_and_says_how_to_answer(tmp_path):
 def test_run_answer_flag_records_the_answer_and_refuses_a_wrong_one(tmp_path):
     project = project_with(tmp_path, DECISION)
     bad = run_cli("run", str(project), "--phase", "1", "--answer", "01-01/T2=auth0")
-    assert bad.returncode == 2
+    assert bad.returncode == 1
     assert "choose one of: supabase, clerk" in bad.stderr
     assert not (project / ".looprail" / "journal.sqlite").exists()  # refused before anything
     out = run_cli("run", str(project), "--phase", "1", "--answer", "01-01/T2=supabase")

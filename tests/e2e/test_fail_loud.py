@@ -31,7 +31,7 @@ def _gate(point: str = "ship:pre") -> dict:
 
 
 def _assert_refused(p, *needles: str) -> None:
-    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.returncode == 1, p.stdout + p.stderr
     assert "refusing to start" in p.stderr
     assert "Traceback" not in p.stderr
     for n in needles:
@@ -462,7 +462,7 @@ def test_a_broken_next_turn_queue_is_one_line(hello, tmp_path, body, reason):
         env={"LOOPRAIL_HOME": str(home)},
     )
     assert "Traceback" not in p.stderr
-    assert p.returncode == 2, p.stderr  # refused before the run started (tests/test_run_inputs)
+    assert p.returncode == 1, p.stderr  # refused before the run started (tests/test_run_inputs)
     assert f"{queue}: $: {reason}" in p.stderr
     assert len(p.stderr.strip().splitlines()) <= 3, p.stderr
 
@@ -581,8 +581,8 @@ def test_a_symlinked_phase_folder_looprail_or_plan_out_of_the_project_is_refused
     (outside / "01-01-PLAN.md").write_text("---\nphase: 01\nplan: '01'\n---\n<tasks></tasks>\n")
     (phase / "01-01-PLAN.md").symlink_to(outside / "01-01-PLAN.md")
     p = run_cli(*args)
-    # A plan already there is read before the run starts: refused then (exit 2), not journaled.
-    assert p.returncode == 2 and "the plan is a symlink to" in p.stderr, p.stderr
+    # A plan already there is read before the run starts: refused then (exit 1), not journaled.
+    assert p.returncode == 1 and "the plan is a symlink to" in p.stderr, p.stderr
     assert not list(outside.glob("*SUMMARY*"))
     (phase / "01-01-PLAN.md").unlink()
 

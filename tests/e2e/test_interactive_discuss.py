@@ -3,7 +3,7 @@ agent CLI's interactive mode (a stand-in, `tests/fakes/interactive_agent.py`, in
 `claude`, `codex`, `opencode` and `gemini`, which asks a question on the terminal and writes
 the answer into CONTEXT.md), or to the local runtime's starter orchestrator; the loop goes on
 to plan with what was said. A session that ends without CONTEXT.md halts naming the file; no
-terminal at all is refused at once (exit 2)."""
+terminal at all is refused at once (exit 1)."""
 
 from __future__ import annotations
 
@@ -155,7 +155,7 @@ def test_without_a_terminal_interactive_is_refused_at_once(tmp_path: Path) -> No
     env = interactive_env(tmp_path)
     demo = init_demo(tmp_path, "claude", env)
     done = looprail("run", "--phase", "1", "--interactive", cwd=demo, env=env, process=True)
-    assert done.returncode == 2, done.stderr
+    assert done.returncode == 1, done.stderr
     lines = done.stderr.strip().splitlines()
     assert lines == [
         "looprail: error: --interactive: the discuss step is a conversation on your terminal, "
@@ -166,7 +166,7 @@ def test_without_a_terminal_interactive_is_refused_at_once(tmp_path: Path) -> No
     config = demo / ".planning" / "config.json"
     config.write_text(json.dumps({"looprail": {"agent": "claude", "interactive": True}}))
     done = looprail("resume", cwd=demo, env=env, process=True)
-    assert done.returncode == 2, done.stderr
+    assert done.returncode == 1, done.stderr
     assert "looprail.interactive in .planning/config.json: " in done.stderr
     assert "or pass --no-interactive" in done.stderr
     done = looprail("run", "--phase", "1", "--no-interactive", cwd=demo, env=env, process=True)
@@ -180,7 +180,7 @@ def test_a_bad_interactive_key_is_one_line_naming_it(tmp_path: Path) -> None:
     config = demo / ".planning" / "config.json"
     config.write_text(json.dumps({"looprail": {"agent": "claude", "interactive": "yes"}}))
     done = looprail("run", "--phase", "1", cwd=demo, env=env)
-    assert done.returncode == 2
+    assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
         "looprail: error: .planning/config.json: looprail.interactive: must be true or false"
     ], done.stderr
@@ -199,7 +199,7 @@ def test_doctor_says_what_the_discuss_would_talk_with(tmp_path: Path) -> None:
     config.write_text(json.dumps({"looprail": {"agent": "gemini", "interactive": True}}))
     doctor = looprail("doctor", cwd=demo, env=env, process=True)
     assert "! looprail.interactive is on (gemini " in doctor.stdout
-    assert "is not a terminal: a run from here refuses (exit 2) unless given --no-interactive" in (
+    assert "is not a terminal: a run from here refuses (exit 1) unless given --no-interactive" in (
         doctor.stdout
     )
     with Terminal.looprail("doctor", cwd=demo, env=env) as t:

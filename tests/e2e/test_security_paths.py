@@ -118,7 +118,7 @@ def test_a_context_md_linked_out_of_the_project_never_reaches_a_prompt(tmp_path,
     link.symlink_to(secret if target == "secret" else Path("/proc/self/environ"))
     p = looprail("run", "--phase", "1", cwd=demo, env=env, process=True)
     _one_line_refusal(p, "01-CONTEXT.md: the phase's CONTEXT.md is a symlink to", "refused")
-    assert p.returncode == 2 and "the run did not start" in p.stderr
+    assert p.returncode == 1 and "the run did not start" in p.stderr
     seen = json.dumps(calls(tmp_path))
     logs = demo / ".looprail" / "logs"
     seen += _everything_under(logs) if logs.is_dir() else ""
@@ -171,7 +171,7 @@ def test_init_never_appends_through_a_symlinked_gitignore(tmp_path):
     (project / ".gitignore").symlink_to(outside)
     p = _init(tmp_path, "p")
     _one_line_refusal(p, ".gitignore: is a symlink", "nothing changed")
-    assert p.returncode == 2
+    assert p.returncode == 1
     assert outside.read_text() == "precious\n"
     assert not (project / ".planning").exists()  # refused before anything was written
 

@@ -1,5 +1,5 @@
 """`looprail run` reads and checks every input it reads up front before the journal run starts:
-bad input is one line naming the file, the field and the reason, exit 2, and nothing journaled
+bad input is one line naming the file, the field and the reason, exit 1, and nothing journaled
 (no failed or halted run left behind, no journal created in a fresh project). Each case went
 through the CLI and left a halted run in the journal before the fix."""
 
@@ -52,7 +52,7 @@ def _runs(project) -> list:
 
 
 def _refused(p, *expected: str) -> None:
-    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert p.returncode == 1, (p.returncode, p.stderr)
     assert "Traceback" not in p.stderr
     errors = [line for line in p.stderr.splitlines() if line.startswith("looprail: error:")]
     assert len(errors) == 1, p.stderr

@@ -64,7 +64,9 @@ def lines() -> list[str]:
 
 @pytest.fixture
 def runtime(project: Path, lines: list[str]) -> LocalRuntime:
-    return LocalRuntime(project, progress=lines.append)
+    made = LocalRuntime(project, progress=lines.append)
+    made.banner_after_s = 0  # the banner at once: these tests see which work announces itself
+    return made
 
 
 def make_ctx(project: Path, **overrides) -> DispatchContext:
@@ -404,6 +406,7 @@ def test_banner_is_printed_before_the_agent_runs(project: Path) -> None:
     write_exe(project / ".looprail/agents/gsd-mapper", f"#!/bin/sh\ntouch '{marker}'\n")
     seen: list[tuple[str, bool]] = []
     runtime = LocalRuntime(project, progress=lambda line: seen.append((line, marker.exists())))
+    runtime.banner_after_s = 0
     assert spawn_agent(runtime, "gsd-mapper", make_ctx(project)).ok
     banner = (
         "◆ Spawning gsd-mapper... (runs in a subagent — no output until it returns; "
@@ -415,8 +418,40 @@ def test_banner_is_printed_before_the_agent_runs(project: Path) -> None:
 
 def test_banner_defaults_to_stderr(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_exe(project / ".looprail/agents/gsd-mapper", "#!/bin/sh\n")
-    assert spawn_agent(LocalRuntime(project), "gsd-mapper", make_ctx(project)).ok
+    runtime = LocalRuntime(project)
+    runtime.banner_after_s = 0
+    assert spawn_agent(runtime, "gsd-mapper", make_ctx(project)).ok
     assert capsys.readouterr().err == spawn_banner("gsd-mapper") + "\n"
+
+
+def test_quick_agent_work_shows_no_banner(project: Path, lines: list[str]) -> None:
+    write_exe(project / ".looprail/agents/gsd-mapper", "#!/bin/sh\n")
+    runtime = LocalRuntime(project, progress=lines.append)
+    assert runtime.banner_after_s == 2.0  # the default: ~2 s of silence first
+    assert runtime.spawn_agent("gsd-mapper", make_ctx(project)).ok
+    assert lines == []
+
+
+def test_silent_agent_work_gets_the_banner_while_it_runs(project: Path) -> None:
+    marker = project / "agent-done"
+    write_exe(project / ".looprail/agents/gsd-mapper", f"#!/bin/sh\nsleep 1\ntouch '{marker}'\n")
+    seen: list[tuple[str, bool]] = []
+    runtime = LocalRuntime(project, progress=lambda line: seen.append((line, marker.exists())))
+    runtime.banner_after_s = 0.2
+    assert runtime.spawn_agent("gsd-mapper", make_ctx(project)).ok
+    assert seen == [(spawn_banner("gsd-mapper"), False)]  # shown while it was still running
+
+
+def test_streamed_output_cancels_the_banner(project: Path) -> None:
+    # with -v the agent's own lines show it is alive: no banner, however long it runs
+    write_exe(project / ".looprail/agents/gsd-mapper", "#!/bin/sh\necho working\nsleep 1\n")
+    said, streamed = [], []
+    runtime = LocalRuntime(
+        project, progress=said.append, output=lambda *line: streamed.append(line)
+    )
+    runtime.banner_after_s = 0.5
+    assert runtime.spawn_agent("gsd-mapper", make_ctx(project)).ok
+    assert streamed == [("agent gsd-mapper", "stdout", "working")] and said == []
 
 
 def test_no_banner_for_a_missing_agent(

@@ -64,7 +64,7 @@ def test_a_run_refuses_project_settings_that_widen_without_consent(
 ) -> None:
     root, env = demo(tmp_path, agent, {key: value})
     done = looprail("run", "--phase", "1", cwd=root, env=env)
-    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.returncode == 1, done.stdout + done.stderr
     err = done.stderr.strip()
     assert err.count("\n") == 0, err  # one line: file, field, how to consent
     assert ".planning/config.json" in err and f"looprail.agents.{agent}.{key}" in err
@@ -124,7 +124,7 @@ def test_consent_is_bound_to_the_values_and_the_run_prints_every_flag(tmp_path: 
     # One changed value and consent is gone: the run refuses again.
     set_agent(root, "claude", {**settings, "args": ["--add-dir", "/etc"]})
     again = looprail("run", "--phase", "1", cwd=root, env=env)
-    assert again.returncode == 2 and "looprail.agents.claude.args" in again.stderr
+    assert again.returncode == 1 and "looprail.agents.claude.args" in again.stderr
     revoked = looprail("revoke", "--agent-settings", cwd=root, env=env)
     assert revoked.returncode == 0 and "nothing to revoke" not in revoked.stdout
 

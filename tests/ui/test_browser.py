@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import CONFORMANCE, GSD_CAPABILITIES, needs_corpus
 from tests.support import ui as uikit
+
+REAL_PROJECTS = CONFORMANCE / "real-projects"
 
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
@@ -214,7 +217,9 @@ def test_hostile_strings_are_shown_as_text(browser, tmp_path):
         native = page.locator(".point.native")
         assert native.locator(".cap").first.text_content() == uikit.HOSTILE
         assert native.locator(".msg").first.text_content() == uikit.HOSTILE
-        assert text(page, "#warnings .warning") == "⚠ plan:pre: " + uikit.HOSTILE
+        warnings = page.locator("#warnings .warning").all_text_contents()
+        assert "⚠ plan:pre: " + uikit.HOSTILE in warnings, warnings
+        assert any("no capabilities loaded" in w for w in warnings)  # and why no hooks show
         assert text(page, "#project") == '<img src=x onerror=alert(1)>"'
         assert page.title() == 'looprail · <img src=x onerror=alert(1)>"'
         task = page.locator("button.task").first
@@ -630,3 +635,48 @@ def test_issues_are_described_on_the_page_and_approved_once_fixed(browser, tmp_p
         page.locator("#runbar .badge", has_text="shipped").wait_for()
         kinds = page.locator("#answers .answer-row .badge").all_text_contents()
         assert kinds == ["issues", "approved"]
+
+
+def _chart_box(page) -> dict:
+    page.locator("#chart[src]").wait_for(state="attached")
+    page.wait_for_function("() => document.getElementById('chart').naturalWidth > 0")
+    page.wait_for_timeout(300)  # placed on load
+    return page.evaluate(
+        "() => { const i = document.getElementById('chart'), b = document.getElementById("
+        "'chart-box'); return {img: i.clientWidth, natural: i.naturalWidth, box: b.clientWidth,"
+        " top: b.scrollTop, scroll: b.scrollHeight - b.clientHeight}; }"
+    )
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
+def test_the_chart_scrolls_down_to_the_state_the_run_is_in(browser, tmp_path):
+    project = uikit.gated_example(tmp_path, allow_ship=False)
+    assert uikit.run_example(project).returncode == 1  # halted at ship:pre, standing in verify
+    app = create_app(project, [str(uikit.CAPABILITIES)], poll_interval=0.1)
+    with uikit.serve(app) as url:
+        browser.page.goto(url)
+        box = _chart_box(browser.page)
+    assert box["img"] <= box["box"], box
+    assert box["scroll"] > 0 and box["top"] > box["scroll"] / 3, box  # verify is low down
+
+
+@needs_corpus
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
+def test_a_chart_of_the_reference_capabilities_is_never_cut_off_on_the_right(browser, tmp_path):
+    project = shutil.copytree(REAL_PROJECTS / "itsvetkov1+XtraSkill", tmp_path / "p")
+    app = create_app(project, [str(GSD_CAPABILITIES)], poll_interval=0.1)
+    page = browser.page
+    with uikit.serve(app) as url:
+        page.goto(url)
+        box = _chart_box(page)
+        assert box["img"] <= box["box"], box  # the legend's end is in the box
+        page.set_viewport_size({"width": 900, "height": 1000})  # a narrow window
+        box = _chart_box(page)
+        assert box["natural"] * 0.75 > box["box"], box  # 3/4 of it would not fit here
+        assert box["img"] <= box["box"], box  # fitted to the box, nothing cut off
+        page.locator("#chart").click()  # zoom in: its natural size, scrolling sideways
+        page.wait_for_function(
+            "() => document.getElementById('chart').clientWidth "
+            "=== document.getElementById('chart').naturalWidth"
+        )
+        browser.shot("reference-capabilities")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -30,6 +31,7 @@ from looprail.journal import EventRecord, Journal
 from looprail.machine.answers import asked_record
 from looprail.plans.checkpoint import Checkpoint
 from looprail.ui.server import create_app
+from tests.support import REPO
 from tests.support import ui as uikit
 
 HOSTILE, LONG = uikit.HOSTILE, uikit.LONG
@@ -388,7 +390,7 @@ def test_cli_on_every_interface_warns_first(tmp_path):
         assert proc.wait(timeout=15) == 0
 
 
-def test_cli_port_in_use_and_missing_folder_are_one_line_usage_errors(tmp_path, capsys):
+def test_cli_port_in_use_is_a_one_line_refusal_and_a_missing_folder_a_usage_error(tmp_path, capsys):
     import socket
 
     sock = socket.socket()
@@ -396,7 +398,7 @@ def test_cli_port_in_use_and_missing_folder_are_one_line_usage_errors(tmp_path, 
     sock.listen(1)
     try:
         port = sock.getsockname()[1]
-        assert main(["ui", str(tmp_path), "--port", str(port)]) == 2
+        assert main(["ui", str(tmp_path), "--port", str(port)]) == 1
     finally:
         sock.close()
     err = capsys.readouterr().err
@@ -407,18 +409,43 @@ def test_cli_port_in_use_and_missing_folder_are_one_line_usage_errors(tmp_path, 
     )
 
 
-def test_without_the_extra_the_command_says_how_to_install_it(tmp_path):
+def _ui_without_the_extra(project, prefix=None) -> subprocess.CompletedProcess:
+    """`looprail ui` where the ui extra cannot be imported, in an environment laid out at
+    `prefix` (the markers pipx and uv tool leave there), else this one."""
     code = (
         "import sys\n"
         "sys.modules['starlette'] = None; sys.modules['uvicorn'] = None\n"
-        "from looprail.cli import main\n"
-        f"sys.exit(main(['ui', {str(tmp_path)!r}]))\n"
+        + (f"sys.prefix = {str(prefix)!r}\n" if prefix else "")
+        + "from looprail.cli import main\n"
+        f"sys.exit(main(['ui', {str(project)!r}]))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+
+def test_without_the_extra_the_command_says_how_to_install_it(tmp_path):
+    # this checkout is installed with pip, editable: the advice keeps it so
+    done = _ui_without_the_extra(tmp_path)
     assert done.returncode == 1
-    assert (
-        done.stderr
-        == "looprail: error: looprail ui needs the ui extra: pip install 'looprail[ui]'\n"
+    assert done.stderr == (
+        "looprail: error: looprail ui needs the ui extra: "
+        f"{shlex.quote(sys.executable)} -m pip install -e '{REPO}[ui]'\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("marker", "command"),
+    [("pipx_metadata.json", "pipx install --force"), ("uv-receipt.toml", "uv tool install")],
+)
+def test_the_install_advice_follows_pipx_and_uv_tool(tmp_path, marker, command):
+    env = tmp_path / "tool-env"
+    env.mkdir()
+    (env / marker).write_text("{}\n")
+    done = _ui_without_the_extra(tmp_path, prefix=env)
+    assert done.returncode == 1
+    # the same source this looprail came from (a folder here; a wheel or a git commit there)
+    assert done.stderr == (
+        f"looprail: error: looprail ui needs the ui extra: {command} "
+        f"'looprail[ui] @ {REPO.as_uri()}'\n"
     )
 
 

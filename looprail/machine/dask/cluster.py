@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from looprail.errors import UsageError
+from looprail.errors import LooprailError, UsageError
+from looprail.runtime.extras import install_command
 
-INSTALL_HINT = "pip install 'looprail[dask]'"
 LEAN_WORKERS = {
     "distributed.worker.profile.enabled": False,
     "distributed.worker.memory.monitor-interval": "1s",
@@ -27,7 +27,7 @@ NO_HTTP_ROUTES: dict[str, list[str]] = {
 def parse_executor(spec: str) -> str | LocalSpec:
     """`dask://HOST:PORT` → "tcp://HOST:PORT"; `dask://tls://HOST:PORT` → "tls://HOST:PORT";
     `dask-local:N` → LocalSpec(N), with `,dashboard=ADDR` to start Dask's HTTP dashboard (off
-    unless asked for). UsageError (exit 2) for anything else, or without dask.distributed."""
+    unless asked for). UsageError (exit 2) for a malformed spec; exit 1 without dask.distributed."""
     value: str | LocalSpec
     if spec.startswith("dask://"):
         where = spec.removeprefix("dask://")
@@ -59,8 +59,8 @@ def parse_executor(spec: str) -> str | LocalSpec:
     try:
         import distributed  # noqa: F401  (is the dask extra installed?)
     except ImportError:
-        raise UsageError(
-            f"--executor {spec} needs dask.distributed; install it with {INSTALL_HINT}"
+        raise LooprailError(
+            f"--executor {spec} needs dask.distributed; install it with {install_command('dask')}"
         ) from None
     return value
 
@@ -86,9 +86,9 @@ def local_security() -> Any:
     try:
         return Security.temporary()
     except ImportError:
-        raise UsageError(
+        raise LooprailError(
             f"--executor dask-local needs `cryptography` for its TLS credentials; "
-            f"install it with {INSTALL_HINT}"
+            f"install it with {install_command('dask')}"
         ) from None
 
 
@@ -108,7 +108,7 @@ def check_remote_security(spec: str, address: str) -> None:
     ca = dask.config.get("distributed.comm.tls.ca-file", default=None)
     cert = dask.config.get("distributed.comm.tls.client.cert", default=None)
     if not ca or not cert:
-        raise UsageError(
+        raise LooprailError(
             f"--executor {spec}: a tls:// scheduler needs Dask's TLS settings: "
             "distributed.comm.tls.ca-file and distributed.comm.tls.client.cert (and .key), "
             "e.g. DASK_DISTRIBUTED__COMM__TLS__CA_FILE=ca.pem "
@@ -118,7 +118,6 @@ def check_remote_security(spec: str, address: str) -> None:
 
 
 __all__ = [
-    "INSTALL_HINT",
     "LEAN_WORKERS",
     "NO_HTTP_ROUTES",
     "LocalSpec",

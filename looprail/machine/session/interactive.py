@@ -23,7 +23,7 @@ _KEY = "looprail.interactive"
 
 def interactive_options(options: RunOptions, configured: bool | None) -> RunOptions:
     """`options` with `interactive` decided: the option, else `configured` (the config's
-    `looprail.interactive`). Raises `RefusedToStart` (exit 2) for a run that should talk but
+    `looprail.interactive`). Raises `RefusedToStart` (exit 1) for a run that should talk but
     has no terminal to talk on."""
     wanted = options.interactive
     if wanted is None:

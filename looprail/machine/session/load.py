@@ -1,7 +1,7 @@
 """What a run is given before it starts: the project and its capabilities (`load_project`),
 the checks of what it reads up front (`start_refusals`, `read_run_inputs`, `read_plans`,
 `run_settings`), its runtime (`make_runtime`) and where its plans work (`attach_run`). Bad input
-here refuses the run (`RefusedToStart`, exit 2) with nothing journaled.
+here refuses the run (`RefusedToStart`, exit 1) with nothing journaled.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from looprail.config import load_project_config_strict
-from looprail.errors import ConfigError, PlanError, RefusedToStart, UsageError
+from looprail.errors import ConfigError, LooprailError, PlanError, RefusedToStart
 from looprail.fsutil import check_looprail_folders, project_folder, require_inside
 from looprail.hooks.startup import blockers
 from looprail.hooks.task_content import unloadable_resolvers
@@ -104,7 +104,7 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     fails to load is left out and named in `Loaded.warnings`."""
     root = project_folder(project)
     if not (root / PLANNING_DIR).is_dir():
-        raise UsageError(f"{project}: not a project (no .planning/ folder)")
+        raise LooprailError(f"{project}: not a project (no .planning/ folder)")
     root = root.resolve()
 
     # The journal, lock, logs, worktrees, agents and queued messages live under .looprail/: a
@@ -126,14 +126,14 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
 def read_run_inputs(loaded: Loaded, progress: Progress) -> NativeInputs:
     """Read and check what a run reads before it does anything (`run_phase` has asked
     `start_refusals` already): the native hooks and their `nextTurn` queue
-    (`.looprail/next-turn.json`). Raises `RefusedToStart` (exit 2), one line naming the file,
+    (`.looprail/next-turn.json`). Raises `RefusedToStart` (exit 1), one line naming the file,
     the field and the reason. Returns the native inputs, for the run to use as read here."""
     return read_native_inputs(loaded.project, progress)
 
 
 def read_plans(project: Path, phase: str) -> PhaseCache:
     """The phase's plans as a new run will read them, parsed before it starts: a malformed
-    PLAN.md already there stops it (`RefusedToStart`, exit 2) with nothing journaled. (A
+    PLAN.md already there stops it (`RefusedToStart`, exit 1) with nothing journaled. (A
     resumed run reads them after its recovery, which moves a killed planner's partial output
     away first; a bad plan there halts the run, resumable once fixed.)"""
     phases = PhaseCache(project, phase)
@@ -246,7 +246,7 @@ def make_runtime(
 def run_settings(loaded: Loaded) -> LooprailSettings:
     """The `looprail` section of the run's config (`looprail.runtime.settings`); a value that
     cannot be used refuses the run before anything is journaled or run (`RefusedToStart`, exit
-    2)."""
+    1)."""
     try:
         return looprail_settings(loaded.config)
     except ConfigError as exc:

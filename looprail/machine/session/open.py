@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from looprail.errors import LooprailError
 from looprail.journal import diff_inputs, digest_inputs
+from looprail.journal.inputs import changes_text
 from looprail.machine.answers import drop_run_secrets
 from looprail.machine.context import RunContext, RunOptions
 from looprail.machine.native import load_bridge
@@ -206,7 +207,7 @@ def _resume(
     if changes and crashed and not accept_changes:
         raise LooprailError(
             f"run {previous.id} was interrupted and its inputs changed since "
-            f"({'; '.join(changes)}); resume with --accept-changes, "
+            f"({changes_text(changes)}); resume with --accept-changes, "
             "or start over with --new"
         )
     was = previous.machine_config.get("agent")
@@ -217,7 +218,7 @@ def _resume(
     state, wave = run.state, _last_wave(jr, run.id)
     progress.line(
         f"resuming run {run.id} (was {previous.status}) at {'/'.join(state) or 'idle'}"
-        + (f"; inputs changed: {', '.join(changes)}" if changes else "")
+        + (f"; inputs changed: {changes_text(changes)}" if changes else "")
     )
     return OpenedRun(run.id, previous, recovery, state, wave, changes)
 

@@ -90,7 +90,7 @@ def run_phase(
     `budget_spent`: what the invocation spent before this run, counted against `budget_usd`
     (the budget of `run --all` spans its phases)."""
     options = options or RunOptions()
-    if options.interactive is not False:  # decided once: a terminal to talk on, or exit 2
+    if options.interactive is not False:  # decided once: a terminal to talk on, or exit 1
         options = interactive_options(options, run_settings(loaded).interactive)
     progress = progress or Progress()
     found = find_phase(loaded.project, phase)
@@ -123,7 +123,7 @@ def _run_journaled(
     resumed), driven and closed."""
     with RunLock(session.loaded.project) as lock:
         # Everything the run reads up front is read and checked before the journal is opened:
-        # bad input stops here (exit 2) with nothing journaled, not as a failed run.
+        # bad input stops here (exit 1) with nothing journaled, not as a failed run.
         native = read_run_inputs(session.loaded, session.progress)
         # No journal yet: this is a new run, whose plans are checked before the journal exists.
         phases = (

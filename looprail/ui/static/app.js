@@ -569,19 +569,23 @@
     for (const [node, t] of running) node.textContent = fmtMs((t.elapsedMs || 0) + extra);
   }, 1000);
 
-  // The chart is wide: shown at CHART_SCALE of its natural size, the box scrolls sideways and
-  // keeps the current state in view; a click shows all of it (fit to width) and back.
+  // The chart runs top to bottom: shown at CHART_SCALE of its natural size but never wider
+  // than its box (nothing cut off on the right), the box scrolls down to the current state; a
+  // click shows it at its natural size (scrolling both ways) and back.
   const CHART_SCALE = 0.75;
   function placeChart() {
     const img = $("chart"), box = $("chart-box");
     if (!img.naturalWidth) return;
-    img.style.width = box.classList.contains("fit") ? "" : Math.round(img.naturalWidth * CHART_SCALE) + "px";
-    if (pendingFocus !== null && pendingFocus !== undefined && !box.classList.contains("fit")) {
-      box.scrollLeft = Math.max(0, pendingFocus * img.clientWidth - box.clientWidth / 2);
+    const zoomed = box.classList.contains("zoomed");
+    const fitted = Math.min(img.naturalWidth * CHART_SCALE, box.clientWidth);
+    img.style.width = Math.round(zoomed ? img.naturalWidth : fitted) + "px";
+    if (pendingFocus !== null && pendingFocus !== undefined) {
+      box.scrollTop = Math.max(0, pendingFocus * img.clientHeight - box.clientHeight / 2);
     }
   }
   $("chart").addEventListener("load", placeChart);
-  $("chart").addEventListener("click", () => { $("chart-box").classList.toggle("fit"); placeChart(); });
+  $("chart").addEventListener("click", () => { $("chart-box").classList.toggle("zoomed"); placeChart(); });
+  window.addEventListener("resize", placeChart);
   window.addEventListener("hashchange", () => { readHash(); connect(); });
   readHash();
   connect();
