@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 from looprail import fsutil
+from looprail.errors import ConfigError, RefusedToStart
 from looprail.layout import FLAVORS as FLAVORS
 from looprail.layout import LOOPRAIL_DIR, PROJECT_CONFIG_FILE, normalize_phase_number
-from looprail.runtime.gsd_install import Sources
+from looprail.runtime.gsd_install import Sources, sources
 from looprail.textsafe import one_line, trusted, wants_escapes
 
 JSON_HELP = "machine-readable output"
@@ -53,11 +54,7 @@ def add_flavor_option(parser: argparse.ArgumentParser, *, configured: bool = Fal
 def gsd_sources(args: argparse.Namespace, project: str | Path) -> Sources:
     """What the command uses when its flags do not say (`runtime.gsd_install.sources`: the
     config's `looprail.capabilities`, `host_tool` and `flavor`, else a GSD install), set on
-    `args`; the `Sources`, to say it. A config value it cannot use refuses (exit 2)."""
-    # not at the top: the render-hooks entry loads this module (its import budget)
-    from looprail.errors import ConfigError, RefusedToStart
-    from looprail.runtime.gsd_install import sources
-
+    `args`; the `Sources`, to say it. A config value it cannot use refuses (exit 1)."""
     try:
         found = sources(
             project,
@@ -65,7 +62,7 @@ def gsd_sources(args: argparse.Namespace, project: str | Path) -> Sources:
             host_tool=getattr(args, "host_tool", None),
             flavor=getattr(args, "flavor", None),
         )
-    except ConfigError as exc:  # a value it cannot use: exit 2, as `run` refuses a config
+    except ConfigError as exc:  # a value it cannot use: refused, as `run` refuses a config
         raise RefusedToStart(str(exc), path=exc.path, field=exc.field) from None
     args.capabilities = list(found.capabilities)
     args.host_tool, args.flavor = found.host_tool, found.flavor

@@ -182,7 +182,7 @@ def test_the_config_names_capabilities_host_tool_and_flavor(tmp_path, _isolated_
 def test_config_capabilities_inside_the_project_are_refused(tmp_path):
     project = gsd_project(tmp_path, {"looprail": {"capabilities": ["vendored/caps"]}})
     done = run_cli("lint", str(project))
-    assert done.returncode == 2
+    assert done.returncode == 1
     (line,) = done.stderr.strip().splitlines()
     assert ".planning/config.json" in line and "looprail.capabilities" in line
     assert "inside the project" in line and "Traceback" not in done.stderr

@@ -428,7 +428,7 @@ def test_quick_agent_work_shows_no_banner(project: Path, lines: list[str]) -> No
     write_exe(project / ".looprail/agents/gsd-mapper", "#!/bin/sh\n")
     runtime = LocalRuntime(project, progress=lines.append)
     assert runtime.banner_after_s == 2.0  # the default: ~2 s of silence first
-    assert runtime.spawn_agent("gsd-mapper", make_ctx(project)).ok
+    assert spawn_agent(runtime, "gsd-mapper", make_ctx(project)).ok
     assert lines == []
 
 
@@ -438,7 +438,7 @@ def test_silent_agent_work_gets_the_banner_while_it_runs(project: Path) -> None:
     seen: list[tuple[str, bool]] = []
     runtime = LocalRuntime(project, progress=lambda line: seen.append((line, marker.exists())))
     runtime.banner_after_s = 0.2
-    assert runtime.spawn_agent("gsd-mapper", make_ctx(project)).ok
+    assert spawn_agent(runtime, "gsd-mapper", make_ctx(project)).ok
     assert seen == [(spawn_banner("gsd-mapper"), False)]  # shown while it was still running
 
 
@@ -450,7 +450,7 @@ def test_streamed_output_cancels_the_banner(project: Path) -> None:
         project, progress=said.append, output=lambda *line: streamed.append(line)
     )
     runtime.banner_after_s = 0.5
-    assert runtime.spawn_agent("gsd-mapper", make_ctx(project)).ok
+    assert spawn_agent(runtime, "gsd-mapper", make_ctx(project)).ok
     assert streamed == [("agent gsd-mapper", "stdout", "working")] and said == []
 
 

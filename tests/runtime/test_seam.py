@@ -131,5 +131,5 @@ def test_a_plugin_that_is_not_a_runtime_is_refused_naming_what_it_lacks(
     assert "run_skill" not in message and "subclass looprail.runtime.base.BaseRuntime" in message
     code = main(["run", str(project), "--phase", "1", "--agent", "half", "--no-journal"])
     err = capsys.readouterr().err.strip()
-    assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert code == 1 and len(err.splitlines()) == 1 and "Traceback" not in err
     assert err.startswith("looprail: error: runtime 'half' (Half) is not a Runtime: it lacks")
