@@ -138,6 +138,9 @@ class Adapter:
     head: ClassVar[tuple[str, ...]] = ()
     prompt_args: ClassVar[tuple[str, ...]] = ("--", "{prompt}")
     interactive_prompt_args: ClassVar[tuple[str, ...]] = ("--", "{prompt}")
+    # The CLI's read tool reads a file git ignores, as the interactive brief in looprail's logs
+    # folder is; when not, the brief is handed over from a private folder outside the project.
+    reads_ignored_files: ClassVar[bool] = True
 
     def flags(self, request: Request, s: AgentSettings, *, git: bool, live: bool) -> list[str]:
         """The options the settings (and `request`) give; `live`: the interactive mode's."""
@@ -164,6 +167,11 @@ class Adapter:
     def exit_reason(self, code: int) -> str | None:
         """What a non-zero exit code means for this CLI, when it means something."""
         return None
+
+    def folder_args(self, folder: Path) -> list[str]:
+        """The args that let the interactive CLI read the files of `folder`, outside the
+        project (the brief's private folder, when `reads_ignored_files` is false)."""
+        return []
 
     def readiness(
         self, project: Path, s: AgentSettings, env: Mapping[str, str]

@@ -314,8 +314,14 @@ class GeminiAdapter(Adapter):
         ),
     }
 
+    # read_file refuses a file .gitignore names ("ignored by configured ignore patterns")
+    reads_ignored_files = False
+
     def flags(self, request: Request, s: AgentSettings, *, git: bool, live: bool) -> list[str]:
         return ["--approval-mode", s.approval_mode or self.DEFAULT_APPROVAL, *_model(s)]
+
+    def folder_args(self, folder: Path) -> list[str]:
+        return [f"--include-directories={folder}"]  # `=`: the array option takes this one only
 
     def readiness(
         self, project: Path, s: AgentSettings, env: Mapping[str, str]

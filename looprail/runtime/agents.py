@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -441,6 +443,18 @@ class GeminiRuntime(AgentRuntime):
     adapter_class = GeminiAdapter
 
 
+@contextmanager
+def readable_brief(adapter: Adapter, folder: Path, prompt: str) -> Iterator[tuple[Path, list[str]]]:
+    """`(the brief file an interactive CLI is told to read, the args it needs to)`: the logs
+    folder's prompt.md, or for a CLI whose read tool refuses files git ignores, a copy in a
+    private folder outside the project (0700, the file 0600), removed when the session ends."""
+    if adapter.reads_ignored_files:
+        yield folder / "prompt.md", []
+        return
+    with tempfile.TemporaryDirectory(prefix="looprail-brief-") as private:
+        yield write_prompt(Path(private), prompt), adapter.folder_args(Path(private))
+
+
 def agent_session(
     rt: AgentRuntime,
     request: Request,
@@ -456,15 +470,17 @@ def agent_session(
     problem = terminal_problem()
     if problem is not None:
         return Outcome.failed(f"{name}: an interactive session needs a terminal: {problem}")
-    given = file_prompt(folder / "prompt.md")  # stdin is the terminal: the CLI reads the file
-    argv = rt.adapter.interactive_argv(given, request, rt.settings_for(request), git=rt._git)
-    argv[0] = os.path.abspath(binary)
-    shown = shown_argv(argv, given)
-    if rt.progress is not None:
-        rt.progress(handover_line(name, shown, request, rt.project))
-    session = run_on_terminal(
-        argv, cwd=ctx.workdir or rt.project, env=env, timeout_s=rt.timeouts.interactive
-    )
+    with readable_brief(rt.adapter, folder, prompt) as (brief, extra):
+        given = file_prompt(brief)  # stdin is the terminal: the CLI reads the file
+        settings = rt.settings_for(request)
+        argv = [*rt.adapter.interactive_argv(given, request, settings, git=rt._git), *extra]
+        argv[0] = os.path.abspath(binary)
+        shown = shown_argv(argv, given)
+        if rt.progress is not None:
+            rt.progress(handover_line(name, shown, request, rt.project))
+        session = run_on_terminal(
+            argv, cwd=ctx.workdir or rt.project, env=env, timeout_s=rt.timeouts.interactive
+        )
     rel = rt.transcripts.rel(folder)
     outcome = session_outcome(
         name,

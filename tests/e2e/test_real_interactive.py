@@ -1,6 +1,7 @@
 """`looprail run --interactive` with the real Claude Code and Gemini CLI on a real
 pseudo-terminal, against the scripted model server (tests/support/model_server.py): the CLI's
-interactive screen gets the discuss prompt as its first message, the model writes CONTEXT.md
+interactive screen gets, as its first message, the 0600 file holding the discuss prompt to read
+(never the prompt itself: issue 40), the model reads it and writes CONTEXT.md
 with the CLI's own tool, the user ends the session with the keys they would press (`/exit` and
 Enter; Ctrl-C twice), and the loop goes on with the same CLI, non-interactive, to plan (then the
 test stops the run with SIGTERM, as a user may: the rest of the loop is test_real_agents.py's).
@@ -21,7 +22,7 @@ import pytest
 
 from tests.e2e.test_interactive_discuss import context_of
 from tests.support.agents import looprail
-from tests.support.model_server import ModelServer
+from tests.support.model_server import ModelServer, brief_file
 from tests.support.real_agents import KEY, real_cli, real_env
 from tests.support.terminal import Terminal
 
@@ -67,9 +68,9 @@ def test_the_real_cli_talks_on_the_terminal_then_the_loop_ships(tmp_path: Path, 
                 if list((demo / ".planning" / "phases").glob("*/*-CONTEXT.md")):
                     break
             t.read_for(3)  # the CLI's screen settles after the turn
-            assert server.calls, "the CLI never asked the model"
-            first = server.calls[0].text
-            assert "## This is a conversation" in first and "Step: discuss" in first
+            turns = [call for call in server.calls if call.tools]  # not titles or probes
+            assert turns, "the CLI never asked the model"
+            brief = assert_brief_read_from_its_file(turns[0].text, [c.results for c in turns[1:]])
             t.keys(*END_KEYS[agent])
             t.expect("orchestrator did the discuss work", timeout=60)
             try:
@@ -80,10 +81,25 @@ def test_the_real_cli_talks_on_the_terminal_then_the_loop_ships(tmp_path: Path, 
             code = t.wait(timeout=120)
         assert code == 128 + signal.SIGTERM, t.text[-3000:]
         assert "# Context" in context_of(demo).read_text()
+        # a brief handed over from a private folder outside the project (gemini) is gone
+        assert brief.is_relative_to(demo) or not brief.parent.exists()
         assert list(context_of(demo).parent.glob("*-PLAN.md"))
         run = next((demo / ".looprail" / "logs").iterdir())
         discuss = next(p for p in sorted(run.iterdir()) if "phase-discuss" in p.name)
         assert json.loads((discuss / "meta.json").read_text())["interactive"] is True
+
+
+def assert_brief_read_from_its_file(first: str, results: list[str]) -> Path:
+    """The first message only names the brief's file (the user alone can read it); the brief
+    reaches the model as the result of the CLI's own read tool (issue 40: never in argv)."""
+    named = brief_file(first)
+    assert named, first[-2000:]
+    brief = Path(named)
+    assert brief.name == "prompt.md" and brief.stat().st_mode & 0o777 == 0o600
+    assert "## This is a conversation" not in first
+    read = [r for r in results if "## This is a conversation" in r and "Step: discuss" in r]
+    assert read, "the brief never reached the model through the CLI's read tool"
+    return brief
 
 
 def cli_log(env: dict[str, str]) -> str:

@@ -7,6 +7,8 @@ and plays a model that does what looprail's prompt asks: it reads the owed artif
 task's files) from the prompt, answers with the CLI's own file-writing tool calls (absolute
 paths under the folder the CLI says it works in), and once it sees the tool results, a final
 message. `mode` scripts the failures: `lazy` (a final message, nothing written), `401`, `429`.
+When the first message only names a file holding the brief (an interactive session, whose
+prompt is never on the command line), the model first reads it with the CLI's own read tool.
 
 `home(cli, root)` writes a fresh HOME that points that CLI at the server.
 """
@@ -21,6 +23,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from looprail.runtime.adapter import file_prompt
 
 MODEL = "looprail-test-model"
 CONTEXT = "# Context\n\n- Decided.\n"
@@ -53,6 +57,11 @@ Plan {plan}
 </tasks>
 """
 
+# The first message of an interactive session: read the brief in this file (looprail's words).
+_BRIEF_FILE = re.compile(re.escape(file_prompt(Path("@"))).replace("@", "(.+?)"))
+READ_TOOLS = ("Read", "read", "read_file")  # claude, opencode, gemini
+_PATH_PARAMS = ("file_path", "filePath", "absolute_path", "path")
+
 # Where each CLI says, in what it sends the model, which folder it works in.
 _CWD_PATTERNS = (
     r"<cwd>([^<\n]+)</cwd>",  # codex: <environment_context>
@@ -71,6 +80,7 @@ class Call:
     path: str
     body: dict[str, Any]
     text: str  # every string in the request, joined (to search the prompt and the cwd)
+    results: str = ""  # every string in the request's tool results, joined
     status: int = 200
     tools: bool = False  # the request offered tools: an agent's turn (not a title or a probe)
     shell_offered: bool | None = None  # `shell` mode: whether the CLI offered its shell tool
@@ -95,6 +105,49 @@ def _strings(value: Any) -> list[str]:
     if isinstance(value, list):
         return [s for v in value for s in _strings(v)]
     return []
+
+
+def brief_file(text: str) -> str | None:
+    """The file an interactive session's first message says holds the brief, if it says so."""
+    found = _BRIEF_FILE.search(text)
+    return found.group(1) if found else None
+
+
+def _tool_results(value: Any) -> list[str]:
+    """The strings of the tool results in a request, in any of the four APIs."""
+    if isinstance(value, list):
+        return [s for v in value for s in _tool_results(v)]
+    if not isinstance(value, dict):
+        return []
+    kind = str(value.get("type", ""))
+    if kind == "tool_result" or kind.endswith("_call_output") or value.get("role") == "tool":
+        return _strings(value)
+    if "functionResponse" in value:
+        return _strings(value["functionResponse"])
+    return [s for v in value.values() for s in _tool_results(v)]
+
+
+def _tool(tools: Any, names: tuple[str, ...]) -> dict[str, Any] | None:
+    """The declaration of the first tool named in `names` among a request's `tools`."""
+    if isinstance(tools, dict):
+        if tools.get("name") in names:
+            return tools
+        tools = list(tools.values())
+    if isinstance(tools, list):
+        return next(filter(None, (_tool(v, names) for v in tools)), None)
+    return None
+
+
+def _path_param(tool: Any) -> str | None:
+    """The name of the path argument a file tool's declaration asks for."""
+    if isinstance(tool, dict):
+        props = tool.get("properties")
+        if isinstance(props, dict):
+            found = next((p for p in _PATH_PARAMS if p in props), None)
+            if found:
+                return found
+        return next(filter(None, map(_path_param, tool.values())), None)
+    return None
 
 
 def writes_for(prompt: str, cwd: str, context: str = CONTEXT) -> list[tuple[str, str]]:
@@ -171,7 +224,8 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._json(404, {"error": {"message": f"no such endpoint {path}"}})
             return
-        call = Call(api, self.path, body, "\n".join(_strings(body)), tools=bool(body.get("tools")))
+        text, results = "\n".join(_strings(body)), "\n".join(_tool_results(body))
+        call = Call(api, self.path, body, text, results, tools=bool(body.get("tools")))
         script = self.server.script
         with self.server.lock:
             script.calls.append(call)
@@ -241,6 +295,22 @@ class _Handler(BaseHTTPRequestHandler):
         if rounds > 0 or mode == "lazy" or not cwd:
             return None, []
         return None, writes_for(call.text, cwd, self.server.script.context)
+
+    @staticmethod
+    def _read_brief(
+        call: Call, tools: Any, rounds: int
+    ) -> tuple[tuple[str, dict[str, str]] | None, int]:
+        """`((read tool, its arguments), 0)` in the first round when the first message names
+        the file holding the brief and the CLI offers a read tool, as a model reads its brief;
+        later `(None, rounds after that read)`; `(None, rounds)` for a prompt given whole."""
+        brief = brief_file(call.text)
+        tool = _tool(tools, READ_TOOLS)
+        param = _path_param(tool)
+        if brief is None or tool is None or param is None:
+            return None, rounds
+        if rounds == 0:
+            return (str(tool["name"]), {param: brief}), 0
+        return None, rounds - 1
 
     @staticmethod
     def _final(writes_done: bool) -> str:
@@ -374,9 +444,10 @@ class _Handler(BaseHTTPRequestHandler):
         )
         answered = rounds > 0
         tools = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
+        read, rounds = self._read_brief(call, body.get("tools"), rounds)
         command, writes = (
             self._plan(call, mode, rounds, "Bash" if "Bash" in tools else None)
-            if "Write" in tools
+            if "Write" in tools and not read
             else (None, [])
         )
         mid = f"msg_{uuid.uuid4().hex[:12]}"
@@ -387,7 +458,16 @@ class _Handler(BaseHTTPRequestHandler):
             "output_tokens": 50,
         }
         blocks: list[dict[str, Any]] = []
-        if command:
+        if read:
+            blocks.append(
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_{uuid.uuid4().hex[:12]}",
+                    "name": read[0],
+                    "input": read[1],
+                }
+            )
+        elif command:
             blocks.append(
                 {
                     "type": "tool_use",
@@ -470,7 +550,7 @@ class _Handler(BaseHTTPRequestHandler):
                     )
                 )
             events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
-        stop = "tool_use" if writes or command else "end_turn"
+        stop = "tool_use" if writes or command or read else "end_turn"
         events.append(
             (
                 "message_delta",
@@ -512,9 +592,10 @@ class _Handler(BaseHTTPRequestHandler):
             for t in body.get("tools") or []
             if isinstance(t, dict)
         }
+        read, rounds = self._read_brief(call, body.get("tools"), rounds)
         command, writes = (
             self._plan(call, mode, rounds, "bash" if "bash" in tools else None)
-            if "write" in tools
+            if "write" in tools and not read
             else (None, [])
         )
         cid = f"chatcmpl-{uuid.uuid4().hex[:12]}"
@@ -536,7 +617,16 @@ class _Handler(BaseHTTPRequestHandler):
             }
 
         events: list[tuple[str | None, Any]] = [(None, chunk({"role": "assistant", "content": ""}))]
-        if command:
+        if read:
+            call_ = {
+                "index": 0,
+                "id": f"call_{uuid.uuid4().hex[:8]}",
+                "type": "function",
+                "function": {"name": read[0], "arguments": json.dumps(read[1])},
+            }
+            events.append((None, chunk({"tool_calls": [call_]})))
+            finish = "tool_calls"
+        elif command:
             call_ = {
                 "index": 0,
                 "id": f"call_{uuid.uuid4().hex[:8]}",
@@ -599,10 +689,15 @@ class _Handler(BaseHTTPRequestHandler):
             for d in t.get("functionDeclarations") or []
         }
         shell = "run_shell_command" if "run_shell_command" in names else None
+        read, rounds = self._read_brief(call, body.get("tools"), rounds)
         command, writes = (
-            self._plan(call, mode, rounds, shell) if "write_file" in names else (None, [])
+            self._plan(call, mode, rounds, shell)
+            if "write_file" in names and not read
+            else (None, [])
         )
-        if command:
+        if read:
+            parts = [{"functionCall": {"name": read[0], "args": read[1]}}]
+        elif command:
             parts = [{"functionCall": {"name": "run_shell_command", "args": {"command": command}}}]
         elif writes:
             parts = [
