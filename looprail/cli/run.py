@@ -35,14 +35,8 @@ from looprail.machine.dryrun import (
     unfinished_reason,
 )
 from looprail.machine.progress import Progress
-from looprail.machine.project import (
-    journal_runs,
-    no_phase_reason,
-    pending,
-    project_phases,
-    run_project,
-    run_spent,
-)
+from looprail.machine.project import journal_runs, no_phase_reason, pending, project_phases
+from looprail.machine.project_loop import run_project, run_spent
 from looprail.machine.runner import RunOptions
 from looprail.machine.session.interactive import interactive_options
 from looprail.machine.session.phase import default_jobs, load_project, run_phase, run_settings
