@@ -122,8 +122,8 @@ def _status(args: argparse.Namespace) -> int:
         print("no runs yet")
         if phases:
             print(_phases_line(phases))
-        elif os.path.exists(os.path.join(project, ROADMAP_FILE)):
-            print(f"phases: none ({no_phase_reason(project)})")
+        elif (why := _no_phase_reason(project)) is not None:
+            print(f"phases: none ({why})")
         if holder is not None:
             print(f"lock: held by {holder.describe()}")
     else:
@@ -199,6 +199,17 @@ def _project_phases(project: str, has_journal: bool) -> list:
     except (LooprailError, OSError) as exc:
         print(f"looprail: warning: {one_line(str(exc))}", file=sys.stderr)
         return []
+
+
+def _no_phase_reason(project: str) -> str | None:
+    """Why a project with a ROADMAP.md has no phase (`no_phase_reason`); None without one, or
+    when it cannot be read (`_project_phases` has said so, in its one line)."""
+    if not os.path.exists(os.path.join(project, ROADMAP_FILE)):
+        return None
+    try:
+        return no_phase_reason(project)
+    except LooprailError:
+        return None
 
 
 def _phases_line(phases: list) -> str:

@@ -35,14 +35,8 @@ from looprail.machine.dryrun import (
     unfinished_reason,
 )
 from looprail.machine.progress import Progress
-from looprail.machine.project import (
-    journal_runs,
-    no_phase_reason,
-    pending,
-    project_phases,
-    run_project,
-    run_spent,
-)
+from looprail.machine.project import journal_runs, no_phase_reason, pending, project_phases
+from looprail.machine.project_loop import run_project, run_spent
 from looprail.machine.runner import RunOptions
 from looprail.machine.session.interactive import interactive_options
 from looprail.machine.session.phase import default_jobs, load_project, run_phase, run_settings
@@ -212,7 +206,7 @@ def register(sub) -> None:
         help="start a new run even if an unfinished one exists (it is marked failed)",
     )
     _run_options(p)
-    p.set_defaults(handler=run, flavor=None)  # None: the resumed run's, else gsd (`_remember`)
+    p.set_defaults(handler=run, flavor=None)  # None: the resumed run's, else the config's
     p = sub.add_parser(
         "resume",
         help="resume an unfinished run (default: the latest one)",
@@ -291,7 +285,9 @@ def _answers(args) -> tuple[tuple[str, str], ...]:
 def _remember(args, project: str, run_id: str | None = None) -> None:
     """A resume keeps what its run started with (issue 40): without --capabilities,
     --host-tool or --flavor, the ones its journal record holds (`run`: the unfinished run of
-    --phase, or of any phase; `resume`: RUN or the latest)."""
+    --phase, or of any phase; `resume`: RUN or the latest). Set here as if given as flags, they
+    come before what `_load` reads where none is given: a flag, then the resumed run's record,
+    then LOOPRAIL_CAPABILITIES, the config and a GSD install (`gsd_sources`)."""
     fresh = args.no_journal or getattr(args, "new", False) or getattr(args, "dry_run", False)
     phase = getattr(args, "phase", None)
     previous = None if fresh else resumed_run(project, phase, run_id)
@@ -307,7 +303,7 @@ def _remember(args, project: str, run_id: str | None = None) -> None:
     if args.host_tool is None:
         args.host_tool = tool
     if args.flavor is None:
-        args.flavor = flavor or "gsd"
+        args.flavor = flavor  # None: the config's looprail.flavor, else gsd (`_load`)
 
 
 def run(args) -> int:

@@ -11,39 +11,44 @@ from looprail.plans.plancheck import check_phase_plans, findings_text, warning_l
 from looprail.runtime.base import DispatchContext, Outcome, do_phase_work
 
 if TYPE_CHECKING:
-    from looprail.machine.runner import LoopRunner
+    from looprail.machine.context import RunContext
+    from looprail.machine.dispatch import Dispatcher
+    from looprail.plans import Phase, PhaseCache
 
 _POINT = "plan:post"  # where the findings are delivered: the plan step's role context
 
 
-def warn_existing_plans(runner: LoopRunner) -> None:
-    """Say what the plans already in the phase fail (never refused: the user's plans)."""
-    if not runner.phase.plans:
+def warn_existing_plans(run: RunContext, phase: Phase, warnings: list[str]) -> None:
+    """Say what the plans already in `phase` fail, once each, adding them to the run's
+    `warnings` (never refused: the user's plans)."""
+    if not phase.plans:
         return
-    for line in warning_lines(check_phase_plans(runner.project, runner.phase)):
-        if line not in runner.warnings:
-            runner.warnings.append(line)
-            runner.progress.warn(line)
+    for line in warning_lines(check_phase_plans(run.project, phase)):
+        if line not in warnings:
+            warnings.append(line)
+            run.progress.warn(line)
 
 
-def review_own_plans(runner: LoopRunner, role: str, ctx: DispatchContext) -> Outcome:
-    """After the planner wrote the phase's plans: check them; on findings hand them to the
-    planner once and check again; still failing, halt naming them. The planner's last outcome."""
+def review_own_plans(
+    run: RunContext, phases: PhaseCache, dispatcher: Dispatcher, role: str, ctx: DispatchContext
+) -> Outcome:
+    """After the planner wrote the phase's plans: check them (read again from `phases`); on
+    findings hand them to the planner once (through the run's `dispatcher`) and check again;
+    still failing, halt naming them. The planner's last outcome."""
     outcome = Outcome.succeeded()
     for attempt in (1, 2):
-        runner.phase = runner.phases.load()
-        report = check_phase_plans(runner.project, runner.phase)
+        report = check_phase_plans(run.project, phases.load())
         if not report.findings:
             return outcome
         count = f"{len(report.findings)} finding(s)"
         if attempt == 2:
             said = "; ".join(f.line() for f in report.findings)
             raise HaltError(f"plan checks still fail after the planner was told ({count}): {said}")
-        runner.progress.line(f"  plan checks: {count}; the {role} is handed them once")
+        run.progress.line(f"  plan checks: {count}; the {role} is handed them once")
         told = ctx.model_copy(update={"point": _POINT})
-        runner.dispatcher.contribute(role, findings_text(report), told)
-        texts = runner.dispatcher.role_context(role, "plan")
-        outcome = do_phase_work(runner.ctx.runtime, role, "plan", ctx, texts)
+        dispatcher.contribute(role, findings_text(report), told)
+        texts = dispatcher.role_context(role, "plan")
+        outcome = do_phase_work(run.runtime, role, "plan", ctx, texts)
         if not outcome.ok:
             return outcome
     return outcome  # pragma: no cover - the loop returns or raises

@@ -1,5 +1,6 @@
-"""The project loop: a project's phases in ROADMAP order, which are finished, and running them
-one after another (`looprail run` without `--phase`, `--through N`, `--all`).
+"""A project's phases in ROADMAP order and which are finished: what `looprail status`, GSD
+tracking and the project loop (`machine.project_loop`: `looprail run` without `--phase`,
+`--through N`, `--all`) read the project with.
 
 Which phases: those ROADMAP.md's headings name (`looprail.plans.roadmap`), in phase-number order
 as the reference's autonomous workflow sorts them (`8.1` after `8`, before `9`); without a
@@ -26,8 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from looprail.errors import UsageError
-from looprail.fsutil import contained_file, require_inside
-from looprail.journal import Journal
+from looprail.fsutil import contained_file
 from looprail.journal.schema import NoJournalError
 from looprail.journal.summary import open_journal
 from looprail.layout import (
@@ -39,21 +39,16 @@ from looprail.layout import (
     scan_phase_dirs,
     summary_of,
 )
-from looprail.machine.session.open import spent_usd as _spent
 from looprail.plans.frontmatter import file_frontmatter
 from looprail.plans.phase import phase_spelling
 from looprail.plans.roadmap import read_roadmap, roadmap_phases
 
 # `looprail status` lists the phases with this module: no pydantic, plan layer or run
-# machinery at import (what the phases are is read from file names); `ensure_folder` and
-# `run_spent`, a run's, import theirs when called.
+# machinery at import (what the phases are is read from file names).
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Mapping, Sequence
     from typing import Any
 
-    from looprail.machine.progress import Progress
-    from looprail.machine.session.load import Loaded
-    from looprail.machine.session.phase import SessionResult
 
 # A phase the ROADMAP keeps only as a record (`### Phase 12: SMS (REMOVED)`): never run. The
 # reference's own `phase remove` deletes the heading; a hand-marked one it counts as unstarted.
@@ -314,106 +309,6 @@ def new_folder(project: Path, phase: ProjectPhase) -> Path:
     return project / PHASES_DIR / (phase_spelling(phase.number) + (f"-{slug}" if slug else ""))
 
 
-def ensure_folder(project: Path, phase: ProjectPhase) -> Path:
-    """The phase's folder, created (`new_folder`) when the ROADMAP names a phase with none."""
-    if phase.dir is not None:
-        return phase.dir
-    folder = new_folder(project, phase)
-    require_inside(project, project / PHASES_DIR.split(os.sep)[0], "the folder")
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    require_inside(project, folder.parent, "the folder")
-    folder.mkdir(exist_ok=True)
-    return folder
-
-
-class ProjectResult:
-    """What a multi-phase invocation did: each phase's session, in order, and why it stopped."""
-
-    def __init__(self, *, spent_usd: float = 0.0) -> None:
-        self.sessions: list[tuple[str, SessionResult]] = []
-        self.stopped: str | None = None  # why it stopped before the selected phases were run
-        self.remaining: list[str] = []  # selected phases not run
-        self.finished_before: list[str] = []  # already finished when it began
-        self.spent_usd = spent_usd
-        self.phase_count = 0  # phases the project has (0: the ROADMAP names none)
-        self.no_phase = ""  # why it has none (`no_phase_reason`)
-
-    @property
-    def shipped(self) -> list[str]:
-        return [n for n, s in self.sessions if s.result.status == "shipped"]
-
-    @property
-    def exit_code(self) -> int:
-        if self.sessions and self.sessions[-1][1].result.status != "shipped":
-            return int(self.sessions[-1][1].result.exit_code)
-        return 1 if self.stopped else 0
-
-
-def run_project(
-    loaded: Loaded,
-    *,
-    through: str | None = None,
-    one: bool = False,
-    run: Callable[[str, float, bool], SessionResult],
-    budget_usd: float | None = None,
-    journal: bool = True,
-    progress: Progress | None = None,
-    spent_usd: float = 0.0,
-) -> ProjectResult:
-    """Run the project's unfinished phases in order (only the next one with `one`; up to and
-    including `through`) until one does not ship or the budget is spent. `run(number, spent,
-    first)` runs one phase (`run_phase` with the invocation's options, `spent` what the
-    invocation has spent so far: `budget_usd` spans every phase) and returns its session. The
-    phases are read again after each one (a phase may have been inserted). `spent_usd`: spent
-    before (by the run `looprail resume` resumed)."""
-    seen: list[str] = []
-    result = ProjectResult(spent_usd=spent_usd)
-    phases = _phases(loaded.project, journal)
-    result.phase_count = len(phases)
-    result.no_phase = "" if phases else no_phase_reason(loaded.project)
-    limit = through_number(phases, through) if through is not None else None
-    result.finished_before = [
-        p.number
-        for p in phases
-        if p.finished and (limit is None or phase_order(p.number) <= phase_order(limit))
-    ]
-    while True:
-        todo = [p for p in pending(phases, limit) if p.number not in seen]
-        if not todo or (seen and one) or _over_budget(result, budget_usd, todo):
-            return result
-        phase = todo[0]
-        ensure_folder(loaded.project, phase)
-        if progress is not None and (seen or not one):
-            progress.line(f"phase {phase.number}: {phase.name}")
-        session = run(phase.number, result.spent_usd, not seen)
-        seen.append(phase.number)
-        result.sessions.append((phase.number, session))
-        # (a resumed run's spending before the kill counts too, as it does for one phase)
-        result.spent_usd += run_spent(loaded.project, session.run_id) if journal else 0.0
-        phases = _phases(loaded.project, journal)
-        if session.result.status != "shipped":
-            result.remaining = [p.number for p in pending(phases, limit) if p.number not in seen]
-            return result
-
-
-def _over_budget(
-    result: ProjectResult, budget_usd: float | None, todo: Sequence[ProjectPhase]
-) -> bool:
-    """Whether the budget is spent before `todo`'s first phase (said in `result`)."""
-    if budget_usd is None or result.spent_usd < budget_usd:
-        return False
-    result.stopped = (
-        f"budget reached: ${result.spent_usd:.4f} spent of --budget-usd "
-        f"{budget_usd:g}; phase {todo[0].number} not started"
-    )
-    result.remaining = [p.number for p in todo]
-    return True
-
-
-def _phases(project: Path, journal: bool) -> list[ProjectPhase]:
-    return project_phases(project, journal_runs(project) if journal else None)
-
-
 def journal_runs(project: Path) -> dict[str, tuple[str, str]]:
     """`latest_runs` of the project's journal (empty without one), read with plain SQL on a
     read-only connection (`journal.summary`, as `looprail status` reads the journal)."""
@@ -424,11 +319,3 @@ def journal_runs(project: Path) -> dict[str, tuple[str, str]]:
     with contextlib.closing(conn):
         rows = conn.execute("SELECT id, phase, status FROM runs ORDER BY started_at, id")
         return latest_runs([{"id": r[0], "phase": r[1], "status": r[2]} for r in rows])
-
-
-def run_spent(project: Path, run_id: str | None) -> float:
-    """What a run's agent calls cost, from the journal (the meter's own record)."""
-    if run_id is None:
-        return 0.0
-    with Journal.open_readonly(project) as jr:
-        return _spent(jr, run_id)

@@ -118,7 +118,7 @@ class LoopRunner:
         self._said: set[str] = set()
         self.checkpoints = CheckpointState()
         self._warn_plan_keys()
-        warn_existing_plans(self)
+        warn_existing_plans(self.ctx, self.phase, self.warnings)
 
     # What the run was given: read-only, from the frozen context.
 
@@ -175,7 +175,8 @@ class LoopRunner:
             while self.machine.next_events():  # none: the chart is in its final state
                 self._safe_point()
                 self._step()
-            track_phase(self)  # shipped: GSD's tracking files, as `phase complete` writes them
+            # shipped: GSD's tracking files, as `phase complete` writes them
+            track_phase(self.ctx, self.phase, self.dispatcher.context(None))
         except (LooprailError, CheckpointPause, _Stop, OSError) as exc:
             status, reason, refused = run_ending(exc)
         finally:
@@ -372,7 +373,7 @@ class LoopRunner:
         texts = self.dispatcher.role_context(spec.role, step)
         outcome = do_phase_work(self.ctx.runtime, spec.role, step, ctx, texts)
         if outcome.ok and spec.artifact == "PLAN.md":  # its plans meet the plan checks
-            outcome = review_own_plans(self, spec.role, ctx)
+            outcome = review_own_plans(self.ctx, self.phases, self.dispatcher, spec.role, ctx)
         if not outcome.ok:
             self._role_event("role_finished", step, spec.role, outcome="failed")
             raise HaltError(f"{step}: {spec.role} failed: {outcome.detail}")
@@ -537,7 +538,8 @@ class LoopRunner:
             answered = summary_lines(self, plan)
         write_summary(plan, answered)
         drop_plan_secret(self, plan)  # a secret never outlives its plan
-        track_plan(self)  # GSD's ROADMAP.md progress, as update-plan-progress writes it
+        # GSD's ROADMAP.md progress, as update-plan-progress writes it
+        track_plan(self.ctx, self.phase, self.dispatcher.context(None))
         self.ctx.workspace.finished(plan.id)  # its worktree's changes committed while others run
 
     def execute_here(self, work: TaskWork, ctx: DispatchContext) -> Outcome:

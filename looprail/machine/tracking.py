@@ -42,51 +42,52 @@ from looprail.textsafe import one_line
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from looprail.machine.runner import LoopRunner
+    from looprail.machine.context import RunContext
+    from looprail.plans import Phase
+    from looprail.runtime.base import DispatchContext
 
 TRACKED_LIMIT = 4 * 1024 * 1024  # a tracking file larger than this is left as it is
 _LOCK = threading.Lock()  # plans of one wave finish on parallel threads
 
 
-def track_plan(runner: LoopRunner) -> None:
-    """After a plan's SUMMARY is written: ROADMAP.md's progress for the phase."""
+def track_plan(run: RunContext, phase: Phase, host: DispatchContext) -> None:
+    """After a plan's SUMMARY is written: ROADMAP.md's progress for `phase` (`host`: the
+    context the run's host tool is called with)."""
     with _LOCK:
-        if _host(runner, ["roadmap", "update-plan-progress", runner.phase.number]):
+        if _host(run, host, ["roadmap", "update-plan-progress", phase.number]):
             return
-        counts, verified = _counts(runner.project, runner.phase.dir, runner.phase.number)
+        counts, verified = _counts(run.project, phase.dir, phase.number)
         today = _today()
         _edit(
-            runner,
+            run,
             ROADMAP_FILE,
-            lambda text: plan_progress(
-                text, runner.phase.number, counts, verified=verified, today=today
-            ),
+            lambda text: plan_progress(text, phase.number, counts, verified=verified, today=today),
         )
 
 
-def track_phase(runner: LoopRunner) -> None:
-    """When the phase ships: ROADMAP.md, REQUIREMENTS.md and STATE.md as `phase complete`
+def track_phase(run: RunContext, phase: Phase, host: DispatchContext) -> None:
+    """When `phase` ships: ROADMAP.md, REQUIREMENTS.md and STATE.md as `phase complete`
     writes them (only once VERIFICATION.md says passed, as the reference requires)."""
     with _LOCK:
-        number = runner.phase.number
-        if _host(runner, ["phase", "complete", number]):
+        number = phase.number
+        if _host(run, host, ["phase", "complete", number]):
             return
-        counts, verified = _counts(runner.project, runner.phase.dir, number)
+        counts, verified = _counts(run.project, phase.dir, number)
         if not verified:
-            runner.progress.warn(
+            run.progress.warn(
                 f"phase {number} not marked complete in ROADMAP.md/STATE.md: "
                 "VERIFICATION.md does not say passed"
             )
             return
         today = _today()
 
-        text = _edit(runner, ROADMAP_FILE, lambda t: phase_complete(t, number, counts, today=today))
+        text = _edit(run, ROADMAP_FILE, lambda t: phase_complete(t, number, counts, today=today))
         section = roadmap_section(_active(text), number) if text is not None else None
         ids = requirement_ids(section)
         if ids:
-            _edit(runner, REQUIREMENTS_FILE, lambda req: requirements_complete(req, ids))
-        after = next_phase(runner.project, number)
-        _edit(runner, STATE_FILE, lambda state: state_complete(state, number, after, today=today))
+            _edit(run, REQUIREMENTS_FILE, lambda req: requirements_complete(req, ids))
+        after = next_phase(run.project, number)
+        _edit(run, STATE_FILE, lambda state: state_complete(state, number, after, today=today))
 
 
 def next_phase(project: Path, number: str) -> NextPhase:
@@ -100,15 +101,14 @@ def next_phase(project: Path, number: str) -> NextPhase:
     return NextPhase(pick[0].number, pick[0].name) if pick else NextPhase(None, None)
 
 
-def _host(runner: LoopRunner, args: list[str]) -> bool:
+def _host(run: RunContext, ctx: DispatchContext, args: list[str]) -> bool:
     """Whether the run's host tool did the update (`<host> <args>`): False without one, or
     when it refused (the reference writes all or nothing; looprail then writes the same)."""
-    ctx = runner.dispatcher.context(None)
-    if not host_tool_for(runner.ctx.runtime, ctx):
+    if not host_tool_for(run.runtime, ctx):
         return False
-    outcome = run_host(runner.ctx.runtime, args, ctx)
+    outcome = run_host(run.runtime, args, ctx)
     if not outcome.ok:
-        runner.progress.warn(
+        run.progress.warn(
             f"GSD tracking: {' '.join(args)}: {one_line(outcome.detail)}; looprail writes it"
         )
     return outcome.ok
@@ -125,10 +125,10 @@ def _counts(project: Path, folder: Path | None, number: str) -> tuple[Counts, bo
     return Counts(plans, summaries, summary_names), verified
 
 
-def _edit(runner: LoopRunner, name: str, change: Callable[[str], str]) -> str | None:
+def _edit(run: RunContext, name: str, change: Callable[[str], str]) -> str | None:
     """`change` applied to the project's `name` (left alone when absent); the new text, or
     None when there was none. A file that cannot be read or written is one warning."""
-    path = contained_file(runner.project, runner.project / name)
+    path = contained_file(run.project, run.project / name)
     if path is None:
         return None
     try:
@@ -142,7 +142,7 @@ def _edit(runner: LoopRunner, name: str, change: Callable[[str], str]) -> str | 
         return new
     except (OSError, UnicodeDecodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        runner.progress.warn(f"GSD tracking: {name} left as it was ({one_line(why)})")
+        run.progress.warn(f"GSD tracking: {name} left as it was ({one_line(why)})")
         return None
 
 

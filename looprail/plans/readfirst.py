@@ -4,7 +4,9 @@ prose, such as `01-RESEARCH.md (§Architecture Patterns → Pattern 1; §Common 
 `src/server/a.js i src/server/b.js (…)`.
 
 Each entry's path part is taken (one or more path-like words at its start, joined by a short
-connecting word); what follows is its note, passed on to the agent with the file. Commas split
+connecting word); what follows is its note, passed on to the agent with the file. An entry that
+is one bare name and nothing else (`Makefile`, `LICENSE`) names a file too: a plan that names
+one that is not there, or not a regular file, halts its task as any other does. Commas split
 entries only outside brackets, and a dash or colon note runs to the end of its line. A line
 with no path-like word at its start names no file: it joins the previous entry's note. Pure,
 but for `resolve`, which looks for a bare phase file name in the phase folder.
@@ -22,6 +24,8 @@ _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 # What opens a note that runs to the end of the line (em/en dash, a spaced hyphen, a colon).
 _LINE_NOTE = re.compile(r"^(?:—|–|--?|:)\s*")
 _CONNECTOR = re.compile(r"^(?:[A-Za-z]{1,4}|&|\+)$")  # `i`, `and`, `und`, `&` between two paths
+# A file name with no extension, alone as an entry (`Makefile`); never ends in `.` (prose).
+_BARE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(?<!\.)")
 
 
 class ReadFirst(NamedTuple):
@@ -87,7 +91,8 @@ def _path_part(part: str) -> tuple[list[str], str]:
         else:
             break
     if not paths:
-        return [], ""
+        bare = words[0].strip("`") if len(words) == 1 else ""
+        return ([bare], "") if _BARE_NAME.fullmatch(bare) else ([], "")
     return paths, _LINE_NOTE.sub("", " ".join(words[i:])).strip()
 
 

@@ -173,21 +173,19 @@ def test_a_frontend_phase_without_ui_spec_halts_at_plan_pre_with_the_hosts_detai
     # the planner never ran: the reference's workflow stops before planning
     assert not list((project / ".planning/phases/01-demo").glob("*-SUMMARY.md"))
 
-    # the same project with the UI gate switched off in config: the gate is not active, ships
+    # the same project with the UI gate switched off in config: the gate is not active. The
+    # halted run is resumed only once each gate it loses is named (issue 40, point 7); then
+    # it ships.
     config = config_with_features(ui_safety_gate=False)
     (project / ".planning" / "config.json").write_text(json.dumps(config))
-    result = looprail(
-        project,
-        host_path,
-        "run",
-        "--phase",
-        "1",
-        "--host-tool",
-        "gsd_run",
-        "--capabilities",
-        str(GSD_CAPABILITIES),
-        "--accept-changes",
+    dropped = ("ui gate at execute:wave:post", "ui gate at plan:pre")
+    refused = run(project, host_path, "--accept-changes")
+    assert refused.returncode == 2, refused.stdout[-3000:] + refused.stderr[-3000:]
+    assert f"resuming would drop 2 hooks active when it started: {'; '.join(dropped)}" in (
+        refused.stderr
     )
+    named = [arg for hook in dropped for arg in ("--accept-changes", hook)]
+    result = run(project, host_path, *named)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "ui.plan-gate" not in result.stderr and "ui.safety-gate" not in result.stderr
 

@@ -80,6 +80,31 @@ def test_the_host_tool_and_flavor_are_remembered(tmp_path: Path) -> None:
     assert config["hooks"] == [GATE]
 
 
+def test_the_flags_then_the_runs_record_then_the_config(tmp_path: Path) -> None:
+    """Where a run's flavor comes from: the config's `looprail.flavor` for a new run without
+    the flag; on resume the run's record before the config (changed since); a flag first."""
+    project, caps = gated_project(tmp_path)
+    write_exe(
+        project / ".looprail" / "agents" / "orchestrator",
+        'echo "$LOOPRAIL_FLAVOR" > "$LOOPRAIL_PROJECT/SHIPPED"\n',
+    )
+    config = project / ".planning" / "config.json"
+    config.write_text(json.dumps({"looprail": {"flavor": "msd"}}))
+    done = run_cli("run", str(project), "--phase", "1", "--capabilities", str(caps))
+    assert done.returncode == 1 and "not ready" in done.stderr, done.stderr
+    report = json.loads(run_cli("report", "--json", "--project", str(project)).stdout)
+    assert report["run"]["machineConfig"]["flavor"] == "msd"  # the config's: no flag, no record
+    config.write_text(json.dumps({"looprail": {"flavor": "ferrox"}}))
+    (project / ".ready").write_text("")
+    done = run_cli("resume", "--project", str(project))
+    assert done.returncode == 0, done.stderr
+    assert (project / "SHIPPED").read_text().strip() == "msd"  # the record's, not the config's
+    (project / "SHIPPED").unlink()
+    done = run_cli("run", str(project), "--phase", "1", "--new", "--flavor", "gsd")
+    assert done.returncode == 0, done.stderr  # a new run: the config's capabilities are none
+    assert (project / "SHIPPED").read_text().strip() == "gsd"  # the flag's
+
+
 def test_a_planted_record_never_names_the_folders_a_resume_loads(tmp_path: Path) -> None:
     """The record names first-party folders, whose code runs without consent: a record
     changed outside looprail is refused by the journal's seal before it is used."""

@@ -37,6 +37,20 @@ def test_entries_take_the_path_part_and_keep_the_rest_as_the_note():
     ]
 
 
+def test_a_bare_name_alone_is_a_file_and_prose_is_a_note():
+    text = """
+    - Makefile
+    src/a.py, LICENSE, `Dockerfile`
+    Read them first.
+    """
+    assert read_first_entries(text) == [
+        ReadFirst("Makefile"),
+        ReadFirst("src/a.py"),
+        ReadFirst("LICENSE"),
+        ReadFirst("Dockerfile", "Read them first."),
+    ]
+
+
 def test_a_bare_phase_file_name_resolves_against_the_phase_folder(tmp_path: Path):
     phase = tmp_path / ".planning" / "phases" / "01-x"
     phase.mkdir(parents=True)
