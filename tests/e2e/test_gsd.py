@@ -180,7 +180,7 @@ def test_a_frontend_phase_without_ui_spec_halts_at_plan_pre_with_the_hosts_detai
     (project / ".planning" / "config.json").write_text(json.dumps(config))
     dropped = ("ui gate at execute:wave:post", "ui gate at plan:pre")
     refused = run(project, host_path, "--accept-changes")
-    assert refused.returncode == 2, refused.stdout[-3000:] + refused.stderr[-3000:]
+    assert refused.returncode == 1, refused.stdout[-3000:] + refused.stderr[-3000:]
     assert f"resuming would drop 2 hooks active when it started: {'; '.join(dropped)}" in (
         refused.stderr
     )
