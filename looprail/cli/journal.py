@@ -98,19 +98,12 @@ def _status(args: argparse.Namespace) -> int:
     log = log_of(header["haltReason"]) if header else None
     phases = _project_phases(project, conn is not None)
     if args.json:
+        refused = None if refusal is None else {"point": refusal[0], "capId": refusal[1]}
+        lock = None if holder is None else _holder_json(holder)
         print_json(
-            {
-                "run": header,
-                "wave": wave,
-                "live": live,
-                "interrupted": interrupted,
-                "refusedAt": None
-                if refusal is None
-                else {"point": refusal[0], "capId": refusal[1]},
-                "lockHolder": None if holder is None else _holder_json(holder),
-                "log": log,
-                "phases": [p.as_json() for p in phases],
-            }
+            {"run": header, "wave": wave, "live": live, "interrupted": interrupted}
+            | {"refusedAt": refused, "lockHolder": lock, "log": log}
+            | {"phases": [p.as_json() for p in phases]}
         )
     elif args.quiet:  # one line: the latest run and how it stands
         print(

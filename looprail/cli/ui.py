@@ -124,20 +124,26 @@ def _warn_network(host: str, bound: str, allowed: list[str]) -> None:
     )
 
 
-def run(args) -> int:
-    project = project_folder(args.project_pos or args.project)
-    if not 0 <= args.port <= 65535:
-        raise UsageError(f"--port {args.port}: not a port number (0-65535)")
-    # The ui extra (optional): imported only when `looprail ui` runs, so that without it
-    # every other command works and this one says how to install it.
+def _require_ui_extra() -> None:
+    """A refusal saying how to add the ui extra when it is missing. The extra is optional:
+    imported only when `looprail ui` runs, so that without it every other command works."""
     try:
         import starlette  # noqa: F401
-        import uvicorn
+        import uvicorn  # noqa: F401
     except ImportError:
         from looprail.runtime.extras import install_command
 
         raise LooprailError(f"looprail ui needs the ui extra: {install_command('ui')}") from None
-    # the ui extra's own modules (starlette at their tops): only once it is known installed
+
+
+def run(args) -> int:
+    project = project_folder(args.project_pos or args.project)
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port}: not a port number (0-65535)")
+    _require_ui_extra()
+    # the ui extra's own modules (starlette at their tops), known installed now
+    import uvicorn
+
     from looprail.ui.access import new_token
     from looprail.ui.server import create_app, stop_streams
 

@@ -5,7 +5,7 @@ nothing."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -225,6 +225,27 @@ def dry_run_plan(
     def point(p: str, each: str | None = None) -> PointPlan:
         return _point_plan(loaded, number, phase_dir, native, (flavor, host_tool), p, each)
 
+    return {
+        "dryRun": True,
+        "project": str(loaded.project),
+        "phase": number,
+        "phaseDir": phase_dir.name,
+        "phaseDirExists": ph is not None,
+        "flavor": flavor,
+        "hostTool": host_tool,
+        "warnings": [*native.warnings, *_plan_warnings(loaded.project, ph)],
+        "transitions": _transitions_plan(spec, point, waves, ph),
+        "ran": False,
+    }
+
+
+def _transitions_plan(
+    spec: LoopSpec,
+    point: Callable[..., PointPlan],
+    waves: WavePlan | None,
+    ph: Phase | None,
+) -> list[TransitionPlan]:
+    """Every transition of `spec` in order, with its points and what it would do."""
     transitions: list[TransitionPlan] = []
     for t in spec.transitions():
         if t.event == "finish_wave" and t.target == "waves_done":
@@ -245,18 +266,7 @@ def dry_run_plan(
             continue
         step["points"] = [point(p) for p in t.points]
         step["roleWork"] = _role_work(spec, t.target, started=ph is not None)
-    return {
-        "dryRun": True,
-        "project": str(loaded.project),
-        "phase": number,
-        "phaseDir": phase_dir.name,
-        "phaseDirExists": ph is not None,
-        "flavor": flavor,
-        "hostTool": host_tool,
-        "warnings": [*native.warnings, *_plan_warnings(loaded.project, ph)],
-        "transitions": transitions,
-        "ran": False,
-    }
+    return transitions
 
 
 def _plan_warnings(project: Path, phase: Phase | None) -> list[str]:

@@ -188,6 +188,30 @@ def no_phase_reason(project: str | os.PathLike[str]) -> str:
     return "ROADMAP.md has no `## Phase N: Name` heading"
 
 
+def _finished(
+    run_id: str | None,
+    run_status: str | None,
+    facts: tuple[bool, bool, bool, bool, str | None],
+) -> tuple[bool, str]:
+    """Whether a phase counts as finished, and why (docs/loop.md, "What is finished")."""
+    executed, unverified, removed, checked, verification = facts
+    if run_status == "shipped":
+        return True, f"run {run_id} shipped"
+    if run_status in ("running", "paused", "halted"):
+        return False, f"run {run_id} is {run_status}; it is resumed"
+    if removed:
+        return True, "ROADMAP.md marks it (REMOVED): never run"
+    if executed and verification == "passed":
+        return True, "every plan has a SUMMARY and VERIFICATION.md says passed"
+    if checked:
+        return True, "ROADMAP.md marks it done ([x])"
+    if unverified:
+        return True, "every plan has a SUMMARY and there is no VERIFICATION.md"
+    if executed:
+        return False, f"VERIFICATION.md says {verification or 'nothing'}"
+    return False, "not finished"
+
+
 def _phase(
     root: Path,
     number: str,
@@ -211,22 +235,8 @@ def _phase(
     executed = bool(plans) and summaries >= plans
     unverified = executed and phase_artifact(names, "VERIFICATION.md") is None
     removed = _REMOVED.search(name) is not None
-    if run_status == "shipped":
-        finished, why = True, f"run {run_id} shipped"
-    elif run_status in ("running", "paused", "halted"):
-        finished, why = False, f"run {run_id} is {run_status}; it is resumed"
-    elif removed:
-        finished, why = True, "ROADMAP.md marks it (REMOVED): never run"
-    elif executed and verification == "passed":
-        finished, why = True, "every plan has a SUMMARY and VERIFICATION.md says passed"
-    elif checked:
-        finished, why = True, "ROADMAP.md marks it done ([x])"
-    elif unverified:
-        finished, why = True, "every plan has a SUMMARY and there is no VERIFICATION.md"
-    elif executed:
-        finished, why = False, f"VERIFICATION.md says {verification or 'nothing'}"
-    else:
-        finished, why = False, "not finished"
+    facts = (executed, unverified, removed, checked, verification)
+    finished, why = _finished(run_id, run_status, facts)
     return ProjectPhase(
         number=number,
         name=name,
