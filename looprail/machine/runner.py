@@ -57,9 +57,11 @@ from looprail.machine.progress import Progress, fmt_duration
 from looprail.machine.session.resume import phase_snapshot
 from looprail.machine.tasks import PlanRun, halted_plans_reason, task_work, write_summary
 from looprail.machine.tracking import track_phase, track_plan
+from looprail.machine.verify import After, CheckRun, Checks, VerifiedCall
 from looprail.plans import Phase, PhaseCache, Plan, Task, Wave, WavePlan, compute_waves
 from looprail.plans.frontmatter import file_frontmatter
 from looprail.plans.planfile import unknown_key_warnings
+from looprail.plans.taskchecks import checks_of
 from looprail.plans.waves import halt_blocked, unmet_blocked
 from looprail.runtime.base import (
     TASK_ROLE,
@@ -70,6 +72,7 @@ from looprail.runtime.base import (
     execute_task,
 )
 from looprail.runtime.executors import Settled, interruptible_executor, run_all, start_threads
+from looprail.runtime.settings import looprail_settings
 from looprail.textsafe import plural
 
 __all__ = ["LoopRunner", "RunContext", "RunOptions", "RunResult", "RunStatus"]
@@ -116,6 +119,7 @@ class LoopRunner:
         self.redo_steps: frozenset[str] = ctx.redo_steps
         self._said: set[str] = set()
         self.checkpoints = CheckpointState()
+        self.checks = Checks(ctx.project, ctx.recorder, looprail_settings(ctx.config).verify)
         self._warn_plan_keys()
 
     # What the run was given: read-only, from the frozen context.
@@ -553,24 +557,75 @@ class LoopRunner:
         if plan.has_checkpoints:  # the answers so far, and a secret for this call only
             work = with_answers(self, plan, work)
         label = f"{task.id} {task.name or ''}".rstrip()
-        outcome = self.executor_call(plan, work, task.id, wave, execute, label)
-        if not outcome.ok:
-            raise HaltError(f"{plan.path.name}: task {task.id} failed: {outcome.detail}")
+        self._verified_task(plan, task, work, wave, execute, label)
         with self._count_lock:  # plans of a wave finish tasks on several threads
             self.tasks_run += 1
         self._status()
         self.task_hooks("task_result", plan, task, wave, work)
         chart.send("end_task")
 
+    def _verified_task(
+        self, plan: Plan, task: Task, work: TaskWork, wave: int, execute: ExecuteTask, label: str
+    ) -> None:
+        """The task's body, then its automated checks, run by looprail (docs/loop.md,
+        "Verification"): a failure calls the executor again with it, within the budget."""
+        commands = checks_of(task).commands
+        if not commands:
+            outcome = self.executor_call(plan, work, task.id, wave, execute, label)
+            if not outcome.ok:
+                raise HaltError(f"{plan.path.name}: task {task.id} failed: {outcome.detail}")
+            return
+        before = self.checks.rounds_before(task.id)
+        call = VerifiedCall(
+            where=f"{plan.path.name}: task {task.id}",
+            retries=self.checks.settings.retries,
+            rounds_before=before,
+            check=partial(self._task_checks, plan, task.id, wave, commands),
+            call=lambda w, after: self.executor_call(plan, w, task.id, wave, execute, label, after),
+        )
+        try:
+            call.run(work, check_first=before > 0)  # resumed after a failed check: look first
+        finally:
+            self.checks.keep(plan.id, task.id, call.evidence)
+
+    def _task_checks(
+        self,
+        plan: Plan,
+        key: str,
+        wave: int,
+        commands: Sequence[str],
+        dctx: DispatchContext | None,
+        attempt: int,
+    ) -> list[CheckRun]:
+        """Run `commands` on the tree the task ran in, journal and show each verdict."""
+        if dctx is None:
+            dctx = self.dispatcher.context(None, plan_id=plan.id, task_id=key, wave=wave)
+            dctx = self.ctx.workspace.bind(plan.id, dctx)
+        runs = self.checks.run(commands, dctx, key, attempt)
+        for run in runs:
+            self.checks.journal(run, plan.id, key, wave)
+            mark = "✓" if run.passed else "✗"
+            self.progress.line(f"    {mark} check {run.command} ({run.reason})")
+        return runs
+
     def executor_call(
-        self, plan: Plan, work: TaskWork, key: str, wave: int, execute: ExecuteTask, label: str
+        self,
+        plan: Plan,
+        work: TaskWork,
+        key: str,
+        wave: int,
+        execute: ExecuteTask,
+        label: str,
+        after: After | None = None,
     ) -> Outcome:
         """One executor call of `plan` (`execute(work, ctx)`), journaled as task `key`: its
         context (the plan's workspace bound, a secret checkpoint answer waiting for it, or the
         executor's refusal of the secret) is built before `key` is journaled started, so a
         refusal halts with no attempt counted; `label` names it while it runs and once done;
-        `task_finished` with its duration. A task's body (`run_task`) and a checkpoint's fix-up
-        (`checkpoint._fixup`) are such calls; the caller halts on a failed outcome."""
+        `task_finished` with its duration; `after(outcome, ctx)` runs before it is journaled
+        finished (the task's checks, `machine/verify.py`). A task's body (`run_task`) and a
+        checkpoint's fix-up (`checkpoint._fixup`) are such calls; the caller halts on a failed
+        outcome."""
         dctx = self.dispatcher.context(None, plan_id=plan.id, task_id=work.task_id, wave=wave)
         dctx = self.ctx.workspace.bind(plan.id, dctx)
         if plan.has_checkpoints:  # before it is journaled started: a refusal halts before it
@@ -583,6 +638,8 @@ class LoopRunner:
             outcome = execute(work, dctx)
         finally:
             self.progress.task_finished(key)
+        if after is not None:  # its checks: a failed one fails the call
+            outcome = after(outcome, dctx)
         ms = int(outcome.duration_s * 1000)
         if not outcome.ok:
             self.recorder.task_finished(

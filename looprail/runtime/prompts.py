@@ -178,6 +178,7 @@ def _task_section(request: Request, project: Path) -> str:
     if t.acceptance_criteria:
         lines += ["", "### Acceptance criteria", ""] + [f"- {c}" for c in t.acceptance_criteria]
     lines += _plan_vocabulary(t)
+    lines += _check_failures(t)
     if t.read_first:
         lines += ["", "## Read first"]
         for rel in t.read_first:
@@ -197,6 +198,30 @@ _PLAN_TITLES = (
     # machine/checkpoint.py: what the user answered at the plan's checkpoints, verbatim
     ("checkpoint_answers", "Checkpoint answers (the user's words, verbatim)"),
 )
+
+
+def _check_failures(task: TaskWork) -> list[str]:
+    """A retry: the checks looprail ran after the previous call, and how they failed."""
+    if not task.check_failures:
+        return []
+    lines = [
+        "",
+        "## Your previous attempt failed its checks",
+        "",
+        "looprail ran these after your last call; fix the work so they pass (a check passes",
+        "only when it exits 0 and actually tests something).",
+    ]
+    for f in task.check_failures:
+        code = "no exit code" if f.exit_code is None else f"exit {f.exit_code}"
+        lines += [
+            "",
+            f"### `{f.command}` ({code}: {f.reason})",
+            "",
+            "```",
+            f.output_tail.replace("```", "'''"),
+            "```",
+        ]
+    return lines
 
 
 def _plan_vocabulary(task: TaskWork) -> list[str]:

@@ -1,0 +1,145 @@
+"""Done means verified, end to end (docs/loop.md, "Verification"): a real `looprail run` with
+stand-in agents under `.looprail/agents/` (the local runtime). looprail runs each task's
+`<automated>` checks itself, calls the executor again with a failure, notices a stuck agent,
+halts naming plan, task, command and log, and never writes the SUMMARY of broken work."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from tests.support import run_cli, write_exe
+from tests.support.loop import demo_phase
+
+# The executor logs each request (its task and the check failures it was handed) and behaves
+# as `.mode` in the project says: `lazy` writes nothing; `fix` writes the file only once it is
+# handed a failure; `ok` writes it at once; `drift` writes a different wrong thing each time.
+EXECUTOR = r"""
+import json, os, sys
+from pathlib import Path
+root = Path(os.environ["LOOPRAIL_PROJECT"])
+req = json.loads(sys.stdin.read())
+t = req["task"]
+with open(root / "requests.jsonl", "a") as fh:
+    fh.write(json.dumps({"task": t["planId"] + "/" + t["taskId"],
+                         "failures": t.get("checkFailures", [])}) + "\n")
+mode = (root / ".mode").read_text().strip() if (root / ".mode").exists() else "ok"
+calls = len((root / "requests.jsonl").read_text().splitlines())
+out = root / "out.txt"
+if mode == "ok" or (mode == "fix" and t.get("checkFailures")):
+    out.write_text("hello\n")
+elif mode == "drift":
+    out.write_text("wrong " + "x" * calls + "\n")
+"""
+VERIFIER = 'printf -- "---\\nstatus: passed\\n---\\n" > "$LOOPRAIL_PHASE_DIR/01-VERIFICATION.md"\n'
+
+
+def task(name: str, automated: str | None, verify: str = "prose") -> str:
+    check = f"<automated>{automated}</automated>" if automated is not None else ""
+    return (
+        f'<task type="auto">\n<name>{name}</name>\n<files>out.txt</files>\n'
+        f"<action>write out.txt</action>\n<verify>{verify}{check}</verify>\n"
+        f"<done>{name}</done>\n</task>"
+    )
+
+
+def project_with(root: Path, *tasks: str, mode: str = "ok", config: dict | None = None) -> Path:
+    project, phase = demo_phase(root)
+    if config is not None:
+        (project / ".planning" / "config.json").write_text(json.dumps(config))
+    (phase / "01-01-PLAN.md").write_text(
+        '---\nphase: 01-demo\nplan: "01"\ntype: execute\ndepends_on: []\n'
+        'files_modified: ["out.txt"]\nautonomous: true\nrequirements: [R-1]\n---\n\n'
+        "<objective>hello</objective>\n\n<tasks>\n" + "\n\n".join(tasks) + "\n</tasks>\n"
+    )
+    agents = project / ".looprail" / "agents"
+    write_exe(agents / "executor", EXECUTOR, shebang=sys.executable)
+    write_exe(agents / "verifier", VERIFIER)
+    write_exe(agents / "orchestrator", 'touch "$LOOPRAIL_PROJECT/SHIPPED"\n')
+    (project / ".mode").write_text(mode)
+    return project
+
+
+def run(project: Path, *extra: str):
+    return run_cli("run", str(project), "--phase", "1", "--jobs", "1", *extra, cwd=project)
+
+
+def requests(project: Path) -> list[dict]:
+    path = project / "requests.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def summary(project: Path) -> Path:
+    return project / ".planning/phases/01-demo/01-01-SUMMARY.md"
+
+
+HAS_OUT = "grep -q hello out.txt"
+
+
+def test_a_passing_check_lets_the_task_finish(tmp_path):
+    project = project_with(tmp_path, task("write", HAS_OUT))
+    done = run(project)
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert "✓ check grep -q hello out.txt (exit 0)" in done.stderr
+    assert len(requests(project)) == 1
+
+
+def test_a_lazy_agent_is_stuck_and_the_plan_halts_without_a_summary(tmp_path):
+    project = project_with(tmp_path, task("write", HAS_OUT), mode="lazy")
+    done = run(project)
+    assert done.returncode == 1
+    said = done.stdout + done.stderr
+    assert "01-01-PLAN.md: task 01-01/T1: check `grep -q hello out.txt` failed" in said
+    assert "stuck: the same failure twice in a row" in said
+    assert ".looprail/logs/" in said
+    calls = requests(project)
+    assert len(calls) == 2  # the first call, one retry with the failure, then stuck
+    assert calls[0]["failures"] == []
+    (failure,) = calls[1]["failures"]
+    assert failure["command"] == HAS_OUT and failure["exitCode"] == 2
+    assert not summary(project).exists()
+
+
+def test_an_agent_that_fixes_the_problem_on_retry(tmp_path):
+    project = project_with(tmp_path, task("write", HAS_OUT), mode="fix")
+    done = run(project)
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert [len(c["failures"]) for c in requests(project)] == [0, 1]
+    assert summary(project).exists()
+
+
+def test_the_retry_budget_is_looprail_verify_retries(tmp_path):
+    config = {"looprail": {"verify": {"retries": 1}}}
+    project = project_with(
+        tmp_path, task("write", "cat out.txt; false"), mode="drift", config=config
+    )
+    done = run(project)
+    assert done.returncode == 1
+    assert "1 retry spent" in done.stdout + done.stderr
+    assert len(requests(project)) == 2
+
+
+def test_a_test_run_that_runs_no_tests_is_not_a_pass(tmp_path):
+    runner = "echo '0 passing'; echo mocha >/dev/null"
+    project = project_with(tmp_path, task("write", f"{runner} # mocha"), mode="ok")
+    done = run(project)
+    assert done.returncode == 1
+    assert "[mocha: 0 passing]" in done.stdout + done.stderr
+
+
+def test_pipefail_a_runner_piped_into_tail_still_fails(tmp_path):
+    project = project_with(tmp_path, task("write", "false | tail -1"), mode="ok")
+    done = run(project)
+    assert done.returncode == 1
+    assert "check `false | tail -1` failed (exit 1)" in done.stdout + done.stderr
+
+
+def test_on_resume_the_checks_run_first(tmp_path):
+    project = project_with(tmp_path, task("write", HAS_OUT), mode="lazy")
+    assert run(project).returncode == 1
+    (project / "out.txt").write_text("hello\n")  # fixed by hand
+    done = run(project)  # the halted run resumes
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert len(requests(project)) == 2  # no executor call: the checks passed first
+    assert summary(project).exists()
