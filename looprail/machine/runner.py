@@ -57,9 +57,10 @@ from looprail.machine.progress import Progress, fmt_duration
 from looprail.machine.session.resume import phase_snapshot
 from looprail.machine.tasks import PlanRun, halted_plans_reason, task_work, write_summary
 from looprail.machine.tracking import track_phase, track_plan
-from looprail.machine.verify import After, CheckRun, Checks, VerifiedCall
+from looprail.machine.verify import After, CheckRun, Checks, VerifiedCall, must_have_runs
 from looprail.plans import Phase, PhaseCache, Plan, Task, Wave, WavePlan, compute_waves
 from looprail.plans.frontmatter import file_frontmatter
+from looprail.plans.musthaves import MustHaves, promised_files, read_must_haves
 from looprail.plans.planfile import unknown_key_warnings
 from looprail.plans.taskchecks import checks_of
 from looprail.plans.waves import halt_blocked, unmet_blocked
@@ -532,6 +533,7 @@ class LoopRunner:
                 chart.send("skip_task")
                 continue
             self.run_task(chart, plan, task, wave, execute or self.execute_here)
+        self._verified_must_haves(plan, wave, execute or self.execute_here)
         answered: list[str] = []
         if plan.has_checkpoints:  # the plan's checkpoint answers go into its SUMMARY too
             answered = summary_lines(self, plan)
@@ -587,6 +589,43 @@ class LoopRunner:
             call.run(work, check_first=before > 0)  # resumed after a failed check: look first
         finally:
             self.checks.keep(plan.id, task.id, call.evidence)
+
+    def _verified_must_haves(self, plan: Plan, wave: int, execute: ExecuteTask) -> None:
+        """The plan's must_haves (artifacts and key links), checked once its tasks are done; a
+        failure calls the executor again for the plan's last task with it, then halts."""
+        must = read_must_haves(plan)
+        if not must.artifacts and not must.key_links:
+            return
+        key = f"{plan.id}/must-haves"
+        last = next((t for t in reversed(plan.tasks) if not t.is_checkpoint), None)
+        call = VerifiedCall(
+            where=f"{plan.path.name}: must_haves",
+            retries=self.checks.settings.retries if last is not None else 0,
+            rounds_before=self.checks.rounds_before(key),
+            check=partial(self._must_have_checks, plan, must, key, wave),
+            call=lambda w, after: self.executor_call(plan, w, key, wave, execute, key, after),
+        )
+        work = task_work(plan, last) if last is not None else None
+        try:
+            call.run(work or task_work(plan, plan.tasks[0]), check_first=True)
+        finally:
+            self.checks.keep(plan.id, key, call.evidence)
+
+    def _must_have_checks(
+        self, plan: Plan, must: MustHaves, key: str, wave: int, dctx: DispatchContext | None,
+        attempt: int,
+    ) -> list[CheckRun]:  # fmt: skip
+        """The must_haves verdicts on the tree the plan ran in, journaled like checks."""
+        if dctx is None:
+            dctx = self.dispatcher.context(None, plan_id=plan.id, task_id=key, wave=wave)
+            dctx = self.ctx.workspace.bind(plan.id, dctx)
+        root = dctx.workdir or self.project
+        runs = must_have_runs(must, root, promised_files(plan, self.phase.plans), attempt)
+        for run in runs:
+            self.checks.journal(run, plan.id, key, wave)
+            mark = "✓" if run.passed else "✗"
+            self.progress.line(f"    {mark} {run.command} ({run.reason})")
+        return runs
 
     def _task_checks(
         self,

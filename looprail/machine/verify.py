@@ -13,6 +13,7 @@ import os
 import re
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -27,6 +28,7 @@ from looprail.journal.recorder import EventRecord, Recorder
 from looprail.layout import LOGS_DIR, LOOPRAIL_DIR
 from looprail.machine.answers import SECRET_ENV
 from looprail.plans.checkjudge import judge
+from looprail.plans.musthaves import MustHaves, check_artifacts, check_key_links
 from looprail.runtime.base import DispatchContext, Outcome, TaskWork
 from looprail.runtime.git import git
 from looprail.runtime.logs import slug
@@ -339,3 +341,40 @@ class Checks:
         """The checks that ran for each task of `plan_id` in this process (its SUMMARY's)."""
         with self._lock:
             return {k: list(v) for k, v in self._kept.get(plan_id, {}).items()}
+
+
+def must_have_runs(
+    must: MustHaves, root: Path, promised: frozenset[str], attempt: int
+) -> list[CheckRun]:
+    """A plan's must_haves verdicts (`plans/musthaves.py`, the reference's semantics) as
+    checks: one per artifact and key link, named `must_haves artifact PATH` / `must_haves
+    key_link FROM → TO`; a link whose source a later plan promises is pending, not failed."""
+    start = time.monotonic()
+    artifacts = check_artifacts(must, root)
+    links = check_key_links(must, root, promised)
+    ms = int((time.monotonic() - start) * 1000)
+    runs = [
+        CheckRun(
+            command=f"must_haves artifact {a.path}",
+            exit_code=None,
+            duration_ms=ms,
+            passed=a.passed,
+            reason="; ".join(a.issues) or "ok",
+            attempt=attempt,
+            tail="\n".join(a.issues),
+        )
+        for a in artifacts.artifacts
+    ]
+    runs += [
+        CheckRun(
+            command=f"must_haves key_link {k.source} → {k.to}",
+            exit_code=None,
+            duration_ms=ms,
+            passed=k.verified or bool(k.pending),
+            reason=k.detail,
+            attempt=attempt,
+            tail="" if k.verified or k.pending else f"{k.detail} (via {k.via})",
+        )
+        for k in links.links
+    ]
+    return runs

@@ -44,13 +44,15 @@ def task(name: str, automated: str | None, verify: str = "prose") -> str:
     )
 
 
-def project_with(root: Path, *tasks: str, mode: str = "ok", config: dict | None = None) -> Path:
+def project_with(
+    root: Path, *tasks: str, mode: str = "ok", config: dict | None = None, must: str = ""
+) -> Path:
     project, phase = demo_phase(root)
     if config is not None:
         (project / ".planning" / "config.json").write_text(json.dumps(config))
     (phase / "01-01-PLAN.md").write_text(
         '---\nphase: 01-demo\nplan: "01"\ntype: execute\ndepends_on: []\n'
-        'files_modified: ["out.txt"]\nautonomous: true\nrequirements: [R-1]\n---\n\n'
+        'files_modified: ["out.txt"]\nautonomous: true\nrequirements: [R-1]\n' + must + "---\n\n"
         "<objective>hello</objective>\n\n<tasks>\n" + "\n\n".join(tasks) + "\n</tasks>\n"
     )
     agents = project / ".looprail" / "agents"
@@ -143,3 +145,43 @@ def test_on_resume_the_checks_run_first(tmp_path):
     assert done.returncode == 0, done.stderr + done.stdout
     assert len(requests(project)) == 2  # no executor call: the checks passed first
     assert summary(project).exists()
+
+
+# -- must_haves, checked at the end of each plan ----------------------------------------------
+
+ARTIFACT = "must_haves:\n  artifacts:\n    - path: out.txt\n      contains: [hello]\n"
+LINK = (
+    "must_haves:\n  key_links:\n    - from: out.txt\n      to: other.txt\n"
+    "      via: a mention\n      pattern: see other\n"
+)
+
+
+def test_a_stub_artifact_halts_the_plan(tmp_path):
+    project = project_with(tmp_path, task("write", None), mode="lazy", must=ARTIFACT)
+    (project / "out.txt").write_text("TODO\n")  # a stub
+    done = run(project)
+    assert done.returncode == 1
+    said = done.stdout + done.stderr
+    assert "01-01-PLAN.md: must_haves: check `must_haves artifact out.txt` failed" in said
+    assert "Missing pattern: hello" in said
+    calls = requests(project)  # the task, then its retry with the must-have failure
+    assert [c["task"] for c in calls] == ["01-01/T1", "01-01/T1"]
+    assert calls[1]["failures"][0]["command"] == "must_haves artifact out.txt"
+    assert not summary(project).exists()
+
+
+def test_a_must_have_failure_fixed_on_retry(tmp_path):
+    project = project_with(tmp_path, task("write", None), mode="fix", must=ARTIFACT)
+    done = run(project)
+    assert done.returncode == 0, done.stderr
+    assert len(requests(project)) == 2
+    assert "✓ must_haves artifact out.txt (ok)" in done.stderr
+
+
+def test_a_missing_key_link_halts_the_plan(tmp_path):
+    project = project_with(tmp_path, task("write", None), mode="ok", must=LINK)
+    done = run(project)
+    assert done.returncode == 1
+    said = done.stdout + done.stderr
+    assert "check `must_haves key_link out.txt → other.txt` failed" in said
+    assert not summary(project).exists()
