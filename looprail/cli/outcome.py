@@ -88,6 +88,7 @@ def summary_json(outcome, phase: str) -> dict:
         "resumed": outcome.resumed,
         "log": log_of(r.reason),
         "warnings": list(r.warnings),
+        "unverified": list(r.unverified),
     }
 
 
@@ -115,4 +116,9 @@ def phase_summary(outcome, phase: str, *, as_json: bool = False) -> int:
         where = f", refused at {refused.point}" if refused is not None else ""
         halted = paint("halted", "halted", sys.stderr)
         print(f"{run}{halted} in {'/'.join(r.state)}{where}: {one_line(r.reason)}", file=sys.stderr)
+    if r.unverified:  # never silent: the run's summary names what nothing checked
+        shown = ", ".join(r.unverified[:10]) + (" …" if len(r.unverified) > 10 else "")
+        where = sys.stdout if r.status == "shipped" else sys.stderr
+        words = f"unverified ({plural(len(r.unverified), 'task')}, no automated check): {shown}"
+        print(words, file=where)
     return r.exit_code

@@ -66,6 +66,7 @@ RULES: dict[str, Rule] = {
         Rule("plan-dependency-missing", _E, "a depends_on entry names no plan: it halts"),
         Rule("plan-dependency-unfinished", _W, "a plan of another phase it needs is not done"),
         Rule("plan-warning", _W, "a plan layout the DAG or the format disagrees with"),
+        Rule("task-unchecked", _I, "a task no automated check verifies: only prose does"),
         Rule("role-agent-missing", _E, "a role agent the local runtime needs is not there"),
         Rule("wave-sequential", _W, "plans of one wave modify one file: they run in turn"),
         Rule("tracker-id-malformed", _W, "a tracker-id without prefix:id"),

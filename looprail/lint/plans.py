@@ -14,9 +14,11 @@ from looprail.lint.inputs import LintInput, PhaseInput, _rel
 from looprail.lint.trackers import _Resolvers, _resolvers, _trackers
 from looprail.machine.spec import DEFAULT_LOOP
 from looprail.plans.frontmatter import file_frontmatter
+from looprail.plans.taskchecks import unchecked_tasks
 
 if TYPE_CHECKING:
     from looprail.plans.phase import Phase
+    from looprail.plans.planfile import Plan
     from looprail.plans.waves import WavePlan
 
 _WHERE = re.compile(r"^(?P<file>[^:\s][^:]*?)(?::(?P<line>\d+))?: (?P<message>.+)$")
@@ -83,6 +85,20 @@ def _phase(
         yield from _waves(item, phase, item.waves, data)
     for plan in phase.plans:
         yield from _trackers(data, plan, resolvers)
+        if plan.summary_path is None:  # a plan still to run
+            yield from _unchecked(data, plan)
+
+
+def _unchecked(data: LintInput, plan: Plan) -> Iterator[Finding]:
+    """The plan's tasks that no `<automated>` command checks (docs/loop.md, "Verification")."""
+    for checks in unchecked_tasks(plan):
+        yield finding(
+            "task-unchecked",
+            _rel(plan.path, data.project),
+            f"task {checks.task_id} has no automated check ({checks.reason}): a run reports it "
+            "unverified (looprail.verify.unchecked: fail halts its plan)",
+            "add <automated>COMMAND</automated> inside its <verify>",
+        )
 
 
 def _roles(data: LintInput) -> Iterator[Finding]:

@@ -62,7 +62,7 @@ from looprail.plans import Phase, PhaseCache, Plan, Task, Wave, WavePlan, comput
 from looprail.plans.frontmatter import file_frontmatter
 from looprail.plans.musthaves import MustHaves, promised_files, read_must_haves
 from looprail.plans.planfile import unknown_key_warnings
-from looprail.plans.taskchecks import checks_of
+from looprail.plans.taskchecks import checks_of, unchecked_tasks
 from looprail.plans.waves import halt_blocked, unmet_blocked
 from looprail.runtime.base import (
     TASK_ROLE,
@@ -209,6 +209,7 @@ class LoopRunner:
             hooks_dispatched=self.dispatcher.dispatched,
             duration_s=time.monotonic() - start,
             warnings=self.warnings,
+            unverified=self.checks.unverified(),
         )
 
     def _status(self, doing: str | None = None) -> None:
@@ -520,6 +521,13 @@ class LoopRunner:
         runner's runtime, here), `chart` a chart built for the plan by `plan_chart`."""
         chart = chart if chart is not None else self.plan_chart(plan, wave)
         model: PlanRun = chart.model
+        if self.checks.settings.unchecked == "fail":  # for CI: before any executor runs
+            bad = [c for c in unchecked_tasks(plan) if c.task_id not in done]
+            if bad:
+                raise HaltError(
+                    f"{plan.path.name}: task {bad[0].task_id} has no automated check "
+                    f"({bad[0].reason}) and looprail.verify.unchecked is fail"
+                )
         for i, task in enumerate(model.tasks):
             model.index = i
             model.work = None
@@ -571,11 +579,14 @@ class LoopRunner:
     ) -> None:
         """The task's body, then its automated checks, run by looprail (docs/loop.md,
         "Verification"): a failure calls the executor again with it, within the budget."""
-        commands = checks_of(task).commands
+        checks = checks_of(task)
+        commands = checks.commands
         if not commands:
             outcome = self.executor_call(plan, work, task.id, wave, execute, label)
             if not outcome.ok:
                 raise HaltError(f"{plan.path.name}: task {task.id} failed: {outcome.detail}")
+            self.checks.unchecked(plan.id, task.id, wave, checks.reason or "no <verify>")
+            self.progress.line(f"    ! {task.id} is unverified: {checks.reason}")
             return
         before = self.checks.rounds_before(task.id)
         call = VerifiedCall(

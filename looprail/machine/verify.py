@@ -322,6 +322,20 @@ class Checks:
             )
         )
 
+    def unchecked(self, plan_id: str, key: str, wave: int | None, reason: str) -> None:
+        """A task ran that no command checks: said in the journal, never silent."""
+        self.recorder.event(
+            EventRecord(
+                kind="check", plan_id=plan_id, task_id=key, wave=wave, outcome="unchecked",
+                message=reason,
+            )
+        )  # fmt: skip
+
+    def unverified(self) -> list[str]:
+        """The tasks of this run (a resumed run's earlier ones too) no command checked."""
+        seen = (e.task_id for e in self.recorder.kinds("check") if e.outcome == "unchecked")
+        return list(dict.fromkeys(k for k in seen if k))
+
     def rounds_before(self, key: str) -> int:
         """How many check rounds of `key` failed in this run before it was resumed."""
         with self._lock:

@@ -185,3 +185,36 @@ def test_a_missing_key_link_halts_the_plan(tmp_path):
     said = done.stdout + done.stderr
     assert "check `must_haves key_link out.txt → other.txt` failed" in said
     assert not summary(project).exists()
+
+
+# -- unchecked tasks: reported, never silent ---------------------------------------------------
+
+
+def test_an_unchecked_task_is_named_in_the_summary_and_by_lint(tmp_path):
+    project = project_with(tmp_path, task("write", None, verify="look at it"))
+    linted = run_cli("lint", str(project), cwd=project)
+    assert "task 01-01/T1 has no automated check (<verify> is prose only)" in linted.stdout
+    done = run(project)
+    assert done.returncode == 0, done.stderr
+    assert "unverified (1 task, no automated check): 01-01/T1" in done.stdout
+
+
+def test_unchecked_fail_halts_the_plan_before_its_executor_runs(tmp_path):
+    config = {"looprail": {"verify": {"unchecked": "fail"}}}
+    project = project_with(tmp_path, task("write", None), config=config)
+    done = run(project)
+    assert done.returncode == 1
+    assert (
+        "01-01-PLAN.md: task 01-01/T1 has no automated check (<verify> is prose only) and "
+        "looprail.verify.unchecked is fail" in done.stderr
+    )
+    assert requests(project) == []
+
+
+def test_a_bad_verify_setting_is_one_line(tmp_path):
+    config = {"looprail": {"verify": {"unchecked": "maybe"}}}
+    project = project_with(tmp_path, task("write", HAS_OUT), config=config)
+    done = run(project)
+    assert done.returncode != 0
+    assert "looprail.verify.unchecked: must be warn or fail" in done.stderr
+    assert "Traceback" not in done.stderr
