@@ -118,7 +118,7 @@ def phase_summary(outcome, phase: str, *, as_json: bool = False) -> int:
         print(f"{run}{halted} in {'/'.join(r.state)}{where}: {one_line(r.reason)}", file=sys.stderr)
     if r.unverified:  # never silent: the run's summary names what nothing checked
         shown = ", ".join(r.unverified[:10]) + (" …" if len(r.unverified) > 10 else "")
-        where = sys.stdout if r.status == "shipped" else sys.stderr
+        stream = sys.stdout if r.status == "shipped" else sys.stderr
         words = f"unverified ({plural(len(r.unverified), 'task')}, no automated check): {shown}"
-        print(words, file=where)
+        print(words, file=stream)
     return r.exit_code
