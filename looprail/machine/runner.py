@@ -374,6 +374,8 @@ class LoopRunner:
             self.progress.close()
             ctx = ctx.model_copy(update={"terminal": True})
         texts = self.dispatcher.role_context(spec.role, step)
+        if step == "verify":  # evidence, not a task list: what looprail's checks found
+            texts = (*texts, "\n".join(self.checks.evidence()).strip())
         outcome = do_phase_work(self.ctx.runtime, spec.role, step, ctx, texts)
         if not outcome.ok:
             self._role_event("role_finished", step, spec.role, outcome="failed")
@@ -545,7 +547,7 @@ class LoopRunner:
         answered: list[str] = []
         if plan.has_checkpoints:  # the plan's checkpoint answers go into its SUMMARY too
             answered = summary_lines(self, plan)
-        write_summary(plan, answered)
+        write_summary(plan, answered, self.checks.summary_lines(plan))
         drop_plan_secret(self, plan)  # a secret never outlives its plan
         track_plan(self)  # GSD's ROADMAP.md progress, as update-plan-progress writes it
         self.ctx.workspace.finished(plan.id)  # its worktree's changes committed while others run
@@ -583,6 +585,7 @@ class LoopRunner:
         commands = checks.commands
         if not commands:
             outcome = self.executor_call(plan, work, task.id, wave, execute, label)
+            self.checks.said(plan.id, task.id, outcome)
             if not outcome.ok:
                 raise HaltError(f"{plan.path.name}: task {task.id} failed: {outcome.detail}")
             self.checks.unchecked(plan.id, task.id, wave, checks.reason or "no <verify>")
@@ -594,7 +597,9 @@ class LoopRunner:
             retries=self.checks.settings.retries,
             rounds_before=before,
             check=partial(self._task_checks, plan, task.id, wave, commands),
-            call=lambda w, after: self.executor_call(plan, w, task.id, wave, execute, label, after),
+            call=lambda w, after: self.checks.said(
+                plan.id, task.id, self.executor_call(plan, w, task.id, wave, execute, label, after)
+            ),
         )
         try:
             call.run(work, check_first=before > 0)  # resumed after a failed check: look first

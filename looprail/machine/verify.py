@@ -29,6 +29,8 @@ from looprail.layout import LOGS_DIR, LOOPRAIL_DIR
 from looprail.machine.answers import SECRET_ENV
 from looprail.plans.checkjudge import judge
 from looprail.plans.musthaves import MustHaves, check_artifacts, check_key_links
+from looprail.plans.planfile import Plan
+from looprail.plans.taskchecks import unchecked_tasks
 from looprail.runtime.base import DispatchContext, Outcome, TaskWork
 from looprail.runtime.git import git
 from looprail.runtime.logs import slug
@@ -273,6 +275,7 @@ class Checks:
         self._lock = threading.Lock()
         self._kept: dict[str, dict[str, list[CheckRun]]] = {}
         self._before: dict[str, int] | None = None
+        self._words: dict[str, dict[str, str]] = {}
 
     def run(
         self, commands: Sequence[str], dctx: DispatchContext, key: str, attempt: int
@@ -347,6 +350,38 @@ class Checks:
                 self._before = {k: len(v) for k, v in failed.items()}
             return self._before.get(key, 0)
 
+    def said(self, plan_id: str, key: str, outcome: Outcome) -> Outcome:
+        """Keep the executor's closing words for the task's SUMMARY; returns `outcome`."""
+        words = closing_words(outcome.stdout) if outcome.ok else ""
+        if words:
+            with self._lock:
+                self._words.setdefault(plan_id, {})[key] = words
+        return outcome
+
+    def summary_lines(self, plan: Plan) -> list[str]:
+        """The `## Verification` section of `plan`'s SUMMARY: what ran in this process."""
+        with self._lock:
+            kept = {k: list(v) for k, v in self._kept.get(plan.id, {}).items()}
+            words = dict(self._words.get(plan.id, {}))
+        unchecked = {c.task_id: c.reason or "" for c in unchecked_tasks(plan)}
+        order = [t.id for t in plan.tasks] + [f"{plan.id}/must-haves"]
+        return evidence_lines(kept, unchecked, words, order)
+
+    def evidence(self) -> list[str]:
+        """What the verifier is handed: every check journaled in this run, per task, and the
+        tasks nothing checked."""
+        checks: dict[str, list[CheckRun]] = {}
+        unchecked: dict[str, str] = {}
+        order: list[str] = []
+        for e in self.recorder.kinds("check"):
+            order.append(e.task_id or "")
+            run = run_of_event(e)
+            if e.task_id and run is not None:
+                checks.setdefault(e.task_id, []).append(run)
+            elif e.task_id:
+                unchecked[e.task_id] = e.message or ""
+        return evidence_lines(checks, unchecked, order=list(dict.fromkeys(order)))
+
     def keep(self, plan_id: str, key: str, runs: list[CheckRun]) -> None:
         with self._lock:
             self._kept.setdefault(plan_id, {}).setdefault(key, []).extend(runs)
@@ -392,3 +427,78 @@ def must_have_runs(
         for k in links.links
     ]
     return runs
+
+
+# --- evidence: what the SUMMARY and the verifier are given ------------------------------------
+
+CLOSING_CHARS = 2000
+_DEVIATIONS = re.compile(r"^\W*deviations?\b", re.I | re.M)
+
+
+def closing_words(text: str) -> str:
+    """What the executor said last: from its deviations on when it reports any, else its
+    final paragraph (capped)."""
+    text = text.strip()
+    found = _DEVIATIONS.search(text)
+    if found is not None:
+        words = text[found.start() :]
+    else:
+        words = re.split(r"\n\s*\n", text)[-1] if text else ""
+    return words.strip()[-CLOSING_CHARS:]
+
+
+def run_of_event(event: EventRecord) -> CheckRun | None:
+    """A journaled `check` event back as the check it records (None: an unchecked task)."""
+    if event.outcome not in ("passed", "failed"):
+        return None
+    data = event.data
+    return CheckRun(
+        command=str(data.get("command", "")),
+        exit_code=data.get("exit_code"),
+        duration_ms=event.duration_ms or 0,
+        passed=event.outcome == "passed",
+        reason=event.message or "",
+        rule=data.get("rule"),
+        attempt=int(data.get("attempt") or 1),
+        log=data.get("log"),
+        tree=data.get("tree"),
+    )
+
+
+def check_line(run: CheckRun) -> str:
+    """One check as the SUMMARY and the verifier read it."""
+    verdict = "passed" if run.passed else "FAILED"
+    code = "" if run.exit_code is None else f"exit {run.exit_code}, "
+    why = "" if run.reason == f"exit {run.exit_code}" else f"; {run.reason}"
+    caught = f" [{run.rule}]" if run.rule else ""
+    return (
+        f"- `{run.command}`: {verdict} ({code}{run.duration_ms} ms, attempt {run.attempt}"
+        f"{why}{caught})"
+    )
+
+
+def evidence_lines(
+    checks: Mapping[str, Sequence[CheckRun]],
+    unchecked: Mapping[str, str],
+    words: Mapping[str, str] | None = None,
+    order: Sequence[str] = (),
+) -> list[str]:
+    """Per task (in the order given), every check that ran, or why none did, and the
+    executor's closing words: the `## Verification` section of a SUMMARY, and the evidence
+    the verifier is handed."""
+    lines = ["## Verification", ""]
+    found = {*checks, *unchecked, *(words or {})}
+    keys = [k for k in order if k in found] + sorted(found - set(order))
+    for key in keys:
+        lines.append(f"### {key}")
+        lines += [check_line(r) for r in checks.get(key, ())]
+        if key in unchecked:
+            lines.append(f"- unverified: no automated check ({unchecked[key]})")
+        said = (words or {}).get(key)
+        if said:
+            lines += ["", "Executor's closing words:", ""]
+            lines += [f"> {line}" if line else ">" for line in said.splitlines()]
+        lines.append("")
+    if not keys:
+        lines += ["No check ran.", ""]
+    return lines

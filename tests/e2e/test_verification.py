@@ -31,8 +31,12 @@ if mode == "ok" or (mode == "fix" and t.get("checkFailures")):
     out.write_text("hello\n")
 elif mode == "drift":
     out.write_text("wrong " + "x" * calls + "\n")
+print("Working on it.\n\nDeviations: none; wrote out.txt as asked.")
 """
-VERIFIER = 'printf -- "---\\nstatus: passed\\n---\\n" > "$LOOPRAIL_PHASE_DIR/01-VERIFICATION.md"\n'
+VERIFIER = (
+    'cat > "$LOOPRAIL_PROJECT/verifier-request.json"\n'
+    'printf -- "---\\nstatus: passed\\n---\\n" > "$LOOPRAIL_PHASE_DIR/01-VERIFICATION.md"\n'
+)
 
 
 def task(name: str, automated: str | None, verify: str = "prose") -> str:
@@ -218,3 +222,27 @@ def test_a_bad_verify_setting_is_one_line(tmp_path):
     assert done.returncode != 0
     assert "looprail.verify.unchecked: must be warn or fail" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+# -- evidence, not a task list ------------------------------------------------------------------
+
+
+def test_the_summary_and_the_verifier_get_the_evidence(tmp_path):
+    project = project_with(
+        tmp_path, task("write", HAS_OUT), task("look", None), mode="fix", must=ARTIFACT
+    )
+    done = run(project)
+    assert done.returncode == 0, done.stderr
+    text = summary(project).read_text()
+    assert "## Verification" in text
+    assert "### 01-01/T1" in text
+    assert "- `grep -q hello out.txt`: FAILED (exit 2, " in text  # no out.txt yet
+    assert " ms, attempt 1)\n- `grep -q hello out.txt`: passed (exit 0, " in text
+    assert text.index("### 01-01/T2") < text.index("### 01-01/must-haves")
+    assert "- unverified: no automated check (<verify> is prose only)" in text
+    assert "> Deviations: none; wrote out.txt as asked." in text
+    assert "- `must_haves artifact out.txt`: passed" in text
+    request = json.loads((project / "verifier-request.json").read_text())
+    (evidence,) = [t for t in request["roleContext"]["verifier"] if "## Verification" in t]
+    assert "- `grep -q hello out.txt`: passed" in evidence
+    assert "- unverified: no automated check" in evidence
