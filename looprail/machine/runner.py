@@ -57,7 +57,16 @@ from looprail.machine.progress import Progress, fmt_duration
 from looprail.machine.session.resume import phase_snapshot
 from looprail.machine.tasks import PlanRun, halted_plans_reason, task_work, write_summary
 from looprail.machine.tracking import track_phase, track_plan
-from looprail.machine.verify import After, CheckRun, Checks, VerifiedCall, must_have_runs
+from looprail.machine.verify import (
+    HUMAN_NEEDED,
+    After,
+    CheckRun,
+    Checks,
+    VerifiedCall,
+    human_verify_task,
+    mark_human_verified,
+    must_have_runs,
+)
 from looprail.plans import Phase, PhaseCache, Plan, Task, Wave, WavePlan, compute_waves
 from looprail.plans.frontmatter import file_frontmatter
 from looprail.plans.musthaves import MustHaves, promised_files, read_must_haves
@@ -258,7 +267,23 @@ class LoopRunner:
             raise HaltError(self.phase.warnings[-1])
         # A VERIFICATION.md that did not pass is verified again (gaps may be fixed by now).
         guard = step.done_guard
-        self._phase_work(step.name, done=guard is not None and self.machine.verdict(guard, facts))
+        if step.name != "verify" or facts.verification_status != HUMAN_NEEDED:
+            done = guard is not None and self.machine.verdict(guard, facts)
+            self._phase_work(step.name, done=done)
+        if step.name == "verify":
+            self._human_needed()
+
+    def _human_needed(self) -> None:
+        """The verifier answered `human_needed`: a human-verify checkpoint listing what to
+        check, answered like any checkpoint (no terminal: the run pauses, exit 3)."""
+        facts = self.facts()
+        path = self.phase.verification_path
+        if facts.verification_status != HUMAN_NEEDED or path is None:
+            return
+        plan, task = human_verify_task(self.phase.number, path, file_frontmatter(path))
+        pass_checkpoint(self, plan, task, self.wave or 0, self.execute_here)
+        mark_human_verified(path, "a person approved the human_verification items")
+        self._looked = None
 
     def _wave_of(self, event: str) -> int | None:
         """The wave an attempt is about: opening a wave, the first with plans left; closing

@@ -9,6 +9,7 @@ a timeout, an output cap), its output filed under `.looprail/logs/<run>/checks/`
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import tempfile
@@ -23,13 +24,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from looprail.errors import HaltError, LooprailError
-from looprail.fsutil import looprail_path
+from looprail.fsutil import atomic_write, looprail_path
 from looprail.journal.recorder import EventRecord, Recorder
 from looprail.layout import LOGS_DIR, LOOPRAIL_DIR
 from looprail.machine.answers import SECRET_ENV
 from looprail.plans.checkjudge import judge
 from looprail.plans.musthaves import MustHaves, check_artifacts, check_key_links
-from looprail.plans.planfile import Plan
+from looprail.plans.planfile import Plan, Task
 from looprail.plans.taskchecks import unchecked_tasks
 from looprail.runtime.base import DispatchContext, Outcome, TaskWork
 from looprail.runtime.git import git
@@ -502,3 +503,49 @@ def evidence_lines(
     if not keys:
         lines += ["No check ran.", ""]
     return lines
+
+
+# --- human_needed: the verifier's answer that a person must look --------------------------------
+
+HUMAN_NEEDED = "human_needed"
+_STATUS_LINE = re.compile(r"^status:[ \t]*['\"]?human_needed['\"]?[ \t]*$", re.M)
+
+
+def human_verify_task(phase_number: str, path: Path, frontmatter: object) -> tuple[Plan, Task]:
+    """A VERIFICATION.md that says `status: human_needed` as a human-verify checkpoint (its
+    plan: the VERIFICATION.md; task `<phase>-verify/T1`) listing the `human_verification`
+    items (`test` / `expected` / `why_human`, as the reference's verifier writes them)."""
+    items = frontmatter.get("human_verification") if isinstance(frontmatter, dict) else None
+    steps = []
+    for i, item in enumerate(items if isinstance(items, list) else [], 1):
+        if isinstance(item, dict):
+            test, expected = item.get("test", ""), item.get("expected", "")
+            why = item.get("why_human")
+            steps.append(
+                f"{i}. {test}" + (f" (expected: {expected})" if expected else "")
+                + (f" (why a person: {why})" if why else "")
+            )  # fmt: skip
+        else:
+            steps.append(f"{i}. {item}")
+    plan_id = f"{phase_number}-verify"
+    task = Task(
+        id=f"{plan_id}/T1",
+        index=1,
+        line=1,
+        type="checkpoint:human-verify",
+        gate="blocking",
+        name="Verify what the verifier could not",
+        extra={
+            "what-built": f"Phase {phase_number}, verified by looprail's checks and the verifier",
+            "how-to-verify": "\n".join(steps) or "See " + path.name,
+            "resume-signal": 'Type "approved" to continue, or describe issues to fix',
+        },
+    )
+    return Plan(id=plan_id, path=path, tasks=[task], autonomous=False), task
+
+
+def mark_human_verified(path: Path, source: str) -> None:
+    """A person approved: VERIFICATION.md says `status: passed` (and who said so)."""
+    text = path.read_text(encoding="utf-8")
+    new = _STATUS_LINE.sub(f"status: passed\nhuman_verified: {json.dumps(source)}", text, 1)
+    atomic_write(path, new)

@@ -246,3 +246,35 @@ def test_the_summary_and_the_verifier_get_the_evidence(tmp_path):
     (evidence,) = [t for t in request["roleContext"]["verifier"] if "## Verification" in t]
     assert "- `grep -q hello out.txt`: passed" in evidence
     assert "- unverified: no automated check" in evidence
+
+
+# -- human_needed: a human-verify checkpoint, answered like any -------------------------------
+
+HUMAN = r"""
+cat > "$LOOPRAIL_PHASE_DIR/01-VERIFICATION.md" <<'MD'
+---
+status: human_needed
+human_verification:
+  - test: Open the page on a phone
+    expected: the menu folds away
+    why_human: layout needs eyes
+---
+MD
+"""
+
+
+def test_human_needed_pauses_and_is_answered_like_any_checkpoint(tmp_path):
+    project = project_with(tmp_path, task("write", HAS_OUT))
+    write_exe(project / ".looprail" / "agents" / "verifier", HUMAN)
+    done = run(project)
+    assert done.returncode == 3, done.stderr
+    assert "1. Open the page on a phone (expected: the menu folds away)" in done.stderr
+    assert "(why a person: layout needs eyes)" in done.stderr
+    assert "1-verify/T1" in done.stderr
+    answered = run_cli("answer", str(project), "1-verify/T1", "approved", cwd=project)
+    assert answered.returncode == 0, answered.stderr
+    done = run(project)
+    assert done.returncode == 0, done.stderr
+    verification = (project / ".planning/phases/01-demo/01-VERIFICATION.md").read_text()
+    assert "status: passed" in verification
+    assert (project / "SHIPPED").exists()
