@@ -477,6 +477,8 @@ class LoopRunner:
             self.finished_plans.update(p.id for p in pending)
             if halt is not None:
                 raise HaltError(halt)
+            if wave.number == self.waves().waves[-1].number:  # the phase's work, merged
+                self._recheck_merged()
             self.recorder.event(EventRecord(kind="wave_finished", wave=wave.number, outcome="done"))
             self.ctx.workspace.settle(wave.number)  # worktrees removed while the run goes on
             self.waves_run += 1
@@ -630,6 +632,30 @@ class LoopRunner:
             call.run(work, check_first=before > 0)  # resumed after a failed check: look first
         finally:
             self.checks.keep(plan.id, task.id, call.evidence)
+
+    def _recheck_merged(self) -> None:
+        """Every plan's automated checks once more, on the merged tree, before verify:pre:
+        two plans that pass alone can break each other. A failure halts naming plan and
+        check (resumed, the wave merges nothing new and this runs again)."""
+        self.phase = self.phases.load()
+        plans = [p for p in self.phase.plans if any(checks_of(t).commands for t in p.tasks)]
+        if not plans:
+            return
+        self.progress.line("  checks again on the merged tree")
+        for plan in plans:
+            for task in plan.tasks:
+                commands = checks_of(task).commands
+                if not commands:
+                    continue
+                dctx = self.dispatcher.context(None, plan_id=plan.id, task_id=task.id)
+                runs = self._task_checks(plan, task.id, self.wave or 0, commands, dctx, 0)
+                failed = next((r for r in runs if not r.passed), None)
+                if failed is not None:
+                    log = f"; log: {failed.log}" if failed.log else ""
+                    raise HaltError(
+                        f"merged tree: plan {plan.id} task {task.id}: check `{failed.command}` "
+                        f"failed ({failed.reason}){log}"
+                    )
 
     def _verified_must_haves(self, plan: Plan, wave: int, execute: ExecuteTask) -> None:
         """The plan's must_haves (artifacts and key links), checked once its tasks are done; a

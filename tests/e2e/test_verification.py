@@ -278,3 +278,33 @@ def test_human_needed_pauses_and_is_answered_like_any_checkpoint(tmp_path):
     verification = (project / ".planning/phases/01-demo/01-VERIFICATION.md").read_text()
     assert "status: passed" in verification
     assert (project / "SHIPPED").exists()
+
+
+# -- the merged tree is checked again ----------------------------------------------------------
+
+SHARED = r"""
+import json, os, sys
+from pathlib import Path
+req = json.loads(sys.stdin.read())
+(Path(os.environ["LOOPRAIL_PROJECT"]) / "shared.txt").write_text(req["task"]["planId"] + "\n")
+"""
+
+
+def test_two_plans_that_break_each_other_halt_on_the_merged_tree(tmp_path):
+    project = project_with(tmp_path, task("mine", "grep -qx 01-01 shared.txt"))
+    phase = project / ".planning/phases/01-demo"
+    (phase / "01-02-PLAN.md").write_text(
+        '---\nphase: 01-demo\nplan: "02"\ntype: execute\nwave: 2\ndepends_on: ["01"]\n'
+        'files_modified: ["shared.txt"]\nautonomous: true\nrequirements: [R-1]\n---\n\n'
+        "<objective>two</objective>\n\n<tasks>\n"
+        + task("theirs", "grep -qx 01-02 shared.txt")
+        + "\n</tasks>\n"
+    )
+    write_exe(project / ".looprail" / "agents" / "executor", SHARED, shebang=sys.executable)
+    done = run(project)
+    assert done.returncode == 1, done.stderr
+    assert (
+        "merged tree: plan 01-01 task 01-01/T1: check `grep -qx 01-01 shared.txt` failed (exit 1)"
+        in done.stderr
+    )
+    assert not (project / "verifier-request.json").exists()  # halted before verify
