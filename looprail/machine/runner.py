@@ -611,12 +611,14 @@ class LoopRunner:
         checks = checks_of(task)
         commands = checks.commands
         if not commands:
-            outcome = self.executor_call(plan, work, task.id, wave, execute, label)
+            reason = checks.reason or "no <verify>"
+            # said before the task is journaled finished, so its commit carries it
+            unchecked = partial(self.checks.unchecked, plan.id, task.id, wave, reason)
+            outcome = self.executor_call(plan, work, task.id, wave, execute, label, unchecked)
             self.checks.said(plan.id, task.id, outcome)
             if not outcome.ok:
                 raise HaltError(f"{plan.path.name}: task {task.id} failed: {outcome.detail}")
-            self.checks.unchecked(plan.id, task.id, wave, checks.reason or "no <verify>")
-            self.progress.line(f"    ! {task.id} is unverified: {checks.reason}")
+            self.progress.line(f"    ! {task.id} is unverified: {reason}")
             return
         before = self.checks.rounds_before(task.id)
         call = VerifiedCall(

@@ -326,14 +326,20 @@ class Checks:
             )
         )
 
-    def unchecked(self, plan_id: str, key: str, wave: int | None, reason: str) -> None:
-        """A task ran that no command checks: said in the journal, never silent."""
+    def unchecked(
+        self, plan_id: str, key: str, wave: int | None, reason: str, outcome: Outcome, _: Any
+    ) -> Outcome:
+        """A task ran that no command checks: said in the journal, never silent (an
+        executor call's `after`, so the task's finish commits it: returns `outcome`)."""
+        if not outcome.ok:
+            return outcome
         self.recorder.event(
             EventRecord(
                 kind="check", plan_id=plan_id, task_id=key, wave=wave, outcome="unchecked",
                 message=reason,
             )
         )  # fmt: skip
+        return outcome
 
     def unverified(self) -> list[str]:
         """The tasks of this run (a resumed run's earlier ones too) no command checked."""
@@ -381,7 +387,8 @@ class Checks:
                 checks.setdefault(e.task_id, []).append(run)
             elif e.task_id:
                 unchecked[e.task_id] = e.message or ""
-        return evidence_lines(checks, unchecked, order=list(dict.fromkeys(order)))
+        # in plan and task order, whatever order a wave's parallel plans finished in
+        return evidence_lines(checks, unchecked, order=sorted(set(order), key=_task_order))
 
     def keep(self, plan_id: str, key: str, runs: list[CheckRun]) -> None:
         with self._lock:
@@ -464,6 +471,13 @@ def run_of_event(event: EventRecord) -> CheckRun | None:
         log=data.get("log"),
         tree=data.get("tree"),
     )
+
+
+def _task_order(key: str) -> tuple[str, int, str]:
+    """`01-02/T10` after `01-02/T9`; a plan's must-haves after its tasks."""
+    plan, _, task = key.rpartition("/")
+    number = task[1:]
+    return (plan, int(number) if task[:1] == "T" and number.isdigit() else 1 << 30, task)
 
 
 def check_line(run: CheckRun) -> str:
