@@ -308,3 +308,22 @@ def test_two_plans_that_break_each_other_halt_on_the_merged_tree(tmp_path):
         in done.stderr
     )
     assert not (project / "verifier-request.json").exists()  # halted before verify
+
+
+def test_report_shows_the_checks_per_task(tmp_path):
+    project = project_with(tmp_path, task("write", HAS_OUT), task("look", None), mode="fix")
+    assert run(project).returncode == 0
+    shown = run_cli("report", str(project), cwd=project)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    t1 = next(i for i, line in enumerate(lines) if "01-01/T1" in line)
+    assert "check grep -q hello out.txt" in lines[t1 + 1] and "attempt 1" in lines[t1 + 1]
+    assert "exit 0" in lines[t1 + 2] and "attempt 2" in lines[t1 + 2]
+    assert "! unverified: no automated check (<verify> is prose only)" in shown.stdout
+    data = json.loads(run_cli("report", str(project), "--json", cwd=project).stdout)
+    tasks = {t["key"]: t for w in data["waves"] for p in w["plans"] for t in p["tasks"]}
+    checks = tasks["01-01/T1"]["checks"]  # attempt 0: again on the merged tree
+    assert [(c["outcome"], c["attempt"]) for c in checks] == [
+        ("failed", 1), ("passed", 2), ("passed", 0)
+    ]  # fmt: skip
+    assert tasks["01-01/T2"]["checks"][0]["outcome"] == "unchecked"
