@@ -327,3 +327,25 @@ def test_report_shows_the_checks_per_task(tmp_path):
         ("failed", 1), ("passed", 2), ("passed", 0)
     ]  # fmt: skip
     assert tasks["01-01/T2"]["checks"][0]["outcome"] == "unchecked"
+
+
+# -- trust: every command a run would execute as a check is listed -----------------------------
+
+
+def test_dry_run_audit_and_trust_list_every_check_command(tmp_path):
+    project = project_with(tmp_path, task("write", HAS_OUT), task("look", None))
+    dry = run_cli("run", str(project), "--phase", "1", "--dry-run", cwd=project)
+    assert dry.returncode == 0, dry.stderr
+    assert f"      check (SHELL) {HAS_OUT}" in dry.stdout
+    assert "      unverified: no automated check (<verify> is prose only)" in dry.stdout
+    audit = run_cli("capability", "audit", "--project", str(project), cwd=project)
+    assert audit.returncode == 0, audit.stderr
+    plan = ".planning/phases/01-demo/01-01-PLAN.md"
+    assert f"  {plan} 01-01/T1: SHELL {HAS_OUT}" in audit.stdout
+    as_json = run_cli("capability", "audit", "--project", str(project), "--json", cwd=project)
+    assert json.loads(as_json.stdout)["taskChecks"] == [
+        {"plan": plan, "taskId": "01-01/T1", "command": HAS_OUT}
+    ]
+    trusted = run_cli("trust", str(project), "--yes", cwd=project)
+    assert f"  {plan} 01-01/T1: SHELL {HAS_OUT}" in trusted.stdout
+    assert not (project / "out.txt").exists()  # listed, never run
