@@ -213,9 +213,10 @@ def _check_failures(task: TaskWork) -> list[str]:
     ]
     for f in task.check_failures:
         code = "no exit code" if f.exit_code is None else f"exit {f.exit_code}"
+        why = "" if f.reason == code else f": {f.reason}"
         lines += [
             "",
-            f"### `{f.command}` ({code}: {f.reason})",
+            f"### `{f.command}` ({code}{why})",
             "",
             "```",
             f.output_tail.replace("```", "'''"),

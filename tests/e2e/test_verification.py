@@ -349,3 +349,47 @@ def test_dry_run_audit_and_trust_list_every_check_command(tmp_path):
     trusted = run_cli("trust", str(project), "--yes", cwd=project)
     assert f"  {plan} 01-01/T1: SHELL {HAS_OUT}" in trusted.stdout
     assert not (project / "out.txt").exists()  # listed, never run
+
+
+# -- an agent CLI gets the failure in its prompt ------------------------------------------------
+
+AGENT_PLAN = """---
+phase: 01-first
+plan: "01"
+type: execute
+depends_on: []
+files_modified: ["a.txt"]
+autonomous: true
+---
+
+<objective>a</objective>
+
+<tasks>
+<task type="auto">
+<name>Write a.txt</name>
+<files>a.txt</files>
+<action>Write a.txt</action>
+<verify>it has words<automated>test -s a.txt</automated></verify>
+<done>a.txt has words</done>
+</task>
+</tasks>
+"""
+
+
+def test_an_agent_cli_is_told_the_failing_check_in_its_prompt(tmp_path):
+    from tests.support.agents import agent_env, calls, looprail
+
+    env = agent_env(tmp_path, FAKE_AGENT_MODE="lazy", FAKE_AGENT_ONLY="## Task")
+    assert looprail("init", "demo", "--agent", "claude", cwd=tmp_path, env=env).returncode == 0
+    project = tmp_path / "demo"
+    phase = project / ".planning/phases/01-first"
+    (phase / "01-CONTEXT.md").write_text("ctx\n")
+    (phase / "01-01-PLAN.md").write_text(AGENT_PLAN)
+    done = looprail("run", str(project), "--phase", "1", cwd=project, env=env)
+    assert done.returncode == 1
+    assert "check `test -s a.txt` failed (exit 1); stuck" in done.stderr
+    prompts = [c["prompt"] for c in calls(tmp_path) if "## Task" in c["prompt"]]
+    assert len(prompts) == 2
+    assert "failed its checks" not in prompts[0]
+    assert "## Your previous attempt failed its checks" in prompts[1]
+    assert "### `test -s a.txt` (exit 1)" in prompts[1]
