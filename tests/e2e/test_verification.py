@@ -393,3 +393,15 @@ def test_an_agent_cli_is_told_the_failing_check_in_its_prompt(tmp_path):
     assert "failed its checks" not in prompts[0]
     assert "## Your previous attempt failed its checks" in prompts[1]
     assert "### `test -s a.txt` (exit 1)" in prompts[1]
+
+
+def test_human_needed_issues_go_to_a_fix_up_then_it_is_asked_again(tmp_path):
+    project = project_with(tmp_path, task("write", HAS_OUT))
+    write_exe(project / ".looprail" / "agents" / "verifier", HUMAN)
+    assert run(project).returncode == 3
+    said = run_cli("answer", str(project), "1-verify/T1", "the menu overlaps", cwd=project)
+    assert said.returncode == 0, said.stderr
+    done = run(project)
+    assert done.returncode == 3, done.stderr  # fixed up, then asked again
+    fix = requests(project)[-1]
+    assert fix["task"].startswith("1-verify/")
