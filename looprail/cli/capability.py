@@ -38,6 +38,7 @@ from looprail.hooks.registry import (
     search_roots,
 )
 from looprail.layout import CAPABILITIES_DIR, LOOPRAIL_DIR, PROJECT_CONFIG_FILE, looprail_home
+from looprail.plans.taskchecks import PlanCheck, project_checks
 from looprail.points import POINTS
 from looprail.runtime.agent_settings import GUARDED
 from looprail.runtime.agents import ADAPTERS
@@ -293,6 +294,14 @@ def remove(args) -> int:
 # --------------------------------------------------------------------------- audit
 
 
+def check_lines(checks: list[PlanCheck]) -> list[str]:
+    """The commands a run would execute as task checks (docs/security.md), for people."""
+    if not checks:
+        return []
+    lines = ["", "task checks a run executes (the plan's <automated>, bash -o pipefail):"]
+    return lines + [f"  {c.plan} {c.task_id}: SHELL {c.command}" for c in checks]
+
+
 def audit(args) -> int:
     registry, config = _registry_for(args)
     known = set(registry.capabilities) | {f.id for f in registry.failed}
@@ -307,10 +316,14 @@ def audit(args) -> int:
     for w in registry.warnings:
         warn(w)
     agent = None if args.ids else _agent_audit(Path(args.project))
+    checks = [] if args.ids else project_checks(Path(args.project))
     if args.json:
-        print_json({**result.to_json(), **({"agent": agent} if agent else {})})
+        shown = [{"plan": c.plan, "taskId": c.task_id, "command": c.command} for c in checks]
+        extra = {"agent": agent} if agent else {}
+        print_json({**result.to_json(), **extra, **({"taskChecks": shown} if checks else {})})
     else:
         print(render_text(result))
+        print("\n".join(check_lines(checks)))
         if agent:
             print(f"\n{agent['line']}")
             for key, where in agent["from"].items():

@@ -88,6 +88,7 @@ def summary_json(outcome, phase: str) -> dict:
         "resumed": outcome.resumed,
         "log": log_of(r.reason),
         "warnings": list(r.warnings),
+        "unverified": list(r.unverified),
     }
 
 
@@ -99,6 +100,11 @@ def phase_summary(outcome, phase: str, *, as_json: bool = False) -> int:
         return r.exit_code
     run = f"run {outcome.run_id}: " if outcome.run_id else ""
     took = fmt_duration(r.duration_s)
+    if r.unverified:  # never silent; said before the run's last line, which stays last
+        shown = ", ".join(r.unverified[:10]) + (" …" if len(r.unverified) > 10 else "")
+        stream = sys.stdout if r.status == "shipped" else sys.stderr
+        words = f"unverified ({plural(len(r.unverified), 'task')}, no automated check): {shown}"
+        print(words, file=stream)
     if r.status == "shipped":
         waves = plural(r.waves_run, "wave")
         hooks = f"{plural(r.hooks_dispatched, 'hook')} dispatched"

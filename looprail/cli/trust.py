@@ -4,8 +4,9 @@ its `.looprail/hooks.json`, after seeing what they can run (see docs/security.md
 from __future__ import annotations
 
 from looprail.cli._common import command, project_folder, warn
-from looprail.cli.capability import confirm
+from looprail.cli.capability import check_lines, confirm
 from looprail.layout import LOOPRAIL_DIR, PROJECT_CONFIG_FILE
+from looprail.plans.taskchecks import project_checks
 from looprail.trust import revoke as withdraw
 from looprail.trust.audit import render_text
 from looprail.trust.consent import agent_settings_text, commit_consent, plan_consent
@@ -47,6 +48,10 @@ def register(sub) -> None:
 
 def trust(args) -> int:
     project = project_folder(args.project)
+    # Not consented to (they are the project's own commands, like its test suite), but never
+    # run unseen: a cloned project's PLAN.md is data (docs/security.md).
+    for line in check_lines(project_checks(project)):
+        print(line)
     plan = plan_consent(project, args.capabilities)
     for line in [*plan.skipped, *plan.refused]:
         warn(line)

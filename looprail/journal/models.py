@@ -35,6 +35,7 @@ EventKind = Literal[
     "process",
     "checkpoint",
     "answer",
+    "check",
 ]
 EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
 

@@ -186,6 +186,9 @@ DURABILITY: dict[str, Durability] = {
     "checkpoint": _R,
     # A person's answer: on disk before the run goes on (it is not asked again).
     "answer": _F,
+    # A task's check (or a plan's must-have): its task's finish (FULL) carries it; lost, the
+    # check runs again with the task.
+    "check": _S,
 }
 
 

@@ -148,8 +148,25 @@ def _waves(report: RunReport) -> list[str]:
         lines.append("  " + _columns(label, wave["outcome"] or "", took))
         for plan in wave["plans"]:
             lines.append(f"    plan {plan['planId'] or '-'}")
-            lines += ["      " + _task_line(task) for task in plan["tasks"]]
+            for task in plan["tasks"]:
+                lines.append("      " + _task_line(task))
+                lines += ["        " + _check_line(check) for check in task.get("checks") or []]
     return lines
+
+
+def _check_line(check: Row) -> str:
+    """A task's check under its line: `✓ check grep -q hello out.txt  exit 0  attempt 1`."""
+    if check["outcome"] == "unchecked":
+        return f"! unverified: no automated check ({check['message']})"
+    caught = f"[{check['rule']}]" if check["rule"] else None
+    return _columns(
+        _mark("done" if check["outcome"] == "passed" else "failed"),
+        f"check {check['command']}",
+        check["message"],
+        f"attempt {check['attempt']}",
+        format_duration(check["durationMs"]),
+        caught,
+    )
 
 
 def _task_line(task: Row) -> str:

@@ -38,6 +38,7 @@ REPORT_KINDS = (
     "agent_call",
     "run_resumed",
     "wave_started",
+    "check",
     "wave_finished",
     "resolver",
 )
@@ -252,6 +253,10 @@ def _waves(events: Sequence[Row], tasks: Sequence[TaskTuple]) -> list[dict[str, 
         elif e["kind"] == "wave_finished":
             finished[e["wave"]] = e  # a wave re-finished after a resume: the last word counts
     resolvers = {e["task_id"]: e for e in events if e["kind"] == "resolver" and e["task_id"]}
+    checks: dict[str, list[dict[str, object]]] = {}
+    for e in events:
+        if e["kind"] == "check" and e["task_id"]:
+            checks.setdefault(e["task_id"], []).append(_check(e))
 
     plan_order: dict[int | None, list[str | None]] = {}
     for wave, event in started.items():
@@ -267,7 +272,7 @@ def _waves(events: Sequence[Row], tasks: Sequence[TaskTuple]) -> list[dict[str, 
             if plan not in plans:
                 plans.append(plan)
             rows = by_plan[wave, plan] = []
-        rows.append(_task_report(task, resolvers.get(key)))
+        rows.append(_task_report(task, resolvers.get(key), checks.get(key, [])))
 
     waves = []
     for wave in sorted(plan_order, key=lambda w: (w is None, w or 0)):
@@ -292,7 +297,26 @@ def _waves(events: Sequence[Row], tasks: Sequence[TaskTuple]) -> list[dict[str, 
     return waves
 
 
-def _task_report(task: TaskTuple, resolver: Row | None) -> dict[str, object]:
+def _check(e: Row) -> dict[str, object]:
+    """One `check` event of a task (docs/loop.md, "Verification"): a check that ran, or
+    `unchecked` with the reason no command checks the task."""
+    data = e["data"] or {}
+    return {
+        "outcome": e["outcome"],
+        "command": _str(data.get("command")),
+        "exitCode": _int(data.get("exit_code")),
+        "attempt": _int(data.get("attempt")),
+        "durationMs": e["duration_ms"],
+        "message": e["message"],
+        "rule": _str(data.get("rule")),
+        "log": _str(data.get("log")),
+        "tree": _str(data.get("tree")),
+    }
+
+
+def _task_report(
+    task: TaskTuple, resolver: Row | None, checks: list[dict[str, object]]
+) -> dict[str, object]:
     key, plan, wave, status, attempt, started, ended = task
     return {
         "key": key,
@@ -304,6 +328,7 @@ def _task_report(task: TaskTuple, resolver: Row | None) -> dict[str, object]:
         "endedAt": ended,
         "durationMs": _duration(started, ended),
         "resolver": None if resolver is None else _resolver(resolver),
+        "checks": checks,
     }
 
 

@@ -70,10 +70,10 @@ RULES: dict[str, Rule] = {
         Rule(
             "plan-check",
             _W,
-            "a plan fails a plan check (a task without action/files/done or "
-            "<automated> verify, a requirement id or must_haves artifact not covered)",
+            "a plan fails a plan check (a task without action/files/done, "
+            "a requirement id or must_haves artifact not covered)",
         ),
-        Rule("plan-unchecked", _I, "a task its plan lists as unchecked (<automated>MISSING)"),
+        Rule("task-unchecked", _I, "a task no automated check verifies: only prose does"),
         Rule("role-agent-missing", _E, "a role agent the local runtime needs is not there"),
         Rule("wave-sequential", _W, "plans of one wave modify one file: they run in turn"),
         Rule("tracker-id-malformed", _W, "a tracker-id without prefix:id"),

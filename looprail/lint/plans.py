@@ -15,9 +15,11 @@ from looprail.lint.trackers import _Resolvers, _resolvers, _trackers
 from looprail.machine.spec import DEFAULT_LOOP
 from looprail.plans.frontmatter import file_frontmatter
 from looprail.plans.plancheck import check_phase_plans
+from looprail.plans.taskchecks import unchecked_tasks
 
 if TYPE_CHECKING:
     from looprail.plans.phase import Phase
+    from looprail.plans.planfile import Plan
     from looprail.plans.waves import WavePlan
 
 _WHERE = re.compile(r"^(?P<file>[^:\s][^:]*?)(?::(?P<line>\d+))?: (?P<message>.+)$")
@@ -84,19 +86,30 @@ def _phase(
         yield from _waves(item, phase, item.waves, data)
     for plan in phase.plans:
         yield from _trackers(data, plan, resolvers)
+        if plan.summary_path is None:  # a plan still to run
+            yield from _unchecked(data, plan)
     yield from _plan_checks(data, phase)
 
 
 def _plan_checks(data: LintInput, phase: Phase) -> Iterator[Finding]:
     """The plan checks a run holds its own planner's plans to (plans/plancheck.py): warned
-    here, never refused (the user's plans)."""
+    here, never refused (the user's plans). Unchecked tasks are `task-unchecked` (below)."""
     report = check_phase_plans(data.project, phase)
     for f in report.findings:
         fix = "add what is missing to the plan (docs/plans.md, Plan checks)"
         yield finding("plan-check", f.where, f.message, fix)
-    for f in report.unchecked:
-        fix = "write a command in <verify><automated>…</automated></verify>"
-        yield finding("plan-unchecked", f.where, f.message, fix)
+
+
+def _unchecked(data: LintInput, plan: Plan) -> Iterator[Finding]:
+    """The plan's tasks that no `<automated>` command checks (docs/loop.md, "Verification")."""
+    for checks in unchecked_tasks(plan):
+        yield finding(
+            "task-unchecked",
+            _rel(plan.path, data.project),
+            f"task {checks.task_id} has no automated check ({checks.reason}): a run reports it "
+            "unverified (looprail.verify.unchecked: fail halts its plan)",
+            "add <automated>COMMAND</automated> inside its <verify>",
+        )
 
 
 def _roles(data: LintInput) -> Iterator[Finding]:

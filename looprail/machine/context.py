@@ -107,6 +107,8 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)
     waves_run: int = 0
     hooks_dispatched: int = 0
+    # Tasks that ran with no automated check (docs/loop.md, "Verification"), in run order.
+    unverified: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:

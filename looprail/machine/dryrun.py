@@ -26,6 +26,7 @@ from looprail.machine.project import (
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
 from looprail.plans import compute_waves, load_phase
 from looprail.plans.plancheck import check_phase_plans, warning_lines
+from looprail.plans.taskchecks import checks_of
 from looprail.runtime.hostcall import argument_values, query_args
 from looprail.textsafe import plural
 from looprail.trust import is_trusted
@@ -74,6 +75,10 @@ class TaskPlan(TypedDict):
     name: str
     trackerId: str | None
     checkpoint: str | None
+    # The commands looprail runs as the task's checks once its executor returns (under
+    # `bash -o pipefail -c`, docs/security.md), and why none, for an unchecked task.
+    checks: list[str]
+    unchecked: str | None
 
 
 class WaveDoc(TypedDict):
@@ -336,6 +341,8 @@ def _waves_plan(waves: WavePlan, ph: Phase) -> list[WaveDoc]:
                     "name": task.name or "",
                     "trackerId": task.tracker_id,
                     "checkpoint": (task.gate or "pauses") if task.is_checkpoint else None,
+                    "checks": checks_of(task).commands,
+                    "unchecked": checks_of(task).reason,
                 }
                 for pid in w.plan_ids
                 for task in ph.plan(pid).tasks
@@ -422,6 +429,9 @@ def _wave_lines(waves: list[WaveDoc] | None) -> list[str]:
                 extra.append(f"checkpoint ({task['checkpoint']})")
             note = f"  [{'; '.join(extra)}]" if extra else ""
             out.append(f"    task {task['id']} {task['name']}{note}")
+            out.extend(f"      check (SHELL) {command}" for command in task["checks"])
+            if task["unchecked"]:
+                out.append(f"      unverified: no automated check ({task['unchecked']})")
     return out
 
 

@@ -58,9 +58,21 @@ from looprail.machine.progress import Progress, fmt_duration
 from looprail.machine.session.resume import phase_snapshot
 from looprail.machine.tasks import PlanRun, halted_plans_reason, task_work, write_summary
 from looprail.machine.tracking import track_phase, track_plan
+from looprail.machine.verify import (
+    HUMAN_NEEDED,
+    After,
+    CheckRun,
+    Checks,
+    VerifiedCall,
+    human_verify_task,
+    mark_human_verified,
+    must_have_runs,
+)
 from looprail.plans import Phase, PhaseCache, Plan, Task, Wave, WavePlan, compute_waves
 from looprail.plans.frontmatter import file_frontmatter
+from looprail.plans.musthaves import MustHaves, promised_files, read_must_haves
 from looprail.plans.planfile import unknown_key_warnings
+from looprail.plans.taskchecks import checks_of, unchecked_tasks
 from looprail.plans.waves import halt_blocked, unmet_blocked
 from looprail.runtime.base import (
     TASK_ROLE,
@@ -71,6 +83,7 @@ from looprail.runtime.base import (
     execute_task,
 )
 from looprail.runtime.executors import Settled, interruptible_executor, run_all, start_threads
+from looprail.runtime.settings import looprail_settings
 from looprail.textsafe import plural
 
 __all__ = ["LoopRunner", "RunContext", "RunOptions", "RunResult", "RunStatus"]
@@ -117,6 +130,7 @@ class LoopRunner:
         self.redo_steps: frozenset[str] = ctx.redo_steps
         self._said: set[str] = set()
         self.checkpoints = CheckpointState()
+        self.checks = Checks(ctx.project, ctx.recorder, looprail_settings(ctx.config).verify)
         self._warn_plan_keys()
         warn_existing_plans(self.ctx, self.phase, self.warnings)
 
@@ -207,6 +221,7 @@ class LoopRunner:
             hooks_dispatched=self.dispatcher.dispatched,
             duration_s=time.monotonic() - start,
             warnings=self.warnings,
+            unverified=self.checks.unverified(),
         )
 
     def _status(self, doing: str | None = None) -> None:
@@ -255,7 +270,23 @@ class LoopRunner:
             raise HaltError(self.phase.warnings[-1])
         # A VERIFICATION.md that did not pass is verified again (gaps may be fixed by now).
         guard = step.done_guard
-        self._phase_work(step.name, done=guard is not None and self.machine.verdict(guard, facts))
+        if step.name != "verify" or facts.verification_status != HUMAN_NEEDED:
+            done = guard is not None and self.machine.verdict(guard, facts)
+            self._phase_work(step.name, done=done)
+        if step.name == "verify":
+            self._human_needed()
+
+    def _human_needed(self) -> None:
+        """The verifier answered `human_needed`: a human-verify checkpoint listing what to
+        check, answered like any checkpoint (no terminal: the run pauses, exit 3)."""
+        facts = self.facts()
+        path = self.phase.verification_path
+        if facts.verification_status != HUMAN_NEEDED or path is None:
+            return
+        plan, task = human_verify_task(self.phase.number, path, file_frontmatter(path))
+        pass_checkpoint(self, plan, task, self.wave or 0, self.execute_here)
+        mark_human_verified(path, "a person approved the human_verification items")
+        self._looked = None
 
     def _wave_of(self, event: str) -> int | None:
         """The wave an attempt is about: opening a wave, the first with plans left; closing
@@ -371,6 +402,8 @@ class LoopRunner:
             self.progress.close()
             ctx = ctx.model_copy(update={"terminal": True})
         texts = self.dispatcher.role_context(spec.role, step)
+        if step == "verify":  # evidence, not a task list: what looprail's checks found
+            texts = (*texts, "\n".join(self.checks.evidence()).strip())
         outcome = do_phase_work(self.ctx.runtime, spec.role, step, ctx, texts)
         if outcome.ok and spec.artifact == "PLAN.md":  # its plans meet the plan checks
             outcome = review_own_plans(self.ctx, self.phases, self.dispatcher, spec.role, ctx)
@@ -449,6 +482,8 @@ class LoopRunner:
             self.finished_plans.update(p.id for p in pending)
             if halt is not None:
                 raise HaltError(halt)
+            if wave.number == self.waves().waves[-1].number:  # the phase's work, merged
+                self._recheck_merged()
             self.recorder.event(EventRecord(kind="wave_finished", wave=wave.number, outcome="done"))
             self.ctx.workspace.settle(wave.number)  # worktrees removed while the run goes on
             self.waves_run += 1
@@ -520,6 +555,13 @@ class LoopRunner:
         runner's runtime, here), `chart` a chart built for the plan by `plan_chart`."""
         chart = chart if chart is not None else self.plan_chart(plan, wave)
         model: PlanRun = chart.model
+        if self.checks.settings.unchecked == "fail":  # for CI: before any executor runs
+            bad = [c for c in unchecked_tasks(plan) if c.task_id not in done]
+            if bad:
+                raise HaltError(
+                    f"{plan.path.name}: task {bad[0].task_id} has no automated check "
+                    f"({bad[0].reason}) and looprail.verify.unchecked is fail"
+                )
         for i, task in enumerate(model.tasks):
             model.index = i
             model.work = None
@@ -533,10 +575,11 @@ class LoopRunner:
                 chart.send("skip_task")
                 continue
             self.run_task(chart, plan, task, wave, execute or self.execute_here)
+        self._verified_must_haves(plan, wave, execute or self.execute_here)
         answered: list[str] = []
         if plan.has_checkpoints:  # the plan's checkpoint answers go into its SUMMARY too
             answered = summary_lines(self, plan)
-        write_summary(plan, answered)
+        write_summary(plan, answered, self.checks.summary_lines(plan))
         drop_plan_secret(self, plan)  # a secret never outlives its plan
         # GSD's ROADMAP.md progress, as update-plan-progress writes it
         track_plan(self.ctx, self.phase, self.dispatcher.context(None))
@@ -559,24 +602,144 @@ class LoopRunner:
         if plan.has_checkpoints:  # the answers so far, and a secret for this call only
             work = with_answers(self, plan, work)
         label = f"{task.id} {task.name or ''}".rstrip()
-        outcome = self.executor_call(plan, work, task.id, wave, execute, label)
-        if not outcome.ok:
-            raise HaltError(f"{plan.path.name}: task {task.id} failed: {outcome.detail}")
+        self._verified_task(plan, task, work, wave, execute, label)
         with self._count_lock:  # plans of a wave finish tasks on several threads
             self.tasks_run += 1
         self._status()
         self.task_hooks("task_result", plan, task, wave, work)
         chart.send("end_task")
 
+    def _verified_task(
+        self, plan: Plan, task: Task, work: TaskWork, wave: int, execute: ExecuteTask, label: str
+    ) -> None:
+        """The task's body, then its automated checks, run by looprail (docs/loop.md,
+        "Verification"): a failure calls the executor again with it, within the budget."""
+        checks = checks_of(task)
+        commands = checks.commands
+        if not commands:
+            reason = checks.reason or "no <verify>"
+            # said before the task is journaled finished, so its commit carries it
+            unchecked = partial(self.checks.unchecked, plan.id, task.id, wave, reason)
+            outcome = self.executor_call(plan, work, task.id, wave, execute, label, unchecked)
+            self.checks.said(plan.id, task.id, outcome)
+            if not outcome.ok:
+                raise HaltError(f"{plan.path.name}: task {task.id} failed: {outcome.detail}")
+            self.progress.line(f"    ! {task.id} is unverified: {reason}")
+            return
+        before = self.checks.rounds_before(task.id)
+        call = VerifiedCall(
+            where=f"{plan.path.name}: task {task.id}",
+            retries=self.checks.settings.retries,
+            rounds_before=before,
+            check=partial(self._task_checks, plan, task.id, wave, commands),
+            call=lambda w, after: self.checks.said(
+                plan.id, task.id, self.executor_call(plan, w, task.id, wave, execute, label, after)
+            ),
+        )
+        try:
+            call.run(work, check_first=before > 0)  # resumed after a failed check: look first
+        finally:
+            self.checks.keep(plan.id, task.id, call.evidence)
+
+    def _recheck_merged(self) -> None:
+        """Every plan's automated checks once more, on the merged tree, before verify:pre:
+        two plans that pass alone can break each other. A failure halts naming plan and
+        check (resumed, the wave merges nothing new and this runs again)."""
+        self.phase = self.phases.load()
+        plans = [p for p in self.phase.plans if any(checks_of(t).commands for t in p.tasks)]
+        if not plans:
+            return
+        self.progress.line("  checks again on the merged tree")
+        for plan in plans:
+            for task in plan.tasks:
+                commands = checks_of(task).commands
+                if not commands:
+                    continue
+                dctx = self.dispatcher.context(None, plan_id=plan.id, task_id=task.id)
+                runs = self._task_checks(plan, task.id, self.wave or 0, commands, dctx, 0)
+                failed = next((r for r in runs if not r.passed), None)
+                if failed is not None:
+                    log = f"; log: {failed.log}" if failed.log else ""
+                    raise HaltError(
+                        f"merged tree: plan {plan.id} task {task.id}: check `{failed.command}` "
+                        f"failed ({failed.reason}){log}"
+                    )
+
+    def _verified_must_haves(self, plan: Plan, wave: int, execute: ExecuteTask) -> None:
+        """The plan's must_haves (artifacts and key links), checked once its tasks are done; a
+        failure calls the executor again for the plan's last task with it, then halts."""
+        must = read_must_haves(plan)
+        if not must.artifacts and not must.key_links:
+            return
+        key = f"{plan.id}/must-haves"
+        last = next((t for t in reversed(plan.tasks) if not t.is_checkpoint), None)
+        call = VerifiedCall(
+            where=f"{plan.path.name}: must_haves",
+            retries=self.checks.settings.retries if last is not None else 0,
+            rounds_before=self.checks.rounds_before(key),
+            check=partial(self._must_have_checks, plan, must, key, wave),
+            call=lambda w, after: self.executor_call(plan, w, key, wave, execute, key, after),
+        )
+        work = task_work(plan, last) if last is not None else None
+        try:
+            call.run(work or task_work(plan, plan.tasks[0]), check_first=True)
+        finally:
+            self.checks.keep(plan.id, key, call.evidence)
+
+    def _must_have_checks(
+        self, plan: Plan, must: MustHaves, key: str, wave: int, dctx: DispatchContext | None,
+        attempt: int,
+    ) -> list[CheckRun]:  # fmt: skip
+        """The must_haves verdicts on the tree the plan ran in, journaled like checks."""
+        if dctx is None:
+            dctx = self.dispatcher.context(None, plan_id=plan.id, task_id=key, wave=wave)
+            dctx = self.ctx.workspace.bind(plan.id, dctx)
+        root = dctx.workdir or self.project
+        runs = must_have_runs(must, root, promised_files(plan, self.phase.plans), attempt)
+        for run in runs:
+            self.checks.journal(run, plan.id, key, wave)
+            mark = "✓" if run.passed else "✗"
+            self.progress.line(f"    {mark} {run.command} ({run.reason})")
+        return runs
+
+    def _task_checks(
+        self,
+        plan: Plan,
+        key: str,
+        wave: int,
+        commands: Sequence[str],
+        dctx: DispatchContext | None,
+        attempt: int,
+    ) -> list[CheckRun]:
+        """Run `commands` on the tree the task ran in, journal and show each verdict."""
+        if dctx is None:
+            dctx = self.dispatcher.context(None, plan_id=plan.id, task_id=key, wave=wave)
+            dctx = self.ctx.workspace.bind(plan.id, dctx)
+        runs = self.checks.run(commands, dctx, key, attempt)
+        for run in runs:
+            self.checks.journal(run, plan.id, key, wave)
+            mark = "✓" if run.passed else "✗"
+            self.progress.line(f"    {mark} check {run.command} ({run.reason})")
+        return runs
+
     def executor_call(
-        self, plan: Plan, work: TaskWork, key: str, wave: int, execute: ExecuteTask, label: str
+        self,
+        plan: Plan,
+        work: TaskWork,
+        key: str,
+        wave: int,
+        execute: ExecuteTask,
+        label: str,
+        after: After | None = None,
     ) -> Outcome:
         """One executor call of `plan` (`execute(work, ctx)`), journaled as task `key`: its
         context (the plan's workspace bound, a secret checkpoint answer waiting for it, or the
         executor's refusal of the secret) is built before `key` is journaled started, so a
         refusal halts with no attempt counted; `label` names it while it runs and once done;
-        `task_finished` with its duration. A task's body (`run_task`) and a checkpoint's fix-up
-        (`checkpoint._fixup`) are such calls; the caller halts on a failed outcome."""
+        `task_finished` with its duration; `after(outcome, ctx)` runs before it is journaled
+        finished (the task's checks, `machine/verify.py`). A task's body (`run_task`) and a
+        checkpoint's fix-up (`checkpoint._fixup`) are such calls; the caller halts on a failed
+        outcome."""
         dctx = self.dispatcher.context(None, plan_id=plan.id, task_id=work.task_id, wave=wave)
         dctx = self.ctx.workspace.bind(plan.id, dctx)
         if plan.has_checkpoints:  # before it is journaled started: a refusal halts before it
@@ -589,6 +752,8 @@ class LoopRunner:
             outcome = execute(work, dctx)
         finally:
             self.progress.task_finished(key)
+        if after is not None:  # its checks: a failed one fails the call
+            outcome = after(outcome, dctx)
         ms = int(outcome.duration_s * 1000)
         if not outcome.ok:
             self.recorder.task_finished(

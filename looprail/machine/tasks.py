@@ -163,9 +163,13 @@ def check_read_first(
         )
 
 
-def write_summary(plan: Plan, answered: list[str] | None = None) -> None:
+def write_summary(
+    plan: Plan, answered: list[str] | None = None, evidence: list[str] | None = None
+) -> None:
     """The durable "plan done" marker, unless the executor already wrote one; `answered`: the
-    plan's checkpoint answers (machine/checkpoint.py `summary_lines`), added to either. The
+    plan's checkpoint answers (machine/checkpoint.py `summary_lines`), added to either;
+    `evidence`: its `## Verification` section (`verify.Checks.summary_lines`), in looprail's
+    own SUMMARY only (an executor's SUMMARY is its own words). The
     marker is the file the phase scan reads first for the plan (`layout.summary_file`, a bare
     PLAN.md's is SUMMARY.md), under its rule: a regular file, links followed. Anything else
     there (a folder, a link to a device) halts the plan: it could never be seen done."""
@@ -190,6 +194,7 @@ def write_summary(plan: Plan, answered: list[str] | None = None) -> None:
     for t in plan.tasks:
         tracker = f" [{t.tracker_id}]" if t.tracker_id else ""
         lines.append(f"- {t.id}: {t.name or t.type}{tracker}")
+    lines += ["", *(evidence or [])] if evidence else []
     lines += answered
     try:
         atomic_write(target, "\n".join(lines) + "\n")

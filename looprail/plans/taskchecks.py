@@ -7,12 +7,16 @@ The reference's planner writes `<automated>MISSING — …</automated>` where no
 
 from __future__ import annotations
 
+import os
 import re
-from typing import Literal
+from pathlib import Path
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
-from looprail.plans.planfile import Plan, Task
+from looprail.errors import LooprailError
+from looprail.plans.folders import list_phases, looks_like_plan
+from looprail.plans.planfile import Plan, Task, read_plan
 
 UncheckedReason = Literal["no <verify>", "<verify> is prose only", "<automated> is MISSING"]
 _MISSING = re.compile(r"MISSING\b")
@@ -60,3 +64,38 @@ def checks_of(task: Task) -> TaskChecks:
 def unchecked_tasks(plan: Plan) -> list[TaskChecks]:
     """The tasks of `plan` that no command checks (what `lint` and a run's summary name)."""
     return [checks for checks in task_checks(plan) if checks.unchecked]
+
+
+class PlanCheck(NamedTuple):
+    """One command a run would execute as a task's check (`run --dry-run`, `capability audit`,
+    `trust` list them): the plan file (project-relative), the task and the command."""
+
+    plan: str
+    task_id: str
+    command: str
+
+
+def project_checks(project: str | Path) -> list[PlanCheck]:
+    """Every check command of every readable plan of the project, phase by phase. A cloned
+    project's PLAN.md is data: this is what a run would execute from it."""
+    root = Path(project)
+    found: list[PlanCheck] = []
+    for phase in list_phases(root):
+        try:
+            names = sorted(os.listdir(phase.dir))
+        except OSError:
+            continue
+        for name in names:
+            if not looks_like_plan(name):
+                continue
+            try:
+                plan = read_plan(phase.dir / name)
+            except LooprailError:  # lint names it; nothing of it runs
+                continue
+            rel = (phase.dir / name).relative_to(root).as_posix()
+            found += [
+                PlanCheck(rel, checks.task_id, command)
+                for checks in task_checks(plan)
+                for command in checks.commands
+            ]
+    return found

@@ -198,6 +198,7 @@ def _task_section(request: Request, project: Path) -> str:
         if t.task_sections.get(key):
             lines += ["", f"### {title}", "", _bounded(t.task_sections[key], f"<{key}>")]
     lines += _plan_vocabulary(t)
+    lines += _check_failures(t)
     lines += _read_first(t, project)
     return "\n".join(lines)
 
@@ -246,6 +247,31 @@ _PLAN_TITLES = (
     # machine/checkpoint.py: what the user answered at the plan's checkpoints, verbatim
     ("checkpoint_answers", "Checkpoint answers (the user's words, verbatim)", False),
 )
+
+
+def _check_failures(task: TaskWork) -> list[str]:
+    """A retry: the checks looprail ran after the previous call, and how they failed."""
+    if not task.check_failures:
+        return []
+    lines = [
+        "",
+        "## Your previous attempt failed its checks",
+        "",
+        "looprail ran these after your last call; fix the work so they pass (a check passes",
+        "only when it exits 0 and actually tests something).",
+    ]
+    for f in task.check_failures:
+        code = "no exit code" if f.exit_code is None else f"exit {f.exit_code}"
+        why = "" if f.reason == code else f": {f.reason}"
+        lines += [
+            "",
+            f"### `{f.command}` ({code}{why})",
+            "",
+            "```",
+            f.output_tail.replace("```", "'''"),
+            "```",
+        ]
+    return lines
 
 
 def _plan_vocabulary(task: TaskWork) -> list[str]:

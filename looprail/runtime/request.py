@@ -96,6 +96,18 @@ class _Camel(BaseModel):
     )
 
 
+class CheckFailure(_Camel):
+    """A check of the task that failed after the executor's last call: what it is called again
+    for (docs/loop.md, "Verification"). `command` is the check as written in the plan (or a
+    must-have, `must_have: …`); `output_tail` the end of what it printed."""
+
+    command: str
+    exit_code: int | None = None
+    reason: str
+    output_tail: str = ""
+    attempt: int = 1
+
+
 class TaskWork(_Camel):
     """One task of a plan, with its content already final (inline PLAN.md or tracker-resolved)."""
 
@@ -123,6 +135,8 @@ class TaskWork(_Camel):
     # The task's own: `tdd` ("true"), `behavior`, `implementation`, `precondition`,
     # `reversibility`, as written.
     task_sections: dict[str, str] = {}
+    # The checks that failed after the previous call (a retry): empty on a first call.
+    check_failures: tuple[CheckFailure, ...] = ()
 
     @property
     def key(self) -> str:

@@ -5,7 +5,7 @@ pydantic (and does not read this section)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -46,6 +46,19 @@ class Timeouts(BaseModel):
         return float(getattr(self, kind))
 
 
+class VerifySettings(BaseModel):
+    """`looprail.verify`: how looprail holds a task to its checks (docs/loop.md,
+    "Verification"). `retries`: executor calls again with a failed check's output before the
+    plan halts; `unchecked`: `warn` names a task no command checks, `fail` halts its plan
+    before the executor runs; `timeout`: seconds one check command may take."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    retries: StrictInt = Field(2, ge=0)
+    unchecked: Literal["warn", "fail"] = "warn"
+    timeout: float = Field(600, gt=0)
+
+
 class LooprailSettings(BaseModel):
     """The `looprail` section. Keys it does not name are ignored (as before this model: a
     newer looprail's key in an older one's project is not an error). `agents.<name>` stays a
@@ -69,6 +82,7 @@ class LooprailSettings(BaseModel):
     capabilities: list[StrictStr] | None = None
     host_tool: StrictStr | None = Field(None, min_length=1)
     flavor: StrictStr | None = None
+    verify: VerifySettings = VerifySettings()
 
     @field_validator("flavor")
     @classmethod
@@ -94,6 +108,10 @@ _TYPE_REASONS: dict[tuple[str, ...], str] = {
     ("capabilities",): "must be a list of folders",
     ("host_tool",): "must be a program name or path",
     ("flavor",): f"must be one of {', '.join(FLAVORS)}",
+    ("verify",): "must be an object",
+    ("verify", "retries"): "must be a whole number of at least 0",
+    ("verify", "unchecked"): "must be warn or fail",
+    ("verify", "timeout"): "must be a positive number of seconds",
 }
 
 

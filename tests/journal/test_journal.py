@@ -194,8 +194,9 @@ def test_event_kinds_are_checked():
         "agent_call",
         "checkpoint",
         "answer",
+        "check",
     } <= set(EVENT_KINDS)
-    assert len(EVENT_KINDS) == 24
+    assert len(EVENT_KINDS) == 25
     with pytest.raises(ValueError):
         EventRecord(kind="transitoin")  # type: ignore[arg-type]
 

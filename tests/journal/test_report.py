@@ -172,6 +172,7 @@ def test_report_json_keys_are_stable_and_ordered(journal_and_run):
         "endedAt",
         "durationMs",
         "resolver",
+        "checks",
     ]
     assert list(task["resolver"]) == [
         "seq",

@@ -214,7 +214,9 @@ def test_a_contribution_reaches_its_role_s_later_work_in_its_step_once(tmp_path)
     work = {c.name: c.role_context for c in rt.calls if c.kind in ("phase", "task")}
     assert work["discuss"] == {"orchestrator": ("TALK",)}
     assert work["01-01/T1"] == {"executor": ("A", "B")}
-    assert work["verify"] == {"verifier": ("V",)}
+    # the contribution, then looprail's evidence (docs/loop.md, "Verification")
+    (contributed, evidence) = work["verify"]["verifier"]
+    assert contributed == "V" and evidence.startswith("## Verification")
     assert "plan" not in work  # its plan was there already
 
 
