@@ -244,6 +244,15 @@ def _points(events: Sequence[Row]) -> list[dict[str, object]]:
     ]
 
 
+def _checks_by_task(events: Sequence[Row]) -> dict[str, list[dict[str, object]]]:
+    """Each task's `check` events, in journal order."""
+    checks: dict[str, list[dict[str, object]]] = {}
+    for e in events:
+        if e["kind"] == "check" and e["task_id"]:
+            checks.setdefault(e["task_id"], []).append(_check(e))
+    return checks
+
+
 def _waves(events: Sequence[Row], tasks: Sequence[TaskTuple]) -> list[dict[str, object]]:
     started: dict[int | None, Row] = {}
     finished: dict[int | None, Row] = {}
@@ -253,11 +262,7 @@ def _waves(events: Sequence[Row], tasks: Sequence[TaskTuple]) -> list[dict[str, 
         elif e["kind"] == "wave_finished":
             finished[e["wave"]] = e  # a wave re-finished after a resume: the last word counts
     resolvers = {e["task_id"]: e for e in events if e["kind"] == "resolver" and e["task_id"]}
-    checks: dict[str, list[dict[str, object]]] = {}
-    for e in events:
-        if e["kind"] == "check" and e["task_id"]:
-            checks.setdefault(e["task_id"], []).append(_check(e))
-
+    checks = _checks_by_task(events)
     plan_order: dict[int | None, list[str | None]] = {}
     for wave, event in started.items():
         plan_order[wave] = list(event["data"].get("plans", []))
