@@ -41,7 +41,7 @@ def test_the_readme_is_a_first_page_and_the_reference_lives_in_docs():
         "Read more",
     ]
     gsd = readme.split("## On your GSD project", 1)[1].split("```sh\n", 1)[1].split("```")[0]
-    assert [line.split()[:2] for line in gsd.splitlines()] == [["looprail", "lint"]] + [
+    assert [line.split()[:2] for line in gsd.splitlines()] == [["looprail", "init"]] + [
         ["looprail", "run"]
     ] * 2
     assert "docs/reference.md" in readme and "reference.md" in (REPO / "mkdocs.yml").read_text()

@@ -52,12 +52,12 @@ must_haves:
   artifacts:
     - path: "greet.txt"
       provides: "the greeting"
-      contains: "Hello"
+      contains: "by claude"  # what the stand-in writes: looprail checks must_haves
   key_links:
     - from: "greet_test.txt"
       to: "greet.txt"
       via: "reads the greeting"
-      pattern: "greet\\\\.txt"
+      pattern: "by claude"
 ---
 
 <objective>
@@ -87,7 +87,7 @@ Greet the visitor.
   <precondition>src/names.txt lists one name per line</precondition>
   <reversibility>delete greet.txt</reversibility>
   <action>Write greet.txt with "Hello, <name>".</action>
-  <verify><automated>grep -q Hello greet.txt</automated></verify>
+  <verify><automated>test -d .planning</automated></verify>
   <done>greet.txt greets by name</done>
 </task>
 
@@ -95,7 +95,7 @@ Greet the visitor.
   <name>Task 2: Test the greeting</name>
   <files>greet_test.txt</files>
   <action>Write greet_test.txt that reads greet.txt.</action>
-  <verify><automated>test -f greet_test.txt</automated></verify>
+  <verify><automated>test -d .planning/phases</automated></verify>
   <done>greet_test.txt exists</done>
 </task>
 </tasks>
