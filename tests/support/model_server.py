@@ -150,10 +150,28 @@ def _path_param(tool: Any) -> str | None:
     return None
 
 
+# A line number a read tool puts before each line it returns (claude `  12→`, opencode `00012|`).
+_LINE_NUMBER = re.compile(r"^\s*\d+(?:→|\t|\|)")
+
+
+def _owed(prompt: str) -> str:
+    """The sentence of looprail's `## What you owe` section, and only it: what a CLI appends
+    after the prompt is not owed (gemini adds the text of each file an `@path` names, such as
+    the `@…-CONTEXT.md` of the PLAN format the planner's brief shows)."""
+    rest = prompt.split("## What you owe", 1)[1] if "## What you owe" in prompt else ""
+    sentence: list[str] = []
+    for line in rest.splitlines()[1:]:
+        text = _LINE_NUMBER.sub("", line).strip()
+        if not text and sentence:
+            break
+        sentence += [text] if text else []
+    return " ".join(sentence)
+
+
 def writes_for(prompt: str, cwd: str, context: str = CONTEXT) -> list[tuple[str, str]]:
     """`(absolute path, content)` for what looprail's prompt owes (as tests/fakes/fake_agent.py
     writes it), under `cwd`."""
-    owe = prompt.split("## What you owe", 1)[1] if "## What you owe" in prompt else ""
+    owe = _owed(prompt)
     found = re.search(r"- Phase folder: `([^`]+)`", prompt)
     out: list[tuple[str, str]] = []
     if owe and found:
