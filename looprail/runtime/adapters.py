@@ -465,7 +465,7 @@ ADAPTERS: dict[str, type[Adapter]] = {
 
 def command_line(name: str, settings: AgentSettings) -> list[str]:
     """The argv an agent invocation runs with (the prompt itself goes on stdin)."""
-    request = SimpleNamespace(kind="task", name="", verdict=None)
+    request = SimpleNamespace(kind="task", name="", verdict=None, task=None)
     adapter = ADAPTERS[name]()
     argv, _ = adapter.invocation(request, settings, git=True, prompt_file=Path("prompt.md"))  # type: ignore[arg-type]
     return argv
