@@ -248,6 +248,9 @@ CHECK_SHELL = {
     ("codex", CHECK + " && true"): "ran",
     ("opencode", CHECK + " && true"): "ran",
     ("gemini", CHECK + " && true"): "not offered",
+    # another task's check permits only itself
+    ("claude", "sh other.sh"): "refused",
+    ("gemini", "sh other.sh"): "refused",
 }
 
 
@@ -278,4 +281,5 @@ def test_the_executor_may_run_its_tasks_check(tmp_path: Path, agent: str, check:
     seen = "ran" if ran else ("refused" if offered == {True} else "not offered")
     assert seen == CHECK_SHELL[agent, check], (seen, offered, results[-500:])
     meta = json.loads((project / str(outcome.transcript) / "meta.json").read_text())
-    assert bool(meta.get("permissionDenials")) == (seen == "refused"), meta
+    if agent == "claude":  # the one CLI that reports its refusals
+        assert bool(meta.get("permissionDenials")) == (seen == "refused"), meta
