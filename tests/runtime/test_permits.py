@@ -3,7 +3,9 @@ check commands, as each agent CLI's allow-list names them, and never anything wi
 
 from __future__ import annotations
 
+import json
 import shlex
+from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -11,6 +13,7 @@ from hypothesis import strategies as st
 from looprail.runtime.agents import ADAPTERS, AgentSettings
 from looprail.runtime.base import Request, TaskWork
 from looprail.runtime.permits import claude_rules, gemini_rules, permitted, simple
+from tests.support.agents import agent_env, looprail
 
 WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789_./:=@%+,-", min_size=1, max_size=12)
 SIMPLE = st.lists(WORD, min_size=1, max_size=5).map(" ".join)
@@ -85,3 +88,36 @@ def test_only_a_task_call_widens_and_only_gemini_and_claude_take_rules() -> None
             "gemini": ["--allowed-tools=run_shell_command(pytest)"],
         }
         assert widened == expected.get(name, []), name
+
+
+PLAN = """---
+phase: 01-first
+plan: 01
+---
+<tasks>
+<task type="auto"><name>a</name><verify><automated>pytest tests/x.py</automated>
+<automated>cd web && npm test</automated></verify></task>
+<task type="auto"><name>b</name><verify><automated>pytest tests/x.py</automated></verify></task>
+</tasks>
+"""
+
+
+def test_doctor_shows_what_the_executor_may_run(tmp_path: Path) -> None:
+    env = agent_env(tmp_path)
+    shown = {}
+    for agent in ("claude", "gemini", "codex"):
+        project = tmp_path / agent
+        assert (
+            looprail("init", str(project), "--agent", agent, cwd=tmp_path, env=env).returncode == 0
+        )
+        (project / ".planning" / "phases" / "01-first" / "01-01-PLAN.md").write_text(PLAN)
+        done = looprail("doctor", "--json", cwd=project, env=env)
+        checks = json.loads(done.stdout)["checks"]
+        shown[agent] = next(c for c in checks if "may_run" in c)
+        assert "(2 check commands in the plans)" in shown[agent]["message"]
+        text = looprail("doctor", cwd=project, env=env).stdout
+        assert f"\n  {shown[agent]['may_run'][0]}\n" in text
+    refused = "not 'cd web && npm test': not one simple command (looprail runs it after)"
+    assert shown["claude"]["may_run"] == ["Bash(pytest tests/x.py:*)", refused]
+    assert shown["gemini"]["may_run"] == ["run_shell_command(pytest tests/x.py)", refused]
+    assert shown["codex"]["may_run"] == ["any command, inside its --sandbox", refused]
