@@ -37,12 +37,14 @@ from looprail.layout import (
 )
 from looprail.machine.commits import git as commit_git
 from looprail.machine.session.load import start_refusals
+from looprail.plans.taskchecks import project_checks
 from looprail.runtime.agents import ADAPTERS
 from looprail.runtime.base import PHASE_ROLES
 from looprail.runtime.git import git, git_program, is_git_repo
 from looprail.runtime.interactive import shown_argv, terminal_problem
 from looprail.runtime.local import missing_executable, resolve_host_tool
 from looprail.runtime.models import role_model, role_models
+from looprail.runtime.permits import permitted
 from looprail.runtime.process import find_program, run_bounded
 from looprail.runtime.registry import agent_name, available
 from looprail.runtime.settings import looprail_settings
@@ -320,6 +322,7 @@ class Check(TypedDict):
     permissions: NotRequired[str]
     settings: NotRequired[str]
     models: NotRequired[dict[str, str]]  # role -> its model (and where it comes from)
+    may_run: NotRequired[list[str]]  # what the executor may run without asking
 
 
 def doctor(args) -> int:
@@ -354,6 +357,8 @@ def doctor(args) -> int:
             print(f"  settings: {c['settings']}")
         for role, model in c.get("models", {}).items():
             print(f"  {role}: {model}")
+        for line in c.get("may_run", []):
+            print(f"  {line}")
     if problems:
         print(plural(problems, "problem"), file=sys.stderr)
     return 1 if problems else 0
@@ -422,7 +427,19 @@ def _adapter_checks(project: Path, config, name: str, refused: bool) -> list[Che
         checks += _version_checks(project, adapter, effective, name, found)
     if (sources := effective.sources()) and checks:
         checks[-1]["settings"] = sources
-    return [*checks, _models_check(config, name, effective.settings)]
+    return [*checks, _models_check(config, name, effective.settings), _may_run_check(project, name)]
+
+
+def _may_run_check(project: Path, name: str) -> Check:
+    """What the executor may run without asking: the tasks' check commands, as the CLI's
+    allow-list names them (runtime/permits.py); a command that is not simple stays refused."""
+    commands = list(dict.fromkeys(c.command for c in project_checks(project)))
+    allowed, refused = permitted(commands)
+    lines = ADAPTERS[name]().may_run(allowed) if commands else []
+    lines += [f"not {c!r}: not one simple command (looprail runs it after)" for c in refused]
+    said = f"{plural(len(commands), 'check command')} in the plans" if commands else "no checks"
+    message = f"{name}: what the executor may run without asking ({said})"
+    return Check(status="ok", message=message, may_run=lines)
 
 
 def _models_check(config, name: str, settings) -> Check:

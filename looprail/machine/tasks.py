@@ -26,6 +26,7 @@ from looprail.plans.briefing import (
     task_read_first,
 )
 from looprail.plans.readfirst import read_first_entries
+from looprail.plans.taskchecks import checks_of
 from looprail.runtime.base import TaskWork
 
 # A task's native hooks at `task_call` / `task_result` (`LoopRunner.task_hooks`): raises
@@ -86,6 +87,7 @@ def task_work(plan: Plan, task: Task, project: Path | None = None) -> TaskWork:
         tracker_id=task.tracker_id,
         plan_sections=executor_plan_sections(plan, task, project),
         task_sections=executor_task_sections(task),
+        checks=tuple(checks_of(task).commands),
     )
 
 

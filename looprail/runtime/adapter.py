@@ -203,6 +203,11 @@ class Adapter:
         """One line: the permissions an invocation runs with (printed once per run)."""
         return ""
 
+    def may_run(self, commands: list[str]) -> list[str]:
+        """What the executor of a task whose checks are `commands` may run without asking, in
+        this CLI's words (its allow-list entries, or what its permission model allows)."""
+        return []
+
     def show(self, line: str) -> str | None:
         """A line of the CLI's stdout as `-v` shows it while the agent works: an event read
         into words (`event`), a line that is no JSON event as it is; None shows nothing."""

@@ -29,10 +29,16 @@ from looprail.runtime.adapter import (
 )
 from looprail.runtime.agent_settings import MODE_NAME, mode_in_effect
 from looprail.runtime.base import Request, parse_json_object
+from looprail.runtime.permits import claude_rules, gemini_rules
 
 
 def _model(s: AgentSettings) -> list[str]:
     return ["--model", s.model] if s.model else []
+
+
+def _checks(request: Request) -> list[str]:
+    """The task's automated check commands, which the executor may run (runtime/permits.py)."""
+    return list(request.task.checks) if request.kind == "task" and request.task else []
 
 
 class ClaudeAdapter(Adapter):
@@ -55,9 +61,13 @@ class ClaudeAdapter(Adapter):
 
     def flags(self, request: Request, s: AgentSettings, *, git: bool, live: bool) -> list[str]:
         flags = ["--permission-mode", s.permission_mode or self.DEFAULT_MODE]
-        if s.allowed_tools:
-            flags += ["--allowedTools", ",".join(s.allowed_tools)]
+        allowed = list(dict.fromkeys([*s.allowed_tools, *claude_rules(_checks(request))]))
+        if allowed:
+            flags += ["--allowedTools", ",".join(allowed)]
         return flags + _model(s)
+
+    def may_run(self, commands: list[str]) -> list[str]:
+        return claude_rules(commands)
 
     def permissions(self, s: AgentSettings) -> str:
         tools = f", allowed tools {','.join(s.allowed_tools)}" if s.allowed_tools else ""
@@ -159,6 +169,9 @@ class CodexAdapter(Adapter):
     def permissions(self, s: AgentSettings) -> str:
         return f"--sandbox {s.sandbox or self.DEFAULT_SANDBOX} (codex exec never asks)"
 
+    def may_run(self, commands: list[str]) -> list[str]:
+        return ["any command, inside its --sandbox"]
+
     def event(self, ev: dict[str, object]) -> str | None:
         kind = ev.get("type")
         if kind in ("thread.started", "turn.started", "turn.completed", "turn.failed"):
@@ -233,6 +246,9 @@ class OpenCodeAdapter(Adapter):
 
     def permissions(self, s: AgentSettings) -> str:
         return "OpenCode's own `permission` settings (opencode.json)"
+
+    def may_run(self, commands: list[str]) -> list[str]:
+        return ["what OpenCode's `permission.bash` allows (by default: any command)"]
 
     def event(self, ev: dict[str, object]) -> str | None:
         kind = ev.get("type")
@@ -318,7 +334,12 @@ class GeminiAdapter(Adapter):
     reads_ignored_files = False
 
     def flags(self, request: Request, s: AgentSettings, *, git: bool, live: bool) -> list[str]:
-        return ["--approval-mode", s.approval_mode or self.DEFAULT_APPROVAL, *_model(s)]
+        flags = ["--approval-mode", s.approval_mode or self.DEFAULT_APPROVAL, *_model(s)]
+        # `=`: the array option takes this one value only, never the prompt after it
+        return flags + [f"--allowed-tools={rule}" for rule in gemini_rules(_checks(request))]
+
+    def may_run(self, commands: list[str]) -> list[str]:
+        return gemini_rules(commands)
 
     def folder_args(self, folder: Path) -> list[str]:
         return [f"--include-directories={folder}"]  # `=`: the array option takes this one only
@@ -444,7 +465,7 @@ ADAPTERS: dict[str, type[Adapter]] = {
 
 def command_line(name: str, settings: AgentSettings) -> list[str]:
     """The argv an agent invocation runs with (the prompt itself goes on stdin)."""
-    request = SimpleNamespace(kind="task", name="", verdict=None)
+    request = SimpleNamespace(kind="task", name="", verdict=None, task=None)
     adapter = ADAPTERS[name]()
     argv, _ = adapter.invocation(request, settings, git=True, prompt_file=Path("prompt.md"))  # type: ignore[arg-type]
     return argv

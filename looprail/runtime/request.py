@@ -135,6 +135,9 @@ class TaskWork(_Camel):
     # The task's own: `tdd` ("true"), `behavior`, `implementation`, `precondition`,
     # `reversibility`, as written.
     task_sections: dict[str, str] = {}
+    # The task's automated check commands, as the plan wrote them (plans/taskchecks.py): the
+    # agent CLI lets the executor run the simple ones without asking (runtime/permits.py).
+    checks: tuple[str, ...] = ()
     # The checks that failed after the previous call (a retry): empty on a first call.
     check_failures: tuple[CheckFailure, ...] = ()
 

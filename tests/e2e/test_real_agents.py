@@ -233,3 +233,53 @@ def test_gemini_in_an_untrusted_folder_is_caught_by_doctor_and_named_by_the_run(
     said = done.stdout + done.stderr
     assert done.returncode != 0
     assert "gemini exited 55 (the folder is not trusted" in said, said
+
+
+# What each CLI does when the model runs the task's own check with its shell tool: the check
+# is in the task (`TaskWork.checks`), so the adapter permits it (runtime/permits.py).
+# A check that is not one simple command permits nothing: the defaults of DEFAULT_SHELL hold.
+CHECK = "sh check.sh"  # a program acceptEdits alone would refuse (see DEFAULT_SHELL)
+CHECK_SHELL = {
+    ("claude", CHECK): "ran",
+    ("codex", CHECK): "ran",
+    ("opencode", CHECK): "ran",
+    ("gemini", CHECK): "ran",
+    ("claude", CHECK + " && true"): "refused",
+    ("codex", CHECK + " && true"): "ran",
+    ("opencode", CHECK + " && true"): "ran",
+    ("gemini", CHECK + " && true"): "not offered",
+    # another task's check permits only itself
+    ("claude", "sh other.sh"): "refused",
+    ("gemini", "sh other.sh"): "refused",
+}
+
+
+@pytest.mark.parametrize(("agent", "check"), sorted(CHECK_SHELL))
+def test_the_executor_may_run_its_tasks_check(tmp_path: Path, agent: str, check: str) -> None:
+    _cli(agent)
+    project = tmp_path / "proj"
+    phase = project / ".planning" / "phases" / "01-demo"
+    phase.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    (project / "check.sh").write_text("echo CHECK-SAID-$((6 * 7))\n")
+    lines: list[str] = []
+    with ModelServer(Script(mode="shell", shell=CHECK)) as server:
+        env = real_env(agent, tmp_path, server, project)
+        runtime = create_runtime(
+            agent, RuntimeSettings(project=project, progress=lines.append, env=env)
+        )
+        task = TaskWork(
+            plan_id="01-01", task_id="T1", index=1, name="Out", files=("out.txt",),
+            action="Do", checks=(check,),
+        )  # fmt: skip
+        ctx = DispatchContext(project=project, phase_number="1", phase_dir=phase)
+        outcome = execute_task(runtime, task, ctx)
+        offered = {c.shell_offered for c in server.calls if c.shell_offered is not None}
+        results = "\n".join(c.results for c in server.calls)
+    assert outcome.ok, outcome.detail
+    ran = "CHECK-SAID-42" in results  # the tool result is the check's output
+    seen = "ran" if ran else ("refused" if offered == {True} else "not offered")
+    assert seen == CHECK_SHELL[agent, check], (seen, offered, results[-500:])
+    meta = json.loads((project / str(outcome.transcript) / "meta.json").read_text())
+    if agent == "claude":  # the one CLI that reports its refusals
+        assert bool(meta.get("permissionDenials")) == (seen == "refused"), meta

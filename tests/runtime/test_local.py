@@ -526,6 +526,7 @@ def test_execute_task_sends_the_resolved_task(project: Path, runtime: LocalRunti
         "planSections": {},
         "readFirstNotes": {},
         "taskSections": {},
+        "checks": [],
         "checkFailures": [],
     }
     env = read_env(project)

@@ -1,0 +1,48 @@
+"""What the executor may run without asking: the task's automated check commands, as each
+agent CLI's allow-list names them (pure; docs/agents.md, "What the executor may run").
+
+Only a *simple* command is permitted: words of plain characters, no shell operator, no quote,
+no expansion, no glob. A check such as `cd web && npm test` or `pytest | tee log` is refused
+as a whole (never narrowed to its first command, which is not what the plan asked to run):
+looprail still runs it itself after the executor, the agent just may not."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+# Words made of these only: a `;`, `&`, `|`, `<`, `>`, `$`, backtick, quote, parenthesis,
+# brace, `*`, `?`, `[`, `~`, `#`, `\` or a newline could chain, redirect, expand or
+# (in an allow rule) widen the pattern.
+_SIMPLE = re.compile(r"[A-Za-z0-9_./:=@%+,-]+(?: [A-Za-z0-9_./:=@%+,-]+)*")
+
+
+def simple(command: str) -> str | None:
+    """`command` with its spaces collapsed when it is one simple command, else None."""
+    words = " ".join(w for w in command.split(" ") if w)
+    return words if _SIMPLE.fullmatch(words) else None
+
+
+def permitted(commands: Iterable[str]) -> tuple[list[str], list[str]]:
+    """`(the simple commands, in order and once each; the commands refused)`."""
+    allowed: list[str] = []
+    refused: list[str] = []
+    for command in commands:
+        words = simple(command)
+        if words is None:
+            refused.append(command)
+        elif words not in allowed:
+            allowed.append(words)
+    return allowed, refused
+
+
+def claude_rules(commands: Iterable[str]) -> list[str]:
+    """Claude Code `--allowedTools` entries: `Bash(CMD:*)`, the command and its longer forms
+    (Claude Code checks each part of a chained command on its own, so `CMD && other` is
+    still asked about, and refused in print mode)."""
+    return [f"Bash({c}:*)" for c in permitted(commands)[0]]
+
+
+def gemini_rules(commands: Iterable[str]) -> list[str]:
+    """Gemini CLI `--allowed-tools` entries: `run_shell_command(CMD)`, a prefix match."""
+    return [f"run_shell_command({c})" for c in permitted(commands)[0]]
