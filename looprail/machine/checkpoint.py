@@ -573,4 +573,8 @@ __all__ = [
     "blocked_pending",
     "may_call",
     "pass_blocked",
-    "pass_checkpoint", "secret_env", "summary_lines", "with_answers"]
+    "pass_checkpoint",
+    "secret_env",
+    "summary_lines",
+    "with_answers",
+]
