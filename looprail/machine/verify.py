@@ -455,7 +455,7 @@ def closing_words(text: str) -> str:
     return words.strip()[-CLOSING_CHARS:]
 
 
-_BLOCKED = re.compile(r"^\W*BLOCKED:\s*(.+?)\s*$")
+_BLOCKED = re.compile(r"^\W*BLOCKED\W*?:[*_]*\s*(.+?)\s*$")  # `**BLOCKED:**` too
 
 
 def blocked_reason(text: str) -> str | None:

@@ -85,3 +85,13 @@ def test_blocked_executor_pauses_and_the_answer_goes_back_to_it(tmp_path):
     summary = (project / ".planning/phases/01-demo/01-01-SUMMARY.md").read_text()
     assert "use sqlite, in data/app.db" in summary
     assert (project / "SHIPPED").exists()
+
+
+def test_only_a_last_line_blocked_stops():
+    from looprail.machine.verify import blocked_reason
+
+    assert blocked_reason("did it\n\n  BLOCKED: no API credentials  \n\n") == "no API credentials"
+    assert blocked_reason("**BLOCKED:** pick a queue") == "pick a queue"  # markdown bold
+    # said earlier and then done anyway: it went on
+    assert blocked_reason("BLOCKED: no key\nfound the key in .env; done") is None
+    assert blocked_reason("") is None
