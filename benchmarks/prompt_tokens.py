@@ -24,16 +24,15 @@ import argparse
 import json
 import os
 import re
+import sys
 import tempfile
 from pathlib import Path
 
-import sys
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.support.agents import AGENTS, looprail  # noqa: E402
-from tests.support.model_server import Call, ModelServer  # noqa: E402
-from tests.support.real_agents import real_cli, real_env  # noqa: E402
+from tests.support.agents import AGENTS, looprail
+from tests.support.model_server import Call, ModelServer
+from tests.support.real_agents import real_cli, real_env
 
 CHARS_PER_TOKEN = 4
 ROLES = {  # the first words of looprail's briefs (looprail/runtime/roles/*.md)
@@ -56,6 +55,17 @@ def role_of(call: Call) -> str:
     return min(found)[1] if found else "other"
 
 
+# A prompt cache serves a request's prefix in this order (tools, the system prompt, then the
+# conversation), whatever order the CLI's JSON has its keys in.
+_CACHE_ORDER = ("tools", "system", "instructions", "systemInstruction", "messages", "input")
+
+
+def _canonical(body: dict[str, object]) -> str:
+    first = [body.get(k) for k in _CACHE_ORDER if k in body]
+    rest = {k: v for k, v in body.items() if k not in _CACHE_ORDER and k != "contents"}
+    return json.dumps([*first, body.get("contents"), rest], ensure_ascii=False)
+
+
 def _prefix(a: str, b: str) -> int:
     n = min(len(a), len(b))
     i = 0
@@ -71,10 +81,12 @@ def phases_of(calls: list[Call]) -> dict[str, dict[str, int]]:
     prev_role, prev_body, orchestrator_seen = None, "", 0
     for call in turns:
         role = role_of(call)
-        body = json.dumps(call.body, ensure_ascii=False)
+        body = _canonical(call.body)
         if role == "orchestrator" and role != prev_role:
             orchestrator_seen += 1
-        phase = ("discuss" if orchestrator_seen == 1 else "ship") if role == "orchestrator" else role
+        phase = (
+            ("discuss" if orchestrator_seen == 1 else "ship") if role == "orchestrator" else role
+        )
         cached = _prefix(prev_body, body) if role == prev_role else 0
         row = out.setdefault(phase, {"turns": 0, "input": 0, "cached": 0})
         row["turns"] += 1
