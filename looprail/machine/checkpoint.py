@@ -168,6 +168,50 @@ def pass_checkpoint(
         return
 
 
+# -- an executor that cannot go on --------------------------------------------------------------
+
+
+def blocked_checkpoint(plan: Plan, task: Task, reason: str, words: str) -> Checkpoint:
+    """The checkpoint an executor's `BLOCKED: <reason>` raises on `task`: a human-action
+    whose answer (any text, or "approved" once it is done) goes to the task's next call."""
+    return Checkpoint(
+        task_id=task.id,
+        plan_id=plan.id,
+        kind="human-action",
+        gate="blocking-human",  # never passed by --autonomous: a person decides
+        name=f"{task.name or task.id}: the executor is blocked",
+        action=f"The executor stopped: {reason}\n\nIts closing words:\n\n{words}",
+        instructions="Do or decide what it needs; your answer goes to its next call of this task.",
+        resume_signal="Write what the executor should do, or approved once it is done",
+    )
+
+
+def blocked_pending(runner: CheckpointRun, plan: Plan, task: Task) -> Checkpoint | None:
+    """The BLOCKED checkpoint `task` still waits on (a run resumed before it was answered)."""
+    last = latest(runner.recorder.kinds("checkpoint", "answer"), task.id)
+    if last is None or last.kind != "checkpoint" or task.is_checkpoint:
+        return None
+    return Checkpoint.model_validate(last.data["checkpoint"])
+
+
+def pass_blocked(runner: CheckpointRun, plan: Plan, task: Task, cp: Checkpoint, wave: int) -> None:
+    """Get the BLOCKED checkpoint `cp` of `task` answered, as `pass_checkpoint` does a
+    human-action (flags, the journal, a terminal), or raise `CheckpointPause`; the answer is
+    journaled, and `with_answers` hands it to the task's next executor call."""
+    got = _given(runner, cp, runner.checkpoints)
+    if got is None:
+        _ask(runner, cp, wave)
+        if not _terminal():
+            for line in render(cp).splitlines():
+                runner.progress.line(f"  {line}" if line else "")
+            raise CheckpointPause(task, plan, hint=pause_hint(_project_arg(runner), cp))
+        got = _wait(runner, plan, task, cp, runner.checkpoints)
+    if not got.journaled:
+        record = answer_record(cp, got.text, got.meaning, got.source)
+        runner.recorder.event(record.model_copy(update={"wave": wave}))
+    runner.progress.line(f"  ✓ {task.id} unblocked ({got.source}): called again with the answer")
+
+
 def _approved_earlier(runner: CheckpointRun, plan: Plan, task: Task, st: CheckpointState) -> bool:
     """Whether an approval earlier in the run still holds: a secret answer holds only while
     its file waits (`looprail answer`, the call that needed it never started) or nothing
@@ -366,9 +410,7 @@ def _answers_text(answers: list[EventRecord]) -> str:
 
 def with_answers(runner: CheckpointRun, plan: Plan, work: TaskWork) -> TaskWork:
     """`work` with the plan's checkpoint answers so far in its plan sections (unchanged for a
-    plan without checkpoints, or none answered yet)."""
-    if not plan.has_checkpoints:
-        return work
+    plan without checkpoints or BLOCKED tasks, or none answered yet)."""
     answers = plan_answers(runner, plan.id)
     if not answers:
         return work
@@ -419,8 +461,6 @@ def drop_plan_secret(runner: CheckpointRun, plan: Plan) -> None:
 
 def summary_lines(runner: CheckpointRun, plan: Plan) -> list[str]:
     """The plan SUMMARY's "Checkpoint answers" section (empty without answers)."""
-    if not plan.has_checkpoints:
-        return []
     answers = plan_answers(runner, plan.id)
     if not answers:
         return []
@@ -528,4 +568,13 @@ def _rest_done(runner: CheckpointRun, plan: Plan, task: Task) -> bool:
     return all(t.id in done or t.is_checkpoint for t in plan.tasks if t.index > task.index)
 
 
-__all__ = ["may_call", "pass_checkpoint", "secret_env", "summary_lines", "with_answers"]
+__all__ = [
+    "blocked_checkpoint",
+    "blocked_pending",
+    "may_call",
+    "pass_blocked",
+    "pass_checkpoint",
+    "secret_env",
+    "summary_lines",
+    "with_answers",
+]

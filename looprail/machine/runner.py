@@ -38,7 +38,10 @@ from looprail.machine import guards as G
 from looprail.machine.chart import WAVE_RUNNING, TaskChart, compile_loop, restored, state_path
 from looprail.machine.checkpoint import (
     CheckpointState,
+    blocked_checkpoint,
+    blocked_pending,
     drop_plan_secret,
+    pass_blocked,
     pass_checkpoint,
     secret_env,
     summary_lines,
@@ -64,6 +67,8 @@ from looprail.machine.verify import (
     CheckRun,
     Checks,
     VerifiedCall,
+    blocked_reason,
+    closing_words,
     human_verify_task,
     mark_human_verified,
     must_have_runs,
@@ -576,9 +581,7 @@ class LoopRunner:
                 continue
             self.run_task(chart, plan, task, wave, execute or self.execute_here)
         self._verified_must_haves(plan, wave, execute or self.execute_here)
-        answered: list[str] = []
-        if plan.has_checkpoints:  # the plan's checkpoint answers go into its SUMMARY too
-            answered = summary_lines(self, plan)
+        answered = summary_lines(self, plan)  # the plan's checkpoint answers, in its SUMMARY too
         write_summary(plan, answered, self.checks.summary_lines(plan))
         drop_plan_secret(self, plan)  # a secret never outlives its plan
         # GSD's ROADMAP.md progress, as update-plan-progress writes it
@@ -599,8 +602,7 @@ class LoopRunner:
         model: PlanRun = chart.model
         chart.send("begin_task", task=task)
         work = model.work or task_work(plan, task, self.project)
-        if plan.has_checkpoints:  # the answers so far, and a secret for this call only
-            work = with_answers(self, plan, work)
+        work = with_answers(self, plan, work)  # the answers so far, a secret for this call only
         label = f"{task.id} {task.name or ''}".rstrip()
         self._verified_task(plan, task, work, wave, execute, label)
         with self._count_lock:  # plans of a wave finish tasks on several threads
@@ -744,14 +746,7 @@ class LoopRunner:
         dctx = self.ctx.workspace.bind(plan.id, dctx)
         if plan.has_checkpoints:  # before it is journaled started: a refusal halts before it
             dctx = secret_env(self, plan, dctx)
-        attempt = self.recorder.task_started(key, plan_id=plan.id, wave=wave)
-        again = f" (attempt {attempt})" if attempt > 1 else ""
-        self._status(f"running {label}")
-        self.progress.task_started(key, f"{label}{again}")
-        try:
-            outcome = execute(work, dctx)
-        finally:
-            self.progress.task_finished(key)
+        outcome, again = self._answered_call(plan, work, key, wave, execute, label, dctx)
         if after is not None:  # its checks: a failed one fails the call
             outcome = after(outcome, dctx)
         ms = int(outcome.duration_s * 1000)
@@ -763,6 +758,44 @@ class LoopRunner:
         self.recorder.task_finished(key, status="done", duration_ms=ms)
         self.progress.line(f"  ✓ {label}{again} {fmt_duration(outcome.duration_s)}")
         return outcome
+
+    def _answered_call(
+        self, plan: Plan, work: TaskWork, key: str, wave: int, execute: ExecuteTask, label: str,
+        dctx: DispatchContext,
+    ) -> tuple[Outcome, str]:  # fmt: skip
+        """`execute(work, dctx)`, and again with the user's answer each time the executor's
+        last line is `BLOCKED: <reason>` (a human-action checkpoint on the task, its brief's
+        way to stop: `runtime/roles/executor.md`); a run resumed before the answer asks first.
+        A call that is not a task of the plan (a fix-up, the must_haves) fails on BLOCKED."""
+        task = next((t for t in plan.tasks if t.id == key), None)
+        waiting = blocked_pending(self, plan, task) if task is not None else None
+        if task is not None and waiting is not None:
+            pass_blocked(self, plan, task, waiting, wave)
+            work = with_answers(self, plan, work)
+        while True:
+            attempt = self.recorder.task_started(key, plan_id=plan.id, wave=wave)
+            again = f" (attempt {attempt})" if attempt > 1 else ""
+            self._status(f"running {label}")
+            self.progress.task_started(key, f"{label}{again}")
+            try:
+                outcome = execute(work, dctx)
+            finally:
+                self.progress.task_finished(key)
+            reason = blocked_reason(outcome.stdout) if outcome.ok else None
+            if reason is None:
+                return outcome, again
+            ms = int(outcome.duration_s * 1000)
+            # the attempt ends here; the task is run again once answered
+            self.recorder.task_finished(
+                key, status="failed", duration_ms=ms, message=f"BLOCKED: {reason}"
+            )
+            if task is None:
+                detail = f"the executor is blocked: {reason}"
+                return Outcome(ok=False, stdout=outcome.stdout, detail=detail), again
+            cp = blocked_checkpoint(plan, task, reason, closing_words(outcome.stdout))
+            self.progress.line(f"  ⏸ {task.id}: the executor is blocked: {reason}")
+            pass_blocked(self, plan, task, cp, wave)
+            work = with_answers(self, plan, work)
 
     def task_hooks(
         self,

@@ -455,6 +455,17 @@ def closing_words(text: str) -> str:
     return words.strip()[-CLOSING_CHARS:]
 
 
+_BLOCKED = re.compile(r"^\W*BLOCKED\W*?:[*_]*\s*(.+?)\s*$")  # `**BLOCKED:**` too
+
+
+def blocked_reason(text: str) -> str | None:
+    """The reason in `BLOCKED: <reason>` when it is the executor's very last line (its brief,
+    `runtime/roles/executor.md`, asks for it there); None when it went on to the end."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    found = _BLOCKED.match(lines[-1]) if lines else None
+    return found.group(1) if found is not None else None
+
+
 def run_of_event(event: EventRecord) -> CheckRun | None:
     """A journaled `check` event back as the check it records (None: an unchecked task)."""
     if event.outcome not in ("passed", "failed"):
