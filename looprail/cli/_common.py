@@ -8,10 +8,8 @@ import sys
 from pathlib import Path
 
 from looprail import fsutil
-from looprail.errors import ConfigError, RefusedToStart
 from looprail.layout import FLAVORS as FLAVORS
-from looprail.layout import LOOPRAIL_DIR, PROJECT_CONFIG_FILE, normalize_phase_number
-from looprail.runtime.gsd_install import Sources, sources
+from looprail.layout import LOOPRAIL_DIR, normalize_phase_number
 from looprail.textsafe import one_line, trusted, wants_escapes
 
 JSON_HELP = "machine-readable output"
@@ -49,50 +47,6 @@ def add_flavor_option(parser: argparse.ArgumentParser, *, configured: bool = Fal
         help="host flavor: skill-id prefix, host tool name, onError vocabulary (default: "
         + ("looprail.flavor in .planning/config.json, else gsd)" if configured else "gsd)"),
     )
-
-
-def gsd_sources(args: argparse.Namespace, project: str | Path) -> Sources:
-    """What the command uses when its flags do not say (`runtime.gsd_install.sources`: the
-    config's `looprail.capabilities`, `host_tool` and `flavor`, else a GSD install), set on
-    `args`; the `Sources`, to say it. A config value it cannot use refuses (exit 1)."""
-    try:
-        found = sources(
-            project,
-            capabilities=args.capabilities,
-            host_tool=getattr(args, "host_tool", None),
-            flavor=getattr(args, "flavor", None),
-        )
-    except ConfigError as exc:  # a value it cannot use: refused, as `run` refuses a config
-        raise RefusedToStart(str(exc), path=exc.path, field=exc.field) from None
-    args.capabilities = list(found.capabilities)
-    args.host_tool, args.flavor = found.host_tool, found.flavor
-    return found
-
-
-def sources_json(found: Sources) -> dict[str, object]:
-    """The `Sources` in `--json` output."""
-    return {
-        "capabilities": found.where,
-        "hostTool": found.host_tool,
-        "flavor": found.flavor,
-        "notes": list(found.notes),
-        "problems": list(found.problems),
-    }
-
-
-def no_capabilities(found: Sources) -> str:
-    """What is said when a command goes on with no capability loaded at all."""
-    why = "; ".join(found.problems) if found.problems else found.where
-    return (
-        f"no capabilities loaded ({why}): no hook or gate will run; install GSD, or name them "
-        f"with --capabilities DIR or looprail.capabilities in {PROJECT_CONFIG_FILE}"
-    )
-
-
-def warn_no_capabilities(found: Sources, count: int) -> None:
-    """One loud line on stderr (whatever `-q` says) when `count` capabilities is none."""
-    if not count:
-        warn(no_capabilities(found))
 
 
 def group(sub, name: str, help_text: str):

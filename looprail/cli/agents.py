@@ -16,12 +16,11 @@ from typing import NotRequired, TypedDict
 
 from looprail.cli._common import (
     command,
-    gsd_sources,
-    no_capabilities,
     print_json,
     project_folder,
     project_of,
 )
+from looprail.cli.sources import gsd_sources, no_capabilities
 from looprail.config import MAX_CONFIG_BYTES, load_project_config, load_project_config_strict
 from looprail.errors import ConfigError, LooprailError, UsageError
 from looprail.fsutil import atomic_write, create_new, read_bounded

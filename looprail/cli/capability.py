@@ -13,11 +13,11 @@ from looprail.cli._common import (
     JSON_HELP,
     command,
     group,
-    gsd_sources,
     print_json,
     project_folder,
     warn,
 )
+from looprail.cli.sources import gsd_sources
 from looprail.config import load_project_config
 from looprail.errors import Issue, LooprailError, ManifestError, UsageError
 from looprail.fsutil import looprail_path

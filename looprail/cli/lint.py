@@ -10,12 +10,10 @@ from looprail.cli._common import (
     add_flavor_option,
     add_project_options,
     add_project_positional,
-    gsd_sources,
     phase_number,
     print_json,
-    sources_json,
-    warn_no_capabilities,
 )
+from looprail.cli.sources import gsd_sources, sources_json, warn_no_capabilities
 from looprail.layout import LOOPRAIL_DIR
 from looprail.lint import LintReport, lint, load_input, render_text
 

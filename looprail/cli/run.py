@@ -12,8 +12,6 @@ from pathlib import Path
 from looprail.cli._common import (
     add_flavor_option,
     add_project_options,
-    gsd_sources,
-    no_capabilities,
     phase_number,
     print_json,
     project_of,
@@ -21,6 +19,7 @@ from looprail.cli._common import (
 )
 from looprail.cli.journal import add_project_and_run, project_and_run
 from looprail.cli.outcome import phase_summary, project_summary
+from looprail.cli.sources import gsd_sources, no_capabilities
 from looprail.errors import LooprailError, UsageError
 from looprail.journal import Journal
 from looprail.layout import LOGS_DIR, LOOPRAIL_DIR, normalize_phase_number
