@@ -693,16 +693,10 @@ class LoopRunner:
         attempt: int,
     ) -> list[CheckRun]:  # fmt: skip
         """The must_haves verdicts on the tree the plan ran in, journaled like checks."""
-        if dctx is None:
-            dctx = self.dispatcher.context(None, plan_id=plan.id, task_id=key, wave=wave)
-            dctx = self.ctx.workspace.bind(plan.id, dctx)
+        dctx = dctx if dctx is not None else self._task_context(plan, key, wave)
         root = dctx.workdir or self.project
         runs = must_have_runs(must, root, promised_files(plan, self.phase.plans), attempt)
-        for run in runs:
-            self.checks.journal(run, plan.id, key, wave)
-            mark = "✓" if run.passed else "✗"
-            self.progress.line(f"    {mark} {run.command} ({run.reason})")
-        return runs
+        return self._shown(runs, plan, key, wave, "")
 
     def _task_checks(
         self,
@@ -714,14 +708,22 @@ class LoopRunner:
         attempt: int,
     ) -> list[CheckRun]:
         """Run `commands` on the tree the task ran in, journal and show each verdict."""
-        if dctx is None:
-            dctx = self.dispatcher.context(None, plan_id=plan.id, task_id=key, wave=wave)
-            dctx = self.ctx.workspace.bind(plan.id, dctx)
-        runs = self.checks.run(commands, dctx, key, attempt)
+        dctx = dctx if dctx is not None else self._task_context(plan, key, wave)
+        return self._shown(self.checks.run(commands, dctx, key, attempt), plan, key, wave, "check ")
+
+    def _task_context(self, plan: Plan, key: str, wave: int) -> DispatchContext:
+        """The dispatch context of a task's checks: bound to the plan's tree."""
+        dctx = self.dispatcher.context(None, plan_id=plan.id, task_id=key, wave=wave)
+        return self.ctx.workspace.bind(plan.id, dctx)
+
+    def _shown(
+        self, runs: list[CheckRun], plan: Plan, key: str, wave: int, label: str
+    ) -> list[CheckRun]:
+        """Journal each verdict and show it on its own line."""
         for run in runs:
             self.checks.journal(run, plan.id, key, wave)
             mark = "✓" if run.passed else "✗"
-            self.progress.line(f"    {mark} check {run.command} ({run.reason})")
+            self.progress.line(f"    {mark} {label}{run.command} ({run.reason})")
         return runs
 
     def executor_call(
