@@ -85,6 +85,14 @@ def print_json(value: object) -> None:
     sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
 
 
+def print_table(rows: list[tuple[str, ...]]) -> None:
+    """`rows` (the first one the header) in columns two spaces apart."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        print("  ".join([*cells, row[-1]]).rstrip())
+
+
 def warning(message: str) -> str:
     """The line a warning is printed as."""
     return f"looprail: warning: {message}\n"

@@ -14,12 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import NotRequired, TypedDict
 
-from looprail.cli._common import (
-    command,
-    print_json,
-    project_folder,
-    project_of,
-)
+from looprail.cli._common import command, print_json, project_folder, project_of
 from looprail.cli.sources import gsd_sources, no_capabilities
 from looprail.config import MAX_CONFIG_BYTES, load_project_config, load_project_config_strict
 from looprail.errors import ConfigError, LooprailError, UsageError
@@ -91,7 +86,6 @@ def register(sub) -> None:
     )
     p.add_argument(
         "--agent",
-        default=None,
         metavar="NAME",
         help="the runtime that does the work: local, claude, codex, ... (default: the "
         "config's looprail.agent, else local); an agent the config already names is kept",
@@ -339,9 +333,7 @@ def doctor(args) -> int:
         refused = start_refusals(project, config, agent=args.agent)
         checks = [Check(status="problem", message=f"a run refuses: {r}") for r in refused]
         checks += [*_runtime_checks(project, config, name, bool(refused)), _git_check(project)]
-        talk = None if refused else _interactive_check(project, config, name)
-        if talk is not None:
-            checks.append(Check(status=talk[0], message=talk[1]))
+        checks += [] if refused else _interactive_check(project, config, name)
         checks += _capability_checks(args, project)
     problems = sum(c["status"] == "problem" for c in checks)
     if args.json:
@@ -370,14 +362,10 @@ def _runtime_checks(project: Path, config, name: str, refused: bool) -> list[Che
         return [Check(status="ok", message=f"{name}: a registered runtime (nothing to check)")]
     missing = [why for role in ROLES if (why := missing_executable(project, AGENTS_DIR, role))]
     if not missing:
-        return [
-            Check(
-                status="ok", message=f"local: role executables under {LOOPRAIL_DIR}/{AGENTS_DIR}/"
-            )
-        ]
-    return [
-        Check(status="problem", message=f"local: {why} ({_agents_fix(config)})") for why in missing
-    ]
+        message = f"local: role executables under {LOOPRAIL_DIR}/{AGENTS_DIR}/"
+        return [Check(status="ok", message=message)]
+    fix = _agents_fix(config)
+    return [Check(status="problem", message=f"local: {why} ({fix})") for why in missing]
 
 
 def _agents_fix(config) -> str:
@@ -495,7 +483,7 @@ def _git_check(project: Path) -> Check:
     return Check(status="ok", message="git: parallel plans each get a worktree")
 
 
-def _interactive_check(project, config, name: str) -> tuple[str, str] | None:
+def _interactive_check(project, config, name: str) -> list[Check]:
     """What `run --interactive` would hand the terminal to, and whether a run here can (with
     `looprail.interactive` on, a run without a terminal refuses)."""
     if name in ADAPTERS:
@@ -508,18 +496,20 @@ def _interactive_check(project, config, name: str) -> tuple[str, str] | None:
     elif name == "local":
         how = f"{LOOPRAIL_DIR}/{AGENTS_DIR}/orchestrator, the request in $LOOPRAIL_REQUEST_FILE"
     else:
-        return None
+        return []
     try:
         on = looprail_settings(config).interactive
     except ConfigError as exc:
-        return "problem", str(exc)
+        return [Check(status="problem", message=str(exc))]
     if not on:
-        return "ok", f"interactive discuss (run --interactive): {how}, on your terminal"
+        message = f"interactive discuss (run --interactive): {how}, on your terminal"
+        return [Check(status="ok", message=message)]
     problem = terminal_problem()
     if problem is not None:
-        return (
-            "warning",
+        message = (
             f"looprail.interactive is on ({how}), and {problem}: a run from here refuses "
-            "(exit 1) unless given --no-interactive",
+            "(exit 1) unless given --no-interactive"
         )
-    return "ok", f"looprail.interactive is on: the discuss step talks with you here ({how})"
+        return [Check(status="warning", message=message)]
+    message = f"looprail.interactive is on: the discuss step talks with you here ({how})"
+    return [Check(status="ok", message=message)]

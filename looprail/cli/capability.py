@@ -7,16 +7,10 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import TypedDict
+from typing import Any
 
-from looprail.cli._common import (
-    JSON_HELP,
-    command,
-    group,
-    print_json,
-    project_folder,
-    warn,
-)
+from looprail.cli._common import JSON_HELP, command, group, print_json, project_folder, warn
+from looprail.cli.hooks import hooks_files
 from looprail.cli.sources import gsd_sources
 from looprail.config import load_project_config
 from looprail.errors import Issue, LooprailError, ManifestError, UsageError
@@ -27,8 +21,6 @@ from looprail.hooks.manifest import (
     parse_manifest_bytes,
     validate_manifest,
 )
-from looprail.hooks.native.loading import global_hooks_path, project_hooks_path
-from looprail.hooks.native.parsing import read_hooks_file
 from looprail.hooks.registry import (
     FIRST_PARTY,
     FailedCapability,
@@ -163,9 +155,7 @@ def _registry_for(args):
     registry = load_registry(args.project, roots=roots)
     for folder in singles:
         file = str(folder / "capability.json")
-        cap, data, issues = validate_manifest(
-            (folder / "capability.json").read_bytes(), file, folder
-        )
+        cap, data, issues = validate_manifest(Path(file).read_bytes(), file, folder)
         if cap is None or data is None:  # data is None exactly when cap is
             failed = FailedCapability(folder.name, file, FIRST_PARTY, tuple(issues))
             registry = registry._replace(failed=(*registry.failed, failed))
@@ -179,14 +169,11 @@ def _registry_for(args):
 def validate(args) -> int:
     registry, _ = _registry_for(args)
     issues = registry.issues
-    # Valid but refused at dispatch: warnings, never a failure (the reference accepts them).
-    grammar = [
-        issue
-        for cid in sorted(registry.capabilities)
-        for lc in [registry.capabilities[cid]]
-        for issue in grammar_warnings(lc.manifest, lc.manifest_file)
-    ]
-    warnings = [*registry.warnings, *(str(g) for g in grammar)]
+    warnings = list(registry.warnings)
+    for cid in sorted(registry.capabilities):
+        # Valid but refused at dispatch: warnings, never a failure (the reference accepts them).
+        lc = registry.capabilities[cid]
+        warnings += [str(g) for g in grammar_warnings(lc.manifest, lc.manifest_file)]
     if args.json:
         print_json(
             {
@@ -245,32 +232,22 @@ def list_capabilities(args) -> int:
     return 0
 
 
-class CapabilityRow(TypedDict):
+def _capability_row(registry, cid: str, config) -> dict[str, Any]:
     """A capability as `capability list --json` shows it."""
-
-    id: str
-    role: str
-    origin: str
-    points: list[str]
-    active: bool
-    reason: str | None
-    source: str
-
-
-def _capability_row(registry, cid: str, config) -> CapabilityRow:
     lc = registry.capabilities[cid]
     m = lc.manifest
     points = sorted(
         {e.point for group in (m.steps, m.contributions, m.gates) for e in group or ()},
         key=POINTS.index,
     )
+    why = registry.why_inactive(cid, config)
     return {
         "id": cid,
         "role": m.role,
         "origin": lc.origin,
         "points": points,
-        "active": registry.why_inactive(cid, config) is None,
-        "reason": registry.why_inactive(cid, config),
+        "active": why is None,
+        "reason": why,
         "source": str(lc.source),
     }
 
@@ -289,9 +266,6 @@ def remove(args) -> int:
         shutil.rmtree(target)
     print(f"removed {target}")
     return 0
-
-
-# --------------------------------------------------------------------------- audit
 
 
 def check_lines(checks: list[PlanCheck]) -> list[str]:
@@ -352,23 +326,11 @@ def _agent_audit(project):
 
 
 def _native_hooks_audits(project):
-    """Audits of the global and the project hooks.json (those that exist). The project file is
-    read for its audit even when it is not trusted: reading runs nothing."""
-    out = []
-    global_path = global_hooks_path()
-    project_path = project_hooks_path(project)
-    gfile = read_hooks_file(global_path, scope="global")
-    if gfile.status != "missing":
-        out.append(audit_hooks_file(gfile))
-    same = global_path.resolve() == project_path.resolve() if project_path.exists() else False
-    if not same:
-        pfile = read_hooks_file(project_path, scope="project")
-        if pfile.status != "missing":
-            out.append(audit_hooks_file(pfile, trusted=is_trusted(project)))
-    return out
-
-
-# --------------------------------------------------------------------------- install
+    """Audits of the global and the project hooks.json (those that exist)."""
+    return [
+        audit_hooks_file(f, trusted=is_trusted(project) if f.scope == "project" else None)
+        for f in hooks_files(project)
+    ]
 
 
 def install(args) -> int:

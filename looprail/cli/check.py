@@ -21,12 +21,7 @@ from looprail.hooks.gates.checks import (
     CheckFailedError,
     evaluate_predicate_json,
 )
-from looprail.plans.musthaves import (
-    check_artifacts,
-    check_key_links,
-    plan_must_haves,
-    report_json,
-)
+from looprail.plans.musthaves import check_artifacts, check_key_links, plan_must_haves, report_json
 from looprail.plans.phase import find_phase, list_phases, normalize_phase_number
 
 

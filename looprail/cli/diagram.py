@@ -55,9 +55,7 @@ def register(sub) -> None:
         help="draw the project's active hooks at each point (under its .planning/config.json)",
     )
     p.add_argument(
-        "--run",
-        metavar="RUN",
-        help="overlay a journaled run: its id, a unique prefix, or `latest`",
+        "--run", metavar="RUN", help="overlay a journaled run: its id, a unique prefix, or `latest`"
     )
     p.add_argument(
         "--format",

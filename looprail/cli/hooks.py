@@ -6,9 +6,9 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any
 
-from looprail.cli._common import command, group, print_json, warn
+from looprail.cli._common import command, group, print_json, print_table, warn
 from looprail.errors import Issue
 from looprail.hooks.native.loading import (
     check_across_files,
@@ -54,9 +54,6 @@ def register(sub) -> None:
         positional=True,
         json=JSON_ONE,
     )
-
-
-# --------------------------------------------------------------------------- validate
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -109,14 +106,21 @@ def _named_files(names: list[str]) -> tuple[HooksFile, ...]:
     return tuple(_missing_as_invalid(f) if f.status == "missing" else f for f in files)
 
 
-def _found_files(project: str, quiet: bool) -> tuple[HooksFile, ...]:
-    """The global and the project's hooks.json, those that exist, checked across files."""
+def hooks_files(project: str | Path) -> tuple[HooksFile, ...]:
+    """The global and the project's hooks.json (one file when they are the same), those that
+    exist. The project file is read even when it is not trusted: reading runs nothing."""
     global_path, project_path = global_hooks_path(), project_hooks_path(project)
     found = [read_hooks_file(global_path, scope="global")]
     if not _same(global_path, project_path):
         found.append(read_hooks_file(project_path, scope="project"))
-    files = check_across_files(tuple(f for f in found if f.status != "missing"))
+    return tuple(f for f in found if f.status != "missing")
+
+
+def _found_files(project: str, quiet: bool) -> tuple[HooksFile, ...]:
+    """The global and the project's hooks.json, those that exist, checked across files."""
+    files = check_across_files(hooks_files(project))
     if not files and not quiet:
+        global_path, project_path = global_hooks_path(), project_hooks_path(project)
         print(f"looprail: no native hooks files ({global_path}, {project_path})", file=sys.stderr)
     return files
 
@@ -126,9 +130,6 @@ def _missing_as_invalid(hooks_file: HooksFile) -> HooksFile:
     return replace(hooks_file, status="invalid", issues=(issue,))
 
 
-# --------------------------------------------------------------------------- list
-
-
 def _list(args: argparse.Namespace) -> int:
     project = Path(args.project)
     trusted = _project_trusted(project)
@@ -136,9 +137,7 @@ def _list(args: argparse.Namespace) -> int:
     for message in hooks.warnings:
         warn(message)
 
-    rows = []
-    for entry in hooks.catalog:
-        rows.append(_entry_row(entry, hooks.enabled_via.get(entry.ref), active=True))
+    rows = [_entry_row(e, hooks.enabled_via.get(e.ref), active=True) for e in hooks.catalog]
     # Show what an untrusted project file would add, marked inactive, so nothing is silent.
     untrusted = next((f for f in hooks.files if f.status == "untrusted"), None)
     if untrusted is not None:
@@ -168,7 +167,7 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_table(rows: list[EntryRow]) -> None:
+def _print_table(rows: list[dict[str, Any]]) -> None:
     header = ("REF", "KIND", "EVENT", "SOURCE", "ENABLED", "ACTION")
     table = [
         (
@@ -181,26 +180,11 @@ def _print_table(rows: list[EntryRow]) -> None:
         )
         for r in rows
     ]
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *table, strict=True)]
-    for line in (header, *table):
-        print("  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+    print_table([header, *table])
 
 
-class EntryRow(TypedDict):
+def _entry_row(item: CatalogEntry, via: str | None, *, active: bool) -> dict[str, Any]:
     """A native hook or preset as `hooks list --json` shows it."""
-
-    ref: str
-    kind: str
-    source: str
-    file: str
-    enabled: str
-    description: str | None
-    event: NotRequired[str]
-    action: NotRequired[str | None]
-    preset: NotRequired[list[str]]
-
-
-def _entry_row(item: CatalogEntry, via: str | None, *, active: bool) -> EntryRow:
     if not active:
         enabled = "no (project not trusted)"
     elif item.kind == "preset":
@@ -211,7 +195,7 @@ def _entry_row(item: CatalogEntry, via: str | None, *, active: bool) -> EntryRow
         enabled = "yes"
     else:
         enabled = f"via {via}"
-    row: EntryRow = {
+    row: dict[str, Any] = {
         "ref": item.ref,
         "kind": item.kind,
         "source": item.scope,
@@ -235,9 +219,6 @@ def _project_trusted(project: Path) -> bool:
         return is_trusted(project)
     except Exception:
         return False
-
-
-# --------------------------------------------------------------------------- helpers
 
 
 def _same(a: Path, b: Path) -> bool:

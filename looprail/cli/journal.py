@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from looprail.cli._common import command, paint, print_json, project_folder, project_of
+from looprail.cli._common import command, paint, print_json, print_table, project_folder, project_of
 from looprail.errors import LooprailError
 from looprail.journal import (
     Journal,
@@ -23,7 +23,6 @@ from looprail.journal import (
 )
 from looprail.journal.lock import LockInfo, lock_holder
 from looprail.journal.schema import NoJournalError
-from looprail.journal.summary import format_duration, headers, journal_file, open_journal, reading
 from looprail.layout import PHASES_DIR, ROADMAP_FILE, log_of
 from looprail.machine.project import journal_runs, no_phase_reason, project_phases
 from looprail.textsafe import one_line
@@ -105,20 +104,15 @@ def _status(args: argparse.Namespace) -> int:
             | {"refusedAt": refused, "lockHolder": lock, "log": log}
             | {"phases": [p.as_json() for p in phases]}
         )
-    elif args.quiet:  # one line: the latest run and how it stands
-        print(
-            _status_lines(header, wave, refusal, live=live, crashed=crashed)[0]
-            if header
-            else "no runs yet"
-        )
-    elif header is None:
-        print("no runs yet")
+        return 0
+    if header is None:
+        lines = ["no runs yet"]
         if phases:
-            print(_phases_line(phases))
-        elif (why := _no_phase_reason(project)) is not None:
-            print(f"phases: none ({why})")
+            lines.append(_phases_line(phases))
+        elif not args.quiet and (why := _no_phase_reason(project)) is not None:
+            lines.append(f"phases: none ({why})")
         if holder is not None:
-            print(f"lock: held by {holder.describe()}")
+            lines.append(f"lock: held by {holder.describe()}")
     else:
         lines = _status_lines(header, wave, refusal, live=live, crashed=crashed)
         if log:
@@ -127,7 +121,7 @@ def _status(args: argparse.Namespace) -> int:
             lines.append(f"lock: held by {holder.describe()}")
         if phases:
             lines.append(_phases_line(phases))
-        print("\n".join(lines))
+    print("\n".join(lines[:1] if args.quiet else lines))  # -q: the latest run, how it stands
     return 0
 
 
@@ -215,7 +209,7 @@ def _phases_line(phases: list) -> str:
 def _open_summary(project: str):
     """The journal as a plain connection, or None when the project has none."""
     try:
-        return open_journal(project_folder(project))
+        return summary.open_journal(project_folder(project))
     except NoJournalError:
         return None
 
@@ -225,15 +219,15 @@ def _history(args: argparse.Namespace) -> int:
     conn = _open_summary(project)
     runs = []
     if conn is not None:
-        with contextlib.closing(conn), reading(journal_file(project)):
-            runs = headers(conn)
+        with contextlib.closing(conn), summary.reading(summary.journal_file(project)):
+            runs = summary.headers(conn)
     if args.json:
         print_json({"runs": runs})
         return 0
     if not runs:
         print("no runs yet")
         return 0
-    rows = [("RUN", "PHASE", "STATUS", "STARTED", "TOOK", "TASKS", "REASON")]
+    rows: list[tuple[str, ...]] = [("RUN", "PHASE", "STATUS", "STARTED", "TOOK", "TASKS", "REASON")]
     for h in runs:
         total = sum(h["tasks"].values())
         rows.append(
@@ -242,15 +236,12 @@ def _history(args: argparse.Namespace) -> int:
                 h["phase"],
                 h["status"],
                 h["startedAt"],
-                format_duration(h["durationMs"]),
+                summary.format_duration(h["durationMs"]),
                 f"{h['tasks']['done']}/{total} done",
                 one_line(h["haltReason"] or ""),
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    for row in rows:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-        print("  ".join([*cells, row[-1]]).rstrip())
+    print_table(rows)
     return 0
 
 

@@ -63,11 +63,7 @@ def run(args) -> int:
     project = args.project_pos or args.project
     found = gsd_sources(args, project)
     data = load_input(
-        project,
-        args.capabilities,
-        phase=args.phase,
-        flavor=args.flavor,
-        host_tool=args.host_tool,
+        project, args.capabilities, phase=args.phase, flavor=args.flavor, host_tool=args.host_tool
     )
     report = LintReport(findings=lint(data))
     warn_no_capabilities(found, len(data.compiled.capabilities))

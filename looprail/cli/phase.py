@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from looprail.cli._common import command, group, print_json, warn
+from looprail.cli._common import command, group, print_json, print_table, warn
 from looprail.plans import list_phases, load_phase, plan_index
 from looprail.plans.phase import two_folders_message
 
@@ -57,7 +57,7 @@ def _print_index(index: dict) -> None:
     print(f"Phase {index['phase']} ({index['phase_dir']}): {len(plans)} plans, {done} done")
     if not plans:
         return
-    rows = [("wave", "plan", "tasks", "done", "depends on", "objective")]
+    rows: list[tuple[str, ...]] = [("wave", "plan", "tasks", "done", "depends on", "objective")]
     for plan in sorted(plans, key=lambda p: (p["wave"], p["id"])):
         rows.append(
             (
@@ -75,10 +75,7 @@ def _print_index(index: dict) -> None:
                 plan["objective"] or "",
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    for row in rows:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-        print("  ".join([*cells, row[-1]]).rstrip())
+    print_table(rows)
     for wave, files in index["sequential_waves"].items():
         print(f"wave {wave} runs sequentially: plans share {', '.join(files)}")
 

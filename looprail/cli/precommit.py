@@ -1,13 +1,6 @@
-"""The `looprail-validate` pre-commit hook (`.pre-commit-hooks.yaml`): pre-commit passes the
-staged `capability.json` and `hooks.json` files; each goes to the command that checks it.
-
-    python -m looprail.cli.precommit FILE...
-
-A `capability.json` is checked as its capability folder (`looprail capability validate DIR`,
-so the skills and agents it names are looked up beside it); a `hooks.json` as a native hooks
-file (`looprail hooks validate FILE`). Any other file is ignored. Exit 1 when either finds an
-error, each error one line naming its file and JSON path.
-"""
+"""The `looprail-validate` pre-commit hook (`python -m looprail.cli.precommit FILE...`): a staged
+`capability.json` goes to `looprail capability validate` (its folder), a `hooks.json` to
+`looprail hooks validate`; any other file is ignored."""
 
 from __future__ import annotations
 

@@ -90,7 +90,6 @@ def _checkpoint_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--checkpoint-rounds",
         type=int,
-        default=None,
         metavar="N",
         help="fix-up rounds a checkpoint's issues get before the run halts (default: "
         "looprail.checkpoint_rounds in .planning/config.json, else 3)",
@@ -101,7 +100,6 @@ def _work_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--jobs",
         type=int,
-        default=None,
         metavar="N",
         help="plans of one wave run N at a time (default: min(4, CPUs))",
     )
@@ -157,7 +155,6 @@ def _agent_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--interactive",
         action=argparse.BooleanOptionalAction,
-        default=None,
         help="the discuss step is a conversation: the agent CLI's interactive mode (the local "
         "runtime's orchestrator) gets this terminal, and the loop goes on once the session ends "
         "with CONTEXT.md written (exit 1 without a terminal); default: looprail.interactive in "
@@ -182,12 +179,11 @@ def register(sub) -> None:
         "the next unfinished phase of the ROADMAP (--through N, --all: phase after phase)",
         description="Run phase N of PROJECT through discuss → plan → execute (waves → plans → "
         f"tasks) → verify → ship, dispatching every active hook at each of the {len(POINTS)} "
-        "points. An "
-        "unfinished run of the same phase is resumed. Without --phase: the next unfinished "
-        "phase of the ROADMAP; --through N and --all run phase after phase, in ROADMAP order, "
-        "until one halts or pauses or the budget is spent (docs/loop.md, 'The project loop'). "
-        "Exit 0 when the phase shipped, 1 when it "
-        "halted (the reason is printed), 3 when a checkpoint needs a human.",
+        "points. An unfinished run of the same phase is resumed. Without --phase: the next "
+        "unfinished phase of the ROADMAP; --through N and --all run phase after phase, in "
+        "ROADMAP order, until one halts or pauses or the budget is spent (docs/loop.md, 'The "
+        "project loop'). Exit 0 when the phase shipped, 1 when it halted (the reason is "
+        "printed), 3 when a checkpoint needs a human.",
     )
     p.add_argument("project_pos", nargs="?", metavar="PROJECT", help="project folder (default: .)")
     _which_phases(p)
@@ -269,7 +265,6 @@ def _options(args, executor=None):
 def _answers(args) -> tuple[tuple[str, str], ...]:
     """`--answer TASK=TEXT`, each checked now against the plan when it is already written (an
     option the decision does not offer, a task that is not a checkpoint: exit 1)."""
-
     out = []
     project = Path(project_of(args))
     for given in args.answer:
@@ -314,24 +309,19 @@ def run(args) -> int:
         return _dry_run(args, loaded)
     _interactive(args, loaded)
     if args.phase is None:
-        through = args.through
-        if through is not None:
-            through = normalize_phase_number(through)  # "02" and "2": one phase
-        loop = (
-            {"through": through}
-            if through is not None
-            else {"all": True}
-            if args.all_phases
-            else None
-        )
-        return _run_project(args, loaded, _progress(args), loop=loop)
+        loop: dict | None = None
+        if args.through is not None:  # "02" and "2": one phase
+            loop = {"through": normalize_phase_number(args.through)}
+        elif args.all_phases:
+            loop = {"all": True}
+        return _run_project(args, loaded, _Announcing(args), loop=loop)
     with _executor(args, loaded) as executor:
         outcome = _run_phase(
             args,
             loaded,
             args.phase,
             _options(args, executor),
-            _progress(args),
+            _Announcing(args),
             journal=not args.no_journal,
             new_run=args.new,
         )
@@ -353,10 +343,6 @@ def _run_phase(args, loaded, phase: str, options: RunOptions, progress: Progress
     )
 
 
-def _progress(args) -> Progress:
-    return _Announcing(args)
-
-
 def _dry_run(args, loaded) -> int:
     """`--dry-run`: one phase (`--phase N`, else the next unfinished one), or with `--all` /
     `--through N` the phases the loop would run, in order, and the first in full."""
@@ -368,7 +354,8 @@ def _dry_run(args, loaded) -> int:
             doc = loop_dry_run_plan(loaded, through=through, runs=runs, **options)
             print_json({**doc, "warnings": list(loaded.warnings)})
             return 0
-        _warn(loaded)
+        for w in loaded.warnings:
+            warn(w)
         sys.stdout.write(loop_dry_run(loaded, through=through, runs=runs, **options))
         return 0
     phase = args.phase if args.phase is not None else _next_phase(loaded, runs, args.json)
@@ -379,14 +366,10 @@ def _dry_run(args, loaded) -> int:
         plan = dry_run_plan(loaded, phase, **options)
         print_json({**plan, "warnings": [*loaded.warnings, *plan["warnings"]]})
         return 0
-    _warn(loaded)
+    for w in loaded.warnings:
+        warn(w)
     sys.stdout.write(dry_run(loaded, phase, **options))
     return 0
-
-
-def _warn(loaded) -> None:
-    for w in loaded.warnings:
-        print(f"looprail: warning: {w}", file=sys.stderr)
 
 
 def _next_phase(loaded, runs, quiet: bool) -> str | None:
@@ -476,7 +459,9 @@ def resume(args) -> int:
                 raise LooprailError("no unfinished run to resume")
     with _executor(args, loaded) as executor:
         options = _options(args, executor)
-        outcome = _run_phase(args, loaded, target.phase, options, _progress(args), resume=target.id)
+        outcome = _run_phase(
+            args, loaded, target.phase, options, _Announcing(args), resume=target.id
+        )
     loop = target.machine_config.get("loop")
     if not isinstance(loop, dict) or outcome.result.status != "shipped":
         return phase_summary(outcome, target.phase, as_json=args.json)
@@ -487,7 +472,7 @@ def resume(args) -> int:
     return _run_project(
         args,
         loaded,
-        _progress(args),
+        _Announcing(args),
         loop=loop,
         before=[(target.phase, outcome)],
         spent=run_spent(loaded.project, outcome.run_id),

@@ -13,18 +13,12 @@ from looprail.hooks.native.document import hooks_json_schema
 def register(sub) -> None:
     _, cmds = group(sub, "schema", "print a JSON Schema (for editors and tools)")
     p = cmds.add_parser("capability", help="JSON Schema of capability.json")
-    p.set_defaults(handler=_capability)
+    p.set_defaults(handler=_print, schema=capability_json_schema)
     p = cmds.add_parser("hooks", help="JSON Schema of hooks.json (native hooks)")
-    p.set_defaults(handler=_hooks)
+    p.set_defaults(handler=_print, schema=hooks_json_schema)
 
 
-def _capability(args) -> int:
-    json.dump(capability_json_schema(), sys.stdout, indent=2)
-    sys.stdout.write("\n")
-    return 0
-
-
-def _hooks(args) -> int:
-    json.dump(hooks_json_schema(), sys.stdout, indent=2)
+def _print(args) -> int:
+    json.dump(args.schema(), sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0

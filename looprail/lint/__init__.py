@@ -1,17 +1,9 @@
 """`looprail lint`: everything that can be known about a project before running it.
 
-Each finding has a severity (`error`: the run would fail or a hook can never do its job;
-`warning`: it will run, probably not as meant; `info`: worth knowing), the file and JSON path (or
-line) it is about, what is wrong and how to fix it; `RULES` lists every kind (docs/lint.md).
-
-    report = lint_project("path/to/project", ["caps/"])
-    report.errors, report.findings[0].fix
-
-The checks (`lint`) are pure functions of a `LintInput` (the loaded registry, config and
-phases, `load_input`) and a `Probe` that answers the only questions about the machine (is this
-executable under `.looprail/`? is this command on PATH?). One module per family of rules, each
-pass yielding its findings: `capabilities`, `artifacts`, `hooks` (gates and steps), `plans`,
-`trackers`; `findings` holds the rule table and the report, `inputs` the loading and the probe.
+Each finding has a severity (`error`, `warning`, `info`), a file and JSON path (or line), what is
+wrong and how to fix it; `RULES` lists every kind (docs/lint.md). The checks are pure functions
+of a `LintInput` (`load_input`) and a `Probe` answering the questions about the machine; one
+module per family of rules.
 """
 
 from __future__ import annotations
@@ -37,9 +29,7 @@ from looprail.lint.plans import _plans, _roles
 
 
 def lint_project(
-    project: str | Path,
-    capability_dirs: Sequence[str | Path] = (),
-    **options: Any,
+    project: str | Path, capability_dirs: Sequence[str | Path] = (), **options: Any
 ) -> LintReport:
     """Load `project` and lint it (see `load_input` for the options)."""
     return LintReport(findings=lint(load_input(project, capability_dirs, **options)))

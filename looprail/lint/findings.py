@@ -124,22 +124,18 @@ class LintReport(BaseModel):
     findings: list[Finding]
 
     def count(self, severity: Severity) -> int:
-        """How many findings have `severity`."""
         return sum(1 for f in self.findings if f.severity == severity)
 
     @property
     def errors(self) -> int:
-        """How many findings are errors."""
         return self.count("error")
 
     @property
     def warnings(self) -> int:
-        """How many findings are warnings."""
         return self.count("warning")
 
     @property
     def exit_code(self) -> int:
-        """1 when there is an error, else 0."""
         return 1 if self.errors else 0
 
     def to_json(self) -> dict[str, object]:

@@ -1,13 +1,5 @@
-"""The runtime conformance kit: one check every runtime passes, looprail's own and plugins'.
-
-    from looprail.testing.conformance import check_runtime
-
-    def test_my_runtime_conforms(tmp_path):
-        project = make_my_project(tmp_path)          # whatever your runtime needs to work
-        check_runtime(lambda: MyRuntime(project), project)
-
-`check_runtime` drives every typed call the machine makes (`looprail.runtime.base`: each one a
-`Request` to the runtime's `handle`) through a fresh runtime and asserts the contract the state
+"""The runtime conformance kit: `check_runtime(make, project)` drives every typed call the
+machine makes (`looprail.runtime.base`) through a fresh runtime and asserts the contract the state
 machine relies on (docs/runtime.md):
 
 - it is a `Runtime`; every call returns an `Outcome` and never raises for failed work;
@@ -18,7 +10,7 @@ machine relies on (docs/runtime.md):
 - if registered (`name`), the `looprail.runtimes` entry point builds it with `from_settings`.
 
 `expect_ok` names the calls that must succeed in the prepared project (by default the role
-work: the four phase steps' roles and one task); everything else may fail, but by the rules.
+work); everything else may fail, but by the rules.
 """
 
 from __future__ import annotations

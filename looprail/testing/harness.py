@@ -1,18 +1,7 @@
-"""`LoopHarness`: a throwaway project in a temp folder, a scripted runtime, and two questions a
-capability author asks — "is this transition allowed?" and "what does a whole loop do?" —
-answered by the real machine (the real resolver, dispatcher, chart and guards), with no
-subprocess except the ones a predicate or a task-content resolver really runs.
-
-    def test_ui_gate_refuses_plan_to_execute(loop_harness):
-        h = loop_harness
-        h.capability({"id": "ui", "gates": [{"point": "plan:post", "blocking": True,
-                      "onError": "halt", "check": {"query": "ui plan-gate"}}]})
-        h.plan("01")
-        h.verdict("ui", block=True, message="no UI-SPEC.md")
-        result = h.transition("plan", "execute")
-        assert not result.allowed and result.refused_by == "ui"
-
-See docs/testing.md.
+"""`LoopHarness`: a throwaway project, a scripted runtime, and the real machine (resolver,
+dispatcher, chart and guards) answering "is this transition allowed?" and "what does a whole
+loop do?", with no subprocess except those a predicate or a task-content resolver runs. See
+docs/testing.md.
 """
 
 from __future__ import annotations
@@ -52,9 +41,6 @@ if TYPE_CHECKING:
 _STEP_ARTIFACTS = {"discuss": "CONTEXT.md", "verify": "VERIFICATION.md"}
 
 
-# --------------------------------------------------------------------------- the harness
-
-
 class LoopHarness:
     """A project in `root` (`root/project`), first-party capabilities in `root/capabilities`,
     and a `ScriptedRuntime` (`self.runtime`) every call goes to. Phase 1 lives in
@@ -85,10 +71,7 @@ class LoopHarness:
     # ------------------------------------------------------------------ building the project
 
     def capability(
-        self,
-        manifest: Mapping[str, Any],
-        *,
-        files: Mapping[str, str] | None = None,
+        self, manifest: Mapping[str, Any], *, files: Mapping[str, str] | None = None
     ) -> Path:
         """Write a capability (`manifest` needs only `id` and its hooks: role, version, title,
         description, tier, requires and runtimeCompat get defaults). Raises ManifestError,
@@ -109,9 +92,7 @@ class LoopHarness:
         folder = self.capabilities_dir / cid
         folder.mkdir(parents=True, exist_ok=True)
         for rel, text in (files or {}).items():
-            target = folder / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text)
+            _write(folder / rel, text)
         raw = json.dumps(full, indent=2).encode()
         (folder / "capability.json").write_bytes(raw)
         _, _, issues = validate_manifest(raw, str(folder / "capability.json"), folder)
@@ -170,15 +151,13 @@ class LoopHarness:
     def plan(self, plan: str = "01", *, text: str | None = None, **fields: Any) -> Path:
         """Write `01-<plan>-PLAN.md` into the phase (`text` as is, or built by `plan_markdown`
         from `tasks=[...]`, `depends_on`, `files_modified`, `wave`, ...)."""
-        path = self.phase_dir / f"01-{plan}-PLAN.md"
-        path.write_text(text if text is not None else plan_markdown(plan, **fields))
-        return path
+        text = text if text is not None else plan_markdown(plan, **fields)
+        return _write(self.phase_dir / f"01-{plan}-PLAN.md", text)
 
     def summary(self, plan: str = "01") -> Path:
         """Mark plan `plan` done (its SUMMARY.md), as a finished wave leaves it."""
-        path = self.phase_dir / f"01-{plan}-SUMMARY.md"
-        path.write_text(f"---\nplan: 01-{plan}\nstatus: complete\n---\n")
-        return path
+        text = f"---\nplan: 01-{plan}\nstatus: complete\n---\n"
+        return _write(self.phase_dir / f"01-{plan}-SUMMARY.md", text)
 
     def artifact(
         self, name: str, text: str = "", *, frontmatter: Mapping[str, Any] | None = None
@@ -187,15 +166,11 @@ class LoopHarness:
         body = text
         if frontmatter is not None:
             body = "---\n" + yaml.safe_dump(dict(frontmatter), sort_keys=True) + "---\n" + text
-        path = self.phase_dir / name
-        path.write_text(body)
-        return path
+        return _write(self.phase_dir / name, body)
 
     def file(self, rel: str, text: str = "", *, executable: bool = False) -> Path:
         """Write a file of the project (`.looprail/checks/x`, a file a task reads first...)."""
-        path = self.project / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        path = _write(self.project / rel, text)
         if executable:
             path.chmod(0o755)
         return path
@@ -369,27 +344,18 @@ class LoopHarness:
         )
 
     def _find(self, source: str, target: str | None, event: str | None) -> TransitionSpec:
-        looped = self.spec.looped
+        transitions = self.spec.transitions()
 
-        def src_ok(t: TransitionSpec) -> bool:
-            return t.source == source or (t.source == looped and source in WAVE_STATES)
-
-        def tgt_ok(t: TransitionSpec) -> bool:
-            return (
-                target is None
-                or t.target == target
-                or (t.target == looped and target in WAVE_STATES)
-            )
+        def fits(state: str, wanted: str | None) -> bool:  # a wave state is in the looped one
+            return wanted in (None, state) or (state == self.spec.looped and wanted in WAVE_STATES)
 
         found = [
             t
-            for t in self.spec.transitions()
-            if src_ok(t) and tgt_ok(t) and (event is None or t.event == event)
+            for t in transitions
+            if fits(t.source, source) and fits(t.target, target) and event in (None, t.event)
         ]
         if not found:
-            known = ", ".join(
-                f"{t.source} → {t.target} ({t.event})" for t in self.spec.transitions()
-            )
+            known = ", ".join(f"{t.source} → {t.target} ({t.event})" for t in transitions)
             raise UsageError(f"no transition from {source!r} to {target!r}; the loop has: {known}")
         exact = [t for t in found if t.source == source] or found
         return exact[0]
@@ -421,6 +387,12 @@ def _capture_results(runner: LoopRunner) -> list[HookResult]:
 
     runner.dispatcher.dispatch = capture  # type: ignore[method-assign]
     return captured
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
 
 
 def _set_dotted(config: dict[str, object], key: str, value: object) -> None:

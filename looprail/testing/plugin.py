@@ -1,9 +1,5 @@
-"""The looprail pytest plugin (entry point `pytest11: looprail`): fixtures for testing
-capabilities against the real machine without subprocesses.
-
-- `loop_harness`: a `LoopHarness` over a fresh project in the test's `tmp_path`;
-- `scripted_runtime`: that harness's `ScriptedRuntime`, to script skills, agents and tasks.
-"""
+"""The looprail pytest plugin (entry point `pytest11: looprail`): the `loop_harness` and
+`scripted_runtime` fixtures."""
 
 from __future__ import annotations
 
