@@ -98,8 +98,9 @@ def warning(message: str) -> str:
     return f"looprail: warning: {message}\n"
 
 
-def warn(message: str) -> None:
-    sys.stderr.write(warning(message))
+def warn(*messages: str) -> None:
+    for message in messages:
+        sys.stderr.write(warning(message))
 
 
 # --------------------------------------------------------------------------- global options

@@ -246,10 +246,7 @@ def _last_line(done) -> str:
 
 
 def _report(root: Path, lines: list[str], git_line: str, *, fresh: bool) -> None:
-    for line in lines:
-        print(line)
-    if not lines:
-        print(f"nothing to add: {root} has what looprail init adds")
+    print("\n".join(lines) if lines else f"nothing to add: {root} has what looprail init adds")
     if git_line:
         print(git_line)
     where = f" (in {root})" if str(root) != "." else ""
@@ -323,10 +320,8 @@ def doctor(args) -> int:
     config, _ = load_project_config(project)
     name = agent_name(config, args.agent)
     if name not in available():
-        choose = f"choose one of: {', '.join(available())}"
-        checks = [
-            Check(status="problem", message=f"agent {name!r} is not a runtime here; {choose}")
-        ]
+        message = f"agent {name!r} is not a runtime here; choose one of: {', '.join(available())}"
+        checks = [Check(status="problem", message=message)]
     else:
         # what `run` refuses to start on (the one rule doctor, lint and run share), then how
         # the runtime looks; nothing passes here that a run refuses
@@ -449,12 +444,10 @@ def _version_checks(project: Path, adapter, effective, name: str, found: str) ->
         message = f"{name}: `{found} --version` failed ({last}); {adapter.install}"
         return [Check(status="problem", message=message)]
     first = said.splitlines()[0] if said else "runs"
-    checks = [
-        Check(status="ok", message=f"{name}: {found} ({first})", permissions=effective.line())
-    ]
-    for status, line in adapter.readiness(project, effective.settings, os.environ):
-        checks.append(Check(status=status, message=line))
-    return checks
+    message = f"{name}: {found} ({first})"
+    checks = [Check(status="ok", message=message, permissions=effective.line())]
+    ready = adapter.readiness(project, effective.settings, os.environ)
+    return checks + [Check(status=status, message=line) for status, line in ready]
 
 
 def _capability_checks(args, project: Path) -> list[Check]:

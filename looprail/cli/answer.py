@@ -36,8 +36,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _split(words: list[str], project: str | None) -> tuple[str, str | None, str | None]:
-    if len(words) > 3:
-        raise UsageError("answer takes [PROJECT] TASK [TEXT] (quote an answer of several words)")
     if words and not is_task_id(words[0]):
         if project is not None:
             raise UsageError(f"{words[0]!r} is not a task id (like 01-02/T3)")

@@ -186,8 +186,7 @@ def validate(args) -> int:
     else:
         for i in issues:
             print(f"error: {i}", file=sys.stderr)
-        for w in warnings:
-            warn(w)
+        warn(*warnings)
         n_bad = len({f.file for f in registry.failed})
         summary = f"{len(registry.capabilities)} valid, {n_bad} invalid"
         print(summary if not issues else f"{summary} ({plural(len(issues), 'error')})")
@@ -287,8 +286,7 @@ def audit(args) -> int:
         )
     hooks_files = [] if args.ids else _native_hooks_audits(Path(args.project))
     result = audit_registry(registry, args.ids, hooks_files=hooks_files, config=config)
-    for w in registry.warnings:
-        warn(w)
+    warn(*registry.warnings)
     agent = None if args.ids else _agent_audit(Path(args.project))
     checks = [] if args.ids else project_checks(Path(args.project))
     if args.json:

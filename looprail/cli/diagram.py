@@ -100,8 +100,7 @@ def run(args) -> int:
     graph, warnings = load_graph(
         project, args.capabilities, hooks=args.hooks, run=args.run, flavor=args.flavor
     )
-    for w in warnings:
-        warn(w)
+    warn(*warnings)
     blob = render(graph, fmt)
     if args.output:
         target = Path(args.output)

@@ -134,8 +134,7 @@ def _list(args: argparse.Namespace) -> int:
     project = Path(args.project)
     trusted = _project_trusted(project)
     hooks = load_native_hooks(project, trusted=bool(trusted))
-    for message in hooks.warnings:
-        warn(message)
+    warn(*hooks.warnings)
 
     rows = [_entry_row(e, hooks.enabled_via.get(e.ref), active=True) for e in hooks.catalog]
     # Show what an untrusted project file would add, marked inactive, so nothing is silent.

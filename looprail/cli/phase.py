@@ -46,8 +46,7 @@ def _plan_index(args: argparse.Namespace) -> int:
         print_json(index)
         return 0
     _print_index(index)
-    for message in index["warnings"]:
-        warn(message)
+    warn(*index["warnings"])
     return 0
 
 

@@ -12,7 +12,6 @@ from looprail.trust.reviewer import (
     INVALID_PATHS,
     MAX_PATHS_BYTES,
     DispatchRequest,
-    DispatchResult,
     lanes_of,
     parse_slugs,
 )
@@ -85,8 +84,7 @@ def dispatch_step(args) -> int:
         warn("review-lane dispatch-step: --cap-id without --point; nothing runs")
     paths = _read_paths()
     lanes, config, config_warnings, compiled = _lanes(args)
-    for w in config_warnings:
-        warn(w)
+    warn(*config_warnings)
     request = DispatchRequest(
         cap_id=args.cap_id,
         point=args.point,
@@ -98,7 +96,7 @@ def dispatch_step(args) -> int:
         run_dir=args.run_dir,
         cwd=args.cwd,
     )
-    result: DispatchResult = dispatch(request, compiled=compiled, config=config, lanes=lanes)
+    result = dispatch(request, compiled=compiled, config=config, lanes=lanes)
     if paths is None and result.reason == INVALID_PATHS:
         warn("review-lane dispatch-step: the file list on stdin is not UTF-8 or too large")
     if args.raw:

@@ -20,7 +20,7 @@ from looprail.cli._common import (
 from looprail.cli.journal import add_project_and_run, project_and_run
 from looprail.cli.outcome import phase_summary, project_summary
 from looprail.cli.sources import gsd_sources, no_capabilities
-from looprail.errors import LooprailError, UsageError
+from looprail.errors import LooprailError, RefusedToStart, UsageError
 from looprail.journal import Journal
 from looprail.layout import LOGS_DIR, LOOPRAIL_DIR, normalize_phase_number
 from looprail.machine.answers import check_answer, is_task_id
@@ -301,10 +301,7 @@ def _remember(args, project: str, run_id: str | None = None) -> None:
 
 
 def run(args) -> int:
-    _remember(args, args.project_pos or args.project)
     loaded = _load(args, args.project_pos or args.project)
-    if refused := _refuse(loaded):
-        return refused
     if args.dry_run:
         return _dry_run(args, loaded)
     _interactive(args, loaded)
@@ -349,14 +346,12 @@ def _dry_run(args, loaded) -> int:
     runs = journal_runs(loaded.project) if not args.no_journal else None
     options = {"flavor": args.flavor, "host_tool": args.host_tool}
     if args.through is not None or args.all_phases:
-        through = args.through
         if args.json:
-            doc = loop_dry_run_plan(loaded, through=through, runs=runs, **options)
+            doc = loop_dry_run_plan(loaded, through=args.through, runs=runs, **options)
             print_json({**doc, "warnings": list(loaded.warnings)})
             return 0
-        for w in loaded.warnings:
-            warn(w)
-        sys.stdout.write(loop_dry_run(loaded, through=through, runs=runs, **options))
+        warn(*loaded.warnings)
+        sys.stdout.write(loop_dry_run(loaded, through=args.through, runs=runs, **options))
         return 0
     phase = args.phase if args.phase is not None else _next_phase(loaded, runs, args.json)
     if phase is None:
@@ -366,8 +361,7 @@ def _dry_run(args, loaded) -> int:
         plan = dry_run_plan(loaded, phase, **options)
         print_json({**plan, "warnings": [*loaded.warnings, *plan["warnings"]]})
         return 0
-    for w in loaded.warnings:
-        warn(w)
+    warn(*loaded.warnings)
     sys.stdout.write(dry_run(loaded, phase, **options))
     return 0
 
@@ -446,10 +440,7 @@ def _executor(args, loaded):
 
 def resume(args) -> int:
     project, run_id = project_and_run(args)
-    _remember(args, project, run_id)
-    loaded = _load(args, project)
-    if refused := _refuse(loaded):
-        return refused
+    loaded = _load(args, project, run_id)
     _interactive(args, loaded)
     with Journal.open(loaded.project, create=False) as jr:
         target = jr.find_run(run_id) if run_id else None
@@ -486,13 +477,23 @@ def _interactive(args, loaded) -> None:
     args.interactive = interactive_options(options, run_settings(loaded).interactive).interactive
 
 
-def _load(args, project: str):
+def _load(args, project: str, run_id: str | None = None):
     """The project with the capabilities, host tool and flavor its flags, its config or a GSD
-    install give (`gsd_sources`; a config value it cannot use refuses, exit 2). Where they came
-    from is said on the run's first line (`_Announcing`), after any refusal, and a run with no
-    capability at all is warned about there."""
+    install give (`gsd_sources`; a config value it cannot use refuses, exit 2). Nothing is
+    dropped silently: a hook or gate that could not be loaded refuses the run before it starts
+    (exit 1), one line per problem with its fix. Where they came from is said on the run's
+    first line (`_Announcing`), after any refusal, and a run with no capability at all is
+    warned about there."""
+    _remember(args, project, run_id)
     found = gsd_sources(args, project)
     loaded = load_project(project, args.capabilities)
+    for b in loaded.blockers:
+        print(f"looprail: error: {b.line()}", file=sys.stderr)
+    if loaded.blockers:
+        problems = plural(len(loaded.blockers), "problem")
+        raise RefusedToStart(
+            f"refusing to start: {problems} would drop hooks or gates silently (see above)"
+        )
     none = not loaded.compiled.capabilities
     args.announce = (found.line(), no_capabilities(found) if none else None)
     return loaded
@@ -521,19 +522,3 @@ class _Announcing(Progress):
     def line(self, text: str) -> None:
         _announce(self._args)
         super().line(text)
-
-
-def _refuse(loaded) -> int:
-    """Nothing is dropped silently: a hook or gate that could not be loaded stops the run before
-    it starts (exit 1), one line per problem with its fix."""
-    found = loaded.blockers
-    for b in found:
-        print(f"looprail: error: {b.line()}", file=sys.stderr)
-    if found:
-        print(
-            f"looprail: error: refusing to start: {plural(len(found), 'problem')} would drop "
-            "hooks or gates silently (see above)",
-            file=sys.stderr,
-        )
-        return 1
-    return 0

@@ -47,8 +47,7 @@ def _resolve_content(args) -> int:
 
     _, warnings = load_project_config(project)
     registry = load_compiled(project, args.capabilities)
-    for message in [*warnings, *registry.warnings]:
-        warn(message)
+    warn(*warnings, *registry.warnings)
     # A project capability's resolver runs only with the user's consent (`looprail trust`);
     # without it the task halts rather than silently falling back to the inline plan.
     consented, unconsented = [], []

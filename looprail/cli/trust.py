@@ -53,8 +53,7 @@ def trust(args) -> int:
     for line in check_lines(project_checks(project)):
         print(line)
     plan = plan_consent(project, args.capabilities)
-    for line in [*plan.skipped, *plan.refused]:
-        warn(line)
+    warn(*plan.skipped, *plan.refused)
     if plan.empty:
         if plan.refused:
             print(f"nothing consented in {project.resolve()}")

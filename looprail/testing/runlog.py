@@ -15,11 +15,9 @@ class LoggingRuntime(ScriptedRuntime):
     """A ScriptedRuntime that first writes one line per call of the work into `log` (the
     current run's; `list.append` is atomic, so a wave's parallel tasks may share it)."""
 
-    log: list[str]
-
     def __init__(self) -> None:
         super().__init__()
-        self.log = []
+        self.log: list[str] = []
 
     def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
         line = _call_line(request)
