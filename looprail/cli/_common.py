@@ -103,12 +103,6 @@ def warn(*messages: str) -> None:
         sys.stderr.write(warning(message))
 
 
-# --------------------------------------------------------------------------- global options
-
-# Set once per invocation from the global -q / -v (0 normal, -1 quiet, 1+ verbose).
-VERBOSITY = 0
-
-
 def add_project_positional(parser: argparse.ArgumentParser) -> None:
     """`PROJECT` as an optional positional (beside --project, which stays for scripts)."""
     parser.add_argument(
@@ -132,22 +126,12 @@ def phase_number(text: str) -> str:
     return text
 
 
-# --------------------------------------------------------------------------- colour
-
 # Verdict words and their colour on a terminal.
 STYLES = {
     "shipped": "bold green",
-    "pass": "green",
-    "passed": "green",
-    "ok": "green",
-    "done": "green",
-    "fail": "bold red",
-    "failed": "bold red",
-    "error": "bold red",
-    "blocked": "bold red",
-    "halted": "bold red",
-    "paused": "yellow",
-    "warning": "yellow",
+    **dict.fromkeys(("pass", "passed", "ok", "done"), "green"),
+    **dict.fromkeys(("fail", "failed", "error", "blocked", "halted"), "bold red"),
+    **dict.fromkeys(("paused", "warning"), "yellow"),
     "running": "cyan",
 }
 

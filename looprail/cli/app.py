@@ -15,7 +15,6 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-import looprail.cli._common as _common
 from looprail import textsafe
 from looprail._version import __version__
 from looprail.fsutil import project_root
@@ -172,7 +171,6 @@ def run_handler(args: argparse.Namespace) -> int:
             args.project_pos = args.project
     args.quiet = bool(getattr(args, "quiet", False))
     args.verbose = int(getattr(args, "verbose", 0) or 0)
-    _common.VERBOSITY = -1 if args.quiet else args.verbose
     handler = getattr(args, "handler", None)
     if handler is None:
         # A group without its subcommand: show that group's help.

@@ -91,10 +91,8 @@ def _key_links(args) -> int:
 
 def _must_haves(args, block: str):
     project = project_folder(args.project, resolve=True)
-    plan = Path(args.plan)
-    must, promised = plan_must_haves(
-        plan if plan.is_absolute() else project / plan, display=args.plan
-    )
+    # an absolute PLAN stays itself: `project / "/abs"` is "/abs"
+    must, promised = plan_must_haves(project / args.plan, display=args.plan)
     for note in must.notes:
         warn(f"{args.plan}: {note}")
     if not getattr(must, block):
@@ -115,7 +113,7 @@ def _predicate(args) -> int:
     phase_dir: Path | None
     if args.phase_dir:
         phase_dir = Path(args.phase_dir)
-        resolved = phase_dir if phase_dir.is_absolute() else project / phase_dir
+        resolved = project / phase_dir  # an absolute --phase-dir stays itself
         try:
             is_dir = resolved.is_dir()
         except OSError as exc:  # e.g. a name too long for the file system

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from looprail.cli import _common
 from looprail.cli._common import (
     add_flavor_option,
     add_project_options,
@@ -70,7 +69,7 @@ def run(args) -> int:
     if args.json:
         print_json({**report.to_json(), "sources": sources_json(found)})
         return report.exit_code
-    if _common.VERBOSITY >= 0 and not args.quiet:
+    if not args.quiet:
         print(found.line())
         for note in found.notes:
             print(f"  note: {note}")

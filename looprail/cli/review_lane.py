@@ -64,8 +64,7 @@ def _lanes(args):
 
 
 def _read_paths() -> tuple[str, ...] | None:
-    """One path per line from stdin (blank lines skipped, a CRLF line ending accepted); None
-    when unreadable."""
+    """One path per line from stdin (blank lines skipped, CRLF accepted); None when unreadable."""
     if sys.stdin is None or sys.stdin.isatty():
         return ()
     raw = sys.stdin.buffer.read(MAX_PATHS_BYTES + 1)

@@ -326,8 +326,7 @@ def run(args) -> int:
 
 
 def _run_phase(args, loaded, phase: str, options: RunOptions, progress: Progress, **more):
-    """`run_phase` with what every command line gives it: --accept-changes, --agent and
-    --budget-usd."""
+    """`run_phase` with what every command line gives it."""
     return run_phase(
         loaded,
         phase,

@@ -9,8 +9,6 @@ that tracker-id).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from looprail.cli._common import command, group, print_json, project_folder, warn
 from looprail.config import load_project_config
 from looprail.errors import UsageError
@@ -73,8 +71,7 @@ def _resolve_content(args) -> int:
 
 def _plan_inside(project, given: str):
     """The plan's real path, refusing anything (symlinks and `..` included) outside `project`."""
-    raw = Path(given)
-    real = (raw if raw.is_absolute() else project / raw).resolve()
+    real = (project / given).resolve()  # an absolute path stays itself
     if not real.is_relative_to(project):
         raise UsageError(f"--plan: {_shown(given)} is outside the project {project}")
     try:

@@ -148,37 +148,31 @@ def run(args) -> int:
     from looprail.ui.server import create_app, stop_streams
 
     sock = _listen(args.host, args.port)
-    bound, port = sock.getsockname()[:2]
-    try:
+    with contextlib.closing(sock):
+        bound, port = sock.getsockname()[:2]
         allowed, network = allowed_hosts(bound, args.allow_host)
-    except UsageError:
-        sock.close()
-        raise
-    if network:
-        _warn_network(args.host, bound, allowed)
-    token = new_token()
-    app = create_app(
-        project, args.capabilities, flavor=args.flavor, allowed_hosts=allowed, token=token
-    )
-    # No access log: a request line carries the token (`?token=` of the page, the event
-    # stream and the chart), and nothing of an answer may be written anywhere.
-    config = uvicorn.Config(
-        app, log_level="warning", lifespan="off", timeout_graceful_shutdown=5, access_log=False
-    )
+        if network:
+            _warn_network(args.host, bound, allowed)
+        token = new_token()
+        app = create_app(
+            project, args.capabilities, flavor=args.flavor, allowed_hosts=allowed, token=token
+        )
+        # No access log: a request line carries the token (`?token=` of the page, the event
+        # stream and the chart), and nothing of an answer may be written anywhere.
+        config = uvicorn.Config(
+            app, log_level="warning", lifespan="off", timeout_graceful_shutdown=5, access_log=False
+        )
 
-    class Server(uvicorn.Server):
-        def handle_exit(self, sig, frame) -> None:
-            stop_streams(app)  # open pages get `bye` at once instead of a cut connection
-            super().handle_exit(sig, frame)
+        class Server(uvicorn.Server):
+            def handle_exit(self, sig, frame) -> None:
+                stop_streams(app)  # open pages get `bye` at once instead of a cut connection
+                super().handle_exit(sig, frame)
 
-    # Ctrl-C is how a dashboard is stopped, not an error, even when it comes before the
-    # server has taken over the signal (right after the URL is printed).
-    try:
-        print(f"looprail ui: {project.resolve()} at {_url(bound, port, token)}  (Ctrl-C stops)")
-        sys.stdout.flush()
-        Server(config).run(sockets=[sock])
-    except KeyboardInterrupt:
-        pass
-    finally:
-        sock.close()
+        # Ctrl-C is how a dashboard is stopped, not an error, even when it comes before the
+        # server has taken over the signal (right after the URL is printed).
+        with contextlib.suppress(KeyboardInterrupt):
+            url = _url(bound, port, token)
+            print(f"looprail ui: {project.resolve()} at {url}  (Ctrl-C stops)")
+            sys.stdout.flush()
+            Server(config).run(sockets=[sock])
     return 0

@@ -277,8 +277,7 @@ class LoopHarness:
         jobs: int = 1,
         state: Sequence[str] | None = None,
     ) -> HarnessRun:
-        """Run the whole loop for phase 1 (from `idle`, or from `state`) in memory: no
-        journal, no lock."""
+        """Run the whole loop for phase 1 (from `idle`, or `state`) in memory: no journal."""
         options = RunOptions(
             flavor=self.flavor, jobs=jobs, autonomous=autonomous, approvals=frozenset(approvals)
         )
@@ -294,8 +293,7 @@ class LoopHarness:
         )
 
     def calls_of(self, kind: RequestKind) -> list[Call]:
-        """Every runtime call of `kind` so far (skill, agent, command, query, verdict, phase,
-        task, context...)."""
+        """Every runtime call of `kind` (skill, agent, query, phase, task, ...) so far."""
         return self.runtime.calls_of(kind)
 
     # ------------------------------------------------------------------ internals
@@ -375,8 +373,7 @@ class LoopHarness:
 
 
 def _capture_results(runner: LoopRunner) -> list[HookResult]:
-    """Every hook result `runner` dispatches from now on (its bound method is wrapped: this
-    instance only)."""
+    """Every hook result `runner` (this instance only) dispatches from now on."""
     captured: list[HookResult] = []
     dispatch = runner.dispatcher.dispatch
 

@@ -103,6 +103,5 @@ class HarnessRun:
         raise ValueError(f"nothing in the log starts with {prefix!r}; log:\n" + "\n".join(self.log))
 
     def before(self, first: str, then: str) -> bool:
-        """Did the first log line starting with `first` come before the one starting with
-        `then`?"""
+        """Did the first log line starting with `first` come before the first with `then`?"""
         return self.index(first) < self.index(then)
