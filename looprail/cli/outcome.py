@@ -54,16 +54,14 @@ def project_summary(result, loop: dict | None, *, as_json: bool) -> int:
         return code
     if loop is None and not result.stopped:
         return code  # one phase: its own summary said it all
-    words = []
-    for number, session in result.sessions:
-        status = session.result.status
-        words.append(f"{number} {paint(status, status, sys.stdout if code == 0 else sys.stderr)}")
-    line = "phases: " + ", ".join(words)
+    stream = sys.stdout if code == 0 else sys.stderr
+    statuses = [(number, session.result.status) for number, session in result.sessions]
+    line = "phases: " + ", ".join(f"{n} {paint(status, status, stream)}" for n, status in statuses)
     if result.remaining:
         line += f"; not run: {', '.join(result.remaining)}"
     if result.stopped:
         line += f" ({result.stopped})"
-    print(line, file=sys.stdout if code == 0 else sys.stderr)
+    print(line, file=stream)
     return code
 
 
