@@ -1,21 +1,14 @@
-"""The process guard: every process looprail starts on Linux runs under one of these.
+"""The process guard, between looprail and every child it starts on Linux, so that nothing a
+step starts can outlive looprail:
 
-    python -I -S guard.py PARENT_PID STATUS_FD -- ARGV...      # one guard for one child
+    python -I -S guard.py PARENT_PID STATUS_FD -- ARGV...
 
-It is a tiny stdlib-only program (run without site-packages, so it starts in milliseconds) that
-stands between looprail and the real child, so that nothing a step starts can outlive it:
-
-- `PR_SET_PDEATHSIG`: when looprail dies (even by SIGKILL) the kernel sends the guard SIGTERM;
-- `PR_SET_CHILD_SUBREAPER`: a grandchild that double-forks and calls `setsid` to leave the
-  process group is re-parented to the guard, not to init, so the guard still sees it;
-- when the child exits (or the guard gets SIGTERM/SIGINT/SIGHUP), the guard SIGKILLs the child's
-  process group and every process re-parented to it, repeatedly, until it has no children left,
-  then exits with the child's own status (a signal death is passed on as the same signal).
-
-The child runs in its own process group (so that group can be killed without the guard) with
-default signal dispositions. The guard reports the child's pid and start time (field 22 of
-/proc/PID/stat), its own start time and pid (`P<pid> <start> <guard start> <guard pid>`), or
-why it could not start it (`E<why>`), on STATUS_FD, then closes it.
+`PR_SET_PDEATHSIG`: when looprail dies (even by SIGKILL) the guard gets SIGTERM.
+`PR_SET_CHILD_SUBREAPER`: a grandchild that double-forks and `setsid`s is re-parented to the
+guard, not to init. When the child exits (or the guard gets SIGTERM/SIGINT/SIGHUP), the guard
+SIGKILLs the child's group and every process re-parented to it until none is left, then exits
+with the child's status. It reports `P<pid> <start> <guard start> <guard pid>` (start: field 22
+of /proc/PID/stat) or `E<why>` on STATUS_FD.
 """
 
 # Only the C modules underneath the stdlib's wrappers (`posix` under `os`, `_signal` under

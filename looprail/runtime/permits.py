@@ -1,10 +1,6 @@
-"""What the executor may run without asking: the task's automated check commands, as each
-agent CLI's allow-list names them (pure; docs/agents.md, "What the executor may run").
-
-Only a *simple* command is permitted: words of plain characters, no shell operator, no quote,
-no expansion, no glob. A check such as `cd web && npm test` or `pytest | tee log` is refused
-as a whole (never narrowed to its first command, which is not what the plan asked to run):
-looprail still runs it itself after the executor, the agent just may not."""
+"""What the executor may run without asking: the task's check commands in each CLI's allow-list
+words (docs/agents.md). Only a simple command (plain words, no shell operator, quote, expansion
+or glob); any other is refused whole, never narrowed to its first command."""
 
 from __future__ import annotations
 

@@ -21,11 +21,12 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import Field
 
 from looprail.runtime.base import (
     BaseRuntime,
     DispatchContext,
+    Frozen,
     Liveness,
     Outcome,
     Request,
@@ -44,12 +45,12 @@ Effect = Callable[[Request], None]
 
 WILDCARD = "*"
 _NO_BLOCK = {"block": False, "message": ""}
+# What a `Call` copies of its request.
+_COPIED = ("kind", "name", "point", "cap_id", "plan_id", "task_id", "wave", "role", "step", "words")
 
 
-class Call(BaseModel):
+class Call(Frozen):
     """One call the runtime received, with what it answered (None while it is running)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: RequestKind
     name: str
@@ -62,7 +63,7 @@ class Call(BaseModel):
     step: str | None = None
     words: tuple[str, ...] | None = None
     text: str | None = None  # a contribution's fragment (`context`) or a message
-    role_context: dict[str, tuple[str, ...]] = {}
+    role_context: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     request: Request | None = None
     outcome: Outcome | None = None
 
@@ -96,11 +97,8 @@ class ScriptedRuntime(BaseRuntime):
 
     @classmethod
     def from_settings(cls, settings: Any) -> ScriptedRuntime:
-        """Built by the registry (`--agent scripted`): nothing scripted, so every call
-        succeeds — a walk of the loop that runs no work."""
+        """`--agent scripted`: nothing scripted, every call succeeds (a walk of the loop)."""
         return cls(progress=settings.progress, output=getattr(settings, "output", None))
-
-    # -- scripting and inspection -----------------------------------------------------------
 
     def script(self, key: CallKey, value: ScriptValue) -> None:
         """Set (or replace) what calls matching `key` answer."""
@@ -133,8 +131,6 @@ class ScriptedRuntime(BaseRuntime):
     def names(self, kind: RequestKind | None = None) -> list[str]:
         return [c.name for c in self.calls if kind is None or c.kind == kind]
 
-    # -- the one method ---------------------------------------------------------------------
-
     def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
         self.announce(request)
         outcome = self._answer(request)
@@ -150,8 +146,6 @@ class ScriptedRuntime(BaseRuntime):
             self._banner(label)
         return Liveness(None, None, 0)
 
-    # -- internals --------------------------------------------------------------------------
-
     def _banner(self, agent: str) -> None:
         line = spawn_banner(agent)
         with self._lock:
@@ -162,16 +156,7 @@ class ScriptedRuntime(BaseRuntime):
     def _answer(self, request: Request) -> Outcome:
         key: CallKey = (request.kind, request.name)
         call = Call(
-            kind=request.kind,
-            name=request.name,
-            point=request.point,
-            cap_id=request.cap_id,
-            plan_id=request.plan_id,
-            task_id=request.task_id,
-            wave=request.wave,
-            role=request.role,
-            step=request.step,
-            words=request.words,
+            **{field: getattr(request, field) for field in _COPIED},
             text=_text(request),
             role_context=request.role_context or {},
             request=request,
