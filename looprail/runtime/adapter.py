@@ -17,8 +17,7 @@ LONG_PROMPT = "Follow the instructions given on stdin."
 
 
 def file_prompt(path: Path) -> str:
-    """An interactive session's first message: the prompt is in `path`, never on the command
-    line."""
+    """An interactive session's first message: the prompt is in `path`, never in argv."""
     return f"Read the file {path} and follow it: it is your brief."
 
 
@@ -169,8 +168,7 @@ class Adapter:
     def readiness(
         self, project: Path, s: AgentSettings, env: Mapping[str, str]
     ) -> list[tuple[str, str]]:
-        """`(status, line)` checks ("ok", "warning", "problem") `looprail doctor` prints beyond
-        `--version`."""
+        """`(status, line)` checks `looprail doctor` prints beyond `--version`."""
         return []
 
     def long_prompt(self, path: Path) -> tuple[str, list[str], bool]:
@@ -197,8 +195,7 @@ class Adapter:
         return []
 
     def show(self, line: str) -> str | None:
-        """A stdout line as `-v` shows it: an event in words, another line as it is; None:
-        nothing."""
+        """A stdout line as `-v` shows it (an event in words); None shows nothing."""
         ev = parse_json_object(line) if line.lstrip().startswith("{") else None
         return line if ev is None else self.event(ev)
 

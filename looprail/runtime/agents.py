@@ -123,8 +123,7 @@ class AgentRuntime(BaseRuntime):
         return f"{type(self).__name__}({str(self.project)!r})"
 
     def describe(self) -> RuntimeInfo:
-        """Worktrees (an agent CLI edits files); unready when the CLI is not on PATH, which a
-        run reads before it journals anything."""
+        """Worktrees; unready when the CLI is not on PATH (read before a run journals)."""
         env = {**os.environ, **self.local.env, **self.env}
         binary = self.settings.exe(self.adapter.binary)
         return RuntimeInfo(
@@ -252,8 +251,7 @@ class AgentRuntime(BaseRuntime):
         env: Mapping[str, str],
         timeout_s: float,
     ) -> ProcessResult:
-        """The CLI's run. Its streams go to the transcript as they arrive (a killed run leaves
-        them), and with -v to the terminal, each event read into one line."""
+        """The CLI's run, its streams going to the transcript (and `-v`) as they arrive."""
         liveness = self.announce(request)
         tee = OutputTee(
             split={"stdout": folder / "stdout.jsonl", "stderr": folder / "stderr.txt"},

@@ -73,8 +73,7 @@ class Liveness:
         self._timer.start()
 
     def close(self) -> None:
-        """The work ended or printed a line: no banner from now on (the timer's thread is gone
-        on return)."""
+        """The work ended or printed a line: no banner from now on (nor a timer thread)."""
         timer, self._timer = self._timer, None
         if timer is not None:
             timer.cancel()
@@ -197,11 +196,9 @@ class RuntimeInfo(Frozen):
 
     #: The name a run journals as its agent (`machine_config.agent`) and resumes compare.
     name: str
-    #: Plans work in git worktrees unless the config's `looprail.worktrees` says otherwise
-    #: (agent CLIs edit files; a plan's edits must not meet another's).
+    #: Plans work in git worktrees (unless `looprail.worktrees` says otherwise).
     wants_worktrees: bool = False
-    #: The host tool (`gsd_run`, …) it calls for commands, queries and `host` requests, unless
-    #: the context names another; None: looprail evaluates the host's gates itself.
+    #: For commands, queries and `host` requests; None: looprail evaluates the gates itself.
     host_tool: str | None = None
     #: Why it cannot run at all (an agent CLI not on PATH), or None; read before a run starts.
     unready: str | None = None
@@ -209,8 +206,7 @@ class RuntimeInfo(Frozen):
 
 @dataclass(frozen=True)
 class RunStart:
-    """What a runtime is told when a run begins (`begin_run`); `meter` tallies agent work
-    against the budget."""
+    """What `begin_run` is told; `meter` tallies agent work against the budget."""
 
     run_id: str | None
     meter: Meter | None = None
@@ -218,8 +214,7 @@ class RunStart:
 
 @runtime_checkable
 class Runtime(Protocol):
-    """All the state machine calls; `BaseRuntime` has a default for all but `handle`
-    (docs/runtime.md)."""
+    """All the state machine calls (docs/runtime.md); `BaseRuntime` has the defaults."""
 
     def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
         """Do the unit of work `request` describes."""
@@ -235,9 +230,8 @@ class Runtime(Protocol):
 
 
 class BaseRuntime:
-    """A runtime implements `handle`; the rest of `Runtime` has a default here. Every runtime
-    receives the same `Request` from a typed call, so a test runtime cannot drift from a real
-    one."""
+    """A runtime implements `handle`. Every runtime receives the same `Request` from a typed
+    call, so a test runtime cannot drift from a real one."""
 
     #: The name this runtime is registered under (`looprail.runtimes` entry points).
     name: ClassVar[str] = ""
@@ -246,9 +240,7 @@ class BaseRuntime:
 
     def __init__(self, *, progress: Any = None, output: Any = None) -> None:
         self.progress = progress
-        # `output(label, stream, line)`: each line a unit of work prints, as it prints it
-        # (`-v`); None shows nothing. `label` names the unit (`output_label`).
-        self.output = output
+        self.output = output  # `-v`: `output(label, stream, line)` for each line work prints
 
     def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
         """Do the unit of work `request` describes; a failure is a failed `Outcome`."""
@@ -289,8 +281,7 @@ class BaseRuntime:
         return sink
 
     def announce(self, request: Request) -> Liveness:
-        """The liveness banner of agent work, printed once it has been silent for
-        `banner_after_s`; the caller closes it."""
+        """Agent work's liveness banner (after `banner_after_s`); the caller closes it."""
         label = banner_label(request)
         line = spawn_banner(label) if label is not None else None
         return Liveness(self.progress, line, self.banner_after_s)
@@ -339,8 +330,7 @@ def _verdict(runtime: Runtime, request: Request, ctx: DispatchContext) -> Outcom
 def do_phase_work(
     runtime: Runtime, role: str, step: str, ctx: DispatchContext, texts: Sequence[str] = ()
 ) -> Outcome:
-    """The step's main work by a role agent (orchestrator, planner, verifier); `texts` are
-    the contributions queued for the role in this step (its `roleContext`)."""
+    """The step's main work by a role agent; `texts`: the contributions queued for the role."""
     if not step:
         raise ValueError("do_phase_work needs a step")
     context = {role: tuple(texts)}
@@ -400,8 +390,7 @@ def compact(runtime: Runtime, instructions: str | None, ctx: DispatchContext) ->
 
 
 def host_tool_for(runtime: Runtime, ctx: DispatchContext) -> str | None:
-    """The host tool (`gsd_run`, …) that answers gates for `ctx`: the context's, else the one
-    the runtime declares; None: looprail evaluates them itself."""
+    """The host tool that answers gates for `ctx`: the context's, else the runtime's, or None."""
     return ctx.host_tool or runtime.describe().host_tool
 
 

@@ -101,8 +101,7 @@ def _after(go: threading.Event, fn: Callable[[], T]) -> T:
 
 
 def run_all(executor: Executor, fns: Iterable[Callable[[], T]]) -> list[Settled[T]]:
-    """Run every function on `executor` and wait for all; an exception is captured in its
-    `Settled`, never raised here."""
+    """Run every function on `executor` and wait for all (an exception in its `Settled`)."""
     if isinstance(executor, InlineExecutor):
         futures = [executor.submit(fn) for fn in fns]
     else:

@@ -68,8 +68,7 @@ def repository_programs(listing: str) -> dict[str, str]:
 
 
 def override_env(base: Mapping[str, str], overrides: Mapping[str, str]) -> dict[str, str]:
-    """`base` with `overrides` appended to its `GIT_CONFIG_COUNT` list (after the user's: ours
-    win)."""
+    """`base` with `overrides` after the user's in its `GIT_CONFIG_COUNT` list (ours win)."""
     env = dict(base)
     count = env.get("GIT_CONFIG_COUNT", "")
     n = int(count) if count.isdigit() else 0

@@ -131,8 +131,7 @@ def _expand(path: str, user: str) -> str:
 def install_at(
     folder: str | os.PathLike[str], runtime: str = "", scope: str = "named"
 ) -> GsdInstall | None:
-    """The install whose `gsd-core` is `folder` or a folder in it (a runtime's config folder),
-    or None."""
+    """The install whose `gsd-core` is `folder` or a folder in it, or None."""
     base = Path(folder)
     for root in (base, *(base / name for name in CORE_DIRS)):
         if (root / TOOL).is_file():
@@ -292,13 +291,9 @@ def _found(
             continue
         used.append(install)
         notes += [f"{i.label()}: also installed, not used" for i in ranked if i is not install]
-        count = len(capability_folder_names(folder))
+        count = sum((p / "capability.json").is_file() for p in folder.iterdir())
         return [str(folder)], f"{install.label()}, {count} capabilities"
     return [], "no GSD install found" if not ranked else "no GSD install could be read"
-
-
-def capability_folder_names(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir() if (p / "capability.json").is_file())
 
 
 def _config_folder(root: Path, entry: str) -> str:
@@ -318,8 +313,7 @@ def _config_folder(root: Path, entry: str) -> str:
 
 
 def _config_tool(root: Path, value: str) -> str:
-    """`looprail.host_tool`: a plain name stays one (looked up on PATH); a path is relative to
-    the project."""
+    """`looprail.host_tool`: a plain name stays one; a path is relative to the project."""
     if "/" not in value and value != "~":
         return value
     path = Path(_expand(value, os.path.expanduser("~")))

@@ -120,23 +120,10 @@ def _report(fd, text):
 
 
 def main():
+    """Start the child, and stand by until it and all it started are gone. Never returns."""
     parent, status_fd = int(sys.argv[1]), int(sys.argv[2])
     posix.set_inheritable(status_fd, False)
-    guard(sys.argv[4:], status_fd, parent)
-
-
-def _arm():
-    """The guard's death signal and signal handlers."""
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    _prctl(PR_SET_PDEATHSIG, _signal.SIGTERM)
-    for signum in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP):
-        _signal.signal(signum, _on_signal)
-
-
-def guard(argv, status_fd, parent):
-    """Start `argv` and stand between it and looprail until it and everything it started are
-    gone (see the module docstring). Never returns."""
-    _spawn(argv, status_fd, parent)
+    _spawn(sys.argv[4:], status_fd, parent)
     me = posix.getpid()
     _report(status_fd, f"P{_G.child} {start_ticks(_G.child) or 0} {start_ticks(me) or 0} {me}\n")
     # The guard itself must not hold the child's pipes open: EOF belongs to the child's tree.
@@ -149,7 +136,10 @@ def guard(argv, status_fd, parent):
 
 def _spawn(argv, status_fd, parent):
     """Start the child in a group of its own, or report why not and exit."""
-    _arm()
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    _prctl(PR_SET_PDEATHSIG, _signal.SIGTERM)
+    for signum in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP):
+        _signal.signal(signum, _on_signal)
     if posix.getppid() != parent:  # looprail died before the death signal was armed
         _report(status_fd, "Elooprail exited before the process could start")
         posix._exit(1)

@@ -70,8 +70,7 @@ def predicate_flags(
     phase_dir: Path | None,
     phase_req_ids: str,
 ) -> list[str]:
-    """`--phase-number N` / `--phase-dir D` / `--phase-req-ids R` for `check predicate`; an
-    empty value is left out."""
+    """`--phase-number N` / `--phase-dir D` / `--phase-req-ids R`, each when it has a value."""
     values = argument_values(names, project, phase_number, phase_dir, phase_req_ids)
     flags: list[str] = []
     for name, value in zip(names, values, strict=True):

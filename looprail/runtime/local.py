@@ -133,8 +133,7 @@ class LocalRuntime(BaseRuntime):
         return self._host_or_words(request, ctx)
 
     def _host_or_words(self, request: Request, ctx: DispatchContext) -> Outcome:
-        """A command, a query check or a host call: through the host tool when there is one
-        (the context's, else this runtime's), else `.looprail/`."""
+        """A command, query check or host call: through the host tool, else `.looprail/`."""
         kind, words = request.kind, request.words or ()
         host = ctx.host_tool or self.host_tool
         if kind == "host":  # `check predicate --predicate JSON ...`: words of the host's own
@@ -163,8 +162,7 @@ class LocalRuntime(BaseRuntime):
         raise ValueError(f"unknown request kind {kind!r}")  # pragma: no cover - Literal
 
     def own(self, request: Request, ctx: DispatchContext) -> tuple[Request, DispatchContext]:
-        """`request` and `ctx` with the project spelled as this runtime's absolute path; a
-        context for another project is a caller's bug."""
+        """`request` and `ctx` with the project spelled as this runtime's absolute path."""
         if ctx.project == self.project:
             return request, ctx
         if Path(ctx.project).resolve() != self.project:

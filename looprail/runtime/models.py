@@ -279,8 +279,7 @@ def _strings(section: Mapping[str, Any], key: str) -> dict[str, str]:
 
 
 def _tier_entries(section: Mapping[str, Any], key: str) -> dict[str, dict[str, Any]]:
-    """`<runtime>.<tier>` -> a model id or `{model, …}` (`model_profile_overrides`,
-    `model_policy.runtime_tiers`)."""
+    """`<runtime>.<tier>` -> a model id or `{model, …}`."""
     where = "model_policy." if key == "runtime_tiers" else ""
     runtimes = _object(section, key, where)
     for runtime in runtimes:

@@ -183,8 +183,7 @@ def _start(
     env: Mapping[str, str] | None,
     fds: list[int],
 ) -> subprocess.Popen | str:
-    """Start `cmd`, under a guard when `child.guarded` (its report comes on the pipe kept in
-    `fds`): the process, or why it did not start."""
+    """Start `cmd` (under a guard reporting on `fds`): the process, or why it did not start."""
     if child.guarded:
         fds[:] = os.pipe()
         guard = [sys.executable, "-I", "-S", str(_GUARD), str(os.getpid()), str(fds[1])]
@@ -211,8 +210,7 @@ def _why(exc: OSError | ValueError) -> str:
 
 
 def _await_guard(child: _Child, proc: subprocess.Popen, fds: list[int], argv0: str) -> str | None:
-    """None once the guard has started the real child, else why it could not (then the guard
-    is reaped)."""
+    """None once the guard has started the real child, else why not (the guard reaped)."""
     fd, fds[0] = fds[0], -1
     spawned = _read_guard_status(proc, fd, argv0)
     if isinstance(spawned, str):
@@ -226,8 +224,7 @@ def _await_guard(child: _Child, proc: subprocess.Popen, fds: list[int], argv0: s
 
 
 def _abandon(child: _Child, proc: subprocess.Popen) -> None:
-    """Ctrl-C (or any bug) once the child exists: it has its own session, so nothing else
-    will stop it. Stop its tree and reap it before unwinding."""
+    """Ctrl-C (or a bug) once the child exists: stop its tree (nothing else will) and reap it."""
     _stop(child)
     close_pipes(proc)
     with contextlib.suppress(BaseException):
@@ -279,17 +276,15 @@ class _Spawning:
 _SPAWNING = _Spawning()
 
 
+@dataclass(eq=False, slots=True)  # eq=False: hashed by identity, in `_LIVE`
 class _Child:
     """One run_bounded child. `proc` is None until Popen returned (`cancelled` then says a
     `kill_running` came meanwhile); `spawned` is set once the guard reported the real child."""
 
-    __slots__ = ("cancelled", "guarded", "proc", "spawned")
-
-    def __init__(self, guarded: bool):
-        self.guarded = guarded
-        self.proc: subprocess.Popen | None = None
-        self.spawned: Spawned | None = None
-        self.cancelled = False
+    guarded: bool
+    proc: subprocess.Popen | None = None
+    spawned: Spawned | None = None
+    cancelled: bool = False
 
 
 def kill_running() -> int:
@@ -381,8 +376,7 @@ def _stop(child: _Child) -> None:
 
 
 def set_spawn_listener(listener: Callable[[Spawned], None] | None) -> None:
-    """Call `listener` with every guarded child as it starts (the session journals them for a
-    resume to reap). One listener; None removes it."""
+    """Call `listener` with every guarded child as it starts (journaled for a resume to reap)."""
     _SPAWNING.listener = listener
 
 
@@ -394,8 +388,7 @@ def _notify(spawned: Spawned) -> None:
 
 
 def guard_available() -> bool:
-    """The guard needs Linux prctl; `LOOPRAIL_NO_GUARD=1` turns it off (then children are
-    process groups, as elsewhere)."""
+    """The guard needs Linux prctl; `LOOPRAIL_NO_GUARD=1` turns it off."""
     return (
         sys.platform.startswith("linux")
         and os.environ.get("LOOPRAIL_NO_GUARD") != "1"
@@ -429,8 +422,7 @@ def close_fds(*fds: int) -> None:
 
 
 def proc_state(pid: int) -> list[bytes]:
-    """The fields of /proc/PID/stat after the command name, the state first; [] when there is
-    no such process (or no /proc)."""
+    """The fields of /proc/PID/stat after the command name (the state first), or []."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             text = fh.read()

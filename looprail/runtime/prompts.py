@@ -17,6 +17,7 @@ from looprail.fsutil import read_contained
 from looprail.layout import LOOPRAIL_DIR, ROLES_DIR
 from looprail.plans.briefing import phase_sections
 from looprail.runtime.base import Request, TaskWork
+from looprail.runtime.hostcall import shown_phase_dir
 
 READ_CAP = 64 * 1024  # bytes of one read_first file / context file put into a prompt
 _ROLES_PACKAGE = "looprail.runtime.roles"
@@ -26,7 +27,8 @@ def phase_vars(request: Request, project: Path) -> dict[str, str]:
     phase_dir = Path(request.phase.dir) if request.phase.dir else None
     slug = phase_dir.name if phase_dir else f"{request.phase.number}"
     match = re.match(r"\d+[A-Za-z]?(?:\.\d+)*", slug)
-    rel = _rel(phase_dir, project) if phase_dir else f".planning/phases/{slug}"
+    rel = shown_phase_dir(project.resolve(), phase_dir.resolve() if phase_dir else None)
+    rel = rel or f".planning/phases/{slug}"
     return {
         "{phase}": request.phase.number,
         "{phase_dir}": rel,
@@ -299,10 +301,3 @@ def _read_inside(project: Path, path: Path) -> str | None:
         return None
     text = data[:READ_CAP].decode("utf-8", errors="replace")
     return text + ("\n… (cut at 64 KiB: the file is longer)" if len(data) > READ_CAP else "")
-
-
-def _rel(path: Path, project: Path) -> str:
-    try:
-        return path.resolve().relative_to(project.resolve()).as_posix()
-    except ValueError:
-        return str(path)

@@ -37,8 +37,7 @@ BUILTIN: Mapping[str, str] = {
 
 @dataclass
 class RuntimeSettings:
-    """Everything a runtime may be built from; `agent`: the effective settings of an agent CLI
-    (`looprail.trust.agents.effective_agent`)."""
+    """What a runtime is built from; `agent`: `trust.agents.effective_agent`'s settings."""
 
     project: Path
     host_tool: str | None = None

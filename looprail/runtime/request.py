@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 Flavor = Literal["gsd", "msd", "ferrox"]
@@ -50,26 +50,16 @@ class DispatchContext(Frozen):
     # the work may have the user's terminal (`run --interactive`, runtime/interactive.py)
     terminal: bool = False
 
-    @field_validator("phase_number")
-    @classmethod
-    def _phase_number_present(cls, value: str) -> str:
-        if not value.strip():
+    @model_validator(mode="after")
+    def _checked(self) -> DispatchContext:
+        if not self.phase_number.strip():
             raise ValueError("phase_number must not be empty")
-        return value
-
-    @field_validator("phase_dir", "workdir")
-    @classmethod
-    def _absolute(cls, value: Path | None, info: ValidationInfo) -> Path | None:
-        if value is not None and not value.is_absolute():
-            raise ValueError(f"{info.field_name} must be absolute, got {value}")
-        return value
-
-    @field_validator("timeout_s")
-    @classmethod
-    def _timeout_positive(cls, value: float | None) -> float | None:
-        if value is not None and not value > 0:
-            raise ValueError(f"timeout_s must be positive, got {value}")
-        return value
+        for name, path in (("phase_dir", self.phase_dir), ("workdir", self.workdir)):
+            if path is not None and not path.is_absolute():
+                raise ValueError(f"{name} must be absolute, got {path}")
+        if self.timeout_s is not None and not self.timeout_s > 0:
+            raise ValueError(f"timeout_s must be positive, got {self.timeout_s}")
+        return self
 
     @property
     def step(self) -> str | None:
@@ -179,8 +169,7 @@ class Request(_Camel):
 
 
 def build_request(kind: RequestKind, name: str, ctx: DispatchContext, **extra: Any) -> Request:
-    """The context's common fields, then kind-specific ones (which may override `plan_id`,
-    `task_id`, `wave`)."""
+    """The context's fields, then kind-specific ones (which may override the context's)."""
     where = {"plan_id": ctx.plan_id, "task_id": ctx.task_id, "wave": ctx.wave}
     return Request(
         kind=kind,

@@ -7,12 +7,8 @@
         ("phase", "plan"): lambda request: write_plans(request),
     })
 
-Keys are `(kind, name)`; `(kind, "*")` matches every call of that kind. Names per kind: skill →
-the skill id, agent → the agent, command/query → the words joined by spaces, verdict → the
-agentVerdict `ref`, phase → the step, task → `<plan id>/<task id>`, message/compact → `session`,
-context → the role, host → the tool's first two words.
-Unscripted calls succeed (queries and verdicts with `{"block": false, "message": ""}`).
-Queries and verdicts go through the same verdict-shape check as `LocalRuntime`.
+Keys are a request's `(kind, name)` (docs/runtime.md); `(kind, "*")` matches every call of that
+kind. Unscripted calls succeed (queries and verdicts with `{"block": false, "message": ""}`).
 """
 
 from __future__ import annotations
@@ -139,19 +135,15 @@ class ScriptedRuntime(BaseRuntime):
         return require_verdict(outcome, f"scripted {request.kind} {request.name!r}")
 
     def announce(self, request: Request) -> Liveness:
-        """A scripted call returns at once: its banner is recorded (and printed) right away,
-        as the banner a real call would print had it stayed silent."""
+        """A scripted call returns at once: its banner is recorded (and printed) right away."""
         label = banner_label(request)
         if label is not None:
-            self._banner(label)
+            line = spawn_banner(label)
+            with self._lock:
+                self._banners.append(line)
+            if self.progress is not None:
+                self.progress(line)
         return Liveness(None, None, 0)
-
-    def _banner(self, agent: str) -> None:
-        line = spawn_banner(agent)
-        with self._lock:
-            self._banners.append(line)
-        if self.progress is not None:
-            self.progress(line)
 
     def _answer(self, request: Request) -> Outcome:
         key: CallKey = (request.kind, request.name)
@@ -164,7 +156,7 @@ class ScriptedRuntime(BaseRuntime):
         with self._lock:
             index = len(self._calls)
             self._calls.append(call)  # recorded at the start: the order calls were made
-            effect = self._lookup(self._effects, key)
+            effect = self._effects.get(key) or self._effects.get((key[0], WILDCARD))
             responder = self._next_responder(key)
         # Effects and responders run unlocked: they may be slow or wait on each other.
         if effect is not None:
@@ -183,12 +175,6 @@ class ScriptedRuntime(BaseRuntime):
         for stream, text in (("stdout", outcome.stdout), ("stderr", outcome.stderr)):
             for line in text.splitlines():
                 self.output(label, stream, line)
-
-    @staticmethod
-    def _lookup(table: Mapping[CallKey, Any], key: CallKey) -> Any:
-        if key in table:
-            return table[key]
-        return table.get((key[0], WILDCARD))
 
     def _next_responder(self, key: CallKey) -> Responder | None:
         matched = key if key in self._script else (key[0], WILDCARD)

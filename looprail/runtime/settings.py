@@ -46,8 +46,7 @@ class Timeouts(BaseModel):
 
 
 class VerifySettings(BaseModel):
-    """`looprail.verify`: how looprail holds a task to its checks (docs/loop.md,
-    "Verification")."""
+    """`looprail.verify`: how a task is held to its checks (docs/loop.md, "Verification")."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -116,8 +115,7 @@ def looprail_settings_of(config: Any, keys: tuple[str, ...]) -> LooprailSettings
 
 
 def looprail_settings(config: Any) -> LooprailSettings:
-    """The `looprail` section of a loaded config, validated: `ConfigError` (`field` the dotted
-    key) for a value that cannot be used."""
+    """The `looprail` section of a loaded config, validated (`ConfigError` naming the key)."""
     section = config.get("looprail") if isinstance(config, dict) else None
     if section is None:
         return _DEFAULT
