@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import ClassVar, NoReturn
 
 from looprail.errors import ConfigError
+from looprail.layout import PROJECT_CONFIG_FILE
 from looprail.runtime.base import PHASE_ROLES, TASK_ROLE, Request, parse_json_object
 
 LONG_PROMPT = "Follow the instructions given on stdin."
@@ -21,7 +22,6 @@ def file_prompt(path: Path) -> str:
     return f"Read the file {path} and follow it: it is your brief."
 
 
-_CONFIG_FILE = ".planning/config.json"
 ROLES = tuple(dict.fromkeys([*PHASE_ROLES.values(), TASK_ROLE]))  # each role's model is its own
 
 
@@ -114,7 +114,7 @@ def _role_models(name: str, value: object) -> dict[str, str]:
 
 
 def _bad(name: str, key: str, why: str) -> NoReturn:
-    raise ConfigError(_CONFIG_FILE, f"looprail.agents.{name}.{key}: {why}")
+    raise ConfigError(PROJECT_CONFIG_FILE, f"looprail.agents.{name}.{key}: {why}")
 
 
 class Adapter:
@@ -171,20 +171,10 @@ class Adapter:
         """`(status, line)` checks `looprail doctor` prints beyond `--version`."""
         return []
 
-    def long_prompt(self, path: Path) -> tuple[str, list[str], bool]:
-        """`(short prompt, extra args, prompt on stdin)`: what stands in the prompt's place."""
-        return LONG_PROMPT, [], True
-
-    def invocation(
-        self, request: Request, s: AgentSettings, *, git: bool, prompt_file: Path
-    ) -> tuple[list[str], bool]:
-        """The argv of one invocation, and whether the prompt goes on its stdin. Never on a
-        command line, which any local user reads in `/proc/PID/cmdline` (issue 40)."""
-        if self.prompt_on_stdin:
-            return self.argv("", request, s, git=git), True
-        short, extra, via_stdin = self.long_prompt(prompt_file)
-        # the extra args after the prompt: an array option must not swallow it
-        return self.argv(short, request, s, git=git) + extra, via_stdin
+    def invocation(self, request: Request, s: AgentSettings, *, git: bool) -> list[str]:
+        """The argv of one invocation, its prompt on stdin: never on a command line, which any
+        local user reads in `/proc/PID/cmdline` (issue 40)."""
+        return self.argv("" if self.prompt_on_stdin else LONG_PROMPT, request, s, git=git)
 
     def permissions(self, s: AgentSettings) -> str:
         """One line: the permissions an invocation runs with."""

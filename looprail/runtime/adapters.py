@@ -457,8 +457,7 @@ def command_line(name: str, settings: AgentSettings) -> list[str]:
     """The argv an agent invocation runs with (the prompt itself goes on stdin)."""
     request = SimpleNamespace(kind="task", name="", verdict=None, task=None)
     adapter = ADAPTERS[name]()
-    argv, _ = adapter.invocation(request, settings, git=True, prompt_file=Path("prompt.md"))  # type: ignore[arg-type]
-    return argv
+    return adapter.invocation(request, settings, git=True)  # type: ignore[arg-type]
 
 
 def describe(name: str, settings: AgentSettings) -> str:

@@ -189,12 +189,9 @@ class AgentRuntime(BaseRuntime):
             return agent_session(
                 self, request, ctx, prompt=prompt, folder=folder, binary=found, env=env
             )
-        argv, via_stdin = self.adapter.invocation(
-            request, self.settings_for(request), git=self._git, prompt_file=folder / "prompt.md"
-        )
-        stdin = prompt if via_stdin else None  # the prompt is never in the argv
+        argv = self.adapter.invocation(request, self.settings_for(request), git=self._git)
         argv[0] = os.path.abspath(found)
-        outcome = self._invoke(request, ctx, prompt, argv, stdin, folder, env)
+        outcome = self._invoke(request, ctx, prompt, argv, folder, env)
         if request.kind != "verdict":
             return outcome
         return require_verdict(outcome, f"{self.adapter.name} verdict from {request.name}")
@@ -210,12 +207,11 @@ class AgentRuntime(BaseRuntime):
         ctx: DispatchContext,
         prompt: str,
         argv: list[str],
-        stdin: str | None,
         folder: Path,
         env: Mapping[str, str],
     ) -> Outcome:
         timeout_s = ctx.timeout_s or self.timeouts.for_kind(request.kind)
-        result = self._run(request, ctx, argv, stdin, folder, env, timeout_s)
+        result = self._run(request, ctx, argv, prompt, folder, env, timeout_s)
         reply = self.adapter.parse(result.stdout, result.stderr)
         rel = self.transcripts.rel(folder)
         usage, estimated = self._usage(reply)
@@ -246,7 +242,7 @@ class AgentRuntime(BaseRuntime):
         request: Request,
         ctx: DispatchContext,
         argv: list[str],
-        stdin: str | None,
+        prompt: str,
         folder: Path,
         env: Mapping[str, str],
         timeout_s: float,
@@ -261,7 +257,7 @@ class AgentRuntime(BaseRuntime):
             return run_bounded(
                 argv,
                 timeout_s=timeout_s,
-                stdin=stdin,
+                stdin=prompt,
                 cwd=ctx.workdir or self.project,
                 env=env,
                 output_cap=AGENT_OUTPUT_CAP,

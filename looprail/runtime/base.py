@@ -287,9 +287,6 @@ class BaseRuntime:
         return Liveness(self.progress, line, self.banner_after_s)
 
 
-# -- the typed calls: each checks its arguments, builds the `Request` and hands it to `handle` --
-
-
 def run_skill(runtime: Runtime, skill_id: str, ctx: DispatchContext) -> Outcome:
     """Run a skill step; `skill_id` is already prefixed with the flavor (`gsd-foo`)."""
     return runtime.handle(build_request("skill", skill_id, ctx), ctx)

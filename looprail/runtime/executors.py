@@ -105,9 +105,8 @@ def run_all(executor: Executor, fns: Iterable[Callable[[], T]]) -> list[Settled[
     if isinstance(executor, InlineExecutor):
         futures = [executor.submit(fn) for fn in fns]
     else:
-        # Every function waits until all are submitted: a pool starts its threads one per
-        # submit, and a thread already at work holds the GIL while the next one is being
-        # started (up to a switch interval each), so the last function would start late.
+        # Every function waits until all are submitted: a thread already at work holds the GIL
+        # while the pool starts the next one, so the last function would start late.
         go = threading.Event()
         futures = [executor.submit(_after, go, fn) for fn in fns]
         go.set()

@@ -135,8 +135,7 @@ def install_at(
     base = Path(folder)
     for root in (base, *(base / name for name in CORE_DIRS)):
         if (root / TOOL).is_file():
-            version = _version(root)
-            return GsdInstall(runtime, scope, root.absolute(), version)
+            return GsdInstall(runtime, scope, root.absolute(), _version(root))
     return None
 
 

@@ -11,10 +11,8 @@ with the child's status. It reports `P<pid> <start> <guard start> <guard pid>` (
 of /proc/PID/stat) or `E<why>` on STATUS_FD.
 """
 
-# Only the C modules underneath the stdlib's wrappers (`posix` under `os`, `_signal` under
-# `signal`, `_ctypes` under `ctypes`), never the wrappers and what they import (enum, struct,
-# collections, ...): the guard's start-up is paid for every process looprail starts, and this
-# halves it.
+# Only the C modules under the stdlib's wrappers (`posix`, `_signal`, `_ctypes`), never what the
+# wrappers import: the guard's start-up is paid for every process looprail starts.
 import _ctypes
 import _signal  # type: ignore[import-not-found]  # no stubs: typeshed has `signal` only
 import posix

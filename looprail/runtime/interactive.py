@@ -95,9 +95,8 @@ def run_on_terminal(
         return Session(None, time.monotonic() - start, spawn_error=_why(exc))
     # Journaled as every child is: a resume after a killed looprail stops what it left.
     _notify(Spawned(proc.pid, start_ticks(proc.pid) or 0, 0, 0, str(argv[0])))
-    # Ctrl-C belongs to the session while it runs (as git's editor has it): a CLI that leaves
-    # its raw screen on the first Ctrl-C must not have the second stop the whole run. Ignored
-    # only now, after the exec: an ignored signal would stay ignored in the child.
+    # Ctrl-C belongs to the session while it runs; ignored only now, after the exec: an
+    # ignored signal would stay ignored in the child.
     ignored = _ignore_interrupts()
     try:
         code, timed_out = _wait(proc, start + timeout_s if timeout_s else None)

@@ -7,9 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-# Words made of these only: a `;`, `&`, `|`, `<`, `>`, `$`, backtick, quote, parenthesis,
-# brace, `*`, `?`, `[`, `~`, `#`, `\` or a newline could chain, redirect, expand or
-# (in an allow rule) widen the pattern.
+# Words of these only: any other character could chain, redirect, expand or widen the rule.
 _SIMPLE = re.compile(r"[A-Za-z0-9_./:=@%+,-]+(?: [A-Za-z0-9_./:=@%+,-]+)*")
 
 

@@ -259,8 +259,7 @@ def _pump(
 
 
 # Every child of run_bounded, from just before it is started until it is reaped, so that Ctrl-C
-# can stop them all: each child has its own session (SIGINT from the terminal never reaches it),
-# and worker threads would otherwise wait for their children's timeouts before the run can stop.
+# can stop them all (each has its own session: the terminal's SIGINT never reaches it).
 _LIVE: set[_Child] = set()
 _LIVE_LOCK = threading.Lock()
 
