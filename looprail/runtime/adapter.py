@@ -1,6 +1,5 @@
-"""What every agent CLI adapter shares: the `Adapter` contract (one non-interactive argv, and
-how to read its output into a `Reply`), the checked `AgentSettings`, and the readers of the
-CLIs' JSON, which is read, never trusted. The four CLIs are in `looprail.runtime.adapters`."""
+"""What every agent CLI adapter shares: the `Adapter` contract (its argv, its output read into a
+`Reply`), the checked `AgentSettings`, and readers of the CLIs' JSON (read, never trusted)."""
 
 from __future__ import annotations
 
@@ -12,18 +11,17 @@ from pathlib import Path
 from typing import ClassVar, NoReturn
 
 from looprail.errors import ConfigError
+from looprail.layout import PROJECT_CONFIG_FILE
 from looprail.runtime.base import PHASE_ROLES, TASK_ROLE, Request, parse_json_object
 
 LONG_PROMPT = "Follow the instructions given on stdin."
 
 
 def file_prompt(path: Path) -> str:
-    """The first message of an interactive session, whose stdin is the terminal: the prompt
-    itself is in `path` (a file only the user can read), never on the command line."""
+    """An interactive session's first message: the prompt is in `path`, never in argv."""
     return f"Read the file {path} and follow it: it is your brief."
 
 
-_CONFIG_FILE = ".planning/config.json"
 ROLES = tuple(dict.fromkeys([*PHASE_ROLES.values(), TASK_ROLE]))  # each role's model is its own
 
 
@@ -78,7 +76,6 @@ class AgentSettings:
 
     @classmethod
     def parse(cls, name: str, raw: Mapping[str, object]) -> AgentSettings:
-        """The section `looprail.agents.<name>`, checked key by key (`ConfigError`)."""
         out = cls()
         for key, value in raw.items():
             attr = cls._KEYS.get(key)
@@ -102,7 +99,6 @@ class AgentSettings:
         return out
 
     def exe(self, default: str) -> str:
-        """The executable: the `binary` setting, else the adapter's."""
         return self.binary or default
 
 
@@ -118,7 +114,7 @@ def _role_models(name: str, value: object) -> dict[str, str]:
 
 
 def _bad(name: str, key: str, why: str) -> NoReturn:
-    raise ConfigError(_CONFIG_FILE, f"looprail.agents.{name}.{key}: {why}")
+    raise ConfigError(PROJECT_CONFIG_FILE, f"looprail.agents.{name}.{key}: {why}")
 
 
 class Adapter:
@@ -147,20 +143,17 @@ class Adapter:
         return []
 
     def argv(self, prompt: str, request: Request, s: AgentSettings, *, git: bool) -> list[str]:
-        """The argv of one non-interactive invocation with `prompt`."""
         flags = self.flags(request, s, git=git, live=False)
         return [s.exe(self.binary), *self.head, *flags, *s.args, *_filled(self.prompt_args, prompt)]
 
     def parse(self, stdout: str, stderr: str = "") -> Reply:
-        """What one invocation's output says."""
         raise NotImplementedError
 
     def interactive_argv(
         self, prompt: str, request: Request, s: AgentSettings, *, git: bool
     ) -> list[str]:
-        """The argv of the CLI's interactive mode on the user's terminal, `prompt` its first
-        message: the settings of `argv`, none of its non-interactive flags
-        (`run --interactive`, looprail/runtime/interactive.py)."""
+        """The argv of the CLI's interactive mode (`run --interactive`), `prompt` its first
+        message: the settings of `argv`, none of its non-interactive flags."""
         flags = self.flags(request, s, git=git, live=True)
         return [s.exe(self.binary), *flags, *s.args, *_filled(self.interactive_prompt_args, prompt)]
 
@@ -169,53 +162,34 @@ class Adapter:
         return None
 
     def folder_args(self, folder: Path) -> list[str]:
-        """The args that let the interactive CLI read the files of `folder`, outside the
-        project (the brief's private folder, when `reads_ignored_files` is false)."""
+        """The args that let the interactive CLI read `folder`, outside the project."""
         return []
 
     def readiness(
         self, project: Path, s: AgentSettings, env: Mapping[str, str]
     ) -> list[tuple[str, str]]:
-        """`(status, line)` checks `looprail doctor` prints beyond `--version`: what a run in
-        `project` needs from this CLI's own settings ("ok", "warning" or "problem")."""
+        """`(status, line)` checks `looprail doctor` prints beyond `--version`."""
         return []
 
-    def long_prompt(self, path: Path) -> tuple[str, list[str], bool]:
-        """What stands in the prompt's place in argv: `(short prompt, extra args, send the
-        prompt on stdin)`. Default: piped stdin, which claude -p, codex exec and gemini -p all
-        read as input."""
-        return LONG_PROMPT, [], True
-
-    def invocation(
-        self, request: Request, s: AgentSettings, *, git: bool, prompt_file: Path
-    ) -> tuple[list[str], bool]:
-        """The argv of one non-interactive invocation, and whether the prompt goes on its
-        stdin. The prompt is never on a command line, where any local user reads it in
-        `/proc/PID/cmdline` for as long as the agent runs (issue 40): a fixed line stands in
-        its place (`long_prompt`) and the prompt follows on stdin."""
-        if self.prompt_on_stdin:
-            return self.argv("", request, s, git=git), True
-        short, extra, via_stdin = self.long_prompt(prompt_file)
-        # the extra args after the prompt: an array option must not swallow it
-        return self.argv(short, request, s, git=git) + extra, via_stdin
+    def invocation(self, request: Request, s: AgentSettings, *, git: bool) -> list[str]:
+        """The argv of one invocation, its prompt on stdin: never on a command line, which any
+        local user reads in `/proc/PID/cmdline` (issue 40)."""
+        return self.argv("" if self.prompt_on_stdin else LONG_PROMPT, request, s, git=git)
 
     def permissions(self, s: AgentSettings) -> str:
-        """One line: the permissions an invocation runs with (printed once per run)."""
+        """One line: the permissions an invocation runs with."""
         return ""
 
     def may_run(self, commands: list[str]) -> list[str]:
-        """What the executor of a task whose checks are `commands` may run without asking, in
-        this CLI's words (its allow-list entries, or what its permission model allows)."""
+        """What the executor may run of a task's checks `commands`, in this CLI's words."""
         return []
 
     def show(self, line: str) -> str | None:
-        """A line of the CLI's stdout as `-v` shows it while the agent works: an event read
-        into words (`event`), a line that is no JSON event as it is; None shows nothing."""
+        """A stdout line as `-v` shows it (an event in words); None shows nothing."""
         ev = parse_json_object(line) if line.lstrip().startswith("{") else None
         return line if ev is None else self.event(ev)
 
     def event(self, ev: dict[str, object]) -> str | None:
-        """One JSON event in words; default: the event, cut."""
         return cut(json.dumps(ev, ensure_ascii=False), 200)
 
 
@@ -224,7 +198,6 @@ def _filled(template: tuple[str, ...], prompt: str) -> list[str]:
 
 
 def cut(text: str, limit: int) -> str:
-    """`text`, cut to `limit` characters with an ellipsis."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -241,27 +214,22 @@ def brief(value: object, limit: int = 120) -> str:
 
 
 def obj(value: object) -> dict[str, object]:
-    """`value` when it is a JSON object, else {}."""
     return value if isinstance(value, dict) else {}
 
 
 def items(value: object) -> list[object]:
-    """`value` when it is a JSON array, else []."""
     return value if isinstance(value, list) else []
 
 
 def text_of(value: object, default: str | None = None) -> str | None:
-    """`value` when it is a string, else `default`."""
     return value if isinstance(value, str) else default
 
 
 def whole(value: object) -> int | None:
-    """`value` when it is an integer (not a bool), else None."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def number(value: object) -> float | None:
-    """`value` when it is a number (not a bool), else None."""
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
     return float(value) if ok else None  # type: ignore[arg-type]
 
@@ -296,8 +264,7 @@ def json_block(text: str) -> dict[str, object] | None:
 
 
 def classify(error: str, status: int | None = None) -> str:
-    """A short label for a CLI error: rate limited, not authenticated, or just error (by the
-    HTTP status when the CLI reported one, else by the words of the message)."""
+    """A CLI error as rate limited, not authenticated or error: by HTTP status, else by words."""
     if status == 429:
         return "rate limited"
     if status in (401, 403):

@@ -1,6 +1,5 @@
-"""The four agent CLIs looprail drives: Claude Code, Codex, OpenCode and Gemini CLI, each an
-`Adapter` (its argv, its output format, what `-v` shows of it). The facts each relies on, and
-what was verified where, are in docs/agents.md."""
+"""The four agent CLIs looprail drives, each an `Adapter`; the facts each relies on are in
+docs/agents.md."""
 
 from __future__ import annotations
 
@@ -37,16 +36,13 @@ def _model(s: AgentSettings) -> list[str]:
 
 
 def _checks(request: Request) -> list[str]:
-    """The task's automated check commands, which the executor may run (runtime/permits.py)."""
     return list(request.task.checks) if request.kind == "task" and request.task else []
 
 
 class ClaudeAdapter(Adapter):
-    """`claude -p PROMPT --output-format stream-json --verbose` (stream-json needs --verbose in
-    print mode). Default permissions: `--permission-mode acceptEdits` (file edits in the working
-    folder are allowed, anything else Claude Code would ask about is denied: nobody can answer).
-    `-p` is a flag and the prompt a positional argument after `--`, so a prompt starting with
-    `-` stays the prompt; `claude PROMPT` is the interactive session."""
+    """`claude -p --output-format stream-json --verbose -- PROMPT` (stream-json needs --verbose
+    in print mode); `--permission-mode acceptEdits` by default: edits allowed, anything else
+    Claude Code would ask about is denied (nobody can answer). `claude PROMPT` is interactive."""
 
     name = "claude"
     binary = "claude"
@@ -140,16 +136,13 @@ def _claude_result(r: Reply, ev: dict[str, object]) -> None:
 
 
 def _denial(value: object) -> str:
-    """One refused tool call (claude's `permission_denials[]`) in one short line."""
     d = obj(value)
     return f"{d.get('tool_name') or '?'} {brief(d.get('tool_input'), 160)}".strip()
 
 
 class CodexAdapter(Adapter):
-    """`codex exec --json --sandbox workspace-write PROMPT` (JSON lines: thread.started,
-    turn.started, item.*, turn.completed with usage, turn.failed, error). Codex reports tokens,
-    not cost. Outside a git repository `exec` needs --skip-git-repo-check; `codex PROMPT` is
-    the TUI (it asks for approvals itself, and whether to trust a folder outside git)."""
+    """`codex exec --json --sandbox workspace-write PROMPT`: JSON lines, tokens but no cost.
+    Outside git `exec` needs --skip-git-repo-check; `codex PROMPT` is the TUI (which asks)."""
 
     name = "codex"
     binary = "codex"
@@ -216,10 +209,9 @@ class CodexAdapter(Adapter):
 
 
 class OpenCodeAdapter(Adapter):
-    """`opencode run --format json` with the prompt on stdin (JSON lines: step_start, text,
-    tool_use, step_finish with tokens and cost, error). `ref.agent` steps use `--agent NAME`.
-    Permissions are OpenCode's own (`permission` in opencode.json); looprail passes nothing that
-    loosens them. `opencode --prompt=PROMPT` is the TUI in the working folder."""
+    """`opencode run --format json`, the prompt on stdin (JSON lines); `ref.agent` steps use
+    `--agent NAME`. Permissions are OpenCode's own (opencode.json): looprail loosens nothing.
+    `opencode --prompt=PROMPT` is the TUI."""
 
     name = "opencode"
     binary = "opencode"
@@ -301,10 +293,8 @@ def _opencode_step(r: Reply, part: dict[str, object]) -> None:
 
 class GeminiAdapter(Adapter):
     """`gemini --output-format json --approval-mode auto_edit --prompt=PROMPT`: one JSON object
-    `{response, stats, error?}` on stdout; on an API error the object goes to stderr and the
-    exit code is the HTTP status modulo 256 (401 -> 145, 429 -> 173); 55: untrusted folder.
-    `--prompt=` in one argument: a prompt starting with `-` is never read as an option.
-    `--prompt-interactive=PROMPT` runs the prompt, then goes on interactively."""
+    `{response, stats, error?}` on stdout; on an API error it goes to stderr and the exit code
+    is the HTTP status modulo 256 (401 -> 145). `--prompt-interactive=PROMPT` is interactive."""
 
     name = "gemini"
     binary = "gemini"
@@ -467,12 +457,11 @@ def command_line(name: str, settings: AgentSettings) -> list[str]:
     """The argv an agent invocation runs with (the prompt itself goes on stdin)."""
     request = SimpleNamespace(kind="task", name="", verdict=None, task=None)
     adapter = ADAPTERS[name]()
-    argv, _ = adapter.invocation(request, settings, git=True, prompt_file=Path("prompt.md"))  # type: ignore[arg-type]
-    return argv
+    return adapter.invocation(request, settings, git=True)  # type: ignore[arg-type]
 
 
 def describe(name: str, settings: AgentSettings) -> str:
-    """The one line a run, `doctor` and `capability audit` print for agent `name`."""
+    """The line a run, `doctor` and `capability audit` print for agent `name`."""
     if name not in ADAPTERS:
         return f"agent {name}"
     argv = command_line(name, settings)

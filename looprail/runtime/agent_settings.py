@@ -1,10 +1,6 @@
-"""Agent settings as facts, pure: which settings change what runs or widen what the agent may
-do (`GUARDED`, with the values no wider than looprail's default in `NARROWER`), what consent to
-them is bound to (`guarded_digest`), and the permission mode in effect once `args` are read
-(`mode_in_effect`). The one line that shows an agent's settings (`runtime.agents.describe`)
-lives beside the adapters it reads. Where each setting may come from, and consent, are the
-trust layer's: `looprail.trust.agents.effective_agent` (docs/security.md "Agent settings").
-"""
+"""Agent settings as facts, pure: which need consent (`GUARDED`, `NARROWER`), what consent is
+bound to (`guarded_digest`), and the permission mode in effect (`mode_in_effect`). Consent
+itself is `looprail.trust.agents` (docs/security.md "Agent settings")."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""Coding agents as runtimes: Claude Code, Codex, OpenCode and Gemini CLI. `AgentRuntime` is
-one `BaseRuntime` for them all; what differs per CLI is its `Adapter` (runtime/adapters.py).
-
-Skill, agent, verdict, phase and task work is one bounded CLI invocation with the prompt from
-`looprail.runtime.prompts`, in the plan's worktree (or the project), its transcript filed under
-`.looprail/logs/<run>/`; a phase step must leave the artifact it owed, a verdict must carry a
-`{block, message}` object. Commands and queries run as with the local runtime. Messages are
-queued for the next invocation's prompt (each is a fresh session), so compact has nothing to do.
-"""
+"""Coding agent CLIs as runtimes: one `AgentRuntime`, an `Adapter` per CLI (runtime/adapters.py).
+Role work is one bounded CLI invocation (prompt from `runtime.prompts`, transcript under
+`.looprail/logs/<run>/`); commands and queries run as with the local runtime. Each invocation is
+a fresh session: messages are queued for the next prompt, and compact has nothing to do."""
 
 from __future__ import annotations
 
@@ -33,7 +28,6 @@ from looprail.runtime.adapters import (
 from looprail.runtime.base import (
     BaseRuntime,
     DispatchContext,
-    Liveness,
     Outcome,
     OutcomeFields,
     Request,
@@ -73,8 +67,6 @@ AGENT_OUTPUT_CAP = 32 << 20  # 32 MiB per stream: a long agent session, still bo
 
 
 class AgentRuntime(BaseRuntime):
-    """A coding agent CLI as a runtime (see the module docstring)."""
-
     adapter_class: ClassVar[type[Adapter]] = Adapter
 
     def __init__(
@@ -131,10 +123,7 @@ class AgentRuntime(BaseRuntime):
         return f"{type(self).__name__}({str(self.project)!r})"
 
     def describe(self) -> RuntimeInfo:
-        """An agent CLI edits files: each plan works in a git worktree of its own. It cannot
-        run at all when its CLI is not on PATH: a run reads that before it starts, so a missing
-        CLI is not found at the first role, after the run was journaled and its first hooks
-        ran."""
+        """Worktrees; unready when the CLI is not on PATH (read before a run journals)."""
         env = {**os.environ, **self.local.env, **self.env}
         binary = self.settings.exe(self.adapter.binary)
         return RuntimeInfo(
@@ -151,8 +140,7 @@ class AgentRuntime(BaseRuntime):
         )
 
     def begin_run(self, run: RunStart) -> None:
-        """Transcripts are filed under the run; its meter tallies every invocation, and a run
-        resumed at its budget stops here, before any work (`BudgetReached`)."""
+        """A run resumed at its budget stops here, before any work (`BudgetReached`)."""
         self._meter = run.meter
         if run.meter is not None:
             run.meter.check()
@@ -163,8 +151,6 @@ class AgentRuntime(BaseRuntime):
 
     def end_run(self) -> None:
         self._meter = None
-
-    # -- the one method -------------------------------------------------------------------
 
     def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
         request, ctx = self.local.own(request, ctx)
@@ -192,7 +178,7 @@ class AgentRuntime(BaseRuntime):
             agent_form=self.adapter.agent_form,
             conversation=talk,
         )
-        env = self._env(request, ctx)
+        env = {**self.local._environment(request, ctx), **self.env}
         binary = self.settings.exe(self.adapter.binary)
         found = find_program(binary, env)
         if found is None:
@@ -203,21 +189,12 @@ class AgentRuntime(BaseRuntime):
             return agent_session(
                 self, request, ctx, prompt=prompt, folder=folder, binary=found, env=env
             )
-        argv, stdin = self._invocation(prompt, request, folder)
+        argv = self.adapter.invocation(request, self.settings_for(request), git=self._git)
         argv[0] = os.path.abspath(found)
-        outcome = self._invoke(request, ctx, prompt, argv, stdin, folder, env)
+        outcome = self._invoke(request, ctx, prompt, argv, folder, env)
         if request.kind != "verdict":
             return outcome
         return require_verdict(outcome, f"{self.adapter.name} verdict from {request.name}")
-
-    def _invocation(
-        self, prompt: str, request: Request, folder: Path
-    ) -> tuple[list[str], str | None]:
-        """The argv and the stdin of one invocation with `prompt` (never in the argv)."""
-        argv, via_stdin = self.adapter.invocation(
-            request, self.settings_for(request), git=self._git, prompt_file=folder / "prompt.md"
-        )
-        return argv, prompt if via_stdin else None
 
     def settings_for(self, request: Request) -> AgentSettings:
         """The settings of `request`'s call: its role's model in place of `model`."""
@@ -230,16 +207,11 @@ class AgentRuntime(BaseRuntime):
         ctx: DispatchContext,
         prompt: str,
         argv: list[str],
-        stdin: str | None,
         folder: Path,
         env: Mapping[str, str],
     ) -> Outcome:
         timeout_s = ctx.timeout_s or self.timeouts.for_kind(request.kind)
-        liveness = self.announce(request)
-        try:
-            result = self._run(request, ctx, argv, stdin, folder, env, timeout_s, liveness)
-        finally:
-            liveness.close()
+        result = self._run(request, ctx, argv, prompt, folder, env, timeout_s)
         reply = self.adapter.parse(result.stdout, result.stderr)
         rel = self.transcripts.rel(folder)
         usage, estimated = self._usage(reply)
@@ -270,14 +242,13 @@ class AgentRuntime(BaseRuntime):
         request: Request,
         ctx: DispatchContext,
         argv: list[str],
-        stdin: str | None,
+        prompt: str,
         folder: Path,
         env: Mapping[str, str],
         timeout_s: float,
-        liveness: Liveness,
     ) -> ProcessResult:
-        """The CLI's run. Its streams go to the transcript as they arrive (a killed run leaves
-        them), and with -v to the terminal, each event read into one line."""
+        """The CLI's run, its streams going to the transcript (and `-v`) as they arrive."""
+        liveness = self.announce(request)
         tee = OutputTee(
             split={"stdout": folder / "stdout.jsonl", "stderr": folder / "stderr.txt"},
             on_line=self.line_sink(request, self.adapter.show, liveness),
@@ -286,7 +257,7 @@ class AgentRuntime(BaseRuntime):
             return run_bounded(
                 argv,
                 timeout_s=timeout_s,
-                stdin=stdin,
+                stdin=prompt,
                 cwd=ctx.workdir or self.project,
                 env=env,
                 output_cap=AGENT_OUTPUT_CAP,
@@ -294,6 +265,7 @@ class AgentRuntime(BaseRuntime):
             )
         finally:
             tee.close()
+            liveness.close()
 
     def _usage(self, reply: Reply) -> tuple[Usage, bool]:
         """What the invocation used, and whether its cost is an estimate: a CLI that reports
@@ -313,7 +285,6 @@ class AgentRuntime(BaseRuntime):
     def _record(
         self, request: Request, outcome: Outcome, rel: str, duration_s: float, **extra: object
     ) -> None:
-        """One invocation on the run's meter (and so in the journal)."""
         if self._meter is None:
             return
         call: dict[str, object] = {
@@ -329,8 +300,6 @@ class AgentRuntime(BaseRuntime):
         call.update(extra)
         call.update({"transcript": rel, "durationMs": int(duration_s * 1000)})
         self._meter.record(call)
-
-    # -- reading what happened ------------------------------------------------------------
 
     def _outcome(
         self,
@@ -363,7 +332,6 @@ class AgentRuntime(BaseRuntime):
     def _failure(
         self, request: Request, result: ProcessResult, reply: Reply, timeout_s: float
     ) -> str | None:
-        """Why the invocation failed, or None when it did its work."""
         name = self.adapter.name
         code = result.exit_code
         if result.spawn_error:
@@ -385,7 +353,6 @@ class AgentRuntime(BaseRuntime):
         return f"{request.role or name} did not deliver: {problem}{refused}"
 
     def _estimate(self, reply: Reply) -> float | None:
-        """Cost from tokens and the configured prices, for CLIs that report no cost."""
         s = self.settings
         if s.input_usd_per_mtok is None or s.output_usd_per_mtok is None:
             return None
@@ -394,11 +361,6 @@ class AgentRuntime(BaseRuntime):
         spent = (reply.input_tokens or 0) * s.input_usd_per_mtok
         spent += (reply.output_tokens or 0) * s.output_usd_per_mtok
         return round(spent / 1_000_000, 6)
-
-    def _env(self, request: Request, ctx: DispatchContext) -> dict[str, str]:
-        env = self.local._environment(request, ctx)
-        env.update(self.env)
-        return env
 
 
 def extract_verdict(text: str) -> dict[str, object] | None:

@@ -1,16 +1,7 @@
-"""The `Runtime` protocol: the one seam between the state machine and the work it dispatches.
-
-The machine decides *what* runs (which skill, agent, command, check, role work, task); a runtime
-decides *how* (local executables, an agent CLI, a script in a test). Every call is bounded and
-returns a typed `Outcome`; a failing unit of work is a failed `Outcome`, never an exception.
-Runtimes raise only for programming errors (a malformed call).
-
-The protocol is four methods (`handle`, `describe` and the run hooks); the typed calls the
-machine makes (`run_skill(runtime, ...)`, ...) are functions here that build the `Request` and
-hand it to `handle`. This module also owns what every runtime shares: the verdict shape check
-and the liveness banner; the request each unit of work receives is in
-`looprail.runtime.request`, re-exported here.
-"""
+"""The `Runtime` protocol, the one seam between the state machine (what runs) and a runtime
+(how). Every call is bounded and returns an `Outcome`; a failing unit of work is a failed
+`Outcome`, never an exception. The typed calls (`run_skill(runtime, ...)`, ...) build the
+`Request` (`runtime.request`, re-exported here) and hand it to `handle`."""
 
 from __future__ import annotations
 
@@ -53,8 +44,7 @@ PHASE_ROLES: Mapping[str, str] = {
 
 
 def spawn_banner(agent: str) -> str:
-    """The liveness line printed before any agent is spawned, worded as the contract gives it
-    (docs/contract.md, "Dispatch"): the silence that follows is expected, not a freeze."""
+    """The liveness line before an agent is spawned, as docs/contract.md ("Dispatch") words it."""
     return (
         f"◆ Spawning {agent}... (runs in a subagent — no output until it returns; "
         "expected, not a freeze)"
@@ -68,7 +58,7 @@ BANNER_AFTER_S = 2.0
 
 class Liveness:
     """The liveness banner of one unit of agent work: `show(line)` once the work has been
-    silent for `after_s` (at once when `after_s` <= 0), never after `heard()` or `close()`."""
+    silent for `after_s` (at once when `after_s` <= 0), never after `close()`."""
 
     def __init__(self, show: Callable[[str], Any] | None, line: str | None, after_s: float):
         self._timer: threading.Timer | None = None
@@ -82,12 +72,8 @@ class Liveness:
         self._timer.daemon = True
         self._timer.start()
 
-    def heard(self) -> None:
-        """The work printed a line (shown with -v): its output shows it is alive."""
-        self.close()
-
     def close(self) -> None:
-        """The work ended: no banner from now on (the timer's thread is gone on return)."""
+        """The work ended or printed a line: no banner from now on (nor a timer thread)."""
         timer, self._timer = self._timer, None
         if timer is not None:
             timer.cancel()
@@ -107,8 +93,6 @@ class Usage(Frozen):
 
 
 class OutcomeFields(TypedDict, total=False):
-    """What a runtime passes on to `Outcome.succeeded` / `Outcome.failed` beside the verdict."""
-
     stdout: str
     stderr: str
     duration_s: float
@@ -208,16 +192,13 @@ def require_verdict(outcome: Outcome, label: str) -> Outcome:
 
 
 class RuntimeInfo(Frozen):
-    """What a runtime declares about itself (`describe()`), read by the machine instead of
-    probing for attributes. A runtime that declares nothing gets these defaults."""
+    """What a runtime declares about itself (`describe()`); the machine never probes."""
 
     #: The name a run journals as its agent (`machine_config.agent`) and resumes compare.
     name: str
-    #: Plans work in git worktrees unless the config's `looprail.worktrees` says otherwise
-    #: (agent CLIs edit files; a plan's edits must not meet another's).
+    #: Plans work in git worktrees (unless `looprail.worktrees` says otherwise).
     wants_worktrees: bool = False
-    #: The host tool (`gsd_run`, …) it calls for commands, queries and `host` requests, unless
-    #: the context names another; None: looprail evaluates the host's gates itself.
+    #: For commands, queries and `host` requests; None: looprail evaluates the gates itself.
     host_tool: str | None = None
     #: Why it cannot run at all (an agent CLI not on PATH), or None; read before a run starts.
     unready: str | None = None
@@ -225,9 +206,7 @@ class RuntimeInfo(Frozen):
 
 @dataclass(frozen=True)
 class RunStart:
-    """What a runtime is told when a run begins (`begin_run`): everything arrives here, so the
-    machine never assigns onto the runtime. `meter` tallies agent work against the budget; a
-    runtime that spends nothing ignores it."""
+    """What `begin_run` is told; `meter` tallies agent work against the budget."""
 
     run_id: str | None
     meter: Meter | None = None
@@ -235,11 +214,7 @@ class RunStart:
 
 @runtime_checkable
 class Runtime(Protocol):
-    """What the state machine calls, and all of it: `handle` does every unit of work (the typed
-    calls below build its `Request`), `describe` says what the runtime declares, and the run
-    hooks bracket a run. Every unit of work is bounded and returns an `Outcome`, failed or not,
-    never an exception. `BaseRuntime` has a default for all but `handle` (docs/runtime.md).
-    """
+    """All the state machine calls (docs/runtime.md); `BaseRuntime` has the defaults."""
 
     def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
         """Do the unit of work `request` describes."""
@@ -255,13 +230,8 @@ class Runtime(Protocol):
 
 
 class BaseRuntime:
-    """A runtime implements one method, `handle`; the rest of `Runtime` has a default here.
-
-    `handle(request, ctx)` receives the same `Request` value from every typed call whatever the
-    runtime, so a test runtime cannot drift from a real one; `ctx` carries what is not the
-    unit's business (timeouts, host tool, environment, folder). `announce(request)` prints the
-    liveness banner and `line_sink(request)` feeds `-v`.
-    """
+    """A runtime implements `handle`. Every runtime receives the same `Request` from a typed
+    call, so a test runtime cannot drift from a real one."""
 
     #: The name this runtime is registered under (`looprail.runtimes` entry points).
     name: ClassVar[str] = ""
@@ -270,23 +240,20 @@ class BaseRuntime:
 
     def __init__(self, *, progress: Any = None, output: Any = None) -> None:
         self.progress = progress
-        # `output(label, stream, line)`: each line a unit of work prints, as it prints it
-        # (`-v`); None shows nothing. `label` names the unit (`output_label`).
-        self.output = output
+        self.output = output  # `-v`: `output(label, stream, line)` for each line work prints
 
     def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
         """Do the unit of work `request` describes; a failure is a failed `Outcome`."""
         raise NotImplementedError(f"{type(self).__name__} does not implement handle()")
 
     def describe(self) -> RuntimeInfo:
-        """Default: named as registered (else by its class), no worktrees, no host tool."""
         return RuntimeInfo(name=self.name or type(self).__name__)
 
     def begin_run(self, run: RunStart) -> None:
-        """Told once a run id is known (transcripts are filed under it); default: nothing."""
+        """Default: nothing."""
 
     def end_run(self) -> None:
-        """Told when the run is over, however it ended; default: nothing."""
+        """Default: nothing."""
 
     def line_sink(
         self,
@@ -295,8 +262,7 @@ class BaseRuntime:
         liveness: Liveness | None = None,
     ) -> Callable[[str, str], None] | None:
         """What `-v` is handed each line a unit of work prints, labelled (None without `-v`);
-        `show` reads a stdout line into words first (an agent CLI's JSON events). A line
-        shown cancels the work's `liveness` banner."""
+        `show` reads a stdout line into words first. A line cancels the `liveness` banner."""
         output = self.output
         if output is None:
             return None
@@ -304,7 +270,7 @@ class BaseRuntime:
 
         def sink(stream: str, text: str) -> None:
             if liveness is not None:
-                liveness.heard()
+                liveness.close()  # its output shows it is alive
             if show is None:
                 output(label, stream, text)
                 return
@@ -315,15 +281,10 @@ class BaseRuntime:
         return sink
 
     def announce(self, request: Request) -> Liveness:
-        """The liveness banner for an agent-backed request (agent, verdict, phase, task),
-        printed once the work has been silent for `banner_after_s`; other kinds have none.
-        The caller closes it when the work ends."""
+        """Agent work's liveness banner (after `banner_after_s`); the caller closes it."""
         label = banner_label(request)
         line = spawn_banner(label) if label is not None else None
         return Liveness(self.progress, line, self.banner_after_s)
-
-
-# -- the typed calls: each checks its arguments, builds the `Request` and hands it to `handle` --
 
 
 def run_skill(runtime: Runtime, skill_id: str, ctx: DispatchContext) -> Outcome:
@@ -359,16 +320,14 @@ def ask_verdict(
 
 
 def _verdict(runtime: Runtime, request: Request, ctx: DispatchContext) -> Outcome:
-    # A runtime checks the verdict in its own words first (the executable it ran); this is
-    # for one that does not.
+    # for a runtime that does not check the verdict in its own words first
     return require_verdict(runtime.handle(request, ctx), f"{request.kind} {request.name!r}")
 
 
 def do_phase_work(
     runtime: Runtime, role: str, step: str, ctx: DispatchContext, texts: Sequence[str] = ()
 ) -> Outcome:
-    """The step's main work by a role agent (orchestrator, planner, verifier); `texts` are
-    the contributions queued for the role in this step (its `roleContext`)."""
+    """The step's main work by a role agent; `texts`: the contributions queued for the role."""
     if not step:
         raise ValueError("do_phase_work needs a step")
     context = {role: tuple(texts)}
@@ -395,8 +354,8 @@ def execute_task(
 
 
 def deliver_context(runtime: Runtime, role: str, text: str, ctx: DispatchContext) -> Outcome:
-    """Tell the runtime a contribution queued `text` for `role` at `ctx.point`. The machine
-    keeps the fragments and hands them to the role's work; a runtime may ignore this."""
+    """A contribution queued `text` for `role` at `ctx.point` (the machine keeps it for the
+    role's work; a runtime may ignore this)."""
     if not role:
         raise ValueError("deliver_context needs a role")
     if ctx.point is None:
@@ -428,14 +387,12 @@ def compact(runtime: Runtime, instructions: str | None, ctx: DispatchContext) ->
 
 
 def host_tool_for(runtime: Runtime, ctx: DispatchContext) -> str | None:
-    """The host tool (`gsd_run`, …) that answers gates for `ctx`: the context's, else the one
-    the runtime declares; None: looprail evaluates them itself."""
+    """The host tool that answers gates for `ctx`: the context's, else the runtime's, or None."""
     return ctx.host_tool or runtime.describe().host_tool
 
 
 def run_host(runtime: Runtime, args: Sequence[str], ctx: DispatchContext) -> Outcome:
-    """`<host tool> <args>` as one bounded process: the gates the host's workflow calls the
-    tool for directly (`check predicate …`, `windows status`)."""
+    """`<host tool> <args>`: the gates the host's workflow calls the tool for directly."""
     args = tuple(args)
     return runtime.handle(build_request("host", " ".join(args[:2]), ctx, words=args), ctx)
 
@@ -455,8 +412,7 @@ def phase_req_ids(runtime: Runtime, ctx: DispatchContext) -> str:
 
 
 def output_label(request: Request) -> str:
-    """How `-v` prefixes the lines a unit of work prints: the task id for a task (`01-02/T3`),
-    the role for a step's work, else the kind and name (`check verify-tests`)."""
+    """How `-v` prefixes a unit of work's lines: `01-02/T3`, a role, `check verify-tests`."""
     if request.kind == "task":
         return request.name
     if request.kind == "phase":
@@ -467,7 +423,6 @@ def output_label(request: Request) -> str:
 
 
 def banner_label(request: Request) -> str | None:
-    """Who the liveness banner names for `request`, or None for work that spawns no agent."""
     if request.kind == "agent":
         return request.name
     if request.kind == "verdict" and request.verdict is not None:

@@ -9,12 +9,9 @@ from pathlib import Path
 
 
 def confined_path_env(env: Mapping[str, str] | None) -> Mapping[str, str] | None:
-    """`env` (or this process's environment) with every empty or relative `PATH` entry removed.
-
-    An empty entry means "the current directory" to execvp and to `/bin/sh`, and the child's
-    current directory is the project: a bare program name (a resolver's `binary`, a reviewer
-    CLI, a word in a shell predicate) would then run a file the project ships. Returns `env`
-    unchanged (None stays None) when `PATH` has nothing to remove."""
+    """`env` (or this process's environment) without empty or relative `PATH` entries, which
+    mean the child's current folder (the project: a bare name would run a file it ships).
+    `env` itself (None stays None) when there is nothing to remove."""
     base = os.environ if env is None else env
     path = base.get("PATH")
     if path is None:
@@ -31,11 +28,8 @@ def confined_path_env(env: Mapping[str, str] | None) -> Mapping[str, str] | None
 def child_pwd_env(
     env: Mapping[str, str] | None, cwd: str | Path | None
 ) -> Mapping[str, str] | None:
-    """`env` (or this process's environment) with `PWD` set to the child's working folder.
-
-    A program that asks `$PWD` before `getcwd()` (OpenCode does, as shells and Node tools often
-    do) must find the folder it runs in, not the folder looprail was started from: otherwise a
-    task in a plan's worktree writes into the main tree. Unchanged when `cwd` is None."""
+    """`env` (or this process's environment) with `PWD` set to `cwd`: a program that reads
+    `$PWD` first (OpenCode) would otherwise write a worktree's task into the main tree."""
     if cwd is None:
         return env
     where = os.path.abspath(cwd)

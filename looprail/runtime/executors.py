@@ -1,10 +1,6 @@
-"""The concurrency seam: how the plans of a wave (and any other independent work) run at once.
-
-`make_executor(jobs)` gives a `concurrent.futures.Executor`: a thread pool, or with `jobs=1` an
-inline executor that runs each function at `submit`, so a test sees one deterministic order.
-`run_all` runs functions on it and returns every result in submission order; one failure never
-cancels or hides its siblings.
-"""
+"""How the plans of a wave (and other independent work) run at once: `make_executor(jobs)`, a
+thread pool or with `jobs=1` inline (one deterministic order); `run_all` returns every result in
+submission order, one failure never cancelling or hiding its siblings."""
 
 from __future__ import annotations
 
@@ -14,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
 from looprail.runtime.process import stopping_children
 
@@ -50,10 +46,9 @@ class InlineExecutor(Executor):
 
 @contextmanager
 def interruptible_executor(jobs: int) -> Iterator[Executor]:
-    """`make_executor(jobs)` for a block that Ctrl-C/SIGTERM may interrupt: on the way out of an
-    exception every child process is killed, work not yet started is cancelled, and no worker
-    starts a new child while the block waits for the running ones to end (a worker going on to
-    its next step would otherwise start it, and the exit would wait for it to time out)."""
+    """`make_executor(jobs)` for a block Ctrl-C/SIGTERM may interrupt: on an exception every
+    child is killed, work not started is cancelled, and no worker starts a new child while the
+    block waits for the running ones to end."""
     executor = make_executor(jobs)
     try:
         yield executor
@@ -65,7 +60,6 @@ def interruptible_executor(jobs: int) -> Iterator[Executor]:
 
 
 def make_executor(jobs: int) -> Executor:
-    """A thread pool of `jobs` workers; `jobs=1` runs everything inline, in order."""
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
     if jobs == 1:
@@ -84,17 +78,10 @@ class Settled(Generic[T]):
     def ok(self) -> bool:
         return self.error is None
 
-    def unwrap(self) -> T:
-        """The value, or re-raise the function's exception."""
-        if self.error is not None:
-            raise self.error
-        return cast(T, self.value)  # no error: `value` is what the function returned
-
 
 def start_threads(executor: Executor, count: int) -> None:
-    """Have a thread pool start `count` worker threads now (a pool starts them one per submit,
-    each waiting for the previous one to be scheduled): the wave's threads are up before its
-    plans are handed over. Nothing for an inline executor."""
+    """Have a thread pool start `count` worker threads now, before a wave's plans are handed
+    over (a pool starts them one per submit). Nothing for an inline executor."""
     if not isinstance(executor, ThreadPoolExecutor):
         return
     count = min(count, getattr(executor, "_max_workers", count))  # more would never meet
@@ -114,15 +101,12 @@ def _after(go: threading.Event, fn: Callable[[], T]) -> T:
 
 
 def run_all(executor: Executor, fns: Iterable[Callable[[], T]]) -> list[Settled[T]]:
-    """Run every function on `executor` and wait for all of them. Results come back in
-    submission order; an exception in one is captured in its `Settled`, never raised here and
-    never cancelling the others."""
+    """Run every function on `executor` and wait for all (an exception in its `Settled`)."""
     if isinstance(executor, InlineExecutor):
         futures = [executor.submit(fn) for fn in fns]
     else:
-        # Every function waits until all are submitted: a pool starts its threads one per
-        # submit, and a thread already at work holds the GIL while the next one is being
-        # started (up to a switch interval each), so the last function would start late.
+        # Every function waits until all are submitted: a thread already at work holds the GIL
+        # while the pool starts the next one, so the last function would start late.
         go = threading.Event()
         futures = [executor.submit(_after, go, fn) for fn in fns]
         go.set()

@@ -1,12 +1,5 @@
-"""The command that adds an optional extra (`ui`, `dask`) to this looprail, as it was installed.
-
-`pip install 'looprail[ui]'` is wrong for a pipx or `uv tool` install (their environments are
-their own) and for looprail installed from a git URL or a wheel (that name may not be on any
-index). What was installed is read where the installers leave it: the distribution's
-`direct_url.json` (PEP 610: a wheel, a folder, a git commit, an editable clone) and the
-environment's own marker (`pipx_metadata.json` of pipx, `uv-receipt.toml` of `uv tool`).
-Read only when an extra is missing, so nothing here is on any start path.
-"""
+"""The command that adds an optional extra (`ui`, `dask`) to this looprail as it was installed
+(pipx, `uv tool`, a git URL or wheel: PEP 610 `direct_url.json`), not just `pip install`."""
 
 from __future__ import annotations
 
@@ -21,8 +14,7 @@ DISTRIBUTION = "looprail"
 
 
 def install_command(extra: str, *, prefix: str | None = None) -> str:
-    """The one command (shell-quoted) that installs looprail with `extra` where this
-    looprail is installed; `prefix` is the environment (default: this interpreter's)."""
+    """The shell-quoted command; `prefix` is the environment (default: this interpreter's)."""
     env = Path(prefix or sys.prefix)
     origin = _direct_url()
     if (env / "pipx_metadata.json").is_file():
@@ -59,7 +51,6 @@ def _editable_folder(origin: dict | None) -> str | None:
 
 
 def _direct_url() -> dict | None:
-    """This looprail's `direct_url.json`, or None (installed from an index, or unreadable)."""
     try:
         text = metadata.distribution(DISTRIBUTION).read_text("direct_url.json")
         data = json.loads(text) if text else None

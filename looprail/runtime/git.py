@@ -1,10 +1,5 @@
-"""Every git call looprail makes, in one place: git found on the confined PATH (never in the
-project: an empty or relative PATH entry is dropped, see `process.find_program`), run bounded
-(`process.run_bounded`), and with the project's own hooks and fsmonitor switched off, so a
-cloned project's `.git/hooks`, `core.hooksPath` or `core.fsmonitor` never runs code when
-looprail makes a worktree, commits or merges; nor does any other program the repository's own
-configuration names (filter drivers, signing programs, merge drivers, textconv:
-`runtime/gitprograms.py`)."""
+"""Every git call looprail makes: git on the confined PATH, bounded, and with no hook,
+fsmonitor or other program the repository's own configuration names (`gitprograms`)."""
 
 from __future__ import annotations
 
@@ -16,23 +11,13 @@ from pathlib import Path
 from looprail.runtime.gitprograms import LIST_ARGS, override_env, repository_programs
 from looprail.runtime.process import ProcessResult, find_program, run_bounded
 
-# Before the subcommand: they override whatever the repository's config says. `/dev/null` is
-# no folder, so no hook is found in it.
-SAFE_CONFIG = (
-    "-c",
-    "core.hooksPath=/dev/null",
-    "-c",
-    "core.fsmonitor=false",
-    "-c",
-    "maintenance.auto=false",
-    "-c",
-    "gc.auto=0",
-)
+# Before the subcommand, over the repository's config (`/dev/null` is no folder: no hook).
+_SAFE = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "maintenance.auto=false", "gc.auto=0")
+SAFE_CONFIG = tuple(arg for setting in _SAFE for arg in ("-c", setting))
 DEFAULT_TIMEOUT_S = 120.0
 
 
 def git_program(env: Mapping[str, str] | None = None) -> str | None:
-    """The absolute path of git on the confined PATH, or None."""
     return find_program("git", env)
 
 
@@ -44,8 +29,7 @@ def git(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     stdin: str | None = None,
 ) -> ProcessResult:
-    """Run `git ARGS` in `cwd` (`stdin` its input; none: closed). A git that is not found
-    is a spawn error (`exit_code` None)."""
+    """Run `git ARGS` in `cwd`; a git not found is a spawn error."""
     shown = ("git", *args)
     program = git_program(env)
     if program is None:
@@ -68,6 +52,5 @@ def git(
 
 
 def is_git_repo(path: str | Path) -> bool:
-    """Whether `path` is inside a git work tree."""
     done = git(["rev-parse", "--is-inside-work-tree"], path, timeout_s=30)
     return done.exit_code == 0 and done.stdout.strip() == "true"

@@ -1,13 +1,8 @@
-"""The programs a repository's own git configuration names, switched off on looprail's git
-calls (issue 40, point 1). A project can arrive as a copied folder with its own `.git/config`;
-a filter driver, a signing program, a merge driver or a textconv named there would run at
-looprail's `reset --hard`, `add -A`, commit or merge. Before each call, the configuration is
-read (`git config --list --show-scope --includes`, which runs no program), and every key that
-names a program and whose value in effect comes from the repository (`local` or `worktree`
-scope, the files they include too) is overridden for that call: with the value the user's own
-configuration (system, global, command line) gives it, or else with a value that runs nothing.
-The overrides go in `GIT_CONFIG_COUNT`/`KEY_n`/`VALUE_n`, which take any key (`-c` cannot say a
-subsection holding `=`)."""
+"""The programs a repository's own git configuration names (filter and merge drivers, signing,
+textconv, …), switched off on looprail's git calls (issue 40): each such key whose value in
+effect comes from the repository (`local`/`worktree` scope) is overridden with the user's own
+value, or one that runs nothing, through `GIT_CONFIG_COUNT`/`KEY_n`/`VALUE_n` (`-c` cannot say
+a subsection holding `=`)."""
 
 from __future__ import annotations
 
@@ -48,15 +43,13 @@ LIST_ARGS = ("config", "--list", "--show-scope", "--includes", "-z")
 
 
 def neutral_value(key: str) -> str:
-    """The value of `key` that runs nothing (`submodule.*.update`: `none`)."""
     if key.startswith("submodule."):
         return "none"
     return _NEUTRAL.get(key, "")
 
 
 def repository_programs(listing: str) -> dict[str, str]:
-    """From `git config --list --show-scope --includes -z` output (scope and `key\nvalue`,
-    each ended by NUL; git prints sections and names lowercased): each program-naming key whose
+    """From `git config --list --show-scope --includes -z` output: each program-naming key whose
     value in effect is the repository's, with the value to run instead."""
     parts = listing.split("\0")
     trusted: dict[str, str] = {}
@@ -75,8 +68,7 @@ def repository_programs(listing: str) -> dict[str, str]:
 
 
 def override_env(base: Mapping[str, str], overrides: Mapping[str, str]) -> dict[str, str]:
-    """`base` with `overrides` appended to its `GIT_CONFIG_COUNT` list (the user's own entries
-    there kept, ours after them, so ours win)."""
+    """`base` with `overrides` after the user's in its `GIT_CONFIG_COUNT` list (ours win)."""
     env = dict(base)
     count = env.get("GIT_CONFIG_COUNT", "")
     n = int(count) if count.isdigit() else 0

@@ -1,21 +1,12 @@
 """Find GSD where it is installed, and what a command uses when nothing else was named.
 
-The reference's installer (`bin/install.js --<runtime> --global|--local`) copies GSD's core,
-a `gsd-core` folder, into each runtime's config folder: `~/.claude/gsd-core`, `~/.codex/gsd-core`,
-`~/.config/opencode/gsd-core`, … (global) or `<project>/.claude/gsd-core`, … (local). In it,
-`bin/gsd-tools.cjs` is the host tool, and the 44 first-party capability manifests exist only
-inside the generated module `bin/lib/capability-registry.cjs` (an install has no
-`capabilities/<id>/capability.json` folders). `RUNTIME_HOMES` is the installer's table of
-those folders (its `runtime-homes.cjs` and the registry's runtime descriptors, GSD 1.x).
-
-`find_installs` only looks (pure discovery). `registry_folder` reads a registry as the
-reference does (node requires the module and prints its `capabilities` as JSON) and writes
-each manifest back as the capability folder it was generated from (`<id>/capability.json` and
-its `fragments/`) in looprail's cache, so looprail's one manifest parser validates it like any
-other folder. `sources` decides what a command uses: a flag, else `.planning/config.json`
-(`looprail.capabilities`, `looprail.host_tool`, `looprail.flavor`), else a global install for a
-GSD project. A project-local install came with the project, and reading its registry runs its
-code: it is reported, never read on its own (name it with `--capabilities` to use it).
+The installer copies GSD's core (`gsd-core`) into each runtime's config folder, globally or in
+the project (`RUNTIME_HOMES`, after its `runtime-homes.cjs`). In it, `bin/gsd-tools.cjs` is the
+host tool, and the first-party manifests exist only in `bin/lib/capability-registry.cjs`:
+`registry_folder` has node read it and writes each manifest back as a capability folder in
+looprail's cache. `sources` decides what a command uses: a flag, else `.planning/config.json`,
+else a global install. A project-local install's registry runs the project's code: it is
+reported, never read unless named with `--capabilities`.
 """
 
 from __future__ import annotations
@@ -41,7 +32,7 @@ from looprail.layout import (
     cache_dir,
 )
 from looprail.runtime.process import find_program, run_bounded
-from looprail.runtime.settings import LooprailSettings, looprail_settings_of
+from looprail.runtime.settings import looprail_settings_of
 
 # The folder the installer copies GSD's core into (`get-shit-done` before GSD renamed it).
 CORE_DIRS = ("gsd-core", "get-shit-done")
@@ -53,9 +44,9 @@ _READ_REGISTRY = "process.stdout.write(JSON.stringify(require(process.argv[1]).c
 
 @dataclass(frozen=True)
 class RuntimeHome:
-    """Where the installer puts one runtime's config folder: the first set variable of `env`
-    (a folder), of `file_env` (a file in it), `$XDG_CONFIG_HOME/<xdg>`, then each of `home`
-    (under `$HOME`); `local` is the folder in a project (None: no local install)."""
+    """One runtime's config folder: the first set variable of `env` (a folder), of `file_env`
+    (a file in it), `$XDG_CONFIG_HOME/<xdg>`, then each of `home` (under `$HOME`); `local` is
+    the folder in a project (None: no local install)."""
 
     runtime: str
     env: tuple[str, ...]
@@ -140,13 +131,11 @@ def _expand(path: str, user: str) -> str:
 def install_at(
     folder: str | os.PathLike[str], runtime: str = "", scope: str = "named"
 ) -> GsdInstall | None:
-    """The install whose `gsd-core` is `folder` or a folder in it (a runtime's config folder),
-    or None."""
+    """The install whose `gsd-core` is `folder` or a folder in it, or None."""
     base = Path(folder)
     for root in (base, *(base / name for name in CORE_DIRS)):
         if (root / TOOL).is_file():
-            version = _version(root)
-            return GsdInstall(runtime, scope, root.absolute(), version)
+            return GsdInstall(runtime, scope, root.absolute(), _version(root))
     return None
 
 
@@ -181,14 +170,10 @@ def _add(found: dict[str, GsdInstall], install: GsdInstall | None) -> None:
         found.setdefault(os.path.realpath(install.root), install)
 
 
-# --------------------------------------------------------------------------- what is used
-
-
 @dataclass(frozen=True)
 class Sources:
-    """What a command uses (first-party capability folders, host tool, flavor), where the
-    capabilities came from in words, the installs found, what was found and not used
-    (`notes`), and what could not be read (`problems`)."""
+    """What a command uses, where the capabilities came from (`where`), what was found and not
+    used (`notes`), and what could not be read (`problems`)."""
 
     capabilities: tuple[str, ...]
     host_tool: str | None
@@ -213,15 +198,14 @@ def sources(
     flavor: str | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Sources:
-    """What a command on `project` uses: what its flags name, else what `.planning/config.json`
-    names, else (a GSD project, `LOOPRAIL_CAPABILITIES` unset) a global GSD install, the one
-    installed for `looprail.agent` first. A folder named by a flag or the config may be an
-    install (its `gsd-core` or the runtime's config folder): its registry is read. Raises
-    `ConfigError` for a config value that cannot be used."""
+    """What a command on `project` uses: its flags, else `.planning/config.json`, else (a GSD
+    project, `LOOPRAIL_CAPABILITIES` unset) a global install, `looprail.agent`'s first. A named
+    folder that is an install has its registry read. `ConfigError` for an unusable value."""
     env = os.environ if env is None else env
     root = Path(project).resolve()
     config = load_project_config(root)[0]
-    settings = _own_settings(config)
+    # only the keys read here validated: a bad value of another is for its reader to say
+    settings = looprail_settings_of(config, ("capabilities", "host_tool", "flavor"))
     notes: list[str] = []
     problems: list[str] = []
     used: list[GsdInstall] = []
@@ -252,17 +236,7 @@ def sources(
 
 
 def _labels(installs: list[GsdInstall]) -> str:
-    """The installs a named folder turned out to be, in words (or nothing)."""
     return f": {'; '.join(i.label() for i in installs)}" if installs else ""
-
-
-def _own_settings(config: Any) -> LooprailSettings:
-    """The config's `looprail` section, only the keys read here validated (a wrong value of
-    another key is for the reader of that key to say, in its own way)."""
-    return looprail_settings_of(config, _OWN_KEYS)
-
-
-_OWN_KEYS = ("capabilities", "host_tool", "flavor")
 
 
 def _agent(config: Any) -> str | None:
@@ -316,13 +290,9 @@ def _found(
             continue
         used.append(install)
         notes += [f"{i.label()}: also installed, not used" for i in ranked if i is not install]
-        count = len(capability_folder_names(folder))
+        count = sum((p / "capability.json").is_file() for p in folder.iterdir())
         return [str(folder)], f"{install.label()}, {count} capabilities"
     return [], "no GSD install found" if not ranked else "no GSD install could be read"
-
-
-def capability_folder_names(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir() if (p / "capability.json").is_file())
 
 
 def _config_folder(root: Path, entry: str) -> str:
@@ -342,21 +312,16 @@ def _config_folder(root: Path, entry: str) -> str:
 
 
 def _config_tool(root: Path, value: str) -> str:
-    """`looprail.host_tool`: a plain name stays one (looked up on PATH); a path is relative to
-    the project."""
+    """`looprail.host_tool`: a plain name stays one; a path is relative to the project."""
     if "/" not in value and value != "~":
         return value
     path = Path(_expand(value, os.path.expanduser("~")))
     return str(path if path.is_absolute() else root / path)
 
 
-# --------------------------------------------------------------------------- the registry
-
-
 def registry_folder(install: GsdInstall, env: Mapping[str, str] | None = None) -> Path | str:
-    """A folder of the install's first-party capabilities (`<id>/capability.json`), or one line
-    saying why there is none. Written once per registry content into looprail's cache: node
-    runs only when the registry changed."""
+    """A folder of the install's first-party capabilities, or why there is none. Written once
+    per registry content into looprail's cache: node runs only when the registry changed."""
     try:
         raw = read_bounded(install.registry, MAX_REGISTRY_BYTES)
     except OSError as exc:
@@ -396,8 +361,8 @@ def read_registry(registry: Path) -> dict[str, Any] | str:
 
 
 def _write_folders(target: Path, manifests: Mapping[str, Any]) -> Path:
-    """Each manifest as `<id>/capability.json`, a fragment the registry inlined back in the
-    file its `path` names (as in GSD's source tree), then renamed into place at once."""
+    """Each manifest as `<id>/capability.json`, an inlined fragment back in the file its `path`
+    names, then renamed into place at once."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".tmp-{os.getpid()}-{target.name}")
     shutil.rmtree(tmp, ignore_errors=True)

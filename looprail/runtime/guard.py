@@ -1,27 +1,18 @@
-"""The process guard: every process looprail starts on Linux runs under one of these.
+"""The process guard, between looprail and every child it starts on Linux, so that nothing a
+step starts can outlive looprail:
 
-    python -I -S guard.py PARENT_PID STATUS_FD -- ARGV...      # one guard for one child
+    python -I -S guard.py PARENT_PID STATUS_FD -- ARGV...
 
-It is a tiny stdlib-only program (run without site-packages, so it starts in milliseconds) that
-stands between looprail and the real child, so that nothing a step starts can outlive it:
-
-- `PR_SET_PDEATHSIG`: when looprail dies (even by SIGKILL) the kernel sends the guard SIGTERM;
-- `PR_SET_CHILD_SUBREAPER`: a grandchild that double-forks and calls `setsid` to leave the
-  process group is re-parented to the guard, not to init, so the guard still sees it;
-- when the child exits (or the guard gets SIGTERM/SIGINT/SIGHUP), the guard SIGKILLs the child's
-  process group and every process re-parented to it, repeatedly, until it has no children left,
-  then exits with the child's own status (a signal death is passed on as the same signal).
-
-The child runs in its own process group (so that group can be killed without the guard) with
-default signal dispositions. The guard reports the child's pid and start time (field 22 of
-/proc/PID/stat), its own start time and pid (`P<pid> <start> <guard start> <guard pid>`), or
-why it could not start it (`E<why>`), on STATUS_FD, then closes it.
+`PR_SET_PDEATHSIG`: when looprail dies (even by SIGKILL) the guard gets SIGTERM.
+`PR_SET_CHILD_SUBREAPER`: a grandchild that double-forks and `setsid`s is re-parented to the
+guard, not to init. When the child exits (or the guard gets SIGTERM/SIGINT/SIGHUP), the guard
+SIGKILLs the child's group and every process re-parented to it until none is left, then exits
+with the child's status. It reports `P<pid> <start> <guard start> <guard pid>` (start: field 22
+of /proc/PID/stat) or `E<why>` on STATUS_FD.
 """
 
-# Only the C modules underneath the stdlib's wrappers (`posix` under `os`, `_signal` under
-# `signal`, `_ctypes` under `ctypes`), never the wrappers and what they import (enum, struct,
-# collections, ...): the guard's start-up is paid for every process looprail starts, and this
-# halves it.
+# Only the C modules under the stdlib's wrappers (`posix`, `_signal`, `_ctypes`), never what the
+# wrappers import: the guard's start-up is paid for every process looprail starts.
 import _ctypes
 import _signal  # type: ignore[import-not-found]  # no stubs: typeshed has `signal` only
 import posix
@@ -127,23 +118,10 @@ def _report(fd, text):
 
 
 def main():
+    """Start the child, and stand by until it and all it started are gone. Never returns."""
     parent, status_fd = int(sys.argv[1]), int(sys.argv[2])
     posix.set_inheritable(status_fd, False)
-    guard(sys.argv[4:], status_fd, parent)
-
-
-def _arm():
-    """The guard's death signal and signal handlers."""
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    _prctl(PR_SET_PDEATHSIG, _signal.SIGTERM)
-    for signum in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP):
-        _signal.signal(signum, _on_signal)
-
-
-def guard(argv, status_fd, parent):
-    """Start `argv` and stand between it and looprail until it and everything it started are
-    gone (see the module docstring). Never returns."""
-    _spawn(argv, status_fd, parent)
+    _spawn(sys.argv[4:], status_fd, parent)
     me = posix.getpid()
     _report(status_fd, f"P{_G.child} {start_ticks(_G.child) or 0} {start_ticks(me) or 0} {me}\n")
     # The guard itself must not hold the child's pipes open: EOF belongs to the child's tree.
@@ -156,7 +134,10 @@ def guard(argv, status_fd, parent):
 
 def _spawn(argv, status_fd, parent):
     """Start the child in a group of its own, or report why not and exit."""
-    _arm()
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    _prctl(PR_SET_PDEATHSIG, _signal.SIGTERM)
+    for signum in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP):
+        _signal.signal(signum, _on_signal)
     if posix.getppid() != parent:  # looprail died before the death signal was armed
         _report(status_fd, "Elooprail exited before the process could start")
         posix._exit(1)

@@ -1,17 +1,10 @@
-"""An interactive session on the user's terminal: `looprail run --interactive` hands the
-discuss step to the agent CLI's own interactive mode (`claude PROMPT`, `codex PROMPT`,
-`opencode --prompt=PROMPT`, `gemini --prompt-interactive=PROMPT`; the adapters build the argv)
-or, with the local runtime, to `.looprail/agents/orchestrator` with the terminal as its stdin.
+"""An interactive session on the user's terminal (`run --interactive`'s discuss step): the
+agent CLI's interactive mode, or `.looprail/agents/orchestrator` with the terminal as its stdin.
 
-The child inherits looprail's stdin, stdout and stderr and its process group (the terminal's
-foreground group, so Ctrl-Z and `fg` work as for any program the shell started); Ctrl-C is
-the session's while it runs (looprail ignores it, as git does while your editor runs), SIGTERM
-and SIGHUP still stop the run and the session with it. Nothing it says is captured: the
-transcript of the conversation is the user's screen, and the log folder keeps the prompt and
-what the session came to (`meta.json`). There is no timeout unless
-`looprail.timeouts.interactive` sets one. The artifact decides: the step is done when the
-session ends with the file it owed written, and failed, naming the file, when it is not.
-"""
+The child inherits looprail's streams and process group (so Ctrl-Z and `fg` work); Ctrl-C is
+the session's while it runs (as git's editor has it), SIGTERM and SIGHUP still stop both.
+Nothing is captured; no timeout unless `looprail.timeouts.interactive` sets one. The artifact
+decides: the step is done when the session ends with the file it owed written."""
 
 from __future__ import annotations
 
@@ -33,7 +26,7 @@ from typing import Any
 from looprail.runtime.base import Outcome, Request
 from looprail.runtime.childenv import child_pwd_env, confined_path_env
 from looprail.runtime.owed import owed_problem
-from looprail.runtime.process import Spawned, _notify, exit_words, proc_state, start_ticks
+from looprail.runtime.process import Spawned, _notify, _why, exit_words, proc_state, start_ticks
 from looprail.runtime.prompts import owed_file
 
 NOT_CAPTURED = "not captured: an interactive session on the terminal"
@@ -41,9 +34,8 @@ _END_GRACE_S = 3.0  # after SIGTERM, before SIGKILL
 
 
 def terminal_problem() -> str | None:
-    """Why this process cannot hand its terminal to a child (None: it can): stdin and stdout
-    must be a terminal, and looprail in its foreground (a background job's child would be
-    stopped the moment it reads)."""
+    """Why this process cannot hand its terminal to a child, or None: stdin and stdout must be
+    a terminal, looprail in its foreground (a background job's child stops when it reads)."""
     fds = {}
     for name in ("stdin", "stdout"):
         fd = _fd(getattr(sys, name))
@@ -60,8 +52,6 @@ def terminal_problem() -> str | None:
 
 @dataclass(frozen=True)
 class Session:
-    """How an interactive session ended."""
-
     exit_code: int | None  # negative: killed by that signal; None: not started or timed out
     duration_s: float
     timed_out: bool = False
@@ -82,9 +72,8 @@ def run_on_terminal(
     env: Mapping[str, str],
     timeout_s: float | None = None,
 ) -> Session:
-    """Run `argv` with the terminal (see the module docstring) until it exits, or until
-    `timeout_s` when set. Ctrl-C or SIGTERM that stop looprail stop the session with it. The
-    terminal's modes are put back as they were (a CLI killed in raw mode leaves them raw)."""
+    """Run `argv` with the terminal until it exits (or `timeout_s`), then put the terminal's
+    modes back (a CLI killed in raw mode leaves them raw)."""
     fd_in, fd_out = _fd(sys.stdin), _fd(sys.stdout)
     fd_err = _fd(sys.stderr)
     for stream in (sys.stdout, sys.stderr):
@@ -103,13 +92,11 @@ def run_on_terminal(
             env=dict(child_env),
         )
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in argv or env
-        why = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
-        return Session(None, time.monotonic() - start, spawn_error=why)
+        return Session(None, time.monotonic() - start, spawn_error=_why(exc))
     # Journaled as every child is: a resume after a killed looprail stops what it left.
     _notify(Spawned(proc.pid, start_ticks(proc.pid) or 0, 0, 0, str(argv[0])))
-    # Ctrl-C belongs to the session while it runs (as git's editor has it): a CLI that leaves
-    # its raw screen on the first Ctrl-C must not have the second stop the whole run. Ignored
-    # only now, after the exec: an ignored signal would stay ignored in the child.
+    # Ctrl-C belongs to the session while it runs; ignored only now, after the exec: an
+    # ignored signal would stay ignored in the child.
     ignored = _ignore_interrupts()
     try:
         code, timed_out = _wait(proc, start + timeout_s if timeout_s else None)
@@ -124,8 +111,7 @@ def run_on_terminal(
 
 
 def _ignore_interrupts() -> dict[int, Any]:
-    """SIGINT and SIGQUIT ignored (main thread only: elsewhere Python cannot set handlers);
-    returns the handlers to put back."""
+    """Ignore SIGINT and SIGQUIT (main thread only); returns the handlers to put back."""
     if not _main_thread():
         return {}
     return {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGQUIT)}
@@ -154,8 +140,7 @@ def _wait(proc: subprocess.Popen[Any], deadline: float | None) -> tuple[int | No
 
 
 def _end(proc: subprocess.Popen[Any]) -> None:
-    """Stop the session: SIGTERM, then SIGKILL after a grace; reaped either way. (It shares
-    looprail's process group, so it is signalled by pid.)"""
+    """SIGTERM, then SIGKILL after a grace, by pid (it shares looprail's process group)."""
     if proc.returncode is not None:
         return
     with contextlib.suppress(OSError):
@@ -206,9 +191,6 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-# -- what the runtimes call ---------------------------------------------------------------------
-
-
 def handover_line(who: str, shown: str, request: Request, project: Path) -> str:
     return (
         f"◆ {request.role or request.name}: {who} has the terminal ({shown}); the loop goes on "
@@ -218,7 +200,7 @@ def handover_line(who: str, shown: str, request: Request, project: Path) -> str:
 
 
 def shown_argv(argv: Sequence[str], prompt: str) -> str:
-    """The command line as printed and filed: the prompt as `<prompt>`."""
+    """The command line as printed and filed, the prompt as `<prompt>`."""
     out = []
     for a in argv:
         if a == prompt:
@@ -233,8 +215,7 @@ def shown_argv(argv: Sequence[str], prompt: str) -> str:
 def session_outcome(
     who: str, session: Session, request: Request, project: Path, **common: Any
 ) -> Outcome:
-    """The step's outcome: the artifact decides (a CLI's exit code after a conversation says
-    little: Ctrl-C twice, `/exit`, Ctrl-D all end it)."""
+    """The artifact decides (an exit code after a conversation says little)."""
     if session.spawn_error:
         return Outcome.failed(f"{who}: could not start: {session.spawn_error}", **common)
     problem = owed_problem(request, project)

@@ -1,12 +1,7 @@
-"""The embedded default runtime: executables under `<project>/.looprail/`.
-
-Each unit of work is one bounded process: the request JSON on stdin, `LOOPRAIL_*` variables in
-the environment, cwd = the project, and its exit code as the outcome (0 ok, 69 could not look,
-anything else failed). Layout and protocol: docs/runtime.md.
-
-Names come from manifests, which may be third-party, so a name is only ever a plain file name
-inside its folder, and the file it resolves to (symlinks followed) must stay inside `.looprail/`.
-"""
+"""The default runtime: executables under `<project>/.looprail/`, each unit of work one bounded
+process (the request JSON on stdin, `LOOPRAIL_*` in the environment; exit 0 ok, 69 could not
+look, else failed: docs/runtime.md). Names come from manifests, which may be third-party: a
+name is a plain file name, and what it resolves to must stay inside `.looprail/`."""
 
 from __future__ import annotations
 
@@ -63,12 +58,8 @@ def _stderr_progress(line: str) -> None:
 
 
 class LocalRuntime(BaseRuntime):
-    """Runs skills, agents, checks, commands and role work as executables under `.looprail/`.
-
-    With `host_tool` (e.g. `gsd_run`), step commands and query checks go to that tool instead,
-    as the host contract spells them: `<tool> <words> --phase <N> --raw` and
-    `<tool> check <words> <N> --raw`.
-    """
+    """With `host_tool` (e.g. `gsd_run`), commands and query checks go to that tool instead:
+    `<tool> <words> --phase <N> --raw` and `<tool> check <words> <N> --raw`."""
 
     name = "local"
 
@@ -98,7 +89,6 @@ class LocalRuntime(BaseRuntime):
 
     @classmethod
     def from_settings(cls, settings: Any) -> LocalRuntime:
-        """Built by the runtime registry (`looprail.runtimes` entry point `local`)."""
         return cls(
             settings.project,
             host_tool=settings.host_tool,
@@ -109,7 +99,6 @@ class LocalRuntime(BaseRuntime):
         )
 
     def begin_run(self, run: RunStart) -> None:
-        """From now on each process's output is filed under `.looprail/logs/<run>/`."""
         if self.transcripts is None:
             self.transcripts = Transcripts(self.project)
         self.transcripts.run_id = run.run_id
@@ -119,8 +108,6 @@ class LocalRuntime(BaseRuntime):
 
     def describe(self) -> RuntimeInfo:
         return RuntimeInfo(name=self.name, host_tool=self.host_tool)
-
-    # -- the one method -------------------------------------------------------------------
 
     def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
         request, ctx = self.own(request, ctx)
@@ -146,8 +133,7 @@ class LocalRuntime(BaseRuntime):
         return self._host_or_words(request, ctx)
 
     def _host_or_words(self, request: Request, ctx: DispatchContext) -> Outcome:
-        """A command, a query check, or a call of the host tool (`host`): through the host
-        tool when there is one (the context's, else this runtime's), else `.looprail/`."""
+        """A command, query check or host call: through the host tool, else `.looprail/`."""
         kind, words = request.kind, request.words or ()
         host = ctx.host_tool or self.host_tool
         if kind == "host":  # `check predicate --predicate JSON ...`: words of the host's own
@@ -164,8 +150,7 @@ class LocalRuntime(BaseRuntime):
                 return self._run_host_tool(host, [*words, *tail], label, request, ctx)
             return self._run_executable(COMMANDS_DIR, words[0], [*words[1:], *tail], request, ctx)
         if kind == "query":
-            # The values the host's workflow passes at `ctx.point` (`hostcall.QUERY_ARGS`:
-            # the phase number, or the phase folder, …).
+            # the values the host's workflow passes at `ctx.point` (`hostcall.QUERY_ARGS`)
             names = query_args(ctx.point)
             req_ids = phase_req_ids(self, ctx) if "phase_req_ids" in names else ""
             values = argument_values(names, self.project, ctx.phase_number, ctx.phase_dir, req_ids)
@@ -176,12 +161,8 @@ class LocalRuntime(BaseRuntime):
             return self._run_executable(CHECKS_DIR, words[0], [*words[1:], *values], request, ctx)
         raise ValueError(f"unknown request kind {kind!r}")  # pragma: no cover - Literal
 
-    # -- the edge -------------------------------------------------------------------------
-
     def own(self, request: Request, ctx: DispatchContext) -> tuple[Request, DispatchContext]:
-        """`request` and `ctx` with the project spelled as this runtime's absolute path (the
-        request and `LOOPRAIL_PROJECT` agree); a context for another project is a caller's
-        bug."""
+        """`request` and `ctx` with the project spelled as this runtime's absolute path."""
         if ctx.project == self.project:
             return request, ctx
         if Path(ctx.project).resolve() != self.project:
@@ -299,8 +280,7 @@ class LocalRuntime(BaseRuntime):
 
 
 def locate(root: Path, folder: str | None, name: str) -> Path | str:
-    """The executable `<root>/<folder>/<name>` (`root` a project's `.looprail/`), or one line
-    saying why there is none."""
+    """The executable `<root>/<folder>/<name>` (`root` a `.looprail/`), or why there is none."""
     where = f"{LOOPRAIL_DIR}/{folder}/" if folder else f"{LOOPRAIL_DIR}/"
     label = f"{where}{name}"
     if not _PLAIN_NAME.match(name) or ".." in name:
@@ -324,19 +304,14 @@ def locate(root: Path, folder: str | None, name: str) -> Path | str:
 
 
 def missing_executable(project: Path, folder: str | None, name: str) -> str | None:
-    """Why the local runtime could not run `.looprail/<folder>/<name>`, or None (what
-    `looprail lint` and `looprail doctor` report)."""
+    """Why the local runtime could not run `.looprail/<folder>/<name>`, or None."""
     found = locate(Path(project).resolve() / LOOPRAIL_DIR, folder, name)
     return found if isinstance(found, str) else None
 
 
 def resolve_host_tool(host: str, path: str | None = None) -> Path | str:
-    """The executable a `--host-tool` names, or one line saying why there is none.
-
-    A plain name is looked up on `path` (default `$PATH`); an absolute path is used as it is.
-    Anything else (a relative path, an option-looking or empty name) is refused: relative to
-    what? `lint` and `run` both call this, so they agree on every spelling.
-    """
+    """The executable a `--host-tool` names (a plain name on `path`, default `$PATH`, or an
+    absolute path; anything else is refused), or why there is none."""
     shown = escape_untrusted(host)
     if os.path.isabs(host):
         if "\0" in host:
@@ -361,7 +336,6 @@ def resolve_host_tool(host: str, path: str | None = None) -> Path | str:
 
 
 def outcome_of(result: ProcessResult, label: str, timeout_s: float) -> Outcome:
-    """Map a finished process to an `Outcome`: exit 0 ok, 69 unavailable, the rest failed."""
     common: OutcomeFields = {
         "stdout": result.stdout,
         "stderr": result.stderr,
@@ -391,7 +365,7 @@ def _refuse_words(words: Sequence[str]) -> str | None:
 
 
 def last_line(text: str, limit: int = 300) -> str:
-    """The last non-blank line of `text`, escaped and cut to `limit` characters."""
+    """The last non-blank line of `text`, escaped and cut."""
     for line in reversed(text.splitlines()):
         if line.strip():
             line = escape_untrusted(line.strip())

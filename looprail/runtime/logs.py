@@ -1,13 +1,6 @@
-"""Where a running process's output goes as it arrives: its log under `.looprail/logs/<run>/`,
-and, with `-v`, the terminal, one whole line at a time.
-
-Every runtime of a run files its work under one folder per run, numbered in the order the work
-started (`NNN-<kind>-<name>`): an agent CLI's transcript is a folder of that name (prompt, the
-raw stdout and stderr streams, what was read from them), the local runtime's steps, checks and
-agents are one file `NNN-<kind>-<name>.log` holding stdout and stderr in the order their lines
-arrived. Both are written while the process runs (flushed every chunk), so a run that is killed
-leaves the partial log behind.
-"""
+"""Where a running process's output goes as it arrives: `.looprail/logs/<run>/NNN-<kind>-<name>`
+(an agent CLI's transcript folder, or a local process's `.log` of both streams), and with `-v`
+the terminal, a whole line at a time. Flushed every chunk: a killed run leaves its logs."""
 
 from __future__ import annotations
 
@@ -53,14 +46,11 @@ def write_prompt(folder: Path, prompt: str) -> Path:
 
 
 def slug(name: str) -> str:
-    """A request name as a file-name part: `01-02/T3` → `01-02-T3`."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")[:60] or "work"
 
 
 class Transcripts:
-    """Numbers and files every unit of work of one run under `.looprail/logs/<run>/`.
-
-    `run_id` None (an unjournaled run) files under one `no-journal-<time>` folder per run."""
+    """Numbers and files the work of one run (`run_id` None: a `no-journal-<time>` folder)."""
 
     def __init__(self, project: Path) -> None:
         self.project = project
@@ -106,16 +96,10 @@ class Transcripts:
 
 
 class OutputTee:
-    """Takes a process's output chunk by chunk (`run_bounded(on_output=...)`, called on the
-    thread that runs the process) and passes it on as it arrives:
-
-    - `combined`: one log file with both streams, a whole line at a time in arrival order (so a
-      line of stdout and one of stderr never mix), flushed after every chunk;
-    - `split`: one raw file per stream (`{"stdout": path, "stderr": path}`), flushed likewise;
-    - `on_line(stream, text)`: every whole line, decoded (what `-v` shows).
-
-    A log that cannot be written is given up quietly (the work itself goes on); `close()` passes
-    on what is left of an unfinished last line and closes the files."""
+    """A process's output, chunk by chunk (`run_bounded(on_output=...)`), passed on to
+    `combined` (one log of both streams, whole lines in arrival order), `split` (one raw file
+    per stream) and `on_line(stream, text)` (every whole line, decoded). A log that cannot be
+    written is given up quietly; `close()` passes on an unfinished last line."""
 
     def __init__(
         self,
@@ -221,8 +205,7 @@ def _open(path: Path) -> IO[bytes] | None:
 
 
 def show_line(text: str) -> str:
-    """A child's line as `-v` shows it: colour codes dropped, trailing blanks trimmed (the
-    display escapes any other control character)."""
+    """A child's line as `-v` shows it: colour codes dropped, trailing blanks trimmed."""
     return ANSI.sub("", text).rstrip()
 
 
@@ -234,8 +217,7 @@ def write_transcript(
     reply: Reply,
     outcome: Outcome,
 ) -> None:
-    """An agent invocation's prompt.md and meta.json, beside the streams `OutputTee` wrote as
-    the CLI ran (the argv holds no prompt: it went on stdin)."""
+    """An agent invocation's prompt.md and meta.json, beside the streams `OutputTee` wrote."""
     write_prompt(folder, prompt)
     meta = {
         "argv": list(argv),

@@ -1,8 +1,6 @@
-"""What agent work costs, and the budget that stops it: a thread-safe tally the run hands to
-its runtime. Each agent invocation is recorded (tokens, cost, session id, transcript) through a
-sink — the journal in a real run — and `check()` refuses to start more work once the spent
-total reaches the budget. The refusal is a `BudgetReached` halt: the run stops resumable, and a
-later `looprail run --budget-usd <more>` continues where it stopped."""
+"""What agent work costs: a thread-safe tally of invocations, each handed to a sink (the
+journal), and `check()`, a `BudgetReached` halt (resumable) once the spent total reaches the
+budget."""
 
 from __future__ import annotations
 
@@ -35,7 +33,6 @@ class Meter:
             return self._spent
 
     def check(self) -> None:
-        """Raise `BudgetReached` when the spent total has reached the budget."""
         if self.budget_usd is None:
             return
         spent = self.spent_usd

@@ -1,16 +1,7 @@
-"""A model per role. GSD users choose models in `.planning/config.json` (`model_profile`,
-`model_overrides`, `models`, `model_policy`, `model_profile_overrides`, `runtime`,
-`resolve_model_ids`), and the reference resolves one per agent type:
-`gsd-tools resolve-model gsd-executor`. `resolve_gsd` answers as that command does (the
-differential test, tests/runtime/test_models.py, compares every agent, profile and runtime the
-reference knows); its data is the reference's own catalog, copied as it stands into
-`model_catalog.json` (scripts/model_catalog.py refreshes it).
-
-`role_models` says what each looprail role passes its CLI (`--model`), and why:
-`looprail.agents.<cli>.models.<role>`, else `looprail.agents.<cli>.model`, else the GSD
-resolution for the role's agent type with the runtime set to the CLI that runs it, else
-nothing (the CLI's own default). Pure: the config comes in loaded (docs/agents.md, "Models").
-"""
+"""A model per role (docs/agents.md, "Models"). `resolve_gsd` answers as the reference's
+`gsd-tools resolve-model <agent type>` does from GSD's keys in `.planning/config.json`, with the
+reference's own catalog (`model_catalog.json`, refreshed by scripts/model_catalog.py).
+`role_models` says what each role passes its CLI (`--model`), and why."""
 
 from __future__ import annotations
 
@@ -43,7 +34,6 @@ _PROFILE_FALLBACK = {"quality": "opus", "budget": "haiku", "inherit": "inherit"}
 
 @cache
 def catalog() -> dict[str, Any]:
-    """The reference's model catalog (`model_catalog.json`)."""
     text = (files("looprail.runtime") / CATALOG_FILE).read_text(encoding="utf-8")
     data: dict[str, Any] = json.loads(text)
     return data
@@ -75,14 +65,14 @@ class RoleModel:
 def role_models(
     config: Mapping[str, Any] | None, cli: str, settings: AgentSettings
 ) -> dict[str, RoleModel]:
-    """The model each role's call to agent CLI `cli` gets, in the loop's order."""
     return {role: role_model(config, cli, settings, role) for role in ROLE_AGENTS}
 
 
 def role_model(
     config: Mapping[str, Any] | None, cli: str, settings: AgentSettings, role: str
 ) -> RoleModel:
-    """The model `role`'s call to `cli` gets: looprail's own settings first, then GSD's."""
+    """`looprail.agents.<cli>.models.<role>`, else `.model`, else GSD's resolution for the
+    role's agent type with the runtime set to `cli`, else None (the CLI's default)."""
     if role in settings.models:
         return RoleModel(role, settings.models[role], f"looprail.agents.{cli}.models.{role}")
     if settings.model:
@@ -122,14 +112,12 @@ def _source(r: Resolved) -> str:
 
 
 def models_line(models: Mapping[str, RoleModel]) -> str:
-    """One line: each role's model."""
     return "models: " + ", ".join(f"{m.role} {m.model or 'CLI default'}" for m in models.values())
 
 
 def resolve_gsd(config: Mapping[str, Any] | None, agent_type: str) -> Resolved:
-    """The model the reference resolves for `agent_type` under `config` (the loaded
-    `.planning/config.json`, None when absent). A GSD key of the wrong JSON type is a
-    `ConfigError` naming it."""
+    """The model the reference resolves for `agent_type` under the loaded `config` (None: none);
+    a GSD key of the wrong JSON type is a `ConfigError` naming it."""
     g = _gsd_keys(config)
     rt = g["runtime"]
 
@@ -217,19 +205,16 @@ def _runtime_model(overrides: Mapping[str, Any], runtime: str, tier: str) -> str
 
 
 def _entry(raw: Any) -> dict[str, Any]:
-    """A tier entry: a model id, or `{model, …}`."""
     return {"model": raw} if isinstance(raw, str) else dict(raw or {})
 
 
 @cache
 def _claude_ids() -> dict[str, str]:
-    """Claude tier -> model id, from the catalog's claude runtime."""
     tiers = catalog()["runtimeTierDefaults"]["claude"]
     return {tier: entry["model"] for tier, entry in tiers.items() if entry}
 
 
 def _claude_alias(model: str) -> str | None:
-    """The Claude Code alias of a Claude model id (or alias), or None."""
     aliases = {model_id: tier for tier, model_id in _claude_ids().items()} | _FABLE
     if model in aliases:
         return aliases[model]
@@ -294,8 +279,7 @@ def _strings(section: Mapping[str, Any], key: str) -> dict[str, str]:
 
 
 def _tier_entries(section: Mapping[str, Any], key: str) -> dict[str, dict[str, Any]]:
-    """`<runtime>.<tier>` -> a model id or `{model, …}` (`model_profile_overrides`,
-    `model_policy.runtime_tiers`)."""
+    """`<runtime>.<tier>` -> a model id or `{model, …}`."""
     where = "model_policy." if key == "runtime_tiers" else ""
     runtimes = _object(section, key, where)
     for runtime in runtimes:

@@ -1,7 +1,5 @@
-"""Which artifact a phase step owed, and why it is missing: the one check both the agent CLIs'
-calls and an interactive session end with (runtime/agents.py, runtime/interactive.py). It loads
-the phase (`looprail.plans`): the runtime layer's one known upward import
-(tests/contract/test_architecture.py pins it)."""
+"""Why the artifact a phase step owed is missing, the check agent calls and interactive sessions
+end with. It loads the phase: the runtime layer's known upward import (test_architecture)."""
 
 from __future__ import annotations
 

@@ -1,19 +1,13 @@
-"""What the executor may run without asking: the task's automated check commands, as each
-agent CLI's allow-list names them (pure; docs/agents.md, "What the executor may run").
-
-Only a *simple* command is permitted: words of plain characters, no shell operator, no quote,
-no expansion, no glob. A check such as `cd web && npm test` or `pytest | tee log` is refused
-as a whole (never narrowed to its first command, which is not what the plan asked to run):
-looprail still runs it itself after the executor, the agent just may not."""
+"""What the executor may run without asking: the task's check commands in each CLI's allow-list
+words (docs/agents.md). Only a simple command (plain words, no shell operator, quote, expansion
+or glob); any other is refused whole, never narrowed to its first command."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
 
-# Words made of these only: a `;`, `&`, `|`, `<`, `>`, `$`, backtick, quote, parenthesis,
-# brace, `*`, `?`, `[`, `~`, `#`, `\` or a newline could chain, redirect, expand or
-# (in an allow rule) widen the pattern.
+# Words of these only: any other character could chain, redirect, expand or widen the rule.
 _SIMPLE = re.compile(r"[A-Za-z0-9_./:=@%+,-]+(?: [A-Za-z0-9_./:=@%+,-]+)*")
 
 

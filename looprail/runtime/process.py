@@ -1,8 +1,6 @@
-"""Bounded subprocesses. Every process looprail starts goes through `run_bounded`: it has a
-timeout, an output cap, closed or explicit stdin, and is killed (with its process group) when it
-overruns. Manifest strings never reach a shell here unless the caller passes `shell=True`, which
-is reserved for strings the user wrote themselves (native-hook `shell`/`when`, a predicate's
-declared `command`)."""
+"""Bounded subprocesses: every process looprail starts goes through `run_bounded` (a timeout,
+an output cap, closed or explicit stdin, its process group killed when it overruns). `shell=True`
+is only for strings the user wrote (native-hook `shell`/`when`, a predicate's `command`)."""
 
 from __future__ import annotations
 
@@ -16,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +29,7 @@ GUARD_GRACE_S = 2.0
 
 @dataclass(frozen=True)
 class ProcessResult:
-    """What a bounded process did. `exit_code` is None when it never ran to an exit of its own
-    (spawn failure or timeout)."""
+    """What a bounded process did; `exit_code` None: spawn failure or timeout."""
 
     argv: tuple[str, ...]
     exit_code: int | None
@@ -48,7 +45,6 @@ class ProcessResult:
         return self.exit_code == 0
 
     def describe_failure(self) -> str:
-        """One line saying why this process did not succeed."""
         if self.spawn_error:
             return f"could not start: {self.spawn_error}"
         if self.timed_out:
@@ -68,13 +64,7 @@ class Spawned:
     argv0: str = ""
 
     def as_data(self) -> dict[str, object]:
-        return {
-            "pid": self.pid,
-            "start": self.start,
-            "guard_pid": self.guard_pid,
-            "guard_start": self.guard_start,
-            "argv0": self.argv0,
-        }
+        return asdict(self)
 
 
 def run_bounded(
@@ -89,15 +79,12 @@ def run_bounded(
     on_output: Callable[[str, bytes], None] | None = None,
     guard: bool = True,
 ) -> ProcessResult:
-    """Run one process to completion or to its timeout (then its whole tree is killed),
-    whichever is first; back within `timeout_s` plus a short grace whatever its children do with
-    the pipes, leaving no thread, descriptor or zombie behind. `argv` is a list, or with
-    `shell=True` one string for `/bin/sh -c`; stdin is closed when `stdin` is None; output past
-    `output_cap` bytes per stream is dropped (`truncated`). `on_output(stream, chunk)` sees
-    every raw chunk as it arrives, cap or not, on the calling thread (logs and `-v`).
-    `guard=False`: no guard (a process group of its own, killed by `kill_running` all the same),
-    so unjournaled: for looprail's own short calls such as git, which a run makes dozens of.
-    """
+    """Run one process to completion or to its timeout (then its whole tree is killed); back
+    within `timeout_s` plus a short grace, leaving no thread, descriptor or zombie behind.
+    `argv` is a list, or with `shell=True` one string for `/bin/sh -c`; output past `output_cap`
+    bytes per stream is dropped (`truncated`); `on_output(stream, chunk)` sees every raw chunk
+    on the calling thread. `guard=False`: no guard, so unjournaled (for looprail's own short
+    calls such as git); `kill_running` still kills its process group."""
     cmd = _command(argv, shell)
     if not timeout_s or timeout_s <= 0:
         raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
@@ -196,11 +183,11 @@ def _start(
     env: Mapping[str, str] | None,
     fds: list[int],
 ) -> subprocess.Popen | str:
-    """Start `cmd`, under a guard when `child.guarded`: the process, or why it did not start.
-    The guard writes its report on a pipe, kept in `fds`."""
+    """Start `cmd` (under a guard reporting on `fds`): the process, or why it did not start."""
     if child.guarded:
         fds[:] = os.pipe()
-        cmd = [*guard_argv(fds[1]), "--", *cmd]
+        guard = [sys.executable, "-I", "-S", str(_GUARD), str(os.getpid()), str(fds[1])]
+        cmd = [*guard, "--", *cmd]
     try:
         return subprocess.Popen(
             cmd,
@@ -223,8 +210,7 @@ def _why(exc: OSError | ValueError) -> str:
 
 
 def _await_guard(child: _Child, proc: subprocess.Popen, fds: list[int], argv0: str) -> str | None:
-    """Hear the guard out: None once it has started the real child, else why it could not
-    (the guard is reaped then)."""
+    """None once the guard has started the real child, else why not (the guard reaped)."""
     fd, fds[0] = fds[0], -1
     spawned = _read_guard_status(proc, fd, argv0)
     if isinstance(spawned, str):
@@ -238,8 +224,7 @@ def _await_guard(child: _Child, proc: subprocess.Popen, fds: list[int], argv0: s
 
 
 def _abandon(child: _Child, proc: subprocess.Popen) -> None:
-    """Ctrl-C (or any bug) once the child exists: it has its own session, so nothing else
-    will stop it. Stop its tree and reap it before unwinding."""
+    """Ctrl-C (or a bug) once the child exists: stop its tree (nothing else will) and reap it."""
     _stop(child)
     close_pipes(proc)
     with contextlib.suppress(BaseException):
@@ -253,8 +238,9 @@ def _pump(
     cap: int,
     on_output: Callable[[str, bytes], None] | None = None,
 ) -> tuple[bool, bytearray, bytearray, bool]:
-    """`pump` the child's pipes; then, if they closed before it exited, wait out its time.
-    Returns (timed_out, stdout, stderr, truncated); the child is reaped and every pipe closed."""
+    """`pump` the child's pipes; if they closed before it exited (it closed them itself), wait
+    out the rest of its time, then kill it. Returns (timed_out, stdout, stderr, truncated); the
+    child is reaped and every pipe closed."""
     proc = child.proc
     assert proc is not None
 
@@ -263,28 +249,17 @@ def _pump(
         proc.wait()
 
     timed_out, out, err, truncated = pump(proc, data, deadline, cap, on_output, kill)
-    return _wait_out(child, deadline) or timed_out, out, err, truncated
-
-
-def _wait_out(child: _Child, deadline: float) -> bool:
-    """The pipes closed before the child exited (it closed them itself): wait out the rest of
-    its time, then kill it. True when it had to be killed."""
-    proc = child.proc
-    assert proc is not None
-    if proc.poll() is not None:
-        return False
-    try:
-        proc.wait(timeout=max(deadline - time.monotonic(), 0))
-    except subprocess.TimeoutExpired:
-        _stop(child)
-        proc.wait()
-        return True
-    return False
+    if proc.poll() is None:
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0))
+        except subprocess.TimeoutExpired:
+            kill()
+            timed_out = True
+    return timed_out, out, err, truncated
 
 
 # Every child of run_bounded, from just before it is started until it is reaped, so that Ctrl-C
-# can stop them all: each child has its own session (SIGINT from the terminal never reaches it),
-# and worker threads would otherwise wait for their children's timeouts before the run can stop.
+# can stop them all (each has its own session: the terminal's SIGINT never reaches it).
 _LIVE: set[_Child] = set()
 _LIVE_LOCK = threading.Lock()
 
@@ -300,23 +275,20 @@ class _Spawning:
 _SPAWNING = _Spawning()
 
 
+@dataclass(eq=False, slots=True)  # eq=False: hashed by identity, in `_LIVE`
 class _Child:
     """One run_bounded child. `proc` is None until Popen returned (`cancelled` then says a
     `kill_running` came meanwhile); `spawned` is set once the guard reported the real child."""
 
-    __slots__ = ("cancelled", "guarded", "proc", "spawned")
-
-    def __init__(self, guarded: bool):
-        self.guarded = guarded
-        self.proc: subprocess.Popen | None = None
-        self.spawned: Spawned | None = None
-        self.cancelled = False
+    guarded: bool
+    proc: subprocess.Popen | None = None
+    spawned: Spawned | None = None
+    cancelled: bool = False
 
 
 def kill_running() -> int:
-    """Kill the process tree of every child `run_bounded` is running now (in any thread), and
-    every child being started right now as soon as it exists; each of those calls then returns
-    promptly. Returns how many were killed or cancelled."""
+    """Kill the tree of every child `run_bounded` runs now (any thread), and of every child
+    being started as soon as it exists. Returns how many were killed or cancelled."""
     with _LIVE_LOCK:
         live = list(_LIVE)
         for child in live:
@@ -329,9 +301,8 @@ def kill_running() -> int:
 
 @contextmanager
 def stopping_children() -> Iterator[None]:
-    """While looprail unwinds from Ctrl-C/SIGTERM: kill every child (`kill_running`) and start
-    no new one (`run_bounded` returns a spawn error at once) until the block ends, so worker
-    threads that go on to their next step or plan cannot start anything meanwhile."""
+    """While looprail unwinds from Ctrl-C/SIGTERM: kill every child and start no new one
+    (`run_bounded` returns a spawn error), so worker threads going on cannot start anything."""
     with _LIVE_LOCK:
         _SPAWNING.refusing += 1
     try:
@@ -343,8 +314,7 @@ def stopping_children() -> Iterator[None]:
 
 
 def stopping() -> bool:
-    """Is looprail unwinding from Ctrl-C/SIGTERM (`stopping_children`)? A worker thread that
-    waits for a person (a checkpoint on the terminal) stops waiting then."""
+    """Is looprail unwinding (`stopping_children`)? A thread waiting for a person stops then."""
     return _SPAWNING.refusing > 0
 
 
@@ -355,11 +325,9 @@ _STOP_SIGNALS = tuple(
 
 @contextmanager
 def _stop_signals_deferred() -> Iterator[None]:
-    """In the main thread, hold back the Python handlers of SIGINT/SIGTERM/SIGHUP for the
-    block and run each held-back one when it ends (so `KeyboardInterrupt` is raised there, not
-    halfway through the block). Elsewhere nothing changes: Python runs signal handlers in the
-    main thread only. Masking the signals (`pthread_sigmask`) would not do: another thread
-    that does not block them receives them, and the main thread runs the handler anyway."""
+    """In the main thread (the only one Python runs handlers in), hold back the handlers of
+    SIGINT/SIGTERM/SIGHUP for the block and run them when it ends. `pthread_sigmask` would not
+    do: another thread receives the signal, and the main thread runs the handler anyway."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -384,10 +352,9 @@ def _stop_signals_deferred() -> Iterator[None]:
 
 
 def _stop(child: _Child) -> None:
-    """Kill a child's whole tree. A guarded child is stopped through its guard, which kills the
-    child's group and everything re-parented to it, then exits; that works even before the
-    guard has reported the child's pid. A guard that does not exit in time is killed, and the
-    child with it when it is known and still the same process."""
+    """Kill a child's whole tree: through its guard when guarded (which works before the guard
+    has reported the child's pid); a guard that does not exit in time is killed, and the child
+    with it when it is known and still the same process."""
     proc = child.proc
     if proc is None:
         return
@@ -408,8 +375,7 @@ def _stop(child: _Child) -> None:
 
 
 def set_spawn_listener(listener: Callable[[Spawned], None] | None) -> None:
-    """Call `listener` with every guarded child as it starts (the session journals them so a
-    resume can reap what a killed looprail left behind). One listener; None removes it."""
+    """Call `listener` with every guarded child as it starts (journaled for a resume to reap)."""
     _SPAWNING.listener = listener
 
 
@@ -421,26 +387,13 @@ def _notify(spawned: Spawned) -> None:
 
 
 def guard_available() -> bool:
-    """Every child runs under the guard where the kernel offers what it needs (Linux prctl);
-    `LOOPRAIL_NO_GUARD=1` turns it off (then children are process groups, as elsewhere)."""
+    """The guard needs Linux prctl; `LOOPRAIL_NO_GUARD=1` turns it off."""
     return (
         sys.platform.startswith("linux")
         and os.environ.get("LOOPRAIL_NO_GUARD") != "1"
         and bool(sys.executable)  # an embedding interpreter may have none to start the guard
         and _GUARD.is_file()
     )
-
-
-def guard_argv(status_fd: int) -> list[str]:
-    return [sys.executable, "-I", "-S", str(_GUARD), str(os.getpid()), str(status_fd)]
-
-
-def parse_started(raw: bytes, guard_pid: int, argv0: str) -> Spawned | str:
-    text = raw.decode(errors="replace").strip()
-    if text.startswith("P"):
-        pid, start, guard_start = (int(x) for x in text[1:].split()[:3])
-        return Spawned(pid, start, guard_pid, guard_start, argv0)
-    return text[1:] if text.startswith("E") else "the process guard did not start"
 
 
 def _read_guard_status(proc: subprocess.Popen, fd: int, argv0: str) -> Spawned | str:
@@ -453,7 +406,11 @@ def _read_guard_status(proc: subprocess.Popen, fd: int, argv0: str) -> Spawned |
                 break
     finally:
         os.close(fd)
-    return parse_started(b"".join(chunks), proc.pid, argv0)
+    text = b"".join(chunks).decode(errors="replace").strip()
+    if text.startswith("P"):
+        pid, start, guard_start = (int(x) for x in text[1:].split()[:3])
+        return Spawned(pid, start, proc.pid, guard_start, argv0)
+    return text[1:] if text.startswith("E") else "the process guard did not start"
 
 
 def close_fds(*fds: int) -> None:
@@ -464,8 +421,7 @@ def close_fds(*fds: int) -> None:
 
 
 def proc_state(pid: int) -> list[bytes]:
-    """The fields of /proc/PID/stat after the command name, the state first; [] when there is
-    no such process (or no /proc)."""
+    """The fields of /proc/PID/stat after the command name (the state first), or []."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             text = fh.read()
@@ -486,9 +442,8 @@ def start_ticks(pid: int, *, live_only: bool = False) -> int | None:
 
 
 def reap_spawned(spawned: Spawned) -> list[int]:
-    """Kill what is left of a child started by an earlier looprail process: its guard and the
-    child's process group, each only when its pid still names the very same process (same
-    start time), never a process that merely reuses the number. Returns the pids killed."""
+    """Kill what is left of a child an earlier looprail started (its guard, its group), each
+    only while its pid still names the same process (same start time). Returns the pids."""
     killed = []
     if spawned.guard_pid and start_ticks(spawned.guard_pid, live_only=True) == spawned.guard_start:
         with contextlib.suppress(OSError):
@@ -505,8 +460,7 @@ def reap_spawned(spawned: Spawned) -> list[int]:
 
 
 def find_program(name: str, env: Mapping[str, str] | None = None) -> str | None:
-    """`shutil.which` over the confined `PATH` (absolute entries only, see `confined_path_env`):
-    a bare name is never found in the current directory or the project."""
+    """`shutil.which` over the confined `PATH` (`confined_path_env`): never the project."""
     base = os.environ if env is None else env
     confined = confined_path_env(base) or base
     path = confined.get("PATH", os.defpath)
@@ -514,7 +468,6 @@ def find_program(name: str, env: Mapping[str, str] | None = None) -> str | None:
 
 
 def signal_name(signum: int) -> str:
-    """`SIGTERM`, or `signal 64` for a number with no name."""
     try:
         return signal.Signals(signum).name
     except ValueError:
@@ -529,11 +482,9 @@ def exit_words(code: int | None, meaning: str | None = None) -> str:
 
 
 def tail(text: str, limit: int = 2000) -> str:
-    """The last `limit` characters of `text` (stderr tails in error messages)."""
-    return text if len(text) <= limit else text[-limit:]
+    return text[-limit:]
 
 
 def escape_untrusted(text: str) -> str:
-    """Make untrusted text (a resolver's stderr, a manifest string) safe to put on one line:
-    control characters and newlines become visible escapes (`looprail.textsafe.one_line`)."""
+    """Untrusted text safe on one line: control characters and newlines escaped."""
     return one_line(text)

@@ -1,24 +1,10 @@
-"""What an agent is asked: one prompt per unit of work, assembled from parts a user can read.
-
-For role work (discuss, plan, verify, ship, and each task) the prompt is, in order:
-1. the role brief — what artifact to write and in which format. Briefs ship with looprail
-   (`looprail/runtime/roles/<role>.md`); a project overrides one with `.looprail/roles/<role>.md`;
-2. the phase context — the phase number and folder, and its CONTEXT.md when there is one; for
-   discuss, plan and verify also what the project says about the phase (its ROADMAP.md
-   section, the documents to read; every plan's `must_haves` for verify: plans/briefing.py);
-3. the contributions delivered to that role, verbatim and in delivery order;
-4. the task content from `execute:task` (tasks only), the task's and its plan's parts as written
-   (`TaskWork.task_sections` / `plan_sections`), then its `read_first` files with their notes;
-5. what is owed, restated last so it is the last thing the agent reads.
-
-An interactive session (`run --interactive`'s discuss, `conversation=True`) gets one more
-section before what is owed: the user is there, so ask them rather than decide alone.
+"""What an agent is asked: one prompt per unit of work. For role work it is the role brief
+(`roles/<role>.md`, or the project's `.looprail/roles/<role>.md`), the phase context (and what
+the project says about the phase: plans/briefing.py, the runtime layer's second known upward
+import), the contributions to the role, the task (tasks only), and what is owed, last.
 
 Briefs may use `{phase}`, `{phase_dir}`, `{phase_prefix}` and `{phase_slug}`; nothing else is
-substituted (a brief may contain braces freely). Every text taken from the project is bounded
-as a `read_first` file is (64 KiB) and says where it was cut. Pure functions except for reading
-files. (It loads the phase for the verifier's `must_haves`: the runtime layer's second known
-upward import, beside runtime/owed.py.)
+substituted. Every text taken from the project is bounded (64 KiB) and says where it was cut.
 """
 
 from __future__ import annotations
@@ -31,6 +17,7 @@ from looprail.fsutil import read_contained
 from looprail.layout import LOOPRAIL_DIR, ROLES_DIR
 from looprail.plans.briefing import phase_sections
 from looprail.runtime.base import Request, TaskWork
+from looprail.runtime.hostcall import shown_phase_dir
 
 READ_CAP = 64 * 1024  # bytes of one read_first file / context file put into a prompt
 _ROLES_PACKAGE = "looprail.runtime.roles"
@@ -40,7 +27,8 @@ def phase_vars(request: Request, project: Path) -> dict[str, str]:
     phase_dir = Path(request.phase.dir) if request.phase.dir else None
     slug = phase_dir.name if phase_dir else f"{request.phase.number}"
     match = re.match(r"\d+[A-Za-z]?(?:\.\d+)*", slug)
-    rel = _rel(phase_dir, project) if phase_dir else f".planning/phases/{slug}"
+    rel = shown_phase_dir(project.resolve(), phase_dir.resolve() if phase_dir else None)
+    rel = rel or f".planning/phases/{slug}"
     return {
         "{phase}": request.phase.number,
         "{phase_dir}": rel,
@@ -50,9 +38,8 @@ def phase_vars(request: Request, project: Path) -> dict[str, str]:
 
 
 def role_brief(project: Path, role: str) -> tuple[str, str]:
-    """`(text, where)`: the project's `.looprail/roles/<role>.md`, else looprail's own, else a
-    generic line. A brief that is not a regular file inside the project (symlinks followed, a
-    symlinked roles folder too) is ignored: never followed out of it or to a device."""
+    """`(text, where)`: the project's `.looprail/roles/<role>.md` (a regular file inside the
+    project, symlinks followed), else looprail's own, else a generic line."""
     own = _read_inside(project, project / LOOPRAIL_DIR / ROLES_DIR / f"{role}.md")
     if own is not None:
         return own, f"{LOOPRAIL_DIR}/{ROLES_DIR}/{role}.md"
@@ -71,8 +58,7 @@ _OWED = {"discuss": "CONTEXT.md", "plan": "NN-PLAN.md", "verify": "VERIFICATION.
 
 
 def owed_file(request: Request, project: Path) -> str:
-    """The file a phase step owes, as the prompt names it (`.planning/phases/01-x/01-CONTEXT.md`);
-    for a step that owes files by pattern, the pattern."""
+    """The file a phase step owes (`.planning/phases/01-x/01-CONTEXT.md`), or its pattern."""
     v = phase_vars(request, project)
     return f"{v['{phase_dir}']}/{v['{phase_prefix}']}-{_OWED.get(request.step or '', 'CONTEXT.md')}"
 
@@ -106,7 +92,6 @@ def build_prompt(
     agent_form: str = "Use the `{name}` subagent.",
     conversation: bool = False,
 ) -> str:
-    """The whole prompt for `request` (see the module docstring for the order)."""
     v = phase_vars(request, project)
     parts: list[str] = []
     if request.kind in ("phase", "task"):
@@ -204,7 +189,6 @@ def _task_section(request: Request, project: Path) -> str:
 
 
 def _read_first(t: TaskWork, project: Path) -> list[str]:
-    """Each `read_first` file with what the plan says about it, then its text (bounded)."""
     if not t.read_first and not t.read_first_notes.get(""):
         return []
     lines = ["", "## Read first"]
@@ -214,14 +198,7 @@ def _read_first(t: TaskWork, project: Path) -> list[str]:
         note = t.read_first_notes.get(rel)
         lines += ["", f"### {rel}" + (f" — {note}" if note else "")]
         text = _read_inside(project, project / rel)
-        lines += (
-            ["", _fenced(text.rstrip())]
-            if text is not None
-            else [
-                "",
-                "(not readable from the project)",
-            ]
-        )
+        lines += ["", "(not readable from the project)" if text is None else _fenced(text.rstrip())]
     return lines
 
 
@@ -232,8 +209,7 @@ _TASK_TITLES = (
     ("precondition", "Precondition (true before you start)"),
     ("reversibility", "Reversibility"),
 )
-# The plan's parts an executor is handed with its task (TaskWork.plan_sections), in this
-# order, under these titles; `fenced`: YAML from the frontmatter, shown as a block.
+# The plan's parts an executor is handed (TaskWork.plan_sections), in order; `fenced`: YAML.
 _PLAN_TITLES = (
     ("objective", "Plan objective", False),
     ("must_haves", "must_haves, as written", True),
@@ -250,7 +226,6 @@ _PLAN_TITLES = (
 
 
 def _check_failures(task: TaskWork) -> list[str]:
-    """A retry: the checks looprail ran after the previous call, and how they failed."""
     if not task.check_failures:
         return []
     lines = [
@@ -275,7 +250,6 @@ def _check_failures(task: TaskWork) -> list[str]:
 
 
 def _plan_vocabulary(task: TaskWork) -> list[str]:
-    """The plan's parts the executor is handed, the ones it has, each bounded."""
     lines: list[str] = []
     for key, title, fenced in _PLAN_TITLES:
         text = task.plan_sections.get(key)
@@ -300,7 +274,6 @@ def _phase_facts(request: Request, project: Path) -> str:
 
 
 def _bounded(text: str, what: str, cap: int = READ_CAP) -> str:
-    """`text`, cut at `cap` bytes like a `read_first` file, saying so when it was."""
     data = text.encode("utf-8")
     if len(data) <= cap:
         return text
@@ -322,17 +295,9 @@ def _subst(text: str, v: dict[str, str]) -> str:
 
 
 def _read_inside(project: Path, path: Path) -> str | None:
-    """The text of `path` for a prompt, or None: only a regular file inside the project once
-    symlinks are followed (`read_first`'s rule, `fsutil.contained_file`), at most 64 KiB."""
+    """The text of `path` (a regular file inside the project, symlinks followed), or None."""
     data = read_contained(project, path, READ_CAP)
     if data is None:
         return None
     text = data[:READ_CAP].decode("utf-8", errors="replace")
     return text + ("\n… (cut at 64 KiB: the file is longer)" if len(data) > READ_CAP else "")
-
-
-def _rel(path: Path, project: Path) -> str:
-    try:
-        return path.resolve().relative_to(project.resolve()).as_posix()
-    except ValueError:
-        return str(path)

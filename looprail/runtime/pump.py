@@ -11,9 +11,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-# How long to keep draining the pipes after the child has exited (or been killed): output its
-# last writes left in flight arrives within this, and a grandchild that holds a pipe open (a
-# background job, a daemon that escaped the process group) cannot hold the call up longer.
+# How long to keep draining the pipes after the child has exited (or been killed): its last
+# writes arrive within this, and a grandchild holding a pipe open cannot hold the call longer.
 _DRAIN_GRACE_S = 0.5
 _CHUNK = 65536
 

@@ -1,10 +1,5 @@
-"""Runtimes as plugins: every runtime is found by name through the `looprail.runtimes`
-entry-point group, so a third party adds one by shipping a package, without touching looprail.
-
-A plugin's entry point names a class (usually a `BaseRuntime` subclass: one method, `handle`)
-with a `from_settings(settings)` classmethod. looprail registers its own the same way
-(pyproject.toml); the built-in table below is only the fallback for a source checkout that was
-never installed, so `local` and the agent adapters work from a bare clone too.
+"""Runtimes as plugins, found by name in the `looprail.runtimes` entry-point group: a class
+(usually a `BaseRuntime`) with a `from_settings(settings)` classmethod.
 
     [project.entry-points."looprail.runtimes"]
     mine = "my_package.runtime:MyRuntime"
@@ -42,9 +37,7 @@ BUILTIN: Mapping[str, str] = {
 
 @dataclass
 class RuntimeSettings:
-    """Everything a runtime may be built from. `agent` is the runtime's settings, already an
-    object: for an agent CLI the effective ones (`looprail.trust.agents.effective_agent`: the
-    project's `looprail.agents.<name>` with consent applied, under the user's own)."""
+    """What a runtime is built from; `agent`: `trust.agents.effective_agent`'s settings."""
 
     project: Path
     host_tool: str | None = None
@@ -54,8 +47,7 @@ class RuntimeSettings:
     output: Callable[[str, str, str], None] | None = None
     agent: dict[str, object] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
-    # the project's `.planning/config.json`, loaded (None: none): an agent CLI reads GSD's
-    # model keys from it (`looprail.runtime.models`)
+    # `.planning/config.json`, loaded: an agent CLI reads GSD's model keys from it
     config: Mapping[str, Any] | None = None
 
 
@@ -64,16 +56,12 @@ def _entry_points() -> dict[str, EntryPoint]:
 
 
 def available() -> list[str]:
-    """Every runtime name: looprail's own and every installed plugin's, sorted."""
     return sorted({*BUILTIN, *_entry_points()})
 
 
 def runtime_class(name: str) -> type:
-    """The class registered as `name`; an unknown name is a usage error naming the choices.
-
-    looprail's own names are resolved without scanning the installed distributions' entry
-    points (the scan reads every package's metadata: ~10 ms at each start): they are
-    registered by looprail itself, and an installed plugin cannot take one of them over."""
+    """The class registered as `name` (a `UsageError` naming the choices). looprail's own are
+    resolved without the entry-point scan (~10 ms), and no plugin can take one over."""
     if name in BUILTIN:
         module, _, attr = BUILTIN[name].partition(":")
         return getattr(import_module(module), attr)
@@ -89,9 +77,7 @@ def runtime_class(name: str) -> type:
 
 
 def create_runtime(name: str, settings: RuntimeSettings) -> Runtime:
-    """A runtime instance of `name`, built from `settings`. What it builds is checked here,
-    once, against the `Runtime` protocol (a `BaseRuntime` subclass has all of it), so the
-    machine calls the runtime's declared methods and never probes for one."""
+    """A runtime `name` built from `settings`, checked here once against `Runtime`."""
     cls = runtime_class(name)
     factory = getattr(cls, "from_settings", None)
     if factory is None:

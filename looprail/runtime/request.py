@@ -1,6 +1,5 @@
-"""What one unit of work is asked, and where it runs: the `Request` a runtime's `handle`
-receives (serialised as the JSON documented in docs/runtime.md), its parts, and the
-`DispatchContext` beside it. `looprail.runtime.base` re-exports them."""
+"""The `Request` a runtime's `handle` receives (its JSON: docs/runtime.md), its parts, and the
+`DispatchContext` beside it; `looprail.runtime.base` re-exports them."""
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 Flavor = Literal["gsd", "msd", "ferrox"]
@@ -29,8 +28,6 @@ def step_of(point: str) -> str:
 
 
 class Frozen(BaseModel):
-    """A frozen model that refuses unknown fields."""
-
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
 
@@ -46,60 +43,38 @@ class DispatchContext(Frozen):
     plan_id: str | None = None
     task_id: str | None = None
     wave: int | None = None
-    # A host tool (`gsd_run`, …) that receives commands and queries instead of
-    # `.looprail/commands` / `.looprail/checks`; None uses the runtime's own setting.
-    host_tool: str | None = None
-    # Overrides the runtime's per-kind default when set.
-    timeout_s: float | None = None
-    # The folder the work runs in (a plan's git worktree); None is the project itself.
-    workdir: Path | None = None
+    host_tool: str | None = None  # None: the runtime's own setting
+    timeout_s: float | None = None  # None: the runtime's per-kind default
+    workdir: Path | None = None  # a plan's git worktree; None: the project
     env: dict[str, str] = Field(default_factory=dict)
-    # The work may have the user's terminal: an interactive session (`run --interactive`'s
-    # discuss), its streams inherited, nothing captured (looprail/runtime/interactive.py).
+    # the work may have the user's terminal (`run --interactive`, runtime/interactive.py)
     terminal: bool = False
 
-    @field_validator("phase_number")
-    @classmethod
-    def _phase_number_present(cls, value: str) -> str:
-        if not value.strip():
+    @model_validator(mode="after")
+    def _checked(self) -> DispatchContext:
+        if not self.phase_number.strip():
             raise ValueError("phase_number must not be empty")
-        return value
-
-    @field_validator("phase_dir", "workdir")
-    @classmethod
-    def _absolute(cls, value: Path | None, info: ValidationInfo) -> Path | None:
-        if value is not None and not value.is_absolute():
-            raise ValueError(f"{info.field_name} must be absolute, got {value}")
-        return value
-
-    @field_validator("timeout_s")
-    @classmethod
-    def _timeout_positive(cls, value: float | None) -> float | None:
-        if value is not None and not value > 0:
-            raise ValueError(f"timeout_s must be positive, got {value}")
-        return value
+        for name, path in (("phase_dir", self.phase_dir), ("workdir", self.workdir)):
+            if path is not None and not path.is_absolute():
+                raise ValueError(f"{name} must be absolute, got {path}")
+        if self.timeout_s is not None and not self.timeout_s > 0:
+            raise ValueError(f"timeout_s must be positive, got {self.timeout_s}")
+        return self
 
     @property
     def step(self) -> str | None:
         return step_of(self.point) if self.point else None
 
 
-class _Camel(BaseModel):
+class _Camel(Frozen):
     """Python names in code, camelCase in the JSON a unit of work reads."""
 
-    model_config = ConfigDict(
-        defer_build=True,
-        frozen=True,
-        extra="forbid",
-        alias_generator=to_camel,
-        populate_by_name=True,
-    )
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
 
 class CheckFailure(_Camel):
-    """A check of the task that failed after the executor's last call: what it is called again
-    for (docs/loop.md, "Verification"). `command` is the check as written in the plan (or a
-    must-have, `must_have: …`); `output_tail` the end of what it printed."""
+    """A check of the task that failed after the executor's last call (docs/loop.md,
+    "Verification"): `command` as the plan wrote it (or `must_have: …`)."""
 
     command: str
     exit_code: int | None = None
@@ -124,22 +99,14 @@ class TaskWork(_Camel):
     done: str = ""
     tracker_id: str | None = None
     resolved_by_tracker: bool = False
-    # What `read_first` says beside a path (`01-CONTEXT.md (D-01, D-02)` → "(D-01, D-02)"),
-    # keyed by the path in `read_first`; "" holds a note that names no file.
+    # what `read_first` says beside a path, by path ("": a note that names no file)
     read_first_notes: dict[str, str] = {}
-    # What the executor needs of its plan beside the task, as written, the ones it has
-    # (plans/briefing.py): `path`, `objective`, `must_haves`, `requirements`, `context`,
-    # `interfaces`, `threat_model`, `verification`, `success_criteria`, `tasks` (the plan's
-    # tasks, which are done), `checkpoint_answers`.
+    # its plan's `path` and parts, as written (plans/briefing.py; prompts._PLAN_TITLES)
     plan_sections: dict[str, str] = {}
-    # The task's own: `tdd` ("true"), `behavior`, `implementation`, `precondition`,
-    # `reversibility`, as written.
+    # the task's own: `tdd`, `behavior`, `implementation`, `precondition`, `reversibility`
     task_sections: dict[str, str] = {}
-    # The task's automated check commands, as the plan wrote them (plans/taskchecks.py): the
-    # agent CLI lets the executor run the simple ones without asking (runtime/permits.py).
-    checks: tuple[str, ...] = ()
-    # The checks that failed after the previous call (a retry): empty on a first call.
-    check_failures: tuple[CheckFailure, ...] = ()
+    checks: tuple[str, ...] = ()  # its automated check commands (plans/taskchecks.py)
+    check_failures: tuple[CheckFailure, ...] = ()  # after the previous call (a retry)
 
     @property
     def key(self) -> str:
@@ -168,8 +135,7 @@ _KIND_SPECIFIC = ("role", "step", "words", "role_context", "task", "verdict", "m
 
 
 class Request(_Camel):
-    """What one unit of work is asked to do; the JSON on an executable's stdin (docs/runtime.md).
-    Scripted outcomes in tests receive the same value."""
+    """What one unit of work is asked to do; the JSON on an executable's stdin."""
 
     protocol: int = PROTOCOL_VERSION
     kind: RequestKind
@@ -203,8 +169,7 @@ class Request(_Camel):
 
 
 def build_request(kind: RequestKind, name: str, ctx: DispatchContext, **extra: Any) -> Request:
-    """The request for one unit of work: the context's common fields, then kind-specific ones
-    (which may override `plan_id`/`task_id`/`wave`)."""
+    """The context's fields, then kind-specific ones (which may override the context's)."""
     where = {"plan_id": ctx.plan_id, "task_id": ctx.task_id, "wave": ctx.wave}
     return Request(
         kind=kind,
@@ -247,7 +212,6 @@ def verdict_ask(agent_verdict: Mapping[str, Any]) -> VerdictAsk | str:
 
 
 def checked_words(words: Sequence[str]) -> tuple[str, ...]:
-    """`words` (a command or query split on spaces) as a tuple; anything else is a caller's bug."""
     if isinstance(words, str):
         raise TypeError("words is a sequence of words (the command split on spaces), not a str")
     words = tuple(words)

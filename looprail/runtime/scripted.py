@@ -7,12 +7,8 @@
         ("phase", "plan"): lambda request: write_plans(request),
     })
 
-Keys are `(kind, name)`; `(kind, "*")` matches every call of that kind. Names per kind: skill →
-the skill id, agent → the agent, command/query → the words joined by spaces, verdict → the
-agentVerdict `ref`, phase → the step, task → `<plan id>/<task id>`, message/compact → `session`,
-context → the role, host → the tool's first two words.
-Unscripted calls succeed (queries and verdicts with `{"block": false, "message": ""}`).
-Queries and verdicts go through the same verdict-shape check as `LocalRuntime`.
+Keys are a request's `(kind, name)` (docs/runtime.md); `(kind, "*")` matches every call of that
+kind. Unscripted calls succeed (queries and verdicts with `{"block": false, "message": ""}`).
 """
 
 from __future__ import annotations
@@ -21,11 +17,12 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import Field
 
 from looprail.runtime.base import (
     BaseRuntime,
     DispatchContext,
+    Frozen,
     Liveness,
     Outcome,
     Request,
@@ -44,12 +41,12 @@ Effect = Callable[[Request], None]
 
 WILDCARD = "*"
 _NO_BLOCK = {"block": False, "message": ""}
+# What a `Call` copies of its request.
+_COPIED = ("kind", "name", "point", "cap_id", "plan_id", "task_id", "wave", "role", "step", "words")
 
 
-class Call(BaseModel):
+class Call(Frozen):
     """One call the runtime received, with what it answered (None while it is running)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: RequestKind
     name: str
@@ -62,7 +59,7 @@ class Call(BaseModel):
     step: str | None = None
     words: tuple[str, ...] | None = None
     text: str | None = None  # a contribution's fragment (`context`) or a message
-    role_context: dict[str, tuple[str, ...]] = {}
+    role_context: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     request: Request | None = None
     outcome: Outcome | None = None
 
@@ -96,11 +93,8 @@ class ScriptedRuntime(BaseRuntime):
 
     @classmethod
     def from_settings(cls, settings: Any) -> ScriptedRuntime:
-        """Built by the registry (`--agent scripted`): nothing scripted, so every call
-        succeeds — a walk of the loop that runs no work."""
+        """`--agent scripted`: nothing scripted, every call succeeds (a walk of the loop)."""
         return cls(progress=settings.progress, output=getattr(settings, "output", None))
-
-    # -- scripting and inspection -----------------------------------------------------------
 
     def script(self, key: CallKey, value: ScriptValue) -> None:
         """Set (or replace) what calls matching `key` answer."""
@@ -133,8 +127,6 @@ class ScriptedRuntime(BaseRuntime):
     def names(self, kind: RequestKind | None = None) -> list[str]:
         return [c.name for c in self.calls if kind is None or c.kind == kind]
 
-    # -- the one method ---------------------------------------------------------------------
-
     def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
         self.announce(request)
         outcome = self._answer(request)
@@ -143,35 +135,20 @@ class ScriptedRuntime(BaseRuntime):
         return require_verdict(outcome, f"scripted {request.kind} {request.name!r}")
 
     def announce(self, request: Request) -> Liveness:
-        """A scripted call returns at once: its banner is recorded (and printed) right away,
-        as the banner a real call would print had it stayed silent."""
+        """A scripted call returns at once: its banner is recorded (and printed) right away."""
         label = banner_label(request)
         if label is not None:
-            self._banner(label)
+            line = spawn_banner(label)
+            with self._lock:
+                self._banners.append(line)
+            if self.progress is not None:
+                self.progress(line)
         return Liveness(None, None, 0)
-
-    # -- internals --------------------------------------------------------------------------
-
-    def _banner(self, agent: str) -> None:
-        line = spawn_banner(agent)
-        with self._lock:
-            self._banners.append(line)
-        if self.progress is not None:
-            self.progress(line)
 
     def _answer(self, request: Request) -> Outcome:
         key: CallKey = (request.kind, request.name)
         call = Call(
-            kind=request.kind,
-            name=request.name,
-            point=request.point,
-            cap_id=request.cap_id,
-            plan_id=request.plan_id,
-            task_id=request.task_id,
-            wave=request.wave,
-            role=request.role,
-            step=request.step,
-            words=request.words,
+            **{field: getattr(request, field) for field in _COPIED},
             text=_text(request),
             role_context=request.role_context or {},
             request=request,
@@ -179,7 +156,7 @@ class ScriptedRuntime(BaseRuntime):
         with self._lock:
             index = len(self._calls)
             self._calls.append(call)  # recorded at the start: the order calls were made
-            effect = self._lookup(self._effects, key)
+            effect = self._effects.get(key) or self._effects.get((key[0], WILDCARD))
             responder = self._next_responder(key)
         # Effects and responders run unlocked: they may be slow or wait on each other.
         if effect is not None:
@@ -198,12 +175,6 @@ class ScriptedRuntime(BaseRuntime):
         for stream, text in (("stdout", outcome.stdout), ("stderr", outcome.stderr)):
             for line in text.splitlines():
                 self.output(label, stream, line)
-
-    @staticmethod
-    def _lookup(table: Mapping[CallKey, Any], key: CallKey) -> Any:
-        if key in table:
-            return table[key]
-        return table.get((key[0], WILDCARD))
 
     def _next_responder(self, key: CallKey) -> Responder | None:
         matched = key if key in self._script else (key[0], WILDCARD)

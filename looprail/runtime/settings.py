@@ -1,7 +1,6 @@
-"""The `looprail` section of `.planning/config.json`, as one typed model. Every reader goes
-through `looprail_settings`; a value that cannot be used is one `ConfigError` naming the key.
+"""The `looprail` section of `.planning/config.json`, one typed model (`looprail_settings`).
 Not in `looprail.config`: that is on the `render-hooks` start path, which must not import
-pydantic (and does not read this section)."""
+pydantic."""
 
 from __future__ import annotations
 
@@ -47,10 +46,7 @@ class Timeouts(BaseModel):
 
 
 class VerifySettings(BaseModel):
-    """`looprail.verify`: how looprail holds a task to its checks (docs/loop.md,
-    "Verification"). `retries`: executor calls again with a failed check's output before the
-    plan halts; `unchecked`: `warn` names a task no command checks, `fail` halts its plan
-    before the executor runs; `timeout`: seconds one check command may take."""
+    """`looprail.verify`: how a task is held to its checks (docs/loop.md, "Verification")."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -60,10 +56,8 @@ class VerifySettings(BaseModel):
 
 
 class LooprailSettings(BaseModel):
-    """The `looprail` section. Keys it does not name are ignored (as before this model: a
-    newer looprail's key in an older one's project is not an error). `agents.<name>` stays a
-    plain object here: its keys are checked by the agent adapter that reads them
-    (`runtime.agent_settings`), with the consent rules of `trust.agents`."""
+    """Unknown keys are ignored (a newer looprail's key is no error in an older one);
+    `agents.<name>` is checked by the adapter that reads it, with `trust.agents`' consent."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -73,12 +67,9 @@ class LooprailSettings(BaseModel):
     # `run --interactive` by default: the discuss role talks with the user on the terminal.
     interactive: StrictBool | None = None
     timeouts: Timeouts | None = None
-    # How many times a human-verify checkpoint's issues go to a fix-up executor call before
-    # the run halts (docs/loop.md, "Checkpoints"); `--checkpoint-rounds` overrides it.
-    # (None: `CHECKPOINT_ROUNDS`).
+    # fix-up rounds of a human-verify checkpoint (docs/loop.md); None: `CHECKPOINT_ROUNDS`
     checkpoint_rounds: StrictInt | None = Field(None, ge=1)
-    # What `--capabilities`, `--host-tool` and `--flavor` would say, so a project needs no flags
-    # (`runtime.gsd_install.sources`; a flag still wins). Paths are relative to the project.
+    # what `--capabilities`, `--host-tool` and `--flavor` say (a flag wins; paths: project's)
     capabilities: list[StrictStr] | None = None
     host_tool: StrictStr | None = Field(None, min_length=1)
     flavor: StrictStr | None = None
@@ -116,8 +107,7 @@ _TYPE_REASONS: dict[tuple[str, ...], str] = {
 
 
 def looprail_settings_of(config: Any, keys: tuple[str, ...]) -> LooprailSettings:
-    """`looprail_settings` with only `keys` of the section validated (the others default): for
-    a reader of those keys, whose command must not fail on a bad value of another key."""
+    """`looprail_settings` with only `keys` validated (the others default)."""
     section = config.get("looprail") if isinstance(config, dict) else None
     if isinstance(section, dict):
         section = {k: v for k, v in section.items() if k in keys}
@@ -125,8 +115,7 @@ def looprail_settings_of(config: Any, keys: tuple[str, ...]) -> LooprailSettings
 
 
 def looprail_settings(config: Any) -> LooprailSettings:
-    """The `looprail` section of a loaded config (`None`: no config), validated. Raises
-    `ConfigError` (one line, `field` set to the dotted key) for a value that cannot be used."""
+    """The `looprail` section of a loaded config, validated (`ConfigError` naming the key)."""
     section = config.get("looprail") if isinstance(config, dict) else None
     if section is None:
         return _DEFAULT

@@ -1,13 +1,7 @@
 #!/usr/bin/env python3
-"""A starting point for the local runtime's role agents (written by `looprail init`).
-
-looprail runs `.looprail/agents/<role>` with a JSON request on stdin (docs/runtime.md). This
-script does each role's minimum so that `looprail run --phase 1` ships: replace a role's copy
-with your own agent (a script that calls your tools or model) as the project grows.
-
-With `looprail run --interactive` the orchestrator's discuss step gets the terminal: the
-request is then in the file `$LOOPRAIL_REQUEST_FILE`, and this script asks what the phase is
-to deliver and writes the answer into the context file.
+"""A starting point for the local runtime's role agents (written by `looprail init`): each
+role's minimum, with the JSON request on stdin (docs/runtime.md), so that `looprail run --phase 1`
+ships. Replace a role's copy with your own agent as the project grows.
 """
 
 import json
