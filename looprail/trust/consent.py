@@ -1,10 +1,7 @@
-"""The consent workflow as library calls: `plan_consent()` audits what in a project still needs
-consent and hashes it; `commit_consent()` hashes it again and records consent only when nothing
-changed since the plan (a change made while the user read the audit is caught, never trusted).
-
-`looprail trust` is these two calls around a question; any caller (a UI, a test, a script)
-can drive the same workflow without a terminal. The facts (what is hashed, where consent is
-stored) are `looprail.trust`'s; this module only sequences them.
+"""The consent workflow as library calls (`looprail trust` asks a question between them):
+`plan_consent()` audits what in a project still needs consent and hashes it; `commit_consent()`
+hashes it again and records consent only when nothing changed since the plan (a change made
+while the user read the audit is caught, never trusted).
 """
 
 from __future__ import annotations
@@ -212,7 +209,7 @@ def _pending_hooks(project: Path, refused: list[str]) -> tuple[HooksFileAudit | 
 def _pending_agents(
     project: Path, config: Mapping[str, object] | None
 ) -> tuple[tuple[EffectiveAgent, ...], list[str]]:
-    """The agents whose project settings need consent and lack it (`looprail.trust.agents`)."""
+    """The agents whose project settings need consent and lack it, and why others cannot."""
     out, refused = [], []
     for name in sorted(ADAPTERS):
         try:
@@ -265,6 +262,3 @@ def commit_consent(plan: ConsentPlan) -> list[str]:
         return []
     grant(plan.project, plan.hashes, hooks=plan.hooks_digest, agents=agents)
     return plan.names
-
-
-__all__ = ["ConsentPlan", "agent_settings_text", "commit_consent", "plan_consent"]

@@ -180,6 +180,3 @@ def probe_lane(
             return f"{escape_untrusted(binary)} --help does not mention {escape_untrusted(needle)}"
         return None
     return f"unknown probe kind {escape_untrusted(str(kind))}"
-
-
-__all__ = ["Lane", "lane_argv", "lane_budget", "lane_timeout_s", "probe_lane"]

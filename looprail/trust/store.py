@@ -1,23 +1,12 @@
-"""Consent: which third-party things in a project the user has agreed to run.
+"""Consent: which capabilities, hooks file and agent settings of a project (all arrive with a
+`git clone`) the user has seen audited and agreed to run. Consent is bound to content: the
+SHA-256 of a capability's whole folder (`folder_hash`), of the project's `hooks.json`, or of
+the guarded agent settings (`looprail.trust.agents`); one changed byte withdraws it.
 
-A project can bring its own capabilities (`<project>/.looprail/capabilities/<id>`) and its own
-native hooks (`<project>/.looprail/hooks.json`). Both can run programs, and both arrive with a
-`git clone`, so neither is used until the user has seen its audit (`looprail trust`) and said
-yes. Consent is bound to content, not to a name:
-
-- a capability's consent is the SHA-256 of its whole folder (every file: relative name and
-  bytes, in sorted order; a symlink counts by the content of its target, which must be a
-  regular file inside the folder, anything else is refused), so changing one byte of any file
-  makes it inactive again until the user re-consents;
-- the project hooks file's consent is the SHA-256 of that file;
-- consent to a project's agent settings that change what runs or widen permissions
-  (`looprail.trust.agents`) is the SHA-256 of exactly those values.
-
-The store is `~/.looprail/consent.json` (`$LOOPRAIL_HOME` when set), keyed by the project's
-real absolute path: `{"version": 1, "projects": {path: {"capabilities": {id: sha256},
-"hooks": sha256, "agents": {cli: sha256}}}}`, written atomically under a lock. A missing,
-unreadable or malformed store means "no consent" (fail closed); only writing refuses a malformed
-store, so nothing is lost.
+The store is `$LOOPRAIL_HOME/consent.json`, keyed by the project's real path:
+`{"version": 1, "projects": {path: {"capabilities": {id: sha256}, "hooks": sha256,
+"agents": {cli: sha256}}}}`, written atomically under a lock. A missing, unreadable or
+malformed store means "no consent" (fail closed); only writing refuses a malformed store.
 """
 
 from __future__ import annotations
@@ -30,7 +19,6 @@ import os
 import shutil
 import stat
 from collections.abc import Callable, Iterable, Mapping
-from typing import NotRequired, TypedDict
 
 from looprail import layout
 from looprail.errors import TrustError
@@ -38,14 +26,6 @@ from looprail.fsutil import atomic_write, read_bounded
 from looprail.hooks.capset import CapabilitySet
 from looprail.hooks.sources import PROJECT as PROJECT_ORIGIN
 from looprail.layout import CONSENT_FILE, looprail_home
-
-
-class ConsentRecord(TypedDict):
-    """What the store holds for one project (`consent_record`)."""
-
-    capabilities: dict[str, str]  # capability id -> sha256 of its folder
-    hooks: NotRequired[str]  # sha256 of the project's hooks.json
-
 
 STORE_VERSION = 1
 HOOKS_FILE = os.path.join(layout.LOOPRAIL_DIR, layout.HOOKS_FILE)  # relative to the project
@@ -151,15 +131,10 @@ def _shown(name: bytes) -> str:
     return os.fsdecode(name).encode("unicode_escape").decode("ascii")
 
 
-def hooks_path(project: str | os.PathLike[str]) -> str:
-    """The project's `.looprail/hooks.json`."""
-    return os.path.join(os.fspath(project), HOOKS_FILE)
-
-
 def hooks_hash(project: str | os.PathLike[str]) -> str | None:
     """The SHA-256 (hex) of the project's `.looprail/hooks.json`, or None when there is none.
     Raises `TrustError` for something that is not a regular file or is too large."""
-    path = hooks_path(project)
+    path = os.path.join(os.fspath(project), HOOKS_FILE)
     try:
         data = read_bounded(path, MAX_HOOKS_FILE_BYTES)
     except OSError as exc:
@@ -225,18 +200,6 @@ def _strings(value: object) -> dict[str, str]:
     return {k: v for k, v in items if isinstance(v, str)}
 
 
-def consent_record(
-    project: str | os.PathLike[str], *, home: str | os.PathLike[str] | None = None
-) -> ConsentRecord:
-    """What the store holds for `project`: `{"capabilities": {id: sha256}, "hooks": sha256?}`."""
-    entry = _entry(project, home)
-    out: ConsentRecord = {"capabilities": _strings(entry.get("capabilities"))}
-    hooks = entry.get("hooks")
-    if isinstance(hooks, str):
-        out["hooks"] = hooks
-    return out
-
-
 def agents_consent(
     project: str | os.PathLike[str],
     *,
@@ -252,15 +215,10 @@ def _update_store(
 ) -> None:
     """Read-modify-write the store under an exclusive lock; written atomically."""
     path = store_path(home)
-    folder = os.path.dirname(path)
+    lock_fd = None
     try:
-        os.makedirs(folder, exist_ok=True)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         lock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError as exc:
-        raise TrustError(
-            f"{path}: cannot write the consent store ({exc.strerror or exc})"
-        ) from None
-    try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
         store = _read_store(path)
         if store is None:
@@ -279,7 +237,8 @@ def _update_store(
             f"{path}: cannot write the consent store ({exc.strerror or exc})"
         ) from None
     finally:
-        os.close(lock_fd)
+        if lock_fd is not None:
+            os.close(lock_fd)
 
 
 def grant(
@@ -376,17 +335,6 @@ def consent_state(
     return None if current == stored else CHANGED
 
 
-def consented(
-    project: str | os.PathLike[str],
-    cap_id: str,
-    folder: str | os.PathLike[str],
-    *,
-    home: str | os.PathLike[str] | None = None,
-) -> bool:
-    """Has the user consented to exactly this content of capability `cap_id`?"""
-    return consent_state(project, cap_id, folder, home=home) is None
-
-
 def hooks_state(
     project: str | os.PathLike[str], *, home: str | os.PathLike[str] | None = None
 ) -> str | None:
@@ -428,7 +376,6 @@ def _project_of(source: str) -> str:
 
 def apply_consent(
     caps: CapabilitySet,
-    *,
     home: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> CapabilitySet:

@@ -1,11 +1,6 @@
-"""Surfaces: every thing a capability manifest or a native hooks file can make run.
-
-Each declaration becomes a `Surface` (what runs, where it is declared, whether it reaches
-`/bin/sh` or an interpreter, and why looprail refuses it when it does): steps, gates,
-contributions (text that reaches an agent), the task-content resolver, reviewer lanes, what a
-capability declares for hosts that looprail never runs (host hooks, command families, runtime
-commands), and every `when`, `shell` and Action of a native hooks file. Strings that fail the
-command grammar are *refused*. Pure: manifest data or loaded hooks in, values out.
+"""Surfaces: every thing a capability manifest or a native hooks file can make run (or, for a
+contribution, put before an agent), each a `Surface`: what runs, where it is declared, whether
+it reaches a shell or an interpreter, and why looprail refuses it. Pure: data in, values out.
 """
 
 from __future__ import annotations
@@ -60,7 +55,7 @@ class Surface:
     note: str | None = None
 
     def to_json(self) -> dict[str, object]:
-        """The `--json` form: absent fields (and `hostOnly` false) are left out."""
+        """Absent fields (and `hostOnly` false) are left out."""
         out = {
             "kind": self.kind,
             "where": self.where,
@@ -73,9 +68,6 @@ class Surface:
             "note": self.note,
         }
         return {k: v for k, v in out.items() if v is not None}
-
-
-# --------------------------------------------------------------------------- capabilities
 
 
 def _q(text: object) -> str:
@@ -406,9 +398,6 @@ def suspect_surfaces(surfaces: Sequence[Surface]) -> list[Surface]:
     return [s for s in surfaces if s.refused in refusals and _SUSPECT.search(s.runs)]
 
 
-# --------------------------------------------------------------------------- native hooks
-
-
 def native_surfaces(hooks: Sequence[NativeHook]) -> list[Surface]:
     """Every `when`, `shell` and Action of native hooks."""
     out: list[Surface] = []
@@ -434,12 +423,3 @@ def _shell_surface(kind: str, where: str, command: str, hook: HookEntry, label: 
     runs = f"/bin/sh -c {_argv([command])}"
     timeout_s = hook.timeout_ms / 1000
     return Surface(kind, where, runs, hook.event, shell=True, timeout_s=timeout_s, note=label)
-
-
-__all__ = [
-    "Surface",
-    "capability_surfaces",
-    "interpreter_of",
-    "native_surfaces",
-    "suspect_surfaces",
-]
