@@ -1,12 +1,7 @@
-"""Pictures of the loop: the compiled machine joined with a project's active hooks and, when
-asked, one journaled run, as Graphviz SVG / PNG / DOT or Mermaid text.
-
-    from looprail.diagrams import diagram
-    svg = diagram("path/to/project", hooks=True, fmt="svg")
-
-`graph.py` builds the one networkx model (pure), `render.py` draws it; this module does the
-loading at the edge (capabilities, config, the journal). networkx and graphviz are imported
-only by those modules, never by `looprail` itself.
+"""Pictures of the loop (`diagram(project, hooks=True, fmt="svg")`): the compiled machine with a
+project's active hooks and, when asked, one journaled run, as SVG, PNG, DOT or Mermaid text.
+`graph.py` builds the networkx model (pure), `render.py` draws it; this module loads the
+capabilities, config and journal. networkx and graphviz are never imported by `looprail` itself.
 """
 
 from __future__ import annotations

@@ -88,9 +88,6 @@ def pipe_dot(source: str, fmt: str) -> bytes:
         return target.read_bytes()
 
 
-# --------------------------------------------------------------------------- DOT
-
-
 # Graphviz refuses an HTML label longer than 16384 characters (a syntax error for the whole
 # graph), and labels come from third-party manifests: every line is clipped, the task table is
 # cut short with a count of what is left out.
