@@ -73,9 +73,6 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-# -- opening ---------------------------------------------------------------------------------
-
-
 def open_journal(project: Path) -> tuple[Journal | None, str | None]:
     """(journal, None), or (None, why not) where why is None for "no journal yet"."""
     try:
@@ -98,9 +95,6 @@ def change_marker(project: Path) -> str:
     holder = lock_holder(project)
     statuses = ",".join(f"{r.id}={r.status}" for r in runs)
     return f"{seq}|{statuses}|{holder.run_id if holder else '-'}"
-
-
-# -- the snapshot ----------------------------------------------------------------------------
 
 
 def snapshot(
@@ -194,18 +188,12 @@ def _events(
     return list(cached)
 
 
-# -- checkpoints -----------------------------------------------------------------------------
-
-
 def checkpoints_view(
     project: Path, run_id: str, phase: str, events: Sequence[EventRow] | None = None
 ) -> CheckpointsView | None:
-    """What the latest unfinished run `run_id` waits on (`machine.answers.pending_checkpoints`,
-    the seam the terminal and `looprail answer` use; with that run's `events` at hand, the
-    seam's own rule over them, which spares reading them again): each checkpoint's
-    presentation model, its title, and the text the terminal shows for it
-    (`plans.checkpoint.render`, with the plan's progress as the terminal counts it). None when
-    it waits on nothing."""
+    """What the latest unfinished run `run_id` waits on, as the terminal and `looprail answer`
+    see it (`machine.answers`; over its `events` when given): each checkpoint's model, title and
+    the text the terminal shows (`plans.checkpoint.render`). None when it waits on nothing."""
     if events is None:
         pending = answers.pending_checkpoints(project)
     else:

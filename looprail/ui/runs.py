@@ -426,10 +426,8 @@ def _answered(events: Sequence[EventRow], task_id: str) -> bool:
 
 
 def answers_view(events: Sequence[EventRow]) -> list[AnswerView]:
-    """The run's journaled answers to checkpoints, oldest first: the task, what the answer
-    meant (approved, chosen, issues, value, withheld), the text as journaled (a secret's is
-    "answer withheld": its value is never in the journal), the chosen option, and where it
-    came from (terminal, dashboard, `looprail answer`, …)."""
+    """The run's journaled answers to checkpoints, oldest first (a secret's text is "answer
+    withheld": its value is never in the journal)."""
     out: list[AnswerView] = []
     for e in events:
         if e.kind != "answer":
