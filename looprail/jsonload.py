@@ -1,10 +1,7 @@
-"""JSON as looprail reads and writes it.
-
-- `loads_strict`, for files from users and third parties: the standard parser, plus duplicate
-  keys collected (which of two values wins differs between readers, so callers refuse to guess)
-  and `NaN`/`Infinity` rejected (not JSON).
-- `parse_json_js`, `js_dumps`, `js_dump`: `JSON.parse` and `JSON.stringify` as the reference
-  (JavaScript) does them, byte for byte, for the project config and `render-hooks` output.
+"""JSON as looprail reads and writes it: `loads_strict` for files from users and third parties
+(duplicate keys collected, since readers differ on which wins; `NaN`/`Infinity` rejected), and
+`JSON.parse`/`JSON.stringify` as the reference (JavaScript) does them, byte for byte
+(`parse_json_js`, `js_dumps`, `js_dump`), for the project config and `render-hooks` output.
 """
 
 from __future__ import annotations
