@@ -38,9 +38,6 @@ TASK_STATUSES = ("pending", "running", "done", "failed")
 REFUSING_OUTCOMES = ("blocked", "failed", "error", "block")
 
 
-# --------------------------------------------------------------------------- run overlay data
-
-
 @dataclass(frozen=True)
 class RunEvent:
     """The journal event fields the overlay reads (a `store.EventRow` has all of them)."""
@@ -130,9 +127,6 @@ def hook_summary(hook: Mapping[str, Any], flavor: str = "gsd") -> str:
             return f"agentVerdict {av.get('ref') if isinstance(av, Mapping) else '?'}"
         return "check (none)"
     return str(kind)
-
-
-# --------------------------------------------------------------------------- building
 
 
 def build_graph(
@@ -343,9 +337,6 @@ def _add_hook(graph: nx.MultiDiGraph, point: str, index: int, attrs: _Hook) -> s
     graph.add_edge(pid, node, key="fires", kind="fires", order=index)
     graph.nodes[pid]["hooks"] += 1
     return node
-
-
-# --------------------------------------------------------------------------- run overlay
 
 
 def _overlay(graph: nx.MultiDiGraph, spec: LoopSpec, run: RunView) -> None:

@@ -341,7 +341,8 @@ def _run_lanes(
         try:
             result, ran = _run_lane(lane, config, run)
         except Exception as exc:  # one lane must never take its siblings down
-            result, ran = LaneResult(lane.slug, False, "invoke_failed", _one_line(exc)), True
+            detail = escape_untrusted(str(exc) or type(exc).__name__)
+            result, ran = LaneResult(lane.slug, False, "invoke_failed", detail), True
         planned = planned or ran
         results.append(result)
     return tuple(results), planned
@@ -360,10 +361,6 @@ def _provenance(request: DispatchRequest) -> tuple[str, str, str] | str:
     if any(_CONTROL.search(v) for v in given):
         return INVALID_PROVENANCE
     return request.repo_root, request.depth, request.base_sha
-
-
-def _one_line(exc: BaseException) -> str:
-    return escape_untrusted(str(exc) or type(exc).__name__)
 
 
 def _run_lane(lane: Lane, config: Mapping[str, Any] | None, run: _Run) -> tuple[LaneResult, bool]:

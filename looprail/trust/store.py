@@ -39,9 +39,6 @@ NO_CONSENT = "no consent (run `looprail trust`)"
 CHANGED = "changed since consent (run `looprail trust`)"
 
 
-# --------------------------------------------------------------------------- hashing
-
-
 def folder_hash(path: str | os.PathLike[str]) -> str:
     """The SHA-256 (hex) of a capability folder: every file's relative name and bytes, sorted.
 
@@ -146,9 +143,6 @@ def hooks_hash(project: str | os.PathLike[str]) -> str | None:
     if data is None:
         return None
     return hashlib.sha256(data).hexdigest()
-
-
-# --------------------------------------------------------------------------- the store
 
 
 def store_path(
@@ -310,9 +304,6 @@ def revoke(
 
     _update_store(home, change)
     return removed
-
-
-# --------------------------------------------------------------------------- questions
 
 
 def consent_state(

@@ -23,6 +23,7 @@ from looprail.journal import (
     is_run_id,
     lock_holder,
 )
+from looprail.journal.models import iso_utc
 from looprail.layout import PLANNING_DIR, normalize_phase_number
 from looprail.machine import answers
 from looprail.machine.commands import answer_command
@@ -66,11 +67,6 @@ class Snapshot(TypedDict):
     chart: NotRequired[bool]
     chartError: NotRequired[str | None]
     chartFocus: NotRequired[float | None]
-
-
-def now_iso() -> str:
-    """Now, as the journal writes times (UTC, milliseconds, `Z`)."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def open_journal(project: Path) -> tuple[Journal | None, str | None]:
@@ -153,7 +149,7 @@ def _empty_snapshot(project: Path, warnings: Sequence[str]) -> Snapshot:
         except Exception:  # a damaged phases folder must not take the page down
             phases = []
     return {
-        "now": now_iso(),
+        "now": iso_utc(datetime.now(UTC)),
         "project": {
             "name": project.resolve().name,
             "path": str(project.resolve()),

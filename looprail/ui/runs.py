@@ -45,8 +45,6 @@ class RunSummary(_Run):
 
 
 class TaskView(TypedDict):
-    """A task of a wave's plan: its status, timing, resolver, usage and log files."""
-
     key: str
     status: str
     attempts: int
@@ -61,15 +59,11 @@ class TaskView(TypedDict):
 
 
 class PlanView(TypedDict):
-    """A plan of a wave and its tasks."""
-
     planId: str | None
     tasks: list[TaskView]
 
 
 class WaveView(TypedDict):
-    """A wave of the run: outcome, timing and plans."""
-
     wave: int | None
     outcome: str | None
     startedAt: str | None
@@ -87,8 +81,6 @@ class Step(TypedDict):
 
 
 class AnswerView(TypedDict):
-    """A journaled answer to a checkpoint."""
-
     seq: int
     ts: str
     taskId: str | None
@@ -123,8 +115,6 @@ class HookView(TypedDict):
 
 
 class PointView(TypedDict):
-    """A point the loop crosses, how often this run dispatched it, and its hooks."""
-
     point: str
     dispatches: int
     hooks: list[HookView]
@@ -299,9 +289,6 @@ def _usage(event: EventRow | None) -> tuple[int | None, float | None]:
     return (int(tokens) if _number(tokens) else None), cost
 
 
-# -- points ----------------------------------------------------------------------------------
-
-
 def points_view(events: list[EventRow], envelopes: Envelopes | None) -> list[PointView]:
     """Every point the loop crosses, in loop order, with its active hooks in contract order
     (the resolver's dispatch order) and what each did in this run. Hooks the run dispatched
@@ -383,9 +370,6 @@ def _result(e: EventRow) -> HookResult:
         "message": e.message,
         "verdict": e.kind == "gate_verdict",
     }
-
-
-# -- what to do next -------------------------------------------------------------------------
 
 
 def caps_args(capability_dirs: Sequence[str]) -> str:

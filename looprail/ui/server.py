@@ -233,9 +233,6 @@ def _focus(svg: bytes, node: str | None) -> float | None:
     return None
 
 
-# -- routes ----------------------------------------------------------------------------------
-
-
 def _headers(csp: str = PAGE_CSP) -> dict[str, str]:
     return {
         "Content-Security-Policy": csp,
