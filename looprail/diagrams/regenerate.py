@@ -128,12 +128,9 @@ def regenerate(target: Path | None = None, *, pictures: bool = True) -> list[Pat
             blobs[f"{pic.name}.svg"] = pipe_dot(source, "svg")
             blobs[f"{pic.name}.png"] = pipe_dot(source, "png")
     target.mkdir(parents=True, exist_ok=True)
-    written = []
     for name, blob in blobs.items():
-        path = target / name
-        atomic_write(path, blob)
-        written.append(path)
-    return written
+        atomic_write(target / name, blob)
+    return [target / name for name in blobs]
 
 
 def main() -> int:

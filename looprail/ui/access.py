@@ -11,6 +11,7 @@ import secrets
 from collections.abc import Iterable
 from urllib.parse import parse_qsl, urlsplit
 
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -78,11 +79,7 @@ class HostGuard:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        host = ""
-        for key, value in scope.get("headers", ()):
-            if key == b"host":
-                host = value.decode("latin-1")
-                break
+        host = Headers(scope=scope).get("host", "")
         if not self.host_ok(host, scope.get("server")):
             headers = {"cache-control": "no-store", "x-content-type-options": "nosniff"}
             await PlainTextResponse("Invalid host header\n", 400, headers)(scope, receive, send)

@@ -116,14 +116,11 @@ def snapshot(
     holder = lock_holder(project)
     with journal:
         runs = _looprail_runs(journal.runs(), out["warnings"])
-        selected_ref = run_ref and _ref(runs, run_ref)
-        view["roadmap"] = (
-            project_phases_view(project, runs, selected_ref) if view["isProject"] else []
-        )
-        if not runs:
+        selected = _select(journal, runs, run_ref) if runs else None
+        view["roadmap"] = project_phases_view(project, runs, selected) if view["isProject"] else []
+        if selected is None:
             out["hint"] = _hint(project, capability_dirs, view, None)
             return out
-        selected = _select(journal, runs, run_ref)
         counts = journal.task_counts()
         tasks = journal.tasks(selected.id)
         waiting = journal.unfinished_run()
@@ -227,29 +224,20 @@ def _progress(
 
 
 def project_phases_view(
-    project: Path, runs: Sequence[RunRow], selected: str | None
+    project: Path, runs: Sequence[RunRow], shown: RunRow | None
 ) -> list[dict[str, object]]:
     """The project's phases in ROADMAP order with where each stands (`looprail status`'s
     phases): finished or not and why, its latest run; `next` marks the phase `looprail run`
-    runs next, `current` the phase of the run shown (`selected`; None: the latest run)."""
+    runs next, `current` the phase of the run `shown`."""
     try:
         phases = project_phases(project, latest_runs(runs))
     except Exception:  # a damaged ROADMAP or phases folder must not take the page down
         return []
-    shown = next((r for r in runs if r.id == selected), None) or (
-        max(runs, key=lambda r: (r.started_at, r.id)) if runs else None
-    )
     current = normalize_phase_number(shown.phase) if shown is not None else None
     nxt = next((p.number for p in phases if not p.finished), None)
     return [
         {**p.as_json(), "next": p.number == nxt, "current": p.number == current} for p in phases
     ]
-
-
-def _ref(runs: Sequence[RunRow], ref: str) -> str | None:
-    """The id of the run `ref` names (an id or a unique prefix), else None."""
-    hits = [r.id for r in runs if r.id.lower().startswith(ref.lower())]
-    return hits[0] if len(hits) == 1 else None
 
 
 def _select(journal: Journal, runs: list[RunRow], ref: str | None) -> RunRow:
