@@ -149,9 +149,7 @@ def _number(digits: str) -> str:
     return str(int(digits)) if len(digits) <= 100 else digits.lstrip("0") or "0"
 
 
-def phase_sort_key(
-    number: str,
-) -> tuple[tuple[int, str], str, tuple[tuple[int, str], ...]]:
+def phase_sort_key(number: str) -> tuple[tuple[int, str], str, tuple[tuple[int, str], ...]]:
     """The order of normalised phase numbers: `2` < `2.1` < `2.10` < `10` < `12` < `12A`.
     Digits compare as numbers by (length, text): they have no leading zeros, and no `int()`
     is needed whatever their length."""

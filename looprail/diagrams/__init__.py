@@ -28,14 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from looprail.journal import RunRow
     from looprail.machine.spec import LoopSpec
 
-__all__ = [
-    "diagram",
-    "is_project",
-    "load_envelopes",
-    "load_graph",
-    "load_run",
-    "run_view",
-]
+__all__ = ["diagram", "is_project", "load_envelopes", "load_graph", "load_run", "run_view"]
 
 
 # Why `--hooks` drew none, said on stderr and in the picture.

@@ -288,10 +288,7 @@ def _inside(graph: nx.MultiDiGraph, point: str) -> str | None:
 
 
 def _add_hooks(
-    graph: nx.MultiDiGraph,
-    spec: LoopSpec,
-    envelopes: Mapping[str, Mapping[str, Any]],
-    flavor: str,
+    graph: nx.MultiDiGraph, spec: LoopSpec, envelopes: Mapping[str, Mapping[str, Any]], flavor: str
 ) -> None:
     for point in crossed_points(spec):
         env = envelopes.get(point) or {}

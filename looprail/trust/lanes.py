@@ -75,12 +75,7 @@ def _string(config: Mapping[str, Any] | None, key: Any) -> str | None:
 
 
 def lane_argv(
-    lane: Lane,
-    binary: str,
-    config: Mapping[str, Any] | None,
-    *,
-    review_path: str,
-    prompt_path: str,
+    lane: Lane, binary: str, config: Mapping[str, Any] | None, *, review_path: str, prompt_path: str
 ) -> list[str] | str:
     """The lane's argv: `invoke.args` with the whole-element placeholders expanded (an element
     that merely contains one is left as written, never templated):

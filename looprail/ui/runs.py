@@ -378,10 +378,7 @@ def caps_args(capability_dirs: Sequence[str]) -> str:
 
 
 def continue_command(
-    project: Path,
-    run: RunRow,
-    interrupted: bool,
-    events: Sequence[EventRow] = (),
+    project: Path, run: RunRow, interrupted: bool, events: Sequence[EventRow] = ()
 ) -> str | None:
     """The command that continues `run`, or None when there is nothing to continue. A run
     paused at a checkpoint continues with `--approve TASK`, unless the checkpoint has been
