@@ -81,10 +81,6 @@ def point_id(point: str) -> str:
     return "pt_" + re.sub(r"\W", "_", point)
 
 
-def _hook_id(point: str, index: int) -> str:
-    return f"hk_{re.sub(r'[^0-9A-Za-z]', '_', point)}_{index}"
-
-
 def envelopes_for(
     compiled: CapabilitySet, config: Mapping[str, Any] | None, spec: LoopSpec = DEFAULT_LOOP
 ) -> dict[str, Envelope]:
@@ -320,7 +316,7 @@ def _failed_hook(warning: str) -> _Hook:
 
 def _add_hook(graph: nx.MultiDiGraph, point: str, index: int, attrs: _Hook) -> str:
     pid = point_id(point)
-    node = _hook_id(point, index)
+    node = f"hk_{re.sub(r'[^0-9A-Za-z]', '_', point)}_{index}"
     graph.add_node(
         node,
         kind="hook",

@@ -244,10 +244,8 @@ def _step_surfaces(step: Mapping[str, Any], base: str, flavor: str) -> list[Surf
         return [Surface("step.agent", f"{base}.ref.agent", runs, point=point, note=note)]
     command = ref.get("command")
     if command is None:
-        refused = "no ref"
-        return [
-            Surface("step", f"{base}.ref", "no skill, agent or command", point, refused=refused)
-        ]
+        runs = "no skill, agent or command"
+        return [Surface("step", f"{base}.ref", runs, point, refused="no ref")]
     where = f"{base}.ref.command"
     if not (isinstance(command, str) and COMMAND_GRAMMAR.match(command)):
         runs = f"command {_q(command)!s}"
@@ -325,17 +323,12 @@ def _reviewer_surfaces(reviewer: Mapping[str, Any], where: str) -> list[Surface]
         channel = invoke.get("promptChannel")
         how = f"prompt via {_q(channel)}; output via {_q(invoke.get('outputChannel'))}"
         flags = ", ".join(_q(f) for f in reviewer.get("flags") or ())
+        floor = reviewer.get("timeoutFloorMs")
+        timeout_s = floor / 1000 if isinstance(floor, (int, float)) and floor > 0 else None
         spawn = _spawn("reviewer.invoke", f"{where}.invoke", invoke, how)
-        out.append(
-            replace(
-                spawn,
-                timeout_s=_lane_timeout_s(reviewer),
-                refused="promptChannel 'none' cannot take the scoped prompt; never run"
-                if channel == "none"
-                else None,
-                note=f"{lane}, flags {flags}",
-            )
-        )
+        spawn = replace(spawn, timeout_s=timeout_s, note=f"{lane}, flags {flags}")
+        refused = "promptChannel 'none' cannot take the scoped prompt; never run"
+        out.append(replace(spawn, refused=refused) if channel == "none" else spawn)
     else:
         runs = (
             f"{_q(reviewer.get('transport'))} transport to "
@@ -362,11 +355,6 @@ def _probe_surface(probe: Mapping[str, Any], where: str) -> Surface:
         return Surface("reviewer.probe", where, runs, timeout_s=_seconds(probe.get("timeoutMs")))
     runs = f"{_q(kind)} probe: looprail makes no network requests; the lane is unavailable"
     return Surface("reviewer.probe", where, runs, refused="never run")
-
-
-def _lane_timeout_s(reviewer: Mapping[str, Any]) -> float | None:
-    floor = reviewer.get("timeoutFloorMs")
-    return floor / 1000 if isinstance(floor, (int, float)) and floor > 0 else None
 
 
 def _runtime_surfaces(value: object, where: str, depth: int = 0) -> list[Surface]:
