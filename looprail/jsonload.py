@@ -50,8 +50,6 @@ def json_type_name(value: Any) -> str:
     return type(value).__name__
 
 
-# --------------------------------------------------------------------------- JSON as JavaScript
-
 _MAX_SAFE_INTEGER = 2**53
 
 

@@ -18,8 +18,6 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class CapabilityAudit:
-    """The audit of one loaded capability."""
-
     id: str
     origin: str
     source: str
@@ -48,8 +46,6 @@ class CapabilityAudit:
 
 @dataclass(frozen=True)
 class HooksFileAudit:
-    """The audit of one native hooks file."""
-
     file: str
     scope: str
     status: str  # valid | invalid | missing | untrusted (read anyway for the audit)

@@ -107,8 +107,6 @@ class LaneResult:
 
 @dataclass(frozen=True)
 class DispatchResult:
-    """The outcome of `dispatch_step`."""
-
     dispatched: bool
     ok: bool
     reason: str | None = None

@@ -167,7 +167,6 @@ def _run(run: RunRow, holder: LockInfo | None) -> _Run:
 
 
 def run_summary(run: RunRow, task_counts: Mapping[str, int], holder: LockInfo | None) -> RunSummary:
-    """The run's row in the list of runs."""
     tasks = {"pending": 0, "running": 0, "done": 0, "failed": 0, **task_counts}
     return {**_run(run, holder), "tasks": tasks}
 
@@ -181,7 +180,6 @@ def run_detail(
     holder: LockInfo | None,
     envelopes: Envelopes | None,
 ) -> RunDetail:
-    """Everything the page shows of the run it shows."""
     report = report_from_rows(run, events, tasks)
     base = _run(run, holder)
     logs = task_logs(project, run.id, [t.task_key for t in tasks])
