@@ -139,11 +139,9 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class JSText:
-    """A JSON string value given as its pieces, in order (their concatenation is the string).
-
-    `js_dump` writes each piece as it comes, so a value that repeats one big text (a fragment
-    named by many hooks) is never held whole: JSON string escaping is per character, so the
-    escaped pieces concatenate to the escaped whole. `str()` joins them."""
+    """A JSON string value given as its pieces, in order (`str()` joins them). `js_dump` writes
+    each piece as it comes, so a value that repeats one big text (a fragment named by many
+    hooks) is never held whole: escaping is per character, so escaped pieces concatenate."""
 
     __slots__ = ("_pieces",)
 

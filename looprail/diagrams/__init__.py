@@ -53,9 +53,8 @@ def load_envelopes(
     home: str | Path | None = None,
     use_cache: bool = True,
 ) -> tuple[dict[str, Envelope], list[str]]:
-    """`({point: envelope}, warnings)` for the project's capabilities under its config.
-    `env`/`home` pin the capability search path (the docs diagrams must not see a developer's
-    own overlay)."""
+    """`({point: envelope}, warnings)` for the project's capabilities under its config;
+    `env`/`home` pin the search path (the docs diagrams must not see a developer's overlay)."""
     config, warnings = load_project_config(project)
     compiled = load_compiled(project, capability_dirs, env=env, home=home, use_cache=use_cache)
     warnings += list(compiled.warnings)

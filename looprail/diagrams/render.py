@@ -174,8 +174,7 @@ def _caption(graph: nx.MultiDiGraph) -> list[str]:
 
 
 def _dot_scope(graph: nx.MultiDiGraph, g: Any, parent: str | None) -> None:
-    """Nodes directly inside `parent` (None: top level), then its compound children as
-    clusters."""
+    """Nodes directly inside `parent` (None: top level); compound children as clusters."""
     for n in children(graph, parent):
         d = graph.nodes[n]
         kind = d["kind"]

@@ -120,7 +120,6 @@ def plan_consent(
     project: str | os.PathLike[str], capability_dirs: Sequence[str | os.PathLike[str]] = ()
 ) -> ConsentPlan:
     """Audit every project capability and the project hooks.json that lack valid consent.
-
     Raises `LooprailError` when a capability folder changed between its hash and its audit."""
     project = Path(project)
     before = _project_folder_hashes(project)
@@ -236,9 +235,8 @@ def agent_settings_text(agents: Sequence[EffectiveAgent]) -> list[str]:
 
 def commit_consent(plan: ConsentPlan) -> list[str]:
     """Record consent for exactly what `plan` showed; returns what was consented (its `names`).
-
-    Everything is hashed again first: when any capability folder or the hooks file changed
-    since the plan, nothing is recorded and `LooprailError` names the file."""
+    Everything is hashed again first: when anything changed since the plan, nothing is
+    recorded and `LooprailError` names the file."""
     for cap in plan.capabilities:  # bind consent to what was shown, not to what is there now
         if folder_hash(cap.source) != plan.hashes[cap.id]:
             raise LooprailError(f"{cap.source}: changed while it was being reviewed; not trusted")

@@ -41,10 +41,9 @@ CHANGED = "changed since consent (run `looprail trust`)"
 
 def folder_hash(path: str | os.PathLike[str]) -> str:
     """The SHA-256 (hex) of a capability folder: every file's relative name and bytes, sorted.
-
     A symlink counts by its target's content and must point at a regular file inside the
-    folder; a symlink to a folder or out of the folder, or a special file (FIFO, socket,
-    device), raises `TrustError`, so such a folder can never be consented to."""
+    folder; anything else (a symlink to a folder or out of it, a FIFO, a socket, a device)
+    raises `TrustError`, so such a folder can never be consented to."""
     top = os.fspath(path)
     root = os.path.realpath(top)
     if not os.path.isdir(root):
@@ -275,10 +274,8 @@ def revoke(
     agent_settings: bool = False,
     home: str | os.PathLike[str] | None = None,
 ) -> list[str]:
-    """Withdraw consent. With neither `cap_ids` nor `hooks`: everything for `project`; otherwise
-    the named capabilities, (with `hooks`) the hooks file and (with `agent_settings`) the
-    project's agent settings. Returns what was withdrawn (`capability <id>`, `hooks.json`,
-    `agent settings of <cli>`)."""
+    """Withdraw consent to the named capabilities, the `hooks` file and the `agent_settings`
+    (none named: everything for `project`). Returns what was withdrawn, one line each."""
     key = project_key(project)
     wanted = None if cap_ids is None else list(cap_ids)
     everything = wanted is None and not hooks and not agent_settings

@@ -38,11 +38,10 @@ _QUERY_REFUSAL = f"fails the query grammar ({QUERY_GRAMMAR_TEXT}); looprail neve
 
 @dataclass(frozen=True)
 class Surface:
-    """One thing that can run (or, for `contribution`, reach an agent) and where it is declared.
-
-    `runs` is one line saying what happens, with untrusted text escaped; `shell` marks strings
-    that reach `/bin/sh`; `refused` says why looprail will never run it; `host_only` marks
-    declarations for a host installer that looprail itself does not execute."""
+    """One thing that can run (or, for `contribution`, reach an agent) and where it is declared:
+    `runs` says what happens on one line (untrusted text escaped), `shell` marks what reaches
+    `/bin/sh`, `refused` why looprail never runs it, `host_only` a declaration for a host
+    installer that looprail itself does not execute."""
 
     kind: str
     where: str  # JSON path inside its file
