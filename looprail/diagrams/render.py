@@ -260,25 +260,16 @@ def _dot_tasks(graph: nx.MultiDiGraph, g: Any, compound: str) -> None:
             break
         rows.append(row)
         size += len(row)
-    table = (
-        '<<table border="0" cellborder="1" cellspacing="2" cellpadding="3" color="#9ca3af">'
-        + "".join(rows)
-        + "</table>>"
-    )
+    table = '<<table border="0" cellborder="1" cellspacing="2" cellpadding="3" color="#9ca3af">'
+    table += "".join(rows) + "</table>>"
     node = f"tasks_{compound}"
-    running = next(
-        (
-            c
-            for c in children(graph, compound, "state")
-            if not graph.nodes[c]["initial"] and not graph.nodes[c]["final"]
-        ),
-        None,
-    )
+    inner = [c for c in children(graph, compound, "state") if not graph.nodes[c]["initial"]]
+    running = [c for c in inner if not graph.nodes[c]["final"]]  # the state the waves run in
     with g.subgraph() as s:
         s.attr(rank="same")
         s.node(node, label=table, shape="plain")
-        if running is not None:
-            s.edge(running, node, style="invis")
+        if running:
+            s.edge(running[0], node, style="invis")
 
 
 def _dot_state(d: Mapping[str, Any]) -> dict[str, str]:
@@ -340,12 +331,11 @@ def _dot_point(graph: nx.MultiDiGraph, g: Any, n: str, d: Mapping[str, Any]) -> 
             height="0.28",
             margin="0.08,0.03",
         )
-        for h in rows[0] if rows else ():
+        first = rows[0] if rows else []
+        for h in first:
             s.node(h, **_dot_hook(graph.nodes[h]))
-        previous = n
-        for h in rows[0] if rows else ():
-            s.edge(previous, h, style="dashed", color="#9ca3af", arrowhead="none", weight="5")
-            previous = h
+        for left, right in itertools.pairwise([n, *first]):
+            s.edge(left, right, style="dashed", color="#9ca3af", arrowhead="none", weight="5")
     for above, row in itertools.pairwise(rows):
         with g.subgraph() as s:  # the next row, each hook under the one above it
             s.attr(rank="same")

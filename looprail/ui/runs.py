@@ -256,9 +256,8 @@ def _step(e: EventRow) -> Step:
 
 def _current_halt(report: RunReport) -> dict[str, object] | None:
     """Where a stopped run stopped: the store's `current_halt`, in the report's own shape."""
-    halt = (
-        current_halt(report) if report["run"]["status"] in ("halted", "paused", "failed") else None
-    )
+    stopped = report["run"]["status"] in ("halted", "paused", "failed")
+    halt = current_halt(report) if stopped else None
     return None if halt is None else dict(halt)
 
 
