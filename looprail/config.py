@@ -1,16 +1,8 @@
 """Project configuration: `<project>/.planning/config.json`, read and typed as the reference does
-(docs/checks.md "Config semantics"). On the `render-hooks` start path: only `os` and `json` are
-imported.
-
-- Read as UTF-8 with U+FFFD for bad bytes and parsed as `JSON.parse` would (the last duplicate
-  key wins, numbers are doubles; at most about 1,000 levels deep, where JSON.parse reads any
-  depth); used only when it is an object.
-- A declared key (`type`, `default`, enum `values`) counts only when its value fits the type;
-  anything else, `null` included, is the default. An undeclared key is the raw nested value.
-- `when`/`activationKey` take JavaScript's `Boolean()`; `configValues` carry the value.
-
+(docs/checks.md "Config semantics"): parsed as `JSON.parse` would, a declared key counting only
+when its value fits its type, `when`/`activationKey` taking JavaScript's `Boolean()`.
 `render-hooks` is fail-open (a malformed file is absent, with a warning); `run`, `lint` and
-`check` call `load_project_config_strict`, which stops on it.
+`check` stop on it (`load_project_config_strict`). On the `render-hooks` start path: light imports.
 """
 
 from __future__ import annotations
@@ -39,15 +31,6 @@ FORBIDDEN_SEGMENTS = frozenset({"__proto__", "constructor", "prototype"})
 MAX_CONFIG_BYTES = 64 * 1024 * 1024
 
 
-def decode_utf8(raw: bytes) -> str:
-    """Node's `readFileSync(path, 'utf8')`: bad bytes become U+FFFD, a BOM is kept (and then
-    fails to parse, as it does in the reference)."""
-    return raw.decode("utf-8", "replace")
-
-
-# --------------------------------------------------------------------------- loading
-
-
 def _read_config(project: str | Path) -> tuple[str, Any]:
     """`(path, parsed value or MISSING when absent)`. Raises `ConfigError` for a file that exists
     but cannot be used (unreadable, not a regular file, too large, not JSON)."""
@@ -59,7 +42,9 @@ def _read_config(project: str | Path) -> tuple[str, Any]:
     if raw is None:
         return path, MISSING
     try:
-        return path, parse_json_js(decode_utf8(raw))
+        # as Node's readFileSync(path, 'utf8'): bad bytes become U+FFFD, a BOM is kept (and
+        # then fails to parse, as in the reference)
+        return path, parse_json_js(raw.decode("utf-8", "replace"))
     except RecursionError:  # JSON.parse reads any depth; Python's parser stops near its
         # recursion limit (the exact depth depends on the Python version; docs/security.md)
         reason = "cannot be read (JSON nested too deeply: looprail reads about 1,000 levels)"
@@ -99,9 +84,6 @@ def load_project_config_strict(project: str | Path) -> dict[str, Any] | None:
     if isinstance(value, dict):
         return value
     raise ConfigError(path, f"top level must be a JSON object, got {json_type_name(value)}", 1, 1)
-
-
-# --------------------------------------------------------------------------- lookup and typing
 
 
 def lookup(config: Any, dotted: str) -> Any:

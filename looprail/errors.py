@@ -292,9 +292,6 @@ class BudgetReached(HaltError):
     """Spent ≥ budget: no more agent work starts in this run (resumable)."""
 
 
-# --------------------------------------------------------------------------- control flow
-
-
 class LoopSignal(Exception):
     """Base of the runner's control-flow signals (never a `LooprailError`)."""
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from looprail.errors import OutsideProjectError, UsageError
-from looprail.layout import LOOPRAIL_FOLDERS, project_path
+from looprail.layout import LOOPRAIL_FOLDERS, PLANNING_DIR, project_path
 from looprail.textsafe import one_line
 
 
@@ -44,7 +44,6 @@ def project_folder(
 ) -> Path:
     """The project folder `value`, or a usage error naming it (escaped and cut: it may be
     hostile; `label` prefixes it): the check every entry point makes before it reads a project."""
-
     project = Path(value)
     try:
         is_dir = project.is_dir()
@@ -65,8 +64,6 @@ def project_root(start: str | os.PathLike[str]) -> str:
     there is none, or when `start` is no folder. The search never crosses a repository's top
     (a folder holding `.git`: a nested repository is a project of its own) and never looks in
     the home folder or past it."""
-    from looprail.layout import PLANNING_DIR
-
     text = os.fspath(start)
     try:
         here = os.path.abspath(text)
@@ -198,7 +195,6 @@ def require_inside(
     """`path` (absolute, or relative to the project `root`) with its symlinks followed, or one
     line (`OutsideProjectError`, or `error`) naming the symlink out and its target. What exists
     of the path is followed, so a symlinked folder is caught before anything is created in it."""
-
     kind = error or OutsideProjectError
     top = Path(root).resolve()
     given = Path(path)
@@ -237,7 +233,6 @@ def looprail_path(project: str | os.PathLike[str], *parts: str) -> Path:
     """`<project>/.looprail/<parts…>`, or `OutsideProjectError` when it or a folder on the way
     is a symlink out of the project: the one way to name a path there, so a cloned project's
     links cannot send logs, worktrees or installed capabilities elsewhere."""
-
     path = Path(project_path(project, *parts))
     require_inside(project, path, "the folder")
     return path

@@ -1,10 +1,7 @@
-"""JSON as looprail reads and writes it.
-
-- `loads_strict`, for files from users and third parties: the standard parser, plus duplicate
-  keys collected (which of two values wins differs between readers, so callers refuse to guess)
-  and `NaN`/`Infinity` rejected (not JSON).
-- `parse_json_js`, `js_dumps`, `js_dump`: `JSON.parse` and `JSON.stringify` as the reference
-  (JavaScript) does them, byte for byte, for the project config and `render-hooks` output.
+"""JSON as looprail reads and writes it: `loads_strict` for files from users and third parties
+(duplicate keys collected, since readers differ on which wins; `NaN`/`Infinity` rejected), and
+`JSON.parse`/`JSON.stringify` as the reference (JavaScript) does them, byte for byte
+(`parse_json_js`, `js_dumps`, `js_dump`), for the project config and `render-hooks` output.
 """
 
 from __future__ import annotations
@@ -52,8 +49,6 @@ def json_type_name(value: Any) -> str:
         return "object"
     return type(value).__name__
 
-
-# --------------------------------------------------------------------------- JSON as JavaScript
 
 _MAX_SAFE_INTEGER = 2**53
 
@@ -144,11 +139,9 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class JSText:
-    """A JSON string value given as its pieces, in order (their concatenation is the string).
-
-    `js_dump` writes each piece as it comes, so a value that repeats one big text (a fragment
-    named by many hooks) is never held whole: JSON string escaping is per character, so the
-    escaped pieces concatenate to the escaped whole. `str()` joins them."""
+    """A JSON string value given as its pieces, in order (`str()` joins them). `js_dump` writes
+    each piece as it comes, so a value that repeats one big text (a fragment named by many
+    hooks) is never held whole: escaping is per character, so escaped pieces concatenate."""
 
     __slots__ = ("_pieces",)
 

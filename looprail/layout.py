@@ -119,19 +119,14 @@ def cache_dir(env: Mapping[str, str] | None = None) -> str:
     return os.path.join(base, "looprail")
 
 
-def project_dir(project: str | os.PathLike[str]) -> str:
-    """The project's own looprail folder, `<project>/.looprail`."""
-    return os.path.join(os.fspath(project), LOOPRAIL_DIR)
-
-
 def config_path(project: str | os.PathLike[str]) -> str:
     """The project's `.planning/config.json`."""
     return os.path.join(os.fspath(project), PROJECT_CONFIG_FILE)
 
 
 def project_path(project: str | os.PathLike[str], *parts: str) -> str:
-    """A path inside the project's looprail folder."""
-    return os.path.join(project_dir(project), *parts)
+    """A path inside the project's looprail folder, `<project>/.looprail`."""
+    return os.path.join(os.fspath(project), LOOPRAIL_DIR, *parts)
 
 
 PHASE_DIR_RE = r"(?P<token>\d+[A-Za-z]?(?:\.\d+)*)(?:-(?P<slug>.*))?"
@@ -154,9 +149,7 @@ def _number(digits: str) -> str:
     return str(int(digits)) if len(digits) <= 100 else digits.lstrip("0") or "0"
 
 
-def phase_sort_key(
-    number: str,
-) -> tuple[tuple[int, str], str, tuple[tuple[int, str], ...]]:
+def phase_sort_key(number: str) -> tuple[tuple[int, str], str, tuple[tuple[int, str], ...]]:
     """The order of normalised phase numbers: `2` < `2.1` < `2.10` < `10` < `12` < `12A`.
     Digits compare as numbers by (length, text): they have no leading zeros, and no `int()`
     is needed whatever their length."""

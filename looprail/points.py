@@ -43,5 +43,4 @@ def points_text() -> str:
 
 
 def invalid_point_message(point: str) -> str:
-    """The error for a point that is not one of `POINTS`."""
     return f'Invalid loop point: "{point}". Valid points: {points_text()}'

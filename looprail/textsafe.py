@@ -1,11 +1,7 @@
-"""Terminal-safe text: what looprail prints from data (manifests, folder names, the journal,
-a child's output) can never move the cursor, recolour, clear a line or forge a line of its own.
-C0 controls, DEL and C1 controls become visible escapes.
-
-- `one_line(text)`: for a value shown inside a line; newlines and tabs are escaped too.
-- `SafeStream`: installed by the CLI over stdout and stderr for every command except
-  `render-hooks` (its JSON must stay byte-identical to the reference's). It keeps newlines and
-  tabs, so a path that forgot `one_line` still cannot emit an escape sequence.
+"""Terminal-safe text: what looprail prints from data (manifests, folder names, the journal, a
+child's output) can never move the cursor, recolour or forge a line: C0, DEL and C1 controls
+become visible escapes. `one_line` escapes newlines and tabs too; `SafeStream`, installed over
+stdout and stderr for every command but `render-hooks` (byte-identical JSON), keeps them.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""Pictures of the loop: the compiled machine joined with a project's active hooks and, when
-asked, one journaled run, as Graphviz SVG / PNG / DOT or Mermaid text.
-
-    from looprail.diagrams import diagram
-    svg = diagram("path/to/project", hooks=True, fmt="svg")
-
-`graph.py` builds the one networkx model (pure), `render.py` draws it; this module does the
-loading at the edge (capabilities, config, the journal). networkx and graphviz are imported
-only by those modules, never by `looprail` itself.
+"""Pictures of the loop (`diagram(project, hooks=True, fmt="svg")`): the compiled machine with a
+project's active hooks and, when asked, one journaled run, as SVG, PNG, DOT or Mermaid text.
+`graph.py` builds the networkx model (pure), `render.py` draws it; this module loads the
+capabilities, config and journal. networkx and graphviz are never imported by `looprail` itself.
 """
 
 from __future__ import annotations
@@ -33,14 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from looprail.journal import RunRow
     from looprail.machine.spec import LoopSpec
 
-__all__ = [
-    "diagram",
-    "is_project",
-    "load_envelopes",
-    "load_graph",
-    "load_run",
-    "run_view",
-]
+__all__ = ["diagram", "is_project", "load_envelopes", "load_graph", "load_run", "run_view"]
 
 
 # Why `--hooks` drew none, said on stderr and in the picture.
@@ -65,9 +53,8 @@ def load_envelopes(
     home: str | Path | None = None,
     use_cache: bool = True,
 ) -> tuple[dict[str, Envelope], list[str]]:
-    """`({point: envelope}, warnings)` for the project's capabilities under its config.
-    `env`/`home` pin the capability search path (the docs diagrams must not see a developer's
-    own overlay)."""
+    """`({point: envelope}, warnings)` for the project's capabilities under its config;
+    `env`/`home` pin the search path (the docs diagrams must not see a developer's overlay)."""
     config, warnings = load_project_config(project)
     compiled = load_compiled(project, capability_dirs, env=env, home=home, use_cache=use_cache)
     warnings += list(compiled.warnings)

@@ -57,9 +57,6 @@ OUTCOME_MARKS = {
 }
 
 
-# --------------------------------------------------------------------------- segments
-
-
 @dataclass
 class Segment:
     """One drawn edge of a transition's route (state → point → … → state)."""
@@ -133,9 +130,6 @@ def segments(graph: nx.MultiDiGraph) -> list[Segment]:
                 if i == refused_upto - 1:
                     seg.labels.append(f"✗ refused by {d['refused_by']}")
     return list(out.values())
-
-
-# --------------------------------------------------------------------------- labels
 
 
 def wrap(text: str, width: int = 36, lines: int = 4) -> list[str]:

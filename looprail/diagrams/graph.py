@@ -1,10 +1,8 @@
-"""The loop as one networkx graph: the compiled chart's states and transitions, the points each
-transition fires, the hooks active at each point, and (optionally) what one journaled run did.
-
-    graph = build_graph(DEFAULT_LOOP, envelopes=envelopes_for(compiled, config), run=view)
+"""The loop as one networkx graph (`build_graph`): the compiled chart's states and transitions,
+the points each transition fires, the hooks active at each point, and what one run did.
 
 Nodes (`kind`): `start` (the initial pseudo-state); `state` (`parent`: the compound holding it,
-`final`, `compound`: the looped step whose waves are its children); `point` (`inside`: the
+`final`, `compound`: the looped step whose waves are its children); `point` (`parent`: the
 compound every transition crossing it stays in); `hook` (`hook_kind` step | contribution | gate
 | native | failed: a capability that failed to load but declared a gate there); `task` (a task
 of the overlaid run); `note` (why the run halted).
@@ -13,8 +11,7 @@ Edges (`kind`): `initial` (start → initial state, compound → first child); `
 `event:target`, with `event`, `guards` and the `points` it dispatches in order); `fires` (point
 → hook, in dispatch order); `note` (state → note).
 
-Built in loop order (iteration is deterministic), with no absolute path and no time. Pure:
-loading happens in `looprail.diagrams.load_*`.
+Built in loop order (deterministic), with no absolute path and no time. Pure.
 """
 
 from __future__ import annotations
@@ -39,9 +36,6 @@ HOOK_KINDS = ("step", "contribution", "gate", "native", "failed")
 TASK_STATUSES = ("pending", "running", "done", "failed")
 # Journal outcomes of a hook that refused its transition (a blocking verdict, a halting failure).
 REFUSING_OUTCOMES = ("blocked", "failed", "error", "block")
-
-
-# --------------------------------------------------------------------------- run overlay data
 
 
 @dataclass(frozen=True)
@@ -82,19 +76,9 @@ class RunView:
     tasks: tuple[RunTask, ...] = ()
 
 
-# --------------------------------------------------------------------------- ids
-
-
 def point_id(point: str) -> str:
     """A node id safe in DOT and Mermaid without quoting: `plan:post` → `pt_plan_post`."""
     return "pt_" + re.sub(r"\W", "_", point)
-
-
-def _hook_id(point: str, index: int) -> str:
-    return f"hk_{re.sub(r'[^0-9A-Za-z]', '_', point)}_{index}"
-
-
-# --------------------------------------------------------------------------- hooks
 
 
 def envelopes_for(
@@ -139,9 +123,6 @@ def hook_summary(hook: Mapping[str, Any], flavor: str = "gsd") -> str:
             return f"agentVerdict {av.get('ref') if isinstance(av, Mapping) else '?'}"
         return "check (none)"
     return str(kind)
-
-
-# --------------------------------------------------------------------------- building
 
 
 def build_graph(
@@ -303,10 +284,7 @@ def _inside(graph: nx.MultiDiGraph, point: str) -> str | None:
 
 
 def _add_hooks(
-    graph: nx.MultiDiGraph,
-    spec: LoopSpec,
-    envelopes: Mapping[str, Mapping[str, Any]],
-    flavor: str,
+    graph: nx.MultiDiGraph, spec: LoopSpec, envelopes: Mapping[str, Mapping[str, Any]], flavor: str
 ) -> None:
     for point in crossed_points(spec):
         env = envelopes.get(point) or {}
@@ -338,7 +316,7 @@ def _failed_hook(warning: str) -> _Hook:
 
 def _add_hook(graph: nx.MultiDiGraph, point: str, index: int, attrs: _Hook) -> str:
     pid = point_id(point)
-    node = _hook_id(point, index)
+    node = f"hk_{re.sub(r'[^0-9A-Za-z]', '_', point)}_{index}"
     graph.add_node(
         node,
         kind="hook",
@@ -352,9 +330,6 @@ def _add_hook(graph: nx.MultiDiGraph, point: str, index: int, attrs: _Hook) -> s
     graph.add_edge(pid, node, key="fires", kind="fires", order=index)
     graph.nodes[pid]["hooks"] += 1
     return node
-
-
-# --------------------------------------------------------------------------- run overlay
 
 
 def _overlay(graph: nx.MultiDiGraph, spec: LoopSpec, run: RunView) -> None:
@@ -473,9 +448,6 @@ def _tasks(graph: nx.MultiDiGraph, spec: LoopSpec, run: RunView) -> None:
             attempt=task.attempt,
             parent=spec.looped,
         )
-
-
-# --------------------------------------------------------------------------- queries
 
 
 def children(graph: nx.MultiDiGraph, parent: str | None, kind: str | None = None) -> list[str]:

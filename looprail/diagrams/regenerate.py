@@ -1,15 +1,8 @@
-"""Regenerate the pictures in the repository's `diagrams/` folder:
-
-    looprail diagram --regenerate-docs      (or: python -m looprail.diagrams.regenerate)
-
-- `loop.*`: the default loop alone;
-- `hello-loop.*`: `examples/hello-loop` with the hooks of `examples/capabilities`.
-
-Each as `.dot` and `.mmd` (deterministic text, checked for drift by the tests), `.svg` and
-`.png` (drawn by Graphviz's `dot`, whose bytes vary across Graphviz versions, so not compared),
-plus `README.md`, which embeds the Mermaid text. The capability search path is pinned to the
-example capabilities (no `LOOPRAIL_CAPABILITIES`, no `~/.looprail` overlay), so the output does
-not depend on who runs it.
+"""`looprail diagram --regenerate-docs` (or `python -m looprail.diagrams.regenerate`): the
+repository's `diagrams/` folder, each of `PICTURES` as `.dot` and `.mmd` (deterministic, checked
+for drift by the tests), `.svg` and `.png` (Graphviz's bytes vary by version: not compared),
+and a `README.md` embedding the Mermaid text. The capability search path is pinned to the
+example capabilities, so the output does not depend on who runs it.
 """
 
 from __future__ import annotations
@@ -135,12 +128,9 @@ def regenerate(target: Path | None = None, *, pictures: bool = True) -> list[Pat
             blobs[f"{pic.name}.svg"] = pipe_dot(source, "svg")
             blobs[f"{pic.name}.png"] = pipe_dot(source, "png")
     target.mkdir(parents=True, exist_ok=True)
-    written = []
     for name, blob in blobs.items():
-        path = target / name
-        atomic_write(path, blob)
-        written.append(path)
-    return written
+        atomic_write(target / name, blob)
+    return [target / name for name in blobs]
 
 
 def main() -> int:
@@ -152,8 +142,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    from looprail.errors import LooprailError
-
     try:
         sys.exit(main())
     except LooprailError as exc:

@@ -88,9 +88,6 @@ def pipe_dot(source: str, fmt: str) -> bytes:
         return target.read_bytes()
 
 
-# --------------------------------------------------------------------------- DOT
-
-
 # Graphviz refuses an HTML label longer than 16384 characters (a syntax error for the whole
 # graph), and labels come from third-party manifests: every line is clipped, the task table is
 # cut short with a count of what is left out.
@@ -177,8 +174,7 @@ def _caption(graph: nx.MultiDiGraph) -> list[str]:
 
 
 def _dot_scope(graph: nx.MultiDiGraph, g: Any, parent: str | None) -> None:
-    """Nodes directly inside `parent` (None: top level), then its compound children as
-    clusters."""
+    """Nodes directly inside `parent` (None: top level); compound children as clusters."""
     for n in children(graph, parent):
         d = graph.nodes[n]
         kind = d["kind"]
@@ -264,25 +260,16 @@ def _dot_tasks(graph: nx.MultiDiGraph, g: Any, compound: str) -> None:
             break
         rows.append(row)
         size += len(row)
-    table = (
-        '<<table border="0" cellborder="1" cellspacing="2" cellpadding="3" color="#9ca3af">'
-        + "".join(rows)
-        + "</table>>"
-    )
+    table = '<<table border="0" cellborder="1" cellspacing="2" cellpadding="3" color="#9ca3af">'
+    table += "".join(rows) + "</table>>"
     node = f"tasks_{compound}"
-    running = next(
-        (
-            c
-            for c in children(graph, compound, "state")
-            if not graph.nodes[c]["initial"] and not graph.nodes[c]["final"]
-        ),
-        None,
-    )
+    inner = [c for c in children(graph, compound, "state") if not graph.nodes[c]["initial"]]
+    running = [c for c in inner if not graph.nodes[c]["final"]]  # the state the waves run in
     with g.subgraph() as s:
         s.attr(rank="same")
         s.node(node, label=table, shape="plain")
-        if running is not None:
-            s.edge(running, node, style="invis")
+        if running:
+            s.edge(running[0], node, style="invis")
 
 
 def _dot_state(d: Mapping[str, Any]) -> dict[str, str]:
@@ -344,12 +331,11 @@ def _dot_point(graph: nx.MultiDiGraph, g: Any, n: str, d: Mapping[str, Any]) -> 
             height="0.28",
             margin="0.08,0.03",
         )
-        for h in rows[0] if rows else ():
+        first = rows[0] if rows else []
+        for h in first:
             s.node(h, **_dot_hook(graph.nodes[h]))
-        previous = n
-        for h in rows[0] if rows else ():
-            s.edge(previous, h, style="dashed", color="#9ca3af", arrowhead="none", weight="5")
-            previous = h
+        for left, right in itertools.pairwise([n, *first]):
+            s.edge(left, right, style="dashed", color="#9ca3af", arrowhead="none", weight="5")
     for above, row in itertools.pairwise(rows):
         with g.subgraph() as s:  # the next row, each hook under the one above it
             s.attr(rank="same")

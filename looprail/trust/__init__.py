@@ -1,11 +1,5 @@
-"""The trust layer: what a user has agreed to run, and what could run.
-
-- `looprail.trust.store`: the consent store (content hashes of project capabilities and the
-  project `hooks.json`); its public names are re-exported here.
-- `looprail.trust.audit`: what a capability or hooks file can run (read before consenting).
-- `looprail.trust.consent`: the consent workflow (`plan_consent` + `commit_consent`).
-- `looprail.trust.reviewer`: the reviewer lanes.
-"""
+"""The trust layer: what a user has agreed to run (`store`, the consent store, re-exported
+here), what could run (`audit`), the consent workflow (`consent`) and the reviewer lanes."""
 
 from __future__ import annotations
 
@@ -16,57 +10,35 @@ from looprail.hooks import compiled as hooks_compiled
 from looprail.hooks.capset import CapabilitySet
 from looprail.trust.store import (
     CHANGED,
-    HOOKS_FILE,
-    MAX_FOLDER_BYTES,
-    MAX_FOLDER_FILES,
-    MAX_HOOKS_FILE_BYTES,
     NO_CONSENT,
-    PROJECT_ORIGIN,
-    STORE_VERSION,
     TrustError,
     apply_consent,
-    consent_record,
     consent_state,
-    consented,
     copy_folder,
     folder_hash,
     grant,
     hooks_bytes_consented,
     hooks_hash,
-    hooks_path,
     hooks_state,
     is_trusted,
-    project_key,
     revoke,
-    store_path,
 )
 
 __all__ = [
     "CHANGED",
-    "HOOKS_FILE",
-    "MAX_FOLDER_BYTES",
-    "MAX_FOLDER_FILES",
-    "MAX_HOOKS_FILE_BYTES",
     "NO_CONSENT",
-    "PROJECT_ORIGIN",
-    "STORE_VERSION",
     "TrustError",
     "apply_consent",
-    "consent_record",
     "consent_state",
-    "consented",
     "copy_folder",
     "folder_hash",
     "grant",
     "hooks_bytes_consented",
     "hooks_hash",
-    "hooks_path",
     "hooks_state",
     "is_trusted",
     "load_compiled",
-    "project_key",
     "revoke",
-    "store_path",
 ]
 
 
@@ -86,9 +58,5 @@ def load_compiled(
         env=env,
         home=None if home is None else os.fspath(home),
         use_cache=use_cache,
-        consent=_consent,
+        consent=apply_consent,
     )
-
-
-def _consent(caps: CapabilitySet, home: str | None, env: Mapping[str, str]) -> CapabilitySet:
-    return apply_consent(caps, home=home, env=env)

@@ -1,15 +1,9 @@
-"""Where an agent's settings may come from: the effective settings of a run (issue 27).
-
-`.planning/config.json` arrives with `git clone`, so a project must not choose what program runs
-as the agent or loosen what it may do. The settings that do (`GUARDED` in
-`looprail.runtime.agent_settings`: `binary`, `args`, `permissionMode`, `allowedTools`,
-`sandbox`, `approvalMode`) count from the project only when the user consented to exactly those
-values (`looprail trust`, bound to their hash as `hooks.json` is), or when the value is no wider
-than looprail's default (`NARROWER`, e.g. claude `plan`). The user's own agent settings,
-`~/.looprail/agents.json` (`$LOOPRAIL_HOME/agents.json`: `{"claude": {...}}`, the same keys),
-are trusted as they stand and win over the project's.
-
-`effective_agent` is the one function `run`, `doctor`, `capability audit` and `trust` use.
+"""The settings an agent runs with (issue 27), the one function `run`, `doctor`, `capability
+audit` and `trust` use. `.planning/config.json` arrives with `git clone`, so the settings that
+choose the program or widen what it may do (`runtime.agent_settings.GUARDED`) count from the
+project only when the user consented to exactly those values (`looprail trust`) or they are no
+wider than the default. The user's own `$LOOPRAIL_HOME/agents.json` (`{"claude": {...}}`) is
+trusted as it stands and wins over the project's.
 """
 
 from __future__ import annotations
@@ -128,6 +122,3 @@ def effective_agent(
     return EffectiveAgent(
         name, settings, merged, origin, pending, digest, user_file=user_agents_path(env)
     )
-
-
-__all__ = ["EffectiveAgent", "effective_agent", "user_agents_path", "user_section"]

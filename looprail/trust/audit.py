@@ -1,8 +1,6 @@
-"""Audit: what a capability or a native hooks file can run, as a user reads it before consenting
-(`looprail trust`, `capability install`) and as `looprail capability audit` prints it. The
-surfaces themselves come from `looprail.trust.surfaces`; this module gathers them per
-capability and hooks file and renders them.
-"""
+"""Audit: the surfaces (`looprail.trust.surfaces`) of each capability and native hooks file, as
+a user reads them before consenting (`trust`, `capability install`) and `capability audit`
+prints them."""
 
 from __future__ import annotations
 
@@ -10,12 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from looprail.trust.surfaces import (
-    Surface,
-    capability_surfaces,
-    native_surfaces,
-    suspect_surfaces,
-)
+from looprail.trust.surfaces import Surface, capability_surfaces, native_surfaces
+from looprail.trust.surfaces import suspect_surfaces as suspect_surfaces
 
 if TYPE_CHECKING:
     from looprail.hooks.capset import CapabilitySet, LoadedCapability
@@ -24,8 +18,6 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class CapabilityAudit:
-    """The audit of one loaded capability."""
-
     id: str
     origin: str
     source: str
@@ -40,7 +32,6 @@ class CapabilityAudit:
         return tuple(s for s in self.surfaces if s.refused)
 
     def to_json(self) -> dict[str, object]:
-        """The `--json` form."""
         return {
             "id": self.id,
             "origin": self.origin,
@@ -55,8 +46,6 @@ class CapabilityAudit:
 
 @dataclass(frozen=True)
 class HooksFileAudit:
-    """The audit of one native hooks file."""
-
     file: str
     scope: str
     status: str  # valid | invalid | missing | untrusted (read anyway for the audit)
@@ -65,7 +54,7 @@ class HooksFileAudit:
     issues: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
-        """The `--json` form: `trusted` and `issues` only when known and non-empty."""
+        """`trusted` and `issues` only when known and non-empty."""
         out: dict[str, object] = {
             "file": self.file,
             "scope": self.scope,
@@ -89,7 +78,6 @@ class FailedAudit:
     reason: str
 
     def to_json(self) -> dict[str, object]:
-        """The `--json` form."""
         return {"id": self.id, "origin": self.origin, "file": self.file, "reason": self.reason}
 
 
@@ -102,7 +90,6 @@ class Audit:
     failed: tuple[FailedAudit, ...] = ()
 
     def to_json(self) -> dict[str, object]:
-        """The `--json` form."""
         return {
             "capabilities": [c.to_json() for c in self.capabilities],
             "nativeHooks": [h.to_json() for h in self.hooks_files],
@@ -210,19 +197,3 @@ def _surface_lines(surfaces: Sequence[Surface], empty: str) -> list[str]:
         if s.note:
             out.append(f"      ({s.note})")
     return out
-
-
-__all__ = [
-    "Audit",
-    "CapabilityAudit",
-    "FailedAudit",
-    "HooksFileAudit",
-    "Surface",
-    "audit_capability",
-    "audit_hooks_file",
-    "audit_registry",
-    "capability_surfaces",
-    "native_surfaces",
-    "render_text",
-    "suspect_surfaces",
-]

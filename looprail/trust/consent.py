@@ -1,10 +1,7 @@
-"""The consent workflow as library calls: `plan_consent()` audits what in a project still needs
-consent and hashes it; `commit_consent()` hashes it again and records consent only when nothing
-changed since the plan (a change made while the user read the audit is caught, never trusted).
-
-`looprail trust` is these two calls around a question; any caller (a UI, a test, a script)
-can drive the same workflow without a terminal. The facts (what is hashed, where consent is
-stored) are `looprail.trust`'s; this module only sequences them.
+"""The consent workflow as library calls (`looprail trust` asks a question between them):
+`plan_consent()` audits what in a project still needs consent and hashes it; `commit_consent()`
+hashes it again and records consent only when nothing changed since the plan (a change made
+while the user read the audit is caught, never trusted).
 """
 
 from __future__ import annotations
@@ -123,7 +120,6 @@ def plan_consent(
     project: str | os.PathLike[str], capability_dirs: Sequence[str | os.PathLike[str]] = ()
 ) -> ConsentPlan:
     """Audit every project capability and the project hooks.json that lack valid consent.
-
     Raises `LooprailError` when a capability folder changed between its hash and its audit."""
     project = Path(project)
     before = _project_folder_hashes(project)
@@ -212,7 +208,7 @@ def _pending_hooks(project: Path, refused: list[str]) -> tuple[HooksFileAudit | 
 def _pending_agents(
     project: Path, config: Mapping[str, object] | None
 ) -> tuple[tuple[EffectiveAgent, ...], list[str]]:
-    """The agents whose project settings need consent and lack it (`looprail.trust.agents`)."""
+    """The agents whose project settings need consent and lack it, and why others cannot."""
     out, refused = [], []
     for name in sorted(ADAPTERS):
         try:
@@ -239,9 +235,8 @@ def agent_settings_text(agents: Sequence[EffectiveAgent]) -> list[str]:
 
 def commit_consent(plan: ConsentPlan) -> list[str]:
     """Record consent for exactly what `plan` showed; returns what was consented (its `names`).
-
-    Everything is hashed again first: when any capability folder or the hooks file changed
-    since the plan, nothing is recorded and `LooprailError` names the file."""
+    Everything is hashed again first: when anything changed since the plan, nothing is
+    recorded and `LooprailError` names the file."""
     for cap in plan.capabilities:  # bind consent to what was shown, not to what is there now
         if folder_hash(cap.source) != plan.hashes[cap.id]:
             raise LooprailError(f"{cap.source}: changed while it was being reviewed; not trusted")
@@ -265,6 +260,3 @@ def commit_consent(plan: ConsentPlan) -> list[str]:
         return []
     grant(plan.project, plan.hashes, hooks=plan.hooks_digest, agents=agents)
     return plan.names
-
-
-__all__ = ["ConsentPlan", "agent_settings_text", "commit_consent", "plan_consent"]

@@ -75,12 +75,7 @@ def _string(config: Mapping[str, Any] | None, key: Any) -> str | None:
 
 
 def lane_argv(
-    lane: Lane,
-    binary: str,
-    config: Mapping[str, Any] | None,
-    *,
-    review_path: str,
-    prompt_path: str,
+    lane: Lane, binary: str, config: Mapping[str, Any] | None, *, review_path: str, prompt_path: str
 ) -> list[str] | str:
     """The lane's argv: `invoke.args` with the whole-element placeholders expanded (an element
     that merely contains one is left as written, never templated):
@@ -180,6 +175,3 @@ def probe_lane(
             return f"{escape_untrusted(binary)} --help does not mention {escape_untrusted(needle)}"
         return None
     return f"unknown probe kind {escape_untrusted(str(kind))}"
-
-
-__all__ = ["Lane", "lane_argv", "lane_budget", "lane_timeout_s", "probe_lane"]

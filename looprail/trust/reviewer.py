@@ -1,14 +1,10 @@
-"""Reviewer lanes: `review-lane dispatch-step`, for a step that opts in with
-`supportsReviewerLanes: true` (the reference's review lane; docs/contract.md).
+"""Reviewer lanes (`review-lane dispatch-step`; docs/contract.md): external CLIs declared in a
+capability's `reviewer` body, run for a step that carries `supportsReviewerLanes: true`.
 
-A lane is an external CLI declared in a capability's `reviewer` body. `dispatch_step` decides
-whether anything runs, and runs it: the trait (the step resolved by the one resolver carries
-the literal `true`), the selection (each `--explicit` slug a lane of an active capability whose
-probe says it is available), the request (files inside the repo root, a depth and a base SHA,
-no control characters), then one metadata-only prompt written to the run folder and one
-bounded subprocess per lane, within its budget. One lane's failure never cancels its siblings.
-Effects go through two injectable seams, `spawn` (default `run_bounded`) and `which` (default
-`find_program`), so unit tests drive it with fakes.
+`dispatch_step` checks the trait, the selection (each `--explicit` slug an available lane of an
+active capability) and the request (files inside the repo root, a depth, a base SHA), then
+writes one metadata-only prompt and runs one bounded subprocess per lane; one lane's failure
+never cancels its siblings. Effects go through the seams `spawn` and `which` (fakes in tests).
 """
 
 from __future__ import annotations
@@ -87,9 +83,6 @@ STDERR_TAIL = 2000
 _SLUG = re.compile(r"^[a-z][a-z0-9_-]*\Z")
 
 
-# ── data ─────────────────────────────────────────────────────────────────────────────────────
-
-
 @dataclass(frozen=True)
 class LaneResult:
     """What one lane did: `reason` None when it wrote a review."""
@@ -102,7 +95,6 @@ class LaneResult:
     err_path: str | None = None
 
     def to_json(self) -> dict[str, object]:
-        """The `--json` form of one lane's result."""
         return {
             "slug": self.slug,
             "ok": self.ok,
@@ -115,8 +107,6 @@ class LaneResult:
 
 @dataclass(frozen=True)
 class DispatchResult:
-    """The outcome of `dispatch_step`."""
-
     dispatched: bool
     ok: bool
     reason: str | None = None
@@ -125,7 +115,6 @@ class DispatchResult:
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
     def to_json(self) -> dict[str, object]:
-        """`{dispatched, ok, reason?, selection?, results}`."""
         out: dict[str, object] = {"dispatched": self.dispatched, "ok": self.ok}
         if self.reason is not None:
             out["reason"] = self.reason
@@ -154,9 +143,6 @@ class DispatchRequest:
     base_sha: str | None
     run_dir: str | None = None  # None: a fresh temporary folder
     cwd: str | None = None  # None: the repo root
-
-
-# ── pure pieces ──────────────────────────────────────────────────────────────────────────────
 
 
 def lanes_of(caps: CapabilitySet, config: Mapping[str, Any] | None) -> dict[str, Lane]:
@@ -256,9 +242,6 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
-# ── selection ────────────────────────────────────────────────────────────────────────────────
-
-
 def select_lanes(
     explicit: Sequence[str],
     lanes: Mapping[str, Lane],
@@ -287,9 +270,6 @@ def select_lanes(
         "errors": [f"{u['slug']}: {u['reason']}" for u in unavailable],
     }
     return selected, selection
-
-
-# ── the dispatch ─────────────────────────────────────────────────────────────────────────────
 
 
 @dataclass(frozen=True)
@@ -359,7 +339,8 @@ def _run_lanes(
         try:
             result, ran = _run_lane(lane, config, run)
         except Exception as exc:  # one lane must never take its siblings down
-            result, ran = LaneResult(lane.slug, False, "invoke_failed", _one_line(exc)), True
+            detail = escape_untrusted(str(exc) or type(exc).__name__)
+            result, ran = LaneResult(lane.slug, False, "invoke_failed", detail), True
         planned = planned or ran
         results.append(result)
     return tuple(results), planned
@@ -378,10 +359,6 @@ def _provenance(request: DispatchRequest) -> tuple[str, str, str] | str:
     if any(_CONTROL.search(v) for v in given):
         return INVALID_PROVENANCE
     return request.repo_root, request.depth, request.base_sha
-
-
-def _one_line(exc: BaseException) -> str:
-    return escape_untrusted(str(exc) or type(exc).__name__)
 
 
 def _run_lane(lane: Lane, config: Mapping[str, Any] | None, run: _Run) -> tuple[LaneResult, bool]:
@@ -462,21 +439,3 @@ def _read_review(path: str) -> str:
             return fh.read(8 << 20).decode("utf-8", errors="replace")
     except OSError:
         return ""
-
-
-__all__ = [
-    "NO_OP_REASONS",
-    "PROHIBITIONS",
-    "DispatchRequest",
-    "DispatchResult",
-    "LaneResult",
-    "build_prompt",
-    "check_paths",
-    "dispatch_step",
-    "estimate_tokens",
-    "explicit_from_argv",
-    "lanes_of",
-    "parse_slugs",
-    "select_lanes",
-    "trait_enabled",
-]

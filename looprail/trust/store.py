@@ -1,23 +1,12 @@
-"""Consent: which third-party things in a project the user has agreed to run.
+"""Consent: which capabilities, hooks file and agent settings of a project (all arrive with a
+`git clone`) the user has seen audited and agreed to run. Consent is bound to content: the
+SHA-256 of a capability's whole folder (`folder_hash`), of the project's `hooks.json`, or of
+the guarded agent settings (`looprail.trust.agents`); one changed byte withdraws it.
 
-A project can bring its own capabilities (`<project>/.looprail/capabilities/<id>`) and its own
-native hooks (`<project>/.looprail/hooks.json`). Both can run programs, and both arrive with a
-`git clone`, so neither is used until the user has seen its audit (`looprail trust`) and said
-yes. Consent is bound to content, not to a name:
-
-- a capability's consent is the SHA-256 of its whole folder (every file: relative name and
-  bytes, in sorted order; a symlink counts by the content of its target, which must be a
-  regular file inside the folder, anything else is refused), so changing one byte of any file
-  makes it inactive again until the user re-consents;
-- the project hooks file's consent is the SHA-256 of that file;
-- consent to a project's agent settings that change what runs or widen permissions
-  (`looprail.trust.agents`) is the SHA-256 of exactly those values.
-
-The store is `~/.looprail/consent.json` (`$LOOPRAIL_HOME` when set), keyed by the project's
-real absolute path: `{"version": 1, "projects": {path: {"capabilities": {id: sha256},
-"hooks": sha256, "agents": {cli: sha256}}}}`, written atomically under a lock. A missing,
-unreadable or malformed store means "no consent" (fail closed); only writing refuses a malformed
-store, so nothing is lost.
+The store is `$LOOPRAIL_HOME/consent.json`, keyed by the project's real path:
+`{"version": 1, "projects": {path: {"capabilities": {id: sha256}, "hooks": sha256,
+"agents": {cli: sha256}}}}`, written atomically under a lock. A missing, unreadable or
+malformed store means "no consent" (fail closed); only writing refuses a malformed store.
 """
 
 from __future__ import annotations
@@ -30,7 +19,6 @@ import os
 import shutil
 import stat
 from collections.abc import Callable, Iterable, Mapping
-from typing import NotRequired, TypedDict
 
 from looprail import layout
 from looprail.errors import TrustError
@@ -38,14 +26,6 @@ from looprail.fsutil import atomic_write, read_bounded
 from looprail.hooks.capset import CapabilitySet
 from looprail.hooks.sources import PROJECT as PROJECT_ORIGIN
 from looprail.layout import CONSENT_FILE, looprail_home
-
-
-class ConsentRecord(TypedDict):
-    """What the store holds for one project (`consent_record`)."""
-
-    capabilities: dict[str, str]  # capability id -> sha256 of its folder
-    hooks: NotRequired[str]  # sha256 of the project's hooks.json
-
 
 STORE_VERSION = 1
 HOOKS_FILE = os.path.join(layout.LOOPRAIL_DIR, layout.HOOKS_FILE)  # relative to the project
@@ -59,15 +39,11 @@ NO_CONSENT = "no consent (run `looprail trust`)"
 CHANGED = "changed since consent (run `looprail trust`)"
 
 
-# --------------------------------------------------------------------------- hashing
-
-
 def folder_hash(path: str | os.PathLike[str]) -> str:
     """The SHA-256 (hex) of a capability folder: every file's relative name and bytes, sorted.
-
     A symlink counts by its target's content and must point at a regular file inside the
-    folder; a symlink to a folder or out of the folder, or a special file (FIFO, socket,
-    device), raises `TrustError`, so such a folder can never be consented to."""
+    folder; anything else (a symlink to a folder or out of it, a FIFO, a socket, a device)
+    raises `TrustError`, so such a folder can never be consented to."""
     top = os.fspath(path)
     root = os.path.realpath(top)
     if not os.path.isdir(root):
@@ -96,8 +72,6 @@ def copy_folder(source: str | os.PathLike[str], dest: str | os.PathLike[str]) ->
     folder. Bounded like the hash (`MAX_FOLDER_FILES`); raises `TrustError`."""
     top = os.fspath(source)
     files = _folder_files(top, os.path.realpath(top))
-    if len(files) > MAX_FOLDER_FILES:
-        raise TrustError(f"{top}: more than {MAX_FOLDER_FILES} files")
     os.mkdir(dest)
     for name, real in files:
         out = os.path.join(os.fspath(dest), os.fsdecode(name))
@@ -151,15 +125,10 @@ def _shown(name: bytes) -> str:
     return os.fsdecode(name).encode("unicode_escape").decode("ascii")
 
 
-def hooks_path(project: str | os.PathLike[str]) -> str:
-    """The project's `.looprail/hooks.json`."""
-    return os.path.join(os.fspath(project), HOOKS_FILE)
-
-
 def hooks_hash(project: str | os.PathLike[str]) -> str | None:
     """The SHA-256 (hex) of the project's `.looprail/hooks.json`, or None when there is none.
     Raises `TrustError` for something that is not a regular file or is too large."""
-    path = hooks_path(project)
+    path = os.path.join(os.fspath(project), HOOKS_FILE)
     try:
         data = read_bounded(path, MAX_HOOKS_FILE_BYTES)
     except OSError as exc:
@@ -171,9 +140,6 @@ def hooks_hash(project: str | os.PathLike[str]) -> str | None:
     if data is None:
         return None
     return hashlib.sha256(data).hexdigest()
-
-
-# --------------------------------------------------------------------------- the store
 
 
 def store_path(
@@ -225,18 +191,6 @@ def _strings(value: object) -> dict[str, str]:
     return {k: v for k, v in items if isinstance(v, str)}
 
 
-def consent_record(
-    project: str | os.PathLike[str], *, home: str | os.PathLike[str] | None = None
-) -> ConsentRecord:
-    """What the store holds for `project`: `{"capabilities": {id: sha256}, "hooks": sha256?}`."""
-    entry = _entry(project, home)
-    out: ConsentRecord = {"capabilities": _strings(entry.get("capabilities"))}
-    hooks = entry.get("hooks")
-    if isinstance(hooks, str):
-        out["hooks"] = hooks
-    return out
-
-
 def agents_consent(
     project: str | os.PathLike[str],
     *,
@@ -252,15 +206,10 @@ def _update_store(
 ) -> None:
     """Read-modify-write the store under an exclusive lock; written atomically."""
     path = store_path(home)
-    folder = os.path.dirname(path)
+    lock_fd = None
     try:
-        os.makedirs(folder, exist_ok=True)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         lock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError as exc:
-        raise TrustError(
-            f"{path}: cannot write the consent store ({exc.strerror or exc})"
-        ) from None
-    try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
         store = _read_store(path)
         if store is None:
@@ -279,7 +228,8 @@ def _update_store(
             f"{path}: cannot write the consent store ({exc.strerror or exc})"
         ) from None
     finally:
-        os.close(lock_fd)
+        if lock_fd is not None:
+            os.close(lock_fd)
 
 
 def grant(
@@ -322,10 +272,8 @@ def revoke(
     agent_settings: bool = False,
     home: str | os.PathLike[str] | None = None,
 ) -> list[str]:
-    """Withdraw consent. With neither `cap_ids` nor `hooks`: everything for `project`; otherwise
-    the named capabilities, (with `hooks`) the hooks file and (with `agent_settings`) the
-    project's agent settings. Returns what was withdrawn (`capability <id>`, `hooks.json`,
-    `agent settings of <cli>`)."""
+    """Withdraw consent to the named capabilities, the `hooks` file and the `agent_settings`
+    (none named: everything for `project`). Returns what was withdrawn, one line each."""
     key = project_key(project)
     wanted = None if cap_ids is None else list(cap_ids)
     everything = wanted is None and not hooks and not agent_settings
@@ -353,9 +301,6 @@ def revoke(
     return removed
 
 
-# --------------------------------------------------------------------------- questions
-
-
 def consent_state(
     project: str | os.PathLike[str],
     cap_id: str,
@@ -374,17 +319,6 @@ def consent_state(
     if stored is None:
         return NO_CONSENT
     return None if current == stored else CHANGED
-
-
-def consented(
-    project: str | os.PathLike[str],
-    cap_id: str,
-    folder: str | os.PathLike[str],
-    *,
-    home: str | os.PathLike[str] | None = None,
-) -> bool:
-    """Has the user consented to exactly this content of capability `cap_id`?"""
-    return consent_state(project, cap_id, folder, home=home) is None
 
 
 def hooks_state(
@@ -428,7 +362,6 @@ def _project_of(source: str) -> str:
 
 def apply_consent(
     caps: CapabilitySet,
-    *,
     home: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> CapabilitySet:

@@ -1,11 +1,6 @@
-"""Surfaces: every thing a capability manifest or a native hooks file can make run.
-
-Each declaration becomes a `Surface` (what runs, where it is declared, whether it reaches
-`/bin/sh` or an interpreter, and why looprail refuses it when it does): steps, gates,
-contributions (text that reaches an agent), the task-content resolver, reviewer lanes, what a
-capability declares for hosts that looprail never runs (host hooks, command families, runtime
-commands), and every `when`, `shell` and Action of a native hooks file. Strings that fail the
-command grammar are *refused*. Pure: manifest data or loaded hooks in, values out.
+"""Surfaces: every thing a capability manifest or a native hooks file can make run (or, for a
+contribution, put before an agent), each a `Surface`: what runs, where it is declared, whether
+it reaches a shell or an interpreter, and why looprail refuses it. Pure: data in, values out.
 """
 
 from __future__ import annotations
@@ -43,11 +38,10 @@ _QUERY_REFUSAL = f"fails the query grammar ({QUERY_GRAMMAR_TEXT}); looprail neve
 
 @dataclass(frozen=True)
 class Surface:
-    """One thing that can run (or, for `contribution`, reach an agent) and where it is declared.
-
-    `runs` is one line saying what happens, with untrusted text escaped; `shell` marks strings
-    that reach `/bin/sh`; `refused` says why looprail will never run it; `host_only` marks
-    declarations for a host installer that looprail itself does not execute."""
+    """One thing that can run (or, for `contribution`, reach an agent) and where it is declared:
+    `runs` says what happens on one line (untrusted text escaped), `shell` marks what reaches
+    `/bin/sh`, `refused` why looprail never runs it, `host_only` a declaration for a host
+    installer that looprail itself does not execute."""
 
     kind: str
     where: str  # JSON path inside its file
@@ -60,7 +54,7 @@ class Surface:
     note: str | None = None
 
     def to_json(self) -> dict[str, object]:
-        """The `--json` form: absent fields (and `hostOnly` false) are left out."""
+        """Absent fields (and `hostOnly` false) are left out."""
         out = {
             "kind": self.kind,
             "where": self.where,
@@ -73,9 +67,6 @@ class Surface:
             "note": self.note,
         }
         return {k: v for k, v in out.items() if v is not None}
-
-
-# --------------------------------------------------------------------------- capabilities
 
 
 def _q(text: object) -> str:
@@ -252,10 +243,8 @@ def _step_surfaces(step: Mapping[str, Any], base: str, flavor: str) -> list[Surf
         return [Surface("step.agent", f"{base}.ref.agent", runs, point=point, note=note)]
     command = ref.get("command")
     if command is None:
-        refused = "no ref"
-        return [
-            Surface("step", f"{base}.ref", "no skill, agent or command", point, refused=refused)
-        ]
+        runs = "no skill, agent or command"
+        return [Surface("step", f"{base}.ref", runs, point, refused="no ref")]
     where = f"{base}.ref.command"
     if not (isinstance(command, str) and COMMAND_GRAMMAR.match(command)):
         runs = f"command {_q(command)!s}"
@@ -333,17 +322,12 @@ def _reviewer_surfaces(reviewer: Mapping[str, Any], where: str) -> list[Surface]
         channel = invoke.get("promptChannel")
         how = f"prompt via {_q(channel)}; output via {_q(invoke.get('outputChannel'))}"
         flags = ", ".join(_q(f) for f in reviewer.get("flags") or ())
+        floor = reviewer.get("timeoutFloorMs")
+        timeout_s = floor / 1000 if isinstance(floor, (int, float)) and floor > 0 else None
         spawn = _spawn("reviewer.invoke", f"{where}.invoke", invoke, how)
-        out.append(
-            replace(
-                spawn,
-                timeout_s=_lane_timeout_s(reviewer),
-                refused="promptChannel 'none' cannot take the scoped prompt; never run"
-                if channel == "none"
-                else None,
-                note=f"{lane}, flags {flags}",
-            )
-        )
+        spawn = replace(spawn, timeout_s=timeout_s, note=f"{lane}, flags {flags}")
+        refused = "promptChannel 'none' cannot take the scoped prompt; never run"
+        out.append(replace(spawn, refused=refused) if channel == "none" else spawn)
     else:
         runs = (
             f"{_q(reviewer.get('transport'))} transport to "
@@ -370,11 +354,6 @@ def _probe_surface(probe: Mapping[str, Any], where: str) -> Surface:
         return Surface("reviewer.probe", where, runs, timeout_s=_seconds(probe.get("timeoutMs")))
     runs = f"{_q(kind)} probe: looprail makes no network requests; the lane is unavailable"
     return Surface("reviewer.probe", where, runs, refused="never run")
-
-
-def _lane_timeout_s(reviewer: Mapping[str, Any]) -> float | None:
-    floor = reviewer.get("timeoutFloorMs")
-    return floor / 1000 if isinstance(floor, (int, float)) and floor > 0 else None
 
 
 def _runtime_surfaces(value: object, where: str, depth: int = 0) -> list[Surface]:
@@ -406,9 +385,6 @@ def suspect_surfaces(surfaces: Sequence[Surface]) -> list[Surface]:
     return [s for s in surfaces if s.refused in refusals and _SUSPECT.search(s.runs)]
 
 
-# --------------------------------------------------------------------------- native hooks
-
-
 def native_surfaces(hooks: Sequence[NativeHook]) -> list[Surface]:
     """Every `when`, `shell` and Action of native hooks."""
     out: list[Surface] = []
@@ -434,12 +410,3 @@ def _shell_surface(kind: str, where: str, command: str, hook: HookEntry, label: 
     runs = f"/bin/sh -c {_argv([command])}"
     timeout_s = hook.timeout_ms / 1000
     return Surface(kind, where, runs, hook.event, shell=True, timeout_s=timeout_s, note=label)
-
-
-__all__ = [
-    "Surface",
-    "capability_surfaces",
-    "interpreter_of",
-    "native_surfaces",
-    "suspect_surfaces",
-]

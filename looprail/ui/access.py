@@ -1,12 +1,7 @@
-"""Who may use the dashboard: the per-launch token, the Host check, the same-origin check and
-the bounded form body of the one write (`POST /api/answer`).
-
-The token is the dashboard's only credential. `looprail ui` makes a new one at every launch
-(`new_token`) and prints it in the URL (`http://127.0.0.1:8765/?token=…`); every request for
-data must carry it (the `token` query parameter, or the `X-Looprail-Token` header) and the
-write must carry it in its form body. There is no cookie: a page on another site cannot make
-the browser send the token, so a forged request (CSRF) is refused whatever else it does. The
-token is compared in constant time (`hmac.compare_digest`).
+"""Who may use the dashboard (docs/ui.md): the per-launch token, the Host check, the same-origin
+check and the bounded form body of the one write (`POST /api/answer`). The token is the only
+credential, carried as `?token=` or `X-Looprail-Token` by a read and in the form body by the
+write; there is no cookie, so a page on another site cannot make the browser send it (CSRF).
 """
 
 from __future__ import annotations
@@ -16,7 +11,9 @@ import secrets
 from collections.abc import Iterable
 from urllib.parse import parse_qsl, urlsplit
 
+from starlette.datastructures import Headers
 from starlette.requests import Request
+from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 TOKEN_HEADER = "x-looprail-token"
@@ -82,13 +79,10 @@ class HostGuard:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        host = ""
-        for key, value in scope.get("headers", ()):
-            if key == b"host":
-                host = value.decode("latin-1")
-                break
+        host = Headers(scope=scope).get("host", "")
         if not self.host_ok(host, scope.get("server")):
-            await _plain(send, 400, "Invalid host header\n")
+            headers = {"cache-control": "no-store", "x-content-type-options": "nosniff"}
+            await PlainTextResponse("Invalid host header\n", 400, headers)(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
@@ -174,20 +168,3 @@ async def read_form(request: Request, limit: int = MAX_FORM_BYTES) -> dict[str, 
             raise _FormError(400, f"the field {key!r} is given twice")
         form[key] = value
     return form
-
-
-async def _plain(send: Send, status: int, text: str) -> None:
-    body = text.encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"text/plain; charset=utf-8"),
-                (b"content-length", str(len(body)).encode()),
-                (b"cache-control", b"no-store"),
-                (b"x-content-type-options", b"nosniff"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})

@@ -23,6 +23,7 @@ from looprail.journal import (
     is_run_id,
     lock_holder,
 )
+from looprail.journal.models import iso_utc
 from looprail.layout import PLANNING_DIR, normalize_phase_number
 from looprail.machine import answers
 from looprail.machine.commands import answer_command
@@ -68,14 +69,6 @@ class Snapshot(TypedDict):
     chartFocus: NotRequired[float | None]
 
 
-def now_iso() -> str:
-    """Now, as the journal writes times (UTC, milliseconds, `Z`)."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-# -- opening ---------------------------------------------------------------------------------
-
-
 def open_journal(project: Path) -> tuple[Journal | None, str | None]:
     """(journal, None), or (None, why not) where why is None for "no journal yet"."""
     try:
@@ -98,9 +91,6 @@ def change_marker(project: Path) -> str:
     holder = lock_holder(project)
     statuses = ",".join(f"{r.id}={r.status}" for r in runs)
     return f"{seq}|{statuses}|{holder.run_id if holder else '-'}"
-
-
-# -- the snapshot ----------------------------------------------------------------------------
 
 
 def snapshot(
@@ -126,14 +116,11 @@ def snapshot(
     holder = lock_holder(project)
     with journal:
         runs = _looprail_runs(journal.runs(), out["warnings"])
-        selected_ref = run_ref and _ref(runs, run_ref)
-        view["roadmap"] = (
-            project_phases_view(project, runs, selected_ref) if view["isProject"] else []
-        )
-        if not runs:
+        selected = _select(journal, runs, run_ref) if runs else None
+        view["roadmap"] = project_phases_view(project, runs, selected) if view["isProject"] else []
+        if selected is None:
             out["hint"] = _hint(project, capability_dirs, view, None)
             return out
-        selected = _select(journal, runs, run_ref)
         counts = journal.task_counts()
         tasks = journal.tasks(selected.id)
         waiting = journal.unfinished_run()
@@ -159,7 +146,7 @@ def _empty_snapshot(project: Path, warnings: Sequence[str]) -> Snapshot:
         except Exception:  # a damaged phases folder must not take the page down
             phases = []
     return {
-        "now": now_iso(),
+        "now": iso_utc(datetime.now(UTC)),
         "project": {
             "name": project.resolve().name,
             "path": str(project.resolve()),
@@ -194,18 +181,12 @@ def _events(
     return list(cached)
 
 
-# -- checkpoints -----------------------------------------------------------------------------
-
-
 def checkpoints_view(
     project: Path, run_id: str, phase: str, events: Sequence[EventRow] | None = None
 ) -> CheckpointsView | None:
-    """What the latest unfinished run `run_id` waits on (`machine.answers.pending_checkpoints`,
-    the seam the terminal and `looprail answer` use; with that run's `events` at hand, the
-    seam's own rule over them, which spares reading them again): each checkpoint's
-    presentation model, its title, and the text the terminal shows for it
-    (`plans.checkpoint.render`, with the plan's progress as the terminal counts it). None when
-    it waits on nothing."""
+    """What the latest unfinished run `run_id` waits on, as the terminal and `looprail answer`
+    see it (`machine.answers`; over its `events` when given): each checkpoint's model, title and
+    the text the terminal shows (`plans.checkpoint.render`). None when it waits on nothing."""
     if events is None:
         pending = answers.pending_checkpoints(project)
     else:
@@ -243,29 +224,20 @@ def _progress(
 
 
 def project_phases_view(
-    project: Path, runs: Sequence[RunRow], selected: str | None
+    project: Path, runs: Sequence[RunRow], shown: RunRow | None
 ) -> list[dict[str, object]]:
     """The project's phases in ROADMAP order with where each stands (`looprail status`'s
     phases): finished or not and why, its latest run; `next` marks the phase `looprail run`
-    runs next, `current` the phase of the run shown (`selected`; None: the latest run)."""
+    runs next, `current` the phase of the run `shown`."""
     try:
         phases = project_phases(project, latest_runs(runs))
     except Exception:  # a damaged ROADMAP or phases folder must not take the page down
         return []
-    shown = next((r for r in runs if r.id == selected), None) or (
-        max(runs, key=lambda r: (r.started_at, r.id)) if runs else None
-    )
     current = normalize_phase_number(shown.phase) if shown is not None else None
     nxt = next((p.number for p in phases if not p.finished), None)
     return [
         {**p.as_json(), "next": p.number == nxt, "current": p.number == current} for p in phases
     ]
-
-
-def _ref(runs: Sequence[RunRow], ref: str) -> str | None:
-    """The id of the run `ref` names (an id or a unique prefix), else None."""
-    hits = [r.id for r in runs if r.id.lower().startswith(ref.lower())]
-    return hits[0] if len(hits) == 1 else None
 
 
 def _select(journal: Journal, runs: list[RunRow], ref: str | None) -> RunRow:

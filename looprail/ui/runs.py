@@ -45,8 +45,6 @@ class RunSummary(_Run):
 
 
 class TaskView(TypedDict):
-    """A task of a wave's plan: its status, timing, resolver, usage and log files."""
-
     key: str
     status: str
     attempts: int
@@ -61,15 +59,11 @@ class TaskView(TypedDict):
 
 
 class PlanView(TypedDict):
-    """A plan of a wave and its tasks."""
-
     planId: str | None
     tasks: list[TaskView]
 
 
 class WaveView(TypedDict):
-    """A wave of the run: outcome, timing and plans."""
-
     wave: int | None
     outcome: str | None
     startedAt: str | None
@@ -87,8 +81,6 @@ class Step(TypedDict):
 
 
 class AnswerView(TypedDict):
-    """A journaled answer to a checkpoint."""
-
     seq: int
     ts: str
     taskId: str | None
@@ -123,8 +115,6 @@ class HookView(TypedDict):
 
 
 class PointView(TypedDict):
-    """A point the loop crosses, how often this run dispatched it, and its hooks."""
-
     point: str
     dispatches: int
     hooks: list[HookView]
@@ -177,7 +167,6 @@ def _run(run: RunRow, holder: LockInfo | None) -> _Run:
 
 
 def run_summary(run: RunRow, task_counts: Mapping[str, int], holder: LockInfo | None) -> RunSummary:
-    """The run's row in the list of runs."""
     tasks = {"pending": 0, "running": 0, "done": 0, "failed": 0, **task_counts}
     return {**_run(run, holder), "tasks": tasks}
 
@@ -191,7 +180,6 @@ def run_detail(
     holder: LockInfo | None,
     envelopes: Envelopes | None,
 ) -> RunDetail:
-    """Everything the page shows of the run it shows."""
     report = report_from_rows(run, events, tasks)
     base = _run(run, holder)
     logs = task_logs(project, run.id, [t.task_key for t in tasks])
@@ -268,9 +256,8 @@ def _step(e: EventRow) -> Step:
 
 def _current_halt(report: RunReport) -> dict[str, object] | None:
     """Where a stopped run stopped: the store's `current_halt`, in the report's own shape."""
-    halt = (
-        current_halt(report) if report["run"]["status"] in ("halted", "paused", "failed") else None
-    )
+    stopped = report["run"]["status"] in ("halted", "paused", "failed")
+    halt = current_halt(report) if stopped else None
     return None if halt is None else dict(halt)
 
 
@@ -297,9 +284,6 @@ def _usage(event: EventRow | None) -> tuple[int | None, float | None]:
     costs = (data.get(k, usage.get(k)) for k in ("cost", "cost_usd", "costUsd", "total_cost_usd"))
     cost = next((float(c) for c in costs if _number(c)), None)
     return (int(tokens) if _number(tokens) else None), cost
-
-
-# -- points ----------------------------------------------------------------------------------
 
 
 def points_view(events: list[EventRow], envelopes: Envelopes | None) -> list[PointView]:
@@ -385,19 +369,13 @@ def _result(e: EventRow) -> HookResult:
     }
 
 
-# -- what to do next -------------------------------------------------------------------------
-
-
 def caps_args(capability_dirs: Sequence[str]) -> str:
     """` --capabilities DIR` for each capability folder, quoted for a shell."""
     return "".join(f" --capabilities {shlex.quote(str(d))}" for d in capability_dirs)
 
 
 def continue_command(
-    project: Path,
-    run: RunRow,
-    interrupted: bool,
-    events: Sequence[EventRow] = (),
+    project: Path, run: RunRow, interrupted: bool, events: Sequence[EventRow] = ()
 ) -> str | None:
     """The command that continues `run`, or None when there is nothing to continue. A run
     paused at a checkpoint continues with `--approve TASK`, unless the checkpoint has been
@@ -426,10 +404,8 @@ def _answered(events: Sequence[EventRow], task_id: str) -> bool:
 
 
 def answers_view(events: Sequence[EventRow]) -> list[AnswerView]:
-    """The run's journaled answers to checkpoints, oldest first: the task, what the answer
-    meant (approved, chosen, issues, value, withheld), the text as journaled (a secret's is
-    "answer withheld": its value is never in the journal), the chosen option, and where it
-    came from (terminal, dashboard, `looprail answer`, …)."""
+    """The run's journaled answers to checkpoints, oldest first (a secret's text is "answer
+    withheld": its value is never in the journal)."""
     out: list[AnswerView] = []
     for e in events:
         if e.kind != "answer":

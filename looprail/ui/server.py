@@ -1,23 +1,8 @@
-"""The dashboard's web app: a Starlette application over `looprail.ui.data`.
-
-Routes (GET, reading only, except the one write):
-
-- `/` the page (static HTML, the project name escaped into it), `/static/app.js|app.css`;
-- `/api/state?run=ID` the snapshot (`data.snapshot`) as JSON;
-- `/api/events?run=ID` server-sent events: a `state` event with the snapshot at once and
-  again whenever the journal changes (polled read-only; a comment line keeps it alive), and
-  `bye` when the server stops;
-- `/api/chart.svg?run=ID` the loop chart with the project's hooks and the run painted on it
-  (the same graph as `looprail diagram --hooks --run`), cached per journal change;
-- `/api/log?run=ID&task=KEY` the tails of a task's log files;
-- `POST /api/answer` (only with a token) the answer to a pending checkpoint, handed to
-  `looprail.machine.answers.submit_answer` (which validates and journals it).
-
-With a token (`looprail ui` always makes one), every route but the static files needs it
-(`looprail.ui.access`), and the write also needs the page's own origin and a small form body.
-Every response carries a strict Content-Security-Policy (scripts only from /static, no inline
-script, no other origin) and the app only answers to the host names it was bound to (a page on
-another site cannot reach it through DNS rebinding).
+"""The dashboard's web app: a Starlette application over `looprail.ui.data` (routes: docs/ui.md).
+GET routes read only; the one write, `POST /api/answer`, exists only with a token and hands the
+answer to `machine.answers.submit_answer`. Every route but the static files needs the token
+(`looprail.ui.access`), every response carries a strict Content-Security-Policy, and the app
+answers only to the host names it was bound to (DNS rebinding).
 """
 
 from __future__ import annotations
@@ -100,8 +85,6 @@ class Dashboard:
         self._svg: tuple[tuple, tuple[bytes, float | None]] | None = None
         self.writable = False  # takes answers to checkpoints (the app has a token)
 
-    # -- hooks of the project ------------------------------------------------------------------
-
     def envelopes(self) -> tuple[Envelopes | None, list[str]]:
         """The project's active hooks per point, re-read at most every few seconds; a manifest
         that cannot be loaded is a warning on the page, not a failure."""
@@ -119,8 +102,6 @@ class Dashboard:
         with self._lock:
             self._envelopes = (time.monotonic(), envelopes, warnings)
         return envelopes, warnings
-
-    # -- views ---------------------------------------------------------------------------------
 
     def snapshot(self, run: str | None, marker: str | None = None) -> data.Snapshot:
         """The page's data. `version` names the journal state it was read at or after: the
@@ -149,8 +130,6 @@ class Dashboard:
             except LooprailError as exc:  # the page shows everything else, and why
                 snap["chart"], snap["chartError"] = False, str(exc)
         return snap
-
-    # -- the one write -----------------------------------------------------------------------
 
     def answer(self, task: str, text: str) -> tuple[int, dict[str, object]]:
         """Hand `text` to `machine.answers.submit_answer` (the one place that checks an answer
@@ -252,9 +231,6 @@ def _focus(svg: bytes, node: str | None) -> float | None:
                 if ys and height > 0:
                     return max(0.0, min(1.0, (sum(ys) / len(ys) + offset) / height))
     return None
-
-
-# -- routes ----------------------------------------------------------------------------------
 
 
 def _headers(csp: str = PAGE_CSP) -> dict[str, str]:

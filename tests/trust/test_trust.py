@@ -16,16 +16,14 @@ from looprail.trust import (
     NO_CONSENT,
     TrustError,
     apply_consent,
-    consent_record,
     consent_state,
-    consented,
     folder_hash,
     grant,
     hooks_hash,
     is_trusted,
     revoke,
-    store_path,
 )
+from looprail.trust.store import store_path
 from tests.support import feature, run_cli, write_capability
 
 
@@ -101,12 +99,21 @@ def test_folder_hash_refuses_what_cannot_be_consented_to(tmp_path, kind):
 # --------------------------------------------------------------------------- the store
 
 
+def _stored(project) -> dict[str, str]:
+    """The capability consents the store holds for `project`."""
+    if not os.path.exists(store_path()):
+        return {}
+    with open(store_path()) as fh:
+        projects = json.load(fh)["projects"]
+    return projects.get(os.path.realpath(project), {}).get("capabilities", {})
+
+
 def test_grant_consented_revoke_round_trip(project):
     folder = overlay(project)
     assert consent_state(project, "extra", folder) == NO_CONSENT
     grant(project, {"extra": folder_hash(folder)})
-    assert consented(project, "extra", folder)
-    assert consent_record(project)["capabilities"] == {"extra": folder_hash(folder)}
+    assert consent_state(project, "extra", folder) is None
+    assert _stored(project) == {"extra": folder_hash(folder)}
     (folder / "scripts" / "run.sh").write_text("echo HI\n")
     assert consent_state(project, "extra", folder) == CHANGED
     assert revoke(project) == ["capability extra"]
@@ -119,7 +126,7 @@ def test_store_is_keyed_by_real_path_and_written_atomically(project, tmp_path):
     alias = tmp_path / "alias"
     alias.symlink_to(project)
     grant(alias, {"extra": folder_hash(folder)})
-    assert consented(project, "extra", folder)
+    assert consent_state(project, "extra", folder) is None
     path = store_path()
     with open(path) as fh:
         data = json.load(fh)
@@ -135,7 +142,7 @@ def test_a_malformed_store_means_no_consent_and_is_never_overwritten(project):
     path = store_path()
     with open(path, "w") as fh:
         fh.write("{not json")
-    assert not consented(project, "extra", folder)
+    assert consent_state(project, "extra", folder) is not None
     with pytest.raises(TrustError) as err:
         grant(project, {"extra": folder_hash(folder)})
     assert path in str(err.value) and "\n" not in str(err.value)
@@ -301,7 +308,7 @@ def test_trust_will_not_consent_to_a_capability_carrying_an_injection(project):
     p = run_cli("trust", "--project", str(project), "--yes")
     assert p.returncode == 1
     assert "$.steps[0].ref.command" in p.stderr and "capability.json" in p.stderr
-    assert consent_record(project)["capabilities"] == {}
+    assert _stored(project) == {}
 
 
 def test_trust_will_not_consent_to_a_folder_with_a_symlink_out(project, tmp_path):
@@ -434,7 +441,7 @@ def test_trust_asks_on_a_terminal(project, monkeypatch, capsys, answer, granted)
     rc = main(["trust", "--project", str(project)])
     assert questions == ["Allow capability extra to run? [y/N] "]
     assert rc == (0 if granted else 1)
-    assert consented(project, "extra", folder) is granted
+    assert (consent_state(project, "extra", folder) is None) is granted
     out = capsys.readouterr().out
     assert ("trusted: capability extra" in out) is granted
 
@@ -448,6 +455,6 @@ def test_a_fifo_in_place_of_the_consent_store_grants_nothing_and_is_never_waited
     home.mkdir()
     project.mkdir()
     os.mkfifo(store_path(home))  # nobody writes to it: an open() for reading would hang
-    assert consent_record(project, home=home) == {"capabilities": {}}
+    assert consent_state(project, "cap-a", project, home=home) == NO_CONSENT
     with pytest.raises(TrustError, match="consent store"):
         grant(project, {"cap-a": "0" * 64}, home=home)
