@@ -49,13 +49,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.support.agents import AGENTS, looprail
 from tests.support.model_server import Call, ModelServer
 from tests.support.real_agents import real_cli, real_env
 
+REPO = Path(__file__).resolve().parent.parent
 CHARS_PER_TOKEN = 4
 PHASES = ("discuss", "plan", "execute", "verify", "ship")
 EXAMPLE = Path("examples") / "hello-loop"
@@ -97,7 +97,7 @@ def _canonical(body: dict[str, Any]) -> str:
 
 
 def _prefix(a: str, b: str) -> int:
-    return len(os.path.commonprefix([a, b]))
+    return len(os.path.commonprefix([a, b]))  # noqa: RUF071 (characters, not paths)
 
 
 def phases_of(calls: list[Call]) -> dict[str, dict[str, int]]:
@@ -354,7 +354,6 @@ def _ratio(a: float, b: float) -> str:
 def ratios(result: dict[str, Any]) -> dict[str, dict[str, dict[str, str]]]:
     """Per CLI and phase: after/before of input, and after/reference of looprail's prompt."""
     out: dict[str, dict[str, dict[str, str]]] = {}
-    refs = result["reference"]
     for agent, sides in result["cli"].items():
         after, before = sides.get("after"), sides.get("before")
         if not isinstance(after, dict):
