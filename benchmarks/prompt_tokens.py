@@ -144,7 +144,7 @@ def transcript_prompts(project: Path) -> dict[str, list[str]]:
 # `###` sections (and `##` ones after the brief) → the part they belong to; a heading not
 # named here (one inside a file the prompt shows) stays in the part before it.
 _PART_OF = (
-    (r"## Phase ", "phase (folder, step, files)"),
+    (r"## Phase \S+$", "phase (folder, step, files)"),
     (r"### \S*CONTEXT\.md$", "CONTEXT.md"),
     (r"## Contributions to your role", "contributions"),
     (r"## Task ", "task header (plan path, files, TDD flag)"),
