@@ -179,6 +179,13 @@ def test_every_role_gets_what_the_plan_and_the_phase_hold(tmp_path: Path) -> Non
         _verbatim(prompt, _roadmap_section(), *paths)
     # the verifier: every plan's must_haves, as written
     _verbatim(verify, _block("must_haves"), "GREET-01, GREET-02")
+    # and the evidence of "Done means verified": every check looprail ran, per task
+    _verbatim(
+        verify,
+        "### 01-01/T1\n- `test -d .planning`: passed",
+        "### 01-01/T2\n- `test -d .planning/phases`: passed",
+        "- `must_haves artifact greet.txt`: passed",
+    )
 
     task1 = _prompt(tmp_path, "## Task 01-01/T1")
     _verbatim(

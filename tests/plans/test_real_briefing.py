@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from looprail.layout import PHASE_DOCS, PROJECT_DOCS, phase_artifact
 from looprail.machine.tasks import task_work
 from looprail.plans import load_phase
 from looprail.plans.plancheck import check_phase_plans
@@ -58,6 +59,11 @@ def test_every_task_prompt_carries_its_plan_verbatim(phases):
                 ]
                 missing = [t[:60] for t in expected if t.strip() and t.strip() not in prompt]
                 assert not missing, f"{plan.path.name} {task.id}: {missing}"
+                # the plan's other tasks, saying which are done (a plan's tasks run in order)
+                for other in plan.tasks:
+                    state = "done" if other.index < task.index else "to do"
+                    state = "this task" if other is task else state
+                    assert f"{other.name or other.type} — {state}" in prompt, (task.id, other.id)
                 for line in (plan.context or "").splitlines():  # `@path` and `@path (note)`
                     if line.strip().startswith("@"):
                         ref, _, note = line.strip()[1:].partition(" ")
@@ -99,6 +105,15 @@ def test_every_phase_prompt_carries_the_roadmap_section_and_the_must_haves(phase
             if section and section.strip():
                 assert section.strip()[: 64 * 1024 - 100] in prompt, (project.name, token)
             assert ".planning/STATE.md" in prompt  # every corpus project keeps its STATE.md
+            # every project and phase document there is, by path, to read
+            names = sorted(p.name for p in phase.dir.iterdir()) if phase.dir.is_dir() else []
+            docs = [d for d in PROJECT_DOCS if (project / d).is_file()]
+            docs += [
+                (phase.dir / n).relative_to(project).as_posix()
+                for n in filter(None, (phase_artifact(names, s) for s in PHASE_DOCS))
+            ]
+            missing = [d for d in docs if f"- {d}\n" not in prompt]
+            assert not missing, (project.name, token, step, missing)
             if step == "verify":
                 for plan in phase.plans:
                     assert plan.written.get("must_haves", "") in prompt, plan.path.name

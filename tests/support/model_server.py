@@ -84,6 +84,7 @@ class Call:
     status: int = 200
     tools: bool = False  # the request offered tools: an agent's turn (not a title or a probe)
     shell_offered: bool | None = None  # `shell` mode: whether the CLI offered its shell tool
+    answer: str = ""  # what the model answered (its text and tool calls, as JSON, no framing)
 
 
 @dataclass
@@ -427,6 +428,7 @@ class _Handler(BaseHTTPRequestHandler):
                     ],
                 }
             )
+        call.answer = json.dumps(output)
         events: list[tuple[str | None, Any]] = [
             ("response.created", {"type": "response.created", "response": {"id": rid}})
         ]
@@ -506,6 +508,7 @@ class _Handler(BaseHTTPRequestHandler):
                 )
         else:
             blocks.append({"type": "text", "text": self._final(answered) if tools else "ok"})
+        call.answer = json.dumps(blocks)
         events: list[tuple[str | None, Any]] = [
             (
                 "message_start",
@@ -672,6 +675,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             events.append((None, chunk({"content": self._final(answered) if tools else "A title"})))
             finish = "stop"
+        call.answer = json.dumps([e[1]["choices"][0]["delta"] for e in events[1:]])
         events.append((None, chunk({}, finish)))
         events.append(
             (
@@ -727,6 +731,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._final(answered) if names else '{"next_speaker": "user", "reasoning": "done"}'
             )
             parts = [{"text": final}]
+        call.answer = json.dumps(parts)
         response = {
             "candidates": [
                 {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
