@@ -40,8 +40,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from looprail.points import invalid_point_message
 from looprail.textsafe import one_line as escape_untrusted
@@ -83,8 +82,7 @@ class RefusedToStart(LooprailError):
     usage error: exit 1 (2 is kept for a command line that is itself wrong)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Issue:
+class Issue(NamedTuple):
     """One validation problem: where (file + JSON path) and why."""
 
     file: str

@@ -14,7 +14,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 from pydantic import ValidationError as PydanticValidationError
@@ -22,9 +22,14 @@ from pydantic_core import ErrorDetails
 
 from looprail.errors import Issue, json_path
 from looprail.fsutil import read_bounded
-from looprail.hooks.gates.checks import validate_command, validate_query
-from looprail.hooks.gates.predicates import COMMAND_MAX_TIMEOUT_S, PREDICATE_KINDS
-from looprail.hooks.manifest_rules import FORBIDDEN_KEYS, ID_WORD, rule_issues
+from looprail.hooks.manifest_rules import (
+    COMMAND_MAX_TIMEOUT_S,
+    FORBIDDEN_KEYS,
+    ID_WORD,
+    rule_issues,
+    validate_command,
+    validate_query,
+)
 from looprail.hooks.manifest_rules import ID_PATTERN as ID_PATTERN
 from looprail.jsonload import loads_strict
 from looprail.points import POINTS
@@ -218,7 +223,7 @@ class AgentVerdict(_Contract):
     prompt: NonEmpty
 
 
-# `check.predicate`: one shape per kind (`predicates.PREDICATE_KINDS`), so a typo in a kind or a
+# `check.predicate`: one shape per kind (`PREDICATE_KINDS`), so a typo in a kind or a
 # field is a validation error naming it. (The reference validates only that `kind` is a string
 # and fails at evaluation; a deliberate difference, docs/checks.md.)
 
@@ -259,6 +264,11 @@ Predicate = Annotated[
     CommandExitZero | ArtifactExists | ArtifactFrontmatterEquals | ConfigEquals,
     Field(discriminator="kind"),
 ]
+# The kinds a manifest may name, read off the union; `gates.predicates.PREDICATES` evaluates
+# each (tests/hooks/test_predicate_kinds.py holds the two to one list).
+PREDICATE_KINDS: tuple[str, ...] = tuple(
+    get_args(model.model_fields["kind"].annotation)[0] for model in get_args(get_args(Predicate)[0])
+)
 
 
 class Check(_Contract):
@@ -458,7 +468,7 @@ def validate_declared(
 
 def grammar_warnings(cap: Capability, file: str) -> list[Issue]:
     """Each `ref.command` and `check.query` that fails its grammar: the rules the dispatcher
-    and `lint` apply (`hooks.checks.validate_command`, `validate_query`: a query's words may be
+    and `lint` apply (`manifest_rules.validate_command`, `validate_query`: a query's words may be
     dotted, `ui.plan-gate`). Not an error: the reference accepts such a manifest; looprail
     refuses the string when it would dispatch it (the step fails by its onError, the gate's
     check errors), so the author should hear now."""

@@ -28,6 +28,29 @@ ID_PATTERN = re.compile(rf"^{ID_WORD}\Z")
 CHECK_SHAPES = ("query", "predicate", "agentVerdict")  # exactly one per gate check
 SCRIPT_PATTERN = re.compile(r"^[A-Za-z0-9._/-]+\Z")
 
+# `\Z`, not `$`: Python's `$` also matches before a trailing newline, and a newline is exactly
+# what must never slip through. The same grammar guards step `ref.command`.
+COMMAND_GRAMMAR = re.compile(rf"^{ID_WORD}(?: {ID_WORD})*\Z")
+GRAMMAR_TEXT = f"^{ID_WORD}( {ID_WORD})*$"  # as docs/contract.md writes it
+# `check.query` words may be dotted handler names (`ui.plan-gate`): the reference's router reads
+# a dot as a hyphen. A dot never starts or ends a word and never doubles, so `..` cannot occur.
+_QUERY_WORD = rf"{ID_WORD}(?:\.{ID_WORD})*"
+QUERY_GRAMMAR = re.compile(rf"^{_QUERY_WORD}(?: {_QUERY_WORD})*\Z")
+QUERY_GRAMMAR_TEXT = f"words {ID_WORD}(\\.{ID_WORD})* separated by single spaces"
+
+
+def validate_query(value: object) -> bool:
+    """True when `value` is a `check.query`: lowercase (dotted) words that may be used as argv."""
+    return isinstance(value, str) and QUERY_GRAMMAR.match(value) is not None
+
+
+def validate_command(value: object) -> bool:
+    """True when `value` is a step `ref.command`: lowercase words (no dots) for argv."""
+    return isinstance(value, str) and COMMAND_GRAMMAR.match(value) is not None
+
+
+COMMAND_MAX_TIMEOUT_S = 3600  # a `command-exit-zero` predicate's `timeout` bound, in seconds
+
 # The bodies only role 'feature' may declare: the one declaration of this rule (the models say
 # which fields exist, not which role may use them; they are pydantic, so not read from here on
 # this path). tests/hooks/test_manifest.py checks each name is an optional `Capability` field.

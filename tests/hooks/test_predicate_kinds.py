@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from looprail import lint
+from looprail.hooks import manifest
 from looprail.hooks.gates.predicates import (
     PREDICATE_KINDS,
     PREDICATES,
@@ -27,6 +28,9 @@ DOCS = REPO / "docs" / "checks.md"
 
 def test_the_table_is_the_vocabulary():
     assert tuple(PREDICATES) == PREDICATE_KINDS
+    # The manifest reads its kinds off its own models (validation imports no evaluator): the
+    # two declarations are one list, in one order.
+    assert manifest.PREDICATE_KINDS == PREDICATE_KINDS
     assert REFERENCE_KINDS == ("command-exit-zero", "artifact-frontmatter-equals")
     assert [k.name for k in PREDICATES.values() if k.shell] == ["command-exit-zero"]
     assert [k.name for k in PREDICATES.values() if k.pure] == ["config-equals"]

@@ -12,7 +12,6 @@ An unknown or malformed check is always an error, never a pass. Exactly one shap
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -32,7 +31,11 @@ from looprail.hooks.gates.predicates import CheckError as CheckError
 from looprail.hooks.gates.predicates import Verdict as Verdict
 from looprail.hooks.gates.predicates import evaluate_predicate as evaluate_predicate
 from looprail.hooks.gates.predicates import evaluate_predicate_json as evaluate_predicate_json
-from looprail.hooks.manifest_rules import CHECK_SHAPES, ID_WORD
+from looprail.hooks.manifest_rules import CHECK_SHAPES, QUERY_GRAMMAR_TEXT, validate_query
+from looprail.hooks.manifest_rules import COMMAND_GRAMMAR as COMMAND_GRAMMAR
+from looprail.hooks.manifest_rules import GRAMMAR_TEXT as GRAMMAR_TEXT
+from looprail.hooks.manifest_rules import QUERY_GRAMMAR as QUERY_GRAMMAR
+from looprail.hooks.manifest_rules import validate_command as validate_command
 from looprail.jsonload import json_type_name
 from looprail.runtime.base import EXIT_UNAVAILABLE as EXIT_UNAVAILABLE
 from looprail.runtime.base import (
@@ -48,17 +51,6 @@ from looprail.runtime.base import (
 from looprail.runtime.hostcall import UNKNOWN_REQ_IDS, predicate_args, predicate_flags
 from looprail.runtime.process import escape_untrusted
 
-# `\Z`, not `$`: Python's `$` also matches before a trailing newline, and a newline is exactly
-# what must never slip through. The same grammar guards step `ref.command`.
-COMMAND_GRAMMAR = re.compile(rf"^{ID_WORD}(?: {ID_WORD})*\Z")
-GRAMMAR_TEXT = f"^{ID_WORD}( {ID_WORD})*$"  # as docs/contract.md writes it
-# `check.query` words may be dotted handler names (`ui.plan-gate`): the reference's router reads
-# a dot as a hyphen. A dot never starts or ends a word and never doubles, so `..` cannot occur.
-_QUERY_WORD = rf"{ID_WORD}(?:\.{ID_WORD})*"
-QUERY_GRAMMAR = re.compile(rf"^{_QUERY_WORD}(?: {_QUERY_WORD})*\Z")
-QUERY_GRAMMAR_TEXT = f"words {ID_WORD}(\\.{ID_WORD})* separated by single spaces"
-
-
 # Gates the reference's workflow enforces its own way rather than by their declared check:
 # its ship workflow (step 7) reads the broken-windows ledger through `gsd_run windows status`
 # (docs/checks.md).
@@ -67,16 +59,6 @@ LEDGER_PATH = ".planning/WINDOWS.md"
 
 
 # ── entry points ─────────────────────────────────────────────────────────────────────────────
-
-
-def validate_query(value: object) -> bool:
-    """True when `value` is a `check.query`: lowercase (dotted) words that may be used as argv."""
-    return isinstance(value, str) and QUERY_GRAMMAR.match(value) is not None
-
-
-def validate_command(value: object) -> bool:
-    """True when `value` is a step `ref.command`: lowercase words (no dots) for argv."""
-    return isinstance(value, str) and COMMAND_GRAMMAR.match(value) is not None
 
 
 def evaluate_check(

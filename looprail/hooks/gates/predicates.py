@@ -19,6 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import cast
 
 from looprail.config import MISSING, js_dumps, lookup
+from looprail.hooks.manifest_rules import COMMAND_MAX_TIMEOUT_S
 from looprail.jsonload import json_type_name, loads_strict
 from looprail.layout import PLANNING_DIR
 from looprail.plans.frontmatter import reference_frontmatter
@@ -27,7 +28,6 @@ from looprail.runtime.process import escape_untrusted, run_bounded, tail
 
 COMMAND_MAX_LENGTH = 4096
 COMMAND_DEFAULT_TIMEOUT_S = 30.0
-COMMAND_MAX_TIMEOUT_S = 3600
 MESSAGE_TAIL_CHARS = 2000
 INTERPOLATED_VARS = ("PHASE_NUMBER", "PHASE_DIR", "PHASE_REQ_IDS")
 
