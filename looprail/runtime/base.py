@@ -214,7 +214,10 @@ class RunStart:
 
 @runtime_checkable
 class Runtime(Protocol):
-    """All the state machine calls (docs/runtime.md); `BaseRuntime` has the defaults."""
+    """What the state machine calls, and all of it: `handle` does every unit of work (the typed
+    calls build its `Request`), `describe` says what the runtime declares, and the run hooks
+    bracket a run. Every unit of work is bounded and returns an `Outcome`, failed or not, never
+    an exception. `BaseRuntime` has a default for all but `handle` (docs/runtime.md)."""
 
     def handle(self, request: Request, ctx: DispatchContext) -> Outcome:
         """Do the unit of work `request` describes."""
