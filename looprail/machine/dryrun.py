@@ -1,6 +1,5 @@
-"""`looprail run --dry-run`: walk the machine in order and print what would be dispatched at
-every point (and, where the phase already has plans, per wave and task), running
-nothing."""
+"""`looprail run --dry-run`: what would be dispatched at every point (and per wave and task
+where the phase has plans), running nothing."""
 
 from __future__ import annotations
 
@@ -69,14 +68,12 @@ class PointPlan(TypedDict):
 
 
 class TaskPlan(TypedDict):
-    """One task of a wave (`checkpoint`: its gate, for a checkpoint task)."""
+    """One task of a wave (`checkpoint`: its gate; `unchecked`: why no check)."""
 
     id: str
     name: str
     trackerId: str | None
     checkpoint: str | None
-    # The commands looprail runs as the task's checks once its executor returns (under
-    # `bash -o pipefail -c`, docs/security.md), and why none, for an unchecked task.
     checks: list[str]
     unchecked: str | None
 
@@ -93,8 +90,7 @@ class WaveDoc(TypedDict):
 
 
 class RoleWork(TypedDict):
-    """The role work of the step a transition enters (the artifact it `writes`), unless its
-    artifact is done (none for a phase with no folder yet: nothing is done)."""
+    """The role work of the step a transition enters: the artifact it `writes`, `unless` done."""
 
     role: str
     step: str
@@ -138,7 +134,6 @@ def _hook_plan(
     project: Path | None = None,
     phase_dir: Path | None = None,
 ) -> HookPlan:
-    """One active hook as the dry run shows it: its capability, kind, and what would run."""
     kind, cap = hook["kind"], hook["capId"]
     if kind == "step":
         ref = hook.get("ref") or {}
@@ -187,8 +182,7 @@ def _gate_call(
     phase_dir: Path | None,
     host_tool: str | None,
 ) -> str:
-    """What the gate will run, as the dispatcher will run it (the per-point table of
-    hooks.gates.checks)."""
+    """What the gate will run, as the dispatcher will run it."""
     project = project if project is not None else Path(".")
     if (point, cap) in C.LEDGER_GATES:
         return f"ledger {C.LEDGER_PATH}" + (f" ({host_tool} windows status)" if host_tool else "")
@@ -218,11 +212,8 @@ def dry_run_plan(
     spec: LoopSpec = DEFAULT_LOOP,
     host_tool: str | None = None,
 ) -> DryRunPlan:
-    """What a run of `phase` would do, as data (`run --dry-run --json`): every transition in
-    order with the points it crosses and the hooks active at each, the waves, plans and tasks
-    where the phase has plans, and the role work each step would do. A phase the ROADMAP names
-    with no folder yet is planned in the folder a run would create (`phaseDirExists` false:
-    discuss and plan have everything still to do). Nothing runs, nothing is created."""
+    """What a run of `phase` would do, as data (`run --dry-run --json`); a phase the ROADMAP
+    names with no folder yet is planned in the folder a run would create. Nothing runs."""
     number, phase_dir, ph = _the_phase(loaded.project, phase)
     waves = compute_waves(ph.plans, root=loaded.project) if ph is not None and ph.plans else None
     native = load_native_hooks(loaded.project, trusted=is_trusted)
@@ -250,7 +241,6 @@ def _transitions_plan(
     waves: WavePlan | None,
     ph: Phase | None,
 ) -> list[TransitionPlan]:
-    """Every transition of `spec` in order, with its points and what it would do."""
     transitions: list[TransitionPlan] = []
     for t in spec.transitions():
         if t.event == "finish_wave" and t.target == "waves_done":
@@ -275,14 +265,12 @@ def _transitions_plan(
 
 
 def _plan_warnings(project: Path, phase: Phase | None) -> list[str]:
-    """What the plan checks say of a phase's existing plans (none before it has a folder)."""
     return warning_lines(check_phase_plans(project, phase)) if phase is not None else []
 
 
 def _the_phase(project: Path, phase: str) -> tuple[str, Path, Phase | None]:
-    """The phase's number, folder and plans; for a phase the ROADMAP names with no folder yet,
-    the folder a run would create and no plans (any other phase that cannot be found or read
-    raises the run's PlanError)."""
+    """The phase's number, folder and plans (a phase the ROADMAP names with no folder yet: the
+    folder a run would create, no plans)."""
     try:
         ph = load_phase(project, phase)
     except PlanError:
@@ -303,8 +291,7 @@ def _point_plan(
     p: str,
     each: str | None,
 ) -> PointPlan:
-    """One point as the dry run shows it: its active hooks, native hooks and warnings (`how`:
-    the flavor and the host tool)."""
+    """One point as the dry run shows it (`how`: the flavor and the host tool)."""
     flavor, host_tool = how
     env = resolve(loaded.compiled, loaded.config, p)
     return {
@@ -327,7 +314,6 @@ def _point_plan(
 
 
 def _waves_plan(waves: WavePlan, ph: Phase) -> list[WaveDoc]:
-    """The phase's waves as the dry run shows them: plans, mode and tasks."""
     return [
         {
             "number": w.number,
@@ -357,8 +343,7 @@ _DONE_WHEN = {"verify_done": "reports status: passed"}  # a VERIFICATION.md that
 
 
 def _role_work(spec: LoopSpec, target: str, *, started: bool = True) -> RoleWork | None:
-    """The role work of the step a transition enters, unless its artifact is done (a phase
-    not `started`, with no folder yet, has nothing done)."""
+    """The role work of the step a transition enters (a phase not `started` has none done)."""
     step = next((s for s in spec.steps if s.name == target), None)
     if step is None or step.name == spec.looped:
         return None
@@ -436,8 +421,6 @@ def _wave_lines(waves: list[WaveDoc] | None) -> list[str]:
 
 
 class LoopPhase(TypedDict):
-    """One phase the project loop would run: where, its status and why it is unfinished."""
-
     phase: str
     name: str
     phaseDir: str
@@ -460,7 +443,7 @@ class LoopDryRun(TypedDict):
 
 
 def unfinished_reason(p: ProjectPhase) -> str:
-    """Why the project loop counts `p` as unfinished (`machine.project`'s rule), in words."""
+    """Why the project loop counts `p` as unfinished, in words."""
     if p.run_status in ("running", "paused", "halted"):
         return p.why
     if p.dir is None:
@@ -486,10 +469,8 @@ def loop_dry_run_plan(
     spec: LoopSpec = DEFAULT_LOOP,
     host_tool: str | None = None,
 ) -> LoopDryRun:
-    """What `run --all` (or `--through N`) would do, as data: the unfinished phases it would
-    run, in order, each with why it counts as unfinished, the phases already finished, and the
-    first phase's full dry run (`dry_run_plan`). `runs`: `project.latest_runs` of the journal.
-    Nothing runs, nothing is created."""
+    """What `run --all` (or `--through N`) would do, as data: the unfinished phases in order,
+    each with why, and the first one's `dry_run_plan` (`runs`: `project.latest_runs`)."""
     phases = project_phases(loaded.project, runs)
     limit = through_number(phases, through) if through is not None else None
     todo = pending(phases, limit)
@@ -546,5 +527,4 @@ def loop_dry_run(loaded: Loaded, **options: Any) -> str:
 
 
 def _single(options: Mapping[str, Any]) -> dict[str, Any]:
-    """The options of `loop_dry_run` that `dry_run` takes."""
     return {k: v for k, v in options.items() if k in ("flavor", "spec", "host_tool")}

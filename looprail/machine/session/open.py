@@ -1,6 +1,5 @@
-"""Opening the journal run a `looprail run` drives: the unfinished run of the phase resumed
-(verified, its orphans reaped, its role state recovered, its inputs compared) or a new one
-started, and what a resumed run carries over (its last wave, approvals, spending).
+"""Opening the journal run a `looprail run` drives: the phase's unfinished run resumed (verified,
+its orphans reaped, its role state recovered, its inputs compared) or a new one started.
 """
 
 from __future__ import annotations
@@ -33,8 +32,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Session:
-    """What `run_phase` was asked, resolved once, for the parts of a session to share (the
-    journal run it opens, the runner's `RunContext`)."""
+    """What `run_phase` was asked, resolved once, for the parts of a session to share."""
 
     loaded: Loaded
     phase: str  # the phase number as its folder names it
@@ -50,9 +48,8 @@ class Session:
         return self.loaded.project, self.phase
 
     def bridge(
-        self, recorder: Recorder, run_id: str | None, native: NativeInputs | None
+        self, recorder: Recorder, run_id: str | None, native: NativeInputs
     ) -> NativeBridge | None:
-        """The native hooks' bridge into this run (None without native hooks)."""
         return load_bridge(
             self.loaded.project,
             runtime=self.runtime,
@@ -64,7 +61,6 @@ class Session:
         )
 
     def attach(self, recorder: Recorder, run_id: str | None, spent_usd: float) -> NullWorkspace:
-        """Tell the runtime about the run; the workspace its plans work in (`attach_run`)."""
         return attach_run(
             self.loaded, self.runtime, self.progress, recorder, run_id, self.budget_usd, spent_usd
         )
@@ -76,8 +72,7 @@ class Session:
         workspace: NullWorkspace,
         **more: Any,
     ) -> RunContext:
-        """The run's context (`more`: where a resumed run starts, the journal's
-        `on_transition`, the phase cache already read, the options with earlier approvals)."""
+        """The run's context (`more`: the rest of `RunContext`'s fields, `options` included)."""
         more.setdefault("options", self.options)
         return RunContext(
             project=self.loaded.project,
@@ -105,9 +100,7 @@ class OpenedRun:
     state: list[str] | None
     wave: int | None
     changes: list[str]
-    phases: PhaseCache | None = (
-        None  # the PhaseCache a new run read its plans into before it started
-    )
+    phases: PhaseCache | None = None  # a new run's plans, read before it started
 
 
 def open_run(
@@ -120,8 +113,8 @@ def open_run(
     phases: PhaseCache | None = None,
     loop: Mapping[str, object] | None = None,
 ) -> OpenedRun:
-    """Find the run to resume (verified, its orphans reaped, its role state recovered) and
-    resume it, or start a new one; either way journal the digest of the phase's inputs."""
+    """Resume the run to resume, or start a new one; either way journal the digest of the
+    phase's inputs."""
     loaded, phase, phase_dir = session.loaded, session.phase, session.phase_dir
     runtime, progress = session.runtime, session.progress
     previous = None
@@ -161,7 +154,6 @@ def _start(
     phases: PhaseCache | None,
     loop: Mapping[str, object] | None,
 ) -> OpenedRun:
-    """Start a new journal run (`--new`: the unfinished one is abandoned first)."""
     phase, options = session.phase, session.options
     if phases is None:  # before anything is journaled
         phases = read_plans(*session.where)
@@ -200,8 +192,8 @@ def _resume(
     progress: Progress,
     accept_changes: bool,
 ) -> OpenedRun:
-    """Resume `previous` with the inputs as they are now (`digest`): a crashed run whose
-    inputs changed (beyond what its recovery excuses) needs `--accept-changes`."""
+    """Resume `previous`: a crashed run whose inputs changed (beyond what its recovery excuses)
+    needs `--accept-changes`."""
     changes = [c for c in diff_inputs(previous.inputs_digest, digest) if not recovery.excuses(c)]
     crashed = previous.status == "running"
     if changes and crashed and not accept_changes:
@@ -233,8 +225,8 @@ def spent_usd(jr: Journal, run_id: str) -> float:
 
 
 def reap_journaled_processes(jr: Journal, run_id: str, progress: Progress) -> list[int]:
-    """Kill what the run's earlier (killed) process left running: each journaled child and
-    guard whose pid still names the same process (same start time)."""
+    """Kill each journaled child and guard of the run's killed process still running (same
+    pid and start time)."""
     killed: list[int] = []
     for event in jr.events(run_id, kinds=["process"]):
         try:
