@@ -438,7 +438,7 @@ class LoopRunner:
             self.progress.line(
                 f"  wave {wave.number}: {plural(len(pending), 'plan')}, {jobs} at a time"
             )
-            errors = [s.error for s in run_plans() if not s.ok]
+            errors = [s.error for s in run_plans() if s.error is not None]
             # In the block: the pool's threads are joined once the wave is journaled finished.
             if errors:  # the first failure in plan order (siblings ran on), before any pause
                 raise next((e for e in errors if not isinstance(e, CheckpointPause)), errors[0])
