@@ -127,14 +127,7 @@ class Repo:
         """Commit every change in `where` but untracked files that look like secrets: (the
         files committed, the secrets left out, whether there is a commit at all)."""
         status = self.out(
-            [
-                "status",
-                "--porcelain=v2",
-                "-z",
-                "--branch",
-                "--untracked-files=all",
-                "--no-renames",
-            ],
+            ["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all", "--no-renames"],
             cwd=where,
         )
         changed, untracked, head = parse_status(status)

@@ -49,6 +49,7 @@ NativeCount = Callable[[str, int | None], int]
 # (step, role) → the step whose work reads what that role is given at that step's points:
 # execute points may contribute `into: verifier` (host contract), for verify.
 _CARRIED: Mapping[tuple[str, str], str] = {("execute", "verifier"): "verify"}
+_OFF_GRAMMAR = "ref.command fails the grammar ^[a-z][a-z0-9-]*( [a-z][a-z0-9-]*)*$; not run"
 
 
 @dataclass(kw_only=True, eq=False)
@@ -176,14 +177,7 @@ class Dispatcher:
             command = ref["command"]
             label = f"command:{command}"
             if not COMMAND_GRAMMAR.match(command):
-                return self._result(
-                    point,
-                    hook,
-                    "failed",
-                    start,
-                    "ref.command fails the grammar ^[a-z][a-z0-9-]*( [a-z][a-z0-9-]*)*$; not run",
-                    label=label,
-                )
+                return self._result(point, hook, "failed", start, _OFF_GRAMMAR, label=label)
             outcome = run_command(self.runtime, command.split(" "), ctx)
         else:
             return self._result(
@@ -253,11 +247,7 @@ class Dispatcher:
     def _report(self, r: HookResult, wave: int | None) -> None:
         """Say what a hook did (one line) and journal its `hook` event."""
         self._say(r)
-        outcome = {
-            "ok": "ok",
-            "pass": "pass",
-            "block": "blocked" if r.blocking else "advisory",
-        }.get(r.status, r.status)
+        outcome = {"block": "blocked" if r.blocking else "advisory"}.get(r.status, r.status)
         self._record(
             EventRecord(
                 kind="hook",

@@ -236,10 +236,7 @@ def dry_run_plan(
 
 
 def _transitions_plan(
-    spec: LoopSpec,
-    point: Callable[..., PointPlan],
-    waves: WavePlan | None,
-    ph: Phase | None,
+    spec: LoopSpec, point: Callable[..., PointPlan], waves: WavePlan | None, ph: Phase | None
 ) -> list[TransitionPlan]:
     transitions: list[TransitionPlan] = []
     for t in spec.transitions():
@@ -302,11 +299,7 @@ def _point_plan(
             for h in env["activeHooks"]
         ],
         "nativeHooks": [
-            {
-                "ref": h.ref,
-                "description": h.entry.description,
-                "filter": dict(h.entry.filter or {}),
-            }
+            {"ref": h.ref, "description": h.entry.description, "filter": dict(h.entry.filter or {})}
             for h in native.for_event(p)
         ],
         "warnings": list(env.get("warnings", ())),

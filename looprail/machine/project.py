@@ -151,9 +151,7 @@ def no_phase_reason(project: str | os.PathLike[str]) -> str:
 
 
 def _finished(
-    run_id: str | None,
-    run_status: str | None,
-    facts: tuple[bool, bool, bool, bool, str | None],
+    run_id: str | None, run_status: str | None, facts: tuple[bool, bool, bool, bool, str | None]
 ) -> tuple[bool, str]:
     """Whether a phase counts as finished, and why (docs/loop.md, "What is finished")."""
     executed, unverified, removed, checked, verification = facts

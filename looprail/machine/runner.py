@@ -410,10 +410,7 @@ class LoopRunner:
         data: dict[str, object] = {"step": step, "role": role}
         if kind == "role_started":
             data["files"] = phase_snapshot(self.phase.dir)
-        self.recorder.event(
-            EventRecord(kind=kind, outcome=outcome, data=data),
-            state=self.state,
-        )
+        self.recorder.event(EventRecord(kind=kind, outcome=outcome, data=data), state=self.state)
 
     def _run_wave(self) -> None:
         """Run the current wave's plans (on the run's executor, or here on `jobs` threads), merge
@@ -431,8 +428,7 @@ class LoopRunner:
         with ExitStack() as stack:
             run_plans = self._plan_runs(stack, wave.number, pending, done, jobs)
             self.recorder.wave_started(
-                wave.number,
-                [(t.id, p.id) for p in pending for t in p.tasks if not t.is_checkpoint],
+                wave.number, [(t.id, p.id) for p in pending for t in p.tasks if not t.is_checkpoint]
             )
             self.progress.new_stage()
             self.progress.line(

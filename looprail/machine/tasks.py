@@ -19,11 +19,7 @@ from looprail.journal.recorder import EventRecord
 from looprail.layout import summary_file
 from looprail.machine.context import RunContext
 from looprail.plans import Plan, Task
-from looprail.plans.briefing import (
-    executor_plan_sections,
-    executor_task_sections,
-    task_read_first,
-)
+from looprail.plans.briefing import executor_plan_sections, executor_task_sections, task_read_first
 from looprail.plans.readfirst import read_first_entries
 from looprail.plans.taskchecks import checks_of
 from looprail.runtime.base import TaskWork

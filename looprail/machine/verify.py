@@ -99,11 +99,7 @@ def run_check(
     shown_log: str | None = None,
 ) -> CheckRun:
     done = run_bounded(
-        shell_argv(command, env),
-        timeout_s=timeout_s,
-        cwd=cwd,
-        env=env,
-        output_cap=CHECK_OUTPUT_CAP,
+        shell_argv(command, env), timeout_s=timeout_s, cwd=cwd, env=env, output_cap=CHECK_OUTPUT_CAP
     )
     output = done.stdout + (("\n" + done.stderr) if done.stderr else "")
     if done.timed_out or done.spawn_error:
@@ -132,12 +128,6 @@ def _write_log(path: Path, command: str, output: str, reason: str) -> None:
         path.write_text(f"$ {command}\n{output}\n--- {reason}\n", encoding="utf-8")
     except OSError:  # no room for logs: the verdict still stands
         pass
-
-
-def check_log(project: Path, run_id: str, key: str, attempt: int, index: int) -> Path:
-    return looprail_path(project, LOGS_DIR, run_id, "checks") / (
-        f"{slug(key.replace('/', '-'))}-a{attempt}-{index}.log"
-    )
 
 
 def tree_id(cwd: Path, env: Mapping[str, str] | None = None) -> str | None:
@@ -287,8 +277,10 @@ class Checks:
         return runs
 
     def _log(self, key: str, attempt: int, index: int) -> Path | None:
+        """Where one check's output is filed: `.looprail/logs/<run>/checks/<task>-a<N>-<i>.log`."""
+        name = f"{slug(key.replace('/', '-'))}-a{attempt}-{index}.log"
         try:
-            return check_log(self.project, self.recorder.run_id, key, attempt, index)
+            return looprail_path(self.project, LOGS_DIR, self.recorder.run_id, "checks") / name
         except LooprailError:  # `.looprail/logs` linked out of the project: no log
             return None
 

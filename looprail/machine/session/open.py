@@ -66,11 +66,7 @@ class Session:
         )
 
     def context(
-        self,
-        recorder: Recorder,
-        native: NativeBridge | None,
-        workspace: NullWorkspace,
-        **more: Any,
+        self, recorder: Recorder, native: NativeBridge | None, workspace: NullWorkspace, **more: Any
     ) -> RunContext:
         """The run's context (`more`: the rest of `RunContext`'s fields, `options` included)."""
         more.setdefault("options", self.options)

@@ -141,7 +141,10 @@ def _run_journaled(
                 result = _run_with_signals(runner, recorder, jr, opened.run_id)
                 if result.status == "shipped":  # ended: no secret of it is needed any more
                     drop_run_secrets(session.loaded.project, opened.run_id)
-                return _close_run(jr, recorder, opened, result)
+                recorder.flush()
+                jr.finish_run(opened.run_id, result.status, result.reason)
+                resumed = opened.previous is not None
+                return SessionResult(result, opened.run_id, resumed, opened.changes)
             finally:
                 # The recorder's writer never outlives the journal (after an unexpected error
                 # what it still holds is lost, as in a crash).
@@ -250,16 +253,6 @@ def _run_with_signals(
         recorder.flush()
         jr.finish_run(run_id, "halted", f"interrupted ({signal_label(exc)})")
         raise
-
-
-def _close_run(
-    jr: Journal, recorder: JournalRecorder, opened: OpenedRun, result: RunResult
-) -> SessionResult:
-    recorder.flush()
-    jr.finish_run(opened.run_id, result.status, result.reason)
-    return SessionResult(
-        result, opened.run_id, resumed=opened.previous is not None, changes=opened.changes
-    )
 
 
 def _stat_signature(paths: Sequence[Path]) -> list[tuple[str, int, int]]:
