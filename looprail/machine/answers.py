@@ -2,8 +2,7 @@
 the dashboard: `pending_checkpoints(project)` and `submit_answer(...)`, on the project's latest
 unfinished run. A checkpoint is pending while the last `checkpoint` or `answer` event of its
 task is the `checkpoint` one. A secret is never journaled ("answer withheld"): it waits in a
-0600 file outside the project (`secret_path`) until the run hands it over and removes it.
-"""
+0600 file outside the project (`secret_path`) until the run hands it over and removes it."""
 
 from __future__ import annotations
 

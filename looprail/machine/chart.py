@@ -1,8 +1,7 @@
 """Compile a `LoopSpec` into python-statemachine `StateChart` classes: the loop chart (`idle →
 discuss → plan → execute{wave_ready ⇄ wave_running → waves_done} → verify → ship → shipped`,
 every transition guarded by `hooks_allow` plus the spec's plan-fact guards) and the task chart,
-one per plan. In both a wrong-phase event raises and an action's exception reaches the caller.
-"""
+one per plan. In both a wrong-phase event raises and an action's exception reaches the caller."""
 
 from __future__ import annotations
 

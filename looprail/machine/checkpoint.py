@@ -1,8 +1,7 @@
 """The checkpoint step of a plan: where the run meets a person (docs/loop.md, "Checkpoints":
 where an answer comes from, in order, and what it does). Every answer reaches every later
 executor request of the plan (`with_answers`) and its SUMMARY (`summary_lines`); a secret only
-the plan's next executor call, in `$LOOPRAIL_CHECKPOINT_ANSWER` (`secret_env`).
-"""
+the plan's next executor call, in `$LOOPRAIL_CHECKPOINT_ANSWER` (`secret_env`)."""
 
 from __future__ import annotations
 
@@ -76,11 +75,9 @@ def pass_checkpoint(
             _ask(runner, cp, wave, again=True)
             continue
         if got.meaning.kind == "secret":
-            value = (
-                got.text
-                if not got.journaled
-                else take_secret(runner.project, runner.recorder.run_id, task.id)
-            )
+            value: str | None = got.text
+            if got.journaled:  # from `looprail answer`: it waits in its file
+                value = take_secret(runner.project, runner.recorder.run_id, task.id)
             if value is None:  # its file is gone (removed by hand): ask again
                 _ask(runner, cp, wave, again=True)
                 continue
@@ -105,7 +102,7 @@ def blocked_checkpoint(plan: Plan, task: Task, reason: str, words: str) -> Check
     )
 
 
-def blocked_pending(runner: CheckpointRun, plan: Plan, task: Task) -> Checkpoint | None:
+def blocked_pending(runner: CheckpointRun, task: Task) -> Checkpoint | None:
     """The BLOCKED checkpoint `task` still waits on (a run resumed before it was answered)."""
     last = latest(runner.recorder.kinds("checkpoint", "answer"), task.id)
     if last is None or last.kind != "checkpoint" or task.is_checkpoint:

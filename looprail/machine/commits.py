@@ -18,12 +18,6 @@ from looprail.runtime.git import git as run_git
 from looprail.runtime.process import ProcessResult
 
 
-def state_patterns(prefix: str = "") -> tuple[str, ...]:
-    """looprail's own state as `info/exclude` patterns anchored at the project folder
-    (`prefix`: where it sits in the repository)."""
-    return tuple(f"/{prefix}{LOOPRAIL_DIR}/{pattern}" for pattern in _STATE)
-
-
 def exclude_state(project: Path) -> None:
     """looprail's run state in the `info/exclude` of the repository `project` is in, so that no
     commit (GSD's `commit_docs` too) takes it. Every run does this before it writes."""
@@ -169,7 +163,9 @@ class Repo:
             if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
                 raise HaltError(f"{info / 'exclude'}: not a regular file")
             text = fh.read().decode("utf-8", errors="replace")
-            missing = [p for p in state_patterns(self.prefix) if p not in text.splitlines()]
+            # anchored at the project folder (`prefix`: where it sits in the repository)
+            patterns = [f"/{self.prefix}{LOOPRAIL_DIR}/{p}" for p in _STATE]
+            missing = [p for p in patterns if p not in text.splitlines()]
             if missing:
                 lead = "\n" if text and not text.endswith("\n") else ""
                 block = "".join(f"{p}\n" for p in ["# looprail state", *missing])

@@ -1,6 +1,5 @@
 """What one run of the loop is given (`RunContext`, built once and frozen: the runner never
-patches it), what it gives back (`RunResult`), and what its helpers may ask of the runner.
-"""
+patches it), what it gives back (`RunResult`), and what its helpers may ask of the runner."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Dispatch every active hook of a point (`hooks.resolve.resolve`) through a Runtime, whatever
-its kind (docs/contract.md, "Dispatch"): the reference's worst bugs were hooks of one shape
-silently never run. Nothing here decides whether a transition happens: the results go to the
-guards.
-"""
+"""Dispatch every active hook of a point through a Runtime, whatever its kind (docs/contract.md,
+"Dispatch"): the reference's worst bugs were hooks of one shape silently never run. The results
+go to the guards."""
 
 from __future__ import annotations
 

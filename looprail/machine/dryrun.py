@@ -50,8 +50,6 @@ class HookPlan(TypedDict, total=False):
 
 
 class NativePlan(TypedDict):
-    """One native hook of a point."""
-
     ref: str
     description: str
     filter: dict[str, object]
@@ -79,8 +77,6 @@ class TaskPlan(TypedDict):
 
 
 class WaveDoc(TypedDict):
-    """One wave: its plans, whether it is still to run, its mode and its tasks."""
-
     number: int
     planIds: list[str]
     pending: bool

@@ -1,7 +1,5 @@
 """Guards: pure functions of what the hooks of a transition attempt produced (the dispatcher
-runs the gate checks, which have effects, once per attempt) and of plan facts: plain data in,
-bool out.
-"""
+runs the gate checks once per attempt) and of plan facts: plain data in, bool out."""
 
 from __future__ import annotations
 

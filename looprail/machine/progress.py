@@ -1,8 +1,6 @@
-"""Progress for people: what is dispatched, verdicts, durations. Plain lines, every one kept,
-when the output is not a terminal (or under `NO_COLOR`, `TERM=dumb`); on a terminal the same
-lines scroll above a live area drawn by rich (where the loop is, each running task, elapsed
-times), and the spawning banner is shown once per wave, not once per task.
-"""
+"""Progress for people: plain lines when the output is not a terminal (or under `NO_COLOR`,
+`TERM=dumb`); on a terminal the same lines scroll above a live area drawn by rich (where the
+loop is, each running task, elapsed times), the spawning banner once per wave."""
 
 from __future__ import annotations
 
@@ -32,13 +30,6 @@ class _Trusted:
 
     def __getattr__(self, name: str) -> Any:  # flush, isatty, fileno, encoding…
         return getattr(self._stream, name)
-
-
-def _console_file(stream: Any) -> IO[str]:
-    # A cast, not a TextIOBase subclass: TextIOBase's own encoding/fileno/close would shadow
-    # the delegation above (rich reads `encoding` from its file) and its __del__ would close
-    # the wrapper. rich only writes, flushes and asks isatty/fileno/encoding, all delegated.
-    return cast(IO[str], _Trusted(stream))
 
 
 # Line prefixes (after indentation) and their colour on a terminal.
@@ -144,9 +135,12 @@ class Progress:
 
     def _rich_console(self) -> Console:
         if self._console is None:
-            self._console = Console(
-                file=_console_file(self.stream), highlight=False, force_terminal=True
-            )
+            # A cast, not a TextIOBase subclass: TextIOBase's own encoding/fileno/close would
+            # shadow `_Trusted`'s delegation (rich reads `encoding` from its file) and its
+            # __del__ would close the wrapper. rich only writes, flushes and asks
+            # isatty/fileno/encoding, all delegated.
+            file = cast(IO[str], _Trusted(self.stream))
+            self._console = Console(file=file, highlight=False, force_terminal=True)
         return self._console
 
     def _ensure_live(self) -> Live:

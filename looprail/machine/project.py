@@ -1,7 +1,6 @@
 """A project's phases in ROADMAP order and which are finished (docs/loop.md, "The project loop,
 phase after phase": which phases, in which order, and what is finished): what `looprail status`,
-GSD tracking and the project loop (`machine.project_loop`) read the project with.
-"""
+GSD tracking and the project loop (`machine.project_loop`) read the project with."""
 
 from __future__ import annotations
 

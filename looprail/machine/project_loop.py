@@ -1,8 +1,5 @@
 """The project loop: a project's unfinished phases run one after another (`looprail run`
-without `--phase`, `--through N`, `--all`; docs/loop.md, "The project loop"), each through a
-callback (`run_phase` with the invocation's options): above a phase's run, as `machine.project`
-is below it.
-"""
+without `--phase`, `--through N`, `--all`; docs/loop.md, "The project loop")."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """The runner: drives the compiled loop chart (`machine/chart.py`) for one phase of one project.
-
 At each step it does the work of the state the loop is in, then attempts the event the chart
-names: the plan-fact guards first (refused before any effect), then the points' hooks, then
-`send`, where the chart's guards decide. A refusal leaves the state unchanged and halts the run
-naming the gate or the guard.
-"""
+names: the plan-fact guards first, then the points' hooks, then `send`, where the chart's guards
+decide; a refusal leaves the state unchanged and halts the run naming the gate or the guard."""
 
 from __future__ import annotations
 
@@ -284,7 +281,8 @@ class LoopRunner:
         points = self.machine.crossing(event)[0].points
         if self.ctx.spec.wave_pre in points:
             self.wave = next((w.number for w in self.waves().waves if w.pending), None)
-        return self.wave if set(points) & set(self.ctx.spec.wave_points()) else None
+        spec = self.ctx.spec
+        return self.wave if {spec.wave_pre, spec.wave_post} & set(points) else None
 
     def waves(self) -> WavePlan:
         if self._waves_of is None or self._waves_of[0] is not self.phase:
@@ -705,7 +703,7 @@ class LoopRunner:
         on `BLOCKED: <reason>` (a human-action checkpoint); a call that is no task of the plan
         (a fix-up, the must_haves) fails on BLOCKED instead."""
         task = next((t for t in plan.tasks if t.id == key), None)
-        waiting = blocked_pending(self, plan, task) if task is not None else None
+        waiting = blocked_pending(self, task) if task is not None else None
         if task is not None and waiting is not None:
             pass_blocked(self, plan, task, waiting, wave)
             work = with_answers(self, plan, work)

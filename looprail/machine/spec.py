@@ -1,7 +1,6 @@
 """The loop as data: the steps, the role that does each step's work, the artifact that shows it
 done, and the points every transition crosses. The chart (`chart.compile_loop`), the diagrams,
-`--dry-run` and the runner all read the same spec, so the picture is the machine.
-"""
+`--dry-run` and the runner all read the same spec, so the picture is the machine."""
 
 from __future__ import annotations
 
@@ -84,9 +83,6 @@ class LoopSpec(BaseModel):
         its `:pre`; the looped step's waves are bracketed by the wave points. Built once per
         spec, unvalidated (a validator would cost every run milliseconds for nothing)."""
         return list(_transitions(self))
-
-    def wave_points(self) -> tuple[str, str]:
-        return (self.wave_pre, self.wave_post)
 
 
 @cache

@@ -1,7 +1,5 @@
-"""The pieces of the one task protocol that need nothing of the runner but the run's context:
-what a task's body is handed (`task_work`), what the `TaskChart`'s `begin_task` runs, and the
-SUMMARY.md that marks a plan done.
-"""
+"""The pieces of the one task protocol that need only the run's context: what a task's body is
+handed, what the `TaskChart`'s `begin_task` runs, the SUMMARY.md that marks a plan done."""
 
 from __future__ import annotations
 

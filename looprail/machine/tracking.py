@@ -1,8 +1,7 @@
 """Keep GSD's own tracking files up to date during a run (docs/loop.md, "GSD's tracking files"):
 by the host tool, else here with `looprail/tracking.py`'s edits (pure text → text), each file
 read bounded, inside the project, and replaced atomically. Tracking never stops a run: a file
-that cannot be read or written is one warning.
-"""
+that cannot be read or written is one warning."""
 
 from __future__ import annotations
 

@@ -146,10 +146,6 @@ def tree_id(cwd: Path, env: Mapping[str, str] | None = None) -> str | None:
         os.unlink(index)
 
 
-def failure_text(runs: Sequence[CheckRun]) -> str:
-    return "; ".join(f"`{r.command}`: {r.reason}" for r in runs if not r.passed)
-
-
 def fingerprint(runs: Sequence[CheckRun]) -> str:
     joined = "\0\0".join(r.signature() for r in runs if not r.passed)
     return hashlib.sha256(joined.encode()).hexdigest()
@@ -225,7 +221,8 @@ class VerifiedCall:
         if all(r.passed for r in runs):
             return outcome
         failed += runs
-        return Outcome.failed(f"check failed: {failure_text(runs)}", duration_s=outcome.duration_s)
+        why = "; ".join(f"`{r.command}`: {r.reason}" for r in runs if not r.passed)
+        return Outcome.failed(f"check failed: {why}", duration_s=outcome.duration_s)
 
     def _budget(self, runs: list[CheckRun], rounds: int) -> None:
         if rounds > self.retries:

@@ -1,7 +1,6 @@
 """Where each plan of a wave works: its own `git worktree` on a branch from the main tree's HEAD,
 merged back in plan order after the wave (docs/agents.md, "Parallel plans work in git
-worktrees"). `NullWorkspace` is the seam's no-op: every plan in the main tree.
-"""
+worktrees"). `NullWorkspace` is the seam's no-op: every plan in the main tree."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Which Dask cluster a run's waves go to (`parse_executor`), and how it is reached safely
-(`local_security`, `check_remote_security`); importable without `distributed`.
-"""
+(`local_security`, `check_remote_security`); importable without `distributed`."""
 
 from __future__ import annotations
 

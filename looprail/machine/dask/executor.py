@@ -1,8 +1,7 @@
 """Waves on a Dask cluster (`--executor dask://HOST:PORT`, `dask://tls://…`, `dask-local:N`):
 each plan runs through the runner's one task protocol on a thread here, only its executor
 calls on one Dask worker (docs/scale.md, "Waves on a Dask cluster"; docs/security.md, "The
-Dask executor"). `dask[distributed]` is the optional extra `looprail[dask]`.
-"""
+Dask executor"). `dask[distributed]` is the optional extra `looprail[dask]`."""
 
 from __future__ import annotations
 
@@ -294,7 +293,7 @@ class _PlanRun:
         plan = self.plan
         return any(
             t.index >= work.index
-            and _short(t.id) != work.task_id
+            and t.id.rsplit("/", 1)[-1] != work.task_id
             and t.id not in self.done
             and may_call(plan, t)
             for t in plan.tasks
@@ -368,7 +367,3 @@ class _PlanRun:
                 self.future.result(timeout=_END_WAIT_S)
         for n in range(1, self.step):
             self._drop_step(n)
-
-
-def _short(task_id: str) -> str:
-    return task_id.rsplit("/", 1)[-1]  # what TaskWork.task_id holds

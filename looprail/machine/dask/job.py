@@ -1,7 +1,5 @@
-"""What the Dask executor's two sides share: the job a worker is handed for one plan, the names
-its messages travel under, and how a worker's change is merged (neither `distributed` nor the
-runner needed).
-"""
+"""What the Dask executor's two sides share (neither `distributed` nor the runner needed): a
+plan's job, the names its messages travel under, how a worker's change is merged."""
 
 from __future__ import annotations
 

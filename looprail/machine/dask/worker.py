@@ -1,7 +1,6 @@
 """The worker side of the Dask executor, kept cheap per plan (docs/scale.md, "Waves on a Dask
 cluster"): pooled project copies synced by stat, changes found by stat, reports on the plan's
-topic, which a rerun of the plan (its worker was lost) reads back to skip the finished tasks.
-"""
+topic, which a rerun of the plan (its worker was lost) reads back to skip the finished tasks."""
 
 from __future__ import annotations
 
@@ -72,7 +71,10 @@ class CopyPool(WorkerPlugin):
         self._count = 0
         self.root, self._owner_fd = _claim_folder()
         remove_orphaned_folders()
-        warm_up()
+        # the models' validators a plan needs, built once per worker
+        DispatchContext.model_rebuild()
+        TaskWork.model_rebuild()
+        Timeouts.model_rebuild()
 
     def teardown(self, worker: Worker) -> None:
         if self.root is not None:
@@ -312,13 +314,6 @@ def _text(data: bytes) -> list[str]:
 
 def _tail(text: str, lines: int = 5) -> list[str]:
     return [line for line in (text or "").splitlines()[-lines:] if line.strip()]
-
-
-def warm_up() -> None:
-    """Build the models' validators a plan needs (once per worker)."""
-    DispatchContext.model_rebuild()
-    TaskWork.model_rebuild()
-    Timeouts.model_rebuild()
 
 
 def earlier_attempts(

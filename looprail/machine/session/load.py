@@ -1,7 +1,6 @@
 """What a run is given before it starts: the project and its capabilities, the checks of what
 it reads up front, its runtime and where its plans work. Bad input here refuses the run
-(`RefusedToStart`, exit 1) with nothing journaled.
-"""
+(`RefusedToStart`, exit 1) with nothing journaled."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Opening the journal run a `looprail run` drives: the phase's unfinished run resumed (verified,
-its orphans reaped, its role state recovered, its inputs compared) or a new one started.
-"""
+its orphans reaped, its role state recovered, its inputs compared) or a new one started."""
 
 from __future__ import annotations
 
@@ -203,7 +202,9 @@ def _resume(
     if was and was != now:
         progress.warn(f"run {previous.id} was started with agent {was}; resuming with {now}")
     run = jr.resume_run(previous.id, inputs_digest=digest)
-    state, wave = run.state, _last_wave(jr, run.id)
+    starts = jr.events(run.id, kinds=["transition"])
+    waves = [e.wave for e in starts if e.data.get("event") == "start_wave" and e.wave is not None]
+    state, wave = run.state, (waves[-1] if waves else None)
     progress.line(
         f"resuming run {run.id} (was {previous.status}) at {'/'.join(state) or 'idle'}"
         + (f"; inputs changed: {changes_text(changes)}" if changes else "")
@@ -236,15 +237,6 @@ def reap_journaled_processes(jr: Journal, run_id: str, progress: Progress) -> li
             + ", ".join(str(p) for p in killed)
         )
     return killed
-
-
-def _last_wave(jr: Journal, run_id: str) -> int | None:
-    waves = [
-        e.wave
-        for e in jr.events(run_id, kinds=["transition"])
-        if e.data.get("event") == "start_wave" and e.wave is not None
-    ]
-    return waves[-1] if waves else None
 
 
 def approved_checkpoints(jr: Journal, run_id: str) -> frozenset[str]:

@@ -1,6 +1,5 @@
 """Running a phase end to end (`looprail run` / `resume`, the pytest plugin): take the project's
-run lock, open (or resume) the journal run, drive the `LoopRunner`, close the run.
-"""
+run lock, open (or resume) the journal run, drive the `LoopRunner`, close the run."""
 
 from __future__ import annotations
 

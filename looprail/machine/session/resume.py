@@ -1,8 +1,5 @@
-"""What a resumed run takes back from its journal before it goes on: the role context its
-contributions delivered (`replay_role_context`), and a role killed mid-work, whose step is done
-again, the files it added meanwhile moved aside to `.looprail/partial/<run>/` (docs/journal.md,
-"Crashes and resume").
-"""
+"""What a resumed run takes back from its journal: its role context, and a role killed mid-work
+(its step done again, its partial output moved aside); docs/journal.md, "Crashes and resume"."""
 
 from __future__ import annotations
 
