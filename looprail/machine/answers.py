@@ -90,8 +90,7 @@ def latest(events: Iterable[EventRecord], task_id: str) -> EventRecord | None:
 
 
 def pending_checkpoints(project: Path) -> list[Checkpoint]:
-    """The checkpoints the project's latest unfinished run waits on, in the order it reached
-    them (none without a journal or such a run)."""
+    """The checkpoints the project's latest unfinished run waits on, in the order it asked."""
     try:
         jr = Journal.open_readonly(project)
     except NoJournalError:
@@ -146,10 +145,8 @@ def submit_answer(project: Path, task_id: str, text: str, *, source: str) -> Ans
                 f"run: looprail run --answer {shlex.quote(task_id)}=TEXT"
             )
         events = jr.events(run.id, kinds=["checkpoint", "answer", "task_finished"])
-        if any(
-            e.kind == "task_finished" and e.task_id == task_id and e.outcome == "approved"
-            for e in events
-        ):
+        done = {e.task_id for e in events if e.kind == "task_finished" and e.outcome == "approved"}
+        if task_id in done:
             raise AnswerRefused(f"checkpoint {task_id} of run {run.id} has already passed")
         asked = [c for c in pending_in(events) if c.task_id == task_id]
         cp = asked[0] if asked else checkpoint_in_phase(project, run.phase, task_id)

@@ -61,8 +61,7 @@ class LoopChart(StateChart):
         return next((e for e in events if e in enabled), events[0])
 
     def refused_guard(self, event: str) -> str | None:
-        """The first plan-fact guard of `event`'s first transition that refused at the last
-        look."""
+        """The plan-fact guard of `event`'s first transition that refused at the last look."""
         for t in self.crossing(event)[:1]:
             for name in t.guards:
                 if self._loop_verdicts.get(name) is False and name in G.GUARDS:
@@ -145,8 +144,7 @@ def compile_loop(spec: LoopSpec = DEFAULT_LOOP) -> type[LoopChart]:
 
 
 def restored(chart_class: type[LoopChart], state: Sequence[str]) -> LoopChart:
-    """A chart in a journaled configuration (`state`, outermost first), put back without
-    running enter callbacks."""
+    """A chart put back in a journaled configuration (outermost first), no enter callbacks."""
     machine = chart_class()
     values = [s for s in state if s]
     if not values:

@@ -59,8 +59,7 @@ class _Got:
 def pass_checkpoint(
     runner: CheckpointRun, plan: Plan, task: Task, wave: int, execute: ExecuteTask
 ) -> None:
-    """Get checkpoint `task` of `plan` answered, or raise `CheckpointPause` (no terminal) or
-    `HaltError` (rounds used up, a fix-up failed)."""
+    """Get checkpoint `task` of `plan` answered, or raise `CheckpointPause` or `HaltError`."""
     cp = checkpoint_of(plan, task)
     st = runner.checkpoints
     if task.id in runner.options.approved_earlier and _approved_earlier(runner, plan, task):
@@ -111,8 +110,7 @@ def blocked_pending(runner: CheckpointRun, task: Task) -> Checkpoint | None:
 
 
 def pass_blocked(runner: CheckpointRun, plan: Plan, task: Task, cp: Checkpoint, wave: int) -> None:
-    """Get the BLOCKED checkpoint `cp` of `task` answered as a human-action is, or raise
-    `CheckpointPause`; `with_answers` hands the answer to the task's next executor call."""
+    """Get the BLOCKED checkpoint `cp` of `task` answered, as a human-action is."""
     got = _answer(runner, plan, task, cp, wave, render(cp))
     runner.progress.line(f"  ✓ {task.id} unblocked ({got.source}): called again with the answer")
 
@@ -195,8 +193,7 @@ def _given(runner: CheckpointRun, cp: Checkpoint) -> _Got | None:
 
 
 def _approve(cp: Checkpoint, source: str) -> _Got:
-    """`--approve`/`--autonomous`: "approved"; a decision takes its first option (the
-    reference's auto-mode)."""
+    """`--approve`/`--autonomous`: "approved", or a decision's first option (auto-mode)."""
     if cp.kind == "decision" and cp.options:
         first = cp.options[0].id
         return _Got(
@@ -288,8 +285,8 @@ def _fixup(
 
 
 def may_call(plan: Plan, task: Task) -> bool:
-    """Whether reaching `task` of `plan` may make an executor call: any task but a checkpoint
-    that cannot be answered with issues (a fix-up); what the Dask executor's `more` asks."""
+    """Whether reaching `task` may make an executor call: any task but a checkpoint that cannot
+    be answered with issues (a fix-up)."""
     return not task.is_checkpoint or takes_issues(checkpoint_of(plan, task))
 
 
@@ -316,8 +313,7 @@ def _answers_text(answers: list[EventRecord]) -> str:
 
 
 def with_answers(runner: CheckpointRun, plan: Plan, work: TaskWork) -> TaskWork:
-    """`work` with the plan's checkpoint answers so far in its plan sections (unchanged for a
-    plan without checkpoints or BLOCKED tasks, or none answered yet)."""
+    """`work` with the plan's checkpoint answers so far in its plan sections."""
     answers = plan_answers(runner, plan.id)
     if not answers:
         return work

@@ -57,9 +57,8 @@ def has_identity(cwd: Path) -> bool:
         return _has_identity[key]
 
 
-# Untracked files with these names (or endings) are never committed by looprail on its own:
-# they are where credentials usually live, and a commit would copy them into every worktree
-# and into history. Matched on the file's name, in any folder.
+# Untracked files with these names (or endings), in any folder, are never committed by looprail
+# on its own: credentials usually live there, and a commit copies them into history.
 SECRET_NAMES = (".env", ".envrc", ".netrc", ".npmrc", ".pypirc", ".pgpass", "credentials")
 SECRET_PREFIXES = (".env.", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")
 SAMPLE_SUFFIXES = (".example", ".sample", ".template", ".dist")

@@ -34,8 +34,7 @@ ExecuteTask = Callable[["TaskWork", "DispatchContext"], "Outcome"]
 
 @dataclass
 class CheckpointState:
-    """What a runner keeps in memory about checkpoints (`LoopRunner.checkpoints`): never
-    journaled."""
+    """What a runner keeps in memory about checkpoints (never journaled)."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     used_flags: set[str] = field(default_factory=set)  # --answer values already taken
@@ -92,8 +91,7 @@ class WaveExecutor(Protocol):
     ) -> list[Settled[None]]: ...
 
     def secret_refusal(self) -> str | None:
-        """Why a secret checkpoint answer must not be sent where a task's body runs (None: it
-        may)."""
+        """Why a secret checkpoint answer must not go where a task's body runs (None: it may)."""
         ...
 
 
@@ -107,12 +105,9 @@ class RunOptions:
     approved_earlier: frozenset[str] = frozenset()  # checkpoints approved before a resume
     answers: tuple[tuple[str, str], ...] = ()  # `--answer TASK=TEXT` (machine/checkpoint.py)
     checkpoint_rounds: int | None = None  # fix-up rounds; None: looprail.checkpoint_rounds
-    # The discuss step is a conversation on the user's terminal (`run --interactive`); None:
-    # `looprail.interactive` in the config decides (machine/session/phase.py).
-    interactive: bool | None = None
+    interactive: bool | None = None  # `run --interactive`; None: looprail.interactive decides
     executor: WaveExecutor | None = None  # None: threads here, `jobs` at a time
-    # `--accept-changes HOOK`: hooks a resume may drop (machine/started_with.py)
-    accepted_changes: frozenset[str] = frozenset()
+    accepted_changes: frozenset[str] = frozenset()  # `--accept-changes`: hooks a resume may drop
 
 
 @dataclass
@@ -126,8 +121,7 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)
     waves_run: int = 0
     hooks_dispatched: int = 0
-    # Tasks that ran with no automated check (docs/loop.md, "Verification"), in run order.
-    unverified: list[str] = field(default_factory=list)
+    unverified: list[str] = field(default_factory=list)  # tasks no check checked, in run order
 
     @property
     def exit_code(self) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,8 +103,7 @@ class Dispatcher:
         return resolve(self.compiled, self.config, point)
 
     def dispatch(self, point: str, *, wave: int | None = None) -> list[HookResult]:
-        """Dispatch one point, up to the first result that refuses the transition (a refused
-        transition must not have later hooks' effects)."""
+        """Dispatch one point, up to the first result that refuses (no later hook's effects)."""
         envelope = self.envelope(point)
         hooks = envelope.get("activeHooks") or []
         where = f" (wave {wave})" if wave is not None else ""
@@ -145,14 +145,9 @@ class Dispatcher:
                 )
             self.contribute(role, text, ctx)
             # Journaled so that a resumed run hands the same fragments to later role work.
+            data = {"into": role, "text": text}
             self._record(
-                EventRecord(
-                    kind="contribution",
-                    point=point,
-                    wave=wave,
-                    cap_id=cap_id,
-                    data={"into": role, "text": text},
-                )
+                EventRecord(kind="contribution", point=point, wave=wave, cap_id=cap_id, data=data)
             )
             return self._result(point, hook, "ok", start, f"into {role}", label=f"→ {role}")
         if kind == "step":
@@ -316,9 +311,7 @@ def shown_details(message: str, details: Mapping[str, Any] | None) -> dict[str, 
 
 def _count(hooks: Sequence[Mapping[str, Any]], natives: int = 0) -> str:
     """`1 step, 2 gates, 1 native hook`, or `no active hooks` when nothing will run."""
-    by_kind: dict[str, int] = {}
-    for h in hooks:
-        by_kind[h.get("kind", "?")] = by_kind.get(h.get("kind", "?"), 0) + 1
+    by_kind = Counter(h.get("kind", "?") for h in hooks)
     if natives:
         by_kind["native hook"] = natives
     if not by_kind:

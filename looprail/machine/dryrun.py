@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -121,20 +122,23 @@ class DryRunPlan(TypedDict):
     ran: bool
 
 
-def _hook_plan(
-    hook: Hook,
-    flavor: str,
-    phase: str,
-    host_tool: str | None,
-    point: str = "",
-    project: Path | None = None,
-    phase_dir: Path | None = None,
-) -> HookPlan:
-    kind, cap = hook["kind"], hook["capId"]
+@dataclass(frozen=True)
+class _Where:
+    """The phase a dry run is of, and how it would be run."""
+
+    project: Path
+    phase: str
+    phase_dir: Path
+    flavor: str
+    host_tool: str | None
+
+
+def _hook_plan(hook: Hook, point: str, at: _Where) -> HookPlan:
+    kind, cap, host_tool = hook["kind"], hook["capId"], at.host_tool
     if kind == "step":
         ref = hook.get("ref") or {}
         if ref.get("skill"):
-            what = f"skill {flavor}-{ref['skill']}"
+            what = f"skill {at.flavor}-{ref['skill']}"
         elif ref.get("agent"):
             what = f"agent {ref['agent']}"
         elif not isinstance(ref.get("command"), str) or not COMMAND_GRAMMAR.match(ref["command"]):
@@ -142,7 +146,7 @@ def _hook_plan(
             what = f"command {ref.get('command')!r} fails the grammar: never run"
         else:
             tool = f"{host_tool} " if host_tool else ""
-            what = f"command {tool}{ref['command']} --phase {phase} --raw"
+            what = f"command {tool}{ref['command']} --phase {at.phase} --raw"
         return {"capId": cap, "kind": kind, "runs": what, "onError": hook.get("onError") or "skip"}
     if kind == "contribution":
         text = (hook.get("fragment") or {}).get("inline", "")
@@ -151,9 +155,7 @@ def _hook_plan(
     return {
         "capId": cap,
         "kind": kind,
-        "runs": _gate_call(
-            hook.get("check") or {}, cap, point, phase, project, phase_dir, host_tool
-        ),
+        "runs": _gate_call(hook.get("check") or {}, cap, point, at),
         "blocking": bool(hook.get("blocking")),
         "onError": hook.get("onError") or "skip",
     }
@@ -169,27 +171,17 @@ def _hook_line(h: HookPlan) -> str:
     return f"    gate          {h['runs']}; {block}, onError {h['onError']}  ({cap})"
 
 
-def _gate_call(
-    check: Mapping[str, Any],
-    cap: str,
-    point: str,
-    phase: str,
-    project: Path | None,
-    phase_dir: Path | None,
-    host_tool: str | None,
-) -> str:
+def _gate_call(check: Mapping[str, Any], cap: str, point: str, at: _Where) -> str:
     """What the gate will run, as the dispatcher will run it."""
-    project = project if project is not None else Path(".")
+    host_tool = at.host_tool
     if (point, cap) in C.LEDGER_GATES:
         return f"ledger {C.LEDGER_PATH}" + (f" ({host_tool} windows status)" if host_tool else "")
     if "query" in check:
         query = check["query"]
         if not C.validate_query(query):
             return f"query {query!r} fails the grammar: never run"
-        args = " ".join(
-            json.dumps(a) if " " in a else a
-            for a in argument_values(query_args(point), project, phase, phase_dir, "<req ids>")
-        )
+        values = argument_values(query_args(point), at.project, at.phase, at.phase_dir, "<req ids>")
+        args = " ".join(json.dumps(a) if " " in a else a for a in values)
         words = query.split(" ")
         if host_tool:
             return f"query: {host_tool} check {query} {args} --raw"
@@ -213,9 +205,10 @@ def dry_run_plan(
     number, phase_dir, ph = _the_phase(loaded.project, phase)
     waves = compute_waves(ph.plans, root=loaded.project) if ph is not None and ph.plans else None
     native = load_native_hooks(loaded.project, trusted=is_trusted)
+    at = _Where(loaded.project, number, phase_dir, flavor, host_tool)
 
     def point(p: str, each: str | None = None) -> PointPlan:
-        return _point_plan(loaded, number, phase_dir, native, (flavor, host_tool), p, each)
+        return _point_plan(loaded, native, at, p, each)
 
     return {
         "dryRun": True,
@@ -276,24 +269,13 @@ def _the_phase(project: Path, phase: str) -> tuple[str, Path, Phase | None]:
 
 
 def _point_plan(
-    loaded: Loaded,
-    number: str,
-    phase_dir: Path,
-    native: NativeHookSet,
-    how: tuple[str, str | None],
-    p: str,
-    each: str | None,
+    loaded: Loaded, native: NativeHookSet, at: _Where, p: str, each: str | None
 ) -> PointPlan:
-    """One point as the dry run shows it (`how`: the flavor and the host tool)."""
-    flavor, host_tool = how
     env = resolve(loaded.compiled, loaded.config, p)
     return {
         "point": p,
         "each": each,
-        "hooks": [
-            _hook_plan(h, flavor, number, host_tool, p, loaded.project, phase_dir)
-            for h in env["activeHooks"]
-        ],
+        "hooks": [_hook_plan(h, p, at) for h in env["activeHooks"]],
         "nativeHooks": [
             {"ref": h.ref, "description": h.entry.description, "filter": dict(h.entry.filter or {})}
             for h in native.for_event(p)
@@ -382,8 +364,7 @@ def dry_run(
             if not doc["phaseDirExists"] and work["writes"]:
                 note = f": nothing there yet, it writes {work['writes']}"
             out.append(f"  then {work['role']} does the {work['step']} work{note}")
-    out.append("")
-    out.append("nothing was run")
+    out += ["", "nothing was run"]
     return "\n".join(out) + "\n"
 
 

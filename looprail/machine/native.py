@@ -64,8 +64,7 @@ class LoopEffects:
         self.runtime = runtime
         self.project = project
         self.progress = progress
-        # Plans of a wave run in parallel and each delivers its own Effects: the dispatch
-        # context is per thread, with the run's context as the default.
+        # Per thread (a wave's plans deliver their Effects in parallel), the run's by default.
         self._local = threading.local()
         self.default_ctx: DispatchContext | None = None
         self.stop: Stop | None = None
@@ -256,20 +255,29 @@ def _task_content(work: TaskWork | None) -> dict[str, object] | None:
 
 
 class NativeBridge:
-    """What the runner calls: `point_hooks`, `task_hooks`, `settled`, and `stop` after each."""
+    """What the runner calls: `point_hooks`, `task_hooks`, `settled`, and `stop` after each;
+    over the native hooks `read_native_inputs` read before the run."""
 
     def __init__(
         self,
-        engine: NativeHookEngine,
+        hooks: NativeHookSet,
+        queued: Sequence[QueuedMessage],
         *,
         runtime: Runtime,
         project: Path,
         phase: str,
         progress: Progress,
         recorder: Recorder,
-        queued: Sequence[QueuedMessage],
+        run_id: str | None,
     ):
-        self.engine = engine
+        self.engine = NativeHookEngine(
+            hooks,
+            run_id=run_id,
+            cwd=project,
+            # The loop guard holds per run, across resumes: counts come back from the journal.
+            selections=recorder.native_selections(),
+            on_select=lambda h, n: recorder.native_selected(h.ref, n, h.entry.max_selections),
+        )
         self.queued = queued
         self.phase = phase
         self.progress = progress
@@ -433,35 +441,3 @@ def _hook_results(evaluation: EventEvaluation, point: str) -> list[HookResult]:
             )
         )
     return results
-
-
-def load_bridge(
-    project: Path,
-    *,
-    runtime: Runtime,
-    phase: str,
-    progress: Progress,
-    recorder: Recorder,
-    run_id: str | None,
-    inputs: NativeInputs,
-) -> NativeBridge | None:
-    """The bridge of the native hooks `read_native_inputs` read before the run, or None."""
-    if inputs.hooks is None:
-        return None
-    engine = NativeHookEngine(
-        inputs.hooks,
-        run_id=run_id,
-        cwd=project,
-        # The loop guard holds per run, across resumes: counts come back from the journal.
-        selections=recorder.native_selections(),
-        on_select=lambda h, n: recorder.native_selected(h.ref, n, h.entry.max_selections),
-    )
-    return NativeBridge(
-        engine,
-        runtime=runtime,
-        project=project,
-        phase=phase,
-        progress=progress,
-        recorder=recorder,
-        queued=inputs.queued,
-    )

@@ -31,8 +31,7 @@ def warn_existing_plans(run: RunContext, phase: Phase, warnings: list[str]) -> N
 def review_own_plans(
     run: RunContext, phases: PhaseCache, dispatcher: Dispatcher, role: str, ctx: DispatchContext
 ) -> Outcome:
-    """After the planner wrote the phase's plans: check them; on findings hand them to the
-    planner once and check again; still failing, halt naming them."""
+    """Check the plans the planner wrote; hand it the findings once, then halt naming them."""
     outcome = Outcome.succeeded()
     for attempt in (1, 2):
         report = check_phase_plans(run.project, phases.load())

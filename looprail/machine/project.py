@@ -120,8 +120,7 @@ def latest_runs(runs: Sequence[Any]) -> dict[str, tuple[str, str]]:
 def project_phases(
     project: str | os.PathLike[str], runs: Mapping[str, tuple[str, str]] | None = None
 ) -> list[ProjectPhase]:
-    """The project's phases in order, each with whether it is finished (module docstring).
-    `runs`: `latest_runs()` of the journal (none: no journal)."""
+    """The project's phases in order, each with whether it is finished (`runs`: `latest_runs`)."""
     root = Path(project)
     runs = runs or {}
     folders: dict[str, list[tuple[str, str, str, str]]] = {}
@@ -183,15 +182,11 @@ def _phase(
     folder = Path(dirs[0][3]) if dirs else None
     plans, summaries, names = folder_progress(folder, number) if folder is not None else (0, 0, [])
     run_id, run_status = run if run is not None else (None, None)
+    executed = bool(plans) and summaries >= plans
     verification = None
-    if (
-        run_status not in ("shipped", "running", "paused", "halted")
-        and plans
-        and (summaries >= plans)
-    ):
+    if executed and run_status not in ("shipped", "running", "paused", "halted"):
         # Read only where it decides: VERIFICATION.md is the last word on an executed phase.
         verification = verification_status(root, folder, names)  # type: ignore[arg-type]
-    executed = bool(plans) and summaries >= plans
     unverified = executed and phase_artifact(names, "VERIFICATION.md") is None
     removed = _REMOVED.search(name) is not None
     facts = (executed, unverified, removed, checked, verification)

@@ -189,16 +189,11 @@ class LoopRunner:
             finally:
                 self.progress.close()
         if status != "shipped":
-            self.recorder.event(
-                EventRecord(
-                    kind="halted",
-                    point=refused.point if refused else None,
-                    cap_id=refused.cap_id if refused else None,
-                    outcome=status,
-                    message=reason,
-                ),
-                state=self.state,
+            point, cap_id = (refused.point, refused.cap_id) if refused else (None, None)
+            record = EventRecord(
+                kind="halted", point=point, cap_id=cap_id, outcome=status, message=reason
             )
+            self.recorder.event(record, state=self.state)
         if self.ctx.native is not None:
             self.ctx.native.settled(status, reason, self.dispatcher.context(None))
         return RunResult(
@@ -340,15 +335,10 @@ class LoopRunner:
             if refused is not None:
                 raise TransitionRefused(refused) from None
             raise self._refused(event) from None
-        self.recorder.event(
-            EventRecord(
-                kind="transition",
-                wave=wave,
-                message=f"{'/'.join(before)} → {'/'.join(self.state)}",
-                data={"event": event, "source": before, "target": self.state},
-            ),
-            state=self.state,
-        )
+        message = f"{'/'.join(before)} → {'/'.join(self.state)}"
+        data = {"event": event, "source": before, "target": self.state}
+        record = EventRecord(kind="transition", wave=wave, message=message, data=data)
+        self.recorder.event(record, state=self.state)
         self.progress.line(f"● {'/'.join(self.state)}")
         self._status()
         if self.ctx.on_transition is not None:
@@ -588,8 +578,7 @@ class LoopRunner:
             self.checks.keep(plan.id, task.id, call.evidence)
 
     def _recheck_merged(self) -> None:
-        """Every plan's checks once more on the merged tree, before verify:pre: two plans that
-        pass alone can break each other."""
+        """Every plan's checks again on the merged tree (two plans that pass alone can clash)."""
         self.phase = self.phases.load()
         plans = [p for p in self.phase.plans if any(checks_of(t).commands for t in p.tasks)]
         if not plans:
@@ -611,8 +600,7 @@ class LoopRunner:
                     )
 
     def _verified_must_haves(self, plan: Plan, wave: int, execute: ExecuteTask) -> None:
-        """The plan's must_haves, checked once its tasks are done; a failure calls the
-        executor again for the plan's last task with it."""
+        """The plan's must_haves once its tasks are done; a failure re-calls its last task."""
         must = read_must_haves(plan)
         if not must.artifacts and not must.key_links:
             return

@@ -31,8 +31,7 @@ class StepSpec(BaseModel):
 
     @property
     def done_guard(self) -> str | None:
-        """The plan-fact guard that says the step's artifact is there (`<name>_done`); None for
-        a step that owes none."""
+        """The plan-fact guard that says the step's artifact is there (None: it owes none)."""
         return f"{self.name}_done" if self.artifact else None
 
 

@@ -22,8 +22,7 @@ from looprail.plans.readfirst import read_first_entries
 from looprail.plans.taskchecks import checks_of
 from looprail.runtime.base import TaskWork
 
-# A task's native hooks at `task_call` / `task_result` (`LoopRunner.task_hooks`): raises
-# `TransitionRefused` when one blocks.
+# A task's native hooks (`LoopRunner.task_hooks`): `TransitionRefused` when one blocks.
 TaskHooks = Callable[[Literal["task_call", "task_result"], Plan, Task, int, TaskWork | None], None]
 
 

@@ -57,8 +57,7 @@ def track_plan(run: RunContext, phase: Phase, host: DispatchContext) -> None:
 
 
 def track_phase(run: RunContext, phase: Phase, host: DispatchContext) -> None:
-    """When `phase` ships (VERIFICATION.md says passed): ROADMAP.md, REQUIREMENTS.md and
-    STATE.md as `phase complete` writes them."""
+    """When `phase` ships: ROADMAP.md, REQUIREMENTS.md and STATE.md as `phase complete` does."""
     with _LOCK:
         number = phase.number
         if _host(run, host, ["phase", "complete", number]):

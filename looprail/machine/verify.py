@@ -236,8 +236,7 @@ class VerifiedCall:
 
 
 class Checks:
-    """A run's checks: where they run, what they found (journaled, kept per plan and task for
-    its SUMMARY), and what the run found before a resume."""
+    """A run's checks: where they run, what they found (per plan and task, for its SUMMARY)."""
 
     def __init__(self, project: Path, recorder: Recorder, settings: VerifySettings) -> None:
         self.project = project
@@ -251,8 +250,7 @@ class Checks:
     def run(
         self, commands: Sequence[str], dctx: DispatchContext, key: str, attempt: int
     ) -> list[CheckRun]:
-        """Each command in the task's working tree, with the run's environment less a
-        checkpoint's secret answer."""
+        """Each command in the task's working tree, the env less a checkpoint's secret answer."""
         cwd = dctx.workdir or self.project
         env = {**os.environ, **{k: v for k, v in dctx.env.items() if k != SECRET_ENV}}
         tree = tree_id(cwd)

@@ -126,8 +126,7 @@ class GitWorkspace(NullWorkspace):
         self._wave_branches[wave] = sorted((plan_id, b) for b, plan_id in found.items())
 
     def bind(self, plan_id: str, ctx: DispatchContext) -> DispatchContext:
-        """The plan's context in its worktree, once that is checked out (one that could not be
-        made halts the plan)."""
+        """The plan's context in its worktree, once checked out (a failure to make it halts)."""
         with self._lock:
             path = self._bound.get(plan_id)
             ready = self._ready.get(plan_id)
@@ -136,8 +135,7 @@ class GitWorkspace(NullWorkspace):
         return ctx if path is None else ctx.model_copy(update={"workdir": path})
 
     def finished(self, plan_id: str) -> None:
-        """A plan's tasks are all done: its worktree's changes are committed now, while other
-        plans run."""
+        """A plan's tasks are all done: its worktree is committed now, while other plans run."""
         with self._lock:
             path = self._bound.get(plan_id)
             ready = self._ready.get(plan_id)
@@ -175,8 +173,7 @@ class GitWorkspace(NullWorkspace):
         self._pending = branches
 
     def _commit_rest(self, branches: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
-        """Commit what `finished` did not (plans this process did not run), in each worktree at
-        once; the secrets each plan left out."""
+        """Commit what `finished` did not, in each worktree at once; the secrets left out."""
         with self._lock:
             committed, self._committed = self._committed, {}
         folders = [(plan_id, self._folder(plan_id)) for plan_id, _ in branches]
@@ -344,8 +341,7 @@ class GitWorkspace(NullWorkspace):
         self._setup.start()
 
     def _stale_worktrees(self) -> bool:
-        """Whether git still lists a worktree whose folder is gone (each `worktrees/*/gitdir`
-        names the `.git` file in its worktree's folder)."""
+        """Whether git still lists a worktree whose folder (its `gitdir`'s) is gone."""
         admin = self.repo.git_dir(common=True) / "worktrees"
         try:
             entries = list(admin.iterdir())

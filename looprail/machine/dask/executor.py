@@ -42,8 +42,7 @@ _END_WAIT_S = 60.0
 
 @dataclass
 class DaskExecutor:
-    """Runs the plans of each wave on a Dask cluster (see the module docstring). Use as a
-    context manager: it connects (or starts the LocalCluster) on enter and closes on exit."""
+    """Runs the plans of each wave on a Dask cluster; a context manager (connects on enter)."""
 
     spec: str
     host_tool: str | None = None
@@ -63,8 +62,7 @@ class DaskExecutor:
             self._start_local(where)
         else:
             self._connect(where)
-        # Each worker (and each worker that joins later, or is restarted) sets up its pool of
-        # project copies and imports looprail and builds its models once, now.
+        # Every worker, now or joining later, sets up its pool of project copies once.
         self._pool = f"looprail-copies-{uuid.uuid4().hex}"
         self.client.register_plugin(CopyPool(), name=self._pool)
         return self
@@ -104,8 +102,7 @@ class DaskExecutor:
             ) from None
 
     def secret_refusal(self) -> str | None:
-        """Why a secret checkpoint answer must not go to this cluster (None: it may): any
-        scheduler or worker address that is not `tls://`."""
+        """Why a secret answer must not go to this cluster: a scheduler or worker not on TLS."""
         info = self.client.scheduler_info()
         addresses = [self.client.scheduler.address, *info.get("workers", {})]
         plain = next((a for a in addresses if not str(a).startswith("tls://")), None)
@@ -131,8 +128,7 @@ class DaskExecutor:
     def run_wave(
         self, runner: PlanRunner, wave: int, plans: Sequence[Plan], done: set[str]
     ) -> list[Settled[None]]:
-        """Run each plan through `runner.run_plan` on a thread here, its executor calls on one
-        Dask worker (`_PlanRun.execute_task`)."""
+        """Run each plan through `runner.run_plan` here, its executor calls on one Dask worker."""
         if self.client is None:
             raise RuntimeError("DaskExecutor used outside its `with` block")
         if not plans:
@@ -254,8 +250,7 @@ class _PlanRun:
         self._close(wait=True)
 
     def execute_task(self, work: TaskWork, ctx: DispatchContext) -> Outcome:
-        """One executor call of the plan on its worker: a task's body, or a checkpoint's fix-up
-        (`work.task_id` `T2-fix1`)."""
+        """One executor call of the plan on its worker (a task's body, or a fix-up `T2-fix1`)."""
         more = self.more(work)
         step: Step = {"task": work.task_id, "work": work.model_dump(mode="json"), "more": more}
         step["context"] = list(self.runner.dispatcher.role_context(TASK_ROLE, "execute"))

@@ -72,8 +72,7 @@ class PlanDone(TypedDict):
 
 @dataclass(frozen=True)
 class PlanJob:
-    """One plan for a worker (pickled to it); `first` its first step, later ones come one at a
-    time (`step_name`)."""
+    """One plan for a worker (pickled to it); `first` its first step (`step_name`: the rest)."""
 
     channel: str
     source: str

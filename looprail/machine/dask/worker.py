@@ -109,8 +109,7 @@ def _claim_folder() -> tuple[Path, int]:
 
 
 def remove_orphaned_folders(where: Path | None = None) -> list[Path]:
-    """Remove the pool folders (in the temporary directory, or `where`) whose owner lock nobody
-    holds; returns them."""
+    """Remove the pool folders (in `where`, else the temp dir) whose owner lock nobody holds."""
     removed = []
     for folder in Path(where or tempfile.gettempdir()).glob(_POOL_PREFIX + "*"):
         try:
@@ -169,8 +168,7 @@ def _wanted(rel_dir: str, name: str) -> bool:
 
 
 def _scan(root: Path, *, wanted: bool = True) -> tuple[dict[str, os.stat_result], list[str]]:
-    """Every file and symlink (lstat) and every directory under `root` (with `wanted`, only
-    those a copy holds)."""
+    """Every file, symlink and directory under `root` (with `wanted`: only a copy's)."""
     entries: dict[str, os.stat_result] = {}
     dirs: list[str] = []
     stack = [""]

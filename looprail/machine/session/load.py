@@ -202,8 +202,7 @@ def _agent_settings(
 def make_runtime(
     loaded: Loaded, options: RunOptions, progress: Progress, *, agent: str | None = None
 ) -> Runtime:
-    """The runtime a run uses, from the registry: `agent` (`--agent`), else `looprail.agent`
-    in the config, else `local`."""
+    """The runtime a run uses: `--agent`, else the config's `looprail.agent`, else `local`."""
     name = agent_name(loaded.config, agent)
     settings = RuntimeSettings(
         project=loaded.project,

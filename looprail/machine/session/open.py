@@ -13,7 +13,7 @@ from looprail.journal import diff_inputs, digest_inputs
 from looprail.journal.inputs import changes_text
 from looprail.machine.answers import drop_run_secrets
 from looprail.machine.context import RunContext, RunOptions
-from looprail.machine.native import load_bridge
+from looprail.machine.native import NativeBridge
 from looprail.machine.progress import Progress
 from looprail.machine.session.load import Loaded, attach_run, read_plans
 from looprail.machine.session.resume import Recovery, recover_role, recover_summaries
@@ -23,8 +23,7 @@ from looprail.runtime.process import Spawned, reap_spawned
 if TYPE_CHECKING:
     from looprail.journal.recorder import Recorder
     from looprail.journal.writer import Journal, RunRow
-    from looprail.machine.native import NativeBridge, NativeInputs
-    from looprail.machine.workspace import NullWorkspace
+    from looprail.machine.native import NativeInputs
     from looprail.plans import PhaseCache
     from looprail.runtime.base import Runtime
 
@@ -46,28 +45,26 @@ class Session:
     def where(self) -> tuple[Path, str]:
         return self.loaded.project, self.phase
 
-    def bridge(
-        self, recorder: Recorder, run_id: str | None, native: NativeInputs
-    ) -> NativeBridge | None:
-        return load_bridge(
-            self.loaded.project,
-            runtime=self.runtime,
-            phase=self.phase,
-            progress=self.progress,
-            recorder=recorder,
-            run_id=run_id,
-            inputs=native,
-        )
-
-    def attach(self, recorder: Recorder, run_id: str | None, spent_usd: float) -> NullWorkspace:
-        return attach_run(
-            self.loaded, self.runtime, self.progress, recorder, run_id, self.budget_usd, spent_usd
-        )
-
     def context(
-        self, recorder: Recorder, native: NativeBridge | None, workspace: NullWorkspace, **more: Any
+        self, recorder: Recorder, run_id: str | None, native: NativeInputs, usd: float, **more: Any
     ) -> RunContext:
-        """The run's context (`more`: the rest of `RunContext`'s fields, `options` included)."""
+        """The run's context: the runtime told about the run (`usd`: spent so far), its
+        workspace attached, its native hooks bridged (`more`: the rest of `RunContext`)."""
+        workspace = attach_run(
+            self.loaded, self.runtime, self.progress, recorder, run_id, self.budget_usd, usd
+        )
+        bridge = None
+        if native.hooks is not None:
+            bridge = NativeBridge(
+                native.hooks,
+                native.queued,
+                runtime=self.runtime,
+                project=self.loaded.project,
+                phase=self.phase,
+                progress=self.progress,
+                recorder=recorder,
+                run_id=run_id,
+            )
         more.setdefault("options", self.options)
         return RunContext(
             project=self.loaded.project,
@@ -79,7 +76,7 @@ class Session:
             unloadable=self.loaded.unloadable,
             recorder=recorder,
             progress=self.progress,
-            native=native,
+            native=bridge,
             workspace=workspace,
             **more,
         )
@@ -108,8 +105,7 @@ def open_run(
     phases: PhaseCache | None = None,
     loop: Mapping[str, object] | None = None,
 ) -> OpenedRun:
-    """Resume the run to resume, or start a new one; either way journal the digest of the
-    phase's inputs."""
+    """Resume the run to resume, or start a new one; either way journal its inputs' digest."""
     loaded, phase, phase_dir = session.loaded, session.phase, session.phase_dir
     runtime, progress = session.runtime, session.progress
     previous = None
@@ -222,8 +218,7 @@ def spent_usd(jr: Journal, run_id: str) -> float:
 
 
 def reap_journaled_processes(jr: Journal, run_id: str, progress: Progress) -> list[int]:
-    """Kill each journaled child and guard of the run's killed process still running (same
-    pid and start time)."""
+    """Kill each journaled child and guard of the run's killed process still running."""
     killed: list[int] = []
     for event in jr.events(run_id, kinds=["process"]):
         try:

@@ -157,11 +157,9 @@ def _run_unjournaled(session: Session) -> SessionResult:
     native = read_native_inputs(loaded.project, progress)
     phases = read_plans(*session.where)
     recorder = MemoryRecorder()
-    bridge = session.bridge(recorder, None, native)
     try:
-        workspace = session.attach(recorder, None, session.budget_spent)
-        runner = LoopRunner(session.context(recorder, bridge, workspace, phases=phases))
-        return SessionResult(runner.run(), None)
+        ctx = session.context(recorder, None, native, session.budget_spent, phases=phases)
+        return SessionResult(LoopRunner(ctx).run(), None)
     finally:
         runtime.end_run()
 
@@ -169,16 +167,14 @@ def _run_unjournaled(session: Session) -> SessionResult:
 def _build_runner(
     jr: Journal, session: Session, opened: OpenedRun, native: NativeInputs
 ) -> tuple[LoopRunner, JournalRecorder]:
-    """The runner of `opened` and its journal recorder: native hooks bridged, the workspace
-    attached, earlier approvals and role context carried over. Bad input found here halts the
-    run (resumable)."""
+    """The runner of `opened` and its journal recorder, earlier approvals and role context
+    carried over. Bad input found here halts the run (resumable)."""
     loaded, runtime, options = session.loaded, session.runtime, session.options
     run_id, previous = opened.run_id, opened.previous
     # The runner's phase cache: its last look at the plans is what the digest keeper reads.
     phases = opened.phases if opened.phases is not None else PhaseCache(*session.where)
     on_transition = _InputsDigest(jr, loaded, run_id, session.phase_dir, phases)
     recorder = JournalRecorder(jr, run_id)
-    bridge = session.bridge(recorder, run_id, native)
     spent = session.budget_spent
     if previous is not None:
         # Approvals given earlier in this run still hold: a resumed run never asks again.
@@ -186,11 +182,11 @@ def _build_runner(
         options = replace(options, approved_earlier=options.approved_earlier | approved)
         spent += spent_usd(jr, run_id)
     try:
-        workspace = session.attach(recorder, run_id, spent)
         ctx = session.context(
             recorder,
-            bridge,
-            workspace,
+            run_id,
+            native,
+            spent,
             options=options,
             phases=phases,
             on_transition=on_transition,

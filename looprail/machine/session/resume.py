@@ -15,8 +15,7 @@ from looprail.fsutil import looprail_path
 from looprail.journal.models import EventRow
 from looprail.layout import PARTIAL_DIR
 
-# Files bigger than this are named in the snapshot without a content hash (size + mtime stand
-# in): a phase folder holds plans and notes, but nothing stops a user from parking a big file.
+# Bigger files are named by size and mtime, not hashed (nothing stops a user parking one).
 _HASH_LIMIT = 8 << 20
 
 
