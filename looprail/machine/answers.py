@@ -1,20 +1,8 @@
-"""Answers to checkpoints: the one seam used by `looprail answer`, by a run waiting on a
-terminal and by the dashboard.
-
-    pending_checkpoints(project)                 # what a paused or waiting run needs answered
-    submit_answer(project, "01-02/T3", "clerk", source="dashboard")   # checked, then journaled
-
-Both work on the project's latest unfinished run (`running`, `paused` or `halted`). A run that
-reaches a checkpoint journals a `checkpoint` event (its presentation, `plans.checkpoint`); an
-answer is an `answer` event of that run, written under the journal's seal like every other event
-(another process may write it while the run waits: the journal's seal follows writes from every
-connection). A checkpoint is pending while the last of those two events for its task is the
-`checkpoint` one.
-
-A secret (a resume signal that asks for a key, a token or a password) is never journaled: the
-event says "answer withheld", and the text waits in a 0600 file under `looprail_home()`, outside
-the project (`secret_path`), until the run hands it to the next executor call and removes it.
-"""
+"""Answers to checkpoints, the one seam of `looprail answer`, a run waiting on a terminal and
+the dashboard: `pending_checkpoints(project)` and `submit_answer(...)`, on the project's latest
+unfinished run. A checkpoint is pending while the last `checkpoint` or `answer` event of its
+task is the `checkpoint` one. A secret is never journaled ("answer withheld"): it waits in a
+0600 file outside the project (`secret_path`) until the run hands it over and removes it."""
 
 from __future__ import annotations
 
@@ -44,7 +32,6 @@ _TASK_ID = re.compile(r"^[\w.-]+/T\d+$")
 
 
 def is_task_id(text: str) -> bool:
-    """Does `text` look like a task id (`01-02/T3`)?"""
     return bool(_TASK_ID.match(text.strip()))
 
 
@@ -61,11 +48,7 @@ class AnswerRecorded(BaseModel):
     seq: int
 
 
-# -- events ------------------------------------------------------------------------------------
-
-
 def asked_record(cp: Checkpoint, wave: int | None) -> EventRecord:
-    """The `checkpoint` event: the run waits for an answer to `cp`."""
     return EventRecord(
         kind="checkpoint",
         task_id=cp.task_id,
@@ -106,12 +89,8 @@ def latest(events: Iterable[EventRecord], task_id: str) -> EventRecord | None:
     return last
 
 
-# -- the seam ----------------------------------------------------------------------------------
-
-
 def pending_checkpoints(project: Path) -> list[Checkpoint]:
-    """The checkpoints the project's latest unfinished run waits on (paused, or waiting on a
-    terminal), in the order it reached them. Empty when there is no journal or no such run."""
+    """The checkpoints the project's latest unfinished run waits on, in the order it asked."""
     try:
         jr = Journal.open_readonly(project)
     except NoJournalError:
@@ -146,10 +125,8 @@ def pending_in(events: Sequence[EventRecord]) -> list[Checkpoint]:
 
 def submit_answer(project: Path, task_id: str, text: str, *, source: str) -> AnswerRecorded:
     """Check `text` as the answer to checkpoint `task_id` of the project's latest unfinished run
-    and journal it (the run uses it when it reaches, or waits at, the checkpoint). Raises
-    `AnswerRefused` (exit 1, one line) for an answer that cannot be right: no run to answer, a
-    task that is not a checkpoint of the run's phase, an option the decision does not offer
-    (naming those it does), an empty answer."""
+    and journal it. `AnswerRefused` (one line) for an answer that cannot be right (no run, no
+    such checkpoint, an option the decision does not offer, an empty answer)."""
     task_id = task_id.strip()
     if not is_task_id(task_id):
         raise AnswerRefused(f"{task_id!r} is not a task id (like 01-02/T3)")
@@ -168,10 +145,8 @@ def submit_answer(project: Path, task_id: str, text: str, *, source: str) -> Ans
                 f"run: looprail run --answer {shlex.quote(task_id)}=TEXT"
             )
         events = jr.events(run.id, kinds=["checkpoint", "answer", "task_finished"])
-        if any(
-            e.kind == "task_finished" and e.task_id == task_id and e.outcome == "approved"
-            for e in events
-        ):
+        done = {e.task_id for e in events if e.kind == "task_finished" and e.outcome == "approved"}
+        if task_id in done:
             raise AnswerRefused(f"checkpoint {task_id} of run {run.id} has already passed")
         asked = [c for c in pending_in(events) if c.task_id == task_id]
         cp = asked[0] if asked else checkpoint_in_phase(project, run.phase, task_id)
@@ -214,8 +189,7 @@ def checkpoint_in_phase(project: Path, phase: str, task_id: str) -> Checkpoint:
 
 def check_answer(project: Path, task_id: str, text: str) -> None:
     """`--answer TASK=TEXT` before the run starts: `AnswerRefused` when the task's plan is
-    written and the answer cannot be right for it (a plan not written yet is checked when the
-    run reaches the checkpoint)."""
+    written and the answer cannot be right for it."""
     plan_id = task_id.rsplit("/", 1)[0]
     phase_token = plan_id.split("-", 1)[0]
     try:
@@ -240,12 +214,8 @@ def _same_phase(number: str, token: str) -> bool:
     return wanted is not None and normalize_phase_number(number) == wanted
 
 
-# -- secrets between processes -----------------------------------------------------------------
-
-
 def secret_path(project: Path, run_id: str, task_id: str) -> Path:
-    """Where a secret answer given by `looprail answer` waits for its run: under
-    `looprail_home()/answers/`, never in the project."""
+    """Where a secret answer waits for its run: under `looprail_home()/answers/`."""
     key = hashlib.sha256(str(Path(project).resolve()).encode()).hexdigest()[:16]
     name = f"{run_id}-{task_id.replace('/', '_')}.secret"
     return Path(looprail_home()) / "answers" / key / name
@@ -283,19 +253,10 @@ def drop_secret(project: Path, run_id: str, task_id: str) -> None:
 
 
 def drop_run_secrets(project: Path, run_id: str) -> None:
-    """Remove every secret still waiting for `run_id` (its run has ended: nothing can take
-    them any more)."""
+    """Remove every secret still waiting for `run_id`, whose run has ended."""
     folder = secret_path(project, run_id, "x/T0").parent
     with contextlib.suppress(OSError), os.scandir(folder) as entries:
         for entry in entries:
             if entry.name.startswith(f"{run_id}-") and entry.name.endswith(".secret"):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(entry.path)
-
-
-__all__ = [
-    "SECRET_ENV",
-    "AnswerRecorded",
-    "pending_checkpoints",
-    "submit_answer",
-]

@@ -1,17 +1,7 @@
-"""Compile a `LoopSpec` into python-statemachine `StateChart` classes.
-
-Two charts:
-- the loop chart: `idle → discuss → plan → execute{wave_ready ⇄ wave_running → waves_done}
-  → verify → ship → shipped`, every transition guarded by `hooks_allow` (the gates) plus the
-  plan-fact guards the spec names;
-- the task chart, one per plan: `pending → running → pending … → done`, whose `begin_task`
-  transition runs the mandatory actions (the `execute:task` content resolver, then the
-  `read_first` check) in its `before` slot, so a failure re-raises to the caller with the state
-  restored and the task body never runs.
-
-Both use `allow_event_without_transition = False` (a wrong-phase event raises) and
-`catch_errors_as_events = False` (an action's exception reaches the caller).
-"""
+"""Compile a `LoopSpec` into python-statemachine `StateChart` classes: the loop chart (`idle →
+discuss → plan → execute{wave_ready ⇄ wave_running → waves_done} → verify → ship → shipped`,
+every transition guarded by `hooks_allow` plus the spec's plan-fact guards) and the task chart,
+one per plan. In both a wrong-phase event raises and an action's exception reaches the caller."""
 
 from __future__ import annotations
 
@@ -32,15 +22,9 @@ WAVE_RUNNING = WAVE_STATES[1]  # where the looped step runs a wave's plans
 
 
 class LoopChart(StateChart):
-    """The base of every compiled loop chart. Besides the states, events and guards, the chart
-    answers the runner's questions, so no one else re-derives them from the spec: which events
-    the active configuration can fire (`next_events`), which transitions an event would take
-    (`crossing`), whether the plan-fact guards allow it (`allows`), and, after a refusal, which
-    guard refused (`refused_guard`).
-
-    Each guard is evaluated once per look at the plan facts: its verdict is kept with the facts
-    it was given, so asking before the hooks run and sending after them (with the same facts)
-    evaluates it once."""
+    """The base of every compiled loop chart: it also answers the runner's questions (which
+    events can fire, which transitions an event takes, which guard refused), so no one else
+    re-derives them from the spec. Each guard is evaluated once per look at the plan facts."""
 
     spec: ClassVar[LoopSpec]
     # (source state, event) → the spec's transitions, in loop order; state → its events
@@ -53,35 +37,31 @@ class LoopChart(StateChart):
         super().__init__(*args, **kwargs)
 
     def next_events(self) -> list[str]:
-        """The events the active configuration can fire: the innermost state's first, each
-        state's in loop order (in `wave_ready`: `start_wave`, then the step's `finish_*`)."""
+        """The events the active configuration can fire, the innermost state's first."""
         out: list[str] = []
         for state in reversed(state_path(self)):
             out += [e for e in self._loop_events.get(state, ()) if e not in out]
         return out
 
     def crossing(self, event: str) -> tuple[TransitionSpec, ...]:
-        """The transitions `event` may take from the active configuration, in loop order (the
-        first one's points are the points the attempt dispatches)."""
+        """The transitions `event` may take from here, in loop order (the first one's points
+        are those the attempt dispatches)."""
         out: tuple[TransitionSpec, ...] = ()
         for state in reversed(state_path(self)):
             out += self._loop_crossing.get((state, event), ())
         return out
 
     def allows(self, event: str, facts: G.PlanFacts) -> bool:
-        """Do the plan-fact guards allow `event` with `facts`, before any hook has run?"""
         return any(e.id == event for e in self.enabled_events(results=(), facts=facts))
 
     def next_event(self, facts: G.PlanFacts) -> str:
-        """The event to attempt next: the first of `next_events` the plan-fact guards allow
-        (else the first, whose attempt is then refused naming its guard)."""
+        """The first of `next_events` the plan-fact guards allow (else the first, refused)."""
         events = self.next_events()
         enabled = {e.id for e in self.enabled_events(results=(), facts=facts)}
         return next((e for e in events if e in enabled), events[0])
 
     def refused_guard(self, event: str) -> str | None:
-        """The first plan-fact guard of `event`'s first transition that refused at the last
-        look (None: none did, or it was never asked)."""
+        """The plan-fact guard of `event`'s first transition that refused at the last look."""
         for t in self.crossing(event)[:1]:
             for name in t.guards:
                 if self._loop_verdicts.get(name) is False and name in G.GUARDS:
@@ -89,7 +69,6 @@ class LoopChart(StateChart):
         return None
 
     def verdict(self, name: str, facts: G.PlanFacts | None) -> bool:
-        """The plan-fact guard `name` on `facts`, evaluated once per look (kept with them)."""
         if facts is None:
             facts = G.PlanFacts.model_construct()
         elif facts is self._loop_facts:
@@ -165,8 +144,7 @@ def compile_loop(spec: LoopSpec = DEFAULT_LOOP) -> type[LoopChart]:
 
 
 def restored(chart_class: type[LoopChart], state: Sequence[str]) -> LoopChart:
-    """A chart of `chart_class` in a journaled configuration (`state`, outermost first), put
-    back without running enter callbacks; the initial one when `state` is empty."""
+    """A chart put back in a journaled configuration (outermost first), no enter callbacks."""
     machine = chart_class()
     values = [s for s in state if s]
     if not values:
@@ -183,12 +161,11 @@ def restored(chart_class: type[LoopChart], state: Sequence[str]) -> LoopChart:
 
 
 def state_path(machine: StateChart) -> list[str]:
-    """The active configuration as a list of state ids (outermost first), for journals."""
     return [s.id for s in machine.configuration]
 
 
 class TaskChart(StateChart):
-    """One plan's tasks, run in order. The model (`PlanRun`) supplies the callbacks."""
+    """One plan's tasks, run in order; the model (`PlanRun`) supplies the callbacks."""
 
     allow_event_without_transition = False
     catch_errors_as_events = False
@@ -197,8 +174,7 @@ class TaskChart(StateChart):
     running = State("running")
     done = State("done", final=True)
 
-    # Mandatory actions in the `before` slot: the resolver first, then read_first, then the
-    # native `task_call` hooks. Any exception aborts the transition and restores `pending`.
+    # Mandatory, in order; an exception aborts the transition (`pending` kept), no body runs.
     begin_task = pending.to(
         running, before=["resolve_task_content", "check_read_first", "task_call_hooks"]
     )

@@ -1,22 +1,7 @@
-"""The checkpoint step of a plan: where the run meets a person.
-
-`pass_checkpoint` is what `LoopRunner.run_plan` does with a checkpoint task. The answer comes
-from, in this order: `--answer TASK=TEXT`, an answer journaled for it (`looprail answer`, the
-dashboard, or one given before a kill), `--approve TASK`, an approval earlier in the run,
-`--autonomous` (the reference's auto-mode: human-verify and tdd-review pass, a decision takes its
-first option, a human-action and any `gate="blocking-human"` still stop). Without one, the run
-journals that it asks (a `checkpoint` event) and, on a terminal, shows the checkpoint and waits
-for the person or for an answer journaled meanwhile, whichever comes first; without a terminal
-it pauses (exit 3) and says how to answer.
-
-What an answer does (`plans.checkpoint.interpret`): "approved" or the plan's own word passes; a
-decision's option id passes with that option chosen; other text on a human-verify is the list
-of issues: a fix-up executor call of the plan gets the words verbatim, then the checkpoint is
-asked again, at most `checkpoint_rounds` times before the run halts. Every answer is journaled
-(a secret only as "answer withheld") and reaches every later executor request of the plan
-(`with_answers`) and its SUMMARY (`summary_lines`), verbatim. A secret reaches the next executor
-call of its plan in `$LOOPRAIL_CHECKPOINT_ANSWER` only (`secret_env`).
-"""
+"""The checkpoint step of a plan: where the run meets a person (docs/loop.md, "Checkpoints":
+where an answer comes from, in order, and what it does). Every answer reaches every later
+executor request of the plan (`with_answers`) and its SUMMARY (`summary_lines`); a secret only
+the plan's next executor call, in `$LOOPRAIL_CHECKPOINT_ANSWER` (`secret_env`)."""
 
 from __future__ import annotations
 
@@ -26,10 +11,8 @@ import shlex
 import sys
 import termios
 import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from looprail.errors import CheckpointPause, HaltError
 from looprail.journal.models import EventRecord
@@ -51,61 +34,18 @@ from looprail.plans.checkpoint import (
     render,
     takes_issues,
 )
-from looprail.runtime.base import DispatchContext, Outcome, TaskWork
+from looprail.runtime.base import DispatchContext, TaskWork
 from looprail.runtime.process import stopping
 from looprail.runtime.settings import CHECKPOINT_ROUNDS, looprail_settings
 
 if TYPE_CHECKING:
-    from looprail.journal.recorder import Recorder
-    from looprail.machine.context import RunOptions
-    from looprail.machine.progress import Progress
-    from looprail.plans import Phase, Plan, Task
+    from looprail.machine.context import CheckpointRun, ExecuteTask
+    from looprail.plans import Plan, Task
 
 # One checkpoint at a time asks on the terminal (plans of a wave run on several threads).
 _TERMINAL = threading.Lock()
 POLL_S = 0.2  # how often a waiting run looks for an answer journaled by another process
 ANSWERS_KEY = "checkpoint_answers"  # TaskWork.plan_sections key (runtime/prompts.py shows it)
-
-
-@dataclass
-class CheckpointState:
-    """What a runner keeps in memory about checkpoints (`LoopRunner.checkpoints`): never
-    journaled."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    used_flags: set[str] = field(default_factory=set)  # --answer values already taken
-    # plan id → (checkpoint task id, secret): for the plan's next executor call only
-    secrets: dict[str, tuple[str, str]] = field(default_factory=dict)
-
-
-class CheckpointRun(Protocol):
-    """What a checkpoint needs of the run (`LoopRunner` is one): where it runs, its options,
-    journal and display, the phase as last read, the checkpoint memory, and the one executor
-    call a fix-up is made with (`LoopRunner.executor_call`, as a task's body is)."""
-
-    @property
-    def project(self) -> Path: ...
-    @property
-    def config(self) -> Mapping[str, object] | None: ...
-    @property
-    def options(self) -> RunOptions: ...
-    @property
-    def recorder(self) -> Recorder: ...
-    @property
-    def progress(self) -> Progress: ...
-
-    phase: Phase
-    checkpoints: CheckpointState
-
-    def executor_call(
-        self,
-        plan: Plan,
-        work: TaskWork,
-        key: str,
-        wave: int,
-        execute: Callable[[TaskWork, DispatchContext], Outcome],
-        label: str,
-    ) -> Outcome: ...
 
 
 @dataclass(frozen=True)
@@ -116,49 +56,27 @@ class _Got:
     journaled: bool  # already an `answer` event (from another process, or before a kill)
 
 
-# -- the step ----------------------------------------------------------------------------------
-
-
 def pass_checkpoint(
-    runner: CheckpointRun,
-    plan: Plan,
-    task: Task,
-    wave: int,
-    execute: Callable[[TaskWork, DispatchContext], Outcome],
+    runner: CheckpointRun, plan: Plan, task: Task, wave: int, execute: ExecuteTask
 ) -> None:
-    """Get checkpoint `task` of `plan` answered (see the module docstring), or raise
-    `CheckpointPause` (no terminal) or `HaltError` (rounds used up, a fix-up failed)."""
+    """Get checkpoint `task` of `plan` answered, or raise `CheckpointPause` or `HaltError`."""
     cp = checkpoint_of(plan, task)
     st = runner.checkpoints
-    if task.id in runner.options.approved_earlier and _approved_earlier(runner, plan, task, st):
+    if task.id in runner.options.approved_earlier and _approved_earlier(runner, plan, task):
         _passed(runner, cp, wave, "approved earlier in this run", None)
         return
     while True:
-        got = _given(runner, cp, st)
-        if got is None:
-            _ask(runner, cp, wave)
-            if not _terminal():
-                for line in render(cp, _done_before(plan, task), len(plan.tasks)).splitlines():
-                    runner.progress.line(f"  {line}" if line else "")
-                raise CheckpointPause(task, plan, hint=pause_hint(_project_arg(runner), cp))
-            got = _wait(runner, plan, task, cp, st)
-        if not got.journaled:
-            runner.recorder.event(
-                answer_record(cp, got.text, got.meaning, got.source).model_copy(
-                    update={"wave": wave}
-                )
-            )
+        shown = render(cp, _done_before(plan, task), len(plan.tasks))
+        got = _answer(runner, plan, task, cp, wave, shown)
         if got.meaning.kind == "issues":
             rounds = _within_rounds(runner, plan, cp)
             _fixup(runner, plan, task, cp, got.text, rounds, wave, execute)
             _ask(runner, cp, wave, again=True)
             continue
         if got.meaning.kind == "secret":
-            value = (
-                got.text
-                if not got.journaled
-                else take_secret(runner.project, runner.recorder.run_id, task.id)
-            )
+            value: str | None = got.text
+            if got.journaled:  # from `looprail answer`: it waits in its file
+                value = take_secret(runner.project, runner.recorder.run_id, task.id)
             if value is None:  # its file is gone (removed by hand): ask again
                 _ask(runner, cp, wave, again=True)
                 continue
@@ -166,9 +84,6 @@ def pass_checkpoint(
                 st.secrets[plan.id] = (task.id, value)
         _passed(runner, cp, wave, got.source, got.meaning)
         return
-
-
-# -- an executor that cannot go on --------------------------------------------------------------
 
 
 def blocked_checkpoint(plan: Plan, task: Task, reason: str, words: str) -> Checkpoint:
@@ -186,7 +101,7 @@ def blocked_checkpoint(plan: Plan, task: Task, reason: str, words: str) -> Check
     )
 
 
-def blocked_pending(runner: CheckpointRun, plan: Plan, task: Task) -> Checkpoint | None:
+def blocked_pending(runner: CheckpointRun, task: Task) -> Checkpoint | None:
     """The BLOCKED checkpoint `task` still waits on (a run resumed before it was answered)."""
     last = latest(runner.recorder.kinds("checkpoint", "answer"), task.id)
     if last is None or last.kind != "checkpoint" or task.is_checkpoint:
@@ -195,33 +110,38 @@ def blocked_pending(runner: CheckpointRun, plan: Plan, task: Task) -> Checkpoint
 
 
 def pass_blocked(runner: CheckpointRun, plan: Plan, task: Task, cp: Checkpoint, wave: int) -> None:
-    """Get the BLOCKED checkpoint `cp` of `task` answered, as `pass_checkpoint` does a
-    human-action (flags, the journal, a terminal), or raise `CheckpointPause`; the answer is
-    journaled, and `with_answers` hands it to the task's next executor call."""
-    got = _given(runner, cp, runner.checkpoints)
-    if got is None:
-        _ask(runner, cp, wave)
-        if not _terminal():
-            for line in render(cp).splitlines():
-                runner.progress.line(f"  {line}" if line else "")
-            raise CheckpointPause(task, plan, hint=pause_hint(_project_arg(runner), cp))
-        got = _wait(runner, plan, task, cp, runner.checkpoints)
-    if not got.journaled:
-        record = answer_record(cp, got.text, got.meaning, got.source)
-        runner.recorder.event(record.model_copy(update={"wave": wave}))
+    """Get the BLOCKED checkpoint `cp` of `task` answered, as a human-action is."""
+    got = _answer(runner, plan, task, cp, wave, render(cp))
     runner.progress.line(f"  ✓ {task.id} unblocked ({got.source}): called again with the answer")
 
 
-def _approved_earlier(runner: CheckpointRun, plan: Plan, task: Task, st: CheckpointState) -> bool:
-    """Whether an approval earlier in the run still holds: a secret answer holds only while
-    its file waits (`looprail answer`, the call that needed it never started) or nothing
-    after it needs it; one typed on a terminal is gone with the process that read it."""
+def _answer(
+    runner: CheckpointRun, plan: Plan, task: Task, cp: Checkpoint, wave: int, shown: str
+) -> _Got:
+    """The answer to `cp`, journaled; without one and without a terminal, `shown` and a pause."""
+    got = _given(runner, cp)
+    if got is None:
+        _ask(runner, cp, wave)
+        if not _terminal():
+            for line in shown.splitlines():
+                runner.progress.line(f"  {line}" if line else "")
+            raise CheckpointPause(task, plan, hint=pause_hint(_project_arg(runner), cp))
+        got = _wait(runner, plan, task, cp)
+    if not got.journaled:
+        record = answer_record(cp, got.text, got.meaning, got.source)
+        runner.recorder.event(record.model_copy(update={"wave": wave}))
+    return got
+
+
+def _approved_earlier(runner: CheckpointRun, plan: Plan, task: Task) -> bool:
+    """Whether an approval earlier in the run still holds: a secret answer only while its
+    file waits (`looprail answer`) or nothing after it needs it."""
     if not checkpoint_of(plan, task).secret or _rest_done(runner, plan, task):
         return True
     value = take_secret(runner.project, runner.recorder.run_id, task.id)
     if value is not None:
-        with st.lock:
-            st.secrets[plan.id] = (task.id, value)
+        with runner.checkpoints.lock:
+            runner.checkpoints.secrets[plan.id] = (task.id, value)
         return True
     runner.progress.line(
         f"  ! checkpoint {task.id}: a secret answer is never kept across runs; asked again"
@@ -236,7 +156,8 @@ def _within_rounds(runner: CheckpointRun, plan: Plan, cp: Checkpoint) -> int:
         or looprail_settings(runner.config).checkpoint_rounds
         or CHECKPOINT_ROUNDS
     )
-    rounds = _issue_rounds(runner, cp)
+    answers = runner.recorder.kinds("answer")
+    rounds = sum(1 for e in answers if e.task_id == cp.task_id and e.outcome == "issues")
     if rounds > limit:
         raise HaltError(
             f"{plan.path.name}: checkpoint {cp.task_id}: {limit} "
@@ -248,11 +169,11 @@ def _within_rounds(runner: CheckpointRun, plan: Plan, cp: Checkpoint) -> int:
     return rounds
 
 
-def _given(runner: CheckpointRun, cp: Checkpoint, st: CheckpointState) -> _Got | None:
-    opts = runner.options
+def _given(runner: CheckpointRun, cp: Checkpoint) -> _Got | None:
+    opts, used = runner.options, runner.checkpoints.used_flags
     flagged = dict(opts.answers).get(cp.task_id)
-    if flagged is not None and cp.task_id not in st.used_flags:
-        st.used_flags.add(cp.task_id)
+    if flagged is not None and cp.task_id not in used:
+        used.add(cp.task_id)
         meaning = interpret(cp, flagged)
         if meaning.problem:
             raise HaltError(f"--answer {cp.task_id}: {meaning.problem}")
@@ -272,8 +193,7 @@ def _given(runner: CheckpointRun, cp: Checkpoint, st: CheckpointState) -> _Got |
 
 
 def _approve(cp: Checkpoint, source: str) -> _Got:
-    """`--approve`/`--autonomous`: "approved"; a decision takes its first option (the
-    reference's auto-mode)."""
+    """`--approve`/`--autonomous`: "approved", or a decision's first option (auto-mode)."""
     if cp.kind == "decision" and cp.options:
         first = cp.options[0].id
         return _Got(
@@ -292,8 +212,7 @@ def _journaled_answer(runner: CheckpointRun, cp: Checkpoint) -> _Got | None:
 
 
 def _ask(runner: CheckpointRun, cp: Checkpoint, wave: int, *, again: bool = False) -> None:
-    """Journal that the run waits on `cp` (once: not again while the last event of the task
-    already says so)."""
+    """Journal that the run waits on `cp` (not again while its last event says so)."""
     last = latest(runner.recorder.kinds("checkpoint", "answer"), cp.task_id)
     if last is not None and last.kind == "checkpoint" and not again:
         return
@@ -324,14 +243,6 @@ def _passed(
     )
 
 
-def _issue_rounds(runner: CheckpointRun, cp: Checkpoint) -> int:
-    return sum(
-        1
-        for e in runner.recorder.kinds("answer")
-        if e.task_id == cp.task_id and e.outcome == "issues"
-    )
-
-
 def _fixup(
     runner: CheckpointRun,
     plan: Plan,
@@ -340,13 +251,11 @@ def _fixup(
     issues: str,
     round_: int,
     wave: int,
-    execute: Callable[[TaskWork, DispatchContext], Outcome],
+    execute: ExecuteTask,
 ) -> None:
     """One executor call of the plan that fixes the issues the user described, verbatim,
-    journaled as task `<plan>/<checkpoint>-fix<round>` (`LoopRunner.executor_call`, as a task's
-    body is, on whichever executor runs the plan). Deliberately not a `run_task`: it is no task
-    of the plan, so no `TaskChart` transition, no `execute:task` resolver, no `read_first`
-    check and no native `task_call`/`task_result` hooks; its work is written here."""
+    journaled as task `<plan>/<checkpoint>-fix<round>`. Deliberately not a `run_task`: no task
+    of the plan, so no resolver, `read_first` check or `task_call`/`task_result` hooks."""
     short = task.id.rsplit("/", 1)[-1]
     action = (
         f"At checkpoint {task.id} ({cp.kind}) the user checked what was built and described "
@@ -376,14 +285,9 @@ def _fixup(
 
 
 def may_call(plan: Plan, task: Task) -> bool:
-    """Whether reaching `task` of `plan` may make an executor call: a task that is not a
-    checkpoint does; a checkpoint does when it may be answered with issues (its fix-up,
-    `plans.checkpoint.takes_issues`). What tells the Dask executor's worker that more calls of
-    the plan may follow (`dask_executor._PlanRun.more`)."""
+    """Whether reaching `task` may make an executor call: any task but a checkpoint that cannot
+    be answered with issues (a fix-up)."""
     return not task.is_checkpoint or takes_issues(checkpoint_of(plan, task))
-
-
-# -- what later work of the plan gets ----------------------------------------------------------
 
 
 def plan_answers(runner: CheckpointRun, plan_id: str) -> list[EventRecord]:
@@ -409,8 +313,7 @@ def _answers_text(answers: list[EventRecord]) -> str:
 
 
 def with_answers(runner: CheckpointRun, plan: Plan, work: TaskWork) -> TaskWork:
-    """`work` with the plan's checkpoint answers so far in its plan sections (unchanged for a
-    plan without checkpoints or BLOCKED tasks, or none answered yet)."""
+    """`work` with the plan's checkpoint answers so far in its plan sections."""
     answers = plan_answers(runner, plan.id)
     if not answers:
         return work
@@ -428,9 +331,8 @@ def with_answers(runner: CheckpointRun, plan: Plan, work: TaskWork) -> TaskWork:
 
 def secret_env(runner: CheckpointRun, plan: Plan, dctx: DispatchContext) -> DispatchContext:
     """The next executor call of `plan` after a secret answer gets it in `$LOOPRAIL_CHECKPOINT_
-    ANSWER`, once; its file under `looprail_home()` (from `looprail answer`) is removed. An
-    executor that cannot carry it safely (`WaveExecutor.secret_refusal`) halts the run before
-    the call starts, the secret untouched (its file kept for the resume)."""
+    ANSWER`, once, its file removed; an executor that cannot carry it safely
+    (`WaveExecutor.secret_refusal`) halts the run first, the secret kept for the resume."""
     st = runner.checkpoints
     with st.lock:
         waiting = st.secrets.get(plan.id)
@@ -450,8 +352,7 @@ def secret_env(runner: CheckpointRun, plan: Plan, dctx: DispatchContext) -> Disp
 
 
 def drop_plan_secret(runner: CheckpointRun, plan: Plan) -> None:
-    """Forget the secret answer waiting for `plan`'s next executor call, and remove its file:
-    the plan is done, so no call of it can take it."""
+    """Forget (and remove the file of) the secret answer waiting for a plan that is done."""
     st = runner.checkpoints
     with st.lock:
         waiting = st.secrets.pop(plan.id, None)
@@ -465,9 +366,6 @@ def summary_lines(runner: CheckpointRun, plan: Plan) -> list[str]:
     if not answers:
         return []
     return ["", "## Checkpoint answers", "", _answers_text(answers)]
-
-
-# -- waiting -----------------------------------------------------------------------------------
 
 
 def _project_arg(runner: CheckpointRun) -> str:
@@ -487,9 +385,7 @@ def _terminal() -> bool:
         return False
 
 
-def _wait(
-    runner: CheckpointRun, plan: Plan, task: Task, cp: Checkpoint, st: CheckpointState
-) -> _Got:
+def _wait(runner: CheckpointRun, plan: Plan, task: Task, cp: Checkpoint) -> _Got:
     with _TERMINAL:
         runner.progress.close()  # the live status area would draw over the question
         out = sys.stderr
@@ -497,7 +393,8 @@ def _wait(
         out.write(f"  or from elsewhere, {answer_hint(_project_arg(runner), cp)}\n")
         out.flush()
         while True:
-            got = _read(runner, cp, "secret (not echoed)> " if cp.secret else "answer> ")
+            prompt = "secret (not echoed)> " if cp.secret else "answer> "
+            got = _read(runner, plan, task, cp, prompt)
             if got.journaled:
                 out.write(f"\n  answered from {got.source}\n")
                 out.flush()
@@ -509,7 +406,7 @@ def _wait(
             return got
 
 
-def _read(runner: CheckpointRun, cp: Checkpoint, prompt: str) -> _Got:
+def _read(runner: CheckpointRun, plan: Plan, task: Task, cp: Checkpoint, prompt: str) -> _Got:
     """One line from the terminal (no echo for a secret), or an answer journaled meanwhile."""
     fd = sys.stdin.fileno()
     saved = None
@@ -533,11 +430,7 @@ def _read(runner: CheckpointRun, cp: Checkpoint, prompt: str) -> _Got:
                 continue
             chunk = os.read(fd, 4096)
             if not chunk:  # the terminal closed (Ctrl-D): pause as without one
-                raise CheckpointPause(
-                    _task_of(runner, cp),
-                    _plan_of(runner, cp),
-                    hint=pause_hint(_project_arg(runner), cp),
-                )
+                raise CheckpointPause(task, plan, hint=pause_hint(_project_arg(runner), cp))
             buf += chunk
             if b"\n" in buf or b"\r" in buf:
                 line = buf.replace(b"\r", b"\n").split(b"\n", 1)[0].decode(errors="replace")
@@ -553,28 +446,7 @@ def _done_before(plan: Plan, task: Task) -> int:
     return sum(1 for t in plan.tasks if t.index < task.index)
 
 
-def _task_of(runner: CheckpointRun, cp: Checkpoint) -> Task:
-    plan = _plan_of(runner, cp)
-    return next(t for t in plan.tasks if t.id == cp.task_id)
-
-
-def _plan_of(runner: CheckpointRun, cp: Checkpoint) -> Plan:
-    return runner.phase.plan(cp.plan_id)
-
-
 def _rest_done(runner: CheckpointRun, plan: Plan, task: Task) -> bool:
     """Has every task after `task` in its plan finished (a resume needs no secret then)?"""
     done = runner.recorder.done_tasks()
     return all(t.id in done or t.is_checkpoint for t in plan.tasks if t.index > task.index)
-
-
-__all__ = [
-    "blocked_checkpoint",
-    "blocked_pending",
-    "may_call",
-    "pass_blocked",
-    "pass_checkpoint",
-    "secret_env",
-    "summary_lines",
-    "with_answers",
-]

@@ -1,8 +1,6 @@
-"""The commands looprail prints for a person to run (issue 40, point 3): each part taken from
-data (a task or plan id, an option id, a path) is quoted with `shlex.quote`, so that the line
-pasted into a shell gives each part back as one word and runs nothing else. A plan file named
-`01-01;touch${IFS}X;#-PLAN.md` is printed as `'01-01;touch${IFS}X;#/T2'`. The command is the
-last thing on its line, so the whole rest of the line is the command."""
+"""The commands looprail prints for a person to run: each part taken from data is quoted with
+`shlex.quote` (`'01-01;touch${IFS}X;#/T2'`), so a pasted line runs nothing else, and the command
+is the last thing on its line."""
 
 from __future__ import annotations
 
@@ -15,7 +13,7 @@ if TYPE_CHECKING:
 
 def answer_command(where: str, cp: Checkpoint) -> str:
     """`looprail answer WHERE TASK ANSWER`, answering `cp` the first way it passes (a secret:
-    no answer, `looprail answer` asks for it without echo)."""
+    asked for without echo)."""
     if cp.secret:
         example: list[str] = []
     elif cp.kind == "decision" and cp.options:
@@ -45,11 +43,9 @@ def answer_hint(where: str, cp: Checkpoint) -> str:
 
 
 def approve_option(task_id: str) -> str:
-    """`--approve TASK`, the task quoted."""
     return f"--approve {shlex.quote(task_id)}"
 
 
 def pause_hint(where: str, cp: Checkpoint) -> str:
-    """How a paused run goes on (its halt reason ends with it): `run again with --approve
-    TASK, or answer with (NOTE): COMMAND`."""
+    """How a paused run goes on (its halt reason ends with it)."""
     return f"run again with {approve_option(cp.task_id)}, or {answer_hint(where, cp)}"

@@ -1,6 +1,5 @@
-"""How looprail commits in a user's repository (machine/workspace.py): git with looprail's
-identity where the user has none, the untracked files that look like secrets and are never
-committed, and `git status` read for what a commit takes."""
+"""How looprail commits in a user's repository: with looprail's identity where the user has
+none, never the untracked files that look like secrets."""
 
 from __future__ import annotations
 
@@ -19,17 +18,9 @@ from looprail.runtime.git import git as run_git
 from looprail.runtime.process import ProcessResult
 
 
-def state_patterns(prefix: str = "") -> tuple[str, ...]:
-    """looprail's own state, which never belongs in a commit, as `info/exclude` patterns (no
-    change to the user's .gitignore) anchored at the project folder (`prefix`: where it sits
-    in the repository, "" at its top)."""
-    return tuple(f"/{prefix}{LOOPRAIL_DIR}/{pattern}" for pattern in _STATE)
-
-
 def exclude_state(project: Path) -> None:
-    """looprail's run state in the `info/exclude` of the repository `project` is in (nothing
-    outside one), so that the journal and logs never show up as untracked and a host's own
-    commit (GSD's `commit_docs`) never takes them. Every run does this before it writes."""
+    """looprail's run state in the `info/exclude` of the repository `project` is in, so that no
+    commit (GSD's `commit_docs` too) takes it. Every run does this before it writes."""
     repo = Repo(project)
     if repo.work_tree:
         repo.exclude_state()
@@ -49,8 +40,7 @@ def git(
     args: Sequence[str], cwd: Path, *, stdin: str | None = None, repo: Path | None = None
 ) -> ProcessResult:
     """`runtime.git.git`, with looprail's identity for a commit or merge where the user has
-    none configured (asked once per `repo`, the main tree: its worktrees read the same
-    config)."""
+    none (asked once per `repo`, the main tree)."""
     env = None
     if args and args[0] in ("commit", "commit-tree", "merge") and not has_identity(repo or cwd):
         env = {**os.environ, **_IDENTITY}  # only where the user has no identity configured
@@ -58,7 +48,6 @@ def git(
 
 
 def has_identity(cwd: Path) -> bool:
-    """Whether git has an identity to commit with in `cwd` (asked once per folder)."""
     key = str(cwd)
     with _identity_lock:
         if key not in _has_identity:
@@ -68,9 +57,8 @@ def has_identity(cwd: Path) -> bool:
         return _has_identity[key]
 
 
-# Untracked files with these names (or endings) are never committed by looprail on its own:
-# they are where credentials usually live, and a commit would copy them into every worktree
-# and into history. Matched on the file's name, in any folder.
+# Untracked files with these names (or endings), in any folder, are never committed by looprail
+# on its own: credentials usually live there, and a commit copies them into history.
 SECRET_NAMES = (".env", ".envrc", ".netrc", ".npmrc", ".pypirc", ".pgpass", "credentials")
 SECRET_PREFIXES = (".env.", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")
 SAMPLE_SUFFIXES = (".example", ".sample", ".template", ".dist")
@@ -78,7 +66,6 @@ SECRET_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".keystore", ".jks")
 
 
 def is_secret(path: str) -> bool:
-    """Whether an untracked file looks like a secret by its name (see SECRET_NAMES)."""
     name = path.rsplit("/", 1)[-1].lower()
     if name.endswith(SAMPLE_SUFFIXES):  # `.env.example`: a template, meant to be committed
         return False
@@ -106,7 +93,7 @@ def parse_status(text: str) -> tuple[list[str], list[str], bool]:
 
 
 def why(done: ProcessResult) -> str:
-    """Why a git call failed, in one line: its spawn error or time-out, or its last line."""
+    """Why a git call failed, in one line."""
     if done.spawn_error or done.timed_out:
         return done.describe_failure()
     lines = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
@@ -114,8 +101,7 @@ def why(done: ProcessResult) -> str:
 
 
 class Repo:
-    """The repository around `project`: whether it is a work tree and its git folders (asked
-    in one call), git run in it, and the commit of everything but secrets."""
+    """The repository around `project` (a work tree? its git folders: asked in one call)."""
 
     def __init__(self, project: Path) -> None:
         self.project = project
@@ -131,18 +117,10 @@ class Repo:
                 self._dirs[common] = path if path.is_absolute() else project / path
 
     def commit_all(self, where: Path, message: str) -> tuple[list[str], list[str], bool]:
-        """Commit every change in `where` but what git ignores (`.gitignore`, the exclude file)
-        and untracked files that look like secrets (`.env`, keys). Returns (the files
-        committed, the secrets left out, whether there is a commit at all)."""
+        """Commit every change in `where` but untracked files that look like secrets: (the
+        files committed, the secrets left out, whether there is a commit at all)."""
         status = self.out(
-            [
-                "status",
-                "--porcelain=v2",
-                "-z",
-                "--branch",
-                "--untracked-files=all",
-                "--no-renames",
-            ],
+            ["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all", "--no-renames"],
             cwd=where,
         )
         changed, untracked, head = parse_status(status)
@@ -158,8 +136,7 @@ class Repo:
 
     def exclude_state(self) -> None:
         """looprail's state patterns in the repository's `info/exclude`, written only to the
-        real file: a symlinked `info` folder or `exclude` file (which could point anywhere)
-        halts the run instead."""
+        real file (a symlink there halts the run)."""
         info = self.git_dir(common=True) / "info"
         with contextlib.suppress(FileExistsError):
             info.mkdir(parents=True)
@@ -185,14 +162,15 @@ class Repo:
             if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
                 raise HaltError(f"{info / 'exclude'}: not a regular file")
             text = fh.read().decode("utf-8", errors="replace")
-            missing = [p for p in state_patterns(self.prefix) if p not in text.splitlines()]
+            # anchored at the project folder (`prefix`: where it sits in the repository)
+            patterns = [f"/{self.prefix}{LOOPRAIL_DIR}/{p}" for p in _STATE]
+            missing = [p for p in patterns if p not in text.splitlines()]
             if missing:
                 lead = "\n" if text and not text.endswith("\n") else ""
                 block = "".join(f"{p}\n" for p in ["# looprail state", *missing])
                 fh.write((lead + block).encode())
 
     def git_dir(self, *, common: bool = False) -> Path:
-        """The repository's git folder (`common`: the one its worktrees share)."""
         found = self._dirs.get(common)
         if found is None:
             arg = "--git-common-dir" if common else "--git-dir"
@@ -201,7 +179,6 @@ class Repo:
         return found
 
     def out(self, args: Sequence[str], cwd: Path | None = None) -> str:
-        """git's output (a failure: what it printed)."""
         return self.run(args, cwd=cwd, check=False).stdout
 
     def run(

@@ -1,13 +1,9 @@
-"""What one run of the loop is given, and what it gives back.
-
-`RunContext` is built once (`machine/session/phase.py`, the pytest plugin's harness) and handed to
-the `LoopRunner` whole: the project and phase, the options, the runtime, the capabilities, the
-recorder, the progress display, the workspace and where a resumed run starts. It is frozen: the
-runner never patches it, and no one patches the runner after construction.
-"""
+"""What one run of the loop is given (`RunContext`, built once and frozen: the runner never
+patches it), what it gives back (`RunResult`), and what its helpers may ask of the runner."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,12 +32,24 @@ RunStatus = Literal["shipped", "halted", "paused"]
 ExecuteTask = Callable[["TaskWork", "DispatchContext"], "Outcome"]
 
 
-class PlanRunner(Protocol):
-    """What an executor is handed to run a wave's plans: the run's one task protocol
-    (`LoopRunner.run_plan`, over a chart from `plan_chart`) and what a plan's run reads."""
+@dataclass
+class CheckpointState:
+    """What a runner keeps in memory about checkpoints (never journaled)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    used_flags: set[str] = field(default_factory=set)  # --answer values already taken
+    # plan id → (checkpoint task id, secret): for the plan's next executor call only
+    secrets: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+
+class CheckpointRun(Protocol):
+    """What a checkpoint needs of the run (`LoopRunner` is one; `machine/checkpoint.py`): a
+    fix-up is one `executor_call`, as a task's body is."""
 
     @property
     def project(self) -> Path: ...
+    @property
+    def config(self) -> Mapping[str, object] | None: ...
     @property
     def options(self) -> RunOptions: ...
     @property
@@ -50,6 +58,17 @@ class PlanRunner(Protocol):
     def progress(self) -> Progress: ...
 
     phase: Phase
+    checkpoints: CheckpointState
+
+    def executor_call(
+        self, plan: Plan, work: TaskWork, key: str, wave: int, execute: ExecuteTask, label: str
+    ) -> Outcome: ...
+
+
+class PlanRunner(CheckpointRun, Protocol):
+    """What an executor is handed to run a wave's plans: the run's one task protocol
+    (`LoopRunner.run_plan`, over a chart from `plan_chart`)."""
+
     dispatcher: Dispatcher
 
     def plan_chart(self, plan: Plan, wave: int) -> TaskChart: ...
@@ -65,16 +84,14 @@ class PlanRunner(Protocol):
 
 
 class WaveExecutor(Protocol):
-    """Runs a wave's plans elsewhere (e.g. `machine.dask.executor.DaskExecutor`), each plan
-    through `PlanRunner.run_plan`."""
+    """Runs a wave's plans elsewhere (e.g. `DaskExecutor`), each through `PlanRunner.run_plan`."""
 
     def run_wave(
         self, runner: PlanRunner, wave: int, plans: Sequence[Plan], done: set[str]
     ) -> list[Settled[None]]: ...
 
     def secret_refusal(self) -> str | None:
-        """Why a secret checkpoint answer must not be sent where a task's body runs (None: it
-        may; `machine.checkpoint.secret_env` asks just before it would be)."""
+        """Why a secret checkpoint answer must not go where a task's body runs (None: it may)."""
         ...
 
 
@@ -88,12 +105,9 @@ class RunOptions:
     approved_earlier: frozenset[str] = frozenset()  # checkpoints approved before a resume
     answers: tuple[tuple[str, str], ...] = ()  # `--answer TASK=TEXT` (machine/checkpoint.py)
     checkpoint_rounds: int | None = None  # fix-up rounds; None: looprail.checkpoint_rounds
-    # The discuss step is a conversation on the user's terminal (`run --interactive`); None:
-    # `looprail.interactive` in the config decides (machine/session/phase.py).
-    interactive: bool | None = None
+    interactive: bool | None = None  # `run --interactive`; None: looprail.interactive decides
     executor: WaveExecutor | None = None  # None: threads here, `jobs` at a time
-    # `--accept-changes HOOK`: hooks a resume may drop (machine/started_with.py)
-    accepted_changes: frozenset[str] = frozenset()
+    accepted_changes: frozenset[str] = frozenset()  # `--accept-changes`: hooks a resume may drop
 
 
 @dataclass
@@ -107,8 +121,7 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)
     waves_run: int = 0
     hooks_dispatched: int = 0
-    # Tasks that ran with no automated check (docs/loop.md, "Verification"), in run order.
-    unverified: list[str] = field(default_factory=list)
+    unverified: list[str] = field(default_factory=list)  # tasks no check checked, in run order
 
     @property
     def exit_code(self) -> int:
@@ -117,15 +130,10 @@ class RunResult:
 
 @dataclass(frozen=True)
 class RunContext:
-    """Everything one run of one phase is given (see the module docstring).
-
-    `compiled` is the capability set (consent applied); `resolvers` every loaded capability's
-    `taskContentResolver` (`unloadable`: those that exist but must not run); `recorder`
-    receives every event (a journal makes the run durable and resumable); `on_transition` is
-    told the state after each transition and after a role wrote artifacts. A resumed run
-    starts in `state` (the journaled configuration), inside `wave`, and does again the steps
-    in `redo_steps` (their role was killed mid-work). `phases`: the caller's `PhaseCache`,
-    when it read the phase before the run started."""
+    """Everything one run of one phase is given. `resolvers`: every loaded capability's
+    `taskContentResolver` (`unloadable`: those that must not run); `on_transition` is told the
+    state after each transition and after a role wrote artifacts. A resumed run starts in
+    `state`, inside `wave`, and does the steps in `redo_steps` again (their role was killed)."""
 
     project: Path
     phase: str

@@ -1,22 +1,12 @@
-"""Dispatch every active hook of a point through a Runtime, honouring kind, blocking and onError.
-
-The envelope comes from the one resolver (`hooks.resolve.resolve`). Every active hook is
-dispatched, whatever its shape — the reference's worst bugs were hooks of one shape silently
-never run. Nothing here decides whether a transition happens: the results go to the guards.
-
-- contribution → `fragment.inline`, verbatim, into the context of the role named by `into`
-  (kept here, per step, and handed to that role's later work: `role_context`);
-- step → skill `<flavor>-<skill>`; agent (the runtime prints the liveness banner first);
-  command after the grammar check, as `<words> --phase <N> --raw` (a value failing the grammar
-  is a warning and is never run). A failed step warns and follows `onError`;
-- gate → its check through `hooks.gates.checks.evaluate_check`: an error of the check follows
-  `onError`; a delivered `block: true` refuses when the gate is blocking, and is shown when not.
-"""
+"""Dispatch every active hook of a point through a Runtime, whatever its kind (docs/contract.md,
+"Dispatch"): the reference's worst bugs were hooks of one shape silently never run. The results
+go to the guards."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,13 +41,14 @@ from looprail.runtime.hostcall import predicate_args, query_args
 if TYPE_CHECKING:
     from looprail.hooks.resolve import Envelope
 
-# A callable that evaluates native hooks for a loop event and returns their results.
-NativePoint = Callable[[str, DispatchContext, Sequence[HookResult]], list[HookResult]]
+# The native hooks of a point, evaluated: their results.
+NativePoint = Callable[[str, DispatchContext], list[HookResult]]
 # How many native hooks will run at a point (their filters match): for the point's header line.
 NativeCount = Callable[[str, int | None], int]
 # (step, role) → the step whose work reads what that role is given at that step's points:
 # execute points may contribute `into: verifier` (host contract), for verify.
 _CARRIED: Mapping[tuple[str, str], str] = {("execute", "verifier"): "verify"}
+_OFF_GRAMMAR = "ref.command fails the grammar ^[a-z][a-z0-9-]*( [a-z][a-z0-9-]*)*$; not run"
 
 
 @dataclass(kw_only=True, eq=False)
@@ -94,9 +85,8 @@ class Dispatcher:
         )
 
     def contribute(self, role: str, text: str, ctx: DispatchContext) -> None:
-        """Queue `text` for `role`'s later work in the step of `ctx.point`, and tell the
-        runtime. The same text twice is kept once (a wave contribution is dispatched again at
-        every wave); a step's texts are for that step's work only."""
+        """Queue `text` for `role`'s later work in the step of `ctx.point` (once: a wave's is
+        dispatched again at every wave), and tell the runtime."""
         deliver_context(self.runtime, role, text, ctx)  # refuses a call without role or point
         step = step_of(ctx.point or "")
         step = _CARRIED.get((step, role), step)
@@ -106,17 +96,14 @@ class Dispatcher:
                 texts.append(text)
 
     def role_context(self, role: str, step: str) -> tuple[str, ...]:
-        """Everything queued for `role` in this phase's `step`, in delivery order."""
         with self._lock:
             return tuple(self._texts.get((step, role), ()))
 
     def envelope(self, point: str) -> Envelope:
-        """The point's resolved hooks (`hooks.resolve.resolve`)."""
         return resolve(self.compiled, self.config, point)
 
     def dispatch(self, point: str, *, wave: int | None = None) -> list[HookResult]:
-        """Dispatch one point. Stops at the first result that refuses the transition (the rest
-        of the point is not run: a refused transition must not have later hooks' effects)."""
+        """Dispatch one point, up to the first result that refuses (no later hook's effects)."""
         envelope = self.envelope(point)
         hooks = envelope.get("activeHooks") or []
         where = f" (wave {wave})" if wave is not None else ""
@@ -132,7 +119,7 @@ class Dispatcher:
             if self._counted(results, self._dispatch_one(point, hook, wave), wave):
                 return results
         if self.native is not None:
-            for result in self.native(point, self.context(point, wave=wave), results):
+            for result in self.native(point, self.context(point, wave=wave)):
                 if self._counted(results, result, wave):
                     break
         return results
@@ -143,8 +130,6 @@ class Dispatcher:
         results.append(result)
         self._report(result, wave)
         return refuses(result)
-
-    # ------------------------------------------------------------------ one hook
 
     def _dispatch_one(self, point: str, hook: Mapping[str, Any], wave: int | None) -> HookResult:
         kind = hook.get("kind")
@@ -160,14 +145,9 @@ class Dispatcher:
                 )
             self.contribute(role, text, ctx)
             # Journaled so that a resumed run hands the same fragments to later role work.
+            data = {"into": role, "text": text}
             self._record(
-                EventRecord(
-                    kind="contribution",
-                    point=point,
-                    wave=wave,
-                    cap_id=cap_id,
-                    data={"into": role, "text": text},
-                )
+                EventRecord(kind="contribution", point=point, wave=wave, cap_id=cap_id, data=data)
             )
             return self._result(point, hook, "ok", start, f"into {role}", label=f"→ {role}")
         if kind == "step":
@@ -190,14 +170,7 @@ class Dispatcher:
             command = ref["command"]
             label = f"command:{command}"
             if not COMMAND_GRAMMAR.match(command):
-                return self._result(
-                    point,
-                    hook,
-                    "failed",
-                    start,
-                    "ref.command fails the grammar ^[a-z][a-z0-9-]*( [a-z][a-z0-9-]*)*$; not run",
-                    label=label,
-                )
+                return self._result(point, hook, "failed", start, _OFF_GRAMMAR, label=label)
             outcome = run_command(self.runtime, command.split(" "), ctx)
         else:
             return self._result(
@@ -233,8 +206,7 @@ class Dispatcher:
         )
 
     def _phase_req_ids(self, point: str, ctx: DispatchContext) -> str:
-        """Only plan:post passes requirement ids (the reference's plan-phase workflow,
-        docs/checks.md); ask once per point."""
+        """Only plan:post passes requirement ids (docs/checks.md); asked once per point."""
         if "phase_req_ids" not in query_args(point) + predicate_args(point):
             return ""
         return phase_req_ids(self.runtime, ctx)
@@ -265,16 +237,10 @@ class Dispatcher:
             duration_s=time.monotonic() - start,
         )
 
-    # ------------------------------------------------------------------ reporting
-
     def _report(self, r: HookResult, wave: int | None) -> None:
         """Say what a hook did (one line) and journal its `hook` event."""
         self._say(r)
-        outcome = {
-            "ok": "ok",
-            "pass": "pass",
-            "block": "blocked" if r.blocking else "advisory",
-        }.get(r.status, r.status)
+        outcome = {"block": "blocked" if r.blocking else "advisory"}.get(r.status, r.status)
         self._record(
             EventRecord(
                 kind="hook",
@@ -335,7 +301,7 @@ class Dispatcher:
 
 
 def shown_details(message: str, details: Mapping[str, Any] | None) -> dict[str, object] | None:
-    """The extra keys of a verdict worth showing: not `block`/`message`, and not a copy of the
+    """The extra keys of a verdict worth showing: not `block`/`message`, nor a copy of the
     message (the reference repeats its report as `table`)."""
     if not details:
         return None
@@ -345,9 +311,7 @@ def shown_details(message: str, details: Mapping[str, Any] | None) -> dict[str, 
 
 def _count(hooks: Sequence[Mapping[str, Any]], natives: int = 0) -> str:
     """`1 step, 2 gates, 1 native hook`, or `no active hooks` when nothing will run."""
-    by_kind: dict[str, int] = {}
-    for h in hooks:
-        by_kind[h.get("kind", "?")] = by_kind.get(h.get("kind", "?"), 0) + 1
+    by_kind = Counter(h.get("kind", "?") for h in hooks)
     if natives:
         by_kind["native hook"] = natives
     if not by_kind:

@@ -1,11 +1,11 @@
-"""`looprail run --dry-run`: walk the machine in order and print what would be dispatched at
-every point (and, where the phase already has plans, per wave and task), running
-nothing."""
+"""`looprail run --dry-run`: what would be dispatched at every point (and per wave and task
+where the phase has plans), running nothing."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -51,8 +51,6 @@ class HookPlan(TypedDict, total=False):
 
 
 class NativePlan(TypedDict):
-    """One native hook of a point."""
-
     ref: str
     description: str
     filter: dict[str, object]
@@ -69,21 +67,17 @@ class PointPlan(TypedDict):
 
 
 class TaskPlan(TypedDict):
-    """One task of a wave (`checkpoint`: its gate, for a checkpoint task)."""
+    """One task of a wave (`checkpoint`: its gate; `unchecked`: why no check)."""
 
     id: str
     name: str
     trackerId: str | None
     checkpoint: str | None
-    # The commands looprail runs as the task's checks once its executor returns (under
-    # `bash -o pipefail -c`, docs/security.md), and why none, for an unchecked task.
     checks: list[str]
     unchecked: str | None
 
 
 class WaveDoc(TypedDict):
-    """One wave: its plans, whether it is still to run, its mode and its tasks."""
-
     number: int
     planIds: list[str]
     pending: bool
@@ -93,8 +87,7 @@ class WaveDoc(TypedDict):
 
 
 class RoleWork(TypedDict):
-    """The role work of the step a transition enters (the artifact it `writes`), unless its
-    artifact is done (none for a phase with no folder yet: nothing is done)."""
+    """The role work of the step a transition enters: the artifact it `writes`, `unless` done."""
 
     role: str
     step: str
@@ -129,21 +122,23 @@ class DryRunPlan(TypedDict):
     ran: bool
 
 
-def _hook_plan(
-    hook: Hook,
-    flavor: str,
-    phase: str,
-    host_tool: str | None,
-    point: str = "",
-    project: Path | None = None,
-    phase_dir: Path | None = None,
-) -> HookPlan:
-    """One active hook as the dry run shows it: its capability, kind, and what would run."""
-    kind, cap = hook["kind"], hook["capId"]
+@dataclass(frozen=True)
+class _Where:
+    """The phase a dry run is of, and how it would be run."""
+
+    project: Path
+    phase: str
+    phase_dir: Path
+    flavor: str
+    host_tool: str | None
+
+
+def _hook_plan(hook: Hook, point: str, at: _Where) -> HookPlan:
+    kind, cap, host_tool = hook["kind"], hook["capId"], at.host_tool
     if kind == "step":
         ref = hook.get("ref") or {}
         if ref.get("skill"):
-            what = f"skill {flavor}-{ref['skill']}"
+            what = f"skill {at.flavor}-{ref['skill']}"
         elif ref.get("agent"):
             what = f"agent {ref['agent']}"
         elif not isinstance(ref.get("command"), str) or not COMMAND_GRAMMAR.match(ref["command"]):
@@ -151,7 +146,7 @@ def _hook_plan(
             what = f"command {ref.get('command')!r} fails the grammar: never run"
         else:
             tool = f"{host_tool} " if host_tool else ""
-            what = f"command {tool}{ref['command']} --phase {phase} --raw"
+            what = f"command {tool}{ref['command']} --phase {at.phase} --raw"
         return {"capId": cap, "kind": kind, "runs": what, "onError": hook.get("onError") or "skip"}
     if kind == "contribution":
         text = (hook.get("fragment") or {}).get("inline", "")
@@ -160,9 +155,7 @@ def _hook_plan(
     return {
         "capId": cap,
         "kind": kind,
-        "runs": _gate_call(
-            hook.get("check") or {}, cap, point, phase, project, phase_dir, host_tool
-        ),
+        "runs": _gate_call(hook.get("check") or {}, cap, point, at),
         "blocking": bool(hook.get("blocking")),
         "onError": hook.get("onError") or "skip",
     }
@@ -178,28 +171,17 @@ def _hook_line(h: HookPlan) -> str:
     return f"    gate          {h['runs']}; {block}, onError {h['onError']}  ({cap})"
 
 
-def _gate_call(
-    check: Mapping[str, Any],
-    cap: str,
-    point: str,
-    phase: str,
-    project: Path | None,
-    phase_dir: Path | None,
-    host_tool: str | None,
-) -> str:
-    """What the gate will run, as the dispatcher will run it (the per-point table of
-    hooks.gates.checks)."""
-    project = project if project is not None else Path(".")
+def _gate_call(check: Mapping[str, Any], cap: str, point: str, at: _Where) -> str:
+    """What the gate will run, as the dispatcher will run it."""
+    host_tool = at.host_tool
     if (point, cap) in C.LEDGER_GATES:
         return f"ledger {C.LEDGER_PATH}" + (f" ({host_tool} windows status)" if host_tool else "")
     if "query" in check:
         query = check["query"]
         if not C.validate_query(query):
             return f"query {query!r} fails the grammar: never run"
-        args = " ".join(
-            json.dumps(a) if " " in a else a
-            for a in argument_values(query_args(point), project, phase, phase_dir, "<req ids>")
-        )
+        values = argument_values(query_args(point), at.project, at.phase, at.phase_dir, "<req ids>")
+        args = " ".join(json.dumps(a) if " " in a else a for a in values)
         words = query.split(" ")
         if host_tool:
             return f"query: {host_tool} check {query} {args} --raw"
@@ -218,17 +200,15 @@ def dry_run_plan(
     spec: LoopSpec = DEFAULT_LOOP,
     host_tool: str | None = None,
 ) -> DryRunPlan:
-    """What a run of `phase` would do, as data (`run --dry-run --json`): every transition in
-    order with the points it crosses and the hooks active at each, the waves, plans and tasks
-    where the phase has plans, and the role work each step would do. A phase the ROADMAP names
-    with no folder yet is planned in the folder a run would create (`phaseDirExists` false:
-    discuss and plan have everything still to do). Nothing runs, nothing is created."""
+    """What a run of `phase` would do, as data (`run --dry-run --json`); a phase the ROADMAP
+    names with no folder yet is planned in the folder a run would create. Nothing runs."""
     number, phase_dir, ph = _the_phase(loaded.project, phase)
     waves = compute_waves(ph.plans, root=loaded.project) if ph is not None and ph.plans else None
     native = load_native_hooks(loaded.project, trusted=is_trusted)
+    at = _Where(loaded.project, number, phase_dir, flavor, host_tool)
 
     def point(p: str, each: str | None = None) -> PointPlan:
-        return _point_plan(loaded, number, phase_dir, native, (flavor, host_tool), p, each)
+        return _point_plan(loaded, native, at, p, each)
 
     return {
         "dryRun": True,
@@ -245,12 +225,8 @@ def dry_run_plan(
 
 
 def _transitions_plan(
-    spec: LoopSpec,
-    point: Callable[..., PointPlan],
-    waves: WavePlan | None,
-    ph: Phase | None,
+    spec: LoopSpec, point: Callable[..., PointPlan], waves: WavePlan | None, ph: Phase | None
 ) -> list[TransitionPlan]:
-    """Every transition of `spec` in order, with its points and what it would do."""
     transitions: list[TransitionPlan] = []
     for t in spec.transitions():
         if t.event == "finish_wave" and t.target == "waves_done":
@@ -275,14 +251,12 @@ def _transitions_plan(
 
 
 def _plan_warnings(project: Path, phase: Phase | None) -> list[str]:
-    """What the plan checks say of a phase's existing plans (none before it has a folder)."""
     return warning_lines(check_phase_plans(project, phase)) if phase is not None else []
 
 
 def _the_phase(project: Path, phase: str) -> tuple[str, Path, Phase | None]:
-    """The phase's number, folder and plans; for a phase the ROADMAP names with no folder yet,
-    the folder a run would create and no plans (any other phase that cannot be found or read
-    raises the run's PlanError)."""
+    """The phase's number, folder and plans (a phase the ROADMAP names with no folder yet: the
+    folder a run would create, no plans)."""
     try:
         ph = load_phase(project, phase)
     except PlanError:
@@ -295,31 +269,15 @@ def _the_phase(project: Path, phase: str) -> tuple[str, Path, Phase | None]:
 
 
 def _point_plan(
-    loaded: Loaded,
-    number: str,
-    phase_dir: Path,
-    native: NativeHookSet,
-    how: tuple[str, str | None],
-    p: str,
-    each: str | None,
+    loaded: Loaded, native: NativeHookSet, at: _Where, p: str, each: str | None
 ) -> PointPlan:
-    """One point as the dry run shows it: its active hooks, native hooks and warnings (`how`:
-    the flavor and the host tool)."""
-    flavor, host_tool = how
     env = resolve(loaded.compiled, loaded.config, p)
     return {
         "point": p,
         "each": each,
-        "hooks": [
-            _hook_plan(h, flavor, number, host_tool, p, loaded.project, phase_dir)
-            for h in env["activeHooks"]
-        ],
+        "hooks": [_hook_plan(h, p, at) for h in env["activeHooks"]],
         "nativeHooks": [
-            {
-                "ref": h.ref,
-                "description": h.entry.description,
-                "filter": dict(h.entry.filter or {}),
-            }
+            {"ref": h.ref, "description": h.entry.description, "filter": dict(h.entry.filter or {})}
             for h in native.for_event(p)
         ],
         "warnings": list(env.get("warnings", ())),
@@ -327,7 +285,6 @@ def _point_plan(
 
 
 def _waves_plan(waves: WavePlan, ph: Phase) -> list[WaveDoc]:
-    """The phase's waves as the dry run shows them: plans, mode and tasks."""
     return [
         {
             "number": w.number,
@@ -357,8 +314,7 @@ _DONE_WHEN = {"verify_done": "reports status: passed"}  # a VERIFICATION.md that
 
 
 def _role_work(spec: LoopSpec, target: str, *, started: bool = True) -> RoleWork | None:
-    """The role work of the step a transition enters, unless its artifact is done (a phase
-    not `started`, with no folder yet, has nothing done)."""
+    """The role work of the step a transition enters (a phase not `started` has none done)."""
     step = next((s for s in spec.steps if s.name == target), None)
     if step is None or step.name == spec.looped:
         return None
@@ -408,8 +364,7 @@ def dry_run(
             if not doc["phaseDirExists"] and work["writes"]:
                 note = f": nothing there yet, it writes {work['writes']}"
             out.append(f"  then {work['role']} does the {work['step']} work{note}")
-    out.append("")
-    out.append("nothing was run")
+    out += ["", "nothing was run"]
     return "\n".join(out) + "\n"
 
 
@@ -436,8 +391,6 @@ def _wave_lines(waves: list[WaveDoc] | None) -> list[str]:
 
 
 class LoopPhase(TypedDict):
-    """One phase the project loop would run: where, its status and why it is unfinished."""
-
     phase: str
     name: str
     phaseDir: str
@@ -460,7 +413,7 @@ class LoopDryRun(TypedDict):
 
 
 def unfinished_reason(p: ProjectPhase) -> str:
-    """Why the project loop counts `p` as unfinished (`machine.project`'s rule), in words."""
+    """Why the project loop counts `p` as unfinished, in words."""
     if p.run_status in ("running", "paused", "halted"):
         return p.why
     if p.dir is None:
@@ -486,10 +439,8 @@ def loop_dry_run_plan(
     spec: LoopSpec = DEFAULT_LOOP,
     host_tool: str | None = None,
 ) -> LoopDryRun:
-    """What `run --all` (or `--through N`) would do, as data: the unfinished phases it would
-    run, in order, each with why it counts as unfinished, the phases already finished, and the
-    first phase's full dry run (`dry_run_plan`). `runs`: `project.latest_runs` of the journal.
-    Nothing runs, nothing is created."""
+    """What `run --all` (or `--through N`) would do, as data: the unfinished phases in order,
+    each with why, and the first one's `dry_run_plan` (`runs`: `project.latest_runs`)."""
     phases = project_phases(loaded.project, runs)
     limit = through_number(phases, through) if through is not None else None
     todo = pending(phases, limit)
@@ -546,5 +497,4 @@ def loop_dry_run(loaded: Loaded, **options: Any) -> str:
 
 
 def _single(options: Mapping[str, Any]) -> dict[str, Any]:
-    """The options of `loop_dry_run` that `dry_run` takes."""
     return {k: v for k, v in options.items() if k in ("flavor", "spec", "host_tool")}

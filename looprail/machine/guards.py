@@ -1,15 +1,5 @@
-"""Guards: pure functions of what the hooks of a transition attempt produced (and of plan
-facts). Gate checks have effects (processes, files), so the dispatcher runs them once per
-attempt and hands their results here; everything in this module is plain data in, bool out, and
-can be unit-tested with values written by hand:
-
-    >>> gate = HookResult(point="ship:pre", cap_id="security", kind="gate",
-    ...                   status="block", blocking=True, message="threats open")
-    >>> hooks_allow([gate])
-    False
-    >>> refusal([gate]).cap_id
-    'security'
-"""
+"""Guards: pure functions of what the hooks of a transition attempt produced (the dispatcher
+runs the gate checks once per attempt) and of plan facts: plain data in, bool out."""
 
 from __future__ import annotations
 
@@ -61,14 +51,9 @@ class HookResult(BaseModel):
 
 
 def refuses(result: HookResult) -> bool:
-    """Does this one result refuse the transition?
-
-    - a blocking gate that delivered `block: true` (onError never bypasses a verdict);
-    - a gate whose check errored, with `onError` halt (or its older spelling `fail`);
-    - a step that failed (or was refused by the grammar) with `onError` halt/fail;
-    - a native hook on a `:pre` point whose outcome is `block`.
-    Advisory gates, `skip` errors and `:post` native failures never refuse.
-    """
+    """Does this one result refuse the transition? A blocking gate's `block` (onError never
+    bypasses a verdict), a gate's check error or a failed step with `onError` halt (or `fail`),
+    a native hook's `block` (a `:pre` point's)."""
     halting = result.on_error in ("halt", "fail")
     if result.kind == "gate":
         if result.status == "block":
@@ -105,16 +90,12 @@ class PlanFacts(BaseModel):
 
 
 def plans_ready(facts: PlanFacts) -> bool:
-    """plan → execute needs at least one plan."""
+    """plan → execute needs at least one plan (and so is the plan step done)."""
     return facts.plan_count > 0
 
 
 def wave_pending(facts: PlanFacts) -> bool:
-    return facts.waves_pending > 0
-
-
-def more_waves(facts: PlanFacts) -> bool:
-    """After closing the current wave, is there another one to run?"""
+    """A wave has plans left to run (to start one, or another after closing one)."""
     return facts.waves_pending > 0
 
 
@@ -126,23 +107,18 @@ def discuss_done(facts: PlanFacts) -> bool:
     return facts.has_context
 
 
-def plan_done(facts: PlanFacts) -> bool:
-    return facts.plan_count > 0
-
-
 def verify_done(facts: PlanFacts) -> bool:
-    """verify → ship needs a VERIFICATION.md whose status is `passed` (docs/contract.md,
-    "Gates between steps")."""
+    """verify → ship needs a VERIFICATION.md whose status is `passed` (docs/contract.md)."""
     return facts.verification_status == "passed"
 
 
 GUARDS = {
     "plans_ready": plans_ready,
     "wave_pending": wave_pending,
-    "more_waves": more_waves,
+    "more_waves": wave_pending,
     "waves_finished": waves_finished,
     "discuss_done": discuss_done,
-    "plan_done": plan_done,
+    "plan_done": plans_ready,
     "verify_done": verify_done,
 }
 

@@ -1,8 +1,5 @@
-"""Native hooks in the loop: the bridge between the native hooks engine
-(`looprail.hooks.native`) and the runner. A `:pre` point's or `task_call`'s failure refuses the
-step as a blocking gate does; selected Actions become Effects, delivered best-effort through
-`LoopEffects` (`message` deliveries: `steer` now, `followUp` when the wave settles, `nextTurn`
-at the start of the next run)."""
+"""Native hooks in the loop: the bridge between the native hooks engine (`looprail.hooks.native`)
+and the runner, and `LoopEffects`, where their Effects are delivered (docs/native-hooks.md)."""
 
 from __future__ import annotations
 
@@ -67,8 +64,7 @@ class LoopEffects:
         self.runtime = runtime
         self.project = project
         self.progress = progress
-        # Plans of a wave run in parallel and each delivers its own Effects: the dispatch
-        # context is per thread, with the run's context as the default.
+        # Per thread (a wave's plans deliver their Effects in parallel), the run's by default.
         self._local = threading.local()
         self.default_ctx: DispatchContext | None = None
         self.stop: Stop | None = None
@@ -147,12 +143,8 @@ class LoopEffects:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, json.dumps(queued))
 
-    def deliver_next_turn_queue(self, queued: Sequence[QueuedMessage] | None = None) -> None:
-        """At the start of a run: the `nextTurn` messages queued by the previous one (`queued`
-        when the caller read them before the run started, else read now)."""
-        path = self.project / LOOPRAIL_DIR / NEXT_TURN_FILE
-        if queued is None:
-            queued = read_queue(path)
+    def deliver_next_turn_queue(self, queued: Sequence[QueuedMessage]) -> None:
+        """At the start of a run: the `nextTurn` messages the previous one queued."""
         if not queued:
             return
         for item in queued:
@@ -169,7 +161,7 @@ class LoopEffects:
                     self.progress.warn(f"queued message not delivered: {outcome.detail}")
             except Exception as exc:
                 self.progress.warn(f"queued message not delivered: {exc}")
-        path.unlink(missing_ok=True)
+        (self.project / LOOPRAIL_DIR / NEXT_TURN_FILE).unlink(missing_ok=True)
 
 
 _QUEUE_KEYS = set(QueuedMessage.__annotations__)
@@ -177,11 +169,9 @@ _MAX_QUEUE_BYTES = 16 * 1024 * 1024
 
 
 def read_queue(path: Path) -> list[QueuedMessage]:
-    """The queued `nextTurn` messages. A missing file is an empty queue. Anything else that is
-    not a JSON list of `{message, sendAs?, triggerTurn?}` (truncated, hostile, a FIFO, nested
-    beyond the parser's depth, an entry of the wrong shape) raises `InvalidFileError`, one line
-    naming the file, the entry and the reason: never a traceback, and never a silent drop of
-    what was queued."""
+    """The queued `nextTurn` messages (a missing file: none). Anything but a JSON list of
+    `{message, sendAs?, triggerTurn?}` raises `InvalidFileError`, one line naming the file, the
+    entry and the reason: never a traceback, never a silent drop."""
 
     def bad(where: str, reason: str) -> InvalidFileError:
         fix = "fix or remove the file (it holds queued messages)"
@@ -220,17 +210,15 @@ def read_queue(path: Path) -> list[QueuedMessage]:
 
 @dataclass(frozen=True)
 class NativeInputs:
-    """What the native hooks of a run read before it starts: the hooks (None when there are
-    none) and the `nextTurn` queue they will deliver."""
+    """What the native hooks of a run read before it starts (`hooks` None: there are none)."""
 
     hooks: NativeHookSet | None = None
     queued: tuple[QueuedMessage, ...] = ()
 
 
 def read_native_inputs(project: Path, progress: Progress) -> NativeInputs:
-    """Load the project's native hooks (warnings shown) and, when there are any, read and check
-    the `nextTurn` queue they deliver at the start: before the run starts, so a broken queue
-    stops it (`RefusedToStart`, exit 1) with nothing journaled."""
+    """Load the project's native hooks (warnings shown) and, when there are any, their
+    `nextTurn` queue: a broken one refuses the run (`RefusedToStart`) with nothing journaled."""
     global_file = os.path.join(layout.looprail_home(), layout.HOOKS_FILE)
     if not (
         os.path.lexists(global_file)
@@ -267,20 +255,29 @@ def _task_content(work: TaskWork | None) -> dict[str, object] | None:
 
 
 class NativeBridge:
-    """What the runner calls: `point_hooks`, `task_hooks`, `settled`, and `stop` after each."""
+    """What the runner calls: `point_hooks`, `task_hooks`, `settled`, and `stop` after each;
+    over the native hooks `read_native_inputs` read before the run."""
 
     def __init__(
         self,
-        engine: NativeHookEngine,
+        hooks: NativeHookSet,
+        queued: Sequence[QueuedMessage],
         *,
         runtime: Runtime,
         project: Path,
         phase: str,
         progress: Progress,
-        recorder: Recorder | None,
-        queued: list[QueuedMessage] | None = None,
+        recorder: Recorder,
+        run_id: str | None,
     ):
-        self.engine = engine
+        self.engine = NativeHookEngine(
+            hooks,
+            run_id=run_id,
+            cwd=project,
+            # The loop guard holds per run, across resumes: counts come back from the journal.
+            selections=recorder.native_selections(),
+            on_select=lambda h, n: recorder.native_selected(h.ref, n, h.entry.max_selections),
+        )
         self.queued = queued
         self.phase = phase
         self.progress = progress
@@ -291,9 +288,7 @@ class NativeBridge:
     def stop(self) -> Stop | None:
         return self.effects.stop
 
-    def point_hooks(
-        self, point: str, ctx: DispatchContext, earlier: Sequence[HookResult]
-    ) -> list[HookResult]:
+    def point_hooks(self, point: str, ctx: DispatchContext) -> list[HookResult]:
         if not self.engine.has_hooks(point):
             return []
         candidate = point_candidate(point, phase=self.phase, wave=ctx.wave)
@@ -379,17 +374,13 @@ class NativeBridge:
         return results
 
     def _journal_rows(self, evaluation: EventEvaluation, point: str | None) -> None:
-        """Say which Actions the loop guard held back, and journal every report row (rows
-        never hold message bodies or commands: the engine makes them so)."""
+        """Say which Actions the loop guard held back, and journal every report row."""
         for row in evaluation.report_rows:
             if row.kind == "action" and row.guarded:
                 self.progress.line(
                     f"  ⊘ native hook {row.hook_ref}: {row.action_type} not selected "
                     f"(maxSelections {self._limit(row.hook_ref)} reached in this run)"
                 )
-        if self.recorder is None:
-            return
-        for row in evaluation.report_rows:
             self.recorder.event(
                 EventRecord(
                     kind="native_hook",
@@ -408,12 +399,11 @@ class NativeBridge:
                 continue
             message = f"{record.effect.type} not delivered: {record.error}"
             self.progress.warn(f"native hook {record.effect.hook_ref}: {message}")
-            if self.recorder is not None:
-                self.recorder.event(
-                    EventRecord(
-                        kind="warning", point=point, cap_id=record.effect.hook_ref, message=message
-                    )
+            self.recorder.event(
+                EventRecord(
+                    kind="warning", point=point, cap_id=record.effect.hook_ref, message=message
                 )
+            )
 
     def _limit(self, hook_ref: str) -> int | str:
         hook = next((h for h in self.engine.hooks if h.ref == hook_ref), None)
@@ -422,8 +412,8 @@ class NativeBridge:
 
 
 def _hook_results(evaluation: EventEvaluation, point: str) -> list[HookResult]:
-    """The evaluation as the dispatcher's results: one per native hook result, and one for the
-    event when it failed closed without a failing result (a hook that crashed has none)."""
+    """The evaluation as the dispatcher's results, plus one for the event when it failed closed
+    without a failing result (a hook that crashed has none)."""
     label = f"native {evaluation.event}"
     results = [
         HookResult(
@@ -451,44 +441,3 @@ def _hook_results(evaluation: EventEvaluation, point: str) -> list[HookResult]:
             )
         )
     return results
-
-
-def load_bridge(
-    project: Path,
-    *,
-    runtime: Runtime,
-    phase: str,
-    progress: Progress,
-    recorder: Recorder | None,
-    run_id: str | None,
-    inputs: NativeInputs | None = None,
-) -> NativeBridge | None:
-    """The native hooks of this project (global, and project when trusted), or None. `inputs`
-    are the hooks and queue `read_native_inputs` read before the run started (read now when
-    not given)."""
-    if inputs is None:
-        inputs = read_native_inputs(project, progress)
-    if inputs.hooks is None:
-        return None
-    engine = NativeHookEngine(
-        inputs.hooks,
-        run_id=run_id,
-        cwd=project,
-        # The loop guard holds per run, across any number of resumes: counts come back from
-        # the recorder (the journal) and every new selection is committed before delivery.
-        selections=recorder.native_selections() if recorder is not None else None,
-        on_select=(
-            (lambda h, count: recorder.native_selected(h.ref, count, h.entry.max_selections))
-            if recorder is not None
-            else None
-        ),
-    )
-    return NativeBridge(
-        engine,
-        runtime=runtime,
-        project=project,
-        phase=phase,
-        progress=progress,
-        recorder=recorder,
-        queued=list(inputs.queued),
-    )

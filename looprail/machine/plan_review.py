@@ -19,8 +19,7 @@ _POINT = "plan:post"  # where the findings are delivered: the plan step's role c
 
 
 def warn_existing_plans(run: RunContext, phase: Phase, warnings: list[str]) -> None:
-    """Say what the plans already in `phase` fail, once each, adding them to the run's
-    `warnings` (never refused: the user's plans)."""
+    """Say what the plans already in `phase` fail, once each (never refused: the user's)."""
     if not phase.plans:
         return
     for line in warning_lines(check_phase_plans(run.project, phase)):
@@ -32,9 +31,7 @@ def warn_existing_plans(run: RunContext, phase: Phase, warnings: list[str]) -> N
 def review_own_plans(
     run: RunContext, phases: PhaseCache, dispatcher: Dispatcher, role: str, ctx: DispatchContext
 ) -> Outcome:
-    """After the planner wrote the phase's plans: check them (read again from `phases`); on
-    findings hand them to the planner once (through the run's `dispatcher`) and check again;
-    still failing, halt naming them. The planner's last outcome."""
+    """Check the plans the planner wrote; hand it the findings once, then halt naming them."""
     outcome = Outcome.succeeded()
     for attempt in (1, 2):
         report = check_phase_plans(run.project, phases.load())

@@ -1,12 +1,6 @@
-"""Progress for people: what is dispatched, verdicts, durations.
-
-Plain lines when the output is not a terminal (CI, pipes, logs), under `NO_COLOR` and on
-`TERM=dumb`: no escape codes at all, every line kept (the "◆ Spawning …" banner of every agent
-that runs silent for a while included). On a terminal the same lines scroll above a live area
-drawn by rich: where the loop is (step, wave, tasks done) with a ticking elapsed time, and one
-line per running task with its own elapsed time; the spawning banner is shown once per wave
-there, not once per task.
-"""
+"""Progress for people: plain lines when the output is not a terminal (or under `NO_COLOR`,
+`TERM=dumb`); on a terminal the same lines scroll above a live area drawn by rich (where the
+loop is, each running task, elapsed times), the spawning banner once per wave."""
 
 from __future__ import annotations
 
@@ -38,13 +32,6 @@ class _Trusted:
         return getattr(self._stream, name)
 
 
-def _console_file(stream: Any) -> IO[str]:
-    # A cast, not a TextIOBase subclass: TextIOBase's own encoding/fileno/close would shadow
-    # the delegation above (rich reads `encoding` from its file) and its __del__ would close
-    # the wrapper. rich only writes, flushes and asks isatty/fileno/encoding, all delegated.
-    return cast(IO[str], _Trusted(stream))
-
-
 # Line prefixes (after indentation) and their colour on a terminal.
 _LINE_STYLES = (("✓", "green"), ("✗", "bold red"), ("!", "yellow"), ("⏸", "yellow"))
 _STREAM_CUT = 1000  # characters of one streamed line shown (the log holds all of it)
@@ -72,8 +59,6 @@ class Progress:
         self._live: Live | None = None  # started on the first status
         self._console: Console | None = None  # made on the first line drawn
 
-    # ------------------------------------------------------------------ lines
-
     def line(self, text: str) -> None:
         if self.quiet:
             return
@@ -85,9 +70,8 @@ class Progress:
         self._write(text)
 
     def child_line(self, label: str, stream: str, text: str) -> None:
-        """With -v: one line a running step, check or agent printed, as it printed it (the
-        runtimes call this from the thread that runs the work; lines never split). Colour
-        codes are dropped and every other control character escaped."""
+        """With -v: one line a running step, check or agent printed (colour codes dropped,
+        every other control character escaped)."""
         if not self.verbose:
             return
         shown = show_line(text)
@@ -111,16 +95,12 @@ class Progress:
             style = next((s for mark, s in _LINE_STYLES if text.lstrip().startswith(mark)), None)
         self._rich_console().print(Text(one_line(text), style=style or ""), soft_wrap=True)
 
-    # ------------------------------------------------------------------ live area
-
     def new_stage(self) -> None:
-        """A wave or a step's role work starts: its first agent gets the spawning banner
-        (terminals; plain output has every banner)."""
+        """A wave or a step's role work starts: its first agent gets the spawning banner."""
         with self._lock:
             self._banner_shown = False
 
     def status(self, text: str) -> None:
-        """Where the loop is, shown in the live area (terminals only)."""
         if not self.live or self.quiet:
             return
         with self._lock:
@@ -128,7 +108,6 @@ class Progress:
             self._ensure_live()
 
     def task_started(self, key: str, label: str) -> None:
-        """A task is running: a line of its own, with its elapsed time (terminals only)."""
         if not self.live or self.quiet:
             return
         with self._lock:
@@ -154,13 +133,14 @@ class Progress:
             self._tasks.clear()
             self._rows = ()
 
-    # ------------------------------------------------------------------ rich
-
     def _rich_console(self) -> Console:
         if self._console is None:
-            self._console = Console(
-                file=_console_file(self.stream), highlight=False, force_terminal=True
-            )
+            # A cast, not a TextIOBase subclass: TextIOBase's own encoding/fileno/close would
+            # shadow `_Trusted`'s delegation (rich reads `encoding` from its file) and its
+            # __del__ would close the wrapper. rich only writes, flushes and asks
+            # isatty/fileno/encoding, all delegated.
+            file = cast(IO[str], _Trusted(self.stream))
+            self._console = Console(file=file, highlight=False, force_terminal=True)
         return self._console
 
     def _ensure_live(self) -> Live:

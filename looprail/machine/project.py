@@ -1,28 +1,13 @@
-"""A project's phases in ROADMAP order and which are finished: what `looprail status`, GSD
-tracking and the project loop (`machine.project_loop`: `looprail run` without `--phase`,
-`--through N`, `--all`) read the project with.
-
-Which phases: those ROADMAP.md's headings name (`looprail.plans.roadmap`), in phase-number order
-as the reference's autonomous workflow sorts them (`8.1` after `8`, before `9`); without a
-ROADMAP, the phase folders (a ROADMAP that names no phase, e.g. every milestone archived: none).
-A phase is **finished** when
-
-1. its latest journaled run shipped; or, when it has no unfinished journaled run,
-2. GSD's artifacts say so as the reference's `init manager` decides `phase_complete`: at least
-   one plan, a SUMMARY for every plan, and a VERIFICATION.md whose frontmatter says
-   `status: passed`; or
-3. ROADMAP.md marks it done (`- [x] … Phase N: …`), as the reference's `roadmap analyze` trusts
-   it (phases finished before GSD tracked them).
-
-An unfinished journaled run (running, paused or halted) always means unfinished: that run is
-resumed, never a new one started beside it. docs/loop.md, "The project loop", says the rest.
-"""
+"""A project's phases in ROADMAP order and which are finished (docs/loop.md, "The project loop,
+phase after phase": which phases, in which order, and what is finished): what `looprail status`,
+GSD tracking and the project loop (`machine.project_loop`) read the project with."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,44 +40,22 @@ if TYPE_CHECKING:
 _REMOVED = re.compile(r"\(REMOVED\)", re.I)
 
 
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class ProjectPhase:
     """One phase of the project as the project loop sees it."""
 
-    __slots__ = (
-        "checked",
-        "dir",
-        "finished",
-        "name",
-        "number",
-        "plans",
-        "removed",
-        "run_id",
-        "run_status",
-        "summaries",
-        "verification",
-        "why",
-    )
-
-    def __init__(
-        self,
-        *,
-        number: str,  # normalised: "1", "8.1"
-        name: str,
-        dir: Path | None,  # None when the ROADMAP names a phase not started on disk
-        plans: int = 0,
-        summaries: int = 0,  # plans with a SUMMARY
-        verification: str | None = None,  # VERIFICATION.md's frontmatter status
-        checked: bool = False,  # `- [x]` in ROADMAP.md
-        run_id: str | None = None,  # its latest journaled run
-        run_status: str | None = None,
-        finished: bool = False,
-        why: str = "",  # why finished (or why not)
-        removed: bool = False,  # its heading says (REMOVED): never run
-    ) -> None:
-        self.number, self.name, self.dir = number, name, dir
-        self.plans, self.summaries, self.verification = plans, summaries, verification
-        self.checked, self.run_id, self.run_status = checked, run_id, run_status
-        self.finished, self.why, self.removed = finished, why, removed
+    number: str  # normalised: "1", "8.1"
+    name: str
+    dir: Path | None  # None when the ROADMAP names a phase not started on disk
+    plans: int = 0
+    summaries: int = 0  # plans with a SUMMARY
+    verification: str | None = None  # VERIFICATION.md's frontmatter status
+    checked: bool = False  # `- [x]` in ROADMAP.md
+    run_id: str | None = None  # its latest journaled run
+    run_status: str | None = None
+    finished: bool = False
+    why: str = ""  # why finished (or why not)
+    removed: bool = False  # its heading says (REMOVED): never run
 
     def __repr__(self) -> str:
         return f"ProjectPhase({self.number!r}, {self.status!r}, finished={self.finished})"
@@ -136,9 +99,7 @@ class ProjectPhase:
         }
 
 
-def phase_order(number: str) -> tuple[Any, ...]:
-    """The sort key of a normalised phase number (`8` < `8.1` < `8.2` < `9` < `10`)."""
-    return phase_sort_key(number)
+phase_order = phase_sort_key  # of a normalised phase number: `8` < `8.1` < `8.2` < `9` < `10`
 
 
 def latest_runs(runs: Sequence[Any]) -> dict[str, tuple[str, str]]:
@@ -159,8 +120,7 @@ def latest_runs(runs: Sequence[Any]) -> dict[str, tuple[str, str]]:
 def project_phases(
     project: str | os.PathLike[str], runs: Mapping[str, tuple[str, str]] | None = None
 ) -> list[ProjectPhase]:
-    """The project's phases in order, each with whether it is finished (module docstring).
-    `runs`: `latest_runs()` of the journal (none: no journal)."""
+    """The project's phases in order, each with whether it is finished (`runs`: `latest_runs`)."""
     root = Path(project)
     runs = runs or {}
     folders: dict[str, list[tuple[str, str, str, str]]] = {}
@@ -189,9 +149,7 @@ def no_phase_reason(project: str | os.PathLike[str]) -> str:
 
 
 def _finished(
-    run_id: str | None,
-    run_status: str | None,
-    facts: tuple[bool, bool, bool, bool, str | None],
+    run_id: str | None, run_status: str | None, facts: tuple[bool, bool, bool, bool, str | None]
 ) -> tuple[bool, str]:
     """Whether a phase counts as finished, and why (docs/loop.md, "What is finished")."""
     executed, unverified, removed, checked, verification = facts
@@ -224,15 +182,11 @@ def _phase(
     folder = Path(dirs[0][3]) if dirs else None
     plans, summaries, names = folder_progress(folder, number) if folder is not None else (0, 0, [])
     run_id, run_status = run if run is not None else (None, None)
+    executed = bool(plans) and summaries >= plans
     verification = None
-    if (
-        run_status not in ("shipped", "running", "paused", "halted")
-        and plans
-        and (summaries >= plans)
-    ):
+    if executed and run_status not in ("shipped", "running", "paused", "halted"):
         # Read only where it decides: VERIFICATION.md is the last word on an executed phase.
         verification = verification_status(root, folder, names)  # type: ignore[arg-type]
-    executed = bool(plans) and summaries >= plans
     unverified = executed and phase_artifact(names, "VERIFICATION.md") is None
     removed = _REMOVED.search(name) is not None
     facts = (executed, unverified, removed, checked, verification)
@@ -254,9 +208,8 @@ def _phase(
 
 
 def folder_progress(folder: Path, phase: str) -> tuple[int, int, list[str]]:
-    """(plans, plans with a SUMMARY, the folder's file names): each plan paired with its
-    SUMMARY by the plan layer's rule (`layout.summary_of`), from the file names alone (no plan
-    is parsed: a plan the run would refuse still counts)."""
+    """(plans, plans with a SUMMARY, the folder's file names), from the file names alone (no
+    plan is parsed: one the run would refuse still counts)."""
     try:
         with os.scandir(folder) as entries:
             names = sorted(e.name for e in entries if e.is_file())
@@ -268,13 +221,11 @@ def folder_progress(folder: Path, phase: str) -> tuple[int, int, list[str]]:
 
 
 def verification_status(root: Path, folder: Path, names: list[str]) -> str | None:
-    """The frontmatter `status` of the phase's VERIFICATION.md (the file and the reader the
-    run's `verify_done` guard uses), or None."""
+    """The frontmatter `status` of the phase's VERIFICATION.md, read as the run's
+    `verify_done` guard reads it (a regular file inside the project, links followed), or None."""
     name = phase_artifact(names, "VERIFICATION.md")
     if name is None:
         return None
-    # Read as the run reads it: a regular file inside the project once symlinks are followed
-    # (one linked elsewhere is never read; the run refuses that phase and says why).
     path = contained_file(root, folder / name)
     if path is None:
         return None
@@ -292,8 +243,7 @@ def _has_context(folder: Path) -> bool:
 
 
 def through_number(phases: Sequence[ProjectPhase], through: str) -> str:
-    """`--through N` checked against the project's phases: its normalised number, or a
-    UsageError (exit 2) naming the phases there are."""
+    """`--through N`'s normalised number, or a UsageError naming the phases there are."""
     wanted = normalize_phase_number(through)
     if wanted is None or all(p.number != wanted for p in phases):
         found = ", ".join(p.number for p in phases) or "none"
@@ -314,14 +264,12 @@ def pending(phases: Sequence[ProjectPhase], through: str | None = None) -> list[
 def new_folder(project: Path, phase: ProjectPhase) -> Path:
     """The folder a run creates for a phase the ROADMAP names with none yet, as the
     reference's discuss step names it: `.planning/phases/<NN>-<slug of its name>`."""
-
     slug = re.sub(r"[^a-z0-9]+", "-", phase.name.lower()).strip("-")[:60].strip("-")
     return project / PHASES_DIR / (phase_spelling(phase.number) + (f"-{slug}" if slug else ""))
 
 
 def journal_runs(project: Path) -> dict[str, tuple[str, str]]:
-    """`latest_runs` of the project's journal (empty without one), read with plain SQL on a
-    read-only connection (`journal.summary`, as `looprail status` reads the journal)."""
+    """`latest_runs` of the project's journal (empty without one), read with plain SQL."""
     try:
         conn = open_journal(project)
     except NoJournalError:

@@ -1,15 +1,10 @@
 """The project loop: a project's unfinished phases run one after another (`looprail run`
-without `--phase`, `--through N`, `--all`), in the order and by the rule of finished that
-`machine.project` reads them with. docs/loop.md, "The project loop", says the rest.
-
-It runs phases through a callback (`run_project(run=...)`, `run_phase` with the invocation's
-options): the loop sits above a phase's run, and `machine.project`, which GSD tracking and
-`looprail status` read the project with, below it.
-"""
+without `--phase`, `--through N`, `--all`; docs/loop.md, "The project loop")."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,17 +43,17 @@ def ensure_folder(project: Path, phase: ProjectPhase) -> Path:
     return folder
 
 
+@dataclass
 class ProjectResult:
     """What a multi-phase invocation did: each phase's session, in order, and why it stopped."""
 
-    def __init__(self, *, spent_usd: float = 0.0) -> None:
-        self.sessions: list[tuple[str, SessionResult]] = []
-        self.stopped: str | None = None  # why it stopped before the selected phases were run
-        self.remaining: list[str] = []  # selected phases not run
-        self.finished_before: list[str] = []  # already finished when it began
-        self.spent_usd = spent_usd
-        self.phase_count = 0  # phases the project has (0: the ROADMAP names none)
-        self.no_phase = ""  # why it has none (`no_phase_reason`)
+    spent_usd: float = 0.0
+    sessions: list[tuple[str, SessionResult]] = field(default_factory=list)
+    stopped: str | None = None  # why it stopped before the selected phases were run
+    remaining: list[str] = field(default_factory=list)  # selected phases not run
+    finished_before: list[str] = field(default_factory=list)  # already finished when it began
+    phase_count: int = 0  # phases the project has (0: the ROADMAP names none)
+    no_phase: str = ""  # why it has none (`no_phase_reason`)
 
     @property
     def shipped(self) -> list[str]:
@@ -83,11 +78,9 @@ def run_project(
     spent_usd: float = 0.0,
 ) -> ProjectResult:
     """Run the project's unfinished phases in order (only the next one with `one`; up to and
-    including `through`) until one does not ship or the budget is spent. `run(number, spent,
-    first)` runs one phase (`run_phase` with the invocation's options, `spent` what the
-    invocation has spent so far: `budget_usd` spans every phase) and returns its session. The
-    phases are read again after each one (a phase may have been inserted). `spent_usd`: spent
-    before (by the run `looprail resume` resumed)."""
+    including `through`), read again after each, until one does not ship or the budget is
+    spent. `run(number, spent, first)` runs one phase (`budget_usd` spans every phase);
+    `spent_usd`: spent before (by the run `looprail resume` resumed)."""
     seen: list[str] = []
     result = ProjectResult(spent_usd=spent_usd)
     phases = _phases(loaded.project, journal)
@@ -121,7 +114,7 @@ def run_project(
 def _over_budget(
     result: ProjectResult, budget_usd: float | None, todo: Sequence[ProjectPhase]
 ) -> bool:
-    """Whether the budget is spent before `todo`'s first phase (said in `result`)."""
+    """Whether the budget is spent before `todo`'s first phase (why: in `result`)."""
     if budget_usd is None or result.spent_usd < budget_usd:
         return False
     result.stopped = (

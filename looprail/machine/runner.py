@@ -1,16 +1,7 @@
-"""The runner: drives the compiled loop chart for one phase of one project.
-
-The chart (`machine/chart.py`, compiled from the `LoopSpec`) is the only place that says which
-state follows which, which event fires and which guard refuses. At each step the runner does
-the work of the state the loop is in, as its `StepSpec` says (the role writes the step's
-artifact unless its `done` guard says it is there; in the looped step, `wave_running` runs a
-wave), then asks the chart for the next event and attempts it: the chart's plan-fact guards
-first (pure, cheap: refuse before any effect), then the points the transition crosses are
-dispatched (hooks run, gates produce verdicts), then `send(event, results, facts)`, where the
-chart's guards decide. A refusal leaves the state unchanged and the run halts naming the gate
-(capId, message) or the guard. Each plan's tasks go through a `TaskChart` whose `begin_task`
-runs the mandatory `execute:task` resolver and the `read_first` check before the body.
-"""
+"""The runner: drives the compiled loop chart (`machine/chart.py`) for one phase of one project.
+At each step it does the work of the state the loop is in, then attempts the event the chart
+names: the plan-fact guards first, then the points' hooks, then `send`, where the chart's guards
+decide; a refusal leaves the state unchanged and halts the run naming the gate or the guard."""
 
 from __future__ import annotations
 
@@ -37,7 +28,6 @@ from looprail.layout import summary_file
 from looprail.machine import guards as G
 from looprail.machine.chart import WAVE_RUNNING, TaskChart, compile_loop, restored, state_path
 from looprail.machine.checkpoint import (
-    CheckpointState,
     blocked_checkpoint,
     blocked_pending,
     drop_plan_secret,
@@ -48,6 +38,7 @@ from looprail.machine.checkpoint import (
     with_answers,
 )
 from looprail.machine.context import (
+    CheckpointState,
     ExecuteTask,
     RunContext,
     RunOptions,
@@ -101,7 +92,6 @@ class LoopRunner:
     def __init__(self, ctx: RunContext):
         self.ctx = ctx
         self.chart_class = compile_loop(ctx.spec)
-        # A resumed run's chart is put back in its journaled configuration.
         self.machine = restored(self.chart_class, ctx.state or ())
         # The phase stays in memory for the run: each look re-stats, parses only what changed.
         self.phases = ctx.phases if ctx.phases is not None else PhaseCache(ctx.project, ctx.phase)
@@ -174,13 +164,9 @@ class LoopRunner:
                     self._said.add(w)
                     self.progress.warn(w)
 
-    # ------------------------------------------------------------------ state
-
     @property
     def state(self) -> list[str]:
         return state_path(self.machine)
-
-    # ------------------------------------------------------------------ run
 
     def run(self) -> RunResult:
         start = time.monotonic()
@@ -194,7 +180,6 @@ class LoopRunner:
             while self.machine.next_events():  # none: the chart is in its final state
                 self._safe_point()
                 self._step()
-            # shipped: GSD's tracking files, as `phase complete` writes them
             track_phase(self.ctx, self.phase, self.dispatcher.context(None))
         except (LooprailError, CheckpointPause, _Stop, OSError) as exc:
             status, reason, refused = run_ending(exc)
@@ -204,16 +189,11 @@ class LoopRunner:
             finally:
                 self.progress.close()
         if status != "shipped":
-            self.recorder.event(
-                EventRecord(
-                    kind="halted",
-                    point=refused.point if refused else None,
-                    cap_id=refused.cap_id if refused else None,
-                    outcome=status,
-                    message=reason,
-                ),
-                state=self.state,
+            point, cap_id = (refused.point, refused.cap_id) if refused else (None, None)
+            record = EventRecord(
+                kind="halted", point=point, cap_id=cap_id, outcome=status, message=reason
             )
+            self.recorder.event(record, state=self.state)
         if self.ctx.native is not None:
             self.ctx.native.settled(status, reason, self.dispatcher.context(None))
         return RunResult(
@@ -259,9 +239,8 @@ class LoopRunner:
         self._attempt(event, wave=self._wave_of(event))
 
     def _work(self, state: str) -> None:
-        """The work of `state`, as the spec says: a step's role writes the step's artifact
-        unless the step's `done` guard says it is there; in the looped step, `wave_running`
-        runs the current wave. Every other state has none."""
+        """The work of `state`: a step's role writes its artifact unless its `done` guard says
+        it is there; `wave_running` runs the current wave."""
         if state == WAVE_RUNNING:
             self._looked = None  # plans run: files change
             self._run_wave()
@@ -282,8 +261,7 @@ class LoopRunner:
             self._human_needed()
 
     def _human_needed(self) -> None:
-        """The verifier answered `human_needed`: a human-verify checkpoint listing what to
-        check, answered like any checkpoint (no terminal: the run pauses, exit 3)."""
+        """The verifier answered `human_needed`: a human-verify checkpoint, answered like any."""
         facts = self.facts()
         path = self.phase.verification_path
         if facts.verification_status != HUMAN_NEEDED or path is None:
@@ -294,17 +272,14 @@ class LoopRunner:
         self._looked = None
 
     def _wave_of(self, event: str) -> int | None:
-        """The wave an attempt is about: opening a wave, the first with plans left; closing
-        one, the wave that ran; None for an attempt that crosses no wave point."""
+        """The wave an attempt is about (opening one: the first with plans left), or None."""
         points = self.machine.crossing(event)[0].points
         if self.ctx.spec.wave_pre in points:
             self.wave = next((w.number for w in self.waves().waves if w.pending), None)
-        return self.wave if set(points) & set(self.ctx.spec.wave_points()) else None
-
-    # ------------------------------------------------------------------ transitions
+        spec = self.ctx.spec
+        return self.wave if {spec.wave_pre, spec.wave_post} & set(points) else None
 
     def waves(self) -> WavePlan:
-        """The waves of the phase as it is now: computed once per phase state."""
         if self._waves_of is None or self._waves_of[0] is not self.phase:
             self._waves_of = (self.phase, compute_waves(self.phase.plans, root=self.project))
         return self._waves_of[1]
@@ -332,15 +307,12 @@ class LoopRunner:
         )
 
     def attempt(self, event: str, *, wave: int | None = None) -> list[G.HookResult]:
-        """One transition attempt, in public: returns the hook results of the attempt, raises
-        `TransitionRefused` (with `.result`, the refusing hook) or `GuardRefused` (with
-        `.guard`, the refusing plan-fact guard) and then leaves the state unchanged. What a
-        guard test drives."""
+        """One transition attempt (what a guard test drives): its hook results, or
+        `TransitionRefused` / `GuardRefused` with the state unchanged."""
         self._looked = None  # a caller may have changed files since: look again
         return self._attempt(event, wave=wave)
 
     def _attempt(self, event: str, *, wave: int | None = None) -> list[G.HookResult]:
-        """One transition attempt (see the module docstring for the order)."""
         crossing = self.machine.crossing(event)
         if not crossing:  # pragma: no cover - the runner only sends events the chart names
             raise HaltError(f"no transition {event!r} from {self.state}")
@@ -363,15 +335,10 @@ class LoopRunner:
             if refused is not None:
                 raise TransitionRefused(refused) from None
             raise self._refused(event) from None
-        self.recorder.event(
-            EventRecord(
-                kind="transition",
-                wave=wave,
-                message=f"{'/'.join(before)} → {'/'.join(self.state)}",
-                data={"event": event, "source": before, "target": self.state},
-            ),
-            state=self.state,
-        )
+        message = f"{'/'.join(before)} → {'/'.join(self.state)}"
+        data = {"event": event, "source": before, "target": self.state}
+        record = EventRecord(kind="transition", wave=wave, message=message, data=data)
+        self.recorder.event(record, state=self.state)
         self.progress.line(f"● {'/'.join(self.state)}")
         self._status()
         if self.ctx.on_transition is not None:
@@ -379,15 +346,11 @@ class LoopRunner:
         return results
 
     def _refused(self, event: str) -> GuardRefused:
-        """The refusal of `event` by the plan-fact guard the chart found refusing."""
         guard = self.machine.refused_guard(event)
         reason = G.FACT_REASONS.get(guard, guard) if guard else "refused"
         return GuardRefused(event, guard, reason)
 
-    # ------------------------------------------------------------------ step work
-
     def _phase_work(self, step: str, *, done: bool) -> None:
-        """The step's role does its work, unless it is `done` (its artifact is there)."""
         spec = self.ctx.spec.step(step)
         if step in self.redo_steps:  # killed mid-work before: its artifacts do not count
             self.redo_steps = self.redo_steps - {step}
@@ -401,9 +364,7 @@ class LoopRunner:
         self._role_event("role_started", step, spec.role)
         ctx = self.dispatcher.context(None)
         if step == "discuss" and self.options.interactive:
-            # `run --interactive`: the discuss step is a conversation on the user's terminal
-            # (runtime/interactive.py); the live status area is put away first (it would draw
-            # over the session) and comes back with the next status.
+            # a conversation on the user's terminal: the live status area would draw over it
             self.progress.close()
             ctx = ctx.model_copy(update={"terminal": True})
         texts = self.dispatcher.role_context(spec.role, step)
@@ -433,22 +394,11 @@ class LoopRunner:
         role: str,
         outcome: str | None = None,
     ) -> None:
-        """Bracket a role's work in the journal (committed at once): a resume finds a role that
-        started and never finished, does its work again and sets its partial output aside."""
+        """Bracket a role's work in the journal: a resume does a role's unfinished work again."""
         data: dict[str, object] = {"step": step, "role": role}
         if kind == "role_started":
             data["files"] = phase_snapshot(self.phase.dir)
-        self.recorder.event(
-            EventRecord(kind=kind, outcome=outcome, data=data),
-            state=self.state,
-        )
-
-    # ------------------------------------------------------------------ waves
-
-    # The looped step's work in `wave_running`: one wave of the phase's plans. Which plans run
-    # (a halted plan, and what depends on it, never does), where (the run's executor, e.g.
-    # Dask, or here on `jobs` threads), each through `run_plan` (the one task protocol); then
-    # what they did comes back (the workspace merges) and the wave is journaled finished.
+        self.recorder.event(EventRecord(kind=kind, outcome=outcome, data=data), state=self.state)
 
     def _run_wave(self) -> None:
         """Run the current wave's plans (on the run's executor, or here on `jobs` threads), merge
@@ -466,23 +416,16 @@ class LoopRunner:
         with ExitStack() as stack:
             run_plans = self._plan_runs(stack, wave.number, pending, done, jobs)
             self.recorder.wave_started(
-                wave.number,
-                [(t.id, p.id) for p in pending for t in p.tasks if not t.is_checkpoint],
+                wave.number, [(t.id, p.id) for p in pending for t in p.tasks if not t.is_checkpoint]
             )
             self.progress.new_stage()
             self.progress.line(
                 f"  wave {wave.number}: {plural(len(pending), 'plan')}, {jobs} at a time"
             )
-            errors = [s.error for s in run_plans() if not s.ok]
-            # Still in the block: the pool's idle threads are joined once the wave is
-            # journaled as finished, not before.
-            if errors:
-                # Siblings were never cancelled; the first failure (in plan order) is the reason.
-                pauses = [e for e in errors if isinstance(e, CheckpointPause)]
-                raise (
-                    next((e for e in errors if not isinstance(e, CheckpointPause)), None)
-                    or pauses[0]
-                )
+            errors = [s.error for s in run_plans() if s.error is not None]
+            # In the block: the pool's threads are joined once the wave is journaled finished.
+            if errors:  # the first failure in plan order (siblings ran on), before any pause
+                raise next((e for e in errors if not isinstance(e, CheckpointPause)), errors[0])
             self.ctx.workspace.merge(wave.number)  # what finished comes back before any halt
             self.finished_plans.update(p.id for p in pending)
             if halt is not None:
@@ -497,8 +440,7 @@ class LoopRunner:
 
     def _wave_plans(self) -> tuple[Wave, list[Plan], str | None]:
         """The current wave, its plans to run, and why the loop stops after it (a halted plan
-        is never re-run and what depends on it never runs: the rest of the wave runs, then the
-        loop stops there, as the reference's plan-index `runnable` says)."""
+        and what depends on it never run: the reference's plan-index `runnable`)."""
         waves = self.waves()
         if self.wave is None:  # resumed inside a running wave: it is the first unfinished one
             self.wave = next((w.number for w in waves.waves if w.pending), None)
@@ -529,13 +471,10 @@ class LoopRunner:
         executor = self.options.executor
         if executor is not None:
             return partial(executor.run_wave, self, wave, pending, done)
-        # Each plan's task chart is built before the wave starts (it has no effects: its
-        # initial state has no enter action), not by the plan's thread while the other plans'
-        # threads wait for the GIL to start their processes.
+        # Charts built and threads up before the wave starts, not by each plan's thread while
+        # the others wait for the GIL.
         charts = [self.plan_chart(p, wave) for p in pending]
         local = stack.enter_context(interruptible_executor(jobs))
-        # Its threads are up before the wave starts: started one per plan as the plans are
-        # handed over, each would wait for the one before to be scheduled.
         start_threads(local, min(jobs, len(pending)))
         calls = [
             partial(self.run_plan, p, wave, done, chart)
@@ -555,9 +494,8 @@ class LoopRunner:
         chart: TaskChart | None = None,
         execute: ExecuteTask | None = None,
     ) -> None:
-        """Run a plan's tasks in order, each through `run_task`, then write its SUMMARY. Every
-        executor runs a plan this way; `execute` is where a task's body runs (default: this
-        runner's runtime, here), `chart` a chart built for the plan by `plan_chart`."""
+        """Run a plan's tasks in order, each through `run_task`, then write its SUMMARY (every
+        executor runs a plan so); `execute`: where a task's body runs (default: here)."""
         chart = chart if chart is not None else self.plan_chart(plan, wave)
         model: PlanRun = chart.model
         if self.checks.settings.unchecked == "fail":  # for CI: before any executor runs
@@ -575,7 +513,6 @@ class LoopRunner:
                 continue
             self._safe_point()
             if task.is_checkpoint:
-                # answered (terminal, `looprail answer`, flags), or the run pauses
                 pass_checkpoint(self, plan, task, wave, execute or self.execute_here)
                 chart.send("skip_task")
                 continue
@@ -584,7 +521,6 @@ class LoopRunner:
         answered = summary_lines(self, plan)  # the plan's checkpoint answers, in its SUMMARY too
         write_summary(plan, answered, self.checks.summary_lines(plan))
         drop_plan_secret(self, plan)  # a secret never outlives its plan
-        # GSD's ROADMAP.md progress, as update-plan-progress writes it
         track_plan(self.ctx, self.phase, self.dispatcher.context(None))
         self.ctx.workspace.finished(plan.id)  # its worktree's changes committed while others run
 
@@ -596,9 +532,8 @@ class LoopRunner:
     def run_task(
         self, chart: TaskChart, plan: Plan, task: Task, wave: int, execute: ExecuteTask
     ) -> None:
-        """The one task protocol, whatever runs the body: the chart's `begin_task` (the
-        `execute:task` resolver → `read_first` → `task_call` hooks, each journaled), then the
-        body as an executor call (`executor_call`), the `task_result` hooks."""
+        """The one task protocol: the chart's `begin_task` (resolver → `read_first` →
+        `task_call` hooks), the body as an `executor_call`, the `task_result` hooks."""
         model: PlanRun = chart.model
         chart.send("begin_task", task=task)
         work = model.work or task_work(plan, task, self.project)
@@ -614,8 +549,7 @@ class LoopRunner:
     def _verified_task(
         self, plan: Plan, task: Task, work: TaskWork, wave: int, execute: ExecuteTask, label: str
     ) -> None:
-        """The task's body, then its automated checks, run by looprail (docs/loop.md,
-        "Verification"): a failure calls the executor again with it, within the budget."""
+        """The task's body, then its checks (docs/loop.md, "Verification")."""
         checks = checks_of(task)
         commands = checks.commands
         if not commands:
@@ -644,9 +578,7 @@ class LoopRunner:
             self.checks.keep(plan.id, task.id, call.evidence)
 
     def _recheck_merged(self) -> None:
-        """Every plan's automated checks once more, on the merged tree, before verify:pre:
-        two plans that pass alone can break each other. A failure halts naming plan and
-        check (resumed, the wave merges nothing new and this runs again)."""
+        """Every plan's checks again on the merged tree (two plans that pass alone can clash)."""
         self.phase = self.phases.load()
         plans = [p for p in self.phase.plans if any(checks_of(t).commands for t in p.tasks)]
         if not plans:
@@ -668,8 +600,7 @@ class LoopRunner:
                     )
 
     def _verified_must_haves(self, plan: Plan, wave: int, execute: ExecuteTask) -> None:
-        """The plan's must_haves (artifacts and key links), checked once its tasks are done; a
-        failure calls the executor again for the plan's last task with it, then halts."""
+        """The plan's must_haves once its tasks are done; a failure re-calls its last task."""
         must = read_must_haves(plan)
         if not must.artifacts and not must.key_links:
             return
@@ -692,7 +623,6 @@ class LoopRunner:
         self, plan: Plan, must: MustHaves, key: str, wave: int, dctx: DispatchContext | None,
         attempt: int,
     ) -> list[CheckRun]:  # fmt: skip
-        """The must_haves verdicts on the tree the plan ran in, journaled like checks."""
         dctx = dctx if dctx is not None else self._task_context(plan, key, wave)
         root = dctx.workdir or self.project
         runs = must_have_runs(must, root, promised_files(plan, self.phase.plans), attempt)
@@ -707,19 +637,16 @@ class LoopRunner:
         dctx: DispatchContext | None,
         attempt: int,
     ) -> list[CheckRun]:
-        """Run `commands` on the tree the task ran in, journal and show each verdict."""
         dctx = dctx if dctx is not None else self._task_context(plan, key, wave)
         return self._shown(self.checks.run(commands, dctx, key, attempt), plan, key, wave, "check ")
 
     def _task_context(self, plan: Plan, key: str, wave: int) -> DispatchContext:
-        """The dispatch context of a task's checks: bound to the plan's tree."""
         dctx = self.dispatcher.context(None, plan_id=plan.id, task_id=key, wave=wave)
         return self.ctx.workspace.bind(plan.id, dctx)
 
     def _shown(
         self, runs: list[CheckRun], plan: Plan, key: str, wave: int, label: str
     ) -> list[CheckRun]:
-        """Journal each verdict and show it on its own line."""
         for run in runs:
             self.checks.journal(run, plan.id, key, wave)
             mark = "✓" if run.passed else "✗"
@@ -736,17 +663,12 @@ class LoopRunner:
         label: str,
         after: After | None = None,
     ) -> Outcome:
-        """One executor call of `plan` (`execute(work, ctx)`), journaled as task `key`: its
-        context (the plan's workspace bound, a secret checkpoint answer waiting for it, or the
-        executor's refusal of the secret) is built before `key` is journaled started, so a
-        refusal halts with no attempt counted; `label` names it while it runs and once done;
-        `task_finished` with its duration; `after(outcome, ctx)` runs before it is journaled
-        finished (the task's checks, `machine/verify.py`). A task's body (`run_task`) and a
-        checkpoint's fix-up (`checkpoint._fixup`) are such calls; the caller halts on a failed
-        outcome."""
+        """One executor call of `plan` (a task's body, a checkpoint's fix-up), journaled as
+        task `key`; `after(outcome, ctx)` (its checks) runs before it is journaled finished.
+        The caller halts on a failed outcome."""
         dctx = self.dispatcher.context(None, plan_id=plan.id, task_id=work.task_id, wave=wave)
         dctx = self.ctx.workspace.bind(plan.id, dctx)
-        if plan.has_checkpoints:  # before it is journaled started: a refusal halts before it
+        if plan.has_checkpoints:  # before it is journaled started: a refusal counts no attempt
             dctx = secret_env(self, plan, dctx)
         outcome, again = self._answered_call(plan, work, key, wave, execute, label, dctx)
         if after is not None:  # its checks: a failed one fails the call
@@ -765,12 +687,11 @@ class LoopRunner:
         self, plan: Plan, work: TaskWork, key: str, wave: int, execute: ExecuteTask, label: str,
         dctx: DispatchContext,
     ) -> tuple[Outcome, str]:  # fmt: skip
-        """`execute(work, dctx)`, and again with the user's answer each time the executor's
-        last line is `BLOCKED: <reason>` (a human-action checkpoint on the task, its brief's
-        way to stop: `runtime/roles/executor.md`); a run resumed before the answer asks first.
-        A call that is not a task of the plan (a fix-up, the must_haves) fails on BLOCKED."""
+        """`execute(work, dctx)`, and again with the user's answer each time the executor ends
+        on `BLOCKED: <reason>` (a human-action checkpoint); a call that is no task of the plan
+        (a fix-up, the must_haves) fails on BLOCKED instead."""
         task = next((t for t in plan.tasks if t.id == key), None)
-        waiting = blocked_pending(self, plan, task) if task is not None else None
+        waiting = blocked_pending(self, task) if task is not None else None
         if task is not None and waiting is not None:
             pass_blocked(self, plan, task, waiting, wave)
             work = with_answers(self, plan, work)

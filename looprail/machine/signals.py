@@ -1,6 +1,5 @@
-"""Stop signals and child processes while a run runs: SIGTERM and SIGHUP stop it as Ctrl-C
-does, and every child it starts is journaled so a resume can reap what outlived a crash.
-"""
+"""Stop signals (SIGTERM and SIGHUP stop a run as Ctrl-C does) and child processes (journaled,
+so a resume can reap what outlived a crash) while a run runs."""
 
 from __future__ import annotations
 
@@ -28,8 +27,7 @@ def signal_label(exc: BaseException) -> str:
 
 @contextmanager
 def stop_signals() -> Iterator[None]:
-    """While a run runs: SIGTERM and SIGHUP raise `Terminated` in the main thread, so they
-    stop the run like Ctrl-C does. Outside the main thread (an embedding) nothing changes."""
+    """SIGTERM and SIGHUP raise `Terminated` in the main thread (elsewhere nothing changes)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -47,8 +45,7 @@ def stop_signals() -> Iterator[None]:
 
 @contextmanager
 def journal_children(recorder: Any) -> Iterator[None]:
-    """Journal every child process the run starts (pid and start time, and its guard's), so a
-    resume after a crash can reap whatever outlived the killed looprail."""
+    """Journal every child process the run starts (pid and start time, and its guard's)."""
 
     def listener(spawned: Any) -> None:
         recorder.event(EventRecord(kind="process", data=spawned.as_data()))

@@ -1,9 +1,6 @@
-"""The loop as data: `LoopSpec` names the phase steps, the role that does each step's work, the
-artifact that shows the work is done, and the points every transition crosses.
-
-`chart.compile_loop(spec)` turns a spec into a python-statemachine `StateChart`; the diagrams,
-`--dry-run` and the runner all read the same spec, so the picture is the machine.
-"""
+"""The loop as data: the steps, the role that does each step's work, the artifact that shows it
+done, and the points every transition crosses. The chart (`chart.compile_loop`), the diagrams,
+`--dry-run` and the runner all read the same spec, so the picture is the machine."""
 
 from __future__ import annotations
 
@@ -34,8 +31,7 @@ class StepSpec(BaseModel):
 
     @property
     def done_guard(self) -> str | None:
-        """The plan-fact guard that says the step's work is already done (its artifact is
-        there), `<name>_done`; None for a step that owes no artifact (its work always runs)."""
+        """The plan-fact guard that says the step's artifact is there (None: it owes none)."""
         return f"{self.name}_done" if self.artifact else None
 
 
@@ -82,16 +78,10 @@ class LoopSpec(BaseModel):
         return next(s for s in self.steps if s.name == name)
 
     def transitions(self) -> list[TransitionSpec]:
-        """Every transition in loop order. Leaving a step fires its `:post`; entering the next
-        fires its `:pre`; the looped step's waves are bracketed by the wave points.
-
-        Built once per spec, with `model_construct`: the values come from this (validated)
-        spec, and building the validator costs every `looprail run` milliseconds for nothing."""
+        """Every transition in loop order: leaving a step fires its `:post`, entering the next
+        its `:pre`; the looped step's waves are bracketed by the wave points. Built once per
+        spec, unvalidated (a validator would cost every run milliseconds for nothing)."""
         return list(_transitions(self))
-
-    def wave_points(self) -> tuple[str, str]:
-        """The points that bracket each wave: an attempt crossing one is about a wave."""
-        return (self.wave_pre, self.wave_post)
 
 
 @cache
@@ -144,7 +134,7 @@ def _transition(
     guards: tuple[str, ...],
     label: str,
 ) -> TransitionSpec:
-    """Every transition is guarded by `hooks_allow` (its hooks' verdicts) first."""
+    """Every transition is guarded by `hooks_allow` first."""
     return TransitionSpec.model_construct(
         event=event,
         source=source,
@@ -156,8 +146,7 @@ def _transition(
 
 
 def _default_loop() -> LoopSpec:
-    """The built-in loop, constructed without validation (the run path never builds the spec
-    models' validators); `tests/machine/test_chart.py` checks it validates to itself."""
+    """The built-in loop, unvalidated (`tests/machine/test_chart.py` checks it validates)."""
     steps = (
         ("discuss", "orchestrator", "CONTEXT.md", "record implementation decisions"),
         ("plan", "planner", "PLAN.md", "write the plans"),

@@ -1,9 +1,7 @@
-"""What a run started with, kept in its journal record, and what its resume must keep (issue
-40, point 7). A run halted by a blocking gate of `--capabilities X` must not walk past that
-gate because `resume` (or `run` again) was typed without the flag: the run remembers its
-capability folders, host tool and flavor (`machine_config`), a resume without those flags
-uses them, and a resume that would lose a hook that was active when the run started is
-refused, one line naming each hook, unless `--accept-changes` names it."""
+"""What a run started with, kept in its journal record, and what its resume must keep: a resume
+without the run's flags uses the capability folders, host tool and flavor it remembers, and one
+that would lose a hook active when the run started is refused unless `--accept-changes` names it
+(a gate of `--capabilities X` is never walked past by a resume typed without the flag)."""
 
 from __future__ import annotations
 
@@ -39,8 +37,7 @@ def active_hooks(caps: CapabilitySet, config: Mapping[str, Any] | None) -> list[
 def start_record(
     capability_dirs: Sequence[str], host_tool: str | None, hooks: Sequence[str]
 ) -> dict[str, object]:
-    """What a new run journals of its inputs beside its flavor: the first-party capability
-    folders (absolute), the host tool, and the hooks active when it started."""
+    """What a new run journals of its inputs beside its flavor."""
     return {
         CAPABILITIES: [str(Path(d).resolve()) for d in capability_dirs],
         HOST_TOOL: host_tool,
@@ -49,8 +46,7 @@ def start_record(
 
 
 def remembered(run: RunRow | None) -> tuple[list[str] | None, str | None, str | None]:
-    """The capability folders, host tool and flavor `run` started with (None: not recorded,
-    a run older than the record)."""
+    """The capability folders, host tool and flavor `run` started with (None: not recorded)."""
     if run is None:
         return None, None, None
     cfg = run.machine_config
@@ -66,8 +62,7 @@ def remembered(run: RunRow | None) -> tuple[list[str] | None, str | None, str | 
 
 def resumed_run(project: str | Path, phase: str | None, run_id: str | None) -> RunRow | None:
     """The run a `resume` (`run_id`, else the latest resumable) or a `run` (the unfinished run
-    of `phase`, of any phase without one) would resume; None without a journal or such a run.
-    Its seal is checked first (`Journal.verify_run`): a planted run is refused, one line."""
+    of `phase`) would resume, its seal checked; None without a journal or such a run."""
     try:
         jr = Journal.open(project, create=False)
     except (NoJournalError, OSError):
@@ -80,8 +75,8 @@ def resumed_run(project: str | Path, phase: str | None, run_id: str | None) -> R
 
 
 def check_keeps_hooks(previous: RunRow, now: Collection[str], accepted: Collection[str]) -> None:
-    """Refuse (exit 2, one line) a resume of `previous` that would lose a hook active when it
-    started, unless `accepted` (the `--accept-changes` values) names it."""
+    """Refuse a resume of `previous` that would lose a hook active when it started, unless
+    `accepted` (the `--accept-changes` values) names it."""
     before = previous.machine_config.get(HOOKS)
     if not isinstance(before, list):
         return  # a run older than the record: nothing to compare with

@@ -1,8 +1,5 @@
-"""The pieces of the one task protocol (`LoopRunner.run_plan` → `run_task`) that need nothing
-of the runner but the run's context: what a task's body is handed (`task_work`), the mandatory
-`execute:task` resolver and `read_first` check the `TaskChart`'s `begin_task` runs, and the
-SUMMARY.md that marks a plan done.
-"""
+"""The pieces of the one task protocol that need only the run's context: what a task's body is
+handed, what the `TaskChart`'s `begin_task` runs, the SUMMARY.md that marks a plan done."""
 
 from __future__ import annotations
 
@@ -20,24 +17,18 @@ from looprail.journal.recorder import EventRecord
 from looprail.layout import summary_file
 from looprail.machine.context import RunContext
 from looprail.plans import Plan, Task
-from looprail.plans.briefing import (
-    executor_plan_sections,
-    executor_task_sections,
-    task_read_first,
-)
+from looprail.plans.briefing import executor_plan_sections, executor_task_sections, task_read_first
 from looprail.plans.readfirst import read_first_entries
 from looprail.plans.taskchecks import checks_of
 from looprail.runtime.base import TaskWork
 
-# A task's native hooks at `task_call` / `task_result` (`LoopRunner.task_hooks`): raises
-# `TransitionRefused` when one blocks.
+# A task's native hooks (`LoopRunner.task_hooks`): `TransitionRefused` when one blocks.
 TaskHooks = Callable[[Literal["task_call", "task_result"], Plan, Task, int, TaskWork | None], None]
 
 
 @dataclass
 class PlanRun:
-    """One plan's run through its `TaskChart` (the chart's model: its callbacks are the
-    mandatory actions of `begin_task`), given the run's context and its task hooks."""
+    """One plan's run through its `TaskChart` (the chart's model: its callbacks)."""
 
     run: RunContext
     task_hooks: TaskHooks
@@ -46,8 +37,6 @@ class PlanRun:
     tasks: list[Task]
     index: int = 0
     work: TaskWork | None = None
-
-    # TaskChart callbacks -------------------------------------------------------------
 
     def more_tasks(self, **_: Any) -> bool:
         return self.index + 1 < len(self.tasks)
@@ -63,8 +52,7 @@ class PlanRun:
 
 
 def task_work(plan: Plan, task: Task, project: Path | None = None) -> TaskWork:
-    """What the task's body is handed, from the plan as written (plans/briefing.py);
-    `project`: where `read_first` and the plan's path are read from."""
+    """What the task's body is handed, from the plan as written (plans/briefing.py)."""
     criteria = tuple(
         line.strip().removeprefix("- ").strip()
         for line in (task.acceptance_criteria or "").splitlines()
@@ -143,10 +131,9 @@ def resolve_task(run: RunContext, plan: Plan, task: Task, wave: int) -> TaskWork
 def check_read_first(
     run: RunContext, plan: Plan, task: Task, work: TaskWork | None, wave: int | None = None
 ) -> None:
-    """Every `read_first` file is a regular file inside the project, or the task halts."""
+    """Every `read_first` file is a regular file inside the project (links followed: the rule
+    for every file whose text goes into a prompt), or the task halts."""
     paths = work.read_first if work is not None else tuple(task.read_first)
-    # Inside the project once symlinks are followed, and a regular file: the one rule for
-    # every file whose text goes into a prompt (fsutil.contained_file).
     missing = [rel for rel in paths if contained_file(run.project, rel) is None]
     run.recorder.event(
         EventRecord(
@@ -168,13 +155,10 @@ def check_read_first(
 def write_summary(
     plan: Plan, answered: list[str] | None = None, evidence: list[str] | None = None
 ) -> None:
-    """The durable "plan done" marker, unless the executor already wrote one; `answered`: the
-    plan's checkpoint answers (machine/checkpoint.py `summary_lines`), added to either;
-    `evidence`: its `## Verification` section (`verify.Checks.summary_lines`), in looprail's
-    own SUMMARY only (an executor's SUMMARY is its own words). The
-    marker is the file the phase scan reads first for the plan (`layout.summary_file`, a bare
-    PLAN.md's is SUMMARY.md), under its rule: a regular file, links followed. Anything else
-    there (a folder, a link to a device) halts the plan: it could never be seen done."""
+    """The durable "plan done" marker (`layout.summary_file`), unless the executor wrote one;
+    `answered`: the plan's checkpoint answers, added to either; `evidence`: its
+    `## Verification` section, in looprail's own only. Anything but a regular file there halts
+    the plan: it could never be seen done."""
     target = plan.path.with_name(summary_file(plan.path.name))
     answered = answered or []
     if _marker_there(target):
@@ -207,8 +191,7 @@ def write_summary(
 
 
 def _marker_there(target: Path) -> bool:
-    """Whether a regular file is at `target` (links followed, as the phase scan reads it);
-    nothing there (or a dangling link, which the marker replaces): False."""
+    """Whether a regular file is at `target` (links followed, as the phase scan reads it)."""
     try:
         mode = os.stat(target).st_mode
     except FileNotFoundError:
@@ -225,7 +208,6 @@ def _marker_there(target: Path) -> bool:
 
 
 def _append_answers(target: Path, answered: list[str]) -> None:
-    """An executor's own SUMMARY gets the plan's checkpoint answers too (once)."""
     try:
         text = target.read_text(encoding="utf-8", errors="replace")
         if answered[1] not in text:

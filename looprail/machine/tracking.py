@@ -1,15 +1,7 @@
-"""Keep GSD's own tracking files up to date during a run, so the reference's `roadmap analyze`,
-`state` and `progress` agree with `looprail status` afterwards and a project can go on with
-GSD's own commands: after each plan, ROADMAP.md's progress (`roadmap update-plan-progress N`);
-when the phase ships, ROADMAP.md, STATE.md and REQUIREMENTS.md (`phase complete N`).
-
-With a host tool (`--host-tool`, e.g. gsd-tools) the host writes them itself; without one, or
-when it refuses (the reference cannot find a phase folder named `9.1-…`), the same edits are
-made here (`looprail/tracking.py`, pure text → text). The effects live here:
-each file is read bounded, inside the project, and replaced atomically; one lock serialises
-plans that finish on parallel threads. Tracking never stops a run: a file that cannot be
-read or written is one warning.
-"""
+"""Keep GSD's own tracking files up to date during a run (docs/loop.md, "GSD's tracking files"):
+by the host tool, else here with `looprail/tracking.py`'s edits (pure text → text), each file
+read bounded, inside the project, and replaced atomically. Tracking never stops a run: a file
+that cannot be read or written is one warning."""
 
 from __future__ import annotations
 
@@ -51,8 +43,7 @@ _LOCK = threading.Lock()  # plans of one wave finish on parallel threads
 
 
 def track_plan(run: RunContext, phase: Phase, host: DispatchContext) -> None:
-    """After a plan's SUMMARY is written: ROADMAP.md's progress for `phase` (`host`: the
-    context the run's host tool is called with)."""
+    """After a plan's SUMMARY is written: ROADMAP.md's progress for `phase`."""
     with _LOCK:
         if _host(run, host, ["roadmap", "update-plan-progress", phase.number]):
             return
@@ -66,8 +57,7 @@ def track_plan(run: RunContext, phase: Phase, host: DispatchContext) -> None:
 
 
 def track_phase(run: RunContext, phase: Phase, host: DispatchContext) -> None:
-    """When `phase` ships: ROADMAP.md, REQUIREMENTS.md and STATE.md as `phase complete`
-    writes them (only once VERIFICATION.md says passed, as the reference requires)."""
+    """When `phase` ships: ROADMAP.md, REQUIREMENTS.md and STATE.md as `phase complete` does."""
     with _LOCK:
         number = phase.number
         if _host(run, host, ["phase", "complete", number]):
@@ -80,7 +70,6 @@ def track_phase(run: RunContext, phase: Phase, host: DispatchContext) -> None:
             )
             return
         today = _today()
-
         text = _edit(run, ROADMAP_FILE, lambda t: phase_complete(t, number, counts, today=today))
         section = roadmap_section(_active(text), number) if text is not None else None
         ids = requirement_ids(section)
@@ -102,8 +91,7 @@ def next_phase(project: Path, number: str) -> NextPhase:
 
 
 def _host(run: RunContext, ctx: DispatchContext, args: list[str]) -> bool:
-    """Whether the run's host tool did the update (`<host> <args>`): False without one, or
-    when it refused (the reference writes all or nothing; looprail then writes the same)."""
+    """Whether the run's host tool did the update (`<host> <args>`; it writes all or nothing)."""
     if not host_tool_for(run.runtime, ctx):
         return False
     outcome = run_host(run.runtime, args, ctx)
@@ -115,8 +103,7 @@ def _host(run: RunContext, ctx: DispatchContext, args: list[str]) -> bool:
 
 
 def _counts(project: Path, folder: Path | None, number: str) -> tuple[Counts, bool]:
-    """The phase's plans and SUMMARYs (the names of the SUMMARYs too), and whether its
-    VERIFICATION.md says passed."""
+    """The phase's plans and SUMMARYs, and whether its VERIFICATION.md says passed."""
     if folder is None:
         return Counts(0, 0), False
     plans, summaries, names = folder_progress(folder, number)
@@ -126,8 +113,7 @@ def _counts(project: Path, folder: Path | None, number: str) -> tuple[Counts, bo
 
 
 def _edit(run: RunContext, name: str, change: Callable[[str], str]) -> str | None:
-    """`change` applied to the project's `name` (left alone when absent); the new text, or
-    None when there was none. A file that cannot be read or written is one warning."""
+    """`change` applied to the project's `name` (when there); the new text, or None."""
     path = contained_file(run.project, run.project / name)
     if path is None:
         return None

@@ -1,10 +1,7 @@
-"""Done means verified (docs/loop.md, "Verification"): looprail runs a task's automated
-checks itself once its executor returns, judges each (exit 0 *and* something was tested:
-`plans/checkjudge.py`), and says what a failure was, so the executor can be called again with
-it, and when the same failure comes back unchanged (a stuck agent).
-
-Effects at the edge: one bounded process per check (`runtime/process.run_bounded`, no stdin,
-a timeout, an output cap), its output filed under `.looprail/logs/<run>/checks/`."""
+"""Done means verified (docs/loop.md, "Verification"): looprail runs a task's checks itself
+once its executor returns (one bounded process each, its output under
+`.looprail/logs/<run>/checks/`), judges each (`plans/checkjudge.py`) and hands a failure to
+the executor's next call, until the same failure comes back unchanged (a stuck agent)."""
 
 from __future__ import annotations
 
@@ -45,8 +42,7 @@ TAIL_CHARS = 2000  # what a retry is handed of a failed check's output
 
 
 class CheckRun(BaseModel):
-    """One check that ran: what the SUMMARY, the journal's `check` event and a retry carry.
-    `tree`: the working tree it ran on (a verdict belongs to a tree; None outside git)."""
+    """One check that ran. `tree`: the git tree it ran on (None outside git)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -62,8 +58,7 @@ class CheckRun(BaseModel):
     tail: str = ""
 
     def signature(self) -> str:
-        """The failure, normalised (times, paths, pids, addresses): equal twice in a row means
-        the agent is stuck."""
+        """The failure, normalised: equal twice in a row means the agent is stuck."""
         return self.command + "\0" + normalised(self.tail)
 
 
@@ -78,7 +73,6 @@ _NOISE = (
 
 
 def normalised(text: str) -> str:
-    """`text` with what changes between two identical failures blanked out."""
     for pattern, word in _NOISE:
         text = pattern.sub(word, text)
     return "\n".join(line.rstrip() for line in text.strip().splitlines())
@@ -104,13 +98,8 @@ def run_check(
     tree: str | None = None,
     shown_log: str | None = None,
 ) -> CheckRun:
-    """Run one check command in `cwd` and judge it; its output is written to `log`."""
     done = run_bounded(
-        shell_argv(command, env),
-        timeout_s=timeout_s,
-        cwd=cwd,
-        env=env,
-        output_cap=CHECK_OUTPUT_CAP,
+        shell_argv(command, env), timeout_s=timeout_s, cwd=cwd, env=env, output_cap=CHECK_OUTPUT_CAP
     )
     output = done.stdout + (("\n" + done.stderr) if done.stderr else "")
     if done.timed_out or done.spawn_error:
@@ -141,27 +130,15 @@ def _write_log(path: Path, command: str, output: str, reason: str) -> None:
         pass
 
 
-def check_log(project: Path, run_id: str, key: str, attempt: int, index: int) -> Path:
-    """Where one check's output is filed: `.looprail/logs/<run>/checks/<task>-a<N>-<i>.log`."""
-    return looprail_path(project, LOGS_DIR, run_id, "checks") / (
-        f"{slug(key.replace('/', '-'))}-a{attempt}-{index}.log"
-    )
-
-
 def tree_id(cwd: Path, env: Mapping[str, str] | None = None) -> str | None:
-    """The git tree of everything in `cwd` now (tracked and untracked, through a scratch index
-    so the real one is untouched), or None outside a git work tree."""
+    """The git tree of everything in `cwd` now (through a scratch index), or None outside git."""
     fd, index = tempfile.mkstemp(prefix="looprail-tree-")
     os.close(fd)
     scratch = dict(os.environ if env is None else env) | {"GIT_INDEX_FILE": index}
     try:
         git(["read-tree", "--empty"], cwd, env=scratch, timeout_s=60)
-        if (
-            git(
-                ["add", "-A", "--", ".", f":!{LOOPRAIL_DIR}"], cwd, env=scratch, timeout_s=120
-            ).exit_code
-            != 0
-        ):
+        add = ["add", "-A", "--", ".", f":!{LOOPRAIL_DIR}"]
+        if git(add, cwd, env=scratch, timeout_s=120).exit_code != 0:
             return None
         done = git(["write-tree"], cwd, env=scratch, timeout_s=60)
         return done.stdout.strip() or None if done.exit_code == 0 else None
@@ -169,18 +146,11 @@ def tree_id(cwd: Path, env: Mapping[str, str] | None = None) -> str | None:
         os.unlink(index)
 
 
-def failure_text(runs: Sequence[CheckRun]) -> str:
-    """One line per failed check, for a halt message or a retry's prompt."""
-    return "; ".join(f"`{r.command}`: {r.reason}" for r in runs if not r.passed)
-
-
 def fingerprint(runs: Sequence[CheckRun]) -> str:
-    """The failures of one attempt as one value (the stuck rule compares two of them)."""
     joined = "\0\0".join(r.signature() for r in runs if not r.passed)
     return hashlib.sha256(joined.encode()).hexdigest()
 
 
-# A check round's failures, as the executor's next call is handed them.
 def check_failures(runs: Sequence[CheckRun]) -> tuple[CheckFailure, ...]:
     return tuple(
         CheckFailure(
@@ -205,10 +175,9 @@ Call = Callable[[TaskWork, After], Outcome]
 
 @dataclass
 class VerifiedCall:
-    """One task (or one plan's must-haves) held to its checks: the executor is called, the
-    checks run, a failure calls it again with the failure (`TaskWork.check_failures`), at
-    most `retries` times; the same failure twice in a row stops early (stuck). `rounds_before`:
-    failed check rounds journaled earlier (a resumed run: the budget still applies)."""
+    """One task (or one plan's must-haves) held to its checks: a failure calls the executor
+    again with it, at most `retries` times in all (`rounds_before`: failed rounds journaled
+    before a resume); the same failure twice in a row stops early (stuck)."""
 
     where: str  # "01-01-PLAN.md: task 01-01/T1", the halt line's start
     retries: int
@@ -252,7 +221,8 @@ class VerifiedCall:
         if all(r.passed for r in runs):
             return outcome
         failed += runs
-        return Outcome.failed(f"check failed: {failure_text(runs)}", duration_s=outcome.duration_s)
+        why = "; ".join(f"`{r.command}`: {r.reason}" for r in runs if not r.passed)
+        return Outcome.failed(f"check failed: {why}", duration_s=outcome.duration_s)
 
     def _budget(self, runs: list[CheckRun], rounds: int) -> None:
         if rounds > self.retries:
@@ -266,8 +236,7 @@ class VerifiedCall:
 
 
 class Checks:
-    """A run's checks: where they run and with what, what they found (journaled as `check`
-    events, kept per plan and task for its SUMMARY), and what earlier runs found."""
+    """A run's checks: where they run, what they found (per plan and task, for its SUMMARY)."""
 
     def __init__(self, project: Path, recorder: Recorder, settings: VerifySettings) -> None:
         self.project = project
@@ -281,8 +250,7 @@ class Checks:
     def run(
         self, commands: Sequence[str], dctx: DispatchContext, key: str, attempt: int
     ) -> list[CheckRun]:
-        """Each command in the task's working tree (the plan's worktree when it has one), with
-        the run's environment less a checkpoint's secret answer, in order."""
+        """Each command in the task's working tree, the env less a checkpoint's secret answer."""
         cwd = dctx.workdir or self.project
         env = {**os.environ, **{k: v for k, v in dctx.env.items() if k != SECRET_ENV}}
         tree = tree_id(cwd)
@@ -304,8 +272,10 @@ class Checks:
         return runs
 
     def _log(self, key: str, attempt: int, index: int) -> Path | None:
+        """Where one check's output is filed: `.looprail/logs/<run>/checks/<task>-a<N>-<i>.log`."""
+        name = f"{slug(key.replace('/', '-'))}-a{attempt}-{index}.log"
         try:
-            return check_log(self.project, self.recorder.run_id, key, attempt, index)
+            return looprail_path(self.project, LOGS_DIR, self.recorder.run_id, "checks") / name
         except LooprailError:  # `.looprail/logs` linked out of the project: no log
             return None
 
@@ -329,8 +299,8 @@ class Checks:
     def unchecked(
         self, plan_id: str, key: str, wave: int | None, reason: str, outcome: Outcome, _: Any
     ) -> Outcome:
-        """A task ran that no command checks: said in the journal, never silent (an
-        executor call's `after`, so the task's finish commits it: returns `outcome`)."""
+        """A task ran that no command checks: journaled, never silent (an executor call's
+        `after`, so the task's finish commits it)."""
         if not outcome.ok:
             return outcome
         self.recorder.event(
@@ -342,7 +312,7 @@ class Checks:
         return outcome
 
     def unverified(self) -> list[str]:
-        """The tasks of this run (a resumed run's earlier ones too) no command checked."""
+        """The tasks of this run (before a resume too) no command checked."""
         seen = (e.task_id for e in self.recorder.kinds("check") if e.outcome == "unchecked")
         return list(dict.fromkeys(k for k in seen if k))
 
@@ -358,7 +328,7 @@ class Checks:
             return self._before.get(key, 0)
 
     def said(self, plan_id: str, key: str, outcome: Outcome) -> Outcome:
-        """Keep the executor's closing words for the task's SUMMARY; returns `outcome`."""
+        """Keep the executor's closing words for the task's SUMMARY."""
         words = closing_words(outcome.stdout) if outcome.ok else ""
         if words:
             with self._lock:
@@ -375,8 +345,7 @@ class Checks:
         return evidence_lines(kept, unchecked, words, order)
 
     def evidence(self) -> list[str]:
-        """What the verifier is handed: every check journaled in this run, per task, and the
-        tasks nothing checked."""
+        """What the verifier is handed: every check journaled in this run, per task."""
         checks: dict[str, list[CheckRun]] = {}
         unchecked: dict[str, str] = {}
         order: list[str] = []
@@ -394,18 +363,12 @@ class Checks:
         with self._lock:
             self._kept.setdefault(plan_id, {}).setdefault(key, []).extend(runs)
 
-    def of_plan(self, plan_id: str) -> dict[str, list[CheckRun]]:
-        """The checks that ran for each task of `plan_id` in this process (its SUMMARY's)."""
-        with self._lock:
-            return {k: list(v) for k, v in self._kept.get(plan_id, {}).items()}
-
 
 def must_have_runs(
     must: MustHaves, root: Path, promised: frozenset[str], attempt: int
 ) -> list[CheckRun]:
-    """A plan's must_haves verdicts (`plans/musthaves.py`, the reference's semantics) as
-    checks: one per artifact and key link, named `must_haves artifact PATH` / `must_haves
-    key_link FROM → TO`; a link whose source a later plan promises is pending, not failed."""
+    """A plan's must_haves verdicts (`plans/musthaves.py`) as checks, one per artifact and key
+    link; a link whose source a later plan promises is pending, not failed."""
     start = time.monotonic()
     artifacts = check_artifacts(must, root)
     links = check_key_links(must, root, promised)
@@ -437,8 +400,6 @@ def must_have_runs(
     return runs
 
 
-# --- evidence: what the SUMMARY and the verifier are given ------------------------------------
-
 CLOSING_CHARS = 2000
 _DEVIATIONS = re.compile(r"^\W*deviations?\b", re.I | re.M)
 
@@ -459,15 +420,13 @@ _BLOCKED = re.compile(r"^\W*BLOCKED\W*?:[*_]*\s*(.+?)\s*$")  # `**BLOCKED:**` to
 
 
 def blocked_reason(text: str) -> str | None:
-    """The reason in `BLOCKED: <reason>` when it is the executor's very last line (its brief,
-    `runtime/roles/executor.md`, asks for it there); None when it went on to the end."""
+    """The reason in `BLOCKED: <reason>` when it is the executor's very last line."""
     lines = [line for line in text.strip().splitlines() if line.strip()]
     found = _BLOCKED.match(lines[-1]) if lines else None
     return found.group(1) if found is not None else None
 
 
 def run_of_event(event: EventRecord) -> CheckRun | None:
-    """A journaled `check` event back as the check it records (None: an unchecked task)."""
     if event.outcome not in ("passed", "failed"):
         return None
     data = event.data
@@ -492,7 +451,6 @@ def _task_order(key: str) -> tuple[str, int, str]:
 
 
 def check_line(run: CheckRun) -> str:
-    """One check as the SUMMARY and the verifier read it."""
     verdict = "passed" if run.passed else "FAILED"
     code = "" if run.exit_code is None else f"exit {run.exit_code}, "
     why = "" if run.reason == f"exit {run.exit_code}" else f"; {run.reason}"
@@ -509,9 +467,8 @@ def evidence_lines(
     words: Mapping[str, str] | None = None,
     order: Sequence[str] = (),
 ) -> list[str]:
-    """Per task (in the order given), every check that ran, or why none did, and the
-    executor's closing words: the `## Verification` section of a SUMMARY, and the evidence
-    the verifier is handed."""
+    """The `## Verification` section of a SUMMARY (and the verifier's evidence): per task,
+    every check that ran, or why none did, and the executor's closing words."""
     lines = ["## Verification", ""]
     found = {*checks, *unchecked, *(words or {})}
     keys = [k for k in order if k in found] + sorted(found - set(order))
@@ -530,16 +487,13 @@ def evidence_lines(
     return lines
 
 
-# --- human_needed: the verifier's answer that a person must look --------------------------------
-
 HUMAN_NEEDED = "human_needed"
 _STATUS_LINE = re.compile(r"^status:[ \t]*['\"]?human_needed['\"]?[ \t]*$", re.M)
 
 
 def human_verify_task(phase_number: str, path: Path, frontmatter: object) -> tuple[Plan, Task]:
-    """A VERIFICATION.md that says `status: human_needed` as a human-verify checkpoint (its
-    plan: the VERIFICATION.md; task `<phase>-verify/T1`) listing the `human_verification`
-    items (`test` / `expected` / `why_human`, as the reference's verifier writes them)."""
+    """A VERIFICATION.md that says `status: human_needed` as a human-verify checkpoint (task
+    `<phase>-verify/T1`) listing its `human_verification` items."""
     items = frontmatter.get("human_verification") if isinstance(frontmatter, dict) else None
     steps = []
     for i, item in enumerate(items if isinstance(items, list) else [], 1):

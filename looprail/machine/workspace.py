@@ -1,17 +1,6 @@
-"""Where each plan of a wave works: its own `git worktree`, merged back after the wave.
-
-Parallel plans each get a worktree `.looprail/worktrees/<run>/<plan>` on a branch
-`looprail/<run>/w<wave>-<plan>` from the main tree's HEAD (its pending changes committed first),
-made while the wave starts; a plan's agent starts once its own worktree is checked out. A
-finished plan's changes are committed on its branch; after the wave the branches are merged in
-plan order with the commits `git merge --no-ff` makes (`git merge-tree` + `git commit-tree`, the
-main tree moved once). A conflict halts the run naming the plans and files, the merge left (by
-`git merge`) to resolve, the worktrees kept; the next `looprail run` skips merged branches. A
-resumed run finds its worktrees and branches again (or recreates a worktree from its branch).
-
-Sequential plans work in the main tree; outside a git repository plans run one at a time, with
-one warning line. `NullWorkspace` is the seam's no-op (the local and scripted runtimes, tests).
-"""
+"""Where each plan of a wave works: its own `git worktree` on a branch from the main tree's HEAD,
+merged back in plan order after the wave (docs/agents.md, "Parallel plans work in git
+worktrees"). `NullWorkspace` is the seam's no-op: every plan in the main tree."""
 
 from __future__ import annotations
 
@@ -91,8 +80,6 @@ class GitWorkspace(NullWorkspace):
         self._wave_branches: dict[int, list[tuple[str, str]]] = {}
         self._pending: list[tuple[str, str]] = []  # the merged wave's branches, removed by `settle`
 
-    # -- the seam -------------------------------------------------------------------------
-
     def jobs(self, jobs: int, plans: int) -> int:
         if jobs > 1 and plans > 1 and not self.git:
             if not self._warned:
@@ -112,8 +99,7 @@ class GitWorkspace(NullWorkspace):
             self._committed = {}
         if not self.git:
             return
-        # A resumed wave finds the worktrees it made before (even for a lone unfinished plan);
-        # new ones are made only when plans really run in parallel.
+        # New worktrees only when plans run in parallel; a resumed wave finds its old ones.
         fresh = jobs > 1 and len(plan_ids) > 1
         listed: Future[dict[int, list[tuple[str, str]]]] = Future()
         if fresh:  # the branch listing need not wait for the main tree's checkpoint
@@ -128,22 +114,19 @@ class GitWorkspace(NullWorkspace):
             _resolve(listed, self._run_branches)
         every = listed.result()
         existing = {plan_id for plan_id, _ in every.get(wave, [])}
-        # Branches of waves before this one are all merged: left only by a run killed between
-        # a wave's end and their removal (`settle`).
+        # Branches of earlier waves are merged: left by a run killed before `settle`.
         stale = [pair for w, pairs in every.items() if w < wave for pair in pairs]
         if stale:
             self._remove(stale)
         wanted = [p for p in plan_ids if fresh or p in existing]
         self._worktrees(wave, wanted, existing)
-        # What `merge` merges: every branch of the wave (a plan finished before a kill has
-        # one too), known now, so that it need not ask git again.
+        # What `merge` merges (a plan finished before a kill has a branch too), known now.
         found = {branch: plan_id for plan_id, branch in every.get(wave, [])}
         found.update({self.branch(wave, plan_id): plan_id for plan_id in wanted})
         self._wave_branches[wave] = sorted((plan_id, b) for b, plan_id in found.items())
 
     def bind(self, plan_id: str, ctx: DispatchContext) -> DispatchContext:
-        """The plan's context in its worktree, once that is checked out (the others may still
-        be being made); a worktree that could not be made halts the plan."""
+        """The plan's context in its worktree, once checked out (a failure to make it halts)."""
         with self._lock:
             path = self._bound.get(plan_id)
             ready = self._ready.get(plan_id)
@@ -152,8 +135,7 @@ class GitWorkspace(NullWorkspace):
         return ctx if path is None else ctx.model_copy(update={"workdir": path})
 
     def finished(self, plan_id: str) -> None:
-        """A plan's tasks are all done: its worktree's changes are committed now, on its own
-        thread while other plans run (`merge` hands its secrets over, after the merges)."""
+        """A plan's tasks are all done: its worktree is committed now, while other plans run."""
         with self._lock:
             path = self._bound.get(plan_id)
             ready = self._ready.get(plan_id)
@@ -166,7 +148,6 @@ class GitWorkspace(NullWorkspace):
             self._committed[plan_id] = secrets
 
     def merge(self, wave: int) -> None:
-        """Merge the wave's branches into the main tree in plan order (the module docstring)."""
         self.close()
         if not self.git:
             return
@@ -181,8 +162,7 @@ class GitWorkspace(NullWorkspace):
         if not branches:
             return
         secrets = self._commit_rest(branches)
-        # Merged in git's object store, the main tree moved once; what that cannot merge (a
-        # conflict) is merged by `git merge` as before, which leaves the conflict to resolve.
+        # What the object store cannot merge (a conflict), `git merge` leaves to resolve.
         count = self._merge_objects(wave, branches)
         merged = [plan_id for plan_id, _ in branches[:count]]
         for plan_id, branch in branches[count:]:
@@ -193,14 +173,11 @@ class GitWorkspace(NullWorkspace):
         self._pending = branches
 
     def _commit_rest(self, branches: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
-        """Commit what `finished` did not (a plan of the wave this process did not run), in
-        each worktree at once (no two touch the same worktree or branch). Returns the secrets
-        each plan left out."""
+        """Commit what `finished` did not, in each worktree at once; the secrets left out."""
         with self._lock:
             committed, self._committed = self._committed, {}
         folders = [(plan_id, self._folder(plan_id)) for plan_id, _ in branches]
-        # A worktree never checked out (a kill in between) has nothing to commit: its missing
-        # index would commit the deletion of every file.
+        # One never checked out has nothing to commit (its missing index: every file deleted).
         folders = [
             (p, path)
             for p, path in folders
@@ -217,8 +194,7 @@ class GitWorkspace(NullWorkspace):
         return {plan_id: left_out[plan_id] for plan_id, _ in branches if left_out.get(plan_id)}
 
     def _merge_branch(self, wave: int, plan_id: str, branch: str, merged: list[str]) -> None:
-        """`git merge` of one plan's branch (a branch merged before, by the run before a
-        resume, merges as a no-op); a conflict is left in the main tree to resolve."""
+        """`git merge` of one plan's branch; a conflict is left in the main tree to resolve."""
         message = _merge_message(plan_id, self.run, wave)
         args = ["merge", "--no-ff", "--no-edit", "--no-stat", "-q", "--no-verify", "-m", message]
         done = self.repo.run([*args, branch], check=False)
@@ -241,9 +217,8 @@ class GitWorkspace(NullWorkspace):
 
     def _merge_objects(self, wave: int, branches: Sequence[tuple[str, str]]) -> int:
         """Merge `branches` in order in git's object store (`merge-tree --write-tree`, git 2.38+,
-        and `commit-tree`: the commits `git merge --no-ff` makes), then move the main tree once
-        (`merge --ff-only`, which never overwrites a local change); a branch already in HEAD
-        merges as a no-op. Returns how many merged (none if the main tree cannot move)."""
+        and `commit-tree`), then move the main tree once (`merge --ff-only`, which never
+        overwrites a local change). How many merged (none if the main tree cannot move)."""
         done = self.repo.run(["rev-parse", "HEAD", "HEAD^{tree}"], check=False)
         ids = done.stdout.split()
         if done.exit_code != 0 or len(ids) != 2:
@@ -273,8 +248,7 @@ class GitWorkspace(NullWorkspace):
 
     def _hand_over(self, plan_id: str, files: Sequence[str]) -> None:
         """Files a plan wrote that look like secrets were not committed: they go into the main
-        tree as they are (untracked, as a plan working there would have left them), never over
-        a file that is there already, and never through a symlink out of the project."""
+        tree untracked, never over a file there already nor through a symlink out of it."""
         source = self._folder(plan_id)
         copied, kept = [], []
         for rel in files:
@@ -298,8 +272,7 @@ class GitWorkspace(NullWorkspace):
         )
 
     def settle(self, wave: int) -> None:
-        """The wave is journaled finished: its worktrees and branches are removed in the
-        background while the run goes on (`close`, and the next wave, wait for it)."""
+        """Remove the finished wave's worktrees and branches in the background (`close` waits)."""
         branches, self._pending = self._pending, []
         if not self.git or not branches:
             return
@@ -316,10 +289,7 @@ class GitWorkspace(NullWorkspace):
                 thread.join()
         self._setup = self._cleanup = None
 
-    # -- git ------------------------------------------------------------------------------
-
     def _folder(self, plan_id: str | None = None) -> Path:
-        """This run's worktrees folder, or a plan's worktree in it (the one place it is named)."""
         parts = (_WORKTREES, self.run) + (() if plan_id is None else (plan_id,))
         return looprail_path(self.project, *parts)  # never out of the project
 
@@ -328,11 +298,9 @@ class GitWorkspace(NullWorkspace):
 
     def _worktrees(self, wave: int, plan_ids: Sequence[str], branches: set[str]) -> None:
         """Each plan's worktree: found again (a resumed run), or made in the background: the
-        new branches in one call; each worktree registered one at a time (a `worktree add`
-        fails on one another add is half-way through writing), checked out at once. No agent
-        runs before `bind` sees its worktree checked out: a kill before loses nothing."""
+        branches in one call, each worktree registered one at a time (concurrent `worktree add`s
+        fail), all checked out at once. No agent runs before `bind` sees its worktree ready."""
         paths = {plan_id: self._folder(plan_id) for plan_id in plan_ids}
-        # Registered but not checked out (a run killed in between): no agent ever ran there.
         state = {plan_id: _worktree_state(path) for plan_id, path in paths.items()}
         todo = [plan_id for plan_id in plan_ids if state[plan_id] != "ready"]
         ready: dict[str, Future[object]] = {plan_id: Future() for plan_id in todo}
@@ -373,8 +341,7 @@ class GitWorkspace(NullWorkspace):
         self._setup.start()
 
     def _stale_worktrees(self) -> bool:
-        """Whether git still lists a worktree whose folder is gone (`git worktree prune` would
-        drop it): each `worktrees/*/gitdir` names the `.git` file in its worktree's folder."""
+        """Whether git still lists a worktree whose folder (its `gitdir`'s) is gone."""
         admin = self.repo.git_dir(common=True) / "worktrees"
         try:
             entries = list(admin.iterdir())
@@ -402,7 +369,6 @@ class GitWorkspace(NullWorkspace):
             base.rmdir()  # only when empty
 
     def _run_branches(self) -> dict[int, list[tuple[str, str]]]:
-        """This run's branches by wave: (plan, branch) pairs in plan order."""
         prefix = f"looprail/{_safe(self.run)}/w"
         names = self.repo.out(["branch", "--list", f"{prefix}*", "--format=%(refname:short)"])
         out: dict[int, list[tuple[str, str]]] = {}
@@ -415,8 +381,7 @@ class GitWorkspace(NullWorkspace):
     def _touching(
         self, plan_ids: Sequence[str], wave: int, files: Sequence[str], against: str
     ) -> list[str]:
-        """The merged plans of this wave that changed any of `files` (all branches of a wave
-        fork from one commit, so their merge base with `against` is that commit)."""
+        """The merged plans of this wave that changed any of `files`."""
         out = []
         for plan_id in plan_ids:
             branch = self.branch(wave, plan_id)
@@ -429,8 +394,7 @@ class GitWorkspace(NullWorkspace):
         return out
 
     def _checkpoint(self, wave: int) -> None:
-        """Commit what the loop has so far in the main tree, so every worktree starts from it,
-        and say what went in (and what was left out as a likely secret)."""
+        """Commit the main tree, so every worktree starts from it, and say what went in."""
         message = f"looprail: run {self.run} before wave {wave}"
         committed, secrets, head = self.repo.commit_all(self.project, message)
         if not head:  # no commit yet (and nothing to commit): worktrees need one to start from
@@ -449,8 +413,8 @@ class GitWorkspace(NullWorkspace):
 
 
 def _worktree_state(path: Path) -> str:
-    """Whether a plan's worktree is "ready" (checked out: the checkout writes its index last),
-    "registered" (a `worktree add --no-checkout` never checked out) or not there ("none")."""
+    """A plan's worktree: "ready" (checked out: the checkout writes its index last),
+    "registered" (never checked out: no agent ran there) or "none"."""
     dot_git = path / ".git"
     try:
         line = dot_git.read_text(encoding="utf-8", errors="replace").strip()
@@ -465,7 +429,6 @@ def _worktree_state(path: Path) -> str:
 
 
 def _resolve(future: Future[_T], call: Callable[[], _T]) -> None:
-    """Settle `future` with what `call` returns or raises."""
     try:
         future.set_result(call())
     except BaseException as exc:

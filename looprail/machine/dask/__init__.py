@@ -1,7 +1,3 @@
-"""The Dask executor: a wave's plans on a Dask cluster instead of local threads.
-
-`executor.DaskExecutor` (the orchestrator's side: each plan still runs through the runner's
-one task protocol), `cluster` (which cluster it reaches and its security), `worker` (the
-worker side) and `job` (what both share, with neither `distributed` nor the runner).
-Nothing is re-exported: `distributed` is imported only when a run asks for Dask.
-"""
+"""The Dask executor: a wave's plans on a Dask cluster (`executor`, `cluster`), the worker side
+(`worker`) and what both share (`job`). Nothing is re-exported: `distributed` is imported only
+when a run asks for Dask."""

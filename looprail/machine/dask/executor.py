@@ -1,33 +1,7 @@
-"""Waves on a Dask cluster: each plan of a wave runs on one Dask worker.
-
-    looprail run --phase 1 --executor dask://scheduler:8786   # a running dask.distributed
-    looprail run --phase 1 --executor dask://tls://sched:8786 # the same over TLS
-    looprail run --phase 1 --executor dask-local:8            # a LocalCluster of 8 processes
-
-A LocalCluster listens on 127.0.0.1 over mutual TLS with credentials made for the run, with no
-HTTP dashboard unless `dask-local:N,dashboard=HOST:PORT` asks for one. A scheduler given by
-address can run any function in this process (plans' results are unpickled here): connect only
-to one you control. (Parsing the value and the security: `machine.dask.cluster`.)
-
-Every plan runs through the runner's one task protocol (`LoopRunner.run_plan` → `run_task`, a
-thread here per plan); only its executor calls run on a worker (`_PlanRun.execute_task`): a
-task's body, or the fix-up of a checkpoint answered with issues. The first submits the plan,
-each later one is handed to the same worker run once begun here (`dask_job.step_name`); the
-worker waits for another while one may follow (`_PlanRun.more`). The worker reports each start
-and end on the plan's event topic; a finished call carries its outcome, logs and change (files
-written or removed, and a diff). The orchestrator alone journals, merges each change (before
-the next call begins), writes the SUMMARY and dispatches hooks. A call's `DispatchContext.env`
-(a secret checkpoint answer, for that call only) travels with its step, and only to a cluster
-reached over TLS (`DaskExecutor.secret_refusal`).
-
-A worker's copy comes from a shared filesystem (the default: the same path on every worker,
-e.g. an NFS mount) or a git remote (`source="git+URL"`: only pushed commits are seen). A worker
-lost mid-task: the scheduler runs the plan again elsewhere; the rerun applies the finished
-tasks' changes from the kept reports, skips them and starts again at the unfinished task,
-journaled as its second attempt ("worker lost; running again elsewhere").
-
-`dask[distributed]` is the optional extra `looprail[dask]`.
-"""
+"""Waves on a Dask cluster (`--executor dask://HOST:PORT`, `dask://tls://…`, `dask-local:N`):
+each plan runs through the runner's one task protocol on a thread here, only its executor
+calls on one Dask worker (docs/scale.md, "Waves on a Dask cluster"; docs/security.md, "The
+Dask executor"). `dask[distributed]` is the optional extra `looprail[dask]`."""
 
 from __future__ import annotations
 
@@ -68,8 +42,7 @@ _END_WAIT_S = 60.0
 
 @dataclass
 class DaskExecutor:
-    """Runs the plans of each wave on a Dask cluster (see the module docstring). Use as a
-    context manager: it connects (or starts the LocalCluster) on enter and closes on exit."""
+    """Runs the plans of each wave on a Dask cluster; a context manager (connects on enter)."""
 
     spec: str
     host_tool: str | None = None
@@ -83,33 +56,25 @@ class DaskExecutor:
 
     def __enter__(self) -> DaskExecutor:
         where = parse_executor(self.spec)
-        # the dask extra (optional): dask_worker imports distributed at its top
-        from looprail.machine.dask.worker import CopyPool
+        from looprail.machine.dask.worker import CopyPool  # the dask extra
 
         if isinstance(where, LocalSpec):
             self._start_local(where)
         else:
             self._connect(where)
-        # Each worker (and each worker that joins later, or is restarted) sets up its pool of
-        # project copies and imports looprail and builds its models once, now.
+        # Every worker, now or joining later, sets up its pool of project copies once.
         self._pool = f"looprail-copies-{uuid.uuid4().hex}"
         self.client.register_plugin(CopyPool(), name=self._pool)
         return self
 
     def _start_local(self, local: LocalSpec) -> None:
         """Start the LocalCluster (127.0.0.1, mutual TLS with this run's credentials)."""
-        # the dask extra (optional): imported only when a Dask executor runs
-        import dask
+        import dask  # the dask extra
         from distributed import Client, LocalCluster
 
-        # A worker here runs processes, not Python compute: its statistical profiler (a stack
-        # sample every 10 ms) and 100 ms memory polls only cost CPU. On a small machine an idle
-        # LocalCluster of 8 took 0.28 CPU-s per second with them, 0.08 without. (A cluster
-        # given by address keeps its own configuration.)
+        # Workers run processes, not Python compute: no profiler, slower polls (LEAN_WORKERS);
+        # with no dashboard asked for, the HTTP server every part starts serves nothing.
         security = local_security()
-        # The scheduler and every worker start an HTTP server whatever the dashboard setting
-        # (health, metrics, `/info` pages naming every task): with no dashboard asked for, it
-        # serves nothing.
         quiet = {} if local.dashboard else NO_HTTP_ROUTES
         with dask.config.set({**LEAN_WORKERS, **quiet}):
             self._cluster = LocalCluster(
@@ -126,8 +91,7 @@ class DaskExecutor:
 
     def _connect(self, address: str) -> None:
         """Connect to the scheduler at `address` with Dask's own security settings."""
-        # the dask extra (optional): imported only when a Dask executor runs
-        from distributed import Client
+        from distributed import Client  # the dask extra
 
         check_remote_security(self.spec, address)
         try:  # security=None: Dask's own settings (loader, then distributed.comm.tls.*)
@@ -138,9 +102,7 @@ class DaskExecutor:
             ) from None
 
     def secret_refusal(self) -> str | None:
-        """Why a secret checkpoint answer must not go to this cluster (None: it may). Its step
-        goes to the scheduler and on to a worker: a LocalCluster is mutual TLS throughout, a
-        `dask://tls://` scheduler unless a worker joined it over TCP; `dask://HOST:PORT` is TCP."""
+        """Why a secret answer must not go to this cluster: a scheduler or worker not on TLS."""
         info = self.client.scheduler_info()
         addresses = [self.client.scheduler.address, *info.get("workers", {})]
         plain = next((a for a in addresses if not str(a).startswith("tls://")), None)
@@ -163,26 +125,21 @@ class DaskExecutor:
             self._cluster.close()
         self.client = self._cluster = None
 
-    # -- the seam: LoopRunner._run_wave calls this for the wave's pending plans ----------------
-
     def run_wave(
         self, runner: PlanRunner, wave: int, plans: Sequence[Plan], done: set[str]
     ) -> list[Settled[None]]:
-        """Run each plan through `runner.run_plan` (the one task protocol, each plan on a thread
-        of its own here), its tasks' bodies on one Dask worker (`_PlanRun.execute_task`)."""
+        """Run each plan through `runner.run_plan` here, its executor calls on one Dask worker."""
         if self.client is None:
             raise RuntimeError("DaskExecutor used outside its `with` block")
         if not plans:
             return []
         channel = f"looprail-{uuid.uuid4().hex}"
-        # Each plan's chart is built, and the plans' threads started, before the wave starts
-        # (as the local executor does): not by each thread while the others wait for the GIL.
+        # Charts built and threads started before the wave starts, as the local executor does.
         runs = [
             _PlanRun(self, runner, plan, wave, done, channel, runner.plan_chart(plan, wave))
             for plan in plans
         ]
-        # Subscribe before anything is submitted (both go to the scheduler in order): no report
-        # is missed.
+        # Subscribed before anything is submitted (both reach the scheduler in order).
         for run in runs:
             self.client.subscribe_topic(run.topic, run.on_event)
         pool = make_executor(len(runs))
@@ -199,8 +156,7 @@ class DaskExecutor:
 
     def submit(self, run: _PlanRun, first: Step) -> Any:
         """Submit the plan's worker side, `first` its first step."""
-        # the dask extra (optional): dask_worker imports distributed at its top
-        from looprail.machine.dask.worker import run_plan_on_worker
+        from looprail.machine.dask.worker import run_plan_on_worker  # the dask extra
 
         runner = run.runner
         project = runner.project
@@ -257,10 +213,8 @@ class DaskExecutor:
 @dataclass
 class _PlanRun:
     """The orchestrator's side of one plan: `runner.run_plan` on a thread here, each executor
-    call (`execute_task`: a task's body, a checkpoint's fix-up) handed to the plan's worker and
-    waited for. The first call submits the plan with it; each later one is handed over as a
-    Dask `Variable` once the orchestrator has begun it (a task: resolver, read_first, task_call
-    hooks), after the call before was merged."""
+    call handed to the plan's worker (the first submits the plan, later ones go as a Dask
+    `Variable`) and waited for."""
 
     executor: DaskExecutor
     runner: PlanRunner
@@ -296,8 +250,7 @@ class _PlanRun:
         self._close(wait=True)
 
     def execute_task(self, work: TaskWork, ctx: DispatchContext) -> Outcome:
-        """One executor call of the plan on its worker: a task's body, or a checkpoint's
-        fix-up (`checkpoint._fixup`, no task of the plan: `work.task_id` is `T2-fix1`)."""
+        """One executor call of the plan on its worker (a task's body, or a fix-up `T2-fix1`)."""
         more = self.more(work)
         step: Step = {"task": work.task_id, "work": work.model_dump(mode="json"), "more": more}
         step["context"] = list(self.runner.dispatcher.role_context(TASK_ROLE, "execute"))
@@ -317,29 +270,25 @@ class _PlanRun:
         return outcome
 
     def _hand_over(self, step: Step) -> None:
-        # the dask extra (optional): imported only when a Dask executor runs
-        from distributed import Variable
+        from distributed import Variable  # the dask extra
 
         name = step_name(self.channel, self.plan.id, self.step)
         Variable(name, client=self.executor.client).set(step)
 
     def _drop_step(self, n: int) -> None:
-        """Delete the variable of step `n` on the scheduler (a rerun never reads a finished
-        task's step again)."""
-        # the dask extra (optional): imported only when a Dask executor runs
-        from distributed import Variable
+        """Delete step `n`'s variable on the scheduler (no rerun reads a finished step)."""
+        from distributed import Variable  # the dask extra
 
         with contextlib.suppress(Exception):
             Variable(step_name(self.channel, self.plan.id, n), client=self.executor.client).delete()
 
     def more(self, work: TaskWork) -> bool:
-        """Whether another call of the plan may follow `work`'s (the worker then waits for its
-        step): a task not done from `work`'s index on may make one (`checkpoint.may_call`).
-        A fix-up has its checkpoint's index: that checkpoint, asked again, may make another."""
+        """Whether another call of the plan may follow `work`'s (the worker then waits for it):
+        a task not done from `work`'s index on may make one (a fix-up has its checkpoint's)."""
         plan = self.plan
         return any(
             t.index >= work.index
-            and _short(t.id) != work.task_id
+            and t.id.rsplit("/", 1)[-1] != work.task_id
             and t.id not in self.done
             and may_call(plan, t)
             for t in plan.tasks
@@ -378,8 +327,7 @@ class _PlanRun:
             return outcome
 
     def _reported(self, short: str) -> Report | None:
-        """The plan's future completed: its report of `short` from the scheduler, if any (a
-        report may arrive after the future's completion)."""
+        """The plan's future completed: its report of `short`, if any (it may come after)."""
         while True:  # what arrived already comes first
             try:
                 msg = self.inbox.get_nowait()
@@ -414,7 +362,3 @@ class _PlanRun:
                 self.future.result(timeout=_END_WAIT_S)
         for n in range(1, self.step):
             self._drop_step(n)
-
-
-def _short(task_id: str) -> str:
-    return task_id.rsplit("/", 1)[-1]  # what TaskWork.task_id holds

@@ -1,9 +1,5 @@
-"""What the Dask executor's two sides share: the job a worker is handed for one plan, the names
-its messages travel under, and how a worker's change is merged into a project.
-
-Imported by the orchestrator (`looprail.machine.dask.executor`) and by every worker
-(`looprail.machine.dask.worker`), so it needs neither `distributed` nor the runner.
-"""
+"""What the Dask executor's two sides share (neither `distributed` nor the runner needed): a
+plan's job, the names its messages travel under, how a worker's change is merged."""
 
 from __future__ import annotations
 
@@ -32,18 +28,14 @@ def plan_topic(channel: str, plan_id: str) -> str:
 
 def step_name(channel: str, plan_id: str, step: int) -> str:
     """The Dask `Variable` that hands a plan's worker its step `step` (1, 2, ...; step 0 travels
-    in the job): a `Step`. A variable, not a queue: a rerun of the plan on another worker reads
-    the step its lost attempt was running again."""
+    in the job). Not a queue: a rerun elsewhere reads its lost attempt's step again."""
     return f"{plan_topic(channel, plan_id)}-step-{step}"
 
 
 class Step(TypedDict, total=False):
-    """One step for a plan's worker: a call to run, a task's body or a checkpoint's fix-up
-    (`task` its id, e.g. "T3" or "T2-fix1"; `work` its `TaskWork` as JSON; `more`: whether
-    another call of the plan may follow, `dask_executor._PlanRun.more`; `env`: its call's
-    `DispatchContext.env`, i.e. a secret checkpoint answer for this call only,
-    `machine.checkpoint.secret_env`; `context`: the executor's role context), or `end`: the
-    plan has no more calls."""
+    """One step for a plan's worker: a call to run (`task` its id, e.g. "T3" or "T2-fix1";
+    `more`: another call may follow; `env`: a secret checkpoint answer for this call only), or
+    `end`: the plan has no more calls."""
 
     task: str
     work: Mapping[str, object]
@@ -55,8 +47,7 @@ class Step(TypedDict, total=False):
 
 class Report(TypedDict, total=False):
     """What a worker reports on its plan's topic: `event` "attempt" (`n`), "started" (`task`,
-    `retry`) or "finished" (`task`, `ok`, its `outcome` as JSON without stdout and stderr,
-    their last lines as `logs`, the `changes` it made and their `patch`, the `worker`)."""
+    `retry`) or "finished" (the rest)."""
 
     plan: str
     event: str
@@ -81,9 +72,7 @@ class PlanDone(TypedDict):
 
 @dataclass(frozen=True)
 class PlanJob:
-    """One plan for a worker (pickled to it). `first` is its first task to run, begun (resolved,
-    read_first checked, `task_call` hooks run) by the orchestrator; later ones come one at a
-    time as the orchestrator begins them (`step_name`)."""
+    """One plan for a worker (pickled to it); `first` its first step (`step_name`: the rest)."""
 
     channel: str
     source: str
@@ -104,8 +93,7 @@ _apply_lock = threading.Lock()
 
 
 def apply_changes(project: Path, changes: Mapping[str, bytes | None]) -> None:
-    """Write a task's change into `project` (the orchestrator's merge). Paths are checked to
-    stay inside the project."""
+    """Write a task's change into `project` (the orchestrator's merge), inside it only."""
     root = Path(project).resolve()
     with _apply_lock:
         for rel, data in changes.items():

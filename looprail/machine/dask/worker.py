@@ -1,13 +1,6 @@
-"""The worker side of the Dask executor (`looprail.machine.dask.executor`), kept cheap per plan:
-
-- each worker keeps a pool of project copies (`CopyPool`, a worker plugin that also builds the
-  models once): a plan brings a pooled copy up to date instead of copying afresh (only files
-  whose stat changed on either side; a git remote's clone fetched and reset);
-- what a task changed is found by stat: only changed files are read;
-- reports go out with `Worker.log_event` on the plan's topic (batched, no round trip); a rerun
-  of the plan (its worker was lost) reads them back while its copy syncs, applies the finished
-  tasks' changes, skips them, and runs the unfinished task again as a retry.
-"""
+"""The worker side of the Dask executor, kept cheap per plan (docs/scale.md, "Waves on a Dask
+cluster"): pooled project copies synced by stat, changes found by stat, reports on the plan's
+topic, which a rerun of the plan (its worker was lost) reads back to skip the finished tasks."""
 
 from __future__ import annotations
 
@@ -48,8 +41,6 @@ _KEEP_LOOPRAIL = (AGENTS_DIR, SKILLS_DIR, COMMANDS_DIR, CHECKS_DIR)  # executabl
 # A file's identity for "did it change": type and permissions, size, mtime, ctime, inode. ctime
 # cannot be set back by a task, so a rewrite to the same size and mtime is still seen.
 StatKey = tuple[int, int, int, int, int]
-
-
 # What a snapshot holds for a file: its stat, or with a digest of its content (racy).
 Seen = StatKey | tuple[StatKey, str]
 
@@ -58,11 +49,7 @@ Manifest = dict[str, tuple[StatKey, StatKey]]
 
 
 def stat_key(st: os.stat_result) -> StatKey:
-    """A file's identity for "did it change" (`StatKey`)."""
     return (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-
-
-# -- the pool of project copies --------------------------------------------------------------
 
 
 _POOL_PREFIX = "looprail-worker-"
@@ -71,13 +58,9 @@ _OWNER_LOCK = ".owner.lock"
 
 class CopyPool(WorkerPlugin):
     """Per worker: project copies to reuse from plan to plan (free ones keyed by source), under
-    one temporary folder removed when the plugin is unregistered or the worker closes.
-
-    A worker killed outright (SIGKILL, the OOM killer) never runs its teardown, so its folder
-    would stay in the temporary directory for good. Each worker holds an exclusive `flock` on a
-    file in its folder for as long as it lives (the kernel drops it when the process dies, by
-    whatever means), and every worker that starts or closes removes the folders whose lock it
-    can take: those of workers that are gone."""
+    one temporary folder removed at teardown. A worker killed outright never tears down: each
+    holds an exclusive `flock` in its folder while it lives, and every worker that starts or
+    closes removes the folders whose lock it can take."""
 
     root: Path | None = None
 
@@ -88,7 +71,10 @@ class CopyPool(WorkerPlugin):
         self._count = 0
         self.root, self._owner_fd = _claim_folder()
         remove_orphaned_folders()
-        warm_up()
+        # the models' validators a plan needs, built once per worker
+        DispatchContext.model_rebuild()
+        TaskWork.model_rebuild()
+        Timeouts.model_rebuild()
 
     def teardown(self, worker: Worker) -> None:
         if self.root is not None:
@@ -123,8 +109,7 @@ def _claim_folder() -> tuple[Path, int]:
 
 
 def remove_orphaned_folders(where: Path | None = None) -> list[Path]:
-    """Remove the pool folders (in the temporary directory, or `where`) of workers that died
-    without their teardown: those whose owner lock nobody holds. Returns what was removed."""
+    """Remove the pool folders (in `where`, else the temp dir) whose owner lock nobody holds."""
     removed = []
     for folder in Path(where or tempfile.gettempdir()).glob(_POOL_PREFIX + "*"):
         try:
@@ -143,8 +128,7 @@ def remove_orphaned_folders(where: Path | None = None) -> list[Path]:
 
 
 def refresh(source: str, target: Path, manifest: Manifest) -> Manifest:
-    """Bring `target` to what a fresh copy (or clone) of `source` would be; returns the new
-    manifest (what `sync_tree` needs next time)."""
+    """Bring `target` to what a fresh copy (or clone) of `source` would be; the new manifest."""
     if source.startswith("git+"):
         url = source.removeprefix("git+")
         if (target / ".git").is_dir():
@@ -184,8 +168,7 @@ def _wanted(rel_dir: str, name: str) -> bool:
 
 
 def _scan(root: Path, *, wanted: bool = True) -> tuple[dict[str, os.stat_result], list[str]]:
-    """Every file and symlink (lstat) and every directory under `root`: with `wanted`, only
-    those a copy holds; without, everything (what a copy holds now, whatever a task added)."""
+    """Every file, symlink and directory under `root` (with `wanted`: only a copy's)."""
     entries: dict[str, os.stat_result] = {}
     dirs: list[str] = []
     stack = [""]
@@ -214,12 +197,10 @@ def _scan(root: Path, *, wanted: bool = True) -> tuple[dict[str, os.stat_result]
 
 def sync_tree(source: Path, target: Path, manifest: Manifest) -> Manifest:
     """Make `target` hold what `shutil.copytree(source, target, symlinks=True)` would (with the
-    copy's exclusions), copying only what changed: a file is copied again unless both its
-    source stat and its copy's stat are what they were right after it was last copied."""
+    copy's exclusions), copying a file again unless its source's and its copy's stat are what
+    they were right after it was last copied."""
     target.mkdir(parents=True, exist_ok=True)
-    # Git's "racy clean" rule: a source file changed this close to the sync may change again
-    # without its stat showing it (file times are as coarse as the kernel's tick), so it is
-    # not trusted next time, it is copied again.
+    # Git's "racy clean" rule: a file changed this close to the sync is not trusted next time.
     racy_after = time.time_ns() - RACY_NS
     src_files, src_dirs = _scan(source)
     dst_files, dst_dirs = _scan(target, wanted=False)
@@ -253,22 +234,16 @@ def sync_tree(source: Path, target: Path, manifest: Manifest) -> Manifest:
                 os.symlink(os.readlink(source / rel), dst)
             else:
                 shutil.copy2(source / rel, dst, follow_symlinks=False)
-        except FileNotFoundError:
-            # Gone from the project since it was listed (the orchestrator writes atomically
-            # through a temporary file while plans start): what a copy made now would lack.
+        except FileNotFoundError:  # gone since listed (an atomic write's temporary file)
             continue
         if max(st.st_mtime_ns, st.st_ctime_ns) < racy_after:
             new[rel] = (src_key, stat_key(os.lstat(dst)))
     return new
 
 
-# -- what a task changed -----------------------------------------------------------------------
-
-
 def snapshot(project: Path) -> dict[str, Seen]:
-    """What each file a change may name (not `.git/`, not `.looprail/`) is now: its stat, or
-    for a file changed within the last moments (its stat may not show the next change: the
-    racy-clean rule above) its stat and a digest of its content."""
+    """What each file a change may name (not `.git/`, not `.looprail/`) is now: its stat, and
+    for a racy one (changed within the last moments) a digest of its content."""
     racy_after = time.time_ns() - RACY_NS
     out: dict[str, Seen] = {}
     for folder, dirs, names in os.walk(project):
@@ -339,16 +314,6 @@ def _tail(text: str, lines: int = 5) -> list[str]:
     return [line for line in (text or "").splitlines()[-lines:] if line.strip()]
 
 
-# -- one plan ----------------------------------------------------------------------------------
-
-
-def warm_up() -> None:
-    """Build the models' validators a plan needs (once per worker, before its first plan)."""
-    DispatchContext.model_rebuild()
-    TaskWork.model_rebuild()
-    Timeouts.model_rebuild()
-
-
 def earlier_attempts(
     events: Iterable[tuple[float, Report]],
 ) -> tuple[dict[str, Report], str | None, int]:
@@ -356,8 +321,7 @@ def earlier_attempts(
     records, in order), the task one started and never finished, and how many attempts ran."""
     msgs = [msg for _ts, msg in events]
     if msgs and msgs[0].get("event") != "attempt":
-        # The scheduler keeps a bounded number of events per topic: the oldest are gone, so
-        # which tasks finished is no longer known. Better to stop than to run one twice.
+        # The oldest events are gone (a bounded number per topic): better stop than run twice.
         raise RuntimeError("the plan's reports on the scheduler were truncated; cannot resume it")
     finished: dict[str, Report] = {}
     started: str | None = None
@@ -371,13 +335,11 @@ def earlier_attempts(
 
 
 def run_plan_on_worker(job: PlanJob) -> PlanDone:
-    """Run the plan's tasks in a pooled copy of the project, each as the orchestrator hands it
-    over (begun there: resolved, read_first checked, `task_call` hooks run); report every start
-    and end on the plan's topic. Runs on a Dask worker."""
+    """On a Dask worker: run the plan's calls in a pooled copy of the project as the
+    orchestrator hands them over, reporting every start and end on the plan's topic."""
     worker = get_worker()
     topic = plan_topic(job.channel, job.plan_id)
-    # Ask the scheduler what earlier attempts of this plan did while the copy is brought up to
-    # date: the round trip overlaps with the sync.
+    # What earlier attempts of this plan did, asked while the copy syncs.
     asked = asyncio.run_coroutine_threadsafe(
         worker.scheduler.events(topic=topic),
         worker.loop.asyncio_loop,  # type: ignore[attr-defined]  # tornado's AsyncIOLoop
@@ -417,9 +379,9 @@ def _run_steps(
     started: str | None,
     report: Callable[[Report], None],
 ) -> bool:
-    """Run each task the orchestrator hands over, until it says the plan has no more; `done`
-    gets each task that finished. False: a task failed, which ends the plan. `started` is the
-    task an earlier attempt started and never finished (its start is reported as a retry)."""
+    """Run each call the orchestrator hands over until the plan has no more (`done` gets each
+    task that finished); False: one failed. `started`: the task an earlier attempt never
+    finished (its start is reported as a retry)."""
     runtime = _runtime(job, project)
     before = snapshot(project)
     n = len(done)  # one step per call (a task or a fix-up); one that failed ended the plan
@@ -453,7 +415,6 @@ def _run_steps(
 
 
 def _execute(runtime: Runtime, job: PlanJob, project: Path, step: Step) -> Outcome:
-    """The task's body in this worker's copy of the project, with the step's `env`, timed."""
     work = TaskWork.model_validate(step["work"])
     ctx = DispatchContext(
         project=project,
@@ -476,8 +437,8 @@ _STEP_POLL_S = 2.0
 
 
 def _next_step(worker: Worker, job: PlanJob, n: int) -> Step:
-    """Wait for the orchestrator to hand over step `n`. While waiting, look every few seconds
-    whether this plan is still wanted (a client gone or a cancelled plan never hands it over)."""
+    """Wait for the orchestrator to hand over step `n`, looking every few seconds whether the
+    plan is still wanted."""
     variable = Variable(step_name(job.channel, job.plan_id, n), client=get_client())
     key = worker.get_current_task()
     while True:

@@ -1,9 +1,5 @@
-"""`run --interactive`: the discuss step is a conversation on the user's terminal.
-
-Whether a run is interactive (`--interactive`/`--no-interactive`, else `looprail.interactive`
-in `.planning/config.json`) and whether it can be (a terminal to hand over) are decided here,
-once, before the run starts; the runner hands the terminal over at its discuss step
-(`LoopRunner._phase_work`); the runtime runs the session (looprail/runtime/interactive.py)."""
+"""`run --interactive` (the discuss step a conversation on the user's terminal): whether a run
+is interactive, and whether it can be, decided once before it starts."""
 
 from __future__ import annotations
 
@@ -22,9 +18,8 @@ _KEY = "looprail.interactive"
 
 
 def interactive_options(options: RunOptions, configured: bool | None) -> RunOptions:
-    """`options` with `interactive` decided: the option, else `configured` (the config's
-    `looprail.interactive`). Raises `RefusedToStart` (exit 1) for a run that should talk but
-    has no terminal to talk on."""
+    """`options` with `interactive` decided (the option, else the config's `configured`);
+    `RefusedToStart` for a run that should talk but has no terminal to talk on."""
     wanted = options.interactive
     if wanted is None:
         wanted = bool(configured)

@@ -1,8 +1,6 @@
-"""What a run is given before it starts: the project and its capabilities (`load_project`),
-the checks of what it reads up front (`start_refusals`, `read_run_inputs`, `read_plans`,
-`run_settings`), its runtime (`make_runtime`) and where its plans work (`attach_run`). Bad input
-here refuses the run (`RefusedToStart`, exit 1) with nothing journaled.
-"""
+"""What a run is given before it starts: the project and its capabilities, the checks of what
+it reads up front, its runtime and where its plans work. Bad input here refuses the run
+(`RefusedToStart`, exit 1) with nothing journaled."""
 
 from __future__ import annotations
 
@@ -20,7 +18,6 @@ from looprail.hooks.task_content import unloadable_resolvers
 from looprail.journal.models import EventRecord
 from looprail.layout import PLANNING_DIR, PROJECT_CONFIG_FILE
 from looprail.machine.context import RunOptions
-from looprail.machine.native import read_native_inputs
 from looprail.machine.progress import Progress
 from looprail.machine.workspace import GitWorkspace, NullWorkspace
 from looprail.plans.phase import PhaseCache
@@ -37,7 +34,6 @@ if TYPE_CHECKING:
     from looprail.hooks.manifest import TaskContentResolver
     from looprail.hooks.startup import Blocker
     from looprail.journal.recorder import Recorder
-    from looprail.machine.native import NativeInputs
     from looprail.runtime.base import Runtime
 
 
@@ -54,8 +50,8 @@ class Loaded:
 
     @property
     def resolvers(self) -> list[tuple[str, TaskContentResolver]]:
-        """Every loaded capability's resolver, as the reference does (installed, not gated by
-        `activationKey`: execute:task has no `when`) — except one without the user's consent."""
+        """Every loaded capability's resolver (not gated by `activationKey`: execute:task has no
+        `when`), but one without the user's consent."""
         caps = self.compiled.capabilities
         return [
             (cid, r)
@@ -65,9 +61,8 @@ class Loaded:
 
     @property
     def unloadable(self) -> list[tuple[str, str, str]]:
-        """Resolvers that exist but must not run: their capability failed to load, or is a
-        project capability without consent. A task with their prefix halts (never a silent
-        fallback to the inline plan)."""
+        """Resolvers that must not run (their capability failed to load, or lacks consent): a
+        task with their prefix halts, never falls back to the inline plan."""
         caps = self.compiled.capabilities
         unconsented = [
             (cid, r.trackerPrefix, "no consent for this project capability (run `looprail trust`)")
@@ -77,13 +72,11 @@ class Loaded:
         served = {r.trackerPrefix: caps[cid].origin for cid, r in self.resolvers}
         if not self.compiled.failed:  # the usual case: no need to import the resolver module
             return unconsented
-
         return unloadable_resolvers(self.compiled.failed, served) + unconsented
 
     @property
     def blockers(self) -> list[Blocker]:
-        """Why `looprail run` must not start (`looprail.hooks.startup`): a missing first-party
-        folder, a capability that failed to load, an unconsented project capability's gates."""
+        """Why `looprail run` must not start (`looprail.hooks.startup`)."""
         return blockers(self.compiled)
 
     def input_paths(self, phase_dir: Path | None) -> list[Path]:
@@ -96,20 +89,16 @@ class Loaded:
 
 
 def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()) -> Loaded:
-    """Load a project (a folder with `.planning/`) and its capabilities for `run_phase`.
-
-    `capability_dirs` are first-party capability folders (or folders of them), searched before
-    the global and project overlays. A malformed `.planning/config.json`, or a `.looprail/` or
-    `.planning/` that leads out of the project, raises a `LooprailError`; a capability that
-    fails to load is left out and named in `Loaded.warnings`."""
+    """Load a project (a folder with `.planning/`) and its capabilities for `run_phase`
+    (`capability_dirs`: first-party folders, searched before the global and project overlays).
+    A malformed config, or a `.looprail/` or `.planning/` leading out of the project, raises a
+    `LooprailError`; a capability that fails to load is named in `Loaded.warnings`."""
     root = project_folder(project)
     if not (root / PLANNING_DIR).is_dir():
         raise LooprailError(f"{project}: not a project (no .planning/ folder)")
     root = root.resolve()
 
-    # The journal, lock, logs, worktrees, agents and queued messages live under .looprail/: a
-    # symlink out of the project (of it or of a folder in it) would make a run write (and read
-    # its state) elsewhere.
+    # A .looprail/ (or a folder in it) linked out of the project would put the run's state there.
     check_looprail_folders(root)
     require_inside(root, root / PLANNING_DIR, "the folder")
     config = load_project_config_strict(root)  # a malformed config stops the run
@@ -123,19 +112,9 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     return Loaded(root, compiled, config, warnings, tuple(str(d) for d in capability_dirs))
 
 
-def read_run_inputs(loaded: Loaded, progress: Progress) -> NativeInputs:
-    """Read and check what a run reads before it does anything (`run_phase` has asked
-    `start_refusals` already): the native hooks and their `nextTurn` queue
-    (`.looprail/next-turn.json`). Raises `RefusedToStart` (exit 1), one line naming the file,
-    the field and the reason. Returns the native inputs, for the run to use as read here."""
-    return read_native_inputs(loaded.project, progress)
-
-
 def read_plans(project: Path, phase: str) -> PhaseCache:
-    """The phase's plans as a new run will read them, parsed before it starts: a malformed
-    PLAN.md already there stops it (`RefusedToStart`, exit 1) with nothing journaled. (A
-    resumed run reads them after its recovery, which moves a killed planner's partial output
-    away first; a bad plan there halts the run, resumable once fixed.)"""
+    """The phase's plans, parsed before a new run starts: a malformed PLAN.md refuses it
+    (`RefusedToStart`) with nothing journaled (a resumed run reads them after its recovery)."""
     phases = PhaseCache(project, phase)
     try:
         phases.load()
@@ -153,9 +132,8 @@ def attach_run(
     budget_usd: float | None,
     spent_usd: float,
 ) -> NullWorkspace:
-    """Tell the runtime about the run (transcripts, the cost meter and budget) and choose where
-    plans work: git worktrees when the runtime wants them (agent CLIs) or the config says
-    `looprail.worktrees: true`; `false` keeps every plan in the main tree."""
+    """Tell the runtime about the run (the cost meter and budget) and choose where plans work:
+    git worktrees when `looprail.worktrees` says so, or (unset) when the runtime wants them."""
 
     def sink(call: dict[str, Any]) -> None:
         recorder.event(
@@ -187,12 +165,10 @@ def start_refusals(
     agent: str | None = None,
     runtime: Runtime | None = None,
 ) -> list[RefusedToStart]:
-    """Why `looprail run` would refuse to start here, before anything is journaled or run, in
-    the order a run checks: the `looprail` section of the config unusable; the settings of an
-    agent CLI that the project chose and the user has not consented to; the runtime unable to
-    run at all (its CLI not on PATH). The one rule: `run` raises the first, `doctor` and
-    `lint` report each. `runtime`: the run's own (one handed to `run_phase`); without one,
-    the runtime the registry builds for `agent`, else the config's `looprail.agent`."""
+    """Why `looprail run` would refuse to start here, in the order a run checks: the config's
+    `looprail` section unusable, an agent CLI's settings the user has not consented to, the
+    runtime unable to run. `run` raises the first, `doctor` and `lint` report each. Without
+    `runtime`, the one the registry builds for `agent`, else the config's `looprail.agent`."""
     try:
         looprail_settings(config)
     except ConfigError as exc:
@@ -218,7 +194,6 @@ def start_refusals(
 def _agent_settings(
     project: Path, config: Mapping[str, Any] | None, name: str
 ) -> dict[str, object]:
-    """The agent section a runtime is built with: an agent CLI's as consent leaves it."""
     if name in ADAPTERS:
         return effective_agent(project, config, name).section
     return agent_section(config, name)
@@ -227,9 +202,7 @@ def _agent_settings(
 def make_runtime(
     loaded: Loaded, options: RunOptions, progress: Progress, *, agent: str | None = None
 ) -> Runtime:
-    """The runtime a run uses, from the registry: `agent` (`--agent`), else `looprail.agent`
-    in the config, else `local`; built with the config's timeouts and its agent section (a run
-    asks `start_refusals` first)."""
+    """The runtime a run uses: `--agent`, else the config's `looprail.agent`, else `local`."""
     name = agent_name(loaded.config, agent)
     settings = RuntimeSettings(
         project=loaded.project,
@@ -244,9 +217,7 @@ def make_runtime(
 
 
 def run_settings(loaded: Loaded) -> LooprailSettings:
-    """The `looprail` section of the run's config (`looprail.runtime.settings`); a value that
-    cannot be used refuses the run before anything is journaled or run (`RefusedToStart`, exit
-    1)."""
+    """The `looprail` section of the run's config; an unusable value refuses the run."""
     try:
         return looprail_settings(loaded.config)
     except ConfigError as exc:

@@ -1,7 +1,5 @@
-"""Opening the journal run a `looprail run` drives: the unfinished run of the phase resumed
-(verified, its orphans reaped, its role state recovered, its inputs compared) or a new one
-started, and what a resumed run carries over (its last wave, approvals, spending).
-"""
+"""Opening the journal run a `looprail run` drives: the phase's unfinished run resumed (verified,
+its orphans reaped, its role state recovered, its inputs compared) or a new one started."""
 
 from __future__ import annotations
 
@@ -15,7 +13,7 @@ from looprail.journal import diff_inputs, digest_inputs
 from looprail.journal.inputs import changes_text
 from looprail.machine.answers import drop_run_secrets
 from looprail.machine.context import RunContext, RunOptions
-from looprail.machine.native import load_bridge
+from looprail.machine.native import NativeBridge
 from looprail.machine.progress import Progress
 from looprail.machine.session.load import Loaded, attach_run, read_plans
 from looprail.machine.session.resume import Recovery, recover_role, recover_summaries
@@ -25,16 +23,14 @@ from looprail.runtime.process import Spawned, reap_spawned
 if TYPE_CHECKING:
     from looprail.journal.recorder import Recorder
     from looprail.journal.writer import Journal, RunRow
-    from looprail.machine.native import NativeBridge, NativeInputs
-    from looprail.machine.workspace import NullWorkspace
+    from looprail.machine.native import NativeInputs
     from looprail.plans import PhaseCache
     from looprail.runtime.base import Runtime
 
 
 @dataclass(frozen=True)
 class Session:
-    """What `run_phase` was asked, resolved once, for the parts of a session to share (the
-    journal run it opens, the runner's `RunContext`)."""
+    """What `run_phase` was asked, resolved once, for the parts of a session to share."""
 
     loaded: Loaded
     phase: str  # the phase number as its folder names it
@@ -49,35 +45,26 @@ class Session:
     def where(self) -> tuple[Path, str]:
         return self.loaded.project, self.phase
 
-    def bridge(
-        self, recorder: Recorder, run_id: str | None, native: NativeInputs | None
-    ) -> NativeBridge | None:
-        """The native hooks' bridge into this run (None without native hooks)."""
-        return load_bridge(
-            self.loaded.project,
-            runtime=self.runtime,
-            phase=self.phase,
-            progress=self.progress,
-            recorder=recorder,
-            run_id=run_id,
-            inputs=native,
-        )
-
-    def attach(self, recorder: Recorder, run_id: str | None, spent_usd: float) -> NullWorkspace:
-        """Tell the runtime about the run; the workspace its plans work in (`attach_run`)."""
-        return attach_run(
-            self.loaded, self.runtime, self.progress, recorder, run_id, self.budget_usd, spent_usd
-        )
-
     def context(
-        self,
-        recorder: Recorder,
-        native: NativeBridge | None,
-        workspace: NullWorkspace,
-        **more: Any,
+        self, recorder: Recorder, run_id: str | None, native: NativeInputs, usd: float, **more: Any
     ) -> RunContext:
-        """The run's context (`more`: where a resumed run starts, the journal's
-        `on_transition`, the phase cache already read, the options with earlier approvals)."""
+        """The run's context: the runtime told about the run (`usd`: spent so far), its
+        workspace attached, its native hooks bridged (`more`: the rest of `RunContext`)."""
+        workspace = attach_run(
+            self.loaded, self.runtime, self.progress, recorder, run_id, self.budget_usd, usd
+        )
+        bridge = None
+        if native.hooks is not None:
+            bridge = NativeBridge(
+                native.hooks,
+                native.queued,
+                runtime=self.runtime,
+                project=self.loaded.project,
+                phase=self.phase,
+                progress=self.progress,
+                recorder=recorder,
+                run_id=run_id,
+            )
         more.setdefault("options", self.options)
         return RunContext(
             project=self.loaded.project,
@@ -89,7 +76,7 @@ class Session:
             unloadable=self.loaded.unloadable,
             recorder=recorder,
             progress=self.progress,
-            native=native,
+            native=bridge,
             workspace=workspace,
             **more,
         )
@@ -105,9 +92,7 @@ class OpenedRun:
     state: list[str] | None
     wave: int | None
     changes: list[str]
-    phases: PhaseCache | None = (
-        None  # the PhaseCache a new run read its plans into before it started
-    )
+    phases: PhaseCache | None = None  # a new run's plans, read before it started
 
 
 def open_run(
@@ -120,8 +105,7 @@ def open_run(
     phases: PhaseCache | None = None,
     loop: Mapping[str, object] | None = None,
 ) -> OpenedRun:
-    """Find the run to resume (verified, its orphans reaped, its role state recovered) and
-    resume it, or start a new one; either way journal the digest of the phase's inputs."""
+    """Resume the run to resume, or start a new one; either way journal its inputs' digest."""
     loaded, phase, phase_dir = session.loaded, session.phase, session.phase_dir
     runtime, progress = session.runtime, session.progress
     previous = None
@@ -161,7 +145,6 @@ def _start(
     phases: PhaseCache | None,
     loop: Mapping[str, object] | None,
 ) -> OpenedRun:
-    """Start a new journal run (`--new`: the unfinished one is abandoned first)."""
     phase, options = session.phase, session.options
     if phases is None:  # before anything is journaled
         phases = read_plans(*session.where)
@@ -200,8 +183,8 @@ def _resume(
     progress: Progress,
     accept_changes: bool,
 ) -> OpenedRun:
-    """Resume `previous` with the inputs as they are now (`digest`): a crashed run whose
-    inputs changed (beyond what its recovery excuses) needs `--accept-changes`."""
+    """Resume `previous`: a crashed run whose inputs changed (beyond what its recovery excuses)
+    needs `--accept-changes`."""
     changes = [c for c in diff_inputs(previous.inputs_digest, digest) if not recovery.excuses(c)]
     crashed = previous.status == "running"
     if changes and crashed and not accept_changes:
@@ -215,7 +198,9 @@ def _resume(
     if was and was != now:
         progress.warn(f"run {previous.id} was started with agent {was}; resuming with {now}")
     run = jr.resume_run(previous.id, inputs_digest=digest)
-    state, wave = run.state, _last_wave(jr, run.id)
+    starts = jr.events(run.id, kinds=["transition"])
+    waves = [e.wave for e in starts if e.data.get("event") == "start_wave" and e.wave is not None]
+    state, wave = run.state, (waves[-1] if waves else None)
     progress.line(
         f"resuming run {run.id} (was {previous.status}) at {'/'.join(state) or 'idle'}"
         + (f"; inputs changed: {changes_text(changes)}" if changes else "")
@@ -233,8 +218,7 @@ def spent_usd(jr: Journal, run_id: str) -> float:
 
 
 def reap_journaled_processes(jr: Journal, run_id: str, progress: Progress) -> list[int]:
-    """Kill what the run's earlier (killed) process left running: each journaled child and
-    guard whose pid still names the same process (same start time)."""
+    """Kill each journaled child and guard of the run's killed process still running."""
     killed: list[int] = []
     for event in jr.events(run_id, kinds=["process"]):
         try:
@@ -248,15 +232,6 @@ def reap_journaled_processes(jr: Journal, run_id: str, progress: Progress) -> li
             + ", ".join(str(p) for p in killed)
         )
     return killed
-
-
-def _last_wave(jr: Journal, run_id: str) -> int | None:
-    waves = [
-        e.wave
-        for e in jr.events(run_id, kinds=["transition"])
-        if e.data.get("event") == "start_wave" and e.wave is not None
-    ]
-    return waves[-1] if waves else None
 
 
 def approved_checkpoints(jr: Journal, run_id: str) -> frozenset[str]:

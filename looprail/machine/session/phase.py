@@ -1,8 +1,5 @@
-"""Running a phase end to end: load everything a run needs, take the project's run lock, open
-(or resume) the journal run, drive the `LoopRunner`, and close the run with its final status.
-
-This is the function the CLI's `looprail run` / `looprail resume` and the pytest plugin call.
-"""
+"""Running a phase end to end (`looprail run` / `resume`, the pytest plugin): take the project's
+run lock, open (or resume) the journal run, drive the `LoopRunner`, close the run."""
 
 from __future__ import annotations
 
@@ -17,6 +14,7 @@ from looprail.journal.recorder import JournalRecorder, MemoryRecorder
 from looprail.journal.writer import journal_path
 from looprail.machine.answers import drop_run_secrets
 from looprail.machine.commits import exclude_state
+from looprail.machine.native import read_native_inputs
 from looprail.machine.progress import Progress
 from looprail.machine.runner import LoopRunner, RunOptions, RunResult
 from looprail.machine.session.interactive import interactive_options
@@ -26,7 +24,6 @@ from looprail.machine.session.load import (
     load_project,
     make_runtime,
     read_plans,
-    read_run_inputs,
     run_settings,
     start_refusals,
 )
@@ -48,7 +45,6 @@ __all__ = [
     "load_project",
     "make_runtime",
     "read_plans",
-    "read_run_inputs",
     "run_phase",
     "run_settings",
     "stop_signals",
@@ -122,10 +118,9 @@ def _run_journaled(
     """Under the project's run lock: the up-front checks, then the journal run opened (or
     resumed), driven and closed."""
     with RunLock(session.loaded.project) as lock:
-        # Everything the run reads up front is read and checked before the journal is opened:
-        # bad input stops here (exit 1) with nothing journaled, not as a failed run.
-        native = read_run_inputs(session.loaded, session.progress)
-        # No journal yet: this is a new run, whose plans are checked before the journal exists.
+        # Read and checked before the journal is opened: bad input stops here with nothing
+        # journaled (a new run's plans too, when there is no journal yet).
+        native = read_native_inputs(session.loaded.project, session.progress)
         phases = (
             None if journal_path(session.loaded.project).exists() else read_plans(*session.where)
         )
@@ -145,11 +140,13 @@ def _run_journaled(
                 result = _run_with_signals(runner, recorder, jr, opened.run_id)
                 if result.status == "shipped":  # ended: no secret of it is needed any more
                     drop_run_secrets(session.loaded.project, opened.run_id)
-                return _close_run(jr, recorder, opened, result)
+                recorder.flush()
+                jr.finish_run(opened.run_id, result.status, result.reason)
+                resumed = opened.previous is not None
+                return SessionResult(result, opened.run_id, resumed, opened.changes)
             finally:
-                # The recorder's writer thread never outlives the journal. After the flush
-                # of a normal end there is nothing left; after an unexpected error what is
-                # still held (task starts, hook events) is lost as in a crash.
+                # The recorder's writer never outlives the journal (after an unexpected error
+                # what it still holds is lost, as in a crash).
                 recorder.close()
                 session.runtime.end_run()
 
@@ -157,31 +154,27 @@ def _run_journaled(
 def _run_unjournaled(session: Session) -> SessionResult:
     """`journal=False`: the run records in memory and writes nothing."""
     loaded, runtime, progress = session.loaded, session.runtime, session.progress
-    native = read_run_inputs(loaded, progress)
+    native = read_native_inputs(loaded.project, progress)
     phases = read_plans(*session.where)
     recorder = MemoryRecorder()
-    bridge = session.bridge(recorder, None, native)
     try:
-        workspace = session.attach(recorder, None, session.budget_spent)
-        runner = LoopRunner(session.context(recorder, bridge, workspace, phases=phases))
-        return SessionResult(runner.run(), None)
+        ctx = session.context(recorder, None, native, session.budget_spent, phases=phases)
+        return SessionResult(LoopRunner(ctx).run(), None)
     finally:
         runtime.end_run()
 
 
 def _build_runner(
-    jr: Journal, session: Session, opened: OpenedRun, native: NativeInputs | None
+    jr: Journal, session: Session, opened: OpenedRun, native: NativeInputs
 ) -> tuple[LoopRunner, JournalRecorder]:
-    """The runner of `opened` and its journal recorder: native hooks bridged, the workspace
-    attached, earlier approvals and role context carried over, and the journaled input digest
-    kept current at every transition. Bad input found here halts the run (resumable)."""
+    """The runner of `opened` and its journal recorder, earlier approvals and role context
+    carried over. Bad input found here halts the run (resumable)."""
     loaded, runtime, options = session.loaded, session.runtime, session.options
     run_id, previous = opened.run_id, opened.previous
     # The runner's phase cache: its last look at the plans is what the digest keeper reads.
     phases = opened.phases if opened.phases is not None else PhaseCache(*session.where)
     on_transition = _InputsDigest(jr, loaded, run_id, session.phase_dir, phases)
     recorder = JournalRecorder(jr, run_id)
-    bridge = session.bridge(recorder, run_id, native)
     spent = session.budget_spent
     if previous is not None:
         # Approvals given earlier in this run still hold: a resumed run never asks again.
@@ -189,11 +182,11 @@ def _build_runner(
         options = replace(options, approved_earlier=options.approved_earlier | approved)
         spent += spent_usd(jr, run_id)
     try:
-        workspace = session.attach(recorder, run_id, spent)
         ctx = session.context(
             recorder,
-            bridge,
-            workspace,
+            run_id,
+            native,
+            spent,
             options=options,
             phases=phases,
             on_transition=on_transition,
@@ -203,8 +196,7 @@ def _build_runner(
         )
         runner = LoopRunner(ctx)
     except LooprailError as exc:
-        # Bad input found while setting up (a malformed plan): the run did nothing, so it
-        # is halted (resumable once fixed), never left `running` as if it had crashed.
+        # A malformed plan: the run did nothing, halted (resumable), never left `running`.
         recorder.flush()
         jr.finish_run(run_id, "halted", str(exc))
         runtime.end_run()
@@ -217,10 +209,9 @@ def _build_runner(
 
 @dataclass
 class _InputsDigest:
-    """Keeps the journaled digest of the run's inputs current (the run's `on_transition`): the
-    run writes plans itself, so a later resume compares against the last committed state.
-    Hashed again only when a stat changed; the plans' stats are the runner's last look at the
-    phase (its PhaseCache), no second pass over a folder of hundreds of plans."""
+    """Keeps the journaled digest of the run's inputs current (the run's `on_transition`: the
+    run writes plans itself), hashed again only when a stat changed (the plans' from the
+    runner's `PhaseCache`)."""
 
     jr: Journal
     loaded: Loaded
@@ -233,7 +224,6 @@ class _InputsDigest:
         self.fixed = self.loaded.input_paths(None)  # capability folders and the config
 
     def signature(self) -> object:
-        """What the inputs' stats are now (a new object when unknown: hashed again)."""
         if self.phases.signature is None or self.phases.racy:
             return object()  # unknown: hash again
         folder, _, plans, _ = self.phases.signature  # not the file names: SUMMARYs come and go
@@ -254,23 +244,10 @@ def _run_with_signals(
     try:
         with journal_children(recorder), stop_signals():
             return runner.run()
-    except KeyboardInterrupt as exc:
-        # Ctrl-C, SIGTERM or SIGHUP: the run stops where it is, resumable, with what it
-        # did journaled (its children were killed on the way out).
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: halted where it is, resumable
         recorder.flush()
         jr.finish_run(run_id, "halted", f"interrupted ({signal_label(exc)})")
         raise
-
-
-def _close_run(
-    jr: Journal, recorder: JournalRecorder, opened: OpenedRun, result: RunResult
-) -> SessionResult:
-    """Journal the run's final status."""
-    recorder.flush()
-    jr.finish_run(opened.run_id, result.status, result.reason)
-    return SessionResult(
-        result, opened.run_id, resumed=opened.previous is not None, changes=opened.changes
-    )
 
 
 def _stat_signature(paths: Sequence[Path]) -> list[tuple[str, int, int]]:

@@ -1,16 +1,5 @@
-"""What a resumed run takes back from its journal before it goes on.
-
-- Role context: every contribution fragment the run delivered is journaled (`contribution`
-  events); a resumed run hands them to its runtime again, in the order they were delivered, so
-  role requests after a resume carry the same fragments as in an uninterrupted run (an
-  `execute:pre` fragment reaches every later task, the current wave's `execute:wave:pre`
-  fragments, the verifier contributions of execute points).
-- Role work in flight: a step's role work is bracketed by `role_started` / `role_finished`. A
-  role started and never finished was killed mid-work: its step is done again, and the files it
-  added to the phase folder meanwhile (say one of three plans) are its partial output. They are
-  moved aside to `.looprail/partial/<run>/` (never deleted: they may be worth a look) and never
-  count as done, nor as "inputs changed" (they are the run's own output).
-"""
+"""What a resumed run takes back from its journal: its role context, and a role killed mid-work
+(its step done again, its partial output moved aside); docs/journal.md, "Crashes and resume"."""
 
 from __future__ import annotations
 
@@ -26,14 +15,13 @@ from looprail.fsutil import looprail_path
 from looprail.journal.models import EventRow
 from looprail.layout import PARTIAL_DIR
 
-# Files bigger than this are named in the snapshot without a content hash (size + mtime stand
-# in): a phase folder holds plans and notes, but nothing stops a user from parking a big file.
+# Bigger files are named by size and mtime, not hashed (nothing stops a user parking one).
 _HASH_LIMIT = 8 << 20
 
 
 def phase_snapshot(phase_dir: Path | None) -> dict[str, str]:
-    """`{relative path: content digest}` of the files under the phase folder (symlinks are not
-    followed). Taken when a role starts work, so a resume knows what the role added."""
+    """`{relative path: content digest}` of the files under the phase folder (links not
+    followed), taken when a role starts work: a resume knows what it added."""
     if phase_dir is None or not phase_dir.is_dir():
         return {}
     files: dict[str, str] = {}
@@ -61,8 +49,6 @@ def phase_snapshot(phase_dir: Path | None) -> dict[str, str]:
 
 @dataclass
 class Recovery:
-    """What a resume found and did: the steps to do again and the files set aside."""
-
     redo_steps: set[str] = field(default_factory=set)
     set_aside: list[str] = field(default_factory=list)  # project-relative POSIX paths
     notes: list[str] = field(default_factory=list)
@@ -74,7 +60,6 @@ class Recovery:
 
 
 def in_flight_role(events: Iterable[EventRow]) -> EventRow | None:
-    """The last `role_started` with no `role_finished` after it, if any."""
     started: EventRow | None = None
     for event in events:
         if event.kind == "role_started":
@@ -117,13 +102,10 @@ def recover_role(project: Path, phase_dir: Path | None, run_id: str, journal: An
 def recover_summaries(
     project: Path, phase_dir: Path | None, run_id: str, journal: Any, recovery: Recovery
 ) -> None:
-    """A plan's SUMMARY.md marks it done. If the run was killed while one of the plan's tasks
-    was in flight, a SUMMARY written meanwhile (an executor that writes it during its last
-    task) is partial output: set it aside so the plan stays pending and the task runs again.
-    In flight is any row of the plan not `done`: `running`, or still `pending`/`failed` when
-    the task's start was lost with the process (the recorder holds a start until its next
-    commit, at most `JournalRecorder.FLUSH_AFTER`); a plan's tasks are registered only while
-    it has no SUMMARY, so one that appeared since was written by this run."""
+    """A SUMMARY.md written while one of its plan's tasks was in flight when the run was killed
+    is partial output: set aside, so the plan stays pending and the task runs again. In flight:
+    any task row of the plan not `done` (a start may be lost with the process); a plan's tasks
+    are registered only while it has no SUMMARY, so one there now was written by this run."""
     if phase_dir is None:
         return
     plans = sorted({t.plan_id for t in journal.tasks(run_id) if t.status != "done" and t.plan_id})
@@ -142,8 +124,8 @@ def recover_summaries(
 
 
 def replay_role_context(events: Iterable[EventRow], dispatcher: Any) -> int:
-    """Deliver the run's journaled contributions again, in journal order, through the run's
-    dispatcher. Returns how many were delivered (one copy of a repeated fragment is kept)."""
+    """Deliver the run's journaled contributions again, in journal order, so role requests
+    after a resume carry the same fragments; how many."""
     count = 0
     for event in events:
         if event.kind != "contribution" or event.point is None:
@@ -158,7 +140,6 @@ def replay_role_context(events: Iterable[EventRow], dispatcher: Any) -> int:
 
 
 def _project_key(path: Path, project: Path) -> str:
-    """The key `digest_inputs` gives a file of the project."""
     absolute = Path(os.path.abspath(path))
     return (
         absolute.relative_to(project).as_posix()
