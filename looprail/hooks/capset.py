@@ -1,14 +1,6 @@
-"""The capability set: what a search path loaded, one immutable, typed value.
-
-`registry.load_registry` builds it, `compiled.load_compiled` caches its JSON form (`to_json` /
-`from_json`: the cache *is* its serialisation) and applies consent; every reader (resolve,
-`capability list`, audits, the task-content resolvers, start-up checks) reads the same value.
-Activation by `activationKey` is decided per call (`key_active`), not held here.
-
-A manifest's pydantic model is built from its JSON on first use (`LoadedCapability.manifest`).
-The records are `typing.NamedTuple`s (cached fields in a subclass); folders are strings, the
-form the cache stores.
-"""
+"""The capability set: what a search path loaded, one immutable, typed value. `registry` builds
+it, `compiled` caches its JSON form (`to_json` / `from_json`) and applies consent; every reader
+reads the same value. Activation by `activationKey` is decided per call (`key_active`)."""
 
 from __future__ import annotations
 
@@ -48,8 +40,7 @@ def key_active(
     key: str | None, config: Mapping[str, Any] | None, schema: Mapping[str, Any]
 ) -> bool:
     """The one activation rule: no `activationKey`, or one whose effective value is truthy under
-    `config` (`schema`: the typed config keys, `CapabilitySet.config`). `resolve.cap_active` and
-    `CapabilitySet.why_inactive` (what `capability list` shows) both decide by it."""
+    `config` (`schema`: the typed config keys, `CapabilitySet.config`)."""
     return not key or is_active(key, config, schema)
 
 
@@ -144,10 +135,6 @@ class LoadedCapability(_LoadedFields):
         return dict(self.data.get("config") or {})
 
     @property
-    def command_families(self) -> list[str]:
-        return [c["family"] for c in self.data.get("commands") or ()]
-
-    @property
     def tracker_prefix(self) -> str | None:
         resolver = self.data.get("taskContentResolver")
         return resolver["trackerPrefix"] if resolver else None
@@ -155,10 +142,6 @@ class LoadedCapability(_LoadedFields):
     @property
     def reviewer(self) -> Mapping[str, Any] | None:
         return self.data.get("reviewer")
-
-    @property
-    def runtime_compat(self) -> Mapping[str, Any] | None:
-        return self.data.get("runtimeCompat")
 
     @property
     def gate_points(self) -> tuple[str, ...]:
@@ -283,8 +266,6 @@ class CapabilitySet(_SetFields):
             return self
         return self._replace(capabilities={**self.capabilities, **changed})
 
-    # ----------------------------------------------------------------- serialisation (the cache)
-
     def to_json(self) -> dict[str, object]:
         """The JSON form `from_json` reads back (the compiled cache)."""
         return {
@@ -362,9 +343,6 @@ def _well_formed(data: Any) -> bool:
         and isinstance(data.get("tier"), str)
         and isinstance(data.get("requires"), list)
     )
-
-
-# --------------------------------------------------------------------------- per point
 
 
 def entries_at(
@@ -463,16 +441,3 @@ def _contribution(cid: str, entry: Mapping[str, Any]) -> Hook:
     if entry.get("configValues"):
         hook["configValues"] = dict(entry["configValues"])
     return hook
-
-
-__all__ = [
-    "DEFERRED",
-    "CapabilitySet",
-    "FailedCapability",
-    "LoadedCapability",
-    "Root",
-    "Shadowed",
-    "_OrderCycle",
-    "entries_at",
-    "order_entries",
-]

@@ -1,9 +1,6 @@
-"""Capability manifests (`<id>/capability.json`): the pydantic models, the one declaration of
-the format, and validation in three layers, each reporting *all* its problems as `Issue`s:
-safe JSON (`parse_manifest_bytes`, with the fragments and the limits), shapes and types
-(`Capability`), and the rules across fields of one manifest (`manifest_rules`). The registry
-validates every manifest it loads here (`validate_manifest`).
-"""
+"""Capability manifests (`<id>/capability.json`): the pydantic models (the one declaration of
+the format) and validation in three layers, each reporting *all* its problems: safe JSON
+(`parse_manifest_bytes`), shapes (`Capability`), rules across fields (`manifest_rules`)."""
 
 from __future__ import annotations
 
@@ -41,21 +38,14 @@ MAX_CAPABILITY_FRAGMENT_BYTES = 16 * 1024 * 1024
 MAX_JSON_DEPTH = 64
 
 
-# --------------------------------------------------------------------------- safe JSON
-
-
 def parse_manifest_bytes(raw: bytes, file: str) -> tuple[Any, list[Issue]]:
     """Parse JSON that may be hostile. Returns `(value, issues)`; value is None when unusable."""
     if len(raw) > MAX_MANIFEST_BYTES:
         return None, [Issue(file, "$", f"file is larger than {MAX_MANIFEST_BYTES} bytes")]
     try:
-        text = raw.decode("utf-8")
+        value, dupes = loads_strict(raw.decode("utf-8").removeprefix("\ufeff"))
     except UnicodeDecodeError as exc:
         return None, [Issue(file, "$", f"not UTF-8 (byte {exc.start})")]
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    try:
-        value, dupes = loads_strict(text)
     except RecursionError:
         return None, [Issue(file, "$", f"JSON nested deeper than {MAX_JSON_DEPTH} levels")]
     except json.JSONDecodeError as exc:
@@ -64,9 +54,7 @@ def parse_manifest_bytes(raw: bytes, file: str) -> tuple[Any, list[Issue]]:
         return None, [Issue(file, "$", f"not valid JSON: {exc}")]
     issues = [Issue(file, "$", f"duplicate key {json.dumps(k)}") for k in dict.fromkeys(dupes)]
     issues += _walk_forbidden(value, (), file)
-    if issues:
-        return None, issues
-    return value, []
+    return (None, issues) if issues else (value, [])
 
 
 def _walk_forbidden(value: Any, path: tuple[Any, ...], file: str, depth: int = 0) -> list[Issue]:
@@ -425,11 +413,9 @@ def plain_reason(err: ErrorDetails) -> str:
 def validate_manifest(
     raw: bytes, file: str, folder: Path | None
 ) -> tuple[Capability | None, dict[str, Any] | None, list[Issue]]:
-    """All three layers for one file. Returns `(model, materialised JSON dict, issues)`.
-
-    The JSON dict is the manifest as declared with each `fragment.path` materialised into
-    `inline` (the path kept, as the reference does); it is what the registry compiles from, so
-    the envelope echoes exactly what the author wrote."""
+    """All three layers for one file: `(model, JSON dict, issues)`. The dict is the manifest as
+    declared, each `fragment.path` materialised into `inline` (the path kept, as the reference
+    does): the registry compiles from it, so the envelope echoes what the author wrote."""
     data, issues = parse_manifest_bytes(raw, file)
     if issues:
         return None, None, issues
@@ -457,11 +443,9 @@ def validate_declared(
 
 
 def grammar_warnings(cap: Capability, file: str) -> list[Issue]:
-    """Each `ref.command` and `check.query` that fails its grammar: the rules the dispatcher
-    and `lint` apply (`hooks.checks.validate_command`, `validate_query`: a query's words may be
-    dotted, `ui.plan-gate`). Not an error: the reference accepts such a manifest; looprail
-    refuses the string when it would dispatch it (the step fails by its onError, the gate's
-    check errors), so the author should hear now."""
+    """Each `ref.command` and `check.query` that fails its grammar (`checks.validate_command`,
+    `validate_query`). Not an error: the reference accepts such a manifest, but looprail refuses
+    the string at dispatch, so the author should hear now."""
     declared = [
         (f"$.steps[{i}].ref.command", s.ref.command, validate_command)
         for i, s in enumerate(cap.steps or ())
@@ -483,20 +467,3 @@ def capability_json_schema() -> dict[str, object]:
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "looprail capability.json"
     return schema
-
-
-__all__ = [
-    "POINTS",
-    "Capability",
-    "Check",
-    "Contribution",
-    "Gate",
-    "Step",
-    "TaskContentResolver",
-    "capability_json_schema",
-    "grammar_warnings",
-    "materialise_fragment",
-    "parse_manifest_bytes",
-    "validate_declared",
-    "validate_manifest",
-]

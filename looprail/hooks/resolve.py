@@ -1,9 +1,6 @@
 """The one resolver: which hooks are active at a point, in which order, and how they render.
-
 `resolve` and `render` are pure functions over the capability set and the project's config;
-`loop render-hooks`, the state machine and `review-lane dispatch-step` all call `resolve`, and
-nothing else decides activeness.
-"""
+nothing else decides activeness."""
 
 from __future__ import annotations
 
@@ -163,9 +160,6 @@ def active_cap(
 ) -> bool:
     """`--active-cap`: does `cap_id` have any active hook at `point`?"""
     return any(h["capId"] == cap_id for h in resolve(caps, config, point)["activeHooks"])
-
-
-# --------------------------------------------------------------------------- rendering
 
 
 def _check_label(check: Any) -> str:

@@ -1,13 +1,6 @@
 """What stops `looprail run` from starting: a hook or gate that would otherwise be dropped
-silently. `loop render-hooks` keeps the reference's fail-open envelope warning for the same
-problems; a run must not ship past them.
-
-- a first-party capability folder (`--capabilities`, `LOOPRAIL_CAPABILITIES`) that does not exist;
-- a capability that failed to load (its hooks and gates would be missing);
-- a project capability without consent that declares gates (the gates would not be evaluated).
-
-Each is one `Blocker` naming the file, what is wrong and the fix. `lint` reports the same as
-error findings.
+silently (`loop render-hooks` only warns, as the reference does; a run must not ship past them).
+Each is one `Blocker` naming the file, what is wrong and the fix; `lint` reports the same.
 """
 
 from __future__ import annotations

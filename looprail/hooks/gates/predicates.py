@@ -1,11 +1,7 @@
-"""The predicate kinds of `check.predicate`, each evaluated here (no runtime), and the result
-and context types every check shares (`checks` evaluates the other shapes through a runtime).
-
-One `PredicateKind` record per kind (`PREDICATES`) is what checks, lint and audit read.
+"""The kinds of `check.predicate` (one `PredicateKind` record each, `PREDICATES`), evaluated
+here without a runtime, and the result and context types every check shares.
 `command-exit-zero` is the one manifest surface that reaches `/bin/sh`: its phase values travel
-only as environment variables. Effects (a process, a file read) happen only inside the kind
-that needs them.
-"""
+only as environment variables."""
 
 from __future__ import annotations
 
@@ -34,8 +30,6 @@ INTERPOLATED_VARS = ("PHASE_NUMBER", "PHASE_DIR", "PHASE_REQ_IDS")
 # A phase-dir artifact may carry the phase prefix: `SECURITY.md` also matches `01-SECURITY.md`,
 # `02.1-SECURITY.md`, `01-02-SUMMARY.md`.
 _PHASE_PREFIX = re.compile(r"^[0-9][0-9.]*(?:-[0-9][0-9.]*)*-")
-
-# ── results and context ──────────────────────────────────────────────────────────────────────
 
 
 @dataclass(frozen=True)
@@ -130,9 +124,6 @@ def evaluate_predicate_json(text: str, ctx: CheckContext) -> CheckResult:
     if not isinstance(value, dict):
         return CheckError(f"check.predicate must be a JSON object, got {json_type_name(value)}")
     return evaluate_predicate(value, ctx)
-
-
-# ── predicate kinds ──────────────────────────────────────────────────────────────────────────
 
 
 class _Malformed(Exception):
@@ -276,9 +267,6 @@ def _config_equals(predicate: Mapping[str, object], ctx: CheckContext) -> CheckR
     )
 
 
-# ── the predicate kinds: one record each, read by checks, lint, audit ────────────────────────
-
-
 @dataclass(frozen=True)
 class PredicateKind:
     """Everything looprail knows about one `check.predicate.kind` (like pluggy's HookSpec: the
@@ -336,9 +324,6 @@ PREDICATE_KINDS: tuple[str, ...] = tuple(PREDICATES)
 # The kinds the reference's `check predicate` evaluates; they get its semantics exactly and go
 # to the host tool when there is one. The other kinds are looprail's own.
 REFERENCE_KINDS: tuple[str, ...] = tuple(k.name for k in PREDICATES.values() if k.reference)
-
-
-# ── helpers (pure) ───────────────────────────────────────────────────────────────────────────
 
 
 def _relative_artifact(predicate: Mapping[str, object]) -> str:

@@ -1,16 +1,10 @@
 """Native hooks: hooks a user writes in `hooks.json`, with owned Actions (docs/native-hooks.md).
 
-    hooks = load_native_hooks(project, trusted=is_trusted)      # never raises for a bad file
-    engine = NativeHookEngine(hooks, run_id=run_id)               # one per run (loop guard)
-    evaluation = engine.evaluate("task_call", task_candidate(...))
-    if evaluation.blocked: ...                                     # frozen before any Action
-    engine.deliver(evaluation.effects, sink)                       # best-effort
-
-Modules: `events` (catalog, candidates, environment), `filters` (matching), `actions` (the Action
-variants: their models, requests and selection), `document` (the hooks.json models, the one
-reader, and the JSON Schema generated from them), `models` (a named Hook or Preset, a file, the
-enabled set), `parsing` (reading one file), `loading` (locations, merge, the enabled set),
-`engine` (evaluation, Effects, delivery), `report` (execution report rows).
+hooks = load_native_hooks(project, trusted=is_trusted)      # never raises for a bad file
+engine = NativeHookEngine(hooks, run_id=run_id)               # one per run (loop guard)
+evaluation = engine.evaluate("task_call", task_candidate(...))
+if evaluation.blocked: ...                                     # frozen before any Action
+engine.deliver(evaluation.effects, sink)                       # best-effort
 """
 
 from looprail.hooks.native.actions import (

@@ -1,9 +1,6 @@
 """Owned Actions: the five variants (their document models and their requests) and selection.
-
-A Hook may own one Action. Its `outcome` (required) and `code` (optional) select it against the
-owner's own Hook Outcome and exit code, never against the aggregate Event Outcome. A selected
-Action becomes an immutable Effect holding only the variant's request (no `outcome`/`code`).
-Action strings and `data` are static: nothing is ever interpolated.
+An Action's `outcome` and `code` select it against its owner's own Hook Outcome and exit code,
+never the Event Outcome. Action strings and `data` are static: nothing is ever interpolated.
 """
 
 from __future__ import annotations

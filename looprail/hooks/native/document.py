@@ -1,12 +1,7 @@
-"""The hooks.json document as pydantic models: the one declaration of the format. They are the
-reader looprail runs (`parsing.validate_hooks_document` names each entry they accept: a
-`models.NativeHook` or `Preset` holds it as validated), each problem is worded for people
-(`_model`, `hooks_words`), and the JSON Schema is generated from them (`looprail schema
-hooks`, `hooks_json_schema()`).
-
-What a JSON Schema cannot state is listed in `SCHEMA_CANNOT_SAY` and fails with the error type
-`schema_cannot_say`. The cross-field rules appear in the schema through each model's
-`json_schema_extra`, next to the rule that enforces them (`cross`).
+"""The hooks.json document as pydantic models, the one declaration of the format: the reader
+looprail runs, and the JSON Schema generated from them (`hooks_json_schema`). The cross-field
+rules appear in the schema through each model's `json_schema_extra`; what a schema cannot state
+is listed in `SCHEMA_CANNOT_SAY` and fails with the error type `schema_cannot_say`.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
-"""Native hook evaluation: filters, preconditions, shells, aggregation, Action selection and
-best-effort Effect delivery.
-
-One evaluation of one event:
-1. every enabled hook of that event runs *sequentially* in Enabled Hook Set order, each one
-   even after another failed: filter → `when` → `shell`;
-2. the Event Outcome is computed and frozen: the event's failure kind when any hook failed
-   (or could not run: fail closed), else `pass`;
-3. only then, per Hook Result in order: its owned Action is considered (against that hook's
-   own outcome and code), then the result is projected as one `hook_result` evaluation whose
-   hooks react but can never change anything (one level: reactions are not projected again).
-
-Effects come out in result-major order. `deliver` hands them to the loop's `EffectSink` one by
-one; a sink failure is recorded and never weakens the outcome.
+"""Native hook evaluation. One event: every enabled hook of it runs in order, each even after
+another failed (filter → `when` → `shell`); the Event Outcome is then frozen (the failure kind
+when any hook failed or could not run, else `pass`); only then, per result, its owned Action is
+considered and the result is projected as one `hook_result` evaluation (reactions are not
+projected again). `deliver` hands the Effects to the loop best-effort: a sink failure is only
+recorded.
 """
 
 from __future__ import annotations
@@ -66,10 +58,8 @@ class NativeHookResult:
 
 @dataclass(frozen=True)
 class Effect:
-    """A selected Action, as a request for the loop: no `outcome`, no `code`, immutable.
-
-    `event` is the event whose evaluation selected it (the loop's event, or `custom_event`);
-    `hook_event` is the owning hook's event (they differ for `hook_result` reactions)."""
+    """A selected Action, as a request for the loop. `event` is the event whose evaluation
+    selected it; `hook_event` is the owning hook's (they differ for `hook_result` reactions)."""
 
     hook_ref: str
     invocation_id: str
@@ -95,10 +85,8 @@ class Effect:
 
 @dataclass(frozen=True)
 class EventEvaluation:
-    """The whole, frozen answer for one event.
-
-    `effects` and `report_rows` are complete and ordered (they include the reactions);
-    `hook_result_evaluations` has exactly one entry per result, in the same order."""
+    """The whole, frozen answer for one event. `effects` and `report_rows` include the reactions;
+    `hook_result_evaluations` has one entry per result, in the same order."""
 
     event: str
     outcome: Outcome
@@ -372,12 +360,9 @@ class NativeHookEngine:
         *,
         env: Mapping[str, str] | None = None,
     ) -> list[DeliveryRecord]:
-        """Hand `effects` to `sink` in order, each in its own try; failures are recorded and
-        the rest still go out. An `emit-custom-event` Effect is also evaluated as
-        `custom_event` right after its delivery, and that evaluation's Effects are delivered
-        next. Recursion is bounded at one level: an Effect selected during a `custom_event`
-        evaluation (`effect.event == "custom_event"`) is delivered to the sink but never raises
-        another `custom_event`."""
+        """Hand `effects` to `sink` in order; a failure is recorded and the rest still go out. An
+        `emit-custom-event` Effect then raises `custom_event`, whose Effects are delivered next
+        (one level: an Effect of a `custom_event` evaluation never raises another)."""
         records: list[DeliveryRecord] = []
         for effect in effects:
             delivered, error = True, None

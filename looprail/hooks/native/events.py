@@ -1,11 +1,7 @@
-"""The native-hook event catalog: which events exist, what a failing hook means at each one,
-what a `filter` sees (the *candidate*) and what a `when`/`shell` sees (`LOOPRAIL_*` variables).
-
-Every event has exactly two Hook Outcomes: `pass` and its one failure kind. A `:pre` point and
-`task_call` can `block` (the loop refuses to go on); every other event can only `report`.
-`hook_result` is raised by the engine itself (one level, never changing its origin), and
-`custom_event` by `emit-custom-event` Actions.
-"""
+"""The native-hook event catalog (the table of docs/native-hooks.md): which events exist, what
+a failing hook means at each one (`pass` or its one failure kind: `block` at a `:pre` point and
+`task_call`, else `report`), what a `filter` sees (the *candidate*) and what a `when`/`shell`
+sees (`LOOPRAIL_*` variables)."""
 
 from __future__ import annotations
 
@@ -40,9 +36,7 @@ class Field:
 class EventSpec:
     name: str
     failure: FailureKind
-    summary: str
     fields: tuple[Field, ...]
-    raised_by_engine: bool = False  # hook_result and custom_event: never evaluated by the loop
 
     @property
     def outcomes(self) -> tuple[Outcome, Outcome]:
@@ -67,44 +61,19 @@ _TASK_FIELDS = (
 )
 
 
-def _point_spec(point: str) -> EventSpec:
-    blocking = point.endswith(":pre")
-    return EventSpec(
-        name=point,
-        failure="block" if blocking else "report",
-        summary=(
-            f"before the {point.rsplit(':', 1)[0]} step; a failure refuses the transition"
-            if blocking
-            else f"after the {point.rsplit(':', 1)[0]} step; a failure is reported"
-        ),
-        fields=_POINT_FIELDS,
-    )
-
-
 _SPECS: tuple[EventSpec, ...] = (
-    *(_point_spec(p) for p in POINTS),
-    EventSpec(
-        "task_call",
-        "block",
-        "before a task is dispatched to its executor; a failure refuses the task",
-        _TASK_FIELDS,
-    ),
-    EventSpec(
-        "task_result",
-        "report",
-        "after a task's executor returned; a failure is reported",
-        (*_TASK_FIELDS, Field("ok", "LOOPRAIL_TASK_OK")),
-    ),
+    *(EventSpec(p, "block" if p.endswith(":pre") else "report", _POINT_FIELDS) for p in POINTS),
+    EventSpec("task_call", "block", _TASK_FIELDS),
+    EventSpec("task_result", "report", (*_TASK_FIELDS, Field("ok", "LOOPRAIL_TASK_OK"))),
     EventSpec(
         "loop_settled",
         "report",
-        "once the loop has nothing left to do in this run (finished, halted or paused)",
         (Field("status", "LOOPRAIL_LOOP_STATUS"), Field("phase", "LOOPRAIL_PHASE")),
     ),
+    # raised by the engine once per result of another hook (one level, never changing it)
     EventSpec(
         "hook_result",
         "report",
-        "once per result of another native hook; can never change that hook's outcome",
         (
             Field("hookRef", "LOOPRAIL_ORIGIN_HOOK_REF"),
             Field("invocationId", "LOOPRAIL_ORIGIN_INVOCATION_ID"),
@@ -112,19 +81,16 @@ _SPECS: tuple[EventSpec, ...] = (
             Field("code", "LOOPRAIL_ORIGIN_CODE"),
             Field("originEvent", "LOOPRAIL_ORIGIN_EVENT"),
         ),
-        raised_by_engine=True,
     ),
-    EventSpec(
+    EventSpec(  # raised by an emit-custom-event Action
         "custom_event",
         "report",
-        "raised by an emit-custom-event Action; filter on `name`",
         (
             Field("name", "LOOPRAIL_CUSTOM_EVENT_NAME"),
             Field("data", "LOOPRAIL_CUSTOM_EVENT_DATA", "json"),
             Field("hookRef", "LOOPRAIL_ORIGIN_HOOK_REF"),
             Field("originEvent", "LOOPRAIL_ORIGIN_EVENT"),
         ),
-        raised_by_engine=True,
     ),
 )
 
