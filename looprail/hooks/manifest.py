@@ -9,7 +9,7 @@ import errno
 import json
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -421,25 +421,14 @@ def validate_manifest(
         return None, None, issues
     if not isinstance(data, dict):
         return None, None, [Issue(file, "$", "top level must be a JSON object")]
-    cap, issues = validate_declared(data, file, folder.name if folder is not None else None)
-    if folder is not None and not issues:
-        issues += _materialise_fragments(data, folder, file)
-    if issues:
-        return None, None, issues
-    return cap, data, []
-
-
-def validate_declared(
-    data: Mapping[str, Any], file: str, folder_name: str | None
-) -> tuple[Capability | None, list[Issue]]:
-    """Layers 2 and 3 (shapes, cross-field rules, the engine range) of a parsed manifest: a
-    function of the JSON and the folder name only. Fragment files are not read here."""
     try:
         cap = Capability.model_validate(data)
     except PydanticValidationError as exc:
-        return None, pydantic_issues(exc, file)
-    issues = rule_issues(data, file, folder_name)
-    return (None, issues) if issues else (cap, [])
+        return None, None, pydantic_issues(exc, file)
+    issues = rule_issues(data, file, folder.name if folder is not None else None)
+    if folder is not None and not issues:
+        issues = _materialise_fragments(data, folder, file)
+    return (None, None, issues) if issues else (cap, data, [])
 
 
 def grammar_warnings(cap: Capability, file: str) -> list[Issue]:

@@ -35,7 +35,7 @@ from looprail.hooks.native.events import (
 from looprail.hooks.native.loading import global_hooks_path, load_native_hooks, project_hooks_path
 from looprail.hooks.native.models import HooksFile, NativeHook, NativeHookSet, Preset
 from looprail.hooks.native.parsing import read_hooks_file
-from looprail.hooks.native.report import ReportRow, render_row, summarize
+from looprail.hooks.native.report import ReportRow
 
 __all__ = [
     "EVENTS",
@@ -65,7 +65,5 @@ __all__ = [
     "point_candidate",
     "project_hooks_path",
     "read_hooks_file",
-    "render_row",
-    "summarize",
     "task_candidate",
 ]
