@@ -267,12 +267,9 @@ class CapabilitySet(_SetFields):
         return self._replace(capabilities={**self.capabilities, **changed})
 
     def to_json(self) -> dict[str, object]:
-        """The JSON form `from_json` reads back (the compiled cache)."""
+        """The JSON form `from_json` reads back (the compiled cache): a record is its fields."""
         return {
-            "capabilities": [
-                [lc.data, lc.source, lc.origin, lc.consent, lc.inactive_reason]
-                for lc in self.capabilities.values()
-            ],
+            "capabilities": [list(lc) for lc in self.capabilities.values()],
             "failed": [
                 [
                     f.id,
@@ -284,11 +281,9 @@ class CapabilitySet(_SetFields):
                 for f in self.failed
             ],
             "warnings": list(self.warnings),
-            "roots": [[r.path, r.origin] for r in self.roots],
-            "missingRoots": [[r.path, r.origin] for r in self.missing_roots],
-            "shadowed": [
-                [s.id, s.source, s.origin, s.winner, s.winner_origin] for s in self.shadowed
-            ],
+            "roots": [list(r) for r in self.roots],
+            "missingRoots": [list(r) for r in self.missing_roots],
+            "shadowed": [list(s) for s in self.shadowed],
         }
 
     @classmethod

@@ -48,11 +48,7 @@ def cap_active(caps: CapabilitySet, cap_id: str, config: Mapping[str, Any] | Non
 
 
 def resolve(
-    caps: CapabilitySet,
-    config: Mapping[str, Any] | None,
-    point: str,
-    *,
-    streamed: bool = False,
+    caps: CapabilitySet, config: Mapping[str, Any] | None, point: str, *, streamed: bool = False
 ) -> Envelope:
     """The envelope `{point, activeHooks, rendered, warnings?}` for one point.
 

@@ -130,9 +130,7 @@ def at_point(ctx: CheckContext) -> CheckContext:
 
 
 def evaluate_ledger(
-    ctx: CheckContext,
-    runtime: Runtime | None = None,
-    runtime_ctx: DispatchContext | None = None,
+    ctx: CheckContext, runtime: Runtime | None = None, runtime_ctx: DispatchContext | None = None
 ) -> CheckResult:
     """The broken-windows ship gate as the reference's ship workflow enforces it: the ledger's
     `open_count` must be 0; no ledger passes; a ledger that cannot be read blocks. Through the

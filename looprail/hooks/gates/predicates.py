@@ -153,12 +153,7 @@ def _command_exit_zero(predicate: Mapping[str, object], ctx: CheckContext) -> Ch
     timeout_s = COMMAND_DEFAULT_TIMEOUT_S
     if "timeout" in predicate:
         raw = predicate["timeout"]
-        if (
-            isinstance(raw, bool)
-            or not isinstance(raw, (int, float))
-            or not math.isfinite(raw)
-            or raw <= 0
-        ):
+        if not isinstance(raw, (int, float)) or isinstance(raw, bool) or not 0 < raw < math.inf:
             raise _Malformed("'timeout' must be a positive number of seconds")
         if raw > COMMAND_MAX_TIMEOUT_S:  # a third-party predicate cannot buy an unbounded run
             raise _Malformed(f"'timeout' must be at most {COMMAND_MAX_TIMEOUT_S} seconds")

@@ -372,7 +372,6 @@ ACTION_MODELS: dict[str, type[_Action]] = {
         EmitCustomEventAction,
     )
 }
-ACTION_KEYS: dict[str, tuple[str, ...]] = {kind: m.keys() for kind, m in ACTION_MODELS.items()}
 assert tuple(ACTION_MODELS) == ACTION_TYPES
 
 

@@ -285,7 +285,6 @@ class PresetEntry(Doc):
 
 
 HOOK_KEYS = tuple(f.alias or name for name, f in HookEntry.model_fields.items())
-PRESET_KEYS = tuple(PresetEntry.model_fields)
 
 
 def _entry(value: Any, handler: Handler, info: ValidationInfo) -> HookEntry | PresetEntry:
@@ -464,12 +463,12 @@ def _holder(parent: list[str | int], value: object) -> type[Doc] | None:
     return ACTION_MODELS.get(kind) if parent[2:] == ["action"] and isinstance(kind, str) else None
 
 
-SCHEMA_URI = "https://json-schema.org/draft/2020-12/schema"
-
-
 def hooks_json_schema() -> JsonDict:
     """JSON Schema (draft 2020-12) of hooks.json, for editors, generated from
     `HooksDocument`. `looprail hooks validate` is the authority: it also checks what a schema
     cannot say (`SCHEMA_CANNOT_SAY`: regular expressions compile, an Action's `code` can pair
     with its `outcome`, Preset members are not Presets)."""
-    return {"$schema": SCHEMA_URI, **HooksDocument.model_json_schema(by_alias=True)}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        **HooksDocument.model_json_schema(by_alias=True),
+    }

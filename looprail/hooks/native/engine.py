@@ -102,10 +102,6 @@ class EventEvaluation:
     def blocked(self) -> bool:
         return self.outcome == "block"
 
-    @property
-    def failures(self) -> tuple[NativeHookResult, ...]:
-        return tuple(r for r in self.results if r.outcome != "pass")
-
 
 @dataclass(frozen=True)
 class DeliveryRecord:
@@ -185,8 +181,6 @@ class NativeHookEngine:
         will start (a `when` may still skip one). A filter that cannot be evaluated counts (the
         evaluation fails closed on it)."""
         hooks = [h for h in self._hooks if h.entry.event == event]
-        if not hooks:
-            return 0
         payload = _snapshot(candidate)
         payload["event"] = event
         exact = HOOK_RESULT_EXACT_KEYS if event == "hook_result" else frozenset()
@@ -354,11 +348,7 @@ class NativeHookEngine:
         return replace(result, action_selected=True)
 
     def deliver(
-        self,
-        effects: Sequence[Effect],
-        sink: EffectSink,
-        *,
-        env: Mapping[str, str] | None = None,
+        self, effects: Sequence[Effect], sink: EffectSink, *, env: Mapping[str, str] | None = None
     ) -> list[DeliveryRecord]:
         """Hand `effects` to `sink` in order; a failure is recorded and the rest still go out. An
         `emit-custom-event` Effect then raises `custom_event`, whose Effects are delivered next
