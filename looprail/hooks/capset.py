@@ -305,18 +305,15 @@ class CapabilitySet(_SetFields):
                         _str(cid),
                         _str(file),
                         _str(origin),
-                        tuple(Issue(_str(a), _str(b), _str(c)) for a, b, c in issues),
-                        tuple(_str(p) for p in points),
+                        tuple(Issue(*map(_str, issue)) for issue in issues),
+                        tuple(map(_str, points)),
                     )
                     for cid, file, origin, issues, points in blob["failed"]
                 ),
-                tuple(_str(w) for w in blob["warnings"]),
-                tuple(Root(_str(p), _str(o)) for p, o in blob["roots"]),
-                tuple(Root(_str(p), _str(o)) for p, o in blob["missingRoots"]),
-                tuple(
-                    Shadowed(_str(i), _str(s), _str(o), _str(w), _str(wo))
-                    for i, s, o, w, wo in blob["shadowed"]
-                ),
+                tuple(map(_str, blob["warnings"])),
+                tuple(Root(*map(_str, r)) for r in blob["roots"]),
+                tuple(Root(*map(_str, r)) for r in blob["missingRoots"]),
+                tuple(Shadowed(*map(_str, s)) for s in blob["shadowed"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a capability set: {exc}") from None
@@ -356,11 +353,9 @@ def entries_at(
 def order_entries(
     entries: list[tuple[str, Mapping[str, Any]]],
 ) -> list[tuple[str, Mapping[str, Any]]]:
-    """Kahn's topological sort on produces→consumes, ties broken by capId.
-
-    The ready queue starts sorted by capId; entries that become ready later are appended in
-    the order they are released (FIFO, not re-sorted). This is the reference's behaviour and the
-    conformance goldens pin it (`ui` before `pattern-mapper` at plan:pre)."""
+    """Kahn's topological sort on produces→consumes. The ready queue starts sorted by capId;
+    entries that become ready later are appended as released (FIFO, not re-sorted), as the
+    reference does and the conformance goldens pin (`ui` before `pattern-mapper` at plan:pre)."""
     n = len(entries)
     order = sorted(range(n), key=lambda i: entries[i][0])
     succ: dict[int, list[int]] = {i: [] for i in range(n)}

@@ -74,10 +74,8 @@ def _walk_forbidden(value: Any, path: tuple[Any, ...], file: str, depth: int = 0
 
 
 def materialise_fragment(folder: Path, rel: str) -> tuple[str | None, str | None]:
-    """Read `fragment.path` into text. Returns `(text, error_reason)`.
-
-    The path must stay inside the capability folder (symlinks resolved), be a regular file and
-    be at most 8 MiB of UTF-8."""
+    """Read `fragment.path` into `(text, error_reason)`: it must stay inside the capability
+    folder (symlinks resolved), be a regular file and be at most 8 MiB of UTF-8."""
     base = folder.resolve()
     target = (folder / rel).resolve()
     if not target.is_relative_to(base):

@@ -43,11 +43,9 @@ FEATURE_ONLY = (
 
 
 def engine_problem(engines: Any) -> str | None:
-    """Why `engines` (a manifest's `engines` object) rules this engine out, or None.
-
-    Ranges are npm's (`>=1.6.0`, `^1.2`, `~1.2`, `>=1.2.0 <2`, `1.x || >=2.1`), checked by
-    node-semver, a port of npm's own implementation. A range it cannot parse matches no
-    version, so such a capability is not loaded either (the reference fails closed too)."""
+    """Why `engines` (a manifest's `engines` object) rules this engine out, or None. Ranges are
+    npm's (`^1.2`, `>=1.2.0 <2`, `1.x || >=2.1`), checked by node-semver; a range it cannot parse
+    matches no version (the reference fails closed too)."""
     rng = engines.get("gsd") if isinstance(engines, dict) else None
     if not isinstance(rng, str) or not rng.strip():
         return None

@@ -299,11 +299,9 @@ def _point_problem(caps: Mapping[str, LoadedCapability]) -> _Problem | None:
 
 
 def fragment_dependencies(registry: CapabilitySet) -> list[str]:
-    """Paths whose change can change a compiled fragment (the cache watches them).
-
-    For every `fragment.path` declared by a loaded *or failed* capability: each folder on the way
-    to it and the path itself (so a retargeted symlink or a fragment that appears later is seen;
-    a missing path is watched as missing), then the real file behind symlinks and its folder."""
+    """Paths whose change can change a compiled fragment (the cache watches them): for each
+    `fragment.path` of a loaded *or failed* capability, each folder on the way and the path (so a
+    retargeted symlink or a fragment that appears later is seen), the real file and its folder."""
     sources: list[tuple[Path, object]] = [
         (Path(lc.source), lc.data) for lc in registry.capabilities.values()
     ]

@@ -47,11 +47,8 @@ class Verdict:
 
 @dataclass(frozen=True)
 class CheckError:
-    """The check itself failed; no verdict exists. Routed by the gate's `onError`.
-
-    `unavailable` marks "could not look" (exit 69, a missing runtime or shell) as opposed to a
-    check that is malformed or produced garbage.
-    """
+    """The check itself failed; no verdict exists. Routed by the gate's `onError`. `unavailable`
+    marks "could not look" (exit 69, a missing runtime or shell), not a malformed check."""
 
     reason: str
     unavailable: bool = False

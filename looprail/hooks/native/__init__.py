@@ -24,6 +24,7 @@ from looprail.hooks.native.engine import (
     EventEvaluation,
     NativeHookEngine,
     NativeHookResult,
+    ReportRow,
 )
 from looprail.hooks.native.events import (
     EVENT_NAMES,
@@ -35,7 +36,6 @@ from looprail.hooks.native.events import (
 from looprail.hooks.native.loading import global_hooks_path, load_native_hooks, project_hooks_path
 from looprail.hooks.native.models import HooksFile, NativeHook, NativeHookSet, Preset
 from looprail.hooks.native.parsing import read_hooks_file
-from looprail.hooks.native.report import ReportRow
 
 __all__ = [
     "EVENTS",

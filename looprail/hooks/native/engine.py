@@ -30,7 +30,6 @@ from looprail.hooks.native.events import (
 )
 from looprail.hooks.native.filters import filter_matches
 from looprail.hooks.native.models import NativeHook, NativeHookSet
-from looprail.hooks.native.report import ReportRow
 from looprail.hooks.native.shell import ShellRun, run_hook_shell
 from looprail.runtime.process import escape_untrusted
 
@@ -54,6 +53,42 @@ class NativeHookResult:
     guarded: bool = False  # the Action matched but maxSelections was already reached
     origin_ref: str | None = None  # reactions: the hook whose result was observed
     origin_outcome: Outcome | None = None
+
+
+@dataclass(frozen=True)
+class ReportRow:
+    """One execution report row, safe to journal: identity and outcome only (never a command,
+    a message body, an event payload or an invocation id). A *hook* row for every started main
+    shell (the exact `true`/`false` count); an *action* row for every selected Action and every
+    one the loop guard (`maxSelections`) held back (`guarded`)."""
+
+    kind: Literal["hook", "action"]
+    hook_ref: str
+    event: str  # the owning hook's event (`hook_result` for a reaction)
+    outcome: Outcome  # the owner's Hook Outcome
+    code: int | None
+    duration_s: float | None = None  # hook rows: a passing `when` plus the main shell
+    action_type: str | None = None  # action rows
+    guarded: bool = False  # action rows: not selected because maxSelections was reached
+    origin_ref: str | None = None  # reactions: the hook whose result this hook observed
+    origin_outcome: Outcome | None = None
+
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "type": self.kind,
+            "hookRef": self.hook_ref,
+            "event": self.event,
+            "outcome": self.outcome,
+            "code": self.code,
+        }
+        if self.kind == "hook":
+            out["durationMs"] = round((self.duration_s or 0.0) * 1000)
+        else:
+            out["actionType"] = self.action_type
+            out["guarded"] = self.guarded
+        if self.origin_ref is not None:
+            out["origin"] = {"hookRef": self.origin_ref, "outcome": self.origin_outcome}
+        return out
 
 
 @dataclass(frozen=True)
@@ -135,11 +170,9 @@ OnSelect = Callable[[NativeHook, int], None]
 
 
 class NativeHookEngine:
-    """Evaluates native hooks for one run. Holds the loop-guard counters (`maxSelections`), so
-    use one engine per run. Safe to call from several threads (parallel plans in a wave).
-
-    A run that is resumed in a new process continues its counters: pass the counts journaled so
-    far as `selections` (hook ref → times selected) and persist each new one in `on_select`."""
+    """Evaluates native hooks for one run, from several threads if need be. Holds the loop-guard
+    counters (`maxSelections`): a resumed run passes the counts journaled so far as `selections`
+    (hook ref → times selected) and persists each new one in `on_select`."""
 
     def __init__(
         self,

@@ -21,11 +21,9 @@ Encoding = Literal["text", "lines", "json"]
 
 @dataclass(frozen=True)
 class Field:
-    """One documented candidate field and the environment variable that carries it.
-
-    Encoding: `text` puts strings as they are, booleans as `true`/`false` and numbers in JSON
-    spelling; `lines` joins a list of strings with newlines; `json` is compact JSON. A missing or
-    null value leaves the variable unset (never the string "null")."""
+    """One documented candidate field and the environment variable that carries it: `text`
+    (strings as they are, booleans `true`/`false`, numbers in JSON), `lines` (one string a line)
+    or `json` (compact). A missing or null value leaves the variable unset."""
 
     key: str
     env: str
@@ -206,11 +204,9 @@ def task_candidate(
     ok: bool | None = None,
     **extra: object,
 ) -> dict[str, object]:
-    """The candidate of `task_call` / `task_result`.
-
-    `content` is the task's effective content (`action`, `verify`, `acceptanceCriteria`,
-    `readFirst`, `done`): from the tracker when `resolved` is true, else the inline PLAN.md text.
-    `ok` (task_result only) says whether the executor succeeded."""
+    """The candidate of `task_call` / `task_result`. `content` is the task's effective content:
+    from the tracker when `resolved`, else the PLAN.md text; `ok` (task_result only) says whether
+    the executor succeeded."""
     if event not in ("task_call", "task_result"):
         raise ValueError(f"{event!r} is not a task event; use task_call or task_result")
     candidate: dict[str, object] = {

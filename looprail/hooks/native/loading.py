@@ -101,12 +101,10 @@ def load_native_hooks(
     enabled: Collection[str] | None = None,
     accept_project_bytes: Callable[[bytes], bool] | None = None,
 ) -> NativeHookSet:
-    """Load the effective native hooks of `project`. Never raises for a bad file.
-
-    `trusted` is a bool or a predicate called with the project folder; the project file is read
-    only when it says yes. `home` is looprail's per-user folder (default `$LOOPRAIL_HOME` or
-    `~/.looprail`). `enabled` (refs) replaces the entries' `default` flags when given.
-    Every invalid file contributes no entries and exactly one line to `.warnings`."""
+    """Load the effective native hooks of `project`; an invalid file contributes no entries and
+    exactly one line to `.warnings`, never an exception. The project file is read only when
+    `trusted` (a bool, or a predicate of the project folder) says yes. `home` is looprail's
+    per-user folder; `enabled` (refs) replaces the entries' `default` flags when given."""
     project = Path(project)
     global_path = global_hooks_path(Path(home) if home is not None else None)
     project_path = project_hooks_path(project)
