@@ -30,18 +30,16 @@ class Blocker:
 def blockers(registry: CapabilitySet) -> list[Blocker]:
     """Every reason a run must not start, in search-path order (`registry` with consent
     applied)."""
-    out: list[Blocker] = []
-    for root in registry.missing_roots:
-        out.append(
-            Blocker(
-                "capability-folder-missing",
-                str(root.path),
-                "",
-                "capability folder does not exist (named by --capabilities or "
-                "LOOPRAIL_CAPABILITIES)",
-                "correct the path, create the folder, or stop naming it",
-            )
+    out = [
+        Blocker(
+            "capability-folder-missing",
+            str(root.path),
+            "",
+            "capability folder does not exist (named by --capabilities or LOOPRAIL_CAPABILITIES)",
+            "correct the path, create the folder, or stop naming it",
         )
+        for root in registry.missing_roots
+    ]
     for failed in registry.failed:
         issue = failed.issues[0] if failed.issues else None
         first = (
@@ -58,7 +56,7 @@ def blockers(registry: CapabilitySet) -> list[Blocker]:
                 f"capability {failed.id!r} ({failed.origin}) failed to load: {first}{extra}"
                 + (gates if failed.gate_points else ""),
                 "fix the manifest (`looprail capability validate`) or remove its folder "
-                f"{_folder(failed.file)}",
+                f"{os.path.dirname(failed.file) or failed.file}",
             )
         )
     for cid, lc in registry.capabilities.items():
@@ -75,7 +73,3 @@ def blockers(registry: CapabilitySet) -> list[Blocker]:
                 )
             )
     return out
-
-
-def _folder(file: str) -> str:
-    return os.path.dirname(file) or file

@@ -63,13 +63,8 @@ class TaskContentResult(BaseModel):
         return self.reason or "not-applicable"
 
     def to_json(self) -> dict[str, object]:
-        """The exact CLI output."""
-        out: dict[str, object] = {"resolved": self.resolved}
-        if self.reason is not None:
-            out["reason"] = self.reason
-        if self.content is not None:
-            out["content"] = self.content.model_dump()
-        return out
+        """The exact CLI output (content fields are never None)."""
+        return self.model_dump(exclude_none=True)
 
 
 NOT_APPLICABLE = TaskContentResult(resolved=False)

@@ -130,33 +130,21 @@ def _filter(value: Any, handler: Handler, info: ValidationInfo) -> Any:
     return handler(value)
 
 
+def _one_or_array(item: JsonDict, **array: JsonValue) -> JsonDict:
+    return {"anyOf": [item, {"type": "array", **array, "items": item}]}
+
+
 def _outcomes_only(allowed: list[JsonValue]) -> JsonDict:
-    return {
-        "properties": {
-            "outcome": {
-                "anyOf": [
-                    {"enum": allowed},
-                    {"type": "array", "minItems": 1, "items": {"enum": allowed}},
-                ]
-            }
-        }
-    }
+    return {"properties": {"outcome": _one_or_array({"enum": allowed}, minItems=1)}}
 
 
 def _hook_rules(schema: JsonDict) -> None:
     """The Hook's cross-field rules, as `HookEntry.cross` and the validators enforce them."""
-    regex_value: JsonDict = {
-        "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]
-    }
-    code: JsonDict = {"type": ["number", "null"]}
+    regex = _one_or_array({"type": "string"})
     properties: JsonDict = {
-        **{
-            key: regex_value for key in HOOK_RESULT_FILTER_KEYS if key not in HOOK_RESULT_EXACT_KEYS
-        },
-        "outcome": {
-            "anyOf": [{"enum": [*OUTCOMES]}, {"type": "array", "items": {"enum": [*OUTCOMES]}}]
-        },
-        "code": {"anyOf": [code, {"type": "array", "items": code}]},
+        **{key: regex for key in HOOK_RESULT_FILTER_KEYS if key not in HOOK_RESULT_EXACT_KEYS},
+        "outcome": _one_or_array({"enum": [*OUTCOMES]}),
+        "code": _one_or_array({"type": ["number", "null"]}),
     }
     hook_result_filter: JsonDict = {
         "type": "object",

@@ -144,17 +144,12 @@ def encode_env_value(value: Any, encoding: Encoding = "text") -> str | None:
     """How one candidate value travels in the environment; None means "leave it unset"."""
     if value is None:
         return None
-    if encoding == "json":
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    if encoding == "lines" and isinstance(value, (list, tuple)):
-        if all(isinstance(v, str) for v in value):
-            return "\n".join(value)
-        return json.dumps(list(value), ensure_ascii=False, separators=(",", ":"))
-    if isinstance(value, str):
+    lines = encoding == "lines" and isinstance(value, (list, tuple))
+    if lines and all(isinstance(v, str) for v in value):
+        return "\n".join(value)
+    if isinstance(value, str) and encoding != "json":
         return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))  # `true`, not `True`
 
 
 def event_environment(spec: EventSpec, candidate: Mapping[str, Any]) -> dict[str, str]:

@@ -111,22 +111,17 @@ def load_native_hooks(
     warnings: list[str] = []
 
     files: list[HooksFile] = [read_hooks_file(global_path, scope="global")]
-    if _same_file(global_path, project_path):
-        pass  # the project folder is the home folder: one file, read once as the global one
-    elif project_path.exists():
-        read = (
-            read_hooks_file(project_path, scope="project", accept=accept_project_bytes)
-            if _is_trusted(trusted, project, warnings)
-            else None
-        )
-        if read is not None and read.status != "untrusted":
-            files.append(read)
-        else:
-            files.append(HooksFile(project_path, "project", "untrusted"))
+    # A project folder that is the home folder has one file, read once as the global one.
+    if not _same_file(global_path, project_path) and project_path.exists():
+        read = HooksFile(project_path, "project", "untrusted")
+        if _is_trusted(trusted, project, warnings):
+            read = read_hooks_file(project_path, scope="project", accept=accept_project_bytes)
+        if read.status == "untrusted":
             warnings.append(
                 f"{project_path}: not read because the project is not trusted; "
                 "its native hooks are inactive"
             )
+        files.append(read)
 
     checked = check_across_files(tuple(files))
     warnings[:0] = [invalid_file_warning(f) for f in checked if f.status == "invalid"]
