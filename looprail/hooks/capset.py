@@ -122,14 +122,6 @@ class LoadedCapability(_LoadedFields):
         return self.data.get("activationKey")
 
     @property
-    def skills(self) -> list[str]:
-        return list(self.data.get("skills") or ())
-
-    @property
-    def agents(self) -> list[str]:
-        return list(self.data.get("agents") or ())
-
-    @property
     def config(self) -> dict[str, Mapping[str, Any]]:
         """key -> {type, default?, values?, description?}"""
         return dict(self.data.get("config") or {})

@@ -35,6 +35,10 @@ MAX_FRAGMENT_BYTES = 8 * 1024 * 1024
 # All fragment text one capability materialises, each reference counted (the text is rendered,
 # compiled and cached once per reference): one 8 MiB file named 50 times must not become 400 MiB.
 MAX_CAPABILITY_FRAGMENT_BYTES = 16 * 1024 * 1024
+_OVER_BUDGET = (
+    f"fragments of this capability total more than {MAX_CAPABILITY_FRAGMENT_BYTES} bytes "
+    "(each reference counts: its text is rendered once per reference)"
+)
 MAX_JSON_DEPTH = 64
 
 
@@ -106,20 +110,19 @@ def _materialise_fragments(data: dict[str, Any], folder: Path, file: str) -> lis
     for group in ("steps", "contributions"):
         for i, entry in enumerate(data.get(group) or ()):
             frag = entry.get("fragment")
-            if not (isinstance(frag, dict) and isinstance(frag.get("path"), str)):
-                continue
-            if "inline" in frag:
+            rel = frag.get("path") if isinstance(frag, dict) else None
+            if not isinstance(rel, str) or "inline" in frag:
                 continue
             where = f"$.{group}[{i}].fragment.path"
-            key = os.path.realpath(folder / frag["path"])
+            key = os.path.realpath(folder / rel)
             if key not in read:
                 try:
                     size = os.stat(key).st_size
                 except OSError:
                     size = 0
                 if total + min(size, MAX_FRAGMENT_BYTES + 1) > MAX_CAPABILITY_FRAGMENT_BYTES:
-                    return [_over_budget(file, where)]
-                text, err = materialise_fragment(folder, frag["path"])
+                    return [Issue(file, where, _OVER_BUDGET)]
+                text, err = materialise_fragment(folder, rel)
                 read[key] = (text, err, len(text.encode("utf-8")) if text is not None else 0)
             text, err, size = read[key]
             if err:
@@ -127,18 +130,9 @@ def _materialise_fragments(data: dict[str, Any], folder: Path, file: str) -> lis
                 continue
             total += size
             if total > MAX_CAPABILITY_FRAGMENT_BYTES:
-                return [_over_budget(file, where)]
-            entry["fragment"] = {"inline": text, "path": frag["path"]}
+                return [Issue(file, where, _OVER_BUDGET)]
+            entry["fragment"] = {"inline": text, "path": rel}
     return issues
-
-
-def _over_budget(file: str, where: str) -> Issue:
-    return Issue(
-        file,
-        where,
-        f"fragments of this capability total more than {MAX_CAPABILITY_FRAGMENT_BYTES} bytes "
-        "(each reference counts: its text is rendered once per reference)",
-    )
 
 
 SEMVER = re.compile(

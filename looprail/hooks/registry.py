@@ -185,12 +185,13 @@ def _merge(
 
 def _claims(lc: LoadedCapability) -> list[_Claim]:
     """What a capability owns: no two loaded capabilities may claim the same."""
-    claims = [("skill", s, f"$.skills[{i}]") for i, s in enumerate(lc.skills)]
-    claims += [("agent", a, f"$.agents[{i}]") for i, a in enumerate(lc.agents)]
+    data = lc.data
+    claims = [("skill", s, f"$.skills[{i}]") for i, s in enumerate(data.get("skills") or ())]
+    claims += [("agent", a, f"$.agents[{i}]") for i, a in enumerate(data.get("agents") or ())]
     claims += [("config key", k, f"$.config[{json.dumps(k)}]") for k in lc.config]
     claims += [
         ("command family", family, f"$.commands[{i}].family")
-        for i, family in enumerate(c["family"] for c in lc.data.get("commands") or ())
+        for i, family in enumerate(c["family"] for c in data.get("commands") or ())
     ]
     if lc.tracker_prefix is not None:
         claims.append(("trackerPrefix", lc.tracker_prefix, "$.taskContentResolver.trackerPrefix"))

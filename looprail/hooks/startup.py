@@ -1,7 +1,6 @@
 """What stops `looprail run` from starting: a hook or gate that would otherwise be dropped
 silently (`loop render-hooks` only warns, as the reference does; a run must not ship past them).
-Each is one `Blocker` naming the file, what is wrong and the fix; `lint` reports the same.
-"""
+Each is one `Blocker` naming the file, what is wrong and the fix; `lint` reports the same."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """`execute:task`: resolve a task's content (`beads:GSD-42`) with the one capability whose
 `taskContentResolver.trackerPrefix` is its prefix (a bounded argv subprocess, no shell). Four
 results (`TaskContentResult`); anything else raises `TaskContentError`, a hard halt: a failed
-resolver must never look like "no resolver", or an executor would work from stale PLAN.md text.
-"""
+resolver must never look like "no resolver", or an executor would work from stale PLAN.md text."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Gate check evaluation: a gate's `check` (`query`, `predicate` or `agentVerdict`) → a `Verdict`
 or a `CheckError`. Two types on purpose (the two-step gate contract): a `CheckError` means no
 verdict exists and is routed by the gate's `onError`; a `Verdict`'s `block` is read against
-`blocking`. An unknown or malformed check is always an error, never a pass.
-"""
+`blocking`. An unknown or malformed check is always an error, never a pass."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """What the hooks.json models share: the strict base model, the rules across members (`cross`,
 run even when a member failed, so every problem is reported at once), and the words of the
 problems pydantic finds (`Says` on a field, `MISSING` and `unknown` on the model), applied where
-each error becomes an `Issue` (`manifest.pydantic_issues` with `document.hooks_words`).
-"""
+each error becomes an `Issue` (`manifest.pydantic_issues` with `document.hooks_words`)."""
 
 from __future__ import annotations
 

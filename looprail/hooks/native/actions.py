@@ -1,7 +1,6 @@
 """Owned Actions: the five variants (their document models and their requests) and selection.
 An Action's `outcome` and `code` select it against its owner's own Hook Outcome and exit code,
-never the Event Outcome. Action strings and `data` are static: nothing is ever interpolated.
-"""
+never the Event Outcome. Action strings and `data` are static: nothing is ever interpolated."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The hooks.json document as pydantic models, the one declaration of the format: the reader
 looprail runs, and the JSON Schema generated from them (`hooks_json_schema`). The cross-field
 rules appear in the schema through each model's `json_schema_extra`; what a schema cannot state
-is listed in `SCHEMA_CANNOT_SAY` and fails with the error type `schema_cannot_say`.
-"""
+is listed in `SCHEMA_CANNOT_SAY` and fails with the error type `schema_cannot_say`."""
 
 from __future__ import annotations
 

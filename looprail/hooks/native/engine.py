@@ -3,8 +3,7 @@ another failed (filter → `when` → `shell`); the Event Outcome is then frozen
 when any hook failed or could not run, else `pass`); only then, per result, its owned Action is
 considered and the result is projected as one `hook_result` evaluation (reactions are not
 projected again). `deliver` hands the Effects to the loop best-effort: a sink failure is only
-recorded.
-"""
+recorded."""
 
 from __future__ import annotations
 

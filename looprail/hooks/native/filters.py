@@ -2,8 +2,7 @@
 JSON-shaped data. Filter keys are ANDed and may be dotted (`content.verify`, `files.0`); a string
 is a regular expression searched in a string value; other scalars match the same JSON value; an
 array is any-of; a scalar matches an array candidate value when it matches any member.
-Selectors (`outcome`/`code`) are exact: fields ANDed, arrays any-of, strict equality.
-"""
+Selectors (`outcome`/`code`) are exact: fields ANDed, arrays any-of, strict equality."""
 
 from __future__ import annotations
 

@@ -59,7 +59,6 @@ class HooksFile:
     status: FileStatus
     entries: tuple[CatalogEntry, ...] = ()
     issues: tuple[Issue, ...] = ()
-    repos: tuple[str, ...] = ()
 
     @property
     def hooks(self) -> tuple[NativeHook, ...]:
