@@ -238,17 +238,14 @@ class CapabilitySet(_SetFields):
         first use (the registry refused every set whose order has a cycle)."""
         table = self._tables.get(point)
         if table is None:
-
-            def ordered(group: str) -> list[tuple[str, Mapping[str, Any]]]:
-                return order_entries(entries_at(self.capabilities, point, group))
-
+            caps = self.capabilities
+            steps = order_entries(entries_at(caps, point, "steps"))
+            contributions = order_entries(entries_at(caps, point, "contributions"))
+            gates = entries_at(caps, point, "gates")
             table = self._tables[point] = {
-                "steps": [_step(cid, e) for cid, e in ordered("steps")],
-                "contributions": [_contribution(cid, e) for cid, e in ordered("contributions")],
-                "gates": [
-                    _project(cid, "gate", e, _GATE_FIELDS)
-                    for cid, e in entries_at(self.capabilities, point, "gates")
-                ],
+                "steps": [_step(cid, e) for cid, e in steps],
+                "contributions": [_contribution(cid, e) for cid, e in contributions],
+                "gates": [_project(cid, "gate", e, _GATE_FIELDS) for cid, e in gates],
             }
         return table
 

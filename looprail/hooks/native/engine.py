@@ -46,7 +46,6 @@ class NativeHookResult:
     started: bool  # the main shell started (then a report row exists)
     failed_during: Literal["when", "shell"] | None
     detail: str  # "exit 0", "exit 3", "timed out after 5000 ms", "could not start: …"
-    stderr_tail: str = ""  # for the terminal only: never in report rows
     action_type: ActionType | None = None  # the owned Action's type, if the hook has one
     action_selected: bool = False
     guarded: bool = False  # the Action matched but maxSelections was already reached
@@ -347,7 +346,6 @@ class NativeHookEngine:
                 started=run.started and during != "when",
                 failed_during=None if run.passed else during,
                 detail=run.detail,
-                stderr_tail=run.stderr_tail,
                 action_type=entry.action.type if entry.action else None,
                 origin_ref=_ref_of(origin),
                 origin_outcome=origin.outcome if origin else None,
