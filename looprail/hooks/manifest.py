@@ -443,7 +443,6 @@ def grammar_warnings(cap: Capability, file: str) -> list[Issue]:
 
 
 def capability_json_schema() -> dict[str, object]:
-    """The JSON Schema of `capability.json`, from the models."""
     schema = Capability.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "looprail capability.json"

@@ -49,7 +49,6 @@ def search_roots(
     env: Mapping[str, str] | None = None,
     home: Path | None = None,
 ) -> list[Root]:
-    """The search path in trust order."""
     specs = root_specs(project, capability_dirs, env=env, home=home)
     return [Root(path, origin) for path, origin in specs]
 

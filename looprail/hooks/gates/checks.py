@@ -237,9 +237,8 @@ def _evaluate_query(query: object, runtime: Runtime, target: DispatchContext) ->
             f"check.query fails the grammar ({QUERY_GRAMMAR_TEXT}): "
             f"'{escape_untrusted(query)}'; not run"
         )
-    words = query.split(" ")
     try:
-        outcome = run_query_check(runtime, words, target)
+        outcome = run_query_check(runtime, query.split(" "), target)
     except (LooprailError, OSError) as exc:
         return CheckError(f"check.query {query!r}: runtime failed: {escape_untrusted(str(exc))}")
     return verdict_from_outcome(outcome, f"check.query {query!r}")

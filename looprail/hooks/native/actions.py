@@ -222,7 +222,6 @@ class _Action(Doc):
 
     @classmethod
     def kind(cls) -> ActionType:
-        """The variant's `type`."""
         return get_args(cls.model_fields["type"].annotation)[0]
 
     @classmethod

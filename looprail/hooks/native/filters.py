@@ -11,15 +11,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from looprail.config import MISSING
+
 FilterScalar = str | int | float | bool | None
-
-
-class _Missing:
-    def __repr__(self) -> str:
-        return "MISSING"
-
-
-MISSING: Any = _Missing()
 
 
 @functools.lru_cache(maxsize=1024)

@@ -14,8 +14,6 @@ _OUTPUT_CAP = 64 * 1024
 
 @dataclass(frozen=True)
 class ShellRun:
-    """How one shell string ran."""
-
     passed: bool
     code: int | None  # None: it never exited on its own (timeout, signal, could not start)
     started: bool
