@@ -249,6 +249,9 @@ def _central_setting(key: str) -> str | None:
     return None
 
 
+_TYPES: dict[str, type | tuple] = {"boolean": bool, "string": str, "number": (int, float)}
+
+
 def _check_config_default(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
     d, kind, values = spec.get("default"), spec["type"], spec.get("values")
     if kind == "enum":
@@ -259,8 +262,7 @@ def _check_config_default(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
         return []
     if values is not None:
         return [(".values", "only enum keys take values")]
-    kinds: dict[str, Any] = {"boolean": bool, "string": str, "number": (int, float)}
-    wrong = not isinstance(d, kinds[kind]) or (kind == "number" and isinstance(d, bool))
+    wrong = not isinstance(d, _TYPES[kind]) or (kind == "number" and isinstance(d, bool))
     return [(".default", f"must be a {kind}")] if d is not None and wrong else []
 
 
