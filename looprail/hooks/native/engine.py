@@ -155,12 +155,6 @@ class EffectSink(Protocol):
     def deliver(self, effect: Effect) -> None: ...
 
 
-@dataclass(frozen=True)
-class _Invocation:
-    hook: NativeHook
-    result: NativeHookResult
-
-
 # Called with (hook, its selection count including this one) before a selection counts; if it
 # raises, the Action is not selected and the error propagates (a guard that cannot be persisted
 # must not be spent in memory only).
@@ -248,25 +242,24 @@ class NativeHookEngine:
         origin: NativeHookResult | None,
     ) -> EventEvaluation:
         hooks = [h for h in self._hooks if h.entry.event == spec.name]
+        origin_ref = origin.hook_ref if origin else None
         if not hooks:
-            return EventEvaluation(spec.name, "pass", origin_ref=_ref_of(origin))
-        invocations, errors = self._run_all(hooks, spec, payload, shell_env, origin)
+            return EventEvaluation(spec.name, "pass", origin_ref=origin_ref)
+        ran, errors = self._run_all(hooks, spec, payload, shell_env, origin)
         # The Event Outcome is decided here, from results alone, before any Action.
-        failed = [i.result for i in invocations if i.result.outcome != "pass"]
+        failed = [r for _, r in ran if r.outcome != "pass"]
         outcome: Outcome = spec.failure if failed or errors else "pass"
         results: list[NativeHookResult] = []
         effects: list[Effect] = []
         rows: list[ReportRow] = []
         projections: list[EventEvaluation] = []
-        for invocation in invocations:
-            result = self._select(invocation)
+        for hook, unselected in ran:
+            result = self._select(hook, unselected)
             results.append(result)
             rows.extend(_rows(result))
             if result.action_selected:
-                action = invocation.hook.entry.action
-                assert action is not None
-                request = action.request
-                ref, origin_ref = result.hook_ref, result.origin_ref
+                assert hook.entry.action is not None
+                request, ref = hook.entry.action.request, result.hook_ref
                 effects.append(
                     Effect(ref, result.invocation_id, native_event, spec.name, request, origin_ref)
                 )
@@ -287,7 +280,7 @@ class NativeHookEngine:
             report_rows=tuple(rows),
             hook_result_evaluations=tuple(projections),
             errors=tuple(errors),
-            origin_ref=_ref_of(origin),
+            origin_ref=origin_ref,
         )
 
     def _run_all(
@@ -297,23 +290,23 @@ class NativeHookEngine:
         payload: dict[str, object],
         shell_env: dict[str, str],
         origin: NativeHookResult | None,
-    ) -> tuple[list[_Invocation], list[str]]:
+    ) -> tuple[list[tuple[NativeHook, NativeHookResult]], list[str]]:
         """Every hook in order, each even after another failed: filter → `when` → `shell`."""
         exact = HOOK_RESULT_EXACT_KEYS if spec.name == "hook_result" else frozenset()
         env = {**shell_env, **event_environment(spec, payload)}
-        invocations: list[_Invocation] = []
+        ran: list[tuple[NativeHook, NativeHookResult]] = []
         errors: list[str] = []
         for hook in hooks:
             try:
                 if not filter_matches(hook.entry.filter, payload, exact_keys=exact):
                     continue
-                invocation = self._invoke(hook, spec, env, origin)
+                result = self._invoke(hook, spec, env, origin)
             except Exception as exc:  # a broken hook has no result; its siblings still run
                 errors.append(escape_untrusted(f"native hook {hook.ref} failed to execute: {exc}"))
                 continue
-            if invocation is not None:
-                invocations.append(invocation)
-        return invocations, errors
+            if result is not None:
+                ran.append((hook, result))
+        return ran, errors
 
     def _invoke(
         self,
@@ -321,7 +314,7 @@ class NativeHookEngine:
         spec: EventSpec,
         env: dict[str, str],
         origin: NativeHookResult | None,
-    ) -> _Invocation | None:
+    ) -> NativeHookResult | None:
         invocation_id = str(uuid.uuid4())  # shared by `when` and `shell`
         entry = hook.entry
         env = {
@@ -347,7 +340,7 @@ class NativeHookEngine:
                 failed_during=None if run.passed else during,
                 detail=run.detail,
                 action_type=entry.action.type if entry.action else None,
-                origin_ref=_ref_of(origin),
+                origin_ref=origin.hook_ref if origin else None,
                 origin_outcome=origin.outcome if origin else None,
             )
 
@@ -355,16 +348,15 @@ class NativeHookEngine:
         if entry.when is not None:
             when = run_hook_shell(entry.when, env=env, cwd=self._cwd, timeout_ms=entry.timeout_ms)
             if when.code is None:  # could not run the precondition: fail closed
-                return _Invocation(hook, result(when, "when"))
+                return result(when, "when")
             if not when.passed:
                 return None  # an ordinary false precondition: the hook does not apply
         shell = run_hook_shell(entry.shell, env=env, cwd=self._cwd, timeout_ms=entry.timeout_ms)
-        return _Invocation(hook, result(shell, "shell"))
+        return result(shell, "shell")
 
-    def _select(self, invocation: _Invocation) -> NativeHookResult:
+    def _select(self, hook: NativeHook, result: NativeHookResult) -> NativeHookResult:
         """Consider the owned Action against the owner's own outcome and code; apply the
         per-run loop guard."""
-        hook, result = invocation.hook, invocation.result
         action, limit = hook.entry.action, hook.entry.max_selections
         if action is None or not action.selects(result.outcome, result.code):
             return result
@@ -446,10 +438,6 @@ def _snapshot(candidate: Mapping[str, object] | None) -> dict[str, object]:
     if not isinstance(candidate, Mapping):
         raise TypeError(f"candidate must be a mapping, got {type(candidate).__name__}")
     return json.loads(json.dumps(dict(candidate), default=str))
-
-
-def _ref_of(result: NativeHookResult | None) -> str | None:
-    return result.hook_ref if result is not None else None
 
 
 def _hook_result_payload(result: NativeHookResult, origin_event: str) -> dict[str, object]:
