@@ -1,14 +1,6 @@
-"""The capability set: what a search path loaded, one immutable, typed value.
-
-`registry.load_registry` builds it, `compiled.load_compiled` caches its JSON form (`to_json` /
-`from_json`: the cache *is* its serialisation) and applies consent; every reader (resolve,
-`capability list`, audits, the task-content resolvers, start-up checks) reads the same value.
-Activation by `activationKey` is decided per call (`key_active`), not held here.
-
-A manifest's pydantic model is built from its JSON on first use (`LoadedCapability.manifest`).
-The records are `typing.NamedTuple`s (cached fields in a subclass); folders are strings, the
-form the cache stores.
-"""
+"""The capability set: what a search path loaded, one immutable, typed value. `registry` builds
+it, `compiled` caches its JSON form (`to_json` / `from_json`) and applies consent; every reader
+reads the same value. Activation by `activationKey` is decided per call (`key_active`)."""
 
 from __future__ import annotations
 
@@ -48,8 +40,7 @@ def key_active(
     key: str | None, config: Mapping[str, Any] | None, schema: Mapping[str, Any]
 ) -> bool:
     """The one activation rule: no `activationKey`, or one whose effective value is truthy under
-    `config` (`schema`: the typed config keys, `CapabilitySet.config`). `resolve.cap_active` and
-    `CapabilitySet.why_inactive` (what `capability list` shows) both decide by it."""
+    `config` (`schema`: the typed config keys, `CapabilitySet.config`)."""
     return not key or is_active(key, config, schema)
 
 
@@ -131,21 +122,9 @@ class LoadedCapability(_LoadedFields):
         return self.data.get("activationKey")
 
     @property
-    def skills(self) -> list[str]:
-        return list(self.data.get("skills") or ())
-
-    @property
-    def agents(self) -> list[str]:
-        return list(self.data.get("agents") or ())
-
-    @property
     def config(self) -> dict[str, Mapping[str, Any]]:
         """key -> {type, default?, values?, description?}"""
         return dict(self.data.get("config") or {})
-
-    @property
-    def command_families(self) -> list[str]:
-        return [c["family"] for c in self.data.get("commands") or ()]
 
     @property
     def tracker_prefix(self) -> str | None:
@@ -155,10 +134,6 @@ class LoadedCapability(_LoadedFields):
     @property
     def reviewer(self) -> Mapping[str, Any] | None:
         return self.data.get("reviewer")
-
-    @property
-    def runtime_compat(self) -> Mapping[str, Any] | None:
-        return self.data.get("runtimeCompat")
 
     @property
     def gate_points(self) -> tuple[str, ...]:
@@ -263,17 +238,14 @@ class CapabilitySet(_SetFields):
         first use (the registry refused every set whose order has a cycle)."""
         table = self._tables.get(point)
         if table is None:
-
-            def ordered(group: str) -> list[tuple[str, Mapping[str, Any]]]:
-                return order_entries(entries_at(self.capabilities, point, group))
-
+            caps = self.capabilities
+            steps = order_entries(entries_at(caps, point, "steps"))
+            contributions = order_entries(entries_at(caps, point, "contributions"))
+            gates = entries_at(caps, point, "gates")
             table = self._tables[point] = {
-                "steps": [_step(cid, e) for cid, e in ordered("steps")],
-                "contributions": [_contribution(cid, e) for cid, e in ordered("contributions")],
-                "gates": [
-                    _project(cid, "gate", e, _GATE_FIELDS)
-                    for cid, e in entries_at(self.capabilities, point, "gates")
-                ],
+                "steps": [_step(cid, e) for cid, e in steps],
+                "contributions": [_contribution(cid, e) for cid, e in contributions],
+                "gates": [_project(cid, "gate", e, _GATE_FIELDS) for cid, e in gates],
             }
         return table
 
@@ -283,15 +255,10 @@ class CapabilitySet(_SetFields):
             return self
         return self._replace(capabilities={**self.capabilities, **changed})
 
-    # ----------------------------------------------------------------- serialisation (the cache)
-
     def to_json(self) -> dict[str, object]:
-        """The JSON form `from_json` reads back (the compiled cache)."""
+        """The JSON form `from_json` reads back (the compiled cache): a record is its fields."""
         return {
-            "capabilities": [
-                [lc.data, lc.source, lc.origin, lc.consent, lc.inactive_reason]
-                for lc in self.capabilities.values()
-            ],
+            "capabilities": [list(lc) for lc in self.capabilities.values()],
             "failed": [
                 [
                     f.id,
@@ -303,11 +270,9 @@ class CapabilitySet(_SetFields):
                 for f in self.failed
             ],
             "warnings": list(self.warnings),
-            "roots": [[r.path, r.origin] for r in self.roots],
-            "missingRoots": [[r.path, r.origin] for r in self.missing_roots],
-            "shadowed": [
-                [s.id, s.source, s.origin, s.winner, s.winner_origin] for s in self.shadowed
-            ],
+            "roots": [list(r) for r in self.roots],
+            "missingRoots": [list(r) for r in self.missing_roots],
+            "shadowed": [list(s) for s in self.shadowed],
         }
 
     @classmethod
@@ -329,18 +294,15 @@ class CapabilitySet(_SetFields):
                         _str(cid),
                         _str(file),
                         _str(origin),
-                        tuple(Issue(_str(a), _str(b), _str(c)) for a, b, c in issues),
-                        tuple(_str(p) for p in points),
+                        tuple(Issue(*map(_str, issue)) for issue in issues),
+                        tuple(map(_str, points)),
                     )
                     for cid, file, origin, issues, points in blob["failed"]
                 ),
-                tuple(_str(w) for w in blob["warnings"]),
-                tuple(Root(_str(p), _str(o)) for p, o in blob["roots"]),
-                tuple(Root(_str(p), _str(o)) for p, o in blob["missingRoots"]),
-                tuple(
-                    Shadowed(_str(i), _str(s), _str(o), _str(w), _str(wo))
-                    for i, s, o, w, wo in blob["shadowed"]
-                ),
+                tuple(map(_str, blob["warnings"])),
+                tuple(Root(*map(_str, r)) for r in blob["roots"]),
+                tuple(Root(*map(_str, r)) for r in blob["missingRoots"]),
+                tuple(Shadowed(*map(_str, s)) for s in blob["shadowed"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a capability set: {exc}") from None
@@ -364,9 +326,6 @@ def _well_formed(data: Any) -> bool:
     )
 
 
-# --------------------------------------------------------------------------- per point
-
-
 def entries_at(
     caps: Mapping[str, LoadedCapability], point: str, group: str
 ) -> list[tuple[str, Mapping[str, Any]]]:
@@ -383,11 +342,9 @@ def entries_at(
 def order_entries(
     entries: list[tuple[str, Mapping[str, Any]]],
 ) -> list[tuple[str, Mapping[str, Any]]]:
-    """Kahn's topological sort on produces→consumes, ties broken by capId.
-
-    The ready queue starts sorted by capId; entries that become ready later are appended in
-    the order they are released (FIFO, not re-sorted). This is the reference's behaviour and the
-    conformance goldens pin it (`ui` before `pattern-mapper` at plan:pre)."""
+    """Kahn's topological sort on produces→consumes. The ready queue starts sorted by capId;
+    entries that become ready later are appended as released (FIFO, not re-sorted), as the
+    reference does and the conformance goldens pin (`ui` before `pattern-mapper` at plan:pre)."""
     n = len(entries)
     order = sorted(range(n), key=lambda i: entries[i][0])
     succ: dict[int, list[int]] = {i: [] for i in range(n)}
@@ -463,16 +420,3 @@ def _contribution(cid: str, entry: Mapping[str, Any]) -> Hook:
     if entry.get("configValues"):
         hook["configValues"] = dict(entry["configValues"])
     return hook
-
-
-__all__ = [
-    "DEFERRED",
-    "CapabilitySet",
-    "FailedCapability",
-    "LoadedCapability",
-    "Root",
-    "Shadowed",
-    "_OrderCycle",
-    "entries_at",
-    "order_entries",
-]

@@ -1,9 +1,6 @@
-"""Capability manifests (`<id>/capability.json`): the pydantic models, the one declaration of
-the format, and validation in three layers, each reporting *all* its problems as `Issue`s:
-safe JSON (`parse_manifest_bytes`, with the fragments and the limits), shapes and types
-(`Capability`), and the rules across fields of one manifest (`manifest_rules`). The registry
-validates every manifest it loads here (`validate_manifest`).
-"""
+"""Capability manifests (`<id>/capability.json`): the pydantic models (the one declaration of
+the format) and validation in three layers, each reporting *all* its problems: safe JSON
+(`parse_manifest_bytes`), shapes (`Capability`), rules across fields (`manifest_rules`)."""
 
 from __future__ import annotations
 
@@ -12,7 +9,7 @@ import errno
 import json
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -43,10 +40,11 @@ MAX_FRAGMENT_BYTES = 8 * 1024 * 1024
 # All fragment text one capability materialises, each reference counted (the text is rendered,
 # compiled and cached once per reference): one 8 MiB file named 50 times must not become 400 MiB.
 MAX_CAPABILITY_FRAGMENT_BYTES = 16 * 1024 * 1024
+_OVER_BUDGET = (
+    f"fragments of this capability total more than {MAX_CAPABILITY_FRAGMENT_BYTES} bytes "
+    "(each reference counts: its text is rendered once per reference)"
+)
 MAX_JSON_DEPTH = 64
-
-
-# --------------------------------------------------------------------------- safe JSON
 
 
 def parse_manifest_bytes(raw: bytes, file: str) -> tuple[Any, list[Issue]]:
@@ -54,13 +52,9 @@ def parse_manifest_bytes(raw: bytes, file: str) -> tuple[Any, list[Issue]]:
     if len(raw) > MAX_MANIFEST_BYTES:
         return None, [Issue(file, "$", f"file is larger than {MAX_MANIFEST_BYTES} bytes")]
     try:
-        text = raw.decode("utf-8")
+        value, dupes = loads_strict(raw.decode("utf-8").removeprefix("\ufeff"))
     except UnicodeDecodeError as exc:
         return None, [Issue(file, "$", f"not UTF-8 (byte {exc.start})")]
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    try:
-        value, dupes = loads_strict(text)
     except RecursionError:
         return None, [Issue(file, "$", f"JSON nested deeper than {MAX_JSON_DEPTH} levels")]
     except json.JSONDecodeError as exc:
@@ -69,9 +63,7 @@ def parse_manifest_bytes(raw: bytes, file: str) -> tuple[Any, list[Issue]]:
         return None, [Issue(file, "$", f"not valid JSON: {exc}")]
     issues = [Issue(file, "$", f"duplicate key {json.dumps(k)}") for k in dict.fromkeys(dupes)]
     issues += _walk_forbidden(value, (), file)
-    if issues:
-        return None, issues
-    return value, []
+    return (None, issues) if issues else (value, [])
 
 
 def _walk_forbidden(value: Any, path: tuple[Any, ...], file: str, depth: int = 0) -> list[Issue]:
@@ -91,10 +83,8 @@ def _walk_forbidden(value: Any, path: tuple[Any, ...], file: str, depth: int = 0
 
 
 def materialise_fragment(folder: Path, rel: str) -> tuple[str | None, str | None]:
-    """Read `fragment.path` into text. Returns `(text, error_reason)`.
-
-    The path must stay inside the capability folder (symlinks resolved), be a regular file and
-    be at most 8 MiB of UTF-8."""
+    """Read `fragment.path` into `(text, error_reason)`: it must stay inside the capability
+    folder (symlinks resolved), be a regular file and be at most 8 MiB of UTF-8."""
     base = folder.resolve()
     target = (folder / rel).resolve()
     if not target.is_relative_to(base):
@@ -125,20 +115,19 @@ def _materialise_fragments(data: dict[str, Any], folder: Path, file: str) -> lis
     for group in ("steps", "contributions"):
         for i, entry in enumerate(data.get(group) or ()):
             frag = entry.get("fragment")
-            if not (isinstance(frag, dict) and isinstance(frag.get("path"), str)):
-                continue
-            if "inline" in frag:
+            rel = frag.get("path") if isinstance(frag, dict) else None
+            if not isinstance(rel, str) or "inline" in frag:
                 continue
             where = f"$.{group}[{i}].fragment.path"
-            key = os.path.realpath(folder / frag["path"])
+            key = os.path.realpath(folder / rel)
             if key not in read:
                 try:
                     size = os.stat(key).st_size
                 except OSError:
                     size = 0
                 if total + min(size, MAX_FRAGMENT_BYTES + 1) > MAX_CAPABILITY_FRAGMENT_BYTES:
-                    return [_over_budget(file, where)]
-                text, err = materialise_fragment(folder, frag["path"])
+                    return [Issue(file, where, _OVER_BUDGET)]
+                text, err = materialise_fragment(folder, rel)
                 read[key] = (text, err, len(text.encode("utf-8")) if text is not None else 0)
             text, err, size = read[key]
             if err:
@@ -146,18 +135,9 @@ def _materialise_fragments(data: dict[str, Any], folder: Path, file: str) -> lis
                 continue
             total += size
             if total > MAX_CAPABILITY_FRAGMENT_BYTES:
-                return [_over_budget(file, where)]
-            entry["fragment"] = {"inline": text, "path": frag["path"]}
+                return [Issue(file, where, _OVER_BUDGET)]
+            entry["fragment"] = {"inline": text, "path": rel}
     return issues
-
-
-def _over_budget(file: str, where: str) -> Issue:
-    return Issue(
-        file,
-        where,
-        f"fragments of this capability total more than {MAX_CAPABILITY_FRAGMENT_BYTES} bytes "
-        "(each reference counts: its text is rendered once per reference)",
-    )
 
 
 SEMVER = re.compile(
@@ -435,43 +415,28 @@ def plain_reason(err: ErrorDetails) -> str:
 def validate_manifest(
     raw: bytes, file: str, folder: Path | None
 ) -> tuple[Capability | None, dict[str, Any] | None, list[Issue]]:
-    """All three layers for one file. Returns `(model, materialised JSON dict, issues)`.
-
-    The JSON dict is the manifest as declared with each `fragment.path` materialised into
-    `inline` (the path kept, as the reference does); it is what the registry compiles from, so
-    the envelope echoes exactly what the author wrote."""
+    """All three layers for one file: `(model, JSON dict, issues)`. The dict is the manifest as
+    declared, each `fragment.path` materialised into `inline` (the path kept, as the reference
+    does): the registry compiles from it, so the envelope echoes what the author wrote."""
     data, issues = parse_manifest_bytes(raw, file)
     if issues:
         return None, None, issues
     if not isinstance(data, dict):
         return None, None, [Issue(file, "$", "top level must be a JSON object")]
-    cap, issues = validate_declared(data, file, folder.name if folder is not None else None)
-    if folder is not None and not issues:
-        issues += _materialise_fragments(data, folder, file)
-    if issues:
-        return None, None, issues
-    return cap, data, []
-
-
-def validate_declared(
-    data: Mapping[str, Any], file: str, folder_name: str | None
-) -> tuple[Capability | None, list[Issue]]:
-    """Layers 2 and 3 (shapes, cross-field rules, the engine range) of a parsed manifest: a
-    function of the JSON and the folder name only. Fragment files are not read here."""
     try:
         cap = Capability.model_validate(data)
     except PydanticValidationError as exc:
-        return None, pydantic_issues(exc, file)
-    issues = rule_issues(data, file, folder_name)
-    return (None, issues) if issues else (cap, [])
+        return None, None, pydantic_issues(exc, file)
+    issues = rule_issues(data, file, folder.name if folder is not None else None)
+    if folder is not None and not issues:
+        issues = _materialise_fragments(data, folder, file)
+    return (None, None, issues) if issues else (cap, data, [])
 
 
 def grammar_warnings(cap: Capability, file: str) -> list[Issue]:
-    """Each `ref.command` and `check.query` that fails its grammar: the rules the dispatcher
-    and `lint` apply (`manifest_rules.validate_command`, `validate_query`: a query's words may be
-    dotted, `ui.plan-gate`). Not an error: the reference accepts such a manifest; looprail
-    refuses the string when it would dispatch it (the step fails by its onError, the gate's
-    check errors), so the author should hear now."""
+    """Each `ref.command` and `check.query` that fails its grammar (`manifest_rules`'
+    `validate_command`, `validate_query`). Not an error: the reference accepts such a manifest,
+    but looprail refuses the string at dispatch, so the author should hear now."""
     declared = [
         (f"$.steps[{i}].ref.command", s.ref.command, validate_command)
         for i, s in enumerate(cap.steps or ())
@@ -488,25 +453,7 @@ def grammar_warnings(cap: Capability, file: str) -> list[Issue]:
 
 
 def capability_json_schema() -> dict[str, object]:
-    """The JSON Schema of `capability.json`, from the models."""
     schema = Capability.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "looprail capability.json"
     return schema
-
-
-__all__ = [
-    "POINTS",
-    "Capability",
-    "Check",
-    "Contribution",
-    "Gate",
-    "Step",
-    "TaskContentResolver",
-    "capability_json_schema",
-    "grammar_warnings",
-    "materialise_fragment",
-    "parse_manifest_bytes",
-    "validate_declared",
-    "validate_manifest",
-]

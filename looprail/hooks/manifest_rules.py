@@ -1,7 +1,6 @@
 """Layer 3 of manifest validation: the rules across fields of one manifest and the engine
-range, on the plain JSON of a manifest whose shape the models accept: `manifest.validate_declared`
-runs them after pydantic.
-"""
+range, on the plain JSON of a manifest whose shape the models accept (`manifest` runs them
+after pydantic)."""
 
 from __future__ import annotations
 
@@ -67,11 +66,9 @@ FEATURE_ONLY = (
 
 
 def engine_problem(engines: Any) -> str | None:
-    """Why `engines` (a manifest's `engines` object) rules this engine out, or None.
-
-    Ranges are npm's (`>=1.6.0`, `^1.2`, `~1.2`, `>=1.2.0 <2`, `1.x || >=2.1`), checked by
-    node-semver, a port of npm's own implementation. A range it cannot parse matches no
-    version, so such a capability is not loaded either (the reference fails closed too)."""
+    """Why `engines` (a manifest's `engines` object) rules this engine out, or None. Ranges are
+    npm's (`^1.2`, `>=1.2.0 <2`, `1.x || >=2.1`), checked by node-semver; a range it cannot parse
+    matches no version (the reference fails closed too)."""
     rng = engines.get("gsd") if isinstance(engines, dict) else None
     if not isinstance(rng, str) or not rng.strip():
         return None
@@ -85,18 +82,9 @@ def engine_problem(engines: Any) -> str | None:
 
 
 def rule_issues(data: Mapping[str, Any], file: str, folder_name: str | None) -> list[Issue]:
-    """Layer 3 of a manifest whose shape is right: the cross-field rules, then (only when they
-    hold) the engine range."""
-    if issues := check_declared(data, file, folder_name):
-        return issues
-    problem = engine_problem(data.get("engines"))
-    return [] if problem is None else [Issue(file, "$.engines.gsd", problem)]
-
-
-def check_declared(data: Mapping[str, Any], file: str, folder_name: str | None) -> list[Issue]:
-    """Rules that span fields of one manifest (the reference's validator, manifest-local part),
-    on a manifest whose shape the models accept: a
-    field the models default is absent or null here, and "set" means present as a key."""
+    """The rules that span fields of one manifest (the reference's validator, manifest-local
+    part), then, only when they hold, the engine range. A field the models default is absent or
+    null here, and "set" means present as a key."""
     config = data.get("config") or {}
     found = [
         *_envelope(data, folder_name),
@@ -107,7 +95,10 @@ def check_declared(data: Mapping[str, Any], file: str, folder_name: str | None) 
         *_hooks_and_commands(data),
         *_resolver(data),
     ]
-    return [Issue(file, path, reason) for path, reason in found]
+    if found:
+        return [Issue(file, path, reason) for path, reason in found]
+    problem = engine_problem(data.get("engines"))
+    return [] if problem is None else [Issue(file, "$.engines.gsd", problem)]
 
 
 _Found = list[tuple[str, str]]  # (JSON path, reason)
@@ -281,6 +272,9 @@ def _central_setting(key: str) -> str | None:
     return None
 
 
+_TYPES: dict[str, type | tuple] = {"boolean": bool, "string": str, "number": (int, float)}
+
+
 def _check_config_default(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
     d, kind, values = spec.get("default"), spec["type"], spec.get("values")
     if kind == "enum":
@@ -291,17 +285,8 @@ def _check_config_default(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
         return []
     if values is not None:
         return [(".values", "only enum keys take values")]
-    kinds: dict[str, type | tuple[type, ...]] = {
-        "boolean": bool,
-        "string": str,
-        "number": (int, float),
-    }
-    expected = kinds[kind]
-    if d is not None and (not isinstance(d, expected) or (kind == "number" and d is True)):
-        return [(".default", f"must be a {kind}")]
-    if kind == "number" and isinstance(d, bool):
-        return [(".default", "must be a number")]
-    return []
+    wrong = not isinstance(d, _TYPES[kind]) or (kind == "number" and isinstance(d, bool))
+    return [(".default", f"must be a {kind}")] if d is not None and wrong else []
 
 
 def _check_fragment(fragment: Mapping[str, Any] | None, path: str) -> _Found:

@@ -1,13 +1,7 @@
-"""The capability registry: load an ordered list of capability folders, merge them
-(first-party wins) and validate the merged set into one `capset.CapabilitySet` (cached on disk
-by `compiled.load_compiled`).
-
-Search order (first wins on id collisions): `--capabilities DIR…`, then `LOOPRAIL_CAPABILITIES`
-(os.pathsep-separated) — both first-party — then the global overlay `~/.looprail/capabilities`,
-then the project overlay `<project>/.looprail/capabilities`. An invalid capability is never
-fatal for the loop: it is recorded as failed with its issues (and, if it declared gates, the
-points where a gate could not be evaluated — fail open, loudly).
-"""
+"""The capability registry: load the capability folders of the search path (`sources.root_specs`,
+in trust order: the first of an id wins), merge and validate them into one `CapabilitySet`. An
+invalid capability is never fatal for the loop: it is recorded as failed with its issues (and
+the points of the gates it declared: fail open, loudly)."""
 
 from __future__ import annotations
 
@@ -55,12 +49,8 @@ def search_roots(
     env: Mapping[str, str] | None = None,
     home: Path | None = None,
 ) -> list[Root]:
-    """The search path in trust order."""
     specs = root_specs(project, capability_dirs, env=env, home=home)
     return [Root(path, origin) for path, origin in specs]
-
-
-# --------------------------------------------------------------------------- loading
 
 
 def load_registry(
@@ -160,9 +150,6 @@ def _failure(lc: LoadedCapability, path: str, reason: str) -> FailedCapability:
     return FailedCapability(lc.id, file, lc.origin, (Issue(file, path, reason),), lc.gate_points)
 
 
-# --------------------------------------------------------------------------- across the set
-
-
 def _merge(
     candidates: list[LoadedCapability],
     failed: list[FailedCapability],
@@ -197,12 +184,13 @@ def _merge(
 
 def _claims(lc: LoadedCapability) -> list[_Claim]:
     """What a capability owns: no two loaded capabilities may claim the same."""
-    claims = [("skill", s, f"$.skills[{i}]") for i, s in enumerate(lc.skills)]
-    claims += [("agent", a, f"$.agents[{i}]") for i, a in enumerate(lc.agents)]
+    data = lc.data
+    claims = [("skill", s, f"$.skills[{i}]") for i, s in enumerate(data.get("skills") or ())]
+    claims += [("agent", a, f"$.agents[{i}]") for i, a in enumerate(data.get("agents") or ())]
     claims += [("config key", k, f"$.config[{json.dumps(k)}]") for k in lc.config]
     claims += [
         ("command family", family, f"$.commands[{i}].family")
-        for i, family in enumerate(lc.command_families)
+        for i, family in enumerate(c["family"] for c in data.get("commands") or ())
     ]
     if lc.tracker_prefix is not None:
         claims.append(("trackerPrefix", lc.tracker_prefix, "$.taskContentResolver.trackerPrefix"))
@@ -241,7 +229,7 @@ def _broken_requirement(accepted: Mapping[str, LoadedCapability]) -> tuple[str, 
             if _TIER_RANK[target.tier] > _TIER_RANK[lc.tier]:
                 reason = f"tier {lc.tier!r} may not require {req!r} of tier {target.tier!r}"
                 return cid, f"$.requires[{i}]", reason
-        compat = lc.runtime_compat or {}
+        compat = lc.data.get("runtimeCompat") or {}
         for group in ("supported", "unsupported"):
             for i, rid in enumerate(compat.get(group) or ()):
                 other = accepted.get(rid)
@@ -311,11 +299,9 @@ def _point_problem(caps: Mapping[str, LoadedCapability]) -> _Problem | None:
 
 
 def fragment_dependencies(registry: CapabilitySet) -> list[str]:
-    """Paths whose change can change a compiled fragment (the cache watches them).
-
-    For every `fragment.path` declared by a loaded *or failed* capability: each folder on the way
-    to it and the path itself (so a retargeted symlink or a fragment that appears later is seen;
-    a missing path is watched as missing), then the real file behind symlinks and its folder."""
+    """Paths whose change can change a compiled fragment (the cache watches them): for each
+    `fragment.path` of a loaded *or failed* capability, each folder on the way and the path (so a
+    retargeted symlink or a fragment that appears later is seen), the real file and its folder."""
     sources: list[tuple[Path, object]] = [
         (Path(lc.source), lc.data) for lc in registry.capabilities.values()
     ]

@@ -1,9 +1,6 @@
 """The one resolver: which hooks are active at a point, in which order, and how they render.
-
 `resolve` and `render` are pure functions over the capability set and the project's config;
-`loop render-hooks`, the state machine and `review-lane dispatch-step` all call `resolve`, and
-nothing else decides activeness.
-"""
+nothing else decides activeness."""
 
 from __future__ import annotations
 
@@ -51,11 +48,7 @@ def cap_active(caps: CapabilitySet, cap_id: str, config: Mapping[str, Any] | Non
 
 
 def resolve(
-    caps: CapabilitySet,
-    config: Mapping[str, Any] | None,
-    point: str,
-    *,
-    streamed: bool = False,
+    caps: CapabilitySet, config: Mapping[str, Any] | None, point: str, *, streamed: bool = False
 ) -> Envelope:
     """The envelope `{point, activeHooks, rendered, warnings?}` for one point.
 
@@ -163,9 +156,6 @@ def active_cap(
 ) -> bool:
     """`--active-cap`: does `cap_id` have any active hook at `point`?"""
     return any(h["capId"] == cap_id for h in resolve(caps, config, point)["activeHooks"])
-
-
-# --------------------------------------------------------------------------- rendering
 
 
 def _check_label(check: Any) -> str:

@@ -1,7 +1,6 @@
 """Where capabilities come from, and how the set's cache file is kept: the search path in
 trust order (origins, roots, capability folders) and the checked, atomic file. Shared by
-`registry` and `compiled`.
-"""
+`registry` and `compiled`."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
 """What stops `looprail run` from starting: a hook or gate that would otherwise be dropped
-silently. `loop render-hooks` keeps the reference's fail-open envelope warning for the same
-problems; a run must not ship past them.
-
-- a first-party capability folder (`--capabilities`, `LOOPRAIL_CAPABILITIES`) that does not exist;
-- a capability that failed to load (its hooks and gates would be missing);
-- a project capability without consent that declares gates (the gates would not be evaluated).
-
-Each is one `Blocker` naming the file, what is wrong and the fix. `lint` reports the same as
-error findings.
-"""
+silently (`loop render-hooks` only warns, as the reference does; a run must not ship past them).
+Each is one `Blocker` naming the file, what is wrong and the fix; `lint` reports the same."""
 
 from __future__ import annotations
 
@@ -37,18 +29,16 @@ class Blocker:
 def blockers(registry: CapabilitySet) -> list[Blocker]:
     """Every reason a run must not start, in search-path order (`registry` with consent
     applied)."""
-    out: list[Blocker] = []
-    for root in registry.missing_roots:
-        out.append(
-            Blocker(
-                "capability-folder-missing",
-                str(root.path),
-                "",
-                "capability folder does not exist (named by --capabilities or "
-                "LOOPRAIL_CAPABILITIES)",
-                "correct the path, create the folder, or stop naming it",
-            )
+    out = [
+        Blocker(
+            "capability-folder-missing",
+            str(root.path),
+            "",
+            "capability folder does not exist (named by --capabilities or LOOPRAIL_CAPABILITIES)",
+            "correct the path, create the folder, or stop naming it",
         )
+        for root in registry.missing_roots
+    ]
     for failed in registry.failed:
         issue = failed.issues[0] if failed.issues else None
         first = (
@@ -65,7 +55,7 @@ def blockers(registry: CapabilitySet) -> list[Blocker]:
                 f"capability {failed.id!r} ({failed.origin}) failed to load: {first}{extra}"
                 + (gates if failed.gate_points else ""),
                 "fix the manifest (`looprail capability validate`) or remove its folder "
-                f"{_folder(failed.file)}",
+                f"{os.path.dirname(failed.file) or failed.file}",
             )
         )
     for cid, lc in registry.capabilities.items():
@@ -82,7 +72,3 @@ def blockers(registry: CapabilitySet) -> list[Blocker]:
                 )
             )
     return out
-
-
-def _folder(file: str) -> str:
-    return os.path.dirname(file) or file

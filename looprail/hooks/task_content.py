@@ -1,12 +1,7 @@
-"""`execute:task`: resolve one task's content from an external tracker (`taskContentResolver`).
-
-A task's `tracker-id` (`beads:GSD-42`) is split on its first `:`; the one active capability
-whose `taskContentResolver.trackerPrefix` is the prefix is run (a bounded argv subprocess, no
-shell) and prints the content as a JSON object. There are four results (`TaskContentResult`:
-not applicable, `no-resolver`, `empty`, resolved); every other outcome raises
-`TaskContentError`, a hard halt. There is deliberately no fallback: a failed resolver must
-never look like "no resolver", or an executor would work from stale inline PLAN.md content.
-"""
+"""`execute:task`: resolve a task's content (`beads:GSD-42`) with the one capability whose
+`taskContentResolver.trackerPrefix` is its prefix (a bounded argv subprocess, no shell). Four
+results (`TaskContentResult`); anything else raises `TaskContentError`, a hard halt: a failed
+resolver must never look like "no resolver", or an executor would work from stale PLAN.md text."""
 
 from __future__ import annotations
 
@@ -27,12 +22,8 @@ if TYPE_CHECKING:
     from looprail.hooks.manifest import Invoke, TaskContentResolver
 
 ID_PLACEHOLDER = "{{id}}"
-MAX_TIMEOUT_MS = 120_000
 STDERR_TAIL_CHARS = 2000
 STDOUT_SAMPLE_CHARS = 200
-
-
-# ── results ──────────────────────────────────────────────────────────────────────────────────
 
 
 class ResolvedContent(BaseModel):
@@ -71,21 +62,13 @@ class TaskContentResult(BaseModel):
         return self.reason or "not-applicable"
 
     def to_json(self) -> dict[str, object]:
-        """The exact CLI output."""
-        out: dict[str, object] = {"resolved": self.resolved}
-        if self.reason is not None:
-            out["reason"] = self.reason
-        if self.content is not None:
-            out["content"] = self.content.model_dump()
-        return out
+        """The exact CLI output (content fields are never None)."""
+        return self.model_dump(exclude_none=True)
 
 
 NOT_APPLICABLE = TaskContentResult(resolved=False)
 NO_RESOLVER = TaskContentResult(resolved=False, reason="no-resolver")
 EMPTY = TaskContentResult(resolved=False, reason="empty")
-
-
-# ── pure steps ───────────────────────────────────────────────────────────────────────────────
 
 
 def split_tracker_id(tracker_id: str) -> tuple[str, str] | None:
@@ -97,13 +80,6 @@ def split_tracker_id(tracker_id: str) -> tuple[str, str] | None:
     if not sep or not prefix or not ident:
         return None
     return prefix, ident
-
-
-def find_resolvers(
-    prefix: str, resolvers: Sequence[tuple[str, TaskContentResolver]]
-) -> list[tuple[str, TaskContentResolver]]:
-    """Every `(cap_id, resolver)` declaring `prefix`, in the given order."""
-    return [(cap_id, r) for cap_id, r in resolvers if r.trackerPrefix == prefix]
 
 
 def build_argv(invoke: Invoke, ident: str) -> list[str]:
@@ -153,9 +129,6 @@ def content_from_output(stdout: str) -> ResolvedContent | str | None:
     )
 
 
-# ── the one effect: run the resolver ─────────────────────────────────────────────────────────
-
-
 def resolve_task_content(
     tracker_id: str,
     resolvers: Sequence[tuple[str, TaskContentResolver]],
@@ -163,19 +136,15 @@ def resolve_task_content(
     cwd: Path,
     unloadable: Sequence[tuple[str, str, str]] = (),
 ) -> TaskContentResult:
-    """Resolve `tracker_id` with the matching resolver among `(cap_id, resolver)` pairs,
-    running it in `cwd` (the project). Raises `TaskContentError` for an ambiguous prefix and
-    for any resolver failure.
-
-    `unloadable` lists `(cap_id, trackerPrefix, reason)` of capabilities that declare a
-    resolver but failed to load (see `unloadable_resolvers`): a task whose prefix one of them
-    claims halts instead of quietly becoming `no-resolver`.
-    """
+    """Resolve `tracker_id` with the matching resolver among `(cap_id, resolver)`, run in `cwd`
+    (the project). Raises `TaskContentError` for an ambiguous prefix and any resolver failure,
+    and for a prefix claimed by one of `unloadable` (`unloadable_resolvers`), which would
+    otherwise quietly become `no-resolver`."""
     split = split_tracker_id(tracker_id)
     if split is None:
         return NOT_APPLICABLE
     prefix, ident = split
-    matches = find_resolvers(prefix, resolvers)
+    matches = [(cap_id, r) for cap_id, r in resolvers if r.trackerPrefix == prefix]
     broken = [(cap_id, reason) for cap_id, p, reason in unloadable if p == prefix]
     if broken:
         raise TaskContentError(
@@ -211,11 +180,7 @@ def _run(
 ) -> ResolvedContent | None:
     """Run the resolver for `ident`: its content, None for an empty description, or the
     `fail(reason, stderr)` error raised."""
-    timeout_ms = invoke.timeoutMs
-    if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int):
-        raise fail("invoke.timeoutMs must be an integer")
-    if not 0 < timeout_ms <= MAX_TIMEOUT_MS:
-        raise fail(f"invoke.timeoutMs must be between 1 and {MAX_TIMEOUT_MS}")
+    timeout_ms = invoke.timeoutMs  # an integer of 1 to 120000 (the model says so)
     if not isinstance(invoke.binary, str) or not invoke.binary.strip():
         raise fail("invoke.binary is empty")
     if ident.startswith("-"):
@@ -245,13 +210,9 @@ def _run(
 def unloadable_resolvers(
     failed: Sequence[FailedCapability], served: Mapping[str, str] | None = None
 ) -> list[tuple[str, str, str]]:
-    """`(cap_id, trackerPrefix, first issue)` for each failed capability (a registry's
-    `FailedCapability`: `.id`, `.file`, `.issues`, `.origin`) whose manifest still names a
-    trackerPrefix.
-
-    `served` maps each prefix a usable resolver answers to that resolver's origin. A failed
-    capability never disables a prefix served by a *more trusted* origin: a broken (or
-    unconsented) project capability claiming a first-party prefix is ignored for it, so a cloned
+    """`(cap_id, trackerPrefix, first issue)` for each failed capability whose manifest still
+    names a trackerPrefix. `served` maps each prefix a usable resolver answers to its origin: a
+    failed capability never disables a prefix served by a *more trusted* origin, so a cloned
     project cannot switch off the user's own tracker resolver."""
     out: list[tuple[str, str, str]] = []
     served = served or {}

@@ -1,13 +1,7 @@
-"""Gate check evaluation: a gate's `check` → a delivered `Verdict` or a `CheckError`.
-
-Two types on purpose (the two-step gate contract): a `CheckError` means no verdict exists
-(malformed check, refused query, a runtime that failed or "could not look", unparseable output)
-and is routed by the gate's `onError`; a `Verdict` is read by its `block` against `blocking`.
-An unknown or malformed check is always an error, never a pass. Exactly one shape per check:
-`query` (grammar-checked here, then `runtime.base.run_query_check`), `predicate` (by kind,
-`hooks.gates.predicates`; the reference's kinds through the host tool when there is one) or
-`agentVerdict` (`runtime.base.ask_verdict`, advisory).
-"""
+"""Gate check evaluation: a gate's `check` (`query`, `predicate` or `agentVerdict`) → a `Verdict`
+or a `CheckError`. Two types on purpose (the two-step gate contract): a `CheckError` means no
+verdict exists and is routed by the gate's `onError`; a `Verdict`'s `block` is read against
+`blocking`. An unknown or malformed check is always an error, never a pass."""
 
 from __future__ import annotations
 
@@ -58,9 +52,6 @@ LEDGER_GATES = {("ship:pre", "broken-windows")}
 LEDGER_PATH = ".planning/WINDOWS.md"
 
 
-# ── entry points ─────────────────────────────────────────────────────────────────────────────
-
-
 def evaluate_check(
     check: object,
     ctx: CheckContext,
@@ -68,12 +59,8 @@ def evaluate_check(
     *,
     runtime_ctx: DispatchContext | None = None,
 ) -> CheckResult:
-    """Evaluate one gate `check`: the mapping of a compiled gate hook (anything else is a
-    `CheckError`; the one capability shape the machine runs is the compiled one).
-
-    `runtime` is needed for `query` and `agentVerdict`; it receives `runtime_ctx` (the caller's
-    `DispatchContext`), or one built from `ctx` when that is omitted.
-    """
+    """Evaluate one gate `check`, the mapping of a compiled gate hook. `runtime` (needed for
+    `query` and `agentVerdict`) is called with `runtime_ctx`, or one built from `ctx`."""
     if not isinstance(check, Mapping):
         return CheckError(f"check must be an object, got {json_type_name(check)}")
     present = [k for k in CHECK_SHAPES if k in check]
@@ -124,9 +111,7 @@ def at_point(ctx: CheckContext) -> CheckContext:
 
 
 def evaluate_ledger(
-    ctx: CheckContext,
-    runtime: Runtime | None = None,
-    runtime_ctx: DispatchContext | None = None,
+    ctx: CheckContext, runtime: Runtime | None = None, runtime_ctx: DispatchContext | None = None
 ) -> CheckResult:
     """The broken-windows ship gate as the reference's ship workflow enforces it: the ledger's
     `open_count` must be 0; no ledger passes; a ledger that cannot be read blocks. Through the
@@ -211,9 +196,6 @@ def _host_predicate(
     return verdict_from_outcome(outcome, "check predicate")
 
 
-# ── query and agentVerdict: through the runtime ──────────────────────────────────────────────
-
-
 def _dispatch_context(ctx: CheckContext) -> DispatchContext | CheckError:
     phase_dir = ctx.resolved_phase_dir()
     try:
@@ -237,9 +219,8 @@ def _evaluate_query(query: object, runtime: Runtime, target: DispatchContext) ->
             f"check.query fails the grammar ({QUERY_GRAMMAR_TEXT}): "
             f"'{escape_untrusted(query)}'; not run"
         )
-    words = query.split(" ")
     try:
-        outcome = run_query_check(runtime, words, target)
+        outcome = run_query_check(runtime, query.split(" "), target)
     except (LooprailError, OSError) as exc:
         return CheckError(f"check.query {query!r}: runtime failed: {escape_untrusted(str(exc))}")
     return verdict_from_outcome(outcome, f"check.query {query!r}")

@@ -1,12 +1,8 @@
-"""The broken-windows ledger `.planning/WINDOWS.md`, read as the reference reads it.
-
-The reference's ship workflow enforces the `broken-windows` gate by the ledger's typed status
-(`gsd_run windows status`), not by the gate's declared predicate: a missing ledger passes, a
-ledger that does not parse blocks (fail closed), and only `open_count == 0` passes. The reader
-here gives the same answers without the host tool. Pure: text in, `LedgerStatus` out.
+"""The broken-windows ledger `.planning/WINDOWS.md`, read as the reference's `gsd_run windows
+status` reads it (the ship gate without the host tool). Pure: text in, `LedgerStatus` out.
 
 Format: a frontmatter of `key: value` lines (`schema_version: 1`, four integer counts, a string
-`last_updated`), then a ````` ````json ````` block holding the entries array. The counts must
+`last_updated`), then a ````` ````json ````` block holding the entries array; the counts must
 agree with the entries.
 """
 
@@ -81,12 +77,9 @@ def _is_integer(value: Any) -> bool:
 
 
 def _frontmatter(raw: str) -> dict[str, int | float | str]:
-    if raw.startswith("---\r\n"):
-        head = 5
-    elif raw.startswith("---\n"):
-        head = 4
-    else:
+    if not raw.startswith(("---\r\n", "---\n")):
         raise LedgerError("Ledger missing frontmatter opening ---")
+    head = raw.index("\n") + 1
     close = raw.find("\n---", head)
     if close == -1:
         raise LedgerError("Ledger missing frontmatter closing ---")

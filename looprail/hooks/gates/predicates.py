@@ -1,11 +1,7 @@
-"""The predicate kinds of `check.predicate`, each evaluated here (no runtime), and the result
-and context types every check shares (`checks` evaluates the other shapes through a runtime).
-
-One `PredicateKind` record per kind (`PREDICATES`) is what checks, lint and audit read.
+"""The kinds of `check.predicate` (one `PredicateKind` record each, `PREDICATES`), evaluated
+here without a runtime, and the result and context types every check shares.
 `command-exit-zero` is the one manifest surface that reaches `/bin/sh`: its phase values travel
-only as environment variables. Effects (a process, a file read) happen only inside the kind
-that needs them.
-"""
+only as environment variables."""
 
 from __future__ import annotations
 
@@ -35,8 +31,6 @@ INTERPOLATED_VARS = ("PHASE_NUMBER", "PHASE_DIR", "PHASE_REQ_IDS")
 # `02.1-SECURITY.md`, `01-02-SUMMARY.md`.
 _PHASE_PREFIX = re.compile(r"^[0-9][0-9.]*(?:-[0-9][0-9.]*)*-")
 
-# ── results and context ──────────────────────────────────────────────────────────────────────
-
 
 @dataclass(frozen=True)
 class Verdict:
@@ -53,11 +47,8 @@ class Verdict:
 
 @dataclass(frozen=True)
 class CheckError:
-    """The check itself failed; no verdict exists. Routed by the gate's `onError`.
-
-    `unavailable` marks "could not look" (exit 69, a missing runtime or shell) as opposed to a
-    check that is malformed or produced garbage.
-    """
+    """The check itself failed; no verdict exists. Routed by the gate's `onError`. `unavailable`
+    marks "could not look" (exit 69, a missing runtime or shell), not a malformed check."""
 
     reason: str
     unavailable: bool = False
@@ -132,9 +123,6 @@ def evaluate_predicate_json(text: str, ctx: CheckContext) -> CheckResult:
     return evaluate_predicate(value, ctx)
 
 
-# ── predicate kinds ──────────────────────────────────────────────────────────────────────────
-
-
 class _Malformed(Exception):
     """A predicate field is missing or has the wrong type (→ `CheckError`)."""
 
@@ -162,12 +150,7 @@ def _command_exit_zero(predicate: Mapping[str, object], ctx: CheckContext) -> Ch
     timeout_s = COMMAND_DEFAULT_TIMEOUT_S
     if "timeout" in predicate:
         raw = predicate["timeout"]
-        if (
-            isinstance(raw, bool)
-            or not isinstance(raw, (int, float))
-            or not math.isfinite(raw)
-            or raw <= 0
-        ):
+        if not isinstance(raw, (int, float)) or isinstance(raw, bool) or not 0 < raw < math.inf:
             raise _Malformed("'timeout' must be a positive number of seconds")
         if raw > COMMAND_MAX_TIMEOUT_S:  # a third-party predicate cannot buy an unbounded run
             raise _Malformed(f"'timeout' must be at most {COMMAND_MAX_TIMEOUT_S} seconds")
@@ -276,9 +259,6 @@ def _config_equals(predicate: Mapping[str, object], ctx: CheckContext) -> CheckR
     )
 
 
-# ── the predicate kinds: one record each, read by checks, lint, audit ────────────────────────
-
-
 @dataclass(frozen=True)
 class PredicateKind:
     """Everything looprail knows about one `check.predicate.kind` (like pluggy's HookSpec: the
@@ -336,9 +316,6 @@ PREDICATE_KINDS: tuple[str, ...] = tuple(PREDICATES)
 # The kinds the reference's `check predicate` evaluates; they get its semantics exactly and go
 # to the host tool when there is one. The other kinds are looprail's own.
 REFERENCE_KINDS: tuple[str, ...] = tuple(k.name for k in PREDICATES.values() if k.reference)
-
-
-# ── helpers (pure) ───────────────────────────────────────────────────────────────────────────
 
 
 def _relative_artifact(predicate: Mapping[str, object]) -> str:

@@ -1,16 +1,10 @@
 """Native hooks: hooks a user writes in `hooks.json`, with owned Actions (docs/native-hooks.md).
 
-    hooks = load_native_hooks(project, trusted=is_trusted)      # never raises for a bad file
-    engine = NativeHookEngine(hooks, run_id=run_id)               # one per run (loop guard)
-    evaluation = engine.evaluate("task_call", task_candidate(...))
-    if evaluation.blocked: ...                                     # frozen before any Action
-    engine.deliver(evaluation.effects, sink)                       # best-effort
-
-Modules: `events` (catalog, candidates, environment), `filters` (matching), `actions` (the Action
-variants: their models, requests and selection), `document` (the hooks.json models, the one
-reader, and the JSON Schema generated from them), `models` (a named Hook or Preset, a file, the
-enabled set), `parsing` (reading one file), `loading` (locations, merge, the enabled set),
-`engine` (evaluation, Effects, delivery), `report` (execution report rows).
+hooks = load_native_hooks(project, trusted=is_trusted)      # never raises for a bad file
+engine = NativeHookEngine(hooks, run_id=run_id)               # one per run (loop guard)
+evaluation = engine.evaluate("task_call", task_candidate(...))
+if evaluation.blocked: ...                                     # frozen before any Action
+engine.deliver(evaluation.effects, sink)                       # best-effort
 """
 
 from looprail.hooks.native.actions import (
@@ -30,6 +24,7 @@ from looprail.hooks.native.engine import (
     EventEvaluation,
     NativeHookEngine,
     NativeHookResult,
+    ReportRow,
 )
 from looprail.hooks.native.events import (
     EVENT_NAMES,
@@ -41,7 +36,6 @@ from looprail.hooks.native.events import (
 from looprail.hooks.native.loading import global_hooks_path, load_native_hooks, project_hooks_path
 from looprail.hooks.native.models import HooksFile, NativeHook, NativeHookSet, Preset
 from looprail.hooks.native.parsing import read_hooks_file
-from looprail.hooks.native.report import ReportRow, render_row, summarize
 
 __all__ = [
     "EVENTS",
@@ -71,7 +65,5 @@ __all__ = [
     "point_candidate",
     "project_hooks_path",
     "read_hooks_file",
-    "render_row",
-    "summarize",
     "task_candidate",
 ]

@@ -1,12 +1,7 @@
-"""What the hooks.json models share: the strict base model, the rules across members, and the
-words of problems pydantic finds.
-
-A rule looprail adds raises its own problem (`problem`, `cannot_say`). The problems pydantic
-finds (a wrong type, an absent or unknown member) are worded afterwards, where every pydantic
-error becomes an `Issue` (`manifest.pydantic_issues`, with `document.hooks_words`), from what
-each model declares: `Says` on a field, `MISSING` and `unknown` on the model. `cross` states
-rules across members (run even when a member failed, so every problem is reported at once).
-"""
+"""What the hooks.json models share: the strict base model, the rules across members (`cross`,
+run even when a member failed, so every problem is reported at once), and the words of the
+problems pydantic finds (`Says` on a field, `MISSING` and `unknown` on the model), applied where
+each error becomes an `Issue` (`manifest.pydantic_issues` with `document.hooks_words`)."""
 
 from __future__ import annotations
 
@@ -14,14 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, NoReturn
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    ValidationInfo,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 from pydantic.json_schema import JsonDict
 from pydantic_core import InitErrorDetails, PydanticCustomError
 from pydantic_core.core_schema import ValidatorFunctionWrapHandler

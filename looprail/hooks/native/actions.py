@@ -1,10 +1,6 @@
 """Owned Actions: the five variants (their document models and their requests) and selection.
-
-A Hook may own one Action. Its `outcome` (required) and `code` (optional) select it against the
-owner's own Hook Outcome and exit code, never against the aggregate Event Outcome. A selected
-Action becomes an immutable Effect holding only the variant's request (no `outcome`/`code`).
-Action strings and `data` are static: nothing is ever interpolated.
-"""
+An Action's `outcome` and `code` select it against its owner's own Hook Outcome and exit code,
+never the Event Outcome. Action strings and `data` are static: nothing is ever interpolated."""
 
 from __future__ import annotations
 
@@ -226,7 +222,6 @@ class _Action(Doc):
 
     @classmethod
     def kind(cls) -> ActionType:
-        """The variant's `type`."""
         return get_args(cls.model_fields["type"].annotation)[0]
 
     @classmethod
@@ -375,7 +370,6 @@ ACTION_MODELS: dict[str, type[_Action]] = {
         EmitCustomEventAction,
     )
 }
-ACTION_KEYS: dict[str, tuple[str, ...]] = {kind: m.keys() for kind, m in ACTION_MODELS.items()}
 assert tuple(ACTION_MODELS) == ACTION_TYPES
 
 

@@ -1,13 +1,7 @@
-"""The hooks.json document as pydantic models: the one declaration of the format. They are the
-reader looprail runs (`parsing.validate_hooks_document` names each entry they accept: a
-`models.NativeHook` or `Preset` holds it as validated), each problem is worded for people
-(`_model`, `hooks_words`), and the JSON Schema is generated from them (`looprail schema
-hooks`, `hooks_json_schema()`).
-
-What a JSON Schema cannot state is listed in `SCHEMA_CANNOT_SAY` and fails with the error type
-`schema_cannot_say`. The cross-field rules appear in the schema through each model's
-`json_schema_extra`, next to the rule that enforces them (`cross`).
-"""
+"""The hooks.json document as pydantic models, the one declaration of the format: the reader
+looprail runs, and the JSON Schema generated from them (`hooks_json_schema`). The cross-field
+rules appear in the schema through each model's `json_schema_extra`; what a schema cannot state
+is listed in `SCHEMA_CANNOT_SAY` and fails with the error type `schema_cannot_say`."""
 
 from __future__ import annotations
 
@@ -135,33 +129,21 @@ def _filter(value: Any, handler: Handler, info: ValidationInfo) -> Any:
     return handler(value)
 
 
+def _one_or_array(item: JsonDict, **array: JsonValue) -> JsonDict:
+    return {"anyOf": [item, {"type": "array", **array, "items": item}]}
+
+
 def _outcomes_only(allowed: list[JsonValue]) -> JsonDict:
-    return {
-        "properties": {
-            "outcome": {
-                "anyOf": [
-                    {"enum": allowed},
-                    {"type": "array", "minItems": 1, "items": {"enum": allowed}},
-                ]
-            }
-        }
-    }
+    return {"properties": {"outcome": _one_or_array({"enum": allowed}, minItems=1)}}
 
 
 def _hook_rules(schema: JsonDict) -> None:
     """The Hook's cross-field rules, as `HookEntry.cross` and the validators enforce them."""
-    regex_value: JsonDict = {
-        "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]
-    }
-    code: JsonDict = {"type": ["number", "null"]}
+    regex = _one_or_array({"type": "string"})
     properties: JsonDict = {
-        **{
-            key: regex_value for key in HOOK_RESULT_FILTER_KEYS if key not in HOOK_RESULT_EXACT_KEYS
-        },
-        "outcome": {
-            "anyOf": [{"enum": [*OUTCOMES]}, {"type": "array", "items": {"enum": [*OUTCOMES]}}]
-        },
-        "code": {"anyOf": [code, {"type": "array", "items": code}]},
+        **{key: regex for key in HOOK_RESULT_FILTER_KEYS if key not in HOOK_RESULT_EXACT_KEYS},
+        "outcome": _one_or_array({"enum": [*OUTCOMES]}),
+        "code": _one_or_array({"type": ["number", "null"]}),
     }
     hook_result_filter: JsonDict = {
         "type": "object",
@@ -290,7 +272,6 @@ class PresetEntry(Doc):
 
 
 HOOK_KEYS = tuple(f.alias or name for name, f in HookEntry.model_fields.items())
-PRESET_KEYS = tuple(PresetEntry.model_fields)
 
 
 def _entry(value: Any, handler: Handler, info: ValidationInfo) -> HookEntry | PresetEntry:
@@ -469,12 +450,12 @@ def _holder(parent: list[str | int], value: object) -> type[Doc] | None:
     return ACTION_MODELS.get(kind) if parent[2:] == ["action"] and isinstance(kind, str) else None
 
 
-SCHEMA_URI = "https://json-schema.org/draft/2020-12/schema"
-
-
 def hooks_json_schema() -> JsonDict:
     """JSON Schema (draft 2020-12) of hooks.json, for editors, generated from
     `HooksDocument`. `looprail hooks validate` is the authority: it also checks what a schema
     cannot say (`SCHEMA_CANNOT_SAY`: regular expressions compile, an Action's `code` can pair
     with its `outcome`, Preset members are not Presets)."""
-    return {"$schema": SCHEMA_URI, **HooksDocument.model_json_schema(by_alias=True)}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        **HooksDocument.model_json_schema(by_alias=True),
+    }

@@ -1,18 +1,9 @@
-"""Native hook evaluation: filters, preconditions, shells, aggregation, Action selection and
-best-effort Effect delivery.
-
-One evaluation of one event:
-1. every enabled hook of that event runs *sequentially* in Enabled Hook Set order, each one
-   even after another failed: filter → `when` → `shell`;
-2. the Event Outcome is computed and frozen: the event's failure kind when any hook failed
-   (or could not run: fail closed), else `pass`;
-3. only then, per Hook Result in order: its owned Action is considered (against that hook's
-   own outcome and code), then the result is projected as one `hook_result` evaluation whose
-   hooks react but can never change anything (one level: reactions are not projected again).
-
-Effects come out in result-major order. `deliver` hands them to the loop's `EffectSink` one by
-one; a sink failure is recorded and never weakens the outcome.
-"""
+"""Native hook evaluation. One event: every enabled hook of it runs in order, each even after
+another failed (filter → `when` → `shell`); the Event Outcome is then frozen (the failure kind
+when any hook failed or could not run, else `pass`); only then, per result, its owned Action is
+considered and the result is projected as one `hook_result` evaluation (reactions are not
+projected again). `deliver` hands the Effects to the loop best-effort: a sink failure is only
+recorded."""
 
 from __future__ import annotations
 
@@ -38,7 +29,6 @@ from looprail.hooks.native.events import (
 )
 from looprail.hooks.native.filters import filter_matches
 from looprail.hooks.native.models import NativeHook, NativeHookSet
-from looprail.hooks.native.report import ReportRow
 from looprail.hooks.native.shell import ShellRun, run_hook_shell
 from looprail.runtime.process import escape_untrusted
 
@@ -56,7 +46,6 @@ class NativeHookResult:
     started: bool  # the main shell started (then a report row exists)
     failed_during: Literal["when", "shell"] | None
     detail: str  # "exit 0", "exit 3", "timed out after 5000 ms", "could not start: …"
-    stderr_tail: str = ""  # for the terminal only: never in report rows
     action_type: ActionType | None = None  # the owned Action's type, if the hook has one
     action_selected: bool = False
     guarded: bool = False  # the Action matched but maxSelections was already reached
@@ -65,11 +54,45 @@ class NativeHookResult:
 
 
 @dataclass(frozen=True)
-class Effect:
-    """A selected Action, as a request for the loop: no `outcome`, no `code`, immutable.
+class ReportRow:
+    """One execution report row, safe to journal: identity and outcome only (never a command,
+    a message body, an event payload or an invocation id). A *hook* row for every started main
+    shell (the exact `true`/`false` count); an *action* row for every selected Action and every
+    one the loop guard (`maxSelections`) held back (`guarded`)."""
 
-    `event` is the event whose evaluation selected it (the loop's event, or `custom_event`);
-    `hook_event` is the owning hook's event (they differ for `hook_result` reactions)."""
+    kind: Literal["hook", "action"]
+    hook_ref: str
+    event: str  # the owning hook's event (`hook_result` for a reaction)
+    outcome: Outcome  # the owner's Hook Outcome
+    code: int | None
+    duration_s: float | None = None  # hook rows: a passing `when` plus the main shell
+    action_type: str | None = None  # action rows
+    guarded: bool = False  # action rows: not selected because maxSelections was reached
+    origin_ref: str | None = None  # reactions: the hook whose result this hook observed
+    origin_outcome: Outcome | None = None
+
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "type": self.kind,
+            "hookRef": self.hook_ref,
+            "event": self.event,
+            "outcome": self.outcome,
+            "code": self.code,
+        }
+        if self.kind == "hook":
+            out["durationMs"] = round((self.duration_s or 0.0) * 1000)
+        else:
+            out["actionType"] = self.action_type
+            out["guarded"] = self.guarded
+        if self.origin_ref is not None:
+            out["origin"] = {"hookRef": self.origin_ref, "outcome": self.origin_outcome}
+        return out
+
+
+@dataclass(frozen=True)
+class Effect:
+    """A selected Action, as a request for the loop. `event` is the event whose evaluation
+    selected it; `hook_event` is the owning hook's (they differ for `hook_result` reactions)."""
 
     hook_ref: str
     invocation_id: str
@@ -95,10 +118,8 @@ class Effect:
 
 @dataclass(frozen=True)
 class EventEvaluation:
-    """The whole, frozen answer for one event.
-
-    `effects` and `report_rows` are complete and ordered (they include the reactions);
-    `hook_result_evaluations` has exactly one entry per result, in the same order."""
+    """The whole, frozen answer for one event. `effects` and `report_rows` include the reactions;
+    `hook_result_evaluations` has one entry per result, in the same order."""
 
     event: str
     outcome: Outcome
@@ -113,10 +134,6 @@ class EventEvaluation:
     @property
     def blocked(self) -> bool:
         return self.outcome == "block"
-
-    @property
-    def failures(self) -> tuple[NativeHookResult, ...]:
-        return tuple(r for r in self.results if r.outcome != "pass")
 
 
 @dataclass(frozen=True)
@@ -138,12 +155,6 @@ class EffectSink(Protocol):
     def deliver(self, effect: Effect) -> None: ...
 
 
-@dataclass(frozen=True)
-class _Invocation:
-    hook: NativeHook
-    result: NativeHookResult
-
-
 # Called with (hook, its selection count including this one) before a selection counts; if it
 # raises, the Action is not selected and the error propagates (a guard that cannot be persisted
 # must not be spent in memory only).
@@ -151,11 +162,9 @@ OnSelect = Callable[[NativeHook, int], None]
 
 
 class NativeHookEngine:
-    """Evaluates native hooks for one run. Holds the loop-guard counters (`maxSelections`), so
-    use one engine per run. Safe to call from several threads (parallel plans in a wave).
-
-    A run that is resumed in a new process continues its counters: pass the counts journaled so
-    far as `selections` (hook ref → times selected) and persist each new one in `on_select`."""
+    """Evaluates native hooks for one run, from several threads if need be. Holds the loop-guard
+    counters (`maxSelections`): a resumed run passes the counts journaled so far as `selections`
+    (hook ref → times selected) and persists each new one in `on_select`."""
 
     def __init__(
         self,
@@ -197,8 +206,6 @@ class NativeHookEngine:
         will start (a `when` may still skip one). A filter that cannot be evaluated counts (the
         evaluation fails closed on it)."""
         hooks = [h for h in self._hooks if h.entry.event == event]
-        if not hooks:
-            return 0
         payload = _snapshot(candidate)
         payload["event"] = event
         exact = HOOK_RESULT_EXACT_KEYS if event == "hook_result" else frozenset()
@@ -235,25 +242,24 @@ class NativeHookEngine:
         origin: NativeHookResult | None,
     ) -> EventEvaluation:
         hooks = [h for h in self._hooks if h.entry.event == spec.name]
+        origin_ref = origin.hook_ref if origin else None
         if not hooks:
-            return EventEvaluation(spec.name, "pass", origin_ref=_ref_of(origin))
-        invocations, errors = self._run_all(hooks, spec, payload, shell_env, origin)
+            return EventEvaluation(spec.name, "pass", origin_ref=origin_ref)
+        ran, errors = self._run_all(hooks, spec, payload, shell_env, origin)
         # The Event Outcome is decided here, from results alone, before any Action.
-        failed = [i.result for i in invocations if i.result.outcome != "pass"]
+        failed = [r for _, r in ran if r.outcome != "pass"]
         outcome: Outcome = spec.failure if failed or errors else "pass"
         results: list[NativeHookResult] = []
         effects: list[Effect] = []
         rows: list[ReportRow] = []
         projections: list[EventEvaluation] = []
-        for invocation in invocations:
-            result = self._select(invocation)
+        for hook, unselected in ran:
+            result = self._select(hook, unselected)
             results.append(result)
             rows.extend(_rows(result))
             if result.action_selected:
-                action = invocation.hook.entry.action
-                assert action is not None
-                request = action.request
-                ref, origin_ref = result.hook_ref, result.origin_ref
+                assert hook.entry.action is not None
+                request, ref = hook.entry.action.request, result.hook_ref
                 effects.append(
                     Effect(ref, result.invocation_id, native_event, spec.name, request, origin_ref)
                 )
@@ -274,7 +280,7 @@ class NativeHookEngine:
             report_rows=tuple(rows),
             hook_result_evaluations=tuple(projections),
             errors=tuple(errors),
-            origin_ref=_ref_of(origin),
+            origin_ref=origin_ref,
         )
 
     def _run_all(
@@ -284,23 +290,23 @@ class NativeHookEngine:
         payload: dict[str, object],
         shell_env: dict[str, str],
         origin: NativeHookResult | None,
-    ) -> tuple[list[_Invocation], list[str]]:
+    ) -> tuple[list[tuple[NativeHook, NativeHookResult]], list[str]]:
         """Every hook in order, each even after another failed: filter → `when` → `shell`."""
         exact = HOOK_RESULT_EXACT_KEYS if spec.name == "hook_result" else frozenset()
         env = {**shell_env, **event_environment(spec, payload)}
-        invocations: list[_Invocation] = []
+        ran: list[tuple[NativeHook, NativeHookResult]] = []
         errors: list[str] = []
         for hook in hooks:
             try:
                 if not filter_matches(hook.entry.filter, payload, exact_keys=exact):
                     continue
-                invocation = self._invoke(hook, spec, env, origin)
+                result = self._invoke(hook, spec, env, origin)
             except Exception as exc:  # a broken hook has no result; its siblings still run
                 errors.append(escape_untrusted(f"native hook {hook.ref} failed to execute: {exc}"))
                 continue
-            if invocation is not None:
-                invocations.append(invocation)
-        return invocations, errors
+            if result is not None:
+                ran.append((hook, result))
+        return ran, errors
 
     def _invoke(
         self,
@@ -308,7 +314,7 @@ class NativeHookEngine:
         spec: EventSpec,
         env: dict[str, str],
         origin: NativeHookResult | None,
-    ) -> _Invocation | None:
+    ) -> NativeHookResult | None:
         invocation_id = str(uuid.uuid4())  # shared by `when` and `shell`
         entry = hook.entry
         env = {
@@ -333,9 +339,8 @@ class NativeHookEngine:
                 started=run.started and during != "when",
                 failed_during=None if run.passed else during,
                 detail=run.detail,
-                stderr_tail=run.stderr_tail,
                 action_type=entry.action.type if entry.action else None,
-                origin_ref=_ref_of(origin),
+                origin_ref=origin.hook_ref if origin else None,
                 origin_outcome=origin.outcome if origin else None,
             )
 
@@ -343,16 +348,15 @@ class NativeHookEngine:
         if entry.when is not None:
             when = run_hook_shell(entry.when, env=env, cwd=self._cwd, timeout_ms=entry.timeout_ms)
             if when.code is None:  # could not run the precondition: fail closed
-                return _Invocation(hook, result(when, "when"))
+                return result(when, "when")
             if not when.passed:
                 return None  # an ordinary false precondition: the hook does not apply
         shell = run_hook_shell(entry.shell, env=env, cwd=self._cwd, timeout_ms=entry.timeout_ms)
-        return _Invocation(hook, result(shell, "shell"))
+        return result(shell, "shell")
 
-    def _select(self, invocation: _Invocation) -> NativeHookResult:
+    def _select(self, hook: NativeHook, result: NativeHookResult) -> NativeHookResult:
         """Consider the owned Action against the owner's own outcome and code; apply the
         per-run loop guard."""
-        hook, result = invocation.hook, invocation.result
         action, limit = hook.entry.action, hook.entry.max_selections
         if action is None or not action.selects(result.outcome, result.code):
             return result
@@ -366,18 +370,11 @@ class NativeHookEngine:
         return replace(result, action_selected=True)
 
     def deliver(
-        self,
-        effects: Sequence[Effect],
-        sink: EffectSink,
-        *,
-        env: Mapping[str, str] | None = None,
+        self, effects: Sequence[Effect], sink: EffectSink, *, env: Mapping[str, str] | None = None
     ) -> list[DeliveryRecord]:
-        """Hand `effects` to `sink` in order, each in its own try; failures are recorded and
-        the rest still go out. An `emit-custom-event` Effect is also evaluated as
-        `custom_event` right after its delivery, and that evaluation's Effects are delivered
-        next. Recursion is bounded at one level: an Effect selected during a `custom_event`
-        evaluation (`effect.event == "custom_event"`) is delivered to the sink but never raises
-        another `custom_event`."""
+        """Hand `effects` to `sink` in order; a failure is recorded and the rest still go out. An
+        `emit-custom-event` Effect then raises `custom_event`, whose Effects are delivered next
+        (one level: an Effect of a `custom_event` evaluation never raises another)."""
         records: list[DeliveryRecord] = []
         for effect in effects:
             delivered, error = True, None
@@ -441,10 +438,6 @@ def _snapshot(candidate: Mapping[str, object] | None) -> dict[str, object]:
     if not isinstance(candidate, Mapping):
         raise TypeError(f"candidate must be a mapping, got {type(candidate).__name__}")
     return json.loads(json.dumps(dict(candidate), default=str))
-
-
-def _ref_of(result: NativeHookResult | None) -> str | None:
-    return result.hook_ref if result is not None else None
 
 
 def _hook_result_payload(result: NativeHookResult, origin_event: str) -> dict[str, object]:

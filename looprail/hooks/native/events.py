@@ -1,11 +1,7 @@
-"""The native-hook event catalog: which events exist, what a failing hook means at each one,
-what a `filter` sees (the *candidate*) and what a `when`/`shell` sees (`LOOPRAIL_*` variables).
-
-Every event has exactly two Hook Outcomes: `pass` and its one failure kind. A `:pre` point and
-`task_call` can `block` (the loop refuses to go on); every other event can only `report`.
-`hook_result` is raised by the engine itself (one level, never changing its origin), and
-`custom_event` by `emit-custom-event` Actions.
-"""
+"""The native-hook event catalog (the table of docs/native-hooks.md): which events exist, what
+a failing hook means at each one (`pass` or its one failure kind: `block` at a `:pre` point and
+`task_call`, else `report`), what a `filter` sees (the *candidate*) and what a `when`/`shell`
+sees (`LOOPRAIL_*` variables)."""
 
 from __future__ import annotations
 
@@ -25,11 +21,9 @@ Encoding = Literal["text", "lines", "json"]
 
 @dataclass(frozen=True)
 class Field:
-    """One documented candidate field and the environment variable that carries it.
-
-    Encoding: `text` puts strings as they are, booleans as `true`/`false` and numbers in JSON
-    spelling; `lines` joins a list of strings with newlines; `json` is compact JSON. A missing or
-    null value leaves the variable unset (never the string "null")."""
+    """One documented candidate field and the environment variable that carries it: `text`
+    (strings as they are, booleans `true`/`false`, numbers in JSON), `lines` (one string a line)
+    or `json` (compact). A missing or null value leaves the variable unset."""
 
     key: str
     env: str
@@ -40,9 +34,7 @@ class Field:
 class EventSpec:
     name: str
     failure: FailureKind
-    summary: str
     fields: tuple[Field, ...]
-    raised_by_engine: bool = False  # hook_result and custom_event: never evaluated by the loop
 
     @property
     def outcomes(self) -> tuple[Outcome, Outcome]:
@@ -67,44 +59,19 @@ _TASK_FIELDS = (
 )
 
 
-def _point_spec(point: str) -> EventSpec:
-    blocking = point.endswith(":pre")
-    return EventSpec(
-        name=point,
-        failure="block" if blocking else "report",
-        summary=(
-            f"before the {point.rsplit(':', 1)[0]} step; a failure refuses the transition"
-            if blocking
-            else f"after the {point.rsplit(':', 1)[0]} step; a failure is reported"
-        ),
-        fields=_POINT_FIELDS,
-    )
-
-
 _SPECS: tuple[EventSpec, ...] = (
-    *(_point_spec(p) for p in POINTS),
-    EventSpec(
-        "task_call",
-        "block",
-        "before a task is dispatched to its executor; a failure refuses the task",
-        _TASK_FIELDS,
-    ),
-    EventSpec(
-        "task_result",
-        "report",
-        "after a task's executor returned; a failure is reported",
-        (*_TASK_FIELDS, Field("ok", "LOOPRAIL_TASK_OK")),
-    ),
+    *(EventSpec(p, "block" if p.endswith(":pre") else "report", _POINT_FIELDS) for p in POINTS),
+    EventSpec("task_call", "block", _TASK_FIELDS),
+    EventSpec("task_result", "report", (*_TASK_FIELDS, Field("ok", "LOOPRAIL_TASK_OK"))),
     EventSpec(
         "loop_settled",
         "report",
-        "once the loop has nothing left to do in this run (finished, halted or paused)",
         (Field("status", "LOOPRAIL_LOOP_STATUS"), Field("phase", "LOOPRAIL_PHASE")),
     ),
+    # raised by the engine once per result of another hook (one level, never changing it)
     EventSpec(
         "hook_result",
         "report",
-        "once per result of another native hook; can never change that hook's outcome",
         (
             Field("hookRef", "LOOPRAIL_ORIGIN_HOOK_REF"),
             Field("invocationId", "LOOPRAIL_ORIGIN_INVOCATION_ID"),
@@ -112,19 +79,16 @@ _SPECS: tuple[EventSpec, ...] = (
             Field("code", "LOOPRAIL_ORIGIN_CODE"),
             Field("originEvent", "LOOPRAIL_ORIGIN_EVENT"),
         ),
-        raised_by_engine=True,
     ),
-    EventSpec(
+    EventSpec(  # raised by an emit-custom-event Action
         "custom_event",
         "report",
-        "raised by an emit-custom-event Action; filter on `name`",
         (
             Field("name", "LOOPRAIL_CUSTOM_EVENT_NAME"),
             Field("data", "LOOPRAIL_CUSTOM_EVENT_DATA", "json"),
             Field("hookRef", "LOOPRAIL_ORIGIN_HOOK_REF"),
             Field("originEvent", "LOOPRAIL_ORIGIN_EVENT"),
         ),
-        raised_by_engine=True,
     ),
 )
 
@@ -180,17 +144,12 @@ def encode_env_value(value: Any, encoding: Encoding = "text") -> str | None:
     """How one candidate value travels in the environment; None means "leave it unset"."""
     if value is None:
         return None
-    if encoding == "json":
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    if encoding == "lines" and isinstance(value, (list, tuple)):
-        if all(isinstance(v, str) for v in value):
-            return "\n".join(value)
-        return json.dumps(list(value), ensure_ascii=False, separators=(",", ":"))
-    if isinstance(value, str):
+    lines = encoding == "lines" and isinstance(value, (list, tuple))
+    if lines and all(isinstance(v, str) for v in value):
+        return "\n".join(value)
+    if isinstance(value, str) and encoding != "json":
         return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))  # `true`, not `True`
 
 
 def event_environment(spec: EventSpec, candidate: Mapping[str, Any]) -> dict[str, str]:
@@ -240,11 +199,9 @@ def task_candidate(
     ok: bool | None = None,
     **extra: object,
 ) -> dict[str, object]:
-    """The candidate of `task_call` / `task_result`.
-
-    `content` is the task's effective content (`action`, `verify`, `acceptanceCriteria`,
-    `readFirst`, `done`): from the tracker when `resolved` is true, else the inline PLAN.md text.
-    `ok` (task_result only) says whether the executor succeeded."""
+    """The candidate of `task_call` / `task_result`. `content` is the task's effective content:
+    from the tracker when `resolved`, else the PLAN.md text; `ok` (task_result only) says whether
+    the executor succeeded."""
     if event not in ("task_call", "task_result"):
         raise ValueError(f"{event!r} is not a task event; use task_call or task_result")
     candidate: dict[str, object] = {

@@ -1,17 +1,8 @@
-"""Filter and selector matching: pure functions over JSON-shaped data.
-
-Filter rules (docs/native-hooks.md; regular expressions are Python's):
-- keys are ANDed; no filter or `{}` matches everything;
-- a dotted key walks nested objects (`content.verify`) and list indexes (`files.0`);
-- a string is a regular expression searched (unanchored) in a *string* candidate value only;
-- a number, boolean or null matches only the same JSON value (no coercion: `1` is not `true`);
-- an array is any-of; an empty array matches nothing; a missing candidate field never matches;
-- looprail addition: when the candidate value is an array (such as a task's `files`), a scalar
-  matches when it matches any member.
-
-Selectors (`outcome`/`code` of an Action, and of a `hook_result` filter) are exact: fields ANDed,
-arrays any-of, strict equality.
-"""
+"""Filter and selector matching (the rules of docs/native-hooks.md): pure functions over
+JSON-shaped data. Filter keys are ANDed and may be dotted (`content.verify`, `files.0`); a string
+is a regular expression searched in a string value; other scalars match the same JSON value; an
+array is any-of; a scalar matches an array candidate value when it matches any member.
+Selectors (`outcome`/`code`) are exact: fields ANDed, arrays any-of, strict equality."""
 
 from __future__ import annotations
 
@@ -20,15 +11,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from looprail.config import MISSING
+
 FilterScalar = str | int | float | bool | None
-
-
-class _Missing:
-    def __repr__(self) -> str:
-        return "MISSING"
-
-
-MISSING: Any = _Missing()
 
 
 @functools.lru_cache(maxsize=1024)

@@ -101,34 +101,27 @@ def load_native_hooks(
     enabled: Collection[str] | None = None,
     accept_project_bytes: Callable[[bytes], bool] | None = None,
 ) -> NativeHookSet:
-    """Load the effective native hooks of `project`. Never raises for a bad file.
-
-    `trusted` is a bool or a predicate called with the project folder; the project file is read
-    only when it says yes. `home` is looprail's per-user folder (default `$LOOPRAIL_HOME` or
-    `~/.looprail`). `enabled` (refs) replaces the entries' `default` flags when given.
-    Every invalid file contributes no entries and exactly one line to `.warnings`."""
+    """Load the effective native hooks of `project`; an invalid file contributes no entries and
+    exactly one line to `.warnings`, never an exception. The project file is read only when
+    `trusted` (a bool, or a predicate of the project folder) says yes. `home` is looprail's
+    per-user folder; `enabled` (refs) replaces the entries' `default` flags when given."""
     project = Path(project)
     global_path = global_hooks_path(Path(home) if home is not None else None)
     project_path = project_hooks_path(project)
     warnings: list[str] = []
 
     files: list[HooksFile] = [read_hooks_file(global_path, scope="global")]
-    if _same_file(global_path, project_path):
-        pass  # the project folder is the home folder: one file, read once as the global one
-    elif project_path.exists():
-        read = (
-            read_hooks_file(project_path, scope="project", accept=accept_project_bytes)
-            if _is_trusted(trusted, project, warnings)
-            else None
-        )
-        if read is not None and read.status != "untrusted":
-            files.append(read)
-        else:
-            files.append(HooksFile(project_path, "project", "untrusted"))
+    # A project folder that is the home folder has one file, read once as the global one.
+    if not _same_file(global_path, project_path) and project_path.exists():
+        read = HooksFile(project_path, "project", "untrusted")
+        if _is_trusted(trusted, project, warnings):
+            read = read_hooks_file(project_path, scope="project", accept=accept_project_bytes)
+        if read.status == "untrusted":
             warnings.append(
                 f"{project_path}: not read because the project is not trusted; "
                 "its native hooks are inactive"
             )
+        files.append(read)
 
     checked = check_across_files(tuple(files))
     warnings[:0] = [invalid_file_warning(f) for f in checked if f.status == "invalid"]

@@ -59,7 +59,6 @@ class HooksFile:
     status: FileStatus
     entries: tuple[CatalogEntry, ...] = ()
     issues: tuple[Issue, ...] = ()
-    repos: tuple[str, ...] = ()
 
     @property
     def hooks(self) -> tuple[NativeHook, ...]:
@@ -85,6 +84,3 @@ class NativeHookSet:
 
     def for_event(self, event: str) -> tuple[NativeHook, ...]:
         return tuple(h for h in self.hooks if h.entry.event == event)
-
-    def entry(self, ref: str) -> CatalogEntry | None:
-        return next((e for e in self.catalog if e.ref == ref), None)

@@ -16,7 +16,6 @@ from looprail.hooks.native.document import (
     HookEntry,
     HooksDocument,
     PresetEntry,
-    declared_repos,
     hooks_words,
     nested_presets,
 )
@@ -93,14 +92,13 @@ def validate_hooks_document(data: object, *, file: str | Path, scope: Scope) -> 
         from looprail.hooks.manifest import pydantic_issues  # only for a bad file: it is heavy
 
         issues = tuple(pydantic_issues(exc, str(path), hooks_words(data)))
-        repos = declared_repos(data) if isinstance(data, dict) else ()
-        return HooksFile(path, scope, "invalid", issues=issues, repos=repos)
+        return HooksFile(path, scope, "invalid", issues=issues)
     entries = tuple(
         _entry(section, name, entry, scope, path)
         for section, body in document.sections().items()
         for name, entry in body.items()
     )
-    return HooksFile(path, scope, "valid", entries=entries, repos=tuple(document.repos or ()))
+    return HooksFile(path, scope, "valid", entries=entries)
 
 
 def _entry(

@@ -1,5 +1,5 @@
 """Running one native hook's `when` or `shell` string: under `/bin/sh -c`, bounded in time and
-output (the output is never interpreted; only a stderr tail is kept for the terminal)."""
+output (the output is never read)."""
 
 from __future__ import annotations
 
@@ -7,20 +7,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from looprail.runtime.process import escape_untrusted, run_bounded, tail
+from looprail.runtime.process import run_bounded
 
 _OUTPUT_CAP = 64 * 1024
 
 
 @dataclass(frozen=True)
 class ShellRun:
-    """How one shell string ran."""
-
     passed: bool
     code: int | None  # None: it never exited on its own (timeout, signal, could not start)
     started: bool
     detail: str
-    stderr_tail: str = ""
 
 
 def run_hook_shell(command: str, *, env: Mapping[str, str], cwd: Path, timeout_ms: int) -> ShellRun:
@@ -43,10 +40,9 @@ def run_hook_shell(command: str, *, env: Mapping[str, str], cwd: Path, timeout_m
         return ShellRun(False, None, False, f"could not start: {exc}")
     if run.spawn_error:
         return ShellRun(False, None, False, f"could not start: {run.spawn_error}")
-    stderr = escape_untrusted(tail(run.stderr, 2000))
     if run.timed_out:
-        return ShellRun(False, None, True, f"timed out after {timeout_ms} ms", stderr)
+        return ShellRun(False, None, True, f"timed out after {timeout_ms} ms")
     if run.exit_code is None or run.exit_code < 0:
         signal = -(run.exit_code or 0)
-        return ShellRun(False, None, True, f"killed by signal {signal}", stderr)
-    return ShellRun(run.exit_code == 0, run.exit_code, True, f"exit {run.exit_code}", stderr)
+        return ShellRun(False, None, True, f"killed by signal {signal}")
+    return ShellRun(run.exit_code == 0, run.exit_code, True, f"exit {run.exit_code}")

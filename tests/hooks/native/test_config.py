@@ -474,10 +474,10 @@ def test_schema_agrees_with_the_catalog_and_the_validator():
         schema["$defs"][one["$ref"].rsplit("/", 1)[1]]
         for one in hook_schema["properties"]["action"]["oneOf"]
     ]
-    from looprail.hooks.native.actions import ACTION_KEYS
+    from looprail.hooks.native.actions import ACTION_MODELS
 
     assert {v["properties"]["type"]["const"]: set(v["properties"]) for v in variants} == {
-        k: set(v) for k, v in ACTION_KEYS.items()
+        k: set(m.keys()) for k, m in ACTION_MODELS.items()
     }
     assert all(v["additionalProperties"] is False for v in variants)
     from looprail.hooks.native.document import HOOK_KEYS

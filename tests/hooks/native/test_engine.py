@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import re
 import sys
 import uuid
 from dataclasses import FrozenInstanceError
@@ -22,7 +21,6 @@ from looprail.hooks.native.events import (
 )
 from looprail.hooks.native.models import NativeHook
 from looprail.hooks.native.parsing import validate_hooks_document
-from looprail.hooks.native.report import render_row, summarize
 
 PY = sys.executable
 # A shell that appends its whole environment as one JSON line to $DUMP.
@@ -445,17 +443,19 @@ def test_effects_and_rows_are_result_major_with_one_hook_result_per_result(tmp_p
         ("local/two", "task_call", None),
         ("local/watch", "hook_result", "local/two"),
     ]
-    assert [re.sub(r" \d+ms", "", render_row(r)) for r in evaluation.report_rows] == [
-        "✗ local/one (block, code 1)",
-        "→ local/one · interrupt requested · block 1",
-        "✓ local/watch · from local/one block",
-        "→ local/watch · emit-custom-event requested · pass 0 · from local/one block",
-        "✗ local/fussy (report, code 4) · from local/one block",
-        "✓ local/two",
-        "→ local/two · compact requested · pass 0",
-        "✓ local/watch · from local/two pass",
-        "→ local/watch · emit-custom-event requested · pass 0 · from local/two pass",
+    rows = evaluation.report_rows
+    assert [(r.hook_ref, r.outcome, r.code, r.action_type, r.origin_ref) for r in rows] == [
+        ("local/one", "block", 1, None, None),
+        ("local/one", "block", 1, "interrupt", None),
+        ("local/watch", "pass", 0, None, "local/one"),
+        ("local/watch", "pass", 0, "emit-custom-event", "local/one"),
+        ("local/fussy", "report", 4, None, "local/one"),
+        ("local/two", "pass", 0, None, None),
+        ("local/two", "pass", 0, "compact", None),
+        ("local/watch", "pass", 0, None, "local/two"),
+        ("local/watch", "pass", 0, "emit-custom-event", "local/two"),
     ]
+    assert [r.origin_outcome for r in rows if r.origin_ref] == ["block"] * 3 + ["pass"] * 2
     projected = evaluation.hook_result_evaluations
     assert len(projected) == len(evaluation.results) == 2
     assert [(p.origin_ref, p.outcome) for p in projected] == [
@@ -541,7 +541,6 @@ def test_report_rows_hold_no_commands_payloads_messages_or_ids(tmp_path):
         assert secret not in text
     assert [r.to_json()["type"] for r in evaluation.report_rows] == ["hook", "action"]
     assert "SECRET" not in evaluation.reason
-    assert summarize(evaluation.report_rows).startswith("ran 1 native hook in ")
 
 
 def test_unknown_events_and_direct_hook_result_are_programming_errors(tmp_path):
@@ -692,7 +691,6 @@ def test_the_loop_guard_stops_a_runaway_continuation(tmp_path):
         ("hook", None, False),
         ("action", "message", True),
     ]
-    assert re.search(r"not selected \(maxSelections reached\)", render_row(rows[1]))
     assert evaluation.results[0].guarded and not evaluation.results[0].action_selected
 
 
