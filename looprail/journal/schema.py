@@ -2,8 +2,7 @@
 
 A looprail journal is an SQLite file whose `meta` table holds `application_id =
 looprail-journal`; its schema version is `PRAGMA user_version`. Anything else at the journal
-path (garbage, a damaged database, another application's database, a newer schema) is refused
-with a one-line `JournalError` before anything is written to it.
+path is refused with a one-line `JournalError` before anything is written to it.
 """
 
 from __future__ import annotations
@@ -12,6 +11,8 @@ import functools
 import os
 import sqlite3
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from looprail.errors import JournalError
@@ -83,7 +84,13 @@ def schema_version() -> int:
     return len(MIGRATIONS)
 
 
-# -- opening, identifying, migrating ---------------------------------------------------------
+@contextmanager
+def reading(path: Path) -> Iterator[None]:
+    """SQLite errors met on the journal at `path` become one-line JournalErrors (`translate`)."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        raise translate(path, exc) from None
 
 
 def check_links(path: Path) -> None:
@@ -125,7 +132,7 @@ def check_header(path: Path) -> None:
 
 def prepare(conn: sqlite3.Connection, path: Path) -> None:
     """Pragmas, identification, integrity check, migrations."""
-    try:
+    with reading(path):
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA synchronous = FULL")
@@ -140,17 +147,13 @@ def prepare(conn: sqlite3.Connection, path: Path) -> None:
         if version < schema_version():
             _migrate(conn, path)
         check_shape(conn, path)
-    except sqlite3.DatabaseError as exc:
-        raise translate(path, exc) from None
 
 
 def connect(path: Path, *, create: bool = True, readonly: bool = False) -> sqlite3.Connection:
-    """A connection to the journal at `path` (explicit `BEGIN IMMEDIATE … COMMIT` only; shared
-    between threads behind the caller's lock), prepared: created or migrated (with `create`;
-    else NoJournalError when there is none). `readonly`: `mode=ro` and `query_only`, identified
-    by `identify_readonly`: no migration, no pragma stored, nothing written; no integrity scan
-    either (a reader meets damage only in the pages it reads, and `translate` turns that into
-    the same one-line "is corrupt"). For `status`, `history`, `report` and the dashboard."""
+    """A connection to the journal at `path` (explicit transactions only; shared between threads
+    behind the caller's lock), created or migrated with `create` (else NoJournalError when
+    there is none). `readonly`: `mode=ro` and `query_only`, nothing written, no integrity scan
+    (a reader meets damage in the pages it reads, and `translate` says "is corrupt")."""
     check_links(path)  # before anything else: a dangling link "does not exist"
     if not path.exists():
         if readonly or not create:
@@ -179,12 +182,10 @@ def connect(path: Path, *, create: bool = True, readonly: bool = False) -> sqlit
 def identify_readonly(conn: sqlite3.Connection, path: Path) -> None:
     """Checks for a read-only connection: the file is a looprail journal at this schema
     version (nothing is migrated or changed). An empty file is 'no journal yet'."""
-    try:
+    with reading(path):
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA query_only = ON")
         version = _identify(conn, path)
-    except sqlite3.DatabaseError as exc:
-        raise translate(path, exc) from None
     if version == 0:
         raise NoJournalError(f"{path}: no journal yet (no run has been recorded)")
     if version < schema_version():
@@ -192,10 +193,8 @@ def identify_readonly(conn: sqlite3.Connection, path: Path) -> None:
             f"{path}: journal schema version {version} is older than this looprail's "
             f"({schema_version()}); run any looprail command that writes it to migrate"
         )
-    try:
+    with reading(path):
         check_shape(conn, path)
-    except sqlite3.DatabaseError as exc:
-        raise translate(path, exc) from None
 
 
 @functools.cache
