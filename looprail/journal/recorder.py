@@ -11,7 +11,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from looprail.journal.models import EventRecord
+from looprail.journal.models import EventRecord as EventRecord  # re-exported (users import it)
 from looprail.journal.schema import JournalError
 
 
@@ -38,34 +38,30 @@ class Recorder(Protocol):
 
     def kinds(self, *kinds: str) -> list[EventRecord]: ...
 
-    def native_selected(self, hook_ref: str, count: int, limit: int | None) -> None: ...
+    def native_selected(self, hook_ref: str, count: int, limit: int | None) -> None:
+        """`native_selection`: the loop guard's counter of `hook_ref`'s Action (`limit`: its
+        `maxSelections`); a journal commits it before the Action is delivered."""
+        self.event(
+            EventRecord(
+                kind="native_selection",
+                cap_id=hook_ref,
+                hook_kind="native",
+                outcome="selected",
+                data={"count": count, "maxSelections": limit},
+            )
+        )
 
-    def native_selections(self) -> dict[str, int]: ...
-
-
-def selection_record(hook_ref: str, count: int, limit: int | None) -> EventRecord:
-    """`native_selection`: the loop guard's counter of `hook_ref`'s Action (`limit`: its
-    `maxSelections`), journaled."""
-    return EventRecord(
-        kind="native_selection",
-        cap_id=hook_ref,
-        hook_kind="native",
-        outcome="selected",
-        data={"count": count, "maxSelections": limit},
-    )
-
-
-def selection_counts(events: Iterable[EventRecord]) -> dict[str, int]:
-    """The loop guard's counters from `native_selection` events: per hook ref, the highest."""
-    counts: dict[str, int] = {}
-    for e in events:
-        count = e.data.get("count") if e.kind == "native_selection" else None
-        if e.cap_id and isinstance(count, int) and not isinstance(count, bool) and count > 0:
-            counts[e.cap_id] = max(counts.get(e.cap_id, 0), count)
-    return counts
+    def native_selections(self) -> dict[str, int]:
+        """The loop guard's counters of this run so far: per hook ref, the highest."""
+        counts: dict[str, int] = {}
+        for e in self.kinds("native_selection"):
+            count = e.data.get("count")
+            if e.cap_id and isinstance(count, int) and not isinstance(count, bool) and count > 0:
+                counts[e.cap_id] = max(counts.get(e.cap_id, 0), count)
+        return counts
 
 
-class MemoryRecorder:
+class MemoryRecorder(Recorder):
     """Events in a list, in order. Thread-safe: plans of a wave run in parallel."""
 
     run_id = "no-journal"
@@ -124,12 +120,6 @@ class MemoryRecorder:
 
     def done_count(self) -> int:
         return len(self._done)
-
-    def native_selected(self, hook_ref: str, count: int, limit: int | None) -> None:
-        self.event(selection_record(hook_ref, count, limit))
-
-    def native_selections(self) -> dict[str, int]:
-        return selection_counts(self.kinds("native_selection"))
 
     def kinds(self, *kinds: str) -> list[EventRecord]:
         """The events of these kinds (every event without any), in order."""
@@ -201,7 +191,7 @@ def durability(record: EventRecord, state: Sequence[str] | None = None) -> Durab
     return declared
 
 
-class JournalRecorder:
+class JournalRecorder(Recorder):
     """The durable recorder of one journal run: one writer thread owns the commits, fed by a
     queue of writes, each with its `Durability`. RELAXED and FULL callers wait for the commit
     that holds their write; HELD and SOON return at once (`task_started` with the attempt
@@ -433,14 +423,6 @@ class JournalRecorder:
 
     def done_count(self) -> int:
         return len(self._done_set())
-
-    def native_selected(self, hook_ref: str, count: int, limit: int | None) -> None:
-        """Committed at once: durable before the Action is delivered (no guard spent twice)."""
-        self.event(selection_record(hook_ref, count, limit))
-
-    def native_selections(self) -> dict[str, int]:
-        """The loop guard's counters of this run so far (a resumed run continues them)."""
-        return selection_counts(self.kinds("native_selection"))
 
     def kinds(self, *kinds: str) -> list[EventRecord]:
         """The run's journaled events of these kinds, in order."""
