@@ -1,9 +1,6 @@
-"""One run at a time per project: an exclusive `flock` on `<project>/.looprail/run.lock`.
-
-The kernel drops a `flock` when its holder dies, so a lock left by a killed run is simply
-acquired again (no pid guessing, no stale-lock timeout). The file only names the holder, for a
-refusal; it is written in place, never replaced or deleted: the lock lives on the inode.
-"""
+"""One run at a time per project: an exclusive `flock` on `<project>/.looprail/run.lock` (the
+kernel drops it when its holder dies). The file only names the holder; it is written in place,
+never replaced or deleted: the lock lives on the inode."""
 
 from __future__ import annotations
 

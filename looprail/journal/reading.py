@@ -1,5 +1,4 @@
-"""Reading a run journal: one connection behind a lock, its rows as `RunRow`, `EventRow` and
-`TaskRow` (`journal/writer.py`'s `Journal` adds the writes)."""
+"""Reading a run journal: one connection behind a lock, rows as models (`Journal` writes)."""
 
 from __future__ import annotations
 
@@ -80,8 +79,7 @@ class JournalReader:
     def events(
         self, run_id: str, *, kinds: Iterable[str] | None = None, after: int = 0
     ) -> list[EventRow]:
-        """The run's events in order (only `kinds`, when given; only those after `seq` `after`,
-        for a reader that polls)."""
+        """The run's events in order (only `kinds`, when given; only after `seq` `after`)."""
         sql = "SELECT * FROM events WHERE run_id = ?"
         params: list[Any] = [run_id]
         if after:

@@ -192,14 +192,11 @@ def durability(record: EventRecord, state: Sequence[str] | None = None) -> Durab
 
 
 class JournalRecorder(Recorder):
-    """The durable recorder of one journal run: one writer thread owns the commits, fed by a
-    queue of writes, each with its `Durability`. RELAXED and FULL callers wait for the commit
-    that holds their write; HELD and SOON return at once (`task_started` with the attempt
-    number, counted here). The writer commits everything queued, in order, in one transaction
-    (each write a savepoint: a refused one fails only its caller), FULL when any write is FULL;
-    writes arriving meanwhile share the next commit (a group commit). Held writes alone are
-    committed once the oldest SOON one has waited `FLUSH_AFTER / 2`. So a short task is one
-    FULL commit, and a crash loses only held writes."""
+    """The durable recorder of one journal run: one writer thread commits a queue of writes,
+    each with its `Durability` (RELAXED and FULL callers wait for their commit), everything
+    queued in one transaction (each write a savepoint), FULL when any write is: a group commit.
+    Held writes alone wait until the oldest SOON one is `FLUSH_AFTER / 2` old. So a short task
+    is one FULL commit, and a crash loses only held writes (docs/journal.md)."""
 
     FLUSH_AFTER = 0.05  # seconds a SOON write may wait for its commit
     IDLE_EXIT = 2.0  # seconds the writer thread waits for work before it ends
@@ -222,8 +219,7 @@ class JournalRecorder(Recorder):
     # -- the writer --------------------------------------------------------------------------
 
     def _queue_write(self, write: Callable[[], Any], level: Durability, **kw: Any) -> Any:
-        """Queue `write` (one atomic journal call); for RELAXED and FULL, wait for its commit
-        and return its result."""
+        """Queue `write`; for RELAXED and FULL, wait for its commit and return its result."""
         item = _Write(write, level, **kw)
         waits = level is Durability.RELAXED or level is Durability.FULL
         with self._cv:

@@ -47,19 +47,10 @@ def format_spend(s: Row) -> str:
 # -- text ------------------------------------------------------------------------------------
 
 _MARKS = {
-    "ok": "✓",
-    "done": "✓",
-    "pass": "✓",
-    "shipped": "✓",
-    "failed": "✗",
-    "blocked": "✗",
-    "block": "✗",
-    "halted": "✗",
-    "warned": "!",
-    "advisory": "!",
-    "skipped": "-",
-    "running": "…",
-    "pending": "·",
+    **dict.fromkeys(("ok", "done", "pass", "shipped"), "✓"),
+    **dict.fromkeys(("failed", "blocked", "block", "halted"), "✗"),
+    **dict.fromkeys(("warned", "advisory"), "!"),
+    **{"skipped": "-", "running": "…", "pending": "·"},
 }
 
 
@@ -109,29 +100,18 @@ def _points(report: RunReport) -> list[str]:
     for point in report["points"]:
         plural = "es" if point["dispatches"] != 1 else ""
         lines.append(f"  {point['point']}  ({point['dispatches']} dispatch{plural})")
-        for hook in point["hooks"]:
+        for row in point["hooks"] + point["verdicts"]:
+            hook = "durationMs" in row  # a verdict row has no kind, duration or wave shown
             lines.append(
                 "    "
                 + _columns(
-                    _mark(hook["outcome"]),
-                    f"{hook['kind'] or '?':<12}",
-                    f"{hook['capId'] or '-':<24}",
-                    f"{hook['outcome'] or '-':<9}",
-                    f"{format_duration(hook['durationMs']):>7}",
-                    None if hook["wave"] is None else f"wave {hook['wave']}",
-                    said(hook["message"]),
-                )
-            )
-        for verdict in point["verdicts"]:
-            lines.append(
-                "    "
-                + _columns(
-                    _mark(verdict["outcome"]),
-                    f"{'verdict':<12}",
-                    f"{verdict['capId'] or '-':<24}",
-                    f"{verdict['outcome'] or '-':<9}",
-                    " " * 7,  # the duration column of hook rows
-                    said(verdict["message"]),
+                    _mark(row["outcome"]),
+                    f"{(row['kind'] or '?') if hook else 'verdict':<12}",
+                    f"{row['capId'] or '-':<24}",
+                    f"{row['outcome'] or '-':<9}",
+                    f"{format_duration(row['durationMs']) if hook else '':>7}",
+                    None if not hook or row["wave"] is None else f"wave {row['wave']}",
+                    said(row["message"]),
                 )
             )
     return lines

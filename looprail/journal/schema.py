@@ -1,8 +1,6 @@
-"""The journal file itself: recognising it, checking it, creating and migrating its schema.
-
-A looprail journal is an SQLite file whose `meta` table holds `application_id =
-looprail-journal`; its schema version is `PRAGMA user_version`. Anything else at the journal
-path is refused with a one-line `JournalError` before anything is written to it.
+"""The journal file itself: an SQLite file whose `meta` table holds `application_id =
+looprail-journal`, schema version `PRAGMA user_version`, created and migrated here; anything
+else at the journal path is refused with a one-line `JournalError` before anything is written.
 """
 
 from __future__ import annotations

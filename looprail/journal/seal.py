@@ -1,9 +1,6 @@
-"""Seals: a journal run is only resumed if this user wrote it on this machine.
-
-A journal lives in the project, so it can arrive from elsewhere or be edited with any SQLite
-tool, and resuming such a run would trust its rows (which tasks are done, which checkpoints
-were approved). So every run carries a seal under a key of the user's, outside the project,
-updated in the same transaction as each write (a commit costs the same at 50 tasks as 50,000):
+"""Seals: a journal run is only resumed if this user wrote it on this machine (a journal in the
+project can arrive from elsewhere or be edited, and a resume trusts its rows). Every run carries
+a seal under the user's key, updated in the same transaction as each write, in O(1):
 
 - the event chain: each event row extends an HMAC-SHA256 chain (`chain_link`);
 - the task digest: the sum, modulo 2^256, of an HMAC-SHA256 of every task row (`task_mac`);
@@ -12,9 +9,8 @@ updated in the same transaction as each write (a commit costs the same at 50 tas
 - the seal (`run_seal`): an HMAC of chain head, task digest and run row, written `v2:<hex>`
   (a seal without that prefix is an older looprail's, refused with its own reason).
 
-`RunSeals.verify` recomputes all three from the rows. The key is 32 random bytes in
-`$LOOPRAIL_HOME/journal.key`, mode 0600 in a 0700 folder; a key file others can read or write,
-or that is not a regular file, is refused (anyone could forge a seal with it).
+The key is 32 random bytes in `$LOOPRAIL_HOME/journal.key` (0600); a key file others can read
+or write, or not a regular file, is refused (anyone could forge a seal with it).
 """
 
 from __future__ import annotations
@@ -139,8 +135,7 @@ def run_seal(key: bytes, chain: str, digest: str, run_row: Mapping[str, Any] | b
 
 
 class _Sealed(NamedTuple):
-    """What a connection last sealed of a run: the seal, and the task digest, chain head and
-    run row bytes it covers."""
+    """What a connection last sealed of a run, and what the seal covers."""
 
     seal: str
     digest: str
@@ -178,8 +173,7 @@ class RunSeals:
         return self._key
 
     def touch(self, run_id: str) -> _RunTx:
-        """What the open transaction writes of a run, begun at its first write of it (a run
-        that does not exist is refused)."""
+        """What the open transaction writes of a run (a run that does not exist is refused)."""
         tx = self._tx.get(run_id)
         if tx is None:
             known = self._sealed.get(run_id)

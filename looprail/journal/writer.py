@@ -299,8 +299,7 @@ class Journal(JournalReader):
         message: str | None = None,
         data: Mapping[str, Any] | None = None,
     ) -> TaskRow:
-        """End the task's current attempt (`task_finished`); the duration defaults to the time
-        since it started."""
+        """End the task's current attempt (`task_finished`; duration by default since its start)."""
         if status not in ("done", "failed"):
             raise ValueError(f"not a finishing task status: {status!r}")
         event = EventRecord(
@@ -321,8 +320,7 @@ class Journal(JournalReader):
         wave: int,
         tasks: Iterable[PlannedTask | tuple[str, str | None]] = (),
     ) -> int:
-        """Journal `wave_started` and register the wave's tasks as `pending` (rows that exist,
-        in a resumed wave, are kept)."""
+        """Journal `wave_started` and register its tasks as `pending` (existing rows kept)."""
         planned = [PlannedTask(*task) for task in tasks]
         plans = list(dict.fromkeys(t.plan_id for t in planned if t.plan_id is not None))
         data = {"plans": plans, "tasks": [t.task_key for t in planned]}

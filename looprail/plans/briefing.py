@@ -90,8 +90,7 @@ def task_read_first(
 def phase_sections(
     project: Path, phase_number: str, phase_dir: Path | None, step: str
 ) -> list[tuple[str, str]]:
-    """`(title, text)` of what the discuss, plan or verify step's agent is handed of its phase,
-    in prompt order."""
+    """`(title, text)` of what the discuss, plan or verify agent is handed of its phase."""
     out: list[tuple[str, str]] = []
     roadmap = read_roadmap(project)
     section = roadmap_section(roadmap, phase_number, heading=True) if roadmap else None

@@ -39,8 +39,7 @@ class CheckpointOption(BaseModel):
 
 
 class Checkpoint(BaseModel):
-    """The presentation model of one checkpoint task (journaled as the `checkpoint` event's
-    `data`)."""
+    """One checkpoint task as shown (journaled as the `checkpoint` event's `data`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

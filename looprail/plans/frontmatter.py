@@ -29,8 +29,7 @@ def file_frontmatter(path: str | os.PathLike[str]) -> dict[str, Any] | str:
 
 
 def read_frontmatter(text: str) -> dict[str, Any] | str:
-    """The YAML frontmatter of a markdown text as a dict (`{}` when there is none), or a reason
-    (str) why it cannot be read."""
+    """The YAML frontmatter of a markdown text (`{}` when none), or why it cannot be read."""
     lines = text.lstrip("\ufeff").splitlines()
     if not lines or lines[0].strip() != "---":
         return {}

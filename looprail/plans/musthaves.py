@@ -1,12 +1,8 @@
-"""A plan's `must_haves` (from `Plan.must_haves`) and the check that the tree has them, with
-the reference's semantics (`verify artifacts` / `verify key-links`, gsd-core `verify.cjs`):
-
-- an artifact passes when its `path` is a file of at least `min_lines` lines (newlines + 1)
-  holding the text of `contains` and of every `exports` entry;
-- a key link is verified when its `pattern` (a JavaScript regex) is found in the `from` file,
-  else in the `to` file; without a pattern, when `from` names `to`. A missing `from` that a
-  plan of the same or a later wave lists in `files_modified` is `pending` (the reference's
-  #1202). Where the reference reads differently: docs/checks.md, "must_haves".
+"""A plan's `must_haves` and the check that the tree has them, with the reference's semantics
+(`verify artifacts` / `verify key-links`; where it reads differently: docs/checks.md): an
+artifact passes when its `path` is a file of at least `min_lines` lines holding `contains` and
+every `exports` entry; a key link when its `pattern` (a JavaScript regex) is found in the
+`from` file, else the `to` file (without one, when `from` names `to`).
 """
 
 from __future__ import annotations

@@ -44,8 +44,7 @@ from looprail.plans.waves import (
 
 
 class Phase(PhaseDir):
-    """A phase folder with its plans parsed (in file-name order, `depends_on` resolved) and its
-    artifacts located."""
+    """A phase folder with its plans parsed (`depends_on` resolved) and its artifacts located."""
 
     plans: list[Plan]
     context_path: Path | None = None
@@ -83,13 +82,9 @@ _Entries = list[tuple[str, list[str]]]  # (file name, its warnings), in name ord
 
 
 class PhaseCache:
-    """A phase kept in memory for a run: `load()` is `load_phase`, but only lists the folder and
-    stats the plan files and the config; a plan is parsed again only when its stat changed.
-    Unchanged → the very same `Phase` object (callers cache what they derive by identity).
-
-    `signature`: what the last `load()` saw (the folder, its file names, the plans' and the
-    config's stats; None before). `racy`: a plan changed too recently for its stat to vouch
-    for its content (read again next time, as git's "racy clean")."""
+    """A phase kept in memory for a run: `load()` is `load_phase`, re-parsing only plans whose
+    stat changed; unchanged, the very same `Phase` object. `signature`: what the last `load()`
+    saw (folder, names, stats). `racy`: a plan changed too recently for its stat to vouch."""
 
     def __init__(self, project: str | Path, phase: str, *, as_reference: bool = False):
         self.project = Path(project).resolve()
@@ -175,8 +170,7 @@ class PhaseCache:
     def _parse_all(
         self, located: PhaseDir, names: list[str], keys: dict[str, _StatKey | None]
     ) -> tuple[list[Plan], _Entries, list[str]]:
-        """The plans, each file's warnings and the dependency warnings, parsed again only when
-        a plan file changed (not when a SUMMARY came)."""
+        """The plans, their warnings and the dependency warnings, again only when a plan changed."""
         others = [name for name in names if not name.endswith("-SUMMARY.md")]
         if self._parsed is not None and self._parsed[0] == (others, keys) and not self.racy:
             return self._parsed[1], self._parsed[2], self._parsed[3]

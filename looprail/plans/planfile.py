@@ -317,8 +317,8 @@ def _heading_task(doc: Doc, plan_id: str, index: int, match: re.Match[str]) -> T
 
 
 def _split_frontmatter(doc: Doc) -> tuple[str, int, int] | None:
-    """(frontmatter text, its first line number, where the body starts), or None when there is
-    none. One never closed is refused: its declared dependencies would be lost."""
+    """(frontmatter text, its first line, where the body starts), or None; one never closed is
+    refused (its declared dependencies would be lost)."""
     text = doc.text
     first_end = text.find("\n")
     first = text if first_end == -1 else text[:first_end]
@@ -427,8 +427,7 @@ def _make_task(doc: Doc, plan_id: str, index: int, element: Element) -> Task:
 
 
 def automated_commands(doc: Doc, verify: Element) -> list[str]:
-    """The text of each `<automated>` directly inside a `<verify>`, in order (empty ones left
-    out): the task's checks as the reference's planner writes them."""
+    """The text of each non-empty `<automated>` directly inside a `<verify>`, in order."""
     inside = f"inside the <verify> at line {doc.line(verify.start)}"
     return [
         text

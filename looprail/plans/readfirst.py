@@ -1,11 +1,8 @@
-"""`<read_first>` as real plans write it: entries that mix a path, a phase-relative name and
-prose (`01-CONTEXT.md (D-01, D-02)`, `- src/a.tsx — read the full file: the reducer`,
-`src/server/a.js i src/server/b.js (…)`).
-
-Each entry's path part is one or more path-like words at its start (joined by a short
-connecting word), or one bare name alone (`Makefile`); what follows is its note, handed to the
-agent with the file. Commas split entries only outside brackets; a dash or colon note runs to
-the end of its line; a line with no path-like word at its start joins the previous note.
+"""`<read_first>` as real plans write it (`01-CONTEXT.md (D-01, D-02)`, `- src/a.tsx — read the
+full file`, `src/a.js i src/b.js (…)`): each entry's path part is one or more path-like words at
+its start (or one bare name alone, `Makefile`), the rest its note. Commas split entries outside
+brackets; a dash or colon note runs to the end of its line; a line with no path joins the
+previous note.
 """
 
 from __future__ import annotations
@@ -32,8 +29,8 @@ class ReadFirst(NamedTuple):
 
 
 def read_first_entries(text: str) -> list[ReadFirst]:
-    """The files a `<read_first>` names, in order, each once, with its note (a note with no
-    file before it is kept with an empty path)."""
+    """The files a `<read_first>` names, in order, each once, with its note (a note before any
+    file has an empty path)."""
     out: list[ReadFirst] = []
     for raw in text.splitlines():
         line = _BULLET.sub("", raw).strip()

@@ -64,8 +64,7 @@ def _checkboxes(text: str) -> list[tuple[str, str]]:
 
 
 def roadmap_phases(text: str) -> list[tuple[str, str, bool]]:
-    """(number, name, checked) for every phase heading outside archived milestones, in order,
-    each number once (normalised: `01` → `1`)."""
+    """(number, name, checked) for every phase heading outside archived milestones, in order."""
     current = _DETAILS.sub("", text)
     checked: dict[str, bool] = {}
     for mark, token in _checkboxes(current):

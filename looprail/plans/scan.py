@@ -30,8 +30,7 @@ class Doc:
         self.notes.append(f"{where}: {message}")
 
     def remask_from(self, offset: int) -> None:
-        """Mask the text after `offset` on its own (a fence left open before it must not
-        swallow the structure after it)."""
+        """Mask the text after `offset` on its own (past a fence left open before it)."""
         self.scan = self.scan[:offset] + mask_code(self.text[offset:])
 
     def line(self, offset: int) -> int:
@@ -215,8 +214,7 @@ class Fragment(NamedTuple):
 
 
 def child_elements(text: str, where: str) -> list[Fragment]:
-    """The top-level elements of a task child's text (a checkpoint's `<options>`); a malformed
-    attribute list reads as none."""
+    """The top-level elements of a task child's text (a checkpoint's `<options>`)."""
     doc = Doc(text, where)
     out = []
     for element in elements(doc, 0, len(text), (), where):

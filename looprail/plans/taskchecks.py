@@ -20,8 +20,7 @@ _MISSING = re.compile(r"MISSING\b")
 
 
 class TaskChecks(BaseModel):
-    """One task's checks. `unchecked`: an executor task with no command (a checkpoint is
-    checked by a person); `prose`: its `<verify>` text."""
+    """One task's checks; `unchecked`: a non-checkpoint task with no command."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

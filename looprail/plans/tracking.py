@@ -197,8 +197,7 @@ def _cells(line: str) -> list[tuple[int, int]]:
 def _set_cell(
     text: str, match: Callable[[dict[str, str]], bool], column: str, value: Callable[[str], str]
 ) -> str:
-    """In the first table of `text`, the first row `match` accepts: the cell of `column` set
-    to `value(current)`."""
+    """The first table's first row `match` accepts, its cell of `column` set to `value(cur)`."""
     lines = text.splitlines(keepends=True)
     head = next((i for i, line in enumerate(lines) if _is_row(line)), None)
     if head is None or head + 1 >= len(lines) or not _is_delimiter(lines[head + 1]):
@@ -236,8 +235,7 @@ def _is_delimiter(line: str) -> bool:
 
 
 def requirement_ids(section: str | None) -> list[str]:
-    """The requirement ids the phase's `**Requirements**:` line cites, as `phase complete`
-    reads them."""
+    """The requirement ids the phase's `**Requirements**:` line cites (`phase complete`)."""
     if not section:
         return []
     found = re.search(r"\*\*Requirements:?\*\*[^\S\n]*:?[^\S\n]*([^\n]+)", section, re.I)

@@ -252,8 +252,7 @@ _RESOLVED_AS_IS: list[tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]] 
 
 
 def _resolved(plans: Sequence[Plan], root: Path | None) -> list[Plan]:
-    """`resolve_dependencies(plans)`, skipped when these ids and dependencies needed no change
-    last time."""
+    """`resolve_dependencies(plans)`, skipped when these needed no change last time."""
     key = tuple((p.id, tuple(p.depends_on), tuple(p.outside_depends_on)) for p in plans)
     if _RESOLVED_AS_IS and _RESOLVED_AS_IS[0] == key:
         return list(plans)

@@ -45,8 +45,7 @@ class _NoAliasComposer(yaml.composer.Composer):
 
 
 class NoAliasSafeLoader(_NoAliasComposer, yaml.SafeLoader):
-    """`yaml.SafeLoader` that raises a `MarkedYAMLError` at the first alias and RecursionError
-    past `MAX_DEPTH` levels of nesting."""
+    """`yaml.SafeLoader` refusing aliases and nesting past `MAX_DEPTH`."""
 
 
 NoAliasCSafeLoader: type | None = None
