@@ -192,11 +192,10 @@ def durability(record: EventRecord, state: Sequence[str] | None = None) -> Durab
 
 
 class JournalRecorder(Recorder):
-    """The durable recorder of one journal run: one writer thread commits a queue of writes,
-    each with its `Durability` (RELAXED and FULL callers wait for their commit), everything
-    queued in one transaction (each write a savepoint), FULL when any write is: a group commit.
-    Held writes alone wait until the oldest SOON one is `FLUSH_AFTER / 2` old. So a short task
-    is one FULL commit, and a crash loses only held writes (docs/journal.md)."""
+    """The durable recorder of one journal run: one writer thread commits a queue of writes in
+    one transaction (each a savepoint), FULL when any is: a group commit. RELAXED and FULL
+    callers wait for it; held writes wait for the next one, or for a SOON one `FLUSH_AFTER / 2`
+    old. So a short task is one FULL commit, and a crash loses only held writes."""
 
     FLUSH_AFTER = 0.05  # seconds a SOON write may wait for its commit
     IDLE_EXIT = 2.0  # seconds the writer thread waits for work before it ends

@@ -92,9 +92,8 @@ def reading(path: Path) -> Iterator[None]:
 
 
 def check_links(path: Path) -> None:
-    """Refuse a journal (or its `-wal`/`-shm` side file) that is a symbolic link: through it,
-    a read-only `status` would write where the link points, and a dangling link would make
-    `run` create its target, possibly outside the project."""
+    """Refuse a journal (or its `-wal`/`-shm` file) that is a symbolic link: `status` would write
+    where it points, and `run` would create a dangling link's target."""
     for candidate in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
         if candidate.is_symlink():
             raise JournalError(
@@ -148,10 +147,9 @@ def prepare(conn: sqlite3.Connection, path: Path) -> None:
 
 
 def connect(path: Path, *, create: bool = True, readonly: bool = False) -> sqlite3.Connection:
-    """A connection to the journal at `path` (explicit transactions only; shared between threads
-    behind the caller's lock), created or migrated with `create` (else NoJournalError when
-    there is none). `readonly`: `mode=ro` and `query_only`, nothing written, no integrity scan
-    (a reader meets damage in the pages it reads, and `translate` says "is corrupt")."""
+    """A connection to the journal at `path` (explicit transactions only), created or migrated
+    with `create` (else NoJournalError when there is none). `readonly`: nothing written, no
+    integrity scan (a reader meets damage in the pages it reads: `translate` says so)."""
     check_links(path)  # before anything else: a dangling link "does not exist"
     if not path.exists():
         if readonly or not create:

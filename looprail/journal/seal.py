@@ -155,10 +155,9 @@ class _RunTx:
 
 
 class RunSeals:
-    """The seals of one journal connection, kept up to date write by write inside its open
-    transaction (`sql` runs a statement on it) and written at commit. While the file still
-    holds the seal this connection last wrote of a run, nobody else wrote it, and its digest,
-    chain head and run row go on from there; otherwise the run's rows are read again once."""
+    """The seals of one journal connection, kept up to date write by write and written at commit.
+    While the file holds the seal this connection last wrote, it goes on from there (else the
+    run's rows are read again once)."""
 
     def __init__(self, path: Path, sql: Callable[..., sqlite3.Cursor]):
         self._path = path

@@ -199,9 +199,8 @@ def phase_spelling(number: str) -> str:
 
 
 def artifact(project: Path, directory: Path, names: list[str], suffix: str) -> Path | None:
-    """`SUFFIX` itself, else the first `*-SUFFIX` / `*SUFFIX` in name order. Its text goes into
-    prompts, so it must be a regular file inside the project once symlinks are followed (a
-    CONTEXT.md linked to `~/.aws/credentials` refuses the phase)."""
+    """`SUFFIX` itself, else the first `*-SUFFIX` / `*SUFFIX`: a regular file inside the project
+    once symlinks are followed (its text goes into prompts), else the phase is refused."""
     name = phase_artifact(names, suffix)
     if name is None:
         return None

@@ -40,9 +40,8 @@ def phase_source(number: str) -> str:
 
 
 def plan_progress(roadmap: str, number: str, counts: Counts, *, verified: bool, today: str) -> str:
-    """ROADMAP.md after `roadmap update-plan-progress N`: the phase's progress-table row, its
-    `**Plans**:` count, its checkbox once every plan has a SUMMARY and VERIFICATION.md passed
-    (`verified`), and each plan's checkbox."""
+    """ROADMAP.md after `roadmap update-plan-progress N`: the phase's table row, `**Plans**:`
+    count and plans' checkboxes, its own checkbox once all are done and `verified`."""
     if counts.plans == 0:
         return roadmap
     complete = counts.summaries >= counts.plans and verified
@@ -58,9 +57,8 @@ def plan_progress(roadmap: str, number: str, counts: Counts, *, verified: bool, 
 
 
 def phase_complete(roadmap: str, number: str, counts: Counts, *, today: str) -> str:
-    """ROADMAP.md after `phase complete N`: the phase's checkbox (`- [x] … (completed
-    <today>)`), its progress-table row `Complete` (a date already there is kept), its
-    `**Plans:**` count and its plans' checkboxes."""
+    """ROADMAP.md after `phase complete N`: the phase's checkbox (`(completed <today>)`), table
+    row `Complete` (a date already there kept), `**Plans:**` count and plans' checkboxes."""
     src = phase_source(number)
     roadmap = _in_active(roadmap, lambda t: _check_phase(t, src, today, tight=True))
     cells = _progress_row(src, counts, " Complete    ", True, today)
