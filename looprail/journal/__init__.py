@@ -1,13 +1,5 @@
 """Durable runs: the SQLite journal (runs, events, task rows), the one-run-per-project lock,
-the inputs digest a resume is checked against, and the execution report.
-
-    with RunLock(project) as lock, Journal.open(project) as journal:
-        run_id = journal.start_run("01", state=["discuss"], inputs_digest=digest_inputs(...))
-        lock.set_run_id(run_id)
-        journal.record(run_id, EventRecord(kind="transition", data={...}), state=["plan"])
-
-docs/journal.md describes the schema, the event kinds and the report's JSON form.
-"""
+the inputs digest a resume is checked against, and the execution report (docs/journal.md)."""
 
 from looprail.journal.inputs import diff_inputs, digest_inputs
 from looprail.journal.lock import LockedError, LockInfo, RunLock, lock_holder, lock_path

@@ -45,12 +45,8 @@ def changes_text(changes: Sequence[str], shown: int = 3) -> str:
 def _files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
-    if path.is_dir():
-        found: list[Path] = []
-        for folder, dirs, names in os.walk(path):
-            dirs.sort()
-            found.extend(Path(folder) / name for name in sorted(names))
-        return [file for file in found if file.is_file()]
+    if path.is_dir():  # (order is the caller's: it sorts the digests)
+        return [file for file in path.rglob("*") if file.is_file()]
     return []
 
 

@@ -1,11 +1,6 @@
-"""One run at a time per project: an exclusive `flock` on `<project>/.looprail/run.lock`.
-
-The kernel drops a `flock` when its holder dies, however it dies, so a lock left by a crashed or
-killed run is simply acquired again; there is no pid guessing and no stale-lock timeout. The file
-only carries who holds it (`{"pid", "run_id", "started_at", "host"}`) so a refusal can name the
-holder. It is written in place and never replaced or deleted: the lock lives on the inode, and a
-new file at the same path would be a second, independent lock.
-"""
+"""One run at a time per project: an exclusive `flock` on `<project>/.looprail/run.lock` (the
+kernel drops it when its holder dies). The file only names the holder; it is written in place,
+never replaced or deleted: the lock lives on the inode."""
 
 from __future__ import annotations
 
@@ -23,8 +18,6 @@ from typing import NamedTuple
 from looprail.errors import LockedError, LooprailError
 from looprail.layout import LOCK_FILE, project_path
 
-LOCK_NAME = LOCK_FILE
-
 
 class LockInfo(NamedTuple):
     """Who holds (or last held) a project's run lock."""
@@ -34,9 +27,6 @@ class LockInfo(NamedTuple):
     started_at: str
     host: str
 
-    def as_dict(self) -> dict[str, object]:
-        return dict(self._asdict())
-
     def describe(self) -> str:
         run = f"run {self.run_id}" if self.run_id else "no run id yet"
         return f"pid {self.pid} on {self.host}, {run}, started {self.started_at}"
@@ -44,15 +34,13 @@ class LockInfo(NamedTuple):
 
 def lock_path(project: str | Path) -> Path:
     """The project's run lock file."""
-    return Path(project_path(project, LOCK_NAME))
+    return Path(project_path(project, LOCK_FILE))
 
 
 class RunLock:
-    """`with RunLock(project, run_id=...) as lock:` holds the project's run lock for the block.
-
-    Raises `LockedError` (naming the holder) when a live process has it. `previous` is what a
-    holder that died without releasing left behind (None after a clean release), so a caller can
-    say it took over from a dead run. `set_run_id` records the run once it has an id."""
+    """`with RunLock(project, run_id=...) as lock:` holds the project's run lock for the block;
+    `LockedError` (naming the holder) when a live process has it. `previous`: what a holder
+    that died without releasing left behind (None after a clean release)."""
 
     def __init__(self, project: str | Path, *, run_id: str | None = None):
         self.path = lock_path(project)
@@ -60,14 +48,6 @@ class RunLock:
         self._run_id = run_id
         self._fd: int | None = None
         self._info: LockInfo | None = None
-
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
-
-    @property
-    def info(self) -> LockInfo | None:
-        return self._info
 
     def acquire(self) -> RunLock:
         if self._fd is not None:
@@ -124,15 +104,15 @@ class RunLock:
 
     def _write(self, info: LockInfo) -> None:
         assert self._fd is not None
-        payload = (json.dumps(info.as_dict()) + "\n").encode()
+        payload = (json.dumps(info._asdict()) + "\n").encode()
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, payload, 0)
         os.fsync(self._fd)
 
 
 def lock_holder(project: str | Path) -> LockInfo | None:
-    """Who holds the project's run lock right now, or None when no live process does. Only
-    probes (a shared, non-blocking flock released at once); never takes the lock over."""
+    """Who holds the project's run lock right now, or None. Only probes (a shared, non-blocking
+    flock released at once)."""
     path = lock_path(project)
     try:
         fd = _open_lock(path, os.O_RDONLY)
@@ -153,9 +133,8 @@ def lock_holder(project: str | Path) -> LockInfo | None:
 
 
 def _open_lock(path: Path, flags: int) -> int:
-    """Open the lock file itself, never what a symlink points at: a cloned project may carry
-    `.looprail/run.lock` as a link to a file of the user's, which writing the holder record
-    would truncate. Anything but a regular file is refused with one line."""
+    """Open the lock file itself, never a symlink's target (a cloned project's link to a user's
+    file would be truncated); anything but a regular file is refused with one line."""
     try:
         fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
     except OSError as exc:

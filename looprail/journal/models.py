@@ -1,6 +1,4 @@
-"""The journal's data shapes: what callers append (`EventRecord`, `TaskUpdate`, `PlannedTask`),
-what they read back (`RunRow`, `EventRow`, `TaskRow`), run ids and times as it writes them.
-Plain values, no database here."""
+"""The journal's data shapes (what callers append and read back), run ids and times."""
 
 from __future__ import annotations
 
@@ -77,12 +75,9 @@ class EventRow(EventRecord):
 
 
 class TaskUpdate(BaseModel):
-    """A change to one task row, applied in the same transaction as its event.
-
-    `running` starts an attempt (attempt + 1, even when the row was already `running`: that is
-    an in-flight task re-run after a crash); `done`/`failed` end it; `pending` (re)queues it.
-    `plan_id`/`wave` of None keep what the row already has. `attempt`: a start's attempt
-    number when the caller counts them (the run's recorder answers before it writes)."""
+    """A change to one task row, in the same transaction as its event. `running` starts an
+    attempt (+ 1, even from `running`: an in-flight task re-run after a crash); `done`/`failed`
+    end it; `pending` (re)queues it. `plan_id`/`wave` of None keep the row's."""
 
     model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
@@ -94,14 +89,14 @@ class TaskUpdate(BaseModel):
 
 
 class PlannedTask(NamedTuple):
-    """A task known at wave start, registered as `pending` (idempotently) by `wave_started`."""
+    """A task known at wave start, registered as `pending` by `wave_started`."""
 
     task_key: str
     plan_id: str | None = None
 
 
 class RunRow(BaseModel):
-    """One row of the journal's `runs` table: a run of one phase and where it stands."""
+    """One row of the journal's `runs` table."""
 
     model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
@@ -123,7 +118,7 @@ class RunRow(BaseModel):
 
 
 class TaskRow(BaseModel):
-    """One row of the journal's `tasks` table: a task of a run and how it ended."""
+    """One row of the journal's `tasks` table."""
 
     model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
@@ -148,8 +143,7 @@ def new_run_id(now: datetime | None = None) -> str:
 
 
 def is_run_id(value: object) -> bool:
-    """Is `value` a run id in the form `new_run_id` makes (26 characters of Crockford base32,
-    the first at most `7`)? A journal is a file in the project, so an id read from it may be
+    """Is `value` a run id as `new_run_id` makes them? An id read from a journal may be
     planted: one that is not looprail's never reaches a path or a printed command."""
     return (
         isinstance(value, str)

@@ -1,5 +1,4 @@
-"""Reading a run journal: one connection behind a lock, its rows as `RunRow`, `EventRow` and
-`TaskRow` (`journal/writer.py`'s `Journal` adds the writes)."""
+"""Reading a run journal: one connection behind a lock, rows as models (`Journal` writes)."""
 
 from __future__ import annotations
 
@@ -14,8 +13,7 @@ from pydantic import BaseModel
 
 from looprail.journal.models import RESUMABLE_STATUSES, EventRow, RunRow, TaskRow
 from looprail.journal.report_data import find_run
-from looprail.journal.schema import JournalError, translate
-from looprail.journal.summary import reading
+from looprail.journal.schema import JournalError, reading
 
 
 class JournalReader:
@@ -67,8 +65,7 @@ class JournalReader:
         return run_row(row) if row else None
 
     def unfinished_run(self, phase: str | None = None) -> RunRow | None:
-        """The latest run (of `phase`, when given) that can be resumed: status `running` (its
-        process may have died), `paused` or `halted`."""
+        """The latest resumable run (of `phase`, when given)."""
         marks = ", ".join("?" * len(RESUMABLE_STATUSES))
         sql = f"SELECT * FROM runs WHERE status IN ({marks})"
         params: list[Any] = list(RESUMABLE_STATUSES)
@@ -82,8 +79,7 @@ class JournalReader:
     def events(
         self, run_id: str, *, kinds: Iterable[str] | None = None, after: int = 0
     ) -> list[EventRow]:
-        """The run's events in the order they were recorded (optionally only some kinds, and
-        only those after `seq` `after`: a reader that polls fetches just what is new)."""
+        """The run's events in order (only `kinds`, when given; only after `seq` `after`)."""
         sql = "SELECT * FROM events WHERE run_id = ?"
         params: list[Any] = [run_id]
         if after:
@@ -98,14 +94,12 @@ class JournalReader:
         return [event_row(row) for row in rows]
 
     def last_seq(self) -> int:
-        """The `seq` of the newest event of any run (0 when there is none): a cheap change
-        marker for readers that poll."""
+        """The newest event's `seq` (0 when none): a cheap change marker for readers."""
         with self._mutex:
             return int(self._sql("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
 
     def task_counts(self) -> dict[str, dict[str, int]]:
-        """`{run id: {status: count}}` of every run's task rows, in one query (for listings
-        that show counts without reading every row)."""
+        """`{run id: {status: count}}` of every run's task rows, in one query."""
         with self._mutex:
             rows = self._sql(
                 "SELECT run_id, status, count(*) FROM tasks GROUP BY run_id, status"
@@ -116,8 +110,7 @@ class JournalReader:
         return out
 
     def task_states(self, run_id: str) -> dict[str, tuple[str, int]]:
-        """`{task key: (status, attempt)}` of the run's task rows, without building a model per
-        row (the recorder reads them once per run)."""
+        """`{task key: (status, attempt)}` of the run's task rows (no model per row)."""
         with self._mutex:
             rows = self._sql(
                 "SELECT task_key, status, attempt FROM tasks WHERE run_id = ?", (run_id,)
@@ -125,7 +118,7 @@ class JournalReader:
         return {key: (status, attempt) for key, status, attempt in rows}
 
     def tasks(self, run_id: str) -> list[TaskRow]:
-        """The run's task rows by wave, then in the order they were first registered."""
+        """The run's task rows by wave, then in registration order."""
         with self._mutex:
             rows = self._sql(
                 "SELECT * FROM tasks WHERE run_id = ? ORDER BY wave IS NULL, wave, rowid",
@@ -140,15 +133,12 @@ class JournalReader:
         return run_row(row)
 
     def _sql(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
-        try:
+        with reading(self.path):
             return self._conn.execute(sql, params)
-        except sqlite3.DatabaseError as exc:
-            raise translate(self.path, exc) from None
 
 
 def _columns(row: sqlite3.Row, model: type[BaseModel]) -> dict[str, Any]:
-    """The row's values for the model's fields (a column added by a later migration is not a
-    field of an older model)."""
+    """The row's values for the model's fields (a later migration may add columns)."""
     return {name: row[name] for name in model.model_fields}
 
 

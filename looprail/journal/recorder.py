@@ -1,7 +1,5 @@
-"""Where a run writes what happened: the events of every transition, hook, gate verdict,
-resolver result and task. `MemoryRecorder` keeps them in a list (tests, `--dry-run`, embedding);
-`JournalRecorder` writes them to the project's SQLite journal, each state change in the same
-transaction as its event row."""
+"""Where a run writes what happened: `MemoryRecorder` keeps the events in a list (tests,
+`--dry-run`, embedding); `JournalRecorder` writes them to the project's SQLite journal."""
 
 from __future__ import annotations
 
@@ -10,9 +8,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from looprail.journal.models import EventRecord, TaskUpdate
+from looprail.journal.models import EventRecord as EventRecord  # re-exported (users import it)
 from looprail.journal.schema import JournalError
 
 
@@ -39,34 +38,30 @@ class Recorder(Protocol):
 
     def kinds(self, *kinds: str) -> list[EventRecord]: ...
 
-    def native_selected(self, hook_ref: str, count: int, limit: int | None) -> None: ...
+    def native_selected(self, hook_ref: str, count: int, limit: int | None) -> None:
+        """`native_selection`: the loop guard's counter of `hook_ref`'s Action (`limit`: its
+        `maxSelections`); a journal commits it before the Action is delivered."""
+        self.event(
+            EventRecord(
+                kind="native_selection",
+                cap_id=hook_ref,
+                hook_kind="native",
+                outcome="selected",
+                data={"count": count, "maxSelections": limit},
+            )
+        )
 
-    def native_selections(self) -> dict[str, int]: ...
-
-
-def selection_record(hook_ref: str, count: int, limit: int | None) -> EventRecord:
-    """`native_selection`: the Action of `hook_ref` was selected for the `count`-th time in this
-    run (`limit` is its `maxSelections`). The loop guard's counter, journaled."""
-    return EventRecord(
-        kind="native_selection",
-        cap_id=hook_ref,
-        hook_kind="native",
-        outcome="selected",
-        data={"count": count, "maxSelections": limit},
-    )
-
-
-def selection_counts(events: Iterable[EventRecord]) -> dict[str, int]:
-    """The loop guard's counters from `native_selection` events: per hook ref, the highest."""
-    counts: dict[str, int] = {}
-    for e in events:
-        count = e.data.get("count") if e.kind == "native_selection" else None
-        if e.cap_id and isinstance(count, int) and not isinstance(count, bool) and count > 0:
-            counts[e.cap_id] = max(counts.get(e.cap_id, 0), count)
-    return counts
+    def native_selections(self) -> dict[str, int]:
+        """The loop guard's counters of this run so far: per hook ref, the highest."""
+        counts: dict[str, int] = {}
+        for e in self.kinds("native_selection"):
+            count = e.data.get("count")
+            if e.cap_id and isinstance(count, int) and not isinstance(count, bool) and count > 0:
+                counts[e.cap_id] = max(counts.get(e.cap_id, 0), count)
+        return counts
 
 
-class MemoryRecorder:
+class MemoryRecorder(Recorder):
     """Events in a list, in order. Thread-safe: plans of a wave run in parallel."""
 
     run_id = "no-journal"
@@ -125,12 +120,6 @@ class MemoryRecorder:
 
     def done_count(self) -> int:
         return len(self._done)
-
-    def native_selected(self, hook_ref: str, count: int, limit: int | None) -> None:
-        self.event(selection_record(hook_ref, count, limit))
-
-    def native_selections(self) -> dict[str, int]:
-        return selection_counts(self.kinds("native_selection"))
 
     def kinds(self, *kinds: str) -> list[EventRecord]:
         """The events of these kinds (every event without any), in order."""
@@ -202,22 +191,11 @@ def durability(record: EventRecord, state: Sequence[str] | None = None) -> Durab
     return declared
 
 
-class JournalRecorder:
-    """The durable recorder of one journal run: one writer thread owns the commits, fed by a
-    queue of writes, each with its `Durability`.
-
-    A caller queues its write and, for RELAXED and FULL, waits until the commit that holds it
-    is done; HELD and SOON writes return at once (`task_started` returns the attempt number,
-    counted here and nowhere else). The writer commits everything queued so far, in order, in
-    one transaction (each write a savepoint, so a refused one fails only its own caller), FULL
-    when any write in it is FULL, else relaxed. Writes that arrive while it commits wait for
-    the next commit and share it (a group commit: with `--jobs N` finishes that arrive
-    together cost one fsync). With only held writes queued, the writer commits them (relaxed)
-    once the oldest SOON one has waited `FLUSH_AFTER / 2`, checking every `FLUSH_AFTER / 2`.
-
-    So a short task is one FULL commit (its start and its finish, with its guarded child's
-    pid), and a finished task never runs again: its finish is durable before `task_finished`
-    returns. A crash loses only held writes."""
+class JournalRecorder(Recorder):
+    """The durable recorder of one journal run: one writer thread commits a queue of writes in
+    one transaction (each a savepoint), FULL when any is: a group commit. RELAXED and FULL
+    callers wait for it; held writes wait for the next one, or for a SOON one `FLUSH_AFTER / 2`
+    old. So a short task is one FULL commit, and a crash loses only held writes."""
 
     FLUSH_AFTER = 0.05  # seconds a SOON write may wait for its commit
     IDLE_EXIT = 2.0  # seconds the writer thread waits for work before it ends
@@ -240,8 +218,7 @@ class JournalRecorder:
     # -- the writer --------------------------------------------------------------------------
 
     def _queue_write(self, write: Callable[[], Any], level: Durability, **kw: Any) -> Any:
-        """Queue `write` (one atomic journal call, run by the writer inside its commit); for
-        RELAXED and FULL, wait until that commit is done and return its result."""
+        """Queue `write`; for RELAXED and FULL, wait for its commit and return its result."""
         item = _Write(write, level, **kw)
         waits = level is Durability.RELAXED or level is Durability.FULL
         with self._cv:
@@ -329,8 +306,7 @@ class JournalRecorder:
                 raise kept
 
     def flush(self) -> None:
-        """Commit what is held now, FULL, and stop the writer thread (the next write starts it
-        again). The run calls it before it journals its end."""
+        """Commit what is held now, FULL, and stop the writer thread (a write starts it again)."""
         self._raise_kept()
         with self._cv:
             empty = not self._queue
@@ -339,8 +315,7 @@ class JournalRecorder:
         self._stop()
 
     def close(self) -> None:
-        """Stop the writer thread without committing what is held (the run ends abnormally:
-        that is lost as in a crash). `flush` is the normal end."""
+        """Stop the writer thread without committing what is held (lost, as in a crash)."""
         self._stop()
 
     # -- writes ------------------------------------------------------------------------------
@@ -386,9 +361,8 @@ class JournalRecorder:
     def task_finished(
         self, key: str, *, status: str, duration_ms: int | None, message: str | None = None
     ) -> None:
-        """Commit the task's end, with its held start and whatever else is held: durable when
-        this returns (FULL). A start of this task the journal refused is raised here (its
-        finish is not written)."""
+        """Commit the task's end with whatever is held (FULL). A refused start of this task is
+        raised here (its finish is not written)."""
         if status not in ("done", "failed"):
             raise ValueError(f"not a finishing task status: {status!r}")
         self._raise_kept()
@@ -445,15 +419,6 @@ class JournalRecorder:
     def done_count(self) -> int:
         return len(self._done_set())
 
-    def native_selected(self, hook_ref: str, count: int, limit: int | None) -> None:
-        """Committed at once (not held like `native_hook` rows): the count is durable before
-        the Action is delivered, so no crash or resume can spend a guard twice."""
-        self.event(selection_record(hook_ref, count, limit))
-
-    def native_selections(self) -> dict[str, int]:
-        """The loop guard's counters of this run so far (a resumed run continues them)."""
-        return selection_counts(self.kinds("native_selection"))
-
     def kinds(self, *kinds: str) -> list[EventRecord]:
         """The run's journaled events of these kinds, in order."""
         return list(self.journal.events(self.run_id, kinds=list(kinds) or None))
@@ -463,30 +428,13 @@ def _nothing() -> None:
     """The write of a commit that only writes what is held (`flush`)."""
 
 
+@dataclass(slots=True, eq=False)
 class _Write:
     """A queued write: run by the writer inside its commit."""
 
-    __slots__ = ("committed", "error", "level", "result", "settled", "write")
-
-    def __init__(
-        self,
-        write: Callable[[], Any],
-        level: Durability,
-        committed: Callable[[], None] | None = None,
-    ):
-        self.write, self.level, self.committed = write, level, committed
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self.settled = False
-
-
-__all__ = [
-    "DURABILITY",
-    "Durability",
-    "EventRecord",
-    "JournalRecorder",
-    "MemoryRecorder",
-    "Recorder",
-    "TaskUpdate",
-    "durability",
-]
+    write: Callable[[], Any]
+    level: Durability
+    committed: Callable[[], None] | None = None
+    result: Any = None
+    error: BaseException | None = None
+    settled: bool = False

@@ -1,7 +1,6 @@
-"""The execution report of one run, built from the journal alone: what ran, in which order, how
-it ended. `build_report` gathers it: the one fold over the run's rows (`report_data.fold`),
-whose JSON form `looprail report --json` prints (stable, versioned by `reportVersion`,
-docs/journal.md); `render_report_text` is the same facts for people."""
+"""The execution report of one run, from the journal alone: `build_report` folds the run's rows
+(`report_data.fold`, the JSON `looprail report --json` prints); `render_report_text` is the
+same facts for people."""
 
 from __future__ import annotations
 
@@ -28,7 +27,7 @@ def build_report(journal: Journal, run_id: str) -> RunReport:
 
 
 def report_from_rows(run: RunRow, events: list[EventRow], tasks: list[TaskRow]) -> RunReport:
-    """The pure part of `build_report`: the fold over the run's rows."""
+    """The pure part of `build_report`."""
     return fold(
         run.model_dump(),
         [e.model_dump() for e in events],
@@ -48,19 +47,10 @@ def format_spend(s: Row) -> str:
 # -- text ------------------------------------------------------------------------------------
 
 _MARKS = {
-    "ok": "✓",
-    "done": "✓",
-    "pass": "✓",
-    "shipped": "✓",
-    "failed": "✗",
-    "blocked": "✗",
-    "block": "✗",
-    "halted": "✗",
-    "warned": "!",
-    "advisory": "!",
-    "skipped": "-",
-    "running": "…",
-    "pending": "·",
+    **dict.fromkeys(("ok", "done", "pass", "shipped"), "✓"),
+    **dict.fromkeys(("failed", "blocked", "block", "halted"), "✗"),
+    **dict.fromkeys(("warned", "advisory"), "!"),
+    **{"skipped": "-", "running": "…", "pending": "·"},
 }
 
 
@@ -110,29 +100,18 @@ def _points(report: RunReport) -> list[str]:
     for point in report["points"]:
         plural = "es" if point["dispatches"] != 1 else ""
         lines.append(f"  {point['point']}  ({point['dispatches']} dispatch{plural})")
-        for hook in point["hooks"]:
+        for row in point["hooks"] + point["verdicts"]:
+            hook = "durationMs" in row  # a verdict row has no kind, duration or wave shown
             lines.append(
                 "    "
                 + _columns(
-                    _mark(hook["outcome"]),
-                    f"{hook['kind'] or '?':<12}",
-                    f"{hook['capId'] or '-':<24}",
-                    f"{hook['outcome'] or '-':<9}",
-                    f"{format_duration(hook['durationMs']):>7}",
-                    None if hook["wave"] is None else f"wave {hook['wave']}",
-                    said(hook["message"]),
-                )
-            )
-        for verdict in point["verdicts"]:
-            lines.append(
-                "    "
-                + _columns(
-                    _mark(verdict["outcome"]),
-                    f"{'verdict':<12}",
-                    f"{verdict['capId'] or '-':<24}",
-                    f"{verdict['outcome'] or '-':<9}",
-                    " " * 7,  # the duration column of hook rows
-                    said(verdict["message"]),
+                    _mark(row["outcome"]),
+                    f"{(row['kind'] or '?') if hook else 'verdict':<12}",
+                    f"{row['capId'] or '-':<24}",
+                    f"{row['outcome'] or '-':<9}",
+                    f"{format_duration(row['durationMs']) if hook else '':>7}",
+                    None if not hook or row["wave"] is None else f"wave {row['wave']}",
+                    said(row["message"]),
                 )
             )
     return lines
@@ -155,7 +134,7 @@ def _waves(report: RunReport) -> list[str]:
 
 
 def _check_line(check: Row) -> str:
-    """A task's check under its line: `✓ check grep -q hello out.txt  exit 0  attempt 1`."""
+    """`✓ check grep -q hello out.txt  exit 0  attempt 1`."""
     if check["outcome"] == "unchecked":
         return f"! unverified: no automated check ({check['message']})"
     caught = f"[{check['rule']}]" if check["rule"] else None
@@ -258,8 +237,7 @@ def _notes(report: RunReport) -> list[str]:
 
 
 def _cell(text: str | None) -> str | None:
-    """A message in one row of a table: its first line, and how many more it has (a gate's
-    message may be a whole page; `report --json` keeps it all)."""
+    """A message in one row of a table: its first line, and how many more it has."""
     rows = [row.strip() for row in (text or "").splitlines() if row.strip()]
     if len(rows) <= 1:
         return rows[0] if rows else None
@@ -268,8 +246,7 @@ def _cell(text: str | None) -> str | None:
 
 
 def _said_by_halt(report: RunReport) -> Callable[[str | None], str | None]:
-    """A hook's message for its row: a pointer to the header when the halt reason there
-    already says it, else the message as one row."""
+    """A hook's message for its row, or a pointer to the halt reason that says it."""
     reason = report["run"]["haltReason"] or ""
 
     def said(message: str | None) -> str | None:
@@ -296,17 +273,15 @@ def _resumes(report: RunReport) -> list[str]:
 
 
 def current_halt(report: RunReport) -> Row | None:
-    """The run's last halt since its last resume (a resumed run is not still refused where an
-    earlier attempt was), or None."""
+    """The run's last halt since its last resume, or None."""
     since = max((r["seq"] for r in report["resumes"]), default=0)
     halts = [h for h in report["halts"] if h["seq"] > since]
     return halts[-1] if halts else None
 
 
 def refusal_of(report: RunReport) -> tuple[str, str | None] | None:
-    """(point, capId) of the hook that refused the transition a `halted` run stands at: its
-    `current_halt`, when that names a point. The run's state is where it stayed, which is not
-    where it was refused (a block at `execute:pre` stays in `plan`)."""
+    """(point, capId) of the hook that refused a `halted` run (its state is where it stayed,
+    not where it was refused: a block at `execute:pre` stays in `plan`)."""
     halt = current_halt(report) if report["run"]["status"] == "halted" else None
     return (halt["point"], halt["capId"]) if halt is not None and halt["point"] else None
 

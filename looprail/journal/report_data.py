@@ -1,11 +1,7 @@
 """The execution report as plain data: the one fold from a run's rows to the report's stable
-JSON form (docs/journal.md, `reportVersion` 1), the only declaration of its keys.
-
-`looprail report --json` prints `report_json(conn, ref)` straight from SQL: only the event kinds
-the report shows are read (a run's `task_started`/`task_finished` rows, most of its events,
-never leave SQLite). `looprail.journal.report.build_report` folds the same rows read through a
-`Journal`, and a test checks that both print the same JSON.
-"""
+JSON form (docs/journal.md), the only declaration of its keys. `report_json` reads straight
+from SQL only the event kinds the report shows; `report.build_report` folds the same rows
+read through a `Journal` (a test checks both print the same JSON)."""
 
 from __future__ import annotations
 
@@ -45,8 +41,7 @@ REPORT_KINDS = (
 
 
 def find_run(conn: sqlite3.Connection, path: object, ref: str | None) -> sqlite3.Row:
-    """The run `ref` names (an id or a unique prefix, case-insensitive), or the latest run;
-    the same answers and one-line errors as `Journal.find_run` / `latest_run`."""
+    """The run `ref` names (an id or a unique prefix, case-insensitive), or the latest run."""
     if not ref:
         row = conn.execute("SELECT * FROM runs ORDER BY started_at DESC, id DESC").fetchone()
         if row is None:
@@ -104,9 +99,8 @@ def _dicts(conn: sqlite3.Connection, sql: str, params: tuple[object, ...]) -> li
 
 
 def fold(run: Row, events: Sequence[Row], tasks: Sequence[TaskTuple]) -> dict[str, object]:
-    """The report of one run from its rows (columns as in the journal, JSON columns decoded;
-    task rows as tuples of TASK_COLUMNS, in registration order or wave by wave).
-    Keys are in the order docs/journal.md lists them."""
+    """The report of one run from its rows (JSON columns decoded; task rows as tuples of
+    TASK_COLUMNS). Keys are in the order docs/journal.md lists them."""
     calls = _agent_calls(events)
     return {
         "reportVersion": REPORT_VERSION,
@@ -244,25 +238,18 @@ def _points(events: Sequence[Row]) -> list[dict[str, object]]:
     ]
 
 
-def _checks_by_task(events: Sequence[Row]) -> dict[str, list[dict[str, object]]]:
-    """Each task's `check` events, in journal order."""
-    checks: dict[str, list[dict[str, object]]] = {}
-    for e in events:
-        if e["kind"] == "check" and e["task_id"]:
-            checks.setdefault(e["task_id"], []).append(_check(e))
-    return checks
-
-
 def _waves(events: Sequence[Row], tasks: Sequence[TaskTuple]) -> list[dict[str, object]]:
     started: dict[int | None, Row] = {}
     finished: dict[int | None, Row] = {}
+    checks: dict[str, list[dict[str, object]]] = {}  # each task's, in journal order
     for e in events:
         if e["kind"] == "wave_started":
             started.setdefault(e["wave"], e)
         elif e["kind"] == "wave_finished":
             finished[e["wave"]] = e  # a wave re-finished after a resume: the last word counts
+        elif e["kind"] == "check" and e["task_id"]:
+            checks.setdefault(e["task_id"], []).append(_check(e))
     resolvers = {e["task_id"]: e for e in events if e["kind"] == "resolver" and e["task_id"]}
-    checks = _checks_by_task(events)
     plan_order: dict[int | None, list[str | None]] = {}
     for wave, event in started.items():
         plan_order[wave] = list(event["data"].get("plans", []))
@@ -303,8 +290,7 @@ def _waves(events: Sequence[Row], tasks: Sequence[TaskTuple]) -> list[dict[str, 
 
 
 def _check(e: Row) -> dict[str, object]:
-    """One `check` event of a task (docs/loop.md, "Verification"): a check that ran, or
-    `unchecked` with the reason no command checks the task."""
+    """A task's `check` event: a check that ran, or `unchecked` and why (docs/loop.md)."""
     data = e["data"] or {}
     return {
         "outcome": e["outcome"],
@@ -367,8 +353,7 @@ def _str(value: Any) -> str | None:
 
 
 def _state(value: Any) -> str | None:
-    """A machine configuration as people write it: `execute/wave_running` (the journal keeps
-    the list of active states, outermost first)."""
+    """A machine configuration as people write it: `execute/wave_running`."""
     if isinstance(value, list):
         return "/".join(str(v) for v in value) or None
     return _str(value)

@@ -1,9 +1,6 @@
-"""The journal file itself: recognising it, checking it, creating and migrating its schema.
-
-A looprail journal is an SQLite file whose `meta` table holds `application_id =
-looprail-journal`; its schema version is `PRAGMA user_version`. Anything else at the journal
-path (garbage, a damaged database, another application's database, a newer schema) is refused
-with a one-line `JournalError` before anything is written to it.
+"""The journal file itself: an SQLite file whose `meta` table holds `application_id =
+looprail-journal`, schema version `PRAGMA user_version`, created and migrated here; anything
+else at the journal path is refused with a one-line `JournalError` before anything is written.
 """
 
 from __future__ import annotations
@@ -12,6 +9,8 @@ import functools
 import os
 import sqlite3
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from looprail.errors import JournalError
@@ -83,13 +82,18 @@ def schema_version() -> int:
     return len(MIGRATIONS)
 
 
-# -- opening, identifying, migrating ---------------------------------------------------------
+@contextmanager
+def reading(path: Path) -> Iterator[None]:
+    """SQLite errors met on the journal at `path` become one-line JournalErrors (`translate`)."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        raise translate(path, exc) from None
 
 
 def check_links(path: Path) -> None:
-    """Refuse a journal (or its `-wal`/`-shm` side file) that is a symbolic link: through it,
-    a read-only `status` would write where the link points, and a dangling link would make
-    `run` create its target, possibly outside the project."""
+    """Refuse a journal (or its `-wal`/`-shm` file) that is a symbolic link: `status` would write
+    where it points, and `run` would create a dangling link's target."""
     for candidate in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
         if candidate.is_symlink():
             raise JournalError(
@@ -125,7 +129,7 @@ def check_header(path: Path) -> None:
 
 def prepare(conn: sqlite3.Connection, path: Path) -> None:
     """Pragmas, identification, integrity check, migrations."""
-    try:
+    with reading(path):
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA synchronous = FULL")
@@ -140,17 +144,12 @@ def prepare(conn: sqlite3.Connection, path: Path) -> None:
         if version < schema_version():
             _migrate(conn, path)
         check_shape(conn, path)
-    except sqlite3.DatabaseError as exc:
-        raise translate(path, exc) from None
 
 
 def connect(path: Path, *, create: bool = True, readonly: bool = False) -> sqlite3.Connection:
-    """A connection to the journal at `path` (explicit `BEGIN IMMEDIATE … COMMIT` only; shared
-    between threads behind the caller's lock), prepared: created or migrated (with `create`;
-    else NoJournalError when there is none). `readonly`: `mode=ro` and `query_only`, identified
-    by `identify_readonly`: no migration, no pragma stored, nothing written; no integrity scan
-    either (a reader meets damage only in the pages it reads, and `translate` turns that into
-    the same one-line "is corrupt"). For `status`, `history`, `report` and the dashboard."""
+    """A connection to the journal at `path` (explicit transactions only), created or migrated
+    with `create` (else NoJournalError when there is none). `readonly`: nothing written, no
+    integrity scan (a reader meets damage in the pages it reads: `translate` says so)."""
     check_links(path)  # before anything else: a dangling link "does not exist"
     if not path.exists():
         if readonly or not create:
@@ -179,12 +178,10 @@ def connect(path: Path, *, create: bool = True, readonly: bool = False) -> sqlit
 def identify_readonly(conn: sqlite3.Connection, path: Path) -> None:
     """Checks for a read-only connection: the file is a looprail journal at this schema
     version (nothing is migrated or changed). An empty file is 'no journal yet'."""
-    try:
+    with reading(path):
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA query_only = ON")
         version = _identify(conn, path)
-    except sqlite3.DatabaseError as exc:
-        raise translate(path, exc) from None
     if version == 0:
         raise NoJournalError(f"{path}: no journal yet (no run has been recorded)")
     if version < schema_version():
@@ -192,10 +189,8 @@ def identify_readonly(conn: sqlite3.Connection, path: Path) -> None:
             f"{path}: journal schema version {version} is older than this looprail's "
             f"({schema_version()}); run any looprail command that writes it to migrate"
         )
-    try:
+    with reading(path):
         check_shape(conn, path)
-    except sqlite3.DatabaseError as exc:
-        raise translate(path, exc) from None
 
 
 @functools.cache

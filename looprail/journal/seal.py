@@ -1,32 +1,16 @@
-"""Seals: a journal run is only resumed if this user wrote it on this machine.
+"""Seals: a journal run is only resumed if this user wrote it on this machine (a journal in the
+project can arrive from elsewhere or be edited, and a resume trusts its rows). Every run carries
+a seal under the user's key, updated in the same transaction as each write, in O(1):
 
-A journal lives in the project, so it can arrive from elsewhere (committed to a repository,
-copied from a colleague) or be edited with any SQLite tool. Resuming such a run would trust its
-rows: which tasks are done, which checkpoints were approved, where the loop stands (past a
-blocking `ship:pre` gate, say). So every run carries a seal, under a key that belongs to the
-user and lives outside the project. Every part of it is updated incrementally, in the same
-transaction as the write it covers, so a commit costs the same at 50 tasks as at 50,000:
+- the event chain: each event row extends an HMAC-SHA256 chain (`chain_link`);
+- the task digest: the sum, modulo 2^256, of an HMAC-SHA256 of every task row (`task_mac`);
+  a change subtracts the old row's MAC and adds the new one's. Clarke et al.'s MSet-Add-Hash
+  keyed by the user's secret (ASIACRYPT 2003): without the key no other set of rows adds up;
+- the seal (`run_seal`): an HMAC of chain head, task digest and run row, written `v2:<hex>`
+  (a seal without that prefix is an older looprail's, refused with its own reason).
 
-- the event chain: each event row extends an HMAC-SHA256 chain (`chain_link`: the previous
-  link and the new row), so order, gaps, insertions and a truncated tail all change its head;
-- the task digest: the sum, modulo 2^256, of an HMAC-SHA256 of every task row (`task_mac`).
-  Changing a row subtracts the old row's MAC and adds the new one's; it covers the rows as a
-  set (their primary key is `(run_id, task_key)`), so an edited, added or removed row changes
-  it. This is Clarke et al.'s MSet-Add-Hash keyed by the user's secret (incremental multiset
-  hashing, ASIACRYPT 2003): without the key nobody can compute a row's MAC, so nobody can
-  make another set of rows add up to the same digest;
-- the seal (`run_seal`): an HMAC of the chain head, the task digest and the run row, written
-  `v2:<hex>`. A seal without that prefix was written by an older looprail (which re-hashed
-  every task row at every commit); such a run is refused like a tampered one, with its own
-  reason, and `--new` starts over.
-
-`RunSeals` keeps them up to date for a journal connection, and `RunSeals.verify` (through
-`Journal.verify_run`) recomputes all three from the rows (one pass over the run's events and one
-over its task rows): a resume refuses a run whose seal is missing or wrong.
-
-The key is 32 random bytes in `$LOOPRAIL_HOME/journal.key` (default `~/.looprail/journal.key`),
-created on first use with mode 0600 in a 0700 folder. A key file that others can read or write,
-or that is not a regular file, is refused: with it, anyone could forge a seal.
+The key is 32 random bytes in `$LOOPRAIL_HOME/journal.key` (0600); a key file others can read
+or write, or not a regular file, is refused (anyone could forge a seal with it).
 """
 
 from __future__ import annotations
@@ -37,23 +21,19 @@ import os
 import sqlite3
 import stat
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from looprail.errors import JournalError, SealError
 from looprail.layout import JOURNAL_KEY_FILE, looprail_home
 
-KEY_NAME = JOURNAL_KEY_FILE
 _KEY_BYTES = 32
-
-
-def key_path() -> Path:
-    return Path(looprail_home()) / KEY_NAME
 
 
 def user_key(path: Path | None = None) -> bytes:
     """The user's journal key, created (0600) when there is none yet."""
-    path = path or key_path()
+    path = path or Path(looprail_home()) / JOURNAL_KEY_FILE
     try:
         return _read_key(path)
     except FileNotFoundError:
@@ -125,7 +105,6 @@ def chain_link(key: bytes, previous: str, event_row: Mapping[str, Any]) -> str:
 SEAL_VERSION = "v2"
 DIGEST_BITS = 256
 _MODULUS = 1 << DIGEST_BITS
-EMPTY_DIGEST = "0" * (DIGEST_BITS // 4)
 
 
 def task_mac(key: bytes, task_row: Mapping[str, Any]) -> int:
@@ -136,8 +115,7 @@ def task_mac(key: bytes, task_row: Mapping[str, Any]) -> int:
 
 
 def digest_add(digest: str, *, remove: int = 0, add: int = 0) -> str:
-    """The task digest after one row changed: `remove` the old row's MAC (`task_mac`), `add`
-    the new one's."""
+    """The task digest after one row changed: `remove` the old row's MAC, `add` the new one's."""
     value = (int(digest, 16) if digest else 0) - remove + add
     return format(value % _MODULUS, f"0{DIGEST_BITS // 4}x")
 
@@ -157,8 +135,7 @@ def run_seal(key: bytes, chain: str, digest: str, run_row: Mapping[str, Any] | b
 
 
 class _Sealed(NamedTuple):
-    """What a connection last sealed of a run: the seal, and the task digest, chain head and
-    run row bytes it covers."""
+    """What a connection last sealed of a run, and what the seal covers."""
 
     seal: str
     digest: str
@@ -166,29 +143,21 @@ class _Sealed(NamedTuple):
     run_bytes: bytes
 
 
+@dataclass(slots=True)
 class _RunTx:
     """A run the open transaction writes: its seal as this connection last wrote it (None when
-    the file holds another), its working task digest (None until loaded) and chain head, and
-    whether its row changed."""
+    the file holds another), its working task digest (None until loaded) and chain head."""
 
-    __slots__ = ("digest", "head", "run_changed", "valid")
-
-    def __init__(self, valid: _Sealed | None, digest: str | None, head: str):
-        self.valid, self.digest, self.head, self.run_changed = valid, digest, head, False
-
-    def copy(self) -> _RunTx:
-        twin = _RunTx(self.valid, self.digest, self.head)
-        twin.run_changed = self.run_changed
-        return twin
+    valid: _Sealed | None
+    digest: str | None
+    head: str
+    run_changed: bool = False
 
 
 class RunSeals:
-    """The seals of one journal connection, kept up to date write by write inside its open
-    transaction (`sql` runs a statement on it) and written at commit.
-
-    What the connection last sealed of each run is kept: the task digest is never written to
-    the file, so while the file still holds that seal nobody else wrote the run, and the digest,
-    chain head and run row go on from it; otherwise the run's rows are read again once."""
+    """The seals of one journal connection, kept up to date write by write and written at commit.
+    While the file holds the seal this connection last wrote, it goes on from there (else the
+    run's rows are read again once)."""
 
     def __init__(self, path: Path, sql: Callable[..., sqlite3.Cursor]):
         self._path = path
@@ -203,9 +172,7 @@ class RunSeals:
         return self._key
 
     def touch(self, run_id: str) -> _RunTx:
-        """What the open transaction writes of a run, begun at its first write of it: the
-        seal in the file is read once (is it still the one this connection wrote?), and a run
-        that does not exist is refused."""
+        """What the open transaction writes of a run (a run that does not exist is refused)."""
         tx = self._tx.get(run_id)
         if tx is None:
             known = self._sealed.get(run_id)
@@ -224,14 +191,13 @@ class RunSeals:
         self.touch(run_id).run_changed = True
 
     def chain(self, run_id: str, row: sqlite3.Row) -> None:
-        """Extend the run's event chain by the row just inserted (the head is written once, at
-        commit, with the seal)."""
+        """Extend the run's event chain by the row just inserted (written at commit)."""
         tx = self.touch(run_id)
         tx.head = chain_link(self.key(), tx.head, dict(row))
 
     def digest(self, run_id: str) -> str:
-        """The run's task digest as of now (recomputed from the rows on the first write of a
-        run this connection did not seal last). Load it before a task row changes."""
+        """The run's task digest as of now (recomputed from the rows when this connection did
+        not seal the run last). Load it before a task row changes."""
         tx = self.touch(run_id)
         if tx.digest is None:
             tx.digest = self._task_digest(run_id)
@@ -250,15 +216,14 @@ class RunSeals:
 
     def save(self) -> dict[str, _RunTx]:
         """What a rollback to a savepoint taken now restores (`restore`)."""
-        return {run_id: tx.copy() for run_id, tx in self._tx.items()}
+        return {run_id: replace(tx) for run_id, tx in self._tx.items()}
 
     def restore(self, saved: dict[str, _RunTx]) -> None:
         self._tx = saved
 
     def seal(self) -> dict[str, _Sealed]:
-        """Write the seal of every run written in this transaction (O(1) each: the chain head
-        and the task digest are kept up to date row by row, and the run row is read again only
-        when it changed). Pass what it returns to `committed` once the commit succeeded."""
+        """Write the seal of every run written in this transaction (O(1) each; the run row is
+        read again only when it changed). Pass the result to `committed` after the commit."""
         sealed = {}
         for run_id in sorted(self._tx):
             digest = self.digest(run_id)
@@ -282,13 +247,11 @@ class RunSeals:
         self._sealed.update(sealed)
 
     def abandon(self) -> None:
-        """The open transaction failed: forget what it would have sealed."""
         self._tx = {}
 
     def verify(self, run_id: str) -> None:
-        """Refuse (one-line `JournalError`) a run this user did not write with looprail on this
-        machine: its seal is missing, or its rows were changed outside looprail since. One pass
-        over the run's events and one over its task rows."""
+        """Refuse (one-line `JournalError`) a run whose seal is missing or does not match its
+        rows: one pass over its events and one over its task rows."""
         seal = self._meta(f"seal:{run_id}")
         key = self.key()
         chain = ""

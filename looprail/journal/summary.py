@@ -1,45 +1,29 @@
-"""What `looprail status` and `looprail history` show, straight from SQL: task counts are
-aggregated by SQLite (`GROUP BY`), never loaded row by row, and nothing here imports pydantic,
-so these commands cost little more than Python's start-up on any size of journal.
-
-Each header is the report's `run` (`run_header`, the one place its keys are written).
-"""
+"""What `looprail status` and `looprail history` show, straight from SQL (task counts by
+`GROUP BY`; no pydantic import, so these commands cost little more than Python's start-up).
+Each header is the report's `run` (`run_header`, the one place its keys are written)."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from looprail.journal.schema import connect, translate
-from looprail.layout import JOURNAL_FILE as _JOURNAL
-from looprail.layout import LOOPRAIL_DIR
-
-JOURNAL_FILE = Path(LOOPRAIL_DIR) / _JOURNAL
+from looprail.journal.schema import connect
+from looprail.journal.schema import reading as reading  # re-exported
+from looprail.layout import JOURNAL_FILE, project_path
 
 
 def open_journal(project: str | Path) -> sqlite3.Connection:
-    """The project's journal, read-only (`schema.connect`: identified, never changed).
-    Raises NoJournalError when there is none, JournalError for a foreign, corrupt or newer file.
-    Read the rows inside `reading(path)`, so damage met in a page is one line too."""
+    """The project's journal, read-only (`schema.connect`). Read its rows inside
+    `reading(path)`, so damage met in a page is one line too."""
     return connect(journal_file(project), readonly=True)
 
 
 def journal_file(project: str | Path) -> Path:
-    return Path(project) / JOURNAL_FILE
-
-
-@contextmanager
-def reading(path: Path) -> Iterator[None]:
-    """SQLite errors while reading the journal at `path` become one-line JournalErrors."""
-    try:
-        yield
-    except sqlite3.DatabaseError as exc:
-        raise translate(path, exc) from None
+    """The project's journal, `.looprail/journal.sqlite`."""
+    return Path(project_path(project, JOURNAL_FILE))
 
 
 def headers(conn: sqlite3.Connection, *, latest: bool = False) -> list[dict[str, Any]]:

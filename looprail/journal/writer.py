@@ -1,15 +1,8 @@
-"""The run journal: one SQLite database per project at `<project>/.looprail/journal.sqlite`.
-
-Three tables: `runs` (one row per run: phase, status, the machine configuration), `events`
-(append-only, ordered by `seq`) and `tasks` (one row per task per run, with its attempt count).
-Every write is one `BEGIN IMMEDIATE … COMMIT` with `synchronous=FULL` in WAL mode, so a state
-change, its task row and its event commit together or not at all, and a commit survives a crash
-of the process or the machine. Task execution is at-least-once (an in-flight task is run again
-after a crash, with `attempt` + 1); recording is exactly-once.
-
-A file at the journal path that is not a looprail journal, is corrupt, or was written by a newer
-looprail is refused with a one-line `JournalError`, never overwritten.
-"""
+"""The run journal's writes: one SQLite database per project, tables `runs`, `events`
+(append-only) and `tasks`. Every write is one `BEGIN IMMEDIATE … COMMIT` with `synchronous=FULL`
+in WAL mode, so a state change, its task row and its event commit together or not at all.
+Task execution is at-least-once (an in-flight task runs again after a crash, `attempt` + 1);
+recording is exactly-once."""
 
 from __future__ import annotations
 
@@ -39,7 +32,7 @@ from looprail.journal.reading import JournalReader, task_row
 from looprail.journal.schema import JournalError, connect
 from looprail.journal.seal import RunSeals
 from looprail.journal.summary import duration_ms as duration
-from looprail.layout import JOURNAL_FILE, project_path
+from looprail.journal.summary import journal_file as journal_path
 
 # The statements of the per-task path, as constants (sqlite3 keeps them prepared by their text).
 _GET_TASK = "SELECT * FROM tasks WHERE run_id = ? AND task_key = ?"
@@ -66,15 +59,9 @@ _INSERT_EVENT = (
 )
 
 
-def journal_path(project: str | Path) -> Path:
-    """The project's journal, `.looprail/journal.sqlite`."""
-    return Path(project_path(project, JOURNAL_FILE))
-
-
 class Journal(JournalReader):
-    """A project's run journal. Open with `Journal.open(project)`; use as a context manager or
-    call `close()`. Safe to share between threads (one connection behind a lock); other
-    processes may read it at the same time (WAL)."""
+    """A project's run journal (`Journal.open(project)`; a context manager). Safe to share
+    between threads (one connection behind a lock); other processes may read it (WAL)."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path, clock: Callable[[], datetime]):
         super().__init__(conn, path)
@@ -92,15 +79,13 @@ class Journal(JournalReader):
         create: bool = True,
         clock: Callable[[], datetime] | None = None,
     ) -> Journal:
-        """Open (and with `create`, create or migrate) the project's journal: `schema.connect`,
-        which refuses a foreign, corrupt or newer file."""
+        """Open (with `create`, create or migrate) the project's journal (`schema.connect`)."""
         path = journal_path(project)
         return cls(connect(path, create=create), path, clock or (lambda: datetime.now(UTC)))
 
     @classmethod
     def open_readonly(cls, project: str | Path) -> Journal:
-        """Open the project's journal for reading only (`schema.connect(readonly=True)`): every
-        write method fails. For viewers beside a live run (the dashboard)."""
+        """Open the project's journal read-only (every write fails): the dashboard's."""
         path = journal_path(project)
         return cls(connect(path, readonly=True), path, lambda: datetime.now(UTC))
 
@@ -109,9 +94,7 @@ class Journal(JournalReader):
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """Group writes: everything inside commits together or not at all. Nests (an inner block
-        is a savepoint, so a write that fails inside leaves the outer ones); every write method
-        already runs in one, so this is only for callers that tie several writes to one step
-        (e.g. a machine transition and its hook events, or the recorder's group commit)."""
+        is a savepoint, so a write that fails inside leaves the outer ones)."""
         with self._mutex:
             outer = self._depth == 0
             savepoint = f"sp{self._depth}"
@@ -144,11 +127,8 @@ class Journal(JournalReader):
 
     @contextmanager
     def relaxed(self) -> Iterator[None]:
-        """Commits inside wait for no fsync (`synchronous=NORMAL`; WAL keeps them in order).
-        Such a commit survives a crash of the process, and one of the machine once any later
-        FULL commit has synced the WAL (which holds it). For a task start the recorder's
-        writer commits on its own, and a child's pid: losing either only means the task, never
-        finished, runs again (or no process is left to reap): a task costs one fsync."""
+        """Commits inside wait for no fsync (`synchronous=NORMAL`): they survive a crash of the
+        process, and one of the machine once a later FULL commit has synced the WAL."""
         with self._mutex:
             if self._depth:  # inside a transaction: its own commit decides
                 yield
@@ -189,10 +169,8 @@ class Journal(JournalReader):
         return run_id
 
     def resume_run(self, run_id: str, *, inputs_digest: Mapping[str, str] | None = None) -> RunRow:
-        """Take over a resumable run: this process becomes its owner, status goes back to
-        `running`, and `run_resumed` records the previous owner, the tasks that were in flight
-        (they will run again: at-least-once) and, when `inputs_digest` is given, which inputs
-        changed (the new digest is stored)."""
+        """Take over a resumable run: this process owns it, status `running`; `run_resumed`
+        records the previous owner, the tasks in flight (run again) and which inputs changed."""
         with self.transaction():
             run = self._require_run(run_id)
             if run.status in FINAL_STATUSES:
@@ -222,8 +200,7 @@ class Journal(JournalReader):
             return self._require_run(run_id)
 
     def update_inputs(self, run_id: str, inputs_digest: Mapping[str, str]) -> None:
-        """Record the inputs as of the run's latest committed state (the run itself writes plans,
-        so the digest moves forward with it; a later resume compares against this)."""
+        """Record the inputs as of the run's latest committed state (a resume compares)."""
         with self.transaction():
             self._seals.run_changed(run_id)
             self._sql(
@@ -237,8 +214,7 @@ class Journal(JournalReader):
         status: Literal["shipped", "failed", "halted", "paused"],
         reason: str | None = None,
     ) -> None:
-        """End (or pause) a run and journal `run_finished` with the status as its outcome.
-        `reason` is kept as the run's `halt_reason`."""
+        """End (or pause) a run: `run_finished`, `reason` kept as its `halt_reason`."""
         if status not in ("shipped", "failed", "halted", "paused"):
             raise ValueError(f"not a finishing status: {status!r}")
         with self.transaction():
@@ -263,11 +239,9 @@ class Journal(JournalReader):
         task_update: TaskUpdate | None = None,
         at: str | None = None,
     ) -> int:
-        """Append `event`; with `state`, also store the machine configuration; with
-        `task_update`, also change that task row. All in one transaction. Returns the event's
-        `seq`. With a task update, unset `task_id`/`plan_id`/`wave` come from the task row and
-        `data["attempt"]` is the row's attempt. `at` (from `timestamp()`): when it happened,
-        for an event written later than that (held by the recorder); default now."""
+        """Append `event` (with `state`, the machine configuration; with `task_update`, that task
+        row) in one transaction; its `seq`. `at` (a `timestamp()`): when it happened, for an
+        event written later (held by the recorder); default now."""
         state_json = _dumps(list(state)) if state is not None else None
         with self.transaction():
             if state_json is not None:
@@ -278,8 +252,8 @@ class Journal(JournalReader):
     def _append(
         self, run_id: str, event: EventRecord, update: TaskUpdate | None, at: str | None = None
     ) -> tuple[int, sqlite3.Row | None]:
-        """The one way an event is written (inside a transaction): with `update`, the task row
-        changes too and the event is annotated from it. (seq, the task row after)."""
+        """Write an event (inside a transaction; with `update`, its task row changes and the
+        event is annotated from it): (seq, the task row after)."""
         self._seals.touch(run_id)
         now = at or iso_utc(self._clock())
         after = None
@@ -296,17 +270,13 @@ class Journal(JournalReader):
         plan_id: str | None = None,
         wave: int | None = None,
         message: str | None = None,
-        data: Mapping[str, Any] | None = None,
         attempt: int | None = None,
         at: str | None = None,
     ) -> int:
-        """Start an attempt of a task and journal `task_started`. Returns the attempt number:
-        `attempt` when the caller counts them (the run's recorder, which answers before it
-        writes), else the row's + 1 (1 on a first run; more when a failed task is retried or an
-        in-flight one re-run). A task that is `done` is refused: finished tasks never run
-        again. `at` (a `timestamp()`) is when the task started, for a start written later (the
-        recorder holds starts until its next commit); default now."""
-        event = EventRecord(kind="task_started", message=message, data=dict(data or {}))
+        """Start an attempt of a task (`task_started`); its number: `attempt` when the caller
+        counts them (the recorder), else the row's + 1. A `done` task is refused. `at`: as
+        for `record`."""
+        event = EventRecord(kind="task_started", message=message)
         update = TaskUpdate(
             task_key=task_key, status="running", plan_id=plan_id, wave=wave, attempt=attempt
         )
@@ -316,7 +286,7 @@ class Journal(JournalReader):
         return int(after["attempt"])
 
     def timestamp(self) -> str:
-        """Now, as the journal writes times (its clock): for `task_started(at=…)`."""
+        """Now, as the journal writes times (its clock)."""
         return iso_utc(self._clock())
 
     def task_finished(
@@ -329,8 +299,7 @@ class Journal(JournalReader):
         message: str | None = None,
         data: Mapping[str, Any] | None = None,
     ) -> TaskRow:
-        """End the task's current attempt and journal `task_finished` (outcome = status). The
-        duration defaults to the time since the attempt started."""
+        """End the task's current attempt (`task_finished`; duration by default since its start)."""
         if status not in ("done", "failed"):
             raise ValueError(f"not a finishing task status: {status!r}")
         event = EventRecord(
@@ -350,15 +319,12 @@ class Journal(JournalReader):
         run_id: str,
         wave: int,
         tasks: Iterable[PlannedTask | tuple[str, str | None]] = (),
-        *,
-        message: str | None = None,
     ) -> int:
-        """Journal `wave_started` and register the wave's tasks as `pending` in the same
-        transaction. Registering is idempotent: rows that exist (a resumed wave) are kept."""
+        """Journal `wave_started` and register its tasks as `pending` (existing rows kept)."""
         planned = [PlannedTask(*task) for task in tasks]
         plans = list(dict.fromkeys(t.plan_id for t in planned if t.plan_id is not None))
         data = {"plans": plans, "tasks": [t.task_key for t in planned]}
-        event = EventRecord(kind="wave_started", wave=wave, message=message, data=data)
+        event = EventRecord(kind="wave_started", wave=wave, data=data)
         with self.transaction():
             self._seals.digest(run_id)  # before any row is added (see _change_task)
             for task in planned:
@@ -374,13 +340,17 @@ class Journal(JournalReader):
     def _change_task(
         self, run_id: str, update: TaskUpdate, now: str
     ) -> tuple[sqlite3.Row | None, sqlite3.Row]:
-        """Change one task row and the run's task digest with it; the row before (None when
-        there was none) and after. A start is attempt `update.attempt`, else the row's + 1."""
+        """Change one task row and the run's task digest with it: the row before (or None) and
+        after. A start is attempt `update.attempt`, else the row's + 1."""
         self._seals.digest(run_id)  # loaded before the row changes
         task_key, plan_id, wave = update.task_key, update.plan_id, update.wave
         before = self._sql(_GET_TASK, (run_id, task_key)).fetchone()
         if update.status == "running":
-            self._refuse_done(run_id, task_key, before)
+            if before is not None and before["status"] == "done":
+                raise JournalError(
+                    f"{self.path}: task {task_key} of run {run_id} is already done; "
+                    "finished tasks are not run again"
+                )
             attempt = update.attempt
             if attempt is None:
                 attempt = (before["attempt"] if before is not None else 0) + 1
@@ -394,13 +364,6 @@ class Journal(JournalReader):
         self._seals.digest_change(run_id, before, after)
         return before, after
 
-    def _refuse_done(self, run_id: str, task_key: str, row: sqlite3.Row | None) -> None:
-        if row is not None and row["status"] == "done":
-            raise JournalError(
-                f"{self.path}: task {task_key} of run {run_id} is already done; "
-                "finished tasks are not run again"
-            )
-
     def _insert_event(self, run_id: str, ts: str, event: EventRecord) -> int:
         """Append an event row and extend its run's chain; its `seq`."""
         values = (run_id, ts, event.kind, event.point, event.wave, event.plan_id, event.task_id,
@@ -411,14 +374,12 @@ class Journal(JournalReader):
         return int(row["seq"])
 
     def _abandon(self) -> None:
-        """The open transaction failed: forget its seals, roll it back."""
         self._seals.abandon()
         if self._conn.in_transaction:
             self._conn.execute("ROLLBACK")
 
     def verify_run(self, run_id: str) -> None:
-        """Refuse (one-line `JournalError`) a run this user did not write with looprail on this
-        machine, or whose rows were changed outside looprail since (`RunSeals.verify`)."""
+        """Refuse a run this user's looprail did not write, or that was changed since."""
         with self._mutex:
             self._seals.verify(self._require_run(run_id).id)
 
@@ -437,8 +398,8 @@ def _sorted_json(digest: Mapping[str, str]) -> str:
 def _annotate_task_event(
     event: EventRecord, row: sqlite3.Row, before: sqlite3.Row | None
 ) -> EventRecord:
-    """An event written with a task update carries the task's coordinates and the attempt it
-    belongs to (and, on a start, what the row was), so the journal alone shows a re-run."""
+    """The event with its task's coordinates and attempt (on a start, what the row was), so
+    the journal alone shows a re-run."""
     data = dict(event.data)
     data.setdefault("attempt", row["attempt"])
     if event.kind == "task_started" and before is not None:

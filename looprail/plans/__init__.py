@@ -1,11 +1,5 @@
-"""Plans: the `.planning/` reader, the PLAN.md parser and waves from `depends_on`.
-
-    phase = load_phase(project, "1")          # Phase: plans parsed, summaries matched
-    waves = compute_waves(phase.plans)        # WavePlan: waves in order, parallel-safe or not
-    index = plan_index(project, phase)        # the `looprail phase plan-index --raw` JSON
-
-Importing this package does not import networkx (only `compute_waves` does, when called).
-"""
+"""Plans: the `.planning/` reader (`load_phase`), the PLAN.md parser and waves from
+`depends_on` (`compute_waves`), and the `phase plan-index` JSON (`plan_index`)."""
 
 from looprail.plans.phase import (
     Phase,

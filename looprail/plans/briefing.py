@@ -1,14 +1,6 @@
 """What a role agent is handed of its phase and its plan, taken from the files as written (never
-paraphrased; `runtime/prompts.py` bounds and renders it).
-
-- The executor, with its task (`TaskWork.plan_sections` / `task_sections`): the plan's path,
-  `must_haves` and `requirements` (their frontmatter lines as written), `<verification>`,
-  `<success_criteria>`, the `<context>` @-references as a list to read, the plan's other tasks
-  and which are done; the task's TDD flag, `<behavior>`, `<implementation>`, `<precondition>`
-  and `<reversibility>`; its `read_first` resolved (plans/readfirst.py).
-- The planner, the verifier and discuss (`phase_sections`): the phase's ROADMAP.md section
-  (goal, requirement ids, success criteria) and the paths of the project's and the phase's
-  documents to read; the verifier also every plan's `must_haves`.
+paraphrased; `runtime/prompts.py` bounds and renders it): the executor its plan's and task's
+parts, the planner, the verifier and discuss the phase's ROADMAP.md section and documents.
 """
 
 from __future__ import annotations
@@ -25,8 +17,6 @@ from looprail.plans.readfirst import resolve
 from looprail.plans.roadmap import read_roadmap, roadmap_req_ids, roadmap_section
 from looprail.plans.waves import relative
 
-# The plan's parts an executor is handed, by `plan_sections` key, in prompt order (the prompt's
-# titles live in runtime/prompts.py).
 _TASK_CHILDREN = ("behavior", "implementation", "precondition", "reversibility")
 _CONTEXT_REF = re.compile(r"^[ \t]*@(\S+)[ \t]*(.*?)[ \t]*$", re.M)  # `@path (note)`
 _INTERFACES = re.compile(r"<interfaces>.*?</interfaces>", re.S)
@@ -63,8 +53,8 @@ def executor_task_sections(task: Task) -> dict[str, str]:
 
 
 def context_list(context: str) -> str:
-    """The plan's `<context>` as a list of files to read (its `@path` lines), then whatever
-    else it says, as written (`<interfaces>` is handed on its own)."""
+    """The plan's `<context>` as a list of files to read (its `@path` lines), then the rest as
+    written (`<interfaces>` is handed on its own)."""
     refs = _CONTEXT_REF.findall(context)
     rest = _INTERFACES.sub("", _CONTEXT_REF.sub("", context)).strip()
     lines = [f"- {ref} — {note}" if note else f"- {ref}" for ref, note in refs]
@@ -74,8 +64,7 @@ def context_list(context: str) -> str:
 
 
 def other_tasks(plan: Plan, task: Task) -> str:
-    """Every task of the plan by name, saying which are done (those before this one: a plan's
-    tasks run in order), which is this one and which come after."""
+    """Every task of the plan by name: done (those before this one), this one, or to do."""
     lines = []
     for other in plan.tasks:
         state = "done" if other.index < task.index else "to do"
@@ -90,8 +79,7 @@ def other_tasks(plan: Plan, task: Task) -> str:
 def task_read_first(
     plan: Plan, paths: tuple[str, ...] | list[str], notes: dict[str, str], project: Path | None
 ) -> tuple[tuple[str, ...], dict[str, str]]:
-    """`read_first` resolved against the plan's phase folder (a bare `01-RESEARCH.md` is the
-    phase's), with each note re-keyed to the resolved path."""
+    """`read_first` resolved against the plan's phase folder, each note re-keyed to it."""
     if project is None:
         return tuple(paths), dict(notes)
     resolved = {p: resolve(project, plan.path.parent, p) for p in paths}
@@ -102,8 +90,7 @@ def task_read_first(
 def phase_sections(
     project: Path, phase_number: str, phase_dir: Path | None, step: str
 ) -> list[tuple[str, str]]:
-    """`(title, text)` of what the discuss, plan or verify step's agent is handed of its phase,
-    in prompt order; the texts as written."""
+    """`(title, text)` of what the discuss, plan or verify agent is handed of its phase."""
     out: list[tuple[str, str]] = []
     roadmap = read_roadmap(project)
     section = roadmap_section(roadmap, phase_number, heading=True) if roadmap else None
@@ -129,9 +116,10 @@ def _must_haves(project: Path, phase_number: str) -> list[tuple[str, str]]:
     except LooprailError as exc:
         return [("The plans' must_haves", f"(the phase's plans do not load: {exc})")]
     return [
-        (f"must_haves of {relative(plan.path, project)}", plan.written.get("must_haves", ""))
-        if plan.written.get("must_haves")
-        else (f"must_haves of {relative(plan.path, project)}", "(the plan has none)")
+        (
+            f"must_haves of {relative(plan.path, project)}",
+            plan.written.get("must_haves") or "(the plan has none)",
+        )
         for plan in phase.plans
     ]
 

@@ -1,10 +1,6 @@
-"""Did a check test anything? A task's check passes only when it exits 0 *and* the test runner
-it ran did not report that it ran no tests (pure: command, exit code, output in; verdict out).
-
-A runner that finds nothing to run often exits 0 (go, cargo, mocha, node --test) or uses an exit
-code of its own (pytest 5, jest/vitest 1 with "No tests found"): either way it is no evidence.
-Each rule names the runner and the words it prints; the first rule that matches is the verdict's
-`rule`, so a failure says which one caught it."""
+"""Did a check test anything? A task's check passes only when it exits 0 *and* its test runner
+did not report that it ran no tests (a runner that finds nothing often exits 0, or with a code
+of its own). The first rule that matches names the runner in the verdict (pure)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""A checkpoint task as a person sees it, and what an answer to it means.
-
-Built from the plan's own parse (`planfile.Task`: its typed fields and the other children in
-`Task.extra`), never from a second reading of PLAN.md. The four types of the reference's
-`references/checkpoints.md` (human-verify, decision, human-action, tdd-review) are presented the
-way its execution protocol shows them: the task, what was built, how to verify, the options with
-their pros and cons, and the resume signal as "YOUR ACTION".
-
-`interpret(checkpoint, text)` is the one rule for what an answer means; the terminal, `looprail
-answer`, `--answer` and the dashboard all go through it.
+"""A checkpoint task as a person sees it (built from the plan's parse, shown as the reference's
+execution protocol shows its four types), and `interpret`, the one rule for what an answer
+means (the terminal, `looprail answer`, `--answer` and the dashboard all go through it).
 """
 
 from __future__ import annotations
@@ -26,15 +19,13 @@ AnswerKind = Literal["approved", "chosen", "issues", "value", "secret"]
 # The word that passes every checkpoint (`--approve` says it).
 APPROVED = "approved"
 # A resume signal that asks for one of these (and quotes no word to type instead) asks for a
-# secret: the answer is read without echo and never written down (journal, logs, prompts,
-# transcripts).
+# secret: the answer is read without echo and never written down.
 _SECRET = re.compile(
     r"\b(api[ _-]?keys?|keys?|tokens?|passwords?|passphrases?|secrets?|credentials?)\b", re.I
 )
 # The plan's own words in its resume signal: `Type "done" when …`, `"approved" or describe …`.
 _WORD = re.compile(r"[\"“']([A-Za-z][\w-]*)[\"”']")
-# A decision written without `<options>` (real plans do): `- fix-all: Fix all …` after
-# `Options:` in its action.
+# A decision without `<options>`: `- fix-all: Fix all …` after `Options:` in its action.
 _OPTION_LINE = re.compile(r"^\s*[-*]\s*`?([A-Za-z0-9][\w.-]*)`?\s*[:—–-]\s+(.+)$")
 
 
@@ -48,8 +39,7 @@ class CheckpointOption(BaseModel):
 
 
 class Checkpoint(BaseModel):
-    """The presentation model of one checkpoint task (what the terminal and the dashboard
-    show). Journaled with the `checkpoint` event as its `data`."""
+    """One checkpoint task as shown (journaled as the `checkpoint` event's `data`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -173,18 +163,15 @@ def _option_lines(action: str) -> list[CheckpointOption]:
 
 
 def takes_issues(cp: Checkpoint) -> bool:
-    """Whether an answer to `cp` may be issues to fix (a human-verify, not asking for a
-    secret): other text than its words is then the issues, and a fix-up executor call of its
-    plan follows (`machine.checkpoint`)."""
+    """Whether an answer to `cp` other than its words is issues to fix (a human-verify, not
+    asking for a secret; a fix-up executor call follows)."""
     return cp.kind == "human-verify" and not cp.secret
 
 
 def interpret(cp: Checkpoint, text: str) -> Interpreted:
-    """What `text` means as an answer to `cp`. A decision takes one of its option ids (or the
-    option's number as shown); a human-verify passes on one of its words and takes any other
-    text as the issues to fix; a human-action passes on its word (any text, when its signal
-    names none: a value to hand on, or a secret); a tdd-review passes on anything (advisory),
-    other text kept as review notes."""
+    """What `text` means as an answer to `cp`. A decision takes an option id (or number); a
+    human-verify passes on its words, other text is issues; a human-action passes on its word
+    (any text when its signal names none: a value, or a secret); a tdd-review passes on any."""
     answer = text.strip()
     if not answer:
         return Interpreted(problem="an empty answer")
@@ -209,12 +196,10 @@ def interpret(cp: Checkpoint, text: str) -> Interpreted:
         return Interpreted(kind="approved")
     if takes_issues(cp):
         return Interpreted(kind="issues")
-    if cp.kind == "human-action":
-        if len(cp.words) > 1:  # its signal names the word that says it is done
-            said = " or ".join(f'"{w}"' for w in cp.words[1:])
-            return Interpreted(problem=f"type {said} once it is done")
-        return Interpreted(kind="value")
-    return Interpreted(kind="value")  # tdd-review: advisory notes
+    if cp.kind == "human-action" and len(cp.words) > 1:  # its signal names the word to type
+        said = " or ".join(f'"{w}"' for w in cp.words[1:])
+        return Interpreted(problem=f"type {said} once it is done")
+    return Interpreted(kind="value")  # a value to hand on, or tdd-review notes
 
 
 def render(cp: Checkpoint, done: int | None = None, total: int | None = None) -> str:
@@ -283,15 +268,3 @@ def _default_signal(cp: Checkpoint) -> str:
 
 def _one(text: str) -> str:
     return " ".join(text.split())
-
-
-__all__ = [
-    "APPROVED",
-    "Checkpoint",
-    "CheckpointOption",
-    "Interpreted",
-    "checkpoint_of",
-    "interpret",
-    "render",
-    "takes_issues",
-]

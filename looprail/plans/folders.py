@@ -1,8 +1,5 @@
-"""Phase folders: `.planning/phases/<NN-slug>/`, found and told apart, and what the files
-beside the plans say (SUMMARYs, artifacts, plans of other phases, stray plan files).
-
-`01-setup` is phase 1 (also asked for as `01`), `02.1-hotfix` is phase 2.1.
-"""
+"""Phase folders (`.planning/phases/01-setup/` is phase 1), found and told apart, and what the
+files beside the plans say (SUMMARYs, artifacts, plans of other phases, stray plan files)."""
 
 from __future__ import annotations
 
@@ -40,8 +37,7 @@ class PhaseDir(BaseModel):
 
 
 def list_phases(project: str | Path) -> list[PhaseDir]:
-    """Every phase folder under `.planning/phases/`, in phase order. Folders whose name does not
-    start with a phase number are not phases and are skipped."""
+    """Every phase folder under `.planning/phases/`, in phase order."""
     return [
         PhaseDir(number=number, token=token, slug=slug, dir=Path(path))
         for number, token, slug, path in scan_phase_dirs(project)
@@ -49,15 +45,14 @@ def list_phases(project: str | Path) -> list[PhaseDir]:
 
 
 def find_phase(project: str | Path, phase: str, *, as_reference: bool = False) -> PhaseDir:
-    """The one folder of phase `phase` (`1`, `01`, `2.1`, ...). PlanError when there is none (the
-    message lists the phases found) or more than one. `as_reference`: of two folders for one
-    phase, take the one the reference reads (its token padded to two digits: `04-x`, not
-    `4-x`), as `plan-index` does."""
+    """The one folder of phase `phase` (`1`, `01`, `2.1`, ...); PlanError when there is none or
+    more than one. `as_reference`: of two folders for one phase, take the one the reference
+    reads (`04-x`, not `4-x`), as `plan-index` does."""
     phases = list_phases(project)
     wanted = normalize_phase_number(str(phase))
     matches = [p for p in phases if p.number == wanted]
     if len(matches) > 1 and as_reference:
-        padded = [p for p in matches if p.token.upper() == phase_spelling(p.number).upper()]
+        padded = [p for p in matches if _padded(p)]
         if len(padded) == 1:
             matches = padded
     if not matches:
@@ -74,15 +69,17 @@ def find_phase(project: str | Path, phase: str, *, as_reference: bool = False) -
 
 def two_folders_message(phase: str, matches: list[PhaseDir]) -> str:
     names = [p.dir.name for p in matches]
-    keep = next(
-        (p.dir.name for p in matches if p.token.upper() == phase_spelling(p.number).upper()),
-        names[0],
-    )
+    keep = next((p.dir.name for p in matches if _padded(p)), names[0])
     others = ", ".join(n for n in names if n != keep)
     return (
         f"phase {phase} has {len(names)} folders: {', '.join(names)}; move the files of "
         f"{others} into {keep} (the one the reference reads) and remove {others}"
     )
+
+
+def _padded(phase: PhaseDir) -> bool:
+    """Is the folder's token the one the reference reads (padded to two digits)?"""
+    return phase.token.upper() == phase_spelling(phase.number).upper()
 
 
 def looks_like_plan(name: str) -> bool:
@@ -96,8 +93,7 @@ def looks_like_plan(name: str) -> bool:
 
 
 def plan_superseded(plan: Plan) -> bool:
-    """`status: superseded` in the frontmatter: a retired plan, neither scheduled nor counted
-    (as in the reference)."""
+    """`status: superseded` in the frontmatter: a retired plan, neither scheduled nor counted."""
     status = plan.extra.get("status")
     return isinstance(status, str) and status.strip().lower() == "superseded"
 
@@ -105,9 +101,8 @@ def plan_superseded(plan: Plan) -> bool:
 def check_outside(
     project: Path, located: PhaseDir, plans: list[Plan]
 ) -> tuple[list[Plan], list[str]]:
-    """Each plan's `outside_depends_on` looked up: a finished plan of another phase (its SUMMARY
-    exists and is not halted) is satisfied; anything else is `unmet` (the run halts the plan,
-    with this reason) and warned about."""
+    """Each plan's `outside_depends_on` looked up: a finished plan of another phase is
+    satisfied; anything else is `unmet` (the run halts the plan there), with a warning."""
     if not any(p.outside_depends_on for p in plans):
         return plans, []
     out: list[Plan] = []
@@ -184,9 +179,8 @@ def stray_warnings(project: Path, located: PhaseDir, stray: list[str]) -> list[s
 
 
 def summary_halted(path: Path) -> bool:
-    """Does this SUMMARY say `status: halted` (a designed stop)? Read as the reference reads
-    it: its frontmatter line reader, a trailing ` # comment` dropped, case ignored. An
-    unreadable SUMMARY is not halted (it counts as done, as there)."""
+    """Does this SUMMARY say `status: halted` (a designed stop)? Read as the reference reads it
+    (a trailing ` # comment` dropped, case ignored); an unreadable one is not halted."""
     try:
         text = path.read_bytes().decode("utf-8", errors="replace")
     except OSError:
@@ -205,10 +199,8 @@ def phase_spelling(number: str) -> str:
 
 
 def artifact(project: Path, directory: Path, names: list[str], suffix: str) -> Path | None:
-    """`SUFFIX` itself, else the first `*-SUFFIX` / `*SUFFIX` in name order. Its text goes into
-    agents' prompts and the loop's checks, so it obeys `read_first`'s rule: inside the project
-    once symlinks are followed, and a regular file; anything else refuses the phase (one line),
-    so a CONTEXT.md linked to `~/.aws/credentials` or `/proc/self/environ` is never read."""
+    """`SUFFIX` itself, else the first `*-SUFFIX` / `*SUFFIX`: a regular file inside the project
+    once symlinks are followed (its text goes into prompts), else the phase is refused."""
     name = phase_artifact(names, suffix)
     if name is None:
         return None

@@ -1,10 +1,5 @@
-"""The YAML frontmatter of a markdown artifact, as one reader: `yamlload.safe_load` (no aliases,
-no object tags), dates as ISO strings.
-
-`reference_frontmatter` is the reference's own line reader, where looprail must read a file
-exactly as gsd-core does (it reads `a: 1` as the text "1"). PLAN.md (`plans/planfile.py`) and
-the ledger (`hooks/gates/ledger.py`) keep readers of their own: their rules are not an
-artifact's."""
+"""The YAML frontmatter of a markdown artifact (`yamlload.safe_load`, dates as ISO strings),
+and `reference_frontmatter`, the reference's own line reader (`a: 1` is the text "1")."""
 
 from __future__ import annotations
 
@@ -23,8 +18,7 @@ MAX_ARTIFACT_BYTES = 8 * 1024 * 1024
 
 
 def file_frontmatter(path: str | os.PathLike[str]) -> dict[str, Any] | str:
-    """`read_frontmatter` of the regular file at `path` (at most `MAX_ARTIFACT_BYTES`), or a
-    reason (str) why it cannot be read."""
+    """`read_frontmatter` of the regular file at `path`, or why it cannot be read."""
     try:
         raw = read_bounded(path, MAX_ARTIFACT_BYTES)
     except OSError as exc:
@@ -35,8 +29,7 @@ def file_frontmatter(path: str | os.PathLike[str]) -> dict[str, Any] | str:
 
 
 def read_frontmatter(text: str) -> dict[str, Any] | str:
-    """The YAML frontmatter of a markdown text as a dict (`{}` when there is none), or a reason
-    (str) why it cannot be read."""
+    """The YAML frontmatter of a markdown text (`{}` when none), or why it cannot be read."""
     lines = text.lstrip("\ufeff").splitlines()
     if not lines or lines[0].strip() != "---":
         return {}
@@ -81,9 +74,8 @@ def _jsonable(value: Any) -> Any:
 
 
 def reference_frontmatter(text: str) -> dict[str, Any]:
-    """Frontmatter as the reference's line reader sees it: `key: value` lines, values kept as
-    text with one surrounding quote stripped, `[a, b]` as a list of texts, an empty value as a
-    nested object, `- item` lines as a list. No frontmatter, or no closing `---`: `{}`."""
+    """Frontmatter as the reference's line reader sees it: values as text (one surrounding
+    quote stripped), `[a, b]` and `- item` lines as lists, an empty value as a nested object."""
     text = text.removeprefix("\ufeff")
     if text.startswith("---\r\n"):
         head = 5

@@ -1,12 +1,6 @@
-"""A key link's `pattern` is a JavaScript regular expression (the reference runs `new
-RegExp(pattern).test(text)`, no flags): this compiles one with JavaScript's meaning on Python's
-`re`, for the constructs where the two dialects disagree on the same text.
-
-Translated: `$` (end of input only, Python's `\\Z`), `(?<name>…)` and `\\k<name>`, `\\d`/`\\w`/
-`\\b` (ASCII in JavaScript), `{,n}` (text), `\\s` (JavaScript's Unicode space set), `[^]`
-(any character) and `[]` (nothing), a `[` inside a class (literal in JavaScript), and `*+`
-(possessive in Python, an error in JavaScript). What Python cannot compile is an invalid
-pattern, as one the reference cannot compile is."""
+"""A key link's `pattern` is a JavaScript regular expression (`new RegExp(pattern)`): compiled
+with JavaScript's meaning on Python's `re` where the dialects disagree: `$`, named groups and
+backreferences, ASCII `\\d`/`\\w`/`\\b`, `{,n}`, `\\s`, `[^]` and `[]`, `[` in a class, `*+`."""
 
 from __future__ import annotations
 

@@ -1,18 +1,8 @@
-"""A plan's `must_haves`: what it promises to leave in the tree, and the check that it did.
-
-Read from `Plan.must_haves`, which the one PLAN.md reader (`plans/planyaml.py`) parsed as YAML;
-checked with the reference's semantics (`gsd-tools verify artifacts PLAN` and `verify key-links
-PLAN`, gsd-core `verify.cjs`):
-
-- an artifact passes when its `path` is a file, has at least `min_lines` lines (newlines + 1),
-  and holds the text of `contains` and of every `exports` entry;
-- a key link is verified when its `pattern` (a JavaScript regex, `plans/jsregex.py`) is found
-  in the `from` file, else in the `to` file; without a pattern, when `from` names `to`. A
-  missing `from` that a plan of the same or a later wave lists in `files_modified` is
-  `pending`, not failed (the reference's #1202).
-
-Where the reference reads differently (its line reader keeps YAML escapes and quotes, drops a
-value holding an escaped quote, crashes on a folder) is docs/checks.md, "must_haves".
+"""A plan's `must_haves` and the check that the tree has them, with the reference's semantics
+(`verify artifacts` / `verify key-links`; where it reads differently: docs/checks.md): an
+artifact passes when its `path` is a file of at least `min_lines` lines holding `contains` and
+every `exports` entry; a key link when its `pattern` (a JavaScript regex) is found in the
+`from` file, else the `to` file (without one, when `from` names `to`).
 """
 
 from __future__ import annotations
@@ -120,7 +110,7 @@ def report_json(report: ArtifactsReport | KeyLinksReport) -> dict[str, Any]:
 
 def read_must_haves(plan: Plan) -> MustHaves:
     """The plan's must_haves (pure). A list is read as truths; an entry that cannot be checked
-    is left out with a note (the reference skips a text artifact too)."""
+    is left out with a note."""
     value = plan.must_haves
     if value is None:
         return MustHaves()
@@ -213,7 +203,7 @@ def _key_link(item: object, where: str, notes: list[str]) -> KeyLink | None:
 
 def promised_files(plan: Plan, phase_plans: Iterable[Plan]) -> frozenset[str]:
     """The `files_modified` of the phase's plans whose declared wave is at least this plan's
-    (a plan without a wave: 1; another plan without one is not counted, as in the reference)."""
+    (its own without one: 1; others without one are not counted, as in the reference)."""
     wave = plan.wave if plan.wave is not None else 1
     return frozenset(
         path.strip()
@@ -314,9 +304,8 @@ class Unread(_Frozen):
 
 
 def read_project_file(root: Path, rel: str) -> str | Unread:
-    """The text of `rel` under `root` (joined as node's `path.join` does: a leading `/` stays
-    inside), or why not: missing, a folder, outside the project (a `..` or a symlink out of
-    it), not a regular file, or too large. UTF-8, a bad byte read as U+FFFD (as node reads)."""
+    """The text of `rel` under `root` (a leading `/` stays inside, as node's `path.join`), or
+    why not: missing, a folder, outside the project, not a regular file, or too large."""
     top = os.path.realpath(root)
     real = os.path.realpath(os.path.join(top, rel.lstrip("/")))
     if os.path.commonpath([top, real]) != top:
@@ -338,10 +327,9 @@ def read_project_file(root: Path, rel: str) -> str | Unread:
 def plan_must_haves(
     plan_file: str | os.PathLike[str], *, display: str | None = None
 ) -> tuple[MustHaves, frozenset[str]]:
-    """The must_haves of the PLAN.md at `plan_file` and the files its phase's plans promise
-    (`promised_files`, from the PLAN.md files beside it). `PlanError` (one line) when the plan
-    cannot be read (`display`: how it names the file); a neighbour that cannot be read promises
-    nothing."""
+    """The must_haves of the PLAN.md at `plan_file` and the files the plans beside it promise
+    (`promised_files`; an unreadable neighbour promises nothing). PlanError (one line) when
+    the plan cannot be read (`display`: how it names the file)."""
     path = Path(plan_file)
     plan = read_plan(path, display=display)
     neighbours: list[Plan] = []

@@ -1,7 +1,5 @@
-"""A phase read: its plans parsed (`{phase}-{plan}-PLAN.md`), each paired with its
-`{phase}-{plan}-SUMMARY.md` (the plan is done), dependencies resolved, and the phase artifacts
-`CONTEXT.md` / `NN-CONTEXT.md`, `*VERIFICATION.md` and `*UAT.md` located (`plans/folders.py`
-finds the folders). Reading is the only effect here; `plan_index` is pure over a loaded `Phase`.
+"""A phase read: its plans parsed, each paired with its SUMMARY (the plan is done), dependencies
+resolved, its CONTEXT, VERIFICATION and UAT files located; `plan_index` is pure over a `Phase`.
 """
 
 from __future__ import annotations
@@ -46,8 +44,7 @@ from looprail.plans.waves import (
 
 
 class Phase(PhaseDir):
-    """A phase folder with its plans parsed (in file-name order, `depends_on` resolved to plan
-    ids of this phase) and its artifacts located."""
+    """A phase folder with its plans parsed (`depends_on` resolved) and its artifacts located."""
 
     plans: list[Plan]
     context_path: Path | None = None
@@ -55,8 +52,7 @@ class Phase(PhaseDir):
     uat_path: Path | None = None
     config: dict[str, Any] | None = None  # `.planning/config.json`, None when absent or invalid
     warnings: list[str] = Field(default_factory=list)
-    # plan files in subfolders (a `/` in a phase title made one): not read, and a run refuses
-    # to plan over them
+    # plan files in subfolders (not read; a run refuses to plan over them)
     stray_plans: list[str] = Field(default_factory=list)
 
     @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorators over @property
@@ -76,8 +72,7 @@ class Phase(PhaseDir):
 
 
 def load_phase(project: str | Path, phase: str, *, as_reference: bool = False) -> Phase:
-    """Find phase `phase` and read it: plans parsed, summaries matched, dependencies resolved,
-    artifacts located. Raises PlanError (one line) for a plan that cannot be read.
+    """Find phase `phase` and read it; PlanError (one line) for a plan that cannot be read.
     `as_reference`: see `find_phase`."""
     return PhaseCache(project, phase, as_reference=as_reference).load()
 
@@ -87,20 +82,15 @@ _Entries = list[tuple[str, list[str]]]  # (file name, its warnings), in name ord
 
 
 class PhaseCache:
-    """A phase kept in memory for a run: `load()` is `load_phase`, but only lists the folder and
-    stats what can change (the plan files, `.planning/config.json`, the folder itself). A plan
-    file is parsed again only when its stat changed; a new SUMMARY only flips that plan's
-    `has_summary`. Unchanged → the very same `Phase` object, so callers can cache what they
-    derive from it (waves) by identity.
-
-    A plan edited in place within the same nanosecond, to the same size, is not seen (the stat
-    is the key, as for `make`); every edit through a rename or a later write is."""
+    """A phase kept in memory for a run: `load()` is `load_phase`, re-parsing only plans whose
+    stat changed; unchanged, the very same `Phase` object. `signature`: what the last `load()`
+    saw (folder, names, stats). `racy`: a plan changed too recently for its stat to vouch."""
 
     def __init__(self, project: str | Path, phase: str, *, as_reference: bool = False):
         self.project = Path(project).resolve()
         self.token = phase
         self._as_reference = as_reference
-        self._signature: tuple[object, ...] | None = None
+        self.signature: tuple[object, ...] | None = None
         self._phase: Phase | None = None
         # file name → (stat key, parsed plan, its warnings); a renamed phase folder re-reads
         self._plans: dict[str, tuple[_StatKey, Plan, list[str]]] = {}
@@ -109,19 +99,8 @@ class PhaseCache:
         # (names, stat keys) → parsed plans, each file's warnings, dependency warnings
         self._parsed: tuple[object, list[Plan], _Entries, list[str]] | None = None
         self._listing: tuple[str, _StatKey | None, list[str]] | None = None  # folder, stat, names
-        self._racy = False  # a plan file changed so recently that its stat cannot be trusted
+        self.racy = False
         self._config: tuple[_StatKey | None, dict[str, Any] | None, list[str]] = (None, None, [])
-
-    @property
-    def signature(self) -> tuple[object, ...] | None:
-        """What the last `load()` saw (the folder, its file names, the plans' and the config's
-        stats); equal signatures, same phase. None before the first load."""
-        return self._signature
-
-    @property
-    def racy(self) -> bool:
-        """A plan changed too recently for its stat to vouch for its content."""
-        return self._racy
 
     def load(self) -> Phase:
         """The phase as `load_phase` reads it, from memory where nothing changed."""
@@ -138,12 +117,12 @@ class PhaseCache:
         keys = _stat_keys(folder, [name for name in names if plan_id_from_filename(name)])
         config_key = _stat_key(os.path.join(self.project, PROJECT_CONFIG_FILE))
         signature = (folder, names, keys, config_key)
-        if signature == self._signature and self._phase is not None and not self._racy:
+        if signature == self.signature and self._phase is not None and not self.racy:
             return self._phase
-        if self._signature is not None and self._signature[0] != folder:
+        if self.signature is not None and self.signature[0] != folder:
             self._plans, self._resolved, self._marked, self._parsed = {}, None, {}, None
         phase = self._build(located, names, keys, config_key)
-        self._signature, self._phase = signature, phase
+        self.signature, self._phase = signature, phase
         return phase
 
     def _build(
@@ -191,10 +170,9 @@ class PhaseCache:
     def _parse_all(
         self, located: PhaseDir, names: list[str], keys: dict[str, _StatKey | None]
     ) -> tuple[list[Plan], _Entries, list[str]]:
-        """The plans, each file's warnings and the dependency warnings, parsed again only when
-        a plan file changed (not when only SUMMARY files came or went: a wave finished)."""
+        """The plans, their warnings and the dependency warnings, again only when a plan changed."""
         others = [name for name in names if not name.endswith("-SUMMARY.md")]
-        if self._parsed is not None and self._parsed[0] == (others, keys) and not self._racy:
+        if self._parsed is not None and self._parsed[0] == (others, keys) and not self.racy:
             return self._parsed[1], self._parsed[2], self._parsed[3]
         parsed, entries = self._parse(located, others, keys)
         deps = bare_dependency_warnings(parsed, root=self.project, phase=located.number)
@@ -202,8 +180,8 @@ class PhaseCache:
         return parsed, entries, deps
 
     def _resolve(self, located: PhaseDir, parsed: list[Plan]) -> list[Plan]:
-        """Dependencies depend on the plans only, not on which have a SUMMARY: resolved once.
-        (Identity, not equality: the cache holds the objects, so no id is ever reused.)"""
+        """Dependencies depend on the plans only, not on their SUMMARYs: resolved once (by
+        identity: the cache holds the objects, so no id is reused)."""
         resolved = self._resolved
         if (
             resolved is None
@@ -217,8 +195,8 @@ class PhaseCache:
     def _mark_summaries(
         self, located: PhaseDir, plans: list[Plan], paired: dict[str, tuple[str | None, str | None]]
     ) -> list[Plan]:
-        """Each plan with a SUMMARY copied with `has_summary`, `summary_path` and `halted`
-        (the copy kept while the plan and its SUMMARY's name stay the same)."""
+        """Each plan with a SUMMARY copied with `has_summary`, `summary_path` and `halted` (the
+        copy kept while the plan and its SUMMARY's name stay)."""
         out = []
         marked: dict[str, tuple[Plan, str, Plan]] = {}
         for plan in plans:
@@ -240,12 +218,11 @@ class PhaseCache:
     def _parse(
         self, located: PhaseDir, names: list[str], keys: dict[str, _StatKey | None]
     ) -> tuple[list[Plan], _Entries]:
-        """The folder's plans, parsing only files whose stat changed, and each file's warnings
-        (`(name, warnings)` in name order; a superseded plan has none)."""
+        """The folder's plans (parsing only files whose stat changed) and each file's warnings."""
         entries: _Entries = []
         parsed: list[Plan] = []
         keep: dict[str, tuple[_StatKey, Plan, list[str]]] = {}
-        self._racy = False
+        self.racy = False
         for name in names:
             if plan_id_from_filename(name) is None:
                 if looks_like_plan(name):
@@ -262,10 +239,8 @@ class PhaseCache:
                 require_inside(self.project, path, "the plan")
                 plan = read_plan(path, display=relative(path, self.project))
                 cached = (key, plan, _plan_warnings(plan, self.project))
-            if _racy(key):
-                # Written within the clock's granularity: a second write of the same size
-                # could keep this stat, so read it again next time (as git does, "racy clean").
-                self._racy = True
+            if _racy(key):  # a second write of the same size could keep this stat
+                self.racy = True
                 cached = ((), *cached[1:])
             keep[name] = cached
             if plan_superseded(cached[1]):
@@ -277,8 +252,7 @@ class PhaseCache:
 
 
 def _stat_keys(folder: str, names: list[str]) -> dict[str, _StatKey | None]:
-    """`_stat_key` of each name in `folder` (relative to an open folder: no path walks; POSIX
-    only, as the run lock's `flock` is)."""
+    """`_stat_key` of each name in `folder` (relative to an open folder: no path walks)."""
     keys: dict[str, _StatKey | None] = {}
     fd = os.open(folder, os.O_RDONLY)
     try:
@@ -309,9 +283,8 @@ def _stat_key(path: str) -> _StatKey | None:
 
 
 def plan_index(project: str | Path, phase: Phase) -> dict[str, Any]:
-    """The `phase plan-index` view of a loaded phase (the shape of the reference's
-    `phase-plan-index`, plus `declared_wave`, `sequential_waves` and `warnings`). Raises
-    PlanError for a dependency cycle."""
+    """The `phase plan-index` view of a loaded phase (the reference's `phase-plan-index`, plus
+    `declared_wave`, `sequential_waves` and `warnings`); PlanError for a dependency cycle."""
     project = Path(project).resolve()
     waves = compute_waves(phase.plans, root=project)
     blocked = halt_blocked(phase.plans)
@@ -351,8 +324,8 @@ def plan_index(project: str | Path, phase: Phase) -> dict[str, Any]:
 
 
 def _plan_warnings(plan: Plan, project: Path) -> list[str]:
-    """Contradictions worth saying that do not stop anything: a `plan:` number that is not the
-    file name's (the file name wins), checkpoint tasks in a plan marked autonomous."""
+    """Contradictions worth saying that stop nothing (a `plan:` number that is not the file
+    name's, checkpoint tasks in an autonomous plan, paths outside the project)."""
     where = relative(plan.path, project)
     warnings: list[str] = list(plan.notes)
     match = re.fullmatch(r".+-(\d+)", plan.id)
@@ -368,8 +341,6 @@ def _plan_warnings(plan: Plan, project: Path) -> list[str]:
             f"{where}: has checkpoint tasks but autonomous is not false (the reference's "
             "has_checkpoints does not count it)"
         )
-    # Paths a plan names are the project's: one outside it is worth a word before an agent
-    # is told to write there (read_first outside the project halts the task at run time).
     fields = [("files_modified", p) for p in plan.files_modified]
     fields += [(f"{t.id} files", p) for t in plan.tasks for p in t.files]
     for field, rel in fields:

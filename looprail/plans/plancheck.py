@@ -1,18 +1,9 @@
-"""The plan checks a phase's plans meet before any executor runs (pure over a loaded phase and
-its ROADMAP section; deterministic): what the reference's plan-checker holds its planner's plans
-to, reduced to what can be decided without judgement.
-
-- every task has an `<action>`, `<files>` and `<done>` (a checkpoint task is a person's: not
-  held to it);
-- every task has an `<automated>` verify, or it is listed as unchecked (said, never refused:
-  nothing but prose, or the reference planner's `<automated>MISSING — why</automated>`,
-  checks it; "Done means verified" lists such tasks too);
-- every requirement id of the phase's ROADMAP section is in some plan's `requirements`;
-- every `must_haves` artifact is among the plans' files (`files_modified` or a task's `<files>`).
-
-A run holds the plans its own planner wrote to them (machine/plan_review.py: the planner gets
-the findings once, then the run halts naming them); plans that were there already are never
-refused: `lint`, the dry run and the run's output warn.
+"""The plan checks a phase's plans meet before any executor runs (pure; what the reference's
+plan-checker holds plans to, without judgement): every non-checkpoint task has an `<action>`,
+`<files>` and `<done>` (and an `<automated>` verify, or it is listed as unchecked, never
+refused); every requirement id of the phase's ROADMAP section is in some plan's
+`requirements`; every `must_haves` artifact is among the plans' files. A run holds its own
+planner's plans to them (machine/plan_review.py); plans already there are only warned about.
 """
 
 from __future__ import annotations
@@ -48,7 +39,7 @@ class PlanReport(NamedTuple):
 
 
 def check_phase_plans(project: Path, phase: Phase) -> PlanReport:
-    """The checks of the module docstring over every plan of `phase`."""
+    """The checks over every plan of `phase`."""
     findings: list[PlanFinding] = []
     unchecked: list[PlanFinding] = []
     for plan in phase.plans:
@@ -57,7 +48,7 @@ def check_phase_plans(project: Path, phase: Phase) -> PlanReport:
             if task.is_checkpoint:
                 continue
             findings += [PlanFinding(where, m) for m in _task_gaps(task)]
-            reason = unchecked_reason(task)
+            reason = checks_of(task).reason
             if reason is not None:
                 unchecked.append(PlanFinding(where, f"{_name(task)} is unchecked ({reason})"))
         findings += [PlanFinding(where, m) for m in _artifacts_outside(plan, phase.plans)]
@@ -66,9 +57,7 @@ def check_phase_plans(project: Path, phase: Phase) -> PlanReport:
 
 
 def warning_lines(report: PlanReport) -> list[str]:
-    """The findings as the run's output and the dry run warn them (plans looprail did not
-    write). Unchecked tasks are `lint`'s to list (and the run summary's, "Done means
-    verified"), not a warning at every run."""
+    """The findings as the run and the dry run warn them (unchecked tasks are `lint`'s)."""
     return [f"plan check: {f.line()}" for f in report.findings]
 
 
@@ -91,12 +80,6 @@ def _task_gaps(task: Task) -> list[str]:
     return [f"{_name(task)} has no {', '.join(missing)}"] if missing else []
 
 
-def unchecked_reason(task: Task) -> str | None:
-    """Why no command checks `task` (None: an `<automated>` command does): `plans/taskchecks.py`
-    decides."""
-    return checks_of(task).reason
-
-
 def _uncovered(project: Path, phase: Phase) -> list[PlanFinding]:
     ids = [i.strip() for i in roadmap_req_ids(project, phase.number).split(",") if i.strip()]
     covered = {r.strip() for plan in phase.plans for r in plan.requirements}
@@ -114,21 +97,13 @@ def _uncovered(project: Path, phase: Phase) -> list[PlanFinding]:
 
 
 def _artifacts_outside(plan: Plan, plans: list[Plan]) -> list[str]:
-    files = {_norm(f) for p in plans for f in [*p.files_modified, *_task_files(p)]}
+    files = {_norm(f) for p in plans for f in p.files_modified}
+    files |= {_norm(f) for p in plans for task in p.tasks for f in task.files}
     return [
-        f"must_haves artifact {path} is in no plan's files_modified or <files>"
-        for path in must_have_artifacts(plan)
-        if _norm(path) not in files
+        f"must_haves artifact {a.path} is in no plan's files_modified or <files>"
+        for a in read_must_haves(plan).artifacts
+        if _norm(a.path) not in files
     ]
-
-
-def must_have_artifacts(plan: Plan) -> list[str]:
-    """The paths `must_haves.artifacts` names, as `plans/musthaves.py` reads them."""
-    return [a.path for a in read_must_haves(plan).artifacts]
-
-
-def _task_files(plan: Plan) -> list[str]:
-    return [f for task in plan.tasks for f in task.files]
 
 
 def _norm(path: str) -> str:

@@ -1,8 +1,5 @@
-"""PLAN.md: YAML frontmatter plus an XML-ish body, parsed into `Plan` and `Task` values.
-
-The body is read by `plans/scan.py` (top-level elements, code and comments masked), the
-frontmatter's YAML by `plans/planyaml.py`; this module says what a plan's keys and elements mean.
-"""
+"""PLAN.md: YAML frontmatter (`plans/planyaml.py`) plus an XML-ish body (`plans/scan.py`),
+parsed into `Plan` and `Task` values."""
 
 from __future__ import annotations
 
@@ -23,7 +20,6 @@ from looprail.plans.planyaml import (
     lenient_yaml,
     top_level_blocks,
 )
-from looprail.plans.planyaml import PLAN_TYPES as PLAN_TYPES  # its home: planyaml
 from looprail.plans.readfirst import read_first_entries
 from looprail.plans.scan import Doc, Element, clean, elements, parse_attributes
 
@@ -67,13 +63,12 @@ _OTHER_SECTIONS = (
 
 
 def unknown_key_warnings(plan: Plan, where: str) -> list[str]:
-    """A warning per frontmatter key looprail does not know, with a did-you-mean for a near
-    miss: `depend_on:` is silently ignored otherwise and the plan lands in the wrong wave."""
+    """A warning per unknown frontmatter key, with a did-you-mean for a near miss (a silently
+    ignored `depend_on:` would put the plan in the wrong wave)."""
     out: list[str] = []
     for key in plan.extra:
         if key in GSD_EXTRA_KEYS:
             continue
-
         close = difflib.get_close_matches(key, KNOWN_KEYS, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(KNOWN_KEYS)}"
         out.append(f"{where}: frontmatter key {key!r} is unknown and ignored ({hint})")
@@ -114,9 +109,8 @@ class Task(BaseModel):
 
 
 class Plan(BaseModel):
-    """One `{phase}-{plan}-PLAN.md`. `wave` is the *declared* wave; the effective one comes from
-    `looprail.plans.waves.compute_waves`. `depends_on` holds plan ids of the phase once the plan
-    was loaded through `load_phase` (as written when parsed on its own)."""
+    """One `{phase}-{plan}-PLAN.md`. `wave` is the *declared* wave (`compute_waves` gives the
+    effective one); `depends_on` holds plan ids of the phase once loaded through `load_phase`."""
 
     model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
@@ -163,8 +157,7 @@ class Plan(BaseModel):
 
     @property
     def objective_line(self) -> str | None:
-        """The first non-blank line of `<objective>` (what an index shows), else a frontmatter
-        `objective:` (the reference's fallback)."""
+        """The first non-blank line of `<objective>`, else a frontmatter `objective:`."""
         for line in (self.objective or "").splitlines():
             if line.strip():
                 return line.strip()
@@ -197,9 +190,8 @@ def read_plan(path: str | Path, *, display: str | None = None) -> Plan:
     return plan
 
 
-# Parsed plans by content: the loop re-reads a phase at every transition, and parsing YAML
-# dominates that; a `Plan` is frozen, so sharing one is safe. Keyed by the bytes read, never by
-# mtime, so an edit is always seen.
+# Parsed plans by content (the loop re-reads a phase at every transition; a `Plan` is frozen):
+# keyed by the bytes read, never by mtime, so an edit is always seen.
 _PARSED: dict[tuple[str, str, int, int], Plan] = {}
 _PARSED_MAX = 4096
 MAX_PLAN_BYTES = 8 * 1024 * 1024  # a plan is prose for an agent; past this it is an accident
@@ -256,10 +248,9 @@ _MD_TASK = re.compile(r"^(#{2,6})[ \t]*(Task[ \t]*\d+\b.*)$", re.M | re.I)
 def _implicit_tasks(
     doc: Doc, plan_id: str, body_start: int, features: list[Element], sections: dict[str, str]
 ) -> list[Task]:
-    """A plan without `<task>` elements still has work in it: each TDD `<feature>` (the
-    reference's TDD plan format) is a `tdd` task, else each `## Task N` heading (what the
-    reference counts) is a task, else the whole body is one task. A plan must never run as
-    zero tasks: the run would write its SUMMARY without doing anything."""
+    """A plan without `<task>` elements: each TDD `<feature>` is a `tdd` task, else each
+    `## Task N` heading is a task, else the whole body is one (never zero tasks: the run would
+    write its SUMMARY without doing anything)."""
     if features:
         verification = sections.get("verification")
         return [_feature_task(doc, plan_id, i, e, verification) for i, e in enumerate(features, 1)]
@@ -326,9 +317,8 @@ def _heading_task(doc: Doc, plan_id: str, index: int, match: re.Match[str]) -> T
 
 
 def _split_frontmatter(doc: Doc) -> tuple[str, int, int] | None:
-    """(frontmatter text, its first line number, offset where the body starts), or None for a
-    plan without frontmatter (read with defaults, as the reference reads it). A frontmatter
-    opened and never closed is refused: its declared dependencies would be lost."""
+    """(frontmatter text, its first line, where the body starts), or None; one never closed is
+    refused (its declared dependencies would be lost)."""
     text = doc.text
     first_end = text.find("\n")
     first = text if first_end == -1 else text[:first_end]
@@ -345,9 +335,8 @@ _FM_KEY = re.compile(r"^(?:phase|plan|wave|depends_on|files_modified|autonomous|
 
 
 def _fenced_frontmatter(doc: Doc) -> str:
-    """No frontmatter: the first ```yaml block that declares plan keys (some planners write
-    the frontmatter there, under a heading) is read as the frontmatter, with a warning; the
-    reference reads such a plan with defaults. "" when there is none (defaults, warned)."""
+    """No frontmatter: the first ```yaml block that declares plan keys is read as it, with a
+    warning; "" when there is none (defaults, warned)."""
     match = _FENCED_YAML.search(doc.text)
     if match is None or not _FM_KEY.search(match.group(1)):
         doc.note(0, "no YAML frontmatter: read with defaults (no depends_on, autonomous)")
@@ -438,8 +427,7 @@ def _make_task(doc: Doc, plan_id: str, index: int, element: Element) -> Task:
 
 
 def automated_commands(doc: Doc, verify: Element) -> list[str]:
-    """The text of each `<automated>` directly inside a `<verify>`, in order (empty ones left
-    out): the task's checks as the reference's planner writes them."""
+    """The text of each non-empty `<automated>` directly inside a `<verify>`, in order."""
     inside = f"inside the <verify> at line {doc.line(verify.start)}"
     return [
         text
@@ -480,8 +468,8 @@ def _task_kind(
 
 
 def split_paths(text: str) -> list[str]:
-    """A `<files>`/`<read_first>` list: one path per line or comma-separated, with `- ` bullets
-    removed. A backticked span is the path (`- \\`src/a.py\\` (the handler)` → `src/a.py`)."""
+    """A `<files>` list: one path per line or comma-separated, bullets removed; a backticked
+    span is the path (`- \\`src/a.py\\` (the handler)` → `src/a.py`)."""
     paths: list[str] = []
     for line in text.splitlines():
         line = re.sub(r"^\s*(?:[-*+]|\d+[.)])\s+", "", line).strip()
@@ -502,11 +490,9 @@ def split_paths(text: str) -> list[str]:
 def _frontmatter_fields(
     doc: Doc, data: object, key_lines: dict[str, int], first_line: int, kept: dict[str, str]
 ) -> PlanFields:
-    """The typed fields, read as leniently as the reference reads them: what it would read
-    is read (a string `depends_on` is a one-item list, an unquoted `3` is "3"); a value that
-    cannot mean anything is dropped with a warning naming file, line and field. Only a
-    frontmatter that is no mapping, or a `depends_on` that cannot be read, refuses the plan.
-    `kept`: keys `_lenient_yaml` kept as written (they are not in `data`)."""
+    """The typed fields, read as leniently as the reference reads them; a value that cannot mean
+    anything is dropped with a warning. Only a frontmatter that is no mapping, or an unreadable
+    `depends_on`, refuses the plan. `kept`: keys `lenient_yaml` kept as written."""
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -14,19 +14,26 @@ from looprail.plans.yamlload import NoAliasCSafeLoader, NoAliasSafeLoader, c_pat
 
 PlanType = Literal["execute", "tdd"]  # the types the reference's templates write
 PLAN_TYPES: tuple[str, ...] = get_args(PlanType)
+
+
+class PlanFields(TypedDict):
+    """The `Plan` fields the frontmatter gives."""
+
+    phase: str | None
+    plan: str | None
+    type: str
+    wave: int | None
+    depends_on: list[str]
+    files_modified: list[str]
+    autonomous: bool
+    requirements: list[str]
+    user_setup: object
+    must_haves: object
+    extra: dict[str, object]
+
+
 # Frontmatter keys with a typed field on `Plan`; the rest are kept in `Plan.extra`.
-KNOWN_KEYS = (
-    "phase",
-    "plan",
-    "type",
-    "wave",
-    "depends_on",
-    "files_modified",
-    "autonomous",
-    "requirements",
-    "user_setup",
-    "must_haves",
-)
+KNOWN_KEYS = tuple(key for key in PlanFields.__annotations__ if key != "extra")
 # Keys GSD writes that looprail does not interpret (the reference's planner, templates and
 # real plans): kept in `Plan.extra` without a warning. `status: superseded` drops the plan.
 GSD_EXTRA_KEYS = (
@@ -49,9 +56,8 @@ SCHEDULING_KEYS = ("phase", "plan", "type", "wave", "depends_on", "files_modifie
 
 
 class _PlanRules:
-    """What PLAN.md frontmatter adds to the frontmatter loader (`looprail.plans.yamlload`, aliases
-    refused): duplicate keys are rejected, and zero-padded numbers stay strings (plan and phase
-    ids are written `01`, and YAML 1.1 would read that as the octal integer 1)."""
+    """What PLAN.md frontmatter adds to the frontmatter loader: duplicate keys are rejected, and
+    zero-padded numbers stay strings (`01` is a plan id, not YAML 1.1's octal 1)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -79,8 +85,7 @@ class _PlanYamlLoader(_PlanRules, NoAliasSafeLoader):
 _PlanYamlLoader.add_implicit_resolver(
     "tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:0|[1-9][0-9_]*)\Z"), list("-+0123456789")
 )
-# The same rules on libyaml's parser (same composer, constructor and resolvers), when PyYAML
-# was built with it.
+# The same rules on libyaml's parser, when PyYAML was built with it.
 _PlanYamlCLoader: type | None = (
     None
     if NoAliasCSafeLoader is None
@@ -93,8 +98,7 @@ _PlanYamlCLoader: type | None = (
 
 
 class _YamlSyntaxError(PlanError):
-    """A YAML syntax error (scanner or parser): the only kind `lenient_yaml` works around (a
-    refused alias, a tag or a duplicate key never is)."""
+    """A YAML syntax error: the only kind `lenient_yaml` works around."""
 
 
 def _compose(loader_class: type, text: str, first_line: int) -> tuple[Any, dict[str, int]]:
@@ -154,10 +158,9 @@ def _error_line(message: str, where: str, first_line: int) -> int | None:
 def lenient_yaml(
     doc: Doc, text: str, first_line: int
 ) -> tuple[Any, dict[str, int], dict[str, str]]:
-    """The frontmatter parsed; on a YAML error inside a key looprail keeps only as written
-    (`must_haves`, `user_setup`, an unknown key), that key's block is taken out, kept as raw
-    text and warned about, and the rest is read. An error in a key the waves are read from
-    (`SCHEDULING_KEYS`) refuses the plan, naming the line."""
+    """The frontmatter parsed; a YAML error inside a key looprail keeps only as written
+    (`must_haves`, `user_setup`, an unknown key) takes that key's block out, as raw text, with
+    a warning. An error in one of `SCHEDULING_KEYS` refuses the plan, naming the line."""
     kept: dict[str, str] = {}
     lines = text.split("\n")
     while True:
@@ -194,25 +197,8 @@ def lenient_yaml(
             raise error
 
 
-class PlanFields(TypedDict):
-    """The `Plan` fields the frontmatter gives."""
-
-    phase: str | None
-    plan: str | None
-    type: str
-    wave: int | None
-    depends_on: list[str]
-    files_modified: list[str]
-    requirements: list[str]
-    autonomous: bool
-    must_haves: object
-    user_setup: object
-    extra: dict[str, object]
-
-
 class KeyReader:
-    """The frontmatter's keys, each read on its own; what cannot be read is a note on the plan
-    naming the key's line."""
+    """The frontmatter's keys, each read on its own (what cannot be, a note naming its line)."""
 
     def __init__(self, doc: Doc, data: dict[Any, Any], key_lines: dict[str, int], first_line: int):
         self.doc, self.data, self.key_lines, self.first_line = doc, data, key_lines, first_line
@@ -233,8 +219,8 @@ class KeyReader:
         return str(value)
 
     def strings(self, key: str, example: str, *aliases: str) -> list[str]:
-        """A list of strings; a dependency that cannot be read would be lost, so a bad
-        `depends_on` refuses the plan (other lists: warned, the bad item dropped)."""
+        """A list of strings; a bad `depends_on` refuses the plan (a dependency would be lost),
+        other lists are warned about, the bad item dropped."""
         value = next((self.data[k] for k in (key, *aliases) if self.data.get(k) is not None), None)
         if value is None:
             return []

@@ -1,15 +1,8 @@
-"""`<read_first>` as real plans write it: entries that mix a path, a phase-relative name and
-prose, such as `01-RESEARCH.md (§Architecture Patterns → Pattern 1; §Common Pitfalls 2, 3)`,
-`01-CONTEXT.md (D-01, D-02)`, `- src/a.tsx — read the full file: the reducer, the types` or
-`src/server/a.js i src/server/b.js (…)`.
-
-Each entry's path part is taken (one or more path-like words at its start, joined by a short
-connecting word); what follows is its note, passed on to the agent with the file. An entry that
-is one bare name and nothing else (`Makefile`, `LICENSE`) names a file too: a plan that names
-one that is not there, or not a regular file, halts its task as any other does. Commas split
-entries only outside brackets, and a dash or colon note runs to the end of its line. A line
-with no path-like word at its start names no file: it joins the previous entry's note. Pure,
-but for `resolve`, which looks for a bare phase file name in the phase folder.
+"""`<read_first>` as real plans write it (`01-CONTEXT.md (D-01, D-02)`, `- src/a.tsx — read the
+full file`, `src/a.js i src/b.js (…)`): each entry's path part is one or more path-like words at
+its start (or one bare name alone, `Makefile`), the rest its note. Commas split entries outside
+brackets; a dash or colon note runs to the end of its line; a line with no path joins the
+previous note.
 """
 
 from __future__ import annotations
@@ -36,8 +29,8 @@ class ReadFirst(NamedTuple):
 
 
 def read_first_entries(text: str) -> list[ReadFirst]:
-    """The files a `<read_first>` names, in order, each once, with its note (see the module
-    docstring); a note with no file before it is kept with an empty path."""
+    """The files a `<read_first>` names, in order, each once, with its note (a note before any
+    file has an empty path)."""
     out: list[ReadFirst] = []
     for raw in text.splitlines():
         line = _BULLET.sub("", raw).strip()
@@ -57,15 +50,9 @@ def read_first_entries(text: str) -> list[ReadFirst]:
     return out
 
 
-def read_first_paths(text: str) -> list[str]:
-    """Just the paths of `read_first_entries` (what `Task.read_first` holds)."""
-    return [e.path for e in read_first_entries(text) if e.path]
-
-
 def resolve(project: Path, phase_dir: Path | None, path: str) -> str:
-    """`path` as the project-relative path of the file it names: a bare file name (no `/`) is
-    looked for in the phase folder first when it is there (`01-RESEARCH.md`), every other path
-    is the project's. A file found nowhere keeps its written path (the run halts naming it)."""
+    """`path` as the project-relative path of the file it names: a bare file name (no `/`) in
+    the phase folder is the phase's (`01-RESEARCH.md`), anything else the project's as written."""
     if "/" in path or phase_dir is None or not (phase_dir / path).is_file():
         return path
     try:

@@ -1,12 +1,7 @@
-"""`.planning/ROADMAP.md` as the reference reads it: the phases its headings name (in order), the
-checkboxes that mark a phase done, and the section of one phase (for its requirement ids).
-
-The one reader of ROADMAP.md in looprail (base layer: pure text in, plain values out, plus the
-one read of the file). Patterns follow the reference's `init manager` / `roadmap analyze`:
-a phase heading is `## Phase N: Name` (two to four `#`, an optional `(…)` tag before the colon),
-a checkbox is `- [x] … Phase N:`; archived milestones inside `<details>…</details>` are left
-out, as the reference does when no milestone is selected. Phase 0 and 999 (pre-milestone and
-backlog) are sentinels, never phases to run.
+"""`.planning/ROADMAP.md` as the reference reads it (`init manager` / `roadmap analyze`): the
+phases its `## Phase N: Name` headings name, in order, the `- [x] … Phase N:` checkboxes that
+mark a phase done, and one phase's section. Archived milestones (`<details>…</details>`) are
+left out; phase 0 and 999 (pre-milestone and backlog) are never phases to run.
 """
 
 from __future__ import annotations
@@ -35,10 +30,8 @@ ROADMAP_LIMIT = 16 << 20  # bytes: a roadmap is a page of text
 
 
 def read_roadmap(project: str | os.PathLike[str]) -> str | None:
-    """The ROADMAP.md text, or None when there is none. Read as config.json is
-    (`fsutil.read_bounded`): a regular file of at most `ROADMAP_LIMIT`, checked with `fstat` on
-    a non-blocking open; a FIFO, a device (`/dev/zero` through a link), a folder or an oversize
-    file raises a `LooprailError`, one line, and is never read."""
+    """The ROADMAP.md text, or None when there is none. A regular file of at most
+    `ROADMAP_LIMIT` (`fsutil.read_bounded`); anything else raises a one-line `LooprailError`."""
     path = os.path.join(project, ROADMAP_FILE)
     try:
         data = read_bounded(path, ROADMAP_LIMIT)
@@ -48,10 +41,8 @@ def read_roadmap(project: str | os.PathLike[str]) -> str | None:
 
 
 def _checkboxes(text: str) -> list[tuple[str, str]]:
-    """(mark, phase token) of every checkbox, in order, as the pattern above finds them: a box
-    matches when a `Phase N` starts after it on the line its text begins on (the box's own
-    spaces may cross lines), and takes the last one there. Each line's last `Phase N` is found
-    once, so a line of 50,000 boxes is one pass, not 50,000."""
+    """(mark, phase token) of every checkbox, in order: a box takes the last `Phase N` after it
+    on the line its text begins on. Each line's last `Phase N` is found once (linear time)."""
     found: list[tuple[str, str]] = []
     last_on: dict[int, re.Match[str] | None] = {}  # line start -> its last `Phase N`
     pos = 0
@@ -73,9 +64,7 @@ def _checkboxes(text: str) -> list[tuple[str, str]]:
 
 
 def roadmap_phases(text: str) -> list[tuple[str, str, bool]]:
-    """(number, name, checked) for every phase heading outside archived milestones, in the
-    ROADMAP's order, each number once (normalised: `01` → `1`); `checked` when a `- [x]`
-    checkbox marks that phase done."""
+    """(number, name, checked) for every phase heading outside archived milestones, in order."""
     current = _DETAILS.sub("", text)
     checked: dict[str, bool] = {}
     for mark, token in _checkboxes(current):
@@ -95,9 +84,8 @@ def roadmap_phases(text: str) -> list[tuple[str, str, bool]]:
 
 
 def roadmap_section(text: str, phase_number: str, *, heading: bool = False) -> str | None:
-    """The text after phase `phase_number`'s heading (any level, `Phase 01` or `Phase 1`) up to
-    the next phase heading, or None when the ROADMAP has no such heading. `heading`: from the
-    start of the heading's line (the section as written, for an agent)."""
+    """The text after phase `phase_number`'s heading up to the next phase heading, or None.
+    `heading`: from the start of the heading's line (the section as written, for an agent)."""
     number = phase_number.lstrip("0") or "0"
     pattern = re.compile(rf"^#{{1,6}}\s*Phase\s+0*{re.escape(number)}(?![0-9.])", re.M)
     found = pattern.search(text)
@@ -119,8 +107,8 @@ def _sentinel(number: str) -> bool:
 
 
 def roadmap_req_ids(project: str | os.PathLike[str], phase_number: str) -> str:
-    """The `**Requirements**:` line of the phase's ROADMAP.md section, as the host's
-    `init plan-phase` reads it (`REQ-01, REQ-02`), or "" when there is none or it is TBD."""
+    """The `**Requirements**:` line of the phase's ROADMAP.md section as `init plan-phase`
+    reads it (`REQ-01, REQ-02`), or "" when there is none or it is TBD."""
     text = read_roadmap(project)
     section = roadmap_section(text, phase_number) if text is not None else None
     if section is None:

@@ -1,9 +1,7 @@
-"""The PLAN.md body scanner: the top-level elements of a region of the document.
-
-The body is not XML (task text is markdown that may hold `<`, `&`, code fences and any tag), so
-the scanner finds an opening tag, jumps to its matching close and carries on after it: what sits
-inside an element is kept verbatim. Code fences, inline code spans and HTML comments are blanked
-out of the copy it searches, so a `<task>` inside backticks is text, not a task.
+"""The PLAN.md body scanner: the top-level elements of a region of the document. The body is
+not XML (task text is markdown), so it finds an opening tag and jumps to its matching close,
+keeping what is inside verbatim; code fences, code spans and HTML comments are blanked out of
+the copy it searches, so a `<task>` inside backticks is text.
 """
 
 from __future__ import annotations
@@ -32,8 +30,7 @@ class Doc:
         self.notes.append(f"{where}: {message}")
 
     def remask_from(self, offset: int) -> None:
-        """Mask the text after `offset` on its own: a code fence left open before it (inside
-        an element already read) must not swallow the structure after it."""
+        """Mask the text after `offset` on its own (past a fence left open before it)."""
         self.scan = self.scan[:offset] + mask_code(self.text[offset:])
 
     def line(self, offset: int) -> int:
@@ -66,8 +63,8 @@ def mask_code(text: str) -> str:
     comments replaced by spaces. An unterminated fence is left as text."""
     out = list(text)
     pos = 0
-    # fence char → shortest fence length already known to have no closing line after it (a
-    # longer fence later has none either): each unclosed fence would otherwise rescan the rest.
+    # fence char → shortest fence length known to have no closing line after it (a longer one
+    # has none either), so an unclosed fence does not rescan the rest.
     unclosed: dict[str, int] = {}
     while match := _FENCE_OPEN.search(text, pos):
         fence = match.group(1)
@@ -95,8 +92,7 @@ def _blank_range(out: list[str], start: int, end: int) -> None:
 
 
 def _blank_comments(out: list[str]) -> None:
-    """`<!-- … -->` (across lines) blanked, in one pass: an unclosed `<!--` ends the search
-    (a regex would rescan the rest of the text from every later `<!--`)."""
+    """`<!-- … -->` (across lines) blanked in one pass (an unclosed `<!--` ends the search)."""
     text = "".join(out)
     pos = 0
     while (start := text.find("<!--", pos)) != -1:
@@ -109,8 +105,7 @@ def _blank_comments(out: list[str]) -> None:
 
 def _blank_code_spans(out: list[str]) -> None:
     """Inline code spans blanked: a run of N backticks up to the next run of exactly N on the
-    same line. Linear: each run's partner is found from a precomputed "next run of this length"
-    table, not by rescanning the line (a backtracking regex is quadratic in the runs)."""
+    same line, found from a "next run of this length" table (linear, not quadratic)."""
     text = "".join(out)
     line_start = 0
     while line_start <= len(text):
@@ -141,8 +136,7 @@ def elements(
     """Top-level elements between `start` and `end`. An element named in `required` must be
     closed (else PlanError); any other unclosed tag is treated as text."""
     pos = start
-    # tag name → offset after which it has no closing tag: a thousand unclosed `<b>` must not
-    # each rescan the rest of the document.
+    # tag name → offset after which it has no closing tag (unclosed tags rescan nothing)
     unclosed: dict[str, int] = {}
     while match := _OPEN_TAG.search(doc.scan, pos, end):
         name = match.group(1)
@@ -220,9 +214,7 @@ class Fragment(NamedTuple):
 
 
 def child_elements(text: str, where: str) -> list[Fragment]:
-    """The top-level elements of a task child's text, read by the plan's own scanner: a
-    checkpoint's `<options>` holds `<option id="…">` elements, each with `<name>`, `<pros>` and
-    `<cons>`. A malformed attribute list reads as none (the text is still shown)."""
+    """The top-level elements of a task child's text (a checkpoint's `<options>`)."""
     doc = Doc(text, where)
     out = []
     for element in elements(doc, 0, len(text), (), where):
@@ -236,8 +228,8 @@ def child_elements(text: str, where: str) -> list[Fragment]:
 
 
 def clean(raw: str) -> str:
-    """Element text without the blank lines around it and without its common indentation. Text
-    that starts on the tag's own line is kept as is and the following lines are dedented."""
+    """Element text without the blank lines around it and its common indentation (text on the
+    tag's own line is kept as is, the following lines dedented)."""
     lines = raw.split("\n")
     starts_inline = bool(lines[0].strip())
     first = lines.pop(0).strip() if starts_inline else None

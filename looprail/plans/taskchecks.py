@@ -1,9 +1,6 @@
-"""Each task's automated checks, read from the parsed plan (pure): the commands of its
-`<verify><automated>…</automated></verify>` (`Task.automated`, read by `plans/planfile.py`),
-and which tasks have none, so nothing verifies them but prose (an unchecked task).
-
-The reference's planner writes `<automated>MISSING — …</automated>` where no test exists yet
-(its "Nyquist rule"): that is no command, and the task is unchecked until one is written."""
+"""Each task's automated checks (pure): the commands of its `<verify><automated>` and which
+tasks have none (unchecked). The reference planner's `<automated>MISSING — …</automated>`
+(no test exists yet) is no command."""
 
 from __future__ import annotations
 
@@ -23,8 +20,7 @@ _MISSING = re.compile(r"MISSING\b")
 
 
 class TaskChecks(BaseModel):
-    """One task's checks. `unchecked`: an executor task with no command (a checkpoint is
-    checked by a person); `prose`: its `<verify>` text, for the verifier."""
+    """One task's checks; `unchecked`: a non-checkpoint task with no command."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -37,7 +33,7 @@ class TaskChecks(BaseModel):
 
 
 def task_checks(plan: Plan) -> list[TaskChecks]:
-    """Every task of `plan`, in order, with the commands a run would execute as its checks."""
+    """Every task of `plan`, in order, with its check commands."""
     return [checks_of(task) for task in plan.tasks]
 
 
@@ -62,13 +58,12 @@ def checks_of(task: Task) -> TaskChecks:
 
 
 def unchecked_tasks(plan: Plan) -> list[TaskChecks]:
-    """The tasks of `plan` that no command checks (what `lint` and a run's summary name)."""
+    """The tasks of `plan` that no command checks."""
     return [checks for checks in task_checks(plan) if checks.unchecked]
 
 
 class PlanCheck(NamedTuple):
-    """One command a run would execute as a task's check (`run --dry-run`, `capability audit`,
-    `trust` list them): the plan file (project-relative), the task and the command."""
+    """One command a run would execute as a task's check (the plan file project-relative)."""
 
     plan: str
     task_id: str
@@ -76,8 +71,7 @@ class PlanCheck(NamedTuple):
 
 
 def project_checks(project: str | Path) -> list[PlanCheck]:
-    """Every check command of every readable plan of the project, phase by phase. A cloned
-    project's PLAN.md is data: this is what a run would execute from it."""
+    """Every check command of every readable plan of the project, phase by phase."""
     root = Path(project)
     found: list[PlanCheck] = []
     for phase in list_phases(root):

@@ -1,13 +1,8 @@
 """GSD's own tracking files, written as the reference writes them: ROADMAP.md after each plan
 (`roadmap update-plan-progress`) and ROADMAP.md, STATE.md and REQUIREMENTS.md when a phase is
-complete (`phase complete`). Pure text → text (base layer): `machine/tracking.py` reads the
-files, counts the plans, writes the results atomically, or asks the host tool instead.
-
-What each function writes, and where it deliberately differs from the reference, is in
-docs/loop.md ("GSD's tracking files"). Every edit works line by line with patterns anchored at
-a line's start (no pattern scans across lines), so a hostile ROADMAP costs linear time; the
-edits are confined, as the reference confines them, to the current milestone: what follows the
-last `</details>` (archived milestones are never touched).
+complete (`phase complete`). Pure text → text (docs/loop.md, "GSD's tracking files"). Edits
+work line by line with anchored patterns (linear time on a hostile ROADMAP), confined to the
+current milestone: what follows the last `</details>`.
 """
 
 from __future__ import annotations
@@ -25,8 +20,7 @@ _OPEN_REQ = re.compile(r"pending|in progress|gaps found", re.I)  # a row phase c
 
 
 class Counts(NamedTuple):
-    """A phase's plans as the reference counts them: plans, plans with a SUMMARY, and the
-    SUMMARY file names (their plan checkboxes are ticked)."""
+    """A phase's plans, those with a SUMMARY, and the SUMMARY file names."""
 
     plans: int
     summaries: int
@@ -34,8 +28,7 @@ class Counts(NamedTuple):
 
 
 def phase_source(number: str) -> str:
-    """A pattern for phase `number` however it is padded (`0*9\\.1` for `9.1` and `09.1`),
-    as the reference's `phaseMarkdownRegexSource`."""
+    """A pattern for phase `number` however it is padded (`phaseMarkdownRegexSource`)."""
     match = re.match(r"^0*(\d+)([A-Z])?((?:\.\d+)*)$", number, re.I)
     if match is None:
         return re.escape(number)
@@ -47,21 +40,14 @@ def phase_source(number: str) -> str:
 
 
 def plan_progress(roadmap: str, number: str, counts: Counts, *, verified: bool, today: str) -> str:
-    """ROADMAP.md after `roadmap update-plan-progress N`: the phase's progress-table row
-    (Plans Complete, Status, Completed), its `**Plans**:` count, its checkbox once every plan
-    has a SUMMARY and VERIFICATION.md passed (`verified`), and each plan's checkbox."""
+    """ROADMAP.md after `roadmap update-plan-progress N`: the phase's table row, `**Plans**:`
+    count and plans' checkboxes, its own checkbox once all are done and `verified`."""
     if counts.plans == 0:
         return roadmap
     complete = counts.summaries >= counts.plans and verified
     status = "Complete" if complete else "In Progress" if counts.summaries else "Planned"
     src = phase_source(number)
-    row = _row_matcher(src)
-
-    def cells(table: str) -> str:
-        table = _set_cell(table, row, "Plans Complete", lambda _: f" {_count(counts)} ")
-        table = _set_cell(table, row, "Status", lambda _: f" {status.ljust(11)}")
-        return _set_cell(table, row, "Completed", lambda cur: _completed(cur, complete, today))
-
+    cells = _progress_row(src, counts, f" {status.ljust(11)}", complete, today)
     done = "complete" if complete else "executed"
     roadmap = _in_progress_section(roadmap, cells)
     roadmap = _in_active(roadmap, lambda t: _plan_count(t, src, f"{_count(counts)} plans {done}"))
@@ -71,22 +57,29 @@ def plan_progress(roadmap: str, number: str, counts: Counts, *, verified: bool, 
 
 
 def phase_complete(roadmap: str, number: str, counts: Counts, *, today: str) -> str:
-    """ROADMAP.md after `phase complete N` (VERIFICATION.md passed): the phase's checkbox
-    (`- [x] … (completed <today>)`), its progress-table row `Complete` with today's date (a
-    date already there is kept), its `**Plans:**` count and its plans' checkboxes."""
+    """ROADMAP.md after `phase complete N`: the phase's checkbox (`(completed <today>)`), table
+    row `Complete` (a date already there kept), `**Plans:**` count and plans' checkboxes."""
     src = phase_source(number)
-    row = _row_matcher(src)
-
-    def cells(table: str) -> str:
-        table = _set_cell(table, row, "Plans Complete", lambda _: f" {_count(counts)} ")
-        table = _set_cell(table, row, "Status", lambda _: " Complete    ")
-        return _set_cell(table, row, "Completed", lambda cur: _completed(cur, True, today))
-
     roadmap = _in_active(roadmap, lambda t: _check_phase(t, src, today, tight=True))
+    cells = _progress_row(src, counts, " Complete    ", True, today)
     roadmap = _in_progress_section(roadmap, cells)
     body = f"{_count(counts)} plans complete"
     roadmap = _in_active(roadmap, lambda t: _plan_count(t, src, body, bold_colon_only=True))
     return _check_plans(roadmap, counts.summary_names)
+
+
+def _progress_row(
+    src: str, counts: Counts, status: str, complete: bool, today: str
+) -> Callable[[str], str]:
+    """The edit of a progress table that sets the phase's Plans Complete, Status, Completed."""
+    row = _row_matcher(src)
+
+    def cells(table: str) -> str:
+        table = _set_cell(table, row, "Plans Complete", lambda _: f" {_count(counts)} ")
+        table = _set_cell(table, row, "Status", lambda _: status)
+        return _set_cell(table, row, "Completed", lambda cur: _completed(cur, complete, today))
+
+    return cells
 
 
 def _count(counts: Counts) -> str:
@@ -107,8 +100,7 @@ def _in_active(text: str, edit: Callable[[str], str]) -> str:
 
 
 def _in_progress_section(text: str, edit: Callable[[str], str]) -> str:
-    """`edit` applied to the `## Progress` section of the current milestone (up to the next
-    `#`/`##` heading), or to the whole milestone when it has none."""
+    """`edit` applied to the current milestone's `## Progress` section, or to all of it."""
 
     def scoped(active: str) -> str:
         head = re.search(r"^##[ \t]+Progress\b", active, re.M | re.I)
@@ -122,8 +114,7 @@ def _in_progress_section(text: str, edit: Callable[[str], str]) -> str:
 
 
 def _plan_count(text: str, src: str, value: str, *, bold_colon_only: bool = False) -> str:
-    """The phase's `**Plans**: N plans` line (in its section: up to the next heading) set to
-    `value`; text after an old count is kept, anything else on the line replaced."""
+    """The phase's `**Plans**: N plans` line set to `value` (text after an old count kept)."""
     lines = text.splitlines(keepends=True)
     heading = re.compile(rf"^#{{2,4}}\s*Phase\s+{src}{_TAG}(?=[:\s])", re.I)
     labels = r"\*\*Plans:\*\*" if bold_colon_only else r"\*\*Plans\*\*:|\*\*Plans:\*\*|^Plans:"
@@ -161,8 +152,8 @@ def _check_phase(text: str, src: str, today: str, *, tight: bool) -> str:
 
 
 def _check_plans(text: str, summary_names: Sequence[str]) -> str:
-    """Each plan with a SUMMARY ticked where the ROADMAP lists it (`- [ ] 01-02-PLAN.md`,
-    `- [ ] 01-02:`, `- [ ] **01-02**`): the first unticked line naming it."""
+    """Each plan with a SUMMARY ticked where the ROADMAP lists it: the first unticked line
+    naming it (`- [ ] 01-02-PLAN.md`, `- [ ] **01-02**`)."""
     lines = text.splitlines(keepends=True)
     for name in summary_names:
         plan_id = name.replace("-SUMMARY.md", "", 1).replace("SUMMARY.md", "", 1)
@@ -204,8 +195,7 @@ def _cells(line: str) -> list[tuple[int, int]]:
 def _set_cell(
     text: str, match: Callable[[dict[str, str]], bool], column: str, value: Callable[[str], str]
 ) -> str:
-    """The first table of `text`: in the first row `match` accepts, the cell of `column` set
-    to `value(current)` (text unchanged when there is no such table, column or row)."""
+    """The first table's first row `match` accepts, its cell of `column` set to `value(cur)`."""
     lines = text.splitlines(keepends=True)
     head = next((i for i, line in enumerate(lines) if _is_row(line)), None)
     if head is None or head + 1 >= len(lines) or not _is_delimiter(lines[head + 1]):
@@ -243,8 +233,7 @@ def _is_delimiter(line: str) -> bool:
 
 
 def requirement_ids(section: str | None) -> list[str]:
-    """The requirement ids the phase's `**Requirements**:` line cites (`TBD`, words and
-    comments left out), as `phase complete` reads them."""
+    """The requirement ids the phase's `**Requirements**:` line cites (`phase complete`)."""
     if not section:
         return []
     found = re.search(r"\*\*Requirements:?\*\*[^\S\n]*:?[^\S\n]*([^\n]+)", section, re.I)
@@ -255,10 +244,9 @@ def requirement_ids(section: str | None) -> list[str]:
 
 
 def requirements_complete(requirements: str, ids: Sequence[str]) -> str:
-    """REQUIREMENTS.md after `phase complete`: each cited requirement's checkbox
-    (`- [ ] **REQ-01**`) ticked and its Traceability row's Status `Complete` when it was
-    Pending, In Progress or Gaps Found; a row that says otherwise (Deferred, …) keeps its
-    checkbox as it was."""
+    """REQUIREMENTS.md after `phase complete`: each cited requirement's checkbox ticked and its
+    Traceability row's Status `Complete` when it was Pending, In Progress or Gaps Found (a row
+    that says otherwise, Deferred, …, keeps its checkbox as it was)."""
     for req in ids:
         box = re.compile(rf"^([ \t]*-\s*\[) (\]\s*\*\*{re.escape(req)}\*\*)", re.I)
         lines = requirements.splitlines(keepends=True)
@@ -268,21 +256,14 @@ def requirements_complete(requirements: str, ids: Sequence[str]) -> str:
             continue  # the row says deferred (or done): the two places must not disagree
         for i in ticked:
             lines[i] = box.sub(r"\1x\2", lines[i], count=1)
-        requirements = "".join(lines)
-        requirements = _in_traceability(requirements, _closer(req))
+        requirements = _in_traceability("".join(lines), _closer(req))
     return requirements
 
 
 def _closer(req: str) -> Callable[[str], str]:
-    """The edit of a Traceability table that marks `req`'s row Complete."""
+    """The edit of a Traceability table that marks `req`'s (open) row Complete."""
     row = _first_cell(req)
-    return lambda table: _set_cell(table, row, "Status", _complete_status)
-
-
-def _complete_status(current: str) -> str:
-    return (
-        " Complete " if re.fullmatch(r"pending|in progress|gaps found", current, re.I) else current
-    )
+    return lambda table: _set_cell(table, row, "Status", lambda _: " Complete ")
 
 
 def _first_cell(req: str) -> Callable[[dict[str, str]], bool]:
@@ -310,18 +291,15 @@ def _traceability_status(text: str, req: str) -> str | None:
 
 
 class NextPhase(NamedTuple):
-    """Where STATE.md points after a phase is complete: the next phase (None: it was the
-    last) and its name."""
+    """The phase after a complete one (None: it was the last) and its name."""
 
     number: str | None
     name: str | None
 
 
 def state_complete(state: str, number: str, after: NextPhase, *, today: str) -> str:
-    """STATE.md after `phase complete N`: the current phase moved to the next one (`Phase: 3
-    of 5 (Name)` keeps its shape), `Status: Ready to plan` (`All phases complete` after the
-    last), `Plan: Not started`, `Last activity: <today> — Phase N complete, transitioned to
-    Phase M`; the frontmatter's matching keys too."""
+    """STATE.md after `phase complete N`: the current phase moved to the next one (`3 of 5
+    (Name)` keeps its shape), its Status, Plan and Last activity, in body and frontmatter."""
     front, body = _split_frontmatter(state)
     phase = after.number or number
     current = _field(body, "Current Phase") or _field(body, "Phase")

@@ -1,14 +1,9 @@
-"""Waves: which plans of a phase run together, computed from `depends_on` (pure).
+"""Waves: which plans of a phase run together, computed from `depends_on` (pure, `graphlib`).
 
-Effective wave = the plan's level in the `depends_on` DAG (0 for a plan with no dependencies)
-plus an offset: 0 when any plan declares `wave: 0`, else 1, so waves are numbered the way the
-plans number them. A declared `wave` that disagrees is only a warning: the DAG wins (this is
-what the reference `phase-plan-index` does, despite its template saying waves are read as
-written). Plans of one wave run in parallel unless two of them modify the same file, in which
-case that whole wave runs sequentially, in plan order.
-
-Computed with the stdlib's `graphlib` (networkx stays for diagrams and lint), so the runner's
-start path never imports networkx.
+Effective wave = the plan's level in the `depends_on` DAG plus an offset (0 when any plan
+declares `wave: 0`, else 1). A declared `wave` that disagrees is only a warning: the DAG wins,
+as in the reference's `phase-plan-index`. Plans of one wave run in parallel unless two of them
+modify the same file: then that whole wave runs sequentially, in plan order.
 """
 
 from __future__ import annotations
@@ -28,16 +23,13 @@ from looprail.plans.planfile import Plan
 
 
 class Wave(BaseModel):
-    """One wave: its plans in plan order, which of them still lack a SUMMARY, and whether they
-    may run at the same time."""
+    """One wave: its plans in plan order, which are not done, and whether they run together."""
 
     model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     number: int
     plan_ids: list[str]
-    # plans of this wave not done, in plan order: no SUMMARY yet, or a SUMMARY that says
-    # `status: halted` (such a plan is never re-run; it stops the loop at its wave)
-    pending: list[str]
+    pending: list[str]  # no SUMMARY yet, or one that says `status: halted` (never re-run)
     parallel_safe: bool  # False: run plan_ids one after the other
     overlap_files: list[str]  # files_modified entries shared by two or more plans of the wave
 
@@ -74,9 +66,8 @@ def relative(path: Path, root: Path | None) -> str:
 
 class _Index:
     """How a phase's `depends_on` entries find their plans: the reference's two rules first
-    (the id case-folded; its canonical `<phase>-<NN>` pair), then looprail's, which the
-    reference drops (zero padding ignored, a bare plan number, a short-named plan's
-    `<phase>-<plan>`)."""
+    (the id case-folded; its canonical `<phase>-<NN>`), then looprail's, which it drops (zero
+    padding ignored, a bare plan number, a short-named plan's `<phase>-<plan>`)."""
 
     def __init__(self, plans: Sequence[Plan] | Sequence[str], phase: str | None):
         ids = [p if isinstance(p, str) else p.id for p in plans]
@@ -114,11 +105,9 @@ def resolve_dependencies(
     plans: Sequence[Plan], *, root: Path | None = None, phase: str | None = None
 ) -> list[Plan]:
     """The plans with each `depends_on` entry rewritten to the id of a plan of this phase
-    (`phase`, the phase number, lets `28-01` name a plan file called `01-PLAN.md`). An entry
-    that names no plan of the phase (a plan of an earlier phase, or nothing) moves to
-    `outside_depends_on`, as written: it is no edge of this phase's waves (as in the
-    reference), and `load_phase` checks it is finished. Raises PlanError for two plans with the
-    same id. Idempotent. Errors show plan paths relative to `root` when given."""
+    (`phase` lets `28-01` name `01-PLAN.md`); an entry naming none moves to
+    `outside_depends_on`, as written (no edge here; `load_phase` checks it is finished).
+    PlanError for two plans with the same id. Idempotent."""
     by_canonical: dict[str, Plan] = {}
     for plan in plans:
         key = canonical_plan_id(plan.id)
@@ -151,9 +140,7 @@ def resolve_dependencies(
 
 def halt_blocked(plans: Sequence[Plan]) -> dict[str, list[str]]:
     """For each plan downstream of a halted plan, the halted plan(s) it waits on, in the
-    order the reference's plan-index lists them (each dependency, then what blocks it).
-    `depends_on` must already be resolved (`resolve_dependencies`); a cycle is the caller's
-    error to raise (`compute_waves`)."""
+    reference's plan-index order. `depends_on` must be resolved."""
     by_id = {p.id: p for p in plans}
     blocked: dict[str, list[str]] = {}
     for plan_id in _topological(plans):
@@ -170,9 +157,8 @@ def halt_blocked(plans: Sequence[Plan]) -> dict[str, list[str]]:
 
 
 def unmet_blocked(plans: Sequence[Plan]) -> dict[str, list[str]]:
-    """For each plan that may not run because a dependency outside its phase is not finished
-    (`Plan.unmet`), directly or through plans of its phase, the reasons. `depends_on` must be
-    resolved."""
+    """For each plan that waits on an unfinished plan of another phase (`Plan.unmet`), directly
+    or through plans of its phase, the reasons. `depends_on` must be resolved."""
     by_id = {p.id: p for p in plans}
     out: dict[str, list[str]] = {}
     for plan_id in _topological(plans):
@@ -210,9 +196,8 @@ def _topological(plans: Sequence[Plan]) -> list[str]:
 def bare_dependency_warnings(
     plans: Sequence[Plan], *, root: Path | None = None, phase: str | None = None
 ) -> list[str]:
-    """Entries looprail resolves and the reference drops (a bare plan number `"02"`, `"1-2"`
-    for `01-02`, `"28-01"` for a plan file named `01-PLAN.md`): its waves then differ. Say so
-    for each such entry. (Plans as parsed, before `resolve_dependencies`.)"""
+    """A warning for each entry looprail resolves and the reference drops (`"02"`, `"1-2"`):
+    its waves then differ. (Plans as parsed, before `resolve_dependencies`.)"""
     index = _Index(plans, phase)
     warnings = []
     for plan in plans:
@@ -228,12 +213,8 @@ def bare_dependency_warnings(
 
 
 def compute_waves(plans: Sequence[Plan], *, root: Path | None = None) -> WavePlan:
-    """Group a phase's plans into waves (see the module docstring for the rules). Raises
-    PlanError for a cycle, a dangling dependency or a duplicate plan id.
-
-    Stdlib only (`graphlib`), so the runner never imports networkx. What depends on the plans'
-    shape (levels, overlaps, warnings) is cached by that shape: a run asks again after every
-    wave, when only `has_summary` changed, and pays one pass over the plans."""
+    """Group a phase's plans into waves; PlanError for a cycle or a duplicate plan id. What
+    depends on the plans' shape is cached by it (a run asks again after every wave)."""
     plans = _resolved(plans, root)
     shape = tuple((p.id, tuple(p.depends_on), p.wave, tuple(p.files_modified)) for p in plans)
     try:
@@ -247,8 +228,7 @@ def compute_waves(plans: Sequence[Plan], *, root: Path | None = None) -> WavePla
         ) from None
     effective, groups, overlaps, warnings = layout
     done = {p.id: p.has_summary and not p.halted for p in plans}  # a halted plan is not done
-    # Built from validated plans and computed values: construct, do not validate again (a run
-    # asks for the waves after every wave).
+    # Built from validated plans and computed values: construct, do not validate again.
     waves = [
         Wave.model_construct(
             number=number,
@@ -267,14 +247,12 @@ def compute_waves(plans: Sequence[Plan], *, root: Path | None = None) -> WavePla
     )
 
 
-# The last dependency shape whose resolution changed no plan (the runner passes plans that are
-# resolved already, after every wave): the same shape resolves to the same plans again.
+# The last dependency shape whose resolution changed no plan: it resolves the same again.
 _RESOLVED_AS_IS: list[tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]] = []
 
 
 def _resolved(plans: Sequence[Plan], root: Path | None) -> list[Plan]:
-    """`resolve_dependencies(plans)`, without the pass over every dependency when these plans'
-    ids and dependencies are the ones last seen to need no change (it depends on nothing else)."""
+    """`resolve_dependencies(plans)`, skipped when these needed no change last time."""
     key = tuple((p.id, tuple(p.depends_on), tuple(p.outside_depends_on)) for p in plans)
     if _RESOLVED_AS_IS and _RESOLVED_AS_IS[0] == key:
         return list(plans)
@@ -290,17 +268,13 @@ class _Cycle(Exception):
 
 
 _Shape = tuple[tuple[str, tuple[str, ...], int | None, tuple[str, ...]], ...]
+_Layout = tuple[
+    dict[str, int], list[tuple[int, tuple[str, ...]]], dict[int, tuple[str, ...]], tuple[str, ...]
+]
 
 
 @lru_cache(maxsize=64)
-def _layout(
-    shape: _Shape,
-) -> tuple[
-    dict[str, int],
-    list[tuple[int, tuple[str, ...]]],
-    dict[int, tuple[str, ...]],
-    tuple[str, ...],
-]:
+def _layout(shape: _Shape) -> _Layout:
     """Effective waves, the plan ids of each wave (plan order), overlapping files per wave and
     declared-wave warnings, for plans of this shape (ids, resolved deps, wave, files)."""
     sorter: graphlib.TopologicalSorter[str] = graphlib.TopologicalSorter()
@@ -343,9 +317,8 @@ def _layout(
 
 
 def _find_cycle(shape: _Shape) -> list[str]:
-    """The cycle networkx's `find_cycle` reports for this graph (the one a depth-first search
-    meets first, nodes and edges in insertion order), as its member nodes from where it closes.
-    Only called when graphlib has already said there is a cycle."""
+    """The cycle networkx's `find_cycle` reports (the first a depth-first search meets, in
+    insertion order), as its member nodes from where it closes."""
     succ: dict[str, list[str]] = {pid: [] for pid, _, _, _ in shape}
     for pid, deps, _, _ in shape:
         for dep in deps:

@@ -1,8 +1,6 @@
-"""The one YAML loader for frontmatter: PyYAML's safe loader (no tags that construct objects),
-refusing aliases, on libyaml's C parser when PyYAML was built with it.
-
-Aliases allow a "billion laughs" document (nine levels of nine aliases: 9^9 leaves from a few
-hundred bytes); frontmatter never needs them, so the first one is refused before expansion.
+"""The one YAML loader for frontmatter: PyYAML's safe loader on libyaml's C parser when there
+is one, refusing aliases (a "billion laughs" document expands 9^9 leaves from a few hundred
+bytes; frontmatter never needs them, so the first one is refused before expansion).
 """
 
 from __future__ import annotations
@@ -12,9 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-# Deeper than this is refused as "nested too deeply" (RecursionError, as a caller already
-# handles): never left to the interpreter's recursion limit, which another library in the same
-# process may have raised.
+# Deeper is refused (RecursionError, as callers handle), never left to the interpreter's
+# recursion limit, which another library in the same process may have raised.
 MAX_DEPTH = 200
 
 
@@ -33,25 +30,22 @@ class _NoAliasComposer(yaml.composer.Composer):
         try:
             if self._depth > MAX_DEPTH:
                 raise RecursionError(f"YAML nested deeper than {MAX_DEPTH} levels")
-            return self._compose_checked(parent, index)
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"alias *{event.anchor} is not allowed "
+                    "(YAML aliases are refused in frontmatter)",
+                    event.start_mark,
+                )
+            return super().compose_node(parent, index)
         finally:
             self._depth -= 1
 
-    def _compose_checked(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.composer.ComposerError(
-                None,
-                None,
-                f"alias *{event.anchor} is not allowed (YAML aliases are refused in frontmatter)",
-                event.start_mark,
-            )
-        return super().compose_node(parent, index)
-
 
 class NoAliasSafeLoader(_NoAliasComposer, yaml.SafeLoader):
-    """`yaml.SafeLoader` that raises a `MarkedYAMLError` at the first alias and RecursionError
-    past `MAX_DEPTH` levels of nesting."""
+    """`yaml.SafeLoader` refusing aliases and nesting past `MAX_DEPTH`."""
 
 
 NoAliasCSafeLoader: type | None = None
@@ -64,8 +58,7 @@ if getattr(yaml, "__with_libyaml__", False):
         yaml.constructor.SafeConstructor,
         yaml.resolver.Resolver,
     ):
-        """libyaml scans and parses; the shared composer builds the nodes from its events, and
-        PyYAML's safe constructor and resolver make the values."""
+        """libyaml parses; the shared composer, PyYAML's safe constructor and resolver build."""
 
         def __init__(self, stream: str) -> None:
             CParser.__init__(self, stream)
@@ -84,8 +77,7 @@ _C_UNSAFE = re.compile("[\t\r!?\x85\u2028\u2029\ufeff]|[|>][-+0-9]*#")
 
 
 def c_path_ok(text: str) -> bool:
-    """Whether `text` may be loaded on libyaml's parser (it is present, and the text has none
-    of the constructs where the two parsers disagree)."""
+    """Whether `text` may be loaded on libyaml's parser (present, and none of `_C_UNSAFE`)."""
     return NoAliasCSafeLoader is not None and _C_UNSAFE.search(text) is None
 
 
@@ -98,11 +90,8 @@ def _load(loader_class: type, text: str) -> Any:
 
 
 def safe_load(text: str) -> Any:
-    """`yaml.safe_load` with aliases refused (raises `yaml.YAMLError`, or RecursionError past
-    `MAX_DEPTH`).
-
-    With libyaml present its parser is used (`c_path_ok`); a document that fails there is
-    loaded again by the pure loader, so an error is always the pure loader's."""
+    """`yaml.safe_load` with aliases refused (`yaml.YAMLError`; RecursionError past `MAX_DEPTH`).
+    A document that fails on libyaml is loaded again by the pure loader: its error is said."""
     if NoAliasCSafeLoader is not None and c_path_ok(text):
         try:
             return _load(NoAliasCSafeLoader, text)

@@ -138,8 +138,9 @@ def test_a_clean_release_leaves_no_previous_holder(tmp_path):
     assert lock_path(tmp_path).read_text() == ""
     with RunLock(tmp_path, run_id="B") as lock:
         assert lock.previous is None
-        assert lock.held and lock.info is not None and lock.info.run_id == "B"
-    assert not lock.held
+        holder = lock_holder(tmp_path)
+        assert holder is not None and holder.run_id == "B"
+    assert lock_holder(tmp_path) is None
 
 
 def test_no_lock_file_means_no_holder(tmp_path):
