@@ -437,7 +437,7 @@ def run_of_event(event: EventRecord) -> CheckRun | None:
         passed=event.outcome == "passed",
         reason=event.message or "",
         rule=data.get("rule"),
-        attempt=int(data.get("attempt") or 1),
+        attempt=1 if data.get("attempt") is None else int(data["attempt"]),  # 0: merged tree
         log=data.get("log"),
         tree=data.get("tree"),
     )
@@ -455,10 +455,8 @@ def check_line(run: CheckRun) -> str:
     code = "" if run.exit_code is None else f"exit {run.exit_code}, "
     why = "" if run.reason == f"exit {run.exit_code}" else f"; {run.reason}"
     caught = f" [{run.rule}]" if run.rule else ""
-    return (
-        f"- `{run.command}`: {verdict} ({code}{run.duration_ms} ms, attempt {run.attempt}"
-        f"{why}{caught})"
-    )
+    when = f"attempt {run.attempt}" if run.attempt else "again on the merged tree"
+    return f"- `{run.command}`: {verdict} ({code}{run.duration_ms} ms, {when}{why}{caught})"
 
 
 def evidence_lines(

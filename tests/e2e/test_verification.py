@@ -246,6 +246,10 @@ def test_the_summary_and_the_verifier_get_the_evidence(tmp_path):
     (evidence,) = [t for t in request["roleContext"]["verifier"] if "## Verification" in t]
     assert "- `grep -q hello out.txt`: passed" in evidence
     assert "- unverified: no automated check" in evidence
+    # each run is told apart: the retry, then the merged tree's (journaled as attempt 0)
+    assert " ms, attempt 2)\n- `grep -q hello out.txt`: passed (exit 0, " in evidence
+    assert " ms, again on the merged tree)" in evidence
+    assert evidence.count(" ms, attempt 1)") == 1
 
 
 # -- human_needed: a human-verify checkpoint, answered like any -------------------------------
