@@ -77,8 +77,7 @@ def _phase(
                 path="depends_on",
             )
     for w in phase.warnings:
-        # the config's own finding (config-invalid) says it once; a halted plan is said above
-        if w not in data.config_warnings and "the run halts plan" not in w:
+        if "the run halts plan" not in w:  # a halted plan is said above
             file = w.split(": ", 1)[0] if ": " in w else item.label
             fix = next((f for words, f in _WARNING_FIXES if words in w), "see docs/plans.md")
             yield finding("plan-warning", _rel(file, data.project), w.split(": ", 1)[-1], fix)
