@@ -250,15 +250,13 @@ def _waves(events: Sequence[Row], tasks: Sequence[TaskTuple]) -> list[dict[str, 
         elif e["kind"] == "check" and e["task_id"]:
             checks.setdefault(e["task_id"], []).append(_check(e))
     resolvers = {e["task_id"]: e for e in events if e["kind"] == "resolver" and e["task_id"]}
-    plan_order: dict[int | None, list[str | None]] = {}
-    for wave, event in started.items():
-        plan_order[wave] = list(event["data"].get("plans", []))
+    plan_order: dict[int | None, list[str | None]] = {
+        wave: list(event["data"].get("plans", [])) for wave, event in started.items()
+    }
     by_plan: dict[tuple[int | None, str | None], list[dict[str, object]]] = {}
     for task in tasks:
         key, plan, wave = task[0], task[1], task[2]
-        plans = plan_order.get(wave)
-        if plans is None:
-            plans = plan_order[wave] = []
+        plans = plan_order.setdefault(wave, [])
         rows = by_plan.get((wave, plan))
         if rows is None:
             if plan not in plans:
@@ -343,9 +341,7 @@ def _int(value: Any) -> int | None:
 
 
 def _float(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _str(value: Any) -> str | None:
