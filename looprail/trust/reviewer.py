@@ -1,10 +1,7 @@
 """Reviewer lanes (`review-lane dispatch-step`; docs/contract.md): external CLIs declared in a
-capability's `reviewer` body, run for a step that carries `supportsReviewerLanes: true`.
-
-`dispatch_step` checks the trait, the selection (each `--explicit` slug an available lane of an
-active capability) and the request (files inside the repo root, a depth, a base SHA), then
-writes one metadata-only prompt and runs one bounded subprocess per lane; one lane's failure
-never cancels its siblings. Effects go through the seams `spawn` and `which` (fakes in tests).
+capability's `reviewer` body, run for a step that carries `supportsReviewerLanes: true`, one
+bounded subprocess per lane (one lane's failure never cancels its siblings). Effects go through
+the seams `spawn` and `which` (fakes in tests).
 """
 
 from __future__ import annotations
