@@ -90,11 +90,7 @@ def envelopes_for(
 
 def crossed_points(spec: LoopSpec = DEFAULT_LOOP) -> list[str]:
     """The points in the order the loop first crosses them."""
-    seen: dict[str, None] = {}
-    for t in spec.transitions():
-        for p in t.points:
-            seen.setdefault(p, None)
-    return list(seen)
+    return list(dict.fromkeys(p for t in spec.transitions() for p in t.points))
 
 
 def hook_summary(hook: Mapping[str, Any], flavor: str = "gsd") -> str:
