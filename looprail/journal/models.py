@@ -96,8 +96,6 @@ class PlannedTask(NamedTuple):
 
 
 class RunRow(BaseModel):
-    """One row of the journal's `runs` table."""
-
     model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     id: str
@@ -118,8 +116,6 @@ class RunRow(BaseModel):
 
 
 class TaskRow(BaseModel):
-    """One row of the journal's `tasks` table."""
-
     model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     run_id: str

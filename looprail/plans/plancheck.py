@@ -34,7 +34,6 @@ class PlanReport(NamedTuple):
 
 
 def check_phase_plans(project: Path, phase: Phase) -> PlanReport:
-    """The checks over every plan of `phase`."""
     findings: list[PlanFinding] = []
     unchecked: list[PlanFinding] = []
     for plan in phase.plans:
