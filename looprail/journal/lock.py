@@ -33,6 +33,7 @@ class LockInfo(NamedTuple):
 
 
 def lock_path(project: str | Path) -> Path:
+    """The project's run lock file."""
     return Path(project_path(project, LOCK_FILE))
 
 

@@ -96,6 +96,8 @@ class PlannedTask(NamedTuple):
 
 
 class RunRow(BaseModel):
+    """One row of the journal's `runs` table."""
+
     model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     id: str
@@ -116,6 +118,8 @@ class RunRow(BaseModel):
 
 
 class TaskRow(BaseModel):
+    """One row of the journal's `tasks` table."""
+
     model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     run_id: str

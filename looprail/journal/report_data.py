@@ -214,8 +214,7 @@ def _spend(calls: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _points(events: Sequence[Row]) -> list[dict[str, object]]:
-    order: list[str] = []
-    dispatches: dict[str, int] = {}
+    dispatches: dict[str, int] = {}  # in the order the points were first crossed
     hooks: dict[str, list[dict[str, object]]] = {}
     verdicts: dict[str, list[dict[str, object]]] = {}
     for e in events:
@@ -223,7 +222,6 @@ def _points(events: Sequence[Row]) -> list[dict[str, object]]:
         if e["kind"] not in ("point", "hook", "gate_verdict") or point is None:
             continue
         if point not in dispatches:
-            order.append(point)
             dispatches[point], hooks[point], verdicts[point] = 0, [], []
         if e["kind"] == "point":
             dispatches[point] += 1
@@ -234,7 +232,7 @@ def _points(events: Sequence[Row]) -> list[dict[str, object]]:
             verdicts[point].append(_pick(e, "seq", "ts", "wave", "cap_id", "outcome", "message"))
     return [
         {"point": p, "dispatches": dispatches[p], "hooks": hooks[p], "verdicts": verdicts[p]}
-        for p in order
+        for p in dispatches
     ]
 
 

@@ -116,6 +116,8 @@ def finding(
 
 
 class LintReport(BaseModel):
+    """The findings of one lint run."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     findings: list[Finding]

@@ -159,12 +159,8 @@ def parse_slugs(text: str | Sequence[str] | None) -> tuple[str, ...]:
     if text is None:
         return ()
     items = [text] if isinstance(text, str) else list(text)
-    out: list[str] = []
-    for item in items:
-        for slug in re.split(r"[\s,]+", item.strip().lower()):
-            if slug and slug not in out:
-                out.append(slug)
-    return tuple(out)
+    slugs = (s for item in items for s in re.split(r"[\s,]+", item.strip().lower()) if s)
+    return tuple(dict.fromkeys(slugs))
 
 
 def explicit_from_argv(argv: Sequence[str], lanes: Mapping[str, Lane]) -> tuple[str, ...]:
