@@ -71,17 +71,11 @@ class Segment:
     back: bool = False  # goes back in the loop (drawn without pulling the layout)
 
 
-def _entry(graph: nx.MultiDiGraph, state: str) -> str:
-    """The node a transition into `state` is drawn to: a compound's initial child."""
+def _member(graph: nx.MultiDiGraph, state: str, end: str) -> str:
+    """The node a transition into (`end` "initial") or out of (`end` "final") `state` is drawn
+    to or from: a compound's initial or final child."""
     if graph.nodes[state].get("compound"):
-        return next(c for c in children(graph, state, "state") if graph.nodes[c]["initial"])
-    return state
-
-
-def _exit(graph: nx.MultiDiGraph, state: str) -> str:
-    """The node a transition out of `state` is drawn from: a compound's final child."""
-    if graph.nodes[state].get("compound"):
-        return next(c for c in children(graph, state, "state") if graph.nodes[c]["final"])
+        return next(c for c in children(graph, state, "state") if graph.nodes[c][end])
     return state
 
 
@@ -107,9 +101,9 @@ def segments(graph: nx.MultiDiGraph) -> list[Segment]:
             if seg is None:
                 seg = out[(a, b)] = Segment(a, b)
                 if graph.nodes[a].get("compound"):
-                    seg.tail, seg.ltail = _exit(graph, a), a
+                    seg.tail, seg.ltail = _member(graph, a, "final"), a
                 if graph.nodes[b].get("compound"):
-                    seg.head, seg.lhead = _entry(graph, b), b
+                    seg.head, seg.lhead = _member(graph, b, "initial"), b
                 seg.back = graph.nodes[b].get("kind") == "state" and order[b] < order[u]
             # The event names the first segment; the plan-fact guards go with it, unless the
             # route branches at its last point (finish_wave), where each branch shows its own.

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import networkx as nx
 
@@ -90,11 +90,7 @@ def envelopes_for(
 
 def crossed_points(spec: LoopSpec = DEFAULT_LOOP) -> list[str]:
     """The points in the order the loop first crosses them."""
-    seen: dict[str, None] = {}
-    for t in spec.transitions():
-        for p in t.points:
-            seen.setdefault(p, None)
-    return list(seen)
+    return list(dict.fromkeys(p for t in spec.transitions() for p in t.points))
 
 
 def hook_summary(hook: Mapping[str, Any], flavor: str = "gsd") -> str:
@@ -178,20 +174,6 @@ def _add_chart(graph: nx.MultiDiGraph, spec: LoopSpec) -> None:
         graph.nodes[point_id(p)]["parent"] = _inside(graph, p)
 
 
-class _StateAttrs(TypedDict):
-    kind: str
-    label: str
-    parent: str | None
-    compound: bool
-    initial: bool
-    final: bool
-    role: str | None
-    artifact: str | None
-    description: str
-    visited: bool
-    current: bool
-
-
 class _Hook(NamedTuple):
     """The attributes of a hook node that come from the hook (or the warning) it draws."""
 
@@ -203,14 +185,14 @@ class _Hook(NamedTuple):
     when: str | None = None
 
 
-def _state_attrs(chart: Any, spec: LoopSpec) -> dict[str, _StateAttrs]:
-    """The node attributes of every state of the compiled chart."""
+def _state_attrs(chart: Any, spec: LoopSpec) -> dict[str, dict[str, Any]]:
+    """The node attributes of every state of the compiled chart (the module docstring's)."""
     steps = {s.name: s for s in spec.steps}
-    states: dict[str, _StateAttrs] = {}
+    states: dict[str, dict[str, Any]] = {}
     for state in chart.states_map.values():
         parent = state.parent.id if state.parent is not None else None
         step = steps.get(state.id)
-        states[state.id] = _StateAttrs(
+        states[state.id] = dict(
             kind="state",
             label=state.id if parent is None else str(state.name),
             parent=parent,

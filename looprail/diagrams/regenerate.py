@@ -52,27 +52,26 @@ PICTURES = (
 )
 
 
-_README_HEAD = [
-    "# Diagrams",
-    "",
-    "Pictures of the loop, drawn from the compiled state machine (and, for the example, the",
-    "active hooks of its capabilities). Do not edit: regenerate them with",
-    "",
-    "```sh",
-    COMMAND,
-    "```",
-    "",
-    "A test fails when the `.dot` or `.mmd` files here differ from what that command draws.",
-    "Draw your own project with `looprail diagram PROJECT --hooks -o loop.svg`, and overlay",
-    "a run with `--run RUN`.",
-    "",
-]
+_README_HEAD = f"""\
+# Diagrams
+
+Pictures of the loop, drawn from the compiled state machine (and, for the example, the
+active hooks of its capabilities). Do not edit: regenerate them with
+
+```sh
+{COMMAND}
+```
+
+A test fails when the `.dot` or `.mmd` files here differ from what that command draws.
+Draw your own project with `looprail diagram PROJECT --hooks -o loop.svg`, and overlay
+a run with `--run RUN`.
+"""
 
 
 def texts(repo: Path = REPO) -> dict[str, str]:
     """`{file name: text}` of every deterministic file (`.dot`, `.mmd`, `README.md`)."""
     out: dict[str, str] = {}
-    readme = list(_README_HEAD)
+    readme = _README_HEAD
     with tempfile.TemporaryDirectory(prefix="looprail-diagrams-") as home:
         for pic in PICTURES:
             graph, _ = load_graph(
@@ -86,32 +85,30 @@ def texts(repo: Path = REPO) -> dict[str, str]:
             )
             out[f"{pic.name}.dot"] = to_dot(graph)
             out[f"{pic.name}.mmd"] = mermaid = to_mermaid(graph)
-            readme += _readme_section(pic, mermaid)
-    out["README.md"] = "\n".join(readme)
+            readme += _readme_section(pic, mermaid.rstrip("\n"))
+    out["README.md"] = readme
     return out
 
 
-def _readme_section(pic: Picture, mermaid: str) -> list[str]:
+def _readme_section(pic: Picture, mermaid: str) -> str:
     n = pic.name
-    return [
-        f"## {pic.title}",
-        "",
-        pic.about,
-        "",
-        f"![{pic.title}]({n}.svg)",
-        "",
-        f"Files: [`{n}.svg`]({n}.svg), [`{n}.png`]({n}.png), [`{n}.dot`]({n}.dot), "
-        f"[`{n}.mmd`]({n}.mmd).",
-        "",
-        "<details><summary>Mermaid</summary>",
-        "",
-        "```mermaid",
-        mermaid.rstrip("\n"),
-        "```",
-        "",
-        "</details>",
-        "",
-    ]
+    return f"""
+## {pic.title}
+
+{pic.about}
+
+![{pic.title}]({n}.svg)
+
+Files: [`{n}.svg`]({n}.svg), [`{n}.png`]({n}.png), [`{n}.dot`]({n}.dot), [`{n}.mmd`]({n}.mmd).
+
+<details><summary>Mermaid</summary>
+
+```mermaid
+{mermaid}
+```
+
+</details>
+"""
 
 
 def regenerate(target: Path | None = None, *, pictures: bool = True) -> list[Path]:

@@ -17,7 +17,8 @@ def digest_inputs(paths: Iterable[str | Path], root: str | Path) -> dict[str, st
     digests: dict[str, str] = {}
     for path in paths:
         for file in _files(Path(path) if Path(path).is_absolute() else root_path / path):
-            digests[_key(file, root_path)] = _sha256(file)
+            with file.open("rb") as handle:
+                digests[_key(file, root_path)] = hashlib.file_digest(handle, "sha256").hexdigest()
     return dict(sorted(digests.items()))
 
 
@@ -56,8 +57,3 @@ def _key(file: Path, root: Path) -> str:
         if candidate.is_relative_to(base):
             return candidate.relative_to(base).as_posix()
     return Path(os.path.abspath(file)).as_posix()
-
-
-def _sha256(file: Path) -> str:
-    with file.open("rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()

@@ -81,8 +81,7 @@ class RunLock:
         if self._fd is None or self._info is None:
             raise RuntimeError("set_run_id needs the lock to be held")
         self._run_id = run_id
-        info = self._info
-        self._info = info._replace(run_id=run_id)
+        self._info = self._info._replace(run_id=run_id)
         self._write(self._info)
 
     def release(self) -> None:
@@ -116,10 +115,8 @@ def lock_holder(project: str | Path) -> LockInfo | None:
     path = lock_path(project)
     try:
         fd = _open_lock(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return None
-    except LooprailError:
-        return None  # a symlink or special file: no looprail run can hold it
+    except (FileNotFoundError, LooprailError):
+        return None  # none, or a symlink or special file: no looprail run can hold it
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)

@@ -311,7 +311,7 @@ class JournalRecorder(Recorder):
         with self._cv:
             empty = not self._queue
         if not empty:
-            self._queue_write(_nothing, Durability.FULL)
+            self._queue_write(lambda: None, Durability.FULL)  # commits only what is held
         self._stop()
 
     def close(self) -> None:
@@ -422,10 +422,6 @@ class JournalRecorder(Recorder):
     def kinds(self, *kinds: str) -> list[EventRecord]:
         """The run's journaled events of these kinds, in order."""
         return list(self.journal.events(self.run_id, kinds=list(kinds) or None))
-
-
-def _nothing() -> None:
-    """The write of a commit that only writes what is held (`flush`)."""
 
 
 @dataclass(slots=True, eq=False)

@@ -214,8 +214,7 @@ def _spend(calls: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _points(events: Sequence[Row]) -> list[dict[str, object]]:
-    order: list[str] = []
-    dispatches: dict[str, int] = {}
+    dispatches: dict[str, int] = {}  # in the order the points were first crossed
     hooks: dict[str, list[dict[str, object]]] = {}
     verdicts: dict[str, list[dict[str, object]]] = {}
     for e in events:
@@ -223,7 +222,6 @@ def _points(events: Sequence[Row]) -> list[dict[str, object]]:
         if e["kind"] not in ("point", "hook", "gate_verdict") or point is None:
             continue
         if point not in dispatches:
-            order.append(point)
             dispatches[point], hooks[point], verdicts[point] = 0, [], []
         if e["kind"] == "point":
             dispatches[point] += 1
@@ -234,7 +232,7 @@ def _points(events: Sequence[Row]) -> list[dict[str, object]]:
             verdicts[point].append(_pick(e, "seq", "ts", "wave", "cap_id", "outcome", "message"))
     return [
         {"point": p, "dispatches": dispatches[p], "hooks": hooks[p], "verdicts": verdicts[p]}
-        for p in order
+        for p in dispatches
     ]
 
 
@@ -250,15 +248,13 @@ def _waves(events: Sequence[Row], tasks: Sequence[TaskTuple]) -> list[dict[str, 
         elif e["kind"] == "check" and e["task_id"]:
             checks.setdefault(e["task_id"], []).append(_check(e))
     resolvers = {e["task_id"]: e for e in events if e["kind"] == "resolver" and e["task_id"]}
-    plan_order: dict[int | None, list[str | None]] = {}
-    for wave, event in started.items():
-        plan_order[wave] = list(event["data"].get("plans", []))
+    plan_order: dict[int | None, list[str | None]] = {
+        wave: list(event["data"].get("plans", [])) for wave, event in started.items()
+    }
     by_plan: dict[tuple[int | None, str | None], list[dict[str, object]]] = {}
     for task in tasks:
         key, plan, wave = task[0], task[1], task[2]
-        plans = plan_order.get(wave)
-        if plans is None:
-            plans = plan_order[wave] = []
+        plans = plan_order.setdefault(wave, [])
         rows = by_plan.get((wave, plan))
         if rows is None:
             if plan not in plans:
@@ -343,9 +339,7 @@ def _int(value: Any) -> int | None:
 
 
 def _float(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _str(value: Any) -> str | None:

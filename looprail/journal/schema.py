@@ -207,18 +207,14 @@ def _expected_shape() -> dict[str, set[str]]:
 
 
 def _shape(conn: sqlite3.Connection) -> dict[str, set[str]]:
-    info = "PRAGMA table_info({})"
-    return {t: {row[1] for row in conn.execute(info.format(_quote(t)))} for t in _tables(conn)}
+    info = "SELECT name FROM pragma_table_info(?)"
+    return {t: {row[0] for row in conn.execute(info, (t,))} for t in _tables(conn)}
 
 
 def _tables(conn: sqlite3.Connection) -> list[str]:
     """The database's own tables (not SQLite's), by name."""
     sql = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
     return [row[0] for row in conn.execute(sql + "ORDER BY name")]
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def check_shape(conn: sqlite3.Connection, path: Path) -> None:

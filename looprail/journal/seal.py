@@ -1,16 +1,7 @@
-"""Seals: a journal run is only resumed if this user wrote it on this machine (a journal in the
-project can arrive from elsewhere or be edited, and a resume trusts its rows). Every run carries
-a seal under the user's key, updated in the same transaction as each write, in O(1):
-
-- the event chain: each event row extends an HMAC-SHA256 chain (`chain_link`);
-- the task digest: the sum, modulo 2^256, of an HMAC-SHA256 of every task row (`task_mac`);
-  a change subtracts the old row's MAC and adds the new one's. Clarke et al.'s MSet-Add-Hash
-  keyed by the user's secret (ASIACRYPT 2003): without the key no other set of rows adds up;
-- the seal (`run_seal`): an HMAC of chain head, task digest and run row, written `v2:<hex>`
-  (a seal without that prefix is an older looprail's, refused with its own reason).
-
-The key is 32 random bytes in `$LOOPRAIL_HOME/journal.key` (0600); a key file others can read
-or write, or not a regular file, is refused (anyone could forge a seal with it).
+"""Seals: a journal run is only resumed if this user wrote it on this machine. Each write keeps
+the run's seal up to date in O(1): an HMAC chain of events (`chain_link`), an additive digest of
+task-row MACs (`task_mac`) and the seal over both (`run_seal`, `v2:<hex>`), keyed by
+`$LOOPRAIL_HOME/journal.key` (docs/journal.md, "Seals").
 """
 
 from __future__ import annotations

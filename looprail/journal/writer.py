@@ -1,8 +1,5 @@
-"""The run journal's writes: one SQLite database per project, tables `runs`, `events`
-(append-only) and `tasks`. Every write is one `BEGIN IMMEDIATE … COMMIT` with `synchronous=FULL`
-in WAL mode, so a state change, its task row and its event commit together or not at all.
-Task execution is at-least-once (an in-flight task runs again after a crash, `attempt` + 1);
-recording is exactly-once."""
+"""The run journal's writes: every write one `BEGIN IMMEDIATE … COMMIT` (WAL, `synchronous=FULL`),
+a state change, its task row and its event together (docs/journal.md, "Guarantees")."""
 
 from __future__ import annotations
 

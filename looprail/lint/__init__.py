@@ -1,9 +1,6 @@
-"""`looprail lint`: everything that can be known about a project before running it.
-
-Each finding has a severity (`error`, `warning`, `info`), a file and JSON path (or line), what is
-wrong and how to fix it; `RULES` lists every kind (docs/lint.md). The checks are pure functions
-of a `LintInput` (`load_input`) and a `Probe` answering the questions about the machine; one
-module per family of rules.
+"""`looprail lint`: everything that can be known about a project before running it (docs/lint.md;
+`RULES` lists every kind of finding). The checks are pure functions of a `LintInput` and a
+`Probe`, one module per family of rules.
 """
 
 from __future__ import annotations

@@ -14,14 +14,6 @@ from looprail.lint.inputs import LintInput, _rel
 
 
 def _config(data: LintInput) -> Iterator[Finding]:
-    for w in data.config_warnings:
-        yield finding(
-            "config-invalid",
-            ".planning/config.json",
-            w.split(": ", 1)[-1],
-            "make .planning/config.json a valid JSON object; until then every `when` key falls "
-            "back to its declared default",
-        )
     for refused in data.refusals:  # the rule `run` and `doctor` apply
         yield finding(
             "run-refused",

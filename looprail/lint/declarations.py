@@ -79,8 +79,5 @@ def _runs(data: LintInput, decl: _Decl) -> bool:
 
 def _point_order() -> dict[str, int]:
     """Each point's position in the loop (the order the default loop first crosses them)."""
-    order: dict[str, int] = {}
-    for t in DEFAULT_LOOP.transitions():
-        for p in t.points:
-            order.setdefault(p, len(order))
-    return order
+    crossed = dict.fromkeys(p for t in DEFAULT_LOOP.transitions() for p in t.points)
+    return {p: i for i, p in enumerate(crossed)}

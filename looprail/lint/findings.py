@@ -41,7 +41,6 @@ RULES: dict[str, Rule] = {
         Rule("capability-inactive", _I, "its activationKey is not true: none of its hooks run"),
         Rule("capability-untrusted", _I, "a project capability without consent, no gates"),
         # config
-        Rule("config-invalid", _W, "the config is not usable: `when` keys use their defaults"),
         Rule("no-planning", _I, "no .planning/: only capabilities were checked"),
         Rule("run-refused", _E, "`looprail run` refuses to start (its agent CLI, its settings)"),
         # artifacts

@@ -68,7 +68,6 @@ class LintInput:
     compiled: CapabilitySet  # consent applied
     config: dict[str, object] | None
     probe: Probe
-    config_warnings: list[str] = field(default_factory=list)
     phases: list[PhaseInput] = field(default_factory=list)
     has_planning: bool = True
     flavor: str = "gsd"

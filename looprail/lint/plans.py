@@ -3,7 +3,6 @@ task tracker-ids with no resolver, several, or one that failed to load."""
 
 from __future__ import annotations
 
-import posixpath
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from looprail.machine.spec import DEFAULT_LOOP
 from looprail.plans.frontmatter import file_frontmatter
 from looprail.plans.plancheck import check_phase_plans
 from looprail.plans.taskchecks import unchecked_tasks
+from looprail.plans.waves import normalize_path
 
 if TYPE_CHECKING:
     from looprail.hooks.manifest import TaskContentResolver
@@ -77,8 +77,7 @@ def _phase(
                 path="depends_on",
             )
     for w in phase.warnings:
-        # the config's own finding (config-invalid) says it once; a halted plan is said above
-        if w not in data.config_warnings and "the run halts plan" not in w:
+        if "the run halts plan" not in w:  # a halted plan is said above
             file = w.split(": ", 1)[0] if ": " in w else item.label
             fix = next((f for words, f in _WARNING_FIXES if words in w), "see docs/plans.md")
             yield finding("plan-warning", _rel(file, data.project), w.split(": ", 1)[-1], fix)
@@ -168,8 +167,7 @@ def _waves(item: PhaseInput, phase: Phase, waves: WavePlan, data: LintInput) -> 
         sharing = [
             pid
             for pid in wave.plan_ids
-            if {posixpath.normpath(f.strip().replace("\\", "/")) for f in plans[pid].files_modified}
-            & shared
+            if {normalize_path(f) for f in plans[pid].files_modified} & shared
         ]
         yield finding(
             "wave-sequential",

@@ -95,10 +95,7 @@ def checkpoint_of(plan: Plan, task: Task) -> Checkpoint:
     options = _options(extra.get("options", ""), f"{plan.path.name}: task {task.id} <options>")
     if kind == "decision" and not options:
         options = _option_lines(task.action or "")
-    words = [APPROVED]
-    for w in _WORD.findall(signal):
-        if w.lower() not in words:
-            words.append(w.lower())
+    words = dict.fromkeys([APPROVED, *(w.lower() for w in _WORD.findall(signal))])
     return Checkpoint(
         task_id=task.id,
         plan_id=plan.id,

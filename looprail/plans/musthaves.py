@@ -1,9 +1,5 @@
 """A plan's `must_haves` and the check that the tree has them, with the reference's semantics
-(`verify artifacts` / `verify key-links`; where it reads differently: docs/checks.md): an
-artifact passes when its `path` is a file of at least `min_lines` lines holding `contains` and
-every `exports` entry; a key link when its `pattern` (a JavaScript regex) is found in the
-`from` file, else the `to` file (without one, when `from` names `to`).
-"""
+(`verify artifacts` / `verify key-links`; the rules: docs/checks.md, "must_haves")."""
 
 from __future__ import annotations
 

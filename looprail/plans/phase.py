@@ -344,10 +344,6 @@ def _plan_warnings(plan: Plan, project: Path) -> list[str]:
     fields = [("files_modified", p) for p in plan.files_modified]
     fields += [(f"{t.id} files", p) for t in plan.tasks for p in t.files]
     for field, rel in fields:
-        if _escapes(rel):
+        if rel.startswith(("/", "~")) or ".." in rel.replace("\\", "/").split("/"):
             warnings.append(f"{where}: {field}: {rel!r} points outside the project")
     return warnings
-
-
-def _escapes(rel: str) -> bool:
-    return rel.startswith(("/", "~")) or ".." in rel.replace("\\", "/").split("/")

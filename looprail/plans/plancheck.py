@@ -1,14 +1,9 @@
 """The plan checks a phase's plans meet before any executor runs (pure; what the reference's
-plan-checker holds plans to, without judgement): every non-checkpoint task has an `<action>`,
-`<files>` and `<done>` (and an `<automated>` verify, or it is listed as unchecked, never
-refused); every requirement id of the phase's ROADMAP section is in some plan's
-`requirements`; every `must_haves` artifact is among the plans' files. A run holds its own
-planner's plans to them (machine/plan_review.py); plans already there are only warned about.
+plan-checker holds plans to, without judgement; the list: docs/plans.md, "Plan checks").
 """
 
 from __future__ import annotations
 
-import posixpath
 from pathlib import Path
 from typing import NamedTuple
 
@@ -17,7 +12,7 @@ from looprail.plans.phase import Phase
 from looprail.plans.planfile import Plan, Task
 from looprail.plans.roadmap import roadmap_req_ids
 from looprail.plans.taskchecks import checks_of
-from looprail.plans.waves import relative
+from looprail.plans.waves import normalize_path, relative
 
 
 class PlanFinding(NamedTuple):
@@ -39,7 +34,6 @@ class PlanReport(NamedTuple):
 
 
 def check_phase_plans(project: Path, phase: Phase) -> PlanReport:
-    """The checks over every plan of `phase`."""
     findings: list[PlanFinding] = []
     unchecked: list[PlanFinding] = []
     for plan in phase.plans:
@@ -97,17 +91,13 @@ def _uncovered(project: Path, phase: Phase) -> list[PlanFinding]:
 
 
 def _artifacts_outside(plan: Plan, plans: list[Plan]) -> list[str]:
-    files = {_norm(f) for p in plans for f in p.files_modified}
-    files |= {_norm(f) for p in plans for task in p.tasks for f in task.files}
+    files = {normalize_path(f) for p in plans for f in p.files_modified}
+    files |= {normalize_path(f) for p in plans for task in p.tasks for f in task.files}
     return [
         f"must_haves artifact {a.path} is in no plan's files_modified or <files>"
         for a in read_must_haves(plan).artifacts
-        if _norm(a.path) not in files
+        if normalize_path(a.path) not in files
     ]
-
-
-def _norm(path: str) -> str:
-    return posixpath.normpath(path.strip().strip("`").replace("\\", "/").removeprefix("./"))
 
 
 def _name(task: Task) -> str:

@@ -219,6 +219,8 @@ def parse_plan(
     tasks = [_make_task(doc, plan_id, i, element) for i, element in enumerate(task_elements, 1)]
     if not tasks:
         tasks = _implicit_tasks(doc, plan_id, body_start, features, sections)
+    fm_lines = fm_text.split("\n")
+    written = {k: "\n".join(fm_lines[a:b]).rstrip() for k, a, b in top_level_blocks(fm_lines)}
     return Plan(
         id=plan_id,
         path=path,
@@ -231,15 +233,9 @@ def parse_plan(
         verification=sections.get("verification"),
         success_criteria=sections.get("success_criteria"),
         output=sections.get("output"),
-        written=_written_keys(fm_text),
+        written=written,
         **fields,
     )
-
-
-def _written_keys(fm_text: str) -> dict[str, str]:
-    lines = fm_text.split("\n")
-    blocks = top_level_blocks(lines)
-    return {key: "\n".join(lines[a:b]).rstrip() for key, a, b in blocks}
 
 
 _MD_TASK = re.compile(r"^(#{2,6})[ \t]*(Task[ \t]*\d+\b.*)$", re.M | re.I)

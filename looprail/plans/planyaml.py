@@ -149,12 +149,6 @@ def top_level_blocks(lines: list[str]) -> list[tuple[str, int, int]]:
     ]
 
 
-def _error_line(message: str, where: str, first_line: int) -> int | None:
-    """The 0-based frontmatter line of a `where:LINE: invalid YAML` error."""
-    match = re.match(rf"{re.escape(where)}:(\d+):", message)
-    return int(match.group(1)) - first_line if match else None
-
-
 def lenient_yaml(
     doc: Doc, text: str, first_line: int
 ) -> tuple[Any, dict[str, int], dict[str, str]]:
@@ -170,7 +164,8 @@ def lenient_yaml(
         except _YamlSyntaxError as exc:
             error = exc
         blocks = top_level_blocks(lines)
-        bad = _error_line(str(error), doc.where, first_line)
+        at = re.match(rf"{re.escape(doc.where)}:(\d+):", str(error))  # `where:LINE: invalid…`
+        bad = int(at.group(1)) - first_line if at else None  # 0-based in the frontmatter
         around = [b for b in blocks if bad is not None and b[1] <= bad < b[2]]
         candidates = around + [b for b in blocks if b[0] in ("must_haves", "user_setup")]
         candidates += [b for b in blocks if b[0] not in KNOWN_KEYS]

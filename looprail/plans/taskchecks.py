@@ -58,7 +58,6 @@ def checks_of(task: Task) -> TaskChecks:
 
 
 def unchecked_tasks(plan: Plan) -> list[TaskChecks]:
-    """The tasks of `plan` that no command checks."""
     return [checks for checks in task_checks(plan) if checks.unchecked]
 
 

@@ -1,9 +1,5 @@
-"""Waves: which plans of a phase run together, computed from `depends_on` (pure, `graphlib`).
-
-Effective wave = the plan's level in the `depends_on` DAG plus an offset (0 when any plan
-declares `wave: 0`, else 1). A declared `wave` that disagrees is only a warning: the DAG wins,
-as in the reference's `phase-plan-index`. Plans of one wave run in parallel unless two of them
-modify the same file: then that whole wave runs sequentially, in plan order.
+"""Waves: which plans of a phase run together, computed from `depends_on` (pure, `graphlib`;
+the rules: docs/plans.md, "Waves"). The DAG wins over a declared `wave` (a warning only).
 """
 
 from __future__ import annotations
@@ -307,7 +303,7 @@ def _layout(shape: _Shape) -> _Layout:
         members.setdefault(number, []).append(pid)
         by_path = owners.setdefault(number, {})
         for path in files:
-            by_path.setdefault(_normalize_path(path), set()).add(pid)
+            by_path.setdefault(normalize_path(path), set()).add(pid)
     groups = [(number, tuple(members[number])) for number in sorted(members)]
     overlaps = {
         number: tuple(sorted(p for p, ids in owners[number].items() if len(ids) > 1))
@@ -349,6 +345,6 @@ def _find_cycle(shape: _Shape) -> list[str]:
     raise AssertionError("graphlib found a cycle that a depth-first search did not")
 
 
-def _normalize_path(path: str) -> str:
-    """`./src/a.py` and `src//a.py` name the same file as `src/a.py`."""
-    return posixpath.normpath(path.strip().replace("\\", "/"))
+def normalize_path(path: str) -> str:
+    """`./src/a.py`, `src//a.py` and `` `src/a.py` `` name the same file as `src/a.py`."""
+    return posixpath.normpath(path.strip().strip("`").replace("\\", "/"))

@@ -1,16 +1,5 @@
-"""The runtime conformance kit: `check_runtime(make, project)` drives every typed call the
-machine makes (`looprail.runtime.base`) through a fresh runtime and asserts the contract the state
-machine relies on (docs/runtime.md):
-
-- it is a `Runtime`; every call returns an `Outcome` and never raises for failed work;
-- a failed `Outcome` says why in one line; an ok one has exit code 0 or None;
-- an ok query or verdict carries a `{"block": bool}` verdict in `data`;
-- a `context` request (a contribution's fragment) is answered, and the work that follows runs;
-- `describe()` names it and says in one line, or not at all, why it is not ready;
-- if registered (`name`), the `looprail.runtimes` entry point builds it with `from_settings`.
-
-`expect_ok` names the calls that must succeed in the prepared project (by default the role
-work); everything else may fail, but by the rules.
+"""The runtime conformance kit: `check_runtime(make, project)` asserts the contract the state
+machine relies on of every typed call (docs/testing.md, "Testing a runtime"; docs/runtime.md).
 """
 
 from __future__ import annotations

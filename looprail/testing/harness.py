@@ -143,9 +143,7 @@ class LoopHarness:
 
     def set(self, key: str, value: Any) -> dict[str, Any]:
         """Set one dotted key in the config, keeping the rest."""
-        config = json.loads(json.dumps(self._config))
-        _set_dotted(config, key, value)
-        return self.config(config)
+        return self.config(self._config, **{key: value})
 
     def plan(self, plan: str = "01", *, text: str | None = None, **fields: Any) -> Path:
         """Write `01-<plan>-PLAN.md` into the phase (`text` as is, or built by `plan_markdown`

@@ -1,9 +1,6 @@
 """The settings an agent runs with (issue 27), the one function `run`, `doctor`, `capability
-audit` and `trust` use. `.planning/config.json` arrives with `git clone`, so the settings that
-choose the program or widen what it may do (`runtime.agent_settings.GUARDED`) count from the
-project only when the user consented to exactly those values (`looprail trust`) or they are no
-wider than the default. The user's own `$LOOPRAIL_HOME/agents.json` (`{"claude": {...}}`) is
-trusted as it stands and wins over the project's.
+audit` and `trust` use: the project's guarded settings count only with consent, the user's own
+`$LOOPRAIL_HOME/agents.json` wins (docs/agents.md, "Settings a cloned project cannot choose alone").
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Reviewer lanes (`review-lane dispatch-step`; docs/contract.md): external CLIs declared in a
-capability's `reviewer` body, run for a step that carries `supportsReviewerLanes: true`.
-
-`dispatch_step` checks the trait, the selection (each `--explicit` slug an available lane of an
-active capability) and the request (files inside the repo root, a depth, a base SHA), then
-writes one metadata-only prompt and runs one bounded subprocess per lane; one lane's failure
-never cancels its siblings. Effects go through the seams `spawn` and `which` (fakes in tests).
+capability's `reviewer` body, run for a step that carries `supportsReviewerLanes: true`, one
+bounded subprocess per lane (one lane's failure never cancels its siblings). Effects go through
+the seams `spawn` and `which` (fakes in tests).
 """
 
 from __future__ import annotations
@@ -162,12 +159,8 @@ def parse_slugs(text: str | Sequence[str] | None) -> tuple[str, ...]:
     if text is None:
         return ()
     items = [text] if isinstance(text, str) else list(text)
-    out: list[str] = []
-    for item in items:
-        for slug in re.split(r"[\s,]+", item.strip().lower()):
-            if slug and slug not in out:
-                out.append(slug)
-    return tuple(out)
+    slugs = (s for item in items for s in re.split(r"[\s,]+", item.strip().lower()) if s)
+    return tuple(dict.fromkeys(slugs))
 
 
 def explicit_from_argv(argv: Sequence[str], lanes: Mapping[str, Lane]) -> tuple[str, ...]:

@@ -1,12 +1,7 @@
 """Consent: which capabilities, hooks file and agent settings of a project (all arrive with a
-`git clone`) the user has seen audited and agreed to run. Consent is bound to content: the
-SHA-256 of a capability's whole folder (`folder_hash`), of the project's `hooks.json`, or of
-the guarded agent settings (`looprail.trust.agents`); one changed byte withdraws it.
-
-The store is `$LOOPRAIL_HOME/consent.json`, keyed by the project's real path:
-`{"version": 1, "projects": {path: {"capabilities": {id: sha256}, "hooks": sha256,
-"agents": {cli: sha256}}}}`, written atomically under a lock. A missing, unreadable or
-malformed store means "no consent" (fail closed); only writing refuses a malformed store.
+`git clone`) the user has seen audited and agreed to run, bound to their SHA-256: one changed
+byte withdraws it. The store, `$LOOPRAIL_HOME/consent.json`, fails closed (docs/security.md,
+"Consent").
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""What the dashboard shows (`/api/state`), read from the project and its journal.
-
-Everything here only reads: the journal is opened with `Journal.open_readonly` (SQLite
-`mode=ro` + `query_only`), the run lock is only probed. A missing journal, a journal that
-cannot be read and a project without `.planning/` are states the page explains, not errors.
+"""What the dashboard shows (`/api/state`), read from the project and its journal. It only reads
+(`Journal.open_readonly`; the run lock is only probed): a missing or unreadable journal and a
+project without `.planning/` are states the page explains, not errors.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, TypeGuard
 from looprail.diagrams.graph import crossed_points, hook_summary
 from looprail.journal import EventRow, RunRow, TaskRow, is_run_id
 from looprail.journal.lock import LockInfo
-from looprail.journal.report import RunReport, current_halt, format_duration, report_from_rows
+from looprail.journal.report import current_halt, format_duration, report_from_rows
 from looprail.journal.summary import duration_ms
 from looprail.machine.answers import latest
 from looprail.machine.commands import approve_option
@@ -184,13 +184,15 @@ def run_detail(
     base = _run(run, holder)
     logs = task_logs(project, run.id, [t.task_key for t in tasks])
     finished = {e.task_id: e for e in events if e.kind == "task_finished" and e.task_id}
+    stopped = report["run"]["status"] in ("halted", "paused", "failed")
+    halt = current_halt(report) if stopped else None  # where a stopped run stopped
     return {
         **base,
         "state": run.state,
         "took": format_duration(report["run"]["durationMs"]),
         "pid": run.pid,
         "host": run.host,
-        "halt": _current_halt(report),
+        "halt": None if halt is None else dict(halt),
         "continue": continue_command(project, run, base["interrupted"], events),
         "answers": answers_view(events),
         "path": [_step(e) for e in events if e.kind == "transition"],
@@ -252,13 +254,6 @@ def _step(e: EventRow) -> Step:
         "target": _states(e.data.get("target")),
         "event": event if isinstance(event, str) else None,
     }
-
-
-def _current_halt(report: RunReport) -> dict[str, object] | None:
-    """Where a stopped run stopped: the store's `current_halt`, in the report's own shape."""
-    stopped = report["run"]["status"] in ("halted", "paused", "failed")
-    halt = current_halt(report) if stopped else None
-    return None if halt is None else dict(halt)
 
 
 def _states(value: object) -> list[str]:

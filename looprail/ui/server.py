@@ -1,8 +1,6 @@
-"""The dashboard's web app: a Starlette application over `looprail.ui.data` (routes: docs/ui.md).
-GET routes read only; the one write, `POST /api/answer`, exists only with a token and hands the
-answer to `machine.answers.submit_answer`. Every route but the static files needs the token
-(`looprail.ui.access`), every response carries a strict Content-Security-Policy, and the app
-answers only to the host names it was bound to (DNS rebinding).
+"""The dashboard's web app: a Starlette application over `looprail.ui.data` (routes, token, Host
+check and Content-Security-Policy: docs/ui.md). GET routes only read; the one write, `POST
+/api/answer`, exists only with a token and hands the answer to `machine.answers.submit_answer`.
 """
 
 from __future__ import annotations
