@@ -17,11 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import ErrorDetails
 
+from looprail.config import FORBIDDEN_SEGMENTS
 from looprail.errors import Issue, json_path
 from looprail.fsutil import read_bounded
 from looprail.hooks.manifest_rules import (
     COMMAND_MAX_TIMEOUT_S,
-    FORBIDDEN_KEYS,
     ID_WORD,
     rule_issues,
     validate_command,
@@ -72,7 +72,7 @@ def _walk_forbidden(value: Any, path: tuple[Any, ...], file: str, depth: int = 0
     issues: list[Issue] = []
     if isinstance(value, dict):
         for k, v in value.items():
-            if k in FORBIDDEN_KEYS:
+            if k in FORBIDDEN_SEGMENTS:
                 issues.append(Issue(file, json_path((*path, k)), "forbidden key"))
             else:
                 issues += _walk_forbidden(v, (*path, k), file, depth + 1)
