@@ -1,13 +1,6 @@
-"""Find GSD where it is installed, and what a command uses when nothing else was named.
-
-The installer copies GSD's core (`gsd-core`) into each runtime's config folder, globally or in
-the project (`RUNTIME_HOMES`, after its `runtime-homes.cjs`). In it, `bin/gsd-tools.cjs` is the
-host tool, and the first-party manifests exist only in `bin/lib/capability-registry.cjs`:
-`registry_folder` has node read it and writes each manifest back as a capability folder in
-looprail's cache. `sources` decides what a command uses: a flag, else `.planning/config.json`,
-else a global install. A project-local install's registry runs the project's code: it is
-reported, never read unless named with `--capabilities`.
-"""
+"""Find GSD where it is installed (`RUNTIME_HOMES`, after the installer's `runtime-homes.cjs`),
+read an install's capability registry with node into a cache folder, and decide what a command
+uses (`sources`): docs/getting-started.md, "On an existing GSD project"."""
 
 from __future__ import annotations
 

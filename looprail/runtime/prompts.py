@@ -1,11 +1,6 @@
-"""What an agent is asked: one prompt per unit of work. For role work it is the role brief
-(`roles/<role>.md`, or the project's `.looprail/roles/<role>.md`), the phase context (and what
-the project says about the phase: plans/briefing.py, the runtime layer's second known upward
-import), the contributions to the role, the task (tasks only), and what is owed, last.
-
-Briefs may use `{phase}`, `{phase_dir}`, `{phase_prefix}` and `{phase_slug}`; nothing else is
-substituted. Every text taken from the project is bounded (64 KiB) and says where it was cut.
-"""
+"""What an agent is asked: one prompt per unit of work, assembled as docs/agents.md ("What an
+agent is asked") lists it. It reads plans/briefing.py: the runtime layer's second known upward
+import (test_architecture)."""
 
 from __future__ import annotations
 
