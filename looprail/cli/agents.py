@@ -435,7 +435,7 @@ def _models_check(config, name: str, settings) -> Check:
 
 
 def _version_checks(project: Path, adapter, effective, name: str, found: str) -> list[Check]:
-    done = run_bounded([found, *adapter.version_args], timeout_s=30)
+    done = run_bounded([found, "--version"], timeout_s=30)
     said = (done.stdout or done.stderr).strip()
     if done.spawn_error or done.timed_out:
         said = done.describe_failure()

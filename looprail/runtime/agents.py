@@ -89,8 +89,6 @@ class AgentRuntime(BaseRuntime):
         self.settings = settings
         # each role's model (`looprail.runtime.models`): GSD's keys in the project's config
         self.models = role_models(gsd_config, self.adapter.name, settings)
-        self.timeouts = timeouts or Timeouts()
-        self.env = dict(env or {})
         self.local = LocalRuntime(
             self.project,
             host_tool=host_tool,
@@ -124,7 +122,7 @@ class AgentRuntime(BaseRuntime):
 
     def describe(self) -> RuntimeInfo:
         """Worktrees; unready when the CLI is not on PATH (read before a run journals)."""
-        env = {**os.environ, **self.local.env, **self.env}
+        env = {**os.environ, **self.local.env}
         binary = self.settings.exe(self.adapter.binary)
         return RuntimeInfo(
             name=self.name or type(self).__name__,
@@ -178,7 +176,7 @@ class AgentRuntime(BaseRuntime):
             agent_form=self.adapter.agent_form,
             conversation=talk,
         )
-        env = {**self.local._environment(request, ctx), **self.env}
+        env = self.local._environment(request, ctx)
         binary = self.settings.exe(self.adapter.binary)
         found = find_program(binary, env)
         if found is None:
@@ -210,7 +208,7 @@ class AgentRuntime(BaseRuntime):
         folder: Path,
         env: Mapping[str, str],
     ) -> Outcome:
-        timeout_s = ctx.timeout_s or self.timeouts.for_kind(request.kind)
+        timeout_s = ctx.timeout_s or self.local.timeouts.for_kind(request.kind)
         result = self._run(request, ctx, argv, prompt, folder, env, timeout_s)
         reply = self.adapter.parse(result.stdout, result.stderr)
         rel = self.transcripts.rel(folder)
@@ -221,7 +219,7 @@ class AgentRuntime(BaseRuntime):
                 f"{output_label(request)}: {'; '.join(reply.denials[:3])}"
             )
         outcome = self._outcome(request, result, reply, timeout_s, rel, usage)
-        write_transcript(folder, prompt, argv, result, reply, outcome)
+        write_transcript(folder, argv, result, reply, outcome)
         self._record(
             request,
             outcome,
@@ -441,7 +439,7 @@ def agent_session(
         if rt.progress is not None:
             rt.progress(handover_line(name, shown, request, rt.project))
         session = run_on_terminal(
-            argv, cwd=ctx.workdir or rt.project, env=env, timeout_s=rt.timeouts.interactive
+            argv, cwd=ctx.workdir or rt.project, env=env, timeout_s=rt.local.timeouts.interactive
         )
     rel = rt.transcripts.rel(folder)
     outcome = session_outcome(

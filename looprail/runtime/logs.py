@@ -211,14 +211,12 @@ def show_line(text: str) -> str:
 
 def write_transcript(
     folder: Path,
-    prompt: str,
     argv: Sequence[str],
     result: ProcessResult,
     reply: Reply,
     outcome: Outcome,
 ) -> None:
-    """An agent invocation's prompt.md and meta.json, beside the streams `OutputTee` wrote."""
-    write_prompt(folder, prompt)
+    """An agent invocation's meta.json, beside its prompt.md and the streams `OutputTee` wrote."""
     meta = {
         "argv": list(argv),
         "exitCode": result.exit_code,
