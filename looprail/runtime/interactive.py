@@ -1,10 +1,7 @@
 """An interactive session on the user's terminal (`run --interactive`'s discuss step): the
-agent CLI's interactive mode, or `.looprail/agents/orchestrator` with the terminal as its stdin.
-
-The child inherits looprail's streams and process group (so Ctrl-Z and `fg` work); Ctrl-C is
-the session's while it runs (as git's editor has it), SIGTERM and SIGHUP still stop both.
-Nothing is captured; no timeout unless `looprail.timeouts.interactive` sets one. The artifact
-decides: the step is done when the session ends with the file it owed written."""
+agent CLI's interactive mode, or `.looprail/agents/orchestrator` with the terminal as its stdin
+(docs/agents.md, "An interactive discuss"). Ctrl-Z and `fg` work; SIGTERM and SIGHUP still stop
+both; the artifact the step owed decides whether it is done."""
 
 from __future__ import annotations
 
