@@ -92,7 +92,9 @@ def build_prompt(
     if request.kind in ("phase", "task"):
         role = request.role or "executor"
         brief, _ = role_brief(project, role)
-        parts.append(_subst(brief, v).strip())
+        for key, value in v.items():  # `{phase}` and the like; nothing else is substituted
+            brief = brief.replace(key, value)
+        parts.append(brief.strip())
     elif request.kind == "skill":
         parts.append(skill_form.replace("{name}", request.name))
     elif request.kind == "agent":
@@ -281,12 +283,6 @@ def _fenced(text: str) -> str:
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}\n{text}\n{fence}"
-
-
-def _subst(text: str, v: dict[str, str]) -> str:
-    for key, value in v.items():
-        text = text.replace(key, value)
-    return text
 
 
 def _read_inside(project: Path, path: Path) -> str | None:
