@@ -294,9 +294,10 @@ class AgentRuntime(BaseRuntime):
             "role": request.role,
             "model": self.settings_for(request).model,
             "ok": outcome.ok,
+            **extra,
+            "transcript": rel,
+            "durationMs": int(duration_s * 1000),
         }
-        call.update(extra)
-        call.update({"transcript": rel, "durationMs": int(duration_s * 1000)})
         self._meter.record(call)
 
     def _outcome(

@@ -406,10 +406,8 @@ class NativeHookEngine:
 
     def _shell_env(self, extra: Mapping[str, str] | None) -> dict[str, str]:
         """Inherited variables minus stale managed ones, then the engine's and the call's."""
-        env = {k: v for k, v in os.environ.items() if not is_managed_env(k)}
-        env.update(self._env)
-        env.update(_checked_env(extra))
-        return env
+        inherited = {k: v for k, v in os.environ.items() if not is_managed_env(k)}
+        return {**inherited, **self._env, **_checked_env(extra)}
 
 
 def _checked_env(env: Mapping[str, str] | None) -> dict[str, str]:
