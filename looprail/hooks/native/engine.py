@@ -1,9 +1,7 @@
-"""Native hook evaluation. One event: every enabled hook of it runs in order, each even after
-another failed (filter → `when` → `shell`); the Event Outcome is then frozen (the failure kind
-when any hook failed or could not run, else `pass`); only then, per result, its owned Action is
-considered and the result is projected as one `hook_result` evaluation (reactions are not
-projected again). `deliver` hands the Effects to the loop best-effort: a sink failure is only
-recorded."""
+"""Native hook evaluation: every enabled hook of an event in order, the Event Outcome frozen
+from their results before any Action is considered, then each result projected as one
+`hook_result` evaluation; `deliver` hands the Effects to the loop best-effort
+(docs/native-hooks.md, "Outcomes" to "hook_result")."""
 
 from __future__ import annotations
 
