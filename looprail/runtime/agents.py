@@ -321,7 +321,7 @@ class AgentRuntime(BaseRuntime):
             verdict = extract_verdict(reply.final) if request.kind == "verdict" else None
             common["stdout"] = json.dumps(verdict) if verdict is not None else reply.final
             return Outcome.succeeded(**common)
-        last = _last_words(reply, result.stderr)
+        last = last_line(reply.final.strip() or reply.error or "") or last_line(result.stderr)
         said = f"; last words: {last}" if last and last not in why else ""
         code = result.exit_code if result.exit_code not in (0, None) else None
         common["stdout"] = reply.final
@@ -373,11 +373,6 @@ def extract_verdict(text: str) -> dict[str, object] | None:
         if found is not None and "block" in found:
             return found
     return None
-
-
-def _last_words(reply: Reply, stderr: str) -> str:
-    text = reply.final.strip() or reply.error or ""
-    return (last_line(text) if text else "") or last_line(stderr)
 
 
 def _one_line(text: str, limit: int = 300) -> str:
