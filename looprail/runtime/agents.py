@@ -338,8 +338,8 @@ class AgentRuntime(BaseRuntime):
         if result.timed_out:
             return f"{name} timed out after {timeout_s:g}s and was killed"
         if reply.error:
-            label = classify(reply.error, reply.error_status)
-            return f"{name}: {label}: {_one_line(reply.error)}"
+            said = " ".join(escape_untrusted(reply.error).split())
+            return f"{name}: {classify(reply.error, reply.error_status)}: {cut(said, 300)}"
         if code != 0:
             meaning = self.adapter.exit_reason(code) if code is not None and code > 0 else None
             return f"{name} {exit_words(code, meaning)}"
@@ -373,10 +373,6 @@ def extract_verdict(text: str) -> dict[str, object] | None:
         if found is not None and "block" in found:
             return found
     return None
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    return cut(" ".join(escape_untrusted(text).split()), limit)
 
 
 class ClaudeRuntime(AgentRuntime):
