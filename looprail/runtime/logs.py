@@ -77,9 +77,8 @@ class Transcripts:
 
     def folder(self, request: Request) -> Path:
         """A new folder `NNN-<kind>-<name>/` for one agent invocation's transcript."""
-        base = self.base()
-        path = base / f"{self._next(base):03d}-{request.kind}-{slug(request.name)}"
-        path.mkdir(parents=True, exist_ok=True)
+        path = self.file(request).with_suffix("")
+        path.mkdir(exist_ok=True)
         return path
 
     def file(self, request: Request) -> Path:
