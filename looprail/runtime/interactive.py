@@ -71,8 +71,7 @@ def run_on_terminal(
 ) -> Session:
     """Run `argv` with the terminal until it exits (or `timeout_s`), then put the terminal's
     modes back (a CLI killed in raw mode leaves them raw)."""
-    fd_in, fd_out = _fd(sys.stdin), _fd(sys.stdout)
-    fd_err = _fd(sys.stderr)
+    fd_in, fd_out, fd_err = _fd(sys.stdin), _fd(sys.stdout), _fd(sys.stderr)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
