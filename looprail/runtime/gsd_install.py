@@ -291,8 +291,7 @@ def _found(
 def _config_folder(root: Path, entry: str) -> str:
     """A `looprail.capabilities` entry as a path (relative to the project). One inside the
     project is refused: it came with `git clone`, and a project's capabilities need consent."""
-    path = Path(_expand(entry, os.path.expanduser("~")))
-    path = (root / path) if not path.is_absolute() else path
+    path = root / _expand(entry, os.path.expanduser("~"))  # an absolute entry stays as it is
     if Path(os.path.realpath(path)).is_relative_to(root):
         raise ConfigError(
             PROJECT_CONFIG_FILE,
