@@ -387,8 +387,7 @@ def _unline_fragment(folder: Path, entry: Any) -> None:
     if os.path.commonpath([dest, str(folder)]) != str(folder) or dest == str(folder):
         return  # kept as the registry has it: the manifest's validation names the path
     os.makedirs(os.path.dirname(dest), exist_ok=True)
-    with open(dest, "w", encoding="utf-8") as fh:
-        fh.write(text)
+    Path(dest).write_text(text, encoding="utf-8")
     del frag["inline"]
 
 

@@ -423,8 +423,7 @@ def close_fds(*fds: int) -> None:
 def proc_state(pid: int) -> list[bytes]:
     """The fields of /proc/PID/stat after the command name (the state first), or []."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            text = fh.read()
+        text = Path(f"/proc/{pid}/stat").read_bytes()
         return text[text.rindex(b")") + 2 :].split()
     except (OSError, ValueError):
         return []
