@@ -103,8 +103,7 @@ def build_prompt(
         parts.append(agent_form.replace("{name}", request.verdict.ref))
         if request.verdict.prompt:
             parts.append(request.verdict.prompt.strip())
-    parts.append(_phase_section(request, project, v))
-    parts.append(_phase_facts(request, project))
+    parts += [_phase_section(request, project, v), _phase_facts(request, project)]
     if request.kind in ("phase", "task"):
         texts = (request.role_context or {}).get(request.role or "executor", ())
         if texts:
