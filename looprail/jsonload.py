@@ -33,6 +33,27 @@ def loads_strict(text: str) -> tuple[Any, list[str]]:
     return json.loads(text, object_pairs_hook=pairs, parse_constant=_no_constant), duplicates
 
 
+def loads_file(
+    raw: bytes, max_bytes: int, depth: int, *, column: bool = False
+) -> tuple[Any, list[str]]:
+    """A file's bytes (UTF-8, a BOM allowed) through `loads_strict`: `(value, problems)`, the
+    problems a duplicate key each, or `(None, [why it is no JSON])` (`depth`: the nesting named)."""
+    if len(raw) > max_bytes:
+        return None, [f"file is larger than {max_bytes} bytes"]
+    try:
+        value, duplicates = loads_strict(raw.decode("utf-8").removeprefix("\ufeff"))
+    except UnicodeDecodeError as exc:
+        return None, [f"not UTF-8 (byte {exc.start})"]
+    except RecursionError:
+        return None, [f"JSON nested deeper than {depth} levels"]
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno}" + (f" column {exc.colno}" if column else "")
+        return None, [f"not valid JSON: {exc.msg} at {where}"]
+    except ValueError as exc:  # NaN / Infinity
+        return None, [f"not valid JSON: {exc}"]
+    return value, [f"duplicate key {json.dumps(k)}" for k in dict.fromkeys(duplicates)]
+
+
 def json_type_name(value: Any) -> str:
     """The JSON name of a parsed value's type, for messages ("got array")."""
     if value is None:

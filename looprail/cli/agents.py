@@ -34,7 +34,7 @@ from looprail.machine.session.load import start_refusals
 from looprail.plans.taskchecks import project_checks
 from looprail.runtime.agents import ADAPTERS
 from looprail.runtime.base import PHASE_ROLES
-from looprail.runtime.git import git, git_program, is_git_repo
+from looprail.runtime.git import git, is_git_repo
 from looprail.runtime.interactive import shown_argv, terminal_problem
 from looprail.runtime.local import missing_executable, resolve_host_tool
 from looprail.runtime.models import role_model, role_models
@@ -222,7 +222,7 @@ def with_section(text: str, key: str, value: object) -> str | None:
 def _first_commit(root: Path, added: list[Path]) -> str:
     """Where there is no git repository: make one, with a first commit of what init wrote
     (the user's own files are theirs to commit). What happened, or why not, in one line."""
-    if git_program() is None:
+    if find_program("git") is None:
         return "no git repository: git is not on PATH (plans of a wave will run one at a time)"
     if is_git_repo(root):
         return ""
@@ -435,7 +435,7 @@ def _models_check(config, name: str, settings) -> Check:
 
 
 def _version_checks(project: Path, adapter, effective, name: str, found: str) -> list[Check]:
-    done = run_bounded([found, *adapter.version_args], timeout_s=30)
+    done = run_bounded([found, "--version"], timeout_s=30)
     said = (done.stdout or done.stderr).strip()
     if done.spawn_error or done.timed_out:
         said = done.describe_failure()
@@ -467,7 +467,7 @@ def _capability_checks(args, project: Path) -> list[Check]:
 
 
 def _git_check(project: Path) -> Check:
-    if git_program() is None:
+    if find_program("git") is None:
         message = "git not found on PATH: plans of a wave will run one at a time (install git)"
         return Check(status="problem", message=message)
     if not is_git_repo(project):

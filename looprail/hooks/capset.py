@@ -260,13 +260,7 @@ class CapabilitySet(_SetFields):
         return {
             "capabilities": [list(lc) for lc in self.capabilities.values()],
             "failed": [
-                [
-                    f.id,
-                    f.file,
-                    f.origin,
-                    [[i.file, i.path, i.reason] for i in f.issues],
-                    list(f.gate_points),
-                ]
+                [f.id, f.file, f.origin, [list(i) for i in f.issues], list(f.gate_points)]
                 for f in self.failed
             ],
             "warnings": list(self.warnings),

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import difflib
 import errno
-import json
 import os
 import re
 from collections.abc import Callable
@@ -17,18 +16,18 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import ErrorDetails
 
+from looprail.config import FORBIDDEN_SEGMENTS
 from looprail.errors import Issue, json_path
 from looprail.fsutil import read_bounded
 from looprail.hooks.manifest_rules import (
     COMMAND_MAX_TIMEOUT_S,
-    FORBIDDEN_KEYS,
     ID_WORD,
     rule_issues,
     validate_command,
     validate_query,
 )
 from looprail.hooks.manifest_rules import ID_PATTERN as ID_PATTERN
-from looprail.jsonload import loads_strict
+from looprail.jsonload import loads_file
 from looprail.points import POINTS
 
 # Id prefixes only a first-party set may use (an overlay claiming one is rejected).
@@ -49,20 +48,8 @@ MAX_JSON_DEPTH = 64
 
 def parse_manifest_bytes(raw: bytes, file: str) -> tuple[Any, list[Issue]]:
     """Parse JSON that may be hostile. Returns `(value, issues)`; value is None when unusable."""
-    if len(raw) > MAX_MANIFEST_BYTES:
-        return None, [Issue(file, "$", f"file is larger than {MAX_MANIFEST_BYTES} bytes")]
-    try:
-        value, dupes = loads_strict(raw.decode("utf-8").removeprefix("\ufeff"))
-    except UnicodeDecodeError as exc:
-        return None, [Issue(file, "$", f"not UTF-8 (byte {exc.start})")]
-    except RecursionError:
-        return None, [Issue(file, "$", f"JSON nested deeper than {MAX_JSON_DEPTH} levels")]
-    except json.JSONDecodeError as exc:
-        return None, [Issue(file, "$", f"not valid JSON: {exc.msg} at line {exc.lineno}")]
-    except ValueError as exc:  # NaN / Infinity
-        return None, [Issue(file, "$", f"not valid JSON: {exc}")]
-    issues = [Issue(file, "$", f"duplicate key {json.dumps(k)}") for k in dict.fromkeys(dupes)]
-    issues += _walk_forbidden(value, (), file)
+    value, problems = loads_file(raw, MAX_MANIFEST_BYTES, MAX_JSON_DEPTH)
+    issues = [Issue(file, "$", why) for why in problems] + _walk_forbidden(value, (), file)
     return (None, issues) if issues else (value, [])
 
 
@@ -72,7 +59,7 @@ def _walk_forbidden(value: Any, path: tuple[Any, ...], file: str, depth: int = 0
     issues: list[Issue] = []
     if isinstance(value, dict):
         for k, v in value.items():
-            if k in FORBIDDEN_KEYS:
+            if k in FORBIDDEN_SEGMENTS:
                 issues.append(Issue(file, json_path((*path, k)), "forbidden key"))
             else:
                 issues += _walk_forbidden(v, (*path, k), file, depth + 1)

@@ -11,11 +11,9 @@ from typing import Any
 
 import nodesemver
 
-from looprail.config import KNOWN_SETTINGS
+from looprail.config import FORBIDDEN_SEGMENTS, KNOWN_SETTINGS
 from looprail.errors import Issue
 from looprail.points import POINT_ROLES
-
-FORBIDDEN_KEYS = frozenset({"__proto__", "constructor", "prototype"})
 
 # The version of the reference engine (open-gsd/gsd-core, its package.json) whose loop-hook
 # contract looprail implements. A manifest's `engines.gsd` range is checked against it: a
@@ -149,7 +147,7 @@ def _config(data: Mapping[str, Any], config: Mapping[str, Any]) -> _Found:
     out: _Found = []
     for key, spec in config.items():
         path = f"$.config[{json.dumps(key)}]"
-        if any(seg in FORBIDDEN_KEYS for seg in key.split(".")):
+        if any(seg in FORBIDDEN_SEGMENTS for seg in key.split(".")):
             out.append((path, "forbidden key segment"))
         setting = _central_setting(key)
         if setting is not None:

@@ -49,8 +49,7 @@ def search_roots(
     env: Mapping[str, str] | None = None,
     home: Path | None = None,
 ) -> list[Root]:
-    specs = root_specs(project, capability_dirs, env=env, home=home)
-    return [Root(path, origin) for path, origin in specs]
+    return [Root(*spec) for spec in root_specs(project, capability_dirs, env=env, home=home)]
 
 
 def load_registry(

@@ -1,7 +1,6 @@
 """`execute:task`: resolve a task's content (`beads:GSD-42`) with the one capability whose
-`taskContentResolver.trackerPrefix` is its prefix (a bounded argv subprocess, no shell). Four
-results (`TaskContentResult`); anything else raises `TaskContentError`, a hard halt: a failed
-resolver must never look like "no resolver", or an executor would work from stale PLAN.md text."""
+`trackerPrefix` is its prefix (docs/checks.md, "taskContentResolver"). Four results; anything
+else raises `TaskContentError`, a hard halt, never a quiet fallback to stale PLAN.md text."""
 
 from __future__ import annotations
 

@@ -123,7 +123,6 @@ class Adapter:
     name: ClassVar[str] = ""
     binary: ClassVar[str] = ""
     install: ClassVar[str] = ""  # how a user installs and logs in (doctor prints it)
-    version_args: ClassVar[tuple[str, ...]] = ("--version",)
     # The prompt goes on stdin, never in argv (a CLI that rewrites its arguments, or whose
     # argv cannot hold a long prompt whole).
     prompt_on_stdin: ClassVar[bool] = False

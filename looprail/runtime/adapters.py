@@ -453,20 +453,16 @@ ADAPTERS: dict[str, type[Adapter]] = {
 }
 
 
-def command_line(name: str, settings: AgentSettings) -> list[str]:
-    """The argv an agent invocation runs with (the prompt itself goes on stdin)."""
-    request = SimpleNamespace(kind="task", name="", verdict=None, task=None)
-    adapter = ADAPTERS[name]()
-    return adapter.invocation(request, settings, git=True)  # type: ignore[arg-type]
-
-
 def describe(name: str, settings: AgentSettings) -> str:
-    """The line a run, `doctor` and `capability audit` print for agent `name`."""
+    """The line a run, `doctor` and `capability audit` print for agent `name`: the argv an
+    invocation runs with (the prompt itself goes on stdin)."""
     if name not in ADAPTERS:
         return f"agent {name}"
-    argv = command_line(name, settings)
+    adapter = ADAPTERS[name]()
+    request = SimpleNamespace(kind="task", name="", verdict=None, task=None)
+    argv = adapter.invocation(request, settings, git=True)  # type: ignore[arg-type]
     shown = " ".join(shlex.quote(a) for a in argv) + " < <prompt>"
     mode = mode_in_effect(name, argv)
     if mode is not None:
         return f"agent {name}: {shown} ({MODE_NAME[name]} in effect: {mode})"
-    return f"agent {name}: {shown} ({ADAPTERS[name]().permissions(settings)})"
+    return f"agent {name}: {shown} ({adapter.permissions(settings)})"

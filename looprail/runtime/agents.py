@@ -89,8 +89,6 @@ class AgentRuntime(BaseRuntime):
         self.settings = settings
         # each role's model (`looprail.runtime.models`): GSD's keys in the project's config
         self.models = role_models(gsd_config, self.adapter.name, settings)
-        self.timeouts = timeouts or Timeouts()
-        self.env = dict(env or {})
         self.local = LocalRuntime(
             self.project,
             host_tool=host_tool,
@@ -124,7 +122,7 @@ class AgentRuntime(BaseRuntime):
 
     def describe(self) -> RuntimeInfo:
         """Worktrees; unready when the CLI is not on PATH (read before a run journals)."""
-        env = {**os.environ, **self.local.env, **self.env}
+        env = {**os.environ, **self.local.env}
         binary = self.settings.exe(self.adapter.binary)
         return RuntimeInfo(
             name=self.name or type(self).__name__,
@@ -178,7 +176,7 @@ class AgentRuntime(BaseRuntime):
             agent_form=self.adapter.agent_form,
             conversation=talk,
         )
-        env = {**self.local._environment(request, ctx), **self.env}
+        env = self.local._environment(request, ctx)
         binary = self.settings.exe(self.adapter.binary)
         found = find_program(binary, env)
         if found is None:
@@ -210,7 +208,7 @@ class AgentRuntime(BaseRuntime):
         folder: Path,
         env: Mapping[str, str],
     ) -> Outcome:
-        timeout_s = ctx.timeout_s or self.timeouts.for_kind(request.kind)
+        timeout_s = ctx.timeout_s or self.local.timeouts.for_kind(request.kind)
         result = self._run(request, ctx, argv, prompt, folder, env, timeout_s)
         reply = self.adapter.parse(result.stdout, result.stderr)
         rel = self.transcripts.rel(folder)
@@ -221,7 +219,7 @@ class AgentRuntime(BaseRuntime):
                 f"{output_label(request)}: {'; '.join(reply.denials[:3])}"
             )
         outcome = self._outcome(request, result, reply, timeout_s, rel, usage)
-        write_transcript(folder, prompt, argv, result, reply, outcome)
+        write_transcript(folder, argv, result, reply, outcome)
         self._record(
             request,
             outcome,
@@ -296,9 +294,10 @@ class AgentRuntime(BaseRuntime):
             "role": request.role,
             "model": self.settings_for(request).model,
             "ok": outcome.ok,
+            **extra,
+            "transcript": rel,
+            "durationMs": int(duration_s * 1000),
         }
-        call.update(extra)
-        call.update({"transcript": rel, "durationMs": int(duration_s * 1000)})
         self._meter.record(call)
 
     def _outcome(
@@ -322,7 +321,7 @@ class AgentRuntime(BaseRuntime):
             verdict = extract_verdict(reply.final) if request.kind == "verdict" else None
             common["stdout"] = json.dumps(verdict) if verdict is not None else reply.final
             return Outcome.succeeded(**common)
-        last = _last_words(reply, result.stderr)
+        last = last_line(reply.final.strip() or reply.error or "") or last_line(result.stderr)
         said = f"; last words: {last}" if last and last not in why else ""
         code = result.exit_code if result.exit_code not in (0, None) else None
         common["stdout"] = reply.final
@@ -339,8 +338,8 @@ class AgentRuntime(BaseRuntime):
         if result.timed_out:
             return f"{name} timed out after {timeout_s:g}s and was killed"
         if reply.error:
-            label = classify(reply.error, reply.error_status)
-            return f"{name}: {label}: {_one_line(reply.error)}"
+            said = " ".join(escape_untrusted(reply.error).split())
+            return f"{name}: {classify(reply.error, reply.error_status)}: {cut(said, 300)}"
         if code != 0:
             meaning = self.adapter.exit_reason(code) if code is not None and code > 0 else None
             return f"{name} {exit_words(code, meaning)}"
@@ -374,15 +373,6 @@ def extract_verdict(text: str) -> dict[str, object] | None:
         if found is not None and "block" in found:
             return found
     return None
-
-
-def _last_words(reply: Reply, stderr: str) -> str:
-    text = reply.final.strip() or reply.error or ""
-    return (last_line(text) if text else "") or last_line(stderr)
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    return cut(" ".join(escape_untrusted(text).split()), limit)
 
 
 class ClaudeRuntime(AgentRuntime):
@@ -441,7 +431,7 @@ def agent_session(
         if rt.progress is not None:
             rt.progress(handover_line(name, shown, request, rt.project))
         session = run_on_terminal(
-            argv, cwd=ctx.workdir or rt.project, env=env, timeout_s=rt.timeouts.interactive
+            argv, cwd=ctx.workdir or rt.project, env=env, timeout_s=rt.local.timeouts.interactive
         )
     rel = rt.transcripts.rel(folder)
     outcome = session_outcome(

@@ -20,9 +20,7 @@ def confined_path_env(env: Mapping[str, str] | None) -> Mapping[str, str] | None
     kept = [e for e in entries if e and os.path.isabs(e)]
     if kept == entries:
         return env
-    confined = dict(base)
-    confined["PATH"] = os.pathsep.join(kept) if kept else os.defpath
-    return confined
+    return {**base, "PATH": os.pathsep.join(kept) if kept else os.defpath}
 
 
 def child_pwd_env(
@@ -36,6 +34,4 @@ def child_pwd_env(
     base = os.environ if env is None else env
     if base.get("PWD") == where:
         return env
-    out = dict(base)
-    out["PWD"] = where
-    return out
+    return {**base, "PWD": where}

@@ -17,10 +17,6 @@ SAFE_CONFIG = tuple(arg for setting in _SAFE for arg in ("-c", setting))
 DEFAULT_TIMEOUT_S = 120.0
 
 
-def git_program(env: Mapping[str, str] | None = None) -> str | None:
-    return find_program("git", env)
-
-
 def git(
     args: Sequence[str],
     cwd: str | Path,
@@ -31,7 +27,7 @@ def git(
 ) -> ProcessResult:
     """Run `git ARGS` in `cwd`; a git not found is a spawn error."""
     shown = ("git", *args)
-    program = git_program(env)
+    program = find_program("git", env)
     if program is None:
         return ProcessResult(shown, None, "", "", 0.0, spawn_error="git not found on PATH")
     listed = run_bounded(

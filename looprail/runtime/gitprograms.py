@@ -1,8 +1,5 @@
-"""The programs a repository's own git configuration names (filter and merge drivers, signing,
-textconv, …), switched off on looprail's git calls (issue 40): each such key whose value in
-effect comes from the repository (`local`/`worktree` scope) is overridden with the user's own
-value, or one that runs nothing, through `GIT_CONFIG_COUNT`/`KEY_n`/`VALUE_n` (`-c` cannot say
-a subsection holding `=`)."""
+"""The programs a repository's own git configuration names, switched off on looprail's git calls
+(issue 40; docs/security.md, "Git in the project")."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""Find GSD where it is installed, and what a command uses when nothing else was named.
-
-The installer copies GSD's core (`gsd-core`) into each runtime's config folder, globally or in
-the project (`RUNTIME_HOMES`, after its `runtime-homes.cjs`). In it, `bin/gsd-tools.cjs` is the
-host tool, and the first-party manifests exist only in `bin/lib/capability-registry.cjs`:
-`registry_folder` has node read it and writes each manifest back as a capability folder in
-looprail's cache. `sources` decides what a command uses: a flag, else `.planning/config.json`,
-else a global install. A project-local install's registry runs the project's code: it is
-reported, never read unless named with `--capabilities`.
-"""
+"""Find GSD where it is installed (`RUNTIME_HOMES`, after the installer's `runtime-homes.cjs`),
+read an install's capability registry with node into a cache folder, and decide what a command
+uses (`sources`): docs/getting-started.md, "On an existing GSD project"."""
 
 from __future__ import annotations
 
@@ -298,8 +291,7 @@ def _found(
 def _config_folder(root: Path, entry: str) -> str:
     """A `looprail.capabilities` entry as a path (relative to the project). One inside the
     project is refused: it came with `git clone`, and a project's capabilities need consent."""
-    path = Path(_expand(entry, os.path.expanduser("~")))
-    path = (root / path) if not path.is_absolute() else path
+    path = root / _expand(entry, os.path.expanduser("~"))  # an absolute entry stays as it is
     if Path(os.path.realpath(path)).is_relative_to(root):
         raise ConfigError(
             PROJECT_CONFIG_FILE,
@@ -395,8 +387,7 @@ def _unline_fragment(folder: Path, entry: Any) -> None:
     if os.path.commonpath([dest, str(folder)]) != str(folder) or dest == str(folder):
         return  # kept as the registry has it: the manifest's validation names the path
     os.makedirs(os.path.dirname(dest), exist_ok=True)
-    with open(dest, "w", encoding="utf-8") as fh:
-        fh.write(text)
+    Path(dest).write_text(text, encoding="utf-8")
     del frag["inline"]
 
 

@@ -8,8 +8,7 @@ step starts can outlive looprail:
 guard, not to init. When the child exits (or the guard gets SIGTERM/SIGINT/SIGHUP), the guard
 SIGKILLs the child's group and every process re-parented to it until none is left, then exits
 with the child's status. It reports `P<pid> <start> <guard start> <guard pid>` (start: field 22
-of /proc/PID/stat) or `E<why>` on STATUS_FD.
-"""
+of /proc/PID/stat) or `E<why>` on STATUS_FD."""
 
 # Only the C modules under the stdlib's wrappers (`posix`, `_signal`, `_ctypes`), never what the
 # wrappers import: the guard's start-up is paid for every process looprail starts.

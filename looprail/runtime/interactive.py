@@ -1,10 +1,7 @@
 """An interactive session on the user's terminal (`run --interactive`'s discuss step): the
-agent CLI's interactive mode, or `.looprail/agents/orchestrator` with the terminal as its stdin.
-
-The child inherits looprail's streams and process group (so Ctrl-Z and `fg` work); Ctrl-C is
-the session's while it runs (as git's editor has it), SIGTERM and SIGHUP still stop both.
-Nothing is captured; no timeout unless `looprail.timeouts.interactive` sets one. The artifact
-decides: the step is done when the session ends with the file it owed written."""
+agent CLI's interactive mode, or `.looprail/agents/orchestrator` with the terminal as its stdin
+(docs/agents.md, "An interactive discuss"). Ctrl-Z and `fg` work; SIGTERM and SIGHUP still stop
+both; the artifact the step owed decides whether it is done."""
 
 from __future__ import annotations
 
@@ -74,8 +71,7 @@ def run_on_terminal(
 ) -> Session:
     """Run `argv` with the terminal until it exits (or `timeout_s`), then put the terminal's
     modes back (a CLI killed in raw mode leaves them raw)."""
-    fd_in, fd_out = _fd(sys.stdin), _fd(sys.stdout)
-    fd_err = _fd(sys.stderr)
+    fd_in, fd_out, fd_err = _fd(sys.stdin), _fd(sys.stdout), _fd(sys.stderr)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()

@@ -256,27 +256,24 @@ class LocalRuntime(BaseRuntime):
             return None
 
     def _environment(self, request: Request, ctx: DispatchContext) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(self.env)
-        env.update(ctx.env)
-        # Always set, possibly empty: a nested run must never inherit a stale value.
-        env.update(
-            {
-                "LOOPRAIL_PROJECT": str(self.project),
-                "LOOPRAIL_PHASE": ctx.phase_number,
-                "LOOPRAIL_PHASE_DIR": str(ctx.phase_dir) if ctx.phase_dir else "",
-                "LOOPRAIL_POINT": ctx.point or "",
-                "LOOPRAIL_KIND": request.kind,
-                "LOOPRAIL_NAME": request.name,
-                "LOOPRAIL_CAP_ID": ctx.cap_id or "",
-                "LOOPRAIL_FLAVOR": ctx.flavor,
-                "LOOPRAIL_PLAN_ID": request.plan_id or "",
-                "LOOPRAIL_TASK_ID": request.task_id or "",
-                "LOOPRAIL_WAVE": "" if request.wave is None else str(request.wave),
-                "LOOPRAIL_WORKDIR": str(ctx.workdir or self.project),
-            }
-        )
-        return env
+        return {
+            **os.environ,
+            **self.env,
+            **ctx.env,
+            # Ours always set, possibly empty: a nested run must never inherit a stale value.
+            "LOOPRAIL_PROJECT": str(self.project),
+            "LOOPRAIL_PHASE": ctx.phase_number,
+            "LOOPRAIL_PHASE_DIR": str(ctx.phase_dir) if ctx.phase_dir else "",
+            "LOOPRAIL_POINT": ctx.point or "",
+            "LOOPRAIL_KIND": request.kind,
+            "LOOPRAIL_NAME": request.name,
+            "LOOPRAIL_CAP_ID": ctx.cap_id or "",
+            "LOOPRAIL_FLAVOR": ctx.flavor,
+            "LOOPRAIL_PLAN_ID": request.plan_id or "",
+            "LOOPRAIL_TASK_ID": request.task_id or "",
+            "LOOPRAIL_WAVE": "" if request.wave is None else str(request.wave),
+            "LOOPRAIL_WORKDIR": str(ctx.workdir or self.project),
+        }
 
 
 def locate(root: Path, folder: str | None, name: str) -> Path | str:

@@ -77,9 +77,8 @@ class Transcripts:
 
     def folder(self, request: Request) -> Path:
         """A new folder `NNN-<kind>-<name>/` for one agent invocation's transcript."""
-        base = self.base()
-        path = base / f"{self._next(base):03d}-{request.kind}-{slug(request.name)}"
-        path.mkdir(parents=True, exist_ok=True)
+        path = self.file(request).with_suffix("")
+        path.mkdir(exist_ok=True)
         return path
 
     def file(self, request: Request) -> Path:
@@ -211,14 +210,12 @@ def show_line(text: str) -> str:
 
 def write_transcript(
     folder: Path,
-    prompt: str,
     argv: Sequence[str],
     result: ProcessResult,
     reply: Reply,
     outcome: Outcome,
 ) -> None:
-    """An agent invocation's prompt.md and meta.json, beside the streams `OutputTee` wrote."""
-    write_prompt(folder, prompt)
+    """An agent invocation's meta.json, beside its prompt.md and the streams `OutputTee` wrote."""
     meta = {
         "argv": list(argv),
         "exitCode": result.exit_code,

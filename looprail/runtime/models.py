@@ -35,8 +35,7 @@ _PROFILE_FALLBACK = {"quality": "opus", "budget": "haiku", "inherit": "inherit"}
 @cache
 def catalog() -> dict[str, Any]:
     text = (files("looprail.runtime") / CATALOG_FILE).read_text(encoding="utf-8")
-    data: dict[str, Any] = json.loads(text)
-    return data
+    return json.loads(text)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import Any
 
 from looprail.runtime.childenv import child_pwd_env, confined_path_env
 from looprail.runtime.pump import close_pipes, pump
-from looprail.textsafe import one_line
+from looprail.textsafe import one_line as escape_untrusted  # noqa: F401 (its name for callers)
 
 DEFAULT_OUTPUT_CAP = 1 << 20  # 1 MiB per stream: enough for any verdict, bounded for any bug
 _GUARD = Path(__file__).with_name("guard.py")
@@ -423,8 +423,7 @@ def close_fds(*fds: int) -> None:
 def proc_state(pid: int) -> list[bytes]:
     """The fields of /proc/PID/stat after the command name (the state first), or []."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            text = fh.read()
+        text = Path(f"/proc/{pid}/stat").read_bytes()
         return text[text.rindex(b")") + 2 :].split()
     except (OSError, ValueError):
         return []
@@ -483,8 +482,3 @@ def exit_words(code: int | None, meaning: str | None = None) -> str:
 
 def tail(text: str, limit: int = 2000) -> str:
     return text[-limit:]
-
-
-def escape_untrusted(text: str) -> str:
-    """Untrusted text safe on one line: control characters and newlines escaped."""
-    return one_line(text)

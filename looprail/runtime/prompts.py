@@ -1,11 +1,6 @@
-"""What an agent is asked: one prompt per unit of work. For role work it is the role brief
-(`roles/<role>.md`, or the project's `.looprail/roles/<role>.md`), the phase context (and what
-the project says about the phase: plans/briefing.py, the runtime layer's second known upward
-import), the contributions to the role, the task (tasks only), and what is owed, last.
-
-Briefs may use `{phase}`, `{phase_dir}`, `{phase_prefix}` and `{phase_slug}`; nothing else is
-substituted. Every text taken from the project is bounded (64 KiB) and says where it was cut.
-"""
+"""What an agent is asked: one prompt per unit of work, assembled as docs/agents.md ("What an
+agent is asked") lists it. It reads plans/briefing.py: the runtime layer's second known upward
+import (test_architecture)."""
 
 from __future__ import annotations
 
@@ -97,7 +92,9 @@ def build_prompt(
     if request.kind in ("phase", "task"):
         role = request.role or "executor"
         brief, _ = role_brief(project, role)
-        parts.append(_subst(brief, v).strip())
+        for key, value in v.items():  # `{phase}` and the like; nothing else is substituted
+            brief = brief.replace(key, value)
+        parts.append(brief.strip())
     elif request.kind == "skill":
         parts.append(skill_form.replace("{name}", request.name))
     elif request.kind == "agent":
@@ -106,8 +103,7 @@ def build_prompt(
         parts.append(agent_form.replace("{name}", request.verdict.ref))
         if request.verdict.prompt:
             parts.append(request.verdict.prompt.strip())
-    parts.append(_phase_section(request, project, v))
-    parts.append(_phase_facts(request, project))
+    parts += [_phase_section(request, project, v), _phase_facts(request, project)]
     if request.kind in ("phase", "task"):
         texts = (request.role_context or {}).get(request.role or "executor", ())
         if texts:
@@ -286,12 +282,6 @@ def _fenced(text: str) -> str:
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}\n{text}\n{fence}"
-
-
-def _subst(text: str, v: dict[str, str]) -> str:
-    for key, value in v.items():
-        text = text.replace(key, value)
-    return text
 
 
 def _read_inside(project: Path, path: Path) -> str | None:

@@ -1,9 +1,5 @@
 """Runtimes as plugins, found by name in the `looprail.runtimes` entry-point group: a class
-(usually a `BaseRuntime`) with a `from_settings(settings)` classmethod.
-
-    [project.entry-points."looprail.runtimes"]
-    mine = "my_package.runtime:MyRuntime"
-"""
+with a `from_settings(settings)` classmethod (docs/agents.md, "Writing your own runtime")."""
 
 from __future__ import annotations
 

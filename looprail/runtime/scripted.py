@@ -1,15 +1,5 @@
-"""A runtime for tests: outcomes come from a script, and every call is recorded in order.
-
-    rt = ScriptedRuntime({
-        ("query", "ui plan-gate"): Outcome.succeeded(data={"block": True, "message": "no UI-SPEC"}),
-        ("skill", "gsd-lint"): Outcome.failed("lint crashed", exit_code=2),
-        ("task", "01-01/T2"): [Outcome.failed("flaky"), Outcome.succeeded()],  # then ok
-        ("phase", "plan"): lambda request: write_plans(request),
-    })
-
-Keys are a request's `(kind, name)` (docs/runtime.md); `(kind, "*")` matches every call of that
-kind. Unscripted calls succeed (queries and verdicts with `{"block": false, "message": ""}`).
-"""
+"""A runtime for tests: outcomes come from a script keyed by a request's `(kind, name)`, and
+every call is recorded in order (docs/runtime.md, "In tests: `ScriptedRuntime`")."""
 
 from __future__ import annotations
 

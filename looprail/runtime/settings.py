@@ -19,6 +19,7 @@ from pydantic import (
 
 from looprail.errors import ConfigError
 from looprail.layout import FLAVORS, PROJECT_CONFIG_FILE
+from looprail.runtime.request import Flavor
 
 CHECKPOINT_ROUNDS = 3  # the default of `looprail.checkpoint_rounds`
 
@@ -72,15 +73,8 @@ class LooprailSettings(BaseModel):
     # what `--capabilities`, `--host-tool` and `--flavor` say (a flag wins; paths: project's)
     capabilities: list[StrictStr] | None = None
     host_tool: StrictStr | None = Field(None, min_length=1)
-    flavor: StrictStr | None = None
+    flavor: Flavor | None = None
     verify: VerifySettings = VerifySettings()
-
-    @field_validator("flavor")
-    @classmethod
-    def _known_flavor(cls, value: str | None) -> str | None:
-        if value is not None and value not in FLAVORS:
-            raise ValueError("unknown flavor")  # said as `_TYPE_REASONS` words it
-        return value
 
     @field_validator("agents", mode="before")
     @classmethod

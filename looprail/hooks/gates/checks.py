@@ -161,7 +161,7 @@ def _ledger_open_count(path: Path) -> tuple[object, str]:
     except OSError as exc:
         return None, f"could not read {LEDGER_PATH}: {exc.strerror or exc}"
     try:
-        return parse_ledger(raw).open_count, ""
+        return parse_ledger(raw), ""
     except LedgerError as exc:
         return None, str(exc)
 

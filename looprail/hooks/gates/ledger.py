@@ -1,16 +1,11 @@
 """The broken-windows ledger `.planning/WINDOWS.md`, read as the reference's `gsd_run windows
-status` reads it (the ship gate without the host tool). Pure: text in, `LedgerStatus` out.
-
-Format: a frontmatter of `key: value` lines (`schema_version: 1`, four integer counts, a string
-`last_updated`), then a ````` ````json ````` block holding the entries array; the counts must
-agree with the entries.
-"""
+status` reads it (docs/checks.md, "The broken-windows ledger"): a frontmatter of `key: value`
+lines, then a ````` ````json ````` block of entries that the four counts must agree with."""
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from looprail.errors import LedgerError
@@ -35,16 +30,9 @@ _FENCE_CLOSE = "````"
 _LINE = re.compile(r"^([a-zA-Z0-9_]+):\s*(.*)$")
 
 
-@dataclass(frozen=True)
-class LedgerStatus:
-    open_count: int
-    waived_count: int
-    fixed_count: int
-    total_count: int
-
-
-def parse_ledger(raw: str) -> LedgerStatus:
-    """The counts of a ledger text; `LedgerError` says why it is malformed."""
+def parse_ledger(raw: str) -> int:
+    """The `open_count` of a ledger text, all counts checked; `LedgerError` says why it is
+    malformed."""
     fm = _frontmatter(raw)
     if not _is_number(fm.get("schema_version")) or fm["schema_version"] != SCHEMA_VERSION:
         got = json.dumps(fm.get("schema_version"))
@@ -65,7 +53,7 @@ def parse_ledger(raw: str) -> LedgerStatus:
             "Ledger counts disagree with entries: frontmatter open/waived/fixed/total="
             f"{'/'.join(map(str, declared))} but entries yield {'/'.join(map(str, derived))}."
         )
-    return LedgerStatus(*declared)
+    return declared[0]
 
 
 def _is_number(value: Any) -> bool:

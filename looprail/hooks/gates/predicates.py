@@ -76,9 +76,7 @@ class CheckContext:
     cap_id: str | None = None
 
     def resolved_phase_dir(self) -> Path | None:
-        if self.phase_dir is None:
-            return None
-        return self.phase_dir if self.phase_dir.is_absolute() else self.project / self.phase_dir
+        return None if self.phase_dir is None else self.project / self.phase_dir  # kept if absolute
 
 
 def evaluate_predicate(predicate: object, ctx: CheckContext) -> CheckResult:

@@ -16,6 +16,7 @@ from pydantic.json_schema import JsonDict, JsonValue
 from pydantic_core import ErrorDetails, PydanticCustomError
 from pydantic_core.core_schema import ValidatorFunctionWrapHandler as Handler
 
+from looprail.config import FORBIDDEN_SEGMENTS
 from looprail.hooks.native._model import (
     SCHEMA_CANNOT_SAY,
     Context,
@@ -48,8 +49,7 @@ SECTION_RE = re.compile(r"^[^/]+/[^/]+$")
 # A Preset member: `local/name` or `owner/repo/name` (docs/native-hooks.md, Presets).
 REF_RE = re.compile(r"^local/[^/\x00]+$|^(?!local/)[A-Za-z0-9._-]+/[A-Za-z0-9._-]+/[^/\x00]+$")
 # Entry names the reader refuses: they would shadow JavaScript object internals in the host.
-FORBIDDEN_NAMES = ("__proto__", "constructor", "prototype")
-ENTRY_NAME = rf"^(?!(?:{'|'.join(FORBIDDEN_NAMES)})$)[^/\x00]+$"
+ENTRY_NAME = rf"^(?!(?:{'|'.join(sorted(FORBIDDEN_SEGMENTS))})$)[^/\x00]+$"
 BLOCK_EVENTS: list[JsonValue] = [name for name, spec in EVENTS.items() if spec.failure == "block"]
 _KEY_HINTS = {"timeout": "timeoutMs", "hook": "event", "command": "shell"}
 IS_BOOL = Says("must be true or false")
@@ -286,7 +286,7 @@ def _entry_model(entry: dict[str, object]) -> type[HookEntry | PresetEntry]:
 
 
 def _entry_name(value: Any, handler: Handler) -> Any:
-    if value in FORBIDDEN_NAMES:
+    if value in FORBIDDEN_SEGMENTS:
         raise problem(f"forbidden entry name {json.dumps(value)}")
     try:
         return handler(value)

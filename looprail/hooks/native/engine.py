@@ -1,9 +1,7 @@
-"""Native hook evaluation. One event: every enabled hook of it runs in order, each even after
-another failed (filter → `when` → `shell`); the Event Outcome is then frozen (the failure kind
-when any hook failed or could not run, else `pass`); only then, per result, its owned Action is
-considered and the result is projected as one `hook_result` evaluation (reactions are not
-projected again). `deliver` hands the Effects to the loop best-effort: a sink failure is only
-recorded."""
+"""Native hook evaluation: every enabled hook of an event in order, the Event Outcome frozen
+from their results before any Action is considered, then each result projected as one
+`hook_result` evaluation; `deliver` hands the Effects to the loop best-effort
+(docs/native-hooks.md, "Outcomes" to "hook_result")."""
 
 from __future__ import annotations
 
@@ -406,10 +404,8 @@ class NativeHookEngine:
 
     def _shell_env(self, extra: Mapping[str, str] | None) -> dict[str, str]:
         """Inherited variables minus stale managed ones, then the engine's and the call's."""
-        env = {k: v for k, v in os.environ.items() if not is_managed_env(k)}
-        env.update(self._env)
-        env.update(_checked_env(extra))
-        return env
+        inherited = {k: v for k, v in os.environ.items() if not is_managed_env(k)}
+        return {**inherited, **self._env, **_checked_env(extra)}
 
 
 def _checked_env(env: Mapping[str, str] | None) -> dict[str, str]:

@@ -180,8 +180,7 @@ def point_candidate(
     candidate: dict[str, object] = {"event": point, "point": point, "phase": phase}
     if wave is not None:
         candidate["wave"] = wave
-    candidate.update(extra)
-    return candidate
+    return {**candidate, **extra}
 
 
 def task_candidate(
@@ -218,8 +217,7 @@ def task_candidate(
     }
     if event == "task_result":
         candidate["ok"] = ok
-    candidate.update(extra)
-    return candidate
+    return {**candidate, **extra}
 
 
 def loop_settled_candidate(*, status: str, phase: str | None = None, **extra: object) -> dict:

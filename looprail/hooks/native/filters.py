@@ -1,8 +1,5 @@
-"""Filter and selector matching (the rules of docs/native-hooks.md): pure functions over
-JSON-shaped data. Filter keys are ANDed and may be dotted (`content.verify`, `files.0`); a string
-is a regular expression searched in a string value; other scalars match the same JSON value; an
-array is any-of; a scalar matches an array candidate value when it matches any member.
-Selectors (`outcome`/`code`) are exact: fields ANDed, arrays any-of, strict equality."""
+"""Filter and selector matching, pure functions over JSON-shaped data (docs/native-hooks.md,
+"Filters"; selectors are an Action's `outcome`/`code`, matched exactly)."""
 
 from __future__ import annotations
 

@@ -28,33 +28,7 @@ from looprail.hooks.native.models import (
     Preset,
     Scope,
 )
-from looprail.jsonload import loads_strict
-
-
-def _parse_json(raw: bytes, file: str) -> tuple[object, list[Issue]]:
-    if len(raw) > MAX_FILE_BYTES:
-        return None, [Issue(file, "$", f"file is larger than {MAX_FILE_BYTES} bytes")]
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return None, [Issue(file, "$", f"not UTF-8 (byte {exc.start})")]
-    text = text.removeprefix("\ufeff")
-
-    try:
-        value, duplicates = loads_strict(text)
-    except json.JSONDecodeError as exc:
-        return None, [
-            Issue(file, "$", f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
-        ]
-    except ValueError as exc:
-        return None, [Issue(file, "$", f"not valid JSON: {exc}")]
-    except RecursionError:
-        return None, [Issue(file, "$", f"JSON nested deeper than {MAX_JSON_DEPTH} levels")]
-    if duplicates:
-        return None, [
-            Issue(file, "$", f"duplicate key {json.dumps(k)}") for k in dict.fromkeys(duplicates)
-        ]
-    return value, []
+from looprail.jsonload import loads_file
 
 
 def read_hooks_file(
@@ -75,9 +49,10 @@ def read_hooks_file(
         return HooksFile(path, scope, "missing")
     if accept is not None and not accept(raw):
         return HooksFile(path, scope, "untrusted")
-    data, issues = _parse_json(raw, file)
-    if issues:
-        return HooksFile(path, scope, "invalid", issues=tuple(issues))
+    data, problems = loads_file(raw, MAX_FILE_BYTES, MAX_JSON_DEPTH, column=True)
+    if problems:
+        issues = tuple(Issue(file, "$", why) for why in problems)
+        return HooksFile(path, scope, "invalid", issues=issues)
     return validate_hooks_document(data, file=path, scope=scope)
 
 

@@ -27,18 +27,10 @@ def run_hook_shell(command: str, *, env: Mapping[str, str], cwd: Path, timeout_m
         return ShellRun(True, 0, True, "exit 0")
     if command == "false":
         return ShellRun(False, 1, True, "exit 1")
-    try:
-        run = run_bounded(
-            command,
-            shell=True,
-            timeout_s=timeout_ms / 1000,
-            env=env,
-            cwd=cwd,
-            output_cap=_OUTPUT_CAP,
-        )
-    except (OSError, ValueError) as exc:  # e.g. a NUL byte in the command or the environment
-        return ShellRun(False, None, False, f"could not start: {exc}")
-    if run.spawn_error:
+    run = run_bounded(
+        command, shell=True, timeout_s=timeout_ms / 1000, env=env, cwd=cwd, output_cap=_OUTPUT_CAP
+    )
+    if run.spawn_error:  # a NUL byte in the command or the environment, say
         return ShellRun(False, None, False, f"could not start: {run.spawn_error}")
     if run.timed_out:
         return ShellRun(False, None, True, f"timed out after {timeout_ms} ms")

@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """A starting point for the local runtime's role agents (written by `looprail init`): each
 role's minimum, with the JSON request on stdin (docs/runtime.md), so that `looprail run --phase 1`
-ships. Replace a role's copy with your own agent as the project grows.
-"""
+ships. Replace a role's copy with your own agent as the project grows."""
 
 import json
 import os
