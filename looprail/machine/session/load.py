@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from looprail.config import load_project_config_strict
 from looprail.errors import ConfigError, LooprailError, PlanError, RefusedToStart
 from looprail.fsutil import check_looprail_folders, project_folder, require_inside
-from looprail.hooks.startup import blockers
 from looprail.hooks.task_content import unloadable_resolvers
 from looprail.journal.models import EventRecord
 from looprail.layout import PLANNING_DIR, PROJECT_CONFIG_FILE
@@ -32,7 +31,6 @@ from looprail.trust.agents import effective_agent
 if TYPE_CHECKING:
     from looprail.hooks.capset import CapabilitySet
     from looprail.hooks.manifest import TaskContentResolver
-    from looprail.hooks.startup import Blocker
     from looprail.journal.recorder import Recorder
     from looprail.runtime.base import Runtime
 
@@ -73,11 +71,6 @@ class Loaded:
         if not self.compiled.failed:  # the usual case: no need to import the resolver module
             return unconsented
         return unloadable_resolvers(self.compiled.failed, served) + unconsented
-
-    @property
-    def blockers(self) -> list[Blocker]:
-        """Why `looprail run` must not start (`looprail.hooks.startup`)."""
-        return blockers(self.compiled)
 
     def input_paths(self, phase_dir: Path | None) -> list[Path]:
         """What a run depends on: capability folders, the config, the phase's plans."""
