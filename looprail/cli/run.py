@@ -39,7 +39,8 @@ from looprail.machine.project import journal_runs, no_phase_reason, pending, pro
 from looprail.machine.project_loop import run_project, run_spent
 from looprail.machine.runner import RunOptions
 from looprail.machine.session.interactive import interactive_options
-from looprail.machine.session.phase import default_jobs, load_project, run_phase, run_settings
+from looprail.machine.session.load import default_jobs, load_project, run_settings
+from looprail.machine.session.phase import run_phase
 from looprail.machine.started_with import remembered, resumed_run
 from looprail.points import POINTS
 from looprail.runtime.local import resolve_host_tool

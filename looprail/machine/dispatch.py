@@ -64,7 +64,7 @@ class Dispatcher:
     flavor: Flavor = "gsd"
     host_tool: str | None = None
     progress: Progress = field(default_factory=lambda: Progress(quiet=True))
-    recorder: Recorder | None = None
+    recorder: Recorder
     native: NativePoint | None = None
     native_count: NativeCount | None = None
     dispatched: int = field(default=0, init=False)  # hooks dispatched so far (native too)
@@ -110,10 +110,10 @@ class Dispatcher:
         natives = self.native_count(point, wave) if self.native_count is not None else 0
         self.progress.line(f"▸ {point}{where}: {_count(hooks, natives)}")
         data = {"hooks": len(hooks), **({"nativeHooks": natives} if natives else {})}
-        self._record(EventRecord(kind="point", point=point, wave=wave, data=data))
+        self.recorder.event(EventRecord(kind="point", point=point, wave=wave, data=data))
         for w in envelope.get("warnings", ()):
             self.progress.warn(w)
-            self._record(EventRecord(kind="warning", point=point, message=w))
+            self.recorder.event(EventRecord(kind="warning", point=point, message=w))
         results: list[HookResult] = []
         for hook in hooks:
             if self._counted(results, self._dispatch_one(point, hook, wave), wave):
@@ -146,7 +146,7 @@ class Dispatcher:
             self.contribute(role, text, ctx)
             # Journaled so that a resumed run hands the same fragments to later role work.
             data = {"into": role, "text": text}
-            self._record(
+            self.recorder.event(
                 EventRecord(kind="contribution", point=point, wave=wave, cap_id=cap_id, data=data)
             )
             return self._result(point, hook, "ok", start, f"into {role}", label=f"→ {role}")
@@ -241,7 +241,7 @@ class Dispatcher:
         """Say what a hook did (one line) and journal its `hook` event."""
         self._say(r)
         outcome = {"block": "blocked" if r.blocking else "advisory"}.get(r.status, r.status)
-        self._record(
+        self.recorder.event(
             EventRecord(
                 kind="hook",
                 point=r.point,
@@ -294,10 +294,6 @@ class Dispatcher:
             self.progress.warn(f"{what} reported: {r.message}")
         else:
             self.progress.warn(f"{what} failed, onError {r.on_error or 'skip'}: {r.message}")
-
-    def _record(self, event: EventRecord) -> None:
-        if self.recorder is not None:
-            self.recorder.event(event)
 
 
 def shown_details(message: str, details: Mapping[str, Any] | None) -> dict[str, object] | None:

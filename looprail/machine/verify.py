@@ -266,7 +266,7 @@ class Checks:
                     log=log,
                     attempt=attempt,
                     tree=tree,
-                    shown_log=self._rel(log),
+                    shown_log=log.relative_to(self.project).as_posix() if log else None,
                 )
             )
         return runs
@@ -278,9 +278,6 @@ class Checks:
             return looprail_path(self.project, LOGS_DIR, self.recorder.run_id, "checks") / name
         except LooprailError:  # `.looprail/logs` linked out of the project: no log
             return None
-
-    def _rel(self, path: Path | None) -> str | None:
-        return None if path is None else path.relative_to(self.project).as_posix()
 
     def journal(self, run: CheckRun, plan_id: str, key: str, wave: int | None) -> None:
         self.recorder.event(
