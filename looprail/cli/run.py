@@ -444,11 +444,9 @@ def resume(args) -> int:
     loaded = _load(args, project, run_id)
     _interactive(args, loaded)
     with Journal.open(loaded.project, create=False) as jr:
-        target = jr.find_run(run_id) if run_id else None
+        target = jr.find_run(run_id) if run_id else jr.unfinished_run()
         if target is None:
-            target = next((r for r in reversed(jr.runs()) if r.resumable), None)
-            if target is None:
-                raise LooprailError("no unfinished run to resume")
+            raise LooprailError("no unfinished run to resume")
     with _executor(args, loaded) as executor:
         options = _options(args, executor)
         outcome = _run_phase(

@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from looprail.hooks.capset import CapabilitySet
 from looprail.hooks.gates.checks import (
@@ -37,9 +37,6 @@ from looprail.runtime.base import (
     step_of,
 )
 from looprail.runtime.hostcall import predicate_args, query_args
-
-if TYPE_CHECKING:
-    from looprail.hooks.resolve import Envelope
 
 # The native hooks of a point, evaluated: their results.
 NativePoint = Callable[[str, DispatchContext], list[HookResult]]
@@ -99,12 +96,9 @@ class Dispatcher:
         with self._lock:
             return tuple(self._texts.get((step, role), ()))
 
-    def envelope(self, point: str) -> Envelope:
-        return resolve(self.compiled, self.config, point)
-
     def dispatch(self, point: str, *, wave: int | None = None) -> list[HookResult]:
         """Dispatch one point, up to the first result that refuses (no later hook's effects)."""
-        envelope = self.envelope(point)
+        envelope = resolve(self.compiled, self.config, point)
         hooks = envelope.get("activeHooks") or []
         where = f" (wave {wave})" if wave is not None else ""
         natives = self.native_count(point, wave) if self.native_count is not None else 0

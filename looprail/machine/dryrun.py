@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -19,9 +20,9 @@ from looprail.machine.project import (
     ProjectPhase,
     new_folder,
     pending,
-    phase_order,
     project_phases,
     through_number,
+    upto,
 )
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
 from looprail.plans import compute_waves, load_phase
@@ -207,10 +208,7 @@ def dry_run_plan(
     native = load_native_hooks(loaded.project, trusted=is_trusted)
     at = _Where(loaded.project, number, phase_dir, flavor, host_tool)
     warnings = warning_lines(check_phase_plans(loaded.project, ph)) if ph is not None else []
-
-    def point(p: str, each: str | None = None) -> PointPlan:
-        return _point_plan(loaded, native, at, p, each)
-
+    point = partial(_point_plan, loaded, native, at)
     return {
         "dryRun": True,
         "project": str(loaded.project),
@@ -266,7 +264,7 @@ def _the_phase(project: Path, phase: str) -> tuple[str, Path, Phase | None]:
 
 
 def _point_plan(
-    loaded: Loaded, native: NativeHookSet, at: _Where, p: str, each: str | None
+    loaded: Loaded, native: NativeHookSet, at: _Where, p: str, each: str | None = None
 ) -> PointPlan:
     env = resolve(loaded.compiled, loaded.config, p)
     return {
@@ -449,11 +447,7 @@ def loop_dry_run_plan(
             }
             for p in todo
         ],
-        "finishedBefore": [
-            p.number
-            for p in phases
-            if p.finished and (limit is None or phase_order(p.number) <= phase_order(limit))
-        ],
+        "finishedBefore": [p.number for p in upto(phases, limit) if p.finished],
         "first": (
             dry_run_plan(loaded, todo[0].number, flavor=flavor, spec=spec, host_tool=host_tool)
             if todo

@@ -481,7 +481,7 @@ class LoopRunner:
 
     def plan_chart(self, plan: Plan, wave: int) -> TaskChart:
         """A plan's task chart, in its initial state, over a fresh `PlanRun`."""
-        return TaskChart(model=PlanRun(self.ctx, self.task_hooks, plan, wave, list(plan.tasks)))
+        return TaskChart(model=PlanRun(self.ctx, self.task_hooks, plan, wave))
 
     def run_plan(
         self,
@@ -502,7 +502,7 @@ class LoopRunner:
                     f"{plan.path.name}: task {bad[0].task_id} has no automated check "
                     f"({bad[0].reason}) and looprail.verify.unchecked is fail"
                 )
-        for i, task in enumerate(model.tasks):
+        for i, task in enumerate(plan.tasks):
             model.index = i
             model.work = None
             if task.id in done:

@@ -5,6 +5,7 @@ the executor's next call, until the same failure comes back unchanged (a stuck a
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -123,11 +124,9 @@ def run_check(
 
 
 def _write_log(path: Path, command: str, output: str, reason: str) -> None:
-    try:
+    with contextlib.suppress(OSError):  # no room for logs: the verdict still stands
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"$ {command}\n{output}\n--- {reason}\n", encoding="utf-8")
-    except OSError:  # no room for logs: the verdict still stands
-        pass
 
 
 def tree_id(cwd: Path, env: Mapping[str, str] | None = None) -> str | None:

@@ -98,10 +98,9 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     # The capabilities are read once: one set, from the cache or (on a miss) the manifests.
     compiled = load_compiled(root, capability_dirs)
     warnings = list(compiled.warnings)
-    for failed in compiled.failed:
-        warnings.append(
-            f"capability {failed.id!r} ({failed.origin}) not loaded: {failed.issues[0]}"
-        )
+    warnings += [
+        f"capability {f.id!r} ({f.origin}) not loaded: {f.issues[0]}" for f in compiled.failed
+    ]
     return Loaded(root, compiled, config, warnings, tuple(str(d) for d in capability_dirs))
 
 
