@@ -10,6 +10,7 @@ Every command takes the global `-q/--quiet` and `-v/--verbose`, before or after 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -18,12 +19,8 @@ from looprail.errors import LooprailError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return _main(list(sys.argv[1:] if argv is None else argv))
-
-
-def _main(argv: list[str]) -> int:
     try:
-        return _dispatch(argv)
+        return _dispatch(list(sys.argv[1:] if argv is None else argv))
     except Exception as exc:
         return _refused(exc)
     except KeyboardInterrupt as exc:
@@ -100,12 +97,11 @@ def _dispatch(argv: list[str]) -> int:
 
 
 def _silence_stdout() -> None:
-    try:
+    # (OSError, ValueError): stdout is not a real file (captured in a test)
+    with contextlib.suppress(OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    except (OSError, ValueError):  # stdout is not a real file (captured in a test)
-        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -162,24 +162,10 @@ def _list(args: argparse.Namespace) -> int:
     if not rows:
         print("no native hooks")
         return 0
-    _print_table(rows)
+    keys = ("ref", "kind", "event", "source", "enabled", "action")
+    table = [tuple(r.get(k) or "-" for k in keys) for r in rows]
+    print_table([tuple(k.upper() for k in keys), *table])
     return 0
-
-
-def _print_table(rows: list[dict[str, Any]]) -> None:
-    header = ("REF", "KIND", "EVENT", "SOURCE", "ENABLED", "ACTION")
-    table = [
-        (
-            r["ref"],
-            r["kind"],
-            r.get("event") or "-",
-            r["source"],
-            r["enabled"],
-            r.get("action") or "-",
-        )
-        for r in rows
-    ]
-    print_table([header, *table])
 
 
 def _entry_row(item: CatalogEntry, via: str | None, *, active: bool) -> dict[str, Any]:

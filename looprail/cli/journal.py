@@ -29,7 +29,6 @@ from looprail.textsafe import one_line
 
 
 def register(sub) -> None:
-    """Add this group's commands to the top-level subparsers."""
     command(
         sub,
         "status",

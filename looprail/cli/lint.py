@@ -11,8 +11,9 @@ from looprail.cli._common import (
     add_project_positional,
     phase_number,
     print_json,
+    warn,
 )
-from looprail.cli.sources import gsd_sources, sources_json, warn_no_capabilities
+from looprail.cli.sources import gsd_sources, no_capabilities, sources_json
 from looprail.layout import LOOPRAIL_DIR
 from looprail.lint import LintReport, lint, load_input, render_text
 
@@ -65,7 +66,8 @@ def run(args) -> int:
         project, args.capabilities, phase=args.phase, flavor=args.flavor, host_tool=args.host_tool
     )
     report = LintReport(findings=lint(data))
-    warn_no_capabilities(found, len(data.compiled.capabilities))
+    if not data.compiled.capabilities:  # said whatever `-q` says
+        warn(no_capabilities(found))
     if args.json:
         print_json({**report.to_json(), "sources": sources_json(found)})
         return report.exit_code

@@ -1,8 +1,4 @@
-"""`looprail phase ...`: what a project's `.planning/phases/` holds.
-
-looprail phase list [--raw]
-looprail phase plan-index N [--raw]
-"""
+"""`looprail phase list|plan-index`: what a project's `.planning/phases/` holds."""
 
 from __future__ import annotations
 
@@ -15,7 +11,6 @@ from looprail.plans.phase import two_folders_message
 
 
 def register(sub) -> None:
-    """Add this group's commands to the top-level subparsers."""
     _, commands = group(sub, "phase", "inspect the phases and plans under .planning/phases/")
 
     # --raw prints JSON (what hosts parse); --capabilities is accepted, not read here

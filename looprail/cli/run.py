@@ -21,6 +21,7 @@ from looprail.cli.journal import add_project_and_run, project_and_run
 from looprail.cli.outcome import phase_summary, project_summary
 from looprail.cli.sources import gsd_sources, no_capabilities
 from looprail.errors import LooprailError, RefusedToStart, UsageError
+from looprail.hooks.startup import blockers
 from looprail.journal import Journal
 from looprail.layout import LOGS_DIR, LOOPRAIL_DIR, normalize_phase_number
 from looprail.machine.answers import check_answer, is_task_id
@@ -38,7 +39,8 @@ from looprail.machine.project import journal_runs, no_phase_reason, pending, pro
 from looprail.machine.project_loop import run_project, run_spent
 from looprail.machine.runner import RunOptions
 from looprail.machine.session.interactive import interactive_options
-from looprail.machine.session.phase import default_jobs, load_project, run_phase, run_settings
+from looprail.machine.session.load import default_jobs, load_project, run_settings
+from looprail.machine.session.phase import run_phase
 from looprail.machine.started_with import remembered, resumed_run
 from looprail.points import POINTS
 from looprail.runtime.local import resolve_host_tool
@@ -345,23 +347,23 @@ def _dry_run(args, loaded) -> int:
     runs = journal_runs(loaded.project) if not args.no_journal else None
     options = {"flavor": args.flavor, "host_tool": args.host_tool}
     if args.through is not None or args.all_phases:
+        doc = loop_dry_run_plan(loaded, through=args.through, runs=runs, **options)
         if args.json:
-            doc = loop_dry_run_plan(loaded, through=args.through, runs=runs, **options)
             print_json({**doc, "warnings": list(loaded.warnings)})
             return 0
         warn(*loaded.warnings)
-        sys.stdout.write(loop_dry_run(loaded, through=args.through, runs=runs, **options))
+        sys.stdout.write(loop_dry_run(doc))
         return 0
     phase = args.phase if args.phase is not None else _next_phase(loaded, runs, args.json)
     if phase is None:
         return 0
     _announce(args)
+    plan = dry_run_plan(loaded, phase, **options)
     if args.json:
-        plan = dry_run_plan(loaded, phase, **options)
         print_json({**plan, "warnings": [*loaded.warnings, *plan["warnings"]]})
         return 0
     warn(*loaded.warnings)
-    sys.stdout.write(dry_run(loaded, phase, **options))
+    sys.stdout.write(dry_run(plan))
     return 0
 
 
@@ -442,11 +444,9 @@ def resume(args) -> int:
     loaded = _load(args, project, run_id)
     _interactive(args, loaded)
     with Journal.open(loaded.project, create=False) as jr:
-        target = jr.find_run(run_id) if run_id else None
+        target = jr.find_run(run_id) if run_id else jr.unfinished_run()
         if target is None:
-            target = next((r for r in reversed(jr.runs()) if r.resumable), None)
-            if target is None:
-                raise LooprailError("no unfinished run to resume")
+            raise LooprailError("no unfinished run to resume")
     with _executor(args, loaded) as executor:
         options = _options(args, executor)
         outcome = _run_phase(
@@ -486,10 +486,11 @@ def _load(args, project: str, run_id: str | None = None):
     _remember(args, project, run_id)
     found = gsd_sources(args, project)
     loaded = load_project(project, args.capabilities)
-    for b in loaded.blockers:
+    found_blockers = blockers(loaded.compiled)
+    for b in found_blockers:
         print(f"looprail: error: {b.line()}", file=sys.stderr)
-    if loaded.blockers:
-        problems = plural(len(loaded.blockers), "problem")
+    if found_blockers:
+        problems = plural(len(found_blockers), "problem")
         raise RefusedToStart(
             f"refusing to start: {problems} would drop hooks or gates silently (see above)"
         )

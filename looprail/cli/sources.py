@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from looprail.cli._common import warn
 from looprail.errors import ConfigError, RefusedToStart
 from looprail.layout import PROJECT_CONFIG_FILE
 from looprail.runtime.gsd_install import Sources, sources
@@ -50,9 +49,3 @@ def no_capabilities(found: Sources) -> str:
         f"no capabilities loaded ({why}): no hook or gate will run; install GSD, or name them "
         f"with --capabilities DIR or looprail.capabilities in {PROJECT_CONFIG_FILE}"
     )
-
-
-def warn_no_capabilities(found: Sources, count: int) -> None:
-    """One loud line on stderr (whatever `-q` says) when `count` capabilities is none."""
-    if not count:
-        warn(no_capabilities(found))

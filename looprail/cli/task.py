@@ -12,7 +12,8 @@ from __future__ import annotations
 from looprail.cli._common import command, group, print_json, project_folder, warn
 from looprail.config import load_project_config
 from looprail.errors import UsageError
-from looprail.hooks.task_content import resolve_task_content, unloadable_resolvers
+from looprail.hooks.task_content import resolve_task_content
+from looprail.machine.session.load import Loaded
 from looprail.plans.planfile import read_plan
 from looprail.runtime.process import escape_untrusted
 from looprail.trust import load_compiled
@@ -43,27 +44,13 @@ def _resolve_content(args) -> int:
     plan = _plan_inside(project, args.plan)
     _require_task(plan, args.task_id, project)
 
-    _, warnings = load_project_config(project)
-    registry = load_compiled(project, args.capabilities)
-    warn(*warnings, *registry.warnings)
-    # A project capability's resolver runs only with the user's consent (`looprail trust`);
-    # without it the task halts rather than silently falling back to the inline plan.
-    consented, unconsented = [], []
-    for cid, r in registry.task_content_resolvers():
-        if registry.capabilities[cid].consent is not False:
-            consented.append((cid, r))
-        else:
-            reason = "no consent for this project capability (run `looprail trust`)"
-            unconsented.append((cid, r.trackerPrefix, reason))
+    config, warnings = load_project_config(project)
+    loaded = Loaded(project, load_compiled(project, args.capabilities), config)
+    warn(*warnings, *loaded.compiled.warnings)
+    # As in a run: a project capability's resolver runs only with the user's consent (`looprail
+    # trust`); without it the task halts rather than silently falling back to the inline plan.
     result = resolve_task_content(
-        args.task_id,
-        consented,
-        cwd=project,
-        unloadable=unloadable_resolvers(
-            registry.failed,
-            {r.trackerPrefix: registry.capabilities[cid].origin for cid, r in consented},
-        )
-        + unconsented,
+        args.task_id, loaded.resolvers, cwd=project, unloadable=loaded.unloadable
     )
     print_json(result.to_json())
     return 0

@@ -222,13 +222,10 @@ def _ask(runner: CheckpointRun, cp: Checkpoint, wave: int, *, again: bool = Fals
 def _passed(
     runner: CheckpointRun, cp: Checkpoint, wave: int, source: str, meaning: Interpreted | None
 ) -> None:
-    what = "approved"
-    if meaning is not None and meaning.kind == "chosen" and meaning.option:
-        what = f"decided: {meaning.option}"
-    elif meaning is not None and meaning.kind == "secret":
-        what = "answered (answer withheld)"
-    elif meaning is not None and meaning.kind == "value":
-        what = "answered"
+    kind, option = (meaning.kind, meaning.option) if meaning is not None else (None, None)
+    what = {"secret": "answered (answer withheld)", "value": "answered"}.get(kind or "", "approved")
+    if kind == "chosen" and option:
+        what = f"decided: {option}"
     runner.progress.line(f"  ✓ checkpoint {cp.task_id} {what} ({source})")
     runner.recorder.event(
         EventRecord(
@@ -238,7 +235,7 @@ def _passed(
             wave=wave,
             outcome="approved",
             message=source,
-            data={"option": meaning.option} if meaning is not None and meaning.option else {},
+            data={"option": option} if option else {},
         )
     )
 

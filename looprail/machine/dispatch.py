@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from looprail.hooks.capset import CapabilitySet
 from looprail.hooks.gates.checks import (
@@ -38,9 +38,6 @@ from looprail.runtime.base import (
 )
 from looprail.runtime.hostcall import predicate_args, query_args
 
-if TYPE_CHECKING:
-    from looprail.hooks.resolve import Envelope
-
 # The native hooks of a point, evaluated: their results.
 NativePoint = Callable[[str, DispatchContext], list[HookResult]]
 # How many native hooks will run at a point (their filters match): for the point's header line.
@@ -64,7 +61,7 @@ class Dispatcher:
     flavor: Flavor = "gsd"
     host_tool: str | None = None
     progress: Progress = field(default_factory=lambda: Progress(quiet=True))
-    recorder: Recorder | None = None
+    recorder: Recorder
     native: NativePoint | None = None
     native_count: NativeCount | None = None
     dispatched: int = field(default=0, init=False)  # hooks dispatched so far (native too)
@@ -99,21 +96,18 @@ class Dispatcher:
         with self._lock:
             return tuple(self._texts.get((step, role), ()))
 
-    def envelope(self, point: str) -> Envelope:
-        return resolve(self.compiled, self.config, point)
-
     def dispatch(self, point: str, *, wave: int | None = None) -> list[HookResult]:
         """Dispatch one point, up to the first result that refuses (no later hook's effects)."""
-        envelope = self.envelope(point)
+        envelope = resolve(self.compiled, self.config, point)
         hooks = envelope.get("activeHooks") or []
         where = f" (wave {wave})" if wave is not None else ""
         natives = self.native_count(point, wave) if self.native_count is not None else 0
         self.progress.line(f"▸ {point}{where}: {_count(hooks, natives)}")
         data = {"hooks": len(hooks), **({"nativeHooks": natives} if natives else {})}
-        self._record(EventRecord(kind="point", point=point, wave=wave, data=data))
+        self.recorder.event(EventRecord(kind="point", point=point, wave=wave, data=data))
         for w in envelope.get("warnings", ()):
             self.progress.warn(w)
-            self._record(EventRecord(kind="warning", point=point, message=w))
+            self.recorder.event(EventRecord(kind="warning", point=point, message=w))
         results: list[HookResult] = []
         for hook in hooks:
             if self._counted(results, self._dispatch_one(point, hook, wave), wave):
@@ -146,7 +140,7 @@ class Dispatcher:
             self.contribute(role, text, ctx)
             # Journaled so that a resumed run hands the same fragments to later role work.
             data = {"into": role, "text": text}
-            self._record(
+            self.recorder.event(
                 EventRecord(kind="contribution", point=point, wave=wave, cap_id=cap_id, data=data)
             )
             return self._result(point, hook, "ok", start, f"into {role}", label=f"→ {role}")
@@ -241,7 +235,7 @@ class Dispatcher:
         """Say what a hook did (one line) and journal its `hook` event."""
         self._say(r)
         outcome = {"block": "blocked" if r.blocking else "advisory"}.get(r.status, r.status)
-        self._record(
+        self.recorder.event(
             EventRecord(
                 kind="hook",
                 point=r.point,
@@ -294,10 +288,6 @@ class Dispatcher:
             self.progress.warn(f"{what} reported: {r.message}")
         else:
             self.progress.warn(f"{what} failed, onError {r.on_error or 'skip'}: {r.message}")
-
-    def _record(self, event: EventRecord) -> None:
-        if self.recorder is not None:
-            self.recorder.event(event)
 
 
 def shown_details(message: str, details: Mapping[str, Any] | None) -> dict[str, object] | None:

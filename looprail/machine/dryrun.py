@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -19,9 +20,9 @@ from looprail.machine.project import (
     ProjectPhase,
     new_folder,
     pending,
-    phase_order,
     project_phases,
     through_number,
+    upto,
 )
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec
 from looprail.plans import compute_waves, load_phase
@@ -206,10 +207,8 @@ def dry_run_plan(
     waves = compute_waves(ph.plans, root=loaded.project) if ph is not None and ph.plans else None
     native = load_native_hooks(loaded.project, trusted=is_trusted)
     at = _Where(loaded.project, number, phase_dir, flavor, host_tool)
-
-    def point(p: str, each: str | None = None) -> PointPlan:
-        return _point_plan(loaded, native, at, p, each)
-
+    warnings = warning_lines(check_phase_plans(loaded.project, ph)) if ph is not None else []
+    point = partial(_point_plan, loaded, native, at)
     return {
         "dryRun": True,
         "project": str(loaded.project),
@@ -218,7 +217,7 @@ def dry_run_plan(
         "phaseDirExists": ph is not None,
         "flavor": flavor,
         "hostTool": host_tool,
-        "warnings": [*native.warnings, *_plan_warnings(loaded.project, ph)],
+        "warnings": [*native.warnings, *warnings],
         "transitions": _transitions_plan(spec, point, waves, ph),
         "ran": False,
     }
@@ -250,10 +249,6 @@ def _transitions_plan(
     return transitions
 
 
-def _plan_warnings(project: Path, phase: Phase | None) -> list[str]:
-    return warning_lines(check_phase_plans(project, phase)) if phase is not None else []
-
-
 def _the_phase(project: Path, phase: str) -> tuple[str, Path, Phase | None]:
     """The phase's number, folder and plans (a phase the ROADMAP names with no folder yet: the
     folder a run would create, no plans)."""
@@ -269,7 +264,7 @@ def _the_phase(project: Path, phase: str) -> tuple[str, Path, Phase | None]:
 
 
 def _point_plan(
-    loaded: Loaded, native: NativeHookSet, at: _Where, p: str, each: str | None
+    loaded: Loaded, native: NativeHookSet, at: _Where, p: str, each: str | None = None
 ) -> PointPlan:
     env = resolve(loaded.compiled, loaded.config, p)
     return {
@@ -324,16 +319,8 @@ def _role_work(spec: LoopSpec, target: str, *, started: bool = True) -> RoleWork
     return {"role": step.role, "step": step.name, "writes": step.artifact, "unless": unless}
 
 
-def dry_run(
-    loaded: Loaded,
-    phase: str,
-    *,
-    flavor: str = "gsd",
-    spec: LoopSpec = DEFAULT_LOOP,
-    host_tool: str | None = None,
-) -> str:
-    """The dry run for people: `dry_run_plan`, one line per transition, point, hook and task."""
-    doc = dry_run_plan(loaded, phase, flavor=flavor, spec=spec, host_tool=host_tool)
+def dry_run(doc: DryRunPlan) -> str:
+    """A `dry_run_plan` for people: one line per transition, point, hook and task."""
     folder = doc["phaseDir"] + ("" if doc["phaseDirExists"] else ": no folder yet, a run makes it")
     out = [f"dry run: phase {doc['phase']} ({folder}) of {doc['project']}", ""]
     out.extend(f"  ! {w}" for w in doc["warnings"])
@@ -460,11 +447,7 @@ def loop_dry_run_plan(
             }
             for p in todo
         ],
-        "finishedBefore": [
-            p.number
-            for p in phases
-            if p.finished and (limit is None or phase_order(p.number) <= phase_order(limit))
-        ],
+        "finishedBefore": [p.number for p in upto(phases, limit) if p.finished],
         "first": (
             dry_run_plan(loaded, todo[0].number, flavor=flavor, spec=spec, host_tool=host_tool)
             if todo
@@ -474,9 +457,8 @@ def loop_dry_run_plan(
     }
 
 
-def loop_dry_run(loaded: Loaded, **options: Any) -> str:
-    """`loop_dry_run_plan` for people: the phases in order, then the first one in full."""
-    doc = loop_dry_run_plan(loaded, **options)
+def loop_dry_run(doc: LoopDryRun) -> str:
+    """A `loop_dry_run_plan` for people: the phases in order, then the first one in full."""
     which = "--all" if doc["through"] is None else f"--through {doc['through']}"
     phases, done = doc["phases"], doc["finishedBefore"]
     if not phases:
@@ -493,8 +475,5 @@ def loop_dry_run(loaded: Loaded, **options: Any) -> str:
         "",
         f"phase {phases[0]['phase']}, the first, in full (the others cross the same points):",
     ]
-    return "\n".join(out) + "\n" + dry_run(loaded, phases[0]["phase"], **_single(options))
-
-
-def _single(options: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in options.items() if k in ("flavor", "spec", "host_tool")}
+    assert doc["first"] is not None  # the first of `phases`
+    return "\n".join(out) + "\n" + dry_run(doc["first"])

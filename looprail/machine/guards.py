@@ -45,10 +45,6 @@ class HookResult(BaseModel):
             text = text[: DETAILS_MAX_CHARS - 1] + "…"
         return f"{self.message} (details: {text})" if self.message else f"details: {text}"
 
-    @property
-    def refuses(self) -> bool:
-        return refuses(self)
-
 
 def refuses(result: HookResult) -> bool:
     """Does this one result refuse the transition? A blocking gate's `block` (onError never

@@ -96,16 +96,12 @@ class LoopEffects:
             if self.stop is None or (status == "halted" and self.stop[0] == "paused"):
                 self.stop = (status, reason)
 
-    @property
-    def ctx(self) -> DispatchContext | None:
-        return getattr(self._local, "ctx", None) or self.default_ctx
-
-    @ctx.setter
-    def ctx(self, value: DispatchContext) -> None:
-        self._local.ctx = value
+    def use(self, ctx: DispatchContext) -> None:
+        """The context this thread's Effects are delivered in."""
+        self._local.ctx = ctx
 
     def _ctx(self) -> DispatchContext:
-        ctx = self.ctx
+        ctx = getattr(self._local, "ctx", None) or self.default_ctx
         if ctx is None:  # pragma: no cover - the bridge sets it before any delivery
             raise RuntimeError("no dispatch context yet")
         return ctx
@@ -356,7 +352,7 @@ class NativeBridge:
         record_results: bool = False,
         subject: str = "",
     ) -> list[HookResult]:
-        self.effects.ctx = ctx
+        self.effects.use(ctx)
         evaluation = self.engine.evaluate(event, candidate)
         results = _hook_results(evaluation, point or event)
         self._journal_rows(evaluation, point)

@@ -56,6 +56,7 @@ class ProjectPhase:
     finished: bool = False
     why: str = ""  # why finished (or why not)
     removed: bool = False  # its heading says (REMOVED): never run
+    discussed: bool = False  # its folder has a CONTEXT.md
 
     def __repr__(self) -> str:
         return f"ProjectPhase({self.number!r}, {self.status!r}, finished={self.finished})"
@@ -76,7 +77,7 @@ class ProjectPhase:
             return "partial"
         if self.plans:
             return "planned"
-        if self.dir is not None and _has_context(self.dir):
+        if self.discussed:
             return "discussed"
         return "not started"
 
@@ -204,6 +205,7 @@ def _phase(
         finished=finished,
         why=why,
         removed=removed,
+        discussed=phase_artifact(names, "CONTEXT.md") is not None,
     )
 
 
@@ -235,13 +237,6 @@ def verification_status(root: Path, folder: Path, names: list[str]) -> str | Non
     return None
 
 
-def _has_context(folder: Path) -> bool:
-    try:
-        return any(n.endswith("CONTEXT.md") for n in os.listdir(folder))
-    except OSError:
-        return False
-
-
 def through_number(phases: Sequence[ProjectPhase], through: str) -> str:
     """`--through N`'s normalised number, or a UsageError naming the phases there are."""
     wanted = normalize_phase_number(through)
@@ -253,12 +248,15 @@ def through_number(phases: Sequence[ProjectPhase], through: str) -> str:
     return wanted
 
 
-def pending(phases: Sequence[ProjectPhase], through: str | None = None) -> list[ProjectPhase]:
-    """The unfinished phases, in order, up to and including `through` (a normalised number)."""
+def upto(phases: Sequence[ProjectPhase], through: str | None = None) -> list[ProjectPhase]:
+    """The phases, in order, up to and including `through` (a normalised number; None: all)."""
     limit = phase_order(through) if through is not None else None
-    return [
-        p for p in phases if not p.finished and (limit is None or phase_order(p.number) <= limit)
-    ]
+    return [p for p in phases if limit is None or phase_order(p.number) <= limit]
+
+
+def pending(phases: Sequence[ProjectPhase], through: str | None = None) -> list[ProjectPhase]:
+    """The unfinished phases of `upto(phases, through)`."""
+    return [p for p in upto(phases, through) if not p.finished]
 
 
 def new_folder(project: Path, phase: ProjectPhase) -> Path:

@@ -17,9 +17,9 @@ from looprail.machine.project import (
     new_folder,
     no_phase_reason,
     pending,
-    phase_order,
     project_phases,
     through_number,
+    upto,
 )
 from looprail.machine.session.open import spent_usd as _spent
 
@@ -87,11 +87,7 @@ def run_project(
     result.phase_count = len(phases)
     result.no_phase = "" if phases else no_phase_reason(loaded.project)
     limit = through_number(phases, through) if through is not None else None
-    result.finished_before = [
-        p.number
-        for p in phases
-        if p.finished and (limit is None or phase_order(p.number) <= phase_order(limit))
-    ]
+    result.finished_before = [p.number for p in upto(phases, limit) if p.finished]
     while True:
         todo = [p for p in pending(phases, limit) if p.number not in seen]
         if not todo or (seen and one) or _over_budget(result, budget_usd, todo):

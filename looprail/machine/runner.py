@@ -286,10 +286,6 @@ class LoopRunner:
 
     def facts(self) -> G.PlanFacts:
         """Look at the phase again: what the chart's plan-fact guards are given."""
-        self._looked = self._facts()
-        return self._looked
-
-    def _facts(self) -> G.PlanFacts:
         self.phase = self.phases.load()
         status = None
         if self.phase.verification_path is not None:
@@ -298,13 +294,14 @@ class LoopRunner:
                 status = str(fm.get("status"))
         waves = self.waves() if self.phase.plans else None
         # Counts and a str, derived here: no validator to build (a run-path cost).
-        return G.PlanFacts.model_construct(
+        self._looked = G.PlanFacts.model_construct(
             plan_count=len(self.phase.plans),
             waves_total=len(waves.waves) if waves else 0,
             waves_pending=sum(1 for w in waves.waves if w.pending) if waves else 0,
             has_context=self.phase.has_context,
             verification_status=status,
         )
+        return self._looked
 
     def attempt(self, event: str, *, wave: int | None = None) -> list[G.HookResult]:
         """One transition attempt (what a guard test drives): its hook results, or
@@ -484,7 +481,7 @@ class LoopRunner:
 
     def plan_chart(self, plan: Plan, wave: int) -> TaskChart:
         """A plan's task chart, in its initial state, over a fresh `PlanRun`."""
-        return TaskChart(model=PlanRun(self.ctx, self.task_hooks, plan, wave, list(plan.tasks)))
+        return TaskChart(model=PlanRun(self.ctx, self.task_hooks, plan, wave))
 
     def run_plan(
         self,
@@ -505,7 +502,7 @@ class LoopRunner:
                     f"{plan.path.name}: task {bad[0].task_id} has no automated check "
                     f"({bad[0].reason}) and looprail.verify.unchecked is fail"
                 )
-        for i, task in enumerate(model.tasks):
+        for i, task in enumerate(plan.tasks):
             model.index = i
             model.work = None
             if task.id in done:

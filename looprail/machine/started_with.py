@@ -50,11 +50,9 @@ def remembered(run: RunRow | None) -> tuple[list[str] | None, str | None, str | 
     if run is None:
         return None, None, None
     cfg = run.machine_config
-    caps = cfg.get(CAPABILITIES)
-    dirs = [str(d) for d in caps] if isinstance(caps, list) else None
-    tool, flavor = cfg.get(HOST_TOOL), cfg.get(FLAVOR)
+    caps, tool, flavor = cfg.get(CAPABILITIES), cfg.get(HOST_TOOL), cfg.get(FLAVOR)
     return (
-        dirs,
+        [str(d) for d in caps] if isinstance(caps, list) else None,
         tool if isinstance(tool, str) else None,
         flavor if isinstance(flavor, str) else None,
     )

@@ -34,12 +34,11 @@ class PlanRun:
     task_hooks: TaskHooks
     plan: Plan
     wave: int
-    tasks: list[Task]
     index: int = 0
     work: TaskWork | None = None
 
     def more_tasks(self, **_: Any) -> bool:
-        return self.index + 1 < len(self.tasks)
+        return self.index + 1 < len(self.plan.tasks)
 
     def resolve_task_content(self, task: Task, **_: Any) -> None:
         self.work = resolve_task(self.run, self.plan, task, self.wave)
@@ -222,19 +221,18 @@ def halted_plans_reason(
     stopped: list[str],
     plans: dict[str, Plan],
     blocked: dict[str, list[str]],
-    waiting: dict[str, list[str]] | None = None,
+    waiting: dict[str, list[str]],
 ) -> str:
-    """Why a wave's plans did not all run: halted, blocked by a halted plan, or waiting for a
-    dependency of an earlier phase."""
+    """Why a wave's plans did not all run (`stopped`): halted, blocked by a halted plan, or
+    waiting for a dependency of an earlier phase."""
     parts = []
     for pid in stopped:
-        if waiting and pid in waiting and not plans[pid].halted and pid not in blocked:
-            parts.append(f"plan {pid} waits: depends_on {'; '.join(waiting[pid])}")
-            continue
         if plans[pid].halted:
             summary = plans[pid].summary_path
             where = summary.name if summary else "its SUMMARY"
             parts.append(f"plan {pid} halted ({where} says status: halted)")
-        else:
+        elif pid in blocked:
             parts.append(f"plan {pid} is blocked by halted plan {', '.join(blocked[pid])}")
+        else:
+            parts.append(f"plan {pid} waits: depends_on {'; '.join(waiting[pid])}")
     return f"wave {wave}: " + "; ".join(parts) + " (resolve the halt, then run again)"

@@ -5,6 +5,7 @@ the executor's next call, until the same failure comes back unchanged (a stuck a
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -123,11 +124,9 @@ def run_check(
 
 
 def _write_log(path: Path, command: str, output: str, reason: str) -> None:
-    try:
+    with contextlib.suppress(OSError):  # no room for logs: the verdict still stands
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"$ {command}\n{output}\n--- {reason}\n", encoding="utf-8")
-    except OSError:  # no room for logs: the verdict still stands
-        pass
 
 
 def tree_id(cwd: Path, env: Mapping[str, str] | None = None) -> str | None:
@@ -266,7 +265,7 @@ class Checks:
                     log=log,
                     attempt=attempt,
                     tree=tree,
-                    shown_log=self._rel(log),
+                    shown_log=log.relative_to(self.project).as_posix() if log else None,
                 )
             )
         return runs
@@ -278,9 +277,6 @@ class Checks:
             return looprail_path(self.project, LOGS_DIR, self.recorder.run_id, "checks") / name
         except LooprailError:  # `.looprail/logs` linked out of the project: no log
             return None
-
-    def _rel(self, path: Path | None) -> str | None:
-        return None if path is None else path.relative_to(self.project).as_posix()
 
     def journal(self, run: CheckRun, plan_id: str, key: str, wave: int | None) -> None:
         self.recorder.event(

@@ -30,28 +30,19 @@ _SHOWN = 8  # files named in the checkpoint's line
 
 
 class NullWorkspace:
-    """Every plan in the main tree; jobs as asked."""
+    """Every plan in the main tree; jobs as asked; nothing to prepare, commit, merge or remove."""
 
     def jobs(self, jobs: int, plans: int) -> int:
         return jobs
 
-    def prepare(self, wave: int, plan_ids: Sequence[str], jobs: int) -> None:
-        return None
-
     def bind(self, plan_id: str, ctx: DispatchContext) -> DispatchContext:
         return ctx
 
-    def finished(self, plan_id: str) -> None:
-        return None
-
-    def merge(self, wave: int) -> None:
-        return None
-
-    def settle(self, wave: int) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
+    def prepare(self, wave: int, plan_ids: Sequence[str], jobs: int) -> None: ...
+    def finished(self, plan_id: str) -> None: ...
+    def merge(self, wave: int) -> None: ...
+    def settle(self, wave: int) -> None: ...
+    def close(self) -> None: ...
 
 
 class GitWorkspace(NullWorkspace):

@@ -638,7 +638,7 @@ def test_restoring_an_unknown_journaled_state_is_a_clear_error(tmp_path):
 def test_dry_run_shows_commands_as_they_would_run(tmp_path):
     # The real phase number, the host tool when one is named, and a command that fails the
     # grammar shown as never run (as the real dispatch treats it), not as if it would run.
-    from looprail.machine.dryrun import dry_run
+    from looprail.machine.dryrun import dry_run, dry_run_plan
     from looprail.machine.session.phase import load_project
 
     project = simple_project(tmp_path)
@@ -651,7 +651,7 @@ def test_dry_run_shows_commands_as_they_would_run(tmp_path):
         ],
     )
     loaded = load_project(project, [caps_dir(tmp_path, cap)])
-    text = dry_run(loaded, "1", host_tool="gsd_run")
+    text = dry_run(dry_run_plan(loaded, "1", host_tool="gsd_run"))
     assert "command gsd_run beads sync --phase 1 --raw" in text
     (bad,) = [line for line in text.splitlines() if "rm -rf" in line]
     assert "fails the grammar" in bad and "never run" in bad

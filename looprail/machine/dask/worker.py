@@ -266,8 +266,7 @@ def snapshot(project: Path) -> dict[str, Seen]:
 
 def _digest(path: str) -> str:
     try:
-        with open(path, "rb") as fh:
-            return hashlib.sha256(fh.read()).hexdigest()
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
     except OSError:
         return ""
 

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from looprail.config import load_project_config_strict
 from looprail.errors import ConfigError, LooprailError, PlanError, RefusedToStart
 from looprail.fsutil import check_looprail_folders, project_folder, require_inside
-from looprail.hooks.startup import blockers
 from looprail.hooks.task_content import unloadable_resolvers
 from looprail.journal.models import EventRecord
 from looprail.layout import PLANNING_DIR, PROJECT_CONFIG_FILE
@@ -32,7 +31,6 @@ from looprail.trust.agents import effective_agent
 if TYPE_CHECKING:
     from looprail.hooks.capset import CapabilitySet
     from looprail.hooks.manifest import TaskContentResolver
-    from looprail.hooks.startup import Blocker
     from looprail.journal.recorder import Recorder
     from looprail.runtime.base import Runtime
 
@@ -74,11 +72,6 @@ class Loaded:
             return unconsented
         return unloadable_resolvers(self.compiled.failed, served) + unconsented
 
-    @property
-    def blockers(self) -> list[Blocker]:
-        """Why `looprail run` must not start (`looprail.hooks.startup`)."""
-        return blockers(self.compiled)
-
     def input_paths(self, phase_dir: Path | None) -> list[Path]:
         """What a run depends on: capability folders, the config, the phase's plans."""
         paths = [Path(lc.source) for lc in self.compiled.capabilities.values()]
@@ -105,10 +98,9 @@ def load_project(project: str | Path, capability_dirs: Sequence[str | Path] = ()
     # The capabilities are read once: one set, from the cache or (on a miss) the manifests.
     compiled = load_compiled(root, capability_dirs)
     warnings = list(compiled.warnings)
-    for failed in compiled.failed:
-        warnings.append(
-            f"capability {failed.id!r} ({failed.origin}) not loaded: {failed.issues[0]}"
-        )
+    warnings += [
+        f"capability {f.id!r} ({f.origin}) not loaded: {f.issues[0]}" for f in compiled.failed
+    ]
     return Loaded(root, compiled, config, warnings, tuple(str(d) for d in capability_dirs))
 
 

@@ -209,15 +209,11 @@ def _resume(
 
 
 def spent_usd(jr: Journal, run_id: str) -> float:
-    total = 0.0
-    for e in jr.events(run_id, kinds=["agent_call"]):
-        cost = e.data.get("costUsd")
-        if isinstance(cost, (int, float)):
-            total += float(cost)
-    return total
+    costs = (e.data.get("costUsd") for e in jr.events(run_id, kinds=["agent_call"]))
+    return sum((float(c) for c in costs if isinstance(c, (int, float))), 0.0)
 
 
-def reap_journaled_processes(jr: Journal, run_id: str, progress: Progress) -> list[int]:
+def reap_journaled_processes(jr: Journal, run_id: str, progress: Progress) -> None:
     """Kill each journaled child and guard of the run's killed process still running."""
     killed: list[int] = []
     for event in jr.events(run_id, kinds=["process"]):
@@ -231,7 +227,6 @@ def reap_journaled_processes(jr: Journal, run_id: str, progress: Progress) -> li
             f"stopped {len(killed)} process(es) left running by the interrupted run: "
             + ", ".join(str(p) for p in killed)
         )
-    return killed
 
 
 def approved_checkpoints(jr: Journal, run_id: str) -> frozenset[str]:

@@ -20,7 +20,6 @@ from looprail.machine.runner import LoopRunner, RunOptions, RunResult
 from looprail.machine.session.interactive import interactive_options
 from looprail.machine.session.load import (
     Loaded,
-    default_jobs,
     load_project,
     make_runtime,
     read_plans,
@@ -38,17 +37,7 @@ from looprail.machine.session.resume import replay_role_context
 from looprail.machine.signals import journal_children, signal_label, stop_signals
 from looprail.plans import PhaseCache, find_phase
 
-__all__ = [
-    "Loaded",
-    "SessionResult",
-    "default_jobs",
-    "load_project",
-    "make_runtime",
-    "read_plans",
-    "run_phase",
-    "run_settings",
-    "stop_signals",
-]
+__all__ = ["SessionResult", "load_project", "run_phase", "stop_signals"]
 
 if TYPE_CHECKING:
     from looprail.machine.native import NativeInputs

@@ -59,20 +59,12 @@ class Recovery:
         return path in self.set_aside
 
 
-def in_flight_role(events: Iterable[EventRow]) -> EventRow | None:
-    started: EventRow | None = None
-    for event in events:
-        if event.kind == "role_started":
-            started = event
-        elif event.kind == "role_finished":
-            started = None
-    return started
-
-
 def recover_role(project: Path, phase_dir: Path | None, run_id: str, journal: Any) -> Recovery:
     """Find a role killed mid-work in `run_id`; set its partial output aside."""
     recovery = Recovery()
-    started = in_flight_role(journal.events(run_id, kinds=["role_started", "role_finished"]))
+    started: EventRow | None = None  # the last role started and not finished
+    for event in journal.events(run_id, kinds=["role_started", "role_finished"]):
+        started = event if event.kind == "role_started" else None
     if started is None or phase_dir is None:
         return recovery
     step = str(started.data.get("step") or "")
@@ -123,10 +115,9 @@ def recover_summaries(
         )
 
 
-def replay_role_context(events: Iterable[EventRow], dispatcher: Any) -> int:
+def replay_role_context(events: Iterable[EventRow], dispatcher: Any) -> None:
     """Deliver the run's journaled contributions again, in journal order, so role requests
-    after a resume carry the same fragments; how many."""
-    count = 0
+    after a resume carry the same fragments."""
     for event in events:
         if event.kind != "contribution" or event.point is None:
             continue
@@ -135,8 +126,6 @@ def replay_role_context(events: Iterable[EventRow], dispatcher: Any) -> int:
             continue
         ctx = dispatcher.context(event.point, cap_id=event.cap_id, wave=event.wave)
         dispatcher.contribute(role, text, ctx)
-        count += 1
-    return count
 
 
 def _project_key(path: Path, project: Path) -> str:
