@@ -94,6 +94,8 @@ class Journal(JournalReader):
         is a savepoint, so a write that fails inside leaves the outer ones)."""
         with self._mutex:
             outer = self._depth == 0
+            if outer and self._conn.in_transaction:  # a signal landed between a BEGIN and its try
+                self._abandon()
             savepoint = f"sp{self._depth}"
             self._sql("BEGIN IMMEDIATE" if outer else f"SAVEPOINT {savepoint}")
             if not outer:  # what a rollback to the savepoint restores

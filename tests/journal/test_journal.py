@@ -361,3 +361,52 @@ def test_a_second_connection_reads_while_a_writer_is_open(tmp_path):
         with Journal.open(tmp_path, create=False) as reader:
             writer.record(run_id, EventRecord(kind="warning", message="seen"))
             assert reader.events(run_id)[-1].message == "seen"
+
+
+class _Signal(BaseException):
+    """What a SIGTERM handler raises (`machine.signals.Terminated`): at any call's return."""
+
+
+class _SignalAfter:
+    """The journal's connection, with a signal landing right after the `n`-th statement."""
+
+    def __init__(self, conn: sqlite3.Connection, n: int) -> None:
+        self.conn, self.left = conn, n
+
+    def execute(self, *args):
+        cursor = self.conn.execute(*args)
+        self.left -= 1
+        if self.left == 0:
+            raise _Signal
+        return cursor
+
+    def __getattr__(self, name):
+        return getattr(self.conn, name)
+
+
+def test_a_signal_after_any_statement_of_a_write_loses_nothing_else(tmp_path):
+    """A signal may land after any statement of a transaction (BEGIN, a write, the seal, the
+    COMMIT): the write is then whole or absent, the run's seal still holds, and the next write
+    (the halt a terminated run records) goes through."""
+    n = 1
+    while True:
+        project = tmp_path / str(n)
+        with Journal.open(project, clock=StepClock()) as journal:
+            run_id = journal.start_run("01", state=["plan"])
+            conn, journal._conn = journal._conn, _SignalAfter(journal._conn, n)
+            try:
+                journal.record(run_id, EventRecord(kind="point", point="plan:pre"), state=["x"])
+                interrupted = False
+            except _Signal:
+                interrupted = True
+            journal._conn = conn
+            journal.record(run_id, EventRecord(kind="warning", message="halted"))
+            kinds = [e.kind for e in journal.events(run_id)]
+            assert kinds in (["run_started", "warning"], ["run_started", "point", "warning"])
+            run = journal.get_run(run_id)
+            assert run is not None and run.state == (["x"] if "point" in kinds else ["plan"])
+            journal.verify_run(run_id)
+        if not interrupted:
+            break
+        n += 1
+    assert n > 3  # the write's statements were each cut short once
