@@ -17,6 +17,7 @@ from looprail.journal.schema import NoJournalError
 from looprail.journal.summary import open_journal
 from looprail.layout import (
     PHASES_DIR,
+    Summaries,
     normalize_phase_number,
     phase_artifact,
     phase_sort_key,
@@ -218,7 +219,8 @@ def folder_progress(folder: Path, phase: str) -> tuple[int, int, list[str]]:
     except OSError:
         return 0, 0, []
     plans = [n for n in names if plan_id_from_filename(n) is not None]
-    summaries = sum(1 for n in plans if summary_of(n, names, phase)[0] is not None)
+    index = Summaries(names)
+    summaries = sum(1 for n in plans if summary_of(n, index, phase)[0] is not None)
     return len(plans), summaries, names
 
 

@@ -36,6 +36,7 @@ class PlanReport(NamedTuple):
 def check_phase_plans(project: Path, phase: Phase) -> PlanReport:
     findings: list[PlanFinding] = []
     unchecked: list[PlanFinding] = []
+    files = _all_files(phase.plans)
     for plan in phase.plans:
         where = relative(plan.path, project)
         for task in plan.tasks:
@@ -45,7 +46,7 @@ def check_phase_plans(project: Path, phase: Phase) -> PlanReport:
             reason = checks_of(task).reason
             if reason is not None:
                 unchecked.append(PlanFinding(where, f"{_name(task)} is unchecked ({reason})"))
-        findings += [PlanFinding(where, m) for m in _artifacts_outside(plan, phase.plans)]
+        findings += [PlanFinding(where, m) for m in _artifacts_outside(plan, files)]
     findings += _uncovered(project, phase)
     return PlanReport(findings, unchecked)
 
@@ -90,9 +91,13 @@ def _uncovered(project: Path, phase: Phase) -> list[PlanFinding]:
     ]
 
 
-def _artifacts_outside(plan: Plan, plans: list[Plan]) -> list[str]:
+def _all_files(plans: list[Plan]) -> set[str]:
+    """Every file the plans name, in `files_modified` or a task's `<files>` (once per phase)."""
     files = {normalize_path(f) for p in plans for f in p.files_modified}
-    files |= {normalize_path(f) for p in plans for task in p.tasks for f in task.files}
+    return files | {normalize_path(f) for p in plans for task in p.tasks for f in task.files}
+
+
+def _artifacts_outside(plan: Plan, files: set[str]) -> list[str]:
     return [
         f"must_haves artifact {a.path} is in no plan's files_modified or <files>"
         for a in read_must_haves(plan).artifacts
