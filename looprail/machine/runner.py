@@ -1,7 +1,9 @@
 """The runner: drives the compiled loop chart (`machine/chart.py`) for one phase of one project.
 At each step it does the work of the state the loop is in, then attempts the event the chart
 names: the plan-fact guards first, then the points' hooks, then `send`, where the chart's guards
-decide; a refusal leaves the state unchanged and halts the run naming the gate or the guard."""
+decide; a refusal leaves the state unchanged and halts the run naming the gate or the guard.
+Each task goes through a `TaskChart`, whose `begin_task` runs the mandatory `execute:task`
+resolver and the `read_first` check before the body (`run_task`)."""
 
 from __future__ import annotations
 
