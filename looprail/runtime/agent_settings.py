@@ -1,6 +1,7 @@
 """Agent settings as facts, pure: which need consent (`GUARDED`, `NARROWER`), what consent is
 bound to (`guarded_digest`), and the permission mode in effect (`mode_in_effect`). Consent
-itself is `looprail.trust.agents` (docs/security.md "Agent settings")."""
+itself is `looprail.trust.agents` (docs/agents.md, "Settings a cloned project cannot choose
+alone")."""
 
 from __future__ import annotations
 
