@@ -97,6 +97,7 @@ if log:
                     "pwd": os.environ.get("PWD"),
                     "pid": os.getpid(),
                     "cmdline": cmdline(),
+                    "env": {k: v for k, v in os.environ.items() if k.startswith("LOOPRAIL_")},
                 }
             )
             + "\n"

@@ -251,6 +251,24 @@ def test_phase_prompt_is_brief_phase_contributions_and_what_is_owed(
     assert prompt.rstrip().endswith("in the format above.")  # what is owed comes last
 
 
+def test_looprail_variables_win_over_a_configured_env(
+    project: Path, fakes_on_path: Path, tmp_path: Path
+) -> None:
+    """An agent's configured `env` adds variables; it never re-points the call's own
+    `LOOPRAIL_*` (the project, the phase), as with the local runtime."""
+    settings = RuntimeSettings(
+        project=project,
+        progress=lambda _l: None,
+        env={"LOOPRAIL_PROJECT": "/elsewhere", "LOOPRAIL_EXTRA": "kept"},
+    )
+    outcome = do_phase_work(create_runtime("claude", settings), "planner", "plan", ctx_for(project))
+    assert outcome.ok, outcome.detail
+    (call,) = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    assert call["env"]["LOOPRAIL_PROJECT"] == str(project)
+    assert call["env"]["LOOPRAIL_PHASE"] == "1"
+    assert call["env"]["LOOPRAIL_EXTRA"] == "kept"
+
+
 def test_a_project_overrides_a_role_brief(project: Path, fakes_on_path: Path) -> None:
     own = project / ".looprail" / "roles" / "verifier.md"
     own.parent.mkdir(parents=True)
