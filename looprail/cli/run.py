@@ -123,12 +123,6 @@ def _work_options(p: argparse.ArgumentParser) -> None:
         "(`CAPABILITY KIND at POINT`, as a refused resume names it): resume without that hook, "
         "which was active when the run started; repeatable",
     )
-    p.add_argument(
-        "--no-journal",
-        action="store_true",
-        help="no journal, no resume, no lock (for experiments); the logs still go to "
-        f"{LOOPRAIL_DIR}/{LOGS_DIR}/no-journal-<time>/",
-    )
 
 
 def _agent_options(p: argparse.ArgumentParser) -> None:
@@ -202,6 +196,12 @@ def register(sub) -> None:
         action="store_true",
         help="start a new run even if an unfinished one exists (it is marked failed)",
     )
+    p.add_argument(
+        "--no-journal",
+        action="store_true",
+        help="no journal, no resume, no lock (for experiments); the logs still go to "
+        f"{LOOPRAIL_DIR}/{LOGS_DIR}/no-journal-<time>/",
+    )
     _run_options(p)
     p.set_defaults(handler=run, flavor=None)  # None: the resumed run's, else the config's
     p = sub.add_parser(
@@ -212,7 +212,7 @@ def register(sub) -> None:
     )
     add_project_and_run(p)
     _run_options(p)
-    p.set_defaults(handler=resume, flavor=None)
+    p.set_defaults(handler=resume, flavor=None, no_journal=False)  # a resume reads the journal
 
 
 def _which_phases(p: argparse.ArgumentParser) -> None:

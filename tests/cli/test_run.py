@@ -101,6 +101,9 @@ def test_no_journal_mode(hello):
     )
     assert p.returncode == 0, p.stderr
     assert not (hello / ".looprail" / "journal.sqlite").exists()
+    # a resume reads the journal: the flag is refused, never silently ignored
+    p = run_cli("resume", str(hello), "--no-journal")
+    assert p.returncode == 2 and "unrecognized arguments: --no-journal" in p.stderr
 
 
 def test_phase_token_forms_share_one_run_and_explicit_resume(hello):
