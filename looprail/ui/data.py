@@ -113,8 +113,8 @@ def snapshot(
         return out
     holder = lock_holder(project)
     with journal:
-        runs = _looprail_runs(journal.runs(), out["warnings"])
-        selected = _select(journal, runs, run_ref) if runs else None
+        runs = looprail_runs(journal.runs(), out["warnings"])
+        selected = selected_run(journal, runs, run_ref)
         view["roadmap"] = project_phases_view(project, runs, selected) if view["isProject"] else []
         if selected is None:
             out["hint"] = _hint(project, capability_dirs, view, None)
@@ -160,7 +160,7 @@ def _empty_snapshot(project: Path, warnings: Sequence[str]) -> Snapshot:
     }
 
 
-def _looprail_runs(runs: list[RunRow], warnings: list[str]) -> list[RunRow]:
+def looprail_runs(runs: list[RunRow], warnings: list[str]) -> list[RunRow]:
     """The journal is a file in the project: a run id not in looprail's own form (planted to
     reach a path or a printed command) is left out, and said so."""
     for run in runs:
@@ -238,7 +238,11 @@ def project_phases_view(
     ]
 
 
-def _select(journal: Journal, runs: list[RunRow], ref: str | None) -> RunRow:
+def selected_run(journal: Journal, runs: list[RunRow], ref: str | None) -> RunRow | None:
+    """The run a page shows among `runs` (`looprail_runs`): `ref` (an id or prefix), else the
+    latest."""
+    if not runs:
+        return None
     if ref:
         try:
             found = journal.find_run(ref)

@@ -6,7 +6,6 @@ check and Content-Security-Policy: docs/ui.md). GET routes only read; the one wr
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import html
 import json
@@ -29,7 +28,7 @@ from looprail.diagrams import load_envelopes, run_view
 from looprail.diagrams.graph import build_graph
 from looprail.diagrams.render import render
 from looprail.errors import LooprailError
-from looprail.journal import EventRow, JournalError
+from looprail.journal import EventRow
 from looprail.layout import PLANNING_DIR
 from looprail.machine.answers import WITHHELD, pending_checkpoints, submit_answer
 from looprail.runtime.process import find_program
@@ -171,11 +170,8 @@ class Dashboard:
         journal, _ = data.open_journal(self.project)
         if journal is not None:
             with journal:
-                selected = None
-                if run:
-                    with contextlib.suppress(JournalError):  # unknown: the latest
-                        selected = journal.find_run(run)
-                selected = selected or journal.latest_run()
+                runs = data.looprail_runs(journal.runs(), [])  # a planted run id is never drawn
+                selected = data.selected_run(journal, runs, run)
                 key = (selected.id if selected else None, marker, id(envelopes))
                 with self._lock:
                     if self._svg is not None and self._svg[0] == key:

@@ -59,8 +59,12 @@ def test_a_planted_run_id_never_becomes_a_command_to_copy(tmp_path):
         _halted_run(journal, "01-01/T1", run_id=PLANTED)
     with uikit.serve(create_app(project)) as url:
         snap = _state(url)
+        chart = httpx.get(f"{url}/api/chart.svg", timeout=30)
+        asked = httpx.get(f"{url}/api/chart.svg", params={"run": PLANTED}, timeout=30)
     assert snap["run"] is None and snap["runs"] == []
     assert "curl" not in (snap["hint"] or "")
+    for drawn in (chart, asked):  # the chart draws the default loop, not the planted run
+        assert drawn.status_code == 200 and "<svg" in drawn.text and "curl" not in drawn.text
     assert any("not a looprail run id" in w for w in snap["warnings"]), snap["warnings"]
 
 
