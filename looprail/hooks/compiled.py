@@ -295,6 +295,6 @@ def _write(
     body = marshal.dumps((key, stamp, deps, caps.to_json()))
     try:
         os.makedirs(os.path.dirname(cache_file), exist_ok=True)
-        write_checked(cache_file, CACHE_FORMAT, body, ".registry-")
+        write_checked(cache_file, CACHE_FORMAT, body)
     except OSError:
         pass

@@ -5,11 +5,11 @@ trust order (origins, roots, capability folders) and the checked, atomic file. S
 from __future__ import annotations
 
 import os
-import tempfile
 import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from looprail.fsutil import atomic_write
 from looprail.layout import CAPABILITIES_DIR, gsd_overlays, looprail_home, project_path
 
 FIRST_PARTY = "first-party"
@@ -56,17 +56,10 @@ def capability_folders(root: str) -> list[str]:
     return [e.path for e in sorted(entries, key=lambda e: e.name)]
 
 
-def write_checked(path: str, fmt: str, body: bytes, prefix: str) -> None:
-    """Write `body` to `path` atomically (a private temporary file, then a rename) behind a
-    header line: the cache format and a CRC-32 of the body. Raises OSError."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=prefix)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(_header(fmt, body) + b"\n" + body)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+def write_checked(path: str, fmt: str, body: bytes) -> None:
+    """Write `body` to `path` atomically and privately (0600) behind a header line: the cache
+    format and a CRC-32 of the body. Raises OSError."""
+    atomic_write(path, _header(fmt, body) + b"\n" + body, mode=0o600)
 
 
 def read_checked(raw: bytes, fmt: str) -> bytes | None:

@@ -315,6 +315,7 @@ def test_public_api_is_lazy_and_complete():
 
 def _cache_files(tmp_path):
     import os
+import stat
 
     base = os.path.join(os.environ["XDG_CACHE_HOME"], "looprail")
     return [Path(base, n) for n in os.listdir(base) if n.startswith("registry-")]
@@ -475,6 +476,7 @@ def test_a_cache_entry_others_could_have_written_is_never_read(tmp_path):
     """An entry says which hooks run: one writable by others (or a symlink) is rebuilt, even
     with a good checksum; this user's own file is trusted, as looprail's own code is."""
     project, root, cache, (key, stamp, deps, good) = _one_cached_capability(tmp_path)
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o600  # written private, so it is read
     planted = _checked(marshal.dumps((key, stamp, deps, _omega(good))))
     cache.write_bytes(planted)
     cache.chmod(0o600)
