@@ -5,6 +5,7 @@ the rendered markdown."""
 from __future__ import annotations
 
 import marshal
+import stat
 from pathlib import Path
 
 import pytest
@@ -315,7 +316,6 @@ def test_public_api_is_lazy_and_complete():
 
 def _cache_files(tmp_path):
     import os
-import stat
 
     base = os.path.join(os.environ["XDG_CACHE_HOME"], "looprail")
     return [Path(base, n) for n in os.listdir(base) if n.startswith("registry-")]
