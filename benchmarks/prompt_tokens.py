@@ -197,11 +197,7 @@ def parts_in_tokens(prompts: list[str]) -> dict[str, float]:
 
 def real_phase_executor_prompts() -> list[str]:
     """Every non-checkpoint task's executor prompt over the real GSD phases in ../shared
-    (as tests/plans/test_real_briefing.py builds them); [] without the corpus."""
-    from looprail.machine.tasks import task_work
-    from looprail.plans import load_phase
-    from looprail.runtime.prompts import build_prompt
-    from looprail.runtime.request import DispatchContext, build_request
+    (`tests/plans/real_projects.executor_prompts`); [] without the corpus."""
     from tests.plans import real_projects as rp
 
     prompts: list[str] = []
@@ -209,21 +205,7 @@ def real_phase_executor_prompts() -> list[str]:
         for source in rp.projects():
             project = rp.copy_project(source, Path(tmp))
             for _, token in rp.phase_tokens(project):
-                phase = load_phase(project, token)
-                for plan in phase.plans:
-                    for task in plan.tasks:
-                        if task.is_checkpoint:
-                            continue
-                        work = task_work(plan, task, project)
-                        ctx = DispatchContext(
-                            project=project,
-                            phase_number=phase.number,
-                            phase_dir=phase.dir,
-                            point="execute:task",
-                            plan_id=plan.id,
-                        )
-                        request = build_request("task", work.key, ctx, role="executor", task=work)
-                        prompts.append(build_prompt(request, project))
+                prompts += [prompt for *_, prompt in rp.executor_prompts(project, token)]
     return prompts
 
 

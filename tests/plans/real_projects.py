@@ -76,6 +76,31 @@ def phase_tokens(project: Path) -> list[tuple[str, str]]:
     return out
 
 
+def executor_prompts(project: Path, token: str) -> Iterator[tuple[Any, Any, Any, str]]:
+    """(plan, task, its work, its executor prompt) for each non-checkpoint task of phase `token`,
+    as a run builds them (`task_work`, `build_request`, `build_prompt`)."""
+    from looprail.machine.tasks import task_work
+    from looprail.plans import load_phase
+    from looprail.runtime.prompts import build_prompt
+    from looprail.runtime.request import DispatchContext, build_request
+
+    phase = load_phase(project, token)
+    for plan in phase.plans:
+        for task in plan.tasks:
+            if task.is_checkpoint:
+                continue
+            work = task_work(plan, task, project)
+            ctx = DispatchContext(
+                project=project,
+                phase_number=phase.number,
+                phase_dir=phase.dir,
+                point="execute:task",
+                plan_id=plan.id,
+            )
+            request = build_request("task", work.key, ctx, role="executor", task=work)
+            yield plan, task, work, build_prompt(request, project)
+
+
 def reference_index(project: Path, phase: str) -> dict[str, Any]:
     assert REFERENCE is not None
     result = subprocess.run(

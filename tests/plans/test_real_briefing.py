@@ -39,39 +39,31 @@ def _ctx(project: Path, phase, point: str, **extra) -> DispatchContext:
 def test_every_task_prompt_carries_its_plan_verbatim(phases):
     checked = 0
     for project, token in phases:
-        phase = load_phase(project, token)
-        for plan in phase.plans:
-            for task in plan.tasks:
-                if task.is_checkpoint:
-                    continue
-                work = task_work(plan, task, project)
-                ctx = _ctx(project, phase, "execute:task", plan_id=plan.id)
-                request = build_request("task", work.key, ctx, role="executor", task=work)
-                prompt = build_prompt(request, project)
-                expected = [
-                    plan.path.relative_to(project).as_posix(),
-                    plan.written.get("must_haves", ""),
-                    plan.written.get("requirements", ""),
-                    plan.verification or "",
-                    plan.success_criteria or "",
-                    *(t.name or "" for t in plan.tasks),
-                    *work.task_sections.values(),
-                ]
-                missing = [t[:60] for t in expected if t.strip() and t.strip() not in prompt]
-                assert not missing, f"{plan.path.name} {task.id}: {missing}"
-                # the plan's other tasks, saying which are done (a plan's tasks run in order)
-                for other in plan.tasks:
-                    state = "done" if other.index < task.index else "to do"
-                    state = "this task" if other is task else state
-                    assert f"{other.name or other.type} — {state}" in prompt, (task.id, other.id)
-                for line in (plan.context or "").splitlines():  # `@path` and `@path (note)`
-                    if line.strip().startswith("@"):
-                        ref, _, note = line.strip()[1:].partition(" ")
-                        shown = f"- {ref} — {note.strip()}" if note else f"- {ref}"
-                        assert shown in prompt, line
-                # a path is a path: the notes of annotated entries never become one
-                assert all(" " not in p for p in work.read_first), work.read_first
-                checked += 1
+        for plan, task, work, prompt in rp.executor_prompts(project, token):
+            expected = [
+                plan.path.relative_to(project).as_posix(),
+                plan.written.get("must_haves", ""),
+                plan.written.get("requirements", ""),
+                plan.verification or "",
+                plan.success_criteria or "",
+                *(t.name or "" for t in plan.tasks),
+                *work.task_sections.values(),
+            ]
+            missing = [t[:60] for t in expected if t.strip() and t.strip() not in prompt]
+            assert not missing, f"{plan.path.name} {task.id}: {missing}"
+            # the plan's other tasks, saying which are done (a plan's tasks run in order)
+            for other in plan.tasks:
+                state = "done" if other.index < task.index else "to do"
+                state = "this task" if other is task else state
+                assert f"{other.name or other.type} — {state}" in prompt, (task.id, other.id)
+            for line in (plan.context or "").splitlines():  # `@path` and `@path (note)`
+                if line.strip().startswith("@"):
+                    ref, _, note = line.strip()[1:].partition(" ")
+                    shown = f"- {ref} — {note.strip()}" if note else f"- {ref}"
+                    assert shown in prompt, line
+            # a path is a path: the notes of annotated entries never become one
+            assert all(" " not in p for p in work.read_first), work.read_first
+            checked += 1
     assert checked > 100
 
 
