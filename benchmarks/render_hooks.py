@@ -19,12 +19,17 @@ with its ratios to the reference's medians. Without LOOPRAIL_REFERENCE the refer
 are skipped with a note; `python -c pass` (the floor no Python CLI can beat) is always
 measured.
 
+looprail is measured as a user has it: installed (`pip install --no-deps --target` into a
+`site-packages` folder first on PYTHONPATH, its modules compiled), so the code stamp of the
+one cache is the installed package's (`hooks/compiled.py`, `code_stamp`). `--checkout`
+measures this working tree as it is instead, where every module's stat is part of the stamp.
+
 `--baseline` measures the same three figures for an older looprail in the same run (its own
 cache folder, first on PYTHONPATH): a folder holding a `looprail/` package, or a git commit of
 this repository (exported with `git archive`). The default, none, skips it.
 
     LOOPRAIL_REFERENCE=.../gsd-tools.cjs python benchmarks/render_hooks.py [--runs 9]
-        [--baseline COMMIT|PATH|none]
+        [--baseline COMMIT|PATH|none] [--checkout]
 """
 
 from __future__ import annotations
@@ -67,6 +72,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--baseline", default="none")
+    parser.add_argument("--checkout", action="store_true", help="this working tree as it is")
     args = parser.parse_args()
     if not CAPS.is_dir():
         sys.exit(f"needs the reference capabilities at {CAPS}")
@@ -87,6 +93,8 @@ def main() -> None:
             cmd = [sys.executable, "-c", "from looprail.cli import console; console()"]
         render = ["loop", "render-hooks", "plan:pre", "--raw", "--capabilities", str(caps)]
         cmd += render
+        if not args.checkout:
+            env["PYTHONPATH"] = install(Path(tmp) / "site-packages")
         baseline = None if args.baseline == "none" else args.baseline
         if baseline is not None:
             path = Path(baseline)
@@ -166,6 +174,7 @@ def main() -> None:
         "base-all": "baseline, cold (all 44 changed)",
         "ref": "reference (node), same run",
     }
+    print("looprail: " + ("this working tree" if args.checkout else "installed (site-packages)"))
     if baseline is not None:
         print(f"baseline: {baseline}")
     ref = "ref" in wall
@@ -195,6 +204,26 @@ def main() -> None:
     print(f"a warm call imports {len(warm_modules)} modules beyond `python -c pass`:")
     for group in _grouped(warm_modules):
         print(f"  {group}")
+
+
+def install(target: Path) -> str:
+    """This repository installed into `target` (a `site-packages` folder), as pip installs it
+    for a user: the package built and copied, its modules compiled. Returns `target`."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--target",
+            str(target),
+            str(REPO),
+        ],
+        check=True,
+    )
+    return str(target)
 
 
 def warm_imports(argv: list[str], env: dict[str, str], cwd: str) -> list[str]:

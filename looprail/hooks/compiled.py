@@ -3,8 +3,8 @@
 The cache entry is the set's own plain-data form (`CapabilitySet.to_json`, written with
 `marshal`). It records the stat signature (mtime, ctime, size, inode) of every folder, manifest
 and fragment the set was built from, and looprail's code stamp (`code_stamp`: the version and
-the stat of every module of the package); any difference rebuilds it. A cache that cannot be
-read, is damaged or cannot be written only costs speed, never correctness. This is looprail's
+the stat of the code); any difference rebuilds it. A cache that cannot be read, is damaged or
+cannot be written only costs speed, never correctness. This is looprail's
 only cache.
 """
 
@@ -45,10 +45,16 @@ PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def code_stamp() -> list[object]:
-    """looprail's version and a checksum of the stat signature of every module of the package:
-    an upgrade, or an edit in a development checkout, is a new stamp. Every `.py` file counts,
-    so no list of "the files that matter" is kept by hand (one missing from it would serve a
-    stale set)."""
+    """looprail's version and the stat of its code: an upgrade, a reinstall or an edit in a
+    development checkout is a new stamp.
+
+    Installed by a package manager (the package sits in a `site-packages` folder), the code
+    changes only by a reinstall, which replaces the package's files and so changes its folder's
+    stat. Anywhere else (a checkout, a folder on PYTHONPATH) a module may be edited in place,
+    so every `.py` file counts, and no list of "the files that matter" is kept by hand (one
+    missing from it would serve a stale set)."""
+    if os.path.basename(os.path.dirname(PACKAGE)) in ("site-packages", "dist-packages"):
+        return [__version__, stat_sig(PACKAGE)]
     sigs: list[object] = []
     folders = [PACKAGE]
     while folders:

@@ -114,6 +114,39 @@ def test_a_change_to_looprails_code_rebuilds_the_set(tmp_path, monkeypatch):
     assert len(builds) == 2  # and the new state is a hit again
 
 
+def test_an_installed_package_is_stamped_by_its_folder(tmp_path, monkeypatch):
+    """Installed in site-packages, the code changes only by a reinstall, which replaces the
+    package folder: its modules are not scanned, and a replaced folder is a new set."""
+    from looprail.hooks import compiled, registry
+
+    package = tmp_path / "venv" / "site-packages" / "looprail"
+    package.mkdir(parents=True)
+    (package / "module.py").write_text("v1")
+    monkeypatch.setattr(compiled, "PACKAGE", str(package))
+    project, root = _setup(tmp_path)
+    time.sleep(SETTLE)
+    compiled.load_compiled(project, [root])
+    builds = []
+    real_load = registry.load_registry
+
+    def counting_load(*args, **kwargs):
+        builds.append(1)
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(registry, "load_registry", counting_load)
+    (package / "module.py").write_text("v1, edited in place")
+    compiled.load_compiled(project, [root])
+    assert builds == []  # an installed module is not scanned
+    shutil.rmtree(package)  # a reinstall: the files removed, then written again
+    package.mkdir()
+    (package / "module.py").write_text("v1")
+    compiled.load_compiled(project, [root])
+    assert len(builds) == 1, "the cache was served although the package was reinstalled"
+    monkeypatch.setattr(compiled, "__version__", "9.9.9")  # an upgrade
+    compiled.load_compiled(project, [root])
+    assert len(builds) == 2, "the cache was served although the version changed"
+
+
 # --------------------------------------------------------------------------- the property
 
 ARGVS = (
