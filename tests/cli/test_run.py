@@ -34,6 +34,13 @@ def test_example_ships(hello):
     assert (phase / "01-STYLE-REPORT.md").exists()
     assert (hello / "CHANGELOG.md").read_text().count("closed") == 2
     assert "⇣ execute:task 01-03/T1 content from demo:HELLO-3" in p.stderr
+    # done means verified: every task's own check ran and passed, each plan's must_haves held,
+    # and the checks ran again on the merged tree
+    assert "unverified" not in p.stdout + p.stderr
+    for check in ("grep -qxF 'Hello, world!' hello/en.txt", "grep -qxF '# Greetings'"):
+        assert p.stderr.count(f"✓ check {check}") == 2  # after its task, and merged
+    assert p.stderr.count("✓ must_haves artifact") == 4
+    assert "checks again on the merged tree" in p.stderr
     # the example's role agents return in milliseconds: no liveness banner (issue 39)
     assert "◆ Spawning" not in p.stderr
     for point in POINTS:
