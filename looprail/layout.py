@@ -9,6 +9,7 @@ import os
 import re
 from collections.abc import Mapping
 from functools import lru_cache
+from typing import Literal, get_args
 
 # The folder looprail keeps in a project and, by default, in the user's home.
 LOOPRAIL_DIR = ".looprail"
@@ -72,7 +73,8 @@ REQUIREMENTS_FILE = os.path.join(PLANNING_DIR, "REQUIREMENTS.md")
 GSD_DIR = ".gsd"
 # The host flavors: skill-id prefix, host tool name, onError vocabulary (`--flavor`,
 # `looprail.flavor`).
-FLAVORS = ("gsd", "msd", "ferrox")
+Flavor = Literal["gsd", "msd", "ferrox"]
+FLAVORS: tuple[Flavor, ...] = get_args(Flavor)
 # The project's documents a planner, verifier or discuss agent is pointed to (it reads them).
 PROJECT_DOCS = tuple(
     os.path.join(PLANNING_DIR, name) for name in ("REQUIREMENTS.md", "PROJECT.md", "STATE.md")

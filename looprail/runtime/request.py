@@ -11,7 +11,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
-Flavor = Literal["gsd", "msd", "ferrox"]
+from looprail.layout import Flavor as Flavor
+
 # `context`: a contribution's fragment was queued for a role (a runtime may ignore it);
 # `host`: `<host tool> <words>`, for the gates the host's workflow answers directly.
 RequestKind = Literal[

@@ -445,8 +445,6 @@ def _event_line(e: Any) -> str | None:
         return f"resolver {e.task_id} {e.data.get('trackerId')} {e.outcome}"
     if e.kind == "read_first":
         return f"read_first {e.task_id}"
-    if e.kind == "task_finished":
-        return f"task_finished {e.task_id} {e.outcome}"
     if e.kind == "halted":
         return f"halted {e.message}"
     return None

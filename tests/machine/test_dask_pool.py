@@ -114,7 +114,7 @@ def test_a_task_change_is_every_file_written_or_removed(tmp_path_factory, start,
     write_tree(project, start)
     before = snapshot(project)
     write_tree(project, after, in_place=True)  # at once: same size, same coarse mtime
-    changes, _patch, _ = changes_since(project, before)
+    changes, _ = changes_since(project, before)
     visible = fresh_copy(after)
     visible = {p: v for p, v in visible.items() if not p.startswith(".looprail/")}
     old = {p: v for p, v in start.items() if not p.startswith((".looprail/", ".git/"))}

@@ -58,7 +58,6 @@ class Report(TypedDict, total=False):
     outcome: dict[str, object]
     logs: list[str]
     changes: dict[str, bytes | None]
-    patch: str
     worker: str
 
 

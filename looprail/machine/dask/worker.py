@@ -5,7 +5,6 @@ topic, which a rerun of the plan (its worker was lost) reads back to skip the fi
 from __future__ import annotations
 
 import asyncio
-import difflib
 import fcntl
 import hashlib
 import os
@@ -281,9 +280,9 @@ def _changed(before: Seen | None, now: Seen, path: str) -> bool:
 
 def changes_since(
     project: Path, before: dict[str, Seen]
-) -> tuple[dict[str, bytes | None], str, dict[str, Seen]]:
-    """The files a task wrote (new content) or removed (None), a unified diff of them for
-    people, and the snapshot after (the next task's "before")."""
+) -> tuple[dict[str, bytes | None], dict[str, Seen]]:
+    """The files a task wrote (new content) or removed (None), and the snapshot after (the next
+    task's "before")."""
     after = snapshot(project)
     changes: dict[str, bytes | None] = {}
     for rel, key in after.items():
@@ -295,18 +294,7 @@ def changes_since(
             continue
     for rel in before.keys() - after.keys():
         changes[rel] = None
-    patch: list[str] = []
-    for rel, data in sorted(changes.items()):
-        if data:
-            patch += difflib.unified_diff([], _text(data), f"a/{rel}", f"b/{rel}")
-    return changes, "".join(patch), after
-
-
-def _text(data: bytes) -> list[str]:
-    try:
-        return data.decode("utf-8").splitlines(keepends=True)
-    except UnicodeDecodeError:
-        return ["(binary)\n"]
+    return changes, after
 
 
 def _tail(text: str, lines: int = 5) -> list[str]:
@@ -391,7 +379,7 @@ def _run_steps(
         task_key = step["task"]
         report({"task": task_key, "event": "started", "retry": started == task_key})
         outcome = _execute(runtime, job, project, step)
-        changes, patch, before = changes_since(project, before)
+        changes, before = changes_since(project, before)
         report(
             {
                 "task": task_key,
@@ -401,7 +389,6 @@ def _run_steps(
                 "outcome": outcome.model_dump(mode="json", exclude={"stdout", "stderr"}),
                 "logs": [*_tail(outcome.stdout), *_tail(outcome.stderr)],
                 "changes": changes,
-                "patch": patch,
                 "worker": worker.address,
             }
         )
