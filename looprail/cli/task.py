@@ -12,8 +12,7 @@ from __future__ import annotations
 from looprail.cli._common import command, group, print_json, project_folder, warn
 from looprail.config import load_project_config
 from looprail.errors import UsageError
-from looprail.hooks.task_content import resolve_task_content
-from looprail.machine.session.load import Loaded
+from looprail.hooks.task_content import halting_resolvers, resolve_task_content, runnable_resolvers
 from looprail.plans.planfile import read_plan
 from looprail.runtime.process import escape_untrusted
 from looprail.trust import load_compiled
@@ -44,13 +43,13 @@ def _resolve_content(args) -> int:
     plan = _plan_inside(project, args.plan)
     _require_task(plan, args.task_id, project)
 
-    config, warnings = load_project_config(project)
-    loaded = Loaded(project, load_compiled(project, args.capabilities), config)
-    warn(*warnings, *loaded.compiled.warnings)
+    _, warnings = load_project_config(project)  # its warnings, as a run shows them
+    caps = load_compiled(project, args.capabilities)
+    warn(*warnings, *caps.warnings)
     # As in a run: a project capability's resolver runs only with the user's consent (`looprail
     # trust`); without it the task halts rather than silently falling back to the inline plan.
     result = resolve_task_content(
-        args.task_id, loaded.resolvers, cwd=project, unloadable=loaded.unloadable
+        args.task_id, runnable_resolvers(caps), cwd=project, unloadable=halting_resolvers(caps)
     )
     print_json(result.to_json())
     return 0

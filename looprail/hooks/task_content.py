@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from looprail.errors import TaskContentError
-from looprail.hooks.capset import FailedCapability
+from looprail.hooks.capset import CapabilitySet, FailedCapability
 from looprail.hooks.sources import ORIGIN_RANK
 from looprail.jsonload import json_type_name, loads_strict
 from looprail.runtime.process import escape_untrusted, run_bounded, tail
@@ -204,6 +204,29 @@ def _run(
     if isinstance(content, str):
         raise fail(f"resolver '{binary}' produced malformed output: {content}")
     return content
+
+
+def runnable_resolvers(caps: CapabilitySet) -> list[tuple[str, TaskContentResolver]]:
+    """Every loaded capability's resolver (not gated by `activationKey`: execute:task has no
+    `when`), but one without the user's consent."""
+    loaded = caps.capabilities
+    return [
+        (cid, r) for cid, r in caps.task_content_resolvers() if loaded[cid].consent is not False
+    ]
+
+
+def halting_resolvers(caps: CapabilitySet) -> list[tuple[str, str, str]]:
+    """`(cap_id, trackerPrefix, why)` for the resolvers that must not run (their capability
+    failed to load, or lacks consent): a task with their prefix halts, never falls back to the
+    inline plan."""
+    loaded = caps.capabilities
+    unconsented = [
+        (cid, r.trackerPrefix, "no consent for this project capability (run `looprail trust`)")
+        for cid, r in caps.task_content_resolvers()
+        if loaded[cid].consent is False
+    ]
+    served = {r.trackerPrefix: loaded[cid].origin for cid, r in runnable_resolvers(caps)}
+    return unloadable_resolvers(caps.failed, served) + unconsented
 
 
 def unloadable_resolvers(

@@ -9,7 +9,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from looprail.errors import LooprailError
-from looprail.hooks.task_content import split_tracker_id, unloadable_resolvers
+from looprail.hooks.task_content import (
+    runnable_resolvers,
+    split_tracker_id,
+    unloadable_resolvers,
+)
 from looprail.layout import LOOPRAIL_DIR
 from looprail.lint.findings import Finding, finding
 from looprail.lint.inputs import LintInput, PhaseInput, _rel
@@ -187,14 +191,16 @@ class _Resolvers:
 
 
 def _resolvers(data: LintInput) -> _Resolvers:
-    # As the run does (`loading.Loaded.resolvers`): every loaded resolver counts, whatever its
-    # capability's activationKey (execute:task has no `when`), except one without consent.
+    # As the run does (`task_content.runnable_resolvers`): every loaded resolver counts, whatever
+    # its capability's activationKey (execute:task has no `when`), except one without consent.
     found = _Resolvers({}, {}, {})
     caps = data.compiled.capabilities
+    runnable = runnable_resolvers(data.compiled)
+    for cid, r in runnable:
+        found.active.setdefault(r.trackerPrefix, []).append((cid, r))
+    can_run = {cid for cid, _ in runnable}
     for cid, r in data.compiled.task_content_resolvers():
-        if caps[cid].consent is not False:
-            found.active.setdefault(r.trackerPrefix, []).append((cid, r))
-        else:
+        if cid not in can_run:
             found.inactive.setdefault(r.trackerPrefix, []).append(cid)
     served = {prefix: caps[pairs[0][0]].origin for prefix, pairs in found.active.items()}
     for cid, prefix, reason in unloadable_resolvers(data.compiled.failed, served):

@@ -17,13 +17,13 @@ import yaml
 
 from looprail.errors import HaltError, ManifestError, UsageError
 from looprail.hooks.manifest import validate_manifest
+from looprail.hooks.task_content import runnable_resolvers
 from looprail.journal.recorder import MemoryRecorder
 from looprail.layout import LOOPRAIL_DIR, PHASES_DIR, PROJECT_CONFIG_FILE
 from looprail.machine.chart import WAVE_STATES
 from looprail.machine.guards import HookResult
 from looprail.machine.progress import Progress
 from looprail.machine.runner import LoopRunner, RunContext, RunOptions
-from looprail.machine.session.load import Loaded
 from looprail.machine.spec import DEFAULT_LOOP, LoopSpec, TransitionSpec
 from looprail.plans import compute_waves
 from looprail.runtime.base import DispatchContext, Outcome, Request, RequestKind
@@ -319,8 +319,7 @@ class LoopHarness:
         """A runner over the project as it is now, logging into a new `runtime.log`."""
         log = self.runtime.log = []
         compiled = self._load()
-        # As a run: every loaded resolver (no activationKey for execute:task), one with consent.
-        resolvers = Loaded(self.project, compiled, self._config).resolvers
+        resolvers = runnable_resolvers(compiled)  # as a run's
         return LoopRunner(
             RunContext(
                 project=self.project,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from looprail.config import load_project_config_strict
 from looprail.errors import ConfigError, LooprailError, PlanError, RefusedToStart
 from looprail.fsutil import check_looprail_folders, project_folder, require_inside
-from looprail.hooks.task_content import unloadable_resolvers
+from looprail.hooks.task_content import halting_resolvers, runnable_resolvers
 from looprail.journal.models import EventRecord
 from looprail.layout import PLANNING_DIR, PROJECT_CONFIG_FILE
 from looprail.machine.context import RunOptions
@@ -48,29 +48,13 @@ class Loaded:
 
     @property
     def resolvers(self) -> list[tuple[str, TaskContentResolver]]:
-        """Every loaded capability's resolver (not gated by `activationKey`: execute:task has no
-        `when`), but one without the user's consent."""
-        caps = self.compiled.capabilities
-        return [
-            (cid, r)
-            for cid, r in self.compiled.task_content_resolvers()
-            if caps[cid].consent is not False
-        ]
+        """The resolvers a task may run (`task_content.runnable_resolvers`)."""
+        return runnable_resolvers(self.compiled)
 
     @property
     def unloadable(self) -> list[tuple[str, str, str]]:
-        """Resolvers that must not run (their capability failed to load, or lacks consent): a
-        task with their prefix halts, never falls back to the inline plan."""
-        caps = self.compiled.capabilities
-        unconsented = [
-            (cid, r.trackerPrefix, "no consent for this project capability (run `looprail trust`)")
-            for cid, r in self.compiled.task_content_resolvers()
-            if caps[cid].consent is False
-        ]
-        served = {r.trackerPrefix: caps[cid].origin for cid, r in self.resolvers}
-        if not self.compiled.failed:  # the usual case: no need to import the resolver module
-            return unconsented
-        return unloadable_resolvers(self.compiled.failed, served) + unconsented
+        """The resolvers whose prefix halts a task (`task_content.halting_resolvers`)."""
+        return halting_resolvers(self.compiled)
 
     def input_paths(self, phase_dir: Path | None) -> list[Path]:
         """What a run depends on: capability folders, the config, the phase's plans."""
