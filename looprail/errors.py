@@ -38,7 +38,6 @@ traceback and exits with its `exit_code`. `path`, `field` and `point` carry the 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal, NamedTuple
 
@@ -94,9 +93,6 @@ class Issue(NamedTuple):
         return f"{where}: {self.reason}"
 
 
-_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
 def json_path(loc: Iterable[str | int], root: str = "$") -> str:
     """The JSON path an `Issue` names: `$.steps[0].fragment`, `$.local["my-hook"].event`.
     `loc` is a pydantic error's `loc` or any keys and indexes (pydantic's `[key]` marker for a
@@ -105,7 +101,7 @@ def json_path(loc: Iterable[str | int], root: str = "$") -> str:
     for part in loc:
         if isinstance(part, int):
             path += f"[{part}]"
-        elif part == "$schema" or _PLAIN_KEY.fullmatch(part):
+        elif part == "$schema" or (part.isascii() and part.isidentifier()):
             path += f".{part}"
         elif part != "[key]":
             path += f"[{json.dumps(part)}]"

@@ -5,10 +5,13 @@ their context as attributes."""
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from looprail import errors
 from looprail.errors import (
@@ -22,6 +25,7 @@ from looprail.errors import (
     ManifestError,
     StopRequested,
     TransitionRefused,
+    json_path,
 )
 from tests.support.source import modules, nodes
 
@@ -113,3 +117,27 @@ def test_a_timeouts_config_error_names_its_key(tmp_path):
         looprail_settings({"looprail": {"timeouts": {"agent": "soon"}}})
     assert caught.value.field == "looprail.timeouts.agent"
     assert str(caught.value).startswith(".planning/config.json: looprail.timeouts.agent: ")
+
+
+_KEYS = st.one_of(
+    st.integers(0, 99),
+    st.text(max_size=8),
+    st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,5}", fullmatch=True),
+    st.sampled_from(["$schema", "[key]", "é", "a-b", "1a"]),
+)
+
+
+@given(st.lists(_KEYS, max_size=5))
+def test_json_path_writes_plain_keys_with_a_dot_and_quotes_the_rest(loc):
+    """A key is written `.key` exactly when it is an ASCII identifier (as a JSON path reader
+    expects), else `["key"]` (JSON-quoted); indexes are `[n]`, pydantic's `[key]` marker is
+    left out."""
+    expected = "$"
+    for part in loc:
+        if isinstance(part, int):
+            expected += f"[{part}]"
+        elif part == "$schema" or re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", part):
+            expected += f".{part}"
+        elif part != "[key]":
+            expected += f"[{json.dumps(part)}]"
+    assert json_path(loc) == expected
