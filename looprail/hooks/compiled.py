@@ -4,8 +4,7 @@ The cache entry is the set's own plain-data form (`CapabilitySet.to_json`, writt
 `marshal`). It records the stat signature (mtime, ctime, size, inode) of every folder, manifest
 and fragment the set was built from, and looprail's code stamp (`code_stamp`: the version and
 the stat of the code); any difference rebuilds it. A cache that cannot be read, is damaged or
-cannot be written only costs speed, never correctness. This is looprail's
-only cache.
+cannot be written only costs speed, never correctness. This is looprail's only cache.
 """
 
 from __future__ import annotations
