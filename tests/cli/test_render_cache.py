@@ -81,10 +81,25 @@ def test_an_edited_manifest_is_seen_by_the_next_call(tmp_path):
     assert '"capId": "beta"' not in out[1] and '"capId": "alpha"' in out[1]
 
 
+def _count_builds(monkeypatch) -> list[int]:
+    """A list that gets one item each time the set is built (a cache miss)."""
+    from looprail.hooks import registry
+
+    builds: list[int] = []
+    real_load = registry.load_registry
+
+    def counting_load(*args, **kwargs):
+        builds.append(1)
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(registry, "load_registry", counting_load)
+    return builds
+
+
 def test_a_change_to_looprails_code_rebuilds_the_set(tmp_path, monkeypatch):
     """The cache is keyed by the stat of every module of the package (a development checkout),
     with no list of files: a module edited, or a new one, is a new set."""
-    from looprail.hooks import compiled, registry
+    from looprail.hooks import compiled
 
     package = tmp_path / "package"
     (package / "sub").mkdir(parents=True)
@@ -94,14 +109,7 @@ def test_a_change_to_looprails_code_rebuilds_the_set(tmp_path, monkeypatch):
     project, root = _setup(tmp_path)
     time.sleep(SETTLE)  # the fragments settled: one build reads them once
     compiled.load_compiled(project, [root])
-    builds = []
-    real_load = registry.load_registry
-
-    def counting_load(*args, **kwargs):
-        builds.append(1)
-        return real_load(*args, **kwargs)
-
-    monkeypatch.setattr(registry, "load_registry", counting_load)
+    builds = _count_builds(monkeypatch)
     compiled.load_compiled(project, [root])
     assert builds == []  # a hit
     module.write_text("v2, longer")
@@ -117,7 +125,7 @@ def test_a_change_to_looprails_code_rebuilds_the_set(tmp_path, monkeypatch):
 def test_an_installed_package_is_stamped_by_its_folder(tmp_path, monkeypatch):
     """Installed in site-packages, the code changes only by a reinstall, which replaces the
     package folder: its modules are not scanned, and a replaced folder is a new set."""
-    from looprail.hooks import compiled, registry
+    from looprail.hooks import compiled
 
     package = tmp_path / "venv" / "site-packages" / "looprail"
     package.mkdir(parents=True)
@@ -126,14 +134,7 @@ def test_an_installed_package_is_stamped_by_its_folder(tmp_path, monkeypatch):
     project, root = _setup(tmp_path)
     time.sleep(SETTLE)
     compiled.load_compiled(project, [root])
-    builds = []
-    real_load = registry.load_registry
-
-    def counting_load(*args, **kwargs):
-        builds.append(1)
-        return real_load(*args, **kwargs)
-
-    monkeypatch.setattr(registry, "load_registry", counting_load)
+    builds = _count_builds(monkeypatch)
     (package / "module.py").write_text("v1, edited in place")
     compiled.load_compiled(project, [root])
     assert builds == []  # an installed module is not scanned
