@@ -47,13 +47,18 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 CAPS = REPO.parent / "shared" / "conformance" / "gsd-capabilities"
-# What a fresh interpreter has loaded after `ARGV` (the `looprail` console script's `main`).
+# What a fresh interpreter has loaded after `ARGV` (the `looprail` console script's `main`),
+# and how many times it called `compile()` (a string annotation read at run time, as a named
+# tuple's under `from __future__ import annotations`, is compiled into a `typing.ForwardRef`;
+# the first call also builds every AST node type).
 MODULES = (
-    "import sys\n"
+    "import builtins, sys\n"
     "before = set(sys.modules)\n"
+    "calls, real = [], builtins.compile\n"
+    "builtins.compile = lambda *a, **k: calls.append(1) or real(*a, **k)\n"
     "from looprail.cli import main\n"
     "main(sys.argv[1:])\n"
-    "print(' '.join(sorted(set(sys.modules) - before)), file=sys.stderr)\n"
+    "print(len(calls), ' '.join(sorted(set(sys.modules) - before)), file=sys.stderr)\n"
 )
 
 
@@ -201,6 +206,8 @@ def main() -> None:
         f"warm / floor {wall['warm'] / wall['floor']:.2f}x wall   "
         f"(medians of {args.runs} calls each, interleaved)"
     )
+    compiles, warm_modules = warm_modules[0], warm_modules[1:]
+    print(f"a warm call compiles {compiles} source strings (`compile()`)")
     print(f"a warm call imports {len(warm_modules)} modules beyond `python -c pass`:")
     for group in _grouped(warm_modules):
         print(f"  {group}")
@@ -227,7 +234,8 @@ def install(target: Path) -> str:
 
 
 def warm_imports(argv: list[str], env: dict[str, str], cwd: str) -> list[str]:
-    """The modules a warm `looprail ARGV` call loads beyond what the interpreter starts with."""
+    """How many times a warm `looprail ARGV` call compiles a string, then the modules it loads
+    beyond what the interpreter starts with."""
     out = subprocess.run(
         [sys.executable, "-c", MODULES, *argv], env=env, cwd=cwd, capture_output=True, text=True
     )

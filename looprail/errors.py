@@ -35,8 +35,8 @@ traceback and exits with its `exit_code`. `path`, `field` and `point` carry the 
 `ConfigError`, `InvalidPointError` and `LedgerError` are also `ValueError`s.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: `Issue` is a typed named tuple, whose field types
+# are read at run time (a string annotation would be compiled into a `typing.ForwardRef`).
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal, NamedTuple

@@ -2,12 +2,12 @@
 it, `compiled` caches its JSON form (`to_json` / `from_json`) and applies consent; every reader
 reads the same value. Activation by `activationKey` is decided per call (`key_active`)."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: the named tuples and typed dicts below read their
+# field types at run time (a string annotation would be compiled into a `typing.ForwardRef`).
 import os
 from collections.abc import Mapping
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
+from typing import TYPE_CHECKING, Any, NamedTuple, Self, TypedDict
 
 from looprail.config import is_active
 from looprail.errors import Issue
@@ -144,7 +144,7 @@ class LoadedCapability(_LoadedFields):
         return os.path.join(self.source, "capability.json")
 
     @cached_property
-    def manifest(self) -> Capability:
+    def manifest(self) -> "Capability":
         """The pydantic model of the manifest, built from `data` on first use (paid for only by
         callers that need it; `data` was validated when it was loaded)."""
         # Here, not at the top: pydantic and the models cost a set read from the cache (every
@@ -220,7 +220,7 @@ class CapabilitySet(_SetFields):
             return f"activationKey {key!r} is not truthy"
         return None
 
-    def task_content_resolvers(self) -> list[tuple[str, TaskContentResolver]]:
+    def task_content_resolvers(self) -> list[tuple[str, "TaskContentResolver"]]:
         """(cap id, TaskContentResolver) of every loaded capability that declares one."""
         return [
             (cid, lc.manifest.taskContentResolver)  # type: ignore[misc]
@@ -249,7 +249,7 @@ class CapabilitySet(_SetFields):
             }
         return table
 
-    def replacing(self, changed: Mapping[str, LoadedCapability]) -> CapabilitySet:
+    def replacing(self, changed: Mapping[str, LoadedCapability]) -> Self:
         """This set with some capabilities replaced (consent, deferred fragments)."""
         if not changed:
             return self
@@ -270,7 +270,7 @@ class CapabilitySet(_SetFields):
         }
 
     @classmethod
-    def from_json(cls, blob: Any) -> CapabilitySet:
+    def from_json(cls, blob: Any) -> Self:
         """The set `to_json` wrote. Raises ValueError for anything else (a damaged cache is
         rebuilt, never a crash later)."""
         try:

@@ -2,8 +2,8 @@
 `resolve` and `render` are pure functions over the capability set and the project's config;
 nothing else decides activeness."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: the typed dicts below read their field types at run
+# time (a string annotation would be compiled into a `typing.ForwardRef`).
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
