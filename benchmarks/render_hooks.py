@@ -10,8 +10,9 @@ Three looprail figures (goals: warm <= 0.25x the reference, one manifest changed
 - cold, all changed: every manifest got new bytes.
 
 It also prints what a warm call imports (the modules a fresh interpreter holds after the call
-and `python -c pass` does not): the figure the retired import budget of the start path was
-about, now read here rather than enforced by a test.
+and `python -c pass` does not: the figure the retired import budget of the start path was
+about, now read here rather than enforced by a test) and how many strings it compiles (0; a
+string annotation read at run time is compiled into a `typing.ForwardRef`).
 
 Each figure is the median of `--runs` calls (the calls of every kind are interleaved, so a
 load spike on a shared machine hits them alike), wall and CPU (user+sys of the child), printed
