@@ -20,6 +20,12 @@ with its ratios to the reference's medians. Without LOOPRAIL_REFERENCE the refer
 are skipped with a note; `python -c pass` (the floor no Python CLI can beat) is always
 measured.
 
+The interpreter is a large part of the figure, and CPython builds differ: a build with a
+shared libpython and no profile-guided optimisation (pyenv's default) runs the same imports
+slower than a distribution's build (Debian's python3, linked statically). `--python PATH` (any
+number of times) measures this tree under another interpreter too (its floor and the three
+figures, with a cache folder of its own), in the same run and against the same reference calls.
+
 looprail is measured as a user has it: installed (`pip install --no-deps --target` into a
 `site-packages` folder first on PYTHONPATH, its modules compiled), so the code stamp of the
 one cache is the installed package's (`hooks/compiled.py`, `code_stamp`). `--checkout`
@@ -30,7 +36,7 @@ cache folder, first on PYTHONPATH): a folder holding a `looprail/` package, or a
 this repository (exported with `git archive`). The default, none, skips it.
 
     LOOPRAIL_REFERENCE=.../gsd-tools.cjs python benchmarks/render_hooks.py [--runs 9]
-        [--baseline COMMIT|PATH|none] [--checkout]
+        [--baseline COMMIT|PATH|none] [--checkout] [--python PATH ...]
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parent.parent
 CAPS = REPO.parent / "shared" / "conformance" / "gsd-capabilities"
@@ -74,144 +81,181 @@ def once(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
 
 
+class Subject(NamedTuple):
+    """One looprail measured: how it is started, with what environment (its own cache folder,
+    its package first on PYTHONPATH), and which interpreter's `-c pass` is its floor."""
+
+    label: str
+    cmd: list[str]
+    env: dict[str, str]
+    python: str
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--baseline", default="none")
     parser.add_argument("--checkout", action="store_true", help="this working tree as it is")
+    parser.add_argument(
+        "--python",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="also measure this tree under this interpreter, in the same run (one that has "
+        "looprail's dependencies, such as another venv's python)",
+    )
     args = parser.parse_args()
     if not CAPS.is_dir():
         sys.exit(f"needs the reference capabilities at {CAPS}")
     reference = os.environ.get("LOOPRAIL_REFERENCE")
-    with tempfile.TemporaryDirectory(prefix="looprail-render-") as tmp:
-        env = dict(os.environ, XDG_CACHE_HOME=str(Path(tmp) / "cache"), HOME=tmp)
+    with tempfile.TemporaryDirectory(prefix="looprail-render-") as folder:
+        tmp = Path(folder)
+        env = dict(os.environ, HOME=folder)
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # users have .pyc files; so should we
         env.pop("LOOPRAIL_NO_CACHE", None)
         env.pop("LOOPRAIL_CACHE_DIR", None)
-        caps = Path(tmp) / "caps"
+        caps = tmp / "caps"
         shutil.copytree(CAPS, caps)
-        manifests = sorted(caps.glob("*/capability.json"))
-        original = {m: m.read_text() for m in manifests}
-        script = Path(sys.executable).with_name("looprail")
-        if script.exists():  # the console script, as a host would call it
-            cmd = [str(script)]
-        else:
-            cmd = [sys.executable, "-c", "from looprail.cli import console; console()"]
         render = ["loop", "render-hooks", "plan:pre", "--raw", "--capabilities", str(caps)]
-        cmd += render
-        if not args.checkout:
-            env["PYTHONPATH"] = install(Path(tmp) / "site-packages")
-        baseline = None if args.baseline == "none" else args.baseline
-        if baseline is not None:
-            path = Path(baseline)
-            if not (path / "looprail").is_dir():
-                commit = baseline
-                path = Path(tmp) / "baseline"
-                path.mkdir()
-                archive = subprocess.run(
-                    ["git", "-C", str(REPO), "archive", commit, "looprail"], capture_output=True
-                )
-                if archive.returncode:
-                    sys.exit(f"cannot export baseline {commit} (use --baseline none or a folder)")
-                subprocess.run(["tar", "-x", "-C", str(path)], input=archive.stdout, check=True)
-                baseline = f"{baseline} ({commit[:10]})"
-            base_env = dict(env, PYTHONPATH=str(path.resolve()))
-            base_env["XDG_CACHE_HOME"] = str(Path(tmp) / "cache-baseline")
-            base_cmd = cmd  # the same launcher: the baseline package wins on PYTHONPATH
-        project = Path(tmp) / "project"
+        package = None if args.checkout else install(tmp / "site-packages")
+        subjects = {"": subject("", sys.executable, package, render, env, tmp)}
+        for python in args.python:
+            subjects[python] = subject(f", {python}", python, package, render, env, tmp)
+        if args.baseline != "none":
+            subjects["base"] = subject(
+                " (baseline)", sys.executable, export(args.baseline, tmp), render, env, tmp
+            )
+        project = tmp / "project"
         (project / ".planning").mkdir(parents=True)
         (project / ".planning" / "config.json").write_text("{}")
         node = ["node", reference or "", "loop", "render-hooks", "plan:pre", "--raw"]
-        edits = 0
+        calls = {"ref": (node, env, str(project))} if reference else {}
+        rows = measure(args.runs, subjects, sorted(caps.glob("*/capability.json")), calls)
+        warm_modules = warm_imports(render, subjects[""].env, folder)
+    report(args, subjects, rows, warm_modules)
 
-        def change(which: list[Path]) -> None:
+
+def subject(
+    label: str, python: str, package: str | None, render: list[str], env: dict[str, str], tmp: Path
+) -> Subject:
+    """A looprail started by `python`'s console script, importing `package` (None: the
+    checkout), with a cache folder of its own."""
+    own = dict(env, XDG_CACHE_HOME=str(tmp / f"cache-{len(list(tmp.glob('cache-*')))}"))
+    Path(own["XDG_CACHE_HOME"]).mkdir()
+    if package is not None:
+        own["PYTHONPATH"] = package
+    return Subject(label, [*console_script(python), *render], own, python)
+
+
+def export(baseline: str, tmp: Path) -> str:
+    """The folder holding the baseline's `looprail/` package: `baseline` itself, or a git
+    commit of this repository exported with `git archive`."""
+    if (Path(baseline) / "looprail").is_dir():
+        return str(Path(baseline).resolve())
+    path = tmp / "baseline"
+    path.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", baseline, "looprail"], capture_output=True
+    )
+    if archive.returncode:
+        sys.exit(f"cannot export baseline {baseline} (use --baseline none or a folder)")
+    subprocess.run(["tar", "-x", "-C", str(path)], input=archive.stdout, check=True)
+    return str(path)
+
+
+def measure(
+    runs: int,
+    subjects: dict[str, Subject],
+    manifests: list[Path],
+    calls: dict[str, tuple[list[str], dict[str, str], str]],
+) -> dict[str, list[tuple[float, float]]]:
+    """Each subject's floor, warm call, and first calls after one and after every manifest got
+    new bytes, and each of `calls` (the reference) once a round: `runs` rounds, every kind of
+    call interleaved, so a load spike on a shared machine hits them alike."""
+    original = {m: m.read_text() for m in manifests}
+    cwd = str(manifests[0].parent.parent.parent)
+    for s in subjects.values():  # fill the caches, warm the OS file cache and the .pyc files
+        once(s.cmd, s.env, cwd)
+        once(s.cmd, s.env, cwd)
+    for cmd, env, where in calls.values():
+        once(cmd, env, where)
+    rows: dict[str, list[tuple[float, float]]] = {}
+    for round_ in range(1, runs + 1):
+        for key, (cmd, env, where) in calls.items():
+            rows.setdefault(key, []).append(once(cmd, env, where))
+        for key, s in subjects.items():
+            rows.setdefault(f"{key}floor", []).append(once([s.python, "-c", "pass"], s.env, cwd))
+            once(s.cmd, s.env, cwd)  # the set cached again (the cold call before may not have)
+            rows.setdefault(f"{key}warm", []).append(once(s.cmd, s.env, cwd))
+        for kind, which in (("one", manifests[:1]), ("all", manifests)):
             # New bytes every time (trailing spaces: same JSON, a new content hash), then past
-            # the racy-clean margin, as a real edit is.
-            nonlocal edits
-            edits += 1
+            # the racy-clean margin, as a real edit is; each subject's next call is its cold one.
             for m in which:
-                m.write_text(original[m] + " " * edits)
+                m.write_text(original[m] + " " * (2 * round_ + (kind == "all")))
             time.sleep(0.06)
+            for key, s in subjects.items():
+                rows.setdefault(f"{key}{kind}", []).append(once(s.cmd, s.env, cwd))
+    return rows
 
-        once(cmd, env, tmp)  # fill the caches, warm the OS file cache and the .pyc files
-        once(cmd, env, tmp)
-        if baseline is not None:
-            once(base_cmd, base_env, tmp)
-            once(base_cmd, base_env, tmp)
-        if reference:
-            once(node, env, str(project))
-        rows: dict[str, list[tuple[float, float]]] = {
-            "floor": [],
-            "warm": [],
-            "one": [],
-            "all": [],
-            "base-warm": [],
-            "base-one": [],
-            "base-all": [],
-            "ref": [],
-        }
-        for _ in range(args.runs):
-            rows["floor"].append(once([sys.executable, "-c", "pass"], env, tmp))
-            once(cmd, env, tmp)  # the set cached again (the cold call before may not have)
-            rows["warm"].append(once(cmd, env, tmp))
-            if baseline is not None:
-                rows["base-warm"].append(once(base_cmd, base_env, tmp))
-            change(manifests[:1])  # each version's first call after the edit is its cold one
-            rows["one"].append(once(cmd, env, tmp))
-            if baseline is not None:
-                rows["base-one"].append(once(base_cmd, base_env, tmp))
-            change(manifests)
-            rows["all"].append(once(cmd, env, tmp))
-            if baseline is not None:
-                rows["base-all"].append(once(base_cmd, base_env, tmp))
-            if reference:
-                rows["ref"].append(once(node, env, str(project)))
-        once(cmd, env, tmp)  # the set cached for the edited manifests
-        warm_modules = warm_imports(render, env, tmp)
-    wall = {k: statistics.median(w for w, _ in v) for k, v in rows.items() if v}
-    cpu = {k: statistics.median(c for _, c in v) for k, v in rows.items() if v}
-    labels = {
-        "floor": "python -c pass (floor)",
-        "warm": "render-hooks, warm",
-        "one": "render-hooks, cold (one manifest changed)",
-        "all": "render-hooks, cold (all 44 changed)",
-        "base-warm": "baseline, warm",
-        "base-one": "baseline, cold (one manifest changed)",
-        "base-all": "baseline, cold (all 44 changed)",
-        "ref": "reference (node), same run",
-    }
+
+def report(
+    args: argparse.Namespace,
+    subjects: dict[str, Subject],
+    rows: dict[str, list[tuple[float, float]]],
+    warm_modules: list[str],
+) -> None:
+    wall = {k: statistics.median(w for w, _ in v) for k, v in rows.items()}
+    cpu = {k: statistics.median(c for _, c in v) for k, v in rows.items()}
     print("looprail: " + ("this working tree" if args.checkout else "installed (site-packages)"))
-    if baseline is not None:
-        print(f"baseline: {baseline}")
+    if "base" in subjects:
+        print(f"baseline: {args.baseline}")
+    kinds = {
+        "floor": ("python -c pass", ""),
+        "warm": ("render-hooks, warm", "  (goal <= 0.25)"),
+        "one": ("render-hooks, cold (one manifest changed)", "  (goal <= 1.00)"),
+        "all": ("render-hooks, cold (all 44 changed)", ""),
+    }
     ref = "ref" in wall
-    for key, label in labels.items():
-        if key not in wall:
-            continue
-        line = f"{label:42s} wall {wall[key]:7.1f} ms  CPU {cpu[key]:7.1f} ms"
-        if ref and key != "ref":
-            goal = {"warm": "  (goal <= 0.25)", "one": "  (goal <= 1.00)"}.get(key, "")
-            ratio_wall, ratio_cpu = wall[key] / wall["ref"], cpu[key] / cpu["ref"]
-            line += f"   {ratio_wall:5.2f}x ref wall, {ratio_cpu:5.2f}x ref CPU{goal}"
-        print(line)
-    if not ref:
+    width = max(len(label + s.label) for label, _ in kinds.values() for s in subjects.values())
+    for key, s in subjects.items():
+        for kind, (label, goal) in kinds.items():
+            name = f"{label}{s.label}"
+            line = f"{name:{width}s} wall {wall[key + kind]:7.1f} ms  CPU {cpu[key + kind]:7.1f} ms"
+            if ref:
+                ratio_wall, ratio_cpu = wall[key + kind] / wall["ref"], cpu[key + kind] / cpu["ref"]
+                line += f"   {ratio_wall:5.2f}x ref wall, {ratio_cpu:5.2f}x ref CPU"
+                line += "" if key == "base" else goal
+            print(line)
+    if ref:
+        name = "reference (node), same run"
+        print(f"{name:{width}s} wall {wall['ref']:7.1f} ms  CPU {cpu['ref']:7.1f} ms")
+    else:
         print("reference columns skipped: LOOPRAIL_REFERENCE is not set")
-    if baseline is not None:
+    if "base" in subjects:
         print(
             "this / baseline: "
             + ", ".join(
-                f"{k} wall {wall[k] / wall['base-' + k]:.2f}x CPU {cpu[k] / cpu['base-' + k]:.2f}x"
+                f"{k} wall {wall[k] / wall['base' + k]:.2f}x CPU {cpu[k] / cpu['base' + k]:.2f}x"
                 for k in ("warm", "one", "all")
             )
         )
-    print(
-        f"warm / floor {wall['warm'] / wall['floor']:.2f}x wall   "
-        f"(medians of {args.runs} calls each, interleaved)"
-    )
-    compiles, warm_modules = warm_modules[0], warm_modules[1:]
+    ratio = wall["warm"] / wall["floor"]
+    print(f"warm / floor {ratio:.2f}x wall   (medians of {args.runs} calls each, interleaved)")
+    compiles, modules = warm_modules[0], warm_modules[1:]
     print(f"a warm call compiles {compiles} source strings (`compile()`)")
-    print(f"a warm call imports {len(warm_modules)} modules beyond `python -c pass`:")
-    for group in _grouped(warm_modules):
+    print(f"a warm call imports {len(modules)} modules beyond `python -c pass`:")
+    for group in _grouped(modules):
         print(f"  {group}")
+
+
+def console_script(python: str) -> list[str]:
+    """How a host starts looprail under `python`: the `looprail` console script beside it (as
+    a host would call it), else the same entry through `-c`. Either way the installed copy on
+    PYTHONPATH is the one imported."""
+    script = Path(python).with_name("looprail")
+    if script.exists():
+        return [str(script)]
+    return [python, "-c", "from looprail.cli import console; console()"]
 
 
 def install(target: Path) -> str:
