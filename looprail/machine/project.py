@@ -157,8 +157,10 @@ def _finished(
     executed, unverified, removed, checked, verification = facts
     if run_status == "shipped":
         return True, f"run {run_id} shipped"
-    if run_status in ("running", "paused", "halted"):
-        return False, f"run {run_id} is {run_status}; it is resumed"
+    if run_status == "running":  # live, or killed before it could journal its end
+        return False, f"run {run_id} is running, or was stopped without a word; a run resumes it"
+    if run_status in ("paused", "halted"):
+        return False, f"run {run_id} is {run_status}; a run resumes it"
     if removed:
         return True, "ROADMAP.md marks it (REMOVED): never run"
     if executed and verification == "passed":

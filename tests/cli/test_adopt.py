@@ -226,13 +226,13 @@ def test_dry_run_all_and_through_say_which_phases_in_order_and_why(tmp_path):
     assert everything.returncode == 0, everything.stderr
     doc = json.loads(everything.stdout)
     assert [(p["phase"], p["phaseDirExists"], p["why"]) for p in doc["phases"]] == [
-        ("2", True, f"run {run_id} is halted; it is resumed"),
+        ("2", True, f"run {run_id} is halted; a run resumes it"),
         ("3", False, "not started, no folder yet: a run makes it"),
     ]
     assert doc["finishedBefore"] == ["1"] and doc["first"]["phase"] == "2"
     text = run_cli("run", str(project), "--dry-run", "--through", "3").stdout.splitlines()
     assert text[1:3] == [
-        f"  1. phase 2: Core Work (02-core-work): run {run_id} is halted; it is resumed",
+        f"  1. phase 2: Core Work (02-core-work): run {run_id} is halted; a run resumes it",
         "  2. phase 3: Polish & Ship (03-polish-ship): not started, no folder yet: a run makes it",
     ]
     assert text[3] == "finished already, not run: 1"
