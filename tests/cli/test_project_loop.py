@@ -135,8 +135,18 @@ def test_an_unfinished_run_is_resumed_even_when_the_artifacts_look_done(tmp_path
     looks = project_phases(project)[0]  # the artifacts alone: finished
     assert looks.plans == looks.summaries == 2 and looks.verification == "passed"
     assert looks.finished
-    phases = project_phases(project, {"1": (summary["phases"][0]["runId"], "halted")})
+    run_id = summary["phases"][0]["runId"]
+    phases = project_phases(project, {"1": (run_id, "halted")})
     assert not phases[0].finished  # its run has not shipped: resumed, not skipped
+    whys = {
+        status: project_phases(project, {"1": (run_id, status)})[0].why
+        for status in ("halted", "paused", "running")
+    }
+    assert whys == {
+        "halted": f"run {run_id} is halted; a run resumes it",
+        "paused": f"run {run_id} is paused; a run resumes it",
+        "running": f"run {run_id} is running, or was stopped without a word; a run resumes it",
+    }
     (project / ".block-1").unlink()
     out, summary = run_json(str(project), "--capabilities", str(caps))
     assert summary["shipped"] == ["1"] and summary["phases"][0]["resumed"] is True
