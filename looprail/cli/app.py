@@ -10,10 +10,8 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
-import re
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
 
 from looprail import textsafe
 from looprail._version import __version__
@@ -55,7 +53,6 @@ _COMMAND_MODULE = {
 
 # More choices than this and a wrong one is answered with "did you mean", not the whole list.
 _LISTED_CHOICES = 8
-_INVALID_CHOICE = re.compile(r"invalid choice: (?P<given>'.*?') \(choose from (?P<known>.*)\)$")
 
 
 class Parser(argparse.ArgumentParser):
@@ -63,19 +60,12 @@ class Parser(argparse.ArgumentParser):
     (difflib), and an option the command does not know is reported by that command's parser
     (`looprail run: error: …`, its own usage), not the top level's."""
 
-    def error(self, message: str) -> NoReturn:
-        found = _INVALID_CHOICE.search(message)
-        if found:
-            known = re.findall(r"'([^']*)'", found["known"])
-            given = found["given"][1:-1]
-            close = difflib.get_close_matches(given, known, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            if len(known) <= _LISTED_CHOICES:
-                hint += f" (choose from {found['known']})"
-            elif not close:
-                hint = f" (`{self.prog} --help` lists them)"
-            message = message[: found.start()] + f"invalid choice: {found['given']}{hint}"
-        super().error(message)
+    def _check_value(self, action: argparse.Action, value: object) -> None:
+        # argparse's one check of a value against `choices`, written from the choices
+        # themselves: its own message changed form in Python 3.12.8 and 3.13.1 (no quotes).
+        if action.choices is not None and value not in action.choices:
+            known = [str(choice) for choice in action.choices]
+            raise argparse.ArgumentError(action, _invalid_choice(str(value), known, self.prog))
 
     def parse_args(self, args=None, namespace=None):
         parsed, extras = self.parse_known_args(args, namespace)
@@ -84,6 +74,16 @@ class Parser(argparse.ArgumentParser):
             owner: argparse.ArgumentParser = getattr(parsed, "usage_parser", self)
             owner.error(f"unrecognized arguments: {' '.join(extras)}{_suggest(owner, extras)}")
         return parsed
+
+
+def _invalid_choice(given: str, known: list[str], prog: str) -> str:
+    close = difflib.get_close_matches(given, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    if len(known) <= _LISTED_CHOICES:
+        hint += f" (choose from {', '.join(map(repr, known))})"
+    elif not close:
+        hint = f" (`{prog} --help` lists them)"
+    return f"invalid choice: {given!r}{hint}"
 
 
 def _suggest(parser: argparse.ArgumentParser, extras: list[str]) -> str:
