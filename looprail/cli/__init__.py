@@ -54,7 +54,8 @@ def console() -> None:
     """The `looprail` console script: `main()`, then a fast exit.
 
     Interpreter teardown (garbage-collecting every module, pydantic's and statemachine's
-    classes) costs ~0.1 s of CPU after all the work is done. Once stdout and stderr are flushed
+    classes) costs CPU after all the work is done: a seventh of a `status` call
+    (docs/scale.md). Once stdout and stderr are flushed
     and nothing is left running (no thread, no child process: runs close their journal, lock,
     executors and clusters before `main()` returns), nothing remains for teardown to do, so
     the process ends with `os._exit`. Otherwise (a library left a thread or child behind) it
