@@ -45,18 +45,34 @@ def _read_config(project: str | Path) -> tuple[str, Any]:
         # as Node's readFileSync(path, 'utf8'): bad bytes become U+FFFD, a BOM is kept (and
         # then fails to parse, as in the reference)
         return path, parse_json_js(raw.decode("utf-8", "replace"))
-    except RecursionError:  # JSON.parse reads any depth; Python's parser stops near its
-        # recursion limit (the exact depth depends on the Python version; docs/security.md)
-        reason = "cannot be read (JSON nested too deeply: looprail reads about 1,000 levels)"
+    except RecursionError:  # JSON.parse reads any depth; Python's parser stops at a depth of
+        # its own (about 1,000 levels on 3.11, 1,500 on 3.12, 10,000 on 3.13; docs/checks.md)
+        reason = "cannot be read (JSON nested too deeply for Python's parser)"
         raise ConfigError(path, reason) from None
     except json.JSONDecodeError as exc:
         doc, pos, msg = exc.doc, exc.pos, exc.msg
-        before = doc[:pos].rstrip(" \t\n\r")
-        if doc[pos : pos + 1] in ("}", "]") and before.endswith(","):
-            pos, msg = len(before) - 1, f"trailing comma before {doc[exc.pos]!r}"
+        comma = _trailing_comma(doc, pos)
+        if comma is not None:
+            pos, msg = comma
         line = doc.count("\n", 0, pos) + 1
         col = pos - doc.rfind("\n", 0, pos)
         raise ConfigError(path, f"not valid JSON ({msg})", line, col) from None
+
+
+def _trailing_comma(doc: str, pos: int) -> tuple[int, str] | None:
+    """(the comma's position, the reason) when the parse failed at a comma just before a closing
+    bracket. Python's parser reports it at the bracket up to 3.12 and at the comma from 3.13,
+    each in its own words; one reason for both."""
+    blank = " \t\n\r"
+    if doc[pos : pos + 1] in ("}", "]"):
+        before = doc[:pos].rstrip(blank)
+        if before.endswith(","):
+            return len(before) - 1, f"trailing comma before {doc[pos]!r}"
+    elif doc[pos : pos + 1] == ",":
+        after = doc[pos + 1 :].lstrip(blank)
+        if after[:1] in ("}", "]"):
+            return pos, f"trailing comma before {after[0]!r}"
+    return None
 
 
 def load_project_config(project: str | Path) -> tuple[dict[str, Any] | None, list[str]]:

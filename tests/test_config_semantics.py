@@ -18,8 +18,10 @@ from looprail.config import (
     js_dumps,
     js_number,
     load_project_config,
+    load_project_config_strict,
     parse_json_js,
 )
+from looprail.errors import ConfigError
 from tests.support import CONFORMANCE, GSD_CAPABILITIES, feature, run_cli, write_capability
 
 TYPED = {
@@ -251,6 +253,29 @@ def test_malformed_config_stops_run_lint_check_with_line_and_column(tmp_path):
         assert "config.json:3:21: not valid JSON (trailing comma before '}')" in lines[0]
     proc = run_cli("loop", "render-hooks", "plan:pre", "--raw", "--project", str(project))
     assert proc.returncode == 0 and "NOT applied" in proc.stderr  # render-hooks stays fail-open
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "closer"),
+    [
+        ('{"a": 1,}', (1, 8), "}"),
+        ("[1, 2,]", (1, 6), "]"),
+        ('{"a": [1,\n\t2 ,\n  ]}', (2, 4), "]"),
+        ('{"a": {"b": []  ,\r\n}}', (1, 17), "}"),
+    ],
+)
+def test_a_trailing_comma_is_named_at_the_comma_on_every_python(tmp_path, text, where, closer):
+    """Python's parser reports a trailing comma at the bracket up to 3.12 and at the comma, in
+    other words, from 3.13: looprail names it the same way on both."""
+    project = tmp_path / "p"
+    (project / ".planning").mkdir(parents=True)
+    _write(project, text)
+    with pytest.raises(ConfigError) as caught:
+        load_project_config_strict(project)
+    line, col = where
+    assert str(caught.value).endswith(
+        f"config.json:{line}:{col}: not valid JSON (trailing comma before {closer!r})"
+    )
 
 
 @pytest.mark.skipif(not GSD_CAPABILITIES.is_dir(), reason="../shared is absent")

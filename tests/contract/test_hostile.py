@@ -519,15 +519,26 @@ def test_deeply_nested_config_is_set_aside(tmp_path):
 
 @pytest.mark.parametrize("depth", [5_000, 100_000])
 def test_deep_config_is_refused_in_one_line_where_the_reference_reads_it(tmp_path, depth):
-    """A deliberate difference (docs/security.md): JSON.parse reads any depth; looprail refuses
-    a config nested deeper than Python's parser reads, as it refuses an oversized one."""
+    """A deliberate difference (docs/checks.md): JSON.parse reads any depth; looprail reads what
+    this Python's parser reads (995 levels on 3.11, 9,998 on 3.13) and refuses a config nested
+    deeper in one line, as it refuses an oversized one."""
+    text = '{"d": ' + "[" * depth + "]" * depth + "}"
+    try:
+        python_reads = json.loads(text) is not None
+    except RecursionError:
+        python_reads = False
     project = make_project(tmp_path)
-    write_config(project, '{"d": ' + "[" * depth + "]" * depth + "}")
+    write_config(project, text)
     result = run_cli("lint", "--project", str(project))
-    assert result.returncode != 0
+    assert result.returncode != 0  # refused, or (read) the project's missing role agents
     assert "Traceback" not in result.stderr
-    (line,) = result.stderr.strip().splitlines()
-    assert "config.json" in line and "nested too deeply" in line
+    refusals = [line for line in result.stderr.splitlines() if "nested too deeply" in line]
+    if python_reads:
+        assert refusals == []
+    else:
+        assert result.stderr.strip().splitlines() == refusals
+        (line,) = refusals
+        assert "config.json: cannot be read (JSON nested too deeply for Python's parser)" in line
 
 
 def test_config_nested_a_few_hundred_levels_is_read(tmp_path):
