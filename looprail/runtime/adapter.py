@@ -269,8 +269,10 @@ def classify(error: str, status: int | None = None) -> str:
     if status in (401, 403):
         return "not authenticated"
     low = error.lower()
-    if any(word in low for word in ("429", "rate limit", "rate_limit", "quota")):
+    # A status code counts as a whole number only: an address such as `127.0.0.1:42917` or a
+    # request id holds "429" without being one.
+    if re.search(r"\b429\b", low) or any(w in low for w in ("rate limit", "rate_limit", "quota")):
         return "rate limited"
-    if any(word in low for word in ("401", "auth", "api key", "login")):
+    if re.search(r"\b40[13]\b", low) or any(w in low for w in ("auth", "api key", "login")):
         return "not authenticated"
     return "error"

@@ -11,12 +11,13 @@ from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from looprail.cli import main
 from looprail.hooks.gates.checks import CheckContext, CheckError, Verdict, evaluate_check
 from looprail.runtime import registry
+from looprail.runtime.adapter import classify
 from looprail.runtime.agents import ADAPTERS, AgentSettings, extract_verdict
 from looprail.runtime.base import (
     BaseRuntime,
@@ -691,3 +692,16 @@ def test_a_cost_of_zero_is_priced_from_the_tokens_when_prices_are_configured(
     outcome = execute_task(runtime, task, ctx_for(project, plan_id="01-01", task_id="T1"))
     assert outcome.ok and outcome.usage is not None
     assert outcome.usage.cost_usd == round((100 * 3 + 20 * 15) / 1_000_000, 6)
+
+
+@given(port=st.integers(1, 65535), status=st.sampled_from(["401", "403", "429"]))
+@example(port=42917, status="401")  # the port that once made a 401 read "rate limited"
+def test_an_api_error_is_classified_by_its_status_not_by_digits_in_its_address(port, status):
+    said = {
+        "401": "unexpected status 401 Unauthorized: the key is not valid",
+        "403": "unexpected status 403 Forbidden",
+        "429": "unexpected status 429 Too Many Requests: slow down",
+    }[status]
+    error = f"{said}, url: http://127.0.0.1:{port}/v1/responses (request req_{port}429401)"
+    assert classify(error) == ("rate limited" if status == "429" else "not authenticated")
+    assert classify(f"stream closed, url: http://127.0.0.1:{port}/v1") == "error"
