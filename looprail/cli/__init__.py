@@ -55,10 +55,10 @@ def console() -> None:
 
     Interpreter teardown (garbage-collecting every module, pydantic's and statemachine's
     classes) costs CPU after all the work is done: a seventh of a `status` call
-    (docs/scale.md). Once stdout and stderr are flushed
-    and nothing is left running (no thread, no child process: runs close their journal, lock,
-    executors and clusters before `main()` returns), nothing remains for teardown to do, so
-    the process ends with `os._exit`. Otherwise (a library left a thread or child behind) it
+    (docs/scale.md). Once stdout and stderr are flushed and nothing is left running (no
+    thread, no child process: runs close their journal, lock, executors and clusters before
+    `main()` returns), nothing remains for teardown to do, so the process ends with
+    `os._exit`. Otherwise (a library left a thread or child behind) it
     exits the normal way, atexit handlers and all. `main()` itself never exits: tests and
     embedders call it in process."""
     code = main()
