@@ -269,10 +269,14 @@ def classify(error: str, status: int | None = None) -> str:
     if status in (401, 403):
         return "not authenticated"
     low = error.lower()
-    # A status code counts as a whole number only: an address such as `127.0.0.1:42917` or a
-    # request id holds "429" without being one.
-    if re.search(r"\b429\b", low) or any(w in low for w in ("rate limit", "rate_limit", "quota")):
+    if _status_in(low, "429") or any(w in low for w in ("rate limit", "rate_limit", "quota")):
         return "rate limited"
-    if re.search(r"\b40[13]\b", low) or any(w in low for w in ("auth", "api key", "login")):
+    if _status_in(low, "40[13]") or any(w in low for w in ("auth", "api key", "login")):
         return "not authenticated"
     return "error"
+
+
+def _status_in(text: str, code: str) -> bool:
+    """Does `text` name the HTTP status `code` (a regex)? Only as a whole number, and not as a
+    port: `127.0.0.1:42917`, `localhost:429` or a request id `req_4291` name no status."""
+    return re.search(rf"(?<![\w.]:)\b{code}\b", text) is not None

@@ -696,6 +696,8 @@ def test_a_cost_of_zero_is_priced_from_the_tokens_when_prices_are_configured(
 
 @given(port=st.integers(1, 65535), status=st.sampled_from(["401", "403", "429"]))
 @example(port=42917, status="401")  # the port that once made a 401 read "rate limited"
+@example(port=429, status="401")  # a port that is a status code's number
+@example(port=401, status="429")
 def test_an_api_error_is_classified_by_its_status_not_by_digits_in_its_address(port, status):
     said = {
         "401": "unexpected status 401 Unauthorized: the key is not valid",
@@ -705,3 +707,17 @@ def test_an_api_error_is_classified_by_its_status_not_by_digits_in_its_address(p
     error = f"{said}, url: http://127.0.0.1:{port}/v1/responses (request req_{port}429401)"
     assert classify(error) == ("rate limited" if status == "429" else "not authenticated")
     assert classify(f"stream closed, url: http://127.0.0.1:{port}/v1") == "error"
+    assert classify(f"stream closed, url: http://localhost:{port}/v1") == "error"
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        ('{"error": {"code":429, "message": "Resource exhausted"}}', "rate limited"),
+        ("HTTP/1.1 401 Unauthorized", "not authenticated"),
+        ("status: 403", "not authenticated"),
+        ("error 429 from the API", "rate limited"),
+    ],
+)
+def test_an_api_error_names_its_status_in_the_usual_forms(error, kind):
+    assert classify(error) == kind
