@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from looprail.plans.roadmap import ROADMAP_LIMIT, roadmap_phases
@@ -103,6 +103,7 @@ PIECES = [
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(PIECES), max_size=30))
+@example(["## ", "Phase ", "2", ":"])  # phase 1's heading becomes phase 2's name
 def test_checkboxes_read_as_the_reference_pattern_does(pieces: list[str]) -> None:
     text = "".join(pieces) + "\n## Phase 1: One\n## Phase 2: Two\n## Phase 3: Three\n"
     expected: dict[str, bool] = {}
@@ -110,5 +111,8 @@ def test_checkboxes_read_as_the_reference_pattern_does(pieces: list[str]) -> Non
         number = box.group(2).lstrip("0") or "0"
         if re.fullmatch(r"\d+", number):  # the headings' numbers
             expected[number] = box.group(1).lower() == "x"
-    got = {n: checked for n, _, checked in roadmap_phases(text)}
-    assert got == {n: expected.get(n, False) for n in ("1", "2", "3")}
+    got = {n: checked for n, _, checked in roadmap_phases(text) if n in ("1", "2", "3")}
+    # A generated line ending in `Phase N:` takes the next line for its name, as the reference's
+    # heading pattern does, so phase 1's heading may be read as a name; 2's and 3's never are.
+    assert {"2", "3"} <= set(got)
+    assert got == {n: expected.get(n, False) for n in got}
