@@ -158,7 +158,7 @@ def _finished(
     if run_status == "shipped":
         return True, f"run {run_id} shipped"
     if run_status == "running":  # live, or killed before it could journal its end
-        return False, f"run {run_id} is running, or was stopped without a word; a run resumes it"
+        return False, f"run {run_id} is running; if it was stopped, a run resumes it"
     if run_status in ("paused", "halted"):
         return False, f"run {run_id} is {run_status}; a run resumes it"
     if removed:

@@ -145,7 +145,7 @@ def test_an_unfinished_run_is_resumed_even_when_the_artifacts_look_done(tmp_path
     assert whys == {
         "halted": f"run {run_id} is halted; a run resumes it",
         "paused": f"run {run_id} is paused; a run resumes it",
-        "running": f"run {run_id} is running, or was stopped without a word; a run resumes it",
+        "running": f"run {run_id} is running; if it was stopped, a run resumes it",
     }
     (project / ".block-1").unlink()
     out, summary = run_json(str(project), "--capabilities", str(caps))
