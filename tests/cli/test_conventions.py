@@ -146,6 +146,24 @@ def test_a_mistyped_command_gets_did_you_mean_not_every_choice(tmp_path):
     assert "did you mean 'png'? (choose from 'svg', 'png', 'dot', 'mermaid')" in fmt
 
 
+def test_did_you_mean_holds_with_the_argparse_of_python_3_13_1(tmp_path, monkeypatch):
+    """Python 3.12.8 and 3.13.1 print choices unquoted (CPython gh-86357); the hint is written
+    from the choices, so it holds whatever argparse's own check says."""
+
+    def newer_check(self, action, value):  # argparse's `_check_value` from 3.13.1 on
+        if action.choices is not None and value not in action.choices:
+            choices = ", ".join(map(str, action.choices))
+            raise argparse.ArgumentError(
+                action, f"invalid choice: {value!r} (choose from {choices})"
+            )
+
+    monkeypatch.setattr(argparse.ArgumentParser, "_check_value", newer_check)
+    last = run_cli("stauts", cwd=tmp_path).stderr.strip().splitlines()[-1]
+    assert last.endswith("invalid choice: 'stauts'; did you mean 'status'?")
+    fmt = run_cli("diagram", "--format", "jpg", cwd=tmp_path).stderr.strip().splitlines()[-1]
+    assert "did you mean 'png'? (choose from 'svg', 'png', 'dot', 'mermaid')" in fmt
+
+
 def test_a_mistyped_option_is_named_by_its_command_with_a_suggestion(tmp_path):
     r = run_cli("run", "--phse", "1", cwd=tmp_path)
     assert r.returncode == 2 and r.stdout == ""
