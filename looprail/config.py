@@ -45,8 +45,8 @@ def _read_config(project: str | Path) -> tuple[str, Any]:
         # as Node's readFileSync(path, 'utf8'): bad bytes become U+FFFD, a BOM is kept (and
         # then fails to parse, as in the reference)
         return path, parse_json_js(raw.decode("utf-8", "replace"))
-    except RecursionError:  # JSON.parse reads any depth; Python's parser stops at a depth of
-        # its own (about 1,000 levels on 3.11, 1,500 on 3.12, 10,000 on 3.13; docs/checks.md)
+    except RecursionError:  # JSON.parse reads any depth; Python's parser stops at a depth
+        # that depends on the Python version (docs/checks.md, "Config semantics")
         reason = "cannot be read (JSON nested too deeply for Python's parser)"
         raise ConfigError(path, reason) from None
     except json.JSONDecodeError as exc:
