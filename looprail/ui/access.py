@@ -55,9 +55,13 @@ def split_host(value: str) -> tuple[str, int | None] | None:
     else:
         name, _, port = value.partition(":")
         rest = f":{port}" if port or value.endswith(":") else ""
+    if not name or name == "[]":
+        return None  # `:8080` names no host
     if not rest:
         return name, None
-    if not rest.startswith(":") or not rest[1:].isdigit() or len(rest) > 6:
+    # ASCII digits only: `str.isdigit` also takes `²`, which `int` refuses.
+    digits = rest[1:]
+    if not rest.startswith(":") or not (digits.isascii() and digits.isdigit()) or len(rest) > 6:
         return None
     port_number = int(rest[1:])
     return (name, port_number) if 0 < port_number <= 65535 else None

@@ -9,7 +9,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("starlette")
@@ -214,6 +214,8 @@ def test_a_write_without_a_task_is_refused(tmp_path):
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=40))
+@example(":²")  # a digit to str.isdigit, not to int
+@example(":1")  # no host name
 def test_split_host_never_takes_a_malformed_host(value):
     parsed = access.split_host(value)
     if parsed is not None:
